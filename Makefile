@@ -1,0 +1,208 @@
+# rlrt — plain GNU make build. Outputs go under build/.
+#
+#   make                      librlrt.{so,a}, rl-* binaries, tests, benches
+#   make test                 build and run every test; ends "N passed, N failed"
+#   make run                  the default local job (see README.md)
+#   make SANITIZE=address,undefined test
+#   make CUDA=1               also compile the .cu sources with nvcc
+#   make golden               regenerate tests/golden with /usr/bin/python3 + torch
+#   make bench-NAME           run bench/bench_NAME.sh, or every bench_NAME* binary
+#   make fuzz [FUZZ_SECONDS=60]
+#   make install PREFIX=/usr/local
+#
+# New sources are picked up by wildcard: common/<module>/*.c go into librlrt,
+# tests/unit/test_*.c become test binaries, bench/bench_*.c bench binaries.
+
+CC       ?= gcc
+PREFIX   ?= /usr/local
+BUILD    ?= build
+SANITIZE ?=
+CUDA     ?= 0
+OPT      ?= -O2
+PYTHON   ?= /usr/bin/python3
+FUZZ_SECONDS ?= 60
+
+PKGS      := libzmq libczmq libprotobuf-c libuv yaml-0.1 jansson openblas
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
+CPPFLAGS := -Iinclude -I$(BUILD)/gen -D_GNU_SOURCE
+CFLAGS   := -std=c11 $(OPT) -g -fPIC -pthread -fopenmp $(WARN) $(PKG_CFLAGS)
+LDLIBS   := $(PKG_LIBS) -lm -pthread -fopenmp
+
+ifneq ($(SANITIZE),)
+CFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS += -fsanitize=$(SANITIZE)
+endif
+
+# ---- sources -------------------------------------------------------------
+PROTO_SRC := $(wildcard proto/*.proto)
+PROTO_C   := $(patsubst proto/%.proto,$(BUILD)/gen/%.pb-c.c,$(PROTO_SRC))
+PROTO_H   := $(PROTO_C:.c=.h)
+
+LIB_SRC   := $(sort $(wildcard common/*/*.c common/*/*/*.c))
+LIB_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC)) \
+             $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(PROTO_C))
+
+ifeq ($(CUDA),1)
+NVCC      ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CU_SRC    := $(sort $(wildcard common/*/*.cu common/*/*/*.cu))
+CU_OBJ    := $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(CU_SRC))
+LIB_OBJ   += $(CU_OBJ)
+CPPFLAGS  += -DRL_CUDA=1 -I$(CUDA_HOME)/include
+LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
+NVCCFLAGS ?= -O2 -std=c++17 -Xcompiler -fPIC,-Wall -Iinclude \
+             -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
+endif
+
+LIB_A  := $(BUILD)/lib/librlrt.a
+LIB_SO := $(BUILD)/lib/librlrt.so
+
+# Binaries: bin/<name>/*.c style folders with a main each.
+DRIVER_SRC := $(sort $(wildcard driver/*.c driver/*/*.c))
+WORKER_SRC := $(sort $(wildcard workers/*.c workers/*/*.c))
+BINS :=
+ifneq ($(DRIVER_SRC),)
+BINS += $(BUILD)/bin/rl-driver
+endif
+ifneq ($(WORKER_SRC),)
+BINS += $(BUILD)/bin/rl-worker
+endif
+EXAMPLE_SRC := $(sort $(wildcard examples/*.c))
+BINS += $(patsubst examples/%.c,$(BUILD)/bin/rl-%,$(EXAMPLE_SRC))
+
+TEST_COMMON_SRC := $(sort $(wildcard tests/common/*.c))
+TEST_COMMON_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_COMMON_SRC))
+TEST_SRC  := $(sort $(wildcard tests/unit/test_*.c))
+TEST_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+
+BENCH_SRC  := $(sort $(wildcard bench/bench_*.c))
+BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+
+.PHONY: all lib bins tests benches test run deps golden fuzz install clean
+.SECONDARY:
+.DELETE_ON_ERROR:
+
+all: lib bins tests benches
+
+lib: $(LIB_A) $(LIB_SO)
+bins: $(BINS)
+tests: $(TEST_BINS)
+benches: $(BENCH_BINS)
+
+# ---- dependencies ----------------------------------------------------------
+# Installs missing Debian packages (apt-get as root; prints the line otherwise).
+deps:
+	@deploy/install-deps.sh --if-missing
+
+# ---- generated protobuf-c code ------------------------------------------------
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
+	@mkdir -p $(dir $@)
+	protoc-c --proto_path=proto --c_out=$(BUILD)/gen $<
+
+# ---- objects ---------------------------------------------------------------
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-unused-parameter -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.o: %.c $(PROTO_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -DRL_CUDA=1 -c $< -o $@
+
+$(LIB_A): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+$(LIB_SO): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,librlrt.so -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bin/rl-driver: $(patsubst %.c,$(BUILD)/obj/%.o,$(DRIVER_SRC)) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bin/rl-worker: $(patsubst %.c,$(BUILD)/obj/%.o,$(WORKER_SRC)) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bin/rl-%: $(BUILD)/obj/examples/%.o $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TEST_COMMON_OBJ) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(TEST_COMMON_OBJ) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+
+# ---- the README's two commands ------------------------------------------------
+test: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) tests/run.sh
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) examples/run-default.sh
+
+# ---- golden files, benchmarks, fuzzing -------------------------------------------
+golden:
+	@set -e; for g in $(sort $(wildcard tests/reference/gen_*.py)); do \
+	    echo "golden: $$g"; $(PYTHON) $$g; done
+
+bench-%: deps
+	@$(MAKE) --no-print-directory all
+	@set -e; if [ -x bench/bench_$*.sh ]; then BUILD=$(BUILD) bench/bench_$*.sh; \
+	else found=0; for b in $(BUILD)/bench/bench_$* $(BUILD)/bench/bench_$*_*; do \
+	    [ -x "$$b" ] || continue; found=1; echo "== $$b"; "$$b"; done; \
+	    [ $$found = 1 ] || { echo "no benchmark named '$*' (bench/bench_$*.c or .sh)"; exit 2; }; fi
+
+FUZZ_SRC  := $(sort $(wildcard fuzz/fuzz_*.c))
+FUZZ_BINS := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
+FUZZ_CFLAGS := -std=c11 -O1 -g -fsanitize=fuzzer-no-link,address,undefined $(CPPFLAGS) $(PKG_CFLAGS)
+FUZZ_LIB_OBJ := $(patsubst %.c,$(BUILD)/fuzz/obj/%.o,$(LIB_SRC)) \
+                $(patsubst $(BUILD)/gen/%.c,$(BUILD)/fuzz/obj/gen/%.o,$(PROTO_C))
+
+$(BUILD)/fuzz/obj/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -c $< -o $@
+
+$(BUILD)/fuzz/obj/%.o: %.c $(PROTO_H)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -fopenmp -c $< -o $@
+
+$(BUILD)/fuzz/%: fuzz/%.c $(FUZZ_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ $(PKG_LIBS) -lm -pthread -fopenmp
+
+fuzz: deps $(FUZZ_BINS)
+	@set -e; for f in $(FUZZ_BINS); do n=$$(basename $$f); \
+	    mkdir -p fuzz/corpus/$$n fuzz/regressions/$$n $(BUILD)/fuzz/work/$$n; \
+	    echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
+	    $$f -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=fuzz/regressions/$$n/ \
+	        $(BUILD)/fuzz/work/$$n fuzz/corpus/$$n; done
+
+# ---- install -------------------------------------------------------------------
+install: lib bins
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	    $(DESTDIR)$(PREFIX)/include/rlrt
+	for b in $(BINS); do install -m 755 $$b $(DESTDIR)$(PREFIX)/bin/; done
+	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
+	cp -r include/rlrt/. $(DESTDIR)$(PREFIX)/include/rlrt/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|0.1.0|g' \
+	    -e 's|@REQUIRES@|$(PKGS)|g' deploy/rlrt.pc.in \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/rlrt.pc
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
