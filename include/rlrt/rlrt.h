@@ -11,5 +11,7 @@
 #include "rlrt/error.h"
 #include "rlrt/log.h"
 #include "rlrt/rng.h"
+#include "rlrt/dtype.h"
+#include "rlrt/nn/params.h"
 
 #endif
