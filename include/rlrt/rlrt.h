@@ -15,5 +15,7 @@
 #include "rlrt/nn/params.h"
 #include "rlrt/tensor.h"
 #include "rlrt/dataproto.h"
+#include "rlrt/config.h"
+#include "rlrt/runtime/cluster.h"
 
 #endif
