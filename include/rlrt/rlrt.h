@@ -17,5 +17,6 @@
 #include "rlrt/dataproto.h"
 #include "rlrt/config.h"
 #include "rlrt/runtime/cluster.h"
+#include "rlrt/runtime/collective.h"
 
 #endif
