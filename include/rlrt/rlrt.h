@@ -16,5 +16,8 @@
 #include "rlrt/tensor.h"
 #include "rlrt/dataproto.h"
 #include "rlrt/algo/aepo.h"
+#include "rlrt/config.h"
+#include "rlrt/runtime/cluster.h"
+#include "rlrt/runtime/collective.h"
 
 #endif
