@@ -15,5 +15,6 @@
 #include "rlrt/nn/params.h"
 #include "rlrt/tensor.h"
 #include "rlrt/dataproto.h"
+#include "rlrt/wire.h"
 
 #endif
