@@ -15,9 +15,16 @@
 
 CC       ?= gcc
 PREFIX   ?= /usr/local
-BUILD    ?= build
 SANITIZE ?=
 CUDA     ?= 0
+# Each flavour builds in its own tree so objects never mix.
+ifneq ($(SANITIZE),)
+BUILD    ?= build-san
+else ifeq ($(CUDA),1)
+BUILD    ?= build-cuda
+else
+BUILD    ?= build
+endif
 OPT      ?= -O2
 PYTHON   ?= /usr/bin/python3
 FUZZ_SECONDS ?= 60
