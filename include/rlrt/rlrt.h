@@ -19,5 +19,6 @@
 #include "rlrt/config.h"
 #include "rlrt/runtime/cluster.h"
 #include "rlrt/runtime/collective.h"
+#include "rlrt/wire.h"
 
 #endif
