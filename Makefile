@@ -192,10 +192,10 @@ $(BUILD)/fuzz/%: fuzz/%.c $(FUZZ_LIB_OBJ)
 
 fuzz: deps $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$$(basename $$f); \
-	    mkdir -p fuzz/corpus/$$n fuzz/regressions/$$n $(BUILD)/fuzz/work/$$n; \
+	    mkdir -p fuzz/corpus/$$n fuzz/seeds/$$n fuzz/regressions/$$n $(BUILD)/fuzz/work/$$n; \
 	    echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
 	    $$f -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=fuzz/regressions/$$n/ \
-	        $(BUILD)/fuzz/work/$$n fuzz/corpus/$$n; done
+	        $(BUILD)/fuzz/work/$$n fuzz/corpus/$$n fuzz/seeds/$$n; done
 
 # ---- install -------------------------------------------------------------------
 install: lib bins

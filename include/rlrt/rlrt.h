@@ -15,5 +15,10 @@
 #include "rlrt/nn/params.h"
 #include "rlrt/tensor.h"
 #include "rlrt/dataproto.h"
+#include "rlrt/algo/aepo.h"
+#include "rlrt/config.h"
+#include "rlrt/runtime/cluster.h"
+#include "rlrt/runtime/collective.h"
+#include "rlrt/wire.h"
 
 #endif
