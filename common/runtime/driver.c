@@ -853,6 +853,11 @@ int rl_group_pid(const rl_group *g, int rank)
     return (rank >= 0 && rank < g->size) ? g->ranks[rank]->proc_pid : 0;
 }
 
+const char *rl_group_address(const rl_group *g, int rank)
+{
+    return (rank >= 0 && rank < g->size) ? g->ranks[rank]->node->address : NULL;
+}
+
 int rl_group_wait_ready(rl_group *g, int timeout_ms) { return s_wait_ready(g->d, g, timeout_ms); }
 
 /* ---- calls ------------------------------------------------------------------------------ */

@@ -1,7 +1,9 @@
 /* selftest.c — the cluster check recipe (like nccl-tests for rlrt): every
  * dispatch mode on every role, uneven dp_compute, payload integrity, handler
- * errors, unknown methods and overlapped asynchronous calls; prints a table
- * and fails if any check fails. `selftest.rounds=N` repeats it. */
+ * errors, unknown methods, overlapped asynchronous calls, every collective
+ * (verified exactly), a versioned weight-channel transfer actor -> rollout and
+ * a direct env <-> rollout data channel; prints a table and fails if any check
+ * fails. `selftest.rounds=N` repeats it (the weight version grows per round). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,6 +214,159 @@ static void s_overlap_check(rl_driver *d, const rl_config *job, s_tally *t)
     s_report(t, label, "all", n, ok, el, why);
 }
 
+/* Meta-only request {key: value, ...} built from a JSON object (stolen). */
+static rl_dataproto *s_args(json_t *meta)
+{
+    rl_dataproto *dp = rl_dataproto_new();
+    rl_dataproto_set_rows(dp, 0);
+    rl_dataproto_set_meta(dp, meta);
+    return dp;
+}
+
+/* Every collective among the ranks of each multi-rank group, for buffer
+ * sizes 0, W - 1 (smaller than the world) and an odd size. */
+static void s_collective_check(rl_driver *d, s_tally *t)
+{
+    const char *roles[] = {"actor", "reward", "rollout", "env"};
+    for (int k = 0; k < 4; k++) {
+        rl_error_clear();
+        rl_group *g = rl_driver_group(d, roles[k]);
+        if (!g)
+            continue;
+        int W = rl_group_size(g);
+        int64_t counts[3] = {0, W - 1, 1000003};
+        for (int c = 0; c < 3; c++) {
+            if (c == 1 && W == 1)
+                continue;
+            double t0 = s_now_ms();
+            char why[512] = "";
+            /* rank 0 makes the id on its host; the driver hands it out */
+            rl_dataproto *req = s_args(json_pack("{s:s}", "host", rl_group_address(g, 0))), *res = NULL;
+            int ok = rl_group_call_sync(g, "comm_id_create", RL_DISPATCH_RANK_ZERO, req, &res) == 0;
+            rl_dataproto_free(req);
+            if (ok) {
+                const char *id = json_string_value(json_object_get(rl_dataproto_meta(res), "comm_id"));
+                rl_dataproto *in = s_args(json_pack("{s:s, s:I}", "comm_id", id ? id : "",
+                                                    "count", (json_int_t)counts[c]));
+                ok = rl_group_call_sync(g, "coll_check", RL_DISPATCH_ONE_TO_ALL, in, NULL) == 0;
+                rl_dataproto_free(in);
+            }
+            rl_dataproto_free(res);
+            if (!ok)
+                snprintf(why, sizeof why, "%s", rl_error_message());
+            char label[64];
+            snprintf(label, sizeof label, "collectives %lld floats", (long long)counts[c]);
+            s_report(t, label, roles[k], W, ok, s_now_ms() - t0, why);
+        }
+    }
+}
+
+/* actor/0 sends a versioned buffer over the weight channel to every rollout
+ * rank; each checks every value and the version it switched to. */
+static void s_weight_check(rl_driver *d, const rl_config *job, int64_t version, s_tally *t)
+{
+    rl_error_clear();
+    rl_group *actor = rl_driver_group(d, "actor"), *rollout = rl_driver_group(d, "rollout");
+    if (!actor || !rollout)
+        return;
+    int64_t mb = 16;
+    rl_config_get_int_or(job, "selftest.weight_mb", 16, &mb);
+    int64_t count = mb * 1024 * 1024 / 4;
+    double t0 = s_now_ms();
+    char why[512] = "";
+    rl_dataproto *open = s_args(json_pack("{s:s}", "host", rl_group_address(actor, 0))), *res = NULL;
+    int ok = rl_group_call_sync(actor, "weights_open", RL_DISPATCH_RANK_ZERO, open, &res) == 0;
+    rl_dataproto_free(open);
+    if (ok) {
+        const char *ep = json_string_value(json_object_get(rl_dataproto_meta(res), "endpoint"));
+        rl_dataproto *send = s_args(json_pack("{s:I, s:I, s:i}", "version", (json_int_t)version,
+                                              "count", (json_int_t)count, "receivers",
+                                              rl_group_size(rollout)));
+        rl_dataproto *recv = s_args(json_pack("{s:s, s:I}", "endpoint", ep, "count", (json_int_t)count));
+        rl_future *fs = rl_group_call(actor, "weights_send", RL_DISPATCH_RANK_ZERO, send);
+        rl_future *fr = rl_group_call(rollout, "weights_recv", RL_DISPATCH_ONE_TO_ALL, recv);
+        ok = rl_future_wait(fr, 60000) == 0 && rl_future_wait(fs, 60000) == 0;
+        if (!ok)
+            snprintf(why, sizeof why, "%s", rl_error_message());
+        for (int r = 0; ok && r < rl_group_size(rollout); r++) {
+            rl_dataproto *o = NULL;
+            rl_future_take_rank(fr, r, &o);
+            json_int_t v = json_integer_value(json_object_get(rl_dataproto_meta(o), "version"));
+            if (v != version) {
+                snprintf(why, sizeof why, "rollout/%d switched to version %lld, expected %lld", r,
+                         (long long)v, (long long)version);
+                ok = 0;
+            }
+            rl_dataproto_free(o);
+        }
+        rl_future_free(fs);
+        rl_future_free(fr);
+        rl_dataproto_free(send);
+        rl_dataproto_free(recv);
+    } else {
+        snprintf(why, sizeof why, "%s", rl_error_message());
+    }
+    rl_dataproto_free(res);
+    char label[64];
+    snprintf(label, sizeof label, "weight channel %lld MiB v%lld", (long long)mb, (long long)version);
+    s_report(t, label, "actor>rollout", rl_group_size(rollout), ok, s_now_ms() - t0, why);
+}
+
+/* env rank r and rollout rank r exchange batches over a direct channel; the
+ * driver only sets it up and reads the summary. */
+static void s_channel_check(rl_driver *d, s_tally *t)
+{
+    rl_error_clear();
+    rl_group *env = rl_driver_group(d, "env"), *rollout = rl_driver_group(d, "rollout");
+    if (!env || !rollout)
+        return;
+    int n = rl_group_size(env);
+    char why[512] = "";
+    double t0 = s_now_ms();
+    if (n != rl_group_size(rollout)) {
+        s_report(t, "data channel env<>rollout", "env", n, 1, 0, "");
+        printf("    (skipped: env and rollout have different rank counts)\n");
+        return;
+    }
+    rl_dataproto **per = calloc((size_t)n, sizeof *per);
+    for (int r = 0; r < n; r++)
+        per[r] = s_args(json_pack("{s:s}", "host", rl_group_address(env, r)));
+    rl_future *f = rl_group_call_each(env, "channel_open", per);
+    int ok = rl_future_wait(f, 30000) == 0;
+    for (int r = 0; r < n; r++) {
+        rl_dataproto *o = NULL;
+        if (ok)
+            rl_future_take_rank(f, r, &o);
+        const char *ep = o ? json_string_value(json_object_get(rl_dataproto_meta(o), "endpoint")) : "";
+        rl_dataproto_free(per[r]);
+        per[r] = s_args(json_pack("{s:s}", "endpoint", ep ? ep : ""));
+        rl_dataproto_free(o);
+    }
+    rl_future_free(f);
+    if (ok) {
+        f = rl_group_call_each(rollout, "channel_connect", per);
+        ok = rl_future_wait(f, 30000) == 0;
+        rl_future_free(f);
+    }
+    if (ok) {
+        rl_dataproto *serve = s_args(json_pack("{s:i, s:i}", "steps", 50, "serve", 1));
+        rl_dataproto *ping = s_args(json_pack("{s:i, s:i}", "steps", 50, "serve", 0));
+        rl_future *fs = rl_group_call(env, "channel_pingpong", RL_DISPATCH_ONE_TO_ALL, serve);
+        rl_future *fp = rl_group_call(rollout, "channel_pingpong", RL_DISPATCH_ONE_TO_ALL, ping);
+        ok = rl_future_wait(fp, 60000) == 0 && rl_future_wait(fs, 60000) == 0;
+        rl_future_free(fs);
+        rl_future_free(fp);
+        rl_dataproto_free(serve);
+        rl_dataproto_free(ping);
+    }
+    if (!ok)
+        snprintf(why, sizeof why, "%s", rl_error_message());
+    for (int r = 0; r < n; r++)
+        rl_dataproto_free(per[r]);
+    free(per);
+    s_report(t, "data channel env<>rollout 50x", "env", n, ok, s_now_ms() - t0, why);
+}
+
 static int s_run(rl_driver *d, const rl_config *job)
 {
     int64_t rounds = 1;
@@ -228,6 +383,12 @@ static int s_run(rl_driver *d, const rl_config *job)
         }
         if (!rl_driver_interrupted(d))
             s_overlap_check(d, job, &t);
+        if (!rl_driver_interrupted(d))
+            s_collective_check(d, &t);
+        if (!rl_driver_interrupted(d))
+            s_weight_check(d, job, round, &t);
+        if (!rl_driver_interrupted(d))
+            s_channel_check(d, &t);
     }
     printf("selftest: %d passed, %d failed\n", t.passed, t.failed);
     fflush(stdout);
@@ -243,6 +404,7 @@ const rl_recipe rl_recipe_selftest = {
                      "  rounds: 1\n"
                      "  rows: 37\n"
                      "  payload_mb: 8\n"
-                     "  sleep_ms: 300\n",
+                     "  sleep_ms: 300\n"
+                     "  weight_mb: 16\n",
     .run = s_run,
 };

@@ -78,6 +78,8 @@ int rl_group_size(const rl_group *g);
 const char *rl_group_role(const rl_group *g);
 /* pid of a local rank's process (0 if none) — for tests and logs. */
 int rl_group_pid(const rl_group *g, int rank);
+/* Address of the node a rank is placed on (from cluster.yaml). */
+const char *rl_group_address(const rl_group *g, int rank);
 /* Waits until every rank of the group is READY. */
 int rl_group_wait_ready(rl_group *g, int timeout_ms);
 

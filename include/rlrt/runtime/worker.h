@@ -76,8 +76,11 @@ int rl_worker_run(const rl_worker_options *opt, const rl_worker_role *role);
 
 int rl_worker_should_stop(const rl_worker_ctx *ctx);
 
-/* Methods every role has (runtime self-test): echo, add (x + meta.value),
- * sleep (meta.ms), fail (returns an error), whoami (rank/pid). */
+/* Methods every role has (common/runtime/builtin.c): echo, add (x +
+ * meta.value), sleep (meta.ms), fail (returns an error), whoami, and the
+ * plumbing checks of the selftest recipe: coll_check (every collective,
+ * verified exactly), weights_open/weights_send/weights_recv (weight channel),
+ * channel_open/channel_connect/channel_pingpong (direct data channels). */
 extern const rl_method rl_builtin_methods[];
 
 #ifdef __cplusplus
