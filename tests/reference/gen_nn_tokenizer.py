@@ -69,7 +69,7 @@ TEXTS = [
     " ",
     "It's John's book; they'll go, we've seen, I'm here, you'd know, they're done.",
     "IT'S JOHN'S BOOK; THEY'LL GO; WE'VE SEEN; I'M HERE; YOU'D KNOW; THEY'RE DONE",
-    "'s 'S '\u017f ''' ' s 'x 'Re 'LL",
+    "'s 'S '\u017f ''' ' s 'x 'Re 'LL '\u017fx 'Sx 'tis 'LLama it'\u017fx IT'Sx we'RE it'\u017ftuff \u017ftuff",
     "Caf\u00e9 na\u00efve r\u00e9sum\u00e9 fa\u00e7ade \u00c5ngstr\u00f6m \u00fcber stra\u00dfe",
     "Decomposed: Cafe\u0301 nai\u0308ve A\u030a a\u0301\u0302 \u1100\u1161\u11a8 q\u0307\u0323",
     "\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8\u3068\u4e2d\u6587\u6587\u672c\uff0c"
@@ -132,6 +132,8 @@ def corpus():
                     f"The answer is \\boxed{{{r}}}.")
     docs += TEXTS * 3
     docs.append("It's they're we'll I'd you've he's THEY'RE WE'LL")
+    # long-s words, so that merges cross the (?i:'s) boundary U+017F exercises
+    docs += ["\u017ftuff \u017ftill \u017fome \u017ftuff"] * 30
     return docs
 
 
