@@ -28,6 +28,7 @@ enum { S_CACHE_SLOTS = 1 << 16, S_CACHE_MAX_WORD = 128 };
 
 typedef struct s_cache_slot {
     char *key;      /* malloc'd: ids (int32) followed by the key bytes */
+    uint64_t hash;
     uint32_t klen, nids;
 } s_cache_slot;
 
@@ -111,11 +112,19 @@ static inline bool s_merge_get(const s_bpe *b, int32_t l, int32_t r, int32_t *ra
 /* ---------------------------------------------------------------------
  * pre-tokenizer
  * --------------------------------------------------------------------- */
+/* rl_tok_uc_class() of each ASCII character */
+static const uint8_t s_ascii_class[128] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0,
+    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0,
+    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0,
+};
+
 static inline int s_peek(const unsigned char *s, size_t n, size_t i, uint32_t *cp, int *cls)
 {
     if (s[i] < 0x80) {
         *cp = s[i];
-        *cls = rl_tok_uc_class(*cp);
+        *cls = s_ascii_class[s[i]];
         return 1;
     }
     int l = rl_tok_utf8_next(s, n, i, cp);
@@ -327,8 +336,10 @@ static void s_try_pair(const s_bpe *b, const s_sym *sym, int32_t pos, s_cand *h,
  * dropped when there is no unk token). */
 static int s_bpe_word(const s_bpe *b, const unsigned char *w, size_t m, rl_tok_ivec *out)
 {
+    /* The heap starts with at most m-1 pairs; each merge pops one entry and
+     * pushes at most two, and there are at most m-1 merges: < 2m entries. */
     s_sym *sym = malloc(m * sizeof *sym);
-    s_cand *h = malloc(m * sizeof *h);
+    s_cand *h = malloc(2 * m * sizeof *h);
     if (!sym || !h) {
         free(sym);
         free(h);
@@ -386,7 +397,8 @@ static s_cache_slot *s_cache_find(s_bpe *b, const unsigned char *w, size_t m, ui
     size_t mask = S_CACHE_SLOTS - 1, i = hash & mask;
     while (b->cache[i].key) {
         s_cache_slot *e = &b->cache[i];
-        if (e->klen == m && memcmp(e->key + e->nids * sizeof(int32_t), w, m) == 0)
+        if (e->hash == hash && e->klen == m &&
+            memcmp(e->key + e->nids * sizeof(int32_t), w, m) == 0)
             return e;
         i = (i + 1) & mask;
     }
@@ -441,6 +453,7 @@ static int s_encode_word(const s_bpe *cb, const unsigned char *w, size_t m, rl_t
                 memcpy(k, out->v + start, nids * sizeof(int32_t));
                 memcpy(k + nids * sizeof(int32_t), w, m);
                 e->key = k;
+                e->hash = hash;
                 e->klen = (uint32_t)m;
                 e->nids = nids;
                 b->cache_count++;

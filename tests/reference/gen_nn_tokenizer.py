@@ -9,8 +9,8 @@ test strings, the ids HF produces and the text HF decodes them to:
   tests/golden/nn_tok/qwen2.json         NFC + Split(Qwen2 regex) +
                                           ByteLevel(use_regex=false), merges
                                           written in the [a, b] list form
-  tests/golden/nn_tok/llama3.json        qwen2.json with the Llama-3 regex
-                                          (\\p{N}{1,3}) and no normalizer
+  tests/golden/nn_tok/llama3.json        Split(Llama-3 regex, \\p{N}{1,3}) +
+                                          ByteLevel, no normalizer, list merges
   tests/golden/nn_tok/gpt2_prefix.json   gpt2.json with add_prefix_space=true
   tests/golden/nn_tok/<name>.safetensors texts, ids and decoded bytes
 
@@ -86,6 +86,15 @@ TEXTS = [
     "$$$ 100% @user #tag http://example.com/path?q=1&r=2 a_b-c",
     "Question: 17 * 23 = ? <think>17*20=340, 17*3=51, 340+51=391</think> \\boxed{391}",
     "\u00ff\u0100\u0120 already-mapped chars \u0120the",
+    "ctrl\x0b\x0cvt ff \x1c\x1dgs\x1e\x1f us\x00nul\x7f del \x0b\x0b x\x1c\x1c",
+    # words whose every adjacent pair merges (the merge heap fills up)
+    "Where there is a will, there is a way; therefore they gathered together, whether "
+    "or not the other one returned. Instances of classes with attributes and functions.",
+    # long words: many merges per pre-token
+    "supercalifragilisticexpialidocious" * 6 + " " + "1234567890" * 12 + " " + "_" * 80,
+    " " * 70 + "x" + "\t" * 9 + "\n" * 5,
+    "thethethethethethethethethethethethethethethethethethethethethethethethethethe"
+    "returnreturnreturnreturnreturnreturnreturnreturnreturnreturnreturnreturnreturn",
 ]
 INVALID = [
     b"abc\xff def",
@@ -240,13 +249,13 @@ def main():
     path, _ = save(qwen, "qwen2", listform)
     write_case("qwen2", ref, path)
 
-    def llama(d):
-        d["normalizer"] = None
-        d["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = LLAMA3_RE
-    d = json.loads(qwen.to_str())
-    llama(d)
-    ref = Tokenizer.from_str(json.dumps(d))
-    path, _ = save(qwen, "llama3", lambda x: (llama(x), listform(x)))
+    # Llama-3 style: trained with its own regex so that multi-digit merges
+    # exist and \p{N}{1,3} shows in the ids; no normalizer.
+    llama = train(pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(LLAMA3_RE), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]))
+    ref = Tokenizer.from_str(llama.to_str())
+    path, _ = save(llama, "llama3", listform)
     write_case("llama3", ref, path)
 
 
