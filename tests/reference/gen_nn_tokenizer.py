@@ -96,6 +96,40 @@ TEXTS = [
     "thethethethethethethethethethethethethethethethethethethethethethethethethethe"
     "returnreturnreturnreturnreturnreturnreturnreturnreturnreturnreturnreturnreturn",
 ]
+
+
+def _random_text(seed=7, pieces=1500):
+    """Deterministic mixed text: ASCII words with contractions and assorted
+    white space, interleaved with code points drawn from every plane
+    (combining marks, Hangul jamo, long s, unassigned ones included)."""
+    rng = random.Random(seed)
+    words = ["the", "return", "It", "don", "x1", "caf\u00e9", "THEY", "42", "3.14", "<a>"]
+    seps = [" ", "  ", "\n", "'s ", "'S ", "'ll ", "\r\n", "\t", "\n\n ", " \n"]
+    picks = [0x300, 0x301, 0x308, 0x323, 0x1100, 0x1161, 0x11A8, 0xAC00, 0x17F, 0x27, 0x20,
+             0x0A, 0x0D, 0x09, 0xA0, 0x3000, 0x2028, 0x85]
+    out = []
+    for _ in range(pieces):
+        if rng.random() < 0.5:
+            out.append(rng.choice(words) + rng.choice(seps))
+            continue
+        for _ in range(rng.randint(1, 5)):
+            r = rng.random()
+            if r < 0.3:
+                c = rng.randint(0x20, 0x7E)
+            elif r < 0.5:
+                c = rng.randint(0xA0, 0x2FFF)
+            elif r < 0.6:
+                c = rng.choice(picks)
+            elif r < 0.8:
+                c = rng.randint(0x3000, 0xFFFF)
+            else:
+                c = rng.randint(0x10000, 0x10FFFF)
+            out.append(chr(0x41 if 0xD800 <= c < 0xE000 else c))
+    return "".join(out)
+
+
+TEXTS.append(_random_text())
+
 INVALID = [
     b"abc\xff def",
     b"\xe4\xbd trunc",
