@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <unistd.h>
 #include <cmocka.h>
 #include <jansson.h>
@@ -416,6 +417,63 @@ static void test_bpe_cache_consistency(void **state)
     rl_tokenizer_free(t);
 }
 
+/* Concurrent encodes on one tokenizer (shared word cache under a try-lock)
+ * give the serial ids. */
+typedef struct s_thread_job {
+    const rl_tokenizer *t;
+    const char *text;
+    size_t len;
+    const int32_t *want;
+    int64_t nwant;
+    int bad;
+} s_thread_job;
+
+static void *s_thread_main(void *arg)
+{
+    s_thread_job *j = arg;
+    for (int r = 0; r < 20; r++) {
+        int32_t *ids;
+        int64_t n;
+        if (rl_tokenizer_encode(j->t, j->text, j->len, &ids, &n) != RL_OK || n != j->nwant ||
+            memcmp(ids, j->want, (size_t)n * sizeof *ids) != 0)
+            j->bad++;
+        else
+            free(ids);
+    }
+    return NULL;
+}
+
+static void test_bpe_concurrent_encode(void **state)
+{
+    (void)state;
+    rl_golden *g = rl_golden_load("tests/golden/nn_tok/qwen2.safetensors");
+    assert_non_null(g);
+    rl_tokenizer *t = rl_tokenizer_load_hf("tests/golden/nn_tok/qwen2.json");
+    assert_non_null(t);
+    const rl_golden_array *text = rl_golden_get(g, "text");
+    int64_t nt;
+    int64_t *toff = rl_golden_i64(g, "text_offsets", &nt);
+    int32_t *want;
+    int64_t nwant;
+    const char *s = text->data;
+    size_t len = (size_t)toff[nt - 1];
+    assert_int_equal(rl_tokenizer_encode(t, s, len, &want, &nwant), RL_OK);
+    pthread_t th[4];
+    s_thread_job jobs[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (s_thread_job){t, s, len, want, nwant, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, s_thread_main, &jobs[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(jobs[i].bad, 0);
+    }
+    free(want);
+    free(toff);
+    rl_tokenizer_free(t);
+    rl_golden_free(g);
+}
+
 /* ---------------------------------------------------------------------
  * malformed tokenizer.json
  * --------------------------------------------------------------------- */
@@ -561,6 +619,7 @@ int main(void)
         cmocka_unit_test(test_bpe_llama3_matches_hf),
         cmocka_unit_test(test_bpe_specials_and_api),
         cmocka_unit_test(test_bpe_cache_consistency),
+        cmocka_unit_test(test_bpe_concurrent_encode),
         cmocka_unit_test(test_bpe_malformed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
