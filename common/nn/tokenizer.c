@@ -170,7 +170,9 @@ int rl_tok_nfc(const char *s, size_t n, char **out, size_t *out_n)
 {
     const unsigned char *u = (const unsigned char *)s;
     size_t i = 0;
-    while (i < n && u[i] < 0x80)
+    /* Bytes below 0xCC only encode code points below U+0300 (or are bad
+     * bytes, which pass through): all starters that NFC leaves alone. */
+    while (i < n && u[i] < 0xCC)
         i++;
     *out = NULL;
     *out_n = 0;

@@ -338,11 +338,16 @@ static int s_bpe_word(const s_bpe *b, const unsigned char *w, size_t m, rl_tok_i
 {
     /* The heap starts with at most m-1 pairs; each merge pops one entry and
      * pushes at most two, and there are at most m-1 merges: < 2m entries. */
-    s_sym *sym = malloc(m * sizeof *sym);
-    s_cand *h = malloc(2 * m * sizeof *h);
+    s_sym sym_stack[64];
+    s_cand h_stack[128];
+    bool small = m <= 64;
+    s_sym *sym = small ? sym_stack : malloc(m * sizeof *sym);
+    s_cand *h = small ? h_stack : malloc(2 * m * sizeof *h);
     if (!sym || !h) {
-        free(sym);
-        free(h);
+        if (!small) {
+            free(sym);
+            free(h);
+        }
         return rl_error_set(RL_ENOMEM, "bpe: word of %zu bytes: out of memory", m);
     }
     int32_t ns = 0;
@@ -387,8 +392,10 @@ static int s_bpe_word(const s_bpe *b, const unsigned char *w, size_t m, rl_tok_i
     int rc = RL_OK;
     for (int32_t p = ns > 0 ? 0 : -1; p >= 0 && rc == RL_OK; p = sym[p].next)
         rc = rl_tok_ivec_push(out, sym[p].id);
-    free(sym);
-    free(h);
+    if (!small) {
+        free(sym);
+        free(h);
+    }
     return rc;
 }
 

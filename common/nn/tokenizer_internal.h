@@ -48,8 +48,8 @@ int rl_tok_utf8_put(uint32_t cp, char *out);
  * matches) / OTHER; bad bytes are OTHER. */
 int rl_tok_uc_class(uint32_t cp);
 /* NFC of s[0..n). Returns 0 with *out = NULL when the text is certainly
- * unchanged (pure ASCII), else a malloc'd *out of *out_n bytes. Bad bytes
- * pass through unchanged and block composition. */
+ * unchanged (only code points below U+0300), else a malloc'd *out of
+ * *out_n bytes. Bad bytes pass through unchanged and block composition. */
 int rl_tok_nfc(const char *s, size_t n, char **out, size_t *out_n);
 
 /* ---- string → int32 map (keys are not copied) ---- */
