@@ -17,6 +17,13 @@
  *
  * Invariants: ids are in [0, vocab_size). Encoding never adds BOS/EOS (the
  * tokenizer.json post_processor is ignored; callers add them explicitly).
+ * Differences from HF, all outside what real GPT-2/Qwen2/Llama-3 files use:
+ * added tokens are always matched on the raw text (HF matches
+ * "normalized": true ones after normalization); added tokens with
+ * single_word/lstrip/rstrip, BPE dropout, byte_fallback, subword
+ * prefixes/suffixes and other normalizers/pre-tokenizers are rejected with
+ * RL_EUNSUPPORTED. Letter/number classes follow the Unicode version of the
+ * Python that generated tokenizer_unicode.c (see rl_tok_unicode_version).
  * Invalid UTF-8 input still encodes with BPE: each byte that is not part of
  * a valid sequence counts as one punctuation-class character and keeps its
  * byte value, so decode(encode(x)) == x for any bytes x. Decoding returns
