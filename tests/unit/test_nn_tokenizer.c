@@ -605,6 +605,60 @@ static void test_bpe_malformed(void **state)
     assert_non_null(strstr(rl_error_message(), "cannot open 'tests/golden/nn_tok/does_not_exist.json'"));
 }
 
+/* A byte with no token (here byte 0x00, written U+0100 'Ā') is dropped
+ * without unk_token, becomes unk with one, and runs of it fuse into one unk
+ * with fuse_unk. Same ids as HF tokenizers 0.15.2 on the edited file
+ * ([67, 68], [67, 0, 0, 68], [67, 0, 68]), checked by hand once. */
+static rl_tokenizer *s_without_nul(const char *unk, bool fuse)
+{
+    json_t *j = s_base();
+    json_t *m = json_object_get(j, "model");
+    json_object_del(json_object_get(m, "vocab"), "\xc4\x80");
+    json_object_set_new(m, "unk_token", unk ? json_string(unk) : json_null());
+    json_object_set_new(m, "fuse_unk", json_boolean(fuse));
+    char *s = json_dumps(j, 0);
+    json_decref(j);
+    rl_tokenizer *t = rl_tokenizer_from_hf_json(s, strlen(s));
+    free(s);
+    if (!t)
+        fail_msg("%s", rl_error_message());
+    return t;
+}
+
+static void test_bpe_unknown_bytes(void **state)
+{
+    (void)state;
+    int32_t *ids;
+    int64_t n;
+    rl_tokenizer *t = s_without_nul(NULL, false);
+    int32_t a = rl_tokenizer_token_to_id(t, "a"), b = rl_tokenizer_token_to_id(t, "b");
+    assert_true(a >= 0 && b >= 0);
+    assert_int_equal(rl_tokenizer_encode(t, "a\0\0b", 4, &ids, &n), RL_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(ids[0], a);
+    assert_int_equal(ids[1], b);
+    free(ids);
+    rl_tokenizer_free(t);
+
+    t = s_without_nul("<|endoftext|>", false);
+    assert_int_equal(rl_tokenizer_special_id(t, RL_TOK_UNK), 0);
+    assert_int_equal(rl_tokenizer_encode(t, "a\0\0b", 4, &ids, &n), RL_OK);
+    assert_int_equal(n, 4);
+    assert_int_equal(ids[1], 0);
+    assert_int_equal(ids[2], 0);
+    free(ids);
+    rl_tokenizer_free(t);
+
+    t = s_without_nul("<|endoftext|>", true);
+    assert_int_equal(rl_tokenizer_encode(t, "a\0\0b", 4, &ids, &n), RL_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(ids[0], a);
+    assert_int_equal(ids[1], 0);
+    assert_int_equal(ids[2], b);
+    free(ids);
+    rl_tokenizer_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -621,6 +675,7 @@ int main(void)
         cmocka_unit_test(test_bpe_cache_consistency),
         cmocka_unit_test(test_bpe_concurrent_encode),
         cmocka_unit_test(test_bpe_malformed),
+        cmocka_unit_test(test_bpe_unknown_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
