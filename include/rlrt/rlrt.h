@@ -13,6 +13,7 @@
 #include "rlrt/rng.h"
 #include "rlrt/dtype.h"
 #include "rlrt/nn/params.h"
+#include "rlrt/nn/tokenizer.h"
 #include "rlrt/tensor.h"
 #include "rlrt/dataproto.h"
 #include "rlrt/algo/aepo.h"
