@@ -15,5 +15,9 @@
 #include "rlrt/nn/params.h"
 #include "rlrt/tensor.h"
 #include "rlrt/dataproto.h"
+#include "rlrt/algo/advantage.h"
+#include "rlrt/algo/kl.h"
+#include "rlrt/algo/policy_loss.h"
+#include "rlrt/algo/filter.h"
 
 #endif
