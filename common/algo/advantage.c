@@ -86,6 +86,7 @@ static int s_row_scores(const char *fn, const float *x, int64_t B, int64_t T, do
     for (int64_t b = 0; b < B; b++) {
         const float *r = x + b * T;
         double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
         for (int64_t t = 0; t < T; t++)
             acc += r[t];
         s[b] = acc;
@@ -111,6 +112,7 @@ static int s_broadcast(const char *fn, const double *a, const float *mask, int64
         float *o = adv + b * T;
         float v = (float)a[b];
         float chk = 0.0f;
+#pragma omp simd reduction(+ : chk)
         for (int64_t t = 0; t < T; t++) {
             o[t] = v * m[t];
             chk += m[t] * 0.0f;

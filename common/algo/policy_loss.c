@@ -18,6 +18,11 @@
 
 #include "rlrt/error.h"
 
+/* The token loop selects between values computed on every lane; without
+ * this GCC keeps a branch per select (a select could hide an FP trap) and
+ * the loop does not vectorise. NaN/Inf semantics are unchanged. */
+#pragma GCC optimize("no-trapping-math")
+
 int rl_loss_agg_parse(const char *name, rl_loss_agg *out)
 {
     static const struct { const char *n; rl_loss_agg a; } t[] = {
@@ -76,49 +81,59 @@ typedef struct s_row {
     double pg, ent, kl, clip, lower, ppokl, msum, chk;
 } s_row;
 
-/* Loss share and gradient of one row's clipped surrogate. */
+/* Loss share and gradient of one row's clipped surrogate. Compiled twice
+ * (AVX2 and baseline x86-64, chosen once at load time): the same machine
+ * always runs the same code, so results stay bit-reproducible there. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
 static void s_pg_row(const float *restrict lp, const float *restrict ol,
                      const float *restrict ad, const float *restrict mk,
                      float *restrict g, int64_t T, float w, float lo, float hi, float c,
                      int dual, s_row *acc)
 {
-    double pg = 0.0, clip = 0.0, lower = 0.0, ppokl = 0.0, msum = 0.0;
+    /* Counts are exact in float (mask is 0/1, T < 2^24); sums are double. */
+    double pg = 0.0, ppokl = 0.0;
+    float clip = 0.0f, lower = 0.0f, msum = 0.0f;
     float chk = 0.0f;
+    /* Branch-free (bitwise conditions, selects) so that the loop vectorises
+     * at -O2; dual-clip off is the same code with the flag cleared. */
 #pragma omp simd reduction(+ : pg, clip, lower, ppokl, msum, chk)
     for (int64_t t = 0; t < T; t++) {
         float m = mk[t];
         int valid = m != 0.0f;
         float A = ad[t];
         float nk = lp[t] - ol[t];
-        chk += m * 0.0f + (valid ? nk * 0.0f + A * 0.0f : 0.0f);
-        int inr = nk >= -20.0f && nk <= 20.0f;
-        float nkc = nk < -20.0f ? -20.0f : (nk > 20.0f ? 20.0f : nk);
-        nkc = valid ? nkc : 0.0f; /* keep garbage padding out of exp */
+        float chk_t = nk * 0.0f + A * 0.0f; /* NaN iff nk or A is not finite */
+        chk += m * 0.0f + (valid ? chk_t : 0.0f);
+        int inr = (nk >= -20.0f) & (nk <= 20.0f);
+        /* clamp; NaN (possible in padding) maps to −20 so exp stays finite */
+        float nkc = nk >= -20.0f ? (nk <= 20.0f ? nk : 20.0f) : -20.0f;
         float r = s_expf(nkc);
         float dr = inr ? r : 0.0f;
-        float rc = r < lo ? lo : (r > hi ? hi : r);
+        float rc = r < lo ? lo : r;
+        rc = rc > hi ? hi : rc;
         float L1 = -A * r, L2 = -A * rc;
-        float dL1 = -A * dr;
-        float dL2 = (r >= lo && r <= hi) ? dL1 : 0.0f;
-        int c2 = L2 > L1, c1 = L1 > L2;
+        /* L2 > L1 only when the ratio is outside [lo, hi], where L2 is
+         * constant; on a tie both branches have the same slope (or A = 0),
+         * so torch's half/half split equals the unclipped slope. */
+        int c2 = L2 > L1;
         float Lc = c2 ? L2 : L1;
-        float dLc = c2 ? dL2 : (c1 ? dL1 : 0.5f * (dL1 + dL2));
-        float L = Lc, dL = dLc;
-        int low = 0;
-        if (dual) {
-            float L3 = -A * c;
-            int neg = A < 0.0f;
-            low = neg && Lc > L3;
-            int tie = neg && Lc == L3;
-            L = low ? L3 : Lc;
-            dL = low ? 0.0f : (tie ? 0.5f * dLc : dLc);
-        }
-        g[t] = valid ? w * m * dL : 0.0f;
-        pg += valid ? (double)L * m : 0.0;
-        clip += valid && c2 ? (double)m : 0.0;
-        lower += valid && low ? (double)m : 0.0;
-        ppokl += valid ? -(double)nkc * m : 0.0;
-        msum += valid ? (double)m : 0.0;
+        float dL1 = -A * dr;
+        float L3 = -A * c;
+        int neg = dual & (A < 0.0f);
+        int low = neg & (Lc > L3);
+        int tie = neg & (Lc == L3);
+        float L = low ? L3 : Lc;
+        float dsel = tie ? 0.5f * dL1 : dL1;
+        float dL = (c2 | low) ? 0.0f : dsel;
+        float mv = valid ? m : 0.0f;
+        g[t] = w * mv * dL;
+        pg += (double)(valid ? L : 0.0f) * mv;
+        clip += c2 ? mv : 0.0f;
+        lower += low ? mv : 0.0f;
+        ppokl += (double)(-nkc * mv);
+        msum += mv;
     }
     acc->pg = pg;
     acc->clip = clip;

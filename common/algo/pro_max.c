@@ -14,6 +14,9 @@
 
 #include "rlrt/error.h"
 
+/* Selects below evaluate both sides; see policy_loss.c. */
+#pragma GCC optimize("no-trapping-math")
+
 #define S_UNIFORM_STD 1e-8 /* reward std below which a group is "all same" */
 
 void rl_pro_max_cfg_default(rl_pro_max_cfg *cfg, int64_t n_samples)
@@ -240,6 +243,7 @@ int rl_adv_pro_max(const rl_pro_max_cfg *cfg_in, const float *rewards, const flo
         float fa = (float)alpha, fb = (float)beta;
         for (int64_t j = 0; j < n; j++) {
             float *o = adv + order[g * n + j] * T;
+#pragma omp simd
             for (int64_t t = 0; t < T; t++) {
                 float a = o[t];
                 o[t] = a > 0.0f ? fa * a : fb * a;
