@@ -425,3 +425,73 @@ int rl_ppo_policy_loss(const rl_ppo_loss_cfg *cfg, const float *logp, const floa
     free(acc);
     return rc;
 }
+
+/* Row statistics of softmax(z): max, Σ exp(z − max) and Σ exp(z − max)·z. */
+static void s_softmax_stats(const float *z, int64_t V, double *mx, double *se, double *sez)
+{
+    double m = -INFINITY;
+    for (int64_t v = 0; v < V; v++)
+        m = z[v] > m ? z[v] : m;
+    double a = 0.0, b = 0.0;
+    for (int64_t v = 0; v < V; v++) {
+        double e = exp((double)z[v] - m);
+        a += e;
+        b += e * z[v];
+    }
+    *mx = m;
+    *se = a;
+    *sez = b;
+}
+
+static int s_check_logits(const char *fn, const float *logits, int64_t N, int64_t V)
+{
+    if (N < 0 || V < 1 || (N > 0 && V > INT64_MAX / N))
+        return rl_error_set(RL_ESHAPE, "%s: bad shape N=%lld V=%lld", fn, (long long)N,
+                            (long long)V);
+    for (int64_t i = 0; i < N * V; i++)
+        if (!isfinite(logits[i]))
+            return rl_error_set(RL_ENUMERIC, "%s: logits[%lld, %lld] is %g", fn,
+                                (long long)(i / V), (long long)(i % V), (double)logits[i]);
+    return RL_OK;
+}
+
+int rl_entropy_from_logits(const float *logits, int64_t N, int64_t V, float *entropy)
+{
+    const char *fn = "rl_entropy_from_logits";
+    if (!logits || !entropy)
+        return rl_error_set(RL_EINVAL, "%s: NULL argument", fn);
+    int rc = s_check_logits(fn, logits, N, V);
+    if (rc)
+        return rc;
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        double m, se, sez;
+        s_softmax_stats(logits + n * V, V, &m, &se, &sez);
+        /* logsumexp = m + log(se); Σ p·z = sez / se */
+        entropy[n] = (float)(m + log(se) - sez / se);
+    }
+    return RL_OK;
+}
+
+int rl_entropy_backward(const float *logits, const float *grad_entropy, int64_t N, int64_t V,
+                        float *grad_logits)
+{
+    const char *fn = "rl_entropy_backward";
+    if (!logits || !grad_entropy || !grad_logits)
+        return rl_error_set(RL_EINVAL, "%s: NULL argument", fn);
+    int rc = s_check_logits(fn, logits, N, V);
+    if (rc)
+        return rc;
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        const float *z = logits + n * V;
+        double m, se, sez;
+        s_softmax_stats(z, V, &m, &se, &sez);
+        double ez = sez / se, g = grad_entropy[n];
+        for (int64_t v = 0; v < V; v++) {
+            double p = exp((double)z[v] - m) / se;
+            grad_logits[n * V + v] = (float)(-g * p * ((double)z[v] - ez));
+        }
+    }
+    return RL_OK;
+}

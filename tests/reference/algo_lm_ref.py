@@ -256,3 +256,9 @@ def filter_groups(metric, group, low, high):
         if low < mu < high:
             keep[rows] = 1
     return keep
+
+
+def entropy_from_logits(z):
+    """H = logsumexp(z) − Σ softmax(z)·z per row."""
+    p = torch.softmax(z, dim=-1)
+    return torch.logsumexp(z, dim=-1) - (p * z).sum(-1)

@@ -213,6 +213,14 @@ def gen_kl_ppo():
                               dtype=D))
     t.update({"filter.group": group, "filter.metric": metric,
               "filter.keep": R.filter_groups(d(metric), group, 0.01, 0.99)})
+    # entropy of logits and its backward
+    z = randn(5, 11, scale=3.0)
+    z[2] = 0.0  # uniform row: H = log V
+    up = randn(5)
+    zz = d(z).clone().requires_grad_(True)
+    H = R.entropy_from_logits(zz)
+    (H * d(up)).sum().backward()
+    t.update({"ent.logits": z, "ent.up": up, "ent.H": H.detach(), "ent.grad": zz.grad})
     write_golden(f"{OUT}/kl_ppo.safetensors", t,
                  meta={"generator": "tests/reference/gen_algo_lm.py"})
 

@@ -300,6 +300,26 @@ static void test_filter_golden(void **state)
     rl_golden_free(g);
 }
 
+static void test_entropy_golden(void **state)
+{
+    (void)state;
+    rl_golden *g = s_load("kl_ppo");
+    const rl_golden_array *z = s_arr(g, "ent.logits");
+    int64_t N = z->shape[0], V = z->shape[1], n;
+    float *logits = rl_golden_f32(g, "ent.logits", &n), *up = rl_golden_f32(g, "ent.up", &n);
+    float *H = malloc(sizeof(float) * N), *gz = malloc(sizeof(float) * N * V);
+    assert_int_equal(rl_entropy_from_logits(logits, N, V, H), RL_OK);
+    s_cmp(g, "ent.H", H, N, ADV_ATOL, ADV_RTOL);
+    assert_float_equal(H[2], log((double)V), 1e-6);
+    assert_int_equal(rl_entropy_backward(logits, up, N, V, gz), RL_OK);
+    s_cmp(g, "ent.grad", gz, N * V, ADV_ATOL, ADV_RTOL);
+    logits[7] = INFINITY;
+    assert_int_equal(rl_entropy_from_logits(logits, N, V, H), RL_ENUMERIC);
+    assert_non_null(strstr(rl_error_message(), "logits[0, 7]"));
+    free(logits), free(up), free(H), free(gz);
+    rl_golden_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -310,6 +330,7 @@ int main(void)
         cmocka_unit_test(test_kl_golden),
         cmocka_unit_test(test_ppo_golden),
         cmocka_unit_test(test_filter_golden),
+        cmocka_unit_test(test_entropy_golden),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -421,6 +421,33 @@ static void test_kl_finite_difference(void **state)
     free(lp), free(ref), free(kl), free(g), free(k2), free(g2);
 }
 
+static void test_entropy_finite_difference(void **state)
+{
+    (void)state;
+    int64_t N = 3, V = 7;
+    float z[21], up[3] = {1.0f, -0.5f, 2.0f}, g[21], H[3];
+    rl_rng r;
+    rl_rng_init(&r, 8, 8);
+    for (int i = 0; i < 21; i++)
+        z[i] = 2.0f * rl_rng_normal(&r);
+    assert_int_equal(rl_entropy_backward(z, up, N, V, g), RL_OK);
+    for (int i = 0; i < 21; i++) {
+        float z0 = z[i];
+        double f[2], x[2];
+        for (int s = 0; s < 2; s++) {
+            z[i] = (float)(z0 + (s ? -1e-2 : 1e-2));
+            x[s] = z[i];
+            assert_int_equal(rl_entropy_from_logits(z, N, V, H), RL_OK);
+            f[s] = up[0] * (double)H[0] + up[1] * (double)H[1] + up[2] * (double)H[2];
+        }
+        z[i] = z0;
+        double fd = (f[0] - f[1]) / (x[0] - x[1]);
+        /* H is stored in f32: ±6e-8·|H| of noise over a 2e-2 step */
+        if (fabs(fd - g[i]) > 2e-3 * fabs(g[i]) + 2e-5)
+            fail_msg("d H / d z[%d] = %.8g, finite difference %.8g", i, (double)g[i], fd);
+    }
+}
+
 static void test_aggregate_weights(void **state)
 {
     (void)state;
@@ -576,6 +603,7 @@ int main(void)
         cmocka_unit_test(test_outcome_edges),
         cmocka_unit_test(test_ppo_finite_difference),
         cmocka_unit_test(test_kl_finite_difference),
+        cmocka_unit_test(test_entropy_finite_difference),
         cmocka_unit_test(test_aggregate_weights),
         cmocka_unit_test(test_ppo_on_policy_and_edges),
         cmocka_unit_test(test_ppo_thread_count_deterministic),

@@ -95,6 +95,17 @@ int rl_loss_aggregate(const float *value, const float *mask, int64_t B,
                       int64_t T, rl_loss_agg agg, double norm, double *result,
                       float *weights);
 
+/* Entropy of each row of logits (the entropy the bonus is computed from):
+ * H = logsumexp(z) − Σ_v softmax(z)_v·z_v. logits (N, V), entropy (N).
+ * RL_ENUMERIC names the first non-finite logit. */
+int rl_entropy_from_logits(const float *logits, int64_t N, int64_t V, float *entropy);
+
+/* Backward of rl_entropy_from_logits: grad_logits[n, v] =
+ * grad_entropy[n] · (−p_v·(z_v − Σ_u p_u·z_u)). grad_logits (N, V) is
+ * overwritten (not accumulated). */
+int rl_entropy_backward(const float *logits, const float *grad_entropy, int64_t N,
+                        int64_t V, float *grad_logits);
+
 #ifdef __cplusplus
 }
 #endif
