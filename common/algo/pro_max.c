@@ -33,7 +33,7 @@ void rl_pro_max_cfg_default(rl_pro_max_cfg *cfg, int64_t n_samples)
 
 typedef struct s_stats {
     double sp, sn, qp, qn;
-    int64_t np, nn;
+    int64_t np, nn, nv; /* positive, negative, valid tokens */
 } s_stats;
 
 /* Returns of one row with γ = 1 into out (× mask), statistics into st.
@@ -46,7 +46,7 @@ static int s_row_returns(const float *kl, const float *m, int64_t T, double c,
         out[last--] = 0.0f;
     double run = 0.0, chk = 0.0;
     double sp = 0.0, sn = 0.0, qp = 0.0, qn = 0.0;
-    int64_t np = 0, nn = 0;
+    int64_t np = 0, nn = 0, nv = 0;
     if (last >= 0)
         run = shaped;
     for (int64_t t = last; t >= 0; t--) {
@@ -60,6 +60,7 @@ static int s_row_returns(const float *kl, const float *m, int64_t T, double c,
             }
             double a = run * mt;
             out[t] = (float)a;
+            nv++;
             if (a > 0.0) {
                 sp += a;
                 qp += a * a;
@@ -79,6 +80,7 @@ static int s_row_returns(const float *kl, const float *m, int64_t T, double c,
     st->qn += qn;
     st->np += np;
     st->nn += nn;
+    st->nv += nv;
     return !isfinite(chk) || !isfinite(run);
 }
 
@@ -158,7 +160,9 @@ int rl_adv_pro_max(const rl_pro_max_cfg *cfg_in, const float *rewards, const flo
     double *shaped = malloc(nb * sizeof *shaped);  /* by index */
     uint8_t *status = malloc((size_t)(G > 0 ? G : 1));
     int *badkl = malloc((size_t)(G > 0 ? G : 1) * sizeof *badkl);
-    if (!order || !shaped || !status || !badkl) {
+    double *mom = malloc((size_t)(G > 0 ? G : 1) * 3 * sizeof *mom); /* Σ, Σ², n */
+    if (!order || !shaped || !status || !badkl || !mom) {
+        free(mom);
         free(order);
         free(shaped);
         free(status);
@@ -234,12 +238,18 @@ int rl_adv_pro_max(const rl_pro_max_cfg *cfg_in, const float *rewards, const flo
                                  shaped[g * n + j], adv + row * T, &st);
         }
         badkl[g] = bad;
+        /* moments of the final advantages over valid tokens, for metrics */
+        mom[3 * g] = st.sp + st.sn;
+        mom[3 * g + 1] = st.qp + st.qn;
+        mom[3 * g + 2] = (double)st.nv;
         if (bad || status[g] == RL_PM_UNIFORM)
             continue;
         double alpha = 1.0, beta = 1.0;
         status[g] = (uint8_t)s_alpha_beta(&cfg, &st, &alpha, &beta);
         if (status[g] != RL_PM_NORMALIZED && status[g] != RL_PM_CLAMPED)
             continue;
+        mom[3 * g] = alpha * st.sp + beta * st.sn;
+        mom[3 * g + 1] = alpha * alpha * st.qp + beta * beta * st.qn;
         float fa = (float)alpha, fb = (float)beta;
         for (int64_t j = 0; j < n; j++) {
             float *o = adv + order[g * n + j] * T;
@@ -274,6 +284,18 @@ int rl_adv_pro_max(const rl_pro_max_cfg *cfg_in, const float *rewards, const flo
         memset(res, 0, sizeof *res);
         res->warnings = warnings;
         res->n_groups = G;
+        double s1 = 0.0, s2 = 0.0, nv = 0.0, rs = 0.0;
+        for (int64_t g = 0; g < G; g++) {
+            s1 += mom[3 * g];
+            s2 += mom[3 * g + 1];
+            nv += mom[3 * g + 2];
+        }
+        for (int64_t k = 0; k < B; k++)
+            rs += shaped[k];
+        res->adv_mean = nv > 0 ? s1 / nv : 0.0;
+        double var = nv > 0 ? s2 / nv - res->adv_mean * res->adv_mean : 0.0;
+        res->adv_std = var > 0 ? sqrt(var) : 0.0;
+        res->reward_mean = B > 0 ? rs / (double)B : 0.0;
         for (int64_t g = 0; g < G; g++) {
             switch (status[g]) {
             case RL_PM_NORMALIZED: res->n_normalized++; break;
@@ -286,6 +308,7 @@ int rl_adv_pro_max(const rl_pro_max_cfg *cfg_in, const float *rewards, const flo
         }
     }
 out:
+    free(mom);
     free(order);
     free(shaped);
     free(status);

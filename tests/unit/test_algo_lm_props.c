@@ -78,6 +78,19 @@ static void test_pro_max_mean0_var1(void **state)
     }
     assert_true(checked > G / 2);
     assert_int_equal(res.n_groups, G);
+    /* the monitoring metrics agree with the output over valid tokens */
+    double s1 = 0, s2 = 0, nv = 0;
+    for (int64_t i = 0; i < B * T; i++)
+        if (mask[i] != 0.0f) {
+            s1 += adv[i];
+            s2 += (double)adv[i] * adv[i];
+            nv++;
+        }
+    double mu = s1 / nv, sd = sqrt(s2 / nv - mu * mu);
+    assert_float_equal(res.adv_mean, mu, 1e-5);
+    assert_float_equal(res.adv_std, sd, 1e-5);
+    /* RLOO-shaped rewards sum to 0 in every group */
+    assert_true(fabs(res.reward_mean) < 1e-12);
     free(rew), free(kl), free(mask), free(adv), free(st);
 }
 

@@ -142,6 +142,10 @@ typedef struct rl_pro_max_result {
     int64_t n_small_sum;
     int64_t n_nonfinite;
     int64_t n_clamped;
+    /* monitoring metrics of seed 003 (over valid tokens of the batch) */
+    double adv_mean;          /* ≈ 0 */
+    double adv_std;           /* ≈ 1 (population std) */
+    double reward_mean;       /* mean shaped reward r̃ (≈ 0 after RLOO) */
 } rl_pro_max_result;
 
 /* REINFORCE Pro Max advantages.
