@@ -279,8 +279,8 @@ int rl_adv_gae(const float *rewards, const float *values, const float *mask, int
 typedef enum { S_GRPO, S_RLOO, S_RPP_BASE } s_outcome_kind;
 
 static int s_outcome(const char *fn, s_outcome_kind kind, const float *token_rewards,
-                     const float *mask, const int64_t *group, int64_t B, int64_t T,
-                     double eps, int norm_by_std, double *a)
+                     const int64_t *group, int64_t B, int64_t T, double eps, int norm_by_std,
+                     double *a)
 {
     int rc = s_row_scores(fn, token_rewards, B, T, a);
     if (rc)
@@ -347,7 +347,7 @@ int rl_adv_grpo(const float *token_rewards, const float *mask, const int64_t *gr
     double *a = malloc((size_t)(B > 0 ? B : 1) * sizeof *a);
     if (!a)
         return rl_error_set(RL_ENOMEM, "%s: %lld rows", fn, (long long)B);
-    rc = s_outcome(fn, S_GRPO, token_rewards, mask, group, B, T, eps, norm_by_std, a);
+    rc = s_outcome(fn, S_GRPO, token_rewards, group, B, T, eps, norm_by_std, a);
     if (!rc)
         rc = s_broadcast(fn, a, mask, B, T, adv);
     if (!rc && scores_out)
@@ -367,7 +367,7 @@ int rl_adv_rloo(const float *token_rewards, const float *mask, const int64_t *gr
     double *a = malloc((size_t)(B > 0 ? B : 1) * sizeof *a);
     if (!a)
         return rl_error_set(RL_ENOMEM, "%s: %lld rows", fn, (long long)B);
-    rc = s_outcome(fn, S_RLOO, token_rewards, mask, group, B, T, 0.0, 0, a);
+    rc = s_outcome(fn, S_RLOO, token_rewards, group, B, T, 0.0, 0, a);
     if (!rc)
         rc = s_broadcast(fn, a, mask, B, T, adv);
     free(a);
@@ -384,7 +384,7 @@ int rl_adv_reinforce_pp_baseline(const float *token_rewards, const float *mask,
     double *a = malloc((size_t)(B > 0 ? B : 1) * sizeof *a);
     if (!a)
         return rl_error_set(RL_ENOMEM, "%s: %lld rows", fn, (long long)B);
-    rc = s_outcome(fn, S_RPP_BASE, token_rewards, mask, group, B, T, 0.0, 0, a);
+    rc = s_outcome(fn, S_RPP_BASE, token_rewards, group, B, T, 0.0, 0, a);
     if (!rc)
         rc = s_broadcast(fn, a, mask, B, T, adv);
     if (!rc)

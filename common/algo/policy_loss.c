@@ -21,7 +21,9 @@
 /* The token loop selects between values computed on every lane; without
  * this GCC keeps a branch per select (a select could hide an FP trap) and
  * the loop does not vectorise. NaN/Inf semantics are unchanged. */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
+#endif
 
 int rl_loss_agg_parse(const char *name, rl_loss_agg *out)
 {

@@ -15,7 +15,9 @@
 #include "rlrt/error.h"
 
 /* Selects below evaluate both sides; see policy_loss.c. */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
+#endif
 
 #define S_UNIFORM_STD 1e-8 /* reward std below which a group is "all same" */
 
