@@ -497,3 +497,86 @@ int rl_entropy_backward(const float *logits, const float *grad_entropy, int64_t 
     }
     return RL_OK;
 }
+
+int rl_value_loss(const float *vpred, const float *values, const float *returns,
+                  const float *mask, int64_t B, int64_t T, double cliprange, rl_loss_agg agg,
+                  double norm, double *loss, double *clipfrac, float *grad_vpred)
+{
+    const char *fn = "rl_value_loss";
+    if (!vpred || !values || !returns || !mask || !loss || !grad_vpred)
+        return rl_error_set(RL_EINVAL, "%s: NULL argument", fn);
+    int rc = s_check_args(fn, agg, norm, B, T);
+    if (rc)
+        return rc;
+    if (!isfinite(cliprange))
+        return rl_error_set(RL_EINVAL, "%s: cliprange=%g must be finite", fn, cliprange);
+    size_t nb = (size_t)(B > 0 ? B : 1);
+    double *rowm = malloc(nb * 5 * sizeof *rowm);
+    if (!rowm)
+        return rl_error_set(RL_ENOMEM, "%s: %lld rows", fn, (long long)B);
+    double *w = rowm + B, *rl = w + B, *rc2 = rl + B, *rchk = rc2 + B;
+    s_mask_rows(mask, B, T, rowm);
+    s_weights(agg, norm, rowm, B, T, w);
+    int clip = cliprange > 0.0;
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < B; b++) {
+        double s = 0.0, nc = 0.0, chk = 0.0;
+        for (int64_t t = 0; t < T; t++) {
+            int64_t i = b * T + t;
+            double m = mask[i];
+            chk += m * 0.0;
+            if (m == 0.0) {
+                grad_vpred[i] = 0.0f;
+                continue;
+            }
+            double vp = vpred[i], v = values[i], R = returns[i];
+            chk += vp * 0.0 + v * 0.0 + R * 0.0;
+            double vc = vp, dvc = 1.0;
+            if (clip && (vp < v - cliprange || vp > v + cliprange)) {
+                vc = vp < v - cliprange ? v - cliprange : v + cliprange;
+                dvc = 0.0;
+            }
+            double e1 = vp - R, e2 = vc - R;
+            double l1 = e1 * e1, l2 = e2 * e2;
+            /* ½·max(l1, l2); torch.max splits a tie in half */
+            double d = l2 > l1 ? e2 * dvc : (l1 > l2 ? e1 : 0.5 * (e1 + e2 * dvc));
+            s += 0.5 * (l2 > l1 ? l2 : l1) * m;
+            nc += (l2 > l1) * m;
+            grad_vpred[i] = (float)(w[b] * m * d);
+        }
+        rl[b] = s;
+        rc2[b] = nc;
+        rchk[b] = chk;
+    }
+    double tot = 0.0, nclip = 0.0, ntok = 0.0;
+    for (int64_t b = 0; b < B; b++) {
+        if (!isfinite(rchk[b])) {
+            for (int64_t t = 0; t < T; t++) {
+                int64_t i = b * T + t;
+                const char *what = !isfinite(mask[i]) ? "mask"
+                                   : mask[i] == 0.0f ? NULL
+                                   : !isfinite(vpred[i]) ? "vpred"
+                                   : !isfinite(values[i]) ? "values"
+                                   : !isfinite(returns[i]) ? "returns" : NULL;
+                if (what) {
+                    rc = rl_error_set(RL_ENUMERIC, "%s: %s[%lld, %lld] is not finite", fn,
+                                      what, (long long)b, (long long)t);
+                    break;
+                }
+            }
+            if (!rc)
+                rc = rl_error_set(RL_ENUMERIC, "%s: row %lld overflows", fn, (long long)b);
+            break;
+        }
+        tot += w[b] * rl[b];
+        nclip += rc2[b];
+        ntok += rowm[b];
+    }
+    if (!rc) {
+        *loss = tot;
+        if (clipfrac)
+            *clipfrac = ntok > 0.0 ? nclip / ntok : 0.0;
+    }
+    free(rowm);
+    return rc;
+}

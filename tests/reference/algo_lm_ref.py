@@ -262,3 +262,18 @@ def entropy_from_logits(z):
     """H = logsumexp(z) − Σ softmax(z)·z per row."""
     p = torch.softmax(z, dim=-1)
     return torch.logsumexp(z, dim=-1) - (p * z).sum(-1)
+
+
+def value_loss(vpred, values, returns, m, cliprange, mode, norm):
+    vpred = vpred.clone().requires_grad_(True)
+    if cliprange > 0:
+        vclip = torch.clamp(vpred, values - cliprange, values + cliprange)
+    else:
+        vclip = vpred
+    l1 = (vpred - returns) ** 2
+    l2 = (vclip - returns) ** 2
+    L = 0.5 * aggregate(torch.maximum(l1, l2), m, mode, norm)
+    L.backward()
+    n = m.sum()
+    frac = ((l2 > l1).to(D) * m).sum() / n
+    return L.detach(), frac.detach(), vpred.grad

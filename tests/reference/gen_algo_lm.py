@@ -213,6 +213,18 @@ def gen_kl_ppo():
                               dtype=D))
     t.update({"filter.group": group, "filter.metric": metric,
               "filter.keep": R.filter_groups(d(metric), group, 0.01, 0.99)})
+    # clipped value loss
+    B, T = 4, 7
+    m = mask_from_lengths([7, 5, 0, 3], T)
+    values = randn(B, T)
+    vpred = f32(d(values) + torch.randn(B, T, generator=g, dtype=D) * 0.6)
+    returns = randn(B, T)
+    t.update({"vl.vpred": vpred, "vl.values": values, "vl.returns": returns, "vl.mask": m})
+    for i, (clip, mode) in enumerate(((0.5, 0), (0.2, 2), (0.0, 1), (0.3, 3))):
+        L, frac, grad = R.value_loss(d(vpred), d(values), d(returns), d(m), clip, mode, 0.0)
+        t[f"vl.c{i}.cfg"] = torch.tensor([clip, mode], dtype=D)
+        t[f"vl.c{i}.loss"], t[f"vl.c{i}.clipfrac"], t[f"vl.c{i}.grad"] = L, frac, grad
+
     # entropy of logits and its backward
     z = randn(5, 11, scale=3.0)
     z[2] = 0.0  # uniform row: H = log V

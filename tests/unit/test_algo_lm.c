@@ -300,6 +300,33 @@ static void test_filter_golden(void **state)
     rl_golden_free(g);
 }
 
+static void test_value_loss_golden(void **state)
+{
+    (void)state;
+    rl_golden *g = s_load("kl_ppo");
+    const rl_golden_array *m = s_arr(g, "vl.mask");
+    int64_t B = m->shape[0], T = m->shape[1], n;
+    float *vp = rl_golden_f32(g, "vl.vpred", &n), *v = rl_golden_f32(g, "vl.values", &n);
+    float *R = rl_golden_f32(g, "vl.returns", &n), *mask = rl_golden_f32(g, "vl.mask", &n);
+    float *gr = malloc(sizeof(float) * B * T);
+    for (int c = 0; c < 4; c++) {
+        char k[64];
+#define K(s) (snprintf(k, sizeof k, "vl.c%d.%s", c, s), k)
+        double *cfg = rl_golden_f64(g, K("cfg"), &n);
+        double loss, frac;
+        assert_int_equal(rl_value_loss(vp, v, R, mask, B, T, cfg[0], (rl_loss_agg)cfg[1], 0,
+                                       &loss, &frac, gr),
+                         RL_OK);
+        s_cmp_scalar(g, K("loss"), loss, 1e-6, 1e-5);
+        s_cmp_scalar(g, K("clipfrac"), frac, 1e-12, 0);
+        s_cmp(g, K("grad"), gr, B * T, ADV_ATOL, ADV_RTOL);
+        free(cfg);
+#undef K
+    }
+    free(vp), free(v), free(R), free(mask), free(gr);
+    rl_golden_free(g);
+}
+
 static void test_entropy_golden(void **state)
 {
     (void)state;
@@ -330,6 +357,7 @@ int main(void)
         cmocka_unit_test(test_kl_golden),
         cmocka_unit_test(test_ppo_golden),
         cmocka_unit_test(test_filter_golden),
+        cmocka_unit_test(test_value_loss_golden),
         cmocka_unit_test(test_entropy_golden),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -434,6 +434,54 @@ static void test_kl_finite_difference(void **state)
     free(lp), free(ref), free(kl), free(g), free(k2), free(g2);
 }
 
+static void test_value_loss_finite_difference(void **state)
+{
+    (void)state;
+    int64_t B = 3, T = 6, N = B * T;
+    float vp[18], v[18], R[18], mask[18], g[18];
+    rl_rng r;
+    rl_rng_init(&r, 4, 4);
+    double clip = 0.2;
+    for (int i = 0; i < N; i++) {
+        v[i] = rl_rng_normal(&r);
+        R[i] = rl_rng_normal(&r);
+        do /* away from the clip bounds and from the l1 = l2 switch */
+            vp[i] = v[i] + 0.5f * rl_rng_normal(&r);
+        while (fabs(fabs((double)vp[i] - v[i]) - clip) < 0.03 ||
+               fabs(fabs((double)vp[i] - R[i]) -
+                    fabs(fmin(fmax(vp[i], v[i] - clip), v[i] + clip) - R[i])) < 0.03 ||
+               fabs((double)vp[i] - R[i]) < 0.03);
+        mask[i] = (i % T) < 4 + i / T ? 1.0f : 0.0f;
+    }
+    for (int agg = 0; agg < 4; agg++) {
+        double L, f;
+        assert_int_equal(rl_value_loss(vp, v, R, mask, B, T, clip, (rl_loss_agg)agg, 0, &L, &f, g),
+                         RL_OK);
+        for (int i = 0; i < N; i++) {
+            float x0 = vp[i];
+            double fx[2], xs[2];
+            float scratch[18];
+            for (int s = 0; s < 2; s++) {
+                vp[i] = (float)(x0 + (s ? -1e-2 : 1e-2));
+                xs[s] = vp[i];
+                assert_int_equal(rl_value_loss(vp, v, R, mask, B, T, clip, (rl_loss_agg)agg, 0,
+                                               &fx[s], &f, scratch),
+                                 RL_OK);
+            }
+            vp[i] = x0;
+            double fd = (fx[0] - fx[1]) / (xs[0] - xs[1]);
+            if (fabs(fd - g[i]) > 1e-3 * fabs(g[i]) + 1e-6)
+                fail_msg("agg %d: d loss / d vpred[%d] = %.8g, finite difference %.8g", agg, i,
+                         (double)g[i], fd);
+        }
+    }
+    vp[3] = NAN;
+    double L, f;
+    assert_int_equal(rl_value_loss(vp, v, R, mask, B, T, clip, RL_AGG_TOKEN_MEAN, 0, &L, &f, g),
+                     RL_ENUMERIC);
+    assert_non_null(strstr(rl_error_message(), "vpred[0, 3]"));
+}
+
 static void test_entropy_finite_difference(void **state)
 {
     (void)state;
@@ -616,6 +664,7 @@ int main(void)
         cmocka_unit_test(test_outcome_edges),
         cmocka_unit_test(test_ppo_finite_difference),
         cmocka_unit_test(test_kl_finite_difference),
+        cmocka_unit_test(test_value_loss_finite_difference),
         cmocka_unit_test(test_entropy_finite_difference),
         cmocka_unit_test(test_aggregate_weights),
         cmocka_unit_test(test_ppo_on_policy_and_edges),

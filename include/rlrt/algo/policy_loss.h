@@ -95,6 +95,18 @@ int rl_loss_aggregate(const float *value, const float *mask, int64_t B,
                       int64_t T, rl_loss_agg agg, double norm, double *result,
                       float *weights);
 
+/* Clipped value (critic) loss of PPO (verl compute_value_loss):
+ * vclip = clamp(vpred, values − cliprange, values + cliprange),
+ * L = max((vpred − returns)², (vclip − returns)²), loss = ½·agg(L).
+ * vpred, values, returns, mask (B, T); grad_vpred (B, T) output; *loss and
+ * *clipfrac (token mean of [(vclip − R)² > (vpred − R)²]) outputs.
+ * cliprange ≤ 0 disables clipping. NaN/Inf at a valid position →
+ * RL_ENUMERIC naming the array. */
+int rl_value_loss(const float *vpred, const float *values, const float *returns,
+                  const float *mask, int64_t B, int64_t T, double cliprange,
+                  rl_loss_agg agg, double norm, double *loss, double *clipfrac,
+                  float *grad_vpred);
+
 /* Entropy of each row of logits (the entropy the bonus is computed from):
  * H = logsumexp(z) − Σ_v softmax(z)_v·z_v. logits (N, V), entropy (N).
  * RL_ENUMERIC names the first non-finite logit. */
