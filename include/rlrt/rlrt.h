@@ -21,5 +21,9 @@
 #include "rlrt/runtime/cluster.h"
 #include "rlrt/runtime/collective.h"
 #include "rlrt/wire.h"
+#include "rlrt/algo/advantage.h"
+#include "rlrt/algo/kl.h"
+#include "rlrt/algo/policy_loss.h"
+#include "rlrt/algo/filter.h"
 
 #endif
