@@ -15,5 +15,7 @@
 #include "rlrt/nn/params.h"
 #include "rlrt/tensor.h"
 #include "rlrt/dataproto.h"
+#include "rlrt/algo/flow.h"
+#include "rlrt/algo/diffusion.h"
 
 #endif
