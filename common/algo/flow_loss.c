@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rlrt/error.h"
@@ -214,8 +215,12 @@ s_sar_grad_avx2(const float *vt, const float *vo, const float *u, int64_t d, flo
     }
 }
 
+/* RLRT_NO_SIMD=1 forces the portable kernels, so tests cover both. */
 static int s_use_avx2(void)
 {
+    const char *off = getenv("RLRT_NO_SIMD");
+    if (off && off[0] && off[0] != '0')
+        return 0;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }

@@ -241,9 +241,8 @@ static void s_sar_free(sar_fix *f)
     rl_golden_free(f->g);
 }
 
-static void test_sar_loss_golden_and_fd(void **state)
+static void s_sar_loss_golden_and_fd(void)
 {
-    (void)state;
     sar_fix f;
     s_sar_load(&f);
     const int64_t N = 9, D = 15;
@@ -311,6 +310,17 @@ static void test_sar_loss_golden_and_fd(void **state)
                 }
     assert_int_equal(combos, 16);
     s_sar_free(&f);
+}
+
+/* Both kernel paths (AVX2 where the CPU has it, and the portable one). */
+static void test_sar_loss_golden_and_fd(void **state)
+{
+    (void)state;
+    unsetenv("RLRT_NO_SIMD");
+    s_sar_loss_golden_and_fd();
+    setenv("RLRT_NO_SIMD", "1", 1);
+    s_sar_loss_golden_and_fd();
+    unsetenv("RLRT_NO_SIMD");
 }
 
 static void test_sar_loss_edges(void **state)

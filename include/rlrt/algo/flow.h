@@ -163,7 +163,9 @@ typedef struct rl_flow_sar_metrics {
  *   grad_v: (N, D) out, dL/dv_θ (may be NULL); metrics may be NULL.
  * Errors: RL_ERANGE when the sde energy meets t ≤ 0 in a kept chunk (1/(2t)
  * has no value there; t = 1 is fine and halves the energy).
- * Documented edge: Σ m = 0 gives loss 0, zero gradient, NaN means. */
+ * Documented edge: Σ m = 0 gives loss 0, zero gradient, NaN means.
+ * Speed: on x86-64 CPUs with AVX2+FMA the chunk kernels use them (the
+ * environment variable RLRT_NO_SIMD=1 forces the portable code). */
 int rl_flow_sar_loss(const float *v_theta, const float *v_old, const float *u,
                      const float *weights, const float *labels,
                      const float *flow_t, const float *mask, int64_t n,
