@@ -86,6 +86,28 @@ int rl_flow_recon_error(const float *a, const float *x_mid, const float *v,
     return 0;
 }
 
+int rl_flow_episode_rewards(const float *step_rewards, int64_t s, int64_t b, int64_t c,
+                            float *out)
+{
+    static const char fn[] = "rl_flow_episode_rewards";
+    if (s < 0 || b < 0 || c <= 0)
+        return rl_error_set(RL_ESHAPE, "%s: need S >= 0, B >= 0, C > 0, got %lld %lld %lld", fn,
+                            (long long)s, (long long)b, (long long)c);
+    if (!step_rewards || !out)
+        return rl_error_set(RL_EINVAL, "%s: step_rewards and out must not be NULL", fn);
+    int rc = s_check_finite(fn, "step_rewards", step_rewards, s * b * c, NULL, 1);
+    if (rc)
+        return rc;
+    for (int64_t e = 0; e < b; e++) {
+        double sum = 0.0;
+        for (int64_t t = 0; t < s; t++)
+            for (int64_t k = 0; k < c; k++)
+                sum += step_rewards[(t * b + e) * c + k];
+        out[e] = (float)(sum < 0.0 ? 0.0 : (sum > 1.0 ? 1.0 : sum));
+    }
+    return 0;
+}
+
 double rl_flow_ema_beta(rl_flow_ema_schedule schedule, double beta_fixed,
                         double eta_rate, double eta_max, int64_t step)
 {

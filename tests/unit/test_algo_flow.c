@@ -109,6 +109,21 @@ static void test_ipo_weights_edges(void **state)
     assert_non_null(strstr(rl_error_message(), "actions[1]"));
 }
 
+static void test_episode_rewards(void **state)
+{
+    (void)state;
+    /* (S=2, B=3, C=2): episode 0 succeeds at the last step, 1 never, 2 has
+     * two successes (clamped to 1), and a negative shaping term clamps to 0 */
+    const float r[12] = {0, 0, 0, 0, 1, 0,
+                         0, 1, -0.5f, 0, 0, 1};
+    float out[3];
+    assert_int_equal(rl_flow_episode_rewards(r, 2, 3, 2, out), 0);
+    assert_true(out[0] == 1.0f && out[1] == 0.0f && out[2] == 1.0f);
+    const float r2[2] = {0.25f, 0.5f};
+    assert_int_equal(rl_flow_episode_rewards(r2, 2, 1, 1, out), 0);
+    assert_true(out[0] == 0.75f);
+}
+
 static void test_ipo_loss_golden_and_fd(void **state)
 {
     (void)state;
@@ -540,6 +555,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ipo_weights_golden),
         cmocka_unit_test(test_ipo_weights_edges),
+        cmocka_unit_test(test_episode_rewards),
         cmocka_unit_test(test_ipo_loss_golden_and_fd),
         cmocka_unit_test(test_sar_weights_golden),
         cmocka_unit_test(test_sar_weights_edges),

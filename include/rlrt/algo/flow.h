@@ -43,6 +43,12 @@ int rl_flow_interp(const float *a, const float *eps, const float *t,
 int rl_flow_recon_error(const float *a, const float *x_mid, const float *v,
                         float t_mid, int64_t n, int64_t d, float *e);
 
+/* Episode reward for the credit weights (seed 001 §2.6.4): the per-step,
+ * per-action-step rewards summed over steps and chunk, clamped to [0, 1].
+ * step_rewards: (S, B, C) step-major; out: (B). */
+int rl_flow_episode_rewards(const float *step_rewards, int64_t s, int64_t b, int64_t c,
+                            float *out);
+
 /* ---- EMA reference parameters ----------------------------------------- */
 
 typedef enum rl_flow_ema_schedule {
