@@ -167,31 +167,38 @@ s_acc8(__m256 o, __m256 uu, __m256 t, __m256d acc[6])
     acc[5] = _mm256_fmadd_pd(d1, d1, acc[5]);
 }
 
-__attribute__((target("avx2,fma"))) static inline double s_hsum(__m256d a, __m256d b)
-{
-    const __m256d s = _mm256_add_pd(a, b);
-    const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
-    return _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
-}
-
+/* Sums of the chunks [i0, i1) (masked ones skipped): out[i − i0] gets
+ * Σr², Σrδ, Σδ², each reduced from four double lanes. */
 __attribute__((target("avx2,fma"))) static void
-s_sar_sums_avx2(const float *vt, const float *vo, const float *u, int64_t d, double sums[3])
+s_sar_block_sums_avx2(const float *v_theta, const float *v_old, const float *u,
+                      const float *mask, int64_t d, int64_t i0, int64_t i1,
+                      double (*out)[3])
 {
-    __m256d acc[6];
-    for (int k = 0; k < 6; k++)
-        acc[k] = _mm256_setzero_pd();
-    int64_t j = 0;
-    for (; j + 8 <= d; j += 8)
-        s_acc8(_mm256_loadu_ps(vo + j), _mm256_loadu_ps(u + j), _mm256_loadu_ps(vt + j), acc);
-    if (j < d) {
-        /* Masked lanes load 0 and add 0 to every sum. */
-        const __m256i m = s_tail_mask(d - j);
-        s_acc8(_mm256_maskload_ps(vo + j, m), _mm256_maskload_ps(u + j, m),
-               _mm256_maskload_ps(vt + j, m), acc);
+    const int64_t full = d & ~(int64_t)7;
+    const __m256i tail = s_tail_mask(d - full);
+    for (int64_t i = i0; i < i1; i++) {
+        if (mask && mask[i] == 0.0f)
+            continue;
+        const float *vt = v_theta + i * d, *vo = v_old + i * d, *uu = u + i * d;
+        __m256d acc[6];
+        for (int k = 0; k < 6; k++)
+            acc[k] = _mm256_setzero_pd();
+        for (int64_t j = 0; j < full; j += 8)
+            s_acc8(_mm256_loadu_ps(vo + j), _mm256_loadu_ps(uu + j), _mm256_loadu_ps(vt + j), acc);
+        if (full < d) /* masked lanes load 0 and add 0 to every sum */
+            s_acc8(_mm256_maskload_ps(vo + full, tail), _mm256_maskload_ps(uu + full, tail),
+                   _mm256_maskload_ps(vt + full, tail), acc);
+        /* Reduce the three sums together: lanes (rr, rd, dd, ·). */
+        const __m256d a = _mm256_add_pd(acc[0], acc[1]);
+        const __m256d b = _mm256_add_pd(acc[2], acc[3]);
+        const __m256d c = _mm256_add_pd(acc[4], acc[5]);
+        const __m256d ab = _mm256_hadd_pd(a, b);  /* a0+a1, b0+b1, a2+a3, b2+b3 */
+        const __m256d cc = _mm256_hadd_pd(c, c);  /* c0+c1, c0+c1, c2+c3, c2+c3 */
+        const __m128d lo = _mm_add_pd(_mm256_castpd256_pd128(ab), _mm256_extractf128_pd(ab, 1));
+        const __m128d hi = _mm_add_pd(_mm256_castpd256_pd128(cc), _mm256_extractf128_pd(cc, 1));
+        _mm_storeu_pd(out[i - i0], lo);
+        _mm_store_sd(&out[i - i0][2], hi);
     }
-    sums[0] = s_hsum(acc[0], acc[1]);
-    sums[1] = s_hsum(acc[2], acc[3]);
-    sums[2] = s_hsum(acc[4], acc[5]);
 }
 
 __attribute__((target("avx2,fma"))) static void
@@ -291,17 +298,14 @@ int rl_flow_sar_loss(const float *v_theta, const float *v_old, const float *u,
         const int64_t i1 = i0 + S_BLOCK < n ? i0 + S_BLOCK : n;
         double sums[S_BLOCK][3];
         float fa[S_BLOCK], fc[S_BLOCK];
-        for (int64_t i = i0; i < i1; i++) {
-            if (mask && mask[i] == 0.0f)
-                continue;
-            const int64_t o = i * d;
 #if S_HAVE_AVX2_PATH
-            if (avx2)
-                s_sar_sums_avx2(v_theta + o, v_old + o, u + o, d, sums[i - i0]);
-            else
+        if (avx2)
+            s_sar_block_sums_avx2(v_theta, v_old, u, mask, d, i0, i1, sums);
+        else
 #endif
-                s_sar_sums(v_theta + o, v_old + o, u + o, d, sums[i - i0]);
-        }
+            for (int64_t i = i0; i < i1; i++)
+                if (!mask || mask[i] != 0.0f)
+                    s_sar_sums(v_theta + i * d, v_old + i * d, u + i * d, d, sums[i - i0]);
         for (int64_t i = i0; i < i1; i++) {
             const double m = mask ? mask[i] : 1.0;
             if (m == 0.0)
