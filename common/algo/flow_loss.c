@@ -201,24 +201,35 @@ s_sar_block_sums_avx2(const float *v_theta, const float *v_old, const float *u,
     }
 }
 
+/* g = a_i·(v_old − u) + c_i·(v_θ − v_old) for the chunks [i0, i1); masked
+ * chunks get 0. */
 __attribute__((target("avx2,fma"))) static void
-s_sar_grad_avx2(const float *vt, const float *vo, const float *u, int64_t d, float a, float c,
-                float *g)
+s_sar_block_grad_avx2(const float *v_theta, const float *v_old, const float *u,
+                      const float *mask, int64_t d, int64_t i0, int64_t i1,
+                      const float *a, const float *c, float *grad)
 {
-    const __m256 va = _mm256_set1_ps(a), vc = _mm256_set1_ps(c);
-    int64_t j = 0;
-    for (; j + 8 <= d; j += 8) {
-        const __m256 o = _mm256_loadu_ps(vo + j);
-        const __m256 r = _mm256_sub_ps(o, _mm256_loadu_ps(u + j));
-        const __m256 dl = _mm256_sub_ps(_mm256_loadu_ps(vt + j), o);
-        _mm256_storeu_ps(g + j, _mm256_fmadd_ps(va, r, _mm256_mul_ps(vc, dl)));
-    }
-    if (j < d) {
-        const __m256i m = s_tail_mask(d - j);
-        const __m256 o = _mm256_maskload_ps(vo + j, m);
-        const __m256 r = _mm256_sub_ps(o, _mm256_maskload_ps(u + j, m));
-        const __m256 dl = _mm256_sub_ps(_mm256_maskload_ps(vt + j, m), o);
-        _mm256_maskstore_ps(g + j, m, _mm256_fmadd_ps(va, r, _mm256_mul_ps(vc, dl)));
+    const int64_t full = d & ~(int64_t)7;
+    const __m256i tail = s_tail_mask(d - full);
+    for (int64_t i = i0; i < i1; i++) {
+        float *g = grad + i * d;
+        if (mask && mask[i] == 0.0f) {
+            memset(g, 0, (size_t)d * sizeof *g);
+            continue;
+        }
+        const float *vt = v_theta + i * d, *vo = v_old + i * d, *uu = u + i * d;
+        const __m256 va = _mm256_set1_ps(a[i - i0]), vc = _mm256_set1_ps(c[i - i0]);
+        for (int64_t j = 0; j < full; j += 8) {
+            const __m256 o = _mm256_loadu_ps(vo + j);
+            const __m256 r = _mm256_sub_ps(o, _mm256_loadu_ps(uu + j));
+            const __m256 dl = _mm256_sub_ps(_mm256_loadu_ps(vt + j), o);
+            _mm256_storeu_ps(g + j, _mm256_fmadd_ps(va, r, _mm256_mul_ps(vc, dl)));
+        }
+        if (full < d) {
+            const __m256 o = _mm256_maskload_ps(vo + full, tail);
+            const __m256 r = _mm256_sub_ps(o, _mm256_maskload_ps(uu + full, tail));
+            const __m256 dl = _mm256_sub_ps(_mm256_maskload_ps(vt + full, tail), o);
+            _mm256_maskstore_ps(g + full, tail, _mm256_fmadd_ps(va, r, _mm256_mul_ps(vc, dl)));
+        }
     }
 }
 
@@ -354,18 +365,17 @@ int rl_flow_sar_loss(const float *v_theta, const float *v_old, const float *u,
         }
         if (!grad_v)
             continue;
+#if S_HAVE_AVX2_PATH
+        if (avx2) {
+            s_sar_block_grad_avx2(v_theta, v_old, u, mask, d, i0, i1, fa, fc, grad_v);
+            continue;
+        }
+#endif
         for (int64_t i = i0; i < i1; i++) {
             const int64_t o = i * d;
-            if (mask && mask[i] == 0.0f) {
+            if (mask && mask[i] == 0.0f)
                 memset(grad_v + o, 0, (size_t)d * sizeof *grad_v);
-                continue;
-            }
-#if S_HAVE_AVX2_PATH
-            if (avx2)
-                s_sar_grad_avx2(v_theta + o, v_old + o, u + o, d, fa[i - i0], fc[i - i0],
-                                grad_v + o);
             else
-#endif
                 s_sar_grad(v_theta + o, v_old + o, u + o, d, fa[i - i0], fc[i - i0], grad_v + o);
         }
     }
