@@ -1,8 +1,9 @@
 /* flow_loss.c — FlowIPO and FlowSAR losses with dL/dv_θ (rlrt/algo/flow.h).
  *
- * Both losses walk the (N, D) arrays once per chunk; FlowSAR needs the
- * chunk's energies before its gradient, so it makes a second pass over the
- * same D floats while they are still in L1. NaN/Inf is detected from the
+ * FlowIPO walks the (N, D) arrays once. FlowSAR needs a chunk's energies
+ * before its gradient, so it works in blocks of chunks: sums, then scalar
+ * math, then a second pass over the block's floats while they are still in
+ * L1. NaN/Inf is detected from the
  * per-chunk sums (any non-finite input makes them non-finite) and only then
  * located by a scan, so the common path pays no extra pass. */
 #include "rlrt/algo/flow.h"
@@ -137,7 +138,7 @@ static void s_sar_grad(const float *restrict vt, const float *restrict vo,
 }
 
 /* Chunks per block in rl_flow_sar_loss. */
-#define S_BLOCK 32
+#define S_BLOCK 16
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
