@@ -91,6 +91,13 @@ static void test_sde_step_golden_and_fd(void **state)
         if (!(fabs(fd - gv[k]) <= 1e-3 + 1e-3 * fabs(fd)))
             fail_msg("FD %g vs grad %g at %lld", fd, (double)gv[k], (long long)k);
     }
+    /* σ = 1 by hand: std_t = nl·sqrt(1/(1 − σ_next)), s = std_t·sqrt(1 − σ_next) = nl */
+    {
+        float x0[1] = {0}, v0[1] = {0}, one[1] = {1.0f}, sn1[1] = {0.75f}, z[1] = {1.0f}, o[1], l[1];
+        assert_int_equal(rl_diffusion_sde_step(x0, v0, one, sn1, 0.7, z, 1, 1, o, l), 0);
+        assert_true(fabs(o[0] - 0.7) < 1e-7);
+        assert_true(fabs(l[0] - (-0.5 - log(0.7) - 0.5 * log(2 * M_PI))) < 1e-6);
+    }
     /* errors: σ_next ≥ σ, noise_level 0, NaN named */
     float bad_sn[4] = {0.9f, 0.9f, 0.95f, 0.0f};
     assert_int_equal(rl_diffusion_sde_step(x, v, sig, bad_sn, nl, noise, B, D, xn, lp), RL_ERANGE);

@@ -537,6 +537,14 @@ static void test_flow_step_golden_and_fd(void **state)
         assert_true(lp[i] == 0.0f);
     assert_int_equal(rl_flow_step_logprob(RL_FLOW_STEP_ODE, xt, v, xn, t, tn, 0.0, N, D, lp, NULL, gv), 0);
     assert_true(lp[0] == 0.0f && gv[0] == 0.0f);
+    /* t = 1 by hand: σ = nl·sqrt(1/(1 − t_next)) so std = nl·sqrt(Δ/(1 − t_next))
+     * = nl when t_next = 1 − Δ; with x_t = v = 0 the mean is 0. */
+    {
+        float x0[1] = {0}, v0[1] = {0}, one[1] = {1.0f}, tn1[1] = {0.75f}, z[1] = {1.0f}, o[1], l[1];
+        assert_int_equal(rl_flow_step_sample(RL_FLOW_STEP_SDE, x0, v0, one, tn1, 0.5, z, 1, 1, o, l), 0);
+        assert_true(fabs(o[0] - 0.5) < 1e-7);
+        assert_true(fabs(l[0] - (-log(0.5) - 0.5 * log(2 * M_PI) - 0.5)) < 1e-6);
+    }
     /* grid errors: t_next >= t, t > 1 */
     float bad_t[5] = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f}, bad_tn[5] = {0.1f, 0.1f, 0.6f, 0.1f, 0.1f};
     assert_int_equal(rl_flow_step_sample(RL_FLOW_STEP_SDE, xt, v, bad_t, bad_tn, 0.5, noise, N, D, xn, lp),
