@@ -75,6 +75,8 @@ int main(void)
     }
     const double bw = 2.0 * (double)half / best_cpy;
     printf("bench: memcpy_bandwidth_GBps = %.2f\n", bw / 1e9);
+    printf("bench: flow_sar_loss_bytes_touched = %.0f\n", bytes);
+    printf("bench: flow_sar_loss_memcpy_floor_us = %.1f\n", bytes / bw * 1e6);
 
     /* The seed's YAML default (softplus_kl, mse), the other variant/energy,
      * and the YAML default again on the portable (non-AVX2) kernels. */

@@ -79,7 +79,9 @@ typedef struct rl_flow_ipo_weight_stats {
  *     the z-score
  *   w: (S, B) out; stats may be NULL.
  * δ[s,b] = ‖a − a_ref‖₂ over D; per episode A = sign·(δ − mean)/(std + eps)
- * across kept steps, std unbiased (torch.std). w = sigmoid(alpha·A) ∈ (0,1).
+ * across kept steps, std unbiased (torch.std). w = sigmoid(alpha·A) ∈ (0,1)
+ * (in f32 a weight can round to exactly 0 or 1 once alpha·|A| > ~17, which
+ * needs episodes of > 70 steps at alpha = 2).
  * Documented edge: an episode with one kept step has no spread, A = 0 and
  * w = 0.5 (torch would give NaN from the unbiased std of one value). */
 int rl_flow_ipo_weights(const float *actions, const float *ref_actions,
