@@ -111,7 +111,8 @@ rl_flow_sar_config rl_flow_sar_config_default(void)
 
 /* Σr², Σr·δ, Σδ² over one chunk, r = v_old − u, δ = v_θ − v_old (double). */
 static void s_sar_sums(const float *restrict vt, const float *restrict vo,
-                       const float *restrict u, int64_t d, double sums[3])
+                       const float *restrict u, int64_t d, double *srr_out,
+                       double *srd_out, double *sdd_out)
 {
     double srr = 0.0, srd = 0.0, sdd = 0.0;
 #pragma omp simd reduction(+ : srr, srd, sdd)
@@ -122,9 +123,9 @@ static void s_sar_sums(const float *restrict vt, const float *restrict vo,
         srd += r * dl;
         sdd += dl * dl;
     }
-    sums[0] = srr;
-    sums[1] = srd;
-    sums[2] = sdd;
+    *srr_out = srr;
+    *srd_out = srd;
+    *sdd_out = sdd;
 }
 
 /* g = a·(v_old − u) + c·(v_θ − v_old) over one chunk. */
@@ -173,13 +174,15 @@ s_acc8(__m256 o, __m256 uu, __m256 t, __m256d acc[6])
 __attribute__((target("avx2,fma"))) static void
 s_sar_block_sums_avx2(const float *v_theta, const float *v_old, const float *u,
                       const float *mask, int64_t d, int64_t i0, int64_t i1,
-                      double (*out)[3])
+                      double *srr, double *srd, double *sdd)
 {
     const int64_t full = d & ~(int64_t)7;
     const __m256i tail = s_tail_mask(d - full);
     for (int64_t i = i0; i < i1; i++) {
-        if (mask && mask[i] == 0.0f)
+        if (mask && mask[i] == 0.0f) {
+            srr[i - i0] = srd[i - i0] = sdd[i - i0] = 0.0;
             continue;
+        }
         const float *vt = v_theta + i * d, *vo = v_old + i * d, *uu = u + i * d;
         __m256d acc[6];
         for (int k = 0; k < 6; k++)
@@ -197,8 +200,9 @@ s_sar_block_sums_avx2(const float *v_theta, const float *v_old, const float *u,
         const __m256d cc = _mm256_hadd_pd(c, c);  /* c0+c1, c0+c1, c2+c3, c2+c3 */
         const __m128d lo = _mm_add_pd(_mm256_castpd256_pd128(ab), _mm256_extractf128_pd(ab, 1));
         const __m128d hi = _mm_add_pd(_mm256_castpd256_pd128(cc), _mm256_extractf128_pd(cc, 1));
-        _mm_storeu_pd(out[i - i0], lo);
-        _mm_store_sd(&out[i - i0][2], hi);
+        _mm_store_sd(&srr[i - i0], lo);
+        _mm_storeh_pd(&srd[i - i0], lo);
+        _mm_store_sd(&sdd[i - i0], hi);
     }
 }
 
@@ -308,22 +312,32 @@ int rl_flow_sar_loss(const float *v_theta, const float *v_old, const float *u,
      * one chunk's reduction latency with the next one's loads. */
     for (int64_t i0 = 0; i0 < n; i0 += S_BLOCK) {
         const int64_t i1 = i0 + S_BLOCK < n ? i0 + S_BLOCK : n;
-        double sums[S_BLOCK][3];
+        const int64_t nb = i1 - i0;
+        /* Structure of arrays so the per-chunk scalar math vectorises. */
+        double srr[S_BLOCK], srd[S_BLOCK], sdd[S_BLOCK];
         float fa[S_BLOCK], fc[S_BLOCK];
 #if S_HAVE_AVX2_PATH
         if (avx2)
-            s_sar_block_sums_avx2(v_theta, v_old, u, mask, d, i0, i1, sums);
+            s_sar_block_sums_avx2(v_theta, v_old, u, mask, d, i0, i1, srr, srd, sdd);
         else
 #endif
-            for (int64_t i = i0; i < i1; i++)
-                if (!mask || mask[i] != 0.0f)
-                    s_sar_sums(v_theta + i * d, v_old + i * d, u + i * d, d, sums[i - i0]);
-        for (int64_t i = i0; i < i1; i++) {
-            const double m = mask ? mask[i] : 1.0;
-            if (m == 0.0)
-                continue;
-            const double srr = sums[i - i0][0], srd = sums[i - i0][1], sdd = sums[i - i0][2];
-            if (!isfinite(srr + srd + sdd)) {
+            for (int64_t i = i0; i < i1; i++) {
+                if (mask && mask[i] == 0.0f)
+                    srr[i - i0] = srd[i - i0] = sdd[i - i0] = 0.0;
+                else
+                    s_sar_sums(v_theta + i * d, v_old + i * d, u + i * d, d, &srr[i - i0],
+                               &srd[i - i0], &sdd[i - i0]);
+            }
+        /* Any NaN/Inf in a kept chunk makes its sums non-finite; 0·x keeps
+         * that and nothing else. Masked chunks have zero sums. */
+        double chk = 0.0;
+#pragma omp simd reduction(+ : chk)
+        for (int64_t b = 0; b < nb; b++)
+            chk += (srr[b] + srd[b] + sdd[b]) * 0.0;
+        if (!isfinite(chk)) {
+            for (int64_t i = i0; i < i1; i++) {
+                if (isfinite(srr[i - i0] + srd[i - i0] + sdd[i - i0]))
+                    continue;
                 if ((rc = s_first_bad(fn, "v_theta", v_theta, i * d, d)) ||
                     (rc = s_first_bad(fn, "v_old", v_old, i * d, d)) ||
                     (rc = s_first_bad(fn, "u", u, i * d, d)))
@@ -331,42 +345,63 @@ int rl_flow_sar_loss(const float *v_theta, const float *v_old, const float *u,
                 return rl_error_set(RL_ENUMERIC, "%s: energy of chunk %lld overflows", fn,
                                     (long long)i);
             }
-            /* With r = v_old − u and δ = v_θ − v_old, v± − u = r ± β·δ, so
-             * E± = k·(Σr² ± 2βΣrδ + β²Σδ²): E⁺ − E⁻ = 4kβΣrδ comes without
-             * cancellation, and ∂/∂v_θ is a·r + c·δ with two scalars. */
-            const double k = sc * (sde ? 0.5 / (double)flow_t[i] : 1.0);
-            const double ep = k * (srr + 2.0 * beta * srd + beta * beta * sdd);
-            const double en = k * (srr - 2.0 * beta * srd + beta * beta * sdd);
-            const double w = weights[i], y = labels[i], rr = 0.5 * (1.0 + y);
-            double li, ca, cd;
-            if (softplus) {
-                const double z = 2.0 * y * k * beta * srd; /* ½y(E⁺ − E⁻) */
-                /* softplus and sigmoid share e = exp(−|z|) */
+        }
+        /* With r = v_old − u and δ = v_θ − v_old, v± − u = r ± β·δ, so
+         * E± = k·(Σr² ± 2βΣrδ + β²Σδ²): E⁺ − E⁻ = 4kβΣrδ comes without
+         * cancellation, and ∂/∂v_θ is a·r + c·δ with two scalars. */
+        const float *tb = sde ? flow_t + i0 : NULL;
+        const float *wb = weights + i0, *yb = labels + i0, *mb = mask ? mask + i0 : NULL;
+        if (softplus) {
+            for (int64_t b = 0; b < nb; b++) {
+                const double m = mb ? mb[b] : 1.0;
+                if (m == 0.0) {
+                    fa[b] = fc[b] = 0.0f;
+                    continue;
+                }
+                const double k = sc * (tb ? 0.5 / (double)tb[b] : 1.0);
+                const double ep = k * (srr[b] + 2.0 * beta * srd[b] + beta * beta * sdd[b]);
+                const double en = k * (srr[b] - 2.0 * beta * srd[b] + beta * beta * sdd[b]);
+                const double w = wb[b], y = yb[b];
+                const double z = 2.0 * y * k * beta * srd[b]; /* ½y(E⁺ − E⁻) */
+                /* softplus and sigmoid share e = exp(−|z|); log(1 + e) is
+                 * much cheaper than log1p and, for e ≥ 1e-8, off by at most
+                 * ~1e-16 absolute; below, log1p(e) = e to within e²/2. */
                 const double e = exp(-fabs(z));
-                /* log(1 + e) is much cheaper than log1p and, for e ≥ 1e-8,
-                 * off by at most ~1e-16 absolute; below, log1p(e) = e to
-                 * within e²/2. */
                 const double l1p = e < 1e-8 ? e : log(1.0 + e);
-                const double con = w * ((z > 0.0 ? z : 0.0) + l1p), kl = lam * sc * sdd;
-                li = con + kl;
+                const double con = w * ((z > 0.0 ? z : 0.0) + l1p), kl = lam * sc * sdd[b];
+                const double sig = z >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+                s_loss += m * (con + kl);
                 s_con += m * con;
                 s_kl += m * kl;
-                const double sig = z >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
-                ca = 2.0 * w * sig * y * k * beta;
-                cd = 2.0 * lam * sc;
-            } else {
-                /* R·∂E⁺ + (1−R)·∂E⁻ = 2kβ[(2R − 1)·r + β·δ] */
-                li = w * (rr * ep + (1.0 - rr) * en);
-                ca = 2.0 * k * beta * w * (2.0 * rr - 1.0);
-                cd = 2.0 * k * beta * beta * w;
+                s_ep += m * ep;
+                s_en += m * en;
+                s_w += m * w;
+                s_r += m * 0.5 * (1.0 + y);
+                fa[b] = (float)(2.0 * w * sig * y * k * beta * m * inv_m);
+                fc[b] = (float)(2.0 * lam * sc * m * inv_m);
             }
-            s_loss += m * li;
-            s_ep += m * ep;
-            s_en += m * en;
-            s_w += m * w;
-            s_r += m * rr;
-            fa[i - i0] = (float)(ca * m * inv_m);
-            fc[i - i0] = (float)(cd * m * inv_m);
+        } else {
+#pragma omp simd reduction(+ : s_loss, s_ep, s_en, s_w, s_r)
+            for (int64_t b = 0; b < nb; b++) {
+                /* Masked chunks have zero sums; their (unchecked) weight,
+                 * label and t are replaced so they add exactly nothing. */
+                const double m = mb ? (double)mb[b] : 1.0;
+                const int keep = m != 0.0;
+                const double t = tb && keep ? (double)tb[b] : 0.5;
+                const double k = sc * (tb ? 0.5 / t : 1.0);
+                const double ep = k * (srr[b] + 2.0 * beta * srd[b] + beta * beta * sdd[b]);
+                const double en = k * (srr[b] - 2.0 * beta * srd[b] + beta * beta * sdd[b]);
+                const double w = keep ? (double)wb[b] : 0.0;
+                const double rr = keep ? 0.5 * (1.0 + (double)yb[b]) : 0.0;
+                s_loss += m * w * (rr * ep + (1.0 - rr) * en);
+                s_ep += m * ep;
+                s_en += m * en;
+                s_w += m * w;
+                s_r += m * rr;
+                /* R·∂E⁺ + (1−R)·∂E⁻ = 2kβ[(2R − 1)·r + β·δ] */
+                fa[b] = (float)(2.0 * k * beta * w * (2.0 * rr - 1.0) * m * inv_m);
+                fc[b] = (float)(2.0 * k * beta * beta * w * m * inv_m);
+            }
         }
         if (!grad_v)
             continue;

@@ -356,7 +356,19 @@ static void test_sar_loss_edges(void **state)
     /* ...but fine in a masked chunk (5), and with the mse energy */
     f.t[2] = 0.5f;
     f.t[5] = 0.0f;
-    assert_int_equal(rl_flow_sar_loss(f.vt, f.vo, f.u, f.w, f.y, f.t, f.m, N, D, &cfg, grad, &met), 0);
+    const float w5 = f.w[5], y5 = f.y[5];
+    f.w[5] = NAN; /* masked chunk: never read into a result */
+    f.y[5] = INFINITY;
+    for (int va = 0; va < 2; va++) {
+        cfg.variant = va ? RL_FLOW_SAR_SOFTPLUS_KL : RL_FLOW_SAR_MSE_BRANCH;
+        assert_int_equal(rl_flow_sar_loss(f.vt, f.vo, f.u, f.w, f.y, f.t, f.m, N, D, &cfg, grad, &met), 0);
+        assert_true(isfinite(met.loss) && isfinite(met.e_pos) && isfinite(met.weight_mean));
+        for (int64_t k = 0; k < N * D; k++)
+            assert_true(isfinite(grad[k]));
+    }
+    cfg.variant = RL_FLOW_SAR_MSE_BRANCH;
+    f.w[5] = w5;
+    f.y[5] = y5;
     cfg.energy = RL_FLOW_SAR_ENERGY_MSE;
     f.t[2] = 0.0f;
     assert_int_equal(rl_flow_sar_loss(f.vt, f.vo, f.u, f.w, f.y, f.t, f.m, N, D, &cfg, grad, &met), 0);
