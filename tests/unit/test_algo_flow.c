@@ -154,6 +154,19 @@ static void test_ipo_loss_golden_and_fd(void **state)
         const double fd = (mp.loss - mm.loss) / (hp + hm);
         assert_true(fabs(fd - grad[k]) <= 1e-6 + 1e-4 * fabs(fd));
     }
+    /* a coarse mask (mk = C) equals the same mask expanded per element */
+    {
+        float full[84], gf[84];
+        rl_flow_ipo_metrics mf;
+        for (int64_t k = 0; k < N * D; k++)
+            full[k] = m[k / 3];
+        assert_int_equal(rl_flow_ipo_loss(vt, tgt, full, N, D, D, gf, &mf), 0);
+        assert_true(fabs(mf.loss - met.loss) <= 1e-12 * met.loss);
+        assert_memory_equal(gf, grad, sizeof gf);
+        /* no mask = every element kept = plain MSE */
+        assert_int_equal(rl_flow_ipo_loss(vt, tgt, NULL, N, D, 0, gf, &mf), 0);
+        assert_true(fabs(mf.loss - mf.velocity_mse) <= 1e-12 * mf.loss);
+    }
     /* all masked: documented loss 0 and zero gradient */
     float zero[28] = {0};
     assert_int_equal(rl_flow_ipo_loss(vt, tgt, zero, N, D, C, grad, &met), 0);
