@@ -154,8 +154,9 @@ __attribute__((target("avx2,fma"))) static inline __m256i s_tail_mask(int64_t re
 __attribute__((target("avx2,fma"))) static inline void
 s_acc8(__m256 o, __m256 uu, __m256 t, __m256d acc[6])
 {
-    /* The differences are rounded once to f32 (half an ulp of the inputs'
-     * scale, below their own precision); squares and sums are double. */
+    /* The differences are rounded once to f32 (at most half an ulp of the
+     * difference: below the inputs' own precision); squares and sums are
+     * double. */
     const __m256 r = _mm256_sub_ps(o, uu), dl = _mm256_sub_ps(t, o);
     const __m256d r0 = _mm256_cvtps_pd(_mm256_castps256_ps128(r));
     const __m256d r1 = _mm256_cvtps_pd(_mm256_extractf128_ps(r, 1));
@@ -169,8 +170,8 @@ s_acc8(__m256 o, __m256 uu, __m256 t, __m256d acc[6])
     acc[5] = _mm256_fmadd_pd(d1, d1, acc[5]);
 }
 
-/* Sums of the chunks [i0, i1) (masked ones skipped): out[i − i0] gets
- * Σr², Σrδ, Σδ², each reduced from four double lanes. */
+/* Σr², Σrδ, Σδ² of the chunks [i0, i1) into srr/srd/sdd[i − i0], each
+ * reduced from four double lanes; masked chunks get zeros. */
 __attribute__((target("avx2,fma"))) static void
 s_sar_block_sums_avx2(const float *v_theta, const float *v_old, const float *u,
                       const float *mask, int64_t d, int64_t i0, int64_t i1,
