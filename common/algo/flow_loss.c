@@ -141,7 +141,8 @@ static void s_sar_grad(const float *restrict vt, const float *restrict vo,
 /* Chunks per block in rl_flow_sar_loss. */
 #define S_BLOCK 16
 
-#if defined(__x86_64__) && defined(__GNUC__)
+/* Build with -DRLRT_NO_X86_SIMD to compile only the portable kernels. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(RLRT_NO_X86_SIMD)
 #include <immintrin.h>
 #define S_HAVE_AVX2_PATH 1
 
