@@ -153,17 +153,19 @@ __attribute__((target("avx2,fma"))) static inline __m256i s_tail_mask(int64_t re
                               _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+/* Four floats at p as doubles (vcvtps2pd from memory: cheaper than an
+ * 8-wide load plus lane extracts). */
+#define S_LD4(p) _mm256_cvtps_pd(_mm_loadu_ps(p))
+#define S_LD4M(p, m) _mm256_cvtps_pd(_mm_maskload_ps((p), (m)))
+
+/* acc += r², rδ, δ² for two groups of four (lo, hi), all in double so the
+ * differences are exact, as in the portable kernel. */
 __attribute__((target("avx2,fma"))) static inline void
-s_acc8(__m256 o, __m256 uu, __m256 t, __m256d acc[6])
+s_acc8(__m256d o0, __m256d o1, __m256d u0, __m256d u1, __m256d t0, __m256d t1,
+       __m256d acc[6])
 {
-    /* The differences are rounded once to f32 (at most half an ulp of the
-     * difference: below the inputs' own precision); squares and sums are
-     * double. */
-    const __m256 r = _mm256_sub_ps(o, uu), dl = _mm256_sub_ps(t, o);
-    const __m256d r0 = _mm256_cvtps_pd(_mm256_castps256_ps128(r));
-    const __m256d r1 = _mm256_cvtps_pd(_mm256_extractf128_ps(r, 1));
-    const __m256d d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(dl));
-    const __m256d d1 = _mm256_cvtps_pd(_mm256_extractf128_ps(dl, 1));
+    const __m256d r0 = _mm256_sub_pd(o0, u0), r1 = _mm256_sub_pd(o1, u1);
+    const __m256d d0 = _mm256_sub_pd(t0, o0), d1 = _mm256_sub_pd(t1, o1);
     acc[0] = _mm256_fmadd_pd(r0, r0, acc[0]);
     acc[1] = _mm256_fmadd_pd(r1, r1, acc[1]);
     acc[2] = _mm256_fmadd_pd(r0, d0, acc[2]);
@@ -181,6 +183,7 @@ s_sar_block_sums_avx2(const float *v_theta, const float *v_old, const float *u,
 {
     const int64_t full = d & ~(int64_t)7;
     const __m256i tail = s_tail_mask(d - full);
+    const __m128i tl = _mm256_castsi256_si128(tail), th = _mm256_extracti128_si256(tail, 1);
     for (int64_t i = i0; i < i1; i++) {
         if (mask && mask[i] == 0.0f) {
             srr[i - i0] = srd[i - i0] = sdd[i - i0] = 0.0;
@@ -191,10 +194,12 @@ s_sar_block_sums_avx2(const float *v_theta, const float *v_old, const float *u,
         for (int k = 0; k < 6; k++)
             acc[k] = _mm256_setzero_pd();
         for (int64_t j = 0; j < full; j += 8)
-            s_acc8(_mm256_loadu_ps(vo + j), _mm256_loadu_ps(uu + j), _mm256_loadu_ps(vt + j), acc);
+            s_acc8(S_LD4(vo + j), S_LD4(vo + j + 4), S_LD4(uu + j), S_LD4(uu + j + 4),
+                   S_LD4(vt + j), S_LD4(vt + j + 4), acc);
         if (full < d) /* masked lanes load 0 and add 0 to every sum */
-            s_acc8(_mm256_maskload_ps(vo + full, tail), _mm256_maskload_ps(uu + full, tail),
-                   _mm256_maskload_ps(vt + full, tail), acc);
+            s_acc8(S_LD4M(vo + full, tl), S_LD4M(vo + full + 4, th), S_LD4M(uu + full, tl),
+                   S_LD4M(uu + full + 4, th), S_LD4M(vt + full, tl), S_LD4M(vt + full + 4, th),
+                   acc);
         /* Reduce the three sums together: lanes (rr, rd, dd, ·). */
         const __m256d a = _mm256_add_pd(acc[0], acc[1]);
         const __m256d b = _mm256_add_pd(acc[2], acc[3]);
