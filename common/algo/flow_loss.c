@@ -386,7 +386,10 @@ int rl_flow_sar_loss(const float *v_theta, const float *v_old, const float *u,
                 const double l1p = e < 1e-8 ? e : log(1.0 + e);
                 const double con = w * ((z > 0.0 ? z : 0.0) + l1p);
                 const double kl = lam * sc * sdd[b];
-                const double sig = (z >= 0.0 ? 1.0 : e) / (1.0 + e);
+                /* sigmoid = 1/(1 + e) for z ≥ 0, e/(1 + e) below (e ≤ 1),
+                 * as a max so the random sign of z costs no branch. */
+                const double one = (double)(z >= 0.0);
+                const double sig = (e > one ? e : one) / (1.0 + e);
                 s_loss += m * (con + kl);
                 s_con += m * con;
                 s_kl += m * kl;
