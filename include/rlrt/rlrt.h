@@ -25,5 +25,7 @@
 #include "rlrt/algo/kl.h"
 #include "rlrt/algo/policy_loss.h"
 #include "rlrt/algo/filter.h"
+#include "rlrt/algo/flow.h"
+#include "rlrt/algo/diffusion.h"
 
 #endif
