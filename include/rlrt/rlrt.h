@@ -13,6 +13,10 @@
 #include "rlrt/rng.h"
 #include "rlrt/dtype.h"
 #include "rlrt/nn/params.h"
+#include "rlrt/nn/optim.h"
+#include "rlrt/nn/safetensors.h"
+#include "rlrt/nn/checkpoint.h"
+#include "rlrt/nn/lm_config.h"
 #include "rlrt/tensor.h"
 #include "rlrt/dataproto.h"
 
