@@ -272,10 +272,10 @@ static int s_write_optimizer(const char *path, const rl_checkpoint_data *d)
         e[i].data = ((i % 2) ? d->exp_avg_sq : d->exp_avg) + v->offset;
     }
     char b1[32], b2[32], eps[32], wd[32], step[32];
-    snprintf(b1, sizeof b1, "%.9g", (double)d->adamw.beta1);
-    snprintf(b2, sizeof b2, "%.9g", (double)d->adamw.beta2);
-    snprintf(eps, sizeof eps, "%.9g", (double)d->adamw.eps);
-    snprintf(wd, sizeof wd, "%.9g", (double)d->adamw.weight_decay);
+    snprintf(b1, sizeof b1, "%.17g", d->adamw.beta1);
+    snprintf(b2, sizeof b2, "%.17g", d->adamw.beta2);
+    snprintf(eps, sizeof eps, "%.17g", d->adamw.eps);
+    snprintf(wd, sizeof wd, "%.17g", d->adamw.weight_decay);
     snprintf(step, sizeof step, "%" PRId64, d->adamw_step);
     json_t *meta = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "format", S_FORMAT,
                              "has_moments", have ? "1" : "0", "optimizer", "adamw", "step", step,
@@ -497,13 +497,13 @@ int rl_checkpoint_find(const char *root, rl_checkpoint_info *info)
                         info->note[0] ? ": " : "", info->note);
 }
 
-static int s_meta_float(const rl_safetensors *st, const char *path, const char *key, float *out)
+static int s_meta_float(const rl_safetensors *st, const char *path, const char *key, double *out)
 {
     const char *s = rl_safetensors_metadata(st, key);
     char *end = NULL;
     if (!s || !*s)
         return rl_error_set(RL_EPROTO, "%s: metadata '%s' missing", path, key);
-    *out = strtof(s, &end);
+    *out = strtod(s, &end);
     if (*end)
         return rl_error_set(RL_EPROTO, "%s: metadata '%s' = '%s' is not a number", path, key, s);
     return RL_OK;

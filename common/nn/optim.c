@@ -13,7 +13,7 @@
 
 rl_adamw_config rl_adamw_config_default(void)
 {
-    rl_adamw_config c = {0.9f, 0.999f, 1e-8f, 0.01f};
+    rl_adamw_config c = {0.9, 0.999, 1e-8, 0.01};
     return c;
 }
 
@@ -25,13 +25,13 @@ int rl_param_pred_no_decay_1d(const rl_param_view *v, void *ud)
 
 static int s_check_config(const rl_adamw_config *c)
 {
-    if (!(c->beta1 >= 0.0f && c->beta1 < 1.0f))
+    if (!(c->beta1 >= 0.0 && c->beta1 < 1.0))
         return rl_error_set(RL_EINVAL, "adamw: beta1 = %g not in [0, 1)", c->beta1);
-    if (!(c->beta2 >= 0.0f && c->beta2 < 1.0f))
+    if (!(c->beta2 >= 0.0 && c->beta2 < 1.0))
         return rl_error_set(RL_EINVAL, "adamw: beta2 = %g not in [0, 1)", c->beta2);
-    if (!(c->eps > 0.0f) || !isfinite(c->eps))
+    if (!(c->eps > 0.0) || !isfinite(c->eps))
         return rl_error_set(RL_EINVAL, "adamw: eps = %g must be finite and > 0", c->eps);
-    if (!(c->weight_decay >= 0.0f) || !isfinite(c->weight_decay))
+    if (!(c->weight_decay >= 0.0) || !isfinite(c->weight_decay))
         return rl_error_set(RL_EINVAL, "adamw: weight_decay = %g must be finite and >= 0",
                             c->weight_decay);
     return RL_OK;
@@ -131,21 +131,21 @@ int rl_adamw_set_no_decay(rl_adamw *o, const rl_param_manifest *m, rl_param_pred
     return rc;
 }
 
-void rl_adamw_update(const rl_adamw_config *cfg, int64_t t, float lr, float wd, float *p,
+void rl_adamw_update(const rl_adamw_config *cfg, int64_t t, double lr, double wd, float *p,
                      const float *g, float *m, float *v, int64_t n)
 {
     /* Scalars are formed in double and rounded once to float, as PyTorch
      * does when a Python float multiplies a float32 tensor. */
-    const float decay = (float)(1.0 - (double)lr * (double)wd);
-    const float b1 = cfg->beta1, b2 = cfg->beta2;
-    const float one_b1 = (float)(1.0 - (double)cfg->beta1);
-    const float one_b2 = (float)(1.0 - (double)cfg->beta2);
-    const double bc1 = 1.0 - pow((double)cfg->beta1, (double)t);
-    const double bc2 = 1.0 - pow((double)cfg->beta2, (double)t);
-    const float neg_step = (float)(-((double)lr / bc1));
+    const float decay = (float)(1.0 - lr * wd);
+    const float b1 = (float)cfg->beta1, b2 = (float)cfg->beta2;
+    const float one_b1 = (float)(1.0 - cfg->beta1);
+    const float one_b2 = (float)(1.0 - cfg->beta2);
+    const double bc1 = 1.0 - pow(cfg->beta1, (double)t);
+    const double bc2 = 1.0 - pow(cfg->beta2, (double)t);
+    const float neg_step = (float)(-(lr / bc1));
     const float bc2_sqrt = (float)sqrt(bc2);
-    const float eps = cfg->eps;
-    const int apply_decay = wd != 0.0f;
+    const float eps = (float)cfg->eps;
+    const int apply_decay = wd != 0.0;
 #pragma omp parallel for schedule(static) if (n >= S_PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
         float pi = p[i], gi = g[i];
@@ -160,14 +160,14 @@ void rl_adamw_update(const rl_adamw_config *cfg, int64_t t, float lr, float wd, 
     }
 }
 
-int rl_adamw_step(rl_adamw *o, float lr, float *params, const float *grads)
+int rl_adamw_step(rl_adamw *o, double lr, float *params, const float *grads)
 {
-    if (!(lr >= 0.0f) || !isfinite(lr))
+    if (!(lr >= 0.0) || !isfinite(lr))
         return rl_error_set(RL_EINVAL, "adamw: lr = %g must be finite and >= 0", lr);
     int64_t t = ++o->step;
     for (int s = 0; s < o->nseg; s++) {
         const rl_adamw_segment *sg = &o->seg[s];
-        rl_adamw_update(&o->cfg, t, lr, sg->decay ? o->cfg.weight_decay : 0.0f,
+        rl_adamw_update(&o->cfg, t, lr, sg->decay ? o->cfg.weight_decay : 0.0,
                         params + sg->begin, grads + sg->begin, o->m + sg->begin,
                         o->v + sg->begin, sg->end - sg->begin);
     }

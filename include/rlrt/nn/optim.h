@@ -10,7 +10,8 @@
  *
  * Semantics follow torch.optim.AdamW (decoupled weight decay, bias
  * correction), step by step in float32 in the same order of operations:
- *   t += 1
+ *   t += 1                              (scalars below in double, then
+ *                                        rounded once to float as torch does)
  *   p *= 1 - lr*wd                      (wd = 0 for no-decay views)
  *   m  = b1*m + (1-b1)*g
  *   v  = b2*v + (1-b2)*g*g
@@ -49,11 +50,14 @@
 extern "C" {
 #endif
 
+/* Hyper-parameters are doubles, as in PyTorch (Python floats): 1 - beta2
+ * must be formed in double before rounding to float32, or v drifts by
+ * ~1e-5 relative from torch's. */
 typedef struct rl_adamw_config {
-    float beta1;        /* 0.9 */
-    float beta2;        /* 0.999 */
-    float eps;          /* 1e-8 */
-    float weight_decay; /* 0.01 (PyTorch AdamW default) */
+    double beta1;        /* 0.9 */
+    double beta2;        /* 0.999 */
+    double eps;          /* 1e-8 */
+    double weight_decay; /* 0.01 (PyTorch AdamW default) */
 } rl_adamw_config;
 
 /* PyTorch's defaults: beta1 0.9, beta2 0.999, eps 1e-8, weight_decay 0.01. */
@@ -104,11 +108,11 @@ int rl_adamw_set_no_decay_mask(rl_adamw *o, const rl_param_manifest *m,
 /* One step: t = ++o->step, then the update above on params[0..n) with
  * grads[0..n) (both range-local). lr must be finite and >= 0. Grads are not
  * modified. Returns RL_EINVAL for a bad lr. */
-int rl_adamw_step(rl_adamw *o, float lr, float *params, const float *grads);
+int rl_adamw_step(rl_adamw *o, double lr, float *params, const float *grads);
 
 /* The update kernel on n elements at step t (>= 1) with weight decay wd;
  * what rl_adamw_step() runs per segment. */
-void rl_adamw_update(const rl_adamw_config *cfg, int64_t t, float lr, float wd,
+void rl_adamw_update(const rl_adamw_config *cfg, int64_t t, double lr, double wd,
                      float *p, const float *g, float *m, float *v, int64_t n);
 
 /* Σ g[i]² over g[0..n), in double (see the header comment). */
