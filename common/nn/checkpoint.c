@@ -488,8 +488,8 @@ int rl_checkpoint_find(const char *root, rl_checkpoint_info *info)
             buf[strcspn(buf, "\n")] = '\0';
             const char *base = strrchr(info->dir, '/') + 1;
             if (strcmp(buf, base) != 0)
-                s_note(info->note, sizeof info->note, "'latest' names '%s', using newer complete "
-                       "%s", buf, base);
+                s_note(info->note, sizeof info->note, "'latest' names '%s' but the newest "
+                       "complete checkpoint is %s", buf, base);
         }
         return RL_OK;
     }

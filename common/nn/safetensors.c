@@ -401,6 +401,7 @@ static void s_to_f32(rl_dtype dt, const uint8_t *src, float *out, int64_t n)
         memcpy(out, src, (size_t)n * 4);
         break;
     case RL_BF16:
+#pragma omp parallel for schedule(static) if (n >= (1 << 18))
         for (int64_t i = 0; i < n; i++) {
             uint16_t h;
             memcpy(&h, src + 2 * i, 2);
@@ -408,6 +409,7 @@ static void s_to_f32(rl_dtype dt, const uint8_t *src, float *out, int64_t n)
         }
         break;
     case RL_F16:
+#pragma omp parallel for schedule(static) if (n >= (1 << 18))
         for (int64_t i = 0; i < n; i++) {
             uint16_t h;
             memcpy(&h, src + 2 * i, 2);

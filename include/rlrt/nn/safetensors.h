@@ -26,7 +26,9 @@
  * Data is little-endian (the library assumes a little-endian host).
  *
  * Ownership: rl_safetensors_open() maps the file read-only (private mapping)
- * and rl_safetensors_close() unmaps it; names, shapes and data pointers
+ * and rl_safetensors_close() unmaps it (a file truncated by someone else
+ * while mapped would fault on access; rlrt's own writers only ever replace
+ * files by rename, which leaves an open mapping intact); names, shapes and data pointers
  * returned by the accessors live until then. rl_safetensors_from_memory()
  * borrows the caller's buffer, which must outlive the object. Data pointers
  * may be unaligned when the file was written by another tool: read them with
