@@ -490,6 +490,8 @@ static void s_shape_str(char *buf, size_t cap, int ndim, const int64_t *shape)
 int rl_safetensors_load_params(const rl_safetensors *st, const rl_param_manifest *m,
                                float *params)
 {
+    if (!st || !m || (!params && m->total > 0))
+        return rl_error_set(RL_EINVAL, "load params: NULL file, manifest or buffer");
     for (int i = 0; i < st->n; i++)
         if (rl_param_manifest_find(m, st->t[i].name) < 0)
             return rl_error_set(RL_EINVAL, "tensor '%s' in the file is not in the parameter "
@@ -853,6 +855,8 @@ int rl_safetensors_write(const char *path, const rl_st_entry *tensors, int n,
 int rl_safetensors_write_params(const char *path, const rl_param_manifest *m,
                                 const float *params, rl_dtype dtype, const json_t *metadata)
 {
+    if (!m || (!params && m->total > 0))
+        return rl_error_set(RL_EINVAL, "%s: NULL manifest or parameter buffer", path);
     if (!s_is_float(dtype))
         return rl_error_set(RL_EDTYPE, "%s: parameters can be written as f32, bf16, f16 or f64, "
                             "not %s", path, rl_dtype_name(dtype));
