@@ -487,11 +487,16 @@ static void s_shape_str(char *buf, size_t cap, int ndim, const int64_t *shape)
         snprintf(buf + k, cap - k, "]");
 }
 
-int rl_safetensors_load_params(const rl_safetensors *st, const rl_param_manifest *m,
-                               float *params)
+/* Checks that file and manifest agree (names, shapes, float dtypes), then
+ * converts the part of every view that falls in [begin, end). */
+static int s_load_range(const rl_safetensors *st, const rl_param_manifest *m, int64_t begin,
+                        int64_t end, float *out)
 {
-    if (!st || !m || (!params && m->total > 0))
+    if (!st || !m || (!out && end > begin))
         return rl_error_set(RL_EINVAL, "load params: NULL file, manifest or buffer");
+    if (begin < 0 || end < begin || end > m->total)
+        return rl_error_set(RL_ERANGE, "load params: range [%lld, %lld) not within [0, %lld)",
+                            (long long)begin, (long long)end, (long long)m->total);
     for (int i = 0; i < st->n; i++)
         if (rl_param_manifest_find(m, st->t[i].name) < 0)
             return rl_error_set(RL_EINVAL, "tensor '%s' in the file is not in the parameter "
@@ -516,9 +521,27 @@ int rl_safetensors_load_params(const rl_safetensors *st, const rl_param_manifest
             return rl_error_set(RL_EDTYPE, "parameter '%s': dtype %s is not a float type "
                                 "(expected F32, F16, BF16 or F64)", v->name,
                                 s_dtype_to_name(t->dtype));
-        s_to_f32(t->dtype, t->data, params + v->offset, v->numel);
+        int64_t lo = v->offset > begin ? v->offset : begin;
+        int64_t hi = v->offset + v->numel < end ? v->offset + v->numel : end;
+        if (lo >= hi)
+            continue;
+        const uint8_t *src = (const uint8_t *)t->data +
+                             (size_t)(lo - v->offset) * rl_dtype_size(t->dtype);
+        s_to_f32(t->dtype, src, out + (lo - begin), hi - lo);
     }
     return RL_OK;
+}
+
+int rl_safetensors_load_params(const rl_safetensors *st, const rl_param_manifest *m,
+                               float *params)
+{
+    return s_load_range(st, m, 0, m ? m->total : 0, params);
+}
+
+int rl_safetensors_load_params_range(const rl_safetensors *st, const rl_param_manifest *m,
+                                     int64_t begin, int64_t end, float *shard)
+{
+    return s_load_range(st, m, begin, end, shard);
 }
 
 int rl_safetensors_read_params(const char *path, const rl_param_manifest *m, float *params)

@@ -584,6 +584,22 @@ static void test_hf_qwen2_checkpoint(void **state)
     }
     rl_golden_free(g);
 
+    /* FSDP shards: every rank's range equals the slice of the full load */
+    rl_safetensors *mf = rl_safetensors_open("tests/golden/nn_hf/model.safetensors");
+    assert_non_null(mf);
+    for (int world = 1; world <= 5; world += 2) {
+        for (int r = 0; r < world; r++) {
+            int64_t lo, hi;
+            rl_param_shard_range(m->total, world, r, &lo, &hi);
+            float *sh = malloc(sizeof(float) * (size_t)(hi - lo + 1));
+            assert_int_equal(rl_safetensors_load_params_range(mf, m, lo, hi, sh), RL_OK);
+            assert_memory_equal(sh, p + lo, sizeof(float) * (size_t)(hi - lo));
+            free(sh);
+        }
+    }
+    assert_int_equal(rl_safetensors_load_params_range(mf, m, 5, m->total + 1, p), RL_ERANGE);
+    rl_safetensors_close(mf);
+
     /* a tensor the manifest lacks: error naming it */
     rl_lm_config tied = c;
     tied.tie_word_embeddings = 1;

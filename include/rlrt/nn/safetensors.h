@@ -97,6 +97,10 @@ int rl_safetensors_read_f32(const rl_safetensors *st, int i, float *out, int64_t
  * that the manifest lacks is an error (RL_EINVAL) naming it. */
 int rl_safetensors_load_params(const rl_safetensors *st, const rl_param_manifest *m,
                                float *params);
+/* FSDP: the same checks, but fills only the flat range [begin, end) of the
+ * buffer into shard[0 .. end-begin) (shard-local indexing, as rl_adamw). */
+int rl_safetensors_load_params_range(const rl_safetensors *st, const rl_param_manifest *m,
+                                     int64_t begin, int64_t end, float *shard);
 /* open + load_params + close. */
 int rl_safetensors_read_params(const char *path, const rl_param_manifest *m, float *params);
 
