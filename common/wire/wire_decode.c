@@ -110,6 +110,66 @@ static int s_scan_header(const uint8_t *buf, size_t len)
     return 0;
 }
 
+/* ---- step 2: unpack into an arena ---------------------------------------------------- */
+
+/* protobuf-c allocates every submessage, repeated array and bytes field
+ * separately; a bump arena makes that one or two mallocs and lets us cap how
+ * much memory a hostile header can make us allocate. */
+typedef struct s_chunk {
+    struct s_chunk *next;
+    size_t used, cap;
+    max_align_t data[];
+} s_chunk;
+
+typedef struct s_pb_arena {
+    s_chunk *head;
+    size_t total, limit, first;
+    int over;
+} s_pb_arena;
+
+static void *s_pb_alloc(void *ad, size_t size)
+{
+    s_pb_arena *a = ad;
+    size = (size + 15) & ~(size_t)15;
+    s_chunk *c = a->head;
+    if (!c || c->cap - c->used < size) {
+        /* first chunk sized to the header, later ones double */
+        size_t cap = c ? c->cap * 2 : a->first;
+        if (cap < size)
+            cap = size;
+        if (a->total + cap > a->limit) {
+            a->over = 1;
+            return NULL;
+        }
+        c = malloc(sizeof *c + cap);
+        if (!c)
+            return NULL;
+        c->next = a->head;
+        c->used = 0;
+        c->cap = cap;
+        a->head = c;
+        a->total += cap;
+    }
+    void *p = (char *)c->data + c->used;
+    c->used += size;
+    return p;
+}
+
+static void s_pb_free(void *ad, void *p)
+{
+    (void)ad;
+    (void)p; /* everything goes at once in s_pb_arena_free */
+}
+
+static void s_pb_arena_free(s_pb_arena *a)
+{
+    for (s_chunk *c = a->head, *n; c; c = n) {
+        n = c->next;
+        free(c);
+    }
+    a->head = NULL;
+}
+
 /* ---- step 3: validation ---------------------------------------------------------- */
 
 static int s_is_list(int type)
@@ -368,7 +428,8 @@ static int s_fill_column(rl_dataproto *dp, const Rl__Column *pc)
                              pc->name);
     int64_t rows = rl_column_rows(c);
     int rc = 0;
-    size_t k = 0;
+    size_t k = 0, scratch_cap = 0;
+    char *scratch = NULL;
     for (int64_t r = 0; r < rows && !rc; r++) {
         switch (pc->type) {
         case RL_COL_INT64: rc = rl_column_set_i64(c, r, pc->i64[r]); break;
@@ -378,9 +439,21 @@ static int s_fill_column(rl_dataproto *dp, const Rl__Column *pc)
                                      pc->blobs[r].len);
             break;
         case RL_COL_STRING: {
-            char *s = s_strndup(&pc->blobs[r]);
-            rc = s ? rl_column_set_str(c, r, s) : rl_error_set(RL_ENOMEM, "out of memory");
-            free(s);
+            /* one scratch buffer: the wire bytes are not NUL-terminated */
+            size_t len = pc->blobs[r].len;
+            if (len + 1 > scratch_cap) {
+                char *g = realloc(scratch, len + 64);
+                if (!g) {
+                    rc = rl_error_set(RL_ENOMEM, "out of memory");
+                    break;
+                }
+                scratch = g;
+                scratch_cap = len + 64;
+            }
+            if (len)
+                memcpy(scratch, pc->blobs[r].data, len);
+            scratch[len] = 0;
+            rc = rl_column_set_str(c, r, scratch);
             break;
         }
         case RL_COL_INT64_LIST:
@@ -430,6 +503,7 @@ static int s_fill_column(rl_dataproto *dp, const Rl__Column *pc)
         }
         }
     }
+    free(scratch);
     return rc ? rl_error_wrap(rc, "column '%s'", pc->name) : 0;
 }
 
@@ -466,10 +540,22 @@ int rl_wire_decode(const rl_wire_frame *frames, int n, rl_dataproto **out)
     int rc = s_scan_header(hb, frames[0].len);
     if (rc)
         return rc;
-    Rl__DataProtoHeader *h = rl__data_proto_header__unpack(NULL, frames[0].len, hb);
-    if (!h)
-        return rl_error_set(RL_EPROTO, "header frame (%zu bytes): not a valid "
-                            "rl.DataProtoHeader protobuf (truncated or garbage)", frames[0].len);
+    /* Decoded structs take at most ~64x the wire bytes (an empty 2-byte
+     * submessage becomes a ~100-byte struct); anything beyond is hostile. */
+    s_pb_arena arena = {NULL, 0, frames[0].len * 64 + ((size_t)1 << 20),
+                        frames[0].len * 3 + 1024, 0};
+    ProtobufCAllocator alloc = {s_pb_alloc, s_pb_free, &arena};
+    Rl__DataProtoHeader *h = rl__data_proto_header__unpack(&alloc, frames[0].len, hb);
+    if (!h) {
+        rc = arena.over
+                 ? rl_error_set(RL_EPROTO, "header frame (%zu bytes): decoding it needs more "
+                                "than %zu bytes of memory", frames[0].len, arena.limit)
+                 : rl_error_set(RL_EPROTO, "header frame (%zu bytes): not a valid "
+                                "rl.DataProtoHeader protobuf (truncated or garbage)",
+                                frames[0].len);
+        s_pb_arena_free(&arena);
+        return rc;
+    }
     const char **frame_user = NULL;
     rl_dataproto *dp = NULL;
     if (h->version != RL_WIRE_VERSION) {
@@ -547,7 +633,7 @@ int rl_wire_decode(const rl_wire_frame *frames, int n, rl_dataproto **out)
     }
 out:
     free(frame_user);
-    rl__data_proto_header__free_unpacked(h, NULL);
+    s_pb_arena_free(&arena);
     if (rc) {
         rl_dataproto_free(dp);
         return rc;
