@@ -17,13 +17,17 @@
  * The batch: 64 rows, tensor "x" f32 (64, N) with nearly all the bytes, "mask"
  * u8 (64, 64), column "uid" (64 strings), meta {"step": 1}.
  *
- * Tuning (why the numbers are what they are): ZeroMQ sockets get 4 MiB kernel
- * buffers (ZMQ_SNDBUF/RCVBUF) and no message size limit (ZMQ_MAXMSGSIZE -1);
- * sends are zero-copy from the tensor; receives are zero-copy into the tensor
- * (libzmq reads large frames straight into the message). The receiving
- * process keeps freed memory in its heap (mallopt: no mmap, no trim) so each
- * received batch reuses already-faulted pages as the raw-TCP receiver's fixed
- * buffer does.
+ * Tuning (why the numbers are what they are): no message size limit
+ * (ZMQ_MAXMSGSIZE -1); sends are zero-copy from the tensor; receives are
+ * zero-copy into the tensor (libzmq reads large frames straight into the
+ * message). The receiving
+ * process keeps freed memory in its heap (mallopt: no mmap, no trim, one
+ * arena so libzmq's I/O thread allocates from the same heap) so each received
+ * batch reuses already-faulted pages as the raw-TCP receiver's fixed buffer
+ * does; without it every 256 MiB+ batch page-faults its whole size and runs
+ * at a third of the speed. Kernel socket buffers are left to autotuning
+ * (fixed 4 MiB SO_SNDBUF/RCVBUF measured slower for raw TCP too);
+ * BENCH_WIRE_ZMQ_BUF=<bytes> sets ZMQ_SNDBUF/RCVBUF to compare.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -35,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -267,6 +272,7 @@ static void s_dp_child(const char *bind_ep, int pipe_w)
 {
     mallopt(M_MMAP_MAX, 0);
     mallopt(M_TRIM_THRESHOLD, -1);
+    mallopt(M_ARENA_MAX, 1);
     void *ctx = zmq_ctx_new();
     void *s = zmq_socket(ctx, ZMQ_PAIR);
     s_tune(s);
@@ -287,6 +293,11 @@ static void s_dp_child(const char *bind_ep, int pipe_w)
         rl_dataproto_free(dp);
         if (rows < 0)
             break;
+        if (getenv("BENCH_WIRE_FAULTS")) {
+            struct rusage ru;
+            getrusage(RUSAGE_SELF, &ru);
+            fprintf(stderr, "child %s: rows %lld minflt %ld\n", bind_ep, (long long)rows, ru.ru_minflt);
+        }
         zmq_send(s, &last, sizeof last, 0);
     }
     zmq_close(s);
