@@ -23,9 +23,11 @@
  * (numel × dtype size), shape products (overflow), negative dims, ndim
  * (1..RL_TENSOR_MAX_DIMS), dtype and column type codes, duplicate names
  * (tensor/tensor, column/column, tensor/column), column and tensor row counts,
- * the protobuf itself and the meta nesting depth (RL_WIRE_MAX_META_DEPTH) are
- * checked; any violation is RL_EPROTO (or RL_EDTYPE/RL_ESHAPE/RL_EEXIST/
- * RL_ERANGE) with a message naming the field, the expected and actual value.
+ * the protobuf itself, the meta nesting depth (RL_WIRE_MAX_META_DEPTH) and the
+ * memory the header may expand to (64 × its size + 1 MiB) are checked before
+ * anything is built; any violation is RL_EPROTO with a message naming the
+ * field (tensor/column name, index), the expected and the actual value.
+ * RL_EINVAL is kept for caller mistakes (NULL arguments).
  *
  * Ownership: rl_wire_encode() fills zmq_msg_t frames the caller must send or
  * zmq_msg_close(). rl_wire_decode_msgs() takes over the messages it is given
