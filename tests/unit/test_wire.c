@@ -875,6 +875,32 @@ static void test_send_errors(void **state)
     zmq_ctx_term(ctx);
 }
 
+/* Too many frames: refused, and the rest of that message is drained so the
+ * next DataProto on the socket still decodes. A receive timeout is
+ * RL_ETIMEOUT. */
+static void test_recv_frame_limit_and_timeout(void **state)
+{
+    (void)state;
+    pair p;
+    s_pair_open(&p, "inproc");
+    int n = RL_WIRE_MAX_TENSORS + 4;
+    for (int i = 0; i < n; i++)
+        assert_int_equal(zmq_send(p.a, "", 0, i < n - 1 ? ZMQ_SNDMORE : 0), 0);
+    rl_dataproto *dp = s_make_full(2), *got = NULL;
+    assert_int_equal(rl_wire_send_dataproto(p.a, dp, 0), 0);
+    EXPECT_REJECT(rl_wire_recv_dataproto(p.b, &got), RL_EPROTO,
+                  "frame count: expected at most 4097, got 4100");
+    assert_null(got);
+    assert_int_equal(rl_wire_recv_dataproto(p.b, &got), 0);
+    assert_true(rl_dataproto_equal(dp, got));
+    rl_dataproto_free(got);
+    int ms = 50;
+    zmq_setsockopt(p.b, ZMQ_RCVTIMEO, &ms, sizeof ms);
+    EXPECT_REJECT(rl_wire_recv_dataproto(p.b, &got), RL_ETIMEOUT, "rl_wire_recv_dataproto: frame 0");
+    rl_dataproto_free(dp);
+    s_pair_close(&p);
+}
+
 /* ---- seeds and regressions -------------------------------------------------------- */
 
 /* The seed set: deterministic batches covering every dtype, column type and
@@ -1029,6 +1055,7 @@ int main(void)
         cmocka_unit_test(test_decode_rejects_deep_meta),
         cmocka_unit_test(test_decode_rejects_garbage),
         cmocka_unit_test(test_send_errors),
+        cmocka_unit_test(test_recv_frame_limit_and_timeout),
         cmocka_unit_test(test_seeds_match_encoder),
         cmocka_unit_test(test_replay_fuzz_regressions),
     };
