@@ -18,6 +18,9 @@
  *     wrapped in an rl_storage; decoded tensors are views of it and keep it
  *     alive. A frame whose address is not aligned to its dtype size (only
  *     small frames, which libzmq may pack into a shared buffer) is copied.
+ *   * over inproc:// libzmq passes the sender's buffer itself, so the
+ *     receiver's tensors ARE the sender's bytes: treat sent tensors as
+ *     read-only on both sides (clone before writing in place).
  *
  * Invariants: the decoder trusts nothing. Frame count, byte lengths
  * (numel × dtype size), shape products (overflow), negative dims, ndim
