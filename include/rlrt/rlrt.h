@@ -13,8 +13,13 @@
 #include "rlrt/rng.h"
 #include "rlrt/dtype.h"
 #include "rlrt/nn/params.h"
+#include "rlrt/nn/tokenizer.h"
 #include "rlrt/tensor.h"
 #include "rlrt/dataproto.h"
+#include "rlrt/algo/aepo.h"
+#include "rlrt/config.h"
+#include "rlrt/runtime/cluster.h"
+#include "rlrt/runtime/collective.h"
 #include "rlrt/wire.h"
 
 #endif

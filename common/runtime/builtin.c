@@ -1,0 +1,431 @@
+/* builtin.c — methods every rl-worker role serves: the runtime self-test
+ * (echo, add, sleep, fail, whoami) and the plumbing checks of the selftest
+ * recipe (collectives, weight channel, data channels). Per-process channel
+ * state lives here: a worker process serves one role and rank. */
+#include "rlrt/error.h"
+#include "rlrt/runtime/channel.h"
+#include "rlrt/runtime/collective.h"
+#include "rlrt/runtime/worker.h"
+#include "rlrt/nn/params.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const json_t *s_arg(const rl_dataproto *in, const char *key)
+{
+    return json_object_get(rl_dataproto_meta_const(in), key);
+}
+
+static int s_arg_int(const rl_dataproto *in, const char *key, int64_t def, int64_t *out)
+{
+    const json_t *v = s_arg(in, key);
+    if (!v) {
+        *out = def;
+        return RL_OK;
+    }
+    if (!json_is_integer(v))
+        return rl_error_set(RL_EINVAL, "argument '%s' must be an integer", key);
+    *out = json_integer_value(v);
+    return RL_OK;
+}
+
+static const char *s_arg_str(const rl_dataproto *in, const char *key)
+{
+    const char *s = json_string_value(s_arg(in, key));
+    if (!s)
+        rl_error_set(RL_EINVAL, "argument '%s' (a string) is missing", key);
+    return s;
+}
+
+static double s_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* A one-row DataProto with meta set from a JSON object (stolen). */
+static rl_dataproto *s_result(json_t *meta)
+{
+    rl_dataproto *o = rl_dataproto_new();
+    rl_dataproto_set_rows(o, 1);
+    rl_dataproto_set_meta(o, meta);
+    return o;
+}
+
+/* ---- basic methods -------------------------------------------------------------------- */
+
+static int s_echo(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    (void)ctx;
+    *out = rl_dataproto_select(in, NULL, 0, NULL, 0);
+    return *out ? RL_OK : rl_error_code();
+}
+
+/* out.x = in.x + meta.value for the f32 tensor "x"; also adds column "rank". */
+static int s_add(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    const rl_tensor *x = rl_dataproto_tensor_typed(in, "x", RL_F32);
+    if (!x)
+        return rl_error_code();
+    const json_t *v = s_arg(in, "value");
+    if (!json_is_number(v))
+        return rl_error_set(RL_EINVAL, "add: meta 'value' must be a number");
+    double add = json_number_value(v);
+    rl_dataproto *o = rl_dataproto_new();
+    rl_tensor *y = rl_dataproto_new_tensor(o, "x", RL_F32, x->ndim, x->shape);
+    if (!y) {
+        rl_dataproto_free(o);
+        return rl_error_code();
+    }
+    const float *src = rl_tensor_data(x);
+    float *dst = rl_tensor_data(y);
+    for (int64_t i = 0; i < x->numel; i++)
+        dst[i] = src[i] + (float)add;
+    rl_column *rank = rl_dataproto_new_column(o, "rank", RL_COL_INT64);
+    for (int64_t r = 0; r < rl_dataproto_rows(o); r++)
+        rl_column_set_i64(rank, r, ctx->rank);
+    *out = o;
+    return RL_OK;
+}
+
+static int s_sleep(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    (void)out;
+    int64_t ms;
+    if (s_arg_int(in, "ms", 100, &ms))
+        return rl_error_code();
+    for (int64_t t = 0; t < ms && !ctx->stop; t += 10)
+        usleep(10000);
+    return RL_OK;
+}
+
+static int s_fail(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    (void)in;
+    (void)out;
+    return rl_error_set(RL_EINVAL, "fail requested on %s/%d", ctx->role, ctx->rank);
+}
+
+static int s_whoami(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    (void)in;
+    rl_dataproto *o = rl_dataproto_new();
+    rl_dataproto_set_rows(o, 1);
+    rl_column_set_str(rl_dataproto_new_column(o, "role", RL_COL_STRING), 0, ctx->role);
+    rl_column_set_i64(rl_dataproto_new_column(o, "rank", RL_COL_INT64), 0, ctx->rank);
+    rl_column_set_i64(rl_dataproto_new_column(o, "pid", RL_COL_INT64), 0, getpid());
+    rl_column_set_str(rl_dataproto_new_column(o, "node", RL_COL_STRING), 0, ctx->node);
+    *out = o;
+    return RL_OK;
+}
+
+/* ---- collectives ------------------------------------------------------------------------ */
+
+/* Rank r's test data: x_r[i] = (r + 1) + (i % 251) / 8 (exact in float). */
+static float s_coll_x(int r, int64_t i) { return (float)(r + 1) + (float)(i % 251) / 8.0f; }
+
+/* The ring's documented reduction order for element i of chunk c:
+ * ((x[c+1] + x[c+2]) + ... + x[c+W-1]) + x[c]. */
+static float s_coll_sum(int world, int64_t count, int64_t i)
+{
+    int64_t per = (count + world - 1) / world;
+    int c = (int)(i / per);
+    if (world == 1)
+        return s_coll_x(0, i);
+    float acc = s_coll_x((c + 1) % world, i);
+    for (int k = 2; k < world; k++)
+        acc += s_coll_x((c + k) % world, i);
+    return acc + s_coll_x(c, i);
+}
+
+/* On rank 0 (like ncclGetUniqueId): a communicator id whose rendezvous
+ * endpoint is on this host. meta: host. Returns meta {comm_id}. The driver
+ * hands the text to every rank. */
+static int s_comm_id_create(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    (void)ctx;
+    const char *host = s_arg_str(in, "host");
+    if (!host)
+        return rl_error_code();
+    char ep[300];
+    snprintf(ep, sizeof ep, "tcp://%s", host);
+    rl_comm_id id;
+    if (rl_comm_id_create(&id, ep))
+        return rl_error_code();
+    *out = s_result(json_pack("{s:s}", "comm_id", rl_comm_id_string(&id)));
+    return RL_OK;
+}
+
+/* Runs every collective on `count` floats and checks each result exactly.
+ * meta: comm_id (text), count. Returns meta {ms: {op: ms}}. */
+static int s_coll_check(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    const char *idtext = s_arg_str(in, "comm_id");
+    int64_t count;
+    if (!idtext || s_arg_int(in, "count", 1000, &count))
+        return rl_error_code();
+    rl_comm_id id;
+    if (rl_comm_id_parse(&id, idtext))
+        return rl_error_code();
+    rl_comm_options opt;
+    rl_comm_options_default(&opt);
+    opt.timeout_s = 30;
+    rl_comm *c = rl_comm_init_rank(&id, ctx->world_size, ctx->rank, &opt);
+    if (!c)
+        return rl_error_wrap(rl_error_code(), "%s/%d joining the communicator", ctx->role, ctx->rank);
+    int W = ctx->world_size, r = ctx->rank, rc = RL_OK;
+    float *x = malloc(sizeof(float) * (size_t)(count ? count : 1));
+    float *y = malloc(sizeof(float) * (size_t)(count ? count : 1));
+    json_t *ms = json_object();
+    int64_t begin, end;
+    rl_param_shard_range(count, W, r, &begin, &end);
+    for (int64_t i = 0; i < count; i++)
+        x[i] = s_coll_x(r, i);
+    double t0 = s_ms();
+    if ((rc = rl_comm_all_reduce(c, x, y, count, RL_REDUCE_SUM)))
+        goto done;
+    json_object_set_new(ms, "all_reduce", json_real(s_ms() - t0));
+    for (int64_t i = 0; i < count; i++)
+        if (y[i] != s_coll_sum(W, count, i)) {
+            rc = rl_error_set(RL_ENUMERIC, "all_reduce: [%lld] = %g, expected %g", (long long)i, y[i],
+                              s_coll_sum(W, count, i));
+            goto done;
+        }
+    t0 = s_ms();
+    if ((rc = rl_comm_reduce_scatter(c, x, y, count, RL_REDUCE_SUM)))
+        goto done;
+    json_object_set_new(ms, "reduce_scatter", json_real(s_ms() - t0));
+    for (int64_t i = begin; i < end; i++)
+        if (y[i - begin] != s_coll_sum(W, count, i)) {
+            rc = rl_error_set(RL_ENUMERIC, "reduce_scatter: [%lld] wrong", (long long)i);
+            goto done;
+        }
+    /* all_gather of each rank's shard of x_r gives the shard owners' data */
+    t0 = s_ms();
+    if ((rc = rl_comm_all_gather(c, x + begin, y, count)))
+        goto done;
+    json_object_set_new(ms, "all_gather", json_real(s_ms() - t0));
+    for (int64_t i = 0; i < count; i++) {
+        int64_t per = (count + W - 1) / W;
+        if (y[i] != s_coll_x((int)(i / per), i)) {
+            rc = rl_error_set(RL_ENUMERIC, "all_gather: [%lld] wrong", (long long)i);
+            goto done;
+        }
+    }
+    t0 = s_ms();
+    if ((rc = rl_comm_broadcast(c, x, y, count, W - 1)))
+        goto done;
+    json_object_set_new(ms, "broadcast", json_real(s_ms() - t0));
+    for (int64_t i = 0; i < count; i++)
+        if (y[i] != s_coll_x(W - 1, i)) {
+            rc = rl_error_set(RL_ENUMERIC, "broadcast: [%lld] wrong", (long long)i);
+            goto done;
+        }
+    t0 = s_ms();
+    if ((rc = rl_comm_barrier(c)))
+        goto done;
+    json_object_set_new(ms, "barrier", json_real(s_ms() - t0));
+done:
+    free(x);
+    free(y);
+    rl_comm_destroy(c);
+    if (rc) {
+        json_decref(ms);
+        return rl_error_wrap(rc, "%s/%d", ctx->role, ctx->rank);
+    }
+    *out = s_result(json_pack("{s:o}", "ms", ms));
+    return RL_OK;
+}
+
+/* ---- weight channel -------------------------------------------------------------------- */
+
+static rl_weight_sender *s_wsend;
+static rl_weight_receiver *s_wrecv;
+static char s_wrecv_endpoint[256];
+
+static float s_weight_value(int64_t i, uint64_t version)
+{
+    return (float)(i % 1009) * 0.25f + (float)version;
+}
+
+/* meta: host. Binds the sender; returns meta {endpoint}. */
+static int s_weights_open(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    (void)ctx;
+    const char *host = s_arg_str(in, "host");
+    if (!host)
+        return rl_error_code();
+    if (!s_wsend) {
+        char bind[300];
+        snprintf(bind, sizeof bind, "tcp://%s:*", host);
+        s_wsend = rl_weight_sender_new(bind, 0);
+        if (!s_wsend)
+            return rl_error_code();
+    }
+    *out = s_result(json_pack("{s:s}", "endpoint", rl_weight_sender_endpoint(s_wsend)));
+    return RL_OK;
+}
+
+/* meta: version, count, receivers. Sends the test buffer of that version. */
+static int s_weights_send(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    (void)ctx;
+    int64_t version, count, receivers;
+    if (!s_wsend)
+        return rl_error_set(RL_ESTATE, "weights_send before weights_open");
+    if (s_arg_int(in, "version", 1, &version) || s_arg_int(in, "count", 1 << 20, &count) ||
+        s_arg_int(in, "receivers", 1, &receivers))
+        return rl_error_code();
+    float *buf = malloc(sizeof(float) * (size_t)(count ? count : 1));
+    for (int64_t i = 0; i < count; i++)
+        buf[i] = s_weight_value(i, (uint64_t)version);
+    double t0 = s_ms();
+    int rc = rl_weight_send(s_wsend, (uint64_t)version, buf, count, (int)receivers, 30000);
+    double el = s_ms() - t0;
+    free(buf);
+    if (rc)
+        return rc;
+    *out = s_result(json_pack("{s:f}", "ms", el));
+    return RL_OK;
+}
+
+/* meta: endpoint, count. Receives until a newer version is active, checks
+ * every value; returns meta {version}. */
+static int s_weights_recv(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    const char *endpoint = s_arg_str(in, "endpoint");
+    int64_t count;
+    if (!endpoint || s_arg_int(in, "count", 1 << 20, &count))
+        return rl_error_code();
+    if (s_wrecv && strcmp(s_wrecv_endpoint, endpoint) != 0) {
+        rl_weight_receiver_free(s_wrecv);
+        s_wrecv = NULL;
+    }
+    if (!s_wrecv) {
+        s_wrecv = rl_weight_receiver_new(endpoint, count);
+        if (!s_wrecv)
+            return rl_error_code();
+        snprintf(s_wrecv_endpoint, sizeof s_wrecv_endpoint, "%s", endpoint);
+    }
+    int rc = rl_weight_recv_poll(s_wrecv, 30000);
+    if (rc)
+        return rl_error_wrap(rc, "%s/%d", ctx->role, ctx->rank);
+    uint64_t version;
+    const float *w = rl_weight_recv_active(s_wrecv, &version);
+    for (int64_t i = 0; i < count; i++)
+        if (w[i] != s_weight_value(i, version))
+            return rl_error_set(RL_ENUMERIC, "%s/%d: weight [%lld] of version %llu is %g, expected %g",
+                                ctx->role, ctx->rank, (long long)i, (unsigned long long)version,
+                                w[i], s_weight_value(i, version));
+    *out = s_result(json_pack("{s:I}", "version", (json_int_t)version));
+    return RL_OK;
+}
+
+/* ---- data channels ------------------------------------------------------------------------ */
+
+static rl_channel *s_chan;
+
+/* meta: host. Listens; returns meta {endpoint}. */
+static int s_channel_open(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    (void)ctx;
+    const char *host = s_arg_str(in, "host");
+    if (!host)
+        return rl_error_code();
+    char bind[300];
+    snprintf(bind, sizeof bind, "tcp://%s:*", host);
+    rl_channel_free(s_chan);
+    s_chan = rl_channel_listen(bind);
+    if (!s_chan)
+        return rl_error_code();
+    *out = s_result(json_pack("{s:s}", "endpoint", rl_channel_endpoint(s_chan)));
+    return RL_OK;
+}
+
+static int s_channel_connect(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    (void)ctx;
+    (void)out;
+    const char *endpoint = s_arg_str(in, "endpoint");
+    if (!endpoint)
+        return rl_error_code();
+    rl_channel_free(s_chan);
+    s_chan = rl_channel_connect(endpoint);
+    return s_chan ? RL_OK : rl_error_code();
+}
+
+/* meta: steps, rows, serve (0/1). The client sends `steps` batches of x and
+ * expects x + 1 back; the server answers each with x + 1. The driver only
+ * sees the summary. Returns meta {steps, ms}. */
+static int s_channel_pingpong(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    int64_t steps, rows, serve;
+    if (!s_chan)
+        return rl_error_set(RL_ESTATE, "no data channel open on %s/%d", ctx->role, ctx->rank);
+    if (s_arg_int(in, "steps", 10, &steps) || s_arg_int(in, "rows", 16, &rows) ||
+        s_arg_int(in, "serve", 0, &serve))
+        return rl_error_code();
+    double t0 = s_ms();
+    for (int64_t k = 0; k < steps; k++) {
+        rl_dataproto *msg = NULL, *reply = NULL;
+        int rc;
+        if (serve) {
+            if ((rc = rl_channel_recv(s_chan, &msg, 30000)))
+                return rc;
+            json_object_set_new(rl_dataproto_meta(msg), "value", json_real(1.0));
+            rc = s_add(ctx, msg, &reply);
+            if (!rc)
+                rc = rl_channel_send(s_chan, reply, 30000);
+            rl_dataproto_free(msg);
+            rl_dataproto_free(reply);
+            if (rc)
+                return rc;
+            continue;
+        }
+        msg = rl_dataproto_new();
+        int64_t shape[2] = {rows, 8};
+        float *x = rl_tensor_data(rl_dataproto_new_tensor(msg, "x", RL_F32, 2, shape));
+        for (int64_t i = 0; i < rows * 8; i++)
+            x[i] = (float)(k * 1000 + i);
+        rc = rl_channel_send(s_chan, msg, 30000);
+        if (!rc)
+            rc = rl_channel_recv(s_chan, &reply, 30000);
+        if (!rc) {
+            const rl_tensor *y = rl_dataproto_tensor_typed(reply, "x", RL_F32);
+            if (!y || y->numel != rows * 8)
+                rc = rl_error_set(RL_ESHAPE, "pingpong: bad reply at step %lld", (long long)k);
+            for (int64_t i = 0; !rc && i < rows * 8; i++)
+                if (((const float *)rl_tensor_data(y))[i] != x[i] + 1.0f)
+                    rc = rl_error_set(RL_ENUMERIC, "pingpong: step %lld value %lld wrong",
+                                      (long long)k, (long long)i);
+        }
+        rl_dataproto_free(msg);
+        rl_dataproto_free(reply);
+        if (rc)
+            return rc;
+    }
+    *out = s_result(json_pack("{s:I, s:f}", "steps", (json_int_t)steps, "ms", s_ms() - t0));
+    return RL_OK;
+}
+
+const rl_method rl_builtin_methods[] = {
+    {"echo", s_echo},
+    {"add", s_add},
+    {"sleep", s_sleep},
+    {"fail", s_fail},
+    {"whoami", s_whoami},
+    {"comm_id_create", s_comm_id_create},
+    {"coll_check", s_coll_check},
+    {"weights_open", s_weights_open},
+    {"weights_send", s_weights_send},
+    {"weights_recv", s_weights_recv},
+    {"channel_open", s_channel_open},
+    {"channel_connect", s_channel_connect},
+    {"channel_pingpong", s_channel_pingpong},
+    {NULL, NULL},
+};

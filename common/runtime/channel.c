@@ -1,0 +1,418 @@
+/* channel.c — direct data channels and the versioned weight channel
+ * (see rlrt/runtime/channel.h). */
+#include "rlrt/runtime/channel.h"
+#include "rlrt/error.h"
+#include "rlrt/wire.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+static int s_zerr(const char *what)
+{
+    return rl_error_set(RL_EIO, "%s: %s", what, zmq_strerror(zmq_errno()));
+}
+
+static int64_t s_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits for input on sock; RL_ETIMEOUT after timeout_ms (< 0: forever). */
+static int s_wait_in(void *sock, int timeout_ms)
+{
+    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+    int n = zmq_poll(&it, 1, timeout_ms < 0 ? -1 : timeout_ms);
+    if (n < 0)
+        return s_zerr("zmq_poll");
+    return n == 0 ? RL_ETIMEOUT : RL_OK;
+}
+
+/* ---- data channel ------------------------------------------------------------------ */
+
+struct rl_channel {
+    void *ctx;
+    void *sock;
+    char endpoint[256];
+};
+
+static rl_channel *s_channel_new(void)
+{
+    rl_channel *ch = calloc(1, sizeof *ch);
+    if (!ch) {
+        rl_error_set(RL_ENOMEM, "channel: out of memory");
+        return NULL;
+    }
+    ch->ctx = zmq_ctx_new();
+    ch->sock = zmq_socket(ch->ctx, ZMQ_PAIR);
+    int linger = 0;
+    zmq_setsockopt(ch->sock, ZMQ_LINGER, &linger, sizeof linger);
+    return ch;
+}
+
+rl_channel *rl_channel_listen(const char *bind)
+{
+    rl_channel *ch = s_channel_new();
+    if (!ch)
+        return NULL;
+    if (zmq_bind(ch->sock, bind) != 0) {
+        rl_error_set(RL_EIO, "channel cannot bind %s: %s", bind, zmq_strerror(zmq_errno()));
+        rl_channel_free(ch);
+        return NULL;
+    }
+    size_t len = sizeof ch->endpoint;
+    zmq_getsockopt(ch->sock, ZMQ_LAST_ENDPOINT, ch->endpoint, &len);
+    return ch;
+}
+
+rl_channel *rl_channel_connect(const char *endpoint)
+{
+    rl_channel *ch = s_channel_new();
+    if (!ch)
+        return NULL;
+    if (zmq_connect(ch->sock, endpoint) != 0) {
+        rl_error_set(RL_EINVAL, "channel cannot connect to %s: %s", endpoint,
+                     zmq_strerror(zmq_errno()));
+        rl_channel_free(ch);
+        return NULL;
+    }
+    snprintf(ch->endpoint, sizeof ch->endpoint, "%s", endpoint);
+    return ch;
+}
+
+const char *rl_channel_endpoint(const rl_channel *ch) { return ch->endpoint; }
+
+int rl_channel_send(rl_channel *ch, const rl_dataproto *dp, int timeout_ms)
+{
+    int t = timeout_ms < 0 ? -1 : timeout_ms;
+    zmq_setsockopt(ch->sock, ZMQ_SNDTIMEO, &t, sizeof t);
+    int rc = rl_wire_send_dataproto(ch->sock, dp, 0);
+    return rc ? rl_error_wrap(rc, "channel %s", ch->endpoint) : RL_OK;
+}
+
+int rl_channel_recv(rl_channel *ch, rl_dataproto **out, int timeout_ms)
+{
+    int rc = s_wait_in(ch->sock, timeout_ms);
+    if (rc == RL_ETIMEOUT)
+        return rl_error_set(RL_ETIMEOUT, "channel %s: nothing received in %d ms", ch->endpoint,
+                            timeout_ms);
+    if (rc)
+        return rc;
+    rc = rl_wire_recv_dataproto(ch->sock, out);
+    return rc ? rl_error_wrap(rc, "channel %s", ch->endpoint) : RL_OK;
+}
+
+void rl_channel_free(rl_channel *ch)
+{
+    if (!ch)
+        return;
+    zmq_close(ch->sock);
+    zmq_ctx_term(ch->ctx);
+    free(ch);
+}
+
+/* ---- weight channel ----------------------------------------------------------------
+ * receiver -> sender: HAVE  {magic "RLWH", pad, version}              16 bytes
+ * sender -> receiver: BUCKET{magic "RLWB", index, n_buckets, pad, version, offset,
+ *                             count, total}                              48 bytes
+ *                     + one frame of count floats (zero-copy from the sender's buffer)
+ */
+
+#define S_MAGIC_HAVE 0x48574c52u   /* "RLWH" */
+#define S_MAGIC_BUCKET 0x42574c52u /* "RLWB" */
+#define S_MAX_RECEIVERS 256
+
+typedef struct {
+    uint32_t magic, pad;
+    uint64_t version;
+} s_have;
+
+typedef struct {
+    uint32_t magic, index, n_buckets, pad;
+    uint64_t version, offset, count, total;
+} s_bucket;
+
+typedef struct {
+    unsigned char id[256];
+    size_t id_len;
+    uint64_t version;
+} s_peer;
+
+struct rl_weight_sender {
+    void *ctx;
+    void *sock;
+    char endpoint[256];
+    size_t bucket_bytes;
+    s_peer peers[S_MAX_RECEIVERS];
+    int n_peers;
+    uint64_t last_version;
+};
+
+rl_weight_sender *rl_weight_sender_new(const char *bind, size_t bucket_bytes)
+{
+    rl_weight_sender *s = calloc(1, sizeof *s);
+    if (!s) {
+        rl_error_set(RL_ENOMEM, "weight sender: out of memory");
+        return NULL;
+    }
+    s->bucket_bytes = bucket_bytes ? bucket_bytes : (size_t)4 << 20;
+    s->ctx = zmq_ctx_new();
+    s->sock = zmq_socket(s->ctx, ZMQ_ROUTER);
+    int linger = 0, hwm = 0, mandatory = 1;
+    zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(s->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(s->sock, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
+    if (zmq_bind(s->sock, bind) != 0) {
+        rl_error_set(RL_EIO, "weight sender cannot bind %s: %s", bind, zmq_strerror(zmq_errno()));
+        rl_weight_sender_free(s);
+        return NULL;
+    }
+    size_t len = sizeof s->endpoint;
+    zmq_getsockopt(s->sock, ZMQ_LAST_ENDPOINT, s->endpoint, &len);
+    return s;
+}
+
+const char *rl_weight_sender_endpoint(const rl_weight_sender *s) { return s->endpoint; }
+
+/* Reads one HAVE from a receiver and records it. */
+static int s_read_have(rl_weight_sender *s)
+{
+    unsigned char id[256];
+    int idn = zmq_recv(s->sock, id, sizeof id, 0);
+    if (idn < 0)
+        return s_zerr("weight sender receive");
+    s_have h;
+    int n = zmq_recv(s->sock, &h, sizeof h, 0);
+    int more = 0;
+    size_t ml = sizeof more;
+    zmq_getsockopt(s->sock, ZMQ_RCVMORE, &more, &ml);
+    while (more) { /* drop extra frames */
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        zmq_msg_recv(&m, s->sock, 0);
+        zmq_msg_close(&m);
+        zmq_getsockopt(s->sock, ZMQ_RCVMORE, &more, &ml);
+    }
+    if (n != (int)sizeof h || h.magic != S_MAGIC_HAVE)
+        return rl_error_set(RL_EPROTO, "weight sender: malformed message (%d bytes) from a receiver", n);
+    for (int i = 0; i < s->n_peers; i++) {
+        if (s->peers[i].id_len == (size_t)idn && memcmp(s->peers[i].id, id, (size_t)idn) == 0) {
+            s->peers[i].version = h.version;
+            return RL_OK;
+        }
+    }
+    if (s->n_peers == S_MAX_RECEIVERS)
+        return rl_error_set(RL_ERANGE, "weight sender: more than %d receivers", S_MAX_RECEIVERS);
+    s_peer *p = &s->peers[s->n_peers++];
+    memcpy(p->id, id, (size_t)idn);
+    p->id_len = (size_t)idn;
+    p->version = h.version;
+    return RL_OK;
+}
+
+static int s_count_at(const rl_weight_sender *s, uint64_t version)
+{
+    int n = 0;
+    for (int i = 0; i < s->n_peers; i++)
+        n += s->peers[i].version >= version;
+    return n;
+}
+
+int rl_weight_send(rl_weight_sender *s, uint64_t version, const float *buf, int64_t count,
+                   int n_receivers, int timeout_ms)
+{
+    if (version <= s->last_version)
+        return rl_error_set(RL_EINVAL, "weight version %llu is not newer than %llu",
+                            (unsigned long long)version, (unsigned long long)s->last_version);
+    int64_t deadline = s_now_ms() + timeout_ms;
+    while (s->n_peers < n_receivers) {
+        int rc = s_wait_in(s->sock, (int)(deadline - s_now_ms()));
+        if (rc == RL_ETIMEOUT)
+            return rl_error_set(RL_ETIMEOUT, "weight channel: %d of %d receivers connected after %d ms",
+                                s->n_peers, n_receivers, timeout_ms);
+        if (rc || (rc = s_read_have(s)))
+            return rc;
+    }
+    int64_t per = (int64_t)(s->bucket_bytes / sizeof(float));
+    if (per < 1)
+        per = 1;
+    uint32_t n_buckets = (uint32_t)((count + per - 1) / per);
+    if (n_buckets == 0)
+        n_buckets = 1;
+    for (uint32_t b = 0; b < n_buckets; b++) {
+        int64_t off = (int64_t)b * per, len = count - off < per ? count - off : per;
+        if (len < 0)
+            len = 0;
+        s_bucket h = {S_MAGIC_BUCKET, b, n_buckets, 0, version, (uint64_t)off, (uint64_t)len,
+                      (uint64_t)count};
+        for (int i = 0; i < s->n_peers; i++) {
+            zmq_msg_t data;
+            /* no free function: the caller's buffer outlives the send because
+             * we return only after every receiver acknowledged */
+            zmq_msg_init_data(&data, (void *)(buf + off), (size_t)len * sizeof(float), NULL, NULL);
+            if (zmq_send(s->sock, s->peers[i].id, s->peers[i].id_len, ZMQ_SNDMORE) < 0 ||
+                zmq_send(s->sock, &h, sizeof h, ZMQ_SNDMORE) < 0 ||
+                zmq_msg_send(&data, s->sock, 0) < 0) {
+                zmq_msg_close(&data);
+                return s_zerr("weight channel send");
+            }
+        }
+    }
+    while (s_count_at(s, version) < s->n_peers) {
+        int rc = s_wait_in(s->sock, (int)(deadline - s_now_ms()));
+        if (rc == RL_ETIMEOUT)
+            return rl_error_set(RL_ETIMEOUT,
+                                "weight channel: %d of %d receivers acknowledged version %llu after %d ms",
+                                s_count_at(s, version), s->n_peers, (unsigned long long)version,
+                                timeout_ms);
+        if (rc || (rc = s_read_have(s)))
+            return rc;
+    }
+    s->last_version = version;
+    return RL_OK;
+}
+
+void rl_weight_sender_free(rl_weight_sender *s)
+{
+    if (!s)
+        return;
+    zmq_close(s->sock);
+    zmq_ctx_term(s->ctx);
+    free(s);
+}
+
+struct rl_weight_receiver {
+    void *ctx;
+    void *sock;
+    int64_t count;
+    float *active, *staging;
+    uint64_t active_version, staging_version;
+    unsigned char *got; /* per bucket of the staging version */
+    uint32_t n_buckets, n_got;
+};
+
+static int s_send_have(rl_weight_receiver *r)
+{
+    s_have h = {S_MAGIC_HAVE, 0, r->active_version};
+    return zmq_send(r->sock, &h, sizeof h, 0) < 0 ? s_zerr("weight receiver send") : RL_OK;
+}
+
+rl_weight_receiver *rl_weight_receiver_new(const char *endpoint, int64_t count)
+{
+    rl_weight_receiver *r = calloc(1, sizeof *r);
+    if (!r || count < 0) {
+        free(r);
+        rl_error_set(count < 0 ? RL_EINVAL : RL_ENOMEM, "weight receiver: bad count or out of memory");
+        return NULL;
+    }
+    r->count = count;
+    r->active = calloc((size_t)(count ? count : 1), sizeof(float));
+    r->staging = calloc((size_t)(count ? count : 1), sizeof(float));
+    r->ctx = zmq_ctx_new();
+    r->sock = zmq_socket(r->ctx, ZMQ_DEALER);
+    int linger = 0, hwm = 0;
+    zmq_setsockopt(r->sock, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(r->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    if (!r->active || !r->staging || zmq_connect(r->sock, endpoint) != 0 || s_send_have(r)) {
+        rl_error_set(RL_EIO, "weight receiver cannot connect to %s", endpoint);
+        rl_weight_receiver_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+int rl_weight_recv_poll(rl_weight_receiver *r, int timeout_ms)
+{
+    int64_t deadline = s_now_ms() + timeout_ms;
+    for (;;) {
+        int64_t left = deadline - s_now_ms();
+        int rc = s_wait_in(r->sock, timeout_ms < 0 ? -1 : (int)(left > 0 ? left : 0));
+        if (rc == RL_ETIMEOUT)
+            return rl_error_set(RL_ETIMEOUT, "weight channel: no complete version in %d ms "
+                                             "(%u of %u buckets of version %llu)",
+                                timeout_ms, r->n_got, r->n_buckets,
+                                (unsigned long long)r->staging_version);
+        if (rc)
+            return rc;
+        s_bucket h;
+        int n = zmq_recv(r->sock, &h, sizeof h, 0);
+        int more = 0;
+        size_t ml = sizeof more;
+        zmq_getsockopt(r->sock, ZMQ_RCVMORE, &more, &ml);
+        zmq_msg_t data;
+        zmq_msg_init(&data);
+        if (more)
+            zmq_msg_recv(&data, r->sock, 0);
+        zmq_getsockopt(r->sock, ZMQ_RCVMORE, &more, &ml);
+        int bad = more || n != (int)sizeof h || h.magic != S_MAGIC_BUCKET;
+        if (!bad && (int64_t)h.total != r->count) {
+            zmq_msg_close(&data);
+            return rl_error_set(RL_ESHAPE, "weight channel: sender has %llu floats, receiver expects %lld",
+                                (unsigned long long)h.total, (long long)r->count);
+        }
+        if (!bad)
+            bad = h.n_buckets == 0 || h.index >= h.n_buckets || h.offset > (uint64_t)r->count ||
+                  h.count > (uint64_t)r->count - h.offset ||
+                  zmq_msg_size(&data) != h.count * sizeof(float);
+        if (bad) {
+            zmq_msg_close(&data);
+            while (more) {
+                zmq_msg_init(&data);
+                zmq_msg_recv(&data, r->sock, 0);
+                zmq_msg_close(&data);
+                zmq_getsockopt(r->sock, ZMQ_RCVMORE, &more, &ml);
+            }
+            return rl_error_set(RL_EPROTO, "weight channel: malformed bucket");
+        }
+        if (h.version <= r->active_version) { /* stale */
+            zmq_msg_close(&data);
+            continue;
+        }
+        if (h.version != r->staging_version) { /* a new version starts */
+            free(r->got);
+            r->got = calloc(h.n_buckets, 1);
+            r->n_buckets = h.n_buckets;
+            r->n_got = 0;
+            r->staging_version = h.version;
+        }
+        if (h.n_buckets == r->n_buckets && !r->got[h.index]) {
+            memcpy(r->staging + h.offset, zmq_msg_data(&data), h.count * sizeof(float));
+            r->got[h.index] = 1;
+            r->n_got++;
+        }
+        zmq_msg_close(&data);
+        if (r->n_got == r->n_buckets) { /* complete: switch atomically */
+            float *t = r->active;
+            r->active = r->staging;
+            r->staging = t;
+            r->active_version = r->staging_version;
+            r->staging_version = 0;
+            r->n_got = r->n_buckets = 0;
+            return s_send_have(r);
+        }
+    }
+}
+
+const float *rl_weight_recv_active(const rl_weight_receiver *r, uint64_t *version)
+{
+    if (version)
+        *version = r->active_version;
+    return r->active;
+}
+
+void rl_weight_receiver_free(rl_weight_receiver *r)
+{
+    if (!r)
+        return;
+    if (r->sock)
+        zmq_close(r->sock);
+    if (r->ctx)
+        zmq_ctx_term(r->ctx);
+    free(r->active);
+    free(r->staging);
+    free(r->got);
+    free(r);
+}

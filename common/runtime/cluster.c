@@ -1,0 +1,491 @@
+/* cluster.c — cluster.yaml schema, validation and placement table (see
+ * rlrt/runtime/cluster.h). */
+#include "rlrt/runtime/cluster.h"
+
+#include "rlrt/error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const s_role_names[RL_ROLE_COUNT] = {"rollout", "actor", "env",
+                                                        "reward"};
+
+const char *rl_role_name(rl_role r)
+{
+    return (unsigned)r < RL_ROLE_COUNT ? s_role_names[r] : "?";
+}
+
+int rl_role_parse(const char *name, rl_role *out)
+{
+    for (int i = 0; i < RL_ROLE_COUNT; i++)
+        if (strcmp(name, s_role_names[i]) == 0) {
+            *out = (rl_role)i;
+            return RL_OK;
+        }
+    return rl_error_set(RL_EINVAL, "unknown role '%s' (allowed: rollout, actor, env, reward)",
+                        name);
+}
+
+const char *rl_launch_mode_name(rl_launch_mode m)
+{
+    switch (m) {
+    case RL_LAUNCH_LOCAL: return "local";
+    case RL_LAUNCH_SSH: return "ssh";
+    case RL_LAUNCH_EXTERNAL: return "external";
+    }
+    return "?";
+}
+
+/* ---- node readers that turn "missing" into a located error -------------------- */
+
+static const rl_config_node *s_need(const rl_config_node *n, const char *key)
+{
+    const rl_config_node *c = rl_config_node_at(n, key);
+    if (!c)
+        rl_config_node_error(n, RL_ECONFIG, "missing key '%s'", key);
+    return c;
+}
+
+static int s_copy_string(const rl_config_node *n, char *dst, size_t size)
+{
+    const char *s;
+    int rc = rl_config_node_string(n, &s);
+    if (rc)
+        return rc;
+    if (strlen(s) >= size)
+        return rl_config_node_error(n, RL_ECONFIG, "too long (at most %zu characters)",
+                                    size - 1);
+    memcpy(dst, s, strlen(s) + 1);
+    return RL_OK;
+}
+
+static int s_int_range(const rl_config_node *n, int lo, int hi, int *out)
+{
+    int64_t v;
+    int rc = rl_config_node_int(n, &v);
+    if (rc)
+        return rc;
+    if (v < lo || v > hi)
+        return rl_config_node_error(n, RL_ECONFIG, "%lld out of range %d..%d",
+                                    (long long)v, lo, hi);
+    *out = (int)v;
+    return RL_OK;
+}
+
+/* Optional positive number at `key` of map `n` (absent: unchanged). */
+static int s_opt_positive(const rl_config_node *n, const char *key, double *out)
+{
+    const rl_config_node *c = rl_config_node_at(n, key);
+    if (!c)
+        return RL_OK;
+    double v;
+    int rc = rl_config_node_double(c, &v);
+    if (rc)
+        return rc;
+    if (!(v > 0))
+        return rl_config_node_error(c, RL_ECONFIG, "must be > 0, got %g", v);
+    *out = v;
+    return RL_OK;
+}
+
+static int s_opt_int(const rl_config_node *n, const char *key, int lo, int hi, int *out)
+{
+    const rl_config_node *c = rl_config_node_at(n, key);
+    return c ? s_int_range(c, lo, hi, out) : RL_OK;
+}
+
+static int s_find_node(const rl_cluster *cl, const char *name)
+{
+    for (int i = 0; i < cl->n_nodes; i++)
+        if (strcmp(cl->nodes[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+/* ---- sections ------------------------------------------------------------------------ */
+
+static int s_read_nodes(rl_cluster *cl, const rl_config_node *root)
+{
+    static const char *const keys[] = {"name", "address", "gpus", "launch", "ssh", NULL};
+    static const char *const ssh_keys[] = {"user", "command", NULL};
+    const rl_config_node *list = s_need(root, "nodes");
+    if (!list)
+        return RL_ECONFIG;
+    if (rl_config_node_kind(list) != RL_CONFIG_LIST)
+        return rl_config_node_error(list, RL_ECONFIG, "expected a list of nodes");
+    size_t n = rl_config_node_len(list);
+    if (n == 0)
+        return rl_config_node_error(list, RL_ECONFIG, "at least one node is needed");
+    cl->nodes = calloc(n, sizeof *cl->nodes);
+    if (!cl->nodes)
+        return rl_error_set(RL_ENOMEM, "cluster: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const rl_config_node *m = rl_config_node_item(list, i);
+        rl_cluster_node *nd = &cl->nodes[i];
+        int rc = rl_config_node_check_keys(m, keys);
+        if (rc)
+            return rc;
+        const rl_config_node *v;
+        if (!(v = s_need(m, "name")) || (rc = s_copy_string(v, nd->name, sizeof nd->name)))
+            return rc ? rc : RL_ECONFIG;
+        int dup = s_find_node(cl, nd->name);
+        if (dup >= 0)
+            return rl_config_node_error(v, RL_ECONFIG,
+                                        "duplicate node '%s' (first defined at line %d)",
+                                        nd->name, cl->nodes[dup].line);
+        nd->line = rl_config_node_line(m);
+        cl->n_nodes = (int)i + 1;
+        if (!(v = s_need(m, "address")) ||
+            (rc = s_copy_string(v, nd->address, sizeof nd->address)))
+            return rc ? rc : RL_ECONFIG;
+        if ((rc = s_opt_int(m, "gpus", 0, RL_CLUSTER_MAX_GPUS, &nd->gpus)))
+            return rc;
+        nd->launch = RL_LAUNCH_LOCAL;
+        if ((v = rl_config_node_at(m, "launch"))) {
+            const char *s;
+            if ((rc = rl_config_node_string(v, &s)))
+                return rc;
+            if (strcmp(s, "local") == 0)
+                nd->launch = RL_LAUNCH_LOCAL;
+            else if (strcmp(s, "ssh") == 0)
+                nd->launch = RL_LAUNCH_SSH;
+            else if (strcmp(s, "external") == 0)
+                nd->launch = RL_LAUNCH_EXTERNAL;
+            else
+                return rl_config_node_error(v, RL_ECONFIG,
+                                            "expected local, ssh or external, got '%s'", s);
+        }
+        snprintf(nd->ssh_command, sizeof nd->ssh_command, "ssh");
+        if ((v = rl_config_node_at(m, "ssh"))) {
+            if (nd->launch != RL_LAUNCH_SSH)
+                return rl_config_node_error(v, RL_ECONFIG,
+                                            "ssh settings on a node whose launch is '%s'",
+                                            rl_launch_mode_name(nd->launch));
+            if ((rc = rl_config_node_check_keys(v, ssh_keys)))
+                return rc;
+            const rl_config_node *u;
+            if ((u = rl_config_node_at(v, "user")) &&
+                (rc = s_copy_string(u, nd->ssh_user, sizeof nd->ssh_user)))
+                return rc;
+            if ((u = rl_config_node_at(v, "command")) &&
+                (rc = s_copy_string(u, nd->ssh_command, sizeof nd->ssh_command)))
+                return rc;
+        }
+    }
+    return RL_OK;
+}
+
+static int s_read_gpus(const rl_cluster *cl, const rl_config_node *g, rl_placement *p)
+{
+    if (rl_config_node_kind(g) != RL_CONFIG_LIST)
+        return rl_config_node_error(g, RL_ECONFIG, "expected a list of GPU indices");
+    const rl_cluster_node *nd = &cl->nodes[p->node];
+    size_t n = rl_config_node_len(g);
+    if (n > RL_CLUSTER_MAX_GPUS)
+        return rl_config_node_error(g, RL_ECONFIG, "more than %d GPUs", RL_CLUSTER_MAX_GPUS);
+    for (size_t i = 0; i < n; i++) {
+        const rl_config_node *x = rl_config_node_item(g, i);
+        int64_t v;
+        int rc = rl_config_node_int(x, &v);
+        if (rc)
+            return rc;
+        if (v < 0 || v >= nd->gpus)
+            return rl_config_node_error(x, RL_ECONFIG,
+                                        "GPU index %lld out of range: node '%s' has %d GPUs",
+                                        (long long)v, nd->name, nd->gpus);
+        for (int j = 0; j < p->ngpus; j++)
+            if (p->gpus[j] == v)
+                return rl_config_node_error(x, RL_ECONFIG, "GPU %lld listed twice",
+                                            (long long)v);
+        p->gpus[p->ngpus++] = (int)v;
+    }
+    return RL_OK;
+}
+
+static int s_node_ref(const rl_cluster *cl, const rl_config_node *v, int *out)
+{
+    const char *name;
+    int rc = rl_config_node_string(v, &name);
+    if (rc)
+        return rc;
+    int i = s_find_node(cl, name);
+    if (i < 0) {
+        char known[512] = "";
+        size_t len = 0;
+        for (int k = 0; k < cl->n_nodes && len < sizeof known - 1; k++)
+            len += (size_t)snprintf(known + len, sizeof known - len, "%s%s", k ? ", " : "",
+                                    cl->nodes[k].name);
+        return rl_config_node_error(v, RL_ECONFIG, "unknown node '%s' (nodes: %s)", name,
+                                    known);
+    }
+    *out = i;
+    return RL_OK;
+}
+
+static int s_read_role(rl_cluster *cl, rl_role role, const rl_config_node *r,
+                       rl_placement *out)
+{
+    static const char *const keys[] = {"count", "placement", "node", NULL};
+    static const char *const pkeys[] = {"rank", "node", "gpus", NULL};
+    int rc = rl_config_node_check_keys(r, keys);
+    if (rc)
+        return rc;
+    const rl_config_node *cn = s_need(r, "count");
+    if (!cn)
+        return RL_ECONFIG;
+    int count = 0;
+    if ((rc = s_int_range(cn, 0, 1 << 20, &count)))
+        return rc;
+    const rl_config_node *pl = rl_config_node_at(r, "placement");
+    const rl_config_node *nn = rl_config_node_at(r, "node");
+    if (pl && nn)
+        return rl_config_node_error(r, RL_ECONFIG, "give either 'placement' or 'node', not both");
+    if (!pl && !nn)
+        return rl_config_node_error(r, RL_ECONFIG, "missing key 'placement' (or 'node')");
+    for (int k = 0; k < count; k++) {
+        out[k].role = role;
+        out[k].rank = -1;
+    }
+    if (nn) {
+        int node;
+        if ((rc = s_node_ref(cl, nn, &node)))
+            return rc;
+        for (int k = 0; k < count; k++) {
+            out[k].rank = k;
+            out[k].node = node;
+        }
+        return RL_OK;
+    }
+    if (rl_config_node_kind(pl) != RL_CONFIG_LIST)
+        return rl_config_node_error(pl, RL_ECONFIG, "expected a list of placements");
+    size_t n = rl_config_node_len(pl);
+    if (n != (size_t)count)
+        return rl_config_node_error(cn, RL_ECONFIG,
+                                    "count is %d but %zu placements are given", count, n);
+    int *line_of = calloc((size_t)count + 1, sizeof *line_of);
+    if (!line_of)
+        return rl_error_set(RL_ENOMEM, "cluster: out of memory");
+    for (size_t i = 0; i < n && !rc; i++) {
+        const rl_config_node *m = rl_config_node_item(pl, i);
+        const rl_config_node *v;
+        int rank;
+        if ((rc = rl_config_node_check_keys(m, pkeys)))
+            break;
+        if (!(v = s_need(m, "rank"))) {
+            rc = RL_ECONFIG;
+            break;
+        }
+        int64_t r64;
+        if ((rc = rl_config_node_int(v, &r64)))
+            break;
+        if (r64 < 0 || r64 >= count) {
+            rc = rl_config_node_error(v, RL_ECONFIG, "rank %lld out of range 0..%d",
+                                      (long long)r64, count - 1);
+            break;
+        }
+        rank = (int)r64;
+        if (line_of[rank]) {
+            rc = rl_config_node_error(v, RL_ECONFIG, "duplicate rank %d (also at line %d)",
+                                      rank, line_of[rank]);
+            break;
+        }
+        line_of[rank] = rl_config_node_line(v);
+        rl_placement *p = &out[rank];
+        p->rank = rank;
+        if (!(v = s_need(m, "node"))) {
+            rc = RL_ECONFIG;
+            break;
+        }
+        if ((rc = s_node_ref(cl, v, &p->node)))
+            break;
+        if ((v = rl_config_node_at(m, "gpus")))
+            rc = s_read_gpus(cl, v, p);
+    }
+    free(line_of);
+    return rc;
+}
+
+static int s_read_roles(rl_cluster *cl, const rl_config_node *root)
+{
+    const rl_config_node *roles = s_need(root, "roles");
+    if (!roles)
+        return RL_ECONFIG;
+    if (rl_config_node_kind(roles) != RL_CONFIG_MAP)
+        return rl_config_node_error(roles, RL_ECONFIG, "expected a map of roles");
+    size_t n = rl_config_node_len(roles);
+    const rl_config_node *by_role[RL_ROLE_COUNT] = {0};
+    int total = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *name = rl_config_node_key(roles, i);
+        rl_role r;
+        if (rl_role_parse(name, &r))
+            return rl_error_set(RL_ECONFIG,
+                                "%s:%d:%d: roles.%s: unknown role '%s' (allowed: rollout, "
+                                "actor, env, reward)",
+                                rl_config_node_file(roles), rl_config_node_key_line(roles, i),
+                                rl_config_node_key_column(roles, i), name, name);
+        const rl_config_node *rn = rl_config_node_item(roles, i);
+        if (rl_config_node_kind(rn) != RL_CONFIG_MAP)
+            return rl_config_node_error(rn, RL_ECONFIG, "expected a map with 'count'");
+        const rl_config_node *cn = s_need(rn, "count");
+        int count = 0;
+        int rc;
+        if (!cn)
+            return RL_ECONFIG;
+        if ((rc = s_int_range(cn, 0, 1 << 20, &count)))
+            return rc;
+        by_role[r] = rn;
+        cl->role_count[r] = count;
+        total += count;
+    }
+    cl->placements = calloc((size_t)total + 1, sizeof *cl->placements);
+    if (!cl->placements)
+        return rl_error_set(RL_ENOMEM, "cluster: out of memory");
+    int at = 0;
+    for (int r = 0; r < RL_ROLE_COUNT; r++) {
+        if (!by_role[r])
+            continue;
+        int rc = s_read_role(cl, (rl_role)r, by_role[r], cl->placements + at);
+        if (rc)
+            return rc;
+        at += cl->role_count[r];
+    }
+    cl->n_placements = total;
+    return RL_OK;
+}
+
+static int s_read_driver(rl_cluster *cl, const rl_config_node *root)
+{
+    static const char *const keys[] = {"bind", "address", "node", "port", NULL};
+    const rl_config_node *d = s_need(root, "driver");
+    if (!d)
+        return RL_ECONFIG;
+    int rc = rl_config_node_check_keys(d, keys);
+    if (rc)
+        return rc;
+    const rl_config_node *v;
+    cl->driver_node = -1;
+    if ((v = rl_config_node_at(d, "node")) && (rc = s_node_ref(cl, v, &cl->driver_node)))
+        return rc;
+    snprintf(cl->driver_bind, sizeof cl->driver_bind, "*");
+    if ((v = rl_config_node_at(d, "bind")) &&
+        (rc = s_copy_string(v, cl->driver_bind, sizeof cl->driver_bind)))
+        return rc;
+    const rl_cluster_node *home = &cl->nodes[cl->driver_node >= 0 ? cl->driver_node : 0];
+    snprintf(cl->driver_address, sizeof cl->driver_address, "%s", home->address);
+    if ((v = rl_config_node_at(d, "address")) &&
+        (rc = s_copy_string(v, cl->driver_address, sizeof cl->driver_address)))
+        return rc;
+    if (!(v = s_need(d, "port")))
+        return RL_ECONFIG;
+    if ((rc = s_int_range(v, 1, 65535, &cl->driver_port)))
+        return rc;
+    snprintf(cl->driver_bind_endpoint, sizeof cl->driver_bind_endpoint, "tcp://%s:%d",
+             cl->driver_bind, cl->driver_port);
+    snprintf(cl->driver_endpoint, sizeof cl->driver_endpoint, "tcp://%s:%d",
+             cl->driver_address, cl->driver_port);
+    return RL_OK;
+}
+
+static int s_read_policy(rl_cluster *cl, const rl_config_node *root)
+{
+    static const char *const hb_keys[] = {"interval_s", "liveness", NULL};
+    static const char *const rs_keys[] = {"max_restarts", "backoff_s", "backoff_max_s", NULL};
+    const rl_config_node *v;
+    int rc;
+    if ((v = rl_config_node_at(root, "heartbeat"))) {
+        if ((rc = rl_config_node_check_keys(v, hb_keys)) ||
+            (rc = s_opt_positive(v, "interval_s", &cl->heartbeat_interval_s)) ||
+            (rc = s_opt_int(v, "liveness", 1, 1000, &cl->heartbeat_liveness)))
+            return rc;
+    }
+    if ((v = rl_config_node_at(root, "restart"))) {
+        if ((rc = rl_config_node_check_keys(v, rs_keys)) ||
+            (rc = s_opt_int(v, "max_restarts", 0, 1000000, &cl->restart_max)) ||
+            (rc = s_opt_positive(v, "backoff_s", &cl->restart_backoff_s)) ||
+            (rc = s_opt_positive(v, "backoff_max_s", &cl->restart_backoff_max_s)))
+            return rc;
+    }
+    return s_opt_positive(root, "external_wait_timeout_s", &cl->external_wait_timeout_s);
+}
+
+rl_cluster *rl_cluster_from_config(const rl_config *c)
+{
+    static const char *const keys[] = {"driver", "heartbeat", "restart",
+                                       "external_wait_timeout_s", "nodes", "roles", NULL};
+    rl_cluster *cl = calloc(1, sizeof *cl);
+    if (!cl)
+        return rl_error_set(RL_ENOMEM, "cluster: out of memory"), NULL;
+    snprintf(cl->file, sizeof cl->file, "%s", rl_config_name(c));
+    cl->heartbeat_interval_s = 1.0;
+    cl->heartbeat_liveness = 3;
+    cl->restart_max = 3;
+    cl->restart_backoff_s = 1.0;
+    cl->restart_backoff_max_s = 30.0;
+    cl->external_wait_timeout_s = 300.0;
+    const rl_config_node *root = rl_config_root(c);
+    int rc = rl_config_node_check_keys(root, keys);
+    if (!rc)
+        rc = s_read_nodes(cl, root);
+    if (!rc)
+        rc = s_read_driver(cl, root);
+    if (!rc)
+        rc = s_read_policy(cl, root);
+    if (!rc)
+        rc = s_read_roles(cl, root);
+    if (rc) {
+        rl_cluster_free(cl);
+        return NULL;
+    }
+    return cl;
+}
+
+rl_cluster *rl_cluster_load(const char *path)
+{
+    rl_config *c = rl_config_parse_file(path);
+    if (!c)
+        return NULL;
+    rl_cluster *cl = rl_cluster_from_config(c);
+    rl_config_free(c);
+    return cl;
+}
+
+void rl_cluster_free(rl_cluster *cl)
+{
+    if (!cl)
+        return;
+    free(cl->nodes);
+    free(cl->placements);
+    free(cl);
+}
+
+const rl_placement *rl_cluster_find(const rl_cluster *cl, rl_role role, int rank)
+{
+    for (int i = 0; i < cl->n_placements; i++)
+        if (cl->placements[i].role == role && cl->placements[i].rank == rank)
+            return &cl->placements[i];
+    return NULL;
+}
+
+char *rl_cluster_table(const rl_cluster *cl)
+{
+    size_t cap = 128 + (size_t)cl->n_placements * (RL_CLUSTER_ADDR_MAX + 400);
+    char *out = malloc(cap);
+    if (!out)
+        return rl_error_set(RL_ENOMEM, "cluster: out of memory"), NULL;
+    size_t len = (size_t)snprintf(out, cap, "%-8s %4s  %-16s %-24s %-8s %s\n", "role", "rank",
+                                  "node", "address", "launch", "gpus");
+    for (int i = 0; i < cl->n_placements; i++) {
+        const rl_placement *p = &cl->placements[i];
+        const rl_cluster_node *nd = &cl->nodes[p->node];
+        char gpus[400] = "-";
+        size_t g = 0;
+        for (int k = 0; k < p->ngpus; k++)
+            g += (size_t)snprintf(gpus + g, sizeof gpus - g, "%s%d", k ? "," : "", p->gpus[k]);
+        len += (size_t)snprintf(out + len, cap - len, "%-8s %4d  %-16s %-24s %-8s %s\n",
+                                rl_role_name(p->role), p->rank, nd->name, nd->address,
+                                rl_launch_mode_name(nd->launch), gpus);
+    }
+    return out;
+}

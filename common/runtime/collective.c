@@ -1,0 +1,680 @@
+/* collective.c — ring collectives over ZeroMQ PUSH/PULL (see
+ * rlrt/runtime/collective.h). */
+#include "rlrt/runtime/collective.h"
+
+#include "rlrt/error.h"
+#include "rlrt/nn/params.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define S_EP_MAX 220 /* longest endpoint text */
+
+struct rl_comm {
+    void *ctx;
+    void *push; /* to the right neighbour (rank + 1) */
+    void *pull; /* from the left neighbour (rank - 1) */
+    void *ctl;  /* rendezvous: ROUTER on rank 0, DEALER elsewhere */
+    int rank, world;
+    int broken;
+    int timeout_ms;
+    int64_t seg; /* floats per segment */
+    char my_ep[S_EP_MAX + 32];
+    char right_ep[S_EP_MAX + 32];
+};
+
+void rl_comm_options_default(rl_comm_options *o)
+{
+    o->timeout_s = 120.0;
+    o->segment_bytes = 1 << 20;
+    o->listen_host = NULL;
+    o->io_threads = 1;
+}
+
+/* ---- ids -------------------------------------------------------------------------- */
+
+/* Splits "tcp://HOST[:PORT]" into host and port ("" if none). */
+static int s_split_tcp(const char *ep, char *host, size_t hsize, char *port, size_t psize)
+{
+    if (strncmp(ep, "tcp://", 6) != 0)
+        return -1;
+    const char *h = ep + 6;
+    const char *colon = strrchr(h, ':');
+    size_t hl = colon ? (size_t)(colon - h) : strlen(h);
+    if (hl == 0 || hl >= hsize)
+        return -1;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    snprintf(port, psize, "%s", colon ? colon + 1 : "");
+    return 0;
+}
+
+/* A port on `host` that is free right now (the kernel picks it). */
+static int s_free_port(const char *host, int *port)
+{
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai;
+    if (getaddrinfo(host, NULL, &hints, &ai) != 0)
+        return rl_error_set(RL_EINVAL, "comm id: cannot resolve host '%s'", host);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa;
+    memcpy(&sa, ai->ai_addr, sizeof sa);
+    freeaddrinfo(ai);
+    sa.sin_port = 0;
+    socklen_t len = sizeof sa;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return rl_error_set(RL_EIO, "comm id: cannot find a free port on '%s': %s", host,
+                            strerror(e));
+    }
+    *port = ntohs(sa.sin_port);
+    close(fd);
+    return RL_OK;
+}
+
+int rl_comm_id_create(rl_comm_id *id, const char *endpoint)
+{
+    uint64_t nonce = 0;
+    if (getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce)
+        nonce = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)id;
+    char ep[S_EP_MAX + 1];
+    if (!endpoint) {
+        snprintf(ep, sizeof ep, "ipc:///tmp/rlrt-comm-%d-%016llx", (int)getpid(),
+                 (unsigned long long)nonce);
+    } else if (strncmp(endpoint, "ipc://", 6) == 0) {
+        if (strlen(endpoint) > S_EP_MAX)
+            return rl_error_set(RL_EINVAL, "comm id: endpoint too long: '%s'", endpoint);
+        snprintf(ep, sizeof ep, "%s", endpoint);
+    } else {
+        char host[160], port[32];
+        if (strlen(endpoint) > S_EP_MAX ||
+            s_split_tcp(endpoint, host, sizeof host, port, sizeof port))
+            return rl_error_set(RL_EINVAL,
+                                "comm id: endpoint '%s' is not tcp://HOST[:PORT] or ipc://PATH",
+                                endpoint);
+        if (port[0] == '\0') {
+            int p = 0;
+            int rc = s_free_port(host, &p);
+            if (rc)
+                return rc;
+            snprintf(ep, sizeof ep, "tcp://%s:%d", host, p);
+        } else {
+            snprintf(ep, sizeof ep, "%s", endpoint);
+        }
+    }
+    snprintf(id->bytes, sizeof id->bytes, "rlcomm1 %016llx %s", (unsigned long long)nonce, ep);
+    return RL_OK;
+}
+
+const char *rl_comm_id_string(const rl_comm_id *id) { return id->bytes; }
+
+/* Splits an id into nonce and endpoint. */
+static int s_id_fields(const char *text, char *nonce, char *ep)
+{
+    char magic[16];
+    if (sscanf(text, "%15s %16s %220s", magic, nonce, ep) != 3 ||
+        strcmp(magic, "rlcomm1") != 0 || strlen(nonce) != 16 ||
+        (strncmp(ep, "tcp://", 6) != 0 && strncmp(ep, "ipc://", 6) != 0))
+        return rl_error_set(RL_EINVAL, "comm id: malformed '%.80s'", text);
+    return RL_OK;
+}
+
+int rl_comm_id_parse(rl_comm_id *id, const char *text)
+{
+    char nonce[17], ep[S_EP_MAX + 1];
+    if (strlen(text) >= sizeof id->bytes)
+        return rl_error_set(RL_EINVAL, "comm id: too long");
+    int rc = s_id_fields(text, nonce, ep);
+    if (rc)
+        return rc;
+    snprintf(id->bytes, sizeof id->bytes, "%s", text);
+    return RL_OK;
+}
+
+/* ---- setup ----------------------------------------------------------------------------- */
+
+/* The local IPv4 address the kernel would use to reach `host`. */
+static void s_route_addr(const char *host, char *out, size_t size)
+{
+    snprintf(out, size, "127.0.0.1");
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *ai;
+    if (getaddrinfo(host, "9", &hints, &ai) != 0)
+        return;
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+        struct sockaddr_in sa;
+        socklen_t len = sizeof sa;
+        if (getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+            inet_ntop(AF_INET, &sa.sin_addr, out, (socklen_t)size);
+    }
+    if (fd >= 0)
+        close(fd);
+    freeaddrinfo(ai);
+}
+
+static void s_setopt_int(void *sock, int opt, int v) { zmq_setsockopt(sock, opt, &v, sizeof v); }
+
+static rl_comm *s_fail_init(rl_comm *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static rl_comm *s_fail_init(rl_comm *c, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    rl_error_setv(code, fmt, ap);
+    va_end(ap);
+    c->broken = 1;
+    /* keep the message: destroy() may not touch it */
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", rl_error_message());
+    rl_comm_destroy(c);
+    rl_error_set(code, "%s", msg);
+    return NULL;
+}
+
+/* Rank 0: collect every rank's HELLO, answer each with its right neighbour. */
+static rl_comm *s_rendezvous_root(rl_comm *c, const char *nonce, const char *id_ep)
+{
+    int W = c->world;
+    c->ctl = zmq_socket(c->ctx, ZMQ_ROUTER);
+    s_setopt_int(c->ctl, ZMQ_RCVTIMEO, c->timeout_ms);
+    s_setopt_int(c->ctl, ZMQ_LINGER, c->timeout_ms);
+    if (zmq_bind(c->ctl, id_ep) != 0)
+        return s_fail_init(c, RL_EIO, "comm rank 0: cannot bind %s: %s", id_ep,
+                           zmq_strerror(zmq_errno()));
+    char (*eps)[S_EP_MAX + 32] = calloc((size_t)W, sizeof *eps);
+    unsigned char (*ids)[256] = calloc((size_t)W, sizeof *ids);
+    size_t *id_len = calloc((size_t)W, sizeof *id_len);
+    if (!eps || !ids || !id_len) {
+        free(eps), free(ids), free(id_len);
+        return s_fail_init(c, RL_ENOMEM, "comm: out of memory");
+    }
+    snprintf(eps[0], sizeof eps[0], "%s", c->my_ep);
+    int joined = 1;
+    while (joined < W) {
+        unsigned char ident[256];
+        char msg[512];
+        int il = zmq_recv(c->ctl, ident, sizeof ident, 0);
+        if (il < 0) {
+            free(eps), free(ids), free(id_len);
+            return s_fail_init(c, RL_ETIMEOUT,
+                               "comm rank 0: only %d of %d ranks joined within %.3g s", joined, W,
+                               c->timeout_ms / 1000.0);
+        }
+        int ml = zmq_recv(c->ctl, msg, sizeof msg - 1, 0);
+        if (ml < 0 || il > (int)sizeof ident)
+            continue;
+        msg[ml < (int)sizeof msg - 1 ? ml : (int)sizeof msg - 1] = '\0';
+        char n[32], ep[S_EP_MAX + 32];
+        int w, r;
+        if (sscanf(msg, "HELLO %31s %d %d %250s", n, &w, &r, ep) != 4 || strcmp(n, nonce) != 0)
+            continue; /* a stranger or a stale rank of an older communicator */
+        if (w != W || r <= 0 || r >= W || eps[r][0]) {
+            free(eps), free(ids), free(id_len);
+            return s_fail_init(c, RL_EINVAL,
+                               "comm rank 0: a rank joined as rank %d of %d; expected a new "
+                               "rank in 1..%d of %d",
+                               r, w, W - 1, W);
+        }
+        snprintf(eps[r], sizeof eps[r], "%s", ep);
+        memcpy(ids[r], ident, (size_t)il);
+        id_len[r] = (size_t)il;
+        joined++;
+    }
+    for (int r = 1; r < W; r++) {
+        char reply[S_EP_MAX + 64];
+        int len = snprintf(reply, sizeof reply, "PEER %s", eps[(r + 1) % W]);
+        zmq_send(c->ctl, ids[r], id_len[r], ZMQ_SNDMORE);
+        zmq_send(c->ctl, reply, (size_t)len, 0);
+    }
+    snprintf(c->right_ep, sizeof c->right_ep, "%s", eps[1]);
+    free(eps), free(ids), free(id_len);
+    return c;
+}
+
+static rl_comm *s_rendezvous_peer(rl_comm *c, const char *nonce, const char *id_ep)
+{
+    c->ctl = zmq_socket(c->ctx, ZMQ_DEALER);
+    s_setopt_int(c->ctl, ZMQ_RCVTIMEO, c->timeout_ms);
+    s_setopt_int(c->ctl, ZMQ_LINGER, c->timeout_ms);
+    if (zmq_connect(c->ctl, id_ep) != 0)
+        return s_fail_init(c, RL_EIO, "comm rank %d: cannot connect to %s: %s", c->rank, id_ep,
+                           zmq_strerror(zmq_errno()));
+    char msg[512];
+    int len = snprintf(msg, sizeof msg, "HELLO %s %d %d %s", nonce, c->world, c->rank, c->my_ep);
+    zmq_send(c->ctl, msg, (size_t)len, 0);
+    int got = zmq_recv(c->ctl, msg, sizeof msg - 1, 0);
+    if (got < 0)
+        return s_fail_init(c, RL_ETIMEOUT,
+                           "comm rank %d: rank 0 at %s did not answer within %.3g s", c->rank,
+                           id_ep, c->timeout_ms / 1000.0);
+    msg[got < (int)sizeof msg - 1 ? got : (int)sizeof msg - 1] = '\0';
+    if (strncmp(msg, "PEER ", 5) != 0 || strlen(msg + 5) >= sizeof c->right_ep)
+        return s_fail_init(c, RL_EPROTO, "comm rank %d: bad rendezvous reply", c->rank);
+    snprintf(c->right_ep, sizeof c->right_ep, "%s", msg + 5);
+    return c;
+}
+
+rl_comm *rl_comm_init_rank(const rl_comm_id *id, int world, int rank, const rl_comm_options *opt)
+{
+    rl_comm_options o;
+    if (opt)
+        o = *opt;
+    else
+        rl_comm_options_default(&o);
+    if (world < 1 || rank < 0 || rank >= world)
+        return rl_error_set(RL_EINVAL, "comm: rank %d out of range for world size %d", rank,
+                            world), NULL;
+    if (!(o.timeout_s > 0))
+        return rl_error_set(RL_EINVAL, "comm: timeout_s must be > 0"), NULL;
+    char nonce[17], id_ep[S_EP_MAX + 1];
+    if (s_id_fields(id->bytes, nonce, id_ep))
+        return NULL;
+    rl_comm *c = calloc(1, sizeof *c);
+    if (!c)
+        return rl_error_set(RL_ENOMEM, "comm: out of memory"), NULL;
+    c->rank = rank;
+    c->world = world;
+    c->timeout_ms = o.timeout_s * 1000 > 2e9 ? 2000000000 : (int)(o.timeout_s * 1000);
+    if (c->timeout_ms < 1)
+        c->timeout_ms = 1;
+    c->seg = (int64_t)(o.segment_bytes / sizeof(float));
+    if (c->seg < 1)
+        c->seg = 1;
+    if (world == 1)
+        return c;
+    c->ctx = zmq_ctx_new();
+    if (!c->ctx)
+        return s_fail_init(c, RL_EIO, "comm: zmq_ctx_new failed");
+    zmq_ctx_set(c->ctx, ZMQ_IO_THREADS, o.io_threads > 0 ? o.io_threads : 1);
+
+    c->pull = zmq_socket(c->ctx, ZMQ_PULL);
+    s_setopt_int(c->pull, ZMQ_RCVHWM, 0);
+    s_setopt_int(c->pull, ZMQ_RCVTIMEO, c->timeout_ms);
+    s_setopt_int(c->pull, ZMQ_LINGER, 0);
+    char bind_ep[S_EP_MAX + 32];
+    if (strncmp(id_ep, "ipc://", 6) == 0) {
+        snprintf(bind_ep, sizeof bind_ep, "%s-r%d", id_ep, rank);
+    } else {
+        char host[S_EP_MAX], port[32], local[64];
+        s_split_tcp(id_ep, host, sizeof host, port, sizeof port);
+        const char *h = o.listen_host;
+        if (!h) {
+            if (rank == 0) {
+                h = host;
+            } else {
+                s_route_addr(host, local, sizeof local);
+                h = local;
+            }
+        }
+        snprintf(bind_ep, sizeof bind_ep, "tcp://%s:*", h);
+    }
+    if (zmq_bind(c->pull, bind_ep) != 0)
+        return s_fail_init(c, RL_EIO, "comm rank %d: cannot bind %s: %s", rank, bind_ep,
+                           zmq_strerror(zmq_errno()));
+    size_t len = sizeof c->my_ep;
+    zmq_getsockopt(c->pull, ZMQ_LAST_ENDPOINT, c->my_ep, &len);
+
+    if (!(rank == 0 ? s_rendezvous_root(c, nonce, id_ep) : s_rendezvous_peer(c, nonce, id_ep)))
+        return NULL;
+
+    c->push = zmq_socket(c->ctx, ZMQ_PUSH);
+    s_setopt_int(c->push, ZMQ_SNDHWM, 0);
+    s_setopt_int(c->push, ZMQ_SNDTIMEO, c->timeout_ms);
+    s_setopt_int(c->push, ZMQ_LINGER, c->timeout_ms);
+    if (zmq_connect(c->push, c->right_ep) != 0)
+        return s_fail_init(c, RL_EIO, "comm rank %d: cannot connect to %s: %s", rank,
+                           c->right_ep, zmq_strerror(zmq_errno()));
+    /* One barrier proves the ring is connected before anyone relies on it. */
+    if (rl_comm_barrier(c)) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", rl_error_message());
+        return s_fail_init(c, rl_error_code(), "comm rank %d: ring setup: %s", rank, msg);
+    }
+    return c;
+}
+
+void rl_comm_destroy(rl_comm *c)
+{
+    if (!c)
+        return;
+    if (c->broken) {
+        /* Peers may be gone: do not wait to deliver what is queued. */
+        if (c->push)
+            s_setopt_int(c->push, ZMQ_LINGER, 0);
+        if (c->ctl)
+            s_setopt_int(c->ctl, ZMQ_LINGER, 0);
+    }
+    if (c->push)
+        zmq_close(c->push);
+    if (c->pull)
+        zmq_close(c->pull);
+    if (c->ctl)
+        zmq_close(c->ctl);
+    if (c->ctx)
+        zmq_ctx_term(c->ctx);
+    free(c);
+}
+
+int rl_comm_rank(const rl_comm *c) { return c->rank; }
+int rl_comm_world(const rl_comm *c) { return c->world; }
+
+/* ---- messaging ------------------------------------------------------------------------------ */
+
+static int s_fail(rl_comm *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int s_fail(rl_comm *c, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    rl_error_setv(code, fmt, ap);
+    va_end(ap);
+    c->broken = 1;
+    return code;
+}
+
+static int s_send_msg(rl_comm *c, zmq_msg_t *m, const char *op)
+{
+    while (zmq_msg_send(m, c->push, 0) < 0) {
+        int e = zmq_errno();
+        if (e == EINTR)
+            continue;
+        zmq_msg_close(m);
+        if (e == EAGAIN)
+            return s_fail(c, RL_ETIMEOUT, "%s: rank %d could not send to rank %d within %.3g s",
+                          op, c->rank, (c->rank + 1) % c->world, c->timeout_ms / 1000.0);
+        return s_fail(c, RL_EIO, "%s: rank %d: send failed: %s", op, c->rank, zmq_strerror(e));
+    }
+    return RL_OK;
+}
+
+static int s_send_copy(rl_comm *c, const void *p, size_t bytes, const char *op)
+{
+    zmq_msg_t m;
+    if (zmq_msg_init_size(&m, bytes) != 0)
+        return s_fail(c, RL_ENOMEM, "%s: out of memory", op);
+    if (bytes)
+        memcpy(zmq_msg_data(&m), p, bytes);
+    return s_send_msg(c, &m, op);
+}
+
+/* Receives the next message from the left; it must be `bytes` long. */
+static int s_recv(rl_comm *c, zmq_msg_t *m, size_t bytes, const char *op)
+{
+    zmq_msg_init(m);
+    while (zmq_msg_recv(m, c->pull, 0) < 0) {
+        int e = zmq_errno();
+        if (e == EINTR)
+            continue;
+        zmq_msg_close(m);
+        if (e == EAGAIN)
+            return s_fail(c, RL_ETIMEOUT, "%s: rank %d waited more than %.3g s for rank %d", op,
+                          c->rank, c->timeout_ms / 1000.0,
+                          (c->rank + c->world - 1) % c->world);
+        return s_fail(c, RL_EIO, "%s: rank %d: receive failed: %s", op, c->rank,
+                      zmq_strerror(e));
+    }
+    if (zmq_msg_size(m) != bytes) {
+        size_t got = zmq_msg_size(m);
+        zmq_msg_close(m);
+        return s_fail(c, RL_EPROTO,
+                      "%s: rank %d got a %zu-byte message from rank %d, expected %zu (ranks "
+                      "called different collectives or counts)",
+                      op, c->rank, got, (c->rank + c->world - 1) % c->world, bytes);
+    }
+    return RL_OK;
+}
+
+static int s_check(rl_comm *c, const void *send, const void *recv, int64_t count,
+                   const char *op)
+{
+    if (c->broken)
+        return rl_error_set(RL_ESTATE, "%s: the communicator failed earlier; destroy it", op);
+    if (count < 0)
+        return rl_error_set(RL_EINVAL, "%s: negative count %lld", op, (long long)count);
+    if (count > 0 && (!send || !recv))
+        return rl_error_set(RL_EINVAL, "%s: NULL buffer", op);
+    return RL_OK;
+}
+
+static inline int s_mod(int a, int w) { return ((a % w) + w) % w; }
+
+/* ---- ring phases ------------------------------------------------------------------------------ */
+
+/* y = x + loc (then / w if avg), element by element. ZeroMQ message data
+ * need not be float-aligned, so x and y are accessed through memcpy (which
+ * compiles to plain unaligned vector loads and stores). */
+static void s_add_into(void *y, const void *x, const float *loc, int64_t n, float w, int avg)
+{
+    unsigned char *yb = y;
+    const unsigned char *xb = x;
+    if (avg) {
+        for (int64_t i = 0; i < n; i++) {
+            float v;
+            memcpy(&v, xb + 4 * i, 4);
+            v = (v + loc[i]) / w;
+            memcpy(yb + 4 * i, &v, 4);
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            float v;
+            memcpy(&v, xb + 4 * i, 4);
+            v = v + loc[i];
+            memcpy(yb + 4 * i, &v, 4);
+        }
+    }
+}
+
+/* Reduce-scatter along the ring. The reduced chunk of this rank goes to
+ * `dst` (its first element); with `then_gather` each finished segment is
+ * also sent on as step 0 of the all-gather that follows. */
+static int s_ring_reduce(rl_comm *c, const float *send, float *dst, int64_t count,
+                         rl_reduce_op op, int then_gather, const char *name)
+{
+    const int W = c->world, r = c->rank;
+    int64_t b, e, mb, me;
+    rl_param_shard_range(count, W, r, &mb, &me);
+    rl_param_shard_range(count, W, s_mod(r - 1, W), &b, &e);
+    for (int64_t off = b; off < e; off += c->seg) {
+        int64_t n = e - off < c->seg ? e - off : c->seg;
+        int rc = s_send_copy(c, send + off, (size_t)n * sizeof(float), name);
+        if (rc)
+            return rc;
+    }
+    const float wf = (float)W;
+    for (int s = 0; s <= W - 2; s++) {
+        int chunk = s_mod(r - s - 2, W);
+        int final = s == W - 2;
+        rl_param_shard_range(count, W, chunk, &b, &e);
+        for (int64_t off = b; off < e; off += c->seg) {
+            int64_t n = e - off < c->seg ? e - off : c->seg;
+            size_t bytes = (size_t)n * sizeof(float);
+            zmq_msg_t in;
+            int rc = s_recv(c, &in, bytes, name);
+            if (rc)
+                return rc;
+            const void *x = zmq_msg_data(&in);
+            const float *loc = send + off;
+            if (!final) {
+                zmq_msg_t out;
+                if (zmq_msg_init_size(&out, bytes) != 0) {
+                    zmq_msg_close(&in);
+                    return s_fail(c, RL_ENOMEM, "%s: out of memory", name);
+                }
+                s_add_into(zmq_msg_data(&out), x, loc, n, 1.0f, 0);
+                zmq_msg_close(&in);
+                if ((rc = s_send_msg(c, &out, name)))
+                    return rc;
+            } else {
+                float *y = dst + (off - mb);
+                s_add_into(y, x, loc, n, wf, op == RL_REDUCE_AVG);
+                zmq_msg_close(&in);
+                if (then_gather && (rc = s_send_copy(c, y, bytes, name)))
+                    return rc;
+            }
+        }
+    }
+    return RL_OK;
+}
+
+/* All-gather steps after this rank's own chunk has been sent: receive the
+ * other W-1 chunks into `full`, forwarding each segment unless the right
+ * neighbour is its owner. */
+static int s_ring_gather(rl_comm *c, float *full, int64_t count, const char *name)
+{
+    const int W = c->world, r = c->rank;
+    for (int s = 0; s <= W - 2; s++) {
+        int64_t b, e;
+        rl_param_shard_range(count, W, s_mod(r - s - 1, W), &b, &e);
+        for (int64_t off = b; off < e; off += c->seg) {
+            int64_t n = e - off < c->seg ? e - off : c->seg;
+            size_t bytes = (size_t)n * sizeof(float);
+            zmq_msg_t in;
+            int rc = s_recv(c, &in, bytes, name);
+            if (rc)
+                return rc;
+            memcpy(full + off, zmq_msg_data(&in), bytes);
+            if (s < W - 2) {
+                if ((rc = s_send_msg(c, &in, name)))
+                    return rc;
+            } else {
+                zmq_msg_close(&in);
+            }
+        }
+    }
+    return RL_OK;
+}
+
+/* ---- operations -------------------------------------------------------------------------------- */
+
+int rl_comm_broadcast(rl_comm *c, const float *sendbuf, float *recvbuf, int64_t count, int root)
+{
+    const char *name = "broadcast";
+    int rc = s_check(c, c->rank == root ? sendbuf : recvbuf, recvbuf, count, name);
+    if (rc)
+        return rc;
+    if (root < 0 || root >= c->world)
+        return rl_error_set(RL_EINVAL, "%s: root %d out of range for world size %d", name, root,
+                            c->world);
+    if (c->rank == root) {
+        if (count > 0 && recvbuf != sendbuf)
+            memmove(recvbuf, sendbuf, (size_t)count * sizeof(float));
+        if (c->world == 1)
+            return RL_OK;
+        for (int64_t off = 0; off < count; off += c->seg) {
+            int64_t n = count - off < c->seg ? count - off : c->seg;
+            if ((rc = s_send_copy(c, sendbuf + off, (size_t)n * sizeof(float), name)))
+                return rc;
+        }
+        return RL_OK;
+    }
+    int forward = (c->rank + 1) % c->world != root;
+    for (int64_t off = 0; off < count; off += c->seg) {
+        int64_t n = count - off < c->seg ? count - off : c->seg;
+        size_t bytes = (size_t)n * sizeof(float);
+        zmq_msg_t in;
+        if ((rc = s_recv(c, &in, bytes, name)))
+            return rc;
+        memcpy(recvbuf + off, zmq_msg_data(&in), bytes);
+        if (forward) {
+            if ((rc = s_send_msg(c, &in, name)))
+                return rc;
+        } else {
+            zmq_msg_close(&in);
+        }
+    }
+    return RL_OK;
+}
+
+int rl_comm_all_reduce(rl_comm *c, const float *sendbuf, float *recvbuf, int64_t count,
+                       rl_reduce_op op)
+{
+    const char *name = "all_reduce";
+    int rc = s_check(c, sendbuf, recvbuf, count, name);
+    if (rc)
+        return rc;
+    if (c->world == 1) {
+        if (count > 0 && recvbuf != sendbuf)
+            memmove(recvbuf, sendbuf, (size_t)count * sizeof(float));
+        return RL_OK; /* the sum and the mean of one value are the value */
+    }
+    int64_t b, e;
+    rl_param_shard_range(count, c->world, c->rank, &b, &e);
+    if ((rc = s_ring_reduce(c, sendbuf, recvbuf + b, count, op, 1, name)))
+        return rc;
+    return s_ring_gather(c, recvbuf, count, name);
+}
+
+int rl_comm_reduce_scatter(rl_comm *c, const float *sendbuf, float *recvbuf, int64_t count,
+                           rl_reduce_op op)
+{
+    const char *name = "reduce_scatter";
+    int64_t b, e;
+    rl_param_shard_range(count, c->world, c->rank, &b, &e);
+    int rc = s_check(c, sendbuf, e > b ? recvbuf : sendbuf, count, name);
+    if (rc)
+        return rc;
+    if (c->world == 1) {
+        if (count > 0 && recvbuf != sendbuf)
+            memmove(recvbuf, sendbuf, (size_t)count * sizeof(float));
+        return RL_OK;
+    }
+    return s_ring_reduce(c, sendbuf, recvbuf, count, op, 0, name);
+}
+
+int rl_comm_all_gather(rl_comm *c, const float *sendbuf, float *recvbuf, int64_t count)
+{
+    const char *name = "all_gather";
+    int64_t b, e;
+    rl_param_shard_range(count, c->world, c->rank, &b, &e);
+    int rc = s_check(c, e > b ? sendbuf : recvbuf, recvbuf, count, name);
+    if (rc)
+        return rc;
+    if (e > b && recvbuf + b != sendbuf)
+        memmove(recvbuf + b, sendbuf, (size_t)(e - b) * sizeof(float));
+    if (c->world == 1)
+        return RL_OK;
+    for (int64_t off = b; off < e; off += c->seg) {
+        int64_t n = e - off < c->seg ? e - off : c->seg;
+        if ((rc = s_send_copy(c, recvbuf + off, (size_t)n * sizeof(float), name)))
+            return rc;
+    }
+    return s_ring_gather(c, recvbuf, count, name);
+}
+
+int rl_comm_barrier(rl_comm *c)
+{
+    const char *name = "barrier";
+    if (c->broken)
+        return rl_error_set(RL_ESTATE, "%s: the communicator failed earlier; destroy it", name);
+    if (c->world == 1)
+        return RL_OK;
+    /* Two laps of an empty token: after the first, rank 0 knows everyone
+     * arrived; the second tells everyone else. */
+    for (int lap = 0; lap < 2; lap++) {
+        zmq_msg_t m;
+        int rc;
+        if (c->rank == 0) {
+            if ((rc = s_send_copy(c, NULL, 0, name)) || (rc = s_recv(c, &m, 0, name)))
+                return rc;
+            zmq_msg_close(&m);
+        } else {
+            if ((rc = s_recv(c, &m, 0, name)) || (rc = s_send_msg(c, &m, name)))
+                return rc;
+        }
+    }
+    return RL_OK;
+}

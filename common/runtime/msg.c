@@ -1,0 +1,165 @@
+/* msg.c — control-plane envelopes on ZeroMQ sockets (see rlrt/runtime/msg.h). */
+#include "rlrt/runtime/msg.h"
+#include "rlrt/error.h"
+#include "rlrt/wire.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+const char *rl_msg_kind_name(int body_case)
+{
+    switch (body_case) {
+    case RL__ENVELOPE__BODY_HELLO: return "HELLO";
+    case RL__ENVELOPE__BODY_CONFIGURE: return "CONFIGURE";
+    case RL__ENVELOPE__BODY_READY: return "READY";
+    case RL__ENVELOPE__BODY_CALL: return "CALL";
+    case RL__ENVELOPE__BODY_REPLY: return "REPLY";
+    case RL__ENVELOPE__BODY_ERROR: return "ERROR";
+    case RL__ENVELOPE__BODY_HEARTBEAT: return "HEARTBEAT";
+    case RL__ENVELOPE__BODY_SHUTDOWN: return "SHUTDOWN";
+    case RL__ENVELOPE__BODY_DISCONNECT: return "DISCONNECT";
+    default: return "EMPTY";
+    }
+}
+
+const char *rl_msg_id_str(const unsigned char *id, size_t len, char *buf, size_t buflen)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len && n + 3 < buflen; i++)
+        n += (size_t)snprintf(buf + n, buflen - n, "%02x", id[i]);
+    if (buflen)
+        buf[n < buflen ? n : buflen - 1] = '\0';
+    return buf;
+}
+
+static int s_sock_error(const char *what)
+{
+    int e = zmq_errno();
+    return rl_error_set(e == EAGAIN ? RL_ETIMEOUT : RL_EIO, "%s: %s", what, zmq_strerror(e));
+}
+
+int rl_msg_send(void *sock, const void *id, size_t id_len, Rl__Envelope *env,
+                const rl_dataproto *payload)
+{
+    env->protocol_version = RL_PROTOCOL_VERSION;
+    size_t len = rl__envelope__get_packed_size(env);
+    uint8_t stackbuf[512];
+    uint8_t *buf = len <= sizeof stackbuf ? stackbuf : malloc(len);
+    if (!buf)
+        return rl_error_set(RL_ENOMEM, "envelope of %zu bytes: out of memory", len);
+    rl__envelope__pack(env, buf);
+    int rc = RL_OK;
+    if (id && zmq_send(sock, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        rc = s_sock_error("send identity frame");
+        goto done;
+    }
+    if (zmq_send(sock, buf, len, payload ? ZMQ_SNDMORE : 0) < 0) {
+        rc = s_sock_error("send envelope frame");
+        goto done;
+    }
+    if (payload)
+        rc = rl_wire_send_dataproto(sock, payload, 0);
+done:
+    if (buf != stackbuf)
+        free(buf);
+    return rc;
+}
+
+static int s_more(void *sock)
+{
+    int more = 0;
+    size_t len = sizeof more;
+    zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &len);
+    return more;
+}
+
+/* Reads and drops the rest of a multipart message. */
+static void s_drain_rest(void *sock)
+{
+    while (s_more(sock)) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        zmq_msg_recv(&m, sock, 0);
+        zmq_msg_close(&m);
+    }
+}
+
+int rl_msg_recv(void *sock, int router, rl_msg *out)
+{
+    memset(out, 0, sizeof *out);
+    zmq_msg_t frame;
+    zmq_msg_init(&frame);
+    if (zmq_msg_recv(&frame, sock, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&frame);
+        return s_sock_error("receive");
+    }
+    if (router) {
+        size_t n = zmq_msg_size(&frame);
+        out->id_len = n < RL_MSG_ID_MAX ? n : RL_MSG_ID_MAX;
+        memcpy(out->id, zmq_msg_data(&frame), out->id_len);
+        zmq_msg_close(&frame);
+        if (!s_more(sock))
+            return rl_error_set(RL_EPROTO, "message has an identity frame but no envelope");
+        zmq_msg_init(&frame);
+        if (zmq_msg_recv(&frame, sock, 0) < 0) {
+            zmq_msg_close(&frame);
+            return s_sock_error("receive envelope");
+        }
+    }
+    out->env = rl__envelope__unpack(NULL, zmq_msg_size(&frame), zmq_msg_data(&frame));
+    size_t env_len = zmq_msg_size(&frame);
+    zmq_msg_close(&frame);
+    if (!out->env) {
+        s_drain_rest(sock);
+        return rl_error_set(RL_EPROTO, "envelope frame of %zu bytes is not a valid rl.Envelope",
+                            env_len);
+    }
+    if (!s_more(sock))
+        return RL_OK;
+    /* Payload frames: gather them all, then decode zero-copy. */
+    int cap = 8, n = 0;
+    zmq_msg_t *msgs = malloc(sizeof *msgs * (size_t)cap);
+    if (!msgs) {
+        s_drain_rest(sock);
+        return rl_error_set(RL_ENOMEM, "payload: out of memory");
+    }
+    while (s_more(sock)) {
+        if (n == cap) {
+            zmq_msg_t *m2 = realloc(msgs, sizeof *msgs * (size_t)(cap *= 2));
+            if (!m2) {
+                for (int i = 0; i < n; i++)
+                    zmq_msg_close(&msgs[i]);
+                free(msgs);
+                s_drain_rest(sock);
+                return rl_error_set(RL_ENOMEM, "payload: out of memory");
+            }
+            msgs = m2;
+        }
+        zmq_msg_init(&msgs[n]);
+        if (zmq_msg_recv(&msgs[n], sock, 0) < 0) {
+            zmq_msg_close(&msgs[n]);
+            break;
+        }
+        n++;
+    }
+    int rc = rl_wire_decode_msgs(msgs, n, &out->payload);
+    free(msgs);
+    if (rc) {
+        out->payload = NULL;
+        out->payload_error = rc;
+        return rl_error_wrap(rc, "payload of %s", rl_msg_kind_name(out->env->body_case));
+    }
+    return RL_OK;
+}
+
+void rl_msg_clear(rl_msg *m)
+{
+    if (m->env)
+        rl__envelope__free_unpacked(m->env, NULL);
+    rl_dataproto_free(m->payload);
+    m->env = NULL;
+    m->payload = NULL;
+}

@@ -1,0 +1,154 @@
+/* value.c — rl.Value (proto) <-> jansson conversion for small arguments
+ * carried by control messages (see rlrt/runtime/value.h). */
+#include "rlrt/runtime/value.h"
+#include "rlrt/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static Rl__Value *s_new_value(void)
+{
+    Rl__Value *v = malloc(sizeof *v);
+    if (v)
+        rl__value__init(v);
+    return v;
+}
+
+Rl__Value *rl_value_from_json(const json_t *j)
+{
+    Rl__Value *v = s_new_value();
+    if (!v)
+        return NULL;
+    switch (json_typeof(j)) {
+    case JSON_NULL:
+        v->kind_case = RL__VALUE__KIND_NULL_VALUE;
+        v->null_value = 1;
+        break;
+    case JSON_TRUE:
+    case JSON_FALSE:
+        v->kind_case = RL__VALUE__KIND_BOOL_VALUE;
+        v->bool_value = json_is_true(j);
+        break;
+    case JSON_INTEGER:
+        v->kind_case = RL__VALUE__KIND_INT_VALUE;
+        v->int_value = json_integer_value(j);
+        break;
+    case JSON_REAL:
+        v->kind_case = RL__VALUE__KIND_DOUBLE_VALUE;
+        v->double_value = json_real_value(j);
+        break;
+    case JSON_STRING: {
+        size_t n = json_string_length(j);
+        v->kind_case = RL__VALUE__KIND_STRING_VALUE;
+        v->string_value.data = malloc(n ? n : 1);
+        v->string_value.len = n;
+        if (n)
+            memcpy(v->string_value.data, json_string_value(j), n);
+        break;
+    }
+    case JSON_ARRAY: {
+        Rl__ListValue *l = malloc(sizeof *l);
+        rl__list_value__init(l);
+        l->n_items = json_array_size(j);
+        l->items = calloc(l->n_items ? l->n_items : 1, sizeof *l->items);
+        for (size_t i = 0; i < l->n_items; i++)
+            l->items[i] = rl_value_from_json(json_array_get(j, i));
+        v->kind_case = RL__VALUE__KIND_LIST_VALUE;
+        v->list_value = l;
+        break;
+    }
+    case JSON_OBJECT: {
+        Rl__MapValue *m = malloc(sizeof *m);
+        rl__map_value__init(m);
+        m->n_entries = json_object_size(j);
+        m->entries = calloc(m->n_entries ? m->n_entries : 1, sizeof *m->entries);
+        size_t i = 0;
+        const char *key;
+        json_t *val;
+        json_object_foreach((json_t *)j, key, val) {
+            Rl__MapEntry *e = malloc(sizeof *e);
+            rl__map_entry__init(e);
+            e->key.len = strlen(key);
+            e->key.data = (uint8_t *)strdup(key);
+            e->value = rl_value_from_json(val);
+            m->entries[i++] = e;
+        }
+        v->kind_case = RL__VALUE__KIND_MAP_VALUE;
+        v->map_value = m;
+        break;
+    }
+    }
+    return v;
+}
+
+void rl_value_free(Rl__Value *v)
+{
+    if (!v)
+        return;
+    switch (v->kind_case) {
+    case RL__VALUE__KIND_STRING_VALUE: free(v->string_value.data); break;
+    case RL__VALUE__KIND_LIST_VALUE:
+        for (size_t i = 0; i < v->list_value->n_items; i++)
+            rl_value_free(v->list_value->items[i]);
+        free(v->list_value->items);
+        free(v->list_value);
+        break;
+    case RL__VALUE__KIND_MAP_VALUE:
+        for (size_t i = 0; i < v->map_value->n_entries; i++) {
+            free(v->map_value->entries[i]->key.data);
+            rl_value_free(v->map_value->entries[i]->value);
+            free(v->map_value->entries[i]);
+        }
+        free(v->map_value->entries);
+        free(v->map_value);
+        break;
+    default: break;
+    }
+    free(v);
+}
+
+json_t *rl_value_to_json(const Rl__Value *v, int depth)
+{
+    if (!v)
+        return json_null();
+    if (depth > 64) {
+        rl_error_set(RL_EPROTO, "value nested deeper than 64 levels");
+        return NULL;
+    }
+    switch (v->kind_case) {
+    case RL__VALUE__KIND_BOOL_VALUE: return json_boolean(v->bool_value);
+    case RL__VALUE__KIND_INT_VALUE: return json_integer(v->int_value);
+    case RL__VALUE__KIND_DOUBLE_VALUE: return json_real(v->double_value);
+    case RL__VALUE__KIND_STRING_VALUE:
+        return json_stringn_nocheck((const char *)v->string_value.data, v->string_value.len);
+    case RL__VALUE__KIND_LIST_VALUE: {
+        json_t *a = json_array();
+        for (size_t i = 0; i < v->list_value->n_items; i++) {
+            json_t *x = rl_value_to_json(v->list_value->items[i], depth + 1);
+            if (!x) {
+                json_decref(a);
+                return NULL;
+            }
+            json_array_append_new(a, x);
+        }
+        return a;
+    }
+    case RL__VALUE__KIND_MAP_VALUE: {
+        json_t *o = json_object();
+        for (size_t i = 0; i < v->map_value->n_entries; i++) {
+            const Rl__MapEntry *e = v->map_value->entries[i];
+            char *key = strndup((const char *)e->key.data, e->key.len);
+            json_t *x = rl_value_to_json(e->value, depth + 1);
+            if (!x || !key) {
+                free(key);
+                json_decref(o);
+                return NULL;
+            }
+            json_object_set_new_nocheck(o, key, x);
+            free(key);
+        }
+        return o;
+    }
+    default: return json_null();
+    }
+}

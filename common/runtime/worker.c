@@ -1,0 +1,583 @@
+/* worker.c — rl-worker serve loop (see rlrt/runtime/worker.h).
+ *
+ * Main thread: libuv loop with the DEALER socket (rl_zuv), a heartbeat timer,
+ * a reconnect timer, SIGTERM/SIGINT handlers and a uv_async that wakes the
+ * loop when the compute thread finished a task. Compute thread: pops tasks
+ * (init, calls, fini) from a queue and runs them in order. */
+#include "rlrt/runtime/worker.h"
+#include "rlrt/error.h"
+#include "rlrt/log.h"
+#include "rlrt/runtime/msg.h"
+#include "rlrt/runtime/value.h"
+#include "rlrt/runtime/zuv.h"
+#include "rlrt/wire.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+#include <zmq.h>
+
+typedef enum { S_TASK_INIT, S_TASK_CALL, S_TASK_FINI } s_task_kind;
+
+typedef struct s_task {
+    s_task_kind kind;
+    uint64_t call_id;
+    uint64_t generation; /* connection generation the call arrived on */
+    const rl_method *method;
+    rl_dataproto *in;
+    rl_dataproto *out;
+    int rc;
+    char error[1024];
+    struct s_task *next;
+} s_task;
+
+typedef struct s_queue {
+    s_task *head, *tail;
+} s_queue;
+
+typedef struct s_worker {
+    uv_loop_t loop;
+    void *zctx;
+    void *sock;
+    rl_zuv *watch;
+    uv_timer_t hb_timer, reconnect_timer;
+    uv_signal_t sigterm, sigint;
+    uv_async_t done_async;
+    pthread_t compute;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    s_queue todo, done;
+    int compute_quit;
+    rl_worker_ctx ctx;
+    const rl_worker_role *role;
+    rl_worker_options opt;
+    char node[256];
+    int configured;   /* CONFIGURE received at least once */
+    int ready_sent;   /* READY sent on the current connection */
+    uint64_t generation;
+    uint64_t last_recv, last_send, lost_since;
+    int backoff_ms;
+    int exit_code;
+    int stopping;
+    uint64_t seq;
+} s_worker;
+
+int rl_worker_should_stop(const rl_worker_ctx *ctx) { return ctx->stop; }
+
+/* ---- compute thread ---------------------------------------------------------------- */
+
+static void s_push(s_queue *q, s_task *t)
+{
+    t->next = NULL;
+    if (q->tail)
+        q->tail->next = t;
+    else
+        q->head = t;
+    q->tail = t;
+}
+
+static s_task *s_pop(s_queue *q)
+{
+    s_task *t = q->head;
+    if (t) {
+        q->head = t->next;
+        if (!q->head)
+            q->tail = NULL;
+    }
+    return t;
+}
+
+static void *s_compute_main(void *arg)
+{
+    s_worker *w = arg;
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        while (!w->todo.head && !w->compute_quit)
+            pthread_cond_wait(&w->cv, &w->mu);
+        s_task *t = s_pop(&w->todo);
+        pthread_mutex_unlock(&w->mu);
+        if (!t)
+            break; /* quit with an empty queue */
+        rl_error_clear();
+        switch (t->kind) {
+        case S_TASK_INIT: t->rc = w->role->init ? w->role->init(&w->ctx) : RL_OK; break;
+        case S_TASK_FINI:
+            if (w->role->fini)
+                w->role->fini(&w->ctx);
+            t->rc = RL_OK;
+            break;
+        case S_TASK_CALL: t->rc = t->method->fn(&w->ctx, t->in, &t->out); break;
+        }
+        if (t->rc)
+            snprintf(t->error, sizeof t->error, "%s", rl_error_message());
+        pthread_mutex_lock(&w->mu);
+        s_push(&w->done, t);
+        pthread_mutex_unlock(&w->mu);
+        uv_async_send(&w->done_async);
+    }
+    return NULL;
+}
+
+static void s_submit(s_worker *w, s_task *t)
+{
+    pthread_mutex_lock(&w->mu);
+    s_push(&w->todo, t);
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* ---- sending -------------------------------------------------------------------------- */
+
+static int s_send(s_worker *w, Rl__Envelope *env, const rl_dataproto *payload)
+{
+    if (!w->sock)
+        return RL_ESTATE;
+    env->seq = ++w->seq;
+    int rc = rl_msg_send(w->sock, NULL, 0, env, payload);
+    if (rc)
+        rl_log_warn("send %s failed: %s", rl_msg_kind_name(env->body_case), rl_error_message());
+    else
+        w->last_send = uv_now(&w->loop);
+    rl_zuv_kick(w->watch);
+    return rc;
+}
+
+static void s_send_error(s_worker *w, uint64_t call_id, int code, const char *message)
+{
+    Rl__Envelope env = RL__ENVELOPE__INIT;
+    Rl__Error err = RL__ERROR__INIT;
+    err.call_id = call_id;
+    err.code = code;
+    err.message = (char *)message;
+    env.body_case = RL__ENVELOPE__BODY_ERROR;
+    env.error = &err;
+    s_send(w, &env, NULL);
+}
+
+static void s_send_hello(s_worker *w)
+{
+    Rl__Envelope env = RL__ENVELOPE__INIT;
+    Rl__Hello h = RL__HELLO__INIT;
+    char wid[400];
+    snprintf(wid, sizeof wid, "%s/%d@%s#%d", w->ctx.role, w->ctx.rank, w->node, (int)getpid());
+    char *devices[1] = {"cpu"};
+    h.role = (char *)w->ctx.role;
+    h.rank = (uint32_t)w->ctx.rank;
+    h.node = w->node;
+    h.pid = (uint32_t)getpid();
+    h.n_devices = 1;
+    h.devices = devices;
+    h.data_endpoint = "";
+    h.worker_id = wid;
+    env.body_case = RL__ENVELOPE__BODY_HELLO;
+    env.hello = &h;
+    s_send(w, &env, NULL);
+}
+
+static void s_send_ready(s_worker *w)
+{
+    Rl__Envelope env = RL__ENVELOPE__INIT;
+    Rl__Ready r = RL__READY__INIT;
+    int n = 0;
+    for (const rl_method *m = rl_builtin_methods; m->name; m++)
+        n++;
+    for (const rl_method *m = w->role->methods; m && m->name; m++)
+        n++;
+    char **names = calloc((size_t)n, sizeof *names);
+    n = 0;
+    for (const rl_method *m = rl_builtin_methods; m->name; m++)
+        names[n++] = (char *)m->name;
+    for (const rl_method *m = w->role->methods; m && m->name; m++)
+        names[n++] = (char *)m->name;
+    r.n_methods = (size_t)n;
+    r.methods = names;
+    env.body_case = RL__ENVELOPE__BODY_READY;
+    env.ready = &r;
+    s_send(w, &env, NULL);
+    free(names);
+    w->ready_sent = 1;
+}
+
+/* ---- connection --------------------------------------------------------------------- */
+
+static void s_on_readable(void *sock, void *arg);
+
+static void s_close_socket(s_worker *w)
+{
+    if (w->watch)
+        rl_zuv_stop(w->watch);
+    w->watch = NULL;
+    if (w->sock)
+        zmq_close(w->sock);
+    w->sock = NULL;
+}
+
+static int s_connect(s_worker *w)
+{
+    w->sock = zmq_socket(w->zctx, ZMQ_DEALER);
+    if (!w->sock)
+        return rl_error_set(RL_EIO, "zmq_socket: %s", zmq_strerror(zmq_errno()));
+    int linger = 0;
+    zmq_setsockopt(w->sock, ZMQ_LINGER, &linger, sizeof linger);
+    char id[128];
+    w->generation++;
+    snprintf(id, sizeof id, "%s/%d#%d.%llu", w->ctx.role, w->ctx.rank, (int)getpid(),
+             (unsigned long long)w->generation);
+    zmq_setsockopt(w->sock, ZMQ_ROUTING_ID, id, strlen(id));
+    if (zmq_connect(w->sock, w->opt.driver) != 0) {
+        int rc = rl_error_set(RL_EINVAL, "cannot connect to driver '%s': %s", w->opt.driver,
+                              zmq_strerror(zmq_errno()));
+        zmq_close(w->sock);
+        w->sock = NULL;
+        return rc;
+    }
+    w->watch = rl_zuv_start(&w->loop, w->sock, s_on_readable, w);
+    w->ready_sent = 0;
+    w->last_recv = uv_now(&w->loop);
+    s_send_hello(w);
+    return RL_OK;
+}
+
+static void s_stop(s_worker *w, int code, const char *why)
+{
+    if (w->stopping)
+        return;
+    w->stopping = 1;
+    w->exit_code = code;
+    w->ctx.stop = 1;
+    rl_log_info("stopping: %s", why);
+    uv_stop(&w->loop);
+}
+
+static void s_on_reconnect(uv_timer_t *t)
+{
+    s_worker *w = t->data;
+    if (w->stopping)
+        return;
+    if (s_connect(w))
+        rl_log_error("%s", rl_error_message());
+}
+
+static void s_driver_lost(s_worker *w, const char *why)
+{
+    uint64_t now = uv_now(&w->loop);
+    if (!w->lost_since)
+        w->lost_since = now;
+    if (now - w->lost_since >= (uint64_t)w->opt.give_up_ms) {
+        rl_log_error("no driver at %s for %.1f s; giving up", w->opt.driver,
+                     (double)(now - w->lost_since) / 1000.0);
+        s_stop(w, 2, "driver unreachable");
+        return;
+    }
+    rl_log_warn("%s; reconnecting to %s in %d ms", why, w->opt.driver, w->backoff_ms);
+    s_close_socket(w);
+    uv_timer_start(&w->reconnect_timer, s_on_reconnect, (uint64_t)w->backoff_ms, 0);
+    w->backoff_ms *= 2;
+    if (w->backoff_ms > 32 * w->opt.heartbeat_ms)
+        w->backoff_ms = 32 * w->opt.heartbeat_ms;
+}
+
+/* ---- incoming ----------------------------------------------------------------------------- */
+
+static const rl_method *s_find_method(const s_worker *w, const char *name)
+{
+    for (const rl_method *m = w->role->methods; m && m->name; m++)
+        if (strcmp(m->name, name) == 0)
+            return m;
+    for (const rl_method *m = rl_builtin_methods; m->name; m++)
+        if (strcmp(m->name, name) == 0)
+            return m;
+    return NULL;
+}
+
+static void s_on_heartbeat(uv_timer_t *t);
+
+static void s_on_configure(s_worker *w, const Rl__Configure *c)
+{
+    rl_config *cfg = rl_config_parse_string((const char *)c->config.data, c->config.len,
+                                            "<driver config>");
+    if (!cfg) {
+        s_send_error(w, 0, rl_error_code(), rl_error_message());
+        return;
+    }
+    rl_config_free(w->ctx.config);
+    w->ctx.config = cfg;
+    if (c->heartbeat_ms)
+        w->opt.heartbeat_ms = (int)c->heartbeat_ms;
+    if (c->liveness)
+        w->opt.liveness = (int)c->liveness;
+    /* restart (not just set_repeat): the new period applies at once */
+    uv_timer_start(&w->hb_timer, s_on_heartbeat, (uint64_t)w->opt.heartbeat_ms,
+                   (uint64_t)w->opt.heartbeat_ms);
+    json_t *extra = c->extra ? rl_value_to_json(c->extra, 0) : NULL;
+    json_t *ws = extra ? json_object_get(extra, "world_size") : NULL;
+    if (json_is_integer(ws))
+        w->ctx.world_size = (int)json_integer_value(ws);
+    json_decref(extra);
+    if (!w->configured) {
+        w->configured = 1;
+        s_task *t = calloc(1, sizeof *t);
+        t->kind = S_TASK_INIT;
+        t->generation = w->generation;
+        s_submit(w, t); /* READY goes out when init is done */
+    } else {
+        s_send_ready(w); /* reconnect: already initialised */
+    }
+}
+
+static void s_on_call(s_worker *w, rl_msg *m)
+{
+    const Rl__Call *c = m->env->call;
+    if (m->payload_error) {
+        char buf[1200];
+        snprintf(buf, sizeof buf, "bad payload for call '%s': %s", c->method, rl_error_message());
+        s_send_error(w, c->call_id, m->payload_error, buf);
+        return;
+    }
+    const rl_method *method = s_find_method(w, c->method);
+    if (!method) {
+        char buf[1024];
+        int n = snprintf(buf, sizeof buf, "unknown method '%s' for role %s (known:", c->method,
+                         w->ctx.role);
+        for (const rl_method *x = w->role->methods; x && x->name && n < 900; x++)
+            n += snprintf(buf + n, sizeof buf - (size_t)n, " %s", x->name);
+        for (const rl_method *x = rl_builtin_methods; x->name && n < 900; x++)
+            n += snprintf(buf + n, sizeof buf - (size_t)n, " %s", x->name);
+        snprintf(buf + n, sizeof buf - (size_t)n, ")");
+        s_send_error(w, c->call_id, RL_ENOTFOUND, buf);
+        return;
+    }
+    s_task *t = calloc(1, sizeof *t);
+    t->kind = S_TASK_CALL;
+    t->call_id = c->call_id;
+    t->generation = w->generation;
+    t->method = method;
+    t->in = m->payload ? m->payload : rl_dataproto_new();
+    m->payload = NULL;
+    if (c->args) { /* small keyword args travel as meta */
+        json_t *args = rl_value_to_json(c->args, 0);
+        if (json_is_object(args))
+            json_object_update(rl_dataproto_meta(t->in), args);
+        json_decref(args);
+    }
+    s_submit(w, t);
+}
+
+static void s_on_readable(void *sock, void *arg)
+{
+    s_worker *w = arg;
+    rl_msg m;
+    int rc = rl_msg_recv(sock, 0, &m);
+    if (rc == RL_ETIMEOUT)
+        return;
+    w->last_recv = uv_now(&w->loop);
+    w->lost_since = 0;
+    w->backoff_ms = w->opt.heartbeat_ms;
+    if (!m.env) {
+        rl_log_warn("dropped a message from the driver: %s", rl_error_message());
+        rl_msg_clear(&m);
+        return;
+    }
+    if (m.env->protocol_version != RL_PROTOCOL_VERSION) {
+        rl_log_error("driver speaks protocol version %u, this worker speaks %d",
+                     m.env->protocol_version, RL_PROTOCOL_VERSION);
+        rl_msg_clear(&m);
+        s_stop(w, 1, "protocol version mismatch");
+        return;
+    }
+    switch (m.env->body_case) {
+    case RL__ENVELOPE__BODY_CONFIGURE: s_on_configure(w, m.env->configure); break;
+    case RL__ENVELOPE__BODY_CALL: s_on_call(w, &m); break;
+    case RL__ENVELOPE__BODY_HEARTBEAT: break;
+    case RL__ENVELOPE__BODY_SHUTDOWN:
+        s_stop(w, 0, m.env->shutdown->reason[0] ? m.env->shutdown->reason : "SHUTDOWN from driver");
+        break;
+    case RL__ENVELOPE__BODY_ERROR:
+        rl_log_error("driver: %s", m.env->error->message);
+        break;
+    case RL__ENVELOPE__BODY_DISCONNECT:
+        rl_log_warn("driver disconnected us: %s", m.env->disconnect->reason);
+        if (strstr(m.env->disconnect->reason, "refused")) {
+            s_stop(w, 1, "refused by the driver");
+        } else {
+            /* forget the session and register again */
+            s_close_socket(w);
+            uv_timer_start(&w->reconnect_timer, s_on_reconnect, (uint64_t)w->backoff_ms, 0);
+        }
+        break;
+    default:
+        rl_log_warn("unexpected %s from the driver", rl_msg_kind_name(m.env->body_case));
+    }
+    rl_msg_clear(&m);
+}
+
+/* ---- loop callbacks ------------------------------------------------------------------------ */
+
+static void s_on_done(uv_async_t *a)
+{
+    s_worker *w = a->data;
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        s_task *t = s_pop(&w->done);
+        pthread_mutex_unlock(&w->mu);
+        if (!t)
+            break;
+        if (t->kind == S_TASK_INIT) {
+            if (t->rc) {
+                rl_log_error("role init failed: %s", t->error);
+                s_send_error(w, 0, t->rc, t->error);
+                s_stop(w, 1, "role init failed");
+            } else if (w->sock) {
+                s_send_ready(w);
+            }
+        } else if (t->kind == S_TASK_CALL) {
+            if (t->generation != w->generation) {
+                rl_log_warn("dropping the result of call %llu (%s): connection was reset",
+                            (unsigned long long)t->call_id, t->method->name);
+            } else if (t->rc) {
+                s_send_error(w, t->call_id, t->rc, t->error);
+            } else {
+                Rl__Envelope env = RL__ENVELOPE__INIT;
+                Rl__Reply r = RL__REPLY__INIT;
+                r.call_id = t->call_id;
+                r.has_payload = t->out != NULL;
+                env.body_case = RL__ENVELOPE__BODY_REPLY;
+                env.reply = &r;
+                if (s_send(w, &env, t->out) == RL_EPROTO)
+                    s_send_error(w, t->call_id, RL_EPROTO, rl_error_message());
+            }
+        }
+        rl_dataproto_free(t->in);
+        rl_dataproto_free(t->out);
+        free(t);
+    }
+}
+
+static void s_on_heartbeat(uv_timer_t *t)
+{
+    s_worker *w = t->data;
+    if (!w->sock || w->stopping)
+        return;
+    uint64_t now = uv_now(&w->loop);
+    uint64_t limit = (uint64_t)w->opt.heartbeat_ms * (uint64_t)w->opt.liveness;
+    if (now - w->last_recv > limit) {
+        char why[128];
+        snprintf(why, sizeof why, "driver silent for %.1f s", (double)(now - w->last_recv) / 1000.0);
+        s_driver_lost(w, why);
+        return;
+    }
+    if (now - w->last_send >= (uint64_t)w->opt.heartbeat_ms) {
+        Rl__Envelope env = RL__ENVELOPE__INIT;
+        Rl__Heartbeat hb = RL__HEARTBEAT__INIT;
+        hb.time_ns = uv_hrtime();
+        env.body_case = RL__ENVELOPE__BODY_HEARTBEAT;
+        env.heartbeat = &hb;
+        s_send(w, &env, NULL);
+    }
+}
+
+static void s_on_signal(uv_signal_t *h, int signum)
+{
+    s_worker *w = h->data;
+    if (w->sock) {
+        Rl__Envelope env = RL__ENVELOPE__INIT;
+        Rl__Disconnect d = RL__DISCONNECT__INIT;
+        d.reason = signum == SIGTERM ? "worker got SIGTERM" : "worker got SIGINT";
+        env.body_case = RL__ENVELOPE__BODY_DISCONNECT;
+        env.disconnect = &d;
+        s_send(w, &env, NULL);
+    }
+    s_stop(w, 0, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+static void s_close_walk(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
+{
+    s_worker *w = calloc(1, sizeof *w);
+    if (!w)
+        return 1;
+    w->opt = *opt_in;
+    if (w->opt.heartbeat_ms <= 0)
+        w->opt.heartbeat_ms = 1000;
+    if (w->opt.liveness <= 0)
+        w->opt.liveness = 3;
+    if (w->opt.give_up_ms <= 0)
+        w->opt.give_up_ms = 60000;
+    w->backoff_ms = w->opt.heartbeat_ms;
+    w->role = role;
+    if (w->opt.node && *w->opt.node)
+        snprintf(w->node, sizeof w->node, "%s", w->opt.node);
+    else
+        gethostname(w->node, sizeof w->node - 1);
+    w->ctx.role = w->opt.role;
+    w->ctx.rank = w->opt.rank;
+    w->ctx.node = w->node;
+    w->ctx.world_size = 1;
+
+    uv_loop_init(&w->loop);
+    w->zctx = zmq_ctx_new();
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    uv_async_init(&w->loop, &w->done_async, s_on_done);
+    uv_timer_init(&w->loop, &w->hb_timer);
+    uv_timer_init(&w->loop, &w->reconnect_timer);
+    uv_signal_init(&w->loop, &w->sigterm);
+    uv_signal_init(&w->loop, &w->sigint);
+    w->done_async.data = w->hb_timer.data = w->reconnect_timer.data = w;
+    w->sigterm.data = w->sigint.data = w;
+    uv_signal_start(&w->sigterm, s_on_signal, SIGTERM);
+    uv_signal_start(&w->sigint, s_on_signal, SIGINT);
+    pthread_create(&w->compute, NULL, s_compute_main, w);
+
+    if (s_connect(w)) {
+        rl_log_error("%s", rl_error_message());
+        w->exit_code = 1;
+    } else {
+        uv_timer_start(&w->hb_timer, s_on_heartbeat, (uint64_t)w->opt.heartbeat_ms,
+                       (uint64_t)w->opt.heartbeat_ms);
+        rl_log_info("connecting to %s", w->opt.driver);
+        uv_run(&w->loop, UV_RUN_DEFAULT);
+    }
+
+    /* Shut the compute thread down: fini runs after any queued call. */
+    w->ctx.stop = 1;
+    s_task *fini = calloc(1, sizeof *fini);
+    fini->kind = S_TASK_FINI;
+    if (w->configured)
+        s_submit(w, fini);
+    else
+        free(fini);
+    pthread_mutex_lock(&w->mu);
+    w->compute_quit = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->compute, NULL);
+    s_on_done(&w->done_async); /* free finished tasks; replies are best effort */
+    pthread_mutex_lock(&w->mu);
+    for (s_task *t; (t = s_pop(&w->todo));) {
+        rl_dataproto_free(t->in);
+        free(t);
+    }
+    pthread_mutex_unlock(&w->mu);
+
+    s_close_socket(w);
+    uv_walk(&w->loop, s_close_walk, NULL);
+    uv_run(&w->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&w->loop);
+    zmq_ctx_term(w->zctx);
+    rl_config_free(w->ctx.config);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    int code = w->exit_code;
+    free(w);
+    return code;
+}

@@ -1,0 +1,97 @@
+/* zuv.c — edge-triggered ZeroMQ fd polling in libuv (see rlrt/runtime/zuv.h). */
+#include "rlrt/runtime/zuv.h"
+#include "rlrt/error.h"
+
+#include <stdlib.h>
+#include <zmq.h>
+
+struct rl_zuv {
+    uv_poll_t poll;
+    uv_idle_t idle; /* one-shot drain after a kick */
+    void *zsock;
+    rl_zuv_readable_fn cb;
+    void *arg;
+    int closing;
+    int open_handles;
+};
+
+static void s_drain(rl_zuv *w)
+{
+    /* Bounded so one busy socket cannot starve timers and signals. */
+    for (int n = 0; n < 256 && !w->closing; n++) {
+        int events = 0;
+        size_t len = sizeof events;
+        if (zmq_getsockopt(w->zsock, ZMQ_EVENTS, &events, &len) != 0 || !(events & ZMQ_POLLIN))
+            return;
+        w->cb(w->zsock, w->arg);
+    }
+    if (!w->closing)
+        rl_zuv_kick(w); /* more may be pending: come back next iteration */
+}
+
+static void s_on_poll(uv_poll_t *h, int status, int events)
+{
+    (void)status;
+    (void)events;
+    s_drain(h->data);
+}
+
+static void s_on_idle(uv_idle_t *h)
+{
+    rl_zuv *w = h->data;
+    uv_idle_stop(h);
+    s_drain(w);
+}
+
+rl_zuv *rl_zuv_start(uv_loop_t *loop, void *zsock, rl_zuv_readable_fn cb, void *arg)
+{
+    int fd;
+    size_t len = sizeof fd;
+    if (zmq_getsockopt(zsock, ZMQ_FD, &fd, &len) != 0) {
+        rl_error_set(RL_EIO, "zmq_getsockopt(ZMQ_FD): %s", zmq_strerror(zmq_errno()));
+        return NULL;
+    }
+    rl_zuv *w = calloc(1, sizeof *w);
+    if (!w) {
+        rl_error_set(RL_ENOMEM, "zuv: out of memory");
+        return NULL;
+    }
+    w->zsock = zsock;
+    w->cb = cb;
+    w->arg = arg;
+    if (uv_poll_init(loop, &w->poll, fd) != 0) {
+        free(w);
+        rl_error_set(RL_EIO, "uv_poll_init on the ZeroMQ fd failed");
+        return NULL;
+    }
+    uv_idle_init(loop, &w->idle);
+    w->poll.data = w->idle.data = w;
+    w->open_handles = 2;
+    uv_poll_start(&w->poll, UV_READABLE, s_on_poll);
+    rl_zuv_kick(w); /* input may already be queued */
+    return w;
+}
+
+void rl_zuv_kick(rl_zuv *w)
+{
+    if (w && !w->closing)
+        uv_idle_start(&w->idle, s_on_idle);
+}
+
+static void s_on_close(uv_handle_t *h)
+{
+    rl_zuv *w = h->data;
+    if (--w->open_handles == 0)
+        free(w);
+}
+
+void rl_zuv_stop(rl_zuv *w)
+{
+    if (!w || w->closing)
+        return;
+    w->closing = 1;
+    uv_poll_stop(&w->poll);
+    uv_idle_stop(&w->idle);
+    uv_close((uv_handle_t *)&w->poll, s_on_close);
+    uv_close((uv_handle_t *)&w->idle, s_on_close);
+}

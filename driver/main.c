@@ -1,0 +1,189 @@
+/* rl-driver — the single controller: loads cluster.yaml and the job, starts
+ * or waits for the workers, runs the job's recipe, shuts everything down. */
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "recipe.h"
+#include "rlrt/rlrt.h"
+#include "rlrt/runtime/cluster.h"
+#include "rlrt/runtime/driver.h"
+
+static const rl_recipe *s_recipes[] = {&rl_recipe_selftest};
+
+static void s_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: rl-driver --cluster cluster.yaml --config job.yaml [key=value ...]\n"
+            "                 [--log-level debug|info|warn|error] [--worker PATH]\n"
+            "                 [--bind tcp://ADDR:PORT]\n"
+            "\n"
+            "Runs the job's recipe (trainer.recipe) on the workers of cluster.yaml.\n"
+            "key=value overrides any known job key, e.g. selftest.rounds=3.\n"
+            "Recipes:\n");
+    for (size_t i = 0; i < sizeof s_recipes / sizeof s_recipes[0]; i++)
+        fprintf(f, "  %-12s %s\n", s_recipes[i]->name, s_recipes[i]->summary);
+}
+
+static const rl_recipe *s_find_recipe(const char *name)
+{
+    for (size_t i = 0; i < sizeof s_recipes / sizeof s_recipes[0]; i++)
+        if (strcmp(s_recipes[i]->name, name) == 0)
+            return s_recipes[i];
+    return NULL;
+}
+
+/* The recipe named by an override trainer.recipe=... or the job file. */
+static int s_pick_recipe(const char *job_path, int n, char **overrides, const rl_recipe **out)
+{
+    char name[128] = "selftest";
+    int from_override = 0;
+    for (int i = 0; i < n; i++) {
+        if (strncmp(overrides[i], "trainer.recipe=", 15) == 0) {
+            snprintf(name, sizeof name, "%s", overrides[i] + 15);
+            from_override = 1;
+        }
+    }
+    if (!from_override && job_path) {
+        rl_config *job = rl_config_parse_file(job_path);
+        const char *v = NULL;
+        if (!job || rl_config_get_string_or(job, "trainer.recipe", "selftest", &v)) {
+            rl_config_free(job);
+            return rl_error_code();
+        }
+        snprintf(name, sizeof name, "%s", v);
+        rl_config_free(job);
+    }
+    *out = s_find_recipe(name);
+    if (*out)
+        return RL_OK;
+    char known[256] = "";
+    for (size_t i = 0, k = 0; i < sizeof s_recipes / sizeof s_recipes[0]; i++)
+        k += (size_t)snprintf(known + k, sizeof known - k, "%s%s", i ? ", " : "", s_recipes[i]->name);
+    return rl_error_set(RL_ECONFIG, "%s: trainer.recipe: unknown recipe '%s' (known: %s)",
+                        from_override ? "override" : job_path, name, known);
+}
+
+static void s_default_worker(char *buf, size_t len)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        snprintf(buf, len, "rl-worker");
+        return;
+    }
+    exe[n] = '\0';
+    snprintf(buf, len, "%s/rl-worker", dirname(exe));
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"cluster", required_argument, 0, 'c'}, {"config", required_argument, 0, 'j'},
+        {"log-level", required_argument, 0, 'l'}, {"worker", required_argument, 0, 'w'},
+        {"bind", required_argument, 0, 'b'},    {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},       {0, 0, 0, 0},
+    };
+    const char *cluster_path = NULL, *job_path = NULL, *bind = NULL, *level = "info";
+    char worker[PATH_MAX];
+    s_default_worker(worker, sizeof worker);
+    int c;
+    rl_log_set_identity("driver", -1);
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'c': cluster_path = optarg; break;
+        case 'j': job_path = optarg; break;
+        case 'l': {
+            rl_log_level lvl;
+            if (rl_log_parse_level(optarg, &lvl)) {
+                fprintf(stderr, "rl-driver: %s\n", rl_error_message());
+                return 1;
+            }
+            rl_log_set_level(lvl);
+            level = optarg;
+            break;
+        }
+        case 'w': snprintf(worker, sizeof worker, "%s", optarg); break;
+        case 'b': bind = optarg; break;
+        case 'h': s_usage(stdout); return 0;
+        case 'V': printf("rl-driver %s\n", RL_VERSION_STRING); return 0;
+        default: s_usage(stderr); return 1;
+        }
+    }
+    if (!cluster_path) {
+        fprintf(stderr, "rl-driver: --cluster is required\n");
+        s_usage(stderr);
+        return 1;
+    }
+    int n_over = argc - optind;
+    char **overrides = argv + optind;
+    for (int i = 0; i < n_over; i++) {
+        if (!strchr(overrides[i], '=')) {
+            fprintf(stderr, "rl-driver: argument '%s' is not a key=value override\n", overrides[i]);
+            return 1;
+        }
+    }
+    const rl_recipe *recipe;
+    if (s_pick_recipe(job_path, n_over, overrides, &recipe)) {
+        fprintf(stderr, "rl-driver: %s\n", rl_error_message());
+        return 1;
+    }
+    size_t dlen = strlen(RL_COMMON_DEFAULTS) + strlen(recipe->defaults_yaml) + 1;
+    char *defaults = malloc(dlen);
+    snprintf(defaults, dlen, "%s%s", RL_COMMON_DEFAULTS, recipe->defaults_yaml);
+    rl_config *job = rl_config_load_job(defaults, job_path, n_over, (const char *const *)overrides);
+    free(defaults);
+    if (!job) {
+        fprintf(stderr, "rl-driver: %s\n", rl_error_message());
+        return 1;
+    }
+    rl_cluster *cl = rl_cluster_load(cluster_path);
+    if (!cl) {
+        fprintf(stderr, "rl-driver: %s\n", rl_error_message());
+        rl_config_free(job);
+        return 1;
+    }
+    char *table = rl_cluster_table(cl);
+    rl_log_info("recipe %s, cluster %s:\n%s", recipe->name, cluster_path, table ? table : "");
+    free(table);
+
+    rl_driver_options opt = {.cluster = cl, .job = job, .worker_binary = worker,
+                             .bind_override = bind, .worker_log_level = level};
+    rl_driver *d = rl_driver_new(&opt);
+    if (!d) {
+        rl_log_error("%s", rl_error_message());
+        rl_cluster_free(cl);
+        rl_config_free(job);
+        return 1;
+    }
+    int status = 0;
+    if (rl_driver_start(d)) {
+        rl_log_error("start-up failed: %s", rl_error_message());
+        status = 1;
+    } else {
+        rl_log_info("all workers ready; running %s", recipe->name);
+        int rc = recipe->run(d, job);
+        if (rl_driver_interrupted(d)) {
+            rl_log_info("interrupted: shutting down cleanly");
+        } else if (rc) {
+            rl_log_error("recipe %s failed: %s", recipe->name, rl_error_message());
+            status = 1;
+        }
+    }
+    if (rl_driver_fatal(d))
+        status = 1;
+    if (rl_driver_shutdown(d, 10000)) {
+        rl_log_warn("%s", rl_error_message());
+        if (!rl_driver_interrupted(d))
+            status = status ? status : 1;
+    }
+    rl_driver_free(d);
+    rl_cluster_free(cl);
+    rl_config_free(job);
+    rl_log_info("exit %d", status);
+    return status;
+}

@@ -1,0 +1,33 @@
+/* driver/recipe.h — training loops of rl-driver, one file per recipe under
+ * driver/recipes/. A job's `trainer.recipe` picks one. Each recipe brings the
+ * defaults YAML that defines its known keys (overrides and job files are
+ * checked against them). */
+#ifndef RLRT_DRIVER_RECIPE_H
+#define RLRT_DRIVER_RECIPE_H
+
+#include "rlrt/config.h"
+#include "rlrt/runtime/driver.h"
+
+typedef struct rl_recipe {
+    const char *name;
+    const char *summary;
+    const char *defaults_yaml; /* merged under the common defaults */
+    /* Returns 0 when the recipe succeeded; an error code (message set)
+     * otherwise. Must return promptly once rl_driver_interrupted(d). */
+    int (*run)(rl_driver *d, const rl_config *job);
+} rl_recipe;
+
+extern const rl_recipe rl_recipe_selftest;
+
+/* Keys every job has. */
+#define RL_COMMON_DEFAULTS \
+    "trainer:\n" \
+    "  recipe: selftest\n" \
+    "  seed: 1\n" \
+    "  output_dir: runs/default\n" \
+    "rollout: {}\n" \
+    "actor: {}\n" \
+    "env: {}\n" \
+    "reward: {}\n"
+
+#endif

@@ -1,0 +1,210 @@
+/* rlrt/config.h — YAML configuration trees, typed getters, dotted overrides.
+ *
+ * Purpose: rl-driver and rl-worker read job.yaml / cluster.yaml into an
+ * rl_config tree (parsed with libyaml). Every node remembers the file, line
+ * and column it came from, so every error names them:
+ *
+ *     job.yaml:12:5: actor.optim.lr: expected a number, got 'fast'
+ *
+ * A job's known keys are a built-in defaults tree (YAML text compiled into the
+ * program) merged with the job file. rl_config_validate() rejects keys of the
+ * job file that the defaults do not know (suggesting the nearest known key by
+ * edit distance) and values of the wrong type; rl_config_override() applies a
+ * command-line `key=value`, parsing the value as the existing value's type.
+ * rl_config_load_job() does all of it in the order a driver needs.
+ *
+ * Paths: keys joined by '.', list items by "[i]" or ".i":
+ * "actor.optim.lr", "nodes[0].address", "nodes.0.address". The empty path ""
+ * is the root. Keys that contain '.' cannot be addressed by path (use the node
+ * API to iterate them).
+ *
+ * Scalar types: a scalar keeps its text and whether it was quoted. A plain
+ * scalar is an integer (decimal or 0x hex), a number (anything strtod takes,
+ * plus .inf/.nan), a boolean (true/false, yes/no, on/off; any case), null
+ * (~, null, or empty) or a string. Quoted scalars are strings for type
+ * checks, but the integer/number/boolean getters still accept a quoted
+ * numeric text so that a JSON round trip (which quotes e.g. ".inf") loses
+ * nothing. The string getter accepts any scalar.
+ *
+ * Open maps and nulls in the defaults: an EMPTY map in the defaults tree
+ * ("weights: {}") accepts any keys in the job file and in overrides; a null
+ * default ("tokenizer: ~") accepts a value of any type.
+ *
+ * Invariants: map keys are unique (duplicates are a parse error); nodes never
+ * change kind except through rl_config_set_yaml()/rl_config_override().
+ *
+ * Ownership: rl_config_parse_*(), rl_config_subtree(), rl_config_merge() and
+ * rl_config_load_job() return a tree the caller frees with rl_config_free().
+ * Node pointers (rl_config_node) are borrowed from their tree and valid until
+ * the tree is freed or modified. Strings returned by getters are borrowed the
+ * same way. rl_config_to_yaml()/rl_config_to_json() return malloc'd text the
+ * caller free()s.
+ */
+#ifndef RLRT_CONFIG_H
+#define RLRT_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rl_config rl_config;
+typedef struct rl_config_node rl_config_node;
+
+typedef enum rl_config_kind {
+    RL_CONFIG_SCALAR = 1,
+    RL_CONFIG_MAP = 2,
+    RL_CONFIG_LIST = 3
+} rl_config_kind;
+
+/* The value type of a node as the type checks see it. */
+typedef enum rl_config_type {
+    RL_CONFIG_T_NULL = 0,
+    RL_CONFIG_T_BOOL,
+    RL_CONFIG_T_INT,
+    RL_CONFIG_T_NUMBER, /* a float literal (an integer literal is T_INT) */
+    RL_CONFIG_T_STRING,
+    RL_CONFIG_T_LIST,
+    RL_CONFIG_T_MAP
+} rl_config_type;
+
+/* ---- parsing and freeing --------------------------------------------------- */
+
+/* Parses a YAML file (one document; an empty file is an empty map). Errors:
+ * RL_EIO (cannot read), RL_ECONFIG ("job.yaml:3:7: <libyaml's problem>"). */
+rl_config *rl_config_parse_file(const char *path);
+/* Parses YAML (or JSON: it is YAML flow syntax) text of `len` bytes; `name`
+ * stands for the file name in locations and messages. */
+rl_config *rl_config_parse_string(const char *text, size_t len,
+                                  const char *name);
+/* A tree holding an empty map, named `name`. */
+rl_config *rl_config_new(const char *name);
+void rl_config_free(rl_config *c);
+/* The file name the tree was read from (or the name given). */
+const char *rl_config_name(const rl_config *c);
+
+/* ---- typed getters by path --------------------------------------------------
+ * rl_config_get_X(): a missing key is RL_ENOTFOUND with
+ *     "job.yaml:4:3: actor.optim: missing key 'lr'"
+ * (the location of the deepest existing ancestor); a wrong type is RL_ECONFIG
+ * with "job.yaml:12:5: actor.optim.lr: expected a number, got 'fast'".
+ * rl_config_get_X_or(): a missing key (or a null value) gives `def` and 0; a
+ * wrong type is still an error. */
+int rl_config_get_string(const rl_config *c, const char *path,
+                         const char **out);
+int rl_config_get_int(const rl_config *c, const char *path, int64_t *out);
+int rl_config_get_double(const rl_config *c, const char *path, double *out);
+int rl_config_get_bool(const rl_config *c, const char *path, int *out);
+int rl_config_get_string_or(const rl_config *c, const char *path,
+                            const char *def, const char **out);
+int rl_config_get_int_or(const rl_config *c, const char *path, int64_t def,
+                         int64_t *out);
+int rl_config_get_double_or(const rl_config *c, const char *path, double def,
+                            double *out);
+int rl_config_get_bool_or(const rl_config *c, const char *path, int def,
+                          int *out);
+/* Number of items of the list at `path` (RL_ECONFIG if not a list). */
+int rl_config_list_len(const rl_config *c, const char *path, size_t *out);
+/* Number of entries of the map at `path` and the key of entry i (file
+ * order). */
+int rl_config_map_len(const rl_config *c, const char *path, size_t *out);
+int rl_config_map_key(const rl_config *c, const char *path, size_t i,
+                      const char **out);
+/* 1 if `path` names a node, else 0. */
+int rl_config_has(const rl_config *c, const char *path);
+
+/* ---- nodes -------------------------------------------------------------------
+ * Borrowed views for walking a tree (schemas with lists of maps, such as
+ * cluster.yaml, read through these). */
+const rl_config_node *rl_config_root(const rl_config *c);
+/* The node at `path` below `n`, or NULL (no message is set). */
+const rl_config_node *rl_config_node_at(const rl_config_node *n,
+                                        const char *path);
+rl_config_kind rl_config_node_kind(const rl_config_node *n);
+rl_config_type rl_config_node_type(const rl_config_node *n);
+/* Dotted path from the root of its tree, e.g. "roles.actor.placement[1]"
+ * ("" for the root). */
+const char *rl_config_node_path(const rl_config_node *n);
+const char *rl_config_node_file(const rl_config_node *n);
+int rl_config_node_line(const rl_config_node *n);   /* 1-based */
+int rl_config_node_column(const rl_config_node *n); /* 1-based */
+/* Scalar text (NULL for maps and lists); quoted: 1 if written quoted. */
+const char *rl_config_node_text(const rl_config_node *n);
+int rl_config_node_quoted(const rl_config_node *n);
+/* Map entries or list items. For lists rl_config_node_key() is NULL. */
+size_t rl_config_node_len(const rl_config_node *n);
+const char *rl_config_node_key(const rl_config_node *n, size_t i);
+const rl_config_node *rl_config_node_item(const rl_config_node *n, size_t i);
+/* Location of the KEY of map entry i (errors about a key point there). */
+int rl_config_node_key_line(const rl_config_node *n, size_t i);
+int rl_config_node_key_column(const rl_config_node *n, size_t i);
+/* Typed reads of one node (same messages as the path getters). */
+int rl_config_node_string(const rl_config_node *n, const char **out);
+int rl_config_node_int(const rl_config_node *n, int64_t *out);
+int rl_config_node_double(const rl_config_node *n, double *out);
+int rl_config_node_bool(const rl_config_node *n, int *out);
+/* Sets "file:line:col: path: " + printf message and returns `code`. */
+int rl_config_node_error(const rl_config_node *n, int code, const char *fmt,
+                         ...) __attribute__((format(printf, 3, 4)));
+/* RL_ECONFIG unless every key of map `n` is one of `allowed` (NULL
+ * terminated): "cluster.yaml:7:5: nodes[0]: unknown key 'adress'; did you
+ * mean 'address'?" (the location is the key's). */
+int rl_config_node_check_keys(const rl_config_node *n,
+                              const char *const *allowed);
+/* "a string", "an integer", "a number", "a boolean", "null", "a list",
+ * "a map". */
+const char *rl_config_type_name(rl_config_type t);
+
+/* ---- subtrees, merging, serialisation ------------------------------------- */
+
+/* Deep copy of the subtree at `path` (locations and paths are kept, so errors
+ * still point into the original file). RL_ENOTFOUND if missing. */
+rl_config *rl_config_subtree(const rl_config *c, const char *path);
+/* Deep copy of `base` with `over` laid on top: maps merge key by key
+ * (recursively), anything else in `over` replaces. Neither input changes. */
+rl_config *rl_config_merge(const rl_config *base, const rl_config *over);
+/* Block-style YAML of the subtree at `path` ("" = whole tree); scalars keep
+ * their quoting, so parsing it back gives the same types. */
+char *rl_config_to_yaml(const rl_config *c, const char *path);
+/* Compact JSON of the subtree at `path`: integers, numbers, booleans and
+ * nulls that are valid JSON literals are written bare, everything else as
+ * JSON strings. rl_config_parse_string() reads it back. */
+char *rl_config_to_json(const rl_config *c, const char *path);
+
+/* ---- setting values, overrides, validation ----------------------------------- */
+
+/* Replaces (or adds, creating intermediate maps) the node at `path` with the
+ * YAML value `yaml` (e.g. "3", "[1, 2]", "{a: 1}", "'text'"). */
+int rl_config_set_yaml(rl_config *c, const char *path, const char *yaml);
+/* Applies one command-line override "key=value" to a merged job tree. The key
+ * must name an existing node (else RL_ECONFIG "override algorithm.kl_cof=0.1:
+ * unknown key 'algorithm.kl_cof'; did you mean 'algorithm.kl_coef'?"). The
+ * value is parsed as YAML flow text and must have the existing value's type:
+ * an integer for an integer, an integer or a number for a number, a boolean
+ * for a boolean, a list for a list; for a string any scalar text is taken as
+ * the string; a null accepts anything; a map accepts a flow map only if it is
+ * open (empty). Wrong type: "override actor.ppo_epochs=fast: expected an
+ * integer, got 'fast'". */
+int rl_config_override(rl_config *c, const char *kv);
+int rl_config_override_all(rl_config *c, int n, const char *const *kvs);
+/* Checks `job` against `defaults`: every key in the job must exist in the
+ * defaults (except below open maps and null defaults), and every value must
+ * have the default's type (integer where a number is expected is fine).
+ * Errors carry the job file's location: "job.yaml:7:3: unknown key
+ * 'algorithm.kl_cof'; did you mean 'algorithm.kl_coef'?" or
+ * "job.yaml:12:5: actor.optim.lr: expected a number, got 'fast'". */
+int rl_config_validate(const rl_config *job, const rl_config *defaults);
+/* The driver's sequence: parse `defaults_yaml` (named "<defaults>"), parse
+ * `job_path` (NULL: defaults only), validate, merge, apply the overrides. */
+rl_config *rl_config_load_job(const char *defaults_yaml, const char *job_path,
+                              int n_overrides, const char *const *overrides);
+
+/* Levenshtein distance between two strings (used for suggestions). */
+size_t rl_edit_distance(const char *a, const char *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

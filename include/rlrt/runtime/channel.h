@@ -1,0 +1,78 @@
+/* rlrt/runtime/channel.h — direct worker-to-worker data channels and the
+ * versioned weight channel.
+ *
+ * Data channel: a ZeroMQ PAIR connection between two workers that the driver
+ * sets up (one side listens and reports its endpoint, the driver hands it to
+ * the other side), so per-step traffic — env observations to rollout, actions
+ * back — never passes through the driver (RLinf's channels). Messages are
+ * DataProtos in the usual zero-copy wire format.
+ *
+ * Weight channel: actor → rollout transfer of a flat float buffer (the model's
+ * parameter buffer, see rlrt/nn/params.h) in buckets, tagged with a version.
+ * The sender binds a ROUTER; receivers connect DEALERs and say which version
+ * they hold. rl_weight_send() pushes every bucket of `version` to every
+ * receiver (zero-copy, pipelined) and returns once all have acknowledged it.
+ * A receiver writes buckets into a staging buffer and switches its active
+ * buffer to the new version only when every bucket of that version arrived
+ * (and the byte count matched): readers never see a half-updated model.
+ * The API is the shape of an NCCL broadcast from the actor to the rollout
+ * ranks (flat buffer, count, version), so a GPU transport can replace the
+ * ZeroMQ one without touching callers.
+ *
+ * Threading: each object is used by one thread at a time.
+ * Ownership: constructors return objects freed with their *_free(); received
+ * DataProtos are the caller's; rl_weight_recv_active() returns a buffer owned
+ * by the receiver, valid until the next rl_weight_recv_poll().
+ */
+#ifndef RLRT_RUNTIME_CHANNEL_H
+#define RLRT_RUNTIME_CHANNEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rlrt/dataproto.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- data channel ------------------------------------------------------------ */
+
+typedef struct rl_channel rl_channel;
+
+/* Binds `bind` ("tcp://HOST:*" picks a free port). */
+rl_channel *rl_channel_listen(const char *bind);
+rl_channel *rl_channel_connect(const char *endpoint);
+/* The bound endpoint (listen side) or the peer's (connect side). */
+const char *rl_channel_endpoint(const rl_channel *ch);
+int rl_channel_send(rl_channel *ch, const rl_dataproto *dp, int timeout_ms);
+/* RL_ETIMEOUT if nothing arrives in timeout_ms (< 0: wait forever). */
+int rl_channel_recv(rl_channel *ch, rl_dataproto **out, int timeout_ms);
+void rl_channel_free(rl_channel *ch);
+
+/* ---- weight channel ------------------------------------------------------------ */
+
+typedef struct rl_weight_sender rl_weight_sender;
+typedef struct rl_weight_receiver rl_weight_receiver;
+
+/* bucket_bytes: transfer unit (default 4 MiB when 0). */
+rl_weight_sender *rl_weight_sender_new(const char *bind, size_t bucket_bytes);
+const char *rl_weight_sender_endpoint(const rl_weight_sender *s);
+/* Sends buf[0..count) as `version` to `n_receivers` receivers (waits up to
+ * timeout_ms for them to connect and to acknowledge). version must grow. */
+int rl_weight_send(rl_weight_sender *s, uint64_t version, const float *buf, int64_t count,
+                   int n_receivers, int timeout_ms);
+void rl_weight_sender_free(rl_weight_sender *s);
+
+rl_weight_receiver *rl_weight_receiver_new(const char *endpoint, int64_t count);
+/* Receives until a complete newer version is active (returns 0) or the time
+ * runs out (RL_ETIMEOUT; the active version is unchanged). */
+int rl_weight_recv_poll(rl_weight_receiver *r, int timeout_ms);
+/* The active buffer (count floats) and its version (0 = none yet). */
+const float *rl_weight_recv_active(const rl_weight_receiver *r, uint64_t *version);
+void rl_weight_receiver_free(rl_weight_receiver *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

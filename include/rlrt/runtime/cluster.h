@@ -1,0 +1,129 @@
+/* rlrt/runtime/cluster.h — cluster.yaml: nodes, role placement, supervision.
+ *
+ * Purpose: rl-driver reads cluster.yaml to know which machines exist, how to
+ * start workers on each (launch mode), where every (role, rank) runs and on
+ * which GPUs, where the driver listens, and the heartbeat / restart policy.
+ * The result is a flat placement table the launcher walks.
+ *
+ * Schema (keys not listed are errors, with a suggestion):
+ *
+ *   driver:                       # required
+ *     bind: 0.0.0.0               # interface the ROUTER binds (default *)
+ *     address: 10.0.0.1           # address workers connect to (default: the
+ *                                 #   address of driver.node, else of nodes[0])
+ *     node: head                  # optional: the node the driver runs on
+ *     port: 5555                  # required, 1..65535
+ *   heartbeat: {interval_s: 1.0, liveness: 3}          # defaults 1 s x 3
+ *   restart: {max_restarts: 3, backoff_s: 1.0, backoff_max_s: 30.0}
+ *   external_wait_timeout_s: 300  # how long to wait for external workers
+ *   nodes:                        # required, at least one
+ *     - name: gpu0                # required, unique
+ *       address: 10.0.0.2         # required
+ *       gpus: 8                   # default 0
+ *       launch: local             # local | ssh | external (default local)
+ *       ssh: {user: rl, command: "ssh -o BatchMode=yes"}   # ssh only
+ *   roles:                        # required; keys: rollout actor env reward
+ *     actor:
+ *       count: 2                  # required, >= 0
+ *       placement:                # one entry per rank, ranks 0..count-1
+ *         - {rank: 0, node: gpu0, gpus: [0, 1]}
+ *         - {rank: 1, node: gpu0, gpus: [2, 3]}
+ *     reward: {count: 2, node: gpu0}   # shorthand: every rank on one node,
+ *                                      # no GPUs
+ *
+ * Invariants (checked by rl_cluster_load): node names unique; every
+ * placement names a known node; GPU indices < that node's gpus and not
+ * repeated within one rank; ranks of a role are exactly 0..count-1, each
+ * once. Errors are RL_ECONFIG with "cluster.yaml:LINE:COL: path: problem".
+ *
+ * Ownership: rl_cluster_load()/rl_cluster_from_config() return an object
+ * freed with rl_cluster_free(); all arrays and strings inside belong to it.
+ * rl_cluster_table() returns malloc'd text.
+ */
+#ifndef RLRT_RUNTIME_CLUSTER_H
+#define RLRT_RUNTIME_CLUSTER_H
+
+#include "rlrt/config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RL_CLUSTER_NAME_MAX 64
+#define RL_CLUSTER_ADDR_MAX 256
+#define RL_CLUSTER_MAX_GPUS 64
+
+typedef enum rl_role {
+    RL_ROLE_ROLLOUT = 0,
+    RL_ROLE_ACTOR = 1,
+    RL_ROLE_ENV = 2,
+    RL_ROLE_REWARD = 3,
+    RL_ROLE_COUNT = 4
+} rl_role;
+
+typedef enum rl_launch_mode {
+    RL_LAUNCH_LOCAL = 0,    /* the driver spawns and supervises the worker */
+    RL_LAUNCH_SSH = 1,      /* the driver starts it over ssh */
+    RL_LAUNCH_EXTERNAL = 2  /* systemd/Kubernetes start it; the driver waits */
+} rl_launch_mode;
+
+/* "rollout", "actor", "env", "reward". */
+const char *rl_role_name(rl_role r);
+/* 0 and *out on success; RL_EINVAL "unknown role 'x' (allowed: rollout,
+ * actor, env, reward)" otherwise. */
+int rl_role_parse(const char *name, rl_role *out);
+const char *rl_launch_mode_name(rl_launch_mode m);
+
+typedef struct rl_cluster_node {
+    char name[RL_CLUSTER_NAME_MAX];
+    char address[RL_CLUSTER_ADDR_MAX];
+    int gpus;
+    rl_launch_mode launch;
+    char ssh_user[RL_CLUSTER_NAME_MAX];     /* "" = the current user */
+    char ssh_command[RL_CLUSTER_ADDR_MAX];  /* default "ssh" */
+    int line;                               /* where it is defined */
+} rl_cluster_node;
+
+typedef struct rl_placement {
+    rl_role role;
+    int rank;
+    int node; /* index into rl_cluster.nodes */
+    int ngpus;
+    int gpus[RL_CLUSTER_MAX_GPUS];
+} rl_placement;
+
+typedef struct rl_cluster {
+    char file[RL_CLUSTER_ADDR_MAX];
+    rl_cluster_node *nodes;
+    int n_nodes;
+    int role_count[RL_ROLE_COUNT];
+    /* Sorted by role (enum order), then rank. */
+    rl_placement *placements;
+    int n_placements;
+    int driver_node;                            /* -1 if not given */
+    char driver_bind[RL_CLUSTER_ADDR_MAX];      /* e.g. "*" */
+    char driver_address[RL_CLUSTER_ADDR_MAX];
+    int driver_port;
+    char driver_bind_endpoint[RL_CLUSTER_ADDR_MAX + 16]; /* tcp://0.0.0.0:5555 (bind form) */
+    char driver_endpoint[RL_CLUSTER_ADDR_MAX + 16];      /* tcp://10.0.0.1:5555 */
+    double heartbeat_interval_s; /* default 1.0 */
+    int heartbeat_liveness;      /* default 3 */
+    int restart_max;             /* default 3 */
+    double restart_backoff_s;    /* default 1.0 (doubles per restart) */
+    double restart_backoff_max_s; /* default 30.0 */
+    double external_wait_timeout_s; /* default 300.0 */
+} rl_cluster;
+
+rl_cluster *rl_cluster_load(const char *path);
+rl_cluster *rl_cluster_from_config(const rl_config *c);
+void rl_cluster_free(rl_cluster *cl);
+/* The placement of (role, rank), or NULL. */
+const rl_placement *rl_cluster_find(const rl_cluster *cl, rl_role role, int rank);
+/* Human-readable placement table, one line per rank:
+ * "role     rank  node   address    launch    gpus" */
+char *rl_cluster_table(const rl_cluster *cl);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

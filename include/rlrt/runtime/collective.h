@@ -1,0 +1,120 @@
+/* rlrt/runtime/collective.h — collectives among W ranks (CPU: a ring over
+ * ZeroMQ; shaped like NCCL so a GPU backend drops in).
+ *
+ * Purpose: FSDP actor ranks all-gather parameters before the forward pass,
+ * reduce-scatter gradients after the backward pass and broadcast weights;
+ * barrier orders phases. On CPU every rank is a process (or thread) with a
+ * PULL socket bound for its left neighbour and a PUSH socket connected to its
+ * right neighbour; every operation is a ring algorithm whose chunks are cut
+ * into segments (options.segment_bytes) so large buffers stream: a segment is
+ * forwarded as soon as it has been received and reduced.
+ *
+ * Setup (as with ncclGetUniqueId / ncclCommInitRank): one party creates an
+ * rl_comm_id — the rendezvous endpoint that rank 0 binds plus a random nonce —
+ * and the driver hands its text form to every rank over the control plane;
+ * each rank then calls rl_comm_init_rank(id, world, rank). Rank 0 collects
+ * every rank's data endpoint and tells each rank its right neighbour.
+ *
+ * Layout: the chunks of a `count`-element buffer are the FSDP shards of
+ * rl_param_shard_range(count, world, r) (include/rlrt/nn/params.h): chunk r
+ * is [r*ceil(count/W), min(count, (r+1)*ceil(count/W))), so trailing chunks
+ * may be short or empty. reduce-scatter leaves rank r exactly its shard;
+ * all-gather takes it back.
+ *
+ * Reduction order (deterministic): element i of chunk c is summed along the
+ * ring starting after its owner and ending at it,
+ *     ((x[c+1] + x[c+2]) + ... + x[c+W-1]) + x[c]      (rank indices mod W)
+ * in float32, so every rank gets bit-identical results and a single process
+ * that adds in that order reproduces them exactly. RL_REDUCE_AVG divides the
+ * final sum by W (a float division).
+ *
+ * Invariants: every rank calls the same operations in the same order with
+ * the same count/root/op (a wrong size is detected and reported as
+ * RL_EPROTO; a rank that stops answering gives RL_ETIMEOUT after
+ * options.timeout_s). After any error the communicator is unusable
+ * (RL_ESTATE) and must be destroyed. Calls on one communicator are not
+ * thread-safe; use one communicator per thread.
+ *
+ * In place: sendbuf == recvbuf is allowed for broadcast and all-reduce;
+ * reduce-scatter may use recvbuf == sendbuf + shard_begin, all-gather
+ * sendbuf == recvbuf + shard_begin.
+ *
+ * Ownership: rl_comm_init_rank() returns a communicator destroyed with
+ * rl_comm_destroy(); the buffers stay the caller's.
+ */
+#ifndef RLRT_RUNTIME_COLLECTIVE_H
+#define RLRT_RUNTIME_COLLECTIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RL_COMM_ID_BYTES 256
+
+/* Opaque rendezvous blob; its bytes are a NUL-terminated text
+ * "rlcomm1 <nonce> <endpoint>" that can travel in any message. */
+typedef struct rl_comm_id {
+    char bytes[RL_COMM_ID_BYTES];
+} rl_comm_id;
+
+typedef struct rl_comm rl_comm;
+
+typedef enum rl_reduce_op {
+    RL_REDUCE_SUM = 0,
+    RL_REDUCE_AVG = 1
+} rl_reduce_op;
+
+typedef struct rl_comm_options {
+    double timeout_s;     /* per receive and for setup; default 120 */
+    size_t segment_bytes; /* pipelining unit; default 1 MiB (rounded to floats) */
+    /* Address this rank's data socket binds and advertises (tcp only).
+     * NULL: the local address that routes to rank 0's host. */
+    const char *listen_host;
+    int io_threads;       /* ZeroMQ I/O threads; default 1 */
+} rl_comm_options;
+
+void rl_comm_options_default(rl_comm_options *o);
+
+/* Makes a new id. `endpoint`:
+ *   "tcp://HOST:PORT"  rank 0 will bind it;
+ *   "tcp://HOST"       a free port on HOST is picked now;
+ *   "ipc:///path"      a Unix socket path (ranks' sockets are path-rN);
+ *   NULL               a fresh ipc path under /tmp (all ranks on one host). */
+int rl_comm_id_create(rl_comm_id *id, const char *endpoint);
+/* The text form (for the control plane) and back (RL_EINVAL if malformed). */
+const char *rl_comm_id_string(const rl_comm_id *id);
+int rl_comm_id_parse(rl_comm_id *id, const char *text);
+
+/* Joins the communicator; blocks until all `world` ranks have joined (or
+ * options->timeout_s passes: NULL + RL_ETIMEOUT). `opt` may be NULL. */
+rl_comm *rl_comm_init_rank(const rl_comm_id *id, int world, int rank,
+                           const rl_comm_options *opt);
+void rl_comm_destroy(rl_comm *c);
+int rl_comm_rank(const rl_comm *c);
+int rl_comm_world(const rl_comm *c);
+
+/* recvbuf[0..count) = root's sendbuf[0..count) on every rank (sendbuf is
+ * read on the root only). */
+int rl_comm_broadcast(rl_comm *c, const float *sendbuf, float *recvbuf,
+                      int64_t count, int root);
+/* recvbuf[i] = op over ranks of sendbuf[i], i < count. */
+int rl_comm_all_reduce(rl_comm *c, const float *sendbuf, float *recvbuf,
+                       int64_t count, rl_reduce_op op);
+/* sendbuf has `count` elements; recvbuf receives this rank's shard
+ * [begin, end) of the reduced buffer (end - begin elements, possibly 0). */
+int rl_comm_reduce_scatter(rl_comm *c, const float *sendbuf, float *recvbuf,
+                           int64_t count, rl_reduce_op op);
+/* sendbuf holds this rank's shard (end - begin elements) of a `count`-element
+ * buffer; recvbuf (count elements) receives every rank's shard. */
+int rl_comm_all_gather(rl_comm *c, const float *sendbuf, float *recvbuf,
+                       int64_t count);
+/* Returns when every rank has entered the barrier. */
+int rl_comm_barrier(rl_comm *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,127 @@
+/* rlrt/runtime/driver.h — the single controller: worker groups, dispatch,
+ * futures, heartbeats and supervision.
+ *
+ * Purpose: verl's RayWorkerGroup + @register dispatch modes with native
+ * daemons. The driver binds a ROUTER; every (role, rank) of cluster.yaml is a
+ * slot that a worker fills by saying HELLO. `local` slots are spawned with
+ * uv_spawn, `ssh` slots with `ssh HOST rl-worker ...`, `external` slots are
+ * waited for. A group per role offers calls in four dispatch modes:
+ *   one_to_all  the same DataProto to every rank, one result per rank;
+ *   dp_compute  the batch chunked across ranks (padded when rows don't
+ *               divide), replies concatenated in rank order, padding stripped;
+ *   rank_zero   rank 0 only;
+ *   all_to_all  a list of per-rank DataProtos, one result per rank.
+ * Calls return futures so a recipe can overlap roles.
+ *
+ * Threading: single-threaded. Everything runs in the driver's libuv loop on
+ * the calling thread; rl_future_wait() and rl_driver_poll() pump that loop,
+ * so heartbeats, child exits and signals are handled while the recipe waits.
+ * Driver-side computation between waits should stay short (< heartbeat ×
+ * liveness) or call rl_driver_poll(d, 0) now and then.
+ *
+ * Failure handling: a worker silent for interval × liveness, or whose process
+ * exits, is dead; its in-flight calls fail with an error naming the worker
+ * and the method. local/ssh workers are restarted with exponential backoff up
+ * to restart.max_restarts; calls made while a rank restarts are queued and
+ * sent once it is READY again. If a role cannot be restored every wait fails
+ * with that message and rl_driver_fatal() is set.
+ *
+ * Ownership: rl_driver_new() borrows the cluster and job config (they must
+ * outlive the driver). Futures are the caller's (rl_future_free()); results
+ * taken from a future are the caller's.
+ */
+#ifndef RLRT_RUNTIME_DRIVER_H
+#define RLRT_RUNTIME_DRIVER_H
+
+#include "rlrt/config.h"
+#include "rlrt/dataproto.h"
+#include "rlrt/runtime/cluster.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rl_driver rl_driver;
+typedef struct rl_group rl_group;
+typedef struct rl_future rl_future;
+
+typedef enum rl_dispatch {
+    RL_DISPATCH_ONE_TO_ALL = 0,
+    RL_DISPATCH_DP_COMPUTE = 1,
+    RL_DISPATCH_RANK_ZERO = 2,
+    RL_DISPATCH_ALL_TO_ALL = 3
+} rl_dispatch;
+
+const char *rl_dispatch_name(rl_dispatch mode);
+
+typedef struct rl_driver_options {
+    const rl_cluster *cluster;  /* borrowed */
+    const rl_config *job;       /* borrowed; may be NULL. Each worker gets the
+                                   subtree named after its role (or {}) */
+    const char *worker_binary;  /* rl-worker for local/ssh launch */
+    const char *bind_override;  /* e.g. "tcp://127.0.0.1:*" (tests); NULL =
+                                   the cluster's bind endpoint */
+    const char *worker_log_level; /* passed as --log-level; NULL = info */
+    int ready_timeout_ms;       /* local/ssh start-up; default 30000 */
+} rl_driver_options;
+
+rl_driver *rl_driver_new(const rl_driver_options *opt);
+/* Launches local/ssh workers and waits until every slot is READY (external
+ * ones up to cluster external_wait_timeout_s). On timeout: RL_ETIMEOUT with
+ * the list of missing workers. */
+int rl_driver_start(rl_driver *d);
+/* The endpoint workers connect to (after a wildcard bind: the real port). */
+const char *rl_driver_endpoint(const rl_driver *d);
+/* Group of a role ("rollout", ...); NULL if the role has no ranks. */
+rl_group *rl_driver_group(rl_driver *d, const char *role);
+int rl_group_size(const rl_group *g);
+const char *rl_group_role(const rl_group *g);
+/* pid of a local rank's process (0 if none) — for tests and logs. */
+int rl_group_pid(const rl_group *g, int rank);
+/* Address of the node a rank is placed on (from cluster.yaml). */
+const char *rl_group_address(const rl_group *g, int rank);
+/* Waits until every rank of the group is READY. */
+int rl_group_wait_ready(rl_group *g, int timeout_ms);
+
+/* one_to_all, dp_compute, rank_zero. `in` may be NULL (empty batch); it is
+ * not modified and may be freed right after the call. */
+rl_future *rl_group_call(rl_group *g, const char *method, rl_dispatch mode,
+                         const rl_dataproto *in);
+/* all_to_all: per_rank[0..size) (entries may be NULL). */
+rl_future *rl_group_call_each(rl_group *g, const char *method,
+                              rl_dataproto *const *per_rank);
+
+/* Pumps the loop until the future completes: every rank answered, or one
+ * failed (the others' late answers are dropped). 0 on success; on failure the
+ * error code with a message naming the worker(s) and the method;
+ * RL_ETIMEOUT after timeout_ms (< 0: no limit); RL_ESTATE if interrupted
+ * (SIGTERM/SIGINT) or the driver is fatal. */
+int rl_future_wait(rl_future *f, int timeout_ms);
+int rl_future_done(const rl_future *f);
+/* dp_compute: the concatenated, unpadded result; rank_zero: rank 0's;
+ * one_to_all/all_to_all: RL_EINVAL (use rl_future_take_rank). *out may be
+ * NULL when the worker returned no payload. */
+int rl_future_take(rl_future *f, rl_dataproto **out);
+int rl_future_take_rank(rl_future *f, int rank, rl_dataproto **out);
+void rl_future_free(rl_future *f);
+/* Call + wait + take in one (dp_compute / rank_zero). */
+int rl_group_call_sync(rl_group *g, const char *method, rl_dispatch mode,
+                       const rl_dataproto *in, rl_dataproto **out);
+
+/* Runs the loop for up to timeout_ms (0: only what is ready now). */
+int rl_driver_poll(rl_driver *d, int timeout_ms);
+/* Set by SIGTERM/SIGINT. */
+int rl_driver_interrupted(const rl_driver *d);
+/* Non-NULL once a role cannot be restored. */
+const char *rl_driver_fatal(const rl_driver *d);
+/* Total worker restarts so far. */
+int rl_driver_restarts(const rl_driver *d);
+/* SHUTDOWN to every worker, waits for local children (SIGKILL after
+ * timeout_ms), closes everything. 0 if every child exited with status 0. */
+int rl_driver_shutdown(rl_driver *d, int timeout_ms);
+void rl_driver_free(rl_driver *d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

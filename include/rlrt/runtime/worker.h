@@ -1,0 +1,89 @@
+/* rlrt/runtime/worker.h — the rl-worker serve loop and role method tables.
+ *
+ * Purpose: a worker connects a DEALER to the driver's ROUTER and speaks
+ *   HELLO → CONFIGURE → READY, then CALL → REPLY | ERROR, HEARTBEAT both ways,
+ *   SHUTDOWN / DISCONNECT.
+ * Method handlers run on ONE compute thread, in arrival order; the main
+ * thread runs a libuv loop (signals, heartbeat timer, the ZeroMQ socket) so
+ * heartbeats keep flowing however long a handler takes. A handler's result is
+ * handed back to the loop through a mutex-protected queue and a uv_async.
+ *
+ * Failure handling (zguide Paranoid Pirate): if nothing arrives from the
+ * driver for heartbeat × liveness, the worker assumes the driver is gone,
+ * closes its socket and reconnects with exponential backoff (re-sending
+ * HELLO); after `give_up_ms` without a driver it exits with status 2.
+ * An unknown method, a bad payload or a handler error becomes an ERROR reply,
+ * never a crash of the worker.
+ *
+ * Threading: rl_worker_ctx is shared between the loop and the compute
+ * thread; handlers may read ctx->config and keep state in ctx->user, and
+ * should poll rl_worker_should_stop() in long loops.
+ */
+#ifndef RLRT_RUNTIME_WORKER_H
+#define RLRT_RUNTIME_WORKER_H
+
+#include <stdint.h>
+
+#include "rlrt/config.h"
+#include "rlrt/dataproto.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rl_worker_ctx {
+    const char *role;
+    int rank;
+    int world_size;        /* ranks in this role's group (from CONFIGURE) */
+    const char *node;
+    rl_config *config;     /* the role's config subtree (from CONFIGURE) */
+    void *user;            /* role state, owned by the role's init/fini */
+    volatile int stop;     /* set when the worker is shutting down */
+} rl_worker_ctx;
+
+/* A handler: `in` is the call's DataProto (never NULL: an empty batch when
+ * the call had none; meta carries small arguments). On success set *out (may
+ * stay NULL for "no payload") and return 0; on failure return a negative
+ * rl_status with rl_error_set() — the message goes back to the driver. */
+typedef int (*rl_method_fn)(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out);
+
+typedef struct rl_method {
+    const char *name;
+    rl_method_fn fn;
+} rl_method;
+
+typedef struct rl_worker_role {
+    const char *name;
+    const rl_method *methods; /* terminated by {NULL, NULL} */
+    /* Optional: called on the compute thread after CONFIGURE (config set). */
+    int (*init)(rl_worker_ctx *ctx);
+    void (*fini)(rl_worker_ctx *ctx);
+} rl_worker_role;
+
+typedef struct rl_worker_options {
+    const char *role;
+    int rank;
+    const char *driver;    /* tcp://host:port */
+    const char *node;      /* defaults to the host name */
+    int heartbeat_ms;      /* until CONFIGURE says otherwise; default 1000 */
+    int liveness;          /* default 3 */
+    int give_up_ms;        /* exit 2 after this long without a driver; default 60000 */
+} rl_worker_options;
+
+/* Runs until SHUTDOWN, SIGTERM/SIGINT (returns 0) or giving up on the driver
+ * (returns 2); 1 on a start-up error (message set). */
+int rl_worker_run(const rl_worker_options *opt, const rl_worker_role *role);
+
+int rl_worker_should_stop(const rl_worker_ctx *ctx);
+
+/* Methods every role has (common/runtime/builtin.c): echo, add (x +
+ * meta.value), sleep (meta.ms), fail (returns an error), whoami, and the
+ * plumbing checks of the selftest recipe: coll_check (every collective,
+ * verified exactly), weights_open/weights_send/weights_recv (weight channel),
+ * channel_open/channel_connect/channel_pingpong (direct data channels). */
+extern const rl_method rl_builtin_methods[];
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,41 @@
+/* rlrt/runtime/zuv.h — ZeroMQ sockets inside a libuv event loop.
+ *
+ * Purpose: the daemons run one libuv loop on their main thread (signals,
+ * timers, child processes) and poll their ZeroMQ sockets through it. A ZeroMQ
+ * socket exposes ZMQ_FD, which is EDGE-triggered: it becomes readable when the
+ * socket's state changed, and every zmq_send/zmq_recv may consume that edge.
+ * So the watcher drains: on every wake-up it reads ZMQ_EVENTS and calls the
+ * callback while ZMQ_POLLIN is set; and after the program sends on the socket
+ * it must call rl_zuv_kick(), which re-checks ZMQ_EVENTS on the next loop
+ * iteration (a send may have pulled pending input into the socket without a
+ * new edge).
+ *
+ * Invariants: the callback must consume exactly one message (all its frames)
+ * per call. The watcher never touches the socket from another thread.
+ *
+ * Ownership: rl_zuv_start() returns a watcher owned by the caller; stop it
+ * with rl_zuv_stop(), which frees it once libuv has closed its handles (the
+ * socket itself stays the caller's).
+ */
+#ifndef RLRT_RUNTIME_ZUV_H
+#define RLRT_RUNTIME_ZUV_H
+
+#include <uv.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef void (*rl_zuv_readable_fn)(void *zsock, void *arg);
+
+typedef struct rl_zuv rl_zuv;
+
+rl_zuv *rl_zuv_start(uv_loop_t *loop, void *zsock, rl_zuv_readable_fn cb, void *arg);
+/* Schedules a drain on the next loop iteration (call after sending). */
+void rl_zuv_kick(rl_zuv *w);
+void rl_zuv_stop(rl_zuv *w);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,35 @@
+#!/bin/bash
+# rl-driver / rl-worker command lines: --help, --version, and the exact
+# messages for bad overrides, bad job keys and bad cluster files.
+. "$(dirname "$0")/lib.bash"
+d=$(tmpdir)
+trap 'rm -rf "$d"' EXIT
+expect() { # expect "message" cmd...: cmd must fail and print message
+    local want=$1; shift
+    local got
+    got=$("$@" 2>&1) && fail "'$*' succeeded"
+    echo "$got" | grep -qF -- "$want" || fail "'$*' printed: $got -- expected: $want"
+}
+"$BIN/rl-driver" --help | grep -q "usage: rl-driver" || fail "driver --help"
+"$BIN/rl-worker" --help | grep -q "usage: rl-worker" || fail "worker --help"
+"$BIN/rl-driver" --version | grep -q "^rl-driver [0-9]" || fail "driver --version"
+"$BIN/rl-worker" --version | grep -q "^rl-worker [0-9]" || fail "worker --version"
+C=examples/cluster-local.yaml
+J=examples/selftest.yaml
+expect "override selftest.round=2: unknown key 'selftest.round'; did you mean 'selftest.rounds'?" \
+    "$BIN/rl-driver" --cluster $C --config $J selftest.round=2
+expect "override selftest.rounds=many: expected an integer, got 'many'" \
+    "$BIN/rl-driver" --cluster $C --config $J selftest.rounds=many
+expect "argument 'selftest.rounds' is not a key=value override" \
+    "$BIN/rl-driver" --cluster $C --config $J selftest.rounds
+printf 'trainer:\n  recipe: selftest\nselftest:\n  rowz: 3\n' >"$d/job.yaml"
+expect "$d/job.yaml:4:3: unknown key 'selftest.rowz'; did you mean 'selftest.rows'?" \
+    "$BIN/rl-driver" --cluster $C --config "$d/job.yaml"
+printf 'trainer:\n  recipe: grpo_typo\n' >"$d/job2.yaml"
+expect "trainer.recipe: unknown recipe 'grpo_typo'" "$BIN/rl-driver" --cluster $C --config "$d/job2.yaml"
+sed 's/count: 2\(.*reward\)\?/count: 2/' $C | sed 's/^  env:/  critic:/' >"$d/bad.yaml"
+expect "unknown role" "$BIN/rl-driver" --cluster "$d/bad.yaml" --config $J
+expect "unknown role 'critic' (allowed: rollout, actor, env, reward)" \
+    "$BIN/rl-worker" --role critic --driver tcp://127.0.0.1:1
+expect "--role and --driver are required" "$BIN/rl-worker" --role actor
+expect "missing.yaml: cannot open: No such file or directory" "$BIN/rl-driver" --cluster "$d/missing.yaml" --config $J

@@ -1,0 +1,185 @@
+/* test_channel.c — direct data channels and the versioned weight channel:
+ * round trips, multiple receivers, version ordering, size mismatches, and
+ * that a partially received version never becomes active. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <zmq.h>
+#include <cmocka.h>
+
+#include "rlrt/rlrt.h"
+#include "rlrt/runtime/channel.h"
+
+static void test_data_channel_round_trip(void **state)
+{
+    (void)state;
+    rl_channel *a = rl_channel_listen("tcp://127.0.0.1:*");
+    assert_non_null(a);
+    assert_non_null(strstr(rl_channel_endpoint(a), "tcp://127.0.0.1:"));
+    rl_channel *b = rl_channel_connect(rl_channel_endpoint(a));
+    assert_non_null(b);
+    rl_dataproto *dp = rl_dataproto_new();
+    int64_t shape[2] = {3, 4};
+    float *x = rl_tensor_data(rl_dataproto_new_tensor(dp, "x", RL_F32, 2, shape));
+    for (int i = 0; i < 12; i++)
+        x[i] = (float)i;
+    rl_column_set_str(rl_dataproto_new_column(dp, "uid", RL_COL_STRING), 2, "p2");
+    assert_int_equal(rl_channel_send(b, dp, 1000), 0);
+    rl_dataproto *got = NULL;
+    assert_int_equal(rl_channel_recv(a, &got, 2000), 0);
+    assert_true(rl_dataproto_equal(dp, got));
+    rl_dataproto_free(got);
+    assert_int_equal(rl_channel_recv(a, &got, 50), RL_ETIMEOUT);
+    assert_non_null(strstr(rl_error_message(), "nothing received in 50 ms"));
+    rl_dataproto_free(dp);
+    rl_channel_free(a);
+    rl_channel_free(b);
+    assert_null(rl_channel_connect("bogus://x"));
+}
+
+typedef struct {
+    const char *endpoint;
+    int64_t count;
+    int versions; /* how many versions to wait for */
+    int rc;
+    uint64_t version;
+    float first, last;
+} s_recv_job;
+
+static void *s_receiver(void *arg)
+{
+    s_recv_job *j = arg;
+    rl_weight_receiver *r = rl_weight_receiver_new(j->endpoint, j->count);
+    if (!r) {
+        j->rc = -1;
+        return NULL;
+    }
+    for (int v = 0; v < j->versions; v++)
+        if ((j->rc = rl_weight_recv_poll(r, 10000)))
+            break;
+    const float *w = rl_weight_recv_active(r, &j->version);
+    j->first = w[0];
+    j->last = w[j->count - 1];
+    rl_weight_receiver_free(r);
+    return NULL;
+}
+
+static void test_weight_channel_two_receivers_two_versions(void **state)
+{
+    (void)state;
+    const int64_t count = 1000003; /* several 1 MiB buckets, last one short */
+    rl_weight_sender *s = rl_weight_sender_new("tcp://127.0.0.1:*", 1 << 20);
+    assert_non_null(s);
+    s_recv_job jobs[2] = {{rl_weight_sender_endpoint(s), count, 2, 0, 0, 0, 0},
+                          {rl_weight_sender_endpoint(s), count, 2, 0, 0, 0, 0}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&th[i], NULL, s_receiver, &jobs[i]);
+    float *buf = malloc(sizeof(float) * count);
+    for (int v = 1; v <= 2; v++) {
+        for (int64_t i = 0; i < count; i++)
+            buf[i] = (float)(i % 7) + 10.0f * v;
+        assert_int_equal(rl_weight_send(s, (uint64_t)v, buf, count, 2, 10000), 0);
+    }
+    assert_int_equal(rl_weight_send(s, 2, buf, count, 2, 1000), RL_EINVAL);
+    assert_non_null(strstr(rl_error_message(), "version 2 is not newer than 2"));
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(jobs[i].rc, 0);
+        assert_int_equal(jobs[i].version, 2);
+        assert_true(jobs[i].first == 20.0f);
+        assert_true(jobs[i].last == (float)((count - 1) % 7) + 20.0f);
+    }
+    free(buf);
+    rl_weight_sender_free(s);
+}
+
+static void test_weight_channel_size_mismatch(void **state)
+{
+    (void)state;
+    rl_weight_sender *s = rl_weight_sender_new("tcp://127.0.0.1:*", 1 << 16);
+    s_recv_job job = {rl_weight_sender_endpoint(s), 10, 1, 0, 0, 0, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, s_receiver, &job);
+    float buf[20] = {0};
+    rl_weight_send(s, 1, buf, 20, 1, 1500); /* receiver never acknowledges */
+    pthread_join(th, NULL);
+    assert_int_equal(job.rc, RL_ESHAPE);
+    assert_int_equal(job.version, 0);
+    rl_weight_sender_free(s);
+}
+
+/* A raw sender delivers only bucket 0 of 2 of version 2: the receiver keeps
+ * version 1 active and unchanged. Header layout as in channel.c. */
+typedef struct {
+    uint32_t magic, index, n_buckets, pad;
+    uint64_t version, offset, count, total;
+} s_bucket;
+
+static void s_raw_bucket(void *router, const void *id, size_t idn, uint32_t index, uint32_t n,
+                         uint64_t version, uint64_t off, const float *data, uint64_t cnt, uint64_t total)
+{
+    s_bucket h = {0x42574c52u, index, n, 0, version, off, cnt, total};
+    zmq_send(router, id, idn, ZMQ_SNDMORE);
+    zmq_send(router, &h, sizeof h, ZMQ_SNDMORE);
+    zmq_send(router, data, cnt * sizeof(float), 0);
+}
+
+static void test_weight_partial_version_never_active(void **state)
+{
+    (void)state;
+    void *ctx = zmq_ctx_new();
+    void *router = zmq_socket(ctx, ZMQ_ROUTER);
+    int linger = 0;
+    zmq_setsockopt(router, ZMQ_LINGER, &linger, sizeof linger);
+    assert_int_equal(zmq_bind(router, "tcp://127.0.0.1:*"), 0);
+    char ep[256];
+    size_t len = sizeof ep;
+    zmq_getsockopt(router, ZMQ_LAST_ENDPOINT, ep, &len);
+    rl_weight_receiver *r = rl_weight_receiver_new(ep, 4);
+    assert_non_null(r);
+    unsigned char id[256], have[16];
+    int idn = zmq_recv(router, id, sizeof id, 0);
+    assert_true(idn > 0);
+    assert_int_equal(zmq_recv(router, have, sizeof have, 0), 16);
+    float v1[4] = {1, 1, 1, 1}, v2[4] = {2, 2, 2, 2};
+    s_raw_bucket(router, id, (size_t)idn, 0, 2, 1, 0, v1, 2, 4);
+    s_raw_bucket(router, id, (size_t)idn, 1, 2, 1, 2, v1 + 2, 2, 4);
+    assert_int_equal(rl_weight_recv_poll(r, 2000), 0);
+    uint64_t version;
+    const float *w = rl_weight_recv_active(r, &version);
+    assert_int_equal(version, 1);
+    s_raw_bucket(router, id, (size_t)idn, 0, 2, 2, 0, v2, 2, 4); /* half of v2 */
+    assert_int_equal(rl_weight_recv_poll(r, 200), RL_ETIMEOUT);
+    assert_non_null(strstr(rl_error_message(), "1 of 2 buckets of version 2"));
+    w = rl_weight_recv_active(r, &version);
+    assert_int_equal(version, 1);
+    for (int i = 0; i < 4; i++)
+        assert_true(w[i] == 1.0f);
+    s_raw_bucket(router, id, (size_t)idn, 1, 2, 2, 2, v2 + 2, 2, 4); /* the rest */
+    assert_int_equal(rl_weight_recv_poll(r, 2000), 0);
+    w = rl_weight_recv_active(r, &version);
+    assert_int_equal(version, 2);
+    for (int i = 0; i < 4; i++)
+        assert_true(w[i] == 2.0f);
+    /* a bucket running past the buffer is refused */
+    s_raw_bucket(router, id, (size_t)idn, 0, 1, 3, 3, v2, 2, 4);
+    assert_int_equal(rl_weight_recv_poll(r, 2000), RL_EPROTO);
+    rl_weight_receiver_free(r);
+    zmq_close(router);
+    zmq_ctx_term(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_data_channel_round_trip),
+        cmocka_unit_test(test_weight_channel_two_receivers_two_versions),
+        cmocka_unit_test(test_weight_channel_size_mismatch),
+        cmocka_unit_test(test_weight_partial_version_never_active),
+    };
+    return cmocka_run_group_tests_name("channel", tests, NULL, NULL);
+}

@@ -1,0 +1,248 @@
+/* test_cluster.c — cluster.yaml: the example files, the placement table and
+ * every validation error with its exact message. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "rlrt/rlrt.h"
+
+/* A valid file; the error cases below replace one line of it. Line numbers
+ * in the expected messages count lines of this text. */
+static const char *const BASE[] = {
+    "driver:",                                     /* 1 */
+    "  port: 5555",                                /* 2 */
+    "  node: head",                                /* 3 */
+    "nodes:",                                      /* 4 */
+    "  - name: head",                              /* 5 */
+    "    address: 10.0.0.1",                       /* 6 */
+    "    gpus: 4",                                 /* 7 */
+    "    launch: ssh",                             /* 8 */
+    "  - name: box",                               /* 9 */
+    "    address: 10.0.0.2",                       /* 10 */
+    "    launch: external",                        /* 11 */
+    "roles:",                                      /* 12 */
+    "  actor:",                                    /* 13 */
+    "    count: 2",                                /* 14 */
+    "    placement:",                              /* 15 */
+    "      - {rank: 0, node: head, gpus: [0, 1]}", /* 16 */
+    "      - {rank: 1, node: head, gpus: [2, 3]}", /* 17 */
+    "  reward: {count: 3, node: box}",             /* 18 */
+    "heartbeat: {interval_s: 0.5}",                /* 19 */
+    NULL,
+};
+
+/* BASE with line `line` (1-based) replaced by `with` (NULL: deleted). */
+static rl_cluster *s_load_variant(int line, const char *with)
+{
+    char text[4096];
+    size_t len = 0;
+    for (int i = 0; BASE[i]; i++) {
+        const char *l = (i + 1 == line) ? with : BASE[i];
+        if (!l)
+            l = "";
+        len += (size_t)snprintf(text + len, sizeof text - len, "%s\n", l);
+    }
+    rl_config *c = rl_config_parse_string(text, len, "cluster.yaml");
+    if (!c)
+        return NULL;
+    rl_cluster *cl = rl_cluster_from_config(c);
+    rl_config_free(c);
+    return cl;
+}
+
+static void s_expect_error(int line, const char *with, const char *msg)
+{
+    rl_cluster *cl = s_load_variant(line, with);
+    if (cl) {
+        rl_cluster_free(cl);
+        fail_msg("line %d = '%s' was accepted; expected: %s", line, with ? with : "", msg);
+    }
+    assert_int_equal(rl_error_code(), RL_ECONFIG);
+    assert_string_equal(rl_error_message(), msg);
+}
+
+static void test_base_file(void **state)
+{
+    (void)state;
+    rl_cluster *cl = s_load_variant(0, NULL);
+    if (!cl)
+        fail_msg("%s", rl_error_message());
+    assert_int_equal(cl->n_nodes, 2);
+    assert_int_equal(cl->nodes[0].launch, RL_LAUNCH_SSH);
+    assert_string_equal(cl->nodes[0].ssh_command, "ssh");
+    assert_int_equal(cl->nodes[1].gpus, 0);
+    assert_int_equal(cl->n_placements, 5);
+    assert_int_equal(cl->role_count[RL_ROLE_ACTOR], 2);
+    assert_int_equal(cl->role_count[RL_ROLE_REWARD], 3);
+    assert_int_equal(cl->role_count[RL_ROLE_ROLLOUT], 0);
+    assert_string_equal(cl->driver_endpoint, "tcp://10.0.0.1:5555");
+    assert_string_equal(cl->driver_bind_endpoint, "tcp://*:5555");
+    assert_true(cl->heartbeat_interval_s == 0.5);
+    assert_int_equal(cl->heartbeat_liveness, 3);
+    assert_int_equal(cl->restart_max, 3);
+    assert_true(cl->external_wait_timeout_s == 300.0);
+    const rl_placement *p = rl_cluster_find(cl, RL_ROLE_ACTOR, 1);
+    assert_non_null(p);
+    assert_int_equal(p->node, 0);
+    assert_int_equal(p->ngpus, 2);
+    assert_int_equal(p->gpus[0], 2);
+    assert_int_equal(p->gpus[1], 3);
+    p = rl_cluster_find(cl, RL_ROLE_REWARD, 2);
+    assert_non_null(p);
+    assert_int_equal(p->node, 1);
+    assert_int_equal(p->ngpus, 0);
+    assert_null(rl_cluster_find(cl, RL_ROLE_REWARD, 3));
+    char *t = rl_cluster_table(cl);
+    assert_string_equal(t,
+                        "role     rank  node             address                  launch   gpus\n"
+                        "actor       0  head             10.0.0.1                 ssh      0,1\n"
+                        "actor       1  head             10.0.0.1                 ssh      2,3\n"
+                        "reward      0  box              10.0.0.2                 external -\n"
+                        "reward      1  box              10.0.0.2                 external -\n"
+                        "reward      2  box              10.0.0.2                 external -\n");
+    free(t);
+    rl_cluster_free(cl);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    /* missing keys */
+    s_expect_error(6, NULL, "cluster.yaml:5:5: nodes[0]: missing key 'address'");
+    s_expect_error(2, NULL, "cluster.yaml:3:3: driver: missing key 'port'");
+    s_expect_error(14, NULL, "cluster.yaml:15:5: roles.actor: missing key 'count'");
+    s_expect_error(16, "      - {node: head, gpus: [0, 1]}",
+                   "cluster.yaml:16:9: roles.actor.placement[0]: missing key 'rank'");
+    /* wrong types */
+    s_expect_error(7, "    gpus: many",
+                   "cluster.yaml:7:11: nodes[0].gpus: expected an integer, got 'many'");
+    s_expect_error(2, "  port: [1]",
+                   "cluster.yaml:2:9: driver.port: expected an integer, got a list");
+    s_expect_error(19, "heartbeat: {interval_s: soon}",
+                   "cluster.yaml:19:25: heartbeat.interval_s: expected a number, got 'soon'");
+    s_expect_error(16, "      - {rank: 0, node: head, gpus: 0}",
+                   "cluster.yaml:16:37: roles.actor.placement[0].gpus: expected a list of "
+                   "GPU indices");
+    /* values out of range */
+    s_expect_error(2, "  port: 70000", "cluster.yaml:2:9: driver.port: 70000 out of range 1..65535");
+    s_expect_error(19, "heartbeat: {interval_s: 0}",
+                   "cluster.yaml:19:25: heartbeat.interval_s: must be > 0, got 0");
+    s_expect_error(8, "    launch: docker",
+                   "cluster.yaml:8:13: nodes[0].launch: expected local, ssh or external, got "
+                   "'docker'");
+    /* unknown role, unknown keys */
+    s_expect_error(18, "  critic: {count: 1, node: box}",
+                   "cluster.yaml:18:3: roles.critic: unknown role 'critic' (allowed: rollout, "
+                   "actor, env, reward)");
+    s_expect_error(10, "    adress: 10.0.0.2",
+                   "cluster.yaml:10:5: nodes[1]: unknown key 'adress'; did you mean 'address'?");
+    s_expect_error(19, "heartbeet: {interval_s: 0.5}",
+                   "cluster.yaml:19:1: unknown key 'heartbeet'; did you mean 'heartbeat'?");
+    /* ranks */
+    s_expect_error(17, "      - {rank: 0, node: head, gpus: [2, 3]}",
+                   "cluster.yaml:17:16: roles.actor.placement[1].rank: duplicate rank 0 (also "
+                   "at line 16)");
+    s_expect_error(17, "      - {rank: 2, node: head, gpus: [2, 3]}",
+                   "cluster.yaml:17:16: roles.actor.placement[1].rank: rank 2 out of range "
+                   "0..1");
+    s_expect_error(14, "    count: 3",
+                   "cluster.yaml:14:12: roles.actor.count: count is 3 but 2 placements are "
+                   "given");
+    /* nodes and GPUs */
+    s_expect_error(17, "      - {rank: 1, node: gpu9, gpus: [2, 3]}",
+                   "cluster.yaml:17:25: roles.actor.placement[1].node: unknown node 'gpu9' "
+                   "(nodes: head, box)");
+    s_expect_error(3, "  node: nowhere",
+                   "cluster.yaml:3:9: driver.node: unknown node 'nowhere' (nodes: head, box)");
+    s_expect_error(17, "      - {rank: 1, node: head, gpus: [2, 4]}",
+                   "cluster.yaml:17:41: roles.actor.placement[1].gpus[1]: GPU index 4 out of "
+                   "range: node 'head' has 4 GPUs");
+    s_expect_error(17, "      - {rank: 1, node: head, gpus: [3, 3]}",
+                   "cluster.yaml:17:41: roles.actor.placement[1].gpus[1]: GPU 3 listed twice");
+    s_expect_error(9, "  - name: head",
+                   "cluster.yaml:9:11: nodes[1].name: duplicate node 'head' (first defined at "
+                   "line 5)");
+    s_expect_error(18, "  reward: {count: 3, node: box, placement: []}",
+                   "cluster.yaml:18:11: roles.reward: give either 'placement' or 'node', not "
+                   "both");
+    s_expect_error(11, "    ssh: {user: x}",
+                   "cluster.yaml:11:10: nodes[1].ssh: ssh settings on a node whose launch is "
+                   "'local'");
+    /* YAML syntax errors come through with their line */
+    rl_cluster *cl = s_load_variant(16, "      - {rank: 0, node: head, gpus: [0, 1]");
+    assert_null(cl);
+    assert_string_equal(rl_error_message(),
+                        "cluster.yaml:17:7: did not find expected ',' or '}' while parsing a "
+                        "flow mapping (started at line 16)");
+}
+
+static void test_example_files(void **state)
+{
+    (void)state;
+    rl_cluster *cl = rl_cluster_load("examples/cluster-local.yaml");
+    if (!cl)
+        fail_msg("%s", rl_error_message());
+    assert_int_equal(cl->n_nodes, 1);
+    assert_int_equal(cl->role_count[RL_ROLE_ROLLOUT], 1);
+    assert_int_equal(cl->role_count[RL_ROLE_ACTOR], 2);
+    assert_int_equal(cl->role_count[RL_ROLE_REWARD], 2);
+    assert_int_equal(cl->role_count[RL_ROLE_ENV], 1);
+    assert_int_equal(cl->n_placements, 6);
+    for (int i = 0; i < cl->n_placements; i++)
+        assert_int_equal(cl->nodes[cl->placements[i].node].launch, RL_LAUNCH_LOCAL);
+    assert_string_equal(cl->driver_endpoint, "tcp://127.0.0.1:5555");
+    assert_true(cl->heartbeat_interval_s == 1.0);
+    assert_int_equal(cl->heartbeat_liveness, 3);
+    rl_cluster_free(cl);
+
+    cl = rl_cluster_load("examples/cluster-two-node.yaml");
+    if (!cl)
+        fail_msg("%s", rl_error_message());
+    assert_int_equal(cl->n_nodes, 2);
+    assert_int_equal(cl->nodes[0].launch, RL_LAUNCH_SSH);
+    assert_string_equal(cl->nodes[0].ssh_user, "rl");
+    assert_string_equal(cl->nodes[0].ssh_command, "ssh -o BatchMode=yes -o ConnectTimeout=10");
+    assert_int_equal(cl->nodes[1].launch, RL_LAUNCH_EXTERNAL);
+    assert_int_equal(cl->role_count[RL_ROLE_ACTOR], 4);
+    const rl_placement *p = rl_cluster_find(cl, RL_ROLE_ACTOR, 3);
+    assert_non_null(p);
+    assert_int_equal(p->ngpus, 2);
+    assert_int_equal(p->gpus[0], 6);
+    assert_string_equal(cl->driver_endpoint, "tcp://10.0.0.1:5555");
+    assert_string_equal(cl->driver_bind_endpoint, "tcp://0.0.0.0:5555");
+    assert_true(cl->external_wait_timeout_s == 600.0);
+    assert_int_equal(cl->restart_max, 5);
+    rl_cluster_free(cl);
+
+    assert_null(rl_cluster_load("examples/no-such-cluster.yaml"));
+    assert_int_equal(rl_error_code(), RL_EIO);
+}
+
+static void test_role_names(void **state)
+{
+    (void)state;
+    rl_role r;
+    for (int i = 0; i < RL_ROLE_COUNT; i++) {
+        assert_int_equal(rl_role_parse(rl_role_name((rl_role)i), &r), 0);
+        assert_int_equal(r, i);
+    }
+    assert_int_equal(rl_role_parse("critic", &r), RL_EINVAL);
+    assert_string_equal(rl_error_message(),
+                        "unknown role 'critic' (allowed: rollout, actor, env, reward)");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_base_file),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_example_files),
+        cmocka_unit_test(test_role_names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

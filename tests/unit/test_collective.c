@@ -1,0 +1,296 @@
+/* test_collective.c — ring collectives among W = 1..4 forked processes over
+ * real ZeroMQ sockets (ipc and tcp).
+ *
+ * Reference: every rank's input is a deterministic function of (rank, i), so
+ * each process computes the single-process result itself. The ring's
+ * summation order is fixed (collective.h): element i of chunk c is
+ * ((x[c+1] + x[c+2]) + ... ) + x[c], ranks mod W, in float32 — the reference
+ * adds in that order and results are compared BIT-EXACTLY. As an independent
+ * sanity check they are also compared with a plain rank-order sum in double
+ * (tolerance 1e-5 relative to sum |x|). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "rlrt/rlrt.h"
+
+static float s_input(int rank, int64_t i)
+{
+    uint32_t h = (uint32_t)(i * 2654435761u) ^ (uint32_t)((rank + 1) * 0x9e3779b9u);
+    h ^= h >> 15;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    /* mixed magnitudes so that the order of additions changes the result */
+    float mag = (h & 3) == 0 ? 1000.0f : (h & 3) == 1 ? 1.0f : 1e-3f;
+    return ((float)(h >> 8) / 16777216.0f - 0.5f) * mag;
+}
+
+/* The ring's documented summation order. */
+static float s_ring_sum(int W, int64_t count, int64_t i, rl_reduce_op op)
+{
+    int64_t per = (count + W - 1) / W;
+    int c = (int)(i / per);
+    float acc = s_input((c + 1) % W, i);
+    for (int k = 2; k <= W; k++)
+        acc = acc + s_input((c + k) % W, i);
+    if (W == 1)
+        acc = s_input(0, i);
+    return op == RL_REDUCE_AVG ? acc / (float)W : acc;
+}
+
+#define CHECK(cond, ...)                                                                  \
+    do {                                                                                  \
+        if (!(cond)) {                                                                    \
+            fprintf(stderr, "rank %d: ", rank);                                           \
+            fprintf(stderr, __VA_ARGS__);                                                 \
+            fprintf(stderr, " [%s:%d]\n", __FILE__, __LINE__);                            \
+            return 1;                                                                     \
+        }                                                                                 \
+    } while (0)
+
+static int s_same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+/* Largest count a run uses (tiny segments make huge counts slow). */
+static int64_t s_max_count = 300007;
+
+/* One rank's whole test sequence on an established communicator: counts
+ * of 0, below W, not divisible by W, and spanning many segments. */
+static int s_rank_body(rl_comm *comm, int W, int rank)
+{
+    static const int64_t counts[] = {0, 1, 2, 3, 7, 1001, 300007};
+    for (size_t t = 0; t < sizeof counts / sizeof counts[0]; t++) {
+        int64_t n = counts[t];
+        if (n > s_max_count)
+            continue;
+        float *x = malloc((size_t)(n + 1) * sizeof(float));
+        float *y = malloc((size_t)(n + 1) * sizeof(float));
+        float *z = malloc((size_t)(n + 1) * sizeof(float));
+        CHECK(x && y && z, "malloc");
+        for (int64_t i = 0; i < n; i++)
+            x[i] = s_input(rank, i);
+        int64_t b, e;
+        rl_param_shard_range(n, W, rank, &b, &e);
+
+        /* all-reduce sum, out of place */
+        int rc = rl_comm_all_reduce(comm, x, y, n, RL_REDUCE_SUM);
+        CHECK(rc == 0, "all_reduce n=%lld: %s", (long long)n, rl_error_message());
+        for (int64_t i = 0; i < n; i++) {
+            float want = s_ring_sum(W, n, i, RL_REDUCE_SUM);
+            CHECK(s_same_bits(y[i], want), "all_reduce n=%lld i=%lld: %.9g != %.9g",
+                  (long long)n, (long long)i, y[i], want);
+            double plain = 0, mag = 0;
+            for (int r = 0; r < W; r++) {
+                plain += s_input(r, i);
+                mag += fabs(s_input(r, i));
+            }
+            CHECK(fabs(y[i] - plain) <= 1e-5 * mag + 1e-30, "all_reduce i=%lld far from sum",
+                  (long long)i);
+        }
+        /* all-reduce average, in place */
+        memcpy(z, x, (size_t)n * sizeof(float));
+        rc = rl_comm_all_reduce(comm, z, z, n, RL_REDUCE_AVG);
+        CHECK(rc == 0, "all_reduce avg: %s", rl_error_message());
+        for (int64_t i = 0; i < n; i++)
+            CHECK(s_same_bits(z[i], s_ring_sum(W, n, i, RL_REDUCE_AVG)),
+                  "all_reduce avg n=%lld i=%lld", (long long)n, (long long)i);
+
+        /* reduce-scatter: rank r gets exactly its shard */
+        for (int64_t i = 0; i < n; i++)
+            z[i] = -1.0f;
+        rc = rl_comm_reduce_scatter(comm, x, z, n, RL_REDUCE_SUM);
+        CHECK(rc == 0, "reduce_scatter: %s", rl_error_message());
+        for (int64_t i = b; i < e; i++)
+            CHECK(s_same_bits(z[i - b], s_ring_sum(W, n, i, RL_REDUCE_SUM)),
+                  "reduce_scatter n=%lld i=%lld", (long long)n, (long long)i);
+        for (int64_t i = e - b; i < n; i++)
+            CHECK(z[i] == -1.0f, "reduce_scatter wrote past its shard at %lld", (long long)i);
+        /* in place: recvbuf = sendbuf + begin */
+        memcpy(z, x, (size_t)n * sizeof(float));
+        rc = rl_comm_reduce_scatter(comm, z, z + b, n, RL_REDUCE_AVG);
+        CHECK(rc == 0, "reduce_scatter in place: %s", rl_error_message());
+        for (int64_t i = b; i < e; i++)
+            CHECK(s_same_bits(z[i], s_ring_sum(W, n, i, RL_REDUCE_AVG)),
+                  "reduce_scatter in place i=%lld", (long long)i);
+
+        /* all-gather: shard of owner o is s_input(o + 100, i) */
+        for (int64_t i = b; i < e; i++)
+            z[i - b] = s_input(rank + 100, i);
+        rc = rl_comm_all_gather(comm, z, y, n);
+        CHECK(rc == 0, "all_gather: %s", rl_error_message());
+        int64_t per = n ? (n + W - 1) / W : 1;
+        for (int64_t i = 0; i < n; i++)
+            CHECK(s_same_bits(y[i], s_input((int)(i / per) + 100, i)),
+                  "all_gather n=%lld i=%lld", (long long)n, (long long)i);
+        /* in place: sendbuf = recvbuf + begin */
+        for (int64_t i = 0; i < n; i++)
+            y[i] = (i >= b && i < e) ? s_input(rank + 200, i) : 0.0f;
+        rc = rl_comm_all_gather(comm, y + b, y, n);
+        CHECK(rc == 0, "all_gather in place: %s", rl_error_message());
+        for (int64_t i = 0; i < n; i++)
+            CHECK(s_same_bits(y[i], s_input((int)(i / per) + 200, i)),
+                  "all_gather in place i=%lld", (long long)i);
+
+        /* broadcast from a root that moves with the test */
+        int root = (int)(t % (size_t)W);
+        for (int64_t i = 0; i < n; i++)
+            y[i] = rank == root ? x[i] : 0.0f;
+        rc = rl_comm_broadcast(comm, y, y, n, root);
+        CHECK(rc == 0, "broadcast: %s", rl_error_message());
+        for (int64_t i = 0; i < n; i++)
+            CHECK(s_same_bits(y[i], s_input(root, i)), "broadcast root %d i=%lld", root,
+                  (long long)i);
+        CHECK(rl_comm_barrier(comm) == 0, "barrier: %s", rl_error_message());
+        free(x);
+        free(y);
+        free(z);
+    }
+    return 0;
+}
+
+typedef int (*s_body_fn)(const rl_comm_id *id, int W, int rank, const rl_comm_options *o);
+
+static int s_join_and_run(const rl_comm_id *id, int W, int rank, const rl_comm_options *o)
+{
+    rl_comm *comm = rl_comm_init_rank(id, W, rank, o);
+    CHECK(comm, "init: %s", rl_error_message());
+    CHECK(rl_comm_rank(comm) == rank && rl_comm_world(comm) == W, "rank/world");
+    int rc = s_rank_body(comm, W, rank);
+    rl_comm_destroy(comm);
+    return rc;
+}
+
+/* Forks W ranks running `body`; returns how many exited non-zero. */
+static int s_run_ranks(const char *endpoint, int W, size_t seg_bytes, s_body_fn body)
+{
+    rl_comm_id id;
+    assert_int_equal(rl_comm_id_create(&id, endpoint), 0);
+    /* the id travels as text, as it would over the control plane */
+    rl_comm_id copy;
+    assert_int_equal(rl_comm_id_parse(&copy, rl_comm_id_string(&id)), 0);
+    rl_comm_options o;
+    rl_comm_options_default(&o);
+    o.timeout_s = 20.0;
+    if (seg_bytes)
+        o.segment_bytes = seg_bytes;
+    pid_t pids[8];
+    for (int r = 0; r < W; r++) {
+        pids[r] = fork();
+        assert_true(pids[r] >= 0);
+        if (pids[r] == 0)
+            _exit(body(&copy, W, r, &o));
+    }
+    int bad = 0;
+    for (int r = 0; r < W; r++) {
+        int st;
+        assert_int_equal(waitpid(pids[r], &st, 0), pids[r]);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            bad++;
+    }
+    return bad;
+}
+
+static void test_ring_ipc_small_segments(void **state)
+{
+    (void)state;
+    /* 12-byte segments: every chunk streams as many messages */
+    s_max_count = 1001;
+    for (int W = 1; W <= 4; W++)
+        assert_int_equal(s_run_ranks(NULL, W, 12, s_join_and_run), 0);
+    s_max_count = 300007;
+}
+
+static void test_ring_ipc_default_segments(void **state)
+{
+    (void)state;
+    for (int W = 1; W <= 4; W++)
+        assert_int_equal(s_run_ranks(NULL, W, 0, s_join_and_run), 0);
+}
+
+static void test_ring_tcp(void **state)
+{
+    (void)state;
+    for (int W = 2; W <= 4; W++)
+        assert_int_equal(s_run_ranks("tcp://127.0.0.1", W, 64 * 1024, s_join_and_run), 0);
+}
+
+/* Rank 0 all-reduces 10 floats, rank 1 12: both see the other's chunk size. */
+static int s_mismatch_body(const rl_comm_id *id, int W, int rank, const rl_comm_options *o)
+{
+    rl_comm_options oo = *o;
+    oo.timeout_s = 2.0;
+    rl_comm *comm = rl_comm_init_rank(id, W, rank, &oo);
+    CHECK(comm, "init: %s", rl_error_message());
+    float buf[12] = {0};
+    int rc = rl_comm_all_reduce(comm, buf, buf, rank == 0 ? 10 : 12, RL_REDUCE_SUM);
+    CHECK(rc == RL_EPROTO, "expected RL_EPROTO, got %d (%s)", rc, rl_error_message());
+    const char *want = rank == 0
+                           ? "all_reduce: rank 0 got a 24-byte message from rank 1, expected 20 "
+                             "(ranks called different collectives or counts)"
+                           : "all_reduce: rank 1 got a 20-byte message from rank 0, expected 24 "
+                             "(ranks called different collectives or counts)";
+    CHECK(strcmp(rl_error_message(), want) == 0, "message '%s'", rl_error_message());
+    rc = rl_comm_barrier(comm);
+    CHECK(rc == RL_ESTATE, "a failed communicator must refuse further calls");
+    CHECK(strcmp(rl_error_message(), "barrier: the communicator failed earlier; destroy it") == 0,
+          "message '%s'", rl_error_message());
+    rl_comm_destroy(comm);
+    return 0;
+}
+
+static void test_mismatched_counts(void **state)
+{
+    (void)state;
+    assert_int_equal(s_run_ranks(NULL, 2, 0, s_mismatch_body), 0);
+}
+
+static void test_setup_errors(void **state)
+{
+    (void)state;
+    rl_comm_id id;
+    assert_int_equal(rl_comm_id_create(&id, NULL), 0);
+    assert_null(rl_comm_init_rank(&id, 2, 2, NULL));
+    assert_string_equal(rl_error_message(), "comm: rank 2 out of range for world size 2");
+    assert_int_equal(rl_comm_id_parse(&id, "nccl 123"), RL_EINVAL);
+    assert_string_equal(rl_error_message(), "comm id: malformed 'nccl 123'");
+    assert_int_equal(rl_comm_id_create(&id, "udp://x"), RL_EINVAL);
+    assert_string_equal(rl_error_message(),
+                        "comm id: endpoint 'udp://x' is not tcp://HOST[:PORT] or ipc://PATH");
+    /* rank 1 never comes: rank 0 gives up after the timeout */
+    assert_int_equal(rl_comm_id_create(&id, NULL), 0);
+    rl_comm_options o;
+    rl_comm_options_default(&o);
+    o.timeout_s = 0.3;
+    assert_null(rl_comm_init_rank(&id, 2, 0, &o));
+    assert_int_equal(rl_error_code(), RL_ETIMEOUT);
+    assert_string_equal(rl_error_message(), "comm rank 0: only 1 of 2 ranks joined within 0.3 s");
+    /* world 1 needs no sockets; operations are copies */
+    rl_comm *c = rl_comm_init_rank(&id, 1, 0, NULL);
+    assert_non_null(c);
+    float a[3] = {1, 2, 3}, b[3] = {0};
+    assert_int_equal(rl_comm_all_reduce(c, a, b, 3, RL_REDUCE_AVG), 0);
+    assert_true(b[0] == 1 && b[1] == 2 && b[2] == 3);
+    assert_int_equal(rl_comm_all_reduce(c, a, b, -1, RL_REDUCE_SUM), RL_EINVAL);
+    assert_int_equal(rl_comm_broadcast(c, a, b, 3, 1), RL_EINVAL);
+    assert_string_equal(rl_error_message(), "broadcast: root 1 out of range for world size 1");
+    rl_comm_destroy(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ring_ipc_small_segments),
+        cmocka_unit_test(test_ring_ipc_default_segments),
+        cmocka_unit_test(test_ring_tcp),
+        cmocka_unit_test(test_mismatched_counts),
+        cmocka_unit_test(test_setup_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

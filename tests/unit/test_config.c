@@ -1,0 +1,559 @@
+/* test_config.c — YAML config trees: getters, errors with locations,
+ * overrides, validation against defaults, subtree serialisation. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <math.h>
+#include <cmocka.h>
+
+#include "rlrt/rlrt.h"
+
+/* Line numbers in the messages below count lines of this text. */
+static const char *JOB =
+    "trainer:\n"                          /* 1 */
+    "  name: demo\n"                      /* 2 */
+    "  epochs: 3\n"                       /* 3 */
+    "  fast: true\n"                      /* 4 */
+    "actor:\n"                            /* 5 */
+    "  optim:\n"                          /* 6 */
+    "    lr: fast\n"                      /* 7 */
+    "    betas: [0.9, 0.95]\n"            /* 8 */
+    "    wd: 1e-2\n"                      /* 9 */
+    "  layers:\n"                         /* 10 */
+    "    - {dim: 64, act: silu}\n"        /* 11 */
+    "    - {dim: 32, act: relu}\n"        /* 12 */
+    "  tag: \"42\"\n"                     /* 13 */
+    "  big: 0x7fffffffffffffff\n"         /* 14 */
+    "  none: ~\n";                        /* 15 */
+
+static rl_config *s_parse(const char *text, const char *name)
+{
+    rl_config *c = rl_config_parse_string(text, strlen(text), name);
+    if (!c)
+        fail_msg("parse failed: %s", rl_error_message());
+    return c;
+}
+
+static void test_typed_getters(void **state)
+{
+    (void)state;
+    rl_config *c = s_parse(JOB, "job.yaml");
+    const char *s;
+    int64_t i;
+    double d;
+    int b;
+    size_t n;
+    assert_int_equal(rl_config_get_string(c, "trainer.name", &s), 0);
+    assert_string_equal(s, "demo");
+    assert_int_equal(rl_config_get_int(c, "trainer.epochs", &i), 0);
+    assert_int_equal(i, 3);
+    assert_int_equal(rl_config_get_bool(c, "trainer.fast", &b), 0);
+    assert_int_equal(b, 1);
+    assert_int_equal(rl_config_get_double(c, "actor.optim.wd", &d), 0);
+    assert_true(d == 1e-2);
+    /* an integer is a number too */
+    assert_int_equal(rl_config_get_double(c, "trainer.epochs", &d), 0);
+    assert_true(d == 3.0);
+    assert_int_equal(rl_config_get_int(c, "actor.big", &i), 0);
+    assert_true(i == INT64_MAX);
+    /* quoted text is a string, and the string getter takes any scalar */
+    assert_int_equal(rl_config_get_string(c, "actor.tag", &s), 0);
+    assert_string_equal(s, "42");
+    assert_int_equal(rl_config_get_string(c, "trainer.epochs", &s), 0);
+    assert_string_equal(s, "3");
+    /* lists: length, [i] and .i forms */
+    assert_int_equal(rl_config_list_len(c, "actor.optim.betas", &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(rl_config_get_double(c, "actor.optim.betas[1]", &d), 0);
+    assert_true(d == 0.95);
+    assert_int_equal(rl_config_get_int(c, "actor.layers[1].dim", &i), 0);
+    assert_int_equal(i, 32);
+    assert_int_equal(rl_config_get_string(c, "actor.layers.0.act", &s), 0);
+    assert_string_equal(s, "silu");
+    /* map iteration in file order */
+    assert_int_equal(rl_config_map_len(c, "trainer", &n), 0);
+    assert_int_equal(n, 3);
+    const char *want[] = {"name", "epochs", "fast"};
+    for (size_t k = 0; k < n; k++) {
+        assert_int_equal(rl_config_map_key(c, "trainer", k, &s), 0);
+        assert_string_equal(s, want[k]);
+    }
+    /* defaults: missing keys and null values give the default */
+    assert_int_equal(rl_config_get_int_or(c, "trainer.seed", 7, &i), 0);
+    assert_int_equal(i, 7);
+    assert_int_equal(rl_config_get_double_or(c, "actor.none", 0.5, &d), 0);
+    assert_true(d == 0.5);
+    assert_int_equal(rl_config_get_string_or(c, "x.y.z", "dflt", &s), 0);
+    assert_string_equal(s, "dflt");
+    assert_int_equal(rl_config_get_bool_or(c, "trainer.fast", 0, &b), 0);
+    assert_int_equal(b, 1);
+    assert_int_equal(rl_config_get_int_or(c, "trainer.epochs", 9, &i), 0);
+    assert_int_equal(i, 3);
+    assert_true(rl_config_has(c, "actor.layers[0]"));
+    assert_false(rl_config_has(c, "actor.layers[2]"));
+    /* node locations */
+    const rl_config_node *lr = rl_config_node_at(rl_config_root(c), "actor.optim.lr");
+    assert_non_null(lr);
+    assert_int_equal(rl_config_node_line(lr), 7);
+    assert_int_equal(rl_config_node_column(lr), 9);
+    assert_string_equal(rl_config_node_path(lr), "actor.optim.lr");
+    assert_int_equal(rl_config_node_type(lr), RL_CONFIG_T_STRING);
+    rl_config_free(c);
+}
+
+static void test_getter_errors(void **state)
+{
+    (void)state;
+    rl_config *c = s_parse(JOB, "job.yaml");
+    double d;
+    int64_t i;
+    int b;
+    const char *s;
+    size_t n;
+    assert_int_equal(rl_config_get_double(c, "actor.optim.lr", &d), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "job.yaml:7:9: actor.optim.lr: expected a number, got 'fast'");
+    /* a wrong type is an error even when a default is given */
+    assert_int_equal(rl_config_get_double_or(c, "actor.optim.lr", 1.0, &d), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "job.yaml:7:9: actor.optim.lr: expected a number, got 'fast'");
+    assert_int_equal(rl_config_get_int(c, "actor.optim.wd", &i), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "job.yaml:9:9: actor.optim.wd: expected an integer, got '1e-2'");
+    assert_int_equal(rl_config_get_bool(c, "trainer.name", &b), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "job.yaml:2:9: trainer.name: expected a boolean, got 'demo'");
+    assert_int_equal(rl_config_get_string(c, "actor.optim", &s), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "job.yaml:7:5: actor.optim: expected a string, got a map");
+    assert_int_equal(rl_config_get_int(c, "actor.optim.betas", &i), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "job.yaml:8:12: actor.optim.betas: expected an integer, got a list");
+    assert_int_equal(rl_config_list_len(c, "trainer", &n), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "job.yaml:2:3: trainer: expected a list, got a map");
+    assert_int_equal(rl_config_get_string(c, "actor.none", &s), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "job.yaml:15:9: actor.none: expected a string, got null");
+    /* missing keys name the deepest existing ancestor and its location */
+    assert_int_equal(rl_config_get_double(c, "actor.optim.eps", &d), RL_ENOTFOUND);
+    assert_string_equal(rl_error_message(), "job.yaml:7:5: actor.optim: missing key 'eps'");
+    assert_int_equal(rl_config_get_int(c, "critic.lr", &i), RL_ENOTFOUND);
+    assert_string_equal(rl_error_message(), "job.yaml:1:1: missing key 'critic'");
+    assert_int_equal(rl_config_get_int(c, "actor.layers[5].dim", &i), RL_ENOTFOUND);
+    assert_string_equal(rl_error_message(),
+                        "job.yaml:11:5: actor.layers: missing item [5] (the list has 2 items)");
+    /* a path through a scalar */
+    assert_int_equal(rl_config_get_int(c, "trainer.epochs.x", &i), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "job.yaml:3:11: trainer.epochs: expected a map, got '3'");
+    assert_int_equal(rl_config_get_int(c, "trainer..epochs", &i), RL_EINVAL);
+    assert_string_equal(rl_error_message(), "job.yaml: malformed config path 'trainer..epochs'");
+    assert_int_equal(rl_config_get_int(c, "trainer[", &i), RL_EINVAL);
+    assert_string_equal(rl_error_message(), "job.yaml: malformed config path 'trainer['");
+    rl_config_free(c);
+}
+
+static void test_yaml_syntax_errors(void **state)
+{
+    (void)state;
+    const char *bad_indent = "a: 1\n  b: 2\n";
+    assert_null(rl_config_parse_string(bad_indent, strlen(bad_indent), "job.yaml"));
+    assert_int_equal(rl_error_code(), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "job.yaml:2:4: mapping values are not allowed in this context");
+    const char *unclosed = "a: [1, 2\nb: 3\n";
+    assert_null(rl_config_parse_string(unclosed, strlen(unclosed), "job.yaml"));
+    assert_string_equal(rl_error_message(),
+                        "job.yaml:2:2: did not find expected ',' or ']' while parsing a "
+                        "flow sequence (started at line 1)");
+    const char *dup = "x: 1\ny:\n  z: 1\n  z: 2\n";
+    assert_null(rl_config_parse_string(dup, strlen(dup), "job.yaml"));
+    assert_string_equal(rl_error_message(), "job.yaml:4:3: y.z: duplicate key");
+    const char *two = "a: 1\n---\nb: 2\n";
+    assert_null(rl_config_parse_string(two, strlen(two), "job.yaml"));
+    assert_string_equal(rl_error_message(), "job.yaml:2:1: more than one YAML document");
+    const char *complex_key = "? [a, b]\n: 1\n";
+    assert_null(rl_config_parse_string(complex_key, strlen(complex_key), "job.yaml"));
+    assert_string_equal(rl_error_message(), "job.yaml:1:3: map keys must be scalars");
+    /* the same from a file on disk */
+    char path[] = "/tmp/rlrt_test_config_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, bad_indent, strlen(bad_indent)), (ssize_t)strlen(bad_indent));
+    close(fd);
+    assert_null(rl_config_parse_file(path));
+    char want[256];
+    snprintf(want, sizeof want, "%s:2:4: mapping values are not allowed in this context", path);
+    assert_string_equal(rl_error_message(), want);
+    unlink(path);
+    assert_null(rl_config_parse_file("/nonexistent/job.yaml"));
+    assert_int_equal(rl_error_code(), RL_EIO);
+    assert_string_equal(rl_error_message(),
+                        "/nonexistent/job.yaml: cannot open: No such file or directory");
+    /* an empty file is an empty map */
+    rl_config *e = rl_config_parse_string("", 0, "empty.yaml");
+    assert_non_null(e);
+    size_t n = 9;
+    assert_int_equal(rl_config_map_len(e, "", &n), 0);
+    assert_int_equal(n, 0);
+    rl_config_free(e);
+}
+
+static void test_anchors_and_aliases(void **state)
+{
+    (void)state;
+    rl_config *c = s_parse("base: &b {lr: 0.1, n: 2}\nother: *b\n", "a.yaml");
+    double d;
+    assert_int_equal(rl_config_get_double(c, "other.lr", &d), 0);
+    assert_true(d == 0.1);
+    assert_string_equal(
+        rl_config_node_path(rl_config_node_at(rl_config_root(c), "other.n")), "other.n");
+    rl_config_free(c);
+}
+
+/* Structural equality: kinds, keys, scalar text and type. */
+static int s_same(const rl_config_node *a, const rl_config_node *b)
+{
+    if (rl_config_node_kind(a) != rl_config_node_kind(b) ||
+        rl_config_node_type(a) != rl_config_node_type(b) ||
+        rl_config_node_len(a) != rl_config_node_len(b))
+        return 0;
+    if (rl_config_node_kind(a) == RL_CONFIG_SCALAR) {
+        rl_config_type t = rl_config_node_type(a);
+        if (t == RL_CONFIG_T_NULL)
+            return 1;
+        if (t == RL_CONFIG_T_BOOL) {
+            int x, y;
+            return !rl_config_node_bool(a, &x) && !rl_config_node_bool(b, &y) && x == y;
+        }
+        if (t == RL_CONFIG_T_INT) {
+            int64_t x, y;
+            return !rl_config_node_int(a, &x) && !rl_config_node_int(b, &y) && x == y;
+        }
+        return strcmp(rl_config_node_text(a), rl_config_node_text(b)) == 0;
+    }
+    for (size_t i = 0; i < rl_config_node_len(a); i++) {
+        const char *ka = rl_config_node_key(a, i), *kb = rl_config_node_key(b, i);
+        if ((ka || kb) && (!ka || !kb || strcmp(ka, kb)))
+            return 0;
+        if (!s_same(rl_config_node_item(a, i), rl_config_node_item(b, i)))
+            return 0;
+    }
+    return 1;
+}
+
+static void test_subtree_round_trip(void **state)
+{
+    (void)state;
+    const char *text = "actor:\n"
+                       "  optim: {lr: 3.0e-4, betas: [0.9, 0.999], name: adamw}\n"
+                       "  epochs: 2\n"
+                       "  flags: {fsdp: true, ckpt: off}\n"
+                       "  tag: \"007\"\n"
+                       "  hex: 0x10\n"
+                       "  nothing: ~\n"
+                       "  note: \"tab\\there \\\"quoted\\\" and: colon\"\n"
+                       "  empty: []\n"
+                       "  open: {}\n"
+                       "  text: 'it''s'\n"
+                       "rollout: {n: 8}\n";
+    rl_config *c = s_parse(text, "job.yaml");
+    rl_config *sub = rl_config_subtree(c, "actor");
+    assert_non_null(sub);
+    /* locations still point into job.yaml */
+    const rl_config_node *lr = rl_config_node_at(rl_config_root(sub), "optim.lr");
+    assert_int_equal(rl_config_node_line(lr), 2);
+    assert_string_equal(rl_config_node_path(lr), "actor.optim.lr");
+    double d;
+    assert_int_equal(rl_config_get_double(sub, "optim.lr", &d), 0);
+    assert_true(d == 3.0e-4);
+    assert_false(rl_config_has(sub, "rollout"));
+
+    char *y = rl_config_to_yaml(sub, "");
+    char *j = rl_config_to_json(sub, "");
+    assert_non_null(y);
+    assert_non_null(j);
+    assert_string_equal(j, "{\"optim\":{\"lr\":3.0e-4,\"betas\":[0.9,0.999],\"name\":\"adamw\"},"
+                           "\"epochs\":2,\"flags\":{\"fsdp\":true,\"ckpt\":false},"
+                           "\"tag\":\"007\",\"hex\":16,\"nothing\":null,"
+                           "\"note\":\"tab\\there \\\"quoted\\\" and: colon\",\"empty\":[],"
+                           "\"open\":{},\"text\":\"it's\"}");
+    rl_config *fy = rl_config_parse_string(y, strlen(y), "<wire>");
+    rl_config *fj = rl_config_parse_string(j, strlen(j), "<wire>");
+    assert_non_null(fy);
+    assert_non_null(fj);
+    assert_true(s_same(rl_config_root(sub), rl_config_root(fy)));
+    assert_true(s_same(rl_config_root(sub), rl_config_root(fj)));
+    const char *s;
+    assert_int_equal(rl_config_get_string(fj, "note", &s), 0);
+    assert_string_equal(s, "tab\there \"quoted\" and: colon");
+    assert_int_equal(rl_config_node_type(rl_config_node_at(rl_config_root(fy), "tag")),
+                     RL_CONFIG_T_STRING);
+    /* a subtree of the subtree, and serialising a path directly */
+    char *jo = rl_config_to_json(c, "actor.optim");
+    assert_string_equal(jo, "{\"lr\":3.0e-4,\"betas\":[0.9,0.999],\"name\":\"adamw\"}");
+    assert_null(rl_config_subtree(c, "critic"));
+    assert_string_equal(rl_error_message(), "job.yaml:1:1: missing key 'critic'");
+    free(jo);
+    free(y);
+    free(j);
+    rl_config_free(fy);
+    rl_config_free(fj);
+    rl_config_free(sub);
+    rl_config_free(c);
+}
+
+static const char *DEFAULTS = "algorithm:\n"
+                              "  adv_estimator: grpo\n"
+                              "  kl_coef: 0.001\n"
+                              "  use_kl: false\n"
+                              "actor:\n"
+                              "  ppo_epochs: 1\n"
+                              "  lr: 1.0e-6\n"
+                              "  stop: [\"</s>\"]\n"
+                              "  optim: {betas: [0.9, 0.999]}\n"
+                              "reward:\n"
+                              "  weights: {}\n"
+                              "  model: ~\n";
+
+static void test_overrides(void **state)
+{
+    (void)state;
+    rl_config *c = s_parse(DEFAULTS, "<defaults>");
+    int64_t i;
+    double d;
+    int b;
+    const char *s;
+    size_t n;
+    const char *ok[] = {"actor.ppo_epochs=4",
+                        "actor.lr=2",                 /* an integer for a number */
+                        "algorithm.use_kl=true",
+                        "algorithm.adv_estimator=rloo",
+                        "actor.stop=[\"<eos>\", \"\\n\\n\"]",
+                        "actor.optim.betas[1]=0.95",
+                        "reward.weights.math=0.7",    /* open map: new key */
+                        "reward.model={path: /m, dtype: bf16}", /* null: anything */
+                        "algorithm.kl_coef=1e-3"};
+    assert_int_equal(rl_config_override_all(c, 9, ok), 0);
+    assert_int_equal(rl_config_get_int(c, "actor.ppo_epochs", &i), 0);
+    assert_int_equal(i, 4);
+    assert_int_equal(rl_config_get_double(c, "actor.lr", &d), 0);
+    assert_true(d == 2.0);
+    assert_int_equal(rl_config_get_bool(c, "algorithm.use_kl", &b), 0);
+    assert_int_equal(b, 1);
+    assert_int_equal(rl_config_get_string(c, "algorithm.adv_estimator", &s), 0);
+    assert_string_equal(s, "rloo");
+    assert_int_equal(rl_config_list_len(c, "actor.stop", &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(rl_config_get_string(c, "actor.stop[1]", &s), 0);
+    assert_string_equal(s, "\n\n");
+    assert_int_equal(rl_config_get_double(c, "actor.optim.betas[1]", &d), 0);
+    assert_true(d == 0.95);
+    assert_int_equal(rl_config_get_double(c, "reward.weights.math", &d), 0);
+    assert_true(d == 0.7);
+    assert_int_equal(rl_config_get_string(c, "reward.model.dtype", &s), 0);
+    assert_string_equal(s, "bf16");
+    assert_int_equal(rl_config_get_double(c, "algorithm.kl_coef", &d), 0);
+    assert_true(d == 1e-3);
+    /* a string override keeps text as written, even if it looks like YAML */
+    assert_int_equal(rl_config_override(c, "algorithm.adv_estimator=a: b"), 0);
+    assert_int_equal(rl_config_get_string(c, "algorithm.adv_estimator", &s), 0);
+    assert_string_equal(s, "a: b");
+    assert_int_equal(rl_config_override(c, "algorithm.adv_estimator='123'"), 0);
+    assert_int_equal(rl_config_get_string(c, "algorithm.adv_estimator", &s), 0);
+    assert_string_equal(s, "123");
+    assert_int_equal(rl_config_node_type(rl_config_node_at(rl_config_root(c),
+                                                           "algorithm.adv_estimator")),
+                     RL_CONFIG_T_STRING);
+
+    /* errors */
+    assert_int_equal(rl_config_override(c, "algorithm.kl_cof=0.1"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "override algorithm.kl_cof=0.1: unknown key 'algorithm.kl_cof'; "
+                        "did you mean 'algorithm.kl_coef'?");
+    assert_int_equal(rl_config_override(c, "actor.ppo_epoch=2"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "override actor.ppo_epoch=2: unknown key 'actor.ppo_epoch'; "
+                        "did you mean 'actor.ppo_epochs'?");
+    assert_int_equal(rl_config_override(c, "zzzzzzzz=1"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(), "override zzzzzzzz=1: unknown key 'zzzzzzzz'");
+    assert_int_equal(rl_config_override(c, "actor.ppo_epochs=fast"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "override actor.ppo_epochs=fast: expected an integer, got 'fast'");
+    assert_int_equal(rl_config_override(c, "actor.ppo_epochs=2.5"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "override actor.ppo_epochs=2.5: expected an integer, got '2.5'");
+    assert_int_equal(rl_config_override(c, "actor.lr=high"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "override actor.lr=high: expected a number, got 'high'");
+    assert_int_equal(rl_config_override(c, "algorithm.use_kl=1"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "override algorithm.use_kl=1: expected a boolean, got '1'");
+    assert_int_equal(rl_config_override(c, "actor.stop=</s>"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "override actor.stop=</s>: expected a list, got '</s>'");
+    assert_int_equal(rl_config_override(c, "actor.ppo_epochs=[1]"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "override actor.ppo_epochs=[1]: expected an integer, got a list");
+    assert_int_equal(rl_config_override(c, "actor.ppo_epochs="), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "override actor.ppo_epochs=: expected an integer, got null");
+    assert_int_equal(rl_config_override(c, "actor.optim={betas: [1, 1]}"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "override actor.optim={betas: [1, 1]}: 'actor.optim' is a map; "
+                        "override its keys one by one (actor.optim.<key>=value)");
+    assert_int_equal(rl_config_override(c, "actor.lr=[1, 2"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "override actor.lr=[1, 2: <override>:2:1: did not find expected ',' "
+                        "or ']' while parsing a flow sequence (started at line 1)");
+    assert_int_equal(rl_config_override(c, "actor.lr"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(), "override 'actor.lr': expected key=value");
+    /* failed overrides changed nothing */
+    assert_int_equal(rl_config_get_int(c, "actor.ppo_epochs", &i), 0);
+    assert_int_equal(i, 4);
+    rl_config_free(c);
+}
+
+static void test_validate_and_load_job(void **state)
+{
+    (void)state;
+    rl_config *def = s_parse(DEFAULTS, "<defaults>");
+    rl_config *job = s_parse("algorithm:\n"
+                             "  kl_coef: 0.01\n"
+                             "  kl_cof: 0.1\n",
+                             "job.yaml");
+    assert_int_equal(rl_config_validate(job, def), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "job.yaml:3:3: unknown key 'algorithm.kl_cof'; did you mean "
+                        "'algorithm.kl_coef'?");
+    rl_config_free(job);
+    job = s_parse("actor:\n  lr: fast\n", "job.yaml");
+    assert_int_equal(rl_config_validate(job, def), RL_ECONFIG);
+    assert_string_equal(rl_error_message(), "job.yaml:2:7: actor.lr: expected a number, got 'fast'");
+    rl_config_free(job);
+    job = s_parse("actor:\n  optim: {betas: [0.9, x]}\n", "job.yaml");
+    assert_int_equal(rl_config_validate(job, def), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "job.yaml:2:24: actor.optim.betas[1]: expected a number, got 'x'");
+    rl_config_free(job);
+    job = s_parse("actor: 3\n", "job.yaml");
+    assert_int_equal(rl_config_validate(job, def), RL_ECONFIG);
+    assert_string_equal(rl_error_message(), "job.yaml:1:8: actor: expected a map, got '3'");
+    rl_config_free(job);
+    job = s_parse("reward:\n  weights: {math: 1.0, code: 0.5}\n  model: {path: /x}\n",
+                  "job.yaml");
+    assert_int_equal(rl_config_validate(job, def), 0);
+    /* merge: job values win, defaults fill in, locations follow the source */
+    rl_config *m = rl_config_merge(def, job);
+    double d;
+    assert_int_equal(rl_config_get_double(m, "reward.weights.code", &d), 0);
+    assert_true(d == 0.5);
+    assert_int_equal(rl_config_get_double(m, "algorithm.kl_coef", &d), 0);
+    assert_true(d == 0.001);
+    const rl_config_node *k = rl_config_node_at(rl_config_root(m), "reward.weights.math");
+    assert_string_equal(rl_config_node_file(k), "job.yaml");
+    assert_int_equal(rl_config_node_line(k), 2);
+    k = rl_config_node_at(rl_config_root(m), "algorithm.kl_coef");
+    assert_string_equal(rl_config_node_file(k), "<defaults>");
+    /* the open map stays open after the merge */
+    assert_int_equal(rl_config_override(m, "reward.weights.format=0.1"), 0);
+    rl_config_free(m);
+    rl_config_free(job);
+    rl_config_free(def);
+
+    /* "lr: 1" in a job still stands for a number in later overrides */
+    def = s_parse(DEFAULTS, "<defaults>");
+    job = s_parse("actor: {lr: 1}\n", "job.yaml");
+    assert_int_equal(rl_config_validate(job, def), 0);
+    m = rl_config_merge(def, job);
+    assert_int_equal(rl_config_override(m, "actor.lr=0.5"), 0);
+    assert_int_equal(rl_config_get_double(m, "actor.lr", &d), 0);
+    assert_true(d == 0.5);
+    rl_config_free(m);
+    rl_config_free(job);
+    rl_config_free(def);
+
+    /* the driver's sequence on a real file */
+    char path[] = "/tmp/rlrt_test_job_XXXXXX";
+    int fd = mkstemp(path);
+    const char *text = "actor:\n  ppo_epochs: 2\n  lr: 3.0e-6\n";
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    const char *ov[] = {"actor.ppo_epochs=5"};
+    rl_config *c = rl_config_load_job(DEFAULTS, path, 1, ov);
+    assert_non_null(c);
+    int64_t i;
+    assert_int_equal(rl_config_get_int(c, "actor.ppo_epochs", &i), 0);
+    assert_int_equal(i, 5);
+    assert_int_equal(rl_config_get_double(c, "actor.lr", &d), 0);
+    assert_true(d == 3.0e-6);
+    assert_int_equal(rl_config_get_double(c, "algorithm.kl_coef", &d), 0);
+    assert_true(d == 0.001);
+    rl_config_free(c);
+    const char *bad[] = {"actor.ppo_epochs=5", "algorithm.kl_cof=1"};
+    assert_null(rl_config_load_job(DEFAULTS, path, 2, bad));
+    assert_string_equal(rl_error_message(),
+                        "override algorithm.kl_cof=1: unknown key 'algorithm.kl_cof'; did "
+                        "you mean 'algorithm.kl_coef'?");
+    fd = open(path, O_WRONLY | O_TRUNC);
+    text = "actor:\n  ppo_epochs: 2\n  lrr: 3.0e-6\n";
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    assert_null(rl_config_load_job(DEFAULTS, path, 0, NULL));
+    char want[256];
+    snprintf(want, sizeof want, "%s:3:3: unknown key 'actor.lrr'; did you mean 'actor.lr'?",
+             path);
+    assert_string_equal(rl_error_message(), want);
+    unlink(path);
+}
+
+static void test_set_yaml_and_check_keys(void **state)
+{
+    (void)state;
+    rl_config *c = rl_config_new("<built>");
+    assert_int_equal(rl_config_set_yaml(c, "a.b.c", "[1, 2, 3]"), 0);
+    assert_int_equal(rl_config_set_yaml(c, "a.name", "'x y'"), 0);
+    size_t n;
+    assert_int_equal(rl_config_list_len(c, "a.b.c", &n), 0);
+    assert_int_equal(n, 3);
+    int64_t i;
+    assert_int_equal(rl_config_get_int(c, "a.b.c[2]", &i), 0);
+    assert_int_equal(i, 3);
+    char *j = rl_config_to_json(c, "");
+    assert_string_equal(j, "{\"a\":{\"b\":{\"c\":[1,2,3]},\"name\":\"x y\"}}");
+    free(j);
+    rl_config_free(c);
+
+    rl_config *n0 = s_parse("name: n\nadress: x\n", "cluster.yaml");
+    static const char *const keys[] = {"name", "address", "gpus", NULL};
+    assert_int_equal(rl_config_node_check_keys(rl_config_root(n0), keys), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "cluster.yaml:2:1: unknown key 'adress'; did you mean 'address'?");
+    rl_config_free(n0);
+    assert_int_equal(rl_edit_distance("kitten", "sitting"), 3);
+    assert_int_equal(rl_edit_distance("", "abc"), 3);
+    assert_int_equal(rl_edit_distance("kl_coef", "kl_coef"), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_typed_getters),
+        cmocka_unit_test(test_getter_errors),
+        cmocka_unit_test(test_yaml_syntax_errors),
+        cmocka_unit_test(test_anchors_and_aliases),
+        cmocka_unit_test(test_subtree_round_trip),
+        cmocka_unit_test(test_overrides),
+        cmocka_unit_test(test_validate_and_load_job),
+        cmocka_unit_test(test_set_yaml_and_check_keys),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

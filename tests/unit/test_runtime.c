@@ -1,0 +1,396 @@
+/* test_runtime.c — driver + real rl-worker processes over real sockets:
+ * dispatch modes, kill -9 and hang detection with restart, restart limits,
+ * protocol mismatch, unknown peers, external waits, a worker giving up. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+#include <cmocka.h>
+
+#include "rl.pb-c.h"
+#include "rlrt/rlrt.h"
+#include "rlrt/runtime/cluster.h"
+#include "rlrt/runtime/driver.h"
+#include "rlrt/runtime/msg.h"
+#include "rlrt/wire.h"
+
+static char s_worker[512];
+
+static double s_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+#define assert_msg_contains(msg, s) \
+    do { \
+        if (!strstr((msg), (s))) \
+            fail_msg("message '%s' lacks '%s'", (msg), (s)); \
+    } while (0)
+
+typedef struct {
+    rl_config *cfg;
+    rl_cluster *cl;
+    rl_driver *d;
+} s_job;
+
+static s_job *s_current; /* stopped by the teardown if a test fails */
+
+/* A cluster with `roles` (YAML flow text for the roles map) on one local
+ * node, heartbeat 0.2 s × 3, restart policy as given. */
+static s_job *s_start(const char *roles, int max_restarts, int start)
+{
+    static s_job job; /* static: the teardown may use it after a failed test */
+    s_job *j = &job;
+    memset(j, 0, sizeof *j);
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml,
+             "driver: {bind: 127.0.0.1, port: 5555}\n"
+             "heartbeat: {interval_s: 0.2, liveness: 3}\n"
+             "restart: {max_restarts: %d, backoff_s: 0.1, backoff_max_s: 0.2}\n"
+             "external_wait_timeout_s: 0.5\n"
+             "nodes:\n"
+             "  - {name: local, address: 127.0.0.1, launch: local}\n"
+             "  - {name: ext, address: 127.0.0.1, launch: external}\n"
+             "roles: %s\n",
+             max_restarts, roles);
+    j->cfg = rl_config_parse_string(yaml, strlen(yaml), "test-cluster.yaml");
+    assert_non_null(j->cfg);
+    j->cl = rl_cluster_from_config(j->cfg);
+    if (!j->cl)
+        fail_msg("cluster: %s", rl_error_message());
+    rl_driver_options opt = {.cluster = j->cl, .worker_binary = s_worker,
+                             .bind_override = "tcp://127.0.0.1:*", .worker_log_level = "warn",
+                             .ready_timeout_ms = 20000};
+    j->d = rl_driver_new(&opt);
+    assert_non_null(j->d);
+    s_current = j;
+    if (start && rl_driver_start(j->d))
+        fail_msg("start: %s", rl_error_message());
+    return j;
+}
+
+/* Waits until `rank` runs in a new process and the group is READY again. */
+static void s_wait_restarted(s_job *j, rl_group *g, int rank, int old_pid)
+{
+    for (int i = 0; i < 200 && (rl_group_pid(g, rank) == old_pid || rl_group_pid(g, rank) == 0); i++)
+        rl_driver_poll(j->d, 50);
+    assert_int_not_equal(rl_group_pid(g, rank), old_pid);
+    assert_int_equal(rl_group_wait_ready(g, 10000), 0);
+}
+
+static void s_stop(s_job *j)
+{
+    s_current = NULL;
+    rl_driver_shutdown(j->d, 5000);
+    rl_driver_free(j->d);
+    rl_cluster_free(j->cl);
+    rl_config_free(j->cfg);
+}
+
+static rl_dataproto *s_batch(int64_t rows)
+{
+    rl_dataproto *dp = rl_dataproto_new();
+    int64_t shape[2] = {rows, 2};
+    float *x = rl_tensor_data(rl_dataproto_new_tensor(dp, "x", RL_F32, 2, shape));
+    for (int64_t i = 0; i < rows * 2; i++)
+        x[i] = (float)i;
+    return dp;
+}
+
+static void test_dispatch_modes(void **state)
+{
+    (void)state;
+    s_job *j = s_start("{reward: {count: 3, node: local}}", 1, 1);
+    rl_group *g = rl_driver_group(j->d, "reward");
+    assert_int_equal(rl_group_size(g), 3);
+
+    /* dp_compute, 10 rows over 3 ranks: padded to 12, chunks of 4, the 2
+     * padding rows (repeats of rows 0, 1 on rank 2) stripped */
+    rl_dataproto *in = s_batch(10), *out = NULL;
+    json_object_set_new(rl_dataproto_meta(in), "value", json_real(1.0));
+    assert_int_equal(rl_group_call_sync(g, "add", RL_DISPATCH_DP_COMPUTE, in, &out), 0);
+    assert_int_equal(rl_dataproto_rows(out), 10);
+    const float *x = rl_tensor_data(rl_dataproto_tensor(out, "x"));
+    for (int i = 0; i < 20; i++)
+        assert_true(x[i] == (float)i + 1.0f);
+    const rl_column *rank = rl_dataproto_column(out, "rank");
+    int64_t want_rank[10] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2};
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(rl_column_i64(rank, i), want_rank[i]);
+    rl_dataproto_free(out);
+
+    /* one_to_all: one result per rank; take() refuses */
+    rl_future *f = rl_group_call(g, "add", RL_DISPATCH_ONE_TO_ALL, in);
+    assert_int_equal(rl_future_wait(f, 10000), 0);
+    assert_int_equal(rl_future_take(f, &out), RL_EINVAL);
+    for (int r = 0; r < 3; r++) {
+        assert_int_equal(rl_future_take_rank(f, r, &out), 0);
+        assert_int_equal(rl_dataproto_rows(out), 10);
+        assert_int_equal(rl_column_i64(rl_dataproto_column(out, "rank"), 0), r);
+        rl_dataproto_free(out);
+    }
+    rl_future_free(f);
+
+    /* rank_zero */
+    assert_int_equal(rl_group_call_sync(g, "whoami", RL_DISPATCH_RANK_ZERO, NULL, &out), 0);
+    assert_int_equal(rl_column_i64(rl_dataproto_column(out, "rank"), 0), 0);
+    rl_dataproto_free(out);
+
+    /* all_to_all with an empty entry */
+    rl_dataproto *per[3] = {in, NULL, in};
+    f = rl_group_call_each(g, "echo", per);
+    assert_int_equal(rl_future_wait(f, 10000), 0);
+    assert_int_equal(rl_future_take_rank(f, 1, &out), 0);
+    assert_int_equal(rl_dataproto_rows(out), 0);
+    rl_dataproto_free(out);
+    rl_future_free(f);
+
+    /* handler error names worker and method; other ranks unaffected */
+    assert_int_equal(rl_group_call_sync(g, "fail", RL_DISPATCH_ONE_TO_ALL, NULL, NULL), RL_EINVAL);
+    assert_msg_contains(rl_error_message(), "method 'fail' failed: fail requested on reward/");
+    assert_int_equal(rl_group_call_sync(g, "add", RL_DISPATCH_RANK_ZERO, NULL, NULL), RL_ENOTFOUND);
+    assert_msg_contains(rl_error_message(), "reward/0: method 'add' failed: tensor 'x' not in the batch");
+    rl_dataproto_free(in);
+    s_stop(j);
+}
+
+/* kill -9 during a call: the call fails naming the worker and the method,
+ * the worker is restarted and the next call succeeds. */
+static void test_kill9_during_call(void **state)
+{
+    (void)state;
+    s_job *j = s_start("{actor: {count: 2, node: local}}", 2, 1);
+    rl_group *g = rl_driver_group(j->d, "actor");
+    int pid = rl_group_pid(g, 1);
+    assert_true(pid > 0);
+    rl_dataproto *in = rl_dataproto_new();
+    rl_dataproto_set_rows(in, 0);
+    json_object_set_new(rl_dataproto_meta(in), "ms", json_integer(2000));
+    rl_future *f = rl_group_call(g, "sleep", RL_DISPATCH_ONE_TO_ALL, in);
+    rl_driver_poll(j->d, 300);
+    double t0 = s_now();
+    kill(pid, SIGKILL);
+    assert_int_not_equal(rl_future_wait(f, 10000), 0);
+    double dt = s_now() - t0;
+    assert_msg_contains(rl_error_message(), "worker actor/1");
+    assert_msg_contains(rl_error_message(), "during call 'sleep'");
+    assert_msg_contains(rl_error_message(), "killed by signal 9");
+    assert_true(dt < 0.6 + 1.0); /* interval × liveness plus a margin */
+    rl_future_free(f); /* actor/0 still sleeps: its late reply is dropped */
+    s_wait_restarted(j, g, 1, pid);
+    assert_int_equal(rl_driver_restarts(j->d), 1);
+    rl_dataproto *out = NULL;
+    assert_int_equal(rl_group_call_sync(g, "whoami", RL_DISPATCH_ONE_TO_ALL, NULL, NULL), 0);
+    rl_dataproto_free(out);
+    rl_dataproto_free(in);
+    s_stop(j);
+}
+
+/* A hung worker (SIGSTOP) is detected by missed heartbeats alone. */
+static void test_hung_worker_liveness(void **state)
+{
+    (void)state;
+    s_job *j = s_start("{env: {count: 1, node: local}}", 2, 1);
+    rl_group *g = rl_driver_group(j->d, "env");
+    int pid = rl_group_pid(g, 0);
+    rl_dataproto *in = rl_dataproto_new();
+    rl_dataproto_set_rows(in, 0);
+    json_object_set_new(rl_dataproto_meta(in), "ms", json_integer(20000));
+    rl_future *f = rl_group_call(g, "sleep", RL_DISPATCH_RANK_ZERO, in);
+    rl_driver_poll(j->d, 200);
+    double t0 = s_now();
+    kill(pid, SIGSTOP);
+    assert_int_not_equal(rl_future_wait(f, 10000), 0);
+    double dt = s_now() - t0;
+    assert_msg_contains(rl_error_message(), "worker env/0");
+    assert_msg_contains(rl_error_message(), "missed heartbeats");
+    assert_msg_contains(rl_error_message(), "during call 'sleep'");
+    assert_true(dt >= 0.4 && dt < 0.6 + 1.0);
+    rl_future_free(f);
+    s_wait_restarted(j, g, 0, pid);
+    assert_int_equal(rl_group_call_sync(g, "whoami", RL_DISPATCH_RANK_ZERO, NULL, NULL), 0);
+    rl_dataproto_free(in);
+    s_stop(j);
+}
+
+static void test_restart_limit(void **state)
+{
+    (void)state;
+    s_job *j = s_start("{rollout: {count: 1, node: local}}", 1, 1);
+    rl_group *g = rl_driver_group(j->d, "rollout");
+    int pid = rl_group_pid(g, 0);
+    kill(pid, SIGKILL);
+    s_wait_restarted(j, g, 0, pid);
+    kill(rl_group_pid(g, 0), SIGKILL);
+    assert_int_not_equal(rl_group_call_sync(g, "whoami", RL_DISPATCH_RANK_ZERO, NULL, NULL), 0);
+    assert_non_null(rl_driver_fatal(j->d));
+    assert_msg_contains(rl_driver_fatal(j->d), "role rollout cannot be restored: rollout/0 was killed "
+                                              "by signal 9 and was already restarted 1 times");
+    s_stop(j);
+}
+
+/* Raw DEALER peers: a protocol mismatch is refused with a message; a
+ * message from an unknown peer gets DISCONNECT. */
+static int s_raw_send(void *sock, uint32_t version, Rl__Envelope *env)
+{
+    env->protocol_version = version;
+    uint8_t buf[512];
+    size_t len = rl__envelope__pack(env, buf);
+    return zmq_send(sock, buf, len, 0);
+}
+
+static Rl__Envelope *s_raw_recv(rl_driver *d, void *sock)
+{
+    for (int i = 0; i < 100; i++) {
+        rl_driver_poll(d, 0);
+        uint8_t buf[2048];
+        int n = zmq_recv(sock, buf, sizeof buf, ZMQ_DONTWAIT);
+        if (n >= 0)
+            return rl__envelope__unpack(NULL, (size_t)n, buf);
+        usleep(10000);
+    }
+    return NULL;
+}
+
+static void test_protocol_mismatch_and_unknown_peer(void **state)
+{
+    (void)state;
+    s_job *j = s_start("{reward: {count: 1, node: ext}}", 1, 0);
+    void *ctx = zmq_ctx_new();
+    void *sock = zmq_socket(ctx, ZMQ_DEALER);
+    int linger = 0;
+    zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
+    assert_int_equal(zmq_connect(sock, rl_driver_endpoint(j->d)), 0);
+
+    Rl__Envelope env = RL__ENVELOPE__INIT;
+    Rl__Hello h = RL__HELLO__INIT;
+    h.role = "reward";
+    env.body_case = RL__ENVELOPE__BODY_HELLO;
+    env.hello = &h;
+    assert_true(s_raw_send(sock, 99, &env) > 0);
+    Rl__Envelope *got = s_raw_recv(j->d, sock);
+    assert_non_null(got);
+    assert_int_equal(got->body_case, RL__ENVELOPE__BODY_ERROR);
+    assert_string_equal(got->error->message, "refused: worker speaks protocol version 99, driver speaks 1");
+    rl__envelope__free_unpacked(got, NULL);
+    got = s_raw_recv(j->d, sock);
+    assert_non_null(got);
+    assert_int_equal(got->body_case, RL__ENVELOPE__BODY_DISCONNECT);
+    rl__envelope__free_unpacked(got, NULL);
+
+    /* heartbeat without HELLO */
+    Rl__Envelope hb = RL__ENVELOPE__INIT;
+    Rl__Heartbeat b = RL__HEARTBEAT__INIT;
+    hb.body_case = RL__ENVELOPE__BODY_HEARTBEAT;
+    hb.heartbeat = &b;
+    assert_true(s_raw_send(sock, RL_PROTOCOL_VERSION, &hb) > 0);
+    got = s_raw_recv(j->d, sock);
+    assert_non_null(got);
+    assert_int_equal(got->body_case, RL__ENVELOPE__BODY_DISCONNECT);
+    assert_string_equal(got->disconnect->reason, "unknown peer; send HELLO first");
+    rl__envelope__free_unpacked(got, NULL);
+
+    /* HELLO for a rank the cluster does not have */
+    h.rank = 5;
+    assert_true(s_raw_send(sock, RL_PROTOCOL_VERSION, &env) > 0);
+    got = s_raw_recv(j->d, sock);
+    assert_non_null(got);
+    assert_int_equal(got->body_case, RL__ENVELOPE__BODY_ERROR);
+    assert_msg_contains(got->error->message, "refused: no slot reward/5 in test-cluster.yaml (reward has 1 ranks)");
+    rl__envelope__free_unpacked(got, NULL);
+
+    /* garbage bytes */
+    assert_int_equal(zmq_send(sock, "\xff\xff\xff", 3, 0), 3);
+    got = s_raw_recv(j->d, sock);
+    while (got && got->body_case != RL__ENVELOPE__BODY_DISCONNECT) {
+        rl__envelope__free_unpacked(got, NULL);
+        got = s_raw_recv(j->d, sock);
+    }
+    assert_non_null(got);
+    rl__envelope__free_unpacked(got, NULL);
+    zmq_close(sock);
+    zmq_ctx_term(ctx);
+    s_stop(j);
+}
+
+static pid_t s_spawn_worker(const char *role, int rank, const char *endpoint, const char *give_up)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        char r[16];
+        snprintf(r, sizeof r, "%d", rank);
+        execl(s_worker, s_worker, "--role", role, "--rank", r, "--driver", endpoint, "--log-level",
+              "error", "--heartbeat-ms", "100", "--give-up-s", give_up, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static void test_external_workers(void **state)
+{
+    (void)state;
+    s_job *j = s_start("{env: {count: 1, node: ext}}", 1, 0);
+    assert_int_equal(rl_driver_start(j->d), RL_ETIMEOUT);
+    assert_string_equal(rl_error_message(),
+                        "timed out after 0.5 s waiting for 1 worker: env/0 (node ext, external)");
+    pid_t pid = s_spawn_worker("env", 0, rl_driver_endpoint(j->d), "5");
+    assert_int_equal(rl_group_wait_ready(rl_driver_group(j->d, "env"), 10000), 0);
+    assert_int_equal(rl_group_call_sync(rl_driver_group(j->d, "env"), "whoami", RL_DISPATCH_RANK_ZERO,
+                                        NULL, NULL), 0);
+    s_stop(j); /* SHUTDOWN reaches the external worker too */
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static void test_worker_gives_up_without_driver(void **state)
+{
+    (void)state;
+    double t0 = s_now();
+    pid_t pid = s_spawn_worker("reward", 0, "tcp://127.0.0.1:1", "1");
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 2);
+    assert_true(s_now() - t0 < 5.0);
+}
+
+/* A failed assertion skips s_stop(): shut the workers down here. */
+static int s_teardown(void **state)
+{
+    (void)state;
+    if (s_current)
+        s_stop(s_current);
+    return 0;
+}
+
+int main(void)
+{
+    const char *build = getenv("BUILD");
+    snprintf(s_worker, sizeof s_worker, "%s/bin/rl-worker", build ? build : "build");
+    if (access(s_worker, X_OK) != 0) {
+        fprintf(stderr, "test_runtime: %s not built\n", s_worker);
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_dispatch_modes, s_teardown),
+        cmocka_unit_test_teardown(test_kill9_during_call, s_teardown),
+        cmocka_unit_test_teardown(test_hung_worker_liveness, s_teardown),
+        cmocka_unit_test_teardown(test_restart_limit, s_teardown),
+        cmocka_unit_test_teardown(test_protocol_mismatch_and_unknown_peer, s_teardown),
+        cmocka_unit_test_teardown(test_external_workers, s_teardown),
+        cmocka_unit_test_teardown(test_worker_gives_up_without_driver, s_teardown),
+    };
+    return cmocka_run_group_tests_name("runtime", tests, NULL, NULL);
+}

@@ -1,0 +1,8 @@
+/* workers/rollout/rollout.c — method table of the rollout role.
+ * Training methods of this role arrive with the recipes that need them; until
+ * then the role serves the runtime's builtin methods (see workers/roles.h). */
+#include "../roles.h"
+
+static const rl_method s_methods[] = {{NULL, NULL}};
+
+const rl_worker_role rl_role_rollout = {"rollout", s_methods, NULL, NULL};
