@@ -20,13 +20,19 @@
 
 /* ---- step 1: bounded structural scan ------------------------------------------ */
 
-enum { M_HEADER, M_VALUE, M_MAP, M_ENTRY, M_LIST };
+enum { M_HEADER, M_VALUE, M_MAP, M_ENTRY, M_LIST, M_ENVELOPE, M_CONFIGURE, M_CALL, M_REPLY };
 
-/* Which (message, field) pairs hold a message that can lead back to a Value. */
+/* Which (message, field) pairs hold a message that can lead to a Value
+ * (field numbers from proto/rl.proto). */
 static int s_child(int msg, uint64_t field)
 {
     switch (msg) {
     case M_HEADER: return field == 5 ? M_VALUE : -1;
+    case M_ENVELOPE:
+        return field == 11 ? M_CONFIGURE : field == 13 ? M_CALL : field == 14 ? M_REPLY : -1;
+    case M_CONFIGURE: return field == 5 ? M_VALUE : -1;
+    case M_CALL: return field == 4 ? M_VALUE : -1;
+    case M_REPLY: return field == 3 ? M_VALUE : -1;
     case M_VALUE: return field == 6 ? M_MAP : field == 7 ? M_LIST : -1;
     case M_MAP: return field == 1 ? M_ENTRY : -1;
     case M_ENTRY: return field == 2 ? M_VALUE : -1;
@@ -51,13 +57,17 @@ static int s_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
     return -1;
 }
 
-static int s_scan_header(const uint8_t *buf, size_t len)
+/* Walks a message of type `root` without recursion and refuses Value nesting
+ * deeper than RL_WIRE_MAX_META_DEPTH: protobuf-c's unpacker recurses once
+ * per level with no limit, so a few MB of nested lists would overflow the
+ * stack. `what` names the frame in messages ("header", "envelope"). */
+static int s_scan(const uint8_t *buf, size_t len, int root, const char *what)
 {
     struct { const uint8_t *end; int type; } st[3 * RL_WIRE_MAX_META_DEPTH + 8];
     int sp = 0, depth = 0;
     const uint8_t *p = buf;
     st[sp].end = buf + len;
-    st[sp++].type = M_HEADER;
+    st[sp++].type = root;
     while (sp > 0) {
         if (p == st[sp - 1].end) {
             if (st[--sp].type == M_VALUE)
@@ -67,44 +77,45 @@ static int s_scan_header(const uint8_t *buf, size_t len)
         const uint8_t *end = st[sp - 1].end;
         uint64_t tag, v;
         if (s_varint(&p, end, &tag))
-            return rl_error_set(RL_EPROTO, "header: truncated or garbage protobuf (bad tag "
-                                "varint at byte %zu of %zu)", (size_t)(p - buf), len);
+            return rl_error_set(RL_EPROTO, "%s: truncated or garbage protobuf (bad tag "
+                                "varint at byte %zu of %zu)", what, (size_t)(p - buf), len);
         uint64_t field = tag >> 3;
         switch (tag & 7) {
         case 0:
             if (s_varint(&p, end, &v))
-                return rl_error_set(RL_EPROTO, "header: truncated or garbage protobuf (bad "
-                                    "varint at byte %zu of %zu)", (size_t)(p - buf), len);
+                return rl_error_set(RL_EPROTO, "%s: truncated or garbage protobuf (bad "
+                                    "varint at byte %zu of %zu)", what, (size_t)(p - buf), len);
             break;
         case 1:
         case 5: {
             size_t w = (tag & 7) == 1 ? 8 : 4;
             if ((size_t)(end - p) < w)
-                return rl_error_set(RL_EPROTO, "header: truncated protobuf (fixed field at "
-                                    "byte %zu of %zu)", (size_t)(p - buf), len);
+                return rl_error_set(RL_EPROTO, "%s: truncated protobuf (fixed field at "
+                                    "byte %zu of %zu)", what, (size_t)(p - buf), len);
             p += w;
             break;
         }
         case 2: {
             if (s_varint(&p, end, &v) || v > (uint64_t)(end - p))
-                return rl_error_set(RL_EPROTO, "header: truncated protobuf (length-delimited "
+                return rl_error_set(RL_EPROTO, "%s: truncated protobuf (length-delimited "
                                     "field %" PRIu64 " at byte %zu of %zu runs past its "
-                                    "message)", field, (size_t)(p - buf), len);
+                                    "message)", what, field, (size_t)(p - buf), len);
             int child = s_child(st[sp - 1].type, field);
             if (child < 0) {
                 p += v;
                 break;
             }
             if (child == M_VALUE && ++depth > RL_WIRE_MAX_META_DEPTH)
-                return rl_error_set(RL_EPROTO, "meta: nesting depth expected at most %d, got "
-                                    "more", RL_WIRE_MAX_META_DEPTH);
+                return rl_error_set(RL_EPROTO, "%s: nesting depth expected at most %d, got "
+                                    "more", root == M_HEADER ? "meta" : what,
+                                    RL_WIRE_MAX_META_DEPTH);
             st[sp].end = p + v;
             st[sp++].type = child;
             break;
         }
         default:
-            return rl_error_set(RL_EPROTO, "header: garbage protobuf (wire type %u at byte "
-                                "%zu of %zu)", (unsigned)(tag & 7), (size_t)(p - buf), len);
+            return rl_error_set(RL_EPROTO, "%s: garbage protobuf (wire type %u at byte "
+                                "%zu of %zu)", what, (unsigned)(tag & 7), (size_t)(p - buf), len);
         }
     }
     return 0;
@@ -537,7 +548,7 @@ int rl_wire_decode(const rl_wire_frame *frames, int n, rl_dataproto **out)
     if (!frames[0].data && frames[0].len)
         return rl_error_set(RL_EINVAL, "rl_wire_decode: header frame has a NULL data pointer");
     const uint8_t *hb = frames[0].len ? frames[0].data : (const uint8_t *)"";
-    int rc = s_scan_header(hb, frames[0].len);
+    int rc = s_scan(hb, frames[0].len, M_HEADER, "header");
     if (rc)
         return rc;
     /* Decoded structs take at most ~64x the wire bytes (an empty 2-byte
@@ -768,4 +779,26 @@ int rl_wire_recv_dataproto(void *sock, rl_dataproto **out)
     rc = rl_wire_decode_msgs(msgs, n, out);
     free(msgs);
     return rc;
+}
+
+int rl_wire_unpack_envelope(const void *buf, size_t len, struct Rl__Envelope **out)
+{
+    if (!out)
+        return rl_error_set(RL_EINVAL, "rl_wire_unpack_envelope: NULL out");
+    *out = NULL;
+    if (!buf && len)
+        return rl_error_set(RL_EINVAL, "rl_wire_unpack_envelope: NULL buffer");
+    if (len > RL_WIRE_MAX_HEADER_BYTES)
+        return rl_error_set(RL_EPROTO, "envelope frame: expected at most %zu bytes, got %zu",
+                            RL_WIRE_MAX_HEADER_BYTES, len);
+    const uint8_t *b = len ? buf : (const uint8_t *)"";
+    int rc = s_scan(b, len, M_ENVELOPE, "envelope");
+    if (rc)
+        return rc;
+    Rl__Envelope *e = rl__envelope__unpack(NULL, len, b);
+    if (!e)
+        return rl_error_set(RL_EPROTO, "envelope frame (%zu bytes): not a valid rl.Envelope "
+                            "protobuf (truncated or garbage)", len);
+    *out = e;
+    return 0;
 }

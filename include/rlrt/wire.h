@@ -109,6 +109,19 @@ int rl_wire_decode_packed(const void *buf, size_t len, rl_dataproto **out);
 /* Encodes dp into that packed format (malloc'd, free()). */
 int rl_wire_encode_packed(const rl_dataproto *dp, void **buf, size_t *len);
 
+/* ---- control-plane envelopes ------------------------------------------------ */
+
+struct Rl__Envelope; /* generated from proto/rl.proto (build/gen/rl.pb-c.h) */
+
+/* Safe replacement for rl__envelope__unpack(): Envelope carries Value trees
+ * (Configure.extra, Call.args, Reply.result) and protobuf-c unpacks them
+ * recursively without a limit, so one hostile frame of nested lists would
+ * overflow the stack. This scans first and refuses nesting deeper than
+ * RL_WIRE_MAX_META_DEPTH (RL_EPROTO naming it). Free the result with
+ * rl__envelope__free_unpacked(env, NULL). The protocol version is left to the
+ * caller to check. */
+int rl_wire_unpack_envelope(const void *buf, size_t len, struct Rl__Envelope **out);
+
 #ifdef __cplusplus
 }
 #endif
