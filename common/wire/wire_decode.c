@@ -210,10 +210,6 @@ static int s_check_tensor(const Rl__DataProtoHeader *h, size_t i, const rl_wire_
     if (!name || !*name)
         return rl_error_set(RL_EPROTO, "tensors[%zu].name: expected a non-empty name, got \"\"",
                             i);
-    for (size_t j = 0; j < i; j++)
-        if (!strcmp(h->tensors[j]->name, name))
-            return rl_error_set(RL_EPROTO, "tensors[%zu].name: duplicate tensor name '%s' "
-                                "(also tensors[%zu])", i, name, j);
     if (!rl_dtype_valid(s->dtype))
         return rl_error_set(RL_EPROTO, "tensor '%s': dtype expected a code in %d..%d, got %d",
                             name, RL_DTYPE_MIN, RL_DTYPE_MAX, s->dtype);
@@ -268,14 +264,6 @@ static int s_check_column(const Rl__DataProtoHeader *h, size_t i)
     if (!name || !*name)
         return rl_error_set(RL_EPROTO, "columns[%zu].name: expected a non-empty name, got \"\"",
                             i);
-    for (size_t j = 0; j < i; j++)
-        if (!strcmp(h->columns[j]->name, name))
-            return rl_error_set(RL_EPROTO, "columns[%zu].name: duplicate column name '%s' "
-                                "(also columns[%zu])", i, name, j);
-    for (size_t j = 0; j < h->n_tensors; j++)
-        if (!strcmp(h->tensors[j]->name, name))
-            return rl_error_set(RL_EPROTO, "columns[%zu].name: '%s' is also a tensor name", i,
-                                name);
     int type = c->type;
     if (type < RL_COL_STRING || type > RL_COL_BYTES_LIST)
         return rl_error_set(RL_EPROTO, "column '%s': type expected a code in %d..%d, got %d",
@@ -318,6 +306,57 @@ static int s_check_column(const Rl__DataProtoHeader *h, size_t i)
                 return rl_error_set(RL_EPROTO, "column '%s': string value %zu contains a NUL "
                                     "byte", name, k);
     return 0;
+}
+
+/* Duplicate names among tensors and columns, by sorting (a hostile header can
+ * carry many thousands of names; pairwise comparison would be quadratic). */
+typedef struct s_name {
+    const char *name;
+    int kind; /* 0 tensor, 1 column */
+    size_t idx;
+} s_name;
+
+static int s_name_cmp(const void *a, const void *b)
+{
+    const s_name *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    if (c)
+        return c;
+    if (x->kind != y->kind)
+        return x->kind - y->kind;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static int s_check_names(const Rl__DataProtoHeader *h)
+{
+    size_t n = h->n_tensors + h->n_columns;
+    if (n < 2)
+        return 0;
+    s_name *v = malloc(n * sizeof *v);
+    if (!v)
+        return rl_error_set(RL_ENOMEM, "rl_wire_decode: out of memory");
+    for (size_t i = 0; i < h->n_tensors; i++)
+        v[i] = (s_name){h->tensors[i]->name, 0, i};
+    for (size_t i = 0; i < h->n_columns; i++)
+        v[h->n_tensors + i] = (s_name){h->columns[i]->name, 1, i};
+    qsort(v, n, sizeof *v, s_name_cmp);
+    int rc = 0;
+    for (size_t i = 1; i < n && !rc; i++) {
+        const s_name *a = &v[i - 1], *b = &v[i];
+        if (strcmp(a->name, b->name))
+            continue;
+        if (a->kind == 0 && b->kind == 0)
+            rc = rl_error_set(RL_EPROTO, "tensors[%zu].name: duplicate tensor name '%s' (also "
+                              "tensors[%zu])", b->idx, b->name, a->idx);
+        else if (a->kind == 1 && b->kind == 1)
+            rc = rl_error_set(RL_EPROTO, "columns[%zu].name: duplicate column name '%s' (also "
+                              "columns[%zu])", b->idx, b->name, a->idx);
+        else
+            rc = rl_error_set(RL_EPROTO, "columns[%zu].name: '%s' is also a tensor name",
+                              b->idx, b->name);
+    }
+    free(v);
+    return rc;
 }
 
 /* ---- step 4: building ------------------------------------------------------------ */
@@ -601,9 +640,16 @@ int rl_wire_decode(const rl_wire_frame *frames, int n, rl_dataproto **out)
     for (size_t i = 0; i < h->n_tensors; i++)
         if ((rc = s_check_tensor(h, i, frames, n, frame_user)))
             goto out;
+    if (h->n_columns > RL_WIRE_MAX_COLUMNS) {
+        rc = rl_error_set(RL_EPROTO, "header.columns: expected at most %d, got %zu",
+                          RL_WIRE_MAX_COLUMNS, h->n_columns);
+        goto out;
+    }
     for (size_t i = 0; i < h->n_columns; i++)
         if ((rc = s_check_column(h, i)))
             goto out;
+    if ((rc = s_check_names(h)))
+        goto out;
     if (h->meta && h->meta->kind_case != RL__VALUE__KIND_MAP_VALUE) {
         rc = rl_error_set(RL_EPROTO, "meta: expected a map, got %s", s_kind_name(h->meta));
         goto out;

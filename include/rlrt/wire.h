@@ -58,6 +58,8 @@ extern "C" {
 #define RL_WIRE_MAX_META_DEPTH 64
 /* Most tensors (frames - 1) in one DataProto. */
 #define RL_WIRE_MAX_TENSORS 4096
+/* Most columns in one DataProto. */
+#define RL_WIRE_MAX_COLUMNS 4096
 /* Largest header frame accepted. */
 #define RL_WIRE_MAX_HEADER_BYTES ((size_t)1 << 30)
 

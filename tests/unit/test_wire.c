@@ -646,6 +646,14 @@ static void test_decode_rejects_columns(void **state)
     x.h.n_columns = 2;
     EXPECT_REJECT(s_hdr_decode(&x), RL_EPROTO,
                   "columns[1].name: duplicate column name 'c' (also columns[0])");
+    /* too many columns is refused before any name comparison */
+    Rl__Column **many = malloc((RL_WIRE_MAX_COLUMNS + 1) * sizeof *many);
+    for (int i = 0; i <= RL_WIRE_MAX_COLUMNS; i++)
+        many[i] = &x.col;
+    x.h.columns = many;
+    x.h.n_columns = RL_WIRE_MAX_COLUMNS + 1;
+    EXPECT_REJECT(s_hdr_decode(&x), RL_EPROTO, "header.columns: expected at most 4096, got 4097");
+    free(many);
     /* list columns: list_len count and sum */
     s_hdr_init(&x);
     int64_t ll[3] = {1, 0, 1};
