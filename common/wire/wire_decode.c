@@ -80,6 +80,11 @@ static int s_scan(const uint8_t *buf, size_t len, int root, const char *what)
             return rl_error_set(RL_EPROTO, "%s: truncated or garbage protobuf (bad tag "
                                 "varint at byte %zu of %zu)", what, (size_t)(p - buf), len);
         uint64_t field = tag >> 3;
+        /* Field 0 and numbers past 2^29-1 are invalid; protobuf-c accepts a
+         * non-canonical 0 tag and then cannot read its own re-encoding. */
+        if (field == 0 || field > 536870911)
+            return rl_error_set(RL_EPROTO, "%s: garbage protobuf (field number %" PRIu64
+                                " at byte %zu of %zu)", what, field, (size_t)(p - buf), len);
         switch (tag & 7) {
         case 0:
             if (s_varint(&p, end, &v))

@@ -850,6 +850,15 @@ static void test_decode_rejects_garbage(void **state)
     g.data = wt7;
     g.len = 2;
     EXPECT_REJECT(rl_wire_decode(&g, 1, &dp), RL_EPROTO, "header: garbage protobuf (wire type 7");
+    /* Field number 0 (here a non-canonical tag, which protobuf-c accepts but
+     * then re-encodes into bytes it rejects: found by fuzz_wire_envelope). */
+    uint8_t f0[3] = {0x80, 0x00, 0x01};
+    g.data = f0;
+    g.len = 3;
+    EXPECT_REJECT(rl_wire_decode(&g, 1, &dp), RL_EPROTO, "header: garbage protobuf (field number 0");
+    Rl__Envelope *env = NULL;
+    EXPECT_REJECT(rl_wire_unpack_envelope(f0, 3, &env), RL_EPROTO,
+                  "envelope: garbage protobuf (field number 0");
     /* Well-formed protobuf with the wrong field types. */
     uint8_t wrong[3] = {0x0a, 0x01, 0x00}; /* version as length-delimited */
     g.data = wrong;
