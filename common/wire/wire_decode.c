@@ -1,10 +1,11 @@
 /* wire_decode.c — the untrusting side of the wire format: frames -> DataProto.
  *
  * Order of work: (1) scan the header bytes (bounded, iterative) so protobuf-c
- * never recurses deeper than RL_WIRE_MAX_META_DEPTH; (2) protobuf-c unpack;
- * (3) validate every field against the frames; (4) build the DataProto. Only
- * step 4 allocates tensors, so a hostile header cannot make us allocate more
- * than the frames it came with.
+ * never recurses deeper than RL_WIRE_MAX_META_DEPTH; (2) protobuf-c unpack
+ * into an arena capped at 64 × the header size; (3) validate every field
+ * against the frames; (4) build the DataProto. Only step 4 allocates tensors,
+ * so a hostile header cannot make us allocate more than the frames it came
+ * with. Control-plane envelopes get step 1 too (rl_wire_unpack_envelope).
  */
 #include "rlrt/wire.h"
 
