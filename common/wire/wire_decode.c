@@ -21,16 +21,25 @@
 
 /* ---- step 1: bounded structural scan ------------------------------------------ */
 
-enum { M_HEADER, M_VALUE, M_MAP, M_ENTRY, M_LIST, M_ENVELOPE, M_CONFIGURE, M_CALL, M_REPLY };
+/* M_LEAF: a message without submessages (TensorSpec, Column, Hello, Ready,
+ * Error, Heartbeat, Shutdown, Disconnect); walked only to check its tags. */
+enum { M_HEADER, M_VALUE, M_MAP, M_ENTRY, M_LIST, M_ENVELOPE, M_CONFIGURE, M_CALL, M_REPLY,
+       M_LEAF };
 
-/* Which (message, field) pairs hold a message that can lead to a Value
- * (field numbers from proto/rl.proto). */
+/* Which (message, field) pairs hold a submessage (field numbers from
+ * proto/rl.proto). */
 static int s_child(int msg, uint64_t field)
 {
     switch (msg) {
-    case M_HEADER: return field == 5 ? M_VALUE : -1;
+    case M_HEADER: return field == 5 ? M_VALUE : (field == 3 || field == 4) ? M_LEAF : -1;
     case M_ENVELOPE:
-        return field == 11 ? M_CONFIGURE : field == 13 ? M_CALL : field == 14 ? M_REPLY : -1;
+        switch (field) {
+        case 11: return M_CONFIGURE;
+        case 13: return M_CALL;
+        case 14: return M_REPLY;
+        case 10: case 12: case 15: case 16: case 17: case 18: return M_LEAF;
+        default: return -1;
+        }
     case M_CONFIGURE: return field == 5 ? M_VALUE : -1;
     case M_CALL: return field == 4 ? M_VALUE : -1;
     case M_REPLY: return field == 3 ? M_VALUE : -1;
