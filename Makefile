@@ -43,6 +43,15 @@ CFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=
 LDFLAGS += -fsanitize=$(SANITIZE)
 endif
 
+# Quiet by default; `make V=1` prints every command.
+ifeq ($(V),1)
+Q :=
+say = @true
+else
+Q := @
+say = @printf '  %-6s %s\n' $(1) $(2)
+endif
+
 # ---- sources -------------------------------------------------------------
 PROTO_SRC := $(wildcard proto/*.proto)
 PROTO_C   := $(patsubst proto/%.proto,$(BUILD)/gen/%.pb-c.c,$(PROTO_SRC))
@@ -107,49 +116,60 @@ deps:
 # ---- generated protobuf-c code ------------------------------------------------
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
 	@mkdir -p $(dir $@)
-	protoc-c --proto_path=proto --c_out=$(BUILD)/gen $<
+	$(call say,PROTOC,$<)
+	$(Q)protoc-c --proto_path=proto --c_out=$(BUILD)/gen $<
 
 # ---- objects ---------------------------------------------------------------
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-unused-parameter -MMD -MP -c $< -o $@
+	$(call say,CC,$<)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-unused-parameter -MMD -MP -c $< -o $@
 
 $(BUILD)/obj/%.o: %.c $(PROTO_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(call say,CC,$<)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -DRL_CUDA=1 -c $< -o $@
+	$(call say,NVCC,$<)
+	$(Q)$(NVCC) $(NVCCFLAGS) -DRL_CUDA=1 -c $< -o $@
 
 $(LIB_A): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	rm -f $@
-	ar rcs $@ $^
+	$(call say,AR,$@)
+	$(Q)rm -f $@
+	$(Q)ar rcs $@ $^
 
 $(LIB_SO): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -shared $(LDFLAGS) -Wl,-soname,librlrt.so -o $@ $^ $(LDLIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) -shared $(LDFLAGS) -Wl,-soname,librlrt.so -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bin/rl-driver: $(patsubst %.c,$(BUILD)/obj/%.o,$(DRIVER_SRC)) $(LIB_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bin/rl-worker: $(patsubst %.c,$(BUILD)/obj/%.o,$(WORKER_SRC)) $(LIB_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bin/rl-%: $(BUILD)/obj/examples/%.o $(LIB_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TEST_COMMON_OBJ) $(LIB_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(TEST_COMMON_OBJ) $(LIB_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
 # ---- the README's two commands ------------------------------------------------
 test: deps
@@ -198,13 +218,14 @@ fuzz: deps $(FUZZ_BINS)
 	        $(BUILD)/fuzz/work/$$n fuzz/corpus/$$n fuzz/seeds/$$n; done
 
 # ---- install -------------------------------------------------------------------
-install: lib bins
+install: lib bins $(PROTO_H)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 	    $(DESTDIR)$(PREFIX)/include/rlrt
 	for b in $(BINS); do install -m 755 $$b $(DESTDIR)$(PREFIX)/bin/; done
 	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
 	cp -r include/rlrt/. $(DESTDIR)$(PREFIX)/include/rlrt/
+	install -m 644 $(PROTO_H) $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|0.1.0|g' \
 	    -e 's|@REQUIRES@|$(PKGS)|g' deploy/rlrt.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/rlrt.pc

@@ -8,6 +8,8 @@
 #include "rlrt/runtime/zuv.h"
 #include "rlrt/wire.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,8 +79,14 @@ struct rl_driver {
     void *zctx;
     void *router;
     rl_zuv *watch;
-    uv_timer_t hb_timer, wait_timer;
+    uv_timer_t hb_timer;
     uv_signal_t sigterm, sigint;
+    uv_async_t wake;          /* API thread -> I/O thread */
+    pthread_t io_thread;
+    pthread_mutex_t mu;       /* guards everything below and the slots */
+    pthread_cond_t cv;        /* broadcast after every loop callback */
+    int start_requested, shutdown_requested, kill_requested, quit;
+    char start_error[1024];
     char endpoint[512];
     int interval_ms;
     int liveness;
@@ -90,7 +98,6 @@ struct rl_driver {
     int interrupted;
     int shutting_down;
     int total_restarts;
-    int wait_expired;
     int child_failures;
     char fatal[1024];
 };
@@ -100,6 +107,22 @@ const char *rl_dispatch_name(rl_dispatch mode)
     static const char *names[] = {"one_to_all", "dp_compute", "rank_zero", "all_to_all"};
     return (unsigned)mode < 4 ? names[mode] : "?";
 }
+
+/* ---- threading ----------------------------------------------------------------------
+ * The libuv loop runs on its own I/O thread (s_io_main): every loop callback
+ * takes d->mu, and releasing it wakes the API thread's waits. API functions
+ * take d->mu, change state, and wake the loop with uv_async_send(); only the
+ * I/O thread touches sockets, child processes and libuv handles. */
+
+static void s_lock(rl_driver *d) { pthread_mutex_lock(&d->mu); }
+
+static void s_unlock(rl_driver *d)
+{
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+}
+
+static void s_wake(rl_driver *d) { uv_async_send(&d->wake); }
 
 /* ---- sending ---------------------------------------------------------------------- */
 
@@ -246,9 +269,9 @@ static double s_backoff_s(const rl_driver *d, int restarts)
     return b < d->cl->restart_backoff_max_s ? b : d->cl->restart_backoff_max_s;
 }
 
-static void s_on_restart_timer(uv_timer_t *t)
+/* Restarts slot s now (I/O thread, d->mu held). */
+static void s_restart_now(s_slot *s)
 {
-    s_slot *s = t->data;
     if (s->d->shutting_down || s->d->fatal[0])
         return;
     if (s_spawn(s)) {
@@ -258,6 +281,14 @@ static void s_on_restart_timer(uv_timer_t *t)
         s->state = SLOT_FAILED;
         s_fail_all_queued(s->d);
     }
+}
+
+static void s_on_restart_timer(uv_timer_t *t)
+{
+    s_slot *s = t->data;
+    s_lock(s->d);
+    s_restart_now(s);
+    s_unlock(s->d);
 }
 
 static void s_schedule_restart(s_slot *s, const char *why)
@@ -302,7 +333,7 @@ static void s_slot_dead(s_slot *s, const char *why)
 
 static void s_on_proc_closed(uv_handle_t *h) { (void)h; }
 
-static void s_on_exit(uv_process_t *p, int64_t status, int signo)
+static void s_on_exit_locked(uv_process_t *p, int64_t status, int signo)
 {
     s_slot *s = p->data;
     rl_driver *d = s->d;
@@ -326,6 +357,14 @@ static void s_on_exit(uv_process_t *p, int64_t status, int signo)
     else if (s->state != SLOT_FAILED)
         s_schedule_restart(s, why); /* we killed it after it went silent */
     s->proc_pid = 0;
+}
+
+static void s_on_exit(uv_process_t *p, int64_t status, int signo)
+{
+    rl_driver *d = ((s_slot *)p->data)->d;
+    s_lock(d);
+    s_on_exit_locked(p, status, signo);
+    s_unlock(d);
 }
 
 static int s_spawn(s_slot *s)
@@ -483,11 +522,17 @@ static void s_on_hello(rl_driver *d, rl_msg *m)
         snprintf(why, sizeof why, "refused: %s was given up", s->label);
         goto refuse;
     }
-    if (s->has_id && !(s->id_len == m->id_len && memcmp(s->id, m->id, m->id_len) == 0) &&
-        s->state == SLOT_READY) {
-        snprintf(why, sizeof why, "refused: %s is already connected (pid %d)", s->label,
-                 s->worker_pid);
-        goto refuse;
+    int same_id = s->has_id && s->id_len == m->id_len && memcmp(s->id, m->id, m->id_len) == 0;
+    if (s->has_id && !same_id && s->state == SLOT_READY) {
+        if ((int)h->pid != s->worker_pid) {
+            snprintf(why, sizeof why, "refused: %s is already connected (pid %d)", s->label,
+                     s->worker_pid);
+            goto refuse;
+        }
+        /* Paranoid Pirate: the same process lost us and reconnected. Calls
+         * sent on the old connection are lost (the worker drops their results). */
+        rl_log_warn("%s (pid %d) reconnected", s->label, s->worker_pid);
+        s_fail_calls(s, "reconnected");
     }
     memcpy(s->id, m->id, m->id_len);
     s->id_len = m->id_len;
@@ -552,9 +597,8 @@ static void s_on_worker_error(s_slot *s, const Rl__Error *e)
     s_subcall_free(c);
 }
 
-static void s_on_readable(void *sock, void *arg)
+static void s_on_readable_locked(rl_driver *d, void *sock)
 {
-    rl_driver *d = arg;
     rl_msg m;
     int rc = rl_msg_recv(sock, 1, &m);
     if (rc == RL_ETIMEOUT)
@@ -606,11 +650,18 @@ static void s_on_readable(void *sock, void *arg)
     rl_msg_clear(&m);
 }
 
+static void s_on_readable(void *sock, void *arg)
+{
+    rl_driver *d = arg;
+    s_lock(d);
+    s_on_readable_locked(d, sock);
+    s_unlock(d);
+}
+
 /* ---- timers and signals ---------------------------------------------------------------------- */
 
-static void s_on_heartbeat(uv_timer_t *t)
+static void s_on_heartbeat_locked(rl_driver *d)
 {
-    rl_driver *d = t->data;
     uint64_t now = uv_now(&d->loop);
     uint64_t limit = (uint64_t)d->interval_ms * (uint64_t)d->liveness;
     for (int i = 0; i < d->n_slots; i++) {
@@ -639,18 +690,58 @@ static void s_on_heartbeat(uv_timer_t *t)
     }
 }
 
+static void s_on_heartbeat(uv_timer_t *t)
+{
+    rl_driver *d = t->data;
+    s_lock(d);
+    s_on_heartbeat_locked(d);
+    s_unlock(d);
+}
+
 static void s_on_signal(uv_signal_t *h, int signum)
 {
     rl_driver *d = h->data;
+    s_lock(d);
     if (!d->interrupted)
         rl_log_warn("%s: stopping the job", signum == SIGTERM ? "SIGTERM" : "SIGINT");
     d->interrupted = signum;
+    s_unlock(d);
 }
 
-static void s_on_wait_timer(uv_timer_t *t)
+static void s_launch_all(rl_driver *d);
+static void s_send_queued(rl_driver *d);
+static void s_send_shutdown(rl_driver *d);
+
+/* I/O thread: work requested by the API thread. */
+static void s_on_wake(uv_async_t *a)
 {
-    rl_driver *d = t->data;
-    d->wait_expired = 1;
+    rl_driver *d = a->data;
+    s_lock(d);
+    if (d->start_requested == 1) {
+        s_launch_all(d);
+        d->start_requested = 2;
+    }
+    if (d->shutdown_requested == 1) {
+        s_send_shutdown(d);
+        d->shutdown_requested = 2;
+    }
+    if (d->kill_requested) {
+        for (int i = 0; i < d->n_slots; i++)
+            if (d->slots[i].proc_running)
+                uv_process_kill(&d->slots[i].proc, SIGKILL);
+        d->kill_requested = 0;
+    }
+    s_send_queued(d);
+    if (d->quit)
+        uv_stop(&d->loop);
+    s_unlock(d);
+}
+
+static void *s_io_main(void *arg)
+{
+    rl_driver *d = arg;
+    uv_run(&d->loop, UV_RUN_DEFAULT);
+    return NULL;
 }
 
 /* ---- construction ------------------------------------------------------------------------------ */
@@ -716,47 +807,67 @@ rl_driver *rl_driver_new(const rl_driver_options *opt)
         d->groups[pl->role].ranks[pl->rank] = s;
     }
     uv_timer_init(&d->loop, &d->hb_timer);
-    uv_timer_init(&d->loop, &d->wait_timer);
-    d->hb_timer.data = d->wait_timer.data = d;
+    d->hb_timer.data = d;
+    uv_async_init(&d->loop, &d->wake, s_on_wake);
+    d->wake.data = d;
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_cond_init(&d->cv, NULL);
     uv_timer_start(&d->hb_timer, s_on_heartbeat, (uint64_t)d->interval_ms, (uint64_t)d->interval_ms);
     uv_signal_init(&d->loop, &d->sigterm);
     uv_signal_init(&d->loop, &d->sigint);
     d->sigterm.data = d->sigint.data = d;
     uv_signal_start(&d->sigterm, s_on_signal, SIGTERM);
     uv_signal_start(&d->sigint, s_on_signal, SIGINT);
+    pthread_create(&d->io_thread, NULL, s_io_main, d);
     return d;
 }
 
 const char *rl_driver_endpoint(const rl_driver *d) { return d->endpoint; }
-int rl_driver_interrupted(const rl_driver *d) { return d->interrupted; }
-const char *rl_driver_fatal(const rl_driver *d) { return d->fatal[0] ? d->fatal : NULL; }
-int rl_driver_restarts(const rl_driver *d) { return d->total_restarts; }
-
-/* Pumps until cond(arg) holds, the timeout passes, the job is interrupted or
- * fatal. Returns 0, RL_ETIMEOUT or RL_ESTATE (message set). */
-static int s_pump_until(rl_driver *d, int (*cond)(void *), void *arg, int timeout_ms)
+int rl_driver_interrupted(const rl_driver *d)
 {
-    d->wait_expired = 0;
-    if (timeout_ms >= 0)
-        uv_timer_start(&d->wait_timer, s_on_wait_timer, (uint64_t)timeout_ms, 0);
-    int rc = RL_OK;
-    while (!cond(arg)) {
-        if (d->interrupted) {
-            rc = rl_error_set(RL_ESTATE, "interrupted by %s", d->interrupted == SIGTERM ? "SIGTERM" : "SIGINT");
-            break;
+    s_lock((rl_driver *)d);
+    int v = d->interrupted;
+    s_unlock((rl_driver *)d);
+    return v;
+}
+const char *rl_driver_fatal(const rl_driver *d) { return d->fatal[0] ? d->fatal : NULL; }
+int rl_driver_restarts(const rl_driver *d)
+{
+    s_lock((rl_driver *)d);
+    int v = d->total_restarts;
+    s_unlock((rl_driver *)d);
+    return v;
+}
+
+/* Waits (holding d->mu, released while blocked) until cond(arg) holds, the
+ * timeout passes, the job is interrupted or fatal. Returns 0, RL_ETIMEOUT or
+ * RL_ESTATE (message set). The I/O thread does the work meanwhile. */
+static int s_wait_until(rl_driver *d, int (*cond)(void *), void *arg, int timeout_ms)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    if (timeout_ms >= 0) {
+        deadline.tv_sec += timeout_ms / 1000;
+        deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (deadline.tv_nsec >= 1000000000L) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000L;
         }
-        if (d->fatal[0]) {
-            rc = rl_error_set(RL_ESTATE, "%s", d->fatal);
-            break;
-        }
-        if (d->wait_expired) {
-            rc = RL_ETIMEOUT;
-            break;
-        }
-        uv_run(&d->loop, UV_RUN_ONCE);
     }
-    uv_timer_stop(&d->wait_timer);
-    return rc;
+    while (!cond(arg)) {
+        if (d->interrupted)
+            return rl_error_set(RL_ESTATE, "interrupted by %s",
+                                d->interrupted == SIGTERM ? "SIGTERM" : "SIGINT");
+        if (d->fatal[0])
+            return rl_error_set(RL_ESTATE, "%s", d->fatal);
+        if (timeout_ms < 0) {
+            pthread_cond_wait(&d->cv, &d->mu);
+        } else if (pthread_cond_timedwait(&d->cv, &d->mu, &deadline) == ETIMEDOUT) {
+            if (!cond(arg))
+                return RL_ETIMEOUT;
+        }
+    }
+    return RL_OK;
 }
 
 static int s_false(void *arg)
@@ -767,11 +878,11 @@ static int s_false(void *arg)
 
 int rl_driver_poll(rl_driver *d, int timeout_ms)
 {
-    if (timeout_ms <= 0) {
-        uv_run(&d->loop, UV_RUN_NOWAIT);
-        return RL_OK;
-    }
-    int rc = s_pump_until(d, s_false, NULL, timeout_ms);
+    if (timeout_ms <= 0)
+        return RL_OK; /* the I/O thread runs on its own */
+    s_lock(d);
+    int rc = s_wait_until(d, s_false, NULL, timeout_ms);
+    s_unlock(d);
     return rc == RL_ETIMEOUT ? RL_OK : rc;
 }
 
@@ -790,10 +901,11 @@ static int s_all_ready(void *arg)
     return 1;
 }
 
+/* Caller holds d->mu. */
 static int s_wait_ready(rl_driver *d, rl_group *g, int timeout_ms)
 {
     s_ready_arg a = {d, g};
-    int rc = s_pump_until(d, s_all_ready, &a, timeout_ms);
+    int rc = s_wait_until(d, s_all_ready, &a, timeout_ms);
     if (rc != RL_ETIMEOUT)
         return rc;
     char list[1024];
@@ -811,27 +923,47 @@ static int s_wait_ready(rl_driver *d, rl_group *g, int timeout_ms)
                         timeout_ms / 1000.0, missing, missing == 1 ? "" : "s", list);
 }
 
+/* I/O thread: launches every local/ssh slot (on rl_driver_start). */
+static void s_launch_all(rl_driver *d)
+{
+    for (int i = 0; i < d->n_slots; i++) {
+        s_slot *s = &d->slots[i];
+        if (s->node->launch == RL_LAUNCH_EXTERNAL)
+            continue;
+        if (s_spawn(s)) {
+            snprintf(d->start_error, sizeof d->start_error, "%s", rl_error_message());
+            return;
+        }
+    }
+}
+
+static int s_started(void *arg)
+{
+    rl_driver *d = arg;
+    return d->start_requested == 2 || d->start_error[0];
+}
+
 int rl_driver_start(rl_driver *d)
 {
     int external = 0;
-    for (int i = 0; i < d->n_slots; i++) {
-        s_slot *s = &d->slots[i];
-        if (s->node->launch == RL_LAUNCH_EXTERNAL) {
-            external = 1;
-            s->state = SLOT_DOWN;
-            continue;
-        }
-        int rc = s_spawn(s);
-        if (rc)
-            return rc;
-    }
+    for (int i = 0; i < d->n_slots; i++)
+        external |= d->slots[i].node->launch == RL_LAUNCH_EXTERNAL;
     int timeout = d->opt.ready_timeout_ms;
-    if (external)
+    if (external) {
         timeout = (int)(d->cl->external_wait_timeout_s * 1000);
-    if (external)
         rl_log_info("waiting up to %.1f s for external workers to connect to %s", timeout / 1000.0,
                     d->endpoint);
-    return s_wait_ready(d, NULL, timeout);
+    }
+    s_lock(d);
+    d->start_requested = 1;
+    s_wake(d);
+    int rc = s_wait_until(d, s_started, d, -1);
+    if (!rc && d->start_error[0])
+        rc = rl_error_set(RL_EIO, "%s", d->start_error);
+    if (!rc)
+        rc = s_wait_ready(d, NULL, timeout);
+    s_unlock(d);
+    return rc;
 }
 
 rl_group *rl_driver_group(rl_driver *d, const char *role)
@@ -850,7 +982,12 @@ int rl_group_size(const rl_group *g) { return g->size; }
 const char *rl_group_role(const rl_group *g) { return rl_role_name(g->role); }
 int rl_group_pid(const rl_group *g, int rank)
 {
-    return (rank >= 0 && rank < g->size) ? g->ranks[rank]->proc_pid : 0;
+    if (rank < 0 || rank >= g->size)
+        return 0;
+    s_lock(g->d);
+    int pid = g->ranks[rank]->proc_pid;
+    s_unlock(g->d);
+    return pid;
 }
 
 const char *rl_group_address(const rl_group *g, int rank)
@@ -858,7 +995,13 @@ const char *rl_group_address(const rl_group *g, int rank)
     return (rank >= 0 && rank < g->size) ? g->ranks[rank]->node->address : NULL;
 }
 
-int rl_group_wait_ready(rl_group *g, int timeout_ms) { return s_wait_ready(g->d, g, timeout_ms); }
+int rl_group_wait_ready(rl_group *g, int timeout_ms)
+{
+    s_lock(g->d);
+    int rc = s_wait_ready(g->d, g, timeout_ms);
+    s_unlock(g->d);
+    return rc;
+}
 
 /* ---- calls ------------------------------------------------------------------------------ */
 
@@ -891,12 +1034,27 @@ static void s_issue(rl_future *f, int index, s_slot *s, rl_dataproto *payload)
     c->index = index;
     c->payload = payload;
     c->next = s->calls;
-    s->calls = c;
-    if (s->state == SLOT_READY && s_send_call(s, c)) {
-        s_take_subcall(s, c->call_id);
-        s_future_fail(f, index, rl_error_code(), "sending '%s' to %s: %s", f->method, s->label,
-                      rl_error_message());
-        s_subcall_free(c);
+    s->calls = c; /* sent by the I/O thread (s_send_queued) once READY */
+}
+
+/* I/O thread: sends the queued calls of every READY slot. */
+static void s_send_queued(rl_driver *d)
+{
+    for (int i = 0; i < d->n_slots; i++) {
+        s_slot *s = &d->slots[i];
+        if (s->state != SLOT_READY)
+            continue;
+        for (s_subcall **p = &s->calls; *p;) {
+            s_subcall *c = *p;
+            if (c->sent || !s_send_call(s, c)) {
+                p = &c->next;
+                continue;
+            }
+            *p = c->next;
+            s_future_fail(c->f, c->index, rl_error_code(), "sending '%s' to %s: %s", c->f->method,
+                          s->label, rl_error_message());
+            s_subcall_free(c);
+        }
     }
 }
 
@@ -917,34 +1075,45 @@ rl_future *rl_group_call(rl_group *g, const char *method, rl_dispatch mode, cons
         return NULL;
     }
     rl_future *f = s_future_new(g, method, mode, mode == RL_DISPATCH_RANK_ZERO ? 1 : g->size);
+    int n = f->n;
+    rl_dataproto **parts = calloc((size_t)n, sizeof *parts);
     if (mode == RL_DISPATCH_DP_COMPUTE) {
-        rl_dataproto **chunks = calloc((size_t)g->size, sizeof *chunks);
         rl_dataproto *src = s_view(in);
-        int rc = rl_dataproto_chunk(src, g->size, 1, chunks, &f->pad);
+        int rc = rl_dataproto_chunk(src, n, 1, parts, &f->pad);
         rl_dataproto_free(src);
         if (rc) {
-            free(chunks);
+            free(parts);
             rl_future_free(f);
             rl_error_wrap(rc, "dp_compute '%s' on %s", method, rl_role_name(g->role));
             return NULL;
         }
-        for (int r = 0; r < g->size; r++) {
-            f->in_rows[r] = rl_dataproto_rows(chunks[r]);
-            s_issue(f, r, g->ranks[r], chunks[r]);
-        }
-        free(chunks);
     } else {
-        for (int r = 0; r < f->n; r++)
-            s_issue(f, r, g->ranks[r], s_view(in));
+        for (int r = 0; r < n; r++)
+            parts[r] = s_view(in);
     }
+    s_lock(g->d);
+    for (int r = 0; r < n; r++) {
+        f->in_rows[r] = rl_dataproto_rows(parts[r]);
+        s_issue(f, r, g->ranks[r], parts[r]);
+    }
+    s_unlock(g->d);
+    s_wake(g->d);
+    free(parts);
     return f;
 }
 
 rl_future *rl_group_call_each(rl_group *g, const char *method, rl_dataproto *const *per_rank)
 {
     rl_future *f = s_future_new(g, method, RL_DISPATCH_ALL_TO_ALL, g->size);
+    rl_dataproto **parts = calloc((size_t)g->size, sizeof *parts);
     for (int r = 0; r < g->size; r++)
-        s_issue(f, r, g->ranks[r], s_view(per_rank ? per_rank[r] : NULL));
+        parts[r] = s_view(per_rank ? per_rank[r] : NULL);
+    s_lock(g->d);
+    for (int r = 0; r < g->size; r++)
+        s_issue(f, r, g->ranks[r], parts[r]);
+    s_unlock(g->d);
+    s_wake(g->d);
+    free(parts);
     return f;
 }
 
@@ -955,24 +1124,29 @@ static int s_future_complete(void *arg)
     return f->pending == 0 || f->failed;
 }
 
-int rl_future_done(const rl_future *f) { return s_future_complete((void *)f); }
+int rl_future_done(const rl_future *f)
+{
+    s_lock(f->d);
+    int done = s_future_complete((void *)f);
+    s_unlock(f->d);
+    return done;
+}
 
 int rl_future_wait(rl_future *f, int timeout_ms)
 {
-    if (!s_future_complete(f)) {
-        int rc = s_pump_until(f->d, s_future_complete, f, timeout_ms);
-        if (rc == RL_ETIMEOUT)
-            return rl_error_set(RL_ETIMEOUT, "call '%s' on %s: no answer after %.1f s", f->method,
-                                rl_role_name(f->g->role), timeout_ms / 1000.0);
-        if (rc)
-            return rc;
-    }
-    if (f->failed)
-        return rl_error_set(f->code, "%s", f->error);
-    return RL_OK;
+    rl_driver *d = f->d;
+    s_lock(d);
+    int rc = s_wait_until(d, s_future_complete, f, timeout_ms);
+    if (rc == RL_ETIMEOUT)
+        rc = rl_error_set(RL_ETIMEOUT, "call '%s' on %s: no answer after %.1f s", f->method,
+                          rl_role_name(f->g->role), timeout_ms / 1000.0);
+    else if (!rc && f->failed)
+        rc = rl_error_set(f->code, "%s", f->error);
+    s_unlock(d);
+    return rc;
 }
 
-int rl_future_take_rank(rl_future *f, int rank, rl_dataproto **out)
+static int s_take_rank(rl_future *f, int rank, rl_dataproto **out)
 {
     if (f->pending || f->failed)
         return rl_error_set(RL_ESTATE, "call '%s' is %s", f->method,
@@ -984,8 +1158,20 @@ int rl_future_take_rank(rl_future *f, int rank, rl_dataproto **out)
     return RL_OK;
 }
 
+int rl_future_take_rank(rl_future *f, int rank, rl_dataproto **out)
+{
+    s_lock(f->d);
+    int rc = s_take_rank(f, rank, out);
+    s_unlock(f->d);
+    return rc;
+}
+
+/* Results are complete and no longer touched by the I/O thread once the
+ * future is done, so the concatenation runs without the lock. */
 int rl_future_take(rl_future *f, rl_dataproto **out)
 {
+    if (!rl_future_done(f))
+        return rl_error_set(RL_ESTATE, "call '%s' is not finished", f->method);
     if (f->mode == RL_DISPATCH_RANK_ZERO)
         return rl_future_take_rank(f, 0, out);
     if (f->mode != RL_DISPATCH_DP_COMPUTE)
@@ -1033,6 +1219,7 @@ void rl_future_free(rl_future *f)
     if (!f)
         return;
     /* Detach sub-calls still in flight so late replies are dropped. */
+    s_lock(f->d);
     for (int i = 0; i < f->d->n_slots; i++) {
         s_slot *s = &f->d->slots[i];
         for (s_subcall **p = &s->calls; *p;) {
@@ -1045,6 +1232,7 @@ void rl_future_free(rl_future *f)
             }
         }
     }
+    s_unlock(f->d);
     for (int r = 0; r < f->n; r++)
         rl_dataproto_free(f->results[r]);
     free(f->results);
@@ -1067,18 +1255,21 @@ int rl_group_call_sync(rl_group *g, const char *method, rl_dispatch mode, const 
 
 /* ---- shutdown --------------------------------------------------------------------------- */
 
+/* SHUTDOWN went out and every local child exited. */
 static int s_children_gone(void *arg)
 {
     rl_driver *d = arg;
+    if (d->shutdown_requested == 1)
+        return 0;
     for (int i = 0; i < d->n_slots; i++)
         if (d->slots[i].proc_running)
             return 0;
     return 1;
 }
 
-int rl_driver_shutdown(rl_driver *d, int timeout_ms)
+/* I/O thread: SHUTDOWN to every connected worker. */
+static void s_send_shutdown(rl_driver *d)
 {
-    d->shutting_down = 1;
     for (int i = 0; i < d->n_slots; i++) {
         s_slot *s = &d->slots[i];
         uv_timer_stop(&s->restart_timer);
@@ -1091,30 +1282,41 @@ int rl_driver_shutdown(rl_driver *d, int timeout_ms)
         env.shutdown = &sd;
         s_send(s, &env, NULL);
     }
+}
+
+int rl_driver_shutdown(rl_driver *d, int timeout_ms)
+{
+    s_lock(d);
+    d->shutting_down = 1;
+    d->shutdown_requested = 1;
+    s_wake(d);
+    /* neither a second signal nor a fatal error may cut the wait short */
     int saved = d->interrupted;
-    d->interrupted = 0; /* a second signal must not cut the wait short */
     char fatal[sizeof d->fatal];
     memcpy(fatal, d->fatal, sizeof fatal);
+    d->interrupted = 0;
     d->fatal[0] = '\0';
-    int rc = s_pump_until(d, s_children_gone, d, timeout_ms);
-    memcpy(d->fatal, fatal, sizeof fatal);
-    d->interrupted = saved;
+    int rc = s_wait_until(d, s_children_gone, d, timeout_ms);
     if (rc == RL_ETIMEOUT) {
-        for (int i = 0; i < d->n_slots; i++) {
-            if (d->slots[i].proc_running) {
+        for (int i = 0; i < d->n_slots; i++)
+            if (d->slots[i].proc_running)
                 rl_log_warn("%s did not exit in %.1f s: SIGKILL", d->slots[i].label,
                             timeout_ms / 1000.0);
-                uv_process_kill(&d->slots[i].proc, SIGKILL);
-            }
-        }
-        s_pump_until(d, s_children_gone, d, 2000);
+        d->kill_requested = 1;
+        s_wake(d);
+        d->interrupted = 0;
+        s_wait_until(d, s_children_gone, d, 2000);
         d->child_failures++;
     }
+    memcpy(d->fatal, fatal, sizeof fatal);
+    d->interrupted = saved;
     for (int i = 0; i < d->n_slots; i++)
         d->slots[i].has_id = 0;
-    return d->child_failures ? rl_error_set(RL_EPEER, "%d worker(s) did not exit cleanly",
-                                            d->child_failures)
-                             : RL_OK;
+    rc = d->child_failures ? rl_error_set(RL_EPEER, "%d worker(s) did not exit cleanly",
+                                          d->child_failures)
+                           : RL_OK;
+    s_unlock(d);
+    return rc;
 }
 
 static void s_close_walk(uv_handle_t *h, void *arg)
@@ -1128,6 +1330,12 @@ void rl_driver_free(rl_driver *d)
 {
     if (!d)
         return;
+    s_lock(d);
+    d->quit = 1;
+    s_unlock(d);
+    s_wake(d);
+    pthread_join(d->io_thread, NULL);
+    /* the I/O thread is gone: this thread may use the loop now */
     for (int i = 0; i < d->n_slots; i++) {
         s_slot *s = &d->slots[i];
         if (s->proc_running)
@@ -1139,6 +1347,9 @@ void rl_driver_free(rl_driver *d)
         }
     }
     rl_zuv_stop(d->watch);
+    /* let queued SHUTDOWNs reach external workers before the socket goes */
+    int linger = 500;
+    zmq_setsockopt(d->router, ZMQ_LINGER, &linger, sizeof linger);
     uv_walk(&d->loop, s_close_walk, NULL);
     uv_run(&d->loop, UV_RUN_DEFAULT);
     uv_loop_close(&d->loop);
@@ -1146,6 +1357,8 @@ void rl_driver_free(rl_driver *d)
     zmq_ctx_term(d->zctx);
     for (int r = 0; r < RL_ROLE_COUNT; r++)
         free(d->groups[r].ranks);
+    pthread_mutex_destroy(&d->mu);
+    pthread_cond_destroy(&d->cv);
     free(d->slots);
     free(d);
 }

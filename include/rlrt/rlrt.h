@@ -14,6 +14,10 @@
 #include "rlrt/dtype.h"
 #include "rlrt/nn/params.h"
 #include "rlrt/nn/tokenizer.h"
+#include "rlrt/nn/optim.h"
+#include "rlrt/nn/safetensors.h"
+#include "rlrt/nn/checkpoint.h"
+#include "rlrt/nn/lm_config.h"
 #include "rlrt/tensor.h"
 #include "rlrt/dataproto.h"
 #include "rlrt/algo/aepo.h"
@@ -21,5 +25,11 @@
 #include "rlrt/runtime/cluster.h"
 #include "rlrt/runtime/collective.h"
 #include "rlrt/wire.h"
+#include "rlrt/algo/advantage.h"
+#include "rlrt/algo/kl.h"
+#include "rlrt/algo/policy_loss.h"
+#include "rlrt/algo/filter.h"
+#include "rlrt/algo/flow.h"
+#include "rlrt/algo/diffusion.h"
 
 #endif

@@ -3,7 +3,9 @@
 A golden file uses the safetensors layout (8-byte little-endian header length,
 JSON header {name: {dtype, shape, data_offsets}}, raw little-endian data), so
 the C side reads it with tests/common/golden.c and no Python is needed in CI.
-Supported dtypes: F64, F32, I64, I32, U8, BOOL. Scalars are shape [].
+Supported dtypes: F64, F32, I64, I32, U8, BOOL. Scalars come out as shape [1]
+(np.ascontiguousarray makes 0-d arrays 1-d); rl_golden_scalar() accepts
+both [] and [1].
 
 Usage from a generator:
     from golden import write_golden

@@ -1,0 +1,319 @@
+/* diffusion.c — GRPO mathematics for diffusion / flow image generators
+ * (rlrt/algo/diffusion.h): σ schedule, SDE step and log-prob, advantages,
+ * clipped per-timestep loss, seeded timestep subsets. */
+#include "rlrt/algo/diffusion.h"
+
+#include <math.h>
+#include <stddef.h>
+
+#include "rlrt/error.h"
+#include "rlrt/rng.h"
+
+#define S_LOG_SQRT_2PI 0.91893853320467274178
+
+static int s_first_bad(const char *fn, const char *name, const float *arr, int64_t off,
+                       int64_t len)
+{
+    if (!arr)
+        return 0;
+    for (int64_t j = 0; j < len; j++)
+        if (!isfinite(arr[off + j]))
+            return rl_error_set(RL_ENUMERIC, "%s: %s[%lld] is %g (not finite)", fn, name,
+                                (long long)(off + j), (double)arr[off + j]);
+    return 0;
+}
+
+int rl_diffusion_sigmas(int64_t n_steps, double shift, float *sigmas)
+{
+    static const char fn[] = "rl_diffusion_sigmas";
+    if (n_steps <= 0 || !sigmas)
+        return rl_error_set(RL_EINVAL, "%s: need n_steps > 0 and a sigmas buffer, got n_steps=%lld",
+                            fn, (long long)n_steps);
+    if (!(shift > 0.0) || !isfinite(shift))
+        return rl_error_set(RL_EINVAL, "%s: shift=%g must be finite and > 0", fn, shift);
+    for (int64_t k = 0; k <= n_steps; k++) {
+        /* linspace(1, 0, N+1) written so both ends are exact. */
+        const double t = (double)(n_steps - k) / (double)n_steps;
+        sigmas[k] = (float)(shift * t / (1.0 + (shift - 1.0) * t));
+    }
+    return 0;
+}
+
+/* Per-row SDE coefficients: mean = cx·x + cv·v, s = std_t·sqrt(−dt). */
+typedef struct s_coef {
+    double cx, cv, s;
+} s_coef;
+
+static int s_coef_of(const char *fn, double sig, double sn, double noise_level, int64_t i,
+                     s_coef *c)
+{
+    if (!(sig <= 1.0 && sn >= 0.0 && sn < sig))
+        return rl_error_set(RL_ERANGE,
+                            "%s: row %lld: need 0 <= sigma_next < sigma <= 1, got sigma=%g sigma_next=%g",
+                            fn, (long long)i, sig, sn);
+    const double dt = sn - sig;
+    /* σ = 1 would divide by zero; Flow-GRPO uses the next grid point. */
+    const double den = 1.0 - (sig == 1.0 ? sn : sig);
+    const double std_t = noise_level * sqrt(sig / den);
+    const double v2 = std_t * std_t;
+    c->cx = 1.0 + v2 / (2.0 * sig) * dt;
+    c->cv = (1.0 + v2 * (1.0 - sig) / (2.0 * sig)) * dt;
+    c->s = std_t * sqrt(-dt);
+    return 0;
+}
+
+static int s_check_step(const char *fn, const float *sigma, const float *sigma_next,
+                        double noise_level, int64_t b, int64_t d)
+{
+    if (b < 0 || d <= 0)
+        return rl_error_set(RL_ESHAPE, "%s: need B >= 0 and D > 0, got B=%lld D=%lld", fn,
+                            (long long)b, (long long)d);
+    if (!sigma || !sigma_next)
+        return rl_error_set(RL_EINVAL, "%s: sigma and sigma_next must not be NULL", fn);
+    if (!(noise_level > 0.0) || !isfinite(noise_level))
+        return rl_error_set(RL_EINVAL, "%s: noise_level=%g must be finite and > 0", fn,
+                            noise_level);
+    int rc;
+    if ((rc = s_first_bad(fn, "sigma", sigma, 0, b)) ||
+        (rc = s_first_bad(fn, "sigma_next", sigma_next, 0, b)))
+        return rc;
+    return 0;
+}
+
+int rl_diffusion_sde_step(const float *x, const float *v, const float *sigma,
+                          const float *sigma_next, double noise_level,
+                          const float *noise, int64_t b, int64_t d,
+                          float *x_next, float *logp)
+{
+    static const char fn[] = "rl_diffusion_sde_step";
+    int rc = s_check_step(fn, sigma, sigma_next, noise_level, b, d);
+    if (rc)
+        return rc;
+    if (!x || !v || !noise || !x_next)
+        return rl_error_set(RL_EINVAL, "%s: x, v, noise and x_next must not be NULL", fn);
+    for (int64_t i = 0; i < b; i++) {
+        s_coef c;
+        if ((rc = s_coef_of(fn, sigma[i], sigma_next[i], noise_level, i, &c)))
+            return rc;
+        double acc = 0.0;
+        for (int64_t j = 0; j < d; j++) {
+            const int64_t k = i * d + j;
+            const double mean = c.cx * x[k] + c.cv * v[k];
+            const float xn = (float)(mean + c.s * noise[k]);
+            x_next[k] = xn;
+            const double e = ((double)xn - mean) / c.s;
+            acc += e * e;
+        }
+        if (!isfinite(acc)) {
+            if ((rc = s_first_bad(fn, "x", x, i * d, d)) || (rc = s_first_bad(fn, "v", v, i * d, d)) ||
+                (rc = s_first_bad(fn, "noise", noise, i * d, d)))
+                return rc;
+            return rl_error_set(RL_ENUMERIC, "%s: step of row %lld overflows", fn, (long long)i);
+        }
+        if (logp)
+            logp[i] = (float)(-0.5 * acc / (double)d - log(c.s) - S_LOG_SQRT_2PI);
+    }
+    return 0;
+}
+
+int rl_diffusion_sde_logprob(const float *x, const float *v,
+                             const float *x_next, const float *sigma,
+                             const float *sigma_next, double noise_level,
+                             int64_t b, int64_t d, float *logp,
+                             const float *grad_logp, float *grad_v)
+{
+    static const char fn[] = "rl_diffusion_sde_logprob";
+    int rc = s_check_step(fn, sigma, sigma_next, noise_level, b, d);
+    if (rc)
+        return rc;
+    if (!x || !v || !x_next || !logp)
+        return rl_error_set(RL_EINVAL, "%s: x, v, x_next and logp must not be NULL", fn);
+    for (int64_t i = 0; i < b; i++) {
+        s_coef c;
+        if ((rc = s_coef_of(fn, sigma[i], sigma_next[i], noise_level, i, &c)))
+            return rc;
+        const double gl = grad_logp ? grad_logp[i] : 1.0;
+        if (!isfinite(gl))
+            return rl_error_set(RL_ENUMERIC, "%s: grad_logp[%lld] is %g (not finite)", fn,
+                                (long long)i, gl);
+        const double inv_var = 1.0 / (c.s * c.s);
+        const double gscale = gl * c.cv * inv_var / (double)d;
+        double acc = 0.0;
+        for (int64_t j = 0; j < d; j++) {
+            const int64_t k = i * d + j;
+            const double diff = (double)x_next[k] - (c.cx * x[k] + c.cv * v[k]);
+            acc += diff * diff;
+            if (grad_v)
+                grad_v[k] = (float)(gscale * diff);
+        }
+        if (!isfinite(acc)) {
+            if ((rc = s_first_bad(fn, "x", x, i * d, d)) || (rc = s_first_bad(fn, "v", v, i * d, d)) ||
+                (rc = s_first_bad(fn, "x_next", x_next, i * d, d)))
+                return rc;
+            return rl_error_set(RL_ENUMERIC, "%s: log-prob of row %lld overflows", fn, (long long)i);
+        }
+        logp[i] = (float)(-0.5 * acc * inv_var / (double)d - log(c.s) - S_LOG_SQRT_2PI);
+    }
+    return 0;
+}
+
+/* z-score of rows where sel(i) holds; rows outside are untouched. */
+static void s_zscore(const float *r, float *adv, int64_t b, const int64_t *group, int64_t g,
+                     double threshold, int apply_threshold, double eps)
+{
+    double mean = 0.0;
+    int64_t cnt = 0;
+    for (int64_t i = 0; i < b; i++)
+        if (!group || group[i] == g) {
+            mean += r[i];
+            cnt++;
+        }
+    if (cnt == 0)
+        return;
+    mean /= (double)cnt;
+    double var = 0.0;
+    for (int64_t i = 0; i < b; i++)
+        if (!group || group[i] == g)
+            var += ((double)r[i] - mean) * ((double)r[i] - mean);
+    /* One row has no spread: A = 0 (documented; torch's unbiased std is NaN). */
+    const double std = cnt > 1 ? sqrt(var / (double)(cnt - 1)) : 0.0;
+    const int zero = cnt < 2 || (apply_threshold && mean < threshold);
+    for (int64_t i = 0; i < b; i++)
+        if (!group || group[i] == g)
+            adv[i] = zero ? 0.0f : (float)(((double)r[i] - mean) / (std + eps));
+}
+
+int rl_diffusion_grpo_advantages(const float *rewards, const int64_t *group,
+                                 int64_t b, int64_t n_groups, int use_group,
+                                 double reward_threshold, double eps,
+                                 float *adv)
+{
+    static const char fn[] = "rl_diffusion_grpo_advantages";
+    int rc;
+    if (b < 0 || (b > 0 && (!rewards || !adv)))
+        return rl_error_set(RL_EINVAL, "%s: need B >= 0 and rewards/adv buffers", fn);
+    if (!(eps >= 0.0) || !isfinite(eps))
+        return rl_error_set(RL_EINVAL, "%s: eps=%g must be finite and >= 0", fn, eps);
+    if ((rc = s_first_bad(fn, "rewards", rewards, 0, b)))
+        return rc;
+    if (!use_group) {
+        s_zscore(rewards, adv, b, NULL, 0, 0.0, 0, eps);
+        return 0;
+    }
+    if (!group || n_groups <= 0)
+        return rl_error_set(RL_EINVAL, "%s: use_group needs group ids and n_groups > 0 (got %lld)",
+                            fn, (long long)n_groups);
+    for (int64_t i = 0; i < b; i++)
+        if (group[i] < 0 || group[i] >= n_groups)
+            return rl_error_set(RL_ERANGE, "%s: group[%lld]=%lld outside [0, %lld)", fn,
+                                (long long)i, (long long)group[i], (long long)n_groups);
+    /* Groups are small and few; one pass per group keeps this allocation-free. */
+    const int thr = !isnan(reward_threshold) && reward_threshold != -INFINITY;
+    for (int64_t g = 0; g < n_groups; g++)
+        s_zscore(rewards, adv, b, group, g, reward_threshold, thr, eps);
+    return 0;
+}
+
+int rl_diffusion_grpo_loss(const float *logp, const float *old_logp,
+                           const float *adv, const float *mask, int64_t n,
+                           double clip_range, double adv_clip_max,
+                           float *grad_logp,
+                           rl_diffusion_grpo_metrics *metrics)
+{
+    static const char fn[] = "rl_diffusion_grpo_loss";
+    int rc;
+    if (n < 0 || (n > 0 && (!logp || !old_logp || !adv)))
+        return rl_error_set(RL_EINVAL, "%s: need n >= 0 and logp/old_logp/adv buffers", fn);
+    if (!(clip_range >= 0.0) || !(adv_clip_max >= 0.0))
+        return rl_error_set(RL_EINVAL, "%s: clip_range=%g and adv_clip_max=%g must be >= 0", fn,
+                            clip_range, adv_clip_max);
+    if ((rc = s_first_bad(fn, "mask", mask, 0, n)))
+        return rc;
+    double msum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const double m = mask ? mask[i] : 1.0;
+        msum += m;
+        if (m == 0.0)
+            continue;
+        if ((rc = s_first_bad(fn, "logp", logp, i, 1)) ||
+            (rc = s_first_bad(fn, "old_logp", old_logp, i, 1)) ||
+            (rc = s_first_bad(fn, "adv", adv, i, 1)))
+            return rc;
+    }
+    const double inv_m = msum > 0.0 ? 1.0 / msum : 0.0;
+    const double lo = 1.0 - clip_range, hi = 1.0 + clip_range;
+    double s_loss = 0.0, s_clip = 0.0, s_kl = 0.0, s_ratio = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const double m = mask ? mask[i] : 1.0;
+        if (m == 0.0) {
+            if (grad_logp)
+                grad_logp[i] = 0.0f;
+            continue;
+        }
+        double a = adv[i];
+        a = a > adv_clip_max ? adv_clip_max : (a < -adv_clip_max ? -adv_clip_max : a);
+        const double lr = (double)logp[i] - old_logp[i];
+        const double ratio = exp(lr);
+        const double cr = ratio < lo ? lo : (ratio > hi ? hi : ratio);
+        const double un = -a * ratio, cl = -a * cr;
+        /* d/dlogp of max(un, cl): un' = −A·ratio; cl' = −A·ratio inside
+         * [lo, hi] (clamp passes the gradient) else 0; ties split evenly. */
+        const double dun = -a * ratio;
+        const double dcl = (ratio >= lo && ratio <= hi) ? -a * ratio : 0.0;
+        double dl;
+        if (un > cl)
+            dl = dun;
+        else if (cl > un)
+            dl = dcl;
+        else
+            dl = 0.5 * (dun + dcl);
+        if (!isfinite(un) || !isfinite(cl))
+            return rl_error_set(RL_ENUMERIC, "%s: ratio of row %lld overflows (logp − old = %g)",
+                                fn, (long long)i, lr);
+        s_loss += m * (un > cl ? un : cl);
+        s_clip += m * (cl > un ? 1.0 : 0.0);
+        s_kl += m * 0.5 * lr * lr;
+        s_ratio += m * ratio;
+        if (grad_logp)
+            grad_logp[i] = (float)(m * inv_m * dl);
+    }
+    if (metrics) {
+        const double md = msum > 0.0 ? inv_m : NAN;
+        metrics->loss = s_loss * inv_m;
+        metrics->clip_frac = s_clip * md;
+        metrics->approx_kl = s_kl * md;
+        metrics->ratio_mean = s_ratio * md;
+    }
+    return 0;
+}
+
+int rl_diffusion_timestep_subset(uint64_t seed, uint64_t stream,
+                                 int64_t n_timesteps, double fraction,
+                                 int64_t *idx, int64_t *k_out)
+{
+    static const char fn[] = "rl_diffusion_timestep_subset";
+    if (n_timesteps <= 0 || !idx || !k_out)
+        return rl_error_set(RL_EINVAL, "%s: need n_timesteps > 0, idx and k_out, got n_timesteps=%lld",
+                            fn, (long long)n_timesteps);
+    if (!(fraction > 0.0 && fraction <= 1.0))
+        return rl_error_set(RL_ERANGE, "%s: fraction=%g outside (0, 1]", fn, fraction);
+    /* Same truncation as Python's int(len(timesteps) * fraction). */
+    int64_t k = (int64_t)((double)n_timesteps * fraction);
+    if (k < 1)
+        k = 1;
+    if (k > n_timesteps)
+        k = n_timesteps;
+    for (int64_t i = 0; i < n_timesteps; i++)
+        idx[i] = i;
+    rl_rng g;
+    rl_rng_init(&g, seed, stream);
+    /* Forward Fisher-Yates: the first k slots are a uniform k-subset. */
+    for (int64_t i = 0; i < k; i++) {
+        const int64_t j = i + (int64_t)rl_rng_below(&g, (uint64_t)(n_timesteps - i));
+        const int64_t tmp = idx[i];
+        idx[i] = idx[j];
+        idx[j] = tmp;
+    }
+    *k_out = k;
+    return 0;
+}

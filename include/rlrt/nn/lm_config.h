@@ -1,0 +1,37 @@
+/* rlrt/nn/lm_config.h — shape and token configuration of the decoder-only
+ * language model (Llama / Qwen2 family), and its Hugging Face config.json
+ * form.
+ *
+ * Invariants (checked by the loaders): all sizes > 0, hidden_size divisible
+ * by num_heads, num_heads divisible by num_kv_heads. Token ids are -1 when
+ * absent. value_head is an rlrt extension (key "rlrt_value_head").
+ */
+#ifndef RLRT_NN_LM_CONFIG_H
+#define RLRT_NN_LM_CONFIG_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rl_lm_config { int vocab_size, hidden_size, intermediate_size, num_layers, num_heads, num_kv_heads, max_seq_len; float rope_theta, rms_norm_eps; int tie_word_embeddings, qkv_bias, value_head; int bos_token_id, eos_token_id, pad_token_id; } rl_lm_config;
+
+/* Reads a Hugging Face config.json (model_type "qwen2": QKV bias on;
+ * "llama": QKV bias = "attention_bias", default off). Keys read:
+ * vocab_size, hidden_size, intermediate_size, num_hidden_layers,
+ * num_attention_heads, max_position_embeddings (required);
+ * num_key_value_heads (default num_attention_heads), rope_theta (10000),
+ * rms_norm_eps (1e-6), tie_word_embeddings (false), bos/eos/pad_token_id
+ * (-1; eos may be a list: the first is taken). Rejects, naming the key and
+ * the file: a missing required key, a wrong JSON type, an unknown
+ * model_type, and features this model does not implement (hidden_act other
+ * than silu, rope_scaling, sliding window, mlp_bias). */
+int rl_lm_config_from_hf_json(const char *path, rl_lm_config *out);
+/* Writes c as a config.json that rl_lm_config_from_hf_json() and
+ * transformers both read (model_type qwen2 when qkv_bias, else llama).
+ * Atomic. */
+int rl_lm_config_to_hf_json(const rl_lm_config *c, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,281 @@
+/* test_algo_diffusion.c — diffusion GRPO functions against the float64
+ * PyTorch references (tests/reference/gen_algo_diffusion.py), finite
+ * differences, properties and documented edge cases. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "../common/golden.h"
+#include "rlrt/rlrt.h"
+
+static rl_golden *s_load(void)
+{
+    rl_golden *g = rl_golden_load("tests/golden/algo_flow/diffusion.safetensors");
+    if (!g)
+        fail_msg("%s", rl_error_message());
+    return g;
+}
+
+static void s_close_f32(const char *what, const float *got, const rl_golden *g,
+                        const char *name, int64_t n, double atol, double rtol)
+{
+    int64_t m = 0;
+    double *want = rl_golden_f64(g, name, &m);
+    assert_int_equal(m, n);
+    int64_t bad = rl_check_close_f32(what, got, want, n, atol, rtol);
+    free(want);
+    assert_int_equal(bad, 0);
+}
+
+static void s_close_scalar(const char *what, double got, const rl_golden *g, const char *name,
+                           double atol, double rtol)
+{
+    double want = rl_golden_scalar(g, name);
+    if (rl_check_close_f64(what, &got, &want, 1, atol, rtol) != 0)
+        fail_msg("%s mismatch", what);
+}
+
+static void test_sigmas(void **state)
+{
+    (void)state;
+    rl_golden *g = s_load();
+    float s[11];
+    assert_int_equal(rl_diffusion_sigmas(10, 1.0, s), 0);
+    s_close_f32("sigmas shift 1", s, g, "sigmas_s1", 11, 1e-7, 1e-6);
+    assert_true(s[0] == 1.0f && s[10] == 0.0f);
+    assert_int_equal(rl_diffusion_sigmas(10, 3.0, s), 0);
+    s_close_f32("sigmas shift 3", s, g, "sigmas_s3", 11, 1e-7, 1e-6);
+    for (int k = 0; k < 10; k++)
+        assert_true(s[k] > s[k + 1]);
+    assert_int_equal(rl_diffusion_sigmas(10, 0.0, s), RL_EINVAL);
+    assert_int_equal(rl_diffusion_sigmas(0, 1.0, s), RL_EINVAL);
+    rl_golden_free(g);
+}
+
+static void test_sde_step_golden_and_fd(void **state)
+{
+    (void)state;
+    rl_golden *g = s_load();
+    const int64_t B = 4, D = 24;
+    const double nl = 0.7;
+    float *x = rl_golden_f32(g, "x", NULL), *v = rl_golden_f32(g, "v", NULL);
+    float *noise = rl_golden_f32(g, "noise", NULL), *sig = rl_golden_f32(g, "sigma", NULL);
+    float *sn = rl_golden_f32(g, "sigma_next", NULL), *v2 = rl_golden_f32(g, "v2", NULL);
+    float *gl = rl_golden_f32(g, "grad_logp", NULL), *xr = rl_golden_f32(g, "x_next", NULL);
+    assert_true(sig[0] == 1.0f); /* σ = 1 uses the next σ: covered */
+    float xn[96], lp[4], gv[96];
+    assert_int_equal(rl_diffusion_sde_step(x, v, sig, sn, nl, noise, B, D, xn, lp), 0);
+    s_close_f32("x_next", xn, g, "x_next", B * D, 1e-6, 1e-5);
+    s_close_f32("logp (sample)", lp, g, "logp_sample", B, 1e-5, 1e-5);
+    assert_int_equal(rl_diffusion_sde_logprob(x, v2, xr, sig, sn, nl, B, D, lp, gl, gv), 0);
+    s_close_f32("logp", lp, g, "logp", B, 1e-5, 1e-5);
+    s_close_f32("grad_v", gv, g, "grad_v", B * D, 1e-6, 1e-5);
+    for (int64_t k = 0; k < B * D; k += 5) {
+        float lpp[4], lpm[4];
+        const float keep = v2[k];
+        v2[k] = keep + 1e-2f;
+        const double hp = (double)v2[k] - keep;
+        rl_diffusion_sde_logprob(x, v2, xr, sig, sn, nl, B, D, lpp, NULL, NULL);
+        v2[k] = keep - 1e-2f;
+        const double hm = keep - (double)v2[k];
+        rl_diffusion_sde_logprob(x, v2, xr, sig, sn, nl, B, D, lpm, NULL, NULL);
+        v2[k] = keep;
+        const int64_t i = k / D;
+        const double fd = gl[i] * ((double)lpp[i] - lpm[i]) / (hp + hm);
+        if (!(fabs(fd - gv[k]) <= 1e-3 + 1e-3 * fabs(fd)))
+            fail_msg("FD %g vs grad %g at %lld", fd, (double)gv[k], (long long)k);
+    }
+    /* σ = 1 by hand: std_t = nl·sqrt(1/(1 − σ_next)), s = std_t·sqrt(1 − σ_next) = nl */
+    {
+        float x0[1] = {0}, v0[1] = {0}, one[1] = {1.0f}, sn1[1] = {0.75f}, z[1] = {1.0f}, o[1], l[1];
+        assert_int_equal(rl_diffusion_sde_step(x0, v0, one, sn1, 0.7, z, 1, 1, o, l), 0);
+        assert_true(fabs(o[0] - 0.7) < 1e-7);
+        assert_true(fabs(l[0] - (-0.5 - log(0.7) - 0.5 * log(2 * M_PI))) < 1e-6);
+    }
+    /* errors: σ_next ≥ σ, noise_level 0, NaN named */
+    float bad_sn[4] = {0.9f, 0.9f, 0.95f, 0.0f};
+    assert_int_equal(rl_diffusion_sde_step(x, v, sig, bad_sn, nl, noise, B, D, xn, lp), RL_ERANGE);
+    assert_non_null(strstr(rl_error_message(), "row 2"));
+    assert_int_equal(rl_diffusion_sde_step(x, v, sig, sn, 0.0, noise, B, D, xn, lp), RL_EINVAL);
+    x[30] = NAN;
+    assert_int_equal(rl_diffusion_sde_step(x, v, sig, sn, nl, noise, B, D, xn, lp), RL_ENUMERIC);
+    assert_non_null(strstr(rl_error_message(), "x[30]"));
+    free(x); free(v); free(noise); free(sig); free(sn); free(v2); free(gl); free(xr);
+    rl_golden_free(g);
+}
+
+static void test_advantages(void **state)
+{
+    (void)state;
+    rl_golden *g = s_load();
+    int64_t n = 0;
+    float *r = rl_golden_f32(g, "rewards", &n);
+    int64_t *grp = rl_golden_i64(g, "group", NULL);
+    float adv[11];
+    assert_int_equal(n, 11);
+    assert_int_equal(rl_diffusion_grpo_advantages(r, grp, n, 5, 1, -INFINITY, 1e-8, adv), 0);
+    s_close_f32("adv group", adv, g, "adv_group", n, 1e-6, 1e-5);
+    assert_true(adv[10] == 0.0f); /* group 3 has one row: documented A = 0 */
+    assert_int_equal(rl_diffusion_grpo_advantages(r, grp, n, 5, 1, 0.5, 1e-8, adv), 0);
+    s_close_f32("adv group thr", adv, g, "adv_group_thr", n, 1e-6, 1e-5);
+    assert_true(adv[6] == 0.0f && adv[7] == 0.0f && adv[8] == 0.0f); /* mean 0.23 < 0.5 */
+    assert_int_equal(rl_diffusion_grpo_advantages(r, NULL, n, 0, 0, 0.5, 1e-8, adv), 0);
+    s_close_f32("adv global", adv, g, "adv_global", n, 1e-6, 1e-5);
+    /* global batch of one row */
+    assert_int_equal(rl_diffusion_grpo_advantages(r, NULL, 1, 0, 0, 0.0, 1e-8, adv), 0);
+    assert_true(adv[0] == 0.0f);
+    /* equal rewards in a group: zero spread, A = 0 exactly */
+    float same[3] = {2, 2, 2};
+    int64_t g0[3] = {0, 0, 0};
+    assert_int_equal(rl_diffusion_grpo_advantages(same, g0, 3, 1, 1, -INFINITY, 1e-8, adv), 0);
+    assert_true(adv[0] == 0.0f && adv[2] == 0.0f);
+    /* errors */
+    grp[2] = 7;
+    assert_int_equal(rl_diffusion_grpo_advantages(r, grp, n, 5, 1, 0.0, 1e-8, adv), RL_ERANGE);
+    assert_non_null(strstr(rl_error_message(), "group[2]=7"));
+    r[4] = NAN;
+    assert_int_equal(rl_diffusion_grpo_advantages(r, NULL, n, 0, 0, 0.0, 1e-8, adv), RL_ENUMERIC);
+    assert_non_null(strstr(rl_error_message(), "rewards[4]"));
+    free(r); free(grp);
+    rl_golden_free(g);
+}
+
+static void test_grpo_loss(void **state)
+{
+    (void)state;
+    rl_golden *g = s_load();
+    const int64_t n = 12;
+    float *old = rl_golden_f32(g, "old_logp", NULL), *lp = rl_golden_f32(g, "new_logp", NULL);
+    float *adv = rl_golden_f32(g, "adv", NULL), *mask = rl_golden_f32(g, "mask", NULL);
+    const struct { const char *tag; double clip, amax; } cases[2] = {
+        {"c02", 0.2, 10.0}, {"c1em4", 1e-4, 5.0}};
+    for (int c = 0; c < 2; c++) {
+        float grad[12];
+        char name[64];
+        rl_diffusion_grpo_metrics met;
+        assert_int_equal(rl_diffusion_grpo_loss(lp, old, adv, mask, n, cases[c].clip, cases[c].amax,
+                                                grad, &met), 0);
+        snprintf(name, sizeof name, "loss_%s", cases[c].tag);
+        s_close_scalar(name, met.loss, g, name, 1e-7, 1e-6);
+        snprintf(name, sizeof name, "grad_%s", cases[c].tag);
+        s_close_f32(name, grad, g, name, n, 1e-7, 1e-5);
+        snprintf(name, sizeof name, "clipfrac_%s", cases[c].tag);
+        s_close_scalar(name, met.clip_frac, g, name, 1e-12, 0);
+        snprintf(name, sizeof name, "kl_%s", cases[c].tag);
+        s_close_scalar(name, met.approx_kl, g, name, 1e-9, 1e-6);
+        snprintf(name, sizeof name, "ratio_%s", cases[c].tag);
+        s_close_scalar(name, met.ratio_mean, g, name, 1e-9, 1e-6);
+        assert_true(grad[4] == 0.0f);
+        /* finite differences (away from the clip kinks for these draws) */
+        for (int64_t k = 0; k < n; k++) {
+            rl_diffusion_grpo_metrics mp, mm;
+            const float keep = lp[k];
+            lp[k] = keep + 1e-3f;
+            const double hp = (double)lp[k] - keep;
+            rl_diffusion_grpo_loss(lp, old, adv, mask, n, cases[c].clip, cases[c].amax, NULL, &mp);
+            lp[k] = keep - 1e-3f;
+            const double hm = keep - (double)lp[k];
+            rl_diffusion_grpo_loss(lp, old, adv, mask, n, cases[c].clip, cases[c].amax, NULL, &mm);
+            lp[k] = keep;
+            const double fd = (mp.loss - mm.loss) / (hp + hm);
+            double r = exp((double)lp[k] - old[k]);
+            /* skip rows within the FD step of a kink */
+            if (fabs(r - (1 - cases[c].clip)) < 2e-3 * r || fabs(r - (1 + cases[c].clip)) < 2e-3 * r)
+                continue;
+            if (!(fabs(fd - grad[k]) <= 1e-5 + 1e-3 * fabs(fd)))
+                fail_msg("%s FD %g vs grad %g at %lld", cases[c].tag, fd, (double)grad[k], (long long)k);
+        }
+    }
+    /* ratio 1: the clipped loss equals the unclipped surrogate mean(−A)
+     * and its gradient is −A/n, for any clip range */
+    float grad[12];
+    rl_diffusion_grpo_metrics met;
+    const double clips[3] = {0.0, 1e-4, 0.2};
+    for (int c = 0; c < 3; c++) {
+        assert_int_equal(rl_diffusion_grpo_loss(old, old, adv, NULL, n, clips[c], 1e9, grad, &met), 0);
+        double want = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            want += -(double)adv[i] / n;
+            assert_true(fabs(grad[i] - (-(double)adv[i] / n)) < 1e-7);
+        }
+        assert_true(fabs(met.loss - want) < 1e-12);
+        assert_true(met.clip_frac == 0.0 && met.ratio_mean == 1.0 && met.approx_kl == 0.0);
+    }
+    /* advantage clipping: |A| beyond adv_clip_max is clamped */
+    float a1[1] = {50.0f}, z1[1] = {0.0f}, g1[1];
+    assert_int_equal(rl_diffusion_grpo_loss(z1, z1, a1, NULL, 1, 0.2, 5.0, g1, &met), 0);
+    assert_true(met.loss == -5.0 && g1[0] == -5.0f);
+    /* all masked: loss 0, zero grad */
+    float m0[12] = {0};
+    assert_int_equal(rl_diffusion_grpo_loss(lp, old, adv, m0, n, 0.2, 5.0, grad, &met), 0);
+    assert_true(met.loss == 0.0 && grad[0] == 0.0f);
+    lp[3] = INFINITY;
+    assert_int_equal(rl_diffusion_grpo_loss(lp, old, adv, NULL, n, 0.2, 5.0, grad, &met), RL_ENUMERIC);
+    assert_non_null(strstr(rl_error_message(), "logp[3]"));
+    free(old); free(lp); free(adv); free(mask);
+    rl_golden_free(g);
+}
+
+static void test_timestep_subset(void **state)
+{
+    (void)state;
+    int64_t a[20], b[20], k1, k2;
+    /* deterministic for (seed, stream) */
+    assert_int_equal(rl_diffusion_timestep_subset(7, 3, 20, 0.6, a, &k1), 0);
+    assert_int_equal(rl_diffusion_timestep_subset(7, 3, 20, 0.6, b, &k2), 0);
+    assert_int_equal(k1, 12);
+    assert_int_equal(k2, 12);
+    assert_memory_equal(a, b, sizeof a);
+    /* right size, distinct, in range; idx stays a permutation */
+    int seen[20] = {0};
+    for (int64_t i = 0; i < 20; i++) {
+        assert_true(a[i] >= 0 && a[i] < 20);
+        seen[a[i]]++;
+    }
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(seen[i], 1);
+    /* another stream or seed gives another subset */
+    assert_int_equal(rl_diffusion_timestep_subset(7, 4, 20, 0.6, b, &k2), 0);
+    int differ = memcmp(a, b, 12 * sizeof a[0]) != 0;
+    assert_int_equal(rl_diffusion_timestep_subset(8, 3, 20, 0.6, b, &k2), 0);
+    differ += memcmp(a, b, 12 * sizeof a[0]) != 0;
+    assert_int_equal(differ, 2);
+    /* Python int() truncation: int(100 * 0.29) == 28; fraction 1 keeps all;
+     * a tiny fraction still trains one step */
+    int64_t big[100];
+    assert_int_equal(rl_diffusion_timestep_subset(1, 0, 100, 0.29, big, &k1), 0);
+    assert_int_equal(k1, 28);
+    assert_int_equal(rl_diffusion_timestep_subset(1, 0, 10, 1.0, a, &k1), 0);
+    assert_int_equal(k1, 10);
+    assert_int_equal(rl_diffusion_timestep_subset(1, 0, 10, 0.01, a, &k1), 0);
+    assert_int_equal(k1, 1);
+    /* roughly uniform: each index picked ~ k/T of the time over streams */
+    int cnt[10] = {0};
+    for (uint64_t s = 0; s < 2000; s++) {
+        rl_diffusion_timestep_subset(99, s, 10, 0.3, a, &k1);
+        for (int64_t i = 0; i < k1; i++)
+            cnt[a[i]]++;
+    }
+    for (int i = 0; i < 10; i++)
+        assert_true(cnt[i] > 600 - 120 && cnt[i] < 600 + 120);
+    assert_int_equal(rl_diffusion_timestep_subset(1, 0, 10, 0.0, a, &k1), RL_ERANGE);
+    assert_int_equal(rl_diffusion_timestep_subset(1, 0, 10, 1.5, a, &k1), RL_ERANGE);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sigmas),
+        cmocka_unit_test(test_sde_step_golden_and_fd),
+        cmocka_unit_test(test_advantages),
+        cmocka_unit_test(test_grpo_loss),
+        cmocka_unit_test(test_timestep_subset),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

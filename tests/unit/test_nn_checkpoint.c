@@ -1,0 +1,400 @@
+/* test_nn_checkpoint.c — training-state checkpoints: bit-exact resume on a
+ * toy problem with hand-computed gradients, latest-complete discovery with
+ * partial/broken checkpoints, and error paths. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "rlrt/rlrt.h"
+
+static char s_root[256];
+
+static int s_rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+    (void)sb;
+    (void)f;
+    return flag == FTW_DP ? rmdir(p) : unlink(p);
+}
+
+static int s_setup(void **state)
+{
+    (void)state;
+    snprintf(s_root, sizeof s_root, "/tmp/rl_test_ckpt_XXXXXX");
+    return mkdtemp(s_root) ? 0 : -1;
+}
+
+static int s_teardown(void **state)
+{
+    (void)state;
+    return nftw(s_root, s_rm_cb, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+/* ---- the toy trainer --------------------------------------------------------------- */
+
+#define NTARGET 10
+
+typedef struct toy {
+    rl_param_manifest *m;
+    float *p, *g;
+    rl_adamw *opt;
+    rl_train_state st;
+    double difficulty; /* carried in state.extra like AEPO's difficulty state */
+} toy;
+
+static void toy_init(toy *t)
+{
+    memset(t, 0, sizeof *t);
+    t->m = rl_param_manifest_new();
+    int64_t a[2] = {3, 4}, b[1] = {4}, c[1] = {5};
+    rl_param_manifest_add(t->m, "layer.weight", 2, a);
+    rl_param_manifest_add(t->m, "layer.bias", 1, b);
+    rl_param_manifest_add(t->m, "head.weight", 1, c);
+    t->p = rl_param_buffer_new(t->m->total);
+    t->g = rl_param_buffer_new(t->m->total);
+    rl_adamw_config cfg = {0.9, 0.95, 1e-8, 0.1};
+    t->opt = rl_adamw_new(&cfg, t->m, 0, t->m->total);
+    rl_adamw_set_no_decay(t->opt, t->m, rl_param_pred_no_decay_1d, NULL);
+    rl_lr_schedule lr = {RL_LR_COSINE, 0.05, 3, 20, 0.1};
+    t->st.lr = lr;
+    rl_rng g;
+    rl_rng_init(&g, 1234, 0);
+    rl_train_state_set_rng(&t->st, "noise", &g);
+    rl_rng_init(&g, 1234, 1);
+    rl_train_state_set_rng(&t->st, "sampler", &g);
+    for (int64_t i = 0; i < t->m->total; i++)
+        t->p[i] = (float)(0.1 * (double)i - 1.0);
+    t->difficulty = 0.5;
+}
+
+static void toy_free(toy *t)
+{
+    rl_param_buffer_free(t->p);
+    rl_param_buffer_free(t->g);
+    rl_adamw_free(t->opt);
+    rl_param_manifest_free(t->m);
+    json_decref(t->st.extra);
+}
+
+/* loss = Σ_i h_i/2 (p_i - c_i)² with targets c picked by the data position,
+ * plus RNG noise and a difficulty-dependent offset: every piece of state
+ * influences the gradient, so a resume that misses one diverges. */
+static void toy_step(toy *t)
+{
+    rl_rng *noise = rl_train_state_get_rng(&t->st, "noise");
+    rl_rng *sampler = rl_train_state_get_rng(&t->st, "sampler");
+    double loss = 0;
+    int64_t n = t->m->total;
+    uint64_t pick = rl_rng_below(sampler, NTARGET);
+    for (int64_t i = 0; i < n; i++) {
+        float h = 1.0f + (float)(i % 3);
+        float c = (float)((t->st.data_position + (int64_t)pick + i) % NTARGET) * 0.1f;
+        float d = t->p[i] - c;
+        loss += 0.5 * h * d * d;
+        t->g[i] = h * d + 0.05f * rl_rng_normal(noise) + (float)(1e-3 * t->difficulty);
+    }
+    float norm;
+    assert_int_equal(rl_grad_clip_norm(t->g, n, 1.0f, &norm), RL_OK);
+    double lr = rl_lr_at(&t->st.lr, t->st.lr_step);
+    assert_int_equal(rl_adamw_step(t->opt, lr, t->p, t->g), RL_OK);
+    t->difficulty = 0.9 * t->difficulty + 0.1 * loss / (double)n;
+    t->st.step++;
+    t->st.lr_step++;
+    t->st.data_position += 3;
+    if (t->st.data_position >= NTARGET) {
+        t->st.epoch++;
+        t->st.data_position -= NTARGET;
+    }
+}
+
+static rl_checkpoint_data toy_data(toy *t)
+{
+    rl_checkpoint_data d;
+    memset(&d, 0, sizeof d);
+    d.manifest = t->m;
+    d.params = t->p;
+    d.param_dtype = RL_F32;
+    d.exp_avg = t->opt->m;
+    d.exp_avg_sq = t->opt->v;
+    d.adamw = t->opt->cfg;
+    d.adamw_step = t->opt->step;
+    return d;
+}
+
+static void toy_save(toy *t, const char *root)
+{
+    json_decref(t->st.extra);
+    t->st.extra = json_pack("{s:{s:f, s:[i, i]}}", "aepo", "difficulty", t->difficulty,
+                            "bins", 3, 7);
+    rl_checkpoint_data d = toy_data(t);
+    if (rl_checkpoint_save(root, &d, &t->st) != RL_OK)
+        fail_msg("save: %s", rl_error_message());
+}
+
+static void toy_load(toy *t, const char *dir)
+{
+    rl_checkpoint_data d = toy_data(t);
+    json_decref(t->st.extra);
+    t->st.extra = NULL;
+    if (rl_checkpoint_load(dir, &d, &t->st) != RL_OK)
+        fail_msg("load: %s", rl_error_message());
+    assert_true(d.adamw.beta1 == t->opt->cfg.beta1 && d.adamw.beta2 == t->opt->cfg.beta2 &&
+                d.adamw.eps == t->opt->cfg.eps &&
+                d.adamw.weight_decay == t->opt->cfg.weight_decay);
+    t->opt->step = d.adamw_step;
+    json_t *diff = json_object_get(json_object_get(t->st.extra, "aepo"), "difficulty");
+    assert_true(json_is_real(diff));
+    t->difficulty = json_real_value(diff);
+}
+
+static void test_resume_is_bit_exact(void **state)
+{
+    (void)state;
+    enum { N = 14 };
+    char root[512];
+    snprintf(root, sizeof root, "%s/resume", s_root);
+    toy a, b;
+    toy_init(&a);
+    for (int i = 0; i < N; i++)
+        toy_step(&a);
+
+    toy_init(&b);
+    for (int i = 0; i < N / 2; i++)
+        toy_step(&b);
+    toy_save(&b, root);
+    toy_free(&b);
+
+    toy c; /* a fresh process: nothing carried over but the files */
+    toy_init(&c);
+    memset(c.p, 0, sizeof(float) * (size_t)c.m->total);
+    c.difficulty = -1;
+    rl_checkpoint_info info;
+    assert_int_equal(rl_checkpoint_find(root, &info), RL_OK);
+    assert_int_equal(info.step, N / 2);
+    assert_string_equal(info.note, "");
+    toy_load(&c, info.dir);
+    assert_int_equal(c.st.step, N / 2);
+    assert_int_equal(c.opt->step, N / 2);
+    for (int i = N / 2; i < N; i++)
+        toy_step(&c);
+
+    assert_memory_equal(a.p, c.p, sizeof(float) * (size_t)a.m->total);
+    assert_memory_equal(a.opt->m, c.opt->m, sizeof(float) * (size_t)a.m->total);
+    assert_memory_equal(a.opt->v, c.opt->v, sizeof(float) * (size_t)a.m->total);
+    assert_memory_equal(&a.st.rng, &c.st.rng, sizeof a.st.rng);
+    assert_true(a.difficulty == c.difficulty);
+    assert_int_equal(a.st.epoch, c.st.epoch);
+    assert_int_equal(a.st.data_position, c.st.data_position);
+    assert_int_equal(a.st.lr_step, c.st.lr_step);
+    assert_true(a.st.lr.base_lr == c.st.lr.base_lr && a.st.lr.kind == c.st.lr.kind &&
+                a.st.lr.min_ratio == c.st.lr.min_ratio);
+    /* the run did move: not trivially equal */
+    assert_true(fabsf(a.p[0] - (-1.0f)) > 1e-3f);
+    toy_free(&a);
+    toy_free(&c);
+}
+
+static void s_write(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_find_skips_partial(void **state)
+{
+    (void)state;
+    char root[512], p[1024];
+    snprintf(root, sizeof root, "%s/find", s_root);
+    assert_int_equal(rl_checkpoint_find(root, &(rl_checkpoint_info){0}), RL_ENOTFOUND);
+    toy t;
+    toy_init(&t);
+    toy_step(&t);
+    toy_step(&t);
+    toy_save(&t, root); /* step_2 */
+    toy_step(&t);
+    toy_step(&t);
+    toy_save(&t, root); /* step_4 */
+    snprintf(p, sizeof p, "%s/latest", root);
+    FILE *f = fopen(p, "r");
+    char line[64] = "";
+    assert_non_null(fgets(line, sizeof line, f));
+    fclose(f);
+    assert_string_equal(line, "step_4\n");
+
+    /* an interrupted save (step_6.tmp) and a broken newer one (step_8: no
+     * model file) */
+    snprintf(p, sizeof p, "%s/step_6.tmp", root);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/step_8", root);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/step_8/trainer_state.json", root);
+    s_write(p, "{}");
+    rl_checkpoint_info info;
+    assert_int_equal(rl_checkpoint_find(root, &info), RL_OK);
+    assert_int_equal(info.step, 4);
+    assert_non_null(strstr(info.dir, "/step_4"));
+    assert_non_null(strstr(info.note, "step_6.tmp"));
+    assert_non_null(strstr(info.note, "step_8"));
+    assert_non_null(strstr(info.note, "model.safetensors"));
+    assert_false(rl_checkpoint_is_complete(p) );
+
+    /* a truncated model file makes step_4 incomplete: falls back to step_2 */
+    char model[1024];
+    snprintf(model, sizeof model, "%s/step_4/model.safetensors", root);
+    struct stat sb;
+    stat(model, &sb);
+    assert_int_equal(truncate(model, sb.st_size - 5), 0);
+    assert_int_equal(rl_checkpoint_find(root, &info), RL_OK);
+    assert_int_equal(info.step, 2);
+    assert_non_null(strstr(info.note, "step_4"));
+    assert_non_null(strstr(info.note, "'latest' names 'step_4' but"));
+
+    /* a crash after publishing step_10 but before `latest` moved: the newest
+     * complete directory wins */
+    for (int i = 0; i < 6; i++)
+        toy_step(&t);
+    toy_save(&t, root); /* step_10 */
+    snprintf(p, sizeof p, "%s/latest", root);
+    s_write(p, "step_2\n");
+    assert_int_equal(rl_checkpoint_find(root, &info), RL_OK);
+    assert_int_equal(info.step, 10);
+
+    /* the next save of step 6 clears the leftover .tmp */
+    t.st.step = 6;
+    toy_save(&t, root);
+    snprintf(p, sizeof p, "%s/step_6.tmp", root);
+    assert_int_not_equal(stat(p, &sb), 0);
+    /* saving an existing step replaces it */
+    toy_save(&t, root);
+    snprintf(p, sizeof p, "%s/step_6", root);
+    assert_true(rl_checkpoint_is_complete(p));
+
+    /* prune keeps the newest 2 complete + whatever latest names */
+    assert_int_equal(rl_checkpoint_prune(root, 2), RL_OK);
+    snprintf(p, sizeof p, "%s/step_10", root);
+    assert_int_equal(stat(p, &sb), 0);
+    snprintf(p, sizeof p, "%s/step_6", root);
+    assert_int_equal(stat(p, &sb), 0);
+    snprintf(p, sizeof p, "%s/step_2", root);
+    assert_int_not_equal(stat(p, &sb), 0);
+    toy_free(&t);
+}
+
+static void test_load_errors_and_no_optimizer(void **state)
+{
+    (void)state;
+    char root[512], dir[1024];
+    snprintf(root, sizeof root, "%s/errs", s_root);
+    toy t;
+    toy_init(&t);
+    toy_step(&t);
+    /* params only (e.g. an exported policy), bf16 */
+    rl_checkpoint_data d = toy_data(&t);
+    d.exp_avg = d.exp_avg_sq = NULL;
+    d.param_dtype = RL_BF16;
+    assert_int_equal(rl_checkpoint_save(root, &d, &t.st), RL_OK);
+    snprintf(dir, sizeof dir, "%s/step_1", root);
+    float *q = rl_param_buffer_new(t.m->total);
+    float *mm = rl_param_buffer_new(t.m->total);
+    mm[0] = 123.0f;
+    rl_checkpoint_data l = toy_data(&t);
+    l.params = q;
+    l.exp_avg = mm;
+    rl_train_state st;
+    assert_int_equal(rl_checkpoint_load(dir, &l, &st), RL_OK);
+    assert_int_equal(l.adamw_step, 0);
+    assert_float_equal(mm[0], 123.0f, 0); /* untouched */
+    for (int64_t i = 0; i < t.m->total; i++)
+        assert_float_equal(q[i], rl_bf16_to_f32(rl_f32_to_bf16(t.p[i])), 0);
+    assert_int_equal(json_object_size(st.extra), 0);
+    json_decref(st.extra);
+
+    /* a manifest that does not match the checkpoint: names the view */
+    rl_param_manifest *m2 = rl_param_manifest_new();
+    int64_t s[1] = {3};
+    rl_param_manifest_add(m2, "other", 1, s);
+    float *p2 = rl_param_buffer_new(3);
+    rl_checkpoint_data bad = {0};
+    bad.manifest = m2;
+    bad.params = p2;
+    assert_int_not_equal(rl_checkpoint_load(dir, &bad, &st), RL_OK);
+    assert_non_null(strstr(rl_error_message(), "not in the parameter manifest"));
+
+    /* moments in the checkpoint but no buffers to load them into */
+    d = toy_data(&t);
+    assert_int_equal(rl_checkpoint_save(root, &d, &t.st), RL_OK);
+    l = toy_data(&t);
+    l.exp_avg = l.exp_avg_sq = NULL;
+    assert_int_equal(rl_checkpoint_load(dir, &l, &st), RL_EINVAL);
+    assert_non_null(strstr(rl_error_message(), "exp_avg"));
+
+    /* corrupt trainer_state.json */
+    char p[1200];
+    snprintf(p, sizeof p, "%s/trainer_state.json", dir);
+    s_write(p, "{\"format\": \"rlrt-checkpoint-1\", \"step\": \"x\"}");
+    assert_int_equal(rl_checkpoint_load(dir, &l, &st), RL_EPROTO);
+    assert_non_null(strstr(rl_error_message(), "'step'"));
+    assert_false(rl_checkpoint_is_complete(dir));
+
+    /* bad arguments */
+    d.exp_avg_sq = NULL;
+    assert_int_equal(rl_checkpoint_save(root, &d, &t.st), RL_EINVAL);
+    t.st.extra = json_integer(3);
+    d = toy_data(&t);
+    assert_int_equal(rl_checkpoint_save(root, &d, &t.st), RL_EINVAL);
+    assert_non_null(strstr(rl_error_message(), "extra"));
+
+    rl_param_buffer_free(q);
+    rl_param_buffer_free(mm);
+    rl_param_buffer_free(p2);
+    rl_param_manifest_free(m2);
+    toy_free(&t);
+}
+
+static void test_rng_json_roundtrip(void **state)
+{
+    (void)state;
+    rl_rng g, h;
+    rl_rng_init(&g, 0xdeadbeefcafeULL, 77);
+    for (int i = 0; i < 7; i++) /* mid-block: lanes and `used` matter */
+        rl_rng_u32(&g);
+    json_t *j = rl_rng_to_json(&g);
+    assert_int_equal(rl_rng_from_json(j, &h), RL_OK);
+    json_decref(j);
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(rl_rng_u32(&g), rl_rng_u32(&h));
+    json_t *bad = json_pack("{s:[i,i], s:[i,i,i,i], s:[i,i,i,i], s:i}", "key", 1, 2, "counter",
+                            1, 2, 3, 4, "lanes", 1, 2, 3, -1, "used", 0);
+    assert_int_equal(rl_rng_from_json(bad, &h), RL_EPROTO);
+    assert_non_null(strstr(rl_error_message(), "'lanes'[3]"));
+    json_decref(bad);
+    rl_train_state s = {0};
+    char name[16];
+    for (int i = 0; i < RL_CKPT_MAX_RNG; i++) {
+        snprintf(name, sizeof name, "r%d", i);
+        assert_int_equal(rl_train_state_set_rng(&s, name, &g), RL_OK);
+    }
+    assert_int_equal(rl_train_state_set_rng(&s, "one_more", &g), RL_ERANGE);
+    assert_int_equal(rl_train_state_set_rng(&s, "r3", &h), RL_OK); /* replace is fine */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_resume_is_bit_exact),
+        cmocka_unit_test(test_find_skips_partial),
+        cmocka_unit_test(test_load_errors_and_no_optimizer),
+        cmocka_unit_test(test_rng_json_roundtrip),
+    };
+    return cmocka_run_group_tests(tests, s_setup, s_teardown);
+}
