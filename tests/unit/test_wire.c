@@ -20,6 +20,7 @@
 
 #include "rl.pb-c.h"
 #include "rlrt/rlrt.h"
+#include "rlrt/runtime/msg.h"
 
 #define SEED_DIR "fuzz/seeds/fuzz_wire_decode"
 #define REGRESSION_DIR "fuzz/regressions/fuzz_wire_decode"
@@ -1094,6 +1095,43 @@ static void test_seeds_match_encoder(void **state)
     }
 }
 
+/* The runtime's receive path uses the depth-checked unpacker: a hostile
+ * nested envelope is an error for that peer, not a crashed driver. */
+static void test_runtime_recv_refuses_deep_envelope(void **state)
+{
+    (void)state;
+    void *ctx = zmq_ctx_new();
+    void *router = zmq_socket(ctx, ZMQ_ROUTER), *dealer = zmq_socket(ctx, ZMQ_DEALER);
+    assert_int_equal(zmq_bind(router, "inproc://wire-deep-env"), 0);
+    assert_int_equal(zmq_connect(dealer, "inproc://wire-deep-env"), 0);
+    size_t len;
+    uint8_t *b = s_deep_envelope(200000, &len);
+    assert_int_equal(zmq_send(dealer, b, len, 0), (int)len);
+    free(b);
+    zmq_pollitem_t it = {router, 0, ZMQ_POLLIN, 0};
+    assert_int_equal(zmq_poll(&it, 1, 5000), 1);
+    rl_msg m;
+    EXPECT_REJECT(rl_msg_recv(router, 1, &m), RL_EPROTO, "nesting depth expected at most 64");
+    assert_true(m.id_len > 0); /* the caller can still answer that peer */
+    assert_null(m.env);
+    rl_msg_clear(&m);
+    /* the socket stays in step: the next message is fine */
+    Rl__Envelope env = RL__ENVELOPE__INIT;
+    Rl__Heartbeat hb = RL__HEARTBEAT__INIT;
+    env.body_case = RL__ENVELOPE__BODY_HEARTBEAT;
+    env.heartbeat = &hb;
+    assert_int_equal(rl_msg_send(dealer, NULL, 0, &env, NULL), 0);
+    assert_int_equal(zmq_poll(&it, 1, 5000), 1);
+    assert_int_equal(rl_msg_recv(router, 1, &m), 0);
+    assert_int_equal(m.env->body_case, RL__ENVELOPE__BODY_HEARTBEAT);
+    rl_msg_clear(&m);
+    int zero = 0;
+    zmq_setsockopt(dealer, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close(dealer);
+    zmq_close(router);
+    zmq_ctx_term(ctx);
+}
+
 #define ENV_SEED_DIR "fuzz/seeds/fuzz_wire_envelope"
 
 /* Seeds for fuzz_wire_envelope: one envelope of each kind that carries
@@ -1263,6 +1301,7 @@ int main(void)
         cmocka_unit_test(test_send_errors),
         cmocka_unit_test(test_recv_frame_limit_and_timeout),
         cmocka_unit_test(test_envelope_unpack_depth),
+        cmocka_unit_test(test_runtime_recv_refuses_deep_envelope),
         cmocka_unit_test(test_seeds_match_encoder),
         cmocka_unit_test(test_envelope_seeds),
         cmocka_unit_test(test_replay_fuzz_regressions),
