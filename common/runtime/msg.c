@@ -109,13 +109,15 @@ int rl_msg_recv(void *sock, int router, rl_msg *out)
             return s_sock_error("receive envelope");
         }
     }
-    out->env = rl__envelope__unpack(NULL, zmq_msg_size(&frame), zmq_msg_data(&frame));
+    /* Not rl__envelope__unpack(): it recurses without limit into nested
+     * Values, so one hostile frame could overflow the stack. */
+    rl_wire_unpack_envelope(zmq_msg_data(&frame), zmq_msg_size(&frame), &out->env);
     size_t env_len = zmq_msg_size(&frame);
     zmq_msg_close(&frame);
     if (!out->env) {
         s_drain_rest(sock);
-        return rl_error_set(RL_EPROTO, "envelope frame of %zu bytes is not a valid rl.Envelope",
-                            env_len);
+        return rl_error_wrap(RL_EPROTO, "envelope frame of %zu bytes is not a valid rl.Envelope",
+                             env_len);
     }
     if (!s_more(sock))
         return RL_OK;

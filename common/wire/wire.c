@@ -271,6 +271,11 @@ int rl_wire_encode_header(const rl_dataproto *dp, void **buf, size_t *len)
                           nt, RL_WIRE_MAX_TENSORS);
         goto out;
     }
+    if (nc > RL_WIRE_MAX_COLUMNS) {
+        rc = rl_error_set(RL_EINVAL, "DataProto has %d columns; the wire format allows at most %d",
+                          nc, RL_WIRE_MAX_COLUMNS);
+        goto out;
+    }
     Rl__TensorSpec *specs = s_alloc(&a, (size_t)nt * sizeof *specs);
     h.tensors = s_alloc(&a, (size_t)nt * sizeof *h.tensors);
     Rl__Column *cols = s_alloc(&a, (size_t)nc * sizeof *cols);

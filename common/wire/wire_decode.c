@@ -1,10 +1,11 @@
 /* wire_decode.c — the untrusting side of the wire format: frames -> DataProto.
  *
  * Order of work: (1) scan the header bytes (bounded, iterative) so protobuf-c
- * never recurses deeper than RL_WIRE_MAX_META_DEPTH; (2) protobuf-c unpack;
- * (3) validate every field against the frames; (4) build the DataProto. Only
- * step 4 allocates tensors, so a hostile header cannot make us allocate more
- * than the frames it came with.
+ * never recurses deeper than RL_WIRE_MAX_META_DEPTH; (2) protobuf-c unpack
+ * into an arena capped at 64 × the header size; (3) validate every field
+ * against the frames; (4) build the DataProto. Only step 4 allocates tensors,
+ * so a hostile header cannot make us allocate more than the frames it came
+ * with. Control-plane envelopes get step 1 too (rl_wire_unpack_envelope).
  */
 #include "rlrt/wire.h"
 
@@ -20,13 +21,28 @@
 
 /* ---- step 1: bounded structural scan ------------------------------------------ */
 
-enum { M_HEADER, M_VALUE, M_MAP, M_ENTRY, M_LIST };
+/* M_LEAF: a message without submessages (TensorSpec, Column, Hello, Ready,
+ * Error, Heartbeat, Shutdown, Disconnect); walked only to check its tags. */
+enum { M_HEADER, M_VALUE, M_MAP, M_ENTRY, M_LIST, M_ENVELOPE, M_CONFIGURE, M_CALL, M_REPLY,
+       M_LEAF };
 
-/* Which (message, field) pairs hold a message that can lead back to a Value. */
+/* Which (message, field) pairs hold a submessage (field numbers from
+ * proto/rl.proto). */
 static int s_child(int msg, uint64_t field)
 {
     switch (msg) {
-    case M_HEADER: return field == 5 ? M_VALUE : -1;
+    case M_HEADER: return field == 5 ? M_VALUE : (field == 3 || field == 4) ? M_LEAF : -1;
+    case M_ENVELOPE:
+        switch (field) {
+        case 11: return M_CONFIGURE;
+        case 13: return M_CALL;
+        case 14: return M_REPLY;
+        case 10: case 12: case 15: case 16: case 17: case 18: return M_LEAF;
+        default: return -1;
+        }
+    case M_CONFIGURE: return field == 5 ? M_VALUE : -1;
+    case M_CALL: return field == 4 ? M_VALUE : -1;
+    case M_REPLY: return field == 3 ? M_VALUE : -1;
     case M_VALUE: return field == 6 ? M_MAP : field == 7 ? M_LIST : -1;
     case M_MAP: return field == 1 ? M_ENTRY : -1;
     case M_ENTRY: return field == 2 ? M_VALUE : -1;
@@ -51,13 +67,17 @@ static int s_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
     return -1;
 }
 
-static int s_scan_header(const uint8_t *buf, size_t len)
+/* Walks a message of type `root` without recursion and refuses Value nesting
+ * deeper than RL_WIRE_MAX_META_DEPTH: protobuf-c's unpacker recurses once
+ * per level with no limit, so a few MB of nested lists would overflow the
+ * stack. `what` names the frame in messages ("header", "envelope"). */
+static int s_scan(const uint8_t *buf, size_t len, int root, const char *what)
 {
     struct { const uint8_t *end; int type; } st[3 * RL_WIRE_MAX_META_DEPTH + 8];
     int sp = 0, depth = 0;
     const uint8_t *p = buf;
     st[sp].end = buf + len;
-    st[sp++].type = M_HEADER;
+    st[sp++].type = root;
     while (sp > 0) {
         if (p == st[sp - 1].end) {
             if (st[--sp].type == M_VALUE)
@@ -67,47 +87,113 @@ static int s_scan_header(const uint8_t *buf, size_t len)
         const uint8_t *end = st[sp - 1].end;
         uint64_t tag, v;
         if (s_varint(&p, end, &tag))
-            return rl_error_set(RL_EPROTO, "header: truncated or garbage protobuf (bad tag "
-                                "varint at byte %zu of %zu)", (size_t)(p - buf), len);
+            return rl_error_set(RL_EPROTO, "%s: truncated or garbage protobuf (bad tag "
+                                "varint at byte %zu of %zu)", what, (size_t)(p - buf), len);
         uint64_t field = tag >> 3;
+        /* Field 0 and numbers past 2^29-1 are invalid; protobuf-c accepts a
+         * non-canonical 0 tag and then cannot read its own re-encoding. */
+        if (field == 0 || field > 536870911)
+            return rl_error_set(RL_EPROTO, "%s: garbage protobuf (field number %" PRIu64
+                                " at byte %zu of %zu)", what, field, (size_t)(p - buf), len);
         switch (tag & 7) {
         case 0:
             if (s_varint(&p, end, &v))
-                return rl_error_set(RL_EPROTO, "header: truncated or garbage protobuf (bad "
-                                    "varint at byte %zu of %zu)", (size_t)(p - buf), len);
+                return rl_error_set(RL_EPROTO, "%s: truncated or garbage protobuf (bad "
+                                    "varint at byte %zu of %zu)", what, (size_t)(p - buf), len);
             break;
         case 1:
         case 5: {
             size_t w = (tag & 7) == 1 ? 8 : 4;
             if ((size_t)(end - p) < w)
-                return rl_error_set(RL_EPROTO, "header: truncated protobuf (fixed field at "
-                                    "byte %zu of %zu)", (size_t)(p - buf), len);
+                return rl_error_set(RL_EPROTO, "%s: truncated protobuf (fixed field at "
+                                    "byte %zu of %zu)", what, (size_t)(p - buf), len);
             p += w;
             break;
         }
         case 2: {
             if (s_varint(&p, end, &v) || v > (uint64_t)(end - p))
-                return rl_error_set(RL_EPROTO, "header: truncated protobuf (length-delimited "
+                return rl_error_set(RL_EPROTO, "%s: truncated protobuf (length-delimited "
                                     "field %" PRIu64 " at byte %zu of %zu runs past its "
-                                    "message)", field, (size_t)(p - buf), len);
+                                    "message)", what, field, (size_t)(p - buf), len);
             int child = s_child(st[sp - 1].type, field);
             if (child < 0) {
                 p += v;
                 break;
             }
             if (child == M_VALUE && ++depth > RL_WIRE_MAX_META_DEPTH)
-                return rl_error_set(RL_EPROTO, "meta: nesting depth expected at most %d, got "
-                                    "more", RL_WIRE_MAX_META_DEPTH);
+                return rl_error_set(RL_EPROTO, "%s: nesting depth expected at most %d, got "
+                                    "more", root == M_HEADER ? "meta" : what,
+                                    RL_WIRE_MAX_META_DEPTH);
             st[sp].end = p + v;
             st[sp++].type = child;
             break;
         }
         default:
-            return rl_error_set(RL_EPROTO, "header: garbage protobuf (wire type %u at byte "
-                                "%zu of %zu)", (unsigned)(tag & 7), (size_t)(p - buf), len);
+            return rl_error_set(RL_EPROTO, "%s: garbage protobuf (wire type %u at byte "
+                                "%zu of %zu)", what, (unsigned)(tag & 7), (size_t)(p - buf), len);
         }
     }
     return 0;
+}
+
+/* ---- step 2: unpack into an arena ---------------------------------------------------- */
+
+/* protobuf-c allocates every submessage, repeated array and bytes field
+ * separately; a bump arena makes that one or two mallocs and lets us cap how
+ * much memory a hostile header can make us allocate. */
+typedef struct s_chunk {
+    struct s_chunk *next;
+    size_t used, cap;
+    max_align_t data[];
+} s_chunk;
+
+typedef struct s_pb_arena {
+    s_chunk *head;
+    size_t total, limit, first;
+    int over;
+} s_pb_arena;
+
+static void *s_pb_alloc(void *ad, size_t size)
+{
+    s_pb_arena *a = ad;
+    size = (size + 15) & ~(size_t)15;
+    s_chunk *c = a->head;
+    if (!c || c->cap - c->used < size) {
+        /* first chunk sized to the header, later ones double */
+        size_t cap = c ? c->cap * 2 : a->first;
+        if (cap < size)
+            cap = size;
+        if (a->total + cap > a->limit) {
+            a->over = 1;
+            return NULL;
+        }
+        c = malloc(sizeof *c + cap);
+        if (!c)
+            return NULL;
+        c->next = a->head;
+        c->used = 0;
+        c->cap = cap;
+        a->head = c;
+        a->total += cap;
+    }
+    void *p = (char *)c->data + c->used;
+    c->used += size;
+    return p;
+}
+
+static void s_pb_free(void *ad, void *p)
+{
+    (void)ad;
+    (void)p; /* everything goes at once in s_pb_arena_free */
+}
+
+static void s_pb_arena_free(s_pb_arena *a)
+{
+    for (s_chunk *c = a->head, *n; c; c = n) {
+        n = c->next;
+        free(c);
+    }
+    a->head = NULL;
 }
 
 /* ---- step 3: validation ---------------------------------------------------------- */
@@ -139,10 +225,6 @@ static int s_check_tensor(const Rl__DataProtoHeader *h, size_t i, const rl_wire_
     if (!name || !*name)
         return rl_error_set(RL_EPROTO, "tensors[%zu].name: expected a non-empty name, got \"\"",
                             i);
-    for (size_t j = 0; j < i; j++)
-        if (!strcmp(h->tensors[j]->name, name))
-            return rl_error_set(RL_EPROTO, "tensors[%zu].name: duplicate tensor name '%s' "
-                                "(also tensors[%zu])", i, name, j);
     if (!rl_dtype_valid(s->dtype))
         return rl_error_set(RL_EPROTO, "tensor '%s': dtype expected a code in %d..%d, got %d",
                             name, RL_DTYPE_MIN, RL_DTYPE_MAX, s->dtype);
@@ -197,14 +279,6 @@ static int s_check_column(const Rl__DataProtoHeader *h, size_t i)
     if (!name || !*name)
         return rl_error_set(RL_EPROTO, "columns[%zu].name: expected a non-empty name, got \"\"",
                             i);
-    for (size_t j = 0; j < i; j++)
-        if (!strcmp(h->columns[j]->name, name))
-            return rl_error_set(RL_EPROTO, "columns[%zu].name: duplicate column name '%s' "
-                                "(also columns[%zu])", i, name, j);
-    for (size_t j = 0; j < h->n_tensors; j++)
-        if (!strcmp(h->tensors[j]->name, name))
-            return rl_error_set(RL_EPROTO, "columns[%zu].name: '%s' is also a tensor name", i,
-                                name);
     int type = c->type;
     if (type < RL_COL_STRING || type > RL_COL_BYTES_LIST)
         return rl_error_set(RL_EPROTO, "column '%s': type expected a code in %d..%d, got %d",
@@ -247,6 +321,57 @@ static int s_check_column(const Rl__DataProtoHeader *h, size_t i)
                 return rl_error_set(RL_EPROTO, "column '%s': string value %zu contains a NUL "
                                     "byte", name, k);
     return 0;
+}
+
+/* Duplicate names among tensors and columns, by sorting (a hostile header can
+ * carry many thousands of names; pairwise comparison would be quadratic). */
+typedef struct s_name {
+    const char *name;
+    int kind; /* 0 tensor, 1 column */
+    size_t idx;
+} s_name;
+
+static int s_name_cmp(const void *a, const void *b)
+{
+    const s_name *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    if (c)
+        return c;
+    if (x->kind != y->kind)
+        return x->kind - y->kind;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static int s_check_names(const Rl__DataProtoHeader *h)
+{
+    size_t n = h->n_tensors + h->n_columns;
+    if (n < 2)
+        return 0;
+    s_name *v = malloc(n * sizeof *v);
+    if (!v)
+        return rl_error_set(RL_ENOMEM, "rl_wire_decode: out of memory");
+    for (size_t i = 0; i < h->n_tensors; i++)
+        v[i] = (s_name){h->tensors[i]->name, 0, i};
+    for (size_t i = 0; i < h->n_columns; i++)
+        v[h->n_tensors + i] = (s_name){h->columns[i]->name, 1, i};
+    qsort(v, n, sizeof *v, s_name_cmp);
+    int rc = 0;
+    for (size_t i = 1; i < n && !rc; i++) {
+        const s_name *a = &v[i - 1], *b = &v[i];
+        if (strcmp(a->name, b->name))
+            continue;
+        if (a->kind == 0 && b->kind == 0)
+            rc = rl_error_set(RL_EPROTO, "tensors[%zu].name: duplicate tensor name '%s' (also "
+                              "tensors[%zu])", b->idx, b->name, a->idx);
+        else if (a->kind == 1 && b->kind == 1)
+            rc = rl_error_set(RL_EPROTO, "columns[%zu].name: duplicate column name '%s' (also "
+                              "columns[%zu])", b->idx, b->name, a->idx);
+        else
+            rc = rl_error_set(RL_EPROTO, "columns[%zu].name: '%s' is also a tensor name",
+                              b->idx, b->name);
+    }
+    free(v);
+    return rc;
 }
 
 /* ---- step 4: building ------------------------------------------------------------ */
@@ -368,7 +493,8 @@ static int s_fill_column(rl_dataproto *dp, const Rl__Column *pc)
                              pc->name);
     int64_t rows = rl_column_rows(c);
     int rc = 0;
-    size_t k = 0;
+    size_t k = 0, scratch_cap = 0;
+    char *scratch = NULL;
     for (int64_t r = 0; r < rows && !rc; r++) {
         switch (pc->type) {
         case RL_COL_INT64: rc = rl_column_set_i64(c, r, pc->i64[r]); break;
@@ -378,9 +504,21 @@ static int s_fill_column(rl_dataproto *dp, const Rl__Column *pc)
                                      pc->blobs[r].len);
             break;
         case RL_COL_STRING: {
-            char *s = s_strndup(&pc->blobs[r]);
-            rc = s ? rl_column_set_str(c, r, s) : rl_error_set(RL_ENOMEM, "out of memory");
-            free(s);
+            /* one scratch buffer: the wire bytes are not NUL-terminated */
+            size_t len = pc->blobs[r].len;
+            if (len + 1 > scratch_cap) {
+                char *g = realloc(scratch, len + 64);
+                if (!g) {
+                    rc = rl_error_set(RL_ENOMEM, "out of memory");
+                    break;
+                }
+                scratch = g;
+                scratch_cap = len + 64;
+            }
+            if (len)
+                memcpy(scratch, pc->blobs[r].data, len);
+            scratch[len] = 0;
+            rc = rl_column_set_str(c, r, scratch);
             break;
         }
         case RL_COL_INT64_LIST:
@@ -430,6 +568,7 @@ static int s_fill_column(rl_dataproto *dp, const Rl__Column *pc)
         }
         }
     }
+    free(scratch);
     return rc ? rl_error_wrap(rc, "column '%s'", pc->name) : 0;
 }
 
@@ -463,13 +602,25 @@ int rl_wire_decode(const rl_wire_frame *frames, int n, rl_dataproto **out)
     if (!frames[0].data && frames[0].len)
         return rl_error_set(RL_EINVAL, "rl_wire_decode: header frame has a NULL data pointer");
     const uint8_t *hb = frames[0].len ? frames[0].data : (const uint8_t *)"";
-    int rc = s_scan_header(hb, frames[0].len);
+    int rc = s_scan(hb, frames[0].len, M_HEADER, "header");
     if (rc)
         return rc;
-    Rl__DataProtoHeader *h = rl__data_proto_header__unpack(NULL, frames[0].len, hb);
-    if (!h)
-        return rl_error_set(RL_EPROTO, "header frame (%zu bytes): not a valid "
-                            "rl.DataProtoHeader protobuf (truncated or garbage)", frames[0].len);
+    /* Decoded structs take at most ~64x the wire bytes (an empty 2-byte
+     * submessage becomes a ~100-byte struct); anything beyond is hostile. */
+    s_pb_arena arena = {NULL, 0, frames[0].len * 64 + ((size_t)1 << 20),
+                        frames[0].len * 3 + 1024, 0};
+    ProtobufCAllocator alloc = {s_pb_alloc, s_pb_free, &arena};
+    Rl__DataProtoHeader *h = rl__data_proto_header__unpack(&alloc, frames[0].len, hb);
+    if (!h) {
+        rc = arena.over
+                 ? rl_error_set(RL_EPROTO, "header frame (%zu bytes): decoding it needs more "
+                                "than %zu bytes of memory", frames[0].len, arena.limit)
+                 : rl_error_set(RL_EPROTO, "header frame (%zu bytes): not a valid "
+                                "rl.DataProtoHeader protobuf (truncated or garbage)",
+                                frames[0].len);
+        s_pb_arena_free(&arena);
+        return rc;
+    }
     const char **frame_user = NULL;
     rl_dataproto *dp = NULL;
     if (h->version != RL_WIRE_VERSION) {
@@ -504,9 +655,16 @@ int rl_wire_decode(const rl_wire_frame *frames, int n, rl_dataproto **out)
     for (size_t i = 0; i < h->n_tensors; i++)
         if ((rc = s_check_tensor(h, i, frames, n, frame_user)))
             goto out;
+    if (h->n_columns > RL_WIRE_MAX_COLUMNS) {
+        rc = rl_error_set(RL_EPROTO, "header.columns: expected at most %d, got %zu",
+                          RL_WIRE_MAX_COLUMNS, h->n_columns);
+        goto out;
+    }
     for (size_t i = 0; i < h->n_columns; i++)
         if ((rc = s_check_column(h, i)))
             goto out;
+    if ((rc = s_check_names(h)))
+        goto out;
     if (h->meta && h->meta->kind_case != RL__VALUE__KIND_MAP_VALUE) {
         rc = rl_error_set(RL_EPROTO, "meta: expected a map, got %s", s_kind_name(h->meta));
         goto out;
@@ -547,7 +705,7 @@ int rl_wire_decode(const rl_wire_frame *frames, int n, rl_dataproto **out)
     }
 out:
     free(frame_user);
-    rl__data_proto_header__free_unpacked(h, NULL);
+    s_pb_arena_free(&arena);
     if (rc) {
         rl_dataproto_free(dp);
         return rc;
@@ -682,4 +840,26 @@ int rl_wire_recv_dataproto(void *sock, rl_dataproto **out)
     rc = rl_wire_decode_msgs(msgs, n, out);
     free(msgs);
     return rc;
+}
+
+int rl_wire_unpack_envelope(const void *buf, size_t len, struct Rl__Envelope **out)
+{
+    if (!out)
+        return rl_error_set(RL_EINVAL, "rl_wire_unpack_envelope: NULL out");
+    *out = NULL;
+    if (!buf && len)
+        return rl_error_set(RL_EINVAL, "rl_wire_unpack_envelope: NULL buffer");
+    if (len > RL_WIRE_MAX_HEADER_BYTES)
+        return rl_error_set(RL_EPROTO, "envelope frame: expected at most %zu bytes, got %zu",
+                            RL_WIRE_MAX_HEADER_BYTES, len);
+    const uint8_t *b = len ? buf : (const uint8_t *)"";
+    int rc = s_scan(b, len, M_ENVELOPE, "envelope");
+    if (rc)
+        return rc;
+    Rl__Envelope *e = rl__envelope__unpack(NULL, len, b);
+    if (!e)
+        return rl_error_set(RL_EPROTO, "envelope frame (%zu bytes): not a valid rl.Envelope "
+                            "protobuf (truncated or garbage)", len);
+    *out = e;
+    return 0;
 }

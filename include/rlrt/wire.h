@@ -18,14 +18,19 @@
  *     wrapped in an rl_storage; decoded tensors are views of it and keep it
  *     alive. A frame whose address is not aligned to its dtype size (only
  *     small frames, which libzmq may pack into a shared buffer) is copied.
+ *   * over inproc:// libzmq passes the sender's buffer itself, so the
+ *     receiver's tensors ARE the sender's bytes: treat sent tensors as
+ *     read-only on both sides (clone before writing in place).
  *
  * Invariants: the decoder trusts nothing. Frame count, byte lengths
  * (numel × dtype size), shape products (overflow), negative dims, ndim
  * (1..RL_TENSOR_MAX_DIMS), dtype and column type codes, duplicate names
  * (tensor/tensor, column/column, tensor/column), column and tensor row counts,
- * the protobuf itself and the meta nesting depth (RL_WIRE_MAX_META_DEPTH) are
- * checked; any violation is RL_EPROTO (or RL_EDTYPE/RL_ESHAPE/RL_EEXIST/
- * RL_ERANGE) with a message naming the field, the expected and actual value.
+ * the protobuf itself, the meta nesting depth (RL_WIRE_MAX_META_DEPTH) and the
+ * memory the header may expand to (64 × its size + 1 MiB) are checked before
+ * anything is built; any violation is RL_EPROTO with a message naming the
+ * field (tensor/column name, index), the expected and the actual value.
+ * RL_EINVAL is kept for caller mistakes (NULL arguments).
  *
  * Ownership: rl_wire_encode() fills zmq_msg_t frames the caller must send or
  * zmq_msg_close(). rl_wire_decode_msgs() takes over the messages it is given
@@ -53,6 +58,8 @@ extern "C" {
 #define RL_WIRE_MAX_META_DEPTH 64
 /* Most tensors (frames - 1) in one DataProto. */
 #define RL_WIRE_MAX_TENSORS 4096
+/* Most columns in one DataProto. */
+#define RL_WIRE_MAX_COLUMNS 4096
 /* Largest header frame accepted. */
 #define RL_WIRE_MAX_HEADER_BYTES ((size_t)1 << 30)
 
@@ -103,6 +110,19 @@ int rl_wire_decode_msgs(zmq_msg_t *msgs, int n, rl_dataproto **out);
 int rl_wire_decode_packed(const void *buf, size_t len, rl_dataproto **out);
 /* Encodes dp into that packed format (malloc'd, free()). */
 int rl_wire_encode_packed(const rl_dataproto *dp, void **buf, size_t *len);
+
+/* ---- control-plane envelopes ------------------------------------------------ */
+
+struct Rl__Envelope; /* generated from proto/rl.proto (build/gen/rl.pb-c.h) */
+
+/* Safe replacement for rl__envelope__unpack(): Envelope carries Value trees
+ * (Configure.extra, Call.args, Reply.result) and protobuf-c unpacks them
+ * recursively without a limit, so one hostile frame of nested lists would
+ * overflow the stack. This scans first and refuses nesting deeper than
+ * RL_WIRE_MAX_META_DEPTH (RL_EPROTO naming it). Free the result with
+ * rl__envelope__free_unpacked(env, NULL). The protocol version is left to the
+ * caller to check. */
+int rl_wire_unpack_envelope(const void *buf, size_t len, struct Rl__Envelope **out);
 
 #ifdef __cplusplus
 }
