@@ -49,9 +49,26 @@ int rl_reward_find_boxed(const char *text, size_t *start, size_t *len)
 {
     if (!text)
         return 0;
+    /* The latest answer marker wins: "\boxed{", "\fbox{" or verl's space
+     * form "\boxed 5"; a bare "\boxed" followed by anything else is no
+     * marker (mathruler looks for "\boxed{" only). */
     long b = s_rfind(text, "\\boxed{");
     long f = s_rfind(text, "\\fbox{");
-    /* The later of the two is the final answer. */
+    long sp = s_rfind(text, "\\boxed ");
+    if (sp > b && sp > f) {
+        /* "\boxed 5": the answer runs to the closing '$' or the line end. */
+        size_t i = (size_t)sp + strlen("\\boxed ");
+        while (text[i] == ' ')
+            i++;
+        size_t e = i;
+        while (text[e] && text[e] != '$' && text[e] != '\n')
+            e++;
+        if (e == i)
+            return 0;
+        *start = i;
+        *len = e - i;
+        return 1;
+    }
     long at = b > f ? b : f;
     if (at < 0)
         return 0;

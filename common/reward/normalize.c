@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define S_REL_TOL 1e-6
 
@@ -192,6 +193,31 @@ static void s_strip_thousands(char *s)
     s_remove_chars(s, ",");
 }
 
+static int s_is_number_text(const char *s, size_t n);
+
+/* "5cm", "12dollars", "3feet^2" → the number: a plain unit word right after
+ * a number (the PRM800K grader strips the same words). */
+static void s_strip_unit_word(char *s)
+{
+    static const char *const units[] = {
+        "degrees", "degree", "centimeters", "centimeter", "cm", "meters", "meter", "km",
+        "miles", "mile", "seconds", "second", "minutes", "minute", "hours", "hour",
+        "days", "day", "weeks", "week", "months", "month", "years", "year", "feet",
+        "foot", "inches", "inch", "yards", "yard", "dollars", "dollar", "cents", "cent",
+        "units", "unit", NULL};
+    size_t n = strlen(s);
+    if (n > 2 && s[n - 2] == '^' && (s[n - 1] == '2' || s[n - 1] == '3'))
+        n -= 2;
+    for (int u = 0; units[u]; u++) {
+        size_t ul = strlen(units[u]);
+        if (n > ul && strncasecmp(s + n - ul, units[u], ul) == 0 &&
+            s_is_number_text(s, n - ul)) {
+            s[n - ul] = '\0';
+            return;
+        }
+    }
+}
+
 char *rl_reward_normalize(const char *answer)
 {
     char *s = rl_reward_dup_n(answer ? answer : "", answer ? strlen(answer) : 0);
@@ -202,6 +228,7 @@ char *rl_reward_normalize(const char *answer)
         int word;
     } reps[] = {
         {"\xe2\x88\x92", "-", 0}, /* U+2212 MINUS SIGN */
+        {"\\\\", "\\", 0},
         {"\\left", "", 1},
         {"\\right", "", 1},
         {"\\dfrac", "\\frac", 1},
@@ -271,7 +298,11 @@ char *rl_reward_normalize(const char *answer)
     free(s);
     if (!(s = t))
         return NULL;
+    s_strip_unit_word(s);
     s_strip_thousands(s);
+    /* Case never matters for the answers we grade ("Monday", "monday"). */
+    for (char *p = s; *p; p++)
+        *p = (char)tolower((unsigned char)*p);
     return s;
 }
 
@@ -303,6 +334,23 @@ static int s_decimal(const char **p, double *v, int *is_int)
     *is_int = !dot;
     *p = s;
     return 1;
+}
+
+/* 1 if s[0..n) is [sign] digits [. digits] (',' allowed between digits). */
+static int s_is_number_text(const char *s, size_t n)
+{
+    size_t i = 0, digits = 0;
+    if (i < n && (s[i] == '-' || s[i] == '+'))
+        i++;
+    while (i < n && (isdigit((unsigned char)s[i]) ||
+                     (s[i] == ',' && digits && i + 1 < n && isdigit((unsigned char)s[i + 1])))) {
+        digits += s[i] != ',';
+        i++;
+    }
+    if (i < n && s[i] == '.')
+        for (i++; i < n && isdigit((unsigned char)s[i]); i++)
+            digits++;
+    return digits > 0 && i == n;
 }
 
 int rl_reward_parse_number(const char *s, double *value, int *is_int)
@@ -358,18 +406,18 @@ static void s_int_canon(const char *s, char *out)
     strcpy(out, s);
 }
 
-int rl_reward_answers_equal(const char *a, const char *b)
+/* Equality of two normalised scalars: numeric when both parse. */
+static int s_scalar_equal(const char *na, const char *nb)
 {
-    char *na = rl_reward_normalize(a), *nb = rl_reward_normalize(b);
-    int eq = 0;
-    if (!na || !nb || !*na || !*nb)
-        goto done;
+    if (!*na || !*nb)
+        return 0;
     double va, vb;
     int ia, ib;
     if (rl_reward_parse_number(na, &va, &ia) && rl_reward_parse_number(nb, &vb, &ib)) {
         if (ia && ib) {
             /* Integers compare exactly, whatever their size. */
             char *ca = malloc(strlen(na) + 1), *cb = malloc(strlen(nb) + 1);
+            int eq = 0;
             if (ca && cb) {
                 s_int_canon(na, ca);
                 s_int_canon(nb, cb);
@@ -377,13 +425,69 @@ int rl_reward_answers_equal(const char *a, const char *b)
             }
             free(ca);
             free(cb);
-        } else {
-            double scale = fmax(fabs(va), fabs(vb));
-            eq = fabs(va - vb) <= S_REL_TOL * scale;
+            return eq;
         }
+        double scale = fmax(fabs(va), fabs(vb));
+        return fabs(va - vb) <= S_REL_TOL * scale;
+    }
+    return strcmp(na, nb) == 0;
+}
+
+/* Splits the inside of "(x,y,…)" / "[x,y]" at top-level commas, in place:
+ * returns the element count (≤ max) or 0 if s is not such a tuple. */
+static int s_split_tuple(char *s, char **elems, int max)
+{
+    size_t n = strlen(s);
+    if (n < 3 || !strchr("([", s[0]) || !strchr(")]", s[n - 1]))
+        return 0;
+    s[n - 1] = '\0';
+    int count = 0, depth = 0;
+    char *start = s + 1;
+    for (char *p = start;; p++) {
+        if (*p == '(' || *p == '[' || *p == ')' || *p == ']')
+            return 0; /* nested tuples: compare as strings */
+        if (*p == '{')
+            depth++;
+        else if (*p == '}')
+            depth--;
+        if (*p == '\0' || (*p == ',' && depth == 0)) {
+            if (count == max)
+                return 0;
+            int end = *p == '\0';
+            *p = '\0';
+            elems[count++] = start;
+            start = p + 1;
+            if (end)
+                break;
+        }
+    }
+    return count >= 2 ? count : 0;
+}
+
+#define S_MAX_TUPLE 64
+
+int rl_reward_answers_equal(const char *a, const char *b)
+{
+    char *na = rl_reward_normalize(a), *nb = rl_reward_normalize(b);
+    int eq = 0;
+    if (!na || !nb || !*na || !*nb)
+        goto done;
+    if (s_scalar_equal(na, nb)) {
+        eq = 1;
         goto done;
     }
-    eq = strcmp(na, nb) == 0;
+    /* Tuples and intervals: same brackets, element-wise equality, so that
+     * (1,\frac{1}{2}) equals (1,0.5). */
+    size_t la = strlen(na), lb = strlen(nb);
+    if (la >= 3 && lb >= 3 && na[0] == nb[0] && na[la - 1] == nb[lb - 1]) {
+        char *ea[S_MAX_TUPLE], *eb[S_MAX_TUPLE];
+        int ca = s_split_tuple(na, ea, S_MAX_TUPLE), cb = s_split_tuple(nb, eb, S_MAX_TUPLE);
+        if (ca && ca == cb) {
+            eq = 1;
+            for (int i = 0; i < ca && eq; i++)
+                eq = s_scalar_equal(ea[i], eb[i]);
+        }
+    }
 done:
     free(na);
     free(nb);

@@ -4,18 +4,22 @@
  * ground-truth answer, following the semantics of verl's / EasyR1's math
  * rewards:
  *   * answer extraction: the last \boxed{…} or \fbox{…} with brace matching
- *     (nested braces), GSM8K's "#### <number>" (searched in the last 300
+ *     (nested braces; verl's "\boxed 5" form runs to '$' or the line end),
+ *     GSM8K's "#### <number>" (searched in the last 300
  *     characters, ',' and '$' stripped), the last number in the text
  *     (fallback, configurable);
  *   * normalisation + equality of math answers: both sides normalised
  *     (\dfrac/\tfrac → \frac, $ and \$ removed, \left/\right removed, \text{}
  *     units stripped, spaces removed, trailing '.' removed, thousands
- *     separators removed, \frac12 → \frac{1}{2}, …). When both sides parse as
+ *     separators removed, \frac12 → \frac{1}{2}, a plain unit word after a
+ *     number ("5 cm", "12 dollars") dropped, lower case). When both sides parse as
  *     numbers (integer, decimal, a/b, \frac{a}{b}, signs) they are compared as
  *     numbers: two integers exactly, anything else with a relative tolerance
  *     of 1e-6 (so \frac{1}{2} equals 0.5 and 1,000 equals 1000, but two large
- *     integers that differ by one never compare equal). Otherwise the
- *     normalised strings must be equal;
+ *     integers that differ by one never compare equal). Tuples and intervals
+ *     with the same brackets compare element by element the same way
+ *     ("(1, \frac{1}{2})" equals "(1,0.5)"). Otherwise the normalised strings
+ *     must be equal. There is no symbolic (sympy-like) equivalence;
  *   * arithmetic exact match: the integer inside the last \boxed{};
  *   * format reward: 1.0 iff the response, after removing whitespace around
  *     '<', '>' and '/' (as EasyR1 does), fully matches

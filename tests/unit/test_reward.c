@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "rlrt/rlrt.h"
+#include "../common/golden.h"
 
 static void s_expect_str(char *got, const char *want)
 {
@@ -43,6 +44,9 @@ static void test_boxed_extraction(void **state)
     /* truncated final answer: no answer even though an earlier one closed */
     s_expect_str(rl_reward_extract_boxed("\\boxed{1} then \\boxed{2"), NULL);
     s_expect_str(rl_reward_extract_boxed("\\boxed{}"), "");
+    /* verl's "\boxed 5" form: up to the closing '$' or the line end */
+    s_expect_str(rl_reward_extract_boxed("so $\\boxed 5$ done"), "5");
+    s_expect_str(rl_reward_extract_boxed("\\boxed{1} then \\boxed 12\nok"), "12");
 
     size_t start = 99, len = 99;
     const char *t = "x\\boxed{ab}y";
@@ -92,7 +96,13 @@ static void test_normalize(void **state)
         {"\\left( 1, 2 \\right)", "(1,2)"},
         {"\\leftarrow", "\\leftarrow"},
         {"10 \\text{ cm}", "10"},
-        {"\\text{Monday}", "Monday"},
+        {"\\text{Monday}", "monday"},
+        {"5 cm", "5"},
+        {"1,000 dollars", "1000"},
+        {"3 feet^2", "3"},
+        {"5x", "5x"},
+        {"\\\\frac{1}{2}", "\\frac{1}{2}"},
+        {"\\Pi", "\\pi"},
         {"\\textbf{5}", "5"},
         {"5.", "5"},
         {"x = 4", "4"},
@@ -203,6 +213,13 @@ static void test_accuracy_table(void **state)
         {"math", "\\boxed{2 \\pi}", "2\\pi", 1},
         {"math", "\\boxed{2\\pi}", "\\pi", 0},
         {"math", "The answer is 5.", "5", 0}, /* MATH: no fallback by default */
+        {"math", "\\boxed{(1, \\frac{1}{2})}", "(1,0.5)", 1},
+        {"math", "\\boxed{[2, 3)}", "[2,3)", 1},
+        {"math", "\\boxed{(1,2)}", "[1,2]", 0},
+        {"math", "\\boxed{(1,2,3)}", "(1,2)", 0},
+        {"math", "$\\boxed 7$", "7", 1},
+        {"math", "\\boxed{12 dollars}", "12", 1},
+        {"math", "\\boxed{\\text{(B)}}", "(b)", 1},
         {"math500", "\\boxed{\\frac{1}{4}}", "0.25", 1},
         {"default", "\\boxed{12}", "12", 1},
         {"math", "\\boxed{6}", "Thus \\boxed{6}.", 1}, /* ground truth as a solution */
@@ -353,6 +370,110 @@ static void test_dispatch(void **state)
     assert_non_null(strstr(rl_error_message(), "'one'"));
 }
 
+/* Pathological and random inputs: no crash (the ASan build checks memory),
+ * rewards stay in {0, 1}, equality is symmetric. Random strings are built
+ * from LaTeX-ish tokens with a fixed-seed LCG so failures reproduce. */
+static void test_robustness(void **state)
+{
+    (void)state;
+    static const char *const tokens[] = {
+        "\\boxed{", "\\boxed", "\\fbox{", "{", "}", "\\frac", "\\dfrac", "\\sqrt", "\\text{",
+        "\\left(", "\\right)", "(", ")", "[", "]", ",", "1", "2", "0.5", "-", "/", "$",
+        "\\$", "####", " ", "\n", "<think>", "</think>", "cm", "x=", ".", "\\", "%", "^\\circ",
+        "1,000", "=", "\xe2\x88\x92", "\\mbox{", "\\textbf{", "~"};
+    const size_t nt = sizeof tokens / sizeof tokens[0];
+    uint64_t lcg = 12345;
+    char a[512], b[512];
+    for (int it = 0; it < 3000; it++) {
+        char *bufs[2] = {a, b};
+        for (int w = 0; w < 2; w++) {
+            bufs[w][0] = '\0';
+            lcg = lcg * 6364136223846793005ULL + 1442695040888963407ULL;
+            int len = (int)((lcg >> 33) % 12);
+            for (int k = 0; k < len; k++) {
+                lcg = lcg * 6364136223846793005ULL + 1442695040888963407ULL;
+                strcat(bufs[w], tokens[(lcg >> 33) % nt]);
+            }
+        }
+        assert_int_equal(rl_reward_answers_equal(a, b), rl_reward_answers_equal(b, a));
+        const char *sources[] = {"math", "gsm8k"};
+        for (int k = 0; k < 2; k++) {
+            rl_reward_result r;
+            assert_int_equal(rl_reward_score(NULL, sources[k], a, b, 0.0, &r), 0);
+            assert_true(r.accuracy == 0.0 || r.accuracy == 1.0);
+            assert_true(r.format == 0.0 || r.format == 1.0);
+        }
+        int ok;
+        assert_int_equal(rl_reward_arith_match(a, "3", &ok), 0);
+        free(rl_reward_normalize(a));
+        free(rl_reward_extract_last_number(a));
+    }
+    static const char *const edge[] = {"", "\\boxed", "\\boxed{", "\\boxed }", "\\fbox", "####",
+                                       "#### ", "\\frac", "\\frac{", "\\frac{1}{", "\\sqrt",
+                                       "\\text{", "{", "}", "{}", "=", "x=", "$", "-", "-.", "."};
+    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) {
+        rl_reward_result r;
+        assert_int_equal(rl_reward_score(NULL, "math", edge[i], edge[i], 0.0, &r), 0);
+        assert_int_equal(rl_reward_score(NULL, "gsm8k", edge[i], "7", 0.0, &r), 0);
+        assert_true(r.accuracy == 0.0);
+    }
+}
+
+/* Against tests/reference/gen_reward.py: Python's own regex engine running
+ * EasyR1's format rule, and mathruler's last-\boxed{} extraction, on 600
+ * random responses. Rows holding verl's "\boxed " space form (which our
+ * extraction also accepts, mathruler not) are left out of the boxed check. */
+static void test_golden_format_boxed(void **state)
+{
+    (void)state;
+    rl_golden *g = rl_golden_load("tests/golden/reward/format_boxed.safetensors");
+    if (!g)
+        fail_msg("%s", rl_error_message());
+    int64_t n_off, n_fmt, n_found, n_boff;
+    int64_t *off = rl_golden_i64(g, "resp_off", &n_off);
+    int64_t *boff = rl_golden_i64(g, "boxed_off", &n_boff);
+    int64_t *found = rl_golden_i64(g, "boxed_found", &n_found);
+    double *fmt = rl_golden_f64(g, "format", &n_fmt);
+    const rl_golden_array *rb = rl_golden_get(g, "resp_bytes");
+    const rl_golden_array *bb = rl_golden_get(g, "boxed_bytes");
+    assert_non_null(rb);
+    assert_non_null(bb);
+    int64_t n = n_fmt;
+    assert_true(n >= 500 && n_off == n + 1 && n_boff == n + 1 && n_found == n);
+    int positives = 0, compared = 0, boxed = 0;
+    for (int64_t i = 0; i < n; i++) {
+        char *r = strndup((const char *)rb->data + off[i], (size_t)(off[i + 1] - off[i]));
+        assert_non_null(r);
+        double got = rl_reward_format(r);
+        if (got != fmt[i])
+            fail_msg("row %lld: format('%s') = %g, Python re says %g", (long long)i, r, got,
+                     fmt[i]);
+        positives += fmt[i] == 1.0;
+        if (!strstr(r, "\\boxed ")) {
+            char *want = found[i] ? strndup((const char *)bb->data + boff[i],
+                                            (size_t)(boff[i + 1] - boff[i]))
+                                  : NULL;
+            char *ans = rl_reward_extract_boxed(r);
+            if ((ans == NULL) != (want == NULL) || (ans && strcmp(ans, want) != 0))
+                fail_msg("row %lld: boxed('%s') = '%s', reference '%s'", (long long)i, r,
+                         ans ? ans : "(none)", want ? want : "(none)");
+            boxed += want != NULL;
+            compared++;
+            free(ans);
+            free(want);
+        }
+        free(r);
+    }
+    /* the data set exercises both outcomes */
+    assert_true(positives > 100 && positives < n - 100);
+    assert_true(compared > 400 && boxed > 100);
+    free(off);
+    free(boff);
+    free(found);
+    free(fmt);
+    rl_golden_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -360,7 +481,8 @@ int main(void)
         cmocka_unit_test(test_normalize),        cmocka_unit_test(test_answers_equal),
         cmocka_unit_test(test_accuracy_table),   cmocka_unit_test(test_fallback_switches),
         cmocka_unit_test(test_format),           cmocka_unit_test(test_overall),
-        cmocka_unit_test(test_dispatch),
+        cmocka_unit_test(test_dispatch),         cmocka_unit_test(test_robustness),
+        cmocka_unit_test(test_golden_format_boxed),
     };
     return cmocka_run_group_tests_name("reward", tests, NULL, NULL);
 }
