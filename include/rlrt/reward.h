@@ -80,10 +80,11 @@ void rl_reward_config_default(rl_reward_config *cfg);
 
 /* ---- extraction ------------------------------------------------------------ */
 
-/* Finds the last \boxed{…} or \fbox{…} whose braces balance. *start / *len
- * receive the content's offset and length in `text` (braces excluded).
- * Returns 1 if found, 0 if none (or if the last one is unterminated, e.g. a
- * truncated response). */
+/* Finds the last answer marker — "\boxed{", "\fbox{" or verl's space form
+ * "\boxed 5" (content up to the next '$' or line end) — and the content of
+ * its balanced braces. *start / *len receive the content's offset and length
+ * in `text` (braces excluded). Returns 1 if found, 0 if none (or if the last
+ * one is unterminated, e.g. a truncated response). */
 int rl_reward_find_boxed(const char *text, size_t *start, size_t *len);
 /* The content of the last \boxed{} (whitespace-trimmed), or NULL. */
 char *rl_reward_extract_boxed(const char *text);
