@@ -274,6 +274,17 @@ char *rl_reward_normalize(const char *answer)
         if (!(s = t))
             return NULL;
     }
+    /* "7 3/4" is a mixed number: keep the parts apart before the spaces go
+     * (the PRM800K grader does the same). */
+    for (char *p = s; *p; p++) {
+        if (!isdigit((unsigned char)*p))
+            continue;
+        char *q = p + 1;
+        while (*q == ' ' || *q == '\t')
+            q++;
+        if (q > p + 1 && isdigit((unsigned char)*q))
+            p[1] = '+';
+    }
     s_remove_chars(s, " \t\n\r\f\v");
     size_t n = strlen(s);
     while (n > 0 && s[n - 1] == '.')
@@ -353,43 +364,70 @@ static int s_is_number_text(const char *s, size_t n)
     return digits > 0 && i == n;
 }
 
+/* The whole of p is a/b or \frac{a}{b} (a, b decimals, b ≠ 0). */
+static int s_fraction(const char *p, double *v)
+{
+    double a, b;
+    int ia, ib;
+    if (strncmp(p, "\\frac{", 6) == 0) {
+        p += 6;
+        if (!s_decimal(&p, &a, &ia) || strncmp(p, "}{", 2) != 0)
+            return 0;
+        p += 2;
+        if (!s_decimal(&p, &b, &ib) || strcmp(p, "}") != 0)
+            return 0;
+    } else {
+        if (!s_decimal(&p, &a, &ia) || *p != '/')
+            return 0;
+        p++;
+        if (!s_decimal(&p, &b, &ib) || *p)
+            return 0;
+    }
+    if (b == 0.0)
+        return 0;
+    *v = a / b;
+    return 1;
+}
+
 int rl_reward_parse_number(const char *s, double *value, int *is_int)
 {
     if (!s || !*s)
         return 0;
     const char *p = s;
-    double a, b;
-    int ia, ib;
-    if (s_decimal(&p, &a, &ia)) {
-        if (!*p) {
-            *value = a;
-            *is_int = ia;
-            return 1;
-        }
-        if (*p == '/') {
-            p++;
-            if (s_decimal(&p, &b, &ib) && !*p && b != 0.0) {
-                *value = a / b;
-                *is_int = 0;
-                return 1;
-            }
-        }
-        return 0;
+    double a, f;
+    int ia;
+    if (s_decimal(&p, &a, &ia) && !*p) {
+        *value = a;
+        *is_int = ia;
+        return 1;
     }
     p = s;
     double sign = 1.0;
     if (*p == '-' || *p == '+')
         sign = *p++ == '-' ? -1.0 : 1.0;
-    if (strncmp(p, "\\frac{", 6) != 0)
+    if (*p == '-' || *p == '+')
         return 0;
-    p += 6;
-    if (!s_decimal(&p, &a, &ia) || strncmp(p, "}{", 2) != 0)
-        return 0;
-    p += 2;
-    if (!s_decimal(&p, &b, &ib) || strcmp(p, "}") != 0 || b == 0.0)
-        return 0;
-    *value = sign * a / b;
     *is_int = 0;
+    if (s_fraction(p, &f)) {
+        *value = sign * f;
+        return 1;
+    }
+    /* Mixed numbers: "7+3/4" (normalised from "7 3/4") and "3\frac{1}{2}". */
+    const char *w = p;
+    while (isdigit((unsigned char)*p))
+        p++;
+    if (p == w)
+        return 0;
+    double whole = strtod(w, NULL);
+    if (*p == '+')
+        p++;
+    if (!isdigit((unsigned char)*p) && strncmp(p, "\\frac{", 6) != 0)
+        return 0;
+    if (strncmp(p, "\\frac{", 6) == 0 && (p[6] == '-' || p[6] == '+'))
+        return 0;
+    if (!s_fraction(p, &f))
+        return 0;
+    *value = sign * (whole + f);
     return 1;
 }
 

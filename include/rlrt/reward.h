@@ -13,7 +13,8 @@
  *     units stripped, spaces removed, trailing '.' removed, thousands
  *     separators removed, \frac12 → \frac{1}{2}, a plain unit word after a
  *     number ("5 cm", "12 dollars") dropped, lower case). When both sides parse as
- *     numbers (integer, decimal, a/b, \frac{a}{b}, signs) they are compared as
+ *     numbers (integer, decimal, a/b, \frac{a}{b}, signs, mixed numbers
+ *     "7 3/4" and "3\frac{1}{2}") they are compared as
  *     numbers: two integers exactly, anything else with a relative tolerance
  *     of 1e-6 (so \frac{1}{2} equals 0.5 and 1,000 equals 1000, but two large
  *     integers that differ by one never compare equal). Tuples and intervals
@@ -102,7 +103,9 @@ char *rl_reward_extract_last_number(const char *text);
 char *rl_reward_normalize(const char *answer);
 /* Parses a NORMALISED answer as a number. Returns 1 and sets *value (and
  * *is_int = 1 for a plain integer) if it is one of: [sign] digits [. digits],
- * [sign] .digits, a/b of those, [sign] \frac{a}{b} of those (b ≠ 0); else 0. */
+ * [sign] .digits, a/b of those, [sign] \frac{a}{b} of those (b ≠ 0), a
+ * mixed number [sign] w+a/b or [sign] w\frac{a}{b} (normalisation writes
+ * "7 3/4" as "7+3/4"); else 0. */
 int rl_reward_parse_number(const char *normalized, double *value, int *is_int);
 /* 1 if the two answers are equal after normalisation (numerically when both
  * are numbers), else 0. An empty answer equals nothing. */

@@ -111,6 +111,7 @@ static void test_normalize(void **state)
         {"50\\%", "50"},
         {"90^\\circ", "90"},
         {" 1 + 2 ", "1+2"},
+        {"7 3/4", "7+3/4"},
         {"\xe2\x88\x92" "3", "-3"},
         {"", ""},
     };
@@ -134,6 +135,12 @@ static void test_normalize(void **state)
     assert_true(v == 0.75);
     assert_int_equal(rl_reward_parse_number(".5", &v, &is_int), 1);
     assert_true(v == 0.5);
+    assert_int_equal(rl_reward_parse_number("7+3/4", &v, &is_int), 1); /* mixed number */
+    assert_true(v == 7.75 && !is_int);
+    assert_int_equal(rl_reward_parse_number("-3\\frac{1}{2}", &v, &is_int), 1);
+    assert_true(v == -3.5);
+    assert_int_equal(rl_reward_parse_number("3\\frac{-1}{2}", &v, &is_int), 0);
+    assert_int_equal(rl_reward_parse_number("--3/4", &v, &is_int), 0);
     assert_int_equal(rl_reward_parse_number("1/0", &v, &is_int), 0);
     assert_int_equal(rl_reward_parse_number("2\\pi", &v, &is_int), 0);
     assert_int_equal(rl_reward_parse_number("1e5", &v, &is_int), 0);
@@ -150,6 +157,9 @@ static void test_answers_equal(void **state)
     assert_int_equal(rl_reward_answers_equal("$-3$", "-3"), 1);
     assert_int_equal(rl_reward_answers_equal("", ""), 0); /* nothing equals a missing answer */
     assert_int_equal(rl_reward_answers_equal("-0", "0"), 1);
+    assert_int_equal(rl_reward_answers_equal("7 3/4", "\\frac{31}{4}"), 1);
+    assert_int_equal(rl_reward_answers_equal("7 3/4", "73/4"), 0); /* spaces never merge digits */
+    assert_int_equal(rl_reward_answers_equal("1 000", "1000"), 0);
     /* relative tolerance 1e-6 for non-integers ... */
     assert_int_equal(rl_reward_answers_equal("1000000.5", "1000000.4"), 1);
     assert_int_equal(rl_reward_answers_equal("1.5", "1.4"), 0);
@@ -219,6 +229,7 @@ static void test_accuracy_table(void **state)
         {"math", "\\boxed{(1,2,3)}", "(1,2)", 0},
         {"math", "$\\boxed 7$", "7", 1},
         {"math", "\\boxed{12 dollars}", "12", 1},
+        {"math", "\\boxed{2 \\frac{1}{2}}", "\\frac{5}{2}", 1},
         {"math", "\\boxed{\\text{(B)}}", "(b)", 1},
         {"math500", "\\boxed{\\frac{1}{4}}", "0.25", 1},
         {"default", "\\boxed{12}", "12", 1},
