@@ -31,5 +31,6 @@
 #include "rlrt/algo/filter.h"
 #include "rlrt/algo/flow.h"
 #include "rlrt/algo/diffusion.h"
+#include "rlrt/reward.h"
 
 #endif
