@@ -31,5 +31,7 @@
 #include "rlrt/algo/filter.h"
 #include "rlrt/algo/flow.h"
 #include "rlrt/algo/diffusion.h"
+#include "rlrt/data.h"
+#include "rlrt/metrics.h"
 
 #endif
