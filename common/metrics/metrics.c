@@ -17,7 +17,9 @@
 #include "rlrt/error.h"
 #include "rlrt/metrics.h"
 
-int rl__tb_truncate_file(const char *path, int64_t keep_step);
+/* tfevents.c; not part of the public API */
+int rl__tb_truncate_file(const char *path, int64_t keep_step)
+    __attribute__((visibility("hidden")));
 
 /* ---- metric sets ------------------------------------------------------------- */
 

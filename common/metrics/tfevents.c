@@ -313,7 +313,8 @@ int rl_tb_read_scalars(const char *path, rl_tb_scalar **out, int64_t *n, char **
 /* Used by the sink on resume: copies `path` keeping only records whose event
  * has no summary or a step <= keep_step; stops at the first bad record (a
  * torn tail). Rewrites atomically. */
-int rl__tb_truncate_file(const char *path, int64_t keep_step);
+int rl__tb_truncate_file(const char *path, int64_t keep_step)
+    __attribute__((visibility("hidden")));
 int rl__tb_truncate_file(const char *path, int64_t keep_step)
 {
     FILE *in = fopen(path, "rb");

@@ -41,6 +41,20 @@ so = os.path.join(build, "lib", "librlrt.so")
 if not os.path.exists(so):
     print(f"skipped: {so} not built")
     sys.exit(77)
+# A sanitizer build (BUILD=build-asan) needs the ASan runtime loaded first:
+# re-run this script with it preloaded (leak checks off: Python itself leaks).
+with open(so, "rb") as fh:
+    needs_asan = b"libasan.so" in fh.read()
+if needs_asan and "libasan" not in os.environ.get("LD_PRELOAD", ""):
+    import subprocess
+    rt = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True,
+                        text=True).stdout.strip()
+    if not os.path.isabs(rt):
+        print(f"skipped: {so} is a sanitizer build and libasan.so was not found")
+        sys.exit(77)
+    env = dict(os.environ, LD_PRELOAD=os.path.realpath(rt),
+               ASAN_OPTIONS="detect_leaks=0:" + os.environ.get("ASAN_OPTIONS", ""))
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
 lib = C.CDLL(os.path.abspath(so))
 vp = C.c_void_p
 lib.rl_error_message.restype = C.c_char_p
