@@ -12,7 +12,8 @@
  *      5  a+b-c        a, b, c in 10..99, c <= a+b
  *    Results are never negative. Prompt "Q: 47+85=?\nA: "; the worked
  *    solution (for a supervised warm start) is column arithmetic from the
- *    units up, one "x op y=z" step per column, at most ~50 characters:
+ *    units up, one "x op y=z" step per column, at most 51 characters
+ *    (32 tokens with the specials below):
  *      47+85   "<think>7+5=12 4+8+1=13</think>\boxed{132}"
  *      512-347 "<think>12-7=5 10-4=6 4-3=1</think>\boxed{165}"
  *              (a borrowed column shows the digit after borrowing, +10)
