@@ -245,3 +245,61 @@ int rl_arith_write_jsonl(const char *path, uint64_t seed, int64_t n, const int *
                           strerror(errno));
     return rc;
 }
+
+/* Parses an optionally signed decimal integer with surrounding spaces and
+ * leading zeros over [p, end); 0 if it is not one (or overflows). */
+static int s_parse_int(const char *p, const char *end, long long *v)
+{
+    while (p < end && *p == ' ')
+        p++;
+    while (end > p && end[-1] == ' ')
+        end--;
+    int neg = 0;
+    if (p < end && (*p == '-' || *p == '+'))
+        neg = *p++ == '-';
+    while (p < end - 1 && *p == '0')
+        p++;
+    if (p == end || end - p > 18)
+        return 0;
+    long long x = 0;
+    for (; p < end; p++) {
+        if (*p < '0' || *p > '9')
+            return 0;
+        x = x * 10 + (*p - '0');
+    }
+    *v = neg ? -x : x;
+    return 1;
+}
+
+double rl_arith_score(const char *response, const char *ground_truth, int *format_ok)
+{
+    static const char box[] = "\\boxed{";
+    if (format_ok)
+        *format_ok = 0;
+    if (!response || !ground_truth)
+        return 0.0;
+    const char *last = NULL;
+    for (const char *q = strstr(response, box); q; q = strstr(q + 1, box))
+        last = q;
+    if (!last)
+        return 0.0;
+    const char *b = last + sizeof box - 1, *e = strchr(b, '}');
+    if (!e)
+        return 0.0;
+    if (format_ok) {
+        const char *t = strstr(response, "</think>");
+        const char *rest = e + 1;
+        while (*rest == ' ' || *rest == '\n')
+            rest++;
+        if (strncmp(rest, "<eos>", 5) == 0)
+            rest += 5;
+        *format_ok = strncmp(response, "<think>", 7) == 0 && t && t + 8 == last &&
+                     strstr(response + 7, "<think>") == NULL && *rest == '\0' &&
+                     strstr(response, box) == last;
+    }
+    long long got, want;
+    if (!s_parse_int(b, e, &got) ||
+        !s_parse_int(ground_truth, ground_truth + strlen(ground_truth), &want))
+        return 0.0;
+    return got == want ? 1.0 : 0.0;
+}

@@ -102,6 +102,36 @@ int rl_metric_set_get(const rl_metric_set *s, const char *name, double *value)
     return RL_OK;
 }
 
+int rl_metric_set_put_stats(rl_metric_set *s, const char *prefix, const double *v, int64_t n)
+{
+    if (!s || !prefix || n < 0 || (n > 0 && !v))
+        return rl_error_set(RL_EINVAL, "rl_metric_set_put_stats: NULL argument or n %" PRId64
+                                       " < 0", n);
+    if (n == 0)
+        return RL_OK;
+    double sum = 0.0, mx = v[0], mn = v[0];
+    for (int64_t i = 0; i < n; i++) {
+        sum += v[i];
+        mx = v[i] > mx ? v[i] : mx;
+        mn = v[i] < mn ? v[i] : mn;
+    }
+    size_t cap = strlen(prefix) + 8;
+    char *key = malloc(cap);
+    if (!key)
+        return rl_error_set(RL_ENOMEM, "rl_metric_set_put_stats: out of memory");
+    int rc;
+    snprintf(key, cap, "%s/mean", prefix);
+    rc = rl_metric_set_put(s, key, sum / (double)n);
+    snprintf(key, cap, "%s/max", prefix);
+    if (!rc)
+        rc = rl_metric_set_put(s, key, mx);
+    snprintf(key, cap, "%s/min", prefix);
+    if (!rc)
+        rc = rl_metric_set_put(s, key, mn);
+    free(key);
+    return rc;
+}
+
 int rl_metric_set_count(const rl_metric_set *s) { return s ? s->n : 0; }
 
 const char *rl_metric_set_name(const rl_metric_set *s, int i)

@@ -77,6 +77,14 @@ int rl_arith_generate_mixed(uint64_t seed, int64_t index, const int *levels, int
 int rl_arith_write_jsonl(const char *path, uint64_t seed, int64_t n, const int *levels,
                          int n_levels);
 
+/* Verifiable reward: 1.0 if the content of the LAST "\boxed{...}" in
+ * `response` equals `ground_truth` as an integer (spaces around it and
+ * leading zeros ignored, so "\boxed{ 0132 }" matches "132"), else 0.0.
+ * *format_ok (may be NULL) is set to 1 when the response is exactly
+ * "<think>…</think>\boxed{…}" with one think block and one \boxed
+ * (trailing whitespace and one "<eos>" allowed). */
+double rl_arith_score(const char *response, const char *ground_truth, int *format_ok);
+
 /* Character tokenizer for the task: specials "<pad>", "<bos>", "<eos>",
  * "<think>", "</think>", "\boxed{" (ids 0..5), then RL_ARITH_CHARSET; no unk
  * (an unknown character is an encode error). The spec points to static

@@ -60,6 +60,9 @@ void rl_metric_set_clear(rl_metric_set *s);
 int rl_metric_set_put(rl_metric_set *s, const char *name, double value);
 /* RL_ENOTFOUND (no message set) if absent. */
 int rl_metric_set_get(const rl_metric_set *s, const char *name, double *value);
+/* verl-style summary of v[0..n): puts "<prefix>/mean", "<prefix>/max" and
+ * "<prefix>/min" (mean accumulated in double). n == 0 puts nothing. */
+int rl_metric_set_put_stats(rl_metric_set *s, const char *prefix, const double *v, int64_t n);
 int rl_metric_set_count(const rl_metric_set *s);
 const char *rl_metric_set_name(const rl_metric_set *s, int i);
 double rl_metric_set_value(const rl_metric_set *s, int i);

@@ -211,6 +211,46 @@ static void test_tokenizer_coverage(void **state)
     rl_tokenizer_free(tok);
 }
 
+static void test_arith_score(void **state)
+{
+    (void)state;
+    int ok;
+    /* every generated solution earns the reward and has the format */
+    for (int level = 1; level <= 5; level++)
+        for (int64_t i = 0; i < 50; i++) {
+            rl_arith_item it;
+            assert_int_equal(rl_arith_generate(4, i, level, &it), RL_OK);
+            assert_true(rl_arith_score(it.solution, it.ground_truth, &ok) == 1.0);
+            assert_int_equal(ok, 1);
+        }
+    struct {
+        const char *resp, *gt;
+        double score;
+        int format;
+    } c[] = {
+        {"<think>7+5=12 4+8+1=13</think>\\boxed{132}", "132", 1.0, 1},
+        {"<think>x</think>\\boxed{132}<eos>", "132", 1.0, 1},
+        {"<think>x</think>\\boxed{ 0132 }\n", "132", 1.0, 1},
+        {"<think>x</think>\\boxed{133}", "132", 0.0, 1},
+        {"\\boxed{132}", "132", 1.0, 0},                       /* no think */
+        {"<think>\\boxed{1}</think>\\boxed{132}", "132", 1.0, 0}, /* last box counts */
+        {"<think>x</think>\\boxed{132}\\boxed{7}", "132", 0.0, 0},
+        {"<think>x</think>\\boxed{132", "132", 0.0, 0},        /* unclosed */
+        {"<think>x</think>\\boxed{}", "0", 0.0, 1},
+        {"<think>x</think>\\boxed{-5}", "-5", 1.0, 1},
+        {"<think>x</think>\\boxed{1 3}", "13", 0.0, 1},
+        {"<think>x</think>\\boxed{132} A", "132", 1.0, 0},      /* trailing text */
+        {"132", "132", 0.0, 0},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        double sc = rl_arith_score(c[i].resp, c[i].gt, &ok);
+        if (sc != c[i].score || ok != c[i].format)
+            fail_msg("case %zu '%s': score %g format %d, want %g %d", i, c[i].resp, sc, ok,
+                     c[i].score, c[i].format);
+    }
+    assert_true(rl_arith_score(NULL, "1", NULL) == 0.0);
+}
+
 static void test_jsonl_round_trip(void **state)
 {
     (void)state;
@@ -444,6 +484,7 @@ int main(void)
         cmocka_unit_test(test_arith_answers_and_steps),
         cmocka_unit_test(test_arith_determinism),
         cmocka_unit_test(test_tokenizer_coverage),
+        cmocka_unit_test(test_arith_score),
         cmocka_unit_test(test_jsonl_round_trip),
         cmocka_unit_test(test_loader_defaults),
         cmocka_unit_test(test_loader_errors),

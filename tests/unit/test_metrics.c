@@ -417,6 +417,26 @@ static void test_console_line(void **state)
     rl_metric_set_free(s);
 }
 
+static void test_put_stats(void **state)
+{
+    (void)state;
+    rl_metric_set *s = rl_metric_set_new();
+    double v[] = {1.0, -2.0, 4.5, 0.5};
+    assert_int_equal(rl_metric_set_put_stats(s, "critic/score", v, 4), RL_OK);
+    double x;
+    assert_int_equal(rl_metric_set_get(s, "critic/score/mean", &x), RL_OK);
+    assert_true(x == 1.0); /* (1 - 2 + 4.5 + 0.5) / 4 */
+    assert_int_equal(rl_metric_set_get(s, "critic/score/max", &x), RL_OK);
+    assert_true(x == 4.5);
+    assert_int_equal(rl_metric_set_get(s, "critic/score/min", &x), RL_OK);
+    assert_true(x == -2.0);
+    assert_string_equal(rl_metric_set_name(s, 0), "critic/score/mean");
+    assert_int_equal(rl_metric_set_put_stats(s, "empty", v, 0), RL_OK);
+    assert_int_equal(rl_metric_set_count(s), 3);
+    assert_int_equal(rl_metric_set_get(s, "empty/mean", &x), RL_ENOTFOUND);
+    rl_metric_set_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -426,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_jsonl_content),
         cmocka_unit_test(test_resume_truncates),
         cmocka_unit_test(test_console_line),
+        cmocka_unit_test(test_put_stats),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
