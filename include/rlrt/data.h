@@ -82,7 +82,7 @@ int rl_arith_write_jsonl(const char *path, uint64_t seed, int64_t n, const int *
  * leading zeros ignored, so "\boxed{ 0132 }" matches "132"), else 0.0.
  * *format_ok (may be NULL) is set to 1 when the response is exactly
  * "<think>…</think>\boxed{…}" with one think block and one \boxed
- * (trailing whitespace and one "<eos>" allowed). */
+ * (then optional spaces/newlines and at most one "<eos>"). */
 double rl_arith_score(const char *response, const char *ground_truth, int *format_ok);
 
 /* Character tokenizer for the task: specials "<pad>", "<bos>", "<eos>",
