@@ -35,5 +35,6 @@
 #include "rlrt/algo/filter.h"
 #include "rlrt/algo/flow.h"
 #include "rlrt/algo/diffusion.h"
+#include "rlrt/reward.h"
 
 #endif
