@@ -83,12 +83,15 @@ double rl_now_s(void);
     "  max_prompt_length: 24\n" \
     "  train_batch_size: 16\n" \
     "  shuffle: true\n" \
+    "  bootstrap: false          # AEPO difficulty pass before training\n" \
+    "  bootstrap_size: 64\n" \
     "rollout:\n" \
     "  n: 8\n" \
     "  temperature: 1.0\n" \
     "  top_p: 1.0\n" \
     "  top_k: 0\n" \
     "  response_length: 48\n" \
+    "  window_size: 4            # AEPO window entropy\n" \
     "reward:\n" \
     "  format_weight: 0.1\n"
 

@@ -16,6 +16,7 @@
 
 #include "lm_common.h"
 #include "rlrt/algo/advantage.h"
+#include "rlrt/algo/aepo.h"
 #include "rlrt/algo/filter.h"
 #include "rlrt/algo/kl.h"
 #include "rlrt/nn/checkpoint.h"
@@ -29,6 +30,10 @@ typedef struct {
     const char *kl_penalty, *filter_key, *out_dir;
     int resume;
     uint64_t seed;
+    /* ARES/AEPO */
+    int aepo, dynamic_kl, bootstrap;
+    int64_t window, bootstrap_size;
+    double percentile, tau_decay;
 } s_opts;
 
 static int s_read_opts(const rl_config *job, s_opts *o)
@@ -57,7 +62,14 @@ static int s_read_opts(const rl_config *job, s_opts *o)
         rl_config_get_int(job, "trainer.save_every", &o->save_every) ||
         rl_config_get_string(job, "trainer.output_dir", &o->out_dir) ||
         rl_config_get_bool(job, "trainer.resume", &o->resume) ||
-        rl_config_get_int(job, "trainer.seed", &seed))
+        rl_config_get_int(job, "trainer.seed", &seed) ||
+        rl_config_get_bool(job, "algorithm.aepo.enable", &o->aepo) ||
+        rl_config_get_bool(job, "algorithm.aepo.dynamic_kl", &o->dynamic_kl) ||
+        rl_config_get_double(job, "algorithm.aepo.percentile", &o->percentile) ||
+        rl_config_get_double(job, "algorithm.aepo.tau_decay", &o->tau_decay) ||
+        rl_config_get_int(job, "rollout.window_size", &o->window) ||
+        rl_config_get_bool(job, "data.bootstrap", &o->bootstrap) ||
+        rl_config_get_int(job, "data.bootstrap_size", &o->bootstrap_size))
         return rl_error_code();
     o->seed = (uint64_t)seed;
     static const char *known[] = {"grpo", "rloo", "reinforce_plus_plus",
@@ -339,7 +351,157 @@ static void s_batch_metrics(const rl_dataproto *dp, rl_metric_set *ms)
     rl_metric_set_put(ms, RL_M_ENTROPY, nt ? e / nt : 0);
 }
 
-static int s_save(rl_lm_job *j, const s_opts *o, int64_t step)
+/* ---- ARES / AEPO -------------------------------------------------------------------- */
+
+static rl_aepo_state *s_aepo_new(const s_opts *o)
+{
+    rl_aepo_config cfg;
+    rl_aepo_config_default(&cfg);
+    cfg.window = (int)o->window;
+    cfg.percentile = o->percentile;
+    cfg.tau_decay = o->tau_decay;
+    return rl_aepo_state_new(&cfg);
+}
+
+/* HWE flags (B,R) and counts (B) of a scored batch; folds the batch's
+ * percentiles into τ first. */
+static int s_aepo_hwe(rl_aepo_state *st, const s_opts *o, const rl_dataproto *dp, uint8_t *flags,
+                      float *counts, rl_metric_set *ms)
+{
+    int64_t B, R;
+    float *mask = s_response_mask(dp, &B, &R);
+    const float *H = rl_tensor_data(rl_dataproto_tensor(dp, "response_entropy"));
+    float *win = malloc(sizeof(float) * (size_t)(B * R > 0 ? B * R : 1));
+    uint8_t *wv = malloc((size_t)(B * R > 0 ? B * R : 1));
+    float *pct = malloc(sizeof(float) * (size_t)(B > 0 ? B : 1));
+    uint8_t *has = malloc((size_t)(B > 0 ? B : 1));
+    double median = 0, tau = 0;
+    int rc = rl_aepo_window_entropy(H, mask, B, R, (int)o->window, win, wv);
+    if (!rc)
+        rc = rl_aepo_window_percentile(win, wv, B, R, o->percentile, pct, has);
+    if (!rc)
+        rc = rl_aepo_threshold_update(st, pct, has, B, &median);
+    if (!rc && rl_aepo_threshold_get(st, &tau) != RL_OK) { /* no complete window yet */
+        memset(flags, 0, (size_t)(B * R));
+        memset(counts, 0, sizeof(float) * (size_t)B);
+    } else if (!rc) {
+        rc = rl_aepo_hwe(win, wv, NULL, B, R, tau, flags, counts);
+    }
+    if (!rc && ms) {
+        double c = 0;
+        for (int64_t b = 0; b < B; b++)
+            c += counts[b];
+        rl_metric_set_put(ms, "aepo/tau", tau);
+        rl_metric_set_put(ms, "aepo/hwe_count_mean", B ? c / B : 0);
+    }
+    free(win);
+    free(wv);
+    free(pct);
+    free(has);
+    free(mask);
+    return rc;
+}
+
+/* Difficulty buckets, α and targets from this batch, then the entropy
+ * reward added to "score". Leaves the per-row buckets and HWE flags for the
+ * KL steps. */
+static int s_aepo_shape(rl_aepo_state *st, const s_opts *o, rl_dataproto *dp, int8_t **bucket_out,
+                        uint8_t **flags_out, rl_metric_set *ms)
+{
+    int64_t B = rl_dataproto_rows(dp), R = rl_dataproto_tensor(dp, "responses")->shape[1];
+    uint8_t *flags = malloc((size_t)(B * R > 0 ? B * R : 1));
+    float *counts = malloc(sizeof(float) * (size_t)(B > 0 ? B : 1));
+    float *ent = malloc(sizeof(float) * (size_t)(B > 0 ? B : 1));
+    int8_t *bucket = malloc((size_t)(B > 0 ? B : 1));
+    int64_t *gid = malloc(sizeof(int64_t) * (size_t)(B > 0 ? B : 1));
+    const rl_column *g = rl_dataproto_column(dp, "global_id");
+    for (int64_t b = 0; b < B; b++)
+        gid[b] = rl_column_i64(g, b);
+    const float *acc = rl_tensor_data(rl_dataproto_tensor(dp, "accuracy"));
+    float *score = rl_tensor_data(rl_dataproto_tensor(dp, "score"));
+    rl_aepo_batch_stats stats;
+    int rc = s_aepo_hwe(st, o, dp, flags, counts, ms);
+    if (!rc)
+        rc = rl_aepo_update(st, gid, acc, counts, B, bucket, &stats);
+    if (!rc)
+        rc = rl_aepo_entropy_reward(st, bucket, acc, counts, B, ent, NULL);
+    double es = 0;
+    for (int64_t b = 0; !rc && b < B; b++) {
+        score[b] += ent[b];
+        es += ent[b];
+    }
+    if (!rc) {
+        rl_metric_set_put(ms, "aepo/entropy_reward_mean", B ? es / B : 0);
+        for (int k = 0; k < RL_AEPO_NBUCKETS; k++) {
+            char key[64];
+            int has;
+            snprintf(key, sizeof key, "aepo/alpha_%s", rl_aepo_bucket_name(k));
+            rl_metric_set_put(ms, key, rl_aepo_alpha(st, k));
+            snprintf(key, sizeof key, "aepo/target_%s", rl_aepo_bucket_name(k));
+            rl_metric_set_put(ms, key, rl_aepo_target(st, k, &has));
+            if (stats.n_ids[k] > 0) {
+                snprintf(key, sizeof key, "aepo/hwe_%s_mean", rl_aepo_bucket_name(k));
+                rl_metric_set_put(ms, key, stats.mean_hwe[k]);
+            }
+            snprintf(key, sizeof key, "aepo/rows_%s", rl_aepo_bucket_name(k));
+            rl_metric_set_put(ms, key, (double)stats.n_rows[k]);
+        }
+    }
+    free(counts);
+    free(ent);
+    free(gid);
+    if (rc) {
+        free(flags);
+        free(bucket);
+        return rc;
+    }
+    *bucket_out = bucket;
+    *flags_out = flags;
+    return RL_OK;
+}
+
+/* Bootstrap: rollouts over data.bootstrap_size prompts before training set
+ * the difficulty buckets and HWE targets. */
+static int s_aepo_bootstrap(rl_lm_job *j, const s_opts *o, rl_aepo_state *st)
+{
+    int64_t done = 0;
+    int rc = RL_OK;
+    for (int64_t round = 0; !rc && done < o->bootstrap_size; round++) {
+        rl_dataproto *dp = NULL;
+        double g, r;
+        int64_t n = o->batch < o->bootstrap_size - done ? o->batch : o->bootstrap_size - done;
+        if ((rc = s_generate_round(j, o, 0, 1000 + round, n, &dp, &g, &r)))
+            break;
+        int64_t B = rl_dataproto_rows(dp), R = rl_dataproto_tensor(dp, "responses")->shape[1];
+        uint8_t *flags = malloc((size_t)(B * R > 0 ? B * R : 1));
+        float *counts = malloc(sizeof(float) * (size_t)(B > 0 ? B : 1));
+        int64_t *gid = malloc(sizeof(int64_t) * (size_t)(B > 0 ? B : 1));
+        const rl_column *gc = rl_dataproto_column(dp, "global_id");
+        for (int64_t b = 0; b < B; b++)
+            gid[b] = rl_column_i64(gc, b);
+        rc = s_aepo_hwe(st, o, dp, flags, counts, NULL);
+        if (!rc)
+            rc = rl_aepo_bootstrap_add(st, gid, rl_tensor_data(rl_dataproto_tensor(dp, "accuracy")),
+                                       counts, B);
+        free(flags);
+        free(counts);
+        free(gid);
+        rl_dataproto_free(dp);
+        done += n;
+    }
+    rl_aepo_batch_stats stats;
+    if (!rc)
+        rc = rl_aepo_bootstrap_finish(st, &stats);
+    if (!rc)
+        rl_log_info("aepo bootstrap over %lld prompts: %lld easy, %lld medium, %lld hard ids",
+                    (long long)done, (long long)stats.n_ids[0], (long long)stats.n_ids[1],
+                    (long long)stats.n_ids[2]);
+    /* the bootstrap drew prompts: training starts from the beginning */
+    rl_data_pos zero = {0, 0};
+    return rc ? rc : rl_data_iter_seek(j->it, zero);
+}
+
+static int s_save(rl_lm_job *j, const s_opts *o, int64_t step, const rl_aepo_state *aepo)
 {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/checkpoints", o->out_dir);
@@ -350,8 +512,13 @@ static int s_save(rl_lm_job *j, const s_opts *o, int64_t step)
     json_object_set_new(rl_dataproto_meta(req), "step", json_integer(step));
     json_object_set_new(rl_dataproto_meta(req), "epoch", json_integer(pos.epoch));
     json_object_set_new(rl_dataproto_meta(req), "data_position", json_integer(pos.index));
-    json_object_set_new(rl_dataproto_meta(req), "extra",
-                        json_pack("{s:I}", "weight_version", (json_int_t)j->weight_version));
+    json_t *extra = json_pack("{s:I}", "weight_version", (json_int_t)j->weight_version);
+    if (aepo) { /* the difficulty state travels with the checkpoint */
+        char *text = rl_aepo_state_to_json(aepo);
+        json_object_set_new(extra, "aepo", json_string(text ? text : ""));
+        free(text);
+    }
+    json_object_set_new(rl_dataproto_meta(req), "extra", extra);
     int rc = rl_group_call_sync(j->actor, "save_checkpoint", RL_DISPATCH_ONE_TO_ALL, req, NULL);
     rl_dataproto_free(req);
     if (!rc)
@@ -360,7 +527,7 @@ static int s_save(rl_lm_job *j, const s_opts *o, int64_t step)
 }
 
 /* Restores the latest checkpoint: weights, moments, data position. */
-static int s_resume(rl_lm_job *j, const s_opts *o, int64_t *step)
+static int s_resume(rl_lm_job *j, const s_opts *o, int64_t *step, rl_aepo_state **aepo)
 {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/checkpoints", o->out_dir);
@@ -383,6 +550,17 @@ static int s_resume(rl_lm_job *j, const s_opts *o, int64_t *step)
         return rc;
     rl_data_pos pos = {(int64_t)s_meta_num(out, "epoch"), (int64_t)s_meta_num(out, "data_position")};
     *step = (int64_t)s_meta_num(out, "step");
+    const char *aepo_json = json_string_value(
+        json_object_get(json_object_get(rl_dataproto_meta(out), "extra"), "aepo"));
+    if (o->aepo && aepo_json && *aepo_json) {
+        rl_aepo_state *st = rl_aepo_state_from_json(aepo_json);
+        if (!st) {
+            rl_dataproto_free(out);
+            return rl_error_wrap(rl_error_code(), "AEPO state of %s", info.dir);
+        }
+        rl_aepo_state_free(*aepo);
+        *aepo = st;
+    }
     rl_dataproto_free(out);
     if ((rc = rl_data_iter_seek(j->it, pos)))
         return rc;
@@ -400,8 +578,13 @@ static int s_run(rl_driver *d, const rl_config *job)
     if (!rc)
         rc = rl_lm_job_open(&j, d, job);
     int64_t start = 0;
+    rl_aepo_state *aepo = NULL;
+    if (!rc && o.aepo && !(aepo = s_aepo_new(&o)))
+        rc = rl_error_code();
     if (!rc && o.resume)
-        rc = s_resume(&j, &o, &start);
+        rc = s_resume(&j, &o, &start, &aepo);
+    if (!rc && aepo && o.bootstrap && start == 0)
+        rc = s_aepo_bootstrap(&j, &o, aepo);
     rl_metrics *sink = rc ? NULL : rl_metrics_open(o.out_dir, o.resume ? start : -1, 0);
     if (!rc && !sink)
         rc = rl_error_code();
@@ -463,6 +646,13 @@ static int s_run(rl_driver *d, const rl_config *job)
         }
         if (rc)
             break;
+        /* AEPO: entropy reward into the score, buckets and HWE flags for KL */
+        int8_t *bucket = NULL;
+        uint8_t *flags = NULL;
+        if (aepo && (rc = s_aepo_shape(aepo, &o, batch, &bucket, &flags, ms))) {
+            rl_dataproto_free(batch);
+            break;
+        }
         /* 4: old and reference log-probs */
         double t0 = rl_now_s();
         rc = s_log_prob(&j, batch, "policy", "old_logp");
@@ -493,8 +683,28 @@ static int s_run(rl_driver *d, const rl_config *job)
                 }
             if (n > 0)
                 rl_metric_set_put(ms, RL_M_KL_PENALTY, s / n);
+            if (!rc && aepo) { /* dual ascent on the per-bucket KL budgets */
+                double klb[RL_AEPO_NBUCKETS];
+                rc = rl_aepo_lambda_update(aepo, kl, mask, bucket, B, R, klb);
+                for (int k = 0; !rc && k < RL_AEPO_NBUCKETS; k++) {
+                    char key[64];
+                    snprintf(key, sizeof key, "aepo/lambda_%s", rl_aepo_bucket_name(k));
+                    rl_metric_set_put(ms, key, rl_aepo_lambda(aepo, k));
+                }
+            }
+            if (!rc && aepo && o.dynamic_kl && o.use_kl_in_reward && o.kl_coef > 0) {
+                /* token-level weights β_b (× ½ at HWE positions): fold them into
+                 * kl so the reward uses w·kl with coefficient 1 */
+                float *w = malloc(sizeof(float) * (size_t)(B * R > 0 ? B * R : 1));
+                rc = rl_aepo_kl_weights(aepo, flags, mask, bucket, B, R, o.kl_coef, -1, w);
+                for (int64_t i = 0; !rc && i < B * R; i++)
+                    kl[i] *= w[i] / (float)o.kl_coef;
+                free(w);
+            }
             free(mask);
         }
+        free(bucket);
+        free(flags);
         if (!rc)
             rc = s_advantages(&o, batch, kl, ms);
         free(kl);
@@ -543,8 +753,9 @@ static int s_run(rl_driver *d, const rl_config *job)
         rl_log_info("%s", line);
         rl_metrics_log(sink, step, ms);
         if (o.save_every > 0 && (step % o.save_every == 0 || step == o.steps))
-            rc = s_save(&j, &o, step);
+            rc = s_save(&j, &o, step, aepo);
     }
+    rl_aepo_state_free(aepo);
     if (sink)
         rl_metrics_close(sink);
     rl_metric_set_free(ms);
@@ -569,6 +780,11 @@ const rl_recipe rl_recipe_rlvr = {
     "  filter_low: 0.01\n"
     "  filter_high: 0.99\n"
     "  max_try_make_batch: 20\n"
+    "  aepo:                      # ARES/AEPO entropy shaping (seed 002)\n"
+    "    enable: false\n"
+    "    percentile: 95.0          # per-response percentile of window entropy\n"
+    "    tau_decay: 0.99           # EMA of the HWE threshold\n"
+    "    dynamic_kl: true          # token-level KL weights (half at HWE tokens)\n"
     "actor:\n"
     "  optim: {lr: 1.0e-4, weight_decay: 0.0, beta1: 0.9, beta2: 0.999, eps: 1.0e-8,\n"
     "          warmup_steps: 0, lr_schedule: constant}\n"

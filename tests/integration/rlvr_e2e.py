@@ -121,7 +121,9 @@ def main():
                            ("reinforce_plus_plus_baseline", []), ("reinforce_pro_max", []),
                            ("reinforce_pro_max", ["algorithm.uniform_scale=true"]),
                            ("grpo", ["actor.use_kl_loss=true"]),
-                           ("rloo", ["algorithm.use_kl_in_reward=true"])]:
+                           ("rloo", ["algorithm.use_kl_in_reward=true"]),
+                           ("grpo", ["algorithm.aepo.enable=true", "data.bootstrap=true",
+                                     "data.bootstrap_size=8", "algorithm.use_kl_in_reward=true"])]:
             out_dir = "runs/%s%d" % (est, len(extra))
             _, log = run(work, c2, "arith_grpo.yaml", rl + extra + [
                 "algorithm.adv_estimator=" + est, "trainer.total_steps=3",
@@ -146,7 +148,8 @@ def main():
               % (d, moved))
         assert moved > 1e-3, moved
         assert d < 1e-4, d
-        # 5. resume
+        # 5. resume (with AEPO, so its difficulty state must survive too)
+        rl = rl + ["algorithm.aepo.enable=true", "algorithm.use_kl_in_reward=true"]
         run(work, c2, "arith_grpo.yaml", rl + ["trainer.total_steps=4", "trainer.save_every=2",
                                                "trainer.output_dir=runs/straight"])
         run(work, c2, "arith_grpo.yaml", rl + ["trainer.total_steps=2", "trainer.save_every=2",
@@ -161,6 +164,7 @@ def main():
                      safetensors_f32(os.path.join(work, "runs/resumed/checkpoints/step_4/model.safetensors")))
         assert d == 0.0, d
         print("ok: resume equals an uninterrupted run (metrics and weights)")
+        assert any("aepo/tau" in r for r in b), "AEPO metrics missing"
         # 6. online filtering that cannot succeed
         rc, log = run(work, c2, "arith_grpo.yaml", rl + [
             "trainer.total_steps=1", "trainer.output_dir=runs/filter", "algorithm.online_filtering=true",
