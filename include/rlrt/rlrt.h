@@ -36,5 +36,7 @@
 #include "rlrt/algo/flow.h"
 #include "rlrt/algo/diffusion.h"
 #include "rlrt/reward.h"
+#include "rlrt/data.h"
+#include "rlrt/metrics.h"
 
 #endif
