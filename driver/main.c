@@ -13,7 +13,7 @@
 #include "rlrt/runtime/cluster.h"
 #include "rlrt/runtime/driver.h"
 
-static const rl_recipe *s_recipes[] = {&rl_recipe_selftest};
+static const rl_recipe *s_recipes[] = {&rl_recipe_selftest, &rl_recipe_sft, &rl_recipe_rlvr};
 
 static void s_usage(FILE *f)
 {
@@ -132,13 +132,29 @@ int main(int argc, char **argv)
         fprintf(stderr, "rl-driver: %s\n", rl_error_message());
         return 1;
     }
-    size_t dlen = strlen(RL_COMMON_DEFAULTS) + strlen(recipe->defaults_yaml) + 1;
-    char *defaults = malloc(dlen);
-    snprintf(defaults, dlen, "%s%s", RL_COMMON_DEFAULTS, recipe->defaults_yaml);
+    /* the recipe's defaults laid over the common ones */
+    rl_config *common = rl_config_parse_string(RL_COMMON_DEFAULTS, strlen(RL_COMMON_DEFAULTS),
+                                               "<common defaults>");
+    rl_config *own = rl_config_parse_string(recipe->defaults_yaml, strlen(recipe->defaults_yaml),
+                                            "<recipe defaults>");
+    rl_config *merged = common && own ? rl_config_merge(common, own) : NULL;
+    char *defaults = merged ? rl_config_to_yaml(merged, "") : NULL;
+    rl_config_free(common);
+    rl_config_free(own);
+    rl_config_free(merged);
+    if (!defaults) {
+        fprintf(stderr, "rl-driver: recipe %s defaults: %s\n", recipe->name, rl_error_message());
+        return 1;
+    }
     rl_config *job = rl_config_load_job(defaults, job_path, n_over, (const char *const *)overrides);
     free(defaults);
     if (!job) {
         fprintf(stderr, "rl-driver: %s\n", rl_error_message());
+        return 1;
+    }
+    if (recipe->prepare && recipe->prepare(job)) {
+        fprintf(stderr, "rl-driver: %s\n", rl_error_message());
+        rl_config_free(job);
         return 1;
     }
     rl_cluster *cl = rl_cluster_load(cluster_path);

@@ -12,22 +12,23 @@ typedef struct rl_recipe {
     const char *name;
     const char *summary;
     const char *defaults_yaml; /* merged under the common defaults */
+    /* Optional: completes the job tree before the workers start (they get
+     * it in CONFIGURE), e.g. model.vocab_size from the tokenizer. */
+    int (*prepare)(rl_config *job);
     /* Returns 0 when the recipe succeeded; an error code (message set)
      * otherwise. Must return promptly once rl_driver_interrupted(d). */
     int (*run)(rl_driver *d, const rl_config *job);
 } rl_recipe;
 
 extern const rl_recipe rl_recipe_selftest;
+extern const rl_recipe rl_recipe_sft;
+extern const rl_recipe rl_recipe_rlvr;
 
-/* Keys every job has. */
+/* Keys every job has; a recipe's defaults are merged over them. */
 #define RL_COMMON_DEFAULTS \
     "trainer:\n" \
     "  recipe: selftest\n" \
     "  seed: 1\n" \
-    "  output_dir: runs/default\n" \
-    "rollout: {}\n" \
-    "actor: {}\n" \
-    "env: {}\n" \
-    "reward: {}\n"
+    "  output_dir: runs/default\n"
 
 #endif

@@ -479,10 +479,9 @@ static s_slot *s_slot_by_id(rl_driver *d, const unsigned char *id, size_t len)
 static void s_send_configure(s_slot *s)
 {
     rl_driver *d = s->d;
-    char *cfg = NULL;
-    const char *role = rl_role_name(s->role);
-    if (d->opt.job && rl_config_has(d->opt.job, role))
-        cfg = rl_config_to_json(d->opt.job, role);
+    /* the whole job tree: a role reads its own `<role>.*` subtree and shared
+     * sections such as `model.*` */
+    char *cfg = d->opt.job ? rl_config_to_json(d->opt.job, "") : NULL;
     json_t *extra = json_pack("{s:i, s:i, s:s}", "world_size", d->groups[s->role].size, "rank",
                               s->rank, "driver_endpoint", d->endpoint);
     Rl__Value *extra_v = rl_value_from_json(extra);

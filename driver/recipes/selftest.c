@@ -400,7 +400,11 @@ static int s_run(rl_driver *d, const rl_config *job)
 const rl_recipe rl_recipe_selftest = {
     .name = "selftest",
     .summary = "check every dispatch mode, errors and overlap on every role",
-    .defaults_yaml = "selftest:\n"
+    .defaults_yaml = "rollout: {}\n"
+                     "actor: {}\n"
+                     "env: {}\n"
+                     "reward: {}\n"
+                     "selftest:\n"
                      "  rounds: 1\n"
                      "  rows: 37\n"
                      "  payload_mb: 8\n"

@@ -56,8 +56,10 @@ const char *rl_dispatch_name(rl_dispatch mode);
 
 typedef struct rl_driver_options {
     const rl_cluster *cluster;  /* borrowed */
-    const rl_config *job;       /* borrowed; may be NULL. Each worker gets the
-                                   subtree named after its role (or {}) */
+    const rl_config *job;       /* borrowed; may be NULL. CONFIGURE carries the
+                                   whole job tree as JSON: a role reads its
+                                   `<role>.*` subtree and shared sections
+                                   (`model.*`, `trainer.*`) */
     const char *worker_binary;  /* rl-worker for local/ssh launch */
     const char *bind_override;  /* e.g. "tcp://127.0.0.1:*" (tests); NULL =
                                    the cluster's bind endpoint */

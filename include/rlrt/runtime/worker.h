@@ -36,7 +36,7 @@ typedef struct rl_worker_ctx {
     int rank;
     int world_size;        /* ranks in this role's group (from CONFIGURE) */
     const char *node;
-    rl_config *config;     /* the role's config subtree (from CONFIGURE) */
+    rl_config *config;     /* the job config tree (from CONFIGURE) */
     void *user;            /* role state, owned by the role's init/fini */
     volatile int stop;     /* set when the worker is shutting down */
 } rl_worker_ctx;
