@@ -20,10 +20,11 @@ static void s_usage(FILE *f)
     fprintf(f,
             "usage: rl-driver --cluster cluster.yaml --config job.yaml [key=value ...]\n"
             "                 [--log-level debug|info|warn|error] [--worker PATH]\n"
-            "                 [--bind tcp://ADDR:PORT]\n"
+            "                 [--bind tcp://ADDR:PORT] [--resume]\n"
             "\n"
             "Runs the job's recipe (trainer.recipe) on the workers of cluster.yaml.\n"
             "key=value overrides any known job key, e.g. selftest.rounds=3.\n"
+            "--resume continues from the latest checkpoint in trainer.output_dir.\n"
             "Recipes:\n");
     for (size_t i = 0; i < sizeof s_recipes / sizeof s_recipes[0]; i++)
         fprintf(f, "  %-12s %s\n", s_recipes[i]->name, s_recipes[i]->summary);
@@ -85,13 +86,14 @@ int main(int argc, char **argv)
     static const struct option longopts[] = {
         {"cluster", required_argument, 0, 'c'}, {"config", required_argument, 0, 'j'},
         {"log-level", required_argument, 0, 'l'}, {"worker", required_argument, 0, 'w'},
-        {"bind", required_argument, 0, 'b'},    {"help", no_argument, 0, 'h'},
+        {"bind", required_argument, 0, 'b'},    {"resume", no_argument, 0, 'r'},
+        {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},       {0, 0, 0, 0},
     };
     const char *cluster_path = NULL, *job_path = NULL, *bind = NULL, *level = "info";
     char worker[PATH_MAX];
     s_default_worker(worker, sizeof worker);
-    int c;
+    int c, resume = 0;
     rl_log_set_identity("driver", -1);
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
@@ -109,6 +111,7 @@ int main(int argc, char **argv)
         }
         case 'w': snprintf(worker, sizeof worker, "%s", optarg); break;
         case 'b': bind = optarg; break;
+        case 'r': resume = 1; break;
         case 'h': s_usage(stdout); return 0;
         case 'V': printf("rl-driver %s\n", RL_VERSION_STRING); return 0;
         default: s_usage(stderr); return 1;
@@ -119,8 +122,17 @@ int main(int argc, char **argv)
         s_usage(stderr);
         return 1;
     }
+    /* --resume is the override trainer.resume=true (recipes that checkpoint) */
+    static char *overrides[256];
     int n_over = argc - optind;
-    char **overrides = argv + optind;
+    if (n_over > 250) {
+        fprintf(stderr, "rl-driver: more than 250 overrides\n");
+        return 1;
+    }
+    for (int i = 0; i < n_over; i++)
+        overrides[i] = argv[optind + i];
+    if (resume)
+        overrides[n_over++] = "trainer.resume=true";
     for (int i = 0; i < n_over; i++) {
         if (!strchr(overrides[i], '=')) {
             fprintf(stderr, "rl-driver: argument '%s' is not a key=value override\n", overrides[i]);
