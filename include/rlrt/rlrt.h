@@ -13,6 +13,11 @@
 #include "rlrt/rng.h"
 #include "rlrt/dtype.h"
 #include "rlrt/nn/params.h"
+#include "rlrt/nn/ops.h"
+#include "rlrt/nn/device.h"
+#include "rlrt/nn/lm_config.h"
+#include "rlrt/nn/transformer.h"
+#include "rlrt/nn/generate.h"
 #include "rlrt/tensor.h"
 #include "rlrt/dataproto.h"
 

@@ -1,0 +1,402 @@
+/* generate.c — batched KV-cache sampling for rl_lm (see rlrt/nn/generate.h).
+ *
+ * Prefill runs the training forward over the right-padded prompts and copies
+ * each row's post-RoPE keys/values into the cache; decode steps then feed
+ * one token per live row at that row's own position. Rows never see each
+ * other: attention of row b reads only cache slot b up to its position. */
+#include "ops_internal.h"
+#include "transformer_internal.h"
+
+#include "rlrt/error.h"
+#include "rlrt/rng.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct rl_lm_gen {
+    int B, maxT;
+    float *kc, *vc;                 /* (L, B, maxT, kvd) */
+    float *x, *ln, *q, *k, *v, *atty, *xmid, *gate, *up, *h, *logits; /* per live row */
+    float *scores;                  /* (B, H, maxT) */
+    int32_t *tok, *pos;             /* (B) */
+    struct s_cand { float p; int id; } *cand; /* (B, V) sampling scratch */
+};
+
+void rl_lm_gen_scratch_free(rl_lm *m)
+{
+    rl_lm_gen *g = m->gen;
+    if (!g)
+        return;
+    free(g->kc);
+    free(g->x);
+    free(g->tok);
+    free(g->cand);
+    free(g);
+    m->gen = NULL;
+}
+
+static int s_gen_reserve(rl_lm *m, int B, int maxT)
+{
+    if (m->gen && m->gen->B >= B && m->gen->maxT == maxT)
+        return 0;
+    rl_lm_gen_scratch_free(m);
+    const rl_lm_config *c = &m->cfg;
+    int64_t L = c->num_layers, d = c->hidden_size, I = c->intermediate_size;
+    int64_t V = c->vocab_size, H = c->num_heads;
+    rl_lm_gen *g = calloc(1, sizeof *g);
+    if (!g)
+        return rl_error_set(RL_ENOMEM, "generate: out of memory");
+    m->gen = g;
+    g->B = B;
+    g->maxT = maxT;
+    int64_t cache = L * B * maxT * m->kvd;
+    g->kc = malloc(sizeof(float) * (size_t)(2 * cache));
+    int64_t per = 3 * d + 2 * m->qd + 2 * m->kvd + 3 * I + V + d;
+    g->x = malloc(sizeof(float) * (size_t)(B * per + B * H * maxT));
+    g->tok = malloc(sizeof(int32_t) * (size_t)(2 * B));
+    g->cand = malloc(sizeof *g->cand * (size_t)(B * V));
+    if (!g->kc || !g->x || !g->tok || !g->cand) {
+        rl_lm_gen_scratch_free(m);
+        return rl_error_set(RL_ENOMEM, "generate: KV cache for B=%d T=%d", B, maxT);
+    }
+    g->vc = g->kc + cache;
+    float *p = g->x + B * d;
+    g->ln = p; p += B * d;
+    g->q = p; p += B * m->qd;
+    g->k = p; p += B * m->kvd;
+    g->v = p; p += B * m->kvd;
+    g->atty = p; p += B * m->qd;
+    g->xmid = p; p += B * d;
+    g->gate = p; p += B * I;
+    g->up = p; p += B * I;
+    g->h = p; p += B * I;
+    g->logits = p; p += B * V;
+    g->scores = p;
+    g->pos = g->tok + B;
+    return 0;
+}
+
+/* One decode step for n live rows: row i feeds g->tok[i] at position
+ * g->pos[i] into cache slot slot[i]; leaves logits (n, V) in g->logits. */
+static void s_decode_step(rl_lm *m, int n, const int *slot)
+{
+    const rl_lm_config *c = &m->cfg;
+    const rl_nn_ops *o = m->ops;
+    rl_lm_gen *g = m->gen;
+    int d = c->hidden_size, I = c->intermediate_size, H = c->num_heads, KH = c->num_kv_heads;
+    int hd = m->hd, qd = m->qd, kvd = m->kvd, maxT = g->maxT, rep = H / KH;
+    float scale = 1.0f / sqrtf((float)hd);
+    o->embedding_forward(g->x, g->tok, m->params + m->off_embed, n, d);
+    for (int l = 0; l < c->num_layers; l++) {
+        const rl_lm_layer_off *Lo = &m->layer[l];
+        float *kc = g->kc + (size_t)l * g->B * maxT * kvd;
+        float *vc = g->vc + (size_t)l * g->B * maxT * kvd;
+        o->rmsnorm_forward(g->ln, NULL, g->x, m->params + Lo->ln1, c->rms_norm_eps, n, d);
+        o->linear_forward(g->q, g->ln, m->params + Lo->wq, Lo->bq >= 0 ? m->params + Lo->bq : NULL,
+                          n, d, qd);
+        o->linear_forward(g->k, g->ln, m->params + Lo->wk, Lo->bk >= 0 ? m->params + Lo->bk : NULL,
+                          n, d, kvd);
+        o->linear_forward(g->v, g->ln, m->params + Lo->wv, Lo->bv >= 0 ? m->params + Lo->bv : NULL,
+                          n, d, kvd);
+        o->rope_forward(g->q, g->q, g->pos, n, H, hd, c->rope_theta);
+        o->rope_forward(g->k, g->k, g->pos, n, KH, hd, c->rope_theta);
+        for (int i = 0; i < n; i++) {
+            size_t at = ((size_t)slot[i] * maxT + g->pos[i]) * kvd;
+            memcpy(kc + at, g->k + (size_t)i * kvd, sizeof(float) * (size_t)kvd);
+            memcpy(vc + at, g->v + (size_t)i * kvd, sizeof(float) * (size_t)kvd);
+        }
+        int nh = n * H;
+        RL_OMP_FOR_IF((int64_t)nh * (g->pos[0] + 1) * hd > RL_PAR_MIN)
+        for (int ih = 0; ih < nh; ih++) {
+            int i = ih / H, h = ih % H, len = g->pos[i] + 1;
+            const float *qv = g->q + (size_t)i * qd + (size_t)h * hd;
+            const float *kb = kc + (size_t)slot[i] * maxT * kvd + (size_t)(h / rep) * hd;
+            const float *vb = vc + (size_t)slot[i] * maxT * kvd + (size_t)(h / rep) * hd;
+            float *sc = g->scores + (size_t)ih * maxT;
+            float mx = -INFINITY;
+            for (int s = 0; s < len; s++) {
+                const float *kr = kb + (size_t)s * kvd;
+                float dot = 0.0f;
+                for (int e = 0; e < hd; e++)
+                    dot += qv[e] * kr[e];
+                sc[s] = dot * scale;
+                mx = sc[s] > mx ? sc[s] : mx;
+            }
+            double sum = 0.0;
+            for (int s = 0; s < len; s++) {
+                sc[s] = expf(sc[s] - mx);
+                sum += sc[s];
+            }
+            float inv = (float)(1.0 / sum);
+            float *out = g->atty + (size_t)i * qd + (size_t)h * hd;
+            for (int e = 0; e < hd; e++)
+                out[e] = 0.0f;
+            for (int s = 0; s < len; s++) {
+                float p = sc[s] * inv;
+                const float *vr = vb + (size_t)s * kvd;
+                for (int e = 0; e < hd; e++)
+                    out[e] += p * vr[e];
+            }
+        }
+        o->linear_forward(g->xmid, g->atty, m->params + Lo->wo, NULL, n, qd, d);
+        o->add_inplace(g->xmid, g->x, (int64_t)n * d);
+        o->rmsnorm_forward(g->ln, NULL, g->xmid, m->params + Lo->ln2, c->rms_norm_eps, n, d);
+        o->linear_forward(g->gate, g->ln, m->params + Lo->wg, NULL, n, d, I);
+        o->linear_forward(g->up, g->ln, m->params + Lo->wu, NULL, n, d, I);
+        o->swiglu_forward(g->h, g->gate, g->up, (int64_t)n * I);
+        o->linear_forward(g->x, g->h, m->params + Lo->wd, NULL, n, I, d);
+        o->add_inplace(g->x, g->xmid, (int64_t)n * d);
+    }
+    o->rmsnorm_forward(g->ln, NULL, g->x, m->params + m->off_normf, c->rms_norm_eps, n, d);
+    o->linear_forward(g->logits, g->ln, m->params + m->off_lmhead, NULL, n, d, c->vocab_size);
+}
+
+static int s_cand_cmp(const void *a, const void *b)
+{
+    const struct s_cand *x = a, *y = b;
+    if (x->p != y->p)
+        return x->p > y->p ? -1 : 1;
+    return x->id - y->id;
+}
+
+/* Picks the next token from one row of logits; writes its full-distribution
+ * log-prob and the entropy. */
+static int s_sample(const float *z, int V, float inv_temp, const rl_lm_sampling *s, rl_rng *rng,
+                    struct s_cand *cand, float *logp, float *entropy)
+{
+    float lse;
+    rl_logprob_forward(NULL, entropy, &lse, z, NULL, inv_temp, 1, V);
+    int tok = 0;
+    if (s->greedy || !(s->temperature > 0.0f)) {
+        for (int j = 1; j < V; j++)
+            if (z[j] > z[tok])
+                tok = j;
+    } else if (s->top_k <= 0 && !(s->top_p < 1.0f)) {
+        double u = rl_rng_uniform_f64(rng), total = 0.0;
+        for (int j = 0; j < V; j++)
+            total += exp((double)z[j] * inv_temp - lse);
+        double target = u * total, cum = 0.0;
+        tok = V - 1;
+        for (int j = 0; j < V; j++) {
+            cum += exp((double)z[j] * inv_temp - lse);
+            if (cum > target) {
+                tok = j;
+                break;
+            }
+        }
+    } else {
+        for (int j = 0; j < V; j++) {
+            cand[j].p = expf(z[j] * inv_temp - lse);
+            cand[j].id = j;
+        }
+        qsort(cand, (size_t)V, sizeof *cand, s_cand_cmp);
+        int keep = s->top_k > 0 && s->top_k < V ? s->top_k : V;
+        double zk = 0.0;
+        for (int j = 0; j < keep; j++)
+            zk += cand[j].p;
+        if (s->top_p < 1.0f) {
+            double cum = 0.0, lim = (double)s->top_p * zk;
+            int kp = 0;
+            while (kp < keep && (kp == 0 || cum < lim))
+                cum += cand[kp++].p;
+            keep = kp;
+            zk = cum;
+        }
+        double target = rl_rng_uniform_f64(rng) * zk, cum = 0.0;
+        tok = cand[keep - 1].id;
+        for (int j = 0; j < keep; j++) {
+            cum += cand[j].p;
+            if (cum > target) {
+                tok = cand[j].id;
+                break;
+            }
+        }
+    }
+    *logp = z[tok] * inv_temp - lse;
+    return tok;
+}
+
+void rl_lm_sampling_default(rl_lm_sampling *s)
+{
+    memset(s, 0, sizeof *s);
+    s->temperature = 1.0f;
+    s->top_p = 1.0f;
+    s->max_new_tokens = 64;
+}
+
+/* No-cache reference path: logits of the last position of each live row
+ * from a full forward over the current sequences. */
+static int s_full_step(rl_lm *m, int n, const int *rows, const int32_t *seq, int seqT,
+                       const int *cur_len, float *logits_out)
+{
+    int T = 0;
+    for (int i = 0; i < n; i++)
+        T = cur_len[rows[i]] > T ? cur_len[rows[i]] : T;
+    int rc = rl_lm_reserve(m, n, T);
+    if (rc < 0)
+        return rc;
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)n * T);
+    uint8_t *msk = malloc((size_t)n * T);
+    if (!tok || !msk) {
+        free(tok);
+        free(msk);
+        return rl_error_set(RL_ENOMEM, "generate: out of memory");
+    }
+    for (int i = 0; i < n; i++)
+        for (int t = 0; t < T; t++) {
+            int on = t < cur_len[rows[i]];
+            tok[(size_t)i * T + t] = on ? seq[(size_t)rows[i] * seqT + t] : 0;
+            msk[(size_t)i * T + t] = (uint8_t)on;
+        }
+    rc = rl_lm_prepare(m, n, T, tok, msk, T);
+    free(tok);
+    free(msk);
+    if (rc < 0)
+        return rc;
+    rl_lm_forward_raw(m, n, T);
+    int V = m->cfg.vocab_size;
+    for (int i = 0; i < n; i++)
+        memcpy(logits_out + (size_t)i * V,
+               m->a.logits + ((size_t)i * T + cur_len[rows[i]] - 1) * V, sizeof(float) * V);
+    return 0;
+}
+
+int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *prompt_lens,
+                   const uint64_t *row_seeds, const rl_lm_sampling *s, int32_t *out_tokens,
+                   float *out_logp, float *out_entropy, int *out_lens)
+{
+    const rl_lm_config *c = &m->cfg;
+    m->have_fwd = 0;
+    if (!s || !prompts || !prompt_lens || !out_tokens || !out_lens)
+        return rl_error_set(RL_EINVAL, "generate: NULL argument");
+    if (B < 1 || P < 1 || P > c->max_seq_len)
+        return rl_error_set(RL_ESHAPE, "generate: prompts (%d, %d) need B >= 1, 1 <= P <= %d",
+                            B, P, c->max_seq_len);
+    if (s->max_new_tokens < 1)
+        return rl_error_set(RL_EINVAL, "generate: max_new_tokens must be >= 1, got %d",
+                            s->max_new_tokens);
+    if (!s->greedy && s->temperature > 0.0f && !(s->top_p > 0.0f && s->top_p <= 1.0f))
+        return rl_error_set(RL_EINVAL, "generate: top_p must be in (0, 1], got %g",
+                            (double)s->top_p);
+    for (int b = 0; b < B; b++)
+        if (prompt_lens[b] < 1 || prompt_lens[b] > P)
+            return rl_error_set(RL_ERANGE, "generate: prompt_lens[%d] = %d not in [1, %d]", b,
+                                prompt_lens[b], P);
+    int V = c->vocab_size, maxnew = s->max_new_tokens;
+    int maxT = P + maxnew;
+    if (maxT > c->max_seq_len)
+        maxT = c->max_seq_len;
+    int rc = s_gen_reserve(m, B, maxT);
+    if (rc < 0)
+        return rc;
+    rl_lm_gen *g = m->gen;
+    float inv_temp = s->temperature > 0.0f ? 1.0f / s->temperature : 1.0f;
+    int32_t pad = c->pad_token_id >= 0 ? c->pad_token_id : 0;
+
+    rl_rng *rng = malloc(sizeof(rl_rng) * (size_t)B);
+    int *rows = malloc(sizeof(int) * (size_t)B * 2);
+    int32_t *seq = s->no_kv_cache ? malloc(sizeof(int32_t) * (size_t)B * maxT) : NULL;
+    uint8_t *pmask = malloc((size_t)B * P);
+    if (!rng || !rows || !pmask || (s->no_kv_cache && !seq)) {
+        rc = rl_error_set(RL_ENOMEM, "generate: out of memory");
+        goto done;
+    }
+    int *cur_len = rows + B;
+    for (int b = 0; b < B; b++) {
+        rl_rng_init(&rng[b], s->seed, row_seeds ? row_seeds[b] : (uint64_t)b);
+        out_lens[b] = 0;
+        cur_len[b] = prompt_lens[b];
+        for (int j = 0; j < maxnew; j++) {
+            out_tokens[(size_t)b * maxnew + j] = pad;
+            if (out_logp)
+                out_logp[(size_t)b * maxnew + j] = 0.0f;
+            if (out_entropy)
+                out_entropy[(size_t)b * maxnew + j] = 0.0f;
+        }
+        for (int t = 0; t < P; t++)
+            pmask[(size_t)b * P + t] = t < prompt_lens[b];
+        if (seq)
+            for (int t = 0; t < prompt_lens[b]; t++)
+                seq[(size_t)b * maxT + t] = prompts[(size_t)b * P + t];
+    }
+
+    /* Prefill: every row's first token. */
+    int n = B;
+    for (int b = 0; b < B; b++)
+        rows[b] = b;
+    if (s->no_kv_cache) {
+        if ((rc = s_full_step(m, n, rows, seq, maxT, cur_len, g->logits)) < 0)
+            goto done;
+    } else {
+        if ((rc = rl_lm_reserve(m, B, P)) < 0 ||
+            (rc = rl_lm_prepare(m, B, P, prompts, pmask, P)) < 0)
+            goto done;
+        rl_lm_forward_raw(m, B, P);
+        int64_t N = (int64_t)B * P;
+        int kvd = m->kvd;
+        for (int l = 0; l < c->num_layers; l++)
+            for (int b = 0; b < B; b++) {
+                size_t dst = (((size_t)l * g->B + b) * maxT) * kvd;
+                size_t src = ((size_t)l * N + (size_t)b * P) * kvd;
+                size_t cnt = (size_t)prompt_lens[b] * kvd;
+                memcpy(g->kc + dst, m->a.k + src, sizeof(float) * cnt);
+                memcpy(g->vc + dst, m->a.v + src, sizeof(float) * cnt);
+            }
+        for (int b = 0; b < B; b++)
+            memcpy(g->logits + (size_t)b * V,
+                   m->a.logits + ((size_t)b * P + prompt_lens[b] - 1) * V, sizeof(float) * V);
+    }
+
+    while (n > 0) {
+        /* Sample one token for each live row (rows are independent). */
+        RL_OMP_FOR_IF(n > 1 && V >= 1024)
+        for (int i = 0; i < n; i++) {
+            int b = rows[i], j = out_lens[b];
+            float lp, ent;
+            int tok = s_sample(g->logits + (size_t)i * V, V, inv_temp, s, &rng[b],
+                               g->cand + (size_t)i * V, &lp, &ent);
+            out_tokens[(size_t)b * maxnew + j] = tok;
+            if (out_logp)
+                out_logp[(size_t)b * maxnew + j] = lp;
+            if (out_entropy)
+                out_entropy[(size_t)b * maxnew + j] = ent;
+            out_lens[b] = j + 1;
+        }
+        /* Keep rows that have room and did not stop. */
+        int live = 0;
+        int *slots = rows; /* compacted in place, order kept */
+        for (int i = 0; i < n; i++) {
+            int b = rows[i], j = out_lens[b];
+            int32_t tok = out_tokens[(size_t)b * maxnew + j - 1];
+            int stop = j >= maxnew || prompt_lens[b] + j >= maxT;
+            for (int k = 0; k < s->num_stop_tokens && !stop; k++)
+                stop = s->stop_tokens[k] == tok;
+            if (stop)
+                continue;
+            slots[live] = b;
+            g->tok[live] = tok;
+            g->pos[live] = prompt_lens[b] + j - 1;
+            if (seq)
+                seq[(size_t)b * maxT + prompt_lens[b] + j - 1] = tok;
+            cur_len[b] = prompt_lens[b] + j;
+            live++;
+        }
+        n = live;
+        if (n == 0)
+            break;
+        if (s->no_kv_cache) {
+            if ((rc = s_full_step(m, n, rows, seq, maxT, cur_len, g->logits)) < 0)
+                goto done;
+        } else {
+            s_decode_step(m, n, rows);
+        }
+    }
+    rc = 0;
+done:
+    free(rng);
+    free(rows);
+    free(seq);
+    free(pmask);
+    return rc;
+}

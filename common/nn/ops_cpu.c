@@ -1,0 +1,411 @@
+/* ops_cpu.c — CPU kernels: GEMM/linear, elementwise, reductions, softmax,
+ * RMSNorm, SiLU/SwiGLU, RoPE, embedding (see rlrt/nn/ops.h). */
+#include "ops_internal.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int s_threads = 0; /* 0 = not yet chosen */
+
+int rl_nn_set_threads(int n)
+{
+    if (n <= 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n = c > 0 ? (int)c : 1;
+    }
+    s_threads = n;
+    openblas_set_num_threads(n);
+    return n;
+}
+
+int rl_nn_get_threads(void)
+{
+    if (s_threads <= 0) {
+        /* First use: follow OMP_NUM_THREADS (or the core count) and give
+         * OpenBLAS the same number, so the two pools never add up to more
+         * threads than cores. */
+        int n = omp_get_max_threads();
+        s_threads = n > 0 ? n : 1;
+        openblas_set_num_threads(s_threads);
+    }
+    return s_threads;
+}
+
+/* ---- matrix products ---------------------------------------------------- */
+
+void rl_sgemm(int transA, int transB, int M, int N, int K, float alpha, const float *A,
+              int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (M <= 0 || N <= 0)
+        return;
+    if (K <= 0) {
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++)
+                C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+        return;
+    }
+    (void)rl_nn_get_threads();
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+                transB ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                ldc);
+}
+
+/* out (C) += Σ_rows a (N,C), in row order for every column: parallel over
+ * column blocks so the result does not depend on the thread count. */
+static void s_colsum_acc(float *out, const float *a, int N, int C)
+{
+    enum { BLK = 64 };
+    int nblk = (C + BLK - 1) / BLK;
+    RL_OMP_FOR_IF((int64_t)N * C > RL_PAR_MIN)
+    for (int bi = 0; bi < nblk; bi++) {
+        int c0 = bi * BLK, c1 = c0 + BLK < C ? c0 + BLK : C;
+        double acc[BLK];
+        for (int c = c0; c < c1; c++)
+            acc[c - c0] = 0.0;
+        for (int n = 0; n < N; n++) {
+            const float *row = a + (size_t)n * C;
+            for (int c = c0; c < c1; c++)
+                acc[c - c0] += row[c];
+        }
+        for (int c = c0; c < c1; c++)
+            out[c] += (float)acc[c - c0];
+    }
+}
+
+void rl_linear_forward(float *out, const float *inp, const float *w, const float *b, int N,
+                       int C, int OC)
+{
+    if (b) {
+        RL_OMP_FOR_IF((int64_t)N * OC > RL_PAR_MIN)
+        for (int n = 0; n < N; n++)
+            memcpy(out + (size_t)n * OC, b, sizeof(float) * (size_t)OC);
+    }
+    rl_sgemm(0, 1, N, OC, C, 1.0f, inp, C, w, C, b ? 1.0f : 0.0f, out, OC);
+}
+
+void rl_linear_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                        const float *w, int N, int C, int OC)
+{
+    if (dinp)
+        rl_sgemm(0, 0, N, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C);
+    if (dw)
+        rl_sgemm(1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
+    if (db)
+        s_colsum_acc(db, dout, N, OC);
+}
+
+/* ---- elementwise and reductions ----------------------------------------- */
+
+void rl_add_forward(float *out, const float *a, const float *b, int64_t n)
+{
+    RL_OMP_FOR_IF(n > RL_PAR_MIN)
+    for (int64_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
+}
+
+void rl_add_inplace(float *a, const float *b, int64_t n)
+{
+    RL_OMP_FOR_IF(n > RL_PAR_MIN)
+    for (int64_t i = 0; i < n; i++)
+        a[i] += b[i];
+}
+
+void rl_scale_forward(float *out, const float *a, float s, int64_t n)
+{
+    RL_OMP_FOR_IF(n > RL_PAR_MIN)
+    for (int64_t i = 0; i < n; i++)
+        out[i] = a[i] * s;
+}
+
+void rl_scale_backward(float *da, const float *dout, float s, int64_t n)
+{
+    RL_OMP_FOR_IF(n > RL_PAR_MIN)
+    for (int64_t i = 0; i < n; i++)
+        da[i] += dout[i] * s;
+}
+
+void rl_mul_forward(float *out, const float *a, const float *b, int64_t n)
+{
+    RL_OMP_FOR_IF(n > RL_PAR_MIN)
+    for (int64_t i = 0; i < n; i++)
+        out[i] = a[i] * b[i];
+}
+
+void rl_mul_backward(float *da, float *db, const float *dout, const float *a, const float *b,
+                     int64_t n)
+{
+    RL_OMP_FOR_IF(n > RL_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        if (da)
+            da[i] += dout[i] * b[i];
+        if (db)
+            db[i] += dout[i] * a[i];
+    }
+}
+
+double rl_sum(const float *a, int64_t n)
+{
+    enum { BLK = 4096 };
+    int64_t nblk = (n + BLK - 1) / BLK;
+    if (nblk <= 1) {
+        double s = 0.0;
+        for (int64_t i = 0; i < n; i++)
+            s += a[i];
+        return s;
+    }
+    double *part = malloc(sizeof(double) * (size_t)nblk);
+    if (!part) { /* fall back to one pass: same order as the blocked sum */
+        double s = 0.0;
+        for (int64_t bi = 0; bi < nblk; bi++) {
+            double p = 0.0;
+            for (int64_t i = bi * BLK; i < n && i < (bi + 1) * BLK; i++)
+                p += a[i];
+            s += p;
+        }
+        return s;
+    }
+    RL_OMP_FOR_IF(n > RL_PAR_MIN)
+    for (int64_t bi = 0; bi < nblk; bi++) {
+        double p = 0.0;
+        int64_t e = (bi + 1) * BLK < n ? (bi + 1) * BLK : n;
+        for (int64_t i = bi * BLK; i < e; i++)
+            p += a[i];
+        part[bi] = p;
+    }
+    double s = 0.0;
+    for (int64_t bi = 0; bi < nblk; bi++)
+        s += part[bi];
+    free(part);
+    return s;
+}
+
+void rl_rowsum_forward(float *out, const float *a, int N, int C) { s_colsum_acc(out, a, N, C); }
+
+void rl_rowsum_backward(float *da, const float *dout, int N, int C)
+{
+    RL_OMP_FOR_IF((int64_t)N * C > RL_PAR_MIN)
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++)
+            da[(size_t)n * C + c] += dout[c];
+}
+
+/* ---- softmax ------------------------------------------------------------- */
+
+void rl_softmax_forward(float *out, const float *inp, int N, int C)
+{
+    RL_OMP_FOR_IF((int64_t)N * C > RL_PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        float *y = out + (size_t)n * C;
+        float m = -INFINITY;
+        for (int c = 0; c < C; c++)
+            m = x[c] > m ? x[c] : m;
+        double s = 0.0;
+        for (int c = 0; c < C; c++) {
+            float e = expf(x[c] - m);
+            y[c] = e;
+            s += e;
+        }
+        float inv = (float)(1.0 / s);
+        for (int c = 0; c < C; c++)
+            y[c] *= inv;
+    }
+}
+
+void rl_softmax_backward(float *dinp, const float *dout, const float *out, int N, int C)
+{
+    RL_OMP_FOR_IF((int64_t)N * C > RL_PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const float *g = dout + (size_t)n * C, *y = out + (size_t)n * C;
+        float *d = dinp + (size_t)n * C;
+        double dot = 0.0;
+        for (int c = 0; c < C; c++)
+            dot += (double)g[c] * y[c];
+        float fd = (float)dot;
+        for (int c = 0; c < C; c++)
+            d[c] += y[c] * (g[c] - fd);
+    }
+}
+
+/* ---- RMSNorm -------------------------------------------------------------- */
+
+void rl_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, float eps,
+                        int N, int C)
+{
+    RL_OMP_FOR_IF((int64_t)N * C > RL_PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        float *y = out + (size_t)n * C;
+        double ss = 0.0;
+        for (int c = 0; c < C; c++)
+            ss += (double)x[c] * x[c];
+        float r = (float)(1.0 / sqrt(ss / C + (double)eps));
+        if (rstd)
+            rstd[n] = r;
+        for (int c = 0; c < C; c++)
+            y[c] = x[c] * r * w[c];
+    }
+}
+
+void rl_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp,
+                         const float *w, const float *rstd, int N, int C)
+{
+    if (dinp) {
+        RL_OMP_FOR_IF((int64_t)N * C > RL_PAR_MIN)
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (size_t)n * C, *g = dout + (size_t)n * C;
+            float *d = dinp + (size_t)n * C;
+            float r = rstd[n];
+            double dot = 0.0; /* Σ g·w·x */
+            for (int c = 0; c < C; c++)
+                dot += (double)g[c] * w[c] * x[c];
+            float k = (float)(dot * r * r * r / C);
+            for (int c = 0; c < C; c++)
+                d[c] += g[c] * w[c] * r - k * x[c];
+        }
+    }
+    if (dw) {
+        enum { BLK = 64 };
+        int nblk = (C + BLK - 1) / BLK;
+        RL_OMP_FOR_IF((int64_t)N * C > RL_PAR_MIN)
+        for (int bi = 0; bi < nblk; bi++) {
+            int c0 = bi * BLK, c1 = c0 + BLK < C ? c0 + BLK : C;
+            double acc[BLK];
+            for (int c = c0; c < c1; c++)
+                acc[c - c0] = 0.0;
+            for (int n = 0; n < N; n++) {
+                const float *x = inp + (size_t)n * C, *g = dout + (size_t)n * C;
+                float r = rstd[n];
+                for (int c = c0; c < c1; c++)
+                    acc[c - c0] += g[c] * x[c] * r;
+            }
+            for (int c = c0; c < c1; c++)
+                dw[c] += (float)acc[c - c0];
+        }
+    }
+}
+
+/* ---- SiLU / SwiGLU ------------------------------------------------------- */
+
+static inline float s_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+void rl_silu_forward(float *out, const float *inp, int64_t n)
+{
+    RL_OMP_FOR_IF(n > RL_PAR_MIN)
+    for (int64_t i = 0; i < n; i++)
+        out[i] = inp[i] * s_sigmoid(inp[i]);
+}
+
+void rl_silu_backward(float *dinp, const float *dout, const float *inp, int64_t n)
+{
+    RL_OMP_FOR_IF(n > RL_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float x = inp[i], s = s_sigmoid(x);
+        dinp[i] += dout[i] * s * (1.0f + x * (1.0f - s));
+    }
+}
+
+void rl_swiglu_forward(float *out, const float *gate, const float *up, int64_t n)
+{
+    RL_OMP_FOR_IF(n > RL_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = g * s_sigmoid(g) * up[i];
+    }
+}
+
+void rl_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                        const float *up, int64_t n)
+{
+    RL_OMP_FOR_IF(n > RL_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float g = gate[i], s = s_sigmoid(g), silu = g * s;
+        if (dgate)
+            dgate[i] += dout[i] * up[i] * s * (1.0f + g * (1.0f - s));
+        if (dup)
+            dup[i] += dout[i] * silu;
+    }
+}
+
+/* ---- RoPE ---------------------------------------------------------------- */
+
+/* Angles are computed in double from the position so long sequences keep
+ * full float precision; cos/sin are shared by all heads of a row. */
+static void s_rope(float *out, const float *inp, const int32_t *pos, int N, int H, int hd,
+                   float theta, int inverse, int accumulate)
+{
+    int half = hd / 2;
+    double *inv_freq = malloc(sizeof(double) * (size_t)(half > 0 ? half : 1));
+    if (!inv_freq)
+        return; /* cannot happen for sane sizes; output left as is */
+    for (int i = 0; i < half; i++)
+        inv_freq[i] = pow((double)theta, -2.0 * i / hd);
+    RL_OMP_FOR_IF((int64_t)N * H * hd > RL_PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        float cs[512], sn[512]; /* hd/2 <= 512 (checked by the model) */
+        double p = pos ? (double)pos[n] : (double)n;
+        for (int i = 0; i < half && i < 512; i++) {
+            double a = p * inv_freq[i];
+            cs[i] = (float)cos(a);
+            sn[i] = (float)(inverse ? -sin(a) : sin(a));
+        }
+        for (int h = 0; h < H; h++) {
+            const float *x = inp + ((size_t)n * H + h) * hd;
+            float *y = out + ((size_t)n * H + h) * hd;
+            for (int i = 0; i < half; i++) {
+                float x1 = x[i], x2 = x[i + half];
+                float y1 = x1 * cs[i] - x2 * sn[i];
+                float y2 = x2 * cs[i] + x1 * sn[i];
+                if (accumulate) {
+                    y[i] += y1;
+                    y[i + half] += y2;
+                } else {
+                    y[i] = y1;
+                    y[i + half] = y2;
+                }
+            }
+        }
+    }
+    free(inv_freq);
+}
+
+void rl_rope_forward(float *out, const float *inp, const int32_t *pos, int N, int H, int hd,
+                     float theta)
+{
+    s_rope(out, inp, pos, N, H, hd, theta, 0, 0);
+}
+
+void rl_rope_backward(float *dinp, const float *dout, const int32_t *pos, int N, int H, int hd,
+                      float theta)
+{
+    s_rope(dinp, dout, pos, N, H, hd, theta, 1, 1);
+}
+
+/* ---- embedding ------------------------------------------------------------ */
+
+void rl_embedding_forward(float *out, const int32_t *ids, const float *table, int N, int C)
+{
+    RL_OMP_FOR_IF((int64_t)N * C > RL_PAR_MIN)
+    for (int n = 0; n < N; n++)
+        memcpy(out + (size_t)n * C, table + (size_t)ids[n] * C, sizeof(float) * (size_t)C);
+}
+
+void rl_embedding_backward(float *dtable, const float *dout, const int32_t *ids, int N, int C)
+{
+    enum { BLK = 32 };
+    int nblk = (C + BLK - 1) / BLK;
+    RL_OMP_FOR_IF((int64_t)N * C > RL_PAR_MIN)
+    for (int bi = 0; bi < nblk; bi++) {
+        int c0 = bi * BLK, c1 = c0 + BLK < C ? c0 + BLK : C;
+        for (int n = 0; n < N; n++) {
+            float *d = dtable + (size_t)ids[n] * C;
+            const float *g = dout + (size_t)n * C;
+            for (int c = c0; c < c1; c++)
+                d[c] += g[c];
+        }
+    }
+}
