@@ -1,0 +1,488 @@
+/* test_nn_lm.c — the language-model policy against the PyTorch reference
+ * (tests/reference/gen_nn_lm.py), micro-batching, and generation.
+ *
+ * Tolerances (float32 engine vs float64 reference): logits/logp/entropy/
+ * values atol 2e-5 + rtol 1e-4; loss rtol 1e-5; each gradient tensor
+ * atol = 2e-4·max|g_ref| + 1e-7, rtol 1e-3. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "rlrt/rlrt.h"
+#include "../common/golden.h"
+
+static int s_meta_int(const rl_golden *g, const char *k)
+{
+    const char *v = rl_golden_meta(g, k);
+    if (!v)
+        fail_msg("golden meta '%s' missing", k);
+    return atoi(v);
+}
+
+static float s_meta_f(const rl_golden *g, const char *k)
+{
+    const char *v = rl_golden_meta(g, k);
+    if (!v)
+        fail_msg("golden meta '%s' missing", k);
+    return strtof(v, NULL);
+}
+
+static rl_lm_config s_cfg_from_golden(const rl_golden *g)
+{
+    rl_lm_config c = {0};
+    c.vocab_size = s_meta_int(g, "vocab");
+    c.hidden_size = s_meta_int(g, "hidden");
+    c.intermediate_size = s_meta_int(g, "inter");
+    c.num_layers = s_meta_int(g, "layers");
+    c.num_heads = s_meta_int(g, "heads");
+    c.num_kv_heads = s_meta_int(g, "kv_heads");
+    c.max_seq_len = 64;
+    c.rope_theta = s_meta_f(g, "theta");
+    c.rms_norm_eps = s_meta_f(g, "eps");
+    c.tie_word_embeddings = s_meta_int(g, "tied");
+    c.qkv_bias = s_meta_int(g, "qkv_bias");
+    c.value_head = s_meta_int(g, "value_head");
+    c.bos_token_id = c.eos_token_id = c.pad_token_id = -1;
+    return c;
+}
+
+static double s_max_abs(const double *x, int64_t n)
+{
+    double m = 0;
+    for (int64_t i = 0; i < n; i++)
+        m = fabs(x[i]) > m ? fabs(x[i]) : m;
+    return m;
+}
+
+static void s_golden_case(const char *path)
+{
+    rl_golden *g = rl_golden_load(path);
+    if (!g)
+        fail_msg("%s", rl_error_message());
+    rl_lm_config cfg = s_cfg_from_golden(g);
+    rl_lm *m = rl_lm_new(&cfg, RL_DEVICE_CPU);
+    assert_non_null(m);
+    const rl_param_manifest *man = rl_lm_manifest(m);
+
+    /* Manifest names and order match the reference's HF names. */
+    char *names = strdup(rl_golden_meta(g, "param_names"));
+    int i = 0;
+    for (char *tok = strtok(names, ","); tok; tok = strtok(NULL, ","), i++) {
+        assert_true(i < man->count);
+        assert_string_equal(man->views[i].name, tok);
+    }
+    assert_int_equal(i, man->count);
+    free(names);
+
+    int64_t np;
+    float *params = rl_golden_f32(g, "params", &np);
+    assert_int_equal(np, rl_lm_num_params(m));
+    memcpy(rl_lm_params(m), params, sizeof(float) * (size_t)np);
+    free(params);
+
+    const rl_golden_array *ta = rl_golden_get(g, "tokens");
+    assert_non_null(ta);
+    int B = (int)ta->shape[0], T = (int)ta->shape[1], V = cfg.vocab_size;
+    int64_t n;
+    int64_t *tok64 = rl_golden_i64(g, "tokens", &n);
+    int64_t *mask64 = rl_golden_i64(g, "attn_mask", NULL);
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)n);
+    uint8_t *mask = malloc((size_t)n);
+    for (int64_t j = 0; j < n; j++) {
+        tok[j] = (int32_t)tok64[j];
+        mask[j] = (uint8_t)mask64[j];
+    }
+    float temp = s_meta_f(g, "temperature");
+    float *logp = calloc((size_t)n, sizeof(float)), *ent = calloc((size_t)n, sizeof(float));
+    float *val = calloc((size_t)n, sizeof(float));
+    rl_lm_zero_grad(m);
+    assert_int_equal(rl_lm_forward(m, B, T, tok, mask, temp, logp, ent,
+                                   cfg.value_head ? val : NULL), 0);
+
+    /* Logits at real positions (padded slots hold junk tokens in the reference). */
+    double *want_logits = rl_golden_f64(g, "logits", NULL);
+    const float *logits = rl_lm_logits(m);
+    int64_t bad = 0;
+    for (int64_t r = 0; r < n; r++)
+        if (mask[r])
+            bad += rl_check_close_f32("logits", logits + r * V, want_logits + r * V, V, 2e-5,
+                                      1e-4);
+    assert_int_equal(bad, 0);
+    free(want_logits);
+
+    double *want_lp = rl_golden_f64(g, "logp", NULL), *want_ent = rl_golden_f64(g, "entropy", NULL);
+    assert_int_equal(rl_check_close_f32("logp", logp, want_lp, n, 2e-5, 1e-4), 0);
+    assert_int_equal(rl_check_close_f32("entropy", ent, want_ent, n, 2e-5, 1e-4), 0);
+    double *want_val = NULL;
+    if (cfg.value_head) {
+        want_val = rl_golden_f64(g, "values", NULL);
+        assert_int_equal(rl_check_close_f32("values", val, want_val, n, 2e-5, 1e-4), 0);
+    }
+
+    /* The loss and its per-token gradients (hand-derived from its formula). */
+    double *cl = rl_golden_f64(g, "coef_logp", NULL), *ce = rl_golden_f64(g, "coef_ent", NULL);
+    double *vt = rl_golden_f64(g, "value_target", NULL);
+    float *dlp = calloc((size_t)n, sizeof(float)), *den = calloc((size_t)n, sizeof(float));
+    float *dval = calloc((size_t)n, sizeof(float));
+    double loss = 0;
+    uint8_t *valid = calloc((size_t)n, 1);
+    for (int b = 0; b < B; b++)
+        for (int t = 1; t < T; t++) {
+            int64_t r = (int64_t)b * T + t;
+            if (!mask[r])
+                continue;
+            valid[r] = 1;
+            loss += cl[r] * logp[r] + ce[r] * ent[r];
+            dlp[r] = (float)cl[r];
+            den[r] = (float)ce[r];
+            if (cfg.value_head) {
+                loss += 0.5 * (val[r] - vt[r]) * (val[r] - vt[r]);
+                dval[r] = (float)(val[r] - vt[r]);
+            }
+        }
+    double want_loss = rl_golden_scalar(g, "loss");
+    assert_true(fabs(loss - want_loss) <= 1e-5 * fabs(want_loss) + 1e-5);
+    double nll = rl_lm_masked_nll(logp, valid, n, 0, NULL);
+    assert_true(fabs(nll - rl_golden_scalar(g, "nll")) <= 1e-5);
+
+    assert_int_equal(rl_lm_backward(m, dlp, den, cfg.value_head ? dval : NULL), 0);
+    const float *grads = rl_lm_grads(m);
+    for (int v = 0; v < man->count; v++) {
+        char key[RL_PARAM_NAME_MAX + 8];
+        snprintf(key, sizeof key, "grad.%s", man->views[v].name);
+        int64_t gn;
+        double *want = rl_golden_f64(g, key, &gn);
+        assert_int_equal(gn, man->views[v].numel);
+        double atol = 2e-4 * s_max_abs(want, gn) + 1e-7;
+        int64_t nbad = rl_check_close_f32(key, grads + man->views[v].offset, want, gn, atol, 1e-3);
+        if (nbad)
+            fail_msg("%s: %lld mismatches", key, (long long)nbad);
+        free(want);
+    }
+
+    free(cl); free(ce); free(vt); free(dlp); free(den); free(dval); free(valid);
+    free(want_lp); free(want_ent); free(want_val);
+    free(tok64); free(mask64); free(tok); free(mask); free(logp); free(ent); free(val);
+    rl_lm_free(m);
+    rl_golden_free(g);
+}
+
+static void test_golden_qkvbias_tied(void **state)
+{
+    (void)state;
+    s_golden_case("tests/golden/nn_lm/qkvbias_tied.safetensors");
+}
+
+static void test_golden_untied_value(void **state)
+{
+    (void)state;
+    s_golden_case("tests/golden/nn_lm/untied_value.safetensors");
+}
+
+/* ---- a small random model for the remaining tests ---------------------------- */
+
+static rl_lm_config s_small_cfg(void)
+{
+    rl_lm_config c = {.vocab_size = 61, .hidden_size = 48, .intermediate_size = 80,
+                      .num_layers = 2, .num_heads = 6, .num_kv_heads = 2, .max_seq_len = 40,
+                      .rope_theta = 10000.0f, .rms_norm_eps = 1e-5f,
+                      .tie_word_embeddings = 0, .qkv_bias = 1, .value_head = 1,
+                      .bos_token_id = -1, .eos_token_id = 3, .pad_token_id = 0};
+    return c;
+}
+
+static rl_lm *s_small_model(void)
+{
+    rl_lm_config c = s_small_cfg();
+    rl_lm *m = rl_lm_new(&c, RL_DEVICE_CPU);
+    assert_non_null(m);
+    /* Large init so next-token distributions are peaked (no near-ties). */
+    assert_int_equal(rl_lm_init_random(m, 7, 0.25f), 0);
+    return m;
+}
+
+typedef struct { const float *coef; } s_loss_ctx;
+
+/* L = Σ coef·logp + 0.1·Σ entropy + ½ Σ values², rows offset by row0. */
+static int s_loss(void *ctx, int row0, int B, int T, const float *logp, const float *entropy,
+                  const float *values, float *dlogp, float *dentropy, float *dvalues,
+                  double *loss)
+{
+    const float *coef = ((s_loss_ctx *)ctx)->coef + (size_t)row0 * T;
+    for (int i = 0; i < B * T; i++) {
+        *loss += coef[i] * logp[i] + 0.1 * entropy[i] + 0.5 * values[i] * values[i];
+        dlogp[i] = coef[i];
+        dentropy[i] = 0.1f;
+        dvalues[i] = values[i];
+    }
+    return 0;
+}
+
+static void test_microbatch_accumulates_full_batch(void **state)
+{
+    (void)state;
+    rl_lm *m = s_small_model();
+    int B = 5, T = 12, lens[5] = {12, 3, 7, 12, 1};
+    int32_t tok[60];
+    uint8_t mask[60];
+    float coef[60];
+    rl_rng g;
+    rl_rng_init(&g, 3, 0);
+    for (int i = 0; i < B * T; i++) {
+        tok[i] = (int32_t)rl_rng_below(&g, 61);
+        mask[i] = (i % T) < lens[i / T];
+        coef[i] = rl_rng_normal(&g);
+    }
+    s_loss_ctx ctx = {coef};
+    int64_t P = rl_lm_num_params(m);
+    float *full = malloc(sizeof(float) * (size_t)P);
+    double l1 = 0, l2 = 0;
+    rl_lm_zero_grad(m);
+    assert_int_equal(rl_lm_forward_backward(m, B, T, tok, mask, 0.9f, 0, s_loss, &ctx, &l1), 0);
+    memcpy(full, rl_lm_grads(m), sizeof(float) * (size_t)P);
+    rl_lm_zero_grad(m);
+    assert_int_equal(rl_lm_forward_backward(m, B, T, tok, mask, 0.9f, 2, s_loss, &ctx, &l2), 0);
+    assert_true(fabs(l1 - l2) < 1e-4 * (1 + fabs(l1)));
+    const float *mb = rl_lm_grads(m);
+    double gmax = 0;
+    for (int64_t i = 0; i < P; i++)
+        gmax = fabs(full[i]) > gmax ? fabs(full[i]) : gmax;
+    assert_true(gmax > 0);
+    for (int64_t i = 0; i < P; i++)
+        if (fabs(full[i] - mb[i]) > 1e-5 * gmax + 1e-4 * fabs(full[i]))
+            fail_msg("grad[%lld]: full %g vs micro %g", (long long)i, full[i], mb[i]);
+    /* Deterministic: the same step twice gives bit-identical gradients. */
+    float *again = malloc(sizeof(float) * (size_t)P);
+    memcpy(again, mb, sizeof(float) * (size_t)P);
+    rl_lm_zero_grad(m);
+    assert_int_equal(rl_lm_forward_backward(m, B, T, tok, mask, 0.9f, 2, s_loss, &ctx, &l2), 0);
+    assert_memory_equal(again, rl_lm_grads(m), sizeof(float) * (size_t)P);
+    free(again);
+    free(full);
+    rl_lm_free(m);
+}
+
+/* Full forward over prompt + generated tokens; returns logp/entropy (B,T). */
+static void s_score(rl_lm *m, int B, int P, const int32_t *prompts, const int *plen, int maxnew,
+                    const int32_t *gen, const int *glen, float temp, float *logits_argmax_ok,
+                    float *lp_out, float *ent_out, int T)
+{
+    int32_t *tok = calloc((size_t)B * T, sizeof(int32_t));
+    uint8_t *mask = calloc((size_t)B * T, 1);
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < plen[b]; t++)
+            tok[b * T + t] = prompts[b * P + t];
+        for (int j = 0; j < glen[b]; j++)
+            tok[b * T + plen[b] + j] = gen[b * maxnew + j];
+        for (int t = 0; t < plen[b] + glen[b]; t++)
+            mask[b * T + t] = 1;
+    }
+    assert_int_equal(rl_lm_forward(m, B, T, tok, mask, temp, lp_out, ent_out, NULL), 0);
+    if (logits_argmax_ok) {
+        const float *lg = rl_lm_logits(m);
+        int V = rl_lm_get_config(m)->vocab_size;
+        *logits_argmax_ok = 1;
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < glen[b]; j++) {
+                const float *z = lg + ((size_t)b * T + plen[b] + j - 1) * V;
+                int best = 0;
+                for (int v = 1; v < V; v++)
+                    if (z[v] > z[best])
+                        best = v;
+                if (best != gen[b * maxnew + j])
+                    *logits_argmax_ok = 0;
+            }
+    }
+    free(tok);
+    free(mask);
+}
+
+enum { GB = 4, GP = 6, GN = 10 };
+static const int32_t s_prompts[GB * GP] = {5, 9, 2, 44, 17, 8, 11, 0, 0, 0, 0, 0,
+                                           30, 31, 32, 33, 0, 0, 7, 7, 7, 7, 7, 7};
+static const int s_plen[GB] = {6, 1, 4, 6};
+
+static void test_greedy_equals_forward_argmax(void **state)
+{
+    (void)state;
+    rl_lm *m = s_small_model();
+    rl_lm_sampling s;
+    rl_lm_sampling_default(&s);
+    s.greedy = 1;
+    s.max_new_tokens = GN;
+    int32_t out[GB * GN];
+    float lp[GB * GN], ent[GB * GN];
+    int lens[GB];
+    assert_int_equal(rl_lm_generate(m, GB, GP, s_prompts, s_plen, NULL, &s, out, lp, ent, lens), 0);
+    int T = GP + GN;
+    float ok, flp[GB * (GP + GN)], fent[GB * (GP + GN)];
+    for (int b = 0; b < GB; b++)
+        assert_int_equal(lens[b], GN);
+    s_score(m, GB, GP, s_prompts, s_plen, GN, out, lens, 1.0f, &ok, flp, fent, T);
+    assert_true(ok == 1.0f);
+    for (int b = 0; b < GB; b++)
+        for (int j = 0; j < lens[b]; j++) {
+            assert_float_equal(lp[b * GN + j], flp[b * T + s_plen[b] + j], 1e-4);
+            assert_float_equal(ent[b * GN + j], fent[b * T + s_plen[b] + j], 1e-4);
+        }
+    rl_lm_free(m);
+}
+
+static void test_sampled_logp_matches_forward_and_no_cache(void **state)
+{
+    (void)state;
+    rl_lm *m = s_small_model();
+    rl_lm_sampling s;
+    rl_lm_sampling_default(&s);
+    s.temperature = 0.8f;
+    s.top_p = 0.9f;
+    s.top_k = 20;
+    s.max_new_tokens = GN;
+    s.seed = 1234;
+    int32_t stop = 3;
+    s.stop_tokens = &stop;
+    s.num_stop_tokens = 1;
+    uint64_t seeds[GB] = {100, 101, 102, 103};
+    int32_t out[GB * GN], out2[GB * GN];
+    float lp[GB * GN], ent[GB * GN], lp2[GB * GN], ent2[GB * GN];
+    int lens[GB], lens2[GB];
+    assert_int_equal(rl_lm_generate(m, GB, GP, s_prompts, s_plen, seeds, &s, out, lp, ent, lens), 0);
+    int T = GP + GN;
+    float flp[GB * (GP + GN)], fent[GB * (GP + GN)];
+    s_score(m, GB, GP, s_prompts, s_plen, GN, out, lens, s.temperature, NULL, flp, fent, T);
+    for (int b = 0; b < GB; b++) {
+        assert_true(lens[b] >= 1 && lens[b] <= GN);
+        for (int j = 0; j < lens[b]; j++) {
+            assert_float_equal(lp[b * GN + j], flp[b * T + s_plen[b] + j], 1e-4);
+            assert_float_equal(ent[b * GN + j], fent[b * T + s_plen[b] + j], 1e-4);
+            if (j < lens[b] - 1)
+                assert_int_not_equal(out[b * GN + j], stop);
+        }
+        if (lens[b] < GN)
+            assert_int_equal(out[b * GN + lens[b] - 1], stop);
+        for (int j = lens[b]; j < GN; j++)
+            assert_int_equal(out[b * GN + j], 0); /* pad_token_id */
+    }
+    /* The no-cache reference path gives the same samples. */
+    s.no_kv_cache = 1;
+    assert_int_equal(rl_lm_generate(m, GB, GP, s_prompts, s_plen, seeds, &s, out2, lp2, ent2, lens2), 0);
+    assert_memory_equal(lens, lens2, sizeof lens);
+    assert_memory_equal(out, out2, sizeof out);
+    for (int i = 0; i < GB * GN; i++) {
+        assert_float_equal(lp[i], lp2[i], 1e-4);
+        assert_float_equal(ent[i], ent2[i], 1e-4);
+    }
+    rl_lm_free(m);
+}
+
+static void test_row_seed_independent_of_batch(void **state)
+{
+    (void)state;
+    rl_lm *m = s_small_model();
+    rl_lm_sampling s;
+    rl_lm_sampling_default(&s);
+    s.temperature = 1.0f;
+    s.max_new_tokens = GN;
+    s.seed = 99;
+    uint64_t seeds[GB] = {7, 8, 9, 10};
+    int32_t out[GB * GN];
+    float lp[GB * GN];
+    int lens[GB];
+    assert_int_equal(rl_lm_generate(m, GB, GP, s_prompts, s_plen, seeds, &s, out, lp, NULL, lens), 0);
+    /* Row 2 alone (shorter padded width), then rows {3, 2} in a new order. */
+    int32_t p1[4] = {30, 31, 32, 33};
+    int l1 = 4;
+    uint64_t sd1 = 9;
+    int32_t o1[GN];
+    float lp1[GN];
+    int len1;
+    assert_int_equal(rl_lm_generate(m, 1, 4, p1, &l1, &sd1, &s, o1, lp1, NULL, &len1), 0);
+    assert_int_equal(len1, lens[2]);
+    assert_memory_equal(o1, out + 2 * GN, sizeof o1);
+    for (int j = 0; j < GN; j++)
+        assert_float_equal(lp1[j], lp[2 * GN + j], 1e-5);
+    int32_t p2[2 * GP];
+    memcpy(p2, s_prompts + 3 * GP, sizeof(int32_t) * GP);
+    memcpy(p2 + GP, s_prompts + 2 * GP, sizeof(int32_t) * GP);
+    int l2[2] = {s_plen[3], s_plen[2]};
+    uint64_t sd2[2] = {10, 9};
+    int32_t o2[2 * GN];
+    int len2[2];
+    assert_int_equal(rl_lm_generate(m, 2, GP, p2, l2, sd2, &s, o2, NULL, NULL, len2), 0);
+    assert_memory_equal(o2, out + 3 * GN, sizeof(int32_t) * GN);
+    assert_memory_equal(o2 + GN, out + 2 * GN, sizeof(int32_t) * GN);
+    /* A different row seed gives a different sample. */
+    sd1 = 12345;
+    int32_t o3[GN];
+    assert_int_equal(rl_lm_generate(m, 1, 4, p1, &l1, &sd1, &s, o3, NULL, NULL, &len1), 0);
+    assert_true(memcmp(o3, o1, sizeof o1) != 0);
+    rl_lm_free(m);
+}
+
+static void test_generate_stops_at_max_seq_len(void **state)
+{
+    (void)state;
+    rl_lm *m = s_small_model(); /* max_seq_len 40 */
+    rl_lm_sampling s;
+    rl_lm_sampling_default(&s);
+    s.max_new_tokens = 50;
+    int32_t prompt[30] = {1};
+    int plen = 30;
+    int32_t out[50];
+    int len;
+    assert_int_equal(rl_lm_generate(m, 1, 30, prompt, &plen, NULL, &s, out, NULL, NULL, &len), 0);
+    assert_int_equal(len, 10);
+    rl_lm_free(m);
+}
+
+static void test_config_and_argument_errors(void **state)
+{
+    (void)state;
+    rl_lm_config c = s_small_cfg();
+    c.num_kv_heads = 4; /* 6 heads not divisible by 4 */
+    assert_null(rl_lm_new(&c, RL_DEVICE_CPU));
+    assert_non_null(strstr(rl_error_message(), "num_kv_heads"));
+    c = s_small_cfg();
+    c.eos_token_id = 61;
+    assert_int_equal(rl_lm_config_validate(&c), RL_EINVAL);
+    assert_non_null(strstr(rl_error_message(), "eos_token_id"));
+    c = s_small_cfg();
+#ifndef RL_CUDA
+    assert_null(rl_lm_new(&c, RL_DEVICE_CUDA));
+    assert_int_equal(rl_error_code(), RL_EUNSUPPORTED);
+#endif
+    rl_lm *m = s_small_model();
+    int32_t tok[4] = {1, 2, 61, 3};
+    uint8_t mask[4] = {1, 1, 1, 1};
+    assert_int_equal(rl_lm_forward(m, 1, 4, tok, mask, 1.0f, NULL, NULL, NULL), RL_ERANGE);
+    assert_int_equal(rl_lm_backward(m, NULL, NULL, NULL), RL_ESTATE);
+    tok[2] = 5;
+    uint8_t holes[4] = {1, 0, 1, 0};
+    assert_int_equal(rl_lm_forward(m, 1, 4, tok, holes, 1.0f, NULL, NULL, NULL), RL_EINVAL);
+    assert_int_equal(rl_lm_forward(m, 1, 41, tok, NULL, 1.0f, NULL, NULL, NULL), RL_ESHAPE);
+    assert_non_null(rl_lm_param(m, "model.layers.1.self_attn.k_proj.bias"));
+    assert_non_null(rl_lm_param(m, "value_head.bias"));
+    assert_null(rl_lm_param(m, "model.layers.2.mlp.up_proj.weight"));
+    rl_lm_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_golden_qkvbias_tied),
+        cmocka_unit_test(test_golden_untied_value),
+        cmocka_unit_test(test_microbatch_accumulates_full_batch),
+        cmocka_unit_test(test_greedy_equals_forward_argmax),
+        cmocka_unit_test(test_sampled_logp_matches_forward_and_no_cache),
+        cmocka_unit_test(test_row_seed_independent_of_batch),
+        cmocka_unit_test(test_generate_stops_at_max_seq_len),
+        cmocka_unit_test(test_config_and_argument_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
