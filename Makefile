@@ -52,7 +52,7 @@ CU_SRC    := $(sort $(wildcard common/*/*.cu common/*/*/*.cu))
 CU_OBJ    := $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(CU_SRC))
 LIB_OBJ   += $(CU_OBJ)
 CPPFLAGS  += -DRL_CUDA=1 -I$(CUDA_HOME)/include
-LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
+LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
 NVCCFLAGS ?= -O2 -std=c++17 -Xcompiler -fPIC,-Wall -Iinclude \
              -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
 endif

@@ -1,15 +1,42 @@
 /* ops_attn.c — causal grouped-query attention and the log-prob / entropy /
  * cross-entropy heads (see rlrt/nn/ops.h).
  *
- * Attention runs as per-(batch, head) OpenBLAS products with the masked
- * softmax in between as one OpenMP loop over all rows, so BLAS is never called
- * from inside an OpenMP region (the pthread OpenBLAS build would otherwise
- * oversubscribe the cores). */
+ * Attention runs one OpenMP task per (batch, head) (forward) or per
+ * (batch, kv head) (backward), each doing its small products with
+ * single-threaded OpenBLAS and its masked softmax in cache. */
 #include "ops_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Masked causal softmax of one (T,T) score block in place (scores already
+ * scaled); rows with no visible key become 0. */
+static void s_masked_softmax(float *S, const uint8_t *mb, int T)
+{
+    for (int t = 0; t < T; t++) {
+        float *row = S + (size_t)t * T;
+        float m = -INFINITY;
+        for (int s = 0; s <= t; s++)
+            if ((!mb || mb[s]) && row[s] > m)
+                m = row[s];
+        if (m == -INFINITY) { /* no visible key: zero output */
+            memset(row, 0, sizeof(float) * (size_t)T);
+            continue;
+        }
+        double sum = 0.0;
+        for (int s = 0; s <= t; s++) {
+            float e = (!mb || mb[s]) ? expf(row[s] - m) : 0.0f;
+            row[s] = e;
+            sum += e;
+        }
+        float inv = (float)(1.0 / sum);
+        for (int s = 0; s <= t; s++)
+            row[s] *= inv;
+        for (int s = t + 1; s < T; s++)
+            row[s] = 0.0f;
+    }
+}
 
 void rl_attention_forward(float *out, float *att, const float *q, const float *k,
                           const float *v, const uint8_t *mask, int B, int T, int H, int KH,
@@ -18,47 +45,21 @@ void rl_attention_forward(float *out, float *att, const float *q, const float *k
     int rep = H / KH;
     float scale = 1.0f / sqrtf((float)hd);
     int qs = H * hd, ks = KH * hd; /* row strides */
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            const float *qb = q + (size_t)b * T * qs + (size_t)h * hd;
-            const float *kb = k + (size_t)b * T * ks + (size_t)(h / rep) * hd;
-            float *S = att + ((size_t)b * H + h) * T * T;
-            rl_sgemm(0, 1, T, T, hd, scale, qb, qs, kb, ks, 0.0f, S, T);
-        }
-    int64_t rows = (int64_t)B * H * T;
-    RL_OMP_FOR_IF(rows * T > RL_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
-        int t = (int)(r % T);
-        int b = (int)(r / ((int64_t)H * T));
-        float *S = att + r * T;
-        const uint8_t *mb = mask ? mask + (size_t)b * T : NULL;
-        float m = -INFINITY;
-        for (int s = 0; s <= t; s++)
-            if ((!mb || mb[s]) && S[s] > m)
-                m = S[s];
-        if (m == -INFINITY) { /* no visible key: zero output */
-            memset(S, 0, sizeof(float) * (size_t)T);
-            continue;
-        }
-        double sum = 0.0;
-        for (int s = 0; s <= t; s++) {
-            float e = (!mb || mb[s]) ? expf(S[s] - m) : 0.0f;
-            S[s] = e;
-            sum += e;
-        }
-        float inv = (float)(1.0 / sum);
-        for (int s = 0; s <= t; s++)
-            S[s] *= inv;
-        for (int s = t + 1; s < T; s++)
-            S[s] = 0.0f;
+    int tasks = B * H;
+    /* One (batch, head) per task: scores, softmax and P·V stay in cache, and
+     * rl_sgemm runs single-threaded inside the OpenMP region. */
+    RL_OMP_FOR_IF((int64_t)tasks * T * T * hd > RL_PAR_MIN)
+    for (int bh = 0; bh < tasks; bh++) {
+        int b = bh / H, h = bh % H;
+        const float *qb = q + (size_t)b * T * qs + (size_t)h * hd;
+        const float *kb = k + (size_t)b * T * ks + (size_t)(h / rep) * hd;
+        const float *vb = v + (size_t)b * T * ks + (size_t)(h / rep) * hd;
+        float *S = att + (size_t)bh * T * T;
+        rl_sgemm(0, 1, T, T, hd, scale, qb, qs, kb, ks, 0.0f, S, T);
+        s_masked_softmax(S, mask ? mask + (size_t)b * T : NULL, T);
+        rl_sgemm(0, 0, T, hd, T, 1.0f, S, T, vb, ks, 0.0f, out + (size_t)b * T * qs + (size_t)h * hd,
+                 qs);
     }
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            const float *vb = v + (size_t)b * T * ks + (size_t)(h / rep) * hd;
-            const float *S = att + ((size_t)b * H + h) * T * T;
-            float *ob = out + (size_t)b * T * qs + (size_t)h * hd;
-            rl_sgemm(0, 0, T, hd, T, 1.0f, S, T, vb, ks, 0.0f, ob, qs);
-        }
 }
 
 void rl_attention_backward(float *dq, float *dk, float *dv, float *datt, const float *dout,
@@ -68,41 +69,38 @@ void rl_attention_backward(float *dq, float *dk, float *dv, float *datt, const f
     int rep = H / KH;
     float scale = 1.0f / sqrtf((float)hd);
     int qs = H * hd, ks = KH * hd;
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
+    int tasks = B * KH;
+    /* One (batch, kv head) per task: the query heads sharing that kv head add
+     * into the same dk/dv rows, in head order, on one thread. */
+    RL_OMP_FOR_IF((int64_t)tasks * T * T * hd > RL_PAR_MIN)
+    for (int bk = 0; bk < tasks; bk++) {
+        int b = bk / KH, kh = bk % KH;
+        size_t ko = (size_t)b * T * ks + (size_t)kh * hd;
+        for (int h = kh * rep; h < (kh + 1) * rep; h++) {
             size_t qo = (size_t)b * T * qs + (size_t)h * hd;
-            size_t ko = (size_t)b * T * ks + (size_t)(h / rep) * hd;
             const float *P = att + ((size_t)b * H + h) * T * T;
             float *dP = datt + ((size_t)b * H + h) * T * T;
             rl_sgemm(0, 1, T, T, hd, 1.0f, dout + qo, qs, v + ko, ks, 0.0f, dP, T);
             if (dv)
                 rl_sgemm(1, 0, T, hd, T, 1.0f, P, T, dout + qo, qs, 1.0f, dv + ko, ks);
-        }
-    int64_t rows = (int64_t)B * H * T;
-    RL_OMP_FOR_IF(rows * T > RL_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
-        int t = (int)(r % T);
-        const float *P = att + r * T;
-        float *dP = datt + r * T;
-        double dot = 0.0;
-        for (int s = 0; s <= t; s++)
-            dot += (double)dP[s] * P[s];
-        float fd = (float)dot;
-        for (int s = 0; s <= t; s++)
-            dP[s] = P[s] * (dP[s] - fd);
-        for (int s = t + 1; s < T; s++)
-            dP[s] = 0.0f;
-    }
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            size_t qo = (size_t)b * T * qs + (size_t)h * hd;
-            size_t ko = (size_t)b * T * ks + (size_t)(h / rep) * hd;
-            const float *dS = datt + ((size_t)b * H + h) * T * T;
+            for (int t = 0; t < T; t++) {
+                const float *Pr = P + (size_t)t * T;
+                float *dr = dP + (size_t)t * T;
+                double dot = 0.0;
+                for (int s = 0; s <= t; s++)
+                    dot += (double)dr[s] * Pr[s];
+                float fd = (float)dot;
+                for (int s = 0; s <= t; s++)
+                    dr[s] = Pr[s] * (dr[s] - fd);
+                for (int s = t + 1; s < T; s++)
+                    dr[s] = 0.0f;
+            }
             if (dq)
-                rl_sgemm(0, 0, T, hd, T, scale, dS, T, k + ko, ks, 1.0f, dq + qo, qs);
+                rl_sgemm(0, 0, T, hd, T, scale, dP, T, k + ko, ks, 1.0f, dq + qo, qs);
             if (dk)
-                rl_sgemm(1, 0, T, hd, T, scale, dS, T, q + qo, qs, 1.0f, dk + ko, ks);
+                rl_sgemm(1, 0, T, hd, T, scale, dP, T, q + qo, qs, 1.0f, dk + ko, ks);
         }
+    }
 }
 
 /* ---- log-probs, entropy, cross-entropy ---------------------------------- */

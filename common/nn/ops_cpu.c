@@ -11,6 +11,10 @@
 
 static int s_threads = 0; /* 0 = not yet chosen */
 
+/* OpenBLAS always runs single-threaded inside the caller's thread: the only
+ * thread pool is OpenMP's, and large products are split across it by
+ * rl_sgemm. Two pools (OpenMP workers spinning while OpenBLAS's pthreads
+ * wait for a core) cost a scheduler slice per hand-off on a busy machine. */
 int rl_nn_set_threads(int n)
 {
     if (n <= 0) {
@@ -18,24 +22,29 @@ int rl_nn_set_threads(int n)
         n = c > 0 ? (int)c : 1;
     }
     s_threads = n;
-    openblas_set_num_threads(n);
+    openblas_set_num_threads(1);
     return n;
 }
 
 int rl_nn_get_threads(void)
 {
     if (s_threads <= 0) {
-        /* First use: follow OMP_NUM_THREADS (or the core count) and give
-         * OpenBLAS the same number, so the two pools never add up to more
-         * threads than cores. */
-        int n = omp_get_max_threads();
+        int n = omp_get_max_threads(); /* OMP_NUM_THREADS or the core count */
         s_threads = n > 0 ? n : 1;
-        openblas_set_num_threads(s_threads);
+        openblas_set_num_threads(1);
     }
     return s_threads;
 }
 
 /* ---- matrix products ---------------------------------------------------- */
+
+static void s_blas(int transA, int transB, int M, int N, int K, float alpha, const float *A,
+                   int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+                transB ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                ldc);
+}
 
 void rl_sgemm(int transA, int transB, int M, int N, int K, float alpha, const float *A,
               int lda, const float *B, int ldb, float beta, float *C, int ldc)
@@ -48,10 +57,30 @@ void rl_sgemm(int transA, int transB, int M, int N, int K, float alpha, const fl
                 C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
         return;
     }
-    (void)rl_nn_get_threads();
-    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-                transB ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                ldc);
+    int nt = rl_nn_get_threads();
+    if (nt <= 1 || omp_in_parallel() || (double)M * N * K < 4.0e6) {
+        s_blas(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    /* Split the longer of M, N into nt slabs (multiples of 16). Every element
+     * of C is still one single-threaded BLAS dot product over K; the split is a
+     * pure function of the thread count, so results are deterministic. */
+    int alongM = M >= N;
+    int len = alongM ? M : N;
+    int chunk = ((len + nt - 1) / nt + 15) / 16 * 16;
+    int parts = (len + chunk - 1) / chunk;
+    RL_OMP_FOR
+    for (int p = 0; p < parts; p++) {
+        int s0 = p * chunk, s1 = s0 + chunk < len ? s0 + chunk : len;
+        if (alongM) {
+            const float *Ap = transA ? A + s0 : A + (size_t)s0 * lda;
+            s_blas(transA, transB, s1 - s0, N, K, alpha, Ap, lda, B, ldb, beta,
+                   C + (size_t)s0 * ldc, ldc);
+        } else {
+            const float *Bp = transB ? B + (size_t)s0 * ldb : B + s0;
+            s_blas(transA, transB, M, s1 - s0, K, alpha, A, lda, Bp, ldb, beta, C + s0, ldc);
+        }
+    }
 }
 
 /* out (C) += Σ_rows a (N,C), in row order for every column: parallel over

@@ -17,9 +17,12 @@
  *  - Functions never allocate unless stated, never print and cannot fail
  *    (shapes are trusted: the model layer checks them).
  *
- * Threads: rl_nn_set_threads(n) sets OpenMP and OpenBLAS to n threads each.
- * They never run at the same time (a BLAS call is never issued from inside
- * an OpenMP region), so n = number of cores does not oversubscribe.
+ * Threads: one pool only. rl_nn_set_threads(n) sets the OpenMP thread count
+ * used by every kernel and pins OpenBLAS to 1 thread; rl_sgemm splits large
+ * products into n slabs run by the OpenMP threads (each a single-threaded
+ * BLAS call), and attention runs whole (batch, head) tasks per thread. So
+ * n = number of cores never oversubscribes, and there is no hand-off
+ * between two spinning pools. Default: OMP_NUM_THREADS or the core count.
  */
 #ifndef RLRT_NN_OPS_H
 #define RLRT_NN_OPS_H
@@ -31,8 +34,8 @@
 extern "C" {
 #endif
 
-/* Sets the thread count of both OpenMP loops and OpenBLAS (n <= 0: the
- * number of online CPUs). Returns the count now in use. */
+/* Sets the thread count of the kernels (n <= 0: the number of online CPUs)
+ * and pins OpenBLAS to one thread. Returns the count now in use. Process-wide. */
 int rl_nn_set_threads(int n);
 int rl_nn_get_threads(void);
 

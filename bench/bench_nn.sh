@@ -1,0 +1,28 @@
+#!/bin/bash
+# bench_nn.sh — rlrt NN engine vs PyTorch CPU on the same LM config, same
+# thread count, measured in the same run (see bench/bench_nn.c and
+# bench/bench_nn_torch.py). Prints `bench: <name> = <value>` lines, ending with
+#   nn_train_vs_torch  (target >= 1.0)
+#   nn_gen_vs_torch    (target >= 2.0)
+#   nn_gemm_efficiency (target >= 0.6)
+set -u
+BUILD=${BUILD:-build}
+PYTHON=${PYTHON:-/usr/bin/python3}
+export RL_BENCH_THREADS=${RL_BENCH_THREADS:-$(nproc)}
+export OMP_NUM_THREADS=$RL_BENCH_THREADS
+ours=$("$BUILD/bench/bench_nn") || { echo "bench_nn failed"; exit 1; }
+echo "$ours"
+val() { echo "$1" | sed -n "s/^\(bench: \)\?$2 = //p" | head -1; }
+if torch=$("$PYTHON" "$(dirname "$0")/bench_nn_torch.py" 2>&1); then
+    tt=$(val "$torch" torch_train_tokens_per_s)
+    tg=$(val "$torch" torch_gen_tokens_per_s)
+    ot=$(val "$ours" nn_train_tokens_per_s)
+    og=$(val "$ours" nn_gen_tokens_per_s)
+    echo "bench: torch_train_tokens_per_s = $tt"
+    echo "bench: torch_gen_tokens_per_s = $tg"
+    awk -v a="$ot" -v b="$tt" 'BEGIN { printf "bench: nn_train_vs_torch = %.3f\n", a / b }'
+    awk -v a="$og" -v b="$tg" 'BEGIN { printf "bench: nn_gen_vs_torch = %.3f\n", a / b }'
+else
+    echo "bench: nn_train_vs_torch = n/a (PyTorch run failed: $(echo "$torch" | tail -1))"
+    echo "bench: nn_gen_vs_torch = n/a"
+fi
