@@ -107,7 +107,7 @@ static void s_decode_step(rl_lm *m, int n, const int *slot)
             memcpy(vc + at, g->v + (size_t)i * kvd, sizeof(float) * (size_t)kvd);
         }
         int nh = n * H;
-        RL_OMP_FOR_IF((int64_t)nh * (g->pos[0] + 1) * hd > RL_PAR_MIN)
+        RL_OMP_FOR_IF((int64_t)nh * (g->pos[0] + 1) * hd > 8 * RL_PAR_MIN)
         for (int ih = 0; ih < nh; ih++) {
             int i = ih / H, h = ih % H, len = g->pos[i] + 1;
             const float *qv = g->q + (size_t)i * qd + (size_t)h * hd;

@@ -16,6 +16,6 @@
 
 /* Element counts below which a loop stays on one thread (thread start-up
  * costs more than the work). */
-#define RL_PAR_MIN 16384
+#define RL_PAR_MIN (1 << 17)
 
 #endif
