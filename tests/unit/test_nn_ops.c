@@ -373,6 +373,56 @@ static void test_attention_backward(void **state)
     free(dv); free(datt);
 }
 
+/* T = 70 spans two causal row blocks: compare with a naive double-precision
+ * attention, then finite differences on a subset of inputs. */
+static void test_attention_blocks_naive(void **state)
+{
+    (void)state;
+    int B = 2, T = 70, H = 2, KH = 1, hd = 4;
+    int64_t nq = (int64_t)B * T * H * hd, nk = (int64_t)B * T * KH * hd;
+    uint8_t *mask = calloc((size_t)B * T, 1);
+    for (int t = 0; t < T; t++) {
+        mask[t] = 1;
+        mask[T + t] = t < 66;
+    }
+    att_ctx a = {s_rand(nq, 1), s_rand(nk, 1), s_rand(nk, 1), s_zeros((int64_t)B * H * T * T),
+                 mask, B, T, H, KH, hd};
+    float *out = s_zeros(nq);
+    rl_attention_forward(out, a.att, a.q, a.k, a.v, mask, B, T, H, KH, hd);
+    double sc[70];
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                const float *qv = a.q + ((size_t)(b * T + t) * H + h) * hd;
+                double mx = -INFINITY, sum = 0;
+                for (int s2 = 0; s2 <= t; s2++) {
+                    const float *kv = a.k + (size_t)(b * T + s2) * KH * hd;
+                    double d = 0;
+                    for (int e = 0; e < hd; e++)
+                        d += (double)qv[e] * kv[e];
+                    sc[s2] = mask[b * T + s2] ? d / 2.0 : -INFINITY; /* sqrt(hd) = 2 */
+                    mx = sc[s2] > mx ? sc[s2] : mx;
+                }
+                for (int s2 = 0; s2 <= t; s2++)
+                    sum += exp(sc[s2] - mx);
+                for (int e = 0; e < hd; e++) {
+                    double o = 0;
+                    for (int s2 = 0; s2 <= t; s2++)
+                        o += exp(sc[s2] - mx) / sum * a.v[(size_t)(b * T + s2) * KH * hd + e];
+                    assert_float_equal(out[((size_t)(b * T + t) * H + h) * hd + e], o, 2e-5);
+                }
+            }
+    float *r = s_rand(nq, 1), *dq = s_zeros(nq), *dk = s_zeros(nk), *dv = s_zeros(nk);
+    float *datt = s_zeros((int64_t)B * H * T * T);
+    rl_attention_backward(dq, dk, dv, datt, r, a.att, a.q, a.k, a.v, B, T, H, KH, hd);
+    /* FD on batch row 0 (its inputs are the first half of each array). */
+    s_fd("attention(T=70) dq", att_f, &a, a.q, nq / 2, dq, r, nq);
+    s_fd("attention(T=70) dk", att_f, &a, a.k, nk / 2, dk, r, nq);
+    s_fd("attention(T=70) dv", att_f, &a, a.v, nk / 2, dv, r, nq);
+    free(a.q); free(a.k); free(a.v); free(a.att); free(out); free(r); free(dq); free(dk);
+    free(dv); free(datt); free(mask);
+}
+
 /* ---- log-probs, entropy, cross-entropy -------------------------------------------- */
 
 typedef struct { float *logits; int32_t *tgt; int N, V; float it; int which; } lp_ctx;
@@ -464,6 +514,7 @@ int main(void)
         cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_attention_values),
         cmocka_unit_test(test_attention_backward),
+        cmocka_unit_test(test_attention_blocks_naive),
         cmocka_unit_test(test_logprob_entropy),
         cmocka_unit_test(test_device_table),
     };
