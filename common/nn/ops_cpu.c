@@ -363,7 +363,31 @@ void rl_swiglu_backward(float *dgate, float *dup, const float *dout, const float
 /* ---- RoPE ---------------------------------------------------------------- */
 
 /* Angles are computed in double from the position so long sequences keep
- * full float precision; cos/sin are shared by all heads of a row. */
+ * full float precision. cos/sin are shared by all heads of a row, and by all
+ * rows at the same position when positions are few (a batch of sequences):
+ * then one table of (max position + 1) rows is built per call. */
+static void s_rope_row(float *y, const float *x, const float *cs, const float *sn, int H,
+                       int hd, int accumulate)
+{
+    int half = hd / 2;
+    for (int h = 0; h < H; h++) {
+        const float *xh = x + (size_t)h * hd;
+        float *yh = y + (size_t)h * hd;
+        for (int i = 0; i < half; i++) {
+            float x1 = xh[i], x2 = xh[i + half];
+            float y1 = x1 * cs[i] - x2 * sn[i];
+            float y2 = x2 * cs[i] + x1 * sn[i];
+            if (accumulate) {
+                yh[i] += y1;
+                yh[i + half] += y2;
+            } else {
+                yh[i] = y1;
+                yh[i + half] = y2;
+            }
+        }
+    }
+}
+
 static void s_rope(float *out, const float *inp, const int32_t *pos, int N, int H, int hd,
                    float theta, int inverse, int accumulate)
 {
@@ -373,30 +397,43 @@ static void s_rope(float *out, const float *inp, const int32_t *pos, int N, int 
         return; /* cannot happen for sane sizes; output left as is */
     for (int i = 0; i < half; i++)
         inv_freq[i] = pow((double)theta, -2.0 * i / hd);
-    RL_OMP_FOR_IF((int64_t)N * H * hd > RL_PAR_MIN)
-    for (int n = 0; n < N; n++) {
-        float cs[512], sn[512]; /* hd/2 <= 512 (checked by the model) */
-        double p = pos ? (double)pos[n] : (double)n;
-        for (int i = 0; i < half && i < 512; i++) {
-            double a = p * inv_freq[i];
-            cs[i] = (float)cos(a);
-            sn[i] = (float)(inverse ? -sin(a) : sin(a));
-        }
-        for (int h = 0; h < H; h++) {
-            const float *x = inp + ((size_t)n * H + h) * hd;
-            float *y = out + ((size_t)n * H + h) * hd;
+    double sgn = inverse ? -1.0 : 1.0;
+    int64_t maxpos = N - 1;
+    if (pos) {
+        maxpos = 0;
+        for (int n = 0; n < N; n++)
+            maxpos = pos[n] > maxpos ? pos[n] : maxpos;
+    }
+    float *tab = NULL;
+    if (maxpos + 1 <= N / 2 || (!pos && N > 1))
+        tab = malloc(sizeof(float) * (size_t)(maxpos + 1) * (size_t)hd);
+    if (tab) {
+        RL_OMP_FOR_IF((maxpos + 1) * half > RL_PAR_MIN / 8)
+        for (int64_t p = 0; p <= maxpos; p++)
             for (int i = 0; i < half; i++) {
-                float x1 = x[i], x2 = x[i + half];
-                float y1 = x1 * cs[i] - x2 * sn[i];
-                float y2 = x2 * cs[i] + x1 * sn[i];
-                if (accumulate) {
-                    y[i] += y1;
-                    y[i + half] += y2;
-                } else {
-                    y[i] = y1;
-                    y[i + half] = y2;
-                }
+                double a = (double)p * inv_freq[i];
+                tab[p * hd + i] = (float)cos(a);
+                tab[p * hd + half + i] = (float)(sgn * sin(a));
             }
+        RL_OMP_FOR_IF((int64_t)N * H * hd > RL_PAR_MIN)
+        for (int n = 0; n < N; n++) {
+            const float *t = tab + (size_t)(pos ? pos[n] : n) * hd;
+            s_rope_row(out + (size_t)n * H * hd, inp + (size_t)n * H * hd, t, t + half, H, hd,
+                       accumulate);
+        }
+        free(tab);
+    } else {
+        RL_OMP_FOR_IF((int64_t)N * H * hd > RL_PAR_MIN)
+        for (int n = 0; n < N; n++) {
+            float cs[512], sn[512]; /* hd/2 <= 512 (checked by the model) */
+            double p = pos ? (double)pos[n] : (double)n;
+            for (int i = 0; i < half && i < 512; i++) {
+                double a = p * inv_freq[i];
+                cs[i] = (float)cos(a);
+                sn[i] = (float)(sgn * sin(a));
+            }
+            s_rope_row(out + (size_t)n * H * hd, inp + (size_t)n * H * hd, cs, sn, H, hd,
+                       accumulate);
         }
     }
     free(inv_freq);
