@@ -118,23 +118,26 @@ static void s_decode_step(rl_lm *m, int n, const int *slot)
             for (int s = 0; s < len; s++) {
                 const float *kr = kb + (size_t)s * kvd;
                 float dot = 0.0f;
+                RL_SIMD_SUM(dot)
                 for (int e = 0; e < hd; e++)
                     dot += qv[e] * kr[e];
                 sc[s] = dot * scale;
                 mx = sc[s] > mx ? sc[s] : mx;
             }
-            double sum = 0.0;
+            float sum = 0.0f;
+            RL_SIMD_SUM(sum)
             for (int s = 0; s < len; s++) {
-                sc[s] = expf(sc[s] - mx);
+                sc[s] = rl_fast_expf(sc[s] - mx);
                 sum += sc[s];
             }
-            float inv = (float)(1.0 / sum);
+            float inv = 1.0f / sum;
             float *out = g->atty + (size_t)i * qd + (size_t)h * hd;
             for (int e = 0; e < hd; e++)
                 out[e] = 0.0f;
             for (int s = 0; s < len; s++) {
                 float p = sc[s] * inv;
                 const float *vr = vb + (size_t)s * kvd;
+                RL_SIMD
                 for (int e = 0; e < hd; e++)
                     out[e] += p * vr[e];
             }

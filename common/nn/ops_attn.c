@@ -18,20 +18,40 @@ static void s_masked_softmax(float *S, const uint8_t *mb, int r0, int r1, int T)
     for (int t = r0; t < r1; t++) {
         float *row = S + (size_t)(t - r0) * T;
         float m = -INFINITY;
-        for (int s = 0; s <= t; s++)
-            if ((!mb || mb[s]) && row[s] > m)
-                m = row[s];
+        if (mb) {
+            RL_PRAGMA(omp simd reduction(max : m))
+            for (int s = 0; s <= t; s++) {
+                float v = rl_selectf(mb[s], row[s], -INFINITY);
+                m = v > m ? v : m;
+            }
+        } else {
+            RL_PRAGMA(omp simd reduction(max : m))
+            for (int s = 0; s <= t; s++)
+                m = row[s] > m ? row[s] : m;
+        }
         if (m == -INFINITY) { /* no visible key: zero output */
             memset(row, 0, sizeof(float) * (size_t)T);
             continue;
         }
-        double sum = 0.0;
-        for (int s = 0; s <= t; s++) {
-            float e = (!mb || mb[s]) ? expf(row[s] - m) : 0.0f;
-            row[s] = e;
-            sum += e;
+        float sum = 0.0f;
+        if (mb) {
+            RL_SIMD_SUM(sum)
+            for (int s = 0; s <= t; s++) {
+                float e = rl_fast_expf(row[s] - m);
+                e = rl_selectf(mb[s], e, 0.0f);
+                row[s] = e;
+                sum += e;
+            }
+        } else {
+            RL_SIMD_SUM(sum)
+            for (int s = 0; s <= t; s++) {
+                float e = rl_fast_expf(row[s] - m);
+                row[s] = e;
+                sum += e;
+            }
         }
-        float inv = (float)(1.0 / sum);
+        float inv = 1.0f / sum;
+        RL_SIMD
         for (int s = 0; s <= t; s++)
             row[s] *= inv;
         for (int s = t + 1; s < T; s++)
@@ -99,12 +119,13 @@ void rl_attention_backward(float *dq, float *dk, float *dv, float *datt, const f
                 for (int t = r0; t < r1; t++) {
                     const float *Pr = P + (size_t)(t - r0) * T;
                     float *dr = dP + (size_t)(t - r0) * T;
-                    double dot = 0.0;
+                        float dot = 0.0f;
+                    RL_SIMD_SUM(dot)
                     for (int s = 0; s <= t; s++)
-                        dot += (double)dr[s] * Pr[s];
-                    float fd = (float)dot;
+                        dot += dr[s] * Pr[s];
+                    RL_SIMD
                     for (int s = 0; s <= t; s++)
-                        dr[s] = Pr[s] * (dr[s] - fd);
+                        dr[s] = Pr[s] * (dr[s] - dot);
                     for (int s = t + 1; s < r1; s++)
                         dr[s] = 0.0f;
                 }
@@ -126,16 +147,19 @@ void rl_logprob_forward(float *logp, float *entropy, float *lse, const float *lo
     for (int n = 0; n < N; n++) {
         const float *z = logits + (size_t)n * V;
         float m = -INFINITY;
+        RL_PRAGMA(omp simd reduction(max : m))
         for (int j = 0; j < V; j++)
             m = z[j] > m ? z[j] : m;
         m *= inv_temp;
-        /* s = Σ e^(a-m), sa = Σ e^(a-m)·(a-m): one exp per element. */
+        /* s = Σ e^(a-m), sa = Σ e^(a-m)·(a-m): one exp per element, sums in
+         * double (vocabularies run to 10^5). */
         double s = 0.0, sa = 0.0;
+        RL_PRAGMA(omp simd reduction(+ : s, sa))
         for (int j = 0; j < V; j++) {
             float d = z[j] * inv_temp - m;
-            double e = expf(d);
+            float e = rl_fast_expf(d);
             s += e;
-            sa += e * d;
+            sa += (double)(e * d);
         }
         double l = m + log(s);
         if (lse)
@@ -164,9 +188,10 @@ void rl_logprob_backward(float *dlogits, const float *dlogp, const float *dentro
             gl = 0.0f;
         float l = lse[n], H = (ge != 0.0f) ? entropy[n] : 0.0f;
         /* d logp/da_j = δ_jy − p_j;  dH/da_j = −p_j (log p_j + H). */
+        RL_SIMD
         for (int j = 0; j < V; j++) {
             float lp = z[j] * inv_temp - l;
-            float p = expf(lp);
+            float p = rl_fast_expf(lp);
             float g = -gl * p - ge * p * (lp + H);
             d[j] = g * inv_temp;
         }

@@ -233,13 +233,15 @@ void rl_softmax_forward(float *out, const float *inp, int N, int C)
         float m = -INFINITY;
         for (int c = 0; c < C; c++)
             m = x[c] > m ? x[c] : m;
-        double s = 0.0;
+        float s = 0.0f;
+        RL_SIMD_SUM(s)
         for (int c = 0; c < C; c++) {
-            float e = expf(x[c] - m);
+            float e = rl_fast_expf(x[c] - m);
             y[c] = e;
             s += e;
         }
-        float inv = (float)(1.0 / s);
+        float inv = 1.0f / s;
+        RL_SIMD
         for (int c = 0; c < C; c++)
             y[c] *= inv;
     }
@@ -270,11 +272,13 @@ void rl_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *
         const float *x = inp + (size_t)n * C;
         float *y = out + (size_t)n * C;
         double ss = 0.0;
+        RL_SIMD_SUM(ss)
         for (int c = 0; c < C; c++)
             ss += (double)x[c] * x[c];
         float r = (float)(1.0 / sqrt(ss / C + (double)eps));
         if (rstd)
             rstd[n] = r;
+        RL_SIMD
         for (int c = 0; c < C; c++)
             y[c] = x[c] * r * w[c];
     }
@@ -290,9 +294,11 @@ void rl_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float 
             float *d = dinp + (size_t)n * C;
             float r = rstd[n];
             double dot = 0.0; /* Σ g·w·x */
+            RL_SIMD_SUM(dot)
             for (int c = 0; c < C; c++)
-                dot += (double)g[c] * w[c] * x[c];
+                dot += (double)(g[c] * w[c]) * x[c];
             float k = (float)(dot * r * r * r / C);
+            RL_SIMD
             for (int c = 0; c < C; c++)
                 d[c] += g[c] * w[c] * r - k * x[c];
         }
@@ -309,6 +315,7 @@ void rl_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float 
             for (int n = 0; n < N; n++) {
                 const float *x = inp + (size_t)n * C, *g = dout + (size_t)n * C;
                 float r = rstd[n];
+                RL_SIMD
                 for (int c = c0; c < c1; c++)
                     acc[c - c0] += g[c] * x[c] * r;
             }
@@ -320,18 +327,18 @@ void rl_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float 
 
 /* ---- SiLU / SwiGLU ------------------------------------------------------- */
 
-static inline float s_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+static inline float s_sigmoid(float x) { return 1.0f / (1.0f + rl_fast_expf(-x)); }
 
 void rl_silu_forward(float *out, const float *inp, int64_t n)
 {
-    RL_OMP_FOR_IF(n > RL_PAR_MIN)
+    RL_OMP_FOR_SIMD_IF(n > RL_PAR_MIN)
     for (int64_t i = 0; i < n; i++)
         out[i] = inp[i] * s_sigmoid(inp[i]);
 }
 
 void rl_silu_backward(float *dinp, const float *dout, const float *inp, int64_t n)
 {
-    RL_OMP_FOR_IF(n > RL_PAR_MIN)
+    RL_OMP_FOR_SIMD_IF(n > RL_PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
         float x = inp[i], s = s_sigmoid(x);
         dinp[i] += dout[i] * s * (1.0f + x * (1.0f - s));
@@ -340,7 +347,7 @@ void rl_silu_backward(float *dinp, const float *dout, const float *inp, int64_t 
 
 void rl_swiglu_forward(float *out, const float *gate, const float *up, int64_t n)
 {
-    RL_OMP_FOR_IF(n > RL_PAR_MIN)
+    RL_OMP_FOR_SIMD_IF(n > RL_PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
         float g = gate[i];
         out[i] = g * s_sigmoid(g) * up[i];
@@ -350,6 +357,15 @@ void rl_swiglu_forward(float *out, const float *gate, const float *up, int64_t n
 void rl_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                         const float *up, int64_t n)
 {
+    if (dgate && dup) {
+        RL_OMP_FOR_SIMD_IF(n > RL_PAR_MIN)
+        for (int64_t i = 0; i < n; i++) {
+            float g = gate[i], s = s_sigmoid(g);
+            dgate[i] += dout[i] * up[i] * s * (1.0f + g * (1.0f - s));
+            dup[i] += dout[i] * g * s;
+        }
+        return;
+    }
     RL_OMP_FOR_IF(n > RL_PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
         float g = gate[i], s = s_sigmoid(g), silu = g * s;
