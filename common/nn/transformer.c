@@ -514,7 +514,6 @@ int rl_lm_forward_backward(rl_lm *m, int B, int T, const int32_t *tokens,
         rc = rl_lm_forward(m, nb, Tm, tok, msk, temperature, tlp, ten, vh ? tva : NULL);
         if (rc < 0)
             break;
-        size_t n = (size_t)nb * T;
         memset(buf, 0, sizeof(float) * 6 * full);
         for (int b = 0; b < nb; b++)
             for (int t = 0; t < Tm; t++) {
@@ -522,7 +521,6 @@ int rl_lm_forward_backward(rl_lm *m, int B, int T, const int32_t *tokens,
                 en[(size_t)b * T + t] = ten[(size_t)b * Tm + t];
                 va[(size_t)b * T + t] = vh ? tva[(size_t)b * Tm + t] : 0.0f;
             }
-        (void)n;
         rc = fn(ctx, r0, nb, T, lp, en, vh ? va : NULL, dlp, den, vh ? dva : NULL, &total);
         if (rc < 0)
             break;

@@ -425,6 +425,110 @@ static void test_row_seed_independent_of_batch(void **state)
     rl_lm_free(m);
 }
 
+/* top_k = 1 keeps only the argmax: same tokens as greedy whatever the seed. */
+static void test_top_k_one_is_greedy(void **state)
+{
+    (void)state;
+    rl_lm *m = s_small_model();
+    rl_lm_sampling s;
+    rl_lm_sampling_default(&s);
+    s.max_new_tokens = GN;
+    s.greedy = 1;
+    int32_t g[GB * GN], k1[GB * GN];
+    int lg[GB], lk[GB];
+    assert_int_equal(rl_lm_generate(m, GB, GP, s_prompts, s_plen, NULL, &s, g, NULL, NULL, lg), 0);
+    s.greedy = 0;
+    s.top_k = 1;
+    s.temperature = 1.3f;
+    s.seed = 77;
+    assert_int_equal(rl_lm_generate(m, GB, GP, s_prompts, s_plen, NULL, &s, k1, NULL, NULL, lk), 0);
+    assert_memory_equal(g, k1, sizeof g);
+    /* A tiny top_p keeps only the most likely token too. */
+    s.top_k = 0;
+    s.top_p = 1e-6f;
+    assert_int_equal(rl_lm_generate(m, GB, GP, s_prompts, s_plen, NULL, &s, k1, NULL, NULL, lk), 0);
+    assert_memory_equal(g, k1, sizeof g);
+    rl_lm_free(m);
+}
+
+/* The sampler draws from softmax(logits/temperature) (restricted and
+ * renormalised to the top-k): 20000 one-token samples of the same prompt
+ * under different row seeds match the probabilities: every token within 4.5
+ * standard errors, and Pearson's χ² below df + 6·sqrt(2·df). */
+static void test_sampling_frequencies(void **state)
+{
+    (void)state;
+    rl_lm *m = s_small_model();
+    enum { R = 20000, V = 61 };
+    int32_t prompt[2] = {5, 9};
+    uint8_t mask[2] = {1, 1};
+    assert_int_equal(rl_lm_forward(m, 1, 2, prompt, mask, 1.0f, NULL, NULL, NULL), 0);
+    const float *z = rl_lm_logits(m) + V; /* position 1 predicts the next token */
+    float temp = 0.7f;
+    double p[V], mx = -1e30, sum = 0;
+    for (int v = 0; v < V; v++)
+        mx = z[v] / temp > mx ? z[v] / temp : mx;
+    for (int v = 0; v < V; v++)
+        sum += (p[v] = exp(z[v] / temp - mx));
+    for (int v = 0; v < V; v++)
+        p[v] /= sum;
+    int32_t *prompts = malloc(sizeof(int32_t) * 2 * R);
+    int *plen = malloc(sizeof(int) * R), *lens = malloc(sizeof(int) * R);
+    uint64_t *seeds = malloc(sizeof(uint64_t) * R);
+    int32_t *out = malloc(sizeof(int32_t) * R);
+    for (int r = 0; r < R; r++) {
+        prompts[2 * r] = 5;
+        prompts[2 * r + 1] = 9;
+        plen[r] = 2;
+        seeds[r] = 1000 + (uint64_t)r;
+    }
+    rl_lm_sampling s;
+    rl_lm_sampling_default(&s);
+    s.max_new_tokens = 1;
+    s.temperature = temp;
+    s.seed = 5;
+    for (int pass = 0; pass < 2; pass++) {
+        double q[V];
+        memcpy(q, p, sizeof q);
+        if (pass == 1) { /* top-3, renormalised */
+            s.top_k = 3;
+            int top[3] = {-1, -1, -1};
+            for (int k = 0; k < 3; k++)
+                for (int v = 0; v < V; v++) {
+                    int used = 0;
+                    for (int j = 0; j < k; j++)
+                        used |= top[j] == v;
+                    if (!used && (top[k] < 0 || p[v] > p[top[k]]))
+                        top[k] = v;
+                }
+            double zk = p[top[0]] + p[top[1]] + p[top[2]];
+            for (int v = 0; v < V; v++)
+                q[v] = (v == top[0] || v == top[1] || v == top[2]) ? p[v] / zk : 0.0;
+        }
+        assert_int_equal(rl_lm_generate(m, R, 2, prompts, plen, seeds, &s, out, NULL, NULL, lens), 0);
+        int cnt[V] = {0};
+        for (int r = 0; r < R; r++)
+            cnt[out[r]]++;
+        double chi2 = 0;
+        int df = -1;
+        for (int v = 0; v < V; v++) {
+            double f = (double)cnt[v] / R, se = sqrt(q[v] * (1 - q[v]) / R);
+            if (q[v] == 0.0) {
+                assert_int_equal(cnt[v], 0);
+                continue;
+            }
+            if (fabs(f - q[v]) > 4.5 * se + 1e-3)
+                fail_msg("pass %d token %d: frequency %.4f vs probability %.4f", pass, v, f, q[v]);
+            chi2 += (cnt[v] - R * q[v]) * (cnt[v] - R * q[v]) / (R * q[v]);
+            df++;
+        }
+        if (chi2 > df + 6 * sqrt(2.0 * df))
+            fail_msg("pass %d: chi2 %.1f with %d degrees of freedom", pass, chi2, df);
+    }
+    free(prompts); free(plen); free(lens); free(seeds); free(out);
+    rl_lm_free(m);
+}
+
 static void test_generate_stops_at_max_seq_len(void **state)
 {
     (void)state;
@@ -481,6 +585,8 @@ int main(void)
         cmocka_unit_test(test_greedy_equals_forward_argmax),
         cmocka_unit_test(test_sampled_logp_matches_forward_and_no_cache),
         cmocka_unit_test(test_row_seed_independent_of_batch),
+        cmocka_unit_test(test_top_k_one_is_greedy),
+        cmocka_unit_test(test_sampling_frequencies),
         cmocka_unit_test(test_generate_stops_at_max_seq_len),
         cmocka_unit_test(test_config_and_argument_errors),
     };
