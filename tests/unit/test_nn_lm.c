@@ -452,7 +452,7 @@ static void test_top_k_one_is_greedy(void **state)
 }
 
 /* The sampler draws from softmax(logits/temperature) (restricted and
- * renormalised to the top-k): 20000 one-token samples of the same prompt
+ * renormalised to the top-k or the top-p nucleus): 20000 one-token samples of the same prompt
  * under different row seeds match the probabilities: every token within 4.5
  * standard errors, and Pearson's χ² below df + 6·sqrt(2·df). */
 static void test_sampling_frequencies(void **state)
@@ -487,9 +487,25 @@ static void test_sampling_frequencies(void **state)
     s.max_new_tokens = 1;
     s.temperature = temp;
     s.seed = 5;
-    for (int pass = 0; pass < 2; pass++) {
+    for (int pass = 0; pass < 3; pass++) {
         double q[V];
         memcpy(q, p, sizeof q);
+        if (pass == 2) { /* top-p 0.8: the smallest most-likely set with mass >= 0.8 */
+            s.top_k = 0;
+            s.top_p = 0.8f;
+            int used[V] = {0};
+            double cum = 0;
+            while (cum < 0.8) {
+                int best = -1;
+                for (int v = 0; v < V; v++)
+                    if (!used[v] && (best < 0 || p[v] > p[best]))
+                        best = v;
+                used[best] = 1;
+                cum += p[best];
+            }
+            for (int v = 0; v < V; v++)
+                q[v] = used[v] ? p[v] / cum : 0.0;
+        }
         if (pass == 1) { /* top-3, renormalised */
             s.top_k = 3;
             int top[3] = {-1, -1, -1};
