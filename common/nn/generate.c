@@ -285,7 +285,8 @@ static int s_full_step(rl_lm *m, int n, const int *rows, const int32_t *seq, int
     free(msk);
     if (rc < 0)
         return rc;
-    rl_lm_forward_raw(m, n, T);
+    if ((rc = rl_lm_forward_raw(m, n, T)) < 0)
+        return rc;
     int V = m->cfg.vocab_size;
     for (int i = 0; i < n; i++)
         memcpy(logits_out + (size_t)i * V,
@@ -363,7 +364,8 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
         if ((rc = rl_lm_reserve(m, B, P)) < 0 ||
             (rc = rl_lm_prepare(m, B, P, prompts, pmask, P)) < 0)
             goto done;
-        rl_lm_forward_raw(m, B, P);
+        if ((rc = rl_lm_forward_raw(m, B, P)) < 0)
+            goto done;
         int64_t N = (int64_t)B * P;
         int kvd = m->kvd;
         for (int l = 0; l < c->num_layers; l++)
