@@ -99,14 +99,14 @@ int main(int argc, char **argv)
         tbest = dt < tbest ? dt : tbest;
     }
     /* GEMM FLOPs actually issued: linear layers 6·N·(params in matmuls), plus
-     * attention: QKᵀ and PV forward, four products backward, each over the
+     * attention: QKᵀ and PV forward, five backward (QKᵀ recomputed), each over the
      * causal row blocks of 64 (rows [r0,r1) against keys [0,r1)). */
     int64_t d = 256, I = 768, V = 512, L = 4, qd = 256, kvd = 64, H = 8, hd = 32;
     double lin = (double)L * (d * qd + 2 * d * kvd + qd * d + 3 * d * I) + (double)V * d;
     double tri = 0;
     for (int r0 = 0; r0 < T; r0 += 64)
         tri += (double)(r0 + 64 < T ? 64 : T - r0) * (r0 + 64 < T ? r0 + 64 : T);
-    double attn = (double)L * B * H * tri * hd * 2.0 * (2 + 4);
+    double attn = (double)L * B * H * tri * hd * 2.0 * (2 + 5);
     double flops = 6.0 * N * lin + attn;
     double train_gflops = flops / tbest / 1e9;
 
