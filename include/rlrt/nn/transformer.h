@@ -30,6 +30,17 @@
  *   values[b,t]  = value head on the hidden state at t-1
  * They are 0 at t = 0 and wherever attn_mask[b,t] = 0.
  *
+ * Memory: the training forward keeps O(L·B·T·(4d + 3I)) activations plus
+ * the (B,T,V) logits and their gradient; attention keeps only a (B,H,T)
+ * log-sum-exp per layer (probabilities are recomputed in the backward).
+ * Micro-batch (rl_lm_forward_backward) to bound it.
+ *
+ * Determinism: for a given thread count (rl_nn_set_threads) every result is
+ * bit-reproducible; different thread counts agree to float rounding.
+ *
+ * Not supported (yet): head_dim != hidden_size / num_heads, RoPE scaling
+ * (Llama 3 / YaRN), sliding-window attention, left padding.
+ *
  * Ownership: rl_lm_new() returns a model that owns its manifest, parameter
  * and gradient buffers (zeroed) and activation scratch; rl_lm_free() frees
  * them. Pointers from rl_lm_params()/rl_lm_grads() stay valid for the
