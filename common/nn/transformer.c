@@ -319,26 +319,27 @@ int rl_lm_prepare(rl_lm *m, int B, int T, const int32_t *tokens, const uint8_t *
     rl_lm_acts *a = &m->a;
     int V = m->cfg.vocab_size;
     for (int b = 0; b < B; b++) {
-        int seen_pad = 0;
+        int state = 0, seen = 0; /* state: 0 before the real tokens, 1 in, 2 after */
         for (int t = 0; t < T; t++) {
             int64_t n = (int64_t)b * T + t;
             int32_t tok = tokens[(size_t)b * tstride + t];
             uint8_t mk = mask ? (mask[(size_t)b * tstride + t] != 0) : 1;
-            if (mk && seen_pad)
+            if (mk && state == 2)
                 return rl_error_set(RL_EINVAL,
-                                    "lm: attn_mask row %d is not right-padded (1 after 0 at t=%d)",
+                                    "lm: attn_mask row %d: real tokens are not contiguous (1 after 1..0 at t=%d)",
                                     b, t);
-            seen_pad |= !mk;
+            state = mk ? 1 : (state == 1 ? 2 : state);
             if (mk && (tok < 0 || tok >= V))
                 return rl_error_set(RL_ERANGE, "lm: token [%d,%d] = %d not in [0, %d)", b, t,
                                     (int)tok, V);
             a->tokens[n] = mk ? tok : 0;
             a->mask[n] = mk;
-            a->pos[n] = t;
+            a->pos[n] = seen; /* RoPE position = real tokens before t (HF cumsum − 1) */
+            seen += mk;
         }
         for (int t = 0; t < T; t++) {
             int64_t n = (int64_t)b * T + t;
-            a->target[n] = (t + 1 < T && a->mask[n + 1]) ? a->tokens[n + 1] : -1;
+            a->target[n] = (t + 1 < T && a->mask[n] && a->mask[n + 1]) ? a->tokens[n + 1] : -1;
         }
     }
     return 0;
@@ -501,12 +502,10 @@ int rl_lm_forward_backward(rl_lm *m, int B, int T, const int32_t *tokens,
         int nb = B - r0 < mb ? B - r0 : mb;
         int Tm = 1;
         for (int b = 0; b < nb; b++) {
-            int len = T;
-            if (attn_mask) {
-                len = 0;
-                while (len < T && attn_mask[(size_t)(r0 + b) * T + len])
-                    len++;
-            }
+            int len = T; /* one past the last real token */
+            if (attn_mask)
+                while (len > 0 && !attn_mask[(size_t)(r0 + b) * T + len - 1])
+                    len--;
             Tm = len > Tm ? len : Tm;
         }
         for (int b = 0; b < nb; b++)

@@ -268,6 +268,66 @@ static void test_microbatch_accumulates_full_batch(void **state)
     rl_lm_free(m);
 }
 
+/* The same rows left-padded (verl-style) give the same per-token outputs
+ * (shifted) and the same gradients as right-padded: positions count real
+ * tokens, padding is invisible. */
+static void test_left_padding_matches_right(void **state)
+{
+    (void)state;
+    rl_lm *m = s_small_model();
+    enum { B = 3, T = 9 };
+    int lens[B] = {9, 4, 6};
+    int32_t rt[B * T] = {0}, lt[B * T] = {0};
+    uint8_t rm[B * T] = {0}, lm[B * T] = {0};
+    float coef[B * T];
+    rl_rng g;
+    rl_rng_init(&g, 8, 0);
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < lens[b]; j++) {
+            int32_t tok = (int32_t)rl_rng_below(&g, 61);
+            rt[b * T + j] = tok;
+            rm[b * T + j] = 1;
+            lt[b * T + T - lens[b] + j] = tok;
+            lm[b * T + T - lens[b] + j] = 1;
+        }
+    for (int i = 0; i < B * T; i++)
+        coef[i] = rl_rng_normal(&g);
+    float rlp[B * T], rent[B * T], rval[B * T], llp[B * T], lent[B * T], lval[B * T];
+    float dr[B * T] = {0}, dl[B * T] = {0};
+    int64_t P = rl_lm_num_params(m);
+    float *gr = malloc(sizeof(float) * (size_t)P);
+    rl_lm_zero_grad(m);
+    assert_int_equal(rl_lm_forward(m, B, T, rt, rm, 1.0f, rlp, rent, rval), 0);
+    for (int i = 0; i < B * T; i++)
+        dr[i] = coef[i] * rm[i];
+    assert_int_equal(rl_lm_backward(m, dr, dr, dr), 0);
+    memcpy(gr, rl_lm_grads(m), sizeof(float) * (size_t)P);
+    rl_lm_zero_grad(m);
+    assert_int_equal(rl_lm_forward(m, B, T, lt, lm, 1.0f, llp, lent, lval), 0);
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < T; j++) {
+            int r = b * T + j, l = b * T + (T - lens[b]) + j;
+            if (j >= lens[b]) {
+                assert_float_equal(rlp[r], 0, 0);
+                continue;
+            }
+            assert_float_equal(rlp[r], llp[l], 1e-5);
+            assert_float_equal(rent[r], lent[l], 1e-5);
+            assert_float_equal(rval[r], lval[l], 1e-5);
+            dl[l] = dr[r];
+        }
+    assert_int_equal(rl_lm_backward(m, dl, dl, dl), 0);
+    const float *gl = rl_lm_grads(m);
+    double gmax = 0;
+    for (int64_t i = 0; i < P; i++)
+        gmax = fabs(gr[i]) > gmax ? fabs(gr[i]) : gmax;
+    for (int64_t i = 0; i < P; i++)
+        if (fabs(gr[i] - gl[i]) > 1e-5 * gmax)
+            fail_msg("grad[%lld]: right-padded %g vs left-padded %g", (long long)i, gr[i], gl[i]);
+    free(gr);
+    rl_lm_free(m);
+}
+
 /* Full forward over prompt + generated tokens; returns logp/entropy (B,T). */
 static void s_score(rl_lm *m, int B, int P, const int32_t *prompts, const int *plen, int maxnew,
                     const int32_t *gen, const int *glen, float temp, float *logits_argmax_ok,
@@ -598,6 +658,7 @@ int main(void)
         cmocka_unit_test(test_golden_qkvbias_tied),
         cmocka_unit_test(test_golden_untied_value),
         cmocka_unit_test(test_microbatch_accumulates_full_batch),
+        cmocka_unit_test(test_left_padding_matches_right),
         cmocka_unit_test(test_greedy_equals_forward_argmax),
         cmocka_unit_test(test_sampled_logp_matches_forward_and_no_cache),
         cmocka_unit_test(test_row_seed_independent_of_batch),
