@@ -20,7 +20,7 @@
 
 /* Element counts below which a loop stays on one thread (thread start-up
  * costs more than the work). */
-#define RL_PAR_MIN (1 << 17)
+#define RL_PAR_MIN (1 << 20)
 
 /* ---- vectorisable helpers ------------------------------------------------
  * RL_SIMD asks the compiler to vectorise the next loop (honoured at -O2

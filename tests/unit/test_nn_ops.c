@@ -484,6 +484,56 @@ static void test_logprob_entropy(void **state)
     free(k.logits); free(r); free(lps); free(ents); free(lses); free(dl);
 }
 
+/* Inputs big enough to take the OpenMP paths (thresholds in ops_internal.h)
+ * give the same results on 2 threads as on 1: bitwise for row/element-wise
+ * kernels and attention (each task is computed whole by one thread), to
+ * rounding for the split GEMM. */
+static void test_parallel_paths_match_serial(void **state)
+{
+    (void)state;
+    int keep = rl_nn_get_threads();
+    int N = 4096, C = 320, B = 2, T = 130, H = 8, KH = 2, hd = 64;
+    int64_t n = (int64_t)N * C, nq = (int64_t)B * T * H * hd, nk = (int64_t)B * T * KH * hd;
+    float *x = s_rand(n, 1), *w = s_rand(C, 1), *g = s_rand(n, 1);
+    float *q = s_rand(nq, 1), *k = s_rand(nk, 1), *v = s_rand(nk, 1);
+    int32_t *tgt = malloc(sizeof(int32_t) * N);
+    for (int i = 0; i < N; i++)
+        tgt[i] = (i * 37) % C;
+    float *out[2], *aux[2], *dx[2], *dw[2], *ao[2], *dq[2], *dk[2], *dv[2], *gm[2];
+    for (int r = 0; r < 2; r++) {
+        rl_nn_set_threads(r + 1);
+        out[r] = s_zeros(n); aux[r] = s_zeros(3 * N); dx[r] = s_zeros(n); dw[r] = s_zeros(C);
+        rl_rmsnorm_forward(out[r], aux[r], x, w, 1e-6f, N, C);
+        rl_rmsnorm_backward(dx[r], dw[r], g, x, w, aux[r], N, C);
+        rl_swiglu_backward(dx[r], out[r], g, x, g, n);
+        rl_logprob_forward(aux[r] + N, aux[r] + 2 * N, aux[r], x, tgt, 0.9f, N, C);
+        ao[r] = s_zeros(nq); dq[r] = s_zeros(nq); dk[r] = s_zeros(nk); dv[r] = s_zeros(nk);
+        float *lse = s_zeros((int64_t)B * H * T);
+        assert_int_equal(rl_attention_forward(ao[r], lse, q, k, v, NULL, B, T, H, KH, hd), 0);
+        assert_int_equal(rl_attention_backward(dq[r], dk[r], dv[r], q, lse, q, k, v, NULL, B, T,
+                                               H, KH, hd), 0);
+        free(lse);
+        gm[r] = s_zeros(512 * 640);
+        rl_sgemm(0, 1, 512, 640, 64, 1.0f, x, 64, g, 64, 0.0f, gm[r], 640);
+    }
+    rl_nn_set_threads(keep);
+    assert_memory_equal(out[0], out[1], sizeof(float) * (size_t)n);
+    assert_memory_equal(dx[0], dx[1], sizeof(float) * (size_t)n);
+    assert_memory_equal(dw[0], dw[1], sizeof(float) * (size_t)C);
+    assert_memory_equal(aux[0], aux[1], sizeof(float) * (size_t)(3 * N));
+    assert_memory_equal(ao[0], ao[1], sizeof(float) * (size_t)nq);
+    assert_memory_equal(dq[0], dq[1], sizeof(float) * (size_t)nq);
+    assert_memory_equal(dk[0], dk[1], sizeof(float) * (size_t)nk);
+    assert_memory_equal(dv[0], dv[1], sizeof(float) * (size_t)nk);
+    for (int i = 0; i < 512 * 640; i++)
+        assert_float_equal(gm[0][i], gm[1][i], 1e-4 * (1 + fabsf(gm[0][i])));
+    for (int r = 0; r < 2; r++) {
+        free(out[r]); free(aux[r]); free(dx[r]); free(dw[r]); free(ao[r]); free(dq[r]);
+        free(dk[r]); free(dv[r]); free(gm[r]);
+    }
+    free(x); free(w); free(g); free(q); free(k); free(v); free(tgt);
+}
+
 static void test_device_table(void **state)
 {
     (void)state;
@@ -520,6 +570,7 @@ int main(void)
         cmocka_unit_test(test_attention_backward),
         cmocka_unit_test(test_attention_blocks_naive),
         cmocka_unit_test(test_logprob_entropy),
+        cmocka_unit_test(test_parallel_paths_match_serial),
         cmocka_unit_test(test_device_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
