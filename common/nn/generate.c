@@ -189,15 +189,43 @@ static int s_sample(const float *z, int V, float inv_temp, const rl_lm_sampling 
             }
         }
     } else {
-        for (int j = 0; j < V; j++) {
-            cand[j].p = expf(z[j] * inv_temp - lse);
-            cand[j].id = j;
+        /* Only tokens with p >= tau can be in the top-k / nucleus once they
+         * alone hold k tokens (top-k) or top_p of the mass (top-p): sort just
+         * those, lowering tau until that holds. Exact, and sorts a handful of
+         * tokens instead of the vocabulary. */
+        int kk = s->top_k > 0 && s->top_k < V ? s->top_k : V;
+        float zmax = z[0];
+        for (int j = 1; j < V; j++)
+            zmax = z[j] > zmax ? z[j] : zmax;
+        float tau = expf(zmax * inv_temp - lse) * 1e-4f;
+        int n = 0;
+        double total = 0.0;
+        for (;;) {
+            double mass = 0.0;
+            n = 0;
+            total = 0.0;
+            for (int j = 0; j < V; j++) {
+                float p = expf(z[j] * inv_temp - lse);
+                total += p;
+                if (p >= tau) {
+                    cand[n].p = p;
+                    cand[n++].id = j;
+                    mass += p;
+                }
+            }
+            int ok = s->top_k > 0 ? n >= kk : mass >= (double)s->top_p * total;
+            if (ok || tau == 0.0f)
+                break;
+            tau = tau > 1e-30f ? tau * 1e-4f : 0.0f;
         }
-        qsort(cand, (size_t)V, sizeof *cand, s_cand_cmp);
-        int keep = s->top_k > 0 && s->top_k < V ? s->top_k : V;
+        qsort(cand, (size_t)n, sizeof *cand, s_cand_cmp);
+        int keep = s->top_k > 0 ? kk : n;
         double zk = 0.0;
-        for (int j = 0; j < keep; j++)
-            zk += cand[j].p;
+        if (s->top_k > 0)
+            for (int j = 0; j < keep; j++)
+                zk += cand[j].p;
+        else
+            zk = total;
         if (s->top_p < 1.0f) {
             double cum = 0.0, lim = (double)s->top_p * zk;
             int kp = 0;
@@ -257,7 +285,8 @@ static int s_full_step(rl_lm *m, int n, const int *rows, const int32_t *seq, int
     free(msk);
     if (rc < 0)
         return rc;
-    rl_lm_forward_raw(m, n, T);
+    if ((rc = rl_lm_forward_raw(m, n, T)) < 0)
+        return rc;
     int V = m->cfg.vocab_size;
     for (int i = 0; i < n; i++)
         memcpy(logits_out + (size_t)i * V,
@@ -335,7 +364,8 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
         if ((rc = rl_lm_reserve(m, B, P)) < 0 ||
             (rc = rl_lm_prepare(m, B, P, prompts, pmask, P)) < 0)
             goto done;
-        rl_lm_forward_raw(m, B, P);
+        if ((rc = rl_lm_forward_raw(m, B, P)) < 0)
+            goto done;
         int64_t N = (int64_t)B * P;
         int kvd = m->kvd;
         for (int l = 0; l < c->num_layers; l++)

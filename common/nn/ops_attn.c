@@ -3,35 +3,66 @@
  *
  * Attention runs one OpenMP task per (batch, head) (forward) or per
  * (batch, kv head) (backward), each doing its small products with
- * single-threaded OpenBLAS and its masked softmax in cache. */
+ * single-threaded OpenBLAS and its masked softmax in cache. Only the
+ * per-row log-sum-exp is saved; the backward recomputes the probabilities
+ * block by block (memory O(B·H·T) instead of O(B·H·T²)). */
 #include "ops_internal.h"
 
+#include "rlrt/error.h"
+
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Masked causal softmax in place of score rows [r0, r1) (row t at
- * S + (t − r0)·T, scores already scaled, columns > t never read and set to
- * 0); rows with no visible key become 0. */
-static void s_masked_softmax(float *S, const uint8_t *mb, int r0, int r1, int T)
+/* Causal block size: query rows [r0, r1) only need keys [0, r1), so the
+ * products run per row block and skip the masked upper triangle (≈ 40 % of
+ * the attention FLOPs at T = 256). */
+enum { ATT_BLK = 64 };
+
+/* Per-thread scratch for one row block: two (ATT_BLK, T) score panels. */
+static float *s_scratch(int T, int *nthreads)
+{
+    int nt = rl_nn_get_threads();
+    *nthreads = nt;
+    return malloc(sizeof(float) * 2 * (size_t)ATT_BLK * (size_t)T * (size_t)nt);
+}
+
+/* Scores → probabilities for rows [r0, r1) of one (batch, head), in place in
+ * S (row t at S + (t − r0)·T, columns [0, r1) valid). fwd: softmax, and the
+ * row's log-sum-exp is stored in lse[t] (+inf when no key is visible).
+ * !fwd: P = exp(S − lse[t]) from the forward's lse. Masked and future
+ * columns become 0. */
+static void s_probs(float *S, float *lse, const uint8_t *mb, int r0, int r1, int T, int fwd)
 {
     for (int t = r0; t < r1; t++) {
         float *row = S + (size_t)(t - r0) * T;
-        float m = -INFINITY;
-        if (mb) {
-            RL_PRAGMA(omp simd reduction(max : m))
-            for (int s = 0; s <= t; s++) {
-                float v = rl_selectf(mb[s], row[s], -INFINITY);
-                m = v > m ? v : m;
+        float m, l;
+        if (fwd) {
+            m = -INFINITY;
+            if (mb) {
+                RL_PRAGMA(omp simd reduction(max : m))
+                for (int s = 0; s <= t; s++) {
+                    float v = rl_selectf(mb[s], row[s], -INFINITY);
+                    m = v > m ? v : m;
+                }
+            } else {
+                RL_PRAGMA(omp simd reduction(max : m))
+                for (int s = 0; s <= t; s++)
+                    m = row[s] > m ? row[s] : m;
+            }
+            if (m == -INFINITY) {
+                lse[t] = INFINITY;
+                memset(row, 0, sizeof(float) * (size_t)r1);
+                continue;
             }
         } else {
-            RL_PRAGMA(omp simd reduction(max : m))
-            for (int s = 0; s <= t; s++)
-                m = row[s] > m ? row[s] : m;
-        }
-        if (m == -INFINITY) { /* no visible key: zero output */
-            memset(row, 0, sizeof(float) * (size_t)T);
-            continue;
+            l = lse[t];
+            if (l == INFINITY) {
+                memset(row, 0, sizeof(float) * (size_t)r1);
+                continue;
+            }
+            m = l;
         }
         float sum = 0.0f;
         if (mb) {
@@ -50,28 +81,28 @@ static void s_masked_softmax(float *S, const uint8_t *mb, int r0, int r1, int T)
                 sum += e;
             }
         }
-        float inv = 1.0f / sum;
-        RL_SIMD
-        for (int s = 0; s <= t; s++)
-            row[s] *= inv;
-        for (int s = t + 1; s < T; s++)
+        if (fwd) {
+            float inv = 1.0f / sum;
+            lse[t] = m + logf(sum);
+            RL_SIMD
+            for (int s = 0; s <= t; s++)
+                row[s] *= inv;
+        }
+        for (int s = t + 1; s < r1; s++)
             row[s] = 0.0f;
     }
 }
 
-/* Causal block size: query rows [r0, r1) only need keys [0, r1), so the
- * products run per row block and skip the masked upper triangle (≈ 40 % of
- * the attention FLOPs at T = 256). */
-enum { ATT_BLK = 64 };
-
-void rl_attention_forward(float *out, float *att, const float *q, const float *k,
-                          const float *v, const uint8_t *mask, int B, int T, int H, int KH,
-                          int hd)
+int rl_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                         const uint8_t *mask, int B, int T, int H, int KH, int hd)
 {
     int rep = H / KH;
     float scale = 1.0f / sqrtf((float)hd);
     int qs = H * hd, ks = KH * hd; /* row strides */
-    int tasks = B * H;
+    int tasks = B * H, nt;
+    float *scr = s_scratch(T, &nt);
+    if (!scr)
+        return rl_error_set(RL_ENOMEM, "attention: scratch for T=%d", T);
     /* One (batch, head) per task: scores, softmax and P·V stay in cache, and
      * rl_sgemm runs single-threaded inside the OpenMP region. */
     RL_OMP_FOR_IF((int64_t)tasks * T * T * hd > RL_PAR_MIN)
@@ -81,45 +112,55 @@ void rl_attention_forward(float *out, float *att, const float *q, const float *k
         const float *kb = k + (size_t)b * T * ks + (size_t)(h / rep) * hd;
         const float *vb = v + (size_t)b * T * ks + (size_t)(h / rep) * hd;
         float *ob = out + (size_t)b * T * qs + (size_t)h * hd;
-        float *S = att + (size_t)bh * T * T;
+        float *S = scr + (size_t)omp_get_thread_num() * 2 * ATT_BLK * T;
         for (int r0 = 0; r0 < T; r0 += ATT_BLK) {
             int r1 = r0 + ATT_BLK < T ? r0 + ATT_BLK : T;
-            float *Sb = S + (size_t)r0 * T;
-            rl_sgemm(0, 1, r1 - r0, r1, hd, scale, qb + (size_t)r0 * qs, qs, kb, ks, 0.0f, Sb, T);
-            s_masked_softmax(Sb, mask ? mask + (size_t)b * T : NULL, r0, r1, T);
-            rl_sgemm(0, 0, r1 - r0, hd, r1, 1.0f, Sb, T, vb, ks, 0.0f, ob + (size_t)r0 * qs, qs);
+            rl_sgemm(0, 1, r1 - r0, r1, hd, scale, qb + (size_t)r0 * qs, qs, kb, ks, 0.0f, S, T);
+            s_probs(S, lse + (size_t)bh * T, mask ? mask + (size_t)b * T : NULL, r0, r1, T, 1);
+            rl_sgemm(0, 0, r1 - r0, hd, r1, 1.0f, S, T, vb, ks, 0.0f, ob + (size_t)r0 * qs, qs);
         }
     }
+    free(scr);
+    return 0;
 }
 
-void rl_attention_backward(float *dq, float *dk, float *dv, float *datt, const float *dout,
-                           const float *att, const float *q, const float *k, const float *v,
-                           int B, int T, int H, int KH, int hd)
+int rl_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *lse,
+                          const float *q, const float *k, const float *v, const uint8_t *mask,
+                          int B, int T, int H, int KH, int hd)
 {
     int rep = H / KH;
     float scale = 1.0f / sqrtf((float)hd);
     int qs = H * hd, ks = KH * hd;
-    int tasks = B * KH;
+    int tasks = B * KH, nt;
+    float *scr = s_scratch(T, &nt);
+    if (!scr)
+        return rl_error_set(RL_ENOMEM, "attention backward: scratch for T=%d", T);
     /* One (batch, kv head) per task: the query heads sharing that kv head add
-     * into the same dk/dv rows, in a fixed order, on one thread. */
+     * into the same dk/dv rows, in a fixed order, on one thread. The
+     * probabilities are recomputed from the saved log-sum-exp. */
     RL_OMP_FOR_IF((int64_t)tasks * T * T * hd > RL_PAR_MIN)
     for (int bk = 0; bk < tasks; bk++) {
         int b = bk / KH, kh = bk % KH;
         size_t ko = (size_t)b * T * ks + (size_t)kh * hd;
+        float *P = scr + (size_t)omp_get_thread_num() * 2 * ATT_BLK * T;
+        float *dP = P + (size_t)ATT_BLK * T;
+        const uint8_t *mb = mask ? mask + (size_t)b * T : NULL;
         for (int h = kh * rep; h < (kh + 1) * rep; h++) {
             size_t qo = (size_t)b * T * qs + (size_t)h * hd;
+            const float *lh = lse + ((size_t)b * H + h) * T;
             for (int r0 = 0; r0 < T; r0 += ATT_BLK) {
                 int r1 = r0 + ATT_BLK < T ? r0 + ATT_BLK : T, rb = r1 - r0;
-                const float *P = att + (((size_t)b * H + h) * T + r0) * T;
-                float *dP = datt + (((size_t)b * H + h) * T + r0) * T;
+                const float *Qb = q + qo + (size_t)r0 * qs;
                 const float *dO = dout + qo + (size_t)r0 * qs;
+                rl_sgemm(0, 1, rb, r1, hd, scale, Qb, qs, k + ko, ks, 0.0f, P, T);
+                s_probs(P, (float *)lh, mb, r0, r1, T, 0);
                 rl_sgemm(0, 1, rb, r1, hd, 1.0f, dO, qs, v + ko, ks, 0.0f, dP, T);
                 if (dv)
                     rl_sgemm(1, 0, r1, hd, rb, 1.0f, P, T, dO, qs, 1.0f, dv + ko, ks);
                 for (int t = r0; t < r1; t++) {
                     const float *Pr = P + (size_t)(t - r0) * T;
                     float *dr = dP + (size_t)(t - r0) * T;
-                        float dot = 0.0f;
+                    float dot = 0.0f;
                     RL_SIMD_SUM(dot)
                     for (int s = 0; s <= t; s++)
                         dot += dr[s] * Pr[s];
@@ -132,10 +173,12 @@ void rl_attention_backward(float *dq, float *dk, float *dv, float *datt, const f
                 if (dq)
                     rl_sgemm(0, 0, rb, hd, r1, scale, dP, T, k + ko, ks, 1.0f, dq + qo + (size_t)r0 * qs, qs);
                 if (dk)
-                    rl_sgemm(1, 0, r1, hd, rb, scale, dP, T, q + qo + (size_t)r0 * qs, qs, 1.0f, dk + ko, ks);
+                    rl_sgemm(1, 0, r1, hd, rb, scale, dP, T, Qb, qs, 1.0f, dk + ko, ks);
             }
         }
     }
+    free(scr);
+    return 0;
 }
 
 /* ---- log-probs, entropy, cross-entropy ---------------------------------- */

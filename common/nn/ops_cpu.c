@@ -62,14 +62,16 @@ void rl_sgemm(int transA, int transB, int M, int N, int K, float alpha, const fl
         s_blas(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    /* Split the longer of M, N into nt slabs (multiples of 16). Every element
-     * of C is still one single-threaded BLAS dot product over K; the split is a
-     * pure function of the thread count, so results are deterministic. */
+    /* Split the longer of M, N into nt slabs (multiples of 16): more slabs
+     * would each re-pack the other operand (costly when K is large). Every
+     * element of C is still one single-threaded BLAS dot product over K; the
+     * slab boundaries depend only on the sizes and the thread count, so
+     * results are deterministic. */
     int alongM = M >= N;
     int len = alongM ? M : N;
     int chunk = ((len + nt - 1) / nt + 15) / 16 * 16;
     int parts = (len + chunk - 1) / chunk;
-    RL_OMP_FOR
+    RL_PRAGMA(omp parallel for num_threads(nt) schedule(dynamic, 1))
     for (int p = 0; p < parts; p++) {
         int s0 = p * chunk, s1 = s0 + chunk < len ? s0 + chunk : len;
         if (alongM) {

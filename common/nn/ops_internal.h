@@ -9,18 +9,18 @@
 #include "rlrt/nn/ops.h"
 
 #define RL_PRAGMA(x) _Pragma(#x)
-#define RL_OMP_FOR RL_PRAGMA(omp parallel for num_threads(rl_nn_get_threads()) schedule(static))
+#define RL_OMP_FOR RL_PRAGMA(omp parallel for num_threads(rl_nn_get_threads()) schedule(guided))
 /* Same, but on one thread when `cond` is false. */
 #define RL_OMP_FOR_IF(cond) \
-    RL_PRAGMA(omp parallel for if(cond) num_threads(rl_nn_get_threads()) schedule(static))
+    RL_PRAGMA(omp parallel for if(cond) num_threads(rl_nn_get_threads()) schedule(guided))
 
 /* Same, vectorising the loop body too. */
 #define RL_OMP_FOR_SIMD_IF(cond) \
-    RL_PRAGMA(omp parallel for simd if(parallel: cond) num_threads(rl_nn_get_threads()) schedule(static))
+    RL_PRAGMA(omp parallel for simd if(parallel: cond) num_threads(rl_nn_get_threads()) schedule(guided))
 
 /* Element counts below which a loop stays on one thread (thread start-up
  * costs more than the work). */
-#define RL_PAR_MIN (1 << 17)
+#define RL_PAR_MIN (1 << 20)
 
 /* ---- vectorisable helpers ------------------------------------------------
  * RL_SIMD asks the compiler to vectorise the next loop (honoured at -O2

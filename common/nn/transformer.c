@@ -179,14 +179,14 @@ int rl_lm_reserve(rl_lm *m, int B, int T)
     const rl_lm_config *c = &m->cfg;
     int64_t N = (int64_t)B * T, d = c->hidden_size, I = c->intermediate_size;
     int64_t V = c->vocab_size, L = c->num_layers, H = c->num_heads;
-    int64_t qd = m->qd, kvd = m->kvd, TT = (int64_t)B * H * T * T;
+    int64_t qd = m->qd, kvd = m->kvd, TT = (int64_t)B * H * T; /* attention lse */
     int64_t per_layer = N * d /* ln1 */ + N /* rstd1 */ + N * qd + 2 * N * kvd + TT +
                         N * qd /* atty */ + N * d /* xmid */ + N * d /* ln2 */ + N +
                         3 * N * I;
     int64_t total = (L + 1) * N * d + L * per_layer + N * d + N /* lnf, rstdf */ +
                     N * V /* logits */ + 4 * N /* lse, ent, lp, val */ +
                     /* backward scratch */ 3 * N * d + N * qd * 2 + 2 * N * kvd + 3 * N * I +
-                    TT + N * V + 3 * N /* dlp, dent, dval */;
+                    N * V + 3 * N /* dlp, dent, dval */;
     float *base = m->act;
     if (total > m->act_cap) {
         free(m->act);
@@ -221,7 +221,7 @@ int rl_lm_reserve(rl_lm *m, int B, int T)
     a->q = p; p += L * N * qd;
     a->k = p; p += L * N * kvd;
     a->v = p; p += L * N * kvd;
-    a->att = p; p += L * TT;
+    a->lse = p; p += L * TT;
     a->atty = p; p += L * N * qd;
     a->xmid = p; p += L * N * d;
     a->ln2 = p; p += L * N * d;
@@ -232,7 +232,7 @@ int rl_lm_reserve(rl_lm *m, int B, int T)
     TAKE(a->lnf, N * d);
     TAKE(a->rstdf, N);
     TAKE(a->logits, N * V);
-    TAKE(a->lse, N);
+    TAKE(a->vlse, N);
     TAKE(a->ent, N);
     TAKE(a->lp, N);
     TAKE(a->val, N);
@@ -246,7 +246,6 @@ int rl_lm_reserve(rl_lm *m, int B, int T)
     TAKE(a->dgate, N * I);
     TAKE(a->dup, N * I);
     TAKE(a->dh, N * I);
-    TAKE(a->datt, TT);
     TAKE(a->dlogits, N * V);
     TAKE(a->dlp, N);
     TAKE(a->dent, N);
@@ -268,21 +267,22 @@ int rl_lm_reserve(rl_lm *m, int B, int T)
 
 /* Runs the decoder over a->tokens (B,T) with a->mask and a->pos already set;
  * fills every saved activation and the raw logits. */
-void rl_lm_forward_raw(rl_lm *m, int B, int T)
+int rl_lm_forward_raw(rl_lm *m, int B, int T)
 {
     const rl_lm_config *c = &m->cfg;
     const rl_nn_ops *o = m->ops;
     rl_lm_acts *a = &m->a;
     int N = B * T, d = c->hidden_size, I = c->intermediate_size, H = c->num_heads;
     int KH = c->num_kv_heads, hd = m->hd, qd = m->qd, kvd = m->kvd;
-    int64_t TT = (int64_t)B * H * T * T;
+    int64_t TT = (int64_t)B * H * T;
+    int rc = 0;
     o->embedding_forward(a->x, a->tokens, PW(m->off_embed), N, d);
     for (int l = 0; l < c->num_layers; l++) {
         const rl_lm_layer_off *Lo = &m->layer[l];
         float *x = a->x + (size_t)l * N * d, *xn = a->x + (size_t)(l + 1) * N * d;
         float *ln1 = a->ln1 + (size_t)l * N * d, *ln2 = a->ln2 + (size_t)l * N * d;
         float *q = a->q + (size_t)l * N * qd, *k = a->k + (size_t)l * N * kvd;
-        float *v = a->v + (size_t)l * N * kvd, *att = a->att + (size_t)l * TT;
+        float *v = a->v + (size_t)l * N * kvd, *lse = a->lse + (size_t)l * TT;
         float *atty = a->atty + (size_t)l * N * qd, *xmid = a->xmid + (size_t)l * N * d;
         float *gate = a->gate + (size_t)l * N * I, *up = a->up + (size_t)l * N * I;
         float *hmid = a->hmid + (size_t)l * N * I;
@@ -292,7 +292,8 @@ void rl_lm_forward_raw(rl_lm *m, int B, int T)
         o->linear_forward(v, ln1, PW(Lo->wv), PB(Lo->bv), N, d, kvd);
         o->rope_forward(q, q, a->pos, N, H, hd, c->rope_theta);
         o->rope_forward(k, k, a->pos, N, KH, hd, c->rope_theta);
-        o->attention_forward(atty, att, q, k, v, a->mask, B, T, H, KH, hd);
+        if ((rc = o->attention_forward(atty, lse, q, k, v, a->mask, B, T, H, KH, hd)) < 0)
+            return rc;
         o->linear_forward(xmid, atty, PW(Lo->wo), NULL, N, qd, d);
         o->add_inplace(xmid, x, (int64_t)N * d);
         o->rmsnorm_forward(ln2, a->rstd2 + (size_t)l * N, xmid, PW(Lo->ln2), c->rms_norm_eps,
@@ -308,6 +309,7 @@ void rl_lm_forward_raw(rl_lm *m, int B, int T)
     o->linear_forward(a->logits, a->lnf, PW(m->off_lmhead), NULL, N, d, c->vocab_size);
     if (c->value_head)
         o->linear_forward(a->val, a->lnf, PW(m->off_vw), PB(m->off_vb), N, d, 1);
+    return rc;
 }
 
 /* Copies tokens/mask in, checks them, sets positions and next-token targets. */
@@ -317,26 +319,27 @@ int rl_lm_prepare(rl_lm *m, int B, int T, const int32_t *tokens, const uint8_t *
     rl_lm_acts *a = &m->a;
     int V = m->cfg.vocab_size;
     for (int b = 0; b < B; b++) {
-        int seen_pad = 0;
+        int state = 0, seen = 0; /* state: 0 before the real tokens, 1 in, 2 after */
         for (int t = 0; t < T; t++) {
             int64_t n = (int64_t)b * T + t;
             int32_t tok = tokens[(size_t)b * tstride + t];
             uint8_t mk = mask ? (mask[(size_t)b * tstride + t] != 0) : 1;
-            if (mk && seen_pad)
+            if (mk && state == 2)
                 return rl_error_set(RL_EINVAL,
-                                    "lm: attn_mask row %d is not right-padded (1 after 0 at t=%d)",
+                                    "lm: attn_mask row %d: real tokens are not contiguous (1 after 1..0 at t=%d)",
                                     b, t);
-            seen_pad |= !mk;
+            state = mk ? 1 : (state == 1 ? 2 : state);
             if (mk && (tok < 0 || tok >= V))
                 return rl_error_set(RL_ERANGE, "lm: token [%d,%d] = %d not in [0, %d)", b, t,
                                     (int)tok, V);
             a->tokens[n] = mk ? tok : 0;
             a->mask[n] = mk;
-            a->pos[n] = t;
+            a->pos[n] = seen; /* RoPE position = real tokens before t (HF cumsum − 1) */
+            seen += mk;
         }
         for (int t = 0; t < T; t++) {
             int64_t n = (int64_t)b * T + t;
-            a->target[n] = (t + 1 < T && a->mask[n + 1]) ? a->tokens[n + 1] : -1;
+            a->target[n] = (t + 1 < T && a->mask[n] && a->mask[n + 1]) ? a->tokens[n + 1] : -1;
         }
     }
     return 0;
@@ -359,8 +362,9 @@ int rl_lm_forward(rl_lm *m, int B, int T, const int32_t *tokens, const uint8_t *
     rl_lm_acts *a = &m->a;
     int N = B * T;
     m->inv_temp = temperature > 0.0f ? 1.0f / temperature : 1.0f;
-    rl_lm_forward_raw(m, B, T);
-    m->ops->logprob_forward(a->lp, a->ent, a->lse, a->logits, a->target, m->inv_temp, N,
+    if ((rc = rl_lm_forward_raw(m, B, T)) < 0)
+        return rc;
+    m->ops->logprob_forward(a->lp, a->ent, a->vlse, a->logits, a->target, m->inv_temp, N,
                             m->cfg.vocab_size);
     /* Shift from "row n predicts n+1" to "entry t is about token t". */
     for (int b = 0; b < B; b++)
@@ -392,7 +396,8 @@ int rl_lm_backward(rl_lm *m, const float *dlogp, const float *dentropy, const fl
     int B = m->fB, T = m->fT, N = B * T, d = c->hidden_size, I = c->intermediate_size;
     int H = c->num_heads, KH = c->num_kv_heads, hd = m->hd, qd = m->qd, kvd = m->kvd;
     int V = c->vocab_size;
-    int64_t TT = (int64_t)B * H * T * T;
+    int64_t TT = (int64_t)B * H * T;
+    int rc;
 
     /* Gradients w.r.t. the unshifted per-row outputs. */
     for (int b = 0; b < B; b++)
@@ -403,7 +408,7 @@ int rl_lm_backward(rl_lm *m, const float *dlogp, const float *dentropy, const fl
             a->dent[n] = ok && dentropy ? dentropy[n + 1] : 0.0f;
             a->dval[n] = ok && dvalues && c->value_head ? dvalues[n + 1] : 0.0f;
         }
-    o->logprob_backward(a->dlogits, a->dlp, dentropy ? a->dent : NULL, a->logits, a->lse,
+    o->logprob_backward(a->dlogits, a->dlp, dentropy ? a->dent : NULL, a->logits, a->vlse,
                         a->ent, a->target, m->inv_temp, N, V);
     memset(a->dln, 0, sizeof(float) * (size_t)N * d);
     o->linear_backward(a->dln, GW(m->off_lmhead), NULL, a->dlogits, a->lnf, PW(m->off_lmhead),
@@ -420,7 +425,7 @@ int rl_lm_backward(rl_lm *m, const float *dlogp, const float *dentropy, const fl
         float *x = a->x + (size_t)l * N * d;
         float *ln1 = a->ln1 + (size_t)l * N * d, *ln2 = a->ln2 + (size_t)l * N * d;
         float *q = a->q + (size_t)l * N * qd, *k = a->k + (size_t)l * N * kvd;
-        float *v = a->v + (size_t)l * N * kvd, *att = a->att + (size_t)l * TT;
+        float *v = a->v + (size_t)l * N * kvd, *lse = a->lse + (size_t)l * TT;
         float *atty = a->atty + (size_t)l * N * qd, *xmid = a->xmid + (size_t)l * N * d;
         float *gate = a->gate + (size_t)l * N * I, *up = a->up + (size_t)l * N * I;
         float *hmid = a->hmid + (size_t)l * N * I;
@@ -443,8 +448,9 @@ int rl_lm_backward(rl_lm *m, const float *dlogp, const float *dentropy, const fl
         memset(a->dq, 0, sizeof(float) * (size_t)N * qd);
         memset(a->dk, 0, sizeof(float) * (size_t)N * kvd);
         memset(a->dv, 0, sizeof(float) * (size_t)N * kvd);
-        o->attention_backward(a->dq, a->dk, a->dv, a->datt, a->datty, att, q, k, v, B, T, H, KH,
-                              hd);
+        if ((rc = o->attention_backward(a->dq, a->dk, a->dv, a->datty, lse, q, k, v, a->mask, B, T,
+                                        H, KH, hd)) < 0)
+            return rc;
         /* RoPE backward in place: dq/dk w.r.t. the pre-rotation projections.
          * rope_backward accumulates, so rotate into the (now free) datty. */
         memset(a->datty, 0, sizeof(float) * (size_t)N * qd);
@@ -496,12 +502,10 @@ int rl_lm_forward_backward(rl_lm *m, int B, int T, const int32_t *tokens,
         int nb = B - r0 < mb ? B - r0 : mb;
         int Tm = 1;
         for (int b = 0; b < nb; b++) {
-            int len = T;
-            if (attn_mask) {
-                len = 0;
-                while (len < T && attn_mask[(size_t)(r0 + b) * T + len])
-                    len++;
-            }
+            int len = T; /* one past the last real token */
+            if (attn_mask)
+                while (len > 0 && !attn_mask[(size_t)(r0 + b) * T + len - 1])
+                    len--;
             Tm = len > Tm ? len : Tm;
         }
         for (int b = 0; b < nb; b++)
@@ -514,7 +518,6 @@ int rl_lm_forward_backward(rl_lm *m, int B, int T, const int32_t *tokens,
         rc = rl_lm_forward(m, nb, Tm, tok, msk, temperature, tlp, ten, vh ? tva : NULL);
         if (rc < 0)
             break;
-        size_t n = (size_t)nb * T;
         memset(buf, 0, sizeof(float) * 6 * full);
         for (int b = 0; b < nb; b++)
             for (int t = 0; t < Tm; t++) {
@@ -522,7 +525,6 @@ int rl_lm_forward_backward(rl_lm *m, int B, int T, const int32_t *tokens,
                 en[(size_t)b * T + t] = ten[(size_t)b * Tm + t];
                 va[(size_t)b * T + t] = vh ? tva[(size_t)b * Tm + t] : 0.0f;
             }
-        (void)n;
         rc = fn(ctx, r0, nb, T, lp, en, vh ? va : NULL, dlp, den, vh ? dva : NULL, &total);
         if (rc < 0)
             break;

@@ -17,16 +17,16 @@ typedef struct rl_lm_acts {
     float *x;               /* (L+1, N, d) residual stream at each layer input */
     float *ln1, *rstd1;     /* (L, N, d), (L, N) */
     float *q, *k, *v;       /* (L, N, qd), (L, N, kvd) ×2 — q, k after RoPE */
-    float *att;             /* (L, B, H, T, T) attention probabilities */
+    float *lse;             /* (L, B, H, T) attention log-sum-exp per query row */
     float *atty;            /* (L, N, qd) attention output before o_proj */
     float *xmid;            /* (L, N, d) residual after attention */
     float *ln2, *rstd2;     /* (L, N, d), (L, N) */
     float *gate, *up, *hmid; /* (L, N, I) */
     float *lnf, *rstdf;     /* (N, d), (N) */
     float *logits;          /* (N, V) raw */
-    float *lse, *ent, *lp, *val; /* (N) per row, row n predicts token n+1 */
+    float *vlse, *ent, *lp, *val; /* (N) per row, row n predicts token n+1 (vocab lse) */
     /* backward scratch */
-    float *dx, *dxmid, *dln, *datty, *dq, *dk, *dv, *dgate, *dup, *dh, *datt, *dlogits;
+    float *dx, *dxmid, *dln, *datty, *dq, *dk, *dv, *dgate, *dup, *dh, *dlogits;
     float *dlp, *dent, *dval;
     int32_t *tokens, *target, *pos; /* (N) */
     uint8_t *mask;                  /* (N) */
@@ -55,7 +55,7 @@ struct rl_lm {
 
 int rl_lm_prepare(rl_lm *m, int B, int T, const int32_t *tokens, const uint8_t *mask,
                   int tstride);
-void rl_lm_forward_raw(rl_lm *m, int B, int T);
+int rl_lm_forward_raw(rl_lm *m, int B, int T);
 int rl_lm_reserve(rl_lm *m, int B, int T);
 void rl_lm_gen_scratch_free(rl_lm *m);
 

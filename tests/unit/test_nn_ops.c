@@ -320,31 +320,35 @@ static void test_embedding(void **state)
 
 /* ---- attention ------------------------------------------------------------------- */
 
-typedef struct { float *q, *k, *v, *att; uint8_t *mask; int B, T, H, KH, hd; } att_ctx;
+typedef struct { float *q, *k, *v, *lse; uint8_t *mask; int B, T, H, KH, hd; } att_ctx;
 static void att_f(void *c, float *out)
 {
     att_ctx *a = c;
-    rl_attention_forward(out, a->att, a->q, a->k, a->v, a->mask, a->B, a->T, a->H, a->KH, a->hd);
+    assert_int_equal(rl_attention_forward(out, a->lse, a->q, a->k, a->v, a->mask, a->B, a->T,
+                                          a->H, a->KH, a->hd), 0);
 }
 
 static void test_attention_values(void **state)
 {
     (void)state;
     /* T = 1: the only key is itself, output = v. Fully masked query → 0. */
-    float q[4] = {1, 2, 3, 4}, k[4] = {4, 3, 2, 1}, v[4] = {5, 6, 7, 8}, out[4], att[4];
+    float q[4] = {1, 2, 3, 4}, k[4] = {4, 3, 2, 1}, v[4] = {5, 6, 7, 8}, out[4], lse[2];
     uint8_t m1 = 1, m0 = 0;
-    rl_attention_forward(out, att, q, k, v, &m1, 1, 1, 1, 1, 4);
+    assert_int_equal(rl_attention_forward(out, lse, q, k, v, &m1, 1, 1, 1, 1, 4), 0);
     for (int i = 0; i < 4; i++)
         assert_float_equal(out[i], v[i], 1e-6);
-    rl_attention_forward(out, att, q, k, v, &m0, 1, 1, 1, 1, 4);
+    assert_float_equal(lse[0], 10.0f, 1e-5); /* one key: lse = q·k / sqrt(4) */
+    assert_int_equal(rl_attention_forward(out, lse, q, k, v, &m0, 1, 1, 1, 1, 4), 0);
     for (int i = 0; i < 4; i++)
         assert_float_equal(out[i], 0, 0);
-    /* T = 2, hd = 1, q·k equal for both keys → query 1 averages v0, v1. */
-    float q2[2] = {1, 1}, k2[2] = {2, 2}, v2[2] = {1, 3}, o2[2], a2[4];
-    rl_attention_forward(o2, a2, q2, k2, v2, NULL, 1, 2, 1, 1, 1);
+    assert_true(isinf(lse[0]) && lse[0] > 0);
+    /* T = 2, hd = 1, q·k equal for both keys → query 1 averages v0, v1;
+     * query 0 sees only key 0 (causal). lse[1] = 2 + ln 2. */
+    float q2[2] = {1, 1}, k2[2] = {2, 2}, v2[2] = {1, 3}, o2[2];
+    assert_int_equal(rl_attention_forward(o2, lse, q2, k2, v2, NULL, 1, 2, 1, 1, 1), 0);
     assert_float_equal(o2[0], 1, 1e-6);
     assert_float_equal(o2[1], 2, 1e-6);
-    assert_float_equal(a2[1], 0, 0); /* causal */
+    assert_float_equal(lse[1], 2 + logf(2), 1e-6);
 }
 
 static void test_attention_backward(void **state)
@@ -353,13 +357,13 @@ static void test_attention_backward(void **state)
     int B = 2, T = 5, H = 4, KH = 2, hd = 6;
     int64_t nq = (int64_t)B * T * H * hd, nk = (int64_t)B * T * KH * hd;
     uint8_t mask[10] = {1, 1, 1, 1, 1, 1, 1, 1, 0, 0};
-    att_ctx a = {s_rand(nq, 1), s_rand(nk, 1), s_rand(nk, 1), s_zeros((int64_t)B * H * T * T),
+    att_ctx a = {s_rand(nq, 1), s_rand(nk, 1), s_rand(nk, 1), s_zeros((int64_t)B * H * T),
                  mask, B, T, H, KH, hd};
     float *out = s_zeros(nq), *r = s_rand(nq, 1);
     float *dq = s_zeros(nq), *dk = s_zeros(nk), *dv = s_zeros(nk);
-    float *datt = s_zeros((int64_t)B * H * T * T);
-    rl_attention_forward(out, a.att, a.q, a.k, a.v, mask, B, T, H, KH, hd);
-    rl_attention_backward(dq, dk, dv, datt, r, a.att, a.q, a.k, a.v, B, T, H, KH, hd);
+    assert_int_equal(rl_attention_forward(out, a.lse, a.q, a.k, a.v, mask, B, T, H, KH, hd), 0);
+    assert_int_equal(rl_attention_backward(dq, dk, dv, r, a.lse, a.q, a.k, a.v, mask, B, T, H,
+                                           KH, hd), 0);
     /* Padded keys of row 1 get no gradient (nothing attends to them). */
     for (int t = 3; t < 5; t++)
         for (int e = 0; e < KH * hd; e++) {
@@ -369,8 +373,8 @@ static void test_attention_backward(void **state)
     s_fd("attention dq", att_f, &a, a.q, nq, dq, r, nq);
     s_fd("attention dk", att_f, &a, a.k, nk, dk, r, nq);
     s_fd("attention dv", att_f, &a, a.v, nk, dv, r, nq);
-    free(a.q); free(a.k); free(a.v); free(a.att); free(out); free(r); free(dq); free(dk);
-    free(dv); free(datt);
+    free(a.q); free(a.k); free(a.v); free(a.lse); free(out); free(r); free(dq); free(dk);
+    free(dv);
 }
 
 /* T = 70 spans two causal row blocks: compare with a naive double-precision
@@ -385,10 +389,10 @@ static void test_attention_blocks_naive(void **state)
         mask[t] = 1;
         mask[T + t] = t < 66;
     }
-    att_ctx a = {s_rand(nq, 1), s_rand(nk, 1), s_rand(nk, 1), s_zeros((int64_t)B * H * T * T),
+    att_ctx a = {s_rand(nq, 1), s_rand(nk, 1), s_rand(nk, 1), s_zeros((int64_t)B * H * T),
                  mask, B, T, H, KH, hd};
     float *out = s_zeros(nq);
-    rl_attention_forward(out, a.att, a.q, a.k, a.v, mask, B, T, H, KH, hd);
+    assert_int_equal(rl_attention_forward(out, a.lse, a.q, a.k, a.v, mask, B, T, H, KH, hd), 0);
     double sc[70];
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
@@ -413,14 +417,14 @@ static void test_attention_blocks_naive(void **state)
                 }
             }
     float *r = s_rand(nq, 1), *dq = s_zeros(nq), *dk = s_zeros(nk), *dv = s_zeros(nk);
-    float *datt = s_zeros((int64_t)B * H * T * T);
-    rl_attention_backward(dq, dk, dv, datt, r, a.att, a.q, a.k, a.v, B, T, H, KH, hd);
+    assert_int_equal(rl_attention_backward(dq, dk, dv, r, a.lse, a.q, a.k, a.v, mask, B, T, H,
+                                           KH, hd), 0);
     /* FD on batch row 0 (its inputs are the first half of each array). */
     s_fd("attention(T=70) dq", att_f, &a, a.q, nq / 2, dq, r, nq);
     s_fd("attention(T=70) dk", att_f, &a, a.k, nk / 2, dk, r, nq);
     s_fd("attention(T=70) dv", att_f, &a, a.v, nk / 2, dv, r, nq);
-    free(a.q); free(a.k); free(a.v); free(a.att); free(out); free(r); free(dq); free(dk);
-    free(dv); free(datt); free(mask);
+    free(a.q); free(a.k); free(a.v); free(a.lse); free(out); free(r); free(dq); free(dk);
+    free(dv); free(mask);
 }
 
 /* ---- log-probs, entropy, cross-entropy -------------------------------------------- */
@@ -480,6 +484,56 @@ static void test_logprob_entropy(void **state)
     free(k.logits); free(r); free(lps); free(ents); free(lses); free(dl);
 }
 
+/* Inputs big enough to take the OpenMP paths (thresholds in ops_internal.h)
+ * give the same results on 2 threads as on 1: bitwise for row/element-wise
+ * kernels and attention (each task is computed whole by one thread), to
+ * rounding for the split GEMM. */
+static void test_parallel_paths_match_serial(void **state)
+{
+    (void)state;
+    int keep = rl_nn_get_threads();
+    int N = 4096, C = 320, B = 2, T = 130, H = 8, KH = 2, hd = 64;
+    int64_t n = (int64_t)N * C, nq = (int64_t)B * T * H * hd, nk = (int64_t)B * T * KH * hd;
+    float *x = s_rand(n, 1), *w = s_rand(C, 1), *g = s_rand(n, 1);
+    float *q = s_rand(nq, 1), *k = s_rand(nk, 1), *v = s_rand(nk, 1);
+    int32_t *tgt = malloc(sizeof(int32_t) * N);
+    for (int i = 0; i < N; i++)
+        tgt[i] = (i * 37) % C;
+    float *out[2], *aux[2], *dx[2], *dw[2], *ao[2], *dq[2], *dk[2], *dv[2], *gm[2];
+    for (int r = 0; r < 2; r++) {
+        rl_nn_set_threads(r + 1);
+        out[r] = s_zeros(n); aux[r] = s_zeros(3 * N); dx[r] = s_zeros(n); dw[r] = s_zeros(C);
+        rl_rmsnorm_forward(out[r], aux[r], x, w, 1e-6f, N, C);
+        rl_rmsnorm_backward(dx[r], dw[r], g, x, w, aux[r], N, C);
+        rl_swiglu_backward(dx[r], out[r], g, x, g, n);
+        rl_logprob_forward(aux[r] + N, aux[r] + 2 * N, aux[r], x, tgt, 0.9f, N, C);
+        ao[r] = s_zeros(nq); dq[r] = s_zeros(nq); dk[r] = s_zeros(nk); dv[r] = s_zeros(nk);
+        float *lse = s_zeros((int64_t)B * H * T);
+        assert_int_equal(rl_attention_forward(ao[r], lse, q, k, v, NULL, B, T, H, KH, hd), 0);
+        assert_int_equal(rl_attention_backward(dq[r], dk[r], dv[r], q, lse, q, k, v, NULL, B, T,
+                                               H, KH, hd), 0);
+        free(lse);
+        gm[r] = s_zeros(512 * 640);
+        rl_sgemm(0, 1, 512, 640, 64, 1.0f, x, 64, g, 64, 0.0f, gm[r], 640);
+    }
+    rl_nn_set_threads(keep);
+    assert_memory_equal(out[0], out[1], sizeof(float) * (size_t)n);
+    assert_memory_equal(dx[0], dx[1], sizeof(float) * (size_t)n);
+    assert_memory_equal(dw[0], dw[1], sizeof(float) * (size_t)C);
+    assert_memory_equal(aux[0], aux[1], sizeof(float) * (size_t)(3 * N));
+    assert_memory_equal(ao[0], ao[1], sizeof(float) * (size_t)nq);
+    assert_memory_equal(dq[0], dq[1], sizeof(float) * (size_t)nq);
+    assert_memory_equal(dk[0], dk[1], sizeof(float) * (size_t)nk);
+    assert_memory_equal(dv[0], dv[1], sizeof(float) * (size_t)nk);
+    for (int i = 0; i < 512 * 640; i++)
+        assert_float_equal(gm[0][i], gm[1][i], 1e-4 * (1 + fabsf(gm[0][i])));
+    for (int r = 0; r < 2; r++) {
+        free(out[r]); free(aux[r]); free(dx[r]); free(dw[r]); free(ao[r]); free(dq[r]);
+        free(dk[r]); free(dv[r]); free(gm[r]);
+    }
+    free(x); free(w); free(g); free(q); free(k); free(v); free(tgt);
+}
+
 static void test_device_table(void **state)
 {
     (void)state;
@@ -516,6 +570,7 @@ int main(void)
         cmocka_unit_test(test_attention_backward),
         cmocka_unit_test(test_attention_blocks_naive),
         cmocka_unit_test(test_logprob_entropy),
+        cmocka_unit_test(test_parallel_paths_match_serial),
         cmocka_unit_test(test_device_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

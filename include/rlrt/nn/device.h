@@ -56,13 +56,12 @@ typedef struct rl_nn_ops {
                               int C);
     void (*embedding_backward)(float *dtable, const float *dout, const int32_t *ids, int N,
                                int C);
-    void (*attention_forward)(float *out, float *att, const float *q, const float *k,
-                              const float *v, const uint8_t *mask, int B, int T, int H,
-                              int KH, int hd);
-    void (*attention_backward)(float *dq, float *dk, float *dv, float *datt,
-                               const float *dout, const float *att, const float *q,
-                               const float *k, const float *v, int B, int T, int H, int KH,
-                               int hd);
+    int (*attention_forward)(float *out, float *lse, const float *q, const float *k,
+                             const float *v, const uint8_t *mask, int B, int T, int H, int KH,
+                             int hd);
+    int (*attention_backward)(float *dq, float *dk, float *dv, const float *dout,
+                              const float *lse, const float *q, const float *k, const float *v,
+                              const uint8_t *mask, int B, int T, int H, int KH, int hd);
     void (*logprob_forward)(float *logp, float *entropy, float *lse, const float *logits,
                             const int32_t *target, float inv_temp, int N, int V);
     void (*logprob_backward)(float *dlogits, const float *dlogp, const float *dentropy,

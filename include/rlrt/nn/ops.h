@@ -15,7 +15,9 @@
  *    also independent of the thread count; OpenBLAS may not be).
  *  - Linear weights use the Hugging Face (out, in) layout.
  *  - Functions never allocate unless stated, never print and cannot fail
- *    (shapes are trusted: the model layer checks them).
+ *    (shapes are trusted: the model layer checks them); the attention pair
+ *    allocates scratch and returns an rl_status.
+ *  - Exponentials use a vectorisable expf (relative error < 1e-7).
  *
  * Threads: one pool only. rl_nn_set_threads(n) sets the OpenMP thread count
  * used by every kernel and pins OpenBLAS to 1 thread; rl_sgemm splits large
@@ -121,17 +123,19 @@ void rl_embedding_backward(float *dtable, const float *dout,
 /* Causal grouped-query attention with a key padding mask.
  * q (B,T,H,hd), k/v (B,T,KH,hd), H % KH == 0 (query head h uses kv head
  * h / (H/KH)); mask (B,T) nonzero = real token, NULL = all real.
- * out (B,T,H,hd); att (B,H,T,T) saves the probabilities (0 where masked).
- * Query t attends to keys s <= t with mask[b,s] != 0; a query with no
- * such key gets out = 0. Scale 1/sqrt(hd). */
-void rl_attention_forward(float *out, float *att, const float *q,
-                          const float *k, const float *v, const uint8_t *mask,
-                          int B, int T, int H, int KH, int hd);
-/* dq (B,T,H,hd), dk/dv (B,T,KH,hd) += ...; datt (B,H,T,T) is scratch. */
-void rl_attention_backward(float *dq, float *dk, float *dv, float *datt,
-                           const float *dout, const float *att, const float *q,
-                           const float *k, const float *v, int B, int T,
-                           int H, int KH, int hd);
+ * out (B,T,H,hd); lse (B,H,T) saves each query row's log-sum-exp of its
+ * scaled scores (+inf for a row with no visible key), all the backward needs
+ * besides the inputs (probabilities are recomputed, flash-attention style).
+ * Query t attends to keys s <= t with mask[b,s] != 0; a query with no such
+ * key gets out = 0. Scale 1/sqrt(hd). Allocates 2·64·T floats of scratch per
+ * thread: returns 0, or RL_ENOMEM (message set) when that fails. */
+int rl_attention_forward(float *out, float *lse, const float *q, const float *k,
+                         const float *v, const uint8_t *mask, int B, int T, int H, int KH,
+                         int hd);
+/* dq (B,T,H,hd), dk/dv (B,T,KH,hd) += ...; same mask as the forward. */
+int rl_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                          const float *lse, const float *q, const float *k, const float *v,
+                          const uint8_t *mask, int B, int T, int H, int KH, int hd);
 
 /* ---- log-probs, entropy, cross-entropy ---------------------------------- */
 

@@ -19,16 +19,30 @@
  * The gradient buffer has the same layout (AdamW moments / reference copies
  * can too: allocate rl_lm_num_params() floats with rl_param_buffer_new()).
  *
- * Batches are right-padded: tokens (B,T), attn_mask (B,T) with 1 for real
- * tokens (a prefix of each row) and 0 for padding (mask NULL = all real).
- * RoPE positions are the column index t.
+ * Batches are padded: tokens (B,T), attn_mask (B,T) with 1 for real tokens
+ * and 0 for padding (mask NULL = all real). The real tokens of a row must be
+ * contiguous: right padding, left padding (verl-style prompts) or both work.
+ * The RoPE position of a token is the number of real tokens before it (HF's
+ * cumsum(mask) − 1), so a row gives the same results wherever it is padded.
  *
  * Alignment of per-token outputs (all (B,T)): entry [b,t] is about token
  * tokens[b,t] and the state before it:
  *   logp[b,t]    = log π(tokens[b,t] | tokens[b,<t])   under softmax(logits/temperature)
  *   entropy[b,t] = exact entropy of that full next-token distribution
  *   values[b,t]  = value head on the hidden state at t-1
- * They are 0 at t = 0 and wherever attn_mask[b,t] = 0.
+ * They are 0 wherever token t or token t−1 is padding (so at the first real
+ * token of each row too).
+ *
+ * Memory: the training forward keeps O(L·B·T·(4d + 3I)) activations plus
+ * the (B,T,V) logits and their gradient; attention keeps only a (B,H,T)
+ * log-sum-exp per layer (probabilities are recomputed in the backward).
+ * Micro-batch (rl_lm_forward_backward) to bound it.
+ *
+ * Determinism: for a given thread count (rl_nn_set_threads) every result is
+ * bit-reproducible; different thread counts agree to float rounding.
+ *
+ * Not supported (yet): head_dim != hidden_size / num_heads, RoPE scaling
+ * (Llama 3 / YaRN), sliding-window attention.
  *
  * Ownership: rl_lm_new() returns a model that owns its manifest, parameter
  * and gradient buffers (zeroed) and activation scratch; rl_lm_free() frees
@@ -69,11 +83,11 @@ float *rl_lm_param(rl_lm *m, const char *name);
  * (counter-based RNG, stream = view index), norm weights 1, biases 0. */
 int rl_lm_init_random(rl_lm *m, uint64_t seed, float std);
 
-/* Forward over a right-padded batch. Writes any non-NULL output among
+/* Forward over a padded batch. Writes any non-NULL output among
  * logp/entropy/values (all (B,T), aligned as described above; values needs
  * cfg.value_head). temperature <= 0 means 1. Saves the activations that
  * rl_lm_backward needs. Errors: RL_ESHAPE (B, T < 1 or T > max_seq_len),
- * RL_ERANGE (token id out of range), RL_EINVAL (mask not a prefix of ones). */
+ * RL_ERANGE (token id out of range), RL_EINVAL (real tokens not contiguous). */
 int rl_lm_forward(rl_lm *m, int B, int T, const int32_t *tokens, const uint8_t *attn_mask,
                   float temperature, float *logp, float *entropy, float *values);
 /* Raw logits (B,T,V) of the last forward (before temperature): row (b,t)
@@ -97,8 +111,8 @@ typedef int (*rl_lm_loss_fn)(void *ctx, int row0, int B, int T, const float *log
 
 /* Gradient accumulation: runs forward + loss + backward on micro-batches of
  * `micro_batch` rows (<= 0: all B at once), each accumulating into the
- * gradient buffer (not zeroed here). A micro-batch is trimmed to its longest
- * row, so short rows cost less. *loss (may be NULL) = Σ of the fn losses. */
+ * gradient buffer (not zeroed here). A micro-batch is trimmed after its last
+ * real token, so right-padded short rows cost less. *loss (may be NULL) = Σ of the fn losses. */
 int rl_lm_forward_backward(rl_lm *m, int B, int T, const int32_t *tokens,
                            const uint8_t *attn_mask, float temperature, int micro_batch,
                            rl_lm_loss_fn fn, void *ctx, double *loss);
