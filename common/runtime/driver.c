@@ -70,6 +70,9 @@ struct rl_future {
     int code;
     char error[1024];
     int taken;
+    uint64_t t_issue;   /* uv_hrtime when issued */
+    double compute_s;   /* slowest rank's handler time */
+    int accounted;
 };
 
 struct rl_driver {
@@ -100,6 +103,8 @@ struct rl_driver {
     int total_restarts;
     int child_failures;
     char fatal[1024];
+    double calls_wall_s, calls_compute_s; /* completed calls (rl_driver_call_time) */
+    int64_t calls_done;
 };
 
 const char *rl_dispatch_name(rl_dispatch mode)
@@ -569,9 +574,23 @@ static void s_on_reply(s_slot *s, rl_msg *m)
         s_future_fail(c->f, c->index, m->payload_error, "%s: bad reply payload for '%s': %s",
                       s->label, c->f->method, rl_error_message());
     } else {
-        c->f->results[c->index] = m->payload;
+        rl_future *f = c->f;
+        f->results[c->index] = m->payload;
         m->payload = NULL;
-        c->f->pending--;
+        f->pending--;
+        if (m->env->reply->result) {
+            json_t *r = rl_value_to_json(m->env->reply->result, 0);
+            double cs = json_number_value(json_object_get(r, "compute_s"));
+            json_decref(r);
+            if (cs > f->compute_s)
+                f->compute_s = cs;
+        }
+        if (f->pending == 0 && !f->failed && !f->accounted) {
+            f->accounted = 1;
+            s->d->calls_wall_s += (double)(uv_hrtime() - f->t_issue) / 1e9;
+            s->d->calls_compute_s += f->compute_s;
+            s->d->calls_done++;
+        }
     }
     s_subcall_free(c);
 }
@@ -830,6 +849,18 @@ int rl_driver_interrupted(const rl_driver *d)
     return v;
 }
 const char *rl_driver_fatal(const rl_driver *d) { return d->fatal[0] ? d->fatal : NULL; }
+void rl_driver_call_time(const rl_driver *d, double *wall_s, double *compute_s, int64_t *calls)
+{
+    s_lock((rl_driver *)d);
+    if (wall_s)
+        *wall_s = d->calls_wall_s;
+    if (compute_s)
+        *compute_s = d->calls_compute_s;
+    if (calls)
+        *calls = d->calls_done;
+    s_unlock((rl_driver *)d);
+}
+
 int rl_driver_restarts(const rl_driver *d)
 {
     s_lock((rl_driver *)d);
@@ -1014,6 +1045,7 @@ static rl_future *s_future_new(rl_group *g, const char *method, rl_dispatch mode
     f->n = n;
     f->results = calloc((size_t)n, sizeof *f->results);
     f->in_rows = calloc((size_t)n, sizeof *f->in_rows);
+    f->t_issue = uv_hrtime();
     return f;
 }
 

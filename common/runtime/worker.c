@@ -30,6 +30,7 @@ typedef struct s_task {
     rl_dataproto *in;
     rl_dataproto *out;
     int rc;
+    double compute_s; /* handler wall time on the compute thread */
     char error[1024];
     struct s_task *next;
 } s_task;
@@ -109,7 +110,12 @@ static void *s_compute_main(void *arg)
                 w->role->fini(&w->ctx);
             t->rc = RL_OK;
             break;
-        case S_TASK_CALL: t->rc = t->method->fn(&w->ctx, t->in, &t->out); break;
+        case S_TASK_CALL: {
+            uint64_t t0 = uv_hrtime();
+            t->rc = t->method->fn(&w->ctx, t->in, &t->out);
+            t->compute_s = (double)(uv_hrtime() - t0) / 1e9;
+            break;
+        }
         }
         if (t->rc)
             snprintf(t->error, sizeof t->error, "%s", rl_error_message());
@@ -444,10 +450,16 @@ static void s_on_done(uv_async_t *a)
                 Rl__Reply r = RL__REPLY__INIT;
                 r.call_id = t->call_id;
                 r.has_payload = t->out != NULL;
+                /* the handler's time: the driver separates it from dispatch
+                 * and transfer overhead */
+                json_t *res = json_pack("{s:f}", "compute_s", t->compute_s);
+                r.result = rl_value_from_json(res);
+                json_decref(res);
                 env.body_case = RL__ENVELOPE__BODY_REPLY;
                 env.reply = &r;
                 if (s_send(w, &env, t->out) == RL_EPROTO)
                     s_send_error(w, t->call_id, RL_EPROTO, rl_error_message());
+                rl_value_free(r.result);
             }
         }
         rl_dataproto_free(t->in);

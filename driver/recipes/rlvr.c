@@ -599,7 +599,8 @@ static int s_run(rl_driver *d, const rl_config *job)
         }
     }
     for (int64_t step = start + 1; !rc && step <= o.steps && !rl_driver_interrupted(d); step++) {
-        double t_step = rl_now_s(), t_gen = 0, t_rew = 0;
+        double t_step = rl_now_s(), t_gen = 0, t_rew = 0, call_wall0, call_comp0;
+        rl_driver_call_time(d, &call_wall0, &call_comp0, NULL);
         rl_metric_set_clear(ms);
         /* 1-3: generate and score; with online filtering, until the batch is full */
         rl_dataproto *batch = NULL;
@@ -738,6 +739,14 @@ static int s_run(rl_driver *d, const rl_config *job)
         rl_metric_set_put(ms, "timing_s/sync_weights", t_sync);
         rl_metric_set_put(ms, "timing_s/step", t_all);
         rl_metric_set_put(ms, RL_M_THROUGHPUT, ntok / t_all);
+        /* driver + transfer share: call wall time not spent in handlers, plus
+         * driver-side work (advantages etc.), over the step */
+        double call_wall1, call_comp1;
+        rl_driver_call_time(d, &call_wall1, &call_comp1, NULL);
+        double overhead = (call_wall1 - call_wall0) - (call_comp1 - call_comp0);
+        rl_metric_set_put(ms, "perf/dispatch_transfer_s", overhead);
+        rl_metric_set_put(ms, "perf/driver_compute_s", t_adv);
+        rl_metric_set_put(ms, "perf/driver_transfer_share", (overhead + t_adv) / t_all);
         /* 9: validation and checkpoint */
         if (o.val_every > 0 && (step % o.val_every == 0 || step == o.steps)) {
             double acc, fmt, len;

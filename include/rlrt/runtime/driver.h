@@ -116,6 +116,11 @@ int rl_driver_poll(rl_driver *d, int timeout_ms);
 int rl_driver_interrupted(const rl_driver *d);
 /* Non-NULL once a role cannot be restored. */
 const char *rl_driver_fatal(const rl_driver *d);
+/* Cumulative time of completed calls: wall (issue → last reply, on the
+ * driver) and compute (the slowest rank's handler time, reported by the
+ * workers in REPLY.result). wall − compute is what dispatch, transfers and
+ * queueing cost. */
+void rl_driver_call_time(const rl_driver *d, double *wall_s, double *compute_s, int64_t *calls);
 /* Total worker restarts so far. */
 int rl_driver_restarts(const rl_driver *d);
 /* SHUTDOWN to every worker, waits for local children (SIGKILL after
