@@ -1,6 +1,7 @@
 /* config.c — YAML config trees with locations, typed getters, overrides
  * (see rlrt/config.h). */
 #include "rlrt/config.h"
+#include "rlrt/util.h"
 
 #include "rlrt/error.h"
 
@@ -665,33 +666,10 @@ out:
 
 rl_config *rl_config_parse_file(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return rl_error_set(RL_EIO, "%s: cannot open: %s", path, strerror(errno)), NULL;
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (len < cap)
-            break;
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int err = ferror(f);
-    fclose(f);
+    size_t len;
+    char *buf = rl_file_read_all(path, &len);
     if (!buf)
-        return rl_error_set(RL_ENOMEM, "%s: out of memory", path), NULL;
-    if (err) {
-        free(buf);
-        return rl_error_set(RL_EIO, "%s: read error", path), NULL;
-    }
+        return NULL;
     rl_config *c = rl_config_parse_string(buf, len, path);
     free(buf);
     return c;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "rlrt/data.h"
+#include "rlrt/util.h"
 #include "rlrt/error.h"
 #include "rlrt/rng.h"
 
@@ -22,19 +23,6 @@ struct rl_dataset {
     int64_t n, cap;
 };
 
-static const char *s_json_type(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "object";
-    case JSON_ARRAY: return "array";
-    case JSON_STRING: return "string";
-    case JSON_INTEGER: return "integer";
-    case JSON_REAL: return "real";
-    case JSON_TRUE:
-    case JSON_FALSE: return "boolean";
-    default: return "null";
-    }
-}
 
 void rl_dataset_free(rl_dataset *ds)
 {
@@ -62,7 +50,7 @@ static int s_parse_row(const char *path, int64_t line, const char *text, size_t 
                             err.text, err.column);
     if (!json_is_object(o)) {
         int rc = rl_error_set(RL_EPROTO, "%s:%" PRId64 ": expected a JSON object, got %s",
-                              path, line, s_json_type(o));
+                              path, line, rl_json_type_name(o));
         json_decref(o);
         return rc;
     }
@@ -74,22 +62,22 @@ static int s_parse_row(const char *path, int64_t line, const char *text, size_t 
         rc = rl_error_set(RL_ENOTFOUND, "%s:%" PRId64 ": missing field 'prompt'", path, line);
     else if (!json_is_string(p))
         rc = rl_error_set(RL_EDTYPE, "%s:%" PRId64 ": field 'prompt': expected string, got %s",
-                          path, line, s_json_type(p));
+                          path, line, rl_json_type_name(p));
     else if (!gt)
         rc = rl_error_set(RL_ENOTFOUND, "%s:%" PRId64 ": missing field 'ground_truth'", path,
                           line);
     else if (!json_is_string(gt) && !json_is_integer(gt))
         rc = rl_error_set(RL_EDTYPE,
                           "%s:%" PRId64 ": field 'ground_truth': expected string or integer, "
-                          "got %s", path, line, s_json_type(gt));
+                          "got %s", path, line, rl_json_type_name(gt));
     else if (ds && !json_is_string(ds))
         rc = rl_error_set(RL_EDTYPE,
                           "%s:%" PRId64 ": field 'data_source': expected string, got %s", path,
-                          line, s_json_type(ds));
+                          line, rl_json_type_name(ds));
     else if (id && !json_is_integer(id))
         rc = rl_error_set(RL_EDTYPE,
                           "%s:%" PRId64 ": field 'global_id': expected integer, got %s", path,
-                          line, s_json_type(id));
+                          line, rl_json_type_name(id));
     if (rc) {
         json_decref(o);
         return rc;
@@ -320,7 +308,7 @@ int rl_dataset_fill_extra_i64(const rl_dataset *ds, const int64_t *rows, int64_t
                                 r->line, field);
         if (!json_is_integer(v))
             return rl_error_set(RL_EDTYPE, "%s:%" PRId64 ": field '%s': expected integer, "
-                                           "got %s", ds->path, r->line, field, s_json_type(v));
+                                           "got %s", ds->path, r->line, field, rl_json_type_name(v));
     }
     rl_column *c = rl_dataproto_new_column(dp, field, RL_COL_INT64);
     if (!c)

@@ -1,6 +1,7 @@
 /* safetensors.c — validated safetensors reader and atomic writer (see
  * rlrt/nn/safetensors.h). */
 #include "rlrt/nn/safetensors.h"
+#include "rlrt/util.h"
 #include "rlrt/error.h"
 
 #include <errno.h>
@@ -54,20 +55,6 @@ static const char *s_dtype_to_name(rl_dtype d)
 
 /* ---- parsing ---------------------------------------------------------------- */
 
-static const char *s_json_type_name(const json_t *j)
-{
-    switch (json_typeof(j)) {
-    case JSON_OBJECT: return "object";
-    case JSON_ARRAY: return "array";
-    case JSON_STRING: return "string";
-    case JSON_INTEGER: return "integer";
-    case JSON_REAL: return "real";
-    case JSON_TRUE:
-    case JSON_FALSE: return "boolean";
-    case JSON_NULL: return "null";
-    }
-    return "?";
-}
 
 static int s_cmp_offsets(const void *a, const void *b)
 {
@@ -86,7 +73,7 @@ static int s_parse_entry(const char *what, const char *name, json_t *e, size_t d
 {
     if (!json_is_object(e))
         return rl_error_set(RL_EPROTO, "%s: tensor '%s': entry is a %s, expected an object with "
-                            "dtype, shape, data_offsets", what, name, s_json_type_name(e));
+                            "dtype, shape, data_offsets", what, name, rl_json_type_name(e));
     const char *key;
     json_t *val;
     json_object_foreach(e, key, val) {
@@ -106,14 +93,14 @@ static int s_parse_entry(const char *what, const char *name, json_t *e, size_t d
                             name);
     if (!json_is_string(jd))
         return rl_error_set(RL_EPROTO, "%s: tensor '%s': field 'dtype' is a %s, expected a string",
-                            what, name, s_json_type_name(jd));
+                            what, name, rl_json_type_name(jd));
     if (!s_dtype_from_name(json_string_value(jd), &t->dtype))
         return rl_error_set(RL_EDTYPE, "%s: tensor '%s': field 'dtype': unsupported dtype '%s' "
                             "(expected F64, F32, F16, BF16, I64, I32, I8, U8 or BOOL)",
                             what, name, json_string_value(jd));
     if (!json_is_array(js))
         return rl_error_set(RL_EPROTO, "%s: tensor '%s': field 'shape' is a %s, expected an array",
-                            what, name, s_json_type_name(js));
+                            what, name, rl_json_type_name(js));
     size_t nd = json_array_size(js);
     if (nd > RL_ST_MAX_DIMS)
         return rl_error_set(RL_ESHAPE, "%s: tensor '%s': field 'shape' has %zu dims (at most %d "
@@ -124,7 +111,7 @@ static int s_parse_entry(const char *what, const char *name, json_t *e, size_t d
         json_t *x = json_array_get(js, d);
         if (!json_is_integer(x))
             return rl_error_set(RL_EPROTO, "%s: tensor '%s': field 'shape'[%zu] is a %s, expected "
-                                "an integer", what, name, d, s_json_type_name(x));
+                                "an integer", what, name, d, rl_json_type_name(x));
         json_int_t v = json_integer_value(x);
         if (v < 0)
             return rl_error_set(RL_ESHAPE, "%s: tensor '%s': field 'shape'[%zu] = %lld is negative",
@@ -144,7 +131,7 @@ static int s_parse_entry(const char *what, const char *name, json_t *e, size_t d
     t->nbytes = (size_t)numel * esz;
     if (!json_is_array(jo))
         return rl_error_set(RL_EPROTO, "%s: tensor '%s': field 'data_offsets' is a %s, expected "
-                            "an array of 2 integers", what, name, s_json_type_name(jo));
+                            "an array of 2 integers", what, name, rl_json_type_name(jo));
     if (json_array_size(jo) != 2)
         return rl_error_set(RL_EPROTO, "%s: tensor '%s': field 'data_offsets' has %zu elements, "
                             "expected 2", what, name, json_array_size(jo));
@@ -153,7 +140,7 @@ static int s_parse_entry(const char *what, const char *name, json_t *e, size_t d
         json_t *x = json_array_get(jo, (size_t)k);
         if (!json_is_integer(x))
             return rl_error_set(RL_EPROTO, "%s: tensor '%s': field 'data_offsets'[%d] is a %s, "
-                                "expected an integer", what, name, k, s_json_type_name(x));
+                                "expected an integer", what, name, k, rl_json_type_name(x));
         off[k] = json_integer_value(x);
         if (off[k] < 0)
             return rl_error_set(RL_ERANGE, "%s: tensor '%s': field 'data_offsets'[%d] = %lld is "
@@ -181,13 +168,13 @@ static int s_parse_metadata(const char *what, json_t *m)
 {
     if (!json_is_object(m))
         return rl_error_set(RL_EPROTO, "%s: field '__metadata__' is a %s, expected an object of "
-                            "strings", what, s_json_type_name(m));
+                            "strings", what, rl_json_type_name(m));
     const char *key;
     json_t *val;
     json_object_foreach(m, key, val) {
         if (!json_is_string(val))
             return rl_error_set(RL_EPROTO, "%s: field '__metadata__': value of '%s' is a %s, "
-                                "expected a string", what, key, s_json_type_name(val));
+                                "expected a string", what, key, rl_json_type_name(val));
     }
     return RL_OK;
 }
@@ -217,7 +204,7 @@ static int s_parse(rl_safetensors *st, const uint8_t *buf, size_t len, const cha
                             what, jerr.text, jerr.line, jerr.column);
     if (!json_is_object(st->header))
         return rl_error_set(RL_EPROTO, "%s: header is a JSON %s, expected an object", what,
-                            s_json_type_name(st->header));
+                            rl_json_type_name(st->header));
     st->data = buf + 8 + hlen;
     st->data_len = len - 8 - (size_t)hlen;
     size_t cap = json_object_size(st->header);
@@ -790,7 +777,7 @@ static int s_write_items(const char *path, s_item *it, int n, const json_t *meta
         json_object_foreach((json_t *)metadata, key, val) {
             if (!json_is_string(val))
                 return rl_error_set(RL_EINVAL, "%s: metadata value of '%s' is a %s, expected a "
-                                    "string", path, key, s_json_type_name(val));
+                                    "string", path, key, rl_json_type_name(val));
         }
     }
     json_t *h = json_object();

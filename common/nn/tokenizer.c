@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "rlrt/error.h"
+#include "rlrt/util.h"
 #include "tokenizer_internal.h"
 
 /* ======================================================================
@@ -543,39 +544,9 @@ void rl_tokenizer_free(rl_tokenizer *tok)
 
 static char *s_read_file(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        rl_error_set(RL_EIO, "tokenizer: cannot open '%s'", path);
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (n < cap)
-            break;
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (!buf) {
-        rl_error_set(RL_ENOMEM, "tokenizer: reading '%s': out of memory", path);
-        return NULL;
-    }
-    if (err) {
-        free(buf);
-        rl_error_set(RL_EIO, "tokenizer: read error on '%s'", path);
-        return NULL;
-    }
-    *len = n;
+    char *buf = rl_file_read_all(path, len);
+    if (!buf)
+        rl_error_wrap(rl_error_code(), "tokenizer: cannot open '%s'", path);
     return buf;
 }
 

@@ -26,6 +26,7 @@
 #include "rlrt/dataproto.h"
 #include "rlrt/algo/aepo.h"
 #include "rlrt/config.h"
+#include "rlrt/util.h"
 #include "rlrt/runtime/cluster.h"
 #include "rlrt/runtime/collective.h"
 #include "rlrt/wire.h"

@@ -1,0 +1,57 @@
+/* util.c — shared helpers (see rlrt/util.h). */
+#include "rlrt/util.h"
+#include "rlrt/error.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+char *rl_file_read_all(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return rl_error_set(RL_EIO, "%s: cannot open: %s", path, strerror(errno)), NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap)
+            break;
+        char *nb = realloc(buf, cap * 2 + 1);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (!buf)
+        return rl_error_set(RL_ENOMEM, "%s: out of memory", path), NULL;
+    if (err) {
+        free(buf);
+        return rl_error_set(RL_EIO, "%s: read error", path), NULL;
+    }
+    buf[n] = '\0';
+    if (len)
+        *len = n;
+    return buf;
+}
+
+const char *rl_json_type_name(const json_t *j)
+{
+    switch (json_typeof(j)) {
+    case JSON_OBJECT: return "object";
+    case JSON_ARRAY: return "array";
+    case JSON_STRING: return "string";
+    case JSON_INTEGER: return "integer";
+    case JSON_REAL: return "real";
+    case JSON_TRUE:
+    case JSON_FALSE: return "boolean";
+    case JSON_NULL: return "null";
+    }
+    return "?";
+}
