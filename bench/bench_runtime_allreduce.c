@@ -11,7 +11,8 @@
  *
  * Environment: RL_BENCH_MIB (default 256), RL_BENCH_ENDPOINT (default
  * tcp://127.0.0.1; ipc:// also works), RL_BENCH_ITERS (timed repetitions,
- * best is reported; default 2), RL_BENCH_SEGMENT_KIB (default 1024). */
+ * best is reported; default 2), RL_BENCH_SEGMENT_KIB (default 1024),
+ * RL_BENCH_IO_THREADS (ZeroMQ I/O threads per rank, default 1). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,6 +223,7 @@ int main(void)
     rl_comm_options_default(&o);
     o.segment_bytes = seg;
     o.timeout_s = 600;
+    o.io_threads = (int)s_env("RL_BENCH_IO_THREADS", 1);
 
     printf("bench: allreduce_bytes = %zu\n", bytes);
     printf("bench: allreduce_segment_bytes = %zu\n", seg);
