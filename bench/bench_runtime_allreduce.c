@@ -130,6 +130,10 @@ static double s_raw_seconds(const char *endpoint, size_t bytes, size_t seg, int 
         if (!WIFEXITED(st) || WEXITSTATUS(st))
             t = -1;
     }
+    if (strncmp(data_ep, "ipc://", 6) == 0) {
+        unlink(data_ep + 6);
+        unlink(ack_ep + 6);
+    }
     return t;
 }
 
