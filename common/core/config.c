@@ -1154,6 +1154,11 @@ static int s_merge_into(rl_config_node *dst, const rl_config_node *src)
                 return rc;
             continue;
         }
+        /* "actor:" with every line below commented out keeps the defaults
+         * rather than wiping the whole section. */
+        if (j >= 0 && dst->items[j]->kind == RL_CONFIG_MAP && s->kind == RL_CONFIG_SCALAR &&
+            !s->quoted && s_is_null_text(s->text))
+            continue;
         rl_config_node *copy = s_node_copy(s);
         if (!copy)
             return RL_ENOMEM;

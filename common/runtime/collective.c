@@ -31,6 +31,7 @@ struct rl_comm {
     int64_t seg; /* floats per segment */
     char my_ep[S_EP_MAX + 32];
     char right_ep[S_EP_MAX + 32];
+    char ctl_ep[S_EP_MAX + 32]; /* rank 0: the rendezvous endpoint it bound */
 };
 
 void rl_comm_options_default(rl_comm_options *o)
@@ -194,6 +195,7 @@ static rl_comm *s_rendezvous_root(rl_comm *c, const char *nonce, const char *id_
     if (zmq_bind(c->ctl, id_ep) != 0)
         return s_fail_init(c, RL_EIO, "comm rank 0: cannot bind %s: %s", id_ep,
                            zmq_strerror(zmq_errno()));
+    snprintf(c->ctl_ep, sizeof c->ctl_ep, "%s", id_ep);
     char (*eps)[S_EP_MAX + 32] = calloc((size_t)W, sizeof *eps);
     unsigned char (*ids)[256] = calloc((size_t)W, sizeof *ids);
     size_t *id_len = calloc((size_t)W, sizeof *id_len);
@@ -365,6 +367,11 @@ void rl_comm_destroy(rl_comm *c)
         zmq_close(c->ctl);
     if (c->ctx)
         zmq_ctx_term(c->ctx);
+    /* ZeroMQ leaves the socket files of ipc listeners behind. */
+    if (strncmp(c->my_ep, "ipc://", 6) == 0)
+        unlink(c->my_ep + 6);
+    if (strncmp(c->ctl_ep, "ipc://", 6) == 0)
+        unlink(c->ctl_ep + 6);
     free(c);
 }
 

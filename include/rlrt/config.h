@@ -163,7 +163,9 @@ const char *rl_config_type_name(rl_config_type t);
  * still point into the original file). RL_ENOTFOUND if missing. */
 rl_config *rl_config_subtree(const rl_config *c, const char *path);
 /* Deep copy of `base` with `over` laid on top: maps merge key by key
- * (recursively), anything else in `over` replaces. Neither input changes. */
+ * (recursively), anything else in `over` replaces, except that a null over
+ * a map keeps the map (a section whose lines are all commented out keeps
+ * its defaults). Neither input changes. */
 rl_config *rl_config_merge(const rl_config *base, const rl_config *over);
 /* Block-style YAML of the subtree at `path` ("" = whole tree); scalars keep
  * their quoting, so parsing it back gives the same types. */

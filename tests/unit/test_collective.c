@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -221,6 +222,43 @@ static void test_ring_tcp(void **state)
         assert_int_equal(s_run_ranks("tcp://127.0.0.1", W, 64 * 1024, s_join_and_run), 0);
 }
 
+typedef struct s_thread_arg {
+    const rl_comm_id *id;
+    const rl_comm_options *o;
+    int W, rank, rc;
+} s_thread_arg;
+
+static void *s_thread_main(void *p)
+{
+    s_thread_arg *a = p;
+    a->rc = s_join_and_run(a->id, a->W, a->rank, a->o);
+    return NULL;
+}
+
+/* Ranks may be threads of one process too (one communicator each). */
+static void test_ring_threads(void **state)
+{
+    (void)state;
+    rl_comm_id id;
+    assert_int_equal(rl_comm_id_create(&id, "tcp://127.0.0.1"), 0);
+    rl_comm_options o;
+    rl_comm_options_default(&o);
+    o.timeout_s = 20.0;
+    o.segment_bytes = 4096;
+    s_max_count = 1001;
+    pthread_t th[3];
+    s_thread_arg args[3];
+    for (int r = 0; r < 3; r++) {
+        args[r] = (s_thread_arg){.id = &id, .o = &o, .W = 3, .rank = r, .rc = -1};
+        assert_int_equal(pthread_create(&th[r], NULL, s_thread_main, &args[r]), 0);
+    }
+    for (int r = 0; r < 3; r++) {
+        pthread_join(th[r], NULL);
+        assert_int_equal(args[r].rc, 0);
+    }
+    s_max_count = 300007;
+}
+
 /* Rank 0 all-reduces 10 floats, rank 1 12: both see the other's chunk size. */
 static int s_mismatch_body(const rl_comm_id *id, int W, int rank, const rl_comm_options *o)
 {
@@ -289,6 +327,7 @@ int main(void)
         cmocka_unit_test(test_ring_ipc_small_segments),
         cmocka_unit_test(test_ring_ipc_default_segments),
         cmocka_unit_test(test_ring_tcp),
+        cmocka_unit_test(test_ring_threads),
         cmocka_unit_test(test_mismatched_counts),
         cmocka_unit_test(test_setup_errors),
     };

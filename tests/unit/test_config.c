@@ -468,6 +468,19 @@ static void test_validate_and_load_job(void **state)
     rl_config_free(job);
     rl_config_free(def);
 
+    /* an empty section keeps its defaults */
+    def = s_parse(DEFAULTS, "<defaults>");
+    job = s_parse("actor:\n#  lr: 1\nalgorithm: {kl_coef: ~}\n", "job.yaml");
+    assert_int_equal(rl_config_validate(job, def), 0);
+    m = rl_config_merge(def, job);
+    assert_int_equal(rl_config_get_double(m, "actor.lr", &d), 0);
+    assert_true(d == 1.0e-6);
+    assert_int_equal(rl_config_get_double_or(m, "algorithm.kl_coef", 0.5, &d), 0);
+    assert_true(d == 0.5); /* an explicit null scalar does replace */
+    rl_config_free(m);
+    rl_config_free(job);
+    rl_config_free(def);
+
     /* "lr: 1" in a job still stands for a number in later overrides */
     def = s_parse(DEFAULTS, "<defaults>");
     job = s_parse("actor: {lr: 1}\n", "job.yaml");
