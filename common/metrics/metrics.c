@@ -198,6 +198,11 @@ int rl_metrics_format_console(const rl_metric_set *s, int64_t step, char *buf, s
     }
     if (s_first(s, &v, RL_M_THROUGHPUT, NULL, NULL))
         s_add(&b, " | %.3g tok/s", v);
+    /* validation, when measured this step (training accuracy is "acc") */
+    double tr;
+    if (rl_metric_set_get(s, RL_M_ACCURACY, &tr) == RL_OK &&
+        rl_metric_set_get(s, RL_M_VAL_ACCURACY, &v) == RL_OK)
+        s_add(&b, " | val acc %.3f", v);
     return (int)b.len;
 }
 

@@ -27,7 +27,8 @@ typedef struct {
     int norm_by_std, uniform_scale, use_kl_in_reward, use_kl_loss, filtering;
     int64_t n, batch, mini_batch, epochs, steps, val_every, save_every, max_tries;
     double gamma, kl_coef, filter_low, filter_high;
-    const char *kl_penalty, *filter_key, *out_dir;
+    const char *kl_penalty, *filter_key, *out_dir, *kl_ctrl_type;
+    double kl_target, kl_horizon;
     int resume;
     uint64_t seed;
     /* ARES/AEPO */
@@ -46,6 +47,9 @@ static int s_read_opts(const rl_config *job, s_opts *o)
         rl_config_get_bool(job, "algorithm.use_kl_in_reward", &o->use_kl_in_reward) ||
         rl_config_get_string(job, "algorithm.kl_penalty", &o->kl_penalty) ||
         rl_config_get_double(job, "algorithm.kl_ctrl.kl_coef", &o->kl_coef) ||
+        rl_config_get_string(job, "algorithm.kl_ctrl.type", &o->kl_ctrl_type) ||
+        rl_config_get_double(job, "algorithm.kl_ctrl.target_kl", &o->kl_target) ||
+        rl_config_get_double(job, "algorithm.kl_ctrl.horizon", &o->kl_horizon) ||
         rl_config_get_double(job, "algorithm.gamma", &o->gamma) ||
         rl_config_get_bool(job, "algorithm.online_filtering", &o->filtering) ||
         rl_config_get_string(job, "algorithm.filter_key", &o->filter_key) ||
@@ -72,6 +76,9 @@ static int s_read_opts(const rl_config *job, s_opts *o)
         rl_config_get_int(job, "data.bootstrap_size", &o->bootstrap_size))
         return rl_error_code();
     o->seed = (uint64_t)seed;
+    if (strcmp(o->kl_ctrl_type, "fixed") != 0 && strcmp(o->kl_ctrl_type, "adaptive") != 0)
+        return rl_error_set(RL_ECONFIG, "algorithm.kl_ctrl.type: expected fixed or adaptive, got '%s'",
+                            o->kl_ctrl_type);
     static const char *known[] = {"grpo", "rloo", "reinforce_plus_plus",
                                   "reinforce_plus_plus_baseline", "reinforce_pro_max"};
     int ok = 0;
@@ -501,7 +508,8 @@ static int s_aepo_bootstrap(rl_lm_job *j, const s_opts *o, rl_aepo_state *st)
     return rc ? rc : rl_data_iter_seek(j->it, zero);
 }
 
-static int s_save(rl_lm_job *j, const s_opts *o, int64_t step, const rl_aepo_state *aepo)
+static int s_save(rl_lm_job *j, const s_opts *o, int64_t step, const rl_aepo_state *aepo,
+                  double kl_coef)
 {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/checkpoints", o->out_dir);
@@ -512,7 +520,8 @@ static int s_save(rl_lm_job *j, const s_opts *o, int64_t step, const rl_aepo_sta
     json_object_set_new(rl_dataproto_meta(req), "step", json_integer(step));
     json_object_set_new(rl_dataproto_meta(req), "epoch", json_integer(pos.epoch));
     json_object_set_new(rl_dataproto_meta(req), "data_position", json_integer(pos.index));
-    json_t *extra = json_pack("{s:I}", "weight_version", (json_int_t)j->weight_version);
+    json_t *extra = json_pack("{s:I, s:f}", "weight_version", (json_int_t)j->weight_version,
+                              "kl_coef", kl_coef);
     if (aepo) { /* the difficulty state travels with the checkpoint */
         char *text = rl_aepo_state_to_json(aepo);
         json_object_set_new(extra, "aepo", json_string(text ? text : ""));
@@ -527,7 +536,8 @@ static int s_save(rl_lm_job *j, const s_opts *o, int64_t step, const rl_aepo_sta
 }
 
 /* Restores the latest checkpoint: weights, moments, data position. */
-static int s_resume(rl_lm_job *j, const s_opts *o, int64_t *step, rl_aepo_state **aepo)
+static int s_resume(rl_lm_job *j, const s_opts *o, int64_t *step, rl_aepo_state **aepo,
+                    rl_kl_ctl *klc)
 {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/checkpoints", o->out_dir);
@@ -550,6 +560,9 @@ static int s_resume(rl_lm_job *j, const s_opts *o, int64_t *step, rl_aepo_state 
         return rc;
     rl_data_pos pos = {(int64_t)s_meta_num(out, "epoch"), (int64_t)s_meta_num(out, "data_position")};
     *step = (int64_t)s_meta_num(out, "step");
+    json_t *kc = json_object_get(json_object_get(rl_dataproto_meta(out), "extra"), "kl_coef");
+    if (json_is_number(kc))
+        klc->value = json_number_value(kc);
     const char *aepo_json = json_string_value(
         json_object_get(json_object_get(rl_dataproto_meta(out), "extra"), "aepo"));
     if (o->aepo && aepo_json && *aepo_json) {
@@ -579,13 +592,19 @@ static int s_run(rl_driver *d, const rl_config *job)
         rc = rl_lm_job_open(&j, d, job);
     int64_t start = 0;
     rl_aepo_state *aepo = NULL;
+    rl_kl_ctl klc; /* the reward-KL coefficient (verl Fixed/AdaptiveKLController) */
+    if (!rc)
+        rc = strcmp(o.kl_ctrl_type, "adaptive") == 0
+                 ? rl_kl_ctl_init_adaptive(&klc, o.kl_coef, o.kl_target, o.kl_horizon)
+                 : rl_kl_ctl_init_fixed(&klc, o.kl_coef);
     if (!rc && o.aepo && !(aepo = s_aepo_new(&o)))
         rc = rl_error_code();
     if (!rc && o.resume)
-        rc = s_resume(&j, &o, &start, &aepo);
+        rc = s_resume(&j, &o, &start, &aepo, &klc);
     if (!rc && aepo && o.bootstrap && start == 0)
         rc = s_aepo_bootstrap(&j, &o, aepo);
-    rl_metrics *sink = rc ? NULL : rl_metrics_open(o.out_dir, o.resume ? start : -1, 0);
+    /* resuming drops metrics after the checkpoint; a fresh start drops all */
+    rl_metrics *sink = rc ? NULL : rl_metrics_open(o.out_dir, start > 0 ? start : -1, 0);
     if (!rc && !sink)
         rc = rl_error_code();
     rl_metric_set *ms = rl_metric_set_new();
@@ -684,6 +703,10 @@ static int s_run(rl_driver *d, const rl_config *job)
                 }
             if (n > 0)
                 rl_metric_set_put(ms, RL_M_KL_PENALTY, s / n);
+            o.kl_coef = klc.value; /* this step's coefficient */
+            rl_metric_set_put(ms, "actor/reward_kl_coef", klc.value);
+            if (!rc && o.use_kl_in_reward && n > 0)
+                rc = rl_kl_ctl_update(&klc, s / n, B);
             if (!rc && aepo) { /* dual ascent on the per-bucket KL budgets */
                 double klb[RL_AEPO_NBUCKETS];
                 rc = rl_aepo_lambda_update(aepo, kl, mask, bucket, B, R, klb);
@@ -762,7 +785,7 @@ static int s_run(rl_driver *d, const rl_config *job)
         rl_log_info("%s", line);
         rl_metrics_log(sink, step, ms);
         if (o.save_every > 0 && (step % o.save_every == 0 || step == o.steps))
-            rc = s_save(&j, &o, step, aepo);
+            rc = s_save(&j, &o, step, aepo, klc.value);
     }
     rl_aepo_state_free(aepo);
     if (sink)
@@ -783,7 +806,7 @@ const rl_recipe rl_recipe_rlvr = {
     "  gamma: 1.0\n"
     "  use_kl_in_reward: false\n"
     "  kl_penalty: kl\n"
-    "  kl_ctrl: {type: fixed, kl_coef: 0.001}\n"
+    "  kl_ctrl: {type: fixed, kl_coef: 0.001, target_kl: 0.1, horizon: 10000.0}\n"
     "  online_filtering: false\n"
     "  filter_key: accuracy\n"
     "  filter_low: 0.01\n"

@@ -8,7 +8,8 @@
    few RL steps; every daemon exits 0; metrics.jsonl has every step.
 4. The actor on 2 ranks (FSDP) computes the same update as on 1 rank (and
    the update is not empty).
-5. Resume: 2 steps + resume to 4 equals 4 uninterrupted steps.
+5. Resume: 2 steps + resume to 4 equals 4 uninterrupted steps (with AEPO
+   and the adaptive KL controller, whose states travel in the checkpoint).
 6. Online filtering that can never fill the batch stops with its message.
 
 Standard library only (the checkpoints are read as safetensors by hand).
@@ -149,7 +150,8 @@ def main():
         assert moved > 1e-3, moved
         assert d < 1e-4, d
         # 5. resume (with AEPO, so its difficulty state must survive too)
-        rl = rl + ["algorithm.aepo.enable=true", "algorithm.use_kl_in_reward=true"]
+        rl = rl + ["algorithm.aepo.enable=true", "algorithm.use_kl_in_reward=true",
+                   "algorithm.kl_ctrl.type=adaptive", "algorithm.kl_ctrl.horizon=100"]
         run(work, c2, "arith_grpo.yaml", rl + ["trainer.total_steps=4", "trainer.save_every=2",
                                                "trainer.output_dir=runs/straight"])
         run(work, c2, "arith_grpo.yaml", rl + ["trainer.total_steps=2", "trainer.save_every=2",

@@ -414,6 +414,11 @@ static void test_console_line(void **state)
     n = rl_metrics_format_console(s, 12, small, sizeof small);
     assert_string_equal(small, "step 12 |");
     assert_int_equal(n, (int)strlen(want));
+    /* with a training accuracy, validation gets its own field */
+    rl_metric_set_put(s, RL_M_ACCURACY, 0.25);
+    rl_metrics_format_console(s, 12, buf, sizeof buf);
+    assert_non_null(strstr(buf, "| acc 0.250 |"));
+    assert_non_null(strstr(buf, "tok/s | val acc 0.480"));
     rl_metric_set_free(s);
 }
 
