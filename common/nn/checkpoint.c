@@ -416,6 +416,51 @@ static void s_note(char *note, size_t cap, const char *fmt, const char *a, const
     snprintf(note + k, cap - k, fmt, a, b);
 }
 
+/* The step numbers of root's step_<N> directories, newest first, in a
+ * malloc'd array (*steps, *n). Closes dp. With a note buffer, partial saves
+ * (step_<N>.tmp) are mentioned there. */
+static int s_list_steps(DIR *dp, const char *root, char *note, size_t note_cap, int64_t **steps,
+                        int *n)
+{
+    int64_t *v = NULL;
+    int cnt = 0, cap = 0;
+    struct dirent *de;
+    while ((de = readdir(dp))) {
+        int64_t s;
+        size_t len = strlen(de->d_name);
+        if (note && len > 4 && strcmp(de->d_name + len - 4, ".tmp") == 0 &&
+            strncmp(de->d_name, "step_", 5) == 0) {
+            s_note(note, note_cap, "ignored partial checkpoint %s/%s (interrupted "
+                   "save)", root, de->d_name);
+            continue;
+        }
+        if (!s_parse_step_name(de->d_name, &s))
+            continue;
+        if (cnt == cap) {
+            cap = cap ? 2 * cap : 16;
+            int64_t *p = realloc(v, sizeof *p * (size_t)cap);
+            if (!p) {
+                free(v);
+                closedir(dp);
+                return rl_error_set(RL_ENOMEM, "%s: out of memory", root);
+            }
+            v = p;
+        }
+        v[cnt++] = s;
+    }
+    closedir(dp);
+    /* insertion sort: checkpoint counts are small */
+    for (int i = 1; i < cnt; i++)
+        for (int j = i; j > 0 && v[j] > v[j - 1]; j--) {
+            int64_t t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    *steps = v;
+    *n = cnt;
+    return RL_OK;
+}
+
 int rl_checkpoint_find(const char *root, rl_checkpoint_info *info)
 {
     memset(info, 0, sizeof *info);
@@ -424,41 +469,10 @@ int rl_checkpoint_find(const char *root, rl_checkpoint_info *info)
     if (!dp)
         return rl_error_set(errno == ENOENT ? RL_ENOTFOUND : RL_EIO,
                             "%s: no checkpoint directory: %s", root, strerror(errno));
-    /* collect step numbers, newest first */
     int64_t *steps = NULL;
-    int n = 0, cap = 0;
-    struct dirent *de;
-    while ((de = readdir(dp))) {
-        int64_t s;
-        size_t len = strlen(de->d_name);
-        if (len > 4 && strcmp(de->d_name + len - 4, ".tmp") == 0 &&
-            strncmp(de->d_name, "step_", 5) == 0) {
-            s_note(info->note, sizeof info->note, "ignored partial checkpoint %s/%s (interrupted "
-                   "save)", root, de->d_name);
-            continue;
-        }
-        if (!s_parse_step_name(de->d_name, &s))
-            continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 16;
-            int64_t *p = realloc(steps, sizeof *p * (size_t)cap);
-            if (!p) {
-                free(steps);
-                closedir(dp);
-                return rl_error_set(RL_ENOMEM, "%s: out of memory", root);
-            }
-            steps = p;
-        }
-        steps[n++] = s;
-    }
-    closedir(dp);
-    /* newest first (insertion sort: checkpoint counts are small) */
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && steps[j] > steps[j - 1]; j--) {
-            int64_t t = steps[j];
-            steps[j] = steps[j - 1];
-            steps[j - 1] = t;
-        }
+    int n = 0;
+    if (s_list_steps(dp, root, info->note, sizeof info->note, &steps, &n))
+        return rl_error_code();
     int rc = RL_ENOTFOUND;
     for (int i = 0; i < n; i++) {
         char dir[RL_CKPT_PATH_MAX];
@@ -628,31 +642,9 @@ int rl_checkpoint_prune(const char *root, int keep)
     if (!dp)
         return rl_error_set(RL_EIO, "%s: %s", root, strerror(errno));
     int64_t *steps = NULL;
-    int n = 0, cap = 0;
-    struct dirent *de;
-    while ((de = readdir(dp))) {
-        int64_t s;
-        if (!s_parse_step_name(de->d_name, &s))
-            continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 16;
-            int64_t *p = realloc(steps, sizeof *p * (size_t)cap);
-            if (!p) {
-                free(steps);
-                closedir(dp);
-                return rl_error_set(RL_ENOMEM, "%s: out of memory", root);
-            }
-            steps = p;
-        }
-        steps[n++] = s;
-    }
-    closedir(dp);
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && steps[j] > steps[j - 1]; j--) {
-            int64_t t = steps[j];
-            steps[j] = steps[j - 1];
-            steps[j - 1] = t;
-        }
+    int n = 0;
+    if (s_list_steps(dp, root, NULL, 0, &steps, &n))
+        return rl_error_code();
     int rc = RL_OK, kept = 0;
     for (int i = 0; i < n && rc == RL_OK; i++) {
         char name[64], dir[RL_CKPT_PATH_MAX];
