@@ -74,43 +74,6 @@ rl_lm *rl_job_lm_build(const rl_config *job)
     return m;
 }
 
-static const json_t *s_meta(const rl_dataproto *in, const char *key)
-{
-    return json_object_get(rl_dataproto_meta_const(in), key);
-}
-
-int rl_meta_int(const rl_dataproto *in, const char *key, int64_t def, int64_t *out)
-{
-    const json_t *v = s_meta(in, key);
-    if (!v || json_is_null(v)) {
-        *out = def;
-        return RL_OK;
-    }
-    if (!json_is_integer(v))
-        return rl_error_set(RL_EINVAL, "argument '%s' must be an integer", key);
-    *out = json_integer_value(v);
-    return RL_OK;
-}
-
-int rl_meta_double(const rl_dataproto *in, const char *key, double def, double *out)
-{
-    const json_t *v = s_meta(in, key);
-    if (!v || json_is_null(v)) {
-        *out = def;
-        return RL_OK;
-    }
-    if (!json_is_number(v))
-        return rl_error_set(RL_EINVAL, "argument '%s' must be a number", key);
-    *out = json_number_value(v);
-    return RL_OK;
-}
-
-const char *rl_meta_str(const rl_dataproto *in, const char *key, const char *def)
-{
-    const char *s = json_string_value(s_meta(in, key));
-    return s ? s : def;
-}
-
 int rl_seq_batch_build(const rl_dataproto *in, int pad_id, rl_seq_batch *s)
 {
     memset(s, 0, sizeof *s);

@@ -24,11 +24,6 @@ int rl_job_lm_config(const rl_config *job, rl_lm_config *out);
  * model.init_std. */
 rl_lm *rl_job_lm_build(const rl_config *job);
 
-/* Meta arguments of a call (RL_EINVAL naming the key on a wrong type). */
-int rl_meta_int(const rl_dataproto *in, const char *key, int64_t def, int64_t *out);
-int rl_meta_double(const rl_dataproto *in, const char *key, double def, double *out);
-const char *rl_meta_str(const rl_dataproto *in, const char *key, const char *def);
-
 /* A (prompt ++ response) batch assembled from tensors prompts (B,P) i32,
  * prompt_lens (B) i32, responses (B,R) i32, response_lens (B) i32 (responses
  * may be absent: prompts only). tokens/mask are (B, L), L = max row length. */

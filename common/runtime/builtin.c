@@ -15,46 +15,11 @@
 #include <time.h>
 #include <unistd.h>
 
-static const json_t *s_arg(const rl_dataproto *in, const char *key)
-{
-    return json_object_get(rl_dataproto_meta_const(in), key);
-}
-
-static int s_arg_int(const rl_dataproto *in, const char *key, int64_t def, int64_t *out)
-{
-    const json_t *v = s_arg(in, key);
-    if (!v) {
-        *out = def;
-        return RL_OK;
-    }
-    if (!json_is_integer(v))
-        return rl_error_set(RL_EINVAL, "argument '%s' must be an integer", key);
-    *out = json_integer_value(v);
-    return RL_OK;
-}
-
-static const char *s_arg_str(const rl_dataproto *in, const char *key)
-{
-    const char *s = json_string_value(s_arg(in, key));
-    if (!s)
-        rl_error_set(RL_EINVAL, "argument '%s' (a string) is missing", key);
-    return s;
-}
-
 static double s_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-/* A one-row DataProto with meta set from a JSON object (stolen). */
-static rl_dataproto *s_result(json_t *meta)
-{
-    rl_dataproto *o = rl_dataproto_new();
-    rl_dataproto_set_rows(o, 1);
-    rl_dataproto_set_meta(o, meta);
-    return o;
 }
 
 /* ---- basic methods -------------------------------------------------------------------- */
@@ -72,7 +37,7 @@ static int s_add(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
     const rl_tensor *x = rl_dataproto_tensor_typed(in, "x", RL_F32);
     if (!x)
         return rl_error_code();
-    const json_t *v = s_arg(in, "value");
+    const json_t *v = json_object_get(rl_dataproto_meta_const(in), "value");
     if (!json_is_number(v))
         return rl_error_set(RL_EINVAL, "add: meta 'value' must be a number");
     double add = json_number_value(v);
@@ -97,7 +62,7 @@ static int s_sleep(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **ou
 {
     (void)out;
     int64_t ms;
-    if (s_arg_int(in, "ms", 100, &ms))
+    if (rl_dataproto_meta_int(in, "ms", 100, &ms))
         return rl_error_code();
     for (int64_t t = 0; t < ms && !ctx->stop; t += 10)
         usleep(10000);
@@ -149,7 +114,7 @@ static float s_coll_sum(int world, int64_t count, int64_t i)
 static int s_comm_id_create(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     (void)ctx;
-    const char *host = s_arg_str(in, "host");
+    const char *host = rl_dataproto_meta_str(in, "host", NULL);
     if (!host)
         return rl_error_code();
     char ep[300];
@@ -157,7 +122,7 @@ static int s_comm_id_create(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datap
     rl_comm_id id;
     if (rl_comm_id_create(&id, ep))
         return rl_error_code();
-    *out = s_result(json_pack("{s:s}", "comm_id", rl_comm_id_string(&id)));
+    *out = rl_dataproto_new_meta(json_pack("{s:s}", "comm_id", rl_comm_id_string(&id)));
     return RL_OK;
 }
 
@@ -165,9 +130,9 @@ static int s_comm_id_create(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datap
  * meta: comm_id (text), count. Returns meta {ms: {op: ms}}. */
 static int s_coll_check(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
-    const char *idtext = s_arg_str(in, "comm_id");
+    const char *idtext = rl_dataproto_meta_str(in, "comm_id", NULL);
     int64_t count;
-    if (!idtext || s_arg_int(in, "count", 1000, &count))
+    if (!idtext || rl_dataproto_meta_int(in, "count", 1000, &count))
         return rl_error_code();
     rl_comm_id id;
     if (rl_comm_id_parse(&id, idtext))
@@ -238,7 +203,7 @@ done:
         json_decref(ms);
         return rl_error_wrap(rc, "%s/%d", ctx->role, ctx->rank);
     }
-    *out = s_result(json_pack("{s:o}", "ms", ms));
+    *out = rl_dataproto_new_meta(json_pack("{s:o}", "ms", ms));
     return RL_OK;
 }
 
@@ -257,7 +222,7 @@ static float s_weight_value(int64_t i, uint64_t version)
 static int s_weights_open(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     (void)ctx;
-    const char *host = s_arg_str(in, "host");
+    const char *host = rl_dataproto_meta_str(in, "host", NULL);
     if (!host)
         return rl_error_code();
     if (!s_wsend) {
@@ -267,7 +232,7 @@ static int s_weights_open(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
         if (!s_wsend)
             return rl_error_code();
     }
-    *out = s_result(json_pack("{s:s}", "endpoint", rl_weight_sender_endpoint(s_wsend)));
+    *out = rl_dataproto_new_meta(json_pack("{s:s}", "endpoint", rl_weight_sender_endpoint(s_wsend)));
     return RL_OK;
 }
 
@@ -278,8 +243,8 @@ static int s_weights_send(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     int64_t version, count, receivers;
     if (!s_wsend)
         return rl_error_set(RL_ESTATE, "weights_send before weights_open");
-    if (s_arg_int(in, "version", 1, &version) || s_arg_int(in, "count", 1 << 20, &count) ||
-        s_arg_int(in, "receivers", 1, &receivers))
+    if (rl_dataproto_meta_int(in, "version", 1, &version) || rl_dataproto_meta_int(in, "count", 1 << 20, &count) ||
+        rl_dataproto_meta_int(in, "receivers", 1, &receivers))
         return rl_error_code();
     float *buf = malloc(sizeof(float) * (size_t)(count ? count : 1));
     for (int64_t i = 0; i < count; i++)
@@ -290,7 +255,7 @@ static int s_weights_send(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     free(buf);
     if (rc)
         return rc;
-    *out = s_result(json_pack("{s:f}", "ms", el));
+    *out = rl_dataproto_new_meta(json_pack("{s:f}", "ms", el));
     return RL_OK;
 }
 
@@ -298,9 +263,9 @@ static int s_weights_send(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
  * every value; returns meta {version}. */
 static int s_weights_recv(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
-    const char *endpoint = s_arg_str(in, "endpoint");
+    const char *endpoint = rl_dataproto_meta_str(in, "endpoint", NULL);
     int64_t count;
-    if (!endpoint || s_arg_int(in, "count", 1 << 20, &count))
+    if (!endpoint || rl_dataproto_meta_int(in, "count", 1 << 20, &count))
         return rl_error_code();
     if (s_wrecv && strcmp(s_wrecv_endpoint, endpoint) != 0) {
         rl_weight_receiver_free(s_wrecv);
@@ -322,7 +287,7 @@ static int s_weights_recv(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
             return rl_error_set(RL_ENUMERIC, "%s/%d: weight [%lld] of version %llu is %g, expected %g",
                                 ctx->role, ctx->rank, (long long)i, (unsigned long long)version,
                                 w[i], s_weight_value(i, version));
-    *out = s_result(json_pack("{s:I}", "version", (json_int_t)version));
+    *out = rl_dataproto_new_meta(json_pack("{s:I}", "version", (json_int_t)version));
     return RL_OK;
 }
 
@@ -334,7 +299,7 @@ static rl_channel *s_chan;
 static int s_channel_open(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     (void)ctx;
-    const char *host = s_arg_str(in, "host");
+    const char *host = rl_dataproto_meta_str(in, "host", NULL);
     if (!host)
         return rl_error_code();
     char bind[300];
@@ -343,7 +308,7 @@ static int s_channel_open(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     s_chan = rl_channel_listen(bind);
     if (!s_chan)
         return rl_error_code();
-    *out = s_result(json_pack("{s:s}", "endpoint", rl_channel_endpoint(s_chan)));
+    *out = rl_dataproto_new_meta(json_pack("{s:s}", "endpoint", rl_channel_endpoint(s_chan)));
     return RL_OK;
 }
 
@@ -351,7 +316,7 @@ static int s_channel_connect(rl_worker_ctx *ctx, const rl_dataproto *in, rl_data
 {
     (void)ctx;
     (void)out;
-    const char *endpoint = s_arg_str(in, "endpoint");
+    const char *endpoint = rl_dataproto_meta_str(in, "endpoint", NULL);
     if (!endpoint)
         return rl_error_code();
     rl_channel_free(s_chan);
@@ -367,8 +332,8 @@ static int s_channel_pingpong(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dat
     int64_t steps, rows, serve;
     if (!s_chan)
         return rl_error_set(RL_ESTATE, "no data channel open on %s/%d", ctx->role, ctx->rank);
-    if (s_arg_int(in, "steps", 10, &steps) || s_arg_int(in, "rows", 16, &rows) ||
-        s_arg_int(in, "serve", 0, &serve))
+    if (rl_dataproto_meta_int(in, "steps", 10, &steps) || rl_dataproto_meta_int(in, "rows", 16, &rows) ||
+        rl_dataproto_meta_int(in, "serve", 0, &serve))
         return rl_error_code();
     double t0 = s_ms();
     for (int64_t k = 0; k < steps; k++) {
@@ -409,7 +374,7 @@ static int s_channel_pingpong(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dat
         if (rc)
             return rc;
     }
-    *out = s_result(json_pack("{s:I, s:f}", "steps", (json_int_t)steps, "ms", s_ms() - t0));
+    *out = rl_dataproto_new_meta(json_pack("{s:I, s:f}", "steps", (json_int_t)steps, "ms", s_ms() - t0));
     return RL_OK;
 }
 

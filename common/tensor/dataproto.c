@@ -557,6 +557,55 @@ int rl_dataproto_set_meta(rl_dataproto *dp, json_t *meta)
     return RL_OK;
 }
 
+rl_dataproto *rl_dataproto_new_meta(json_t *meta)
+{
+    rl_dataproto *dp = rl_dataproto_new();
+    if (!dp) {
+        json_decref(meta);
+        return NULL;
+    }
+    dp->rows = 0;
+    if (rl_dataproto_set_meta(dp, meta)) {
+        rl_dataproto_free(dp);
+        return NULL;
+    }
+    return dp;
+}
+
+int rl_dataproto_meta_int(const rl_dataproto *dp, const char *key, int64_t def, int64_t *out)
+{
+    const json_t *v = json_object_get(dp->meta, key);
+    if (!v || json_is_null(v)) {
+        *out = def;
+        return RL_OK;
+    }
+    if (!json_is_integer(v))
+        return rl_error_set(RL_EINVAL, "argument '%s' must be an integer", key);
+    *out = json_integer_value(v);
+    return RL_OK;
+}
+
+int rl_dataproto_meta_double(const rl_dataproto *dp, const char *key, double def, double *out)
+{
+    const json_t *v = json_object_get(dp->meta, key);
+    if (!v || json_is_null(v)) {
+        *out = def;
+        return RL_OK;
+    }
+    if (!json_is_number(v))
+        return rl_error_set(RL_EINVAL, "argument '%s' must be a number", key);
+    *out = json_number_value(v);
+    return RL_OK;
+}
+
+const char *rl_dataproto_meta_str(const rl_dataproto *dp, const char *key, const char *def)
+{
+    const char *s = json_string_value(json_object_get(dp->meta, key));
+    if (!s && !def)
+        rl_error_set(RL_EINVAL, "argument '%s' (a string) is missing", key);
+    return s ? s : def;
+}
+
 /* ---- operations -------------------------------------------------------------------- */
 
 /* New dataproto with a deep copy of src's meta and src's rows. */

@@ -99,18 +99,10 @@ int rl_lm_prepare(rl_config *job)
     return RL_OK;
 }
 
-static rl_dataproto *s_args(json_t *meta)
-{
-    rl_dataproto *dp = rl_dataproto_new();
-    rl_dataproto_set_rows(dp, 0);
-    rl_dataproto_set_meta(dp, meta);
-    return dp;
-}
-
 int rl_lm_job_sync_weights(rl_lm_job *j)
 {
     if (!j->weight_endpoint[0]) {
-        rl_dataproto *in = s_args(json_pack("{s:s}", "host", rl_group_address(j->actor, 0))), *out = NULL;
+        rl_dataproto *in = rl_dataproto_new_meta(json_pack("{s:s}", "host", rl_group_address(j->actor, 0))), *out = NULL;
         int rc = rl_group_call_sync(j->actor, "weights_open_actor", RL_DISPATCH_RANK_ZERO, in, &out);
         rl_dataproto_free(in);
         if (rc)
@@ -120,9 +112,9 @@ int rl_lm_job_sync_weights(rl_lm_job *j)
         rl_dataproto_free(out);
     }
     j->weight_version++;
-    rl_dataproto *pub = s_args(json_pack("{s:I, s:i}", "version", (json_int_t)j->weight_version,
+    rl_dataproto *pub = rl_dataproto_new_meta(json_pack("{s:I, s:i}", "version", (json_int_t)j->weight_version,
                                          "receivers", rl_group_size(j->rollout)));
-    rl_dataproto *sub = s_args(json_pack("{s:s, s:I}", "endpoint", j->weight_endpoint, "version",
+    rl_dataproto *sub = rl_dataproto_new_meta(json_pack("{s:s, s:I}", "endpoint", j->weight_endpoint, "version",
                                          (json_int_t)j->weight_version));
     rl_future *fp = rl_group_call(j->actor, "publish_weights", RL_DISPATCH_RANK_ZERO, pub);
     rl_future *fs = rl_group_call(j->rollout, "sync_weights", RL_DISPATCH_ONE_TO_ALL, sub);
@@ -172,12 +164,12 @@ int rl_lm_job_open(rl_lm_job *j, rl_driver *d, const rl_config *job)
     /* models: the actor ranks join one communicator (rank 0 makes the id) */
     rl_dataproto *init = NULL;
     if (rl_group_size(j->actor) > 1) {
-        rl_dataproto *req = s_args(json_pack("{s:s}", "host", rl_group_address(j->actor, 0))), *res = NULL;
+        rl_dataproto *req = rl_dataproto_new_meta(json_pack("{s:s}", "host", rl_group_address(j->actor, 0))), *res = NULL;
         int rc = rl_group_call_sync(j->actor, "comm_id_create", RL_DISPATCH_RANK_ZERO, req, &res);
         rl_dataproto_free(req);
         if (rc)
             return rc;
-        init = s_args(json_pack("{s:s}", "comm_id",
+        init = rl_dataproto_new_meta(json_pack("{s:s}", "comm_id",
                                 json_string_value(json_object_get(rl_dataproto_meta(res), "comm_id"))));
         rl_dataproto_free(res);
     }

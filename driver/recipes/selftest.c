@@ -214,15 +214,6 @@ static void s_overlap_check(rl_driver *d, const rl_config *job, s_tally *t)
     s_report(t, label, "all", n, ok, el, why);
 }
 
-/* Meta-only request {key: value, ...} built from a JSON object (stolen). */
-static rl_dataproto *s_args(json_t *meta)
-{
-    rl_dataproto *dp = rl_dataproto_new();
-    rl_dataproto_set_rows(dp, 0);
-    rl_dataproto_set_meta(dp, meta);
-    return dp;
-}
-
 /* Every collective among the ranks of each multi-rank group, for buffer
  * sizes 0, W - 1 (smaller than the world) and an odd size. */
 static void s_collective_check(rl_driver *d, s_tally *t)
@@ -241,12 +232,12 @@ static void s_collective_check(rl_driver *d, s_tally *t)
             double t0 = s_now_ms();
             char why[512] = "";
             /* rank 0 makes the id on its host; the driver hands it out */
-            rl_dataproto *req = s_args(json_pack("{s:s}", "host", rl_group_address(g, 0))), *res = NULL;
+            rl_dataproto *req = rl_dataproto_new_meta(json_pack("{s:s}", "host", rl_group_address(g, 0))), *res = NULL;
             int ok = rl_group_call_sync(g, "comm_id_create", RL_DISPATCH_RANK_ZERO, req, &res) == 0;
             rl_dataproto_free(req);
             if (ok) {
                 const char *id = json_string_value(json_object_get(rl_dataproto_meta(res), "comm_id"));
-                rl_dataproto *in = s_args(json_pack("{s:s, s:I}", "comm_id", id ? id : "",
+                rl_dataproto *in = rl_dataproto_new_meta(json_pack("{s:s, s:I}", "comm_id", id ? id : "",
                                                     "count", (json_int_t)counts[c]));
                 ok = rl_group_call_sync(g, "coll_check", RL_DISPATCH_ONE_TO_ALL, in, NULL) == 0;
                 rl_dataproto_free(in);
@@ -274,15 +265,15 @@ static void s_weight_check(rl_driver *d, const rl_config *job, int64_t version, 
     int64_t count = mb * 1024 * 1024 / 4;
     double t0 = s_now_ms();
     char why[512] = "";
-    rl_dataproto *open = s_args(json_pack("{s:s}", "host", rl_group_address(actor, 0))), *res = NULL;
+    rl_dataproto *open = rl_dataproto_new_meta(json_pack("{s:s}", "host", rl_group_address(actor, 0))), *res = NULL;
     int ok = rl_group_call_sync(actor, "weights_open", RL_DISPATCH_RANK_ZERO, open, &res) == 0;
     rl_dataproto_free(open);
     if (ok) {
         const char *ep = json_string_value(json_object_get(rl_dataproto_meta(res), "endpoint"));
-        rl_dataproto *send = s_args(json_pack("{s:I, s:I, s:i}", "version", (json_int_t)version,
+        rl_dataproto *send = rl_dataproto_new_meta(json_pack("{s:I, s:I, s:i}", "version", (json_int_t)version,
                                               "count", (json_int_t)count, "receivers",
                                               rl_group_size(rollout)));
-        rl_dataproto *recv = s_args(json_pack("{s:s, s:I}", "endpoint", ep, "count", (json_int_t)count));
+        rl_dataproto *recv = rl_dataproto_new_meta(json_pack("{s:s, s:I}", "endpoint", ep, "count", (json_int_t)count));
         rl_future *fs = rl_group_call(actor, "weights_send", RL_DISPATCH_RANK_ZERO, send);
         rl_future *fr = rl_group_call(rollout, "weights_recv", RL_DISPATCH_ONE_TO_ALL, recv);
         ok = rl_future_wait(fr, 60000) == 0 && rl_future_wait(fs, 60000) == 0;
@@ -330,7 +321,7 @@ static void s_channel_check(rl_driver *d, s_tally *t)
     }
     rl_dataproto **per = calloc((size_t)n, sizeof *per);
     for (int r = 0; r < n; r++)
-        per[r] = s_args(json_pack("{s:s}", "host", rl_group_address(env, r)));
+        per[r] = rl_dataproto_new_meta(json_pack("{s:s}", "host", rl_group_address(env, r)));
     rl_future *f = rl_group_call_each(env, "channel_open", per);
     int ok = rl_future_wait(f, 30000) == 0;
     for (int r = 0; r < n; r++) {
@@ -339,7 +330,7 @@ static void s_channel_check(rl_driver *d, s_tally *t)
             rl_future_take_rank(f, r, &o);
         const char *ep = o ? json_string_value(json_object_get(rl_dataproto_meta(o), "endpoint")) : "";
         rl_dataproto_free(per[r]);
-        per[r] = s_args(json_pack("{s:s}", "endpoint", ep ? ep : ""));
+        per[r] = rl_dataproto_new_meta(json_pack("{s:s}", "endpoint", ep ? ep : ""));
         rl_dataproto_free(o);
     }
     rl_future_free(f);
@@ -349,8 +340,8 @@ static void s_channel_check(rl_driver *d, s_tally *t)
         rl_future_free(f);
     }
     if (ok) {
-        rl_dataproto *serve = s_args(json_pack("{s:i, s:i}", "steps", 50, "serve", 1));
-        rl_dataproto *ping = s_args(json_pack("{s:i, s:i}", "steps", 50, "serve", 0));
+        rl_dataproto *serve = rl_dataproto_new_meta(json_pack("{s:i, s:i}", "steps", 50, "serve", 1));
+        rl_dataproto *ping = rl_dataproto_new_meta(json_pack("{s:i, s:i}", "steps", 50, "serve", 0));
         rl_future *fs = rl_group_call(env, "channel_pingpong", RL_DISPATCH_ONE_TO_ALL, serve);
         rl_future *fp = rl_group_call(rollout, "channel_pingpong", RL_DISPATCH_ONE_TO_ALL, ping);
         ok = rl_future_wait(fp, 60000) == 0 && rl_future_wait(fs, 60000) == 0;

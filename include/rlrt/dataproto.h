@@ -125,6 +125,18 @@ const json_t *rl_dataproto_meta_const(const rl_dataproto *dp);
 /* Replaces meta (steals the reference; must be an object). */
 int rl_dataproto_set_meta(rl_dataproto *dp, json_t *meta);
 
+/* Small requests and replies (call arguments, metrics) travel as meta.
+ * rl_dataproto_new_meta: a 0-row DataProto carrying `meta` (stolen; must be
+ * an object). The getters read one meta key: absent or null gives `def`;
+ * a wrong type is RL_EINVAL "argument 'key' must be an integer|a number".
+ * rl_dataproto_meta_str returns `def` when the key is absent or not a
+ * string, and when that is NULL also sets "argument 'key' (a string) is
+ * missing". */
+rl_dataproto *rl_dataproto_new_meta(json_t *meta);
+int rl_dataproto_meta_int(const rl_dataproto *dp, const char *key, int64_t def, int64_t *out);
+int rl_dataproto_meta_double(const rl_dataproto *dp, const char *key, double def, double *out);
+const char *rl_dataproto_meta_str(const rl_dataproto *dp, const char *key, const char *def);
+
 /* ---- operations ------------------------------------------------------------ */
 
 /* Rows of all items stacked. Items must have the same tensor names, dtypes and

@@ -97,7 +97,7 @@ static int s_init_model(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto
     a->W = ctx->world_size;
     a->rank = ctx->rank;
     if (a->W > 1) {
-        const char *id_text = rl_meta_str(in, "comm_id", NULL);
+        const char *id_text = rl_dataproto_meta_str(in, "comm_id", NULL);
         rl_comm_id id;
         if (!id_text)
             return rl_error_set(RL_EINVAL, "init_model: %d actor ranks need meta 'comm_id'", a->W);
@@ -184,12 +184,12 @@ static int s_compute_log_prob(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dat
     s_actor *a = s_get(ctx);
     if (!a)
         return rl_error_code();
-    const char *which = rl_meta_str(in, "which", "policy");
+    const char *which = rl_dataproto_meta_str(in, "which", "policy");
     rl_lm *m = strcmp(which, "ref") == 0 ? a->ref : a->policy;
     double temp;
     int64_t want_entropy;
-    if (rl_meta_double(in, "temperature", 1.0, &temp) ||
-        rl_meta_int(in, "entropy", 0, &want_entropy))
+    if (rl_dataproto_meta_double(in, "temperature", 1.0, &temp) ||
+        rl_dataproto_meta_int(in, "entropy", 0, &want_entropy))
         return rl_error_code();
     rl_seq_batch s;
     int rc = rl_seq_batch_build(in, rl_lm_get_config(m)->pad_token_id, &s);
@@ -305,14 +305,6 @@ static int s_loss_cfg_from(const rl_config *job, rl_ppo_loss_cfg *cfg)
     return RL_OK;
 }
 
-static rl_dataproto *s_metrics_out(json_t *meta)
-{
-    rl_dataproto *o = rl_dataproto_new();
-    rl_dataproto_set_rows(o, 0);
-    rl_dataproto_set_meta(o, meta);
-    return o;
-}
-
 /* meta: global_tokens (valid response tokens in the whole mini-batch over all
  * ranks), global_rows, temperature. Tensors: prompts, prompt_lens, responses,
  * response_lens, old_logp, advantages [, ref_logp]. */
@@ -324,8 +316,8 @@ static int s_update_actor(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     s_ppo_ctx c;
     memset(&c, 0, sizeof c);
     double temp, gtok, grows;
-    if (rl_meta_double(in, "global_tokens", 0, &gtok) || rl_meta_double(in, "global_rows", 0, &grows) ||
-        rl_meta_double(in, "temperature", 1.0, &temp) || s_loss_cfg_from(ctx->config, &c.cfg))
+    if (rl_dataproto_meta_double(in, "global_tokens", 0, &gtok) || rl_dataproto_meta_double(in, "global_rows", 0, &grows) ||
+        rl_dataproto_meta_double(in, "temperature", 1.0, &temp) || s_loss_cfg_from(ctx->config, &c.cfg))
         return rl_error_code();
     rl_seq_batch s;
     int rc = rl_seq_batch_build(in, rl_lm_get_config(a->policy)->pad_token_id, &s);
@@ -372,7 +364,7 @@ static int s_update_actor(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
         return rl_error_wrap(rc, "actor/%d update_actor", ctx->rank);
     /* partial sums: the driver adds the ranks' values and divides by the
      * global token count */
-    *out = s_metrics_out(json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "loss", loss,
+    *out = rl_dataproto_new_meta(json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "loss", loss,
                                    "pg_loss_sum", c.m_pg, "clipfrac_sum", c.m_clip, "ppo_kl_sum",
                                    c.m_kl, "entropy_sum", c.m_ent, "kl_loss_sum", c.m_klloss,
                                    "dual_clip_sum", c.m_dual, "tokens", c.tokens, "grad_norm",
@@ -416,7 +408,7 @@ static int s_sft_step(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto *
     if (!a)
         return rl_error_code();
     double gtok;
-    if (rl_meta_double(in, "global_tokens", 0, &gtok))
+    if (rl_dataproto_meta_double(in, "global_tokens", 0, &gtok))
         return rl_error_code();
     rl_seq_batch s;
     int rc = rl_seq_batch_build(in, rl_lm_get_config(a->policy)->pad_token_id, &s);
@@ -437,7 +429,7 @@ static int s_sft_step(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto *
     rl_seq_batch_free(&s);
     if (rc)
         return rl_error_wrap(rc, "actor/%d sft_step", ctx->rank);
-    *out = s_metrics_out(json_pack("{s:f, s:f, s:f, s:f}", "loss", loss, "tokens", c.tokens,
+    *out = rl_dataproto_new_meta(json_pack("{s:f, s:f, s:f, s:f}", "loss", loss, "tokens", c.tokens,
                                    "grad_norm", gnorm, "lr", lr));
     return RL_OK;
 }
@@ -449,7 +441,7 @@ static int s_weights_open(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     s_actor *a = s_get(ctx);
     if (!a)
         return rl_error_code();
-    const char *host = rl_meta_str(in, "host", "127.0.0.1");
+    const char *host = rl_dataproto_meta_str(in, "host", "127.0.0.1");
     if (!a->wsend) {
         char bind[300];
         snprintf(bind, sizeof bind, "tcp://%s:*", host);
@@ -457,7 +449,7 @@ static int s_weights_open(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
         if (!a->wsend)
             return rl_error_code();
     }
-    *out = s_metrics_out(json_pack("{s:s, s:I}", "endpoint", rl_weight_sender_endpoint(a->wsend),
+    *out = rl_dataproto_new_meta(json_pack("{s:s, s:I}", "endpoint", rl_weight_sender_endpoint(a->wsend),
                                    "count", (json_int_t)a->P));
     return RL_OK;
 }
@@ -469,7 +461,7 @@ static int s_publish_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_data
     if (!a)
         return rl_error_code();
     int64_t version, receivers;
-    if (rl_meta_int(in, "version", 1, &version) || rl_meta_int(in, "receivers", 1, &receivers))
+    if (rl_dataproto_meta_int(in, "version", 1, &version) || rl_dataproto_meta_int(in, "receivers", 1, &receivers))
         return rl_error_code();
     if (!a->wsend)
         return rl_error_set(RL_ESTATE, "publish_weights before weights_open");
@@ -489,12 +481,12 @@ static int s_save_checkpoint(rl_worker_ctx *ctx, const rl_dataproto *in, rl_data
     s_actor *a = s_get(ctx);
     if (!a)
         return rl_error_code();
-    const char *dir = rl_meta_str(in, "dir", NULL);
+    const char *dir = rl_dataproto_meta_str(in, "dir", NULL);
     int64_t step, pos, epoch;
     if (!dir)
         return rl_error_set(RL_EINVAL, "save_checkpoint: meta 'dir' missing");
-    if (rl_meta_int(in, "step", 0, &step) || rl_meta_int(in, "data_position", 0, &pos) ||
-        rl_meta_int(in, "epoch", 0, &epoch))
+    if (rl_dataproto_meta_int(in, "step", 0, &step) || rl_dataproto_meta_int(in, "data_position", 0, &pos) ||
+        rl_dataproto_meta_int(in, "epoch", 0, &epoch))
         return rl_error_code();
     float *m = malloc(sizeof(float) * (size_t)a->P), *v = malloc(sizeof(float) * (size_t)a->P);
     int rc = RL_OK;
@@ -537,7 +529,7 @@ static int s_load_checkpoint(rl_worker_ctx *ctx, const rl_dataproto *in, rl_data
     s_actor *a = s_get(ctx);
     if (!a)
         return rl_error_code();
-    const char *path = rl_meta_str(in, "path", NULL);
+    const char *path = rl_dataproto_meta_str(in, "path", NULL);
     if (!path)
         return rl_error_set(RL_EINVAL, "load_checkpoint: meta 'path' missing");
     float *m = malloc(sizeof(float) * (size_t)a->P), *v = malloc(sizeof(float) * (size_t)a->P);
@@ -551,7 +543,7 @@ static int s_load_checkpoint(rl_worker_ctx *ctx, const rl_dataproto *in, rl_data
         memcpy(a->opt->m, m + a->begin, sizeof(float) * (size_t)n);
         memcpy(a->opt->v, v + a->begin, sizeof(float) * (size_t)n);
         a->opt->step = d.adamw_step;
-        *out = s_metrics_out(json_pack("{s:I, s:I, s:I, s:o}", "step", (json_int_t)st.step, "epoch",
+        *out = rl_dataproto_new_meta(json_pack("{s:I, s:I, s:I, s:o}", "step", (json_int_t)st.step, "epoch",
                                        (json_int_t)st.epoch, "data_position",
                                        (json_int_t)st.data_position, "extra",
                                        st.extra ? st.extra : json_object()));
@@ -568,7 +560,7 @@ static int s_save_model(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto
     s_actor *a = s_get(ctx);
     if (!a)
         return rl_error_code();
-    const char *dir = rl_meta_str(in, "path", NULL);
+    const char *dir = rl_dataproto_meta_str(in, "path", NULL);
     if (!dir)
         return rl_error_set(RL_EINVAL, "save_model: meta 'path' missing");
     if (a->rank != 0)

@@ -60,9 +60,9 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     s_rollout *r = ctx->user;
     if (!r->model)
         return rl_error_set(RL_ESTATE, "rollout/%d: init_model has not run", ctx->rank);
-    const char *ep = rl_meta_str(in, "endpoint", NULL);
+    const char *ep = rl_dataproto_meta_str(in, "endpoint", NULL);
     int64_t version;
-    if (!ep || rl_meta_int(in, "version", 0, &version))
+    if (!ep || rl_dataproto_meta_int(in, "version", 0, &version))
         return rl_error_set(RL_EINVAL, "sync_weights needs meta 'endpoint' and 'version'");
     if (r->recv && strcmp(r->endpoint, ep) != 0) {
         rl_weight_receiver_free(r->recv);
@@ -103,9 +103,9 @@ static int s_generate(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto *
     rl_lm_sampling_default(&s);
     double temp, top_p;
     int64_t top_k, greedy, max_new, seed;
-    if (rl_meta_double(in, "temperature", 1.0, &temp) || rl_meta_double(in, "top_p", 1.0, &top_p) ||
-        rl_meta_int(in, "top_k", 0, &top_k) || rl_meta_int(in, "greedy", 0, &greedy) ||
-        rl_meta_int(in, "max_new_tokens", 32, &max_new) || rl_meta_int(in, "seed", 0, &seed))
+    if (rl_dataproto_meta_double(in, "temperature", 1.0, &temp) || rl_dataproto_meta_double(in, "top_p", 1.0, &top_p) ||
+        rl_dataproto_meta_int(in, "top_k", 0, &top_k) || rl_dataproto_meta_int(in, "greedy", 0, &greedy) ||
+        rl_dataproto_meta_int(in, "max_new_tokens", 32, &max_new) || rl_dataproto_meta_int(in, "seed", 0, &seed))
         return rl_error_code();
     int B = (int)pr->shape[0], P = (int)pr->shape[1], R = (int)max_new;
     const rl_lm_config *cfg = rl_lm_get_config(r->model);
