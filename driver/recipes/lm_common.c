@@ -299,17 +299,13 @@ int rl_lm_job_rollout(rl_lm_job *j, rl_dataproto **batch, int greedy, double *ge
         rl_dataproto_free(u);
         return rc;
     }
+    /* only these columns travel to the reward ranks (an empty tensor list) */
     const char *rcols[3] = {"response", "ground_truth", "data_source"};
-    req = rl_dataproto_select(u, NULL, 0, rcols, 3);
+    req = rl_dataproto_select(u, rcols, 0, rcols, 3);
     rl_dataproto *scored = NULL;
     t0 = rl_now_s();
-    if (req) { /* only the columns travel: drop the tensors from the request */
-        while (rl_dataproto_tensor_count(req) > 0)
-            rl_dataproto_remove(req, rl_dataproto_tensor_name(req, 0));
-        rc = rl_group_call_sync(j->reward, "compute_reward", RL_DISPATCH_DP_COMPUTE, req, &scored);
-    } else {
-        rc = rl_error_code();
-    }
+    rc = req ? rl_group_call_sync(j->reward, "compute_reward", RL_DISPATCH_DP_COMPUTE, req, &scored)
+             : rl_error_code();
     rl_dataproto_free(req);
     *reward_s = rl_now_s() - t0;
     if (rc) {

@@ -279,7 +279,7 @@ static int s_update(rl_lm_job *j, const s_opts *o, rl_dataproto *dp, rl_metric_s
                            "advantages", "ref_logp"};
     int nkeep = rl_dataproto_tensor(dp, "ref_logp") ? 7 : 6;
     const int32_t *lens = rl_tensor_data(rl_dataproto_tensor(dp, "response_lens"));
-    double tokens = 0, pg = 0, clip = 0, kl = 0, ent = 0, klloss = 0, dual = 0, gnorm = 0, lr = 0;
+    double tokens = 0, pg = 0, clip = 0, kl = 0, klloss = 0, dual = 0, gnorm = 0, lr = 0;
     int updates = 0;
     for (int64_t e = 0; e < o->epochs; e++) {
         for (int64_t r0 = 0; r0 + mb_rows <= B; r0 += mb_rows) {
@@ -302,7 +302,6 @@ static int s_update(rl_lm_job *j, const s_opts *o, rl_dataproto *dp, rl_metric_s
                 pg += s_meta_num(out, "pg_loss_sum");
                 clip += s_meta_num(out, "clipfrac_sum");
                 kl += s_meta_num(out, "ppo_kl_sum");
-                ent += s_meta_num(out, "entropy_sum");
                 klloss += s_meta_num(out, "kl_loss_sum");
                 dual += s_meta_num(out, "dual_clip_sum");
                 gnorm += s_meta_num(out, "grad_norm") / W;
@@ -326,7 +325,6 @@ static int s_update(rl_lm_job *j, const s_opts *o, rl_dataproto *dp, rl_metric_s
     }
     rl_metric_set_put(ms, "actor/grad_norm", updates ? gnorm / updates : 0);
     rl_metric_set_put(ms, "actor/lr", lr);
-    (void)ent;
     return RL_OK;
 }
 
