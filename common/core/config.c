@@ -7,6 +7,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <jansson.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -372,6 +373,9 @@ static int s_errv(const rl_config_node *n, int code, const char *fmt, va_list ap
 {
     char msg[768];
     vsnprintf(msg, sizeof msg, fmt, ap);
+    if (n->line == 0) /* a command-line override: its text is the location */
+        return n->path[0] ? rl_error_set(code, "%s: %s: %s", n->file, n->path, msg)
+                          : rl_error_set(code, "%s: %s", n->file, msg);
     if (n->path[0])
         return rl_error_set(code, "%s:%d:%d: %s: %s", n->file, n->line, n->col,
                             n->path, msg);
@@ -1513,6 +1517,25 @@ static char *s_unquote(const char *v)
     return s_strdup(v);
 }
 
+/* Every node of `n` now lives at `where` (line 0: "where: path: ..."). */
+static int s_relocate(rl_config_node *n, const char *where)
+{
+    char *f = s_strdup(where);
+    if (!f)
+        return rl_error_set(RL_ENOMEM, "config: out of memory");
+    free(n->file);
+    n->file = f;
+    n->line = n->col = 0;
+    for (size_t i = 0; i < n->n; i++) {
+        if (n->key_line)
+            n->key_line[i] = n->key_col[i] = 0;
+        int rc = s_relocate(n->items[i], where);
+        if (rc)
+            return rc;
+    }
+    return RL_OK;
+}
+
 int rl_config_override(rl_config *c, const char *kv)
 {
     const char *eq = strchr(kv, '=');
@@ -1534,7 +1557,12 @@ int rl_config_override(rl_config *c, const char *kv)
         /* New keys are allowed only below an open map. */
         if (f.parent->kind == RL_CONFIG_MAP && f.parent->open && f.missing[0] != '[') {
             int rc = rl_config_set_yaml(c, key, val);
-            return rc ? rl_error_wrap(rc, "override %s", kv) : RL_OK;
+            if (rc)
+                return rl_error_wrap(rc, "override %s", kv);
+            rl_config_node *added;
+            char where[600];
+            snprintf(where, sizeof where, "override %s", kv);
+            return s_find(c, key, &added) ? rl_error_code() : s_relocate(added, where);
         }
         char hint[600];
         s_suggestion(c->root, key, hint, sizeof hint);
@@ -1550,6 +1578,13 @@ int rl_config_override(rl_config *c, const char *kv)
             return rl_error_set(RL_ENOMEM, "config: out of memory");
         }
         value->quoted = 1;
+        char where[600];
+        snprintf(where, sizeof where, "override %s", kv);
+        int rc = s_relocate(value, where);
+        if (rc) {
+            s_node_free(value);
+            return rc;
+        }
         return s_put(c, key, value);
     }
     rl_config *v = rl_config_parse_string(val, strlen(val), "<override>");
@@ -1587,6 +1622,13 @@ int rl_config_override(rl_config *c, const char *kv)
                          rl_config_type_name(want), s_describe(value, buf, sizeof buf));
         s_node_free(value);
         return RL_ECONFIG;
+    }
+    char where[600];
+    snprintf(where, sizeof where, "override %s", kv);
+    int rc = s_relocate(value, where);
+    if (rc) {
+        s_node_free(value);
+        return rc;
     }
     return s_put(c, key, value);
 }
@@ -1684,4 +1726,223 @@ rl_config *rl_config_load_job(const char *defaults_yaml, const char *job_path,
         return NULL;
     }
     return merged;
+}
+
+/* ---- declarative reading with ranges -------------------------------------------------------- */
+
+/* A bound as people write it: 16, 0.2, 1e+30. */
+static const char *s_num_text(double v, char *buf, size_t size)
+{
+    if (v == floor(v) && fabs(v) < 1e15)
+        snprintf(buf, size, "%.0f", v);
+    else
+        snprintf(buf, size, "%g", v);
+    return buf;
+}
+
+/* "must be in [lo, hi]" / "must be > lo" ... for the bounds of a spec. */
+static void s_bounds_text(double lo, double hi, unsigned flags, char *buf, size_t size)
+{
+    if (lo > hi) {
+        snprintf(buf, size, "must be a finite number");
+        return;
+    }
+    int has_lo = isfinite(lo), has_hi = isfinite(hi);
+    const char *lb = flags & RL_CFG_MIN_OPEN ? "(" : "[", *hb = flags & RL_CFG_MAX_OPEN ? ")" : "]";
+    char a[40], b[40];
+    if (has_lo && has_hi)
+        snprintf(buf, size, "must be in %s%s, %s%s", lb, s_num_text(lo, a, sizeof a),
+                 s_num_text(hi, b, sizeof b), hb);
+    else if (has_lo)
+        snprintf(buf, size, "must be %s %s", flags & RL_CFG_MIN_OPEN ? ">" : ">=",
+                 s_num_text(lo, a, sizeof a));
+    else if (has_hi)
+        snprintf(buf, size, "must be %s %s", flags & RL_CFG_MAX_OPEN ? "<" : "<=",
+                 s_num_text(hi, b, sizeof b));
+    else
+        snprintf(buf, size, "must be a finite number");
+}
+
+static int s_in_range(double v, double lo, double hi, unsigned flags)
+{
+    if (lo > hi)
+        return !isnan(v);
+    if (isnan(v))
+        return 0;
+    if (flags & RL_CFG_MIN_OPEN ? !(v > lo) : !(v >= lo))
+        return 0;
+    if (flags & RL_CFG_MAX_OPEN ? !(v < hi) : !(v <= hi))
+        return 0;
+    return 1;
+}
+
+static int s_range_error(const rl_config_node *n, double lo, double hi, unsigned flags)
+{
+    char b[160];
+    s_bounds_text(lo, hi, flags, b, sizeof b);
+    return rl_config_node_error(n, RL_ECONFIG, "%s, got %s", b, n->text ? n->text : "?");
+}
+
+static int s_read_one(const rl_config *c, const rl_config_spec *sp, void *out)
+{
+    rl_config_node *n;
+    int rc = s_find(c, sp->path, &n);
+    if (rc)
+        return rc;
+    char *field = (char *)out + sp->offset;
+    switch (sp->type) {
+    case RL_CFG_INT: {
+        int64_t v;
+        if ((rc = rl_config_node_int(n, &v)))
+            return rc;
+        if (!s_in_range((double)v, sp->min, sp->max, sp->flags))
+            return s_range_error(n, sp->min, sp->max, sp->flags);
+        memcpy(field, &v, sizeof v);
+        return RL_OK;
+    }
+    case RL_CFG_NUM: {
+        double v;
+        if ((rc = rl_config_node_double(n, &v)))
+            return rc;
+        if (!s_in_range(v, sp->min, sp->max, sp->flags) || (sp->min > sp->max && isinf(v)))
+            return s_range_error(n, sp->min, sp->max, sp->flags);
+        memcpy(field, &v, sizeof v);
+        return RL_OK;
+    }
+    case RL_CFG_BOOL: {
+        int v;
+        if ((rc = rl_config_node_bool(n, &v)))
+            return rc;
+        memcpy(field, &v, sizeof v);
+        return RL_OK;
+    }
+    case RL_CFG_STR: {
+        const char *v = NULL;
+        if (rl_config_node_type(n) != RL_CONFIG_T_NULL && (rc = rl_config_node_string(n, &v)))
+            return rc;
+        if ((sp->flags & RL_CFG_NONEMPTY) && (!v || !*v))
+            return rl_config_node_error(n, RL_ECONFIG, "must not be empty");
+        memcpy(field, &v, sizeof v);
+        return RL_OK;
+    }
+    case RL_CFG_ENUM: {
+        const char *v;
+        if ((rc = rl_config_node_string(n, &v)))
+            return rc;
+        const char *p = sp->choices ? sp->choices : "";
+        size_t len = strlen(v);
+        for (int i = 0;; i++) {
+            size_t k = strcspn(p, "|");
+            if (k == len && strncmp(p, v, len) == 0) {
+                memcpy(field, &i, sizeof i);
+                return RL_OK;
+            }
+            if (!p[k])
+                break;
+            p += k + 1;
+        }
+        char list[512];
+        snprintf(list, sizeof list, "%s", sp->choices ? sp->choices : "");
+        for (char *q = list; *q; q++)
+            if (*q == '|')
+                *q = ',';
+        return rl_config_node_error(n, RL_ECONFIG, "unknown value '%s' (expected one of: %s)", v,
+                                    list);
+    }
+    }
+    return rl_error_set(RL_EINVAL, "rl_config_read: %s: bad field type %d", sp->path, (int)sp->type);
+}
+
+int rl_config_read(const rl_config *c, const rl_config_spec *spec, size_t n, void *out)
+{
+    if (!c || (!spec && n) || !out)
+        return rl_error_set(RL_EINVAL, "rl_config_read: NULL argument");
+    for (size_t i = 0; i < n; i++) {
+        int rc = s_read_one(c, &spec[i], out);
+        if (rc)
+            return rc;
+    }
+    return RL_OK;
+}
+
+int rl_config_get_int_in(const rl_config *c, const char *path, int64_t lo, int64_t hi,
+                         int64_t *out)
+{
+    rl_config_spec sp = {path, RL_CFG_INT, 0, (double)lo, (double)hi, 0, NULL};
+    if (lo > hi)
+        sp.min = 1, sp.max = 0;
+    return s_read_one(c, &sp, out);
+}
+
+int rl_config_get_double_in(const rl_config *c, const char *path, double lo, double hi,
+                            unsigned flags, double *out)
+{
+    rl_config_spec sp = {path, RL_CFG_NUM, 0, lo, hi, flags, NULL};
+    return s_read_one(c, &sp, out);
+}
+
+/* ---- locations across processes ------------------------------------------------------------- */
+
+static void s_loc_walk(const rl_config_node *n, json_t *files, json_t *nodes)
+{
+    size_t fi = json_array_size(files);
+    for (size_t i = 0; i < json_array_size(files); i++)
+        if (strcmp(json_string_value(json_array_get(files, i)), n->file) == 0) {
+            fi = i;
+            break;
+        }
+    if (fi == json_array_size(files))
+        json_array_append_new(files, json_string(n->file));
+    json_object_set_new(nodes, n->path, json_pack("[I, i, i]", (json_int_t)fi, n->line, n->col));
+    for (size_t i = 0; i < n->n; i++)
+        s_loc_walk(n->items[i], files, nodes);
+}
+
+char *rl_config_locations_json(const rl_config *c)
+{
+    json_t *files = json_array(), *nodes = json_object();
+    json_t *root = json_pack("{s:o, s:o}", "files", files, "nodes", nodes);
+    if (!root)
+        return rl_error_set(RL_ENOMEM, "config: out of memory"), NULL;
+    s_loc_walk(c->root, files, nodes);
+    char *text = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    if (!text)
+        return rl_error_set(RL_ENOMEM, "config: out of memory"), NULL;
+    return text;
+}
+
+static void s_loc_apply(rl_config_node *n, const json_t *files, const json_t *nodes)
+{
+    const json_t *e = json_object_get(nodes, n->path);
+    json_int_t fi = json_integer_value(json_array_get(e, 0));
+    const char *file = json_string_value(json_array_get(files, (size_t)fi));
+    if (json_array_size(e) == 3 && file && json_is_integer(json_array_get(e, 1)) &&
+        json_is_integer(json_array_get(e, 2))) {
+        char *f = s_strdup(file);
+        if (f) {
+            free(n->file);
+            n->file = f;
+            n->line = (int)json_integer_value(json_array_get(e, 1));
+            n->col = (int)json_integer_value(json_array_get(e, 2));
+        }
+    }
+    for (size_t i = 0; i < n->n; i++)
+        s_loc_apply(n->items[i], files, nodes);
+}
+
+int rl_config_apply_locations(rl_config *c, const char *json, size_t len)
+{
+    json_error_t err;
+    json_t *root = json_loadb(json, len, 0, &err);
+    if (!root)
+        return rl_error_set(RL_EINVAL, "config locations: %s (offset %d)", err.text, err.position);
+    const json_t *files = json_object_get(root, "files"), *nodes = json_object_get(root, "nodes");
+    if (!json_is_array(files) || !json_is_object(nodes)) {
+        json_decref(root);
+        return rl_error_set(RL_EINVAL, "config locations: expected {files: [...], nodes: {...}}");
+    }
+    s_loc_apply(c->root, files, nodes);
+    json_decref(root);
+    return RL_OK;
 }

@@ -188,7 +188,8 @@ int rl_config_set_yaml(rl_config *c, const char *path, const char *yaml);
  * for a boolean, a list for a list; for a string any scalar text is taken as
  * the string; a null accepts anything; a map accepts a flow map only if it is
  * open (empty). Wrong type: "override actor.ppo_epochs=fast: expected an
- * integer, got 'fast'". */
+ * integer, got 'fast'". The new nodes are located at the override itself:
+ * later errors about them read "override actor.ppo_epochs=-1: ...". */
 int rl_config_override(rl_config *c, const char *kv);
 int rl_config_override_all(rl_config *c, int n, const char *const *kvs);
 /* Checks `job` against `defaults`: every key in the job must exist in the
@@ -202,6 +203,55 @@ int rl_config_validate(const rl_config *job, const rl_config *defaults);
  * `job_path` (NULL: defaults only), validate, merge, apply the overrides. */
 rl_config *rl_config_load_job(const char *defaults_yaml, const char *job_path,
                               int n_overrides, const char *const *overrides);
+
+/* ---- declarative reading with ranges ------------------------------------------
+ * A role or recipe lists the options it reads as a table of specs;
+ * rl_config_read() reads each one into a field of the caller's struct and
+ * checks its type and range, so every bad value is a located error:
+ *     job.yaml:12:3: data.train_batch_size: must be >= 1, got -16
+ *     override data.train_batch_size=0: data.train_batch_size: must be >= 1, got 0
+ * Every key must exist: the defaults tree of the job supplies it, so no
+ * fallback value lives in code (a missing key is RL_ENOTFOUND). A number is
+ * never NaN; it is infinite only when its bound allows it. */
+typedef enum rl_config_field {
+    RL_CFG_INT = 1,  /* int64_t */
+    RL_CFG_NUM = 2,  /* double */
+    RL_CFG_BOOL = 3, /* int, 0 or 1 */
+    RL_CFG_STR = 4,  /* const char *, borrowed from the tree; NULL for a null value */
+    RL_CFG_ENUM = 5  /* int: the index of the text in `choices` ("grpo|rloo|...") */
+} rl_config_field;
+
+#define RL_CFG_MIN_OPEN 1u  /* value > min (default: >=) */
+#define RL_CFG_MAX_OPEN 2u  /* value < max (default: <=) */
+#define RL_CFG_NONEMPTY 4u  /* RL_CFG_STR: null or "" is an error */
+
+typedef struct rl_config_spec {
+    const char *path;    /* "rollout.temperature" */
+    rl_config_field type;
+    size_t offset;       /* offsetof(struct, field) */
+    double min, max;     /* RL_CFG_INT / RL_CFG_NUM bounds; unchecked when min > max */
+    unsigned flags;
+    const char *choices; /* RL_CFG_ENUM: alternatives separated by '|' */
+} rl_config_spec;
+
+/* Reads n specs into `out` (a struct the offsets point into). Stops at the
+ * first problem: 0 or RL_ENOTFOUND / RL_ECONFIG with a located message. */
+int rl_config_read(const rl_config *c, const rl_config_spec *spec, size_t n, void *out);
+/* One integer / number at `path` with the same checks (lo > hi: unchecked). */
+int rl_config_get_int_in(const rl_config *c, const char *path, int64_t lo, int64_t hi,
+                         int64_t *out);
+int rl_config_get_double_in(const rl_config *c, const char *path, double lo, double hi,
+                            unsigned flags, double *out);
+
+/* ---- locations across processes ----------------------------------------------------
+ * A worker gets the job tree as JSON, which carries no file positions. The
+ * driver sends rl_config_locations_json() beside it and the worker applies
+ * it with rl_config_apply_locations(), so a worker-side check still says
+ * "job.yaml:14:3: rollout.response_length: ...". The text is a JSON object
+ * {"files": [names], "nodes": {path: [file index, line, column]}}; unknown
+ * paths are ignored (applying is best effort and never changes values). */
+char *rl_config_locations_json(const rl_config *c);
+int rl_config_apply_locations(rl_config *c, const char *json, size_t len);
 
 /* Levenshtein distance between two strings (used for suggestions). */
 size_t rl_edit_distance(const char *a, const char *b);

@@ -556,6 +556,106 @@ static void test_set_yaml_and_check_keys(void **state)
     assert_int_equal(rl_edit_distance("kl_coef", "kl_coef"), 0);
 }
 
+/* Declarative reads: every value lands in its field, and every bad value is
+ * a located error that names the key, the bound and the value. */
+typedef struct {
+    int64_t batch;
+    double temp, lr;
+    int shuffle;
+    const char *name, *opt;
+    int est;
+} s_opts;
+
+static const rl_config_spec SPEC[] = {
+    {"data.batch", RL_CFG_INT, offsetof(s_opts, batch), 1, 1 << 20, 0, NULL},
+    {"rollout.temperature", RL_CFG_NUM, offsetof(s_opts, temp), 0, 100, RL_CFG_MIN_OPEN, NULL},
+    {"actor.lr", RL_CFG_NUM, offsetof(s_opts, lr), 0, INFINITY, 0, NULL},
+    {"data.shuffle", RL_CFG_BOOL, offsetof(s_opts, shuffle), 0, 0, 0, NULL},
+    {"data.name", RL_CFG_STR, offsetof(s_opts, name), 0, 0, RL_CFG_NONEMPTY, NULL},
+    {"data.optional", RL_CFG_STR, offsetof(s_opts, opt), 0, 0, 0, NULL},
+    {"algorithm.estimator", RL_CFG_ENUM, offsetof(s_opts, est), 0, 0, 0, "grpo|rloo|reinforce_plus_plus"},
+};
+
+static const char *DEFAULTS_RANGED = "data: {batch: 16, shuffle: true, name: arith, optional: ~}\n"
+                                     "rollout: {temperature: 1.0}\n"
+                                     "actor: {lr: 1.0e-4}\n"
+                                     "algorithm: {estimator: grpo}\n";
+
+static int s_read_with(const char *override, s_opts *o)
+{
+    const char *ov[1] = {override};
+    rl_config *c = rl_config_load_job(DEFAULTS_RANGED, NULL, override ? 1 : 0, ov);
+    if (!c)
+        return rl_error_code();
+    memset(o, 0, sizeof *o);
+    int rc = rl_config_read(c, SPEC, sizeof SPEC / sizeof SPEC[0], o);
+    if (!rc) /* strings are borrowed from the tree: check them before it goes */
+        rc = strcmp(o->name, "arith") == 0 || strcmp(o->name, "x") == 0 ? 0 : RL_EINVAL;
+    rl_config_free(c);
+    return rc;
+}
+
+static void test_read_specs(void **state)
+{
+    (void)state;
+    s_opts o;
+    assert_int_equal(s_read_with(NULL, &o), 0);
+    assert_int_equal(o.batch, 16);
+    assert_true(o.temp == 1.0 && o.lr == 1e-4 && o.shuffle == 1 && o.opt == NULL && o.est == 0);
+    assert_int_equal(s_read_with("algorithm.estimator=reinforce_plus_plus", &o), 0);
+    assert_int_equal(o.est, 2);
+    struct { const char *ov, *msg; } bad[] = {
+        {"data.batch=0", "override data.batch=0: data.batch: must be in [1, 1048576], got 0"},
+        {"data.batch=-16", "override data.batch=-16: data.batch: must be in [1, 1048576], got -16"},
+        {"rollout.temperature=0", "rollout.temperature: must be in (0, 100], got 0"},
+        {"rollout.temperature=-1", "rollout.temperature: must be in (0, 100], got -1"},
+        {"rollout.temperature=.nan", "rollout.temperature: must be in (0, 100], got .nan"},
+        {"actor.lr=-1e-3", "actor.lr: must be >= 0, got -1e-3"},
+        {"data.name=", "data.name: must not be empty"},
+        {"algorithm.estimator=ppo",
+         "algorithm.estimator: unknown value 'ppo' (expected one of: grpo,rloo,reinforce_plus_plus)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(s_read_with(bad[i].ov, &o), RL_ECONFIG);
+        if (!strstr(rl_error_message(), bad[i].msg))
+            fail_msg("%s: got '%s', want '%s'", bad[i].ov, rl_error_message(), bad[i].msg);
+    }
+    /* a job file's bad value points at its line */
+    char path[] = "/tmp/rlrt_cfg_XXXXXX";
+    int fd = mkstemp(path);
+    const char *text = "data:\n  batch: -3\n";
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    rl_config *c = rl_config_load_job(DEFAULTS_RANGED, path, 0, NULL);
+    assert_non_null(c);
+    assert_int_equal(rl_config_read(c, SPEC, 1, &o), RL_ECONFIG);
+    char want[256];
+    snprintf(want, sizeof want, "%s:2:10: data.batch: must be in [1, 1048576], got -3", path);
+    assert_string_equal(rl_error_message(), want);
+    /* a missing key is an error: no fallback in code */
+    int64_t v;
+    assert_int_equal(rl_config_get_int_in(c, "data.nothing", 0, 5, &v), RL_ENOTFOUND);
+    assert_int_equal(rl_config_get_int_in(c, "data.batch", -5, 5, &v), 0);
+    assert_int_equal(v, -3);
+    /* the locations survive a trip through JSON (the CONFIGURE message) */
+    char *json = rl_config_to_json(c, ""), *locs = rl_config_locations_json(c);
+    assert_non_null(json);
+    assert_non_null(locs);
+    rl_config *w = rl_config_parse_string(json, strlen(json), "<driver config>");
+    assert_non_null(w);
+    assert_int_equal(rl_config_read(w, SPEC, 1, &o), RL_ECONFIG);
+    assert_non_null(strstr(rl_error_message(), "<driver config>:1:"));
+    assert_int_equal(rl_config_apply_locations(w, locs, strlen(locs)), 0);
+    assert_int_equal(rl_config_read(w, SPEC, 1, &o), RL_ECONFIG);
+    assert_string_equal(rl_error_message(), want);
+    assert_int_equal(rl_config_apply_locations(w, "{\"files\": 3}", 13), RL_EINVAL);
+    free(json);
+    free(locs);
+    rl_config_free(w);
+    rl_config_free(c);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -567,6 +667,7 @@ int main(void)
         cmocka_unit_test(test_overrides),
         cmocka_unit_test(test_validate_and_load_job),
         cmocka_unit_test(test_set_yaml_and_check_keys),
+        cmocka_unit_test(test_read_specs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
