@@ -144,15 +144,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "rl-driver: %s\n", rl_error_message());
         return 1;
     }
-    /* the recipe's defaults laid over the common ones */
-    rl_config *common = rl_config_parse_string(RL_COMMON_DEFAULTS, strlen(RL_COMMON_DEFAULTS),
+    /* the recipe's defaults fragments laid over the common ones, in order */
+    rl_config *merged = rl_config_parse_string(RL_COMMON_DEFAULTS, strlen(RL_COMMON_DEFAULTS),
                                                "<common defaults>");
-    rl_config *own = rl_config_parse_string(recipe->defaults_yaml, strlen(recipe->defaults_yaml),
-                                            "<recipe defaults>");
-    rl_config *merged = common && own ? rl_config_merge(common, own) : NULL;
+    for (const char *const *frag = recipe->defaults; merged && frag && *frag; frag++) {
+        rl_config *own = rl_config_parse_string(*frag, strlen(*frag), "<recipe defaults>");
+        rl_config *next = own ? rl_config_merge(merged, own) : NULL;
+        rl_config_free(own);
+        rl_config_free(merged);
+        merged = next;
+    }
     char *defaults = merged ? rl_config_to_yaml(merged, "") : NULL;
-    rl_config_free(common);
-    rl_config_free(own);
     rl_config_free(merged);
     if (!defaults) {
         fprintf(stderr, "rl-driver: recipe %s defaults: %s\n", recipe->name, rl_error_message());

@@ -11,7 +11,18 @@
 typedef struct rl_recipe {
     const char *name;
     const char *summary;
-    const char *defaults_yaml; /* merged under the common defaults */
+    /* YAML fragments merged in this order over RL_COMMON_DEFAULTS (NULL-
+     * terminated): the config sections of the roles and the model the recipe
+     * uses (each from its contract header, the one place its defaults live),
+     * then the recipe's own keys and the defaults it changes. Together they
+     * are the job's known keys. */
+    const char *const *defaults;
+    /* The cluster roles the recipe calls (NULL-terminated). rl-driver starts
+     * only these and fails, naming cluster.yaml, when one is missing. NULL:
+     * every role of cluster.yaml. */
+    const char *const *roles;
+    /* 1: workers also serve the selftest's test methods (echo, add, ...). */
+    int test_methods;
     /* Optional: completes the job tree before the workers start (they get
      * it in CONFIGURE), e.g. model.vocab_size from the tokenizer. */
     int (*prepare)(rl_config *job);

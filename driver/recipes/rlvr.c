@@ -796,7 +796,7 @@ static int s_run(rl_driver *d, const rl_config *job)
 const rl_recipe rl_recipe_rlvr = {
     .name = "rlvr",
     .summary = "RL with verifiable rewards: GRPO, RLOO, REINFORCE++(-baseline), REINFORCE Pro Max",
-    .defaults_yaml = RL_LM_DEFAULTS
+    .defaults = (const char *const[]){RL_LM_DEFAULTS
     "algorithm:\n"
     "  adv_estimator: grpo\n"
     "  norm_adv_by_std_in_grpo: true\n"
@@ -835,7 +835,7 @@ const rl_recipe rl_recipe_rlvr = {
     "  total_steps: 100\n"
     "  val_every: 10\n"
     "  save_every: 50\n"
-    "  resume: false\n",
+    "  resume: false\n", NULL},
     .prepare = rl_lm_prepare,
     .run = s_run,
 };

@@ -391,7 +391,7 @@ static int s_run(rl_driver *d, const rl_config *job)
 const rl_recipe rl_recipe_selftest = {
     .name = "selftest",
     .summary = "check every dispatch mode, errors and overlap on every role",
-    .defaults_yaml = "rollout: {}\n"
+    .defaults = (const char *const[]){"rollout: {}\n"
                      "actor: {}\n"
                      "env: {}\n"
                      "reward: {}\n"
@@ -400,6 +400,6 @@ const rl_recipe rl_recipe_selftest = {
                      "  rows: 37\n"
                      "  payload_mb: 8\n"
                      "  sleep_ms: 300\n"
-                     "  weight_mb: 16\n",
+                     "  weight_mb: 16\n", NULL},
     .run = s_run,
 };

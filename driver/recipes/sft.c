@@ -131,7 +131,7 @@ static int s_run(rl_driver *d, const rl_config *job)
 const rl_recipe rl_recipe_sft = {
     .name = "sft",
     .summary = "supervised warm start on the task's worked solutions",
-    .defaults_yaml = RL_LM_DEFAULTS
+    .defaults = (const char *const[]){RL_LM_DEFAULTS
     "actor:\n"
     "  optim: {lr: 0.001, weight_decay: 0.0, beta1: 0.9, beta2: 0.999, eps: 1.0e-8,\n"
     "          warmup_steps: 0, lr_schedule: constant}\n"
@@ -140,7 +140,7 @@ const rl_recipe rl_recipe_sft = {
     "env: {}\n"
     "trainer:\n"
     "  total_steps: 300\n"
-    "  val_every: 50\n",
+    "  val_every: 50\n", NULL},
     .prepare = rl_lm_prepare,
     .run = s_run,
 };
