@@ -63,7 +63,7 @@ int main(int argc, char **argv)
         s_usage(stderr);
         return 1;
     }
-    const rl_worker_role *roles[] = {&rl_role_rollout, &rl_role_actor, &rl_role_env, &rl_role_reward};
+    const rl_worker_role *roles[] = {&rl_role_rollout, &rl_role_actor, &rl_role_reward};
     const rl_worker_role *role = NULL;
     for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++)
         if (strcmp(roles[i]->name, role_name) == 0)

@@ -1,6 +1,7 @@
-/* workers/roles.h — the method table of each role of rl-worker.
- * Every role also has the runtime's builtin methods (rl_builtin_methods:
- * echo, add, sleep, fail, whoami) used by the selftest recipe. */
+/* workers/roles.h — the method table of each role of rl-worker. Each role's
+ * contract (methods, tensors, meta keys, config) is its header under
+ * include/rlrt/roles/; the registry (workers/registry.c) lists the roles
+ * `rl-worker --role` accepts. */
 #ifndef RLRT_WORKERS_ROLES_H
 #define RLRT_WORKERS_ROLES_H
 
@@ -8,7 +9,6 @@
 
 extern const rl_worker_role rl_role_rollout;
 extern const rl_worker_role rl_role_actor;
-extern const rl_worker_role rl_role_env;
 extern const rl_worker_role rl_role_reward;
 
 #endif

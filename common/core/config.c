@@ -1946,3 +1946,17 @@ int rl_config_apply_locations(rl_config *c, const char *json, size_t len)
     json_decref(root);
     return RL_OK;
 }
+
+int rl_config_error_at(const rl_config *c, const char *path, int code, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    s_found f;
+    s_lookup(c->root, path, &f);
+    if (f.node)
+        return rl_config_node_error(f.node, code, "%s", msg);
+    return rl_error_set(code, "%s: %s", path, msg);
+}

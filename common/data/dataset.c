@@ -272,10 +272,10 @@ int rl_dataset_fill(const rl_dataset *ds, const int64_t *rows, int64_t n, rl_dat
     int rc = s_check_rows(ds, rows, n, dp, "rl_dataset_fill");
     if (rc)
         return rc;
-    rl_column *cp = rl_dataproto_new_column(dp, "prompt", RL_COL_STRING);
-    rl_column *cg = cp ? rl_dataproto_new_column(dp, "ground_truth", RL_COL_STRING) : NULL;
-    rl_column *cs = cg ? rl_dataproto_new_column(dp, "data_source", RL_COL_STRING) : NULL;
-    rl_column *ci = cs ? rl_dataproto_new_column(dp, "global_id", RL_COL_INT64) : NULL;
+    rl_column *cp = rl_dataproto_new_column(dp, RL_DATA_PROMPT, RL_COL_STRING);
+    rl_column *cg = cp ? rl_dataproto_new_column(dp, RL_DATA_GROUND_TRUTH, RL_COL_STRING) : NULL;
+    rl_column *cs = cg ? rl_dataproto_new_column(dp, RL_DATA_SOURCE, RL_COL_STRING) : NULL;
+    rl_column *ci = cs ? rl_dataproto_new_column(dp, RL_DATA_GLOBAL_ID, RL_COL_INT64) : NULL;
     if (!ci)
         return rl_error_wrap(rl_error_code() ? rl_error_code() : RL_EINVAL,
                              "rl_dataset_fill");

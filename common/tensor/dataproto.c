@@ -3,6 +3,8 @@
 #include "rlrt/dataproto.h"
 #include "rlrt/error.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -604,6 +606,96 @@ const char *rl_dataproto_meta_str(const rl_dataproto *dp, const char *key, const
     if (!s && !def)
         rl_error_set(RL_EINVAL, "argument '%s' (a string) is missing", key);
     return s ? s : def;
+}
+
+int rl_dataproto_meta_get_int(const rl_dataproto *dp, const char *key, int64_t lo, int64_t hi,
+                              int64_t *out)
+{
+    const json_t *v = json_object_get(dp->meta, key);
+    if (!v || json_is_null(v))
+        return rl_error_set(RL_EINVAL, "argument '%s' is missing (an integer in [%lld, %lld])", key,
+                            (long long)lo, (long long)hi);
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+        char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+        rl_error_set(RL_EINVAL, "argument '%s' must be an integer in [%lld, %lld], got %s", key,
+                     (long long)lo, (long long)hi, text ? text : "?");
+        free(text);
+        return RL_EINVAL;
+    }
+    *out = json_integer_value(v);
+    return RL_OK;
+}
+
+int rl_dataproto_meta_get_double(const rl_dataproto *dp, const char *key, double lo, double hi,
+                                 double *out)
+{
+    const json_t *v = json_object_get(dp->meta, key);
+    if (!v || json_is_null(v))
+        return rl_error_set(RL_EINVAL, "argument '%s' is missing (a number in [%g, %g])", key, lo,
+                            hi);
+    double x = json_number_value(v);
+    if (!json_is_number(v) || !isfinite(x) || x < lo || x > hi) {
+        char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+        rl_error_set(RL_EINVAL, "argument '%s' must be a finite number in [%g, %g], got %s", key,
+                     lo, hi, text ? text : "?");
+        free(text);
+        return RL_EINVAL;
+    }
+    *out = x;
+    return RL_OK;
+}
+
+rl_dataproto *rl_dataproto_request(const rl_dataproto *src, const char *const *tensors,
+                                   int n_tensors, const char *const *columns, int n_columns,
+                                   json_t *meta)
+{
+    rl_dataproto *r = rl_dataproto_select(src, tensors, n_tensors, columns, n_columns);
+    if (!r) {
+        json_decref(meta);
+        return NULL;
+    }
+    if (rl_dataproto_set_meta(r, meta ? meta : json_object())) {
+        rl_dataproto_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* "f32 (B, 48)" for a shape spec, "i32 (4, 7)" for a tensor. */
+static void s_shape_text(rl_dtype dt, int ndim, const int64_t *dims, int spec, char *buf,
+                         size_t size)
+{
+    int n = snprintf(buf, size, "%s (", rl_dtype_name(dt));
+    for (int i = 0; i < ndim && n < (int)size; i++) {
+        if (spec && (i == 0 || !dims || dims[i] < 0))
+            n += snprintf(buf + n, size - (size_t)n, "%s%s", i ? ", " : "", i == 0 ? "B" : "*");
+        else
+            n += snprintf(buf + n, size - (size_t)n, "%s%lld", i ? ", " : "", (long long)dims[i]);
+    }
+    if (n < (int)size)
+        snprintf(buf + n, size - (size_t)n, ")");
+}
+
+rl_tensor *rl_dataproto_tensor_shaped(const rl_dataproto *dp, const char *name, rl_dtype dtype,
+                                      int ndim, const int64_t *dims)
+{
+    rl_tensor *t = rl_dataproto_tensor(dp, name);
+    char want[160], got[160];
+    s_shape_text(dtype, ndim, dims, 1, want, sizeof want);
+    if (!t) {
+        rl_error_set(RL_ENOTFOUND, "missing tensor '%s' (expected %s)", name, want);
+        return NULL;
+    }
+    int ok = t->dtype == dtype && t->ndim == ndim;
+    for (int i = 1; ok && dims && i < ndim; i++)
+        ok = dims[i] < 0 || dims[i] == t->shape[i];
+    if (!ok) {
+        s_shape_text(t->dtype, t->ndim, t->shape, 0, got, sizeof got);
+        rl_error_set(t->dtype != dtype ? RL_EDTYPE : RL_ESHAPE, "tensor '%s' is %s, expected %s",
+                     name, got, want);
+        return NULL;
+    }
+    return t;
 }
 
 /* ---- operations -------------------------------------------------------------------- */

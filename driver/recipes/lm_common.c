@@ -2,70 +2,71 @@
  * (see lm_common.h). */
 #include "lm_common.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "rlrt/rlrt.h"
 
-double rl_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+const char *const rl_lm_roles[] = {RL_ACTOR_ROLE, RL_ROLLOUT_ROLE, RL_REWARD_ROLE, NULL};
 
 static rl_tokenizer *s_tokenizer(const rl_config *job)
 {
-    const char *name = "arith";
-    rl_config_get_string_or(job, "data.tokenizer", "arith", &name);
-    if (strcmp(name, "arith") == 0)
-        return rl_arith_tokenizer_new();
-    return rl_tokenizer_load(name);
+    const char *name;
+    if (rl_config_get_string(job, "data.tokenizer", &name))
+        return NULL;
+    rl_tokenizer *t = strcmp(name, "arith") == 0 ? rl_arith_tokenizer_new() : rl_tokenizer_load(name);
+    if (!t)
+        rl_config_error_at(job, "data.tokenizer", rl_error_code(), "%s", rl_error_message());
+    return t;
 }
 
 /* mkdir -p of the directory part of path. */
-static void s_mkdirs_for(const char *path)
+static int s_mkdirs_for(const char *path)
 {
     char buf[4096];
+    if (strlen(path) >= sizeof buf)
+        return rl_error_set(RL_EINVAL, "path too long: %s", path);
     snprintf(buf, sizeof buf, "%s", path);
     for (char *p = buf + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            mkdir(buf, 0755);
-            *p = '/';
-        }
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return rl_error_set(RL_EIO, "cannot create %s: %s", buf, strerror(errno));
+        *p = '/';
     }
+    return RL_OK;
 }
 
-static int s_make_task_file(const rl_config *job, const char *path, int64_t n, uint64_t seed)
+/* data.levels as ints, each a level of the built-in task (1..5). */
+static int s_levels(const rl_config *job, int *levels, int *n)
 {
     size_t nl = 0;
-    int levels[8];
     if (rl_config_list_len(job, "data.levels", &nl))
         return rl_error_code();
     if (nl == 0 || nl > 8)
-        return rl_error_set(RL_ECONFIG, "data.levels: expected 1..8 levels, got %zu", nl);
+        return rl_config_error_at(job, "data.levels", RL_ECONFIG, "expected 1..8 levels, got %zu", nl);
     for (size_t i = 0; i < nl; i++) {
         char key[64];
         int64_t v;
         snprintf(key, sizeof key, "data.levels[%zu]", i);
-        if (rl_config_get_int(job, key, &v))
+        if (rl_config_get_int_in(job, key, 1, 5, &v))
             return rl_error_code();
         levels[i] = (int)v;
     }
-    s_mkdirs_for(path);
-    return rl_arith_write_jsonl(path, seed, n, levels, (int)nl);
+    *n = (int)nl;
+    return RL_OK;
 }
 
-int rl_lm_prepare(rl_config *job)
+int rl_lm_recipe_prepare(rl_config *job)
 {
     rl_tokenizer *tok = s_tokenizer(job);
     if (!tok)
-        return rl_error_wrap(rl_error_code(), "data.tokenizer");
+        return rl_error_code();
     char v[64];
     snprintf(v, sizeof v, "%lld", (long long)rl_tokenizer_vocab_size(tok));
     int rc = rl_config_set_yaml(job, "model.vocab_size", v);
@@ -79,52 +80,60 @@ int rl_lm_prepare(rl_config *job)
     rl_tokenizer_free(tok);
     if (rc)
         return rc;
-    const char *task = "arith", *train = NULL, *val = NULL;
-    int64_t seed = 1, ntrain = 0, nval = 0;
-    if (rl_config_get_string_or(job, "data.task", "arith", &task) ||
+    /* every section a worker will read, checked before any process starts */
+    rl_actor_config ac;
+    rl_rollout_config ro;
+    rl_reward_role_config rw;
+    if ((rc = rl_model_check_config(job)) || (rc = rl_actor_config_read(job, &ac)) ||
+        (rc = rl_rollout_config_read(job, &ro)) || (rc = rl_reward_role_config_read(job, &rw)))
+        return rc;
+    const char *task, *train, *val;
+    int64_t seed, ntrain, nval, x;
+    int shuffle, levels[8], nl = 0;
+    if (rl_config_get_string(job, "data.task", &task) ||
         rl_config_get_string(job, "data.train_files", &train) ||
         rl_config_get_string(job, "data.val_files", &val) ||
-        rl_config_get_int_or(job, "data.seed", 1, &seed) ||
-        rl_config_get_int_or(job, "data.train_size", 20000, &ntrain) ||
-        rl_config_get_int_or(job, "data.val_size", 200, &nval))
+        rl_config_get_int_in(job, "data.seed", 0, INT64_MAX, &seed) ||
+        rl_config_get_int_in(job, "data.train_size", 1, 1000000000, &ntrain) ||
+        rl_config_get_int_in(job, "data.val_size", 1, 1000000000, &nval) ||
+        rl_config_get_int_in(job, "data.max_prompt_length", 1, 1 << 20, &x) ||
+        rl_config_get_int_in(job, "data.train_batch_size", 1, 1 << 20, &x) ||
+        rl_config_get_bool(job, "data.shuffle", &shuffle) || s_levels(job, levels, &nl))
         return rl_error_code();
     if (strcmp(task, "arith") != 0)
         return RL_OK;
     /* distinct seeds: validation problems are not training problems */
-    if (access(train, F_OK) != 0 && (rc = s_make_task_file(job, train, ntrain, (uint64_t)seed)))
+    if (access(train, F_OK) != 0 &&
+        ((rc = s_mkdirs_for(train)) || (rc = rl_arith_write_jsonl(train, (uint64_t)seed, ntrain, levels, nl))))
         return rl_error_wrap(rc, "generating %s", train);
     if (access(val, F_OK) != 0 &&
-        (rc = s_make_task_file(job, val, nval, (uint64_t)seed + 1000003)))
+        ((rc = s_mkdirs_for(val)) ||
+         (rc = rl_arith_write_jsonl(val, (uint64_t)seed + 1000003, nval, levels, nl))))
         return rl_error_wrap(rc, "generating %s", val);
     return RL_OK;
 }
 
-int rl_lm_job_sync_weights(rl_lm_job *j)
+int rl_lm_job_sync_weights(rl_lm_job *j) { return rl_weight_sync_run(&j->sync, NULL, NULL); }
+
+/* The FSDP communicator's id from actor rank 0 (only with W > 1). */
+static int s_comm_id(rl_lm_job *j, json_t **init_args)
 {
-    if (!j->weight_endpoint[0]) {
-        rl_dataproto *in = rl_dataproto_new_meta(json_pack("{s:s}", "host", rl_group_address(j->actor, 0))), *out = NULL;
-        int rc = rl_group_call_sync(j->actor, "weights_open_actor", RL_DISPATCH_RANK_ZERO, in, &out);
-        rl_dataproto_free(in);
-        if (rc)
-            return rc;
-        snprintf(j->weight_endpoint, sizeof j->weight_endpoint, "%s",
-                 json_string_value(json_object_get(rl_dataproto_meta(out), "endpoint")));
-        rl_dataproto_free(out);
-    }
-    j->weight_version++;
-    rl_dataproto *pub = rl_dataproto_new_meta(json_pack("{s:I, s:i}", "version", (json_int_t)j->weight_version,
-                                         "receivers", rl_group_size(j->rollout)));
-    rl_dataproto *sub = rl_dataproto_new_meta(json_pack("{s:s, s:I}", "endpoint", j->weight_endpoint, "version",
-                                         (json_int_t)j->weight_version));
-    rl_future *fp = rl_group_call(j->actor, "publish_weights", RL_DISPATCH_RANK_ZERO, pub);
-    rl_future *fs = rl_group_call(j->rollout, "sync_weights", RL_DISPATCH_ONE_TO_ALL, sub);
-    int rc = rl_future_wait(fs, -1);
-    int rc2 = rl_future_wait(fp, -1);
-    rl_future_free(fp);
-    rl_future_free(fs);
-    rl_dataproto_free(pub);
-    rl_dataproto_free(sub);
-    return rc ? rc : rc2;
+    *init_args = json_object();
+    if (!*init_args)
+        return rl_error_set(RL_ENOMEM, "out of memory");
+    if (rl_group_size(j->actor) < 2)
+        return RL_OK;
+    rl_dataproto *req = rl_dataproto_new_meta(
+        json_pack("{s:s}", RL_ACTOR_HOST, rl_group_address(j->actor, 0))), *res = NULL;
+    int rc = req ? rl_group_call_sync(j->actor, RL_ACTOR_COMM_ID_CREATE, RL_DISPATCH_RANK_ZERO, req,
+                                      &res)
+                 : rl_error_code();
+    const char *id = rc ? NULL : rl_dataproto_meta_str(res, RL_ACTOR_COMM_ID, NULL);
+    if (id)
+        json_object_set_new(*init_args, RL_ACTOR_COMM_ID, json_string(id));
+    rl_dataproto_free(req);
+    rl_dataproto_free(res);
+    return id ? RL_OK : rl_error_code();
 }
 
 int rl_lm_job_open(rl_lm_job *j, rl_driver *d, const rl_config *job)
@@ -132,13 +141,17 @@ int rl_lm_job_open(rl_lm_job *j, rl_driver *d, const rl_config *job)
     memset(j, 0, sizeof *j);
     j->d = d;
     j->job = job;
-    j->actor = rl_driver_group(d, "actor");
-    j->rollout = j->actor ? rl_driver_group(d, "rollout") : NULL;
-    j->reward = j->rollout ? rl_driver_group(d, "reward") : NULL;
-    if (!j->reward)
-        return rl_error_wrap(RL_ECONFIG, "the LM recipes need actor, rollout and reward ranks");
-    j->tok = s_tokenizer(job);
-    if (!j->tok)
+    if (!(j->actor = rl_driver_group(d, RL_ACTOR_ROLE)) ||
+        !(j->rollout = rl_driver_group(d, RL_ROLLOUT_ROLE)) ||
+        !(j->reward = rl_driver_group(d, RL_REWARD_ROLE)))
+        return rl_error_code();
+    j->sync = (rl_weight_sync){.sender = j->actor, .receivers = j->rollout,
+                               .open = RL_ACTOR_WEIGHTS_OPEN, .publish = RL_ACTOR_PUBLISH_WEIGHTS,
+                               .receive = RL_ROLLOUT_SYNC_WEIGHTS};
+    if (rl_actor_config_read(job, &j->actor_cfg) || rl_rollout_config_read(job, &j->rollout_cfg))
+        return rl_error_code();
+    j->response_length = j->rollout_cfg.response_length;
+    if (!(j->tok = s_tokenizer(job)))
         return rl_error_code();
     j->eos = rl_tokenizer_special_id(j->tok, RL_TOK_EOS);
     j->pad = rl_tokenizer_special_id(j->tok, RL_TOK_PAD);
@@ -149,34 +162,24 @@ int rl_lm_job_open(rl_lm_job *j, rl_driver *d, const rl_config *job)
     int shuffle;
     if (rl_config_get_string(job, "data.train_files", &train) ||
         rl_config_get_string(job, "data.val_files", &val) ||
-        rl_config_get_int(job, "data.max_prompt_length", &j->max_prompt) ||
-        rl_config_get_int(job, "rollout.response_length", &j->response_length) ||
-        rl_config_get_int_or(job, "data.seed", 1, &seed) ||
-        rl_config_get_bool_or(job, "data.shuffle", 1, &shuffle))
+        rl_config_get_int_in(job, "data.max_prompt_length", 1, 1 << 20, &j->max_prompt) ||
+        rl_config_get_int_in(job, "data.train_batch_size", 1, 1 << 20, &j->batch) ||
+        rl_config_get_int_in(job, "data.seed", 0, INT64_MAX, &seed) ||
+        rl_config_get_bool(job, "data.shuffle", &shuffle))
         return rl_error_code();
-    j->train = rl_dataset_load_jsonl(train);
-    j->val = j->train ? rl_dataset_load_jsonl(val) : NULL;
-    if (!j->val)
-        return rl_error_code();
-    j->it = rl_data_iter_new(j->train, (uint64_t)seed, shuffle, 1);
-    if (!j->it)
+    if (!(j->train = rl_dataset_load_jsonl(train)) || !(j->val = rl_dataset_load_jsonl(val)) ||
+        !(j->it = rl_data_iter_new(j->train, (uint64_t)seed, shuffle, 1)))
         return rl_error_code();
     /* models: the actor ranks join one communicator (rank 0 makes the id) */
-    rl_dataproto *init = NULL;
-    if (rl_group_size(j->actor) > 1) {
-        rl_dataproto *req = rl_dataproto_new_meta(json_pack("{s:s}", "host", rl_group_address(j->actor, 0))), *res = NULL;
-        int rc = rl_group_call_sync(j->actor, "comm_id_create", RL_DISPATCH_RANK_ZERO, req, &res);
-        rl_dataproto_free(req);
-        if (rc)
-            return rc;
-        init = rl_dataproto_new_meta(json_pack("{s:s}", "comm_id",
-                                json_string_value(json_object_get(rl_dataproto_meta(res), "comm_id"))));
-        rl_dataproto_free(res);
-    }
-    rl_future *fa = rl_group_call(j->actor, "init_model", RL_DISPATCH_ONE_TO_ALL, init);
-    rl_future *fr = rl_group_call(j->rollout, "init_model", RL_DISPATCH_ONE_TO_ALL, NULL);
-    int rc = rl_future_wait(fa, -1);
-    int rc2 = rl_future_wait(fr, -1);
+    json_t *init_args;
+    int rc = s_comm_id(j, &init_args);
+    rl_dataproto *init = rc ? NULL : rl_dataproto_new_meta(init_args);
+    if (rc || !init)
+        return rc ? rc : rl_error_code();
+    rl_future *fa = rl_group_call(j->actor, RL_ACTOR_INIT_MODEL, RL_DISPATCH_ONE_TO_ALL, init);
+    rl_future *fr = rl_group_call(j->rollout, RL_ROLLOUT_INIT_MODEL, RL_DISPATCH_ONE_TO_ALL, NULL);
+    rc = fa ? rl_future_wait(fa, -1) : rl_error_code();
+    int rc2 = fr ? rl_future_wait(fr, -1) : rl_error_code();
     rl_future_free(fa);
     rl_future_free(fr);
     rl_dataproto_free(init);
@@ -199,8 +202,8 @@ static int s_encode(rl_lm_job *j, rl_dataproto *dp, const char *col, const char 
                     const char *lens_name, int64_t width, int append_eos)
 {
     const rl_column *c = rl_dataproto_column(dp, col);
-    if (!c)
-        return rl_error_set(RL_ENOTFOUND, "column '%s' missing", col);
+    if (!c || rl_column_get_type(c) != RL_COL_STRING)
+        return rl_error_set(RL_ENOTFOUND, "string column '%s' missing", col);
     int64_t B = rl_dataproto_rows(dp);
     int64_t shape[2] = {B, width};
     rl_tensor *t = rl_dataproto_new_tensor(dp, name, RL_I32, 2, shape);
@@ -208,13 +211,14 @@ static int s_encode(rl_lm_job *j, rl_dataproto *dp, const char *col, const char 
     if (!l)
         return rl_error_code();
     int32_t *ids = rl_tensor_data(t), *lens = rl_tensor_data(l);
+    int eos = append_eos && j->eos >= 0;
     for (int64_t b = 0; b < B; b++) {
         int32_t *tok = NULL;
         int64_t n = 0;
         const char *text = rl_column_str(c, b);
         if (rl_tokenizer_encode(j->tok, text, strlen(text), &tok, &n))
             return rl_error_wrap(rl_error_code(), "row %lld '%s'", (long long)b, text);
-        int64_t total = n + (append_eos && j->eos >= 0);
+        int64_t total = n + eos;
         if (total > width) {
             free(tok);
             return rl_error_set(RL_ERANGE, "row %lld: '%s' is %lld tokens, limit %lld (%s)",
@@ -222,7 +226,7 @@ static int s_encode(rl_lm_job *j, rl_dataproto *dp, const char *col, const char 
                                 append_eos ? "rollout.response_length" : "data.max_prompt_length");
         }
         for (int64_t i = 0; i < width; i++)
-            ids[b * width + i] = i < n ? tok[i] : (i == n && append_eos && j->eos >= 0) ? j->eos : j->pad;
+            ids[b * width + i] = i < n ? tok[i] : (i == n && eos) ? j->eos : j->pad;
         lens[b] = (int32_t)total;
         free(tok);
     }
@@ -231,130 +235,174 @@ static int s_encode(rl_lm_job *j, rl_dataproto *dp, const char *col, const char 
 
 int rl_lm_job_encode_prompts(rl_lm_job *j, rl_dataproto *dp)
 {
-    return s_encode(j, dp, "prompt", "prompts", "prompt_lens", j->max_prompt, 0);
+    return s_encode(j, dp, RL_DATA_PROMPT, RL_LM_PROMPTS, RL_LM_PROMPT_LENS, j->max_prompt, 0);
 }
 
 int rl_lm_job_encode_responses(rl_lm_job *j, rl_dataproto *dp, const char *texts)
 {
-    return s_encode(j, dp, texts, "responses", "response_lens", j->response_length, 1);
+    return s_encode(j, dp, texts, RL_LM_RESPONSES, RL_LM_RESPONSE_LENS, j->response_length, 1);
 }
 
-int rl_lm_job_decode(rl_lm_job *j, rl_dataproto *dp)
+/* String column RL_REWARD_RESPONSE decoded from the responses. */
+static int s_decode(rl_lm_job *j, rl_dataproto *dp)
 {
-    const rl_tensor *t = rl_dataproto_tensor_typed(dp, "responses", RL_I32);
-    const rl_tensor *l = t ? rl_dataproto_tensor_typed(dp, "response_lens", RL_I32) : NULL;
-    if (!l)
-        return rl_error_code();
-    rl_column *c = rl_dataproto_new_column(dp, "response", RL_COL_STRING);
+    const rl_tensor *t = rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSES, RL_I32, 2, NULL);
+    const rl_tensor *l = t ? rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSE_LENS, RL_I32, 1, NULL) : NULL;
+    rl_column *c = l ? rl_dataproto_new_column(dp, RL_REWARD_RESPONSE, RL_COL_STRING) : NULL;
     if (!c)
         return rl_error_code();
     int64_t B = t->shape[0], R = t->shape[1];
     const int32_t *ids = rl_tensor_data(t), *lens = rl_tensor_data(l);
     for (int64_t b = 0; b < B; b++) {
         int64_t n = lens[b];
+        if (n < 0 || n > R)
+            return rl_error_set(RL_ERANGE, "%s[%lld] = %lld outside [0, %lld]", RL_LM_RESPONSE_LENS,
+                                (long long)b, (long long)n, (long long)R);
         if (n > 0 && ids[b * R + n - 1] == j->eos)
             n--; /* the stop token is not part of the text */
         char *text = NULL;
         size_t len = 0;
-        if (rl_tokenizer_decode_opts(j->tok, ids + b * R, n, 0 /* keep <think> etc.: the reward reads them */, &text, &len))
-            return rl_error_code();
-        rl_column_set_str(c, b, text);
+        /* keep <think> etc.: the reward reads them */
+        if (rl_tokenizer_decode_opts(j->tok, ids + b * R, n, 0, &text, &len))
+            return rl_error_wrap(rl_error_code(), "decoding row %lld", (long long)b);
+        int rc = rl_column_set_str(c, b, text);
         free(text);
+        if (rc)
+            return rc;
     }
+    return RL_OK;
+}
+
+/* u ← u ∪ other (both freed; the union is the new u). */
+static int s_union_into(rl_dataproto **u, rl_dataproto *other)
+{
+    rl_dataproto *all = rl_dataproto_union(*u, other);
+    rl_dataproto_free(other);
+    if (!all)
+        return rl_error_code();
+    rl_dataproto_free(*u);
+    *u = all;
     return RL_OK;
 }
 
 int rl_lm_job_rollout(rl_lm_job *j, rl_dataproto **batch, int greedy, double *gen_s,
                       double *reward_s)
 {
-    rl_dataproto *dp = *batch;
-    double temp, top_p, fw;
-    int64_t top_k;
-    if (rl_config_get_double(j->job, "rollout.temperature", &temp) ||
-        rl_config_get_double(j->job, "rollout.top_p", &top_p) ||
-        rl_config_get_int(j->job, "rollout.top_k", &top_k) ||
-        rl_config_get_double(j->job, "reward.format_weight", &fw))
-        return rl_error_code();
-    json_t *meta = rl_dataproto_meta(dp);
-    json_object_set_new(meta, "temperature", json_real(temp));
-    json_object_set_new(meta, "top_p", json_real(top_p));
-    json_object_set_new(meta, "top_k", json_integer(top_k));
-    json_object_set_new(meta, "greedy", json_integer(greedy));
-    json_object_set_new(meta, "max_new_tokens", json_integer(j->response_length));
-    json_object_set_new(meta, "format_weight", json_real(fw));
-    const char *gen_in[3] = {"prompts", "prompt_lens", "row_seeds"};
-    rl_dataproto *req = rl_dataproto_select(dp, gen_in, 3, NULL, 0), *gen = NULL;
+    static const char *const gen_in[3] = {RL_LM_PROMPTS, RL_LM_PROMPT_LENS, RL_LM_ROW_SEEDS};
+    rl_dataproto *req = rl_dataproto_request(*batch, gen_in, 3, NULL, 0,
+                                             json_pack("{s:i}", RL_ROLLOUT_GREEDY, greedy)),
+                 *gen = NULL;
     double t0 = rl_now_s();
-    int rc = req ? rl_group_call_sync(j->rollout, "generate", RL_DISPATCH_DP_COMPUTE, req, &gen)
+    int rc = req ? rl_group_call_sync(j->rollout, RL_ROLLOUT_GENERATE, RL_DISPATCH_DP_COMPUTE, req, &gen)
                  : rl_error_code();
     rl_dataproto_free(req);
     *gen_s = rl_now_s() - t0;
-    if (rc)
+    if (rc || (rc = s_union_into(batch, gen)) || (rc = s_decode(j, *batch)))
         return rc;
-    rl_dataproto *u = rl_dataproto_union(dp, gen);
-    rl_dataproto_free(gen);
-    if (!u)
-        return rl_error_code();
-    if ((rc = rl_lm_job_decode(j, u))) {
-        rl_dataproto_free(u);
-        return rc;
-    }
     /* only these columns travel to the reward ranks (an empty tensor list) */
-    const char *rcols[3] = {"response", "ground_truth", "data_source"};
-    req = rl_dataproto_select(u, rcols, 0, rcols, 3);
+    static const char *const rcols[3] = {RL_REWARD_RESPONSE, RL_REWARD_GROUND_TRUTH,
+                                         RL_REWARD_DATA_SOURCE};
+    req = rl_dataproto_request(*batch, rcols, 0, rcols, 3, NULL);
     rl_dataproto *scored = NULL;
     t0 = rl_now_s();
-    rc = req ? rl_group_call_sync(j->reward, "compute_reward", RL_DISPATCH_DP_COMPUTE, req, &scored)
+    rc = req ? rl_group_call_sync(j->reward, RL_REWARD_COMPUTE, RL_DISPATCH_DP_COMPUTE, req, &scored)
              : rl_error_code();
     rl_dataproto_free(req);
     *reward_s = rl_now_s() - t0;
-    if (rc) {
-        rl_dataproto_free(u);
-        return rc;
-    }
-    rl_dataproto *all = rl_dataproto_union(u, scored);
-    rl_dataproto_free(u);
-    rl_dataproto_free(scored);
-    if (!all)
-        return rl_error_code();
-    rl_dataproto_free(*batch);
-    *batch = all;
-    return RL_OK;
+    return rc ? rc : s_union_into(batch, scored);
 }
 
 int rl_lm_job_validate(rl_lm_job *j, double *accuracy, double *format, double *resp_len)
 {
     int64_t n = rl_dataset_size(j->val);
-    int64_t *rows = malloc(sizeof(int64_t) * (size_t)n);
+    int64_t *rows = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    rl_dataproto *dp = rl_dataproto_new();
+    if (!rows || !dp) {
+        free(rows);
+        rl_dataproto_free(dp);
+        return rl_error_set(RL_ENOMEM, "validation: out of memory");
+    }
     for (int64_t i = 0; i < n; i++)
         rows[i] = i;
-    rl_dataproto *dp = rl_dataproto_new();
     int rc = rl_dataset_fill(j->val, rows, n, dp);
     free(rows);
     if (!rc)
         rc = rl_lm_job_encode_prompts(j, dp);
-    if (!rc) {
-        int64_t shape[1] = {n};
-        rl_tensor *sd = rl_dataproto_new_tensor(dp, "row_seeds", RL_I64, 1, shape);
-        rc = sd ? RL_OK : rl_error_code();
-    }
+    int64_t shape[1] = {n};
+    if (!rc && !rl_dataproto_new_tensor(dp, RL_LM_ROW_SEEDS, RL_I64, 1, shape))
+        rc = rl_error_code();
     double g, r;
     if (!rc)
         rc = rl_lm_job_rollout(j, &dp, 1, &g, &r);
+    const rl_tensor *acc = NULL, *fmt = NULL, *len = NULL;
+    if (!rc && (!(acc = rl_dataproto_tensor_shaped(dp, RL_REWARD_ACCURACY, RL_F32, 1, NULL)) ||
+                !(fmt = rl_dataproto_tensor_shaped(dp, RL_REWARD_FORMAT, RL_F32, 1, NULL)) ||
+                !(len = rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSE_LENS, RL_I32, 1, NULL))))
+        rc = rl_error_code();
     if (!rc) {
-        const float *acc = rl_tensor_data(rl_dataproto_tensor(dp, "accuracy"));
-        const float *fmt = rl_tensor_data(rl_dataproto_tensor(dp, "format"));
-        const int32_t *len = rl_tensor_data(rl_dataproto_tensor(dp, "response_lens"));
+        const float *pa = rl_tensor_data(acc), *pf = rl_tensor_data(fmt);
+        const int32_t *pl = rl_tensor_data(len);
         double a = 0, f = 0, l = 0;
         for (int64_t i = 0; i < n; i++) {
-            a += acc[i];
-            f += fmt[i];
-            l += len[i];
+            a += pa[i];
+            f += pf[i];
+            l += pl[i];
         }
         *accuracy = n ? a / n : 0;
         *format = n ? f / n : 0;
         *resp_len = n ? l / n : 0;
     }
     rl_dataproto_free(dp);
-    return rc;
+    return rc ? rl_error_wrap(rc, "validation") : RL_OK;
+}
+
+float *rl_lm_response_mask(const rl_dataproto *dp, int64_t *B, int64_t *R)
+{
+    const rl_tensor *t = rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSES, RL_I32, 2, NULL);
+    const rl_tensor *l = t ? rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSE_LENS, RL_I32, 1, NULL) : NULL;
+    if (!l)
+        return NULL;
+    *B = t->shape[0];
+    *R = t->shape[1];
+    float *mask = calloc((size_t)((*B) * (*R) > 0 ? (*B) * (*R) : 1), sizeof(float));
+    if (!mask) {
+        rl_error_set(RL_ENOMEM, "out of memory for a (%lld, %lld) mask", (long long)*B, (long long)*R);
+        return NULL;
+    }
+    const int32_t *len = rl_tensor_data(l);
+    for (int64_t b = 0; b < *B; b++) {
+        if (len[b] < 0 || len[b] > *R) {
+            free(mask);
+            rl_error_set(RL_ERANGE, "%s[%lld] = %d outside [0, %lld]", RL_LM_RESPONSE_LENS,
+                         (long long)b, len[b], (long long)*R);
+            return NULL;
+        }
+        for (int64_t k = 0; k < len[b]; k++)
+            mask[b * *R + k] = 1.0f;
+    }
+    return mask;
+}
+
+int64_t *rl_lm_group_ids(const rl_dataproto *dp)
+{
+    const rl_column *c = rl_dataproto_column(dp, RL_DATA_GLOBAL_ID);
+    if (!c || rl_column_get_type(c) != RL_COL_INT64) {
+        rl_error_set(RL_ENOTFOUND, "missing int64 column '%s'", RL_DATA_GLOBAL_ID);
+        return NULL;
+    }
+    int64_t B = rl_dataproto_rows(dp);
+    int64_t *g = malloc(sizeof(int64_t) * (size_t)(B > 0 ? B : 1));
+    if (!g) {
+        rl_error_set(RL_ENOMEM, "out of memory");
+        return NULL;
+    }
+    for (int64_t b = 0; b < B; b++)
+        g[b] = rl_column_i64(c, b);
+    return g;
+}
+
+float *rl_lm_row_values(const rl_dataproto *dp, const char *name)
+{
+    rl_tensor *t = rl_dataproto_tensor_shaped(dp, name, RL_F32, 1, NULL);
+    return t ? rl_tensor_data(t) : NULL;
 }

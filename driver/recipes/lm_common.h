@@ -1,17 +1,27 @@
 /* driver/recipes/lm_common.h — what the language-model recipes (sft, rlvr)
- * share on the driver: tokenizer and data set-up, the actor/rollout/reward
- * groups, prompt batches, weight sync actor → rollout, greedy validation.
+ * share on the driver: the config they check before any worker starts,
+ * tokenizer and data, the actor/rollout/reward groups, prompt encoding,
+ * sampling + scoring, and greedy validation.
  *
- * Tokenisation happens on the driver (as in verl's dataset): workers see
- * token tensors. Keys (defaults in RL_LM_DEFAULTS): data.*, model.*,
- * rollout.*, trainer.*. */
+ * Tokenisation happens on the driver (as in verl's dataset): workers see the
+ * token tensors of the LM model kind (rlrt/nn/lm_model.h). The role contracts
+ * (rlrt/roles/{actor,rollout,reward}.h) name every method, tensor and
+ * argument used here.
+ *
+ * Ownership: rl_lm_job_open() fills a caller's struct whose resources
+ * rl_lm_job_close() frees; the groups and the job are the driver's.
+ */
 #ifndef RLRT_DRIVER_LM_COMMON_H
 #define RLRT_DRIVER_LM_COMMON_H
 
-#include "../recipe.h"
+#include "phases.h"
 #include "rlrt/data.h"
 #include "rlrt/metrics.h"
+#include "rlrt/nn/lm_model.h"
 #include "rlrt/nn/tokenizer.h"
+#include "rlrt/roles/actor.h"
+#include "rlrt/roles/reward.h"
+#include "rlrt/roles/rollout.h"
 
 typedef struct rl_lm_job {
     rl_driver *d;
@@ -21,56 +31,51 @@ typedef struct rl_lm_job {
     int32_t eos, pad;
     rl_dataset *train, *val;
     rl_data_iter *it;
-    int64_t max_prompt, response_length;
-    char weight_endpoint[256];
-    int64_t weight_version;
+    int64_t max_prompt, response_length, batch; /* data.max_prompt_length, rollout.response_length,
+                                                   data.train_batch_size */
+    rl_actor_config actor_cfg;                  /* the recipe reads the ppo_* keys */
+    rl_rollout_config rollout_cfg;
+    rl_weight_sync sync;                        /* actor → rollout */
 } rl_lm_job;
 
+/* The roles the LM recipes call. */
+extern const char *const rl_lm_roles[];
+
 /* prepare hook: the tokenizer fixes model.vocab_size/eos/pad; missing data
- * files of the built-in task are generated. */
-int rl_lm_prepare(rl_config *job);
+ * files of the built-in task are generated; then every section the job's
+ * workers will read (model, actor, rollout, reward) and data.* are checked
+ * with located errors, before any process starts. */
+int rl_lm_recipe_prepare(rl_config *job);
 /* Groups, data, models on every rank, first weight sync. */
 int rl_lm_job_open(rl_lm_job *j, rl_driver *d, const rl_config *job);
 void rl_lm_job_close(rl_lm_job *j);
-/* Tensors prompts (B,P) i32 and prompt_lens (B) i32 for the batch's
- * "prompt" column (added to dp). */
+/* Tensors RL_LM_PROMPTS (B, P) and RL_LM_PROMPT_LENS (B) for the batch's
+ * prompt column (added to dp). */
 int rl_lm_job_encode_prompts(rl_lm_job *j, rl_dataproto *dp);
-/* Tensors responses (B,R) i32 and response_lens (B) i32 for the texts
- * `texts` (a column name), e.g. worked solutions for SFT. */
+/* Tensors RL_LM_RESPONSES (B, R) and RL_LM_RESPONSE_LENS (B) for the texts of
+ * column `texts` (e.g. worked solutions for SFT), with the stop token. */
 int rl_lm_job_encode_responses(rl_lm_job *j, rl_dataproto *dp, const char *texts);
-/* String column "response" decoded from responses/response_lens. */
-int rl_lm_job_decode(rl_lm_job *j, rl_dataproto *dp);
 /* Publishes the actor's weights as the next version and waits until every
  * rollout rank runs it. */
 int rl_lm_job_sync_weights(rl_lm_job *j);
-/* Greedy generation on the validation set (all of it, or data.val_size
- * rows), scored by the reward group: accuracy and mean response length. */
-int rl_lm_job_validate(rl_lm_job *j, double *accuracy, double *format, double *resp_len);
-/* Sample and score: generation with sampling over rows already holding
- * prompts/prompt_lens/row_seeds (temperature etc. from rollout.*), then the
- * reward: adds responses, response_lens, response_logp, response_entropy,
- * response, score, accuracy, format. */
+/* Sampling (greedy or not) over rows holding prompts, prompt_lens and
+ * row_seeds, then the reward: adds the rollout's samples, the decoded
+ * RL_REWARD_RESPONSE column and RL_REWARD_SCORE/ACCURACY/FORMAT. */
 int rl_lm_job_rollout(rl_lm_job *j, rl_dataproto **batch, int greedy, double *gen_s,
                       double *reward_s);
-double rl_now_s(void);
+/* Greedy generation on the validation set, scored by the reward group. */
+int rl_lm_job_validate(rl_lm_job *j, double *accuracy, double *format, double *resp_len);
 
-/* Keys every LM recipe knows. */
-#define RL_LM_DEFAULTS \
-    "model:\n" \
-    "  vocab_size: 0             # set from the tokenizer\n" \
-    "  hidden_size: 128\n" \
-    "  intermediate_size: 384\n" \
-    "  num_layers: 2\n" \
-    "  num_heads: 4\n" \
-    "  num_kv_heads: 2\n" \
-    "  max_seq_len: 96\n" \
-    "  rope_theta: 10000.0\n" \
-    "  rms_norm_eps: 1.0e-6\n" \
-    "  tie_word_embeddings: true\n" \
-    "  eos_token_id: -1          # set from the tokenizer\n" \
-    "  pad_token_id: 0           # set from the tokenizer\n" \
-    "  init_std: 0.02\n" \
-    "  init_from: ''             # directory with model.safetensors (warm start)\n" \
+/* (B, R) 0/1 mask of the response tokens from RL_LM_RESPONSES/_LENS (a new
+ * array the caller frees), or NULL + a message naming the bad tensor. */
+float *rl_lm_response_mask(const rl_dataproto *dp, int64_t *B, int64_t *R);
+/* (B) group ids from the RL_DATA_GLOBAL_ID column (new array), or NULL. */
+int64_t *rl_lm_group_ids(const rl_dataproto *dp);
+/* The f32 (B) tensor `name` of dp, or NULL + a message naming it. */
+float *rl_lm_row_values(const rl_dataproto *dp, const char *name);
+
+/* The data section of the LM recipes (the task and its batches). */
+#define RL_LM_DATA_DEFAULTS \
     "data:\n" \
     "  tokenizer: arith          # arith (built-in char tokenizer) or a tokenizer.json path\n" \
     "  task: arith               # generate missing files of the built-in task\n" \
@@ -82,17 +87,10 @@ double rl_now_s(void);
     "  levels: [1, 2]\n" \
     "  max_prompt_length: 24\n" \
     "  train_batch_size: 16\n" \
-    "  shuffle: true\n" \
-    "  bootstrap: false          # AEPO difficulty pass before training\n" \
-    "  bootstrap_size: 64\n" \
-    "rollout:\n" \
-    "  n: 8\n" \
-    "  temperature: 1.0\n" \
-    "  top_p: 1.0\n" \
-    "  top_k: 0\n" \
-    "  response_length: 48\n" \
-    "  window_size: 4            # AEPO window entropy\n" \
-    "reward:\n" \
-    "  format_weight: 0.1\n"
+    "  shuffle: true\n"
+
+/* Every fragment an LM recipe's known keys start from. */
+#define RL_LM_SECTIONS RL_LM_MODEL_DEFAULTS, RL_LM_DATA_DEFAULTS, RL_ACTOR_DEFAULTS, \
+    RL_ROLLOUT_DEFAULTS, RL_REWARD_DEFAULTS
 
 #endif

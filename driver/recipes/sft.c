@@ -2,7 +2,10 @@
  * the task (masked NLL on the response tokens), FSDP over the actor ranks;
  * validation is greedy generation on the rollout ranks scored by the reward
  * ranks. The result is saved as <trainer.output_dir>/final/model.safetensors
- * (+ config.json): the `model.init_from` of the RL jobs. */
+ * (+ config.json): the `model.init_from` of the RL jobs.
+ *
+ * A step is two phases: batch (worked solutions → tokens) and update (one
+ * optimiser step on the actor); validation every trainer.val_every steps. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,24 +13,35 @@
 #include "lm_common.h"
 #include "rlrt/rlrt.h"
 
-static int s_sft_batch(rl_lm_job *j, int64_t batch, rl_dataproto **out)
+typedef struct s_sft {
+    rl_lm_job j;
+    rl_trainer t;
+    rl_dataproto *batch; /* this step's rows */
+} s_sft;
+
+/* Training rows with their worked solution (the "solution" field) as the
+ * response. */
+static int s_phase_batch(void *arg)
 {
-    int64_t *rows = malloc(sizeof(int64_t) * (size_t)batch), n = 0;
-    int rc = rl_data_iter_next_rows(j->it, batch, rows, &n);
+    s_sft *s = arg;
+    rl_lm_job *j = &s->j;
+    int64_t *rows = malloc(sizeof(int64_t) * (size_t)j->batch), n = 0;
     rl_dataproto *dp = rl_dataproto_new();
+    int rc = rows && dp ? rl_data_iter_next_rows(j->it, j->batch, rows, &n)
+                        : rl_error_set(RL_ENOMEM, "out of memory");
     if (!rc)
         rc = rl_dataset_fill(j->train, rows, n, dp);
-    if (!rc) { /* the worked solution of each row: the "solution" field */
-        rl_column *sol = rl_dataproto_new_column(dp, "solution", RL_COL_STRING);
-        for (int64_t i = 0; i < n && !rc; i++) {
-            const char *s = json_string_value(json_object_get(rl_dataset_extra(j->train, rows[i]),
-                                                              "solution"));
-            if (!s)
-                rc = rl_error_set(RL_ENOTFOUND, "%s line %lld: no 'solution' field for SFT",
-                                  "data.train_files", (long long)rl_dataset_line(j->train, rows[i]));
-            else
-                rl_column_set_str(sol, i, s);
-        }
+    rl_column *sol = rc ? NULL : rl_dataproto_new_column(dp, "solution", RL_COL_STRING);
+    if (!rc && !sol)
+        rc = rl_error_code();
+    for (int64_t i = 0; i < n && !rc; i++) {
+        const char *text = json_string_value(json_object_get(rl_dataset_extra(j->train, rows[i]),
+                                                             "solution"));
+        if (!text)
+            rc = rl_error_set(RL_ENOTFOUND, "data.train_files line %lld: no 'solution' field for SFT",
+                              (long long)rl_dataset_line(j->train, rows[i]));
+        else
+            rc = rl_column_set_str(sol, i, text);
     }
     if (!rc)
         rc = rl_lm_job_encode_prompts(j, dp);
@@ -38,109 +52,140 @@ static int s_sft_batch(rl_lm_job *j, int64_t batch, rl_dataproto **out)
         rl_dataproto_free(dp);
         return rc;
     }
-    *out = dp;
+    s->batch = dp;
     return RL_OK;
+}
+
+/* One optimiser step on the actor ranks: the loss is normalised by the
+ * batch's response tokens over all ranks. */
+static int s_phase_update(void *arg)
+{
+    s_sft *s = arg;
+    rl_group *actor = s->j.actor;
+    const rl_tensor *lens = rl_dataproto_tensor_shaped(s->batch, RL_LM_RESPONSE_LENS, RL_I32, 1, NULL);
+    if (!lens)
+        return rl_error_code();
+    int64_t tokens = 0;
+    for (int64_t b = 0; b < rl_dataproto_rows(s->batch); b++)
+        tokens += ((const int32_t *)rl_tensor_data(lens))[b];
+    static const char *const keep[4] = {RL_LM_PROMPTS, RL_LM_PROMPT_LENS, RL_LM_RESPONSES,
+                                        RL_LM_RESPONSE_LENS};
+    rl_dataproto *req = rl_dataproto_request(s->batch, keep, 4, NULL, 0,
+                                             json_pack("{s:I}", RL_ACTOR_GLOBAL_TOKENS,
+                                                       (json_int_t)(tokens > 0 ? tokens : 1)));
+    rl_future *f = req ? rl_group_call(actor, RL_ACTOR_SFT_STEP, RL_DISPATCH_DP_COMPUTE, req) : NULL;
+    int rc = f ? rl_future_wait(f, -1) : rl_error_code();
+    double loss = 0, gnorm = 0, lr = 0;
+    for (int r = 0; !rc && r < rl_group_size(actor); r++) {
+        rl_dataproto *o = NULL;
+        double l;
+        rc = rl_future_take_rank(f, r, &o);
+        if (!rc && !o)
+            rc = rl_error_set(RL_EPROTO, "actor/%d returned no %s result", r, RL_ACTOR_SFT_STEP);
+        if (!rc && !(rc = rl_dataproto_meta_get_double(o, RL_ACTOR_M_LOSS, -1e30, 1e30, &l)) &&
+            !(rc = rl_dataproto_meta_get_double(o, RL_ACTOR_M_GRAD_NORM, 0, 1e30, &gnorm)))
+            rc = rl_dataproto_meta_get_double(o, RL_ACTOR_M_LR, 0, 1e30, &lr);
+        if (!rc)
+            loss += l;
+        else
+            rc = rl_error_wrap(rc, "actor/%d", r);
+        rl_dataproto_free(o);
+    }
+    rl_future_free(f);
+    rl_dataproto_free(req);
+    if (rc)
+        return rc;
+    rl_metric_set_put(s->t.ms, "sft/loss", loss);
+    rl_metric_set_put(s->t.ms, "actor/grad_norm", gnorm);
+    rl_metric_set_put(s->t.ms, "actor/lr", lr);
+    return RL_OK;
+}
+
+static const rl_phase s_step_phases[] = {
+    {"batch", s_phase_batch, 0},
+    {"update_actor", s_phase_update, 0},
+};
+
+/* Weights to the rollout ranks, then greedy decoding of the validation set. */
+static int s_validate(s_sft *s, int64_t step)
+{
+    double acc, fmt, len, t0 = rl_now_s();
+    int rc = rl_lm_job_sync_weights(&s->j);
+    if (!rc)
+        rc = rl_lm_job_validate(&s->j, &acc, &fmt, &len);
+    if (rc)
+        return rc;
+    rl_metric_set_put(s->t.ms, RL_M_VAL_ACCURACY, acc);
+    rl_metric_set_put(s->t.ms, "val/format", fmt);
+    rl_metric_set_put(s->t.ms, "val/response_length", len);
+    rl_metric_set_put(s->t.ms, "timing_s/val", rl_now_s() - t0);
+    double loss = 0;
+    rl_metric_set_get(s->t.ms, "sft/loss", &loss);
+    rl_log_info("sft step %lld: loss %.4f  val accuracy %.3f  format %.3f", (long long)step, loss,
+                acc, fmt);
+    return RL_OK;
+}
+
+static int s_save_final(s_sft *s)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/final", s->t.out_dir);
+    int rc = rl_call_all(s->j.actor, RL_ACTOR_SAVE_MODEL, json_pack("{s:s}", RL_ACTOR_PATH, path));
+    if (!rc)
+        rl_log_info("saved the warm-start model to %s", path);
+    return rc;
 }
 
 static int s_run(rl_driver *d, const rl_config *job)
 {
-    rl_lm_job j;
-    int rc = rl_lm_job_open(&j, d, job);
-    int64_t steps, batch, val_every;
-    const char *out_dir;
-    if (!rc && (rl_config_get_int(job, "trainer.total_steps", &steps) ||
-                rl_config_get_int(job, "data.train_batch_size", &batch) ||
-                rl_config_get_int(job, "trainer.val_every", &val_every) ||
-                rl_config_get_string(job, "trainer.output_dir", &out_dir)))
-        rc = rl_error_code();
-    rl_metrics *sink = rc ? NULL : rl_metrics_open(out_dir, -1, 0);
-    if (!rc && !sink)
-        rc = rl_error_code();
-    rl_metric_set *ms = rl_metric_set_new();
-    int W = j.actor ? rl_group_size(j.actor) : 1;
-    if (!rc && batch % W)
-        rc = rl_error_set(RL_ECONFIG, "data.train_batch_size %lld must be a multiple of the %d "
-                                      "actor ranks", (long long)batch, W);
-    for (int64_t step = 1; !rc && step <= steps && !rl_driver_interrupted(d); step++) {
+    s_sft s;
+    memset(&s, 0, sizeof s);
+    int rc = rl_trainer_open(&s.t, d, job);
+    if (!rc)
+        rc = rl_lm_job_open(&s.j, d, job);
+    if (!rc)
+        rc = rl_trainer_open_metrics(&s.t, 0);
+    int W = s.j.actor ? rl_group_size(s.j.actor) : 1;
+    if (!rc && s.j.batch % W)
+        rc = rl_config_error_at(job, "data.train_batch_size", RL_ECONFIG,
+                                "%lld must be a multiple of the %d actor ranks", (long long)s.j.batch, W);
+    for (int64_t step = 1; !rc && step <= s.t.total_steps && !rl_driver_interrupted(d); step++) {
+        rl_metric_set_clear(s.t.ms);
         double t0 = rl_now_s();
-        rl_dataproto *dp = NULL;
-        if ((rc = s_sft_batch(&j, batch, &dp)))
-            break;
-        int64_t tokens = 0;
-        const int32_t *rl = rl_tensor_data(rl_dataproto_tensor(dp, "response_lens"));
-        for (int64_t b = 0; b < rl_dataproto_rows(dp); b++)
-            tokens += rl[b];
-        const char *keep[4] = {"prompts", "prompt_lens", "responses", "response_lens"};
-        rl_dataproto *req = rl_dataproto_select(dp, keep, 4, NULL, 0);
-        json_object_set_new(rl_dataproto_meta(req), "global_tokens", json_integer(tokens));
-        rl_future *f = rl_group_call(j.actor, "sft_step", RL_DISPATCH_DP_COMPUTE, req);
-        rc = rl_future_wait(f, -1);
-        double loss = 0, gnorm = 0, lr = 0;
-        for (int r = 0; !rc && r < W; r++) {
-            rl_dataproto *o = NULL;
-            rl_future_take_rank(f, r, &o);
-            json_t *m = rl_dataproto_meta(o);
-            loss += json_real_value(json_object_get(m, "loss"));
-            gnorm = json_real_value(json_object_get(m, "grad_norm"));
-            lr = json_real_value(json_object_get(m, "lr"));
-            rl_dataproto_free(o);
-        }
-        rl_future_free(f);
-        rl_dataproto_free(req);
-        rl_dataproto_free(dp);
+        rc = rl_phases_run(s_step_phases, 2, &s, s.t.ms);
+        rl_dataproto_free(s.batch);
+        s.batch = NULL;
         if (rc)
             break;
-        rl_metric_set_clear(ms);
-        rl_metric_set_put(ms, "sft/loss", loss);
-        rl_metric_set_put(ms, "actor/grad_norm", gnorm);
-        rl_metric_set_put(ms, "actor/lr", lr);
-        rl_metric_set_put(ms, "timing_s/step", rl_now_s() - t0);
-        if (step % val_every == 0 || step == steps) {
-            double acc, fmt, len, tv = rl_now_s();
-            if ((rc = rl_lm_job_sync_weights(&j)) || (rc = rl_lm_job_validate(&j, &acc, &fmt, &len)))
-                break;
-            rl_metric_set_put(ms, RL_M_VAL_ACCURACY, acc);
-            rl_metric_set_put(ms, "val/format", fmt);
-            rl_metric_set_put(ms, "val/response_length", len);
-            rl_metric_set_put(ms, "timing_s/val", rl_now_s() - tv);
-            rl_log_info("sft step %lld: loss %.4f  val accuracy %.3f  format %.3f", (long long)step,
-                        loss, acc, fmt);
-        } else if (step % 10 == 0) {
+        rl_metric_set_put(s.t.ms, "timing_s/step", rl_now_s() - t0);
+        if (rl_trainer_due(&s.t, step, s.t.val_every))
+            rc = s_validate(&s, step);
+        else if (step % 10 == 0) {
+            double loss = 0;
+            rl_metric_set_get(s.t.ms, "sft/loss", &loss);
             rl_log_info("sft step %lld: loss %.4f", (long long)step, loss);
         }
-        rl_metrics_log(sink, step, ms);
-    }
-    if (!rc && !rl_driver_interrupted(d)) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/final", out_dir);
-        rl_dataproto *req = rl_dataproto_new();
-        rl_dataproto_set_rows(req, 0);
-        json_object_set_new(rl_dataproto_meta(req), "path", json_string(path));
-        rc = rl_group_call_sync(j.actor, "save_model", RL_DISPATCH_ONE_TO_ALL, req, NULL);
-        rl_dataproto_free(req);
         if (!rc)
-            rl_log_info("saved the warm-start model to %s", path);
+            rc = rl_metrics_log(s.t.sink, step, s.t.ms);
     }
-    if (sink)
-        rl_metrics_close(sink);
-    rl_metric_set_free(ms);
-    rl_lm_job_close(&j);
+    if (!rc && !rl_driver_interrupted(d))
+        rc = s_save_final(&s);
+    rl_trainer_close(&s.t);
+    rl_lm_job_close(&s.j);
     return rc;
 }
 
 const rl_recipe rl_recipe_sft = {
     .name = "sft",
     .summary = "supervised warm start on the task's worked solutions",
-    .defaults = (const char *const[]){RL_LM_DEFAULTS
-    "actor:\n"
-    "  optim: {lr: 0.001, weight_decay: 0.0, beta1: 0.9, beta2: 0.999, eps: 1.0e-8,\n"
-    "          warmup_steps: 0, lr_schedule: constant}\n"
-    "  grad_clip: 1.0\n"
-    "  ppo_micro_batch_size: 0\n"
-    "env: {}\n"
-    "trainer:\n"
-    "  total_steps: 300\n"
-    "  val_every: 50\n", NULL},
-    .prepare = rl_lm_prepare,
+    .defaults = (const char *const[]){RL_LM_SECTIONS,
+                                      "actor:\n"
+                                      "  optim: {lr: 0.001}\n"
+                                      "trainer:\n"
+                                      "  total_steps: 300\n"
+                                      "  val_every: 50\n",
+                                      NULL},
+    .roles = rl_lm_roles,
+    .prepare = rl_lm_recipe_prepare,
     .run = s_run,
 };

@@ -237,6 +237,11 @@ typedef struct rl_config_spec {
 /* Reads n specs into `out` (a struct the offsets point into). Stops at the
  * first problem: 0 or RL_ENOTFOUND / RL_ECONFIG with a located message. */
 int rl_config_read(const rl_config *c, const rl_config_spec *spec, size_t n, void *out);
+/* A located error about the value at `path` (a check rl_config_read cannot
+ * express, e.g. "must divide data.train_batch_size"): "job.yaml:12:3: path:
+ * message", or "path: message" when the node is missing. Returns `code`. */
+int rl_config_error_at(const rl_config *c, const char *path, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* One integer / number at `path` with the same checks (lo > hi: unchecked). */
 int rl_config_get_int_in(const rl_config *c, const char *path, int64_t lo, int64_t hi,
                          int64_t *out);

@@ -55,6 +55,12 @@ extern "C" {
 enum { RL_ARITH_MIN_LEVEL = 1, RL_ARITH_MAX_LEVEL = 5 };
 
 /* Plain characters the task needs (the specials below are separate tokens). */
+/* Column names of a dataset batch (rl_dataset_fill, rl_data_iter_next). */
+#define RL_DATA_PROMPT "prompt"
+#define RL_DATA_GROUND_TRUTH "ground_truth"
+#define RL_DATA_SOURCE "data_source"
+#define RL_DATA_GLOBAL_ID "global_id"
+
 #define RL_ARITH_CHARSET "0123456789+-*=?:QA \n}"
 
 typedef struct rl_arith_item {

@@ -78,6 +78,13 @@ rl_tensor *rl_dataproto_tensor(const rl_dataproto *dp, const char *name);
  * naming the key and the expected/actual dtype. */
 rl_tensor *rl_dataproto_tensor_typed(const rl_dataproto *dp, const char *name,
                                      rl_dtype dtype);
+/* Checks presence, dtype, ndim and trailing dims: dims[0..ndim) with a
+ * negative entry meaning "any" (dims may be NULL: any shape; dim 0 is the
+ * row count by the invariant). NULL + RL_ENOTFOUND "missing tensor 'x'
+ * (expected f32 (B, 48))" or RL_EDTYPE / RL_ESHAPE "tensor 'x' is i32
+ * (4, 7), expected f32 (B, 48)". */
+rl_tensor *rl_dataproto_tensor_shaped(const rl_dataproto *dp, const char *name, rl_dtype dtype,
+                                      int ndim, const int64_t *dims);
 int rl_dataproto_tensor_count(const rl_dataproto *dp);
 rl_tensor *rl_dataproto_tensor_at(const rl_dataproto *dp, int i);
 const char *rl_dataproto_tensor_name(const rl_dataproto *dp, int i);
@@ -136,6 +143,19 @@ rl_dataproto *rl_dataproto_new_meta(json_t *meta);
 int rl_dataproto_meta_int(const rl_dataproto *dp, const char *key, int64_t def, int64_t *out);
 int rl_dataproto_meta_double(const rl_dataproto *dp, const char *key, double def, double *out);
 const char *rl_dataproto_meta_str(const rl_dataproto *dp, const char *key, const char *def);
+/* Required, range-checked arguments: RL_EINVAL "argument 'version' is
+ * missing (an integer in [1, 9223372036854775807])", "argument 'version'
+ * must be an integer in [1, ...], got 0". A number must also be finite. */
+int rl_dataproto_meta_get_int(const rl_dataproto *dp, const char *key, int64_t lo, int64_t hi,
+                              int64_t *out);
+int rl_dataproto_meta_get_double(const rl_dataproto *dp, const char *key, double lo, double hi,
+                                 double *out);
+/* A request for a method: views of the named tensors and columns of `src`
+ * (a missing name is RL_ENOTFOUND naming it) and `meta` as its only meta
+ * (stolen; NULL = {}). Unlike select, nothing of src's meta travels. */
+rl_dataproto *rl_dataproto_request(const rl_dataproto *src, const char *const *tensors,
+                                   int n_tensors, const char *const *columns, int n_columns,
+                                   json_t *meta);
 
 /* ---- operations ------------------------------------------------------------ */
 

@@ -22,6 +22,8 @@
 #include "rlrt/nn/device.h"
 #include "rlrt/nn/transformer.h"
 #include "rlrt/nn/generate.h"
+#include "rlrt/nn/model.h"
+#include "rlrt/nn/lm_model.h"
 #include "rlrt/tensor.h"
 #include "rlrt/dataproto.h"
 #include "rlrt/algo/aepo.h"

@@ -1,8 +1,9 @@
 /* test_reward_worker.c — compute_reward through the real daemons: an
  * rl_driver with 2 rl-worker reward ranks, a 7-row batch dispatched with
  * dp_compute (padded to 8, 4 rows per rank, the pad stripped), every score
- * checked; format_weight from the job config and from meta; extra_reward;
- * errors naming the missing column / unknown data_source. */
+ * checked; format_weight from the job config only (per-call meta carries no
+ * settings); extra_reward; errors naming the missing column / unknown
+ * data_source; a bad reward.* value stops the start with a located error. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <cmocka.h>
 
 #include "rlrt/rlrt.h"
+#include "rlrt/roles/reward.h"
 #include "rlrt/runtime/cluster.h"
 #include "rlrt/runtime/driver.h"
 
@@ -35,7 +37,9 @@ typedef struct {
 
 static s_job *s_current;
 
-static s_job *s_start(void)
+/* Starts 2 reward ranks with the reward section's defaults and `override`.
+ * Returns NULL (message set) when the driver cannot start. */
+static s_job *s_start_with(const char *override)
 {
     static s_job job;
     s_job *j = &job;
@@ -51,17 +55,24 @@ static s_job *s_start(void)
     j->cl = rl_cluster_from_config(j->cfg);
     if (!j->cl)
         fail_msg("cluster: %s", rl_error_message());
-    /* The job's reward subtree reaches the workers' init. */
-    const char *job_yaml = "reward: {format_weight: 0.2}\n";
-    j->job = rl_config_parse_string(job_yaml, strlen(job_yaml), "test-job.yaml");
-    assert_non_null(j->job);
+    /* The job's reward section reaches the workers' init. */
+    const char *ov[1] = {override};
+    j->job = rl_config_load_job(RL_REWARD_DEFAULTS, NULL, 1, ov);
+    if (!j->job)
+        fail_msg("job: %s", rl_error_message());
     rl_driver_options opt = {.cluster = j->cl, .job = j->job, .worker_binary = s_worker,
                              .bind_override = "tcp://127.0.0.1:*", .worker_log_level = "warn",
                              .ready_timeout_ms = 20000};
     j->d = rl_driver_new(&opt);
     assert_non_null(j->d);
     s_current = j;
-    if (rl_driver_start(j->d))
+    return rl_driver_start(j->d) ? NULL : j;
+}
+
+static s_job *s_start(void)
+{
+    s_job *j = s_start_with("reward.format_weight=0.2");
+    if (!j)
         fail_msg("start: %s", rl_error_message());
     return j;
 }
@@ -136,15 +147,15 @@ static void test_compute_reward_two_ranks(void **state)
     rl_group *g = rl_driver_group(j->d, "reward");
     assert_int_equal(rl_group_size(g), 2);
 
-    /* meta format_weight overrides the job's 0.2 */
+    /* a meta format_weight is not a setting: the job's 0.2 holds */
     rl_dataproto *in = s_batch(1), *out = NULL;
-    json_object_set_new(rl_dataproto_meta(in), "format_weight", json_real(0.1));
+    json_object_set_new(rl_dataproto_meta(in), "format_weight", json_real(0.9));
     if (rl_group_call_sync(g, "compute_reward", RL_DISPATCH_DP_COMPUTE, in, &out))
         fail_msg("compute_reward: %s", rl_error_message());
-    s_check(out, 0.1, NULL);
+    s_check(out, 0.2, NULL);
     rl_dataproto_free(out);
 
-    /* no meta: the job's reward.format_weight = 0.2; extra_reward added */
+    /* extra_reward is added */
     json_object_del(rl_dataproto_meta(in), "format_weight");
     static const float extra[7] = {0.5f, -0.25f, 0.0f, 0.0f, 0.0f, 0.125f, 0.0f};
     int64_t shape[1] = {7};
@@ -180,6 +191,18 @@ static void test_compute_reward_two_ranks(void **state)
     s_stop(j);
 }
 
+/* A value out of range stops the start: the worker's check names the key,
+ * the override that set it, the bound and the value. */
+static void test_bad_config_stops_start(void **state)
+{
+    (void)state;
+    assert_null(s_start_with("reward.format_weight=1.5"));
+    assert_msg_contains(rl_error_message(), "role reward cannot start");
+    assert_msg_contains(rl_error_message(), "override reward.format_weight=1.5: "
+                                            "reward.format_weight: must be in [0, 1], got 1.5");
+    s_stop(s_current);
+}
+
 int main(void)
 {
     const char *build = getenv("BUILD");
@@ -191,6 +214,7 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_compute_reward_two_ranks, s_teardown),
+        cmocka_unit_test_teardown(test_bad_config_stops_start, s_teardown),
     };
     return cmocka_run_group_tests_name("reward_worker", tests, NULL, NULL);
 }

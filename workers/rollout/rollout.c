@@ -1,27 +1,23 @@
-/* workers/rollout/rollout.c — the rollout role: a copy of the policy that
- * samples responses with a KV cache. Its weights arrive from the actor over
- * the weight channel (rlrt/runtime/channel.h), versioned: a new version
- * becomes active only when complete.
- *
- * Methods:
- *   init_model    build the model (model.* of the job; weights follow by sync)
- *   sync_weights  meta endpoint, version: receive that version from the actor
- *   generate      tensors prompts (B,P) i32, prompt_lens (B) i32, row_seeds
- *                 (B) i64; meta temperature, top_p, top_k, greedy,
- *                 max_new_tokens, seed → responses (B,R) i32, response_lens
- *                 (B) i32, response_logp (B,R) f32, response_entropy (B,R) f32
- */
+/* workers/rollout/rollout.c — the rollout role (contract:
+ * rlrt/roles/rollout.h): a copy of the policy (an rl_model of the job's
+ * model.type) that samples. Its weights arrive from the actor over the
+ * weight channel (rlrt/runtime/channel.h), versioned: a new version becomes
+ * active only when complete. The sampling settings (rollout.*) are read and
+ * range-checked once, in init; a call carries only `greedy`. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lm_common.h"
 #include "../roles.h"
+#include "rlrt/nn/model.h"
 #include "rlrt/rlrt.h"
-#include "rlrt/nn/generate.h"
+#include "rlrt/roles/rollout.h"
 #include "rlrt/runtime/channel.h"
 
 typedef struct s_rollout {
-    rl_lm *model;
+    rl_model_sampling sampling;
+    uint64_t seed;
+    rl_model *model;
     rl_weight_receiver *recv;
     char endpoint[256];
     uint64_t version;
@@ -29,15 +25,29 @@ typedef struct s_rollout {
 
 static int s_init(rl_worker_ctx *ctx)
 {
-    ctx->user = calloc(1, sizeof(s_rollout));
-    return ctx->user ? RL_OK : rl_error_set(RL_ENOMEM, "rollout: out of memory");
+    rl_rollout_config o;
+    int rc = rl_rollout_config_read(ctx->config, &o);
+    if (rc)
+        return rc;
+    s_rollout *r = calloc(1, sizeof *r);
+    if (!r)
+        return rl_error_set(RL_ENOMEM, "rollout: out of memory");
+    r->sampling.temperature = o.temperature;
+    r->sampling.top_p = o.top_p;
+    r->sampling.top_k = o.top_k;
+    r->sampling.max_new_tokens = o.response_length;
+    r->sampling.num_steps = o.num_steps;
+    r->sampling.noise_level = o.noise_level;
+    r->seed = (uint64_t)o.seed;
+    ctx->user = r;
+    return RL_OK;
 }
 
 static void s_fini(rl_worker_ctx *ctx)
 {
     s_rollout *r = ctx->user;
     if (r) {
-        rl_lm_free(r->model);
+        rl_model_free(r->model);
         rl_weight_receiver_free(r->recv);
         free(r);
     }
@@ -49,8 +59,8 @@ static int s_init_model(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto
     (void)in;
     (void)out;
     s_rollout *r = ctx->user;
-    rl_lm_free(r->model);
-    r->model = rl_job_lm_build(ctx->config);
+    rl_model_free(r->model);
+    r->model = rl_model_build(ctx->config, r->seed);
     return r->model ? RL_OK : rl_error_wrap(rl_error_code(), "rollout/%d: building the model", ctx->rank);
 }
 
@@ -59,17 +69,21 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     (void)out;
     s_rollout *r = ctx->user;
     if (!r->model)
-        return rl_error_set(RL_ESTATE, "rollout/%d: init_model has not run", ctx->rank);
-    const char *ep = rl_dataproto_meta_str(in, "endpoint", NULL);
+        return rl_error_set(RL_ESTATE, "%s: init_model has not run on rollout/%d",
+                            RL_ROLLOUT_SYNC_WEIGHTS, ctx->rank);
+    const char *ep = rl_dataproto_meta_str(in, RL_ROLLOUT_ENDPOINT, NULL);
     int64_t version;
-    if (!ep || rl_dataproto_meta_int(in, "version", 0, &version))
-        return rl_error_set(RL_EINVAL, "sync_weights needs meta 'endpoint' and 'version'");
+    if (!ep || rl_dataproto_meta_get_int(in, RL_ROLLOUT_VERSION, 1, INT64_MAX, &version))
+        return rl_error_code();
     if (r->recv && strcmp(r->endpoint, ep) != 0) {
         rl_weight_receiver_free(r->recv);
         r->recv = NULL;
     }
-    int64_t P = rl_lm_num_params(r->model);
+    int64_t P = rl_model_num_params(r->model);
     if (!r->recv) {
+        if (strlen(ep) >= sizeof r->endpoint)
+            return rl_error_set(RL_EINVAL, "argument '%s' is longer than %zu characters",
+                                RL_ROLLOUT_ENDPOINT, sizeof r->endpoint - 1);
         r->recv = rl_weight_receiver_new(ep, P);
         if (!r->recv)
             return rl_error_code();
@@ -84,7 +98,7 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
                                  (long long)version);
         rl_weight_recv_active(r->recv, &have);
     }
-    memcpy(rl_lm_params(r->model), rl_weight_recv_active(r->recv, NULL), sizeof(float) * (size_t)P);
+    memcpy(rl_model_params(r->model), rl_weight_recv_active(r->recv, NULL), sizeof(float) * (size_t)P);
     r->version = have;
     return RL_OK;
 }
@@ -93,65 +107,28 @@ static int s_generate(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto *
 {
     s_rollout *r = ctx->user;
     if (!r->model)
-        return rl_error_set(RL_ESTATE, "rollout/%d: init_model has not run", ctx->rank);
-    const rl_tensor *pr = rl_dataproto_tensor_typed(in, "prompts", RL_I32);
-    const rl_tensor *pl = pr ? rl_dataproto_tensor_typed(in, "prompt_lens", RL_I32) : NULL;
-    const rl_tensor *sd = pl ? rl_dataproto_tensor_typed(in, "row_seeds", RL_I64) : NULL;
-    if (!sd)
+        return rl_error_set(RL_ESTATE, "%s: init_model has not run on rollout/%d",
+                            RL_ROLLOUT_GENERATE, ctx->rank);
+    int64_t greedy;
+    if (rl_dataproto_meta_int(in, RL_ROLLOUT_GREEDY, 0, &greedy))
         return rl_error_code();
-    rl_lm_sampling s;
-    rl_lm_sampling_default(&s);
-    double temp, top_p;
-    int64_t top_k, greedy, max_new, seed;
-    if (rl_dataproto_meta_double(in, "temperature", 1.0, &temp) || rl_dataproto_meta_double(in, "top_p", 1.0, &top_p) ||
-        rl_dataproto_meta_int(in, "top_k", 0, &top_k) || rl_dataproto_meta_int(in, "greedy", 0, &greedy) ||
-        rl_dataproto_meta_int(in, "max_new_tokens", 32, &max_new) || rl_dataproto_meta_int(in, "seed", 0, &seed))
-        return rl_error_code();
-    int B = (int)pr->shape[0], P = (int)pr->shape[1], R = (int)max_new;
-    const rl_lm_config *cfg = rl_lm_get_config(r->model);
-    int32_t stop = cfg->eos_token_id;
-    s.temperature = (float)temp;
-    s.top_p = (float)top_p;
-    s.top_k = (int)top_k;
-    s.greedy = (int)greedy;
-    s.max_new_tokens = R;
-    s.stop_tokens = stop >= 0 ? &stop : NULL;
-    s.num_stop_tokens = stop >= 0 ? 1 : 0;
-    s.seed = (uint64_t)seed;
-    rl_dataproto *o = rl_dataproto_new();
-    int64_t shape[2] = {B, R};
-    rl_tensor *tok = rl_dataproto_new_tensor(o, "responses", RL_I32, 2, shape);
-    rl_tensor *lens = rl_dataproto_new_tensor(o, "response_lens", RL_I32, 1, shape);
-    rl_tensor *lp = rl_dataproto_new_tensor(o, "response_logp", RL_F32, 2, shape);
-    rl_tensor *en = rl_dataproto_new_tensor(o, "response_entropy", RL_F32, 2, shape);
-    int *ilens = malloc(sizeof(int) * (size_t)(B ? B : 1));
-    const int32_t *plens32 = rl_tensor_data(pl);
-    int *plens = malloc(sizeof(int) * (size_t)(B ? B : 1));
-    for (int b = 0; b < B; b++)
-        plens[b] = plens32[b];
-    int rc = B == 0 ? RL_OK
-                    : rl_lm_generate(r->model, B, P, rl_tensor_data(pr), plens,
-                                     (const uint64_t *)rl_tensor_data(sd), &s, rl_tensor_data(tok),
-                                     rl_tensor_data(lp), rl_tensor_data(en), ilens);
-    int32_t *l32 = rl_tensor_data(lens);
-    for (int b = 0; b < B; b++)
-        l32[b] = ilens[b];
-    free(ilens);
-    free(plens);
-    if (rc) {
-        rl_dataproto_free(o);
-        return rl_error_wrap(rc, "rollout/%d generate", ctx->rank);
-    }
-    json_object_set_new(rl_dataproto_meta(o), "weights_version", json_integer((json_int_t)r->version));
+    rl_model_sampling s = r->sampling;
+    s.greedy = greedy != 0;
+    rl_dataproto *o = NULL;
+    int rc = rl_model_sample(r->model, in, &s, &o);
+    if (rc)
+        return rl_error_wrap(rc, "rollout/%d", ctx->rank);
+    json_object_set_new(rl_dataproto_meta(o), RL_ROLLOUT_WEIGHTS_VERSION,
+                        json_integer((json_int_t)r->version));
     *out = o;
     return RL_OK;
 }
 
 static const rl_method s_methods[] = {
-    {"init_model", s_init_model},
-    {"sync_weights", s_sync_weights},
-    {"generate", s_generate},
+    {RL_ROLLOUT_INIT_MODEL, s_init_model},
+    {RL_ROLLOUT_SYNC_WEIGHTS, s_sync_weights},
+    {RL_ROLLOUT_GENERATE, s_generate},
     {NULL, NULL},
 };
 
-const rl_worker_role rl_role_rollout = {"rollout", s_methods, s_init, s_fini};
+const rl_worker_role rl_role_rollout = {RL_ROLLOUT_ROLE, s_methods, s_init, s_fini};

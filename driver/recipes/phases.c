@@ -1,0 +1,220 @@
+/* phases.c — phases, trainer cadence, weight sync and checkpoints shared by
+ * every recipe (see phases.h). */
+#include "phases.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rlrt/nn/checkpoint.h"
+#include "rlrt/rlrt.h"
+#include "rlrt/roles/actor.h"
+
+double rl_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int rl_phases_run(const rl_phase *phases, int n, void *ctx, rl_metric_set *ms)
+{
+    for (int i = 0; i < n; i++) {
+        double t0 = rl_now_s();
+        int rc = phases[i].run(ctx);
+        if (rc)
+            return rl_error_wrap(rc, "phase %s", phases[i].name);
+        if (!phases[i].untimed) {
+            char key[96];
+            snprintf(key, sizeof key, "%s%s", RL_M_TIMING_PREFIX, phases[i].name);
+            rl_metric_set_put(ms, key, rl_now_s() - t0);
+        }
+    }
+    return RL_OK;
+}
+
+/* ---- trainer ----------------------------------------------------------------------------- */
+
+int rl_trainer_open(rl_trainer *t, rl_driver *d, const rl_config *job)
+{
+    memset(t, 0, sizeof *t);
+    t->d = d;
+    t->job = job;
+    int64_t seed;
+    if (rl_config_get_int_in(job, "trainer.total_steps", 0, 1000000000, &t->total_steps) ||
+        rl_config_get_int_in(job, "trainer.val_every", 0, 1000000000, &t->val_every) ||
+        rl_config_get_int_in(job, "trainer.seed", 0, INT64_MAX, &seed) ||
+        rl_config_get_string(job, "trainer.output_dir", &t->out_dir))
+        return rl_error_code();
+    /* checkpoints exist only in recipes that define these keys */
+    if (rl_config_has(job, "trainer.save_every") &&
+        rl_config_get_int_in(job, "trainer.save_every", 0, 1000000000, &t->save_every))
+        return rl_error_code();
+    if (rl_config_has(job, "trainer.resume") && rl_config_get_bool(job, "trainer.resume", &t->resume))
+        return rl_error_code();
+    if (!*t->out_dir)
+        return rl_config_error_at(job, "trainer.output_dir", RL_ECONFIG, "must not be empty");
+    t->seed = (uint64_t)seed;
+    snprintf(t->ckpt_dir, sizeof t->ckpt_dir, "%s/checkpoints", t->out_dir);
+    t->ms = rl_metric_set_new();
+    return t->ms ? RL_OK : rl_error_set(RL_ENOMEM, "trainer: out of memory");
+}
+
+int rl_trainer_open_metrics(rl_trainer *t, int64_t start)
+{
+    t->sink = rl_metrics_open(t->out_dir, start > 0 ? start : -1, 0);
+    return t->sink ? RL_OK : rl_error_code();
+}
+
+void rl_trainer_close(rl_trainer *t)
+{
+    if (t->sink)
+        rl_metrics_close(t->sink);
+    rl_metric_set_free(t->ms);
+    t->sink = NULL;
+    t->ms = NULL;
+}
+
+int rl_trainer_due(const rl_trainer *t, int64_t step, int64_t every)
+{
+    return every > 0 && (step % every == 0 || step == t->total_steps);
+}
+
+int rl_trainer_log_step(rl_trainer *t, int64_t step)
+{
+    char line[1024];
+    rl_metrics_format_console(t->ms, step, line, sizeof line);
+    rl_log_info("%s", line);
+    return rl_metrics_log(t->sink, step, t->ms);
+}
+
+/* ---- weight sync ------------------------------------------------------------------------------ */
+
+/* A 0-row request whose meta is `base` plus `args` (both borrowed). */
+static rl_dataproto *s_args(json_t *base, const json_t *args)
+{
+    if (!base)
+        return NULL;
+    if (args && json_object_update(base, (json_t *)args)) {
+        json_decref(base);
+        rl_error_set(RL_ENOMEM, "weight sync: out of memory");
+        return NULL;
+    }
+    return rl_dataproto_new_meta(base);
+}
+
+int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replies)
+{
+    if (replies)
+        *replies = NULL;
+    if (!s->endpoint[0]) {
+        rl_dataproto *in = s_args(json_pack("{s:s}", RL_ACTOR_HOST, rl_group_address(s->sender, 0)),
+                                  NULL),
+                     *out = NULL;
+        int rc = in ? rl_group_call_sync(s->sender, s->open, RL_DISPATCH_RANK_ZERO, in, &out)
+                    : rl_error_code();
+        rl_dataproto_free(in);
+        const char *ep = rc ? NULL : rl_dataproto_meta_str(out, RL_ACTOR_ENDPOINT, NULL);
+        if (ep && strlen(ep) >= sizeof s->endpoint)
+            rc = rl_error_set(RL_EPROTO, "%s returned an endpoint of %zu characters", s->open,
+                              strlen(ep));
+        else if (ep)
+            snprintf(s->endpoint, sizeof s->endpoint, "%s", ep);
+        rl_dataproto_free(out);
+        if (rc || !ep)
+            return rl_error_wrap(rc ? rc : rl_error_code(), "opening the weight channel");
+    }
+    int64_t version = s->version + 1;
+    rl_dataproto *pub = s_args(json_pack("{s:I, s:i}", RL_ACTOR_VERSION, (json_int_t)version,
+                                         RL_ACTOR_RECEIVERS, rl_group_size(s->receivers)),
+                               args);
+    rl_dataproto *sub = s_args(json_pack("{s:s, s:I}", RL_ACTOR_ENDPOINT, s->endpoint,
+                                         RL_ACTOR_VERSION, (json_int_t)version),
+                               args);
+    if (!pub || !sub) {
+        rl_dataproto_free(pub);
+        rl_dataproto_free(sub);
+        return rl_error_code();
+    }
+    rl_future *fp = rl_group_call(s->sender, s->publish, RL_DISPATCH_RANK_ZERO, pub);
+    rl_future *fs = fp ? rl_group_call(s->receivers, s->receive, RL_DISPATCH_ONE_TO_ALL, sub) : NULL;
+    int rc = fs ? rl_future_wait(fs, -1) : rl_error_code();
+    int rc2 = fp ? rl_future_wait(fp, -1) : RL_OK;
+    rl_dataproto_free(pub);
+    rl_dataproto_free(sub);
+    rl_future_free(fp);
+    if (!rc && !rc2) {
+        s->version = version;
+        if (replies) {
+            *replies = fs;
+            fs = NULL;
+        }
+    }
+    rl_future_free(fs);
+    return rc ? rc : rc2;
+}
+
+/* ---- calls ------------------------------------------------------------------------------------- */
+
+int rl_call_all(rl_group *g, const char *method, json_t *args)
+{
+    rl_dataproto *in = rl_dataproto_new_meta(args ? args : json_object());
+    if (!in)
+        return rl_error_code();
+    int rc = rl_group_call_sync(g, method, RL_DISPATCH_ONE_TO_ALL, in, NULL);
+    rl_dataproto_free(in);
+    return rc;
+}
+
+/* ---- checkpoints -------------------------------------------------------------------------------- */
+
+int rl_trainer_save(rl_trainer *t, rl_group *actor, int64_t step, int64_t epoch,
+                    int64_t data_position, const json_t *extra)
+{
+    json_t *args = json_pack("{s:s, s:I, s:I, s:I, s:o}", RL_ACTOR_DIR, t->ckpt_dir, RL_ACTOR_STEP,
+                             (json_int_t)step, RL_ACTOR_EPOCH, (json_int_t)epoch,
+                             RL_ACTOR_DATA_POSITION, (json_int_t)data_position, RL_ACTOR_EXTRA,
+                             extra ? json_incref((json_t *)extra) : json_object());
+    if (!args)
+        return rl_error_set(RL_ENOMEM, "checkpoint: out of memory");
+    int rc = rl_call_all(actor, RL_ACTOR_SAVE_CHECKPOINT, args);
+    if (!rc)
+        rl_log_info("checkpoint step %lld saved under %s", (long long)step, t->ckpt_dir);
+    return rc;
+}
+
+int rl_trainer_restore(rl_trainer *t, rl_group *actor, int64_t *step, int64_t *epoch,
+                       int64_t *data_position, json_t **extra)
+{
+    *step = *epoch = *data_position = 0;
+    *extra = NULL;
+    rl_checkpoint_info info;
+    if (rl_checkpoint_find(t->ckpt_dir, &info)) {
+        rl_log_warn("trainer.resume: %s; starting from scratch", rl_error_message());
+        return RL_OK;
+    }
+    rl_dataproto *req = rl_dataproto_new_meta(json_pack("{s:s}", RL_ACTOR_PATH, info.dir)), *out = NULL;
+    rl_future *f = req ? rl_group_call(actor, RL_ACTOR_LOAD_CHECKPOINT, RL_DISPATCH_ONE_TO_ALL, req) : NULL;
+    int rc = f ? rl_future_wait(f, -1) : rl_error_code();
+    if (!rc)
+        rc = rl_future_take_rank(f, 0, &out);
+    rl_future_free(f);
+    rl_dataproto_free(req);
+    if (!rc && !out)
+        rc = rl_error_set(RL_EPROTO, "%s returned no payload", RL_ACTOR_LOAD_CHECKPOINT);
+    if (!rc)
+        rc = rl_dataproto_meta_get_int(out, RL_ACTOR_STEP, 0, INT64_MAX, step);
+    if (!rc)
+        rc = rl_dataproto_meta_get_int(out, RL_ACTOR_EPOCH, 0, INT64_MAX, epoch);
+    if (!rc)
+        rc = rl_dataproto_meta_get_int(out, RL_ACTOR_DATA_POSITION, 0, INT64_MAX, data_position);
+    if (!rc) {
+        json_t *e = json_object_get(rl_dataproto_meta(out), RL_ACTOR_EXTRA);
+        *extra = json_is_object(e) ? json_incref(e) : NULL;
+        rl_log_info("resumed from %s (step %lld)%s%s", info.dir, (long long)*step,
+                    info.note[0] ? "; " : "", info.note);
+    }
+    rl_dataproto_free(out);
+    return rc ? rl_error_wrap(rc, "restoring %s", info.dir) : RL_OK;
+}

@@ -1,0 +1,84 @@
+/* rlrt/roles/rollout.h — contract of the rollout role (workers/rollout/):
+ * a copy of the policy (any rl_model kind, rlrt/nn/model.h) that samples.
+ * Its weights arrive from the actor over the weight channel, versioned: a
+ * version becomes active only when complete.
+ *
+ * Config (read and range-checked once, at CONFIGURE; the model section is
+ * the model kind's; RL_ROLLOUT_DEFAULTS is the one place these defaults live):
+ *   rollout.n                 >= 1   samples per prompt (the recipe repeats)
+ *   rollout.temperature       (0, 100]
+ *   rollout.top_p             (0, 1]
+ *   rollout.top_k             >= 0 (0 = off)
+ *   rollout.response_length   [1, 2^20]  new tokens per sample
+ *   rollout.num_steps         [1, 10^4]  flow / diffusion integration steps
+ *   rollout.noise_level       [0, 10]    flow / diffusion SDE noise
+ *
+ * Methods (dispatch):
+ *   init_model    one_to_all   builds the model from the job (no weights yet:
+ *                              they come with the first sync)
+ *   sync_weights  one_to_all   meta RL_ROLLOUT_ENDPOINT (string), RL_ROLLOUT_VERSION
+ *                              (int >= 1): receives that version from the actor
+ *   generate      dp_compute   the model kind's sampling inputs (LM: prompts,
+ *                              prompt_lens, row_seeds) and meta RL_ROLLOUT_GREEDY
+ *                              (0/1, optional: validation decodes greedily) →
+ *                              the kind's samples (LM: responses, response_lens,
+ *                              response_logp, response_entropy) and meta
+ *                              RL_ROLLOUT_WEIGHTS_VERSION (the version that sampled)
+ */
+#ifndef RLRT_ROLES_ROLLOUT_H
+#define RLRT_ROLES_ROLLOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rlrt/config.h"
+#include "rlrt/nn/lm_model.h"
+
+#define RL_ROLLOUT_ROLE "rollout"
+
+#define RL_ROLLOUT_INIT_MODEL "init_model"
+#define RL_ROLLOUT_SYNC_WEIGHTS "sync_weights"
+#define RL_ROLLOUT_GENERATE "generate"
+
+#define RL_ROLLOUT_ENDPOINT "endpoint"
+#define RL_ROLLOUT_VERSION "version"
+#define RL_ROLLOUT_GREEDY "greedy"
+#define RL_ROLLOUT_WEIGHTS_VERSION "weights_version"
+
+#define RL_ROLLOUT_DEFAULTS \
+    "rollout:\n" \
+    "  n: 8                      # samples per prompt\n" \
+    "  temperature: 1.0\n" \
+    "  top_p: 1.0\n" \
+    "  top_k: 0\n" \
+    "  response_length: 48       # new tokens per sample\n" \
+    "  num_steps: 10             # flow / diffusion models: integration steps\n" \
+    "  noise_level: 0.7          # flow / diffusion models: SDE noise\n"
+
+/* The rollout's settings (read by the worker at CONFIGURE and checked by
+ * the driver before it starts any process, with the same table). */
+typedef struct rl_rollout_config {
+    int64_t n, response_length, top_k, num_steps, seed;
+    double temperature, top_p, noise_level;
+} rl_rollout_config;
+
+static inline int rl_rollout_config_read(const rl_config *c, rl_rollout_config *o)
+{
+#define RL_R_NUM(path, f, lo, hi, fl) {path, RL_CFG_NUM, offsetof(rl_rollout_config, f), lo, hi, fl, NULL}
+#define RL_R_INT(path, f, lo, hi) {path, RL_CFG_INT, offsetof(rl_rollout_config, f), lo, hi, 0, NULL}
+    static const rl_config_spec spec[] = {
+        RL_R_INT("rollout.n", n, 1, 1 << 16),
+        RL_R_NUM("rollout.temperature", temperature, 0, 100, RL_CFG_MIN_OPEN),
+        RL_R_NUM("rollout.top_p", top_p, 0, 1, RL_CFG_MIN_OPEN),
+        RL_R_INT("rollout.top_k", top_k, 0, 1 << 24),
+        RL_R_INT("rollout.response_length", response_length, 1, 1 << 20),
+        RL_R_INT("rollout.num_steps", num_steps, 1, 10000),
+        RL_R_NUM("rollout.noise_level", noise_level, 0, 10, 0),
+        RL_R_INT("trainer.seed", seed, 0, INT64_MAX),
+    };
+#undef RL_R_NUM
+#undef RL_R_INT
+    return rl_config_read(c, spec, sizeof spec / sizeof spec[0], o);
+}
+
+#endif
