@@ -8,11 +8,12 @@
 
 #include "rlrt/error.h"
 #include "rlrt/rng.h"
+#include "algo_internal.h"
 
 #define S_LOG_SQRT_2PI 0.91893853320467274178
 
-static int s_first_bad(const char *fn, const char *name, const float *arr, int64_t off,
-                       int64_t len)
+int rl__first_nonfinite(const char *fn, const char *name, const float *arr, int64_t off,
+                        int64_t len)
 {
     if (!arr)
         return 0;
@@ -74,8 +75,8 @@ static int s_check_step(const char *fn, const float *sigma, const float *sigma_n
         return rl_error_set(RL_EINVAL, "%s: noise_level=%g must be finite and > 0", fn,
                             noise_level);
     int rc;
-    if ((rc = s_first_bad(fn, "sigma", sigma, 0, b)) ||
-        (rc = s_first_bad(fn, "sigma_next", sigma_next, 0, b)))
+    if ((rc = rl__first_nonfinite(fn, "sigma", sigma, 0, b)) ||
+        (rc = rl__first_nonfinite(fn, "sigma_next", sigma_next, 0, b)))
         return rc;
     return 0;
 }
@@ -105,8 +106,8 @@ int rl_diffusion_sde_step(const float *x, const float *v, const float *sigma,
             acc += e * e;
         }
         if (!isfinite(acc)) {
-            if ((rc = s_first_bad(fn, "x", x, i * d, d)) || (rc = s_first_bad(fn, "v", v, i * d, d)) ||
-                (rc = s_first_bad(fn, "noise", noise, i * d, d)))
+            if ((rc = rl__first_nonfinite(fn, "x", x, i * d, d)) || (rc = rl__first_nonfinite(fn, "v", v, i * d, d)) ||
+                (rc = rl__first_nonfinite(fn, "noise", noise, i * d, d)))
                 return rc;
             return rl_error_set(RL_ENUMERIC, "%s: step of row %lld overflows", fn, (long long)i);
         }
@@ -147,8 +148,8 @@ int rl_diffusion_sde_logprob(const float *x, const float *v,
                 grad_v[k] = (float)(gscale * diff);
         }
         if (!isfinite(acc)) {
-            if ((rc = s_first_bad(fn, "x", x, i * d, d)) || (rc = s_first_bad(fn, "v", v, i * d, d)) ||
-                (rc = s_first_bad(fn, "x_next", x_next, i * d, d)))
+            if ((rc = rl__first_nonfinite(fn, "x", x, i * d, d)) || (rc = rl__first_nonfinite(fn, "v", v, i * d, d)) ||
+                (rc = rl__first_nonfinite(fn, "x_next", x_next, i * d, d)))
                 return rc;
             return rl_error_set(RL_ENUMERIC, "%s: log-prob of row %lld overflows", fn, (long long)i);
         }
@@ -194,7 +195,7 @@ int rl_diffusion_grpo_advantages(const float *rewards, const int64_t *group,
         return rl_error_set(RL_EINVAL, "%s: need B >= 0 and rewards/adv buffers", fn);
     if (!(eps >= 0.0) || !isfinite(eps))
         return rl_error_set(RL_EINVAL, "%s: eps=%g must be finite and >= 0", fn, eps);
-    if ((rc = s_first_bad(fn, "rewards", rewards, 0, b)))
+    if ((rc = rl__first_nonfinite(fn, "rewards", rewards, 0, b)))
         return rc;
     if (!use_group) {
         s_zscore(rewards, adv, b, NULL, 0, 0.0, 0, eps);
@@ -227,7 +228,7 @@ int rl_diffusion_grpo_loss(const float *logp, const float *old_logp,
     if (!(clip_range >= 0.0) || !(adv_clip_max >= 0.0))
         return rl_error_set(RL_EINVAL, "%s: clip_range=%g and adv_clip_max=%g must be >= 0", fn,
                             clip_range, adv_clip_max);
-    if ((rc = s_first_bad(fn, "mask", mask, 0, n)))
+    if ((rc = rl__first_nonfinite(fn, "mask", mask, 0, n)))
         return rc;
     double msum = 0.0;
     for (int64_t i = 0; i < n; i++) {
@@ -235,9 +236,9 @@ int rl_diffusion_grpo_loss(const float *logp, const float *old_logp,
         msum += m;
         if (m == 0.0)
             continue;
-        if ((rc = s_first_bad(fn, "logp", logp, i, 1)) ||
-            (rc = s_first_bad(fn, "old_logp", old_logp, i, 1)) ||
-            (rc = s_first_bad(fn, "adv", adv, i, 1)))
+        if ((rc = rl__first_nonfinite(fn, "logp", logp, i, 1)) ||
+            (rc = rl__first_nonfinite(fn, "old_logp", old_logp, i, 1)) ||
+            (rc = rl__first_nonfinite(fn, "adv", adv, i, 1)))
             return rc;
     }
     const double inv_m = msum > 0.0 ? 1.0 / msum : 0.0;

@@ -15,21 +15,8 @@
 #include <string.h>
 
 #include "rlrt/error.h"
+#include "algo_internal.h"
 
-static int s_first_bad(const char *fn, const char *name, const float *arr,
-                       int64_t off, int64_t len)
-{
-    for (int64_t j = 0; j < len; j++)
-        if (!isfinite(arr[off + j]))
-            return rl_error_set(RL_ENUMERIC, "%s: %s[%lld] is %g (not finite)", fn, name,
-                                (long long)(off + j), (double)arr[off + j]);
-    return 0;
-}
-
-static int s_check_small(const char *fn, const char *name, const float *arr, int64_t n)
-{
-    return arr ? s_first_bad(fn, name, arr, 0, n) : 0;
-}
 
 int rl_flow_ipo_loss(const float *v_theta, const float *target,
                      const float *mask, int64_t n, int64_t d, int64_t mk,
@@ -48,7 +35,7 @@ int rl_flow_ipo_loss(const float *v_theta, const float *target,
     if (!mask)
         mk = 1;
     const int64_t seg = d / mk;
-    if ((rc = s_check_small(fn, "mask", mask, n * mk)))
+    if ((rc = rl__first_nonfinite(fn, "mask", mask, 0, n * mk)))
         return rc;
 
     double msum = 0.0;
@@ -77,8 +64,8 @@ int rl_flow_ipo_loss(const float *v_theta, const float *target,
             rowm += m * acc;
         }
         if (!isfinite(row)) {
-            if ((rc = s_first_bad(fn, "v_theta", v_theta, i * d, d)) ||
-                (rc = s_first_bad(fn, "target", target, i * d, d)))
+            if ((rc = rl__first_nonfinite(fn, "v_theta", v_theta, i * d, d)) ||
+                (rc = rl__first_nonfinite(fn, "target", target, i * d, d)))
                 return rc;
             return rl_error_set(RL_ENUMERIC, "%s: squared error of chunk %lld overflows", fn,
                                 (long long)i);
@@ -284,7 +271,7 @@ int rl_flow_sar_loss(const float *v_theta, const float *v_old, const float *u,
     const int softplus = cfg->variant == RL_FLOW_SAR_SOFTPLUS_KL;
     if (sde && !flow_t)
         return rl_error_set(RL_EINVAL, "%s: the sde energy needs flow_t", fn);
-    if ((rc = s_check_small(fn, "mask", mask, n)))
+    if ((rc = rl__first_nonfinite(fn, "mask", mask, 0, n)))
         return rc;
     double msum = 0.0;
     for (int64_t i = 0; i < n; i++) {
@@ -346,9 +333,9 @@ int rl_flow_sar_loss(const float *v_theta, const float *v_old, const float *u,
             for (int64_t i = i0; i < i1; i++) {
                 if (isfinite(srr[i - i0] + srd[i - i0] + sdd[i - i0]))
                     continue;
-                if ((rc = s_first_bad(fn, "v_theta", v_theta, i * d, d)) ||
-                    (rc = s_first_bad(fn, "v_old", v_old, i * d, d)) ||
-                    (rc = s_first_bad(fn, "u", u, i * d, d)))
+                if ((rc = rl__first_nonfinite(fn, "v_theta", v_theta, i * d, d)) ||
+                    (rc = rl__first_nonfinite(fn, "v_old", v_old, i * d, d)) ||
+                    (rc = rl__first_nonfinite(fn, "u", u, i * d, d)))
                     return rc;
                 return rl_error_set(RL_ENUMERIC, "%s: energy of chunk %lld overflows", fn,
                                     (long long)i);

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "rlrt/error.h"
+#include "algo_internal.h"
 
 #define S_HALF_LOG_2PI 0.91893853320467274178
 
@@ -63,17 +64,6 @@ static int s_check_args(const char *fn, rl_flow_step_method method, double noise
     return 0;
 }
 
-static int s_first_bad(const char *fn, const char *name, const float *arr, int64_t off,
-                       int64_t len)
-{
-    if (!arr)
-        return 0;
-    for (int64_t j = 0; j < len; j++)
-        if (!isfinite(arr[off + j]))
-            return rl_error_set(RL_ENUMERIC, "%s: %s[%lld] is %g (not finite)", fn, name,
-                                (long long)(off + j), (double)arr[off + j]);
-    return 0;
-}
 
 int rl_flow_step_sample(rl_flow_step_method method, const float *x_t,
                         const float *v, const float *t, const float *t_next,
@@ -109,9 +99,9 @@ int rl_flow_step_sample(rl_flow_step_method method, const float *x_t,
             }
         }
         if (!isfinite(acc)) {
-            if ((rc = s_first_bad(fn, "x_t", x_t, i * d, d)) ||
-                (rc = s_first_bad(fn, "v", v, i * d, d)) ||
-                (c.std > 0.0 && (rc = s_first_bad(fn, "noise", noise, i * d, d))))
+            if ((rc = rl__first_nonfinite(fn, "x_t", x_t, i * d, d)) ||
+                (rc = rl__first_nonfinite(fn, "v", v, i * d, d)) ||
+                (c.std > 0.0 && (rc = rl__first_nonfinite(fn, "noise", noise, i * d, d))))
                 return rc;
             return rl_error_set(RL_ENUMERIC, "%s: step of sample %lld overflows", fn, (long long)i);
         }
@@ -163,9 +153,9 @@ int rl_flow_step_logprob(rl_flow_step_method method, const float *x_t,
             }
         }
         if (!isfinite(acc)) {
-            if ((rc = s_first_bad(fn, "x_t", x_t, i * d, d)) ||
-                (rc = s_first_bad(fn, "v", v, i * d, d)) ||
-                (rc = s_first_bad(fn, "x_next", x_next, i * d, d)))
+            if ((rc = rl__first_nonfinite(fn, "x_t", x_t, i * d, d)) ||
+                (rc = rl__first_nonfinite(fn, "v", v, i * d, d)) ||
+                (rc = rl__first_nonfinite(fn, "x_next", x_next, i * d, d)))
                 return rc;
             return rl_error_set(RL_ENUMERIC, "%s: log-prob of sample %lld overflows", fn,
                                 (long long)i);

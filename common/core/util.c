@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 char *rl_file_read_all(const char *path, size_t *len)
 {
@@ -54,4 +55,36 @@ const char *rl_json_type_name(const json_t *j)
     case JSON_NULL: return "null";
     }
     return "?";
+}
+
+int rl_file_rewrite(const char *path, int missing_ok, rl_rewrite_fn copy, void *ctx)
+{
+    FILE *in = fopen(path, "rb");
+    if (!in)
+        return errno == ENOENT && missing_ok
+                   ? RL_OK
+                   : rl_error_set(RL_EIO, "%s: cannot open: %s", path, strerror(errno));
+    size_t pl = strlen(path);
+    char *tmp = malloc(pl + 16);
+    if (!tmp) {
+        fclose(in);
+        return rl_error_set(RL_ENOMEM, "%s: out of memory", path);
+    }
+    snprintf(tmp, pl + 16, "%s.rewrite", path);
+    FILE *out = fopen(tmp, "wb");
+    int rc = out ? copy(in, out, tmp, ctx)
+                 : rl_error_set(RL_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    if (out) {
+        if (rc == RL_OK && (fflush(out) != 0 || fsync(fileno(out)) != 0))
+            rc = rl_error_set(RL_EIO, "%s: flush/fsync failed: %s", tmp, strerror(errno));
+        if (fclose(out) != 0 && rc == RL_OK)
+            rc = rl_error_set(RL_EIO, "%s: close failed: %s", tmp, strerror(errno));
+        if (rc == RL_OK && rename(tmp, path) != 0)
+            rc = rl_error_set(RL_EIO, "rename %s -> %s: %s", tmp, path, strerror(errno));
+        if (rc)
+            unlink(tmp);
+    }
+    fclose(in);
+    free(tmp);
+    return rc;
 }

@@ -16,6 +16,7 @@
 
 #include "rlrt/error.h"
 #include "rlrt/metrics.h"
+#include "rlrt/util.h"
 
 /* tfevents.c; not part of the public API */
 int rl__tb_truncate_file(const char *path, int64_t keep_step)
@@ -252,28 +253,13 @@ static int s_mkdir_p(const char *path)
 
 /* Keeps the lines of metrics.jsonl whose "step" is <= keep_step; drops lines
  * that do not parse (a torn last line after a crash). */
-static int s_truncate_jsonl(const char *path, int64_t keep_step)
+static int s_keep_steps(FILE *in, FILE *out, const char *tmp, void *ctx)
 {
-    FILE *in = fopen(path, "r");
-    if (!in)
-        return errno == ENOENT ? RL_OK
-                               : rl_error_set(RL_EIO, "%s: cannot open: %s", path,
-                                              strerror(errno));
-    char *tmp = malloc(strlen(path) + 16);
-    if (!tmp) {
-        fclose(in);
-        return rl_error_set(RL_ENOMEM, "%s: out of memory", path);
-    }
-    sprintf(tmp, "%s.rewrite", path);
-    FILE *out = fopen(tmp, "w");
-    int rc = RL_OK;
+    int64_t keep_step = *(const int64_t *)ctx;
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
-    if (!out) {
-        rc = rl_error_set(RL_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-        goto done;
-    }
+    int rc = RL_OK;
     while ((len = getline(&line, &cap, in)) >= 0) {
         if (len == 0 || line[len - 1] != '\n')
             continue; /* torn tail */
@@ -286,19 +272,13 @@ static int s_truncate_jsonl(const char *path, int64_t keep_step)
             break;
         }
     }
-    if (rc == RL_OK && (fflush(out) != 0 || fsync(fileno(out)) != 0))
-        rc = rl_error_set(RL_EIO, "%s: flush/fsync failed: %s", tmp, strerror(errno));
-    if (fclose(out) != 0 && rc == RL_OK)
-        rc = rl_error_set(RL_EIO, "%s: close failed: %s", tmp, strerror(errno));
-    if (rc == RL_OK && rename(tmp, path) != 0)
-        rc = rl_error_set(RL_EIO, "rename %s -> %s: %s", tmp, path, strerror(errno));
-    if (rc)
-        unlink(tmp);
-done:
     free(line);
-    free(tmp);
-    fclose(in);
     return rc;
+}
+
+static int s_truncate_jsonl(const char *path, int64_t keep_step)
+{
+    return rl_file_rewrite(path, 1, s_keep_steps, &keep_step);
 }
 
 static int s_cmp_str(const void *a, const void *b)

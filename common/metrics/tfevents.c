@@ -8,6 +8,7 @@
 
 #include "rlrt/error.h"
 #include "rlrt/metrics.h"
+#include "rlrt/util.h"
 #include "tensorboard.pb-c.h"
 
 /* ---- CRC32C ------------------------------------------------------------------ */
@@ -313,26 +314,13 @@ int rl_tb_read_scalars(const char *path, rl_tb_scalar **out, int64_t *n, char **
 /* Used by the sink on resume: copies `path` keeping only records whose event
  * has no summary or a step <= keep_step; stops at the first bad record (a
  * torn tail). Rewrites atomically. */
-int rl__tb_truncate_file(const char *path, int64_t keep_step)
-    __attribute__((visibility("hidden")));
-int rl__tb_truncate_file(const char *path, int64_t keep_step)
+/* Keeps the records before the first summary past keep_step; a torn or
+ * corrupt tail ends the copy (the valid prefix stays). */
+static int s_keep_events(FILE *in, FILE *out, const char *tmp, void *ctx)
 {
-    FILE *in = fopen(path, "rb");
-    if (!in)
-        return rl_error_set(RL_EIO, "%s: cannot open: %s", path, strerror(errno));
-    size_t pl = strlen(path);
-    char *tmp = malloc(pl + 16);
-    if (!tmp) {
-        fclose(in);
-        return rl_error_set(RL_ENOMEM, "%s: out of memory", path);
-    }
-    snprintf(tmp, pl + 16, "%s.rewrite", path);
-    FILE *out = fopen(tmp, "wb");
+    (void)tmp;
+    int64_t keep_step = *(const int64_t *)ctx;
     int rc = RL_OK;
-    if (!out) {
-        rc = rl_error_set(RL_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-        goto done;
-    }
     for (;;) {
         void *data;
         size_t len;
@@ -350,16 +338,10 @@ int rl__tb_truncate_file(const char *path, int64_t keep_step)
         if (rc || !ev)
             break;
     }
-    if (rc == RL_OK && (fflush(out) != 0 || fsync(fileno(out)) != 0))
-        rc = rl_error_set(RL_EIO, "%s: flush/fsync failed: %s", tmp, strerror(errno));
-    if (fclose(out) != 0 && rc == RL_OK)
-        rc = rl_error_set(RL_EIO, "%s: close failed: %s", tmp, strerror(errno));
-    if (rc == RL_OK && rename(tmp, path) != 0)
-        rc = rl_error_set(RL_EIO, "rename %s -> %s: %s", tmp, path, strerror(errno));
-    if (rc)
-        unlink(tmp);
-done:
-    fclose(in);
-    free(tmp);
     return rc;
+}
+
+int rl__tb_truncate_file(const char *path, int64_t keep_step)
+{
+    return rl_file_rewrite(path, 0, s_keep_events, &keep_step);
 }

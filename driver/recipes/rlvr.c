@@ -78,20 +78,24 @@ static int s_read_opts(const rl_config *job, s_opts *o)
     return RL_OK;
 }
 
-/* Checks that need several sections: batch and mini-batch sizes. */
-static int s_check_sizes(const rl_config *job, const s_opts *o, const rl_lm_job *j)
+/* Checks that need several sections: batch and mini-batch sizes (W: the
+ * actor ranks, 0 = not known yet). */
+static int s_check_sizes(const rl_config *job, const s_opts *o, int W)
 {
-    int64_t n = j->rollout_cfg.n, mini = j->actor_cfg.mini_batch;
-    if (j->batch % mini)
+    int64_t n, mini, batch;
+    if (rl_config_get_int(job, "rollout.n", &n) ||
+        rl_config_get_int(job, "actor.ppo_mini_batch_size", &mini) ||
+        rl_config_get_int(job, "data.train_batch_size", &batch))
+        return rl_error_code();
+    if (batch % mini)
         return rl_config_error_at(job, "actor.ppo_mini_batch_size", RL_ECONFIG,
                                   "%lld must divide data.train_batch_size %lld", (long long)mini,
-                                  (long long)j->batch);
+                                  (long long)batch);
     if (n < o->est->min_samples)
         return rl_config_error_at(job, "rollout.n", RL_ECONFIG,
                                   "%lld: %s needs at least %lld samples per prompt", (long long)n,
                                   o->estimator, (long long)o->est->min_samples);
-    int W = rl_group_size(j->actor);
-    if ((mini * n) % W)
+    if (W > 0 && (mini * n) % W)
         return rl_config_error_at(job, "actor.ppo_mini_batch_size", RL_ECONFIG,
                                   "a mini-batch of %lld rows (%lld prompts × rollout.n %lld) must "
                                   "be a multiple of the %d actor ranks",
@@ -108,6 +112,8 @@ static int s_prepare(rl_config *job)
     int rc = rl_lm_recipe_prepare(job);
     if (!rc)
         rc = s_read_opts(job, &o);
+    if (!rc)
+        rc = s_check_sizes(job, &o, 0);
     if (!rc)
         rc = rl_rlvr_aepo_open(&a, job, &enabled);
     if (!rc)
@@ -612,7 +618,7 @@ static int s_open(s_rlvr *r, rl_driver *d, const rl_config *job)
     if (!rc)
         rc = rl_lm_job_open(&r->j, d, job);
     if (!rc)
-        rc = s_check_sizes(job, &r->o, &r->j);
+        rc = s_check_sizes(job, &r->o, rl_group_size(r->j.actor));
     if (!rc)
         rc = rl_rlvr_aepo_open(&r->aepo, job, &r->aepo_on);
     if (!rc)

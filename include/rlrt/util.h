@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -14,6 +15,12 @@ extern "C" {
 /* Whole file into memory. Errors (RL_EIO / RL_ENOMEM) read
  * "PATH: cannot open: <strerror>", "PATH: read error", "PATH: out of memory". */
 char *rl_file_read_all(const char *path, size_t *len);
+/* Rewrites `path` through a filter, crash-safely: `copy` reads the old file
+ * and writes what stays to a temporary file beside it, which is flushed,
+ * fsynced and renamed over `path` only if copy returned 0 (else removed).
+ * A missing `path` is 0 when missing_ok, RL_EIO otherwise. */
+typedef int (*rl_rewrite_fn)(FILE *in, FILE *out, const char *tmp, void *ctx);
+int rl_file_rewrite(const char *path, int missing_ok, rl_rewrite_fn copy, void *ctx);
 /* "object", "array", "string", "integer", "real", "boolean", "null". */
 const char *rl_json_type_name(const json_t *j);
 
