@@ -649,7 +649,9 @@ rl_dataproto *rl_dataproto_request(const rl_dataproto *src, const char *const *t
                                    int n_tensors, const char *const *columns, int n_columns,
                                    json_t *meta)
 {
-    rl_dataproto *r = rl_dataproto_select(src, tensors, n_tensors, columns, n_columns);
+    static const char *const none[1] = {""};
+    rl_dataproto *r = rl_dataproto_select(src, tensors ? tensors : none, n_tensors,
+                                          columns ? columns : none, n_columns);
     if (!r) {
         json_decref(meta);
         return NULL;

@@ -150,9 +150,10 @@ int rl_dataproto_meta_get_int(const rl_dataproto *dp, const char *key, int64_t l
                               int64_t *out);
 int rl_dataproto_meta_get_double(const rl_dataproto *dp, const char *key, double lo, double hi,
                                  double *out);
-/* A request for a method: views of the named tensors and columns of `src`
- * (a missing name is RL_ENOTFOUND naming it) and `meta` as its only meta
- * (stolen; NULL = {}). Unlike select, nothing of src's meta travels. */
+/* A request for a method: views of exactly the named tensors and columns of
+ * `src` (a NULL list is none; a missing name is RL_ENOTFOUND naming it) and
+ * `meta` as its only meta (stolen; NULL = {}). Unlike select, nothing else
+ * of src travels. */
 rl_dataproto *rl_dataproto_request(const rl_dataproto *src, const char *const *tensors,
                                    int n_tensors, const char *const *columns, int n_columns,
                                    json_t *meta);
