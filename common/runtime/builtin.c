@@ -6,7 +6,6 @@
 #include "rlrt/runtime/channel.h"
 #include "rlrt/runtime/collective.h"
 #include "rlrt/runtime/worker.h"
-#include "rlrt/nn/params.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -148,7 +147,7 @@ static int s_coll_check(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto
     float *y = malloc(sizeof(float) * (size_t)(count ? count : 1));
     json_t *ms = json_object();
     int64_t begin, end;
-    rl_param_shard_range(count, W, r, &begin, &end);
+    rl_shard_range(count, W, r, &begin, &end);
     for (int64_t i = 0; i < count; i++)
         x[i] = s_coll_x(r, i);
     double t0 = s_ms();
