@@ -30,11 +30,11 @@ typedef struct s_subcall {
 
 typedef struct s_slot {
     rl_driver *d;
-    rl_role role;
+    int role; /* index into cl->roles and d->groups */
     int rank;
     const rl_placement *pl;
     const rl_cluster_node *node;
-    char label[48]; /* "actor/1" */
+    char label[RL_CLUSTER_NAME_MAX + 16]; /* "actor/1" */
     s_slot_state state;
     unsigned char id[RL_MSG_ID_MAX];
     size_t id_len;
@@ -51,7 +51,8 @@ typedef struct s_slot {
 
 struct rl_group {
     rl_driver *d;
-    rl_role role;
+    int role; /* index into cl->roles */
+    const char *name;
     int size;
     s_slot **ranks;
 };
@@ -95,7 +96,8 @@ struct rl_driver {
     int liveness;
     s_slot *slots;
     int n_slots;
-    rl_group groups[RL_ROLE_COUNT];
+    rl_group *groups; /* one per cluster role, cluster order */
+    int n_groups;
     uint64_t next_call_id;
     uint64_t seq;
     int interrupted;
@@ -282,7 +284,7 @@ static void s_restart_now(s_slot *s)
     if (s_spawn(s)) {
         rl_log_error("restart of %s failed: %s", s->label, rl_error_message());
         snprintf(s->d->fatal, sizeof s->d->fatal, "role %s cannot be restored: %s",
-                 rl_role_name(s->role), rl_error_message());
+                 s->d->groups[s->role].name, rl_error_message());
         s->state = SLOT_FAILED;
         s_fail_all_queued(s->d);
     }
@@ -305,7 +307,7 @@ static void s_schedule_restart(s_slot *s, const char *why)
         snprintf(d->fatal, sizeof d->fatal,
                  "role %s cannot be restored: %s %s and was already restarted %d times "
                  "(restart.max_restarts = %d)",
-                 rl_role_name(s->role), s->label, why, s->restarts, d->cl->restart_max);
+                 d->groups[s->role].name, s->label, why, s->restarts, d->cl->restart_max);
         rl_log_error("%s", d->fatal);
         s->state = SLOT_FAILED;
         s_fail_all_queued(d);
@@ -400,13 +402,13 @@ static int s_spawn(s_slot *s)
                  "%s%s%sexec %s --role %s --rank %d --driver %s --node %s --log-level %s "
                  "--heartbeat-ms %d",
                  gpus[0] ? "CUDA_VISIBLE_DEVICES=" : "", gpus, gpus[0] ? " " : "",
-                 d->opt.worker_binary, rl_role_name(s->role), s->rank, d->endpoint, s->node->name,
+                 d->opt.worker_binary, d->groups[s->role].name, s->rank, d->endpoint, s->node->name,
                  level, d->interval_ms);
         argv[a++] = remote;
     } else {
         argv[a++] = (char *)d->opt.worker_binary;
         argv[a++] = "--role";
-        argv[a++] = (char *)rl_role_name(s->role);
+        argv[a++] = (char *)d->groups[s->role].name;
         argv[a++] = "--rank";
         argv[a++] = rank;
         argv[a++] = "--driver";
@@ -510,10 +512,9 @@ static void s_on_hello(rl_driver *d, rl_msg *m)
 {
     const Rl__Hello *h = m->env->hello;
     char why[512];
-    rl_role role;
-    if (rl_role_parse(h->role, &role) != RL_OK) {
-        snprintf(why, sizeof why, "refused: unknown role '%s' (allowed: rollout, actor, env, reward)",
-                 h->role);
+    int role = rl_cluster_role_index(d->cl, h->role);
+    if (role < 0) {
+        snprintf(why, sizeof why, "refused: %s has no role '%s'", d->cl->file, h->role);
         goto refuse;
     }
     if ((int)h->rank >= d->groups[role].size) {
@@ -601,7 +602,7 @@ static void s_on_worker_error(s_slot *s, const Rl__Error *e)
         rl_log_error("%s: %s", s->label, e->message);
         if (s->state == SLOT_CONFIGURING) { /* init failed: retrying will not help */
             snprintf(s->d->fatal, sizeof s->d->fatal, "role %s cannot start: %s: %s",
-                     rl_role_name(s->role), s->label, e->message);
+                     s->d->groups[s->role].name, s->label, e->message);
             s->state = SLOT_FAILED;
             s_fail_all_queued(s->d);
         }
@@ -804,10 +805,13 @@ rl_driver *rl_driver_new(const rl_driver_options *opt)
 
     d->n_slots = d->cl->n_placements;
     d->slots = calloc((size_t)(d->n_slots ? d->n_slots : 1), sizeof *d->slots);
-    for (int r = 0; r < RL_ROLE_COUNT; r++) {
+    d->n_groups = d->cl->n_roles;
+    d->groups = calloc((size_t)(d->n_groups ? d->n_groups : 1), sizeof *d->groups);
+    for (int r = 0; r < d->n_groups; r++) {
         d->groups[r].d = d;
-        d->groups[r].role = (rl_role)r;
-        d->groups[r].size = d->cl->role_count[r];
+        d->groups[r].role = r;
+        d->groups[r].name = d->cl->roles[r].name;
+        d->groups[r].size = d->cl->roles[r].count;
         d->groups[r].ranks = calloc((size_t)(d->groups[r].size ? d->groups[r].size : 1),
                                     sizeof(s_slot *));
     }
@@ -819,7 +823,7 @@ rl_driver *rl_driver_new(const rl_driver_options *opt)
         s->rank = pl->rank;
         s->pl = pl;
         s->node = &d->cl->nodes[pl->node];
-        snprintf(s->label, sizeof s->label, "%s/%d", rl_role_name(pl->role), pl->rank);
+        snprintf(s->label, sizeof s->label, "%s/%d", d->cl->roles[pl->role].name, pl->rank);
         uv_timer_init(&d->loop, &s->restart_timer);
         s->restart_timer.data = s;
         d->groups[pl->role].ranks[pl->rank] = s;
@@ -998,9 +1002,11 @@ int rl_driver_start(rl_driver *d)
 
 rl_group *rl_driver_group(rl_driver *d, const char *role)
 {
-    rl_role r;
-    if (rl_role_parse(role, &r))
+    int r = rl_cluster_role_index(d->cl, role);
+    if (r < 0) {
+        rl_error_set(RL_ENOTFOUND, "role %s is not in %s", role, d->cl->file);
         return NULL;
+    }
     if (d->groups[r].size == 0) {
         rl_error_set(RL_ENOTFOUND, "role %s has no ranks in %s", role, d->cl->file);
         return NULL;
@@ -1009,7 +1015,7 @@ rl_group *rl_driver_group(rl_driver *d, const char *role)
 }
 
 int rl_group_size(const rl_group *g) { return g->size; }
-const char *rl_group_role(const rl_group *g) { return rl_role_name(g->role); }
+const char *rl_group_role(const rl_group *g) { return g->name; }
 int rl_group_pid(const rl_group *g, int rank)
 {
     if (rank < 0 || rank >= g->size)
@@ -1115,7 +1121,7 @@ rl_future *rl_group_call(rl_group *g, const char *method, rl_dispatch mode, cons
         if (rc) {
             free(parts);
             rl_future_free(f);
-            rl_error_wrap(rc, "dp_compute '%s' on %s", method, rl_role_name(g->role));
+            rl_error_wrap(rc, "dp_compute '%s' on %s", method, g->name);
             return NULL;
         }
     } else {
@@ -1170,7 +1176,7 @@ int rl_future_wait(rl_future *f, int timeout_ms)
     int rc = s_wait_until(d, s_future_complete, f, timeout_ms);
     if (rc == RL_ETIMEOUT)
         rc = rl_error_set(RL_ETIMEOUT, "call '%s' on %s: no answer after %.1f s", f->method,
-                          rl_role_name(f->g->role), timeout_ms / 1000.0);
+                          f->g->name, timeout_ms / 1000.0);
     else if (!rc && f->failed)
         rc = rl_error_set(f->code, "%s", f->error);
     s_unlock(d);
@@ -1220,7 +1226,7 @@ int rl_future_take(rl_future *f, rl_dataproto **out)
             return rl_error_set(RL_ESHAPE,
                                 "dp_compute '%s': %s/%d returned %lld rows for %lld input rows; "
                                 "cannot strip %lld padding rows",
-                                f->method, rl_role_name(f->g->role), r,
+                                f->method, f->g->name, r,
                                 (long long)rl_dataproto_rows(f->results[r]),
                                 (long long)f->in_rows[r], (long long)f->pad);
         n++;
@@ -1386,8 +1392,9 @@ void rl_driver_free(rl_driver *d)
     uv_loop_close(&d->loop);
     zmq_close(d->router);
     zmq_ctx_term(d->zctx);
-    for (int r = 0; r < RL_ROLE_COUNT; r++)
+    for (int r = 0; r < d->n_groups; r++)
         free(d->groups[r].ranks);
+    free(d->groups);
     pthread_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->cv);
     free(d->slots);

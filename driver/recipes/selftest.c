@@ -181,14 +181,14 @@ static void s_overlap_check(rl_driver *d, const rl_config *job, s_tally *t)
 {
     int64_t ms = 300;
     rl_config_get_int_or(job, "selftest.sleep_ms", 300, &ms);
-    rl_future *fs[RL_ROLE_COUNT] = {0};
+    rl_future *fs[4] = {0};
     int n = 0;
     rl_dataproto *in = rl_dataproto_new();
     rl_dataproto_set_rows(in, 0);
     json_object_set_new(rl_dataproto_meta(in), "ms", json_integer(ms));
     double t0 = s_now_ms();
     const char *roles[] = {"rollout", "actor", "env", "reward"};
-    for (int r = 0; r < RL_ROLE_COUNT; r++) {
+    for (int r = 0; r < 4; r++) {
         rl_error_clear();
         rl_group *g = rl_driver_group(d, roles[r]);
         if (g)
@@ -367,7 +367,7 @@ static int s_run(rl_driver *d, const rl_config *job)
     for (int64_t round = 1; round <= rounds && !rl_driver_interrupted(d); round++) {
         printf("selftest round %lld/%lld\n", (long long)round, (long long)rounds);
         printf("  %-30s %-8s %5s  %-4s %9s  %s\n", "check", "role", "ranks", "ok", "ms", "detail");
-        for (int r = 0; r < RL_ROLE_COUNT && !rl_driver_interrupted(d); r++) {
+        for (int r = 0; r < 4 && !rl_driver_interrupted(d); r++) {
             rl_group *g = rl_driver_group(d, roles[r]);
             if (g)
                 s_role_checks(d, g, job, &t);

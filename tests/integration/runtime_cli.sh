@@ -27,8 +27,10 @@ expect "$d/job.yaml:4:3: unknown key 'selftest.rowz'; did you mean 'selftest.row
     "$BIN/rl-driver" --cluster $C --config "$d/job.yaml"
 printf 'trainer:\n  recipe: grpo_typo\n' >"$d/job2.yaml"
 expect "trainer.recipe: unknown recipe 'grpo_typo'" "$BIN/rl-driver" --cluster $C --config "$d/job2.yaml"
-sed 's/count: 2\(.*reward\)\?/count: 2/' $C | sed 's/^  env:/  critic:/' >"$d/bad.yaml"
-expect "unknown role" "$BIN/rl-driver" --cluster "$d/bad.yaml" --config $J
+sed 's/^  reward:/  Reward:/' $C >"$d/bad.yaml"
+line=$(grep -n '^  Reward:' "$d/bad.yaml" | cut -d: -f1)
+expect "$d/bad.yaml:$line:3: roles.Reward: invalid role name 'Reward' (expected [a-z][a-z0-9_]*" \
+    "$BIN/rl-driver" --cluster "$d/bad.yaml" --config $J
 expect "unknown role 'critic' (allowed: rollout, actor, env, reward)" \
     "$BIN/rl-worker" --role critic --driver tcp://127.0.0.1:1
 expect "--role and --driver are required" "$BIN/rl-worker" --role actor

@@ -7,6 +7,6 @@ out=$("$BIN/rl-driver" --cluster examples/cluster-local.yaml --config examples/s
 rc=$?
 echo "$out" | tail -40
 [ $rc = 0 ] || fail "rl-driver exited $rc"
-echo "$out" | grep -q "selftest: 37 passed, 0 failed" || fail "selftest summary missing"
+echo "$out" | grep -q "selftest: 28 passed, 0 failed" || fail "selftest summary missing"
 n=$(echo "$out" | grep -c "exited with status 0")
-[ "$n" = 6 ] || fail "expected 6 workers to exit 0, saw $n"
+[ "$n" = 5 ] || fail "expected 5 workers to exit 0, saw $n"
