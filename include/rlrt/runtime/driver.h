@@ -13,11 +13,15 @@
  *   all_to_all  a list of per-rank DataProtos, one result per rank.
  * Calls return futures so a recipe can overlap roles.
  *
- * Threading: single-threaded. Everything runs in the driver's libuv loop on
- * the calling thread; rl_future_wait() and rl_driver_poll() pump that loop,
- * so heartbeats, child exits and signals are handled while the recipe waits.
- * Driver-side computation between waits should stay short (< heartbeat ×
- * liveness) or call rl_driver_poll(d, 0) now and then.
+ * Threading: the driver runs its libuv loop on its own I/O thread, started
+ * by rl_driver_new(): only that thread touches the ROUTER socket, the child
+ * processes and the timers, so heartbeats, child exits and signals are
+ * handled whatever the caller does — a recipe may compute between calls for
+ * as long as it likes. API calls take the driver mutex, queue their work and
+ * wake the loop (uv_async); waits (rl_future_wait, rl_group_wait_ready,
+ * rl_driver_start, rl_driver_poll, rl_driver_shutdown) block on a condition
+ * variable that every loop callback broadcasts. The API may be called from
+ * any thread; a future is used by one thread at a time.
  *
  * Failure handling: a worker silent for interval × liveness, or whose process
  * exits, is dead; its in-flight calls fail with an error naming the worker
@@ -93,7 +97,7 @@ rl_future *rl_group_call(rl_group *g, const char *method, rl_dispatch mode,
 rl_future *rl_group_call_each(rl_group *g, const char *method,
                               rl_dataproto *const *per_rank);
 
-/* Pumps the loop until the future completes: every rank answered, or one
+/* Blocks until the future completes: every rank answered, or one
  * failed (the others' late answers are dropped). 0 on success; on failure the
  * error code with a message naming the worker(s) and the method;
  * RL_ETIMEOUT after timeout_ms (< 0: no limit); RL_ESTATE if interrupted
@@ -110,7 +114,8 @@ void rl_future_free(rl_future *f);
 int rl_group_call_sync(rl_group *g, const char *method, rl_dispatch mode,
                        const rl_dataproto *in, rl_dataproto **out);
 
-/* Runs the loop for up to timeout_ms (0: only what is ready now). */
+/* Sleeps up to timeout_ms while the I/O thread works (0: returns at once);
+ * returns early with RL_ESTATE when interrupted or fatal. */
 int rl_driver_poll(rl_driver *d, int timeout_ms);
 /* Set by SIGTERM/SIGINT. */
 int rl_driver_interrupted(const rl_driver *d);
