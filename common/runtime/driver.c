@@ -8,6 +8,7 @@
 #include "rlrt/log.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,10 +26,19 @@ void rl_drv_unlock(rl_driver *d)
 
 void rl_drv_wake(rl_driver *d) { uv_async_send(&d->wake); }
 
-/* Waits (holding d->mu, released while blocked) until cond(arg) holds, the
- * timeout passes, the job is interrupted or fatal. Returns 0, RL_ETIMEOUT or
- * RL_ESTATE (message set). The I/O thread does the work meanwhile. */
-int rl_drv_wait_until(rl_driver *d, int (*cond)(void *), void *arg, int timeout_ms)
+void rl_drv_set_fatal(rl_driver *d, const char *fmt, ...)
+{
+    if (d->fatal[0])
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->fatal, sizeof d->fatal, fmt, ap);
+    va_end(ap);
+    rl_log_error("%s", d->fatal);
+    rl_drv_fail_all_queued(d);
+}
+
+int rl_drv_wait_until(rl_driver *d, int (*cond)(void *), void *arg, int timeout_ms, int always)
 {
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
@@ -41,10 +51,10 @@ int rl_drv_wait_until(rl_driver *d, int (*cond)(void *), void *arg, int timeout_
         }
     }
     while (!cond(arg)) {
-        if (d->interrupted)
+        if (!always && d->interrupted)
             return rl_error_set(RL_ESTATE, "interrupted by %s",
                                 d->interrupted == SIGTERM ? "SIGTERM" : "SIGINT");
-        if (d->fatal[0])
+        if (!always && d->fatal[0])
             return rl_error_set(RL_ESTATE, "%s", d->fatal);
         if (timeout_ms < 0) {
             pthread_cond_wait(&d->cv, &d->mu);
@@ -67,7 +77,7 @@ int rl_driver_poll(rl_driver *d, int timeout_ms)
     if (timeout_ms <= 0)
         return RL_OK; /* the I/O thread runs on its own */
     rl_drv_lock(d);
-    int rc = rl_drv_wait_until(d, s_false, NULL, timeout_ms);
+    int rc = rl_drv_wait_until(d, s_false, NULL, timeout_ms, 0);
     rl_drv_unlock(d);
     return rc == RL_ETIMEOUT ? RL_OK : rc;
 }
@@ -116,8 +126,182 @@ static void *s_io_main(void *arg)
 
 /* ---- construction ---------------------------------------------------------------- */
 
+/* "a, b, c" of the cluster's role names. */
+static void s_role_list(const rl_cluster *cl, char *buf, size_t size)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int r = 0; r < cl->n_roles && n + 1 < size; r++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%s", r ? ", " : "", cl->roles[r].name);
+    if (!cl->n_roles)
+        snprintf(buf, size, "none");
+}
+
+/* Which cluster roles this job starts: started[r] = 1. RL_ECONFIG when the
+ * options list a role the cluster lacks or that has no ranks. */
+static int s_pick_roles(const rl_driver_options *opt, int *started)
+{
+    const rl_cluster *cl = opt->cluster;
+    char known[1024];
+    for (int r = 0; r < cl->n_roles; r++)
+        started[r] = opt->roles ? 0 : cl->roles[r].count > 0;
+    for (const char *const *name = opt->roles; name && *name; name++) {
+        int r = rl_cluster_role_index(cl, *name);
+        if (r < 0) {
+            s_role_list(cl, known, sizeof known);
+            return rl_error_set(RL_ECONFIG, "%s has no role '%s', which this job needs (roles: %s)",
+                                cl->file, *name, known);
+        }
+        if (cl->roles[r].count == 0)
+            return rl_error_set(RL_ECONFIG, "%s:%d: role '%s' has no ranks (count: 0), but this "
+                                "job needs it", cl->file, cl->roles[r].line, *name);
+        started[r] = 1;
+    }
+    for (int r = 0; r < cl->n_roles; r++)
+        if (!started[r] && cl->roles[r].count > 0)
+            rl_log_info("cluster role %s (%d rank%s) is not used by this job: not started",
+                        cl->roles[r].name, cl->roles[r].count, cl->roles[r].count == 1 ? "" : "s");
+    return RL_OK;
+}
+
+/* Slots and groups of the started roles. */
+static int s_build_slots(rl_driver *d, const int *started)
+{
+    const rl_cluster *cl = d->cl;
+    d->group_of_role = malloc(sizeof *d->group_of_role * (size_t)(cl->n_roles ? cl->n_roles : 1));
+    d->groups = calloc((size_t)(cl->n_roles ? cl->n_roles : 1), sizeof *d->groups);
+    d->slots = calloc((size_t)(cl->n_placements ? cl->n_placements : 1), sizeof *d->slots);
+    if (!d->group_of_role || !d->groups || !d->slots)
+        return rl_error_set(RL_ENOMEM, "driver: out of memory");
+    for (int r = 0; r < cl->n_roles; r++) {
+        d->group_of_role[r] = -1;
+        if (!started[r])
+            continue;
+        rl_group *g = &d->groups[d->n_groups];
+        g->d = d;
+        g->role = r;
+        g->name = cl->roles[r].name;
+        g->size = cl->roles[r].count;
+        g->ranks = calloc((size_t)g->size, sizeof *g->ranks);
+        if (!g->ranks)
+            return rl_error_set(RL_ENOMEM, "driver: out of memory");
+        d->group_of_role[r] = d->n_groups++;
+    }
+    for (int i = 0; i < cl->n_placements; i++) {
+        const rl_placement *pl = &cl->placements[i];
+        if (pl->role < 0 || pl->role >= cl->n_roles || d->group_of_role[pl->role] < 0)
+            continue;
+        rl_group *g = &d->groups[d->group_of_role[pl->role]];
+        if (pl->rank < 0 || pl->rank >= g->size || pl->node < 0 || pl->node >= cl->n_nodes ||
+            g->ranks[pl->rank])
+            return rl_error_set(RL_EINVAL, "driver: placement %d of %s is inconsistent", i,
+                                cl->file);
+        rl_drv_slot *s = &d->slots[d->n_slots++];
+        s->d = d;
+        s->group = d->group_of_role[pl->role];
+        s->rank = pl->rank;
+        s->pl = pl;
+        s->node = &cl->nodes[pl->node];
+        snprintf(s->label, sizeof s->label, "%s/%d", g->name, pl->rank);
+        g->ranks[pl->rank] = s;
+    }
+    for (int k = 0; k < d->n_groups; k++)
+        for (int r = 0; r < d->groups[k].size; r++)
+            if (!d->groups[k].ranks[r])
+                return rl_error_set(RL_EINVAL, "driver: %s has no placement for %s/%d", cl->file,
+                                    d->groups[k].name, r);
+    return RL_OK;
+}
+
+/* Frees what rl_driver_new built; the I/O thread must not run. */
+static void s_destroy(rl_driver *d)
+{
+    if (d->sync_init) {
+        pthread_mutex_destroy(&d->mu);
+        pthread_cond_destroy(&d->cv);
+    }
+    for (int k = 0; k < d->n_groups; k++)
+        free(d->groups[k].ranks);
+    free(d->groups);
+    free(d->group_of_role);
+    free(d->slots);
+    free(d->config_json);
+    free(d->locations_json);
+    free(d);
+}
+
+static void s_close_walk(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+/* Closes the loop and the sockets (no I/O thread running). */
+static void s_close_io(rl_driver *d)
+{
+    if (d->watch)
+        rl_zuv_stop(d->watch);
+    d->watch = NULL;
+    if (d->loop_init) {
+        uv_walk(&d->loop, s_close_walk, NULL);
+        uv_run(&d->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&d->loop);
+    }
+    if (d->router)
+        zmq_close(d->router);
+    if (d->zctx)
+        zmq_ctx_term(d->zctx);
+}
+
+static int s_loop_init(rl_driver *d)
+{
+    int rc = uv_loop_init(&d->loop);
+    if (rc)
+        return rl_error_set(RL_EIO, "driver: uv_loop_init: %s", uv_strerror(rc));
+    d->loop_init = 1;
+    d->zctx = zmq_ctx_new();
+    d->router = d->zctx ? zmq_socket(d->zctx, ZMQ_ROUTER) : NULL;
+    if (!d->router)
+        return rl_error_set(RL_EIO, "driver: cannot create the ROUTER socket: %s",
+                            zmq_strerror(zmq_errno()));
+    int linger = 0, mandatory = 0;
+    zmq_setsockopt(d->router, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(d->router, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
+    const char *bind = d->opt.bind_override ? d->opt.bind_override : d->cl->driver_bind_endpoint;
+    if (zmq_bind(d->router, bind) != 0)
+        return rl_error_set(RL_EIO, "driver cannot bind %s: %s", bind, zmq_strerror(zmq_errno()));
+    if (d->opt.bind_override) {
+        size_t len = sizeof d->endpoint;
+        zmq_getsockopt(d->router, ZMQ_LAST_ENDPOINT, d->endpoint, &len);
+    } else {
+        snprintf(d->endpoint, sizeof d->endpoint, "%s", d->cl->driver_endpoint);
+    }
+    d->watch = rl_zuv_start(&d->loop, d->router, rl_drv_on_readable, d);
+    if (!d->watch)
+        return rl_error_code();
+    for (int i = 0; i < d->n_slots; i++) {
+        uv_timer_init(&d->loop, &d->slots[i].restart_timer);
+        d->slots[i].restart_timer.data = &d->slots[i];
+    }
+    if ((rc = uv_timer_init(&d->loop, &d->hb_timer)) ||
+        (rc = uv_async_init(&d->loop, &d->wake, s_on_wake)) ||
+        (rc = uv_signal_init(&d->loop, &d->sigterm)) || (rc = uv_signal_init(&d->loop, &d->sigint)))
+        return rl_error_set(RL_EIO, "driver: libuv handles: %s", uv_strerror(rc));
+    d->hb_timer.data = d->wake.data = d->sigterm.data = d->sigint.data = d;
+    uv_timer_start(&d->hb_timer, rl_drv_on_heartbeat, (uint64_t)d->interval_ms,
+                   (uint64_t)d->interval_ms);
+    uv_signal_start(&d->sigterm, s_on_signal, SIGTERM);
+    uv_signal_start(&d->sigint, s_on_signal, SIGINT);
+    return RL_OK;
+}
+
 rl_driver *rl_driver_new(const rl_driver_options *opt)
 {
+    if (!opt || !opt->cluster) {
+        rl_error_set(RL_EINVAL, "rl_driver_new: no cluster");
+        return NULL;
+    }
     rl_driver *d = calloc(1, sizeof *d);
     if (!d) {
         rl_error_set(RL_ENOMEM, "driver: out of memory");
@@ -127,71 +311,40 @@ rl_driver *rl_driver_new(const rl_driver_options *opt)
     d->cl = opt->cluster;
     if (d->opt.ready_timeout_ms <= 0)
         d->opt.ready_timeout_ms = 30000;
-    d->interval_ms = (int)(d->cl->heartbeat_interval_s * 1000);
-    if (d->interval_ms < 10)
-        d->interval_ms = 10;
+    double ms = d->cl->heartbeat_interval_s * 1000;
+    d->interval_ms = ms < 10 ? 10 : ms > 3600000 ? 3600000 : (int)ms;
     d->liveness = d->cl->heartbeat_liveness > 0 ? d->cl->heartbeat_liveness : 3;
-    uv_loop_init(&d->loop);
-    d->zctx = zmq_ctx_new();
-    d->router = zmq_socket(d->zctx, ZMQ_ROUTER);
-    int linger = 0, mandatory = 0;
-    zmq_setsockopt(d->router, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(d->router, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
-    const char *bind = opt->bind_override ? opt->bind_override : d->cl->driver_bind_endpoint;
-    if (zmq_bind(d->router, bind) != 0) {
-        rl_error_set(RL_EIO, "driver cannot bind %s: %s", bind, zmq_strerror(zmq_errno()));
-        zmq_close(d->router);
-        zmq_ctx_term(d->zctx);
-        uv_loop_close(&d->loop);
-        free(d);
+    int *started = calloc((size_t)(d->cl->n_roles ? d->cl->n_roles : 1), sizeof *started);
+    int rc = started ? s_pick_roles(opt, started) : rl_error_set(RL_ENOMEM, "driver: out of memory");
+    if (!rc)
+        rc = s_build_slots(d, started);
+    free(started);
+    if (rc) {
+        s_destroy(d);
         return NULL;
     }
-    if (opt->bind_override) {
-        size_t len = sizeof d->endpoint;
-        zmq_getsockopt(d->router, ZMQ_LAST_ENDPOINT, d->endpoint, &len);
-    } else {
-        snprintf(d->endpoint, sizeof d->endpoint, "%s", d->cl->driver_endpoint);
+    if ((rc = pthread_mutex_init(&d->mu, NULL)) == 0) {
+        if ((rc = pthread_cond_init(&d->cv, NULL)) != 0)
+            pthread_mutex_destroy(&d->mu);
     }
-    d->watch = rl_zuv_start(&d->loop, d->router, rl_drv_on_readable, d);
-
-    d->n_slots = d->cl->n_placements;
-    d->slots = calloc((size_t)(d->n_slots ? d->n_slots : 1), sizeof *d->slots);
-    d->n_groups = d->cl->n_roles;
-    d->groups = calloc((size_t)(d->n_groups ? d->n_groups : 1), sizeof *d->groups);
-    for (int r = 0; r < d->n_groups; r++) {
-        d->groups[r].d = d;
-        d->groups[r].role = r;
-        d->groups[r].name = d->cl->roles[r].name;
-        d->groups[r].size = d->cl->roles[r].count;
-        d->groups[r].ranks = calloc((size_t)(d->groups[r].size ? d->groups[r].size : 1),
-                                    sizeof(rl_drv_slot *));
+    if (rc) {
+        rl_error_set(RL_EIO, "driver: mutex/condvar: %s", strerror(rc));
+        s_destroy(d);
+        return NULL;
     }
-    for (int i = 0; i < d->n_slots; i++) {
-        rl_drv_slot *s = &d->slots[i];
-        const rl_placement *pl = &d->cl->placements[i];
-        s->d = d;
-        s->role = pl->role;
-        s->rank = pl->rank;
-        s->pl = pl;
-        s->node = &d->cl->nodes[pl->node];
-        snprintf(s->label, sizeof s->label, "%s/%d", d->cl->roles[pl->role].name, pl->rank);
-        uv_timer_init(&d->loop, &s->restart_timer);
-        s->restart_timer.data = s;
-        d->groups[pl->role].ranks[pl->rank] = s;
+    d->sync_init = 1;
+    if (s_loop_init(d)) {
+        s_close_io(d);
+        s_destroy(d);
+        return NULL;
     }
-    uv_timer_init(&d->loop, &d->hb_timer);
-    d->hb_timer.data = d;
-    uv_async_init(&d->loop, &d->wake, s_on_wake);
-    d->wake.data = d;
-    pthread_mutex_init(&d->mu, NULL);
-    pthread_cond_init(&d->cv, NULL);
-    uv_timer_start(&d->hb_timer, rl_drv_on_heartbeat, (uint64_t)d->interval_ms, (uint64_t)d->interval_ms);
-    uv_signal_init(&d->loop, &d->sigterm);
-    uv_signal_init(&d->loop, &d->sigint);
-    d->sigterm.data = d->sigint.data = d;
-    uv_signal_start(&d->sigterm, s_on_signal, SIGTERM);
-    uv_signal_start(&d->sigint, s_on_signal, SIGINT);
-    pthread_create(&d->io_thread, NULL, s_io_main, d);
+    if ((rc = pthread_create(&d->io_thread, NULL, s_io_main, d)) != 0) {
+        rl_error_set(RL_EIO, "driver: cannot start the I/O thread: %s", strerror(rc));
+        s_close_io(d);
+        s_destroy(d);
+        return NULL;
+    }
+    d->io_started = 1;
     return d;
 }
 
@@ -205,7 +358,14 @@ int rl_driver_interrupted(const rl_driver *d)
     return v;
 }
 
-const char *rl_driver_fatal(const rl_driver *d) { return d->fatal[0] ? d->fatal : NULL; }
+/* d->fatal is written once, so the pointer stays valid and unchanged. */
+const char *rl_driver_fatal(const rl_driver *d)
+{
+    rl_drv_lock((rl_driver *)d);
+    const char *f = d->fatal[0] ? d->fatal : NULL;
+    rl_drv_unlock((rl_driver *)d);
+    return f;
+}
 
 void rl_driver_call_time(const rl_driver *d, double *wall_s, double *compute_s, int64_t *calls)
 {
@@ -247,7 +407,7 @@ int rl_driver_start(rl_driver *d)
     rl_drv_lock(d);
     d->start_requested = 1;
     rl_drv_wake(d);
-    int rc = rl_drv_wait_until(d, s_started, d, -1);
+    int rc = rl_drv_wait_until(d, s_started, d, -1, 0);
     if (!rc && d->start_error[0])
         rc = rl_error_set(RL_EIO, "%s", d->start_error);
     if (!rc)
@@ -275,12 +435,7 @@ int rl_driver_shutdown(rl_driver *d, int timeout_ms)
     d->shutdown_requested = 1;
     rl_drv_wake(d);
     /* neither a second signal nor a fatal error may cut the wait short */
-    int saved = d->interrupted;
-    char fatal[sizeof d->fatal];
-    memcpy(fatal, d->fatal, sizeof fatal);
-    d->interrupted = 0;
-    d->fatal[0] = '\0';
-    int rc = rl_drv_wait_until(d, s_children_gone, d, timeout_ms);
+    int rc = rl_drv_wait_until(d, s_children_gone, d, timeout_ms, 1);
     if (rc == RL_ETIMEOUT) {
         for (int i = 0; i < d->n_slots; i++)
             if (d->slots[i].proc_running)
@@ -288,12 +443,9 @@ int rl_driver_shutdown(rl_driver *d, int timeout_ms)
                             timeout_ms / 1000.0);
         d->kill_requested = 1;
         rl_drv_wake(d);
-        d->interrupted = 0;
-        rl_drv_wait_until(d, s_children_gone, d, 2000);
+        rl_drv_wait_until(d, s_children_gone, d, 2000, 1);
         d->child_failures++;
     }
-    memcpy(d->fatal, fatal, sizeof fatal);
-    d->interrupted = saved;
     for (int i = 0; i < d->n_slots; i++)
         d->slots[i].has_id = 0;
     rc = d->child_failures ? rl_error_set(RL_EPEER, "%d worker(s) did not exit cleanly",
@@ -301,13 +453,6 @@ int rl_driver_shutdown(rl_driver *d, int timeout_ms)
                            : RL_OK;
     rl_drv_unlock(d);
     return rc;
-}
-
-static void s_close_walk(uv_handle_t *h, void *arg)
-{
-    (void)arg;
-    if (!uv_is_closing(h))
-        uv_close(h, NULL);
 }
 
 void rl_driver_free(rl_driver *d)
@@ -318,7 +463,8 @@ void rl_driver_free(rl_driver *d)
     d->quit = 1;
     rl_drv_unlock(d);
     rl_drv_wake(d);
-    pthread_join(d->io_thread, NULL);
+    if (d->io_started)
+        pthread_join(d->io_thread, NULL);
     /* the I/O thread is gone: this thread may use the loop now */
     for (int i = 0; i < d->n_slots; i++) {
         rl_drv_slot *s = &d->slots[i];
@@ -330,20 +476,9 @@ void rl_driver_free(rl_driver *d)
             rl_drv_subcall_free(c);
         }
     }
-    rl_zuv_stop(d->watch);
     /* let queued SHUTDOWNs reach external workers before the socket goes */
     int linger = 500;
     zmq_setsockopt(d->router, ZMQ_LINGER, &linger, sizeof linger);
-    uv_walk(&d->loop, s_close_walk, NULL);
-    uv_run(&d->loop, UV_RUN_DEFAULT);
-    uv_loop_close(&d->loop);
-    zmq_close(d->router);
-    zmq_ctx_term(d->zctx);
-    for (int r = 0; r < d->n_groups; r++)
-        free(d->groups[r].ranks);
-    free(d->groups);
-    pthread_mutex_destroy(&d->mu);
-    pthread_cond_destroy(&d->cv);
-    free(d->slots);
-    free(d);
+    s_close_io(d);
+    s_destroy(d);
 }

@@ -45,7 +45,7 @@ typedef struct rl_drv_subcall {
 
 typedef struct rl_drv_slot {
     rl_driver *d;
-    int role; /* index into cl->roles and d->groups */
+    int group; /* index into d->groups */
     int rank;
     const rl_placement *pl;
     const rl_cluster_node *node;
@@ -54,7 +54,8 @@ typedef struct rl_drv_slot {
     unsigned char id[RL_MSG_ID_MAX];
     size_t id_len;
     int has_id;
-    int worker_pid; /* from HELLO */
+    long worker_pid; /* from HELLO */
+    int hello_seen;  /* HELLO received since the last spawn */
     uv_process_t proc;
     int proc_running;
     int proc_pid;
@@ -66,9 +67,9 @@ typedef struct rl_drv_slot {
 
 struct rl_group {
     rl_driver *d;
-    int role; /* index into cl->roles */
-    const char *name;
-    int size;
+    int role;         /* index into cl->roles */
+    const char *name; /* cl->roles[role].name */
+    int size;         /* ranks, >= 1 */
     rl_drv_slot **ranks;
 };
 
@@ -105,21 +106,26 @@ struct rl_driver {
     pthread_mutex_t mu;       /* guards everything below and the slots */
     pthread_cond_t cv;        /* broadcast after every loop callback */
     int start_requested, shutdown_requested, kill_requested, quit;
+    int io_started;           /* the I/O thread runs (rl_driver_free joins it) */
+    int sync_init, loop_init; /* what rl_driver_new built (for cleanup) */
+    char *config_json;        /* CONFIGURE: the job tree as JSON ... */
+    char *locations_json;     /* ... and where each node came from */
     char start_error[1024];
     char endpoint[512];
     int interval_ms;
     int liveness;
-    rl_drv_slot *slots;
+    rl_drv_slot *slots; /* the placements of the started roles */
     int n_slots;
-    rl_group *groups; /* one per cluster role, cluster order */
+    rl_group *groups;   /* one per started role, cluster order */
     int n_groups;
+    int *group_of_role; /* cl->roles index -> groups index, or -1 */
     uint64_t next_call_id;
     uint64_t seq;
     int interrupted;
     int shutting_down;
     int total_restarts;
     int child_failures;
-    char fatal[1024];
+    char fatal[1024];         /* set once (rl_drv_set_fatal) */
     double calls_wall_s, calls_compute_s; /* completed calls (rl_driver_call_time) */
     int64_t calls_done;
 };
@@ -132,9 +138,12 @@ void rl_drv_unlock(rl_driver *d);
 /* Asks the I/O thread to run its work (launch, send queued calls, ...). */
 void rl_drv_wake(rl_driver *d);
 /* Waits (d->mu held, released while blocked) until cond(arg), the timeout
- * (< 0: none), an interruption or a fatal error. 0, RL_ETIMEOUT (no message)
- * or RL_ESTATE (message set). */
-int rl_drv_wait_until(rl_driver *d, int (*cond)(void *), void *arg, int timeout_ms);
+ * (< 0: none), or — unless `always` — an interruption or a fatal error.
+ * 0, RL_ETIMEOUT (no message) or RL_ESTATE (message set). */
+int rl_drv_wait_until(rl_driver *d, int (*cond)(void *), void *arg, int timeout_ms, int always);
+/* The job cannot go on: d->fatal = the message (the first one wins), logged;
+ * every queued and sent call fails with it and every wait returns it. */
+void rl_drv_set_fatal(rl_driver *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- launcher.c ---- */
 /* (I/O thread) Spawns every local/ssh slot; the first failure goes to
@@ -170,7 +179,8 @@ void rl_drv_send_shutdown(rl_driver *d);
 void rl_drv_future_fail(rl_future *f, int index, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void rl_drv_subcall_free(rl_drv_subcall *c);
-/* Detaches sub-call `call_id` from slot s (NULL if unknown). */
+/* Detaches the sent sub-call `call_id` from slot s (NULL if unknown or not
+ * sent to this worker). */
 rl_drv_subcall *rl_drv_take_subcall(rl_drv_slot *s, uint64_t call_id);
 /* Fails the sent calls of slot s (queued ones wait for the restarted
  * worker). */

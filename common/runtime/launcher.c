@@ -5,6 +5,7 @@
 
 #include "rlrt/error.h"
 #include "rlrt/log.h"
+#include "rlrt/runtime/worker.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -21,17 +22,17 @@ static double s_backoff_s(const rl_driver *d, int restarts)
     return b < d->cl->restart_backoff_max_s ? b : d->cl->restart_backoff_max_s;
 }
 
+static const char *s_role(const rl_drv_slot *s) { return s->d->groups[s->group].name; }
+
 /* Restarts slot s now (I/O thread, d->mu held). */
 static void s_restart_now(rl_drv_slot *s)
 {
     if (s->d->shutting_down || s->d->fatal[0])
         return;
     if (s_spawn(s)) {
-        rl_log_error("restart of %s failed: %s", s->label, rl_error_message());
-        snprintf(s->d->fatal, sizeof s->d->fatal, "role %s cannot be restored: %s",
-                 s->d->groups[s->role].name, rl_error_message());
         s->state = RL_SLOT_FAILED;
-        rl_drv_fail_all_queued(s->d);
+        rl_drv_set_fatal(s->d, "role %s cannot be restored: restart of %s failed: %s", s_role(s),
+                         s->label, rl_error_message());
     }
 }
 
@@ -49,13 +50,11 @@ static void s_schedule_restart(rl_drv_slot *s, const char *why)
     if (d->shutting_down || s->node->launch == RL_LAUNCH_EXTERNAL)
         return;
     if (s->restarts >= d->cl->restart_max) {
-        snprintf(d->fatal, sizeof d->fatal,
-                 "role %s cannot be restored: %s %s and was already restarted %d times "
-                 "(restart.max_restarts = %d)",
-                 d->groups[s->role].name, s->label, why, s->restarts, d->cl->restart_max);
-        rl_log_error("%s", d->fatal);
         s->state = RL_SLOT_FAILED;
-        rl_drv_fail_all_queued(d);
+        rl_drv_set_fatal(d,
+                         "role %s cannot be restored: %s %s and was already restarted %d times "
+                         "(restart.max_restarts = %d)",
+                         s_role(s), s->label, why, s->restarts, d->cl->restart_max);
         return;
     }
     s->restarts++;
@@ -71,8 +70,8 @@ void rl_drv_slot_dead(rl_drv_slot *s, const char *why)
 {
     if (s->state == RL_SLOT_DOWN || s->state == RL_SLOT_FAILED)
         return;
-    rl_log_error("worker %s (pid %d, node %s) %s", s->label,
-                 s->proc_pid ? s->proc_pid : s->worker_pid, s->node->name, why);
+    rl_log_error("worker %s (pid %ld, node %s) %s", s->label,
+                 s->proc_pid ? (long)s->proc_pid : s->worker_pid, s->node->name, why);
     s->state = RL_SLOT_DOWN;
     s->has_id = 0;
     rl_drv_fail_calls(s, why);
@@ -102,6 +101,17 @@ static void s_on_exit_locked(uv_process_t *p, int64_t status, int signo)
         rl_log_info("%s (pid %d) %s", s->label, s->proc_pid, why);
         s->state = RL_SLOT_DOWN;
         s->proc_pid = 0;
+        return;
+    }
+    if (status == RL_WORKER_EXIT_USAGE && !signo && !s->hello_seen) {
+        /* rl-worker refused its command line (e.g. a role it does not
+         * serve): every restart would do the same */
+        s->state = RL_SLOT_FAILED;
+        s->has_id = 0;
+        s->proc_pid = 0;
+        rl_drv_fail_calls(s, why);
+        rl_drv_set_fatal(d, "role %s cannot start: rl-worker exited with status %d (usage "
+                         "error; see its message above)", s_role(s), RL_WORKER_EXIT_USAGE);
         return;
     }
     if (s->state != RL_SLOT_DOWN && s->state != RL_SLOT_FAILED)
@@ -136,7 +146,9 @@ static int s_spawn(rl_drv_slot *s)
     if (s->node->launch == RL_LAUNCH_SSH) {
         /* ssh [opts] [user@]host 'CUDA_VISIBLE_DEVICES=.. rl-worker ...' */
         snprintf(sshbuf, sizeof sshbuf, "%s", s->node->ssh_command[0] ? s->node->ssh_command : "ssh");
-        for (char *tok = strtok(sshbuf, " "); tok && a < 20; tok = strtok(NULL, " "))
+        char *save = NULL;
+        for (char *tok = strtok_r(sshbuf, " ", &save); tok && a < 20;
+             tok = strtok_r(NULL, " ", &save))
             argv[a++] = tok;
         if (s->node->ssh_user[0])
             snprintf(host, sizeof host, "%s@%s", s->node->ssh_user, s->node->address);
@@ -147,13 +159,13 @@ static int s_spawn(rl_drv_slot *s)
                  "%s%s%sexec %s --role %s --rank %d --driver %s --node %s --log-level %s "
                  "--heartbeat-ms %d",
                  gpus[0] ? "CUDA_VISIBLE_DEVICES=" : "", gpus, gpus[0] ? " " : "",
-                 d->opt.worker_binary, d->groups[s->role].name, s->rank, d->endpoint, s->node->name,
+                 d->opt.worker_binary, s_role(s), s->rank, d->endpoint, s->node->name,
                  level, d->interval_ms);
         argv[a++] = remote;
     } else {
         argv[a++] = (char *)d->opt.worker_binary;
         argv[a++] = "--role";
-        argv[a++] = (char *)d->groups[s->role].name;
+        argv[a++] = (char *)s_role(s);
         argv[a++] = "--rank";
         argv[a++] = rank;
         argv[a++] = "--driver";
@@ -173,6 +185,8 @@ static int s_spawn(rl_drv_slot *s)
     while (environ[nenv])
         nenv++;
     char **env = calloc((size_t)nenv + 2, sizeof *env);
+    if (!env)
+        return rl_error_set(RL_ENOMEM, "cannot start %s: out of memory", s->label);
     char cvd[300];
     int e = 0;
     for (int i = 0; i < nenv; i++)
@@ -209,6 +223,7 @@ static int s_spawn(rl_drv_slot *s)
     }
     s->proc_running = 1;
     s->proc_pid = s->proc.pid;
+    s->hello_seen = 0;
     s->state = RL_SLOT_STARTING;
     s->last_seen = uv_now(&d->loop);
     rl_log_info("started %s (pid %d, %s on %s)", s->label, s->proc_pid,
@@ -278,7 +293,7 @@ static int s_all_ready(void *arg)
     s_ready_arg *a = arg;
     rl_driver *d = a->d;
     for (int i = 0; i < d->n_slots; i++)
-        if ((!a->g || d->slots[i].role == a->g->role) && d->slots[i].state != RL_SLOT_READY)
+        if ((!a->g || &d->groups[d->slots[i].group] == a->g) && d->slots[i].state != RL_SLOT_READY)
             return 0;
     return 1;
 }
@@ -287,14 +302,14 @@ static int s_all_ready(void *arg)
 int rl_drv_wait_ready(rl_driver *d, rl_group *g, int timeout_ms)
 {
     s_ready_arg a = {d, g};
-    int rc = rl_drv_wait_until(d, s_all_ready, &a, timeout_ms);
+    int rc = rl_drv_wait_until(d, s_all_ready, &a, timeout_ms, 0);
     if (rc != RL_ETIMEOUT)
         return rc;
     char list[1024];
     int n = 0, missing = 0;
     for (int i = 0; i < d->n_slots; i++) {
         rl_drv_slot *s = &d->slots[i];
-        if ((g && s->role != g->role) || s->state == RL_SLOT_READY)
+        if ((g && &d->groups[s->group] != g) || s->state == RL_SLOT_READY)
             continue;
         missing++;
         if (n < (int)sizeof list - 100)

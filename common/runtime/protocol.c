@@ -81,16 +81,26 @@ static rl_drv_slot *s_slot_by_id(rl_driver *d, const unsigned char *id, size_t l
     return NULL;
 }
 
+/* CONFIGURE answers HELLO: the job tree as JSON, heartbeat settings and
+ * the slot's place in its group. */
 static void s_send_configure(rl_drv_slot *s)
 {
     rl_driver *d = s->d;
+    rl_group *g = &d->groups[s->group];
     /* the whole job tree: a role reads its own `<role>.*` subtree and shared
      * sections such as `model.*` */
     char *cfg = d->opt.job ? rl_config_to_json(d->opt.job, "") : NULL;
-    json_t *extra = json_pack("{s:i, s:i, s:s}", "world_size", d->groups[s->role].size, "rank",
-                              s->rank, "driver_endpoint", d->endpoint);
-    Rl__Value *extra_v = rl_value_from_json(extra);
+    json_t *extra = json_pack("{s:i, s:i, s:s}", "world_size", g->size, "rank", s->rank,
+                              "driver_endpoint", d->endpoint);
+    Rl__Value *extra_v = extra ? rl_value_from_json(extra) : NULL;
     json_decref(extra);
+    if ((d->opt.job && !cfg) || !extra_v) {
+        /* the worker times out waiting and is restarted; say why */
+        rl_log_error("CONFIGURE for %s: out of memory", s->label);
+        rl_value_free(extra_v);
+        free(cfg);
+        return;
+    }
     Rl__Envelope env = RL__ENVELOPE__INIT;
     Rl__Configure c = RL__CONFIGURE__INIT;
     c.config.data = (uint8_t *)(cfg ? cfg : "{}");
@@ -101,64 +111,93 @@ static void s_send_configure(rl_drv_slot *s)
     c.extra = extra_v;
     env.body_case = RL__ENVELOPE__BODY_CONFIGURE;
     env.configure = &c;
-    rl_drv_send(s, &env, NULL);
+    if (rl_drv_send(s, &env, NULL))
+        rl_log_error("CONFIGURE for %s: %s", s->label, rl_error_message());
     rl_value_free(extra_v);
     free(cfg);
 }
 
+/* HELLO: every field is checked against the slots of this job before it is
+ * used; anything else is refused with ERROR + DISCONNECT. */
 static void s_on_hello(rl_driver *d, rl_msg *m)
 {
     const Rl__Hello *h = m->env->hello;
+    const char *role_name = h->role ? h->role : "";
+    const char *node = h->node ? h->node : "";
     char why[512];
-    int role = rl_cluster_role_index(d->cl, h->role);
+    int role = rl_cluster_role_index(d->cl, role_name);
     if (role < 0) {
-        snprintf(why, sizeof why, "refused: %s has no role '%s'", d->cl->file, h->role);
+        snprintf(why, sizeof why, "refused: %s has no role '%.64s'", d->cl->file, role_name);
         goto refuse;
     }
-    if ((int)h->rank >= d->groups[role].size) {
-        snprintf(why, sizeof why, "refused: no slot %s/%u in %s (%s has %d ranks)", h->role, h->rank,
-                 d->cl->file, h->role, d->groups[role].size);
+    if (d->group_of_role[role] < 0) {
+        snprintf(why, sizeof why, "refused: role %s of %s is not started by this job", role_name,
+                 d->cl->file);
         goto refuse;
     }
-    rl_drv_slot *s = d->groups[role].ranks[h->rank];
+    rl_group *g = &d->groups[d->group_of_role[role]];
+    if (h->rank >= (uint32_t)g->size) { /* unsigned: a rank >= 2^31 is refused too */
+        snprintf(why, sizeof why, "refused: no slot %s/%u in %s (%s has %d rank%s)", role_name,
+                 h->rank, d->cl->file, role_name, g->size, g->size == 1 ? "" : "s");
+        goto refuse;
+    }
+    if (m->id_len == 0 || m->id_len > sizeof ((rl_drv_slot *)0)->id) {
+        snprintf(why, sizeof why, "refused: bad peer identity (%zu bytes)", m->id_len);
+        goto refuse;
+    }
+    rl_drv_slot *s = g->ranks[h->rank];
     if (s->state == RL_SLOT_FAILED) {
         snprintf(why, sizeof why, "refused: %s was given up", s->label);
         goto refuse;
     }
     int same_id = s->has_id && s->id_len == m->id_len && memcmp(s->id, m->id, m->id_len) == 0;
     if (s->has_id && !same_id && s->state == RL_SLOT_READY) {
-        if ((int)h->pid != s->worker_pid) {
-            snprintf(why, sizeof why, "refused: %s is already connected (pid %d)", s->label,
+        if ((long)h->pid != s->worker_pid) {
+            snprintf(why, sizeof why, "refused: %s is already connected (pid %ld)", s->label,
                      s->worker_pid);
             goto refuse;
         }
         /* Paranoid Pirate: the same process lost us and reconnected. Calls
          * sent on the old connection are lost (the worker drops their results). */
-        rl_log_warn("%s (pid %d) reconnected", s->label, s->worker_pid);
+        rl_log_warn("%s (pid %ld) reconnected", s->label, s->worker_pid);
         rl_drv_fail_calls(s, "reconnected");
     }
     memcpy(s->id, m->id, m->id_len);
     s->id_len = m->id_len;
     s->has_id = 1;
-    s->worker_pid = (int)h->pid;
+    s->hello_seen = 1;
+    s->worker_pid = (long)h->pid;
     s->state = RL_SLOT_CONFIGURING;
     s->last_seen = uv_now(&d->loop);
-    rl_log_debug("HELLO from %s (pid %u, node %s)", s->label, h->pid, h->node);
+    rl_log_debug("HELLO from %s (pid %u, node %.64s)", s->label, h->pid, node);
     s_send_configure(s);
     return;
 refuse:
-    rl_log_error("worker %s/%u (pid %u on %s): %s", h->role, h->rank, h->pid, h->node, why);
+    rl_log_error("worker %.64s/%u (pid %u on %.64s): %s", role_name, h->rank, h->pid, node, why);
     rl_drv_send_error_to(d, m->id, m->id_len, RL_EINVAL, why);
     rl_drv_send_disconnect(d, m->id, m->id_len, why);
 }
 
 static void s_on_ready(rl_drv_slot *s)
 {
+    if (s->state != RL_SLOT_CONFIGURING && s->state != RL_SLOT_READY) {
+        rl_log_warn("%s: READY in state %d ignored", s->label, (int)s->state);
+        return;
+    }
     s->state = RL_SLOT_READY;
-    rl_log_info("%s ready (pid %d on %s)", s->label, s->worker_pid, s->node->name);
-    for (rl_drv_subcall *c = s->calls; c; c = c->next) /* calls queued while restarting */
-        if (!c->sent && rl_drv_send_call(s, c))
-            rl_log_error("sending queued call to %s: %s", s->label, rl_error_message());
+    rl_log_info("%s ready (pid %ld on %s)", s->label, s->worker_pid, s->node->name);
+    rl_drv_send_queued(s->d); /* calls queued while it (re)started */
+}
+
+/* compute_s of REPLY.result: a finite, non-negative number, else 0. */
+static double s_compute_s(const Rl__Value *result)
+{
+    if (!result)
+        return 0;
+    json_t *r = rl_value_to_json(result, 0);
+    double cs = json_number_value(json_object_get(r, "compute_s"));
+    json_decref(r);
+    return cs >= 0 && cs < 1e12 ? cs : 0; /* also false for NaN */
 }
 
 static void s_on_reply(rl_drv_slot *s, rl_msg *m)
@@ -169,21 +208,21 @@ static void s_on_reply(rl_drv_slot *s, rl_msg *m)
                     (unsigned long long)m->env->reply->call_id);
         return;
     }
+    rl_future *f = c->f;
     if (m->payload_error) {
-        rl_drv_future_fail(c->f, c->index, m->payload_error, "%s: bad reply payload for '%s': %s",
-                      s->label, c->f->method, rl_error_message());
+        rl_drv_future_fail(f, c->index, m->payload_error, "%s: bad reply payload for '%s': %s",
+                           s->label, f->method, rl_error_message());
+    } else if (m->env->reply->has_payload != (m->payload != NULL)) {
+        rl_drv_future_fail(f, c->index, RL_EPROTO, "%s: reply to '%s' %s a payload but %s",
+                           s->label, f->method, m->env->reply->has_payload ? "announces" : "has",
+                           m->env->reply->has_payload ? "none came" : "does not announce it");
     } else {
-        rl_future *f = c->f;
         f->results[c->index] = m->payload;
         m->payload = NULL;
         f->pending--;
-        if (m->env->reply->result) {
-            json_t *r = rl_value_to_json(m->env->reply->result, 0);
-            double cs = json_number_value(json_object_get(r, "compute_s"));
-            json_decref(r);
-            if (cs > f->compute_s)
-                f->compute_s = cs;
-        }
+        double cs = s_compute_s(m->env->reply->result);
+        if (cs > f->compute_s)
+            f->compute_s = cs;
         if (f->pending == 0 && !f->failed && !f->accounted) {
             f->accounted = 1;
             s->d->calls_wall_s += (double)(uv_hrtime() - f->t_issue) / 1e9;
@@ -196,21 +235,26 @@ static void s_on_reply(rl_drv_slot *s, rl_msg *m)
 
 static void s_on_worker_error(rl_drv_slot *s, const Rl__Error *e)
 {
+    const char *msg = e->message ? e->message : "";
     if (e->call_id == 0) {
-        rl_log_error("%s: %s", s->label, e->message);
+        rl_log_error("%s: %s", s->label, msg);
         if (s->state == RL_SLOT_CONFIGURING) { /* init failed: retrying will not help */
-            snprintf(s->d->fatal, sizeof s->d->fatal, "role %s cannot start: %s: %s",
-                     s->d->groups[s->role].name, s->label, e->message);
             s->state = RL_SLOT_FAILED;
-            rl_drv_fail_all_queued(s->d);
+            rl_drv_set_fatal(s->d, "role %s cannot start: %s: %s", s->d->groups[s->group].name,
+                             s->label, msg);
         }
         return;
     }
     rl_drv_subcall *c = rl_drv_take_subcall(s, e->call_id);
-    if (!c)
+    if (!c) {
+        rl_log_warn("%s: error for unknown call %llu dropped: %s", s->label,
+                    (unsigned long long)e->call_id, msg);
         return;
-    rl_drv_future_fail(c->f, c->index, e->code ? e->code : RL_EPEER, "%s: method '%s' failed: %s",
-                  s->label, c->f->method, e->message);
+    }
+    /* a worker's code is an rl_status; anything else becomes RL_EPEER */
+    int code = e->code < 0 && e->code >= RL_EPEER ? e->code : RL_EPEER;
+    rl_drv_future_fail(c->f, c->index, code, "%s: method '%s' failed: %s", s->label,
+                       c->f->method, msg);
     rl_drv_subcall_free(c);
 }
 
@@ -220,6 +264,11 @@ static void s_on_readable_locked(rl_driver *d, void *sock)
     int rc = rl_msg_recv(sock, 1, &m);
     if (rc == RL_ETIMEOUT)
         return;
+    if (rc && m.id_len == 0) { /* not even an identity: nobody to answer */
+        rl_log_warn("receive on the ROUTER: %s", rl_error_message());
+        rl_msg_clear(&m);
+        return;
+    }
     rl_drv_slot *s = s_slot_by_id(d, m.id, m.id_len);
     if (s)
         s->last_seen = uv_now(&d->loop);
@@ -256,7 +305,8 @@ static void s_on_readable_locked(rl_driver *d, void *sock)
         case RL__ENVELOPE__BODY_DISCONNECT:
             if (!d->shutting_down) {
                 char why[300];
-                snprintf(why, sizeof why, "left (%s)", m.env->disconnect->reason);
+                snprintf(why, sizeof why, "left (%.250s)",
+                         m.env->disconnect->reason ? m.env->disconnect->reason : "");
                 rl_drv_slot_dead(s, why);
             }
             break;

@@ -46,8 +46,10 @@ typedef struct {
 static s_job *s_current; /* stopped by the teardown if a test fails */
 
 /* A cluster with `roles` (YAML flow text for the roles map) on one local
- * node, heartbeat 0.2 s × 3, restart policy as given. */
-static s_job *s_start(const char *roles, int max_restarts, int start)
+ * node, heartbeat 0.2 s × 3, restart policy as given; `opt_in` (may be NULL)
+ * supplies the job, the roles to start and test_methods (default 1). */
+static s_job *s_start_opt(const char *roles, int max_restarts, int start,
+                          const rl_driver_options *opt_in)
 {
     static s_job job; /* static: the teardown may use it after a failed test */
     s_job *j = &job;
@@ -70,13 +72,24 @@ static s_job *s_start(const char *roles, int max_restarts, int start)
         fail_msg("cluster: %s", rl_error_message());
     rl_driver_options opt = {.cluster = j->cl, .worker_binary = s_worker,
                              .bind_override = "tcp://127.0.0.1:*", .worker_log_level = "warn",
-                             .ready_timeout_ms = 20000};
+                             .ready_timeout_ms = 20000, .test_methods = 1};
+    if (opt_in) {
+        opt.job = opt_in->job;
+        opt.roles = opt_in->roles;
+        opt.test_methods = opt_in->test_methods;
+    }
     j->d = rl_driver_new(&opt);
-    assert_non_null(j->d);
+    if (!j->d)
+        fail_msg("rl_driver_new: %s", rl_error_message());
     s_current = j;
     if (start && rl_driver_start(j->d))
         fail_msg("start: %s", rl_error_message());
     return j;
+}
+
+static s_job *s_start(const char *roles, int max_restarts, int start)
+{
+    return s_start_opt(roles, max_restarts, start, NULL);
 }
 
 /* Waits until `rank` runs in a new process and the group is READY again. */
@@ -155,6 +168,24 @@ static void test_dispatch_modes(void **state)
     rl_dataproto_free(out);
     rl_future_free(f);
 
+    /* taking the result of a call whose rank returned no payload is an
+     * error naming the method, the role and the rank, not a NULL result */
+    rl_dataproto *nap = rl_dataproto_new_meta(json_pack("{s:i}", "ms", 1));
+    out = (rl_dataproto *)nap; /* must be reset */
+    assert_int_equal(rl_group_call_sync(g, "sleep", RL_DISPATCH_RANK_ZERO, nap, &out), RL_EPROTO);
+    assert_null(out);
+    assert_string_equal(rl_error_message(), "call 'sleep' on reward: reward/0 returned no payload");
+    assert_int_equal(rl_group_call_sync(g, "sleep", RL_DISPATCH_DP_COMPUTE, nap, &out), RL_EPROTO);
+    assert_null(out);
+    assert_string_equal(rl_error_message(), "call 'sleep' on reward: reward/0 returned no payload");
+    f = rl_group_call(g, "sleep", RL_DISPATCH_ONE_TO_ALL, nap);
+    assert_int_equal(rl_future_wait(f, 10000), 0);
+    assert_int_equal(rl_future_take_rank(f, 2, &out), RL_EPROTO);
+    assert_string_equal(rl_error_message(), "call 'sleep' on reward: reward/2 returned no payload");
+    rl_future_free(f);
+    assert_int_equal(rl_group_call_sync(g, "sleep", RL_DISPATCH_RANK_ZERO, nap, NULL), 0);
+    rl_dataproto_free(nap);
+
     /* handler error names worker and method; other ranks unaffected */
     assert_int_equal(rl_group_call_sync(g, "fail", RL_DISPATCH_ONE_TO_ALL, NULL, NULL), RL_EINVAL);
     assert_msg_contains(rl_error_message(), "method 'fail' failed: fail requested on reward/");
@@ -200,8 +231,8 @@ static void test_kill9_during_call(void **state)
 static void test_hung_worker_liveness(void **state)
 {
     (void)state;
-    s_job *j = s_start("{env: {count: 1, node: local}}", 2, 1);
-    rl_group *g = rl_driver_group(j->d, "env");
+    s_job *j = s_start("{rollout: {count: 1, node: local}}", 2, 1);
+    rl_group *g = rl_driver_group(j->d, "rollout");
     int pid = rl_group_pid(g, 0);
     rl_dataproto *in = rl_dataproto_new();
     rl_dataproto_set_rows(in, 0);
@@ -212,7 +243,7 @@ static void test_hung_worker_liveness(void **state)
     kill(pid, SIGSTOP);
     assert_int_not_equal(rl_future_wait(f, 10000), 0);
     double dt = s_now() - t0;
-    assert_msg_contains(rl_error_message(), "worker env/0");
+    assert_msg_contains(rl_error_message(), "worker rollout/0");
     assert_msg_contains(rl_error_message(), "missed heartbeats");
     assert_msg_contains(rl_error_message(), "during call 'sleep'");
     assert_true(dt >= 0.4 && dt < 0.6 + 1.0);
@@ -306,7 +337,45 @@ static void test_protocol_mismatch_and_unknown_peer(void **state)
     got = s_raw_recv(j->d, sock);
     assert_non_null(got);
     assert_int_equal(got->body_case, RL__ENVELOPE__BODY_ERROR);
-    assert_msg_contains(got->error->message, "refused: no slot reward/5 in test-cluster.yaml (reward has 1 ranks)");
+    assert_msg_contains(got->error->message, "refused: no slot reward/5 in test-cluster.yaml (reward has 1 rank)");
+    rl__envelope__free_unpacked(got, NULL);
+    got = s_raw_recv(j->d, sock); /* its DISCONNECT */
+    assert_non_null(got);
+    assert_int_equal(got->body_case, RL__ENVELOPE__BODY_DISCONNECT);
+    rl__envelope__free_unpacked(got, NULL);
+
+    /* a rank that does not fit an int (>= 2^31) is refused, not wrapped
+     * into a negative index */
+    h.rank = 0x80000000u;
+    assert_true(s_raw_send(sock, RL_PROTOCOL_VERSION, &env) > 0);
+    got = s_raw_recv(j->d, sock);
+    assert_non_null(got);
+    assert_int_equal(got->body_case, RL__ENVELOPE__BODY_ERROR);
+    assert_string_equal(got->error->message,
+                        "refused: no slot reward/2147483648 in test-cluster.yaml (reward has 1 rank)");
+    rl__envelope__free_unpacked(got, NULL);
+    got = s_raw_recv(j->d, sock);
+    assert_non_null(got);
+    assert_int_equal(got->body_case, RL__ENVELOPE__BODY_DISCONNECT);
+    rl__envelope__free_unpacked(got, NULL);
+    h.rank = 0xffffffffu;
+    assert_true(s_raw_send(sock, RL_PROTOCOL_VERSION, &env) > 0);
+    got = s_raw_recv(j->d, sock);
+    assert_non_null(got);
+    assert_msg_contains(got->error->message, "refused: no slot reward/4294967295");
+    rl__envelope__free_unpacked(got, NULL);
+    got = s_raw_recv(j->d, sock);
+    rl__envelope__free_unpacked(got, NULL);
+
+    /* a role the cluster does not have */
+    h.rank = 0;
+    h.role = "nope";
+    assert_true(s_raw_send(sock, RL_PROTOCOL_VERSION, &env) > 0);
+    got = s_raw_recv(j->d, sock);
+    assert_non_null(got);
+    assert_string_equal(got->error->message, "refused: test-cluster.yaml has no role 'nope'");
+    rl__envelope__free_unpacked(got, NULL);
+    got = s_raw_recv(j->d, sock);
     rl__envelope__free_unpacked(got, NULL);
 
     /* garbage bytes */
@@ -320,6 +389,83 @@ static void test_protocol_mismatch_and_unknown_peer(void **state)
     rl__envelope__free_unpacked(got, NULL);
     zmq_close(sock);
     zmq_ctx_term(ctx);
+    s_stop(j);
+}
+
+/* Roles are data: the driver starts the roles it is asked for, by name. */
+static void test_roles_started_by_name(void **state)
+{
+    (void)state;
+    const char *const roles[] = {"actor", NULL};
+    rl_driver_options o = {.roles = roles, .test_methods = 1};
+    s_job *j = s_start_opt("{actor: {count: 2, node: local}, reward: {count: 1, node: local},"
+                           " critic: {count: 1, node: local}}",
+                           0, 1, &o);
+    assert_int_equal(rl_driver_group_count(j->d), 1);
+    rl_group *g = rl_driver_group_at(j->d, 0);
+    assert_non_null(g);
+    assert_string_equal(rl_group_role(g), "actor");
+    assert_true(rl_driver_group(j->d, "actor") == g);
+    assert_null(rl_driver_group_at(j->d, 1));
+    assert_null(rl_driver_group(j->d, "reward"));
+    assert_int_equal(rl_error_code(), RL_ENOTFOUND);
+    assert_string_equal(rl_error_message(), "role reward of test-cluster.yaml is not started by "
+                                            "this job (its recipe does not list it)");
+    assert_null(rl_driver_group(j->d, "rollout"));
+    assert_string_equal(rl_error_message(),
+                        "role rollout is not in test-cluster.yaml (roles: actor, reward, critic)");
+    assert_int_equal(rl_group_call_sync(g, "whoami", RL_DISPATCH_ONE_TO_ALL, NULL, NULL), 0);
+    s_stop(j);
+
+    /* every role with ranks when no list is given; a role with no ranks is
+     * not a group */
+    j = s_start("{actor: {count: 1, node: local}, idle: {count: 0, node: local},"
+                " reward: {count: 2, node: local}}", 0, 1);
+    assert_int_equal(rl_driver_group_count(j->d), 2);
+    assert_string_equal(rl_group_role(rl_driver_group_at(j->d, 0)), "actor");
+    assert_string_equal(rl_group_role(rl_driver_group_at(j->d, 1)), "reward");
+    assert_int_equal(rl_group_size(rl_driver_group_at(j->d, 1)), 2);
+    assert_null(rl_driver_group(j->d, "idle"));
+    assert_string_equal(rl_error_message(),
+                        "role idle of test-cluster.yaml is not started by this job (it has no ranks)");
+    s_stop(j);
+
+    /* a role the job needs but the cluster lacks: rl_driver_new refuses */
+    const char *yaml = "driver: {bind: 127.0.0.1, port: 5555}\n"
+                       "nodes: [{name: local, address: 127.0.0.1}]\n"
+                       "roles: {actor: {count: 1, node: local}, idle: {count: 0, node: local}}\n";
+    rl_config *cfg = rl_config_parse_string(yaml, strlen(yaml), "c.yaml");
+    rl_cluster *cl = rl_cluster_from_config(cfg);
+    assert_non_null(cl);
+    const char *const need[] = {"actor", "rollout", NULL};
+    rl_driver_options bad = {.cluster = cl, .worker_binary = s_worker, .roles = need,
+                             .bind_override = "tcp://127.0.0.1:*"};
+    assert_null(rl_driver_new(&bad));
+    assert_int_equal(rl_error_code(), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "c.yaml has no role 'rollout', which this job needs (roles: actor, idle)");
+    const char *const need_idle[] = {"idle", NULL};
+    bad.roles = need_idle;
+    assert_null(rl_driver_new(&bad));
+    assert_string_equal(rl_error_message(),
+                        "c.yaml:3: role 'idle' has no ranks (count: 0), but this job needs it");
+    rl_cluster_free(cl);
+    rl_config_free(cfg);
+}
+
+/* rl-worker exits 64 for a role it does not serve: the driver fails at
+ * once, without restarting it max_restarts times. */
+static void test_usage_exit_is_fatal(void **state)
+{
+    (void)state;
+    s_job *j = s_start("{actor: {count: 1, node: local}, critic: {count: 1, node: local}}", 3, 0);
+    double t0 = s_now();
+    assert_int_equal(rl_driver_start(j->d), RL_ESTATE);
+    assert_string_equal(rl_error_message(), "role critic cannot start: rl-worker exited with "
+                                            "status 64 (usage error; see its message above)");
+    assert_true(s_now() - t0 < 5.0);
+    assert_int_equal(rl_driver_restarts(j->d), 0);
+    assert_non_null(rl_driver_fatal(j->d));
     s_stop(j);
 }
 
@@ -339,13 +485,13 @@ static pid_t s_spawn_worker(const char *role, int rank, const char *endpoint, co
 static void test_external_workers(void **state)
 {
     (void)state;
-    s_job *j = s_start("{env: {count: 1, node: ext}}", 1, 0);
+    s_job *j = s_start("{reward: {count: 1, node: ext}}", 1, 0);
     assert_int_equal(rl_driver_start(j->d), RL_ETIMEOUT);
     assert_string_equal(rl_error_message(),
-                        "timed out after 0.5 s waiting for 1 worker: env/0 (node ext, external)");
-    pid_t pid = s_spawn_worker("env", 0, rl_driver_endpoint(j->d), "5");
-    assert_int_equal(rl_group_wait_ready(rl_driver_group(j->d, "env"), 10000), 0);
-    assert_int_equal(rl_group_call_sync(rl_driver_group(j->d, "env"), "whoami", RL_DISPATCH_RANK_ZERO,
+                        "timed out after 0.5 s waiting for 1 worker: reward/0 (node ext, external)");
+    pid_t pid = s_spawn_worker("reward", 0, rl_driver_endpoint(j->d), "5");
+    assert_int_equal(rl_group_wait_ready(rl_driver_group(j->d, "reward"), 10000), 0);
+    assert_int_equal(rl_group_call_sync(rl_driver_group(j->d, "reward"), "whoami", RL_DISPATCH_RANK_ZERO,
                                         NULL, NULL), 0);
     s_stop(j); /* SHUTDOWN reaches the external worker too */
     int status;
@@ -391,6 +537,8 @@ int main(void)
         cmocka_unit_test_teardown(test_protocol_mismatch_and_unknown_peer, s_teardown),
         cmocka_unit_test_teardown(test_external_workers, s_teardown),
         cmocka_unit_test_teardown(test_worker_gives_up_without_driver, s_teardown),
+        cmocka_unit_test_teardown(test_roles_started_by_name, s_teardown),
+        cmocka_unit_test_teardown(test_usage_exit_is_fatal, s_teardown),
     };
     return cmocka_run_group_tests_name("runtime", tests, NULL, NULL);
 }

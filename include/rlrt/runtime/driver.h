@@ -61,25 +61,45 @@ const char *rl_dispatch_name(rl_dispatch mode);
 typedef struct rl_driver_options {
     const rl_cluster *cluster;  /* borrowed */
     const rl_config *job;       /* borrowed; may be NULL. CONFIGURE carries the
-                                   whole job tree as JSON: a role reads its
-                                   `<role>.*` subtree and shared sections
-                                   (`model.*`, `trainer.*`) */
+                                   whole job tree as JSON, with the file:line
+                                   of every node: a role reads its `<role>.*`
+                                   subtree and shared sections (`model.*`) */
     const char *worker_binary;  /* rl-worker for local/ssh launch */
     const char *bind_override;  /* e.g. "tcp://127.0.0.1:*" (tests); NULL =
                                    the cluster's bind endpoint */
     const char *worker_log_level; /* passed as --log-level; NULL = info */
     int ready_timeout_ms;       /* local/ssh start-up; default 30000 */
+    /* The cluster roles to start (NULL-terminated); NULL = every role with
+     * ranks. A listed role the cluster lacks, or one with no ranks, makes
+     * rl_driver_new fail (RL_ECONFIG naming the cluster file and its roles);
+     * a cluster role not listed is not started (logged once at info). */
+    const char *const *roles;
+    /* 1: workers also serve their test methods (the selftest's echo, add,
+     * ...; rl_worker_options.test_methods); 0: production methods only. */
+    int test_methods;
 } rl_driver_options;
 
+/* Binds the ROUTER and starts the I/O thread (workers are launched by
+ * rl_driver_start). NULL + message when the options are inconsistent with
+ * the cluster (see rl_driver_options.roles) or a resource (socket, thread,
+ * memory) cannot be had. */
 rl_driver *rl_driver_new(const rl_driver_options *opt);
 /* Launches local/ssh workers and waits until every slot is READY (external
  * ones up to cluster external_wait_timeout_s). On timeout: RL_ETIMEOUT with
- * the list of missing workers. */
+ * the list of missing workers. A role whose worker cannot start — rl-worker
+ * exits with status 64 (usage error, e.g. a role it does not serve) before
+ * HELLO, or the role's init fails — is fatal at once, without restarts:
+ * RL_ESTATE with "role R cannot start: ...". */
 int rl_driver_start(rl_driver *d);
 /* The endpoint workers connect to (after a wildcard bind: the real port). */
 const char *rl_driver_endpoint(const rl_driver *d);
-/* Group of a role ("rollout", ...); NULL if the role has no ranks. */
+/* The group of a started role; NULL + RL_ENOTFOUND naming the role and the
+ * cluster file when the cluster has no such role or this job did not start
+ * it. */
 rl_group *rl_driver_group(rl_driver *d, const char *role);
+/* The started roles' groups, in cluster order: i in [0, count). */
+int rl_driver_group_count(const rl_driver *d);
+rl_group *rl_driver_group_at(rl_driver *d, int i);
 int rl_group_size(const rl_group *g);
 const char *rl_group_role(const rl_group *g);
 /* pid of a local rank's process (0 if none) — for tests and logs. */
@@ -105,12 +125,15 @@ rl_future *rl_group_call_each(rl_group *g, const char *method,
 int rl_future_wait(rl_future *f, int timeout_ms);
 int rl_future_done(const rl_future *f);
 /* dp_compute: the concatenated, unpadded result; rank_zero: rank 0's;
- * one_to_all/all_to_all: RL_EINVAL (use rl_future_take_rank). *out may be
- * NULL when the worker returned no payload. */
+ * one_to_all/all_to_all: RL_EINVAL (use rl_future_take_rank). A rank that
+ * returned no payload is an error (RL_EPROTO naming the method, the role
+ * and the rank): call without taking when a method returns nothing. */
 int rl_future_take(rl_future *f, rl_dataproto **out);
+/* Rank `rank`'s result (same rule about a missing payload). */
 int rl_future_take_rank(rl_future *f, int rank, rl_dataproto **out);
 void rl_future_free(rl_future *f);
-/* Call + wait + take in one (dp_compute / rank_zero). */
+/* Call + wait + take in one (dp_compute / rank_zero); out == NULL: call
+ * and wait only (any payload is dropped). */
 int rl_group_call_sync(rl_group *g, const char *method, rl_dispatch mode,
                        const rl_dataproto *in, rl_dataproto **out);
 

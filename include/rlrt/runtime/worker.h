@@ -70,6 +70,14 @@ typedef struct rl_worker_options {
     int give_up_ms;        /* exit 2 after this long without a driver; default 60000 */
 } rl_worker_options;
 
+/* Exit statuses of rl-worker (and the values rl_worker_run returns). A
+ * worker that exits RL_WORKER_EXIT_USAGE before saying HELLO is a fatal
+ * start-up error for the driver (no restarts). */
+#define RL_WORKER_EXIT_OK 0
+#define RL_WORKER_EXIT_ERROR 1    /* start-up error, init failed, refused */
+#define RL_WORKER_EXIT_GAVE_UP 2  /* no driver for give_up_ms */
+#define RL_WORKER_EXIT_USAGE 64   /* bad command line, unknown role (EX_USAGE) */
+
 /* Runs until SHUTDOWN, SIGTERM/SIGINT (returns 0) or giving up on the driver
  * (returns 2); 1 on a start-up error (message set). */
 int rl_worker_run(const rl_worker_options *opt, const rl_worker_role *role);
