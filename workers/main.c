@@ -10,6 +10,7 @@
 #include "registry.h"
 #include "rlrt/rlrt.h"
 #include "rlrt/runtime/worker.h"
+#include "selftest/test_methods.h"
 
 static void s_usage(FILE *f)
 {
@@ -113,6 +114,7 @@ int main(int argc, char **argv)
         return RL_WORKER_EXIT_USAGE;
     }
     opt.role = role->name;
+    opt.test_methods = rl_test_methods; /* served only if the driver asks (selftest) */
     rl_log_set_identity(role->name, opt.rank);
     return rl_worker_run(&opt, role);
 }

@@ -90,8 +90,9 @@ static void s_send_configure(rl_drv_slot *s)
     /* the whole job tree: a role reads its own `<role>.*` subtree and shared
      * sections such as `model.*` */
     char *cfg = d->opt.job ? rl_config_to_json(d->opt.job, "") : NULL;
-    json_t *extra = json_pack("{s:i, s:i, s:s}", "world_size", g->size, "rank", s->rank,
-                              "driver_endpoint", d->endpoint);
+    json_t *extra = json_pack("{s:i, s:i, s:s, s:b}", "world_size", g->size, "rank", s->rank,
+                              "driver_endpoint", d->endpoint, "test_methods",
+                              d->opt.test_methods != 0);
     Rl__Value *extra_v = extra ? rl_value_from_json(extra) : NULL;
     json_decref(extra);
     if ((d->opt.job && !cfg) || !extra_v) {

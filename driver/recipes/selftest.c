@@ -391,6 +391,7 @@ static int s_run(rl_driver *d, const rl_config *job)
 const rl_recipe rl_recipe_selftest = {
     .name = "selftest",
     .summary = "check every dispatch mode, errors and overlap on every role",
+    .test_methods = 1,
     .defaults = (const char *const[]){"rollout: {}\n"
                      "actor: {}\n"
                      "env: {}\n"

@@ -20,6 +20,7 @@
 #include "rlrt/runtime/cluster.h"
 #include "rlrt/runtime/driver.h"
 #include "rlrt/runtime/msg.h"
+#include "rlrt/runtime/value.h"
 #include "rlrt/wire.h"
 
 static char s_worker[512];
@@ -469,6 +470,172 @@ static void test_usage_exit_is_fatal(void **state)
     s_stop(j);
 }
 
+/* A production job (test_methods = 0): the worker serves only its role's
+ * methods and the error for a test method names only those. */
+static void test_production_worker_has_no_test_methods(void **state)
+{
+    (void)state;
+    rl_driver_options o = {.test_methods = 0};
+    s_job *j = s_start_opt("{reward: {count: 1, node: local}}", 0, 1, &o);
+    rl_group *g = rl_driver_group(j->d, "reward");
+    assert_int_equal(rl_group_call_sync(g, "echo", RL_DISPATCH_RANK_ZERO, NULL, NULL), RL_ENOTFOUND);
+    assert_string_equal(rl_error_message(), "reward/0: method 'echo' failed: unknown method 'echo' "
+                                            "for role reward (known: compute_reward)");
+    s_stop(j);
+}
+
+/* The worker side of HELLO -> CONFIGURE -> READY, seen from a fake driver:
+ * READY lists exactly the methods served; test methods only on request;
+ * a CONFIGURE with numbers out of range is answered with ERROR. */
+static Rl__Envelope *s_router_recv(void *sock, unsigned char *id, size_t *id_len)
+{
+    int to = 10000;
+    zmq_setsockopt(sock, ZMQ_RCVTIMEO, &to, sizeof to);
+    int n = zmq_recv(sock, id, 255, 0);
+    if (n < 0)
+        return NULL;
+    *id_len = (size_t)n;
+    uint8_t buf[8192];
+    n = zmq_recv(sock, buf, sizeof buf, 0);
+    return n < 0 ? NULL : rl__envelope__unpack(NULL, (size_t)n, buf);
+}
+
+static void s_router_send(void *sock, const unsigned char *id, size_t id_len, Rl__Envelope *env)
+{
+    env->protocol_version = RL_PROTOCOL_VERSION;
+    uint8_t buf[4096];
+    size_t len = rl__envelope__pack(env, buf);
+    zmq_send(sock, id, id_len, ZMQ_SNDMORE);
+    zmq_send(sock, buf, len, 0);
+}
+
+/* Starts rl-worker --role reward against a fake ROUTER, answers its HELLO
+ * with a CONFIGURE whose extra is `extra_json`, returns what came back. */
+static Rl__Envelope *s_configure_worker(const char *extra_json, uint32_t heartbeat_ms, pid_t *pid,
+                                        void **ctx_out, void **sock_out)
+{
+    void *ctx = zmq_ctx_new();
+    void *sock = zmq_socket(ctx, ZMQ_ROUTER);
+    int linger = 0;
+    zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
+    assert_int_equal(zmq_bind(sock, "tcp://127.0.0.1:*"), 0);
+    char ep[256];
+    size_t len = sizeof ep;
+    zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, ep, &len);
+    *pid = fork();
+    if (*pid == 0) {
+        execl(s_worker, s_worker, "--role", "reward", "--rank", "0", "--driver", ep, "--log-level",
+              "error", "--give-up-s", "3", (char *)NULL);
+        _exit(127);
+    }
+    unsigned char id[256];
+    size_t id_len;
+    Rl__Envelope *hello = s_router_recv(sock, id, &id_len);
+    assert_non_null(hello);
+    assert_int_equal(hello->body_case, RL__ENVELOPE__BODY_HELLO);
+    rl__envelope__free_unpacked(hello, NULL);
+    json_error_t err;
+    json_t *extra = json_loads(extra_json, 0, &err);
+    assert_non_null(extra);
+    Rl__Value *ev = rl_value_from_json(extra);
+    json_decref(extra);
+    Rl__Envelope env = RL__ENVELOPE__INIT;
+    Rl__Configure c = RL__CONFIGURE__INIT;
+    c.config.data = (uint8_t *)"{}";
+    c.config.len = 2;
+    c.config_format = "json";
+    c.heartbeat_ms = heartbeat_ms;
+    c.liveness = 3;
+    c.extra = ev;
+    env.body_case = RL__ENVELOPE__BODY_CONFIGURE;
+    env.configure = &c;
+    s_router_send(sock, id, id_len, &env);
+    rl_value_free(ev);
+    Rl__Envelope *got;
+    do { /* skip heartbeats */
+        got = s_router_recv(sock, id, &id_len);
+        if (got && got->body_case == RL__ENVELOPE__BODY_HEARTBEAT) {
+            rl__envelope__free_unpacked(got, NULL);
+            continue;
+        }
+        break;
+    } while (1);
+    *ctx_out = ctx;
+    *sock_out = sock;
+    return got;
+}
+
+static void s_end_worker(pid_t pid, void *ctx, void *sock)
+{
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    zmq_close(sock);
+    zmq_ctx_term(ctx);
+}
+
+static int s_has_method(const Rl__Ready *r, const char *name)
+{
+    for (size_t i = 0; i < r->n_methods; i++)
+        if (strcmp(r->methods[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+static void test_worker_ready_lists_served_methods(void **state)
+{
+    (void)state;
+    pid_t pid;
+    void *ctx, *sock;
+    Rl__Envelope *got = s_configure_worker("{\"world_size\": 1, \"rank\": 0}", 200, &pid, &ctx, &sock);
+    assert_non_null(got);
+    assert_int_equal(got->body_case, RL__ENVELOPE__BODY_READY);
+    assert_int_equal(got->ready->n_methods, 1);
+    assert_string_equal(got->ready->methods[0], "compute_reward");
+    rl__envelope__free_unpacked(got, NULL);
+    s_end_worker(pid, ctx, sock);
+
+    got = s_configure_worker("{\"world_size\": 1, \"rank\": 0, \"test_methods\": true}", 200,
+                             &pid, &ctx, &sock);
+    assert_non_null(got);
+    assert_int_equal(got->body_case, RL__ENVELOPE__BODY_READY);
+    assert_true(s_has_method(got->ready, "compute_reward"));
+    assert_true(s_has_method(got->ready, "echo"));
+    assert_true(s_has_method(got->ready, "coll_check"));
+    assert_int_equal(got->ready->n_methods, 14);
+    rl__envelope__free_unpacked(got, NULL);
+    s_end_worker(pid, ctx, sock);
+
+    /* numbers from the driver are checked before use */
+    static const char *const bad[] = {
+        "{\"world_size\": 0, \"rank\": 0}",
+        "{\"world_size\": 2, \"rank\": 5}",
+        "{\"world_size\": 2, \"rank\": 1}",
+        "{\"world_size\": 1, \"test_methods\": 3}",
+        "{\"world_size\": 9999999999}",
+    };
+    static const char *const why[] = {
+        "CONFIGURE: extra.world_size must be an integer in [1, 1048576]",
+        "CONFIGURE: extra.rank must be an integer in [0, 1]",
+        "CONFIGURE for rank 1 sent to reward/0",
+        "CONFIGURE: extra.test_methods must be a boolean",
+        "CONFIGURE: extra.world_size must be an integer in [1, 1048576]",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        got = s_configure_worker(bad[i], 200, &pid, &ctx, &sock);
+        assert_non_null(got);
+        assert_int_equal(got->body_case, RL__ENVELOPE__BODY_ERROR);
+        assert_string_equal(got->error->message, why[i]);
+        rl__envelope__free_unpacked(got, NULL);
+        s_end_worker(pid, ctx, sock);
+    }
+    got = s_configure_worker("{}", 4000000000u, &pid, &ctx, &sock);
+    assert_non_null(got);
+    assert_int_equal(got->body_case, RL__ENVELOPE__BODY_ERROR);
+    assert_string_equal(got->error->message, "CONFIGURE: heartbeat 4000000000 ms x 3 is out of range");
+    rl__envelope__free_unpacked(got, NULL);
+    s_end_worker(pid, ctx, sock);
+}
+
 static pid_t s_spawn_worker(const char *role, int rank, const char *endpoint, const char *give_up)
 {
     pid_t pid = fork();
@@ -539,6 +706,8 @@ int main(void)
         cmocka_unit_test_teardown(test_worker_gives_up_without_driver, s_teardown),
         cmocka_unit_test_teardown(test_roles_started_by_name, s_teardown),
         cmocka_unit_test_teardown(test_usage_exit_is_fatal, s_teardown),
+        cmocka_unit_test_teardown(test_production_worker_has_no_test_methods, s_teardown),
+        cmocka_unit_test(test_worker_ready_lists_served_methods),
     };
     return cmocka_run_group_tests_name("runtime", tests, NULL, NULL);
 }
