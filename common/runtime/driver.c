@@ -333,6 +333,16 @@ rl_driver *rl_driver_new(const rl_driver_options *opt)
         return NULL;
     }
     d->sync_init = 1;
+    /* CONFIGURE's job tree and its file:line:col, made once for every worker */
+    if (d->opt.job) {
+        d->config_json = rl_config_to_json(d->opt.job, "");
+        d->locations_json = d->config_json ? rl_config_locations_json(d->opt.job) : NULL;
+        if (!d->locations_json) {
+            rl_error_wrap(rl_error_code(), "driver: the job tree for CONFIGURE");
+            s_destroy(d);
+            return NULL;
+        }
+    }
     if (s_loop_init(d)) {
         s_close_io(d);
         s_destroy(d);

@@ -81,31 +81,34 @@ static rl_drv_slot *s_slot_by_id(rl_driver *d, const unsigned char *id, size_t l
     return NULL;
 }
 
-/* CONFIGURE answers HELLO: the job tree as JSON, heartbeat settings and
- * the slot's place in its group. */
+/* CONFIGURE answers HELLO: the job tree as JSON with its locations,
+ * heartbeat settings, the slot's place in its group and whether the test
+ * methods are served. */
 static void s_send_configure(rl_drv_slot *s)
 {
     rl_driver *d = s->d;
     rl_group *g = &d->groups[s->group];
-    /* the whole job tree: a role reads its own `<role>.*` subtree and shared
-     * sections such as `model.*` */
-    char *cfg = d->opt.job ? rl_config_to_json(d->opt.job, "") : NULL;
     json_t *extra = json_pack("{s:i, s:i, s:s, s:b}", "world_size", g->size, "rank", s->rank,
                               "driver_endpoint", d->endpoint, "test_methods",
                               d->opt.test_methods != 0);
     Rl__Value *extra_v = extra ? rl_value_from_json(extra) : NULL;
     json_decref(extra);
-    if ((d->opt.job && !cfg) || !extra_v) {
+    if (!extra_v) {
         /* the worker times out waiting and is restarted; say why */
         rl_log_error("CONFIGURE for %s: out of memory", s->label);
-        rl_value_free(extra_v);
-        free(cfg);
         return;
     }
     Rl__Envelope env = RL__ENVELOPE__INIT;
     Rl__Configure c = RL__CONFIGURE__INIT;
-    c.config.data = (uint8_t *)(cfg ? cfg : "{}");
+    /* the whole job tree: a role reads its own `<role>.*` subtree and shared
+     * sections such as `model.*`; with the locations its checks can name
+     * job.yaml:line:col */
+    c.config.data = (uint8_t *)(d->config_json ? d->config_json : "{}");
     c.config.len = strlen((const char *)c.config.data);
+    if (d->locations_json) {
+        c.locations.data = (uint8_t *)d->locations_json;
+        c.locations.len = strlen(d->locations_json);
+    }
     c.config_format = "json";
     c.heartbeat_ms = (uint32_t)d->interval_ms;
     c.liveness = (uint32_t)d->liveness;
@@ -115,7 +118,6 @@ static void s_send_configure(rl_drv_slot *s)
     if (rl_drv_send(s, &env, NULL))
         rl_log_error("CONFIGURE for %s: %s", s->label, rl_error_message());
     rl_value_free(extra_v);
-    free(cfg);
 }
 
 /* HELLO: every field is checked against the slots of this job before it is

@@ -352,7 +352,8 @@ static int s_extra_int(const json_t *extra, const char *key, int def, int lo, in
     return RL_OK;
 }
 
-/* Parses the job tree of the first CONFIGURE (and its locations). */
+/* Parses the job tree of the first CONFIGURE and applies its locations, so
+ * that a role's config errors name the job file, not "<driver config>". */
 static rl_config *s_parse_config(const Rl__Configure *c)
 {
     if (c->config_format && c->config_format[0] && strcmp(c->config_format, "json") != 0 &&
@@ -364,6 +365,10 @@ static rl_config *s_parse_config(const Rl__Configure *c)
                          ? rl_config_parse_string((const char *)c->config.data, c->config.len,
                                                   "<driver config>")
                          : rl_config_new("<driver config>");
+    /* file:line:col of the job file (best effort: the values are what count) */
+    if (cfg && c->locations.len &&
+        rl_config_apply_locations(cfg, (const char *)c->locations.data, c->locations.len))
+        rl_log_warn("CONFIGURE: config locations ignored: %s", rl_error_message());
     return cfg;
 }
 

@@ -1,6 +1,7 @@
 /* test_runtime.c — driver + real rl-worker processes over real sockets:
  * dispatch modes, kill -9 and hang detection with restart, restart limits,
  * protocol mismatch, unknown peers, external waits, a worker giving up. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -21,6 +22,7 @@
 #include "rlrt/runtime/driver.h"
 #include "rlrt/runtime/msg.h"
 #include "rlrt/runtime/value.h"
+#include "rlrt/runtime/worker.h"
 #include "rlrt/wire.h"
 
 static char s_worker[512];
@@ -636,6 +638,67 @@ static void test_worker_ready_lists_served_methods(void **state)
     s_end_worker(pid, ctx, sock);
 }
 
+/* D: CONFIGURE carries the file:line:col of the job tree, so a role's
+ * config check at init names the job file. The worker runs in this
+ * process (a thread) with a role whose init range-checks a key. */
+static int s_probe_init(rl_worker_ctx *ctx)
+{
+    int64_t depth;
+    return rl_config_get_int_in(ctx->config, "probe.depth", 1, 100, &depth);
+}
+
+static const rl_worker_role s_probe_role = {"probe", NULL, s_probe_init, NULL};
+
+typedef struct {
+    rl_worker_options opt;
+    int rc;
+} s_probe;
+
+static void *s_probe_main(void *arg)
+{
+    s_probe *p = arg;
+    p->rc = rl_worker_run(&p->opt, &s_probe_role);
+    return NULL;
+}
+
+/* Runs the probe role against a driver with `job`; returns the start error. */
+static void s_probe_start(rl_config *job, const char *want)
+{
+    rl_driver_options o = {.job = job};
+    s_job *j = s_start_opt("{probe: {count: 1, node: ext}}", 0, 0, &o);
+    s_probe p = {.opt = {.role = "probe", .rank = 0, .driver = rl_driver_endpoint(j->d),
+                         .node = "here", .heartbeat_ms = 100, .give_up_ms = 5000}};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, s_probe_main, &p), 0);
+    int rc = rl_driver_start(j->d);
+    pthread_join(th, NULL);
+    assert_int_equal(rc, RL_ESTATE);
+    assert_string_equal(rl_error_message(), want);
+    assert_int_equal(p.rc, RL_WORKER_EXIT_ERROR); /* init failed: the worker exits 1 */
+    s_stop(j);
+}
+
+static void test_configure_carries_locations(void **state)
+{
+    (void)state;
+    const char *text = "trainer:\n"
+                       "  seed: 1\n"
+                       "probe:\n"
+                       "  depth: -1\n";
+    rl_config *job = rl_config_parse_string(text, strlen(text), "job.yaml");
+    assert_non_null(job);
+    s_probe_start(job, "role probe cannot start: probe/0: job.yaml:4:10: probe.depth: must be in "
+                       "[1, 100], got -1");
+    rl_config_free(job);
+    /* an override is located at the override itself */
+    job = rl_config_load_job("probe:\n  depth: 5\n", NULL, 1,
+                             (const char *const[]){"probe.depth=1000"});
+    assert_non_null(job);
+    s_probe_start(job, "role probe cannot start: probe/0: override probe.depth=1000: probe.depth: "
+                       "must be in [1, 100], got 1000");
+    rl_config_free(job);
+}
+
 static pid_t s_spawn_worker(const char *role, int rank, const char *endpoint, const char *give_up)
 {
     pid_t pid = fork();
@@ -708,6 +771,7 @@ int main(void)
         cmocka_unit_test_teardown(test_usage_exit_is_fatal, s_teardown),
         cmocka_unit_test_teardown(test_production_worker_has_no_test_methods, s_teardown),
         cmocka_unit_test(test_worker_ready_lists_served_methods),
+        cmocka_unit_test_teardown(test_configure_carries_locations, s_teardown),
     };
     return cmocka_run_group_tests_name("runtime", tests, NULL, NULL);
 }
