@@ -132,6 +132,9 @@ static void s_on_exit(uv_process_t *p, int64_t status, int signo)
 static int s_spawn(rl_drv_slot *s)
 {
     rl_driver *d = s->d;
+    if (!d->opt.worker_binary || !*d->opt.worker_binary)
+        return rl_error_set(RL_EINVAL, "cannot start %s on node %s: no rl-worker binary given",
+                            s->label, s->node->name);
     char rank[16], hb[16], gpus[256] = "";
     snprintf(rank, sizeof rank, "%d", s->rank);
     snprintf(hb, sizeof hb, "%d", d->interval_ms);
