@@ -249,9 +249,9 @@ static void s_on_worker_error(rl_drv_slot *s, const Rl__Error *e)
         return;
     }
     rl_drv_subcall *c = rl_drv_take_subcall(s, e->call_id);
-    if (!c) {
-        rl_log_warn("%s: error for unknown call %llu dropped: %s", s->label,
-                    (unsigned long long)e->call_id, msg);
+    if (!c) { /* e.g. a call whose future already failed on another rank */
+        rl_log_debug("%s: error for unknown call %llu dropped: %s", s->label,
+                     (unsigned long long)e->call_id, msg);
         return;
     }
     /* a worker's code is an rl_status; anything else becomes RL_EPEER */
