@@ -269,6 +269,10 @@ static rl_future *s_fail_parts(rl_future *f, rl_dataproto **parts, int n)
 
 rl_future *rl_group_call(rl_group *g, const char *method, rl_dispatch mode, const rl_dataproto *in)
 {
+    if (!g) {
+        rl_error_set(RL_EINVAL, "call '%s': no group", method ? method : "");
+        return NULL;
+    }
     if (mode == RL_DISPATCH_ALL_TO_ALL) {
         rl_error_set(RL_EINVAL, "all_to_all needs one DataProto per rank: use rl_group_call_each");
         return NULL;
@@ -310,6 +314,10 @@ rl_future *rl_group_call(rl_group *g, const char *method, rl_dispatch mode, cons
 
 rl_future *rl_group_call_each(rl_group *g, const char *method, rl_dataproto *const *per_rank)
 {
+    if (!g) {
+        rl_error_set(RL_EINVAL, "call '%s': no group", method ? method : "");
+        return NULL;
+    }
     rl_future *f = s_future_new(g, method, RL_DISPATCH_ALL_TO_ALL, g->size);
     if (!f)
         return NULL;
