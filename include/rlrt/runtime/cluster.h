@@ -36,9 +36,10 @@
  * has a method table for; a cluster may list roles a given job does not use.
  *
  * Invariants (checked by rl_cluster_load): node names unique; role names
- * unique identifiers; every placement names a known node; GPU indices < that node's gpus and not
- * repeated within one rank; ranks of a role are exactly 0..count-1, each
- * once. Errors are RL_ECONFIG with "cluster.yaml:LINE:COL: path: problem".
+ * unique identifiers; every placement names a known node; GPU indices <
+ * that node's gpus and not repeated within one rank; ranks of a role are
+ * exactly 0..count-1, each once. Errors are RL_ECONFIG with
+ * "cluster.yaml:LINE:COL: path: problem".
  *
  * Ownership: rl_cluster_load()/rl_cluster_from_config() return an object
  * freed with rl_cluster_free(); all arrays and strings inside belong to it.

@@ -2,10 +2,12 @@
  * futures, heartbeats and supervision.
  *
  * Purpose: verl's RayWorkerGroup + @register dispatch modes with native
- * daemons. The driver binds a ROUTER; every (role, rank) of cluster.yaml is a
- * slot that a worker fills by saying HELLO. `local` slots are spawned with
- * uv_spawn, `ssh` slots with `ssh HOST rl-worker ...`, `external` slots are
- * waited for. A group per role offers calls in four dispatch modes:
+ * daemons. The driver binds a ROUTER; every (role, rank) of the roles the job
+ * starts (rl_driver_options.roles; roles are plain names from cluster.yaml)
+ * is a slot that a worker fills by saying HELLO. `local` slots are spawned
+ * with uv_spawn, `ssh` slots with `ssh HOST rl-worker ...`, `external` slots
+ * are waited for. A group per started role offers calls in four dispatch
+ * modes:
  *   one_to_all  the same DataProto to every rank, one result per rank;
  *   dp_compute  the batch chunked across ranks (padded when rows don't
  *               divide), replies concatenated in rank order, padding stripped;
@@ -27,8 +29,15 @@
  * exits, is dead; its in-flight calls fail with an error naming the worker
  * and the method. local/ssh workers are restarted with exponential backoff up
  * to restart.max_restarts; calls made while a rank restarts are queued and
- * sent once it is READY again. If a role cannot be restored every wait fails
- * with that message and rl_driver_fatal() is set.
+ * sent once it is READY again. If a role cannot be restored, or cannot start
+ * at all (rl-worker exits RL_WORKER_EXIT_USAGE before HELLO, or the role's
+ * init fails), every wait fails with that message and rl_driver_fatal() is
+ * set. Everything that arrives in a message (role, rank, call ids, payload
+ * flags, handler times) is checked before use.
+ *
+ * CONFIGURE: each worker gets the job tree as JSON with the file:line:col of
+ * its nodes (so a role's config errors name job.yaml), its group's size and
+ * its rank, and whether to serve its test methods.
  *
  * Ownership: rl_driver_new() borrows the cluster and job config (they must
  * outlive the driver). Futures are the caller's (rl_future_free()); results
