@@ -377,7 +377,7 @@ static void s_on_configure(s_worker *w, const Rl__Configure *c)
     json_t *extra = c->extra ? rl_value_to_json(c->extra, 0) : json_object();
     int world = 1, rank = w->ctx.rank, tests = 0, rc = RL_OK;
     if (!extra)
-        rc = rl_error_code();
+        rc = c->extra ? rl_error_code() : rl_error_set(RL_ENOMEM, "CONFIGURE: out of memory");
     else if (!json_is_object(extra))
         rc = rl_error_set(RL_EPROTO, "CONFIGURE: extra must be a map");
     if (!rc)
