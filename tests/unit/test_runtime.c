@@ -401,9 +401,27 @@ static void test_roles_started_by_name(void **state)
     (void)state;
     const char *const roles[] = {"actor", NULL};
     rl_driver_options o = {.roles = roles, .test_methods = 1};
+    /* the unstarted roles are logged once, at info, by rl_driver_new */
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *cap = tmpfile();
+    assert_non_null(cap);
+    dup2(fileno(cap), 2);
     s_job *j = s_start_opt("{actor: {count: 2, node: local}, reward: {count: 1, node: local},"
-                           " critic: {count: 1, node: local}}",
-                           0, 1, &o);
+                           " critic: {count: 3, node: local}}",
+                           0, 0, &o);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char logbuf[4096] = "";
+    rewind(cap);
+    size_t got = fread(logbuf, 1, sizeof logbuf - 1, cap);
+    logbuf[got] = '\0';
+    fclose(cap);
+    assert_msg_contains(logbuf, "INFO cluster role reward (1 rank) is not used by this job: not started");
+    assert_msg_contains(logbuf, "INFO cluster role critic (3 ranks) is not used by this job: not started");
+    if (rl_driver_start(j->d))
+        fail_msg("start: %s", rl_error_message());
     assert_int_equal(rl_driver_group_count(j->d), 1);
     rl_group *g = rl_driver_group_at(j->d, 0);
     assert_non_null(g);
