@@ -111,7 +111,8 @@ int main(void)
     rl_cluster *cl = rl_cluster_from_config(cfg);
     rl_log_set_level(RL_LOG_WARN);
     rl_driver_options opt = {.cluster = cl, .worker_binary = worker,
-                             .bind_override = "tcp://127.0.0.1:*", .worker_log_level = "warn"};
+                             .bind_override = "tcp://127.0.0.1:*", .worker_log_level = "warn",
+                             .test_methods = 1}; /* echo is a test method */
     rl_driver *d = rl_driver_new(&opt);
     if (!d || rl_driver_start(d)) {
         fprintf(stderr, "bench_runtime: %s\n", rl_error_message());

@@ -181,8 +181,11 @@ int main(int argc, char **argv)
     rl_log_info("recipe %s, cluster %s:\n%s", recipe->name, cluster_path, table ? table : "");
     free(table);
 
+    /* the recipe says which cluster roles it calls and whether the workers
+     * serve the selftest's test methods */
     rl_driver_options opt = {.cluster = cl, .job = job, .worker_binary = worker,
-                             .bind_override = bind, .worker_log_level = level};
+                             .bind_override = bind, .worker_log_level = level,
+                             .roles = recipe->roles, .test_methods = recipe->test_methods};
     rl_driver *d = rl_driver_new(&opt);
     if (!d) {
         rl_log_error("%s", rl_error_message());

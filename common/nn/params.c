@@ -96,15 +96,3 @@ float *rl_param_buffer_new(int64_t n)
 }
 
 void rl_param_buffer_free(float *p) { free(p); }
-
-void rl_param_shard_range(int64_t total, int world, int rank, int64_t *begin, int64_t *end)
-{
-    int64_t per = (total + world - 1) / world;
-    int64_t b = per * rank, e = b + per;
-    if (b > total)
-        b = total;
-    if (e > total)
-        e = total;
-    *begin = b;
-    *end = e;
-}

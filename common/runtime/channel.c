@@ -47,7 +47,12 @@ static rl_channel *s_channel_new(void)
         return NULL;
     }
     ch->ctx = zmq_ctx_new();
-    ch->sock = zmq_socket(ch->ctx, ZMQ_PAIR);
+    ch->sock = ch->ctx ? zmq_socket(ch->ctx, ZMQ_PAIR) : NULL;
+    if (!ch->sock) {
+        rl_error_set(RL_EIO, "channel: cannot create a socket: %s", zmq_strerror(zmq_errno()));
+        rl_channel_free(ch);
+        return NULL;
+    }
     int linger = 0;
     zmq_setsockopt(ch->sock, ZMQ_LINGER, &linger, sizeof linger);
     return ch;
@@ -109,8 +114,10 @@ void rl_channel_free(rl_channel *ch)
 {
     if (!ch)
         return;
-    zmq_close(ch->sock);
-    zmq_ctx_term(ch->ctx);
+    if (ch->sock)
+        zmq_close(ch->sock);
+    if (ch->ctx)
+        zmq_ctx_term(ch->ctx);
     free(ch);
 }
 
@@ -160,7 +167,12 @@ rl_weight_sender *rl_weight_sender_new(const char *bind, size_t bucket_bytes)
     }
     s->bucket_bytes = bucket_bytes ? bucket_bytes : (size_t)4 << 20;
     s->ctx = zmq_ctx_new();
-    s->sock = zmq_socket(s->ctx, ZMQ_ROUTER);
+    s->sock = s->ctx ? zmq_socket(s->ctx, ZMQ_ROUTER) : NULL;
+    if (!s->sock) {
+        rl_error_set(RL_EIO, "weight sender: cannot create a socket: %s", zmq_strerror(zmq_errno()));
+        rl_weight_sender_free(s);
+        return NULL;
+    }
     int linger = 0, hwm = 0, mandatory = 1;
     zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(s->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
@@ -184,6 +196,8 @@ static int s_read_have(rl_weight_sender *s)
     int idn = zmq_recv(s->sock, id, sizeof id, 0);
     if (idn < 0)
         return s_zerr("weight sender receive");
+    if (idn == 0 || idn > (int)sizeof id) /* zmq_recv reports the untruncated size */
+        idn = -1;
     s_have h;
     int n = zmq_recv(s->sock, &h, sizeof h, 0);
     int more = 0;
@@ -196,7 +210,7 @@ static int s_read_have(rl_weight_sender *s)
         zmq_msg_close(&m);
         zmq_getsockopt(s->sock, ZMQ_RCVMORE, &more, &ml);
     }
-    if (n != (int)sizeof h || h.magic != S_MAGIC_HAVE)
+    if (idn < 0 || n != (int)sizeof h || h.magic != S_MAGIC_HAVE)
         return rl_error_set(RL_EPROTO, "weight sender: malformed message (%d bytes) from a receiver", n);
     for (int i = 0; i < s->n_peers; i++) {
         if (s->peers[i].id_len == (size_t)idn && memcmp(s->peers[i].id, id, (size_t)idn) == 0) {
@@ -279,8 +293,10 @@ void rl_weight_sender_free(rl_weight_sender *s)
 {
     if (!s)
         return;
-    zmq_close(s->sock);
-    zmq_ctx_term(s->ctx);
+    if (s->sock)
+        zmq_close(s->sock);
+    if (s->ctx)
+        zmq_ctx_term(s->ctx);
     free(s);
 }
 
@@ -311,12 +327,23 @@ rl_weight_receiver *rl_weight_receiver_new(const char *endpoint, int64_t count)
     r->count = count;
     r->active = calloc((size_t)(count ? count : 1), sizeof(float));
     r->staging = calloc((size_t)(count ? count : 1), sizeof(float));
+    if (!r->active || !r->staging) {
+        rl_error_set(RL_ENOMEM, "weight receiver: %lld floats: out of memory", (long long)count);
+        rl_weight_receiver_free(r);
+        return NULL;
+    }
     r->ctx = zmq_ctx_new();
-    r->sock = zmq_socket(r->ctx, ZMQ_DEALER);
+    r->sock = r->ctx ? zmq_socket(r->ctx, ZMQ_DEALER) : NULL;
+    if (!r->sock) {
+        rl_error_set(RL_EIO, "weight receiver: cannot create a socket: %s",
+                     zmq_strerror(zmq_errno()));
+        rl_weight_receiver_free(r);
+        return NULL;
+    }
     int linger = 0, hwm = 0;
     zmq_setsockopt(r->sock, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(r->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    if (!r->active || !r->staging || zmq_connect(r->sock, endpoint) != 0 || s_send_have(r)) {
+    if (zmq_connect(r->sock, endpoint) != 0 || s_send_have(r)) {
         rl_error_set(RL_EIO, "weight receiver cannot connect to %s", endpoint);
         rl_weight_receiver_free(r);
         return NULL;
@@ -353,11 +380,15 @@ int rl_weight_recv_poll(rl_weight_receiver *r, int timeout_ms)
             return rl_error_set(RL_ESHAPE, "weight channel: sender has %llu floats, receiver expects %lld",
                                 (unsigned long long)h.total, (long long)r->count);
         }
+        /* every bucket holds at least one float (one empty bucket for an
+         * empty buffer), so n_buckets <= max(count, 1) bounds what we allocate */
         if (!bad)
-            bad = h.n_buckets == 0 || h.index >= h.n_buckets || h.offset > (uint64_t)r->count ||
-                  h.count > (uint64_t)r->count - h.offset ||
+            bad = h.n_buckets == 0 || h.index >= h.n_buckets ||
+                  (uint64_t)h.n_buckets > (r->count > 1 ? (uint64_t)r->count : 1) ||
+                  h.offset > (uint64_t)r->count || h.count > (uint64_t)r->count - h.offset ||
                   zmq_msg_size(&data) != h.count * sizeof(float);
         if (bad) {
+            int well_formed = n == (int)sizeof h && h.magic == S_MAGIC_BUCKET;
             zmq_msg_close(&data);
             while (more) {
                 zmq_msg_init(&data);
@@ -365,6 +396,12 @@ int rl_weight_recv_poll(rl_weight_receiver *r, int timeout_ms)
                 zmq_msg_close(&data);
                 zmq_getsockopt(r->sock, ZMQ_RCVMORE, &more, &ml);
             }
+            if (well_formed)
+                return rl_error_set(RL_EPROTO,
+                                    "weight channel: malformed bucket %u of %u (offset %llu, %llu "
+                                    "floats of %lld)",
+                                    h.index, h.n_buckets, (unsigned long long)h.offset,
+                                    (unsigned long long)h.count, (long long)r->count);
             return rl_error_set(RL_EPROTO, "weight channel: malformed bucket");
         }
         if (h.version <= r->active_version) { /* stale */
@@ -374,6 +411,12 @@ int rl_weight_recv_poll(rl_weight_receiver *r, int timeout_ms)
         if (h.version != r->staging_version) { /* a new version starts */
             free(r->got);
             r->got = calloc(h.n_buckets, 1);
+            if (!r->got) {
+                zmq_msg_close(&data);
+                r->n_buckets = r->n_got = 0;
+                r->staging_version = 0;
+                return rl_error_set(RL_ENOMEM, "weight channel: out of memory");
+            }
             r->n_buckets = h.n_buckets;
             r->n_got = 0;
             r->staging_version = h.version;

@@ -8,25 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const s_role_names[RL_ROLE_COUNT] = {"rollout", "actor", "env",
-                                                        "reward"};
-
-const char *rl_role_name(rl_role r)
-{
-    return (unsigned)r < RL_ROLE_COUNT ? s_role_names[r] : "?";
-}
-
-int rl_role_parse(const char *name, rl_role *out)
-{
-    for (int i = 0; i < RL_ROLE_COUNT; i++)
-        if (strcmp(name, s_role_names[i]) == 0) {
-            *out = (rl_role)i;
-            return RL_OK;
-        }
-    return rl_error_set(RL_EINVAL, "unknown role '%s' (allowed: rollout, actor, env, reward)",
-                        name);
-}
-
 const char *rl_launch_mode_name(rl_launch_mode m)
 {
     switch (m) {
@@ -223,8 +204,7 @@ static int s_node_ref(const rl_cluster *cl, const rl_config_node *v, int *out)
     return RL_OK;
 }
 
-static int s_read_role(rl_cluster *cl, rl_role role, const rl_config_node *r,
-                       rl_placement *out)
+static int s_read_role(rl_cluster *cl, int role, const rl_config_node *r, rl_placement *out)
 {
     static const char *const keys[] = {"count", "placement", "node", NULL};
     static const char *const pkeys[] = {"rank", "node", "gpus", NULL};
@@ -306,6 +286,19 @@ static int s_read_role(rl_cluster *cl, rl_role role, const rl_config_node *r,
     return rc;
 }
 
+/* A role name is an identifier: [a-z][a-z0-9_]*, shorter than the field. */
+static int s_role_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n >= RL_CLUSTER_NAME_MAX || !(name[0] >= 'a' && name[0] <= 'z'))
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '0' && name[i] <= '9') ||
+              name[i] == '_'))
+            return 0;
+    return 1;
+}
+
 static int s_read_roles(rl_cluster *cl, const rl_config_node *root)
 {
     const rl_config_node *roles = s_need(root, "roles");
@@ -314,44 +307,55 @@ static int s_read_roles(rl_cluster *cl, const rl_config_node *root)
     if (rl_config_node_kind(roles) != RL_CONFIG_MAP)
         return rl_config_node_error(roles, RL_ECONFIG, "expected a map of roles");
     size_t n = rl_config_node_len(roles);
-    const rl_config_node *by_role[RL_ROLE_COUNT] = {0};
-    int total = 0;
+    if (n > 1024)
+        return rl_config_node_error(roles, RL_ECONFIG, "%zu roles; at most 1024", n);
+    cl->roles = calloc(n ? n : 1, sizeof *cl->roles);
+    if (!cl->roles)
+        return rl_error_set(RL_ENOMEM, "cluster: out of memory");
+    int64_t total = 0;
     for (size_t i = 0; i < n; i++) {
         const char *name = rl_config_node_key(roles, i);
-        rl_role r;
-        if (rl_role_parse(name, &r))
+        int line = rl_config_node_key_line(roles, i), col = rl_config_node_key_column(roles, i);
+        if (!s_role_name_ok(name))
             return rl_error_set(RL_ECONFIG,
-                                "%s:%d:%d: roles.%s: unknown role '%s' (allowed: rollout, "
-                                "actor, env, reward)",
-                                rl_config_node_file(roles), rl_config_node_key_line(roles, i),
-                                rl_config_node_key_column(roles, i), name, name);
+                                "%s:%d:%d: roles.%s: invalid role name '%s' (expected "
+                                "[a-z][a-z0-9_]*, at most %d characters)",
+                                rl_config_node_file(roles), line, col, name, name,
+                                RL_CLUSTER_NAME_MAX - 1);
+        int dup = rl_cluster_role_index(cl, name);
+        if (dup >= 0)
+            return rl_error_set(RL_ECONFIG, "%s:%d:%d: roles.%s: duplicate role (first at line %d)",
+                                rl_config_node_file(roles), line, col, name, cl->roles[dup].line);
         const rl_config_node *rn = rl_config_node_item(roles, i);
         if (rl_config_node_kind(rn) != RL_CONFIG_MAP)
             return rl_config_node_error(rn, RL_ECONFIG, "expected a map with 'count'");
         const rl_config_node *cn = s_need(rn, "count");
-        int count = 0;
-        int rc;
+        int count = 0, rc;
         if (!cn)
             return RL_ECONFIG;
         if ((rc = s_int_range(cn, 0, 1 << 20, &count)))
             return rc;
-        by_role[r] = rn;
-        cl->role_count[r] = count;
+        rl_cluster_role *r = &cl->roles[i];
+        memcpy(r->name, name, strlen(name) + 1);
+        r->count = count;
+        r->line = line;
+        cl->n_roles = (int)i + 1;
         total += count;
     }
+    if (total > (1 << 20))
+        return rl_config_node_error(roles, RL_ECONFIG, "%lld ranks in all; at most %d",
+                                    (long long)total, 1 << 20);
     cl->placements = calloc((size_t)total + 1, sizeof *cl->placements);
     if (!cl->placements)
         return rl_error_set(RL_ENOMEM, "cluster: out of memory");
     int at = 0;
-    for (int r = 0; r < RL_ROLE_COUNT; r++) {
-        if (!by_role[r])
-            continue;
-        int rc = s_read_role(cl, (rl_role)r, by_role[r], cl->placements + at);
+    for (int r = 0; r < cl->n_roles; r++) {
+        int rc = s_read_role(cl, r, rl_config_node_item(roles, (size_t)r), cl->placements + at);
         if (rc)
             return rc;
-        at += cl->role_count[r];
+        at += cl->roles[r].count;
     }
-    cl->n_placements = total;
+    cl->n_placements = (int)total;
     return RL_OK;
 }
 
@@ -456,25 +460,42 @@ void rl_cluster_free(rl_cluster *cl)
     if (!cl)
         return;
     free(cl->nodes);
+    free(cl->roles);
     free(cl->placements);
     free(cl);
 }
 
-const rl_placement *rl_cluster_find(const rl_cluster *cl, rl_role role, int rank)
+int rl_cluster_role_index(const rl_cluster *cl, const char *name)
 {
+    for (int i = 0; cl && name && i < cl->n_roles; i++)
+        if (strcmp(cl->roles[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+const rl_placement *rl_cluster_find(const rl_cluster *cl, const char *role, int rank)
+{
+    int r = rl_cluster_role_index(cl, role);
+    if (r < 0)
+        return NULL;
     for (int i = 0; i < cl->n_placements; i++)
-        if (cl->placements[i].role == role && cl->placements[i].rank == rank)
+        if (cl->placements[i].role == r && cl->placements[i].rank == rank)
             return &cl->placements[i];
     return NULL;
 }
 
 char *rl_cluster_table(const rl_cluster *cl)
 {
-    size_t cap = 128 + (size_t)cl->n_placements * (RL_CLUSTER_ADDR_MAX + 400);
+    int w = 8; /* the role column fits the longest name */
+    for (int r = 0; r < cl->n_roles; r++)
+        if ((int)strlen(cl->roles[r].name) > w)
+            w = (int)strlen(cl->roles[r].name);
+    size_t line_max = (size_t)w + RL_CLUSTER_NAME_MAX + RL_CLUSTER_ADDR_MAX + 450;
+    size_t cap = line_max * ((size_t)cl->n_placements + 1);
     char *out = malloc(cap);
     if (!out)
         return rl_error_set(RL_ENOMEM, "cluster: out of memory"), NULL;
-    size_t len = (size_t)snprintf(out, cap, "%-8s %4s  %-16s %-24s %-8s %s\n", "role", "rank",
+    size_t len = (size_t)snprintf(out, cap, "%-*s %4s  %-16s %-24s %-8s %s\n", w, "role", "rank",
                                   "node", "address", "launch", "gpus");
     for (int i = 0; i < cl->n_placements; i++) {
         const rl_placement *p = &cl->placements[i];
@@ -483,8 +504,8 @@ char *rl_cluster_table(const rl_cluster *cl)
         size_t g = 0;
         for (int k = 0; k < p->ngpus; k++)
             g += (size_t)snprintf(gpus + g, sizeof gpus - g, "%s%d", k ? "," : "", p->gpus[k]);
-        len += (size_t)snprintf(out + len, cap - len, "%-8s %4d  %-16s %-24s %-8s %s\n",
-                                rl_role_name(p->role), p->rank, nd->name, nd->address,
+        len += (size_t)snprintf(out + len, cap - len, "%-*s %4d  %-16s %-24s %-8s %s\n", w,
+                                cl->roles[p->role].name, p->rank, nd->name, nd->address,
                                 rl_launch_mode_name(nd->launch), gpus);
     }
     return out;

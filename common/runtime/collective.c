@@ -3,7 +3,6 @@
 #include "rlrt/runtime/collective.h"
 
 #include "rlrt/error.h"
-#include "rlrt/nn/params.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -33,6 +32,19 @@ struct rl_comm {
     char right_ep[S_EP_MAX + 32];
     char ctl_ep[S_EP_MAX + 32]; /* rank 0: the rendezvous endpoint it bound */
 };
+
+void rl_shard_range(int64_t total, int world, int rank, int64_t *begin, int64_t *end)
+{
+    if (total < 0 || world < 1 || rank < 0 || rank >= world) {
+        *begin = *end = 0;
+        return;
+    }
+    /* unsigned: per * rank + per <= total + 2 * world cannot wrap */
+    uint64_t t = (uint64_t)total, per = t / (uint64_t)world + (t % (uint64_t)world != 0);
+    uint64_t b = per * (uint64_t)rank, e = b + per;
+    *begin = (int64_t)(b < t ? b : t);
+    *end = (int64_t)(e < t ? e : t);
+}
 
 void rl_comm_options_default(rl_comm_options *o)
 {
@@ -493,8 +505,8 @@ static int s_ring_reduce(rl_comm *c, const float *send, float *dst, int64_t coun
 {
     const int W = c->world, r = c->rank;
     int64_t b, e, mb, me;
-    rl_param_shard_range(count, W, r, &mb, &me);
-    rl_param_shard_range(count, W, s_mod(r - 1, W), &b, &e);
+    rl_shard_range(count, W, r, &mb, &me);
+    rl_shard_range(count, W, s_mod(r - 1, W), &b, &e);
     for (int64_t off = b; off < e; off += c->seg) {
         int64_t n = e - off < c->seg ? e - off : c->seg;
         int rc = s_send_copy(c, send + off, (size_t)n * sizeof(float), name);
@@ -505,7 +517,7 @@ static int s_ring_reduce(rl_comm *c, const float *send, float *dst, int64_t coun
     for (int s = 0; s <= W - 2; s++) {
         int chunk = s_mod(r - s - 2, W);
         int final = s == W - 2;
-        rl_param_shard_range(count, W, chunk, &b, &e);
+        rl_shard_range(count, W, chunk, &b, &e);
         for (int64_t off = b; off < e; off += c->seg) {
             int64_t n = e - off < c->seg ? e - off : c->seg;
             size_t bytes = (size_t)n * sizeof(float);
@@ -545,7 +557,7 @@ static int s_ring_gather(rl_comm *c, float *full, int64_t count, const char *nam
     const int W = c->world, r = c->rank;
     for (int s = 0; s <= W - 2; s++) {
         int64_t b, e;
-        rl_param_shard_range(count, W, s_mod(r - s - 1, W), &b, &e);
+        rl_shard_range(count, W, s_mod(r - s - 1, W), &b, &e);
         for (int64_t off = b; off < e; off += c->seg) {
             int64_t n = e - off < c->seg ? e - off : c->seg;
             size_t bytes = (size_t)n * sizeof(float);
@@ -619,7 +631,7 @@ int rl_comm_all_reduce(rl_comm *c, const float *sendbuf, float *recvbuf, int64_t
         return RL_OK; /* the sum and the mean of one value are the value */
     }
     int64_t b, e;
-    rl_param_shard_range(count, c->world, c->rank, &b, &e);
+    rl_shard_range(count, c->world, c->rank, &b, &e);
     if ((rc = s_ring_reduce(c, sendbuf, recvbuf + b, count, op, 1, name)))
         return rc;
     return s_ring_gather(c, recvbuf, count, name);
@@ -630,7 +642,7 @@ int rl_comm_reduce_scatter(rl_comm *c, const float *sendbuf, float *recvbuf, int
 {
     const char *name = "reduce_scatter";
     int64_t b, e;
-    rl_param_shard_range(count, c->world, c->rank, &b, &e);
+    rl_shard_range(count, c->world, c->rank, &b, &e);
     int rc = s_check(c, sendbuf, e > b ? recvbuf : sendbuf, count, name);
     if (rc)
         return rc;
@@ -646,7 +658,7 @@ int rl_comm_all_gather(rl_comm *c, const float *sendbuf, float *recvbuf, int64_t
 {
     const char *name = "all_gather";
     int64_t b, e;
-    rl_param_shard_range(count, c->world, c->rank, &b, &e);
+    rl_shard_range(count, c->world, c->rank, &b, &e);
     int rc = s_check(c, e > b ? sendbuf : recvbuf, recvbuf, count, name);
     if (rc)
         return rc;

@@ -14,8 +14,11 @@ static Rl__Value *s_new_value(void)
     return v;
 }
 
+/* NULL (no message) when an allocation fails; whatever was built is freed. */
 Rl__Value *rl_value_from_json(const json_t *j)
 {
+    if (!j)
+        return NULL;
     Rl__Value *v = s_new_value();
     if (!v)
         return NULL;
@@ -42,39 +45,71 @@ Rl__Value *rl_value_from_json(const json_t *j)
         v->kind_case = RL__VALUE__KIND_STRING_VALUE;
         v->string_value.data = malloc(n ? n : 1);
         v->string_value.len = n;
+        if (!v->string_value.data) {
+            rl_value_free(v);
+            return NULL;
+        }
         if (n)
             memcpy(v->string_value.data, json_string_value(j), n);
         break;
     }
     case JSON_ARRAY: {
         Rl__ListValue *l = malloc(sizeof *l);
+        if (!l) {
+            free(v);
+            return NULL;
+        }
         rl__list_value__init(l);
-        l->n_items = json_array_size(j);
-        l->items = calloc(l->n_items ? l->n_items : 1, sizeof *l->items);
-        for (size_t i = 0; i < l->n_items; i++)
-            l->items[i] = rl_value_from_json(json_array_get(j, i));
         v->kind_case = RL__VALUE__KIND_LIST_VALUE;
         v->list_value = l;
+        size_t n = json_array_size(j);
+        l->items = calloc(n ? n : 1, sizeof *l->items);
+        if (!l->items) {
+            rl_value_free(v);
+            return NULL;
+        }
+        for (size_t i = 0; i < n; i++) {
+            l->items[i] = rl_value_from_json(json_array_get(j, i));
+            if (!l->items[i]) {
+                rl_value_free(v);
+                return NULL;
+            }
+            l->n_items = i + 1;
+        }
         break;
     }
     case JSON_OBJECT: {
         Rl__MapValue *m = malloc(sizeof *m);
+        if (!m) {
+            free(v);
+            return NULL;
+        }
         rl__map_value__init(m);
-        m->n_entries = json_object_size(j);
-        m->entries = calloc(m->n_entries ? m->n_entries : 1, sizeof *m->entries);
-        size_t i = 0;
+        v->kind_case = RL__VALUE__KIND_MAP_VALUE;
+        v->map_value = m;
+        m->entries = calloc(json_object_size(j) ? json_object_size(j) : 1, sizeof *m->entries);
+        if (!m->entries) {
+            rl_value_free(v);
+            return NULL;
+        }
         const char *key;
         json_t *val;
         json_object_foreach((json_t *)j, key, val) {
             Rl__MapEntry *e = malloc(sizeof *e);
+            if (!e) {
+                rl_value_free(v);
+                return NULL;
+            }
             rl__map_entry__init(e);
+            m->entries[m->n_entries++] = e;
             e->key.len = strlen(key);
             e->key.data = (uint8_t *)strdup(key);
             e->value = rl_value_from_json(val);
-            m->entries[i++] = e;
+            if (!e->key.data || !e->value) {
+                rl_value_free(v);
+                return NULL;
+            }
         }
-        v->kind_case = RL__VALUE__KIND_MAP_VALUE;
-        v->map_value = m;
         break;
     }
     }
@@ -88,13 +123,13 @@ void rl_value_free(Rl__Value *v)
     switch (v->kind_case) {
     case RL__VALUE__KIND_STRING_VALUE: free(v->string_value.data); break;
     case RL__VALUE__KIND_LIST_VALUE:
-        for (size_t i = 0; i < v->list_value->n_items; i++)
+        for (size_t i = 0; v->list_value->items && i < v->list_value->n_items; i++)
             rl_value_free(v->list_value->items[i]);
         free(v->list_value->items);
         free(v->list_value);
         break;
     case RL__VALUE__KIND_MAP_VALUE:
-        for (size_t i = 0; i < v->map_value->n_entries; i++) {
+        for (size_t i = 0; v->map_value->entries && i < v->map_value->n_entries; i++) {
             free(v->map_value->entries[i]->key.data);
             rl_value_free(v->map_value->entries[i]->value);
             free(v->map_value->entries[i]);
@@ -123,6 +158,8 @@ json_t *rl_value_to_json(const Rl__Value *v, int depth)
         return json_stringn_nocheck((const char *)v->string_value.data, v->string_value.len);
     case RL__VALUE__KIND_LIST_VALUE: {
         json_t *a = json_array();
+        if (!a)
+            return rl_error_set(RL_ENOMEM, "value: out of memory"), NULL;
         for (size_t i = 0; i < v->list_value->n_items; i++) {
             json_t *x = rl_value_to_json(v->list_value->items[i], depth + 1);
             if (!x) {
@@ -135,6 +172,8 @@ json_t *rl_value_to_json(const Rl__Value *v, int depth)
     }
     case RL__VALUE__KIND_MAP_VALUE: {
         json_t *o = json_object();
+        if (!o)
+            return rl_error_set(RL_ENOMEM, "value: out of memory"), NULL;
         for (size_t i = 0; i < v->map_value->n_entries; i++) {
             const Rl__MapEntry *e = v->map_value->entries[i];
             char *key = strndup((const char *)e->key.data, e->key.len);

@@ -57,6 +57,7 @@ typedef struct s_worker {
     rl_worker_options opt;
     char node[256];
     int configured;   /* CONFIGURE received at least once */
+    int serve_tests;  /* the last CONFIGURE asked for the test methods */
     int ready_sent;   /* READY sent on the current connection */
     uint64_t generation;
     uint64_t last_recv, last_send, lost_since;
@@ -183,27 +184,73 @@ static void s_send_hello(s_worker *w)
     s_send(w, &env, NULL);
 }
 
+/* ---- methods served ---------------------------------------------------------------- */
+
+static const rl_method *s_table_find(const rl_method *t, const char *name)
+{
+    for (const rl_method *m = t; m && m->name; m++)
+        if (strcmp(m->name, name) == 0)
+            return m;
+    return NULL;
+}
+
+/* The role's method, else a test method when they are served. */
+static const rl_method *s_find_method(const s_worker *w, const char *name)
+{
+    const rl_method *m = s_table_find(w->role->methods, name);
+    if (!m && w->serve_tests)
+        m = s_table_find(w->opt.test_methods, name);
+    return m;
+}
+
+/* Calls fn(name, arg) for every method served, each name once. */
+static void s_each_method(const s_worker *w, void (*fn)(const char *, void *), void *arg)
+{
+    for (const rl_method *m = w->role->methods; m && m->name; m++)
+        fn(m->name, arg);
+    if (!w->serve_tests)
+        return;
+    for (const rl_method *m = w->opt.test_methods; m && m->name; m++)
+        if (!s_table_find(w->role->methods, m->name))
+            fn(m->name, arg);
+}
+
+typedef struct {
+    char **names;
+    size_t n;
+} s_name_list;
+
+static void s_count_name(const char *name, void *arg)
+{
+    (void)name;
+    ((s_name_list *)arg)->n++;
+}
+
+static void s_add_name(const char *name, void *arg)
+{
+    s_name_list *l = arg;
+    l->names[l->n++] = (char *)name;
+}
+
 static void s_send_ready(s_worker *w)
 {
     Rl__Envelope env = RL__ENVELOPE__INIT;
     Rl__Ready r = RL__READY__INIT;
-    int n = 0;
-    for (const rl_method *m = rl_builtin_methods; m->name; m++)
-        n++;
-    for (const rl_method *m = w->role->methods; m && m->name; m++)
-        n++;
-    char **names = calloc((size_t)n, sizeof *names);
-    n = 0;
-    for (const rl_method *m = rl_builtin_methods; m->name; m++)
-        names[n++] = (char *)m->name;
-    for (const rl_method *m = w->role->methods; m && m->name; m++)
-        names[n++] = (char *)m->name;
-    r.n_methods = (size_t)n;
-    r.methods = names;
+    s_name_list l = {NULL, 0};
+    s_each_method(w, s_count_name, &l);
+    l.names = calloc(l.n ? l.n : 1, sizeof *l.names);
+    if (!l.names) {
+        s_send_error(w, 0, RL_ENOMEM, "READY: out of memory");
+        return;
+    }
+    l.n = 0;
+    s_each_method(w, s_add_name, &l);
+    r.n_methods = l.n;
+    r.methods = l.names;
     env.body_case = RL__ENVELOPE__BODY_READY;
     env.ready = &r;
     s_send(w, &env, NULL);
-    free(names);
+    free(l.names);
     w->ready_sent = 1;
 }
 
@@ -288,29 +335,74 @@ static void s_driver_lost(s_worker *w, const char *why)
 
 /* ---- incoming ----------------------------------------------------------------------------- */
 
-static const rl_method *s_find_method(const s_worker *w, const char *name)
+static void s_on_heartbeat(uv_timer_t *t);
+
+/* An integer of CONFIGURE.extra in [lo, hi]; `def` when absent. */
+static int s_extra_int(const json_t *extra, const char *key, int def, int lo, int hi, int *out)
 {
-    for (const rl_method *m = w->role->methods; m && m->name; m++)
-        if (strcmp(m->name, name) == 0)
-            return m;
-    for (const rl_method *m = rl_builtin_methods; m->name; m++)
-        if (strcmp(m->name, name) == 0)
-            return m;
-    return NULL;
+    const json_t *v = json_object_get(extra, key);
+    if (!v) {
+        *out = def;
+        return RL_OK;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return rl_error_set(RL_EPROTO, "CONFIGURE: extra.%s must be an integer in [%d, %d]", key,
+                            lo, hi);
+    *out = (int)json_integer_value(v);
+    return RL_OK;
 }
 
-static void s_on_heartbeat(uv_timer_t *t);
+/* Parses the job tree of the first CONFIGURE and applies its locations, so
+ * that a role's config errors name the job file, not "<driver config>". */
+static rl_config *s_parse_config(const Rl__Configure *c)
+{
+    if (c->config_format && c->config_format[0] && strcmp(c->config_format, "json") != 0 &&
+        strcmp(c->config_format, "yaml") != 0) {
+        rl_error_set(RL_EPROTO, "CONFIGURE: unknown config_format '%.32s'", c->config_format);
+        return NULL;
+    }
+    rl_config *cfg = c->config.len
+                         ? rl_config_parse_string((const char *)c->config.data, c->config.len,
+                                                  "<driver config>")
+                         : rl_config_new("<driver config>");
+    /* file:line:col of the job file (best effort: the values are what count) */
+    if (cfg && c->locations.len &&
+        rl_config_apply_locations(cfg, (const char *)c->locations.data, c->locations.len))
+        rl_log_warn("CONFIGURE: config locations ignored: %s", rl_error_message());
+    return cfg;
+}
 
 static void s_on_configure(s_worker *w, const Rl__Configure *c)
 {
-    rl_config *cfg = rl_config_parse_string((const char *)c->config.data, c->config.len,
-                                            "<driver config>");
-    if (!cfg) {
-        s_send_error(w, 0, rl_error_code(), rl_error_message());
+    json_t *extra = c->extra ? rl_value_to_json(c->extra, 0) : json_object();
+    int world = 1, rank = w->ctx.rank, tests = 0, rc = RL_OK;
+    if (!extra)
+        rc = c->extra ? rl_error_code() : rl_error_set(RL_ENOMEM, "CONFIGURE: out of memory");
+    else if (!json_is_object(extra))
+        rc = rl_error_set(RL_EPROTO, "CONFIGURE: extra must be a map");
+    if (!rc)
+        rc = s_extra_int(extra, "world_size", 1, 1, 1 << 20, &world);
+    if (!rc)
+        rc = s_extra_int(extra, "rank", w->ctx.rank, 0, world - 1, &rank);
+    if (!rc && rank != w->ctx.rank)
+        rc = rl_error_set(RL_EPROTO, "CONFIGURE for rank %d sent to %s/%d", rank, w->ctx.role,
+                          w->ctx.rank);
+    const json_t *t = extra ? json_object_get(extra, "test_methods") : NULL;
+    if (!rc && t && !json_is_boolean(t))
+        rc = rl_error_set(RL_EPROTO, "CONFIGURE: extra.test_methods must be a boolean");
+    tests = json_is_true(t);
+    json_decref(extra);
+    if (!rc && (c->heartbeat_ms > 3600000 || c->liveness > 1000))
+        rc = rl_error_set(RL_EPROTO, "CONFIGURE: heartbeat %u ms x %u is out of range",
+                          c->heartbeat_ms, c->liveness);
+    rl_config *cfg = NULL;
+    if (!rc && !w->configured && !(cfg = s_parse_config(c)))
+        rc = rl_error_code();
+    if (rc) {
+        rl_log_error("%s", rl_error_message());
+        s_send_error(w, 0, rc, rl_error_message());
         return;
     }
-    rl_config_free(w->ctx.config);
-    w->ctx.config = cfg;
     if (c->heartbeat_ms)
         w->opt.heartbeat_ms = (int)c->heartbeat_ms;
     if (c->liveness)
@@ -318,20 +410,37 @@ static void s_on_configure(s_worker *w, const Rl__Configure *c)
     /* restart (not just set_repeat): the new period applies at once */
     uv_timer_start(&w->hb_timer, s_on_heartbeat, (uint64_t)w->opt.heartbeat_ms,
                    (uint64_t)w->opt.heartbeat_ms);
-    json_t *extra = c->extra ? rl_value_to_json(c->extra, 0) : NULL;
-    json_t *ws = extra ? json_object_get(extra, "world_size") : NULL;
-    if (json_is_integer(ws))
-        w->ctx.world_size = (int)json_integer_value(ws);
-    json_decref(extra);
-    if (!w->configured) {
-        w->configured = 1;
-        s_task *t = calloc(1, sizeof *t);
-        t->kind = S_TASK_INIT;
-        t->generation = w->generation;
-        s_submit(w, t); /* READY goes out when init is done */
-    } else {
-        s_send_ready(w); /* reconnect: already initialised */
+    w->serve_tests = tests && w->opt.test_methods;
+    if (w->configured) {
+        s_send_ready(w); /* reconnect: already initialised with the first tree */
+        return;
     }
+    s_task *task = calloc(1, sizeof *task);
+    if (!task) {
+        rl_config_free(cfg);
+        s_send_error(w, 0, RL_ENOMEM, "CONFIGURE: out of memory");
+        return;
+    }
+    /* set before the compute thread starts using them; fixed afterwards */
+    w->ctx.config = cfg;
+    w->ctx.world_size = world;
+    w->configured = 1;
+    task->kind = S_TASK_INIT;
+    task->generation = w->generation;
+    s_submit(w, task); /* READY goes out when init is done */
+}
+
+typedef struct {
+    char *buf;
+    size_t n, size;
+} s_known;
+
+/* Appends " name" while it fits (leaving room for the closing paren). */
+static void s_known_add(const char *name, void *arg)
+{
+    s_known *k = arg;
+    if (k->n + strlen(name) + 8 < k->size)
+        k->n += (size_t)snprintf(k->buf + k->n, k->size - k->n, " %s", name);
 }
 
 static void s_on_call(s_worker *w, rl_msg *m)
@@ -343,25 +452,31 @@ static void s_on_call(s_worker *w, rl_msg *m)
         s_send_error(w, c->call_id, m->payload_error, buf);
         return;
     }
-    const rl_method *method = s_find_method(w, c->method);
+    const rl_method *method = c->method ? s_find_method(w, c->method) : NULL;
     if (!method) {
         char buf[1024];
-        int n = snprintf(buf, sizeof buf, "unknown method '%s' for role %s (known:", c->method,
-                         w->ctx.role);
-        for (const rl_method *x = w->role->methods; x && x->name && n < 900; x++)
-            n += snprintf(buf + n, sizeof buf - (size_t)n, " %s", x->name);
-        for (const rl_method *x = rl_builtin_methods; x->name && n < 900; x++)
-            n += snprintf(buf + n, sizeof buf - (size_t)n, " %s", x->name);
-        snprintf(buf + n, sizeof buf - (size_t)n, ")");
+        s_known k = {buf, 0, sizeof buf};
+        k.n = (size_t)snprintf(buf, sizeof buf, "unknown method '%.200s' for role %s (known:",
+                               c->method ? c->method : "", w->ctx.role);
+        s_each_method(w, s_known_add, &k);
+        snprintf(buf + k.n, sizeof buf - k.n, ")");
         s_send_error(w, c->call_id, RL_ENOTFOUND, buf);
         return;
     }
     s_task *t = calloc(1, sizeof *t);
+    rl_dataproto *in = m->payload ? m->payload : rl_dataproto_new();
+    if (!t || !in) {
+        free(t);
+        if (in != m->payload)
+            rl_dataproto_free(in);
+        s_send_error(w, c->call_id, RL_ENOMEM, "call: out of memory");
+        return;
+    }
     t->kind = S_TASK_CALL;
     t->call_id = c->call_id;
     t->generation = w->generation;
     t->method = method;
-    t->in = m->payload ? m->payload : rl_dataproto_new();
+    t->in = in;
     m->payload = NULL;
     if (c->args) { /* small keyword args travel as meta */
         json_t *args = rl_value_to_json(c->args, 0);
@@ -514,9 +629,15 @@ static void s_close_walk(uv_handle_t *h, void *arg)
 
 int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
 {
+    if (!opt_in || !role || !opt_in->role || !opt_in->driver || opt_in->rank < 0) {
+        rl_error_set(RL_EINVAL, "rl_worker_run: role, driver and a rank >= 0 are required");
+        return RL_WORKER_EXIT_ERROR;
+    }
     s_worker *w = calloc(1, sizeof *w);
-    if (!w)
-        return 1;
+    if (!w) {
+        rl_error_set(RL_ENOMEM, "worker: out of memory");
+        return RL_WORKER_EXIT_ERROR;
+    }
     w->opt = *opt_in;
     if (w->opt.heartbeat_ms <= 0)
         w->opt.heartbeat_ms = 1000;
@@ -528,17 +649,37 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
     w->role = role;
     if (w->opt.node && *w->opt.node)
         snprintf(w->node, sizeof w->node, "%s", w->opt.node);
-    else
-        gethostname(w->node, sizeof w->node - 1);
+    else if (gethostname(w->node, sizeof w->node - 1) != 0)
+        snprintf(w->node, sizeof w->node, "unknown");
     w->ctx.role = w->opt.role;
     w->ctx.rank = w->opt.rank;
     w->ctx.node = w->node;
     w->ctx.world_size = 1;
 
-    uv_loop_init(&w->loop);
+    int rc;
+    if ((rc = uv_loop_init(&w->loop)) != 0) {
+        rl_error_set(RL_EIO, "worker: uv_loop_init: %s", uv_strerror(rc));
+        free(w);
+        return RL_WORKER_EXIT_ERROR;
+    }
     w->zctx = zmq_ctx_new();
-    pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->cv, NULL);
+    int sync_ok = pthread_mutex_init(&w->mu, NULL) == 0;
+    if (sync_ok && pthread_cond_init(&w->cv, NULL) != 0) {
+        pthread_mutex_destroy(&w->mu);
+        sync_ok = 0;
+    }
+    if (!w->zctx || !sync_ok) {
+        rl_error_set(RL_EIO, "worker: %s", !w->zctx ? "zmq_ctx_new failed" : "mutex/condvar");
+        if (sync_ok) {
+            pthread_mutex_destroy(&w->mu);
+            pthread_cond_destroy(&w->cv);
+        }
+        if (w->zctx)
+            zmq_ctx_term(w->zctx);
+        uv_loop_close(&w->loop);
+        free(w);
+        return RL_WORKER_EXIT_ERROR;
+    }
     uv_async_init(&w->loop, &w->done_async, s_on_done);
     uv_timer_init(&w->loop, &w->hb_timer);
     uv_timer_init(&w->loop, &w->reconnect_timer);
@@ -548,12 +689,17 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
     w->sigterm.data = w->sigint.data = w;
     uv_signal_start(&w->sigterm, s_on_signal, SIGTERM);
     uv_signal_start(&w->sigint, s_on_signal, SIGINT);
-    pthread_create(&w->compute, NULL, s_compute_main, w);
-
-    if (s_connect(w)) {
+    int compute_started = 0;
+    if ((rc = pthread_create(&w->compute, NULL, s_compute_main, w)) != 0) {
+        rl_error_set(RL_EIO, "worker: cannot start the compute thread: %s", strerror(rc));
         rl_log_error("%s", rl_error_message());
-        w->exit_code = 1;
+        w->exit_code = RL_WORKER_EXIT_ERROR;
+    } else if (s_connect(w)) {
+        compute_started = 1;
+        rl_log_error("%s", rl_error_message());
+        w->exit_code = RL_WORKER_EXIT_ERROR;
     } else {
+        compute_started = 1;
         uv_timer_start(&w->hb_timer, s_on_heartbeat, (uint64_t)w->opt.heartbeat_ms,
                        (uint64_t)w->opt.heartbeat_ms);
         rl_log_info("connecting to %s", w->opt.driver);
@@ -562,17 +708,20 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
 
     /* Shut the compute thread down: fini runs after any queued call. */
     w->ctx.stop = 1;
-    s_task *fini = calloc(1, sizeof *fini);
-    fini->kind = S_TASK_FINI;
-    if (w->configured)
-        s_submit(w, fini);
-    else
-        free(fini);
-    pthread_mutex_lock(&w->mu);
-    w->compute_quit = 1;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-    pthread_join(w->compute, NULL);
+    if (compute_started) {
+        s_task *fini = w->configured ? calloc(1, sizeof *fini) : NULL;
+        if (fini) {
+            fini->kind = S_TASK_FINI;
+            s_submit(w, fini);
+        } else if (w->configured) {
+            rl_log_error("worker: out of memory: the role's fini is skipped");
+        }
+        pthread_mutex_lock(&w->mu);
+        w->compute_quit = 1;
+        pthread_cond_signal(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+        pthread_join(w->compute, NULL);
+    }
     s_on_done(&w->done_async); /* free finished tasks; replies are best effort */
     pthread_mutex_lock(&w->mu);
     for (s_task *t; (t = s_pop(&w->todo));) {

@@ -1,9 +1,15 @@
 /* selftest.c — the cluster check recipe (like nccl-tests for rlrt): every
- * dispatch mode on every role, uneven dp_compute, payload integrity, handler
- * errors, unknown methods, overlapped asynchronous calls, every collective
- * (verified exactly), a versioned weight-channel transfer actor -> rollout and
- * a direct env <-> rollout data channel; prints a table and fails if any check
- * fails. `selftest.rounds=N` repeats it (the weight version grows per round). */
+ * dispatch mode on every started role, uneven dp_compute, payload integrity,
+ * handler errors, unknown methods, overlapped asynchronous calls, every
+ * collective (verified exactly), a versioned weight-channel transfer
+ * (selftest.weight_roles, default actor -> rollout) and a direct data
+ * channel (selftest.channel_roles, default rollout <-> reward); prints a
+ * table and fails if any check fails. A check whose roles the cluster does
+ * not have is reported as SKIP with the reason, never as a pass.
+ * `selftest.rounds=N` repeats it (the weight version grows per round).
+ *
+ * The workers serve the test methods for this recipe (.test_methods = 1,
+ * workers/selftest/test_methods.h); the roles are whatever the cluster has. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,9 +18,18 @@
 #include "../recipe.h"
 #include "rlrt/rlrt.h"
 
+typedef enum { S_PASS, S_FAIL, S_SKIP } s_status;
+
 typedef struct {
-    int passed, failed;
+    int passed, failed, skipped;
 } s_tally;
+
+/* The selftest.* keys, read and range-checked before any worker starts. */
+typedef struct {
+    int64_t rounds, rows, payload_mb, sleep_ms, weight_mb, channel_steps;
+    char weight_roles[2][RL_CLUSTER_NAME_MAX];
+    char channel_roles[2][RL_CLUSTER_NAME_MAX];
+} s_opts;
 
 static double s_now_ms(void)
 {
@@ -23,27 +38,104 @@ static double s_now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static void s_report(s_tally *t, const char *check, const char *role, int ranks, int ok,
+static void s_report(s_tally *t, const char *check, const char *role, int ranks, s_status st,
                      double ms, const char *detail)
 {
-    printf("  %-30s %-8s %5d  %-4s %9.1f  %s\n", check, role, ranks, ok ? "pass" : "FAIL", ms,
-           ok ? "" : detail);
+    static const char *const names[] = {"pass", "FAIL", "SKIP"};
+    printf("  %-30s %-16s %5d  %-4s %9.1f  %s\n", check, role, ranks, names[st], ms,
+           st == S_PASS ? "" : detail);
     fflush(stdout);
-    if (ok)
+    if (st == S_PASS)
         t->passed++;
-    else
+    else if (st == S_FAIL)
         t->failed++;
+    else
+        t->skipped++;
 }
 
-/* rows × 4 f32 "x" with x[r][j] = r + j/10. */
+static s_status s_ok(int ok) { return ok ? S_PASS : S_FAIL; }
+
+/* ---- options ---------------------------------------------------------------------------- */
+
+/* A list of two different role names at `path`. */
+static int s_role_pair(const rl_config *job, const char *path, char out[2][RL_CLUSTER_NAME_MAX])
+{
+    size_t n;
+    int rc = rl_config_list_len(job, path, &n);
+    if (rc)
+        return rc;
+    char item[128];
+    if (n != 2) {
+        snprintf(item, sizeof item, "%s", path);
+        const rl_config_node *node = rl_config_node_at(rl_config_root(job), item);
+        return rl_config_node_error(node, RL_ECONFIG, "expected two role names, got %zu", n);
+    }
+    for (size_t i = 0; i < 2; i++) {
+        const char *name;
+        snprintf(item, sizeof item, "%s[%zu]", path, i);
+        if ((rc = rl_config_get_string(job, item, &name)))
+            return rc;
+        if (!*name || strlen(name) >= RL_CLUSTER_NAME_MAX)
+            return rl_config_node_error(rl_config_node_at(rl_config_root(job), item), RL_ECONFIG,
+                                        "expected a role name");
+        snprintf(out[i], RL_CLUSTER_NAME_MAX, "%s", name);
+    }
+    if (strcmp(out[0], out[1]) == 0)
+        return rl_config_node_error(rl_config_node_at(rl_config_root(job), item), RL_ECONFIG,
+                                    "the two roles must differ, got '%s' twice", out[0]);
+    return RL_OK;
+}
+
+static int s_read_opts(const rl_config *job, s_opts *o)
+{
+    int rc;
+    if ((rc = rl_config_get_int_in(job, "selftest.rounds", 1, 1000000000, &o->rounds)) ||
+        (rc = rl_config_get_int_in(job, "selftest.rows", 1, 1 << 20, &o->rows)) ||
+        (rc = rl_config_get_int_in(job, "selftest.payload_mb", 1, 1024, &o->payload_mb)) ||
+        (rc = rl_config_get_int_in(job, "selftest.sleep_ms", 1, 60000, &o->sleep_ms)) ||
+        (rc = rl_config_get_int_in(job, "selftest.weight_mb", 1, 1024, &o->weight_mb)) ||
+        (rc = rl_config_get_int_in(job, "selftest.channel_steps", 1, 1000000, &o->channel_steps)) ||
+        (rc = s_role_pair(job, "selftest.weight_roles", o->weight_roles)) ||
+        (rc = s_role_pair(job, "selftest.channel_roles", o->channel_roles)))
+        return rc;
+    return RL_OK;
+}
+
+/* Before any worker starts: a bad selftest.* value is a located error. */
+static int s_prepare(rl_config *job)
+{
+    s_opts o;
+    return s_read_opts(job, &o);
+}
+
+/* ---- checks on one role -------------------------------------------------------------------- */
+
+/* rows × cols f32 "x" with x[r][j] = r + j/10. NULL + message if out of memory. */
 static rl_dataproto *s_batch(int64_t rows, int64_t cols)
 {
     rl_dataproto *dp = rl_dataproto_new();
     int64_t shape[2] = {rows, cols};
-    float *x = rl_tensor_data(rl_dataproto_new_tensor(dp, "x", RL_F32, 2, shape));
+    rl_tensor *t = dp ? rl_dataproto_new_tensor(dp, "x", RL_F32, 2, shape) : NULL;
+    if (!t) {
+        if (!dp)
+            rl_error_set(RL_ENOMEM, "selftest: out of memory");
+        rl_dataproto_free(dp);
+        return NULL;
+    }
+    float *x = rl_tensor_data(t);
     for (int64_t i = 0; i < rows * cols; i++)
         x[i] = (float)(i / cols) + (float)(i % cols) / 10.0f;
     return dp;
+}
+
+/* A 0-row request whose meta is `meta` (taken). NULL + message on failure. */
+static rl_dataproto *s_meta(json_t *meta)
+{
+    if (!meta) {
+        rl_error_set(RL_ENOMEM, "selftest: out of memory");
+        return NULL;
+    }
+    return rl_dataproto_new_meta(meta);
 }
 
 static int s_check_add(const rl_dataproto *in, const rl_dataproto *out, double value, char *why,
@@ -52,7 +144,7 @@ static int s_check_add(const rl_dataproto *in, const rl_dataproto *out, double v
     if (!out)
         return snprintf(why, len, "no payload"), 0;
     const rl_tensor *a = rl_dataproto_tensor(in, "x"), *b = rl_dataproto_tensor(out, "x");
-    if (!b || b->numel != a->numel)
+    if (!a || !b || b->numel != a->numel || b->dtype != RL_F32)
         return snprintf(why, len, "x missing or wrong size"), 0;
     const float *pa = rl_tensor_data(a), *pb = rl_tensor_data(b);
     for (int64_t i = 0; i < a->numel; i++)
@@ -62,50 +154,65 @@ static int s_check_add(const rl_dataproto *in, const rl_dataproto *out, double v
     return 1;
 }
 
-static void s_role_checks(rl_driver *d, rl_group *g, const rl_config *job, s_tally *t)
+/* Waits for f (NULL: the call could not be made) and frees nothing. */
+static int s_wait(rl_future *f, int timeout_ms, char *why, size_t len)
+{
+    if (!f || rl_future_wait(f, timeout_ms)) {
+        snprintf(why, len, "%s", rl_error_message());
+        return 0;
+    }
+    return 1;
+}
+
+static void s_role_checks(rl_group *g, const s_opts *o, s_tally *t)
 {
     const char *role = rl_group_role(g);
     int n = rl_group_size(g);
-    char why[512];
-    int64_t rows = 37, mb = 8;
-    rl_config_get_int_or(job, "selftest.rows", 37, &rows);
-    rl_config_get_int_or(job, "selftest.payload_mb", 8, &mb);
+    char why[512] = "";
 
     /* one_to_all: every rank answers with its own rank */
     double t0 = s_now_ms();
     rl_future *f = rl_group_call(g, "whoami", RL_DISPATCH_ONE_TO_ALL, NULL);
-    int ok = f && rl_future_wait(f, 30000) == 0;
-    snprintf(why, sizeof why, "%s", rl_error_message());
+    int ok = s_wait(f, 30000, why, sizeof why);
     for (int r = 0; ok && r < n; r++) {
-        rl_dataproto *o = NULL;
-        rl_future_take_rank(f, r, &o);
-        const rl_column *c = o ? rl_dataproto_column(o, "rank") : NULL;
+        rl_dataproto *out = NULL;
+        if (rl_future_take_rank(f, r, &out)) {
+            snprintf(why, sizeof why, "%s", rl_error_message());
+            ok = 0;
+            break;
+        }
+        const rl_column *c = rl_dataproto_column(out, "rank");
         if (!c || rl_column_i64(c, 0) != r) {
-            snprintf(why, sizeof why, "rank %d answered as %lld", r, c ? (long long)rl_column_i64(c, 0) : -1LL);
+            snprintf(why, sizeof why, "rank %d answered as %lld", r,
+                     c ? (long long)rl_column_i64(c, 0) : -1LL);
             ok = 0;
         }
-        rl_dataproto_free(o);
+        rl_dataproto_free(out);
     }
     rl_future_free(f);
-    s_report(t, "one_to_all whoami", role, n, ok, s_now_ms() - t0, why);
+    s_report(t, "one_to_all whoami", role, n, s_ok(ok), s_now_ms() - t0, why);
 
     /* dp_compute with rows not divisible by the group size */
     t0 = s_now_ms();
-    rl_dataproto *in = s_batch(rows, 4);
-    json_object_set_new(rl_dataproto_meta(in), "value", json_real(0.5));
-    rl_dataproto *out = NULL;
-    ok = rl_group_call_sync(g, "add", RL_DISPATCH_DP_COMPUTE, in, &out) == 0;
-    snprintf(why, sizeof why, "%s", rl_error_message());
-    if (ok && rl_dataproto_rows(out) != rows) {
-        snprintf(why, sizeof why, "%lld rows back for %lld", (long long)rl_dataproto_rows(out), (long long)rows);
+    rl_dataproto *in = s_batch(o->rows, 4), *out = NULL;
+    ok = in != NULL;
+    if (ok)
+        json_object_set_new(rl_dataproto_meta(in), "value", json_real(0.5));
+    if (ok && rl_group_call_sync(g, "add", RL_DISPATCH_DP_COMPUTE, in, &out))
+        ok = 0;
+    if (!ok)
+        snprintf(why, sizeof why, "%s", rl_error_message());
+    if (ok && rl_dataproto_rows(out) != o->rows) {
+        snprintf(why, sizeof why, "%lld rows back for %lld", (long long)rl_dataproto_rows(out),
+                 (long long)o->rows);
         ok = 0;
     }
     ok = ok && s_check_add(in, out, 0.5, why, sizeof why);
     if (ok) { /* padded to a multiple of n, then equal chunks of ceil(rows/n) */
         const rl_column *rk = rl_dataproto_column(out, "rank");
-        int64_t per = (rows + n - 1) / n, r0 = 0;
-        for (int r = 0; ok && r < n; r++) {
-            int64_t cnt = r0 + per <= rows ? per : rows - r0;
+        int64_t per = (o->rows + n - 1) / n, r0 = 0;
+        for (int r = 0; ok && rk && r < n; r++) {
+            int64_t cnt = r0 + per <= o->rows ? per : o->rows - r0;
             for (int64_t i = r0; i < r0 + cnt; i++)
                 if (rl_column_i64(rk, i) != r) {
                     snprintf(why, sizeof why, "row %lld computed by rank %lld, expected %d",
@@ -115,273 +222,319 @@ static void s_role_checks(rl_driver *d, rl_group *g, const rl_config *job, s_tal
                 }
             r0 += cnt;
         }
+        if (!rk) {
+            snprintf(why, sizeof why, "column 'rank' missing");
+            ok = 0;
+        }
     }
     rl_dataproto_free(out);
     rl_dataproto_free(in);
-    snprintf(why + strlen(why), sizeof why - strlen(why), "%s", "");
     char label[64];
-    snprintf(label, sizeof label, "dp_compute add (%lld rows)", (long long)rows);
-    s_report(t, label, role, n, ok, s_now_ms() - t0, why);
+    snprintf(label, sizeof label, "dp_compute add (%lld rows)", (long long)o->rows);
+    s_report(t, label, role, n, s_ok(ok), s_now_ms() - t0, why);
 
     /* rank_zero echo of a large payload: bytes come back intact */
     t0 = s_now_ms();
-    int64_t cols = mb * 1024 * 1024 / 4 / 64;
+    int64_t cols = o->payload_mb * 1024 * 1024 / 4 / 64;
     in = s_batch(64, cols > 0 ? cols : 1);
-    ok = rl_group_call_sync(g, "echo", RL_DISPATCH_RANK_ZERO, in, &out) == 0;
-    snprintf(why, sizeof why, "%s", rl_error_message());
+    out = NULL;
+    ok = in && rl_group_call_sync(g, "echo", RL_DISPATCH_RANK_ZERO, in, &out) == 0;
+    if (!ok)
+        snprintf(why, sizeof why, "%s", rl_error_message());
     if (ok && !rl_dataproto_equal(in, out)) {
         snprintf(why, sizeof why, "echoed payload differs");
         ok = 0;
     }
     rl_dataproto_free(out);
     rl_dataproto_free(in);
-    snprintf(label, sizeof label, "rank_zero echo %lld MiB", (long long)mb);
-    s_report(t, label, role, 1, ok, s_now_ms() - t0, why);
+    snprintf(label, sizeof label, "rank_zero echo %lld MiB", (long long)o->payload_mb);
+    s_report(t, label, role, 1, s_ok(ok), s_now_ms() - t0, why);
 
     /* all_to_all: each rank its own batch and value */
     t0 = s_now_ms();
     rl_dataproto **per = calloc((size_t)n, sizeof *per);
-    for (int r = 0; r < n; r++) {
-        per[r] = s_batch(3 + r, 2);
-        json_object_set_new(rl_dataproto_meta(per[r]), "value", json_integer(10 * r));
-    }
-    f = rl_group_call_each(g, "add", per);
-    ok = rl_future_wait(f, 30000) == 0;
-    snprintf(why, sizeof why, "%s", rl_error_message());
+    ok = per != NULL;
     for (int r = 0; ok && r < n; r++) {
-        rl_dataproto *o = NULL;
-        rl_future_take_rank(f, r, &o);
-        ok = s_check_add(per[r], o, 10.0 * r, why, sizeof why);
-        rl_dataproto_free(o);
+        per[r] = s_batch(3 + r, 2);
+        ok = per[r] != NULL;
+        if (ok)
+            json_object_set_new(rl_dataproto_meta(per[r]), "value", json_integer(10 * r));
+    }
+    f = ok ? rl_group_call_each(g, "add", per) : NULL;
+    ok = s_wait(f, 30000, why, sizeof why);
+    for (int r = 0; ok && r < n; r++) {
+        rl_dataproto *o2 = NULL;
+        if (rl_future_take_rank(f, r, &o2)) {
+            snprintf(why, sizeof why, "%s", rl_error_message());
+            ok = 0;
+        } else {
+            ok = s_check_add(per[r], o2, 10.0 * r, why, sizeof why);
+        }
+        rl_dataproto_free(o2);
     }
     rl_future_free(f);
-    for (int r = 0; r < n; r++)
+    for (int r = 0; per && r < n; r++)
         rl_dataproto_free(per[r]);
     free(per);
-    s_report(t, "all_to_all add", role, n, ok, s_now_ms() - t0, why);
+    s_report(t, "all_to_all add", role, n, s_ok(ok), s_now_ms() - t0, why);
 
     /* a handler error comes back as an error naming the worker and method */
     t0 = s_now_ms();
     int rc = rl_group_call_sync(g, "fail", RL_DISPATCH_RANK_ZERO, NULL, NULL);
     snprintf(why, sizeof why, "%s", rc ? rl_error_message() : "call succeeded");
-    char want[128];
+    char want[160];
     snprintf(want, sizeof want, "%s/0: method 'fail' failed: fail requested on %s/0", role, role);
-    s_report(t, "handler error -> ERROR", role, 1, rc != 0 && strstr(why, want), s_now_ms() - t0, why);
+    s_report(t, "handler error -> ERROR", role, 1, s_ok(rc != 0 && strstr(why, want)),
+             s_now_ms() - t0, why);
 
     t0 = s_now_ms();
     rc = rl_group_call_sync(g, "no_such_method", RL_DISPATCH_ONE_TO_ALL, NULL, NULL);
     snprintf(why, sizeof why, "%s", rc ? rl_error_message() : "call succeeded");
-    s_report(t, "unknown method -> ERROR", role, n, rc != 0 && strstr(why, "unknown method 'no_such_method'"),
-             s_now_ms() - t0, why);
+    s_report(t, "unknown method -> ERROR", role, n,
+             s_ok(rc != 0 && strstr(why, "unknown method 'no_such_method'")), s_now_ms() - t0, why);
 }
+
+/* ---- checks across roles ---------------------------------------------------------------- */
 
 /* Calls on every role at once: the total time must be close to one call's,
  * not the sum (futures overlap roles). */
-static void s_overlap_check(rl_driver *d, const rl_config *job, s_tally *t)
+static void s_overlap_check(rl_driver *d, const s_opts *o, s_tally *t)
 {
-    int64_t ms = 300;
-    rl_config_get_int_or(job, "selftest.sleep_ms", 300, &ms);
-    rl_future *fs[RL_ROLE_COUNT] = {0};
-    int n = 0;
-    rl_dataproto *in = rl_dataproto_new();
-    rl_dataproto_set_rows(in, 0);
-    json_object_set_new(rl_dataproto_meta(in), "ms", json_integer(ms));
-    double t0 = s_now_ms();
-    const char *roles[] = {"rollout", "actor", "env", "reward"};
-    for (int r = 0; r < RL_ROLE_COUNT; r++) {
-        rl_error_clear();
-        rl_group *g = rl_driver_group(d, roles[r]);
-        if (g)
-            fs[n++] = rl_group_call(g, "sleep", RL_DISPATCH_ONE_TO_ALL, in);
-    }
-    int ok = 1;
+    int n = rl_driver_group_count(d), ok = 1, ranks = 0;
     char why[512] = "";
-    for (int i = 0; i < n; i++) {
-        if (rl_future_wait(fs[i], 30000)) {
-            ok = 0;
-            snprintf(why, sizeof why, "%s", rl_error_message());
-        }
-        rl_future_free(fs[i]);
+    rl_future **fs = calloc((size_t)(n ? n : 1), sizeof *fs);
+    rl_dataproto *in = s_meta(json_pack("{s:I}", "ms", (json_int_t)o->sleep_ms));
+    if (!fs || !in) {
+        snprintf(why, sizeof why, "%s", fs ? rl_error_message() : "out of memory");
+        ok = 0;
     }
+    double t0 = s_now_ms();
+    for (int i = 0; ok && i < n; i++) {
+        rl_group *g = rl_driver_group_at(d, i);
+        ranks += rl_group_size(g);
+        fs[i] = rl_group_call(g, "sleep", RL_DISPATCH_ONE_TO_ALL, in);
+    }
+    for (int i = 0; ok && i < n; i++) {
+        if (!s_wait(fs[i], 30000, why, sizeof why))
+            ok = 0;
+    }
+    for (int i = 0; fs && i < n; i++)
+        rl_future_free(fs[i]);
+    free(fs);
     double el = s_now_ms() - t0;
-    if (ok && n > 1 && el > 1.8 * (double)ms) {
-        snprintf(why, sizeof why, "%d roles × %lld ms took %.0f ms: not overlapped", n, (long long)ms, el);
+    if (ok && n > 1 && el > 1.8 * (double)o->sleep_ms) {
+        snprintf(why, sizeof why, "%d roles x %lld ms took %.0f ms: not overlapped", n,
+                 (long long)o->sleep_ms, el);
         ok = 0;
     }
     rl_dataproto_free(in);
     char label[64];
-    snprintf(label, sizeof label, "async overlap sleep %lld ms", (long long)ms);
-    s_report(t, label, "all", n, ok, el, why);
+    snprintf(label, sizeof label, "async overlap sleep %lld ms", (long long)o->sleep_ms);
+    if (n < 2)
+        s_report(t, label, "all", ranks, S_SKIP, el, "needs two roles; the cluster has one");
+    else
+        s_report(t, label, "all", ranks, s_ok(ok), el, why);
 }
 
-/* Every collective among the ranks of each multi-rank group, for buffer
- * sizes 0, W - 1 (smaller than the world) and an odd size. */
+/* Every collective among the ranks of each group, for buffer sizes 0,
+ * W - 1 (smaller than the world) and an odd size. */
 static void s_collective_check(rl_driver *d, s_tally *t)
 {
-    const char *roles[] = {"actor", "reward", "rollout", "env"};
-    for (int k = 0; k < 4; k++) {
-        rl_error_clear();
-        rl_group *g = rl_driver_group(d, roles[k]);
-        if (!g)
-            continue;
+    for (int k = 0; k < rl_driver_group_count(d) && !rl_driver_interrupted(d); k++) {
+        rl_group *g = rl_driver_group_at(d, k);
         int W = rl_group_size(g);
         int64_t counts[3] = {0, W - 1, 1000003};
         for (int c = 0; c < 3; c++) {
+            char label[64], why[512] = "";
+            snprintf(label, sizeof label, "collectives %lld floats", (long long)counts[c]);
             if (c == 1 && W == 1)
-                continue;
+                continue; /* W - 1 = 0: the case above */
             double t0 = s_now_ms();
-            char why[512] = "";
             /* rank 0 makes the id on its host; the driver hands it out */
-            rl_dataproto *req = rl_dataproto_new_meta(json_pack("{s:s}", "host", rl_group_address(g, 0))), *res = NULL;
-            int ok = rl_group_call_sync(g, "comm_id_create", RL_DISPATCH_RANK_ZERO, req, &res) == 0;
+            rl_dataproto *req = s_meta(json_pack("{s:s}", "host", rl_group_address(g, 0)));
+            rl_dataproto *res = NULL;
+            int ok = req && rl_group_call_sync(g, "comm_id_create", RL_DISPATCH_RANK_ZERO, req,
+                                               &res) == 0;
             rl_dataproto_free(req);
             if (ok) {
-                const char *id = json_string_value(json_object_get(rl_dataproto_meta(res), "comm_id"));
-                rl_dataproto *in = rl_dataproto_new_meta(json_pack("{s:s, s:I}", "comm_id", id ? id : "",
-                                                    "count", (json_int_t)counts[c]));
-                ok = rl_group_call_sync(g, "coll_check", RL_DISPATCH_ONE_TO_ALL, in, NULL) == 0;
+                const char *id = rl_dataproto_meta_str(res, "comm_id", NULL);
+                rl_dataproto *in = id ? s_meta(json_pack("{s:s, s:I}", "comm_id", id, "count",
+                                                         (json_int_t)counts[c]))
+                                      : NULL;
+                ok = in && rl_group_call_sync(g, "coll_check", RL_DISPATCH_ONE_TO_ALL, in, NULL) == 0;
                 rl_dataproto_free(in);
             }
             rl_dataproto_free(res);
             if (!ok)
                 snprintf(why, sizeof why, "%s", rl_error_message());
-            char label[64];
-            snprintf(label, sizeof label, "collectives %lld floats", (long long)counts[c]);
-            s_report(t, label, roles[k], W, ok, s_now_ms() - t0, why);
+            s_report(t, label, rl_group_role(g), W, s_ok(ok), s_now_ms() - t0, why);
         }
     }
 }
 
-/* actor/0 sends a versioned buffer over the weight channel to every rollout
- * rank; each checks every value and the version it switched to. */
-static void s_weight_check(rl_driver *d, const rl_config *job, int64_t version, s_tally *t)
+/* The groups of a pair of roles; a role the job lacks is a SKIP reason. */
+static int s_pair_groups(rl_driver *d, const char names[2][RL_CLUSTER_NAME_MAX], rl_group **g,
+                         char *why, size_t len)
 {
-    rl_error_clear();
-    rl_group *actor = rl_driver_group(d, "actor"), *rollout = rl_driver_group(d, "rollout");
-    if (!actor || !rollout)
+    for (int i = 0; i < 2; i++) {
+        g[i] = rl_driver_group(d, names[i]);
+        if (!g[i]) {
+            snprintf(why, len, "%s", rl_error_message());
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* weight_roles[0] rank 0 sends a versioned buffer over the weight channel
+ * to every rank of weight_roles[1]; each checks every value and the version
+ * it switched to. */
+static void s_weight_check(rl_driver *d, const s_opts *o, int64_t version, s_tally *t)
+{
+    char label[96], pair[2 * RL_CLUSTER_NAME_MAX + 2], why[512] = "";
+    snprintf(label, sizeof label, "weight channel %lld MiB v%lld", (long long)o->weight_mb,
+             (long long)version);
+    snprintf(pair, sizeof pair, "%s>%s", o->weight_roles[0], o->weight_roles[1]);
+    rl_group *g[2];
+    if (!s_pair_groups(d, o->weight_roles, g, why, sizeof why)) {
+        s_report(t, label, pair, 0, S_SKIP, 0, why);
         return;
-    int64_t mb = 16;
-    rl_config_get_int_or(job, "selftest.weight_mb", 16, &mb);
-    int64_t count = mb * 1024 * 1024 / 4;
+    }
+    rl_group *src = g[0], *dst = g[1];
+    int64_t count = o->weight_mb * 1024 * 1024 / 4;
     double t0 = s_now_ms();
-    char why[512] = "";
-    rl_dataproto *open = rl_dataproto_new_meta(json_pack("{s:s}", "host", rl_group_address(actor, 0))), *res = NULL;
-    int ok = rl_group_call_sync(actor, "weights_open", RL_DISPATCH_RANK_ZERO, open, &res) == 0;
+    rl_dataproto *open = s_meta(json_pack("{s:s}", "host", rl_group_address(src, 0))), *res = NULL;
+    int ok = open && rl_group_call_sync(src, "weights_open", RL_DISPATCH_RANK_ZERO, open, &res) == 0;
     rl_dataproto_free(open);
+    const char *ep = ok ? rl_dataproto_meta_str(res, "endpoint", NULL) : NULL;
+    if (ok && !ep)
+        ok = 0;
+    rl_dataproto *send = NULL, *recv = NULL;
+    rl_future *fs = NULL, *fr = NULL;
     if (ok) {
-        const char *ep = json_string_value(json_object_get(rl_dataproto_meta(res), "endpoint"));
-        rl_dataproto *send = rl_dataproto_new_meta(json_pack("{s:I, s:I, s:i}", "version", (json_int_t)version,
-                                              "count", (json_int_t)count, "receivers",
-                                              rl_group_size(rollout)));
-        rl_dataproto *recv = rl_dataproto_new_meta(json_pack("{s:s, s:I}", "endpoint", ep, "count", (json_int_t)count));
-        rl_future *fs = rl_group_call(actor, "weights_send", RL_DISPATCH_RANK_ZERO, send);
-        rl_future *fr = rl_group_call(rollout, "weights_recv", RL_DISPATCH_ONE_TO_ALL, recv);
-        ok = rl_future_wait(fr, 60000) == 0 && rl_future_wait(fs, 60000) == 0;
-        if (!ok)
-            snprintf(why, sizeof why, "%s", rl_error_message());
-        for (int r = 0; ok && r < rl_group_size(rollout); r++) {
-            rl_dataproto *o = NULL;
-            rl_future_take_rank(fr, r, &o);
-            json_int_t v = json_integer_value(json_object_get(rl_dataproto_meta(o), "version"));
-            if (v != version) {
-                snprintf(why, sizeof why, "rollout/%d switched to version %lld, expected %lld", r,
-                         (long long)v, (long long)version);
+        send = s_meta(json_pack("{s:I, s:I, s:i}", "version", (json_int_t)version, "count",
+                                (json_int_t)count, "receivers", rl_group_size(dst)));
+        recv = s_meta(json_pack("{s:s, s:I}", "endpoint", ep, "count", (json_int_t)count));
+        fs = send ? rl_group_call(src, "weights_send", RL_DISPATCH_RANK_ZERO, send) : NULL;
+        fr = recv ? rl_group_call(dst, "weights_recv", RL_DISPATCH_ONE_TO_ALL, recv) : NULL;
+        ok = s_wait(fr, 60000, why, sizeof why) && s_wait(fs, 60000, why, sizeof why);
+        for (int r = 0; ok && r < rl_group_size(dst); r++) {
+            rl_dataproto *out = NULL;
+            int64_t v = -1;
+            if (rl_future_take_rank(fr, r, &out) || rl_dataproto_meta_int(out, "version", -1, &v)) {
+                snprintf(why, sizeof why, "%s", rl_error_message());
+                ok = 0;
+            } else if (v != version) {
+                snprintf(why, sizeof why, "%s/%d switched to version %lld, expected %lld",
+                         rl_group_role(dst), r, (long long)v, (long long)version);
                 ok = 0;
             }
-            rl_dataproto_free(o);
+            rl_dataproto_free(out);
         }
-        rl_future_free(fs);
-        rl_future_free(fr);
-        rl_dataproto_free(send);
-        rl_dataproto_free(recv);
     } else {
-        snprintf(why, sizeof why, "%s", rl_error_message());
+        snprintf(why, sizeof why, "%s", ep || !res ? rl_error_message() : "no endpoint");
     }
+    rl_future_free(fs);
+    rl_future_free(fr);
+    rl_dataproto_free(send);
+    rl_dataproto_free(recv);
     rl_dataproto_free(res);
-    char label[64];
-    snprintf(label, sizeof label, "weight channel %lld MiB v%lld", (long long)mb, (long long)version);
-    s_report(t, label, "actor>rollout", rl_group_size(rollout), ok, s_now_ms() - t0, why);
+    s_report(t, label, pair, rl_group_size(dst), s_ok(ok), s_now_ms() - t0, why);
 }
 
-/* env rank r and rollout rank r exchange batches over a direct channel; the
- * driver only sets it up and reads the summary. */
-static void s_channel_check(rl_driver *d, s_tally *t)
+/* Rank r of channel_roles[0] and rank r of channel_roles[1] exchange
+ * batches over a direct channel, for r < the smaller rank count; the other
+ * ranks are called with active = 0 and do nothing. The driver only sets the
+ * channels up and reads the summaries. */
+static void s_channel_check(rl_driver *d, const s_opts *o, s_tally *t)
 {
-    rl_error_clear();
-    rl_group *env = rl_driver_group(d, "env"), *rollout = rl_driver_group(d, "rollout");
-    if (!env || !rollout)
-        return;
-    int n = rl_group_size(env);
-    char why[512] = "";
-    double t0 = s_now_ms();
-    if (n != rl_group_size(rollout)) {
-        s_report(t, "data channel env<>rollout", "env", n, 1, 0, "");
-        printf("    (skipped: env and rollout have different rank counts)\n");
+    char label[96], pair[2 * RL_CLUSTER_NAME_MAX + 2], why[512] = "";
+    snprintf(label, sizeof label, "data channel %lldx", (long long)o->channel_steps);
+    snprintf(pair, sizeof pair, "%s<>%s", o->channel_roles[0], o->channel_roles[1]);
+    rl_group *g[2];
+    if (!s_pair_groups(d, o->channel_roles, g, why, sizeof why)) {
+        s_report(t, label, pair, 0, S_SKIP, 0, why);
         return;
     }
-    rl_dataproto **per = calloc((size_t)n, sizeof *per);
-    for (int r = 0; r < n; r++)
-        per[r] = rl_dataproto_new_meta(json_pack("{s:s}", "host", rl_group_address(env, r)));
-    rl_future *f = rl_group_call_each(env, "channel_open", per);
-    int ok = rl_future_wait(f, 30000) == 0;
-    for (int r = 0; r < n; r++) {
-        rl_dataproto *o = NULL;
+    int n[2] = {rl_group_size(g[0]), rl_group_size(g[1])};
+    int pairs = n[0] < n[1] ? n[0] : n[1];
+    double t0 = s_now_ms();
+    rl_dataproto **per[2] = {calloc((size_t)n[0], sizeof(rl_dataproto *)),
+                             calloc((size_t)n[1], sizeof(rl_dataproto *))};
+    int ok = per[0] && per[1];
+    /* side 0 listens */
+    for (int r = 0; ok && r < n[0]; r++)
+        ok = (per[0][r] = s_meta(json_pack("{s:s, s:i}", "host", rl_group_address(g[0], r),
+                                           "active", r < pairs))) != NULL;
+    rl_future *f = ok ? rl_group_call_each(g[0], "channel_open", per[0]) : NULL;
+    ok = s_wait(f, 30000, why, sizeof why);
+    /* side 1 connects to its partner's endpoint */
+    for (int r = 0; ok && r < n[1]; r++) {
+        rl_dataproto *out = NULL;
+        const char *ep = "";
+        if (r < pairs) {
+            if (rl_future_take_rank(f, r, &out) ||
+                !(ep = rl_dataproto_meta_str(out, "endpoint", NULL))) {
+                snprintf(why, sizeof why, "%s", rl_error_message());
+                ok = 0;
+            }
+        }
         if (ok)
-            rl_future_take_rank(f, r, &o);
-        const char *ep = o ? json_string_value(json_object_get(rl_dataproto_meta(o), "endpoint")) : "";
-        rl_dataproto_free(per[r]);
-        per[r] = rl_dataproto_new_meta(json_pack("{s:s}", "endpoint", ep ? ep : ""));
-        rl_dataproto_free(o);
+            ok = (per[1][r] = s_meta(json_pack("{s:s, s:i}", "endpoint", ep, "active",
+                                               r < pairs))) != NULL;
+        rl_dataproto_free(out);
     }
     rl_future_free(f);
-    if (ok) {
-        f = rl_group_call_each(rollout, "channel_connect", per);
-        ok = rl_future_wait(f, 30000) == 0;
-        rl_future_free(f);
-    }
-    if (ok) {
-        rl_dataproto *serve = rl_dataproto_new_meta(json_pack("{s:i, s:i}", "steps", 50, "serve", 1));
-        rl_dataproto *ping = rl_dataproto_new_meta(json_pack("{s:i, s:i}", "steps", 50, "serve", 0));
-        rl_future *fs = rl_group_call(env, "channel_pingpong", RL_DISPATCH_ONE_TO_ALL, serve);
-        rl_future *fp = rl_group_call(rollout, "channel_pingpong", RL_DISPATCH_ONE_TO_ALL, ping);
-        ok = rl_future_wait(fp, 60000) == 0 && rl_future_wait(fs, 60000) == 0;
+    f = ok ? rl_group_call_each(g[1], "channel_connect", per[1]) : NULL;
+    if (ok)
+        ok = s_wait(f, 30000, why, sizeof why);
+    rl_future_free(f);
+    if (ok) { /* side 0 serves, side 1 pings; ranks without a partner idle */
+        for (int s = 0; s < 2; s++)
+            for (int r = 0; ok && r < n[s]; r++) {
+                rl_dataproto_free(per[s][r]);
+                ok = (per[s][r] = s_meta(json_pack("{s:I, s:i, s:i}", "steps",
+                                                   (json_int_t)o->channel_steps, "serve", s == 0,
+                                                   "active", r < pairs))) != NULL;
+            }
+        rl_future *fs = ok ? rl_group_call_each(g[0], "channel_pingpong", per[0]) : NULL;
+        rl_future *fp = ok ? rl_group_call_each(g[1], "channel_pingpong", per[1]) : NULL;
+        ok = s_wait(fp, 60000, why, sizeof why) && s_wait(fs, 60000, why, sizeof why);
         rl_future_free(fs);
         rl_future_free(fp);
-        rl_dataproto_free(serve);
-        rl_dataproto_free(ping);
-    }
-    if (!ok)
+    } else if (!why[0]) {
         snprintf(why, sizeof why, "%s", rl_error_message());
-    for (int r = 0; r < n; r++)
-        rl_dataproto_free(per[r]);
-    free(per);
-    s_report(t, "data channel env<>rollout 50x", "env", n, ok, s_now_ms() - t0, why);
+    }
+    for (int s = 0; s < 2; s++) {
+        for (int r = 0; per[s] && r < n[s]; r++)
+            rl_dataproto_free(per[s][r]);
+        free(per[s]);
+    }
+    s_report(t, label, pair, pairs, s_ok(ok), s_now_ms() - t0, why);
 }
 
 static int s_run(rl_driver *d, const rl_config *job)
 {
-    int64_t rounds = 1;
-    rl_config_get_int_or(job, "selftest.rounds", 1, &rounds);
-    s_tally t = {0, 0};
-    const char *roles[] = {"rollout", "actor", "env", "reward"};
-    for (int64_t round = 1; round <= rounds && !rl_driver_interrupted(d); round++) {
-        printf("selftest round %lld/%lld\n", (long long)round, (long long)rounds);
-        printf("  %-30s %-8s %5s  %-4s %9s  %s\n", "check", "role", "ranks", "ok", "ms", "detail");
-        for (int r = 0; r < RL_ROLE_COUNT && !rl_driver_interrupted(d); r++) {
-            rl_group *g = rl_driver_group(d, roles[r]);
-            if (g)
-                s_role_checks(d, g, job, &t);
-        }
+    s_opts o;
+    int rc = s_read_opts(job, &o);
+    if (rc)
+        return rc;
+    s_tally t = {0, 0, 0};
+    for (int64_t round = 1; round <= o.rounds && !rl_driver_interrupted(d); round++) {
+        printf("selftest round %lld/%lld\n", (long long)round, (long long)o.rounds);
+        printf("  %-30s %-16s %5s  %-4s %9s  %s\n", "check", "role", "ranks", "ok", "ms", "detail");
+        for (int k = 0; k < rl_driver_group_count(d) && !rl_driver_interrupted(d); k++)
+            s_role_checks(rl_driver_group_at(d, k), &o, &t);
         if (!rl_driver_interrupted(d))
-            s_overlap_check(d, job, &t);
+            s_overlap_check(d, &o, &t);
         if (!rl_driver_interrupted(d))
             s_collective_check(d, &t);
         if (!rl_driver_interrupted(d))
-            s_weight_check(d, job, round, &t);
+            s_weight_check(d, &o, round, &t);
         if (!rl_driver_interrupted(d))
-            s_channel_check(d, &t);
+            s_channel_check(d, &o, &t);
     }
-    printf("selftest: %d passed, %d failed\n", t.passed, t.failed);
+    printf("selftest: %d passed, %d failed, %d skipped\n", t.passed, t.failed, t.skipped);
     fflush(stdout);
     if (rl_driver_interrupted(d))
         return RL_OK;
@@ -392,14 +545,21 @@ const rl_recipe rl_recipe_selftest = {
     .name = "selftest",
     .summary = "check every dispatch mode, errors and overlap on every role",
     .defaults = (const char *const[]){"rollout: {}\n"
-                     "actor: {}\n"
-                     "env: {}\n"
-                     "reward: {}\n"
-                     "selftest:\n"
-                     "  rounds: 1\n"
-                     "  rows: 37\n"
-                     "  payload_mb: 8\n"
-                     "  sleep_ms: 300\n"
-                     "  weight_mb: 16\n", NULL},
+                                      "actor: {}\n"
+                                      "env: {}\n"
+                                      "reward: {}\n"
+                                      "selftest:\n"
+                                      "  rounds: 1\n"
+                                      "  rows: 37\n"
+                                      "  payload_mb: 8\n"
+                                      "  sleep_ms: 300\n"
+                                      "  weight_mb: 16\n"
+                                      "  weight_roles: [actor, rollout]\n"
+                                      "  channel_roles: [rollout, reward]\n"
+                                      "  channel_steps: 50\n",
+                                      NULL},
+    .roles = NULL, /* every role of the cluster */
+    .test_methods = 1,
+    .prepare = s_prepare,
     .run = s_run,
 };

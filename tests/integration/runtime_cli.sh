@@ -27,9 +27,26 @@ expect "$d/job.yaml:4:3: unknown key 'selftest.rowz'; did you mean 'selftest.row
     "$BIN/rl-driver" --cluster $C --config "$d/job.yaml"
 printf 'trainer:\n  recipe: grpo_typo\n' >"$d/job2.yaml"
 expect "trainer.recipe: unknown recipe 'grpo_typo'" "$BIN/rl-driver" --cluster $C --config "$d/job2.yaml"
-sed 's/count: 2\(.*reward\)\?/count: 2/' $C | sed 's/^  env:/  critic:/' >"$d/bad.yaml"
-expect "unknown role" "$BIN/rl-driver" --cluster "$d/bad.yaml" --config $J
-expect "unknown role 'critic' (allowed: rollout, actor, env, reward)" \
+sed 's/^  reward:/  Reward:/' $C >"$d/bad.yaml"
+line=$(grep -n '^  Reward:' "$d/bad.yaml" | cut -d: -f1)
+expect "$d/bad.yaml:$line:3: roles.Reward: invalid role name 'Reward' (expected [a-z][a-z0-9_]*" \
+    "$BIN/rl-driver" --cluster "$d/bad.yaml" --config $J
+expect "unknown role 'critic' (this rl-worker serves: rollout, actor, reward)" \
     "$BIN/rl-worker" --role critic --driver tcp://127.0.0.1:1
 expect "--role and --driver are required" "$BIN/rl-worker" --role actor
+expect "--rank 'x1': expected an integer >= 0" "$BIN/rl-worker" --role actor --rank x1 \
+    --driver tcp://127.0.0.1:1
+"$BIN/rl-worker" --help | grep -q "Serves the methods of ROLE (rollout, actor, reward)" ||
+    fail "worker --help does not list the registered roles"
+# usage errors exit 64 (EX_USAGE)
+for args in "--role critic --driver tcp://127.0.0.1:1" "--role actor" "--bogus" \
+    "--role actor --driver tcp://127.0.0.1:1 --heartbeat-ms 0"; do
+    "$BIN/rl-worker" $args >/dev/null 2>&1
+    rc=$?
+    [ $rc = 64 ] || fail "rl-worker $args exited $rc, expected 64"
+done
+# a cluster role that rl-worker does not serve fails the start at once
+sed 's/^  reward:/  critic:/' $C >"$d/critic.yaml"
+expect "role critic cannot start: rl-worker exited with status 64 (usage error; see its message above)" \
+    "$BIN/rl-driver" --cluster "$d/critic.yaml" --config $J --bind 'tcp://127.0.0.1:*'
 expect "missing.yaml: cannot open: No such file or directory" "$BIN/rl-driver" --cluster "$d/missing.yaml" --config $J

@@ -18,7 +18,7 @@ rc=$?
 tail -20 "$d/log"
 [ $rc = 0 ] || fail "driver exited $rc after SIGTERM"
 n=$(grep -c "exited with status 0" "$d/log")
-[ "$n" = 6 ] || fail "expected 6 workers to exit 0, saw $n"
+[ "$n" = 5 ] || fail "expected 5 workers to exit 0, saw $n"
 grep -q "interrupted: shutting down cleanly" "$d/log" || fail "no clean-shutdown message"
 sleep 0.2
 no_workers_of "$endpoint"

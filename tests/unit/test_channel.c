@@ -168,6 +168,12 @@ static void test_weight_partial_version_never_active(void **state)
     /* a bucket running past the buffer is refused */
     s_raw_bucket(router, id, (size_t)idn, 0, 1, 3, 3, v2, 2, 4);
     assert_int_equal(rl_weight_recv_poll(r, 2000), RL_EPROTO);
+    /* a bucket count no buffer of 4 floats can have (each bucket holds at
+     * least one float) is refused before anything is allocated for it */
+    s_raw_bucket(router, id, (size_t)idn, 0, 0xffffffffu, 3, 0, v2, 1, 4);
+    assert_int_equal(rl_weight_recv_poll(r, 2000), RL_EPROTO);
+    assert_string_equal(rl_error_message(),
+                        "weight channel: malformed bucket 0 of 4294967295 (offset 0, 1 floats of 4)");
     rl_weight_receiver_free(r);
     zmq_close(router);
     zmq_ctx_term(ctx);

@@ -77,26 +77,35 @@ static void test_base_file(void **state)
     assert_string_equal(cl->nodes[0].ssh_command, "ssh");
     assert_int_equal(cl->nodes[1].gpus, 0);
     assert_int_equal(cl->n_placements, 5);
-    assert_int_equal(cl->role_count[RL_ROLE_ACTOR], 2);
-    assert_int_equal(cl->role_count[RL_ROLE_REWARD], 3);
-    assert_int_equal(cl->role_count[RL_ROLE_ROLLOUT], 0);
+    assert_int_equal(cl->n_roles, 2); /* file order */
+    assert_string_equal(cl->roles[0].name, "actor");
+    assert_int_equal(cl->roles[0].count, 2);
+    assert_int_equal(cl->roles[0].line, 13);
+    assert_string_equal(cl->roles[1].name, "reward");
+    assert_int_equal(cl->roles[1].count, 3);
+    assert_int_equal(cl->roles[1].line, 18);
+    assert_int_equal(rl_cluster_role_index(cl, "reward"), 1);
+    assert_int_equal(rl_cluster_role_index(cl, "rollout"), -1);
+    assert_int_equal(cl->placements[2].role, 1);
     assert_string_equal(cl->driver_endpoint, "tcp://10.0.0.1:5555");
     assert_string_equal(cl->driver_bind_endpoint, "tcp://*:5555");
     assert_true(cl->heartbeat_interval_s == 0.5);
     assert_int_equal(cl->heartbeat_liveness, 3);
     assert_int_equal(cl->restart_max, 3);
     assert_true(cl->external_wait_timeout_s == 300.0);
-    const rl_placement *p = rl_cluster_find(cl, RL_ROLE_ACTOR, 1);
+    const rl_placement *p = rl_cluster_find(cl, "actor", 1);
     assert_non_null(p);
+    assert_int_equal(p->role, 0);
     assert_int_equal(p->node, 0);
     assert_int_equal(p->ngpus, 2);
     assert_int_equal(p->gpus[0], 2);
     assert_int_equal(p->gpus[1], 3);
-    p = rl_cluster_find(cl, RL_ROLE_REWARD, 2);
+    p = rl_cluster_find(cl, "reward", 2);
     assert_non_null(p);
     assert_int_equal(p->node, 1);
     assert_int_equal(p->ngpus, 0);
-    assert_null(rl_cluster_find(cl, RL_ROLE_REWARD, 3));
+    assert_null(rl_cluster_find(cl, "reward", 3));
+    assert_null(rl_cluster_find(cl, "rollout", 0));
     char *t = rl_cluster_table(cl);
     assert_string_equal(t,
                         "role     rank  node             address                  launch   gpus\n"
@@ -135,10 +144,18 @@ static void test_errors(void **state)
     s_expect_error(8, "    launch: docker",
                    "cluster.yaml:8:13: nodes[0].launch: expected local, ssh or external, got "
                    "'docker'");
-    /* unknown role, unknown keys */
-    s_expect_error(18, "  critic: {count: 1, node: box}",
-                   "cluster.yaml:18:3: roles.critic: unknown role 'critic' (allowed: rollout, "
-                   "actor, env, reward)");
+    /* role names: identifiers; unknown keys */
+    s_expect_error(18, "  Critic: {count: 1, node: box}",
+                   "cluster.yaml:18:3: roles.Critic: invalid role name 'Critic' (expected "
+                   "[a-z][a-z0-9_]*, at most 63 characters)");
+    s_expect_error(18, "  2nd_actor: {count: 1, node: box}",
+                   "cluster.yaml:18:3: roles.2nd_actor: invalid role name '2nd_actor' (expected "
+                   "[a-z][a-z0-9_]*, at most 63 characters)");
+    s_expect_error(18, "  env-1: {count: 1, node: box}",
+                   "cluster.yaml:18:3: roles.env-1: invalid role name 'env-1' (expected "
+                   "[a-z][a-z0-9_]*, at most 63 characters)");
+    s_expect_error(18, "  actor: {count: 1, node: box}",
+                   "cluster.yaml:18:3: roles.actor: duplicate key");
     s_expect_error(10, "    adress: 10.0.0.2",
                    "cluster.yaml:10:5: nodes[1]: unknown key 'adress'; did you mean 'address'?");
     s_expect_error(19, "heartbeet: {interval_s: 0.5}",
@@ -188,11 +205,15 @@ static void test_example_files(void **state)
     if (!cl)
         fail_msg("%s", rl_error_message());
     assert_int_equal(cl->n_nodes, 1);
-    assert_int_equal(cl->role_count[RL_ROLE_ROLLOUT], 1);
-    assert_int_equal(cl->role_count[RL_ROLE_ACTOR], 2);
-    assert_int_equal(cl->role_count[RL_ROLE_REWARD], 2);
-    assert_int_equal(cl->role_count[RL_ROLE_ENV], 1);
-    assert_int_equal(cl->n_placements, 6);
+    /* rollout x1, actor x2, reward x2 (make run) */
+    assert_int_equal(cl->n_roles, 3);
+    assert_string_equal(cl->roles[0].name, "rollout");
+    assert_int_equal(cl->roles[0].count, 1);
+    assert_string_equal(cl->roles[1].name, "actor");
+    assert_int_equal(cl->roles[1].count, 2);
+    assert_string_equal(cl->roles[2].name, "reward");
+    assert_int_equal(cl->roles[2].count, 2);
+    assert_int_equal(cl->n_placements, 5);
     for (int i = 0; i < cl->n_placements; i++)
         assert_int_equal(cl->nodes[cl->placements[i].node].launch, RL_LAUNCH_LOCAL);
     assert_string_equal(cl->driver_endpoint, "tcp://127.0.0.1:5555");
@@ -208,8 +229,8 @@ static void test_example_files(void **state)
     assert_string_equal(cl->nodes[0].ssh_user, "rl");
     assert_string_equal(cl->nodes[0].ssh_command, "ssh -o BatchMode=yes -o ConnectTimeout=10");
     assert_int_equal(cl->nodes[1].launch, RL_LAUNCH_EXTERNAL);
-    assert_int_equal(cl->role_count[RL_ROLE_ACTOR], 4);
-    const rl_placement *p = rl_cluster_find(cl, RL_ROLE_ACTOR, 3);
+    assert_int_equal(cl->roles[rl_cluster_role_index(cl, "actor")].count, 4);
+    const rl_placement *p = rl_cluster_find(cl, "actor", 3);
     assert_non_null(p);
     assert_int_equal(p->ngpus, 2);
     assert_int_equal(p->gpus[0], 6);
@@ -223,17 +244,60 @@ static void test_example_files(void **state)
     assert_int_equal(rl_error_code(), RL_EIO);
 }
 
+/* Roles are data: any identifier is a role, in file order; the table's
+ * role column widens for long names; a role may have no ranks. */
 static void test_role_names(void **state)
 {
     (void)state;
-    rl_role r;
-    for (int i = 0; i < RL_ROLE_COUNT; i++) {
-        assert_int_equal(rl_role_parse(rl_role_name((rl_role)i), &r), 0);
-        assert_int_equal(r, i);
-    }
-    assert_int_equal(rl_role_parse("critic", &r), RL_EINVAL);
-    assert_string_equal(rl_error_message(),
-                        "unknown role 'critic' (allowed: rollout, actor, env, reward)");
+    const char *yaml = "driver: {port: 5555}\n"
+                       "nodes: [{name: n, address: 10.0.0.9}]\n"
+                       "roles:\n"
+                       "  critic: {count: 1, node: n}\n"
+                       "  env_simulator_2: {count: 2, node: n}\n"
+                       "  idle: {count: 0, node: n}\n";
+    rl_config *c = rl_config_parse_string(yaml, strlen(yaml), "c.yaml");
+    assert_non_null(c);
+    rl_cluster *cl = rl_cluster_from_config(c);
+    rl_config_free(c);
+    if (!cl)
+        fail_msg("%s", rl_error_message());
+    assert_int_equal(cl->n_roles, 3);
+    assert_int_equal(rl_cluster_role_index(cl, "critic"), 0);
+    assert_int_equal(rl_cluster_role_index(cl, "env_simulator_2"), 1);
+    assert_int_equal(rl_cluster_role_index(cl, "idle"), 2);
+    assert_int_equal(cl->roles[2].count, 0);
+    assert_int_equal(cl->n_placements, 3);
+    assert_int_equal(rl_cluster_find(cl, "env_simulator_2", 1)->role, 1);
+    assert_null(rl_cluster_find(cl, "idle", 0));
+    assert_null(rl_cluster_find(cl, NULL, 0));
+    char *t = rl_cluster_table(cl);
+    assert_string_equal(t,
+                        "role            rank  node             address                  launch   gpus\n"
+                        "critic             0  n                10.0.0.9                 local    -\n"
+                        "env_simulator_2    0  n                10.0.0.9                 local    -\n"
+                        "env_simulator_2    1  n                10.0.0.9                 local    -\n");
+    free(t);
+    rl_cluster_free(cl);
+    /* the longest name that fits */
+    char name[RL_CLUSTER_NAME_MAX + 1];
+    memset(name, 'a', sizeof name);
+    name[RL_CLUSTER_NAME_MAX - 1] = '\0';
+    char text[512];
+    snprintf(text, sizeof text, "driver: {port: 1}\nnodes: [{name: n, address: x}]\n"
+             "roles: {%s: {count: 1, node: n}}\n", name);
+    c = rl_config_parse_string(text, strlen(text), "c.yaml");
+    cl = rl_cluster_from_config(c);
+    assert_non_null(cl);
+    rl_cluster_free(cl);
+    rl_config_free(c);
+    name[RL_CLUSTER_NAME_MAX - 1] = 'a';
+    name[RL_CLUSTER_NAME_MAX] = '\0';
+    snprintf(text, sizeof text, "driver: {port: 1}\nnodes: [{name: n, address: x}]\n"
+             "roles: {%s: {count: 1, node: n}}\n", name);
+    c = rl_config_parse_string(text, strlen(text), "c.yaml");
+    assert_null(rl_cluster_from_config(c));
+    assert_int_equal(rl_error_code(), RL_ECONFIG);
+    rl_config_free(c);
 }
 
 int main(void)

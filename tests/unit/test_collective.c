@@ -78,7 +78,7 @@ static int s_rank_body(rl_comm *comm, int W, int rank)
         for (int64_t i = 0; i < n; i++)
             x[i] = s_input(rank, i);
         int64_t b, e;
-        rl_param_shard_range(n, W, rank, &b, &e);
+        rl_shard_range(n, W, rank, &b, &e);
 
         /* all-reduce sum, out of place */
         int rc = rl_comm_all_reduce(comm, x, y, n, RL_REDUCE_SUM);
@@ -321,6 +321,42 @@ static void test_setup_errors(void **state)
     rl_comm_destroy(c);
 }
 
+/* The shard layout every collective uses: contiguous, ceil(total/W) long,
+ * the tail short or empty; shards tile [0, total) exactly. */
+static void test_shard_range(void **state)
+{
+    (void)state;
+    int64_t b, e;
+    rl_shard_range(10, 3, 0, &b, &e);
+    assert_true(b == 0 && e == 4);
+    rl_shard_range(10, 3, 2, &b, &e);
+    assert_true(b == 8 && e == 10);
+    rl_shard_range(2, 4, 3, &b, &e); /* more ranks than elements: empty tail */
+    assert_true(b == 2 && e == 2);
+    rl_shard_range(0, 2, 1, &b, &e);
+    assert_true(b == 0 && e == 0);
+    for (int W = 1; W <= 9; W++)
+        for (int64_t total = 0; total < 40; total++) {
+            int64_t at = 0;
+            for (int r = 0; r < W; r++) {
+                rl_shard_range(total, W, r, &b, &e);
+                assert_true(b == at && e >= b && e - b <= (total + W - 1) / W);
+                at = e;
+            }
+            assert_true(at == total);
+        }
+    /* no overflow near INT64_MAX */
+    rl_shard_range(INT64_MAX, 2, 1, &b, &e);
+    assert_true(b == INT64_MAX / 2 + 1 && e == INT64_MAX);
+    /* invalid arguments give an empty range instead of dividing by zero */
+    rl_shard_range(10, 0, 0, &b, &e);
+    assert_true(b == 0 && e == 0);
+    rl_shard_range(10, 2, 2, &b, &e);
+    assert_true(b == 0 && e == 0);
+    rl_shard_range(10, 2, -1, &b, &e);
+    assert_true(b == 0 && e == 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -330,6 +366,7 @@ int main(void)
         cmocka_unit_test(test_ring_threads),
         cmocka_unit_test(test_mismatched_counts),
         cmocka_unit_test(test_setup_errors),
+        cmocka_unit_test(test_shard_range),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -198,7 +198,7 @@ static void test_sharded_equals_full(void **state)
     rl_adamw *sh[W];
     for (int w = 0; w < W; w++) {
         int64_t lo, hi;
-        rl_param_shard_range(n, W, w, &lo, &hi);
+        rl_shard_range(n, W, w, &lo, &hi);
         sh[w] = rl_adamw_new(&cfg, m, lo, hi);
         assert_non_null(sh[w]);
         rl_adamw_set_no_decay(sh[w], m, rl_param_pred_no_decay_1d, NULL);

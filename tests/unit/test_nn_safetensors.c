@@ -590,7 +590,7 @@ static void test_hf_qwen2_checkpoint(void **state)
     for (int world = 1; world <= 5; world += 2) {
         for (int r = 0; r < world; r++) {
             int64_t lo, hi;
-            rl_param_shard_range(m->total, world, r, &lo, &hi);
+            rl_shard_range(m->total, world, r, &lo, &hi);
             float *sh = malloc(sizeof(float) * (size_t)(hi - lo + 1));
             assert_int_equal(rl_safetensors_load_params_range(mf, m, lo, hi, sh), RL_OK);
             assert_memory_equal(sh, p + lo, sizeof(float) * (size_t)(hi - lo));

@@ -1,6 +1,7 @@
 /* test_runtime.c — driver + real rl-worker processes over real sockets:
  * dispatch modes, kill -9 and hang detection with restart, restart limits,
  * protocol mismatch, unknown peers, external waits, a worker giving up. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -20,6 +21,8 @@
 #include "rlrt/runtime/cluster.h"
 #include "rlrt/runtime/driver.h"
 #include "rlrt/runtime/msg.h"
+#include "rlrt/runtime/value.h"
+#include "rlrt/runtime/worker.h"
 #include "rlrt/wire.h"
 
 static char s_worker[512];
@@ -46,8 +49,10 @@ typedef struct {
 static s_job *s_current; /* stopped by the teardown if a test fails */
 
 /* A cluster with `roles` (YAML flow text for the roles map) on one local
- * node, heartbeat 0.2 s × 3, restart policy as given. */
-static s_job *s_start(const char *roles, int max_restarts, int start)
+ * node, heartbeat 0.2 s × 3, restart policy as given; `opt_in` (may be NULL)
+ * supplies the job, the roles to start and test_methods (default 1). */
+static s_job *s_start_opt(const char *roles, int max_restarts, int start,
+                          const rl_driver_options *opt_in)
 {
     static s_job job; /* static: the teardown may use it after a failed test */
     s_job *j = &job;
@@ -70,13 +75,24 @@ static s_job *s_start(const char *roles, int max_restarts, int start)
         fail_msg("cluster: %s", rl_error_message());
     rl_driver_options opt = {.cluster = j->cl, .worker_binary = s_worker,
                              .bind_override = "tcp://127.0.0.1:*", .worker_log_level = "warn",
-                             .ready_timeout_ms = 20000};
+                             .ready_timeout_ms = 20000, .test_methods = 1};
+    if (opt_in) {
+        opt.job = opt_in->job;
+        opt.roles = opt_in->roles;
+        opt.test_methods = opt_in->test_methods;
+    }
     j->d = rl_driver_new(&opt);
-    assert_non_null(j->d);
+    if (!j->d)
+        fail_msg("rl_driver_new: %s", rl_error_message());
     s_current = j;
     if (start && rl_driver_start(j->d))
         fail_msg("start: %s", rl_error_message());
     return j;
+}
+
+static s_job *s_start(const char *roles, int max_restarts, int start)
+{
+    return s_start_opt(roles, max_restarts, start, NULL);
 }
 
 /* Waits until `rank` runs in a new process and the group is READY again. */
@@ -155,6 +171,24 @@ static void test_dispatch_modes(void **state)
     rl_dataproto_free(out);
     rl_future_free(f);
 
+    /* taking the result of a call whose rank returned no payload is an
+     * error naming the method, the role and the rank, not a NULL result */
+    rl_dataproto *nap = rl_dataproto_new_meta(json_pack("{s:i}", "ms", 1));
+    out = (rl_dataproto *)nap; /* must be reset */
+    assert_int_equal(rl_group_call_sync(g, "sleep", RL_DISPATCH_RANK_ZERO, nap, &out), RL_EPROTO);
+    assert_null(out);
+    assert_string_equal(rl_error_message(), "call 'sleep' on reward: reward/0 returned no payload");
+    assert_int_equal(rl_group_call_sync(g, "sleep", RL_DISPATCH_DP_COMPUTE, nap, &out), RL_EPROTO);
+    assert_null(out);
+    assert_string_equal(rl_error_message(), "call 'sleep' on reward: reward/0 returned no payload");
+    f = rl_group_call(g, "sleep", RL_DISPATCH_ONE_TO_ALL, nap);
+    assert_int_equal(rl_future_wait(f, 10000), 0);
+    assert_int_equal(rl_future_take_rank(f, 2, &out), RL_EPROTO);
+    assert_string_equal(rl_error_message(), "call 'sleep' on reward: reward/2 returned no payload");
+    rl_future_free(f);
+    assert_int_equal(rl_group_call_sync(g, "sleep", RL_DISPATCH_RANK_ZERO, nap, NULL), 0);
+    rl_dataproto_free(nap);
+
     /* handler error names worker and method; other ranks unaffected */
     assert_int_equal(rl_group_call_sync(g, "fail", RL_DISPATCH_ONE_TO_ALL, NULL, NULL), RL_EINVAL);
     assert_msg_contains(rl_error_message(), "method 'fail' failed: fail requested on reward/");
@@ -200,8 +234,8 @@ static void test_kill9_during_call(void **state)
 static void test_hung_worker_liveness(void **state)
 {
     (void)state;
-    s_job *j = s_start("{env: {count: 1, node: local}}", 2, 1);
-    rl_group *g = rl_driver_group(j->d, "env");
+    s_job *j = s_start("{rollout: {count: 1, node: local}}", 2, 1);
+    rl_group *g = rl_driver_group(j->d, "rollout");
     int pid = rl_group_pid(g, 0);
     rl_dataproto *in = rl_dataproto_new();
     rl_dataproto_set_rows(in, 0);
@@ -212,7 +246,7 @@ static void test_hung_worker_liveness(void **state)
     kill(pid, SIGSTOP);
     assert_int_not_equal(rl_future_wait(f, 10000), 0);
     double dt = s_now() - t0;
-    assert_msg_contains(rl_error_message(), "worker env/0");
+    assert_msg_contains(rl_error_message(), "worker rollout/0");
     assert_msg_contains(rl_error_message(), "missed heartbeats");
     assert_msg_contains(rl_error_message(), "during call 'sleep'");
     assert_true(dt >= 0.4 && dt < 0.6 + 1.0);
@@ -306,7 +340,45 @@ static void test_protocol_mismatch_and_unknown_peer(void **state)
     got = s_raw_recv(j->d, sock);
     assert_non_null(got);
     assert_int_equal(got->body_case, RL__ENVELOPE__BODY_ERROR);
-    assert_msg_contains(got->error->message, "refused: no slot reward/5 in test-cluster.yaml (reward has 1 ranks)");
+    assert_msg_contains(got->error->message, "refused: no slot reward/5 in test-cluster.yaml (reward has 1 rank)");
+    rl__envelope__free_unpacked(got, NULL);
+    got = s_raw_recv(j->d, sock); /* its DISCONNECT */
+    assert_non_null(got);
+    assert_int_equal(got->body_case, RL__ENVELOPE__BODY_DISCONNECT);
+    rl__envelope__free_unpacked(got, NULL);
+
+    /* a rank that does not fit an int (>= 2^31) is refused, not wrapped
+     * into a negative index */
+    h.rank = 0x80000000u;
+    assert_true(s_raw_send(sock, RL_PROTOCOL_VERSION, &env) > 0);
+    got = s_raw_recv(j->d, sock);
+    assert_non_null(got);
+    assert_int_equal(got->body_case, RL__ENVELOPE__BODY_ERROR);
+    assert_string_equal(got->error->message,
+                        "refused: no slot reward/2147483648 in test-cluster.yaml (reward has 1 rank)");
+    rl__envelope__free_unpacked(got, NULL);
+    got = s_raw_recv(j->d, sock);
+    assert_non_null(got);
+    assert_int_equal(got->body_case, RL__ENVELOPE__BODY_DISCONNECT);
+    rl__envelope__free_unpacked(got, NULL);
+    h.rank = 0xffffffffu;
+    assert_true(s_raw_send(sock, RL_PROTOCOL_VERSION, &env) > 0);
+    got = s_raw_recv(j->d, sock);
+    assert_non_null(got);
+    assert_msg_contains(got->error->message, "refused: no slot reward/4294967295");
+    rl__envelope__free_unpacked(got, NULL);
+    got = s_raw_recv(j->d, sock);
+    rl__envelope__free_unpacked(got, NULL);
+
+    /* a role the cluster does not have */
+    h.rank = 0;
+    h.role = "nope";
+    assert_true(s_raw_send(sock, RL_PROTOCOL_VERSION, &env) > 0);
+    got = s_raw_recv(j->d, sock);
+    assert_non_null(got);
+    assert_string_equal(got->error->message, "refused: test-cluster.yaml has no role 'nope'");
+    rl__envelope__free_unpacked(got, NULL);
+    got = s_raw_recv(j->d, sock);
     rl__envelope__free_unpacked(got, NULL);
 
     /* garbage bytes */
@@ -321,6 +393,338 @@ static void test_protocol_mismatch_and_unknown_peer(void **state)
     zmq_close(sock);
     zmq_ctx_term(ctx);
     s_stop(j);
+}
+
+/* Roles are data: the driver starts the roles it is asked for, by name. */
+static void test_roles_started_by_name(void **state)
+{
+    (void)state;
+    const char *const roles[] = {"actor", NULL};
+    rl_driver_options o = {.roles = roles, .test_methods = 1};
+    /* the unstarted roles are logged once, at info, by rl_driver_new */
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *cap = tmpfile();
+    assert_non_null(cap);
+    dup2(fileno(cap), 2);
+    s_job *j = s_start_opt("{actor: {count: 2, node: local}, reward: {count: 1, node: local},"
+                           " critic: {count: 3, node: local}}",
+                           0, 0, &o);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char logbuf[4096] = "";
+    rewind(cap);
+    size_t got = fread(logbuf, 1, sizeof logbuf - 1, cap);
+    logbuf[got] = '\0';
+    fclose(cap);
+    assert_msg_contains(logbuf, "INFO cluster role reward (1 rank) is not used by this job: not started");
+    assert_msg_contains(logbuf, "INFO cluster role critic (3 ranks) is not used by this job: not started");
+    if (rl_driver_start(j->d))
+        fail_msg("start: %s", rl_error_message());
+    assert_int_equal(rl_driver_group_count(j->d), 1);
+    rl_group *g = rl_driver_group_at(j->d, 0);
+    assert_non_null(g);
+    assert_string_equal(rl_group_role(g), "actor");
+    assert_true(rl_driver_group(j->d, "actor") == g);
+    assert_null(rl_driver_group_at(j->d, 1));
+    assert_null(rl_driver_group(j->d, "reward"));
+    assert_int_equal(rl_error_code(), RL_ENOTFOUND);
+    assert_string_equal(rl_error_message(), "role reward of test-cluster.yaml is not started by "
+                                            "this job (its recipe does not list it)");
+    assert_null(rl_driver_group(j->d, "rollout"));
+    assert_string_equal(rl_error_message(),
+                        "role rollout is not in test-cluster.yaml (roles: actor, reward, critic)");
+    assert_int_equal(rl_group_call_sync(g, "whoami", RL_DISPATCH_ONE_TO_ALL, NULL, NULL), 0);
+    s_stop(j);
+
+    /* every role with ranks when no list is given; a role with no ranks is
+     * not a group */
+    j = s_start("{actor: {count: 1, node: local}, idle: {count: 0, node: local},"
+                " reward: {count: 2, node: local}}", 0, 1);
+    assert_int_equal(rl_driver_group_count(j->d), 2);
+    assert_string_equal(rl_group_role(rl_driver_group_at(j->d, 0)), "actor");
+    assert_string_equal(rl_group_role(rl_driver_group_at(j->d, 1)), "reward");
+    assert_int_equal(rl_group_size(rl_driver_group_at(j->d, 1)), 2);
+    assert_null(rl_driver_group(j->d, "idle"));
+    assert_string_equal(rl_error_message(),
+                        "role idle of test-cluster.yaml is not started by this job (it has no ranks)");
+    s_stop(j);
+
+    /* a role the job needs but the cluster lacks: rl_driver_new refuses */
+    const char *yaml = "driver: {bind: 127.0.0.1, port: 5555}\n"
+                       "nodes: [{name: local, address: 127.0.0.1}]\n"
+                       "roles: {actor: {count: 1, node: local}, idle: {count: 0, node: local}}\n";
+    rl_config *cfg = rl_config_parse_string(yaml, strlen(yaml), "c.yaml");
+    rl_cluster *cl = rl_cluster_from_config(cfg);
+    assert_non_null(cl);
+    const char *const need[] = {"actor", "rollout", NULL};
+    rl_driver_options bad = {.cluster = cl, .worker_binary = s_worker, .roles = need,
+                             .bind_override = "tcp://127.0.0.1:*"};
+    assert_null(rl_driver_new(&bad));
+    assert_int_equal(rl_error_code(), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "c.yaml has no role 'rollout', which this job needs (roles: actor, idle)");
+    const char *const need_idle[] = {"idle", NULL};
+    bad.roles = need_idle;
+    assert_null(rl_driver_new(&bad));
+    assert_string_equal(rl_error_message(),
+                        "c.yaml:3: role 'idle' has no ranks (count: 0), but this job needs it");
+    rl_cluster_free(cl);
+    rl_config_free(cfg);
+}
+
+/* rl-worker exits 64 for a role it does not serve: the driver fails at
+ * once, without restarting it max_restarts times. */
+static void test_usage_exit_is_fatal(void **state)
+{
+    (void)state;
+    s_job *j = s_start("{actor: {count: 1, node: local}, critic: {count: 1, node: local}}", 3, 0);
+    double t0 = s_now();
+    assert_int_equal(rl_driver_start(j->d), RL_ESTATE);
+    assert_string_equal(rl_error_message(), "role critic cannot start: rl-worker exited with "
+                                            "status 64 (usage error; see its message above)");
+    assert_true(s_now() - t0 < 5.0);
+    assert_int_equal(rl_driver_restarts(j->d), 0);
+    assert_non_null(rl_driver_fatal(j->d));
+    s_stop(j);
+}
+
+/* A production job (test_methods = 0): the worker serves only its role's
+ * methods and the error for a test method names only those. */
+static void test_production_worker_has_no_test_methods(void **state)
+{
+    (void)state;
+    rl_driver_options o = {.test_methods = 0};
+    s_job *j = s_start_opt("{actor: {count: 1, node: local}}", 0, 1, &o);
+    rl_group *g = rl_driver_group(j->d, "actor");
+    assert_int_equal(rl_group_call_sync(g, "echo", RL_DISPATCH_RANK_ZERO, NULL, NULL), RL_ENOTFOUND);
+    const char *msg = rl_error_message();
+    const char *want = "actor/0: method 'echo' failed: unknown method 'echo' for role actor (known: ";
+    if (strncmp(msg, want, strlen(want)) != 0)
+        fail_msg("message '%s' does not start with '%s'", msg, want);
+    /* the known list is the actor's own table: no test method in it */
+    static const char *const tests[] = {" echo", " add ", " sleep", " fail", " whoami",
+                                        " coll_check", " weights_recv", " channel_open"};
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
+        if (strstr(msg + strlen(want) - 1, tests[i]))
+            fail_msg("known list of '%s' names the test method '%s'", msg, tests[i]);
+    assert_int_equal(rl_group_call_sync(g, "whoami", RL_DISPATCH_RANK_ZERO, NULL, NULL),
+                     RL_ENOTFOUND);
+    s_stop(j);
+}
+
+/* The worker side of HELLO -> CONFIGURE -> READY, seen from a fake driver:
+ * READY lists exactly the methods served; test methods only on request;
+ * a CONFIGURE with numbers out of range is answered with ERROR. */
+static Rl__Envelope *s_router_recv(void *sock, unsigned char *id, size_t *id_len)
+{
+    int to = 10000;
+    zmq_setsockopt(sock, ZMQ_RCVTIMEO, &to, sizeof to);
+    int n = zmq_recv(sock, id, 255, 0);
+    if (n < 0)
+        return NULL;
+    *id_len = (size_t)n;
+    uint8_t buf[8192];
+    n = zmq_recv(sock, buf, sizeof buf, 0);
+    return n < 0 ? NULL : rl__envelope__unpack(NULL, (size_t)n, buf);
+}
+
+static void s_router_send(void *sock, const unsigned char *id, size_t id_len, Rl__Envelope *env)
+{
+    env->protocol_version = RL_PROTOCOL_VERSION;
+    uint8_t buf[4096];
+    size_t len = rl__envelope__pack(env, buf);
+    zmq_send(sock, id, id_len, ZMQ_SNDMORE);
+    zmq_send(sock, buf, len, 0);
+}
+
+/* Starts rl-worker --role reward against a fake ROUTER, answers its HELLO
+ * with a CONFIGURE whose extra is `extra_json`, returns what came back. */
+static Rl__Envelope *s_configure_worker(const char *extra_json, uint32_t heartbeat_ms, pid_t *pid,
+                                        void **ctx_out, void **sock_out)
+{
+    void *ctx = zmq_ctx_new();
+    void *sock = zmq_socket(ctx, ZMQ_ROUTER);
+    int linger = 0;
+    zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
+    assert_int_equal(zmq_bind(sock, "tcp://127.0.0.1:*"), 0);
+    char ep[256];
+    size_t len = sizeof ep;
+    zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, ep, &len);
+    *pid = fork();
+    if (*pid == 0) {
+        execl(s_worker, s_worker, "--role", "reward", "--rank", "0", "--driver", ep, "--log-level",
+              "error", "--give-up-s", "3", (char *)NULL);
+        _exit(127);
+    }
+    unsigned char id[256];
+    size_t id_len;
+    Rl__Envelope *hello = s_router_recv(sock, id, &id_len);
+    assert_non_null(hello);
+    assert_int_equal(hello->body_case, RL__ENVELOPE__BODY_HELLO);
+    rl__envelope__free_unpacked(hello, NULL);
+    json_error_t err;
+    json_t *extra = json_loads(extra_json, 0, &err);
+    assert_non_null(extra);
+    Rl__Value *ev = rl_value_from_json(extra);
+    json_decref(extra);
+    Rl__Envelope env = RL__ENVELOPE__INIT;
+    Rl__Configure c = RL__CONFIGURE__INIT;
+    c.config.data = (uint8_t *)"{}";
+    c.config.len = 2;
+    c.config_format = "json";
+    c.heartbeat_ms = heartbeat_ms;
+    c.liveness = 3;
+    c.extra = ev;
+    env.body_case = RL__ENVELOPE__BODY_CONFIGURE;
+    env.configure = &c;
+    s_router_send(sock, id, id_len, &env);
+    rl_value_free(ev);
+    Rl__Envelope *got;
+    do { /* skip heartbeats */
+        got = s_router_recv(sock, id, &id_len);
+        if (got && got->body_case == RL__ENVELOPE__BODY_HEARTBEAT) {
+            rl__envelope__free_unpacked(got, NULL);
+            continue;
+        }
+        break;
+    } while (1);
+    *ctx_out = ctx;
+    *sock_out = sock;
+    return got;
+}
+
+static void s_end_worker(pid_t pid, void *ctx, void *sock)
+{
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    zmq_close(sock);
+    zmq_ctx_term(ctx);
+}
+
+static int s_has_method(const Rl__Ready *r, const char *name)
+{
+    for (size_t i = 0; i < r->n_methods; i++)
+        if (strcmp(r->methods[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+static void test_worker_ready_lists_served_methods(void **state)
+{
+    (void)state;
+    pid_t pid;
+    void *ctx, *sock;
+    Rl__Envelope *got = s_configure_worker("{\"world_size\": 1, \"rank\": 0}", 200, &pid, &ctx, &sock);
+    assert_non_null(got);
+    assert_int_equal(got->body_case, RL__ENVELOPE__BODY_READY);
+    assert_int_equal(got->ready->n_methods, 1);
+    assert_string_equal(got->ready->methods[0], "compute_reward");
+    rl__envelope__free_unpacked(got, NULL);
+    s_end_worker(pid, ctx, sock);
+
+    got = s_configure_worker("{\"world_size\": 1, \"rank\": 0, \"test_methods\": true}", 200,
+                             &pid, &ctx, &sock);
+    assert_non_null(got);
+    assert_int_equal(got->body_case, RL__ENVELOPE__BODY_READY);
+    assert_true(s_has_method(got->ready, "compute_reward"));
+    assert_true(s_has_method(got->ready, "echo"));
+    assert_true(s_has_method(got->ready, "coll_check"));
+    assert_int_equal(got->ready->n_methods, 14);
+    rl__envelope__free_unpacked(got, NULL);
+    s_end_worker(pid, ctx, sock);
+
+    /* numbers from the driver are checked before use */
+    static const char *const bad[] = {
+        "{\"world_size\": 0, \"rank\": 0}",
+        "{\"world_size\": 2, \"rank\": 5}",
+        "{\"world_size\": 2, \"rank\": 1}",
+        "{\"world_size\": 1, \"test_methods\": 3}",
+        "{\"world_size\": 9999999999}",
+    };
+    static const char *const why[] = {
+        "CONFIGURE: extra.world_size must be an integer in [1, 1048576]",
+        "CONFIGURE: extra.rank must be an integer in [0, 1]",
+        "CONFIGURE for rank 1 sent to reward/0",
+        "CONFIGURE: extra.test_methods must be a boolean",
+        "CONFIGURE: extra.world_size must be an integer in [1, 1048576]",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        got = s_configure_worker(bad[i], 200, &pid, &ctx, &sock);
+        assert_non_null(got);
+        assert_int_equal(got->body_case, RL__ENVELOPE__BODY_ERROR);
+        assert_string_equal(got->error->message, why[i]);
+        rl__envelope__free_unpacked(got, NULL);
+        s_end_worker(pid, ctx, sock);
+    }
+    got = s_configure_worker("{}", 4000000000u, &pid, &ctx, &sock);
+    assert_non_null(got);
+    assert_int_equal(got->body_case, RL__ENVELOPE__BODY_ERROR);
+    assert_string_equal(got->error->message, "CONFIGURE: heartbeat 4000000000 ms x 3 is out of range");
+    rl__envelope__free_unpacked(got, NULL);
+    s_end_worker(pid, ctx, sock);
+}
+
+/* D: CONFIGURE carries the file:line:col of the job tree, so a role's
+ * config check at init names the job file. The worker runs in this
+ * process (a thread) with a role whose init range-checks a key. */
+static int s_probe_init(rl_worker_ctx *ctx)
+{
+    int64_t depth;
+    return rl_config_get_int_in(ctx->config, "probe.depth", 1, 100, &depth);
+}
+
+static const rl_worker_role s_probe_role = {"probe", NULL, s_probe_init, NULL};
+
+typedef struct {
+    rl_worker_options opt;
+    int rc;
+} s_probe;
+
+static void *s_probe_main(void *arg)
+{
+    s_probe *p = arg;
+    p->rc = rl_worker_run(&p->opt, &s_probe_role);
+    return NULL;
+}
+
+/* Runs the probe role against a driver with `job`; returns the start error. */
+static void s_probe_start(rl_config *job, const char *want)
+{
+    rl_driver_options o = {.job = job};
+    s_job *j = s_start_opt("{probe: {count: 1, node: ext}}", 0, 0, &o);
+    s_probe p = {.opt = {.role = "probe", .rank = 0, .driver = rl_driver_endpoint(j->d),
+                         .node = "here", .heartbeat_ms = 100, .give_up_ms = 5000}};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, s_probe_main, &p), 0);
+    int rc = rl_driver_start(j->d);
+    pthread_join(th, NULL);
+    assert_int_equal(rc, RL_ESTATE);
+    assert_string_equal(rl_error_message(), want);
+    assert_int_equal(p.rc, RL_WORKER_EXIT_ERROR); /* init failed: the worker exits 1 */
+    s_stop(j);
+}
+
+static void test_configure_carries_locations(void **state)
+{
+    (void)state;
+    const char *text = "trainer:\n"
+                       "  seed: 1\n"
+                       "probe:\n"
+                       "  depth: -1\n";
+    rl_config *job = rl_config_parse_string(text, strlen(text), "job.yaml");
+    assert_non_null(job);
+    s_probe_start(job, "role probe cannot start: probe/0: job.yaml:4:10: probe.depth: must be in "
+                       "[1, 100], got -1");
+    rl_config_free(job);
+    /* an override is located at the override itself */
+    job = rl_config_load_job("probe:\n  depth: 5\n", NULL, 1,
+                             (const char *const[]){"probe.depth=1000"});
+    assert_non_null(job);
+    s_probe_start(job, "role probe cannot start: probe/0: override probe.depth=1000: probe.depth: "
+                       "must be in [1, 100], got 1000");
+    rl_config_free(job);
 }
 
 static pid_t s_spawn_worker(const char *role, int rank, const char *endpoint, const char *give_up)
@@ -339,13 +743,13 @@ static pid_t s_spawn_worker(const char *role, int rank, const char *endpoint, co
 static void test_external_workers(void **state)
 {
     (void)state;
-    s_job *j = s_start("{env: {count: 1, node: ext}}", 1, 0);
+    s_job *j = s_start("{reward: {count: 1, node: ext}}", 1, 0);
     assert_int_equal(rl_driver_start(j->d), RL_ETIMEOUT);
     assert_string_equal(rl_error_message(),
-                        "timed out after 0.5 s waiting for 1 worker: env/0 (node ext, external)");
-    pid_t pid = s_spawn_worker("env", 0, rl_driver_endpoint(j->d), "5");
-    assert_int_equal(rl_group_wait_ready(rl_driver_group(j->d, "env"), 10000), 0);
-    assert_int_equal(rl_group_call_sync(rl_driver_group(j->d, "env"), "whoami", RL_DISPATCH_RANK_ZERO,
+                        "timed out after 0.5 s waiting for 1 worker: reward/0 (node ext, external)");
+    pid_t pid = s_spawn_worker("reward", 0, rl_driver_endpoint(j->d), "5");
+    assert_int_equal(rl_group_wait_ready(rl_driver_group(j->d, "reward"), 10000), 0);
+    assert_int_equal(rl_group_call_sync(rl_driver_group(j->d, "reward"), "whoami", RL_DISPATCH_RANK_ZERO,
                                         NULL, NULL), 0);
     s_stop(j); /* SHUTDOWN reaches the external worker too */
     int status;
@@ -391,6 +795,11 @@ int main(void)
         cmocka_unit_test_teardown(test_protocol_mismatch_and_unknown_peer, s_teardown),
         cmocka_unit_test_teardown(test_external_workers, s_teardown),
         cmocka_unit_test_teardown(test_worker_gives_up_without_driver, s_teardown),
+        cmocka_unit_test_teardown(test_roles_started_by_name, s_teardown),
+        cmocka_unit_test_teardown(test_usage_exit_is_fatal, s_teardown),
+        cmocka_unit_test_teardown(test_production_worker_has_no_test_methods, s_teardown),
+        cmocka_unit_test(test_worker_ready_lists_served_methods),
+        cmocka_unit_test_teardown(test_configure_carries_locations, s_teardown),
     };
     return cmocka_run_group_tests_name("runtime", tests, NULL, NULL);
 }

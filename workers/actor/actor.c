@@ -149,7 +149,7 @@ static int s_init_model(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto
         if (!a->comm)
             return rl_error_wrap(rl_error_code(), "actor/%d: joining the FSDP communicator", a->rank);
     }
-    rl_param_shard_range(a->P, a->W, a->rank, &a->begin, &a->end);
+    rl_shard_range(a->P, a->W, a->rank, &a->begin, &a->end);
     a->shard_grad = malloc(sizeof(float) * (size_t)(a->end - a->begin + 1));
     if (!a->shard_grad)
         return rl_error_set(RL_ENOMEM, "actor/%d: out of memory for the gradient shard", a->rank);

@@ -59,12 +59,6 @@ int rl_param_manifest_equal(const rl_param_manifest *a,
 float *rl_param_buffer_new(int64_t n);
 void rl_param_buffer_free(float *p);
 
-/* FSDP shard of rank `rank` of `world`: [begin, end) in elements. Shards are
- * contiguous, ceil(total/world) long except the last (which may be shorter or
- * empty). */
-void rl_param_shard_range(int64_t total, int world, int rank, int64_t *begin,
-                          int64_t *end);
-
 #ifdef __cplusplus
 }
 #endif

@@ -8,7 +8,7 @@
  * DataProtos in the usual zero-copy wire format.
  *
  * Weight channel: actor → rollout transfer of a flat float buffer (the model's
- * parameter buffer, see rlrt/nn/params.h) in buckets, tagged with a version.
+ * flat parameter buffer) in buckets, tagged with a version.
  * The sender binds a ROUTER; receivers connect DEALERs and say which version
  * they hold. rl_weight_send() pushes every bucket of `version` to every
  * receiver (zero-copy, pipelined) and returns once all have acknowledged it.

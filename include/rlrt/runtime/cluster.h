@@ -22,8 +22,8 @@
  *       gpus: 8                   # default 0
  *       launch: local             # local | ssh | external (default local)
  *       ssh: {user: rl, command: "ssh -o BatchMode=yes"}   # ssh only
- *   roles:                        # required; keys: rollout actor env reward
- *     actor:
+ *   roles:                        # required; any role names, in any order
+ *     actor:                      # a name: [a-z][a-z0-9_]*, at most 63 chars
  *       count: 2                  # required, >= 0
  *       placement:                # one entry per rank, ranks 0..count-1
  *         - {rank: 0, node: gpu0, gpus: [0, 1]}
@@ -31,10 +31,15 @@
  *     reward: {count: 2, node: gpu0}   # shorthand: every rank on one node,
  *                                      # no GPUs
  *
- * Invariants (checked by rl_cluster_load): node names unique; every
- * placement names a known node; GPU indices < that node's gpus and not
- * repeated within one rank; ranks of a role are exactly 0..count-1, each
- * once. Errors are RL_ECONFIG with "cluster.yaml:LINE:COL: path: problem".
+ * Role names are data: the runtime gives no name a meaning. rl-driver starts
+ * the roles its recipe asks for (driver.h) and rl-worker serves the roles it
+ * has a method table for; a cluster may list roles a given job does not use.
+ *
+ * Invariants (checked by rl_cluster_load): node names unique; role names
+ * unique identifiers; every placement names a known node; GPU indices <
+ * that node's gpus and not repeated within one rank; ranks of a role are
+ * exactly 0..count-1, each once. Errors are RL_ECONFIG with
+ * "cluster.yaml:LINE:COL: path: problem".
  *
  * Ownership: rl_cluster_load()/rl_cluster_from_config() return an object
  * freed with rl_cluster_free(); all arrays and strings inside belong to it.
@@ -53,25 +58,13 @@ extern "C" {
 #define RL_CLUSTER_ADDR_MAX 256
 #define RL_CLUSTER_MAX_GPUS 64
 
-typedef enum rl_role {
-    RL_ROLE_ROLLOUT = 0,
-    RL_ROLE_ACTOR = 1,
-    RL_ROLE_ENV = 2,
-    RL_ROLE_REWARD = 3,
-    RL_ROLE_COUNT = 4
-} rl_role;
-
 typedef enum rl_launch_mode {
     RL_LAUNCH_LOCAL = 0,    /* the driver spawns and supervises the worker */
     RL_LAUNCH_SSH = 1,      /* the driver starts it over ssh */
     RL_LAUNCH_EXTERNAL = 2  /* systemd/Kubernetes start it; the driver waits */
 } rl_launch_mode;
 
-/* "rollout", "actor", "env", "reward". */
-const char *rl_role_name(rl_role r);
-/* 0 and *out on success; RL_EINVAL "unknown role 'x' (allowed: rollout,
- * actor, env, reward)" otherwise. */
-int rl_role_parse(const char *name, rl_role *out);
+/* "local", "ssh", "external". */
 const char *rl_launch_mode_name(rl_launch_mode m);
 
 typedef struct rl_cluster_node {
@@ -84,8 +77,16 @@ typedef struct rl_cluster_node {
     int line;                               /* where it is defined */
 } rl_cluster_node;
 
+/* A role of cluster.yaml: a name the application gives it (the runtime
+ * attaches no meaning to it) and how many ranks it has. */
+typedef struct rl_cluster_role {
+    char name[RL_CLUSTER_NAME_MAX]; /* [a-z][a-z0-9_]*, unique */
+    int count;                      /* ranks 0..count-1; may be 0 */
+    int line;                       /* where its key is in the file */
+} rl_cluster_role;
+
 typedef struct rl_placement {
-    rl_role role;
+    int role; /* index into rl_cluster.roles */
     int rank;
     int node; /* index into rl_cluster.nodes */
     int ngpus;
@@ -96,8 +97,9 @@ typedef struct rl_cluster {
     char file[RL_CLUSTER_ADDR_MAX];
     rl_cluster_node *nodes;
     int n_nodes;
-    int role_count[RL_ROLE_COUNT];
-    /* Sorted by role (enum order), then rank. */
+    rl_cluster_role *roles; /* in file order */
+    int n_roles;
+    /* Sorted by role (file order), then rank. */
     rl_placement *placements;
     int n_placements;
     int driver_node;                            /* -1 if not given */
@@ -117,8 +119,10 @@ typedef struct rl_cluster {
 rl_cluster *rl_cluster_load(const char *path);
 rl_cluster *rl_cluster_from_config(const rl_config *c);
 void rl_cluster_free(rl_cluster *cl);
-/* The placement of (role, rank), or NULL. */
-const rl_placement *rl_cluster_find(const rl_cluster *cl, rl_role role, int rank);
+/* Index of the role called `name` in cl->roles, or -1 (no message set). */
+int rl_cluster_role_index(const rl_cluster *cl, const char *name);
+/* The placement of (role, rank), or NULL (no message set). */
+const rl_placement *rl_cluster_find(const rl_cluster *cl, const char *role, int rank);
 /* Human-readable placement table, one line per rank:
  * "role     rank  node   address    launch    gpus" */
 char *rl_cluster_table(const rl_cluster *cl);

@@ -15,11 +15,12 @@
  * each rank then calls rl_comm_init_rank(id, world, rank). Rank 0 collects
  * every rank's data endpoint and tells each rank its right neighbour.
  *
- * Layout: the chunks of a `count`-element buffer are the FSDP shards of
- * rl_param_shard_range(count, world, r) (include/rlrt/nn/params.h): chunk r
- * is [r*ceil(count/W), min(count, (r+1)*ceil(count/W))), so trailing chunks
- * may be short or empty. reduce-scatter leaves rank r exactly its shard;
- * all-gather takes it back.
+ * Layout: the chunks of a `count`-element buffer are the shards of
+ * rl_shard_range(count, world, r): chunk r is
+ * [r*ceil(count/W), min(count, (r+1)*ceil(count/W))), so trailing chunks may
+ * be short or empty. reduce-scatter leaves rank r exactly its shard;
+ * all-gather takes it back. FSDP shards a flat parameter buffer the same way,
+ * so a rank's optimizer state is the chunk the collectives give it.
  *
  * Reduction order (deterministic): element i of chunk c is summed along the
  * ring starting after its owner and ending at it,
@@ -77,6 +78,13 @@ typedef struct rl_comm_options {
 } rl_comm_options;
 
 void rl_comm_options_default(rl_comm_options *o);
+
+/* Shard `rank` of `world` of a `total`-element buffer: [*begin, *end).
+ * Shards are contiguous and ceil(total/world) long, except the last ones,
+ * which may be shorter or empty. This is the chunk every collective assigns
+ * to a rank. An invalid world (< 1), rank (outside [0, world)) or total (< 0)
+ * gives the empty range [0, 0). Cannot fail. */
+void rl_shard_range(int64_t total, int world, int rank, int64_t *begin, int64_t *end);
 
 /* Makes a new id. `endpoint`:
  *   "tcp://HOST:PORT"  rank 0 will bind it;

@@ -2,10 +2,12 @@
  * futures, heartbeats and supervision.
  *
  * Purpose: verl's RayWorkerGroup + @register dispatch modes with native
- * daemons. The driver binds a ROUTER; every (role, rank) of cluster.yaml is a
- * slot that a worker fills by saying HELLO. `local` slots are spawned with
- * uv_spawn, `ssh` slots with `ssh HOST rl-worker ...`, `external` slots are
- * waited for. A group per role offers calls in four dispatch modes:
+ * daemons. The driver binds a ROUTER; every (role, rank) of the roles the job
+ * starts (rl_driver_options.roles; roles are plain names from cluster.yaml)
+ * is a slot that a worker fills by saying HELLO. `local` slots are spawned
+ * with uv_spawn, `ssh` slots with `ssh HOST rl-worker ...`, `external` slots
+ * are waited for. A group per started role offers calls in four dispatch
+ * modes:
  *   one_to_all  the same DataProto to every rank, one result per rank;
  *   dp_compute  the batch chunked across ranks (padded when rows don't
  *               divide), replies concatenated in rank order, padding stripped;
@@ -13,18 +15,29 @@
  *   all_to_all  a list of per-rank DataProtos, one result per rank.
  * Calls return futures so a recipe can overlap roles.
  *
- * Threading: single-threaded. Everything runs in the driver's libuv loop on
- * the calling thread; rl_future_wait() and rl_driver_poll() pump that loop,
- * so heartbeats, child exits and signals are handled while the recipe waits.
- * Driver-side computation between waits should stay short (< heartbeat ×
- * liveness) or call rl_driver_poll(d, 0) now and then.
+ * Threading: the driver runs its libuv loop on its own I/O thread, started
+ * by rl_driver_new(): only that thread touches the ROUTER socket, the child
+ * processes and the timers, so heartbeats, child exits and signals are
+ * handled whatever the caller does — a recipe may compute between calls for
+ * as long as it likes. API calls take the driver mutex, queue their work and
+ * wake the loop (uv_async); waits (rl_future_wait, rl_group_wait_ready,
+ * rl_driver_start, rl_driver_poll, rl_driver_shutdown) block on a condition
+ * variable that every loop callback broadcasts. The API may be called from
+ * any thread; a future is used by one thread at a time.
  *
  * Failure handling: a worker silent for interval × liveness, or whose process
  * exits, is dead; its in-flight calls fail with an error naming the worker
  * and the method. local/ssh workers are restarted with exponential backoff up
  * to restart.max_restarts; calls made while a rank restarts are queued and
- * sent once it is READY again. If a role cannot be restored every wait fails
- * with that message and rl_driver_fatal() is set.
+ * sent once it is READY again. If a role cannot be restored, or cannot start
+ * at all (rl-worker exits RL_WORKER_EXIT_USAGE before HELLO, or the role's
+ * init fails), every wait fails with that message and rl_driver_fatal() is
+ * set. Everything that arrives in a message (role, rank, call ids, payload
+ * flags, handler times) is checked before use.
+ *
+ * CONFIGURE: each worker gets the job tree as JSON with the file:line:col of
+ * its nodes (so a role's config errors name job.yaml), its group's size and
+ * its rank, and whether to serve its test methods.
  *
  * Ownership: rl_driver_new() borrows the cluster and job config (they must
  * outlive the driver). Futures are the caller's (rl_future_free()); results
@@ -57,25 +70,45 @@ const char *rl_dispatch_name(rl_dispatch mode);
 typedef struct rl_driver_options {
     const rl_cluster *cluster;  /* borrowed */
     const rl_config *job;       /* borrowed; may be NULL. CONFIGURE carries the
-                                   whole job tree as JSON: a role reads its
-                                   `<role>.*` subtree and shared sections
-                                   (`model.*`, `trainer.*`) */
+                                   whole job tree as JSON, with the file:line
+                                   of every node: a role reads its `<role>.*`
+                                   subtree and shared sections (`model.*`) */
     const char *worker_binary;  /* rl-worker for local/ssh launch */
     const char *bind_override;  /* e.g. "tcp://127.0.0.1:*" (tests); NULL =
                                    the cluster's bind endpoint */
     const char *worker_log_level; /* passed as --log-level; NULL = info */
     int ready_timeout_ms;       /* local/ssh start-up; default 30000 */
+    /* The cluster roles to start (NULL-terminated); NULL = every role with
+     * ranks. A listed role the cluster lacks, or one with no ranks, makes
+     * rl_driver_new fail (RL_ECONFIG naming the cluster file and its roles);
+     * a cluster role not listed is not started (logged once at info). */
+    const char *const *roles;
+    /* 1: workers also serve their test methods (the selftest's echo, add,
+     * ...; rl_worker_options.test_methods); 0: production methods only. */
+    int test_methods;
 } rl_driver_options;
 
+/* Binds the ROUTER and starts the I/O thread (workers are launched by
+ * rl_driver_start). NULL + message when the options are inconsistent with
+ * the cluster (see rl_driver_options.roles) or a resource (socket, thread,
+ * memory) cannot be had. */
 rl_driver *rl_driver_new(const rl_driver_options *opt);
 /* Launches local/ssh workers and waits until every slot is READY (external
  * ones up to cluster external_wait_timeout_s). On timeout: RL_ETIMEOUT with
- * the list of missing workers. */
+ * the list of missing workers. A role whose worker cannot start — rl-worker
+ * exits with status 64 (usage error, e.g. a role it does not serve) before
+ * HELLO, or the role's init fails — is fatal at once, without restarts:
+ * RL_ESTATE with "role R cannot start: ...". */
 int rl_driver_start(rl_driver *d);
 /* The endpoint workers connect to (after a wildcard bind: the real port). */
 const char *rl_driver_endpoint(const rl_driver *d);
-/* Group of a role ("rollout", ...); NULL if the role has no ranks. */
+/* The group of a started role; NULL + RL_ENOTFOUND naming the role and the
+ * cluster file when the cluster has no such role or this job did not start
+ * it. */
 rl_group *rl_driver_group(rl_driver *d, const char *role);
+/* The started roles' groups, in cluster order: i in [0, count). */
+int rl_driver_group_count(const rl_driver *d);
+rl_group *rl_driver_group_at(rl_driver *d, int i);
 int rl_group_size(const rl_group *g);
 const char *rl_group_role(const rl_group *g);
 /* pid of a local rank's process (0 if none) — for tests and logs. */
@@ -93,7 +126,7 @@ rl_future *rl_group_call(rl_group *g, const char *method, rl_dispatch mode,
 rl_future *rl_group_call_each(rl_group *g, const char *method,
                               rl_dataproto *const *per_rank);
 
-/* Pumps the loop until the future completes: every rank answered, or one
+/* Blocks until the future completes: every rank answered, or one
  * failed (the others' late answers are dropped). 0 on success; on failure the
  * error code with a message naming the worker(s) and the method;
  * RL_ETIMEOUT after timeout_ms (< 0: no limit); RL_ESTATE if interrupted
@@ -101,16 +134,20 @@ rl_future *rl_group_call_each(rl_group *g, const char *method,
 int rl_future_wait(rl_future *f, int timeout_ms);
 int rl_future_done(const rl_future *f);
 /* dp_compute: the concatenated, unpadded result; rank_zero: rank 0's;
- * one_to_all/all_to_all: RL_EINVAL (use rl_future_take_rank). *out may be
- * NULL when the worker returned no payload. */
+ * one_to_all/all_to_all: RL_EINVAL (use rl_future_take_rank). A rank that
+ * returned no payload is an error (RL_EPROTO naming the method, the role
+ * and the rank): call without taking when a method returns nothing. */
 int rl_future_take(rl_future *f, rl_dataproto **out);
+/* Rank `rank`'s result (same rule about a missing payload). */
 int rl_future_take_rank(rl_future *f, int rank, rl_dataproto **out);
 void rl_future_free(rl_future *f);
-/* Call + wait + take in one (dp_compute / rank_zero). */
+/* Call + wait + take in one (dp_compute / rank_zero); out == NULL: call
+ * and wait only (any payload is dropped). */
 int rl_group_call_sync(rl_group *g, const char *method, rl_dispatch mode,
                        const rl_dataproto *in, rl_dataproto **out);
 
-/* Runs the loop for up to timeout_ms (0: only what is ready now). */
+/* Sleeps up to timeout_ms while the I/O thread works (0: returns at once);
+ * returns early with RL_ESTATE when interrupted or fatal. */
 int rl_driver_poll(rl_driver *d, int timeout_ms);
 /* Set by SIGTERM/SIGINT. */
 int rl_driver_interrupted(const rl_driver *d);

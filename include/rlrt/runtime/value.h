@@ -1,7 +1,8 @@
 /* rlrt/runtime/value.h — rl.Value (proto/rl.proto) <-> jansson, for the small
  * typed arguments control messages carry (CONFIGURE.extra, CALL.args).
- * Ownership: rl_value_from_json() returns a tree freed with rl_value_free();
- * rl_value_to_json() returns a new reference (NULL + message past 64 levels). */
+ * Ownership: rl_value_from_json() returns a tree freed with rl_value_free()
+ * (NULL for a NULL input or when memory runs out); rl_value_to_json() returns
+ * a new reference (NULL + message past 64 levels or out of memory). */
 #ifndef RLRT_RUNTIME_VALUE_H
 #define RLRT_RUNTIME_VALUE_H
 

@@ -15,6 +15,18 @@
  * An unknown method, a bad payload or a handler error becomes an ERROR reply,
  * never a crash of the worker.
  *
+ * Methods: the role's table, plus the test methods of the options when the
+ * driver's CONFIGURE says "test_methods": true. READY lists exactly the
+ * methods served, and an unknown-method error names only those.
+ *
+ * Configuration: the first CONFIGURE gives the job tree (JSON) and the
+ * file:line:col of its nodes, applied to the tree, so a role's checks name
+ * the job file: "job.yaml:14:3: rollout.response_length: must be >= 1, got
+ * -1". The role's init runs once, on the compute thread, after it; a later
+ * CONFIGURE (after a reconnect) keeps the tree and updates only the
+ * heartbeat settings and which methods are served. Every number CONFIGURE
+ * carries is range-checked; a bad one is an ERROR to the driver.
+ *
  * Threading: rl_worker_ctx is shared between the loop and the compute
  * thread; handlers may read ctx->config and keep state in ctx->user, and
  * should poll rl_worker_should_stop() in long loops.
@@ -36,7 +48,8 @@ typedef struct rl_worker_ctx {
     int rank;
     int world_size;        /* ranks in this role's group (from CONFIGURE) */
     const char *node;
-    rl_config *config;     /* the job config tree (from CONFIGURE) */
+    rl_config *config;     /* the job config tree (from the first CONFIGURE;
+                              fixed while the role runs) */
     void *user;            /* role state, owned by the role's init/fini */
     volatile int stop;     /* set when the worker is shutting down */
 } rl_worker_ctx;
@@ -68,20 +81,26 @@ typedef struct rl_worker_options {
     int heartbeat_ms;      /* until CONFIGURE says otherwise; default 1000 */
     int liveness;          /* default 3 */
     int give_up_ms;        /* exit 2 after this long without a driver; default 60000 */
+    /* Optional methods for tests ({NULL, NULL}-terminated; rl-worker passes
+     * the selftest's table). Served only when the driver's CONFIGURE asks
+     * for them (rl_driver_options.test_methods); a role method of the same
+     * name wins. NULL: none. */
+    const rl_method *test_methods;
 } rl_worker_options;
+
+/* Exit statuses of rl-worker (and the values rl_worker_run returns). A
+ * worker that exits RL_WORKER_EXIT_USAGE before saying HELLO is a fatal
+ * start-up error for the driver (no restarts). */
+#define RL_WORKER_EXIT_OK 0
+#define RL_WORKER_EXIT_ERROR 1    /* start-up error, init failed, refused */
+#define RL_WORKER_EXIT_GAVE_UP 2  /* no driver for give_up_ms */
+#define RL_WORKER_EXIT_USAGE 64   /* bad command line, unknown role (EX_USAGE) */
 
 /* Runs until SHUTDOWN, SIGTERM/SIGINT (returns 0) or giving up on the driver
  * (returns 2); 1 on a start-up error (message set). */
 int rl_worker_run(const rl_worker_options *opt, const rl_worker_role *role);
 
 int rl_worker_should_stop(const rl_worker_ctx *ctx);
-
-/* Methods every role has (common/runtime/builtin.c): echo, add (x +
- * meta.value), sleep (meta.ms), fail (returns an error), whoami, and the
- * plumbing checks of the selftest recipe: coll_check (every collective,
- * verified exactly), weights_open/weights_send/weights_recv (weight channel),
- * channel_open/channel_connect/channel_pingpong (direct data channels). */
-extern const rl_method rl_builtin_methods[];
 
 #ifdef __cplusplus
 }

@@ -1,12 +1,13 @@
-/* builtin.c — methods every rl-worker role serves: the runtime self-test
- * (echo, add, sleep, fail, whoami) and the plumbing checks of the selftest
- * recipe (collectives, weight channel, data channels). Per-process channel
- * state lives here: a worker process serves one role and rank. */
+/* test_methods.c — the test methods of rl-worker (see test_methods.h): the
+ * runtime self-test (echo, add, sleep, fail, whoami) and the plumbing checks
+ * of the selftest recipe (collectives, weight channel, data channels).
+ * Per-process channel state lives here: a worker process serves one role
+ * and rank. */
+#include "test_methods.h"
+
 #include "rlrt/error.h"
 #include "rlrt/runtime/channel.h"
 #include "rlrt/runtime/collective.h"
-#include "rlrt/runtime/worker.h"
-#include "rlrt/nn/params.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -20,6 +21,29 @@ static double s_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* *out = a 0-row DataProto whose meta is `meta` (taken); RL_ENOMEM if
+ * either could not be built. */
+static int s_meta_out(json_t *meta, rl_dataproto **out)
+{
+    if (!meta)
+        return rl_error_set(RL_ENOMEM, "test method: out of memory");
+    *out = rl_dataproto_new_meta(meta);
+    return *out ? RL_OK : rl_error_code();
+}
+
+/* A count from meta: an integer in [0, max]. */
+static int s_meta_count(const rl_dataproto *in, const char *key, int64_t def, int64_t max,
+                        int64_t *out)
+{
+    int rc = rl_dataproto_meta_int(in, key, def, out);
+    if (rc)
+        return rc;
+    if (*out < 0 || *out > max)
+        return rl_error_set(RL_ERANGE, "meta '%s' = %lld outside [0, %lld]", key,
+                            (long long)*out, (long long)max);
+    return RL_OK;
 }
 
 /* ---- basic methods -------------------------------------------------------------------- */
@@ -42,29 +66,31 @@ static int s_add(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
         return rl_error_set(RL_EINVAL, "add: meta 'value' must be a number");
     double add = json_number_value(v);
     rl_dataproto *o = rl_dataproto_new();
-    rl_tensor *y = rl_dataproto_new_tensor(o, "x", RL_F32, x->ndim, x->shape);
-    if (!y) {
+    rl_tensor *y = o ? rl_dataproto_new_tensor(o, "x", RL_F32, x->ndim, x->shape) : NULL;
+    rl_column *rank = y ? rl_dataproto_new_column(o, "rank", RL_COL_INT64) : NULL;
+    if (!rank) {
+        int rc = o ? rl_error_code() : rl_error_set(RL_ENOMEM, "add: out of memory");
         rl_dataproto_free(o);
-        return rl_error_code();
+        return rc;
     }
     const float *src = rl_tensor_data(x);
     float *dst = rl_tensor_data(y);
     for (int64_t i = 0; i < x->numel; i++)
         dst[i] = src[i] + (float)add;
-    rl_column *rank = rl_dataproto_new_column(o, "rank", RL_COL_INT64);
     for (int64_t r = 0; r < rl_dataproto_rows(o); r++)
         rl_column_set_i64(rank, r, ctx->rank);
     *out = o;
     return RL_OK;
 }
 
+/* meta: ms (default 100). Returns no payload. */
 static int s_sleep(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     (void)out;
     int64_t ms;
-    if (rl_dataproto_meta_int(in, "ms", 100, &ms))
+    if (s_meta_count(in, "ms", 100, 3600 * 1000, &ms))
         return rl_error_code();
-    for (int64_t t = 0; t < ms && !ctx->stop; t += 10)
+    for (int64_t t = 0; t < ms && !rl_worker_should_stop(ctx); t += 10)
         usleep(10000);
     return RL_OK;
 }
@@ -76,15 +102,29 @@ static int s_fail(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out
     return rl_error_set(RL_EINVAL, "fail requested on %s/%d", ctx->role, ctx->rank);
 }
 
+/* One row: role, rank, pid, node. */
 static int s_whoami(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     (void)in;
     rl_dataproto *o = rl_dataproto_new();
+    if (!o)
+        return rl_error_set(RL_ENOMEM, "whoami: out of memory");
     rl_dataproto_set_rows(o, 1);
-    rl_column_set_str(rl_dataproto_new_column(o, "role", RL_COL_STRING), 0, ctx->role);
-    rl_column_set_i64(rl_dataproto_new_column(o, "rank", RL_COL_INT64), 0, ctx->rank);
-    rl_column_set_i64(rl_dataproto_new_column(o, "pid", RL_COL_INT64), 0, getpid());
-    rl_column_set_str(rl_dataproto_new_column(o, "node", RL_COL_STRING), 0, ctx->node);
+    rl_column *role = rl_dataproto_new_column(o, "role", RL_COL_STRING);
+    rl_column *rank = role ? rl_dataproto_new_column(o, "rank", RL_COL_INT64) : NULL;
+    rl_column *pid = rank ? rl_dataproto_new_column(o, "pid", RL_COL_INT64) : NULL;
+    rl_column *node = pid ? rl_dataproto_new_column(o, "node", RL_COL_STRING) : NULL;
+    int rc = node ? RL_OK : rl_error_code();
+    if (!rc)
+        rc = rl_column_set_str(role, 0, ctx->role);
+    if (!rc)
+        rc = rl_column_set_str(node, 0, ctx->node);
+    if (rc) {
+        rl_dataproto_free(o);
+        return rc;
+    }
+    rl_column_set_i64(rank, 0, ctx->rank);
+    rl_column_set_i64(pid, 0, getpid());
     *out = o;
     return RL_OK;
 }
@@ -118,12 +158,12 @@ static int s_comm_id_create(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datap
     if (!host)
         return rl_error_code();
     char ep[300];
-    snprintf(ep, sizeof ep, "tcp://%s", host);
+    if ((size_t)snprintf(ep, sizeof ep, "tcp://%s", host) >= sizeof ep)
+        return rl_error_set(RL_EINVAL, "comm_id_create: host '%.40s...' is too long", host);
     rl_comm_id id;
     if (rl_comm_id_create(&id, ep))
         return rl_error_code();
-    *out = rl_dataproto_new_meta(json_pack("{s:s}", "comm_id", rl_comm_id_string(&id)));
-    return RL_OK;
+    return s_meta_out(json_pack("{s:s}", "comm_id", rl_comm_id_string(&id)), out);
 }
 
 /* Runs every collective on `count` floats and checks each result exactly.
@@ -132,23 +172,33 @@ static int s_coll_check(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto
 {
     const char *idtext = rl_dataproto_meta_str(in, "comm_id", NULL);
     int64_t count;
-    if (!idtext || rl_dataproto_meta_int(in, "count", 1000, &count))
+    if (!idtext || s_meta_count(in, "count", 1000, (int64_t)1 << 30, &count))
         return rl_error_code();
     rl_comm_id id;
     if (rl_comm_id_parse(&id, idtext))
         return rl_error_code();
+    float *x = malloc(sizeof(float) * (size_t)(count ? count : 1));
+    float *y = malloc(sizeof(float) * (size_t)(count ? count : 1));
+    json_t *ms = json_object();
+    if (!x || !y || !ms) {
+        free(x);
+        free(y);
+        json_decref(ms);
+        return rl_error_set(RL_ENOMEM, "coll_check: %lld floats: out of memory", (long long)count);
+    }
     rl_comm_options opt;
     rl_comm_options_default(&opt);
     opt.timeout_s = 30;
     rl_comm *c = rl_comm_init_rank(&id, ctx->world_size, ctx->rank, &opt);
-    if (!c)
+    if (!c) {
+        free(x);
+        free(y);
+        json_decref(ms);
         return rl_error_wrap(rl_error_code(), "%s/%d joining the communicator", ctx->role, ctx->rank);
+    }
     int W = ctx->world_size, r = ctx->rank, rc = RL_OK;
-    float *x = malloc(sizeof(float) * (size_t)(count ? count : 1));
-    float *y = malloc(sizeof(float) * (size_t)(count ? count : 1));
-    json_t *ms = json_object();
     int64_t begin, end;
-    rl_param_shard_range(count, W, r, &begin, &end);
+    rl_shard_range(count, W, r, &begin, &end);
     for (int64_t i = 0; i < count; i++)
         x[i] = s_coll_x(r, i);
     double t0 = s_ms();
@@ -203,8 +253,7 @@ done:
         json_decref(ms);
         return rl_error_wrap(rc, "%s/%d", ctx->role, ctx->rank);
     }
-    *out = rl_dataproto_new_meta(json_pack("{s:o}", "ms", ms));
-    return RL_OK;
+    return s_meta_out(json_pack("{s:o}", "ms", ms), out);
 }
 
 /* ---- weight channel -------------------------------------------------------------------- */
@@ -212,6 +261,7 @@ done:
 static rl_weight_sender *s_wsend;
 static rl_weight_receiver *s_wrecv;
 static char s_wrecv_endpoint[256];
+static int64_t s_wrecv_count;
 
 static float s_weight_value(int64_t i, uint64_t version)
 {
@@ -227,13 +277,13 @@ static int s_weights_open(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
         return rl_error_code();
     if (!s_wsend) {
         char bind[300];
-        snprintf(bind, sizeof bind, "tcp://%s:*", host);
+        if ((size_t)snprintf(bind, sizeof bind, "tcp://%s:*", host) >= sizeof bind)
+            return rl_error_set(RL_EINVAL, "weights_open: host '%.40s...' is too long", host);
         s_wsend = rl_weight_sender_new(bind, 0);
         if (!s_wsend)
             return rl_error_code();
     }
-    *out = rl_dataproto_new_meta(json_pack("{s:s}", "endpoint", rl_weight_sender_endpoint(s_wsend)));
-    return RL_OK;
+    return s_meta_out(json_pack("{s:s}", "endpoint", rl_weight_sender_endpoint(s_wsend)), out);
 }
 
 /* meta: version, count, receivers. Sends the test buffer of that version. */
@@ -243,10 +293,13 @@ static int s_weights_send(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     int64_t version, count, receivers;
     if (!s_wsend)
         return rl_error_set(RL_ESTATE, "weights_send before weights_open");
-    if (rl_dataproto_meta_int(in, "version", 1, &version) || rl_dataproto_meta_int(in, "count", 1 << 20, &count) ||
-        rl_dataproto_meta_int(in, "receivers", 1, &receivers))
+    if (s_meta_count(in, "version", 1, INT64_MAX, &version) ||
+        s_meta_count(in, "count", 1 << 20, (int64_t)1 << 30, &count) ||
+        s_meta_count(in, "receivers", 1, 256, &receivers))
         return rl_error_code();
     float *buf = malloc(sizeof(float) * (size_t)(count ? count : 1));
+    if (!buf)
+        return rl_error_set(RL_ENOMEM, "weights_send: %lld floats: out of memory", (long long)count);
     for (int64_t i = 0; i < count; i++)
         buf[i] = s_weight_value(i, (uint64_t)version);
     double t0 = s_ms();
@@ -255,8 +308,7 @@ static int s_weights_send(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     free(buf);
     if (rc)
         return rc;
-    *out = rl_dataproto_new_meta(json_pack("{s:f}", "ms", el));
-    return RL_OK;
+    return s_meta_out(json_pack("{s:f}", "ms", el), out);
 }
 
 /* meta: endpoint, count. Receives until a newer version is active, checks
@@ -265,17 +317,20 @@ static int s_weights_recv(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
 {
     const char *endpoint = rl_dataproto_meta_str(in, "endpoint", NULL);
     int64_t count;
-    if (!endpoint || rl_dataproto_meta_int(in, "count", 1 << 20, &count))
+    if (!endpoint || s_meta_count(in, "count", 1 << 20, (int64_t)1 << 30, &count))
         return rl_error_code();
-    if (s_wrecv && strcmp(s_wrecv_endpoint, endpoint) != 0) {
+    if (s_wrecv && (strcmp(s_wrecv_endpoint, endpoint) != 0 || s_wrecv_count != count)) {
         rl_weight_receiver_free(s_wrecv);
         s_wrecv = NULL;
     }
     if (!s_wrecv) {
+        if (strlen(endpoint) >= sizeof s_wrecv_endpoint)
+            return rl_error_set(RL_EINVAL, "weights_recv: endpoint too long");
         s_wrecv = rl_weight_receiver_new(endpoint, count);
         if (!s_wrecv)
             return rl_error_code();
         snprintf(s_wrecv_endpoint, sizeof s_wrecv_endpoint, "%s", endpoint);
+        s_wrecv_count = count;
     }
     int rc = rl_weight_recv_poll(s_wrecv, 30000);
     if (rc)
@@ -287,35 +342,56 @@ static int s_weights_recv(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
             return rl_error_set(RL_ENUMERIC, "%s/%d: weight [%lld] of version %llu is %g, expected %g",
                                 ctx->role, ctx->rank, (long long)i, (unsigned long long)version,
                                 w[i], s_weight_value(i, version));
-    *out = rl_dataproto_new_meta(json_pack("{s:I}", "version", (json_int_t)version));
-    return RL_OK;
+    return s_meta_out(json_pack("{s:I}", "version", (json_int_t)version), out);
 }
 
-/* ---- data channels ------------------------------------------------------------------------ */
+/* ---- data channels ------------------------------------------------------------------------
+ * Every channel method takes meta "active" (default 1): a rank without a
+ * partner (its role has more ranks than the other) is called with
+ * active = 0 and does nothing. */
 
 static rl_channel *s_chan;
 
-/* meta: host. Listens; returns meta {endpoint}. */
+static int s_inactive(const rl_dataproto *in, int *inactive)
+{
+    int64_t active;
+    int rc = rl_dataproto_meta_int(in, "active", 1, &active);
+    *inactive = !active;
+    return rc;
+}
+
+/* meta: host. Listens; returns meta {endpoint} ("" when inactive). */
 static int s_channel_open(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     (void)ctx;
+    int inactive;
+    if (s_inactive(in, &inactive))
+        return rl_error_code();
+    if (inactive)
+        return s_meta_out(json_pack("{s:s}", "endpoint", ""), out);
     const char *host = rl_dataproto_meta_str(in, "host", NULL);
     if (!host)
         return rl_error_code();
     char bind[300];
-    snprintf(bind, sizeof bind, "tcp://%s:*", host);
+    if ((size_t)snprintf(bind, sizeof bind, "tcp://%s:*", host) >= sizeof bind)
+        return rl_error_set(RL_EINVAL, "channel_open: host '%.40s...' is too long", host);
     rl_channel_free(s_chan);
     s_chan = rl_channel_listen(bind);
     if (!s_chan)
         return rl_error_code();
-    *out = rl_dataproto_new_meta(json_pack("{s:s}", "endpoint", rl_channel_endpoint(s_chan)));
-    return RL_OK;
+    return s_meta_out(json_pack("{s:s}", "endpoint", rl_channel_endpoint(s_chan)), out);
 }
 
+/* meta: endpoint. Connects to the listening side. */
 static int s_channel_connect(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     (void)ctx;
     (void)out;
+    int inactive;
+    if (s_inactive(in, &inactive))
+        return rl_error_code();
+    if (inactive)
+        return RL_OK;
     const char *endpoint = rl_dataproto_meta_str(in, "endpoint", NULL);
     if (!endpoint)
         return rl_error_code();
@@ -330,10 +406,15 @@ static int s_channel_connect(rl_worker_ctx *ctx, const rl_dataproto *in, rl_data
 static int s_channel_pingpong(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     int64_t steps, rows, serve;
+    int inactive;
+    if (s_inactive(in, &inactive))
+        return rl_error_code();
+    if (inactive)
+        return s_meta_out(json_pack("{s:i, s:f}", "steps", 0, "ms", 0.0), out);
     if (!s_chan)
         return rl_error_set(RL_ESTATE, "no data channel open on %s/%d", ctx->role, ctx->rank);
-    if (rl_dataproto_meta_int(in, "steps", 10, &steps) || rl_dataproto_meta_int(in, "rows", 16, &rows) ||
-        rl_dataproto_meta_int(in, "serve", 0, &serve))
+    if (s_meta_count(in, "steps", 10, 1000000, &steps) ||
+        s_meta_count(in, "rows", 16, 1 << 16, &rows) || s_meta_count(in, "serve", 0, 1, &serve))
         return rl_error_code();
     double t0 = s_ms();
     for (int64_t k = 0; k < steps; k++) {
@@ -354,7 +435,13 @@ static int s_channel_pingpong(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dat
         }
         msg = rl_dataproto_new();
         int64_t shape[2] = {rows, 8};
-        float *x = rl_tensor_data(rl_dataproto_new_tensor(msg, "x", RL_F32, 2, shape));
+        rl_tensor *xt = msg ? rl_dataproto_new_tensor(msg, "x", RL_F32, 2, shape) : NULL;
+        if (!xt) {
+            rc = msg ? rl_error_code() : rl_error_set(RL_ENOMEM, "pingpong: out of memory");
+            rl_dataproto_free(msg);
+            return rc;
+        }
+        float *x = rl_tensor_data(xt);
         for (int64_t i = 0; i < rows * 8; i++)
             x[i] = (float)(k * 1000 + i);
         rc = rl_channel_send(s_chan, msg, 30000);
@@ -374,11 +461,10 @@ static int s_channel_pingpong(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dat
         if (rc)
             return rc;
     }
-    *out = rl_dataproto_new_meta(json_pack("{s:I, s:f}", "steps", (json_int_t)steps, "ms", s_ms() - t0));
-    return RL_OK;
+    return s_meta_out(json_pack("{s:I, s:f}", "steps", (json_int_t)steps, "ms", s_ms() - t0), out);
 }
 
-const rl_method rl_builtin_methods[] = {
+const rl_method rl_test_methods[] = {
     {"echo", s_echo},
     {"add", s_add},
     {"sleep", s_sleep},

@@ -1,0 +1,193 @@
+/* driver_internal.h — the rl_driver's state, shared by the files of the
+ * driver (private to common/runtime; see rlrt/runtime/driver.h for the
+ * public contract):
+ *   driver.c    construction, the I/O thread, waits, start, shutdown, free
+ *   launcher.c  spawning local/ssh workers, exits, restarts with backoff,
+ *               liveness, waiting for READY
+ *   protocol.c  sending, HELLO/READY/REPLY/ERROR handling, CONFIGURE,
+ *               heartbeats, SHUTDOWN
+ *   dispatch.c  groups, futures, chunking, calls
+ *
+ * Threading: the libuv loop runs on the driver's I/O thread; only that
+ * thread touches the ROUTER socket, child processes and libuv handles.
+ * Every function here expects d->mu held. Functions marked (I/O thread) may
+ * only run on the I/O thread (from a loop callback).
+ *
+ * Ownership: the driver owns its slots (one per placement of the cluster),
+ * groups and the sub-calls queued on slots; a future is the caller's, and a
+ * sub-call points at its future until it is answered, failed or the future
+ * is freed (rl_future_free detaches its sub-calls first).
+ */
+#ifndef RLRT_RUNTIME_DRIVER_INTERNAL_H
+#define RLRT_RUNTIME_DRIVER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "rlrt/runtime/driver.h"
+#include "rlrt/runtime/msg.h"
+#include "rlrt/runtime/zuv.h"
+
+/* DOWN: no process / not connected; STARTING: spawned, no HELLO yet;
+ * CONFIGURING: HELLO answered with CONFIGURE, waiting for READY; READY:
+ * serving calls; FAILED: given up (the driver is fatal). */
+typedef enum { RL_SLOT_DOWN, RL_SLOT_STARTING, RL_SLOT_CONFIGURING, RL_SLOT_READY, RL_SLOT_FAILED } rl_drv_slot_state;
+
+typedef struct rl_drv_subcall {
+    uint64_t call_id;
+    rl_future *f;
+    int index;
+    int sent;
+    rl_dataproto *payload; /* kept until sent (queued while the rank restarts) */
+    struct rl_drv_subcall *next;
+} rl_drv_subcall;
+
+typedef struct rl_drv_slot {
+    rl_driver *d;
+    int group; /* index into d->groups */
+    int rank;
+    const rl_placement *pl;
+    const rl_cluster_node *node;
+    char label[RL_CLUSTER_NAME_MAX + 16]; /* "actor/1" */
+    rl_drv_slot_state state;
+    unsigned char id[RL_MSG_ID_MAX];
+    size_t id_len;
+    int has_id;
+    long worker_pid; /* from HELLO */
+    int hello_seen;  /* HELLO received since the last spawn */
+    uv_process_t proc;
+    int proc_running;
+    int proc_pid;
+    uv_timer_t restart_timer;
+    int restarts;
+    uint64_t last_seen, last_sent;
+    rl_drv_subcall *calls;
+} rl_drv_slot;
+
+struct rl_group {
+    rl_driver *d;
+    int role;         /* index into cl->roles */
+    const char *name; /* cl->roles[role].name */
+    int size;         /* ranks, >= 1 */
+    rl_drv_slot **ranks;
+};
+
+struct rl_future {
+    rl_driver *d;
+    rl_group *g;
+    rl_dispatch mode;
+    char method[128];
+    int n;
+    int pending;
+    rl_dataproto **results;
+    int64_t *in_rows; /* dp_compute: rows sent to each rank */
+    int64_t pad;
+    int failed;
+    int code;
+    char error[1024];
+    int taken;
+    uint64_t t_issue;   /* uv_hrtime when issued */
+    double compute_s;   /* slowest rank's handler time */
+    int accounted;
+};
+
+struct rl_driver {
+    rl_driver_options opt;
+    const rl_cluster *cl;
+    uv_loop_t loop;
+    void *zctx;
+    void *router;
+    rl_zuv *watch;
+    uv_timer_t hb_timer;
+    uv_signal_t sigterm, sigint;
+    uv_async_t wake;          /* API thread -> I/O thread */
+    pthread_t io_thread;
+    pthread_mutex_t mu;       /* guards everything below and the slots */
+    pthread_cond_t cv;        /* broadcast after every loop callback */
+    int start_requested, shutdown_requested, kill_requested, quit;
+    int io_started;           /* the I/O thread runs (rl_driver_free joins it) */
+    int sync_init, loop_init; /* what rl_driver_new built (for cleanup) */
+    char *config_json;        /* CONFIGURE: the job tree as JSON ... */
+    char *locations_json;     /* ... and where each node came from */
+    char start_error[1024];
+    char endpoint[512];
+    int interval_ms;
+    int liveness;
+    rl_drv_slot *slots; /* the placements of the started roles */
+    int n_slots;
+    rl_group *groups;   /* one per started role, cluster order */
+    int n_groups;
+    int *group_of_role; /* cl->roles index -> groups index, or -1 */
+    uint64_t next_call_id;
+    uint64_t seq;
+    int interrupted;
+    int shutting_down;
+    int total_restarts;
+    int child_failures;
+    char fatal[1024];         /* set once (rl_drv_set_fatal) */
+    double calls_wall_s, calls_compute_s; /* completed calls (rl_driver_call_time) */
+    int64_t calls_done;
+};
+
+
+/* ---- driver.c ---- */
+void rl_drv_lock(rl_driver *d);
+/* Wakes waits on d->cv, then releases d->mu. */
+void rl_drv_unlock(rl_driver *d);
+/* Asks the I/O thread to run its work (launch, send queued calls, ...). */
+void rl_drv_wake(rl_driver *d);
+/* Waits (d->mu held, released while blocked) until cond(arg), the timeout
+ * (< 0: none), or — unless `always` — an interruption or a fatal error.
+ * 0, RL_ETIMEOUT (no message) or RL_ESTATE (message set). */
+int rl_drv_wait_until(rl_driver *d, int (*cond)(void *), void *arg, int timeout_ms, int always);
+/* The job cannot go on: d->fatal = the message (the first one wins), logged;
+ * every queued and sent call fails with it and every wait returns it. */
+void rl_drv_set_fatal(rl_driver *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- launcher.c ---- */
+/* (I/O thread) Spawns every local/ssh slot; the first failure goes to
+ * d->start_error. */
+void rl_drv_launch_all(rl_driver *d);
+/* (I/O thread) The worker in slot s is gone: its calls fail; a restart
+ * follows (after its process exited, if it still runs). */
+void rl_drv_slot_dead(rl_drv_slot *s, const char *why);
+/* (I/O thread) Heartbeat timer: liveness of every slot, heartbeats out. */
+void rl_drv_on_heartbeat(uv_timer_t *t);
+/* Waits until every slot of group g (NULL: of every group) is READY;
+ * RL_ETIMEOUT lists the missing workers. */
+int rl_drv_wait_ready(rl_driver *d, rl_group *g, int timeout_ms);
+
+/* ---- protocol.c ---- */
+/* (I/O thread) Sends env (+ payload) to a peer identity / a connected slot. */
+int rl_drv_send_to(rl_driver *d, const unsigned char *id, size_t id_len, Rl__Envelope *env,
+                   const rl_dataproto *payload);
+int rl_drv_send(rl_drv_slot *s, Rl__Envelope *env, const rl_dataproto *payload);
+void rl_drv_send_disconnect(rl_driver *d, const unsigned char *id, size_t id_len, const char *why);
+void rl_drv_send_error_to(rl_driver *d, const unsigned char *id, size_t id_len, int code,
+                          const char *message);
+/* (I/O thread) CALL for sub-call c; on success its payload is released. */
+int rl_drv_send_call(rl_drv_slot *s, rl_drv_subcall *c);
+/* (I/O thread) The ROUTER is readable: handles one message (rl_zuv callback;
+ * takes d->mu itself). */
+void rl_drv_on_readable(void *sock, void *arg);
+/* (I/O thread) SHUTDOWN to every connected worker. */
+void rl_drv_send_shutdown(rl_driver *d);
+
+/* ---- dispatch.c ---- */
+/* Records the failure of sub-call `index` of f (the first message wins). */
+void rl_drv_future_fail(rl_future *f, int index, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void rl_drv_subcall_free(rl_drv_subcall *c);
+/* Detaches the sent sub-call `call_id` from slot s (NULL if unknown or not
+ * sent to this worker). */
+rl_drv_subcall *rl_drv_take_subcall(rl_drv_slot *s, uint64_t call_id);
+/* Fails the sent calls of slot s (queued ones wait for the restarted
+ * worker). */
+void rl_drv_fail_calls(rl_drv_slot *s, const char *why);
+/* The driver is fatal: every queued or sent call fails with d->fatal. */
+void rl_drv_fail_all_queued(rl_driver *d);
+/* (I/O thread) Sends the queued calls of every READY slot. */
+void rl_drv_send_queued(rl_driver *d);
+
+#endif

@@ -1,0 +1,324 @@
+/* launcher.c — starting workers (uv_spawn for local slots, ssh for ssh
+ * slots), their exits, restarts with exponential backoff, liveness by
+ * heartbeat, and waiting until slots are READY (see driver_internal.h). */
+#include "driver_internal.h"
+
+#include "rlrt/error.h"
+#include "rlrt/log.h"
+#include "rlrt/runtime/worker.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int s_spawn(rl_drv_slot *s);
+
+static double s_backoff_s(const rl_driver *d, int restarts)
+{
+    double b = d->cl->restart_backoff_s;
+    for (int i = 1; i < restarts; i++)
+        b *= 2;
+    return b < d->cl->restart_backoff_max_s ? b : d->cl->restart_backoff_max_s;
+}
+
+static const char *s_role(const rl_drv_slot *s) { return s->d->groups[s->group].name; }
+
+/* Restarts slot s now (I/O thread, d->mu held). */
+static void s_restart_now(rl_drv_slot *s)
+{
+    if (s->d->shutting_down || s->d->fatal[0])
+        return;
+    if (s_spawn(s)) {
+        s->state = RL_SLOT_FAILED;
+        rl_drv_set_fatal(s->d, "role %s cannot be restored: restart of %s failed: %s", s_role(s),
+                         s->label, rl_error_message());
+    }
+}
+
+static void s_on_restart_timer(uv_timer_t *t)
+{
+    rl_drv_slot *s = t->data;
+    rl_drv_lock(s->d);
+    s_restart_now(s);
+    rl_drv_unlock(s->d);
+}
+
+static void s_schedule_restart(rl_drv_slot *s, const char *why)
+{
+    rl_driver *d = s->d;
+    if (d->shutting_down || s->node->launch == RL_LAUNCH_EXTERNAL)
+        return;
+    if (s->restarts >= d->cl->restart_max) {
+        s->state = RL_SLOT_FAILED;
+        rl_drv_set_fatal(d,
+                         "role %s cannot be restored: %s %s and was already restarted %d times "
+                         "(restart.max_restarts = %d)",
+                         s_role(s), s->label, why, s->restarts, d->cl->restart_max);
+        return;
+    }
+    s->restarts++;
+    d->total_restarts++;
+    double b = s_backoff_s(d, s->restarts);
+    rl_log_warn("restarting %s in %.2f s (restart %d of %d)", s->label, b, s->restarts,
+                d->cl->restart_max);
+    uv_timer_start(&s->restart_timer, s_on_restart_timer, (uint64_t)(b * 1000), 0);
+}
+
+/* The worker in slot s is gone (silent, exited, or left). */
+void rl_drv_slot_dead(rl_drv_slot *s, const char *why)
+{
+    if (s->state == RL_SLOT_DOWN || s->state == RL_SLOT_FAILED)
+        return;
+    rl_log_error("worker %s (pid %ld, node %s) %s", s->label,
+                 s->proc_pid ? (long)s->proc_pid : s->worker_pid, s->node->name, why);
+    s->state = RL_SLOT_DOWN;
+    s->has_id = 0;
+    rl_drv_fail_calls(s, why);
+    if (s->proc_running) {
+        uv_process_kill(&s->proc, SIGKILL); /* restart follows from the exit callback */
+    } else {
+        s_schedule_restart(s, why);
+    }
+}
+
+static void s_on_proc_closed(uv_handle_t *h) { (void)h; }
+
+static void s_on_exit_locked(uv_process_t *p, int64_t status, int signo)
+{
+    rl_drv_slot *s = p->data;
+    rl_driver *d = s->d;
+    s->proc_running = 0;
+    uv_close((uv_handle_t *)p, s_on_proc_closed);
+    char why[96];
+    if (signo)
+        snprintf(why, sizeof why, "was killed by signal %d", signo);
+    else
+        snprintf(why, sizeof why, "exited with status %lld", (long long)status);
+    if (d->shutting_down) {
+        if (status != 0 || signo)
+            d->child_failures++;
+        rl_log_info("%s (pid %d) %s", s->label, s->proc_pid, why);
+        s->state = RL_SLOT_DOWN;
+        s->proc_pid = 0;
+        return;
+    }
+    if (status == RL_WORKER_EXIT_USAGE && !signo && !s->hello_seen) {
+        /* rl-worker refused its command line (e.g. a role it does not
+         * serve): every restart would do the same */
+        s->state = RL_SLOT_FAILED;
+        s->has_id = 0;
+        s->proc_pid = 0;
+        rl_drv_fail_calls(s, why);
+        rl_drv_set_fatal(d, "role %s cannot start: rl-worker exited with status %d (usage "
+                         "error; see its message above)", s_role(s), RL_WORKER_EXIT_USAGE);
+        return;
+    }
+    if (s->state != RL_SLOT_DOWN && s->state != RL_SLOT_FAILED)
+        rl_drv_slot_dead(s, why); /* not running any more: this schedules the restart */
+    else if (s->state != RL_SLOT_FAILED)
+        s_schedule_restart(s, why); /* we killed it after it went silent */
+    s->proc_pid = 0;
+}
+
+static void s_on_exit(uv_process_t *p, int64_t status, int signo)
+{
+    rl_driver *d = ((rl_drv_slot *)p->data)->d;
+    rl_drv_lock(d);
+    s_on_exit_locked(p, status, signo);
+    rl_drv_unlock(d);
+}
+
+static int s_spawn(rl_drv_slot *s)
+{
+    rl_driver *d = s->d;
+    if (!d->opt.worker_binary || !*d->opt.worker_binary)
+        return rl_error_set(RL_EINVAL, "cannot start %s on node %s: no rl-worker binary given",
+                            s->label, s->node->name);
+    char rank[16], hb[16], gpus[256] = "";
+    snprintf(rank, sizeof rank, "%d", s->rank);
+    snprintf(hb, sizeof hb, "%d", d->interval_ms);
+    for (int i = 0, n = 0; i < s->pl->ngpus; i++)
+        n += snprintf(gpus + n, sizeof gpus - (size_t)n, i ? ",%d" : "%d", s->pl->gpus[i]);
+    const char *level = d->opt.worker_log_level ? d->opt.worker_log_level : "info";
+    char *argv[32];
+    int a = 0;
+    char remote[2048];
+    char sshbuf[RL_CLUSTER_ADDR_MAX];
+    char host[RL_CLUSTER_ADDR_MAX + RL_CLUSTER_NAME_MAX + 2];
+    if (s->node->launch == RL_LAUNCH_SSH) {
+        /* ssh [opts] [user@]host 'CUDA_VISIBLE_DEVICES=.. rl-worker ...' */
+        snprintf(sshbuf, sizeof sshbuf, "%s", s->node->ssh_command[0] ? s->node->ssh_command : "ssh");
+        char *save = NULL;
+        for (char *tok = strtok_r(sshbuf, " ", &save); tok && a < 20;
+             tok = strtok_r(NULL, " ", &save))
+            argv[a++] = tok;
+        if (s->node->ssh_user[0])
+            snprintf(host, sizeof host, "%s@%s", s->node->ssh_user, s->node->address);
+        else
+            snprintf(host, sizeof host, "%s", s->node->address);
+        argv[a++] = host;
+        snprintf(remote, sizeof remote,
+                 "%s%s%sexec %s --role %s --rank %d --driver %s --node %s --log-level %s "
+                 "--heartbeat-ms %d",
+                 gpus[0] ? "CUDA_VISIBLE_DEVICES=" : "", gpus, gpus[0] ? " " : "",
+                 d->opt.worker_binary, s_role(s), s->rank, d->endpoint, s->node->name,
+                 level, d->interval_ms);
+        argv[a++] = remote;
+    } else {
+        argv[a++] = (char *)d->opt.worker_binary;
+        argv[a++] = "--role";
+        argv[a++] = (char *)s_role(s);
+        argv[a++] = "--rank";
+        argv[a++] = rank;
+        argv[a++] = "--driver";
+        argv[a++] = d->endpoint;
+        argv[a++] = "--node";
+        argv[a++] = (char *)s->node->name;
+        argv[a++] = "--log-level";
+        argv[a++] = (char *)level;
+        argv[a++] = "--heartbeat-ms";
+        argv[a++] = hb;
+    }
+    argv[a] = NULL;
+
+    /* Environment: ours, plus CUDA_VISIBLE_DEVICES for local GPU placements. */
+    extern char **environ;
+    int nenv = 0;
+    while (environ[nenv])
+        nenv++;
+    char **env = calloc((size_t)nenv + 2, sizeof *env);
+    if (!env)
+        return rl_error_set(RL_ENOMEM, "cannot start %s: out of memory", s->label);
+    char cvd[300];
+    int e = 0;
+    for (int i = 0; i < nenv; i++)
+        if (strncmp(environ[i], "CUDA_VISIBLE_DEVICES=", 21) != 0 || !gpus[0])
+            env[e++] = environ[i];
+    if (gpus[0] && s->node->launch == RL_LAUNCH_LOCAL) {
+        snprintf(cvd, sizeof cvd, "CUDA_VISIBLE_DEVICES=%s", gpus);
+        env[e++] = cvd;
+    }
+    env[e] = NULL;
+
+    uv_process_options_t po;
+    memset(&po, 0, sizeof po);
+    uv_stdio_container_t stdio[3];
+    stdio[0].flags = UV_IGNORE;
+    stdio[1].flags = UV_INHERIT_FD;
+    stdio[1].data.fd = 1;
+    stdio[2].flags = UV_INHERIT_FD;
+    stdio[2].data.fd = 2;
+    po.file = argv[0];
+    po.args = argv;
+    po.env = env;
+    po.exit_cb = s_on_exit;
+    po.stdio_count = 3;
+    po.stdio = stdio;
+    memset(&s->proc, 0, sizeof s->proc);
+    s->proc.data = s;
+    int rc = uv_spawn(&d->loop, &s->proc, &po);
+    free(env);
+    if (rc != 0) {
+        uv_close((uv_handle_t *)&s->proc, s_on_proc_closed);
+        return rl_error_set(RL_EIO, "cannot start %s on node %s: %s: %s", s->label, s->node->name,
+                            argv[0], uv_strerror(rc));
+    }
+    s->proc_running = 1;
+    s->proc_pid = s->proc.pid;
+    s->hello_seen = 0;
+    s->state = RL_SLOT_STARTING;
+    s->last_seen = uv_now(&d->loop);
+    rl_log_info("started %s (pid %d, %s on %s)", s->label, s->proc_pid,
+                rl_launch_mode_name(s->node->launch), s->node->name);
+    return RL_OK;
+}
+
+/* I/O thread: launches every local/ssh slot (on rl_driver_start). */
+void rl_drv_launch_all(rl_driver *d)
+{
+    for (int i = 0; i < d->n_slots; i++) {
+        rl_drv_slot *s = &d->slots[i];
+        if (s->node->launch == RL_LAUNCH_EXTERNAL)
+            continue;
+        if (s_spawn(s)) {
+            snprintf(d->start_error, sizeof d->start_error, "%s", rl_error_message());
+            return;
+        }
+    }
+}
+
+static void s_on_heartbeat_locked(rl_driver *d)
+{
+    uint64_t now = uv_now(&d->loop);
+    uint64_t limit = (uint64_t)d->interval_ms * (uint64_t)d->liveness;
+    for (int i = 0; i < d->n_slots; i++) {
+        rl_drv_slot *s = &d->slots[i];
+        if (s->state != RL_SLOT_READY && s->state != RL_SLOT_CONFIGURING && s->state != RL_SLOT_STARTING)
+            continue;
+        /* A starting process gets a generous window to say HELLO. */
+        uint64_t window = s->state == RL_SLOT_STARTING ? 10 * limit + 10000 : limit;
+        if (now - s->last_seen > window) {
+            char why[96];
+            snprintf(why, sizeof why, "missed heartbeats for %.1f s",
+                     (double)(now - s->last_seen) / 1000.0);
+            if (s->state == RL_SLOT_STARTING && !s->proc_running)
+                continue; /* external: just not there yet */
+            rl_drv_slot_dead(s, why);
+            continue;
+        }
+        if (s->has_id && now - s->last_sent >= (uint64_t)d->interval_ms) {
+            Rl__Envelope env = RL__ENVELOPE__INIT;
+            Rl__Heartbeat hb = RL__HEARTBEAT__INIT;
+            hb.time_ns = uv_hrtime();
+            env.body_case = RL__ENVELOPE__BODY_HEARTBEAT;
+            env.heartbeat = &hb;
+            rl_drv_send(s, &env, NULL);
+        }
+    }
+}
+
+void rl_drv_on_heartbeat(uv_timer_t *t)
+{
+    rl_driver *d = t->data;
+    rl_drv_lock(d);
+    s_on_heartbeat_locked(d);
+    rl_drv_unlock(d);
+}
+
+typedef struct {
+    rl_driver *d;
+    rl_group *g; /* NULL: every slot */
+} s_ready_arg;
+
+static int s_all_ready(void *arg)
+{
+    s_ready_arg *a = arg;
+    rl_driver *d = a->d;
+    for (int i = 0; i < d->n_slots; i++)
+        if ((!a->g || &d->groups[d->slots[i].group] == a->g) && d->slots[i].state != RL_SLOT_READY)
+            return 0;
+    return 1;
+}
+
+/* Caller holds d->mu. */
+int rl_drv_wait_ready(rl_driver *d, rl_group *g, int timeout_ms)
+{
+    s_ready_arg a = {d, g};
+    int rc = rl_drv_wait_until(d, s_all_ready, &a, timeout_ms, 0);
+    if (rc != RL_ETIMEOUT)
+        return rc;
+    char list[1024];
+    int n = 0, missing = 0;
+    for (int i = 0; i < d->n_slots; i++) {
+        rl_drv_slot *s = &d->slots[i];
+        if ((g && &d->groups[s->group] != g) || s->state == RL_SLOT_READY)
+            continue;
+        missing++;
+        if (n < (int)sizeof list - 100)
+            n += snprintf(list + n, sizeof list - (size_t)n, "%s%s (node %s, %s)", n ? ", " : "",
+                          s->label, s->node->name, rl_launch_mode_name(s->node->launch));
+    }
+    return rl_error_set(RL_ETIMEOUT, "timed out after %.1f s waiting for %d worker%s: %s",
+                        timeout_ms / 1000.0, missing, missing == 1 ? "" : "s", list);
+}

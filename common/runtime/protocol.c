@@ -1,0 +1,346 @@
+/* protocol.c — the driver's side of the control plane: sending, HELLO →
+ * CONFIGURE, READY, REPLY, ERROR, DISCONNECT, heartbeats and SHUTDOWN (see
+ * driver_internal.h and proto/rl.proto). */
+#include "driver_internal.h"
+
+#include "rlrt/error.h"
+#include "rlrt/log.h"
+#include "rlrt/runtime/value.h"
+#include "rlrt/wire.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int rl_drv_send_to(rl_driver *d, const unsigned char *id, size_t id_len, Rl__Envelope *env,
+                     const rl_dataproto *payload)
+{
+    env->seq = ++d->seq;
+    int rc = rl_msg_send(d->router, id, id_len, env, payload);
+    rl_zuv_kick(d->watch);
+    return rc;
+}
+
+int rl_drv_send(rl_drv_slot *s, Rl__Envelope *env, const rl_dataproto *payload)
+{
+    if (!s->has_id)
+        return rl_error_set(RL_ESTATE, "%s is not connected", s->label);
+    int rc = rl_drv_send_to(s->d, s->id, s->id_len, env, payload);
+    if (rc == RL_OK)
+        s->last_sent = uv_now(&s->d->loop);
+    return rc;
+}
+
+void rl_drv_send_disconnect(rl_driver *d, const unsigned char *id, size_t id_len, const char *why)
+{
+    Rl__Envelope env = RL__ENVELOPE__INIT;
+    Rl__Disconnect dis = RL__DISCONNECT__INIT;
+    dis.reason = (char *)why;
+    env.body_case = RL__ENVELOPE__BODY_DISCONNECT;
+    env.disconnect = &dis;
+    rl_drv_send_to(d, id, id_len, &env, NULL);
+}
+
+void rl_drv_send_error_to(rl_driver *d, const unsigned char *id, size_t id_len, int code,
+                            const char *message)
+{
+    Rl__Envelope env = RL__ENVELOPE__INIT;
+    Rl__Error err = RL__ERROR__INIT;
+    err.code = code;
+    err.message = (char *)message;
+    env.body_case = RL__ENVELOPE__BODY_ERROR;
+    env.error = &err;
+    rl_drv_send_to(d, id, id_len, &env, NULL);
+}
+
+int rl_drv_send_call(rl_drv_slot *s, rl_drv_subcall *c)
+{
+    Rl__Envelope env = RL__ENVELOPE__INIT;
+    Rl__Call call = RL__CALL__INIT;
+    call.call_id = c->call_id;
+    call.method = c->f->method;
+    call.has_payload = c->payload != NULL;
+    env.body_case = RL__ENVELOPE__BODY_CALL;
+    env.call = &call;
+    int rc = rl_drv_send(s, &env, c->payload);
+    if (rc == RL_OK) {
+        c->sent = 1;
+        rl_dataproto_free(c->payload); /* frames hold their own references */
+        c->payload = NULL;
+    }
+    return rc;
+}
+
+static rl_drv_slot *s_slot_by_id(rl_driver *d, const unsigned char *id, size_t len)
+{
+    for (int i = 0; i < d->n_slots; i++) {
+        rl_drv_slot *s = &d->slots[i];
+        if (s->has_id && s->id_len == len && memcmp(s->id, id, len) == 0)
+            return s;
+    }
+    return NULL;
+}
+
+/* CONFIGURE answers HELLO: the job tree as JSON with its locations,
+ * heartbeat settings, the slot's place in its group and whether the test
+ * methods are served. */
+static void s_send_configure(rl_drv_slot *s)
+{
+    rl_driver *d = s->d;
+    rl_group *g = &d->groups[s->group];
+    json_t *extra = json_pack("{s:i, s:i, s:s, s:b}", "world_size", g->size, "rank", s->rank,
+                              "driver_endpoint", d->endpoint, "test_methods",
+                              d->opt.test_methods != 0);
+    Rl__Value *extra_v = extra ? rl_value_from_json(extra) : NULL;
+    json_decref(extra);
+    if (!extra_v) {
+        /* the worker times out waiting and is restarted; say why */
+        rl_log_error("CONFIGURE for %s: out of memory", s->label);
+        return;
+    }
+    Rl__Envelope env = RL__ENVELOPE__INIT;
+    Rl__Configure c = RL__CONFIGURE__INIT;
+    /* the whole job tree: a role reads its own `<role>.*` subtree and shared
+     * sections such as `model.*`; with the locations its checks can name
+     * job.yaml:line:col */
+    c.config.data = (uint8_t *)(d->config_json ? d->config_json : "{}");
+    c.config.len = strlen((const char *)c.config.data);
+    if (d->locations_json) {
+        c.locations.data = (uint8_t *)d->locations_json;
+        c.locations.len = strlen(d->locations_json);
+    }
+    c.config_format = "json";
+    c.heartbeat_ms = (uint32_t)d->interval_ms;
+    c.liveness = (uint32_t)d->liveness;
+    c.extra = extra_v;
+    env.body_case = RL__ENVELOPE__BODY_CONFIGURE;
+    env.configure = &c;
+    if (rl_drv_send(s, &env, NULL))
+        rl_log_error("CONFIGURE for %s: %s", s->label, rl_error_message());
+    rl_value_free(extra_v);
+}
+
+/* HELLO: every field is checked against the slots of this job before it is
+ * used; anything else is refused with ERROR + DISCONNECT. */
+static void s_on_hello(rl_driver *d, rl_msg *m)
+{
+    const Rl__Hello *h = m->env->hello;
+    const char *role_name = h->role ? h->role : "";
+    const char *node = h->node ? h->node : "";
+    char why[512];
+    int role = rl_cluster_role_index(d->cl, role_name);
+    if (role < 0) {
+        snprintf(why, sizeof why, "refused: %s has no role '%.64s'", d->cl->file, role_name);
+        goto refuse;
+    }
+    if (d->group_of_role[role] < 0) {
+        snprintf(why, sizeof why, "refused: role %s of %s is not started by this job", role_name,
+                 d->cl->file);
+        goto refuse;
+    }
+    rl_group *g = &d->groups[d->group_of_role[role]];
+    if (h->rank >= (uint32_t)g->size) { /* unsigned: a rank >= 2^31 is refused too */
+        snprintf(why, sizeof why, "refused: no slot %s/%u in %s (%s has %d rank%s)", role_name,
+                 h->rank, d->cl->file, role_name, g->size, g->size == 1 ? "" : "s");
+        goto refuse;
+    }
+    if (m->id_len == 0 || m->id_len > sizeof ((rl_drv_slot *)0)->id) {
+        snprintf(why, sizeof why, "refused: bad peer identity (%zu bytes)", m->id_len);
+        goto refuse;
+    }
+    rl_drv_slot *s = g->ranks[h->rank];
+    if (s->state == RL_SLOT_FAILED) {
+        snprintf(why, sizeof why, "refused: %s was given up", s->label);
+        goto refuse;
+    }
+    int same_id = s->has_id && s->id_len == m->id_len && memcmp(s->id, m->id, m->id_len) == 0;
+    if (s->has_id && !same_id && s->state == RL_SLOT_READY) {
+        if ((long)h->pid != s->worker_pid) {
+            snprintf(why, sizeof why, "refused: %s is already connected (pid %ld)", s->label,
+                     s->worker_pid);
+            goto refuse;
+        }
+        /* Paranoid Pirate: the same process lost us and reconnected. Calls
+         * sent on the old connection are lost (the worker drops their results). */
+        rl_log_warn("%s (pid %ld) reconnected", s->label, s->worker_pid);
+        rl_drv_fail_calls(s, "reconnected");
+    }
+    memcpy(s->id, m->id, m->id_len);
+    s->id_len = m->id_len;
+    s->has_id = 1;
+    s->hello_seen = 1;
+    s->worker_pid = (long)h->pid;
+    s->state = RL_SLOT_CONFIGURING;
+    s->last_seen = uv_now(&d->loop);
+    rl_log_debug("HELLO from %s (pid %u, node %.64s)", s->label, h->pid, node);
+    s_send_configure(s);
+    return;
+refuse:
+    rl_log_error("worker %.64s/%u (pid %u on %.64s): %s", role_name, h->rank, h->pid, node, why);
+    rl_drv_send_error_to(d, m->id, m->id_len, RL_EINVAL, why);
+    rl_drv_send_disconnect(d, m->id, m->id_len, why);
+}
+
+static void s_on_ready(rl_drv_slot *s)
+{
+    if (s->state != RL_SLOT_CONFIGURING && s->state != RL_SLOT_READY) {
+        rl_log_warn("%s: READY in state %d ignored", s->label, (int)s->state);
+        return;
+    }
+    s->state = RL_SLOT_READY;
+    rl_log_info("%s ready (pid %ld on %s)", s->label, s->worker_pid, s->node->name);
+    rl_drv_send_queued(s->d); /* calls queued while it (re)started */
+}
+
+/* compute_s of REPLY.result: a finite, non-negative number, else 0. */
+static double s_compute_s(const Rl__Value *result)
+{
+    if (!result)
+        return 0;
+    json_t *r = rl_value_to_json(result, 0);
+    double cs = json_number_value(json_object_get(r, "compute_s"));
+    json_decref(r);
+    return cs >= 0 && cs < 1e12 ? cs : 0; /* also false for NaN */
+}
+
+static void s_on_reply(rl_drv_slot *s, rl_msg *m)
+{
+    rl_drv_subcall *c = rl_drv_take_subcall(s, m->env->reply->call_id);
+    if (!c) {
+        rl_log_warn("%s: reply to unknown call %llu dropped", s->label,
+                    (unsigned long long)m->env->reply->call_id);
+        return;
+    }
+    rl_future *f = c->f;
+    if (m->payload_error) {
+        rl_drv_future_fail(f, c->index, m->payload_error, "%s: bad reply payload for '%s': %s",
+                           s->label, f->method, rl_error_message());
+    } else if (m->env->reply->has_payload != (m->payload != NULL)) {
+        rl_drv_future_fail(f, c->index, RL_EPROTO, "%s: reply to '%s' %s a payload but %s",
+                           s->label, f->method, m->env->reply->has_payload ? "announces" : "has",
+                           m->env->reply->has_payload ? "none came" : "does not announce it");
+    } else {
+        f->results[c->index] = m->payload;
+        m->payload = NULL;
+        f->pending--;
+        double cs = s_compute_s(m->env->reply->result);
+        if (cs > f->compute_s)
+            f->compute_s = cs;
+        if (f->pending == 0 && !f->failed && !f->accounted) {
+            f->accounted = 1;
+            s->d->calls_wall_s += (double)(uv_hrtime() - f->t_issue) / 1e9;
+            s->d->calls_compute_s += f->compute_s;
+            s->d->calls_done++;
+        }
+    }
+    rl_drv_subcall_free(c);
+}
+
+static void s_on_worker_error(rl_drv_slot *s, const Rl__Error *e)
+{
+    const char *msg = e->message ? e->message : "";
+    if (e->call_id == 0) {
+        rl_log_error("%s: %s", s->label, msg);
+        if (s->state == RL_SLOT_CONFIGURING) { /* init failed: retrying will not help */
+            s->state = RL_SLOT_FAILED;
+            rl_drv_set_fatal(s->d, "role %s cannot start: %s: %s", s->d->groups[s->group].name,
+                             s->label, msg);
+        }
+        return;
+    }
+    rl_drv_subcall *c = rl_drv_take_subcall(s, e->call_id);
+    if (!c) { /* e.g. a call whose future already failed on another rank */
+        rl_log_debug("%s: error for unknown call %llu dropped: %s", s->label,
+                     (unsigned long long)e->call_id, msg);
+        return;
+    }
+    /* a worker's code is an rl_status; anything else becomes RL_EPEER */
+    int code = e->code < 0 && e->code >= RL_EPEER ? e->code : RL_EPEER;
+    rl_drv_future_fail(c->f, c->index, code, "%s: method '%s' failed: %s", s->label,
+                       c->f->method, msg);
+    rl_drv_subcall_free(c);
+}
+
+static void s_on_readable_locked(rl_driver *d, void *sock)
+{
+    rl_msg m;
+    int rc = rl_msg_recv(sock, 1, &m);
+    if (rc == RL_ETIMEOUT)
+        return;
+    if (rc && m.id_len == 0) { /* not even an identity: nobody to answer */
+        rl_log_warn("receive on the ROUTER: %s", rl_error_message());
+        rl_msg_clear(&m);
+        return;
+    }
+    rl_drv_slot *s = s_slot_by_id(d, m.id, m.id_len);
+    if (s)
+        s->last_seen = uv_now(&d->loop);
+    if (!m.env) {
+        char idbuf[64];
+        rl_log_warn("garbage from peer %s: %s", rl_msg_id_str(m.id, m.id_len, idbuf, sizeof idbuf),
+                    rl_error_message());
+        if (!s)
+            rl_drv_send_disconnect(d, m.id, m.id_len, "unknown peer; send HELLO first");
+        rl_msg_clear(&m);
+        return;
+    }
+    if (m.env->protocol_version != RL_PROTOCOL_VERSION) {
+        char why[256];
+        snprintf(why, sizeof why,
+                 "refused: worker speaks protocol version %u, driver speaks %d",
+                 m.env->protocol_version, RL_PROTOCOL_VERSION);
+        rl_log_error("%s", why);
+        rl_drv_send_error_to(d, m.id, m.id_len, RL_EPROTO, why);
+        rl_drv_send_disconnect(d, m.id, m.id_len, why);
+        rl_msg_clear(&m);
+        return;
+    }
+    if (m.env->body_case == RL__ENVELOPE__BODY_HELLO) {
+        s_on_hello(d, &m);
+    } else if (!s) {
+        rl_drv_send_disconnect(d, m.id, m.id_len, "unknown peer; send HELLO first");
+    } else {
+        switch (m.env->body_case) {
+        case RL__ENVELOPE__BODY_READY: s_on_ready(s); break;
+        case RL__ENVELOPE__BODY_REPLY: s_on_reply(s, &m); break;
+        case RL__ENVELOPE__BODY_ERROR: s_on_worker_error(s, m.env->error); break;
+        case RL__ENVELOPE__BODY_HEARTBEAT: break;
+        case RL__ENVELOPE__BODY_DISCONNECT:
+            if (!d->shutting_down) {
+                char why[300];
+                snprintf(why, sizeof why, "left (%.250s)",
+                         m.env->disconnect->reason ? m.env->disconnect->reason : "");
+                rl_drv_slot_dead(s, why);
+            }
+            break;
+        default:
+            rl_log_warn("%s: unexpected %s", s->label, rl_msg_kind_name(m.env->body_case));
+        }
+    }
+    rl_msg_clear(&m);
+}
+
+void rl_drv_on_readable(void *sock, void *arg)
+{
+    rl_driver *d = arg;
+    rl_drv_lock(d);
+    s_on_readable_locked(d, sock);
+    rl_drv_unlock(d);
+}
+
+/* I/O thread: SHUTDOWN to every connected worker. */
+void rl_drv_send_shutdown(rl_driver *d)
+{
+    for (int i = 0; i < d->n_slots; i++) {
+        rl_drv_slot *s = &d->slots[i];
+        uv_timer_stop(&s->restart_timer);
+        if (!s->has_id)
+            continue;
+        Rl__Envelope env = RL__ENVELOPE__INIT;
+        Rl__Shutdown sd = RL__SHUTDOWN__INIT;
+        sd.reason = d->interrupted ? "driver interrupted" : "job finished";
+        env.body_case = RL__ENVELOPE__BODY_SHUTDOWN;
+        env.shutdown = &sd;
+        rl_drv_send(s, &env, NULL);
+    }
+}
