@@ -62,8 +62,18 @@ static int s_levels(const rl_config *job, int *levels, int *n)
     return RL_OK;
 }
 
-int rl_lm_recipe_prepare(rl_config *job)
+int rl_lm_recipe_prepare(rl_config *job, int64_t updates_per_step)
 {
+    int64_t total, sched;
+    if (rl_config_get_int_in(job, "trainer.total_steps", 0, 1000000000, &total) ||
+        rl_config_get_int_in(job, "actor.optim.total_training_steps", -1, 1000000000000, &sched))
+        return rl_error_code();
+    if (sched == -1) {
+        char v[32];
+        snprintf(v, sizeof v, "%lld", (long long)(total * updates_per_step));
+        if (rl_config_set_yaml(job, "actor.optim.total_training_steps", v))
+            return rl_error_code();
+    }
     rl_tokenizer *tok = s_tokenizer(job);
     if (!tok)
         return rl_error_code();

@@ -41,11 +41,13 @@ typedef struct rl_lm_job {
 /* The roles the LM recipes call. */
 extern const char *const rl_lm_roles[];
 
-/* prepare hook: the tokenizer fixes model.vocab_size/eos/pad; missing data
- * files of the built-in task are generated; then every section the job's
- * workers will read (model, actor, rollout, reward) and data.* are checked
- * with located errors, before any process starts. */
-int rl_lm_recipe_prepare(rl_config *job);
+/* What the LM recipes' prepare hooks share: the tokenizer fixes
+ * model.vocab_size/eos/pad; actor.optim.total_training_steps = -1 becomes
+ * trainer.total_steps × `updates_per_step` (optimiser steps per training
+ * step); every section the job's workers will read (model, actor, rollout,
+ * reward) and data.* are checked with located errors, before any process
+ * starts; missing data files of the built-in task are generated. */
+int rl_lm_recipe_prepare(rl_config *job, int64_t updates_per_step);
 /* Groups, data, models on every rank, first weight sync. */
 int rl_lm_job_open(rl_lm_job *j, rl_driver *d, const rl_config *job);
 void rl_lm_job_close(rl_lm_job *j);

@@ -109,7 +109,13 @@ static int s_prepare(rl_config *job)
     s_opts o;
     rl_rlvr_aepo a;
     int enabled;
-    int rc = rl_lm_recipe_prepare(job);
+    /* optimiser steps per training step: epochs × mini-batches */
+    int64_t epochs, batch, mini;
+    int rc = rl_config_get_int_in(job, "actor.ppo_epochs", 1, 10000, &epochs) ||
+                     rl_config_get_int_in(job, "data.train_batch_size", 1, 1 << 20, &batch) ||
+                     rl_config_get_int_in(job, "actor.ppo_mini_batch_size", 1, 1 << 24, &mini)
+                 ? rl_error_code()
+                 : rl_lm_recipe_prepare(job, epochs * (batch / mini > 0 ? batch / mini : 1));
     if (!rc)
         rc = s_read_opts(job, &o);
     if (!rc)

@@ -17,6 +17,7 @@
 
 #include "../recipe.h"
 #include "rlrt/rlrt.h"
+#include "rlrt/roles/roles.h"
 
 typedef enum { S_PASS, S_FAIL, S_SKIP } s_status;
 
@@ -544,10 +545,8 @@ static int s_run(rl_driver *d, const rl_config *job)
 const rl_recipe rl_recipe_selftest = {
     .name = "selftest",
     .summary = "check every dispatch mode, errors and overlap on every role",
-    .defaults = (const char *const[]){"rollout: {}\n"
-                                      "actor: {}\n"
-                                      "env: {}\n"
-                                      "reward: {}\n"
+    /* the config sections of every registered role: their init reads them */
+    .defaults = (const char *const[]){RL_ROLES_DEFAULTS,
                                       "selftest:\n"
                                       "  rounds: 1\n"
                                       "  rows: 37\n"

@@ -175,6 +175,9 @@ static int s_run(rl_driver *d, const rl_config *job)
     return rc;
 }
 
+/* One optimiser step per training step. */
+static int s_prepare(rl_config *job) { return rl_lm_recipe_prepare(job, 1); }
+
 const rl_recipe rl_recipe_sft = {
     .name = "sft",
     .summary = "supervised warm start on the task's worked solutions",
@@ -186,6 +189,6 @@ const rl_recipe rl_recipe_sft = {
                                       "  val_every: 50\n",
                                       NULL},
     .roles = rl_lm_roles,
-    .prepare = rl_lm_recipe_prepare,
+    .prepare = s_prepare,
     .run = s_run,
 };

@@ -18,6 +18,7 @@
 
 #include "rl.pb-c.h"
 #include "rlrt/rlrt.h"
+#include "rlrt/roles/roles.h"
 #include "rlrt/runtime/cluster.h"
 #include "rlrt/runtime/driver.h"
 #include "rlrt/runtime/msg.h"
@@ -41,7 +42,7 @@ static double s_now(void)
     } while (0)
 
 typedef struct {
-    rl_config *cfg;
+    rl_config *cfg, *job;
     rl_cluster *cl;
     rl_driver *d;
 } s_job;
@@ -73,11 +74,14 @@ static s_job *s_start_opt(const char *roles, int max_restarts, int start,
     j->cl = rl_cluster_from_config(j->cfg);
     if (!j->cl)
         fail_msg("cluster: %s", rl_error_message());
-    rl_driver_options opt = {.cluster = j->cl, .worker_binary = s_worker,
+    /* the production roles read their config sections at init */
+    j->job = rl_config_load_job(RL_ROLES_DEFAULTS, NULL, 0, NULL);
+    assert_non_null(j->job);
+    rl_driver_options opt = {.cluster = j->cl, .job = j->job, .worker_binary = s_worker,
                              .bind_override = "tcp://127.0.0.1:*", .worker_log_level = "warn",
                              .ready_timeout_ms = 20000, .test_methods = 1};
     if (opt_in) {
-        opt.job = opt_in->job;
+        opt.job = opt_in->job ? opt_in->job : j->job;
         opt.roles = opt_in->roles;
         opt.test_methods = opt_in->test_methods;
     }
@@ -111,6 +115,7 @@ static void s_stop(s_job *j)
     rl_driver_free(j->d);
     rl_cluster_free(j->cl);
     rl_config_free(j->cfg);
+    rl_config_free(j->job);
 }
 
 static rl_dataproto *s_batch(int64_t rows)
@@ -571,8 +576,13 @@ static Rl__Envelope *s_configure_worker(const char *extra_json, uint32_t heartbe
     json_decref(extra);
     Rl__Envelope env = RL__ENVELOPE__INIT;
     Rl__Configure c = RL__CONFIGURE__INIT;
-    c.config.data = (uint8_t *)"{}";
-    c.config.len = 2;
+    /* the reward role reads its section at init */
+    rl_config *job = rl_config_load_job(RL_ROLES_DEFAULTS, NULL, 0, NULL);
+    char *cfg_json = job ? rl_config_to_json(job, "") : NULL;
+    rl_config_free(job);
+    assert_non_null(cfg_json);
+    c.config.data = (uint8_t *)cfg_json;
+    c.config.len = strlen(cfg_json);
     c.config_format = "json";
     c.heartbeat_ms = heartbeat_ms;
     c.liveness = 3;
@@ -581,6 +591,7 @@ static Rl__Envelope *s_configure_worker(const char *extra_json, uint32_t heartbe
     env.configure = &c;
     s_router_send(sock, id, id_len, &env);
     rl_value_free(ev);
+    free(cfg_json);
     Rl__Envelope *got;
     do { /* skip heartbeats */
         got = s_router_recv(sock, id, &id_len);

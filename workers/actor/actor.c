@@ -10,7 +10,7 @@
  * parameters for the next forward. Losses are normalised by GLOBAL counts the
  * recipe passes, so W ranks compute the same update as one rank.
  *
- * The config (actor.*, rollout.temperature, trainer.total_steps/seed) is read
+ * The config (actor.*, rollout.temperature, trainer.seed) is read
  * and range-checked once, in init (rl_actor_config_read); calls carry only
  * per-call arguments. */
 #include <math.h>
@@ -92,7 +92,7 @@ static int s_init(rl_worker_ctx *ctx)
     a->lr.kind = a->o.lr_schedule;
     a->lr.base_lr = a->o.lr;
     a->lr.warmup_steps = a->o.warmup;
-    a->lr.total_steps = a->o.total_steps;
+    a->lr.total_steps = a->o.total_training_steps;
     ctx->user = a;
     return RL_OK;
 }

@@ -13,8 +13,10 @@
  *   actor.loss_agg_mode token-mean|seq-mean-token-sum|seq-mean-token-mean|seq-mean-token-sum-norm
  *   actor.entropy_coeff     actor.use_kl_loss     actor.kl_loss_coef >= 0
  *   actor.kl_loss_type kl|k1|abs|mse|k2|low_var_kl|k3
+ *   actor.optim.total_training_steps >= 1 for a decaying schedule (-1: the
+ *     recipe sets the optimiser steps of its run before the workers start)
  *   rollout.temperature (log-probs are those of the sampling distribution)
- *   trainer.total_steps (the LR schedule's length), trainer.seed (random init)
+ *   trainer.seed (random init)
  *
  * Methods (dispatch; batches use the model kind's layout, e.g. the LM's
  * prompts/prompt_lens/responses/response_lens of rlrt/nn/lm_model.h):
@@ -117,7 +119,8 @@
 #define RL_ACTOR_DEFAULTS \
     "actor:\n" \
     "  optim: {lr: 1.0e-4, weight_decay: 0.0, beta1: 0.9, beta2: 0.999, eps: 1.0e-8,\n" \
-    "          warmup_steps: 0, lr_schedule: constant}\n" \
+    "          warmup_steps: 0, lr_schedule: constant,\n" \
+    "          total_training_steps: -1}  # optimiser steps of the schedule (-1: the recipe's)\n" \
     "  grad_clip: 1.0\n" \
     "  ppo_mini_batch_size: 16   # prompts per optimiser step (x rollout.n rows)\n" \
     "  ppo_micro_batch_size: 0   # rows per forward/backward (0: the whole mini-batch)\n" \
@@ -137,7 +140,7 @@
 typedef struct rl_actor_config {
     double lr, weight_decay, beta1, beta2, eps, grad_clip, temperature;
     double clip_low, clip_high, clip_c, entropy_coeff, kl_loss_coef;
-    int64_t warmup, total_steps, micro_batch, mini_batch, epochs, seed;
+    int64_t warmup, total_training_steps, micro_batch, mini_batch, epochs, seed;
     int use_kl_loss;
     const char *lr_schedule_name, *loss_agg_name, *kl_loss_type_name; /* borrowed */
     rl_lr_kind lr_schedule;
@@ -171,7 +174,7 @@ static inline int rl_actor_config_read(const rl_config *c, rl_actor_config *o)
         RL_A_NUM("actor.kl_loss_coef", kl_loss_coef, 0, 1e6, 0),
         RL_A_STR("actor.kl_loss_type", kl_loss_type_name),
         RL_A_NUM("rollout.temperature", temperature, 0, 100, RL_CFG_MIN_OPEN),
-        RL_A_INT("trainer.total_steps", total_steps, 0, 1000000000),
+        RL_A_INT("actor.optim.total_training_steps", total_training_steps, -1, 1000000000000),
         RL_A_INT("trainer.seed", seed, 0, INT64_MAX),
     };
 #undef RL_A_NUM
@@ -184,6 +187,10 @@ static inline int rl_actor_config_read(const rl_config *c, rl_actor_config *o)
         rc = rl_config_error_at(c, "actor.loss_agg_mode", RL_ECONFIG, "%s", rl_error_message());
     if (!rc && rl_kl_kind_parse(o->kl_loss_type_name, &o->kl_loss_type))
         rc = rl_config_error_at(c, "actor.kl_loss_type", RL_ECONFIG, "%s", rl_error_message());
+    if (!rc && o->lr_schedule != RL_LR_CONSTANT && o->total_training_steps < 1)
+        rc = rl_config_error_at(c, "actor.optim.total_training_steps", RL_ECONFIG,
+                                "the '%s' schedule needs the number of optimiser steps, got %lld",
+                                o->lr_schedule_name, (long long)o->total_training_steps);
     return rc;
 }
 

@@ -1,0 +1,16 @@
+/* rlrt/roles/roles.h — the contracts of every role rl-worker registers
+ * (workers/registry.c), and RL_ROLES_DEFAULTS: all their config sections, for
+ * a job that starts every role whatever its recipe (the selftest, tests,
+ * benchmarks), with trainer.seed, which the roles read too. A new role adds
+ * its contract header here. */
+#ifndef RLRT_ROLES_ROLES_H
+#define RLRT_ROLES_ROLES_H
+
+#include "rlrt/roles/actor.h"
+#include "rlrt/roles/reward.h"
+#include "rlrt/roles/rollout.h"
+
+#define RL_ROLES_DEFAULTS \
+    RL_ACTOR_DEFAULTS RL_ROLLOUT_DEFAULTS RL_REWARD_DEFAULTS "trainer:\n  seed: 1\n"
+
+#endif
