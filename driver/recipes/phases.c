@@ -139,8 +139,9 @@ int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replie
     }
     rl_future *fp = rl_group_call(s->sender, s->publish, RL_DISPATCH_RANK_ZERO, pub);
     rl_future *fs = fp ? rl_group_call(s->receivers, s->receive, RL_DISPATCH_ONE_TO_ALL, sub) : NULL;
-    int rc = fs ? rl_future_wait(fs, -1) : rl_error_code();
-    int rc2 = fp ? rl_future_wait(fp, -1) : RL_OK;
+    int wait = s->timeout_ms > 0 ? s->timeout_ms : -1;
+    int rc = fs ? rl_future_wait(fs, wait) : rl_error_code();
+    int rc2 = fp ? rl_future_wait(fp, wait) : RL_OK;
     rl_dataproto_free(pub);
     rl_dataproto_free(sub);
     rl_future_free(fp);

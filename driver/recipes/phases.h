@@ -75,6 +75,7 @@ int rl_trainer_log_step(rl_trainer *t, int64_t step);
 typedef struct rl_weight_sync {
     rl_group *sender, *receivers;
     const char *open, *publish, *receive;
+    int timeout_ms;  /* per sync; <= 0: no limit */
     char endpoint[256];
     int64_t version; /* the last version published (0: none yet) */
 } rl_weight_sync;

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../recipe.h"
+#include "phases.h"
 #include "rlrt/rlrt.h"
 #include "rlrt/roles/roles.h"
 
@@ -32,12 +32,7 @@ typedef struct {
     char channel_roles[2][RL_CLUSTER_NAME_MAX];
 } s_opts;
 
-static double s_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
+static double s_now_ms(void) { return rl_now_s() * 1e3; }
 
 static void s_report(s_tally *t, const char *check, const char *role, int ranks, s_status st,
                      double ms, const char *detail)
@@ -390,9 +385,10 @@ static int s_pair_groups(rl_driver *d, const char names[2][RL_CLUSTER_NAME_MAX],
 /* weight_roles[0] rank 0 sends a versioned buffer over the weight channel
  * to every rank of weight_roles[1]; each checks every value and the version
  * it switched to. */
-static void s_weight_check(rl_driver *d, const s_opts *o, int64_t version, s_tally *t)
+static void s_weight_check(rl_driver *d, const s_opts *o, rl_weight_sync *ws, s_tally *t)
 {
     char label[96], pair[2 * RL_CLUSTER_NAME_MAX + 2], why[512] = "";
+    int64_t version = ws->version + 1;
     snprintf(label, sizeof label, "weight channel %lld MiB v%lld", (long long)o->weight_mb,
              (long long)version);
     snprintf(pair, sizeof pair, "%s>%s", o->weight_roles[0], o->weight_roles[1]);
@@ -401,46 +397,35 @@ static void s_weight_check(rl_driver *d, const s_opts *o, int64_t version, s_tal
         s_report(t, label, pair, 0, S_SKIP, 0, why);
         return;
     }
-    rl_group *src = g[0], *dst = g[1];
-    int64_t count = o->weight_mb * 1024 * 1024 / 4;
+    /* the recipes' own choreography, with the test methods' test buffer */
+    ws->sender = g[0];
+    ws->receivers = g[1];
+    ws->open = "weights_open";
+    ws->publish = "weights_send";
+    ws->receive = "weights_recv";
+    ws->timeout_ms = 60000;
+    json_t *args = json_pack("{s:I}", "count", (json_int_t)(o->weight_mb * 1024 * 1024 / 4));
+    rl_future *fr = NULL;
     double t0 = s_now_ms();
-    rl_dataproto *open = s_meta(json_pack("{s:s}", "host", rl_group_address(src, 0))), *res = NULL;
-    int ok = open && rl_group_call_sync(src, "weights_open", RL_DISPATCH_RANK_ZERO, open, &res) == 0;
-    rl_dataproto_free(open);
-    const char *ep = ok ? rl_dataproto_meta_str(res, "endpoint", NULL) : NULL;
-    if (ok && !ep)
-        ok = 0;
-    rl_dataproto *send = NULL, *recv = NULL;
-    rl_future *fs = NULL, *fr = NULL;
-    if (ok) {
-        send = s_meta(json_pack("{s:I, s:I, s:i}", "version", (json_int_t)version, "count",
-                                (json_int_t)count, "receivers", rl_group_size(dst)));
-        recv = s_meta(json_pack("{s:s, s:I}", "endpoint", ep, "count", (json_int_t)count));
-        fs = send ? rl_group_call(src, "weights_send", RL_DISPATCH_RANK_ZERO, send) : NULL;
-        fr = recv ? rl_group_call(dst, "weights_recv", RL_DISPATCH_ONE_TO_ALL, recv) : NULL;
-        ok = s_wait(fr, 60000, why, sizeof why) && s_wait(fs, 60000, why, sizeof why);
-        for (int r = 0; ok && r < rl_group_size(dst); r++) {
-            rl_dataproto *out = NULL;
-            int64_t v = -1;
-            if (rl_future_take_rank(fr, r, &out) || rl_dataproto_meta_int(out, "version", -1, &v)) {
-                snprintf(why, sizeof why, "%s", rl_error_message());
-                ok = 0;
-            } else if (v != version) {
-                snprintf(why, sizeof why, "%s/%d switched to version %lld, expected %lld",
-                         rl_group_role(dst), r, (long long)v, (long long)version);
-                ok = 0;
-            }
-            rl_dataproto_free(out);
+    int ok = args && rl_weight_sync_run(ws, args, &fr) == 0;
+    if (!ok)
+        snprintf(why, sizeof why, "%s", rl_error_message());
+    for (int r = 0; ok && r < rl_group_size(g[1]); r++) {
+        rl_dataproto *out = NULL;
+        int64_t v = -1;
+        if (rl_future_take_rank(fr, r, &out) || rl_dataproto_meta_int(out, "version", -1, &v)) {
+            snprintf(why, sizeof why, "%s", rl_error_message());
+            ok = 0;
+        } else if (v != version) {
+            snprintf(why, sizeof why, "%s/%d switched to version %lld, expected %lld",
+                     rl_group_role(g[1]), r, (long long)v, (long long)version);
+            ok = 0;
         }
-    } else {
-        snprintf(why, sizeof why, "%s", ep || !res ? rl_error_message() : "no endpoint");
+        rl_dataproto_free(out);
     }
-    rl_future_free(fs);
+    json_decref(args);
     rl_future_free(fr);
-    rl_dataproto_free(send);
-    rl_dataproto_free(recv);
-    rl_dataproto_free(res);
-    s_report(t, label, pair, rl_group_size(dst), s_ok(ok), s_now_ms() - t0, why);
+    s_report(t, label, pair, rl_group_size(g[1]), s_ok(ok), s_now_ms() - t0, why);
 }
 
 /* Rank r of channel_roles[0] and rank r of channel_roles[1] exchange
@@ -521,6 +506,7 @@ static int s_run(rl_driver *d, const rl_config *job)
     if (rc)
         return rc;
     s_tally t = {0, 0, 0};
+    rl_weight_sync ws = {0}; /* versions grow over the rounds */
     for (int64_t round = 1; round <= o.rounds && !rl_driver_interrupted(d); round++) {
         printf("selftest round %lld/%lld\n", (long long)round, (long long)o.rounds);
         printf("  %-30s %-16s %5s  %-4s %9s  %s\n", "check", "role", "ranks", "ok", "ms", "detail");
@@ -531,7 +517,7 @@ static int s_run(rl_driver *d, const rl_config *job)
         if (!rl_driver_interrupted(d))
             s_collective_check(d, &t);
         if (!rl_driver_interrupted(d))
-            s_weight_check(d, &o, round, &t);
+            s_weight_check(d, &o, &ws, &t);
         if (!rl_driver_interrupted(d))
             s_channel_check(d, &o, &t);
     }
