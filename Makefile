@@ -6,6 +6,7 @@
 #   make SANITIZE=address,undefined test
 #   make CUDA=1               also compile the .cu sources with nvcc
 #   make golden               regenerate tests/golden with /usr/bin/python3 + torch
+#   make venv-ref             build/venv-ref: the PyPI packages the references need
 #   make bench-NAME           run bench/bench_NAME.sh, or every bench_NAME* binary
 #   make fuzz [FUZZ_SECONDS=60]
 #   make install PREFIX=/usr/local
@@ -202,6 +203,20 @@ test: deps
 run: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) examples/run-default.sh
+
+# ---- reference venv ---------------------------------------------------------------
+# PyPI packages of the reference generators and format cross-checks, in a
+# venv that sees Debian's torch and numpy. Always build/venv-ref (whatever
+# BUILD is): the scripts look for it at <repo>/build/venv-ref. Re-made only
+# when the requirements (or the script) change.
+VENV_REF     := build/venv-ref
+VENV_REF_REQ := tests/reference/requirements-ref.txt
+
+venv-ref: $(VENV_REF)/.requirements
+	@echo "venv-ref: $(VENV_REF) is up to date with $(VENV_REF_REQ)"
+
+$(VENV_REF)/.requirements: $(VENV_REF_REQ) deploy/venv-ref.sh
+	@deploy/venv-ref.sh $(VENV_REF) $(VENV_REF_REQ)
 
 # ---- golden files, benchmarks, fuzzing -------------------------------------------
 golden:
