@@ -5,6 +5,9 @@
 #   deploy/install-deps.sh --if-missing same, silent when nothing is missing
 #   deploy/install-deps.sh --check      exit 1 and list what is missing
 #   deploy/install-deps.sh --print      print the apt-get line
+#   deploy/install-deps.sh --ref        what `make venv-ref` needs (python3,
+#                                       python3-venv, python3-numpy), the
+#                                       build packages too
 #
 # Not root: prints the exact apt-get line to run and exits 1.
 set -u
@@ -18,7 +21,15 @@ clang libclang-rt-dev iproute2 procps"
 # test use them; tests skip with a message when absent.
 OPTIONAL="python3 python3-numpy python3-torch"
 
+# The base of build/venv-ref (make venv-ref; deploy/venv-ref.sh): the
+# tests that read rlrt's files with PyPI packages (tensorboard) run in it.
+REF="python3 python3-venv python3-numpy"
+
 mode=${1:-install}
+if [ "$mode" = --ref ]; then
+    PACKAGES="$PACKAGES $REF"
+    mode=install
+fi
 
 missing=""
 for p in $PACKAGES; do
@@ -35,6 +46,7 @@ case "$mode" in
 --print)
     echo "apt-get install -y --no-install-recommends $(echo $PACKAGES)"
     echo "optional: apt-get install -y --no-install-recommends $OPTIONAL"
+    echo "make venv-ref: apt-get install -y --no-install-recommends $REF"
     exit 0 ;;
 --check)
     if [ -n "$missing" ]; then echo "missing Debian packages:$missing"; exit 1; fi
