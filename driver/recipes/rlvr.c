@@ -490,14 +490,17 @@ static int s_phase_update(void *arg)
     int updates = 0, rc = RL_OK;
     for (int64_t e = 0; !rc && e < r->j.actor_cfg.epochs; e++) {
         for (int64_t r0 = 0; !rc && r0 + mb_rows <= B; r0 += mb_rows) {
-            int64_t gt = 0;
-            for (int64_t b = r0; b < r0 + mb_rows; b++)
+            int64_t gt = 0, seqs = 0;
+            for (int64_t b = r0; b < r0 + mb_rows; b++) {
                 gt += lens[b];
+                seqs += lens[b] > 0;
+            }
             rl_dataproto *mb = rl_dataproto_slice(r->batch, r0, r0 + mb_rows);
             rl_dataproto *req = mb ? rl_dataproto_request(mb, keep, nkeep, NULL, 0,
-                                                          json_pack("{s:I, s:I}", RL_ACTOR_GLOBAL_TOKENS,
+                                                          json_pack("{s:I, s:I, s:I}", RL_ACTOR_GLOBAL_TOKENS,
                                                                     (json_int_t)gt, RL_ACTOR_GLOBAL_ROWS,
-                                                                    (json_int_t)mb_rows))
+                                                                    (json_int_t)mb_rows, RL_ACTOR_GLOBAL_SEQS,
+                                                                    (json_int_t)seqs))
                                    : NULL;
             rl_dataproto_free(mb);
             rl_future *f = req ? rl_group_call(actor, RL_ACTOR_UPDATE, RL_DISPATCH_DP_COMPUTE, req) : NULL;

@@ -137,18 +137,22 @@ def main():
                     assert k in r and r[k] is not None, (est, k, r)
             # exit 0 means every daemon exited 0 (rl-driver fails otherwise)
             print("ok: %-30s %s score %.3f" % (est, " ".join(extra), m[-1]["critic/score/mean"]))
-        # 4. 1 vs 2 actor ranks
-        for c, name in [(c1, "w1"), (c2, "w2")]:
-            run(work, c, "arith_grpo.yaml", rl + ["trainer.total_steps=2", "trainer.save_every=2",
-                                                  "trainer.output_dir=runs/" + name])
-        p1 = safetensors_f32(os.path.join(work, "runs/w1/checkpoints/step_2/model.safetensors"))
-        p2 = safetensors_f32(os.path.join(work, "runs/w2/checkpoints/step_2/model.safetensors"))
-        d = max_diff(p1, p2)
-        moved = max_diff(p1, safetensors_f32(warm))
-        print("ok: 1 vs 2 actor ranks: max |param diff| after 2 steps = %.3g (update size %.3g)"
-              % (d, moved))
-        assert moved > 1e-3, moved
-        assert d < 1e-4, d
+        # 4. 1 vs 2 actor ranks, for every loss aggregation (the ranks' divisors
+        #    are the whole mini-batch's, so the update does not depend on W)
+        for agg in ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum",
+                    "seq-mean-token-sum-norm"]:
+            for c, name in [(c1, "w1"), (c2, "w2")]:
+                run(work, c, "arith_grpo.yaml", rl + [
+                    "trainer.total_steps=2", "trainer.save_every=2", "actor.loss_agg_mode=" + agg,
+                    "trainer.output_dir=runs/%s-%s" % (agg, name)])
+            p1 = safetensors_f32(os.path.join(work, "runs/%s-w1/checkpoints/step_2/model.safetensors" % agg))
+            p2 = safetensors_f32(os.path.join(work, "runs/%s-w2/checkpoints/step_2/model.safetensors" % agg))
+            d = max_diff(p1, p2)
+            moved = max_diff(p1, safetensors_f32(warm))
+            print("ok: %s: 1 vs 2 actor ranks: max |param diff| after 2 steps = %.3g (update size %.3g)"
+                  % (agg, d, moved))
+            assert moved > 1e-3, moved
+            assert d < 1e-4, d
         # 5. resume (with AEPO, so its difficulty state must survive too)
         rl = rl + ["algorithm.aepo.enable=true", "algorithm.use_kl_in_reward=true",
                    "algorithm.kl_ctrl.type=adaptive", "algorithm.kl_ctrl.horizon=100"]

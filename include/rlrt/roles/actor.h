@@ -32,9 +32,12 @@
  *                                 [, RL_ACTOR_REF_LOGP (B, K) f32 with use_kl_loss];
  *                                 meta RL_ACTOR_GLOBAL_TOKENS (valid positions in the
  *                                 whole mini-batch over all ranks, >= 0),
- *                                 RL_ACTOR_GLOBAL_ROWS (its rows that have a valid
- *                                 position, >= 0) → meta of partial sums, one reply
- *                                 per rank: RL_ACTOR_M_* below
+ *                                 RL_ACTOR_GLOBAL_ROWS (its rows, >= 0) and
+ *                                 RL_ACTOR_GLOBAL_SEQS (its rows with at least one
+ *                                 valid position, >= 0): the divisors of the loss
+ *                                 aggregation (rlrt/algo/policy_loss.h), so W ranks
+ *                                 and any micro-batching give one update → meta of
+ *                                 partial sums, one reply per rank: RL_ACTOR_M_* below
  *   sft_step          dp_compute  one optimiser step of masked NLL on the batch's
  *                                 response positions; meta RL_ACTOR_GLOBAL_TOKENS →
  *                                 meta RL_ACTOR_M_LOSS, _TOKENS, _GRAD_NORM, _LR
@@ -92,6 +95,7 @@
 #define RL_ACTOR_WANT_ENTROPY "entropy"
 #define RL_ACTOR_GLOBAL_TOKENS "global_tokens"
 #define RL_ACTOR_GLOBAL_ROWS "global_rows"
+#define RL_ACTOR_GLOBAL_SEQS "global_seqs"
 #define RL_ACTOR_ENDPOINT "endpoint"
 #define RL_ACTOR_COUNT "count"
 #define RL_ACTOR_VERSION "version"
