@@ -1,6 +1,6 @@
 #!/bin/bash
 # bench_rl.sh — `make bench-rl`: trains the SFT warm start, runs every RL
-# estimator from it (and GRPO with more seeds), then writes the whole results
+# estimator from it (and GRPO with more seeds), then writes its section of the results
 # page from those runs' metrics.jsonl with bench/bench_rl_report.py. Nothing
 # on the page is typed by hand: every number comes from the runs made here.
 # Not a test: the default takes 15-25 minutes on 2 cores.

@@ -6,7 +6,9 @@ Reads what bench/bench_rl.sh left in --dir:
   runs.tsv    one line per rl-driver run: name, kind (sft|estimator|seed),
               seed, wall seconds, exit code, the exact command
   <name>/metrics.jsonl   that run's metrics, one JSON object per step
-and writes the whole page (--out, default docs/RESULTS.md). Every number on
+and writes its section of the page (--out, default docs/RESULTS.md) between
+the <!-- bench-rl:begin/end --> markers, leaving the other benchmarks'
+sections as they are. Every number on
 the page is computed here from those files; the prose around the tables says
 only what the numbers mean, and every comparative sentence is computed too.
 Prints `bench: name = value` lines for the headline numbers.
@@ -141,6 +143,32 @@ class Run:
 
 # ---- the page ----------------------------------------------------------------
 
+PAGE_HEAD = ("# Results\n\n"
+             "Each section of this page is generated in full by the benchmark it names, between "
+             "its `<!-- bench-NAME:begin -->` and `<!-- bench-NAME:end -->` markers; a benchmark "
+             "rewrites only its own section. Do not edit the sections by hand: rerun the "
+             "benchmark.\n")
+
+
+def replace_section(path, name, section):
+    """The page at `path` with the section of benchmark `name` replaced (or
+    appended); a page without markers (an older layout) is replaced whole."""
+    begin, end = "<!-- %s:begin -->" % name, "<!-- %s:end -->" % name
+    block = begin + "\n\n" + section + "\n" + end + "\n"
+    try:
+        with open(path) as f:
+            page = f.read()
+    except FileNotFoundError:
+        page = ""
+    if "<!-- bench-" not in page:
+        return PAGE_HEAD + "\n" + block
+    if begin in page and end in page:
+        a = page.index(begin)
+        b = page.index(end) + len(end)
+        return page[:a] + block.rstrip("\n") + page[b:]
+    return page.rstrip("\n") + "\n\n" + block
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", required=True, help="RL_BENCH_DIR of the bench")
@@ -158,12 +186,12 @@ def main():
     bench = []  # (name, value) lines for stdout
 
     P = []  # page paragraphs
-    P.append("# Results")
+    P.append("## Language-model RLVR (`make bench-rl`)")
     dirty = int(env.get("dirty", "0") or 0)
     P.append(
-        "Generated in full by `make bench-rl` (`bench/bench_rl.sh` runs the jobs, "
-        "`bench/bench_rl_report.py` writes this page from their `metrics.jsonl`); do not edit "
-        "it by hand, rerun the bench. "
+        "This section is generated in full by `make bench-rl` (`bench/bench_rl.sh` runs the "
+        "jobs, `bench/bench_rl_report.py` writes the section from their `metrics.jsonl`); do "
+        "not edit it by hand, rerun the bench. "
         f"Run on {env.get('date_utc', '?')} at commit `{env.get('commit', '?')}`"
         + (f" with {dirty} uncommitted change(s) to tracked files" if dirty else "")
         + f", {env.get('nproc', '?')} CPU cores ({env.get('cpu', '?')}), "
@@ -222,12 +250,12 @@ def main():
             S.append(f"In GRPO the driver's own computation plus dispatch and transfer take "
                      f"{100 * mean(sh):.1f} % of step time on average over {len(sh)} steps.")
     if S:
-        P.append("## Summary")
+        P.append("### Summary")
         P.append(" ".join(S))
 
     # ---- warm start ----
     if sft:
-        P.append("## Warm start (SFT)")
+        P.append("### Warm start (SFT)")
         P.append(code([sft.rec["command"]]))
         if sft.curve:
             P.append(table(["SFT step"] + [str(s) for s, _ in sft.curve],
@@ -245,7 +273,7 @@ def main():
 
     # ---- estimators ----
     if est:
-        P.append("## RL estimators from the warm start")
+        P.append("### RL estimators from the warm start")
         P.append(f"Each run: {steps} steps from the warm start above, trainer.seed=1, the "
                  "estimator's example job (`examples/arith_<name>.yaml`) unchanged apart from "
                  "the overrides on its command line.")
@@ -273,7 +301,7 @@ def main():
 
     # ---- GRPO step breakdown ----
     if grpo and grpo.ok and grpo.rows:
-        P.append("## Where a GRPO step goes")
+        P.append("### Where a GRPO step goes")
         P.append(f"From the `grpo` run above: the mean of each `timing_s/*` metric over its "
                  f"{grpo.steps} steps and its share of the mean step.")
         tot = grpo.mean("timing_s/step")
@@ -300,7 +328,7 @@ def main():
     # ---- driver share ----
     ok = [r for r in est + seeds if r.ok and values(r.rows, "perf/driver_transfer_share")]
     if ok:
-        P.append("## Driver and transfer share")
+        P.append("### Driver and transfer share")
         P.append("`perf/driver_transfer_share` is, per step, (dispatch + transfer + queueing "
                  "time + the driver's own computation) / step time. Dispatch + transfer is a "
                  "call's wall time minus the slowest rank's handler time as the workers report "
@@ -324,7 +352,7 @@ def main():
     # ---- learning curves ----
     curves = [r for r in est + seeds if r.curve]
     if curves:
-        P.append("## Learning curves")
+        P.append("### Learning curves")
         P.append("`val/accuracy` at every validation of each run (step 0 is the warm start, "
                  "validated by the RL job itself; validation every `trainer.val_every` steps "
                  "and at the last step).")
@@ -338,7 +366,7 @@ def main():
 
     # ---- seeds ----
     if seeds:
-        P.append("## GRPO across seeds")
+        P.append("### GRPO across seeds")
         P.append("The same GRPO job from the same warm start with other `trainer.seed` values "
                  "(sampling of prompts and responses changes; the warm start does not).")
         P.append(code([r.rec["command"] for r in seeds]))
@@ -370,7 +398,7 @@ def main():
             win = (lo, lo + w - 1)
             if win not in windows and lo >= 1:
                 windows.append(win)
-        P.append("## AEPO: high-window-entropy (HWE) counts against their targets")
+        P.append("### AEPO: high-window-entropy (HWE) counts against their targets")
         P.append(f"From the `aepo` run above. Means over windows of {w} steps of "
                  "`aepo/hwe_<bucket>_mean` (mean HWE tokens per response of that difficulty "
                  "bucket; only steps with rows in the bucket count), `aepo/target_<bucket>`, "
@@ -420,13 +448,13 @@ def main():
                          fmt(max(v), 4), fmt(v[-1], 4)])
         P.append(table(["metric", "steps", "first", "mean", "min", "max", "last"], rows))
 
-    text = "\n\n".join(P) + "\n"
+    section = "\n\n".join(P) + "\n"
     out_dir = os.path.dirname(args.out)
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
     tmp = args.out + ".tmp"
     with open(tmp, "w") as f:
-        f.write(text)
+        f.write(replace_section(args.out, "bench-rl", section))
     os.replace(tmp, args.out)
     for k, v in bench:
         print(f"bench: {k} = {v}")
