@@ -30,6 +30,10 @@ if [ "$mode" = --ref ]; then
     PACKAGES="$PACKAGES $REF"
     mode=install
 fi
+# RL_INSTALL_OPTIONAL=1: the optional packages count as wanted too
+if [ "${RL_INSTALL_OPTIONAL:-0}" = 1 ]; then
+    PACKAGES="$PACKAGES $OPTIONAL"
+fi
 
 missing=""
 for p in $PACKAGES; do
@@ -68,8 +72,4 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -q || exit 1
 # shellcheck disable=SC2086
 apt-get install -y -q --no-install-recommends $missing || exit 1
-if [ "${RL_INSTALL_OPTIONAL:-0}" = 1 ]; then
-    # shellcheck disable=SC2086
-    apt-get install -y -q --no-install-recommends $OPTIONAL || true
-fi
 echo "install-deps: done"
