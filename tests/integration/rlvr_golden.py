@@ -15,9 +15,11 @@ perf/*). The kernels are pinned so that the numbers do not depend on the
 machine: OMP_NUM_THREADS=2 and OPENBLAS_CORETYPE=Haswell (any x86-64 CPU
 with AVX2 runs the same OpenBLAS code).
 
-A sanitizer build (make SANITIZE=...) compiles the kernels differently: its
-sft/loss differs from the plain build's in the 10th digit at step 1 and the
-runs then diverge, so there the three jobs run (under ASan/UBSan, which is
+A sanitizer build (make SANITIZE=...) compiles the kernels differently (the
+`omp simd reduction` sums of common/nn and common/algo vectorise in the plain
+build; the sanitizers' checks inside the loops keep them scalar, so the sums
+are added in another order): its sft/loss differs from the plain build's in
+the 10th digit at step 1 and the runs then diverge, so there the three jobs run (under ASan/UBSan, which is
 worth having) but their values are not compared, and the test reports
 itself skipped (exit 77) saying so.
 
