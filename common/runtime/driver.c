@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <sys/random.h>
 #include <time.h>
 #include <zmq.h>
 
@@ -225,9 +227,62 @@ static void s_destroy(rl_driver *d)
     free(d->groups);
     free(d->group_of_role);
     free(d->slots);
+    for (int i = 0; i < d->n_slots; i++) {
+        for (int k = 0; k < d->slots[i].n_retry_safe; k++)
+            free(d->slots[i].retry_safe[k]);
+        free(d->slots[i].retry_safe);
+    }
+    rl_net_free_keys(d->authorized, d->n_authorized);
     free(d->config_json);
     free(d->locations_json);
     free(d);
+}
+
+/* A fresh job id: workers carry it in HELLO, so an orphan of an earlier
+ * driver on the same port is refused (and leaves). */
+static int s_make_job_id(rl_driver *d)
+{
+    unsigned char raw[8];
+    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
+        return rl_error_set(RL_EIO, "driver: no random bytes for the job id");
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(d->job_id + 2 * i, 3, "%02x", raw[i]);
+    return RL_OK;
+}
+
+/* security: the driver's certificate and the workers it admits. */
+static int s_load_security(rl_driver *d)
+{
+    const rl_cluster *cl = d->cl;
+    if (!cl->security)
+        return RL_OK;
+    rl_net_keypair own;
+    int rc = rl_net_load_cert(cl->security_driver_cert, 1, &own);
+    if (!rc)
+        rc = rl_net_load_authorized(cl->security_authorized_keys, &d->authorized,
+                                    &d->n_authorized);
+    if (!rc)
+        rc = rl_net_set_security(&own, (const char *const *)d->authorized, d->n_authorized);
+    if (rc)
+        return rl_error_wrap(rc, "%s: security", cl->file);
+    for (int i = 0; i < d->n_slots; i++)
+        if (d->slots[i].node->launch != RL_LAUNCH_EXTERNAL && !cl->security_worker_cert[0])
+            return rl_error_set(RL_ECONFIG, "%s: security.worker_cert is needed to start %s "
+                                "(launch: %s)", cl->file, d->slots[i].label,
+                                rl_launch_mode_name(d->slots[i].node->launch));
+    snprintf(d->driver_key, sizeof d->driver_key, "%s", own.public_txt);
+    memset(&own, 0, sizeof own);
+    return RL_OK;
+}
+
+/* 1 when a bound tcp endpoint is reachable from other hosts. */
+static int s_public_bind(const char *ep)
+{
+    if (strncmp(ep, "tcp://", 6) != 0)
+        return 0;
+    const char *h = ep + 6;
+    return !(strncmp(h, "127.", 4) == 0 || strncmp(h, "localhost:", 10) == 0 ||
+             strncmp(h, "[::1]", 5) == 0 || strncmp(h, "lo:", 3) == 0);
 }
 
 static void s_close_walk(uv_handle_t *h, void *arg)
@@ -269,6 +324,10 @@ static int s_loop_init(rl_driver *d)
     zmq_setsockopt(d->router, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(d->router, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
     const char *bind = d->opt.bind_override ? d->opt.bind_override : d->cl->driver_bind_endpoint;
+    rl_net_limits(d->router);
+    int rc0 = rl_net_curve_server(d->zctx, d->router);
+    if (rc0)
+        return rl_error_wrap(rc0, "driver");
     if (zmq_bind(d->router, bind) != 0)
         return rl_error_set(RL_EIO, "driver cannot bind %s: %s", bind, zmq_strerror(zmq_errno()));
     if (d->opt.bind_override) {
@@ -277,6 +336,10 @@ static int s_loop_init(rl_driver *d)
     } else {
         snprintf(d->endpoint, sizeof d->endpoint, "%s", d->cl->driver_endpoint);
     }
+    if (!d->driver_key[0] && s_public_bind(bind))
+        rl_log_warn("the driver binds %s without security: any host that reaches it can "
+                    "join the job (add a security: section to %s for CurveZMQ)", bind,
+                    d->cl->file);
     d->watch = rl_zuv_start(&d->loop, d->router, rl_drv_on_readable, d);
     if (!d->watch)
         return rl_error_code();
@@ -333,6 +396,13 @@ rl_driver *rl_driver_new(const rl_driver_options *opt)
         return NULL;
     }
     d->sync_init = 1;
+    d->log_limit.period_s = 10.0;
+    d->log_limit.burst = 20;
+    if (s_make_job_id(d) || rl_net_set_max_message(d->cl->max_message_bytes) ||
+        s_load_security(d)) {
+        s_destroy(d);
+        return NULL;
+    }
     /* CONFIGURE's job tree and its file:line:col, made once for every worker */
     if (d->opt.job) {
         d->config_json = rl_config_to_json(d->opt.job, "");
@@ -359,6 +429,10 @@ rl_driver *rl_driver_new(const rl_driver_options *opt)
 }
 
 const char *rl_driver_endpoint(const rl_driver *d) { return d->endpoint; }
+
+const char *rl_driver_job_id(const rl_driver *d) { return d->job_id; }
+
+const char *rl_driver_public_key(const rl_driver *d) { return d->driver_key; }
 
 int rl_driver_interrupted(const rl_driver *d)
 {

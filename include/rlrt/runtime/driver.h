@@ -102,6 +102,12 @@ rl_driver *rl_driver_new(const rl_driver_options *opt);
 int rl_driver_start(rl_driver *d);
 /* The endpoint workers connect to (after a wildcard bind: the real port). */
 const char *rl_driver_endpoint(const rl_driver *d);
+/* This run's job id (16 hex digits, random per rl_driver_new): workers
+ * present it in HELLO; a worker of another job is refused and exits. */
+const char *rl_driver_job_id(const rl_driver *d);
+/* The driver's CurveZMQ public key (Z85) when cluster.yaml has a security:
+ * section, else "". External workers need it (--driver-key). */
+const char *rl_driver_public_key(const rl_driver *d);
 /* The group of a started role; NULL + RL_ENOTFOUND naming the role and the
  * cluster file when the cluster has no such role or this job did not start
  * it. */
