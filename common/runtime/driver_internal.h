@@ -73,6 +73,7 @@ typedef struct rl_drv_slot {
     int64_t calls_ok, calls_failed; /* metrics */
     double handler_s;               /* sum of REPLY compute_s */
     uint64_t ready_since;           /* uv_now when READY (0: not) */
+    int64_t incarnation;            /* times it became READY */
     uv_process_t proc;
     int proc_running;
     int proc_pid;
@@ -135,6 +136,12 @@ struct rl_driver {
     int n_authorized;
     int64_t bytes_in, bytes_out, msgs_in, msgs_out, refused; /* metrics */
     rl_net_ratelimit log_limit; /* hostile input logs */
+    struct rl_http *http;     /* /healthz and /metrics (http.driver_port) */
+    int64_t step;             /* rl_driver_note_step */
+    double step_s, steps_s_total;
+    int64_t steps;
+    uint64_t last_hb_ms;      /* the heartbeat timer last ran (loop alive) */
+    int started;              /* rl_driver_start succeeded */
     int interval_ms;
     int liveness;
     rl_drv_slot *slots; /* the placements of the started roles */

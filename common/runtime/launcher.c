@@ -5,6 +5,7 @@
 
 #include "rlrt/error.h"
 #include "rlrt/log.h"
+#include "rlrt/runtime/health.h"
 #include "rlrt/runtime/worker.h"
 
 #include <signal.h>
@@ -349,6 +350,9 @@ void rl_drv_launch_all(rl_driver *d)
 static void s_on_heartbeat_locked(rl_driver *d)
 {
     uint64_t now = uv_now(&d->loop);
+    d->last_hb_ms = uv_hrtime() / 1000000;
+    if (!d->fatal[0]) /* the I/O loop runs and the job can go on */
+        rl_sd_notify("WATCHDOG=1");
     uint64_t limit = (uint64_t)d->interval_ms * (uint64_t)d->liveness;
     for (int i = 0; i < d->n_slots; i++) {
         rl_drv_slot *s = &d->slots[i];

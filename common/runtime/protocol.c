@@ -266,6 +266,8 @@ static void s_on_ready(rl_drv_slot *s, const Rl__Ready *r)
                 (s->retry_safe[s->n_retry_safe] = strdup(r->retry_safe[i])))
                 s->n_retry_safe++;
     }
+    if (s->state != RL_SLOT_READY)
+        s->incarnation++;
     s->state = RL_SLOT_READY;
     s->ready_since = uv_now(&s->d->loop);
     rl_log_info("%s ready (pid %ld on %s)", s->label, s->worker_pid, s->node->name);

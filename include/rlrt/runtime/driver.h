@@ -166,6 +166,16 @@ const char *rl_driver_fatal(const rl_driver *d);
 void rl_driver_call_time(const rl_driver *d, double *wall_s, double *compute_s, int64_t *calls);
 /* Total worker restarts so far. */
 int rl_driver_restarts(const rl_driver *d);
+/* How many times rank `rank` of g has become READY (1 after the first
+ * start; +1 after every restart or reconnect): a recipe that keeps state on
+ * a worker compares it with the value it saw to know the worker must be
+ * restored (the hook for step-level recovery). 0 for a bad rank. */
+int64_t rl_group_incarnation(const rl_group *g, int rank);
+/* A recipe reports a finished step (its index and wall time): shown on
+ * /healthz ("step") and /metrics (rlrt_step, rlrt_step_seconds_*). */
+void rl_driver_note_step(rl_driver *d, int64_t step, double seconds);
+/* The HTTP port /healthz and /metrics are served on (0: none). */
+int rl_driver_http_port(const rl_driver *d);
 /* SHUTDOWN to every worker, waits for local children (SIGKILL after
  * timeout_ms), closes everything. 0 if every child exited with status 0. */
 int rl_driver_shutdown(rl_driver *d, int timeout_ms);
