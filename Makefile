@@ -106,7 +106,7 @@ FUZZ_REPLAY_A   := $(BUILD)/lib/librlrt_fuzz_replay.a
 BENCH_SRC  := $(sort $(wildcard bench/bench_*.c))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all lib bins tests benches test run deps golden fuzz install clean venv-ref
+.PHONY: all lib bins tests benches test run deps golden fuzz install clean venv-ref venv-deploy fuzz-ci
 .SECONDARY:
 .DELETE_ON_ERROR:
 
@@ -217,6 +217,18 @@ venv-ref: $(VENV_REF)/.requirements
 
 $(VENV_REF)/.requirements: $(VENV_REF_REQ) deploy/venv-ref.sh
 	@deploy/venv-ref.sh $(VENV_REF) $(VENV_REF_REQ)
+
+# ---- deployment validator venv ------------------------------------------------------
+# kubernetes-validate (PyPI) for tests/integration/deploy_k8s.sh; .ci/run makes
+# it. Always build/venv-deploy; re-made only when the requirements change.
+VENV_DEPLOY     := build/venv-deploy
+VENV_DEPLOY_REQ := deploy/requirements-deploy.txt
+
+venv-deploy: $(VENV_DEPLOY)/.requirements
+	@echo "venv-deploy: $(VENV_DEPLOY) is up to date with $(VENV_DEPLOY_REQ)"
+
+$(VENV_DEPLOY)/.requirements: $(VENV_DEPLOY_REQ) deploy/venv-ref.sh
+	@RL_VENV_IMPORTS=kubernetes_validate deploy/venv-ref.sh $(VENV_DEPLOY) $(VENV_DEPLOY_REQ)
 
 # ---- golden files, benchmarks, fuzzing -------------------------------------------
 golden:

@@ -15,6 +15,7 @@ set -u
 PACKAGES="build-essential pkg-config git ca-certificates
 libzmq3-dev libczmq-dev libprotobuf-c-dev protobuf-c-compiler
 libuv1-dev libyaml-dev libjansson-dev libopenblas-dev libcmocka-dev
+libmicrohttpd-dev libsystemd-dev libsodium-dev systemd curl
 clang libclang-rt-dev iproute2 procps"
 
 # Optional: only the reference generators (make golden) and the ctypes smoke

@@ -60,12 +60,17 @@ say "installing $(grep -v '^ *#' "$req" | sed -n 's/^\([^ #]*\).*/\1/p' | tr '\n
     -r "$req" || { say "pip install failed (see above)"; exit 1; }
 
 say "checking the imports"
+# RL_VENV_IMPORTS: the modules to check (make venv-deploy names its own)
+RL_VENV_IMPORTS=${RL_VENV_IMPORTS:-tensorboard tokenizers transformers safetensors numpy} \
 "$venv/bin/python" - <<'PY' || { say "a package does not import (see above)"; exit 1; }
-import importlib
-for name in ("tensorboard", "tokenizers", "transformers", "safetensors", "numpy"):
+import importlib, os
+names = os.environ["RL_VENV_IMPORTS"].split()
+for name in names:
     m = importlib.import_module(name)
     print(f"venv-ref:   {name} {getattr(m, '__version__', '?')} ({m.__file__})")
 try:
+    if "numpy" not in names:
+        raise SystemExit(0)  # not the reference venv: torch is not wanted
     import torch
     print(f"venv-ref:   torch {torch.__version__} (Debian python3-torch)")
 except ImportError:

@@ -27,6 +27,7 @@ static void s_usage(FILE *f)
             "Serves the methods of ROLE (%s) for an rl-driver.\n"
             "Started by the driver (local/ssh launch) or by systemd/Kubernetes (external).\n"
             "  --rank-from-hostname  the rank is the host name's trailing -N (a StatefulSet pod)\n"
+            "  --instance ROLE-RANK  role and rank in one (systemd's rl-worker@actor-1)\n"
             "  --cert FILE           CurveZMQ: this worker's certificate (FILE and FILE_secret)\n"
             "  --driver-key KEY      the driver's public key (Z85) or its public certificate file\n"
             "  --http-port P         serve /healthz, /healthz/ready and /metrics on P\n"
@@ -84,7 +85,8 @@ int main(int argc, char **argv)
         {"token-stdin", no_argument, 0, 't'},     {"cert", required_argument, 0, 'c'},
         {"driver-key", required_argument, 0, 'K'}, {"max-message-mb", required_argument, 0, 'm'},
         {"http-port", required_argument, 0, 'p'}, {"http-bind", required_argument, 0, 'b'},
-        {"rank-from-hostname", no_argument, 0, 'R'}, {0, 0, 0, 0},
+        {"rank-from-hostname", no_argument, 0, 'R'}, {"instance", required_argument, 0, 'I'},
+        {0, 0, 0, 0},
     };
     rl_worker_options opt = {0};
     const char *role_name = getenv("RL_ROLE");
@@ -146,6 +148,17 @@ int main(int argc, char **argv)
         case 'c': opt.cert = optarg; break;
         case 'K': driver_key = optarg; break;
         case 'R': rank_from_host = 1; break;
+        case 'I': { /* systemd's rl-worker@ROLE-RANK: role and rank in one */
+            static char inst[128];
+            const char *dash = strrchr(optarg, '-');
+            if (!dash || dash == optarg || (size_t)(dash - optarg) >= sizeof inst ||
+                s_parse_long(dash + 1, 0, INT_MAX, &v))
+                return s_bad("instance", optarg, "ROLE-RANK, e.g. actor-1");
+            snprintf(inst, sizeof inst, "%.*s", (int)(dash - optarg), optarg);
+            role_name = inst;
+            opt.rank = (int)v;
+            break;
+        }
         case 'b': opt.http_bind = optarg; break;
         case 'm':
             if (s_parse_long(optarg, 1, 1 << 20, &v))

@@ -272,7 +272,10 @@ static int s_spawn(rl_drv_slot *s)
     int e = 0;
     for (int i = 0; i < nenv; i++)
         if ((strncmp(environ[i], "CUDA_VISIBLE_DEVICES=", 21) != 0 || !gpus[0]) &&
-            strncmp(environ[i], "RL_WORKER_TOKEN=", 16) != 0)
+            strncmp(environ[i], "RL_WORKER_TOKEN=", 16) != 0 &&
+            /* systemd's notification socket is the driver's, not its children's */
+            strncmp(environ[i], "NOTIFY_SOCKET=", 14) != 0 &&
+            strncmp(environ[i], "WATCHDOG_", 9) != 0)
             env[e++] = environ[i];
     if (gpus[0] && s->node->launch == RL_LAUNCH_LOCAL) {
         snprintf(cvd, sizeof cvd, "CUDA_VISIBLE_DEVICES=%s", gpus);

@@ -316,7 +316,8 @@ static void s_send_ready(s_worker *w)
     pthread_mutex_lock(&w->mu);
     w->m_connected = 1;
     pthread_mutex_unlock(&w->mu);
-    rl_sd_notify("STATUS=serving");
+    if (w->opt.sd_notify)
+        rl_sd_notify("STATUS=serving");
 }
 
 /* ---- connection --------------------------------------------------------------------- */
@@ -379,7 +380,8 @@ static void s_stop(s_worker *w, int code, const char *why)
     w->exit_code = code;
     w->ctx.stop = 1;
     rl_log_info("stopping: %s", why);
-    rl_sd_notify("STOPPING=1");
+    if (w->opt.sd_notify)
+        rl_sd_notify("STOPPING=1");
     uv_stop(&w->loop);
 }
 
@@ -404,7 +406,8 @@ static void s_driver_lost(s_worker *w, const char *why)
         return;
     }
     rl_log_warn("%s; reconnecting to %s in %d ms", why, w->opt.driver, w->backoff_ms);
-    rl_sd_notify("STATUS=driver lost; reconnecting");
+    if (w->opt.sd_notify)
+        rl_sd_notify("STATUS=driver lost; reconnecting");
     pthread_mutex_lock(&w->mu);
     w->m_reconnects++;
     pthread_mutex_unlock(&w->mu);
@@ -706,7 +709,7 @@ static void s_on_done(uv_async_t *a)
 static void s_on_watchdog(uv_timer_t *t)
 {
     s_worker *w = t->data;
-    if (!w->stopping)
+    if (!w->stopping && w->opt.sd_notify)
         rl_sd_notify("WATCHDOG=1");
 }
 
