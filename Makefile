@@ -261,16 +261,27 @@ $(BUILD)/fuzz/%: fuzz/%.c $(FUZZ_LIB_OBJ)
 
 # Each target runs FUZZ_SECONDS from the seeds, the kept corpus and its
 # regression inputs (read-only); a crash lands in fuzz/regressions/<target>/,
-# where the unit tests replay it, and the other targets still run.
+# where the unit tests replay it, and the other targets still run. The end
+# prints each target's coverage (libFuzzer's final cov:/ft: counts).
 fuzz: deps $(FUZZ_BINS)
-	@bad=""; for f in $(FUZZ_BINS); do n=$$(basename $$f); \
+	@bad=""; rm -f $(BUILD)/fuzz/coverage.txt; for f in $(FUZZ_BINS); do n=$$(basename $$f); \
 	    mkdir -p fuzz/corpus/$$n fuzz/regressions/$$n $(BUILD)/fuzz/work/$$n; \
 	    echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
 	    $$f -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAX_LEN) \
 	        -artifact_prefix=fuzz/regressions/$$n/ $(BUILD)/fuzz/work/$$n fuzz/corpus/$$n \
 	        $$( [ -d fuzz/seeds/$$n ] && echo fuzz/seeds/$$n) fuzz/regressions/$$n \
-	        || bad="$$bad $$n"; done; \
+	        >$(BUILD)/fuzz/$$n.log 2>&1 || { bad="$$bad $$n"; tail -30 $(BUILD)/fuzz/$$n.log; }; \
+	    last=$$(grep -E '^#[0-9]+.*cov: ' $(BUILD)/fuzz/$$n.log | tail -1); \
+	    printf '%-22s %s\n' $$n "$$(echo "$$last" | sed -n 's/^#\([0-9]*\).*cov: \([0-9]*\) ft: \([0-9]*\).*/coverage edges = \2, features = \3, runs = \1/p')" \
+	        >>$(BUILD)/fuzz/coverage.txt; done; \
+	echo "fuzz: coverage per target ($(FUZZ_SECONDS) s each; logs in $(BUILD)/fuzz/)"; \
+	sed 's/^/  /' $(BUILD)/fuzz/coverage.txt; \
 	if [ -n "$$bad" ]; then echo "fuzz: crashes in:$$bad (inputs in fuzz/regressions/)"; exit 1; fi
+
+# CI's bounded run: every target for FUZZ_CI_SECONDS (minutes in all).
+FUZZ_CI_SECONDS ?= 20
+fuzz-ci:
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_CI_SECONDS)
 
 # ---- install -------------------------------------------------------------------
 install: lib bins $(PROTO_H)

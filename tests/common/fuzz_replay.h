@@ -35,5 +35,10 @@ int rl_fuzz_replay(const char *target, rl_fuzz_replay_fn fn, void *ctx);
 int rl_fuzz_wire_decode_one(const uint8_t *data, size_t size);
 int rl_fuzz_wire_envelope_one(const uint8_t *data, size_t size);
 int rl_fuzz_safetensors_one(const uint8_t *data, size_t size);
+int rl_fuzz_cluster_yaml_one(const uint8_t *data, size_t size);
+int rl_fuzz_job_yaml_one(const uint8_t *data, size_t size);
+int rl_fuzz_jsonl_one(const uint8_t *data, size_t size);
+int rl_fuzz_tokenizer_json_one(const uint8_t *data, size_t size);
+int rl_fuzz_trainer_state_one(const uint8_t *data, size_t size);
 
 #endif

@@ -29,7 +29,12 @@ typedef struct {
 } s_target;
 
 static const s_target s_targets[] = {
+    {"fuzz_cluster_yaml", rl_fuzz_cluster_yaml_one},
+    {"fuzz_job_yaml", rl_fuzz_job_yaml_one},
+    {"fuzz_jsonl", rl_fuzz_jsonl_one},
     {"fuzz_safetensors", rl_fuzz_safetensors_one},
+    {"fuzz_tokenizer_json", rl_fuzz_tokenizer_json_one},
+    {"fuzz_trainer_state", rl_fuzz_trainer_state_one},
     {"fuzz_wire_decode", rl_fuzz_wire_decode_one},
     {"fuzz_wire_envelope", rl_fuzz_wire_envelope_one},
 };
