@@ -64,7 +64,10 @@ int rl_msg_send(void *sock, const void *id, size_t id_len, Rl__Envelope *env,
         rc = s_sock_error("send identity frame");
         goto done;
     }
-    if (zmq_send(sock, buf, len, payload ? ZMQ_SNDMORE : 0) < 0) {
+    /* never block: a DEALER whose peer is gone (or never completed the
+     * CURVE handshake) would block here forever, and with it the loop that
+     * must notice the silence and give up */
+    if (zmq_send(sock, buf, len, (payload ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0) {
         rc = s_sock_error("send envelope frame");
         goto done;
     }

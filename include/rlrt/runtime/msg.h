@@ -45,7 +45,9 @@ typedef struct rl_msg {
 const char *rl_msg_kind_name(int body_case);
 
 /* Sends env (+ payload frames). `id` is the ROUTER destination (NULL on a
- * DEALER). Sets env->protocol_version. RL_EIO/RL_ETIMEOUT on socket errors. */
+ * DEALER). Sets env->protocol_version. Never blocks: RL_ETIMEOUT when the
+ * socket cannot take the message now (a DEALER without a peer), RL_EIO on
+ * other socket errors. */
 int rl_msg_send(void *sock, const void *id, size_t id_len, Rl__Envelope *env,
                 const rl_dataproto *payload);
 /* Bytes that rl_msg_send(env, payload) puts on the wire (identity aside). */
