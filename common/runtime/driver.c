@@ -369,12 +369,12 @@ static void s_destroy(rl_driver *d)
         free(d->groups[k].ranks);
     free(d->groups);
     free(d->group_of_role);
-    free(d->slots);
     for (int i = 0; i < d->n_slots; i++) {
         for (int k = 0; k < d->slots[i].n_retry_safe; k++)
             free(d->slots[i].retry_safe[k]);
         free(d->slots[i].retry_safe);
     }
+    free(d->slots);
     rl_net_free_keys(d->authorized, d->n_authorized);
     free(d->config_json);
     free(d->locations_json);
