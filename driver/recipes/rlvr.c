@@ -387,7 +387,9 @@ static int s_first_round(s_rlvr *r, rl_dataproto **part, double *g, double *w)
     if (r->o.staleness == 0)
         return s_round(r, r->step, 0, r->j.batch, part, g, w);
     int rc = s_prefetch(r, r->step);
-    for (int64_t s = r->step + 1; !rc && s <= r->step + r->o.staleness && s <= r->t.total_steps; s++)
+    /* also past trainer.total_steps: a checkpoint of the last step then holds
+     * the samples a longer (resumed) run trains on next */
+    for (int64_t s = r->step + 1; !rc && s <= r->step + r->o.staleness; s++)
         rc = s_prefetch(r, s);
     return rc ? rc : rl_rlvr_async_take(&r->async, &r->j, r->step, part, g, w);
 }
