@@ -334,6 +334,7 @@ static int s_batch_metrics(const rl_dataproto *dp, rl_metric_set *ms)
         return rl_error_code();
     }
     const float *ent = rl_tensor_data(et);
+    const int32_t *lens = rl_tensor_data(rl_dataproto_tensor(dp, RL_LM_RESPONSE_LENS));
     double s = 0, a = 0, f = 0, l = 0, e = 0, nt = 0, smax = -1e30, smin = 1e30;
     for (int64_t b = 0; b < B; b++) {
         s += score[b];
@@ -341,14 +342,36 @@ static int s_batch_metrics(const rl_dataproto *dp, rl_metric_set *ms)
         f += fmt[b];
         smax = fmax(smax, score[b]);
         smin = fmin(smin, score[b]);
+        l += lens[b]; /* every sampled token, in the loss or not */
         for (int64_t k = 0; k < R; k++)
             if (mask[b * R + k]) {
-                l++;
                 nt++;
                 e += ent[b * R + k];
             }
     }
     free(mask);
+    /* groups that carry no signal for a group baseline (verl's DAPO metrics):
+     * every sample correct, or none */
+    int64_t *gid = rl_lm_group_ids(dp), *perm = malloc(sizeof(int64_t) * (size_t)(B + 1)),
+            *starts = malloc(sizeof(int64_t) * (size_t)(B + 2)), G = 0;
+    int rc = !gid ? rl_error_code()
+             : (!perm || !starts) ? rl_error_set(RL_ENOMEM, "batch metrics: out of memory")
+                                  : rl_group_runs(gid, B, perm, starts, &G);
+    double all = 0, none = 0;
+    for (int64_t g = 0; !rc && g < G; g++) {
+        double c = 0;
+        for (int64_t i = starts[g]; i < starts[g + 1]; i++)
+            c += acc[perm[i]];
+        all += c == (double)(starts[g + 1] - starts[g]);
+        none += c == 0;
+    }
+    free(gid);
+    free(perm);
+    free(starts);
+    if (rc)
+        return rc;
+    rl_metric_set_put(ms, "batch/solve_all", G ? all / (double)G : 0);
+    rl_metric_set_put(ms, "batch/solve_none", G ? none / (double)G : 0);
     rl_metric_set_put(ms, RL_M_SCORE_MEAN, B ? s / B : 0);
     rl_metric_set_put(ms, "critic/score/max", B ? smax : 0);
     rl_metric_set_put(ms, "critic/score/min", B ? smin : 0);
