@@ -384,7 +384,19 @@ int rl_lm_job_validate(rl_lm_job *j, double *accuracy, double *format, double *r
     return rc ? rl_error_wrap(rc, "validation") : RL_OK;
 }
 
+static float *s_mask(const rl_dataproto *dp, int64_t *B, int64_t *R, int with_loss_mask);
+
 float *rl_lm_response_mask(const rl_dataproto *dp, int64_t *B, int64_t *R)
+{
+    return s_mask(dp, B, R, 1);
+}
+
+float *rl_lm_length_mask(const rl_dataproto *dp, int64_t *B, int64_t *R)
+{
+    return s_mask(dp, B, R, 0);
+}
+
+static float *s_mask(const rl_dataproto *dp, int64_t *B, int64_t *R, int with_loss_mask)
 {
     const rl_tensor *t = rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSES, RL_I32, 2, NULL);
     const rl_tensor *l = t ? rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSE_LENS, RL_I32, 1, NULL) : NULL;
@@ -398,7 +410,7 @@ float *rl_lm_response_mask(const rl_dataproto *dp, int64_t *B, int64_t *R)
         return NULL;
     }
     const int32_t *len = rl_tensor_data(l);
-    const rl_tensor *mt = rl_dataproto_tensor(dp, RL_LM_RESPONSE_MASK);
+    const rl_tensor *mt = with_loss_mask ? rl_dataproto_tensor(dp, RL_LM_RESPONSE_MASK) : NULL;
     if (mt && !(mt = rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSE_MASK, RL_F32, 2,
                                                 (int64_t[]){*B, *R}))) {
         free(mask);

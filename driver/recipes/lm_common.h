@@ -80,6 +80,9 @@ int rl_lm_job_validate(rl_lm_job *j, double *accuracy, double *format, double *r
  * RL_LM_RESPONSE_MASK when the batch has one (tool output, filtered rows),
  * as a new array the caller frees; or NULL + a message naming the bad tensor. */
 float *rl_lm_response_mask(const rl_dataproto *dp, int64_t *B, int64_t *R);
+/* The same from the lengths alone (every sampled position): where outcome
+ * rewards sit and group baselines are taken, whatever leaves the loss. */
+float *rl_lm_length_mask(const rl_dataproto *dp, int64_t *B, int64_t *R);
 /* (B) group ids from the RL_DATA_GLOBAL_ID column (new array), or NULL. */
 int64_t *rl_lm_group_ids(const rl_dataproto *dp);
 /* The f32 (B) tensor `name` of dp, or NULL + a message naming it. */

@@ -452,12 +452,18 @@ static int s_phase_generate(void *arg)
     double t_gen = 0, t_rew = 0;
     int rc = RL_OK;
     for (int64_t round = 0; !rc && groups < batch; round++) {
+        if (r->o.filtering && round >= r->o.max_tries && r->o.filter_std)
+            return rl_error_set(RL_ESTATE, "online filtering: only %lld of %lld prompt groups had "
+                                           "%s varying within the group after %lld tries "
+                                           "(algorithm.max_try_make_batch)",
+                                (long long)groups, (long long)batch, r->o.filter_key,
+                                (long long)r->o.max_tries);
         if (r->o.filtering && round >= r->o.max_tries)
             return rl_error_set(RL_ESTATE, "online filtering: only %lld of %lld prompt groups had "
-                                           "%s %s after %lld tries (algorithm.max_try_make_batch)",
+                                           "%s mean in (%g, %g) after %lld tries "
+                                           "(algorithm.max_try_make_batch)",
                                 (long long)groups, (long long)batch, r->o.filter_key,
-                                r->o.filter_std ? "varying within the group" : "mean in range",
-                                (long long)r->o.max_tries);
+                                r->o.filter_low, r->o.filter_high, (long long)r->o.max_tries);
         rl_dataproto *part = NULL;
         double g = 0, w = 0;
         rc = round == 0 ? s_first_round(r, &part, &g, &w)
@@ -605,9 +611,15 @@ static int s_phase_advantages(void *arg)
 {
     s_rlvr *r = arg;
     int64_t B, R;
-    float *mask = rl_lm_response_mask(r->batch, &B, &R);
-    if (!mask)
+    /* rewards, KL and baselines over every sampled token; positions out of
+     * the loss (RL_LM_RESPONSE_MASK) get advantage 0 afterwards */
+    float *mask = rl_lm_length_mask(r->batch, &B, &R);
+    float *lmask = rl_dataproto_tensor(r->batch, RL_LM_RESPONSE_MASK) ? rl_lm_response_mask(r->batch, &B, &R)
+                                                                      : mask;
+    if (!mask || !lmask) {
+        free(mask);
         return rl_error_code();
+    }
     int rc = r->need_ref ? s_kl(r, mask, B, R) : RL_OK;
     const float *score = rc ? NULL : rl_lm_row_values(r->batch, RL_REWARD_SCORE);
     int64_t *group = score ? rl_lm_group_ids(r->batch) : NULL;
@@ -626,10 +638,12 @@ static int s_phase_advantages(void *arg)
         rc = r->o.est->run(&in, adv, r->t.ms);
     }
     if (!rc && r->o.tis_cap > 0)
-        rc = s_tis(r, mask, adv, B, R);
+        rc = s_tis(r, lmask, adv, B, R);
+    for (int64_t i = 0; !rc && lmask != mask && i < B * R; i++)
+        adv[i] *= lmask[i];
     double s = 0, s2 = 0, n = 0;
     for (int64_t i = 0; !rc && i < B * R; i++)
-        if (mask[i]) {
+        if (lmask[i]) {
             s += adv[i];
             s2 += (double)adv[i] * adv[i];
             n++;
@@ -639,6 +653,8 @@ static int s_phase_advantages(void *arg)
         rl_metric_set_put(r->t.ms, "critic/advantages/std", sqrt(fmax(s2 / n - (s / n) * (s / n), 0)));
     }
     free(group);
+    if (lmask != mask)
+        free(lmask);
     free(mask);
     return rc;
 }
