@@ -33,7 +33,7 @@ typedef struct s_opts {
     const rl_estimator *est;
     const char *estimator, *kl_penalty, *kl_ctrl_type, *filter_key;
     int norm_by_std, uniform_scale, use_kl_in_reward, filtering, filter_std;
-    int overlong_filter, overlong_buffer;
+    int overlong_filter, overlong_buffer, fill;
     int64_t max_tries, overlong_len, staleness;
     double gamma, kl_coef, kl_target, kl_horizon, filter_low, filter_high;
     double overlong_factor, tis_cap;
@@ -60,6 +60,7 @@ static const rl_config_spec s_spec[] = {
     S_NUM("algorithm.filter_high", filter_high, -1e9, 1e9, 0),
     {"algorithm.max_try_make_batch", RL_CFG_INT, offsetof(s_opts, max_tries), 1, 1e6, 0, NULL},
     {"algorithm.filter_mode", RL_CFG_ENUM, offsetof(s_opts, filter_std), 0, 0, 0, "range|std"},
+    {"algorithm.filter_exhausted", RL_CFG_ENUM, offsetof(s_opts, fill), 0, 0, 0, "error|fill"},
     S_BOOL("algorithm.overlong_filter", overlong_filter),
     S_BOOL("algorithm.overlong_buffer.enable", overlong_buffer),
     {"algorithm.overlong_buffer.len", RL_CFG_INT, offsetof(s_opts, overlong_len), 1, 1 << 20, 0, NULL},
@@ -287,7 +288,8 @@ static int s_bootstrap_round(void *ctx, int64_t round, int64_t n, rl_dataproto *
 }
 
 /* Keeps the groups whose mean filter_key lies in (low, high). */
-static int s_filter(const s_rlvr *r, rl_dataproto **dp, int64_t *kept_groups)
+static int s_filter(const s_rlvr *r, rl_dataproto **dp, int64_t *kept_groups,
+                    rl_dataproto **rejected)
 {
     int64_t B = rl_dataproto_rows(*dp);
     const float *m = rl_lm_row_values(*dp, r->o.filter_key);
@@ -307,6 +309,15 @@ static int s_filter(const s_rlvr *r, rl_dataproto **dp, int64_t *kept_groups)
     for (int64_t b = 0; !rc && b < B; b++)
         if (keep[b])
             rows[n++] = b;
+    if (!rc && rejected) { /* the other groups, in order (filter_exhausted: fill) */
+        int64_t k = 0;
+        for (int64_t b = 0; b < B; b++)
+            if (!keep[b])
+                group[k++] = b;
+        rl_dataproto_free(*rejected);
+        if (!(*rejected = rl_dataproto_index(*dp, group, k)))
+            rc = rl_error_code();
+    }
     rl_dataproto *f = rc ? NULL : rl_dataproto_index(*dp, rows, n);
     free(group);
     free(rows);
@@ -451,19 +462,47 @@ static int s_phase_generate(void *arg)
     int64_t batch = r->j.batch, n = r->j.rollout_cfg.n, groups = 0;
     double t_gen = 0, t_rew = 0;
     int rc = RL_OK;
+    rl_dataproto *spare = NULL; /* the rounds' rejected groups (filter_exhausted: fill) */
     for (int64_t round = 0; !rc && groups < batch; round++) {
-        if (r->o.filtering && round >= r->o.max_tries && r->o.filter_std)
+        if (r->o.filtering && round >= r->o.max_tries && r->o.fill && spare &&
+            rl_dataproto_rows(spare) >= (batch - groups) * n) {
+            /* bounded tries are spent: complete the batch with groups that
+             * were filtered out, rather than stop the run */
+            rl_dataproto *part = rl_dataproto_slice(spare, 0, (batch - groups) * n);
+            rl_dataproto *items[2] = {r->batch, part};
+            rl_dataproto *cat = !part ? NULL : r->batch ? rl_dataproto_concat(items, 2)
+                                                        : rl_dataproto_slice(part, 0, rl_dataproto_rows(part));
+            rl_dataproto_free(part);
+            if (!cat) {
+                rc = rl_error_code();
+                break;
+            }
+            rl_dataproto_free(r->batch);
+            r->batch = cat;
+            rl_metric_set_put(r->t.ms, "batch/filter_filled_groups", (double)(batch - groups));
+            rl_log_warn("step %lld: online filtering kept %lld of %lld prompt groups in %lld tries; "
+                        "the batch is completed with %lld filtered-out groups "
+                        "(algorithm.filter_exhausted: fill)", (long long)r->step, (long long)groups,
+                        (long long)batch, (long long)r->o.max_tries, (long long)(batch - groups));
+            groups = batch;
+            break;
+        }
+        if (r->o.filtering && round >= r->o.max_tries && r->o.filter_std) {
+            rl_dataproto_free(spare);
             return rl_error_set(RL_ESTATE, "online filtering: only %lld of %lld prompt groups had "
                                            "%s varying within the group after %lld tries "
                                            "(algorithm.max_try_make_batch)",
                                 (long long)groups, (long long)batch, r->o.filter_key,
                                 (long long)r->o.max_tries);
-        if (r->o.filtering && round >= r->o.max_tries)
+        }
+        if (r->o.filtering && round >= r->o.max_tries) {
+            rl_dataproto_free(spare);
             return rl_error_set(RL_ESTATE, "online filtering: only %lld of %lld prompt groups had "
                                            "%s mean in (%g, %g) after %lld tries "
                                            "(algorithm.max_try_make_batch)",
                                 (long long)groups, (long long)batch, r->o.filter_key,
                                 r->o.filter_low, r->o.filter_high, (long long)r->o.max_tries);
+        }
         rl_dataproto *part = NULL;
         double g = 0, w = 0;
         rc = round == 0 ? s_first_round(r, &part, &g, &w)
@@ -475,8 +514,20 @@ static int s_phase_generate(void *arg)
             rc = s_overlong(r, part, round == 0 ? r->t.ms : NULL);
         if (!rc && round == 0)
             rc = s_batch_metrics(part, r->t.ms); /* metrics of what was sampled */
+        rl_dataproto *rej = NULL;
         if (!rc && r->o.filtering)
-            rc = s_filter(r, &part, &kept);
+            rc = s_filter(r, &part, &kept, r->o.fill ? &rej : NULL);
+        if (!rc && rej && spare) { /* every round's rejected groups, in order */
+            rl_dataproto *items[2] = {spare, rej};
+            rl_dataproto *cat = rl_dataproto_concat(items, 2);
+            rc = cat ? RL_OK : rl_error_code();
+            rl_dataproto_free(spare);
+            spare = cat;
+        } else if (!rc && rej) {
+            spare = rej;
+            rej = NULL;
+        }
+        rl_dataproto_free(rej);
         if (!rc && kept > batch - groups) { /* keep whole groups up to the batch */
             rl_dataproto *cut = rl_dataproto_slice(part, 0, (batch - groups) * n);
             rl_dataproto_free(part);
@@ -501,6 +552,7 @@ static int s_phase_generate(void *arg)
         if (!rc && r->o.filtering)
             rl_metric_set_put(r->t.ms, "batch/filter_rounds", (double)(round + 1));
     }
+    rl_dataproto_free(spare);
     rl_metric_set_put(r->t.ms, "timing_s/gen", t_gen);
     rl_metric_set_put(r->t.ms, "timing_s/reward", t_rew);
     return rc ? rc : s_check_versions(r);
@@ -985,6 +1037,8 @@ const rl_recipe rl_recipe_rlvr = {
         "  max_try_make_batch: 20\n"
         "  filter_mode: range         # range: filter_key's group mean in (low, high) (EasyR1);\n"
         "                             # std: DAPO's dynamic sampling, groups whose filter_key varies\n"
+        "  filter_exhausted: error    # after max_try_make_batch rounds: error (verl) or fill the\n"
+        "                             # batch with filtered-out groups (logged, batch/filter_filled_groups)\n"
         "  overlong_filter: false     # DAPO: truncated responses (no stop token) leave the loss\n"
         "  overlong_buffer: {enable: false, len: 16, penalty_factor: 1.0}  # DAPO soft overlong\n"
         "                             # punishment: 0 → −penalty_factor over the last len tokens\n"

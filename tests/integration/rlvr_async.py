@@ -15,7 +15,8 @@ daemons (tiny model, 2 actor ranks):
    the soft punishment is −penalty_factor for every cut row, and overlong
    filtering changes the update (cut rows leave the loss) but not the score.
 6. Dynamic sampling (filter_mode=std) that can never fill the batch stops
-   after algorithm.max_try_make_batch rounds with its message.
+   after algorithm.max_try_make_batch rounds with its message, or with
+   algorithm.filter_exhausted=fill completes it with filtered-out groups.
 """
 import json
 import os
@@ -159,6 +160,15 @@ def main():
                 "group after 3 tries (algorithm.max_try_make_batch)")
         assert rc != 0 and want in log, log[-2000:]
         print("ok: dynamic sampling stops after its bounded tries: " + want)
+        # ... or, with filter_exhausted=fill, completes the batch with filtered-out groups
+        _, log = run(work, cfile, "arith_grpo.yaml", rl + [
+            "trainer.total_steps=1", "trainer.output_dir=runs/dsfill", "algorithm.online_filtering=true",
+            "algorithm.filter_mode=std", "algorithm.filter_key=accuracy", "rollout.response_length=6",
+            "algorithm.max_try_make_batch=3", "algorithm.filter_exhausted=fill"])
+        m = metrics(work, "runs/dsfill")[1]
+        assert m["batch/filter_filled_groups"] == 4 and m["batch/filter_rounds"] == 3, m
+        assert "the batch is completed with 4 filtered-out groups" in log, log[-2000:]
+        print("ok: filter_exhausted=fill completes the batch after its bounded tries (logged)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
