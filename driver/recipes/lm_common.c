@@ -42,7 +42,7 @@ static int s_mkdirs_for(const char *path)
     return RL_OK;
 }
 
-/* data.levels as ints, each a level of the built-in task (1..5). */
+/* data.levels as ints, each a level of the built-in task (1..7). */
 static int s_levels(const rl_config *job, int *levels, int *n)
 {
     size_t nl = 0;
@@ -54,7 +54,7 @@ static int s_levels(const rl_config *job, int *levels, int *n)
         char key[64];
         int64_t v;
         snprintf(key, sizeof key, "data.levels[%zu]", i);
-        if (rl_config_get_int_in(job, key, 1, 5, &v))
+        if (rl_config_get_int_in(job, key, RL_ARITH_MIN_LEVEL, RL_ARITH_MAX_LEVEL, &v))
             return rl_error_code();
         levels[i] = (int)v;
     }
