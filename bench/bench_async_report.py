@@ -70,6 +70,15 @@ def main():
                "for samples generated during the previous step, and `sync_weights` includes waiting "
                "for the rollout to finish the next step's samples):\n")
     out.append(table(["run"] + PHASES + ["step"], prow) + "\n")
+    # a control: the actor's update does the same work in both runs, so its
+    # time ratio shows how much the machine's speed changed between them
+    cu = asy.mean("timing_s/update_actor") / sync.mean("timing_s/update_actor")
+    out.append(f"Control: `update_actor`, the same work in both runs, took {cu:.3f} times as long in "
+               "the async run as in the sync run"
+               + (" — the machine's speed changed between the two runs (a shared machine), so "
+                  "the step-time ratio below mixes that change with the overlap; the overlap "
+                  "itself can at most hide the async run's generation." if abs(cu - 1) > 0.1
+                  else ", so the runs saw about the same machine.") + "\n")
     out.append(f"`bench: async_step_time_ratio = {ratio:.3f}` (target ≤ 0.65: "
                + ("met" if ratio <= 0.65 else "not met")
                + f"); `bench: async_val_acc_delta = {delta:+.3f}` (target ≥ −0.03: "
@@ -80,6 +89,7 @@ def main():
     os.replace(a.out + ".tmp", a.out)
     print(f"bench: async_step_time_ratio = {ratio:.3f}")
     print(f"bench: async_val_acc_delta = {delta:.3f}")
+    print(f"bench: async_update_time_control = {cu:.3f}")
     return 0
 
 
