@@ -21,6 +21,8 @@
 #   RL_BENCH_CLUSTER (default examples/cluster-local.yaml)
 #   RL_BENCH_EXTRA                    extra key=value overrides for the RL runs
 #
+# Stopping it (Ctrl-C, SIGTERM) writes the page from the runs that finished.
+#
 # Short check of the whole pipeline (a few minutes):
 #   RL_BENCH_STEPS=4 RL_BENCH_SFT_STEPS=20 RL_BENCH_WARM="1 2" RL_BENCH_SEEDS=1 \
 #   RL_BENCH_ESTIMATORS="grpo rloo" RL_BENCH_DIR=/tmp/rlb \
@@ -93,6 +95,16 @@ run() {
 }
 
 t_all=$(now)
+# Ctrl-C / SIGTERM: stop the run in progress and write the page from the runs
+# that finished (the page says the bench was stopped and what it lacks).
+stopped() {
+    trap - INT TERM
+    echo "bench-rl: stopped; writing the page from the finished runs"
+    mkdir -p "$(dirname "$OUT")"
+    "$PY" bench/bench_rl_report.py --dir "$DIR" --out "$OUT"
+    exit 130
+}
+trap stopped INT TERM
 for w in $WARM; do
     run "sft_w$w" sft - "$w" "$w" --config examples/arith_sft.yaml \
         trainer.output_dir="$DIR/sft_w$w" trainer.total_steps="$SFT_STEPS" trainer.seed="$w" || exit 1
