@@ -3,8 +3,8 @@
 
 Reads what bench/bench_rl.sh left in --dir:
   env.txt     machine, commit, knobs, load average, total wall time
-  runs.tsv    one line per rl-driver run: name, kind (sft|estimator|seed),
-              seed, wall seconds, exit code, the exact command
+  runs.tsv    one line per rl-driver run: name, kind (sft|rl), estimator,
+              warm start, seed, wall seconds, exit code, the exact command
   <name>/metrics.jsonl   that run's metrics, one JSON object per step
 and writes its section of the page (--out, default docs/RESULTS.md) between
 the <!-- bench-rl:begin/end --> markers, leaving the other benchmarks'
@@ -22,7 +22,6 @@ import os
 import sys
 
 PHASES = ["gen", "reward", "old_log_prob", "ref", "adv", "update_actor", "sync_weights"]
-BUCKETS = ["easy", "medium", "hard"]
 
 
 # ---- reading ---------------------------------------------------------------
@@ -106,43 +105,6 @@ def code(lines):
     return "```sh\n" + "\n".join(lines) + "\n```"
 
 
-# ---- one run ---------------------------------------------------------------
-
-class Run:
-    def __init__(self, d, rec):
-        self.rec = rec
-        self.name = rec["name"]
-        self.ok = rec["rc"] == 0
-        self.rows = read_metrics(os.path.join(d, self.name, "metrics.jsonl"))
-        self.curve = val_curve(self.rows)
-        self.steps = max([r.get("step", 0) for r in self.rows] or [0])
-
-    def before(self):
-        v = [a for s, a in self.curve if s == 0]
-        return v[0] if v else None
-
-    def after(self):
-        return self.curve[-1][1] if self.curve else None
-
-    def best(self):
-        if not self.curve:
-            return None, None
-        s, a = max(self.curve, key=lambda p: (p[1], -p[0]))
-        return a, s
-
-    def gain(self):
-        b, a = self.before(), self.after()
-        return a - b if a is not None and b is not None else None
-
-    def mean(self, key):
-        return mean(values(self.rows, key))
-
-    def status(self):
-        return "ok" if self.ok else f"failed (exit {self.rec['rc']})"
-
-
-# ---- the page ----------------------------------------------------------------
-
 PAGE_HEAD = ("# Results\n\n"
              "Each section of this page is generated in full by the benchmark it names, between "
              "its `<!-- bench-NAME:begin -->` and `<!-- bench-NAME:end -->` markers; a benchmark "
@@ -169,295 +131,239 @@ def replace_section(path, name, section):
     return page.rstrip("\n") + "\n\n" + block
 
 
+# ---- one run ---------------------------------------------------------------
+
+class Run:
+    def __init__(self, d, rec, minutes):
+        self.rec = rec
+        self.name = rec["name"]
+        self.est, self.warm, self.seed = rec["estimator"], rec["warm"], rec["seed"]
+        self.ok = rec["rc"] == 0
+        self.rows = read_metrics(os.path.join(d, self.name, "metrics.jsonl"))
+        self.curve = val_curve(self.rows)
+        self.steps = max([r.get("step", 0) for r in self.rows] or [0])
+        # RL seconds at the end of each step: step time plus validation
+        t, self.clock = 0.0, {0: 0.0}
+        for r in self.rows:
+            if r.get("step", 0) >= 1:
+                t += r.get("timing_s/step", 0.0) + r.get("timing_s/testing", 0.0)
+                self.clock[r["step"]] = t
+        self.rl_s = t
+        self.budget = 60.0 * minutes
+
+    def before(self):
+        v = [a for s, a in self.curve if s == 0]
+        return v[0] if v else None
+
+    def after(self):
+        return self.curve[-1][1] if len(self.curve) > 1 else None
+
+    def best(self):
+        c = [p for p in self.curve if p[0] > 0]
+        if not c:
+            return None, None
+        s, a = max(c, key=lambda p: (p[1], -p[0]))
+        return a, s
+
+    def gain(self):
+        b, a = self.before(), self.after()
+        return a - b if a is not None and b is not None else None
+
+    def best_in_budget(self):
+        """Best validation accuracy reached within the RL time budget."""
+        c = [a for s, a in self.curve if s > 0 and self.clock.get(s, 1e30) <= self.budget]
+        return max(c) if c else None
+
+    def gain_in_budget(self):
+        b, a = self.before(), self.best_in_budget()
+        return a - b if a is not None and b is not None else None
+
+    def window_means(self, key, n):
+        """Mean of key over n equal windows of the training steps."""
+        v = [(r["step"], r[key]) for r in self.rows
+             if r.get("step", 0) >= 1 and isinstance(r.get(key), (int, float))]
+        if not v or not self.steps:
+            return [None] * n
+        out = []
+        for i in range(n):
+            lo, hi = i * self.steps / n, (i + 1) * self.steps / n
+            seg = [x for s, x in v if lo < s <= hi]
+            out.append(mean(seg) if seg else None)
+        return out
+
+    def mean(self, key):
+        return mean(values(self.rows, key))
+
+    def status(self):
+        return "ok" if self.ok else f"failed (exit {self.rec['rc']})"
+
+
+def sd(v):
+    """Sample standard deviation (n - 1); 0 for one value."""
+    if len(v) < 2:
+        return 0.0
+    m = mean(v)
+    return math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1))
+
+
+def pm(v, nd=3):
+    v = [x for x in v if x is not None]
+    return f"{mean(v):.{nd}f} ± {sd(v):.{nd}f}" if v else "–"
+
+
+# ---- the section -------------------------------------------------------------
+
+def section(d, env, runs, minutes):
+    sft = [r for r in runs if r["kind"] == "sft"]
+    rl = [Run(d, r, minutes) for r in runs if r["kind"] == "rl"]
+    planned = (len(env.get("estimators", "").split()) * len(env.get("warm", "").split())
+               * len(env.get("seeds", "").split()))
+    ests = []
+    for r in rl:
+        if r.est not in ests:
+            ests.append(r.est)
+    warm_acc = {}
+    out, bench = [], []
+    out.append("## Language-model RLVR (`make bench-rl`)\n")
+    out.append(
+        "This section is generated in full by `make bench-rl` (`bench/bench_rl.sh` runs the jobs, "
+        "`bench/bench_rl_report.py` writes the section from their `metrics.jsonl`); do not edit it "
+        f"by hand, rerun the bench. Run on {env.get('date_utc')} at commit `{env.get('commit')}`"
+        + (" (with uncommitted changes)" if env.get("dirty", "0") not in ("", "0") else "")
+        + f", {env.get('nproc')} CPU cores ({env.get('cpu')}), 1/5/15-minute load average "
+        f"{env.get('loadavg_start')} at the start"
+        + (f" and {env.get('loadavg_end')} at the end" if "loadavg_end" in env else "")
+        + " (the machine is shared: step times depend on what else runs). "
+        + (f"The whole bench took {env.get('bench_wall_s')} s.\n" if "bench_wall_s" in env else
+           f"**The bench was stopped before it finished**: this section covers the {len(rl)} RL "
+           f"runs it completed of the {planned} its knobs ask for.\n"))
+    out.append(
+        "Every job runs on `" + env.get("cluster", "examples/cluster-local.yaml") + "` with the "
+        "built-in arithmetic task. Validation accuracy is greedy decoding on the held-out set of "
+        "the job, logged as `val/accuracy`; a difference of accuracies is in percentage points. "
+        f"RL time is the sum of the step and validation times the run logged; the targets are read "
+        f"at {minutes} minutes of it: every warm start × seed at least +25 points over its warm "
+        "start (best validation accuracy within the budget), and no run of any estimator below "
+        "+15.\n")
+    out.append(table(["knob", "value"], [
+        ["`RL_BENCH_SFT_STEPS`", env.get("sft_steps")], ["`RL_BENCH_STEPS`", env.get("steps")],
+        ["`RL_BENCH_WARM`", "`%s`" % env.get("warm")], ["`RL_BENCH_SEEDS`", "`%s`" % env.get("seeds")],
+        ["`RL_BENCH_ESTIMATORS`", "`%s`" % env.get("estimators")],
+        ["`RL_BENCH_MINUTES`", env.get("minutes")],
+        ["`RL_BENCH_EXTRA`", "`%s`" % env.get("extra") if env.get("extra") else "(none)"]]) + "\n")
+
+    # -- summary per estimator
+    missing = [e for e in env.get("estimators", "").split() if e not in ests]
+    rows, all_ok = [], not missing
+    for e in ests:
+        rs = [r for r in rl if r.est == e]
+        gains = [r.gain_in_budget() for r in rs]
+        gv = [g for g in gains if g is not None]
+        n25 = sum(1 for g in gv if g >= 0.25)
+        mn = min(gv) if gv else None
+        per_est = len(env.get("warm", "").split()) * len(env.get("seeds", "").split())
+        full = len(rs) >= per_est
+        ok25 = full and len(gv) == len(rs) and n25 == len(rs)
+        ok15 = full and len(gv) == len(rs) and mn is not None and mn >= 0.15
+        all_ok = all_ok and ok25 and ok15
+        verdict = (lambda ok: "met" if ok else "not met") if full else \
+            (lambda ok: f"open ({len(rs)} of {per_est} runs)")
+        rows.append([e, len(rs), pm([r.before() for r in rs]), pm([r.after() for r in rs]),
+                     pm([r.best()[0] for r in rs]), pts(mean(gv)) if gv else "–", pts(mn),
+                     f"{n25}/{len(rs)}", verdict(ok25), verdict(ok15)])
+        bench.append(f"bench: rl_{e}_min_gain_points = {100 * mn:.1f}" if mn is not None else
+                     f"bench: rl_{e}_min_gain_points = nan")
+        bench.append(f"bench: rl_{e}_runs_at_25_points = {n25 / max(len(rs), 1):.3f}")
+    out.append("### Summary\n")
+    out.append(table(["estimator", "runs", "warm start acc", "final acc (mean ± sd)",
+                      "best acc (mean ± sd)", f"mean gain in {minutes} min", "min gain",
+                      "runs ≥ +25", "target: all ≥ +25", "target: none < +15"], rows) + "\n")
+    if missing:
+        out.append("Not run (the bench stopped first): " + ", ".join(f"`{e}`" for e in missing)
+                   + ".\n")
+    out.append("Both targets are " + ("met by every estimator." if all_ok else
+               "not met by every estimator: the rows above say which.") + " Gains are the best "
+               f"validation accuracy within {minutes} minutes of RL minus the warm start's.\n")
+
+    # -- warm starts
+    out.append("### Warm starts (SFT)\n")
+    out.append(code([r["command"] for r in sft]) + "\n")
+    wrows = []
+    for r in sft:
+        run = Run(d, dict(r, estimator="-"), minutes)
+        c = [(s, a) for s, a in run.curve]
+        warm_acc[r["warm"]] = c[-1][1] if c else None
+        wrows.append([r["warm"], " ".join(f"{s}:{a:.3f}" for s, a in c), f"{r['wall_s']:.0f}",
+                      fmt(run.window_means("sft/loss", 1)[0]), run.status()])
+    out.append(table(["SFT trainer.seed", "val accuracy (step:acc)", "wall s", "mean sft/loss",
+                      "status"], wrows) + "\n")
+
+    # -- every run
+    out.append("### Every run\n")
+    out.append("Each run: the estimator's example job (`examples/arith_<name>.yaml`) from warm start "
+               "`w` with `trainer.seed=s`, unchanged apart from the overrides on its command line "
+               "(the first run of each estimator is shown; the others differ in the warm start, "
+               "the seed and the output directory).\n")
+    out.append(code([next(r for r in rl if r.est == e).rec["command"] for e in ests]) + "\n")
+    rows = []
+    for r in rl:
+        a, s = r.best()
+        g = r.gain_in_budget()
+        rows.append([r.est, r.warm, r.seed, fmt(r.before()), fmt(r.after()),
+                     f"{fmt(a)} (step {s})" if a is not None else "–", pts(r.gain()), pts(g),
+                     f"{r.rl_s:.0f}", r.steps, "yes" if g is not None and g >= 0.25 else "no",
+                     r.status()])
+    out.append(table(["estimator", "warm", "seed", "before", "final", "best", "final gain",
+                      f"gain in {minutes} min", "RL s", "steps", "≥ +25", "status"], rows) + "\n")
+
+    # -- entropy and group signal
+    nw = 5
+    out.append("### Entropy and group signal\n")
+    out.append(f"Means over each estimator's runs, in {nw} equal windows of the training steps: "
+               "`actor/entropy` (nats per sampled token, from the rollout), `batch/solve_all` and "
+               "`batch/solve_none` (share of prompt groups whose samples are all correct / all "
+               "wrong: no signal for a group baseline) and `actor/pg_clipfrac`.\n")
+    rows = []
+    for e in ests:
+        rs = [r for r in rl if r.est == e]
+        for key in ["actor/entropy", "batch/solve_all", "batch/solve_none", "actor/pg_clipfrac"]:
+            w = [r.window_means(key, nw) for r in rs]
+            cols = []
+            for i in range(nw):
+                v = [x[i] for x in w if x[i] is not None]
+                cols.append(fmt(mean(v)) if v else "–")
+            rows.append([e, f"`{key}`"] + cols)
+    out.append(table(["estimator", "metric"] + [f"window {i + 1}" for i in range(nw)], rows) + "\n")
+
+    # -- step breakdown
+    out.append("### Seconds per step by phase\n")
+    out.append("Means over every training step of each estimator's runs (`timing_s/*`; `step` is "
+               "the whole step, validation excluded).\n")
+    rows = []
+    for e in ests:
+        rs = [r for r in rl if r.est == e]
+        rows.append([e] + [fmt(mean([r.mean("timing_s/" + p) for r in rs
+                                     if math.isfinite(r.mean("timing_s/" + p))]))
+                           for p in PHASES + ["step"]])
+    out.append(table(["estimator"] + PHASES + ["step"], rows) + "\n")
+    return "\n".join(out), bench
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", required=True, help="RL_BENCH_DIR of the bench")
     ap.add_argument("--out", default="docs/RESULTS.md")
-    args = ap.parse_args()
-    env = read_env(os.path.join(args.dir, "env.txt"))
-    recs = read_runs(os.path.join(args.dir, "runs.tsv"))
-    runs = {r["name"]: Run(args.dir, r) for r in recs}
-    sft = runs.get("sft")
-    est = [runs[r["name"]] for r in recs if r["kind"] == "estimator"]
-    seeds = [runs[r["name"]] for r in recs if r["kind"] == "seed"]
-    grpo = runs.get("grpo")
-    aepo = runs.get("aepo")
-    steps = int(env.get("steps", "0"))
-    bench = []  # (name, value) lines for stdout
-
-    P = []  # page paragraphs
-    P.append("## Language-model RLVR (`make bench-rl`)")
-    dirty = int(env.get("dirty", "0") or 0)
-    P.append(
-        "This section is generated in full by `make bench-rl` (`bench/bench_rl.sh` runs the "
-        "jobs, `bench/bench_rl_report.py` writes the section from their `metrics.jsonl`); do "
-        "not edit it by hand, rerun the bench. "
-        f"Run on {env.get('date_utc', '?')} at commit `{env.get('commit', '?')}`"
-        + (f" with {dirty} uncommitted change(s) to tracked files" if dirty else "")
-        + f", {env.get('nproc', '?')} CPU cores ({env.get('cpu', '?')}), "
-        f"1/5/15-minute load average {env.get('loadavg_start', '?')} at the start and "
-        f"{env.get('loadavg_end', '?')} at the end. The whole bench took "
-        f"{env.get('bench_wall_s', '?')} s.")
-    P.append(
-        "Every job runs on `" + env.get("cluster", "?") + "` with the built-in arithmetic task "
-        "and the model of the LM recipes; each section shows the exact commands. Validation "
-        "accuracy is greedy decoding on the held-out set of the job (`data.val_files`, "
-        "`data.val_size`), logged as `val/accuracy`. A difference of accuracies is given in "
-        "percentage points.")
-    P.append(table(["knob", "value"], [
-        ["`RL_BENCH_SFT_STEPS`", env.get("sft_steps", "")],
-        ["`RL_BENCH_STEPS`", env.get("steps", "")],
-        ["`RL_BENCH_ESTIMATORS`", f"`{env.get('estimators', '')}`"],
-        ["`RL_BENCH_SEEDS`", f"`{env.get('seeds', '')}`" if env.get("seeds") else "(none)"],
-        ["`RL_BENCH_EXTRA`", f"`{env.get('extra')}`" if env.get("extra") else "(none)"],
-    ]))
-    failed = [r for r in runs.values() if not r.ok]
-    if failed:
-        P.append("**Failed runs:** " + ", ".join(f"`{r.name}` ({r.status()}, see "
-                                                 f"`{r.name}.log` in the bench directory)"
-                                                 for r in failed) + ".")
-
-    # ---- summary sentences, all computed ----
-    S = []
-    if sft and sft.curve:
-        S.append(f"The SFT warm start reaches validation accuracy {fmt(sft.after())} after "
-                 f"{sft.steps} steps in {sft.rec['wall_s']:.0f} s.")
-    ok_est = [r for r in est if r.ok and r.after() is not None]
-    for r in ok_est:
-        if r.name == "grpo" and r.gain() is not None:
-            verb = "gains" if r.gain() >= 0 else "loses"
-            S.append(f"From it, GRPO {verb} {pts(abs(r.gain()))[1:]} points ({fmt(r.before())} → "
-                     f"{fmt(r.after())} after {r.steps} steps, best {fmt(r.best()[0])}) in "
-                     f"{r.rec['wall_s']:.0f} s of wall time.")
-    if len(ok_est) > 1:
-        hi = max(ok_est, key=lambda r: r.after())
-        lo = min(ok_est, key=lambda r: r.after())
-        S.append(f"Across the {len(ok_est)} estimators the final accuracy ranges from "
-                 f"{fmt(lo.after())} ({lo.name}) to {fmt(hi.after())} ({hi.name}), a spread of "
-                 f"{100 * (hi.after() - lo.after()):.1f} points, each from one run with "
-                 f"trainer.seed=1.")
-    gs = [r for r in ([grpo] if grpo else []) + seeds if r.ok and r.gain() is not None]
-    if len(gs) > 1:
-        g = [r.gain() for r in gs]
-        S.append(f"GRPO over {len(gs)} seeds gains {pts(min(g))} to {pts(max(g))} points "
-                 f"(final accuracy {fmt(min(r.after() for r in gs))}–"
-                 f"{fmt(max(r.after() for r in gs))}), so a difference between estimators "
-                 f"smaller than {100 * (max(g) - min(g)):.1f} points is within the seed-to-seed "
-                 "spread measured here.")
-    if grpo and grpo.ok:
-        sh = values(grpo.rows, "perf/driver_transfer_share")
-        if sh:
-            S.append(f"In GRPO the driver's own computation plus dispatch and transfer take "
-                     f"{100 * mean(sh):.1f} % of step time on average over {len(sh)} steps.")
-    if S:
-        P.append("### Summary")
-        P.append(" ".join(S))
-
-    # ---- warm start ----
-    if sft:
-        P.append("### Warm start (SFT)")
-        P.append(code([sft.rec["command"]]))
-        if sft.curve:
-            P.append(table(["SFT step"] + [str(s) for s, _ in sft.curve],
-                           [["val accuracy"] + [fmt(a) for _, a in sft.curve]]))
-        loss = values(sft.rows, "sft/loss")
-        st = values(sft.rows, "timing_s/step")
-        vt = values(sft.rows, "timing_s/val")
-        P.append(f"Status: {sft.status()}. Wall time {sft.rec['wall_s']:.1f} s for "
-                 f"{sft.steps} steps (worker start-up and validation included); "
-                 f"{fmt(mean(st))} s per training step on average, {fmt(mean(vt))} s per "
-                 f"validation; `sft/loss` {fmt(loss[0] if loss else None)} at step 1 and "
-                 f"{fmt(loss[-1] if loss else None)} at step {sft.steps}.")
-        bench.append(("sft_val_accuracy", fmt(sft.after())))
-        bench.append(("sft_wall_s", f"{sft.rec['wall_s']:.0f}"))
-
-    # ---- estimators ----
-    if est:
-        P.append("### RL estimators from the warm start")
-        P.append(f"Each run: {steps} steps from the warm start above, trainer.seed=1, the "
-                 "estimator's example job (`examples/arith_<name>.yaml`) unchanged apart from "
-                 "the overrides on its command line.")
-        P.append(code([r.rec["command"] for r in est]))
-        rows = []
-        for r in est:
-            b, bs = r.best()
-            rows.append([r.name, fmt(r.before()), fmt(r.after()),
-                         f"{fmt(b)} (step {bs})" if b is not None else "–", pts(r.gain()),
-                         f"{r.rec['wall_s']:.0f}", r.steps, r.status()])
-            bench += [(f"{r.name}_val_accuracy_before", fmt(r.before())),
-                      (f"{r.name}_val_accuracy_after", fmt(r.after())),
-                      (f"{r.name}_wall_s", f"{r.rec['wall_s']:.0f}")]
-        P.append(table(["estimator", "val acc before", "val acc after", "best (at step)",
-                        "gain (points)", "wall s", "steps", "status"], rows))
-        P.append("### Seconds per step by phase")
-        P.append("Means over all training steps of each run's `timing_s/*` metrics; `step` is "
-                 "the whole step (validation excluded), throughput is `perf/throughput` "
-                 "(response tokens per second of step time).")
-        rows = []
-        for r in est:
-            rows.append([r.name] + [fmt(r.mean("timing_s/" + p)) for p in PHASES] +
-                        [fmt(r.mean("timing_s/step")), fmt(r.mean("perf/throughput"), 0)])
-        P.append(table(["estimator"] + PHASES + ["step", "tokens/s"], rows))
-
-    # ---- GRPO step breakdown ----
-    if grpo and grpo.ok and grpo.rows:
-        P.append("### Where a GRPO step goes")
-        P.append(f"From the `grpo` run above: the mean of each `timing_s/*` metric over its "
-                 f"{grpo.steps} steps and its share of the mean step.")
-        tot = grpo.mean("timing_s/step")
-        rows, shares = [], []
-        for p in PHASES:
-            m = grpo.mean("timing_s/" + p)
-            rows.append([p, fmt(m), fmt(100 * m / tot, 1) if tot > 0 else "–"])
-            if math.isfinite(m):
-                shares.append((m, p))
-        rest = tot - sum(m for m, _ in shares)
-        rows.append(["(between phases)", fmt(rest), fmt(100 * rest / tot, 1) if tot > 0 else "–"])
-        rows.append(["**step**", f"**{fmt(tot)}**", "100"])
-        P.append(table(["phase", "mean s", "% of step"], rows))
-        if shares and tot > 0:
-            m, p = max(shares)
-            val = values(grpo.rows, "timing_s/testing")
-            P.append(f"The largest phase is `{p}` at {100 * m / tot:.1f} % of the step. "
-                     f"Throughput is {grpo.mean('perf/throughput'):.0f} response tokens/s. "
-                     f"Validation (`timing_s/testing`, not part of the step) took "
-                     f"{fmt(mean(val))} s on average over {len(val)} validation"
-                     f"{'s' if len(val) != 1 else ''}.")
-        bench.append(("grpo_s_per_step", fmt(tot)))
-
-    # ---- driver share ----
-    ok = [r for r in est + seeds if r.ok and values(r.rows, "perf/driver_transfer_share")]
-    if ok:
-        P.append("### Driver and transfer share")
-        P.append("`perf/driver_transfer_share` is, per step, (dispatch + transfer + queueing "
-                 "time + the driver's own computation) / step time. Dispatch + transfer is a "
-                 "call's wall time minus the slowest rank's handler time as the workers report "
-                 "it in each REPLY (`perf/dispatch_transfer_s`); the driver's computation is "
-                 "advantages and KL (`perf/driver_compute_s`).")
-        rows = []
-        for r in ok:
-            sh = values(r.rows, "perf/driver_transfer_share")
-            rows.append([r.name, fmt(100 * mean(sh), 2), fmt(100 * min(sh), 2),
-                         fmt(100 * max(sh), 2), fmt(r.mean("perf/dispatch_transfer_s"), 4),
-                         fmt(r.mean("perf/driver_compute_s"), 4)])
-        P.append(table(["run", "share mean %", "min %", "max %", "dispatch+transfer s/step",
-                        "driver compute s/step"], rows))
-        m = [mean(values(r.rows, "perf/driver_transfer_share")) for r in ok]
-        P.append(f"Over these {len(ok)} runs the mean share lies between "
-                 f"{100 * min(m):.2f} % and {100 * max(m):.2f} %.")
-        if grpo in ok:
-            bench.append(("grpo_driver_transfer_share",
-                          fmt(mean(values(grpo.rows, "perf/driver_transfer_share")), 4)))
-
-    # ---- learning curves ----
-    curves = [r for r in est + seeds if r.curve]
-    if curves:
-        P.append("### Learning curves")
-        P.append("`val/accuracy` at every validation of each run (step 0 is the warm start, "
-                 "validated by the RL job itself; validation every `trainer.val_every` steps "
-                 "and at the last step).")
-        cols = sorted({s for r in curves for s, _ in r.curve})
-        rows = []
-        for r in curves:
-            d = dict(r.curve)
-            label = r.name if r.rec["kind"] == "estimator" else f"grpo (seed {r.rec['seed']})"
-            rows.append([label] + [fmt(d.get(s)) for s in cols])
-        P.append(table(["run \\ step"] + [str(s) for s in cols], rows))
-
-    # ---- seeds ----
-    if seeds:
-        P.append("### GRPO across seeds")
-        P.append("The same GRPO job from the same warm start with other `trainer.seed` values "
-                 "(sampling of prompts and responses changes; the warm start does not).")
-        P.append(code([r.rec["command"] for r in seeds]))
-        rows = []
-        for r in ([grpo] if grpo else []) + seeds:
-            b, bs = r.best()
-            rows.append([r.rec["seed"], fmt(r.before()), fmt(r.after()),
-                         f"{fmt(b)} (step {bs})" if b is not None else "–", pts(r.gain()),
-                         f"{r.rec['wall_s']:.0f}", r.status()])
-        P.append(table(["trainer.seed", "val acc before", "after", "best (at step)",
-                        "gain (points)", "wall s", "status"], rows))
-        gs2 = [r for r in ([grpo] if grpo else []) + seeds if r.ok and r.after() is not None]
-        if len(gs2) > 1:
-            a = [r.after() for r in gs2]
-            mu = mean(a)
-            sd = math.sqrt(sum((x - mu) ** 2 for x in a) / (len(a) - 1))
-            P.append(f"Final accuracy over the {len(a)} seeds: mean {fmt(mu)}, sample standard "
-                     f"deviation {fmt(sd)}.")
-            bench.append(("grpo_seeds_val_accuracy_after_mean", fmt(mu)))
-
-    # ---- AEPO ----
-    if aepo and aepo.ok and aepo.rows:
-        keys = sorted({k for r in aepo.rows for k in r if k.startswith("aepo/")})
-        n = aepo.steps
-        w = max(1, n // 10)
-        mid = max(1, (n - w) // 2 + 1)
-        windows = []
-        for lo in (1, mid, n - w + 1):
-            win = (lo, lo + w - 1)
-            if win not in windows and lo >= 1:
-                windows.append(win)
-        P.append("### AEPO: high-window-entropy (HWE) counts against their targets")
-        P.append(f"From the `aepo` run above. Means over windows of {w} steps of "
-                 "`aepo/hwe_<bucket>_mean` (mean HWE tokens per response of that difficulty "
-                 "bucket; only steps with rows in the bucket count), `aepo/target_<bucket>`, "
-                 "`aepo/alpha_<bucket>` and the threshold `aepo/tau`.")
-        rows = []
-        gaps = {b: [] for b in BUCKETS}
-        for win in windows:
-            row = [f"{win[0]}–{win[1]}" if win[1] > win[0] else str(win[0])]
-            for b in BUCKETS:
-                h = mean(values(aepo.rows, f"aepo/hwe_{b}_mean", win))
-                t = mean(values(aepo.rows, f"aepo/target_{b}", win))
-                a = mean(values(aepo.rows, f"aepo/alpha_{b}", win))
-                row.append(f"{fmt(h, 2)} / {fmt(t, 2)} ({fmt(a, 2)})")
-                if math.isfinite(h) and math.isfinite(t):
-                    gaps[b].append(abs(h - t))
-            row.append(fmt(mean(values(aepo.rows, "aepo/tau", win))))
-            rows.append(row)
-        P.append(table(["steps"] + [f"{b} HWE / target (α)" for b in BUCKETS] + ["τ"], rows))
-        S = []
-        g = [x for b in BUCKETS for x in gaps[b]]
-        if g:
-            S.append(f"In these windows the mean HWE count is within {max(g):.2f} of its "
-                     "bucket's mean target.")
-        er = values(aepo.rows, "aepo/entropy_reward_mean")
-        if er:
-            S.append(f"The entropy reward adds {mean(er):.3f} to the mean score on average "
-                     f"(between {min(er):.3f} and {max(er):.3f} per step).")
-        kc = values(aepo.rows, "actor/reward_kl_coef")
-        if grpo and grpo.ok and aepo.after() is not None and grpo.after() is not None:
-            rel = "higher than" if aepo.after() > grpo.after() else (
-                "lower than" if aepo.after() < grpo.after() else "equal to")
-            gk = values(grpo.rows, "actor/reward_kl_coef")
-            S.append(f"AEPO ends {rel} GRPO ({fmt(aepo.after())} vs {fmt(grpo.after())}); "
-                     f"besides the entropy shaping, its job puts a KL term in the reward with "
-                     f"coefficient {fmt(mean(kc), 3)} (mean of `actor/reward_kl_coef`), which "
-                     + ("the GRPO job does not log." if not gk else
-                        f"is {fmt(mean(gk), 3)} in the GRPO job."))
-        if S:
-            P.append(" ".join(S))
-        P.append("Every `aepo/*` metric over all steps:")
-        rows = []
-        for k in keys:
-            v = values(aepo.rows, k)
-            if not v:
-                continue
-            rows.append([f"`{k}`", len(v), fmt(v[0], 4), fmt(mean(v), 4), fmt(min(v), 4),
-                         fmt(max(v), 4), fmt(v[-1], 4)])
-        P.append(table(["metric", "steps", "first", "mean", "min", "max", "last"], rows))
-
-    section = "\n\n".join(P) + "\n"
-    out_dir = os.path.dirname(args.out)
-    if out_dir:
-        os.makedirs(out_dir, exist_ok=True)
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(replace_section(args.out, "bench-rl", section))
-    os.replace(tmp, args.out)
-    for k, v in bench:
-        print(f"bench: {k} = {v}")
+    a = ap.parse_args()
+    env = read_env(os.path.join(a.dir, "env.txt"))
+    runs = read_runs(os.path.join(a.dir, "runs.tsv"))
+    minutes = float(env.get("minutes", "10"))
+    text, bench = section(a.dir, env, runs, minutes)
+    page = replace_section(a.out, "bench-rl", text)
+    with open(a.out + ".tmp", "w") as f:
+        f.write(page)
+    os.replace(a.out + ".tmp", a.out)
+    for line in bench:
+        print(line)
     return 0
 
 

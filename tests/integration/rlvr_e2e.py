@@ -106,9 +106,13 @@ def main():
                                           "trainer.output_dir=runs/sft"])
         warm = os.path.join(work, "runs/sft/final/model.safetensors")
         assert os.path.exists(warm)
+        # without the example jobs' dynamic sampling: the tiny model is never
+        # right, so no group would have signal (rlvr_async.py tests it)
         rl = ["model.init_from=runs/sft/final", "data.train_batch_size=4", "rollout.n=4",
               "actor.ppo_mini_batch_size=2", "trainer.val_every=0", "trainer.save_every=0",
-              "reward.format_weight=1.0", "actor.optim.lr=0.003"]
+              "reward.format_weight=1.0", "actor.optim.lr=0.003", "algorithm.online_filtering=false",
+              "algorithm.filter_mode=range", "algorithm.filter_exhausted=error",
+              "actor.clip_ratio_high=0.2"]
         # 2. the reward rises on the learnable variant
         run(work, c2, "arith_grpo.yaml", rl + ["data.train_batch_size=8", "rollout.n=8",
                                                "actor.ppo_mini_batch_size=4", "trainer.total_steps=12",

@@ -120,6 +120,16 @@ static int s_generate(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto *
         return rl_error_wrap(rc, "rollout/%d", ctx->rank);
     json_object_set_new(rl_dataproto_meta(o), RL_ROLLOUT_WEIGHTS_VERSION,
                         json_integer((json_int_t)r->version));
+    /* every sample carries the weight version that generated it */
+    rl_column *vc = rl_dataproto_new_column(o, RL_ROLLOUT_ROW_VERSION, RL_COL_INT64);
+    for (int64_t b = 0; vc && b < rl_dataproto_rows(o); b++)
+        if (rl_column_set_i64(vc, b, (int64_t)r->version))
+            vc = NULL;
+    if (!vc) {
+        rl_dataproto_free(o);
+        return rl_error_wrap(rl_error_code(), "rollout/%d: the %s column", ctx->rank,
+                             RL_ROLLOUT_ROW_VERSION);
+    }
     *out = o;
     return RL_OK;
 }

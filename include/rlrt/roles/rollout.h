@@ -23,7 +23,10 @@
  *                              (0/1, optional: validation decodes greedily) →
  *                              the kind's samples (LM: responses, response_lens,
  *                              response_logp, response_entropy) and meta
- *                              RL_ROLLOUT_WEIGHTS_VERSION (the version that sampled)
+ *                              RL_ROLLOUT_WEIGHTS_VERSION (the version that sampled),
+ *                              and the int64 column RL_ROLLOUT_ROW_VERSION (B): that
+ *                              version per row, so it travels with each sample
+ *                              through concatenation, filtering and reordering
  */
 #ifndef RLRT_ROLES_ROLLOUT_H
 #define RLRT_ROLES_ROLLOUT_H
@@ -44,6 +47,7 @@
 #define RL_ROLLOUT_VERSION "version"
 #define RL_ROLLOUT_GREEDY "greedy"
 #define RL_ROLLOUT_WEIGHTS_VERSION "weights_version"
+#define RL_ROLLOUT_ROW_VERSION "weight_version"
 
 #define RL_ROLLOUT_DEFAULTS \
     "rollout:\n" \
