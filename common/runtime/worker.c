@@ -16,6 +16,7 @@
 #include "rlrt/wire.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,57 @@ static s_task *s_pop(s_queue *q)
     return t;
 }
 
+/* ---- fault injection ------------------------------------------------------------------
+ * For the fault tests and `make bench-faults`: the environment variable
+ *   RL_FAULT_INJECT="ROLE/RANK:METHOD:N:before|after:MARKER"
+ * makes the worker ROLE/RANK kill itself with SIGKILL at its N-th call of
+ * METHOD, before the handler runs or after it ran (before the reply leaves).
+ * It fires once per job: the file MARKER is created first, and a worker that
+ * finds it (the restarted one inherits the variable) stays armed no more.
+ * Unset (production), nothing happens. */
+typedef struct s_fault {
+    char method[128], marker[1024];
+    int64_t n, seen;
+    int after;
+} s_fault;
+
+static s_fault s_fault_cfg;
+static int s_fault_armed;
+
+static void s_fault_setup(const char *role, int rank)
+{
+    const char *v = getenv("RL_FAULT_INJECT");
+    char who[160], want[160], when[16];
+    long long n = 0;
+    if (!v || sscanf(v, "%159[^:]:%127[^:]:%lld:%15[^:]:%1023s", who, s_fault_cfg.method, &n, when,
+                     s_fault_cfg.marker) != 5)
+        return;
+    snprintf(want, sizeof want, "%s/%d", role, rank);
+    if (strcmp(who, want) != 0 || n < 1 || access(s_fault_cfg.marker, F_OK) == 0)
+        return;
+    s_fault_cfg.n = n;
+    s_fault_cfg.after = strcmp(when, "after") == 0;
+    s_fault_armed = 1;
+    rl_log_warn("fault injection armed: SIGKILL at call %lld of %s (%s)", n, s_fault_cfg.method,
+                when);
+}
+
+static void s_fault_check(s_worker *w, const char *method, int after)
+{
+    (void)w;
+    if (!s_fault_armed || strcmp(method, s_fault_cfg.method) != 0)
+        return;
+    if (!after)
+        s_fault_cfg.seen++;
+    if (s_fault_cfg.seen != s_fault_cfg.n || after != s_fault_cfg.after)
+        return;
+    FILE *f = fopen(s_fault_cfg.marker, "w");
+    if (f)
+        fclose(f);
+    rl_log_warn("fault injection: SIGKILL at call %lld of %s", (long long)s_fault_cfg.n, method);
+    raise(SIGKILL);
+}
+
 static void *s_compute_main(void *arg)
 {
     s_worker *w = arg;
@@ -129,9 +181,11 @@ static void *s_compute_main(void *arg)
             t->rc = RL_OK;
             break;
         case S_TASK_CALL: {
+            s_fault_check(w, t->method->name, 0);
             uint64_t t0 = uv_hrtime();
             t->rc = t->method->fn(&w->ctx, t->in, &t->out);
             t->compute_s = (double)(uv_hrtime() - t0) / 1e9;
+            s_fault_check(w, t->method->name, 1);
             break;
         }
         }
@@ -883,6 +937,7 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
     w->ctx.rank = w->opt.rank;
     w->ctx.node = w->node;
     w->ctx.world_size = 1;
+    s_fault_setup(w->opt.role, w->opt.rank);
     if (s_setup_identity(w)) {
         free(w);
         return RL_WORKER_EXIT_ERROR;

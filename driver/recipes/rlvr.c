@@ -897,11 +897,13 @@ static int s_save(s_rlvr *r)
 
 /* The latest checkpoint: weights, moments, data position, KL coefficient,
  * AEPO state; then the restored weights to the rollout ranks. */
-static int s_resume(s_rlvr *r, int64_t *start)
+/* Restores checkpoint `want` (-1: the newest; > 0: that step) into the
+ * actor ranks and the recipe's state. */
+static int s_resume(s_rlvr *r, int64_t want, int64_t *start)
 {
     int64_t epoch, index;
     json_t *extra = NULL;
-    int rc = rl_trainer_restore(&r->t, r->j.actor, start, &epoch, &index, &extra);
+    int rc = rl_trainer_restore(&r->t, r->j.actor, want, start, &epoch, &index, &extra);
     if (rc || *start == 0)
         return rc;
     const json_t *kc = json_object_get(extra, "kl_coef"), *aepo = json_object_get(extra, "aepo");
@@ -967,25 +969,81 @@ static void s_step_clear(s_rlvr *r)
     r->kl = NULL;
 }
 
+/* Opens the recipe's state and brings it to its starting step: checkpoint
+ * `restore` (-1: the newest, for trainer.resume; > 0: that step; 0: none, a
+ * fresh start with the AEPO bootstrap and the step-0 validation). */
+static int s_start(s_rlvr *r, rl_driver *d, const rl_config *job, int64_t restore, int64_t *start)
+{
+    *start = 0;
+    int rc = s_open(r, d, job);
+    if (!rc && restore)
+        rc = s_resume(r, restore, start);
+    if (!rc && r->aepo_on && r->aepo.bootstrap && *start == 0) {
+        rc = rl_rlvr_aepo_bootstrap(&r->aepo, r->j.batch, s_bootstrap_round, r);
+        rl_data_pos zero = {0, 0}; /* the bootstrap drew prompts: training starts afresh */
+        if (!rc)
+            rc = rl_data_iter_seek(r->j.it, zero);
+    }
+    /* resuming drops metrics after the checkpoint; a fresh start drops all */
+    if (!rc)
+        rc = rl_trainer_open_metrics(&r->t, *start);
+    if (!rc && *start == 0 && !(rc = s_validate(r))) /* the warm start's accuracy, step 0 */
+        rc = rl_metrics_log(r->t.sink, 0, r->t.ms);
+    return rc;
+}
+
+/* s_start, again each time it loses a worker (within trainer.max_recoveries). */
+static int s_start_recovering(s_rlvr *r, rl_driver *d, const rl_config *job, rl_recovery *rec,
+                              int64_t restore, int64_t *start)
+{
+    for (;;) {
+        int rc = rl_recovery_mark(rec, d);
+        if (!rc)
+            rc = s_start(r, d, job, restore, start);
+        if (!rc || !rl_recovery_check(rec, d, restore > 0 ? restore : 0))
+            return rc;
+        s_step_clear(r);
+        s_close(r);
+        memset(r, 0, sizeof *r);
+    }
+}
+
+/* One training step: the phases, then metrics, validation, the log line and
+ * the checkpoint (*saved = 1 when one was written). */
+static int s_step(s_rlvr *r, const rl_phase *phases, int np, int *saved)
+{
+    double t_step = rl_now_s(), call_wall0, call_comp0;
+    rl_driver_call_time(r->t.d, &call_wall0, &call_comp0, NULL);
+    rl_metric_set_clear(r->t.ms);
+    int rc = rl_phases_run(phases, np, r, r->t.ms);
+    if (!rc)
+        s_step_metrics(r, t_step, call_wall0, call_comp0);
+    s_step_clear(r);
+    if (!rc && rl_trainer_due(&r->t, r->step, r->t.val_every))
+        rc = s_validate(r);
+    if (!rc)
+        rc = rl_trainer_log_step(&r->t, r->step);
+    *saved = 0;
+    if (!rc && rl_trainer_due(&r->t, r->step, r->t.save_every) && !(rc = s_save(r)))
+        *saved = 1;
+    if (!rc)
+        rl_driver_note_step(r->t.d, r->step, rl_now_s() - t_step);
+    return rc;
+}
+
 static int s_run(rl_driver *d, const rl_config *job)
 {
     s_rlvr r;
     memset(&r, 0, sizeof r);
+    rl_recovery rec;
     int64_t start = 0;
-    int rc = s_open(&r, d, job);
-    if (!rc && r.t.resume)
-        rc = s_resume(&r, &start);
-    if (!rc && r.aepo_on && r.aepo.bootstrap && start == 0) {
-        rc = rl_rlvr_aepo_bootstrap(&r.aepo, r.j.batch, s_bootstrap_round, &r);
-        rl_data_pos zero = {0, 0}; /* the bootstrap drew prompts: training starts afresh */
-        if (!rc)
-            rc = rl_data_iter_seek(r.j.it, zero);
-    }
-    /* resuming drops metrics after the checkpoint; a fresh start drops all */
+    int rc = rl_recovery_open(&rec, job);
+    int resume = 0;
     if (!rc)
-        rc = rl_trainer_open_metrics(&r.t, start);
-    if (!rc && start == 0 && !(rc = s_validate(&r))) /* the warm start's accuracy, step 0 */
-        rc = rl_metrics_log(r.t.sink, 0, r.t.ms);
+        rc = rl_config_get_bool(job, "trainer.resume", &resume);
+    if (!rc)
+        rc = s_start_recovering(&r, d, job, &rec, resume ? -1 : 0, &start);
+    rec.saved_step = start;
     rl_phase phases[7];
     int np = 0;
     phases[np++] = (rl_phase){"gen", s_phase_generate, 1};
@@ -998,20 +1056,19 @@ static int s_run(rl_driver *d, const rl_config *job)
     phases[np++] = (rl_phase){"update_actor", s_phase_update, 0};
     phases[np++] = (rl_phase){"sync_weights", s_phase_sync, 0};
     for (r.step = start + 1; !rc && r.step <= r.t.total_steps && !rl_driver_interrupted(d); r.step++) {
-        double t_step = rl_now_s(), call_wall0, call_comp0;
-        rl_driver_call_time(d, &call_wall0, &call_comp0, NULL);
-        rl_metric_set_clear(r.t.ms);
-        rc = rl_phases_run(phases, np, &r, r.t.ms);
-        if (!rc)
-            s_step_metrics(&r, t_step, call_wall0, call_comp0);
-        s_step_clear(&r);
-        if (!rc && rl_trainer_due(&r.t, r.step, r.t.val_every))
-            rc = s_validate(&r);
-        if (!rc)
-            rc = rl_trainer_log_step(&r.t, r.step);
-        if (!rc && rl_trainer_due(&r.t, r.step, r.t.save_every))
-            rc = s_save(&r);
+        int saved = 0;
+        if (!(rc = rl_recovery_mark(&rec, d)) && !(rc = s_step(&r, phases, np, &saved)) && saved)
+            rec.saved_step = r.step;
+        if (rc && rl_recovery_check(&rec, d, r.step)) {
+            /* a worker was lost: everything from this run's newest checkpoint */
+            s_step_clear(&r);
+            s_close(&r);
+            memset(&r, 0, sizeof r);
+            rc = s_start_recovering(&r, d, job, &rec, rec.saved_step, &start);
+            r.step = start; /* the loop goes on at start + 1 */
+        }
     }
+    rl_recovery_close(&rec);
     s_step_clear(&r);
     s_close(&r);
     return rc;
@@ -1021,7 +1078,7 @@ const rl_recipe rl_recipe_rlvr = {
     .name = "rlvr",
     .summary = "RL with verifiable rewards: GRPO, RLOO, REINFORCE++(-baseline), REINFORCE Pro Max",
     .defaults = (const char *const[]){
-        RL_LM_SECTIONS,
+        RL_LM_SECTIONS, RL_TRAINER_RECOVERY_DEFAULTS,
         "algorithm:\n"
         "  adv_estimator: grpo        # estimators.c: grpo, rloo, reinforce_plus_plus, ...\n"
         "  norm_adv_by_std_in_grpo: true\n"

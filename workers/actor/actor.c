@@ -145,7 +145,10 @@ static int s_init_model(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto
             return rl_error_wrap(RL_EINVAL, "%d actor ranks need a communicator", a->W);
         if (rl_comm_id_parse(&id, id_text))
             return rl_error_code();
-        a->comm = rl_comm_init_rank(&id, a->W, a->rank, NULL);
+        rl_comm_options co;
+        rl_comm_options_default(&co);
+        co.timeout_s = a->o.comm_timeout_s;
+        a->comm = rl_comm_init_rank(&id, a->W, a->rank, &co);
         if (!a->comm)
             return rl_error_wrap(rl_error_code(), "actor/%d: joining the FSDP communicator", a->rank);
     }
@@ -417,7 +420,7 @@ static int s_publish_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_data
     if (!a->wsend)
         return rl_error_set(RL_ESTATE, "%s before %s", RL_ACTOR_PUBLISH_WEIGHTS, RL_ACTOR_WEIGHTS_OPEN);
     return rl_weight_send(a->wsend, (uint64_t)version, rl_model_params(a->policy), a->P,
-                          (int)receivers, 120000);
+                          (int)receivers, (int)(a->o.comm_timeout_s * 1000));
 }
 
 /* ---- checkpoints ---------------------------------------------------------------------------------- */

@@ -17,6 +17,7 @@
 typedef struct s_rollout {
     rl_model_sampling sampling;
     uint64_t seed;
+    double weight_timeout_s;
     rl_model *model;
     rl_weight_receiver *recv;
     char endpoint[256];
@@ -39,6 +40,7 @@ static int s_init(rl_worker_ctx *ctx)
     r->sampling.num_steps = o.num_steps;
     r->sampling.noise_level = o.noise_level;
     r->seed = (uint64_t)o.seed;
+    r->weight_timeout_s = o.weight_timeout_s;
     ctx->user = r;
     return RL_OK;
 }
@@ -92,7 +94,7 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     uint64_t have = 0;
     rl_weight_recv_active(r->recv, &have);
     while (have < (uint64_t)version) {
-        int rc = rl_weight_recv_poll(r->recv, 120000);
+        int rc = rl_weight_recv_poll(r->recv, (int)(r->weight_timeout_s * 1000));
         if (rc)
             return rl_error_wrap(rc, "rollout/%d waiting for weights v%lld", ctx->rank,
                                  (long long)version);
