@@ -11,7 +11,10 @@ static _Thread_local int s_code;
 
 int rl_error_setv(int code, const char *fmt, va_list ap)
 {
-    vsnprintf(s_message, sizeof s_message, fmt, ap);
+    /* through a copy: an argument may be the current message itself */
+    char msg[sizeof s_message];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    memcpy(s_message, msg, sizeof s_message);
     s_code = code;
     return code;
 }

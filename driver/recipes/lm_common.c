@@ -62,7 +62,48 @@ static int s_levels(const rl_config *job, int *levels, int *n)
     return RL_OK;
 }
 
-int rl_lm_recipe_prepare(rl_config *job, int64_t updates_per_step)
+/* Every row of a JSONL file checked at load, so a bad row is named by
+ * file:line before any worker starts (not by batch row when its batch comes):
+ * its prompt must encode and fit data.max_prompt_length, and with
+ * `response_field` (SFT's worked solutions) that text must encode and fit
+ * rollout.response_length with the stop token. */
+static int s_check_dataset(const rl_tokenizer *tok, const char *path, int64_t max_prompt,
+                           const char *response_field, int64_t max_response)
+{
+    rl_dataset *ds = rl_dataset_load_jsonl(path);
+    if (!ds)
+        return rl_error_code();
+    int rc = RL_OK;
+    for (int64_t i = 0; !rc && i < rl_dataset_size(ds); i++) {
+        const char *texts[2] = {rl_dataset_prompt(ds, i), NULL};
+        if (response_field)
+            texts[1] = json_string_value(json_object_get(rl_dataset_extra(ds, i), response_field));
+        for (int k = 0; !rc && k < (response_field ? 2 : 1); k++) {
+            const char *what = k ? response_field : "prompt";
+            int64_t limit = k ? max_response - 1 : max_prompt; /* the response keeps a stop token */
+            if (!texts[k]) {
+                rc = rl_error_set(RL_ENOTFOUND, "%s:%lld: no '%s' field", path,
+                                  (long long)rl_dataset_line(ds, i), what);
+                break;
+            }
+            int32_t *ids = NULL;
+            int64_t n = 0;
+            if (rl_tokenizer_encode(tok, texts[k], strlen(texts[k]), &ids, &n))
+                rc = rl_error_wrap(RL_EINVAL, "%s:%lld: %s", path, (long long)rl_dataset_line(ds, i),
+                                   what);
+            else if (n > limit)
+                rc = rl_error_set(RL_ERANGE, "%s:%lld: the %s is %lld tokens, more than %s %lld", path,
+                                  (long long)rl_dataset_line(ds, i), what, (long long)n,
+                                  k ? "rollout.response_length - 1 (the stop token) =" : "data.max_prompt_length",
+                                  (long long)limit);
+            free(ids);
+        }
+    }
+    rl_dataset_free(ds);
+    return rc;
+}
+
+int rl_lm_recipe_prepare(rl_config *job, int64_t updates_per_step, const char *response_field)
 {
     int64_t total, sched;
     if (rl_config_get_int_in(job, "trainer.total_steps", 0, 1000000000, &total) ||
@@ -87,18 +128,17 @@ int rl_lm_recipe_prepare(rl_config *job, int64_t updates_per_step)
     snprintf(v, sizeof v, "%d", pad >= 0 ? (int)pad : 0);
     if (!rc)
         rc = rl_config_set_yaml(job, "model.pad_token_id", v);
-    rl_tokenizer_free(tok);
-    if (rc)
-        return rc;
     /* every section a worker will read, checked before any process starts */
     rl_actor_config ac;
     rl_rollout_config ro;
     rl_reward_role_config rw;
-    if ((rc = rl_model_check_config(job)) || (rc = rl_actor_config_read(job, &ac)) ||
-        (rc = rl_rollout_config_read(job, &ro)) || (rc = rl_reward_role_config_read(job, &rw)))
+    if (rc || (rc = rl_model_check_config(job)) || (rc = rl_actor_config_read(job, &ac)) ||
+        (rc = rl_rollout_config_read(job, &ro)) || (rc = rl_reward_role_config_read(job, &rw))) {
+        rl_tokenizer_free(tok);
         return rc;
+    }
     const char *task, *train, *val;
-    int64_t seed, ntrain, nval, x;
+    int64_t seed, ntrain, nval, max_prompt, x;
     int shuffle, levels[8], nl = 0;
     if (rl_config_get_string(job, "data.task", &task) ||
         rl_config_get_string(job, "data.train_files", &train) ||
@@ -106,21 +146,27 @@ int rl_lm_recipe_prepare(rl_config *job, int64_t updates_per_step)
         rl_config_get_int_in(job, "data.seed", 0, INT64_MAX, &seed) ||
         rl_config_get_int_in(job, "data.train_size", 1, 1000000000, &ntrain) ||
         rl_config_get_int_in(job, "data.val_size", 1, 1000000000, &nval) ||
-        rl_config_get_int_in(job, "data.max_prompt_length", 1, 1 << 20, &x) ||
+        rl_config_get_int_in(job, "data.max_prompt_length", 1, 1 << 20, &max_prompt) ||
         rl_config_get_int_in(job, "data.train_batch_size", 1, 1 << 20, &x) ||
-        rl_config_get_bool(job, "data.shuffle", &shuffle) || s_levels(job, levels, &nl))
+        rl_config_get_bool(job, "data.shuffle", &shuffle) || s_levels(job, levels, &nl)) {
+        rl_tokenizer_free(tok);
         return rl_error_code();
-    if (strcmp(task, "arith") != 0)
-        return RL_OK;
-    /* distinct seeds: validation problems are not training problems */
-    if (access(train, F_OK) != 0 &&
+    }
+    /* the built-in task's files are generated when missing; distinct seeds:
+     * validation problems are not training problems */
+    if (strcmp(task, "arith") == 0 && access(train, F_OK) != 0 &&
         ((rc = s_mkdirs_for(train)) || (rc = rl_arith_write_jsonl(train, (uint64_t)seed, ntrain, levels, nl))))
-        return rl_error_wrap(rc, "generating %s", train);
-    if (access(val, F_OK) != 0 &&
+        rc = rl_error_wrap(rc, "generating %s", train);
+    if (!rc && strcmp(task, "arith") == 0 && access(val, F_OK) != 0 &&
         ((rc = s_mkdirs_for(val)) ||
          (rc = rl_arith_write_jsonl(val, (uint64_t)seed + 1000003, nval, levels, nl))))
-        return rl_error_wrap(rc, "generating %s", val);
-    return RL_OK;
+        rc = rl_error_wrap(rc, "generating %s", val);
+    if (!rc)
+        rc = s_check_dataset(tok, train, max_prompt, response_field, ro.response_length);
+    if (!rc)
+        rc = s_check_dataset(tok, val, max_prompt, NULL, ro.response_length);
+    rl_tokenizer_free(tok);
+    return rc;
 }
 
 int rl_lm_job_sync_weights(rl_lm_job *j) { return rl_weight_sync_run(&j->sync, NULL, NULL); }

@@ -45,9 +45,12 @@ extern const char *const rl_lm_roles[];
  * model.vocab_size/eos/pad; actor.optim.total_training_steps = -1 becomes
  * trainer.total_steps × `updates_per_step` (optimiser steps per training
  * step); every section the job's workers will read (model, actor, rollout,
- * reward) and data.* are checked with located errors, before any process
- * starts; missing data files of the built-in task are generated. */
-int rl_lm_recipe_prepare(rl_config *job, int64_t updates_per_step);
+ * reward) and data.* are checked with located errors; missing data files of
+ * the built-in task are generated; and every row of the train and
+ * validation files is checked (its prompt, and `response_field` when not
+ * NULL, must encode and fit), naming file:line — all before any process
+ * starts. */
+int rl_lm_recipe_prepare(rl_config *job, int64_t updates_per_step, const char *response_field);
 /* Groups, data, models on every rank, first weight sync. */
 int rl_lm_job_open(rl_lm_job *j, rl_driver *d, const rl_config *job);
 void rl_lm_job_close(rl_lm_job *j);

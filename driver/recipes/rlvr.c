@@ -135,7 +135,7 @@ static int s_prepare(rl_config *job)
                      rl_config_get_int_in(job, "data.train_batch_size", 1, 1 << 20, &batch) ||
                      rl_config_get_int_in(job, "actor.ppo_mini_batch_size", 1, 1 << 24, &mini)
                  ? rl_error_code()
-                 : rl_lm_recipe_prepare(job, epochs * (batch / mini > 0 ? batch / mini : 1));
+                 : rl_lm_recipe_prepare(job, epochs * (batch / mini > 0 ? batch / mini : 1), NULL);
     if (!rc)
         rc = s_read_opts(job, &o);
     if (!rc)

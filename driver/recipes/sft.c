@@ -215,7 +215,7 @@ static int s_run(rl_driver *d, const rl_config *job)
 }
 
 /* One optimiser step per training step. */
-static int s_prepare(rl_config *job) { return rl_lm_recipe_prepare(job, 1); }
+static int s_prepare(rl_config *job) { return rl_lm_recipe_prepare(job, 1, "solution"); }
 
 const rl_recipe rl_recipe_sft = {
     .name = "sft",

@@ -175,6 +175,24 @@ def main():
         assert d == 0.0, d
         print("ok: resume equals an uninterrupted run (metrics and weights)")
         assert any("aepo/tau" in r for r in b), "AEPO metrics missing"
+        # 6a. datasets are checked row by row at load, before any worker starts
+        with open(os.path.join(work, "bad.jsonl"), "w") as f:
+            f.write('{"prompt": "Q: 1+2=?\\nA: ", "ground_truth": "3"}\n'
+                    '{"prompt": "Q: 1+x=?\\nA: ", "ground_truth": "3"}\n'
+                    '{"prompt": "Q: 11111111111111111111+2=?\\nA: ", "ground_truth": "3"}\n')
+        rc, log = run(work, c2, "arith_grpo.yaml", rl + ["data.train_files=bad.jsonl",
+                                                         "trainer.output_dir=runs/bad"], expect_ok=False)
+        want = "bad.jsonl:2: prompt: char tokenizer: character 'x' (U+0078) at byte offset 5 is not in the vocabulary"
+        assert rc != 0 and want in log, log[-2000:]
+        assert "started " not in log, "a worker was started for a bad dataset"
+        with open(os.path.join(work, "long.jsonl"), "w") as f:
+            f.write('{"prompt": "Q: 1+2=?\\nA: ", "ground_truth": "3"}\n'
+                    '{"prompt": "Q: 11111111111111111111+2=?\\nA: ", "ground_truth": "3"}\n')
+        rc, log = run(work, c2, "arith_grpo.yaml", rl + ["data.val_files=long.jsonl",
+                                                         "trainer.output_dir=runs/bad"], expect_ok=False)
+        want = "long.jsonl:2: the prompt is 31 tokens, more than data.max_prompt_length 16"
+        assert rc != 0 and want in log, log[-2000:]
+        print("ok: bad dataset rows are named by file:line before any worker starts")
         # 6. online filtering that cannot succeed
         rc, log = run(work, c2, "arith_grpo.yaml", rl + [
             "trainer.total_steps=1", "trainer.output_dir=runs/filter", "algorithm.online_filtering=true",

@@ -19,6 +19,10 @@ static void test_error_message_and_wrap(void **state)
     rl_error_wrap(RL_ESHAPE, "concat item %d", 2);
     assert_string_equal(rl_error_message(), "concat item 2: tensor 'adv': expected 4 rows, got 3");
     assert_string_equal(rl_status_name(RL_ESHAPE), "RL_ESHAPE");
+    /* the current message may be an argument of the next one */
+    rl_error_set(RL_EINVAL, "file.jsonl:2: %s", rl_error_message());
+    assert_string_equal(rl_error_message(),
+                        "file.jsonl:2: concat item 2: tensor 'adv': expected 4 rows, got 3");
 }
 
 static void test_log_level_parse(void **state)
