@@ -29,7 +29,7 @@ OPT      ?= -O2
 PYTHON   ?= /usr/bin/python3
 FUZZ_SECONDS ?= 60
 
-PKGS      := libzmq libczmq libprotobuf-c libuv yaml-0.1 jansson openblas
+PKGS      := libzmq libczmq libprotobuf-c libuv yaml-0.1 jansson openblas zlib libjpeg libpng
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

@@ -9,12 +9,14 @@
 #include <sys/stat.h>
 
 #include "rlrt/error.h"
+#include "rlrt/nn/clip_flow.h"
 #include "rlrt/nn/lm_model.h"
 #include "rlrt/nn/safetensors.h"
 
 /* The kinds a job can name in model.type: a new model is one line here. */
 static const rl_model_kind *const s_kinds[] = {
     &rl_model_kind_lm,
+    &rl_model_kind_clip_flow,
 };
 #define S_NKINDS (sizeof s_kinds / sizeof s_kinds[0])
 

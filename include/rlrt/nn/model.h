@@ -94,6 +94,8 @@ typedef struct rl_model_sampling {
     int64_t max_new_tokens; /* LM */
     int64_t num_steps;      /* flow / diffusion integration steps */
     double noise_level;     /* flow / diffusion SDE noise */
+    double shift;           /* diffusion: σ-schedule shift s (rlrt/algo/diffusion.h);
+                             * <= 0 means 1, the unshifted grid */
 } rl_model_sampling;
 
 typedef struct rl_model rl_model;
