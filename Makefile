@@ -36,7 +36,7 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
 CPPFLAGS := -Iinclude -I$(BUILD)/gen -D_GNU_SOURCE
 CFLAGS   := -std=c11 $(OPT) -g -fPIC -pthread -fopenmp $(WARN) $(PKG_CFLAGS)
-LDLIBS   := $(PKG_LIBS) -lm -pthread -fopenmp
+LDLIBS   := $(PKG_LIBS) -lgif -lm -pthread -fopenmp
 
 ifneq ($(SANITIZE),)
 CFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -208,7 +208,7 @@ $(BUILD)/fuzz/obj/%.o: %.c $(PROTO_H)
 
 $(BUILD)/fuzz/%: fuzz/%.c $(FUZZ_LIB_OBJ)
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ $(PKG_LIBS) -lm -pthread -fopenmp
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ $(PKG_LIBS) -lgif -lm -pthread -fopenmp
 
 fuzz: deps $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$$(basename $$f); \
