@@ -12,6 +12,7 @@
  *   rollout.response_length   [1, 2^20]  new tokens per sample
  *   rollout.num_steps         [1, 10^4]  flow / diffusion integration steps
  *   rollout.noise_level       [0, 10]    flow / diffusion SDE noise
+ *   rollout.shift             (0, 1000]  diffusion σ-schedule shift (seed 004's shift)
  *
  * Methods (dispatch):
  *   init_model    one_to_all   builds the model from the job (no weights yet:
@@ -53,13 +54,14 @@
     "  top_k: 0\n" \
     "  response_length: 48       # new tokens per sample\n" \
     "  num_steps: 10             # flow / diffusion models: integration steps\n" \
-    "  noise_level: 0.7          # flow / diffusion models: SDE noise\n"
+    "  noise_level: 0.7          # flow / diffusion models: SDE noise\n" \
+    "  shift: 1.0                # diffusion models: sigma-schedule shift\n"
 
 /* The rollout's settings (read by the worker at CONFIGURE and checked by
  * the driver before it starts any process, with the same table). */
 typedef struct rl_rollout_config {
     int64_t n, response_length, top_k, num_steps, seed;
-    double temperature, top_p, noise_level;
+    double temperature, top_p, noise_level, shift;
 } rl_rollout_config;
 
 static inline int rl_rollout_config_read(const rl_config *c, rl_rollout_config *o)
@@ -74,6 +76,7 @@ static inline int rl_rollout_config_read(const rl_config *c, rl_rollout_config *
         RL_R_INT("rollout.response_length", response_length, 1, 1 << 20),
         RL_R_INT("rollout.num_steps", num_steps, 1, 10000),
         RL_R_NUM("rollout.noise_level", noise_level, 0, 10, 0),
+        RL_R_NUM("rollout.shift", shift, 0, 1000, RL_CFG_MIN_OPEN),
         RL_R_INT("trainer.seed", seed, 0, INT64_MAX),
     };
 #undef RL_R_NUM
