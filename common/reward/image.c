@@ -171,6 +171,7 @@ int rl_image_gif_write(const char *path, const uint8_t *frames, int n_frames, in
     GifFileType *g = EGifOpenFileName(tmp, false, &err);
     if (!g)
         return rl_error_set(RL_EIO, "gif: %s: %s", tmp, GifErrorString(err));
+    EGifSetGifVersion(g, true); /* GIF89a: the animation extensions */
     GifColorType pal[256];
     for (int i = 0; i < 256; i++)
         pal[i].Red = pal[i].Green = pal[i].Blue = (GifByteType)i;
