@@ -12,11 +12,13 @@ set -u
 PACKAGES="build-essential pkg-config git ca-certificates
 libzmq3-dev libczmq-dev libprotobuf-c-dev protobuf-c-compiler
 libuv1-dev libyaml-dev libjansson-dev libopenblas-dev libcmocka-dev
-clang libclang-rt-dev iproute2 procps"
+clang libclang-rt-dev iproute2 procps
+zlib1g-dev libjpeg62-turbo-dev libpng-dev libgif-dev dataset-fashion-mnist"
 
-# Optional: only the reference generators (make golden) and the ctypes smoke
-# test use them; tests skip with a message when absent.
-OPTIONAL="python3 python3-numpy python3-torch"
+# Optional: only the reference generators (make golden), the ctypes smoke
+# test and the reference scorer server (deploy/scorer_server.py, its test)
+# use them; tests skip with a message when absent.
+OPTIONAL="python3 python3-numpy python3-torch python3-zmq"
 
 mode=${1:-install}
 
