@@ -7,6 +7,7 @@
 #   make CUDA=1               also compile the .cu sources with nvcc
 #   make golden               regenerate tests/golden with /usr/bin/python3 + torch
 #   make bench-NAME           run bench/bench_NAME.sh, or every bench_NAME* binary
+#   make venv-hpsv3           PyPI hpsv3 in .venv-hpsv3/ (deploy/scorer_server.py --backend hpsv3)
 #   make fuzz [FUZZ_SECONDS=60]
 #   make install PREFIX=/usr/local
 #
@@ -97,7 +98,7 @@ TEST_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCH_SRC  := $(sort $(wildcard bench/bench_*.c))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all lib bins tests benches test run deps golden fuzz install clean
+.PHONY: all lib bins tests benches test run deps golden fuzz install clean venv-hpsv3
 .SECONDARY:
 .DELETE_ON_ERROR:
 
@@ -216,6 +217,14 @@ fuzz: deps $(FUZZ_BINS)
 	    echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
 	    $$f -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=fuzz/regressions/$$n/ \
 	        $(BUILD)/fuzz/work/$$n fuzz/corpus/$$n fuzz/seeds/$$n; done
+
+# ---- the HPSv3 scorer's Python environment (optional, a GPU host) -------------------
+# PyPI packages live in a venv inside the project tree; Debian's python3-zmq
+# and python3-numpy are reused (--system-site-packages).
+venv-hpsv3:
+	$(PYTHON) -m venv --system-site-packages .venv-hpsv3
+	.venv-hpsv3/bin/pip install hpsv3
+	@echo "start the server with: .venv-hpsv3/bin/python deploy/scorer_server.py --backend hpsv3 --checkpoint FILE"
 
 # ---- install -------------------------------------------------------------------
 install: lib bins $(PROTO_H)
