@@ -421,6 +421,22 @@ static int s_validate(s_dg *s)
     return RL_OK;
 }
 
+#define S_ZOOM 3
+
+/* img (h, w) enlarged z times (nearest neighbour), or NULL + a message. */
+static uint8_t *s_upscale(const uint8_t *img, int w, int h, int z)
+{
+    uint8_t *o = malloc((size_t)w * z * (size_t)h * z);
+    if (!o) {
+        rl_error_set(RL_ENOMEM, "out of memory for a %dx%d image", w * z, h * z);
+        return NULL;
+    }
+    for (int y = 0; y < h * z; y++)
+        for (int x = 0; x < w * z; x++)
+            o[(size_t)y * w * z + x] = img[(size_t)(y / z) * w + x / z];
+    return o;
+}
+
 /* The online test (seed: rollout.online.test every online.step.interval
  * steps): one ODE sample per prompt with fixed noise → <out>/online/
  * step_<N>.png (the first frames in a row) and step_<N>.gif (the clip's
@@ -462,8 +478,10 @@ static int s_online(s_dg *s)
         rc = rl_error_set(RL_ENOMEM, "out of memory");
     if (!rc) {
         rl_image_grid(tiles, P, S, S, P, 2, 64, grid, &gw, &gh);
+        uint8_t *big = s_upscale(grid, gw, gh, S_ZOOM); /* 28 px is too small to see */
         snprintf(path, sizeof path, "%s/step_%lld.png", dir, (long long)s->step);
-        rc = rl_image_png_write(path, grid, gw, gh, 1);
+        rc = big ? rl_image_png_write(path, big, gw * S_ZOOM, gh * S_ZOOM, 1) : rl_error_code();
+        free(big);
     }
     if (!rc) {
         snprintf(path, sizeof path, "%s/step_%lld.gif", dir, (long long)s->step);
@@ -479,8 +497,10 @@ static int s_online(s_dg *s)
         if (both) {
             memcpy(both, s->before, (size_t)gw * gh);
             memcpy(both + (size_t)gw * gh, grid, (size_t)gw * gh);
+            uint8_t *big = s_upscale(both, gw, 2 * gh, S_ZOOM);
             snprintf(path, sizeof path, "%s/before_after.png", s->t.out_dir);
-            rc = rl_image_png_write(path, both, gw, 2 * gh, 1);
+            rc = big ? rl_image_png_write(path, big, gw * S_ZOOM, 2 * gh * S_ZOOM, 1) : rl_error_code();
+            free(big);
             free(both);
         }
     }
