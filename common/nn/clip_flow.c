@@ -38,6 +38,8 @@ typedef struct s_cf {
     const float *x; /* borrowed input of the last forward */
     const int32_t *ids;
     float *scratch; /* 4 · (n, Hd) for backward */
+    float *dout;    /* (n, D): dL/d(network output) with x0-prediction */
+    const float *sig; /* borrowed σ of the last forward */
 } s_cf;
 
 static const rl_model_ops s_ops;
@@ -56,6 +58,12 @@ int64_t rl_clip_flow_dim(const rl_clip_flow_config *c)
 
 /* ---- the network ------------------------------------------------------------------------ */
 
+/* The σ of the x0-prediction's division (rlrt/nn/clip_flow.h). */
+static float s_sig_floor(float sigma)
+{
+    return sigma > RL_CLIP_FLOW_SIGMA_MIN ? sigma : RL_CLIP_FLOW_SIGMA_MIN;
+}
+
 static int s_reserve(s_cf *m, int64_t n)
 {
     if (n <= m->cap)
@@ -68,6 +76,8 @@ static int s_reserve(s_cf *m, int64_t n)
     free(m->a);
     free(m->g);
     free(m->scratch);
+    free(m->dout);
+    m->dout = malloc(sizeof(float) * (size_t)(n * m->D));
     m->temb = malloc(sizeof(float) * (size_t)(n * E));
     m->cond = malloc(sizeof(float) * (size_t)(n * Hd));
     m->h = malloc(sizeof(float) * (size_t)((L + 1) * n * Hd));
@@ -75,7 +85,7 @@ static int s_reserve(s_cf *m, int64_t n)
     m->a = malloc(sizeof(float) * (size_t)((L ? L : 1) * n * Hd));
     m->g = malloc(sizeof(float) * (size_t)((L ? L : 1) * n * Hd));
     m->scratch = malloc(sizeof(float) * (size_t)(4 * n * Hd));
-    if (!m->temb || !m->cond || !m->h || !m->sh || !m->a || !m->g || !m->scratch) {
+    if (!m->temb || !m->cond || !m->h || !m->sh || !m->a || !m->g || !m->scratch || !m->dout) {
         m->cap = 0;
         return rl_error_set(RL_ENOMEM, "clip_flow: out of memory for %lld rows of activations",
                             (long long)n);
@@ -129,6 +139,13 @@ static int s_net_forward(s_cf *m, int64_t n, const float *x, const float *sigma,
     }
     rl_silu_forward(m->sh + L * nH, m->h + L * nH, nH);
     rl_linear_forward(v, m->sh + L * nH, P + m->o.out_w, P + m->o.out_b, N, Hd, D);
+    m->sig = sigma;
+    if (m->c.x0_pred) /* the output is x̂0: v = (x − x̂0) / max(σ, σ_min) */
+        for (int64_t r = 0; r < n; r++) {
+            float inv = 1.0f / s_sig_floor(sigma[r]);
+            for (int j = 0; j < D; j++)
+                v[r * D + j] = (x[r * D + j] - v[r * D + j]) * inv;
+        }
     return RL_OK;
 }
 
@@ -144,7 +161,15 @@ static void s_net_backward(s_cf *m, const float *dv)
     float *dh = m->scratch, *dcond = dh + nH, *t1 = dcond + nH, *t2 = t1 + nH;
     memset(dh, 0, bytes);
     memset(dcond, 0, bytes);
-    /* v = out(silu(h_L)) */
+    if (m->c.x0_pred) { /* v = (x − o) / max(σ, σ_min): do = −dv / max(σ, σ_min) */
+        for (int64_t r = 0; r < m->n; r++) {
+            float inv = -1.0f / s_sig_floor(m->sig[r]);
+            for (int j = 0; j < D; j++)
+                m->dout[r * D + j] = dv[r * D + j] * inv;
+        }
+        dv = m->dout;
+    }
+    /* o = out(silu(h_L)) */
     memset(t1, 0, bytes);
     rl_linear_backward(t1, G + m->o.out_w, G + m->o.out_b, dv, m->sh + L * nH, P + m->o.out_w, N,
                        Hd, D);
@@ -703,6 +728,7 @@ static void s_free(rl_model *mm)
     free(m->a);
     free(m->g);
     free(m->scratch);
+    free(m->dout);
     free(m);
 }
 
@@ -737,9 +763,9 @@ static int s_write_config(const rl_model *mm, const char *path)
     snprintf(text, sizeof text,
              "{\"model\": {\"type\": \"clip_flow\", \"frames\": %d, \"channels\": %d, "
              "\"height\": %d, \"width\": %d, \"num_prompts\": %d, \"hidden_size\": %d, "
-             "\"num_layers\": %d, \"time_embed_dim\": %d}}\n",
+             "\"num_layers\": %d, \"time_embed_dim\": %d, \"prediction\": \"%s\"}}\n",
              c->frames, c->channels, c->height, c->width, c->num_prompts, c->hidden, c->layers,
-             c->time_dim);
+             c->time_dim, c->x0_pred ? "x0" : "velocity");
     return rl_file_write_atomic(path, text, strlen(text));
 }
 
@@ -758,6 +784,7 @@ static const rl_model_ops s_ops = {
 
 typedef struct s_cfg {
     int64_t frames, channels, height, width, prompts, hidden, layers, tdim;
+    int x0;
 } s_cfg;
 
 #define S_I(key, field, lo, hi) {"model." key, RL_CFG_INT, offsetof(s_cfg, field), lo, hi, 0, NULL}
@@ -766,6 +793,7 @@ static const rl_config_spec s_spec[] = {
     S_I("height", height, 1, 512),        S_I("width", width, 1, 512),
     S_I("num_prompts", prompts, 1, 1 << 20), S_I("hidden_size", hidden, 2, 1 << 14),
     S_I("num_layers", layers, 0, 64),     S_I("time_embed_dim", tdim, 2, 4096),
+    {"model.prediction", RL_CFG_ENUM, offsetof(s_cfg, x0), 0, 0, 0, "velocity|x0"},
 };
 
 static int s_read_config(const rl_config *job, rl_clip_flow_config *c)
@@ -782,7 +810,7 @@ static int s_read_config(const rl_config *job, rl_clip_flow_config *c)
                                   "a clip of %lld floats is more than 2^22",
                                   (long long)(v.frames * v.channels * v.height * v.width));
     *c = (rl_clip_flow_config){(int)v.frames, (int)v.channels, (int)v.height, (int)v.width,
-                               (int)v.prompts, (int)v.hidden, (int)v.layers, (int)v.tdim};
+                               (int)v.prompts, (int)v.hidden, (int)v.layers, (int)v.tdim, v.x0};
     return RL_OK;
 }
 

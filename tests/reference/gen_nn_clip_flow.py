@@ -4,7 +4,9 @@ the C code: the velocity network, the gradients of a linear loss over the
 velocity, and the per-step SDE log-probs of a recorded chain (REFERENCES.md,
 Flow-GRPO) with the gradients of a linear loss over them.
 Parameters and inputs are float32 values (stored F32), outputs float64.
-Output: tests/golden/nn_clip_flow/small.safetensors
+Both parametrisations: prediction "velocity" (the output is v) and "x0" (the
+output is x̂0 and v = (x − x̂0)/max(σ, 0.05)).
+Output: tests/golden/nn_clip_flow/small_{velocity,x0}.safetensors
 """
 import math
 import os
@@ -45,6 +47,10 @@ def make_params():
     return ps
 
 
+SIGMA_MIN = 0.05
+PRED = "velocity"
+
+
 def velocity(ps, x, sig, ids):
     half = E // 2
     i = torch.arange(half, dtype=f64)
@@ -58,7 +64,10 @@ def velocity(ps, x, sig, ids):
     for l in range(L):
         a = lin(f"blocks.{l}.fc1", silu(h)) + c
         h = h + lin(f"blocks.{l}.fc2", silu(a))
-    return lin("out", silu(h))
+    o = lin("out", silu(h))
+    if PRED == "x0":
+        return (x - o) / torch.clamp(sig, min=SIGMA_MIN)[:, None]
+    return o
 
 
 def sde_logp(x, v, xn, sig, sn, nl):
@@ -75,6 +84,13 @@ def grads(ps):
 
 
 def main():
+    global PRED
+    for PRED in ("velocity", "x0"):
+        torch.manual_seed(13004)
+        one()
+
+
+def one():
     ps = make_params()
     out = {}
     # --- flow matching: velocity of 5 rows, loss = Σ coef·v
@@ -83,6 +99,7 @@ def main():
     sig = f32(torch.rand(B))
     sig[0] = 1.0
     sig[1] = 0.0
+    sig[2] = 0.03  # below σ_min: the x0 division uses 0.05
     ids = torch.tensor([0, 2, 1, 2, 0])
     v = velocity(ps, x, sig, ids)
     coef = f32(torch.randn(B, D))
@@ -116,8 +133,8 @@ def main():
     out.update({"sde." + k: g for k, g in grads(ps).items()})
     flat = torch.cat([ps[n].detach().reshape(-1) for n, _ in manifest()])
     out["params"] = flat.float()
-    write_golden("tests/golden/nn_clip_flow/small.safetensors", out,
-                 meta={"frames": FRAMES, "channels": CH, "height": H, "width": W, "hidden": HD,
+    write_golden("tests/golden/nn_clip_flow/small_%s.safetensors" % PRED, out,
+                 meta={"prediction": PRED, "frames": FRAMES, "channels": CH, "height": H, "width": W, "hidden": HD,
                        "layers": L, "time_dim": E, "prompts": P, "noise_level": nl,
                        "param_names": ",".join(n for n, _ in manifest())})
 

@@ -21,7 +21,8 @@
 #include "rlrt/nn/clip_flow.h"
 #include "../common/golden.h"
 
-#define GOLDEN "tests/golden/nn_clip_flow/small.safetensors"
+static const char *s_golden = "tests/golden/nn_clip_flow/small_x0.safetensors";
+#define GOLDEN s_golden
 
 static rl_model *s_model(const rl_golden *g)
 {
@@ -29,11 +30,12 @@ static rl_model *s_model(const rl_golden *g)
     snprintf(yaml, sizeof yaml,
              "model: {type: clip_flow, frames: %s, channels: %s, height: %s, width: %s, "
              "num_prompts: %s, hidden_size: %s, num_layers: %s, time_embed_dim: %s, "
-             "init_from: ''}\n",
+             "prediction: %s, init_from: ''}\n",
              rl_golden_meta(g, "frames"), rl_golden_meta(g, "channels"),
              rl_golden_meta(g, "height"), rl_golden_meta(g, "width"),
              rl_golden_meta(g, "prompts"), rl_golden_meta(g, "hidden"),
-             rl_golden_meta(g, "layers"), rl_golden_meta(g, "time_dim"));
+             rl_golden_meta(g, "layers"), rl_golden_meta(g, "time_dim"),
+             rl_golden_meta(g, "prediction"));
     rl_config *job = rl_config_parse_string(yaml, strlen(yaml), "<test>");
     assert_non_null(job);
     rl_model *m = rl_model_build(job, 1);
@@ -439,16 +441,30 @@ static void test_save_load(void **state)
     rl_golden_free(g);
 }
 
+static int s_use_velocity(void **state)
+{
+    (void)state;
+    s_golden = "tests/golden/nn_clip_flow/small_velocity.safetensors";
+    return 0;
+}
+
+static int s_use_x0(void **state)
+{
+    (void)state;
+    s_golden = "tests/golden/nn_clip_flow/small_x0.safetensors";
+    return 0;
+}
+
+#define S_BOTH(t) cmocka_unit_test_setup(t, s_use_velocity), cmocka_unit_test_setup(t, s_use_x0)
+
 int main(void)
 {
     rl_nn_set_threads(2);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_velocity_golden),
-        cmocka_unit_test(test_sde_logp_golden),
-        cmocka_unit_test(test_finite_differences),
-        cmocka_unit_test(test_sample_sde_density),
-        cmocka_unit_test(test_bad_batches),
-        cmocka_unit_test(test_save_load),
+        S_BOTH(test_velocity_golden),   S_BOTH(test_sde_logp_golden),
+        S_BOTH(test_finite_differences), S_BOTH(test_sample_sde_density),
+        cmocka_unit_test_setup(test_bad_batches, s_use_x0),
+        cmocka_unit_test_setup(test_save_load, s_use_x0),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

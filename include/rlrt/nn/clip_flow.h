@@ -13,7 +13,14 @@
  *                  the num_prompts built-in prompts, rlrt/clips.h)
  *   h_0          = in(x) + c
  *   h_{l+1}      = h_l + fc2_l(silu(fc1_l(silu(h_l)) + c))     l < num_layers
- *   v    (N, D)  = out(silu(h_L))
+ *   o    (N, D)  = out(silu(h_L))
+ *   v            = o                                  (prediction: velocity)
+ *                = (x − o) / max(σ, RL_CLIP_FLOW_SIGMA_MIN)  (prediction: x0)
+ * With x0-prediction the network outputs the clean clip and the velocity
+ * follows from it: a hidden layer narrower than D cannot carry the noise of
+ * x through to a predicted ε or v, but it can carry a clean image (the
+ * "let denoising models denoise" argument for pixel-space generators); the
+ * ODE's last step then lands exactly on x̂0. The loss stays on v.
  * Linear layers are (out, in) with bias; names: in, time, prompt.embedding,
  * blocks.<l>.fc1, blocks.<l>.fc2, out (".weight" / ".bias").
  *
@@ -76,12 +83,17 @@ extern "C" {
     "  hidden_size: 512\n" \
     "  num_layers: 3\n" \
     "  time_embed_dim: 64\n" \
+    "  prediction: x0            # x0 (the network predicts the clean clip) or velocity\n" \
     "  init_from: ''             # directory with model.safetensors (warm start)\n"
 
 extern const rl_model_kind rl_model_kind_clip_flow;
 
+/* The floor of σ in the x0-prediction's division. */
+#define RL_CLIP_FLOW_SIGMA_MIN 0.05f
+
 typedef struct rl_clip_flow_config {
     int frames, channels, height, width, num_prompts, hidden, layers, time_dim;
+    int x0_pred; /* model.prediction: x0 */
 } rl_clip_flow_config;
 
 /* The architecture of a clip_flow model (NULL for another kind). */
