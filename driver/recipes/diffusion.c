@@ -410,13 +410,16 @@ static int s_validate(s_dg *s)
     s_mean_metric(s->t.ms, dp, RL_REWARD_ON_PROMPT, "val/on_prompt");
     s_mean_metric(s->t.ms, dp, RL_REWARD_REMOTE, "val/remote");
     rl_metric_set_put(s->t.ms, "timing_s/testing", rl_now_s() - t0);
-    double v = 0, pm = -1, on = -1, kb = -1;
-    rl_metric_set_get(s->t.ms, "val/score", &v);
-    rl_metric_set_get(s->t.ms, "val/prompt_match", &pm);
-    rl_metric_set_get(s->t.ms, "val/on_prompt", &on);
-    rl_metric_set_get(s->t.ms, "val/jpeg_kb", &kb);
-    rl_log_info("step %lld validation: score %.4f  prompt_match %.4f  on_prompt %.3f  jpeg_kb %.3f",
-                (long long)s->step, v, pm, on, kb);
+    static const char *const keys[5] = {"val/score", "val/prompt_match", "val/on_prompt",
+                                        "val/jpeg_kb", "val/remote"};
+    char line[512];
+    int n = snprintf(line, sizeof line, "step %lld validation:", (long long)s->step);
+    for (int k = 0; k < 5 && n < (int)sizeof line; k++) {
+        double v;
+        if (rl_metric_set_get(s->t.ms, keys[k], &v) == RL_OK)
+            n += snprintf(line + n, sizeof line - (size_t)n, "  %s %.4f", keys[k] + 4, v);
+    }
+    rl_log_info("%s", line);
     rl_dataproto_free(dp);
     return RL_OK;
 }
