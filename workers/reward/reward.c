@@ -213,20 +213,15 @@ static int s_compute_image_reward(rl_worker_ctx *ctx, const rl_dataproto *in, rl
     float *score = rc ? NULL : s_out(o, RL_REWARD_SCORE, B);
     if (!rc && !score)
         rc = rl_error_code();
-    /* pixels as an image file would hold them: u8 (B, H, W, C) */
+    /* pixels as an image file would hold them: u8 (B, H, W, C), and the
+     * floats the scorer sees decoded back from them */
     for (int64_t b = 0; !rc && b < B; b++) {
-        uint8_t chw[3 * 4096];
         for (int64_t c = 0; c < C; c++)
-            for (int64_t y = 0; y < H; y++) {
-                const float *row = x + b * D + (c * H + y) * W;
-                for (int64_t xx = 0; xx < W; xx += 4096 / 3) {
-                    int64_t n = W - xx < 4096 / 3 ? W - xx : 4096 / 3;
-                    rl_clip_to_u8(row + xx, n, chw);
-                    for (int64_t k = 0; k < n; k++) {
-                        hwc[b * D + (y * W + xx + k) * C + c] = chw[k];
-                        fq[b * D + (c * H + y) * W + xx + k] = (float)chw[k] / 127.5f - 1.0f;
-                    }
-                }
+            for (int64_t i = 0; i < H * W; i++) {
+                uint8_t u;
+                rl_clip_to_u8(x + b * D + c * H * W + i, 1, &u);
+                hwc[b * D + i * C + c] = u;
+                fq[b * D + c * H * W + i] = (float)u / 127.5f - 1.0f;
             }
         prompts[b] = rl_column_str(pc, b);
         cls[b] = -1;
