@@ -12,7 +12,7 @@
 # <!-- bench-diffusion:begin --> and <!-- bench-diffusion:end -->.
 # It is not a test: it takes a while. Knobs (environment):
 #   RL_BENCH_DIFF_STEPS (default 100)        GRPO steps per reward
-#   RL_BENCH_DIFF_FLOW_STEPS (default 1500)  generator pretraining steps
+#   RL_BENCH_DIFF_FLOW_STEPS (default 400)   generator pretraining steps
 #   RL_BENCH_DIFF_SCORER_STEPS (default 600) scorer steps
 #   RL_BENCH_DIFF_DIR (default runs/bench_diffusion)
 #   RL_BENCH_DIFF_RUNS (default "jpeg_compressibility jpeg_incompressibility prompt_match")
@@ -20,7 +20,7 @@
 set -u
 BUILD=${BUILD:-build}
 STEPS=${RL_BENCH_DIFF_STEPS:-100}
-FLOW_STEPS=${RL_BENCH_DIFF_FLOW_STEPS:-1500}
+FLOW_STEPS=${RL_BENCH_DIFF_FLOW_STEPS:-400}
 SCORER_STEPS=${RL_BENCH_DIFF_SCORER_STEPS:-600}
 DIR=${RL_BENCH_DIFF_DIR:-runs/bench_diffusion}
 RUNS=${RL_BENCH_DIFF_RUNS:-"jpeg_compressibility jpeg_incompressibility prompt_match"}
