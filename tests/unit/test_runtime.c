@@ -630,8 +630,10 @@ static void test_worker_ready_lists_served_methods(void **state)
     Rl__Envelope *got = s_configure_worker("{\"world_size\": 1, \"rank\": 0}", 200, &pid, &ctx, &sock);
     assert_non_null(got);
     assert_int_equal(got->body_case, RL__ENVELOPE__BODY_READY);
-    assert_int_equal(got->ready->n_methods, 1);
+    /* the reward role's methods: the LM's and the diffusion track's images */
+    assert_int_equal(got->ready->n_methods, 2);
     assert_string_equal(got->ready->methods[0], "compute_reward");
+    assert_string_equal(got->ready->methods[1], "compute_image_reward");
     rl__envelope__free_unpacked(got, NULL);
     s_end_worker(pid, ctx, sock);
 
@@ -642,7 +644,7 @@ static void test_worker_ready_lists_served_methods(void **state)
     assert_true(s_has_method(got->ready, "compute_reward"));
     assert_true(s_has_method(got->ready, "echo"));
     assert_true(s_has_method(got->ready, "coll_check"));
-    assert_int_equal(got->ready->n_methods, 14);
+    assert_int_equal(got->ready->n_methods, 15);
     rl__envelope__free_unpacked(got, NULL);
     s_end_worker(pid, ctx, sock);
 
