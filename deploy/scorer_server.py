@@ -42,6 +42,7 @@ PROTOCOL_VERSION = 1
 IMAGE_PNG, IMAGE_RAW = 0, 1
 MAX_IMAGES = 65536
 MAX_SIDE = 16384
+MAX_PIXEL_BYTES = 64 << 20  # per image, decoded
 PROMPTS = ["a T-shirt", "a trouser", "a pullover", "a dress", "a coat", "a sandal", "a shirt",
            "a sneaker", "a bag", "an ankle boot"]
 
@@ -171,13 +172,17 @@ def decode_png(data):
         raise BadRequest(f"PNG {w}x{h} depth {depth} type {ctype} interlace {interlace}: "
                          "only 8-bit gray/RGB, non-interlaced")
     ch = 1 if ctype == 0 else 3
-    try:
-        raw = zlib.decompress(bytes(idat))
+    stride = w * ch
+    want = h * (stride + 1)
+    if want > MAX_PIXEL_BYTES:
+        raise BadRequest(f"PNG of {w}x{h}x{ch} is larger than {MAX_PIXEL_BYTES} bytes")
+    try:  # never inflate more than the header promises (a zlib bomb stops here)
+        z = zlib.decompressobj()
+        raw = z.decompress(bytes(idat), want + 1)
     except zlib.error as e:
         raise BadRequest(f"PNG data: {e}")
-    stride = w * ch
-    if len(raw) != h * (stride + 1):
-        raise BadRequest(f"PNG data holds {len(raw)} bytes, expected {h * (stride + 1)}")
+    if len(raw) != want:
+        raise BadRequest(f"PNG data holds {len(raw)}+ bytes, expected {want}")
     out, prev = bytearray(), bytearray(stride)
     for y in range(h):
         f, row = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
@@ -214,7 +219,8 @@ def request_images(req):
                 imgs.append(decode_png(data))
             elif req["format"] == IMAGE_RAW:
                 w, h, ch = req["width"], req["height"], req["channels"]
-                if ch not in (1, 3) or not (0 < w <= MAX_SIDE and 0 < h <= MAX_SIDE):
+                if ch not in (1, 3) or not (0 < w <= MAX_SIDE and 0 < h <= MAX_SIDE) \
+                        or w * h * ch > MAX_PIXEL_BYTES:
                     raise BadRequest(f"RAW {w}x{h}x{ch}")
                 if len(data) != w * h * ch:
                     raise BadRequest(f"RAW image of {len(data)} bytes, expected {w * h * ch}")
