@@ -8,6 +8,7 @@
 #   make golden               regenerate tests/golden with /usr/bin/python3 + torch
 #   make venv-ref             build/venv-ref: the PyPI packages the references need
 #   make bench-NAME           run bench/bench_NAME.sh, or every bench_NAME* binary
+#   make venv-hpsv3           PyPI hpsv3 in build/venv-hpsv3/ (deploy/scorer_server.py --backend hpsv3)
 #   make fuzz [FUZZ_SECONDS=60]
 #   make install PREFIX=/usr/local
 #
@@ -31,14 +32,15 @@ PYTHON   ?= /usr/bin/python3
 FUZZ_SECONDS ?= 60
 FUZZ_MAX_LEN ?= 65536
 
-PKGS      := libzmq libczmq libprotobuf-c libuv yaml-0.1 jansson openblas libmicrohttpd libsystemd
+PKGS      := libzmq libczmq libprotobuf-c libuv yaml-0.1 jansson openblas libmicrohttpd libsystemd \
+             zlib libjpeg libpng
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
 CPPFLAGS := -Iinclude -I$(BUILD)/gen -D_GNU_SOURCE
 CFLAGS   := -std=c11 $(OPT) -g -fPIC -pthread -fopenmp $(WARN) $(PKG_CFLAGS)
-LDLIBS   := $(PKG_LIBS) -lm -pthread -fopenmp
+LDLIBS   := $(PKG_LIBS) -lgif -lm -pthread -fopenmp
 
 ifneq ($(SANITIZE),)
 CFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -106,7 +108,8 @@ FUZZ_REPLAY_A   := $(BUILD)/lib/librlrt_fuzz_replay.a
 BENCH_SRC  := $(sort $(wildcard bench/bench_*.c))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all lib bins tests benches test run deps golden fuzz install clean venv-ref venv-deploy fuzz-ci
+.PHONY: all lib bins tests benches test run deps golden fuzz install clean venv-ref venv-deploy \
+        fuzz-ci venv-hpsv3
 .SECONDARY:
 .DELETE_ON_ERROR:
 
@@ -257,7 +260,7 @@ $(BUILD)/fuzz/obj/%.o: %.c $(PROTO_H)
 
 $(BUILD)/fuzz/%: fuzz/%.c $(FUZZ_LIB_OBJ)
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ $(PKG_LIBS) -lm -pthread -fopenmp
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ $(PKG_LIBS) -lgif -lm -pthread -fopenmp
 
 # Each target runs FUZZ_SECONDS from the seeds, the kept corpus and its
 # regression inputs (read-only); a crash lands in fuzz/regressions/<target>/,
@@ -282,6 +285,14 @@ fuzz: deps $(FUZZ_BINS)
 FUZZ_CI_SECONDS ?= 20
 fuzz-ci:
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_CI_SECONDS)
+
+# ---- the HPSv3 scorer's Python environment (optional, a GPU host) -------------------
+# PyPI packages live in a venv inside the project tree; Debian's python3-zmq
+# and python3-numpy are reused (--system-site-packages).
+venv-hpsv3:
+	$(PYTHON) -m venv --system-site-packages build/venv-hpsv3
+	build/venv-hpsv3/bin/pip install hpsv3
+	@echo "start the server with: build/venv-hpsv3/bin/python deploy/scorer_server.py --backend hpsv3 --checkpoint FILE"
 
 # ---- install -------------------------------------------------------------------
 install: lib bins $(PROTO_H)

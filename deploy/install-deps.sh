@@ -16,10 +16,14 @@ PACKAGES="build-essential pkg-config git ca-certificates
 libzmq3-dev libczmq-dev libprotobuf-c-dev protobuf-c-compiler
 libuv1-dev libyaml-dev libjansson-dev libopenblas-dev libcmocka-dev
 libmicrohttpd-dev libsystemd-dev libsodium-dev systemd curl
-clang libclang-rt-dev iproute2 procps"
+clang libclang-rt-dev iproute2 procps
+zlib1g-dev libjpeg62-turbo-dev libpng-dev libgif-dev dataset-fashion-mnist
+python3-zmq python3-numpy"
 
+# python3-zmq and python3-numpy run the reference scorer server
+# (deploy/scorer_server.py) in its protocol tests.
 # Optional: only the reference generators (make golden) and the ctypes smoke
-# test use them; tests skip with a message when absent.
+# test use these; tests skip with a message when absent.
 OPTIONAL="python3 python3-numpy python3-torch"
 
 # The base of build/venv-ref (make venv-ref; deploy/venv-ref.sh): the

@@ -14,7 +14,9 @@
 #include "rlrt/runtime/cluster.h"
 #include "rlrt/runtime/driver.h"
 
-static const rl_recipe *s_recipes[] = {&rl_recipe_selftest, &rl_recipe_sft, &rl_recipe_rlvr};
+static const rl_recipe *s_recipes[] = {&rl_recipe_selftest,      &rl_recipe_sft,
+                                       &rl_recipe_rlvr,          &rl_recipe_scorer_train,
+                                       &rl_recipe_flow_pretrain, &rl_recipe_diffusion};
 
 static void s_usage(FILE *f)
 {

@@ -34,6 +34,9 @@ typedef struct rl_recipe {
 extern const rl_recipe rl_recipe_selftest;
 extern const rl_recipe rl_recipe_sft;
 extern const rl_recipe rl_recipe_rlvr;
+extern const rl_recipe rl_recipe_scorer_train;
+extern const rl_recipe rl_recipe_flow_pretrain;
+extern const rl_recipe rl_recipe_diffusion;
 
 /* Keys every job has; a recipe's defaults are merged over them. */
 #define RL_COMMON_DEFAULTS \

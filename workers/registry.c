@@ -20,7 +20,7 @@ const rl_worker_role *const rl_worker_roles[] = {
  * columns and the job config alone; rollout and actor hold weights and
  * optimizer state, so re-running their calls on a fresh process would not
  * give the same answer (that needs the step-level recovery). */
-static const char *const s_reward_retry_safe[] = {RL_REWARD_COMPUTE, NULL};
+static const char *const s_reward_retry_safe[] = {RL_REWARD_COMPUTE, RL_REWARD_IMAGE_COMPUTE, NULL};
 static const char *const s_none[] = {NULL};
 
 static const struct {

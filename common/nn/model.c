@@ -9,12 +9,16 @@
 #include <sys/stat.h>
 
 #include "rlrt/error.h"
+#include "rlrt/nn/clip_flow.h"
+#include "rlrt/nn/image_classifier.h"
 #include "rlrt/nn/lm_model.h"
 #include "rlrt/nn/safetensors.h"
 
 /* The kinds a job can name in model.type: a new model is one line here. */
 static const rl_model_kind *const s_kinds[] = {
     &rl_model_kind_lm,
+    &rl_model_kind_clip_flow,
+    &rl_model_kind_image_classifier,
 };
 #define S_NKINDS (sizeof s_kinds / sizeof s_kinds[0])
 
@@ -183,4 +187,29 @@ int rl_model_load(rl_model *m, const char *dir)
     if (rc)
         return rc;
     return rl_model_check_finite(m, p, path);
+}
+
+rl_model *rl_model_load_dir(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", dir ? dir : "");
+    rl_config *job = rl_config_parse_file(path);
+    if (!job)
+        return NULL;
+    rl_model *m = NULL;
+    if (!rl_config_set_yaml(job, "model.init_from", "''") &&
+        rl_model_check_config(job) == RL_OK) {
+        const rl_model_kind *k = NULL;
+        const char *type;
+        if (!rl_config_get_string(job, "model.type", &type))
+            k = rl_model_kind_find(type);
+        m = k ? k->from_config(job) : NULL;
+        int rc = m ? rl_model_load(m, dir) : rl_error_code();
+        if (m && rc) {
+            rl_model_free(m);
+            m = NULL;
+        }
+    }
+    rl_config_free(job);
+    return m;
 }

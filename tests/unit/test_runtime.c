@@ -630,12 +630,15 @@ static void test_worker_ready_lists_served_methods(void **state)
     Rl__Envelope *got = s_configure_worker("{\"world_size\": 1, \"rank\": 0}", 200, &pid, &ctx, &sock);
     assert_non_null(got);
     assert_int_equal(got->body_case, RL__ENVELOPE__BODY_READY);
-    assert_int_equal(got->ready->n_methods, 1);
+    /* the reward role's methods: the LM's and the diffusion track's images */
+    assert_int_equal(got->ready->n_methods, 2);
     assert_string_equal(got->ready->methods[0], "compute_reward");
+    assert_string_equal(got->ready->methods[1], "compute_image_reward");
     /* the registry declares the reward's scoring retry-safe (data, not a
      * role name in the runtime) */
-    assert_int_equal(got->ready->n_retry_safe, 1);
+    assert_int_equal(got->ready->n_retry_safe, 2);
     assert_string_equal(got->ready->retry_safe[0], "compute_reward");
+    assert_string_equal(got->ready->retry_safe[1], "compute_image_reward");
     rl__envelope__free_unpacked(got, NULL);
     s_end_worker(pid, ctx, sock);
 
@@ -646,7 +649,7 @@ static void test_worker_ready_lists_served_methods(void **state)
     assert_true(s_has_method(got->ready, "compute_reward"));
     assert_true(s_has_method(got->ready, "echo"));
     assert_true(s_has_method(got->ready, "coll_check"));
-    assert_int_equal(got->ready->n_methods, 15);
+    assert_int_equal(got->ready->n_methods, 16);
     int safe_sleep = 0, unsafe_sleep = 0;
     for (size_t i = 0; i < got->ready->n_retry_safe; i++) {
         safe_sleep |= strcmp(got->ready->retry_safe[i], "sleep_safe") == 0;

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "../roles.h"
+#include "rlrt/algo/diffusion.h"
 #include "rlrt/algo/policy_loss.h"
 #include "rlrt/nn/checkpoint.h"
 #include "rlrt/nn/model.h"
@@ -31,6 +32,8 @@
 
 typedef struct s_actor {
     rl_actor_config o;
+    int diffusion;                /* the job has the diffusion section */
+    rl_actor_diffusion_config df; /* actor.clip_range, ... (diffusion methods) */
     rl_ppo_loss_cfg loss;
     rl_lr_schedule lr;
     rl_model *policy, *ref;
@@ -79,6 +82,13 @@ static int s_init(rl_worker_ctx *ctx)
     if (rc) {
         free(a);
         return rc;
+    }
+    if (rl_config_has(ctx->config, "actor.clip_range")) {
+        if ((rc = rl_actor_diffusion_config_read(ctx->config, &a->df))) {
+            free(a);
+            return rc;
+        }
+        a->diffusion = 1;
     }
     rl_ppo_loss_cfg_default(&a->loss);
     a->loss.agg = a->o.loss_agg;
@@ -169,8 +179,8 @@ static int s_init_model(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto
 }
 
 /* After the gradients of one optimiser step are accumulated: reduce-scatter,
- * global clip, AdamW on the shard, all-gather. */
-static int s_fsdp_step(s_actor *a, double *grad_norm, double *lr_out)
+ * global clip at `clip` (0: off), AdamW on the shard, all-gather. */
+static int s_fsdp_step(s_actor *a, double clip, double *grad_norm, double *lr_out)
 {
     float *g = rl_model_grads(a->policy), *p = rl_model_params(a->policy);
     int64_t n = a->end - a->begin;
@@ -189,7 +199,7 @@ static int s_fsdp_step(s_actor *a, double *grad_norm, double *lr_out)
         sumsq = (double)tot[0] + (double)tot[1];
     }
     float norm = 0;
-    if ((rc = rl_grad_clip_apply(gs, n, sumsq, (float)a->o.grad_clip, &norm)))
+    if ((rc = rl_grad_clip_apply(gs, n, sumsq, (float)clip, &norm)))
         return rc;
     double lr = rl_lr_at(&a->lr, a->opt->step);
     if ((rc = rl_adamw_step(a->opt, lr, p + a->begin, gs)))
@@ -325,7 +335,7 @@ static int s_update_actor(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
                                        &pass, s_ppo_loss, &c, &loss);
     /* every rank takes part in the collectives, even with an empty chunk */
     if (!rc)
-        rc = s_fsdp_step(a, &gnorm, &lr);
+        rc = s_fsdp_step(a, a->o.grad_clip, &gnorm, &lr);
     if (rc)
         return rl_error_wrap(rc, "actor/%d", ctx->rank);
     /* partial sums: the recipe adds the ranks' values and divides by the
@@ -375,12 +385,158 @@ static int s_sft_step(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto *
     int rc = rl_model_forward_backward(a->policy, in, RL_Q_BIT(RL_Q_LOGP), &pass, s_sft_loss, &c,
                                        &loss);
     if (!rc)
-        rc = s_fsdp_step(a, &gnorm, &lr);
+        rc = s_fsdp_step(a, a->o.grad_clip, &gnorm, &lr);
     if (rc)
         return rl_error_wrap(rc, "actor/%d", ctx->rank);
     *out = rl_dataproto_new_meta(json_pack("{s:f, s:f, s:f, s:f}", RL_ACTOR_M_LOSS, loss,
                                            RL_ACTOR_M_TOKENS, c.tokens, RL_ACTOR_M_GRAD_NORM, gnorm,
                                            RL_ACTOR_M_LR, lr));
+    return *out ? RL_OK : rl_error_code();
+}
+
+/* ---- diffusion: flow matching and the per-timestep GRPO update ------------------------------------- */
+
+static s_actor *s_get_diffusion(rl_worker_ctx *ctx, const char *method)
+{
+    s_actor *a = s_get(ctx, method);
+    if (a && !a->diffusion) {
+        rl_error_set(RL_ESTATE, "%s: the job has no diffusion section (actor.clip_range, ...: "
+                                "RL_ACTOR_DIFFUSION_DEFAULTS)", method);
+        return NULL;
+    }
+    return a;
+}
+
+typedef struct s_fm_ctx {
+    const float *target; /* (B, D) of the whole call */
+    double norm;         /* global rows · D */
+} s_fm_ctx;
+
+/* Σ (v − target)² / norm over the micro-batch. */
+static int s_fm_loss(void *arg, const rl_model_io *out, rl_model_io *grad, double *loss)
+{
+    s_fm_ctx *c = arg;
+    int64_t D = out->width[RL_Q_VELOCITY], n = out->rows * D;
+    const float *v = out->q[RL_Q_VELOCITY], *t = c->target + out->row0 * D;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)v[i] - t[i];
+        s += d * d;
+        grad->q[RL_Q_VELOCITY][i] = (float)(2.0 * d / c->norm);
+    }
+    *loss += s / c->norm;
+    return RL_OK;
+}
+
+static int s_flow_step(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    s_actor *a = s_get_diffusion(ctx, RL_ACTOR_FLOW_STEP);
+    if (!a)
+        return rl_error_code();
+    int64_t grows;
+    if (rl_dataproto_meta_get_int(in, RL_ACTOR_GLOBAL_ROWS, 1, INT64_MAX, &grows))
+        return rl_error_code();
+    const int64_t dims[2] = {rl_dataproto_rows(in), -1};
+    const rl_tensor *t = rl_dataproto_tensor_shaped(in, RL_ACTOR_VELOCITY_TARGET, RL_F32, 2, dims);
+    if (!t)
+        return rl_error_code();
+    s_fm_ctx c = {rl_tensor_data((rl_tensor *)t), (double)grows * (double)t->shape[1]};
+    for (int64_t i = 0; i < t->shape[0] * t->shape[1]; i++)
+        if (!isfinite(c.target[i]))
+            return rl_error_set(RL_ENUMERIC, "tensor '%s' holds %g at %lld", RL_ACTOR_VELOCITY_TARGET,
+                                (double)c.target[i], (long long)i);
+    double loss = 0, gnorm = 0, lr = 0;
+    rl_model_pass pass = {.temperature = 1.0, .micro_batch = a->o.micro_batch};
+    int rc = rl_model_forward_backward(a->policy, in, RL_Q_BIT(RL_Q_VELOCITY), &pass, s_fm_loss, &c,
+                                       &loss);
+    /* every rank takes part in the collectives, even after an error of its
+     * own (then with no gradient: the call fails anyway) */
+    if (rc)
+        rl_model_zero_grad(a->policy);
+    int rc2 = s_fsdp_step(a, a->df.max_grad_norm, &gnorm, &lr);
+    if (rc || rc2)
+        return rl_error_wrap(rc ? rc : rc2, "actor/%d", ctx->rank);
+    *out = rl_dataproto_new_meta(json_pack("{s:f, s:f, s:f}", RL_ACTOR_M_LOSS, loss,
+                                           RL_ACTOR_M_GRAD_NORM, gnorm, RL_ACTOR_M_LR, lr));
+    return *out ? RL_OK : rl_error_code();
+}
+
+typedef struct s_dg_ctx {
+    const float *old, *adv; /* (B, N), (B) of the whole call */
+    int64_t N;
+    double global, clip_range, adv_max;
+    float *advx;            /* (rows·N) scratch: adv broadcast over the steps */
+    double steps, clip, kl, ratio;
+} s_dg_ctx;
+
+/* The clipped GRPO loss of the trained steps of a micro-batch, normalised by
+ * the global step count. */
+static int s_dg_loss(void *arg, const rl_model_io *out, rl_model_io *grad, double *loss)
+{
+    s_dg_ctx *c = arg;
+    int64_t N = out->width[RL_Q_LOGP], rows = out->rows, n = rows * N;
+    if (N != c->N)
+        return rl_error_set(RL_ESHAPE, "%s: %s has %lld steps per row, the chain %lld",
+                            RL_ACTOR_UPDATE_DIFFUSION, RL_ACTOR_OLD_LOGP, (long long)c->N,
+                            (long long)N);
+    const float *mask = out->mask[RL_Q_LOGP];
+    double m = 0;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t k = 0; k < N; k++) {
+            c->advx[r * N + k] = c->adv[out->row0 + r];
+            m += mask[r * N + k];
+        }
+    rl_diffusion_grpo_metrics mt;
+    int rc = rl_diffusion_grpo_loss(out->q[RL_Q_LOGP], c->old + out->row0 * N, c->advx, mask, n,
+                                    c->clip_range, c->adv_max, grad->q[RL_Q_LOGP], &mt);
+    if (rc)
+        return rc;
+    double scale = m / c->global; /* local mean → share of the global mean */
+    for (int64_t i = 0; i < n; i++)
+        grad->q[RL_Q_LOGP][i] = (float)(grad->q[RL_Q_LOGP][i] * scale);
+    *loss += mt.loss * scale;
+    c->steps += m;
+    c->clip += mt.clip_frac * m;
+    c->kl += mt.approx_kl * m;
+    c->ratio += mt.ratio_mean * m;
+    return RL_OK;
+}
+
+static int s_update_diffusion(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    s_actor *a = s_get_diffusion(ctx, RL_ACTOR_UPDATE_DIFFUSION);
+    if (!a)
+        return rl_error_code();
+    int64_t gsteps, B = rl_dataproto_rows(in);
+    if (rl_dataproto_meta_get_int(in, RL_ACTOR_GLOBAL_TOKENS, 1, INT64_MAX, &gsteps))
+        return rl_error_code();
+    const int64_t d2[2] = {B, -1}, d1[1] = {B};
+    const rl_tensor *old = rl_dataproto_tensor_shaped(in, RL_ACTOR_OLD_LOGP, RL_F32, 2, d2);
+    const rl_tensor *adv = old ? rl_dataproto_tensor_shaped(in, RL_ACTOR_ADVANTAGES, RL_F32, 1, d1)
+                               : NULL;
+    if (!adv)
+        return rl_error_code();
+    s_dg_ctx c = {.old = rl_tensor_data((rl_tensor *)old), .adv = rl_tensor_data((rl_tensor *)adv),
+                  .N = old->shape[1], .global = (double)gsteps, .clip_range = a->df.clip_range,
+                  .adv_max = a->df.adv_clip_max};
+    int64_t mb = a->o.micro_batch > 0 && a->o.micro_batch < B ? a->o.micro_batch : (B ? B : 1);
+    c.advx = malloc(sizeof(float) * (size_t)(mb * (c.N > 0 ? c.N : 1)));
+    if (!c.advx)
+        return rl_error_set(RL_ENOMEM, "actor/%d: out of memory", ctx->rank);
+    double loss = 0, gnorm = 0, lr = 0;
+    rl_model_pass pass = {.temperature = 1.0, .micro_batch = a->o.micro_batch};
+    int rc = rl_model_forward_backward(a->policy, in, RL_Q_BIT(RL_Q_LOGP), &pass, s_dg_loss, &c,
+                                       &loss);
+    free(c.advx);
+    if (rc)
+        rl_model_zero_grad(a->policy);
+    int rc2 = s_fsdp_step(a, a->df.max_grad_norm, &gnorm, &lr);
+    if (rc || rc2)
+        return rl_error_wrap(rc ? rc : rc2, "actor/%d", ctx->rank);
+    *out = rl_dataproto_new_meta(json_pack(
+        "{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", RL_ACTOR_M_LOSS, loss, RL_ACTOR_M_TOKENS, c.steps,
+        RL_ACTOR_M_CLIPFRAC_SUM, c.clip, RL_ACTOR_M_PPO_KL_SUM, c.kl, RL_ACTOR_M_RATIO_SUM, c.ratio,
+        RL_ACTOR_M_GRAD_NORM, gnorm, RL_ACTOR_M_LR, lr));
     return *out ? RL_OK : rl_error_code();
 }
 
@@ -559,6 +715,8 @@ static const rl_method s_methods[] = {
     {RL_ACTOR_SAVE_CHECKPOINT, s_save_checkpoint},
     {RL_ACTOR_LOAD_CHECKPOINT, s_load_checkpoint},
     {RL_ACTOR_SAVE_MODEL, s_save_model},
+    {RL_ACTOR_FLOW_STEP, s_flow_step},
+    {RL_ACTOR_UPDATE_DIFFUSION, s_update_diffusion},
     {NULL, NULL},
 };
 

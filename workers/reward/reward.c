@@ -1,21 +1,76 @@
 /* workers/reward/reward.c — the reward role (contract: rlrt/roles/reward.h):
- * verifiable rewards (rlrt/reward.h) for a batch of decoded responses. The
- * reward.* section is read and range-checked once, in init; a call carries
- * no settings. */
+ * verifiable rewards (rlrt/reward.h) for a batch of decoded responses, and
+ * image rewards for the diffusion track (JPEG (in)compressibility, the
+ * learned prompt-match scorer, a remote scorer such as HPSv3). The reward.*
+ * section is read and range-checked once, in init, where the scorer is
+ * loaded and the remote client made; a call carries no settings. */
 #include "../roles.h"
 
 #include "rlrt/error.h"
 #include "rlrt/reward.h"
 #include "rlrt/roles/reward.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "rlrt/clips.h"
+#include "rlrt/image.h"
+#include "rlrt/log.h"
+#include "rlrt/nn/image_classifier.h"
+#include "rlrt/scorer.h"
+
 typedef struct s_state {
     rl_reward_config cfg;
     char *default_source; /* owned copy (the config tree may be replaced) */
+    /* image rewards (absent: the job has no reward.reward_model) */
+    int image;
+    rl_reward_image_config img;
+    rl_model *scorer;
+    rl_scorer_client *remote;
 } s_state;
+
+static void s_free_state(s_state *st)
+{
+    if (!st)
+        return;
+    rl_model_free(st->scorer);
+    rl_scorer_client_free(st->remote);
+    free(st->default_source);
+    free(st);
+}
+
+/* The image-reward section: the scorer and the remote client. */
+static int s_init_image(rl_worker_ctx *ctx, s_state *st)
+{
+    int rc = rl_reward_image_config_read(ctx->config, &st->img);
+    if (rc)
+        return rc;
+    st->image = 1;
+    if (st->img.scorer_path && *st->img.scorer_path) {
+        st->scorer = rl_model_load_dir(st->img.scorer_path);
+        if (!st->scorer)
+            return rl_config_error_at(ctx->config, "reward.scorer_path", rl_error_code(),
+                                      "loading the scorer: %s", rl_error_message());
+        if (!rl_image_classifier_classes(st->scorer)) {
+            return rl_config_error_at(ctx->config, "reward.scorer_path", RL_ECONFIG,
+                                      "%s holds a %s model, not an image_classifier",
+                                      st->img.scorer_path, rl_model_kind_name(st->scorer));
+        }
+    }
+    if (st->img.endpoint && *st->img.endpoint) {
+        st->remote = rl_scorer_client_new(st->img.endpoint, (int)st->img.timeout_ms,
+                                          (int)st->img.retries,
+                                          st->img.raw ? RL_SCORER_RAW : RL_SCORER_PNG);
+        if (!st->remote)
+            return rl_config_error_at(ctx->config, "reward.remote.endpoint", rl_error_code(), "%s",
+                                      rl_error_message());
+    }
+    /* the config tree may be replaced: keep nothing borrowed */
+    st->img.reward_model = st->img.scorer_path = st->img.endpoint = NULL;
+    return RL_OK;
+}
 
 static int s_init(rl_worker_ctx *ctx)
 {
@@ -25,7 +80,7 @@ static int s_init(rl_worker_ctx *ctx)
         return rc;
     s_state *st = calloc(1, sizeof *st);
     if (!st || (o.default_source && !(st->default_source = strdup(o.default_source)))) {
-        free(st);
+        s_free_state(st);
         return rl_error_set(RL_ENOMEM, "reward: out of memory");
     }
     rl_reward_config_default(&st->cfg);
@@ -33,17 +88,17 @@ static int s_init(rl_worker_ctx *ctx)
     st->cfg.last_number_fallback = o.last_number_fallback;
     st->cfg.math_last_number_fallback = o.math_last_number_fallback;
     st->cfg.default_source = st->default_source;
+    if (rl_config_has(ctx->config, "reward.reward_model") && (rc = s_init_image(ctx, st))) {
+        s_free_state(st);
+        return rc;
+    }
     ctx->user = st;
     return RL_OK;
 }
 
 static void s_fini(rl_worker_ctx *ctx)
 {
-    s_state *st = ctx->user;
-    if (st) {
-        free(st->default_source);
-        free(st);
-    }
+    s_free_state(ctx->user);
     ctx->user = NULL;
 }
 
@@ -112,6 +167,134 @@ static int s_compute_reward(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datap
     return RL_OK;
 }
 
-static const rl_method s_methods[] = {{RL_REWARD_COMPUTE, s_compute_reward}, {NULL, NULL}};
+/* ---- image rewards ------------------------------------------------------------------------ */
+
+/* A new (B) f32 output tensor `name`. */
+static float *s_out(rl_dataproto *o, const char *name, int64_t B)
+{
+    int64_t shape[1] = {B};
+    rl_tensor *t = rl_dataproto_new_tensor(o, name, RL_F32, 1, shape);
+    return t ? rl_tensor_data(t) : NULL;
+}
+
+static int s_compute_image_reward(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    const s_state *st = ctx->user;
+    if (!st->image)
+        return rl_error_set(RL_ESTATE, "%s: the job has no image-reward section "
+                                       "(reward.reward_model)", RL_REWARD_IMAGE_COMPUTE);
+    const rl_tensor *ti = rl_dataproto_tensor_shaped(in, RL_REWARD_IMAGES, RL_F32, 4, NULL);
+    const rl_column *pc = ti ? s_string_column(in, RL_REWARD_PROMPT) : NULL;
+    if (!pc)
+        return rl_error_code();
+    int64_t B = ti->shape[0], C = ti->shape[1], H = ti->shape[2], W = ti->shape[3];
+    if ((C != 1 && C != 3) || H < 1 || W < 1 || H > 4096 || W > 4096)
+        return rl_error_set(RL_ESHAPE, "tensor '%s' must be (B, 1 or 3, H, W) with H, W in [1, "
+                                       "4096], got (%lld, %lld, %lld, %lld)", RL_REWARD_IMAGES,
+                            (long long)B, (long long)C, (long long)H, (long long)W);
+    const float *x = rl_tensor_data((rl_tensor *)ti);
+    int64_t D = C * H * W;
+    for (int64_t i = 0; i < B * D; i++)
+        if (!isfinite(x[i]))
+            return rl_error_set(RL_ENUMERIC, "corrupt image: row %lld holds %g at (c, y, x) = "
+                                             "(%lld, %lld, %lld)", (long long)(i / D), (double)x[i],
+                                (long long)(i % D / (H * W)), (long long)(i % (H * W) / W),
+                                (long long)(i % W));
+    const double *w = st->img.weight;
+    int want_jpeg = w[RL_IMG_JPEG_COMPRESSIBILITY] != 0 || w[RL_IMG_JPEG_INCOMPRESSIBILITY] != 0;
+    int *cls = malloc(sizeof(int) * (size_t)(B > 0 ? B : 1));
+    uint8_t *hwc = malloc((size_t)(B > 0 ? B : 1) * (size_t)D);       /* (B, H, W, C) */
+    float *fq = malloc(sizeof(float) * (size_t)(B > 0 ? B : 1) * (size_t)D); /* quantised */
+    const char **prompts = malloc(sizeof(char *) * (size_t)(B > 0 ? B : 1));
+    rl_dataproto *o = rl_dataproto_new();
+    int rc = cls && hwc && fq && prompts && o
+                 ? RL_OK
+                 : rl_error_set(RL_ENOMEM, "%s: out of memory", RL_REWARD_IMAGE_COMPUTE);
+    float *score = rc ? NULL : s_out(o, RL_REWARD_SCORE, B);
+    if (!rc && !score)
+        rc = rl_error_code();
+    /* pixels as an image file would hold them: u8 (B, H, W, C), and the
+     * floats the scorer sees decoded back from them */
+    for (int64_t b = 0; !rc && b < B; b++) {
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t i = 0; i < H * W; i++) {
+                uint8_t u;
+                rl_clip_to_u8(x + b * D + c * H * W + i, 1, &u);
+                hwc[b * D + i * C + c] = u;
+                fq[b * D + c * H * W + i] = (float)u / 127.5f - 1.0f;
+            }
+        prompts[b] = rl_column_str(pc, b);
+        cls[b] = -1;
+    }
+    for (int64_t b = 0; !rc && b < B; b++)
+        score[b] = 0;
+    if (!rc && want_jpeg) {
+        float *kb = s_out(o, RL_REWARD_JPEG_KB, B);
+        rc = kb ? RL_OK : rl_error_code();
+        for (int64_t b = 0; !rc && b < B; b++) {
+            size_t bytes = 0;
+            if ((rc = rl_image_jpeg_size(hwc + b * D, (int)W, (int)H, (int)C, (int)st->img.quality,
+                                         &bytes)))
+                rc = rl_error_wrap(rc, "row %lld", (long long)b);
+            kb[b] = (float)((double)bytes / 1000.0);
+            score[b] += (float)((w[RL_IMG_JPEG_INCOMPRESSIBILITY] - w[RL_IMG_JPEG_COMPRESSIBILITY]) *
+                                kb[b]);
+        }
+    }
+    if (!rc && st->scorer) {
+        int K = rl_image_classifier_classes(st->scorer);
+        if (rl_image_classifier_dim(st->scorer) != D || K > 16)
+            rc = rl_error_set(RL_ESHAPE, "the scorer takes images of %lld floats and %d classes, "
+                                         "got images of %lld", (long long)rl_image_classifier_dim(st->scorer),
+                              K, (long long)D);
+        for (int64_t b = 0; !rc && b < B; b++)
+            if ((cls[b] = rl_fmnist_prompt_class(prompts[b])) < 0 || cls[b] >= K)
+                rc = rl_error_wrap(RL_EINVAL, "row %lld", (long long)b);
+        float *pm = rc ? NULL : s_out(o, RL_REWARD_PROMPT_MATCH, B);
+        float *on = pm ? s_out(o, RL_REWARD_ON_PROMPT, B) : NULL;
+        if (!rc && !on)
+            rc = rl_error_code();
+        for (int64_t b0 = 0; !rc && b0 < B; b0 += 256) {
+            int64_t n = B - b0 < 256 ? B - b0 : 256;
+            float *p = malloc(sizeof(float) * (size_t)(n * K));
+            rc = p ? rl_image_classifier_probs(st->scorer, n, fq + b0 * D, p)
+                   : rl_error_set(RL_ENOMEM, "out of memory");
+            for (int64_t i = 0; !rc && i < n; i++) {
+                int arg = 0;
+                for (int k = 1; k < K; k++)
+                    arg = p[i * K + k] > p[i * K + arg] ? k : arg;
+                pm[b0 + i] = p[i * K + cls[b0 + i]];
+                on[b0 + i] = arg == cls[b0 + i] ? 1.0f : 0.0f;
+                score[b0 + i] += (float)(w[RL_IMG_PROMPT_MATCH] * pm[b0 + i]);
+            }
+            free(p);
+        }
+    }
+    if (!rc && w[RL_IMG_REMOTE] != 0) {
+        float *rs = s_out(o, RL_REWARD_REMOTE, B);
+        rc = rs ? rl_scorer_score(st->remote, hwc, B, (int)W, (int)H, (int)C, prompts, rs, NULL)
+                : rl_error_code();
+        for (int64_t b = 0; !rc && b < B; b++)
+            score[b] += (float)(w[RL_IMG_REMOTE] * rs[b]);
+    }
+    for (int64_t b = 0; !rc && b < B; b++)
+        score[b] = (float)(st->img.coeff * score[b]);
+    free(cls);
+    free(hwc);
+    free(fq);
+    free(prompts);
+    if (rc) {
+        rl_dataproto_free(o);
+        return rl_error_wrap(rc, "reward/%d %s", ctx->rank, RL_REWARD_IMAGE_COMPUTE);
+    }
+    *out = o;
+    return RL_OK;
+}
+
+static const rl_method s_methods[] = {
+    {RL_REWARD_COMPUTE, s_compute_reward},
+    {RL_REWARD_IMAGE_COMPUTE, s_compute_image_reward},
+    {NULL, NULL},
+};
 
 const rl_worker_role rl_role_reward = {RL_REWARD_ROLE, s_methods, s_init, s_fini};

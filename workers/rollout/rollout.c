@@ -39,6 +39,7 @@ static int s_init(rl_worker_ctx *ctx)
     r->sampling.max_new_tokens = o.response_length;
     r->sampling.num_steps = o.num_steps;
     r->sampling.noise_level = o.noise_level;
+    r->sampling.shift = o.shift;
     r->seed = (uint64_t)o.seed;
     r->weight_timeout_s = o.weight_timeout_s;
     ctx->user = r;

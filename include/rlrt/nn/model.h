@@ -94,6 +94,8 @@ typedef struct rl_model_sampling {
     int64_t max_new_tokens; /* LM */
     int64_t num_steps;      /* flow / diffusion integration steps */
     double noise_level;     /* flow / diffusion SDE noise */
+    double shift;           /* diffusion: σ-schedule shift s (rlrt/algo/diffusion.h);
+                             * <= 0 means 1, the unshifted grid */
 } rl_model_sampling;
 
 typedef struct rl_model rl_model;
@@ -172,6 +174,11 @@ int rl_model_write_config(const rl_model *m, const char *path);
  * "dir/model.safetensors: tensor 'model.norm.weight' holds nan at [3]". On
  * error the parameters are unspecified. */
 int rl_model_load(rl_model *m, const char *dir);
+/* A model saved by rl_model_save whose config.json is a {"model": {...}}
+ * job fragment naming its kind (the diffusion kinds write it so; an HF
+ * config.json is not one): the kind's from_config, then rl_model_load.
+ * NULL + a message naming the file on error. */
+rl_model *rl_model_load_dir(const char *dir);
 /* RL_ENUMERIC naming `what`, the view and the flat index of the first NaN or
  * infinity in `buf` (a buffer in the manifest's layout), else 0. */
 int rl_model_check_finite(const rl_model *m, const float *buf, const char *what);

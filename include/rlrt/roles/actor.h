@@ -55,6 +55,31 @@
  *                                 RL_ACTOR_STEP, _EPOCH, _DATA_POSITION, _EXTRA
  *   save_model        one_to_all  meta RL_ACTOR_PATH (a directory): rank 0 writes
  *                                 model.safetensors + config.json
+ *
+ * Diffusion methods (a clip_flow policy, rlrt/nn/clip_flow.h; the section of
+ * RL_ACTOR_DIFFUSION_DEFAULTS must be in the job — the diffusion recipes add
+ * it — and the FSDP step, optimiser and checkpoints are the ones above):
+ *   flow_matching_step  dp_compute  one optimiser step of flow matching: the
+ *                                 kind's velocity inputs (x_t, sigma, prompt_ids) +
+ *                                 tensor RL_ACTOR_VELOCITY_TARGET (B, D) f32;
+ *                                 loss Σ (v − target)² / (global rows · D); meta
+ *                                 RL_ACTOR_GLOBAL_ROWS (>= 1) → meta RL_ACTOR_M_LOSS
+ *                                 (this rank's part), _GRAD_NORM, _LR; clips at
+ *                                 actor.ppo_max_grad_norm
+ *   update_diffusion  dp_compute  one optimiser step of the clipped per-timestep
+ *                                 GRPO loss (rl_diffusion_grpo_loss, seed 004):
+ *                                 the kind's recorded chain (latents, sigmas,
+ *                                 noise_level, prompt_ids, step_mask = the trained
+ *                                 timesteps) + RL_ACTOR_OLD_LOGP (B, N) f32 (the
+ *                                 sampler's log-probs) + RL_ACTOR_ADVANTAGES (B) f32;
+ *                                 L = Σ over trained (b, k) of max(−A·r, −A·clip(r,
+ *                                 1 ± clip_range)) / global steps, A clamped to
+ *                                 ±ppo_adv_clip_max; meta RL_ACTOR_GLOBAL_TOKENS (the
+ *                                 trained steps of the whole mini-batch, >= 1) →
+ *                                 meta RL_ACTOR_M_LOSS, _TOKENS, _CLIPFRAC_SUM,
+ *                                 _PPO_KL_SUM, RL_ACTOR_M_RATIO_SUM (sums over this
+ *                                 rank's trained steps), _GRAD_NORM, _LR; gradients
+ *                                 clipped at actor.ppo_max_grad_norm
  */
 #ifndef RLRT_ROLES_ACTOR_H
 #define RLRT_ROLES_ACTOR_H
@@ -80,6 +105,8 @@
 #define RL_ACTOR_SAVE_CHECKPOINT "save_checkpoint"
 #define RL_ACTOR_LOAD_CHECKPOINT "load_checkpoint"
 #define RL_ACTOR_SAVE_MODEL "save_model"
+#define RL_ACTOR_FLOW_STEP "flow_matching_step"
+#define RL_ACTOR_UPDATE_DIFFUSION "update_diffusion"
 
 /* tensors */
 #define RL_ACTOR_LOGP "logp"
@@ -87,6 +114,7 @@
 #define RL_ACTOR_OLD_LOGP "old_logp"
 #define RL_ACTOR_REF_LOGP "ref_logp"
 #define RL_ACTOR_ADVANTAGES "advantages"
+#define RL_ACTOR_VELOCITY_TARGET "velocity_target"
 
 /* meta arguments */
 #define RL_ACTOR_HOST "host"
@@ -121,6 +149,7 @@
 #define RL_ACTOR_M_DUAL_CLIP_SUM "dual_clip_sum"
 #define RL_ACTOR_M_GRAD_NORM "grad_norm"
 #define RL_ACTOR_M_LR "lr"
+#define RL_ACTOR_M_RATIO_SUM "ratio_sum"
 
 #define RL_ACTOR_DEFAULTS \
     "actor:\n" \
@@ -200,6 +229,33 @@ static inline int rl_actor_config_read(const rl_config *c, rl_actor_config *o)
                                 "the '%s' schedule needs the number of optimiser steps, got %lld",
                                 o->lr_schedule_name, (long long)o->total_training_steps);
     return rc;
+}
+
+/* The diffusion section (seed 004's names): the actor reads the first three,
+ * the diffusion recipe timestep_fraction. */
+#define RL_ACTOR_DIFFUSION_DEFAULTS \
+    "actor:\n" \
+    "  clip_range: 1.0e-4         # PPO ratio clip of the per-timestep loss\n" \
+    "  ppo_adv_clip_max: 5.0      # advantages clamped to +-this\n" \
+    "  ppo_max_grad_norm: 1.0     # gradient clipping of the diffusion steps (0: off)\n" \
+    "  timestep_fraction: 1.0     # share of the sampling steps trained per sample\n"
+
+typedef struct rl_actor_diffusion_config {
+    double clip_range, adv_clip_max, max_grad_norm, timestep_fraction;
+} rl_actor_diffusion_config;
+
+static inline int rl_actor_diffusion_config_read(const rl_config *c, rl_actor_diffusion_config *o)
+{
+#define RL_D_NUM(path, f, lo, hi, fl) \
+    {path, RL_CFG_NUM, offsetof(rl_actor_diffusion_config, f), lo, hi, fl, NULL}
+    static const rl_config_spec spec[] = {
+        RL_D_NUM("actor.clip_range", clip_range, 0, 10, 0),
+        RL_D_NUM("actor.ppo_adv_clip_max", adv_clip_max, 0, 1e6, 0),
+        RL_D_NUM("actor.ppo_max_grad_norm", max_grad_norm, 0, 1e9, 0),
+        RL_D_NUM("actor.timestep_fraction", timestep_fraction, 0, 1, RL_CFG_MIN_OPEN),
+    };
+#undef RL_D_NUM
+    return rl_config_read(c, spec, sizeof spec / sizeof spec[0], o);
 }
 
 #endif

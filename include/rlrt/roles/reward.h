@@ -15,6 +15,27 @@
  *        (string, B rows); optional tensor RL_REWARD_EXTRA (B) f32 added to the
  *        score (e.g. the AEPO entropy reward); no meta
  *   out  tensors RL_REWARD_SCORE, RL_REWARD_ACCURACY, RL_REWARD_FORMAT (B) f32
+ *
+ * Image rewards (the diffusion track, seed 004): served when the job has
+ * the reward section of RL_REWARD_IMAGE_DEFAULTS (the diffusion recipes add
+ * it; an LM job does not have it and compute_reward is unchanged).
+ *   reward.reward_model   "name[:weight],…" of jpeg_compressibility,
+ *                         jpeg_incompressibility, prompt_match, remote
+ *                         (rl_image_reward_parse; the seed's key)
+ *   reward.reward_coeff   [0, 1e6]  score = reward_coeff · Σ weight·reward (seed: 0.1)
+ *   reward.jpeg_quality   [1, 100]  DDPO's 95
+ *   reward.scorer_path    a saved image_classifier ('' = none; prompt_match needs it);
+ *                         when set, every call also reports on_prompt
+ *   reward.remote.{endpoint, timeout_ms >= 1, retries [0, 100], image_format png|raw}
+ *                         the remote scorer (proto/scorer.proto); remote needs an endpoint
+ * compute_image_reward (dispatch dp_compute; rows keep their order)
+ *   in   tensor RL_REWARD_IMAGES (B, C, H, W) f32 in [−1, 1] (the first frame,
+ *        finite), column RL_REWARD_PROMPT (string); no meta
+ *   out  tensors RL_REWARD_SCORE (B) f32 and, per configured reward, its raw
+ *        value (B) f32: RL_REWARD_JPEG_KB (kB of the JPEG; compressibility is
+ *        −kB), RL_REWARD_PROMPT_MATCH (p(class | image)), RL_REWARD_REMOTE;
+ *        with a scorer, RL_REWARD_ON_PROMPT (B) f32 1/0: the classifier's
+ *        argmax is the prompt's class
  */
 #ifndef RLRT_ROLES_REWARD_H
 #define RLRT_ROLES_REWARD_H
@@ -24,6 +45,7 @@
 #include "rlrt/config.h"
 #include "rlrt/data.h"
 #include "rlrt/error.h"
+#include "rlrt/image.h"
 #include "rlrt/reward.h"
 
 #define RL_REWARD_ROLE "reward"
@@ -37,6 +59,14 @@
 #define RL_REWARD_SCORE "score"
 #define RL_REWARD_ACCURACY "accuracy"
 #define RL_REWARD_FORMAT "format"
+
+#define RL_REWARD_IMAGE_COMPUTE "compute_image_reward"
+#define RL_REWARD_IMAGES "images"
+#define RL_REWARD_PROMPT "prompt"
+#define RL_REWARD_JPEG_KB "jpeg_kb"
+#define RL_REWARD_PROMPT_MATCH "prompt_match"
+#define RL_REWARD_REMOTE "remote_score"
+#define RL_REWARD_ON_PROMPT "on_prompt"
 
 #define RL_REWARD_DEFAULTS \
     "reward:\n" \
@@ -70,6 +100,53 @@ static inline int rl_reward_role_config_read(const rl_config *c, rl_reward_role_
     if (!rc && o->default_source && rl_reward_verifier_for(NULL, o->default_source, &v))
         rc = rl_config_error_at(c, "reward.default_data_source", RL_ECONFIG, "%s",
                                 rl_error_message());
+    return rc;
+}
+
+#define RL_REWARD_IMAGE_DEFAULTS \
+    "reward:\n" \
+    "  reward_model: prompt_match   # name[:weight],... of jpeg_compressibility,\n" \
+    "                               # jpeg_incompressibility, prompt_match, remote\n" \
+    "  reward_coeff: 0.1            # score = reward_coeff * sum(weight * reward)\n" \
+    "  jpeg_quality: 95\n" \
+    "  scorer_path: runs/fmnist_scorer/final   # the learned prompt-match scorer\n" \
+    "  remote:                      # a remote scorer (proto/scorer.proto), e.g. HPSv3\n" \
+    "    endpoint: ''\n" \
+    "    timeout_ms: 30000\n" \
+    "    retries: 2\n" \
+    "    image_format: png          # png or raw\n"
+
+typedef struct rl_reward_image_config {
+    const char *reward_model, *scorer_path, *endpoint; /* borrowed */
+    double coeff;
+    int64_t quality, timeout_ms, retries;
+    int raw; /* image_format: 0 png, 1 raw */
+    double weight[RL_IMG_REWARD_COUNT];
+} rl_reward_image_config;
+
+static inline int rl_reward_image_config_read(const rl_config *c, rl_reward_image_config *o)
+{
+#define RL_W_OFF(f) offsetof(rl_reward_image_config, f)
+    static const rl_config_spec spec[] = {
+        {"reward.reward_model", RL_CFG_STR, RL_W_OFF(reward_model), 0, 0, RL_CFG_NONEMPTY, NULL},
+        {"reward.reward_coeff", RL_CFG_NUM, RL_W_OFF(coeff), 0, 1e6, 0, NULL},
+        {"reward.jpeg_quality", RL_CFG_INT, RL_W_OFF(quality), 1, 100, 0, NULL},
+        {"reward.scorer_path", RL_CFG_STR, RL_W_OFF(scorer_path), 0, 0, 0, NULL},
+        {"reward.remote.endpoint", RL_CFG_STR, RL_W_OFF(endpoint), 0, 0, 0, NULL},
+        {"reward.remote.timeout_ms", RL_CFG_INT, RL_W_OFF(timeout_ms), 1, 86400000, 0, NULL},
+        {"reward.remote.retries", RL_CFG_INT, RL_W_OFF(retries), 0, 100, 0, NULL},
+        {"reward.remote.image_format", RL_CFG_ENUM, RL_W_OFF(raw), 0, 0, 0, "png|raw"},
+    };
+#undef RL_W_OFF
+    int rc = rl_config_read(c, spec, sizeof spec / sizeof spec[0], o);
+    if (!rc && rl_image_reward_parse(o->reward_model, o->weight))
+        rc = rl_config_error_at(c, "reward.reward_model", RL_ECONFIG, "%s", rl_error_message());
+    if (!rc && o->weight[RL_IMG_PROMPT_MATCH] != 0 && !(o->scorer_path && *o->scorer_path))
+        rc = rl_config_error_at(c, "reward.scorer_path", RL_ECONFIG,
+                                "prompt_match needs the learned scorer's directory");
+    if (!rc && o->weight[RL_IMG_REMOTE] != 0 && !(o->endpoint && *o->endpoint))
+        rc = rl_config_error_at(c, "reward.remote.endpoint", RL_ECONFIG,
+                                "the remote reward needs the scorer server's endpoint");
     return rc;
 }
 

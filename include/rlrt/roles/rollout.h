@@ -13,6 +13,7 @@
  *   rollout.num_steps         [1, 10^4]  flow / diffusion integration steps
  *   rollout.noise_level       [0, 10]    flow / diffusion SDE noise
  *   rollout.weight_timeout_s  (0, 3600]  how long sync_weights waits for a version
+ *   rollout.shift             (0, 1000]  diffusion σ-schedule shift (seed 004's shift)
  *
  * Methods (dispatch):
  *   init_model    one_to_all   builds the model from the job (no weights yet:
@@ -59,13 +60,14 @@
     "  response_length: 48       # new tokens per sample\n" \
     "  num_steps: 10             # flow / diffusion models: integration steps\n" \
     "  noise_level: 0.7          # flow / diffusion models: SDE noise\n" \
-    "  weight_timeout_s: 120.0   # sync_weights waits this long for a version\n"
+    "  weight_timeout_s: 120.0   # sync_weights waits this long for a version\n" \
+    "  shift: 1.0                # diffusion models: sigma-schedule shift\n"
 
 /* The rollout's settings (read by the worker at CONFIGURE and checked by
  * the driver before it starts any process, with the same table). */
 typedef struct rl_rollout_config {
     int64_t n, response_length, top_k, num_steps, seed;
-    double temperature, top_p, noise_level, weight_timeout_s;
+    double temperature, top_p, noise_level, weight_timeout_s, shift;
 } rl_rollout_config;
 
 static inline int rl_rollout_config_read(const rl_config *c, rl_rollout_config *o)
@@ -81,6 +83,7 @@ static inline int rl_rollout_config_read(const rl_config *c, rl_rollout_config *
         RL_R_INT("rollout.num_steps", num_steps, 1, 10000),
         RL_R_NUM("rollout.noise_level", noise_level, 0, 10, 0),
         RL_R_NUM("rollout.weight_timeout_s", weight_timeout_s, 0, 3600, RL_CFG_MIN_OPEN),
+        RL_R_NUM("rollout.shift", shift, 0, 1000, RL_CFG_MIN_OPEN),
         RL_R_INT("trainer.seed", seed, 0, INT64_MAX),
     };
 #undef RL_R_NUM

@@ -1,0 +1,203 @@
+"""diffusion_e2e.py — the diffusion track (seed 004) end to end over real
+daemons, with tiny models:
+
+1. scorer_train and flow_pretrain on Fashion-MNIST (a few steps each).
+2. GRPO with combined rewards (prompt_match + jpeg_compressibility): every
+   daemon exits 0, metrics for every step, validation and online-test files
+   (PNG, animated GIF, before/after grid), a checkpoint.
+3. Resume: 2 steps + resume to 4 equals 4 uninterrupted steps (metrics of
+   steps 3-4 and the final weights, bit for bit).
+4. The video path: 2-frame clips through pretraining and GRPO.
+5. A bad reward_model is a located config error before any worker starts.
+6. The remote scorer through the reward role, served by the reference Python
+   server (deploy/scorer_server.py) with the same learned scorer: its scores
+   equal the in-process prompt-match scores; with the server killed the step
+   fails with the timeout message (skipped without python3-zmq/numpy).
+
+Skipped (77) when Debian's dataset-fashion-mnist is not installed.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
+DRIVER = os.path.join(BUILD, "bin", "rl-driver")
+FMNIST = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
+
+TINY_FLOW = ["model.hidden_size=32", "model.num_layers=1", "model.time_embed_dim=8"]
+
+
+def cluster(path, actors):
+    with open(path, "w") as f:
+        f.write("driver: {bind: 127.0.0.1, port: 5571}\n"
+                "nodes: [{name: local, address: 127.0.0.1, launch: local}]\n"
+                "roles:\n"
+                "  rollout: {count: 1, node: local}\n"
+                "  actor: {count: %d, node: local}\n"
+                "  reward: {count: 1, node: local}\n" % actors)
+
+
+def run(work, cl, overrides, expect_ok=True):
+    cmd = [DRIVER, "--cluster", cl, "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + overrides
+    p = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=600)
+    out = p.stdout + p.stderr
+    if expect_ok and p.returncode != 0:
+        print(out[-4000:])
+        raise SystemExit("FAIL: %s exited %d" % (" ".join(overrides), p.returncode))
+    return p.returncode, out
+
+
+def metrics(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def file_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def grpo_args(out, flow, scorer, extra=()):
+    return (["trainer.recipe=diffusion", "trainer.output_dir=" + out, "model.init_from=" + flow,
+             "reward.scorer_path=" + scorer, "data.train_batch_size=4", "rollout.n=4",
+             "actor.ppo_mini_batch_size=2", "rollout.num_steps=4", "data.val_per_prompt=2",
+             "actor.optim.lr=1e-3", "actor.timestep_fraction=0.5"] + TINY_FLOW + list(extra))
+
+
+def main():
+    if not os.path.exists(DRIVER):
+        print("skipped: %s not built" % DRIVER)
+        return 77
+    if not os.path.exists(FMNIST):
+        print("skipped: Debian's dataset-fashion-mnist is not installed")
+        return 77
+    work = tempfile.mkdtemp(prefix="rlrt_diff_")
+    try:
+        return body(work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def body(work):
+    cl1, cl2 = os.path.join(work, "c1.yaml"), os.path.join(work, "c2.yaml")
+    cluster(cl1, 1)
+    cluster(cl2, 2)
+    # 1. pretraining
+    run(work, cl2, ["trainer.recipe=scorer_train", "trainer.output_dir=scorer",
+                    "trainer.total_steps=40", "model.hidden_size=32", "data.train_limit=2000",
+                    "data.train_batch_size=64"])
+    m = metrics(os.path.join(work, "scorer", "metrics.jsonl"))
+    acc = [r["val/accuracy"] for r in m if "val/accuracy" in r]
+    assert acc and acc[-1] > 0.5, "scorer accuracy %s" % acc
+    run(work, cl2, ["trainer.recipe=flow_pretrain", "trainer.output_dir=flow",
+                    "trainer.total_steps=30", "data.train_limit=2000", "data.train_batch_size=32"]
+        + TINY_FLOW)
+    assert os.path.exists(os.path.join(work, "flow", "final", "model.safetensors"))
+    print("pretraining: scorer accuracy %.3f" % acc[-1])
+
+    # 2. GRPO with two rewards
+    args = grpo_args("g", "flow/final", "scorer/final",
+                     ["reward.reward_model=prompt_match,jpeg_compressibility:0.5",
+                      "trainer.total_steps=4", "trainer.val_every=2",
+                      "rollout.online.step.interval=2", "trainer.save_every=4"])
+    rc, out = run(work, cl2, args)
+    m = metrics(os.path.join(work, "g", "metrics.jsonl"))
+    assert [r["step"] for r in m] == [0, 1, 2, 3, 4], [r["step"] for r in m]
+    for r in m[1:]:
+        for k in ("critic/score/mean", "reward/prompt_match", "reward/jpeg_kb", "reward/on_prompt",
+                  "actor/pg_loss", "actor/grad_norm", "timing_s/update_actor"):
+            assert k in r, (k, r)
+        assert r["actor/trained_steps"] == 16 * 2, r  # 16 rows × half of 4 steps
+    for k in ("val/prompt_match", "val/jpeg_kb", "val/on_prompt"):
+        assert k in m[0] and k in m[2] and k in m[4], k
+    online = os.path.join(work, "g", "online")
+    for s in (0, 2, 4):
+        assert file_bytes(os.path.join(online, "step_%d.png" % s))[:8] == b"\x89PNG\r\n\x1a\n"
+        assert file_bytes(os.path.join(online, "step_%d.gif" % s))[:6] == b"GIF89a"
+    assert file_bytes(os.path.join(work, "g", "before_after.png"))[:4] == b"\x89PNG"
+    assert os.path.exists(os.path.join(work, "g", "checkpoints", "step_4", "model.safetensors"))
+    print("grpo: 4 steps, score %.4f -> %.4f" % (m[1]["critic/score/mean"], m[4]["critic/score/mean"]))
+
+    # 3. resume exactness (constant LR so the schedule does not depend on the length)
+    base = grpo_args("r_full", "flow/final", "scorer/final",
+                     ["trainer.val_every=0", "rollout.online.test=false",
+                      "actor.optim.lr_schedule=constant", "trainer.save_every=2"])
+    run(work, cl2, base + ["trainer.total_steps=4"])
+    half = [a.replace("r_full", "r_half") for a in base]
+    run(work, cl2, half + ["trainer.total_steps=2"])
+    run(work, cl2, half + ["trainer.total_steps=4", "trainer.resume=true"])
+    full = metrics(os.path.join(work, "r_full", "metrics.jsonl"))
+    part = metrics(os.path.join(work, "r_half", "metrics.jsonl"))
+    strip = lambda r: {k: v for k, v in r.items() if not k.startswith("timing_s/")}
+    assert [r["step"] for r in part] == [0, 1, 2, 3, 4], [r["step"] for r in part]
+    for a, b in zip(full, part):
+        assert strip(a) == strip(b), (strip(a), strip(b))
+    wa = file_bytes(os.path.join(work, "r_full", "checkpoints", "step_4", "model.safetensors"))
+    wb = file_bytes(os.path.join(work, "r_half", "checkpoints", "step_4", "model.safetensors"))
+    assert wa == wb, "resumed weights differ"
+    print("resume: metrics and weights identical")
+
+    # 4. the video path: 2-frame clips
+    run(work, cl1, ["trainer.recipe=flow_pretrain", "trainer.output_dir=flow2", "model.frames=2",
+                    "trainer.total_steps=10", "data.train_limit=2000", "data.train_batch_size=16"]
+        + TINY_FLOW)
+    run(work, cl1, grpo_args("g2", "flow2/final", "scorer/final",
+                             ["model.frames=2", "trainer.total_steps=2", "trainer.val_every=2",
+                              "rollout.online.step.interval=2"]))
+    m2 = metrics(os.path.join(work, "g2", "metrics.jsonl"))
+    assert [r["step"] for r in m2] == [0, 1, 2]
+    assert file_bytes(os.path.join(work, "g2", "online", "step_2.gif"))[:6] == b"GIF89a"
+    print("clips: 2-frame GRPO ran")
+
+    # 5. a bad reward is named before any worker starts
+    rc, out = run(work, cl1, grpo_args("bad", "flow/final", "scorer/final",
+                                       ["reward.reward_model=hps"]), expect_ok=False)
+    assert rc != 0 and "override reward.reward_model=hps" in out and "unknown reward 'hps'" in out, out
+    assert "ready" not in out
+
+    # 6. the remote scorer through the reward role
+    py = os.environ.get("PYTHON", "/usr/bin/python3")
+    probe = subprocess.run([py, "-c", "import zmq, numpy"], capture_output=True)
+    if probe.returncode != 0:
+        print("remote scorer part skipped: python3-zmq / python3-numpy missing")
+        return 0
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    ep = "tcp://127.0.0.1:%d" % port
+    srv = subprocess.Popen([py, os.path.join(ROOT, "deploy", "scorer_server.py"), "--backend",
+                            "classifier", "--model-dir", os.path.join(work, "scorer", "final"),
+                            "--bind", ep], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        time.sleep(0.5)
+        remote = ["reward.reward_model=remote,prompt_match:0", "reward.remote.endpoint=" + ep,
+                  "reward.remote.timeout_ms=3000", "reward.remote.retries=2",
+                  "trainer.total_steps=2", "trainer.val_every=2", "rollout.online.test=false"]
+        run(work, cl1, grpo_args("rem", "flow/final", "scorer/final", remote))
+        mr = metrics(os.path.join(work, "rem", "metrics.jsonl"))
+        for r in mr[1:]:
+            assert abs(r["reward/remote"] - r["reward/prompt_match"]) < 1e-5, r
+        assert abs(mr[-1]["val/remote"] - mr[-1]["val/prompt_match"]) < 1e-5, mr[-1]
+        print("remote: the server's scores equal the in-process ones")
+    finally:
+        srv.send_signal(signal.SIGKILL)
+        srv.wait()
+    rc, out = run(work, cl1, grpo_args("rem2", "flow/final", "scorer/final",
+                                       [a.replace("timeout_ms=3000", "timeout_ms=300") for a in remote]),
+                  expect_ok=False)
+    assert rc != 0 and "no reply within 300 ms after 3 attempts" in out, out[-2000:]
+    print("remote: a dead scorer fails the step with the timeout message")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

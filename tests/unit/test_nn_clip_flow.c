@@ -1,0 +1,470 @@
+/* test_nn_clip_flow.c — the clip_flow model kind against the PyTorch
+ * reference (tests/reference/gen_nn_clip_flow.py): velocities, SDE-chain
+ * log-probs and every parameter gradient; finite differences; sampling
+ * (the recorded log-prob is the Gaussian density of the recorded step, ODE
+ * vs SDE, init_same_noise through shared noise seeds); micro-batching; bad
+ * batches named in errors.
+ *
+ * Tolerances (float32 engine vs float64 reference): velocity and logp atol
+ * 2e-5 + rtol 1e-4; each gradient tensor atol 2e-4·max|g_ref| + 1e-6, rtol 1e-3. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "rlrt/rlrt.h"
+#include "rlrt/nn/clip_flow.h"
+#include "../common/golden.h"
+
+static const char *s_golden = "tests/golden/nn_clip_flow/small_x0.safetensors";
+#define GOLDEN s_golden
+
+static rl_model *s_model(const rl_golden *g)
+{
+    char yaml[512];
+    snprintf(yaml, sizeof yaml,
+             "model: {type: clip_flow, frames: %s, channels: %s, height: %s, width: %s, "
+             "num_prompts: %s, hidden_size: %s, num_layers: %s, time_embed_dim: %s, "
+             "prediction: %s, init_from: ''}\n",
+             rl_golden_meta(g, "frames"), rl_golden_meta(g, "channels"),
+             rl_golden_meta(g, "height"), rl_golden_meta(g, "width"),
+             rl_golden_meta(g, "prompts"), rl_golden_meta(g, "hidden"),
+             rl_golden_meta(g, "layers"), rl_golden_meta(g, "time_dim"),
+             rl_golden_meta(g, "prediction"));
+    rl_config *job = rl_config_parse_string(yaml, strlen(yaml), "<test>");
+    assert_non_null(job);
+    rl_model *m = rl_model_build(job, 1);
+    rl_config_free(job);
+    if (!m)
+        fail_msg("%s", rl_error_message());
+    int64_t np;
+    float *p = rl_golden_f32(g, "params", &np);
+    assert_int_equal(np, rl_model_num_params(m));
+    memcpy(rl_model_params(m), p, sizeof(float) * (size_t)np);
+    free(p);
+    return m;
+}
+
+static double s_max_abs(const double *x, int64_t n)
+{
+    double m = 0;
+    for (int64_t i = 0; i < n; i++)
+        m = fabs(x[i]) > m ? fabs(x[i]) : m;
+    return m;
+}
+
+static void s_check_grads(const rl_model *m, const rl_golden *g, const char *prefix)
+{
+    const rl_param_manifest *man = rl_model_manifest(m);
+    const float *grads = rl_model_grads((rl_model *)m);
+    for (int v = 0; v < man->count; v++) {
+        char key[RL_PARAM_NAME_MAX + 16];
+        snprintf(key, sizeof key, "%s.grad.%s", prefix, man->views[v].name);
+        int64_t n;
+        double *want = rl_golden_f64(g, key, &n);
+        assert_int_equal(n, man->views[v].numel);
+        double atol = 2e-4 * s_max_abs(want, n) + 1e-6;
+        int64_t bad = rl_check_close_f32(key, grads + man->views[v].offset, want, n, atol, 1e-3);
+        if (bad)
+            fail_msg("%s: %lld mismatches", key, (long long)bad);
+        free(want);
+    }
+}
+
+/* ---- flow matching: velocity and its gradients ------------------------------------------- */
+
+static rl_dataproto *s_fm_batch(const rl_golden *g, int64_t *B, int64_t *D)
+{
+    int64_t n;
+    float *x = rl_golden_f32(g, "fm.x", &n), *sig = rl_golden_f32(g, "fm.sigma", B);
+    int64_t *ids = rl_golden_i64(g, "fm.ids", NULL);
+    *D = n / *B;
+    rl_dataproto *dp = rl_dataproto_new();
+    int64_t s2[2] = {*B, *D}, s1[1] = {*B};
+    rl_tensor *tx = rl_dataproto_new_tensor(dp, RL_CF_X_T, RL_F32, 2, s2);
+    rl_tensor *ts = rl_dataproto_new_tensor(dp, RL_CF_SIGMA, RL_F32, 1, s1);
+    rl_tensor *ti = rl_dataproto_new_tensor(dp, RL_CF_PROMPT_IDS, RL_I32, 1, s1);
+    memcpy(rl_tensor_data(tx), x, sizeof(float) * (size_t)n);
+    memcpy(rl_tensor_data(ts), sig, sizeof(float) * (size_t)*B);
+    for (int64_t b = 0; b < *B; b++)
+        ((int32_t *)rl_tensor_data(ti))[b] = (int32_t)ids[b];
+    free(x);
+    free(sig);
+    free(ids);
+    return dp;
+}
+
+typedef struct s_lin {
+    const float *coef; /* (B, K) */
+    int q;
+} s_lin;
+
+/* loss = Σ coef·q over the rows of the micro-batch (masked positions only) */
+static int s_linear_loss(void *ctx, const rl_model_io *out, rl_model_io *grad, double *loss)
+{
+    const s_lin *c = ctx;
+    int64_t K = out->width[c->q];
+    for (int64_t r = 0; r < out->rows; r++)
+        for (int64_t k = 0; k < K; k++) {
+            int64_t i = r * K + k;
+            if (out->mask[c->q] && !out->mask[c->q][i])
+                continue;
+            double w = c->coef[(out->row0 + r) * K + k];
+            *loss += w * out->q[c->q][i];
+            grad->q[c->q][i] = (float)w;
+        }
+    return RL_OK;
+}
+
+static void test_velocity_golden(void **state)
+{
+    (void)state;
+    rl_golden *g = rl_golden_load(GOLDEN);
+    if (!g)
+        fail_msg("%s", rl_error_message());
+    rl_model *m = s_model(g);
+    int64_t B, D;
+    rl_dataproto *dp = s_fm_batch(g, &B, &D);
+    for (int64_t micro = 0; micro <= 2; micro += 2) {
+        rl_model_pass pass = {.temperature = 1, .micro_batch = micro};
+        rl_dataproto *out = NULL;
+        assert_int_equal(rl_model_forward(m, dp, RL_Q_BIT(RL_Q_VELOCITY), &pass, &out), 0);
+        double *want = rl_golden_f64(g, "fm.velocity", NULL);
+        rl_tensor *v = rl_dataproto_tensor(out, "velocity");
+        assert_non_null(v);
+        assert_int_equal(rl_check_close_f32("velocity", rl_tensor_data(v), want, B * D, 2e-5, 1e-4), 0);
+        free(want);
+        rl_dataproto_free(out);
+        float *coef = rl_golden_f32(g, "fm.coef", NULL);
+        s_lin c = {coef, RL_Q_VELOCITY};
+        rl_model_zero_grad(m);
+        double loss = 0;
+        assert_int_equal(rl_model_forward_backward(m, dp, RL_Q_BIT(RL_Q_VELOCITY), &pass,
+                                                   s_linear_loss, &c, &loss), 0);
+        s_check_grads(m, g, "fm");
+        free(coef);
+    }
+    rl_dataproto_free(dp);
+    rl_model_free(m);
+    rl_golden_free(g);
+}
+
+/* ---- SDE chains: log-probs and their gradients -------------------------------------------- */
+
+static rl_dataproto *s_chain_batch(const rl_golden *g, double nl, int64_t *B, int64_t *N)
+{
+    const rl_golden_array *la = rl_golden_get(g, "sde.latents");
+    assert_non_null(la);
+    *B = la->shape[0];
+    *N = la->shape[1] - 1;
+    int64_t D = la->shape[2];
+    float *lat = rl_golden_f32(g, "sde.latents", NULL), *grid = rl_golden_f32(g, "sde.sigmas", NULL);
+    float *mask = rl_golden_f32(g, "sde.mask", NULL);
+    int64_t *ids = rl_golden_i64(g, "sde.ids", NULL);
+    rl_dataproto *dp = rl_dataproto_new();
+    int64_t sl[3] = {*B, *N + 1, D}, ss[2] = {*B, *N + 1}, sm[2] = {*B, *N}, s1[1] = {*B};
+    rl_tensor *tl = rl_dataproto_new_tensor(dp, RL_CF_LATENTS, RL_F32, 3, sl);
+    rl_tensor *ts = rl_dataproto_new_tensor(dp, RL_CF_SIGMAS, RL_F32, 2, ss);
+    rl_tensor *tm = rl_dataproto_new_tensor(dp, RL_CF_STEP_MASK, RL_F32, 2, sm);
+    rl_tensor *tn = rl_dataproto_new_tensor(dp, RL_CF_NOISE_LEVEL, RL_F32, 1, s1);
+    rl_tensor *ti = rl_dataproto_new_tensor(dp, RL_CF_PROMPT_IDS, RL_I32, 1, s1);
+    memcpy(rl_tensor_data(tl), lat, sizeof(float) * (size_t)(*B * (*N + 1) * D));
+    memcpy(rl_tensor_data(tm), mask, sizeof(float) * (size_t)(*B * *N));
+    for (int64_t b = 0; b < *B; b++) {
+        memcpy((float *)rl_tensor_data(ts) + b * (*N + 1), grid, sizeof(float) * (size_t)(*N + 1));
+        ((float *)rl_tensor_data(tn))[b] = (float)nl;
+        ((int32_t *)rl_tensor_data(ti))[b] = (int32_t)ids[b];
+    }
+    free(lat);
+    free(grid);
+    free(mask);
+    free(ids);
+    return dp;
+}
+
+static void test_sde_logp_golden(void **state)
+{
+    (void)state;
+    rl_golden *g = rl_golden_load(GOLDEN);
+    if (!g)
+        fail_msg("%s", rl_error_message());
+    rl_model *m = s_model(g);
+    int64_t B, N;
+    double nl = atof(rl_golden_meta(g, "noise_level"));
+    rl_dataproto *dp = s_chain_batch(g, nl, &B, &N);
+    for (int64_t micro = 0; micro <= 1; micro++) {
+        rl_model_pass pass = {.temperature = 1, .micro_batch = micro};
+        rl_dataproto *out = NULL;
+        assert_int_equal(rl_model_forward(m, dp, RL_Q_BIT(RL_Q_LOGP), &pass, &out), 0);
+        double *want = rl_golden_f64(g, "sde.logp", NULL);
+        rl_tensor *lp = rl_dataproto_tensor(out, "logp");
+        assert_int_equal(rl_check_close_f32("logp", rl_tensor_data(lp), want, B * N, 2e-5, 1e-4), 0);
+        free(want);
+        rl_dataproto_free(out);
+        float *coef = rl_golden_f32(g, "sde.coef", NULL);
+        s_lin c = {coef, RL_Q_LOGP};
+        rl_model_zero_grad(m);
+        double loss = 0;
+        assert_int_equal(rl_model_forward_backward(m, dp, RL_Q_BIT(RL_Q_LOGP), &pass,
+                                                   s_linear_loss, &c, &loss), 0);
+        s_check_grads(m, g, "sde");
+        free(coef);
+    }
+    rl_dataproto_free(dp);
+    rl_model_free(m);
+    rl_golden_free(g);
+}
+
+/* Central differences of the linear loss over the logp quantity, in
+ * parameters picked across every view (float32: a coarse but independent
+ * check of the backward). */
+static void test_finite_differences(void **state)
+{
+    (void)state;
+    rl_golden *g = rl_golden_load(GOLDEN);
+    if (!g)
+        fail_msg("%s", rl_error_message());
+    rl_model *m = s_model(g);
+    int64_t B, N;
+    double nl = atof(rl_golden_meta(g, "noise_level"));
+    rl_dataproto *dp = s_chain_batch(g, nl, &B, &N);
+    float *coef = rl_golden_f32(g, "sde.coef", NULL);
+    s_lin c = {coef, RL_Q_LOGP};
+    rl_model_pass pass = {.temperature = 1, .micro_batch = 0};
+    rl_model_zero_grad(m);
+    double loss = 0;
+    assert_int_equal(rl_model_forward_backward(m, dp, RL_Q_BIT(RL_Q_LOGP), &pass, s_linear_loss, &c,
+                                               &loss), 0);
+    const rl_param_manifest *man = rl_model_manifest(m);
+    float *p = rl_model_params(m), *gr = rl_model_grads(m);
+    float *gcopy = malloc(sizeof(float) * (size_t)man->total);
+    memcpy(gcopy, gr, sizeof(float) * (size_t)man->total);
+    int checked = 0;
+    for (int v = 0; v < man->count; v++) {
+        int64_t i = man->views[v].offset + (man->views[v].numel * 7 / 13);
+        float keep = p[i];
+        double lo, hi, h = 1e-2;
+        p[i] = keep + (float)h;
+        rl_model_zero_grad(m);
+        hi = 0;
+        assert_int_equal(rl_model_forward_backward(m, dp, RL_Q_BIT(RL_Q_LOGP), &pass,
+                                                   s_linear_loss, &c, &hi), 0);
+        p[i] = keep - (float)h;
+        lo = 0;
+        assert_int_equal(rl_model_forward_backward(m, dp, RL_Q_BIT(RL_Q_LOGP), &pass,
+                                                   s_linear_loss, &c, &lo), 0);
+        p[i] = keep;
+        double fd = (hi - lo) / (2 * h);
+        if (fabs(fd - gcopy[i]) > 2e-2 * fabs(gcopy[i]) + 2e-3)
+            fail_msg("%s[%lld]: finite difference %g, backward %g", man->views[v].name,
+                     (long long)(i - man->views[v].offset), fd, (double)gcopy[i]);
+        checked++;
+    }
+    assert_int_equal(checked, man->count);
+    free(gcopy);
+    free(coef);
+    rl_dataproto_free(dp);
+    rl_model_free(m);
+    rl_golden_free(g);
+}
+
+/* ---- sampling --------------------------------------------------------------------------------- */
+
+static rl_dataproto *s_sample_in(int64_t B, const int64_t *noise_seeds, const int64_t *row_seeds,
+                                 const int32_t *ids)
+{
+    rl_dataproto *dp = rl_dataproto_new();
+    int64_t s1[1] = {B};
+    rl_tensor *ti = rl_dataproto_new_tensor(dp, RL_CF_PROMPT_IDS, RL_I32, 1, s1);
+    rl_tensor *tn = rl_dataproto_new_tensor(dp, RL_CF_NOISE_SEEDS, RL_I64, 1, s1);
+    rl_tensor *tr = rl_dataproto_new_tensor(dp, RL_CF_ROW_SEEDS, RL_I64, 1, s1);
+    memcpy(rl_tensor_data(ti), ids, sizeof(int32_t) * (size_t)B);
+    memcpy(rl_tensor_data(tn), noise_seeds, sizeof(int64_t) * (size_t)B);
+    memcpy(rl_tensor_data(tr), row_seeds, sizeof(int64_t) * (size_t)B);
+    return dp;
+}
+
+static void test_sample_sde_density(void **state)
+{
+    (void)state;
+    rl_golden *g = rl_golden_load(GOLDEN);
+    if (!g)
+        fail_msg("%s", rl_error_message());
+    rl_model *m = s_model(g);
+    const rl_clip_flow_config *cfg = rl_clip_flow_get_config(m);
+    assert_non_null(cfg);
+    const int64_t B = 4, D = rl_clip_flow_dim(cfg), N = 6;
+    /* rows 0 and 1 share their initial noise (init_same_noise), not their SDE noise */
+    int64_t ns[4] = {11, 11, 12, 13}, rs[4] = {101, 102, 103, 104};
+    int32_t ids[4] = {0, 0, 1, 2};
+    rl_dataproto *in = s_sample_in(B, ns, rs, ids);
+    rl_model_sampling sp = {.num_steps = N, .noise_level = 0.7, .shift = 3.0};
+    rl_dataproto *out = NULL;
+    if (rl_model_sample(m, in, &sp, &out))
+        fail_msg("%s", rl_error_message());
+    const float *lat = rl_tensor_data(rl_dataproto_tensor(out, RL_CF_LATENTS));
+    const float *sig = rl_tensor_data(rl_dataproto_tensor(out, RL_CF_SIGMAS));
+    const float *lp = rl_tensor_data(rl_dataproto_tensor(out, RL_CF_SAMPLE_LOGP));
+    assert_memory_equal(lat, lat + (N + 1) * D, sizeof(float) * (size_t)D); /* same x_0 */
+    assert_memory_not_equal(lat + N * D, lat + ((N + 1) + N) * D, sizeof(float) * (size_t)D);
+    assert_float_equal(sig[0], 1.0f, 0);
+    assert_float_equal(sig[N], 0.0f, 0);
+    /* the recorded log-prob is the Gaussian density of the recorded step,
+     * recomputed here from the formula with the network's velocity */
+    float *v = malloc(sizeof(float) * (size_t)D);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t k = 0; k < N; k++) {
+            const float *x = lat + (b * (N + 1) + k) * D, *xn = x + D;
+            float s0 = sig[b * (N + 1) + k], s1 = sig[b * (N + 1) + k + 1];
+            assert_int_equal(rl_clip_flow_velocity(m, 1, x, &s0, &ids[b], v), 0);
+            double dt = (double)s1 - s0, den = 1.0 - (s0 == 1.0f ? s1 : s0);
+            double std_t = 0.7 * sqrt(s0 / den), sd = std_t * sqrt(-dt), acc = 0;
+            for (int64_t j = 0; j < D; j++) {
+                double mean = x[j] * (1 + std_t * std_t / (2 * s0) * dt) +
+                              v[j] * (1 + std_t * std_t * (1 - s0) / (2 * s0)) * dt;
+                double z = (xn[j] - mean) / sd;
+                acc += -0.5 * z * z - log(sd) - 0.5 * log(2 * M_PI);
+            }
+            double want = acc / (double)D;
+            if (fabs(want - lp[b * N + k]) > 1e-4 + 1e-5 * fabs(want))
+                fail_msg("row %lld step %lld: recorded logp %g, Gaussian density %g", (long long)b,
+                         (long long)k, (double)lp[b * N + k], want);
+        }
+    free(v);
+    /* re-scoring the recorded chain (the actor's pass) gives the same numbers */
+    rl_dataproto *chain = rl_dataproto_union(in, out);
+    assert_non_null(chain);
+    rl_model_pass pass = {.temperature = 1, .micro_batch = 3};
+    rl_dataproto *re = NULL;
+    assert_int_equal(rl_model_forward(m, chain, RL_Q_BIT(RL_Q_LOGP), &pass, &re), 0);
+    const float *lp2 = rl_tensor_data(rl_dataproto_tensor(re, "logp"));
+    for (int64_t i = 0; i < B * N; i++)
+        assert_true(fabs(lp2[i] - lp[i]) <= 1e-5 + 1e-6 * fabs(lp[i]));
+    /* the same seeds give the same chain */
+    rl_dataproto *again = NULL;
+    assert_int_equal(rl_model_sample(m, in, &sp, &again), 0);
+    assert_true(rl_dataproto_equal(out, again));
+    /* ODE: deterministic, log-probs 0, noise level 0, same x_0 */
+    sp.greedy = 1;
+    rl_dataproto *ode = NULL;
+    assert_int_equal(rl_model_sample(m, in, &sp, &ode), 0);
+    const float *lo = rl_tensor_data(rl_dataproto_tensor(ode, RL_CF_LATENTS));
+    assert_memory_equal(lo, lat, sizeof(float) * (size_t)D);
+    assert_float_equal(((float *)rl_tensor_data(rl_dataproto_tensor(ode, RL_CF_SAMPLE_LOGP)))[0], 0, 0);
+    /* an ODE chain has no density: re-scoring it is a clear error */
+    rl_dataproto *ochain = rl_dataproto_union(in, ode), *bad = NULL;
+    assert_int_not_equal(rl_model_forward(m, ochain, RL_Q_BIT(RL_Q_LOGP), &pass, &bad), 0);
+    assert_non_null(strstr(rl_error_message(), "noise_level"));
+    rl_dataproto_free(ochain);
+    rl_dataproto_free(ode);
+    rl_dataproto_free(again);
+    rl_dataproto_free(re);
+    rl_dataproto_free(chain);
+    rl_dataproto_free(out);
+    rl_dataproto_free(in);
+    rl_model_free(m);
+    rl_golden_free(g);
+}
+
+static void test_bad_batches(void **state)
+{
+    (void)state;
+    rl_golden *g = rl_golden_load(GOLDEN);
+    if (!g)
+        fail_msg("%s", rl_error_message());
+    rl_model *m = s_model(g);
+    int64_t B, N;
+    rl_dataproto *dp = s_chain_batch(g, 0.7, &B, &N), *out = NULL;
+    rl_model_pass pass = {.temperature = 1};
+    /* a prompt id outside the table */
+    ((int32_t *)rl_tensor_data(rl_dataproto_tensor(dp, RL_CF_PROMPT_IDS)))[1] = 9;
+    assert_int_not_equal(rl_model_forward(m, dp, RL_Q_BIT(RL_Q_LOGP), &pass, &out), 0);
+    assert_non_null(strstr(rl_error_message(), "prompt_ids[1] = 9"));
+    ((int32_t *)rl_tensor_data(rl_dataproto_tensor(dp, RL_CF_PROMPT_IDS)))[1] = 0;
+    /* a grid that goes up */
+    float *s = rl_tensor_data(rl_dataproto_tensor(dp, RL_CF_SIGMAS));
+    float keep = s[2];
+    s[2] = 0.99f;
+    assert_int_not_equal(rl_model_forward(m, dp, RL_Q_BIT(RL_Q_LOGP), &pass, &out), 0);
+    assert_non_null(strstr(rl_error_message(), "not strictly decreasing"));
+    s[2] = keep;
+    /* a NaN latent */
+    float *l = rl_tensor_data(rl_dataproto_tensor(dp, RL_CF_LATENTS));
+    l[5] = NAN;
+    assert_int_not_equal(rl_model_forward(m, dp, RL_Q_BIT(RL_Q_LOGP), &pass, &out), 0);
+    assert_non_null(strstr(rl_error_message(), "latents[5]"));
+    l[5] = 0;
+    /* both quantities at once, or one this kind lacks */
+    assert_int_equal(rl_model_forward(m, dp, RL_Q_BIT(RL_Q_LOGP) | RL_Q_BIT(RL_Q_VELOCITY), &pass,
+                                      &out), RL_EUNSUPPORTED);
+    assert_int_equal(rl_model_forward(m, dp, RL_Q_BIT(RL_Q_ENTROPY), &pass, &out), RL_EUNSUPPORTED);
+    /* a missing tensor is named */
+    rl_dataproto_remove(dp, RL_CF_NOISE_LEVEL);
+    assert_int_not_equal(rl_model_forward(m, dp, RL_Q_BIT(RL_Q_LOGP), &pass, &out), 0);
+    assert_non_null(strstr(rl_error_message(), RL_CF_NOISE_LEVEL));
+    rl_dataproto_free(dp);
+    rl_model_free(m);
+    rl_golden_free(g);
+}
+
+/* save → load round trip through config.json (a job fragment) */
+static void test_save_load(void **state)
+{
+    (void)state;
+    rl_golden *g = rl_golden_load(GOLDEN);
+    if (!g)
+        fail_msg("%s", rl_error_message());
+    rl_model *m = s_model(g);
+    char dir[] = "/tmp/rlrt_cf_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(rl_model_save(m, dir), 0);
+    char path[256];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    rl_config *job = rl_config_parse_file(path);
+    assert_non_null(job);
+    assert_int_equal(rl_config_set_yaml(job, "model.init_from", dir), 0);
+    rl_model *m2 = rl_model_build(job, 7);
+    if (!m2)
+        fail_msg("%s", rl_error_message());
+    assert_memory_equal(rl_model_params(m), rl_model_params(m2),
+                        sizeof(float) * (size_t)rl_model_num_params(m));
+    rl_model_free(m2);
+    rl_config_free(job);
+    snprintf(path, sizeof path, "rm -rf %s", dir);
+    assert_int_equal(system(path), 0);
+    rl_model_free(m);
+    rl_golden_free(g);
+}
+
+static int s_use_velocity(void **state)
+{
+    (void)state;
+    s_golden = "tests/golden/nn_clip_flow/small_velocity.safetensors";
+    return 0;
+}
+
+static int s_use_x0(void **state)
+{
+    (void)state;
+    s_golden = "tests/golden/nn_clip_flow/small_x0.safetensors";
+    return 0;
+}
+
+#define S_BOTH(t) cmocka_unit_test_setup(t, s_use_velocity), cmocka_unit_test_setup(t, s_use_x0)
+
+int main(void)
+{
+    rl_nn_set_threads(2);
+    const struct CMUnitTest tests[] = {
+        S_BOTH(test_velocity_golden),   S_BOTH(test_sde_logp_golden),
+        S_BOTH(test_finite_differences), S_BOTH(test_sample_sde_density),
+        cmocka_unit_test_setup(test_bad_batches, s_use_x0),
+        cmocka_unit_test_setup(test_save_load, s_use_x0),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
