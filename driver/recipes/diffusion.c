@@ -526,11 +526,12 @@ static int s_save(s_dg *s)
     return rc;
 }
 
-static int s_resume(s_dg *s, int64_t *start)
+/* Restores checkpoint `want` (-1: the newest; > 0: that step). */
+static int s_resume(s_dg *s, int64_t want, int64_t *start)
 {
     int64_t epoch, pos;
     json_t *extra = NULL;
-    int rc = rl_trainer_restore(&s->t, s->j.actor, start, &epoch, &pos, &extra);
+    int rc = rl_trainer_restore(&s->t, s->j.actor, want, start, &epoch, &pos, &extra);
     if (rc || *start == 0)
         return rc;
     const json_t *wv = json_object_get(extra, "weight_version");
@@ -550,64 +551,135 @@ static void s_step_clear(s_dg *s)
     s->group = NULL;
 }
 
-static int s_run(rl_driver *d, const rl_config *job)
+static int s_open(s_dg *s, rl_driver *d, const rl_config *job)
 {
-    s_dg s;
-    memset(&s, 0, sizeof s);
-    int64_t start = 0;
-    int rc = rl_trainer_open(&s.t, d, job);
+    int rc = rl_trainer_open(&s->t, d, job);
     if (!rc)
-        rc = s_read_opts(job, &s.o);
+        rc = s_read_opts(job, &s->o);
     if (!rc)
-        rc = rl_actor_diffusion_config_read(job, &s.df);
+        rc = rl_actor_diffusion_config_read(job, &s->df);
     if (!rc)
-        rc = rl_dj_open(&s.j, d, job, 1, 1);
-    s.D = s.o.frames * RL_FMNIST_SIDE * RL_FMNIST_SIDE;
-    s.mini = s.j.actor_cfg.mini_batch;
-    int W = s.j.actor ? rl_group_size(s.j.actor) : 1;
-    if (!rc && (s.mini * s.o.n) % W)
+        rc = rl_dj_open(&s->j, d, job, 1, 1);
+    s->D = s->o.frames * RL_FMNIST_SIDE * RL_FMNIST_SIDE;
+    s->mini = s->j.actor_cfg.mini_batch;
+    int W = s->j.actor ? rl_group_size(s->j.actor) : 1;
+    if (!rc && (s->mini * s->o.n) % W)
         rc = rl_config_error_at(job, "actor.ppo_mini_batch_size", RL_ECONFIG,
                                 "a mini-batch of %lld rows (%lld prompts × rollout.n %lld) must be a "
-                                "multiple of the %d actor ranks", (long long)(s.mini * s.o.n),
-                                (long long)s.mini, (long long)s.o.n, W);
-    if (!rc && s.t.resume)
-        rc = s_resume(&s, &start);
+                                "multiple of the %d actor ranks", (long long)(s->mini * s->o.n),
+                                (long long)s->mini, (long long)s->o.n, W);
+    return rc;
+}
+
+static void s_close(s_dg *s)
+{
+    s_step_clear(s);
+    rl_trainer_close(&s->t);
+    rl_dj_close(&s->j);
+}
+
+/* Opens the state and brings it to its starting step: checkpoint `restore`
+ * (-1: the newest, for trainer.resume; > 0: that step; 0: a fresh start
+ * with the step-0 validation and online test). */
+static int s_start(s_dg *s, rl_driver *d, const rl_config *job, int64_t restore, int64_t *start)
+{
+    *start = 0;
+    int rc = s_open(s, d, job);
+    if (!rc && restore)
+        rc = s_resume(s, restore, start);
     if (!rc)
-        rc = rl_trainer_open_metrics(&s.t, start);
-    s.step = start;
-    if (!rc && start == 0) { /* the pretrained model: step 0 */
-        rl_metric_set_clear(s.t.ms);
-        rc = s_validate(&s);
-        if (!rc && s.o.online_test)
-            rc = s_online(&s);
+        rc = rl_trainer_open_metrics(&s->t, *start);
+    s->step = *start;
+    if (!rc && *start == 0) { /* the pretrained model: step 0 */
+        rl_metric_set_clear(s->t.ms);
+        rc = s_validate(s);
+        if (!rc && s->o.online_test)
+            rc = s_online(s);
         if (!rc)
-            rc = rl_metrics_log(s.t.sink, 0, s.t.ms);
+            rc = rl_metrics_log(s->t.sink, 0, s->t.ms);
     }
+    return rc;
+}
+
+/* A fresh state for a recovery; the run's "before" grid survives it. */
+static void s_reset(s_dg *s)
+{
+    uint8_t *before = s->before;
+    int bw = s->bw, bh = s->bh;
+    s_close(s);
+    memset(s, 0, sizeof *s);
+    s->before = before;
+    s->bw = bw;
+    s->bh = bh;
+}
+
+/* s_start, again each time it loses a worker (within trainer.max_recoveries). */
+static int s_start_recovering(s_dg *s, rl_driver *d, const rl_config *job, rl_recovery *rec,
+                              int64_t restore, int64_t *start)
+{
+    for (;;) {
+        int rc = rl_recovery_mark(rec, d);
+        if (!rc)
+            rc = s_start(s, d, job, restore, start);
+        if (!rc || !rl_recovery_check(rec, d, restore > 0 ? restore : 0))
+            return rc;
+        s_reset(s);
+    }
+}
+
+static int s_step(s_dg *s, int *saved)
+{
     static const rl_phase phases[] = {
         {"gen", s_phase_gen, 0},          {"reward", s_phase_reward, 0},
         {"adv", s_phase_adv, 0},          {"update_actor", s_phase_update, 0},
         {"sync_weights", s_phase_sync, 0},
     };
+    double t0 = rl_now_s();
+    rl_metric_set_clear(s->t.ms);
+    int rc = rl_phases_run(phases, 5, s, s->t.ms);
+    s_step_clear(s);
+    if (!rc)
+        rl_metric_set_put(s->t.ms, "timing_s/step", rl_now_s() - t0);
+    if (!rc && rl_trainer_due(&s->t, s->step, s->t.val_every))
+        rc = s_validate(s);
+    if (!rc && s->o.online_test && rl_trainer_due(&s->t, s->step, s->o.online_interval))
+        rc = s_online(s);
+    if (!rc)
+        rc = rl_trainer_log_step(&s->t, s->step);
+    *saved = 0;
+    if (!rc && rl_trainer_due(&s->t, s->step, s->t.save_every) && !(rc = s_save(s)))
+        *saved = 1;
+    if (!rc)
+        rl_driver_note_step(s->t.d, s->step, rl_now_s() - t0);
+    return rc;
+}
+
+static int s_run(rl_driver *d, const rl_config *job)
+{
+    s_dg s;
+    memset(&s, 0, sizeof s);
+    rl_recovery rec;
+    int64_t start = 0;
+    int resume = 0;
+    int rc = rl_recovery_open(&rec, job);
+    if (!rc)
+        rc = rl_config_get_bool(job, "trainer.resume", &resume);
+    if (!rc)
+        rc = s_start_recovering(&s, d, job, &rec, resume ? -1 : 0, &start);
+    rec.saved_step = start;
     for (s.step = start + 1; !rc && s.step <= s.t.total_steps && !rl_driver_interrupted(d); s.step++) {
-        double t0 = rl_now_s();
-        rl_metric_set_clear(s.t.ms);
-        rc = rl_phases_run(phases, 5, &s, s.t.ms);
-        s_step_clear(&s);
-        if (!rc)
-            rl_metric_set_put(s.t.ms, "timing_s/step", rl_now_s() - t0);
-        if (!rc && rl_trainer_due(&s.t, s.step, s.t.val_every))
-            rc = s_validate(&s);
-        if (!rc && s.o.online_test && rl_trainer_due(&s.t, s.step, s.o.online_interval))
-            rc = s_online(&s);
-        if (!rc)
-            rc = rl_trainer_log_step(&s.t, s.step);
-        if (!rc && rl_trainer_due(&s.t, s.step, s.t.save_every))
-            rc = s_save(&s);
+        int saved = 0;
+        if (!(rc = rl_recovery_mark(&rec, d)) && !(rc = s_step(&s, &saved)) && saved)
+            rec.saved_step = s.step;
+        if (rc && rl_recovery_check(&rec, d, s.step)) {
+            s_reset(&s); /* a worker was lost: from this run's newest checkpoint */
+            rc = s_start_recovering(&s, d, job, &rec, rec.saved_step, &start);
+            s.step = start;
+        }
     }
-    s_step_clear(&s);
+    rl_recovery_close(&rec);
     free(s.before);
-    rl_trainer_close(&s.t);
-    rl_dj_close(&s.j);
+    s_close(&s);
     return rc;
 }
 
@@ -616,6 +688,7 @@ const rl_recipe rl_recipe_diffusion = {
     .summary = "diffusion GRPO (MMDanceGRPO): SDE rollouts, image rewards, per-timestep clipped updates",
     .defaults = (const char *const[]){
         RL_CLIP_FLOW_MODEL_DEFAULTS, RL_ACTOR_DEFAULTS, RL_ACTOR_DIFFUSION_DEFAULTS,
+        RL_TRAINER_RECOVERY_DEFAULTS,
         RL_ROLLOUT_DEFAULTS, RL_REWARD_DEFAULTS, RL_REWARD_IMAGE_DEFAULTS,
         "data:\n"
         "  train_batch_size: 8        # prompts per step (groups of rollout.n samples)\n"

@@ -76,6 +76,7 @@ static void s_close(s_pre *s)
     free(s->target);
     free(s->sigma);
     free(s->labels);
+    memset(s, 0, sizeof *s); /* closing twice is harmless */
 }
 
 /* A request of tensors (names[i], dims) copied from bufs. */
@@ -200,11 +201,28 @@ static int s_scorer_accuracy(s_pre *s, const char *dir, double *acc)
 static int s_run(rl_driver *d, const rl_config *job, int generator)
 {
     s_pre s;
-    int rc = s_open(&s, d, job, generator);
+    rl_recovery rec;
+    int rc = rl_recovery_open(&rec, job);
+    while (!rc) { /* the start too is repeated when it loses a worker */
+        if (!(rc = rl_recovery_mark(&rec, d)) && !(rc = s_open(&s, d, job, generator)))
+            break;
+        if (!rl_recovery_check(&rec, d, 0))
+            break;
+        s_close(&s);
+        rc = RL_OK;
+    }
     double t0 = rl_now_s();
     for (s.step = 1; !rc && s.step <= s.t.total_steps && !rl_driver_interrupted(d); s.step++) {
         rl_metric_set_clear(s.t.ms);
-        rc = rl_phases_run(s_phases, 2, &s, s.t.ms);
+        if (!(rc = rl_recovery_mark(&rec, d)))
+            rc = rl_phases_run(s_phases, 2, &s, s.t.ms);
+        if (rc && rl_recovery_check(&rec, d, s.step)) {
+            /* a worker was lost: no checkpoints here, replay from step 1 */
+            s_close(&s);
+            if (!(rc = rl_recovery_mark(&rec, d)) && !(rc = s_open(&s, d, job, generator)))
+                s.step = 0;
+            continue;
+        }
         if (!rc && (s.step % 50 == 0 || s.step == s.t.total_steps)) {
             double loss = 0;
             rl_metric_set_get(s.t.ms, generator ? "train/flow_matching_loss" : "train/nll", &loss);
@@ -227,6 +245,7 @@ static int s_run(rl_driver *d, const rl_config *job, int generator)
         rl_metric_set_put(s.t.ms, RL_M_VAL_ACCURACY, acc);
         rc = rl_metrics_log(s.t.sink, s.t.total_steps, s.t.ms);
     }
+    rl_recovery_close(&rec);
     s_close(&s);
     return rc;
 }
@@ -263,6 +282,7 @@ const rl_recipe rl_recipe_scorer_train = {
     .name = "scorer_train",
     .summary = "the learned prompt-match scorer (image_classifier) on Fashion-MNIST",
     .defaults = (const char *const[]){RL_IMAGE_CLASSIFIER_MODEL_DEFAULTS, RL_DJ_DATA_DEFAULTS,
+                                      RL_TRAINER_RECOVERY_DEFAULTS,
                                       RL_ACTOR_DEFAULTS, RL_ROLLOUT_DEFAULTS,
                                       "actor:\n"
                                       "  optim: {lr: 1.0e-3}\n"
@@ -280,6 +300,7 @@ const rl_recipe rl_recipe_flow_pretrain = {
     .name = "flow_pretrain",
     .summary = "flow-matching pretraining of the clip generator (clip_flow) on Fashion-MNIST",
     .defaults = (const char *const[]){RL_CLIP_FLOW_MODEL_DEFAULTS, RL_DJ_DATA_DEFAULTS,
+                                      RL_TRAINER_RECOVERY_DEFAULTS,
                                       RL_ACTOR_DEFAULTS, RL_ACTOR_DIFFUSION_DEFAULTS,
                                       RL_ROLLOUT_DEFAULTS,
                                       "actor:\n"
