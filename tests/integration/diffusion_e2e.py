@@ -45,9 +45,10 @@ def cluster(path, actors):
                 "  reward: {count: 1, node: local}\n" % actors)
 
 
-def run(work, cl, overrides, expect_ok=True):
+def run(work, cl, overrides, expect_ok=True, env=None):
     cmd = [DRIVER, "--cluster", cl, "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + overrides
-    p = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=600)
+    p = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, **(env or {})))
     out = p.stdout + p.stderr
     if expect_ok and p.returncode != 0:
         print(out[-4000:])
@@ -144,6 +145,20 @@ def body(work):
     wb = file_bytes(os.path.join(work, "r_half", "checkpoints", "step_4", "model.safetensors"))
     assert wa == wb, "resumed weights differ"
     print("resume: metrics and weights identical")
+    # 3b. an actor rank killed inside the diffusion update: the job restores
+    # its checkpoint, replays, and ends as the fault-free run
+    marker = os.path.join(work, "fired")
+    fault = [a.replace("r_full", "r_fault") for a in base] + ["trainer.total_steps=4",
+                                                              "actor.comm_timeout_s=4"]
+    rc, out = run(work, cl2, fault,
+                  env={"RL_FAULT_INJECT": "actor/1:update_diffusion:3:before:" + marker})
+    assert os.path.exists(marker), "the fault never fired"
+    assert "recovery 1 of" in out, out[-3000:]
+    part = metrics(os.path.join(work, "r_fault", "metrics.jsonl"))
+    assert [strip(r) for r in full] == [strip(r) for r in part], "metrics after the recovery differ"
+    wb = file_bytes(os.path.join(work, "r_fault", "checkpoints", "step_4", "model.safetensors"))
+    assert wa == wb, "weights after the recovery differ"
+    print("fault: actor/1 killed in update_diffusion; recovered, metrics and weights identical")
 
     # 4. the video path: 2-frame clips
     run(work, cl1, ["trainer.recipe=flow_pretrain", "trainer.output_dir=flow2", "model.frames=2",
