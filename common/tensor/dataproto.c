@@ -1166,3 +1166,14 @@ int rl_dataproto_equal(const rl_dataproto *a, const rl_dataproto *b)
     }
     return 1;
 }
+
+int rl_dataproto_union_into(rl_dataproto **a, rl_dataproto *b)
+{
+    rl_dataproto *all = rl_dataproto_union(*a, b);
+    rl_dataproto_free(b);
+    if (!all)
+        return rl_error_code();
+    rl_dataproto_free(*a);
+    *a = all;
+    return RL_OK;
+}

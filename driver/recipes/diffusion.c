@@ -138,18 +138,6 @@ static rl_dataproto *s_rows(const int32_t *ids, const int64_t *nseed, const int6
     return dp;
 }
 
-/* u ← u ∪ other (other freed). */
-static int s_union_into(rl_dataproto **u, rl_dataproto *other)
-{
-    rl_dataproto *all = rl_dataproto_union(*u, other);
-    rl_dataproto_free(other);
-    if (!all)
-        return rl_error_code();
-    rl_dataproto_free(*u);
-    *u = all;
-    return RL_OK;
-}
-
 /* Samples `rows` on the rollout ranks (greedy: the ODE), adds the chain. */
 static int s_sample(s_dg *s, rl_dataproto **rows, int greedy)
 {
@@ -170,7 +158,7 @@ static int s_sample(s_dg *s, rl_dataproto **rows, int greedy)
         return rl_error_wrap(rl_error_code(), "the rollout's samples");
     }
     s->N = lt->shape[1] - 1;
-    return s_union_into(rows, gen);
+    return rl_dataproto_union_into(rows, gen);
 }
 
 /* First frames (B, 1, 28, 28) of the final latents, then the reward ranks. */
@@ -194,7 +182,7 @@ static int s_score(s_dg *s, rl_dataproto **rows)
         rc = rl_group_call_sync(s->j.reward, RL_REWARD_IMAGE_COMPUTE, RL_DISPATCH_DP_COMPUTE, req,
                                 &scored);
     rl_dataproto_free(req);
-    return rc ? rc : s_union_into(rows, scored);
+    return rc ? rc : rl_dataproto_union_into(rows, scored);
 }
 
 /* Mean of the f32 (B) tensor `name` into metric `key` (absent: nothing). */

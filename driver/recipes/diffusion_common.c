@@ -62,27 +62,6 @@ int rl_dj_sync_weights(rl_dj *j)
     return j->rollout ? rl_weight_sync_run(&j->sync, NULL, NULL) : RL_OK;
 }
 
-/* The FSDP communicator's id from actor rank 0 (only with W > 1). */
-static int s_comm_id(rl_dj *j, json_t **init_args)
-{
-    *init_args = json_object();
-    if (!*init_args)
-        return rl_error_set(RL_ENOMEM, "out of memory");
-    if (rl_group_size(j->actor) < 2)
-        return RL_OK;
-    rl_dataproto *req = rl_dataproto_new_meta(
-        json_pack("{s:s}", RL_ACTOR_HOST, rl_group_address(j->actor, 0))), *res = NULL;
-    int rc = req ? rl_group_call_sync(j->actor, RL_ACTOR_COMM_ID_CREATE, RL_DISPATCH_RANK_ZERO, req,
-                                      &res)
-                 : rl_error_code();
-    const char *id = rc ? NULL : rl_dataproto_meta_str(res, RL_ACTOR_COMM_ID, NULL);
-    if (id)
-        json_object_set_new(*init_args, RL_ACTOR_COMM_ID, json_string(id));
-    rl_dataproto_free(req);
-    rl_dataproto_free(res);
-    return id ? RL_OK : rl_error_code();
-}
-
 int rl_dj_open(rl_dj *j, rl_driver *d, const rl_config *job, int with_rollout, int with_reward)
 {
     memset(j, 0, sizeof *j);
@@ -94,26 +73,7 @@ int rl_dj_open(rl_dj *j, rl_driver *d, const rl_config *job, int with_rollout, i
         return rl_error_code();
     if (rl_actor_config_read(job, &j->actor_cfg))
         return rl_error_code();
-    j->sync = (rl_weight_sync){.sender = j->actor, .receivers = j->rollout,
-                               .open = RL_ACTOR_WEIGHTS_OPEN, .publish = RL_ACTOR_PUBLISH_WEIGHTS,
-                               .receive = RL_ROLLOUT_SYNC_WEIGHTS};
-    json_t *init_args;
-    int rc = s_comm_id(j, &init_args);
-    rl_dataproto *init = rc ? NULL : rl_dataproto_new_meta(init_args);
-    if (rc || !init)
-        return rc ? rc : rl_error_code();
-    rl_future *fa = rl_group_call(j->actor, RL_ACTOR_INIT_MODEL, RL_DISPATCH_ONE_TO_ALL, init);
-    rl_future *fr = j->rollout ? rl_group_call(j->rollout, RL_ROLLOUT_INIT_MODEL,
-                                               RL_DISPATCH_ONE_TO_ALL, NULL)
-                               : NULL;
-    rc = fa ? rl_future_wait(fa, -1) : rl_error_code();
-    int rc2 = j->rollout ? (fr ? rl_future_wait(fr, -1) : rl_error_code()) : RL_OK;
-    rl_future_free(fa);
-    rl_future_free(fr);
-    rl_dataproto_free(init);
-    if (rc || rc2)
-        return rc ? rc : rc2;
-    return rl_dj_sync_weights(j);
+    return rl_actor_rollout_open(j->actor, j->rollout, &j->sync);
 }
 
 void rl_dj_close(rl_dj *j) { memset(j, 0, sizeof *j); }

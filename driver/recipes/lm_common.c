@@ -171,27 +171,6 @@ int rl_lm_recipe_prepare(rl_config *job, int64_t updates_per_step, const char *r
 
 int rl_lm_job_sync_weights(rl_lm_job *j) { return rl_weight_sync_run(&j->sync, NULL, NULL); }
 
-/* The FSDP communicator's id from actor rank 0 (only with W > 1). */
-static int s_comm_id(rl_lm_job *j, json_t **init_args)
-{
-    *init_args = json_object();
-    if (!*init_args)
-        return rl_error_set(RL_ENOMEM, "out of memory");
-    if (rl_group_size(j->actor) < 2)
-        return RL_OK;
-    rl_dataproto *req = rl_dataproto_new_meta(
-        json_pack("{s:s}", RL_ACTOR_HOST, rl_group_address(j->actor, 0))), *res = NULL;
-    int rc = req ? rl_group_call_sync(j->actor, RL_ACTOR_COMM_ID_CREATE, RL_DISPATCH_RANK_ZERO, req,
-                                      &res)
-                 : rl_error_code();
-    const char *id = rc ? NULL : rl_dataproto_meta_str(res, RL_ACTOR_COMM_ID, NULL);
-    if (id)
-        json_object_set_new(*init_args, RL_ACTOR_COMM_ID, json_string(id));
-    rl_dataproto_free(req);
-    rl_dataproto_free(res);
-    return id ? RL_OK : rl_error_code();
-}
-
 int rl_lm_job_open(rl_lm_job *j, rl_driver *d, const rl_config *job)
 {
     memset(j, 0, sizeof *j);
@@ -201,9 +180,6 @@ int rl_lm_job_open(rl_lm_job *j, rl_driver *d, const rl_config *job)
         !(j->rollout = rl_driver_group(d, RL_ROLLOUT_ROLE)) ||
         !(j->reward = rl_driver_group(d, RL_REWARD_ROLE)))
         return rl_error_code();
-    j->sync = (rl_weight_sync){.sender = j->actor, .receivers = j->rollout,
-                               .open = RL_ACTOR_WEIGHTS_OPEN, .publish = RL_ACTOR_PUBLISH_WEIGHTS,
-                               .receive = RL_ROLLOUT_SYNC_WEIGHTS};
     if (rl_actor_config_read(job, &j->actor_cfg) || rl_rollout_config_read(job, &j->rollout_cfg))
         return rl_error_code();
     j->response_length = j->rollout_cfg.response_length;
@@ -226,22 +202,8 @@ int rl_lm_job_open(rl_lm_job *j, rl_driver *d, const rl_config *job)
     if (!(j->train = rl_dataset_load_jsonl(train)) || !(j->val = rl_dataset_load_jsonl(val)) ||
         !(j->it = rl_data_iter_new(j->train, (uint64_t)seed, shuffle, 1)))
         return rl_error_code();
-    /* models: the actor ranks join one communicator (rank 0 makes the id) */
-    json_t *init_args;
-    int rc = s_comm_id(j, &init_args);
-    rl_dataproto *init = rc ? NULL : rl_dataproto_new_meta(init_args);
-    if (rc || !init)
-        return rc ? rc : rl_error_code();
-    rl_future *fa = rl_group_call(j->actor, RL_ACTOR_INIT_MODEL, RL_DISPATCH_ONE_TO_ALL, init);
-    rl_future *fr = rl_group_call(j->rollout, RL_ROLLOUT_INIT_MODEL, RL_DISPATCH_ONE_TO_ALL, NULL);
-    rc = fa ? rl_future_wait(fa, -1) : rl_error_code();
-    int rc2 = fr ? rl_future_wait(fr, -1) : rl_error_code();
-    rl_future_free(fa);
-    rl_future_free(fr);
-    rl_dataproto_free(init);
-    if (rc || rc2)
-        return rc ? rc : rc2;
-    return rl_lm_job_sync_weights(j);
+    /* models: the actor ranks join one communicator; first weight sync */
+    return rl_actor_rollout_open(j->actor, j->rollout, &j->sync);
 }
 
 void rl_lm_job_close(rl_lm_job *j)
@@ -329,18 +291,6 @@ static int s_decode(rl_lm_job *j, rl_dataproto *dp)
     return RL_OK;
 }
 
-/* u ← u ∪ other (both freed; the union is the new u). */
-static int s_union_into(rl_dataproto **u, rl_dataproto *other)
-{
-    rl_dataproto *all = rl_dataproto_union(*u, other);
-    rl_dataproto_free(other);
-    if (!all)
-        return rl_error_code();
-    rl_dataproto_free(*u);
-    *u = all;
-    return RL_OK;
-}
-
 int rl_lm_job_rollout_start(rl_lm_job *j, const rl_dataproto *batch, int greedy, rl_future **f)
 {
     static const char *const gen_in[3] = {RL_LM_PROMPTS, RL_LM_PROMPT_LENS, RL_LM_ROW_SEEDS};
@@ -363,7 +313,7 @@ int rl_lm_job_rollout_finish(rl_lm_job *j, rl_dataproto **batch, rl_future *f, d
     *gen_s = rl_now_s() - t0;
     if (!rc && !gen)
         rc = rl_error_set(RL_EPROTO, "%s returned no samples", RL_ROLLOUT_GENERATE);
-    if (rc || (rc = s_union_into(batch, gen)) || (rc = s_decode(j, *batch)))
+    if (rc || (rc = rl_dataproto_union_into(batch, gen)) || (rc = s_decode(j, *batch)))
         return rc;
     /* only these columns travel to the reward ranks (an empty tensor list) */
     static const char *const rcols[3] = {RL_REWARD_RESPONSE, RL_REWARD_GROUND_TRUTH,
@@ -375,7 +325,7 @@ int rl_lm_job_rollout_finish(rl_lm_job *j, rl_dataproto **batch, rl_future *f, d
              : rl_error_code();
     rl_dataproto_free(req);
     *reward_s = rl_now_s() - t0;
-    return rc ? rc : s_union_into(batch, scored);
+    return rc ? rc : rl_dataproto_union_into(batch, scored);
 }
 
 int rl_lm_job_rollout(rl_lm_job *j, rl_dataproto **batch, int greedy, double *gen_s,

@@ -10,6 +10,7 @@
 #include "rlrt/nn/checkpoint.h"
 #include "rlrt/rlrt.h"
 #include "rlrt/roles/actor.h"
+#include "rlrt/roles/rollout.h"
 
 double rl_now_s(void)
 {
@@ -154,6 +155,51 @@ int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replie
     }
     rl_future_free(fs);
     return rc ? rc : rc2;
+}
+
+/* ---- the actor–rollout pair ------------------------------------------------------------------- */
+
+/* The FSDP communicator's id from actor rank 0 (only with W > 1). */
+static int s_comm_id(rl_group *actor, json_t **init_args)
+{
+    *init_args = json_object();
+    if (!*init_args)
+        return rl_error_set(RL_ENOMEM, "out of memory");
+    if (rl_group_size(actor) < 2)
+        return RL_OK;
+    rl_dataproto *req = rl_dataproto_new_meta(
+        json_pack("{s:s}", RL_ACTOR_HOST, rl_group_address(actor, 0))), *res = NULL;
+    int rc = req ? rl_group_call_sync(actor, RL_ACTOR_COMM_ID_CREATE, RL_DISPATCH_RANK_ZERO, req, &res)
+                 : rl_error_code();
+    const char *id = rc ? NULL : rl_dataproto_meta_str(res, RL_ACTOR_COMM_ID, NULL);
+    if (id)
+        json_object_set_new(*init_args, RL_ACTOR_COMM_ID, json_string(id));
+    rl_dataproto_free(req);
+    rl_dataproto_free(res);
+    return id ? RL_OK : rl_error_code();
+}
+
+int rl_actor_rollout_open(rl_group *actor, rl_group *rollout, rl_weight_sync *sync)
+{
+    *sync = (rl_weight_sync){.sender = actor, .receivers = rollout,
+                             .open = RL_ACTOR_WEIGHTS_OPEN, .publish = RL_ACTOR_PUBLISH_WEIGHTS,
+                             .receive = RL_ROLLOUT_SYNC_WEIGHTS};
+    json_t *init_args;
+    int rc = s_comm_id(actor, &init_args);
+    rl_dataproto *init = rc ? NULL : rl_dataproto_new_meta(init_args);
+    if (rc || !init)
+        return rc ? rc : rl_error_code();
+    rl_future *fa = rl_group_call(actor, RL_ACTOR_INIT_MODEL, RL_DISPATCH_ONE_TO_ALL, init);
+    rl_future *fr = rollout ? rl_group_call(rollout, RL_ROLLOUT_INIT_MODEL, RL_DISPATCH_ONE_TO_ALL, NULL)
+                            : NULL;
+    rc = fa ? rl_future_wait(fa, -1) : rl_error_code();
+    int rc2 = rollout ? (fr ? rl_future_wait(fr, -1) : rl_error_code()) : RL_OK;
+    rl_future_free(fa);
+    rl_future_free(fr);
+    rl_dataproto_free(init);
+    if (rc || rc2)
+        return rc ? rc : rc2;
+    return rollout ? rl_weight_sync_run(sync, NULL, NULL) : RL_OK;
 }
 
 /* ---- calls ------------------------------------------------------------------------------------- */

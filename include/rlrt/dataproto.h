@@ -181,6 +181,9 @@ int rl_dataproto_split(const rl_dataproto *dp, int64_t split_size, rl_dataproto 
  * in both must be equal (tensor bytes, column cells, meta value) or it is an
  * error naming the key. */
 rl_dataproto *rl_dataproto_union(const rl_dataproto *a, const rl_dataproto *b);
+/* *a ← *a ∪ b (the union's rules); b is freed in every case, *a replaced
+ * only on success. */
+int rl_dataproto_union_into(rl_dataproto **a, rl_dataproto *b);
 /* Each row `times` times: interleave = 1 gives r0 r0 r1 r1, 0 gives r0 r1 r0 r1. */
 rl_dataproto *rl_dataproto_repeat(const rl_dataproto *dp, int64_t times, int interleave);
 /* Only the named tensors/columns (NULL list = keep all of that kind). Views.
