@@ -7,7 +7,10 @@ command -v curl >/dev/null || skip "curl not installed (deploy/install-deps.sh i
 d=$(tmpdir)
 dpid=
 trap 'kill -9 $dpid 2>/dev/null; rm -rf "$d"' EXIT
-base=$((30000 + $$ % 20000))
+# fixed ports below the kernel's ephemeral range, where the wildcard binds of
+# the job's own channels (and other programs' connections) never land
+lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+base=$((10000 + $$ % (lo > 12000 ? lo - 11000 : 1000)))
 cat >"$d/cluster.yaml" <<YAML
 driver: {bind: 127.0.0.1, port: $base}
 heartbeat: {interval_s: 0.5, liveness: 3}
