@@ -6,10 +6,15 @@
  *   rl-libero replay --data DIR --task T --init K --actions A.f64 --out S.f64 [--scene phys|full]
  *   rl-libero expert --data DIR --task T --init K [--steps N] [--actions-out A.f64] [--out S.f64]
  *   rl-libero expert-all --data DIR [--tasks 0-9] [--inits 50] [--steps 300]
+ *   rl-libero onestep --data DIR --task T --actions R.f64 --out S.f64
  *
  * Files are raw little-endian float64. Actions: (N, 7). States: (N + 1,
  * 1 + nq + nv + 39 + 98 + 1) = time, qpos, qvel, proprio, object, success;
  * row 0 is the state after the reset, row i after action i.
+ * onestep: R holds records (1 + nq + 2 nv + 2 + 9 + 3 + 7 values: time,
+ * qpos, qvel, qacc_warmstart, gripper command, goal orientation, observation
+ * clock, sampled flag, stale flag, action); each sets that state, takes one
+ * step and writes the resulting state row.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -80,6 +85,8 @@ static int s_expert_episode(rl_libero_env *e, int init, int steps, FILE *fa, FIL
             if (!fa && !fs)
                 return 0;
         }
+        if (*succ_step >= 0 && s + 1 >= *succ_step + 10)
+            return 0; /* ten steps past success: enough to see it hold */
     }
     return 0;
 }
@@ -97,7 +104,8 @@ int main(int argc, char **argv)
         {"data", 1, 0, 'd'},  {"task", 1, 0, 't'},        {"init", 1, 0, 'i'},
         {"actions", 1, 0, 'a'}, {"out", 1, 0, 'o'},       {"actions-out", 1, 0, 'A'},
         {"steps", 1, 0, 'n'}, {"scene", 1, 0, 's'},       {"tasks", 1, 0, 'T'},
-        {"inits", 1, 0, 'I'}, {0, 0, 0, 0}};
+        {"inits", 1, 0, 'I'}, {"solver-tol", 1, 0, 'S'}, {0, 0, 0, 0}};
+    double solver_tol = -1;
     int c;
     optind = 2;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -111,6 +119,7 @@ int main(int argc, char **argv)
         case 'n': steps = atoi(optarg); break;
         case 'T': tasks = optarg; break;
         case 'I': inits = atoi(optarg); break;
+        case 'S': solver_tol = atof(optarg); break;
         case 's':
             if (strcmp(optarg, "full") == 0)
                 scene = RL_LIBERO_SCENE_FULL;
@@ -186,6 +195,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "rl-libero: %s\n", rl_error_message());
         return 1;
     }
+    if (solver_tol >= 0)
+        rl_libero_task_set_solver_tolerance(t, solver_tol);
     int rc = 0;
     if (strcmp(cmd, "replay") == 0) {
         FILE *fa = actions ? fopen(actions, "rb") : NULL;
@@ -202,6 +213,32 @@ int main(int argc, char **argv)
             if (rl_libero_env_step(e, a, &info) || s_write_state(fs, e, info.flags & RL_LIBERO_SUCCESS))
                 rc = 1;
         }
+        fclose(fa);
+        if (fclose(fs))
+            rc = 1;
+    } else if (strcmp(cmd, "onestep") == 0) {
+        FILE *fa = actions ? fopen(actions, "rb") : NULL;
+        FILE *fs = out ? fopen(out, "wb") : NULL;
+        int nq = rl_libero_env_nq(e), nv = rl_libero_env_nv(e);
+        size_t n = 1 + (size_t)nq + 2 * (size_t)nv + 2 + 9 + 3 + RL_LIBERO_ACTION_DIM;
+        double *r = malloc(n * sizeof(double));
+        if (!fa || !fs || !r) {
+            fprintf(stderr, "rl-libero: onestep needs readable --actions and writable --out\n");
+            return 64;
+        }
+        if (rl_libero_env_reset(e, 0))
+            rc = 1;
+        while (!rc && fread(r, sizeof(double), n, fa) == n) {
+            const double *x = r + 1 + nq + 2 * nv;
+            rl_libero_sim_state st = {r[0], r + 1, r + 1 + nq, r + 1 + nq + nv, {x[0], x[1]}, {0},
+                                      x[11], x[12] != 0, x[13] != 0};
+            memcpy(st.goal_ori, x + 2, sizeof st.goal_ori);
+            rl_libero_step_info info;
+            if (rl_libero_env_set_sim_state(e, &st) || rl_libero_env_step(e, x + 14, &info) ||
+                s_write_state(fs, e, info.flags & RL_LIBERO_SUCCESS))
+                rc = 1;
+        }
+        free(r);
         fclose(fa);
         if (fclose(fs))
             rc = 1;

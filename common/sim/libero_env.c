@@ -384,6 +384,30 @@ int rl_libero_env_set_state(rl_libero_env *e, const double *qpos, const double *
     return RL_OK;
 }
 
+int rl_libero_env_set_sim_state(rl_libero_env *e, const rl_libero_sim_state *s)
+{
+    const mjModel *m = e->t->m;
+    mjData *d = e->d;
+    if (!s || !s->qpos || !s->qvel || !s->qacc_warmstart)
+        return rl_error_set(RL_EINVAL, "rl_libero_env_set_sim_state: NULL state");
+    mj_resetData(m, d);
+    d->time = s->time;
+    memcpy(d->qpos, s->qpos, sizeof(double) * (size_t)m->nq);
+    memcpy(d->qvel, s->qvel, sizeof(double) * (size_t)m->nv);
+    memcpy(d->qacc_warmstart, s->qacc_warmstart, sizeof(double) * (size_t)m->nv);
+    if (s_mj_guard(s_forward, e))
+        return rl_error_set(RL_ESTATE, "MuJoCo error: %s", s_mj_last_error());
+    memcpy(e->grip_cmd, s->grip_cmd, sizeof e->grip_cmd);
+    memcpy(e->goal_ori, s->goal_ori, sizeof e->goal_ori);
+    memcpy(e->goal_pos, d->site_xpos + 3 * e->t->eef_site, sizeof e->goal_pos);
+    e->obs_time = s->obs_time;
+    e->obs_sampled = s->obs_sampled;
+    e->stale = s->stale;
+    s_sample(e);
+    e->broken = 0;
+    return RL_OK;
+}
+
 int rl_libero_env_body_pos(const rl_libero_env *e, const char *body, double pos[3])
 {
     int id = mj_name2id(e->t->m, mjOBJ_BODY, body);

@@ -432,3 +432,8 @@ const char *rl_libero_task_name(const rl_libero_task *t) { return t->name; }
 int rl_libero_task_target_slot(const rl_libero_task *t) { return t->target_slot; }
 int rl_libero_task_basket_slot(const rl_libero_task *t) { return t->basket_slot; }
 size_t rl_libero_task_model_bytes(const rl_libero_task *t) { return (size_t)t->m->nbuffer; }
+
+void rl_libero_task_set_solver_tolerance(rl_libero_task *t, double tol)
+{
+    t->m->opt.tolerance = tol;
+}

@@ -95,6 +95,9 @@ const char *rl_libero_task_name(const rl_libero_task *t);
 /* Which slot of the 7 objects is the task's target / the basket. */
 int rl_libero_task_target_slot(const rl_libero_task *t);
 int rl_libero_task_basket_slot(const rl_libero_task *t);
+/* Sets the constraint solver's tolerance (MuJoCo opt.tolerance; LIBERO
+ * runs 1e-8). Tests only: not safe while envs of the task step. */
+void rl_libero_task_set_solver_tolerance(rl_libero_task *t, double tol);
 /* Bytes of the mjModel (for memory accounting). */
 size_t rl_libero_task_model_bytes(const rl_libero_task *t);
 
@@ -150,6 +153,20 @@ void rl_libero_env_eef(const rl_libero_env *e, double pos[3], double rot[9]);
 void rl_libero_env_region(const rl_libero_env *e, double center[3], double half[3]);
 /* Bytes of the mjData (memory accounting). */
 size_t rl_libero_env_data_bytes(const rl_libero_env *e);
+/* The whole simulator state one control step depends on (tests: the
+ * equivalence test sets LIBERO's state before every step and compares one
+ * step, so chaotic contact dynamics cannot hide or fake a difference). */
+typedef struct rl_libero_sim_state {
+    double time;
+    const double *qpos, *qvel, *qacc_warmstart; /* nq, nv, nv */
+    double grip_cmd[2];      /* robosuite PandaGripper.current_action */
+    double goal_ori[9];      /* the OSC's goal orientation (row-major) */
+    double obs_time;         /* robosuite observables' clock */
+    int obs_sampled;
+    int stale;               /* 1: the controller still holds its reset cache */
+} rl_libero_sim_state;
+int rl_libero_env_set_sim_state(rl_libero_env *e, const rl_libero_sim_state *s);
+
 /* Forces a NaN into the arm's velocity (tests of instability handling). */
 void rl_libero_env_poison(rl_libero_env *e);
 
