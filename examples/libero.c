@@ -60,7 +60,8 @@ static int s_expert_episode(rl_libero_env *e, int init, int steps, FILE *fa, FIL
     rl_libero_expert x;
     if (rl_libero_env_reset(e, init))
         return -1;
-    rl_libero_expert_reset(&x, rl_libero_task_target_slot(t), rl_libero_task_basket_slot(t));
+    rl_libero_expert_reset(&x, rl_libero_task_target_slot(t), rl_libero_task_basket_slot(t),
+                           rl_libero_task_target_height(t), rl_libero_task_grasp_axis(t));
     if (fs && s_write_state(fs, e, 0))
         return -1;
     *succ_step = -1;
@@ -178,7 +179,8 @@ int main(int argc, char **argv)
                 } else if (strlen(fails) < sizeof fails - 8)
                     snprintf(fails + strlen(fails), sizeof fails - strlen(fails), " %d", i);
             }
-            printf("task %d %-62s %2d/%d  mean steps %.0f  %.1f s%s%s\n", ti, rl_libero_task_name(t), k, n,
+            printf("task %d (top %.3f axis %d) %-58s %2d/%d  mean steps %.0f  %.1f s%s%s\n", ti,
+                   rl_libero_task_target_height(t), rl_libero_task_grasp_axis(t), rl_libero_task_name(t), k, n,
                    k ? len / k : 0.0, s_now() - t0, *fails ? "  failed:" : "", fails);
             fflush(stdout);
             total += n;

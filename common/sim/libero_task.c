@@ -358,6 +358,111 @@ static int s_read_meta(rl_libero_task *t, json_t *meta, const char *file)
     return RL_OK;
 }
 
+#if mjVERSION_HEADER >= 3000000
+#define S_RAYMESH(m, d, g, p, v) mj_rayMesh(m, d, g, p, v, NULL)
+#define S_RAYGEOM(pos, mat, size, p, v, type) mju_rayGeom(pos, mat, size, p, v, type, NULL)
+#else
+#define S_RAYMESH(m, d, g, p, v) mj_rayMesh(m, d, g, p, v)
+#define S_RAYGEOM(pos, mat, size, p, v, type) mju_rayGeom(pos, mat, size, p, v, type)
+#endif
+
+typedef struct s_probe_args {
+    rl_libero_task *t;
+    double height;
+    int ok;
+} s_probe_args;
+
+/* The target's top above its origin: a ray cast straight down onto it,
+ * from 0.5 m above, in initial state 0 (only the target's own geoms
+ * count, so nothing above it can hide it). */
+static void s_probe(void *arg)
+{
+    s_probe_args *a = arg;
+    rl_libero_task *t = a->t;
+    mjModel *m = t->m;
+    mjData *d = mj_makeData(m);
+    if (!d)
+        return;
+    memcpy(d->qpos, t->init + 1, sizeof(double) * (size_t)m->nq);
+    mj_forward(m, d);
+    int body = t->obj_body[t->target_slot];
+    const double *o = d->xpos + 3 * body;
+    double top = -1;
+    for (int dx = -2; dx <= 2; dx++)
+        for (int dy = -2; dy <= 2; dy++) {
+            mjtNum from[3] = {o[0] + 0.004 * dx, o[1] + 0.004 * dy, o[2] + 0.5}, dir[3] = {0, 0, -1};
+            for (int g = 0; g < m->ngeom; g++) {
+                if ((m->geom_bodyid[g] != body && m->body_rootid[m->geom_bodyid[g]] != body) ||
+                    (!m->geom_contype[g] && !m->geom_conaffinity[g]))
+                    continue;
+                mjtNum dist = m->geom_type[g] == mjGEOM_MESH
+                                  ? S_RAYMESH(m, d, g, from, dir)
+                                  : S_RAYGEOM(d->geom_xpos + 3 * g, d->geom_xmat + 9 * g,
+                                              m->geom_size + 3 * g, from, dir, m->geom_type[g]);
+                if (dist >= 0 && o[2] + 0.5 - dist > top)
+                    top = o[2] + 0.5 - dist;
+            }
+        }
+    if (top > -1) {
+        a->height = top - o[2];
+        a->ok = 1;
+    }
+    mj_deleteData(d);
+}
+
+/* Half extents along the target body's x and y of its collision geoms
+ * (each geom's box in its own frame — the mesh's bounding box where MuJoCo
+ * keeps one — turned into the body frame). */
+static void s_grasp_axis(rl_libero_task *t)
+{
+    const mjModel *m = t->m;
+    int body = t->obj_body[t->target_slot];
+    double ext[2] = {0, 0};
+    for (int g = 0; g < m->ngeom; g++) {
+        if (m->geom_bodyid[g] != body || (!m->geom_contype[g] && !m->geom_conaffinity[g]))
+            continue;
+        const mjtNum *sz = m->geom_size + 3 * g;
+        double h[3] = {sz[0], sz[1], sz[2]}, c[3] = {0, 0, 0};
+        switch (m->geom_type[g]) {
+        case mjGEOM_SPHERE: h[1] = h[2] = sz[0]; break;
+        case mjGEOM_CAPSULE: h[2] = sz[1] + sz[0]; h[1] = sz[0]; break;
+        case mjGEOM_CYLINDER: h[2] = sz[1]; h[1] = sz[0]; break;
+        case mjGEOM_MESH:
+#if mjVERSION_HEADER >= 3000000
+            for (int i = 0; i < 3; i++)
+                c[i] = m->geom_aabb[6 * g + i], h[i] = m->geom_aabb[6 * g + 3 + i];
+#else
+            h[0] = h[1] = h[2] = m->geom_rbound[g];
+#endif
+            break;
+        default: break;
+        }
+        double R[9];
+        mju_quat2Mat(R, m->geom_quat + 4 * g);
+        for (int a = 0; a < 2; a++) {
+            double center = m->geom_pos[3 * g + a] + R[3 * a] * c[0] + R[3 * a + 1] * c[1] + R[3 * a + 2] * c[2];
+            double half = fabs(R[3 * a]) * h[0] + fabs(R[3 * a + 1]) * h[1] + fabs(R[3 * a + 2]) * h[2];
+            if (fabs(center) + half > ext[a])
+                ext[a] = fabs(center) + half;
+        }
+    }
+    t->grasp_axis = -1;
+    if (ext[0] > 1.3 * ext[1])
+        t->grasp_axis = 1;
+    else if (ext[1] > 1.3 * ext[0])
+        t->grasp_axis = 0;
+}
+
+static int s_probe_height(rl_libero_task *t)
+{
+    s_grasp_axis(t);
+    s_probe_args a = {t, 0, 0};
+    if (s_mj_guard(s_probe, &a) || !a.ok)
+        return rl_error_set(RL_EPROTO, "task %d: cannot find the target's top in its scene" S_FIX, t->index);
+    t->target_height = a.height;
+    return RL_OK;
+}
+
 rl_libero_task *rl_libero_task_load(const char *data_dir, int index, rl_libero_scene scene)
 {
     s_mj_hooks_install();
@@ -408,6 +513,8 @@ rl_libero_task *rl_libero_task_load(const char *data_dir, int index, rl_libero_s
     if (!rc)
         rc = s_read_init(t, dir, meta, tpath);
     json_decref(meta);
+    if (!rc)
+        rc = s_probe_height(t);
     if (rc) {
         rl_libero_task_free(t);
         return NULL;
@@ -436,4 +543,14 @@ size_t rl_libero_task_model_bytes(const rl_libero_task *t) { return (size_t)t->m
 void rl_libero_task_set_solver_tolerance(rl_libero_task *t, double tol)
 {
     t->m->opt.tolerance = tol;
+}
+
+double rl_libero_task_target_height(const rl_libero_task *t)
+{
+    return t->target_height;
+}
+
+int rl_libero_task_grasp_axis(const rl_libero_task *t)
+{
+    return t->grasp_axis;
 }

@@ -39,6 +39,8 @@ struct rl_libero_task {
     int obj_body[RL_LIBERO_NUM_OBJECTS];
     int target_slot, basket_slot, region_site;
     double region_size[3];
+    double target_height;
+    int grasp_axis;
     /* controller (robosuite OSC_POSE as LIBERO configures it) */
     double kp[6], kd[6], out_max[6], out_min[6], in_max, in_min;
     double tau_lo[S_ARM], tau_hi[S_ARM];

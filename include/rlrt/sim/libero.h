@@ -98,6 +98,14 @@ int rl_libero_task_basket_slot(const rl_libero_task *t);
 /* Sets the constraint solver's tolerance (MuJoCo opt.tolerance; LIBERO
  * runs 1e-8). Tests only: not safe while envs of the task step. */
 void rl_libero_task_set_solver_tolerance(rl_libero_task *t, double tol);
+/* Height of the target object's top above its body origin, measured once
+ * at load by casting a ray down onto it in initial state 0 (the expert's
+ * grasp height). */
+double rl_libero_task_target_height(const rl_libero_task *t);
+/* The target's horizontal axis (in its body frame) the fingers should close
+ * across: 0 = x, 1 = y, -1 = either (its footprint is round or square
+ * enough); from its collision geoms' extents, at load. */
+int rl_libero_task_grasp_axis(const rl_libero_task *t);
 /* Bytes of the mjModel (for memory accounting). */
 size_t rl_libero_task_model_bytes(const rl_libero_task *t);
 
@@ -180,11 +188,16 @@ typedef struct rl_libero_expert {
     int phase;      /* 0 .. RL_LIBERO_EXPERT_DONE */
     int ticks;      /* steps spent in the phase */
     int target, basket;
+    double height;     /* target's top above its origin */
+    int axis;          /* rl_libero_task_grasp_axis() */
+    double heading;    /* the hand's heading chosen for the grasp */
     double grasp[3];   /* target position when the grasp closed */
-    double hold_z;     /* eef height when lifted */
 } rl_libero_expert;
 
-void rl_libero_expert_reset(rl_libero_expert *x, int target_slot, int basket_slot);
+/* target_height, grasp_axis: rl_libero_task_target_height() and
+ * rl_libero_task_grasp_axis() of the task. */
+void rl_libero_expert_reset(rl_libero_expert *x, int target_slot, int basket_slot, double target_height,
+                            int grasp_axis);
 /* One action from the observation (float or double vectors). */
 void rl_libero_expert_act(rl_libero_expert *x, const float proprio[RL_LIBERO_PROPRIO_DIM],
                           const float object[RL_LIBERO_OBJECT_DIM],
