@@ -13,7 +13,8 @@
 #include "rlrt/runtime/cluster.h"
 #include "rlrt/runtime/driver.h"
 
-static const rl_recipe *s_recipes[] = {&rl_recipe_selftest, &rl_recipe_sft, &rl_recipe_rlvr};
+static const rl_recipe *s_recipes[] = {&rl_recipe_selftest, &rl_recipe_sft, &rl_recipe_rlvr,
+                                       &rl_recipe_libero_collect};
 
 static void s_usage(FILE *f)
 {

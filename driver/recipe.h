@@ -34,6 +34,7 @@ typedef struct rl_recipe {
 extern const rl_recipe rl_recipe_selftest;
 extern const rl_recipe rl_recipe_sft;
 extern const rl_recipe rl_recipe_rlvr;
+extern const rl_recipe rl_recipe_libero_collect;
 
 /* Keys every job has; a recipe's defaults are merged over them. */
 #define RL_COMMON_DEFAULTS \

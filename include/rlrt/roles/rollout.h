@@ -24,6 +24,10 @@
  *                              the kind's samples (LM: responses, response_lens,
  *                              response_logp, response_entropy) and meta
  *                              RL_ROLLOUT_WEIGHTS_VERSION (the version that sampled)
+ *   serve_env     all_to_all   meta endpoint of env rank r's data channel: answers
+ *                              its observations with action chunks until it is done
+ *                              (rlrt/roles/env.h; reads the env.* section) → meta
+ *                              policy_calls, policy_s
  */
 #ifndef RLRT_ROLES_ROLLOUT_H
 #define RLRT_ROLES_ROLLOUT_H
@@ -39,6 +43,7 @@
 #define RL_ROLLOUT_INIT_MODEL "init_model"
 #define RL_ROLLOUT_SYNC_WEIGHTS "sync_weights"
 #define RL_ROLLOUT_GENERATE "generate"
+#define RL_ROLLOUT_SERVE_ENV "serve_env"
 
 #define RL_ROLLOUT_ENDPOINT "endpoint"
 #define RL_ROLLOUT_VERSION "version"
