@@ -113,10 +113,11 @@ void rl_libero_expert_act(rl_libero_expert *x, const float proprio[RL_LIBERO_PRO
         obj[i] = object[14 * x->target + i];
         bsk[i] = object[14 * x->basket + i];
     }
-    /* grasp 2.5 cm below the top, at least 1 cm and at most 5 cm above the
-     * origin: cans and boxes low, bottles by the neck */
+    /* the grip site 2.5 cm below the top, between the origin and 5 cm above
+     * it: flat boxes at their middle (the finger pads reach 4 mm below the
+     * site), cans low, bottles by the neck */
     double grasp_dz = x->height - 0.025;
-    grasp_dz = grasp_dz < 0.01 ? 0.01 : grasp_dz > 0.05 ? 0.05 : grasp_dz;
+    grasp_dz = grasp_dz < 0.0 ? 0.0 : grasp_dz > 0.05 ? 0.05 : grasp_dz;
     double yaw = 0.0;
     x->ticks++;
     switch (x->phase) {
