@@ -54,8 +54,12 @@ static void s_usage(void)
                     "       [--scene phys|full] [--tasks A-B] [--inits N]\n");
 }
 
+static int s_chunk = 1; /* --chunk: actions per expert call (open loop) */
+
 static int s_expert_episode(rl_libero_env *e, int init, int steps, FILE *fa, FILE *fs, int *succ_step)
 {
+    float chunk[7 * 1000];
+    int have = 0, used = 0;
     const rl_libero_task *t = rl_libero_env_task(e);
     rl_libero_expert x;
     if (rl_libero_env_reset(e, init))
@@ -68,8 +72,13 @@ static int s_expert_episode(rl_libero_env *e, int init, int steps, FILE *fa, FIL
     for (int s = 0; s < steps; s++) {
         float p[RL_LIBERO_PROPRIO_DIM], o[RL_LIBERO_OBJECT_DIM], a[RL_LIBERO_ACTION_DIM];
         double ad[RL_LIBERO_ACTION_DIM];
-        rl_libero_env_obs_f32(e, p, o);
-        rl_libero_expert_act(&x, p, o, a);
+        if (used == have) {
+            rl_libero_env_obs_f32(e, p, o);
+            rl_libero_expert_act_chunk(&x, p, o, s_chunk, chunk);
+            have = s_chunk;
+            used = 0;
+        }
+        memcpy(a, chunk + 7 * used++, sizeof a);
         for (int i = 0; i < RL_LIBERO_ACTION_DIM; i++)
             ad[i] = a[i];
         rl_libero_step_info info;
@@ -105,7 +114,7 @@ int main(int argc, char **argv)
         {"data", 1, 0, 'd'},  {"task", 1, 0, 't'},        {"init", 1, 0, 'i'},
         {"actions", 1, 0, 'a'}, {"out", 1, 0, 'o'},       {"actions-out", 1, 0, 'A'},
         {"steps", 1, 0, 'n'}, {"scene", 1, 0, 's'},       {"tasks", 1, 0, 'T'},
-        {"inits", 1, 0, 'I'}, {"solver-tol", 1, 0, 'S'}, {0, 0, 0, 0}};
+        {"inits", 1, 0, 'I'}, {"solver-tol", 1, 0, 'S'}, {"chunk", 1, 0, 'C'}, {0, 0, 0, 0}};
     double solver_tol = -1;
     int c;
     optind = 2;
@@ -121,6 +130,13 @@ int main(int argc, char **argv)
         case 'T': tasks = optarg; break;
         case 'I': inits = atoi(optarg); break;
         case 'S': solver_tol = atof(optarg); break;
+        case 'C':
+            s_chunk = atoi(optarg);
+            if (s_chunk < 1 || s_chunk > 1000) {
+                fprintf(stderr, "rl-libero: --chunk must be in [1, 1000]\n");
+                return 64;
+            }
+            break;
         case 's':
             if (strcmp(optarg, "full") == 0)
                 scene = RL_LIBERO_SCENE_FULL;

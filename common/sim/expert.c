@@ -17,6 +17,9 @@ enum { P_ABOVE, P_DESCEND, P_GRASP, P_LIFT, P_CARRY, P_LOWER, P_RELEASE, P_DONE 
 
 #define S_EEF 28       /* proprio: eef_pos */
 #define S_HAND_Q 31    /* proprio: hand quaternion xyzw */
+#ifndef S_FOLLOW
+#define S_FOLLOW 0.6   /* share of a commanded delta the hand moves in a step */
+#endif
 
 void rl_libero_expert_reset(rl_libero_expert *x, int target_slot, int basket_slot, double target_height,
                             int grasp_axis)
@@ -104,8 +107,9 @@ static void s_towards(const double eef[3], const double goal[3], double gain, do
     *dz = fabs(goal[2] - eef[2]);
 }
 
-void rl_libero_expert_act(rl_libero_expert *x, const float proprio[RL_LIBERO_PROPRIO_DIM],
-                          const float object[RL_LIBERO_OBJECT_DIM], float a[RL_LIBERO_ACTION_DIM])
+/* One action; phase changes only when `advance` (a real observation, not a
+ * prediction inside a chunk). */
+static void s_act(rl_libero_expert *x, const float *proprio, const float *object, float *a, int advance)
 {
     double eef[3], obj[3], bsk[3], goal[3], dxy, dz;
     for (int i = 0; i < 3; i++) {
@@ -122,24 +126,25 @@ void rl_libero_expert_act(rl_libero_expert *x, const float proprio[RL_LIBERO_PRO
     x->ticks++;
     switch (x->phase) {
     case P_ABOVE:
-        if (x->ticks == 1)
-            x->heading = s_pick_heading(x, proprio, object);
-        yaw = s_wrap_half(x->heading - s_heading(proprio + S_HAND_Q, 1));
+        if (x->ticks == 1 || !x->heading_set)
+            x->heading_set = 1, x->heading = s_pick_heading(x, proprio, object);
+        /* the yaw is not predicted inside a chunk: turn on real observations only */
+        yaw = advance ? s_wrap_half(x->heading - s_heading(proprio + S_HAND_Q, 1)) : 0.0;
         goal[0] = obj[0], goal[1] = obj[1], goal[2] = obj[2] + grasp_dz + 0.10;
         s_towards(eef, goal, 1.0, yaw, -1.0f, a, &dxy, &dz);
-        if (dxy < 0.008 && dz < 0.02 && fabs(yaw) < 0.04)
+        if (advance && dxy < 0.008 && dz < 0.02 && fabs(yaw) < 0.04)
             x->phase = P_DESCEND, x->ticks = 0;
         break;
     case P_DESCEND:
         goal[0] = obj[0], goal[1] = obj[1], goal[2] = obj[2] + grasp_dz;
         s_towards(eef, goal, 1.0, 0.0, -1.0f, a, &dxy, &dz);
-        if ((dz < 0.008 && dxy < 0.01) || x->ticks > 60)
+        if (advance && ((dz < 0.008 && dxy < 0.01) || x->ticks > 60))
             x->phase = P_GRASP, x->ticks = 0;
         break;
     case P_GRASP:
         goal[0] = eef[0], goal[1] = eef[1], goal[2] = eef[2];
         s_towards(eef, goal, 0.0, 0.0, 1.0f, a, &dxy, &dz);
-        if (x->ticks > 12) {
+        if (advance && x->ticks > 12) {
             x->phase = P_LIFT, x->ticks = 0;
             memcpy(x->grasp, obj, sizeof x->grasp);
         }
@@ -147,27 +152,46 @@ void rl_libero_expert_act(rl_libero_expert *x, const float proprio[RL_LIBERO_PRO
     case P_LIFT:
         goal[0] = x->grasp[0], goal[1] = x->grasp[1], goal[2] = x->grasp[2] + 0.20;
         s_towards(eef, goal, 1.0, 0.0, 1.0f, a, &dxy, &dz);
-        if (dz < 0.02 || x->ticks > 80)
+        if (advance && (dz < 0.02 || x->ticks > 80))
             x->phase = P_CARRY, x->ticks = 0;
         break;
     case P_CARRY:
         goal[0] = bsk[0], goal[1] = bsk[1], goal[2] = x->grasp[2] + 0.20;
         s_towards(eef, goal, 1.0, 0.0, 1.0f, a, &dxy, &dz);
-        if (dxy < 0.01 || x->ticks > 120)
+        if (advance && (dxy < 0.01 || x->ticks > 120))
             x->phase = P_LOWER, x->ticks = 0;
         break;
     case P_LOWER:
         goal[0] = bsk[0], goal[1] = bsk[1], goal[2] = bsk[2] + 0.14;
         s_towards(eef, goal, 1.0, 0.0, 1.0f, a, &dxy, &dz);
-        if (dz < 0.015 || x->ticks > 60)
+        if (advance && (dz < 0.015 || x->ticks > 60))
             x->phase = P_RELEASE, x->ticks = 0;
         break;
     case P_RELEASE:
     default:
         goal[0] = eef[0], goal[1] = eef[1], goal[2] = eef[2];
         s_towards(eef, goal, 0.0, 0.0, -1.0f, a, &dxy, &dz);
-        if (x->ticks > 20)
+        if (advance && x->ticks > 20)
             x->phase = P_DONE;
         break;
     }
+}
+
+void rl_libero_expert_act_chunk(rl_libero_expert *x, const float proprio[RL_LIBERO_PROPRIO_DIM],
+                                const float object[RL_LIBERO_OBJECT_DIM], int n, float *actions)
+{
+    const double follow = S_FOLLOW;
+    float p[RL_LIBERO_PROPRIO_DIM];
+    memcpy(p, proprio, sizeof p);
+    for (int j = 0; j < n; j++) {
+        s_act(x, p, object, actions + 7 * j, j == 0);
+        for (int d = 0; d < 3; d++)
+            p[S_EEF + d] += (float)(follow * 0.05 * actions[7 * j + d]);
+    }
+}
+
+void rl_libero_expert_act(rl_libero_expert *x, const float proprio[RL_LIBERO_PROPRIO_DIM],
+                          const float object[RL_LIBERO_OBJECT_DIM], float a[RL_LIBERO_ACTION_DIM])
+{
+    s_act(x, proprio, object, a, 1);
 }

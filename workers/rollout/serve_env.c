@@ -31,22 +31,6 @@ static double s_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* A chunk from the expert: each action is planned on the observation with
- * the hand moved by the chunk's earlier position deltas (the OSC moves the
- * hand by about `follow` of a commanded delta per step). */
-static void s_expert_chunk(rl_libero_expert *x, const float *proprio, const float *object, int64_t C,
-                           float *out)
-{
-    const double follow = 0.6;
-    float p[RL_LIBERO_PROPRIO_DIM];
-    memcpy(p, proprio, sizeof p);
-    for (int64_t j = 0; j < C; j++) {
-        rl_libero_expert_act(x, p, object, out + 7 * j);
-        for (int d = 0; d < 3; d++)
-            p[28 + d] += (float)(follow * 0.05 * out[7 * j + d]);
-    }
-}
-
 int rl_rollout_serve_env(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     rl_env_config c;
@@ -127,7 +111,7 @@ int rl_rollout_serve_env(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataprot
                     rl_libero_expert_reset(x, target, basket, info[4 * i + 2], axis);
             }
             if (!rc)
-                s_expert_chunk(x, p + 39 * i, o + 98 * i, C, act + (size_t)(7 * C * i));
+                rl_libero_expert_act_chunk(x, p + 39 * i, o + 98 * i, (int)C, act + (size_t)(7 * C * i));
         }
         /* a policy of realistic cost: busy until policy_cost_ms have passed */
         while (!rc && (s_now() - t0) * 1000 < c.policy_cost_ms)

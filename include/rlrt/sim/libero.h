@@ -191,6 +191,7 @@ typedef struct rl_libero_expert {
     double height;     /* target's top above its origin */
     int axis;          /* rl_libero_task_grasp_axis() */
     double heading;    /* the hand's heading chosen for the grasp */
+    int heading_set;
     double grasp[3];   /* target position when the grasp closed */
 } rl_libero_expert;
 
@@ -202,6 +203,11 @@ void rl_libero_expert_reset(rl_libero_expert *x, int target_slot, int basket_slo
 void rl_libero_expert_act(rl_libero_expert *x, const float proprio[RL_LIBERO_PROPRIO_DIM],
                           const float object[RL_LIBERO_OBJECT_DIM],
                           float action[RL_LIBERO_ACTION_DIM]);
+
+/* A chunk of n actions (n x 7) planned open-loop from one observation: each
+ * action is planned with the hand moved by the chunk's earlier deltas. */
+void rl_libero_expert_act_chunk(rl_libero_expert *x, const float proprio[RL_LIBERO_PROPRIO_DIM],
+                                const float object[RL_LIBERO_OBJECT_DIM], int n, float *actions);
 
 #ifdef __cplusplus
 }
