@@ -554,3 +554,14 @@ int rl_libero_task_grasp_axis(const rl_libero_task *t)
 {
     return t->grasp_axis;
 }
+
+int rl_libero_task_object_qposadr(const rl_libero_task *t, int slot)
+{
+    if (slot < 0 || slot >= RL_LIBERO_NUM_OBJECTS)
+        return -1;
+    int b = t->obj_body[slot];
+    for (int j = 0; j < t->m->njnt; j++)
+        if (t->m->jnt_bodyid[j] == b && t->m->jnt_type[j] == mjJNT_FREE)
+            return t->m->jnt_qposadr[j];
+    return -1;
+}

@@ -106,6 +106,9 @@ double rl_libero_task_target_height(const rl_libero_task *t);
  * across: 0 = x, 1 = y, -1 = either (its footprint is round or square
  * enough); from its collision geoms' extents, at load. */
 int rl_libero_task_grasp_axis(const rl_libero_task *t);
+/* qpos address of object `slot`'s free joint (tests place objects by hand),
+ * or -1 when it has none. */
+int rl_libero_task_object_qposadr(const rl_libero_task *t, int slot);
 /* Bytes of the mjModel (for memory accounting). */
 size_t rl_libero_task_model_bytes(const rl_libero_task *t);
 
