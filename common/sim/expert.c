@@ -18,7 +18,7 @@ enum { P_ABOVE, P_DESCEND, P_GRASP, P_LIFT, P_CARRY, P_LOWER, P_RELEASE, P_DONE 
 #define S_EEF 28       /* proprio: eef_pos */
 #define S_HAND_Q 31    /* proprio: hand quaternion xyzw */
 #ifndef S_FOLLOW
-#define S_FOLLOW 0.6   /* share of a commanded delta the hand moves in a step */
+#define S_FOLLOW 0.3   /* share of a commanded delta the hand moves in a step */
 #endif
 
 void rl_libero_expert_reset(rl_libero_expert *x, int target_slot, int basket_slot, double target_height,

@@ -348,10 +348,16 @@ static int s_run(rl_driver *d, const rl_config *job)
             continue;
         }
         int64_t before = st.eps, steps = 0;
+        double step_s = 0, wait_s = 0;
         for (int r = 0; r < E && !rc; r++) {
             int64_t n = 0;
+            double a = 0, w = 0;
             rl_dataproto_meta_int(res[r], RL_ENV_M_STEPS, 0, &n);
+            rl_dataproto_meta_double(res[r], RL_ENV_M_STEP_S, 0, &a);
+            rl_dataproto_meta_double(res[r], RL_ENV_M_WAIT_S, 0, &w);
             steps += n;
+            step_s += a;
+            wait_s += w;
             rc = s_take_episodes(res[r], &st, o.only_success, o.episodes, per_task);
             rl_dataproto_free(res[r]);
             res[r] = NULL;
@@ -361,9 +367,10 @@ static int s_run(rl_driver *d, const rl_config *job)
         for (int64_t e = 0; e < st.eps; e++)
             ok += st.success[e];
         if (!rc)
-            rl_log(RL_LOG_INFO, "round %lld: %lld episodes (%lld total, success %.3f), %lld env steps in %.1f s",
+            rl_log(RL_LOG_INFO, "round %lld: %lld episodes (%lld total, success %.3f), %lld env steps in %.1f s "
+                   "(env ranks stepping %.1f s, waiting for the policy %.1f s)",
                    (long long)round, (long long)(st.eps - before), (long long)st.eps,
-                   st.eps ? (double)ok / (double)st.eps : 0.0, (long long)steps, rl_now_s() - r0);
+                   st.eps ? (double)ok / (double)st.eps : 0.0, (long long)steps, rl_now_s() - r0, step_s, wait_s);
         round++;
     }
     for (int r = 0; r < E; r++)
