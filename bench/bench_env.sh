@@ -27,7 +27,8 @@ kv() { grep "^$1 = " "$2" | head -1 | sed 's/.* = //'; }
 echo "== C env (bench_env)"
 "$BUILD/bench/bench_env" "$DATA" "$tmp/actions.f64" "$THREADS" | tee "$tmp/c.txt"
 echo "== LIBERO's Python env (same task, initial state and actions)"
-MUJOCO_GL=disable "$VENV/bin/python" bench/libero_python_speed.py "$tmp/actions.f64" 2>/dev/null |
+OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1 MUJOCO_GL=disable \
+    "$VENV/bin/python" bench/libero_python_speed.py "$tmp/actions.f64" 2>/dev/null |
     tee "$tmp/py.txt"
 
 echo "== pipeline: env + rollout, pipeline_stage_num 1 vs 2 (policy ${POLICY_MS} ms per call)"
@@ -59,13 +60,13 @@ section="$tmp/section.md"
     echo "<!-- bench-env:begin -->"
     echo "## LIBERO-Object env (\`make bench-env\`, bench/bench_env.sh)"
     echo
-    echo "Produced by \`make bench-env\` on $(date -u +%Y-%m-%d), $(nproc) CPU cores, MuJoCo $(python3 -c "import json;print(json.load(open('$DATA/manifest.json'))['mujoco_version'])") (the C env links the same wheel's library), the 10 LIBERO-Object tasks of \`make libero-data\`."
+    echo "Produced by \`make bench-env\` on $(date -u +%Y-%m-%d), $(nproc) CPU cores (load average $(cut -d' ' -f1-3 /proc/loadavg) when it ended: other jobs shared the machine), MuJoCo $(python3 -c "import json;print(json.load(open('$DATA/manifest.json'))['mujoco_version'])") (the C env links the same wheel's library), the 10 LIBERO-Object tasks of \`make libero-data\`."
     echo
     echo "| measure | value |"
     echo "|---|---|"
     echo "| \`bench: env_steps_per_s_vs_libero_python\` | **$ratio** (target ≥ 10) |"
-    echo "| C env steps/s (1 core, state, physics-only scene, task 0, 300 random actions) | $c_sps |"
-    echo "| LIBERO Python env steps/s (same task, state and actions) | $py_sps |"
+    echo "| C env steps per CPU second (1 core, state, physics-only scene, task 0, 300 random actions); per wall second | $c_sps; $(kv c_steps_per_wall_s "$tmp/c.txt") |"
+    echo "| LIBERO Python env steps per CPU second (same task, state and actions, 1 thread); per wall second | $py_sps; $(kv py_steps_per_wall_s "$tmp/py.txt") |"
     echo "| \`bench: expert_success\` (10 × 50 initial states, 240 steps) | **$succ** (target ≥ 0.95) |"
     echo "| \`bench: pipeline_overlap_gain\` (S = 2 over S = 1, 16 envs, chunks of 10, policy ${POLICY_MS} ms/call) | **$gain** |"
     echo "| pipeline S = 1: env steps/s through env + rollout | $(python3 -c "print('%.0f' % ($n1 / $w1))") |"
@@ -73,7 +74,7 @@ section="$tmp/section.md"
     echo "| scene load, physics-only / full (task 0) | $(kv load_s_phys "$tmp/c.txt") s / $(kv load_s_full "$tmp/c.txt") s |"
     echo "| LIBERO Python env load / reset + set_init_state | $(kv py_load_s "$tmp/py.txt") s / $(kv py_reset_s "$tmp/py.txt") s |"
     echo "| mjModel physics-only / full | $(kv model_mb_phys "$tmp/c.txt") MB / $(kv model_mb_full "$tmp/c.txt") MB (shared by the envs of a task) |"
-    echo "| memory per env (mjData; resident, 64 envs) | $(kv data_mb "$tmp/c.txt") MB; $(kv rss_mb_per_env "$tmp/c.txt") MB |"
+    echo "| memory per env: resident (64 envs of one task); mjData reserved (virtual: robosuite's njmax/nconmax 5000) | $(kv rss_mb_per_env "$tmp/c.txt") MB; $(kv data_mb "$tmp/c.txt") MB |"
     echo
     echo "| task | expert successes / 50 |"
     echo "|---|---|"
@@ -84,7 +85,11 @@ section="$tmp/section.md"
     echo "The pipeline gain depends on the policy's cost against the env's: with S = 2 the env steps one"
     echo "half of its envs while the policy works on the other half, so the best case is 2 when the two"
     echo "costs are equal; the policy here is the scripted expert plus ${POLICY_MS} ms of busy time per call"
-    echo "(the learned flow policy comes with the next issue)."
+    echo "(the learned flow policy comes with the next issue). It needs two free cores: on a machine"
+    echo "busy with other jobs the overlap has nowhere to run and the gain drops towards 1."
+    echo "Steps/s are per CPU second of the stepping thread on both sides, so the ratio does not"
+    echo "depend on what else runs; the C env spends ~97% of its time inside MuJoCo (perf), so the"
+    echo "ratio is bounded by the physics both sides share."
     echo "<!-- bench-env:end -->"
 } >"$section"
 res=docs/RESULTS.md
