@@ -104,6 +104,8 @@ MJ_DEP    :=
 else
 $(error MUJOCO must be wheel or debian, got '$(MUJOCO)')
 endif
+# rendering (common/sim/render.c): headless EGL + libpng
+SIM_LIBS := $(MJ_LIBS) -lEGL -lpng
 SIM_SRC := $(sort $(wildcard common/sim/*.c))
 SIM_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(SIM_SRC))
 LIB_SIM := $(BUILD)/lib/librlrt_sim.a
@@ -206,13 +208,13 @@ $(BUILD)/bin/rl-driver: $(patsubst %.c,$(BUILD)/obj/%.o,$(DRIVER_SRC)) $(LIB_A)
 $(BUILD)/bin/rl-worker: $(patsubst %.c,$(BUILD)/obj/%.o,$(WORKER_SRC)) $(LIB_SIM) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(MJ_LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(SIM_LIBS)
 
 # rl-libero: the env on the command line (replay, expert, render; examples/libero.c)
 $(BUILD)/bin/rl-libero: $(BUILD)/obj/examples/libero.o $(LIB_SIM) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(MJ_LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(SIM_LIBS)
 
 $(BUILD)/bin/rl-%: $(BUILD)/obj/examples/%.o $(LIB_A)
 	@mkdir -p $(dir $@)
@@ -222,12 +224,12 @@ $(BUILD)/bin/rl-%: $(BUILD)/obj/examples/%.o $(LIB_A)
 $(BUILD)/tests/test_sim_%: $(BUILD)/obj/tests/unit/test_sim_%.o $(TEST_COMMON_OBJ) $(LIB_SIM) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(MJ_LIBS) -lcmocka
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(SIM_LIBS) -lcmocka
 
 $(BUILD)/bench/bench_env: $(BUILD)/obj/bench/bench_env.o $(TEST_COMMON_OBJ) $(LIB_SIM) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(MJ_LIBS) -lcmocka
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(SIM_LIBS) -lcmocka
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TEST_COMMON_OBJ) $(LIB_A)
 	@mkdir -p $(dir $@)

@@ -13,7 +13,7 @@ PACKAGES="build-essential pkg-config git ca-certificates
 libzmq3-dev libczmq-dev libprotobuf-c-dev protobuf-c-compiler
 libuv1-dev libyaml-dev libjansson-dev libopenblas-dev libcmocka-dev
 clang libclang-rt-dev iproute2 procps
-python3 python3-venv"
+python3 python3-venv libegl-dev libpng-dev libegl-mesa0 libgl1-mesa-dri"
 
 # python3 + venv: the MuJoCo wheel (deploy/mujoco-wheel.sh) and the LIBERO
 # venv (make libero-data) are fetched from PyPI with them.

@@ -7,6 +7,8 @@
  *   rl-libero expert --data DIR --task T --init K [--steps N] [--actions-out A.f64] [--out S.f64]
  *   rl-libero expert-all --data DIR [--tasks 0-9] [--inits 50] [--steps 300]
  *   rl-libero onestep --data DIR --task T --actions R.f64 --out S.f64
+ *   rl-libero render --data DIR --task T --init K --out strip.png [--frames 8] [--every 15]
+ *                    [--size 224]   the expert's episode, agent view, as a PNG strip
  *
  * Files are raw little-endian float64. Actions: (N, 7). States: (N + 1,
  * 1 + nq + nv + 39 + 98 + 1) = time, qpos, qvel, proprio, object, success;
@@ -101,6 +103,51 @@ static int s_expert_episode(rl_libero_env *e, int init, int steps, FILE *fa, FIL
     return 0;
 }
 
+/* The expert's episode on the full scene, a frame every `every` steps. */
+static int s_render(const char *data, int task, int init, const char *out, int frames, int every, int size)
+{
+    if (!out || frames < 1 || frames > 64 || every < 1 || size < 16 || size > 1024) {
+        fprintf(stderr, "rl-libero: render needs --out, --frames in [1, 64], --every >= 1, --size in [16, 1024]\n");
+        return 64;
+    }
+    rl_libero_task *t = rl_libero_task_load(data, task, RL_LIBERO_SCENE_FULL);
+    rl_libero_env *e = t ? rl_libero_env_new(t) : NULL;
+    rl_libero_renderer *r = e ? rl_libero_renderer_new(t, "agentview", size, size) : NULL;
+    unsigned char **px = calloc((size_t)frames, sizeof *px);
+    int rc = r && px && !rl_libero_env_reset(e, init) ? 0 : 1;
+    rl_libero_expert x;
+    if (!rc)
+        rl_libero_expert_reset(&x, rl_libero_task_target_slot(t), rl_libero_task_basket_slot(t),
+                               rl_libero_task_target_height(t), rl_libero_task_grasp_axis(t));
+    int n = 0;
+    for (int s = 0; !rc && n < frames; s++) {
+        if (s % every == 0) {
+            if (!(px[n] = malloc((size_t)size * (size_t)size * 3)) || rl_libero_render(r, e, px[n]))
+                rc = 1;
+            n++;
+        }
+        float p[RL_LIBERO_PROPRIO_DIM], o[RL_LIBERO_OBJECT_DIM], a[RL_LIBERO_ACTION_DIM];
+        double ad[RL_LIBERO_ACTION_DIM];
+        rl_libero_env_obs_f32(e, p, o);
+        rl_libero_expert_act(&x, p, o, a);
+        for (int i = 0; i < RL_LIBERO_ACTION_DIM; i++)
+            ad[i] = a[i];
+        if (!rc && rl_libero_env_step(e, ad, NULL))
+            rc = 1;
+    }
+    if (!rc && rl_png_write_strip(out, (const unsigned char *const *)px, n, size, size))
+        rc = 1;
+    if (!rc)
+        printf("wrote %d frames of task %d, initial state %d to %s\n", n, task, init, out);
+    for (int i = 0; px && i < frames; i++)
+        free(px[i]);
+    free(px);
+    rl_libero_renderer_free(r);
+    rl_libero_env_free(e);
+    rl_libero_task_free(t);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -114,7 +161,9 @@ int main(int argc, char **argv)
         {"data", 1, 0, 'd'},  {"task", 1, 0, 't'},        {"init", 1, 0, 'i'},
         {"actions", 1, 0, 'a'}, {"out", 1, 0, 'o'},       {"actions-out", 1, 0, 'A'},
         {"steps", 1, 0, 'n'}, {"scene", 1, 0, 's'},       {"tasks", 1, 0, 'T'},
-        {"inits", 1, 0, 'I'}, {"solver-tol", 1, 0, 'S'}, {"chunk", 1, 0, 'C'}, {0, 0, 0, 0}};
+        {"inits", 1, 0, 'I'}, {"solver-tol", 1, 0, 'S'}, {"chunk", 1, 0, 'C'},
+        {"frames", 1, 0, 'F'}, {"every", 1, 0, 'E'}, {"size", 1, 0, 'Z'}, {0, 0, 0, 0}};
+    int frames = 8, every = 15, size = 224;
     double solver_tol = -1;
     int c;
     optind = 2;
@@ -130,6 +179,9 @@ int main(int argc, char **argv)
         case 'T': tasks = optarg; break;
         case 'I': inits = atoi(optarg); break;
         case 'S': solver_tol = atof(optarg); break;
+        case 'F': frames = atoi(optarg); break;
+        case 'E': every = atoi(optarg); break;
+        case 'Z': size = atoi(optarg); break;
         case 'C':
             s_chunk = atoi(optarg);
             if (s_chunk < 1 || s_chunk > 1000) {
@@ -260,6 +312,8 @@ int main(int argc, char **argv)
         fclose(fa);
         if (fclose(fs))
             rc = 1;
+    } else if (strcmp(cmd, "render") == 0) {
+        rc = s_render(data, task, init, out, frames, every, size);
     } else if (strcmp(cmd, "expert") == 0) {
         FILE *fa = aout ? fopen(aout, "wb") : NULL, *fs = out ? fopen(out, "wb") : NULL;
         int ss;

@@ -342,6 +342,71 @@ static void test_expert(void **state)
     }
 }
 
+/* The agent view of the full scene: a picture with content, which changes
+ * when the arm moves. Skipped without EGL, and under AddressSanitizer (Mesa's
+ * software renderer is not instrumented and keeps allocations to exit). */
+static void test_render(void **state)
+{
+    (void)state;
+    NEED_DATA();
+#if defined(__SANITIZE_ADDRESS__)
+    printf("# skip: rendering is not run under AddressSanitizer (Mesa is not instrumented); "
+           "run make test without SANITIZE\n");
+    skip();
+    return;
+#endif
+    rl_libero_task *t = rl_libero_task_load(s_data(), 0, RL_LIBERO_SCENE_FULL);
+    assert_non_null(t);
+    rl_libero_env *e = rl_libero_env_new(t);
+    assert_int_equal(rl_libero_env_reset(e, 0), 0);
+    assert_null(rl_libero_renderer_new(t, "no_such_camera", 64, 64));
+    assert_non_null(strstr(rl_error_message(), "no_such_camera"));
+    rl_libero_renderer *r = rl_libero_renderer_new(t, "agentview", 96, 96);
+    if (!r) {
+        printf("# skip: %s\n", rl_error_message());
+        rl_libero_env_free(e);
+        rl_libero_task_free(t);
+        skip();
+        return;
+    }
+    unsigned char *a = malloc(96 * 96 * 3), *b = malloc(96 * 96 * 3);
+    assert_int_equal(rl_libero_render(r, e, a), 0);
+    double mean = 0, var = 0;
+    for (int i = 0; i < 96 * 96 * 3; i++)
+        mean += a[i];
+    mean /= 96 * 96 * 3;
+    for (int i = 0; i < 96 * 96 * 3; i++)
+        var += (a[i] - mean) * (a[i] - mean);
+    var /= 96 * 96 * 3;
+    printf("# agent view: mean %.1f, std %.1f\n", mean, sqrt(var));
+    assert_true(mean > 20 && mean < 235 && var > 100);
+    double up[7] = {0, 0, 1, 0, 0, 0, 1};
+    for (int s = 0; s < 15; s++)
+        assert_int_equal(rl_libero_env_step(e, up, NULL), 0);
+    assert_int_equal(rl_libero_render(r, e, b), 0);
+    long diff = 0;
+    for (int i = 0; i < 96 * 96 * 3; i++)
+        diff += a[i] != b[i];
+    assert_true(diff > 100);
+    char path[] = "/tmp/rlrt-strip-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    const unsigned char *frames[2] = {a, b};
+    assert_int_equal(rl_png_write_strip(path, frames, 2, 96, 96), 0);
+    unsigned char sig[8];
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fread(sig, 1, 8, f), 8);
+    fclose(f);
+    assert_memory_equal(sig, "\x89PNG\r\n\x1a\n", 8);
+    remove(path);
+    free(a), free(b);
+    rl_libero_renderer_free(r);
+    rl_libero_env_free(e);
+    rl_libero_task_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -349,7 +414,7 @@ int main(void)
         cmocka_unit_test(test_init_positions),    cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_success_predicate), cmocka_unit_test(test_controller_reaches_pose),
         cmocka_unit_test(test_bad_actions),       cmocka_unit_test(test_instability),
-        cmocka_unit_test(test_expert),
+        cmocka_unit_test(test_expert),            cmocka_unit_test(test_render),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -207,6 +207,20 @@ void rl_libero_expert_act(rl_libero_expert *x, const float proprio[RL_LIBERO_PRO
                           const float object[RL_LIBERO_OBJECT_DIM],
                           float action[RL_LIBERO_ACTION_DIM]);
 
+/* ---- rendering, for people (not for training) --------------------------------------------
+ * MuJoCo's offscreen renderer in a headless EGL context (Mesa's software
+ * renderer without a GPU). Use a task loaded with RL_LIBERO_SCENE_FULL (the
+ * physics-only scene has no visual meshes or textures). One renderer per
+ * thread. RL_EUNSUPPORTED with the reason when no EGL/OpenGL is available. */
+typedef struct rl_libero_renderer rl_libero_renderer;
+/* camera: e.g. "agentview" (LIBERO's agent view), "robot0_eye_in_hand". */
+rl_libero_renderer *rl_libero_renderer_new(const rl_libero_task *t, const char *camera, int width, int height);
+void rl_libero_renderer_free(rl_libero_renderer *r);
+/* The env's current state as RGB, height x width x 3 bytes, rows top-down. */
+int rl_libero_render(rl_libero_renderer *r, const rl_libero_env *e, unsigned char *rgb);
+/* n frames (height x width x 3 each) side by side as one PNG (atomic). */
+int rl_png_write_strip(const char *path, const unsigned char *const *frames, int n, int width, int height);
+
 /* A chunk of n actions (n x 7) planned open-loop from one observation: each
  * action is planned with the hand moved by the chunk's earlier deltas. */
 void rl_libero_expert_act_chunk(rl_libero_expert *x, const float proprio[RL_LIBERO_PROPRIO_DIM],
