@@ -27,6 +27,7 @@ struct rl_libero_renderer {
     mjrContext con;
     int w, h, scene_ok, con_ok;
     unsigned char *flip;
+    mjData *shadow; /* poses of an env of another scene of the same task */
 };
 
 static int s_egl(rl_libero_renderer *r)
@@ -136,6 +137,8 @@ void rl_libero_renderer_free(rl_libero_renderer *r)
             eglDestroyContext(r->dpy, r->ctx);
         eglTerminate(r->dpy);
     }
+    if (r->shadow)
+        mj_deleteData(r->shadow);
     free(r->flip);
     free(r);
 }
@@ -151,7 +154,19 @@ static void s_draw(void *arg)
     s_draw_args *a = arg;
     rl_libero_renderer *r = a->r;
     mjrRect vp = {0, 0, r->w, r->h};
-    mjv_updateScene(r->t->m, a->e->d, &r->opt, NULL, &r->cam, mjCAT_ALL, &r->scn);
+    mjData *d = a->e->d;
+    if (a->e->t->m != r->t->m) {
+        /* an env of the physics-only scene: same joints, so its pose drawn
+         * in the full scene */
+        if (!r->shadow)
+            r->shadow = mj_makeData(r->t->m);
+        memcpy(r->shadow->qpos, d->qpos, sizeof(mjtNum) * (size_t)r->t->m->nq);
+        mj_kinematics(r->t->m, r->shadow);
+        mj_comPos(r->t->m, r->shadow);
+        mj_camlight(r->t->m, r->shadow);
+        d = r->shadow;
+    }
+    mjv_updateScene(r->t->m, d, &r->opt, NULL, &r->cam, mjCAT_ALL, &r->scn);
     mjr_render(vp, &r->scn, &r->con);
     mjr_readPixels(a->rgb, NULL, vp, &r->con);
 }
@@ -160,8 +175,9 @@ int rl_libero_render(rl_libero_renderer *r, const rl_libero_env *e, unsigned cha
 {
     if (!r || !e || !rgb)
         return rl_error_set(RL_EINVAL, "rl_libero_render: NULL argument");
-    if (e->t->m != r->t->m)
-        return rl_error_set(RL_EINVAL, "render: the env is not of the renderer's task");
+    if (e->t->index != r->t->index || e->t->m->nq != r->t->m->nq)
+        return rl_error_set(RL_EINVAL, "render: the env (task %d) is not of the renderer's task %d", e->t->index,
+                            r->t->index);
     s_draw_args a = {r, e, rgb};
     if (s_mj_guard(s_draw, &a))
         return rl_error_set(RL_ESTATE, "render: MuJoCo: %s", s_mj_last_error());
@@ -173,6 +189,73 @@ int rl_libero_render(rl_libero_renderer *r, const rl_libero_env *e, unsigned cha
         memcpy(a0, b0, row);
         memcpy(b0, r->flip, row);
     }
+    return RL_OK;
+}
+
+typedef struct s_membuf {
+    unsigned char *p;
+    size_t n, cap;
+    int oom;
+} s_membuf;
+
+static void s_mem_write(png_structp png, png_bytep data, png_size_t len)
+{
+    s_membuf *b = png_get_io_ptr(png);
+    if (b->oom)
+        return;
+    if (b->n + len > b->cap) {
+        size_t cap = (b->n + len) * 2;
+        unsigned char *q = realloc(b->p, cap);
+        if (!q) {
+            b->oom = 1;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, data, len);
+    b->n += len;
+}
+
+static void s_mem_flush(png_structp png)
+{
+    (void)png;
+}
+
+int rl_png_encode_strip(const unsigned char *const *frames, int n, int width, int height, unsigned char **out,
+                        size_t *len)
+{
+    if (!frames || !out || !len || n < 1 || width < 1 || height < 1 || (long long)n * width > 100000)
+        return rl_error_set(RL_EINVAL, "png strip: bad arguments (%d frames of %dx%d)", n, width, height);
+    s_membuf b = {0};
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    unsigned char *line = malloc((size_t)n * (size_t)width * 3);
+    if (!png || !info || !line || setjmp(png_jmpbuf(png))) {
+        png_destroy_write_struct(&png, &info);
+        free(line);
+        free(b.p);
+        return rl_error_set(RL_ENOMEM, "png strip: libpng failed");
+    }
+    png_set_write_fn(png, &b, s_mem_write, s_mem_flush);
+    png_set_IHDR(png, info, (png_uint_32)(width * n), (png_uint_32)height, 8, PNG_COLOR_TYPE_RGB,
+                 PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_write_info(png, info);
+    for (int y = 0; y < height; y++) {
+        for (int k = 0; k < n; k++)
+            memcpy(line + (size_t)k * (size_t)width * 3, frames[k] + (size_t)y * (size_t)width * 3,
+                   (size_t)width * 3);
+        png_write_row(png, line);
+    }
+    png_write_end(png, NULL);
+    png_destroy_write_struct(&png, &info);
+    free(line);
+    if (b.oom) {
+        free(b.p);
+        return rl_error_set(RL_ENOMEM, "png strip: out of memory");
+    }
+    *out = b.p;
+    *len = b.n;
     return RL_OK;
 }
 

@@ -251,6 +251,30 @@ static int s_write(const s_collect *o, const rl_env_config *env, const s_store *
     return rc;
 }
 
+/* env.render_every > 0: env rank r's PNG strip of its first env goes to
+ * <output>/frames/round_RRRR_envrank_R.png. */
+static int s_write_frames(const s_collect *o, int64_t round, int rank, const rl_dataproto *b)
+{
+    const rl_column *c = rl_dataproto_column(b, RL_ENV_FRAMES);
+    size_t len = 0;
+    const void *png = c && rl_column_get_type(c) == RL_COL_BYTES && rl_column_rows(c) > 0
+                          ? rl_column_bytes(c, 0, &len)
+                          : NULL;
+    if (!png || len < 8)
+        return RL_OK;
+    if (memcmp(png, "\x89PNG\r\n\x1a\n", 8) != 0)
+        return rl_error_set(RL_EPROTO, "env/%d sent frames that are not a PNG", rank);
+    char path[4200];
+    snprintf(path, sizeof path, "%s", o->output);
+    if (mkdir(path, 0755) && errno != EEXIST)
+        return rl_error_set(RL_EIO, "%s: %s", path, strerror(errno));
+    snprintf(path, sizeof path, "%s/frames", o->output);
+    if (mkdir(path, 0755) && errno != EEXIST)
+        return rl_error_set(RL_EIO, "%s: %s", path, strerror(errno));
+    snprintf(path, sizeof path, "%s/frames/round_%04lld_envrank_%d.png", o->output, (long long)round, rank);
+    return rl_file_write_atomic(path, png, len);
+}
+
 /* One round: channels, serve_env on the rollout, interact on the env. */
 static int s_round(rl_driver *d, rl_group *genv, rl_group *groll, int64_t T, int64_t round,
                    rl_dataproto ***results)
@@ -359,6 +383,8 @@ static int s_run(rl_driver *d, const rl_config *job)
             step_s += a;
             wait_s += w;
             rc = s_take_episodes(res[r], &st, o.only_success, o.episodes, per_task);
+            if (!rc)
+                rc = s_write_frames(&o, round, r, res[r]);
             rl_dataproto_free(res[r]);
             res[r] = NULL;
         }

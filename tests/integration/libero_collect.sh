@@ -5,7 +5,8 @@
 #     libero-data; job.yaml:line / override);
 #  2. 20 expert episodes with pipeline_stage_num 2 and 1 give byte-identical
 #     datasets (same seeds, same trajectories), in the documented format;
-#  3. the env worker killed mid-round is restarted by the driver, the round
+#  3. the eval job (chunks of 10) writes agent-view PNG strips;
+#  4. the env worker killed mid-round is restarted by the driver, the round
 #     is re-run and the dataset equals the undisturbed one.
 . "$(dirname "$0")/lib.bash"
 DATA=${LIBERO_DATA:-build/libero-data}
@@ -61,6 +62,20 @@ summary = json.load(open(d + "/dataset.json"))
 assert summary["episodes"] == 20 and sum(succ) >= 19, (summary, succ)
 print("dataset: %d episodes, %d steps, %d successes" % (E, S, sum(succ)))
 PY
+
+# agent-view frames for people (examples/libero_eval.yaml's settings); Mesa
+# is not instrumented, so not in a sanitizer build
+case "$BUILD" in
+*san*) echo "frames: not checked in the sanitizer build (Mesa's renderer is not instrumented)" ;;
+*)
+    out=$("$BIN/rl-driver" --cluster examples/cluster-libero.yaml --config examples/libero_eval.yaml \
+          --bind 'tcp://127.0.0.1:*' env.data_dir="$DATA" collect.episodes=10 collect.output="$d/eval" \
+          env.render_every=40 env.render_size=64 2>&1) || { echo "$out" | tail -20; fail "the eval job failed"; }
+    png="$d/eval/frames/round_0000_envrank_0.png"
+    [ -s "$png" ] || fail "the eval job wrote no frames"
+    [ "$(head -c 8 "$png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "$png is not a PNG"
+    echo "eval with chunks of 10: $(echo "$out" | grep -o 'success [0-9.]*' | tail -1); frames: $png" ;;
+esac
 
 # 3. the env worker dies mid-round: restarted, the round re-run, same data
 log="$d/kill.log"

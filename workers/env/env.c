@@ -45,7 +45,14 @@ typedef struct s_state {
     s_slot *slots;
     int n, first;
     rl_channel *chan;
+    /* env.render_every > 0: the full scene of the first env's task */
+    rl_libero_task *render_task;
+    rl_libero_renderer *renderer;
+    unsigned char **frames;
+    int n_frames;
 } s_state;
+
+#define S_MAX_FRAMES 64
 
 static double s_now(void)
 {
@@ -65,6 +72,11 @@ static void s_fini(rl_worker_ctx *ctx)
     for (int t = 0; t < RL_ENV_MAX_TASKS; t++)
         rl_libero_task_free(st->tasks[t]);
     rl_channel_free(st->chan);
+    for (int i = 0; st->frames && i < S_MAX_FRAMES; i++)
+        free(st->frames[i]);
+    free(st->frames);
+    rl_libero_renderer_free(st->renderer);
+    rl_libero_task_free(st->render_task);
     free(st);
     ctx->user = NULL;
 }
@@ -106,6 +118,16 @@ static int s_init(rl_worker_ctx *ctx)
         s->done = 1; /* until the first reset */
         s->episode = -1;
     }
+    if (c->render_every > 0 && st->n > 0) {
+        st->render_task = rl_libero_task_load(c->data_dir, st->slots[0].task, RL_LIBERO_SCENE_FULL);
+        st->renderer = st->render_task ? rl_libero_renderer_new(st->render_task, "agentview", (int)c->render_size,
+                                                                (int)c->render_size)
+                                       : NULL;
+        st->frames = calloc(S_MAX_FRAMES, sizeof *st->frames);
+        if (!st->renderer || !st->frames)
+            return rl_error_wrap(st->frames ? rl_error_code() : RL_ENOMEM, "env/%d: env.render_every",
+                                 ctx->rank);
+    }
     rl_log(RL_LOG_INFO, "%d envs (global %d..%d) of tasks %s loaded in %.2f s", st->n, st->first,
            st->first + st->n - 1, c->task_ids, s_now() - t0);
     return RL_OK;
@@ -134,6 +156,22 @@ static int s_reset(s_state *st, s_slot *s, int64_t episode)
     s->ep_steps = 0;
     s->new_episode = 1;
     return rl_libero_env_reset(s->env, s->init);
+}
+
+/* A frame of row 0 when rendering is on and it is due (episode start or
+ * every env.render_every steps); at most S_MAX_FRAMES per call. */
+static int s_capture(s_state *st)
+{
+    const s_slot *s = &st->slots[0];
+    if (!st->renderer || st->n_frames >= S_MAX_FRAMES || s->ep_steps % st->cfg.render_every)
+        return RL_OK;
+    size_t bytes = (size_t)st->cfg.render_size * (size_t)st->cfg.render_size * 3;
+    if (!st->frames[st->n_frames] && !(st->frames[st->n_frames] = malloc(bytes)))
+        return rl_error_set(RL_ENOMEM, "env: out of memory for a frame");
+    int rc = rl_libero_render(st->renderer, s->env, st->frames[st->n_frames]);
+    if (!rc)
+        st->n_frames++;
+    return rc;
 }
 
 /* ---- open_channel ---------------------------------------------------------------------- */
@@ -275,9 +313,16 @@ static int s_step_stage(rl_worker_ctx *ctx, s_state *st, const float *acts, int 
                 episodes++;
             }
             s_record_obs(s, tr, i, k + 1);
+            if (i == 0) {
+                int rc2 = s_capture(st);
+                if (rc2)
+                    return rc2;
+            }
         }
         if (s->done && c->auto_reset) {
             int rc = s_reset(st, s, s->episode + 1);
+            if (!rc && i == 0)
+                rc = s_capture(st);
             if (rc)
                 return rc;
             s_record_obs(s, tr, i, (t + 1) * C);
@@ -361,6 +406,12 @@ static int s_interact(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto *
                  rl_tensor_data(ti), K};
     for (int i = 0; i < st->n; i++)
         s_record_obs(&st->slots[i], &tr, i, 0);
+    st->n_frames = 0;
+    int rcf = st->n > 0 ? s_capture(st) : RL_OK;
+    if (rcf) {
+        rl_dataproto_free(o);
+        return rcf;
+    }
     json_t *stats = json_pack("{s:I,s:I,s:I,s:I}", RL_ENV_M_STEPS, (json_int_t)0, RL_ENV_M_CLIPPED, (json_int_t)0,
                               RL_ENV_M_UNSTABLE, (json_int_t)0, RL_ENV_M_EPISODES, (json_int_t)0);
     const int S = (int)c->pipeline_stage_num;
@@ -401,6 +452,26 @@ static int s_interact(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto *
         json_decref(stats);
         rl_dataproto_free(o);
         return rc;
+    }
+    rl_column *fc = rl_dataproto_new_column(o, RL_ENV_FRAMES, RL_COL_BYTES);
+    if (!fc) {
+        json_decref(stats);
+        rl_dataproto_free(o);
+        return rl_error_code();
+    }
+    if (st->n_frames > 0) {
+        unsigned char *png = NULL;
+        size_t len = 0;
+        rc = rl_png_encode_strip((const unsigned char *const *)st->frames, st->n_frames, (int)c->render_size,
+                                 (int)c->render_size, &png, &len);
+        if (!rc)
+            rc = rl_column_set_bytes(fc, 0, png, len);
+        free(png);
+        if (rc) {
+            json_decref(stats);
+            rl_dataproto_free(o);
+            return rc;
+        }
     }
     json_object_set_new(stats, RL_ENV_M_STEP_S, json_real(step_s));
     json_object_set_new(stats, RL_ENV_M_WAIT_S, json_real(wait_s));

@@ -27,6 +27,11 @@
  *                             learning issue, not built yet → an error)
  *   env.policy_cost_ms        [0, 10000] extra busy time per policy call
  *                             (benchmarks: a policy of realistic cost)
+ *   env.render_every          [0, 100000] 0 = off; k: a frame of the agent view
+ *                             of each rank's first env at every episode start
+ *                             and every k steps (for people: PNG strips in the
+ *                             job's output; needs EGL, loads the full scene)
+ *   env.render_size           [16, 1024] pixels a side
  *   trainer.seed              env.init_state random
  *
  * Methods (dispatch):
@@ -48,6 +53,8 @@
  *       RL_ENV_TASK     (N, K+1) i64      task of the episode at step k
  *       RL_ENV_INIT     (N, K+1) i64      its initial state
  *       RL_ENV_SUCCESS  (N, K+1) u8       success_once of the episode so far
+ *       column RL_ENV_FRAMES (bytes)      row 0: a PNG strip of the rank's first
+ *                                         env when env.render_every > 0, else empty
  *     meta RL_ENV_M_* (steps, clipped, unstable, seconds stepping / waiting)
  *
  * Data channel (env rank r ⇄ rollout rank r, DataProtos):
@@ -94,6 +101,7 @@
 #define RL_ENV_SUCCESS "success_once"
 #define RL_ENV_NEW_EPISODE "new_episode"
 #define RL_ENV_TASK_INFO "task_info"
+#define RL_ENV_FRAMES "frames"
 
 #define RL_ENV_M_STEPS "env_steps"
 #define RL_ENV_M_CLIPPED "clipped_actions"
@@ -122,7 +130,9 @@
     "  clip_actions: true          # false: an out-of-range action is an error\n" \
     "  channel_timeout_s: 60\n" \
     "  policy: expert              # expert | model (the flow policy: not yet)\n" \
-    "  policy_cost_ms: 0           # extra busy time per policy call\n"
+    "  policy_cost_ms: 0           # extra busy time per policy call\n" \
+    "  render_every: 0             # >0: agent-view PNG strips of each rank's first env\n" \
+    "  render_size: 128\n"
 
 #define RL_ENV_MAX_TASKS 64
 
@@ -131,6 +141,7 @@ typedef struct rl_env_config {
     int scene, init_random, policy;  /* enums: phys|full, cycle|random, expert|model */
     int auto_reset, terminate_on_success, clip_actions;
     int64_t total_num_envs, max_episode_steps, num_action_chunks, pipeline_stage_num, seed;
+    int64_t render_every, render_size;
     double channel_timeout_s, policy_cost_ms;
     int tasks[RL_ENV_MAX_TASKS];
     int num_tasks;
@@ -185,6 +196,8 @@ static inline int rl_env_config_read(const rl_config *c, rl_env_config *o)
          RL_CFG_MIN_OPEN, NULL},
         {"env.policy", RL_CFG_ENUM, offsetof(rl_env_config, policy), 0, 0, 0, "expert|model"},
         {"env.policy_cost_ms", RL_CFG_NUM, offsetof(rl_env_config, policy_cost_ms), 0, 10000, 0, NULL},
+        RL_E_INT("env.render_every", render_every, 0, 100000),
+        RL_E_INT("env.render_size", render_size, 16, 1024),
         RL_E_INT("trainer.seed", seed, 0, INT64_MAX),
     };
 #undef RL_E_INT

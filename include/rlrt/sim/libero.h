@@ -216,10 +216,15 @@ typedef struct rl_libero_renderer rl_libero_renderer;
 /* camera: e.g. "agentview" (LIBERO's agent view), "robot0_eye_in_hand". */
 rl_libero_renderer *rl_libero_renderer_new(const rl_libero_task *t, const char *camera, int width, int height);
 void rl_libero_renderer_free(rl_libero_renderer *r);
-/* The env's current state as RGB, height x width x 3 bytes, rows top-down. */
+/* The env's current state as RGB, height x width x 3 bytes, rows top-down.
+ * The env may be of the physics-only scene of the same task: its pose is
+ * then drawn in the renderer's full scene (same joints). */
 int rl_libero_render(rl_libero_renderer *r, const rl_libero_env *e, unsigned char *rgb);
 /* n frames (height x width x 3 each) side by side as one PNG (atomic). */
 int rl_png_write_strip(const char *path, const unsigned char *const *frames, int n, int width, int height);
+/* The same PNG in memory: *out (malloc'd, the caller frees) of *len bytes. */
+int rl_png_encode_strip(const unsigned char *const *frames, int n, int width, int height, unsigned char **out,
+                        size_t *len);
 
 /* A chunk of n actions (n x 7) planned open-loop from one observation: each
  * action is planned with the hand moved by the chunk's earlier deltas. */
