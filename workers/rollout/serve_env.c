@@ -24,6 +24,12 @@
 
 #define S_MAX_ENVS 4096
 
+/* The experts of the env rank this process serves, by env row: they live
+ * across serve_env calls, so an episode that continues from one interact
+ * call to the next (auto-reset training rounds) keeps its expert's phase. A
+ * worker process serves one role and one call at a time. */
+static rl_libero_expert *s_experts;
+
 static double s_now(void)
 {
     struct timespec ts;
@@ -47,11 +53,11 @@ int rl_rollout_serve_env(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataprot
     rl_channel *ch = rl_channel_connect(ep);
     if (!ch)
         return rl_error_code();
-    rl_libero_expert *experts = calloc(S_MAX_ENVS, sizeof *experts);
-    if (!experts) {
+    if (!s_experts && !(s_experts = calloc(S_MAX_ENVS, sizeof *s_experts))) {
         rl_channel_free(ch);
         return rl_error_set(RL_ENOMEM, "serve_env: out of memory");
     }
+    rl_libero_expert *experts = s_experts;
     const int timeout_ms = (int)(c.channel_timeout_s * 1000);
     const int64_t C = c.num_action_chunks;
     int64_t calls = 0;
@@ -127,7 +133,6 @@ int rl_rollout_serve_env(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataprot
         if (rc)
             break;
     }
-    free(experts);
     rl_channel_free(ch);
     if (rc)
         return rc;
