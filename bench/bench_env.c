@@ -1,7 +1,7 @@
 /* bench_env.c — the C LIBERO-Object env alone (run by bench/bench_env.sh,
  * which adds LIBERO's Python env and the pipeline and writes docs/RESULTS.md).
  *
- *   bench_env DATA ACTIONS_OUT [THREADS]
+ *   bench_env DATA ACTIONS_OUT [THREADS [noexpert]]
  *
  * Prints key = value lines:
  *   load_s_phys, load_s_full      task 0 scene load (physics-only / full)
@@ -170,6 +170,8 @@ int main(int argc, char **argv)
     rl_libero_env_free(e);
     rl_libero_task_free(t);
     fflush(stdout);
+    if (argc > 4 && strcmp(argv[4], "noexpert") == 0)
+        return 0;
 
     /* the expert over 10 x 50 initial states, `threads` tasks at a time */
     t0 = s_now();

@@ -26,6 +26,13 @@ kv() { grep "^$1 = " "$2" | head -1 | sed 's/.* = //'; }
 
 echo "== C env (bench_env)"
 "$BUILD/bench/bench_env" "$DATA" "$tmp/actions.f64" "$THREADS" | tee "$tmp/c.txt"
+deb=""
+if [ -f /usr/include/mujoco/mujoco.h ]; then
+    echo "== C env on Debian's MuJoCo (make MUJOCO=debian)"
+    make --no-print-directory MUJOCO=debian build-mjdebian/bench/bench_env >/dev/null
+    build-mjdebian/bench/bench_env "$DATA" "$tmp/actions-deb.f64" 1 noexpert | tee "$tmp/deb.txt"
+    deb=1
+fi
 echo "== LIBERO's Python env (same task, initial state and actions)"
 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1 MUJOCO_GL=disable \
     "$VENV/bin/python" bench/libero_python_speed.py "$tmp/actions.f64" 2>/dev/null |
@@ -72,6 +79,11 @@ section="$tmp/section.md"
     echo "| pipeline S = 1: env steps/s through env + rollout | $(python3 -c "print('%.0f' % ($n1 / $w1))") |"
     echo "| pipeline S = 2: env steps/s through env + rollout | $(python3 -c "print('%.0f' % ($n2 / $w2))") |"
     echo "| scene load, physics-only / full (task 0) | $(kv load_s_phys "$tmp/c.txt") s / $(kv load_s_full "$tmp/c.txt") s |"
+    if [ -n "$deb" ]; then
+        echo "| C env on Debian's libmujoco 2.2.2 (\`make MUJOCO=debian\`): steps per CPU second; load physics-only / full; resident per env | $(kv c_steps_per_s "$tmp/deb.txt"); $(kv load_s_phys "$tmp/deb.txt") s / $(kv load_s_full "$tmp/deb.txt") s; $(kv rss_mb_per_env "$tmp/deb.txt") MB |"
+    else
+        echo "| C env on Debian's libmujoco 2.2.2 | not measured: apt-get install libmujoco-dev |"
+    fi
     echo "| LIBERO Python env load / reset + set_init_state | $(kv py_load_s "$tmp/py.txt") s / $(kv py_reset_s "$tmp/py.txt") s |"
     echo "| mjModel physics-only / full | $(kv model_mb_phys "$tmp/c.txt") MB / $(kv model_mb_full "$tmp/c.txt") MB (shared by the envs of a task) |"
     echo "| memory per env: resident (64 envs of one task); mjData reserved (virtual: robosuite's njmax/nconmax 5000) | $(kv rss_mb_per_env "$tmp/c.txt") MB; $(kv data_mb "$tmp/c.txt") MB |"

@@ -353,7 +353,14 @@ int64_t rl_libero_env_steps(const rl_libero_env *e) { return e->steps; }
 const rl_libero_task *rl_libero_env_task(const rl_libero_env *e) { return e->t; }
 int rl_libero_env_nq(const rl_libero_env *e) { return e->t->m->nq; }
 int rl_libero_env_nv(const rl_libero_env *e) { return e->t->m->nv; }
-size_t rl_libero_env_data_bytes(const rl_libero_env *e) { return (size_t)e->d->nbuffer + (size_t)e->d->narena; }
+size_t rl_libero_env_data_bytes(const rl_libero_env *e)
+{
+#if mjVERSION_HEADER >= 3000000
+    return (size_t)e->d->nbuffer + (size_t)e->d->narena;
+#else
+    return (size_t)e->d->nbuffer + (size_t)e->d->nstack * sizeof(mjtNum);
+#endif
+}
 
 void rl_libero_env_state(const rl_libero_env *e, double *time, double *qpos, double *qvel)
 {
