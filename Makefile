@@ -221,6 +221,13 @@ $(BUILD)/bin/rl-%: $(BUILD)/obj/examples/%.o $(LIB_A)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# the env role's methods against a misbehaving policy peer (they live in rl-worker)
+$(BUILD)/tests/test_sim_env_worker: $(BUILD)/obj/tests/unit/test_sim_env_worker.o $(BUILD)/obj/workers/env/env.o \
+        $(TEST_COMMON_OBJ) $(LIB_SIM) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(SIM_LIBS) -lcmocka
+
 $(BUILD)/tests/test_sim_%: $(BUILD)/obj/tests/unit/test_sim_%.o $(TEST_COMMON_OBJ) $(LIB_SIM) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
