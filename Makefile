@@ -6,6 +6,7 @@
 #   make SANITIZE=address,undefined test
 #   make CUDA=1               also compile the .cu sources with nvcc
 #   make golden               regenerate tests/golden with /usr/bin/python3 + torch
+#   make venv-ref             build/venv-ref: the PyPI packages the references need
 #   make bench-NAME           run bench/bench_NAME.sh, or every bench_NAME* binary
 #   make fuzz [FUZZ_SECONDS=60]
 #   make install PREFIX=/usr/local
@@ -40,8 +41,9 @@ endif
 OPT      ?= -O2
 PYTHON   ?= /usr/bin/python3
 FUZZ_SECONDS ?= 60
+FUZZ_MAX_LEN ?= 65536
 
-PKGS      := libzmq libczmq libprotobuf-c libuv yaml-0.1 jansson openblas
+PKGS      := libzmq libczmq libprotobuf-c libuv yaml-0.1 jansson openblas libmicrohttpd libsystemd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -130,10 +132,18 @@ TEST_COMMON_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_COMMON_SRC))
 TEST_SRC  := $(sort $(wildcard tests/unit/test_*.c))
 TEST_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
+# Every fuzz target is also compiled into the unit tests, its entry point
+# renamed rl_<target>_one (tests/common/fuzz_replay.h), so the tests replay
+# fuzz/regressions/<target>/ through the target's own oracles.
+FUZZ_SRC        := $(sort $(wildcard fuzz/fuzz_*.c))
+FUZZ_REPLAY_OBJ := $(patsubst fuzz/%.c,$(BUILD)/obj/fuzz/%.o,$(FUZZ_SRC))
+FUZZ_REPLAY_A   := $(BUILD)/lib/librlrt_fuzz_replay.a
+
 BENCH_SRC  := $(sort $(wildcard bench/bench_*.c))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all lib bins tests benches test run deps golden fuzz install clean libero-data mujoco
+.PHONY: all lib bins tests benches test run deps golden fuzz install clean venv-ref venv-deploy fuzz-ci \
+        libero-data mujoco
 .SECONDARY:
 .DELETE_ON_ERROR:
 
@@ -165,6 +175,15 @@ $(BUILD)/obj/%.o: %.c $(PROTO_H)
 	@mkdir -p $(dir $@)
 	$(call say,CC,$<)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/fuzz/%.o: fuzz/%.c $(PROTO_H)
+	@mkdir -p $(dir $@)
+	$(call say,CC,$<)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -DLLVMFuzzerTestOneInput=rl_$*_one -MMD -MP -c $< -o $@
+
+# Tests find the source tree from their own path; this is the fallback for
+# build directories outside it (tests/common/srcdir.h).
+$(BUILD)/obj/tests/common/srcdir.o: CPPFLAGS += -DRL_TEST_SOURCE_DIR='"$(CURDIR)"'
 
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
@@ -221,6 +240,12 @@ $(BUILD)/bin/rl-%: $(BUILD)/obj/examples/%.o $(LIB_A)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+$(FUZZ_REPLAY_A): $(FUZZ_REPLAY_OBJ)
+	@mkdir -p $(dir $@)
+	$(call say,AR,$@)
+	$(Q)rm -f $@
+	$(Q)ar rcs $@ $^
+
 # the env role's methods against a misbehaving policy peer (they live in rl-worker)
 $(BUILD)/tests/test_sim_env_worker: $(BUILD)/obj/tests/unit/test_sim_env_worker.o $(BUILD)/obj/workers/env/env.o \
         $(TEST_COMMON_OBJ) $(LIB_SIM) $(LIB_A)
@@ -238,7 +263,7 @@ $(BUILD)/bench/bench_env: $(BUILD)/obj/bench/bench_env.o $(TEST_COMMON_OBJ) $(LI
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(SIM_LIBS) -lcmocka
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TEST_COMMON_OBJ) $(LIB_A)
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TEST_COMMON_OBJ) $(FUZZ_REPLAY_A) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
@@ -257,6 +282,32 @@ run: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) examples/run-default.sh
 
+# ---- reference venv ---------------------------------------------------------------
+# PyPI packages of the reference generators and format cross-checks, in a
+# venv that sees Debian's torch and numpy. Always build/venv-ref (whatever
+# BUILD is): the scripts look for it at <repo>/build/venv-ref. Re-made only
+# when the requirements (or the script) change.
+VENV_REF     := build/venv-ref
+VENV_REF_REQ := tests/reference/requirements-ref.txt
+
+venv-ref: $(VENV_REF)/.requirements
+	@echo "venv-ref: $(VENV_REF) is up to date with $(VENV_REF_REQ)"
+
+$(VENV_REF)/.requirements: $(VENV_REF_REQ) deploy/venv-ref.sh
+	@deploy/venv-ref.sh $(VENV_REF) $(VENV_REF_REQ)
+
+# ---- deployment validator venv ------------------------------------------------------
+# kubernetes-validate (PyPI) for tests/integration/deploy_k8s.sh; .ci/run makes
+# it. Always build/venv-deploy; re-made only when the requirements change.
+VENV_DEPLOY     := build/venv-deploy
+VENV_DEPLOY_REQ := deploy/requirements-deploy.txt
+
+venv-deploy: $(VENV_DEPLOY)/.requirements
+	@echo "venv-deploy: $(VENV_DEPLOY) is up to date with $(VENV_DEPLOY_REQ)"
+
+$(VENV_DEPLOY)/.requirements: $(VENV_DEPLOY_REQ) deploy/venv-ref.sh
+	@RL_VENV_IMPORTS=kubernetes_validate deploy/venv-ref.sh $(VENV_DEPLOY) $(VENV_DEPLOY_REQ)
+
 # ---- golden files, benchmarks, fuzzing -------------------------------------------
 golden:
 	@set -e; for g in $(sort $(wildcard tests/reference/gen_*.py)); do \
@@ -269,7 +320,6 @@ bench-%: deps
 	    [ -x "$$b" ] || continue; found=1; echo "== $$b"; "$$b"; done; \
 	    [ $$found = 1 ] || { echo "no benchmark named '$*' (bench/bench_$*.c or .sh)"; exit 2; }; fi
 
-FUZZ_SRC  := $(sort $(wildcard fuzz/fuzz_*.c))
 FUZZ_BINS := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
 FUZZ_CFLAGS := -std=c11 -O1 -g -fsanitize=fuzzer-no-link,address,undefined $(CPPFLAGS) $(PKG_CFLAGS)
 FUZZ_LIB_OBJ := $(patsubst %.c,$(BUILD)/fuzz/obj/%.o,$(LIB_SRC)) \
@@ -287,12 +337,29 @@ $(BUILD)/fuzz/%: fuzz/%.c $(FUZZ_LIB_OBJ)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ $(PKG_LIBS) -lm -pthread -fopenmp
 
+# Each target runs FUZZ_SECONDS from the seeds, the kept corpus and its
+# regression inputs (read-only); a crash lands in fuzz/regressions/<target>/,
+# where the unit tests replay it, and the other targets still run. The end
+# prints each target's coverage (libFuzzer's final cov:/ft: counts).
 fuzz: deps $(FUZZ_BINS)
-	@set -e; for f in $(FUZZ_BINS); do n=$$(basename $$f); \
-	    mkdir -p fuzz/corpus/$$n fuzz/seeds/$$n fuzz/regressions/$$n $(BUILD)/fuzz/work/$$n; \
+	@bad=""; rm -f $(BUILD)/fuzz/coverage.txt; for f in $(FUZZ_BINS); do n=$$(basename $$f); \
+	    mkdir -p fuzz/corpus/$$n fuzz/regressions/$$n $(BUILD)/fuzz/work/$$n; \
 	    echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
-	    $$f -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=fuzz/regressions/$$n/ \
-	        $(BUILD)/fuzz/work/$$n fuzz/corpus/$$n fuzz/seeds/$$n; done
+	    $$f -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAX_LEN) \
+	        -artifact_prefix=fuzz/regressions/$$n/ $(BUILD)/fuzz/work/$$n fuzz/corpus/$$n \
+	        $$( [ -d fuzz/seeds/$$n ] && echo fuzz/seeds/$$n) fuzz/regressions/$$n \
+	        >$(BUILD)/fuzz/$$n.log 2>&1 || { bad="$$bad $$n"; tail -30 $(BUILD)/fuzz/$$n.log; }; \
+	    last=$$(grep -E '^#[0-9]+.*cov: ' $(BUILD)/fuzz/$$n.log | tail -1); \
+	    printf '%-22s %s\n' $$n "$$(echo "$$last" | sed -n 's/^#\([0-9]*\).*cov: \([0-9]*\) ft: \([0-9]*\).*/coverage edges = \2, features = \3, runs = \1/p')" \
+	        >>$(BUILD)/fuzz/coverage.txt; done; \
+	echo "fuzz: coverage per target ($(FUZZ_SECONDS) s each; logs in $(BUILD)/fuzz/)"; \
+	sed 's/^/  /' $(BUILD)/fuzz/coverage.txt; \
+	if [ -n "$$bad" ]; then echo "fuzz: crashes in:$$bad (inputs in fuzz/regressions/)"; exit 1; fi
+
+# CI's bounded run: every target for FUZZ_CI_SECONDS (minutes in all).
+FUZZ_CI_SECONDS ?= 20
+fuzz-ci:
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_CI_SECONDS)
 
 # ---- install -------------------------------------------------------------------
 install: lib bins $(PROTO_H)

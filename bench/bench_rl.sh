@@ -1,77 +1,131 @@
 #!/bin/bash
-# bench_rl.sh — `make bench-rl`: validation accuracy of the SFT warm start and
-# after RL for each estimator, wall time per run, time per phase, written to
-# docs/RESULTS.md (and printed as `bench:` lines). Not a test: it takes a
-# while. Knobs (environment):
-#   RL_BENCH_STEPS (default 60)       RL steps per estimator
-#   RL_BENCH_SFT_STEPS (default 300)  warm-start steps (skipped if present)
-#   RL_BENCH_ESTIMATORS               space-separated list of example names
-#   RL_BENCH_DIR (default runs/bench) where runs go
+# bench_rl.sh — `make bench-rl`: trains one SFT warm start per warm-start
+# seed, runs every RL estimator from every warm start with every RL seed,
+# then writes its section of the results page from those runs'
+# metrics.jsonl with bench/bench_rl_report.py. Nothing on the page is typed
+# by hand: every number comes from the runs made here.
+# Not a test: the default (3 warm starts x 3 seeds x 6 estimators = 54 RL
+# runs) takes hours on 2 cores; the knobs make it smaller.
+#
+# Knobs (environment):
+#   RL_BENCH_STEPS (default 200)      RL steps per run
+#   RL_BENCH_SFT_STEPS (default 300)  warm-start steps
+#   RL_BENCH_WARM (default "1 2 3")   trainer.seed of each SFT warm start
+#   RL_BENCH_SEEDS (default "1 2 3")  trainer.seed of each RL run
+#   RL_BENCH_ESTIMATORS               space-separated examples/arith_<name>.yaml
+#                                     (default: grpo rloo reinforce_pp pro_max
+#                                     pro_max_uniform aepo)
+#   RL_BENCH_MINUTES (default 10)     the RL time budget the targets are read at
+#   RL_BENCH_DIR (default runs/bench) where the runs go (emptied first)
+#   RL_BENCH_OUT (default docs/RESULTS.md) the page
+#   RL_BENCH_CLUSTER (default examples/cluster-local.yaml)
 #   RL_BENCH_EXTRA                    extra key=value overrides for the RL runs
+#
+# Stopping it (Ctrl-C, SIGTERM) writes the page from the runs that finished.
+#
+# Short check of the whole pipeline (a few minutes):
+#   RL_BENCH_STEPS=4 RL_BENCH_SFT_STEPS=20 RL_BENCH_WARM="1 2" RL_BENCH_SEEDS=1 \
+#   RL_BENCH_ESTIMATORS="grpo rloo" RL_BENCH_DIR=/tmp/rlb \
+#   RL_BENCH_OUT=/tmp/rlb/RESULTS.md make bench-rl
 set -u
+cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-STEPS=${RL_BENCH_STEPS:-60}
+STEPS=${RL_BENCH_STEPS:-200}
 SFT_STEPS=${RL_BENCH_SFT_STEPS:-300}
+WARM=${RL_BENCH_WARM-"1 2 3"}
+SEEDS=${RL_BENCH_SEEDS-"1 2 3"}
+EST=${RL_BENCH_ESTIMATORS-"grpo rloo reinforce_pp pro_max pro_max_uniform aepo"}
+MINUTES=${RL_BENCH_MINUTES:-10}
 DIR=${RL_BENCH_DIR:-runs/bench}
-EST=${RL_BENCH_ESTIMATORS:-"grpo rloo reinforce_pp pro_max pro_max_uniform aepo"}
+OUT=${RL_BENCH_OUT:-docs/RESULTS.md}
 EXTRA=${RL_BENCH_EXTRA:-}
-D="$BUILD/bin/rl-driver --cluster examples/cluster-local.yaml --log-level warn"
+CLUSTER=${RL_BENCH_CLUSTER:-examples/cluster-local.yaml}
+PY=${RL_BENCH_PYTHON:-/usr/bin/python3}
+DRIVER="$BUILD/bin/rl-driver"
+
+[ -x "$DRIVER" ] || { echo "bench-rl: $DRIVER not built (make)"; exit 2; }
+[ -x "$PY" ] || { echo "bench-rl: $PY not found (the page generator needs it)"; exit 2; }
+[ -n "$WARM" ] && [ -n "$SEEDS" ] && [ -n "$EST" ] ||
+    { echo "bench-rl: RL_BENCH_WARM, RL_BENCH_SEEDS and RL_BENCH_ESTIMATORS must not be empty"; exit 2; }
+case "$DIR" in ""|/|.) echo "bench-rl: refusing RL_BENCH_DIR='$DIR'"; exit 2 ;; esac
+rm -rf "$DIR"
 mkdir -p "$DIR"
-now() { date +%s.%N; }
-val() { # val FILE STEP -> val/accuracy at that step (last if STEP = last)
-    python3 - "$1" "$2" <<'PY' 2>/dev/null || grep -o '"val/accuracy": [0-9.e-]*' "$1" | tail -1 | cut -d' ' -f2
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if '"val/accuracy"' in l]
-r = rows[-1] if sys.argv[2] == "last" else [x for x in rows if x["step"] == int(sys.argv[2])][0]
-print(r["val/accuracy"])
-PY
-}
-mean_key() { # mean of a key over all steps
-    python3 - "$1" "$2" <<'PY'
-import json, sys
-v = [json.loads(l).get(sys.argv[2]) for l in open(sys.argv[1])]
-v = [x for x in v if x is not None]
-print("%.3f" % (sum(v) / len(v)) if v else "nan")
-PY
-}
-if [ ! -f "$DIR/sft/final/model.safetensors" ]; then
-    t0=$(now)
-    $D --config examples/arith_sft.yaml trainer.output_dir="$DIR/sft" trainer.total_steps="$SFT_STEPS" || exit 1
-    echo "bench: sft_wall_s = $(awk "BEGIN{printf \"%.0f\", $(now) - $t0}")"
-fi
-sft_acc=$(val "$DIR/sft/metrics.jsonl" last)
-echo "bench: sft_val_accuracy = $sft_acc"
+RUNS="$DIR/runs.tsv"
+printf 'name\tkind\testimator\twarm\tseed\twall_s\trc\tcommand\n' >"$RUNS"
+# Facts about this machine and tree for the page's header.
 {
-    echo "# Results"
-    echo
-    echo "Produced by \`make bench-rl\` (bench/bench_rl.sh) on $(date -u +%Y-%m-%d), $(nproc) CPU cores,"
-    echo "\`examples/cluster-local.yaml\` (rollout ×1, actor ×2 FSDP, reward ×2), the built-in arithmetic"
-    echo "task (levels 1–2), the default model of the LM recipes (2 layers, d=128, char tokenizer)."
-    echo "Warm start: \`examples/arith_sft.yaml\`, $SFT_STEPS steps, validation accuracy **$sft_acc**."
-    echo "RL: $STEPS steps per estimator from that warm start, one seed (trainer.seed=1); extra overrides: \`${EXTRA:-none}\`."
-    echo
-    echo "| estimator (example) | val acc before | val acc after | best | wall s | s/step gen | s/step update | s/step total |"
-    echo "|---|---|---|---|---|---|---|---|"
-} > "$DIR/RESULTS.part"
-for e in $EST; do
-    out="$DIR/$e"
-    rm -rf "$out"
+    echo "date_utc=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "nproc=$(nproc)"
+    echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+    echo "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "dirty=$(git status --porcelain --untracked-files=no 2>/dev/null | grep -c .)"
+    echo "loadavg_start=$(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "steps=$STEPS"
+    echo "sft_steps=$SFT_STEPS"
+    echo "warm=$WARM"
+    echo "seeds=$SEEDS"
+    echo "estimators=$EST"
+    echo "minutes=$MINUTES"
+    echo "extra=$EXTRA"
+    echo "cluster=$CLUSTER"
+} >"$DIR/env.txt"
+
+now() { date +%s.%N; }
+
+# run NAME KIND ESTIMATOR WARM SEED ARGS... — one rl-driver run into
+# $DIR/NAME, timed and recorded in runs.tsv; its console output goes to
+# $DIR/NAME.log.
+run() {
+    local name=$1 kind=$2 est=$3 warm=$4 seed=$5
+    shift 5
+    local cmd=("$DRIVER" --cluster "$CLUSTER" --log-level warn "$@")
+    echo "bench-rl: $name: ${cmd[*]}"
+    local t0 rc wall
     t0=$(now)
-    $D --config "examples/arith_$e.yaml" trainer.output_dir="$out" model.init_from="$DIR/sft/final" \
-        trainer.total_steps="$STEPS" trainer.save_every=0 $EXTRA > "$out.log" 2>&1 || { echo "$e failed"; tail -5 "$out.log"; continue; }
-    wall=$(awk "BEGIN{printf \"%.0f\", $(now) - $t0}")
-    before=$(val "$out/metrics.jsonl" 0)
-    after=$(val "$out/metrics.jsonl" last)
-    best=$(python3 -c "
-import json
-print(max(json.loads(l)['val/accuracy'] for l in open('$out/metrics.jsonl') if '\"val/accuracy\"' in l))")
-    g=$(mean_key "$out/metrics.jsonl" timing_s/gen)
-    u=$(mean_key "$out/metrics.jsonl" timing_s/update_actor)
-    s=$(mean_key "$out/metrics.jsonl" timing_s/step)
-    echo "bench: ${e}_val_accuracy_before = $before"
-    echo "bench: ${e}_val_accuracy_after = $after"
-    echo "bench: ${e}_wall_s = $wall"
-    echo "| $e | $before | $after | $best | $wall | $g | $u | $s |" >> "$DIR/RESULTS.part"
+    "${cmd[@]}" >"$DIR/$name.log" 2>&1
+    rc=$?
+    wall=$(awk -v a="$t0" -v b="$(now)" 'BEGIN{printf "%.1f", b - a}')
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$kind" "$est" "$warm" "$seed" "$wall" "$rc" \
+        "${cmd[*]}" >>"$RUNS"
+    if [ $rc != 0 ]; then
+        echo "bench-rl: $name failed (exit $rc); last lines of $DIR/$name.log:"
+        tail -5 "$DIR/$name.log"
+    fi
+    return $rc
+}
+
+t_all=$(now)
+# Ctrl-C / SIGTERM: stop the run in progress and write the page from the runs
+# that finished (the page says the bench was stopped and what it lacks).
+stopped() {
+    trap - INT TERM
+    echo "bench-rl: stopped; writing the page from the finished runs"
+    mkdir -p "$(dirname "$OUT")"
+    "$PY" bench/bench_rl_report.py --dir "$DIR" --out "$OUT"
+    exit 130
+}
+trap stopped INT TERM
+for w in $WARM; do
+    run "sft_w$w" sft - "$w" "$w" --config examples/arith_sft.yaml \
+        trainer.output_dir="$DIR/sft_w$w" trainer.total_steps="$SFT_STEPS" trainer.seed="$w" || exit 1
 done
-cp "$DIR/RESULTS.part" "$DIR/RESULTS.md"
-echo "bench: results = $DIR/RESULTS.md"
+# shellcheck disable=SC2086  # EXTRA is a list of overrides
+for e in $EST; do
+    for w in $WARM; do
+        for s in $SEEDS; do
+            run "${e}_w${w}_s${s}" rl "$e" "$w" "$s" --config "examples/arith_$e.yaml" \
+                trainer.output_dir="$DIR/${e}_w${w}_s${s}" model.init_from="$DIR/sft_w$w/final" \
+                trainer.total_steps="$STEPS" trainer.save_every=0 trainer.seed="$s" $EXTRA
+        done
+    done
+done
+{
+    echo "loadavg_end=$(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "bench_wall_s=$(awk -v a="$t_all" -v b="$(now)" 'BEGIN{printf "%.0f", b - a}')"
+} >>"$DIR/env.txt"
+
+mkdir -p "$(dirname "$OUT")"
+"$PY" bench/bench_rl_report.py --dir "$DIR" --out "$OUT" || exit 1
+echo "bench: results = $OUT"
+# A failed run is on the page as failed; the bench still reports failure.
+! awk -F'\t' 'NR > 1 && $7 != 0 {bad = 1} END {exit !bad}' "$RUNS"

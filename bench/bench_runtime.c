@@ -80,6 +80,55 @@ static double s_raw_round_trip(const rl_dataproto *dp, int iters)
     return best;
 }
 
+/* The floor of a no-op call: a plain ZeroMQ REQ/REP round trip of a
+ * 1-byte message between two processes over the same transport (tcp
+ * loopback), mean over n. */
+static double s_raw_zmq_rtt(int n)
+{
+    void *ctx = zmq_ctx_new();
+    void *rep = zmq_socket(ctx, ZMQ_REP);
+    zmq_bind(rep, "tcp://127.0.0.1:*");
+    char ep[256];
+    size_t len = sizeof ep;
+    zmq_getsockopt(rep, ZMQ_LAST_ENDPOINT, ep, &len);
+    zmq_close(rep);
+    zmq_ctx_term(ctx);
+    pid_t pid = fork();
+    if (pid == 0) {
+        void *c2 = zmq_ctx_new();
+        void *r2 = zmq_socket(c2, ZMQ_REP);
+        if (zmq_bind(r2, ep) != 0)
+            _exit(1);
+        char b[8];
+        for (int i = 0; i < n + 100; i++) {
+            if (zmq_recv(r2, b, sizeof b, 0) < 0)
+                _exit(1);
+            zmq_send(r2, b, 1, 0);
+        }
+        zmq_close(r2);
+        zmq_ctx_term(c2);
+        _exit(0);
+    }
+    ctx = zmq_ctx_new();
+    void *req = zmq_socket(ctx, ZMQ_REQ);
+    zmq_connect(req, ep);
+    char b[8] = "x";
+    for (int i = 0; i < 100; i++) { /* connect and warm up */
+        zmq_send(req, b, 1, 0);
+        zmq_recv(req, b, sizeof b, 0);
+    }
+    double t0 = s_now();
+    for (int i = 0; i < n; i++) {
+        zmq_send(req, b, 1, 0);
+        zmq_recv(req, b, sizeof b, 0);
+    }
+    double rtt = (s_now() - t0) / n;
+    waitpid(pid, NULL, 0);
+    zmq_close(req);
+    zmq_ctx_term(ctx);
+    return rtt;
+}
+
 static double s_dp_round_trip(rl_group *g, const rl_dataproto *dp, int iters)
 {
     double best = 1e30;
@@ -123,13 +172,20 @@ int main(void)
     rl_group *one = rl_driver_group(d, "rollout"), *eight = rl_driver_group(d, "reward"),
              *two = rl_driver_group(d, "actor");
 
-    /* no-op round trip */
+    /* no-op round trip, side by side with a raw ZeroMQ REQ/REP */
     int n = 2000;
+    for (int i = 0; i < 100; i++) /* warm up */
+        rl_group_call_sync(one, "echo", RL_DISPATCH_RANK_ZERO, NULL, NULL);
+    double raw_rtt = s_raw_zmq_rtt(n);
     double t0 = s_now();
     for (int i = 0; i < n; i++)
         rl_group_call_sync(one, "echo", RL_DISPATCH_RANK_ZERO, NULL, NULL);
     double rtt = (s_now() - t0) / n;
+    double raw_rtt2 = s_raw_zmq_rtt(n);
+    raw_rtt = raw_rtt2 < raw_rtt ? raw_rtt2 : raw_rtt;
     printf("bench: noop_call_round_trip_us = %.1f\n", rtt * 1e6);
+    printf("bench: raw_zmq_req_rep_round_trip_us = %.1f\n", raw_rtt * 1e6);
+    printf("bench: noop_call_rtt_over_raw_zmq = %.2f\n", rtt / raw_rtt);
 
     /* calls/s across 8 workers, one call (8 sub-calls) at a time */
     n = 500;

@@ -17,6 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -96,6 +100,23 @@ static int s_raw_child(int role, const char *data_ep, const char *ack_ep, size_t
     return 0;
 }
 
+/* A loopback port free right now (the baseline's two sockets only: the
+ * collectives bind wildcard ports themselves). */
+static int s_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    socklen_t len = sizeof sa;
+    int port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+        port = ntohs(sa.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
 static double s_raw_seconds(const char *endpoint, size_t bytes, size_t seg, int iters)
 {
     char data_ep[256], ack_ep[256];
@@ -103,12 +124,11 @@ static double s_raw_seconds(const char *endpoint, size_t bytes, size_t seg, int 
         snprintf(data_ep, sizeof data_ep, "ipc:///tmp/rlrt-bench-raw-%d-d", (int)getpid());
         snprintf(ack_ep, sizeof ack_ep, "ipc:///tmp/rlrt-bench-raw-%d-a", (int)getpid());
     } else {
-        rl_comm_id a, b;
-        /* borrow the id maker to pick two free ports */
-        if (rl_comm_id_create(&a, endpoint) || rl_comm_id_create(&b, endpoint))
+        int pa = s_free_port(), pb = s_free_port();
+        if (pa <= 0 || pb <= 0)
             return -1;
-        sscanf(rl_comm_id_string(&a), "%*s %*s %255s", data_ep);
-        sscanf(rl_comm_id_string(&b), "%*s %*s %255s", ack_ep);
+        snprintf(data_ep, sizeof data_ep, "%s:%d", endpoint, pa);
+        snprintf(ack_ep, sizeof ack_ep, "%s:%d", endpoint, pb);
     }
     int fds[2];
     if (pipe(fds))
@@ -187,18 +207,32 @@ fail:
 static double s_ring_seconds(const char *endpoint, int W, int64_t count,
                              const rl_comm_options *o, int iters)
 {
-    rl_comm_id id;
-    if (rl_comm_id_create(&id, strncmp(endpoint, "ipc://", 6) == 0 ? NULL : endpoint))
-        return -1;
-    int fds[2];
-    if (pipe(fds))
+    /* rank 0 makes the id (its rendezvous socket is bound by then) and
+     * hands the text to the others, as the driver does */
+    rl_comm_id *id = mmap(NULL, sizeof *id, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                          -1, 0);
+    int fds[2], ready[2];
+    if (id == MAP_FAILED || pipe(fds) || pipe(ready))
         return -1;
     pid_t pids[8];
     for (int r = 0; r < W; r++) {
         pids[r] = fork();
-        if (pids[r] == 0)
-            _exit(s_ring_child(&id, W, r, count, o, iters, fds[1]));
+        if (pids[r] == 0) {
+            char c = 0;
+            if (r == 0) {
+                if (rl_comm_id_create(id, strncmp(endpoint, "ipc://", 6) == 0 ? NULL : endpoint))
+                    _exit(1);
+                for (int k = 1; k < W; k++)
+                    if (write(ready[1], &c, 1) != 1)
+                        _exit(1);
+            } else if (read(ready[0], &c, 1) != 1) {
+                _exit(1);
+            }
+            _exit(s_ring_child(id, W, r, count, o, iters, fds[1]));
+        }
     }
+    close(ready[0]);
+    close(ready[1]);
     close(fds[1]);
     double t = -1;
     if (read(fds[0], &t, sizeof t) != (ssize_t)sizeof t)
@@ -210,6 +244,7 @@ static double s_ring_seconds(const char *endpoint, int W, int64_t count,
         if (!WIFEXITED(st) || WEXITSTATUS(st))
             t = -1;
     }
+    munmap(id, sizeof *id);
     return t;
 }
 

@@ -5,6 +5,9 @@
 #   deploy/install-deps.sh --if-missing same, silent when nothing is missing
 #   deploy/install-deps.sh --check      exit 1 and list what is missing
 #   deploy/install-deps.sh --print      print the apt-get line
+#   deploy/install-deps.sh --ref        what `make venv-ref` needs (python3,
+#                                       python3-venv, python3-numpy), the
+#                                       build packages too
 #
 # Not root: prints the exact apt-get line to run and exits 1.
 set -u
@@ -12,6 +15,7 @@ set -u
 PACKAGES="build-essential pkg-config git ca-certificates
 libzmq3-dev libczmq-dev libprotobuf-c-dev protobuf-c-compiler
 libuv1-dev libyaml-dev libjansson-dev libopenblas-dev libcmocka-dev
+libmicrohttpd-dev libsystemd-dev libsodium-dev systemd curl
 clang libclang-rt-dev iproute2 procps
 python3 python3-venv libegl-dev libpng-dev libegl-mesa0 libgl1-mesa-dri"
 
@@ -22,7 +26,19 @@ python3 python3-venv libegl-dev libpng-dev libegl-mesa0 libgl1-mesa-dri"
 # Debian MuJoCo for `make MUJOCO=debian`.
 OPTIONAL="python3-numpy python3-torch libmujoco-dev"
 
+# The base of build/venv-ref (make venv-ref; deploy/venv-ref.sh): the
+# tests that read rlrt's files with PyPI packages (tensorboard) run in it.
+REF="python3 python3-venv python3-numpy"
+
 mode=${1:-install}
+if [ "$mode" = --ref ]; then
+    PACKAGES="$PACKAGES $REF"
+    mode=install
+fi
+# RL_INSTALL_OPTIONAL=1: the optional packages count as wanted too
+if [ "${RL_INSTALL_OPTIONAL:-0}" = 1 ]; then
+    PACKAGES="$PACKAGES $OPTIONAL"
+fi
 
 missing=""
 for p in $PACKAGES; do
@@ -39,6 +55,7 @@ case "$mode" in
 --print)
     echo "apt-get install -y --no-install-recommends $(echo $PACKAGES)"
     echo "optional: apt-get install -y --no-install-recommends $OPTIONAL"
+    echo "make venv-ref: apt-get install -y --no-install-recommends $REF"
     exit 0 ;;
 --check)
     if [ -n "$missing" ]; then echo "missing Debian packages:$missing"; exit 1; fi
@@ -60,8 +77,4 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -q || exit 1
 # shellcheck disable=SC2086
 apt-get install -y -q --no-install-recommends $missing || exit 1
-if [ "${RL_INSTALL_OPTIONAL:-0}" = 1 ]; then
-    # shellcheck disable=SC2086
-    apt-get install -y -q --no-install-recommends $OPTIONAL || true
-fi
 echo "install-deps: done"

@@ -10,6 +10,7 @@
 
 #include "recipe.h"
 #include "rlrt/rlrt.h"
+#include "rlrt/runtime/net.h"
 #include "rlrt/runtime/cluster.h"
 #include "rlrt/runtime/driver.h"
 
@@ -22,6 +23,7 @@ static void s_usage(FILE *f)
             "usage: rl-driver --cluster cluster.yaml --config job.yaml [key=value ...]\n"
             "                 [--log-level debug|info|warn|error] [--worker PATH]\n"
             "                 [--bind tcp://ADDR:PORT] [--resume]\n"
+            "       rl-driver keygen DIR NAME...   write DIR/NAME.cert and DIR/NAME.cert_secret\n"
             "\n"
             "Runs the job's recipe (trainer.recipe) on the workers of cluster.yaml.\n"
             "key=value overrides any known job key, e.g. selftest.rounds=3.\n"
@@ -82,8 +84,31 @@ static void s_default_worker(char *buf, size_t len)
     snprintf(buf, len, "%s/rl-worker", dirname(exe));
 }
 
+/* rl-driver keygen DIR NAME...: CurveZMQ certificates for cluster.yaml's
+ * security: section (the driver's, and one per worker or per role). */
+static int s_keygen(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: rl-driver keygen DIR NAME...\n"
+                        "writes DIR/NAME.cert (public: copy it to authorized_keys/ or give it to\n"
+                        "workers as --driver-key) and DIR/NAME.cert_secret (mode 0600)\n");
+        return 1;
+    }
+    for (int i = 3; i < argc; i++) {
+        rl_net_keypair kp;
+        if (rl_net_keygen(argv[2], argv[i], &kp)) {
+            fprintf(stderr, "rl-driver keygen: %s\n", rl_error_message());
+            return 1;
+        }
+        printf("%s/%s.cert  public key %s\n", argv[2], argv[i], kp.public_txt);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "keygen") == 0)
+        return s_keygen(argc, argv);
     static const struct option longopts[] = {
         {"cluster", required_argument, 0, 'c'}, {"config", required_argument, 0, 'j'},
         {"log-level", required_argument, 0, 'l'}, {"worker", required_argument, 0, 'w'},
@@ -199,7 +224,7 @@ int main(int argc, char **argv)
         rl_log_error("start-up failed: %s", rl_error_message());
         status = 1;
     } else {
-        rl_log_info("all workers ready; running %s", recipe->name);
+        rl_log_info("all workers ready (job %s); running %s", rl_driver_job_id(d), recipe->name);
         int rc = recipe->run(d, job);
         if (rl_driver_interrupted(d)) {
             rl_log_info("interrupted: shutting down cleanly");

@@ -1,7 +1,7 @@
 /* fuzz_wire_decode.c — libFuzzer target for the DataProto wire decoder.
  *
  * Input: frames packed as (u32 little-endian length, bytes)... — the format
- * of rl_wire_decode_packed() and of fuzz/seeds/fuzz_wire_decode/*.
+ * of rl_wire_decode_packed() and of the files in fuzz/seeds/fuzz_wire_decode/.
  *
  * Two decode paths per input: the copying one (rl_wire_decode_packed) and the
  * zero-copy one (frames owned by an rl_storage over the input, at an odd

@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "registry.h"
 #include "rlrt/rlrt.h"
+#include "rlrt/runtime/net.h"
 #include "rlrt/runtime/worker.h"
 #include "selftest/test_methods.h"
 
@@ -16,14 +18,25 @@ static void s_usage(FILE *f)
 {
     char roles[512];
     fprintf(f,
-            "usage: rl-worker --role ROLE --driver tcp://HOST:PORT [--rank N] [--node NAME]\n"
-            "                 [--log-level debug|info|warn|error] [--heartbeat-ms MS]\n"
-            "                 [--give-up-s S]\n"
+            "usage: rl-worker --role ROLE --driver tcp://HOST:PORT [--rank N | --rank-from-hostname]\n"
+            "                 [--node NAME] [--log-level debug|info|warn|error]\n"
+            "                 [--heartbeat-ms MS] [--give-up-s S] [--max-message-mb MB]\n"
+            "                 [--cert FILE --driver-key KEY|FILE] [--http-port P [--http-bind ADDR]]\n"
+            "                 [--job ID] [--token-stdin]\n"
             "\n"
             "Serves the methods of ROLE (%s) for an rl-driver.\n"
             "Started by the driver (local/ssh launch) or by systemd/Kubernetes (external).\n"
-            "Exits 0 on SHUTDOWN or SIGTERM, 1 on a start-up error, 2 when the driver stays\n"
-            "unreachable, 64 on a usage error.\n",
+            "  --rank-from-hostname  the rank is the host name's trailing -N (a StatefulSet pod)\n"
+            "  --instance ROLE-RANK  role and rank in one (systemd's rl-worker@actor-1)\n"
+            "  --cert FILE           CurveZMQ: this worker's certificate (FILE and FILE_secret)\n"
+            "  --driver-key KEY      the driver's public key (Z85) or its public certificate file\n"
+            "  --http-port P         serve /healthz, /healthz/ready and /metrics on P\n"
+            "  --job ID, --token-stdin  set by the driver when it starts the worker\n"
+            "Environment: RL_DRIVER, RL_ROLE, RL_RANK, RL_WORKER_CERT, RL_DRIVER_KEY and\n"
+            "RL_HTTP_PORT stand for the options; RL_WORKER_TOKEN holds a spawned worker's\n"
+            "slot token. Under systemd (NOTIFY_SOCKET) it sends READY, STOPPING, WATCHDOG.\n"
+            "Exits 0 on SHUTDOWN or SIGTERM, 1 on a start-up error or when the driver refuses\n"
+            "it, 2 when the driver stays unreachable, 64 on a usage error.\n",
             rl_worker_role_names(roles, sizeof roles));
 }
 
@@ -45,17 +58,55 @@ static int s_bad(const char *opt, const char *value, const char *want)
     return RL_WORKER_EXIT_USAGE;
 }
 
+/* The rank of a StatefulSet pod: the host name's trailing "-N". */
+static int s_rank_from_hostname(int *rank)
+{
+    char host[256];
+    if (gethostname(host, sizeof host - 1) != 0)
+        return -1;
+    host[sizeof host - 1] = '\0';
+    const char *dash = strrchr(host, '-');
+    long r;
+    if (!dash || s_parse_long(dash + 1, 0, INT_MAX, &r))
+        return -1;
+    *rank = (int)r;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    long v0;
     static const struct option longopts[] = {
         {"role", required_argument, 0, 'r'},      {"driver", required_argument, 0, 'd'},
         {"rank", required_argument, 0, 'k'},      {"node", required_argument, 0, 'n'},
         {"log-level", required_argument, 0, 'l'}, {"heartbeat-ms", required_argument, 0, 'h'},
         {"give-up-s", required_argument, 0, 'g'}, {"help", no_argument, 0, 'H'},
-        {"version", no_argument, 0, 'V'},         {0, 0, 0, 0},
+        {"version", no_argument, 0, 'V'},         {"job", required_argument, 0, 'j'},
+        {"token-stdin", no_argument, 0, 't'},     {"cert", required_argument, 0, 'c'},
+        {"driver-key", required_argument, 0, 'K'}, {"max-message-mb", required_argument, 0, 'm'},
+        {"http-port", required_argument, 0, 'p'}, {"http-bind", required_argument, 0, 'b'},
+        {"rank-from-hostname", no_argument, 0, 'R'}, {"instance", required_argument, 0, 'I'},
+        {0, 0, 0, 0},
     };
     rl_worker_options opt = {0};
-    const char *role_name = NULL;
+    const char *role_name = getenv("RL_ROLE");
+    opt.driver = getenv("RL_DRIVER");
+    opt.cert = getenv("RL_WORKER_CERT");
+    const char *driver_key = getenv("RL_DRIVER_KEY");
+    int token_stdin = 0, rank_from_host = 0;
+    static char token[128], keybuf[RL_NET_KEY_TXT];
+    /* the slot token of a spawned worker: read it, then drop it from the
+     * environment so that nothing this worker starts inherits it */
+    const char *tok_env = getenv("RL_WORKER_TOKEN");
+    if (tok_env) {
+        snprintf(token, sizeof token, "%s", tok_env);
+        opt.token = token;
+        unsetenv("RL_WORKER_TOKEN");
+    }
+    if (getenv("RL_RANK") && (s_parse_long(getenv("RL_RANK"), 0, INT_MAX, &v0) == 0))
+        opt.rank = (int)v0;
+    if (getenv("RL_HTTP_PORT") && s_parse_long(getenv("RL_HTTP_PORT"), 0, 65535, &v0) == 0)
+        opt.http_port = (int)v0;
     int c;
     long v;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -92,6 +143,33 @@ int main(int argc, char **argv)
                 opt.give_up_ms = 1;
             break;
         }
+        case 'j': opt.job_id = optarg; break;
+        case 't': token_stdin = 1; break;
+        case 'c': opt.cert = optarg; break;
+        case 'K': driver_key = optarg; break;
+        case 'R': rank_from_host = 1; break;
+        case 'I': { /* systemd's rl-worker@ROLE-RANK: role and rank in one */
+            static char inst[128];
+            const char *dash = strrchr(optarg, '-');
+            if (!dash || dash == optarg || (size_t)(dash - optarg) >= sizeof inst ||
+                s_parse_long(dash + 1, 0, INT_MAX, &v))
+                return s_bad("instance", optarg, "ROLE-RANK, e.g. actor-1");
+            snprintf(inst, sizeof inst, "%.*s", (int)(dash - optarg), optarg);
+            role_name = inst;
+            opt.rank = (int)v;
+            break;
+        }
+        case 'b': opt.http_bind = optarg; break;
+        case 'm':
+            if (s_parse_long(optarg, 1, 1 << 20, &v))
+                return s_bad("max-message-mb", optarg, "an integer in [1, 1048576]");
+            opt.max_message_bytes = (int64_t)v << 20;
+            break;
+        case 'p':
+            if (s_parse_long(optarg, 0, 65535, &v))
+                return s_bad("http-port", optarg, "a port in [0, 65535]");
+            opt.http_port = (int)v;
+            break;
         case 'H': s_usage(stdout); return RL_WORKER_EXIT_OK;
         case 'V': printf("rl-worker %s\n", RL_VERSION_STRING); return RL_WORKER_EXIT_OK;
         default: s_usage(stderr); return RL_WORKER_EXIT_USAGE;
@@ -113,8 +191,37 @@ int main(int argc, char **argv)
                 rl_worker_role_names(roles, sizeof roles));
         return RL_WORKER_EXIT_USAGE;
     }
+    if (rank_from_host && s_rank_from_hostname(&opt.rank)) {
+        fprintf(stderr, "rl-worker: --rank-from-hostname: the host name does not end in -N\n");
+        return RL_WORKER_EXIT_USAGE;
+    }
+    if (token_stdin) { /* the driver's ssh launch writes the token on stdin */
+        if (!fgets(token, sizeof token, stdin)) {
+            fprintf(stderr, "rl-worker: --token-stdin: no token on stdin\n");
+            return RL_WORKER_EXIT_USAGE;
+        }
+        token[strcspn(token, "\r\n")] = '\0';
+        opt.token = token;
+    }
+    if (driver_key && strlen(driver_key) != 40) { /* a certificate file */
+        rl_net_keypair kp;
+        if (rl_net_load_cert(driver_key, 0, &kp)) {
+            fprintf(stderr, "rl-worker: --driver-key: %s\n", rl_error_message());
+            return RL_WORKER_EXIT_USAGE;
+        }
+        snprintf(keybuf, sizeof keybuf, "%s", kp.public_txt);
+        driver_key = keybuf;
+    }
+    opt.driver_key = driver_key;
+    if (!!opt.cert != !!opt.driver_key) {
+        fprintf(stderr, "rl-worker: --cert and --driver-key go together (CurveZMQ)\n");
+        return RL_WORKER_EXIT_USAGE;
+    }
+    opt.sd_notify = getenv("NOTIFY_SOCKET") != NULL;
     opt.role = role->name;
     opt.test_methods = rl_test_methods; /* served only if the driver asks (selftest) */
+    opt.test_retry_safe = rl_test_retry_safe;
+    opt.retry_safe = rl_worker_role_retry_safe(role->name);
     rl_log_set_identity(role->name, opt.rank);
     return rl_worker_run(&opt, role);
 }

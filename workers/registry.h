@@ -21,6 +21,12 @@ extern const rl_worker_role *const rl_worker_roles[];
 /* The role called `name`, or NULL. */
 const rl_worker_role *rl_worker_role_find(const char *name);
 
+/* The methods of role `name` that are retry-safe (stateless, idempotent:
+ * the driver may run them again on a restarted worker when the worker dies
+ * during the call), NULL-terminated; never NULL. The declaration is data
+ * here, beside the table, so the runtime knows no role names. */
+const char *const *rl_worker_role_retry_safe(const char *name);
+
 /* "rollout, actor, reward": the registered names for messages. Always
  * NUL-terminates buf (size > 0); returns buf. */
 const char *rl_worker_role_names(char *buf, size_t size);

@@ -4,8 +4,8 @@
  * Every aggregation mode is a weighted sum Σ_b w_b Σ_t X[b,t]·m[b,t] with a
  * per-row weight w_b, so the gradient of a token is w_b·m·dX and one sweep
  * over a row produces its loss share and its gradient. Only the modes whose
- * weights depend on the whole batch (token-mean without a given norm,
- * seq-mean-token-sum) need a first sweep over the mask.
+ * weights depend on the mask (token-mean without a given norm, both
+ * seq-mean modes) need a first sweep over it.
  *
  * Per-token arithmetic is in float (a vectorisable exp below); every sum is
  * in double, per row, then over rows in row order, so results do not depend
@@ -159,15 +159,20 @@ static void s_weights(rl_loss_agg agg, double norm, const double *rowm, int64_t 
         }
         for (int64_t b = 0; b < B; b++)
             w[b] = n > 0.0 ? 1.0 / n : 0.0;
-    } else if (agg == RL_AGG_SEQ_MEAN_TOKEN_SUM) {
-        double ne = 0.0;
+    } else if (agg == RL_AGG_SEQ_MEAN_TOKEN_SUM || agg == RL_AGG_SEQ_MEAN_TOKEN_MEAN) {
+        /* verl's agg_loss: rows without a valid token are left out of the
+         * sequence mean; a given norm (verl's global_batch_size) replaces
+         * the count of the other rows. */
+        double n = norm;
+        if (!(n > 0.0)) {
+            n = 0.0;
+            for (int64_t b = 0; b < B; b++)
+                n += rowm[b] > 0.0;
+        }
         for (int64_t b = 0; b < B; b++)
-            ne += rowm[b] > 0.0;
-        for (int64_t b = 0; b < B; b++)
-            w[b] = rowm[b] > 0.0 ? 1.0 / ne : 0.0;
-    } else if (agg == RL_AGG_SEQ_MEAN_TOKEN_MEAN) {
-        for (int64_t b = 0; b < B; b++)
-            w[b] = 1.0 / ((double)B * (rowm[b] + 1e-8));
+            w[b] = !(rowm[b] > 0.0) ? 0.0
+                   : agg == RL_AGG_SEQ_MEAN_TOKEN_SUM ? 1.0 / n
+                                                      : 1.0 / (n * (rowm[b] + 1e-8));
     } else {
         double n = norm > 0.0 ? norm : (double)T;
         for (int64_t b = 0; b < B; b++)
@@ -330,12 +335,10 @@ int rl_ppo_policy_loss(const rl_ppo_loss_cfg *cfg, const float *logp, const floa
     double *w = rowm + B;
     rl_loss_agg agg = cfg->agg;
     int need_rowm = (agg == RL_AGG_TOKEN_MEAN && !(cfg->norm > 0.0)) ||
-                    agg == RL_AGG_SEQ_MEAN_TOKEN_SUM;
+                    agg == RL_AGG_SEQ_MEAN_TOKEN_SUM || agg == RL_AGG_SEQ_MEAN_TOKEN_MEAN;
     if (need_rowm)
         s_mask_rows(mask, B, T, rowm);
-    int per_row = agg == RL_AGG_SEQ_MEAN_TOKEN_MEAN;
-    if (!per_row)
-        s_weights(agg, cfg->norm, rowm, B, T, w);
+    s_weights(agg, cfg->norm, rowm, B, T, w);
     float lo = (float)(1.0 - cfg->clip_ratio_low), hi = (float)(1.0 + cfg->clip_ratio_high);
     float c = (float)cfg->clip_ratio_c;
     double ec = cfg->entropy_coeff, kc = cfg->kl_loss_coef;
@@ -345,17 +348,7 @@ int rl_ppo_policy_loss(const rl_ppo_loss_cfg *cfg, const float *logp, const floa
     for (int64_t b = 0; b < B; b++) {
         const float *m = mask + b * T;
         float *g = grad_logp + b * T;
-        double wb;
-        if (per_row) {
-            double s = 0.0;
-#pragma omp simd reduction(+ : s)
-            for (int64_t t = 0; t < T; t++)
-                s += m[t];
-            wb = 1.0 / ((double)B * (s + 1e-8));
-            w[b] = wb;
-        } else {
-            wb = w[b];
-        }
+        double wb = w[b];
         s_row *a = &acc[b];
         s_pg_row(logp + b * T, old_logp + b * T, adv + b * T, m, g, T, (float)wb, lo, hi, c,
                  dual, a);

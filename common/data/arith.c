@@ -169,6 +169,16 @@ int rl_arith_generate(uint64_t seed, int64_t index, int level, rl_arith_item *ou
         r = a * b;
         s_steps_mul(sol, cap, &pos, a, b);
         break;
+    case 6: /* two steps: a*b by columns, then + c */
+    case 7: /* two steps: a*b by columns, then - c (c <= a*b) */
+        op = level == 6 ? '+' : '-';
+        a = s_range(&g, 10, 99);
+        b = s_range(&g, 2, 9);
+        c = s_range(&g, 10, level == 7 && a * b < 99 ? a * b : 99);
+        r = level == 6 ? a * b + c : a * b - c;
+        s_steps_mul(sol, cap, &pos, a, b);
+        s_put(sol, cap, &pos, " %" PRId64 "%c%" PRId64 "=%" PRId64, a * b, op, c, r);
+        break;
     default: /* 5 */
         a = s_range(&g, 10, 99);
         b = s_range(&g, 10, 99);
@@ -181,6 +191,9 @@ int rl_arith_generate(uint64_t seed, int64_t index, int level, rl_arith_item *ou
     s_put(sol, cap, &pos, "</think>\\boxed{%" PRId64 "}", r);
     if (level == 5)
         snprintf(out->prompt, sizeof out->prompt, "Q: %d+%d-%d=?\nA: ", (int)a, (int)b,
+                 (int)c);
+    else if (level >= 6)
+        snprintf(out->prompt, sizeof out->prompt, "Q: %d*%d%c%d=?\nA: ", (int)a, (int)b, op,
                  (int)c);
     else
         snprintf(out->prompt, sizeof out->prompt, "Q: %d%c%d=?\nA: ", (int)a, op, (int)b);

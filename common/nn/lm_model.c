@@ -36,6 +36,7 @@ rl_lm *rl_lm_model_network(rl_model *m)
 typedef struct s_seq {
     int B, P, R, L;
     const int32_t *plen, *rlen; /* rlen NULL: prompts only */
+    const float *rmask;         /* (B, R) RL_LM_RESPONSE_MASK or NULL (all 1) */
     int32_t *tokens;            /* (B, L) */
     uint8_t *mask;              /* (B, L) */
 } s_seq;
@@ -87,6 +88,21 @@ static int s_seq_build(const rl_lm *net, const rl_dataproto *in, const char *wha
     s->R = rs ? (int)rs->shape[1] : 0;
     s->plen = rl_tensor_data(pl);
     s->rlen = rs ? rl_tensor_data(rl) : NULL;
+    if (rs && rl_dataproto_tensor(in, RL_LM_RESPONSE_MASK)) { /* optional loss mask */
+        const rl_tensor *mt = s_need(in, what, RL_LM_RESPONSE_MASK, RL_F32, 2);
+        if (!mt)
+            return rl_error_code();
+        if (mt->shape[0] != s->B || mt->shape[1] != s->R)
+            return rl_error_set(RL_ESHAPE, "%s: tensor '%s' is (%lld, %lld), the responses (%d, %d)",
+                                what, RL_LM_RESPONSE_MASK, (long long)mt->shape[0],
+                                (long long)mt->shape[1], s->B, s->R);
+        s->rmask = rl_tensor_data(mt);
+        for (int64_t i = 0; i < (int64_t)s->B * s->R; i++)
+            if (s->rmask[i] != 0.0f && s->rmask[i] != 1.0f)
+                return rl_error_set(RL_ERANGE, "%s: %s[%lld, %lld] = %g, expected 0 or 1", what,
+                                    RL_LM_RESPONSE_MASK, (long long)(i / s->R),
+                                    (long long)(i % s->R), (double)s->rmask[i]);
+    }
     int L = 1;
     for (int b = 0; b < s->B; b++) {
         int p = s->plen[b], r = s->rlen ? s->rlen[b] : 0;
@@ -241,7 +257,10 @@ static int s_fb_loss(void *arg, int row0, int B, int T, const float *logp, const
     size_t n = (size_t)B * (size_t)s->R;
     for (int b = 0; b < B; b++)
         for (int j = 0; j < s->R; j++)
-            c->mask[(size_t)b * s->R + j] = j < s->rlen[row0 + b] ? 1.0f : 0.0f;
+            c->mask[(size_t)b * s->R + j] =
+                j >= s->rlen[row0 + b] ? 0.0f
+                : s->rmask             ? s->rmask[(size_t)(row0 + b) * s->R + j]
+                                       : 1.0f;
     for (int q = 0; q < 3; q++) {
         if (!(c->want & RL_Q_BIT(q)))
             continue;

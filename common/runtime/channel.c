@@ -2,7 +2,10 @@
  * (see rlrt/runtime/channel.h). */
 #include "rlrt/runtime/channel.h"
 #include "rlrt/error.h"
+#include "rlrt/runtime/net.h"
 #include "rlrt/wire.h"
+
+#include <stdatomic.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -33,10 +36,21 @@ static int s_wait_in(void *sock, int timeout_ms)
 
 /* ---- data channel ------------------------------------------------------------------ */
 
+static _Atomic uint64_t s_weight_version;
+
+uint64_t rl_weight_channel_version(void) { return atomic_load(&s_weight_version); }
+
+static void s_note_version(uint64_t v)
+{
+    uint64_t cur = atomic_load(&s_weight_version);
+    while (v > cur && !atomic_compare_exchange_weak(&s_weight_version, &cur, v))
+        ;
+}
+
 struct rl_channel {
     void *ctx;
     void *sock;
-    char endpoint[256];
+    char endpoint[RL_NET_ENDPOINT_MAX];
 };
 
 static rl_channel *s_channel_new(void)
@@ -63,13 +77,11 @@ rl_channel *rl_channel_listen(const char *bind)
     rl_channel *ch = s_channel_new();
     if (!ch)
         return NULL;
-    if (zmq_bind(ch->sock, bind) != 0) {
-        rl_error_set(RL_EIO, "channel cannot bind %s: %s", bind, zmq_strerror(zmq_errno()));
+    if (rl_net_bind(ch->ctx, ch->sock, bind, ch->endpoint, sizeof ch->endpoint)) {
+        rl_error_wrap(rl_error_code(), "channel");
         rl_channel_free(ch);
         return NULL;
     }
-    size_t len = sizeof ch->endpoint;
-    zmq_getsockopt(ch->sock, ZMQ_LAST_ENDPOINT, ch->endpoint, &len);
     return ch;
 }
 
@@ -78,13 +90,12 @@ rl_channel *rl_channel_connect(const char *endpoint)
     rl_channel *ch = s_channel_new();
     if (!ch)
         return NULL;
-    if (zmq_connect(ch->sock, endpoint) != 0) {
-        rl_error_set(RL_EINVAL, "channel cannot connect to %s: %s", endpoint,
-                     zmq_strerror(zmq_errno()));
+    if (rl_net_connect(ch->sock, endpoint)) {
+        rl_error_wrap(rl_error_code(), "channel");
         rl_channel_free(ch);
         return NULL;
     }
-    snprintf(ch->endpoint, sizeof ch->endpoint, "%s", endpoint);
+    rl_net_endpoint_plain(endpoint, ch->endpoint, sizeof ch->endpoint);
     return ch;
 }
 
@@ -151,7 +162,7 @@ typedef struct {
 struct rl_weight_sender {
     void *ctx;
     void *sock;
-    char endpoint[256];
+    char endpoint[RL_NET_ENDPOINT_MAX];
     size_t bucket_bytes;
     s_peer peers[S_MAX_RECEIVERS];
     int n_peers;
@@ -177,13 +188,11 @@ rl_weight_sender *rl_weight_sender_new(const char *bind, size_t bucket_bytes)
     zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(s->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt(s->sock, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
-    if (zmq_bind(s->sock, bind) != 0) {
-        rl_error_set(RL_EIO, "weight sender cannot bind %s: %s", bind, zmq_strerror(zmq_errno()));
+    if (rl_net_bind(s->ctx, s->sock, bind, s->endpoint, sizeof s->endpoint)) {
+        rl_error_wrap(rl_error_code(), "weight sender");
         rl_weight_sender_free(s);
         return NULL;
     }
-    size_t len = sizeof s->endpoint;
-    zmq_getsockopt(s->sock, ZMQ_LAST_ENDPOINT, s->endpoint, &len);
     return s;
 }
 
@@ -286,6 +295,7 @@ int rl_weight_send(rl_weight_sender *s, uint64_t version, const float *buf, int6
             return rc;
     }
     s->last_version = version;
+    s_note_version(version);
     return RL_OK;
 }
 
@@ -343,8 +353,13 @@ rl_weight_receiver *rl_weight_receiver_new(const char *endpoint, int64_t count)
     int linger = 0, hwm = 0;
     zmq_setsockopt(r->sock, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(r->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    if (zmq_connect(r->sock, endpoint) != 0 || s_send_have(r)) {
-        rl_error_set(RL_EIO, "weight receiver cannot connect to %s", endpoint);
+    if (rl_net_connect(r->sock, endpoint)) {
+        rl_error_wrap(rl_error_code(), "weight receiver");
+        rl_weight_receiver_free(r);
+        return NULL;
+    }
+    if (s_send_have(r)) {
+        rl_error_set(RL_EIO, "weight receiver cannot reach %s", endpoint);
         rl_weight_receiver_free(r);
         return NULL;
     }
@@ -432,6 +447,7 @@ int rl_weight_recv_poll(rl_weight_receiver *r, int timeout_ms)
             r->active = r->staging;
             r->staging = t;
             r->active_version = r->staging_version;
+            s_note_version(r->active_version);
             r->staging_version = 0;
             r->n_got = r->n_buckets = 0;
             return s_send_have(r);

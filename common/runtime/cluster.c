@@ -392,32 +392,95 @@ static int s_read_driver(rl_cluster *cl, const rl_config_node *root)
     return RL_OK;
 }
 
+/* A path of the cluster file: relative ones are taken from the file's
+ * folder, so `rl-driver --cluster deploy/c.yaml` finds deploy/keys/... */
+static int s_read_path(const rl_cluster *cl, const rl_config_node *n, const char *key, int need,
+                       char *dst, size_t size)
+{
+    const rl_config_node *v = rl_config_node_at(n, key);
+    if (!v)
+        return need ? rl_config_node_error(n, RL_ECONFIG, "missing key '%s'", key) : RL_OK;
+    const char *s;
+    int rc = rl_config_node_string(v, &s);
+    if (rc)
+        return rc;
+    if (!*s)
+        return rl_config_node_error(v, RL_ECONFIG, "must not be empty");
+    const char *slash = strrchr(cl->file, '/');
+    int dir = s[0] != '/' && slash ? (int)(slash - cl->file) : 0;
+    if ((size_t)snprintf(dst, size, "%.*s%s%s", dir, cl->file, dir ? "/" : "", s) >= size)
+        return rl_config_node_error(v, RL_ECONFIG, "path too long (at most %zu characters)",
+                                    size - 1);
+    return RL_OK;
+}
+
 static int s_read_policy(rl_cluster *cl, const rl_config_node *root)
 {
-    static const char *const hb_keys[] = {"interval_s", "liveness", NULL};
-    static const char *const rs_keys[] = {"max_restarts", "backoff_s", "backoff_max_s", NULL};
+    static const char *const hb_keys[] = {"interval_s", "liveness", "give_up_s", NULL};
+    static const char *const rs_keys[] = {"max_restarts", "backoff_s", "backoff_max_s",
+                                          "call_retries", NULL};
+    static const char *const lim_keys[] = {"max_message_mb", NULL};
+    static const char *const http_keys[] = {"bind", "driver_port", "worker_port", NULL};
+    static const char *const sec_keys[] = {"driver_cert", "worker_cert", "authorized_keys", NULL};
     const rl_config_node *v;
     int rc;
+    cl->heartbeat_give_up_s = 0;
     if ((v = rl_config_node_at(root, "heartbeat"))) {
         if ((rc = rl_config_node_check_keys(v, hb_keys)) ||
             (rc = s_opt_positive(v, "interval_s", &cl->heartbeat_interval_s)) ||
-            (rc = s_opt_int(v, "liveness", 1, 1000, &cl->heartbeat_liveness)))
+            (rc = s_opt_int(v, "liveness", 1, 1000, &cl->heartbeat_liveness)) ||
+            (rc = s_opt_positive(v, "give_up_s", &cl->heartbeat_give_up_s)))
             return rc;
+        const rl_config_node *g = rl_config_node_at(v, "give_up_s");
+        if (g && cl->heartbeat_give_up_s > 2e6)
+            return rl_config_node_error(g, RL_ECONFIG, "must be at most 2000000 s, got %g",
+                                        cl->heartbeat_give_up_s);
     }
+    if (!(cl->heartbeat_give_up_s > 0))
+        cl->heartbeat_give_up_s = cl->heartbeat_interval_s * cl->heartbeat_liveness;
     if ((v = rl_config_node_at(root, "restart"))) {
         if ((rc = rl_config_node_check_keys(v, rs_keys)) ||
             (rc = s_opt_int(v, "max_restarts", 0, 1000000, &cl->restart_max)) ||
             (rc = s_opt_positive(v, "backoff_s", &cl->restart_backoff_s)) ||
-            (rc = s_opt_positive(v, "backoff_max_s", &cl->restart_backoff_max_s)))
+            (rc = s_opt_positive(v, "backoff_max_s", &cl->restart_backoff_max_s)) ||
+            (rc = s_opt_int(v, "call_retries", 0, 1000, &cl->restart_call_retries)))
             return rc;
+    }
+    if ((v = rl_config_node_at(root, "limits"))) {
+        int mb = RL_CLUSTER_DEFAULT_MAX_MESSAGE_MB;
+        if ((rc = rl_config_node_check_keys(v, lim_keys)) ||
+            (rc = s_opt_int(v, "max_message_mb", 1, 1 << 20, &mb)))
+            return rc;
+        cl->max_message_bytes = (int64_t)mb << 20;
+    }
+    if ((v = rl_config_node_at(root, "http"))) {
+        const rl_config_node *b;
+        if ((rc = rl_config_node_check_keys(v, http_keys)) ||
+            ((b = rl_config_node_at(v, "bind")) &&
+             (rc = s_copy_string(b, cl->http_bind, sizeof cl->http_bind))) ||
+            (rc = s_opt_int(v, "driver_port", 0, 65535, &cl->http_driver_port)) ||
+            (rc = s_opt_int(v, "worker_port", 0, 65535, &cl->http_worker_port)))
+            return rc;
+    }
+    if ((v = rl_config_node_at(root, "security"))) {
+        if ((rc = rl_config_node_check_keys(v, sec_keys)) ||
+            (rc = s_read_path(cl, v, "driver_cert", 1, cl->security_driver_cert,
+                              sizeof cl->security_driver_cert)) ||
+            (rc = s_read_path(cl, v, "worker_cert", 0, cl->security_worker_cert,
+                              sizeof cl->security_worker_cert)) ||
+            (rc = s_read_path(cl, v, "authorized_keys", 1, cl->security_authorized_keys,
+                              sizeof cl->security_authorized_keys)))
+            return rc;
+        cl->security = 1;
     }
     return s_opt_positive(root, "external_wait_timeout_s", &cl->external_wait_timeout_s);
 }
 
 rl_cluster *rl_cluster_from_config(const rl_config *c)
 {
-    static const char *const keys[] = {"driver", "heartbeat", "restart",
-                                       "external_wait_timeout_s", "nodes", "roles", NULL};
+    static const char *const keys[] = {"driver", "heartbeat", "restart", "limits", "http",
+                                       "security", "external_wait_timeout_s", "nodes", "roles",
+                                       NULL};
     rl_cluster *cl = calloc(1, sizeof *cl);
     if (!cl)
         return rl_error_set(RL_ENOMEM, "cluster: out of memory"), NULL;
@@ -428,6 +491,9 @@ rl_cluster *rl_cluster_from_config(const rl_config *c)
     cl->restart_backoff_s = 1.0;
     cl->restart_backoff_max_s = 30.0;
     cl->external_wait_timeout_s = 300.0;
+    cl->restart_call_retries = 2;
+    cl->max_message_bytes = (int64_t)RL_CLUSTER_DEFAULT_MAX_MESSAGE_MB << 20;
+    snprintf(cl->http_bind, sizeof cl->http_bind, "127.0.0.1");
     const rl_config_node *root = rl_config_root(c);
     int rc = rl_config_node_check_keys(root, keys);
     if (!rc)

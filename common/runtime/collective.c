@@ -3,9 +3,11 @@
 #include "rlrt/runtime/collective.h"
 
 #include "rlrt/error.h"
+#include "rlrt/runtime/net.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -17,10 +19,12 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#define S_EP_MAX 220 /* longest endpoint text */
+#define S_EP_MAX 220 /* longest endpoint text (with "|KEY" when secured) */
 
 struct rl_comm {
     void *ctx;
+    void *ctl_ctx; /* rank 0: the context of a rendezvous socket bound by
+                      rl_comm_id_create (NULL: ctl lives in ctx) */
     void *push; /* to the right neighbour (rank + 1) */
     void *pull; /* from the left neighbour (rank - 1) */
     void *ctl;  /* rendezvous: ROUTER on rank 0, DEALER elsewhere */
@@ -72,29 +76,74 @@ static int s_split_tcp(const char *ep, char *host, size_t hsize, char *port, siz
     return 0;
 }
 
-/* A port on `host` that is free right now (the kernel picks it). */
-static int s_free_port(const char *host, int *port)
+/* Rendezvous sockets bound by rl_comm_id_create on a wildcard port and
+ * adopted by rank 0's rl_comm_init_rank in the same process (picking a free
+ * port, closing it and binding it later races with every other process of
+ * the host). Kept for the newest S_PREBOUND_MAX ids. */
+#define S_PREBOUND_MAX 16
+typedef struct {
+    char nonce[17];
+    pid_t pid; /* a forked child cannot use its parent's sockets */
+    void *ctx, *sock;
+} s_prebound;
+static s_prebound s_pre[S_PREBOUND_MAX];
+static int s_pre_next;
+static pthread_mutex_t s_pre_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void s_prebound_close(s_prebound *p)
 {
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai;
-    if (getaddrinfo(host, NULL, &hints, &ai) != 0)
-        return rl_error_set(RL_EINVAL, "comm id: cannot resolve host '%s'", host);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa;
-    memcpy(&sa, ai->ai_addr, sizeof sa);
-    freeaddrinfo(ai);
-    sa.sin_port = 0;
-    socklen_t len = sizeof sa;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
-        getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        return rl_error_set(RL_EIO, "comm id: cannot find a free port on '%s': %s", host,
-                            strerror(e));
+    if (p->sock)
+        zmq_close(p->sock);
+    if (p->ctx)
+        zmq_ctx_term(p->ctx);
+    memset(p, 0, sizeof *p);
+}
+
+/* Binds a ROUTER on tcp://HOST:* now; `ep` gets the endpoint to advertise. */
+static int s_prebind(const char *host, const char *nonce, char *ep, size_t size)
+{
+    void *ctx = zmq_ctx_new();
+    void *sock = ctx ? zmq_socket(ctx, ZMQ_ROUTER) : NULL;
+    char bind[S_EP_MAX + 8];
+    snprintf(bind, sizeof bind, "tcp://%s:*", host);
+    int rc = sock ? rl_net_bind(ctx, sock, bind, ep, size)
+                  : rl_error_set(RL_EIO, "comm id: cannot create a socket");
+    if (!rc && strlen(ep) > S_EP_MAX)
+        rc = rl_error_set(RL_EINVAL, "comm id: endpoint too long: '%s'", ep);
+    if (rc) {
+        if (sock)
+            zmq_close(sock);
+        if (ctx)
+            zmq_ctx_term(ctx);
+        return rl_error_wrap(rc, "comm id on '%s'", host);
     }
-    *port = ntohs(sa.sin_port);
-    close(fd);
+    pthread_mutex_lock(&s_pre_mu);
+    s_prebound *p = &s_pre[s_pre_next];
+    s_pre_next = (s_pre_next + 1) % S_PREBOUND_MAX;
+    s_prebound_close(p); /* the oldest id's socket, never adopted */
+    snprintf(p->nonce, sizeof p->nonce, "%s", nonce);
+    p->pid = getpid();
+    p->ctx = ctx;
+    p->sock = sock;
+    pthread_mutex_unlock(&s_pre_mu);
     return RL_OK;
+}
+
+/* Takes the socket bound for `nonce` (0 when there is none). */
+static int s_prebound_take(const char *nonce, void **ctx, void **sock)
+{
+    int found = 0;
+    pthread_mutex_lock(&s_pre_mu);
+    for (int i = 0; i < S_PREBOUND_MAX && !found; i++) {
+        if (s_pre[i].sock && s_pre[i].pid == getpid() && strcmp(s_pre[i].nonce, nonce) == 0) {
+            *ctx = s_pre[i].ctx;
+            *sock = s_pre[i].sock;
+            memset(&s_pre[i], 0, sizeof s_pre[i]);
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&s_pre_mu);
+    return found;
 }
 
 int rl_comm_id_create(rl_comm_id *id, const char *endpoint)
@@ -117,14 +166,20 @@ int rl_comm_id_create(rl_comm_id *id, const char *endpoint)
             return rl_error_set(RL_EINVAL,
                                 "comm id: endpoint '%s' is not tcp://HOST[:PORT] or ipc://PATH",
                                 endpoint);
+        char nonce_txt[17];
+        snprintf(nonce_txt, sizeof nonce_txt, "%016llx", (unsigned long long)nonce);
         if (port[0] == '\0') {
-            int p = 0;
-            int rc = s_free_port(host, &p);
+            /* bound now on a port the kernel picks; rank 0 adopts it */
+            char bound[RL_NET_ENDPOINT_MAX];
+            int rc = s_prebind(host, nonce_txt, bound, sizeof bound);
             if (rc)
                 return rc;
-            snprintf(ep, sizeof ep, "tcp://%s:%d", host, p);
+            snprintf(ep, sizeof ep, "%s", bound);
         } else {
-            snprintf(ep, sizeof ep, "%s", endpoint);
+            char key[RL_NET_KEY_TXT];
+            rl_net_public_key(key);
+            if (snprintf(ep, sizeof ep, "%s%s%s", endpoint, key[0] ? "|" : "", key) >= (int)sizeof ep)
+                return rl_error_set(RL_EINVAL, "comm id: endpoint too long: '%s'", endpoint);
         }
     }
     snprintf(id->bytes, sizeof id->bytes, "rlcomm1 %016llx %s", (unsigned long long)nonce, ep);
@@ -201,13 +256,21 @@ static rl_comm *s_fail_init(rl_comm *c, int code, const char *fmt, ...)
 static rl_comm *s_rendezvous_root(rl_comm *c, const char *nonce, const char *id_ep)
 {
     int W = c->world;
-    c->ctl = zmq_socket(c->ctx, ZMQ_ROUTER);
+    char plain[S_EP_MAX + 32], bound[RL_NET_ENDPOINT_MAX];
+    rl_net_endpoint_plain(id_ep, plain, sizeof plain);
+    if (!s_prebound_take(nonce, &c->ctl_ctx, &c->ctl)) {
+        c->ctl = zmq_socket(c->ctx, ZMQ_ROUTER);
+        if (!c->ctl || rl_net_bind(c->ctx, c->ctl, plain, bound, sizeof bound)) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", c->ctl ? rl_error_message() : "no socket");
+            return s_fail_init(c, RL_EIO, "comm rank 0: %s (an id made from tcp://HOST holds its "
+                               "port in the process that made it: rank 0 must be that process)",
+                               msg);
+        }
+    }
     s_setopt_int(c->ctl, ZMQ_RCVTIMEO, c->timeout_ms);
     s_setopt_int(c->ctl, ZMQ_LINGER, c->timeout_ms);
-    if (zmq_bind(c->ctl, id_ep) != 0)
-        return s_fail_init(c, RL_EIO, "comm rank 0: cannot bind %s: %s", id_ep,
-                           zmq_strerror(zmq_errno()));
-    snprintf(c->ctl_ep, sizeof c->ctl_ep, "%s", id_ep);
+    snprintf(c->ctl_ep, sizeof c->ctl_ep, "%s", plain);
     char (*eps)[S_EP_MAX + 32] = calloc((size_t)W, sizeof *eps);
     unsigned char (*ids)[256] = calloc((size_t)W, sizeof *ids);
     size_t *id_len = calloc((size_t)W, sizeof *id_len);
@@ -263,9 +326,11 @@ static rl_comm *s_rendezvous_peer(rl_comm *c, const char *nonce, const char *id_
     c->ctl = zmq_socket(c->ctx, ZMQ_DEALER);
     s_setopt_int(c->ctl, ZMQ_RCVTIMEO, c->timeout_ms);
     s_setopt_int(c->ctl, ZMQ_LINGER, c->timeout_ms);
-    if (zmq_connect(c->ctl, id_ep) != 0)
-        return s_fail_init(c, RL_EIO, "comm rank %d: cannot connect to %s: %s", c->rank, id_ep,
-                           zmq_strerror(zmq_errno()));
+    if (rl_net_connect(c->ctl, id_ep)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", rl_error_message());
+        return s_fail_init(c, RL_EIO, "comm rank %d: %s", c->rank, msg);
+    }
     char msg[512];
     int len = snprintf(msg, sizeof msg, "HELLO %s %d %d %s", nonce, c->world, c->rank, c->my_ep);
     zmq_send(c->ctl, msg, (size_t)len, 0);
@@ -322,8 +387,9 @@ rl_comm *rl_comm_init_rank(const rl_comm_id *id, int world, int rank, const rl_c
     if (strncmp(id_ep, "ipc://", 6) == 0) {
         snprintf(bind_ep, sizeof bind_ep, "%s-r%d", id_ep, rank);
     } else {
-        char host[S_EP_MAX], port[32], local[64];
-        s_split_tcp(id_ep, host, sizeof host, port, sizeof port);
+        char host[S_EP_MAX], port[32], local[64], plain[S_EP_MAX + 32];
+        rl_net_endpoint_plain(id_ep, plain, sizeof plain);
+        s_split_tcp(plain, host, sizeof host, port, sizeof port);
         const char *h = o.listen_host;
         if (!h) {
             if (rank == 0) {
@@ -335,11 +401,13 @@ rl_comm *rl_comm_init_rank(const rl_comm_id *id, int world, int rank, const rl_c
         }
         snprintf(bind_ep, sizeof bind_ep, "tcp://%s:*", h);
     }
-    if (zmq_bind(c->pull, bind_ep) != 0)
-        return s_fail_init(c, RL_EIO, "comm rank %d: cannot bind %s: %s", rank, bind_ep,
-                           zmq_strerror(zmq_errno()));
-    size_t len = sizeof c->my_ep;
-    zmq_getsockopt(c->pull, ZMQ_LAST_ENDPOINT, c->my_ep, &len);
+    char my[RL_NET_ENDPOINT_MAX];
+    if (rl_net_bind(c->ctx, c->pull, bind_ep, my, sizeof my) || strlen(my) >= sizeof c->my_ep) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", rl_error_message());
+        return s_fail_init(c, RL_EIO, "comm rank %d: %s", rank, msg);
+    }
+    snprintf(c->my_ep, sizeof c->my_ep, "%s", my);
 
     if (!(rank == 0 ? s_rendezvous_root(c, nonce, id_ep) : s_rendezvous_peer(c, nonce, id_ep)))
         return NULL;
@@ -348,9 +416,11 @@ rl_comm *rl_comm_init_rank(const rl_comm_id *id, int world, int rank, const rl_c
     s_setopt_int(c->push, ZMQ_SNDHWM, 0);
     s_setopt_int(c->push, ZMQ_SNDTIMEO, c->timeout_ms);
     s_setopt_int(c->push, ZMQ_LINGER, c->timeout_ms);
-    if (zmq_connect(c->push, c->right_ep) != 0)
-        return s_fail_init(c, RL_EIO, "comm rank %d: cannot connect to %s: %s", rank,
-                           c->right_ep, zmq_strerror(zmq_errno()));
+    if (rl_net_connect(c->push, c->right_ep)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", rl_error_message());
+        return s_fail_init(c, RL_EIO, "comm rank %d: %s", rank, msg);
+    }
     /* One barrier proves the ring is connected before anyone relies on it. */
     if (rl_comm_barrier(c)) {
         char msg[1024];
@@ -379,6 +449,8 @@ void rl_comm_destroy(rl_comm *c)
         zmq_close(c->ctl);
     if (c->ctx)
         zmq_ctx_term(c->ctx);
+    if (c->ctl_ctx)
+        zmq_ctx_term(c->ctl_ctx);
     /* ZeroMQ leaves the socket files of ipc listeners behind. */
     if (strncmp(c->my_ep, "ipc://", 6) == 0)
         unlink(c->my_ep + 6);

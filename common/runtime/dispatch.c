@@ -51,17 +51,43 @@ rl_drv_subcall *rl_drv_take_subcall(rl_drv_slot *s, uint64_t call_id)
     return NULL;
 }
 
+int rl_drv_retry_safe(const rl_drv_slot *s, const char *method)
+{
+    for (int i = 0; i < s->n_retry_safe; i++)
+        if (strcmp(s->retry_safe[i], method) == 0)
+            return 1;
+    return 0;
+}
+
 void rl_drv_fail_calls(rl_drv_slot *s, const char *why)
 {
     rl_drv_subcall *c = s->calls, *keep = NULL, **tail = &keep;
+    rl_driver *d = s->d;
     s->calls = NULL;
     while (c) {
         rl_drv_subcall *next = c->next;
-        if (c->sent) {
+        if (c->sent && c->payload && c->attempts <= d->cl->restart_call_retries &&
+            rl_drv_retry_safe(s, c->f->method) && !d->fatal[0]) {
+            /* the role declared the method retry-safe: the restarted worker
+             * runs it again (a fresh call id, so a late answer of the dead
+             * connection can never be taken for it) */
+            rl_log_warn("worker %s %s during call '%s': it will be sent again to the restarted "
+                        "worker (retry %d of %d; the role declares it retry-safe)",
+                        s->label, why, c->f->method, c->attempts, d->cl->restart_call_retries);
+            c->sent = 0;
+            c->call_id = ++d->next_call_id;
+            c->next = NULL;
+            *tail = c;
+            tail = &c->next;
+        } else if (c->sent) {
+            s->calls_failed++;
             rl_drv_future_fail(c->f, c->index, RL_EPEER,
-                               "worker %s (pid %ld on node %s) %s during call '%s'", s->label,
+                               "worker %s (pid %ld on node %s) %s during call '%s'%s", s->label,
                                s->proc_pid ? (long)s->proc_pid : s->worker_pid, s->node->name,
-                               why, c->f->method);
+                               why, c->f->method,
+                               rl_drv_retry_safe(s, c->f->method)
+                                   ? " (retry-safe, but restart.call_retries is spent)"
+                                   : " (not retry-safe: its role does not declare it so)");
             rl_drv_subcall_free(c);
         } else { /* queued: still waits for the restarted worker */
             c->next = NULL;

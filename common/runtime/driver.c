@@ -6,6 +6,8 @@
 
 #include "rlrt/error.h"
 #include "rlrt/log.h"
+#include "rlrt/runtime/channel.h"
+#include "rlrt/runtime/health.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -13,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <sys/random.h>
 #include <time.h>
 #include <zmq.h>
 
@@ -124,6 +128,147 @@ static void *s_io_main(void *arg)
     return NULL;
 }
 
+
+/* ---- HTTP: /healthz, /healthz/ready, /metrics (the server's thread) ---------- */
+
+static const char *s_state_name(rl_drv_slot_state st)
+{
+    switch (st) {
+    case RL_SLOT_DOWN: return "down";
+    case RL_SLOT_STARTING: return "starting";
+    case RL_SLOT_CONFIGURING: return "configuring";
+    case RL_SLOT_READY: return "ready";
+    case RL_SLOT_FAILED: return "failed";
+    }
+    return "?";
+}
+
+static int s_http(void *arg, const char *path, char **body, const char **type)
+{
+    rl_driver *d = arg;
+    uint64_t now = uv_hrtime() / 1000000;
+    rl_text t = {0};
+    int status = 200;
+    rl_drv_lock(d);
+    int all_ready = d->n_slots > 0, in_flight = 0;
+    for (int i = 0; i < d->n_slots; i++) {
+        all_ready &= d->slots[i].state == RL_SLOT_READY;
+        for (rl_drv_subcall *c = d->slots[i].calls; c; c = c->next)
+            in_flight++;
+    }
+    double loop_age = d->last_hb_ms ? (double)(now > d->last_hb_ms ? now - d->last_hb_ms : 0) / 1e3 : 0;
+    int alive = !d->fatal[0] && !d->shutting_down &&
+                loop_age < 3.0 * d->interval_ms / 1000.0 + 1.0;
+    int ready = alive && d->started && all_ready;
+    if (strcmp(path, "/healthz") == 0 || strcmp(path, "/healthz/ready") == 0) {
+        status = (strcmp(path, "/healthz") == 0 ? alive : ready) ? 200 : 503;
+        rl_text_printf(&t, "{\"status\": \"%s\", \"role\": \"driver\", \"job\": \"%s\", "
+                       "\"ready\": %s, \"stepping\": %s, \"step\": %lld, "
+                       "\"last_heartbeat_s\": %.3f, \"fatal\": %s%s%s, \"workers\": [",
+                       status == 200 ? "ok" : "unhealthy", d->job_id, ready ? "true" : "false",
+                       in_flight ? "true" : "false", (long long)d->step, loop_age,
+                       d->fatal[0] ? "\"" : "", d->fatal[0] ? "see the driver's log" : "null",
+                       d->fatal[0] ? "\"" : "");
+        for (int i = 0; i < d->n_slots; i++) {
+            rl_drv_slot *s = &d->slots[i];
+            double seen = s->last_seen ? (double)(now > s->last_seen ? now - s->last_seen : 0) / 1e3 : -1;
+            rl_text_printf(&t, "%s{\"slot\": \"%s\", \"state\": \"%s\", \"last_heartbeat_s\": %.3f, "
+                           "\"restarts\": %d}", i ? ", " : "", s->label, s_state_name(s->state), seen,
+                           s->restarts);
+        }
+        rl_text_printf(&t, "]}\n");
+        *type = "application/json";
+    } else if (strcmp(path, "/metrics") == 0) {
+        const char *L = "role=\"driver\",rank=\"0\"";
+        rl_text_metric(&t, "rlrt_up", "gauge", "1 while the daemon runs", L, 1);
+        rl_text_metric(&t, "rlrt_ready", "gauge", "1 while every worker is ready", L, ready);
+        rl_text_metric(&t, "rlrt_calls_total", "counter", "calls completed", L, (double)d->calls_done);
+        rl_text_metric(&t, "rlrt_call_seconds_total", "counter",
+                       "wall time of completed calls (issue to last reply)", L, d->calls_wall_s);
+        rl_text_metric(&t, "rlrt_handler_seconds_total", "counter",
+                       "the slowest rank's handler time of completed calls", L, d->calls_compute_s);
+        rl_text_metric(&t, "rlrt_received_bytes_total", "counter", "control-plane bytes in", L,
+                       (double)d->bytes_in);
+        rl_text_metric(&t, "rlrt_sent_bytes_total", "counter", "control-plane bytes out", L,
+                       (double)d->bytes_out);
+        rl_text_metric(&t, "rlrt_refused_total", "counter",
+                       "HELLOs and messages refused (wrong job, token, version, slot)", L,
+                       (double)d->refused);
+        rl_text_metric(&t, "rlrt_restarts_total", "counter", "worker restarts", L,
+                       (double)d->total_restarts);
+        rl_text_metric(&t, "rlrt_queue_depth", "gauge", "calls queued or in flight", L, in_flight);
+        rl_text_metric(&t, "rlrt_step", "gauge", "last step the recipe reported", L, (double)d->step);
+        rl_text_metric(&t, "rlrt_step_seconds", "gauge", "wall time of that step", L, d->step_s);
+        rl_text_metric(&t, "rlrt_step_seconds_total", "counter", "wall time of every step", L,
+                       d->steps_s_total);
+        rl_text_metric(&t, "rlrt_steps_total", "counter", "steps reported", L, (double)d->steps);
+        rl_text_metric(&t, "rlrt_weight_version", "gauge",
+                       "latest weight version this process sent or received (0: none)", L,
+                       (double)rl_weight_channel_version());
+        static const char *const names[][3] = {
+            {"rlrt_worker_ready", "gauge", "1 while the slot's worker is ready"},
+            {"rlrt_worker_calls_total", "counter", "calls the slot's workers answered"},
+            {"rlrt_worker_call_errors_total", "counter", "calls of the slot that failed"},
+            {"rlrt_worker_handler_seconds_total", "counter", "handler time the workers reported"},
+            {"rlrt_worker_restarts_total", "counter", "restarts of the slot"},
+            {"rlrt_worker_queue_depth", "gauge", "calls queued or in flight on the slot"},
+            {"rlrt_worker_last_heartbeat_seconds", "gauge", "seconds since the worker was heard"},
+        };
+        for (int k = 0; k < 7; k++) {
+            for (int i = 0; i < d->n_slots; i++) {
+                rl_drv_slot *s = &d->slots[i];
+                char lab[160];
+                snprintf(lab, sizeof lab, "role=\"%s\",rank=\"%d\"", d->groups[s->group].name,
+                         s->rank);
+                int q = 0;
+                for (rl_drv_subcall *c = s->calls; c; c = c->next)
+                    q++;
+                double v = k == 0   ? s->state == RL_SLOT_READY
+                           : k == 1 ? (double)s->calls_ok
+                           : k == 2 ? (double)s->calls_failed
+                           : k == 3 ? s->handler_s
+                           : k == 4 ? s->restarts
+                           : k == 5 ? q
+                                    : (s->last_seen ? (double)(now > s->last_seen ? now - s->last_seen : 0) / 1e3 : -1);
+                rl_text_metric(&t, names[k][0], names[k][1], i ? NULL : names[k][2], lab, v);
+            }
+        }
+        *type = "text/plain; version=0.0.4";
+    } else {
+        status = 404;
+        rl_text_printf(&t, "not found: %.100s (try /healthz, /healthz/ready, /metrics)\n", path);
+    }
+    rl_drv_unlock(d);
+    if (t.failed) {
+        free(t.buf);
+        return 500;
+    }
+    *body = t.buf;
+    return status;
+}
+
+void rl_driver_note_step(rl_driver *d, int64_t step, double seconds)
+{
+    rl_drv_lock(d);
+    d->step = step;
+    d->step_s = seconds;
+    d->steps_s_total += seconds;
+    d->steps++;
+    rl_drv_unlock(d);
+}
+
+int rl_driver_http_port(const rl_driver *d) { return rl_http_port(d->http); }
+
+int64_t rl_group_incarnation(const rl_group *g, int rank)
+{
+    if (!g || rank < 0 || rank >= g->size)
+        return 0;
+    rl_drv_lock(g->d);
+    int64_t v = g->ranks[rank]->incarnation;
+    rl_drv_unlock(g->d);
+    return v;
+}
+
 /* ---- construction ---------------------------------------------------------------- */
 
 /* "a, b, c" of the cluster's role names. */
@@ -224,10 +369,63 @@ static void s_destroy(rl_driver *d)
         free(d->groups[k].ranks);
     free(d->groups);
     free(d->group_of_role);
+    for (int i = 0; i < d->n_slots; i++) {
+        for (int k = 0; k < d->slots[i].n_retry_safe; k++)
+            free(d->slots[i].retry_safe[k]);
+        free(d->slots[i].retry_safe);
+    }
     free(d->slots);
+    rl_net_free_keys(d->authorized, d->n_authorized);
     free(d->config_json);
     free(d->locations_json);
     free(d);
+}
+
+/* A fresh job id: workers carry it in HELLO, so an orphan of an earlier
+ * driver on the same port is refused (and leaves). */
+static int s_make_job_id(rl_driver *d)
+{
+    unsigned char raw[8];
+    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
+        return rl_error_set(RL_EIO, "driver: no random bytes for the job id");
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(d->job_id + 2 * i, 3, "%02x", raw[i]);
+    return RL_OK;
+}
+
+/* security: the driver's certificate and the workers it admits. */
+static int s_load_security(rl_driver *d)
+{
+    const rl_cluster *cl = d->cl;
+    if (!cl->security)
+        return RL_OK;
+    rl_net_keypair own;
+    int rc = rl_net_load_cert(cl->security_driver_cert, 1, &own);
+    if (!rc)
+        rc = rl_net_load_authorized(cl->security_authorized_keys, &d->authorized,
+                                    &d->n_authorized);
+    if (!rc)
+        rc = rl_net_set_security(&own, (const char *const *)d->authorized, d->n_authorized);
+    if (rc)
+        return rl_error_wrap(rc, "%s: security", cl->file);
+    for (int i = 0; i < d->n_slots; i++)
+        if (d->slots[i].node->launch != RL_LAUNCH_EXTERNAL && !cl->security_worker_cert[0])
+            return rl_error_set(RL_ECONFIG, "%s: security.worker_cert is needed to start %s "
+                                "(launch: %s)", cl->file, d->slots[i].label,
+                                rl_launch_mode_name(d->slots[i].node->launch));
+    snprintf(d->driver_key, sizeof d->driver_key, "%s", own.public_txt);
+    memset(&own, 0, sizeof own);
+    return RL_OK;
+}
+
+/* 1 when a bound tcp endpoint is reachable from other hosts. */
+static int s_public_bind(const char *ep)
+{
+    if (strncmp(ep, "tcp://", 6) != 0)
+        return 0;
+    const char *h = ep + 6;
+    return !(strncmp(h, "127.", 4) == 0 || strncmp(h, "localhost:", 10) == 0 ||
+             strncmp(h, "[::1]", 5) == 0 || strncmp(h, "lo:", 3) == 0);
 }
 
 static void s_close_walk(uv_handle_t *h, void *arg)
@@ -269,6 +467,10 @@ static int s_loop_init(rl_driver *d)
     zmq_setsockopt(d->router, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(d->router, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
     const char *bind = d->opt.bind_override ? d->opt.bind_override : d->cl->driver_bind_endpoint;
+    rl_net_limits(d->router);
+    int rc0 = rl_net_curve_server(d->zctx, d->router);
+    if (rc0)
+        return rl_error_wrap(rc0, "driver");
     if (zmq_bind(d->router, bind) != 0)
         return rl_error_set(RL_EIO, "driver cannot bind %s: %s", bind, zmq_strerror(zmq_errno()));
     if (d->opt.bind_override) {
@@ -277,6 +479,10 @@ static int s_loop_init(rl_driver *d)
     } else {
         snprintf(d->endpoint, sizeof d->endpoint, "%s", d->cl->driver_endpoint);
     }
+    if (!d->driver_key[0] && s_public_bind(bind))
+        rl_log_warn("the driver binds %s without security: any host that reaches it can "
+                    "join the job (add a security: section to %s for CurveZMQ)", bind,
+                    d->cl->file);
     d->watch = rl_zuv_start(&d->loop, d->router, rl_drv_on_readable, d);
     if (!d->watch)
         return rl_error_code();
@@ -333,6 +539,13 @@ rl_driver *rl_driver_new(const rl_driver_options *opt)
         return NULL;
     }
     d->sync_init = 1;
+    d->log_limit.period_s = 10.0;
+    d->log_limit.burst = 20;
+    if (s_make_job_id(d) || rl_net_set_max_message(d->cl->max_message_bytes) ||
+        s_load_security(d)) {
+        s_destroy(d);
+        return NULL;
+    }
     /* CONFIGURE's job tree and its file:line:col, made once for every worker */
     if (d->opt.job) {
         d->config_json = rl_config_to_json(d->opt.job, "");
@@ -348,8 +561,16 @@ rl_driver *rl_driver_new(const rl_driver_options *opt)
         s_destroy(d);
         return NULL;
     }
+    if (d->cl->http_driver_port &&
+        !(d->http = rl_http_start(d->cl->http_bind, d->cl->http_driver_port, s_http, d))) {
+        rl_error_wrap(rl_error_code(), "driver: %s http.driver_port", d->cl->file);
+        s_close_io(d);
+        s_destroy(d);
+        return NULL;
+    }
     if ((rc = pthread_create(&d->io_thread, NULL, s_io_main, d)) != 0) {
         rl_error_set(RL_EIO, "driver: cannot start the I/O thread: %s", strerror(rc));
+        rl_http_stop(d->http);
         s_close_io(d);
         s_destroy(d);
         return NULL;
@@ -359,6 +580,10 @@ rl_driver *rl_driver_new(const rl_driver_options *opt)
 }
 
 const char *rl_driver_endpoint(const rl_driver *d) { return d->endpoint; }
+
+const char *rl_driver_job_id(const rl_driver *d) { return d->job_id; }
+
+const char *rl_driver_public_key(const rl_driver *d) { return d->driver_key; }
 
 int rl_driver_interrupted(const rl_driver *d)
 {
@@ -422,7 +647,11 @@ int rl_driver_start(rl_driver *d)
         rc = rl_error_set(RL_EIO, "%s", d->start_error);
     if (!rc)
         rc = rl_drv_wait_ready(d, NULL, timeout);
+    if (!rc)
+        d->started = 1;
     rl_drv_unlock(d);
+    if (!rc)
+        rl_sd_notify("READY=1\nSTATUS=every worker is ready");
     return rc;
 }
 
@@ -440,6 +669,7 @@ static int s_children_gone(void *arg)
 
 int rl_driver_shutdown(rl_driver *d, int timeout_ms)
 {
+    rl_sd_notify("STOPPING=1");
     rl_drv_lock(d);
     d->shutting_down = 1;
     d->shutdown_requested = 1;
@@ -475,6 +705,8 @@ void rl_driver_free(rl_driver *d)
     rl_drv_wake(d);
     if (d->io_started)
         pthread_join(d->io_thread, NULL);
+    rl_http_stop(d->http); /* its callback takes d->mu: stopped before d goes */
+    d->http = NULL;
     /* the I/O thread is gone: this thread may use the loop now */
     for (int i = 0; i < d->n_slots; i++) {
         rl_drv_slot *s = &d->slots[i];

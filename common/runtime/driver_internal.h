@@ -27,7 +27,10 @@
 
 #include "rlrt/runtime/driver.h"
 #include "rlrt/runtime/msg.h"
+#include "rlrt/runtime/net.h"
 #include "rlrt/runtime/zuv.h"
+
+#define RL_DRV_TOKEN_HEX 64 /* a slot's secret: 32 random bytes as hex */
 
 /* DOWN: no process / not connected; STARTING: spawned, no HELLO yet;
  * CONFIGURING: HELLO answered with CONFIGURE, waiting for READY; READY:
@@ -39,7 +42,9 @@ typedef struct rl_drv_subcall {
     rl_future *f;
     int index;
     int sent;
-    rl_dataproto *payload; /* kept until sent (queued while the rank restarts) */
+    int attempts;          /* sends so far (a retry-safe call may be re-sent) */
+    rl_dataproto *payload; /* kept until sent (queued while the rank restarts),
+                              and until answered when it may be retried */
     struct rl_drv_subcall *next;
 } rl_drv_subcall;
 
@@ -56,6 +61,19 @@ typedef struct rl_drv_slot {
     int has_id;
     long worker_pid; /* from HELLO */
     int hello_seen;  /* HELLO received since the last spawn */
+    /* The slot's secret: made at spawn (local/ssh: handed to the process in
+     * its environment or on its stdin) or when an external worker claims
+     * the slot; sent in CONFIGURE. Every HELLO for a claimed slot must
+     * present it: a reconnect proves it is the same worker. */
+    char token[RL_DRV_TOKEN_HEX + 1];
+    int token_set;
+    char **retry_safe; /* methods its READY declared retry-safe */
+    int n_retry_safe;
+    char node_name[64]; /* node from its HELLO (logs) */
+    int64_t calls_ok, calls_failed; /* metrics */
+    double handler_s;               /* sum of REPLY compute_s */
+    uint64_t ready_since;           /* uv_now when READY (0: not) */
+    int64_t incarnation;            /* times it became READY */
     uv_process_t proc;
     int proc_running;
     int proc_pid;
@@ -112,6 +130,18 @@ struct rl_driver {
     char *locations_json;     /* ... and where each node came from */
     char start_error[1024];
     char endpoint[512];
+    char job_id[33];          /* random per driver run: HELLO must match */
+    char driver_key[RL_NET_KEY_TXT]; /* public key (security on) or "" */
+    char **authorized;        /* security: the worker keys allowed */
+    int n_authorized;
+    int64_t bytes_in, bytes_out, msgs_in, msgs_out, refused; /* metrics */
+    rl_net_ratelimit log_limit; /* hostile input logs */
+    struct rl_http *http;     /* /healthz and /metrics (http.driver_port) */
+    int64_t step;             /* rl_driver_note_step */
+    double step_s, steps_s_total;
+    int64_t steps;
+    uint64_t last_hb_ms;      /* the heartbeat timer last ran (loop alive) */
+    int started;              /* rl_driver_start succeeded */
     int interval_ms;
     int liveness;
     rl_drv_slot *slots; /* the placements of the started roles */
@@ -174,7 +204,13 @@ void rl_drv_on_readable(void *sock, void *arg);
 /* (I/O thread) SHUTDOWN to every connected worker. */
 void rl_drv_send_shutdown(rl_driver *d);
 
+/* ---- launcher.c: tokens ---- */
+/* Fills s->token with a fresh secret. */
+int rl_drv_new_token(rl_drv_slot *s);
+
 /* ---- dispatch.c ---- */
+/* 1 when slot s's worker declared `method` retry-safe in its READY. */
+int rl_drv_retry_safe(const rl_drv_slot *s, const char *method);
 /* Records the failure of sub-call `index` of f (the first message wins). */
 void rl_drv_future_fail(rl_future *f, int index, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

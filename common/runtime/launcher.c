@@ -5,14 +5,48 @@
 
 #include "rlrt/error.h"
 #include "rlrt/log.h"
+#include "rlrt/runtime/health.h"
 #include "rlrt/runtime/worker.h"
 
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 static int s_spawn(rl_drv_slot *s);
+
+int rl_drv_new_token(rl_drv_slot *s)
+{
+    unsigned char raw[RL_DRV_TOKEN_HEX / 2];
+    size_t got = 0;
+    while (got < sizeof raw) {
+        ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
+        if (n <= 0)
+            return rl_error_set(RL_EIO, "no random bytes for the slot's token");
+        got += (size_t)n;
+    }
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(s->token + 2 * i, 3, "%02x", raw[i]);
+    s->token_set = 1;
+    return RL_OK;
+}
+
+/* ssh: the token reaches the remote rl-worker on its stdin (never argv). */
+typedef struct {
+    uv_pipe_t pipe;
+    uv_write_t req;
+    char buf[RL_DRV_TOKEN_HEX + 2];
+} s_stdin_feed;
+
+static void s_feed_closed(uv_handle_t *h) { free(h->data); }
+
+static void s_feed_written(uv_write_t *req, int status)
+{
+    (void)status; /* a failed write shows as a worker that never says HELLO */
+    s_stdin_feed *f = req->data;
+    uv_close((uv_handle_t *)&f->pipe, s_feed_closed);
+}
 
 static double s_backoff_s(const rl_driver *d, int restarts)
 {
@@ -74,6 +108,8 @@ void rl_drv_slot_dead(rl_drv_slot *s, const char *why)
                  s->proc_pid ? (long)s->proc_pid : s->worker_pid, s->node->name, why);
     s->state = RL_SLOT_DOWN;
     s->has_id = 0;
+    s->token_set = 0; /* nobody may claim the slot with the dead worker's token */
+    s->ready_since = 0;
     rl_drv_fail_calls(s, why);
     if (s->proc_running) {
         uv_process_kill(&s->proc, SIGKILL); /* restart follows from the exit callback */
@@ -135,15 +171,25 @@ static int s_spawn(rl_drv_slot *s)
     if (!d->opt.worker_binary || !*d->opt.worker_binary)
         return rl_error_set(RL_EINVAL, "cannot start %s on node %s: no rl-worker binary given",
                             s->label, s->node->name);
-    char rank[16], hb[16], gpus[256] = "";
+    char rank[16], hb[16], gpus[256] = "", giveup[32], maxmb[32], http_port[16];
     snprintf(rank, sizeof rank, "%d", s->rank);
     snprintf(hb, sizeof hb, "%d", d->interval_ms);
+    snprintf(giveup, sizeof giveup, "%.3f", d->cl->heartbeat_give_up_s);
+    snprintf(maxmb, sizeof maxmb, "%lld", (long long)(d->cl->max_message_bytes >> 20));
+    snprintf(http_port, sizeof http_port, "%d",
+             d->cl->http_worker_port ? d->cl->http_worker_port + (int)(s - d->slots) : 0);
+    if (d->cl->http_worker_port && d->cl->http_worker_port + (int)(s - d->slots) > 65535)
+        return rl_error_set(RL_ECONFIG, "%s: http.worker_port %d + slot %d is past 65535",
+                            d->cl->file, d->cl->http_worker_port, (int)(s - d->slots));
+    if (rl_drv_new_token(s))
+        return rl_error_wrap(rl_error_code(), "cannot start %s", s->label);
+    int ssh = s->node->launch == RL_LAUNCH_SSH;
     for (int i = 0, n = 0; i < s->pl->ngpus; i++)
         n += snprintf(gpus + n, sizeof gpus - (size_t)n, i ? ",%d" : "%d", s->pl->gpus[i]);
     const char *level = d->opt.worker_log_level ? d->opt.worker_log_level : "info";
-    char *argv[32];
+    char *argv[64];
     int a = 0;
-    char remote[2048];
+    char remote[4096];
     char sshbuf[RL_CLUSTER_ADDR_MAX];
     char host[RL_CLUSTER_ADDR_MAX + RL_CLUSTER_NAME_MAX + 2];
     if (s->node->launch == RL_LAUNCH_SSH) {
@@ -158,12 +204,22 @@ static int s_spawn(rl_drv_slot *s)
         else
             snprintf(host, sizeof host, "%s", s->node->address);
         argv[a++] = host;
-        snprintf(remote, sizeof remote,
-                 "%s%s%sexec %s --role %s --rank %d --driver %s --node %s --log-level %s "
-                 "--heartbeat-ms %d",
-                 gpus[0] ? "CUDA_VISIBLE_DEVICES=" : "", gpus, gpus[0] ? " " : "",
-                 d->opt.worker_binary, s_role(s), s->rank, d->endpoint, s->node->name,
-                 level, d->interval_ms);
+        int rn = snprintf(remote, sizeof remote,
+                          "%s%s%sexec %s --role %s --rank %d --driver %s --node %s --log-level %s "
+                          "--heartbeat-ms %d --job %s --give-up-s %s --max-message-mb %s "
+                          "--token-stdin",
+                          gpus[0] ? "CUDA_VISIBLE_DEVICES=" : "", gpus, gpus[0] ? " " : "",
+                          d->opt.worker_binary, s_role(s), s->rank, d->endpoint, s->node->name,
+                          level, d->interval_ms, d->job_id, giveup, maxmb);
+        if (d->driver_key[0] && rn > 0 && (size_t)rn < sizeof remote)
+            rn += snprintf(remote + rn, sizeof remote - (size_t)rn, " --cert %s --driver-key %s",
+                           d->cl->security_worker_cert, d->driver_key);
+        if (d->cl->http_worker_port && rn > 0 && (size_t)rn < sizeof remote)
+            rn += snprintf(remote + rn, sizeof remote - (size_t)rn,
+                           " --http-port %s --http-bind %s", http_port, d->cl->http_bind);
+        if (rn < 0 || (size_t)rn >= sizeof remote)
+            return rl_error_set(RL_EINVAL, "cannot start %s: the ssh command is too long",
+                                s->label);
         argv[a++] = remote;
     } else {
         argv[a++] = (char *)d->opt.worker_binary;
@@ -179,6 +235,24 @@ static int s_spawn(rl_drv_slot *s)
         argv[a++] = (char *)level;
         argv[a++] = "--heartbeat-ms";
         argv[a++] = hb;
+        argv[a++] = "--job";
+        argv[a++] = d->job_id;
+        argv[a++] = "--give-up-s";
+        argv[a++] = giveup;
+        argv[a++] = "--max-message-mb";
+        argv[a++] = maxmb;
+        if (d->driver_key[0]) { /* paths and public keys only: no secret in argv */
+            argv[a++] = "--cert";
+            argv[a++] = (char *)d->cl->security_worker_cert;
+            argv[a++] = "--driver-key";
+            argv[a++] = d->driver_key;
+        }
+        if (d->cl->http_worker_port) {
+            argv[a++] = "--http-port";
+            argv[a++] = http_port;
+            argv[a++] = "--http-bind";
+            argv[a++] = (char *)d->cl->http_bind;
+        }
     }
     argv[a] = NULL;
 
@@ -187,17 +261,29 @@ static int s_spawn(rl_drv_slot *s)
     int nenv = 0;
     while (environ[nenv])
         nenv++;
-    char **env = calloc((size_t)nenv + 2, sizeof *env);
-    if (!env)
+    char **env = calloc((size_t)nenv + 3, sizeof *env);
+    s_stdin_feed *feed = ssh ? calloc(1, sizeof *feed) : NULL;
+    if (!env || (ssh && !feed)) {
+        free(env);
+        free(feed);
         return rl_error_set(RL_ENOMEM, "cannot start %s: out of memory", s->label);
-    char cvd[300];
+    }
+    char cvd[300], tok[RL_DRV_TOKEN_HEX + 32];
     int e = 0;
     for (int i = 0; i < nenv; i++)
-        if (strncmp(environ[i], "CUDA_VISIBLE_DEVICES=", 21) != 0 || !gpus[0])
+        if ((strncmp(environ[i], "CUDA_VISIBLE_DEVICES=", 21) != 0 || !gpus[0]) &&
+            strncmp(environ[i], "RL_WORKER_TOKEN=", 16) != 0 &&
+            /* systemd's notification socket is the driver's, not its children's */
+            strncmp(environ[i], "NOTIFY_SOCKET=", 14) != 0 &&
+            strncmp(environ[i], "WATCHDOG_", 9) != 0)
             env[e++] = environ[i];
     if (gpus[0] && s->node->launch == RL_LAUNCH_LOCAL) {
         snprintf(cvd, sizeof cvd, "CUDA_VISIBLE_DEVICES=%s", gpus);
         env[e++] = cvd;
+    }
+    if (!ssh) { /* the environment is readable by this user only, unlike argv */
+        snprintf(tok, sizeof tok, "RL_WORKER_TOKEN=%s", s->token);
+        env[e++] = tok;
     }
     env[e] = NULL;
 
@@ -205,6 +291,12 @@ static int s_spawn(rl_drv_slot *s)
     memset(&po, 0, sizeof po);
     uv_stdio_container_t stdio[3];
     stdio[0].flags = UV_IGNORE;
+    if (feed) {
+        uv_pipe_init(&d->loop, &feed->pipe, 0);
+        feed->pipe.data = feed;
+        stdio[0].flags = UV_CREATE_PIPE | UV_READABLE_PIPE;
+        stdio[0].data.stream = (uv_stream_t *)&feed->pipe;
+    }
     stdio[1].flags = UV_INHERIT_FD;
     stdio[1].data.fd = 1;
     stdio[2].flags = UV_INHERIT_FD;
@@ -218,11 +310,21 @@ static int s_spawn(rl_drv_slot *s)
     memset(&s->proc, 0, sizeof s->proc);
     s->proc.data = s;
     int rc = uv_spawn(&d->loop, &s->proc, &po);
+    memset(tok, 0, sizeof tok);
     free(env);
     if (rc != 0) {
         uv_close((uv_handle_t *)&s->proc, s_on_proc_closed);
+        if (feed)
+            uv_close((uv_handle_t *)&feed->pipe, s_feed_closed);
         return rl_error_set(RL_EIO, "cannot start %s on node %s: %s: %s", s->label, s->node->name,
                             argv[0], uv_strerror(rc));
+    }
+    if (feed) {
+        snprintf(feed->buf, sizeof feed->buf, "%s\n", s->token);
+        uv_buf_t b = uv_buf_init(feed->buf, (unsigned)strlen(feed->buf));
+        feed->req.data = feed;
+        if (uv_write(&feed->req, (uv_stream_t *)&feed->pipe, &b, 1, s_feed_written) != 0)
+            uv_close((uv_handle_t *)&feed->pipe, s_feed_closed);
     }
     s->proc_running = 1;
     s->proc_pid = s->proc.pid;
@@ -251,6 +353,9 @@ void rl_drv_launch_all(rl_driver *d)
 static void s_on_heartbeat_locked(rl_driver *d)
 {
     uint64_t now = uv_now(&d->loop);
+    d->last_hb_ms = uv_hrtime() / 1000000;
+    if (!d->fatal[0]) /* the I/O loop runs and the job can go on */
+        rl_sd_notify("WATCHDOG=1");
     uint64_t limit = (uint64_t)d->interval_ms * (uint64_t)d->liveness;
     for (int i = 0; i < d->n_slots; i++) {
         rl_drv_slot *s = &d->slots[i];

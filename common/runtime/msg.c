@@ -41,6 +41,14 @@ static int s_sock_error(const char *what)
     return rl_error_set(e == EAGAIN ? RL_ETIMEOUT : RL_EIO, "%s: %s", what, zmq_strerror(e));
 }
 
+size_t rl_msg_size(const Rl__Envelope *env, const rl_dataproto *payload)
+{
+    size_t n = rl__envelope__get_packed_size(env);
+    for (int i = 0; payload && i < rl_dataproto_tensor_count(payload); i++)
+        n += rl_tensor_nbytes(rl_dataproto_tensor_at(payload, i));
+    return n;
+}
+
 int rl_msg_send(void *sock, const void *id, size_t id_len, Rl__Envelope *env,
                 const rl_dataproto *payload)
 {
@@ -56,7 +64,10 @@ int rl_msg_send(void *sock, const void *id, size_t id_len, Rl__Envelope *env,
         rc = s_sock_error("send identity frame");
         goto done;
     }
-    if (zmq_send(sock, buf, len, payload ? ZMQ_SNDMORE : 0) < 0) {
+    /* never block: a DEALER whose peer is gone (or never completed the
+     * CURVE handshake) would block here forever, and with it the loop that
+     * must notice the silence and give up */
+    if (zmq_send(sock, buf, len, (payload ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0) {
         rc = s_sock_error("send envelope frame");
         goto done;
     }
@@ -96,6 +107,7 @@ int rl_msg_recv(void *sock, int router, rl_msg *out)
         zmq_msg_close(&frame);
         return s_sock_error("receive");
     }
+    out->bytes = zmq_msg_size(&frame);
     if (router) {
         size_t n = zmq_msg_size(&frame);
         out->id_len = n < RL_MSG_ID_MAX ? n : RL_MSG_ID_MAX;
@@ -108,6 +120,7 @@ int rl_msg_recv(void *sock, int router, rl_msg *out)
             zmq_msg_close(&frame);
             return s_sock_error("receive envelope");
         }
+        out->bytes += zmq_msg_size(&frame);
     }
     /* Not rl__envelope__unpack(): it recurses without limit into nested
      * Values, so one hostile frame could overflow the stack. */
@@ -129,6 +142,14 @@ int rl_msg_recv(void *sock, int router, rl_msg *out)
         return rl_error_set(RL_ENOMEM, "payload: out of memory");
     }
     while (s_more(sock)) {
+        if (n == RL_MSG_MAX_FRAMES) { /* more than any valid DataProto has */
+            for (int i = 0; i < n; i++)
+                zmq_msg_close(&msgs[i]);
+            free(msgs);
+            s_drain_rest(sock);
+            return rl_error_set(RL_EPROTO, "payload of %s has more than %d frames",
+                                rl_msg_kind_name(out->env->body_case), RL_MSG_MAX_FRAMES);
+        }
         if (n == cap) {
             zmq_msg_t *m2 = realloc(msgs, sizeof *msgs * (size_t)(cap *= 2));
             if (!m2) {
@@ -145,6 +166,7 @@ int rl_msg_recv(void *sock, int router, rl_msg *out)
             zmq_msg_close(&msgs[n]);
             break;
         }
+        out->bytes += zmq_msg_size(&msgs[n]);
         n++;
     }
     int rc = rl_wire_decode_msgs(msgs, n, &out->payload);

@@ -17,6 +17,10 @@ int rl_drv_send_to(rl_driver *d, const unsigned char *id, size_t id_len, Rl__Env
 {
     env->seq = ++d->seq;
     int rc = rl_msg_send(d->router, id, id_len, env, payload);
+    if (rc == RL_OK) {
+        d->msgs_out++;
+        d->bytes_out += (int64_t)rl_msg_size(env, payload);
+    }
     rl_zuv_kick(d->watch);
     return rc;
 }
@@ -65,8 +69,13 @@ int rl_drv_send_call(rl_drv_slot *s, rl_drv_subcall *c)
     int rc = rl_drv_send(s, &env, c->payload);
     if (rc == RL_OK) {
         c->sent = 1;
-        rl_dataproto_free(c->payload); /* frames hold their own references */
-        c->payload = NULL;
+        c->attempts++;
+        /* frames hold their own references; a retry-safe call keeps its
+         * payload (a view: no copy) until answered, to be sent again */
+        if (!(s->d->cl->restart_call_retries > 0 && rl_drv_retry_safe(s, c->f->method))) {
+            rl_dataproto_free(c->payload);
+            c->payload = NULL;
+        }
     }
     return rc;
 }
@@ -91,6 +100,17 @@ static void s_send_configure(rl_drv_slot *s)
     json_t *extra = json_pack("{s:i, s:i, s:s, s:b}", "world_size", g->size, "rank", s->rank,
                               "driver_endpoint", d->endpoint, "test_methods",
                               d->opt.test_methods != 0);
+    if (extra && d->n_authorized) {
+        /* the job's worker keys: a worker's own CURVE servers (data and
+         * weight channels, collectives) admit exactly these */
+        json_t *keys = json_array();
+        for (int i = 0; keys && i < d->n_authorized; i++)
+            json_array_append_new(keys, json_string(d->authorized[i]));
+        if (!keys || json_object_set_new(extra, "authorized_keys", keys)) {
+            json_decref(extra);
+            extra = NULL;
+        }
+    }
     Rl__Value *extra_v = extra ? rl_value_from_json(extra) : NULL;
     json_decref(extra);
     if (!extra_v) {
@@ -113,6 +133,11 @@ static void s_send_configure(rl_drv_slot *s)
     c.heartbeat_ms = (uint32_t)d->interval_ms;
     c.liveness = (uint32_t)d->liveness;
     c.extra = extra_v;
+    c.job_id = d->job_id;
+    c.token.data = (uint8_t *)s->token;
+    c.token.len = strlen(s->token);
+    c.give_up_ms = (uint32_t)(d->cl->heartbeat_give_up_s * 1000);
+    c.max_message_bytes = (uint64_t)d->cl->max_message_bytes;
     env.body_case = RL__ENVELOPE__BODY_CONFIGURE;
     env.configure = &c;
     if (rl_drv_send(s, &env, NULL))
@@ -120,14 +145,34 @@ static void s_send_configure(rl_drv_slot *s)
     rl_value_free(extra_v);
 }
 
+/* Equal tokens, compared in time independent of where they differ. */
+static int s_token_ok(const rl_drv_slot *s, const ProtobufCBinaryData *t)
+{
+    size_t n = strlen(s->token);
+    if (!s->token_set || t->len != n || n == 0)
+        return 0;
+    unsigned char diff = 0;
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)(t->data[i] ^ (unsigned char)s->token[i]);
+    return diff == 0;
+}
+
 /* HELLO: every field is checked against the slots of this job before it is
- * used; anything else is refused with ERROR + DISCONNECT. */
+ * used; anything else is refused with ERROR + DISCONNECT. A refusal never
+ * tells the caller anything about the worker that holds a slot. */
 static void s_on_hello(rl_driver *d, rl_msg *m)
 {
     const Rl__Hello *h = m->env->hello;
     const char *role_name = h->role ? h->role : "";
     const char *node = h->node ? h->node : "";
+    const char *job = h->job_id ? h->job_id : "";
     char why[512];
+    if (job[0] && strcmp(job, d->job_id) != 0) {
+        /* an orphan of an earlier driver on this port, or a stranger */
+        snprintf(why, sizeof why, "refused: this worker belongs to job %.40s, not to job %s "
+                 "(an earlier driver's worker must exit)", job, d->job_id);
+        goto refuse;
+    }
     int role = rl_cluster_role_index(d->cl, role_name);
     if (role < 0) {
         snprintf(why, sizeof why, "refused: %s has no role '%.64s'", d->cl->file, role_name);
@@ -153,41 +198,78 @@ static void s_on_hello(rl_driver *d, rl_msg *m)
         snprintf(why, sizeof why, "refused: %s was given up", s->label);
         goto refuse;
     }
+    int proof = s_token_ok(s, &h->token);
+    int external = s->node->launch == RL_LAUNCH_EXTERNAL;
+    int claimed = !external || s->state == RL_SLOT_CONFIGURING || s->state == RL_SLOT_READY;
+    if (claimed && !proof) {
+        /* a spawned slot belongs to the process the driver started; a claimed
+         * external slot to the worker that claimed it */
+        snprintf(why, sizeof why, "refused: %s is %s; a HELLO for it must present the slot's "
+                 "token", s->label, external ? "held by a connected worker" :
+                 "started by this driver");
+        goto refuse;
+    }
     int same_id = s->has_id && s->id_len == m->id_len && memcmp(s->id, m->id, m->id_len) == 0;
-    if (s->has_id && !same_id && s->state == RL_SLOT_READY) {
-        if ((long)h->pid != s->worker_pid) {
-            snprintf(why, sizeof why, "refused: %s is already connected (pid %ld)", s->label,
-                     s->worker_pid);
-            goto refuse;
-        }
-        /* Paranoid Pirate: the same process lost us and reconnected. Calls
-         * sent on the old connection are lost (the worker drops their results). */
-        rl_log_warn("%s (pid %ld) reconnected", s->label, s->worker_pid);
+    if (s->has_id && !same_id && (s->state == RL_SLOT_READY || s->state == RL_SLOT_CONFIGURING)) {
+        /* Paranoid Pirate: the same worker (it knows the token) lost us and
+         * reconnected. Calls sent on the old connection are lost (the worker
+         * drops their results); retry-safe ones are sent again. */
+        rl_log_warn("%s (pid %u) reconnected", s->label, h->pid);
         rl_drv_fail_calls(s, "reconnected");
+    }
+    if (!claimed && rl_drv_new_token(s)) { /* an external worker claims the slot */
+        snprintf(why, sizeof why, "refused: %s: %s", s->label, rl_error_message());
+        goto refuse;
     }
     memcpy(s->id, m->id, m->id_len);
     s->id_len = m->id_len;
     s->has_id = 1;
     s->hello_seen = 1;
     s->worker_pid = (long)h->pid;
+    snprintf(s->node_name, sizeof s->node_name, "%.63s", node);
     s->state = RL_SLOT_CONFIGURING;
+    s->ready_since = 0;
     s->last_seen = uv_now(&d->loop);
     rl_log_debug("HELLO from %s (pid %u, node %.64s)", s->label, h->pid, node);
     s_send_configure(s);
     return;
 refuse:
-    rl_log_error("worker %.64s/%u (pid %u on %.64s): %s", role_name, h->rank, h->pid, node, why);
+    d->refused++;
+    {
+        long dropped = 0;
+        char idbuf[64];
+        if (rl_net_ratelimit_allow(&d->log_limit, &dropped))
+            rl_log_error("HELLO from peer %s as %.64s/%u (pid %u on %.64s): %s%s",
+                         rl_msg_id_str(m->id, m->id_len < 16 ? m->id_len : 16, idbuf, sizeof idbuf),
+                         role_name, h->rank, h->pid, node, why,
+                         dropped ? " (more refusals were not logged)" : "");
+    }
     rl_drv_send_error_to(d, m->id, m->id_len, RL_EINVAL, why);
     rl_drv_send_disconnect(d, m->id, m->id_len, why);
 }
 
-static void s_on_ready(rl_drv_slot *s)
+static void s_on_ready(rl_drv_slot *s, const Rl__Ready *r)
 {
     if (s->state != RL_SLOT_CONFIGURING && s->state != RL_SLOT_READY) {
         rl_log_warn("%s: READY in state %d ignored", s->label, (int)s->state);
         return;
     }
+    for (int i = 0; i < s->n_retry_safe; i++)
+        free(s->retry_safe[i]);
+    free(s->retry_safe);
+    s->retry_safe = NULL;
+    s->n_retry_safe = 0;
+    size_t n = r->n_retry_safe < 1024 ? r->n_retry_safe : 1024;
+    if (n && (s->retry_safe = calloc(n, sizeof *s->retry_safe))) {
+        for (size_t i = 0; i < n; i++)
+            if (r->retry_safe[i] && strlen(r->retry_safe[i]) < 128 &&
+                (s->retry_safe[s->n_retry_safe] = strdup(r->retry_safe[i])))
+                s->n_retry_safe++;
+    }
+    if (s->state != RL_SLOT_READY)
+        s->incarnation++;
     s->state = RL_SLOT_READY;
+    s->ready_since = uv_now(&s->d->loop);
     rl_log_info("%s ready (pid %ld on %s)", s->label, s->worker_pid, s->node->name);
     rl_drv_send_queued(s->d); /* calls queued while it (re)started */
 }
@@ -223,7 +305,9 @@ static void s_on_reply(rl_drv_slot *s, rl_msg *m)
         f->results[c->index] = m->payload;
         m->payload = NULL;
         f->pending--;
+        s->calls_ok++;
         double cs = s_compute_s(m->env->reply->result);
+        s->handler_s += cs;
         if (cs > f->compute_s)
             f->compute_s = cs;
         if (f->pending == 0 && !f->failed && !f->accounted) {
@@ -256,6 +340,7 @@ static void s_on_worker_error(rl_drv_slot *s, const Rl__Error *e)
     }
     /* a worker's code is an rl_status; anything else becomes RL_EPEER */
     int code = e->code < 0 && e->code >= RL_EPEER ? e->code : RL_EPEER;
+    s->calls_failed++;
     rl_drv_future_fail(c->f, c->index, code, "%s: method '%s' failed: %s", s->label,
                        c->f->method, msg);
     rl_drv_subcall_free(c);
@@ -267,8 +352,13 @@ static void s_on_readable_locked(rl_driver *d, void *sock)
     int rc = rl_msg_recv(sock, 1, &m);
     if (rc == RL_ETIMEOUT)
         return;
+    d->msgs_in++;
+    d->bytes_in += (int64_t)m.bytes;
+    long dropped = 0;
     if (rc && m.id_len == 0) { /* not even an identity: nobody to answer */
-        rl_log_warn("receive on the ROUTER: %s", rl_error_message());
+        if (rl_net_ratelimit_allow(&d->log_limit, &dropped))
+            rl_log_warn("receive on the ROUTER: %s%s", rl_error_message(),
+                        dropped ? " (more were not logged)" : "");
         rl_msg_clear(&m);
         return;
     }
@@ -277,8 +367,10 @@ static void s_on_readable_locked(rl_driver *d, void *sock)
         s->last_seen = uv_now(&d->loop);
     if (!m.env) {
         char idbuf[64];
-        rl_log_warn("garbage from peer %s: %s", rl_msg_id_str(m.id, m.id_len, idbuf, sizeof idbuf),
-                    rl_error_message());
+        if (rl_net_ratelimit_allow(&d->log_limit, &dropped))
+            rl_log_warn("garbage from %s %s: %s%s", s ? s->label : "peer",
+                        rl_msg_id_str(m.id, m.id_len < 16 ? m.id_len : 16, idbuf, sizeof idbuf),
+                        rl_error_message(), dropped ? " (more were not logged)" : "");
         if (!s)
             rl_drv_send_disconnect(d, m.id, m.id_len, "unknown peer; send HELLO first");
         rl_msg_clear(&m);
@@ -289,7 +381,9 @@ static void s_on_readable_locked(rl_driver *d, void *sock)
         snprintf(why, sizeof why,
                  "refused: worker speaks protocol version %u, driver speaks %d",
                  m.env->protocol_version, RL_PROTOCOL_VERSION);
-        rl_log_error("%s", why);
+        d->refused++;
+        if (rl_net_ratelimit_allow(&d->log_limit, &dropped))
+            rl_log_error("%s%s", why, dropped ? " (more refusals were not logged)" : "");
         rl_drv_send_error_to(d, m.id, m.id_len, RL_EPROTO, why);
         rl_drv_send_disconnect(d, m.id, m.id_len, why);
         rl_msg_clear(&m);
@@ -301,7 +395,7 @@ static void s_on_readable_locked(rl_driver *d, void *sock)
         rl_drv_send_disconnect(d, m.id, m.id_len, "unknown peer; send HELLO first");
     } else {
         switch (m.env->body_case) {
-        case RL__ENVELOPE__BODY_READY: s_on_ready(s); break;
+        case RL__ENVELOPE__BODY_READY: s_on_ready(s, m.env->ready); break;
         case RL__ENVELOPE__BODY_REPLY: s_on_reply(s, &m); break;
         case RL__ENVELOPE__BODY_ERROR: s_on_worker_error(s, m.env->error); break;
         case RL__ENVELOPE__BODY_HEARTBEAT: break;

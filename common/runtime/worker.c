@@ -7,12 +7,16 @@
 #include "rlrt/runtime/worker.h"
 #include "rlrt/error.h"
 #include "rlrt/log.h"
+#include "rlrt/runtime/channel.h"
+#include "rlrt/runtime/health.h"
 #include "rlrt/runtime/msg.h"
+#include "rlrt/runtime/net.h"
 #include "rlrt/runtime/value.h"
 #include "rlrt/runtime/zuv.h"
 #include "rlrt/wire.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +48,7 @@ typedef struct s_worker {
     void *zctx;
     void *sock;
     rl_zuv *watch;
-    uv_timer_t hb_timer, reconnect_timer;
+    uv_timer_t hb_timer, reconnect_timer, wd_timer;
     uv_signal_t sigterm, sigint;
     uv_async_t done_async;
     pthread_t compute;
@@ -65,6 +69,16 @@ typedef struct s_worker {
     int exit_code;
     int stopping;
     uint64_t seq;
+    char job_id[33];   /* "" until known */
+    char token[80];    /* the slot's token, "" until known */
+    char driver_key[RL_NET_KEY_TXT]; /* "" = plaintext */
+    rl_http *http;
+    /* metrics (under mu: the HTTP thread reads them) */
+    int64_t m_calls, m_errors, m_bytes_in, m_bytes_out, m_queued, m_reconnects;
+    double m_handler_s;
+    int m_busy;        /* a handler runs */
+    int m_connected;   /* READY sent on the current connection */
+    uint64_t m_last_recv_ms;
 } s_worker;
 
 int rl_worker_should_stop(const rl_worker_ctx *ctx) { return ctx->stop; }
@@ -92,6 +106,57 @@ static s_task *s_pop(s_queue *q)
     return t;
 }
 
+/* ---- fault injection ------------------------------------------------------------------
+ * For the fault tests and `make bench-faults`: the environment variable
+ *   RL_FAULT_INJECT="ROLE/RANK:METHOD:N:before|after:MARKER"
+ * makes the worker ROLE/RANK kill itself with SIGKILL at its N-th call of
+ * METHOD, before the handler runs or after it ran (before the reply leaves).
+ * It fires once per job: the file MARKER is created first, and a worker that
+ * finds it (the restarted one inherits the variable) stays armed no more.
+ * Unset (production), nothing happens. */
+typedef struct s_fault {
+    char method[128], marker[1024];
+    int64_t n, seen;
+    int after;
+} s_fault;
+
+static s_fault s_fault_cfg;
+static int s_fault_armed;
+
+static void s_fault_setup(const char *role, int rank)
+{
+    const char *v = getenv("RL_FAULT_INJECT");
+    char who[160], want[160], when[16];
+    long long n = 0;
+    if (!v || sscanf(v, "%159[^:]:%127[^:]:%lld:%15[^:]:%1023s", who, s_fault_cfg.method, &n, when,
+                     s_fault_cfg.marker) != 5)
+        return;
+    snprintf(want, sizeof want, "%s/%d", role, rank);
+    if (strcmp(who, want) != 0 || n < 1 || access(s_fault_cfg.marker, F_OK) == 0)
+        return;
+    s_fault_cfg.n = n;
+    s_fault_cfg.after = strcmp(when, "after") == 0;
+    s_fault_armed = 1;
+    rl_log_warn("fault injection armed: SIGKILL at call %lld of %s (%s)", n, s_fault_cfg.method,
+                when);
+}
+
+static void s_fault_check(s_worker *w, const char *method, int after)
+{
+    (void)w;
+    if (!s_fault_armed || strcmp(method, s_fault_cfg.method) != 0)
+        return;
+    if (!after)
+        s_fault_cfg.seen++;
+    if (s_fault_cfg.seen != s_fault_cfg.n || after != s_fault_cfg.after)
+        return;
+    FILE *f = fopen(s_fault_cfg.marker, "w");
+    if (f)
+        fclose(f);
+    rl_log_warn("fault injection: SIGKILL at call %lld of %s", (long long)s_fault_cfg.n, method);
+    raise(SIGKILL);
+}
+
 static void *s_compute_main(void *arg)
 {
     s_worker *w = arg;
@@ -100,6 +165,10 @@ static void *s_compute_main(void *arg)
         while (!w->todo.head && !w->compute_quit)
             pthread_cond_wait(&w->cv, &w->mu);
         s_task *t = s_pop(&w->todo);
+        if (t) {
+            w->m_queued--;
+            w->m_busy = 1;
+        }
         pthread_mutex_unlock(&w->mu);
         if (!t)
             break; /* quit with an empty queue */
@@ -112,9 +181,11 @@ static void *s_compute_main(void *arg)
             t->rc = RL_OK;
             break;
         case S_TASK_CALL: {
+            s_fault_check(w, t->method->name, 0);
             uint64_t t0 = uv_hrtime();
             t->rc = t->method->fn(&w->ctx, t->in, &t->out);
             t->compute_s = (double)(uv_hrtime() - t0) / 1e9;
+            s_fault_check(w, t->method->name, 1);
             break;
         }
         }
@@ -122,6 +193,12 @@ static void *s_compute_main(void *arg)
             snprintf(t->error, sizeof t->error, "%s", rl_error_message());
         pthread_mutex_lock(&w->mu);
         s_push(&w->done, t);
+        w->m_busy = 0;
+        if (t->kind == S_TASK_CALL) {
+            w->m_calls++;
+            w->m_errors += t->rc != 0;
+            w->m_handler_s += t->compute_s;
+        }
         pthread_mutex_unlock(&w->mu);
         uv_async_send(&w->done_async);
     }
@@ -132,6 +209,7 @@ static void s_submit(s_worker *w, s_task *t)
 {
     pthread_mutex_lock(&w->mu);
     s_push(&w->todo, t);
+    w->m_queued++;
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
 }
@@ -144,10 +222,15 @@ static int s_send(s_worker *w, Rl__Envelope *env, const rl_dataproto *payload)
         return RL_ESTATE;
     env->seq = ++w->seq;
     int rc = rl_msg_send(w->sock, NULL, 0, env, payload);
-    if (rc)
+    if (rc) {
         rl_log_warn("send %s failed: %s", rl_msg_kind_name(env->body_case), rl_error_message());
-    else
+    } else {
         w->last_send = uv_now(&w->loop);
+        size_t n = rl_msg_size(env, payload);
+        pthread_mutex_lock(&w->mu);
+        w->m_bytes_out += (int64_t)n;
+        pthread_mutex_unlock(&w->mu);
+    }
     rl_zuv_kick(w->watch);
     return rc;
 }
@@ -179,6 +262,9 @@ static void s_send_hello(s_worker *w)
     h.devices = devices;
     h.data_endpoint = "";
     h.worker_id = wid;
+    h.job_id = w->job_id;
+    h.token.data = (uint8_t *)w->token;
+    h.token.len = strlen(w->token);
     env.body_case = RL__ENVELOPE__BODY_HELLO;
     env.hello = &h;
     s_send(w, &env, NULL);
@@ -215,6 +301,24 @@ static void s_each_method(const s_worker *w, void (*fn)(const char *, void *), v
             fn(m->name, arg);
 }
 
+static int s_in_list(const char *const *list, const char *name)
+{
+    for (; list && *list; list++)
+        if (strcmp(*list, name) == 0)
+            return 1;
+    return 0;
+}
+
+/* `name` is served and declared retry-safe where it comes from (the role's
+ * list for a role method, the test list for a test method). */
+static int s_is_retry_safe(const s_worker *w, const char *name)
+{
+    if (s_table_find(w->role->methods, name))
+        return s_in_list(w->opt.retry_safe, name);
+    return w->serve_tests && s_table_find(w->opt.test_methods, name) &&
+           s_in_list(w->opt.test_retry_safe, name);
+}
+
 typedef struct {
     char **names;
     size_t n;
@@ -247,11 +351,27 @@ static void s_send_ready(s_worker *w)
     s_each_method(w, s_add_name, &l);
     r.n_methods = l.n;
     r.methods = l.names;
+    char **safe = calloc(l.n ? l.n : 1, sizeof *safe);
+    if (!safe) {
+        free(l.names);
+        s_send_error(w, 0, RL_ENOMEM, "READY: out of memory");
+        return;
+    }
+    for (size_t i = 0; i < l.n; i++)
+        if (s_is_retry_safe(w, l.names[i]))
+            safe[r.n_retry_safe++] = l.names[i];
+    r.retry_safe = safe;
     env.body_case = RL__ENVELOPE__BODY_READY;
     env.ready = &r;
     s_send(w, &env, NULL);
     free(l.names);
+    free(safe);
     w->ready_sent = 1;
+    pthread_mutex_lock(&w->mu);
+    w->m_connected = 1;
+    pthread_mutex_unlock(&w->mu);
+    if (w->opt.sd_notify)
+        rl_sd_notify("STATUS=serving");
 }
 
 /* ---- connection --------------------------------------------------------------------- */
@@ -280,6 +400,13 @@ static int s_connect(s_worker *w)
     snprintf(id, sizeof id, "%s/%d#%d.%llu", w->ctx.role, w->ctx.rank, (int)getpid(),
              (unsigned long long)w->generation);
     zmq_setsockopt(w->sock, ZMQ_ROUTING_ID, id, strlen(id));
+    rl_net_limits(w->sock);
+    if (w->driver_key[0] && rl_net_curve_client(w->sock, w->driver_key)) {
+        int rc = rl_error_wrap(rl_error_code(), "worker");
+        zmq_close(w->sock);
+        w->sock = NULL;
+        return rc;
+    }
     if (zmq_connect(w->sock, w->opt.driver) != 0) {
         int rc = rl_error_set(RL_EINVAL, "cannot connect to driver '%s': %s", w->opt.driver,
                               zmq_strerror(zmq_errno()));
@@ -290,6 +417,9 @@ static int s_connect(s_worker *w)
     w->watch = rl_zuv_start(&w->loop, w->sock, s_on_readable, w);
     w->ready_sent = 0;
     w->last_recv = uv_now(&w->loop);
+    pthread_mutex_lock(&w->mu);
+    w->m_connected = 0;
+    pthread_mutex_unlock(&w->mu);
     s_send_hello(w);
     return RL_OK;
 }
@@ -298,10 +428,14 @@ static void s_stop(s_worker *w, int code, const char *why)
 {
     if (w->stopping)
         return;
+    pthread_mutex_lock(&w->mu);
     w->stopping = 1;
+    pthread_mutex_unlock(&w->mu);
     w->exit_code = code;
     w->ctx.stop = 1;
     rl_log_info("stopping: %s", why);
+    if (w->opt.sd_notify)
+        rl_sd_notify("STOPPING=1");
     uv_stop(&w->loop);
 }
 
@@ -326,6 +460,11 @@ static void s_driver_lost(s_worker *w, const char *why)
         return;
     }
     rl_log_warn("%s; reconnecting to %s in %d ms", why, w->opt.driver, w->backoff_ms);
+    if (w->opt.sd_notify)
+        rl_sd_notify("STATUS=driver lost; reconnecting");
+    pthread_mutex_lock(&w->mu);
+    w->m_reconnects++;
+    pthread_mutex_unlock(&w->mu);
     s_close_socket(w);
     uv_timer_start(&w->reconnect_timer, s_on_reconnect, (uint64_t)w->backoff_ms, 0);
     w->backoff_ms *= 2;
@@ -391,6 +530,28 @@ static void s_on_configure(s_worker *w, const Rl__Configure *c)
     if (!rc && t && !json_is_boolean(t))
         rc = rl_error_set(RL_EPROTO, "CONFIGURE: extra.test_methods must be a boolean");
     tests = json_is_true(t);
+    if (!rc && c->job_id && c->job_id[0] && w->job_id[0] && strcmp(c->job_id, w->job_id) != 0)
+        rc = rl_error_set(RL_EPROTO, "CONFIGURE of job %.40s, but this worker belongs to job %s",
+                          c->job_id, w->job_id);
+    if (!rc && (c->token.len >= sizeof w->token || (c->job_id && strlen(c->job_id) >= sizeof w->job_id)))
+        rc = rl_error_set(RL_EPROTO, "CONFIGURE: token or job id too long");
+    if (!rc && c->max_message_bytes &&
+        (c->max_message_bytes < 1024 || c->max_message_bytes > ((uint64_t)1 << 40)))
+        rc = rl_error_set(RL_EPROTO, "CONFIGURE: max_message_bytes %llu outside [1024, 2^40]",
+                          (unsigned long long)c->max_message_bytes);
+    const json_t *keys = extra ? json_object_get(extra, "authorized_keys") : NULL;
+    if (!rc && keys) {
+        size_t nk = json_array_size(keys);
+        const char **list = calloc(nk ? nk : 1, sizeof *list);
+        if (!json_is_array(keys) || nk > 100000 || !list)
+            rc = rl_error_set(RL_EPROTO, "CONFIGURE: extra.authorized_keys must be a list of keys");
+        for (size_t i = 0; !rc && i < nk; i++)
+            if (!(list[i] = json_string_value(json_array_get(keys, i))))
+                rc = rl_error_set(RL_EPROTO, "CONFIGURE: authorized key %zu is not a string", i);
+        if (!rc && rl_net_secure())
+            rc = rl_net_set_allowed(list, (int)nk);
+        free((void *)list);
+    }
     json_decref(extra);
     if (!rc && (c->heartbeat_ms > 3600000 || c->liveness > 1000))
         rc = rl_error_set(RL_EPROTO, "CONFIGURE: heartbeat %u ms x %u is out of range",
@@ -403,6 +564,16 @@ static void s_on_configure(s_worker *w, const Rl__Configure *c)
         s_send_error(w, 0, rc, rl_error_message());
         return;
     }
+    if (c->job_id && c->job_id[0])
+        snprintf(w->job_id, sizeof w->job_id, "%s", c->job_id);
+    if (c->token.len) {
+        memcpy(w->token, c->token.data, c->token.len);
+        w->token[c->token.len] = '\0';
+    }
+    if (c->give_up_ms)
+        w->opt.give_up_ms = (int)(c->give_up_ms < 2000000000u ? c->give_up_ms : 2000000000u);
+    if (c->max_message_bytes)
+        rl_net_set_max_message((int64_t)c->max_message_bytes);
     if (c->heartbeat_ms)
         w->opt.heartbeat_ms = (int)c->heartbeat_ms;
     if (c->liveness)
@@ -497,6 +668,10 @@ static void s_on_readable(void *sock, void *arg)
     w->last_recv = uv_now(&w->loop);
     w->lost_since = 0;
     w->backoff_ms = w->opt.heartbeat_ms;
+    pthread_mutex_lock(&w->mu);
+    w->m_bytes_in += (int64_t)m.bytes;
+    w->m_last_recv_ms = w->last_recv;
+    pthread_mutex_unlock(&w->mu);
     if (!m.env) {
         rl_log_warn("dropped a message from the driver: %s", rl_error_message());
         rl_msg_clear(&m);
@@ -583,6 +758,15 @@ static void s_on_done(uv_async_t *a)
     }
 }
 
+/* The loop runs (timers, signals and the socket are served) and the driver
+ * is heard or still being waited for: tell systemd's watchdog. */
+static void s_on_watchdog(uv_timer_t *t)
+{
+    s_worker *w = t->data;
+    if (!w->stopping && w->opt.sd_notify)
+        rl_sd_notify("WATCHDOG=1");
+}
+
 static void s_on_heartbeat(uv_timer_t *t)
 {
     s_worker *w = t->data;
@@ -620,6 +804,104 @@ static void s_on_signal(uv_signal_t *h, int signum)
     s_stop(w, 0, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
+/* HTTP (its own thread): /healthz (alive: the driver was heard within the
+ * liveness, or is being waited for), /healthz/ready (serving), /metrics. */
+static int s_http(void *arg, const char *path, char **body, const char **type)
+{
+    s_worker *w = arg;
+    pthread_mutex_lock(&w->mu);
+    int64_t calls = w->m_calls, errors = w->m_errors, bin = w->m_bytes_in, bout = w->m_bytes_out;
+    int64_t queued = w->m_queued, reconnects = w->m_reconnects;
+    double handler = w->m_handler_s;
+    int busy = w->m_busy, ready = w->m_connected && !w->stopping;
+    uint64_t last = w->m_last_recv_ms;
+    int stopping = w->stopping;
+    pthread_mutex_unlock(&w->mu);
+    /* uv_now is the loop's cached clock: read the monotonic clock instead */
+    uint64_t now = uv_hrtime() / 1000000;
+    double since = last ? (double)(now > last ? now - last : 0) / 1000.0 : -1;
+    double limit = (double)w->opt.heartbeat_ms * w->opt.liveness / 1000.0;
+    int alive = !stopping && (!ready || since < 2 * limit + 1);
+    char labels[160];
+    snprintf(labels, sizeof labels, "role=\"%s\",rank=\"%d\"", w->ctx.role, w->ctx.rank);
+    rl_text t = {0};
+    int status = 200;
+    if (strcmp(path, "/healthz") == 0 || strcmp(path, "/healthz/ready") == 0) {
+        int want_ready = strcmp(path, "/healthz/ready") == 0;
+        status = (want_ready ? ready : alive) ? 200 : 503;
+        rl_text_printf(&t,
+                       "{\"status\": \"%s\", \"role\": \"%s\", \"rank\": %d, \"job\": \"%s\", "
+                       "\"ready\": %s, \"stepping\": %s, \"last_heartbeat_s\": %.3f, "
+                       "\"queue_depth\": %lld}\n",
+                       status == 200 ? "ok" : "unhealthy", w->ctx.role, w->ctx.rank, w->job_id,
+                       ready ? "true" : "false", busy ? "true" : "false", since,
+                       (long long)queued);
+        *type = "application/json";
+    } else if (strcmp(path, "/metrics") == 0) {
+        uint64_t wv = rl_weight_channel_version();
+        rl_text_metric(&t, "rlrt_up", "gauge", "1 while the daemon runs", labels, 1);
+        rl_text_metric(&t, "rlrt_ready", "gauge", "1 while serving calls", labels, ready);
+        rl_text_metric(&t, "rlrt_calls_total", "counter", "calls handled", labels, (double)calls);
+        rl_text_metric(&t, "rlrt_call_errors_total", "counter", "calls answered with an error",
+                       labels, (double)errors);
+        rl_text_metric(&t, "rlrt_received_bytes_total", "counter", "control-plane bytes in",
+                       labels, (double)bin);
+        rl_text_metric(&t, "rlrt_sent_bytes_total", "counter", "control-plane bytes out", labels,
+                       (double)bout);
+        rl_text_metric(&t, "rlrt_handler_seconds_total", "counter", "time spent in handlers",
+                       labels, handler);
+        rl_text_metric(&t, "rlrt_queue_depth", "gauge", "calls waiting for the compute thread",
+                       labels, (double)queued);
+        rl_text_metric(&t, "rlrt_busy", "gauge", "1 while a handler runs", labels, busy);
+        rl_text_metric(&t, "rlrt_reconnects_total", "counter", "times the driver was lost",
+                       labels, (double)reconnects);
+        rl_text_metric(&t, "rlrt_last_heartbeat_seconds", "gauge",
+                       "seconds since the driver was last heard (-1: never)", labels, since);
+        rl_text_metric(&t, "rlrt_weight_version", "gauge",
+                       "latest weight version this process sent or received (0: none)", labels,
+                       (double)wv);
+        *type = "text/plain; version=0.0.4";
+    } else {
+        status = 404;
+        rl_text_printf(&t, "not found: %.100s (try /healthz, /healthz/ready, /metrics)\n", path);
+    }
+    *body = t.failed ? NULL : t.buf;
+    if (t.failed)
+        free(t.buf);
+    return t.failed ? 500 : status;
+}
+
+/* Security, job id and token from the options (and RL_WORKER_TOKEN). */
+static int s_setup_identity(s_worker *w)
+{
+    const rl_worker_options *o = &w->opt;
+    if (o->job_id && strlen(o->job_id) >= sizeof w->job_id)
+        return rl_error_set(RL_EINVAL, "job id '%.40s...' is too long", o->job_id);
+    snprintf(w->job_id, sizeof w->job_id, "%s", o->job_id ? o->job_id : "");
+    if (o->token && strlen(o->token) >= sizeof w->token)
+        return rl_error_set(RL_EINVAL, "the slot token is too long");
+    snprintf(w->token, sizeof w->token, "%s", o->token ? o->token : "");
+    if (o->max_message_bytes && rl_net_set_max_message(o->max_message_bytes))
+        return rl_error_code();
+    if (!!o->cert != !!o->driver_key)
+        return rl_error_set(RL_EINVAL, "security needs both the worker's certificate and the "
+                            "driver's public key");
+    if (o->cert) {
+        rl_net_keypair own;
+        int rc = rl_net_load_cert(o->cert, 1, &own);
+        if (!rc)
+            rc = rl_net_set_security(&own, NULL, 0);
+        memset(&own, 0, sizeof own);
+        if (rc)
+            return rc;
+        if (strlen(o->driver_key) != 40)
+            return rl_error_set(RL_EINVAL, "the driver key must be 40 Z85 characters, got %zu",
+                                strlen(o->driver_key));
+        snprintf(w->driver_key, sizeof w->driver_key, "%s", o->driver_key);
+    }
+    return RL_OK;
+}
+
 static void s_close_walk(uv_handle_t *h, void *arg)
 {
     (void)arg;
@@ -655,6 +937,11 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
     w->ctx.rank = w->opt.rank;
     w->ctx.node = w->node;
     w->ctx.world_size = 1;
+    s_fault_setup(w->opt.role, w->opt.rank);
+    if (s_setup_identity(w)) {
+        free(w);
+        return RL_WORKER_EXIT_ERROR;
+    }
 
     int rc;
     if ((rc = uv_loop_init(&w->loop)) != 0) {
@@ -683,9 +970,10 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
     uv_async_init(&w->loop, &w->done_async, s_on_done);
     uv_timer_init(&w->loop, &w->hb_timer);
     uv_timer_init(&w->loop, &w->reconnect_timer);
+    uv_timer_init(&w->loop, &w->wd_timer);
     uv_signal_init(&w->loop, &w->sigterm);
     uv_signal_init(&w->loop, &w->sigint);
-    w->done_async.data = w->hb_timer.data = w->reconnect_timer.data = w;
+    w->done_async.data = w->hb_timer.data = w->reconnect_timer.data = w->wd_timer.data = w;
     w->sigterm.data = w->sigint.data = w;
     uv_signal_start(&w->sigterm, s_on_signal, SIGTERM);
     uv_signal_start(&w->sigint, s_on_signal, SIGINT);
@@ -700,10 +988,25 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
         w->exit_code = RL_WORKER_EXIT_ERROR;
     } else {
         compute_started = 1;
-        uv_timer_start(&w->hb_timer, s_on_heartbeat, (uint64_t)w->opt.heartbeat_ms,
-                       (uint64_t)w->opt.heartbeat_ms);
-        rl_log_info("connecting to %s", w->opt.driver);
-        uv_run(&w->loop, UV_RUN_DEFAULT);
+        if (w->opt.http_port > 0 &&
+            !(w->http = rl_http_start(w->opt.http_bind, w->opt.http_port, s_http, w))) {
+            rl_log_error("%s", rl_error_message());
+            w->exit_code = RL_WORKER_EXIT_ERROR;
+        } else {
+            uint64_t wd = w->opt.sd_notify ? rl_sd_watchdog_usec() : 0;
+            if (wd) { /* pings from the loop: three per WatchdogSec= */
+                uv_timer_start(&w->wd_timer, s_on_watchdog, wd / 3000 + 1, wd / 3000 + 1);
+                s_on_watchdog(&w->wd_timer);
+            }
+            uv_timer_start(&w->hb_timer, s_on_heartbeat, (uint64_t)w->opt.heartbeat_ms,
+                           (uint64_t)w->opt.heartbeat_ms);
+            rl_log_info("connecting to %s%s%s", w->opt.driver,
+                        w->driver_key[0] ? " (CurveZMQ)" : "",
+                        w->http ? "; HTTP /healthz and /metrics are served" : "");
+            if (w->opt.sd_notify)
+                rl_sd_notify("READY=1\nSTATUS=connecting to the driver");
+            uv_run(&w->loop, UV_RUN_DEFAULT);
+        }
     }
 
     /* Shut the compute thread down: fini runs after any queued call. */
@@ -730,6 +1033,8 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
     }
     pthread_mutex_unlock(&w->mu);
 
+    rl_http_stop(w->http);
+    w->http = NULL;
     s_close_socket(w);
     uv_walk(&w->loop, s_close_walk, NULL);
     uv_run(&w->loop, UV_RUN_DEFAULT);

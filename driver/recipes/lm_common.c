@@ -42,7 +42,7 @@ static int s_mkdirs_for(const char *path)
     return RL_OK;
 }
 
-/* data.levels as ints, each a level of the built-in task (1..5). */
+/* data.levels as ints, each a level of the built-in task (1..7). */
 static int s_levels(const rl_config *job, int *levels, int *n)
 {
     size_t nl = 0;
@@ -54,7 +54,7 @@ static int s_levels(const rl_config *job, int *levels, int *n)
         char key[64];
         int64_t v;
         snprintf(key, sizeof key, "data.levels[%zu]", i);
-        if (rl_config_get_int_in(job, key, 1, 5, &v))
+        if (rl_config_get_int_in(job, key, RL_ARITH_MIN_LEVEL, RL_ARITH_MAX_LEVEL, &v))
             return rl_error_code();
         levels[i] = (int)v;
     }
@@ -295,24 +295,34 @@ static int s_union_into(rl_dataproto **u, rl_dataproto *other)
     return RL_OK;
 }
 
-int rl_lm_job_rollout(rl_lm_job *j, rl_dataproto **batch, int greedy, double *gen_s,
-                      double *reward_s)
+int rl_lm_job_rollout_start(rl_lm_job *j, const rl_dataproto *batch, int greedy, rl_future **f)
 {
     static const char *const gen_in[3] = {RL_LM_PROMPTS, RL_LM_PROMPT_LENS, RL_LM_ROW_SEEDS};
-    rl_dataproto *req = rl_dataproto_request(*batch, gen_in, 3, NULL, 0,
-                                             json_pack("{s:i}", RL_ROLLOUT_GREEDY, greedy)),
-                 *gen = NULL;
-    double t0 = rl_now_s();
-    int rc = req ? rl_group_call_sync(j->rollout, RL_ROLLOUT_GENERATE, RL_DISPATCH_DP_COMPUTE, req, &gen)
-                 : rl_error_code();
+    rl_dataproto *req = rl_dataproto_request(batch, gen_in, 3, NULL, 0,
+                                             json_pack("{s:i}", RL_ROLLOUT_GREEDY, greedy));
+    *f = req ? rl_group_call(j->rollout, RL_ROLLOUT_GENERATE, RL_DISPATCH_DP_COMPUTE, req) : NULL;
     rl_dataproto_free(req);
+    return *f ? RL_OK : rl_error_code();
+}
+
+int rl_lm_job_rollout_finish(rl_lm_job *j, rl_dataproto **batch, rl_future *f, double *gen_s,
+                             double *reward_s)
+{
+    rl_dataproto *gen = NULL;
+    double t0 = rl_now_s();
+    int rc = rl_future_wait(f, -1);
+    if (!rc)
+        rc = rl_future_take(f, &gen);
+    rl_future_free(f);
     *gen_s = rl_now_s() - t0;
+    if (!rc && !gen)
+        rc = rl_error_set(RL_EPROTO, "%s returned no samples", RL_ROLLOUT_GENERATE);
     if (rc || (rc = s_union_into(batch, gen)) || (rc = s_decode(j, *batch)))
         return rc;
     /* only these columns travel to the reward ranks (an empty tensor list) */
     static const char *const rcols[3] = {RL_REWARD_RESPONSE, RL_REWARD_GROUND_TRUTH,
                                          RL_REWARD_DATA_SOURCE};
-    req = rl_dataproto_request(*batch, rcols, 0, rcols, 3, NULL);
+    rl_dataproto *req = rl_dataproto_request(*batch, rcols, 0, rcols, 3, NULL);
     rl_dataproto *scored = NULL;
     t0 = rl_now_s();
     rc = req ? rl_group_call_sync(j->reward, RL_REWARD_COMPUTE, RL_DISPATCH_DP_COMPUTE, req, &scored)
@@ -320,6 +330,14 @@ int rl_lm_job_rollout(rl_lm_job *j, rl_dataproto **batch, int greedy, double *ge
     rl_dataproto_free(req);
     *reward_s = rl_now_s() - t0;
     return rc ? rc : s_union_into(batch, scored);
+}
+
+int rl_lm_job_rollout(rl_lm_job *j, rl_dataproto **batch, int greedy, double *gen_s,
+                      double *reward_s)
+{
+    rl_future *f = NULL;
+    int rc = rl_lm_job_rollout_start(j, *batch, greedy, &f);
+    return rc ? rc : rl_lm_job_rollout_finish(j, batch, f, gen_s, reward_s);
 }
 
 int rl_lm_job_validate(rl_lm_job *j, double *accuracy, double *format, double *resp_len)
@@ -366,7 +384,19 @@ int rl_lm_job_validate(rl_lm_job *j, double *accuracy, double *format, double *r
     return rc ? rl_error_wrap(rc, "validation") : RL_OK;
 }
 
+static float *s_mask(const rl_dataproto *dp, int64_t *B, int64_t *R, int with_loss_mask);
+
 float *rl_lm_response_mask(const rl_dataproto *dp, int64_t *B, int64_t *R)
+{
+    return s_mask(dp, B, R, 1);
+}
+
+float *rl_lm_length_mask(const rl_dataproto *dp, int64_t *B, int64_t *R)
+{
+    return s_mask(dp, B, R, 0);
+}
+
+static float *s_mask(const rl_dataproto *dp, int64_t *B, int64_t *R, int with_loss_mask)
 {
     const rl_tensor *t = rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSES, RL_I32, 2, NULL);
     const rl_tensor *l = t ? rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSE_LENS, RL_I32, 1, NULL) : NULL;
@@ -380,6 +410,13 @@ float *rl_lm_response_mask(const rl_dataproto *dp, int64_t *B, int64_t *R)
         return NULL;
     }
     const int32_t *len = rl_tensor_data(l);
+    const rl_tensor *mt = with_loss_mask ? rl_dataproto_tensor(dp, RL_LM_RESPONSE_MASK) : NULL;
+    if (mt && !(mt = rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSE_MASK, RL_F32, 2,
+                                                (int64_t[]){*B, *R}))) {
+        free(mask);
+        return NULL;
+    }
+    const float *extra = mt ? rl_tensor_data(mt) : NULL;
     for (int64_t b = 0; b < *B; b++) {
         if (len[b] < 0 || len[b] > *R) {
             free(mask);
@@ -388,7 +425,7 @@ float *rl_lm_response_mask(const rl_dataproto *dp, int64_t *B, int64_t *R)
             return NULL;
         }
         for (int64_t k = 0; k < len[b]; k++)
-            mask[b * *R + k] = 1.0f;
+            mask[b * *R + k] = extra ? extra[b * *R + k] : 1.0f;
     }
     return mask;
 }

@@ -65,12 +65,24 @@ int rl_lm_job_sync_weights(rl_lm_job *j);
  * RL_REWARD_RESPONSE column and RL_REWARD_SCORE/ACCURACY/FORMAT. */
 int rl_lm_job_rollout(rl_lm_job *j, rl_dataproto **batch, int greedy, double *gen_s,
                       double *reward_s);
+/* The same in two halves, so generation can overlap other work (one-step-off
+ * training): start issues the generate call for the rows' prompts
+ * (*f: the future, NULL on error); finish waits for it (*gen_s: the wait),
+ * adds the samples and the decoded text to *batch, and scores them. finish
+ * frees f whatever happens. */
+int rl_lm_job_rollout_start(rl_lm_job *j, const rl_dataproto *batch, int greedy, rl_future **f);
+int rl_lm_job_rollout_finish(rl_lm_job *j, rl_dataproto **batch, rl_future *f, double *gen_s,
+                             double *reward_s);
 /* Greedy generation on the validation set, scored by the reward group. */
 int rl_lm_job_validate(rl_lm_job *j, double *accuracy, double *format, double *resp_len);
 
-/* (B, R) 0/1 mask of the response tokens from RL_LM_RESPONSES/_LENS (a new
- * array the caller frees), or NULL + a message naming the bad tensor. */
+/* (B, R) 0/1 mask of the response tokens from RL_LM_RESPONSES/_LENS, times
+ * RL_LM_RESPONSE_MASK when the batch has one (tool output, filtered rows),
+ * as a new array the caller frees; or NULL + a message naming the bad tensor. */
 float *rl_lm_response_mask(const rl_dataproto *dp, int64_t *B, int64_t *R);
+/* The same from the lengths alone (every sampled position): where outcome
+ * rewards sit and group baselines are taken, whatever leaves the loss. */
+float *rl_lm_length_mask(const rl_dataproto *dp, int64_t *B, int64_t *R);
 /* (B) group ids from the RL_DATA_GLOBAL_ID column (new array), or NULL. */
 int64_t *rl_lm_group_ids(const rl_dataproto *dp);
 /* The f32 (B) tensor `name` of dp, or NULL + a message naming it. */

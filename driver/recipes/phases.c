@@ -185,13 +185,21 @@ int rl_trainer_save(rl_trainer *t, rl_group *actor, int64_t step, int64_t epoch,
     return rc;
 }
 
-int rl_trainer_restore(rl_trainer *t, rl_group *actor, int64_t *step, int64_t *epoch,
-                       int64_t *data_position, json_t **extra)
+int rl_trainer_restore(rl_trainer *t, rl_group *actor, int64_t want, int64_t *step,
+                       int64_t *epoch, int64_t *data_position, json_t **extra)
 {
     *step = *epoch = *data_position = 0;
     *extra = NULL;
     rl_checkpoint_info info;
-    if (rl_checkpoint_find(t->ckpt_dir, &info)) {
+    memset(&info, 0, sizeof info);
+    if (want > 0) {
+        int n = snprintf(info.dir, sizeof info.dir, "%.*s/step_%lld", (int)sizeof info.dir - 32,
+                         t->ckpt_dir, (long long)want);
+        if (n < 0 || n >= (int)sizeof info.dir)
+            return rl_error_set(RL_EINVAL, "checkpoint path under %s is too long", t->ckpt_dir);
+        if (!rl_checkpoint_is_complete(info.dir))
+            return rl_error_set(RL_ENOTFOUND, "checkpoint %s is missing or incomplete", info.dir);
+    } else if (rl_checkpoint_find(t->ckpt_dir, &info)) {
         rl_log_warn("trainer.resume: %s; starting from scratch", rl_error_message());
         return RL_OK;
     }
@@ -218,4 +226,88 @@ int rl_trainer_restore(rl_trainer *t, rl_group *actor, int64_t *step, int64_t *e
     }
     rl_dataproto_free(out);
     return rc ? rl_error_wrap(rc, "restoring %s", info.dir) : RL_OK;
+}
+
+/* ---- recovery ------------------------------------------------------------------------------ */
+
+int rl_recovery_open(rl_recovery *r, const rl_config *job)
+{
+    memset(r, 0, sizeof *r);
+    return rl_config_get_int_in(job, "trainer.max_recoveries", 0, 1000000, &r->max);
+}
+
+void rl_recovery_close(rl_recovery *r)
+{
+    free(r->mark);
+    r->mark = NULL;
+    r->n_mark = 0;
+}
+
+/* Ranks of every started group. */
+static int s_count_ranks(rl_driver *d)
+{
+    int n = 0;
+    for (int i = 0; i < rl_driver_group_count(d); i++)
+        n += rl_group_size(rl_driver_group_at(d, i));
+    return n;
+}
+
+int rl_recovery_mark(rl_recovery *r, rl_driver *d)
+{
+    int n = s_count_ranks(d);
+    if (n != r->n_mark) {
+        int64_t *m = realloc(r->mark, sizeof(int64_t) * (size_t)(n ? n : 1));
+        if (!m)
+            return rl_error_set(RL_ENOMEM, "recovery: out of memory");
+        r->mark = m;
+        r->n_mark = n;
+    }
+    for (int i = 0, k = 0; i < rl_driver_group_count(d); i++) {
+        rl_group *g = rl_driver_group_at(d, i);
+        for (int rank = 0; rank < rl_group_size(g); rank++)
+            r->mark[k++] = rl_group_incarnation(g, rank);
+    }
+    return RL_OK;
+}
+
+int rl_recovery_check(rl_recovery *r, rl_driver *d, int64_t step)
+{
+    char why[1024];
+    int code = rl_error_code();
+    snprintf(why, sizeof why, "%s", rl_error_message());
+    if (r->max <= 0 || rl_driver_interrupted(d) || rl_driver_fatal(d) || !r->mark)
+        return rl_error_set(code, "%s", why), 0;
+    /* the supervisor restarts what died: wait until every role answers */
+    for (int i = 0; i < rl_driver_group_count(d); i++)
+        if (rl_group_wait_ready(rl_driver_group_at(d, i), 600000)) {
+            rl_log_error("recovery: %s", rl_error_message());
+            return rl_error_set(code, "%s", why), 0;
+        }
+    char lost[512] = "";
+    int n = 0;
+    for (int i = 0, k = 0; i < rl_driver_group_count(d) && k < r->n_mark; i++) {
+        rl_group *g = rl_driver_group_at(d, i);
+        for (int rank = 0; rank < rl_group_size(g) && k < r->n_mark; rank++, k++)
+            if (rl_group_incarnation(g, rank) != r->mark[k] && n < (int)sizeof lost - 80)
+                n += snprintf(lost + n, sizeof lost - (size_t)n, "%s%s/%d", n ? ", " : "",
+                              rl_group_role(g), rank);
+    }
+    if (!n) /* nobody was replaced: a real error */
+        return rl_error_set(code, "%s", why), 0;
+    if (r->count >= r->max) {
+        rl_log_error("step %lld lost %s, but trainer.max_recoveries = %lld were used", (long long)step,
+                     lost, (long long)r->max);
+        return rl_error_set(code, "%s", why), 0;
+    }
+    r->count++;
+    if (r->saved_step > 0)
+        rl_log_warn("step %lld failed (%s); %s restarted: restoring checkpoint step %lld and "
+                    "replaying from there (recovery %lld of %lld)", (long long)step, why, lost,
+                    (long long)r->saved_step, (long long)r->count, (long long)r->max);
+    else
+        rl_log_warn("step %lld failed (%s); %s restarted: no checkpoint of this run yet, replaying "
+                    "from the start (recovery %lld of %lld)", (long long)step, why, lost,
+                    (long long)r->count, (long long)r->max);
+    rl_error_clear();
+    return 1;
 }

@@ -96,10 +96,43 @@ int rl_call_all(rl_group *g, const char *method, json_t *args);
  * the optimiser; `extra` (borrowed JSON object) carries the recipe's state. */
 int rl_trainer_save(rl_trainer *t, rl_group *actor, int64_t step, int64_t epoch,
                     int64_t data_position, const json_t *extra);
-/* Restores the latest complete checkpoint under t->ckpt_dir into the actor
- * ranks: *step (0 when there is none: a fresh start, logged), the data
- * position and *extra (a new reference, or NULL). */
-int rl_trainer_restore(rl_trainer *t, rl_group *actor, int64_t *step, int64_t *epoch,
-                       int64_t *data_position, json_t **extra);
+/* Restores a checkpoint under t->ckpt_dir into the actor ranks: step
+ * `want` (> 0: exactly step_<want>, an error if it is not complete; -1: the
+ * newest complete one, none being a fresh start that is logged). Gives *step
+ * (0 for a fresh start), the data position and *extra (a new reference, or
+ * NULL). */
+int rl_trainer_restore(rl_trainer *t, rl_group *actor, int64_t want, int64_t *step,
+                       int64_t *epoch, int64_t *data_position, json_t **extra);
+
+/* ---- recovery: no step is lost when a worker dies ------------------------------------
+ * A recipe marks every rank's incarnation before a step (rl_recovery_mark).
+ * When the step fails, rl_recovery_check() waits until the supervisor has
+ * every started role READY again and tells whether a rank was replaced
+ * meanwhile: then the recipe closes its state, reopens it (models rebuilt,
+ * communicators joined again), restores its newest checkpoint of this run
+ * (saved_step; 0: from the start) and replays the steps since. Everything a
+ * step does is a function of (seed, step, round, row) and the restored
+ * state, so the replayed steps log the same metrics and the job ends as a
+ * fault-free run would. A step that failed without a lost worker is a real
+ * error and ends the job, as does a role the supervisor cannot restore. */
+typedef struct rl_recovery {
+    int64_t max;        /* trainer.max_recoveries (0: fail on a lost worker, as verl) */
+    int64_t count;
+    int64_t saved_step; /* this run's newest checkpoint (0: none) */
+    int64_t *mark;      /* incarnation of every rank of every started group */
+    int n_mark;
+} rl_recovery;
+
+int rl_recovery_open(rl_recovery *r, const rl_config *job);
+void rl_recovery_close(rl_recovery *r);
+int rl_recovery_mark(rl_recovery *r, rl_driver *d);
+/* After a failed step (its error message set): 1 = recover (logged with the
+ * original error), 0 = not recoverable (the original error is restored). */
+int rl_recovery_check(rl_recovery *r, rl_driver *d, int64_t step);
+
+/* trainer keys of recipes that checkpoint and recover */
+#define RL_TRAINER_RECOVERY_DEFAULTS \
+    "trainer:\n" \
+    "  max_recoveries: 3          # lost workers survived per job: restore + replay (0: fail)\n"
 
 #endif

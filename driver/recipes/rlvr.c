@@ -25,15 +25,18 @@
 #include "rlrt/algo/kl.h"
 #include "rlrt/rlrt.h"
 #include "rlvr_aepo.h"
+#include "rlvr_async.h"
 
 /* ---- options ------------------------------------------------------------------------------ */
 
 typedef struct s_opts {
     const rl_estimator *est;
     const char *estimator, *kl_penalty, *kl_ctrl_type, *filter_key;
-    int norm_by_std, uniform_scale, use_kl_in_reward, filtering;
-    int64_t max_tries;
+    int norm_by_std, uniform_scale, use_kl_in_reward, filtering, filter_std;
+    int overlong_filter, overlong_buffer, fill;
+    int64_t max_tries, overlong_len, staleness;
     double gamma, kl_coef, kl_target, kl_horizon, filter_low, filter_high;
+    double overlong_factor, tis_cap;
     rl_kl_kind kl_kind;
 } s_opts;
 
@@ -56,6 +59,14 @@ static const rl_config_spec s_spec[] = {
     S_NUM("algorithm.filter_low", filter_low, -1e9, 1e9, 0),
     S_NUM("algorithm.filter_high", filter_high, -1e9, 1e9, 0),
     {"algorithm.max_try_make_batch", RL_CFG_INT, offsetof(s_opts, max_tries), 1, 1e6, 0, NULL},
+    {"algorithm.filter_mode", RL_CFG_ENUM, offsetof(s_opts, filter_std), 0, 0, 0, "range|std"},
+    {"algorithm.filter_exhausted", RL_CFG_ENUM, offsetof(s_opts, fill), 0, 0, 0, "error|fill"},
+    S_BOOL("algorithm.overlong_filter", overlong_filter),
+    S_BOOL("algorithm.overlong_buffer.enable", overlong_buffer),
+    {"algorithm.overlong_buffer.len", RL_CFG_INT, offsetof(s_opts, overlong_len), 1, 1 << 20, 0, NULL},
+    S_NUM("algorithm.overlong_buffer.penalty_factor", overlong_factor, 0, 1e6, 0),
+    S_NUM("algorithm.tis_imp_ratio_cap", tis_cap, 0, 1e6, 0),
+    {"trainer.staleness", RL_CFG_INT, offsetof(s_opts, staleness), 0, RL_RLVR_MAX_STALENESS, 0, NULL},
 };
 
 static int s_read_opts(const rl_config *job, s_opts *o)
@@ -71,6 +82,15 @@ static int s_read_opts(const rl_config *job, s_opts *o)
         return rl_config_error_at(job, "algorithm.adv_estimator", RL_ECONFIG, "%s", rl_error_message());
     if (rl_kl_kind_parse(o->kl_penalty, &o->kl_kind))
         return rl_config_error_at(job, "algorithm.kl_penalty", RL_ECONFIG, "%s", rl_error_message());
+    if (o->overlong_buffer) {
+        int64_t R;
+        if (rl_config_get_int(job, "rollout.response_length", &R))
+            return rl_error_code();
+        if (o->overlong_len > R)
+            return rl_config_error_at(job, "algorithm.overlong_buffer.len", RL_ECONFIG,
+                                      "must not exceed rollout.response_length (%lld), got %lld",
+                                      (long long)R, (long long)o->overlong_len);
+    }
     if (!(o->filter_low < o->filter_high))
         return rl_config_error_at(job, "algorithm.filter_low", RL_ECONFIG,
                                   "must be below algorithm.filter_high (%g), got %g", o->filter_high,
@@ -142,6 +162,7 @@ typedef struct s_rlvr {
     rl_kl_ctl klc; /* the reward-KL coefficient (verl Fixed/AdaptiveKLController) */
     int aepo_on, need_ref;
     rl_rlvr_aepo aepo;
+    rl_rlvr_async async; /* rounds prefetched for later steps (trainer.staleness > 0) */
     /* this step */
     int64_t step;
     rl_dataproto *batch;
@@ -158,10 +179,11 @@ static uint64_t s_mix(uint64_t x)
     return x ^ (x >> 31);
 }
 
-/* One round of generation: `prompts` prompts repeated n times (uid = the
- * prompt's global_id), sampled and scored. */
-static int s_round(s_rlvr *r, int64_t step, int64_t round, int64_t prompts, rl_dataproto **out,
-                   double *gen_s, double *rew_s)
+/* The first half of a round of generation: `prompts` prompts repeated n
+ * times (uid = the prompt's global_id) with their sampling seeds, sent to the
+ * rollout ranks (*f). */
+static int s_round_start(s_rlvr *r, int64_t step, int64_t round, int64_t prompts,
+                         rl_dataproto **out, rl_future **f)
 {
     rl_dataproto *p = NULL;
     int rc = rl_data_iter_next(r->j.it, prompts, &p);
@@ -182,13 +204,80 @@ static int s_round(s_rlvr *r, int64_t step, int64_t round, int64_t prompts, rl_d
     if (!rc)
         rc = rl_lm_job_encode_prompts(&r->j, dp);
     if (!rc)
-        rc = rl_lm_job_rollout(&r->j, &dp, 0, gen_s, rew_s);
+        rc = rl_lm_job_rollout_start(&r->j, dp, 0, f);
     if (rc) {
         rl_dataproto_free(dp);
         return rc;
     }
     *out = dp;
     return RL_OK;
+}
+
+/* One round of generation, sampled and scored. */
+static int s_round(s_rlvr *r, int64_t step, int64_t round, int64_t prompts, rl_dataproto **out,
+                   double *gen_s, double *rew_s)
+{
+    rl_future *f = NULL;
+    int rc = s_round_start(r, step, round, prompts, out, &f);
+    if (!rc && (rc = rl_lm_job_rollout_finish(&r->j, out, f, gen_s, rew_s))) {
+        rl_dataproto_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+/* DAPO's overlong shaping of a scored round: the soft punishment added to the
+ * score, and with overlong filtering the truncated rows' loss mask zeroed
+ * (tensor RL_LM_RESPONSE_MASK). Metrics go to `ms` when it is given. */
+static int s_overlong(const s_rlvr *r, rl_dataproto *dp, rl_metric_set *ms)
+{
+    if (!r->o.overlong_filter && !r->o.overlong_buffer)
+        return RL_OK;
+    const rl_tensor *t = rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSES, RL_I32, 2, NULL);
+    const rl_tensor *l = t ? rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSE_LENS, RL_I32, 1, NULL) : NULL;
+    float *score = l ? rl_lm_row_values(dp, RL_REWARD_SCORE) : NULL;
+    if (!score)
+        return rl_error_code();
+    int64_t B = t->shape[0], R = t->shape[1], cut_n = 0;
+    const int32_t *lens = rl_tensor_data(l);
+    uint8_t *cut = malloc((size_t)(B > 0 ? B : 1));
+    float *pen = malloc(sizeof(float) * (size_t)(B > 0 ? B : 1));
+    int rc = cut && pen ? RL_OK : rl_error_set(RL_ENOMEM, "overlong: out of memory");
+    if (!rc)
+        rc = rl_overlong_truncated(rl_tensor_data(t), lens, B, R, &r->j.eos, r->j.eos >= 0, cut, &cut_n);
+    if (!rc && r->o.overlong_buffer &&
+        !(rc = rl_overlong_penalty(lens, B, R, r->o.overlong_len, r->o.overlong_factor, pen))) {
+        double sum = 0;
+        for (int64_t b = 0; b < B; b++) {
+            score[b] += pen[b];
+            sum += pen[b];
+        }
+        if (ms)
+            rl_metric_set_put(ms, "batch/overlong_penalty_mean", B ? sum / B : 0);
+    }
+    if (!rc && r->o.overlong_filter) {
+        rl_tensor *mt = (rl_tensor *)rl_dataproto_tensor(dp, RL_LM_RESPONSE_MASK);
+        if (!mt) {
+            float *m = rl_lm_response_mask(dp, &B, &R);
+            rl_tensor *nt = m ? rl_dataproto_new_tensor(dp, RL_LM_RESPONSE_MASK, RL_F32, 2,
+                                                        (int64_t[]){B, R})
+                              : NULL;
+            if (nt)
+                memcpy(rl_tensor_data(nt), m, sizeof(float) * (size_t)(B * R));
+            free(m);
+            mt = nt;
+        }
+        if (!mt)
+            rc = rl_error_code();
+        for (int64_t b = 0; !rc && b < B; b++)
+            if (cut[b])
+                memset((float *)rl_tensor_data(mt) + b * R, 0, sizeof(float) * (size_t)R);
+    }
+    if (!rc && ms)
+        rl_metric_set_put(ms, "batch/truncated_frac", B ? (double)cut_n / (double)B : 0);
+    free(cut);
+    free(pen);
+    return rc;
 }
 
 /* The bootstrap's rounds (step 0, rounds 1000+). */
@@ -199,7 +288,8 @@ static int s_bootstrap_round(void *ctx, int64_t round, int64_t n, rl_dataproto *
 }
 
 /* Keeps the groups whose mean filter_key lies in (low, high). */
-static int s_filter(const s_rlvr *r, rl_dataproto **dp, int64_t *kept_groups)
+static int s_filter(const s_rlvr *r, rl_dataproto **dp, int64_t *kept_groups,
+                    rl_dataproto **rejected)
 {
     int64_t B = rl_dataproto_rows(*dp);
     const float *m = rl_lm_row_values(*dp, r->o.filter_key);
@@ -212,11 +302,22 @@ static int s_filter(const s_rlvr *r, rl_dataproto **dp, int64_t *kept_groups)
                                 : RL_OK;
     int64_t kept = 0, n = 0;
     rl_filter_result res;
-    if (!rc)
+    if (!rc && r->o.filter_std) /* DAPO's dynamic sampling: groups whose metric varies */
+        rc = rl_filter_groups_std(m, group, B, keep, &kept, NULL);
+    else if (!rc)
         rc = rl_filter_groups(m, group, B, r->o.filter_low, r->o.filter_high, keep, &kept, &res);
     for (int64_t b = 0; !rc && b < B; b++)
         if (keep[b])
             rows[n++] = b;
+    if (!rc && rejected) { /* the other groups, in order (filter_exhausted: fill) */
+        int64_t k = 0;
+        for (int64_t b = 0; b < B; b++)
+            if (!keep[b])
+                group[k++] = b;
+        rl_dataproto_free(*rejected);
+        if (!(*rejected = rl_dataproto_index(*dp, group, k)))
+            rc = rl_error_code();
+    }
     rl_dataproto *f = rc ? NULL : rl_dataproto_index(*dp, rows, n);
     free(group);
     free(rows);
@@ -244,6 +345,7 @@ static int s_batch_metrics(const rl_dataproto *dp, rl_metric_set *ms)
         return rl_error_code();
     }
     const float *ent = rl_tensor_data(et);
+    const int32_t *lens = rl_tensor_data(rl_dataproto_tensor(dp, RL_LM_RESPONSE_LENS));
     double s = 0, a = 0, f = 0, l = 0, e = 0, nt = 0, smax = -1e30, smin = 1e30;
     for (int64_t b = 0; b < B; b++) {
         s += score[b];
@@ -251,14 +353,36 @@ static int s_batch_metrics(const rl_dataproto *dp, rl_metric_set *ms)
         f += fmt[b];
         smax = fmax(smax, score[b]);
         smin = fmin(smin, score[b]);
+        l += lens[b]; /* every sampled token, in the loss or not */
         for (int64_t k = 0; k < R; k++)
             if (mask[b * R + k]) {
-                l++;
                 nt++;
                 e += ent[b * R + k];
             }
     }
     free(mask);
+    /* groups that carry no signal for a group baseline (verl's DAPO metrics):
+     * every sample correct, or none */
+    int64_t *gid = rl_lm_group_ids(dp), *perm = malloc(sizeof(int64_t) * (size_t)(B + 1)),
+            *starts = malloc(sizeof(int64_t) * (size_t)(B + 2)), G = 0;
+    int rc = !gid ? rl_error_code()
+             : (!perm || !starts) ? rl_error_set(RL_ENOMEM, "batch metrics: out of memory")
+                                  : rl_group_runs(gid, B, perm, starts, &G);
+    double all = 0, none = 0;
+    for (int64_t g = 0; !rc && g < G; g++) {
+        double c = 0;
+        for (int64_t i = starts[g]; i < starts[g + 1]; i++)
+            c += acc[perm[i]];
+        all += c == (double)(starts[g + 1] - starts[g]);
+        none += c == 0;
+    }
+    free(gid);
+    free(perm);
+    free(starts);
+    if (rc)
+        return rc;
+    rl_metric_set_put(ms, "batch/solve_all", G ? all / (double)G : 0);
+    rl_metric_set_put(ms, "batch/solve_none", G ? none / (double)G : 0);
     rl_metric_set_put(ms, RL_M_SCORE_MEAN, B ? s / B : 0);
     rl_metric_set_put(ms, "critic/score/max", B ? smax : 0);
     rl_metric_set_put(ms, "critic/score/min", B ? smin : 0);
@@ -278,6 +402,59 @@ static float *s_tokens_of(const rl_dataproto *dp, const char *name, int64_t R)
 
 /* ---- phases ------------------------------------------------------------------------------------ */
 
+/* Sends off round 0 of `step` unless it is queued already. */
+static int s_prefetch(s_rlvr *r, int64_t step)
+{
+    if (rl_rlvr_async_has(&r->async, step))
+        return RL_OK;
+    rl_dataproto *dp = NULL;
+    rl_future *f = NULL;
+    int rc = s_round_start(r, step, 0, r->j.batch, &dp, &f);
+    return rc ? rc : rl_rlvr_async_push(&r->async, step, dp, f);
+}
+
+/* Round 0 of this step: generated now (trainer.staleness 0), or taken from
+ * the queue after the rounds of the next `staleness` steps are sent off, so
+ * the rollout ranks sample them while the actor trains this step. */
+static int s_first_round(s_rlvr *r, rl_dataproto **part, double *g, double *w)
+{
+    if (r->o.staleness == 0)
+        return s_round(r, r->step, 0, r->j.batch, part, g, w);
+    int rc = s_prefetch(r, r->step);
+    /* also past trainer.total_steps: a checkpoint of the last step then holds
+     * the samples a longer (resumed) run trains on next */
+    for (int64_t s = r->step + 1; !rc && s <= r->step + r->o.staleness; s++)
+        rc = s_prefetch(r, s);
+    return rc ? rc : rl_rlvr_async_take(&r->async, &r->j, r->step, part, g, w);
+}
+
+/* Every row's weight version against the trainer's: the samples of this
+ * step are at most trainer.staleness versions old (0: on-policy). */
+static int s_check_versions(s_rlvr *r)
+{
+    const rl_column *c = rl_dataproto_column(r->batch, RL_ROLLOUT_ROW_VERSION);
+    if (!c || rl_column_get_type(c) != RL_COL_INT64)
+        return rl_error_set(RL_EPROTO, "the batch has no int64 column '%s' (the rollout's weight "
+                                       "version per sample)", RL_ROLLOUT_ROW_VERSION);
+    int64_t B = rl_dataproto_rows(r->batch), now = r->j.sync.version, mx = 0;
+    double sum = 0;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t v = rl_column_i64(c, b), lag = now - v;
+        if (lag < 0 || lag > r->o.staleness)
+            return rl_error_set(RL_ESTATE, "row %lld was sampled by weight version %lld, the actor "
+                                           "is at version %lld: staleness %lld outside [0, %lld] "
+                                           "(trainer.staleness)", (long long)b, (long long)v,
+                                (long long)now, (long long)lag, (long long)r->o.staleness);
+        sum += (double)lag;
+        mx = lag > mx ? lag : mx;
+    }
+    if (r->o.staleness > 0) {
+        rl_metric_set_put(r->t.ms, "async/staleness_mean", B ? sum / (double)B : 0);
+        rl_metric_set_put(r->t.ms, "async/staleness_max", (double)mx);
+    }
+    return RL_OK;
+}
+
 /* Generate and score; with online filtering, until the batch is full. */
 static int s_phase_generate(void *arg)
 {
@@ -285,23 +462,72 @@ static int s_phase_generate(void *arg)
     int64_t batch = r->j.batch, n = r->j.rollout_cfg.n, groups = 0;
     double t_gen = 0, t_rew = 0;
     int rc = RL_OK;
+    rl_dataproto *spare = NULL; /* the rounds' rejected groups (filter_exhausted: fill) */
     for (int64_t round = 0; !rc && groups < batch; round++) {
-        if (r->o.filtering && round >= r->o.max_tries)
+        if (r->o.filtering && round >= r->o.max_tries && r->o.fill && spare &&
+            rl_dataproto_rows(spare) >= (batch - groups) * n) {
+            /* bounded tries are spent: complete the batch with groups that
+             * were filtered out, rather than stop the run */
+            rl_dataproto *part = rl_dataproto_slice(spare, 0, (batch - groups) * n);
+            rl_dataproto *items[2] = {r->batch, part};
+            rl_dataproto *cat = !part ? NULL : r->batch ? rl_dataproto_concat(items, 2)
+                                                        : rl_dataproto_slice(part, 0, rl_dataproto_rows(part));
+            rl_dataproto_free(part);
+            if (!cat) {
+                rc = rl_error_code();
+                break;
+            }
+            rl_dataproto_free(r->batch);
+            r->batch = cat;
+            rl_metric_set_put(r->t.ms, "batch/filter_filled_groups", (double)(batch - groups));
+            rl_log_warn("step %lld: online filtering kept %lld of %lld prompt groups in %lld tries; "
+                        "the batch is completed with %lld filtered-out groups "
+                        "(algorithm.filter_exhausted: fill)", (long long)r->step, (long long)groups,
+                        (long long)batch, (long long)r->o.max_tries, (long long)(batch - groups));
+            groups = batch;
+            break;
+        }
+        if (r->o.filtering && round >= r->o.max_tries && r->o.filter_std) {
+            rl_dataproto_free(spare);
+            return rl_error_set(RL_ESTATE, "online filtering: only %lld of %lld prompt groups had "
+                                           "%s varying within the group after %lld tries "
+                                           "(algorithm.max_try_make_batch)",
+                                (long long)groups, (long long)batch, r->o.filter_key,
+                                (long long)r->o.max_tries);
+        }
+        if (r->o.filtering && round >= r->o.max_tries) {
+            rl_dataproto_free(spare);
             return rl_error_set(RL_ESTATE, "online filtering: only %lld of %lld prompt groups had "
                                            "%s mean in (%g, %g) after %lld tries "
                                            "(algorithm.max_try_make_batch)",
                                 (long long)groups, (long long)batch, r->o.filter_key,
                                 r->o.filter_low, r->o.filter_high, (long long)r->o.max_tries);
+        }
         rl_dataproto *part = NULL;
         double g = 0, w = 0;
-        rc = s_round(r, r->step, round, batch, &part, &g, &w);
+        rc = round == 0 ? s_first_round(r, &part, &g, &w)
+                        : s_round(r, r->step, round, batch, &part, &g, &w);
         t_gen += g;
         t_rew += w;
         int64_t kept = batch;
+        if (!rc)
+            rc = s_overlong(r, part, round == 0 ? r->t.ms : NULL);
         if (!rc && round == 0)
             rc = s_batch_metrics(part, r->t.ms); /* metrics of what was sampled */
+        rl_dataproto *rej = NULL;
         if (!rc && r->o.filtering)
-            rc = s_filter(r, &part, &kept);
+            rc = s_filter(r, &part, &kept, r->o.fill ? &rej : NULL);
+        if (!rc && rej && spare) { /* every round's rejected groups, in order */
+            rl_dataproto *items[2] = {spare, rej};
+            rl_dataproto *cat = rl_dataproto_concat(items, 2);
+            rc = cat ? RL_OK : rl_error_code();
+            rl_dataproto_free(spare);
+            spare = cat;
+        } else if (!rc && rej) {
+            spare = rej;
+            rej = NULL;
+        }
+        rl_dataproto_free(rej);
         if (!rc && kept > batch - groups) { /* keep whole groups up to the batch */
             rl_dataproto *cut = rl_dataproto_slice(part, 0, (batch - groups) * n);
             rl_dataproto_free(part);
@@ -326,9 +552,10 @@ static int s_phase_generate(void *arg)
         if (!rc && r->o.filtering)
             rl_metric_set_put(r->t.ms, "batch/filter_rounds", (double)(round + 1));
     }
+    rl_dataproto_free(spare);
     rl_metric_set_put(r->t.ms, "timing_s/gen", t_gen);
     rl_metric_set_put(r->t.ms, "timing_s/reward", t_rew);
-    return rc;
+    return rc ? rc : s_check_versions(r);
 }
 
 static int s_phase_aepo(void *arg)
@@ -403,14 +630,48 @@ static int s_kl(s_rlvr *r, const float *mask, int64_t B, int64_t R)
     return rc;
 }
 
+/* Truncated importance sampling (verl's TIS): each token's advantage times
+ * min(exp(old_logp − rollout_logp), cap), which equals weighting its policy
+ * loss (rlrt/algo/offpolicy.h); corrects stale (one-step-off) or mismatched
+ * rollout log-probs. */
+static int s_tis(s_rlvr *r, const float *mask, float *adv, int64_t B, int64_t R)
+{
+    const float *old = s_tokens_of(r->batch, RL_ACTOR_OLD_LOGP, R);
+    const float *roll = old ? s_tokens_of(r->batch, RL_LM_RESPONSE_LOGP, R) : NULL;
+    float *w = roll ? malloc(sizeof(float) * (size_t)(B * R > 0 ? B * R : 1)) : NULL;
+    if (!roll)
+        return rl_error_wrap(rl_error_code(), "algorithm.tis_imp_ratio_cap");
+    if (!w)
+        return rl_error_set(RL_ENOMEM, "TIS: out of memory");
+    rl_tis_stats st;
+    int rc = rl_tis_weights(old, roll, mask, B, R, r->o.tis_cap, w, &st);
+    for (int64_t i = 0; !rc && i < B * R; i++)
+        adv[i] *= w[i];
+    free(w);
+    if (rc)
+        return rc;
+    rl_metric_set_put(r->t.ms, "tis/weight_mean", st.mean);
+    rl_metric_set_put(r->t.ms, "tis/ratio_mean", st.raw_mean);
+    rl_metric_set_put(r->t.ms, "tis/ratio_max", st.raw_max);
+    rl_metric_set_put(r->t.ms, "tis/capped_frac", st.capped_frac);
+    rl_metric_set_put(r->t.ms, "tis/mismatch_kl", st.mismatch_kl);
+    return RL_OK;
+}
+
 /* KL (when used) and the advantages of the configured estimator. */
 static int s_phase_advantages(void *arg)
 {
     s_rlvr *r = arg;
     int64_t B, R;
-    float *mask = rl_lm_response_mask(r->batch, &B, &R);
-    if (!mask)
+    /* rewards, KL and baselines over every sampled token; positions out of
+     * the loss (RL_LM_RESPONSE_MASK) get advantage 0 afterwards */
+    float *mask = rl_lm_length_mask(r->batch, &B, &R);
+    float *lmask = rl_dataproto_tensor(r->batch, RL_LM_RESPONSE_MASK) ? rl_lm_response_mask(r->batch, &B, &R)
+                                                                      : mask;
+    if (!mask || !lmask) {
+        free(mask);
         return rl_error_code();
+    }
     int rc = r->need_ref ? s_kl(r, mask, B, R) : RL_OK;
     const float *score = rc ? NULL : rl_lm_row_values(r->batch, RL_REWARD_SCORE);
     int64_t *group = score ? rl_lm_group_ids(r->batch) : NULL;
@@ -428,9 +689,13 @@ static int s_phase_advantages(void *arg)
                            .uniform_scale = r->o.uniform_scale};
         rc = r->o.est->run(&in, adv, r->t.ms);
     }
+    if (!rc && r->o.tis_cap > 0)
+        rc = s_tis(r, lmask, adv, B, R);
+    for (int64_t i = 0; !rc && lmask != mask && i < B * R; i++)
+        adv[i] *= lmask[i];
     double s = 0, s2 = 0, n = 0;
     for (int64_t i = 0; !rc && i < B * R; i++)
-        if (mask[i]) {
+        if (lmask[i]) {
             s += adv[i];
             s2 += (double)adv[i] * adv[i];
             n++;
@@ -440,6 +705,8 @@ static int s_phase_advantages(void *arg)
         rl_metric_set_put(r->t.ms, "critic/advantages/std", sqrt(fmax(s2 / n - (s / n) * (s / n), 0)));
     }
     free(group);
+    if (lmask != mask)
+        free(lmask);
     free(mask);
     return rc;
 }
@@ -479,25 +746,53 @@ static int s_phase_update(void *arg)
     rl_group *actor = r->j.actor;
     int W = rl_group_size(actor);
     int64_t B = rl_dataproto_rows(r->batch), mb_rows = r->j.actor_cfg.mini_batch * r->j.rollout_cfg.n;
-    const char *keep[7] = {RL_LM_PROMPTS, RL_LM_PROMPT_LENS, RL_LM_RESPONSES, RL_LM_RESPONSE_LENS,
-                           RL_ACTOR_OLD_LOGP, RL_ACTOR_ADVANTAGES, RL_ACTOR_REF_LOGP};
-    int nkeep = rl_dataproto_tensor(r->batch, RL_ACTOR_REF_LOGP) ? 7 : 6;
+    const char *keep[8] = {RL_LM_PROMPTS, RL_LM_PROMPT_LENS, RL_LM_RESPONSES, RL_LM_RESPONSE_LENS,
+                           RL_ACTOR_OLD_LOGP, RL_ACTOR_ADVANTAGES};
+    int nkeep = 6;
+    if (rl_dataproto_tensor(r->batch, RL_ACTOR_REF_LOGP))
+        keep[nkeep++] = RL_ACTOR_REF_LOGP;
+    /* with a loss mask (tool output, filtered rows) the divisors count its
+     * positions; without one, the response lengths (the same numbers) */
+    const rl_tensor *mt = rl_dataproto_tensor(r->batch, RL_LM_RESPONSE_MASK);
+    if (mt)
+        keep[nkeep++] = RL_LM_RESPONSE_MASK;
     const rl_tensor *lt = rl_dataproto_tensor_shaped(r->batch, RL_LM_RESPONSE_LENS, RL_I32, 1, NULL);
     if (!lt)
         return rl_error_code();
-    const int32_t *lens = rl_tensor_data(lt);
+    int32_t *lens = malloc(sizeof(int32_t) * (size_t)(B > 0 ? B : 1));
+    if (!lens)
+        return rl_error_set(RL_ENOMEM, "update: out of memory");
+    memcpy(lens, rl_tensor_data(lt), sizeof(int32_t) * (size_t)B);
+    if (mt) {
+        int64_t mB, mR;
+        float *m = rl_lm_response_mask(r->batch, &mB, &mR);
+        if (!m) {
+            free(lens);
+            return rl_error_code();
+        }
+        for (int64_t b = 0; b < B; b++) {
+            double c = 0;
+            for (int64_t k = 0; k < mR; k++)
+                c += m[b * mR + k];
+            lens[b] = (int32_t)c;
+        }
+        free(m);
+    }
     s_update_sums u = {0};
     int updates = 0, rc = RL_OK;
     for (int64_t e = 0; !rc && e < r->j.actor_cfg.epochs; e++) {
         for (int64_t r0 = 0; !rc && r0 + mb_rows <= B; r0 += mb_rows) {
-            int64_t gt = 0;
-            for (int64_t b = r0; b < r0 + mb_rows; b++)
+            int64_t gt = 0, seqs = 0;
+            for (int64_t b = r0; b < r0 + mb_rows; b++) {
                 gt += lens[b];
+                seqs += lens[b] > 0;
+            }
             rl_dataproto *mb = rl_dataproto_slice(r->batch, r0, r0 + mb_rows);
             rl_dataproto *req = mb ? rl_dataproto_request(mb, keep, nkeep, NULL, 0,
-                                                          json_pack("{s:I, s:I}", RL_ACTOR_GLOBAL_TOKENS,
+                                                          json_pack("{s:I, s:I, s:I}", RL_ACTOR_GLOBAL_TOKENS,
                                                                     (json_int_t)gt, RL_ACTOR_GLOBAL_ROWS,
-                                                                    (json_int_t)mb_rows))
+                                                                    (json_int_t)mb_rows, RL_ACTOR_GLOBAL_SEQS,
+                                                                    (json_int_t)seqs))
                                    : NULL;
             rl_dataproto_free(mb);
             rl_future *f = req ? rl_group_call(actor, RL_ACTOR_UPDATE, RL_DISPATCH_DP_COMPUTE, req) : NULL;
@@ -517,6 +812,7 @@ static int s_phase_update(void *arg)
             updates++;
         }
     }
+    free(lens);
     if (rc)
         return rc;
     if (u.tokens > 0) {
@@ -585,6 +881,15 @@ static int s_save(s_rlvr *r)
         json_object_set_new(extra, "aepo", rl_rlvr_aepo_save(&r->aepo));
     if (!extra)
         return rl_error_set(RL_ENOMEM, "checkpoint: out of memory");
+    if (r->o.staleness > 0) { /* the rounds already generated for later steps */
+        json_t *pending = NULL;
+        int rc = rl_rlvr_async_save(&r->async, &r->j, &pending);
+        if (rc) {
+            json_decref(extra);
+            return rc;
+        }
+        json_object_set_new(extra, "async_pending", pending);
+    }
     int rc = rl_trainer_save(&r->t, r->j.actor, r->step, pos.epoch, pos.index, extra);
     json_decref(extra);
     return rc;
@@ -592,20 +897,32 @@ static int s_save(s_rlvr *r)
 
 /* The latest checkpoint: weights, moments, data position, KL coefficient,
  * AEPO state; then the restored weights to the rollout ranks. */
-static int s_resume(s_rlvr *r, int64_t *start)
+/* Restores checkpoint `want` (-1: the newest; > 0: that step) into the
+ * actor ranks and the recipe's state. */
+static int s_resume(s_rlvr *r, int64_t want, int64_t *start)
 {
     int64_t epoch, index;
     json_t *extra = NULL;
-    int rc = rl_trainer_restore(&r->t, r->j.actor, start, &epoch, &index, &extra);
+    int rc = rl_trainer_restore(&r->t, r->j.actor, want, start, &epoch, &index, &extra);
     if (rc || *start == 0)
         return rc;
     const json_t *kc = json_object_get(extra, "kl_coef"), *aepo = json_object_get(extra, "aepo");
     const json_t *wv = json_object_get(extra, "weight_version");
     if (json_is_number(kc))
         r->klc.value = json_number_value(kc);
-    if (json_is_integer(wv) && json_integer_value(wv) > r->j.sync.version)
-        r->j.sync.version = json_integer_value(wv); /* versions keep growing across a resume */
-    if (r->aepo_on && aepo)
+    /* the restored weights are published again under their own version, so
+     * versions (and the staleness of prefetched samples) continue exactly */
+    if (json_is_integer(wv) && json_integer_value(wv) - 1 > r->j.sync.version)
+        r->j.sync.version = json_integer_value(wv) - 1;
+    else if (json_is_integer(wv) && json_integer_value(wv) > r->j.sync.version)
+        r->j.sync.version = json_integer_value(wv);
+    const json_t *pending = json_object_get(extra, "async_pending");
+    if (pending && r->o.staleness > 0)
+        rc = rl_rlvr_async_restore(&r->async, pending);
+    else if (pending && json_object_size(pending) > 0)
+        rl_log_warn("the checkpoint holds samples generated ahead (trainer.staleness > 0); "
+                    "trainer.staleness is 0 now: they are dropped");
+    if (!rc && r->aepo_on && aepo)
         rc = rl_rlvr_aepo_restore(&r->aepo, aepo, r->t.ckpt_dir);
     else if (r->aepo_on)
         rl_log_warn("the checkpoint has no AEPO state: AEPO starts afresh");
@@ -631,12 +948,14 @@ static int s_open(s_rlvr *r, rl_driver *d, const rl_config *job)
         rc = strcmp(r->o.kl_ctrl_type, "adaptive") == 0
                  ? rl_kl_ctl_init_adaptive(&r->klc, r->o.kl_coef, r->o.kl_target, r->o.kl_horizon)
                  : rl_kl_ctl_init_fixed(&r->klc, r->o.kl_coef);
+    r->async.staleness = r->o.staleness;
     r->need_ref = r->o.use_kl_in_reward || r->j.actor_cfg.use_kl_loss;
     return rc;
 }
 
 static void s_close(s_rlvr *r)
 {
+    rl_rlvr_async_close(&r->async);
     rl_rlvr_aepo_close(&r->aepo);
     rl_trainer_close(&r->t);
     rl_lm_job_close(&r->j);
@@ -650,25 +969,81 @@ static void s_step_clear(s_rlvr *r)
     r->kl = NULL;
 }
 
+/* Opens the recipe's state and brings it to its starting step: checkpoint
+ * `restore` (-1: the newest, for trainer.resume; > 0: that step; 0: none, a
+ * fresh start with the AEPO bootstrap and the step-0 validation). */
+static int s_start(s_rlvr *r, rl_driver *d, const rl_config *job, int64_t restore, int64_t *start)
+{
+    *start = 0;
+    int rc = s_open(r, d, job);
+    if (!rc && restore)
+        rc = s_resume(r, restore, start);
+    if (!rc && r->aepo_on && r->aepo.bootstrap && *start == 0) {
+        rc = rl_rlvr_aepo_bootstrap(&r->aepo, r->j.batch, s_bootstrap_round, r);
+        rl_data_pos zero = {0, 0}; /* the bootstrap drew prompts: training starts afresh */
+        if (!rc)
+            rc = rl_data_iter_seek(r->j.it, zero);
+    }
+    /* resuming drops metrics after the checkpoint; a fresh start drops all */
+    if (!rc)
+        rc = rl_trainer_open_metrics(&r->t, *start);
+    if (!rc && *start == 0 && !(rc = s_validate(r))) /* the warm start's accuracy, step 0 */
+        rc = rl_metrics_log(r->t.sink, 0, r->t.ms);
+    return rc;
+}
+
+/* s_start, again each time it loses a worker (within trainer.max_recoveries). */
+static int s_start_recovering(s_rlvr *r, rl_driver *d, const rl_config *job, rl_recovery *rec,
+                              int64_t restore, int64_t *start)
+{
+    for (;;) {
+        int rc = rl_recovery_mark(rec, d);
+        if (!rc)
+            rc = s_start(r, d, job, restore, start);
+        if (!rc || !rl_recovery_check(rec, d, restore > 0 ? restore : 0))
+            return rc;
+        s_step_clear(r);
+        s_close(r);
+        memset(r, 0, sizeof *r);
+    }
+}
+
+/* One training step: the phases, then metrics, validation, the log line and
+ * the checkpoint (*saved = 1 when one was written). */
+static int s_step(s_rlvr *r, const rl_phase *phases, int np, int *saved)
+{
+    double t_step = rl_now_s(), call_wall0, call_comp0;
+    rl_driver_call_time(r->t.d, &call_wall0, &call_comp0, NULL);
+    rl_metric_set_clear(r->t.ms);
+    int rc = rl_phases_run(phases, np, r, r->t.ms);
+    if (!rc)
+        s_step_metrics(r, t_step, call_wall0, call_comp0);
+    s_step_clear(r);
+    if (!rc && rl_trainer_due(&r->t, r->step, r->t.val_every))
+        rc = s_validate(r);
+    if (!rc)
+        rc = rl_trainer_log_step(&r->t, r->step);
+    *saved = 0;
+    if (!rc && rl_trainer_due(&r->t, r->step, r->t.save_every) && !(rc = s_save(r)))
+        *saved = 1;
+    if (!rc)
+        rl_driver_note_step(r->t.d, r->step, rl_now_s() - t_step);
+    return rc;
+}
+
 static int s_run(rl_driver *d, const rl_config *job)
 {
     s_rlvr r;
     memset(&r, 0, sizeof r);
+    rl_recovery rec;
     int64_t start = 0;
-    int rc = s_open(&r, d, job);
-    if (!rc && r.t.resume)
-        rc = s_resume(&r, &start);
-    if (!rc && r.aepo_on && r.aepo.bootstrap && start == 0) {
-        rc = rl_rlvr_aepo_bootstrap(&r.aepo, r.j.batch, s_bootstrap_round, &r);
-        rl_data_pos zero = {0, 0}; /* the bootstrap drew prompts: training starts afresh */
-        if (!rc)
-            rc = rl_data_iter_seek(r.j.it, zero);
-    }
-    /* resuming drops metrics after the checkpoint; a fresh start drops all */
+    int rc = rl_recovery_open(&rec, job);
+    int resume = 0;
     if (!rc)
-        rc = rl_trainer_open_metrics(&r.t, start);
-    if (!rc && start == 0 && !(rc = s_validate(&r))) /* the warm start's accuracy, step 0 */
-        rc = rl_metrics_log(r.t.sink, 0, r.t.ms);
+        rc = rl_config_get_bool(job, "trainer.resume", &resume);
+    if (!rc)
+        rc = s_start_recovering(&r, d, job, &rec, resume ? -1 : 0, &start);
+    rec.saved_step = start;
     rl_phase phases[7];
     int np = 0;
     phases[np++] = (rl_phase){"gen", s_phase_generate, 1};
@@ -681,20 +1056,19 @@ static int s_run(rl_driver *d, const rl_config *job)
     phases[np++] = (rl_phase){"update_actor", s_phase_update, 0};
     phases[np++] = (rl_phase){"sync_weights", s_phase_sync, 0};
     for (r.step = start + 1; !rc && r.step <= r.t.total_steps && !rl_driver_interrupted(d); r.step++) {
-        double t_step = rl_now_s(), call_wall0, call_comp0;
-        rl_driver_call_time(d, &call_wall0, &call_comp0, NULL);
-        rl_metric_set_clear(r.t.ms);
-        rc = rl_phases_run(phases, np, &r, r.t.ms);
-        if (!rc)
-            s_step_metrics(&r, t_step, call_wall0, call_comp0);
-        s_step_clear(&r);
-        if (!rc && rl_trainer_due(&r.t, r.step, r.t.val_every))
-            rc = s_validate(&r);
-        if (!rc)
-            rc = rl_trainer_log_step(&r.t, r.step);
-        if (!rc && rl_trainer_due(&r.t, r.step, r.t.save_every))
-            rc = s_save(&r);
+        int saved = 0;
+        if (!(rc = rl_recovery_mark(&rec, d)) && !(rc = s_step(&r, phases, np, &saved)) && saved)
+            rec.saved_step = r.step;
+        if (rc && rl_recovery_check(&rec, d, r.step)) {
+            /* a worker was lost: everything from this run's newest checkpoint */
+            s_step_clear(&r);
+            s_close(&r);
+            memset(&r, 0, sizeof r);
+            rc = s_start_recovering(&r, d, job, &rec, rec.saved_step, &start);
+            r.step = start; /* the loop goes on at start + 1 */
+        }
     }
+    rl_recovery_close(&rec);
     s_step_clear(&r);
     s_close(&r);
     return rc;
@@ -704,7 +1078,7 @@ const rl_recipe rl_recipe_rlvr = {
     .name = "rlvr",
     .summary = "RL with verifiable rewards: GRPO, RLOO, REINFORCE++(-baseline), REINFORCE Pro Max",
     .defaults = (const char *const[]){
-        RL_LM_SECTIONS,
+        RL_LM_SECTIONS, RL_TRAINER_RECOVERY_DEFAULTS,
         "algorithm:\n"
         "  adv_estimator: grpo        # estimators.c: grpo, rloo, reinforce_plus_plus, ...\n"
         "  norm_adv_by_std_in_grpo: true\n"
@@ -718,6 +1092,15 @@ const rl_recipe rl_recipe_rlvr = {
         "  filter_low: 0.01\n"
         "  filter_high: 0.99\n"
         "  max_try_make_batch: 20\n"
+        "  filter_mode: range         # range: filter_key's group mean in (low, high) (EasyR1);\n"
+        "                             # std: DAPO's dynamic sampling, groups whose filter_key varies\n"
+        "  filter_exhausted: error    # after max_try_make_batch rounds: error (verl) or fill the\n"
+        "                             # batch with filtered-out groups (logged, batch/filter_filled_groups)\n"
+        "  overlong_filter: false     # DAPO: truncated responses (no stop token) leave the loss\n"
+        "  overlong_buffer: {enable: false, len: 16, penalty_factor: 1.0}  # DAPO soft overlong\n"
+        "                             # punishment: 0 → −penalty_factor over the last len tokens\n"
+        "  tis_imp_ratio_cap: 0.0     # truncated importance sampling: advantage × min(exp(old −\n"
+        "                             # rollout log-prob), cap) per token; 0 = off (verl's TIS)\n"
         "  aepo:                      # ARES/AEPO entropy shaping (seed 002)\n"
         "    enable: false\n"
         "    percentile: 95.0          # per-response percentile of window entropy\n"
@@ -732,7 +1115,9 @@ const rl_recipe rl_recipe_rlvr = {
         "  total_steps: 100\n"
         "  val_every: 10\n"
         "  save_every: 50\n"
-        "  resume: false\n",
+        "  resume: false\n"
+        "  staleness: 0               # one-step-off training: the rollout generates the next\n"
+        "                             # steps' samples while the actor trains (0 = synchronous)\n",
         NULL},
     .roles = rl_lm_roles,
     .prepare = s_prepare,

@@ -136,42 +136,81 @@ static int s_save_final(s_sft *s)
     return rc;
 }
 
+/* Opens the recipe's state for a fresh start (SFT keeps no checkpoints: a
+ * recovery replays from step 1). */
+static int s_open(s_sft *s, rl_driver *d, const rl_config *job)
+{
+    int rc = rl_trainer_open(&s->t, d, job);
+    if (!rc)
+        rc = rl_lm_job_open(&s->j, d, job);
+    if (!rc)
+        rc = rl_trainer_open_metrics(&s->t, 0);
+    int W = s->j.actor ? rl_group_size(s->j.actor) : 1;
+    if (!rc && s->j.batch % W)
+        rc = rl_config_error_at(job, "data.train_batch_size", RL_ECONFIG,
+                                "%lld must be a multiple of the %d actor ranks", (long long)s->j.batch, W);
+    return rc;
+}
+
+static void s_close(s_sft *s)
+{
+    rl_dataproto_free(s->batch);
+    rl_trainer_close(&s->t);
+    rl_lm_job_close(&s->j);
+    memset(s, 0, sizeof *s);
+}
+
+/* One step: the phases, then validation or a progress line, then metrics. */
+static int s_step(s_sft *s, int64_t step)
+{
+    rl_metric_set_clear(s->t.ms);
+    double t0 = rl_now_s();
+    int rc = rl_phases_run(s_step_phases, 2, s, s->t.ms);
+    rl_dataproto_free(s->batch);
+    s->batch = NULL;
+    if (rc)
+        return rc;
+    rl_metric_set_put(s->t.ms, "timing_s/step", rl_now_s() - t0);
+    if (rl_trainer_due(&s->t, step, s->t.val_every)) {
+        rc = s_validate(s, step);
+    } else if (step % 10 == 0) {
+        double loss = 0;
+        rl_metric_set_get(s->t.ms, "sft/loss", &loss);
+        rl_log_info("sft step %lld: loss %.4f", (long long)step, loss);
+    }
+    if (!rc)
+        rl_driver_note_step(s->t.d, step, rl_now_s() - t0);
+    return rc ? rc : rl_metrics_log(s->t.sink, step, s->t.ms);
+}
+
 static int s_run(rl_driver *d, const rl_config *job)
 {
     s_sft s;
     memset(&s, 0, sizeof s);
-    int rc = rl_trainer_open(&s.t, d, job);
-    if (!rc)
-        rc = rl_lm_job_open(&s.j, d, job);
-    if (!rc)
-        rc = rl_trainer_open_metrics(&s.t, 0);
-    int W = s.j.actor ? rl_group_size(s.j.actor) : 1;
-    if (!rc && s.j.batch % W)
-        rc = rl_config_error_at(job, "data.train_batch_size", RL_ECONFIG,
-                                "%lld must be a multiple of the %d actor ranks", (long long)s.j.batch, W);
-    for (int64_t step = 1; !rc && step <= s.t.total_steps && !rl_driver_interrupted(d); step++) {
-        rl_metric_set_clear(s.t.ms);
-        double t0 = rl_now_s();
-        rc = rl_phases_run(s_step_phases, 2, &s, s.t.ms);
-        rl_dataproto_free(s.batch);
-        s.batch = NULL;
-        if (rc)
+    rl_recovery rec;
+    int rc = rl_recovery_open(&rec, job);
+    while (!rc) { /* the start too is repeated when it loses a worker */
+        if (!(rc = rl_recovery_mark(&rec, d)) && !(rc = s_open(&s, d, job)))
             break;
-        rl_metric_set_put(s.t.ms, "timing_s/step", rl_now_s() - t0);
-        if (rl_trainer_due(&s.t, step, s.t.val_every))
-            rc = s_validate(&s, step);
-        else if (step % 10 == 0) {
-            double loss = 0;
-            rl_metric_set_get(s.t.ms, "sft/loss", &loss);
-            rl_log_info("sft step %lld: loss %.4f", (long long)step, loss);
+        if (!rl_recovery_check(&rec, d, 0))
+            break;
+        s_close(&s);
+        rc = RL_OK;
+    }
+    for (int64_t step = 1; !rc && step <= s.t.total_steps && !rl_driver_interrupted(d); step++) {
+        if (!(rc = rl_recovery_mark(&rec, d)))
+            rc = s_step(&s, step);
+        while (rc && rl_recovery_check(&rec, d, step)) {
+            s_close(&s); /* a worker was lost: replay from the start */
+            if (!(rc = rl_recovery_mark(&rec, d)))
+                rc = s_open(&s, d, job);
+            step = 0;
         }
-        if (!rc)
-            rc = rl_metrics_log(s.t.sink, step, s.t.ms);
     }
     if (!rc && !rl_driver_interrupted(d))
         rc = s_save_final(&s);
-    rl_trainer_close(&s.t);
-    rl_lm_job_close(&s.j);
+    rl_recovery_close(&rec);
+    s_close(&s);
     return rc;
 }
 
@@ -181,7 +220,7 @@ static int s_prepare(rl_config *job) { return rl_lm_recipe_prepare(job, 1); }
 const rl_recipe rl_recipe_sft = {
     .name = "sft",
     .summary = "supervised warm start on the task's worked solutions",
-    .defaults = (const char *const[]){RL_LM_SECTIONS,
+    .defaults = (const char *const[]){RL_LM_SECTIONS, RL_TRAINER_RECOVERY_DEFAULTS,
                                       "actor:\n"
                                       "  optim: {lr: 0.001}\n"
                                       "trainer:\n"

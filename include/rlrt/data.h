@@ -10,15 +10,19 @@
  *      3  a+b | a-b    a, b in 100..999 (for '-', a >= b)
  *      4  a*b          a in 10..99, b in 2..9
  *      5  a+b-c        a, b, c in 10..99, c <= a+b
+ *      6  a*b+c        a, c in 10..99, b in 2..9 (two steps)
+ *      7  a*b-c        a, c in 10..99, b in 2..9, c <= a*b (two steps)
  *    Results are never negative. Prompt "Q: 47+85=?\nA: "; the worked
  *    solution (for a supervised warm start) is column arithmetic from the
  *    units up, one "x op y=z" step per column, at most 51 characters
- *    (32 tokens with the specials below):
+ *    (32 tokens with the specials below) for levels 1-5 and 52 (34 tokens)
+ *    for 6-7:
  *      47+85   "<think>7+5=12 4+8+1=13</think>\boxed{132}"
  *      512-347 "<think>12-7=5 10-4=6 4-3=1</think>\boxed{165}"
  *              (a borrowed column shows the digit after borrowing, +10)
  *      47*6    "<think>7*6=42 4*6+4=28</think>\boxed{282}"
  *      23+45-17 "<think>23+45=68 68-17=51</think>\boxed{51}"
+ *      47*6+35 "<think>7*6=42 4*6+4=28 282+35=317</think>\boxed{317}"
  *      3+4     "<think>3+4=7</think>\boxed{7}"
  *    Every prompt and solution uses only RL_ARITH_CHARSET plus the specials
  *    of rl_arith_tokenizer_spec().
@@ -52,7 +56,7 @@ extern "C" {
 
 /* ---- built-in arithmetic task ------------------------------------------------ */
 
-enum { RL_ARITH_MIN_LEVEL = 1, RL_ARITH_MAX_LEVEL = 5 };
+enum { RL_ARITH_MIN_LEVEL = 1, RL_ARITH_MAX_LEVEL = 7 };
 
 /* Plain characters the task needs (the specials below are separate tokens). */
 /* Column names of a dataset batch (rl_dataset_fill, rl_data_iter_next). */

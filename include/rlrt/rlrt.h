@@ -36,6 +36,8 @@
 #include "rlrt/algo/kl.h"
 #include "rlrt/algo/policy_loss.h"
 #include "rlrt/algo/filter.h"
+#include "rlrt/algo/offpolicy.h"
+#include "rlrt/tools.h"
 #include "rlrt/algo/flow.h"
 #include "rlrt/algo/diffusion.h"
 #include "rlrt/reward.h"

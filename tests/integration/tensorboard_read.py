@@ -9,7 +9,8 @@ metrics.jsonl must hold the same values. Also checks the event file name
 (events.out.tfevents.<seconds>.<host>) and the first record's file_version.
 
 Exit 0 = pass, 77 = skipped (librlrt.so not built, or the `tensorboard`
-package is available neither to this Python nor in /work/venv-ref).
+package is available neither to this Python nor in the reference venv:
+$RL_REF_PYTHON, else <repo>/build/venv-ref made by `make venv-ref`).
 """
 import ctypes as C
 import json
@@ -22,15 +23,17 @@ import sys
 import tempfile
 import time
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 try:
     import tensorboard  # noqa: F401
 except ImportError:
-    alt = os.environ.get("RL_REF_PYTHON", "/work/venv-ref/bin/python")
+    alt = os.environ.get("RL_REF_PYTHON") or os.path.join(ROOT, "build", "venv-ref", "bin",
+                                                          "python")
     if os.path.exists(alt) and not os.environ.get("RL_TB_REEXEC"):
         os.environ["RL_TB_REEXEC"] = "1"
         os.execv(alt, [alt] + sys.argv)
-    print("skipped: python package 'tensorboard' not installed "
-          "(pip install tensorboard into /work/venv-ref)")
+    print(f"skipped: python package 'tensorboard' not installed here nor in {alt}; "
+          "create the reference venv with `make venv-ref`")
     sys.exit(77)
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator

@@ -192,16 +192,21 @@ def kl_estimator(logp, ref, kind, clamp):
 
 
 def aggregate(L, m, mode, norm):
+    """verl's agg_loss (verl/trainer/ppo/core_algos.py) with dp_size = 1:
+    norm > 0 is its batch_num_tokens (token-mean), global_batch_size
+    (seq-mean modes) or loss_scale_factor (seq-mean-token-sum-norm); rows
+    without a valid token are excluded from the sequence means."""
     if mode == 0:
         n = norm if norm > 0 else m.sum()
         return (L * m).sum() / n if n > 0 else (L * m).sum() * 0
     row = (L * m).sum(-1)
     rm = m.sum(-1)
-    if mode == 1:
-        ne = (rm > 0).to(D)
-        return (row * ne).sum() / ne.sum()
-    if mode == 2:
-        return (row / (rm + 1e-8)).mean()
+    if mode in (1, 2):
+        if mode == 2:
+            row = row / (rm + 1e-8)
+        seq_mask = (rm > 0).to(D)
+        n = norm if norm > 0 else seq_mask.sum()
+        return (row * seq_mask).sum() / n if n > 0 else (row * seq_mask).sum() * 0
     return row.sum() / (norm if norm > 0 else L.shape[1])
 
 

@@ -198,6 +198,11 @@ def gen_kl_ppo():
                      kl_coef=0.0, kl_kind=3, kl_clamp=0.0))
     cfgs.append(dict(clip_low=0.1, clip_high=0.3, c=2.0, agg=3, norm=4.0, ent_coef=0.003,
                      kl_coef=0.5, kl_kind=2, kl_clamp=10.0))
+    # seq-mean modes with a caller's row count (verl's global_batch_size): the
+    # micro-batch is part of a mini-batch of 8 rows
+    for agg in (1, 2):
+        cfgs.append(dict(clip_low=0.2, clip_high=0.28, c=3.0, agg=agg, norm=8.0, ent_coef=0.01,
+                         kl_coef=0.1, kl_kind=3, kl_clamp=0.0))
     keys = ["clip_low", "clip_high", "c", "agg", "norm", "ent_coef", "kl_coef", "kl_kind",
             "kl_clamp"]
     for i, cfg in enumerate(cfgs):

@@ -19,17 +19,19 @@ Writes
 
 torch / numpy come from /usr/bin/python3 (Debian). `safetensors` and
 `transformers` (4.37.2: the first with Qwen2, still fine with torch 1.13) come
-from the venv /work/venv-ref (python3 -m venv --system-site-packages, pip
-install safetensors transformers==4.37.2); when run by another interpreter
-this script re-executes itself there. Without them only adamw.safetensors is
-regenerated and the committed files are kept.
+from the reference venv, $RL_REF_PYTHON or else <repo>/build/venv-ref made by
+`make venv-ref` (tests/reference/requirements-ref.txt); when run by another
+interpreter this script re-executes itself there. Without them only
+adamw.safetensors is regenerated and the committed files are kept.
 """
 import ctypes
 import math
 import os
 import sys
 
-VENV_PY = "/work/venv-ref/bin/python"
+VENV_PY = os.environ.get("RL_REF_PYTHON") or os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    "build", "venv-ref", "bin", "python")
 try:
     import safetensors  # noqa: F401
     import transformers  # noqa: F401

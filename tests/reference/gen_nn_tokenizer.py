@@ -22,10 +22,10 @@ punctuation-class character) is normalized and pre-tokenized by HF, the
 pieces are mapped back to the original bytes, and HF's BPE model
 (`tokenizer.model.tokenize`) encodes each byte-mapped piece.
 
-Needs `tokenizers` (pip install tokenizers into /work/venv-ref). Run by
+Needs `tokenizers` from the reference venv (`make venv-ref`). Run by
 `make golden` with /usr/bin/python3: without the package it re-executes
-itself with $RL_REF_PYTHON or /work/venv-ref/bin/python, and otherwise
-skips (exit 0) leaving the committed files as they are.
+itself with $RL_REF_PYTHON or <repo>/build/venv-ref/bin/python, and
+otherwise skips (exit 0) leaving the committed files as they are.
 """
 import json
 import os
@@ -39,11 +39,13 @@ sys.path.insert(0, HERE)
 try:
     import tokenizers  # noqa: F401
 except ImportError:
-    alt = os.environ.get("RL_REF_PYTHON", "/work/venv-ref/bin/python")
+    alt = os.environ.get("RL_REF_PYTHON") or os.path.join(
+        os.path.dirname(os.path.dirname(HERE)), "build", "venv-ref", "bin", "python")
     if os.path.exists(alt) and not os.environ.get("RL_GEN_REEXEC"):
         os.environ["RL_GEN_REEXEC"] = "1"
         os.execv(alt, [alt] + sys.argv)
-    print("gen_nn_tokenizer: skipped (python package 'tokenizers' not installed)")
+    print("gen_nn_tokenizer: skipped (python package 'tokenizers' not installed; "
+          "create the reference venv with `make venv-ref`)")
     sys.exit(0)
 
 import numpy as np

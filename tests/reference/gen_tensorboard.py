@@ -14,10 +14,10 @@
    asserts every scalar. Records the result in
    tests/golden/metrics/tb_crosscheck.json.
 
-Needs `tensorboard` (pip install tensorboard into /work/venv-ref). Run by
+Needs `tensorboard` from the reference venv (`make venv-ref`). Run by
 `make golden` with /usr/bin/python3: without the package it re-executes
-itself with $RL_REF_PYTHON or /work/venv-ref/bin/python, and otherwise
-skips (exit 0) leaving the committed files as they are.
+itself with $RL_REF_PYTHON or <repo>/build/venv-ref/bin/python, and
+otherwise skips (exit 0) leaving the committed files as they are.
 """
 import ctypes as C
 import hashlib
@@ -34,11 +34,13 @@ sys.path.insert(0, HERE)
 try:
     import tensorboard  # noqa: F401
 except ImportError:
-    alt = os.environ.get("RL_REF_PYTHON", "/work/venv-ref/bin/python")
+    alt = os.environ.get("RL_REF_PYTHON") or os.path.join(
+        os.path.dirname(os.path.dirname(HERE)), "build", "venv-ref", "bin", "python")
     if os.path.exists(alt) and not os.environ.get("RL_GEN_REEXEC"):
         os.environ["RL_GEN_REEXEC"] = "1"
         os.execv(alt, [alt] + sys.argv)
-    print("gen_tensorboard: skipped (python package 'tensorboard' not installed)")
+    print("gen_tensorboard: skipped (python package 'tensorboard' not installed; "
+          "create the reference venv with `make venv-ref`)")
     sys.exit(0)
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator

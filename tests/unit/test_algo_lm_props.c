@@ -523,9 +523,15 @@ static void test_aggregate_weights(void **state)
     /* seq-mean-token-sum: mean over the two non-empty rows of 6 and 5 */
     assert_int_equal(rl_loss_aggregate(v, mask, B, T, RL_AGG_SEQ_MEAN_TOKEN_SUM, 0, &res, w), 0);
     assert_float_equal(res, 11.0 / 2, 1e-12);
-    /* seq-mean-token-mean: (6/3 + 5/1 + 0) / 3 rows */
+    /* seq-mean-token-mean: (6/3 + 5/1) / 2 non-empty rows (verl's agg_loss
+     * leaves the all-padding row 3 out of the mean) */
     assert_int_equal(rl_loss_aggregate(v, mask, B, T, RL_AGG_SEQ_MEAN_TOKEN_MEAN, 0, &res, w), 0);
-    assert_float_equal(res, (6.0 / 3 + 5.0) / 3, 1e-7);
+    assert_float_equal(res, (6.0 / 3 + 5.0) / 2, 1e-7);
+    /* with a caller's row count (verl's global_batch_size) it divides by that */
+    assert_int_equal(rl_loss_aggregate(v, mask, B, T, RL_AGG_SEQ_MEAN_TOKEN_MEAN, 8, &res, w), 0);
+    assert_float_equal(res, (6.0 / 3 + 5.0) / 8, 1e-7);
+    assert_int_equal(rl_loss_aggregate(v, mask, B, T, RL_AGG_SEQ_MEAN_TOKEN_SUM, 8, &res, w), 0);
+    assert_float_equal(res, 11.0 / 8, 1e-12);
     /* seq-mean-token-sum-norm: 11 / T, or 11 / 2 with a given norm */
     assert_int_equal(rl_loss_aggregate(v, mask, B, T, RL_AGG_SEQ_MEAN_TOKEN_SUM_NORM, 0, &res, w),
                      0);
@@ -545,6 +551,97 @@ static void test_aggregate_weights(void **state)
     assert_int_equal(rl_loss_agg_parse("seq-mean-token-sum-norm", &a), RL_OK);
     assert_int_equal(a, RL_AGG_SEQ_MEAN_TOKEN_SUM_NORM);
     assert_int_equal(rl_loss_agg_parse("token_mean", &a), RL_EINVAL);
+}
+
+/* The sequence means are over non-empty rows (verl's agg_loss): appending an
+ * all-padding row changes neither the loss nor any gradient, whatever that
+ * row holds; and a mini-batch split into micro-batches, each given the
+ * mini-batch's count of non-empty rows as norm, sums to the whole batch's
+ * loss and gradient (what a caller that sums gradients over micro-batches
+ * and ranks must pass). */
+static void test_seq_mean_skips_empty_rows(void **state)
+{
+    (void)state;
+    enum { B = 5, T = 6, N = B * T };
+    rl_rng r;
+    rl_rng_init(&r, 11, 4);
+    float lp[N], old[N], adv[N], mask[N], ent[N], ref[N];
+    s_ppo_inputs(&r, B, T, lp, old, adv, mask, ent, ref, 0.2, 0.28, 3.0);
+    for (int t = 0; t < T; t++) { /* rows 1 and 4 all padding, with junk values */
+        mask[1 * T + t] = mask[4 * T + t] = 0.0f;
+        lp[1 * T + t] = NAN;
+        adv[4 * T + t] = 1e30f;
+    }
+    for (int t = 0; t < 2; t++) /* every other row keeps a valid token */
+        mask[0 * T + t] = mask[2 * T + t] = mask[3 * T + t] = 1.0f;
+    /* the same batch without the padding rows */
+    enum { BK = 3 };
+    const int keep[BK] = {0, 2, 3};
+    float klp[BK * T], kold[BK * T], kadv[BK * T], kmask[BK * T], kent[BK * T], kref[BK * T];
+    for (int k = 0; k < BK; k++)
+        for (int t = 0; t < T; t++) {
+            int i = keep[k] * T + t, j = k * T + t;
+            klp[j] = lp[i], kold[j] = old[i], kadv[j] = adv[i];
+            kmask[j] = mask[i], kent[j] = ent[i], kref[j] = ref[i];
+        }
+    for (int agg = RL_AGG_SEQ_MEAN_TOKEN_SUM; agg <= RL_AGG_SEQ_MEAN_TOKEN_MEAN; agg++) {
+        rl_ppo_loss_cfg cfg;
+        rl_ppo_loss_cfg_default(&cfg);
+        cfg.agg = (rl_loss_agg)agg;
+        cfg.entropy_coeff = 0.01;
+        cfg.kl_loss_coef = 0.1;
+        float g[N], ge[N], kg[BK * T], kge[BK * T];
+        rl_ppo_loss_out o, ko;
+        assert_int_equal(rl_ppo_policy_loss(&cfg, lp, old, adv, mask, ent, ref, B, T, g, ge, &o),
+                         RL_OK);
+        assert_int_equal(rl_ppo_policy_loss(&cfg, klp, kold, kadv, kmask, kent, kref, BK, T, kg,
+                                            kge, &ko),
+                         RL_OK);
+        if (fabs(o.loss - ko.loss) > 1e-12 * fabs(ko.loss) || o.pg_loss != ko.pg_loss)
+            fail_msg("agg %d: loss %.17g with 2 padding rows, %.17g without", agg, o.loss,
+                     ko.loss);
+        for (int k = 0; k < BK; k++)
+            for (int t = 0; t < T; t++) {
+                assert_true(g[keep[k] * T + t] == kg[k * T + t]);
+                assert_true(ge[keep[k] * T + t] == kge[k * T + t]);
+            }
+        for (int t = 0; t < T; t++)
+            assert_true(g[1 * T + t] == 0.0f && g[4 * T + t] == 0.0f);
+        /* by hand: the mean of the 3 non-empty rows' sums (or token means) */
+        double want = 0.0, res;
+        float w[N];
+        for (int b = 0; b < B; b++) {
+            double s = 0.0, n = 0.0;
+            for (int t = 0; t < T; t++)
+                if (mask[b * T + t] != 0.0f) {
+                    s += ent[b * T + t];
+                    n += 1.0;
+                }
+            if (n > 0)
+                want += agg == RL_AGG_SEQ_MEAN_TOKEN_SUM ? s : s / (n + 1e-8);
+        }
+        want /= BK;
+        assert_int_equal(rl_loss_aggregate(ent, mask, B, T, (rl_loss_agg)agg, 0, &res, w), RL_OK);
+        if (fabs(res - want) > 1e-6 * fabs(want))
+            fail_msg("agg %d: entropy mean %.9g, over non-empty rows by hand %.9g", agg, res, want);
+        assert_float_equal(o.entropy, res, 1e-6 * fabs(res));
+        /* micro-batches of rows {0, 1} and {2, 3, 4} with norm = 3 non-empty
+         * rows of the whole batch add up to the whole batch */
+        cfg.norm = BK;
+        rl_ppo_loss_out a, b;
+        float ga[N], gea[N];
+        assert_int_equal(rl_ppo_policy_loss(&cfg, lp, old, adv, mask, ent, ref, 2, T, ga, gea, &a),
+                         RL_OK);
+        assert_int_equal(rl_ppo_policy_loss(&cfg, lp + 2 * T, old + 2 * T, adv + 2 * T,
+                                            mask + 2 * T, ent + 2 * T, ref + 2 * T, 3, T,
+                                            ga + 2 * T, gea + 2 * T, &b),
+                         RL_OK);
+        if (fabs(a.loss + b.loss - o.loss) > 1e-6 * fabs(o.loss))
+            fail_msg("agg %d: micro-batches sum to %.9g, whole batch %.9g", agg, a.loss + b.loss,
+                     o.loss);
+        for (int i = 0; i < N; i++)
+            assert_float_equal(ga[i], g[i], 1e-6 * fabs(g[i]) + 1e-9);
+    }
 }
 
 static void test_ppo_on_policy_and_edges(void **state)
@@ -667,6 +764,7 @@ int main(void)
         cmocka_unit_test(test_value_loss_finite_difference),
         cmocka_unit_test(test_entropy_finite_difference),
         cmocka_unit_test(test_aggregate_weights),
+        cmocka_unit_test(test_seq_mean_skips_empty_rows),
         cmocka_unit_test(test_ppo_on_policy_and_edges),
         cmocka_unit_test(test_ppo_thread_count_deterministic),
         cmocka_unit_test(test_filter_edges),

@@ -17,6 +17,10 @@
 #include <string.h>
 #include <math.h>
 #include <pthread.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -168,14 +172,24 @@ static int s_join_and_run(const rl_comm_id *id, int W, int rank, const rl_comm_o
     return rc;
 }
 
-/* Forks W ranks running `body`; returns how many exited non-zero. */
+/* Forks W ranks running `body`; returns how many exited non-zero. A tcp id
+ * without a port binds its rendezvous socket in the process that makes it,
+ * so rank 0 makes it (as an rlrt worker does) and hands its text to the
+ * other ranks through shared memory and a pipe (the driver's part). */
 static int s_run_ranks(const char *endpoint, int W, size_t seg_bytes, s_body_fn body)
 {
-    rl_comm_id id;
-    assert_int_equal(rl_comm_id_create(&id, endpoint), 0);
-    /* the id travels as text, as it would over the control plane */
-    rl_comm_id copy;
-    assert_int_equal(rl_comm_id_parse(&copy, rl_comm_id_string(&id)), 0);
+    rl_comm_id *copy = mmap(NULL, sizeof *copy, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                            -1, 0);
+    assert_true(copy != MAP_FAILED);
+    int rank0_makes = endpoint && strncmp(endpoint, "tcp://", 6) == 0 && !strchr(endpoint + 6, ':');
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    if (!rank0_makes) {
+        rl_comm_id id;
+        assert_int_equal(rl_comm_id_create(&id, endpoint), 0);
+        /* the id travels as text, as it would over the control plane */
+        assert_int_equal(rl_comm_id_parse(copy, rl_comm_id_string(&id)), 0);
+    }
     rl_comm_options o;
     rl_comm_options_default(&o);
     o.timeout_s = 20.0;
@@ -185,9 +199,25 @@ static int s_run_ranks(const char *endpoint, int W, size_t seg_bytes, s_body_fn 
     for (int r = 0; r < W; r++) {
         pids[r] = fork();
         assert_true(pids[r] >= 0);
-        if (pids[r] == 0)
-            _exit(body(&copy, W, r, &o));
+        if (pids[r] == 0) {
+            if (rank0_makes && r == 0) {
+                rl_comm_id id;
+                if (rl_comm_id_create(&id, endpoint) ||
+                    rl_comm_id_parse(copy, rl_comm_id_string(&id)))
+                    _exit(3);
+                for (int k = 1; k < W; k++)
+                    if (write(ready[1], "x", 1) != 1)
+                        _exit(3);
+            } else if (rank0_makes) {
+                char c;
+                if (read(ready[0], &c, 1) != 1)
+                    _exit(3);
+            }
+            _exit(body(copy, W, r, &o));
+        }
     }
+    close(ready[0]);
+    close(ready[1]);
     int bad = 0;
     for (int r = 0; r < W; r++) {
         int st;
@@ -195,6 +225,7 @@ static int s_run_ranks(const char *endpoint, int W, size_t seg_bytes, s_body_fn 
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
             bad++;
     }
+    munmap(copy, sizeof *copy);
     return bad;
 }
 
@@ -233,6 +264,29 @@ static void *s_thread_main(void *p)
     s_thread_arg *a = p;
     a->rc = s_join_and_run(a->id, a->W, a->rank, a->o);
     return NULL;
+}
+
+/* A tcp id without a port is bound when it is made (a wildcard bind that
+ * reports the real port): nobody can take the port before rank 0 uses it,
+ * which a "find a free port, close it, bind it later" scheme could not
+ * promise ("Address already in use", then every rank timing out). */
+static void test_id_port_is_held(void **state)
+{
+    (void)state;
+    for (int k = 0; k < 20; k++) {
+        rl_comm_id id;
+        assert_int_equal(rl_comm_id_create(&id, "tcp://127.0.0.1"), 0);
+        int port = 0;
+        const char *colon = strrchr(strchr(rl_comm_id_string(&id), '/') + 2, ':');
+        assert_non_null(colon);
+        port = atoi(colon + 1);
+        assert_true(port > 0 && port < 65536);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+        assert_int_not_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+        close(fd);
+    }
 }
 
 /* Ranks may be threads of one process too (one communicator each). */
@@ -364,6 +418,7 @@ int main(void)
         cmocka_unit_test(test_ring_ipc_default_segments),
         cmocka_unit_test(test_ring_tcp),
         cmocka_unit_test(test_ring_threads),
+        cmocka_unit_test(test_id_port_is_held),
         cmocka_unit_test(test_mismatched_counts),
         cmocka_unit_test(test_setup_errors),
         cmocka_unit_test(test_shard_range),

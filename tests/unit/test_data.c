@@ -106,9 +106,9 @@ static void s_check_steps(const char *sol, const char *gt)
 static void test_arith_answers_and_steps(void **state)
 {
     (void)state;
-    int seen_ops[6][4] = {{0}};
-    size_t max_sol = 0;
-    for (int level = 1; level <= 5; level++) {
+    int seen_ops[8][4] = {{0}};
+    size_t max_sol = 0, max_sol5 = 0;
+    for (int level = 1; level <= 7; level++) {
         for (int64_t i = 0; i < 400; i++) {
             rl_arith_item it;
             assert_int_equal(rl_arith_generate(7, i, level, &it), RL_OK);
@@ -123,23 +123,28 @@ static void test_arith_answers_and_steps(void **state)
             s_check_steps(it.solution, it.ground_truth);
             if (strlen(it.solution) > max_sol)
                 max_sol = strlen(it.solution);
-            assert_int_equal(ops, level == 5 ? 2 : 1);
+            if (level <= 5 && strlen(it.solution) > max_sol5)
+                max_sol5 = strlen(it.solution);
+            assert_int_equal(ops, level >= 5 ? 2 : 1);
             seen_ops[level][strchr(it.prompt, '*') ? 2 : strchr(it.prompt + 4, '-') ? 1 : 0]++;
             /* operand sizes per level */
             long a = strtol(it.prompt + 3, NULL, 10);
             if (level == 1)
                 assert_true(a >= 0 && a <= 9);
-            if (level == 2 || level == 4 || level == 5)
+            if (level == 2 || level >= 4)
                 assert_true(a >= 10 && a <= 99);
             if (level == 3)
                 assert_true(a >= 100 && a <= 999);
         }
     }
-    assert_true(max_sol <= 51); /* the documented bound */
+    assert_true(max_sol5 <= 51); /* the documented bounds */
+    assert_true(max_sol <= 52);
     /* levels 2 and 3 mix + and -; level 4 is multiplication */
     assert_true(seen_ops[2][0] > 100 && seen_ops[2][1] > 100);
     assert_true(seen_ops[3][0] > 100 && seen_ops[3][1] > 100);
     assert_int_equal(seen_ops[4][2], 400);
+    /* levels 6 and 7: a multiplication, then + or − */
+    assert_int_equal(seen_ops[6][2] + seen_ops[7][2], 800);
     rl_arith_item it;
     assert_int_equal(rl_arith_generate(1, 0, 9, &it), RL_ERANGE);
     assert_non_null(strstr(rl_error_message(), "level 9"));
@@ -179,7 +184,7 @@ static void test_tokenizer_coverage(void **state)
     assert_int_equal(rl_tokenizer_special_id(tok, RL_TOK_EOS), 2);
     assert_int_equal(rl_tokenizer_token_to_id(tok, "<think>"), 3);
     assert_int_equal(rl_tokenizer_token_to_id(tok, "\\boxed{"), 5);
-    for (int level = 1; level <= 5; level++) {
+    for (int level = 1; level <= 7; level++) {
         for (int64_t i = 0; i < 200; i++) {
             rl_arith_item it;
             assert_int_equal(rl_arith_generate(99, i, level, &it), RL_OK);
@@ -216,7 +221,7 @@ static void test_arith_score(void **state)
     (void)state;
     int ok;
     /* every generated solution earns the reward and has the format */
-    for (int level = 1; level <= 5; level++)
+    for (int level = 1; level <= 7; level++)
         for (int64_t i = 0; i < 50; i++) {
             rl_arith_item it;
             assert_int_equal(rl_arith_generate(4, i, level, &it), RL_OK);

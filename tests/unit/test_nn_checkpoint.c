@@ -1,6 +1,8 @@
 /* test_nn_checkpoint.c — training-state checkpoints: bit-exact resume on a
  * toy problem with hand-computed gradients, latest-complete discovery with
- * partial/broken checkpoints, and error paths. */
+ * partial/broken checkpoints, error paths, and saves that die: a full disk
+ * (a file-size limit) and kill -9 at random moments leave the previous
+ * checkpoint intact and loadable. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,7 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -388,6 +394,106 @@ static void test_rng_json_roundtrip(void **state)
     assert_int_equal(rl_train_state_set_rng(&s, "r3", &h), RL_OK); /* replace is fine */
 }
 
+/* A toy with 2^20 extra parameters: big enough that a save takes a while. */
+static void toy_init_big(toy *t)
+{
+    toy_init(t);
+    int64_t big[1] = {1 << 20};
+    rl_param_manifest_add(t->m, "big.weight", 1, big);
+    rl_param_buffer_free(t->p);
+    rl_param_buffer_free(t->g);
+    rl_adamw_free(t->opt);
+    t->p = rl_param_buffer_new(t->m->total);
+    t->g = rl_param_buffer_new(t->m->total);
+    rl_adamw_config cfg = {0.9, 0.95, 1e-8, 0.1};
+    t->opt = rl_adamw_new(&cfg, t->m, 0, t->m->total);
+    for (int64_t i = 0; i < t->m->total; i++)
+        t->p[i] = (float)(0.001 * (double)(i % 997));
+}
+
+static void s_expect_step(const char *root, int64_t step)
+{
+    rl_checkpoint_info info;
+    if (rl_checkpoint_find(root, &info))
+        fail_msg("find: %s", rl_error_message());
+    assert_int_equal(info.step, step);
+    toy t;
+    toy_init_big(&t);
+    toy_load(&t, info.dir);
+    assert_int_equal(t.st.step, step);
+    toy_free(&t);
+}
+
+static void test_full_disk_keeps_previous(void **state)
+{
+    (void)state;
+    char root[300];
+    snprintf(root, sizeof root, "%s/full", s_root);
+    toy t;
+    toy_init_big(&t);
+    toy_step(&t);
+    toy_save(&t, root); /* step 1, complete */
+    toy_step(&t);
+    /* the "disk" fills up: writes past 1 MiB fail with EFBIG */
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = 1 << 20;
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    rl_checkpoint_data d = toy_data(&t);
+    int rc = rl_checkpoint_save(root, &d, &t.st);
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", rl_error_message());
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, prev);
+    assert_int_equal(rc, RL_EIO);
+    /* the error names the file and the cause */
+    if (!strstr(msg, root) || !strstr(msg, "File too large"))
+        fail_msg("the error names neither the path nor the cause: %s", msg);
+    s_expect_step(root, 1);
+    toy_free(&t);
+}
+
+static void test_kill9_during_save_keeps_previous(void **state)
+{
+    (void)state;
+    char root[300];
+    snprintf(root, sizeof root, "%s/killed", s_root);
+    toy t;
+    toy_init_big(&t);
+    toy_step(&t);
+    toy_save(&t, root); /* step 1, complete */
+    int64_t step = 1;
+    srand(7);
+    for (int trial = 0; trial < 12; trial++) {
+        toy_step(&t);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            rl_checkpoint_data d = toy_data(&t);
+            _exit(rl_checkpoint_save(root, &d, &t.st) == RL_OK ? 0 : 1);
+        }
+        struct timespec ts = {0, (long)(rand() % 40) * 1000000L};
+        nanosleep(&ts, NULL);
+        kill(pid, SIGKILL);
+        int status;
+        waitpid(pid, &status, 0);
+        /* whatever the moment, the newest complete checkpoint is the previous
+         * one or the new one (renamed into place before the kill landed),
+         * and it loads */
+        rl_checkpoint_info info;
+        if (rl_checkpoint_find(root, &info))
+            fail_msg("trial %d: find: %s", trial, rl_error_message());
+        if (info.step != step && info.step != t.st.step)
+            fail_msg("trial %d: newest checkpoint is step %lld, expected %lld or %lld", trial,
+                     (long long)info.step, (long long)step, (long long)t.st.step);
+        step = info.step;
+        s_expect_step(root, step);
+    }
+    toy_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -395,6 +501,8 @@ int main(void)
         cmocka_unit_test(test_find_skips_partial),
         cmocka_unit_test(test_load_errors_and_no_optimizer),
         cmocka_unit_test(test_rng_json_roundtrip),
+        cmocka_unit_test(test_full_disk_keeps_previous),
+        cmocka_unit_test(test_kill9_during_save_keeps_previous),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }

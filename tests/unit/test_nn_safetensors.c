@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "../common/fuzz_replay.h"
 #include "rlrt/rlrt.h"
 #include "../common/golden.h"
 
@@ -452,46 +453,36 @@ static void test_length_field_and_truncation(void **state)
     assert_non_null(strstr(rl_error_message(), "truncated"));
 }
 
-/* Every input the fuzzer found interesting enough to keep must still be
- * handled without a crash (ASan build: without any invalid access). */
+/* Every input the fuzzer found interesting enough to keep, and the
+ * hand-made edge cases, must still be handled without a crash (ASan build:
+ * without any invalid access); float tensors of a file that opens convert.
+ * Inputs named by fuzz/gen_regressions.py carry the expected outcome:
+ * accept-* opens, reject-* is refused with a message. */
+static void s_replay_st(const char *name, const uint8_t *b, size_t len, void *ctx)
+{
+    (void)ctx;
+    rl_error_clear();
+    rl_safetensors *st = rl_safetensors_from_memory(b, len, name);
+    for (int i = 0; st && i < rl_safetensors_count(st); i++) {
+        const rl_st_tensor *t = rl_safetensors_tensor(st, i);
+        if (t->dtype == RL_F32 || t->dtype == RL_BF16 || t->dtype == RL_F16 ||
+            t->dtype == RL_F64) {
+            float *out = malloc(sizeof(float) * (size_t)(t->numel + 1));
+            assert_int_equal(rl_safetensors_read_f32(st, i, out, t->numel), RL_OK);
+            free(out);
+        }
+    }
+    if (!strncmp(name, "accept-", 7) && !st)
+        fail_msg("%s: expected to open, got %s", name, rl_error_message());
+    if (!strncmp(name, "reject-", 7) && (st || rl_error_message()[0] == 0))
+        fail_msg("%s: expected to be refused with a message", name);
+    rl_safetensors_close(st);
+}
+
 static void test_fuzz_regressions(void **state)
 {
     (void)state;
-    const char *dir = "fuzz/regressions/fuzz_safetensors";
-    DIR *d = opendir(dir);
-    if (!d) {
-        skip();
-    }
-    struct dirent *e;
-    int n = 0;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        char p[1024];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        size_t len;
-        uint8_t *b = s_read_file(p, &len);
-        if (!b)
-            continue;
-        uint8_t *exact = malloc(len ? len : 1);
-        memcpy(exact, b, len);
-        rl_safetensors *st = rl_safetensors_from_memory(exact, len, p);
-        for (int i = 0; st && i < rl_safetensors_count(st); i++) {
-            const rl_st_tensor *t = rl_safetensors_tensor(st, i);
-            if (t->dtype == RL_F32 || t->dtype == RL_BF16 || t->dtype == RL_F16 ||
-                t->dtype == RL_F64) {
-                float *out = malloc(sizeof(float) * (size_t)(t->numel + 1));
-                assert_int_equal(rl_safetensors_read_f32(st, i, out, t->numel), RL_OK);
-                free(out);
-            }
-        }
-        rl_safetensors_close(st);
-        free(exact);
-        free(b);
-        n++;
-    }
-    closedir(d);
-    print_message("replayed %d fuzz regression inputs\n", n);
+    assert_true(rl_fuzz_replay("fuzz_safetensors", s_replay_st, NULL) > 0);
 }
 
 /* ---- Hugging Face config.json + model.safetensors ------------------------------------ */

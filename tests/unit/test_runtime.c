@@ -632,6 +632,10 @@ static void test_worker_ready_lists_served_methods(void **state)
     assert_int_equal(got->body_case, RL__ENVELOPE__BODY_READY);
     assert_int_equal(got->ready->n_methods, 1);
     assert_string_equal(got->ready->methods[0], "compute_reward");
+    /* the registry declares the reward's scoring retry-safe (data, not a
+     * role name in the runtime) */
+    assert_int_equal(got->ready->n_retry_safe, 1);
+    assert_string_equal(got->ready->retry_safe[0], "compute_reward");
     rl__envelope__free_unpacked(got, NULL);
     s_end_worker(pid, ctx, sock);
 
@@ -642,7 +646,13 @@ static void test_worker_ready_lists_served_methods(void **state)
     assert_true(s_has_method(got->ready, "compute_reward"));
     assert_true(s_has_method(got->ready, "echo"));
     assert_true(s_has_method(got->ready, "coll_check"));
-    assert_int_equal(got->ready->n_methods, 14);
+    assert_int_equal(got->ready->n_methods, 15);
+    int safe_sleep = 0, unsafe_sleep = 0;
+    for (size_t i = 0; i < got->ready->n_retry_safe; i++) {
+        safe_sleep |= strcmp(got->ready->retry_safe[i], "sleep_safe") == 0;
+        unsafe_sleep |= strcmp(got->ready->retry_safe[i], "sleep") == 0;
+    }
+    assert_true(safe_sleep && !unsafe_sleep);
     rl__envelope__free_unpacked(got, NULL);
     s_end_worker(pid, ctx, sock);
 

@@ -18,12 +18,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/fuzz_replay.h"
 #include "rl.pb-c.h"
 #include "rlrt/rlrt.h"
 #include "rlrt/runtime/msg.h"
+#include "../common/srcdir.h"
 
 #define SEED_DIR "fuzz/seeds/fuzz_wire_decode"
-#define REGRESSION_DIR "fuzz/regressions/fuzz_wire_decode"
 
 #define assert_msg_contains(s) \
     do { \
@@ -1057,11 +1058,9 @@ static void test_seeds_match_encoder(void **state)
 {
     (void)state;
     const char *write = getenv("RL_WIRE_WRITE_SEEDS");
-    struct stat stt;
-    if (!write && stat(SEED_DIR, &stt) != 0) {
-        skip(); /* not run from the source tree */
-        return;
-    }
+    char dir[4096];
+    if (rl_test_srcpath(dir, sizeof dir, SEED_DIR))
+        fail_msg("%s", rl_error_message());
     for (int i = 0; ; i++) {
         rl_dataproto *dp = s_seed(i);
         if (!dp)
@@ -1069,8 +1068,8 @@ static void test_seeds_match_encoder(void **state)
         void *pk;
         size_t pl;
         assert_int_equal(rl_wire_encode_packed(dp, &pk, &pl), 0);
-        char path[256];
-        snprintf(path, sizeof path, "%s/seed-%02d.bin", SEED_DIR, i);
+        char path[4200];
+        snprintf(path, sizeof path, "%s/seed-%02d.bin", dir, i);
         if (write) {
             FILE *f = fopen(path, "wb");
             assert_non_null(f);
@@ -1140,11 +1139,9 @@ static void test_envelope_seeds(void **state)
 {
     (void)state;
     const char *write = getenv("RL_WIRE_WRITE_SEEDS");
-    struct stat stt;
-    if (!write && stat(ENV_SEED_DIR, &stt) != 0) {
-        skip();
-        return;
-    }
+    char dir[4096];
+    if (rl_test_srcpath(dir, sizeof dir, ENV_SEED_DIR))
+        fail_msg("%s", rl_error_message());
     Rl__Value leaf = RL__VALUE__INIT, args = RL__VALUE__INIT, *items[1] = {&leaf};
     Rl__ListValue lv = RL__LIST_VALUE__INIT;
     leaf.kind_case = RL__VALUE__KIND_STRING_VALUE;
@@ -1196,10 +1193,10 @@ static void test_envelope_seeds(void **state)
         }
         uint8_t buf[512];
         size_t n = rl__envelope__pack(&env, buf);
-        char path[256];
-        snprintf(path, sizeof path, "%s/seed-%02d.bin", ENV_SEED_DIR, i);
+        char path[4200];
+        snprintf(path, sizeof path, "%s/seed-%02d.bin", dir, i);
         if (write) {
-            mkdir(ENV_SEED_DIR, 0755);
+            mkdir(dir, 0755);
             FILE *f = fopen(path, "wb");
             assert_non_null(f);
             assert_int_equal(fwrite(buf, 1, n, f), n);
@@ -1220,66 +1217,59 @@ static void test_envelope_seeds(void **state)
     }
 }
 
-/* Replays one file through the decoder it was found against. */
-static void s_replay(const uint8_t *b, size_t n, int envelope)
+/* Replays one regression input through the decoder it was found against.
+ * Every input: an error leaves no object and says why; what decodes
+ * survives a re-encode round trip. Inputs named by fuzz/gen_regressions.py
+ * also carry the expected outcome: accept-* must decode, reject-* must be
+ * refused, and the deep-nesting ones (the class of the protobuf-c stack
+ * overflow that crashed the driver) by the nesting-depth check. */
+static void s_replay(const char *name, const uint8_t *b, size_t n, void *ctx)
 {
+    int envelope = *(const int *)ctx;
+    int want_ok = !strncmp(name, "accept-", 7), want_err = !strncmp(name, "reject-", 7);
+    int rc;
+    rl_error_clear();
     if (envelope) {
         Rl__Envelope *e = NULL;
-        if (rl_wire_unpack_envelope(b, n, &e) == 0)
+        rc = rl_wire_unpack_envelope(b, n, &e);
+        if (rc == 0)
             rl__envelope__free_unpacked(e, NULL);
-        else
-            assert_true(e == NULL && rl_error_message()[0] != 0);
-        return;
+        else if (e != NULL || rl_error_message()[0] == 0)
+            fail_msg("%s: refused without a message or left an object", name);
+    } else {
+        rl_dataproto *dp = NULL;
+        rc = rl_wire_decode_packed(b, n, &dp);
+        if (rc) {
+            if (dp != NULL || rl_error_message()[0] == 0)
+                fail_msg("%s: refused without a message or left an object", name);
+        } else {
+            /* valid: must survive a round trip unchanged */
+            void *pk;
+            size_t pl;
+            rl_dataproto *again;
+            assert_int_equal(rl_wire_encode_packed(dp, &pk, &pl), 0);
+            assert_int_equal(rl_wire_decode_packed(pk, pl, &again), 0);
+            assert_true(rl_dataproto_equal(dp, again));
+            rl_dataproto_free(again);
+            free(pk);
+            rl_dataproto_free(dp);
+        }
     }
-    rl_dataproto *dp = NULL;
-    if (rl_wire_decode_packed(b, n, &dp)) {
-        assert_null(dp);
-        assert_true(rl_error_message()[0] != 0);
-        return;
-    }
-    /* valid: must survive a round trip unchanged */
-    void *pk;
-    size_t pl;
-    rl_dataproto *again;
-    assert_int_equal(rl_wire_encode_packed(dp, &pk, &pl), 0);
-    assert_int_equal(rl_wire_decode_packed(pk, pl, &again), 0);
-    assert_true(rl_dataproto_equal(dp, again));
-    rl_dataproto_free(again);
-    free(pk);
-    rl_dataproto_free(dp);
+    if (want_ok && rc)
+        fail_msg("%s: expected to decode, got %s", name, rl_error_message());
+    if (want_err && !rc)
+        fail_msg("%s: expected to be refused, but it decodes", name);
+    if (want_err && strstr(name, "deep") && !strstr(rl_error_message(), "nesting depth"))
+        fail_msg("%s: expected the nesting-depth refusal, got %s", name, rl_error_message());
 }
 
 static void test_replay_fuzz_regressions(void **state)
 {
     (void)state;
-    const char *dirs[2] = {REGRESSION_DIR, "fuzz/regressions/fuzz_wire_envelope"};
-    int files = 0, found = 0;
-    for (int k = 0; k < 2; k++) {
-        DIR *d = opendir(dirs[k]);
-        if (!d)
-            continue;
-        found++;
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            if (e->d_name[0] == '.')
-                continue;
-            char path[512];
-            snprintf(path, sizeof path, "%s/%s", dirs[k], e->d_name);
-            uint8_t *b;
-            size_t n;
-            if (s_read_file(path, &b, &n))
-                continue;
-            s_replay(b, n, k == 1);
-            free(b);
-            files++;
-        }
-        closedir(d);
-    }
-    if (!found) {
-        skip(); /* not run from the source tree */
-        return;
-    }
-    print_message("replayed %d regression files\n", files);
+    int header = 0, envelope = 1;
+    int a = rl_fuzz_replay("fuzz_wire_decode", s_replay, &header);
+    int b = rl_fuzz_replay("fuzz_wire_envelope", s_replay, &envelope);
+    assert_true(a > 0 && b > 0);
 }
 
 int main(void)

@@ -145,7 +145,10 @@ static int s_init_model(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto
             return rl_error_wrap(RL_EINVAL, "%d actor ranks need a communicator", a->W);
         if (rl_comm_id_parse(&id, id_text))
             return rl_error_code();
-        a->comm = rl_comm_init_rank(&id, a->W, a->rank, NULL);
+        rl_comm_options co;
+        rl_comm_options_default(&co);
+        co.timeout_s = a->o.comm_timeout_s;
+        a->comm = rl_comm_init_rank(&id, a->W, a->rank, &co);
         if (!a->comm)
             return rl_error_wrap(rl_error_code(), "actor/%d: joining the FSDP communicator", a->rank);
     }
@@ -235,9 +238,8 @@ static int s_compute_log_prob(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dat
 typedef struct s_ppo_ctx {
     const float *old_logp, *ref_logp, *adv; /* (B, K) of the whole call */
     int64_t K;
-    rl_ppo_loss_cfg cfg;
-    double scale;         /* per-row weight of the seq-mean modes (1 / global rows) */
-    double global_tokens; /* the token-mean divisor */
+    rl_ppo_loss_cfg cfg;  /* with the whole mini-batch's divisor in cfg.norm */
+    double row_scale;     /* seq-mean-token-sum-norm: 1 / the mini-batch's rows */
     double m_pg, m_clip, m_kl, m_ent, m_klloss, m_dual, tokens;
 } s_ppo_ctx;
 
@@ -253,9 +255,7 @@ static int s_ppo_loss(void *arg, const rl_model_io *out, rl_model_io *grad, doub
     double toks = 0;
     for (int64_t i = 0; i < B * K; i++)
         toks += mask[i];
-    rl_ppo_loss_cfg cfg = c->cfg;
-    if (cfg.agg == RL_AGG_TOKEN_MEAN)
-        cfg.norm = c->global_tokens;
+    const rl_ppo_loss_cfg cfg = c->cfg;
     rl_ppo_loss_out o;
     float *gent = grad->q[RL_Q_ENTROPY];
     int rc = rl_ppo_policy_loss(&cfg, out->q[RL_Q_LOGP], c->old_logp + row0 * K, c->adv + row0 * K,
@@ -264,7 +264,9 @@ static int s_ppo_loss(void *arg, const rl_model_io *out, rl_model_io *grad, doub
                                 grad->q[RL_Q_LOGP], cfg.entropy_coeff != 0 ? gent : NULL, &o);
     if (rc)
         return rc;
-    double scale = cfg.agg == RL_AGG_TOKEN_MEAN ? 1.0 : c->scale * (double)B;
+    /* the sum-norm mode is a mean over the mini-batch's rows of Σ/T: each
+     * micro-batch weighs its rows' share */
+    double scale = cfg.agg == RL_AGG_SEQ_MEAN_TOKEN_SUM_NORM ? c->row_scale * (double)B : 1.0;
     if (scale != 1.0)
         for (int64_t i = 0; i < B * K; i++) {
             grad->q[RL_Q_LOGP][i] *= (float)scale;
@@ -290,10 +292,17 @@ static int s_update_actor(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     s_ppo_ctx c;
     memset(&c, 0, sizeof c);
     c.cfg = a->loss;
-    int64_t gtok, grows;
+    int64_t gtok, grows, gseqs;
     if (rl_dataproto_meta_get_int(in, RL_ACTOR_GLOBAL_TOKENS, 0, INT64_MAX, &gtok) ||
-        rl_dataproto_meta_get_int(in, RL_ACTOR_GLOBAL_ROWS, 0, INT64_MAX, &grows))
+        rl_dataproto_meta_get_int(in, RL_ACTOR_GLOBAL_ROWS, 0, INT64_MAX, &grows) ||
+        rl_dataproto_meta_get_int(in, RL_ACTOR_GLOBAL_SEQS, 0, INT64_MAX, &gseqs))
         return rl_error_code();
+    /* verl's agg_loss divisors for the whole mini-batch: its valid tokens,
+     * its non-empty rows (empty rows stay out of the sequence means) */
+    if (c.cfg.agg == RL_AGG_TOKEN_MEAN)
+        c.cfg.norm = (double)gtok;
+    else if (c.cfg.agg != RL_AGG_SEQ_MEAN_TOKEN_SUM_NORM)
+        c.cfg.norm = (double)gseqs;
     const rl_tensor *old = rl_dataproto_tensor_shaped(in, RL_ACTOR_OLD_LOGP, RL_F32, 2, NULL);
     const int64_t dims[2] = {-1, old ? old->shape[1] : -1};
     const rl_tensor *adv = old ? rl_dataproto_tensor_shaped(in, RL_ACTOR_ADVANTAGES, RL_F32, 2, dims)
@@ -309,8 +318,7 @@ static int s_update_actor(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     c.ref_logp = ref ? rl_tensor_data(ref) : NULL;
     c.K = old->shape[1];
     int64_t B = rl_dataproto_rows(in);
-    c.global_tokens = (double)gtok;
-    c.scale = grows > 0 ? 1.0 / (double)grows : 1.0 / (double)(B > 0 ? B : 1);
+    c.row_scale = grows > 0 ? 1.0 / (double)grows : 1.0 / (double)(B > 0 ? B : 1);
     double loss = 0, gnorm = 0, lr = 0;
     rl_model_pass pass = s_pass(a);
     int rc = rl_model_forward_backward(a->policy, in, RL_Q_BIT(RL_Q_LOGP) | RL_Q_BIT(RL_Q_ENTROPY),
@@ -412,7 +420,7 @@ static int s_publish_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_data
     if (!a->wsend)
         return rl_error_set(RL_ESTATE, "%s before %s", RL_ACTOR_PUBLISH_WEIGHTS, RL_ACTOR_WEIGHTS_OPEN);
     return rl_weight_send(a->wsend, (uint64_t)version, rl_model_params(a->policy), a->P,
-                          (int)receivers, 120000);
+                          (int)receivers, (int)(a->o.comm_timeout_s * 1000));
 }
 
 /* ---- checkpoints ---------------------------------------------------------------------------------- */

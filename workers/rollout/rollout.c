@@ -18,6 +18,7 @@
 typedef struct s_rollout {
     rl_model_sampling sampling;
     uint64_t seed;
+    double weight_timeout_s;
     rl_model *model;
     rl_weight_receiver *recv;
     char endpoint[256];
@@ -40,6 +41,7 @@ static int s_init(rl_worker_ctx *ctx)
     r->sampling.num_steps = o.num_steps;
     r->sampling.noise_level = o.noise_level;
     r->seed = (uint64_t)o.seed;
+    r->weight_timeout_s = o.weight_timeout_s;
     ctx->user = r;
     return RL_OK;
 }
@@ -93,7 +95,7 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     uint64_t have = 0;
     rl_weight_recv_active(r->recv, &have);
     while (have < (uint64_t)version) {
-        int rc = rl_weight_recv_poll(r->recv, 120000);
+        int rc = rl_weight_recv_poll(r->recv, (int)(r->weight_timeout_s * 1000));
         if (rc)
             return rl_error_wrap(rc, "rollout/%d waiting for weights v%lld", ctx->rank,
                                  (long long)version);
@@ -121,6 +123,16 @@ static int s_generate(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto *
         return rl_error_wrap(rc, "rollout/%d", ctx->rank);
     json_object_set_new(rl_dataproto_meta(o), RL_ROLLOUT_WEIGHTS_VERSION,
                         json_integer((json_int_t)r->version));
+    /* every sample carries the weight version that generated it */
+    rl_column *vc = rl_dataproto_new_column(o, RL_ROLLOUT_ROW_VERSION, RL_COL_INT64);
+    for (int64_t b = 0; vc && b < rl_dataproto_rows(o); b++)
+        if (rl_column_set_i64(vc, b, (int64_t)r->version))
+            vc = NULL;
+    if (!vc) {
+        rl_dataproto_free(o);
+        return rl_error_wrap(rl_error_code(), "rollout/%d: the %s column", ctx->rank,
+                             RL_ROLLOUT_ROW_VERSION);
+    }
     *out = o;
     return RL_OK;
 }

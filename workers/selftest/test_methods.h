@@ -26,5 +26,8 @@
 
 /* Terminated by {NULL, NULL}. */
 extern const rl_method rl_test_methods[];
+/* The stateless ones (echo, add, sleep_safe, whoami, fail), NULL-terminated:
+ * the driver may re-run them on a restarted worker. */
+extern const char *const rl_test_retry_safe[];
 
 #endif

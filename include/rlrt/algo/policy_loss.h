@@ -12,13 +12,23 @@
  *   L = min(−A·c, Lc); else L = Lc.
  * Full loss = agg(L) − entropy_coeff·agg(entropy) + kl_loss_coef·agg(kl)
  * where kl is an estimator of kl.h on (logp, ref_logp).
- * Aggregations over the mask m (f32 0/1, (B, T)):
- *   TOKEN_MEAN            Σ L·m / Σ m            (Σ m = 0 → 0)
- *   SEQ_MEAN_TOKEN_SUM    mean over rows with Σ_t m > 0 of Σ_t L·m
- *   SEQ_MEAN_TOKEN_MEAN   mean over all B rows of Σ_t L·m / (Σ_t m + 1e-8)
+ * Aggregations over the mask m (f32 0/1, (B, T)), as verl's agg_loss
+ * (verl/trainer/ppo/core_algos.py); n_b = Σ_t m[b, t], and a row with
+ * n_b = 0 (all padding) is left out of the sequence means:
+ *   TOKEN_MEAN            Σ L·m / N,  N = norm, else Σ m       (N = 0 → 0)
+ *   SEQ_MEAN_TOKEN_SUM    Σ_{b: n_b>0} Σ_t L·m / S
+ *   SEQ_MEAN_TOKEN_MEAN   Σ_{b: n_b>0} (Σ_t L·m / (n_b + 1e-8)) / S
+ *                         S = norm, else #{b : n_b > 0}        (S = 0 → 0)
  *   SEQ_MEAN_TOKEN_SUM_NORM  Σ_b Σ_t L·m / norm  (norm = T unless given)
- * For TOKEN_MEAN, cfg.norm may give the token count to divide by instead of
- * Σ m (e.g. the global count over micro-batches / ranks).
+ * norm = 0 means "this batch's own count". A caller that splits one
+ * mini-batch over micro-batches or ranks and SUMS the gradients passes the
+ * count of the whole mini-batch: its valid tokens for TOKEN_MEAN (verl's
+ * batch_num_tokens), its row count for the seq-mean modes (verl's
+ * global_batch_size, which verl's trainer sets to the mini-batch's rows,
+ * padding rows included; pass the mini-batch's non-empty rows instead to
+ * keep padding rows out of the divisor too). verl multiplies by dp_size
+ * because its data-parallel gradients are averaged; rlrt's FSDP
+ * reduce-scatter sums, so no such factor exists here.
  *
  * Gradients follow torch autograd conventions: clamp passes the gradient at
  * its inclusive bounds, a tie in max/min splits it in half. Metrics are

@@ -6,11 +6,16 @@
  *   RL_LM_PROMPT_LENS    (B)    i32  real prompt tokens per row, in [1, P]
  *   RL_LM_RESPONSES      (B, R) i32  response tokens, right-padded
  *   RL_LM_RESPONSE_LENS  (B)    i32  real response tokens per row, in [0, R]
+ *   RL_LM_RESPONSE_MASK  (B, R) f32  optional, 0/1: positions of the response
+ *                                    that belong to the loss (0 at tool output
+ *                                    tokens and at rows left out, e.g. DAPO's
+ *                                    overlong filtering); absent = all 1
  * Row b is the sequence prompt[b, :plen] ++ response[b, :rlen]; the
  * quantities are aligned with the response: K = R, position j of row b is
  * response token j (its log-prob is log π(response[b, j] | everything
  * before it)); the mask is 1 for j < rlen[b]. RL_Q_VALUE needs
- * model.value_head; RL_Q_VELOCITY is not an LM quantity (RL_EUNSUPPORTED).
+ * model.value_head; forward_backward's loss sees mask[b, j] =
+ * (j < rlen[b]) · response_mask[b, j]; RL_Q_VELOCITY is not an LM quantity (RL_EUNSUPPORTED).
  *
  * Sampling (rl_model_sample) reads RL_LM_PROMPTS, RL_LM_PROMPT_LENS and
  * RL_LM_ROW_SEEDS (B) i64 (the random stream of each row) and returns
@@ -38,6 +43,7 @@ extern "C" {
 #define RL_LM_PROMPT_LENS "prompt_lens"
 #define RL_LM_RESPONSES "responses"
 #define RL_LM_RESPONSE_LENS "response_lens"
+#define RL_LM_RESPONSE_MASK "response_mask"
 #define RL_LM_ROW_SEEDS "row_seeds"
 #define RL_LM_RESPONSE_LOGP "response_logp"
 #define RL_LM_RESPONSE_ENTROPY "response_entropy"

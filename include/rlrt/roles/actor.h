@@ -13,6 +13,8 @@
  *   actor.loss_agg_mode token-mean|seq-mean-token-sum|seq-mean-token-mean|seq-mean-token-sum-norm
  *   actor.entropy_coeff     actor.use_kl_loss     actor.kl_loss_coef >= 0
  *   actor.kl_loss_type kl|k1|abs|mse|k2|low_var_kl|k3
+ *   actor.comm_timeout_s (0, 3600]: how long a collective or a weight publish
+ *     waits for a peer (a lost peer ends the call after it; then recovery)
  *   actor.optim.total_training_steps >= 1 for a decaying schedule (-1: the
  *     recipe sets the optimiser steps of its run before the workers start)
  *   rollout.temperature (log-probs are those of the sampling distribution)
@@ -32,9 +34,12 @@
  *                                 [, RL_ACTOR_REF_LOGP (B, K) f32 with use_kl_loss];
  *                                 meta RL_ACTOR_GLOBAL_TOKENS (valid positions in the
  *                                 whole mini-batch over all ranks, >= 0),
- *                                 RL_ACTOR_GLOBAL_ROWS (its rows that have a valid
- *                                 position, >= 0) → meta of partial sums, one reply
- *                                 per rank: RL_ACTOR_M_* below
+ *                                 RL_ACTOR_GLOBAL_ROWS (its rows, >= 0) and
+ *                                 RL_ACTOR_GLOBAL_SEQS (its rows with at least one
+ *                                 valid position, >= 0): the divisors of the loss
+ *                                 aggregation (rlrt/algo/policy_loss.h), so W ranks
+ *                                 and any micro-batching give one update → meta of
+ *                                 partial sums, one reply per rank: RL_ACTOR_M_* below
  *   sft_step          dp_compute  one optimiser step of masked NLL on the batch's
  *                                 response positions; meta RL_ACTOR_GLOBAL_TOKENS →
  *                                 meta RL_ACTOR_M_LOSS, _TOKENS, _GRAD_NORM, _LR
@@ -92,6 +97,7 @@
 #define RL_ACTOR_WANT_ENTROPY "entropy"
 #define RL_ACTOR_GLOBAL_TOKENS "global_tokens"
 #define RL_ACTOR_GLOBAL_ROWS "global_rows"
+#define RL_ACTOR_GLOBAL_SEQS "global_seqs"
 #define RL_ACTOR_ENDPOINT "endpoint"
 #define RL_ACTOR_COUNT "count"
 #define RL_ACTOR_VERSION "version"
@@ -132,14 +138,15 @@
     "  entropy_coeff: 0.0\n" \
     "  use_kl_loss: false\n" \
     "  kl_loss_coef: 0.001\n" \
-    "  kl_loss_type: low_var_kl\n"
+    "  kl_loss_type: low_var_kl\n" \
+    "  comm_timeout_s: 120.0     # a collective or weight publish waits this long for a peer\n"
 
 /* The actor's settings, read and checked by rl_actor_config_read() — the
  * worker at CONFIGURE and the driver before it starts any process use the
  * same table, so a bad value is one located error before anything runs. */
 typedef struct rl_actor_config {
     double lr, weight_decay, beta1, beta2, eps, grad_clip, temperature;
-    double clip_low, clip_high, clip_c, entropy_coeff, kl_loss_coef;
+    double clip_low, clip_high, clip_c, entropy_coeff, kl_loss_coef, comm_timeout_s;
     int64_t warmup, total_training_steps, micro_batch, mini_batch, epochs, seed;
     int use_kl_loss;
     const char *lr_schedule_name, *loss_agg_name, *kl_loss_type_name; /* borrowed */
@@ -173,6 +180,7 @@ static inline int rl_actor_config_read(const rl_config *c, rl_actor_config *o)
         {"actor.use_kl_loss", RL_CFG_BOOL, offsetof(rl_actor_config, use_kl_loss), 0, 0, 0, NULL},
         RL_A_NUM("actor.kl_loss_coef", kl_loss_coef, 0, 1e6, 0),
         RL_A_STR("actor.kl_loss_type", kl_loss_type_name),
+        RL_A_NUM("actor.comm_timeout_s", comm_timeout_s, 0, 3600, RL_CFG_MIN_OPEN),
         RL_A_NUM("rollout.temperature", temperature, 0, 100, RL_CFG_MIN_OPEN),
         RL_A_INT("actor.optim.total_training_steps", total_training_steps, -1, 1000000000000),
         RL_A_INT("trainer.seed", seed, 0, INT64_MAX),

@@ -12,6 +12,7 @@
  *   rollout.response_length   [1, 2^20]  new tokens per sample
  *   rollout.num_steps         [1, 10^4]  flow / diffusion integration steps
  *   rollout.noise_level       [0, 10]    flow / diffusion SDE noise
+ *   rollout.weight_timeout_s  (0, 3600]  how long sync_weights waits for a version
  *
  * Methods (dispatch):
  *   init_model    one_to_all   builds the model from the job (no weights yet:
@@ -23,7 +24,10 @@
  *                              (0/1, optional: validation decodes greedily) →
  *                              the kind's samples (LM: responses, response_lens,
  *                              response_logp, response_entropy) and meta
- *                              RL_ROLLOUT_WEIGHTS_VERSION (the version that sampled)
+ *                              RL_ROLLOUT_WEIGHTS_VERSION (the version that sampled),
+ *                              and the int64 column RL_ROLLOUT_ROW_VERSION (B): that
+ *                              version per row, so it travels with each sample
+ *                              through concatenation, filtering and reordering
  *   serve_env     all_to_all   meta endpoint of env rank r's data channel: answers
  *                              its observations with action chunks until it is done
  *                              (rlrt/roles/env.h; reads the env.* section) → meta
@@ -49,6 +53,7 @@
 #define RL_ROLLOUT_VERSION "version"
 #define RL_ROLLOUT_GREEDY "greedy"
 #define RL_ROLLOUT_WEIGHTS_VERSION "weights_version"
+#define RL_ROLLOUT_ROW_VERSION "weight_version"
 
 #define RL_ROLLOUT_DEFAULTS \
     "rollout:\n" \
@@ -58,13 +63,14 @@
     "  top_k: 0\n" \
     "  response_length: 48       # new tokens per sample\n" \
     "  num_steps: 10             # flow / diffusion models: integration steps\n" \
-    "  noise_level: 0.7          # flow / diffusion models: SDE noise\n"
+    "  noise_level: 0.7          # flow / diffusion models: SDE noise\n" \
+    "  weight_timeout_s: 120.0   # sync_weights waits this long for a version\n"
 
 /* The rollout's settings (read by the worker at CONFIGURE and checked by
  * the driver before it starts any process, with the same table). */
 typedef struct rl_rollout_config {
     int64_t n, response_length, top_k, num_steps, seed;
-    double temperature, top_p, noise_level;
+    double temperature, top_p, noise_level, weight_timeout_s;
 } rl_rollout_config;
 
 static inline int rl_rollout_config_read(const rl_config *c, rl_rollout_config *o)
@@ -79,6 +85,7 @@ static inline int rl_rollout_config_read(const rl_config *c, rl_rollout_config *
         RL_R_INT("rollout.response_length", response_length, 1, 1 << 20),
         RL_R_INT("rollout.num_steps", num_steps, 1, 10000),
         RL_R_NUM("rollout.noise_level", noise_level, 0, 10, 0),
+        RL_R_NUM("rollout.weight_timeout_s", weight_timeout_s, 0, 3600, RL_CFG_MIN_OPEN),
         RL_R_INT("trainer.seed", seed, 0, INT64_MAX),
     };
 #undef RL_R_NUM

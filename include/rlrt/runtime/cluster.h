@@ -14,7 +14,28 @@
  *     node: head                  # optional: the node the driver runs on
  *     port: 5555                  # required, 1..65535
  *   heartbeat: {interval_s: 1.0, liveness: 3}          # defaults 1 s x 3
+ *     # give_up_s: a worker whose driver stays silent this long after the
+ *     #   liveness ran out exits (status 2); default interval_s x liveness
  *   restart: {max_restarts: 3, backoff_s: 1.0, backoff_max_s: 30.0}
+ *     # call_retries: 2 — how often a call to a method its role declares
+ *     #   retry-safe (rl_method.flags) is sent again when the worker running
+ *     #   it dies; other methods fail the call at once
+ *   limits: {max_message_mb: 256}  # largest frame any socket of the job
+ *                                  # accepts (ZMQ_MAXMSGSIZE): control plane,
+ *                                  # data and weight channels, collectives
+ *   http:                          # read-only /healthz and /metrics
+ *     bind: 127.0.0.1              # default 127.0.0.1
+ *     driver_port: 9100            # 0 (default) = no HTTP on the driver
+ *     worker_port: 9200            # 0 (default) = none; a local/ssh worker
+ *                                  #   gets worker_port + its slot index
+ *   security:                      # CurveZMQ on every TCP socket (optional)
+ *     driver_cert: keys/driver.cert      # the driver's secret certificate
+ *     worker_cert: keys/worker.cert      # what local/ssh workers load (path
+ *                                        #   on their node)
+ *     authorized_keys: keys/authorized   # folder of worker public certs
+ *                                        #   (*.cert); only these may connect
+ *     # relative paths are relative to cluster.yaml; `rl-driver keygen DIR
+ *     # NAME` writes DIR/NAME.cert (public) and DIR/NAME.cert_secret
  *   external_wait_timeout_s: 300  # how long to wait for external workers
  *   nodes:                        # required, at least one
  *     - name: gpu0                # required, unique
@@ -57,6 +78,8 @@ extern "C" {
 #define RL_CLUSTER_NAME_MAX 64
 #define RL_CLUSTER_ADDR_MAX 256
 #define RL_CLUSTER_MAX_GPUS 64
+#define RL_CLUSTER_PATH_MAX 1024
+#define RL_CLUSTER_DEFAULT_MAX_MESSAGE_MB 256
 
 typedef enum rl_launch_mode {
     RL_LAUNCH_LOCAL = 0,    /* the driver spawns and supervises the worker */
@@ -114,6 +137,16 @@ typedef struct rl_cluster {
     double restart_backoff_s;    /* default 1.0 (doubles per restart) */
     double restart_backoff_max_s; /* default 30.0 */
     double external_wait_timeout_s; /* default 300.0 */
+    double heartbeat_give_up_s;  /* default interval_s x liveness */
+    int restart_call_retries;    /* default 2 */
+    int64_t max_message_bytes;   /* limits.max_message_mb x 2^20; default 256 MiB */
+    char http_bind[RL_CLUSTER_ADDR_MAX];   /* default 127.0.0.1 */
+    int http_driver_port;        /* 0 = off */
+    int http_worker_port;        /* 0 = off */
+    int security;                /* 1 when a security: section is given */
+    char security_driver_cert[RL_CLUSTER_PATH_MAX];
+    char security_worker_cert[RL_CLUSTER_PATH_MAX];
+    char security_authorized_keys[RL_CLUSTER_PATH_MAX];
 } rl_cluster;
 
 rl_cluster *rl_cluster_load(const char *path);

@@ -102,6 +102,12 @@ rl_driver *rl_driver_new(const rl_driver_options *opt);
 int rl_driver_start(rl_driver *d);
 /* The endpoint workers connect to (after a wildcard bind: the real port). */
 const char *rl_driver_endpoint(const rl_driver *d);
+/* This run's job id (16 hex digits, random per rl_driver_new): workers
+ * present it in HELLO; a worker of another job is refused and exits. */
+const char *rl_driver_job_id(const rl_driver *d);
+/* The driver's CurveZMQ public key (Z85) when cluster.yaml has a security:
+ * section, else "". External workers need it (--driver-key). */
+const char *rl_driver_public_key(const rl_driver *d);
 /* The group of a started role; NULL + RL_ENOTFOUND naming the role and the
  * cluster file when the cluster has no such role or this job did not start
  * it. */
@@ -160,6 +166,16 @@ const char *rl_driver_fatal(const rl_driver *d);
 void rl_driver_call_time(const rl_driver *d, double *wall_s, double *compute_s, int64_t *calls);
 /* Total worker restarts so far. */
 int rl_driver_restarts(const rl_driver *d);
+/* How many times rank `rank` of g has become READY (1 after the first
+ * start; +1 after every restart or reconnect): a recipe that keeps state on
+ * a worker compares it with the value it saw to know the worker must be
+ * restored (the hook for step-level recovery). 0 for a bad rank. */
+int64_t rl_group_incarnation(const rl_group *g, int rank);
+/* A recipe reports a finished step (its index and wall time): shown on
+ * /healthz ("step") and /metrics (rlrt_step, rlrt_step_seconds_*). */
+void rl_driver_note_step(rl_driver *d, int64_t step, double seconds);
+/* The HTTP port /healthz and /metrics are served on (0: none). */
+int rl_driver_http_port(const rl_driver *d);
 /* SHUTDOWN to every worker, waits for local children (SIGKILL after
  * timeout_ms), closes everything. 0 if every child exited with status 0. */
 int rl_driver_shutdown(rl_driver *d, int timeout_ms);

@@ -30,6 +30,7 @@ extern "C" {
 #endif
 
 #define RL_MSG_ID_MAX 255
+#define RL_MSG_MAX_FRAMES 8200 /* header + at most 4096 tensors, with room */
 
 typedef struct rl_msg {
     unsigned char id[RL_MSG_ID_MAX]; /* ROUTER peer identity */
@@ -37,15 +38,20 @@ typedef struct rl_msg {
     Rl__Envelope *env;      /* NULL if the envelope could not be parsed */
     rl_dataproto *payload;  /* NULL if none */
     int payload_error;      /* rl_status of a payload that failed to decode */
+    size_t bytes;           /* every frame's size, identity included */
 } rl_msg;
 
 /* Short name of an envelope body ("HELLO", "CALL", ...). */
 const char *rl_msg_kind_name(int body_case);
 
 /* Sends env (+ payload frames). `id` is the ROUTER destination (NULL on a
- * DEALER). Sets env->protocol_version. RL_EIO/RL_ETIMEOUT on socket errors. */
+ * DEALER). Sets env->protocol_version. Never blocks: RL_ETIMEOUT when the
+ * socket cannot take the message now (a DEALER without a peer), RL_EIO on
+ * other socket errors. */
 int rl_msg_send(void *sock, const void *id, size_t id_len, Rl__Envelope *env,
                 const rl_dataproto *payload);
+/* Bytes that rl_msg_send(env, payload) puts on the wire (identity aside). */
+size_t rl_msg_size(const Rl__Envelope *env, const rl_dataproto *payload);
 /* Receives one message without blocking (RL_ETIMEOUT if none is queued).
  * router: the socket is a ROUTER (first frame = identity). */
 int rl_msg_recv(void *sock, int router, rl_msg *out);

@@ -11,7 +11,10 @@
  * Failure handling (zguide Paranoid Pirate): if nothing arrives from the
  * driver for heartbeat × liveness, the worker assumes the driver is gone,
  * closes its socket and reconnects with exponential backoff (re-sending
- * HELLO); after `give_up_ms` without a driver it exits with status 2.
+ * HELLO with its job id and slot token); after `give_up_ms` more without a
+ * driver it exits with status 2 (CONFIGURE sets give_up_ms to the job's
+ * heartbeat.give_up_s). A driver that refuses it (another job, a wrong
+ * token) makes it exit with status 1.
  * An unknown method, a bad payload or a handler error becomes an ERROR reply,
  * never a crash of the worker.
  *
@@ -86,6 +89,31 @@ typedef struct rl_worker_options {
      * for them (rl_driver_options.test_methods); a role method of the same
      * name wins. NULL: none. */
     const rl_method *test_methods;
+    /* Retry-safe methods (NULL-terminated names; NULL: none): stateless and
+     * idempotent, so when the worker dies during such a call the driver
+     * runs it again on the restarted worker (cluster restart.call_retries)
+     * instead of failing it. Declare only methods whose result depends on
+     * the call's input and the job config alone. READY lists those served.
+     * rl-worker takes them from its registry (workers/registry.c) and, for
+     * the test methods, from the selftest's list. */
+    const char *const *retry_safe;
+    const char *const *test_retry_safe;
+    /* The job this worker belongs to (rl-worker --job; spawned workers get
+     * it from the driver). NULL/"": learned from the first CONFIGURE, and
+     * kept: after that a driver of another job refuses the worker. */
+    const char *job_id;
+    /* The slot's token (spawned workers: RL_WORKER_TOKEN or stdin). NULL:
+     * given by the driver in CONFIGURE. Presented on every HELLO. */
+    const char *token;
+    /* CurveZMQ: this worker's certificate (zcert file with the secret key)
+     * and the driver's public key (Z85). Both or neither. */
+    const char *cert;
+    const char *driver_key;
+    int64_t max_message_bytes; /* ZMQ_MAXMSGSIZE until CONFIGURE says; 0 = 256 MiB */
+    int http_port;             /* read-only /healthz and /metrics; 0 = none */
+    const char *http_bind;     /* default 127.0.0.1 */
+    /* sd_notify READY/STOPPING/WATCHDOG (under systemd, NOTIFY_SOCKET set) */
+    int sd_notify;
 } rl_worker_options;
 
 /* Exit statuses of rl-worker (and the values rl_worker_run returns). A

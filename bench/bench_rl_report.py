@@ -1,0 +1,371 @@
+#!/usr/bin/python3
+"""bench_rl_report.py — writes the results page of `make bench-rl`.
+
+Reads what bench/bench_rl.sh left in --dir:
+  env.txt     machine, commit, knobs, load average, total wall time
+  runs.tsv    one line per rl-driver run: name, kind (sft|rl), estimator,
+              warm start, seed, wall seconds, exit code, the exact command
+  <name>/metrics.jsonl   that run's metrics, one JSON object per step
+and writes its section of the page (--out, default docs/RESULTS.md) between
+the <!-- bench-rl:begin/end --> markers, leaving the other benchmarks'
+sections as they are. Every number on
+the page is computed here from those files; the prose around the tables says
+only what the numbers mean, and every comparative sentence is computed too.
+Prints `bench: name = value` lines for the headline numbers.
+
+Standard library only (run with /usr/bin/python3).
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+PHASES = ["gen", "reward", "old_log_prob", "ref", "adv", "update_actor", "sync_weights"]
+
+
+# ---- reading ---------------------------------------------------------------
+
+def read_env(path):
+    env = {}
+    with open(path) as f:
+        for line in f:
+            k, _, v = line.rstrip("\n").partition("=")
+            env[k] = v
+    return env
+
+
+def read_runs(path):
+    runs = []
+    with open(path) as f:
+        header = f.readline().rstrip("\n").split("\t")
+        for line in f:
+            row = dict(zip(header, line.rstrip("\n").split("\t", len(header) - 1)))
+            row["wall_s"] = float(row["wall_s"])
+            row["rc"] = int(row["rc"])
+            runs.append(row)
+    return runs
+
+
+def read_metrics(path):
+    rows = []
+    if not os.path.exists(path):
+        return rows
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                rows.append(json.loads(line))
+    return rows
+
+
+# ---- statistics ------------------------------------------------------------
+
+def values(rows, key, steps=None):
+    """Values of key over training steps (step >= 1), optionally in a range."""
+    out = []
+    for r in rows:
+        if r.get("step", 0) < 1 or key not in r:
+            continue
+        if steps and not (steps[0] <= r["step"] <= steps[1]):
+            continue
+        v = r[key]
+        if isinstance(v, (int, float)) and math.isfinite(v):
+            out.append(float(v))
+    return out
+
+
+def mean(v):
+    return sum(v) / len(v) if v else float("nan")
+
+
+def val_curve(rows):
+    """[(step, val/accuracy)] in step order (step 0 is before training)."""
+    return [(r["step"], r["val/accuracy"]) for r in rows if "val/accuracy" in r]
+
+
+def fmt(x, nd=3):
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "–"
+    return f"{x:.{nd}f}"
+
+
+def pts(x):
+    """A difference of accuracies in percentage points, signed."""
+    return "–" if x is None or not math.isfinite(x) else f"{100 * x:+.1f}"
+
+
+def table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def code(lines):
+    return "```sh\n" + "\n".join(lines) + "\n```"
+
+
+PAGE_HEAD = ("# Results\n\n"
+             "Each section of this page is generated in full by the benchmark it names, between "
+             "its `<!-- bench-NAME:begin -->` and `<!-- bench-NAME:end -->` markers; a benchmark "
+             "rewrites only its own section. Do not edit the sections by hand: rerun the "
+             "benchmark.\n")
+
+
+def replace_section(path, name, section):
+    """The page at `path` with the section of benchmark `name` replaced (or
+    appended); a page without markers (an older layout) is replaced whole."""
+    begin, end = "<!-- %s:begin -->" % name, "<!-- %s:end -->" % name
+    block = begin + "\n\n" + section + "\n" + end + "\n"
+    try:
+        with open(path) as f:
+            page = f.read()
+    except FileNotFoundError:
+        page = ""
+    if "<!-- bench-" not in page:
+        return PAGE_HEAD + "\n" + block
+    if begin in page and end in page:
+        a = page.index(begin)
+        b = page.index(end) + len(end)
+        return page[:a] + block.rstrip("\n") + page[b:]
+    return page.rstrip("\n") + "\n\n" + block
+
+
+# ---- one run ---------------------------------------------------------------
+
+class Run:
+    def __init__(self, d, rec, minutes):
+        self.rec = rec
+        self.name = rec["name"]
+        self.est, self.warm, self.seed = rec["estimator"], rec["warm"], rec["seed"]
+        self.ok = rec["rc"] == 0
+        self.rows = read_metrics(os.path.join(d, self.name, "metrics.jsonl"))
+        self.curve = val_curve(self.rows)
+        self.steps = max([r.get("step", 0) for r in self.rows] or [0])
+        # RL seconds at the end of each step: step time plus validation
+        t, self.clock = 0.0, {0: 0.0}
+        for r in self.rows:
+            if r.get("step", 0) >= 1:
+                t += r.get("timing_s/step", 0.0) + r.get("timing_s/testing", 0.0)
+                self.clock[r["step"]] = t
+        self.rl_s = t
+        self.budget = 60.0 * minutes
+
+    def before(self):
+        v = [a for s, a in self.curve if s == 0]
+        return v[0] if v else None
+
+    def after(self):
+        return self.curve[-1][1] if len(self.curve) > 1 else None
+
+    def best(self):
+        c = [p for p in self.curve if p[0] > 0]
+        if not c:
+            return None, None
+        s, a = max(c, key=lambda p: (p[1], -p[0]))
+        return a, s
+
+    def gain(self):
+        b, a = self.before(), self.after()
+        return a - b if a is not None and b is not None else None
+
+    def best_in_budget(self):
+        """Best validation accuracy reached within the RL time budget."""
+        c = [a for s, a in self.curve if s > 0 and self.clock.get(s, 1e30) <= self.budget]
+        return max(c) if c else None
+
+    def gain_in_budget(self):
+        b, a = self.before(), self.best_in_budget()
+        return a - b if a is not None and b is not None else None
+
+    def window_means(self, key, n):
+        """Mean of key over n equal windows of the training steps."""
+        v = [(r["step"], r[key]) for r in self.rows
+             if r.get("step", 0) >= 1 and isinstance(r.get(key), (int, float))]
+        if not v or not self.steps:
+            return [None] * n
+        out = []
+        for i in range(n):
+            lo, hi = i * self.steps / n, (i + 1) * self.steps / n
+            seg = [x for s, x in v if lo < s <= hi]
+            out.append(mean(seg) if seg else None)
+        return out
+
+    def mean(self, key):
+        return mean(values(self.rows, key))
+
+    def status(self):
+        return "ok" if self.ok else f"failed (exit {self.rec['rc']})"
+
+
+def sd(v):
+    """Sample standard deviation (n - 1); 0 for one value."""
+    if len(v) < 2:
+        return 0.0
+    m = mean(v)
+    return math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1))
+
+
+def pm(v, nd=3):
+    v = [x for x in v if x is not None]
+    return f"{mean(v):.{nd}f} ± {sd(v):.{nd}f}" if v else "–"
+
+
+# ---- the section -------------------------------------------------------------
+
+def section(d, env, runs, minutes):
+    sft = [r for r in runs if r["kind"] == "sft"]
+    rl = [Run(d, r, minutes) for r in runs if r["kind"] == "rl"]
+    planned = (len(env.get("estimators", "").split()) * len(env.get("warm", "").split())
+               * len(env.get("seeds", "").split()))
+    ests = []
+    for r in rl:
+        if r.est not in ests:
+            ests.append(r.est)
+    warm_acc = {}
+    out, bench = [], []
+    out.append("## Language-model RLVR (`make bench-rl`)\n")
+    out.append(
+        "This section is generated in full by `make bench-rl` (`bench/bench_rl.sh` runs the jobs, "
+        "`bench/bench_rl_report.py` writes the section from their `metrics.jsonl`); do not edit it "
+        f"by hand, rerun the bench. Run on {env.get('date_utc')} at commit `{env.get('commit')}`"
+        + (" (with uncommitted changes)" if env.get("dirty", "0") not in ("", "0") else "")
+        + f", {env.get('nproc')} CPU cores ({env.get('cpu')}), 1/5/15-minute load average "
+        f"{env.get('loadavg_start')} at the start"
+        + (f" and {env.get('loadavg_end')} at the end" if "loadavg_end" in env else "")
+        + " (the machine is shared: step times depend on what else runs). "
+        + (f"The whole bench took {env.get('bench_wall_s')} s.\n" if "bench_wall_s" in env else
+           f"**The bench was stopped before it finished**: this section covers the {len(rl)} RL "
+           f"runs it completed of the {planned} its knobs ask for.\n"))
+    out.append(
+        "Every job runs on `" + env.get("cluster", "examples/cluster-local.yaml") + "` with the "
+        "built-in arithmetic task. Validation accuracy is greedy decoding on the held-out set of "
+        "the job, logged as `val/accuracy`; a difference of accuracies is in percentage points. "
+        f"RL time is the sum of the step and validation times the run logged; the targets are read "
+        f"at {minutes} minutes of it: every warm start × seed at least +25 points over its warm "
+        "start (best validation accuracy within the budget), and no run of any estimator below "
+        "+15.\n")
+    out.append(table(["knob", "value"], [
+        ["`RL_BENCH_SFT_STEPS`", env.get("sft_steps")], ["`RL_BENCH_STEPS`", env.get("steps")],
+        ["`RL_BENCH_WARM`", "`%s`" % env.get("warm")], ["`RL_BENCH_SEEDS`", "`%s`" % env.get("seeds")],
+        ["`RL_BENCH_ESTIMATORS`", "`%s`" % env.get("estimators")],
+        ["`RL_BENCH_MINUTES`", env.get("minutes")],
+        ["`RL_BENCH_EXTRA`", "`%s`" % env.get("extra") if env.get("extra") else "(none)"]]) + "\n")
+
+    # -- summary per estimator
+    missing = [e for e in env.get("estimators", "").split() if e not in ests]
+    rows, all_ok = [], not missing
+    for e in ests:
+        rs = [r for r in rl if r.est == e]
+        gains = [r.gain_in_budget() for r in rs]
+        gv = [g for g in gains if g is not None]
+        n25 = sum(1 for g in gv if g >= 0.25)
+        mn = min(gv) if gv else None
+        per_est = len(env.get("warm", "").split()) * len(env.get("seeds", "").split())
+        full = len(rs) >= per_est
+        ok25 = full and len(gv) == len(rs) and n25 == len(rs)
+        ok15 = full and len(gv) == len(rs) and mn is not None and mn >= 0.15
+        all_ok = all_ok and ok25 and ok15
+        verdict = (lambda ok: "met" if ok else "not met") if full else \
+            (lambda ok: f"open ({len(rs)} of {per_est} runs)")
+        rows.append([e, len(rs), pm([r.before() for r in rs]), pm([r.after() for r in rs]),
+                     pm([r.best()[0] for r in rs]), pts(mean(gv)) if gv else "–", pts(mn),
+                     f"{n25}/{len(rs)}", verdict(ok25), verdict(ok15)])
+        bench.append(f"bench: rl_{e}_min_gain_points = {100 * mn:.1f}" if mn is not None else
+                     f"bench: rl_{e}_min_gain_points = nan")
+        bench.append(f"bench: rl_{e}_runs_at_25_points = {n25 / max(len(rs), 1):.3f}")
+    out.append("### Summary\n")
+    out.append(table(["estimator", "runs", "warm start acc", "final acc (mean ± sd)",
+                      "best acc (mean ± sd)", f"mean gain in {minutes} min", "min gain",
+                      "runs ≥ +25", "target: all ≥ +25", "target: none < +15"], rows) + "\n")
+    if missing:
+        out.append("Not run (the bench stopped first): " + ", ".join(f"`{e}`" for e in missing)
+                   + ".\n")
+    out.append("Both targets are " + ("met by every estimator." if all_ok else
+               "not met by every estimator: the rows above say which.") + " Gains are the best "
+               f"validation accuracy within {minutes} minutes of RL minus the warm start's.\n")
+
+    # -- warm starts
+    out.append("### Warm starts (SFT)\n")
+    out.append(code([r["command"] for r in sft]) + "\n")
+    wrows = []
+    for r in sft:
+        run = Run(d, dict(r, estimator="-"), minutes)
+        c = [(s, a) for s, a in run.curve]
+        warm_acc[r["warm"]] = c[-1][1] if c else None
+        wrows.append([r["warm"], " ".join(f"{s}:{a:.3f}" for s, a in c), f"{r['wall_s']:.0f}",
+                      fmt(run.window_means("sft/loss", 1)[0]), run.status()])
+    out.append(table(["SFT trainer.seed", "val accuracy (step:acc)", "wall s", "mean sft/loss",
+                      "status"], wrows) + "\n")
+
+    # -- every run
+    out.append("### Every run\n")
+    out.append("Each run: the estimator's example job (`examples/arith_<name>.yaml`) from warm start "
+               "`w` with `trainer.seed=s`, unchanged apart from the overrides on its command line "
+               "(the first run of each estimator is shown; the others differ in the warm start, "
+               "the seed and the output directory).\n")
+    out.append(code([next(r for r in rl if r.est == e).rec["command"] for e in ests]) + "\n")
+    rows = []
+    for r in rl:
+        a, s = r.best()
+        g = r.gain_in_budget()
+        rows.append([r.est, r.warm, r.seed, fmt(r.before()), fmt(r.after()),
+                     f"{fmt(a)} (step {s})" if a is not None else "–", pts(r.gain()), pts(g),
+                     f"{r.rl_s:.0f}", r.steps, "yes" if g is not None and g >= 0.25 else "no",
+                     r.status()])
+    out.append(table(["estimator", "warm", "seed", "before", "final", "best", "final gain",
+                      f"gain in {minutes} min", "RL s", "steps", "≥ +25", "status"], rows) + "\n")
+
+    # -- entropy and group signal
+    nw = 5
+    out.append("### Entropy and group signal\n")
+    out.append(f"Means over each estimator's runs, in {nw} equal windows of the training steps: "
+               "`actor/entropy` (nats per sampled token, from the rollout), `batch/solve_all` and "
+               "`batch/solve_none` (share of prompt groups whose samples are all correct / all "
+               "wrong: no signal for a group baseline) and `actor/pg_clipfrac`.\n")
+    rows = []
+    for e in ests:
+        rs = [r for r in rl if r.est == e]
+        for key in ["actor/entropy", "batch/solve_all", "batch/solve_none", "actor/pg_clipfrac"]:
+            w = [r.window_means(key, nw) for r in rs]
+            cols = []
+            for i in range(nw):
+                v = [x[i] for x in w if x[i] is not None]
+                cols.append(fmt(mean(v)) if v else "–")
+            rows.append([e, f"`{key}`"] + cols)
+    out.append(table(["estimator", "metric"] + [f"window {i + 1}" for i in range(nw)], rows) + "\n")
+
+    # -- step breakdown
+    out.append("### Seconds per step by phase\n")
+    out.append("Means over every training step of each estimator's runs (`timing_s/*`; `step` is "
+               "the whole step, validation excluded).\n")
+    rows = []
+    for e in ests:
+        rs = [r for r in rl if r.est == e]
+        rows.append([e] + [fmt(mean([r.mean("timing_s/" + p) for r in rs
+                                     if math.isfinite(r.mean("timing_s/" + p))]))
+                           for p in PHASES + ["step"]])
+    out.append(table(["estimator"] + PHASES + ["step"], rows) + "\n")
+    return "\n".join(out), bench
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dir", required=True, help="RL_BENCH_DIR of the bench")
+    ap.add_argument("--out", default="docs/RESULTS.md")
+    a = ap.parse_args()
+    env = read_env(os.path.join(a.dir, "env.txt"))
+    runs = read_runs(os.path.join(a.dir, "runs.tsv"))
+    minutes = float(env.get("minutes", "10"))
+    text, bench = section(a.dir, env, runs, minutes)
+    page = replace_section(a.out, "bench-rl", text)
+    with open(a.out + ".tmp", "w") as f:
+        f.write(page)
+    os.replace(a.out + ".tmp", a.out)
+    for line in bench:
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+/* driver/recipes/rlvr_async.h — one-step-off (and k-step-off) asynchronous
+ * generation for the rlvr recipe (verl's one_step_off_policy, RLinf's
+ * pipelining): while the actor trains step k, the rollout ranks already
+ * generate the first round of steps k+1 .. k+S with the weights they hold.
+ *
+ * trainer.staleness S in [0, 8]: 0 is the synchronous loop (nothing here
+ * runs). With S > 0 the rollout's calls queue in order, so the round of step
+ * s issued during step s−1 runs before that step's weight sync: it samples
+ * with the weights the actor had before its update, and a sample reaches the
+ * actor at most S versions old. Every row carries its weight version (the
+ * rollout's RL_ROLLOUT_ROW_VERSION column); the recipe checks the bound.
+ *
+ * A prefetched round is either in flight (a future) or finished (sampled,
+ * decoded and scored). Checkpoints keep the finished rounds (in flight ones
+ * are finished first) in the trainer state as packed DataProtos in base64,
+ * so a resumed run trains on exactly the batches an uninterrupted one would.
+ *
+ * Ownership: rl_rlvr_async owns its batches and futures; close frees them.
+ */
+#ifndef RLRT_DRIVER_RLVR_ASYNC_H
+#define RLRT_DRIVER_RLVR_ASYNC_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "lm_common.h"
+
+#define RL_RLVR_MAX_STALENESS 8
+
+typedef struct rl_rlvr_prefetch {
+    int64_t step;      /* the training step this round belongs to */
+    rl_dataproto *dp;  /* prompts (+ samples and scores once finished) */
+    rl_future *f;      /* in flight, or NULL once finished */
+    double gen_s, reward_s;
+} rl_rlvr_prefetch;
+
+typedef struct rl_rlvr_async {
+    int64_t staleness;
+    rl_rlvr_prefetch q[RL_RLVR_MAX_STALENESS];
+    int n;
+} rl_rlvr_async;
+
+/* Adds the round of `step` (dp stolen, f stolen: in flight). */
+int rl_rlvr_async_push(rl_rlvr_async *a, int64_t step, rl_dataproto *dp, rl_future *f);
+/* 1 when a round of `step` is queued. */
+int rl_rlvr_async_has(const rl_rlvr_async *a, int64_t step);
+/* Removes the round of `step` and finishes it if needed: *out (the caller's),
+ * with the wait for generation and the reward time. RL_ENOTFOUND if absent. */
+int rl_rlvr_async_take(rl_rlvr_async *a, rl_lm_job *j, int64_t step, rl_dataproto **out,
+                       double *gen_s, double *reward_s);
+/* Finishes every round in flight, then {"<step>": "<base64 packed DataProto>"}
+ * (a new object) for the checkpoint. */
+int rl_rlvr_async_save(rl_rlvr_async *a, rl_lm_job *j, json_t **out);
+/* The rounds saved by rl_rlvr_async_save (finished). */
+int rl_rlvr_async_restore(rl_rlvr_async *a, const json_t *saved);
+void rl_rlvr_async_close(rl_rlvr_async *a);
+
+#endif

@@ -1,0 +1,66 @@
+/* rlrt/runtime/health.h — what a daemon tells its operator: a read-only HTTP
+ * endpoint (/healthz, /healthz/ready, Prometheus /metrics) and systemd
+ * notifications.
+ *
+ * Purpose: rl-driver and rl-worker serve a small HTTP server (libmicrohttpd,
+ * its own thread) on a configurable port. The daemon supplies one callback
+ * that renders a path; everything it reads must be guarded by the daemon's
+ * own lock, since the callback runs on the server's thread. Only GET and
+ * HEAD are answered; any other method is 405, an unknown path 404, and a
+ * request body is refused. The server keeps at most 32 connections, each
+ * with a 5 s timeout, so a flood of clients cannot starve the daemon.
+ *
+ * sd_notify (libsystemd): rl_sd_notify() sends READY=1, STOPPING=1,
+ * WATCHDOG=1, STATUS=... when the process runs under systemd (NOTIFY_SOCKET
+ * set); elsewhere it does nothing. rl_sd_watchdog_usec() says whether the
+ * unit asked for watchdog pings and how often.
+ *
+ * Ownership: rl_http_start() returns a server stopped and freed with
+ * rl_http_stop(). A callback returns a malloc'd body that the server frees.
+ */
+#ifndef RLRT_RUNTIME_HEALTH_H
+#define RLRT_RUNTIME_HEALTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rl_http rl_http;
+
+/* Renders `path` ("/healthz", ...): sets *body (malloc'd, NUL-terminated)
+ * and *content_type (static text), returns the HTTP status. */
+typedef int (*rl_http_fn)(void *arg, const char *path, char **body, const char **content_type);
+
+/* Listens on bind:port (bind "" or NULL = 127.0.0.1; "0.0.0.0" = every
+ * interface). NULL + RL_EIO naming the address when it cannot. */
+rl_http *rl_http_start(const char *bind, int port, rl_http_fn fn, void *arg);
+int rl_http_port(const rl_http *h);
+void rl_http_stop(rl_http *h);
+
+/* sd_notify(0, state) when under systemd; 1 if sent, 0 if not under
+ * systemd, < 0 on error. Never fails the caller. */
+int rl_sd_notify(const char *state);
+/* The watchdog interval the unit asks for (WatchdogSec=), in µs; 0: none. */
+uint64_t rl_sd_watchdog_usec(void);
+
+/* A growing text buffer for metric pages: appends printf-style; on
+ * allocation failure the buffer keeps what it had and `failed` is set. */
+typedef struct rl_text {
+    char *buf;
+    size_t len, cap;
+    int failed;
+} rl_text;
+
+void rl_text_printf(rl_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* One Prometheus sample with its HELP/TYPE header when `help` is non-NULL:
+ * name{labels} value. */
+void rl_text_metric(rl_text *t, const char *name, const char *type, const char *help,
+                    const char *labels, double value);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

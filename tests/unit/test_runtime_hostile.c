@@ -1,0 +1,671 @@
+/* test_runtime_hostile.c — the driver and real rl-worker processes against a
+ * hostile peer, over real sockets: impostor HELLOs (a wrong pid, no token,
+ * a foreign job), frames above the configured limit, garbage and floods of
+ * connections while calls run, a retry-safe call surviving kill -9 of its
+ * worker, and CurveZMQ (allowed key, plaintext peer, unknown key, wrong
+ * server key) on the control plane, data and weight channels and the
+ * collectives. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+#include <cmocka.h>
+
+#include "rl.pb-c.h"
+#include "rlrt/rlrt.h"
+#include "rlrt/roles/roles.h"
+#include "rlrt/runtime/channel.h"
+#include "rlrt/runtime/cluster.h"
+#include "rlrt/runtime/collective.h"
+#include "rlrt/runtime/driver.h"
+#include "rlrt/runtime/net.h"
+#include "rlrt/wire.h"
+
+static char s_worker[512];
+static char s_tmp[256];
+
+#define assert_msg_contains(msg, s) \
+    do { \
+        if (!strstr((msg), (s))) \
+            fail_msg("message '%s' lacks '%s'", (msg), (s)); \
+    } while (0)
+
+typedef struct {
+    rl_config *cfg, *job;
+    rl_cluster *cl;
+    rl_driver *d;
+} s_job;
+
+static s_job s_the_job;
+static s_job *s_current;
+
+/* A cluster of `roles` with `extra` YAML (limits, security) appended. */
+static s_job *s_start(const char *roles, const char *extra, int start)
+{
+    s_job *j = &s_the_job;
+    memset(j, 0, sizeof *j);
+    char yaml[4096];
+    snprintf(yaml, sizeof yaml,
+             "driver: {bind: 127.0.0.1, port: 5555}\n"
+             "heartbeat: {interval_s: 0.2, liveness: 3}\n"
+             "restart: {max_restarts: 2, backoff_s: 0.1, backoff_max_s: 0.2}\n"
+             "external_wait_timeout_s: 0.5\n"
+             "nodes:\n"
+             "  - {name: local, address: 127.0.0.1, launch: local}\n"
+             "  - {name: ext, address: 127.0.0.1, launch: external}\n"
+             "roles: %s\n%s",
+             roles, extra ? extra : "");
+    char path[400];
+    snprintf(path, sizeof path, "%s/cluster.yaml", s_tmp);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(yaml, f);
+    fclose(f);
+    j->cl = rl_cluster_load(path);
+    if (!j->cl)
+        fail_msg("cluster: %s", rl_error_message());
+    j->job = rl_config_load_job(RL_ROLES_DEFAULTS, NULL, 0, NULL);
+    assert_non_null(j->job);
+    rl_driver_options opt = {.cluster = j->cl, .job = j->job, .worker_binary = s_worker,
+                             .bind_override = "tcp://127.0.0.1:*", .worker_log_level = "warn",
+                             .ready_timeout_ms = 20000, .test_methods = 1};
+    j->d = rl_driver_new(&opt);
+    if (!j->d)
+        fail_msg("rl_driver_new: %s", rl_error_message());
+    s_current = j;
+    if (start && rl_driver_start(j->d))
+        fail_msg("start: %s", rl_error_message());
+    return j;
+}
+
+static void s_stop(s_job *j)
+{
+    s_current = NULL;
+    rl_driver_shutdown(j->d, 5000);
+    rl_driver_free(j->d);
+    rl_cluster_free(j->cl);
+    rl_config_free(j->job);
+    rl_net_reset();
+}
+
+static int s_teardown(void **state)
+{
+    (void)state;
+    if (s_current)
+        s_stop(s_current);
+    rl_net_reset();
+    return 0;
+}
+
+static pid_t s_spawn_worker(const char *role, int rank, const char *endpoint, const char *cert,
+                            const char *driver_key)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        char r[16];
+        snprintf(r, sizeof r, "%d", rank);
+        if (cert)
+            execl(s_worker, s_worker, "--role", role, "--rank", r, "--driver", endpoint,
+                  "--log-level", "error", "--heartbeat-ms", "100", "--give-up-s", "3", "--cert",
+                  cert, "--driver-key", driver_key, (char *)NULL);
+        else
+            execl(s_worker, s_worker, "--role", role, "--rank", r, "--driver", endpoint,
+                  "--log-level", "error", "--heartbeat-ms", "100", "--give-up-s", "3",
+                  (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static void *s_dealer(void **ctx_out, const char *endpoint)
+{
+    void *ctx = zmq_ctx_new();
+    void *sock = zmq_socket(ctx, ZMQ_DEALER);
+    int linger = 0;
+    zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
+    assert_int_equal(zmq_connect(sock, endpoint), 0);
+    *ctx_out = ctx;
+    return sock;
+}
+
+static void s_close(void *ctx, void *sock)
+{
+    zmq_close(sock);
+    zmq_ctx_term(ctx);
+}
+
+static void s_send_hello(void *sock, const char *role, uint32_t rank, uint32_t pid,
+                         const char *job, const char *token)
+{
+    Rl__Envelope env = RL__ENVELOPE__INIT;
+    Rl__Hello h = RL__HELLO__INIT;
+    h.role = (char *)role;
+    h.rank = rank;
+    h.pid = pid;
+    h.node = "impostor";
+    h.job_id = (char *)(job ? job : "");
+    if (token) {
+        h.token.data = (uint8_t *)token;
+        h.token.len = strlen(token);
+    }
+    env.protocol_version = RL_PROTOCOL_VERSION;
+    env.body_case = RL__ENVELOPE__BODY_HELLO;
+    env.hello = &h;
+    uint8_t buf[1024];
+    size_t len = rl__envelope__pack(&env, buf);
+    assert_int_equal(zmq_send(sock, buf, len, 0), (int)len);
+}
+
+/* The next envelope the peer gets within `ms` (NULL: none). */
+static Rl__Envelope *s_recv(void *sock, int ms)
+{
+    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&it, 1, ms) <= 0)
+        return NULL;
+    uint8_t buf[65536];
+    int n = zmq_recv(sock, buf, sizeof buf, 0);
+    int more = 0;
+    size_t ml = sizeof more;
+    zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &ml);
+    while (more) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        zmq_msg_recv(&m, sock, 0);
+        zmq_msg_close(&m);
+        zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &ml);
+    }
+    return n >= 0 ? rl__envelope__unpack(NULL, (size_t)(n < (int)sizeof buf ? n : (int)sizeof buf), buf) : NULL;
+}
+
+/* Asserts the peer is refused: ERROR (message containing `want`) then
+ * DISCONNECT, and never anything of the job (CONFIGURE, CALL). */
+static void s_expect_refused(void *sock, const char *want, const char *must_not_contain)
+{
+    Rl__Envelope *e = s_recv(sock, 3000);
+    assert_non_null(e);
+    assert_int_equal(e->body_case, RL__ENVELOPE__BODY_ERROR);
+    assert_msg_contains(e->error->message, want);
+    if (must_not_contain && strstr(e->error->message, must_not_contain))
+        fail_msg("refusal '%s' reveals '%s'", e->error->message, must_not_contain);
+    rl__envelope__free_unpacked(e, NULL);
+    e = s_recv(sock, 3000);
+    assert_non_null(e);
+    assert_int_equal(e->body_case, RL__ENVELOPE__BODY_DISCONNECT);
+    rl__envelope__free_unpacked(e, NULL);
+    while ((e = s_recv(sock, 300))) { /* nothing else may follow */
+        int kind = e->body_case;
+        rl__envelope__free_unpacked(e, NULL);
+        assert_true(kind != RL__ENVELOPE__BODY_CONFIGURE && kind != RL__ENVELOPE__BODY_CALL);
+    }
+}
+
+/* A HELLO for a claimed slot — with the real worker's pid, with a made-up
+ * token, with the job id of another driver — is refused without telling
+ * anything about the real worker, and the job goes on with the real one. */
+static void test_impostor_hello(void **state)
+{
+    (void)state;
+    s_job *j = s_start("{reward: {count: 1, node: ext}, actor: {count: 1, node: local}}", NULL, 0);
+    rl_driver_start(j->d); /* times out: the external worker is not there yet */
+    pid_t real = s_spawn_worker("reward", 0, rl_driver_endpoint(j->d), NULL, NULL);
+    rl_group *g = rl_driver_group(j->d, "reward");
+    assert_int_equal(rl_group_wait_ready(g, 10000), 0);
+    assert_int_equal(rl_group_wait_ready(rl_driver_group(j->d, "actor"), 10000), 0);
+    char pidtxt[32];
+    snprintf(pidtxt, sizeof pidtxt, "%d", (int)real);
+
+    void *ctx, *sock = s_dealer(&ctx, rl_driver_endpoint(j->d));
+    /* the real pid is no proof */
+    s_send_hello(sock, "reward", 0, (uint32_t)real, NULL, NULL);
+    s_expect_refused(sock, "refused: reward/0 is held by a connected worker; a HELLO for it "
+                           "must present the slot's token", pidtxt);
+    s_close(ctx, sock);
+    /* nor a guessed token */
+    sock = s_dealer(&ctx, rl_driver_endpoint(j->d));
+    s_send_hello(sock, "reward", 0, (uint32_t)real, NULL, "0123456789abcdef");
+    s_expect_refused(sock, "must present the slot's token", pidtxt);
+    s_close(ctx, sock);
+    /* a slot the driver spawned belongs to that process */
+    sock = s_dealer(&ctx, rl_driver_endpoint(j->d));
+    s_send_hello(sock, "actor", 0, 1234, NULL, NULL);
+    s_expect_refused(sock, "refused: actor/0 is started by this driver", NULL);
+    s_close(ctx, sock);
+    /* a worker of another job (an orphan of an earlier driver) */
+    sock = s_dealer(&ctx, rl_driver_endpoint(j->d));
+    s_send_hello(sock, "reward", 0, 1234, "00000000deadbeef", NULL);
+    s_expect_refused(sock, "refused: this worker belongs to job 00000000deadbeef, not to job ", NULL);
+    s_close(ctx, sock);
+
+    /* the real worker still serves, and its calls are answered by it */
+    rl_dataproto *out = NULL;
+    assert_int_equal(rl_group_call_sync(g, "whoami", RL_DISPATCH_RANK_ZERO, NULL, &out), 0);
+    assert_int_equal(rl_column_i64(rl_dataproto_column(out, "pid"), 0), real);
+    rl_dataproto_free(out);
+    assert_int_equal(rl_driver_restarts(j->d), 0);
+    s_stop(j);
+    int st;
+    assert_int_equal(waitpid(real, &st, 0), real);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* Frames above limits.max_message_mb are refused by libzmq before they are
+ * buffered (the peer is disconnected); garbage, truncated envelopes, wrong
+ * versions and a flood of connections never stop the job's calls. */
+static void test_hostile_input_while_calling(void **state)
+{
+    (void)state;
+    s_job *j = s_start("{reward: {count: 2, node: local}}", "limits: {max_message_mb: 1}\n", 1);
+    rl_group *g = rl_driver_group(j->d, "reward");
+    enum { N = 64 };
+    void *ctx = zmq_ctx_new();
+    void *socks[N];
+    int linger = 0;
+    for (int i = 0; i < N; i++) {
+        socks[i] = zmq_socket(ctx, ZMQ_DEALER);
+        zmq_setsockopt(socks[i], ZMQ_LINGER, &linger, sizeof linger);
+        assert_int_equal(zmq_connect(socks[i], rl_driver_endpoint(j->d)), 0);
+    }
+    /* a 4 MiB frame, 4x the limit */
+    size_t big = (size_t)4 << 20;
+    char *huge = calloc(1, big);
+    assert_non_null(huge);
+    assert_int_equal(zmq_send(socks[0], huge, big, 0), (int)big);
+    free(huge);
+    unsigned seed = 12345;
+    rl_dataproto *in = rl_dataproto_new();
+    int64_t shape[2] = {8, 4};
+    rl_dataproto_new_tensor(in, "x", RL_F32, 2, shape);
+    for (int round = 0; round < 20; round++) {
+        rl_future *f = rl_group_call(g, "echo", RL_DISPATCH_DP_COMPUTE, in);
+        assert_non_null(f);
+        for (int i = 1; i < N; i++) {
+            uint8_t junk[300];
+            size_t n = (size_t)(rand_r(&seed) % sizeof junk);
+            for (size_t k = 0; k < n; k++)
+                junk[k] = (uint8_t)rand_r(&seed);
+            switch ((i + round) % 4) {
+            case 0: /* random bytes */
+                zmq_send(socks[i], junk, n, ZMQ_DONTWAIT);
+                break;
+            case 1: { /* a truncated HELLO */
+                Rl__Envelope env = RL__ENVELOPE__INIT;
+                Rl__Hello h = RL__HELLO__INIT;
+                h.role = "reward";
+                env.protocol_version = RL_PROTOCOL_VERSION;
+                env.body_case = RL__ENVELOPE__BODY_HELLO;
+                env.hello = &h;
+                uint8_t buf[256];
+                size_t len = rl__envelope__pack(&env, buf);
+                zmq_send(socks[i], buf, len / 2, ZMQ_DONTWAIT);
+                break;
+            }
+            case 2: /* a wrong protocol version claiming a slot */
+            {
+                Rl__Envelope env = RL__ENVELOPE__INIT;
+                Rl__Hello h = RL__HELLO__INIT;
+                h.role = "reward";
+                h.rank = (uint32_t)(i % 2);
+                env.protocol_version = 77;
+                env.body_case = RL__ENVELOPE__BODY_HELLO;
+                env.hello = &h;
+                uint8_t buf[256];
+                size_t len = rl__envelope__pack(&env, buf);
+                zmq_send(socks[i], buf, len, ZMQ_DONTWAIT);
+                break;
+            }
+            default: /* a forged REPLY without HELLO, with junk frames */
+                zmq_send(socks[i], junk, n, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+                zmq_send(socks[i], junk, n / 2, ZMQ_DONTWAIT);
+                break;
+            }
+        }
+        assert_int_equal(rl_future_wait(f, 10000), 0);
+        rl_dataproto *out = NULL;
+        assert_int_equal(rl_future_take(f, &out), 0);
+        assert_int_equal(rl_dataproto_rows(out), 8);
+        rl_dataproto_free(out);
+        rl_future_free(f);
+    }
+    rl_dataproto_free(in);
+    for (int i = 0; i < N; i++)
+        zmq_close(socks[i]);
+    zmq_ctx_term(ctx);
+    assert_null(rl_driver_fatal(j->d));
+    assert_int_equal(rl_driver_restarts(j->d), 0);
+    /* a legitimate worker may still send up to the limit */
+    rl_dataproto *mb = rl_dataproto_new();
+    int64_t s2[2] = {16, 8192}; /* 512 KiB */
+    rl_dataproto_new_tensor(mb, "x", RL_F32, 2, s2);
+    rl_dataproto *back = NULL;
+    assert_int_equal(rl_group_call_sync(g, "echo", RL_DISPATCH_RANK_ZERO, mb, &back), 0);
+    rl_dataproto_free(back);
+    rl_dataproto_free(mb);
+    s_stop(j);
+}
+
+/* A retry-safe method (declared by the worker's role, data in READY) whose
+ * worker is killed during the call runs again on the restarted worker: the
+ * call succeeds. A method not declared so fails, naming why. */
+static void test_retry_safe_call_survives_kill(void **state)
+{
+    (void)state;
+    s_job *j = s_start("{reward: {count: 2, node: local}}", NULL, 1);
+    rl_group *g = rl_driver_group(j->d, "reward");
+    int pid = rl_group_pid(g, 1);
+    assert_int_equal(rl_group_incarnation(g, 1), 1);
+    rl_dataproto *in = rl_dataproto_new_meta(json_pack("{s:i}", "ms", 1500));
+    rl_future *f = rl_group_call(g, "sleep_safe", RL_DISPATCH_ONE_TO_ALL, in);
+    rl_driver_poll(j->d, 300);
+    kill(pid, SIGKILL);
+    assert_int_equal(rl_future_wait(f, 20000), 0);
+    rl_future_free(f);
+    assert_int_equal(rl_driver_restarts(j->d), 1);
+    assert_int_not_equal(rl_group_pid(g, 1), pid);
+    assert_int_equal(rl_group_incarnation(g, 1), 2);
+    /* not declared retry-safe: the call fails */
+    pid = rl_group_pid(g, 0);
+    f = rl_group_call(g, "sleep", RL_DISPATCH_ONE_TO_ALL, in);
+    rl_driver_poll(j->d, 300);
+    kill(pid, SIGKILL);
+    assert_int_not_equal(rl_future_wait(f, 20000), 0);
+    assert_msg_contains(rl_error_message(), "during call 'sleep' (not retry-safe");
+    rl_future_free(f);
+    rl_dataproto_free(in);
+    s_stop(j);
+}
+
+/* ---- CurveZMQ -------------------------------------------------------------------------- */
+
+static void s_keys(char *driver_key)
+{
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/keys", s_tmp);
+    rl_net_keypair kp;
+    assert_int_equal(rl_net_keygen(dir, "driver", &kp), 0);
+    snprintf(driver_key, RL_NET_KEY_TXT, "%s", kp.public_txt);
+    assert_int_equal(rl_net_keygen(dir, "worker", NULL), 0);
+    assert_int_equal(rl_net_keygen(dir, "stranger", NULL), 0);
+    char auth[400];
+    snprintf(auth, sizeof auth, "%s/authorized", s_tmp);
+    mkdir(auth, 0700);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "cp %s/worker.cert %s/", dir, auth);
+    assert_int_equal(system(cmd), 0);
+    /* the secret file is not readable by others */
+    char sec[500];
+    snprintf(sec, sizeof sec, "%s/worker.cert_secret", dir);
+    struct stat st;
+    assert_int_equal(stat(sec, &st), 0);
+    assert_int_equal(st.st_mode & 077, 0);
+}
+
+/* A client socket with `own` keys towards `server_key`; NULL own: plaintext. */
+static void *s_curve_dealer(void **ctx_out, const char *ep, const char *own_cert,
+                            const char *server_key)
+{
+    void *ctx = zmq_ctx_new();
+    void *sock = zmq_socket(ctx, ZMQ_DEALER);
+    int linger = 0;
+    zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
+    if (own_cert) {
+        rl_net_keypair kp;
+        assert_int_equal(rl_net_load_cert(own_cert, 1, &kp), 0);
+        zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, server_key, 40);
+        zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, kp.public_txt, 40);
+        zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, kp.secret_txt, 40);
+    }
+    assert_int_equal(zmq_connect(sock, ep), 0);
+    *ctx_out = ctx;
+    return sock;
+}
+
+static void test_curve_control_plane(void **state)
+{
+    (void)state;
+    char dkey[RL_NET_KEY_TXT];
+    s_keys(dkey);
+    char sec[1200];
+    snprintf(sec, sizeof sec,
+             "security: {driver_cert: keys/driver.cert_secret, worker_cert: %s/keys/worker.cert, "
+             "authorized_keys: authorized}\n", s_tmp);
+    /* capture the driver's log: refusals are logged with the peer address */
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *cap = tmpfile();
+    assert_non_null(cap);
+    dup2(fileno(cap), 2);
+    s_job *j = s_start("{reward: {count: 1, node: local}, actor: {count: 1, node: ext}}", sec, 0);
+    assert_string_equal(rl_driver_public_key(j->d), dkey);
+    rl_driver_start(j->d); /* the external actor is not there yet */
+    char wcert[500], scert[500];
+    snprintf(wcert, sizeof wcert, "%s/keys/worker.cert", s_tmp);
+    snprintf(scert, sizeof scert, "%s/keys/stranger.cert", s_tmp);
+    pid_t ext = s_spawn_worker("actor", 0, rl_driver_endpoint(j->d), wcert, dkey);
+    rl_group *g = rl_driver_group(j->d, "reward");
+    assert_int_equal(rl_group_wait_ready(g, 10000), 0);
+    assert_int_equal(rl_group_wait_ready(rl_driver_group(j->d, "actor"), 10000), 0);
+    assert_int_equal(rl_group_call_sync(g, "whoami", RL_DISPATCH_RANK_ZERO, NULL, NULL), 0);
+
+    /* a plaintext peer, an unknown key and a wrong server key get nothing */
+    void *ctx, *sock = s_curve_dealer(&ctx, rl_driver_endpoint(j->d), NULL, NULL);
+    s_send_hello(sock, "actor", 0, 1, NULL, NULL);
+    assert_null(s_recv(sock, 1000));
+    s_close(ctx, sock);
+    sock = s_curve_dealer(&ctx, rl_driver_endpoint(j->d), scert, dkey);
+    s_send_hello(sock, "actor", 0, 1, NULL, NULL);
+    assert_null(s_recv(sock, 1000));
+    s_close(ctx, sock);
+    char wrong[RL_NET_KEY_TXT];
+    rl_net_keypair other;
+    assert_int_equal(rl_net_keygen(s_tmp, "other", &other), 0);
+    snprintf(wrong, sizeof wrong, "%s", other.public_txt);
+    sock = s_curve_dealer(&ctx, rl_driver_endpoint(j->d), wcert, wrong);
+    s_send_hello(sock, "actor", 0, 1, NULL, NULL);
+    assert_null(s_recv(sock, 1000));
+    s_close(ctx, sock);
+    /* the job is untouched */
+    assert_int_equal(rl_group_call_sync(g, "whoami", RL_DISPATCH_RANK_ZERO, NULL, NULL), 0);
+
+    /* the collectives and both channel kinds between secured workers */
+    rl_dataproto *req = rl_dataproto_new_meta(json_pack("{s:s}", "host", "127.0.0.1"));
+    rl_dataproto *out = NULL;
+    assert_int_equal(rl_group_call_sync(g, "channel_open", RL_DISPATCH_RANK_ZERO, req, &out), 0);
+    const char *ep = rl_dataproto_meta_str(out, "endpoint", NULL);
+    assert_non_null(ep);
+    assert_non_null(strchr(ep, '|')); /* the endpoint carries the server's key */
+    rl_dataproto_free(out);
+    rl_dataproto_free(req);
+    s_stop(j);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(cap);
+    char log[65536];
+    size_t n = fread(log, 1, sizeof log - 1, cap);
+    log[n] = '\0';
+    fclose(cap);
+    assert_msg_contains(log, "refused a CURVE connection from 127.0.0.1: client key ");
+    assert_msg_contains(log, " is not authorized");
+    int st;
+    assert_int_equal(waitpid(ext, &st, 0), ext);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+typedef struct {
+    const char *ep;
+    int rc;
+} s_chan_arg;
+
+/* Data and weight channels and the collectives in one process with CURVE:
+ * the allow-list admits this process's key, a plain endpoint is refused,
+ * and a client whose key is not allowed gets nothing. */
+static void *s_comm_thread(void *p)
+{
+    rl_comm_id *id = p;
+    rl_comm_options o;
+    rl_comm_options_default(&o);
+    o.timeout_s = 10;
+    rl_comm *c = rl_comm_init_rank(id, 2, 1, &o);
+    if (!c)
+        return (void *)1;
+    float x[5] = {1, 2, 3, 4, 5}, y[5];
+    int rc = rl_comm_all_reduce(c, x, y, 5, RL_REDUCE_SUM);
+    rl_comm_destroy(c);
+    return rc ? (void *)1 : NULL;
+}
+
+static void *s_recv_thread(void *p)
+{
+    return rl_weight_recv_poll(p, 5000) ? (void *)1 : NULL;
+}
+
+static void test_curve_channels_and_collectives(void **state)
+{
+    (void)state;
+    char dkey[RL_NET_KEY_TXT];
+    s_keys(dkey);
+    char wcert[500];
+    snprintf(wcert, sizeof wcert, "%s/keys/worker.cert", s_tmp);
+    rl_net_keypair own;
+    assert_int_equal(rl_net_load_cert(wcert, 1, &own), 0);
+    const char *allowed[1] = {own.public_txt};
+    assert_int_equal(rl_net_set_security(&own, allowed, 1), 0);
+
+    rl_channel *a = rl_channel_listen("tcp://127.0.0.1:*");
+    assert_non_null(a);
+    const char *ep = rl_channel_endpoint(a);
+    assert_non_null(strchr(ep, '|'));
+    rl_channel *b = rl_channel_connect(ep);
+    assert_non_null(b);
+    rl_dataproto *dp = rl_dataproto_new_meta(json_pack("{s:i}", "n", 7)), *got = NULL;
+    assert_int_equal(rl_channel_send(b, dp, 2000), 0);
+    assert_int_equal(rl_channel_recv(a, &got, 5000), 0);
+    int64_t n = 0;
+    assert_int_equal(rl_dataproto_meta_get_int(got, "n", 0, 100, &n), 0);
+    assert_int_equal(n, 7);
+    rl_dataproto_free(got);
+    /* a plaintext endpoint while secured is refused before any byte moves */
+    char plain[300];
+    rl_net_endpoint_plain(ep, plain, sizeof plain);
+    assert_null(rl_channel_connect(plain));
+    assert_msg_contains(rl_error_message(), "carries no server key: refusing a plaintext connection");
+    /* a key that is not allowed gets nothing */
+    assert_int_equal(rl_net_set_allowed(NULL, 0), 0);
+    rl_channel *c = rl_channel_connect(ep);
+    assert_non_null(c);
+    rl_channel_send(c, dp, 200);
+    assert_int_equal(rl_channel_recv(a, &got, 1000), RL_ETIMEOUT);
+    rl_channel_free(c);
+    assert_int_equal(rl_net_set_allowed(allowed, 1), 0);
+    rl_dataproto_free(dp);
+    rl_channel_free(b);
+    rl_channel_free(a);
+
+    /* the weight channel */
+    rl_weight_sender *ws = rl_weight_sender_new("tcp://127.0.0.1:*", 64);
+    assert_non_null(ws);
+    assert_non_null(strchr(rl_weight_sender_endpoint(ws), '|'));
+    rl_weight_receiver *wr = rl_weight_receiver_new(rl_weight_sender_endpoint(ws), 100);
+    assert_non_null(wr);
+    float buf[100];
+    for (int i = 0; i < 100; i++)
+        buf[i] = (float)i;
+    pthread_t rt;
+    assert_int_equal(pthread_create(&rt, NULL, s_recv_thread, wr), 0);
+    assert_int_equal(rl_weight_send(ws, 1, buf, 100, 1, 5000), 0);
+    void *rrc;
+    pthread_join(rt, &rrc);
+    assert_null(rrc);
+    uint64_t v = 0;
+    const float *act = rl_weight_recv_active(wr, &v);
+    assert_int_equal(v, 1);
+    assert_true(act[99] == 99.0f);
+    assert_true(rl_weight_channel_version() >= 1);
+    rl_weight_receiver_free(wr);
+    rl_weight_sender_free(ws);
+
+    /* collectives: rendezvous and ring sockets are CURVE too */
+    rl_comm_id id;
+    assert_int_equal(rl_comm_id_create(&id, "tcp://127.0.0.1"), 0);
+    assert_non_null(strchr(rl_comm_id_string(&id), '|'));
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, s_comm_thread, &id), 0);
+    rl_comm_options o;
+    rl_comm_options_default(&o);
+    o.timeout_s = 10;
+    rl_comm *cm = rl_comm_init_rank(&id, 2, 0, &o);
+    assert_non_null(cm);
+    float x[5] = {1, 1, 1, 1, 1}, y[5];
+    assert_int_equal(rl_comm_all_reduce(cm, x, y, 5, RL_REDUCE_SUM), 0);
+    assert_true(y[4] == 6.0f);
+    void *trc;
+    pthread_join(th, &trc);
+    assert_null(trc);
+    rl_comm_destroy(cm);
+    rl_net_reset();
+}
+
+/* cluster.yaml's new sections are range-checked with file:line. */
+static void test_cluster_keys_checked(void **state)
+{
+    (void)state;
+    static const char *const bad[][2] = {
+        {"limits: {max_message_mb: 0}\n", "limits.max_message_mb: 0 out of range 1..1048576"},
+        {"http: {driver_port: 70000}\n", "http.driver_port: 70000 out of range 0..65535"},
+        {"security: {authorized_keys: a}\n", "missing key 'driver_cert'"},
+        {"restart: {call_retries: -1}\n", "restart.call_retries: -1 out of range 0..1000"},
+        {"heartbeat: {give_up_s: 0}\n", "heartbeat.give_up_s: must be > 0, got 0"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char yaml[1024];
+        snprintf(yaml, sizeof yaml,
+                 "driver: {port: 5555}\nnodes: [{name: a, address: 127.0.0.1}]\n"
+                 "roles: {reward: {count: 1, node: a}}\n%s", bad[i][0]);
+        rl_config *c = rl_config_parse_string(yaml, strlen(yaml), "c.yaml");
+        assert_non_null(c);
+        rl_cluster *cl = rl_cluster_from_config(c);
+        if (cl)
+            fail_msg("'%s' was accepted", bad[i][0]);
+        assert_msg_contains(rl_error_message(), "c.yaml:4:");
+        assert_msg_contains(rl_error_message(), bad[i][1]);
+        rl_config_free(c);
+    }
+}
+
+int main(void)
+{
+    const char *build = getenv("BUILD");
+    snprintf(s_worker, sizeof s_worker, "%s/bin/rl-worker", build ? build : "build");
+    if (access(s_worker, X_OK) != 0) {
+        fprintf(stderr, "test_runtime_hostile: %s not built\n", s_worker);
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    snprintf(s_tmp, sizeof s_tmp, "%s/rlrt-hostile.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(s_tmp))
+        return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cluster_keys_checked),
+        cmocka_unit_test_teardown(test_impostor_hello, s_teardown),
+        cmocka_unit_test_teardown(test_hostile_input_while_calling, s_teardown),
+        cmocka_unit_test_teardown(test_retry_safe_call_survives_kill, s_teardown),
+        cmocka_unit_test_teardown(test_curve_control_plane, s_teardown),
+        cmocka_unit_test_teardown(test_curve_channels_and_collectives, s_teardown),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_tmp);
+    if (system(cmd) != 0)
+        rc = rc ? rc : 1;
+    return rc;
+}
