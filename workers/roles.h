@@ -10,5 +10,6 @@
 extern const rl_worker_role rl_role_rollout;
 extern const rl_worker_role rl_role_actor;
 extern const rl_worker_role rl_role_reward;
+extern const rl_worker_role rl_role_env;
 
 #endif

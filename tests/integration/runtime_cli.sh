@@ -31,12 +31,12 @@ sed 's/^  reward:/  Reward:/' $C >"$d/bad.yaml"
 line=$(grep -n '^  Reward:' "$d/bad.yaml" | cut -d: -f1)
 expect "$d/bad.yaml:$line:3: roles.Reward: invalid role name 'Reward' (expected [a-z][a-z0-9_]*" \
     "$BIN/rl-driver" --cluster "$d/bad.yaml" --config $J
-expect "unknown role 'critic' (this rl-worker serves: rollout, actor, reward)" \
+expect "unknown role 'critic' (this rl-worker serves: rollout, actor, reward, env)" \
     "$BIN/rl-worker" --role critic --driver tcp://127.0.0.1:1
 expect "--role and --driver are required" "$BIN/rl-worker" --role actor
 expect "--rank 'x1': expected an integer >= 0" "$BIN/rl-worker" --role actor --rank x1 \
     --driver tcp://127.0.0.1:1
-"$BIN/rl-worker" --help | grep -q "Serves the methods of ROLE (rollout, actor, reward)" ||
+"$BIN/rl-worker" --help | grep -q "Serves the methods of ROLE (rollout, actor, reward, env)" ||
     fail "worker --help does not list the registered roles"
 # usage errors exit 64 (EX_USAGE)
 for args in "--role critic --driver tcp://127.0.0.1:1" "--role actor" "--bogus" \

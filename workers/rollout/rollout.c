@@ -13,6 +13,7 @@
 #include "rlrt/rlrt.h"
 #include "rlrt/roles/rollout.h"
 #include "rlrt/runtime/channel.h"
+#include "serve_env.h"
 
 typedef struct s_rollout {
     rl_model_sampling sampling;
@@ -141,6 +142,7 @@ static const rl_method s_methods[] = {
     {RL_ROLLOUT_INIT_MODEL, s_init_model},
     {RL_ROLLOUT_SYNC_WEIGHTS, s_sync_weights},
     {RL_ROLLOUT_GENERATE, s_generate},
+    {RL_ROLLOUT_SERVE_ENV, rl_rollout_serve_env},
     {NULL, NULL},
 };
 

@@ -7,10 +7,11 @@
 #define RLRT_ROLES_ROLES_H
 
 #include "rlrt/roles/actor.h"
+#include "rlrt/roles/env.h"
 #include "rlrt/roles/reward.h"
 #include "rlrt/roles/rollout.h"
 
 #define RL_ROLES_DEFAULTS \
-    RL_ACTOR_DEFAULTS RL_ROLLOUT_DEFAULTS RL_REWARD_DEFAULTS "trainer:\n  seed: 1\n"
+    RL_ACTOR_DEFAULTS RL_ROLLOUT_DEFAULTS RL_REWARD_DEFAULTS RL_ENV_DEFAULTS "trainer:\n  seed: 1\n"
 
 #endif

@@ -29,6 +29,10 @@
  *                              and the int64 column RL_ROLLOUT_ROW_VERSION (B): that
  *                              version per row, so it travels with each sample
  *                              through concatenation, filtering and reordering
+ *   serve_env     all_to_all   meta endpoint of env rank r's data channel: answers
+ *                              its observations with action chunks until it is done
+ *                              (rlrt/roles/env.h; reads the env.* section) → meta
+ *                              policy_calls, policy_s
  */
 #ifndef RLRT_ROLES_ROLLOUT_H
 #define RLRT_ROLES_ROLLOUT_H
@@ -44,6 +48,7 @@
 #define RL_ROLLOUT_INIT_MODEL "init_model"
 #define RL_ROLLOUT_SYNC_WEIGHTS "sync_weights"
 #define RL_ROLLOUT_GENERATE "generate"
+#define RL_ROLLOUT_SERVE_ENV "serve_env"
 
 #define RL_ROLLOUT_ENDPOINT "endpoint"
 #define RL_ROLLOUT_VERSION "version"
