@@ -209,7 +209,10 @@ static void s_zap_answer(void *rep)
     }
     if (!ok) {
         long dropped = 0;
-        if (rl_net_ratelimit_allow(&s_zap_log, &dropped))
+        pthread_mutex_lock(&s_mu);
+        int allow = rl_net_ratelimit_allow(&s_zap_log, &dropped);
+        pthread_mutex_unlock(&s_mu);
+        if (allow)
             rl_log_warn("refused a %s connection from %s: %s%s%s%s", mech, address,
                         keytxt[0] ? "client key " : "no client key",
                         keytxt[0] ? keytxt : "", keytxt[0] ? " is not authorized" : "",
@@ -297,6 +300,121 @@ static int s_zap_ensure(void *ctx)
     return RL_OK;
 }
 
+/* ---- handshake failures ---------------------------------------------------------------
+ * A plaintext peer (mechanism mismatch) and a client that encrypts for the
+ * wrong server key (its HELLO does not decrypt) fail the CURVE handshake
+ * before ZAP is asked, so the ZAP handler never sees them. Every CURVE server
+ * socket therefore also gets a monitor: a thread reading the socket's
+ * handshake-failure events, logging each with the peer address
+ * (rate-limited with the ZAP refusals). It ends with the socket
+ * (ZMQ_EVENT_MONITOR_STOPPED) or with the context (ETERM). */
+
+static const char *s_handshake_why(uint32_t code)
+{
+    switch (code) {
+    case ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH:
+        return "it does not speak CURVE (a plaintext peer)";
+    case ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC:
+        return "its CURVE handshake does not decrypt (a client using the wrong server key)";
+    case ZMQ_PROTOCOL_ERROR_ZMTP_KEY_EXCHANGE:
+        return "the CURVE key exchange failed";
+    default:
+        return "a malformed or out-of-order handshake";
+    }
+}
+
+static void *s_monitor_main(void *arg)
+{
+    void *pair = arg;
+    for (;;) {
+        zmq_msg_t ev, addr;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, pair, 0) < 0) {
+            zmq_msg_close(&ev);
+            if (zmq_errno() == EINTR)
+                continue;
+            break; /* ETERM */
+        }
+        uint16_t event = 0;
+        uint32_t value = 0;
+        if (zmq_msg_size(&ev) >= 6) {
+            memcpy(&event, zmq_msg_data(&ev), 2);
+            memcpy(&value, (const char *)zmq_msg_data(&ev) + 2, 4);
+        }
+        char address[128] = "?";
+        if (zmq_msg_more(&ev)) {
+            zmq_msg_init(&addr);
+            if (zmq_msg_recv(&addr, pair, 0) >= 0) {
+                size_t al = zmq_msg_size(&addr) < sizeof address - 1 ? zmq_msg_size(&addr)
+                                                                     : sizeof address - 1;
+                memcpy(address, zmq_msg_data(&addr), al);
+                address[al] = '\0';
+            }
+            zmq_msg_close(&addr);
+        }
+        zmq_msg_close(&ev);
+        if (event == ZMQ_EVENT_MONITOR_STOPPED)
+            break;
+        if (event != ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+            event != ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+            continue;
+        long dropped = 0;
+        pthread_mutex_lock(&s_mu);
+        int allow = rl_net_ratelimit_allow(&s_zap_log, &dropped);
+        pthread_mutex_unlock(&s_mu);
+        const char *peer = strncmp(address, "tcp://", 6) == 0 ? address + 6 : address;
+        if (allow)
+            rl_log_warn("refused a connection from %s: %s%s", peer,
+                        event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? s_handshake_why(value)
+                                                                     : "the handshake failed",
+                        dropped ? " (more refusals were not logged)" : "");
+    }
+    zmq_close(pair);
+    return NULL;
+}
+
+/* Starts the handshake monitor of `sock` (a CURVE server socket of ctx). */
+static int s_monitor_start(void *ctx, void *sock)
+{
+    static long s_serial;
+    char ep[96];
+    pthread_mutex_lock(&s_mu);
+    long serial = ++s_serial;
+    pthread_mutex_unlock(&s_mu);
+    snprintf(ep, sizeof ep, "inproc://rlrt-handshake-monitor-%ld", serial);
+    if (zmq_socket_monitor(sock, ep,
+                           ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                               ZMQ_EVENT_MONITOR_STOPPED) != 0)
+        return rl_error_set(RL_EIO, "security: cannot monitor a CURVE socket: %s",
+                            zmq_strerror(zmq_errno()));
+    void *pair = zmq_socket(ctx, ZMQ_PAIR);
+    int linger = 0;
+    if (pair)
+        zmq_setsockopt(pair, ZMQ_LINGER, &linger, sizeof linger);
+    if (!pair || zmq_connect(pair, ep) != 0) {
+        int e = zmq_errno();
+        if (pair)
+            zmq_close(pair);
+        zmq_socket_monitor(sock, NULL, 0);
+        return rl_error_set(RL_EIO, "security: cannot monitor a CURVE socket: %s",
+                            zmq_strerror(e));
+    }
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&t, &attr, s_monitor_main, pair);
+    pthread_attr_destroy(&attr);
+    if (rc) {
+        zmq_socket_monitor(sock, NULL, 0);
+        zmq_close(pair);
+        return rl_error_set(RL_EIO, "security: cannot start the handshake monitor: %s",
+                            strerror(rc));
+    }
+    return RL_OK;
+}
+
 /* ---- sockets -------------------------------------------------------------------------- */
 
 void rl_net_limits(void *sock)
@@ -322,7 +440,7 @@ int rl_net_curve_server(void *ctx, void *sock)
         zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, "rlrt", 4))
         return rl_error_set(RL_EIO, "security: CURVE server options: %s",
                             zmq_strerror(zmq_errno()));
-    return RL_OK;
+    return s_monitor_start(ctx, sock);
 }
 
 int rl_net_curve_client(void *sock, const char *server_key)

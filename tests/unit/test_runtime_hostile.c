@@ -496,6 +496,9 @@ static void test_curve_control_plane(void **state)
     fclose(cap);
     assert_msg_contains(log, "refused a CURVE connection from 127.0.0.1: client key ");
     assert_msg_contains(log, " is not authorized");
+    assert_msg_contains(log, "refused a connection from 127.0.0.1:");
+    assert_msg_contains(log, "it does not speak CURVE (a plaintext peer)");
+    assert_msg_contains(log, "a client using the wrong server key");
     int st;
     assert_int_equal(waitpid(ext, &st, 0), ext);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);

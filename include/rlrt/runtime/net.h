@@ -11,7 +11,10 @@
  *     CURVE. A binding socket is a CURVE server with this process's key pair
  *     and a ZAP handler (one thread per ZeroMQ context, started on first use)
  *     that admits only the client keys of the allow-list and logs every
- *     refusal with the peer address (rate-limited); a connecting socket is a
+ *     refusal with the peer address (rate-limited); a handshake monitor
+ *     (a thread per CURVE server socket, ending with it) logs the peers that
+ *     fail before ZAP is asked — a plaintext peer, a client that uses the
+ *     wrong server key — with their address too; a connecting socket is a
  *     CURVE client that must know the server's public key.
  *
  * Endpoints carry the server's key: with security on, rl_net_bind() reports
