@@ -98,8 +98,10 @@ LIB_SO := $(BUILD)/lib/librlrt.so
 MJ_HOME := build/mujoco-$(MUJOCO_VERSION)
 ifeq ($(MUJOCO),wheel)
 MJ_CFLAGS := -I$(MJ_HOME)/include
+# rpath: the build tree, then $ORIGIN/../lib (where `make install` puts the
+# library next to librlrt, so an installed tree works without the build tree)
 MJ_LIBS   := -L$(abspath $(MJ_HOME))/lib -l:libmujoco.so.$(MUJOCO_VERSION) \
-             -Wl,-rpath,$(abspath $(MJ_HOME))/lib
+             -Wl,-rpath,$(abspath $(MJ_HOME))/lib -Wl,-rpath,'$$ORIGIN/../lib'
 MJ_DEP    := $(MJ_HOME)/lib/libmujoco.so.$(MUJOCO_VERSION)
 else ifeq ($(MUJOCO),debian)
 MJ_CFLAGS :=
@@ -378,6 +380,7 @@ install: lib bins $(PROTO_H)
 	for b in $(BINS); do install -m 755 $$b $(DESTDIR)$(PREFIX)/bin/; done
 	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
+	$(if $(MJ_DEP),install -m 755 $(MJ_DEP) $(DESTDIR)$(PREFIX)/lib/)
 	cp -r include/rlrt/. $(DESTDIR)$(PREFIX)/include/rlrt/
 	install -m 644 $(PROTO_H) $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|0.1.0|g' \
