@@ -138,11 +138,19 @@ static int s_generate(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto *
     return RL_OK;
 }
 
+static int s_serve_env(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    s_rollout *r = ctx->user;
+    rl_rollout_policy pol = {r->model, r->sampling, r->seed, r->version};
+    int rc = rl_rollout_serve_env(ctx, &pol, in, out);
+    return rc ? rl_error_wrap(rc, "rollout/%d", ctx->rank) : RL_OK;
+}
+
 static const rl_method s_methods[] = {
     {RL_ROLLOUT_INIT_MODEL, s_init_model},
     {RL_ROLLOUT_SYNC_WEIGHTS, s_sync_weights},
     {RL_ROLLOUT_GENERATE, s_generate},
-    {RL_ROLLOUT_SERVE_ENV, rl_rollout_serve_env},
+    {RL_ROLLOUT_SERVE_ENV, s_serve_env},
     {NULL, NULL},
 };
 
