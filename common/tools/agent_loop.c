@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rlrt/data.h"
 #include "rlrt/error.h"
 #include "rlrt/nn/transformer.h"
 
@@ -239,4 +240,69 @@ done:
     free(seeds);
     free(res);
     return rc;
+}
+
+rl_agent *rl_agent_open(const rl_config *job)
+{
+    const char *tokname;
+    int64_t turns, timeout_ms, max_out;
+    size_t nt = 0;
+    if (rl_config_get_string(job, "data.tokenizer", &tokname) ||
+        rl_config_get_int_in(job, "rollout.multi_turn.max_turns", 0, 64, &turns) ||
+        rl_config_get_int_in(job, "rollout.multi_turn.tool_timeout_ms", 1, 600000, &timeout_ms) ||
+        rl_config_get_int_in(job, "rollout.multi_turn.max_tool_output", 1, 4096, &max_out) ||
+        rl_config_list_len(job, "rollout.multi_turn.tools", &nt))
+        return NULL;
+    if (nt < 1 || nt > 16) {
+        rl_config_error_at(job, "rollout.multi_turn.tools", RL_ECONFIG,
+                           "expected 1..16 tool names, got %zu", nt);
+        return NULL;
+    }
+    rl_agent *a = calloc(1, sizeof *a);
+    if (!a) {
+        rl_error_set(RL_ENOMEM, "agent: out of memory");
+        return NULL;
+    }
+    a->max_turns = (int)turns;
+    if (!(a->tok = rl_task_tokenizer_open(tokname))) {
+        rl_config_error_at(job, "data.tokenizer", rl_error_code(), "%s", rl_error_message());
+        goto fail;
+    }
+    if (rl_agent_tokens_find(a->tok, &a->at)) {
+        rl_config_error_at(job, "data.tokenizer", rl_error_code(),
+                           "rollout.multi_turn.enable: %s", rl_error_message());
+        goto fail;
+    }
+    rl_tool tools[16];
+    for (size_t i = 0; i < nt; i++) {
+        char key[64];
+        const char *name;
+        snprintf(key, sizeof key, "rollout.multi_turn.tools[%zu]", i);
+        if (rl_config_get_string(job, key, &name))
+            goto fail;
+        if (rl_tool_builtin(name, &tools[i])) {
+            rl_config_error_at(job, key, rl_error_code(), "%s", rl_error_message());
+            goto fail;
+        }
+    }
+    a->runner = rl_tool_runner_new(tools, (int)nt, (int)timeout_ms, (size_t)max_out, 4,
+                                   strcmp(tokname, "arith_ext") == 0 ? RL_ARITH_EXT_CHARSET : NULL);
+    if (!a->runner) {
+        rl_config_error_at(job, "rollout.multi_turn.tools", rl_error_code(), "%s",
+                           rl_error_message());
+        goto fail;
+    }
+    return a;
+fail:
+    rl_agent_free(a);
+    return NULL;
+}
+
+void rl_agent_free(rl_agent *a)
+{
+    if (!a)
+        return;
+    rl_tool_runner_free(a->runner);
+    rl_tokenizer_free(a->tok);
+    free(a);
 }

@@ -137,6 +137,14 @@ int rl_lm_recipe_prepare(rl_config *job, int64_t updates_per_step, const char *r
         rl_tokenizer_free(tok);
         return rc;
     }
+    if (ro.mt_enable) { /* the tools and the markup, checked before any worker starts */
+        rl_agent *a = rl_agent_open(job);
+        if (!a) {
+            rl_tokenizer_free(tok);
+            return rl_error_code();
+        }
+        rl_agent_free(a);
+    }
     const char *task, *train, *val;
     int64_t seed, ntrain, nval, max_prompt, x;
     int shuffle, tools = 0, levels[8], nl = 0;

@@ -41,6 +41,7 @@
 
 #include <stdint.h>
 
+#include "rlrt/config.h"
 #include "rlrt/nn/generate.h"
 #include "rlrt/nn/tokenizer.h"
 #include "rlrt/tools.h"
@@ -81,6 +82,21 @@ int rl_agent_generate(rl_lm *m, const rl_tokenizer *tok, const rl_agent_tokens *
                       const rl_lm_sampling *s, int32_t *out_tokens, float *out_logp,
                       float *out_entropy, float *out_mask, int *out_lens,
                       rl_agent_row_stats *stats);
+
+/* The multi-turn set-up of a job (rollout.multi_turn.*, data.tokenizer):
+ * the tokenizer, its markup ids, the runner of the listed built-in tools
+ * (outputs checked against the tokenizer's characters for arith_ext) and
+ * max_turns. NULL + a located config error (the tokenizer that cannot spell
+ * the markup, an unknown tool name). */
+typedef struct rl_agent {
+    rl_tokenizer *tok;
+    rl_agent_tokens at;
+    rl_tool_runner *runner;
+    int max_turns;
+} rl_agent;
+
+rl_agent *rl_agent_open(const rl_config *job);
+void rl_agent_free(rl_agent *a);
 
 #ifdef __cplusplus
 }
