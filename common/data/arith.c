@@ -214,8 +214,8 @@ int rl_arith_generate(uint64_t seed, int64_t index, int level, rl_arith_item *ou
     case 8: /* a + b bags of c */
     case 9: /* b boxes of c, gives away a (a <= b*c) */
         b = s_range(&g, 2, 9);
-        c = s_range(&g, 10, 99);
-        a = s_range(&g, 10, level == 9 && b * c < 99 ? b * c : 99);
+        c = s_range(&g, 2, 9);
+        a = level == 8 ? s_range(&g, 10, 99) : s_range(&g, 1, b * c);
         who = s_names[rl_rng_below(&g, sizeof s_names / sizeof s_names[0])];
         what = s_things[rl_rng_below(&g, sizeof s_things / sizeof s_things[0])];
         pack = s_packs[rl_rng_below(&g, sizeof s_packs / sizeof s_packs[0])];

@@ -12,11 +12,11 @@
  *      5  a+b-c        a, b, c in 10..99, c <= a+b
  *      6  a*b+c        a, c in 10..99, b in 2..9 (two steps)
  *      7  a*b-c        a, c in 10..99, b in 2..9, c <= a*b (two steps)
- *      8  word problem  "Q: Ann has 17 cups and buys 3 bags of 46 cups. How
- *                       many cups now?\nA: " = a + b*c (a, c in 10..99,
- *                       b in 2..9; two steps, the numbers in words' order)
- *      9  word problem  "Q: Tom has 3 boxes of 46 pens and gives away 17.
- *                       How many pens are left?\nA: " = b*c - a (a <= b*c)
+ *      8  word problem  "Q: Ann has 17 cups and buys 3 bags of 6 cups. How
+ *                       many cups now?\nA: " = a + b*c (a in 10..99, b, c
+ *                       in 2..9; two steps, the numbers in words' order)
+ *      9  word problem  "Q: Tom has 3 boxes of 6 pens and gives away 7.
+ *                       How many pens are left?\nA: " = b*c - a (1 <= a <= b*c)
  *    Levels 8 and 9 need the extended tokenizer (letters, ".,?";
  *    rl_arith_ext_tokenizer_new()); their prompts are at most 80
  *    characters. Results are never negative. Prompt "Q: 47+85=?\nA: "; the worked
@@ -31,10 +31,11 @@
  *      23+45-17 "<think>23+45=68 68-17=51</think>\boxed{51}"
  *      47*6+35 "<think>7*6=42 4*6+4=28 282+35=317</think>\boxed{317}"
  *      3+4     "<think>3+4=7</think>\boxed{7}"
- *      word 8  "<think>6*3=18 4*3+1=13 138+17=155</think>\boxed{155}"
+ *      word 8  "<think>6*3=18 18+17=35</think>\boxed{35}"
  *    The tool-use variant (solution_tools, for a warm start that teaches the
  *    call format of rlrt/tools.h) hands the multiplication of levels 4, 6-9
- *    to the calculator and keeps the other steps, e.g. 47*6+35:
+ *    to the calculator and keeps the other steps (word problems: the
+ *    multiplication of the bags), e.g. 47*6+35:
  *      "<think><call>calc 47*6</call><result>282</result> 282+35=317</think>\boxed{317}"
  *    (other levels: the same text as solution).
  *    Every prompt and solution uses only RL_ARITH_CHARSET plus the specials
