@@ -220,12 +220,18 @@ int rl_arith_generate(uint64_t seed, int64_t index, int level, rl_arith_item *ou
         what = s_things[rl_rng_below(&g, sizeof s_things / sizeof s_things[0])];
         pack = s_packs[rl_rng_below(&g, sizeof s_packs / sizeof s_packs[0])];
         r = level == 8 ? a + b * c : b * c - a;
+        /* the product, then the second step by columns like levels 2-3 */
         s_steps_mul(sol, cap, &pos, c, b);
-        s_put(sol, cap, &pos, " %" PRId64 "%c%" PRId64 "=%" PRId64, b * c,
-              level == 8 ? '+' : '-', a, r);
+        s_put(sol, cap, &pos, " ");
         s_put(tl, tcap, &tpos, "<call>calc %" PRId64 "*%" PRId64 "</call><result>%" PRId64
-                               "</result> %" PRId64 "%c%" PRId64 "=%" PRId64, c, b, b * c, b * c,
-              level == 8 ? '+' : '-', a, r);
+                               "</result> ", c, b, b * c);
+        if (level == 8) {
+            s_steps_add(sol, cap, &pos, b * c, a);
+            s_steps_add(tl, tcap, &tpos, b * c, a);
+        } else {
+            s_steps_sub(sol, cap, &pos, b * c, a);
+            s_steps_sub(tl, tcap, &tpos, b * c, a);
+        }
         break;
     case 6: /* two steps: a*b by columns, then + c */
     case 7: /* two steps: a*b by columns, then - c (c <= a*b) */

@@ -31,7 +31,7 @@
  *      23+45-17 "<think>23+45=68 68-17=51</think>\boxed{51}"
  *      47*6+35 "<think>7*6=42 4*6+4=28 282+35=317</think>\boxed{317}"
  *      3+4     "<think>3+4=7</think>\boxed{7}"
- *      word 8  "<think>6*3=18 18+17=35</think>\boxed{35}"
+ *      word 8  "<think>6*3=18 8+7=15 1+1+1=3</think>\boxed{35}"  (18+17 by columns)
  *    The tool-use variant (solution_tools, for a warm start that teaches the
  *    call format of rlrt/tools.h) hands the multiplication of levels 4, 6-9
  *    to the calculator and keeps the other steps (word problems: the
