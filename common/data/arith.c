@@ -34,6 +34,41 @@ rl_tokenizer *rl_arith_tokenizer_new(void)
     return rl_tokenizer_new_char(&spec);
 }
 
+static const char *const s_ext_specials[] = {"<pad>", "<bos>", "<eos>", "<think>", "</think>",
+                                             "\\boxed{", "<call>", "</call>", "<result>",
+                                             "</result>"};
+
+void rl_arith_ext_tokenizer_spec(rl_char_tokenizer_spec *spec)
+{
+    rl_arith_tokenizer_spec(spec);
+    spec->charset = RL_ARITH_EXT_CHARSET;
+    spec->specials = s_ext_specials;
+    spec->n_specials = (int)(sizeof s_ext_specials / sizeof s_ext_specials[0]);
+}
+
+rl_tokenizer *rl_arith_ext_tokenizer_new(void)
+{
+    rl_char_tokenizer_spec spec;
+    rl_arith_ext_tokenizer_spec(&spec);
+    return rl_tokenizer_new_char(&spec);
+}
+
+rl_tokenizer *rl_task_tokenizer_open(const char *name)
+{
+    if (!name)
+        return rl_error_set(RL_EINVAL, "tokenizer: NULL name"), NULL;
+    if (strcmp(name, "arith") == 0)
+        return rl_arith_tokenizer_new();
+    if (strcmp(name, "arith_ext") == 0)
+        return rl_arith_ext_tokenizer_new();
+    return rl_tokenizer_load(name);
+}
+
+/* Word problems (levels 8, 9): who, what, in what. */
+static const char *const s_names[] = {"Ann", "Bob", "Tom", "Eva", "Max", "Sue", "Kim", "Leo"};
+static const char *const s_things[] = {"cups", "pens", "eggs", "cards", "books", "coins"};
+static const char *const s_packs[] = {"bags", "boxes", "packs", "jars"};
+
 /* Uniform integer in [lo, hi]. */
 static int64_t s_range(rl_rng *g, int64_t lo, int64_t hi)
 {
@@ -132,9 +167,14 @@ int rl_arith_generate(uint64_t seed, int64_t index, int level, rl_arith_item *ou
     rl_rng_seek(&g, 1);
     int64_t a, b, c = 0, r;
     char op = '+';
+    const char *who = NULL, *what = NULL, *pack = NULL;
     size_t pos = 0, cap = sizeof out->solution;
     char *sol = out->solution;
     s_put(sol, cap, &pos, "<think>");
+    /* the tool variant: filled only by levels with a multiplication */
+    size_t tpos = 0, tcap = sizeof out->solution_tools;
+    char *tl = out->solution_tools;
+    s_put(tl, tcap, &tpos, "<think>");
     switch (level) {
     case 1:
         a = s_range(&g, 0, 9);
@@ -168,6 +208,30 @@ int rl_arith_generate(uint64_t seed, int64_t index, int level, rl_arith_item *ou
         b = s_range(&g, 2, 9);
         r = a * b;
         s_steps_mul(sol, cap, &pos, a, b);
+        s_put(tl, tcap, &tpos, "<call>calc %" PRId64 "*%" PRId64 "</call><result>%" PRId64
+                               "</result>", a, b, r);
+        break;
+    case 8: /* a + b bags of c */
+    case 9: /* b boxes of c, gives away a (a <= b*c) */
+        b = s_range(&g, 2, 9);
+        c = s_range(&g, 2, 9);
+        a = level == 8 ? s_range(&g, 10, 99) : s_range(&g, 1, b * c);
+        who = s_names[rl_rng_below(&g, sizeof s_names / sizeof s_names[0])];
+        what = s_things[rl_rng_below(&g, sizeof s_things / sizeof s_things[0])];
+        pack = s_packs[rl_rng_below(&g, sizeof s_packs / sizeof s_packs[0])];
+        r = level == 8 ? a + b * c : b * c - a;
+        /* the product, then the second step by columns like levels 2-3 */
+        s_steps_mul(sol, cap, &pos, c, b);
+        s_put(sol, cap, &pos, " ");
+        s_put(tl, tcap, &tpos, "<call>calc %" PRId64 "*%" PRId64 "</call><result>%" PRId64
+                               "</result> ", c, b, b * c);
+        if (level == 8) {
+            s_steps_add(sol, cap, &pos, b * c, a);
+            s_steps_add(tl, tcap, &tpos, b * c, a);
+        } else {
+            s_steps_sub(sol, cap, &pos, b * c, a);
+            s_steps_sub(tl, tcap, &tpos, b * c, a);
+        }
         break;
     case 6: /* two steps: a*b by columns, then + c */
     case 7: /* two steps: a*b by columns, then - c (c <= a*b) */
@@ -178,6 +242,9 @@ int rl_arith_generate(uint64_t seed, int64_t index, int level, rl_arith_item *ou
         r = level == 6 ? a * b + c : a * b - c;
         s_steps_mul(sol, cap, &pos, a, b);
         s_put(sol, cap, &pos, " %" PRId64 "%c%" PRId64 "=%" PRId64, a * b, op, c, r);
+        s_put(tl, tcap, &tpos, "<call>calc %" PRId64 "*%" PRId64 "</call><result>%" PRId64
+                               "</result> %" PRId64 "%c%" PRId64 "=%" PRId64, a, b, a * b, a * b,
+              op, c, r);
         break;
     default: /* 5 */
         a = s_range(&g, 10, 99);
@@ -189,7 +256,19 @@ int rl_arith_generate(uint64_t seed, int64_t index, int level, rl_arith_item *ou
         break;
     }
     s_put(sol, cap, &pos, "</think>\\boxed{%" PRId64 "}", r);
-    if (level == 5)
+    if (tpos > strlen("<think>"))
+        s_put(tl, tcap, &tpos, "</think>\\boxed{%" PRId64 "}", r);
+    else
+        snprintf(tl, tcap, "%s", sol);
+    if (level == 8)
+        snprintf(out->prompt, sizeof out->prompt,
+                 "Q: %s has %d %s and buys %d %s of %d %s. How many %s now?\nA: ", who, (int)a,
+                 what, (int)b, pack, (int)c, what, what);
+    else if (level == 9)
+        snprintf(out->prompt, sizeof out->prompt,
+                 "Q: %s has %d %s of %d %s and gives away %d. How many %s are left?\nA: ", who,
+                 (int)b, pack, (int)c, what, (int)a, what);
+    else if (level == 5)
         snprintf(out->prompt, sizeof out->prompt, "Q: %d+%d-%d=?\nA: ", (int)a, (int)b,
                  (int)c);
     else if (level >= 6)
@@ -200,7 +279,7 @@ int rl_arith_generate(uint64_t seed, int64_t index, int level, rl_arith_item *ou
     snprintf(out->ground_truth, sizeof out->ground_truth, "%d", (int)r);
     out->level = level;
     out->global_id = index;
-    if (pos >= cap)
+    if (pos >= cap || tpos >= tcap)
         return rl_error_set(RL_ERANGE, "rl_arith_generate: solution longer than %zu", cap);
     return RL_OK;
 }
@@ -222,6 +301,12 @@ int rl_arith_generate_mixed(uint64_t seed, int64_t index, const int *levels, int
 
 int rl_arith_write_jsonl(const char *path, uint64_t seed, int64_t n, const int *levels,
                          int n_levels)
+{
+    return rl_arith_write_jsonl_ex(path, seed, n, levels, n_levels, 0);
+}
+
+int rl_arith_write_jsonl_ex(const char *path, uint64_t seed, int64_t n, const int *levels,
+                            int n_levels, int tools)
 {
     if (!path || n < 0)
         return rl_error_set(RL_EINVAL, "rl_arith_write_jsonl: bad path or n %" PRId64, n);
@@ -246,7 +331,8 @@ int rl_arith_write_jsonl(const char *path, uint64_t seed, int64_t n, const int *
         json_object_set_new(o, "data_source", json_string("arith"));
         json_object_set_new(o, "global_id", json_integer(it.global_id));
         json_object_set_new(o, "level", json_integer(it.level));
-        json_object_set_new(o, "solution", json_string(it.solution));
+        json_object_set_new(o, "solution",
+                            json_string(tools ? it.solution_tools : it.solution));
         char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
         json_decref(o);
         if (!s || fprintf(f, "%s\n", s) < 0)

@@ -140,6 +140,28 @@ rl_tool rl_tool_calculator(void)
     return t;
 }
 
+/* The built-in tools by name: add a row to add one. */
+static const struct { const char *name; rl_tool (*make)(void); } s_builtin[] = {
+    {"calc", rl_tool_calculator},
+};
+
+int rl_tool_builtin(const char *name, rl_tool *out)
+{
+    size_t n = sizeof s_builtin / sizeof s_builtin[0];
+    for (size_t i = 0; name && out && i < n; i++)
+        if (strcmp(name, s_builtin[i].name) == 0) {
+            *out = s_builtin[i].make();
+            return RL_OK;
+        }
+    char known[256] = "";
+    size_t at = 0;
+    for (size_t i = 0; i < n && at < sizeof known; i++)
+        at += (size_t)snprintf(known + at, sizeof known - at, "%s%s", i ? ", " : "",
+                               s_builtin[i].name);
+    return rl_error_set(RL_ENOTFOUND, "unknown tool '%s' (built-in tools: %s)",
+                        name ? name : "(null)", known);
+}
+
 /* ---- call parser ------------------------------------------------------------------- */
 
 static int s_name_ok(const char *n)

@@ -18,7 +18,7 @@ static rl_tokenizer *s_tokenizer(const rl_config *job)
     const char *name;
     if (rl_config_get_string(job, "data.tokenizer", &name))
         return NULL;
-    rl_tokenizer *t = strcmp(name, "arith") == 0 ? rl_arith_tokenizer_new() : rl_tokenizer_load(name);
+    rl_tokenizer *t = rl_task_tokenizer_open(name);
     if (!t)
         rl_config_error_at(job, "data.tokenizer", rl_error_code(), "%s", rl_error_message());
     return t;
@@ -42,7 +42,7 @@ static int s_mkdirs_for(const char *path)
     return RL_OK;
 }
 
-/* data.levels as ints, each a level of the built-in task (1..7). */
+/* data.levels as ints, each a level of the built-in task (1..9). */
 static int s_levels(const rl_config *job, int *levels, int *n)
 {
     size_t nl = 0;
@@ -137,9 +137,17 @@ int rl_lm_recipe_prepare(rl_config *job, int64_t updates_per_step, const char *r
         rl_tokenizer_free(tok);
         return rc;
     }
+    if (ro.mt_enable) { /* the tools and the markup, checked before any worker starts */
+        rl_agent *a = rl_agent_open(job);
+        if (!a) {
+            rl_tokenizer_free(tok);
+            return rl_error_code();
+        }
+        rl_agent_free(a);
+    }
     const char *task, *train, *val;
     int64_t seed, ntrain, nval, max_prompt, x;
-    int shuffle, levels[8], nl = 0;
+    int shuffle, tools = 0, levels[8], nl = 0;
     if (rl_config_get_string(job, "data.task", &task) ||
         rl_config_get_string(job, "data.train_files", &train) ||
         rl_config_get_string(job, "data.val_files", &val) ||
@@ -148,18 +156,19 @@ int rl_lm_recipe_prepare(rl_config *job, int64_t updates_per_step, const char *r
         rl_config_get_int_in(job, "data.val_size", 1, 1000000000, &nval) ||
         rl_config_get_int_in(job, "data.max_prompt_length", 1, 1 << 20, &max_prompt) ||
         rl_config_get_int_in(job, "data.train_batch_size", 1, 1 << 20, &x) ||
-        rl_config_get_bool(job, "data.shuffle", &shuffle) || s_levels(job, levels, &nl)) {
+        rl_config_get_bool(job, "data.shuffle", &shuffle) ||
+        rl_config_get_bool(job, "data.tool_solutions", &tools) || s_levels(job, levels, &nl)) {
         rl_tokenizer_free(tok);
         return rl_error_code();
     }
     /* the built-in task's files are generated when missing; distinct seeds:
      * validation problems are not training problems */
     if (strcmp(task, "arith") == 0 && access(train, F_OK) != 0 &&
-        ((rc = s_mkdirs_for(train)) || (rc = rl_arith_write_jsonl(train, (uint64_t)seed, ntrain, levels, nl))))
+        ((rc = s_mkdirs_for(train)) || (rc = rl_arith_write_jsonl_ex(train, (uint64_t)seed, ntrain, levels, nl, tools))))
         rc = rl_error_wrap(rc, "generating %s", train);
     if (!rc && strcmp(task, "arith") == 0 && access(val, F_OK) != 0 &&
         ((rc = s_mkdirs_for(val)) ||
-         (rc = rl_arith_write_jsonl(val, (uint64_t)seed + 1000003, nval, levels, nl))))
+         (rc = rl_arith_write_jsonl_ex(val, (uint64_t)seed + 1000003, nval, levels, nl, tools))))
         rc = rl_error_wrap(rc, "generating %s", val);
     if (!rc)
         rc = s_check_dataset(tok, train, max_prompt, response_field, ro.response_length);

@@ -94,7 +94,7 @@ float *rl_lm_row_values(const rl_dataproto *dp, const char *name);
 /* The data section of the LM recipes (the task and its batches). */
 #define RL_LM_DATA_DEFAULTS \
     "data:\n" \
-    "  tokenizer: arith          # arith (built-in char tokenizer) or a tokenizer.json path\n" \
+    "  tokenizer: arith          # arith, arith_ext (letters + tool markup) or a tokenizer.json path\n" \
     "  task: arith               # generate missing files of the built-in task\n" \
     "  train_files: runs/data/arith_train.jsonl\n" \
     "  val_files: runs/data/arith_val.jsonl\n" \
@@ -102,6 +102,7 @@ float *rl_lm_row_values(const rl_dataproto *dp, const char *name);
     "  train_size: 20000\n" \
     "  val_size: 200\n" \
     "  levels: [1, 2]\n" \
+    "  tool_solutions: false     # arith: generated worked solutions call the calculator\n" \
     "  max_prompt_length: 24\n" \
     "  train_batch_size: 16\n" \
     "  shuffle: true\n"

@@ -331,6 +331,39 @@ static int s_filter(const s_rlvr *r, rl_dataproto **dp, int64_t *kept_groups,
 }
 
 /* Metrics of what was sampled (the first round of a step). */
+/* Multi-turn rollouts (RL_ROLLOUT_TOOL_STATS): per-sample turns and calls,
+ * the share of calls by outcome, rows cut by the budget or max_turns. */
+static int s_tool_metrics(const rl_dataproto *dp, rl_metric_set *ms)
+{
+    if (!rl_dataproto_tensor(dp, RL_ROLLOUT_TOOL_STATS))
+        return RL_OK;
+    int64_t B = rl_dataproto_rows(dp);
+    const rl_tensor *t = rl_dataproto_tensor_shaped(dp, RL_ROLLOUT_TOOL_STATS, RL_I32, 2,
+                                                    (int64_t[]){B, RL_TOOL_STATS_N});
+    if (!t)
+        return rl_error_code();
+    const int32_t *v = rl_tensor_data(t);
+    double sum[RL_TOOL_STATS_N] = {0}, used = 0;
+    for (int64_t b = 0; b < B; b++) {
+        for (int k = 0; k < RL_TOOL_STATS_N; k++)
+            sum[k] += v[b * RL_TOOL_STATS_N + k];
+        used += v[b * RL_TOOL_STATS_N + RL_TS_CALLS] > 0;
+    }
+    double n = B ? (double)B : 1, calls = sum[RL_TS_CALLS] > 0 ? sum[RL_TS_CALLS] : 1;
+    rl_metric_set_put(ms, "tools/turns_mean", sum[RL_TS_TURNS] / n);
+    rl_metric_set_put(ms, "tools/calls_mean", sum[RL_TS_CALLS] / n);
+    rl_metric_set_put(ms, "tools/used_frac", used / n);
+    for (int k = 0; k < RL_TOOL_NOUTCOMES; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "tools/%s_frac", rl_tool_outcome_name((rl_tool_outcome)k));
+        rl_metric_set_put(ms, name, sum[RL_TS_OUTCOME0 + k] / calls);
+    }
+    rl_metric_set_put(ms, "tools/bad_call_frac", sum[RL_TS_BAD_CALLS] / calls);
+    rl_metric_set_put(ms, "tools/truncated_frac", sum[RL_TS_TRUNCATED] / n);
+    rl_metric_set_put(ms, "tools/max_turns_frac", sum[RL_TS_MAX_TURNS] / n);
+    return RL_OK;
+}
+
 static int s_batch_metrics(const rl_dataproto *dp, rl_metric_set *ms)
 {
     int64_t B = rl_dataproto_rows(dp), R;
@@ -390,7 +423,7 @@ static int s_batch_metrics(const rl_dataproto *dp, rl_metric_set *ms)
     rl_metric_set_put(ms, "critic/format/mean", B ? f / B : 0);
     rl_metric_set_put(ms, RL_M_RESPONSE_LEN, B ? l / B : 0);
     rl_metric_set_put(ms, RL_M_ENTROPY, nt ? e / nt : 0);
-    return RL_OK;
+    return s_tool_metrics(dp, ms);
 }
 
 /* (B, R) tensor `name` of the batch, or NULL + a message naming it. */

@@ -19,6 +19,38 @@ typedef struct s_sft {
     rl_dataproto *batch; /* this step's rows */
 } s_sft;
 
+/* With a tokenizer that spells tool markup (rlrt/agent_loop.h), the tool
+ * output of a worked solution, <result>…</result>, is the tool's text, not
+ * the model's: RL_LM_RESPONSE_MASK leaves it out of the loss, as the
+ * multi-turn rollout does. Without the markup nothing is added. */
+static int s_mask_results(rl_lm_job *j, rl_dataproto *dp)
+{
+    rl_agent_tokens at;
+    if (rl_agent_tokens_find(j->tok, &at))
+        return RL_OK; /* no tool markup in this vocabulary */
+    const rl_tensor *t = rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSES, RL_I32, 2, NULL);
+    if (!t)
+        return rl_error_code();
+    int64_t B = t->shape[0], R = t->shape[1];
+    rl_tensor *mt = rl_dataproto_new_tensor(dp, RL_LM_RESPONSE_MASK, RL_F32, 2, (int64_t[]){B, R});
+    if (!mt)
+        return rl_error_code();
+    const int32_t *ids = rl_tensor_data(t);
+    float *m = rl_tensor_data(mt);
+    for (int64_t b = 0; b < B; b++) {
+        int in = 0;
+        for (int64_t k = 0; k < R; k++) {
+            int32_t id = ids[b * R + k];
+            if (id == at.result_begin)
+                in = 1;
+            m[b * R + k] = in ? 0.0f : 1.0f;
+            if (id == at.result_end)
+                in = 0;
+        }
+    }
+    return RL_OK;
+}
+
 /* Training rows with their worked solution (the "solution" field) as the
  * response. */
 static int s_phase_batch(void *arg)
@@ -47,6 +79,8 @@ static int s_phase_batch(void *arg)
         rc = rl_lm_job_encode_prompts(j, dp);
     if (!rc)
         rc = rl_lm_job_encode_responses(j, dp, "solution");
+    if (!rc)
+        rc = s_mask_results(j, dp);
     free(rows);
     if (rc) {
         rl_dataproto_free(dp);
@@ -66,11 +100,20 @@ static int s_phase_update(void *arg)
     if (!lens)
         return rl_error_code();
     int64_t tokens = 0;
-    for (int64_t b = 0; b < rl_dataproto_rows(s->batch); b++)
-        tokens += ((const int32_t *)rl_tensor_data(lens))[b];
-    static const char *const keep[4] = {RL_LM_PROMPTS, RL_LM_PROMPT_LENS, RL_LM_RESPONSES,
-                                        RL_LM_RESPONSE_LENS};
-    rl_dataproto *req = rl_dataproto_request(s->batch, keep, 4, NULL, 0,
+    const rl_tensor *mt = rl_dataproto_tensor(s->batch, RL_LM_RESPONSE_MASK);
+    for (int64_t b = 0; b < rl_dataproto_rows(s->batch); b++) {
+        int32_t n = ((const int32_t *)rl_tensor_data(lens))[b];
+        if (!mt) {
+            tokens += n;
+            continue;
+        }
+        const float *m = (const float *)rl_tensor_data(mt) + b * mt->shape[1];
+        for (int32_t k = 0; k < n && k < mt->shape[1]; k++)
+            tokens += m[k] != 0.0f;
+    }
+    static const char *const keep[5] = {RL_LM_PROMPTS, RL_LM_PROMPT_LENS, RL_LM_RESPONSES,
+                                        RL_LM_RESPONSE_LENS, RL_LM_RESPONSE_MASK};
+    rl_dataproto *req = rl_dataproto_request(s->batch, keep, mt ? 5 : 4, NULL, 0,
                                              json_pack("{s:I}", RL_ACTOR_GLOBAL_TOKENS,
                                                        (json_int_t)(tokens > 0 ? tokens : 1)));
     rl_future *f = req ? rl_group_call(actor, RL_ACTOR_SFT_STEP, RL_DISPATCH_DP_COMPUTE, req) : NULL;

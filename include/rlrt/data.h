@@ -12,7 +12,14 @@
  *      5  a+b-c        a, b, c in 10..99, c <= a+b
  *      6  a*b+c        a, c in 10..99, b in 2..9 (two steps)
  *      7  a*b-c        a, c in 10..99, b in 2..9, c <= a*b (two steps)
- *    Results are never negative. Prompt "Q: 47+85=?\nA: "; the worked
+ *      8  word problem  "Q: Ann has 17 cups and buys 3 bags of 6 cups. How
+ *                       many cups now?\nA: " = a + b*c (a in 10..99, b, c
+ *                       in 2..9; two steps, the numbers in words' order)
+ *      9  word problem  "Q: Tom has 3 boxes of 6 pens and gives away 7.
+ *                       How many pens are left?\nA: " = b*c - a (1 <= a <= b*c)
+ *    Levels 8 and 9 need the extended tokenizer (letters, ".,?";
+ *    rl_arith_ext_tokenizer_new()); their prompts are at most 80
+ *    characters. Results are never negative. Prompt "Q: 47+85=?\nA: "; the worked
  *    solution (for a supervised warm start) is column arithmetic from the
  *    units up, one "x op y=z" step per column, at most 51 characters
  *    (32 tokens with the specials below) for levels 1-5 and 52 (34 tokens)
@@ -24,6 +31,13 @@
  *      23+45-17 "<think>23+45=68 68-17=51</think>\boxed{51}"
  *      47*6+35 "<think>7*6=42 4*6+4=28 282+35=317</think>\boxed{317}"
  *      3+4     "<think>3+4=7</think>\boxed{7}"
+ *      word 8  "<think>6*3=18 8+7=15 1+1+1=3</think>\boxed{35}"  (18+17 by columns)
+ *    The tool-use variant (solution_tools, for a warm start that teaches the
+ *    call format of rlrt/tools.h) hands the multiplication of levels 4, 6-9
+ *    to the calculator and keeps the other steps (word problems: the
+ *    multiplication of the bags), e.g. 47*6+35:
+ *      "<think><call>calc 47*6</call><result>282</result> 282+35=317</think>\boxed{317}"
+ *    (other levels: the same text as solution).
  *    Every prompt and solution uses only RL_ARITH_CHARSET plus the specials
  *    of rl_arith_tokenizer_spec().
  *  * rl_dataset: rows of a JSONL file in the verl/EasyR1 layout. "prompt"
@@ -56,7 +70,7 @@ extern "C" {
 
 /* ---- built-in arithmetic task ------------------------------------------------ */
 
-enum { RL_ARITH_MIN_LEVEL = 1, RL_ARITH_MAX_LEVEL = 7 };
+enum { RL_ARITH_MIN_LEVEL = 1, RL_ARITH_MAX_LEVEL = 9 };
 
 /* Plain characters the task needs (the specials below are separate tokens). */
 /* Column names of a dataset batch (rl_dataset_fill, rl_data_iter_next). */
@@ -66,11 +80,15 @@ enum { RL_ARITH_MIN_LEVEL = 1, RL_ARITH_MAX_LEVEL = 7 };
 #define RL_DATA_GLOBAL_ID "global_id"
 
 #define RL_ARITH_CHARSET "0123456789+-*=?:QA \n}"
+/* The extended set (word problems, tool calls and tool output): the task's
+ * characters plus letters and a little punctuation. */
+#define RL_ARITH_EXT_CHARSET RL_ARITH_CHARSET "BCDEFGHIJKLMNOPRSTUVWXYZabcdefghijklmnopqrstuvwxyz.,'()/_"
 
 typedef struct rl_arith_item {
-    char prompt[48];       /* "Q: 512-347=?\nA: " */
+    char prompt[96];       /* "Q: 512-347=?\nA: " */
     char ground_truth[16]; /* "165" */
     char solution[96];     /* "<think>…</think>\boxed{165}" */
+    char solution_tools[128]; /* the same with the calculator (see above) */
     int level;
     int64_t global_id;     /* = index */
 } rl_arith_item;
@@ -86,6 +104,9 @@ int rl_arith_generate_mixed(uint64_t seed, int64_t index, const int *levels, int
  * files (global ids are per-file indices). */
 int rl_arith_write_jsonl(const char *path, uint64_t seed, int64_t n, const int *levels,
                          int n_levels);
+/* The same with tools = 1: "solution" holds solution_tools. */
+int rl_arith_write_jsonl_ex(const char *path, uint64_t seed, int64_t n, const int *levels,
+                            int n_levels, int tools);
 
 /* Verifiable reward: 1.0 if the content of the LAST "\boxed{...}" in
  * `response` equals `ground_truth` as an integer (spaces around it and
@@ -101,6 +122,14 @@ double rl_arith_score(const char *response, const char *ground_truth, int *forma
  * storage. */
 void rl_arith_tokenizer_spec(rl_char_tokenizer_spec *spec);
 rl_tokenizer *rl_arith_tokenizer_new(void);
+/* The extended tokenizer ("arith_ext"): the same specials (same ids 0..5),
+ * then "<call>", "</call>", "<result>", "</result>" (ids 6..9), then
+ * RL_ARITH_EXT_CHARSET. It spells the word problems and the tool markup. */
+void rl_arith_ext_tokenizer_spec(rl_char_tokenizer_spec *spec);
+rl_tokenizer *rl_arith_ext_tokenizer_new(void);
+/* data.tokenizer's value: "arith", "arith_ext", or a tokenizer file
+ * (rl_tokenizer_load). NULL + message. */
+rl_tokenizer *rl_task_tokenizer_open(const char *name);
 
 /* ---- JSONL dataset ------------------------------------------------------------- */
 

@@ -38,6 +38,7 @@
 #include "rlrt/algo/filter.h"
 #include "rlrt/algo/offpolicy.h"
 #include "rlrt/tools.h"
+#include "rlrt/agent_loop.h"
 #include "rlrt/algo/flow.h"
 #include "rlrt/algo/diffusion.h"
 #include "rlrt/reward.h"

@@ -71,6 +71,11 @@ rl_tool rl_tool_calculator(void);
  * RL_ERANGE naming the position. */
 int rl_calc_eval(const char *expr, int64_t *value);
 
+/* The built-in tool called `name` (the names rollout.multi_turn.tools
+ * accepts): "calc" today. Adding a tool = one call function and one row of
+ * the table in common/tools/tools.c. RL_ENOTFOUND listing the known names. */
+int rl_tool_builtin(const char *name, rl_tool *out);
+
 typedef struct rl_tool_runner rl_tool_runner;
 
 /* tools[0..n) (copied; names must be unique), timeout_ms >= 1,

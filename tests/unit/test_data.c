@@ -146,8 +146,75 @@ static void test_arith_answers_and_steps(void **state)
     /* levels 6 and 7: a multiplication, then + or − */
     assert_int_equal(seen_ops[6][2] + seen_ops[7][2], 800);
     rl_arith_item it;
-    assert_int_equal(rl_arith_generate(1, 0, 9, &it), RL_ERANGE);
-    assert_non_null(strstr(rl_error_message(), "level 9"));
+    assert_int_equal(rl_arith_generate(1, 0, 10, &it), RL_ERANGE);
+    assert_non_null(strstr(rl_error_message(), "level 10"));
+}
+
+/* Levels 8 and 9 (word problems) and the tool-calling solutions: the
+ * answer follows from the numbers in the words, every solution earns the
+ * reward with the format, the calculator agrees with each <result>, and the
+ * extended tokenizer spells it all within the example jobs' limits. */
+static void test_word_problems_and_tool_solutions(void **state)
+{
+    (void)state;
+    rl_tokenizer *tok = rl_arith_ext_tokenizer_new();
+    assert_non_null(tok);
+    assert_int_equal(rl_tokenizer_token_to_id(tok, "<think>"), 3);
+    assert_int_equal(rl_tokenizer_token_to_id(tok, "\\boxed{"), 5);
+    assert_int_equal(rl_tokenizer_token_to_id(tok, "<call>"), 6);
+    assert_int_equal(rl_tokenizer_token_to_id(tok, "</result>"), 9);
+    int64_t max_p = 0, max_s = 0;
+    for (int level = 1; level <= 9; level++)
+        for (int64_t i = 0; i < 300; i++) {
+            rl_arith_item it;
+            assert_int_equal(rl_arith_generate(11, i, level, &it), RL_OK);
+            int ok = 0;
+            assert_true(rl_arith_score(it.solution, it.ground_truth, &ok) == 1.0 && ok);
+            assert_true(rl_arith_score(it.solution_tools, it.ground_truth, &ok) == 1.0 && ok);
+            const char *call = strstr(it.solution_tools, "<call>calc ");
+            if (level == 4 || level >= 6) {
+                assert_non_null(call);
+                char expr[32];
+                const char *e = strstr(call, "</call>");
+                assert_non_null(e);
+                snprintf(expr, sizeof expr, "%.*s", (int)(e - call - 11), call + 11);
+                int64_t v;
+                assert_int_equal(rl_calc_eval(expr, &v), RL_OK);
+                char want[48];
+                snprintf(want, sizeof want, "</call><result>%lld</result>", (long long)v);
+                assert_non_null(strstr(it.solution_tools, want));
+            } else {
+                assert_null(call);
+                assert_string_equal(it.solution_tools, it.solution);
+            }
+            if (level >= 8) {
+                long n[3];
+                const char *p = it.prompt;
+                for (int k = 0; k < 3; k++) {
+                    while (*p && (*p < '0' || *p > '9'))
+                        p++;
+                    n[k] = strtol(p, (char **)&p, 10);
+                }
+                long want = level == 8 ? n[0] + n[1] * n[2] : n[0] * n[1] - n[2];
+                assert_true(want >= 0);
+                assert_int_equal(strtol(it.ground_truth, NULL, 10), want);
+                const char *texts[3] = {it.prompt, it.solution, it.solution_tools};
+                for (int t = 0; t < 3; t++) {
+                    int32_t *ids = NULL;
+                    int64_t nt = 0;
+                    if (rl_tokenizer_encode(tok, texts[t], strlen(texts[t]), &ids, &nt))
+                        fail_msg("encode '%s': %s", texts[t], rl_error_message());
+                    free(ids);
+                    if (t == 0)
+                        max_p = nt > max_p ? nt : max_p;
+                    else
+                        max_s = nt > max_s ? nt : max_s;
+                }
+            }
+        }
+    assert_true(max_p <= 84); /* examples/arith_words_*.yaml: max_prompt_length 84 */
+    assert_true(max_s <= 39); /* response_length 40 with the stop token */
+    rl_tokenizer_free(tok);
 }
 
 static void test_arith_determinism(void **state)
@@ -488,6 +555,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_arith_answers_and_steps),
         cmocka_unit_test(test_arith_determinism),
+        cmocka_unit_test(test_word_problems_and_tool_solutions),
         cmocka_unit_test(test_tokenizer_coverage),
         cmocka_unit_test(test_arith_score),
         cmocka_unit_test(test_jsonl_round_trip),

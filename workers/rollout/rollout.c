@@ -20,6 +20,7 @@ typedef struct s_rollout {
     uint64_t seed;
     double weight_timeout_s;
     rl_model *model;
+    rl_agent *agent; /* rollout.multi_turn.enable: tools during sampling */
     rl_weight_receiver *recv;
     char endpoint[256];
     uint64_t version;
@@ -44,6 +45,8 @@ static int s_init(rl_worker_ctx *ctx)
     r->seed = (uint64_t)o.seed;
     r->weight_timeout_s = o.weight_timeout_s;
     ctx->user = r;
+    if (o.mt_enable && !(r->agent = rl_agent_open(ctx->config)))
+        return rl_error_wrap(rl_error_code(), "rollout/%d: multi-turn tools", ctx->rank);
     return RL_OK;
 }
 
@@ -52,6 +55,7 @@ static void s_fini(rl_worker_ctx *ctx)
     s_rollout *r = ctx->user;
     if (r) {
         rl_model_free(r->model);
+        rl_agent_free(r->agent);
         rl_weight_receiver_free(r->recv);
         free(r);
     }
@@ -107,6 +111,98 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     return RL_OK;
 }
 
+/* Multi-turn sampling with tools (rlrt/agent_loop.h): the LM kind's
+ * sampling outputs plus the loss mask (0 at tool output) and the per-row
+ * tool counts; one log line per call with the outcomes. */
+static int s_generate_agent(rl_worker_ctx *ctx, const rl_dataproto *in, const rl_model_sampling *sp,
+                            rl_dataproto **out)
+{
+    s_rollout *r = ctx->user;
+    const char *what = "multi-turn generate";
+    rl_lm *net = rl_lm_model_network(r->model);
+    if (!net)
+        return rl_error_set(RL_EUNSUPPORTED, "%s: rollout.multi_turn needs model.type lm", what);
+    const rl_tensor *pr = rl_dataproto_tensor_shaped(in, RL_LM_PROMPTS, RL_I32, 2, NULL);
+    const rl_tensor *pl = pr ? rl_dataproto_tensor_shaped(in, RL_LM_PROMPT_LENS, RL_I32, 1,
+                                                          (int64_t[]){pr->shape[0]}) : NULL;
+    const rl_tensor *sd = pl ? rl_dataproto_tensor_shaped(in, RL_LM_ROW_SEEDS, RL_I64, 1,
+                                                          (int64_t[]){pr->shape[0]}) : NULL;
+    if (!sd)
+        return rl_error_wrap(rl_error_code(), "%s", what);
+    int B = (int)pr->shape[0], P = (int)pr->shape[1], R = (int)sp->max_new_tokens;
+    rl_lm_sampling s;
+    rl_lm_sampling_default(&s);
+    int32_t stop = rl_lm_get_config(net)->eos_token_id;
+    s.temperature = (float)sp->temperature;
+    s.top_p = (float)sp->top_p;
+    s.top_k = (int)sp->top_k;
+    s.greedy = sp->greedy;
+    s.max_new_tokens = R;
+    s.stop_tokens = stop >= 0 ? &stop : NULL;
+    s.num_stop_tokens = stop >= 0 ? 1 : 0;
+    rl_dataproto *o = rl_dataproto_new();
+    int64_t shape[2] = {B, R}, sshape[2] = {B, RL_TOOL_STATS_N};
+    rl_tensor *tok = o ? rl_dataproto_new_tensor(o, RL_LM_RESPONSES, RL_I32, 2, shape) : NULL;
+    rl_tensor *lens = tok ? rl_dataproto_new_tensor(o, RL_LM_RESPONSE_LENS, RL_I32, 1, shape) : NULL;
+    rl_tensor *lp = lens ? rl_dataproto_new_tensor(o, RL_LM_RESPONSE_LOGP, RL_F32, 2, shape) : NULL;
+    rl_tensor *en = lp ? rl_dataproto_new_tensor(o, RL_LM_RESPONSE_ENTROPY, RL_F32, 2, shape) : NULL;
+    rl_tensor *mk = en ? rl_dataproto_new_tensor(o, RL_LM_RESPONSE_MASK, RL_F32, 2, shape) : NULL;
+    rl_tensor *ts = mk ? rl_dataproto_new_tensor(o, RL_ROLLOUT_TOOL_STATS, RL_I32, 2, sshape) : NULL;
+    int *ilens = malloc(sizeof(int) * (size_t)(B ? B : 1));
+    int *plens = malloc(sizeof(int) * (size_t)(B ? B : 1));
+    rl_agent_row_stats *st = calloc((size_t)(B ? B : 1), sizeof *st);
+    int rc = RL_OK;
+    if (!ts || !ilens || !plens || !st) {
+        rc = ts ? rl_error_set(RL_ENOMEM, "%s: out of memory", what) : rl_error_code();
+    } else if (B > 0) {
+        const int32_t *p32 = rl_tensor_data(pl);
+        for (int b = 0; b < B; b++)
+            plens[b] = p32[b];
+        rc = rl_agent_generate(net, r->agent->tok, &r->agent->at, r->agent->runner,
+                               r->agent->max_turns, B, P, rl_tensor_data(pr), plens,
+                               (const uint64_t *)rl_tensor_data(sd), &s, rl_tensor_data(tok),
+                               rl_tensor_data(lp), rl_tensor_data(en), rl_tensor_data(mk), ilens,
+                               st);
+        int32_t *l32 = rl_tensor_data(lens), *t32 = rl_tensor_data(ts);
+        long long sum[RL_TOOL_STATS_N] = {0};
+        for (int b = 0; !rc && b < B; b++) {
+            l32[b] = ilens[b];
+            int32_t *row = t32 + (size_t)b * RL_TOOL_STATS_N;
+            row[RL_TS_TURNS] = st[b].turns;
+            row[RL_TS_CALLS] = st[b].calls;
+            for (int k = 0; k < RL_TOOL_NOUTCOMES; k++)
+                row[RL_TS_OUTCOME0 + k] = st[b].outcomes[k];
+            row[RL_TS_BAD_CALLS] = st[b].bad_calls;
+            row[RL_TS_TRUNCATED] = st[b].truncated;
+            row[RL_TS_MAX_TURNS] = st[b].max_turns_hit;
+            for (int k = 0; k < RL_TOOL_STATS_N; k++)
+                sum[k] += row[k];
+            for (int k = 1; k < RL_TOOL_NOUTCOMES; k++)
+                if (st[b].outcomes[k])
+                    rl_log_debug("rollout/%d: row %d: %d tool call(s) ended '%s'", ctx->rank, b,
+                                 st[b].outcomes[k], rl_tool_outcome_name((rl_tool_outcome)k));
+        }
+        if (!rc)
+            rl_log_info("rollout/%d: %d samples, %lld turns, %lld tool calls (ok %lld, error "
+                        "%lld, garbage %lld, timeout %lld, unknown %lld, bad call %lld), "
+                        "%lld truncated, %lld at max_turns, %d tool threads stuck",
+                        ctx->rank, B, sum[RL_TS_TURNS], sum[RL_TS_CALLS], sum[RL_TS_OUTCOME0],
+                        sum[RL_TS_OUTCOME0 + 1], sum[RL_TS_OUTCOME0 + 2],
+                        sum[RL_TS_OUTCOME0 + 3], sum[RL_TS_OUTCOME0 + 4], sum[RL_TS_BAD_CALLS],
+                        sum[RL_TS_TRUNCATED], sum[RL_TS_MAX_TURNS],
+                        rl_tool_runner_stuck(r->agent->runner));
+    }
+    free(ilens);
+    free(plens);
+    free(st);
+    if (rc) {
+        rl_dataproto_free(o);
+        return rc;
+    }
+    *out = o;
+    return RL_OK;
+}
+
 static int s_generate(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     s_rollout *r = ctx->user;
@@ -119,7 +215,7 @@ static int s_generate(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto *
     rl_model_sampling s = r->sampling;
     s.greedy = greedy != 0;
     rl_dataproto *o = NULL;
-    int rc = rl_model_sample(r->model, in, &s, &o);
+    int rc = r->agent ? s_generate_agent(ctx, in, &s, &o) : rl_model_sample(r->model, in, &s, &o);
     if (rc)
         return rl_error_wrap(rc, "rollout/%d", ctx->rank);
     json_object_set_new(rl_dataproto_meta(o), RL_ROLLOUT_WEIGHTS_VERSION,

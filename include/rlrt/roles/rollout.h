@@ -14,6 +14,16 @@
  *   rollout.noise_level       [0, 10]    flow / diffusion SDE noise
  *   rollout.weight_timeout_s  (0, 3600]  how long sync_weights waits for a version
  *   rollout.shift             (0, 1000]  diffusion σ-schedule shift (seed 004's shift)
+ *   rollout.multi_turn.enable          false: one turn (plain sampling)
+ *   rollout.multi_turn.max_turns       [0, 64]  tool calls per sample at most
+ *   rollout.multi_turn.tools           list of built-in tool names (rl_tool_builtin)
+ *   rollout.multi_turn.tool_timeout_ms [1, 600000] per call
+ *   rollout.multi_turn.max_tool_output [1, 4096] bytes of a tool's output
+ *   Multi-turn sampling (LM only; rlrt/agent_loop.h) needs a tokenizer with
+ *   the tool markup (data.tokenizer: arith_ext) and adds to generate's output
+ *   RL_LM_RESPONSE_MASK (0 at tool output) and RL_ROLLOUT_TOOL_STATS (B,
+ *   RL_TOOL_STATS_N) i32: per row the counts of rl_agent_row_stats in the
+ *   order of the RL_TS_* indices below.
  *
  * Methods (dispatch):
  *   init_model    one_to_all   builds the model from the job (no weights yet:
@@ -75,6 +85,15 @@
 #define RL_ROLLOUT_GREEDY "greedy"
 #define RL_ROLLOUT_WEIGHTS_VERSION "weights_version"
 #define RL_ROLLOUT_ROW_VERSION "weight_version"
+#define RL_ROLLOUT_TOOL_STATS "tool_stats"
+
+/* Columns of RL_ROLLOUT_TOOL_STATS: turns, calls, then the calls by
+ * rl_tool_outcome (ok, error, garbage, timeout, unknown), bad call texts,
+ * truncated (0/1), max_turns_hit (0/1). */
+enum {
+    RL_TS_TURNS = 0, RL_TS_CALLS = 1, RL_TS_OUTCOME0 = 2, RL_TS_BAD_CALLS = 7,
+    RL_TS_TRUNCATED = 8, RL_TS_MAX_TURNS = 9, RL_TOOL_STATS_N = 10
+};
 
 #define RL_ROLLOUT_DEFAULTS \
     "rollout:\n" \
@@ -86,13 +105,21 @@
     "  num_steps: 10             # flow / diffusion models: integration steps\n" \
     "  noise_level: 0.7          # flow / diffusion models: SDE noise\n" \
     "  weight_timeout_s: 120.0   # sync_weights waits this long for a version\n" \
-    "  shift: 1.0                # diffusion models: sigma-schedule shift\n"
+    "  shift: 1.0                # diffusion models: sigma-schedule shift\n" \
+    "  multi_turn:               # LM tool use (rlrt/agent_loop.h)\n" \
+    "    enable: false\n" \
+    "    max_turns: 2             # tool calls per sample at most\n" \
+    "    tools: [calc]            # built-in tools (rl_tool_builtin)\n" \
+    "    tool_timeout_ms: 1000    # per call; a stuck tool gives 'error: timeout'\n" \
+    "    max_tool_output: 64      # bytes; longer output is 'error: bad output'\n"
 
 /* The rollout's settings (read by the worker at CONFIGURE and checked by
  * the driver before it starts any process, with the same table). */
 typedef struct rl_rollout_config {
     int64_t n, response_length, top_k, num_steps, seed;
     double temperature, top_p, noise_level, weight_timeout_s, shift;
+    int mt_enable;
+    int64_t mt_max_turns, mt_timeout_ms, mt_max_output;
 } rl_rollout_config;
 
 static inline int rl_rollout_config_read(const rl_config *c, rl_rollout_config *o)
@@ -110,6 +137,10 @@ static inline int rl_rollout_config_read(const rl_config *c, rl_rollout_config *
         RL_R_NUM("rollout.weight_timeout_s", weight_timeout_s, 0, 3600, RL_CFG_MIN_OPEN),
         RL_R_NUM("rollout.shift", shift, 0, 1000, RL_CFG_MIN_OPEN),
         RL_R_INT("trainer.seed", seed, 0, INT64_MAX),
+        {"rollout.multi_turn.enable", RL_CFG_BOOL, offsetof(rl_rollout_config, mt_enable), 0, 0, 0, NULL},
+        RL_R_INT("rollout.multi_turn.max_turns", mt_max_turns, 0, 64),
+        RL_R_INT("rollout.multi_turn.tool_timeout_ms", mt_timeout_ms, 1, 600000),
+        RL_R_INT("rollout.multi_turn.max_tool_output", mt_max_output, 1, 4096),
     };
 #undef RL_R_NUM
 #undef RL_R_INT
