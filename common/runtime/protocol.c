@@ -21,7 +21,10 @@ int rl_drv_send_to(rl_driver *d, const unsigned char *id, size_t id_len, Rl__Env
         d->msgs_out++;
         d->bytes_out += (int64_t)rl_msg_size(env, payload);
     }
-    rl_zuv_kick(d->watch);
+    if (rl_drv_on_io_thread())
+        rl_zuv_kick(d->watch);
+    else if (rl_zuv_pending(d->router))
+        rl_drv_wake(d); /* the send took an edge: the loop drains (s_on_wake) */
     return rc;
 }
 
@@ -31,7 +34,7 @@ int rl_drv_send(rl_drv_slot *s, Rl__Envelope *env, const rl_dataproto *payload)
         return rl_error_set(RL_ESTATE, "%s is not connected", s->label);
     int rc = rl_drv_send_to(s->d, s->id, s->id_len, env, payload);
     if (rc == RL_OK)
-        s->last_sent = uv_now(&s->d->loop);
+        s->last_sent = rl_drv_now_ms(s->d);
     return rc;
 }
 
@@ -414,13 +417,7 @@ static void s_on_readable_locked(rl_driver *d, void *sock)
     rl_msg_clear(&m);
 }
 
-void rl_drv_on_readable(void *sock, void *arg)
-{
-    rl_driver *d = arg;
-    rl_drv_lock(d);
-    s_on_readable_locked(d, sock);
-    rl_drv_unlock(d);
-}
+void rl_drv_on_readable(void *sock, void *arg) { s_on_readable_locked(arg, sock); }
 
 /* I/O thread: SHUTDOWN to every connected worker. */
 void rl_drv_send_shutdown(rl_driver *d)

@@ -11,7 +11,14 @@
  * new edge).
  *
  * Invariants: the callback must consume exactly one message (all its frames)
- * per call. The watcher never touches the socket from another thread.
+ * per call. The watcher touches the socket only on the loop's thread, and
+ * with rl_zuv_start_locked() only inside lock(arg) ... unlock(arg) (the
+ * callback runs with the lock held). That lets another thread send on the
+ * same socket under the same lock: ZeroMQ sockets may be used from several
+ * threads one at a time (the mutex gives the memory barrier). Such a thread
+ * cannot call rl_zuv_kick(); after its send it checks rl_zuv_pending() and,
+ * when input is pending, wakes the loop (e.g. uv_async_send) whose callback
+ * calls rl_zuv_kick(). Input that arrives later raises a new edge.
  *
  * Ownership: rl_zuv_start() returns a watcher owned by the caller; stop it
  * with rl_zuv_stop(), which frees it once libuv has closed its handles (the
@@ -31,6 +38,12 @@ typedef void (*rl_zuv_readable_fn)(void *zsock, void *arg);
 typedef struct rl_zuv rl_zuv;
 
 rl_zuv *rl_zuv_start(uv_loop_t *loop, void *zsock, rl_zuv_readable_fn cb, void *arg);
+/* The same, with lock(arg)/unlock(arg) held around every drain. */
+rl_zuv *rl_zuv_start_locked(uv_loop_t *loop, void *zsock, rl_zuv_readable_fn cb, void *arg,
+                            void (*lock)(void *), void (*unlock)(void *));
+/* 1 when zsock has a message to receive (ZMQ_EVENTS & ZMQ_POLLIN); the
+ * caller must be allowed to use the socket (its thread, or its lock held). */
+int rl_zuv_pending(void *zsock);
 /* Schedules a drain on the next loop iteration (call after sending). */
 void rl_zuv_kick(rl_zuv *w);
 void rl_zuv_stop(rl_zuv *w);
