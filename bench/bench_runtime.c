@@ -1,5 +1,8 @@
 /* bench_runtime.c — control-plane costs, measured side by side in one run:
- *   * no-op call round trip (rank_zero echo of an empty batch);
+ *   * no-op call round trip (rank_zero echo of an empty batch), interleaved
+ *     with a raw ZeroMQ REQ/REP round trip between two processes, both
+ *     through the worker's I/O thread (echo is declared inline) and through
+ *     its compute thread (echo_queued, the path of production methods);
  *   * calls/s across 8 workers (one_to_all, and 64 futures in flight);
  *   * dp_compute of a 64-row batch with 64 MiB of tensors (echo: the bytes go
  *     out and come back) versus a raw DataProto round trip of the same bytes
@@ -82,8 +85,14 @@ static double s_raw_round_trip(const rl_dataproto *dp, int iters)
 
 /* The floor of a no-op call: a plain ZeroMQ REQ/REP round trip of a
  * 1-byte message between two processes over the same transport (tcp
- * loopback), mean over n. */
-static double s_raw_zmq_rtt(int n)
+ * loopback). The REP side is a forked process that answers until it gets
+ * "q"; s_raw_block() times k round trips (mean). */
+typedef struct {
+    void *ctx, *req;
+    pid_t pid;
+} s_raw_peer;
+
+static int s_raw_open(s_raw_peer *p)
 {
     void *ctx = zmq_ctx_new();
     void *rep = zmq_socket(ctx, ZMQ_REP);
@@ -93,40 +102,80 @@ static double s_raw_zmq_rtt(int n)
     zmq_getsockopt(rep, ZMQ_LAST_ENDPOINT, ep, &len);
     zmq_close(rep);
     zmq_ctx_term(ctx);
-    pid_t pid = fork();
-    if (pid == 0) {
+    p->pid = fork();
+    if (p->pid == 0) {
         void *c2 = zmq_ctx_new();
         void *r2 = zmq_socket(c2, ZMQ_REP);
         if (zmq_bind(r2, ep) != 0)
             _exit(1);
         char b[8];
-        for (int i = 0; i < n + 100; i++) {
-            if (zmq_recv(r2, b, sizeof b, 0) < 0)
+        for (;;) {
+            int n = zmq_recv(r2, b, sizeof b, 0);
+            if (n < 0)
                 _exit(1);
             zmq_send(r2, b, 1, 0);
+            if (b[0] == 'q')
+                break;
         }
         zmq_close(r2);
         zmq_ctx_term(c2);
         _exit(0);
     }
-    ctx = zmq_ctx_new();
-    void *req = zmq_socket(ctx, ZMQ_REQ);
-    zmq_connect(req, ep);
+    p->ctx = zmq_ctx_new();
+    p->req = zmq_socket(p->ctx, ZMQ_REQ);
+    if (p->pid < 0 || zmq_connect(p->req, ep) != 0)
+        return -1;
     char b[8] = "x";
     for (int i = 0; i < 100; i++) { /* connect and warm up */
-        zmq_send(req, b, 1, 0);
-        zmq_recv(req, b, sizeof b, 0);
+        zmq_send(p->req, b, 1, 0);
+        zmq_recv(p->req, b, sizeof b, 0);
     }
+    return 0;
+}
+
+static double s_raw_block(s_raw_peer *p, int k)
+{
+    char b[8] = "x";
     double t0 = s_now();
-    for (int i = 0; i < n; i++) {
-        zmq_send(req, b, 1, 0);
-        zmq_recv(req, b, sizeof b, 0);
+    for (int i = 0; i < k; i++) {
+        zmq_send(p->req, b, 1, 0);
+        zmq_recv(p->req, b, sizeof b, 0);
     }
-    double rtt = (s_now() - t0) / n;
-    waitpid(pid, NULL, 0);
-    zmq_close(req);
-    zmq_ctx_term(ctx);
-    return rtt;
+    return (s_now() - t0) / k;
+}
+
+static void s_raw_close(s_raw_peer *p)
+{
+    char b[8] = "q";
+    zmq_send(p->req, b, 1, 0);
+    zmq_recv(p->req, b, sizeof b, 0);
+    waitpid(p->pid, NULL, 0);
+    zmq_close(p->req);
+    zmq_ctx_term(p->ctx);
+}
+
+/* k no-op calls (rank_zero, no payload) of `method`, mean round trip. */
+static double s_call_block(rl_group *g, const char *method, int k)
+{
+    double t0 = s_now();
+    for (int i = 0; i < k; i++)
+        if (rl_group_call_sync(g, method, RL_DISPATCH_RANK_ZERO, NULL, NULL)) {
+            fprintf(stderr, "bench_runtime: %s: %s\n", method, rl_error_message());
+            exit(1);
+        }
+    return (s_now() - t0) / k;
+}
+
+static int s_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double s_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, s_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static double s_dp_round_trip(rl_group *g, const rl_dataproto *dp, int iters)
@@ -172,24 +221,56 @@ int main(void)
     rl_group *one = rl_driver_group(d, "rollout"), *eight = rl_driver_group(d, "reward"),
              *two = rl_driver_group(d, "actor");
 
-    /* no-op round trip, side by side with a raw ZeroMQ REQ/REP */
-    int n = 2000;
-    for (int i = 0; i < 100; i++) /* warm up */
+    /* No-op round trip, side by side with a raw ZeroMQ REQ/REP: R rounds,
+     * each a block of the raw REQ/REP, of `echo` (a test method declared
+     * inline: run on the worker's I/O thread when its compute thread is
+     * idle) and of `echo_queued` (the same handler through the compute
+     * thread, the path of every production method), k each, back to back.
+     * A ratio compares blocks of the same round (the same load on a shared
+     * machine); the medians over the rounds are printed. */
+    int n = getenv("RL_BENCH_NOOP_N") ? atoi(getenv("RL_BENCH_NOOP_N")) : 4000;
+    if (n < 100)
+        n = 4000;
+    enum { R = 20 };
+    int k = n / R;
+    for (int i = 0; i < 100; i++) { /* warm up */
         rl_group_call_sync(one, "echo", RL_DISPATCH_RANK_ZERO, NULL, NULL);
-    double raw_rtt = s_raw_zmq_rtt(n);
-    double t0 = s_now();
-    for (int i = 0; i < n; i++)
-        rl_group_call_sync(one, "echo", RL_DISPATCH_RANK_ZERO, NULL, NULL);
-    double rtt = (s_now() - t0) / n;
-    double raw_rtt2 = s_raw_zmq_rtt(n);
-    raw_rtt = raw_rtt2 < raw_rtt ? raw_rtt2 : raw_rtt;
-    printf("bench: noop_call_round_trip_us = %.1f\n", rtt * 1e6);
-    printf("bench: raw_zmq_req_rep_round_trip_us = %.1f\n", raw_rtt * 1e6);
-    printf("bench: noop_call_rtt_over_raw_zmq = %.2f\n", rtt / raw_rtt);
+        rl_group_call_sync(one, "echo_queued", RL_DISPATCH_RANK_ZERO, NULL, NULL);
+    }
+    s_raw_peer peer;
+    if (s_raw_open(&peer)) {
+        fprintf(stderr, "bench_runtime: raw ZeroMQ peer failed\n");
+        return 1;
+    }
+    double raw_v[R], inl_v[R], q_v[R], r_inl[R], r_q[R];
+    for (int r = 0; r < R; r++) {
+        raw_v[r] = s_raw_block(&peer, k);
+        inl_v[r] = s_call_block(one, "echo", k);
+        q_v[r] = s_call_block(one, "echo_queued", k);
+        r_inl[r] = inl_v[r] / raw_v[r];
+        r_q[r] = q_v[r] / raw_v[r];
+    }
+    s_raw_close(&peer);
+    if (getenv("RL_BENCH_VERBOSE"))
+        for (int r = 0; r < R; r++)
+            printf("round %d: raw %.1f us, echo %.1f us, echo_queued %.1f us\n", r, raw_v[r] * 1e6,
+                   inl_v[r] * 1e6, q_v[r] * 1e6);
+    printf("bench: noop_call_round_trip_us = %.1f\n", s_median(inl_v, R) * 1e6);
+    printf("bench: raw_zmq_req_rep_round_trip_us = %.1f\n", s_median(raw_v, R) * 1e6);
+    printf("bench: noop_call_rtt_over_raw_zmq = %.2f\n", s_median(r_inl, R));
+    printf("bench: noop_call_compute_thread_round_trip_us = %.1f\n", s_median(q_v, R) * 1e6);
+    printf("bench: noop_call_compute_thread_rtt_over_raw_zmq = %.2f\n", s_median(r_q, R));
+    if (getenv("RL_BENCH_NOOP_ONLY")) { /* profiling the no-op call alone */
+        rl_driver_shutdown(d, 5000);
+        rl_driver_free(d);
+        rl_cluster_free(cl);
+        rl_config_free(cfg);
+        return 0;
+    }
 
     /* calls/s across 8 workers, one call (8 sub-calls) at a time */
     n = 500;
-    t0 = s_now();
+    double t0 = s_now();
     for (int i = 0; i < n; i++) {
         rl_future *f = rl_group_call(eight, "echo", RL_DISPATCH_ONE_TO_ALL, NULL);
         rl_future_wait(f, -1);

@@ -209,7 +209,7 @@ void rl_drv_send_error_to(rl_driver *d, const unsigned char *id, size_t id_len, 
 int rl_drv_send_call(rl_drv_slot *s, rl_drv_subcall *c);
 /* (I/O thread) The ROUTER is readable: handles one message (rl_zuv
  * callback; the drain holds d->mu). */
-void rl_drv_on_readable(void *sock, void *arg);
+int rl_drv_on_readable(void *sock, void *arg);
 /* (I/O thread) SHUTDOWN to every connected worker. */
 void rl_drv_send_shutdown(rl_driver *d);
 

@@ -349,12 +349,13 @@ static void s_on_worker_error(rl_drv_slot *s, const Rl__Error *e)
     rl_drv_subcall_free(c);
 }
 
-static void s_on_readable_locked(rl_driver *d, void *sock)
+/* 0 when nothing was there to receive, else 1 (see rl_zuv_readable_fn). */
+static int s_on_readable_locked(rl_driver *d, void *sock)
 {
     rl_msg m;
     int rc = rl_msg_recv(sock, 1, &m);
-    if (rc == RL_ETIMEOUT)
-        return;
+    if (rc && m.bytes == 0) /* EAGAIN: drained (or a socket error: nothing read) */
+        return 0;
     d->msgs_in++;
     d->bytes_in += (int64_t)m.bytes;
     long dropped = 0;
@@ -363,7 +364,7 @@ static void s_on_readable_locked(rl_driver *d, void *sock)
             rl_log_warn("receive on the ROUTER: %s%s", rl_error_message(),
                         dropped ? " (more were not logged)" : "");
         rl_msg_clear(&m);
-        return;
+        return 1;
     }
     rl_drv_slot *s = s_slot_by_id(d, m.id, m.id_len);
     if (s)
@@ -377,7 +378,7 @@ static void s_on_readable_locked(rl_driver *d, void *sock)
         if (!s)
             rl_drv_send_disconnect(d, m.id, m.id_len, "unknown peer; send HELLO first");
         rl_msg_clear(&m);
-        return;
+        return 1;
     }
     if (m.env->protocol_version != RL_PROTOCOL_VERSION) {
         char why[256];
@@ -390,7 +391,7 @@ static void s_on_readable_locked(rl_driver *d, void *sock)
         rl_drv_send_error_to(d, m.id, m.id_len, RL_EPROTO, why);
         rl_drv_send_disconnect(d, m.id, m.id_len, why);
         rl_msg_clear(&m);
-        return;
+        return 1;
     }
     if (m.env->body_case == RL__ENVELOPE__BODY_HELLO) {
         s_on_hello(d, &m);
@@ -415,9 +416,10 @@ static void s_on_readable_locked(rl_driver *d, void *sock)
         }
     }
     rl_msg_clear(&m);
+    return 1;
 }
 
-void rl_drv_on_readable(void *sock, void *arg) { s_on_readable_locked(arg, sock); }
+int rl_drv_on_readable(void *sock, void *arg) { return s_on_readable_locked(arg, sock); }
 
 /* I/O thread: SHUTDOWN to every connected worker. */
 void rl_drv_send_shutdown(rl_driver *d)

@@ -169,6 +169,31 @@ static void s_fault_check(s_worker *w, const char *method, int after)
     raise(SIGKILL);
 }
 
+/* Runs call task t's handler (compute thread, or the loop for an inline
+ * method while the compute thread is idle). */
+static void s_run_call(s_worker *w, s_task *t)
+{
+    s_fault_check(w, t->method->name, 0);
+    uint64_t t0 = uv_hrtime();
+    t->rc = t->method->fn(&w->ctx, t->in, &t->out);
+    t->compute_s = (double)(uv_hrtime() - t0) / 1e9;
+    s_fault_check(w, t->method->name, 1);
+}
+
+/* Metrics of a replied call; frees it. */
+static void s_call_done(s_worker *w, s_task *t)
+{
+    pthread_mutex_lock(&w->mu);
+    w->m_busy = 0;
+    w->m_calls++;
+    w->m_errors += t->rc != 0;
+    w->m_handler_s += t->compute_s;
+    pthread_mutex_unlock(&w->mu);
+    rl_dataproto_free(t->in);
+    rl_dataproto_free(t->out);
+    free(t);
+}
+
 static void *s_compute_main(void *arg)
 {
     s_worker *w = arg;
@@ -193,28 +218,13 @@ static void *s_compute_main(void *arg)
                 w->role->fini(&w->ctx);
             t->rc = RL_OK;
             break;
-        case S_TASK_CALL: {
-            s_fault_check(w, t->method->name, 0);
-            uint64_t t0 = uv_hrtime();
-            t->rc = t->method->fn(&w->ctx, t->in, &t->out);
-            t->compute_s = (double)(uv_hrtime() - t0) / 1e9;
-            s_fault_check(w, t->method->name, 1);
-            break;
-        }
+        case S_TASK_CALL: s_run_call(w, t); break;
         }
         if (t->rc)
             snprintf(t->error, sizeof t->error, "%s", rl_error_message());
         if (t->kind == S_TASK_CALL) {
             s_reply(w, t); /* from this thread: no hop through the loop */
-            pthread_mutex_lock(&w->mu);
-            w->m_busy = 0;
-            w->m_calls++;
-            w->m_errors += t->rc != 0;
-            w->m_handler_s += t->compute_s;
-            pthread_mutex_unlock(&w->mu);
-            rl_dataproto_free(t->in);
-            rl_dataproto_free(t->out);
-            free(t);
+            s_call_done(w, t);
             continue;
         }
         pthread_mutex_lock(&w->mu);
@@ -348,6 +358,16 @@ static int s_is_retry_safe(const s_worker *w, const char *name)
            s_in_list(w->opt.test_retry_safe, name);
 }
 
+/* `name` is served and declared inline where it comes from. */
+static int s_is_inline(const s_worker *w, const char *name)
+{
+    if (!w->opt.inline_methods && !w->opt.test_inline)
+        return 0;
+    if (s_table_find(w->role->methods, name))
+        return s_in_list(w->opt.inline_methods, name);
+    return w->serve_tests && s_in_list(w->opt.test_inline, name);
+}
+
 typedef struct {
     char **names;
     size_t n;
@@ -405,7 +425,7 @@ static void s_send_ready(s_worker *w)
 
 /* ---- connection --------------------------------------------------------------------- */
 
-static void s_on_readable(void *sock, void *arg);
+static int s_on_readable(void *sock, void *arg);
 
 static void s_close_socket(s_worker *w)
 {
@@ -700,16 +720,37 @@ static void s_on_call(s_worker *w, rl_msg *m)
             json_object_update(rl_dataproto_meta(t->in), args);
         json_decref(args);
     }
+    if (s_is_inline(w, method->name)) {
+        /* An inline method (declared cheap by its role) runs right here on
+         * the loop when the compute thread is idle with nothing queued: the
+         * order of calls is kept and the hop to the compute thread saved.
+         * Only the loop queues work, so idle stays true while it runs. */
+        pthread_mutex_lock(&w->mu);
+        int idle = !w->todo.head && !w->m_busy;
+        if (idle)
+            w->m_busy = 1;
+        pthread_mutex_unlock(&w->mu);
+        if (idle) {
+            rl_error_clear();
+            s_run_call(w, t);
+            if (t->rc)
+                snprintf(t->error, sizeof t->error, "%s", rl_error_message());
+            s_reply(w, t);
+            s_call_done(w, t);
+            return;
+        }
+    }
     s_submit(w, t);
 }
 
-static void s_on_readable(void *sock, void *arg)
+/* 0 when nothing was there to receive, else 1 (see rl_zuv_readable_fn). */
+static int s_on_readable(void *sock, void *arg)
 {
     s_worker *w = arg;
     rl_msg m;
     int rc = rl_msg_recv(sock, 0, &m);
-    if (rc == RL_ETIMEOUT)
-        return;
+    if (rc && m.bytes == 0) /* EAGAIN: drained (or a socket error: nothing read) */
+        return 0;
     w->last_recv = uv_now(&w->loop);
     w->lost_since = 0;
     w->backoff_ms = w->opt.heartbeat_ms;
@@ -720,14 +761,14 @@ static void s_on_readable(void *sock, void *arg)
     if (!m.env) {
         rl_log_warn("dropped a message from the driver: %s", rl_error_message());
         rl_msg_clear(&m);
-        return;
+        return 1;
     }
     if (m.env->protocol_version != RL_PROTOCOL_VERSION) {
         rl_log_error("driver speaks protocol version %u, this worker speaks %d",
                      m.env->protocol_version, RL_PROTOCOL_VERSION);
         rl_msg_clear(&m);
         s_stop(w, 1, "protocol version mismatch");
-        return;
+        return 1;
     }
     switch (m.env->body_case) {
     case RL__ENVELOPE__BODY_CONFIGURE: s_on_configure(w, m.env->configure); break;
@@ -753,6 +794,7 @@ static void s_on_readable(void *sock, void *arg)
         rl_log_warn("unexpected %s from the driver", rl_msg_kind_name(m.env->body_case));
     }
     rl_msg_clear(&m);
+    return 1;
 }
 
 /* ---- loop callbacks ------------------------------------------------------------------------ */
@@ -820,7 +862,9 @@ static void s_reply(s_worker *w, s_task *t)
         if (s_send(w, &env, t->out) == RL_EPROTO)
             s_send_error(w, t->call_id, RL_EPROTO, rl_error_message());
     }
-    int pending = w->sock && rl_zuv_pending(w->sock);
+    /* the loop (an inline call) is inside its drain, which ends with an
+     * EAGAIN receive: only the compute thread must look for a lost edge */
+    int pending = s_compute_thread && w->sock && rl_zuv_pending(w->sock);
     pthread_mutex_unlock(&w->smu);
     if (pending)
         uv_async_send(&w->done_async); /* s_on_done kicks the drain */

@@ -14,6 +14,7 @@ struct rl_zuv {
     void (*lock)(void *);   /* optional: held around each drain */
     void (*unlock)(void *);
     int closing;
+    int draining; /* inside s_drain: a kick is implied by its final EAGAIN */
     int open_handles;
 };
 
@@ -30,11 +31,11 @@ static void s_drain(rl_zuv *w)
         w->lock(w->arg);
     /* Bounded so one busy socket cannot starve timers and signals. */
     int n = 0;
-    for (; n < 256 && !w->closing; n++) {
-        if (!rl_zuv_pending(w->zsock))
+    w->draining = 1;
+    for (; n < 256 && !w->closing; n++)
+        if (!w->cb(w->zsock, w->arg))
             break;
-        w->cb(w->zsock, w->arg);
-    }
+    w->draining = 0;
     if (w->unlock)
         w->unlock(w->arg);
     if (n == 256 && !w->closing)
@@ -94,7 +95,10 @@ rl_zuv *rl_zuv_start_locked(uv_loop_t *loop, void *zsock, rl_zuv_readable_fn cb,
 
 void rl_zuv_kick(rl_zuv *w)
 {
-    if (w && !w->closing)
+    /* A send from a callback needs no extra pass: the drain goes on until a
+     * receive fails with EAGAIN, which processes the socket's commands after
+     * that send (or it kicks itself when it stops at its bound). */
+    if (w && !w->closing && !w->draining)
         uv_idle_start(&w->idle, s_on_idle);
 }
 

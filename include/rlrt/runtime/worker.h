@@ -98,6 +98,15 @@ typedef struct rl_worker_options {
      * the test methods, from the selftest's list. */
     const char *const *retry_safe;
     const char *const *test_retry_safe;
+    /* Inline methods (NULL-terminated names; NULL: none), likewise for the
+     * role's methods and the test methods: handlers that are surely cheap
+     * (microseconds: no I/O, no waiting, no heavy compute). When the compute
+     * thread is idle with nothing queued, such a call runs directly on the
+     * I/O thread, saving the hand-off to the compute thread; otherwise it
+     * queues like any call, so calls still run one at a time in arrival
+     * order. A slow inline handler would delay heartbeats. */
+    const char *const *inline_methods;
+    const char *const *test_inline;
     /* The job this worker belongs to (rl-worker --job; spawned workers get
      * it from the driver). NULL/"": learned from the first CONFIGURE, and
      * kept: after that a driver of another job refuses the worker. */

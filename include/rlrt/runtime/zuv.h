@@ -4,14 +4,17 @@
  * timers, child processes) and poll their ZeroMQ sockets through it. A ZeroMQ
  * socket exposes ZMQ_FD, which is EDGE-triggered: it becomes readable when the
  * socket's state changed, and every zmq_send/zmq_recv may consume that edge.
- * So the watcher drains: on every wake-up it reads ZMQ_EVENTS and calls the
- * callback while ZMQ_POLLIN is set; and after the program sends on the socket
- * it must call rl_zuv_kick(), which re-checks ZMQ_EVENTS on the next loop
- * iteration (a send may have pulled pending input into the socket without a
- * new edge).
+ * So the watcher drains: on every wake-up it calls the callback until the
+ * callback finds nothing to receive (a ZMQ_DONTWAIT receive failing with
+ * EAGAIN, which also processes every pending command of the socket, so the
+ * next input raises a new edge; no ZMQ_EVENTS query per message); and after
+ * the program sends on the socket it must call rl_zuv_kick(), which drains
+ * once more on the next loop iteration (a send may have pulled pending input
+ * into the socket without a new edge).
  *
- * Invariants: the callback must consume exactly one message (all its frames)
- * per call. The watcher touches the socket only on the loop's thread, and
+ * Invariants: the callback must consume at most one message (all its
+ * frames) per call, receiving with ZMQ_DONTWAIT, and return 1 when it got
+ * one, 0 when there was none (EAGAIN). The watcher touches the socket only on the loop's thread, and
  * with rl_zuv_start_locked() only inside lock(arg) ... unlock(arg) (the
  * callback runs with the lock held). That lets another thread send on the
  * same socket under the same lock: ZeroMQ sockets may be used from several
@@ -33,7 +36,7 @@
 extern "C" {
 #endif
 
-typedef void (*rl_zuv_readable_fn)(void *zsock, void *arg);
+typedef int (*rl_zuv_readable_fn)(void *zsock, void *arg);
 
 typedef struct rl_zuv rl_zuv;
 
