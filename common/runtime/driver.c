@@ -37,8 +37,10 @@ static void s_unlock_cb(void *d) { rl_drv_unlock(d); }
 
 void rl_drv_unlock(rl_driver *d)
 {
-    pthread_cond_broadcast(&d->cv);
+    /* unlock first: a woken waiter must not find the mutex still held (it
+     * would sleep once more on it, a second wake-up per reply) */
     pthread_mutex_unlock(&d->mu);
+    pthread_cond_broadcast(&d->cv);
 }
 
 void rl_drv_wake(rl_driver *d) { uv_async_send(&d->wake); }

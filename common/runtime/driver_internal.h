@@ -172,7 +172,7 @@ int rl_drv_on_io_thread(void);
  * I/O thread, uv_hrtime() elsewhere (the same clock). */
 uint64_t rl_drv_now_ms(rl_driver *d);
 void rl_drv_lock(rl_driver *d);
-/* Wakes waits on d->cv, then releases d->mu. */
+/* Releases d->mu, then wakes the waits on d->cv. */
 void rl_drv_unlock(rl_driver *d);
 /* Asks the I/O thread to run its work (launch, send queued calls, ...). */
 void rl_drv_wake(rl_driver *d);

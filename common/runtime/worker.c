@@ -241,8 +241,8 @@ static void s_submit(s_worker *w, s_task *t)
     pthread_mutex_lock(&w->mu);
     s_push(&w->todo, t);
     w->m_queued++;
-    pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
+    pthread_cond_signal(&w->cv); /* after the unlock: the woken thread gets the mutex */
 }
 
 /* ---- sending -------------------------------------------------------------------------- */

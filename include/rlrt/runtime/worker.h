@@ -5,8 +5,12 @@
  *   SHUTDOWN / DISCONNECT.
  * Method handlers run on ONE compute thread, in arrival order; the main
  * thread runs a libuv loop (signals, heartbeat timer, the ZeroMQ socket) so
- * heartbeats keep flowing however long a handler takes. A handler's result is
- * handed back to the loop through a mutex-protected queue and a uv_async.
+ * heartbeats keep flowing however long a handler takes. The compute thread
+ * sends each call's REPLY/ERROR itself (the socket is shared under a mutex);
+ * init/fini results go back to the loop through a queue and a uv_async.
+ * Methods declared inline (rl_worker_options.inline_methods) run on the
+ * loop's thread instead when the compute thread is idle with nothing queued
+ * (order kept; they must be cheap).
  *
  * Failure handling (zguide Paranoid Pirate): if nothing arrives from the
  * driver for heartbeat × liveness, the worker assumes the driver is gone,
