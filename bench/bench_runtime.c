@@ -4,11 +4,17 @@
  *     through the worker's I/O thread (echo is declared inline) and through
  *     its compute thread (echo_queued, the path of production methods);
  *   * calls/s across 8 workers (one_to_all, and 64 futures in flight);
- *   * dp_compute of a 64-row batch with 64 MiB of tensors (echo: the bytes go
- *     out and come back) versus a raw DataProto round trip of the same bytes
- *     between two processes over the same transport, no driver in between.
- *     The ratio is the driver's overhead (target <= 1.1).
- * Run: make bench-runtime (also runs bench_runtime_allreduce). */
+ *   * dp_compute of a 64-row batch with 64 MiB of tensors (echo_queued: the
+ *     bytes go out and come back through the compute thread) versus a raw
+ *     DataProto round trip of the same bytes between two processes over the
+ *     same transport, no driver in between, in interleaved rounds. The ratio
+ *     is the driver's overhead (target <= 1.1).
+ * Knobs: RL_BENCH_NOOP_N (no-op calls per kind, default 4000, in 20 blocks),
+ * RL_BENCH_NOOP_ONLY=1 (stop after the no-op calls: for profiling),
+ * RL_BENCH_VERBOSE=1 (print every block).
+ * Run: make bench-runtime (bench/bench_runtime.sh: also runs
+ * bench_runtime_allreduce and writes the bench-runtime section of
+ * docs/RESULTS.md). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
