@@ -61,6 +61,8 @@ typedef struct s_worker {
     pthread_t compute;
     pthread_mutex_t mu;
     pthread_mutex_t smu; /* the socket: see the top of this file */
+    int draining;        /* the loop is in a drain (holds smu); loop only */
+    int wake_compute;    /* a task was queued in that drain; loop only */
     pthread_cond_t cv;
     s_queue todo, done;
     int compute_quit;
@@ -242,6 +244,13 @@ static void s_submit(s_worker *w, s_task *t)
     s_push(&w->todo, t);
     w->m_queued++;
     pthread_mutex_unlock(&w->mu);
+    if (w->draining) {
+        /* inside a drain the loop holds smu, which the compute thread needs
+         * for its reply: wake it when the drain lets go (s_unlock_sock), or
+         * it would run, block on smu and need a second wake-up */
+        w->wake_compute = 1;
+        return;
+    }
     pthread_cond_signal(&w->cv); /* after the unlock: the woken thread gets the mutex */
 }
 
@@ -439,9 +448,24 @@ static void s_close_socket(s_worker *w)
     pthread_mutex_unlock(&w->smu);
 }
 
-static void s_lock_sock(void *arg) { pthread_mutex_lock(&((s_worker *)arg)->smu); }
+/* The drain's lock hooks (the loop's thread). */
+static void s_lock_sock(void *arg)
+{
+    s_worker *w = arg;
+    pthread_mutex_lock(&w->smu);
+    w->draining = 1;
+}
 
-static void s_unlock_sock(void *arg) { pthread_mutex_unlock(&((s_worker *)arg)->smu); }
+static void s_unlock_sock(void *arg)
+{
+    s_worker *w = arg;
+    w->draining = 0;
+    pthread_mutex_unlock(&w->smu);
+    if (w->wake_compute) {
+        w->wake_compute = 0;
+        pthread_cond_signal(&w->cv);
+    }
+}
 
 static int s_connect_locked(s_worker *w);
 
