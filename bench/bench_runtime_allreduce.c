@@ -10,8 +10,10 @@
  * less).
  *
  * Environment: RL_BENCH_MIB (default 256), RL_BENCH_ENDPOINT (default
- * tcp://127.0.0.1; ipc:// also works), RL_BENCH_ITERS (timed repetitions,
- * best is reported; default 2), RL_BENCH_SEGMENT_KIB (default 1024),
+ * tcp://127.0.0.1; ipc:// also works), RL_BENCH_ITERS (timed repetitions
+ * per round after a warm-up; default 1), RL_BENCH_ROUNDS (interleaved rounds
+ * of raw, W = 2 and W = 4; the best of each is reported; default 3),
+ * RL_BENCH_SEGMENT_KIB (default 1024),
  * RL_BENCH_IO_THREADS (ZeroMQ I/O threads per rank, default 1). */
 #include <stdint.h>
 #include <stdio.h>
@@ -251,7 +253,12 @@ static double s_ring_seconds(const char *endpoint, int W, int64_t count,
 int main(void)
 {
     long mib = s_env("RL_BENCH_MIB", 256);
-    int iters = (int)s_env("RL_BENCH_ITERS", 2);
+    int iters = (int)s_env("RL_BENCH_ITERS", 1);
+    int rounds = (int)s_env("RL_BENCH_ROUNDS", 3);
+    if (iters < 1)
+        iters = 1;
+    if (rounds < 1)
+        rounds = 1;
     size_t seg = (size_t)s_env("RL_BENCH_SEGMENT_KIB", 1024) * 1024;
     const char *endpoint = getenv("RL_BENCH_ENDPOINT");
     if (!endpoint || !*endpoint)
@@ -269,28 +276,39 @@ int main(void)
     printf("bench: allreduce_transport = %.6s\n", endpoint);
     printf("bench: cpus_online = %ld\n", sysconf(_SC_NPROCESSORS_ONLN));
     fflush(stdout);
-    double raw = s_raw_seconds(endpoint, bytes, seg, iters);
-    if (raw <= 0) {
-        fprintf(stderr, "raw transfer failed\n");
-        return 1;
+    /* The raw transfer and the rings are measured in interleaved rounds
+     * (raw, W = 2, W = 4, then again), each the best of `iters` after a
+     * warm-up, and the best of each over the rounds is kept: on a shared
+     * machine the baseline and the rings then see the same load windows. */
+    double raw = 1e30, ring[2] = {1e30, 1e30};
+    for (int round = 0; round < rounds; round++) {
+        double t = s_raw_seconds(endpoint, bytes, seg, iters);
+        if (t <= 0) {
+            fprintf(stderr, "raw transfer failed\n");
+            return 1;
+        }
+        raw = t < raw ? t : raw;
+        for (int W = 2, k = 0; W <= 4; W += 2, k++) {
+            t = s_ring_seconds(endpoint, W, count, &o, iters);
+            if (t <= 0) {
+                fprintf(stderr, "all-reduce W=%d failed\n", W);
+                return 1;
+            }
+            ring[k] = t < ring[k] ? t : ring[k];
+        }
     }
     double rate = (double)bytes / raw;
     printf("bench: raw_p2p_seconds = %.4f\n", raw);
     printf("bench: raw_p2p_GBps = %.3f\n", rate / 1e9);
-    fflush(stdout);
-    for (int W = 2; W <= 4; W += 2) {
-        double t = s_ring_seconds(endpoint, W, count, &o, iters);
-        if (t <= 0) {
-            fprintf(stderr, "all-reduce W=%d failed\n", W);
-            return 1;
-        }
+    for (int W = 2, k = 0; W <= 4; W += 2, k++) {
+        double t = ring[k];
         double moved = 2.0 * (W - 1) / W * (double)bytes;
         double bound = moved / rate;
         printf("bench: allreduce_w%d_seconds = %.4f\n", W, t);
         printf("bench: allreduce_w%d_busbw_GBps = %.3f\n", W, moved / t / 1e9);
         printf("bench: allreduce_w%d_bound_seconds = %.4f\n", W, bound);
         printf("bench: allreduce_w%d_bound_over_measured = %.3f\n", W, bound / t);
-        fflush(stdout);
     }
+    fflush(stdout);
     return 0;
 }

@@ -221,6 +221,7 @@ int main(int argc, char **argv)
     opt.role = role->name;
     opt.test_methods = rl_test_methods; /* served only if the driver asks (selftest) */
     opt.test_retry_safe = rl_test_retry_safe;
+    opt.test_inline = rl_test_inline;
     opt.retry_safe = rl_worker_role_retry_safe(role->name);
     rl_log_set_identity(role->name, opt.rank);
     return rl_worker_run(&opt, role);

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -32,6 +34,10 @@ struct rl_comm {
     int broken;
     int timeout_ms;
     int64_t seg; /* floats per segment */
+    /* Segments sent zero-copy (zmq_msg_init_data on the caller's buffer)
+     * that ZeroMQ still holds: every operation waits for 0 before it
+     * returns, so the buffers are the caller's again (s_wait_refs). */
+    atomic_int refs;
     char my_ep[S_EP_MAX + 32];
     char right_ep[S_EP_MAX + 32];
     char ctl_ep[S_EP_MAX + 32]; /* rank 0: the rendezvous endpoint it bound */
@@ -362,6 +368,8 @@ rl_comm *rl_comm_init_rank(const rl_comm_id *id, int world, int rank, const rl_c
     if (s_id_fields(id->bytes, nonce, id_ep))
         return NULL;
     rl_comm *c = calloc(1, sizeof *c);
+    if (c)
+        atomic_init(&c->refs, 0);
     if (!c)
         return rl_error_set(RL_ENOMEM, "comm: out of memory"), NULL;
     c->rank = rank;
@@ -502,6 +510,54 @@ static int s_send_copy(rl_comm *c, const void *p, size_t bytes, const char *op)
     return s_send_msg(c, &m, op);
 }
 
+static void s_ref_free(void *data, void *hint)
+{
+    (void)data;
+    atomic_fetch_sub_explicit((atomic_int *)hint, 1, memory_order_release);
+}
+
+/* Sends bytes at p without a copy: p must stay unchanged until s_wait_refs
+ * (the end of the operation). */
+static int s_send_ref(rl_comm *c, const void *p, size_t bytes, const char *op)
+{
+    if (bytes == 0)
+        return s_send_copy(c, p, bytes, op);
+    zmq_msg_t m;
+    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+    if (zmq_msg_init_data(&m, (void *)p, bytes, s_ref_free, &c->refs) != 0) {
+        atomic_fetch_sub_explicit(&c->refs, 1, memory_order_relaxed);
+        return s_fail(c, RL_ENOMEM, "%s: out of memory", op);
+    }
+    return s_send_msg(c, &m, op); /* a failed send closes m: the ref drops */
+}
+
+/* Waits until ZeroMQ released every segment sent by reference (it does once
+ * the bytes are in the kernel). If the right neighbour stops reading for the
+ * timeout, the push socket is closed without linger, which drops (and
+ * releases) what it still holds, so the caller's buffers are never read
+ * after the operation returned; the communicator is then broken. */
+static int s_wait_refs(rl_comm *c, const char *op)
+{
+    struct timespec t0, now, nap = {0, 20000};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int closed = 0;
+    while (atomic_load_explicit(&c->refs, memory_order_acquire) > 0) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double waited = (double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec);
+        if (!closed && waited * 1000.0 > c->timeout_ms && c->push) {
+            s_setopt_int(c->push, ZMQ_LINGER, 0);
+            zmq_close(c->push);
+            c->push = NULL;
+            closed = 1;
+        }
+        nanosleep(&nap, NULL);
+    }
+    if (closed)
+        return s_fail(c, RL_ETIMEOUT, "%s: rank %d: rank %d did not take its data within %.3g s",
+                      op, c->rank, (c->rank + 1) % c->world, c->timeout_ms / 1000.0);
+    return RL_OK;
+}
+
 /* Receives the next message from the left; it must be `bytes` long. */
 static int s_recv(rl_comm *c, zmq_msg_t *m, size_t bytes, const char *op)
 {
@@ -573,15 +629,21 @@ static void s_add_into(void *y, const void *x, const float *loc, int64_t n, floa
  * `dst` (its first element); with `then_gather` each finished segment is
  * also sent on as step 0 of the all-gather that follows. */
 static int s_ring_reduce(rl_comm *c, const float *send, float *dst, int64_t count,
-                         rl_reduce_op op, int then_gather, const char *name)
+                         rl_reduce_op op, int then_gather, const float *out_lo,
+                         const float *out_hi, const char *name)
 {
     const int W = c->world, r = c->rank;
     int64_t b, e, mb, me;
     rl_shard_range(count, W, r, &mb, &me);
     rl_shard_range(count, W, s_mod(r - 1, W), &b, &e);
+    /* the first chunk goes out by reference unless the operation writes
+     * over it (in place: [out_lo, out_hi) is what it writes) */
+    int by_ref = send + e <= out_lo || out_hi <= send + b;
     for (int64_t off = b; off < e; off += c->seg) {
         int64_t n = e - off < c->seg ? e - off : c->seg;
-        int rc = s_send_copy(c, send + off, (size_t)n * sizeof(float), name);
+        size_t bytes = (size_t)n * sizeof(float);
+        int rc = by_ref ? s_send_ref(c, send + off, bytes, name)
+                        : s_send_copy(c, send + off, bytes, name);
         if (rc)
             return rc;
     }
@@ -613,7 +675,9 @@ static int s_ring_reduce(rl_comm *c, const float *send, float *dst, int64_t coun
                 float *y = dst + (off - mb);
                 s_add_into(y, x, loc, n, wf, op == RL_REDUCE_AVG);
                 zmq_msg_close(&in);
-                if (then_gather && (rc = s_send_copy(c, y, bytes, name)))
+                /* this rank's reduced chunk is final: nothing writes it
+                 * again in this operation */
+                if (then_gather && (rc = s_send_ref(c, y, bytes, name)))
                     return rc;
             }
         }
@@ -667,10 +731,11 @@ int rl_comm_broadcast(rl_comm *c, const float *sendbuf, float *recvbuf, int64_t 
             return RL_OK;
         for (int64_t off = 0; off < count; off += c->seg) {
             int64_t n = count - off < c->seg ? count - off : c->seg;
-            if ((rc = s_send_copy(c, sendbuf + off, (size_t)n * sizeof(float), name)))
-                return rc;
+            if ((rc = s_send_ref(c, sendbuf + off, (size_t)n * sizeof(float), name)))
+                break;
         }
-        return RL_OK;
+        int rw = s_wait_refs(c, name);
+        return rc ? rc : rw;
     }
     int forward = (c->rank + 1) % c->world != root;
     for (int64_t off = 0; off < count; off += c->seg) {
@@ -704,9 +769,11 @@ int rl_comm_all_reduce(rl_comm *c, const float *sendbuf, float *recvbuf, int64_t
     }
     int64_t b, e;
     rl_shard_range(count, c->world, c->rank, &b, &e);
-    if ((rc = s_ring_reduce(c, sendbuf, recvbuf + b, count, op, 1, name)))
-        return rc;
-    return s_ring_gather(c, recvbuf, count, name);
+    rc = s_ring_reduce(c, sendbuf, recvbuf + b, count, op, 1, recvbuf, recvbuf + count, name);
+    if (!rc)
+        rc = s_ring_gather(c, recvbuf, count, name);
+    int rw = s_wait_refs(c, name);
+    return rc ? rc : rw;
 }
 
 int rl_comm_reduce_scatter(rl_comm *c, const float *sendbuf, float *recvbuf, int64_t count,
@@ -723,7 +790,9 @@ int rl_comm_reduce_scatter(rl_comm *c, const float *sendbuf, float *recvbuf, int
             memmove(recvbuf, sendbuf, (size_t)count * sizeof(float));
         return RL_OK;
     }
-    return s_ring_reduce(c, sendbuf, recvbuf, count, op, 0, name);
+    rc = s_ring_reduce(c, sendbuf, recvbuf, count, op, 0, recvbuf, recvbuf + (e - b), name);
+    int rw = s_wait_refs(c, name);
+    return rc ? rc : rw;
 }
 
 int rl_comm_all_gather(rl_comm *c, const float *sendbuf, float *recvbuf, int64_t count)
@@ -738,12 +807,15 @@ int rl_comm_all_gather(rl_comm *c, const float *sendbuf, float *recvbuf, int64_t
         memmove(recvbuf + b, sendbuf, (size_t)(e - b) * sizeof(float));
     if (c->world == 1)
         return RL_OK;
-    for (int64_t off = b; off < e; off += c->seg) {
+    /* this rank's chunk is not written again: it goes out by reference */
+    for (int64_t off = b; off < e && !rc; off += c->seg) {
         int64_t n = e - off < c->seg ? e - off : c->seg;
-        if ((rc = s_send_copy(c, recvbuf + off, (size_t)n * sizeof(float), name)))
-            return rc;
+        rc = s_send_ref(c, recvbuf + off, (size_t)n * sizeof(float), name);
     }
-    return s_ring_gather(c, recvbuf, count, name);
+    if (!rc)
+        rc = s_ring_gather(c, recvbuf, count, name);
+    int rw = s_wait_refs(c, name);
+    return rc ? rc : rw;
 }
 
 int rl_comm_barrier(rl_comm *c)

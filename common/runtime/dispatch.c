@@ -237,24 +237,27 @@ static void s_issue(rl_future *f, int index, rl_drv_slot *s, rl_dataproto *paylo
     *tail = c;
 }
 
+void rl_drv_send_slot_queued(rl_drv_slot *s)
+{
+    if (s->state != RL_SLOT_READY)
+        return;
+    for (rl_drv_subcall **p = &s->calls; *p;) {
+        rl_drv_subcall *c = *p;
+        if (c->sent || !rl_drv_send_call(s, c)) {
+            p = &c->next;
+            continue;
+        }
+        *p = c->next;
+        rl_drv_future_fail(c->f, c->index, rl_error_code(), "sending '%s' to %s: %s",
+                           c->f->method, s->label, rl_error_message());
+        rl_drv_subcall_free(c);
+    }
+}
+
 void rl_drv_send_queued(rl_driver *d)
 {
-    for (int i = 0; i < d->n_slots; i++) {
-        rl_drv_slot *s = &d->slots[i];
-        if (s->state != RL_SLOT_READY)
-            continue;
-        for (rl_drv_subcall **p = &s->calls; *p;) {
-            rl_drv_subcall *c = *p;
-            if (c->sent || !rl_drv_send_call(s, c)) {
-                p = &c->next;
-                continue;
-            }
-            *p = c->next;
-            rl_drv_future_fail(c->f, c->index, rl_error_code(), "sending '%s' to %s: %s",
-                               c->f->method, s->label, rl_error_message());
-            rl_drv_subcall_free(c);
-        }
-    }
+    for (int i = 0; i < d->n_slots; i++)
+        rl_drv_send_slot_queued(&d->slots[i]);
 }
 
 /* A view of `in` (NULL: an empty batch) that a sub-call can own. */
@@ -269,7 +272,11 @@ static rl_dataproto *s_view(const rl_dataproto *in)
     return rl_dataproto_select(in, NULL, 0, NULL, 0);
 }
 
-/* Issues parts[0..n) (taken) as the sub-calls of f and wakes the I/O thread. */
+/* Issues parts[0..n) (taken) as the sub-calls of f and sends them to the
+ * READY ranks from this thread (under d->mu, in issue order after anything
+ * queued before): no hand-off to the I/O thread on the way out. Sub-calls
+ * of a rank that is not READY stay queued; the I/O thread sends them when
+ * it is (s_on_ready). */
 static rl_future *s_issue_all(rl_future *f, rl_dataproto **parts)
 {
     rl_group *g = f->g;
@@ -278,8 +285,9 @@ static rl_future *s_issue_all(rl_future *f, rl_dataproto **parts)
         f->in_rows[r] = rl_dataproto_rows(parts[r]);
         s_issue(f, r, g->ranks[r], parts[r]);
     }
+    for (int r = 0; r < f->n; r++)
+        rl_drv_send_slot_queued(g->ranks[r]);
     rl_drv_unlock(g->d);
-    rl_drv_wake(g->d);
     free(parts);
     return f;
 }

@@ -20,12 +20,27 @@
 #include <time.h>
 #include <zmq.h>
 
+static _Thread_local int s_io_thread;
+
+int rl_drv_on_io_thread(void) { return s_io_thread; }
+
+uint64_t rl_drv_now_ms(rl_driver *d)
+{
+    return s_io_thread ? uv_now(&d->loop) : uv_hrtime() / 1000000;
+}
+
 void rl_drv_lock(rl_driver *d) { pthread_mutex_lock(&d->mu); }
+
+static void s_lock_cb(void *d) { rl_drv_lock(d); }
+
+static void s_unlock_cb(void *d) { rl_drv_unlock(d); }
 
 void rl_drv_unlock(rl_driver *d)
 {
-    pthread_cond_broadcast(&d->cv);
+    /* unlock first: a woken waiter must not find the mutex still held (it
+     * would sleep once more on it, a second wake-up per reply) */
     pthread_mutex_unlock(&d->mu);
+    pthread_cond_broadcast(&d->cv);
 }
 
 void rl_drv_wake(rl_driver *d) { uv_async_send(&d->wake); }
@@ -116,6 +131,7 @@ static void s_on_wake(uv_async_t *a)
         d->kill_requested = 0;
     }
     rl_drv_send_queued(d);
+    rl_zuv_kick(d->watch); /* an API thread's send may have taken an edge */
     if (d->quit)
         uv_stop(&d->loop);
     rl_drv_unlock(d);
@@ -124,6 +140,7 @@ static void s_on_wake(uv_async_t *a)
 static void *s_io_main(void *arg)
 {
     rl_driver *d = arg;
+    s_io_thread = 1;
     uv_run(&d->loop, UV_RUN_DEFAULT);
     return NULL;
 }
@@ -483,7 +500,8 @@ static int s_loop_init(rl_driver *d)
         rl_log_warn("the driver binds %s without security: any host that reaches it can "
                     "join the job (add a security: section to %s for CurveZMQ)", bind,
                     d->cl->file);
-    d->watch = rl_zuv_start(&d->loop, d->router, rl_drv_on_readable, d);
+    d->watch = rl_zuv_start_locked(&d->loop, d->router, rl_drv_on_readable, d, s_lock_cb,
+                                   s_unlock_cb);
     if (!d->watch)
         return rl_error_code();
     for (int i = 0; i < d->n_slots; i++) {

@@ -9,9 +9,13 @@
  *   dispatch.c  groups, futures, chunking, calls
  *
  * Threading: the libuv loop runs on the driver's I/O thread; only that
- * thread touches the ROUTER socket, child processes and libuv handles.
- * Every function here expects d->mu held. Functions marked (I/O thread) may
- * only run on the I/O thread (from a loop callback).
+ * thread touches child processes and libuv handles. The ROUTER socket is
+ * used under d->mu only: by the I/O thread (the rl_zuv drain holds d->mu),
+ * and by an API thread that sends the CALLs it just issued to READY slots
+ * itself (no hand-off to the I/O thread; rl_drv_send_to then wakes the loop
+ * when the send left input pending, see rlrt/runtime/zuv.h). Every function
+ * here expects d->mu held. Functions marked (I/O thread) may only run on the
+ * I/O thread (from a loop callback).
  *
  * Ownership: the driver owns its slots (one per placement of the cluster),
  * groups and the sub-calls queued on slots; a future is the caller's, and a
@@ -162,8 +166,13 @@ struct rl_driver {
 
 
 /* ---- driver.c ---- */
+/* 1 on the driver's I/O thread (the one running the libuv loop). */
+int rl_drv_on_io_thread(void);
+/* Milliseconds of the monotonic clock: the loop's cached uv_now() on the
+ * I/O thread, uv_hrtime() elsewhere (the same clock). */
+uint64_t rl_drv_now_ms(rl_driver *d);
 void rl_drv_lock(rl_driver *d);
-/* Wakes waits on d->cv, then releases d->mu. */
+/* Releases d->mu, then wakes the waits on d->cv. */
 void rl_drv_unlock(rl_driver *d);
 /* Asks the I/O thread to run its work (launch, send queued calls, ...). */
 void rl_drv_wake(rl_driver *d);
@@ -196,11 +205,11 @@ int rl_drv_send(rl_drv_slot *s, Rl__Envelope *env, const rl_dataproto *payload);
 void rl_drv_send_disconnect(rl_driver *d, const unsigned char *id, size_t id_len, const char *why);
 void rl_drv_send_error_to(rl_driver *d, const unsigned char *id, size_t id_len, int code,
                           const char *message);
-/* (I/O thread) CALL for sub-call c; on success its payload is released. */
+/* CALL for sub-call c; on success its payload is released. */
 int rl_drv_send_call(rl_drv_slot *s, rl_drv_subcall *c);
-/* (I/O thread) The ROUTER is readable: handles one message (rl_zuv callback;
- * takes d->mu itself). */
-void rl_drv_on_readable(void *sock, void *arg);
+/* (I/O thread) The ROUTER is readable: handles one message (rl_zuv
+ * callback; the drain holds d->mu). */
+int rl_drv_on_readable(void *sock, void *arg);
 /* (I/O thread) SHUTDOWN to every connected worker. */
 void rl_drv_send_shutdown(rl_driver *d);
 
@@ -225,5 +234,8 @@ void rl_drv_fail_calls(rl_drv_slot *s, const char *why);
 void rl_drv_fail_all_queued(rl_driver *d);
 /* (I/O thread) Sends the queued calls of every READY slot. */
 void rl_drv_send_queued(rl_driver *d);
+/* Sends the queued calls of slot s if it is READY (any thread, d->mu held);
+ * a call that cannot be sent fails its future. */
+void rl_drv_send_slot_queued(rl_drv_slot *s);
 
 #endif

@@ -372,7 +372,9 @@ static void s_on_heartbeat_locked(rl_driver *d)
             rl_drv_slot_dead(s, why);
             continue;
         }
-        if (s->has_id && now - s->last_sent >= (uint64_t)d->interval_ms) {
+        /* last_sent may be a little ahead of the loop's cached clock (an API
+         * thread's send): compare without unsigned wrap-around */
+        if (s->has_id && now >= s->last_sent + (uint64_t)d->interval_ms) {
             Rl__Envelope env = RL__ENVELOPE__INIT;
             Rl__Heartbeat hb = RL__HEARTBEAT__INIT;
             hb.time_ns = uv_hrtime();

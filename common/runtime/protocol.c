@@ -21,7 +21,10 @@ int rl_drv_send_to(rl_driver *d, const unsigned char *id, size_t id_len, Rl__Env
         d->msgs_out++;
         d->bytes_out += (int64_t)rl_msg_size(env, payload);
     }
-    rl_zuv_kick(d->watch);
+    if (rl_drv_on_io_thread())
+        rl_zuv_kick(d->watch);
+    else if (rl_zuv_pending(d->router))
+        rl_drv_wake(d); /* the send took an edge: the loop drains (s_on_wake) */
     return rc;
 }
 
@@ -31,7 +34,7 @@ int rl_drv_send(rl_drv_slot *s, Rl__Envelope *env, const rl_dataproto *payload)
         return rl_error_set(RL_ESTATE, "%s is not connected", s->label);
     int rc = rl_drv_send_to(s->d, s->id, s->id_len, env, payload);
     if (rc == RL_OK)
-        s->last_sent = uv_now(&s->d->loop);
+        s->last_sent = rl_drv_now_ms(s->d);
     return rc;
 }
 
@@ -346,12 +349,13 @@ static void s_on_worker_error(rl_drv_slot *s, const Rl__Error *e)
     rl_drv_subcall_free(c);
 }
 
-static void s_on_readable_locked(rl_driver *d, void *sock)
+/* 0 when nothing was there to receive, else 1 (see rl_zuv_readable_fn). */
+static int s_on_readable_locked(rl_driver *d, void *sock)
 {
     rl_msg m;
     int rc = rl_msg_recv(sock, 1, &m);
-    if (rc == RL_ETIMEOUT)
-        return;
+    if (rc && m.bytes == 0) /* EAGAIN: drained (or a socket error: nothing read) */
+        return 0;
     d->msgs_in++;
     d->bytes_in += (int64_t)m.bytes;
     long dropped = 0;
@@ -360,7 +364,7 @@ static void s_on_readable_locked(rl_driver *d, void *sock)
             rl_log_warn("receive on the ROUTER: %s%s", rl_error_message(),
                         dropped ? " (more were not logged)" : "");
         rl_msg_clear(&m);
-        return;
+        return 1;
     }
     rl_drv_slot *s = s_slot_by_id(d, m.id, m.id_len);
     if (s)
@@ -374,7 +378,7 @@ static void s_on_readable_locked(rl_driver *d, void *sock)
         if (!s)
             rl_drv_send_disconnect(d, m.id, m.id_len, "unknown peer; send HELLO first");
         rl_msg_clear(&m);
-        return;
+        return 1;
     }
     if (m.env->protocol_version != RL_PROTOCOL_VERSION) {
         char why[256];
@@ -387,7 +391,7 @@ static void s_on_readable_locked(rl_driver *d, void *sock)
         rl_drv_send_error_to(d, m.id, m.id_len, RL_EPROTO, why);
         rl_drv_send_disconnect(d, m.id, m.id_len, why);
         rl_msg_clear(&m);
-        return;
+        return 1;
     }
     if (m.env->body_case == RL__ENVELOPE__BODY_HELLO) {
         s_on_hello(d, &m);
@@ -412,15 +416,10 @@ static void s_on_readable_locked(rl_driver *d, void *sock)
         }
     }
     rl_msg_clear(&m);
+    return 1;
 }
 
-void rl_drv_on_readable(void *sock, void *arg)
-{
-    rl_driver *d = arg;
-    rl_drv_lock(d);
-    s_on_readable_locked(d, sock);
-    rl_drv_unlock(d);
-}
+int rl_drv_on_readable(void *sock, void *arg) { return s_on_readable_locked(arg, sock); }
 
 /* I/O thread: SHUTDOWN to every connected worker. */
 void rl_drv_send_shutdown(rl_driver *d)

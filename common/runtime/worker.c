@@ -2,8 +2,15 @@
  *
  * Main thread: libuv loop with the DEALER socket (rl_zuv), a heartbeat timer,
  * a reconnect timer, SIGTERM/SIGINT handlers and a uv_async that wakes the
- * loop when the compute thread finished a task. Compute thread: pops tasks
- * (init, calls, fini) from a queue and runs them in order. */
+ * loop when the compute thread finished init/fini (READY goes out from the
+ * loop) or took an edge of the socket. Compute thread: pops tasks (init,
+ * calls, fini) from a queue and runs them in order, and sends each call's
+ * REPLY/ERROR itself, with no hand-off back to the loop.
+ *
+ * The socket (w->sock, w->watch, w->generation, w->seq, w->last_send) is
+ * guarded by w->smu, a recursive mutex: the loop holds it in every drain
+ * (rl_zuv_start_locked), in its sends, heartbeats and (re)connects; the
+ * compute thread holds it while it replies. Lock order: smu before mu. */
 #include "rlrt/runtime/worker.h"
 #include "rlrt/error.h"
 #include "rlrt/log.h"
@@ -53,6 +60,9 @@ typedef struct s_worker {
     uv_async_t done_async;
     pthread_t compute;
     pthread_mutex_t mu;
+    pthread_mutex_t smu; /* the socket: see the top of this file */
+    int draining;        /* the loop is in a drain (holds smu); loop only */
+    int wake_compute;    /* a task was queued in that drain; loop only */
     pthread_cond_t cv;
     s_queue todo, done;
     int compute_quit;
@@ -82,6 +92,10 @@ typedef struct s_worker {
 } s_worker;
 
 int rl_worker_should_stop(const rl_worker_ctx *ctx) { return ctx->stop; }
+
+static _Thread_local int s_compute_thread; /* 1 on the compute thread */
+
+static void s_reply(s_worker *w, s_task *t);
 
 /* ---- compute thread ---------------------------------------------------------------- */
 
@@ -157,9 +171,35 @@ static void s_fault_check(s_worker *w, const char *method, int after)
     raise(SIGKILL);
 }
 
+/* Runs call task t's handler (compute thread, or the loop for an inline
+ * method while the compute thread is idle). */
+static void s_run_call(s_worker *w, s_task *t)
+{
+    s_fault_check(w, t->method->name, 0);
+    uint64_t t0 = uv_hrtime();
+    t->rc = t->method->fn(&w->ctx, t->in, &t->out);
+    t->compute_s = (double)(uv_hrtime() - t0) / 1e9;
+    s_fault_check(w, t->method->name, 1);
+}
+
+/* Metrics of a replied call; frees it. */
+static void s_call_done(s_worker *w, s_task *t)
+{
+    pthread_mutex_lock(&w->mu);
+    w->m_busy = 0;
+    w->m_calls++;
+    w->m_errors += t->rc != 0;
+    w->m_handler_s += t->compute_s;
+    pthread_mutex_unlock(&w->mu);
+    rl_dataproto_free(t->in);
+    rl_dataproto_free(t->out);
+    free(t);
+}
+
 static void *s_compute_main(void *arg)
 {
     s_worker *w = arg;
+    s_compute_thread = 1;
     for (;;) {
         pthread_mutex_lock(&w->mu);
         while (!w->todo.head && !w->compute_quit)
@@ -180,25 +220,18 @@ static void *s_compute_main(void *arg)
                 w->role->fini(&w->ctx);
             t->rc = RL_OK;
             break;
-        case S_TASK_CALL: {
-            s_fault_check(w, t->method->name, 0);
-            uint64_t t0 = uv_hrtime();
-            t->rc = t->method->fn(&w->ctx, t->in, &t->out);
-            t->compute_s = (double)(uv_hrtime() - t0) / 1e9;
-            s_fault_check(w, t->method->name, 1);
-            break;
-        }
+        case S_TASK_CALL: s_run_call(w, t); break;
         }
         if (t->rc)
             snprintf(t->error, sizeof t->error, "%s", rl_error_message());
+        if (t->kind == S_TASK_CALL) {
+            s_reply(w, t); /* from this thread: no hop through the loop */
+            s_call_done(w, t);
+            continue;
+        }
         pthread_mutex_lock(&w->mu);
         s_push(&w->done, t);
         w->m_busy = 0;
-        if (t->kind == S_TASK_CALL) {
-            w->m_calls++;
-            w->m_errors += t->rc != 0;
-            w->m_handler_s += t->compute_s;
-        }
         pthread_mutex_unlock(&w->mu);
         uv_async_send(&w->done_async);
     }
@@ -210,28 +243,43 @@ static void s_submit(s_worker *w, s_task *t)
     pthread_mutex_lock(&w->mu);
     s_push(&w->todo, t);
     w->m_queued++;
-    pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
+    if (w->draining) {
+        /* inside a drain the loop holds smu, which the compute thread needs
+         * for its reply: wake it when the drain lets go (s_unlock_sock), or
+         * it would run, block on smu and need a second wake-up */
+        w->wake_compute = 1;
+        return;
+    }
+    pthread_cond_signal(&w->cv); /* after the unlock: the woken thread gets the mutex */
 }
 
 /* ---- sending -------------------------------------------------------------------------- */
 
+/* Any thread; takes smu. On the compute thread the loop is not kicked here:
+ * s_reply wakes it when the send left input pending. */
 static int s_send(s_worker *w, Rl__Envelope *env, const rl_dataproto *payload)
 {
-    if (!w->sock)
+    pthread_mutex_lock(&w->smu);
+    if (!w->sock) {
+        pthread_mutex_unlock(&w->smu);
         return RL_ESTATE;
+    }
     env->seq = ++w->seq;
     int rc = rl_msg_send(w->sock, NULL, 0, env, payload);
     if (rc) {
         rl_log_warn("send %s failed: %s", rl_msg_kind_name(env->body_case), rl_error_message());
     } else {
-        w->last_send = uv_now(&w->loop);
+        /* the monotonic clock in ms, as uv_now (which only the loop may read) */
+        w->last_send = uv_hrtime() / 1000000;
         size_t n = rl_msg_size(env, payload);
         pthread_mutex_lock(&w->mu);
         w->m_bytes_out += (int64_t)n;
         pthread_mutex_unlock(&w->mu);
     }
-    rl_zuv_kick(w->watch);
+    if (!s_compute_thread)
+        rl_zuv_kick(w->watch);
+    pthread_mutex_unlock(&w->smu);
     return rc;
 }
 
@@ -319,6 +367,16 @@ static int s_is_retry_safe(const s_worker *w, const char *name)
            s_in_list(w->opt.test_retry_safe, name);
 }
 
+/* `name` is served and declared inline where it comes from. */
+static int s_is_inline(const s_worker *w, const char *name)
+{
+    if (!w->opt.inline_methods && !w->opt.test_inline)
+        return 0;
+    if (s_table_find(w->role->methods, name))
+        return s_in_list(w->opt.inline_methods, name);
+    return w->serve_tests && s_in_list(w->opt.test_inline, name);
+}
+
 typedef struct {
     char **names;
     size_t n;
@@ -376,19 +434,50 @@ static void s_send_ready(s_worker *w)
 
 /* ---- connection --------------------------------------------------------------------- */
 
-static void s_on_readable(void *sock, void *arg);
+static int s_on_readable(void *sock, void *arg);
 
 static void s_close_socket(s_worker *w)
 {
+    pthread_mutex_lock(&w->smu);
     if (w->watch)
         rl_zuv_stop(w->watch);
     w->watch = NULL;
     if (w->sock)
         zmq_close(w->sock);
     w->sock = NULL;
+    pthread_mutex_unlock(&w->smu);
 }
 
+/* The drain's lock hooks (the loop's thread). */
+static void s_lock_sock(void *arg)
+{
+    s_worker *w = arg;
+    pthread_mutex_lock(&w->smu);
+    w->draining = 1;
+}
+
+static void s_unlock_sock(void *arg)
+{
+    s_worker *w = arg;
+    w->draining = 0;
+    pthread_mutex_unlock(&w->smu);
+    if (w->wake_compute) {
+        w->wake_compute = 0;
+        pthread_cond_signal(&w->cv);
+    }
+}
+
+static int s_connect_locked(s_worker *w);
+
 static int s_connect(s_worker *w)
+{
+    pthread_mutex_lock(&w->smu);
+    int rc = s_connect_locked(w);
+    pthread_mutex_unlock(&w->smu);
+    return rc;
+}
+
+static int s_connect_locked(s_worker *w)
 {
     w->sock = zmq_socket(w->zctx, ZMQ_DEALER);
     if (!w->sock)
@@ -414,7 +503,7 @@ static int s_connect(s_worker *w)
         w->sock = NULL;
         return rc;
     }
-    w->watch = rl_zuv_start(&w->loop, w->sock, s_on_readable, w);
+    w->watch = rl_zuv_start_locked(&w->loop, w->sock, s_on_readable, w, s_lock_sock, s_unlock_sock);
     w->ready_sent = 0;
     w->last_recv = uv_now(&w->loop);
     pthread_mutex_lock(&w->mu);
@@ -655,16 +744,37 @@ static void s_on_call(s_worker *w, rl_msg *m)
             json_object_update(rl_dataproto_meta(t->in), args);
         json_decref(args);
     }
+    if (s_is_inline(w, method->name)) {
+        /* An inline method (declared cheap by its role) runs right here on
+         * the loop when the compute thread is idle with nothing queued: the
+         * order of calls is kept and the hop to the compute thread saved.
+         * Only the loop queues work, so idle stays true while it runs. */
+        pthread_mutex_lock(&w->mu);
+        int idle = !w->todo.head && !w->m_busy;
+        if (idle)
+            w->m_busy = 1;
+        pthread_mutex_unlock(&w->mu);
+        if (idle) {
+            rl_error_clear();
+            s_run_call(w, t);
+            if (t->rc)
+                snprintf(t->error, sizeof t->error, "%s", rl_error_message());
+            s_reply(w, t);
+            s_call_done(w, t);
+            return;
+        }
+    }
     s_submit(w, t);
 }
 
-static void s_on_readable(void *sock, void *arg)
+/* 0 when nothing was there to receive, else 1 (see rl_zuv_readable_fn). */
+static int s_on_readable(void *sock, void *arg)
 {
     s_worker *w = arg;
     rl_msg m;
     int rc = rl_msg_recv(sock, 0, &m);
-    if (rc == RL_ETIMEOUT)
-        return;
+    if (rc && m.bytes == 0) /* EAGAIN: drained (or a socket error: nothing read) */
+        return 0;
     w->last_recv = uv_now(&w->loop);
     w->lost_since = 0;
     w->backoff_ms = w->opt.heartbeat_ms;
@@ -675,14 +785,14 @@ static void s_on_readable(void *sock, void *arg)
     if (!m.env) {
         rl_log_warn("dropped a message from the driver: %s", rl_error_message());
         rl_msg_clear(&m);
-        return;
+        return 1;
     }
     if (m.env->protocol_version != RL_PROTOCOL_VERSION) {
         rl_log_error("driver speaks protocol version %u, this worker speaks %d",
                      m.env->protocol_version, RL_PROTOCOL_VERSION);
         rl_msg_clear(&m);
         s_stop(w, 1, "protocol version mismatch");
-        return;
+        return 1;
     }
     switch (m.env->body_case) {
     case RL__ENVELOPE__BODY_CONFIGURE: s_on_configure(w, m.env->configure); break;
@@ -708,6 +818,7 @@ static void s_on_readable(void *sock, void *arg)
         rl_log_warn("unexpected %s from the driver", rl_msg_kind_name(m.env->body_case));
     }
     rl_msg_clear(&m);
+    return 1;
 }
 
 /* ---- loop callbacks ------------------------------------------------------------------------ */
@@ -729,33 +840,58 @@ static void s_on_done(uv_async_t *a)
             } else if (w->sock) {
                 s_send_ready(w);
             }
-        } else if (t->kind == S_TASK_CALL) {
-            if (t->generation != w->generation) {
-                rl_log_warn("dropping the result of call %llu (%s): connection was reset",
-                            (unsigned long long)t->call_id, t->method->name);
-            } else if (t->rc) {
-                s_send_error(w, t->call_id, t->rc, t->error);
-            } else {
-                Rl__Envelope env = RL__ENVELOPE__INIT;
-                Rl__Reply r = RL__REPLY__INIT;
-                r.call_id = t->call_id;
-                r.has_payload = t->out != NULL;
-                /* the handler's time: the driver separates it from dispatch
-                 * and transfer overhead */
-                json_t *res = json_pack("{s:f}", "compute_s", t->compute_s);
-                r.result = rl_value_from_json(res);
-                json_decref(res);
-                env.body_case = RL__ENVELOPE__BODY_REPLY;
-                env.reply = &r;
-                if (s_send(w, &env, t->out) == RL_EPROTO)
-                    s_send_error(w, t->call_id, RL_EPROTO, rl_error_message());
-                rl_value_free(r.result);
-            }
         }
         rl_dataproto_free(t->in);
         rl_dataproto_free(t->out);
         free(t);
     }
+    /* the compute thread's reply may have taken the socket's edge */
+    pthread_mutex_lock(&w->smu);
+    rl_zuv_kick(w->watch);
+    pthread_mutex_unlock(&w->smu);
+}
+
+/* Compute thread: REPLY or ERROR for call task t, sent from this thread
+ * under smu (dropped when the connection was reset since the call came). */
+static void s_reply(s_worker *w, s_task *t)
+{
+    pthread_mutex_lock(&w->smu);
+    if (t->generation != w->generation || !w->sock) {
+        rl_log_warn("dropping the result of call %llu (%s): connection was reset",
+                    (unsigned long long)t->call_id, t->method->name);
+    } else if (t->rc) {
+        s_send_error(w, t->call_id, t->rc, t->error);
+    } else {
+        Rl__Envelope env = RL__ENVELOPE__INIT;
+        Rl__Reply r = RL__REPLY__INIT;
+        r.call_id = t->call_id;
+        r.has_payload = t->out != NULL;
+        /* the handler's time: the driver separates it from dispatch and
+         * transfer overhead */
+        Rl__Value cs = RL__VALUE__INIT, res = RL__VALUE__INIT;
+        Rl__MapEntry e = RL__MAP_ENTRY__INIT, *ep = &e;
+        Rl__MapValue map = RL__MAP_VALUE__INIT;
+        cs.kind_case = RL__VALUE__KIND_DOUBLE_VALUE;
+        cs.double_value = t->compute_s;
+        e.key.data = (uint8_t *)"compute_s";
+        e.key.len = 9;
+        e.value = &cs;
+        map.n_entries = 1;
+        map.entries = &ep;
+        res.kind_case = RL__VALUE__KIND_MAP_VALUE;
+        res.map_value = &map;
+        r.result = &res; /* on the stack: no JSON, no allocation per reply */
+        env.body_case = RL__ENVELOPE__BODY_REPLY;
+        env.reply = &r;
+        if (s_send(w, &env, t->out) == RL_EPROTO)
+            s_send_error(w, t->call_id, RL_EPROTO, rl_error_message());
+    }
+    /* the loop (an inline call) is inside its drain, which ends with an
+     * EAGAIN receive: only the compute thread must look for a lost edge */
+    int pending = s_compute_thread && w->sock && rl_zuv_pending(w->sock);
+    pthread_mutex_unlock(&w->smu);
+    if (pending)
+        uv_async_send(&w->done_async); /* s_on_done kicks the drain */
 }
 
 /* The loop runs (timers, signals and the socket are served) and the driver
@@ -767,9 +903,18 @@ static void s_on_watchdog(uv_timer_t *t)
         rl_sd_notify("WATCHDOG=1");
 }
 
+static void s_on_heartbeat_locked(s_worker *w);
+
 static void s_on_heartbeat(uv_timer_t *t)
 {
     s_worker *w = t->data;
+    pthread_mutex_lock(&w->smu);
+    s_on_heartbeat_locked(w);
+    pthread_mutex_unlock(&w->smu);
+}
+
+static void s_on_heartbeat_locked(s_worker *w)
+{
     if (!w->sock || w->stopping)
         return;
     uint64_t now = uv_now(&w->loop);
@@ -780,7 +925,9 @@ static void s_on_heartbeat(uv_timer_t *t)
         s_driver_lost(w, why);
         return;
     }
-    if (now - w->last_send >= (uint64_t)w->opt.heartbeat_ms) {
+    /* last_send is read off the monotonic clock at the send, so it may be a
+     * little ahead of the loop's cached uv_now: no unsigned wrap-around */
+    if (now >= w->last_send + (uint64_t)w->opt.heartbeat_ms) {
         Rl__Envelope env = RL__ENVELOPE__INIT;
         Rl__Heartbeat hb = RL__HEARTBEAT__INIT;
         hb.time_ns = uv_hrtime();
@@ -955,10 +1102,21 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
         pthread_mutex_destroy(&w->mu);
         sync_ok = 0;
     }
+    pthread_mutexattr_t rec;
+    if (sync_ok && (pthread_mutexattr_init(&rec) != 0 ||
+                    pthread_mutexattr_settype(&rec, PTHREAD_MUTEX_RECURSIVE) != 0 ||
+                    pthread_mutex_init(&w->smu, &rec) != 0)) {
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
+        sync_ok = 0;
+    }
+    if (sync_ok)
+        pthread_mutexattr_destroy(&rec);
     if (!w->zctx || !sync_ok) {
         rl_error_set(RL_EIO, "worker: %s", !w->zctx ? "zmq_ctx_new failed" : "mutex/condvar");
         if (sync_ok) {
             pthread_mutex_destroy(&w->mu);
+            pthread_mutex_destroy(&w->smu);
             pthread_cond_destroy(&w->cv);
         }
         if (w->zctx)
@@ -1042,6 +1200,7 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
     zmq_ctx_term(w->zctx);
     rl_config_free(w->ctx.config);
     pthread_mutex_destroy(&w->mu);
+    pthread_mutex_destroy(&w->smu);
     pthread_cond_destroy(&w->cv);
     int code = w->exit_code;
     free(w);

@@ -11,21 +11,34 @@ struct rl_zuv {
     void *zsock;
     rl_zuv_readable_fn cb;
     void *arg;
+    void (*lock)(void *);   /* optional: held around each drain */
+    void (*unlock)(void *);
     int closing;
+    int draining; /* inside s_drain: a kick is implied by its final EAGAIN */
     int open_handles;
 };
 
+int rl_zuv_pending(void *zsock)
+{
+    int events = 0;
+    size_t len = sizeof events;
+    return zmq_getsockopt(zsock, ZMQ_EVENTS, &events, &len) == 0 && (events & ZMQ_POLLIN);
+}
+
 static void s_drain(rl_zuv *w)
 {
+    if (w->lock)
+        w->lock(w->arg);
     /* Bounded so one busy socket cannot starve timers and signals. */
-    for (int n = 0; n < 256 && !w->closing; n++) {
-        int events = 0;
-        size_t len = sizeof events;
-        if (zmq_getsockopt(w->zsock, ZMQ_EVENTS, &events, &len) != 0 || !(events & ZMQ_POLLIN))
-            return;
-        w->cb(w->zsock, w->arg);
-    }
-    if (!w->closing)
+    int n = 0;
+    w->draining = 1;
+    for (; n < 256 && !w->closing; n++)
+        if (!w->cb(w->zsock, w->arg))
+            break;
+    w->draining = 0;
+    if (w->unlock)
+        w->unlock(w->arg);
+    if (n == 256 && !w->closing)
         rl_zuv_kick(w); /* more may be pending: come back next iteration */
 }
 
@@ -45,6 +58,12 @@ static void s_on_idle(uv_idle_t *h)
 
 rl_zuv *rl_zuv_start(uv_loop_t *loop, void *zsock, rl_zuv_readable_fn cb, void *arg)
 {
+    return rl_zuv_start_locked(loop, zsock, cb, arg, NULL, NULL);
+}
+
+rl_zuv *rl_zuv_start_locked(uv_loop_t *loop, void *zsock, rl_zuv_readable_fn cb, void *arg,
+                            void (*lock)(void *), void (*unlock)(void *))
+{
     int fd;
     size_t len = sizeof fd;
     if (zmq_getsockopt(zsock, ZMQ_FD, &fd, &len) != 0) {
@@ -59,6 +78,8 @@ rl_zuv *rl_zuv_start(uv_loop_t *loop, void *zsock, rl_zuv_readable_fn cb, void *
     w->zsock = zsock;
     w->cb = cb;
     w->arg = arg;
+    w->lock = lock;
+    w->unlock = unlock;
     if (uv_poll_init(loop, &w->poll, fd) != 0) {
         free(w);
         rl_error_set(RL_EIO, "uv_poll_init on the ZeroMQ fd failed");
@@ -74,7 +95,10 @@ rl_zuv *rl_zuv_start(uv_loop_t *loop, void *zsock, rl_zuv_readable_fn cb, void *
 
 void rl_zuv_kick(rl_zuv *w)
 {
-    if (w && !w->closing)
+    /* A send from a callback needs no extra pass: the drain goes on until a
+     * receive fails with EAGAIN, which processes the socket's commands after
+     * that send (or it kicks itself when it stops at its bound). */
+    if (w && !w->closing && !w->draining)
         uv_idle_start(&w->idle, s_on_idle);
 }
 

@@ -2,13 +2,44 @@
 #include "rlrt/tensor.h"
 #include "rlrt/error.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
+/* Storages of 32 MiB and more (where glibc's malloc maps fresh pages anyway:
+ * its largest mmap threshold) come straight from mmap: the kernel hands out
+ * zeroed pages, so there is no memset pass over memory that is about to be
+ * written (a DataProto concat, ...). No MADV_HUGEPAGE: with the common
+ * `defrag: madvise` setting its first use can stall for a compaction (we
+ * measured 0.6 s once). */
+#define S_MMAP_MIN ((size_t)32 << 20)
+
+static void s_munmap_release(void *data, void *ctx) { munmap(data, (size_t)(uintptr_t)ctx); }
+
+static rl_storage *s_storage_mmap(rl_storage *s, size_t nbytes)
+{
+    size_t len = (nbytes + 4095) & ~(size_t)4095;
+    void *data = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (data == MAP_FAILED) {
+        free(s);
+        rl_error_set(RL_ENOMEM, "storage of %zu bytes: out of memory", nbytes);
+        return NULL;
+    }
+    s->data = data;
+    s->nbytes = nbytes;
+    atomic_init(&s->refcount, 1);
+    s->release = s_munmap_release;
+    s->ctx = (void *)(uintptr_t)len;
+    return s;
+}
 
 rl_storage *rl_storage_new(size_t nbytes)
 {
     rl_storage *s = malloc(sizeof *s);
+    if (s && nbytes >= S_MMAP_MIN)
+        return s_storage_mmap(s, nbytes);
     size_t alloc = (nbytes + 63) & ~(size_t)63;
     void *data = aligned_alloc(64, alloc ? alloc : 64);
     if (!s || !data) {

@@ -97,6 +97,43 @@ static void test_tensor_basics(void **state)
     assert_msg_contains("ndim 9");
 }
 
+/* Storages of 32 MiB and more come from mmap (no memset pass): still zeroed,
+ * 64-byte aligned, and a concat into one is exact. */
+static void test_large_storage(void **state)
+{
+    (void)state;
+    for (size_t mib = 31; mib <= 33; mib++) {
+        size_t n = mib << 20;
+        rl_storage *st = rl_storage_new(n + 3);
+        assert_non_null(st);
+        assert_int_equal((uintptr_t)st->data % 64, 0);
+        const unsigned char *p = st->data;
+        size_t nonzero = 0;
+        for (size_t i = 0; i < n + 3; i += 4093)
+            nonzero += p[i] != 0;
+        assert_int_equal(nonzero, 0);
+        memset(st->data, 0xab, n + 3);
+        rl_storage_release(st);
+    }
+    rl_dataproto *part[2];
+    for (int k = 0; k < 2; k++) {
+        part[k] = rl_dataproto_new();
+        int64_t shape[2] = {4, (int64_t)((20u << 20) / 4 / 4)};
+        float *x = rl_tensor_data(rl_dataproto_new_tensor(part[k], "x", RL_F32, 2, shape));
+        for (int64_t i = 0; i < shape[0] * shape[1]; i++)
+            x[i] = (float)(k * 7 + (i % 1000));
+    }
+    rl_dataproto *cat = rl_dataproto_concat(part, 2);
+    assert_non_null(cat);
+    const float *y = rl_tensor_data(rl_dataproto_tensor(cat, "x"));
+    int64_t half = 4 * (int64_t)((20u << 20) / 4 / 4);
+    for (int64_t i = 0; i < 2 * half; i += 997)
+        assert_true(y[i] == (float)((i / half) * 7 + ((i % half) % 1000)));
+    rl_dataproto_free(cat);
+    rl_dataproto_free(part[0]);
+    rl_dataproto_free(part[1]);
+}
+
 static void test_half_conversions(void **state)
 {
     (void)state;
@@ -447,6 +484,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tensor_basics),
         cmocka_unit_test(test_half_conversions),
+        cmocka_unit_test(test_large_storage),
         cmocka_unit_test(test_add_errors),
         cmocka_unit_test(test_all_column_types),
         cmocka_unit_test(test_concat_and_errors),

@@ -128,6 +128,28 @@ static rl_dataproto *s_batch(int64_t rows)
     return dp;
 }
 
+typedef struct {
+    rl_group *g;
+    int n, ok;
+} s_echo_arg;
+
+/* n calls, alternating echo (inline) and echo_queued (compute thread), of
+ * a batch whose rows name the call; counts the right answers. */
+static void *s_echo_thread(void *arg)
+{
+    s_echo_arg *a = arg;
+    for (int i = 0; i < a->n; i++) {
+        rl_dataproto *in = s_batch(1 + i % 5), *out = NULL;
+        rl_dispatch mode = i % 3 ? RL_DISPATCH_RANK_ZERO : RL_DISPATCH_DP_COMPUTE;
+        if (rl_group_call_sync(a->g, i % 2 ? "echo" : "echo_queued", mode, in, &out) == 0 &&
+            rl_dataproto_rows(out) == 1 + i % 5)
+            a->ok++;
+        rl_dataproto_free(in);
+        rl_dataproto_free(out);
+    }
+    return NULL;
+}
+
 static void test_dispatch_modes(void **state)
 {
     (void)state;
@@ -193,6 +215,32 @@ static void test_dispatch_modes(void **state)
     rl_future_free(f);
     assert_int_equal(rl_group_call_sync(g, "sleep", RL_DISPATCH_RANK_ZERO, nap, NULL), 0);
     rl_dataproto_free(nap);
+
+    /* echo is declared inline (run on the worker's I/O thread when its
+     * compute thread is idle); behind a running call it waits its turn, so
+     * the calls to a rank still run in the order they were sent */
+    rl_dataproto *nap300 = rl_dataproto_new_meta(json_pack("{s:i}", "ms", 300));
+    rl_future *fs = rl_group_call(g, "sleep", RL_DISPATCH_RANK_ZERO, nap300);
+    rl_future *fe = rl_group_call(g, "echo", RL_DISPATCH_RANK_ZERO, in);
+    assert_int_equal(rl_future_wait(fe, 10000), 0);
+    assert_true(rl_future_done(fs)); /* the sleep answered first */
+    assert_int_equal(rl_future_wait(fs, 0), 0);
+    rl_future_free(fs);
+    rl_future_free(fe);
+    rl_dataproto_free(nap300);
+
+    /* API threads send their calls themselves (under the driver's lock):
+     * calls from several threads at once all come back right */
+    pthread_t th[3];
+    s_echo_arg ea[3];
+    for (int t = 0; t < 3; t++) {
+        ea[t] = (s_echo_arg){g, 200, 0};
+        assert_int_equal(pthread_create(&th[t], NULL, s_echo_thread, &ea[t]), 0);
+    }
+    for (int t = 0; t < 3; t++) {
+        pthread_join(th[t], NULL);
+        assert_int_equal(ea[t].ok, 200);
+    }
 
     /* handler error names worker and method; other ranks unaffected */
     assert_int_equal(rl_group_call_sync(g, "fail", RL_DISPATCH_ONE_TO_ALL, NULL, NULL), RL_EINVAL);
@@ -649,7 +697,7 @@ static void test_worker_ready_lists_served_methods(void **state)
     assert_true(s_has_method(got->ready, "compute_reward"));
     assert_true(s_has_method(got->ready, "echo"));
     assert_true(s_has_method(got->ready, "coll_check"));
-    assert_int_equal(got->ready->n_methods, 16);
+    assert_int_equal(got->ready->n_methods, 17);
     int safe_sleep = 0, unsafe_sleep = 0;
     for (size_t i = 0; i < got->ready->n_retry_safe; i++) {
         safe_sleep |= strcmp(got->ready->retry_safe[i], "sleep_safe") == 0;

@@ -464,10 +464,14 @@ static int s_channel_pingpong(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dat
     return s_meta_out(json_pack("{s:I, s:f}", "steps", (json_int_t)steps, "ms", s_ms() - t0), out);
 }
 
-const char *const rl_test_retry_safe[] = {"echo", "add", "sleep_safe", "whoami", "fail", NULL};
+const char *const rl_test_retry_safe[] = {"echo", "echo_queued", "add", "sleep_safe", "whoami",
+                                          "fail", NULL};
+
+const char *const rl_test_inline[] = {"echo", "fail", NULL};
 
 const rl_method rl_test_methods[] = {
     {"echo", s_echo},
+    {"echo_queued", s_echo}, /* the same, not inline: always the compute thread */
     {"add", s_add},
     {"sleep", s_sleep},
     {"sleep_safe", s_sleep}, /* the same, declared retry-safe (rl_test_retry_safe) */

@@ -26,8 +26,12 @@
 
 /* Terminated by {NULL, NULL}. */
 extern const rl_method rl_test_methods[];
-/* The stateless ones (echo, add, sleep_safe, whoami, fail), NULL-terminated:
+/* The stateless ones (echo, echo_queued, add, sleep_safe, whoami, fail), NULL-terminated:
  * the driver may re-run them on a restarted worker. */
 extern const char *const rl_test_retry_safe[];
+/* The cheap ones (echo, fail), NULL-terminated: run on the worker's I/O
+ * thread when its compute thread is idle (rl_worker_options.test_inline).
+ * echo_queued is echo without that: the compute thread's path. */
+extern const char *const rl_test_inline[];
 
 #endif

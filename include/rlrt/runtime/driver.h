@@ -16,11 +16,14 @@
  * Calls return futures so a recipe can overlap roles.
  *
  * Threading: the driver runs its libuv loop on its own I/O thread, started
- * by rl_driver_new(): only that thread touches the ROUTER socket, the child
- * processes and the timers, so heartbeats, child exits and signals are
- * handled whatever the caller does — a recipe may compute between calls for
- * as long as it likes. API calls take the driver mutex, queue their work and
- * wake the loop (uv_async); waits (rl_future_wait, rl_group_wait_ready,
+ * by rl_driver_new(): only that thread touches the child processes and the
+ * timers, and it receives everything on the ROUTER, so heartbeats, child
+ * exits and signals are handled whatever the caller does — a recipe may
+ * compute between calls for as long as it likes. API calls take the driver
+ * mutex; a call sends its CALLs to the READY ranks itself (the ROUTER is
+ * only used under that mutex) and leaves those for ranks that are not READY
+ * queued for the loop; other work is queued and the loop woken (uv_async);
+ * waits (rl_future_wait, rl_group_wait_ready,
  * rl_driver_start, rl_driver_poll, rl_driver_shutdown) block on a condition
  * variable that every loop callback broadcasts. The API may be called from
  * any thread; a future is used by one thread at a time.

@@ -5,8 +5,12 @@
  *   SHUTDOWN / DISCONNECT.
  * Method handlers run on ONE compute thread, in arrival order; the main
  * thread runs a libuv loop (signals, heartbeat timer, the ZeroMQ socket) so
- * heartbeats keep flowing however long a handler takes. A handler's result is
- * handed back to the loop through a mutex-protected queue and a uv_async.
+ * heartbeats keep flowing however long a handler takes. The compute thread
+ * sends each call's REPLY/ERROR itself (the socket is shared under a mutex);
+ * init/fini results go back to the loop through a queue and a uv_async.
+ * Methods declared inline (rl_worker_options.inline_methods) run on the
+ * loop's thread instead when the compute thread is idle with nothing queued
+ * (order kept; they must be cheap).
  *
  * Failure handling (zguide Paranoid Pirate): if nothing arrives from the
  * driver for heartbeat × liveness, the worker assumes the driver is gone,
@@ -98,6 +102,15 @@ typedef struct rl_worker_options {
      * the test methods, from the selftest's list. */
     const char *const *retry_safe;
     const char *const *test_retry_safe;
+    /* Inline methods (NULL-terminated names; NULL: none), likewise for the
+     * role's methods and the test methods: handlers that are surely cheap
+     * (microseconds: no I/O, no waiting, no heavy compute). When the compute
+     * thread is idle with nothing queued, such a call runs directly on the
+     * I/O thread, saving the hand-off to the compute thread; otherwise it
+     * queues like any call, so calls still run one at a time in arrival
+     * order. A slow inline handler would delay heartbeats. */
+    const char *const *inline_methods;
+    const char *const *test_inline;
     /* The job this worker belongs to (rl-worker --job; spawned workers get
      * it from the driver). NULL/"": learned from the first CONFIGURE, and
      * kept: after that a driver of another job refuses the worker. */
