@@ -6,7 +6,10 @@
 #include "rlrt/log.h"
 
 #include <czmq.h>
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -304,13 +307,27 @@ static int s_zap_ensure(void *ctx)
  * A plaintext peer (mechanism mismatch) and a client that encrypts for the
  * wrong server key (its HELLO does not decrypt) fail the CURVE handshake
  * before ZAP is asked, so the ZAP handler never sees them. Every CURVE server
- * socket therefore also gets a monitor: a thread reading the socket's
- * handshake-failure events, logging each with the peer address
- * (rate-limited with the ZAP refusals). It ends with the socket
+ * socket therefore also gets a monitor: a thread reading the socket's events.
+ * libzmq names the listening endpoint, not the peer, in a handshake-failure
+ * event, so the monitor notes the peer of each accepted descriptor
+ * (getpeername at ZMQ_EVENT_ACCEPTED) and logs a failure when its connection
+ * is dropped (ZMQ_EVENT_DISCONNECTED follows the failure of the same engine),
+ * rate-limited with the ZAP refusals. A peer gone before the monitor asked is
+ * logged as "a peer of <endpoint>". The thread ends with the socket
  * (ZMQ_EVENT_MONITOR_STOPPED) or with the context (ETERM). */
 
-static const char *s_handshake_why(uint32_t code)
+#define S_MON_PEERS 64
+
+typedef struct {
+    int fd;
+    char peer[64];
+} s_mon_peer;
+
+static const char *s_handshake_why(uint16_t event, uint32_t code)
 {
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+        return "it closed the connection during the handshake (a plaintext peer, or a peer "
+               "that does not accept this server's key)";
     switch (code) {
     case ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH:
         return "it does not speak CURVE (a plaintext peer)";
@@ -323,9 +340,27 @@ static const char *s_handshake_why(uint32_t code)
     }
 }
 
+static void s_monitor_log(const char *peer, const char *endpoint, uint16_t event, uint32_t code)
+{
+    long dropped = 0;
+    pthread_mutex_lock(&s_mu);
+    int allow = rl_net_ratelimit_allow(&s_zap_log, &dropped);
+    pthread_mutex_unlock(&s_mu);
+    if (allow)
+        rl_log_warn("refused a connection from %s%s: %s%s", peer[0] ? "" : "a peer of ",
+                    peer[0] ? peer : endpoint, s_handshake_why(event, code),
+                    dropped ? " (more refusals were not logged)" : "");
+}
+
 static void *s_monitor_main(void *arg)
 {
     void *pair = arg;
+    s_mon_peer peers[S_MON_PEERS];
+    for (int i = 0; i < S_MON_PEERS; i++)
+        peers[i].fd = -1;
+    uint16_t failed_event = 0; /* a failure waiting for its DISCONNECTED */
+    uint32_t failed_code = 0;
+    char endpoint[128] = "?";
     for (;;) {
         zmq_msg_t ev, addr;
         zmq_msg_init(&ev);
@@ -341,34 +376,67 @@ static void *s_monitor_main(void *arg)
             memcpy(&event, zmq_msg_data(&ev), 2);
             memcpy(&value, (const char *)zmq_msg_data(&ev) + 2, 4);
         }
-        char address[128] = "?";
         if (zmq_msg_more(&ev)) {
             zmq_msg_init(&addr);
             if (zmq_msg_recv(&addr, pair, 0) >= 0) {
-                size_t al = zmq_msg_size(&addr) < sizeof address - 1 ? zmq_msg_size(&addr)
-                                                                     : sizeof address - 1;
-                memcpy(address, zmq_msg_data(&addr), al);
-                address[al] = '\0';
+                size_t al = zmq_msg_size(&addr) < sizeof endpoint - 1 ? zmq_msg_size(&addr)
+                                                                      : sizeof endpoint - 1;
+                memcpy(endpoint, zmq_msg_data(&addr), al);
+                endpoint[al] = '\0';
             }
             zmq_msg_close(&addr);
         }
         zmq_msg_close(&ev);
         if (event == ZMQ_EVENT_MONITOR_STOPPED)
             break;
-        if (event != ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
-            event != ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
-            continue;
-        long dropped = 0;
-        pthread_mutex_lock(&s_mu);
-        int allow = rl_net_ratelimit_allow(&s_zap_log, &dropped);
-        pthread_mutex_unlock(&s_mu);
-        const char *peer = strncmp(address, "tcp://", 6) == 0 ? address + 6 : address;
-        if (allow)
-            rl_log_warn("refused a connection from %s: %s%s", peer,
-                        event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? s_handshake_why(value)
-                                                                     : "the handshake failed",
-                        dropped ? " (more refusals were not logged)" : "");
+        if (event == ZMQ_EVENT_ACCEPTED) {
+            int fd = (int)value, slot = -1;
+            for (int i = 0; i < S_MON_PEERS && slot < 0; i++)
+                if (peers[i].fd == fd || peers[i].fd < 0)
+                    slot = i;
+            if (slot < 0)
+                slot = fd % S_MON_PEERS; /* a full table forgets one peer */
+            peers[slot].fd = fd;
+            peers[slot].peer[0] = '\0';
+            struct sockaddr_storage sa;
+            socklen_t len = sizeof sa;
+            char host[INET6_ADDRSTRLEN] = "";
+            if (getpeername(fd, (struct sockaddr *)&sa, &len) == 0) {
+                int port = 0;
+                if (sa.ss_family == AF_INET) {
+                    struct sockaddr_in *in = (struct sockaddr_in *)&sa;
+                    inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+                    port = ntohs(in->sin_port);
+                } else if (sa.ss_family == AF_INET6) {
+                    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&sa;
+                    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+                    port = ntohs(in6->sin6_port);
+                }
+                if (host[0])
+                    snprintf(peers[slot].peer, sizeof peers[slot].peer, "%s:%d", host, port);
+            }
+        } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+                   event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+            if (failed_event) /* two failures in a row: log the first without its peer */
+                s_monitor_log("", endpoint, failed_event, failed_code);
+            failed_event = event;
+            failed_code = value;
+        } else if (event == ZMQ_EVENT_DISCONNECTED) {
+            const char *peer = "";
+            int fd = (int)value;
+            for (int i = 0; i < S_MON_PEERS; i++)
+                if (peers[i].fd == fd) {
+                    peer = peers[i].peer;
+                    peers[i].fd = -1;
+                    break;
+                }
+            if (failed_event)
+                s_monitor_log(peer, endpoint, failed_event, failed_code);
+            failed_event = 0;
+        }
     }
+    if (failed_event)
+        s_monitor_log("", endpoint, failed_event, failed_code);
     zmq_close(pair);
     return NULL;
 }
@@ -383,7 +451,8 @@ static int s_monitor_start(void *ctx, void *sock)
     pthread_mutex_unlock(&s_mu);
     snprintf(ep, sizeof ep, "inproc://rlrt-handshake-monitor-%ld", serial);
     if (zmq_socket_monitor(sock, ep,
-                           ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                           ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                                ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
                                ZMQ_EVENT_MONITOR_STOPPED) != 0)
         return rl_error_set(RL_EIO, "security: cannot monitor a CURVE socket: %s",
