@@ -5,6 +5,7 @@
 
 #include "rlrt/error.h"
 #include "rlrt/log.h"
+#include "rlrt/runtime/worker.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -506,6 +507,16 @@ void rl_future_free(rl_future *f)
     free(f->results);
     free(f->in_rows);
     free(f);
+}
+
+int rl_group_drain(rl_group *g, int timeout_ms)
+{
+    rl_future *f = rl_group_call(g, RL_WORKER_DRAIN, RL_DISPATCH_ONE_TO_ALL, NULL);
+    if (!f)
+        return rl_error_code();
+    int rc = rl_future_wait(f, timeout_ms);
+    rl_future_free(f);
+    return rc;
 }
 
 int rl_group_call_sync(rl_group *g, const char *method, rl_dispatch mode, const rl_dataproto *in,

@@ -328,10 +328,24 @@ static const rl_method *s_table_find(const rl_method *t, const char *name)
     return NULL;
 }
 
-/* The role's method, else a test method when they are served. */
+/* RL_WORKER_DRAIN: nothing, on the compute thread, after every earlier call. */
+static int s_drain(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    (void)ctx;
+    (void)in;
+    *out = rl_dataproto_new();
+    return *out ? RL_OK : rl_error_set(RL_ENOMEM, RL_WORKER_DRAIN ": out of memory");
+}
+
+static const rl_method s_runtime_methods[] = {{RL_WORKER_DRAIN, s_drain}, {NULL, NULL}};
+
+/* The role's method, else a test method when they are served, else the
+ * runtime's own. */
 static const rl_method *s_find_method(const s_worker *w, const char *name)
 {
     const rl_method *m = s_table_find(w->role->methods, name);
+    if (!m)
+        m = s_table_find(s_runtime_methods, name);
     if (!m && w->serve_tests)
         m = s_table_find(w->opt.test_methods, name);
     return m;

@@ -329,6 +329,14 @@ int rl_recovery_check(rl_recovery *r, rl_driver *d, int64_t step)
             rl_log_error("recovery: %s", rl_error_message());
             return rl_error_set(code, "%s", why), 0;
         }
+    /* the failed step's calls still running on the surviving ranks (a
+     * collective waiting for the dead rank until its timeout) finish before
+     * the recipe sends the reopening calls, which would queue behind them */
+    for (int i = 0; i < rl_driver_group_count(d); i++)
+        if (rl_group_drain(rl_driver_group_at(d, i), 600000)) {
+            rl_log_error("recovery: %s", rl_error_message());
+            return rl_error_set(code, "%s", why), 0;
+        }
     char lost[512] = "";
     int n = 0;
     for (int i = 0, k = 0; i < rl_driver_group_count(d) && k < r->n_mark; i++) {

@@ -126,6 +126,10 @@ int rl_group_pid(const rl_group *g, int rank);
 const char *rl_group_address(const rl_group *g, int rank);
 /* Waits until every rank of the group is READY. */
 int rl_group_wait_ready(rl_group *g, int timeout_ms);
+/* Waits until every rank has finished every call sent to it before (a
+ * failed group call leaves the other ranks' parts running: a recovery drains
+ * them before it sends new work). RL_ETIMEOUT after timeout_ms (< 0: none). */
+int rl_group_drain(rl_group *g, int timeout_ms);
 
 /* one_to_all, dp_compute, rank_zero. `in` may be NULL (empty batch); it is
  * not modified and may be freed right after the call. */

@@ -24,7 +24,10 @@
  *
  * Methods: the role's table, plus the test methods of the options when the
  * driver's CONFIGURE says "test_methods": true. READY lists exactly the
- * methods served, and an unknown-method error names only those.
+ * methods served, and an unknown-method error names only those. Every worker
+ * also answers the runtime's own RL_WORKER_DRAIN: a no-op that runs on the
+ * compute thread, queued behind every call before it, so its reply says the
+ * worker has finished them (rl_group_drain).
  *
  * Configuration: the first CONFIGURE gives the job tree (JSON) and the
  * file:line:col of its nodes, applied to the tree, so a role's checks name
@@ -132,6 +135,10 @@ typedef struct rl_worker_options {
 /* Exit statuses of rl-worker (and the values rl_worker_run returns). A
  * worker that exits RL_WORKER_EXIT_USAGE before saying HELLO is a fatal
  * start-up error for the driver (no restarts). */
+/* The runtime's drain method (a name no role can take: roles' names have
+ * no dot). */
+#define RL_WORKER_DRAIN "rl.drain"
+
 #define RL_WORKER_EXIT_OK 0
 #define RL_WORKER_EXIT_ERROR 1    /* start-up error, init failed, refused */
 #define RL_WORKER_EXIT_GAVE_UP 2  /* no driver for give_up_ms */
