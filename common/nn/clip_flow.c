@@ -10,16 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "flow_mlp_internal.h"
 #include "rlrt/algo/diffusion.h"
 #include "rlrt/error.h"
 #include "rlrt/nn/ops.h"
 #include "rlrt/rng.h"
 #include "rlrt/nn/safetensors.h"
-
-typedef struct s_views { /* offsets into the flat buffer */
-    int64_t in_w, in_b, t_w, t_b, emb, out_w, out_b;
-    int64_t *fc1_w, *fc1_b, *fc2_w, *fc2_b; /* (layers) */
-} s_views;
 
 typedef struct s_cf {
     rl_model base;
@@ -27,19 +23,12 @@ typedef struct s_cf {
     int64_t D;
     rl_param_manifest *man;
     float *params, *grads;
-    s_views o;
-    /* activations of the last forward (n rows) */
-    int64_t cap, n;
-    float *temb;    /* (n, E) */
-    float *cond;    /* (n, Hd) */
-    float *h;       /* (L+1, n, Hd) residual stream */
-    float *sh;      /* (L+1, n, Hd) silu(h_l) */
-    float *a, *g;   /* (L, n, Hd) fc1 pre-activation, silu(a) */
-    const float *x; /* borrowed input of the last forward */
-    const int32_t *ids;
-    float *scratch; /* 4 · (n, Hd) for backward */
-    float *dout;    /* (n, D): dL/d(network output) with x0-prediction */
-    const float *sig; /* borrowed σ of the last forward */
+    rl_flow_mlp t;       /* the trunk: views in, time, blocks, out; activations */
+    int64_t emb;         /* offset of prompt.embedding */
+    int64_t dcap;
+    const int32_t *ids;  /* borrowed ids of the last forward */
+    float *dout;         /* (n, D): dL/d(network output) with x0-prediction */
+    const float *sig;    /* borrowed σ of the last forward */
 } s_cf;
 
 static const rl_model_ops s_ops;
@@ -66,32 +55,15 @@ static float s_sig_floor(float sigma)
 
 static int s_reserve(s_cf *m, int64_t n)
 {
-    if (n <= m->cap)
-        return RL_OK;
-    int64_t Hd = m->c.hidden, L = m->c.layers, E = m->c.time_dim;
-    free(m->temb);
-    free(m->cond);
-    free(m->h);
-    free(m->sh);
-    free(m->a);
-    free(m->g);
-    free(m->scratch);
+    int rc = rl_flow_mlp_reserve(&m->t, n, "clip_flow");
+    if (rc || n <= m->dcap)
+        return rc;
     free(m->dout);
     m->dout = malloc(sizeof(float) * (size_t)(n * m->D));
-    m->temb = malloc(sizeof(float) * (size_t)(n * E));
-    m->cond = malloc(sizeof(float) * (size_t)(n * Hd));
-    m->h = malloc(sizeof(float) * (size_t)((L + 1) * n * Hd));
-    m->sh = malloc(sizeof(float) * (size_t)((L + 1) * n * Hd));
-    m->a = malloc(sizeof(float) * (size_t)((L ? L : 1) * n * Hd));
-    m->g = malloc(sizeof(float) * (size_t)((L ? L : 1) * n * Hd));
-    m->scratch = malloc(sizeof(float) * (size_t)(4 * n * Hd));
-    if (!m->temb || !m->cond || !m->h || !m->sh || !m->a || !m->g || !m->scratch || !m->dout) {
-        m->cap = 0;
-        return rl_error_set(RL_ENOMEM, "clip_flow: out of memory for %lld rows of activations",
-                            (long long)n);
-    }
-    m->cap = n;
-    return RL_OK;
+    m->dcap = m->dout ? n : 0;
+    return m->dout ? RL_OK
+                   : rl_error_set(RL_ENOMEM, "clip_flow: out of memory for %lld rows of activations",
+                                  (long long)n);
 }
 
 /* v (n, D) from x (n, D), sigma (n), ids (n); keeps the activations. */
@@ -101,44 +73,17 @@ static int s_net_forward(s_cf *m, int64_t n, const float *x, const float *sigma,
     int rc = s_reserve(m, n > 0 ? n : 1);
     if (rc)
         return rc;
-    const int Hd = m->c.hidden, L = m->c.layers, E = m->c.time_dim, D = (int)m->D;
-    const int half = E / 2;
+    const int Hd = m->c.hidden, D = (int)m->D;
     const float *P = m->params;
-    m->n = n;
-    m->x = x;
     m->ids = ids;
+    rl_flow_mlp_cond(&m->t, P, n, sigma);
     for (int64_t r = 0; r < n; r++) {
-        float *t = m->temb + r * E;
-        for (int i = 0; i < half; i++) {
-            double f = exp(-log(10000.0) * (double)i / (double)half);
-            double arg = 1000.0 * (double)sigma[r] * f;
-            t[i] = (float)sin(arg);
-            t[half + i] = (float)cos(arg);
-        }
-    }
-    int N = (int)n;
-    rl_linear_forward(m->cond, m->temb, P + m->o.t_w, P + m->o.t_b, N, E, Hd);
-    for (int64_t r = 0; r < n; r++) {
-        const float *e = P + m->o.emb + (int64_t)ids[r] * Hd;
-        float *c = m->cond + r * Hd;
+        const float *e = P + m->emb + (int64_t)ids[r] * Hd;
+        float *c = m->t.cond + r * Hd;
         for (int j = 0; j < Hd; j++)
             c[j] += e[j];
     }
-    int64_t nH = n * Hd;
-    rl_linear_forward(m->h, x, P + m->o.in_w, P + m->o.in_b, N, D, Hd);
-    rl_add_inplace(m->h, m->cond, nH);
-    for (int l = 0; l < L; l++) {
-        float *h = m->h + l * nH, *sh = m->sh + l * nH, *a = m->a + l * nH, *g = m->g + l * nH;
-        rl_silu_forward(sh, h, nH);
-        rl_linear_forward(a, sh, P + m->o.fc1_w[l], P + m->o.fc1_b[l], N, Hd, Hd);
-        rl_add_inplace(a, m->cond, nH);
-        rl_silu_forward(g, a, nH);
-        float *hn = m->h + (l + 1) * nH;
-        rl_linear_forward(hn, g, P + m->o.fc2_w[l], P + m->o.fc2_b[l], N, Hd, Hd);
-        rl_add_inplace(hn, h, nH);
-    }
-    rl_silu_forward(m->sh + L * nH, m->h + L * nH, nH);
-    rl_linear_forward(v, m->sh + L * nH, P + m->o.out_w, P + m->o.out_b, N, Hd, D);
+    rl_flow_mlp_trunk(&m->t, P, x, v);
     m->sig = sigma;
     if (m->c.x0_pred) /* the output is x̂0: v = (x − x̂0) / max(σ, σ_min) */
         for (int64_t r = 0; r < n; r++) {
@@ -152,47 +97,18 @@ static int s_net_forward(s_cf *m, int64_t n, const float *x, const float *sigma,
 /* Accumulates the parameter gradients of Σ dv·v for the last forward. */
 static void s_net_backward(s_cf *m, const float *dv)
 {
-    const int Hd = m->c.hidden, L = m->c.layers, E = m->c.time_dim, D = (int)m->D;
-    const int N = (int)m->n;
-    const int64_t nH = m->n * Hd;
-    const size_t bytes = sizeof(float) * (size_t)nH;
-    const float *P = m->params;
-    float *G = m->grads;
-    float *dh = m->scratch, *dcond = dh + nH, *t1 = dcond + nH, *t2 = t1 + nH;
-    memset(dh, 0, bytes);
-    memset(dcond, 0, bytes);
+    const int D = (int)m->D;
     if (m->c.x0_pred) { /* v = (x − o) / max(σ, σ_min): do = −dv / max(σ, σ_min) */
-        for (int64_t r = 0; r < m->n; r++) {
+        for (int64_t r = 0; r < m->t.n; r++) {
             float inv = -1.0f / s_sig_floor(m->sig[r]);
             for (int j = 0; j < D; j++)
                 m->dout[r * D + j] = dv[r * D + j] * inv;
         }
         dv = m->dout;
     }
-    /* o = out(silu(h_L)) */
-    memset(t1, 0, bytes);
-    rl_linear_backward(t1, G + m->o.out_w, G + m->o.out_b, dv, m->sh + L * nH, P + m->o.out_w, N,
-                       Hd, D);
-    rl_silu_backward(dh, t1, m->h + L * nH, nH);
-    for (int l = L - 1; l >= 0; l--) {
-        /* h_{l+1} = h_l + fc2(g_l): dh already holds the residual path */
-        memset(t1, 0, bytes);
-        rl_linear_backward(t1, G + m->o.fc2_w[l], G + m->o.fc2_b[l], dh, m->g + l * nH,
-                           P + m->o.fc2_w[l], N, Hd, Hd);
-        memset(t2, 0, bytes); /* da: g = silu(a) */
-        rl_silu_backward(t2, t1, m->a + l * nH, nH);
-        rl_add_inplace(dcond, t2, nH); /* a = fc1(silu(h_l)) + c */
-        memset(t1, 0, bytes);
-        rl_linear_backward(t1, G + m->o.fc1_w[l], G + m->o.fc1_b[l], t2, m->sh + l * nH,
-                           P + m->o.fc1_w[l], N, Hd, Hd);
-        rl_silu_backward(dh, t1, m->h + l * nH, nH);
-    }
-    /* h_0 = in(x) + c */
-    rl_linear_backward(NULL, G + m->o.in_w, G + m->o.in_b, dh, m->x, P + m->o.in_w, N, D, Hd);
-    rl_add_inplace(dcond, dh, nH);
-    /* c = time(temb) + prompt.embedding[id] */
-    rl_linear_backward(NULL, G + m->o.t_w, G + m->o.t_b, dcond, m->temb, P + m->o.t_w, N, E, Hd);
-    rl_embedding_backward(G + m->o.emb, dcond, m->ids, N, Hd);
+    float *dcond = rl_flow_mlp_backward(&m->t, m->params, m->grads, dv);
+    /* cond = time(temb) + prompt.embedding[id] */
+    rl_embedding_backward(m->grads + m->emb, dcond, m->ids, (int)m->t.n, m->c.hidden);
 }
 
 int rl_clip_flow_velocity(rl_model *m, int64_t n, const float *x, const float *sigma,
@@ -717,17 +633,7 @@ static void s_free(rl_model *mm)
     rl_param_manifest_free(m->man);
     rl_param_buffer_free(m->params);
     rl_param_buffer_free(m->grads);
-    free(m->o.fc1_w);
-    free(m->o.fc1_b);
-    free(m->o.fc2_w);
-    free(m->o.fc2_b);
-    free(m->temb);
-    free(m->cond);
-    free(m->h);
-    free(m->sh);
-    free(m->a);
-    free(m->g);
-    free(m->scratch);
+    rl_flow_mlp_free(&m->t);
     free(m->dout);
     free(m);
 }
@@ -820,45 +726,23 @@ static int s_check_config(const rl_config *job)
     return s_read_config(job, &c);
 }
 
-/* The manifest of c; offsets into m->o. */
+/* The manifest of c: the trunk's head, prompt.embedding, the trunk's tail. */
 static int s_build_manifest(s_cf *m)
 {
     const rl_clip_flow_config *c = &m->c;
-    int64_t Hd = c->hidden, D = m->D, E = c->time_dim, L = c->layers;
     rl_param_manifest *man = m->man = rl_param_manifest_new();
-    m->o.fc1_w = calloc((size_t)(L + 1), sizeof(int64_t));
-    m->o.fc1_b = calloc((size_t)(L + 1), sizeof(int64_t));
-    m->o.fc2_w = calloc((size_t)(L + 1), sizeof(int64_t));
-    m->o.fc2_b = calloc((size_t)(L + 1), sizeof(int64_t));
-    if (!man || !m->o.fc1_w || !m->o.fc1_b || !m->o.fc2_w || !m->o.fc2_b)
+    if (!man)
         return rl_error_set(RL_ENOMEM, "clip_flow: out of memory");
-#define S_ADD(dst, name, nd, ...)                                                   \
-    do {                                                                            \
-        int64_t shp_[2] = {__VA_ARGS__};                                            \
-        int ix_ = rl_param_manifest_add(man, name, nd, shp_);                       \
-        if (ix_ < 0)                                                                \
-            return ix_;                                                             \
-        dst = man->views[ix_].offset;                                               \
-    } while (0)
-    S_ADD(m->o.in_w, "in.weight", 2, Hd, D);
-    S_ADD(m->o.in_b, "in.bias", 1, Hd);
-    S_ADD(m->o.t_w, "time.weight", 2, Hd, E);
-    S_ADD(m->o.t_b, "time.bias", 1, Hd);
-    S_ADD(m->o.emb, "prompt.embedding", 2, c->num_prompts, Hd);
-    for (int64_t l = 0; l < L; l++) {
-        char name[64];
-        snprintf(name, sizeof name, "blocks.%lld.fc1.weight", (long long)l);
-        S_ADD(m->o.fc1_w[l], name, 2, Hd, Hd);
-        snprintf(name, sizeof name, "blocks.%lld.fc1.bias", (long long)l);
-        S_ADD(m->o.fc1_b[l], name, 1, Hd);
-        snprintf(name, sizeof name, "blocks.%lld.fc2.weight", (long long)l);
-        S_ADD(m->o.fc2_w[l], name, 2, Hd, Hd);
-        snprintf(name, sizeof name, "blocks.%lld.fc2.bias", (long long)l);
-        S_ADD(m->o.fc2_b[l], name, 1, Hd);
-    }
-    S_ADD(m->o.out_w, "out.weight", 2, D, Hd);
-    S_ADD(m->o.out_b, "out.bias", 1, D);
-#undef S_ADD
+    int rc = rl_flow_mlp_init(&m->t, (int)m->D, c->hidden, c->layers, c->time_dim, "clip_flow");
+    if (rc || (rc = rl_flow_mlp_add_head(&m->t, man)))
+        return rc;
+    int64_t shp[2] = {c->num_prompts, c->hidden};
+    int ix = rl_param_manifest_add(man, "prompt.embedding", 2, shp);
+    if (ix < 0)
+        return ix;
+    m->emb = man->views[ix].offset;
+    if ((rc = rl_flow_mlp_add_tail(&m->t, man)))
+        return rc;
     m->params = rl_param_buffer_new(man->total);
     m->grads = rl_param_buffer_new(man->total);
     if (!m->params || !m->grads)

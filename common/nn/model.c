@@ -10,6 +10,7 @@
 
 #include "rlrt/error.h"
 #include "rlrt/nn/clip_flow.h"
+#include "rlrt/nn/flow_policy.h"
 #include "rlrt/nn/image_classifier.h"
 #include "rlrt/nn/lm_model.h"
 #include "rlrt/nn/safetensors.h"
@@ -18,6 +19,7 @@
 static const rl_model_kind *const s_kinds[] = {
     &rl_model_kind_lm,
     &rl_model_kind_clip_flow,
+    &rl_model_kind_flow_policy,
     &rl_model_kind_image_classifier,
 };
 #define S_NKINDS (sizeof s_kinds / sizeof s_kinds[0])

@@ -1,6 +1,8 @@
 /* driver/recipes/libero_collect.c — recipe `libero_collect`: episodes of the
  * LIBERO-Object env role (rlrt/roles/env.h) driven by the rollout's policy
- * (serve_env; today the scripted expert) over direct data channels, written
+ * (serve_env: the scripted expert, or with env.policy: model the rollout's
+ * flow_policy — model.init_from — sampled greedily (collect.greedy, the ODE)
+ * or with the flow SDE) over direct data channels, written
  * as a demonstration dataset (docs/ARCHITECTURE.md, "Demonstration
  * datasets"): the warm-start data of the flow-policy recipes.
  *
@@ -18,6 +20,8 @@
 #include <sys/stat.h>
 
 #include "phases.h"
+#include "rlrt/nn/flow_policy.h"
+#include "rlrt/nn/model.h"
 #include "rlrt/nn/safetensors.h"
 #include "rlrt/rlrt.h"
 #include "rlrt/roles/env.h"
@@ -25,7 +29,7 @@
 
 typedef struct s_collect {
     int64_t episodes, retries;
-    int only_success;
+    int only_success, greedy, model;
     const char *output;
 } s_collect;
 
@@ -36,6 +40,7 @@ static int s_read(const rl_config *job, s_collect *o, rl_env_config *env)
         {"collect.retries", RL_CFG_INT, offsetof(s_collect, retries), 0, 100, 0, NULL},
         {"collect.only_success", RL_CFG_BOOL, offsetof(s_collect, only_success), 0, 0, 0, NULL},
         {"collect.output", RL_CFG_STR, offsetof(s_collect, output), 0, 0, RL_CFG_NONEMPTY, NULL},
+        {"collect.greedy", RL_CFG_BOOL, offsetof(s_collect, greedy), 0, 0, 0, NULL},
     };
     int rc = rl_config_read(job, spec, sizeof spec / sizeof spec[0], o);
     rl_rollout_config r;
@@ -43,6 +48,9 @@ static int s_read(const rl_config *job, s_collect *o, rl_env_config *env)
         rc = rl_env_config_read(job, env);
     if (!rc)
         rc = rl_rollout_config_read(job, &r);
+    o->model = !rc && env->policy != 0;
+    if (o->model)
+        rc = rl_model_check_config(job);
     return rc;
 }
 
@@ -276,8 +284,8 @@ static int s_write_frames(const s_collect *o, int64_t round, int rank, const rl_
 }
 
 /* One round: channels, serve_env on the rollout, interact on the env. */
-static int s_round(rl_driver *d, rl_group *genv, rl_group *groll, int64_t T, int64_t round,
-                   rl_dataproto ***results)
+static int s_round(rl_driver *d, const s_collect *o, rl_group *genv, rl_group *groll, int64_t T,
+                   int64_t round, rl_dataproto ***results)
 {
     int E = rl_group_size(genv);
     rl_dataproto **per = calloc((size_t)E, sizeof *per);
@@ -302,6 +310,19 @@ static int s_round(rl_driver *d, rl_group *genv, rl_group *groll, int64_t T, int
             rc = rl_error_code();
     }
     rl_future_free(f);
+    for (int r = 0; r < E && !rc; r++) {
+        json_t *m = rl_dataproto_meta(per[r]);
+        json_object_set_new(m, RL_ENV_ROUND, json_integer((json_int_t)round));
+        json_object_set_new(m, RL_ROLLOUT_GREEDY, json_integer(o->greedy));
+        json_object_set_new(m, "record", json_integer(0));
+    }
+    if (!rc && o->model) { /* the policy (again after a restart): model.init_from */
+        rl_dataproto *none = rl_dataproto_new_meta(json_object());
+        rl_future *fi = none ? rl_group_call(groll, RL_ROLLOUT_INIT_MODEL, RL_DISPATCH_ONE_TO_ALL, none) : NULL;
+        rl_dataproto_free(none);
+        rc = fi ? rl_future_wait(fi, -1) : rl_error_code();
+        rl_future_free(fi);
+    }
     rl_future *fr = rc ? NULL : rl_group_call_each(groll, RL_ROLLOUT_SERVE_ENV, per);
     rl_dataproto *args = rc ? NULL
                             : rl_dataproto_new_meta(json_pack("{s:I,s:i,s:I}", RL_ENV_CHUNK_STEPS, (json_int_t)T,
@@ -357,7 +378,7 @@ static int s_run(rl_driver *d, const rl_config *job)
     while (!rc && st.eps < o.episodes && !rl_driver_interrupted(d)) {
         int restarts = rl_driver_restarts(d);
         double r0 = rl_now_s();
-        rc = s_round(d, genv, groll, T, round, &res);
+        rc = s_round(d, &o, genv, groll, T, round, &res);
         if (rc && rl_driver_restarts(d) > restarts && retries < o.retries && !rl_driver_fatal(d)) {
             retries++;
             rl_log(RL_LOG_WARN, "round %lld failed (%s); a worker was restarted: re-running the round (%lld of %lld)",
@@ -419,12 +440,13 @@ static const char *const s_roles[] = {RL_ENV_ROLE, RL_ROLLOUT_ROLE, NULL};
 const rl_recipe rl_recipe_libero_collect = {
     .name = "libero_collect",
     .summary = "LIBERO-Object episodes (env role + rollout policy) written as a demonstration dataset",
-    .defaults = (const char *const[]){RL_ENV_DEFAULTS, RL_ROLLOUT_DEFAULTS,
+    .defaults = (const char *const[]){RL_ENV_DEFAULTS, RL_ROLLOUT_DEFAULTS, RL_FLOW_POLICY_MODEL_DEFAULTS,
                                       "collect:\n"
                                       "  episodes: 500          # episodes to record\n"
                                       "  output: runs/libero_demos  # demos.safetensors + dataset.json\n"
                                       "  only_success: false    # keep failed episodes too\n"
-                                      "  retries: 2             # re-runs of a round whose worker died\n",
+                                      "  retries: 2             # re-runs of a round whose worker died\n"
+                                      "  greedy: true           # env.policy model: the ODE (false: the flow SDE)\n",
                                       NULL},
     .roles = s_roles,
     .prepare = s_prepare,

@@ -231,8 +231,8 @@ static int s_round(s_lr *s, int64_t round, int greedy, s_round_out *res)
             break;
         const char *ep = rl_dataproto_meta_str(rep, RL_ENV_ENDPOINT, NULL);
         rl_dataproto_free(per[r]);
-        per[r] = ep ? rl_dataproto_new_meta(json_pack("{s:s,s:i,s:i}", RL_ENV_ENDPOINT, ep, RL_ROLLOUT_GREEDY,
-                                                      greedy, "record", !greedy))
+        per[r] = ep ? rl_dataproto_new_meta(json_pack("{s:s,s:i,s:i,s:I}", RL_ENV_ENDPOINT, ep, RL_ROLLOUT_GREEDY,
+                                                      greedy, "record", !greedy, RL_ENV_ROUND, (json_int_t)round))
                     : NULL;
         rl_dataproto_free(rep);
         if (!per[r])

@@ -148,11 +148,19 @@ rl_model *rl_rollout_model(rl_worker_ctx *ctx)
     return r ? r->model : NULL;
 }
 
+static int s_serve_env(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    s_rollout *r = ctx->user;
+    rl_rollout_policy pol = {r->model, r->sampling, r->seed, r->version};
+    int rc = rl_rollout_serve_env(ctx, &pol, in, out);
+    return rc ? rl_error_wrap(rc, "rollout/%d", ctx->rank) : RL_OK;
+}
+
 static const rl_method s_methods[] = {
     {RL_ROLLOUT_INIT_MODEL, s_init_model},
     {RL_ROLLOUT_SYNC_WEIGHTS, s_sync_weights},
     {RL_ROLLOUT_GENERATE, s_generate},
-    {RL_ROLLOUT_SERVE_ENV, rl_rollout_serve_env},
+    {RL_ROLLOUT_SERVE_ENV, s_serve_env},
     {RL_ROLLOUT_FLOW_ANNOTATE, rl_flow_ref_annotate},
     {RL_ROLLOUT_FLOW_REF_SAVE, rl_flow_ref_save},
     {RL_ROLLOUT_FLOW_REF_LOAD, rl_flow_ref_load},

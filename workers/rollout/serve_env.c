@@ -6,10 +6,15 @@
  * The policy is env.policy: `expert` is the scripted LIBERO-Object expert
  * (rlrt/sim/libero.h), one per env row, reset at each new episode; it plans
  * a chunk open-loop by predicting where its own deltas move the hand. `model`
- * (the learned flow policy) comes with the learning issue and is an error
- * until then. env.policy_cost_ms adds busy time per call, so benchmarks can
- * give the policy the cost of a real network. Every tensor from the peer is
- * checked before use. */
+ * is the rollout's rl_model (a flow_policy, rlrt/nn/flow_policy.h): each
+ * observation batch is answered by rl_model_sample — the greedy ODE when the
+ * call's meta `greedy` is 1, else the flow SDE of rollout.noise_level /
+ * rollout.num_steps — with noise seeds derived from trainer.seed, the call's
+ * meta `round`, the env's global index and the chunk step, so a run repeats
+ * bit for bit; unless meta `record` is 0 the reply carries one row per
+ * (policy call, env) for training (rlrt/roles/rollout.h). env.policy_cost_ms
+ * adds busy time per call, so benchmarks can give the policy the cost of a
+ * real network. Every tensor from the peer is checked before use. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +22,8 @@
 
 #include "../roles.h"
 #include "rlrt/error.h"
+#include "rlrt/nn/flow_policy.h"
+#include "rlrt/roles/rollout.h"
 #include "rlrt/roles/env.h"
 #include "rlrt/runtime/channel.h"
 #include "rlrt/sim/libero.h"
@@ -37,16 +44,137 @@ static double s_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-int rl_rollout_serve_env(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+/* An optional argument in [0, hi]: absent keeps *out. */
+static int s_opt_int(const rl_dataproto *in, const char *key, int64_t hi, int64_t *out)
+{
+    const json_t *meta = rl_dataproto_meta_const(in);
+    if (!meta || !json_object_get(meta, key))
+        return RL_OK;
+    return rl_dataproto_meta_get_int(in, key, 0, hi, out);
+}
+
+/* splitmix64's finaliser: the seeds of one policy call and env. */
+static uint64_t s_mix(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+int64_t rl_rollout_env_seed(uint64_t seed, int64_t round, int64_t global_env, int64_t chunk_step,
+                            int which)
+{
+    uint64_t h = s_mix(seed);
+    h = s_mix(h ^ (uint64_t)round);
+    h = s_mix(h ^ (uint64_t)global_env);
+    h = s_mix(h ^ (uint64_t)chunk_step);
+    return (int64_t)(s_mix(h ^ (uint64_t)(which + 1)) >> 1);
+}
+
+/* The model's answer to one observation batch m (n rows at `offset`, chunk
+ * step `step`): *acts (n, C, 7) for the env and, when `rec`, the training
+ * row set appended to *recs. */
+static int s_model_call(const rl_rollout_policy *pol, const rl_dataproto *m, int64_t n, int64_t first,
+                        int64_t offset, int64_t step, int64_t round, int greedy, int rec,
+                        rl_dataproto **acts, rl_dataproto ***recs, int *nrec, int *caprec)
+{
+    rl_tensor *tp = rl_dataproto_tensor(m, RL_ENV_PROPRIO), *to = rl_dataproto_tensor(m, RL_ENV_OBJECT);
+    rl_tensor *tt = rl_dataproto_tensor_shaped(m, RL_ENV_TASK, RL_I64, 1, NULL);
+    if (!tt)
+        return rl_error_code();
+    rl_dataproto *q = rl_dataproto_new(), *s = NULL;
+    int64_t d1[1] = {n};
+    rl_tensor *tn = NULL, *tr = NULL, *er = NULL, *cs = NULL;
+    int rc = q ? RL_OK : rl_error_code();
+    if (!rc && !(rc = rl_dataproto_add_tensor(q, RL_FP_PROPRIO, tp)) &&
+        !(rc = rl_dataproto_add_tensor(q, RL_FP_OBJECT, to)))
+        rc = rl_dataproto_add_tensor(q, RL_FP_TASK, tt);
+    if (!rc && (!(tn = rl_dataproto_new_tensor(q, RL_FP_NOISE_SEEDS, RL_I64, 1, d1)) ||
+                !(tr = rl_dataproto_new_tensor(q, RL_FP_ROW_SEEDS, RL_I64, 1, d1))))
+        rc = rl_error_code();
+    if (!rc) {
+        int64_t *ns = rl_tensor_data(tn), *rs = rl_tensor_data(tr);
+        for (int64_t i = 0; i < n; i++) {
+            ns[i] = rl_rollout_env_seed(pol->seed, round, first + offset + i, step, 0);
+            rs[i] = rl_rollout_env_seed(pol->seed, round, first + offset + i, step, 1);
+        }
+        rl_model_sampling sp = pol->sampling;
+        sp.greedy = greedy;
+        rc = rl_model_sample(pol->model, q, &sp, &s);
+    }
+    rl_tensor *ta = rc ? NULL : rl_dataproto_tensor(s, RL_FP_ACTION);
+    if (!rc && !ta)
+        rc = rl_error_set(RL_EINVAL, "serve_env: the model's sample has no '%s'", RL_FP_ACTION);
+    rl_dataproto *a = rc ? NULL : rl_dataproto_new();
+    if (!rc && (!a || (rc = rl_dataproto_add_tensor(a, RL_ENV_ACTIONS, ta))))
+        rc = rc ? rc : rl_error_code();
+    if (!rc && rec) {
+        if (!(er = rl_dataproto_new_tensor(s, "env_row", RL_I64, 1, d1)) ||
+            !(cs = rl_dataproto_new_tensor(s, "chunk_step", RL_I64, 1, d1)))
+            rc = rl_error_code();
+        for (int64_t i = 0; !rc && i < n; i++) {
+            ((int64_t *)rl_tensor_data(er))[i] = offset + i;
+            ((int64_t *)rl_tensor_data(cs))[i] = step;
+        }
+        if (!rc && !(rc = rl_dataproto_add_tensor(s, RL_FP_PROPRIO, tp)) &&
+            !(rc = rl_dataproto_add_tensor(s, RL_FP_OBJECT, to)))
+            rc = rl_dataproto_add_tensor(s, RL_FP_TASK, tt);
+        if (!rc && *nrec == *caprec) {
+            int cap = *caprec ? 2 * *caprec : 64;
+            rl_dataproto **g = realloc(*recs, sizeof *g * (size_t)cap);
+            if (!g)
+                rc = rl_error_set(RL_ENOMEM, "serve_env: out of memory");
+            else {
+                *recs = g;
+                *caprec = cap;
+            }
+        }
+        if (!rc) {
+            (*recs)[(*nrec)++] = s;
+            s = NULL;
+        }
+    }
+    rl_dataproto_free(q);
+    rl_dataproto_free(s);
+    if (rc) {
+        rl_dataproto_free(a);
+        return rc;
+    }
+    *acts = a;
+    return RL_OK;
+}
+
+int rl_rollout_serve_env(rl_worker_ctx *ctx, const rl_rollout_policy *pol, const rl_dataproto *in,
+                         rl_dataproto **out)
 {
     rl_env_config c;
     int rc = rl_env_config_read(ctx->config, &c);
     if (rc)
         return rc;
-    if (c.policy != 0)
-        return rl_config_error_at(ctx->config, "env.policy", RL_EUNSUPPORTED,
-                                  "policy 'model' needs the flow-policy model kind, which is not built yet; "
-                                  "use 'expert'");
+    int64_t greedy = 0, record = 1, round = 0;
+    if ((rc = s_opt_int(in, RL_ROLLOUT_GREEDY, 1, &greedy)) || (rc = s_opt_int(in, "record", 1, &record)) ||
+        (rc = s_opt_int(in, RL_ENV_ROUND, INT64_MAX, &round)))
+        return rc;
+    const int use_model = c.policy != 0;
+    if (use_model) {
+        const rl_flow_policy_config *fc = pol ? rl_flow_policy_get_config(pol->model) : NULL;
+        if (!pol || !pol->model)
+            return rl_error_set(RL_ESTATE, "serve_env: env.policy is 'model' but init_model has not run on rollout/%d",
+                                ctx->rank);
+        if (!fc)
+            return rl_config_error_at(ctx->config, "model.type", RL_ECONFIG,
+                                      "env.policy 'model' needs a flow_policy model, got '%s'",
+                                      rl_model_kind_name(pol->model));
+        if (fc->chunks != c.num_action_chunks)
+            return rl_config_error_at(ctx->config, "model.num_action_chunks", RL_ECONFIG,
+                                      "is %d but env.num_action_chunks is %lld", fc->chunks,
+                                      (long long)c.num_action_chunks);
+    }
+    const int64_t W = ctx->world_size > 0 ? ctx->world_size : 1;
+    const int64_t first = c.total_num_envs * ctx->rank / W; /* as the env role splits */
+    rl_dataproto **recs = NULL;
+    int nrec = 0, caprec = 0;
     const char *ep = rl_dataproto_meta_str(in, RL_ENV_ENDPOINT, NULL);
     if (!ep)
         return rl_error_code();
@@ -92,6 +220,23 @@ int rl_rollout_serve_env(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataprot
             break;
         }
         double t0 = s_now();
+        if (use_model) {
+            rl_dataproto *a = NULL;
+            rc = s_model_call(pol, m, n, first, offset, step, round, (int)greedy, use_model && record, &a,
+                              &recs, &nrec, &caprec);
+            policy_s += s_now() - t0;
+            calls++;
+            if (!rc) {
+                json_object_set_new(rl_dataproto_meta(a), RL_ENV_STAGE, json_integer(stage));
+                json_object_set_new(rl_dataproto_meta(a), RL_ENV_STEP, json_integer(step));
+                rc = rl_channel_send(ch, a, timeout_ms);
+            }
+            rl_dataproto_free(a);
+            rl_dataproto_free(m);
+            if (rc)
+                break;
+            continue;
+        }
         rl_dataproto *a = rl_dataproto_new();
         int64_t sh[3] = {n, C, 7};
         rl_tensor *ta = a ? rl_dataproto_new_tensor(a, RL_ENV_ACTIONS, RL_F32, 3, sh) : NULL;
@@ -134,9 +279,25 @@ int rl_rollout_serve_env(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataprot
             break;
     }
     rl_channel_free(ch);
-    if (rc)
+    rl_dataproto *o = NULL;
+    if (!rc && nrec > 0) {
+        if (!(o = rl_dataproto_concat(recs, nrec)))
+            rc = rl_error_wrap(rl_error_code(), "serve_env: the recorded rows");
+    } else if (!rc && !(o = rl_dataproto_new_meta(json_object()))) {
+        rc = rl_error_code();
+    }
+    for (int i = 0; i < nrec; i++)
+        rl_dataproto_free(recs[i]);
+    free(recs);
+    if (rc) {
+        rl_dataproto_free(o);
         return rc;
-    *out = rl_dataproto_new_meta(json_pack("{s:I,s:f}", RL_ENV_M_POLICY_CALLS, (json_int_t)calls,
-                                           RL_ENV_M_POLICY_S, policy_s));
-    return *out ? RL_OK : rl_error_code();
+    }
+    json_t *meta = rl_dataproto_meta(o);
+    json_object_set_new(meta, RL_ENV_M_POLICY_CALLS, json_integer((json_int_t)calls));
+    json_object_set_new(meta, RL_ENV_M_POLICY_S, json_real(policy_s));
+    if (use_model)
+        json_object_set_new(meta, RL_ROLLOUT_WEIGHTS_VERSION, json_integer((json_int_t)pol->version));
+    *out = o;
+    return RL_OK;
 }

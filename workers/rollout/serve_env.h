@@ -3,9 +3,26 @@
 #ifndef RLRT_WORKERS_ROLLOUT_SERVE_ENV_H
 #define RLRT_WORKERS_ROLLOUT_SERVE_ENV_H
 
+#include "rlrt/nn/model.h"
 #include "rlrt/runtime/worker.h"
 
-/* meta RL_ENV_ENDPOINT → meta RL_ENV_M_POLICY_CALLS, RL_ENV_M_POLICY_S. */
-int rl_rollout_serve_env(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out);
+/* What the rollout role lends serve_env for env.policy: model (borrowed). */
+typedef struct rl_rollout_policy {
+    rl_model *model; /* NULL until init_model */
+    rl_model_sampling sampling;
+    uint64_t seed;    /* trainer.seed */
+    uint64_t version; /* the active weight version */
+} rl_rollout_policy;
+
+/* meta RL_ENV_ENDPOINT (+ greedy, record, round) → meta RL_ENV_M_POLICY_CALLS,
+ * RL_ENV_M_POLICY_S and, with the model, the recorded rows
+ * (rlrt/roles/rollout.h). pol may be NULL for env.policy: expert. */
+int rl_rollout_serve_env(rl_worker_ctx *ctx, const rl_rollout_policy *pol, const rl_dataproto *in,
+                         rl_dataproto **out);
+
+/* The noise seeds of (trainer.seed, round, global env, chunk step): which 0
+ * is the initial-noise seed, 1 the row (SDE) seed; non-negative. */
+int64_t rl_rollout_env_seed(uint64_t seed, int64_t round, int64_t global_env, int64_t chunk_step,
+                            int which);
 
 #endif

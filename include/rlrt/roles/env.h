@@ -23,8 +23,10 @@
  *                             (false: an error naming env and step)
  *   env.channel_timeout_s     (0, 3600] wait for the peer on the data channel
  *   env.policy                expert | model: what the rollout's serve_env
- *                             answers with (model: the flow policy of the
- *                             learning issue, not built yet → an error)
+ *                             answers with (model: the rollout's flow_policy
+ *                             model, rlrt/nn/flow_policy.h; its
+ *                             model.num_action_chunks must equal
+ *                             env.num_action_chunks)
  *   env.policy_cost_ms        [0, 10000] extra busy time per policy call
  *                             (benchmarks: a policy of realistic cost)
  *   env.render_every          [0, 100000] 0 = off; k: a frame of the agent view
@@ -129,7 +131,7 @@
     "  init_state: cycle           # cycle | random\n" \
     "  clip_actions: true          # false: an out-of-range action is an error\n" \
     "  channel_timeout_s: 60\n" \
-    "  policy: expert              # expert | model (the flow policy: not yet)\n" \
+    "  policy: expert              # expert | model (the rollout's flow_policy)\n" \
     "  policy_cost_ms: 0           # extra busy time per policy call\n" \
     "  render_every: 0             # >0: agent-view PNG strips of each rank's first env\n" \
     "  render_size: 128\n"

@@ -32,7 +32,27 @@
  *   serve_env     all_to_all   meta endpoint of env rank r's data channel: answers
  *                              its observations with action chunks until it is done
  *                              (rlrt/roles/env.h; reads the env.* section) → meta
- *                              policy_calls, policy_s
+ *                              policy_calls, policy_s. Optional meta: greedy (0/1,
+ *                              default 0), record (0/1, default 1), round (>= 0,
+ *                              default 0; pass the interact call's round).
+ *                              With env.policy: model (needs init_model; the
+ *                              model is a flow_policy) each observation batch is
+ *                              answered by rl_model_sample: the ODE when greedy,
+ *                              else the flow SDE of rollout.num_steps /
+ *                              rollout.noise_level, with noise_seeds / row_seeds
+ *                              = rl_rollout_env_seed(trainer.seed, round, global
+ *                              env index, chunk step, 0 / 1), so a run repeats
+ *                              bit for bit. Unless record = 0 the reply holds one
+ *                              row per (policy call, env) in arrival order:
+ *                                proprio (R, 39), object (R, 98) f32, task (R) i64,
+ *                                initial_noise (R, D), chain (R, N+1, D),
+ *                                times (R, N+1), noise_level (R), step_mask (R, N),
+ *                                sample_logp (R, N), action (R, C, 7) f32
+ *                                (rlrt/nn/flow_policy.h), env_row (R) i64 (the
+ *                                env's row in the env rank's interact reply),
+ *                                chunk_step (R) i64 (the policy call t within
+ *                                the interact call)
+ *                              and meta weights_version (the active version).
  */
 #ifndef RLRT_ROLES_ROLLOUT_H
 #define RLRT_ROLES_ROLLOUT_H

@@ -1,0 +1,57 @@
+/* flow_mlp_internal.h — the conditioned residual-MLP velocity trunk shared by
+ * the flow model kinds (clip_flow, flow_policy; not installed).
+ *
+ * Given x (n, D), a time t (n) and the kind's conditioning:
+ *   temb (n, E) = [sin(1000t·f_i), cos(1000t·f_i)], f_i = 10000^(−i/(E/2))
+ *   cond (n, Hd) = time(temb) + (whatever the kind adds: a prompt or task
+ *                  embedding, an observation encoding)
+ *   h_0          = in(x) + cond
+ *   h_{l+1}      = h_l + fc2_l(silu(fc1_l(silu(h_l)) + cond))   l < L
+ *   out (n, D)   = out(silu(h_L))
+ * Views (names fixed, (out, in) linear weights): in.weight/bias,
+ * time.weight/bias (rl_flow_mlp_add_head), blocks.<l>.fc1/fc2.weight/bias,
+ * out.weight/bias (rl_flow_mlp_add_tail); a kind adds its own views between
+ * or around the two calls. Offsets index the kind's flat buffer.
+ *
+ * Ownership: the struct owns its activation buffers (rl_flow_mlp_free); the
+ * x given to rl_flow_mlp_trunk is borrowed until the next backward. Rows are
+ * independent: micro-batching never changes a result. */
+#ifndef RLRT_NN_FLOW_MLP_INTERNAL_H
+#define RLRT_NN_FLOW_MLP_INTERNAL_H
+
+#include <stdint.h>
+
+#include "rlrt/nn/params.h"
+
+typedef struct rl_flow_mlp {
+    int D, Hd, L, E;
+    int64_t in_w, in_b, t_w, t_b, out_w, out_b; /* offsets */
+    int64_t *fc1_w, *fc1_b, *fc2_w, *fc2_b;     /* (L) offsets */
+    int64_t cap, n;                             /* activations of the last forward */
+    float *temb;                                /* (n, E) */
+    float *cond;                                /* (n, Hd) */
+    float *h, *sh;                              /* (L+1, n, Hd) residual stream, silu(h_l) */
+    float *a, *g;                               /* (L, n, Hd) fc1 pre-activation, silu(a) */
+    float *scratch;                             /* 4 · (n, Hd) */
+    const float *x;
+} rl_flow_mlp;
+
+/* Sizes and the offset arrays; RL_ENOMEM naming `who`. */
+int rl_flow_mlp_init(rl_flow_mlp *t, int D, int Hd, int L, int E, const char *who);
+void rl_flow_mlp_free(rl_flow_mlp *t);
+/* Appends in.*, time.* / blocks.*, out.* to the manifest. */
+int rl_flow_mlp_add_head(rl_flow_mlp *t, rl_param_manifest *man);
+int rl_flow_mlp_add_tail(rl_flow_mlp *t, rl_param_manifest *man);
+/* Activation buffers for n rows. */
+int rl_flow_mlp_reserve(rl_flow_mlp *t, int64_t n, const char *who);
+/* t->cond (n, Hd) = time(temb(tt)); the caller then adds its conditioning
+ * into t->cond. Needs rl_flow_mlp_reserve(n). */
+void rl_flow_mlp_cond(rl_flow_mlp *t, const float *P, int64_t n, const float *tt);
+/* out (n, D) from x (n, D) and t->cond; keeps the activations. */
+void rl_flow_mlp_trunk(rl_flow_mlp *t, const float *P, const float *x, float *out);
+/* Accumulates into G the gradients of Σ dout·out of the last trunk through
+ * in, blocks, out and time; returns dL/dcond (n, Hd) for the caller's
+ * conditioning (the struct's scratch, valid until the next call). */
+float *rl_flow_mlp_backward(rl_flow_mlp *t, const float *P, float *G, const float *dout);
+
+#endif
