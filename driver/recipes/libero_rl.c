@@ -801,6 +801,8 @@ static int s_save(s_lr *s)
     if (s_has_ref(s)) { /* θ_ref first: the step directory marks the checkpoint complete */
         char dir[4200];
         s_ref_dir(s, s->step, dir, sizeof dir);
+        if ((rc = rl_dj_mkdirs(s->t.ckpt_dir)))
+            return rc;
         rl_dataproto *req = rl_dataproto_new_meta(json_pack("{s:s}", RL_FLOW_PATH, dir));
         rc = req ? rl_group_call_sync(s->j.rollout, RL_ROLLOUT_FLOW_REF_SAVE, RL_DISPATCH_RANK_ZERO, req, NULL)
                  : rl_error_code();
