@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "libero_common.h"
 #include "phases.h"
 #include "rlrt/nn/flow_policy.h"
 #include "rlrt/nn/model.h"
@@ -283,9 +284,8 @@ static int s_write_frames(const s_collect *o, int64_t round, int rank, const rl_
     return rl_file_write_atomic(path, png, len);
 }
 
-/* One round: channels, serve_env on the rollout, interact on the env. */
-static int s_round(rl_driver *d, const s_collect *o, rl_group *genv, rl_group *groll, int64_t T,
-                   int64_t round, rl_dataproto ***results)
+int rl_libero_round(rl_driver *d, rl_group *genv, rl_group *groll, int64_t T, int64_t round,
+                    int greedy, int init_model, rl_dataproto ***results)
 {
     int E = rl_group_size(genv);
     rl_dataproto **per = calloc((size_t)E, sizeof *per);
@@ -313,10 +313,10 @@ static int s_round(rl_driver *d, const s_collect *o, rl_group *genv, rl_group *g
     for (int r = 0; r < E && !rc; r++) {
         json_t *m = rl_dataproto_meta(per[r]);
         json_object_set_new(m, RL_ENV_ROUND, json_integer((json_int_t)round));
-        json_object_set_new(m, RL_ROLLOUT_GREEDY, json_integer(o->greedy));
+        json_object_set_new(m, RL_ROLLOUT_GREEDY, json_integer(greedy));
         json_object_set_new(m, "record", json_integer(0));
     }
-    if (!rc && o->model) { /* the policy (again after a restart): model.init_from */
+    if (!rc && init_model) { /* the policy (again after a restart): model.init_from */
         rl_dataproto *none = rl_dataproto_new_meta(json_object());
         rl_future *fi = none ? rl_group_call(groll, RL_ROLLOUT_INIT_MODEL, RL_DISPATCH_ONE_TO_ALL, none) : NULL;
         rl_dataproto_free(none);
@@ -378,7 +378,7 @@ static int s_run(rl_driver *d, const rl_config *job)
     while (!rc && st.eps < o.episodes && !rl_driver_interrupted(d)) {
         int restarts = rl_driver_restarts(d);
         double r0 = rl_now_s();
-        rc = s_round(d, &o, genv, groll, T, round, &res);
+        rc = rl_libero_round(d, genv, groll, T, round, o.greedy, o.model, &res);
         if (rc && rl_driver_restarts(d) > restarts && retries < o.retries && !rl_driver_fatal(d)) {
             retries++;
             rl_log(RL_LOG_WARN, "round %lld failed (%s); a worker was restarted: re-running the round (%lld of %lld)",
