@@ -59,6 +59,23 @@
  *
  * Config: the `model:` section below; config.json is {"model": {...}}, a job
  * fragment (rl_model_load_dir loads the directory with it).
+ *
+ * As built (common/nn/flow_policy.c; refinements of the contract):
+ *   * views, in order: obs_norm.mean, obs_norm.std (137), obs_enc.0 (H, 137),
+ *     obs_enc.1 (H, H), task.embedding (num_tasks, H), in (H, D),
+ *     time (H, E), blocks.<l>.fc1/fc2 (H, H), out (D, H), value_head (1, H)
+ *     (".weight"/".bias"); the trunk (time embedding sin/cos(1000·t·f_i),
+ *     in, blocks, out) is clip_flow's (common/nn/flow_mlp_internal.h);
+ *   * a pass computes RL_Q_VELOCITY or RL_Q_LOGP, either with or without
+ *     RL_Q_VALUE (value: (B, 1)); forward() adds "logp_mask" (B, N) with
+ *     RL_Q_LOGP;
+ *   * init_random: linear weights N(0, 1/fan_in), biases 0, the task table
+ *     N(0, 1), obs_norm mean 0 / std 1 (also before any initialisation);
+ *   * sampling with RL_FP_INITIAL_NOISE or RL_FP_NOISE_SEEDS; RL_FP_ROW_SEEDS
+ *     is needed only for the SDE; sde_mode one picks step
+ *     rl_rng_below(Philox(row seed, stream 0), N); deterministic steps are
+ *     the ODE (rl_flow_step_sample, noise 0); RL_FP_NOISE_LEVEL is 0 when
+ *     greedy.
  */
 #ifndef RLRT_NN_FLOW_POLICY_H
 #define RLRT_NN_FLOW_POLICY_H

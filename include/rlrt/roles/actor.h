@@ -59,8 +59,10 @@
  * Diffusion methods (a clip_flow policy, rlrt/nn/clip_flow.h; the section of
  * RL_ACTOR_DIFFUSION_DEFAULTS must be in the job — the diffusion recipes add
  * it — and the FSDP step, optimiser and checkpoints are the ones above):
- *   flow_matching_step  dp_compute  one optimiser step of flow matching: the
- *                                 kind's velocity inputs (x_t, sigma, prompt_ids) +
+ *   flow_matching_step  dp_compute  one optimiser step of flow matching (any kind
+ *                                 with RL_Q_VELOCITY): the kind's velocity inputs
+ *                                 (clip_flow: x_t, sigma, prompt_ids; flow_policy:
+ *                                 proprio, object, task, x_t, t) +
  *                                 tensor RL_ACTOR_VELOCITY_TARGET (B, D) f32;
  *                                 loss Σ (v − target)² / (global rows · D); meta
  *                                 RL_ACTOR_GLOBAL_ROWS (>= 1) → meta RL_ACTOR_M_LOSS
