@@ -42,6 +42,7 @@ fi
 if [ "${RL_RUN:-}" = libero ]; then
     LD="$BUILD/bin/rl-driver --cluster examples/cluster-libero.yaml"
     LT="$BUILD/bin/rl-driver --cluster examples/cluster-libero-rl.yaml"
+    mkdir -p runs
     if [ ! -f "$BUILD/libero-data/manifest.json" ]; then
         echo "== the LIBERO-Object scenes ($BUILD/libero-data is missing)"
         make --no-print-directory libero-data
