@@ -17,7 +17,8 @@
 static const rl_recipe *s_recipes[] = {&rl_recipe_selftest,      &rl_recipe_sft,
                                        &rl_recipe_rlvr,          &rl_recipe_scorer_train,
                                        &rl_recipe_flow_pretrain, &rl_recipe_diffusion,
-                                       &rl_recipe_libero_collect, &rl_recipe_flow_warmstart};
+                                       &rl_recipe_libero_collect, &rl_recipe_flow_warmstart,
+                                       &rl_recipe_libero_rl};
 
 static void s_usage(FILE *f)
 {

@@ -39,6 +39,7 @@ extern const rl_recipe rl_recipe_flow_pretrain;
 extern const rl_recipe rl_recipe_diffusion;
 extern const rl_recipe rl_recipe_libero_collect;
 extern const rl_recipe rl_recipe_flow_warmstart;
+extern const rl_recipe rl_recipe_libero_rl;
 
 /* Keys every job has; a recipe's defaults are merged over them. */
 #define RL_COMMON_DEFAULTS \

@@ -12,6 +12,10 @@
 # runs/fmnist_scorer/final or runs/fmnist_flow/final is missing, then GRPO
 # with the prompt-match reward (examples/dance_grpo_scorer.yaml); it prints
 # the validation reward before and after and saves a before/after grid.
+# `RL_RUN=libero make run` runs the embodied track (seeds 000/001): the
+# LIBERO-Object scenes, expert demonstrations and the few-shot warm start of
+# the flow policy when missing, then FlowSAR (examples/libero_object_flowsar.yaml,
+# runs/libero_object_flowsar/); it prints the evaluation success before and after.
 set -e
 BUILD=${BUILD:-build}
 D="$BUILD/bin/rl-driver --cluster examples/cluster-local.yaml"
@@ -33,6 +37,28 @@ if [ "${RL_RUN:-}" = diffusion ]; then
     grep -h '"val/prompt_match"' runs/dance_grpo_scorer/metrics.jsonl | sed -n '1p;$p' | \
         sed 's/.*"step": \([0-9]*\).*"val\/prompt_match": \([0-9.e-]*\).*/validation prompt-match reward at step \1: \2/'
     echo "before (top) / after (bottom), one ODE sample per prompt: runs/dance_grpo_scorer/before_after.png"
+    exit 0
+fi
+if [ "${RL_RUN:-}" = libero ]; then
+    LD="$BUILD/bin/rl-driver --cluster examples/cluster-libero.yaml"
+    LT="$BUILD/bin/rl-driver --cluster examples/cluster-libero-rl.yaml"
+    mkdir -p runs
+    if [ ! -f "$BUILD/libero-data/manifest.json" ]; then
+        echo "== the LIBERO-Object scenes ($BUILD/libero-data is missing)"
+        make --no-print-directory libero-data
+    fi
+    if [ ! -f runs/libero_warmstart/final/model.safetensors ]; then
+        if [ ! -f runs/libero_demos/demos.safetensors ]; then
+            echo "== expert demonstrations (runs/libero_demos is missing)"
+            $LD --config examples/libero_collect.yaml
+        fi
+        echo "== few-shot warm start of the flow policy (runs/libero_warmstart/final is missing)"
+        $LT --config examples/libero_warmstart.yaml
+    fi
+    echo "== FlowSAR from the warm start"
+    $LT --config examples/libero_object_flowsar.yaml "$@"
+    grep -h '"eval/success_rate"' runs/libero_object_flowsar/metrics.jsonl | sed -n '1p;$p' | \
+        sed 's/.*"step": \([0-9]*\).*"eval\/success_rate": \([0-9.e-]*\).*/evaluation success at step \1: \2/'
     exit 0
 fi
 if [ ! -f runs/arith_sft/final/model.safetensors ]; then

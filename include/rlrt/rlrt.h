@@ -41,6 +41,7 @@
 #include "rlrt/agent_loop.h"
 #include "rlrt/algo/flow.h"
 #include "rlrt/algo/diffusion.h"
+#include "rlrt/algo/embodied.h"
 #include "rlrt/reward.h"
 #include "rlrt/data.h"
 #include "rlrt/metrics.h"

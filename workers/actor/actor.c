@@ -29,24 +29,12 @@
 #include "rlrt/roles/actor.h"
 #include "rlrt/runtime/channel.h"
 #include "rlrt/runtime/collective.h"
+#include "actor_internal.h"
+#include "rlrt/roles/flow_rl.h"
 
-typedef struct s_actor {
-    rl_actor_config o;
-    int diffusion;                /* the job has the diffusion section */
-    rl_actor_diffusion_config df; /* actor.clip_range, ... (diffusion methods) */
-    rl_ppo_loss_cfg loss;
-    rl_lr_schedule lr;
-    rl_model *policy, *ref;
-    int64_t P;          /* parameter count */
-    rl_comm *comm;      /* NULL when W == 1 */
-    int W, rank;
-    int64_t begin, end; /* owned shard */
-    float *shard_grad;  /* (end - begin) */
-    rl_adamw *opt;
-    rl_weight_sender *wsend;
-} s_actor;
+typedef rl_actor_state s_actor;
 
-static s_actor *s_get(rl_worker_ctx *ctx, const char *method)
+rl_actor_state *rl_actor_get(rl_worker_ctx *ctx, const char *method)
 {
     s_actor *a = ctx->user;
     if (!a || !a->policy) {
@@ -180,7 +168,7 @@ static int s_init_model(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto
 
 /* After the gradients of one optimiser step are accumulated: reduce-scatter,
  * global clip at `clip` (0: off), AdamW on the shard, all-gather. */
-static int s_fsdp_step(s_actor *a, double clip, double *grad_norm, double *lr_out)
+int rl_actor_fsdp_step(rl_actor_state *a, double clip, double *grad_norm, double *lr_out)
 {
     float *g = rl_model_grads(a->policy), *p = rl_model_params(a->policy);
     int64_t n = a->end - a->begin;
@@ -222,7 +210,7 @@ static rl_model_pass s_pass(const s_actor *a)
 
 static int s_compute_log_prob(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
-    s_actor *a = s_get(ctx, RL_ACTOR_COMPUTE_LOG_PROB);
+    s_actor *a = rl_actor_get(ctx, RL_ACTOR_COMPUTE_LOG_PROB);
     if (!a)
         return rl_error_code();
     const char *which = rl_dataproto_meta_str(in, RL_ACTOR_WHICH, RL_ACTOR_WHICH_POLICY);
@@ -296,7 +284,7 @@ static int s_ppo_loss(void *arg, const rl_model_io *out, rl_model_io *grad, doub
 
 static int s_update_actor(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
-    s_actor *a = s_get(ctx, RL_ACTOR_UPDATE);
+    s_actor *a = rl_actor_get(ctx, RL_ACTOR_UPDATE);
     if (!a)
         return rl_error_code();
     s_ppo_ctx c;
@@ -335,7 +323,7 @@ static int s_update_actor(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
                                        &pass, s_ppo_loss, &c, &loss);
     /* every rank takes part in the collectives, even with an empty chunk */
     if (!rc)
-        rc = s_fsdp_step(a, a->o.grad_clip, &gnorm, &lr);
+        rc = rl_actor_fsdp_step(a, a->o.grad_clip, &gnorm, &lr);
     if (rc)
         return rl_error_wrap(rc, "actor/%d", ctx->rank);
     /* partial sums: the recipe adds the ranks' values and divides by the
@@ -373,7 +361,7 @@ static int s_sft_loss(void *arg, const rl_model_io *out, rl_model_io *grad, doub
 
 static int s_sft_step(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
-    s_actor *a = s_get(ctx, RL_ACTOR_SFT_STEP);
+    s_actor *a = rl_actor_get(ctx, RL_ACTOR_SFT_STEP);
     if (!a)
         return rl_error_code();
     int64_t gtok;
@@ -385,7 +373,7 @@ static int s_sft_step(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto *
     int rc = rl_model_forward_backward(a->policy, in, RL_Q_BIT(RL_Q_LOGP), &pass, s_sft_loss, &c,
                                        &loss);
     if (!rc)
-        rc = s_fsdp_step(a, a->o.grad_clip, &gnorm, &lr);
+        rc = rl_actor_fsdp_step(a, a->o.grad_clip, &gnorm, &lr);
     if (rc)
         return rl_error_wrap(rc, "actor/%d", ctx->rank);
     *out = rl_dataproto_new_meta(json_pack("{s:f, s:f, s:f, s:f}", RL_ACTOR_M_LOSS, loss,
@@ -398,7 +386,7 @@ static int s_sft_step(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto *
 
 static s_actor *s_get_diffusion(rl_worker_ctx *ctx, const char *method)
 {
-    s_actor *a = s_get(ctx, method);
+    s_actor *a = rl_actor_get(ctx, method);
     if (a && !a->diffusion) {
         rl_error_set(RL_ESTATE, "%s: the job has no diffusion section (actor.clip_range, ...: "
                                 "RL_ACTOR_DIFFUSION_DEFAULTS)", method);
@@ -453,7 +441,7 @@ static int s_flow_step(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto 
      * own (then with no gradient: the call fails anyway) */
     if (rc)
         rl_model_zero_grad(a->policy);
-    int rc2 = s_fsdp_step(a, a->df.max_grad_norm, &gnorm, &lr);
+    int rc2 = rl_actor_fsdp_step(a, a->df.max_grad_norm, &gnorm, &lr);
     if (rc || rc2)
         return rl_error_wrap(rc ? rc : rc2, "actor/%d", ctx->rank);
     *out = rl_dataproto_new_meta(json_pack("{s:f, s:f, s:f}", RL_ACTOR_M_LOSS, loss,
@@ -530,7 +518,7 @@ static int s_update_diffusion(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dat
     free(c.advx);
     if (rc)
         rl_model_zero_grad(a->policy);
-    int rc2 = s_fsdp_step(a, a->df.max_grad_norm, &gnorm, &lr);
+    int rc2 = rl_actor_fsdp_step(a, a->df.max_grad_norm, &gnorm, &lr);
     if (rc || rc2)
         return rl_error_wrap(rc ? rc : rc2, "actor/%d", ctx->rank);
     *out = rl_dataproto_new_meta(json_pack(
@@ -544,7 +532,7 @@ static int s_update_diffusion(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dat
 
 static int s_weights_open(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
-    s_actor *a = s_get(ctx, RL_ACTOR_WEIGHTS_OPEN);
+    s_actor *a = rl_actor_get(ctx, RL_ACTOR_WEIGHTS_OPEN);
     if (!a)
         return rl_error_code();
     const char *host = rl_dataproto_meta_str(in, RL_ACTOR_HOST, NULL);
@@ -566,7 +554,7 @@ static int s_weights_open(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
 static int s_publish_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     (void)out;
-    s_actor *a = s_get(ctx, RL_ACTOR_PUBLISH_WEIGHTS);
+    s_actor *a = rl_actor_get(ctx, RL_ACTOR_PUBLISH_WEIGHTS);
     if (!a)
         return rl_error_code();
     int64_t version, receivers;
@@ -608,7 +596,7 @@ static int s_gather_moments(s_actor *a, float **m_out, float **v_out)
 static int s_save_checkpoint(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     (void)out;
-    s_actor *a = s_get(ctx, RL_ACTOR_SAVE_CHECKPOINT);
+    s_actor *a = rl_actor_get(ctx, RL_ACTOR_SAVE_CHECKPOINT);
     if (!a)
         return rl_error_code();
     const char *dir = rl_dataproto_meta_str(in, RL_ACTOR_DIR, NULL);
@@ -651,7 +639,7 @@ static int s_save_checkpoint(rl_worker_ctx *ctx, const rl_dataproto *in, rl_data
 
 static int s_load_checkpoint(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
-    s_actor *a = s_get(ctx, RL_ACTOR_LOAD_CHECKPOINT);
+    s_actor *a = rl_actor_get(ctx, RL_ACTOR_LOAD_CHECKPOINT);
     if (!a)
         return rl_error_code();
     const char *path = rl_dataproto_meta_str(in, RL_ACTOR_PATH, NULL);
@@ -695,7 +683,7 @@ static int s_load_checkpoint(rl_worker_ctx *ctx, const rl_dataproto *in, rl_data
 static int s_save_model(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     (void)out;
-    s_actor *a = s_get(ctx, RL_ACTOR_SAVE_MODEL);
+    s_actor *a = rl_actor_get(ctx, RL_ACTOR_SAVE_MODEL);
     if (!a)
         return rl_error_code();
     const char *dir = rl_dataproto_meta_str(in, RL_ACTOR_PATH, NULL);
@@ -717,6 +705,8 @@ static const rl_method s_methods[] = {
     {RL_ACTOR_SAVE_MODEL, s_save_model},
     {RL_ACTOR_FLOW_STEP, s_flow_step},
     {RL_ACTOR_UPDATE_DIFFUSION, s_update_diffusion},
+    {RL_ACTOR_UPDATE_FLOW, rl_actor_update_flow},
+    {RL_ACTOR_FLOW_VALUES, rl_actor_flow_values},
     {NULL, NULL},
 };
 

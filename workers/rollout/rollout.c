@@ -13,6 +13,8 @@
 #include "rlrt/rlrt.h"
 #include "rlrt/roles/rollout.h"
 #include "rlrt/runtime/channel.h"
+#include "flow_ref.h"
+#include "rlrt/roles/flow_rl.h"
 #include "serve_env.h"
 
 typedef struct s_rollout {
@@ -57,6 +59,7 @@ static void s_fini(rl_worker_ctx *ctx)
         rl_model_free(r->model);
         rl_agent_free(r->agent);
         rl_weight_receiver_free(r->recv);
+        rl_flow_ref_reset();
         free(r);
     }
     ctx->user = NULL;
@@ -69,6 +72,7 @@ static int s_init_model(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto
     s_rollout *r = ctx->user;
     rl_model_free(r->model);
     r->model = rl_model_build(ctx->config, r->seed);
+    rl_flow_ref_reset();
     return r->model ? RL_OK : rl_error_wrap(rl_error_code(), "rollout/%d: building the model", ctx->rank);
 }
 
@@ -108,7 +112,7 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     }
     memcpy(rl_model_params(r->model), rl_weight_recv_active(r->recv, NULL), sizeof(float) * (size_t)P);
     r->version = have;
-    return RL_OK;
+    return rl_flow_ref_on_sync(ctx, r->model); /* the EMA reference (flow_sar / flow_ipo) */
 }
 
 /* Multi-turn sampling with tools (rlrt/agent_loop.h): the LM kind's
@@ -234,6 +238,12 @@ static int s_generate(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto *
     return RL_OK;
 }
 
+rl_model *rl_rollout_model(rl_worker_ctx *ctx)
+{
+    s_rollout *r = ctx->user;
+    return r ? r->model : NULL;
+}
+
 static int s_serve_env(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     s_rollout *r = ctx->user;
@@ -247,6 +257,9 @@ static const rl_method s_methods[] = {
     {RL_ROLLOUT_SYNC_WEIGHTS, s_sync_weights},
     {RL_ROLLOUT_GENERATE, s_generate},
     {RL_ROLLOUT_SERVE_ENV, s_serve_env},
+    {RL_ROLLOUT_FLOW_ANNOTATE, rl_flow_ref_annotate},
+    {RL_ROLLOUT_FLOW_REF_SAVE, rl_flow_ref_save},
+    {RL_ROLLOUT_FLOW_REF_LOAD, rl_flow_ref_load},
     {NULL, NULL},
 };
 

@@ -82,6 +82,10 @@
  *                                 _PPO_KL_SUM, RL_ACTOR_M_RATIO_SUM (sums over this
  *                                 rank's trained steps), _GRAD_NORM, _LR; gradients
  *                                 clipped at actor.ppo_max_grad_norm
+ *
+ * Embodied flow-policy methods (update_flow: FlowSAR, FlowIPO, flow-SDE GRPO
+ * and PPO; flow_values): contract in rlrt/roles/flow_rl.h, code in
+ * workers/actor/flow_update.c.
  */
 #ifndef RLRT_ROLES_ACTOR_H
 #define RLRT_ROLES_ACTOR_H

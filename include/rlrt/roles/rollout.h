@@ -63,6 +63,9 @@
  *                                chunk_step (R) i64 (the policy call t within
  *                                the interact call)
  *                              and meta weights_version (the active version).
+ *   flow_annotate, flow_ref_save, flow_ref_load: the EMA reference and the
+ *                              FlowSAR / FlowIPO annotation of the embodied
+ *                              recipe (contract: rlrt/roles/flow_rl.h)
  */
 #ifndef RLRT_ROLES_ROLLOUT_H
 #define RLRT_ROLES_ROLLOUT_H

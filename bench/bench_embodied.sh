@@ -1,0 +1,124 @@
+#!/bin/bash
+# bench_embodied.sh — `make bench-embodied`: the embodied RL methods of the
+# libero_rl recipe from one warm start on LIBERO-Object, each evaluated with
+# the greedy ODE policy over BENCH_EMBODIED_EPISODES_PER_TASK x 10 tasks
+# (RLinf's protocol: 50 x 10 = 500 episodes) before and after
+# BENCH_EMBODIED_STEPS training steps; writes docs/RESULTS.md between
+# <!-- bench-embodied:begin --> and <!-- bench-embodied:end --> (only that
+# section):
+#   bench: embodied_warmstart_success        the warm start's success
+#   bench: embodied_<method>_success         after training
+#   bench: embodied_<method>_gain_points     (after − before) × 100
+#   bench: embodied_<method>_wall_s          training + evaluation wall time
+# with per-task tables, the success curve over wall time (every
+# BENCH_EMBODIED_EVAL_EVERY steps) and where a step's time goes.
+# Methods: BENCH_EMBODIED_METHODS (default: flowsar flowsar_mse flowipo grpo ppo).
+# Needs the scenes (make libero-data) and the warm start
+# (runs/libero_warmstart/final; RL_RUN=libero make run makes it).
+set -eu
+BUILD=${BUILD:-build}
+STEPS=${BENCH_EMBODIED_STEPS:-20}
+PER=${BENCH_EMBODIED_EPISODES_PER_TASK:-50}
+EVERY=${BENCH_EMBODIED_EVAL_EVERY:-5}
+METHODS=${BENCH_EMBODIED_METHODS:-flowsar flowsar_mse flowipo grpo ppo}
+WS=${BENCH_EMBODIED_WARMSTART:-runs/libero_warmstart/final}
+DATA=${LIBERO_DATA:-$BUILD/libero-data}
+[ -f "$DATA/manifest.json" ] || { echo "bench-embodied: no LIBERO-Object data in $DATA; run: make libero-data"; exit 2; }
+[ -f "$WS/model.safetensors" ] || { echo "bench-embodied: no warm start in $WS; run: RL_RUN=libero make run"; exit 2; }
+out=${BENCH_EMBODIED_OUT:-runs/bench_embodied}
+mkdir -p "$out"
+for m in $METHODS; do
+    case $m in
+    flowsar) cfg=examples/libero_object_flowsar.yaml; extra=() ;;
+    flowsar_mse) cfg=examples/libero_object_flowsar.yaml; extra=(algorithm.flow_sar_loss_variant=mse_branch) ;;
+    flowipo) cfg=examples/libero_object_flowipo.yaml; extra=() ;;
+    grpo) cfg=examples/libero_object_grpo.yaml; extra=() ;;
+    ppo) cfg=examples/libero_object_ppo.yaml; extra=() ;;
+    *) echo "bench-embodied: unknown method '$m'"; exit 2 ;;
+    esac
+    rm -rf "$out/$m"
+    t0=$(date +%s.%N)
+    "$BUILD/bin/rl-driver" --cluster examples/cluster-libero-rl.yaml --config "$cfg" --bind 'tcp://127.0.0.1:*' \
+        env.data_dir="$DATA" model.init_from="$WS" trainer.total_steps="$STEPS" trainer.val_every="$EVERY" \
+        trainer.save_every=0 eval.episodes_per_task="$PER" trainer.output_dir="$out/$m" "${extra[@]}" \
+        >"$out/$m.log" 2>&1 || { tail -20 "$out/$m.log"; echo "bench-embodied: $m failed"; exit 1; }
+    python3 -c "import sys; print(float(sys.argv[1]) - float(sys.argv[2]))" "$(date +%s.%N)" "$t0" >"$out/$m.wall"
+done
+section=$(mktemp)
+python3 - "$out" "$STEPS" "$PER" "$METHODS" "$DATA/manifest.json" >"$section" <<'PY'
+import json, os, sys
+out, steps, per, methods, manifest = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split(), sys.argv[5]
+langs = [t["language"] for t in json.load(open(manifest))["tasks"]]
+rows = {}
+for m in methods:
+    r = [json.loads(l) for l in open(os.path.join(out, m, "metrics.jsonl"))]
+    rows[m] = r
+before = rows[methods[0]][0]
+print("<!-- bench-embodied:begin -->")
+print("## Embodied RL on LIBERO-Object (`make bench-embodied`)")
+print()
+n = int(before["eval/episodes"])
+print("Produced by `make bench-embodied`: each method from the same warm start, %d training steps, "
+      "greedy ODE evaluation over %d episodes (%d initial states per task) at step 0 and every few steps; "
+      "%d CPU cores shared with other jobs, seed 1 (one seed per method)." % (steps, n, per, os.cpu_count()))
+print()
+print("| method | success before | success after | gain (points) | wall s |")
+print("|---|---|---|---|---|")
+print("bench: embodied_warmstart_success = %.4f" % before["eval/success_rate"], file=sys.stderr)
+for m in methods:
+    r = [x for x in rows[m] if "eval/success_rate" in x]
+    b, a = r[0]["eval/success_rate"], r[-1]["eval/success_rate"]
+    wall = float(open(os.path.join(out, m + ".wall")).read())
+    print("| %s | %.3f | %.3f | %+.1f | %.0f |" % (m, b, a, 100 * (a - b), wall))
+    print("bench: embodied_%s_success = %.4f" % (m, a), file=sys.stderr)
+    print("bench: embodied_%s_gain_points = %.1f" % (m, 100 * (a - b)), file=sys.stderr)
+    print("bench: embodied_%s_wall_s = %.0f" % (m, wall), file=sys.stderr)
+print()
+print("Success per task (before → after):")
+print()
+print("| task | " + " | ".join(methods) + " |")
+print("|---|" + "---|" * len(methods))
+for k, lang in enumerate(langs):
+    key = "eval/success_task_%d" % k
+    cells = []
+    for m in methods:
+        r = [x for x in rows[m] if key in x]
+        cells.append("%.2f → %.2f" % (r[0][key], r[-1][key]) if r else "-")
+    print("| %d %s | %s |" % (k, lang, " | ".join(cells)))
+print()
+print("Success over training (step: success, cumulative step seconds):")
+print()
+for m in methods:
+    t, pts = 0.0, []
+    for x in rows[m]:
+        t += x.get("timing_s/step", 0.0) + x.get("timing_s/eval", 0.0)
+        if "eval/success_rate" in x:
+            pts.append("%d: %.3f (%.0f s)" % (x["step"], x["eval/success_rate"], t))
+    print("- %s: %s" % (m, ", ".join(pts)))
+print()
+print("Where a training step's time goes (mean seconds per step):")
+print()
+phases = ["rollout", "annotate", "credit", "update_actor", "sync_weights", "step"]
+print("| method | " + " | ".join(phases) + " |")
+print("|---|" + "---|" * len(phases))
+for m in methods:
+    r = [x for x in rows[m] if x["step"] > 0]
+    cells = ["%.2f" % (sum(x.get("timing_s/" + p, 0) for x in r) / max(len(r), 1)) for p in phases]
+    print("| %s | %s |" % (m, " | ".join(cells)))
+print("<!-- bench-embodied:end -->")
+PY
+res=docs/RESULTS.md
+if grep -q "<!-- bench-embodied:begin -->" "$res"; then
+    python3 - "$res" "$section" <<'PY'
+import sys
+res, sec = sys.argv[1], open(sys.argv[2]).read()
+text = open(res).read()
+a = text.index("<!-- bench-embodied:begin -->")
+b = text.index("<!-- bench-embodied:end -->") + len("<!-- bench-embodied:end -->")
+open(res, "w").write(text[:a] + sec.rstrip("\n") + text[b:])
+PY
+else
+    { echo; cat "$section"; } >>"$res"
+fi
+rm -f "$section"
+echo "wrote the bench-embodied section of $res"

@@ -1,0 +1,89 @@
+#!/bin/bash
+# The libero_rl recipe end to end (real processes, MuJoCo, the flow_policy
+# model) on a tiny setting (2 envs, 30 env steps, a random-initialised
+# policy, so this checks the loop and its numbers, not learning; learning is
+# `RL_RUN=libero make run` and `make bench-embodied`):
+#  1. bad algorithm values are located errors (override / job file);
+#  2. FlowSAR softplus_kl and mse_branch: every seed metric present and
+#     finite; loss = contrastive + kl_penalty (softplus_kl); weights of an
+#     episode sum to 1, so the mean weight over rows is episodes / rows;
+#  3. FlowIPO, flow-SDE GRPO and PPO: one step each with their metrics
+#     (the first GRPO epoch re-scores the sampler's chains: ratio ≈ 1);
+#  4. resume is exact: 2 steps + resume to 3 gives the metrics and the
+#     weights (actor and EMA reference) of 3 uninterrupted steps.
+. "$(dirname "$0")/lib.bash"
+DATA=${LIBERO_DATA:-build/libero-data}
+[ -f "$DATA/manifest.json" ] || skip "no LIBERO-Object data in $DATA; run: make libero-data"
+d=$(tmpdir)
+trap 'rm -rf "$d"' EXIT
+run() { "$BIN/rl-driver" --cluster examples/cluster-libero-rl.yaml --config "$1" --bind 'tcp://127.0.0.1:*' \
+        env.data_dir="$DATA" model.init_from= env.total_num_envs=2 env.task_ids=0-1 env.max_episode_steps=30 \
+        model.hidden_size=32 model.num_layers=1 trainer.val_every=0 eval.episodes_per_task=1 \
+        actor.ppo_mini_batch_size=4 "${@:2}"; }
+
+# 1. errors
+out=$(run examples/libero_object_flowsar.yaml algorithm.loss_type=flow_nft 2>&1) && fail "a bad loss_type ran"
+echo "$out" | grep -q "override algorithm.loss_type=flow_nft: algorithm.loss_type: expected flow_sar" ||
+    { echo "$out" | tail -3; fail "the loss_type error is not located"; }
+out=$(run examples/libero_object_grpo.yaml algorithm.adv_estimator=gae 2>&1) && fail "GRPO with gae ran"
+echo "$out" | grep -q "algorithm.adv_estimator: loss_type actor has no value head" || fail "actor+gae not refused"
+out=$(run examples/libero_object_flowsar.yaml env.auto_reset=true 2>&1) && fail "auto_reset ran"
+echo "$out" | grep -q "env.auto_reset: libero_rl runs one episode per env" || fail "auto_reset not refused"
+
+# 2.-3. one or two steps of every method
+check() { # check DIR KEYS... : the last metrics line has every key, finite
+    "$PYTHON" - "$@" <<'PY' || fail "metrics of $1"
+import json, math, sys
+rows = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
+m = rows[-1]
+for k in sys.argv[2:]:
+    assert k in m and math.isfinite(m[k]), (k, m.get(k))
+if "actor/flow_sar_contrastive" in m:
+    s = m["actor/flow_sar_contrastive"] + m["actor/flow_sar_kl_penalty"]
+    assert abs(m["actor/flow_sar_loss"] - s) <= 1e-6 * max(1, abs(s)), (m["actor/flow_sar_loss"], s)
+if "actor/flow_sar_weight_mean" in m:
+    want = m["env/episodes"] / m["rollout/rows"]  # every row is trained once per epoch
+    assert abs(m["actor/flow_sar_weight_mean"] - want) < 1e-5, (m["actor/flow_sar_weight_mean"], want)
+assert rows[0]["step"] == 0 and "eval/success_rate" in rows[0]
+PY
+}
+SAR="actor/flow_sar_loss actor/flow_sar_E_pos actor/flow_sar_E_neg actor/flow_sar_weight_mean
+     actor/flow_sar_energy_type actor/flow_sar_loss_variant actor/recon_error_mean actor/grad_norm"
+run examples/libero_object_flowsar.yaml trainer.total_steps=2 trainer.output_dir="$d/sar" >"$d/sar.log" 2>&1 ||
+    { tail -20 "$d/sar.log"; fail "FlowSAR failed"; }
+check "$d/sar" $SAR actor/flow_sar_contrastive actor/flow_sar_kl_penalty
+run examples/libero_object_flowsar.yaml trainer.total_steps=1 algorithm.flow_sar_loss_variant=mse_branch \
+    algorithm.flow_sar_energy_type=sde trainer.output_dir="$d/sar_mse" >"$d/sm.log" 2>&1 ||
+    { tail -20 "$d/sm.log"; fail "FlowSAR mse_branch failed"; }
+check "$d/sar_mse" $SAR actor/flow_sar_success_ratio
+run examples/libero_object_flowipo.yaml trainer.total_steps=1 trainer.output_dir="$d/ipo" >"$d/ipo.log" 2>&1 ||
+    { tail -20 "$d/ipo.log"; fail "FlowIPO failed"; }
+check "$d/ipo" actor/flow_ipo_loss actor/velocity_mse actor/mean_weight actor/delta_mean
+run examples/libero_object_grpo.yaml trainer.total_steps=1 actor.ppo_epochs=1 trainer.output_dir="$d/grpo" \
+    >"$d/grpo.log" 2>&1 || { tail -20 "$d/grpo.log"; fail "GRPO failed"; }
+check "$d/grpo" actor/pg_loss actor/ppo_kl actor/ratio_mean actor/trained_steps critic/kept_groups
+"$PYTHON" -c "
+import json,sys; m=[json.loads(l) for l in open('$d/grpo/metrics.jsonl')][-1]
+assert abs(m['actor/ratio_mean'] - 1) < 1e-3, m['actor/ratio_mean']" || fail "GRPO's first ratio is not 1"
+run examples/libero_object_ppo.yaml trainer.total_steps=1 actor.ppo_epochs=1 trainer.output_dir="$d/ppo" \
+    >"$d/ppo.log" 2>&1 || { tail -20 "$d/ppo.log"; fail "PPO failed"; }
+check "$d/ppo" actor/pg_loss actor/ratio_mean critic/value_loss
+
+# 4. resume
+run examples/libero_object_flowsar.yaml trainer.total_steps=3 trainer.save_every=1 trainer.output_dir="$d/full" \
+    >"$d/full.log" 2>&1 || { tail -20 "$d/full.log"; fail "3 steps failed"; }
+run examples/libero_object_flowsar.yaml trainer.total_steps=2 trainer.save_every=1 trainer.output_dir="$d/res" \
+    >"$d/r1.log" 2>&1 || { tail -20 "$d/r1.log"; fail "2 steps failed"; }
+run examples/libero_object_flowsar.yaml trainer.total_steps=3 trainer.save_every=1 trainer.resume=true \
+    trainer.output_dir="$d/res" >"$d/r2.log" 2>&1 || { tail -20 "$d/r2.log"; fail "the resume failed"; }
+for f in step_3/model.safetensors step_3.ema/model.safetensors step_3.ema/ema.json; do
+    cmp "$d/full/checkpoints/$f" "$d/res/checkpoints/$f" || fail "resume: $f differs"
+done
+"$PYTHON" - "$d/full" "$d/res" <<'PY' || fail "resumed metrics differ"
+import json, sys
+a, b = ([json.loads(l) for l in open(p + "/metrics.jsonl")] for p in sys.argv[1:])
+assert [r["step"] for r in a] == [r["step"] for r in b] == [0, 1, 2, 3], ([r["step"] for r in b])
+strip = lambda r: {k: v for k, v in r.items() if not k.startswith("timing_s/")}
+assert strip(a[-1]) == strip(b[-1]), (strip(a[-1]), strip(b[-1]))
+PY
+echo "libero_rl: errors located, four methods ran with their metrics, resume exact"

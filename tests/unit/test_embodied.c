@@ -1,0 +1,149 @@
+/* test_embodied.c — the embodied recipe's pure pieces (rlrt/algo/embodied.h)
+ * on hand-computed inputs, and the algorithm.* section of the flow RL
+ * methods (rlrt/roles/flow_rl.h): EMA schedules, the loss-type switch and
+ * located errors for bad values. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "rlrt/algo/embodied.h"
+#include "rlrt/rlrt.h"
+#include "rlrt/roles/flow_rl.h"
+
+static void test_chunk_arrays(void **state)
+{
+    (void)state;
+    /* B = 2 episodes, S = 2 chunks of C = 3: episode 1 ends after 4 actions */
+    const float rewards[12] = {0, 0, 0, 0, 0, 1, /* ep 0 */ 0, 0, 0, 1, 9, 9 /* ep 1, 9s not valid */};
+    const uint8_t valid[12] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0};
+    float sr[12], cr[4], m[4];
+    rl_embodied_chunk_arrays(rewards, valid, 2, 2, 3, sr, cr, m);
+    const float want_sr[12] = {0, 0, 0, /* s0 b1 */ 0, 0, 0, /* s1 b0 */ 0, 0, 1, /* s1 b1 */ 1, 0, 0};
+    for (int i = 0; i < 12; i++)
+        assert_true(sr[i] == want_sr[i]);
+    const float want_cr[4] = {0, 0, 1, 1}, want_m[4] = {1, 1, 1, 1};
+    for (int i = 0; i < 4; i++) {
+        assert_true(cr[i] == want_cr[i]);
+        assert_true(m[i] == want_m[i]);
+    }
+    /* a chunk whose first action was not taken is masked */
+    const uint8_t valid2[12] = {1, 1, 1, 0, 0, 0, 1, 1, 1, 1, 1, 1};
+    rl_embodied_chunk_arrays(rewards, valid2, 2, 2, 3, NULL, cr, m);
+    assert_true(m[0] == 1 && m[1] == 1 && m[2] == 0 && m[3] == 1);
+    assert_true(cr[2] == 0);
+}
+
+static void test_grpo_advantages(void **state)
+{
+    (void)state;
+    const float R[7] = {1, 0, 1, 0, 1, 1, 1};
+    const int64_t g[7] = {0, 0, 0, 0, 2, 2, 2};
+    float adv[7];
+    int64_t kept = -1;
+    assert_int_equal(rl_embodied_grpo_advantages(R, g, 7, 3, 1, 0.1, 0.9, adv, &kept), 0);
+    /* group 0: mean 0.5, unbiased std sqrt(1/3); group 2: mean 1 > 0.9, filtered */
+    double a = 0.5 / (sqrt(1.0 / 3.0) + 1e-6);
+    assert_true(fabs(adv[0] - a) < 1e-6 && fabs(adv[1] + a) < 1e-6);
+    assert_true(fabs(adv[2] - a) < 1e-6 && fabs(adv[3] + a) < 1e-6);
+    assert_true(adv[4] == 0 && adv[5] == 0 && adv[6] == 0);
+    assert_int_equal(kept, 1);
+    /* no filter: group 2 kept, zero spread gives A = 0 */
+    assert_int_equal(rl_embodied_grpo_advantages(R, g, 7, 3, 0, 0.1, 0.9, adv, &kept), 0);
+    assert_int_equal(kept, 2);
+    assert_true(adv[4] == 0);
+    const int64_t bad[2] = {0, 5};
+    assert_int_equal(rl_embodied_grpo_advantages(R, bad, 2, 3, 0, 0, 1, adv, NULL), RL_ERANGE);
+    assert_non_null(strstr(rl_error_message(), "group[1] = 5"));
+}
+
+static rl_config *s_job(const char *yaml)
+{
+    char path[] = "/tmp/rl_test_embodied_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(yaml, f);
+    fclose(f);
+    rl_config *c = rl_config_load_job(RL_FLOW_RL_DEFAULTS, path, 0, NULL);
+    remove(path);
+    return c;
+}
+
+static void test_ema_schedules(void **state)
+{
+    (void)state;
+    rl_config *c = s_job("algorithm:\n  loss_type: flow_sar\n");
+    assert_non_null(c);
+    rl_flow_rl_config o;
+    assert_int_equal(rl_flow_rl_config_read(c, &o), 0);
+    assert_int_equal(o.loss, RL_FLOW_LOSS_SAR);
+    /* seed 000 default: linear, β_i = min(0.001·i, 0.5) */
+    assert_true(rl_flow_rl_ema_beta(&o, 0) == 0.0);
+    assert_true(fabs(rl_flow_rl_ema_beta(&o, 10) - 0.01) < 1e-12);
+    assert_true(rl_flow_rl_ema_beta(&o, 5000) == 0.5);
+    rl_config_free(c);
+    c = s_job("algorithm:\n  loss_type: flow_sar\n  flow_sar_ema_schedule: fixed\n  flow_sar_ema_beta: 0.9\n");
+    assert_int_equal(rl_flow_rl_config_read(c, &o), 0);
+    assert_true(rl_flow_rl_ema_beta(&o, 0) == 0.9 && rl_flow_rl_ema_beta(&o, 77) == 0.9);
+    rl_config_free(c);
+    c = s_job("algorithm:\n  loss_type: flow_ipo\n");
+    assert_int_equal(rl_flow_rl_config_read(c, &o), 0);
+    assert_true(rl_flow_rl_ema_beta(&o, 3) == 0.995); /* seed 001: beta_ref */
+    rl_config_free(c);
+    /* the EMA update of the rollout: ref <- beta ref + (1 - beta) cur */
+    float ref[2] = {1, 2};
+    const float cur[2] = {3, 4};
+    assert_int_equal(rl_flow_ema_update(ref, cur, 2, 0.25), 0);
+    assert_true(fabs(ref[0] - 2.5) < 1e-6 && fabs(ref[1] - 3.5) < 1e-6);
+}
+
+static void test_switch_and_errors(void **state)
+{
+    (void)state;
+    rl_flow_rl_config o;
+    rl_config *c = s_job("algorithm:\n  loss_type: actor_critic\n  adv_estimator: gae\n");
+    assert_int_equal(rl_flow_rl_config_read(c, &o), 0);
+    assert_int_equal(o.loss, RL_FLOW_LOSS_PPO);
+    rl_config_free(c);
+    c = s_job("algorithm:\n  loss_type: actor\n");
+    assert_int_equal(rl_flow_rl_config_read(c, &o), 0);
+    assert_int_equal(o.loss, RL_FLOW_LOSS_GRPO);
+    rl_config_free(c);
+    static const struct {
+        const char *yaml, *loc, *want; /* the job file's line, the message */
+    } bad[] = {
+        {"algorithm:\n  loss_type: flow_nft\n", ":2:", "algorithm.loss_type: expected flow_sar, flow_ipo"},
+        {"algorithm:\n  loss_type: actor\n  adv_estimator: gae\n", ":3:", "algorithm.adv_estimator: loss_type actor"},
+        {"algorithm:\n  loss_type: actor_critic\n", "<defaults>", "adv_estimator: loss_type actor_critic trains"},
+        {"algorithm:\n  flow_sar_temperature: 0\n", ":2:", "algorithm.flow_sar_temperature: must be in (0, 1000000], got 0"},
+        {"algorithm:\n  flow_sar_ema_schedule: cosine\n", ":2:", "algorithm.flow_sar_ema_schedule"},
+        {"algorithm:\n  flow_ipo_t_min: 0.9\n", ":2:", "algorithm.flow_ipo_t_min: 0.9 is above flow_ipo_t_max 0.8"},
+        {"algorithm:\n  flow_sar_energy_type: sde\n  flow_sar_t_min: 0\n", ":3:", "the sde energy divides by 2t"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        c = s_job(bad[i].yaml);
+        assert_non_null(c);
+        assert_int_not_equal(rl_flow_rl_config_read(c, &o), 0);
+        if (!strstr(rl_error_message(), bad[i].want) || !strstr(rl_error_message(), bad[i].loc))
+            fail_msg("case %zu: '%s' does not contain '%s' and '%s'", i, rl_error_message(), bad[i].loc,
+                     bad[i].want);
+        rl_config_free(c);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chunk_arrays),
+        cmocka_unit_test(test_grpo_advantages),
+        cmocka_unit_test(test_ema_schedules),
+        cmocka_unit_test(test_switch_and_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

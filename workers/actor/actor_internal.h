@@ -1,0 +1,42 @@
+/* workers/actor/actor_internal.h — the actor role's state and FSDP step,
+ * shared by its method files (actor.c: the LM and diffusion methods;
+ * flow_update.c: the embodied flow-policy methods of rlrt/roles/flow_rl.h).
+ * One state per actor process (ctx->user), owned by actor.c's init/fini. */
+#ifndef RLRT_WORKERS_ACTOR_INTERNAL_H
+#define RLRT_WORKERS_ACTOR_INTERNAL_H
+
+#include "rlrt/nn/model.h"
+#include "rlrt/nn/optim.h"
+#include "rlrt/roles/actor.h"
+#include "rlrt/runtime/channel.h"
+#include "rlrt/runtime/collective.h"
+#include "rlrt/runtime/worker.h"
+
+typedef struct rl_actor_state {
+    rl_actor_config o;
+    int diffusion;                /* the job has the diffusion section */
+    rl_actor_diffusion_config df; /* actor.clip_range, ... (diffusion methods) */
+    rl_ppo_loss_cfg loss;
+    rl_lr_schedule lr;
+    rl_model *policy, *ref;
+    int64_t P;          /* parameter count */
+    rl_comm *comm;      /* NULL when W == 1 */
+    int W, rank;
+    int64_t begin, end; /* owned shard */
+    float *shard_grad;  /* (end - begin) */
+    rl_adamw *opt;
+    rl_weight_sender *wsend;
+} rl_actor_state;
+
+/* The state, or NULL with RL_ESTATE when init_model has not run. */
+rl_actor_state *rl_actor_get(rl_worker_ctx *ctx, const char *method);
+/* After the gradients of one optimiser step are accumulated: reduce-scatter,
+ * global clip at `clip` (0: off), AdamW on the shard, all-gather; the
+ * gradients are zeroed. Every rank must call it (collectives). */
+int rl_actor_fsdp_step(rl_actor_state *a, double clip, double *grad_norm, double *lr_out);
+
+/* flow_update.c (contract: rlrt/roles/flow_rl.h) */
+int rl_actor_update_flow(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out);
+int rl_actor_flow_values(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out);
+
+#endif

@@ -1,0 +1,337 @@
+/* workers/actor/flow_update.c — the actor's embodied flow-policy methods
+ * (contract: rlrt/roles/flow_rl.h): one optimiser step of FlowSAR (seed
+ * 000), FlowIPO (seed 001), flow-SDE GRPO or flow-SDE PPO (with the value
+ * head), picked by algorithm.loss_type; and the value forward for GAE.
+ *
+ * Every loss is a mean over the kept rows (or trained denoising steps) of
+ * the WHOLE mini-batch: a micro-batch's local mean is scaled by its share
+ * (kept here / global), so W FSDP ranks and any micro-batching give one
+ * update. Metrics come back as partial sums (mean × kept rows) that the
+ * recipe adds over ranks and divides by the total. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actor_internal.h"
+#include "rlrt/algo/diffusion.h"
+#include "rlrt/algo/flow.h"
+#include "rlrt/nn/flow_policy.h"
+#include "rlrt/rlrt.h"
+#include "rlrt/roles/flow_rl.h"
+
+/* metric slots (partial sums) */
+enum {
+    M_SAR_LOSS, M_SAR_EPOS, M_SAR_ENEG, M_SAR_W, M_SAR_CONTR, M_SAR_KL, M_SAR_SUCC,
+    M_IPO_LOSS, M_IPO_VMSE,
+    M_PG_LOSS, M_PG_CLIP, M_PG_KL, M_PG_RATIO, M_STEPS, M_VF_LOSS, M_VF_CLIP,
+    M_COUNT
+};
+static const char *const s_mname[M_COUNT] = {
+    "actor/flow_sar_loss", "actor/flow_sar_E_pos", "actor/flow_sar_E_neg", "actor/flow_sar_weight_mean",
+    "actor/flow_sar_contrastive", "actor/flow_sar_kl_penalty", "actor/flow_sar_success_ratio",
+    "actor/flow_ipo_loss", "actor/velocity_mse",
+    "actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/ratio_mean", "actor/trained_steps",
+    "critic/value_loss", "critic/value_clipfrac",
+};
+
+typedef struct s_fctx {
+    rl_flow_rl_config alg;
+    rl_flow_sar_config sar;
+    int64_t D, N;
+    double global_rows, global_steps;
+    /* flow_sar / flow_ipo: (B, D) / (B) of the whole call */
+    const float *v_old, *t, *w, *labels, *mask;
+    float *u;      /* (B, D) u = ε − a, or FlowIPO's target ṽ */
+    /* GRPO / PPO */
+    const float *old, *adv, *ret, *old_v; /* (B, N), (B), (B), (B) */
+    float *advx;                          /* (rows·N) scratch */
+    double clip_range;
+    double m[M_COUNT];
+    double rows;  /* kept rows seen */
+} s_fctx;
+
+static double s_mask_sum(const float *mask, int64_t row0, int64_t rows)
+{
+    double m = 0;
+    for (int64_t r = 0; r < rows; r++)
+        m += mask ? (mask[row0 + r] != 0.0f) : 1.0;
+    return m;
+}
+
+static int s_sar_loss(void *arg, const rl_model_io *out, rl_model_io *grad, double *loss)
+{
+    s_fctx *c = arg;
+    int64_t rows = out->rows, r0 = out->row0, D = c->D;
+    if (out->width[RL_Q_VELOCITY] != D)
+        return rl_error_set(RL_ESHAPE, "%s: the model's velocity has %lld floats per row, the batch %lld",
+                            RL_ACTOR_UPDATE_FLOW, (long long)out->width[RL_Q_VELOCITY], (long long)D);
+    double m = s_mask_sum(c->mask, r0, rows);
+    rl_flow_sar_metrics mt;
+    int rc = rl_flow_sar_loss(out->q[RL_Q_VELOCITY], c->v_old + r0 * D, c->u + r0 * D, c->w + r0,
+                              c->labels + r0, c->t + r0, c->mask ? c->mask + r0 : NULL, rows, D, &c->sar,
+                              grad->q[RL_Q_VELOCITY], &mt);
+    if (rc)
+        return rc;
+    double scale = m / c->global_rows;
+    for (int64_t i = 0; i < rows * D; i++)
+        grad->q[RL_Q_VELOCITY][i] = (float)(grad->q[RL_Q_VELOCITY][i] * scale);
+    *loss += mt.loss * scale;
+    c->rows += m;
+    if (m > 0) {
+        c->m[M_SAR_LOSS] += mt.loss * m;
+        c->m[M_SAR_EPOS] += mt.e_pos * m;
+        c->m[M_SAR_ENEG] += mt.e_neg * m;
+        c->m[M_SAR_W] += mt.weight_mean * m;
+        if (c->sar.variant == RL_FLOW_SAR_SOFTPLUS_KL) {
+            c->m[M_SAR_CONTR] += mt.contrastive * m;
+            c->m[M_SAR_KL] += mt.kl_penalty * m;
+        } else {
+            c->m[M_SAR_SUCC] += mt.success_ratio * m;
+        }
+    }
+    return RL_OK;
+}
+
+static int s_ipo_loss(void *arg, const rl_model_io *out, rl_model_io *grad, double *loss)
+{
+    s_fctx *c = arg;
+    int64_t rows = out->rows, r0 = out->row0, D = c->D;
+    if (out->width[RL_Q_VELOCITY] != D)
+        return rl_error_set(RL_ESHAPE, "%s: the model's velocity has %lld floats per row, the batch %lld",
+                            RL_ACTOR_UPDATE_FLOW, (long long)out->width[RL_Q_VELOCITY], (long long)D);
+    double m = s_mask_sum(c->mask, r0, rows);
+    rl_flow_ipo_metrics mt;
+    int rc = rl_flow_ipo_loss(out->q[RL_Q_VELOCITY], c->u + r0 * D, c->mask ? c->mask + r0 : NULL, rows, D, 1,
+                              grad->q[RL_Q_VELOCITY], &mt);
+    if (rc)
+        return rc;
+    double scale = m / c->global_rows;
+    for (int64_t i = 0; i < rows * D; i++)
+        grad->q[RL_Q_VELOCITY][i] = (float)(grad->q[RL_Q_VELOCITY][i] * scale);
+    *loss += mt.loss * scale;
+    c->rows += m;
+    c->m[M_IPO_LOSS] += mt.loss * m;
+    c->m[M_IPO_VMSE] += mt.velocity_mse * m;
+    return RL_OK;
+}
+
+/* Clipped PPO over the trained denoising steps (normalised by the global
+ * step count) + for actor_critic the clipped value loss over kept rows. */
+static int s_pg_loss(void *arg, const rl_model_io *out, rl_model_io *grad, double *loss)
+{
+    s_fctx *c = arg;
+    int64_t N = out->width[RL_Q_LOGP], rows = out->rows, r0 = out->row0, n = rows * N;
+    if (N != c->N)
+        return rl_error_set(RL_ESHAPE, "%s: %s has %lld steps per row, the chain %lld", RL_ACTOR_UPDATE_FLOW,
+                            RL_ACTOR_OLD_LOGP, (long long)c->N, (long long)N);
+    const float *mask = out->mask[RL_Q_LOGP];
+    float *gm = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    if (!gm)
+        return rl_error_set(RL_ENOMEM, "out of memory");
+    double m = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        float keep = c->mask ? (c->mask[r0 + r] != 0.0f) : 1.0f;
+        for (int64_t k = 0; k < N; k++) {
+            c->advx[r * N + k] = c->adv[r0 + r];
+            gm[r * N + k] = (mask ? mask[r * N + k] : 1.0f) * keep;
+            m += gm[r * N + k] != 0.0f;
+        }
+    }
+    rl_diffusion_grpo_metrics mt;
+    int rc = rl_diffusion_grpo_loss(out->q[RL_Q_LOGP], c->old + r0 * N, c->advx, gm, n, c->clip_range, 1e30,
+                                    grad->q[RL_Q_LOGP], &mt);
+    free(gm);
+    if (rc)
+        return rc;
+    double scale = c->global_steps > 0 ? m / c->global_steps : 0;
+    for (int64_t i = 0; i < n; i++)
+        grad->q[RL_Q_LOGP][i] = (float)(grad->q[RL_Q_LOGP][i] * scale);
+    *loss += mt.loss * scale;
+    c->m[M_STEPS] += m;
+    c->m[M_PG_LOSS] += mt.loss * m;
+    c->m[M_PG_CLIP] += mt.clip_frac * m;
+    c->m[M_PG_KL] += mt.approx_kl * m;
+    c->m[M_PG_RATIO] += mt.ratio_mean * m;
+    c->rows += s_mask_sum(c->mask, r0, rows);
+    if (c->alg.loss == RL_FLOW_LOSS_PPO) {
+        if (out->width[RL_Q_VALUE] != 1)
+            return rl_error_set(RL_ESHAPE, "%s: the value head gives %lld values per row, expected 1",
+                                RL_ACTOR_UPDATE_FLOW, (long long)out->width[RL_Q_VALUE]);
+        const float *v = out->q[RL_Q_VALUE];
+        double vl = 0, vc = 0, kept = 0, cl = c->alg.value_clip;
+        for (int64_t r = 0; r < rows; r++) {
+            if (c->mask && c->mask[r0 + r] == 0.0f)
+                continue;
+            double R = c->ret[r0 + r], o = c->old_v[r0 + r], d = v[r] - o;
+            double vcl = o + (d < -cl ? -cl : d > cl ? cl : d);
+            double a = (v[r] - R) * (v[r] - R), b = (vcl - R) * (vcl - R);
+            double g = a >= b ? (v[r] - R) : ((d > -cl && d < cl) ? (vcl - R) : 0.0);
+            vl += 0.5 * (a >= b ? a : b);
+            vc += b > a;
+            kept++;
+            grad->q[RL_Q_VALUE][r] = (float)(c->alg.value_coef * g / c->global_rows);
+        }
+        *loss += c->alg.value_coef * vl / c->global_rows;
+        c->m[M_VF_LOSS] += vl;
+        c->m[M_VF_CLIP] += vc;
+        (void)kept;
+    }
+    return RL_OK;
+}
+
+/* (B, D) f32 tensor `name`, all finite (kept rows), or NULL + message. */
+static const float *s_f32(const rl_dataproto *in, const char *name, int64_t B, int64_t D)
+{
+    const rl_tensor *t = D > 0 ? rl_dataproto_tensor_shaped(in, name, RL_F32, 2, (int64_t[]){B, D})
+                               : rl_dataproto_tensor_shaped(in, name, RL_F32, 1, (int64_t[]){B});
+    if (!t)
+        return NULL;
+    const float *p = rl_tensor_data(t);
+    int64_t n = B * (D > 0 ? D : 1);
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(p[i])) {
+            rl_error_set(RL_ENUMERIC, "tensor '%s' holds %g at [%lld]", name, (double)p[i], (long long)i);
+            return NULL;
+        }
+    return p;
+}
+
+/* The velocity batch: observations + x_t = (1 − t)·a + t·ε and t. */
+static rl_dataproto *s_vel_batch(const rl_dataproto *in, const float *a, const float *eps, const float *t,
+                                 int64_t B, int64_t D)
+{
+    static const char *const obs[3] = {RL_FP_PROPRIO, RL_FP_OBJECT, RL_FP_TASK};
+    rl_dataproto *dp = rl_dataproto_select(in, obs, 3, NULL, 0);
+    rl_tensor *tx = dp ? rl_dataproto_new_tensor(dp, RL_FP_X_T, RL_F32, 2, (int64_t[]){B, D}) : NULL;
+    rl_tensor *tt = tx ? rl_dataproto_new_tensor(dp, RL_FP_T, RL_F32, 1, (int64_t[]){B}) : NULL;
+    if (!tt || rl_flow_interp(a, eps, t, B, D, rl_tensor_data(tx), NULL)) {
+        rl_dataproto_free(dp);
+        return NULL;
+    }
+    memcpy(rl_tensor_data(tt), t, sizeof(float) * (size_t)B);
+    return dp;
+}
+
+int rl_actor_update_flow(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    rl_actor_state *a = rl_actor_get(ctx, RL_ACTOR_UPDATE_FLOW);
+    if (!a)
+        return rl_error_code();
+    s_fctx c;
+    memset(&c, 0, sizeof c);
+    int rc = rl_flow_rl_config_read(ctx->config, &c.alg);
+    if (rc)
+        return rc;
+    int64_t B = rl_dataproto_rows(in), grows, gsteps = 0;
+    if (rl_dataproto_meta_get_int(in, RL_ACTOR_GLOBAL_ROWS, 1, INT64_MAX, &grows))
+        return rl_error_code();
+    c.global_rows = (double)grows;
+    c.sar = rl_flow_rl_sar_loss_config(&c.alg);
+    c.clip_range = a->o.clip_high;
+    if (!(c.mask = s_f32(in, RL_FLOW_MASK, B, 0)))
+        return rl_error_code();
+    rl_dataproto *batch = NULL;
+    unsigned want = 0;
+    rl_model_loss_fn fn = NULL;
+    float *u = NULL;
+    if (c.alg.loss == RL_FLOW_LOSS_SAR || c.alg.loss == RL_FLOW_LOSS_IPO) {
+        const rl_tensor *ta = rl_dataproto_tensor_shaped(in, RL_FLOW_ACTION, RL_F32, 2, (int64_t[]){B, -1});
+        if (!ta)
+            return rl_error_code();
+        int64_t D = c.D = ta->shape[1];
+        const float *act = s_f32(in, RL_FLOW_ACTION, B, D), *eps = act ? s_f32(in, RL_FLOW_EPS, B, D) : NULL;
+        c.t = eps ? s_f32(in, RL_FLOW_T, B, 0) : NULL;
+        c.v_old = c.t ? s_f32(in, RL_FLOW_V_OLD, B, D) : NULL;
+        c.w = c.v_old ? s_f32(in, RL_FLOW_WEIGHTS, B, 0) : NULL;
+        if (c.w && c.alg.loss == RL_FLOW_LOSS_SAR)
+            c.labels = s_f32(in, RL_FLOW_LABELS, B, 0);
+        if (!c.w || (c.alg.loss == RL_FLOW_LOSS_SAR && !c.labels))
+            return rl_error_code();
+        for (int64_t b = 0; b < B; b++)
+            if (c.t[b] < 0 || c.t[b] > 1)
+                return rl_error_set(RL_ERANGE, "tensor '%s' holds %g at [%lld], expected t in [0, 1]", RL_FLOW_T,
+                                    (double)c.t[b], (long long)b);
+        if (!(u = malloc(sizeof(float) * (size_t)(B * D + 1))))
+            return rl_error_set(RL_ENOMEM, "actor/%d: out of memory", ctx->rank);
+        rc = rl_flow_interp(act, eps, c.t, B, D, NULL, u);
+        if (!rc && c.alg.loss == RL_FLOW_LOSS_IPO) /* ṽ = w·u + (1 − w)·v_ref */
+            rc = rl_flow_ipo_target(u, c.v_old, c.w, B, D, u);
+        c.u = u;
+        batch = rc ? NULL : s_vel_batch(in, act, eps, c.t, B, D);
+        if (!rc && !batch)
+            rc = rl_error_code();
+        want = RL_Q_BIT(RL_Q_VELOCITY);
+        fn = c.alg.loss == RL_FLOW_LOSS_SAR ? s_sar_loss : s_ipo_loss;
+    } else {
+        if (rl_dataproto_meta_get_int(in, RL_ACTOR_GLOBAL_TOKENS, 0, INT64_MAX, &gsteps))
+            return rl_error_code();
+        c.global_steps = (double)gsteps;
+        const rl_tensor *to = rl_dataproto_tensor_shaped(in, RL_ACTOR_OLD_LOGP, RL_F32, 2, (int64_t[]){B, -1});
+        if (!to)
+            return rl_error_code();
+        c.N = to->shape[1];
+        c.old = s_f32(in, RL_ACTOR_OLD_LOGP, B, c.N);
+        c.adv = c.old ? s_f32(in, RL_ACTOR_ADVANTAGES, B, 0) : NULL;
+        if (!c.adv)
+            return rl_error_code();
+        want = RL_Q_BIT(RL_Q_LOGP);
+        if (c.alg.loss == RL_FLOW_LOSS_PPO) {
+            c.ret = s_f32(in, RL_FLOW_RETURNS, B, 0);
+            c.old_v = c.ret ? s_f32(in, RL_FLOW_OLD_VALUES, B, 0) : NULL;
+            if (!c.old_v)
+                return rl_error_code();
+            want |= RL_Q_BIT(RL_Q_VALUE);
+        }
+        int64_t mb = a->o.micro_batch > 0 && a->o.micro_batch < B ? a->o.micro_batch : (B ? B : 1);
+        if (!(c.advx = malloc(sizeof(float) * (size_t)(mb * (c.N > 0 ? c.N : 1)))))
+            return rl_error_set(RL_ENOMEM, "actor/%d: out of memory", ctx->rank);
+        fn = s_pg_loss;
+    }
+    double loss = 0, gnorm = 0, lr = 0;
+    rl_model_pass pass = {.temperature = 1.0, .micro_batch = a->o.micro_batch};
+    if (!rc)
+        rc = rl_model_forward_backward(a->policy, batch ? batch : in, want, &pass, fn, &c, &loss);
+    rl_dataproto_free(batch);
+    free(u);
+    free(c.advx);
+    /* every rank takes part in the collectives, even after an error of its own */
+    if (rc)
+        rl_model_zero_grad(a->policy);
+    int rc2 = rl_actor_fsdp_step(a, a->o.grad_clip, &gnorm, &lr);
+    if (rc || rc2)
+        return rl_error_wrap(rc ? rc : rc2, "actor/%d %s", ctx->rank, RL_ACTOR_UPDATE_FLOW);
+    json_t *meta = json_pack("{s:f, s:f, s:f, s:f}", RL_ACTOR_M_LOSS, loss, RL_FLOW_M_ROWS, c.rows,
+                             RL_ACTOR_M_GRAD_NORM, gnorm, RL_ACTOR_M_LR, lr);
+    for (int k = 0; meta && k < M_COUNT; k++)
+        json_object_set_new(meta, s_mname[k], json_real(c.m[k]));
+    *out = rl_dataproto_new_meta(meta);
+    return *out ? RL_OK : rl_error_code();
+}
+
+int rl_actor_flow_values(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    rl_actor_state *a = rl_actor_get(ctx, RL_ACTOR_FLOW_VALUES);
+    if (!a)
+        return rl_error_code();
+    static const char *const obs[3] = {RL_FP_PROPRIO, RL_FP_OBJECT, RL_FP_TASK};
+    rl_dataproto *req = rl_dataproto_select(in, obs, 3, NULL, 0), *fo = NULL;
+    rl_model_pass pass = {.temperature = 1.0, .micro_batch = a->o.micro_batch};
+    int rc = req ? rl_model_forward(a->policy, req, RL_Q_BIT(RL_Q_VALUE), &pass, &fo) : rl_error_code();
+    rl_dataproto_free(req);
+    if (rc)
+        return rl_error_wrap(rc, "actor/%d %s", ctx->rank, RL_ACTOR_FLOW_VALUES);
+    int64_t B = rl_dataproto_rows(in);
+    const rl_tensor *tv = rl_dataproto_tensor_shaped(fo, rl_quantity_name(RL_Q_VALUE), RL_F32, 2,
+                                                     (int64_t[]){B, 1});
+    rl_dataproto *o = tv ? rl_dataproto_new() : NULL;
+    rl_tensor *t = o ? rl_dataproto_new_tensor(o, RL_FLOW_VALUES, RL_F32, 1, (int64_t[]){B}) : NULL;
+    if (t)
+        memcpy(rl_tensor_data(t), rl_tensor_data(tv), sizeof(float) * (size_t)B);
+    rl_dataproto_free(fo);
+    if (!t) {
+        rl_dataproto_free(o);
+        return rl_error_code();
+    }
+    *out = o;
+    return RL_OK;
+}

@@ -1,0 +1,318 @@
+/* workers/rollout/flow_ref.c — the rollout's EMA reference θ_ref and the
+ * FlowSAR self-annotation / FlowIPO reference actions over a recorded batch
+ * (contract: rlrt/roles/flow_rl.h; mathematics: rlrt/algo/flow.h).
+ *
+ * cpu_weight_swap: an annotate call copies the live weights aside, puts
+ * θ_ref into the model ONCE for the whole batch (every forward and the ODE
+ * run over all rows at once: steps × envs in one batch), and puts the live
+ * weights back before it returns, on every path. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flow_ref.h"
+#include "rlrt/nn/flow_policy.h"
+#include "rlrt/nn/safetensors.h"
+#include "rlrt/rlrt.h"
+#include "rlrt/roles/flow_rl.h"
+#include "rlrt/roles/rollout.h"
+#include "rlrt/util.h"
+
+static struct {
+    float *ref;     /* (P) θ_ref, NULL until the first sync */
+    int64_t P;
+    int64_t count;  /* EMA updates so far */
+} s_ref;
+
+void rl_flow_ref_reset(void)
+{
+    free(s_ref.ref);
+    memset(&s_ref, 0, sizeof s_ref);
+}
+
+/* 1: the job keeps an EMA reference (flow_sar / flow_ipo), with *o read. */
+static int s_wants_ref(const rl_config *c, rl_flow_rl_config *o, int *rc)
+{
+    *rc = RL_OK;
+    if (!rl_config_has(c, "algorithm.flow_sar_beta"))
+        return 0;
+    if ((*rc = rl_flow_rl_config_read(c, o)))
+        return 0;
+    return o->loss == RL_FLOW_LOSS_SAR || o->loss == RL_FLOW_LOSS_IPO;
+}
+
+int rl_flow_ref_on_sync(rl_worker_ctx *ctx, rl_model *m)
+{
+    rl_flow_rl_config o;
+    int rc;
+    if (!s_wants_ref(ctx->config, &o, &rc))
+        return rc;
+    int64_t P = rl_model_num_params(m);
+    const float *cur = rl_model_params(m);
+    if (!s_ref.ref || s_ref.P != P) {
+        rl_flow_ref_reset();
+        if (!(s_ref.ref = malloc(sizeof(float) * (size_t)P)))
+            return rl_error_set(RL_ENOMEM, "rollout/%d: out of memory for the EMA reference", ctx->rank);
+        memcpy(s_ref.ref, cur, sizeof(float) * (size_t)P);
+        s_ref.P = P;
+        return RL_OK;
+    }
+    double beta = rl_flow_rl_ema_beta(&o, s_ref.count);
+    if ((rc = rl_flow_ema_update(s_ref.ref, cur, P, beta)))
+        return rl_error_wrap(rc, "rollout/%d: EMA update %lld", ctx->rank, (long long)s_ref.count);
+    s_ref.count++;
+    return RL_OK;
+}
+
+/* ---- the swap ------------------------------------------------------------------------------ */
+
+typedef struct s_swap {
+    rl_model *m;
+    float *live; /* (P) the live weights while θ_ref is in */
+} s_swap;
+
+static int s_swap_in(rl_worker_ctx *ctx, const char *method, s_swap *w)
+{
+    w->m = rl_rollout_model(ctx);
+    w->live = NULL;
+    if (!w->m)
+        return rl_error_set(RL_ESTATE, "%s: init_model has not run on rollout/%d", method, ctx->rank);
+    if (!s_ref.ref)
+        return rl_error_set(RL_ESTATE,
+                            "%s: rollout/%d has no EMA reference (no weight sync yet, or algorithm.loss_type "
+                            "is neither flow_sar nor flow_ipo)", method, ctx->rank);
+    int64_t P = rl_model_num_params(w->m);
+    if (P != s_ref.P)
+        return rl_error_set(RL_ESTATE, "%s: the EMA reference has %lld parameters, the model %lld", method,
+                            (long long)s_ref.P, (long long)P);
+    if (!(w->live = malloc(sizeof(float) * (size_t)P)))
+        return rl_error_set(RL_ENOMEM, "rollout/%d: out of memory", ctx->rank);
+    float *p = rl_model_params(w->m);
+    memcpy(w->live, p, sizeof(float) * (size_t)P);
+    memcpy(p, s_ref.ref, sizeof(float) * (size_t)P);
+    return RL_OK;
+}
+
+static void s_swap_out(s_swap *w)
+{
+    if (w->live)
+        memcpy(rl_model_params(w->m), w->live, sizeof(float) * (size_t)s_ref.P);
+    free(w->live);
+    w->live = NULL;
+}
+
+/* ---- annotation -------------------------------------------------------------------------------- */
+
+/* The observation tensors of `in` plus x_t (B, D) and t (B): the velocity
+ * batch of the flow_policy layout. */
+static rl_dataproto *s_vel_batch(const rl_dataproto *in, const float *x, const float *t, int64_t B, int64_t D)
+{
+    static const char *const obs[3] = {RL_FP_PROPRIO, RL_FP_OBJECT, RL_FP_TASK};
+    rl_dataproto *dp = rl_dataproto_select(in, obs, 3, NULL, 0);
+    int64_t s2[2] = {B, D}, s1[1] = {B};
+    rl_tensor *tx = dp ? rl_dataproto_new_tensor(dp, RL_FP_X_T, RL_F32, 2, s2) : NULL;
+    rl_tensor *tt = tx ? rl_dataproto_new_tensor(dp, RL_FP_T, RL_F32, 1, s1) : NULL;
+    if (!tt) {
+        rl_dataproto_free(dp);
+        return NULL;
+    }
+    memcpy(rl_tensor_data(tx), x, sizeof(float) * (size_t)(B * D));
+    memcpy(rl_tensor_data(tt), t, sizeof(float) * (size_t)B);
+    return dp;
+}
+
+/* v (B, D) of the model at (x, t). */
+static int s_velocity(rl_model *m, const rl_dataproto *in, const float *x, const float *t, int64_t B, int64_t D,
+                      float *v)
+{
+    rl_dataproto *dp = s_vel_batch(in, x, t, B, D), *out = NULL;
+    if (!dp)
+        return rl_error_code();
+    rl_model_pass pass = {.temperature = 1.0, .micro_batch = 0};
+    int rc = rl_model_forward(m, dp, RL_Q_BIT(RL_Q_VELOCITY), &pass, &out);
+    rl_dataproto_free(dp);
+    if (rc)
+        return rc;
+    const rl_tensor *tv = rl_dataproto_tensor_shaped(out, rl_quantity_name(RL_Q_VELOCITY), RL_F32, 2,
+                                                     (int64_t[]){B, D});
+    if (tv)
+        memcpy(v, rl_tensor_data(tv), sizeof(float) * (size_t)(B * D));
+    rc = tv ? RL_OK : rl_error_code();
+    rl_dataproto_free(out);
+    return rc;
+}
+
+/* The ODE of the model from the rows' initial noise → ref (B, D). */
+static int s_ref_actions(rl_worker_ctx *ctx, rl_model *m, const rl_dataproto *in, int64_t B, int64_t D, float *ref)
+{
+    static const char *const keep[4] = {RL_FP_PROPRIO, RL_FP_OBJECT, RL_FP_TASK, RL_FP_INITIAL_NOISE};
+    if (!rl_dataproto_tensor_shaped(in, RL_FP_INITIAL_NOISE, RL_F32, 2, (int64_t[]){B, D}))
+        return rl_error_code();
+    rl_rollout_config ro;
+    int rc = rl_rollout_config_read(ctx->config, &ro);
+    if (rc)
+        return rc;
+    rl_model_sampling s = {.greedy = 1, .temperature = 1.0, .top_p = 1.0, .num_steps = ro.num_steps,
+                           .noise_level = ro.noise_level, .shift = ro.shift};
+    rl_dataproto *req = rl_dataproto_select(in, keep, 4, NULL, 0), *out = NULL;
+    rc = req ? rl_model_sample(m, req, &s, &out) : rl_error_code();
+    rl_dataproto_free(req);
+    if (rc)
+        return rc;
+    const rl_tensor *ta = rl_dataproto_tensor_shaped(out, RL_FP_ACTION, RL_F32, 3,
+                                                     (int64_t[]){B, D / RL_FP_ACTION_DIM, RL_FP_ACTION_DIM});
+    if (ta)
+        memcpy(ref, rl_tensor_data(ta), sizeof(float) * (size_t)(B * D));
+    rc = ta ? RL_OK : rl_error_code();
+    rl_dataproto_free(out);
+    return rc;
+}
+
+int rl_flow_ref_annotate(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    rl_flow_rl_config o;
+    int rc;
+    if (!s_wants_ref(ctx->config, &o, &rc))
+        return rc ? rc
+                  : rl_error_set(RL_ESTATE, "%s: algorithm.loss_type is neither flow_sar nor flow_ipo",
+                                 RL_ROLLOUT_FLOW_ANNOTATE);
+    int64_t B = rl_dataproto_rows(in);
+    const rl_tensor *ta = rl_dataproto_tensor_shaped(in, RL_FLOW_ACTION, RL_F32, 2, (int64_t[]){B, -1});
+    const rl_tensor *ts = ta ? rl_dataproto_tensor_shaped(in, RL_FLOW_SEEDS, RL_I64, 1, (int64_t[]){B}) : NULL;
+    if (!ts)
+        return rl_error_code();
+    const int64_t D = ta->shape[1];
+    const float *a = rl_tensor_data(ta);
+    const int64_t *seeds = rl_tensor_data(ts);
+    for (int64_t i = 0; i < B * D; i++)
+        if (!isfinite(a[i]))
+            return rl_error_set(RL_ENUMERIC, "tensor '%s' holds %g at [%lld]", RL_FLOW_ACTION, (double)a[i],
+                                (long long)i);
+    rl_rollout_config ro;
+    if ((rc = rl_rollout_config_read(ctx->config, &ro)))
+        return rc;
+    const int sar = o.loss == RL_FLOW_LOSS_SAR;
+    const double tmin = sar ? o.sar_t_min : o.ipo_t_min, tmax = sar ? o.sar_t_max : o.ipo_t_max;
+    rl_dataproto *res = rl_dataproto_new();
+    int64_t s1[1] = {B}, s2[2] = {B, D};
+    rl_tensor *tt = res ? rl_dataproto_new_tensor(res, RL_FLOW_T, RL_F32, 1, s1) : NULL;
+    rl_tensor *te = tt ? rl_dataproto_new_tensor(res, RL_FLOW_EPS, RL_F32, 2, s2) : NULL;
+    rl_tensor *tv = te ? rl_dataproto_new_tensor(res, RL_FLOW_V_OLD, RL_F32, 2, s2) : NULL;
+    rl_tensor *tx = tv ? (sar ? rl_dataproto_new_tensor(res, RL_FLOW_RECON, RL_F32, 1, s1)
+                              : rl_dataproto_new_tensor(res, RL_FLOW_REF_ACTION, RL_F32, 2, s2))
+                       : NULL;
+    float *xt = malloc(sizeof(float) * (size_t)(B * D + 1)), *emid = malloc(sizeof(float) * (size_t)(B * D + 1));
+    float *tmid = malloc(sizeof(float) * (size_t)(B + 1));
+    if (!tx || !xt || !emid || !tmid) {
+        rc = tx ? rl_error_set(RL_ENOMEM, "rollout/%d: out of memory", ctx->rank) : rl_error_code();
+        goto done;
+    }
+    float *t = rl_tensor_data(tt), *eps = rl_tensor_data(te), *v = rl_tensor_data(tv);
+    /* the row's draws: Philox(trainer.seed ^ salt, row seed) — t, ε, ε_mid */
+    for (int64_t b = 0; b < B; b++) {
+        rl_rng g;
+        rl_rng_init(&g, (uint64_t)ro.seed ^ 0xf10a5a9ull, (uint64_t)seeds[b]);
+        t[b] = (float)(tmin + (tmax - tmin) * rl_rng_uniform_f64(&g));
+        for (int64_t j = 0; j < D; j++)
+            eps[b * D + j] = rl_rng_normal(&g);
+        for (int64_t j = 0; j < D; j++)
+            emid[b * D + j] = rl_rng_normal(&g);
+        tmid[b] = (float)o.sar_tau_mid;
+    }
+    s_swap w;
+    if ((rc = s_swap_in(ctx, RL_ROLLOUT_FLOW_ANNOTATE, &w)))
+        goto done;
+    rc = rl_flow_interp(a, eps, t, B, D, xt, NULL);
+    if (!rc)
+        rc = s_velocity(w.m, in, xt, t, B, D, v);
+    if (!rc && sar) { /* e_i at τ_mid: â = x_mid − v·τ */
+        float *vm = emid; /* reuse: ε_mid → x_mid in xt, v_mid over ε_mid */
+        rc = rl_flow_interp(a, emid, tmid, B, D, xt, NULL);
+        if (!rc)
+            rc = s_velocity(w.m, in, xt, tmid, B, D, vm);
+        if (!rc)
+            rc = rl_flow_recon_error(a, xt, vm, (float)o.sar_tau_mid, B, D, rl_tensor_data(tx));
+    } else if (!rc) {
+        rc = s_ref_actions(ctx, w.m, in, B, D, rl_tensor_data(tx));
+    }
+    s_swap_out(&w);
+done:
+    free(xt);
+    free(emid);
+    free(tmid);
+    if (rc) {
+        rl_dataproto_free(res);
+        return rl_error_wrap(rc, "rollout/%d %s", ctx->rank, RL_ROLLOUT_FLOW_ANNOTATE);
+    }
+    json_object_set_new(rl_dataproto_meta(res), "ema_updates", json_integer((json_int_t)s_ref.count));
+    *out = res;
+    return RL_OK;
+}
+
+/* ---- checkpoint of θ_ref ------------------------------------------------------------------------- */
+
+int rl_flow_ref_save(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    (void)out;
+    const char *dir = rl_dataproto_meta_str(in, RL_FLOW_PATH, NULL);
+    if (!dir)
+        return rl_error_code();
+    s_swap w;
+    int rc = s_swap_in(ctx, RL_ROLLOUT_FLOW_REF_SAVE, &w);
+    if (rc)
+        return rc;
+    rc = rl_model_save(w.m, dir);
+    s_swap_out(&w);
+    if (rc)
+        return rc;
+    char path[4200], text[64];
+    snprintf(path, sizeof path, "%s/ema.json", dir);
+    int n = snprintf(text, sizeof text, "{\"count\": %lld}\n", (long long)s_ref.count);
+    return rl_file_write_atomic(path, text, (size_t)n);
+}
+
+int rl_flow_ref_load(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    (void)out;
+    const char *dir = rl_dataproto_meta_str(in, RL_FLOW_PATH, NULL);
+    if (!dir)
+        return rl_error_code();
+    rl_model *m = rl_rollout_model(ctx);
+    if (!m)
+        return rl_error_set(RL_ESTATE, "%s: init_model has not run on rollout/%d", RL_ROLLOUT_FLOW_REF_LOAD,
+                            ctx->rank);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/ema.json", dir);
+    json_error_t je;
+    json_t *j = json_load_file(path, 0, &je);
+    const json_t *cnt = json_object_get(j, "count");
+    if (!json_is_integer(cnt) || json_integer_value(cnt) < 0) {
+        json_decref(j);
+        return rl_error_set(RL_EIO, "%s: expected {\"count\": <int >= 0>}", path);
+    }
+    int64_t count = json_integer_value(cnt);
+    json_decref(j);
+    int64_t P = rl_model_num_params(m);
+    float *live = malloc(sizeof(float) * (size_t)P), *ref = malloc(sizeof(float) * (size_t)P);
+    if (!live || !ref) {
+        free(live);
+        free(ref);
+        return rl_error_set(RL_ENOMEM, "rollout/%d: out of memory", ctx->rank);
+    }
+    memcpy(live, rl_model_params(m), sizeof(float) * (size_t)P);
+    int rc = rl_model_load(m, dir);
+    if (!rc)
+        memcpy(ref, rl_model_params(m), sizeof(float) * (size_t)P);
+    memcpy(rl_model_params(m), live, sizeof(float) * (size_t)P);
+    free(live);
+    if (rc) {
+        free(ref);
+        return rc;
+    }
+    rl_flow_ref_reset();
+    s_ref.ref = ref;
+    s_ref.P = P;
+    s_ref.count = count;
+    return RL_OK;
+}

@@ -1,0 +1,28 @@
+/* workers/rollout/flow_ref.h — the rollout's EMA reference weights and the
+ * FlowSAR / FlowIPO annotation (contract: rlrt/roles/flow_rl.h).
+ *
+ * State: one per process (a worker serves one role, one call at a time):
+ * θ_ref (P floats) and the count of EMA updates, present only in a job
+ * whose algorithm.loss_type is flow_sar or flow_ipo. rollout.c calls
+ * rl_flow_ref_reset when it builds a model and rl_flow_ref_on_sync after
+ * each completed weight sync. */
+#ifndef RLRT_WORKERS_ROLLOUT_FLOW_REF_H
+#define RLRT_WORKERS_ROLLOUT_FLOW_REF_H
+
+#include "rlrt/nn/model.h"
+#include "rlrt/runtime/worker.h"
+
+/* The rollout's model (NULL before init_model); rollout.c defines it. */
+rl_model *rl_rollout_model(rl_worker_ctx *ctx);
+
+/* Drops θ_ref (a new model: the next sync starts the reference again). */
+void rl_flow_ref_reset(void);
+/* After the model received new weights: first sync θ_ref = θ, later
+ * θ_ref ← β·θ_ref + (1 − β)·θ. Nothing in jobs without an EMA reference. */
+int rl_flow_ref_on_sync(rl_worker_ctx *ctx, rl_model *m);
+
+int rl_flow_ref_annotate(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out);
+int rl_flow_ref_save(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out);
+int rl_flow_ref_load(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out);
+
+#endif
