@@ -602,19 +602,6 @@ static void s_reset(s_dg *s)
 }
 
 /* s_start, again each time it loses a worker (within trainer.max_recoveries). */
-static int s_start_recovering(s_dg *s, rl_driver *d, const rl_config *job, rl_recovery *rec,
-                              int64_t restore, int64_t *start)
-{
-    for (;;) {
-        int rc = rl_recovery_mark(rec, d);
-        if (!rc)
-            rc = s_start(s, d, job, restore, start);
-        if (!rc || !rl_recovery_check(rec, d, restore > 0 ? restore : 0))
-            return rc;
-        s_reset(s);
-    }
-}
-
 static int s_step(s_dg *s, int *saved)
 {
     static const rl_phase phases[] = {
@@ -642,30 +629,44 @@ static int s_step(s_dg *s, int *saved)
     return rc;
 }
 
+/* rl_train_loop's view of the recipe */
+typedef struct {
+    s_dg *s;
+    rl_driver *d;
+    const rl_config *job;
+} s_loop;
+
+static int s_loop_start(void *ctx, int64_t restore, int64_t *start)
+{
+    s_loop *l = ctx;
+    return s_start(l->s, l->d, l->job, restore, start);
+}
+
+static int s_loop_step(void *ctx, int64_t step, int *saved)
+{
+    s_loop *l = ctx;
+    l->s->step = step;
+    return s_step(l->s, saved);
+}
+
+static void s_loop_reset(void *ctx)
+{
+    s_dg *s = ((s_loop *)ctx)->s;
+    s_reset(s);
+}
+
+static int64_t s_loop_total(void *ctx)
+{
+    return ((s_loop *)ctx)->s->t.total_steps;
+}
+
 static int s_run(rl_driver *d, const rl_config *job)
 {
     s_dg s;
     memset(&s, 0, sizeof s);
-    rl_recovery rec;
-    int64_t start = 0;
-    int resume = 0;
-    int rc = rl_recovery_open(&rec, job);
-    if (!rc)
-        rc = rl_config_get_bool(job, "trainer.resume", &resume);
-    if (!rc)
-        rc = s_start_recovering(&s, d, job, &rec, resume ? -1 : 0, &start);
-    rec.saved_step = start;
-    for (s.step = start + 1; !rc && s.step <= s.t.total_steps && !rl_driver_interrupted(d); s.step++) {
-        int saved = 0;
-        if (!(rc = rl_recovery_mark(&rec, d)) && !(rc = s_step(&s, &saved)) && saved)
-            rec.saved_step = s.step;
-        if (rc && rl_recovery_check(&rec, d, s.step)) {
-            s_reset(&s); /* a worker was lost: from this run's newest checkpoint */
-            rc = s_start_recovering(&s, d, job, &rec, rec.saved_step, &start);
-            s.step = start;
-        }
-    }
-    rl_recovery_close(&rec);
+    s_loop l = {&s, d, job};
+    rl_train_loop loop = {&l, s_loop_start, s_loop_step, s_loop_reset, s_loop_total};
+    int rc = rl_train_loop_run(d, job, &loop);
     free(s.before);
     s_close(&s);
     return rc;

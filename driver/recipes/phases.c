@@ -365,3 +365,43 @@ int rl_recovery_check(rl_recovery *r, rl_driver *d, int64_t step)
     rl_error_clear();
     return 1;
 }
+
+/* start, retried while it loses workers */
+static int s_loop_start(rl_driver *d, rl_recovery *rec, const rl_train_loop *l, int64_t restore,
+                        int64_t *start)
+{
+    for (;;) {
+        int rc = rl_recovery_mark(rec, d);
+        if (!rc)
+            rc = l->start(l->ctx, restore, start);
+        if (!rc || !rl_recovery_check(rec, d, restore > 0 ? restore : 0))
+            return rc;
+        l->reset(l->ctx);
+    }
+}
+
+int rl_train_loop_run(rl_driver *d, const rl_config *job, const rl_train_loop *loop)
+{
+    rl_recovery rec;
+    int64_t start = 0;
+    int resume = 0;
+    int rc = rl_recovery_open(&rec, job);
+    if (!rc)
+        rc = rl_config_get_bool(job, "trainer.resume", &resume);
+    if (!rc)
+        rc = s_loop_start(d, &rec, loop, resume ? -1 : 0, &start);
+    rec.saved_step = start;
+    for (int64_t step = start + 1;
+         !rc && step <= loop->total_steps(loop->ctx) && !rl_driver_interrupted(d); step++) {
+        int saved = 0;
+        if (!(rc = rl_recovery_mark(&rec, d)) && !(rc = loop->step(loop->ctx, step, &saved)) && saved)
+            rec.saved_step = step;
+        if (rc && rl_recovery_check(&rec, d, step)) {
+            loop->reset(loop->ctx); /* a worker was lost: from this run's newest checkpoint */
+            rc = s_loop_start(d, &rec, loop, rec.saved_step, &start);
+            step = start; /* the loop goes on at start + 1 */
+        }
+    }
+    rl_recovery_close(&rec);
+    return rc;
+}

@@ -137,6 +137,29 @@ int rl_recovery_mark(rl_recovery *r, rl_driver *d);
  * original error), 0 = not recoverable (the original error is restored). */
 int rl_recovery_check(rl_recovery *r, rl_driver *d, int64_t step);
 
+/* The loop of every recipe that checkpoints and recovers:
+ *   start(ctx, restore, &start)  opens the recipe's state (restore −1: the
+ *                                newest checkpoint when trainer.resume, 0: a
+ *                                fresh start, k > 0: checkpoint k of this run)
+ *                                and says the last step done
+ *   step(ctx, step, &saved)      runs step `step` (*saved = 1: a checkpoint
+ *                                was written)
+ *   reset(ctx)                   closes the state after a lost worker, so that
+ *                                start can open it again
+ *   total_steps(ctx)             once started
+ * Steps start+1 … total_steps run until done or interrupted; a start or a
+ * step that loses a worker is recovered (rl_recovery) from this run's newest
+ * checkpoint. */
+typedef struct rl_train_loop {
+    void *ctx;
+    int (*start)(void *ctx, int64_t restore, int64_t *start);
+    int (*step)(void *ctx, int64_t step, int *saved);
+    void (*reset)(void *ctx);
+    int64_t (*total_steps)(void *ctx);
+} rl_train_loop;
+
+int rl_train_loop_run(rl_driver *d, const rl_config *job, const rl_train_loop *loop);
+
 /* trainer keys of recipes that checkpoint and recover */
 #define RL_TRAINER_RECOVERY_DEFAULTS \
     "trainer:\n" \

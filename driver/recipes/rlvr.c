@@ -1026,21 +1026,6 @@ static int s_start(s_rlvr *r, rl_driver *d, const rl_config *job, int64_t restor
 }
 
 /* s_start, again each time it loses a worker (within trainer.max_recoveries). */
-static int s_start_recovering(s_rlvr *r, rl_driver *d, const rl_config *job, rl_recovery *rec,
-                              int64_t restore, int64_t *start)
-{
-    for (;;) {
-        int rc = rl_recovery_mark(rec, d);
-        if (!rc)
-            rc = s_start(r, d, job, restore, start);
-        if (!rc || !rl_recovery_check(rec, d, restore > 0 ? restore : 0))
-            return rc;
-        s_step_clear(r);
-        s_close(r);
-        memset(r, 0, sizeof *r);
-    }
-}
-
 /* One training step: the phases, then metrics, validation, the log line and
  * the checkpoint (*saved = 1 when one was written). */
 static int s_step(s_rlvr *r, const rl_phase *phases, int np, int *saved)
@@ -1064,44 +1049,57 @@ static int s_step(s_rlvr *r, const rl_phase *phases, int np, int *saved)
     return rc;
 }
 
-static int s_run(rl_driver *d, const rl_config *job)
+/* rl_train_loop's view of the recipe */
+typedef struct {
+    s_rlvr *r;
+    rl_driver *d;
+    const rl_config *job;
+} s_loop;
+
+static int s_loop_start(void *ctx, int64_t restore, int64_t *start)
 {
-    s_rlvr r;
-    memset(&r, 0, sizeof r);
-    rl_recovery rec;
-    int64_t start = 0;
-    int rc = rl_recovery_open(&rec, job);
-    int resume = 0;
-    if (!rc)
-        rc = rl_config_get_bool(job, "trainer.resume", &resume);
-    if (!rc)
-        rc = s_start_recovering(&r, d, job, &rec, resume ? -1 : 0, &start);
-    rec.saved_step = start;
+    s_loop *l = ctx;
+    return s_start(l->r, l->d, l->job, restore, start);
+}
+
+static int s_loop_step(void *ctx, int64_t step, int *saved)
+{
+    s_rlvr *r = ((s_loop *)ctx)->r;
     rl_phase phases[7];
     int np = 0;
     phases[np++] = (rl_phase){"gen", s_phase_generate, 1};
-    if (r.aepo_on)
+    if (r->aepo_on)
         phases[np++] = (rl_phase){"aepo", s_phase_aepo, 0};
     phases[np++] = (rl_phase){"old_log_prob", s_phase_old_log_prob, 0};
-    if (r.need_ref)
+    if (r->need_ref)
         phases[np++] = (rl_phase){"ref", s_phase_ref_log_prob, 0};
     phases[np++] = (rl_phase){"adv", s_phase_advantages, 0};
     phases[np++] = (rl_phase){"update_actor", s_phase_update, 0};
     phases[np++] = (rl_phase){"sync_weights", s_phase_sync, 0};
-    for (r.step = start + 1; !rc && r.step <= r.t.total_steps && !rl_driver_interrupted(d); r.step++) {
-        int saved = 0;
-        if (!(rc = rl_recovery_mark(&rec, d)) && !(rc = s_step(&r, phases, np, &saved)) && saved)
-            rec.saved_step = r.step;
-        if (rc && rl_recovery_check(&rec, d, r.step)) {
-            /* a worker was lost: everything from this run's newest checkpoint */
-            s_step_clear(&r);
-            s_close(&r);
-            memset(&r, 0, sizeof r);
-            rc = s_start_recovering(&r, d, job, &rec, rec.saved_step, &start);
-            r.step = start; /* the loop goes on at start + 1 */
-        }
-    }
-    rl_recovery_close(&rec);
+    r->step = step;
+    return s_step(r, phases, np, saved);
+}
+
+static void s_loop_reset(void *ctx)
+{
+    s_rlvr *r = ((s_loop *)ctx)->r;
+    s_step_clear(r);
+    s_close(r);
+    memset(r, 0, sizeof *r);
+}
+
+static int64_t s_loop_total(void *ctx)
+{
+    return ((s_loop *)ctx)->r->t.total_steps;
+}
+
+static int s_run(rl_driver *d, const rl_config *job)
+{
+    s_rlvr r;
+    memset(&r, 0, sizeof r);
+    s_loop l = {&r, d, job};
+    rl_train_loop loop = {&l, s_loop_start, s_loop_step, s_loop_reset, s_loop_total};
+    int rc = rl_train_loop_run(d, job, &loop);
     s_step_clear(&r);
     s_close(&r);
     return rc;
