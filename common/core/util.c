@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 char *rl_file_read_all(const char *path, size_t *len)
@@ -86,5 +87,31 @@ int rl_file_rewrite(const char *path, int missing_ok, rl_rewrite_fn copy, void *
     }
     fclose(in);
     free(tmp);
+    return rc;
+}
+
+int rl_mkdir_p(const char *path)
+{
+    if (!path || !*path)
+        return rl_error_set(RL_EINVAL, "mkdir: empty path");
+    char *buf = strdup(path);
+    if (!buf)
+        return rl_error_set(RL_ENOMEM, "mkdir: out of memory");
+    int rc = RL_OK;
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char c = *p;
+        *p = '\0';
+        struct stat sb;
+        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+            rc = rl_error_set(RL_EIO, "%s: mkdir failed: %s", buf, strerror(errno));
+        else if (stat(buf, &sb) < 0 || !S_ISDIR(sb.st_mode))
+            rc = rl_error_set(RL_EIO, "%s: not a directory", buf);
+        *p = c;
+        if (rc || !c)
+            break;
+    }
+    free(buf);
     return rc;
 }

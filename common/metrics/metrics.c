@@ -228,29 +228,6 @@ static char *s_join(const char *a, const char *b)
     return p;
 }
 
-static int s_mkdir_p(const char *path)
-{
-    char *p = strdup(path);
-    if (!p)
-        return rl_error_set(RL_ENOMEM, "mkdir: out of memory");
-    int rc = RL_OK;
-    for (char *q = p + 1;; q++) {
-        if (*q == '/' || *q == '\0') {
-            char c = *q;
-            *q = '\0';
-            if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-                rc = rl_error_set(RL_EIO, "mkdir '%s': %s", p, strerror(errno));
-                break;
-            }
-            *q = c;
-            if (!c)
-                break;
-        }
-    }
-    free(p);
-    return rc;
-}
-
 /* Keeps the lines of metrics.jsonl whose "step" is <= keep_step; drops lines
  * that do not parse (a torn last line after a crash). */
 static int s_keep_steps(FILE *in, FILE *out, const char *tmp, void *ctx)
@@ -392,7 +369,7 @@ rl_metrics *rl_metrics_open(const char *output_dir, int64_t resume_step, int fla
     }
     m->last_step = resume_step;
     m->resume_step = resume_step;
-    if ((rc = s_mkdir_p(output_dir)))
+    if ((rc = rl_mkdir_p(output_dir)))
         goto done;
     if (flags & RL_METRICS_JSONL) {
         if ((rc = s_truncate_jsonl(m->jsonl_path, resume_step)))
@@ -405,7 +382,7 @@ rl_metrics *rl_metrics_open(const char *output_dir, int64_t resume_step, int fla
         }
     }
     if (flags & RL_METRICS_TENSORBOARD) {
-        if ((rc = s_mkdir_p(tbdir)) || (rc = s_truncate_tb_dir(tbdir, resume_step)) ||
+        if ((rc = rl_mkdir_p(tbdir)) || (rc = s_truncate_tb_dir(tbdir, resume_step)) ||
             (rc = s_open_tb(m, tbdir)))
             goto done;
     }

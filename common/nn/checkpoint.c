@@ -1,6 +1,7 @@
 /* checkpoint.c — training-state checkpoints (see rlrt/nn/checkpoint.h). */
 #include "rlrt/nn/checkpoint.h"
 #include "rlrt/error.h"
+#include "rlrt/util.h"
 #include "rlrt/nn/safetensors.h"
 
 #include <dirent.h>
@@ -24,27 +25,6 @@ static int s_join(char *out, size_t cap, const char *a, const char *b)
 {
     if (snprintf(out, cap, "%s/%s", a, b) >= (int)cap)
         return rl_error_set(RL_EINVAL, "path '%s/%s' is too long", a, b);
-    return RL_OK;
-}
-
-static int s_mkdir_p(const char *path)
-{
-    char buf[RL_CKPT_PATH_MAX];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return rl_error_set(RL_EINVAL, "path '%s' is too long", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-            return rl_error_set(RL_EIO, "%s: mkdir failed: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-        return rl_error_set(RL_EIO, "%s: mkdir failed: %s", buf, strerror(errno));
-    struct stat sb;
-    if (stat(buf, &sb) < 0 || !S_ISDIR(sb.st_mode))
-        return rl_error_set(RL_EIO, "%s: not a directory", buf);
     return RL_OK;
 }
 
@@ -301,7 +281,7 @@ int rl_checkpoint_save(const char *root, const rl_checkpoint_data *d,
                             "given or both NULL");
     if (state->extra && !json_is_object(state->extra))
         return rl_error_set(RL_EINVAL, "checkpoint save: state->extra must be a JSON object");
-    int rc = s_mkdir_p(root);
+    int rc = rl_mkdir_p(root);
     if (rc < 0)
         return rc;
     char name[64], tmp[RL_CKPT_PATH_MAX], fin[RL_CKPT_PATH_MAX], old[RL_CKPT_PATH_MAX],

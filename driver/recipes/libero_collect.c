@@ -24,6 +24,7 @@
 #include "rlrt/nn/flow_policy.h"
 #include "rlrt/nn/model.h"
 #include "rlrt/nn/safetensors.h"
+#include "rlrt/util.h"
 #include "rlrt/rlrt.h"
 #include "rlrt/roles/env.h"
 #include "rlrt/roles/rollout.h"
@@ -202,8 +203,8 @@ static json_t *s_languages(const char *data_dir)
 static int s_write(const s_collect *o, const rl_env_config *env, const s_store *st, int64_t per_task[][2],
                    double wall_s)
 {
-    if (mkdir(o->output, 0755) && errno != EEXIST)
-        return rl_error_set(RL_EIO, "collect.output %s: %s", o->output, strerror(errno));
+    if (rl_mkdir_p(o->output))
+        return rl_error_wrap(RL_EIO, "collect.output %s", o->output);
     int64_t sS[2] = {st->steps, 39}, sO[2] = {st->steps, 98}, sA[2] = {st->steps, 7}, s1[1] = {st->steps},
             e1[1] = {st->eps}, eP[2] = {st->eps, 39}, eO[2] = {st->eps, 98};
     rl_st_entry t[] = {

@@ -27,19 +27,15 @@ static rl_tokenizer *s_tokenizer(const rl_config *job)
 /* mkdir -p of the directory part of path. */
 static int s_mkdirs_for(const char *path)
 {
-    char buf[4096];
-    if (strlen(path) >= sizeof buf)
-        return rl_error_set(RL_EINVAL, "path too long: %s", path);
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return rl_error_set(RL_EIO, "cannot create %s: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    return RL_OK;
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path)
+        return RL_OK;
+    char *dir = strndup(path, (size_t)(slash - path));
+    if (!dir)
+        return rl_error_set(RL_ENOMEM, "mkdir: out of memory");
+    int rc = rl_mkdir_p(dir);
+    free(dir);
+    return rc;
 }
 
 /* data.levels as ints, each a level of the built-in task (1..9). */

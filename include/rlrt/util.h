@@ -15,6 +15,9 @@ extern "C" {
 /* Whole file into memory. Errors (RL_EIO / RL_ENOMEM) read
  * "PATH: cannot open: <strerror>", "PATH: read error", "PATH: out of memory". */
 char *rl_file_read_all(const char *path, size_t *len);
+/* mkdir -p: creates `path` and its missing parents (mode 0755); RL_EIO
+ * naming the component that failed, or a component that is not a directory. */
+int rl_mkdir_p(const char *path);
 /* Rewrites `path` through a filter, crash-safely: `copy` reads the old file
  * and writes what stays to a temporary file beside it, which is flushed,
  * fsynced and renamed over `path` only if copy returned 0 (else removed).
