@@ -86,6 +86,21 @@ int rl_flow_recon_error(const float *a, const float *x_mid, const float *v,
     return 0;
 }
 
+int64_t rl_flow_clip_actions(float *a, int64_t n, float lo, float hi)
+{
+    int64_t out = 0;
+    for (int64_t i = 0; a && i < n; i++) {
+        if (a[i] < lo) {
+            a[i] = lo;
+            out++;
+        } else if (a[i] > hi) {
+            a[i] = hi;
+            out++;
+        }
+    }
+    return out;
+}
+
 int rl_flow_episode_rewards(const float *step_rewards, int64_t s, int64_t b, int64_t c,
                             float *out)
 {

@@ -339,6 +339,13 @@ static int s_join(s_lr *s, const s_round_out *r, const s_envs *e)
         rc = rl_error_code();
     if (!rc) {
         memcpy(rl_tensor_data(tf), rl_tensor_data(ta), sizeof(float) * (size_t)(kept * D));
+        /* the env ran the chunk clipped to [-1, 1]: FlowSAR / FlowIPO train
+         * on that action (the warm start's own samples reach |a| ~ 30, and
+         * flow matching on them pulls the policy off the demonstrations) */
+        if (s->env.clip_actions)
+            rl_metric_set_put(s->t.ms, "rollout/action_clip_frac",
+                              (double)rl_flow_clip_actions(rl_tensor_data(tf), kept * D, -1.0f, 1.0f) /
+                                  (double)(kept * D > 0 ? kept * D : 1));
         int64_t *sd = rl_tensor_data(ts);
         float *m = rl_tensor_data(tm);
         for (int64_t k = 0; k < kept; k++) {
@@ -479,6 +486,32 @@ static int s_phase_credit(void *arg)
         }
         if (!rc)
             rl_metric_set_put(s->t.ms, "actor/recon_error_mean", n ? em / n : 0);
+        if (!rc && s->alg.sar_credit == 1) {
+            /* success-filtered self-imitation: every chunk of a successful
+             * episode with w = 1, R = 1 (with mse_branch and β = 1 the loss
+             * is plain flow matching on it); the failed episodes' rows leave
+             * the batch, so the loss is a mean over the successes' chunks */
+            int64_t *keep = malloc(sizeof(int64_t) * (size_t)(n + 1)), m = 0;
+            if (!keep)
+                rc = rl_error_set(RL_ENOMEM, "out of memory");
+            for (int64_t k = 0; !rc && k < n; k++)
+                if (s->ep_reward[s->row_sb[k] % B] >= 0.5f) {
+                    wc[k] = 1.0f;
+                    lc[k] = 1.0f;
+                    s->row_sb[m] = s->row_sb[k];
+                    keep[m++] = k;
+                }
+            rl_dataproto *sub = rc ? NULL : rl_dataproto_index(s->batch, keep, m);
+            if (!rc && !sub)
+                rc = rl_error_code();
+            if (!rc) {
+                rl_dataproto_free(s->batch);
+                s->batch = sub;
+                n = m;
+                rl_metric_set_put(s->t.ms, "actor/trained_rows", (double)m);
+            }
+            free(keep);
+        }
     } else if (!rc && s->alg.loss == RL_FLOW_LOSS_IPO) {
         const float *ref = s_col(s, RL_FLOW_REF_ACTION, D), *act = ref ? s_col(s, RL_FLOW_ACTION, D) : NULL;
         float *wc = act ? s_new_col(s, RL_FLOW_WEIGHTS, 0) : NULL;
@@ -490,6 +523,8 @@ static int s_phase_credit(void *arg)
             memcpy(A + s->row_sb[k] * D, act + k * D, sizeof(float) * (size_t)D);
             memcpy(R + s->row_sb[k] * D, ref + k * D, sizeof(float) * (size_t)D);
         }
+        if (!rc && s->env.clip_actions) /* compared with the executed (clipped) actions */
+            (void)rl_flow_clip_actions(R, S * B * D, -1.0f, 1.0f);
         rl_flow_ipo_weight_stats st = {0};
         if (!rc)
             rc = rl_flow_ipo_weights(A, R, s->ep_reward, s->step_mask, S, B, D, s->alg.ipo_alpha, 1e-8, w, &st);

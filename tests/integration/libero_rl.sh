@@ -41,7 +41,11 @@ for k in sys.argv[2:]:
 if "actor/flow_sar_contrastive" in m:
     s = m["actor/flow_sar_contrastive"] + m["actor/flow_sar_kl_penalty"]
     assert abs(m["actor/flow_sar_loss"] - s) <= 1e-6 * max(1, abs(s)), (m["actor/flow_sar_loss"], s)
-if "actor/flow_sar_weight_mean" in m:
+if "actor/trained_rows" in m:  # flow_sar_credit success: w = 1 on the successes' rows only
+    assert 0 <= m["actor/trained_rows"] <= m["rollout/rows"], m
+    assert m["actor/trained_rows"] == 0 or (m["actor/flow_sar_weight_mean"] == 1
+                                            and m["actor/flow_sar_success_ratio"] == 1), m
+elif "actor/flow_sar_weight_mean" in m:
     want = m["env/episodes"] / m["rollout/rows"]  # every row is trained once per epoch
     assert abs(m["actor/flow_sar_weight_mean"] - want) < 1e-5, (m["actor/flow_sar_weight_mean"], want)
 assert rows[0]["step"] == 0 and "eval/success_rate" in rows[0]
@@ -56,6 +60,9 @@ run examples/libero_object_flowsar.yaml trainer.total_steps=1 algorithm.flow_sar
     algorithm.flow_sar_energy_type=sde trainer.output_dir="$d/sar_mse" >"$d/sm.log" 2>&1 ||
     { tail -20 "$d/sm.log"; fail "FlowSAR mse_branch failed"; }
 check "$d/sar_mse" $SAR actor/flow_sar_success_ratio
+run examples/libero_object_sil.yaml trainer.total_steps=1 trainer.output_dir="$d/sil" \
+    >"$d/sil.log" 2>&1 || { tail -20 "$d/sil.log"; fail "self-imitation (flow_sar_credit success) failed"; }
+check "$d/sil" actor/trained_rows actor/recon_error_mean
 run examples/libero_object_flowipo.yaml trainer.total_steps=1 trainer.output_dir="$d/ipo" >"$d/ipo.log" 2>&1 ||
     { tail -20 "$d/ipo.log"; fail "FlowIPO failed"; }
 check "$d/ipo" actor/flow_ipo_loss actor/velocity_mse actor/mean_weight actor/delta_mean

@@ -83,13 +83,16 @@ static void test_ema_schedules(void **state)
     rl_flow_rl_config o;
     assert_int_equal(rl_flow_rl_config_read(c, &o), 0);
     assert_int_equal(o.loss, RL_FLOW_LOSS_SAR);
+    assert_int_equal(o.sar_credit, 0); /* seed 000's softmax credit by default */
     /* seed 000 default: linear, β_i = min(0.001·i, 0.5) */
     assert_true(rl_flow_rl_ema_beta(&o, 0) == 0.0);
     assert_true(fabs(rl_flow_rl_ema_beta(&o, 10) - 0.01) < 1e-12);
     assert_true(rl_flow_rl_ema_beta(&o, 5000) == 0.5);
     rl_config_free(c);
-    c = s_job("algorithm:\n  loss_type: flow_sar\n  flow_sar_ema_schedule: fixed\n  flow_sar_ema_beta: 0.9\n");
+    c = s_job("algorithm:\n  loss_type: flow_sar\n  flow_sar_ema_schedule: fixed\n  flow_sar_ema_beta: 0.9\n"
+              "  flow_sar_credit: success\n");
     assert_int_equal(rl_flow_rl_config_read(c, &o), 0);
+    assert_int_equal(o.sar_credit, 1); /* self-imitation on the successes */
     assert_true(rl_flow_rl_ema_beta(&o, 0) == 0.9 && rl_flow_rl_ema_beta(&o, 77) == 0.9);
     rl_config_free(c);
     c = s_job("algorithm:\n  loss_type: flow_ipo\n");
@@ -101,6 +104,19 @@ static void test_ema_schedules(void **state)
     const float cur[2] = {3, 4};
     assert_int_equal(rl_flow_ema_update(ref, cur, 2, 0.25), 0);
     assert_true(fabs(ref[0] - 2.5) < 1e-6 && fabs(ref[1] - 3.5) < 1e-6);
+}
+
+/* The trained action chunk is the one the env executed: clipped to [-1, 1]
+ * (the warm start's own samples reach |a| ~ 30; training on the raw ones
+ * targets actions the env never ran). */
+static void test_clip_actions(void **state)
+{
+    (void)state;
+    float a[6] = {-30.5f, -1.0f, 0.25f, 1.0f, 1.5f, NAN};
+    assert_int_equal(rl_flow_clip_actions(a, 6, -1.0f, 1.0f), 2);
+    assert_true(a[0] == -1.0f && a[1] == -1.0f && a[2] == 0.25f && a[3] == 1.0f && a[4] == 1.0f);
+    assert_true(isnan(a[5]));
+    assert_int_equal(rl_flow_clip_actions(NULL, 3, -1.0f, 1.0f), 0);
 }
 
 static void test_switch_and_errors(void **state)
@@ -143,6 +159,7 @@ int main(void)
         cmocka_unit_test(test_chunk_arrays),
         cmocka_unit_test(test_grpo_advantages),
         cmocka_unit_test(test_ema_schedules),
+        cmocka_unit_test(test_clip_actions),
         cmocka_unit_test(test_switch_and_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

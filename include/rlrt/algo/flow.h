@@ -43,6 +43,11 @@ int rl_flow_interp(const float *a, const float *eps, const float *t,
 int rl_flow_recon_error(const float *a, const float *x_mid, const float *v,
                         float t_mid, int64_t n, int64_t d, float *e);
 
+/* Clips the n floats of a to [lo, hi] in place (the env's action clip, so a
+ * trained action chunk is the one the env executed); returns how many were
+ * out of range. NaN stays NaN (the losses report it). */
+int64_t rl_flow_clip_actions(float *a, int64_t n, float lo, float hi);
+
 /* Episode reward for the credit weights (seed 001 §2.6.4): the per-step,
  * per-action-step rewards summed over steps and chunk, clamped to [0, 1].
  * step_rewards: (S, B, C) step-major; out: (B). */

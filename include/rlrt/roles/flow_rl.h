@@ -115,6 +115,7 @@ typedef enum rl_flow_loss_type {
     "  flow_sar_t_max: 0.8\n" \
     "  flow_sar_energy_type: mse    # mse | sde (1/(2t))\n" \
     "  flow_sar_loss_variant: softplus_kl  # softplus_kl | mse_branch\n" \
+    "  flow_sar_credit: softmax     # softmax (seed 000) | success (self-imitation: successes only)\n" \
     "  flow_sar_kl_coeff: 1.0\n" \
     "  flow_sar_w_min: 0.0\n" \
     "  flow_sar_w_max: 1.0\n" \
@@ -134,7 +135,7 @@ typedef struct rl_flow_rl_config {
     const char *loss_type_name, *adv_name; /* borrowed */
     rl_flow_loss_type loss;
     int gae;
-    int sar_schedule, sar_energy, sar_variant; /* enum indices in their lists */
+    int sar_schedule, sar_energy, sar_variant, sar_credit; /* enum indices in their lists */
     double sar_beta, sar_temperature, sar_tau_mid, sar_ema_beta, sar_eta_rate, sar_eta_max;
     double sar_t_min, sar_t_max, sar_kl_coeff, sar_w_min, sar_w_max;
     double ipo_alpha, ipo_beta_ref, ipo_t_min, ipo_t_max;
@@ -162,6 +163,8 @@ static inline int rl_flow_rl_config_read(const rl_config *c, rl_flow_rl_config *
         {"algorithm.flow_sar_energy_type", RL_CFG_ENUM, offsetof(rl_flow_rl_config, sar_energy), 0, 0, 0, "mse|sde"},
         {"algorithm.flow_sar_loss_variant", RL_CFG_ENUM, offsetof(rl_flow_rl_config, sar_variant), 0, 0, 0,
          "mse_branch|softplus_kl"},
+        {"algorithm.flow_sar_credit", RL_CFG_ENUM, offsetof(rl_flow_rl_config, sar_credit), 0, 0, 0,
+         "softmax|success"},
         RL_F_NUM("algorithm.flow_sar_kl_coeff", sar_kl_coeff, 0, 1e6, 0),
         RL_F_NUM("algorithm.flow_sar_w_min", sar_w_min, 0, 1, 0),
         RL_F_NUM("algorithm.flow_sar_w_max", sar_w_max, 0, 1, 0),
