@@ -254,7 +254,7 @@ static int s_evaluate(s_ws *s, rl_driver *d, const rl_config *job)
     int64_t eps = 0, ok = 0, per[RL_ENV_MAX_TASKS][2] = {{0}};
     double t0 = rl_now_s();
     for (int64_t round = 0; !rc && eps < s->o.eval_episodes && !rl_driver_interrupted(d); round++) {
-        rc = rl_libero_round(d, genv, s->j.rollout, T, round, 1, 0, &res);
+        rc = rl_libero_round(d, genv, s->j.rollout, T, round, 1, 0, &res, NULL);
         for (int r = 0; r < E; r++) {
             rl_tensor *tk = rc ? NULL : rl_dataproto_tensor_shaped(res[r], RL_ENV_TASK, RL_I64, 2, NULL);
             rl_tensor *tsu = tk ? rl_dataproto_tensor_shaped(res[r], RL_ENV_SUCCESS, RL_U8, 2, NULL) : NULL;

@@ -286,7 +286,7 @@ static int s_write_frames(const s_collect *o, int64_t round, int rank, const rl_
 }
 
 int rl_libero_round(rl_driver *d, rl_group *genv, rl_group *groll, int64_t T, int64_t round,
-                    int greedy, int init_model, rl_dataproto ***results)
+                    int greedy, int init_model, rl_dataproto ***results, rl_dataproto **records)
 {
     int E = rl_group_size(genv);
     rl_dataproto **per = calloc((size_t)E, sizeof *per);
@@ -315,7 +315,7 @@ int rl_libero_round(rl_driver *d, rl_group *genv, rl_group *groll, int64_t T, in
         json_t *m = rl_dataproto_meta(per[r]);
         json_object_set_new(m, RL_ENV_ROUND, json_integer((json_int_t)round));
         json_object_set_new(m, RL_ROLLOUT_GREEDY, json_integer(greedy));
-        json_object_set_new(m, "record", json_integer(0));
+        json_object_set_new(m, "record", json_integer(records != NULL));
     }
     if (!rc && init_model) { /* the policy (again after a restart): model.init_from */
         rl_dataproto *none = rl_dataproto_new_meta(json_object());
@@ -344,6 +344,8 @@ int rl_libero_round(rl_driver *d, rl_group *genv, rl_group *groll, int64_t T, in
         rc = rcr;
     for (int r = 0; r < E && !rc; r++)
         rc = rl_future_take_rank(fe, r, &(*results)[r]);
+    for (int r = 0; records && r < E && !rc; r++)
+        rc = rl_future_take_rank(fr, r, &records[r]);
     rl_future_free(fe);
     rl_future_free(fr);
     for (int r = 0; r < E; r++)
@@ -379,7 +381,7 @@ static int s_run(rl_driver *d, const rl_config *job)
     while (!rc && st.eps < o.episodes && !rl_driver_interrupted(d)) {
         int restarts = rl_driver_restarts(d);
         double r0 = rl_now_s();
-        rc = rl_libero_round(d, genv, groll, T, round, o.greedy, o.model, &res);
+        rc = rl_libero_round(d, genv, groll, T, round, o.greedy, o.model, &res, NULL);
         if (rc && rl_driver_restarts(d) > restarts && retries < o.retries && !rl_driver_fatal(d)) {
             retries++;
             rl_log(RL_LOG_WARN, "round %lld failed (%s); a worker was restarted: re-running the round (%lld of %lld)",

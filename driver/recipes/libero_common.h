@@ -1,5 +1,5 @@
 /* driver/recipes/libero_common.h — what the LIBERO recipes (libero_collect,
- * flow_warmstart) share on the driver: one round of episodes of the env role
+ * flow_warmstart, libero_rl) share on the driver: one round of episodes of the env role
  * (rlrt/roles/env.h) against the rollout's serve_env (rlrt/roles/rollout.h).
  *
  * Ownership: results[r] receive the env ranks' interact replies (the
@@ -13,11 +13,13 @@
 #include "rlrt/runtime/driver.h"
 
 /* Env rank r opens its channel, rollout rank r serves it (meta round,
- * greedy, record 0; init_model first when `init_model`: the policy of
+ * greedy, record; init_model first when `init_model`: the policy of
  * model.init_from) and every env runs T policy calls from a reset whose
  * initial states the round picks. (*results)[0..E) get the interact
- * replies. */
+ * replies; with `records` non-NULL the rollout records its samples and
+ * records[0..E) get the serve_env replies (record 0 otherwise). On error the
+ * entries taken so far are the caller's to free. */
 int rl_libero_round(rl_driver *d, rl_group *genv, rl_group *groll, int64_t T, int64_t round,
-                    int greedy, int init_model, rl_dataproto ***results);
+                    int greedy, int init_model, rl_dataproto ***results, rl_dataproto **records);
 
 #endif

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "diffusion_common.h"
+#include "libero_common.h"
 #include "rlrt/algo/embodied.h"
 #include "rlrt/algo/advantage.h"
 #include "rlrt/algo/flow.h"
@@ -153,61 +154,15 @@ static void s_round_free(s_round_out *r)
 
 static int s_round(s_lr *s, int64_t round, int greedy, s_round_out *res)
 {
-    rl_group *genv = s->genv, *groll = s->j.rollout;
-    int E = rl_group_size(genv);
+    int E = rl_group_size(s->genv);
     memset(res, 0, sizeof *res);
     res->E = E;
     res->env = calloc((size_t)E, sizeof *res->env);
     res->rec = calloc((size_t)E, sizeof *res->rec);
-    rl_dataproto **per = calloc((size_t)E, sizeof *per);
-    int rc = res->env && res->rec && per ? RL_OK : rl_error_set(RL_ENOMEM, "out of memory");
-    for (int r = 0; r < E && !rc; r++)
-        if (!(per[r] = rl_dataproto_new_meta(json_pack("{s:s}", RL_ENV_HOST, rl_group_address(genv, r)))))
-            rc = rl_error_code();
-    rl_future *f = rc ? NULL : rl_group_call_each(genv, RL_ENV_OPEN_CHANNEL, per);
-    if (!rc && (!f || (rc = rl_future_wait(f, -1))))
-        rc = rc ? rc : rl_error_code();
-    for (int r = 0; r < E && !rc; r++) {
-        rl_dataproto *rep = NULL;
-        if ((rc = rl_future_take_rank(f, r, &rep)))
-            break;
-        const char *ep = rl_dataproto_meta_str(rep, RL_ENV_ENDPOINT, NULL);
-        rl_dataproto_free(per[r]);
-        per[r] = ep ? rl_dataproto_new_meta(json_pack("{s:s,s:i,s:i,s:I}", RL_ENV_ENDPOINT, ep, RL_ROLLOUT_GREEDY,
-                                                      greedy, "record", !greedy, RL_ENV_ROUND, (json_int_t)round))
-                    : NULL;
-        rl_dataproto_free(rep);
-        if (!per[r])
-            rc = rl_error_code();
-    }
-    rl_future_free(f);
-    int64_t T = s->S;
-    rl_future *fr = rc ? NULL : rl_group_call_each(groll, RL_ROLLOUT_SERVE_ENV, per);
-    rl_dataproto *args = rc ? NULL
-                            : rl_dataproto_new_meta(json_pack("{s:I,s:i,s:I}", RL_ENV_CHUNK_STEPS, (json_int_t)T,
-                                                              RL_ENV_RESET, 1, RL_ENV_ROUND, (json_int_t)round));
-    rl_future *fe = args ? rl_group_call(genv, RL_ENV_INTERACT, RL_DISPATCH_ONE_TO_ALL, args) : NULL;
-    rl_dataproto_free(args);
-    if (!rc && (!fr || !fe))
-        rc = rl_error_code();
-    int rce = fe ? rl_future_wait(fe, -1) : RL_OK;
-    char env_msg[1024] = "";
-    if (rce)
-        snprintf(env_msg, sizeof env_msg, "%s", rl_error_message());
-    int rcr = fr ? rl_future_wait(fr, -1) : RL_OK;
-    if (!rc && rce)
-        rc = rl_error_set(rce, "%s", env_msg);
-    else if (!rc && rcr)
-        rc = rcr;
-    for (int r = 0; r < E && !rc; r++)
-        rc = rl_future_take_rank(fe, r, &res->env[r]);
-    for (int r = 0; r < E && !rc; r++)
-        rc = rl_future_take_rank(fr, r, &res->rec[r]);
-    rl_future_free(fe);
-    rl_future_free(fr);
-    for (int r = 0; per && r < E; r++)
-        rl_dataproto_free(per[r]);
-    free(per);
+    int rc = res->env && res->rec ? RL_OK : rl_error_set(RL_ENOMEM, "out of memory");
+    if (!rc) /* training rounds record the samples; evaluation rounds do not */
+        rc = rl_libero_round(s->t.d, s->genv, s->j.rollout, s->S, round, greedy, 0, &res->env,
+                             greedy ? NULL : res->rec);
     if (rc)
         s_round_free(res);
     return rc;
