@@ -132,6 +132,7 @@ static int s_enc_forward(s_fp *m, s_enc *e, const s_obs *ob, int64_t n, int64_t 
     if (rc)
         return rc;
     const float *P = m->params, *mu = P + m->mean, *sd = P + m->std;
+    const float clip = (float)m->c.obs_clip;
     e->n = n;
     for (int64_t i = 0; i < n; i++) {
         int64_t b = rows ? rows[i] : r0 + i;
@@ -141,6 +142,9 @@ static int s_enc_forward(s_fp *m, s_enc *e, const s_obs *ob, int64_t n, int64_t 
             o[j] = (pp[j] - mu[j]) / sd[j];
         for (int j = 0; j < RL_FP_OBJECT_DIM; j++)
             o[RL_FP_PROPRIO_DIM + j] = (po[j] - mu[RL_FP_PROPRIO_DIM + j]) / sd[RL_FP_PROPRIO_DIM + j];
+        if (clip > 0) /* the inputs, not parameters: no gradient to route */
+            for (int j = 0; j < S_OBS; j++)
+                o[j] = o[j] > clip ? clip : o[j] < -clip ? -clip : o[j];
         e->task[i] = (int32_t)ob->task[b];
     }
     rl_linear_forward(e->e1, e->obs, P + m->e0w, P + m->e0b, (int)n, S_OBS, H);
@@ -793,9 +797,9 @@ static int s_write_config(const rl_model *mm, const char *path)
     snprintf(text, sizeof text,
              "{\"model\": {\"type\": \"flow_policy\", \"num_action_chunks\": %d, "
              "\"num_tasks\": %d, \"hidden_size\": %d, \"num_layers\": %d, "
-             "\"time_embed_dim\": %d, \"sde_mode\": \"%s\"}}\n",
+             "\"time_embed_dim\": %d, \"sde_mode\": \"%s\", \"obs_clip\": %.17g}}\n",
              c->chunks, c->num_tasks, c->hidden, c->layers, c->time_dim,
-             c->sde_joint ? "joint" : "one");
+             c->sde_joint ? "joint" : "one", c->obs_clip);
     return rl_file_write_atomic(path, text, strlen(text));
 }
 
@@ -815,6 +819,7 @@ static const rl_model_ops s_ops = {
 typedef struct s_cfg {
     int64_t chunks, tasks, hidden, layers, tdim;
     int joint;
+    double obs_clip;
 } s_cfg;
 
 #define S_I(key, field, lo, hi) {"model." key, RL_CFG_INT, offsetof(s_cfg, field), lo, hi, 0, NULL}
@@ -823,6 +828,7 @@ static const rl_config_spec s_spec[] = {
     S_I("hidden_size", hidden, 2, 1 << 14),    S_I("num_layers", layers, 0, 64),
     S_I("time_embed_dim", tdim, 2, 4096),
     {"model.sde_mode", RL_CFG_ENUM, offsetof(s_cfg, joint), 0, 0, 0, "one|joint"},
+    {"model.obs_clip", RL_CFG_NUM, offsetof(s_cfg, obs_clip), 0, 1e6, 0, NULL},
 };
 
 static int s_read_config(const rl_config *job, rl_flow_policy_config *c)
@@ -835,7 +841,7 @@ static int s_read_config(const rl_config *job, rl_flow_policy_config *c)
         return rl_config_error_at(job, "model.time_embed_dim", RL_ECONFIG,
                                   "must be even (sin and cos halves), got %lld", (long long)v.tdim);
     *c = (rl_flow_policy_config){(int)v.chunks, (int)v.tasks, (int)v.hidden, (int)v.layers,
-                                 (int)v.tdim, v.joint};
+                                 (int)v.tdim, v.joint, v.obs_clip};
     return RL_OK;
 }
 

@@ -195,7 +195,17 @@ rl_model *rl_model_load_dir(const char *dir)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", dir ? dir : "");
-    rl_config *job = rl_config_parse_file(path);
+    rl_config *file = rl_config_parse_file(path), *job = NULL;
+    if (!file)
+        return NULL;
+    /* the kind's defaults under the file, so a directory written before a
+     * key existed loads with that key's default */
+    const char *type0 = NULL;
+    const rl_model_kind *k0 = rl_config_get_string(file, "model.type", &type0) ? NULL : rl_model_kind_find(type0);
+    rl_config *defs = k0 ? rl_config_parse_string(k0->defaults_yaml, strlen(k0->defaults_yaml), k0->name) : NULL;
+    job = defs ? rl_config_merge(defs, file) : NULL;
+    rl_config_free(defs);
+    rl_config_free(file);
     if (!job)
         return NULL;
     rl_model *m = NULL;

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "diffusion_common.h"
+#include "flow_demos.h"
 #include "libero_common.h"
 #include "rlrt/nn/flow_policy.h"
 #include "rlrt/nn/safetensors.h"
@@ -37,7 +38,6 @@
 #include "rlrt/rng.h"
 #include "rlrt/roles/env.h"
 
-#define S_OBS (RL_FP_PROPRIO_DIM + RL_FP_OBJECT_DIM)
 
 typedef struct s_ws_cfg {
     const char *demos;
@@ -58,131 +58,6 @@ static int s_read(const rl_config *job, s_ws_cfg *o)
     return rl_config_read(job, spec, sizeof spec / sizeof spec[0], o);
 }
 
-/* The training pairs. */
-typedef struct s_pairs {
-    int64_t n, C, D, eps;
-    float *prop, *obj, *act; /* (n, 39), (n, 98), (n, D) */
-    int64_t *task;           /* (n) */
-    float mean[S_OBS], std[S_OBS];
-    int64_t per_task[RL_ENV_MAX_TASKS];
-} s_pairs;
-
-static void s_pairs_free(s_pairs *p)
-{
-    free(p->prop);
-    free(p->obj);
-    free(p->act);
-    free(p->task);
-    memset(p, 0, sizeof *p);
-}
-
-static const rl_st_tensor *s_tensor(const rl_safetensors *st, const char *path, const char *name,
-                                    rl_dtype dt, int ndim, int64_t d1)
-{
-    int i = rl_safetensors_find(st, name);
-    const rl_st_tensor *t = i < 0 ? NULL : rl_safetensors_tensor(st, i);
-    if (!t) {
-        rl_error_set(RL_ENOTFOUND, "%s: no tensor '%s' (not a libero_collect dataset?)", path, name);
-        return NULL;
-    }
-    if (t->dtype != dt || t->ndim != ndim || (ndim == 2 && t->shape[1] != d1)) {
-        rl_error_set(RL_ESHAPE, "%s: tensor '%s' has the wrong dtype or shape", path, name);
-        return NULL;
-    }
-    return t;
-}
-
-/* Reads the demonstrations into pairs of chunks of C actions. */
-static int s_load_pairs(const char *path, int64_t per_task, int64_t C, int num_tasks, s_pairs *p)
-{
-    memset(p, 0, sizeof *p);
-    p->C = C;
-    p->D = C * RL_FP_ACTION_DIM;
-    rl_safetensors *st = rl_safetensors_open(path);
-    if (!st)
-        return rl_error_wrap(rl_error_code(), "warmstart.demos (collect them with examples/libero_collect.yaml)");
-    const rl_st_tensor *tp = s_tensor(st, path, "obs/proprio", RL_F32, 2, RL_FP_PROPRIO_DIM);
-    const rl_st_tensor *to = tp ? s_tensor(st, path, "obs/object", RL_F32, 2, RL_FP_OBJECT_DIM) : NULL;
-    const rl_st_tensor *ta = to ? s_tensor(st, path, "actions", RL_F32, 2, RL_FP_ACTION_DIM) : NULL;
-    const rl_st_tensor *ts = ta ? s_tensor(st, path, "episode/start", RL_I64, 1, 0) : NULL;
-    const rl_st_tensor *tl = ts ? s_tensor(st, path, "episode/length", RL_I64, 1, 0) : NULL;
-    const rl_st_tensor *tt = tl ? s_tensor(st, path, "episode/task_id", RL_I64, 1, 0) : NULL;
-    const rl_st_tensor *tk = tt ? s_tensor(st, path, "episode/success", RL_U8, 1, 0) : NULL;
-    int rc = tk ? RL_OK : rl_error_code();
-    const int64_t S = tp ? tp->shape[0] : 0, E = ts ? ts->shape[0] : 0;
-    if (!rc && (to->shape[0] != S || ta->shape[0] != S || tl->shape[0] != E || tt->shape[0] != E ||
-                tk->shape[0] != E))
-        rc = rl_error_set(RL_ESHAPE, "%s: step or episode tensors disagree in length", path);
-    const int64_t *start = rc ? NULL : ts->data, *len = rc ? NULL : tl->data, *task = rc ? NULL : tt->data;
-    const uint8_t *ok = rc ? NULL : tk->data;
-    uint8_t *keep = rc ? NULL : calloc((size_t)(E + 1), 1);
-    if (!rc && !keep)
-        rc = rl_error_set(RL_ENOMEM, "out of memory");
-    int64_t n = 0;
-    for (int64_t e = 0; !rc && e < E; e++) {
-        if (start[e] < 0 || len[e] < 1 || start[e] + len[e] > S || task[e] < 0 || task[e] >= num_tasks ||
-            task[e] >= RL_ENV_MAX_TASKS)
-            rc = rl_error_set(RL_ERANGE, "%s: episode %lld (start %lld, length %lld, task %lld) out of range", path,
-                              (long long)e, (long long)start[e], (long long)len[e], (long long)task[e]);
-        else if (ok[e] && p->per_task[task[e]] < per_task) {
-            keep[e] = 1;
-            p->per_task[task[e]]++;
-            p->eps++;
-            n += len[e];
-        }
-    }
-    if (!rc && n == 0)
-        rc = rl_error_set(RL_EINVAL, "%s: no successful episode of tasks [0, %d)", path, num_tasks);
-    p->n = n;
-    if (!rc) {
-        p->prop = malloc(sizeof(float) * (size_t)n * RL_FP_PROPRIO_DIM);
-        p->obj = malloc(sizeof(float) * (size_t)n * RL_FP_OBJECT_DIM);
-        p->act = malloc(sizeof(float) * (size_t)(n * p->D));
-        p->task = malloc(sizeof(int64_t) * (size_t)n);
-        if (!p->prop || !p->obj || !p->act || !p->task)
-            rc = rl_error_set(RL_ENOMEM, "out of memory for %lld pairs", (long long)n);
-    }
-    const float *P = rc ? NULL : tp->data, *O = rc ? NULL : to->data, *A = rc ? NULL : ta->data;
-    int64_t i = 0;
-    for (int64_t e = 0; !rc && e < E; e++) {
-        if (!keep[e])
-            continue;
-        for (int64_t s = 0; s < len[e]; s++, i++) {
-            int64_t g = start[e] + s;
-            memcpy(p->prop + i * RL_FP_PROPRIO_DIM, P + g * RL_FP_PROPRIO_DIM, sizeof(float) * RL_FP_PROPRIO_DIM);
-            memcpy(p->obj + i * RL_FP_OBJECT_DIM, O + g * RL_FP_OBJECT_DIM, sizeof(float) * RL_FP_OBJECT_DIM);
-            for (int64_t c = 0; c < C; c++) { /* past the end: the last action again */
-                int64_t src = start[e] + (s + c < len[e] ? s + c : len[e] - 1);
-                memcpy(p->act + i * p->D + c * RL_FP_ACTION_DIM, A + src * RL_FP_ACTION_DIM,
-                       sizeof(float) * RL_FP_ACTION_DIM);
-            }
-            p->task[i] = task[e];
-        }
-    }
-    for (int64_t k = 0; !rc && k < n * p->D; k++)
-        if (!isfinite(p->act[k]))
-            rc = rl_error_set(RL_ENUMERIC, "%s: a kept action is not finite", path);
-    /* obs_norm: mean and std over the pairs (double sums), std >= 0.01 */
-    for (int j = 0; !rc && j < S_OBS; j++) {
-        double s1 = 0, s2 = 0;
-        for (int64_t r = 0; r < n; r++) {
-            double x = j < RL_FP_PROPRIO_DIM ? p->prop[r * RL_FP_PROPRIO_DIM + j]
-                                             : p->obj[r * RL_FP_OBJECT_DIM + j - RL_FP_PROPRIO_DIM];
-            s1 += x;
-            s2 += x * x;
-        }
-        double m = s1 / (double)n, v = s2 / (double)n - m * m;
-        p->mean[j] = (float)m;
-        p->std[j] = (float)fmax(sqrt(fmax(v, 0.0)), 0.01);
-        if (!isfinite(p->mean[j]) || !isfinite(p->std[j]))
-            rc = rl_error_set(RL_ENUMERIC, "%s: observation %d is not finite", path, j);
-    }
-    free(keep);
-    rl_safetensors_close(st);
-    if (rc)
-        s_pairs_free(p);
-    return rc;
-}
 
 /* ---- the run ---------------------------------------------------------------------------- */
 
@@ -190,51 +65,10 @@ typedef struct s_ws {
     rl_dj j;
     rl_trainer t;
     s_ws_cfg o;
-    s_pairs p;
+    rl_flow_demos p;
     int64_t step;
 } s_ws;
 
-/* The flow-matching request of one step (rows drawn by Philox(seed, step)). */
-static rl_dataproto *s_batch(s_ws *s)
-{
-    const int64_t B = s->o.batch, D = s->p.D;
-    rl_dataproto *dp = rl_dataproto_new();
-    if (dp && rl_dataproto_set_meta(dp, json_pack("{s:I}", RL_ACTOR_GLOBAL_ROWS, (json_int_t)B))) {
-        rl_dataproto_free(dp);
-        return NULL;
-    }
-    int64_t s1[1] = {B}, sp[2] = {B, RL_FP_PROPRIO_DIM}, so[2] = {B, RL_FP_OBJECT_DIM}, sd[2] = {B, D};
-    rl_tensor *tp = dp ? rl_dataproto_new_tensor(dp, RL_FP_PROPRIO, RL_F32, 2, sp) : NULL;
-    rl_tensor *to = tp ? rl_dataproto_new_tensor(dp, RL_FP_OBJECT, RL_F32, 2, so) : NULL;
-    rl_tensor *tk = to ? rl_dataproto_new_tensor(dp, RL_FP_TASK, RL_I64, 1, s1) : NULL;
-    rl_tensor *tx = tk ? rl_dataproto_new_tensor(dp, RL_FP_X_T, RL_F32, 2, sd) : NULL;
-    rl_tensor *tt = tx ? rl_dataproto_new_tensor(dp, RL_FP_T, RL_F32, 1, s1) : NULL;
-    rl_tensor *tg = tt ? rl_dataproto_new_tensor(dp, RL_ACTOR_VELOCITY_TARGET, RL_F32, 2, sd) : NULL;
-    if (!tg) {
-        rl_dataproto_free(dp);
-        return NULL;
-    }
-    float *P = rl_tensor_data(tp), *O = rl_tensor_data(to), *X = rl_tensor_data(tx);
-    float *T = rl_tensor_data(tt), *G = rl_tensor_data(tg);
-    int64_t *K = rl_tensor_data(tk);
-    for (int64_t b = 0; b < B; b++) {
-        rl_rng g;
-        rl_rng_init(&g, s->t.seed ^ 0x77a5u, (uint64_t)s->step * 1000003u + (uint64_t)b);
-        int64_t i = (int64_t)rl_rng_below(&g, (uint64_t)s->p.n);
-        double u = rl_rng_uniform_f64(&g);
-        float t = s->o.beta ? (float)(0.999 * pow(u, 1.0 / 1.5) + 0.001) : (float)u;
-        memcpy(P + b * RL_FP_PROPRIO_DIM, s->p.prop + i * RL_FP_PROPRIO_DIM, sizeof(float) * RL_FP_PROPRIO_DIM);
-        memcpy(O + b * RL_FP_OBJECT_DIM, s->p.obj + i * RL_FP_OBJECT_DIM, sizeof(float) * RL_FP_OBJECT_DIM);
-        K[b] = s->p.task[i];
-        T[b] = t;
-        for (int64_t j = 0; j < D; j++) {
-            float a = s->p.act[i * D + j], e = rl_rng_normal(&g);
-            X[b * D + j] = (1.0f - t) * a + t * e;
-            G[b * D + j] = e - a;
-        }
-    }
-    return dp;
-}
 
 /* eval.episodes greedy episodes → success per task, logged and written. */
 static int s_evaluate(s_ws *s, rl_driver *d, const rl_config *job)
@@ -309,7 +143,7 @@ static int s_run(rl_driver *d, const rl_config *job)
                 rl_config_get_int_in(job, "model.num_tasks", 1, 1 << 20, &tasks)))
         rc = rl_error_code();
     if (!rc)
-        rc = s_load_pairs(s.o.demos, s.o.per_task, C, (int)tasks, &s.p);
+        rc = rl_flow_demos_load(s.o.demos, s.o.per_task, C, (int)tasks, &s.p);
     if (!rc)
         rc = rl_trainer_open(&s.t, d, job);
     if (!rc)
@@ -325,7 +159,7 @@ static int s_run(rl_driver *d, const rl_config *job)
     double t0 = rl_now_s();
     for (s.step = 1; !rc && s.step <= s.o.steps && !rl_driver_interrupted(d); s.step++) {
         rl_metric_set_clear(s.t.ms);
-        rl_dataproto *req = s_batch(&s);
+        rl_dataproto *req = rl_flow_demos_batch(&s.p, s.t.seed, s.step, s.o.batch, s.o.beta);
         static const char *const keys[1] = {RL_ACTOR_M_LOSS};
         double loss = 0, gnorm = 0, lr = 0;
         rc = req ? rl_dj_actor_step(&s.j, RL_ACTOR_FLOW_STEP, req, keys, 1, &loss, &gnorm, &lr) : rl_error_code();
@@ -351,7 +185,7 @@ static int s_run(rl_driver *d, const rl_config *job)
         rc = s_evaluate(&s, d, job);
     rl_trainer_close(&s.t);
     rl_dj_close(&s.j);
-    s_pairs_free(&s.p);
+    rl_flow_demos_free(&s.p);
     return rc;
 }
 
@@ -383,8 +217,8 @@ static int s_prepare(rl_config *job)
         rc = rl_config_error_at(job, "env.policy", RL_ECONFIG, "the warm start evaluates its model: set 'model'");
     if (rc || (from && *from))
         return rc;
-    s_pairs p;
-    if ((rc = s_load_pairs(o.demos, o.per_task, C, (int)tasks, &p)))
+    rl_flow_demos p;
+    if ((rc = rl_flow_demos_load(o.demos, o.per_task, C, (int)tasks, &p)))
         return rl_config_error_at(job, "warmstart.demos", rc, "%s", rl_error_message());
     rl_model *m = rl_model_build(job, (uint64_t)seed);
     char dir[4096];
@@ -395,7 +229,7 @@ static int s_prepare(rl_config *job)
     if (!rc)
         rc = rl_config_set_yaml(job, "model.init_from", dir);
     rl_model_free(m);
-    s_pairs_free(&p);
+    rl_flow_demos_free(&p);
     return rc;
 }
 

@@ -15,11 +15,16 @@
  *                 flow_ipo: reference actions from the same initial noise
  *                 (and t, ε, v_ref); actor_critic: the value head's values
  *   credit        flow_sar: softmax credit weights and labels; flow_ipo:
- *                 sigmoid weights; actor: GRPO over the episodes of a task
- *                 (reward filter); actor_critic: GAE over chunk steps
+ *                 sigmoid weights; actor: GRPO over the env groups of
+ *                 env.group_size (same task and initial state), or the
+ *                 episodes of a task when it is 1 (reward filter);
+ *                 actor_critic: GAE over chunk steps
  *   update_actor  actor.ppo_epochs × mini-batches of ppo_mini_batch_size
  *                 kept rows (shuffled by (seed, step)): the actor's
- *                 update_flow (FSDP, AdamW, grad clip)
+ *                 update_flow (FSDP, AdamW, grad clip); with
+ *                 algorithm.demo_coef > 0 each mini-batch carries as many
+ *                 demonstration pairs (algorithm.demos, flow_demos.h) and
+ *                 the loss adds demo_coef × their flow matching (the anchor)
  *   sync_weights  the new weights to the rollout ranks (which update θ_ref)
  * then evaluation every trainer.val_every steps (the ODE policy on fixed
  * initial states: eval.episodes_per_task per task; success per task),
@@ -33,6 +38,7 @@
 #include <string.h>
 
 #include "diffusion_common.h"
+#include "flow_demos.h"
 #include "libero_common.h"
 #include "rlrt/algo/embodied.h"
 #include "rlrt/algo/advantage.h"
@@ -113,6 +119,7 @@ typedef struct s_lr {
     int64_t *row_sb;      /* (kept) s·B + b of each row */
     float *step_mask, *chunk_rewards, *step_rewards, *ep_reward; /* (S,B), (S,B), (S,B,C), (B) */
     int64_t *ep_task;     /* (B) */
+    rl_flow_demos demos;  /* algorithm.demo_coef > 0: the anchor's pairs */
     double first_eval;    /* success at the start of this run (NaN: none yet) */
 } s_lr;
 
@@ -496,9 +503,20 @@ static int s_phase_credit(void *arg)
         int64_t kept = 0;
         if (!ea)
             rc = adv ? rl_error_set(RL_ENOMEM, "out of memory") : rl_error_code();
-        if (!rc) /* groups: the episodes of one task in this step */
-            rc = rl_embodied_grpo_advantages(s->ep_reward, s->ep_task, B, RL_ENV_MAX_TASKS, s->alg.filter_rewards,
-                                        s->alg.rewards_lower, s->alg.rewards_upper, ea, &kept);
+        /* groups: env.group_size > 1: the G envs that share a task and an
+         * initial state (global env b is in group b / G); 1: the episodes
+         * of one task in this step */
+        const int64_t G = s->env.group_size;
+        int64_t *grp = ea && G > 1 ? malloc(sizeof(int64_t) * (size_t)(B + 1)) : NULL;
+        if (ea && G > 1 && !grp)
+            rc = rl_error_set(RL_ENOMEM, "out of memory");
+        for (int64_t b = 0; !rc && grp && b < B; b++)
+            grp[b] = b / G;
+        if (!rc)
+            rc = rl_embodied_grpo_advantages(s->ep_reward, grp ? grp : s->ep_task, B,
+                                             grp ? (B + G - 1) / G : RL_ENV_MAX_TASKS, s->alg.filter_rewards,
+                                             s->alg.rewards_lower, s->alg.rewards_upper, ea, &kept);
+        free(grp);
         for (int64_t k = 0; !rc && k < n; k++)
             adv[k] = ea[s->row_sb[k] % B];
         if (!rc)
@@ -561,6 +579,23 @@ static int s_phase_credit(void *arg)
 
 /* ---- update --------------------------------------------------------------------------------------------------- */
 
+/* The demonstration anchor: as many demonstration pairs as the request has
+ * rows (drawn by (seed, step, update)), under the RL_FLOW_DEMO_* names. */
+static int s_add_demos(s_lr *s, rl_dataproto *req, int update)
+{
+    static const char *const from[6] = {RL_FP_PROPRIO, RL_FP_OBJECT, RL_FP_TASK, RL_FP_X_T, RL_FP_T,
+                                        RL_ACTOR_VELOCITY_TARGET};
+    static const char *const to[6] = {RL_FLOW_DEMO_PROPRIO, RL_FLOW_DEMO_OBJECT, RL_FLOW_DEMO_TASK,
+                                      RL_FLOW_DEMO_X_T, RL_FLOW_DEMO_T, RL_FLOW_DEMO_TARGET};
+    rl_dataproto *db = rl_flow_demos_batch(&s->demos, s->t.seed ^ 0xd3e0ull, s->step * 100000 + update,
+                                           rl_dataproto_rows(req), 1);
+    int rc = db ? RL_OK : rl_error_code();
+    for (int k = 0; !rc && k < 6; k++)
+        rc = rl_dataproto_add_tensor(req, to[k], rl_dataproto_tensor(db, from[k]));
+    rl_dataproto_free(db);
+    return rc;
+}
+
 static int s_phase_update(void *arg)
 {
     s_lr *s = arg;
@@ -583,12 +618,14 @@ static int s_phase_update(void *arg)
     case RL_FLOW_LOSS_GRPO: keep = pg_keep, nkeep = 10; break;
     default: keep = pg_keep, nkeep = 12; break;
     }
-    static const char *const mkeys[17] = {
+    enum { NK = 18 };
+    static const char *const mkeys[NK] = {
         RL_ACTOR_M_LOSS, RL_FLOW_M_ROWS, "actor/flow_sar_loss", "actor/flow_sar_E_pos", "actor/flow_sar_E_neg",
         "actor/flow_sar_weight_mean", "actor/flow_sar_contrastive", "actor/flow_sar_kl_penalty",
         "actor/flow_sar_success_ratio", "actor/flow_ipo_loss", "actor/velocity_mse", "actor/pg_loss",
-        "actor/pg_clipfrac", "actor/ppo_kl", "actor/ratio_mean", "actor/trained_steps", "critic/value_loss"};
-    double tot[17] = {0}, gn = 0, lr = 0;
+        "actor/pg_clipfrac", "actor/ppo_kl", "actor/ratio_mean", "actor/trained_steps", "critic/value_loss",
+        RL_FLOW_M_DEMO_LOSS};
+    double tot[NK] = {0}, demo_rows = 0, gn = 0, lr = 0;
     int updates = 0, rc = RL_OK;
     int64_t *perm = malloc(sizeof(int64_t) * (size_t)(n + 1));
     if (!perm)
@@ -619,11 +656,14 @@ static int s_phase_update(void *arg)
                                                                     RL_ACTOR_GLOBAL_TOKENS, (json_int_t)steps))
                                    : NULL;
             rl_dataproto_free(mb);
-            double sums[17], gnorm, l;
-            rc = req ? rl_dj_actor_step(&s->j, RL_ACTOR_UPDATE_FLOW, req, mkeys, 17, sums, &gnorm, &l)
-                     : rl_error_code();
+            if (req && s->alg.demo_coef > 0 && !(rc = s_add_demos(s, req, updates)))
+                demo_rows += (double)rows;
+            double sums[NK], gnorm, l;
+            if (!rc)
+                rc = req ? rl_dj_actor_step(&s->j, RL_ACTOR_UPDATE_FLOW, req, mkeys, NK, sums, &gnorm, &l)
+                         : rl_error_code();
             rl_dataproto_free(req);
-            for (int k = 0; !rc && k < 17; k++)
+            for (int k = 0; !rc && k < NK; k++)
                 tot[k] += sums[k];
             gn += gnorm;
             lr = l;
@@ -655,6 +695,8 @@ static int s_phase_update(void *arg)
         if (s->alg.loss == RL_FLOW_LOSS_PPO)
             rl_metric_set_put(s->t.ms, mkeys[16], tot[16] / rows);
     }
+    if (demo_rows > 0)
+        rl_metric_set_put(s->t.ms, RL_FLOW_M_DEMO_LOSS, tot[NK - 1] / demo_rows);
     rl_metric_set_put(s->t.ms, "actor/updates", updates);
     rl_metric_set_put(s->t.ms, "actor/grad_norm", updates ? gn / updates : 0);
     rl_metric_set_put(s->t.ms, "actor/lr", lr);
@@ -786,12 +828,21 @@ static int s_open(s_lr *s, rl_driver *d, const rl_config *job)
     s->C = s->env.num_action_chunks;
     s->D = s->C * RL_FP_ACTION_DIM;
     s->S = (s->env.max_episode_steps + s->C - 1) / s->C;
+    int64_t tasks = 0;
+    if (!rc && s->alg.demo_coef > 0 &&
+        !(rc = rl_config_get_int_in(job, "model.num_tasks", 1, RL_ENV_MAX_TASKS, &tasks)) &&
+        (rc = rl_flow_demos_load(s->alg.demos, s->alg.demos_per_task, s->C, (int)tasks, &s->demos)))
+        rc = rl_config_error_at(job, "algorithm.demos", rc, "%s", rl_error_message());
+    if (!rc && s->alg.demo_coef > 0)
+        rl_log_info("demonstration anchor: %g x flow matching on %lld pairs of %lld demonstrations",
+                    s->alg.demo_coef, (long long)s->demos.n, (long long)s->demos.eps);
     return rc;
 }
 
 static void s_close(s_lr *s)
 {
     s_step_clear(s);
+    rl_flow_demos_free(&s->demos);
     rl_trainer_close(&s->t);
     rl_dj_close(&s->j);
 }

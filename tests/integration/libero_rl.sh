@@ -10,7 +10,10 @@
 #  3. FlowIPO, flow-SDE GRPO and PPO: one step each with their metrics
 #     (the first GRPO epoch re-scores the sampler's chains: ratio ≈ 1);
 #  4. resume is exact: 2 steps + resume to 3 gives the metrics and the
-#     weights (actor and EMA reference) of 3 uninterrupted steps.
+#     weights (actor and EMA reference) of 3 uninterrupted steps;
+#  5. GRPO over env groups (env.group_size: the envs of a group share the
+#     task and the initial state) with the demonstration anchor
+#     (algorithm.demo_coef, on two expert demonstrations collected here).
 . "$(dirname "$0")/lib.bash"
 DATA=${LIBERO_DATA:-build/libero-data}
 [ -f "$DATA/manifest.json" ] || skip "no LIBERO-Object data in $DATA; run: make libero-data"
@@ -29,6 +32,12 @@ out=$(run examples/libero_object_grpo.yaml algorithm.adv_estimator=gae 2>&1) && 
 echo "$out" | grep -q "algorithm.adv_estimator: loss_type actor has no value head" || fail "actor+gae not refused"
 out=$(run examples/libero_object_flowsar.yaml env.auto_reset=true 2>&1) && fail "auto_reset ran"
 echo "$out" | grep -q "env.auto_reset: libero_rl runs one episode per env" || fail "auto_reset not refused"
+out=$(run examples/libero_object_flowsar.yaml algorithm.demo_coef=0.5 2>&1) && fail "demo_coef without demos ran"
+echo "$out" | grep -q "algorithm.demos: algorithm.demo_coef is 0.5: name the demonstrations" ||
+    { echo "$out" | tail -3; fail "demo_coef without demos not refused"; }
+out=$(run examples/libero_object_grpo.yaml env.group_size=3 2>&1) && fail "a group_size not dividing the envs ran"
+echo "$out" | grep -q "override env.group_size=3: env.group_size: must divide env.total_num_envs (2), got 3" ||
+    { echo "$out" | tail -3; fail "group_size not refused"; }
 
 # 2.-3. one or two steps of every method
 check() { # check DIR KEYS... : the last metrics line has every key, finite
@@ -93,4 +102,18 @@ assert [r["step"] for r in a] == [r["step"] for r in b] == [0, 1, 2, 3], ([r["st
 strip = lambda r: {k: v for k, v in r.items() if not k.startswith("timing_s/")}
 assert strip(a[-1]) == strip(b[-1]), (strip(a[-1]), strip(b[-1]))
 PY
-echo "libero_rl: errors located, four methods ran with their metrics, resume exact"
+# 5. groups and the demonstration anchor
+"$BIN/rl-driver" --cluster examples/cluster-libero.yaml --config examples/libero_collect.yaml \
+    --bind 'tcp://127.0.0.1:*' env.data_dir="$DATA" env.total_num_envs=2 env.task_ids=0-1 collect.episodes=2 \
+    collect.output="$d/demos" trainer.output_dir="$d/demos" >"$d/demos.log" 2>&1 ||
+    { tail -20 "$d/demos.log"; fail "collecting two demonstrations failed"; }
+run examples/libero_object_grpo.yaml trainer.total_steps=1 actor.ppo_epochs=1 env.group_size=2 \
+    algorithm.demo_coef=0.5 algorithm.demos="$d/demos/demos.safetensors" trainer.output_dir="$d/anchor" \
+    >"$d/anchor.log" 2>&1 || { tail -20 "$d/anchor.log"; fail "GRPO with groups and the anchor failed"; }
+check "$d/anchor" actor/pg_loss actor/demo_fm_loss critic/kept_groups
+grep -q "demonstration anchor: 0.5 x flow matching on .* pairs of 2 demonstrations" "$d/anchor.log" ||
+    fail "the anchor's demonstrations were not loaded"
+"$PYTHON" -c "
+import json; m=[json.loads(l) for l in open('$d/anchor/metrics.jsonl')][-1]
+assert m['actor/demo_fm_loss'] > 0 and m['critic/kept_groups'] <= 1, m" || fail "anchor/group metrics"
+echo "libero_rl: errors located, four methods ran with their metrics, resume exact, groups + anchor ran"

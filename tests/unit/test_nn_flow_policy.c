@@ -40,7 +40,7 @@ static rl_model *s_model(const rl_golden *g, const char *sde_mode)
     char yaml[512];
     snprintf(yaml, sizeof yaml,
              "model: {type: flow_policy, num_action_chunks: %s, num_tasks: %s, hidden_size: %s, "
-             "num_layers: %s, time_embed_dim: %s, sde_mode: %s, init_from: ''}\n",
+             "num_layers: %s, time_embed_dim: %s, sde_mode: %s, obs_clip: 0, init_from: ''}\n",
              rl_golden_meta(g, "chunks"), rl_golden_meta(g, "tasks"), rl_golden_meta(g, "hidden"),
              rl_golden_meta(g, "layers"), rl_golden_meta(g, "time_dim"), sde_mode);
     rl_config *job = rl_config_parse_string(yaml, strlen(yaml), "<test>");
@@ -446,11 +446,11 @@ static void test_bad_batches(void **state)
     rl_dataproto_free(in);
     /* config: out of range and odd values, located */
     const char *bad[] = {"model: {type: flow_policy, num_action_chunks: 0, num_tasks: 10, hidden_size: 8, "
-                         "num_layers: 1, time_embed_dim: 8, sde_mode: one, init_from: ''}\n",
+                         "num_layers: 1, time_embed_dim: 8, sde_mode: one, obs_clip: 0, init_from: ''}\n",
                          "model: {type: flow_policy, num_action_chunks: 2, num_tasks: 10, hidden_size: 8, "
-                         "num_layers: 1, time_embed_dim: 7, sde_mode: one, init_from: ''}\n",
+                         "num_layers: 1, time_embed_dim: 7, sde_mode: one, obs_clip: 0, init_from: ''}\n",
                          "model: {type: flow_policy, num_action_chunks: 2, num_tasks: 10, hidden_size: 8, "
-                         "num_layers: 1, time_embed_dim: 8, sde_mode: all, init_from: ''}\n"};
+                         "num_layers: 1, time_embed_dim: 8, sde_mode: all, obs_clip: 0, init_from: ''}\n"};
     const char *names[] = {"model.num_action_chunks", "model.time_embed_dim", "model.sde_mode"};
     for (int i = 0; i < 3; i++) {
         rl_config *job = rl_config_parse_string(bad[i], strlen(bad[i]), "<test>");
@@ -494,6 +494,63 @@ static void test_save_load(void **state)
     rl_golden_free(g);
 }
 
+/* The velocity of one row whose object[0] is `x` (obs_norm: mean 0, std 1). */
+static float s_vel0(rl_model *m, float x, int64_t D)
+{
+    rl_dataproto *b = rl_dataproto_new();
+    float *p = rl_tensor_data(rl_dataproto_new_tensor(b, RL_FP_PROPRIO, RL_F32, 2, (int64_t[]){1, 39}));
+    float *o = rl_tensor_data(rl_dataproto_new_tensor(b, RL_FP_OBJECT, RL_F32, 2, (int64_t[]){1, 98}));
+    int64_t *k = rl_tensor_data(rl_dataproto_new_tensor(b, RL_FP_TASK, RL_I64, 1, (int64_t[]){1}));
+    float *xt = rl_tensor_data(rl_dataproto_new_tensor(b, RL_FP_X_T, RL_F32, 2, (int64_t[]){1, D}));
+    float *t = rl_tensor_data(rl_dataproto_new_tensor(b, RL_FP_T, RL_F32, 1, (int64_t[]){1}));
+    memset(p, 0, sizeof(float) * 39);
+    memset(o, 0, sizeof(float) * 98);
+    memset(xt, 0, sizeof(float) * (size_t)D);
+    o[0] = x, k[0] = 0, t[0] = 0.5f;
+    rl_model_pass pass = {.temperature = 1, .micro_batch = 0};
+    rl_dataproto *out = NULL;
+    if (rl_model_forward(m, b, RL_Q_BIT(RL_Q_VELOCITY), &pass, &out))
+        fail_msg("%s", rl_error_message());
+    float v = ((const float *)rl_tensor_data(rl_dataproto_tensor(out, rl_quantity_name(RL_Q_VELOCITY))))[0];
+    rl_dataproto_free(out);
+    rl_dataproto_free(b);
+    return v;
+}
+
+/* model.obs_clip clamps the normalised observation: an object far outside
+ * the demonstrations' range acts like one at the bound; 0 is off; a
+ * negative value is a located error. */
+static void test_obs_clip(void **state)
+{
+    (void)state;
+    const char *y = "model: {type: flow_policy, num_action_chunks: 2, num_tasks: 3, hidden_size: 16, "
+                    "num_layers: 1, time_embed_dim: 8, sde_mode: one, obs_clip: %s, init_from: ''}\n";
+    char yaml[512];
+    rl_model *m[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(yaml, sizeof yaml, y, i ? "3" : "0");
+        rl_config *job = rl_config_parse_string(yaml, strlen(yaml), "<test>");
+        assert_non_null(job);
+        m[i] = rl_model_build(job, 1);
+        rl_config_free(job);
+        if (!m[i] || rl_model_init_random(m[i], 7))
+            fail_msg("%s", rl_error_message());
+    }
+    assert_true(rl_flow_policy_get_config(m[1])->obs_clip == 3.0);
+    const int64_t D = 14;
+    assert_float_equal(s_vel0(m[1], 100.0f, D), s_vel0(m[1], 3.0f, D), 0);
+    assert_float_equal(s_vel0(m[1], -50.0f, D), s_vel0(m[1], -3.0f, D), 0);
+    assert_float_equal(s_vel0(m[1], 1.5f, D), s_vel0(m[0], 1.5f, D), 0); /* inside: unchanged */
+    assert_true(s_vel0(m[0], 100.0f, D) != s_vel0(m[0], 3.0f, D));      /* off: not clamped */
+    snprintf(yaml, sizeof yaml, y, "-1");
+    rl_config *job = rl_config_parse_string(yaml, strlen(yaml), "<test>");
+    assert_int_not_equal(rl_model_check_config(job), 0);
+    assert_non_null(strstr(rl_error_message(), "model.obs_clip"));
+    rl_config_free(job);
+    rl_model_free(m[0]);
+    rl_model_free(m[1]);
+}
+
 int main(void)
 {
     rl_nn_set_threads(2);
@@ -501,6 +558,7 @@ int main(void)
         cmocka_unit_test(test_velocity_value_golden), cmocka_unit_test(test_sde_logp_golden),
         cmocka_unit_test(test_finite_differences),    cmocka_unit_test(test_sampling),
         cmocka_unit_test(test_bad_batches),           cmocka_unit_test(test_save_load),
+        cmocka_unit_test(test_obs_clip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

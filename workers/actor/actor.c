@@ -395,15 +395,9 @@ static s_actor *s_get_diffusion(rl_worker_ctx *ctx, const char *method)
     return a;
 }
 
-typedef struct s_fm_ctx {
-    const float *target; /* (B, D) of the whole call */
-    double norm;         /* global rows · D */
-} s_fm_ctx;
-
-/* Σ (v − target)² / norm over the micro-batch. */
-static int s_fm_loss(void *arg, const rl_model_io *out, rl_model_io *grad, double *loss)
+int rl_actor_fm_loss(void *arg, const rl_model_io *out, rl_model_io *grad, double *loss)
 {
-    s_fm_ctx *c = arg;
+    rl_actor_fm_ctx *c = arg;
     int64_t D = out->width[RL_Q_VELOCITY], n = out->rows * D;
     const float *v = out->q[RL_Q_VELOCITY], *t = c->target + out->row0 * D;
     double s = 0;
@@ -428,14 +422,14 @@ static int s_flow_step(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto 
     const rl_tensor *t = rl_dataproto_tensor_shaped(in, RL_ACTOR_VELOCITY_TARGET, RL_F32, 2, dims);
     if (!t)
         return rl_error_code();
-    s_fm_ctx c = {rl_tensor_data((rl_tensor *)t), (double)grows * (double)t->shape[1]};
+    rl_actor_fm_ctx c = {rl_tensor_data((rl_tensor *)t), (double)grows * (double)t->shape[1]};
     for (int64_t i = 0; i < t->shape[0] * t->shape[1]; i++)
         if (!isfinite(c.target[i]))
             return rl_error_set(RL_ENUMERIC, "tensor '%s' holds %g at %lld", RL_ACTOR_VELOCITY_TARGET,
                                 (double)c.target[i], (long long)i);
     double loss = 0, gnorm = 0, lr = 0;
     rl_model_pass pass = {.temperature = 1.0, .micro_batch = a->o.micro_batch};
-    int rc = rl_model_forward_backward(a->policy, in, RL_Q_BIT(RL_Q_VELOCITY), &pass, s_fm_loss, &c,
+    int rc = rl_model_forward_backward(a->policy, in, RL_Q_BIT(RL_Q_VELOCITY), &pass, rl_actor_fm_loss, &c,
                                        &loss);
     /* every rank takes part in the collectives, even after an error of its
      * own (then with no gradient: the call fails anyway) */

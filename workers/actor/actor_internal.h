@@ -35,6 +35,14 @@ rl_actor_state *rl_actor_get(rl_worker_ctx *ctx, const char *method);
  * gradients are zeroed. Every rank must call it (collectives). */
 int rl_actor_fsdp_step(rl_actor_state *a, double clip, double *grad_norm, double *lr_out);
 
+/* Flow matching (a rl_model_loss_fn over RL_Q_VELOCITY): Σ (v − target)² /
+ * norm over the micro-batch, the gradient 2(v − target)/norm. */
+typedef struct rl_actor_fm_ctx {
+    const float *target; /* (B, D) of the whole call */
+    double norm;         /* global rows · D (divided by a loss weight) */
+} rl_actor_fm_ctx;
+int rl_actor_fm_loss(void *arg, const rl_model_io *out, rl_model_io *grad, double *loss);
+
 /* flow_update.c (contract: rlrt/roles/flow_rl.h) */
 int rl_actor_update_flow(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out);
 int rl_actor_flow_values(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out);

@@ -212,6 +212,36 @@ static rl_dataproto *s_vel_batch(const rl_dataproto *in, const float *a, const f
     return dp;
 }
 
+/* The demonstration anchor's batch: the RL_FLOW_DEMO_* tensors of `in`
+ * under the model's names (B rows; shapes checked by the model and here). */
+static rl_dataproto *s_demo_batch(const rl_dataproto *in, int64_t B, int64_t *D, const float **target)
+{
+    static const char *const from[5] = {RL_FLOW_DEMO_PROPRIO, RL_FLOW_DEMO_OBJECT, RL_FLOW_DEMO_TASK,
+                                        RL_FLOW_DEMO_X_T, RL_FLOW_DEMO_T};
+    static const char *const to[5] = {RL_FP_PROPRIO, RL_FP_OBJECT, RL_FP_TASK, RL_FP_X_T, RL_FP_T};
+    const rl_tensor *tg = rl_dataproto_tensor_shaped(in, RL_FLOW_DEMO_TARGET, RL_F32, 2, (int64_t[]){B, -1});
+    if (!tg)
+        return NULL;
+    *D = tg->shape[1];
+    if (!(*target = s_f32(in, RL_FLOW_DEMO_TARGET, B, *D)))
+        return NULL;
+    rl_dataproto *dp = rl_dataproto_new();
+    for (int k = 0; dp && k < 5; k++) {
+        rl_tensor *t = rl_dataproto_tensor((rl_dataproto *)in, from[k]);
+        if (!t) {
+            rl_error_set(RL_EINVAL, "%s: algorithm.demo_coef > 0 but the request has no '%s'",
+                         RL_ACTOR_UPDATE_FLOW, from[k]);
+            rl_dataproto_free(dp);
+            return NULL;
+        }
+        if (rl_dataproto_add_tensor(dp, to[k], t)) {
+            rl_dataproto_free(dp);
+            return NULL;
+        }
+    }
+    return dp;
+}
+
 int rl_actor_update_flow(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     rl_actor_state *a = rl_actor_get(ctx, RL_ACTOR_UPDATE_FLOW);
@@ -291,6 +321,19 @@ int rl_actor_update_flow(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataprot
     rl_model_pass pass = {.temperature = 1.0, .micro_batch = a->o.micro_batch};
     if (!rc)
         rc = rl_model_forward_backward(a->policy, batch ? batch : in, want, &pass, fn, &c, &loss);
+    double demo_loss = 0;
+    if (!rc && c.alg.demo_coef > 0) { /* the anchor: gradients add up before the one step */
+        int64_t Dd = 0;
+        const float *target = NULL;
+        rl_dataproto *db = s_demo_batch(in, B, &Dd, &target);
+        rl_actor_fm_ctx fc = {target, c.global_rows * (double)Dd / c.alg.demo_coef};
+        rc = db ? rl_model_forward_backward(a->policy, db, RL_Q_BIT(RL_Q_VELOCITY), &pass, rl_actor_fm_loss,
+                                            &fc, &demo_loss)
+                : rl_error_code();
+        rl_dataproto_free(db);
+        loss += demo_loss;
+        demo_loss *= c.global_rows / c.alg.demo_coef; /* the plain mean × this rank's rows */
+    }
     rl_dataproto_free(batch);
     free(u);
     free(c.advx);
@@ -304,6 +347,8 @@ int rl_actor_update_flow(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataprot
                              RL_ACTOR_M_GRAD_NORM, gnorm, RL_ACTOR_M_LR, lr);
     for (int k = 0; meta && k < M_COUNT; k++)
         json_object_set_new(meta, s_mname[k], json_real(c.m[k]));
+    if (meta) /* 0 without the anchor */
+        json_object_set_new(meta, RL_FLOW_M_DEMO_LOSS, json_real(demo_loss));
     *out = rl_dataproto_new_meta(meta);
     return *out ? RL_OK : rl_error_code();
 }

@@ -105,7 +105,7 @@ static int s_init(rl_worker_ctx *ctx)
     for (int i = 0; i < st->n; i++) {
         s_slot *s = &st->slots[i];
         s->global = st->first + i;
-        s->task = c->tasks[s->global % c->num_tasks];
+        s->task = c->tasks[(s->global / c->group_size) % c->num_tasks];
         if (!st->tasks[s->task]) {
             st->tasks[s->task] = rl_libero_task_load(c->data_dir, s->task,
                                                      c->scene ? RL_LIBERO_SCENE_FULL : RL_LIBERO_SCENE_PHYS);
@@ -133,18 +133,20 @@ static int s_init(rl_worker_ctx *ctx)
     return RL_OK;
 }
 
-/* The initial state of `s`'s episode `e`: cycle walks the 50 states so the
- * envs that share a task take different ones; random draws from Philox. */
+/* The initial state of `s`'s episode `e`, a function of its group q (the
+ * env itself when env.group_size is 1): cycle walks the 50 states so the
+ * groups that share a task take different ones; random draws from Philox. */
 static int s_pick_init(const s_state *st, const s_slot *s, int64_t e)
 {
     const rl_env_config *c = &st->cfg;
     int n_init = rl_libero_task_num_init_states(st->tasks[s->task]);
-    int64_t slot = s->global % c->num_tasks, k = s->global / c->num_tasks;
-    int64_t sharing = (c->total_num_envs - slot + c->num_tasks - 1) / c->num_tasks;
+    int64_t q = s->global / c->group_size, groups = c->total_num_envs / c->group_size;
+    int64_t slot = q % c->num_tasks, k = q / c->num_tasks;
+    int64_t sharing = (groups - slot + c->num_tasks - 1) / c->num_tasks;
     if (!c->init_random)
         return (int)((k + e * sharing) % n_init);
     rl_rng g;
-    rl_rng_init(&g, (uint64_t)c->seed, ((uint64_t)s->global << 32) ^ (uint64_t)e);
+    rl_rng_init(&g, (uint64_t)c->seed, ((uint64_t)q << 32) ^ (uint64_t)e);
     return (int)rl_rng_below(&g, (uint64_t)n_init);
 }
 

@@ -14,7 +14,11 @@
  *   obs  (N, 137)  = [proprio (39) | object (98)] normalised by the fixed
  *                    buffers obs_norm.mean / obs_norm.std (set from the
  *                    demonstrations at warm start; never trained: their
- *                    gradient is always 0)
+ *                    gradient is always 0), then clamped to ±model.obs_clip
+ *                    when it is > 0: an object the demonstrations never
+ *                    moved has std at the 0.01 floor, and a policy that
+ *                    nudges it would otherwise feed the network inputs of
+ *                    hundreds and get velocities (and gradients) to match
  *   c    (N, H)    = obs_enc(obs) + task.embedding[task]   (obs_enc: a
  *                    two-layer SiLU MLP)
  *   temb (N, E)    = sinusoidal embedding of t, time(temb) added to c
@@ -114,13 +118,15 @@ extern "C" {
     "  num_layers: 3\n" \
     "  time_embed_dim: 64\n" \
     "  sde_mode: one             # one: one random SDE step per chain; joint: every step\n" \
+    "  obs_clip: 0               # >0: normalised observations clamped to [-obs_clip, obs_clip]\n" \
     "  init_from: ''             # directory with model.safetensors (warm start)\n"
 
 extern const rl_model_kind rl_model_kind_flow_policy;
 
 typedef struct rl_flow_policy_config {
     int chunks, num_tasks, hidden, layers, time_dim;
-    int sde_joint; /* model.sde_mode: joint */
+    int sde_joint;   /* model.sde_mode: joint */
+    double obs_clip; /* model.obs_clip: 0 = off */
 } rl_flow_policy_config;
 
 /* The architecture of a flow_policy model (NULL for another kind). */

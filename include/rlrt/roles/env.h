@@ -9,7 +9,7 @@
  *                             corrupt file is an error naming it)
  *   env.scene                 phys | full (full: visual meshes, for rendering)
  *   env.task_ids              "0-9", "0,3,7": LIBERO-Object tasks; global env g
- *                             runs task_ids[g % n]
+ *                             runs task_ids[(g / group_size) % n]
  *   env.total_num_envs        [1, 4096], split over the env ranks (rank r gets
  *                             rl_shard_range-like contiguous envs)
  *   env.max_episode_steps     [1, 100000] env steps (RLinf LIBERO-Object: 240)
@@ -18,6 +18,12 @@
  *                             policy on another (RLinf's pipeline)
  *   env.auto_reset            a finished env resets at the next chunk boundary
  *   env.terminate_on_success  an episode ends at its first success
+ *   env.group_size            [1, 4096] envs per group: the G consecutive
+ *                             global envs of group q = g / G run the same
+ *                             task (task_ids[q % n]) from the same initial
+ *                             state in every episode (GRPO's groups, RLinf's
+ *                             group_size); 1: every env on its own.
+ *                             total_num_envs must be a multiple of it
  *   env.init_state            cycle | random: which of the 50 initial states
  *   env.clip_actions          out-of-range actions are clipped and counted
  *                             (false: an error naming env and step)
@@ -121,13 +127,14 @@
     "env:\n" \
     "  data_dir: build/libero-data  # written by `make libero-data`\n" \
     "  scene: phys                 # phys | full (visual meshes: rendering)\n" \
-    "  task_ids: '0-9'             # LIBERO-Object tasks; env g runs task_ids[g % n]\n" \
+    "  task_ids: '0-9'             # LIBERO-Object tasks; env g runs task_ids[(g / group_size) % n]\n" \
     "  total_num_envs: 10          # over all env ranks\n" \
     "  max_episode_steps: 240      # RLinf's LIBERO-Object setting\n" \
     "  num_action_chunks: 10       # actions per policy call\n" \
     "  pipeline_stage_num: 1       # sub-batches overlapping env and policy\n" \
     "  auto_reset: true\n" \
     "  terminate_on_success: true\n" \
+    "  group_size: 1               # envs sharing a task and initial state (GRPO groups)\n" \
     "  init_state: cycle           # cycle | random\n" \
     "  clip_actions: true          # false: an out-of-range action is an error\n" \
     "  channel_timeout_s: 60\n" \
@@ -142,7 +149,7 @@ typedef struct rl_env_config {
     const char *data_dir, *task_ids; /* borrowed from the tree */
     int scene, init_random, policy;  /* enums: phys|full, cycle|random, expert|model */
     int auto_reset, terminate_on_success, clip_actions;
-    int64_t total_num_envs, max_episode_steps, num_action_chunks, pipeline_stage_num, seed;
+    int64_t total_num_envs, group_size, max_episode_steps, num_action_chunks, pipeline_stage_num, seed;
     int64_t render_every, render_size;
     double channel_timeout_s, policy_cost_ms;
     int tasks[RL_ENV_MAX_TASKS];
@@ -187,6 +194,7 @@ static inline int rl_env_config_read(const rl_config *c, rl_env_config *o)
         {"env.scene", RL_CFG_ENUM, offsetof(rl_env_config, scene), 0, 0, 0, "phys|full"},
         {"env.task_ids", RL_CFG_STR, offsetof(rl_env_config, task_ids), 0, 0, RL_CFG_NONEMPTY, NULL},
         RL_E_INT("env.total_num_envs", total_num_envs, 1, 4096),
+        RL_E_INT("env.group_size", group_size, 1, 4096),
         RL_E_INT("env.max_episode_steps", max_episode_steps, 1, 100000),
         RL_E_INT("env.num_action_chunks", num_action_chunks, 1, 1000),
         RL_E_INT("env.pipeline_stage_num", pipeline_stage_num, 1, 64),
@@ -209,6 +217,10 @@ static inline int rl_env_config_read(const rl_config *c, rl_env_config *o)
         rc = rl_config_error_at(c, "env.task_ids", RL_ECONFIG,
                                 "expected task numbers in [0, %d) like '0-9' or '0,3,7', got '%s'",
                                 RL_ENV_MAX_TASKS, o->task_ids);
+    if (!rc && o->total_num_envs % o->group_size)
+        rc = rl_config_error_at(c, "env.group_size", RL_ECONFIG,
+                                "must divide env.total_num_envs (%lld), got %lld",
+                                (long long)o->total_num_envs, (long long)o->group_size);
     if (!rc && o->pipeline_stage_num > o->total_num_envs)
         rc = rl_config_error_at(c, "env.pipeline_stage_num", RL_ECONFIG,
                                 "must be <= env.total_num_envs (%lld), got %lld",

@@ -58,6 +58,16 @@
  *       flow_ipo_loss, actor/velocity_mse, actor/mean_weight, actor/pg_loss,
  *       actor/pg_clipfrac, actor/ppo_kl, actor/value_loss) each already
  *       multiplied by its row count; RL_ACTOR_M_GRAD_NORM, RL_ACTOR_M_LR.
+ *     demonstration anchor (any loss_type, algorithm.demo_coef λ > 0): the
+ *     request also holds B demonstration pairs (RL_FLOW_DEMO_* below: the
+ *     observation, x_t, t and the flow-matching target ε − a of
+ *     driver/recipes/flow_demos.h) and the step adds λ·mean‖v(x_t, t) − (ε − a)‖²
+ *     over them (mean over global rows × D) to the loss before the one
+ *     optimiser step; meta partial sum "actor/demo_fm_loss" (× rows).
+ *     Without it, a policy that regresses on its own samples (FlowSAR's
+ *     positive branch, FlowIPO's target, self-imitation) drifts off the
+ *     demonstrations within tens of updates (docs/ARCHITECTURE.md,
+ *     "Embodied RL": measured).
  *   flow_values  dp_compute  observation rows → RL_FLOW_VALUES (B) f32
  */
 #ifndef RLRT_ROLES_FLOW_RL_H
@@ -92,6 +102,13 @@
 #define RL_FLOW_VALUES "values"
 #define RL_FLOW_PATH "path"
 #define RL_FLOW_M_ROWS "rows"
+#define RL_FLOW_DEMO_PROPRIO "demo_proprio"
+#define RL_FLOW_DEMO_OBJECT "demo_object"
+#define RL_FLOW_DEMO_TASK "demo_task"
+#define RL_FLOW_DEMO_X_T "demo_x_t"
+#define RL_FLOW_DEMO_T "demo_t"
+#define RL_FLOW_DEMO_TARGET "demo_target"
+#define RL_FLOW_M_DEMO_LOSS "actor/demo_fm_loss"
 
 typedef enum rl_flow_loss_type {
     RL_FLOW_LOSS_SAR = 0,
@@ -129,7 +146,10 @@ typedef enum rl_flow_loss_type {
     "  rewards_lower_bound: 0.1\n" \
     "  rewards_upper_bound: 0.9\n" \
     "  value_loss_coef: 0.5         # PPO value head\n" \
-    "  value_clip: 0.2\n"
+    "  value_clip: 0.2\n" \
+    "  demo_coef: 0.0               # >0: + demo_coef x flow matching on demonstrations (the anchor)\n" \
+    "  demos: ''                    # a libero_collect dataset (needed when demo_coef > 0)\n" \
+    "  demos_per_task: 10           # its first successful episodes per task\n"
 
 typedef struct rl_flow_rl_config {
     const char *loss_type_name, *adv_name; /* borrowed */
@@ -141,6 +161,9 @@ typedef struct rl_flow_rl_config {
     double ipo_alpha, ipo_beta_ref, ipo_t_min, ipo_t_max;
     double gamma, gae_lambda, rewards_lower, rewards_upper, value_coef, value_clip;
     int filter_rewards;
+    double demo_coef;       /* the demonstration anchor's weight (0: off) */
+    const char *demos;      /* borrowed; "" when off */
+    int64_t demos_per_task;
 } rl_flow_rl_config;
 
 /* Reads and checks algorithm.* (located errors). */
@@ -179,6 +202,9 @@ static inline int rl_flow_rl_config_read(const rl_config *c, rl_flow_rl_config *
         RL_F_NUM("algorithm.rewards_upper_bound", rewards_upper, -1e30, 1e30, 0),
         RL_F_NUM("algorithm.value_loss_coef", value_coef, 0, 1e6, 0),
         RL_F_NUM("algorithm.value_clip", value_clip, 0, 1e6, 0),
+        RL_F_NUM("algorithm.demo_coef", demo_coef, 0, 1e6, 0),
+        {"algorithm.demos", RL_CFG_STR, offsetof(rl_flow_rl_config, demos), 0, 0, 0, NULL},
+        {"algorithm.demos_per_task", RL_CFG_INT, offsetof(rl_flow_rl_config, demos_per_task), 1, 100000, 0, NULL},
     };
 #undef RL_F_NUM
     memset(o, 0, sizeof *o);
@@ -197,6 +223,10 @@ static inline int rl_flow_rl_config_read(const rl_config *c, rl_flow_rl_config *
     else
         return rl_config_error_at(c, "algorithm.loss_type", RL_ECONFIG,
                                   "expected flow_sar, flow_ipo, actor or actor_critic, got '%s'", lt);
+    if (o->demo_coef > 0 && (!o->demos || !*o->demos))
+        return rl_config_error_at(c, "algorithm.demos", RL_ECONFIG,
+                                  "algorithm.demo_coef is %g: name the demonstrations (a libero_collect "
+                                  "dataset, e.g. runs/libero_demos/demos.safetensors)", o->demo_coef);
     if (strcmp(ae, "gae") == 0)
         o->gae = 1;
     else if (strcmp(ae, "grpo") != 0)
