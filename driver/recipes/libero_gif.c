@@ -47,6 +47,14 @@ int rl_libero_gif_check(const rl_config *job)
     return rc;
 }
 
+/* Nothing more is due in this evaluation (its later rounds do not retry
+ * what cannot work here, nor warn again). */
+static void s_give_up(int64_t *done, int64_t per_task)
+{
+    for (int t = 0; t < RL_ENV_MAX_TASKS; t++)
+        done[t] = per_task;
+}
+
 /* An episode to draw: env rank, row, and what the replay needs. */
 typedef struct s_pick {
     int rank, task, init, reported;
@@ -150,8 +158,7 @@ int rl_libero_eval_gifs(const rl_config *job, const char *tag, int64_t step, rl_
     /* Mesa's software renderer is not instrumented (LeakSanitizer reports
      * what it keeps to exit): the replies are checked, nothing is drawn */
     rl_log_warn("eval GIFs: not drawn in an AddressSanitizer build (Mesa is not instrumented)");
-    for (int64_t i = 0; i < n_picks; i++)
-        done[picks[i].task]++;
+    s_give_up(done, o.per_task);
     free(picks);
     return RL_OK;
 #endif
@@ -163,6 +170,7 @@ int rl_libero_eval_gifs(const rl_config *job, const char *tag, int64_t step, rl_
     snprintf(dir, sizeof dir, "%s/gifs/%s", out, name);
     if (rl_mkdir_p(dir)) {
         rl_log_warn("eval GIFs: %s; no GIFs of this evaluation", rl_error_message());
+        s_give_up(done, o.per_task);
         free(picks);
         return RL_OK;
     }
@@ -181,7 +189,9 @@ int rl_libero_eval_gifs(const rl_config *job, const char *tag, int64_t step, rl_
             stop = rl_error_code() == RL_EUNSUPPORTED;
             rl_log_warn("eval GIFs: %s; %s", rl_error_message(),
                         stop ? "no GIFs of this evaluation" : "no GIFs of this task");
-            done[t] += picked[t];
+            done[t] = o.per_task;
+            if (stop)
+                s_give_up(done, o.per_task);
             continue;
         }
         for (int64_t i = 0; !rc && i < n_picks; i++) {

@@ -201,6 +201,9 @@ static void test_bad_replies(void **state)
     /* nothing wrong any more: this reaches the drawing, which cannot make
      * its directory (a warning, not an error) */
     assert_int_equal(rl_libero_eval_gifs(job, "t", 0, r, 1, -1, done), 0);
+    /* ... and gives up on this evaluation: its later rounds do not retry */
+    assert_int_equal(done[0], 1);
+    assert_int_equal(done[RL_ENV_MAX_TASKS - 1], 1);
     /* 0 rows, or GIFs off: nothing is read */
     memset(done, 0, sizeof done);
     A[(8 + 2) * 7 + 3] = NAN;
