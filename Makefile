@@ -223,10 +223,11 @@ $(LIB_SO): $(LIB_OBJ)
 	$(call say,LD,$@)
 	$(Q)$(CC) -shared $(LDFLAGS) -Wl,-soname,librlrt.so -o $@ $^ $(LDLIBS)
 
-$(BUILD)/bin/rl-driver: $(patsubst %.c,$(BUILD)/obj/%.o,$(DRIVER_SRC)) $(LIB_A)
+# the driver replays LIBERO evaluation episodes into GIFs (driver/recipes/libero_gif.c)
+$(BUILD)/bin/rl-driver: $(patsubst %.c,$(BUILD)/obj/%.o,$(DRIVER_SRC)) $(LIB_SIM) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(SIM_LIBS)
 
 $(BUILD)/bin/rl-worker: $(patsubst %.c,$(BUILD)/obj/%.o,$(WORKER_SRC)) $(LIB_SIM) $(LIB_A)
 	@mkdir -p $(dir $@)
@@ -253,6 +254,13 @@ $(FUZZ_REPLAY_A): $(FUZZ_REPLAY_OBJ)
 # the env role's methods against a misbehaving policy peer (they live in rl-worker)
 $(BUILD)/tests/test_sim_env_worker: $(BUILD)/obj/tests/unit/test_sim_env_worker.o $(BUILD)/obj/workers/env/env.o \
         $(TEST_COMMON_OBJ) $(LIB_SIM) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(SIM_LIBS) -lcmocka
+
+# the driver's GIFs of LIBERO evaluation episodes (driver/recipes/libero_gif.c, in rl-driver)
+$(BUILD)/tests/test_sim_libero_gif: $(BUILD)/obj/tests/unit/test_sim_libero_gif.o \
+        $(BUILD)/obj/driver/recipes/libero_gif.o $(TEST_COMMON_OBJ) $(LIB_SIM) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(SIM_LIBS) -lcmocka

@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <gif_lib.h>
 #include <math.h>
 #include <png.h>
@@ -156,32 +157,54 @@ int rl_image_png_write(const char *path, const uint8_t *px, int w, int h, int c)
 
 /* ---- GIF (giflib) ------------------------------------------------------------------------------ */
 
-int rl_image_gif_write(const char *path, const uint8_t *frames, int n_frames, int w, int h,
-                       int delay_cs)
+/* Writes n frames of c channels (1: one global gray palette; 3: a local
+ * palette of at most 256 colours per frame, giflib's median-cut
+ * GifQuantizeBuffer) to `path` atomically (a .tmp file renamed). */
+static int s_gif_write(const char *fn, const char *path, const uint8_t *frames, int n_frames, int w, int h,
+                       int c, int delay_cs)
 {
-    int rc = s_check("gif", frames, w, h, 1);
+    int rc = s_check(fn, frames, w, h, c);
     if (rc)
         return rc;
+    if (!path || !*path)
+        return rl_error_set(RL_EINVAL, "%s: no path", fn);
     if (n_frames < 1 || n_frames > 4096 || delay_cs < 0 || delay_cs > 65535)
-        return rl_error_set(RL_EINVAL, "gif: %d frames at %d cs (need 1..4096 frames, 0..65535 cs)",
+        return rl_error_set(RL_EINVAL, "%s: %d frames at %d cs (need 1..4096 frames, 0..65535 cs)", fn,
                             n_frames, delay_cs);
+    const size_t px = (size_t)w * (size_t)h;
+    uint8_t *planes = NULL, *index = NULL;
+    if (c == 3 && (!(planes = malloc(3 * px)) || !(index = malloc(px)))) {
+        free(planes);
+        return rl_error_set(RL_ENOMEM, "%s: out of memory", fn);
+    }
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     int err = 0;
-    GifFileType *g = EGifOpenFileName(tmp, false, &err);
-    if (!g)
-        return rl_error_set(RL_EIO, "gif: %s: %s", tmp, GifErrorString(err));
+    /* open() rather than EGifOpenFileName, which creates files 0600: the
+     * GIFs are for people, so the umask decides as for any other output */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    if (fd < 0) {
+        int e = errno;
+        free(planes);
+        free(index);
+        return rl_error_set(RL_EIO, "%s: %s: %s", fn, tmp, strerror(e));
+    }
+    GifFileType *g = EGifOpenFileHandle(fd, &err);
+    if (!g) {
+        close(fd);
+        unlink(tmp);
+        free(planes);
+        free(index);
+        return rl_error_set(RL_EIO, "%s: %s: %s", fn, tmp, GifErrorString(err));
+    }
     EGifSetGifVersion(g, true); /* GIF89a: the animation extensions */
     GifColorType pal[256];
     for (int i = 0; i < 256; i++)
         pal[i].Red = pal[i].Green = pal[i].Blue = (GifByteType)i;
     ColorMapObject *cmap = GifMakeMapObject(256, pal);
-    if (!cmap) {
-        EGifCloseFile(g, &err);
-        unlink(tmp);
-        return rl_error_set(RL_ENOMEM, "gif: out of memory");
-    }
-    int ok = EGifPutScreenDesc(g, w, h, 8, 0, cmap) == GIF_OK;
+    int ok = cmap != NULL, oom = cmap == NULL;
+    /* gray: the palette is global; RGB: each frame brings its own */
+    ok = ok && EGifPutScreenDesc(g, w, h, 8, 0, c == 1 ? cmap : NULL) == GIF_OK;
     /* NETSCAPE2.0: loop forever */
     static const unsigned char app[11] = {'N', 'E', 'T', 'S', 'C', 'A', 'P', 'E', '2', '.', '0'};
     static const unsigned char loop[3] = {1, 0, 0};
@@ -189,25 +212,60 @@ int rl_image_gif_write(const char *path, const uint8_t *frames, int n_frames, in
          EGifPutExtensionBlock(g, 11, app) == GIF_OK && EGifPutExtensionBlock(g, 3, loop) == GIF_OK &&
          EGifPutExtensionTrailer(g) == GIF_OK;
     for (int f = 0; ok && f < n_frames; f++) {
+        const uint8_t *frame = frames + (size_t)f * px * (size_t)c;
+        const uint8_t *rows = frame;
+        if (c == 3) {
+            for (size_t i = 0; i < px; i++) {
+                planes[i] = frame[3 * i];
+                planes[px + i] = frame[3 * i + 1];
+                planes[2 * px + i] = frame[3 * i + 2];
+            }
+            int colors = 256;
+            if (GifQuantizeBuffer((unsigned)w, (unsigned)h, &colors, planes, planes + px, planes + 2 * px, index,
+                                  cmap->Colors) != GIF_OK) {
+                ok = 0, oom = 1;
+                break;
+            }
+            for (int i = colors; i < 256; i++) /* unused entries: defined, black */
+                cmap->Colors[i].Red = cmap->Colors[i].Green = cmap->Colors[i].Blue = 0;
+            rows = index;
+        }
         unsigned char gce[4] = {0, (unsigned char)(delay_cs & 0xff), (unsigned char)(delay_cs >> 8), 0};
         ok = EGifPutExtension(g, GRAPHICS_EXT_FUNC_CODE, 4, gce) == GIF_OK &&
-             EGifPutImageDesc(g, 0, 0, w, h, false, NULL) == GIF_OK;
+             EGifPutImageDesc(g, 0, 0, w, h, false, c == 3 ? cmap : NULL) == GIF_OK;
         for (int y = 0; ok && y < h; y++)
-            ok = EGifPutLine(g, (GifPixelType *)(frames + ((size_t)f * h + y) * (size_t)w), w) == GIF_OK;
+            ok = EGifPutLine(g, (GifPixelType *)(rows + (size_t)y * (size_t)w), w) == GIF_OK;
     }
     int gerr = g->Error;
     GifFreeMapObject(cmap);
-    if (EGifCloseFile(g, &err) != GIF_OK)
+    free(planes);
+    free(index);
+    if (EGifCloseFile(g, &err) != GIF_OK && ok)
         ok = 0, gerr = err;
     if (!ok) {
         unlink(tmp);
-        return rl_error_set(RL_EIO, "gif: writing %s: %s", path, GifErrorString(gerr));
+        if (oom)
+            return rl_error_set(RL_ENOMEM, "%s: %s: out of memory", fn, path);
+        return rl_error_set(RL_EIO, "%s: writing %s: %s", fn, path, GifErrorString(gerr));
     }
     if (rename(tmp, path) != 0) {
+        int e = errno;
         unlink(tmp);
-        return rl_error_set(RL_EIO, "gif: renaming %s: %s", tmp, strerror(errno));
+        return rl_error_set(RL_EIO, "%s: renaming %s: %s", fn, tmp, strerror(e));
     }
     return RL_OK;
+}
+
+int rl_image_gif_write(const char *path, const uint8_t *frames, int n_frames, int w, int h,
+                       int delay_cs)
+{
+    return s_gif_write("gif", path, frames, n_frames, w, h, 1, delay_cs);
+}
+
+int rl_image_gif_write_rgb(const char *path, const uint8_t *frames, int n_frames, int w, int h,
+                           int delay_cs)
+{
+    return s_gif_write("gif rgb", path, frames, n_frames, w, h, 3, delay_cs);
 }
 
 void rl_image_grid(const uint8_t *imgs, int n, int w, int h, int cols, int pad, uint8_t bg,

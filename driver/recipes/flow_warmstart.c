@@ -22,7 +22,9 @@
  *   eval   the trained weights synced to the rollout; eval.episodes episodes
  *          (env rank r ⇄ rollout rank r, rounds of total_num_envs, greedy ODE)
  *          → success per task and overall, logged and written to
- *          <output_dir>/metrics.jsonl (eval/success, eval/success_task_K).
+ *          <output_dir>/metrics.jsonl (eval/success, eval/success_task_K);
+ *          GIFs of the first eval.gif_episodes_per_task episodes of each task
+ *          in <output_dir>/gifs/warmstart/ (libero_gif.h).
  */
 #include <math.h>
 #include <stdio.h>
@@ -85,10 +87,12 @@ static int s_evaluate(s_ws *s, rl_driver *d, const rl_config *job)
     rl_dataproto **res = calloc((size_t)E, sizeof *res);
     if (!res)
         return rl_error_set(RL_ENOMEM, "out of memory");
-    int64_t eps = 0, ok = 0, per[RL_ENV_MAX_TASKS][2] = {{0}};
+    int64_t eps = 0, ok = 0, per[RL_ENV_MAX_TASKS][2] = {{0}}, gifs[RL_ENV_MAX_TASKS] = {0};
     double t0 = rl_now_s();
     for (int64_t round = 0; !rc && eps < s->o.eval_episodes && !rl_driver_interrupted(d); round++) {
         rc = rl_libero_round(d, genv, s->j.rollout, T, round, 1, 0, &res, NULL);
+        if (!rc) /* GIFs of the first episodes of each task */
+            rc = rl_libero_eval_gifs(job, "warmstart", 0, res, E, s->o.eval_episodes - eps, gifs);
         for (int r = 0; r < E; r++) {
             rl_tensor *tk = rc ? NULL : rl_dataproto_tensor_shaped(res[r], RL_ENV_TASK, RL_I64, 2, NULL);
             rl_tensor *tsu = tk ? rl_dataproto_tensor_shaped(res[r], RL_ENV_SUCCESS, RL_U8, 2, NULL) : NULL;
@@ -197,6 +201,8 @@ static int s_prepare(rl_config *job)
     rl_env_config env;
     char v[32];
     int rc = s_read(job, &o);
+    if (!rc)
+        rc = rl_libero_gif_check(job);
     snprintf(v, sizeof v, "%lld", (long long)(rc ? 0 : o.steps));
     if (!rc && !(rc = rl_config_set_yaml(job, "trainer.total_steps", v)))
         rc = rl_dj_prepare(job, 1);
@@ -239,7 +245,7 @@ const rl_recipe rl_recipe_flow_warmstart = {
     .name = "flow_warmstart",
     .summary = "few-shot SFT warm start of the flow policy on LIBERO-Object demonstrations, then its evaluation",
     .defaults = (const char *const[]){RL_FLOW_POLICY_MODEL_DEFAULTS, RL_ACTOR_DEFAULTS, RL_ACTOR_DIFFUSION_DEFAULTS,
-                                      RL_ROLLOUT_DEFAULTS, RL_ENV_DEFAULTS,
+                                      RL_ROLLOUT_DEFAULTS, RL_ENV_DEFAULTS, RL_LIBERO_GIF_DEFAULTS,
                                       "warmstart:\n"
                                       "  demos: runs/libero_demos/demos.safetensors  # libero_collect's dataset\n"
                                       "  demos_per_task: 10       # successful episodes kept per task\n"

@@ -11,6 +11,7 @@
 
 #include "rlrt/rlrt.h"
 #include "rlrt/runtime/driver.h"
+#include "libero_gif.h" /* the evaluations' GIFs */
 
 /* Env rank r opens its channel, rollout rank r serves it (meta round,
  * greedy, record; init_model first when `init_model`: the policy of

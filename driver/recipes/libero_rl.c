@@ -27,7 +27,9 @@
  *                 the loss adds demo_coef × their flow matching (the anchor)
  *   sync_weights  the new weights to the rollout ranks (which update θ_ref)
  * then evaluation every trainer.val_every steps (the ODE policy on fixed
- * initial states: eval.episodes_per_task per task; success per task),
+ * initial states: eval.episodes_per_task per task; success per task; at
+ * step 0 and the last step GIFs of the first episodes of each task in
+ * <output_dir>/gifs/step_N/, libero_gif.h),
  * metrics.jsonl + TensorBoard, and a checkpoint every trainer.save_every
  * steps (actor model + optimiser, and θ_ref in <ckpt>/step_N.ema). Every
  * draw is a function of (seed, step, row), so trainer.resume continues
@@ -101,6 +103,8 @@ static int s_prepare(rl_config *job)
     if (!rc && (rl_config_get_int_in(job, "trainer.save_every", 0, 1000000000, &x) ||
                 rl_config_get_bool(job, "trainer.resume", &b)))
         rc = rl_error_code();
+    if (!rc)
+        rc = rl_libero_gif_check(job);
     return rc;
 }
 
@@ -717,6 +721,7 @@ static int s_evaluate(s_lr *s, double *success)
         per_env_task = 1;
     int64_t rounds = (s->o.eval_per_task + per_env_task - 1) / per_env_task;
     int64_t ok[RL_ENV_MAX_TASKS] = {0}, cnt[RL_ENV_MAX_TASKS] = {0}, all_ok = 0, all = 0;
+    int64_t gifs[RL_ENV_MAX_TASKS] = {0}; /* before and after training: GIFs (libero_gif.h) */
     int rc = RL_OK;
     for (int64_t r = 0; !rc && r < rounds; r++) {
         s_round_out ro;
@@ -734,6 +739,8 @@ static int s_evaluate(s_lr *s, double *success)
             all_ok += e.success[b];
             all++;
         }
+        if (!rc && (s->step == 0 || s->step == s->t.total_steps))
+            rc = rl_libero_eval_gifs(s->t.job, NULL, s->step, ro.env, ro.E, -1, gifs);
         s_envs_free(&e);
         s_round_free(&ro);
     }
@@ -939,7 +946,7 @@ const rl_recipe rl_recipe_libero_rl = {
     .summary = "embodied RL of the flow policy on LIBERO-Object: FlowSAR, FlowIPO, flow-SDE GRPO and PPO",
     .defaults = (const char *const[]){
         RL_FLOW_POLICY_MODEL_DEFAULTS, RL_ACTOR_DEFAULTS, RL_TRAINER_RECOVERY_DEFAULTS, RL_ROLLOUT_DEFAULTS,
-        RL_ENV_DEFAULTS, RL_FLOW_RL_DEFAULTS,
+        RL_ENV_DEFAULTS, RL_FLOW_RL_DEFAULTS, RL_LIBERO_GIF_DEFAULTS,
         "env:\n"
         "  auto_reset: false          # one episode per env per step\n"
         "  policy: model\n"

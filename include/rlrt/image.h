@@ -1,7 +1,8 @@
 /* rlrt/image.h — images for the diffusion track: JPEG sizes (DDPO's
  * compressibility rewards), PNG encoding/decoding (the remote scorer's
- * image format, online test frames), animated GIFs, image grids, and the
- * image-reward specification of the reward role.
+ * image format, online test frames), animated GIFs (gray, and RGB for the
+ * embodied track's evaluation episodes), image grids, and the image-reward
+ * specification of the reward role.
  *
  * Images are u8, row-major (H, W, C) with C = 1 (gray) or 3 (RGB). Encoders
  * use Debian's libjpeg-turbo, libpng (simplified API) and giflib.
@@ -37,6 +38,12 @@ int rl_image_png_write(const char *path, const uint8_t *px, int w, int h, int c)
  * hundredths of a second per frame, looping; written atomically. */
 int rl_image_gif_write(const char *path, const uint8_t *frames, int n_frames, int w, int h,
                        int delay_cs);
+/* An animated RGB GIF of `frames` (frames, h, w, 3) u8, the same way: each
+ * frame is reduced to its own palette of at most 256 colours (giflib's
+ * median cut, GifQuantizeBuffer, on 5 bits per channel; a local colour
+ * table per frame), so a decoded pixel is near, not equal to, the input. */
+int rl_image_gif_write_rgb(const char *path, const uint8_t *frames, int n_frames, int w, int h,
+                           int delay_cs);
 
 /* Tiles n gray images (n, h, w) into a grid of `cols` columns with a `pad`
  * pixel border of value `bg`: out (rows·(h+pad)+pad, cols·(w+pad)+pad),

@@ -22,6 +22,7 @@ trap 'rm -rf "$d"' EXIT
 run() { "$BIN/rl-driver" --cluster examples/cluster-libero-rl.yaml --config "$1" --bind 'tcp://127.0.0.1:*' \
         env.data_dir="$DATA" model.init_from= env.total_num_envs=2 env.task_ids=0-1 env.max_episode_steps=30 \
         model.hidden_size=32 model.num_layers=1 trainer.val_every=0 eval.episodes_per_task=1 \
+        eval.gif_episodes_per_task=0 \
         actor.ppo_mini_batch_size=4 "${@:2}"; }
 
 # 1. errors

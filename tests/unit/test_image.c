@@ -1,6 +1,6 @@
 /* test_image.c — the diffusion track's image helpers: JPEG sizes on known
  * images (the compressibility reward), PNG round trips and corrupt PNGs,
- * GIF files, grids, reward specifications, Fashion-MNIST loading and the
+ * GIF files (gray; RGB read back with giflib's decoder), grids, reward specifications, Fashion-MNIST loading and the
  * Moving-MNIST clips, and the image classifier's gradients by finite
  * differences. */
 #include <setjmp.h>
@@ -11,8 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <gif_lib.h>
 
 #include "rlrt/rlrt.h"
 #include "rlrt/clips.h"
@@ -132,6 +134,98 @@ static void test_gif_and_grid(void **state)
     unlink(path);
     assert_int_equal(rl_image_gif_write(path, frames, 0, 6, 4, 20), RL_EINVAL);
     free(grid);
+}
+
+/* The RGB GIF read back by giflib's own decoder: frame count, size, the
+ * loop and delay, and every decoded pixel near its input (the palette is a
+ * per-frame median cut of a picture with far more than 256 colours, so not
+ * equal; a swapped channel or a wrong palette is off by ~100). */
+static void test_gif_rgb(void **state)
+{
+    (void)state;
+    enum { W = 64, H = 48, N = 3 };
+    uint8_t *frames = malloc((size_t)N * H * W * 3);
+    for (int f = 0; f < N; f++)
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < W; x++) {
+                uint8_t *p = frames + (((size_t)f * H + y) * W + x) * 3;
+                p[0] = (uint8_t)(x * 4);
+                p[1] = (uint8_t)(y * 5);
+                p[2] = (uint8_t)((x + y) * 2 + f * 60);
+                if (f == 1 && x >= 10 && x < 20 && y >= 10 && y < 20) /* a red square in frame 1 */
+                    p[0] = 250, p[1] = 10, p[2] = 10;
+            }
+    char path[] = "/tmp/rlrt_gifrgb_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    mode_t um = umask(022);
+    assert_int_equal(rl_image_gif_write_rgb(path, frames, N, W, H, 12), 0);
+    umask(um);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0644); /* the umask's mode, not giflib's 0600 */
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    assert_int_not_equal(access(tmp, F_OK), 0); /* atomic: no temporary file left */
+    int err = 0;
+    GifFileType *g = DGifOpenFileName(path, &err);
+    if (!g)
+        fail_msg("DGifOpenFileName: %s", GifErrorString(err));
+    assert_int_equal(DGifSlurp(g), GIF_OK);
+    assert_int_equal(g->ImageCount, N);
+    assert_int_equal(g->SWidth, W);
+    assert_int_equal(g->SHeight, H);
+    double worst_mean = 0;
+    int worst = 0;
+    for (int f = 0; f < N; f++) {
+        const SavedImage *im = &g->SavedImages[f];
+        assert_int_equal(im->ImageDesc.Width, W);
+        assert_int_equal(im->ImageDesc.Height, H);
+        const ColorMapObject *cm = im->ImageDesc.ColorMap ? im->ImageDesc.ColorMap : g->SColorMap;
+        assert_non_null(cm);
+        GraphicsControlBlock gcb;
+        assert_int_equal(DGifSavedExtensionToGCB(g, f, &gcb), GIF_OK);
+        assert_int_equal(gcb.DelayTime, 12);
+        double sum = 0;
+        for (int i = 0; i < W * H; i++) {
+            int k = im->RasterBits[i];
+            assert_true(k < cm->ColorCount);
+            const uint8_t *p = frames + ((size_t)f * W * H + (size_t)i) * 3;
+            int d[3] = {abs(cm->Colors[k].Red - p[0]), abs(cm->Colors[k].Green - p[1]),
+                        abs(cm->Colors[k].Blue - p[2])};
+            for (int c = 0; c < 3; c++) {
+                sum += d[c];
+                worst = d[c] > worst ? d[c] : worst;
+            }
+        }
+        sum /= (double)W * H * 3;
+        worst_mean = sum > worst_mean ? sum : worst_mean;
+        if (f == 1) { /* the red square survives the palette */
+            int k = im->RasterBits[15 * W + 15];
+            assert_true(cm->Colors[k].Red > 220 && cm->Colors[k].Green < 40 && cm->Colors[k].Blue < 40);
+        }
+    }
+    printf("# rgb gif: mean |error| per channel <= %.2f, max %d\n", worst_mean, worst);
+    /* measured: 6.96 and 52 (3072 colours spread over the cube: ~12 per
+     * palette entry; giflib's boxes are built on 5 bits per channel) */
+    assert_true(worst_mean < 9.0);
+    assert_true(worst <= 64);
+    int looped = 0;
+    for (int i = 0; i < g->SavedImages[0].ExtensionBlockCount; i++) {
+        const ExtensionBlock *e = &g->SavedImages[0].ExtensionBlocks[i];
+        looped |= e->ByteCount == 11 && memcmp(e->Bytes, "NETSCAPE2.0", 11) == 0;
+    }
+    assert_true(looped);
+    DGifCloseFile(g, &err);
+    /* errors: no frames, a bad delay, no pixels, a directory that does not exist */
+    assert_int_equal(rl_image_gif_write_rgb(path, frames, 0, W, H, 12), RL_EINVAL);
+    assert_int_equal(rl_image_gif_write_rgb(path, frames, N, W, H, -1), RL_EINVAL);
+    assert_int_equal(rl_image_gif_write_rgb(path, NULL, N, W, H, 12), RL_EINVAL);
+    assert_int_equal(rl_image_gif_write_rgb("/nonexistent/dir/x.gif", frames, N, W, H, 12), RL_EIO);
+    assert_msg_contains("/nonexistent/dir/x.gif");
+    unlink(path);
+    free(frames);
 }
 
 /* ---- reward specifications ------------------------------------------------------------------ */
@@ -317,6 +411,7 @@ int main(void)
         cmocka_unit_test(test_jpeg_known_images),
         cmocka_unit_test(test_png_round_trip_and_corrupt),
         cmocka_unit_test(test_gif_and_grid),
+        cmocka_unit_test(test_gif_rgb),
         cmocka_unit_test(test_reward_specs),
         cmocka_unit_test(test_fmnist_and_clips),
         cmocka_unit_test(test_fmnist_corrupt_file),

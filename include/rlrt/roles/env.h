@@ -40,6 +40,9 @@
  *                             and every k steps (for people: PNG strips in the
  *                             job's output; needs EGL, loads the full scene)
  *   env.render_size           [16, 1024] pixels a side
+ *                             (GIFs of evaluation episodes are drawn by the
+ *                             driver instead, from interact's replies:
+ *                             eval.gif_*, driver/recipes/libero_gif.h)
  *   trainer.seed              env.init_state random
  *
  * Methods (dispatch):

@@ -226,6 +226,47 @@ int rl_png_write_strip(const char *path, const unsigned char *const *frames, int
 int rl_png_encode_strip(const unsigned char *const *frames, int n, int width, int height, unsigned char **out,
                         size_t *len);
 
+/* ---- an episode replayed into an animated GIF (for people) --------------------------------
+ * The env is deterministic: a task, an initial state and the actions as the
+ * env applied them (the env role's RL_ENV_ACTIONS, clipped, over its
+ * RL_ENV_VALID steps) are the whole episode. A replayer steps it again in
+ * the scene it ran in and draws the agent view of the task's full scene
+ * (the renderer above), so evaluation episodes get pictures afterwards
+ * without rendering while they run. One replayer per thread (it owns a
+ * renderer); it owns its tasks. */
+typedef struct rl_libero_replayer rl_libero_replayer;
+/* Loads task `task` of <data_dir> in `scene` (the one the episode ran in:
+ * the physics must be the same), the task's full scene too when that is
+ * phys (seconds), and an agent-view renderer of size x size (16..1024).
+ * NULL with RL_ERANGE for a task not in the manifest, the loader's errors
+ * for missing data, RL_EUNSUPPORTED without EGL. */
+rl_libero_replayer *rl_libero_replayer_new(const char *data_dir, int task, rl_libero_scene scene, int size);
+void rl_libero_replayer_free(rl_libero_replayer *p);
+
+typedef struct rl_libero_replay_info {
+    int steps;     /* actions applied: K, or fewer when the sim became unstable */
+    int frames;    /* frames in the GIF */
+    int success;   /* the success predicate held after some step (success_once;
+                      0 when the episode ended unstable, as the env role counts it) */
+    int unstable;  /* a step was unstable: the replay ended there */
+    double proprio[RL_LIBERO_PROPRIO_DIM], object[RL_LIBERO_OBJECT_DIM]; /* after the last step */
+} rl_libero_replay_info;
+
+/* Frames of a replay of K steps at a frame every `every` steps: the state
+ * after the reset, after every every-th step and after the last one
+ * (1 + floor(K / every) + (K mod every != 0)); 0 for K or every < 1. */
+int rl_libero_replay_frames(int64_t K, int every);
+/* Replays one episode of the replayer's task from initial state
+ * `init_index` with `actions` (K x 7 floats, as applied) and writes its
+ * frames (rl_libero_replay_frames) as an RGB GIF at `path` (atomic;
+ * rl_image_gif_write_rgb) that plays in real time (every · 5 cs a frame).
+ * Checked before anything runs: init_index in [0, num_init_states)
+ * (RL_ERANGE), K in [1, 100000], every in [1, 100000] and at most 4096
+ * frames (RL_ERANGE), every action finite (RL_ENUMERIC naming the step and
+ * the component). info (may be NULL) receives the outcome. */
+int rl_libero_replay_gif(rl_libero_replayer *p, int init_index, const float *actions, int64_t K, int every,
+                         const char *path, rl_libero_replay_info *info);
+
 /* A chunk of n actions (n x 7) planned open-loop from one observation: each
  * action is planned with the hand moved by the chunk's earlier deltas. */
 void rl_libero_expert_act_chunk(rl_libero_expert *x, const float proprio[RL_LIBERO_PROPRIO_DIM],
