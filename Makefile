@@ -280,6 +280,13 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TEST_COMMON_OBJ) $(FUZZ_REPLAY_A
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
+# the flow policy's offline self-training drift (driver/recipes/flow_demos.c: the demonstration pairs)
+$(BUILD)/bench/bench_flow_selftrain: $(BUILD)/obj/bench/bench_flow_selftrain.o \
+        $(BUILD)/obj/driver/recipes/flow_demos.o $(TEST_COMMON_OBJ) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(TEST_COMMON_OBJ) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)

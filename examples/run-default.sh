@@ -14,8 +14,10 @@
 # the validation reward before and after and saves a before/after grid.
 # `RL_RUN=libero make run` runs the embodied track (seeds 000/001): the
 # LIBERO-Object scenes, expert demonstrations and the few-shot warm start of
-# the flow policy when missing, then FlowSAR (examples/libero_object_flowsar.yaml,
-# runs/libero_object_flowsar/); it prints the evaluation success before and after.
+# the flow policy when missing, then FlowSAR with the demonstration anchor
+# (examples/libero_object_flowsar.yaml, runs/libero_object_flowsar/); it prints
+# the evaluation success before and after, and GIFs of an episode per task
+# before and after are in runs/libero_object_flowsar/gifs/.
 set -e
 BUILD=${BUILD:-build}
 D="$BUILD/bin/rl-driver --cluster examples/cluster-local.yaml"
@@ -53,7 +55,9 @@ if [ "${RL_RUN:-}" = libero ]; then
             $LD --config examples/libero_collect.yaml
         fi
         echo "== few-shot warm start of the flow policy (runs/libero_warmstart/final is missing)"
-        $LT --config examples/libero_warmstart.yaml
+        # 100 evaluation episodes here (the example's 500 take minutes); the
+        # RL job evaluates the warm start again at its step 0
+        $LT --config examples/libero_warmstart.yaml eval.episodes=100
     fi
     echo "== FlowSAR from the warm start"
     $LT --config examples/libero_object_flowsar.yaml "$@"

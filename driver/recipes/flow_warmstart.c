@@ -221,6 +221,9 @@ static int s_prepare(rl_config *job)
                                 (long long)C, (long long)env.num_action_chunks);
     if (!rc && env.policy == 0)
         rc = rl_config_error_at(job, "env.policy", RL_ECONFIG, "the warm start evaluates its model: set 'model'");
+    if (!rc && env.auto_reset) /* a round's success would count the episode after the reset */
+        rc = rl_config_error_at(job, "env.auto_reset", RL_ECONFIG,
+                                "the warm start's evaluation runs one episode per env per round: set false");
     if (rc || (from && *from))
         return rc;
     rl_flow_demos p;

@@ -94,4 +94,9 @@ done
     warmstart.batch_size=8 eval.episodes=2 eval.gif_every=8 eval.gif_size=64 trainer.output_dir="$d/ws" \
     >"$d/ws.log" 2>&1 || { tail -20 "$d/ws.log"; fail "flow_warmstart failed"; }
 gifs "$d/ws/gifs/warmstart" "$(success "$d/ws/metrics.jsonl" 2 eval/success)" 5 task0_init0 task1_init0
+out=$("$BIN/rl-driver" --cluster examples/cluster-libero-train.yaml --config examples/libero_warmstart.yaml \
+    --bind 'tcp://127.0.0.1:*' env.data_dir="$DATA" env.auto_reset=true warmstart.demos="$d/demos/demos.safetensors" \
+    trainer.output_dir="$d/ws2" 2>&1) && fail "a warm start with auto_reset ran"
+echo "$out" | grep -q "override env.auto_reset=true: env.auto_reset: the warm start's evaluation runs one episode" ||
+    { echo "$out" | tail -3; fail "the warm start's auto_reset not refused"; }
 echo "eval GIFs: errors located; libero_rl before/after and flow_warmstart wrote one GIF per task"

@@ -212,6 +212,27 @@ static rl_dataproto *s_vel_batch(const rl_dataproto *in, const float *a, const f
     return dp;
 }
 
+/* The method's loss × algorithm.rl_coef (loss and every gradient). */
+typedef struct s_scaled {
+    rl_model_loss_fn fn;
+    void *ctx;
+    double coef;
+} s_scaled;
+
+static int s_scaled_loss(void *arg, const rl_model_io *out, rl_model_io *grad, double *loss)
+{
+    s_scaled *w = arg;
+    double l = 0;
+    int rc = w->fn(w->ctx, out, grad, &l);
+    if (rc)
+        return rc;
+    *loss += w->coef * l;
+    for (int k = 0; k < RL_Q_COUNT; k++)
+        for (int64_t i = 0; grad->q[k] && i < out->rows * out->width[k]; i++)
+            grad->q[k][i] = (float)(w->coef * grad->q[k][i]);
+    return RL_OK;
+}
+
 /* The demonstration anchor's batch: the RL_FLOW_DEMO_* tensors of `in`
  * under the model's names (B rows; shapes checked by the model and here). */
 static rl_dataproto *s_demo_batch(const rl_dataproto *in, int64_t B, int64_t *D, const float **target)
@@ -319,8 +340,11 @@ int rl_actor_update_flow(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataprot
     }
     double loss = 0, gnorm = 0, lr = 0;
     rl_model_pass pass = {.temperature = 1.0, .micro_batch = a->o.micro_batch};
+    s_scaled sc = {fn, &c, c.alg.rl_coef};
     if (!rc)
-        rc = rl_model_forward_backward(a->policy, batch ? batch : in, want, &pass, fn, &c, &loss);
+        rc = rl_model_forward_backward(a->policy, batch ? batch : in, want, &pass,
+                                       c.alg.rl_coef == 1.0 ? fn : s_scaled_loss, c.alg.rl_coef == 1.0 ? (void *)&c : &sc,
+                                       &loss);
     double demo_loss = 0;
     if (!rc && c.alg.demo_coef > 0) { /* the anchor: gradients add up before the one step */
         int64_t Dd = 0;

@@ -64,6 +64,9 @@
  *     driver/recipes/flow_demos.h) and the step adds λ·mean‖v(x_t, t) − (ε − a)‖²
  *     over them (mean over global rows × D) to the loss before the one
  *     optimiser step; meta partial sum "actor/demo_fm_loss" (× rows).
+ *     algorithm.rl_coef scales the method's own loss (1; 0 leaves the
+ *     anchor alone: the control that tells the method's gain from the
+ *     demonstrations').
  *     Without it, a policy that regresses on its own samples (FlowSAR's
  *     positive branch, FlowIPO's target, self-imitation) drifts off the
  *     demonstrations within tens of updates (docs/ARCHITECTURE.md,
@@ -148,6 +151,7 @@ typedef enum rl_flow_loss_type {
     "  value_loss_coef: 0.5         # PPO value head\n" \
     "  value_clip: 0.2\n" \
     "  demo_coef: 0.0               # >0: + demo_coef x flow matching on demonstrations (the anchor)\n" \
+    "  rl_coef: 1.0                 # the method's own loss x rl_coef (0 with demo_coef > 0: the anchor alone, a control)\n" \
     "  demos: ''                    # a libero_collect dataset (needed when demo_coef > 0)\n" \
     "  demos_per_task: 10           # its first successful episodes per task\n"
 
@@ -162,6 +166,7 @@ typedef struct rl_flow_rl_config {
     double gamma, gae_lambda, rewards_lower, rewards_upper, value_coef, value_clip;
     int filter_rewards;
     double demo_coef;       /* the demonstration anchor's weight (0: off) */
+    double rl_coef;         /* the method's loss weight (1; 0 = the anchor alone) */
     const char *demos;      /* borrowed; "" when off */
     int64_t demos_per_task;
 } rl_flow_rl_config;
@@ -203,6 +208,7 @@ static inline int rl_flow_rl_config_read(const rl_config *c, rl_flow_rl_config *
         RL_F_NUM("algorithm.value_loss_coef", value_coef, 0, 1e6, 0),
         RL_F_NUM("algorithm.value_clip", value_clip, 0, 1e6, 0),
         RL_F_NUM("algorithm.demo_coef", demo_coef, 0, 1e6, 0),
+        RL_F_NUM("algorithm.rl_coef", rl_coef, 0, 1e6, 0),
         {"algorithm.demos", RL_CFG_STR, offsetof(rl_flow_rl_config, demos), 0, 0, 0, NULL},
         {"algorithm.demos_per_task", RL_CFG_INT, offsetof(rl_flow_rl_config, demos_per_task), 1, 100000, 0, NULL},
     };
