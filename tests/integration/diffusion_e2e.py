@@ -4,7 +4,9 @@ daemons, with tiny models:
 1. scorer_train and flow_pretrain on Fashion-MNIST (a few steps each).
 2. GRPO with combined rewards (prompt_match + jpeg_compressibility): every
    daemon exits 0, metrics for every step, validation and online-test files
-   (PNG, animated GIF, before/after grid), a checkpoint.
+   (PNG, animated GIF, before/after grid), a checkpoint. Then the KL loss to
+   the reference (actor.use_kl_loss): a large coefficient keeps the policy
+   closer to the pretrained generator than a negligible one.
 3. Resume: 2 steps + resume to 4 equals 4 uninterrupted steps (metrics of
    steps 3-4 and the final weights, bit for bit).
 4. The video path: 2-frame clips through pretraining and GRPO.
@@ -126,6 +128,26 @@ def body(work):
     assert file_bytes(os.path.join(work, "g", "before_after.png"))[:4] == b"\x89PNG"
     assert os.path.exists(os.path.join(work, "g", "checkpoints", "step_4", "model.safetensors"))
     print("grpo: 4 steps, score %.4f -> %.4f" % (m[1]["critic/score/mean"], m[4]["critic/score/mean"]))
+
+    assert all("actor/kl_loss" not in r for r in m), "a KL metric without actor.use_kl_loss"
+
+    # 2b. the KL loss to the pretrained reference (actor.use_kl_loss): measured
+    # with a negligible coefficient, the policy drifts from the reference; with
+    # a large one the gradient pulls it back, so the KL stays far smaller
+    kl = {}
+    for c in ("1e-6", "100"):
+        run(work, cl2, grpo_args("kl_" + c, "flow/final", "scorer/final",
+                                 ["reward.reward_model=jpeg_compressibility", "trainer.total_steps=4",
+                                  "trainer.val_every=0", "rollout.online.test=false",
+                                  "trainer.save_every=0", "actor.optim.lr_schedule=constant",
+                                  "actor.use_kl_loss=true", "actor.kl_loss_coef=" + c]))
+        kl[c] = [r["actor/kl_loss"] for r in metrics(os.path.join(work, "kl_" + c, "metrics.jsonl"))[1:]]
+        assert len(kl[c]) == 4 and all(k >= 0 for k in kl[c]), kl[c]
+    # two updates a step: the first one of step 1 is at the reference (KL 0)
+    assert kl["1e-6"][0] > 0 and kl["1e-6"][3] > kl["1e-6"][0], kl
+    assert sum(kl["100"][1:]) < 0.5 * sum(kl["1e-6"][1:]), kl
+    print("kl: KL to the reference over steps 1-4: coef 1e-6 %s, coef 100 %s" %
+          (["%.2e" % k for k in kl["1e-6"]], ["%.2e" % k for k in kl["100"]]))
 
     # 3. resume exactness (constant LR so the schedule does not depend on the length)
     base = grpo_args("r_full", "flow/final", "scorer/final",

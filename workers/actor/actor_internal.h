@@ -1,5 +1,6 @@
 /* workers/actor/actor_internal.h — the actor role's state and FSDP step,
  * shared by its method files (actor.c: the LM and diffusion methods;
+ * diffusion_kl.c: the diffusion update's KL to the reference;
  * flow_update.c: the embodied flow-policy methods of rlrt/roles/flow_rl.h).
  * One state per actor process (ctx->user), owned by actor.c's init/fini. */
 #ifndef RLRT_WORKERS_ACTOR_INTERNAL_H
@@ -34,6 +35,13 @@ rl_actor_state *rl_actor_get(rl_worker_ctx *ctx, const char *method);
  * global clip at `clip` (0: off), AdamW on the shard, all-gather; the
  * gradients are zeroed. Every rank must call it (collectives). */
 int rl_actor_fsdp_step(rl_actor_state *a, double clip, double *grad_norm, double *lr_out);
+
+/* diffusion_kl.c: adds to the policy's gradients those of
+ * coef·Σ KL(policy step ‖ reference step) / global_steps over the trained
+ * steps of an update_diffusion batch (RL_CF_STEP_MASK), with a->ref the
+ * reference; *kl_sum is the unscaled Σ KL of this rank's steps. */
+int rl_actor_diffusion_kl(rl_actor_state *a, const rl_dataproto *in, double coef,
+                          double global_steps, double *kl_sum);
 
 /* flow_update.c (contract: rlrt/roles/flow_rl.h) */
 int rl_actor_update_flow(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out);
