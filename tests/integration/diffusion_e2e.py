@@ -6,7 +6,8 @@ daemons, with tiny models:
    daemon exits 0, metrics for every step, validation and online-test files
    (PNG, animated GIF, before/after grid), a checkpoint. Then the KL loss to
    the reference (actor.use_kl_loss): a large coefficient keeps the policy
-   closer to the pretrained generator than a negligible one.
+   closer to the pretrained generator than a negligible one; the scores are
+   the weighted sums of the rewards (prompt_match, on_prompt, JPEG kB).
 3. Resume: 2 steps + resume to 4 equals 4 uninterrupted steps (metrics of
    steps 3-4 and the final weights, bit for bit).
 4. The video path: 2-frame clips through pretraining and GRPO.
@@ -130,6 +131,9 @@ def body(work):
     print("grpo: 4 steps, score %.4f -> %.4f" % (m[1]["critic/score/mean"], m[4]["critic/score/mean"]))
 
     assert all("actor/kl_loss" not in r for r in m), "a KL metric without actor.use_kl_loss"
+    for r in m[1:]:  # score = reward_coeff · Σ weight · reward
+        want = 0.1 * (r["reward/prompt_match"] - 0.5 * r["reward/jpeg_kb"])
+        assert abs(r["critic/score/mean"] - want) < 1e-5, (r["critic/score/mean"], want)
 
     # 2b. the KL loss to the pretrained reference (actor.use_kl_loss): measured
     # with a negligible coefficient, the policy drifts from the reference; with
@@ -137,12 +141,17 @@ def body(work):
     kl = {}
     for c in ("1e-6", "100"):
         run(work, cl2, grpo_args("kl_" + c, "flow/final", "scorer/final",
-                                 ["reward.reward_model=jpeg_compressibility", "trainer.total_steps=4",
+                                 ["reward.reward_model=jpeg_compressibility,on_prompt:1",
+                                  "trainer.total_steps=4",
                                   "trainer.val_every=0", "rollout.online.test=false",
                                   "trainer.save_every=0", "actor.optim.lr_schedule=constant",
                                   "actor.use_kl_loss=true", "actor.kl_loss_coef=" + c]))
-        kl[c] = [r["actor/kl_loss"] for r in metrics(os.path.join(work, "kl_" + c, "metrics.jsonl"))[1:]]
+        mk = metrics(os.path.join(work, "kl_" + c, "metrics.jsonl"))[1:]
+        kl[c] = [r["actor/kl_loss"] for r in mk]
         assert len(kl[c]) == 4 and all(k >= 0 for k in kl[c]), kl[c]
+        for r in mk:  # the on_prompt reward: 1 when the scorer's argmax is the class
+            want = 0.1 * (r["reward/on_prompt"] - r["reward/jpeg_kb"])
+            assert abs(r["critic/score/mean"] - want) < 1e-5, (r["critic/score/mean"], want)
     # two updates a step: the first one of step 1 is at the reference (KL 0)
     assert kl["1e-6"][0] > 0 and kl["1e-6"][3] > kl["1e-6"][0], kl
     assert sum(kl["100"][1:]) < 0.5 * sum(kl["1e-6"][1:]), kl
