@@ -198,9 +198,10 @@ int rl_diffusion_sde_kl(const float *v, const float *v_ref, const float *sigma,
     return 0;
 }
 
-/* z-score of rows where sel(i) holds; rows outside are untouched. */
+/* z-score (or with by_std 0 the centred reward) of rows where sel(i)
+ * holds; rows outside are untouched. */
 static void s_zscore(const float *r, float *adv, int64_t b, const int64_t *group, int64_t g,
-                     double threshold, int apply_threshold, double eps)
+                     double threshold, int apply_threshold, double eps, int by_std)
 {
     double mean = 0.0;
     int64_t cnt = 0;
@@ -221,12 +222,12 @@ static void s_zscore(const float *r, float *adv, int64_t b, const int64_t *group
     const int zero = cnt < 2 || (apply_threshold && mean < threshold);
     for (int64_t i = 0; i < b; i++)
         if (!group || group[i] == g)
-            adv[i] = zero ? 0.0f : (float)(((double)r[i] - mean) / (std + eps));
+            adv[i] = zero ? 0.0f : (float)(((double)r[i] - mean) / (by_std ? std + eps : 1.0));
 }
 
 int rl_diffusion_grpo_advantages(const float *rewards, const int64_t *group,
                                  int64_t b, int64_t n_groups, int use_group,
-                                 double reward_threshold, double eps,
+                                 int norm_by_std, double reward_threshold, double eps,
                                  float *adv)
 {
     static const char fn[] = "rl_diffusion_grpo_advantages";
@@ -238,7 +239,7 @@ int rl_diffusion_grpo_advantages(const float *rewards, const int64_t *group,
     if ((rc = rl__first_nonfinite(fn, "rewards", rewards, 0, b)))
         return rc;
     if (!use_group) {
-        s_zscore(rewards, adv, b, NULL, 0, 0.0, 0, eps);
+        s_zscore(rewards, adv, b, NULL, 0, 0.0, 0, eps, norm_by_std);
         return 0;
     }
     if (!group || n_groups <= 0)
@@ -251,7 +252,7 @@ int rl_diffusion_grpo_advantages(const float *rewards, const int64_t *group,
     /* Groups are small and few; one pass per group keeps this allocation-free. */
     const int thr = !isnan(reward_threshold) && reward_threshold != -INFINITY;
     for (int64_t g = 0; g < n_groups; g++)
-        s_zscore(rewards, adv, b, group, g, reward_threshold, thr, eps);
+        s_zscore(rewards, adv, b, group, g, reward_threshold, thr, eps, norm_by_std);
     return 0;
 }
 

@@ -39,7 +39,7 @@ static const char *const s_roles[] = {RL_ACTOR_ROLE, RL_ROLLOUT_ROLE, RL_REWARD_
 
 typedef struct s_opts {
     int64_t batch, n, val_per_prompt, online_interval, frames, num_prompts;
-    int init_same_noise, use_group, online_test;
+    int init_same_noise, use_group, norm_by_std, online_test;
     double reward_threshold;
 } s_opts;
 
@@ -52,6 +52,7 @@ static const rl_config_spec s_spec[] = {
     {"rollout.online.test", RL_CFG_BOOL, S_OFF(online_test), 0, 0, 0, NULL},
     {"rollout.online.step.interval", RL_CFG_INT, S_OFF(online_interval), 1, 1000000000, 0, NULL},
     {"algorithm.use_group", RL_CFG_BOOL, S_OFF(use_group), 0, 0, 0, NULL},
+    {"algorithm.norm_adv_by_std_in_grpo", RL_CFG_BOOL, S_OFF(norm_by_std), 0, 0, 0, NULL},
     {"algorithm.reward_threshold", RL_CFG_NUM, S_OFF(reward_threshold), -1e30, 1e30, 0, NULL},
     {"model.frames", RL_CFG_INT, S_OFF(frames), 1, 64, 0, NULL},
     {"model.num_prompts", RL_CFG_INT, S_OFF(num_prompts), 1, 1 << 20, 0, NULL},
@@ -267,7 +268,8 @@ static int s_phase_adv(void *arg)
         return rl_error_code();
     float *adv = rl_tensor_data(at);
     int rc = rl_diffusion_grpo_advantages(rl_tensor_data((rl_tensor *)st), s->group, B, s->o.batch,
-                                          s->o.use_group, s->o.reward_threshold, 1e-8, adv);
+                                          s->o.use_group, s->o.norm_by_std, s->o.reward_threshold,
+                                          1e-8, adv);
     double sum = 0, sq = 0;
     for (int64_t b = 0; !rc && b < B; b++) {
         sum += adv[b];
@@ -701,6 +703,7 @@ const rl_recipe rl_recipe_diffusion = {
         "algorithm:\n"
         "  adv_estimator: grpo\n"
         "  use_group: true            # group normalisation (false: one global z-score)\n"
+        "  norm_adv_by_std_in_grpo: true  # false: A = r - mean, not divided by the std\n"
         "  reward_threshold: -1.0e30  # a group whose mean reward is below gets A = 0\n"
         "trainer:\n"
         "  total_steps: 100\n"

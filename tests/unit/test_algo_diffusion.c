@@ -206,28 +206,39 @@ static void test_advantages(void **state)
     int64_t *grp = rl_golden_i64(g, "group", NULL);
     float adv[11];
     assert_int_equal(n, 11);
-    assert_int_equal(rl_diffusion_grpo_advantages(r, grp, n, 5, 1, -INFINITY, 1e-8, adv), 0);
+    assert_int_equal(rl_diffusion_grpo_advantages(r, grp, n, 5, 1, 1, -INFINITY, 1e-8, adv), 0);
     s_close_f32("adv group", adv, g, "adv_group", n, 1e-6, 1e-5);
     assert_true(adv[10] == 0.0f); /* group 3 has one row: documented A = 0 */
-    assert_int_equal(rl_diffusion_grpo_advantages(r, grp, n, 5, 1, 0.5, 1e-8, adv), 0);
+    assert_int_equal(rl_diffusion_grpo_advantages(r, grp, n, 5, 1, 1, 0.5, 1e-8, adv), 0);
     s_close_f32("adv group thr", adv, g, "adv_group_thr", n, 1e-6, 1e-5);
     assert_true(adv[6] == 0.0f && adv[7] == 0.0f && adv[8] == 0.0f); /* mean 0.23 < 0.5 */
-    assert_int_equal(rl_diffusion_grpo_advantages(r, NULL, n, 0, 0, 0.5, 1e-8, adv), 0);
+    assert_int_equal(rl_diffusion_grpo_advantages(r, NULL, n, 0, 0, 1, 0.5, 1e-8, adv), 0);
     s_close_f32("adv global", adv, g, "adv_global", n, 1e-6, 1e-5);
     /* global batch of one row */
-    assert_int_equal(rl_diffusion_grpo_advantages(r, NULL, 1, 0, 0, 0.0, 1e-8, adv), 0);
+    assert_int_equal(rl_diffusion_grpo_advantages(r, NULL, 1, 0, 0, 1, 0.0, 1e-8, adv), 0);
     assert_true(adv[0] == 0.0f);
     /* equal rewards in a group: zero spread, A = 0 exactly */
     float same[3] = {2, 2, 2};
     int64_t g0[3] = {0, 0, 0};
-    assert_int_equal(rl_diffusion_grpo_advantages(same, g0, 3, 1, 1, -INFINITY, 1e-8, adv), 0);
+    assert_int_equal(rl_diffusion_grpo_advantages(same, g0, 3, 1, 1, 1, -INFINITY, 1e-8, adv), 0);
     assert_true(adv[0] == 0.0f && adv[2] == 0.0f);
+    /* norm_by_std 0: r − group mean, not divided (by hand: groups {1, 2, 6},
+     * {0.5, 0.5}, and a one-row group) and r − global mean */
+    {
+        float rr[6] = {1, 2, 6, 0.5f, 0.5f, 2}, a6[6];
+        int64_t gg[6] = {0, 0, 0, 1, 1, 2};
+        assert_int_equal(rl_diffusion_grpo_advantages(rr, gg, 6, 3, 1, 0, -INFINITY, 1e-8, a6), 0);
+        assert_true(a6[0] == -2.0f && a6[1] == -1.0f && a6[2] == 3.0f);
+        assert_true(a6[3] == 0.0f && a6[4] == 0.0f && a6[5] == 0.0f);
+        assert_int_equal(rl_diffusion_grpo_advantages(rr, NULL, 6, 0, 0, 0, 0.0, 1e-8, a6), 0);
+        assert_true(a6[0] == -1.0f && a6[2] == 4.0f && a6[3] == -1.5f);
+    }
     /* errors */
     grp[2] = 7;
-    assert_int_equal(rl_diffusion_grpo_advantages(r, grp, n, 5, 1, 0.0, 1e-8, adv), RL_ERANGE);
+    assert_int_equal(rl_diffusion_grpo_advantages(r, grp, n, 5, 1, 1, 0.0, 1e-8, adv), RL_ERANGE);
     assert_non_null(strstr(rl_error_message(), "group[2]=7"));
     r[4] = NAN;
-    assert_int_equal(rl_diffusion_grpo_advantages(r, NULL, n, 0, 0, 0.0, 1e-8, adv), RL_ENUMERIC);
+    assert_int_equal(rl_diffusion_grpo_advantages(r, NULL, n, 0, 0, 1, 0.0, 1e-8, adv), RL_ENUMERIC);
     assert_non_null(strstr(rl_error_message(), "rewards[4]"));
     free(r); free(grp);
     rl_golden_free(g);

@@ -70,12 +70,16 @@ int rl_diffusion_sde_kl(const float *v, const float *v_ref, const float *sigma,
  *     whose mean < reward_threshold gets A = 0 (pass -INFINITY to disable).
  *   use_group == 0: one global z-score (r − mean)/(std + eps); the threshold
  *     is not applied (as the seed). group may be NULL.
+ *   norm_by_std == 0: A = r − mean (group or global), not divided by the
+ *     std (verl's norm_adv_by_std_in_grpo: false, Dr. GRPO): the weights of
+ *     combined rewards keep their meaning in a group where one term is
+ *     constant.
  * Documented edge: a group (or a global batch) of one row has no spread and
  * gets A = 0 (torch would give NaN). eps is 1e-8 in the seed.
  * adv (B) out. */
 int rl_diffusion_grpo_advantages(const float *rewards, const int64_t *group,
                                  int64_t b, int64_t n_groups, int use_group,
-                                 double reward_threshold, double eps,
+                                 int norm_by_std, double reward_threshold, double eps,
                                  float *adv);
 
 typedef struct rl_diffusion_grpo_metrics {
