@@ -190,7 +190,11 @@ lines += ["", "Before (top row) and after (bottom row), one ODE sample per promp
           "(T-shirt, trouser, pullover, dress, coat, sandal, shirt, sneaker, bag, ankle boot):", ""]
 for r, reward, key, v, on, n, wall, tag in curves:
     lines.append("- `%s`: ![%s](diffusion/%s_before_after.png)" % (r, r, n))
-lines += ["", "Targets (issue 13), checked by the script: compressibility −30% kB within 30 minutes with "
+lines += ["", "Prompt-match and on-prompt are the judgement of the small MLP scorer that the runs "
+          "train against, not of a person: read them with the grids (docs/ARCHITECTURE.md, "
+          "\"Prompt-match headroom\" and \"Compressibility while staying on-prompt\", say what we "
+          "saw in them and which settings we tried).",
+          "", "Targets (issue 13), checked by the script: compressibility −30% kB within 30 minutes with "
           "on-prompt accuracy down at most 10 points; prompt-match +0.3 within 30 minutes. Single runs "
           "on a shared machine.", ""]
 for r, reward, key, v, on, n, wall, tag in curves:
