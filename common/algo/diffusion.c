@@ -1,6 +1,6 @@
 /* diffusion.c — GRPO mathematics for diffusion / flow image generators
- * (rlrt/algo/diffusion.h): σ schedule, SDE step and log-prob, advantages,
- * clipped per-timestep loss, seeded timestep subsets. */
+ * (rlrt/algo/diffusion.h): σ schedule, SDE step, log-prob and KL to a
+ * reference, advantages, clipped per-timestep loss, seeded timestep subsets. */
 #include "rlrt/algo/diffusion.h"
 
 #include <math.h>
@@ -158,9 +158,50 @@ int rl_diffusion_sde_logprob(const float *x, const float *v,
     return 0;
 }
 
-/* z-score of rows where sel(i) holds; rows outside are untouched. */
+int rl_diffusion_sde_kl(const float *v, const float *v_ref, const float *sigma,
+                        const float *sigma_next, double noise_level, int64_t b, int64_t d,
+                        float *kl, const float *grad_kl, float *grad_v)
+{
+    static const char fn[] = "rl_diffusion_sde_kl";
+    int rc = s_check_step(fn, sigma, sigma_next, noise_level, b, d);
+    if (rc)
+        return rc;
+    if (!v || !v_ref || !kl)
+        return rl_error_set(RL_EINVAL, "%s: v, v_ref and kl must not be NULL", fn);
+    for (int64_t i = 0; i < b; i++) {
+        s_coef c;
+        if ((rc = s_coef_of(fn, sigma[i], sigma_next[i], noise_level, i, &c)))
+            return rc;
+        const double gk = grad_kl ? grad_kl[i] : 1.0;
+        if (!isfinite(gk))
+            return rl_error_set(RL_ENUMERIC, "%s: grad_kl[%lld] is %g (not finite)", fn,
+                                (long long)i, gk);
+        /* (mean − mean_ref)/s = cv·(v − v_ref)/s */
+        const double scale = c.cv * c.cv / (c.s * c.s);
+        const double gscale = gk * scale / (double)d;
+        double acc = 0.0;
+        for (int64_t j = 0; j < d; j++) {
+            const int64_t k = i * d + j;
+            const double diff = (double)v[k] - (double)v_ref[k];
+            acc += diff * diff;
+            if (grad_v)
+                grad_v[k] = (float)(gscale * diff);
+        }
+        if (!isfinite(acc)) {
+            if ((rc = rl__first_nonfinite(fn, "v", v, i * d, d)) ||
+                (rc = rl__first_nonfinite(fn, "v_ref", v_ref, i * d, d)))
+                return rc;
+            return rl_error_set(RL_ENUMERIC, "%s: KL of row %lld overflows", fn, (long long)i);
+        }
+        kl[i] = (float)(0.5 * scale * acc / (double)d);
+    }
+    return 0;
+}
+
+/* z-score (or with by_std 0 the centred reward) of rows where sel(i)
+ * holds; rows outside are untouched. */
 static void s_zscore(const float *r, float *adv, int64_t b, const int64_t *group, int64_t g,
-                     double threshold, int apply_threshold, double eps)
+                     double threshold, int apply_threshold, double eps, int by_std)
 {
     double mean = 0.0;
     int64_t cnt = 0;
@@ -181,12 +222,12 @@ static void s_zscore(const float *r, float *adv, int64_t b, const int64_t *group
     const int zero = cnt < 2 || (apply_threshold && mean < threshold);
     for (int64_t i = 0; i < b; i++)
         if (!group || group[i] == g)
-            adv[i] = zero ? 0.0f : (float)(((double)r[i] - mean) / (std + eps));
+            adv[i] = zero ? 0.0f : (float)(((double)r[i] - mean) / (by_std ? std + eps : 1.0));
 }
 
 int rl_diffusion_grpo_advantages(const float *rewards, const int64_t *group,
                                  int64_t b, int64_t n_groups, int use_group,
-                                 double reward_threshold, double eps,
+                                 int norm_by_std, double reward_threshold, double eps,
                                  float *adv)
 {
     static const char fn[] = "rl_diffusion_grpo_advantages";
@@ -198,7 +239,7 @@ int rl_diffusion_grpo_advantages(const float *rewards, const int64_t *group,
     if ((rc = rl__first_nonfinite(fn, "rewards", rewards, 0, b)))
         return rc;
     if (!use_group) {
-        s_zscore(rewards, adv, b, NULL, 0, 0.0, 0, eps);
+        s_zscore(rewards, adv, b, NULL, 0, 0.0, 0, eps, norm_by_std);
         return 0;
     }
     if (!group || n_groups <= 0)
@@ -211,7 +252,7 @@ int rl_diffusion_grpo_advantages(const float *rewards, const int64_t *group,
     /* Groups are small and few; one pass per group keeps this allocation-free. */
     const int thr = !isnan(reward_threshold) && reward_threshold != -INFINITY;
     for (int64_t g = 0; g < n_groups; g++)
-        s_zscore(rewards, adv, b, group, g, reward_threshold, thr, eps);
+        s_zscore(rewards, adv, b, group, g, reward_threshold, thr, eps, norm_by_std);
     return 0;
 }
 

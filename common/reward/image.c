@@ -290,7 +290,7 @@ void rl_image_grid(const uint8_t *imgs, int n, int w, int h, int cols, int pad, 
 /* ---- reward specifications ---------------------------------------------------------------- */
 
 static const char *const s_names[RL_IMG_REWARD_COUNT] = {
-    "jpeg_compressibility", "jpeg_incompressibility", "prompt_match", "remote"};
+    "jpeg_compressibility", "jpeg_incompressibility", "prompt_match", "remote", "on_prompt"};
 
 const char *rl_image_reward_name(rl_image_reward_kind k)
 {
@@ -339,8 +339,8 @@ int rl_image_reward_parse(const char *text, double weight[RL_IMG_REWARD_COUNT])
         while (k < RL_IMG_REWARD_COUNT && strcmp(part, s_names[k]) != 0)
             k++;
         if (k == RL_IMG_REWARD_COUNT)
-            return rl_error_set(RL_EINVAL, "unknown reward '%s' (known: %s, %s, %s, %s)", part,
-                                s_names[0], s_names[1], s_names[2], s_names[3]);
+            return rl_error_set(RL_EINVAL, "unknown reward '%s' (known: %s, %s, %s, %s, %s)",
+                                part, s_names[0], s_names[1], s_names[2], s_names[3], s_names[4]);
         if (seen[k])
             return rl_error_set(RL_EINVAL, "reward %s is named twice", part);
         seen[k] = 1;
@@ -350,6 +350,7 @@ int rl_image_reward_parse(const char *text, double weight[RL_IMG_REWARD_COUNT])
     }
     if (!any)
         return rl_error_set(RL_EINVAL, "no reward named (expected \"name[:weight],…\" of %s, %s, "
-                                       "%s, %s)", s_names[0], s_names[1], s_names[2], s_names[3]);
+                                       "%s, %s, %s)", s_names[0], s_names[1], s_names[2],
+                            s_names[3], s_names[4]);
     return RL_OK;
 }

@@ -14,7 +14,9 @@
  *   update_actor  per sample a seeded random subset of timestep_fraction of
  *                 the steps; per mini-batch one optimiser step of the clipped
  *                 per-timestep loss (the actor's update_diffusion: new log-prob,
- *                 ratio, clip_range, ppo_adv_clip_max, ppo_max_grad_norm)
+ *                 ratio, clip_range, ppo_adv_clip_max, ppo_max_grad_norm; with
+ *                 actor.use_kl_loss + kl_loss_coef·KL to the pretrained
+ *                 reference's step, Flow-GRPO's beta)
  *   sync_weights  the new weights to the rollout ranks
  * then metrics, validation (ODE samples of the fixed prompts, scored), the
  * online test images (PNG grid + animated GIF under <output_dir>/online/) and
@@ -37,7 +39,7 @@ static const char *const s_roles[] = {RL_ACTOR_ROLE, RL_ROLLOUT_ROLE, RL_REWARD_
 
 typedef struct s_opts {
     int64_t batch, n, val_per_prompt, online_interval, frames, num_prompts;
-    int init_same_noise, use_group, online_test;
+    int init_same_noise, use_group, norm_by_std, online_test;
     double reward_threshold;
 } s_opts;
 
@@ -50,6 +52,7 @@ static const rl_config_spec s_spec[] = {
     {"rollout.online.test", RL_CFG_BOOL, S_OFF(online_test), 0, 0, 0, NULL},
     {"rollout.online.step.interval", RL_CFG_INT, S_OFF(online_interval), 1, 1000000000, 0, NULL},
     {"algorithm.use_group", RL_CFG_BOOL, S_OFF(use_group), 0, 0, 0, NULL},
+    {"algorithm.norm_adv_by_std_in_grpo", RL_CFG_BOOL, S_OFF(norm_by_std), 0, 0, 0, NULL},
     {"algorithm.reward_threshold", RL_CFG_NUM, S_OFF(reward_threshold), -1e30, 1e30, 0, NULL},
     {"model.frames", RL_CFG_INT, S_OFF(frames), 1, 64, 0, NULL},
     {"model.num_prompts", RL_CFG_INT, S_OFF(num_prompts), 1, 1 << 20, 0, NULL},
@@ -106,6 +109,7 @@ typedef struct s_dg {
     s_opts o;
     rl_actor_diffusion_config df;
     int64_t step, N, D, mini;
+    int kl_on; /* actor.use_kl_loss with kl_loss_coef > 0 */
     /* this step */
     rl_dataproto *batch;
     int64_t *group;
@@ -264,7 +268,8 @@ static int s_phase_adv(void *arg)
         return rl_error_code();
     float *adv = rl_tensor_data(at);
     int rc = rl_diffusion_grpo_advantages(rl_tensor_data((rl_tensor *)st), s->group, B, s->o.batch,
-                                          s->o.use_group, s->o.reward_threshold, 1e-8, adv);
+                                          s->o.use_group, s->o.norm_by_std, s->o.reward_threshold,
+                                          1e-8, adv);
     double sum = 0, sq = 0;
     for (int64_t b = 0; !rc && b < B; b++) {
         sum += adv[b];
@@ -314,10 +319,11 @@ static int s_phase_update(void *arg)
     static const char *const keep[7] = {RL_CF_PROMPT_IDS, RL_CF_LATENTS, RL_CF_SIGMAS,
                                         RL_CF_NOISE_LEVEL, RL_CF_STEP_MASK, RL_ACTOR_OLD_LOGP,
                                         RL_ACTOR_ADVANTAGES};
-    static const char *const keys[5] = {RL_ACTOR_M_LOSS, RL_ACTOR_M_TOKENS, RL_ACTOR_M_CLIPFRAC_SUM,
-                                        RL_ACTOR_M_PPO_KL_SUM, RL_ACTOR_M_RATIO_SUM};
+    static const char *const keys[6] = {RL_ACTOR_M_LOSS, RL_ACTOR_M_TOKENS, RL_ACTOR_M_CLIPFRAC_SUM,
+                                        RL_ACTOR_M_PPO_KL_SUM, RL_ACTOR_M_RATIO_SUM,
+                                        RL_ACTOR_M_KL_LOSS_SUM};
     const float *mask = rl_tensor_data(rl_dataproto_tensor(s->batch, RL_CF_STEP_MASK));
-    double tot[5] = {0}, gn = 0, lr = 0;
+    double tot[6] = {0}, gn = 0, lr = 0;
     int updates = 0;
     for (int64_t e = 0; !rc && e < s->j.actor_cfg.epochs; e++)
         for (int64_t r0 = 0; !rc && r0 + rows <= B; r0 += rows) {
@@ -330,11 +336,11 @@ static int s_phase_update(void *arg)
                                                                     (json_int_t)steps))
                                    : NULL;
             rl_dataproto_free(mb);
-            double sums[5], g, l;
-            rc = req ? rl_dj_actor_step(&s->j, RL_ACTOR_UPDATE_DIFFUSION, req, keys, 5, sums, &g, &l)
+            double sums[6], g, l;
+            rc = req ? rl_dj_actor_step(&s->j, RL_ACTOR_UPDATE_DIFFUSION, req, keys, 6, sums, &g, &l)
                      : rl_error_code();
             rl_dataproto_free(req);
-            for (int k = 0; !rc && k < 5; k++)
+            for (int k = 0; !rc && k < 6; k++)
                 tot[k] += sums[k];
             gn += g;
             lr = l;
@@ -348,6 +354,8 @@ static int s_phase_update(void *arg)
         rl_metric_set_put(s->t.ms, RL_M_PPO_KL, tot[3] / tot[1]);
         rl_metric_set_put(s->t.ms, "actor/ratio_mean", tot[4] / tot[1]);
         rl_metric_set_put(s->t.ms, "actor/trained_steps", tot[1]);
+        if (s->kl_on) /* mean KL of a trained step to the reference's step */
+            rl_metric_set_put(s->t.ms, RL_M_KL_LOSS, tot[5] / tot[1]);
     }
     rl_metric_set_put(s->t.ms, "actor/grad_norm", updates ? gn / updates : 0);
     rl_metric_set_put(s->t.ms, "actor/lr", lr);
@@ -550,6 +558,7 @@ static int s_open(s_dg *s, rl_driver *d, const rl_config *job)
         rc = rl_dj_open(&s->j, d, job, 1, 1);
     s->D = s->o.frames * RL_FMNIST_SIDE * RL_FMNIST_SIDE;
     s->mini = s->j.actor_cfg.mini_batch;
+    s->kl_on = s->j.actor_cfg.use_kl_loss && s->j.actor_cfg.kl_loss_coef > 0;
     int W = s->j.actor ? rl_group_size(s->j.actor) : 1;
     if (!rc && (s->mini * s->o.n) % W)
         rc = rl_config_error_at(job, "actor.ppo_mini_batch_size", RL_ECONFIG,
@@ -694,6 +703,7 @@ const rl_recipe rl_recipe_diffusion = {
         "algorithm:\n"
         "  adv_estimator: grpo\n"
         "  use_group: true            # group normalisation (false: one global z-score)\n"
+        "  norm_adv_by_std_in_grpo: true  # false: A = r - mean, not divided by the std\n"
         "  reward_threshold: -1.0e30  # a group whose mean reward is below gets A = 0\n"
         "trainer:\n"
         "  total_steps: 100\n"

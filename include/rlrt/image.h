@@ -58,10 +58,15 @@ typedef enum rl_image_reward_kind {
     RL_IMG_JPEG_INCOMPRESSIBILITY = 1, /* +kB */
     RL_IMG_PROMPT_MATCH = 2,           /* p(prompt's class | image), the learned scorer */
     RL_IMG_REMOTE = 3,                 /* a remote scorer (e.g. HPSv3) */
-    RL_IMG_REWARD_COUNT = 4
+    RL_IMG_ON_PROMPT = 4,              /* 1 when the learned scorer's argmax is the
+                                        * prompt's class, else 0: a constraint-like
+                                        * term beside a JPEG reward that pays for
+                                        * staying recognisable, not for sharpening */
+    RL_IMG_REWARD_COUNT = 5
 } rl_image_reward_kind;
 
-/* "jpeg_compressibility", "jpeg_incompressibility", "prompt_match", "remote". */
+/* "jpeg_compressibility", "jpeg_incompressibility", "prompt_match", "remote",
+ * "on_prompt". */
 const char *rl_image_reward_name(rl_image_reward_kind k);
 
 /* The weights of a reward_model text "name[:weight],name[:weight],…" (the

@@ -4,7 +4,10 @@ daemons, with tiny models:
 1. scorer_train and flow_pretrain on Fashion-MNIST (a few steps each).
 2. GRPO with combined rewards (prompt_match + jpeg_compressibility): every
    daemon exits 0, metrics for every step, validation and online-test files
-   (PNG, animated GIF, before/after grid), a checkpoint.
+   (PNG, animated GIF, before/after grid), a checkpoint. Then the KL loss to
+   the reference (actor.use_kl_loss): a large coefficient keeps the policy
+   closer to the pretrained generator than a negligible one; the scores are
+   the weighted sums of the rewards (prompt_match, on_prompt, JPEG kB).
 3. Resume: 2 steps + resume to 4 equals 4 uninterrupted steps (metrics of
    steps 3-4 and the final weights, bit for bit).
 4. The video path: 2-frame clips through pretraining and GRPO.
@@ -126,6 +129,36 @@ def body(work):
     assert file_bytes(os.path.join(work, "g", "before_after.png"))[:4] == b"\x89PNG"
     assert os.path.exists(os.path.join(work, "g", "checkpoints", "step_4", "model.safetensors"))
     print("grpo: 4 steps, score %.4f -> %.4f" % (m[1]["critic/score/mean"], m[4]["critic/score/mean"]))
+
+    assert all("actor/kl_loss" not in r for r in m), "a KL metric without actor.use_kl_loss"
+    for r in m[1:]:  # score = reward_coeff · Σ weight · reward
+        want = 0.1 * (r["reward/prompt_match"] - 0.5 * r["reward/jpeg_kb"])
+        assert abs(r["critic/score/mean"] - want) < 1e-5, (r["critic/score/mean"], want)
+
+    # 2b. the KL loss to the pretrained reference (actor.use_kl_loss): measured
+    # with a negligible coefficient, the policy drifts from the reference; with
+    # a large one the gradient pulls it back, so the KL stays far smaller
+    kl = {}
+    for c in ("1e-6", "100"):
+        run(work, cl2, grpo_args("kl_" + c, "flow/final", "scorer/final",
+                                 ["reward.reward_model=jpeg_compressibility,on_prompt:1",
+                                  "trainer.total_steps=6", "actor.optim.lr=3e-4",
+                                  "trainer.val_every=0", "rollout.online.test=false",
+                                  "trainer.save_every=0", "actor.optim.lr_schedule=constant",
+                                  "actor.use_kl_loss=true", "actor.kl_loss_coef=" + c]))
+        mk = metrics(os.path.join(work, "kl_" + c, "metrics.jsonl"))[1:]
+        kl[c] = [r["actor/kl_loss"] for r in mk]
+        assert len(kl[c]) == 6 and all(k >= 0 for k in kl[c]), kl[c]
+        for r in mk:  # the on_prompt reward: 1 when the scorer's argmax is the class
+            want = 0.1 * (r["reward/on_prompt"] - r["reward/jpeg_kb"])
+            assert abs(r["critic/score/mean"] - want) < 1e-5, (r["critic/score/mean"], want)
+    # two updates a step: the first one of step 1 is at the reference (KL 0)
+    # (measured: the sums over steps 2-6 differ ~3x, the last step's KL ~6x)
+    assert kl["1e-6"][0] > 0 and kl["1e-6"][5] > kl["1e-6"][0], kl
+    assert sum(kl["100"][1:]) < 0.5 * sum(kl["1e-6"][1:]), kl
+    assert kl["100"][5] < 0.5 * kl["1e-6"][5], kl
+    print("kl: KL to the reference over steps 1-6: coef 1e-6 %s, coef 100 %s" %
+          (["%.2e" % k for k in kl["1e-6"]], ["%.2e" % k for k in kl["100"]]))
 
     # 3. resume exactness (constant LR so the schedule does not depend on the length)
     base = grpo_args("r_full", "flow/final", "scorer/final",

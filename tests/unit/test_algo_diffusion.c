@@ -110,6 +110,93 @@ static void test_sde_step_golden_and_fd(void **state)
     rl_golden_free(g);
 }
 
+/* The KL of a step to the reference's step: by hand, as the Gaussian
+ * log-prob identity, as the Monte-Carlo mean of logp − logp_ref under the
+ * policy's step, and its gradient by finite differences. */
+static void test_sde_kl(void **state)
+{
+    (void)state;
+    /* by hand. Row 0: σ 0.5 → 0.25, noise 0.5: dt = −0.25, std_t = 0.5,
+     * cv = (1 + 0.25·0.5/1)·(−0.25) = −0.28125, s = 0.5·0.5 = 0.25;
+     * v − v_ref = (1, −2): kl = cv²·(1 + 4)/2 / (2s²) = 1.58203125.
+     * Row 1: σ = 1 → 0.75: std_t = 0.5·sqrt(1/0.25) = 1, cv = dt = −0.25,
+     * s = 0.5; v − v_ref = (0.5, 0.5): kl = 0.0625·0.25 / 0.5 = 0.03125. */
+    {
+        float v[4] = {1.0f, 0.0f, 0.75f, -0.25f}, vr[4] = {0.0f, 2.0f, 0.25f, -0.75f};
+        float sg[2] = {0.5f, 1.0f}, sn[2] = {0.25f, 0.75f}, kl[2], gv[4];
+        assert_int_equal(rl_diffusion_sde_kl(v, vr, sg, sn, 0.5, 2, 2, kl, NULL, gv), 0);
+        assert_true(fabs(kl[0] - 1.58203125) < 1e-6);
+        assert_true(fabs(kl[1] - 0.03125) < 1e-7);
+        /* ∂kl/∂v = cv²(v − v_ref)/(D s²): row 0 0.0791015625·(1, −2)/(2·0.0625) */
+        assert_true(fabs(gv[0] - 0.6328125) < 1e-6 && fabs(gv[1] + 1.265625) < 1e-6);
+        assert_true(fabs(gv[2] - 0.0625) < 1e-7 && fabs(gv[3] - 0.0625) < 1e-7);
+        /* the same model: no KL and no gradient */
+        assert_int_equal(rl_diffusion_sde_kl(v, v, sg, sn, 0.5, 2, 2, kl, NULL, gv), 0);
+        assert_true(kl[0] == 0.0f && kl[1] == 0.0f && gv[0] == 0.0f && gv[3] == 0.0f);
+    }
+    enum { B = 3, D = 20000 };
+    float *x = malloc(sizeof(float) * B * D), *v = malloc(sizeof(float) * B * D);
+    float *vr = malloc(sizeof(float) * B * D), *z = malloc(sizeof(float) * B * D);
+    float *mu = malloc(sizeof(float) * B * D), *gv = malloc(sizeof(float) * B * D);
+    assert_true(x && v && vr && z && mu && gv);
+    rl_rng r;
+    rl_rng_init(&r, 13, 0);
+    for (int64_t k = 0; k < (int64_t)B * D; k++) {
+        x[k] = rl_rng_normal(&r);
+        v[k] = rl_rng_normal(&r);
+        vr[k] = v[k] + 0.3f * rl_rng_normal(&r);
+        z[k] = 0.0f;
+    }
+    float sg[B] = {1.0f, 0.6f, 0.2f}, sn[B] = {0.8f, 0.45f, 0.05f}, kl[B], gk[B] = {0.5f, -2.0f, 1.5f};
+    const double nl = 0.7;
+    assert_int_equal(rl_diffusion_sde_kl(v, vr, sg, sn, nl, B, D, kl, NULL, NULL), 0);
+    /* KL = logp(mean; v) − logp(mean; v_ref): the step's own mean is its mode */
+    float lp[B], lpr[B];
+    assert_int_equal(rl_diffusion_sde_step(x, v, sg, sn, nl, z, B, D, mu, NULL), 0);
+    assert_int_equal(rl_diffusion_sde_logprob(x, v, mu, sg, sn, nl, B, D, lp, NULL, NULL), 0);
+    assert_int_equal(rl_diffusion_sde_logprob(x, vr, mu, sg, sn, nl, B, D, lpr, NULL, NULL), 0);
+    for (int i = 0; i < B; i++) {
+        assert_true(kl[i] > 0.0f);
+        if (!(fabs((lp[i] - lpr[i]) - kl[i]) <= 1e-4 + 1e-3 * kl[i]))
+            fail_msg("row %d: kl %g vs logp difference %g", i, (double)kl[i],
+                     (double)(lp[i] - lpr[i]));
+    }
+    /* E_{x' ~ policy step}[logp(x') − logp_ref(x')] = KL (mean over D draws):
+     * the estimate is KL + mean_j Δ_j·ε_j/s, of std sqrt(2·KL/D); allow 4 std */
+    for (int64_t k = 0; k < (int64_t)B * D; k++)
+        z[k] = rl_rng_normal(&r);
+    assert_int_equal(rl_diffusion_sde_step(x, v, sg, sn, nl, z, B, D, mu, NULL), 0);
+    assert_int_equal(rl_diffusion_sde_logprob(x, v, mu, sg, sn, nl, B, D, lp, NULL, NULL), 0);
+    assert_int_equal(rl_diffusion_sde_logprob(x, vr, mu, sg, sn, nl, B, D, lpr, NULL, NULL), 0);
+    for (int i = 0; i < B; i++)
+        if (!(fabs((lp[i] - lpr[i]) - kl[i]) <= 4.0 * sqrt(2.0 * kl[i] / D) + 1e-5))
+            fail_msg("row %d: kl %g vs Monte-Carlo %g", i, (double)kl[i], (double)(lp[i] - lpr[i]));
+    /* gradient: central differences (kl is quadratic in v) */
+    assert_int_equal(rl_diffusion_sde_kl(v, vr, sg, sn, nl, B, D, kl, gk, gv), 0);
+    for (int64_t k = 0; k < (int64_t)B * D; k += 997) {
+        float kp[B], km[B];
+        const float keep = v[k];
+        v[k] = keep + 1e-1f;
+        const double hp = (double)v[k] - keep;
+        rl_diffusion_sde_kl(v, vr, sg, sn, nl, B, D, kp, NULL, NULL);
+        v[k] = keep - 1e-1f;
+        const double hm = keep - (double)v[k];
+        rl_diffusion_sde_kl(v, vr, sg, sn, nl, B, D, km, NULL, NULL);
+        v[k] = keep;
+        const int64_t i = k / D;
+        const double fd = gk[i] * ((double)kp[i] - km[i]) / (hp + hm);
+        if (!(fabs(fd - gv[k]) <= 2e-6 + 2e-2 * fabs(fd)))
+            fail_msg("FD %g vs grad %g at %lld", fd, (double)gv[k], (long long)k);
+    }
+    /* errors */
+    assert_int_equal(rl_diffusion_sde_kl(v, vr, sg, sn, 0.0, B, D, kl, NULL, NULL), RL_EINVAL);
+    assert_int_equal(rl_diffusion_sde_kl(v, NULL, sg, sn, nl, B, D, kl, NULL, NULL), RL_EINVAL);
+    vr[D + 7] = NAN;
+    assert_int_equal(rl_diffusion_sde_kl(v, vr, sg, sn, nl, B, D, kl, NULL, NULL), RL_ENUMERIC);
+    assert_non_null(strstr(rl_error_message(), "v_ref[20007]"));
+    free(x); free(v); free(vr); free(z); free(mu); free(gv);
+}
+
 static void test_advantages(void **state)
 {
     (void)state;
@@ -119,28 +206,39 @@ static void test_advantages(void **state)
     int64_t *grp = rl_golden_i64(g, "group", NULL);
     float adv[11];
     assert_int_equal(n, 11);
-    assert_int_equal(rl_diffusion_grpo_advantages(r, grp, n, 5, 1, -INFINITY, 1e-8, adv), 0);
+    assert_int_equal(rl_diffusion_grpo_advantages(r, grp, n, 5, 1, 1, -INFINITY, 1e-8, adv), 0);
     s_close_f32("adv group", adv, g, "adv_group", n, 1e-6, 1e-5);
     assert_true(adv[10] == 0.0f); /* group 3 has one row: documented A = 0 */
-    assert_int_equal(rl_diffusion_grpo_advantages(r, grp, n, 5, 1, 0.5, 1e-8, adv), 0);
+    assert_int_equal(rl_diffusion_grpo_advantages(r, grp, n, 5, 1, 1, 0.5, 1e-8, adv), 0);
     s_close_f32("adv group thr", adv, g, "adv_group_thr", n, 1e-6, 1e-5);
     assert_true(adv[6] == 0.0f && adv[7] == 0.0f && adv[8] == 0.0f); /* mean 0.23 < 0.5 */
-    assert_int_equal(rl_diffusion_grpo_advantages(r, NULL, n, 0, 0, 0.5, 1e-8, adv), 0);
+    assert_int_equal(rl_diffusion_grpo_advantages(r, NULL, n, 0, 0, 1, 0.5, 1e-8, adv), 0);
     s_close_f32("adv global", adv, g, "adv_global", n, 1e-6, 1e-5);
     /* global batch of one row */
-    assert_int_equal(rl_diffusion_grpo_advantages(r, NULL, 1, 0, 0, 0.0, 1e-8, adv), 0);
+    assert_int_equal(rl_diffusion_grpo_advantages(r, NULL, 1, 0, 0, 1, 0.0, 1e-8, adv), 0);
     assert_true(adv[0] == 0.0f);
     /* equal rewards in a group: zero spread, A = 0 exactly */
     float same[3] = {2, 2, 2};
     int64_t g0[3] = {0, 0, 0};
-    assert_int_equal(rl_diffusion_grpo_advantages(same, g0, 3, 1, 1, -INFINITY, 1e-8, adv), 0);
+    assert_int_equal(rl_diffusion_grpo_advantages(same, g0, 3, 1, 1, 1, -INFINITY, 1e-8, adv), 0);
     assert_true(adv[0] == 0.0f && adv[2] == 0.0f);
+    /* norm_by_std 0: r − group mean, not divided (by hand: groups {1, 2, 6},
+     * {0.5, 0.5}, and a one-row group) and r − global mean */
+    {
+        float rr[6] = {1, 2, 6, 0.5f, 0.5f, 2}, a6[6];
+        int64_t gg[6] = {0, 0, 0, 1, 1, 2};
+        assert_int_equal(rl_diffusion_grpo_advantages(rr, gg, 6, 3, 1, 0, -INFINITY, 1e-8, a6), 0);
+        assert_true(a6[0] == -2.0f && a6[1] == -1.0f && a6[2] == 3.0f);
+        assert_true(a6[3] == 0.0f && a6[4] == 0.0f && a6[5] == 0.0f);
+        assert_int_equal(rl_diffusion_grpo_advantages(rr, NULL, 6, 0, 0, 0, 0.0, 1e-8, a6), 0);
+        assert_true(a6[0] == -1.0f && a6[2] == 4.0f && a6[3] == -1.5f);
+    }
     /* errors */
     grp[2] = 7;
-    assert_int_equal(rl_diffusion_grpo_advantages(r, grp, n, 5, 1, 0.0, 1e-8, adv), RL_ERANGE);
+    assert_int_equal(rl_diffusion_grpo_advantages(r, grp, n, 5, 1, 1, 0.0, 1e-8, adv), RL_ERANGE);
     assert_non_null(strstr(rl_error_message(), "group[2]=7"));
     r[4] = NAN;
-    assert_int_equal(rl_diffusion_grpo_advantages(r, NULL, n, 0, 0, 0.0, 1e-8, adv), RL_ENUMERIC);
+    assert_int_equal(rl_diffusion_grpo_advantages(r, NULL, n, 0, 0, 1, 0.0, 1e-8, adv), RL_ENUMERIC);
     assert_non_null(strstr(rl_error_message(), "rewards[4]"));
     free(r); free(grp);
     rl_golden_free(g);
@@ -273,6 +371,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sigmas),
         cmocka_unit_test(test_sde_step_golden_and_fd),
+        cmocka_unit_test(test_sde_kl),
         cmocka_unit_test(test_advantages),
         cmocka_unit_test(test_grpo_loss),
         cmocka_unit_test(test_timestep_subset),

@@ -239,6 +239,10 @@ static void test_reward_specs(void **state)
     assert_int_equal(rl_image_reward_parse(" jpeg_compressibility:0.5 , prompt_match:2 ", w), 0);
     assert_true(w[RL_IMG_JPEG_COMPRESSIBILITY] == 0.5 && w[RL_IMG_PROMPT_MATCH] == 2);
     assert_true(w[RL_IMG_REMOTE] == 0 && w[RL_IMG_JPEG_INCOMPRESSIBILITY] == 0);
+    assert_true(w[RL_IMG_ON_PROMPT] == 0);
+    assert_int_equal(rl_image_reward_parse("jpeg_compressibility,on_prompt:0.5", w), 0);
+    assert_true(w[RL_IMG_JPEG_COMPRESSIBILITY] == 1 && w[RL_IMG_ON_PROMPT] == 0.5);
+    assert_string_equal(rl_image_reward_name(RL_IMG_ON_PROMPT), "on_prompt");
     assert_int_equal(rl_image_reward_parse("hpsv3", w), RL_EINVAL);
     assert_msg_contains("unknown reward 'hpsv3'");
     assert_int_equal(rl_image_reward_parse("remote:abc", w), RL_EINVAL);

@@ -510,15 +510,18 @@ static int s_update_diffusion(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dat
     int rc = rl_model_forward_backward(a->policy, in, RL_Q_BIT(RL_Q_LOGP), &pass, s_dg_loss, &c,
                                        &loss);
     free(c.advx);
+    double kl = 0; /* actor.use_kl_loss: + kl_loss_coef·KL to the reference, per trained step */
+    if (!rc && a->o.use_kl_loss && a->o.kl_loss_coef > 0)
+        rc = rl_actor_diffusion_kl(a, in, a->o.kl_loss_coef, (double)gsteps, &kl);
     if (rc)
         rl_model_zero_grad(a->policy);
     int rc2 = rl_actor_fsdp_step(a, a->df.max_grad_norm, &gnorm, &lr);
     if (rc || rc2)
         return rl_error_wrap(rc ? rc : rc2, "actor/%d", ctx->rank);
     *out = rl_dataproto_new_meta(json_pack(
-        "{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", RL_ACTOR_M_LOSS, loss, RL_ACTOR_M_TOKENS, c.steps,
-        RL_ACTOR_M_CLIPFRAC_SUM, c.clip, RL_ACTOR_M_PPO_KL_SUM, c.kl, RL_ACTOR_M_RATIO_SUM, c.ratio,
-        RL_ACTOR_M_GRAD_NORM, gnorm, RL_ACTOR_M_LR, lr));
+        "{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", RL_ACTOR_M_LOSS, loss, RL_ACTOR_M_TOKENS,
+        c.steps, RL_ACTOR_M_CLIPFRAC_SUM, c.clip, RL_ACTOR_M_PPO_KL_SUM, c.kl, RL_ACTOR_M_RATIO_SUM,
+        c.ratio, RL_ACTOR_M_KL_LOSS_SUM, kl, RL_ACTOR_M_GRAD_NORM, gnorm, RL_ACTOR_M_LR, lr));
     return *out ? RL_OK : rl_error_code();
 }
 

@@ -1,5 +1,6 @@
 /* workers/actor/actor_internal.h — the actor role's state and FSDP step,
  * shared by its method files (actor.c: the LM and diffusion methods;
+ * diffusion_kl.c: the diffusion update's KL to the reference;
  * flow_update.c: the embodied flow-policy methods of rlrt/roles/flow_rl.h).
  * One state per actor process (ctx->user), owned by actor.c's init/fini. */
 #ifndef RLRT_WORKERS_ACTOR_INTERNAL_H
@@ -42,6 +43,13 @@ typedef struct rl_actor_fm_ctx {
     double norm;         /* global rows · D (divided by a loss weight) */
 } rl_actor_fm_ctx;
 int rl_actor_fm_loss(void *arg, const rl_model_io *out, rl_model_io *grad, double *loss);
+
+/* diffusion_kl.c: adds to the policy's gradients those of
+ * coef·Σ KL(policy step ‖ reference step) / global_steps over the trained
+ * steps of an update_diffusion batch (RL_CF_STEP_MASK), with a->ref the
+ * reference; *kl_sum is the unscaled Σ KL of this rank's steps. */
+int rl_actor_diffusion_kl(rl_actor_state *a, const rl_dataproto *in, double coef,
+                          double global_steps, double *kl_sum);
 
 /* flow_update.c (contract: rlrt/roles/flow_rl.h) */
 int rl_actor_update_flow(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out);

@@ -265,7 +265,8 @@ static int s_compute_image_reward(rl_worker_ctx *ctx, const rl_dataproto *in, rl
                     arg = p[i * K + k] > p[i * K + arg] ? k : arg;
                 pm[b0 + i] = p[i * K + cls[b0 + i]];
                 on[b0 + i] = arg == cls[b0 + i] ? 1.0f : 0.0f;
-                score[b0 + i] += (float)(w[RL_IMG_PROMPT_MATCH] * pm[b0 + i]);
+                score[b0 + i] += (float)(w[RL_IMG_PROMPT_MATCH] * pm[b0 + i] +
+                                         w[RL_IMG_ON_PROMPT] * on[b0 + i]);
             }
             free(p);
         }

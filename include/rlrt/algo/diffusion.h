@@ -3,7 +3,7 @@
  *
  * Purpose: pure functions over f32 arrays: the shifted σ schedule, the SDE
  * sampling step with its Gaussian log-prob (and gradient w.r.t. the model
- * output), group advantages, the clipped per-timestep GRPO loss with its
+ * output), the step's KL to a reference model's step, group advantages, the clipped per-timestep GRPO loss with its
  * gradient w.r.t. the new log-prob, and the seeded random timestep subset.
  *
  * Conventions (Flow-GRPO): σ = 1 is pure noise, σ = 0 data; the sampler walks
@@ -50,18 +50,36 @@ int rl_diffusion_sde_logprob(const float *x, const float *v,
                              int64_t b, int64_t d, float *logp,
                              const float *grad_logp, float *grad_v);
 
+/* KL of the policy's SDE step to the reference's (Flow-GRPO's KL loss):
+ * both are Gaussians N(mean, s²I) of the same std s = std_t·sqrt(−dt) whose
+ * means differ only through the velocity (rl_diffusion_sde_step), so
+ *   kl_i = mean over the D floats of (mean_ij − mean_ref_ij)² / (2s²)
+ *        = cv²·mean_j (v_ij − v_ref_ij)² / (2s²),  cv = (1 + std_t²(1 − σ)/(2σ))·dt
+ * (x drops out). The mean over D matches the log-prob's normalisation.
+ * grad_v[i,j] = grad_kl[i]·∂kl_i/∂v_ij = grad_kl[i]·cv²(v_ij − v_ref_ij)/(D s²)
+ * (grad_kl NULL means 1). v, v_ref: (B, D); sigma, sigma_next: (B); kl (B)
+ * out; grad_v (B, D) out, may be NULL. Same requirements as
+ * rl_diffusion_sde_logprob (noise_level > 0, σ_next < σ <= 1). */
+int rl_diffusion_sde_kl(const float *v, const float *v_ref, const float *sigma,
+                        const float *sigma_next, double noise_level, int64_t b, int64_t d,
+                        float *kl, const float *grad_kl, float *grad_v);
+
 /* Advantages from rewards (B).
  *   use_group != 0: per group (group[i] ∈ [0, n_groups), e.g. the prompt
  *     uid) A = (r − mean_g)/(std_g + eps), std unbiased (torch.std); a group
  *     whose mean < reward_threshold gets A = 0 (pass -INFINITY to disable).
  *   use_group == 0: one global z-score (r − mean)/(std + eps); the threshold
  *     is not applied (as the seed). group may be NULL.
+ *   norm_by_std == 0: A = r − mean (group or global), not divided by the
+ *     std (verl's norm_adv_by_std_in_grpo: false, Dr. GRPO): the weights of
+ *     combined rewards keep their meaning in a group where one term is
+ *     constant.
  * Documented edge: a group (or a global batch) of one row has no spread and
  * gets A = 0 (torch would give NaN). eps is 1e-8 in the seed.
  * adv (B) out. */
 int rl_diffusion_grpo_advantages(const float *rewards, const int64_t *group,
                                  int64_t b, int64_t n_groups, int use_group,
-                                 double reward_threshold, double eps,
+                                 int norm_by_std, double reward_threshold, double eps,
                                  float *adv);
 
 typedef struct rl_diffusion_grpo_metrics {

@@ -76,12 +76,18 @@
  *                                 sampler's log-probs) + RL_ACTOR_ADVANTAGES (B) f32;
  *                                 L = Σ over trained (b, k) of max(−A·r, −A·clip(r,
  *                                 1 ± clip_range)) / global steps, A clamped to
- *                                 ±ppo_adv_clip_max; meta RL_ACTOR_GLOBAL_TOKENS (the
- *                                 trained steps of the whole mini-batch, >= 1) →
- *                                 meta RL_ACTOR_M_LOSS, _TOKENS, _CLIPFRAC_SUM,
- *                                 _PPO_KL_SUM, RL_ACTOR_M_RATIO_SUM (sums over this
- *                                 rank's trained steps), _GRAD_NORM, _LR; gradients
- *                                 clipped at actor.ppo_max_grad_norm
+ *                                 ±ppo_adv_clip_max; with actor.use_kl_loss plus
+ *                                 kl_loss_coef·Σ KL(step ‖ reference's step) / global
+ *                                 steps (rl_diffusion_sde_kl, Flow-GRPO's beta; the
+ *                                 reference is the frozen copy, model.init_from;
+ *                                 kl_loss_type does not apply: the KL of two
+ *                                 Gaussian steps is exact); meta
+ *                                 RL_ACTOR_GLOBAL_TOKENS (the trained steps of the
+ *                                 whole mini-batch, >= 1) → meta RL_ACTOR_M_LOSS
+ *                                 (the clipped loss alone), _TOKENS, _CLIPFRAC_SUM, _PPO_KL_SUM, _KL_LOSS_SUM
+ *                                 (Σ KL), RL_ACTOR_M_RATIO_SUM (sums over this rank's
+ *                                 trained steps), _GRAD_NORM, _LR; gradients clipped
+ *                                 at actor.ppo_max_grad_norm
  *
  * Embodied flow-policy methods (update_flow: FlowSAR, FlowIPO, flow-SDE GRPO
  * and PPO; flow_values): contract in rlrt/roles/flow_rl.h, code in

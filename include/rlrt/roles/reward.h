@@ -20,11 +20,13 @@
  * the reward section of RL_REWARD_IMAGE_DEFAULTS (the diffusion recipes add
  * it; an LM job does not have it and compute_reward is unchanged).
  *   reward.reward_model   "name[:weight],…" of jpeg_compressibility,
- *                         jpeg_incompressibility, prompt_match, remote
+ *                         jpeg_incompressibility, prompt_match, remote, on_prompt
+ *                         (1 when the scorer's argmax is the prompt's class)
  *                         (rl_image_reward_parse; the seed's key)
  *   reward.reward_coeff   [0, 1e6]  score = reward_coeff · Σ weight·reward (seed: 0.1)
  *   reward.jpeg_quality   [1, 100]  DDPO's 95
- *   reward.scorer_path    a saved image_classifier ('' = none; prompt_match needs it);
+ *   reward.scorer_path    a saved image_classifier ('' = none; prompt_match and
+ *                         on_prompt need it);
  *                         when set, every call also reports on_prompt
  *   reward.remote.{endpoint, timeout_ms >= 1, retries [0, 100], image_format png|raw}
  *                         the remote scorer (proto/scorer.proto); remote needs an endpoint
@@ -106,7 +108,8 @@ static inline int rl_reward_role_config_read(const rl_config *c, rl_reward_role_
 #define RL_REWARD_IMAGE_DEFAULTS \
     "reward:\n" \
     "  reward_model: prompt_match   # name[:weight],... of jpeg_compressibility,\n" \
-    "                               # jpeg_incompressibility, prompt_match, remote\n" \
+    "                               # jpeg_incompressibility, prompt_match, remote,\n" \
+    "                               # on_prompt\n" \
     "  reward_coeff: 0.1            # score = reward_coeff * sum(weight * reward)\n" \
     "  jpeg_quality: 95\n" \
     "  scorer_path: runs/fmnist_scorer/final   # the learned prompt-match scorer\n" \
@@ -141,9 +144,12 @@ static inline int rl_reward_image_config_read(const rl_config *c, rl_reward_imag
     int rc = rl_config_read(c, spec, sizeof spec / sizeof spec[0], o);
     if (!rc && rl_image_reward_parse(o->reward_model, o->weight))
         rc = rl_config_error_at(c, "reward.reward_model", RL_ECONFIG, "%s", rl_error_message());
-    if (!rc && o->weight[RL_IMG_PROMPT_MATCH] != 0 && !(o->scorer_path && *o->scorer_path))
-        rc = rl_config_error_at(c, "reward.scorer_path", RL_ECONFIG,
-                                "prompt_match needs the learned scorer's directory");
+    static const rl_image_reward_kind scored[2] = {RL_IMG_PROMPT_MATCH, RL_IMG_ON_PROMPT};
+    for (int i = 0; !rc && i < 2; i++)
+        if (o->weight[scored[i]] != 0 && !(o->scorer_path && *o->scorer_path))
+            rc = rl_config_error_at(c, "reward.scorer_path", RL_ECONFIG,
+                                    "%s needs the learned scorer's directory",
+                                    rl_image_reward_name(scored[i]));
     if (!rc && o->weight[RL_IMG_REMOTE] != 0 && !(o->endpoint && *o->endpoint))
         rc = rl_config_error_at(c, "reward.remote.endpoint", RL_ECONFIG,
                                 "the remote reward needs the scorer server's endpoint");
