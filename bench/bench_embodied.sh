@@ -18,7 +18,8 @@
 # with the method's own loss off (algorithm.rl_coef 0, the sil example), so
 # a method's gain over `anchor` is what the RL signal adds. GIFs of the
 # evaluations: BENCH_EMBODIED_GIFS episodes per task (default 0: they cost
-# about a minute per evaluation).
+# about a minute per evaluation). BENCH_EMBODIED_KEEP=1 reuses the finished
+# runs of the output directory (those with a .wall file).
 # Needs the scenes (make libero-data) and the warm start
 # (runs/libero_warmstart/final; RL_RUN=libero make run makes it).
 set -eu
@@ -28,6 +29,7 @@ PER=${BENCH_EMBODIED_EPISODES_PER_TASK:-50}
 EVERY=${BENCH_EMBODIED_EVAL_EVERY:-5}
 METHODS=${BENCH_EMBODIED_METHODS:-anchor sil flowsar flowsar_mse flowipo grpo ppo}
 GIFS=${BENCH_EMBODIED_GIFS:-0}
+KEEP=${BENCH_EMBODIED_KEEP:-0}  # 1: reuse the finished runs (their .wall file exists)
 WS=${BENCH_EMBODIED_WARMSTART:-runs/libero_warmstart/final}
 DATA=${LIBERO_DATA:-$BUILD/libero-data}
 [ -f "$DATA/manifest.json" ] || { echo "bench-embodied: no LIBERO-Object data in $DATA; run: make libero-data"; exit 2; }
@@ -45,7 +47,8 @@ for m in $METHODS; do
     ppo) cfg=examples/libero_object_ppo.yaml; extra=() ;;
     *) echo "bench-embodied: unknown method '$m'"; exit 2 ;;
     esac
-    rm -rf "$out/$m"
+    [ "$KEEP" = 1 ] && [ -f "$out/$m.wall" ] && continue
+    rm -rf "$out/$m" "$out/$m.wall"
     t0=$(date +%s.%N)
     "$BUILD/bin/rl-driver" --cluster examples/cluster-libero-rl.yaml --config "$cfg" --bind 'tcp://127.0.0.1:*' \
         env.data_dir="$DATA" model.init_from="$WS" trainer.total_steps="$STEPS" trainer.val_every="$EVERY" \
@@ -68,9 +71,14 @@ print("<!-- bench-embodied:begin -->")
 print("## Embodied RL on LIBERO-Object (`make bench-embodied`)")
 print()
 n = int(before["eval/episodes"])
-print("Produced by `make bench-embodied`: each method from the same warm start, %d training steps, "
+print("Produced by `BENCH_EMBODIED_STEPS=%d BENCH_EMBODIED_EPISODES_PER_TASK=%d BENCH_EMBODIED_EVAL_EVERY=%s "
+      "make bench-embodied`: each method from the same warm start (`%s`), %d training steps, "
       "greedy ODE evaluation over %d episodes (%d initial states per task) at step 0 and every few steps; "
-      "%d CPU cores shared with other jobs, seed 1 (one seed per method)." % (steps, n, per, os.cpu_count()))
+      "%d CPU cores shared with other jobs, seed 1 (one seed per method). The initial noise of an evaluation "
+      "episode is drawn per env, so a method whose envs map to tasks differently (GRPO's env.group_size) "
+      "starts from a slightly different step-0 number on the same initial states." %
+      (steps, per, os.environ.get("BENCH_EMBODIED_EVAL_EVERY", "5"), os.environ.get("BENCH_EMBODIED_WARMSTART", "runs/libero_warmstart/final"),
+       steps, n, per, os.cpu_count()))
 print()
 print("| method | success before | success after | gain (points) | best | gain over `anchor` (points) | wall s |")
 print("|---|---|---|---|---|---|---|")

@@ -326,8 +326,9 @@ int rl_libero_round(rl_driver *d, rl_group *genv, rl_group *groll, int64_t T, in
     }
     rl_future *fr = rc ? NULL : rl_group_call_each(groll, RL_ROLLOUT_SERVE_ENV, per);
     rl_dataproto *args = rc ? NULL
-                            : rl_dataproto_new_meta(json_pack("{s:I,s:i,s:I}", RL_ENV_CHUNK_STEPS, (json_int_t)T,
-                                                              RL_ENV_RESET, 1, RL_ENV_ROUND, (json_int_t)round));
+                            : rl_dataproto_new_meta(json_pack("{s:I,s:i,s:I,s:i}", RL_ENV_CHUNK_STEPS, (json_int_t)T,
+                                                              RL_ENV_RESET, 1, RL_ENV_ROUND, (json_int_t)round,
+                                                              RL_ENV_UNGROUPED, greedy ? 1 : 0));
     rl_future *fe = args ? rl_group_call(genv, RL_ENV_INTERACT, RL_DISPATCH_ONE_TO_ALL, args) : NULL;
     rl_dataproto_free(args);
     if (!rc && (!fr || !fe))

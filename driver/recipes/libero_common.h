@@ -14,7 +14,9 @@
 #include "libero_gif.h" /* the evaluations' GIFs */
 
 /* Env rank r opens its channel, rollout rank r serves it (meta round,
- * greedy, record; init_model first when `init_model`: the policy of
+ * greedy, record; a greedy round (evaluation) is also ungrouped: with
+ * env.group_size > 1 the envs of a task take distinct initial states;
+ * init_model first when `init_model`: the policy of
  * model.init_from) and every env runs T policy calls from a reset whose
  * initial states the round picks. (*results)[0..E) get the interact
  * replies; with `records` non-NULL the rollout records its samples and

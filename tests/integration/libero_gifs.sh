@@ -19,7 +19,7 @@ trap 'rm -rf "$d"' EXIT
 run() { "$BIN/rl-driver" --cluster examples/cluster-libero-rl.yaml --config examples/libero_object_flowsar.yaml \
         --bind 'tcp://127.0.0.1:*' env.data_dir="$DATA" model.init_from= env.total_num_envs=2 env.task_ids=0-1 \
         env.max_episode_steps=30 model.hidden_size=32 model.num_layers=1 eval.episodes_per_task=1 \
-        actor.ppo_mini_batch_size=4 eval.gif_every=8 eval.gif_size=64 "$@"; }
+        actor.ppo_mini_batch_size=4 algorithm.demo_coef=0 eval.gif_every=8 eval.gif_size=64 "$@"; }
 
 # 1. errors
 out=$(run eval.gif_size=8 2>&1) && fail "eval.gif_size=8 ran"

@@ -20,7 +20,8 @@ DATA=${LIBERO_DATA:-build/libero-data}
 d=$(tmpdir)
 trap 'rm -rf "$d"' EXIT
 run() { "$BIN/rl-driver" --cluster examples/cluster-libero-rl.yaml --config "$1" --bind 'tcp://127.0.0.1:*' \
-        env.data_dir="$DATA" model.init_from= env.total_num_envs=2 env.task_ids=0-1 env.max_episode_steps=30 \
+        env.data_dir="$DATA" model.init_from= env.total_num_envs=2 env.group_size=1 env.task_ids=0-1 env.max_episode_steps=30 \
+        algorithm.demo_coef=0 \
         model.hidden_size=32 model.num_layers=1 trainer.val_every=0 eval.episodes_per_task=1 \
         eval.gif_episodes_per_task=0 \
         actor.ppo_mini_batch_size=4 "${@:2}"; }
@@ -33,12 +34,16 @@ out=$(run examples/libero_object_grpo.yaml algorithm.adv_estimator=gae 2>&1) && 
 echo "$out" | grep -q "algorithm.adv_estimator: loss_type actor has no value head" || fail "actor+gae not refused"
 out=$(run examples/libero_object_flowsar.yaml env.auto_reset=true 2>&1) && fail "auto_reset ran"
 echo "$out" | grep -q "env.auto_reset: libero_rl runs one episode per env" || fail "auto_reset not refused"
-out=$(run examples/libero_object_flowsar.yaml algorithm.demo_coef=0.5 2>&1) && fail "demo_coef without demos ran"
+out=$(run examples/libero_object_flowsar.yaml algorithm.demo_coef=0.5 algorithm.demos= 2>&1) &&
+    fail "demo_coef without demos ran"
 echo "$out" | grep -q "algorithm.demos: algorithm.demo_coef is 0.5: name the demonstrations" ||
     { echo "$out" | tail -3; fail "demo_coef without demos not refused"; }
 out=$(run examples/libero_object_grpo.yaml env.group_size=3 2>&1) && fail "a group_size not dividing the envs ran"
 echo "$out" | grep -q "override env.group_size=3: env.group_size: must divide env.total_num_envs (2), got 3" ||
     { echo "$out" | tail -3; fail "group_size not refused"; }
+out=$(run examples/libero_object_grpo.yaml env.group_size=2 2>&1) && fail "groups not covering the tasks ran"
+echo "$out" | grep -q "env.group_size: 2 envs in groups of 2 make 1 groups: a multiple of the 2 tasks is needed" ||
+    { echo "$out" | tail -3; fail "uneven groups not refused"; }
 
 # 2.-3. one or two steps of every method
 check() { # check DIR KEYS... : the last metrics line has every key, finite
@@ -108,7 +113,7 @@ PY
     --bind 'tcp://127.0.0.1:*' env.data_dir="$DATA" env.total_num_envs=2 env.task_ids=0-1 collect.episodes=2 \
     collect.output="$d/demos" trainer.output_dir="$d/demos" >"$d/demos.log" 2>&1 ||
     { tail -20 "$d/demos.log"; fail "collecting two demonstrations failed"; }
-run examples/libero_object_grpo.yaml trainer.total_steps=1 actor.ppo_epochs=1 env.group_size=2 \
+run examples/libero_object_grpo.yaml trainer.total_steps=1 actor.ppo_epochs=1 env.total_num_envs=4 env.group_size=2 \
     algorithm.demo_coef=0.5 algorithm.demos="$d/demos/demos.safetensors" trainer.output_dir="$d/anchor" \
     >"$d/anchor.log" 2>&1 || { tail -20 "$d/anchor.log"; fail "GRPO with groups and the anchor failed"; }
 check "$d/anchor" actor/pg_loss actor/demo_fm_loss critic/kept_groups
@@ -116,5 +121,5 @@ grep -q "demonstration anchor: 0.5 x flow matching on .* pairs of 2 demonstratio
     fail "the anchor's demonstrations were not loaded"
 "$PYTHON" -c "
 import json; m=[json.loads(l) for l in open('$d/anchor/metrics.jsonl')][-1]
-assert m['actor/demo_fm_loss'] > 0 and m['critic/kept_groups'] <= 1, m" || fail "anchor/group metrics"
+assert m['actor/demo_fm_loss'] > 0 and m['critic/kept_groups'] <= 2, m" || fail "anchor/group metrics"
 echo "libero_rl: errors located, four methods ran with their metrics, resume exact, groups + anchor ran"

@@ -45,6 +45,7 @@ typedef struct s_state {
     s_slot *slots;
     int n, first;
     rl_channel *chan;
+    int ungrouped; /* this interact call's RL_ENV_UNGROUPED */
     /* env.render_every > 0: the full scene of the first env's task */
     rl_libero_task *render_task;
     rl_libero_renderer *renderer;
@@ -134,20 +135,29 @@ static int s_init(rl_worker_ctx *ctx)
 }
 
 /* The initial state of `s`'s episode `e`, a function of its group q (the
- * env itself when env.group_size is 1): cycle walks the 50 states so the
- * groups that share a task take different ones; random draws from Philox. */
+ * env itself when env.group_size is 1, or when the call is ungrouped: then
+ * the envs of a task take distinct states): cycle walks the 50 states so the
+ * groups (envs) that share a task take different ones; random draws from
+ * Philox. */
 static int s_pick_init(const s_state *st, const s_slot *s, int64_t e)
 {
     const rl_env_config *c = &st->cfg;
     int n_init = rl_libero_task_num_init_states(st->tasks[s->task]);
-    int64_t q = s->global / c->group_size, groups = c->total_num_envs / c->group_size;
+    const int64_t G = c->group_size, g = s->global;
+    int64_t q = g / G, groups = c->total_num_envs / G;
     int64_t slot = q % c->num_tasks, k = q / c->num_tasks;
     int64_t sharing = (groups - slot + c->num_tasks - 1) / c->num_tasks;
+    uint64_t who = (uint64_t)q;
+    if (G > 1 && st->ungrouped) { /* groups cover the tasks evenly (env.h) */
+        k = k * G + g % G;
+        sharing = c->total_num_envs / c->num_tasks;
+        who = (uint64_t)g;
+    }
     if (!c->init_random)
         return (int)((k + e * sharing) % n_init);
-    rl_rng g;
-    rl_rng_init(&g, (uint64_t)c->seed, ((uint64_t)q << 32) ^ (uint64_t)e);
-    return (int)rl_rng_below(&g, (uint64_t)n_init);
+    rl_rng r;
+    rl_rng_init(&r, (uint64_t)c->seed, (who << 32) ^ (uint64_t)e);
+    return (int)rl_rng_below(&r, (uint64_t)n_init);
 }
 
 static int s_reset(s_state *st, s_slot *s, int64_t episode)
@@ -368,12 +378,17 @@ static int s_interact(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto *
 {
     s_state *st = ctx->user;
     const rl_env_config *c = &st->cfg;
-    int64_t T, reset, round;
+    int64_t T, reset, round, ungrouped;
     if (!st->chan)
         return rl_error_set(RL_ESTATE, "%s: open_channel has not run on env/%d", RL_ENV_INTERACT, ctx->rank);
     if (rl_dataproto_meta_get_int(in, RL_ENV_CHUNK_STEPS, 1, 100000, &T) ||
-        rl_dataproto_meta_int(in, RL_ENV_RESET, 0, &reset) || rl_dataproto_meta_int(in, RL_ENV_ROUND, -1, &round))
+        rl_dataproto_meta_int(in, RL_ENV_RESET, 0, &reset) || rl_dataproto_meta_int(in, RL_ENV_ROUND, -1, &round) ||
+        rl_dataproto_meta_int(in, RL_ENV_UNGROUPED, 0, &ungrouped))
         return rl_error_code();
+    if (ungrouped != 0 && ungrouped != 1)
+        return rl_error_set(RL_ERANGE, "%s: meta '%s' is %lld, expected 0 or 1", RL_ENV_INTERACT, RL_ENV_UNGROUPED,
+                            (long long)ungrouped);
+    st->ungrouped = (int)ungrouped;
     const int64_t C = c->num_action_chunks, K = T * C, N = st->n;
     if (K > 1000000 || (double)N * (double)(K + 1) * 137 * 4 > 2e9)
         return rl_error_set(RL_ERANGE, "%s: %lld envs x %lld steps is too large for one call", RL_ENV_INTERACT,

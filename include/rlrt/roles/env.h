@@ -23,7 +23,12 @@
  *                             task (task_ids[q % n]) from the same initial
  *                             state in every episode (GRPO's groups, RLinf's
  *                             group_size); 1: every env on its own.
- *                             total_num_envs must be a multiple of it
+ *                             total_num_envs must be a multiple of it, and
+ *                             (when > 1) the groups a multiple of the tasks,
+ *                             so every task has as many envs. An interact
+ *                             call with meta RL_ENV_UNGROUPED 1 (evaluation)
+ *                             gives the envs of a task distinct initial
+ *                             states instead
  *   env.init_state            cycle | random: which of the 50 initial states
  *   env.clip_actions          out-of-range actions are clipped and counted
  *                             (false: an error naming env and step)
@@ -52,7 +57,9 @@
  *   interact      one_to_all  meta RL_ENV_CHUNK_STEPS T (policy calls per env),
  *                             RL_ENV_RESET (0/1: reset every env first),
  *                             RL_ENV_ROUND (>= 0: picks the initial states of
- *                             a reset, so a re-run repeats an episode) →
+ *                             a reset, so a re-run repeats an episode),
+ *                             optional RL_ENV_UNGROUPED (0/1: with
+ *                             env.group_size > 1, per-env initial states) →
  *                             the rank's envs as rows, K = T · num_action_chunks:
  *       RL_ENV_PROPRIO  (N, K+1, 39) f32  observation before step k (k = K: after)
  *       RL_ENV_OBJECT   (N, K+1, 98) f32
@@ -97,6 +104,7 @@
 #define RL_ENV_CHUNK_STEPS "chunk_steps"
 #define RL_ENV_RESET "reset"
 #define RL_ENV_ROUND "round"
+#define RL_ENV_UNGROUPED "ungrouped"
 #define RL_ENV_STAGE "stage"
 #define RL_ENV_STEP "step"
 #define RL_ENV_END "end"
@@ -224,6 +232,12 @@ static inline int rl_env_config_read(const rl_config *c, rl_env_config *o)
         rc = rl_config_error_at(c, "env.group_size", RL_ECONFIG,
                                 "must divide env.total_num_envs (%lld), got %lld",
                                 (long long)o->total_num_envs, (long long)o->group_size);
+    if (!rc && o->group_size > 1 && (o->total_num_envs / o->group_size) % o->num_tasks)
+        rc = rl_config_error_at(c, "env.group_size", RL_ECONFIG,
+                                "%lld envs in groups of %lld make %lld groups: a multiple of the %d tasks is needed, "
+                                "so every task has as many groups", (long long)o->total_num_envs,
+                                (long long)o->group_size, (long long)(o->total_num_envs / o->group_size),
+                                o->num_tasks);
     if (!rc && o->pipeline_stage_num > o->total_num_envs)
         rc = rl_config_error_at(c, "env.pipeline_stage_num", RL_ECONFIG,
                                 "must be <= env.total_num_envs (%lld), got %lld",
