@@ -17,38 +17,16 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "../common/libero_data.h"
 #include <jansson.h>
 
 #include "rlrt/error.h"
 #include "rlrt/sim/libero.h"
 
-static const char *s_data(void)
-{
-    const char *d = getenv("LIBERO_DATA");
-    return d && *d ? d : "build/libero-data";
-}
-
-static int s_have_data(void)
-{
-    char p[4096];
-    snprintf(p, sizeof p, "%s/manifest.json", s_data());
-    if (access(p, R_OK) == 0)
-        return 1;
-    printf("# skip: no LIBERO-Object data in %s; run: make libero-data\n", s_data());
-    return 0;
-}
-
-#define NEED_DATA()          \
-    do {                     \
-        if (!s_have_data()) { \
-            skip();          \
-            return;          \
-        }                    \
-    } while (0)
-
 static rl_libero_task *s_load(int task)
 {
-    rl_libero_task *t = rl_libero_task_load(s_data(), task, RL_LIBERO_SCENE_PHYS);
+    rl_libero_task *t = rl_libero_task_load(rl_test_libero_data(), task, RL_LIBERO_SCENE_PHYS);
     if (!t)
         fail_msg("%s", rl_error_message());
     return t;
@@ -68,11 +46,11 @@ static void test_missing_data(void **state)
 static void test_corrupt_data(void **state)
 {
     (void)state;
-    NEED_DATA();
+    RL_NEED_LIBERO_DATA();
     char dir[] = "/tmp/rlrt-libero-XXXXXX", cmd[32768], msg[1024];
     assert_non_null(mkdtemp(dir));
     char real[4096];
-    assert_non_null(realpath(s_data(), real));
+    assert_non_null(realpath(rl_test_libero_data(), real));
     snprintf(cmd, sizeof cmd,
              "mkdir -p %s/libero_object/task_00 && cp %s/manifest.json %s/ && ln -s %s/assets %s/assets && "
              "cp %s/libero_object/task_00/* %s/libero_object/task_00/ && "
@@ -99,7 +77,7 @@ static void test_corrupt_data(void **state)
 static void test_init_positions(void **state)
 {
     (void)state;
-    NEED_DATA();
+    RL_NEED_LIBERO_DATA();
     json_error_t je;
     json_t *g = json_load_file("tests/golden/libero/init_positions.json", 0, &je);
     assert_non_null(g);
@@ -139,7 +117,7 @@ static void test_init_positions(void **state)
 static void test_determinism(void **state)
 {
     (void)state;
-    NEED_DATA();
+    RL_NEED_LIBERO_DATA();
     rl_libero_task *t = s_load(3);
     rl_libero_env *a = rl_libero_env_new(t), *b = rl_libero_env_new(t), *c = rl_libero_env_new(t);
     assert_true(a && b && c);
@@ -173,7 +151,7 @@ static void test_determinism(void **state)
 static void test_success_predicate(void **state)
 {
     (void)state;
-    NEED_DATA();
+    RL_NEED_LIBERO_DATA();
     rl_libero_task *t = s_load(0);
     rl_libero_env *e = rl_libero_env_new(t);
     assert_non_null(e);
@@ -225,7 +203,7 @@ static void test_success_predicate(void **state)
 static void test_controller_reaches_pose(void **state)
 {
     (void)state;
-    NEED_DATA();
+    RL_NEED_LIBERO_DATA();
     rl_libero_task *t = s_load(0);
     rl_libero_env *e = rl_libero_env_new(t);
     assert_int_equal(rl_libero_env_reset(e, 0), 0);
@@ -256,7 +234,7 @@ static void test_controller_reaches_pose(void **state)
 static void test_bad_actions(void **state)
 {
     (void)state;
-    NEED_DATA();
+    RL_NEED_LIBERO_DATA();
     rl_libero_task *t = s_load(0);
     rl_libero_env *e = rl_libero_env_new(t);
     assert_int_equal(rl_libero_env_reset(e, 0), 0);
@@ -290,7 +268,7 @@ static void test_bad_actions(void **state)
 static void test_instability(void **state)
 {
     (void)state;
-    NEED_DATA();
+    RL_NEED_LIBERO_DATA();
     rl_libero_task *t = s_load(0);
     rl_libero_env *e = rl_libero_env_new(t);
     assert_int_equal(rl_libero_env_reset(e, 0), 0);
@@ -315,7 +293,7 @@ static void test_instability(void **state)
 static void test_expert(void **state)
 {
     (void)state;
-    NEED_DATA();
+    RL_NEED_LIBERO_DATA();
     for (int task = 0; task < 10; task++) {
         rl_libero_task *t = s_load(task);
         rl_libero_env *e = rl_libero_env_new(t);
@@ -348,14 +326,14 @@ static void test_expert(void **state)
 static void test_render(void **state)
 {
     (void)state;
-    NEED_DATA();
+    RL_NEED_LIBERO_DATA();
 #if defined(__SANITIZE_ADDRESS__)
     printf("# skip: rendering is not run under AddressSanitizer (Mesa is not instrumented); "
            "run make test without SANITIZE\n");
     skip();
     return;
 #endif
-    rl_libero_task *t = rl_libero_task_load(s_data(), 0, RL_LIBERO_SCENE_FULL);
+    rl_libero_task *t = rl_libero_task_load(rl_test_libero_data(), 0, RL_LIBERO_SCENE_FULL);
     assert_non_null(t);
     rl_libero_env *e = rl_libero_env_new(t);
     assert_int_equal(rl_libero_env_reset(e, 0), 0);

@@ -20,25 +20,11 @@
 
 #include <cmocka.h>
 
+#include "../common/libero_data.h"
+
 #include "../../driver/recipes/libero_gif.h"
 #include "rlrt/rlrt.h"
 #include "rlrt/sim/libero.h"
-
-static const char *s_data(void)
-{
-    const char *d = getenv("LIBERO_DATA");
-    return d && *d ? d : "build/libero-data";
-}
-
-static int s_have_data(void)
-{
-    char p[4096];
-    snprintf(p, sizeof p, "%s/manifest.json", s_data());
-    if (access(p, R_OK) == 0)
-        return 1;
-    printf("# skip: no LIBERO-Object data in %s; run: make libero-data\n", s_data());
-    return 0;
-}
 
 #define assert_msg_contains(s)                                                    \
     do {                                                                          \
@@ -55,7 +41,7 @@ static rl_config *s_job(const char *out, const char *extra)
     rl_config *c = rl_config_parse_string(text, strlen(text), "job.yaml");
     if (!c)
         fail_msg("%s", rl_error_message());
-    assert_int_equal(rl_config_set_yaml(c, "env.data_dir", s_data()), 0);
+    assert_int_equal(rl_config_set_yaml(c, "env.data_dir", rl_test_libero_data()), 0);
     assert_int_equal(rl_config_set_yaml(c, "env.auto_reset", "false"), 0);
     return c;
 }
@@ -221,7 +207,7 @@ static void test_bad_replies(void **state)
  * `row` of `dp` (the rest of the row as the env leaves it after the end). */
 static int64_t s_expert_into(rl_dataproto *dp, int row, int task, int init, int64_t K)
 {
-    rl_libero_task *t = rl_libero_task_load(s_data(), task, RL_LIBERO_SCENE_PHYS);
+    rl_libero_task *t = rl_libero_task_load(rl_test_libero_data(), task, RL_LIBERO_SCENE_PHYS);
     if (!t)
         fail_msg("%s", rl_error_message());
     rl_libero_env *e = rl_libero_env_new(t);
@@ -264,7 +250,7 @@ static int64_t s_expert_into(rl_dataproto *dp, int row, int task, int init, int6
 static void test_expert_episode_gif(void **state)
 {
     (void)state;
-    if (!s_have_data()) {
+    if (!rl_test_have_libero_data()) {
         skip();
         return;
     }

@@ -19,34 +19,12 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "../common/libero_data.h"
 #include <gif_lib.h>
 
 #include "rlrt/error.h"
 #include "rlrt/sim/libero.h"
-
-static const char *s_data(void)
-{
-    const char *d = getenv("LIBERO_DATA");
-    return d && *d ? d : "build/libero-data";
-}
-
-static int s_have_data(void)
-{
-    char p[4096];
-    snprintf(p, sizeof p, "%s/manifest.json", s_data());
-    if (access(p, R_OK) == 0)
-        return 1;
-    printf("# skip: no LIBERO-Object data in %s; run: make libero-data\n", s_data());
-    return 0;
-}
-
-#define NEED_DATA()           \
-    do {                      \
-        if (!s_have_data()) { \
-            skip();           \
-            return;           \
-        }                     \
-    } while (0)
 
 #define assert_msg_contains(s)                                                          \
     do {                                                                                \
@@ -64,7 +42,7 @@ static rl_libero_replayer *s_replayer(int task, int size)
            "run make test without SANITIZE\n");
     return NULL;
 #else
-    rl_libero_replayer *p = rl_libero_replayer_new(s_data(), task, RL_LIBERO_SCENE_PHYS, size);
+    rl_libero_replayer *p = rl_libero_replayer_new(rl_test_libero_data(), task, RL_LIBERO_SCENE_PHYS, size);
     if (!p && rl_error_code() == RL_EUNSUPPORTED)
         printf("# skip: %s\n", rl_error_message());
     else if (!p)
@@ -85,7 +63,7 @@ typedef struct s_episode {
 static void s_run_expert(int task, int init, int max, s_episode *ep)
 {
     memset(ep, 0, sizeof *ep);
-    rl_libero_task *t = rl_libero_task_load(s_data(), task, RL_LIBERO_SCENE_PHYS);
+    rl_libero_task *t = rl_libero_task_load(rl_test_libero_data(), task, RL_LIBERO_SCENE_PHYS);
     if (!t)
         fail_msg("%s", rl_error_message());
     rl_libero_env *e = rl_libero_env_new(t);
@@ -130,13 +108,13 @@ static void test_frame_count(void **state)
 static void test_bad_replayer(void **state)
 {
     (void)state;
-    NEED_DATA();
-    assert_null(rl_libero_replayer_new(s_data(), 10, RL_LIBERO_SCENE_PHYS, 64));
+    RL_NEED_LIBERO_DATA();
+    assert_null(rl_libero_replayer_new(rl_test_libero_data(), 10, RL_LIBERO_SCENE_PHYS, 64));
     assert_int_equal(rl_error_code(), RL_ERANGE);
     assert_msg_contains("task 10");
-    assert_null(rl_libero_replayer_new(s_data(), -1, RL_LIBERO_SCENE_PHYS, 64));
+    assert_null(rl_libero_replayer_new(rl_test_libero_data(), -1, RL_LIBERO_SCENE_PHYS, 64));
     assert_int_equal(rl_error_code(), RL_ERANGE);
-    assert_null(rl_libero_replayer_new(s_data(), 0, RL_LIBERO_SCENE_PHYS, 8));
+    assert_null(rl_libero_replayer_new(rl_test_libero_data(), 0, RL_LIBERO_SCENE_PHYS, 8));
     assert_int_equal(rl_error_code(), RL_EINVAL);
     assert_null(rl_libero_replayer_new("/nonexistent/libero", 0, RL_LIBERO_SCENE_PHYS, 64));
     assert_msg_contains("make libero-data");
@@ -170,7 +148,7 @@ static int s_gif_frames(const char *path, int *w, int *h, double *diff_first_las
 static void test_replay_expert_episode(void **state)
 {
     (void)state;
-    NEED_DATA();
+    RL_NEED_LIBERO_DATA();
     const int task = 2, init = 5, every = 4, size = 64;
     s_episode ep;
     s_run_expert(task, init, 240, &ep);
