@@ -523,19 +523,7 @@ static int s_save(s_dg *s)
 }
 
 /* Restores checkpoint `want` (-1: the newest; > 0: that step). */
-static int s_resume(s_dg *s, int64_t want, int64_t *start)
-{
-    int64_t epoch, pos;
-    json_t *extra = NULL;
-    int rc = rl_trainer_restore(&s->t, s->j.actor, want, start, &epoch, &pos, &extra);
-    if (rc || *start == 0)
-        return rc;
-    const json_t *wv = json_object_get(extra, "weight_version");
-    if (json_is_integer(wv) && json_integer_value(wv) > s->j.sync.version)
-        s->j.sync.version = json_integer_value(wv);
-    json_decref(extra);
-    return rl_dj_sync_weights(&s->j);
-}
+static int s_resume(s_dg *s, int64_t want, int64_t *start) { return rl_dj_restore(&s->j, &s->t, want, start); }
 
 /* ---- the loop ------------------------------------------------------------------------------------------ */
 

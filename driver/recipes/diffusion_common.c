@@ -62,6 +62,20 @@ int rl_dj_sync_weights(rl_dj *j)
     return j->rollout ? rl_weight_sync_run(&j->sync, NULL, NULL) : RL_OK;
 }
 
+int rl_dj_restore(rl_dj *j, rl_trainer *t, int64_t want, int64_t *start)
+{
+    int64_t epoch, pos;
+    json_t *extra = NULL;
+    int rc = rl_trainer_restore(t, j->actor, want, start, &epoch, &pos, &extra);
+    if (rc || *start == 0)
+        return rc;
+    const json_t *wv = json_object_get(extra, "weight_version");
+    if (json_is_integer(wv) && json_integer_value(wv) > j->sync.version)
+        j->sync.version = json_integer_value(wv);
+    json_decref(extra);
+    return rl_dj_sync_weights(j);
+}
+
 int rl_dj_open(rl_dj *j, rl_driver *d, const rl_config *job, int with_rollout, int with_reward)
 {
     memset(j, 0, sizeof *j);

@@ -44,6 +44,11 @@ uint64_t rl_dj_mix(uint64_t x);
 int rl_dj_open(rl_dj *j, rl_driver *d, const rl_config *job, int with_rollout, int with_reward);
 void rl_dj_close(rl_dj *j);
 int rl_dj_sync_weights(rl_dj *j);
+/* Restores checkpoint `want` of t (-1: the newest; > 0: that step) into
+ * j's actor, carries the saved "weight_version" (checkpoint extra) into the
+ * sync so versions keep rising, and syncs the weights to the rollout.
+ * *start = 0 (nothing restored) syncs nothing. */
+int rl_dj_restore(rl_dj *j, rl_trainer *t, int64_t want, int64_t *start);
 
 /* One optimiser step: `method` on the actor ranks (dp_compute) with `req`
  * (borrowed); the replies' RL_ACTOR_M_* partial sums added over the ranks

@@ -800,17 +800,8 @@ static int s_save(s_lr *s)
 
 static int s_resume(s_lr *s, int64_t want, int64_t *start)
 {
-    int64_t epoch, pos;
-    json_t *extra = NULL;
-    int rc = rl_trainer_restore(&s->t, s->j.actor, want, start, &epoch, &pos, &extra);
-    if (rc || *start == 0)
-        return rc;
-    const json_t *wv = json_object_get(extra, "weight_version");
-    if (json_is_integer(wv) && json_integer_value(wv) > s->j.sync.version)
-        s->j.sync.version = json_integer_value(wv);
-    json_decref(extra);
-    rc = rl_dj_sync_weights(&s->j);
-    if (!rc && s_has_ref(s)) { /* after the sync: θ_ref exactly as saved */
+    int rc = rl_dj_restore(&s->j, &s->t, want, start);
+    if (!rc && *start > 0 && s_has_ref(s)) { /* after the sync: θ_ref exactly as saved */
         char dir[4200];
         s_ref_dir(s, *start, dir, sizeof dir);
         rc = rl_call_all(s->j.rollout, RL_ROLLOUT_FLOW_REF_LOAD, json_pack("{s:s}", RL_FLOW_PATH, dir));
