@@ -341,7 +341,31 @@ int rl_lm_job_rollout(rl_lm_job *j, rl_dataproto **batch, int greedy, double *ge
     return rc ? rc : rl_lm_job_rollout_finish(j, batch, f, gen_s, reward_s);
 }
 
-int rl_lm_job_validate(rl_lm_job *j, double *accuracy, double *format, double *resp_len)
+/* Per-level accuracy of the validation rows into ms (see the header). */
+static int s_put_level_accuracy(const rl_dataset *ds, const float *acc, int64_t n,
+                                rl_metric_set *ms)
+{
+    double sum[RL_LM_VAL_MAX_LEVEL + 1] = {0};
+    int64_t cnt[RL_LM_VAL_MAX_LEVEL + 1] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        const json_t *lv = json_object_get(rl_dataset_extra(ds, i), "level");
+        json_int_t k = json_is_integer(lv) ? json_integer_value(lv) : -1;
+        if (k < 0 || k > RL_LM_VAL_MAX_LEVEL)
+            continue;
+        sum[k] += acc[i];
+        cnt[k]++;
+    }
+    for (int k = 0; k <= RL_LM_VAL_MAX_LEVEL; k++) {
+        char name[48];
+        snprintf(name, sizeof name, "val/accuracy/level_%d", k);
+        if (cnt[k] && rl_metric_set_put(ms, name, sum[k] / (double)cnt[k]))
+            return rl_error_code();
+    }
+    return RL_OK;
+}
+
+int rl_lm_job_validate(rl_lm_job *j, double *accuracy, double *format, double *resp_len,
+                       rl_metric_set *ms)
 {
     int64_t n = rl_dataset_size(j->val);
     int64_t *rows = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
@@ -380,6 +404,8 @@ int rl_lm_job_validate(rl_lm_job *j, double *accuracy, double *format, double *r
         *accuracy = n ? a / n : 0;
         *format = n ? f / n : 0;
         *resp_len = n ? l / n : 0;
+        if (ms)
+            rc = s_put_level_accuracy(j->val, pa, n, ms);
     }
     rl_dataproto_free(dp);
     return rc ? rl_error_wrap(rc, "validation") : RL_OK;

@@ -76,8 +76,14 @@ int rl_lm_job_rollout(rl_lm_job *j, rl_dataproto **batch, int greedy, double *ge
 int rl_lm_job_rollout_start(rl_lm_job *j, const rl_dataproto *batch, int greedy, rl_future **f);
 int rl_lm_job_rollout_finish(rl_lm_job *j, rl_dataproto **batch, rl_future *f, double *gen_s,
                              double *reward_s);
-/* Greedy generation on the validation set, scored by the reward group. */
-int rl_lm_job_validate(rl_lm_job *j, double *accuracy, double *format, double *resp_len);
+/* Greedy generation on the validation set, scored by the reward group.
+ * When ms is not NULL and rows carry an integer "level" (the arithmetic
+ * tasks' JSONL does), the accuracy of each level present goes into ms as
+ * val/accuracy/level_<k> (levels 0..RL_LM_VAL_MAX_LEVEL; others are counted
+ * only in the overall accuracy). */
+#define RL_LM_VAL_MAX_LEVEL 15
+int rl_lm_job_validate(rl_lm_job *j, double *accuracy, double *format, double *resp_len,
+                       rl_metric_set *ms);
 
 /* (B, R) 0/1 mask of the response tokens from RL_LM_RESPONSES/_LENS, times
  * RL_LM_RESPONSE_MASK when the batch has one (tool output, filtered rows),

@@ -893,7 +893,7 @@ static void s_step_metrics(s_rlvr *r, double t_step, double call_wall0, double c
 static int s_validate(s_rlvr *r)
 {
     double acc, fmt, len, t0 = rl_now_s();
-    int rc = rl_lm_job_validate(&r->j, &acc, &fmt, &len);
+    int rc = rl_lm_job_validate(&r->j, &acc, &fmt, &len, r->t.ms);
     if (rc)
         return rc;
     rl_metric_set_put(r->t.ms, RL_M_VAL_ACCURACY, acc);
