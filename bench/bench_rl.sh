@@ -14,12 +14,17 @@
 #   RL_BENCH_SEEDS (default "1 2 3")  trainer.seed of each RL run
 #   RL_BENCH_ESTIMATORS               space-separated examples/arith_<name>.yaml
 #                                     (default: grpo rloo reinforce_pp pro_max
-#                                     pro_max_uniform aepo)
+#                                     pro_max_uniform aepo); a variant is
+#                                     name@key=value[@key=value...], the job
+#                                     with those overrides (bench-dapo)
 #   RL_BENCH_MINUTES (default 10)     the RL time budget the targets are read at
 #   RL_BENCH_DIR (default runs/bench) where the runs go (emptied first)
 #   RL_BENCH_OUT (default docs/RESULTS.md) the page
 #   RL_BENCH_CLUSTER (default examples/cluster-local.yaml)
 #   RL_BENCH_EXTRA                    extra key=value overrides for the RL runs
+#   RL_BENCH_SFT_FROM                 a finished bench dir whose sft_w<w>/final
+#                                     warm starts to use instead of training them
+#   RL_BENCH_SECTION (default bench-rl) the page section (marker) to write
 #
 # Stopping it (Ctrl-C, SIGTERM) writes the page from the runs that finished.
 #
@@ -40,6 +45,8 @@ DIR=${RL_BENCH_DIR:-runs/bench}
 OUT=${RL_BENCH_OUT:-docs/RESULTS.md}
 EXTRA=${RL_BENCH_EXTRA:-}
 CLUSTER=${RL_BENCH_CLUSTER:-examples/cluster-local.yaml}
+SFT_FROM=${RL_BENCH_SFT_FROM:-}
+SECTION=${RL_BENCH_SECTION:-bench-rl}
 PY=${RL_BENCH_PYTHON:-/usr/bin/python3}
 DRIVER="$BUILD/bin/rl-driver"
 
@@ -48,6 +55,18 @@ DRIVER="$BUILD/bin/rl-driver"
 [ -n "$WARM" ] && [ -n "$SEEDS" ] && [ -n "$EST" ] ||
     { echo "bench-rl: RL_BENCH_WARM, RL_BENCH_SEEDS and RL_BENCH_ESTIMATORS must not be empty"; exit 2; }
 case "$DIR" in ""|/|.) echo "bench-rl: refusing RL_BENCH_DIR='$DIR'"; exit 2 ;; esac
+for e in $EST; do
+    [ -f "examples/arith_${e%%@*}.yaml" ] ||
+        { echo "bench-rl: RL_BENCH_ESTIMATORS: no job examples/arith_${e%%@*}.yaml for '$e'"; exit 2; }
+done
+if [ -n "$SFT_FROM" ]; then
+    [ "$(realpath -m "$SFT_FROM")" != "$(realpath -m "$DIR")" ] ||
+        { echo "bench-rl: RL_BENCH_SFT_FROM must not be RL_BENCH_DIR (it is emptied first)"; exit 2; }
+    for w in $WARM; do
+        [ -f "$SFT_FROM/sft_w$w/final/config.json" ] ||
+            { echo "bench-rl: RL_BENCH_SFT_FROM: no warm start $SFT_FROM/sft_w$w/final"; exit 2; }
+    done
+fi
 rm -rf "$DIR"
 mkdir -p "$DIR"
 RUNS="$DIR/runs.tsv"
@@ -68,6 +87,8 @@ printf 'name\tkind\testimator\twarm\tseed\twall_s\trc\tcommand\n' >"$RUNS"
     echo "minutes=$MINUTES"
     echo "extra=$EXTRA"
     echo "cluster=$CLUSTER"
+    echo "sft_from=$SFT_FROM"
+    echo "section=$SECTION"
 } >"$DIR/env.txt"
 
 now() { date +%s.%N; }
@@ -101,21 +122,31 @@ stopped() {
     trap - INT TERM
     echo "bench-rl: stopped; writing the page from the finished runs"
     mkdir -p "$(dirname "$OUT")"
-    "$PY" bench/bench_rl_report.py --dir "$DIR" --out "$OUT"
+    "$PY" bench/bench_rl_report.py --dir "$DIR" --out "$OUT" --section "$SECTION"
     exit 130
 }
 trap stopped INT TERM
 for w in $WARM; do
+    if [ -n "$SFT_FROM" ]; then # reuse: copy the warm start and its record
+        mkdir -p "$DIR/sft_w$w" && cp -r "$SFT_FROM/sft_w$w/final" "$DIR/sft_w$w/" &&
+            cp "$SFT_FROM/sft_w$w/metrics.jsonl" "$DIR/sft_w$w/" || exit 1
+        awk -F'\t' -v n="sft_w$w" '$1 == n' "$SFT_FROM/runs.tsv" >>"$RUNS"
+        continue
+    fi
     run "sft_w$w" sft - "$w" "$w" --config examples/arith_sft.yaml \
         trainer.output_dir="$DIR/sft_w$w" trainer.total_steps="$SFT_STEPS" trainer.seed="$w" || exit 1
 done
-# shellcheck disable=SC2086  # EXTRA is a list of overrides
+# shellcheck disable=SC2086  # EXTRA and the variant's overrides are lists of key=value
 for e in $EST; do
+    job=${e%%@*}                                       # grpo@a=1@b=2 -> grpo
+    over=""
+    [ "$job" = "$e" ] || over=$(printf '%s' "${e#*@}" | tr '@' ' ') # -> a=1 b=2
+    tag=$(printf '%s' "$e" | tr -c 'A-Za-z0-9_\n' '_') # a directory name
     for w in $WARM; do
         for s in $SEEDS; do
-            run "${e}_w${w}_s${s}" rl "$e" "$w" "$s" --config "examples/arith_$e.yaml" \
-                trainer.output_dir="$DIR/${e}_w${w}_s${s}" model.init_from="$DIR/sft_w$w/final" \
-                trainer.total_steps="$STEPS" trainer.save_every=0 trainer.seed="$s" $EXTRA
+            run "${tag}_w${w}_s${s}" rl "$e" "$w" "$s" --config "examples/arith_$job.yaml" \
+                trainer.output_dir="$DIR/${tag}_w${w}_s${s}" model.init_from="$DIR/sft_w$w/final" \
+                trainer.total_steps="$STEPS" trainer.save_every=0 trainer.seed="$s" $over $EXTRA
         done
     done
 done
@@ -125,7 +156,7 @@ done
 } >>"$DIR/env.txt"
 
 mkdir -p "$(dirname "$OUT")"
-"$PY" bench/bench_rl_report.py --dir "$DIR" --out "$OUT" || exit 1
+"$PY" bench/bench_rl_report.py --dir "$DIR" --out "$OUT" --section "$SECTION" || exit 1
 echo "bench: results = $OUT"
 # A failed run is on the page as failed; the bench still reports failure.
 ! awk -F'\t' 'NR > 1 && $7 != 0 {bad = 1} END {exit !bad}' "$RUNS"

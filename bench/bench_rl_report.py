@@ -213,7 +213,17 @@ def pm(v, nd=3):
 
 # ---- the section -------------------------------------------------------------
 
+TITLES = {
+    "bench-rl": ("Language-model RLVR", "`bench/bench_rl.sh` runs the jobs"),
+    "bench-dapo": ("The DAPO toolbox, one knob at a time",
+                   "`bench/bench_dapo.sh` names the variants and runs them with "
+                   "`bench/bench_rl.sh`"),
+}
+
+
 def section(d, env, runs, minutes):
+    name = env.get("section", "bench-rl")
+    title, how = TITLES.get(name, (name, "`bench/bench_rl.sh` runs the jobs"))
     sft = [r for r in runs if r["kind"] == "sft"]
     rl = [Run(d, r, minutes) for r in runs if r["kind"] == "rl"]
     planned = (len(env.get("estimators", "").split()) * len(env.get("warm", "").split())
@@ -224,9 +234,9 @@ def section(d, env, runs, minutes):
             ests.append(r.est)
     warm_acc = {}
     out, bench = [], []
-    out.append("## Language-model RLVR (`make bench-rl`)\n")
+    out.append(f"## {title} (`make {name}`)\n")
     out.append(
-        "This section is generated in full by `make bench-rl` (`bench/bench_rl.sh` runs the jobs, "
+        f"This section is generated in full by `make {name}` ({how}, "
         "`bench/bench_rl_report.py` writes the section from their `metrics.jsonl`); do not edit it "
         f"by hand, rerun the bench. Run on {env.get('date_utc')} at commit `{env.get('commit')}`"
         + (" (with uncommitted changes)" if env.get("dirty", "0") not in ("", "0") else "")
@@ -271,9 +281,10 @@ def section(d, env, runs, minutes):
         rows.append([e, len(rs), pm([r.before() for r in rs]), pm([r.after() for r in rs]),
                      pm([r.best()[0] for r in rs]), pts(mean(gv)) if gv else "–", pts(mn),
                      f"{n25}/{len(rs)}", verdict(ok25), verdict(ok15)])
-        bench.append(f"bench: rl_{e}_min_gain_points = {100 * mn:.1f}" if mn is not None else
-                     f"bench: rl_{e}_min_gain_points = nan")
-        bench.append(f"bench: rl_{e}_runs_at_25_points = {n25 / max(len(rs), 1):.3f}")
+        tag = "".join(c if c.isalnum() or c == "_" else "_" for c in e)
+        bench.append(f"bench: rl_{tag}_min_gain_points = {100 * mn:.1f}" if mn is not None else
+                     f"bench: rl_{tag}_min_gain_points = nan")
+        bench.append(f"bench: rl_{tag}_runs_at_25_points = {n25 / max(len(rs), 1):.3f}")
     out.append("### Summary\n")
     out.append(table(["estimator", "runs", "warm start acc", "final acc (mean ± sd)",
                       "best acc (mean ± sd)", f"mean gain in {minutes} min", "min gain",
@@ -287,6 +298,9 @@ def section(d, env, runs, minutes):
 
     # -- warm starts
     out.append("### Warm starts (SFT)\n")
+    if env.get("sft_from"):
+        out.append(f"The warm starts were not trained by this run: they are copies of those of "
+                   f"`{env['sft_from']}` (`RL_BENCH_SFT_FROM`), made by the commands below.\n")
     out.append(code([r["command"] for r in sft]) + "\n")
     wrows = []
     for r in sft:
@@ -309,12 +323,60 @@ def section(d, env, runs, minutes):
     for r in rl:
         a, s = r.best()
         g = r.gain_in_budget()
-        rows.append([r.est, r.warm, r.seed, fmt(r.before()), fmt(r.after()),
+        b = r.before()
+        room = (f"{100 * g / (1 - b):.0f}%" if g is not None and b is not None and b < 1
+                else "–")
+        rows.append([r.est, r.warm, r.seed, fmt(b), fmt(r.after()),
                      f"{fmt(a)} (step {s})" if a is not None else "–", pts(r.gain()), pts(g),
-                     f"{r.rl_s:.0f}", r.steps, "yes" if g is not None and g >= 0.25 else "no",
-                     r.status()])
+                     room, f"{r.rl_s:.0f}", r.steps,
+                     "yes" if g is not None and g >= 0.25 else "no", r.status()])
     out.append(table(["estimator", "warm", "seed", "before", "final", "best", "final gain",
-                      f"gain in {minutes} min", "RL s", "steps", "≥ +25", "status"], rows) + "\n")
+                      f"gain in {minutes} min", "headroom closed", "RL s", "steps", "≥ +25",
+                      "status"], rows) + "\n")
+    out.append("Headroom closed is the gain within the budget over what was left to gain, "
+               "(best − before) / (1 − before): a warm start at 0.75 can gain at most +25 "
+               "points.\n")
+
+    # -- accuracy over steps and by level
+    out.append("### Validation accuracy over steps and by level\n")
+    out.append("Mean `val/accuracy` over each estimator's runs at each validation step, then the "
+               "accuracy per task level (`val/accuracy/level_<k>`, logged when the validation "
+               "rows carry a level) at the warm start, at the best step and at the last step.\n")
+    vsteps = sorted({s for r in rl for s, _ in r.curve})
+    if len(vsteps) > 12:  # at most 12 columns: every k-th validation, always the last
+        k = math.ceil(len(vsteps) / 12)
+        vsteps = vsteps[::k] + ([vsteps[-1]] if (len(vsteps) - 1) % k else [])
+    rows = []
+    for e in ests:
+        rs = [r for r in rl if r.est == e]
+        cols = []
+        for st in vsteps:
+            v = [a for r in rs for s2, a in r.curve if s2 == st]
+            cols.append(fmt(mean(v)) if v else "–")
+        rows.append([e] + cols)
+    out.append(table(["estimator"] + [f"step {s}" for s in vsteps], rows) + "\n")
+    levels = sorted({int(k.rsplit("_", 1)[1]) for r in rl for row in r.rows for k in row
+                     if k.startswith("val/accuracy/level_")})
+    if levels:
+        rows = []
+        for e in ests:
+            rs = [r for r in rl if r.est == e]
+            for lv in levels:
+                key = f"val/accuracy/level_{lv}"
+                at = {"warm start": [], "best step": [], "last step": []}
+                for r in rs:
+                    lv_rows = [x for x in r.rows if isinstance(x.get(key), (int, float))]
+                    if not lv_rows:
+                        continue
+                    a, s = r.best()
+                    at["warm start"] += [x[key] for x in lv_rows if x.get("step") == 0]
+                    at["best step"] += [x[key] for x in lv_rows if x.get("step") == s]
+                    at["last step"].append(lv_rows[-1][key])
+                rows.append([e, lv] + [pm(v) for v in at.values()])
+        out.append(table(["estimator", "level", "warm start", "best step", "last step"], rows)
+                   + "\n")
+    else:
+        out.append("(No run logged per-level accuracy.)\n")
 
     # -- entropy and group signal
     nw = 5
@@ -322,12 +384,18 @@ def section(d, env, runs, minutes):
     out.append(f"Means over each estimator's runs, in {nw} equal windows of the training steps: "
                "`actor/entropy` (nats per sampled token, from the rollout), `batch/solve_all` and "
                "`batch/solve_none` (share of prompt groups whose samples are all correct / all "
-               "wrong: no signal for a group baseline) and `actor/pg_clipfrac`.\n")
+               "wrong: no signal for a group baseline), `actor/pg_clipfrac`, "
+               "`batch/filter_rounds` (generation rounds per step with dynamic sampling) and "
+               "`batch/truncated_frac` (share of samples cut at `rollout.response_length`, "
+               "logged with overlong shaping on).\n")
     rows = []
     for e in ests:
         rs = [r for r in rl if r.est == e]
-        for key in ["actor/entropy", "batch/solve_all", "batch/solve_none", "actor/pg_clipfrac"]:
+        for key in ["actor/entropy", "batch/solve_all", "batch/solve_none", "actor/pg_clipfrac",
+                    "batch/filter_rounds", "batch/truncated_frac"]:
             w = [r.window_means(key, nw) for r in rs]
+            if all(x is None for ws in w for x in ws):
+                continue  # not logged by this job (truncated_frac: overlong shaping off)
             cols = []
             for i in range(nw):
                 v = [x[i] for x in w if x[i] is not None]
@@ -353,12 +421,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", required=True, help="RL_BENCH_DIR of the bench")
     ap.add_argument("--out", default="docs/RESULTS.md")
+    ap.add_argument("--section", default=None,
+                    help="the page section to write (default: env.txt's, else bench-rl)")
     a = ap.parse_args()
     env = read_env(os.path.join(a.dir, "env.txt"))
+    if a.section:
+        env["section"] = a.section
     runs = read_runs(os.path.join(a.dir, "runs.tsv"))
     minutes = float(env.get("minutes", "10"))
     text, bench = section(a.dir, env, runs, minutes)
-    page = replace_section(a.out, "bench-rl", text)
+    page = replace_section(a.out, env.get("section", "bench-rl"), text)
     with open(a.out + ".tmp", "w") as f:
         f.write(page)
     os.replace(a.out + ".tmp", a.out)
