@@ -393,8 +393,9 @@ static int s_eval_rows(s_dg *s, int64_t per, uint64_t salt, rl_dataproto **out)
     return RL_OK;
 }
 
-static int s_validate(s_dg *s)
+static int s_validate(void *ctx)
 {
+    s_dg *s = ctx;
     double t0 = rl_now_s();
     rl_dataproto *dp = NULL;
     int rc = s_eval_rows(s, s->o.val_per_prompt, 0x7a11dull, &dp);
@@ -440,8 +441,9 @@ static uint8_t *s_upscale(const uint8_t *img, int w, int h, int z)
  * steps): one ODE sample per prompt with fixed noise → <out>/online/
  * step_<N>.png (the first frames in a row) and step_<N>.gif (the clip's
  * frames, or for images the denoising chain). */
-static int s_online(s_dg *s)
+static int s_online(void *ctx)
 {
+    s_dg *s = ctx;
     rl_dataproto *dp = NULL;
     int rc = s_eval_rows(s, 1, 0x0471e5ull, &dp);
     if (rc)
@@ -512,8 +514,9 @@ static int s_online(s_dg *s)
 
 /* ---- checkpoints ------------------------------------------------------------------------------------ */
 
-static int s_save(s_dg *s)
+static int s_save(void *ctx)
 {
+    s_dg *s = ctx;
     json_t *extra = json_pack("{s:I}", "weight_version", (json_int_t)s->j.sync.version);
     if (!extra)
         return rl_error_set(RL_ENOMEM, "checkpoint: out of memory");
@@ -606,24 +609,16 @@ static int s_step(s_dg *s, int *saved)
         {"adv", s_phase_adv, 0},          {"update_actor", s_phase_update, 0},
         {"sync_weights", s_phase_sync, 0},
     };
+    const rl_step_hook hooks[] = {
+        {s->t.val_every, s_validate},
+        {s->o.online_test ? s->o.online_interval : 0, s_online},
+    };
     double t0 = rl_now_s();
     rl_metric_set_clear(s->t.ms);
     int rc = rl_phases_run(phases, 5, s, s->t.ms);
     s_step_clear(s);
-    if (!rc)
-        rl_metric_set_put(s->t.ms, "timing_s/step", rl_now_s() - t0);
-    if (!rc && rl_trainer_due(&s->t, s->step, s->t.val_every))
-        rc = s_validate(s);
-    if (!rc && s->o.online_test && rl_trainer_due(&s->t, s->step, s->o.online_interval))
-        rc = s_online(s);
-    if (!rc)
-        rc = rl_trainer_log_step(&s->t, s->step);
     *saved = 0;
-    if (!rc && rl_trainer_due(&s->t, s->step, s->t.save_every) && !(rc = s_save(s)))
-        *saved = 1;
-    if (!rc)
-        rl_driver_note_step(s->t.d, s->step, rl_now_s() - t0);
-    return rc;
+    return rc ? rc : rl_trainer_step_tail(&s->t, s->step, t0, hooks, 2, s_save, s, saved);
 }
 
 /* rl_train_loop's view of the recipe */

@@ -713,8 +713,9 @@ static int s_phase_sync(void *arg) { return rl_dj_sync_weights(&((s_lr *)arg)->j
 
 /* The ODE policy (greedy) on fixed initial states: rounds 0.. of
  * env.init_state cycle give episodes_per_task distinct states per task. */
-static int s_evaluate(s_lr *s, double *success)
+static int s_evaluate(void *ctx)
 {
+    s_lr *s = ctx;
     double t0 = rl_now_s();
     int64_t per_env_task = s->env.total_num_envs / s->env.num_tasks;
     if (per_env_task < 1)
@@ -759,8 +760,8 @@ static int s_evaluate(s_lr *s, double *success)
         }
     if (n < (int)sizeof line)
         snprintf(line + n, sizeof line - (size_t)n, ")");
-    *success = all ? (double)all_ok / all : 0.0;
-    rl_metric_set_put(s->t.ms, "eval/success_rate", *success);
+    double success = all ? (double)all_ok / all : 0.0;
+    rl_metric_set_put(s->t.ms, "eval/success_rate", success);
     rl_metric_set_put(s->t.ms, "eval/episodes", (double)all);
     rl_metric_set_put(s->t.ms, "timing_s/eval", rl_now_s() - t0);
     rl_log_info("%s", line);
@@ -776,8 +777,9 @@ static void s_ref_dir(const s_lr *s, int64_t step, char *buf, size_t n)
     snprintf(buf, n, "%s/step_%lld.ema", s->t.ckpt_dir, (long long)step);
 }
 
-static int s_save(s_lr *s)
+static int s_save(void *ctx)
 {
+    s_lr *s = ctx;
     int rc = RL_OK;
     if (s_has_ref(s)) { /* θ_ref first: the step directory marks the checkpoint complete */
         char dir[4200];
@@ -855,9 +857,8 @@ static int s_start(s_lr *s, rl_driver *d, const rl_config *job, int64_t restore,
         rc = rl_trainer_open_metrics(&s->t, *start);
     s->step = *start;
     if (!rc && *start == 0) { /* the warm-started policy: step 0 */
-        double succ;
         rl_metric_set_clear(s->t.ms);
-        rc = s_evaluate(s, &succ);
+        rc = s_evaluate(s);
         if (!rc)
             rc = rl_metrics_log(s->t.sink, 0, s->t.ms);
     }
@@ -870,23 +871,13 @@ static int s_step(s_lr *s, int *saved)
         {"rollout", s_phase_rollout, 0},       {"annotate", s_phase_annotate, 0}, {"credit", s_phase_credit, 0},
         {"update_actor", s_phase_update, 0}, {"sync_weights", s_phase_sync, 0},
     };
+    const rl_step_hook hooks[] = {{s->t.val_every, s_evaluate}};
     double t0 = rl_now_s();
     rl_metric_set_clear(s->t.ms);
     int rc = rl_phases_run(phases, 5, s, s->t.ms);
     s_step_clear(s);
-    if (!rc)
-        rl_metric_set_put(s->t.ms, "timing_s/step", rl_now_s() - t0);
-    double succ;
-    if (!rc && rl_trainer_due(&s->t, s->step, s->t.val_every))
-        rc = s_evaluate(s, &succ);
-    if (!rc)
-        rc = rl_trainer_log_step(&s->t, s->step);
     *saved = 0;
-    if (!rc && rl_trainer_due(&s->t, s->step, s->t.save_every) && !(rc = s_save(s)))
-        *saved = 1;
-    if (!rc)
-        rl_driver_note_step(s->t.d, s->step, rl_now_s() - t0);
-    return rc;
+    return rc ? rc : rl_trainer_step_tail(&s->t, s->step, t0, hooks, 1, s_save, s, saved);
 }
 
 /* rl_train_loop's view of the recipe */

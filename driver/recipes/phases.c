@@ -82,6 +82,26 @@ int rl_trainer_due(const rl_trainer *t, int64_t step, int64_t every)
     return every > 0 && (step % every == 0 || step == t->total_steps);
 }
 
+int rl_trainer_step_tail(rl_trainer *t, int64_t step, double t0, const rl_step_hook *hooks,
+                         int n_hooks, int (*save)(void *ctx), void *ctx, int *saved)
+{
+    *saved = 0;
+    double have;
+    int rc = RL_OK;
+    if (rl_metric_set_get(t->ms, "timing_s/step", &have) != RL_OK) /* not put by the recipe */
+        rc = rl_metric_set_put(t->ms, "timing_s/step", rl_now_s() - t0);
+    for (int i = 0; !rc && i < n_hooks; i++)
+        if (rl_trainer_due(t, step, hooks[i].every))
+            rc = hooks[i].run(ctx);
+    if (!rc)
+        rc = rl_trainer_log_step(t, step);
+    if (!rc && rl_trainer_due(t, step, t->save_every) && !(rc = save(ctx)))
+        *saved = 1;
+    if (!rc)
+        rl_driver_note_step(t->d, step, rl_now_s() - t0);
+    return rc;
+}
+
 int rl_trainer_log_step(rl_trainer *t, int64_t step)
 {
     char line[1024];

@@ -890,8 +890,9 @@ static void s_step_metrics(s_rlvr *r, double t_step, double call_wall0, double c
     rl_metric_set_put(r->t.ms, "perf/driver_transfer_share", (overhead + t_adv) / t_all);
 }
 
-static int s_validate(s_rlvr *r)
+static int s_validate(void *ctx)
 {
+    s_rlvr *r = ctx;
     double acc, fmt, len, t0 = rl_now_s();
     int rc = rl_lm_job_validate(&r->j, &acc, &fmt, &len, r->t.ms);
     if (rc)
@@ -905,8 +906,9 @@ static int s_validate(s_rlvr *r)
     return RL_OK;
 }
 
-static int s_save(s_rlvr *r)
+static int s_save(void *ctx)
 {
+    s_rlvr *r = ctx;
     rl_data_pos pos = rl_data_iter_tell(r->j.it);
     json_t *extra = json_pack("{s:I, s:f}", "weight_version", (json_int_t)r->j.sync.version,
                               "kl_coef", r->klc.value);
@@ -1037,16 +1039,9 @@ static int s_step(s_rlvr *r, const rl_phase *phases, int np, int *saved)
     if (!rc)
         s_step_metrics(r, t_step, call_wall0, call_comp0);
     s_step_clear(r);
-    if (!rc && rl_trainer_due(&r->t, r->step, r->t.val_every))
-        rc = s_validate(r);
-    if (!rc)
-        rc = rl_trainer_log_step(&r->t, r->step);
+    const rl_step_hook hooks[] = {{r->t.val_every, s_validate}};
     *saved = 0;
-    if (!rc && rl_trainer_due(&r->t, r->step, r->t.save_every) && !(rc = s_save(r)))
-        *saved = 1;
-    if (!rc)
-        rl_driver_note_step(r->t.d, r->step, rl_now_s() - t_step);
-    return rc;
+    return rc ? rc : rl_trainer_step_tail(&r->t, r->step, t_step, hooks, 1, s_save, r, saved);
 }
 
 /* rl_train_loop's view of the recipe */
