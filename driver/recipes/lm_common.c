@@ -202,8 +202,12 @@ int rl_lm_job_open(rl_lm_job *j, rl_driver *d, const rl_config *job)
         rl_config_get_int_in(job, "data.max_prompt_length", 1, 1 << 20, &j->max_prompt) ||
         rl_config_get_int_in(job, "data.train_batch_size", 1, 1 << 20, &j->batch) ||
         rl_config_get_int_in(job, "data.seed", 0, INT64_MAX, &seed) ||
-        rl_config_get_bool(job, "data.shuffle", &shuffle))
+        rl_config_get_bool(job, "data.shuffle", &shuffle) ||
+        rl_config_get_string(job, "trainer.validation_data_dir", &j->val_dump_dir))
         return rl_error_code();
+    if (*j->val_dump_dir && rl_mkdir_p(j->val_dump_dir))
+        return rl_config_error_at(job, "trainer.validation_data_dir", RL_EIO, "%s",
+                                  rl_error_message());
     if (!(j->train = rl_dataset_load_jsonl(train)) || !(j->val = rl_dataset_load_jsonl(val)) ||
         !(j->it = rl_data_iter_new(j->train, (uint64_t)seed, shuffle, 1)))
         return rl_error_code();
@@ -364,8 +368,63 @@ static int s_put_level_accuracy(const rl_dataset *ds, const float *acc, int64_t 
     return RL_OK;
 }
 
-int rl_lm_job_validate(rl_lm_job *j, double *accuracy, double *format, double *resp_len,
-                       rl_metric_set *ms)
+/* Every validation sample of dp into <trainer.validation_data_dir>/<step>.jsonl. */
+static int s_dump_validation(const rl_lm_job *j, int64_t step, const rl_dataproto *dp,
+                             const float *acc, const float *fmt, const int32_t *len, int64_t n)
+{
+    const rl_tensor *score = rl_dataproto_tensor_shaped(dp, RL_REWARD_SCORE, RL_F32, 1,
+                                                        (int64_t[]){n});
+    const rl_column *prompt = rl_dataproto_column(dp, RL_DATA_PROMPT),
+                    *resp = rl_dataproto_column(dp, RL_REWARD_RESPONSE),
+                    *truth = rl_dataproto_column(dp, RL_DATA_GROUND_TRUTH);
+    if (!score)
+        return rl_error_code();
+    if (!prompt || !resp || !truth)
+        return rl_error_set(RL_EPROTO, "validation samples: column %s missing",
+                            !prompt ? RL_DATA_PROMPT : !resp ? RL_REWARD_RESPONSE
+                                                             : RL_DATA_GROUND_TRUTH);
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *mem = open_memstream(&buf, &size);
+    if (!mem)
+        return rl_error_set(RL_ENOMEM, "validation samples: out of memory");
+    const float *ps = rl_tensor_data(score);
+    int rc = RL_OK;
+    for (int64_t i = 0; !rc && i < n; i++) {
+        json_t *o = json_pack("{s:I, s:I}", "step", (json_int_t)step, "global_id",
+                              (json_int_t)rl_dataset_global_id(j->val, i));
+        const json_t *lv = json_object_get(rl_dataset_extra(j->val, i), "level");
+        if (o && json_is_integer(lv))
+            json_object_set(o, "level", (json_t *)lv);
+        if (o) {
+            json_object_set_new(o, "prompt", json_string(rl_column_str(prompt, i)));
+            json_object_set_new(o, "response", json_string(rl_column_str(resp, i)));
+            json_object_set_new(o, "ground_truth", json_string(rl_column_str(truth, i)));
+            json_object_set_new(o, "score", json_real(ps[i]));
+            json_object_set_new(o, "accuracy", json_real(acc[i]));
+            json_object_set_new(o, "format", json_real(fmt[i]));
+            json_object_set_new(o, "response_length", json_integer(len[i]));
+        }
+        char *line = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+        if (!line || fprintf(mem, "%s\n", line) < 0)
+            rc = rl_error_set(RL_ENOMEM, "validation samples: out of memory");
+        free(line);
+        json_decref(o);
+    }
+    if (fclose(mem) != 0 && !rc)
+        rc = rl_error_set(RL_ENOMEM, "validation samples: out of memory");
+    char path[4200];
+    if (!rc && snprintf(path, sizeof path, "%s/%lld.jsonl", j->val_dump_dir, (long long)step) >=
+                   (int)sizeof path)
+        rc = rl_error_set(RL_ERANGE, "trainer.validation_data_dir: path too long");
+    if (!rc)
+        rc = rl_file_write_atomic(path, buf, size);
+    free(buf);
+    return rc;
+}
+
+int rl_lm_job_validate(rl_lm_job *j, int64_t step, double *accuracy, double *format,
+                       double *resp_len, rl_metric_set *ms)
 {
     int64_t n = rl_dataset_size(j->val);
     int64_t *rows = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
@@ -406,6 +465,8 @@ int rl_lm_job_validate(rl_lm_job *j, double *accuracy, double *format, double *r
         *resp_len = n ? l / n : 0;
         if (ms)
             rc = s_put_level_accuracy(j->val, pa, n, ms);
+        if (!rc && j->val_dump_dir && *j->val_dump_dir)
+            rc = s_dump_validation(j, step, dp, pa, pf, pl, n);
     }
     rl_dataproto_free(dp);
     return rc ? rl_error_wrap(rc, "validation") : RL_OK;

@@ -36,6 +36,7 @@ typedef struct rl_lm_job {
     rl_actor_config actor_cfg;                  /* the recipe reads the ppo_* keys */
     rl_rollout_config rollout_cfg;
     rl_weight_sync sync;                        /* actor → rollout */
+    const char *val_dump_dir;                   /* trainer.validation_data_dir ("": off) */
 } rl_lm_job;
 
 /* The roles the LM recipes call. */
@@ -80,10 +81,13 @@ int rl_lm_job_rollout_finish(rl_lm_job *j, rl_dataproto **batch, rl_future *f, d
  * When ms is not NULL and rows carry an integer "level" (the arithmetic
  * tasks' JSONL does), the accuracy of each level present goes into ms as
  * val/accuracy/level_<k> (levels 0..RL_LM_VAL_MAX_LEVEL; others are counted
- * only in the overall accuracy). */
+ * only in the overall accuracy). With trainer.validation_data_dir set (verl's
+ * key) every sample goes to <dir>/<step>.jsonl, written whole and renamed
+ * into place: step, global_id, level (when the row has one), prompt,
+ * response, ground_truth, score, accuracy, format, response_length. */
 #define RL_LM_VAL_MAX_LEVEL 15
-int rl_lm_job_validate(rl_lm_job *j, double *accuracy, double *format, double *resp_len,
-                       rl_metric_set *ms);
+int rl_lm_job_validate(rl_lm_job *j, int64_t step, double *accuracy, double *format,
+                       double *resp_len, rl_metric_set *ms);
 
 /* (B, R) 0/1 mask of the response tokens from RL_LM_RESPONSES/_LENS, times
  * RL_LM_RESPONSE_MASK when the batch has one (tool output, filtered rows),
@@ -113,8 +117,12 @@ float *rl_lm_row_values(const rl_dataproto *dp, const char *name);
     "  train_batch_size: 16\n" \
     "  shuffle: true\n"
 
+#define RL_LM_TRAINER_DEFAULTS \
+    "trainer:\n" \
+    "  validation_data_dir: \"\"    # a directory: every validation's samples as <step>.jsonl\n"
+
 /* Every fragment an LM recipe's known keys start from. */
 #define RL_LM_SECTIONS RL_LM_MODEL_DEFAULTS, RL_LM_DATA_DEFAULTS, RL_ACTOR_DEFAULTS, \
-    RL_ROLLOUT_DEFAULTS, RL_REWARD_DEFAULTS
+    RL_ROLLOUT_DEFAULTS, RL_REWARD_DEFAULTS, RL_LM_TRAINER_DEFAULTS
 
 #endif

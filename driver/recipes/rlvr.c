@@ -894,7 +894,7 @@ static int s_validate(void *ctx)
 {
     s_rlvr *r = ctx;
     double acc, fmt, len, t0 = rl_now_s();
-    int rc = rl_lm_job_validate(&r->j, &acc, &fmt, &len, r->t.ms);
+    int rc = rl_lm_job_validate(&r->j, r->step, &acc, &fmt, &len, r->t.ms);
     if (rc)
         return rc;
     rl_metric_set_put(r->t.ms, RL_M_VAL_ACCURACY, acc);

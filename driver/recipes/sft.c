@@ -155,7 +155,7 @@ static int s_validate(s_sft *s, int64_t step)
     double acc, fmt, len, t0 = rl_now_s();
     int rc = rl_lm_job_sync_weights(&s->j);
     if (!rc)
-        rc = rl_lm_job_validate(&s->j, &acc, &fmt, &len, s->t.ms);
+        rc = rl_lm_job_validate(&s->j, step, &acc, &fmt, &len, s->t.ms);
     if (rc)
         return rc;
     rl_metric_set_put(s->t.ms, RL_M_VAL_ACCURACY, acc);

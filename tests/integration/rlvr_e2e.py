@@ -11,6 +11,8 @@
 5. Resume: 2 steps + resume to 4 equals 4 uninterrupted steps (with AEPO
    and the adaptive KL controller, whose states travel in the checkpoint).
 6. Online filtering that can never fill the batch stops with its message.
+Also: trainer.validation_data_dir holds the validation samples, agreeing
+with the logged val/accuracy and val/accuracy/level_1.
 
 Standard library only (the checkpoints are read as safetensors by hand).
 """
@@ -116,11 +118,39 @@ def main():
         # 2. the reward rises on the learnable variant
         run(work, c2, "arith_grpo.yaml", rl + ["data.train_batch_size=8", "rollout.n=8",
                                                "actor.ppo_mini_batch_size=4", "trainer.total_steps=12",
-                                               "trainer.output_dir=runs/rise"])
+                                               "trainer.output_dir=runs/rise", "trainer.val_every=12",
+                                               "trainer.validation_data_dir=runs/rise_val"])
         sc = [r["critic/score/mean"] for r in metrics(os.path.join(work, "runs/rise/metrics.jsonl"))[1:]]
         early, late = sum(sc[:3]) / 3, sum(sc[-3:]) / 3
         print("ok: reward %.3f (steps 1-3) -> %.3f (steps 10-12)" % (early, late))
         assert late > early + 0.2, sc
+        # trainer.validation_data_dir: the validation's samples, which agree
+        # with the logged accuracy (overall and per level)
+        with open(os.path.join(work, "runs/rise_val/12.jsonl")) as f:
+            samples = [json.loads(line) for line in f]
+        assert len(samples) == 16 and [s["global_id"] for s in samples] == list(range(16)), samples
+        assert all(s["step"] == 12 and s["level"] == 1 and s["prompt"].startswith("Q: ")
+                   and isinstance(s["response"], str) for s in samples), samples[0]
+        logged = [r for r in metrics(os.path.join(work, "runs/rise/metrics.jsonl"))
+                  if "val/accuracy" in r][-1]
+        acc = sum(s["accuracy"] for s in samples) / 16
+        assert abs(acc - logged["val/accuracy"]) < 1e-9, (acc, logged)
+        assert abs(acc - logged["val/accuracy/level_1"]) < 1e-9, (acc, logged)
+        fmt = sum(s["format"] for s in samples) / 16
+        assert abs(fmt - logged["val/format"]) < 1e-9, (fmt, logged)
+        for s in samples:  # each row's accuracy is its own response's: \boxed{answer}
+            boxed = s["response"].rsplit("\\boxed{", 1)
+            answer = boxed[1].split("}", 1)[0] if len(boxed) == 2 else None
+            assert s["accuracy"] == (1.0 if answer == s["ground_truth"] else 0.0), s
+        with open(os.path.join(work, "a_file"), "w") as f:
+            f.write("x")
+        rc, log = run(work, c2, "arith_sft.yaml", ["trainer.total_steps=1",
+                                                    "trainer.output_dir=runs/sft_bad",
+                                                    "trainer.validation_data_dir=a_file/val"],
+                      expect_ok=False)
+        assert rc != 0 and "trainer.validation_data_dir" in log, log[-2000:]
+        print("ok: validation samples in trainer.validation_data_dir match val/accuracy (%.3f) "
+              "and val/format (%.3f)" % (acc, fmt))
         # 3. every estimator
         for est, extra in [("grpo", []), ("rloo", []), ("reinforce_plus_plus", []),
                            ("reinforce_plus_plus_baseline", []), ("reinforce_pro_max", []),
