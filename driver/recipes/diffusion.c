@@ -617,8 +617,7 @@ static int s_step(s_dg *s, int *saved)
     rl_metric_set_clear(s->t.ms);
     int rc = rl_phases_run(phases, 5, s, s->t.ms);
     s_step_clear(s);
-    *saved = 0;
-    return rc ? rc : rl_trainer_step_tail(&s->t, s->step, t0, hooks, 2, s_save, s, saved);
+    return rl_trainer_step_tail(&s->t, s->step, t0, rc, hooks, 2, s_save, s, saved);
 }
 
 /* rl_train_loop's view of the recipe */

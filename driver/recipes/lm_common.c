@@ -345,6 +345,13 @@ int rl_lm_job_rollout(rl_lm_job *j, rl_dataproto **batch, int greedy, double *ge
     return rc ? rc : rl_lm_job_rollout_finish(j, batch, f, gen_s, reward_s);
 }
 
+/* The integer "level" of dataset row i, or -1 when it has none. */
+static json_int_t s_row_level(const rl_dataset *ds, int64_t i)
+{
+    const json_t *lv = json_object_get(rl_dataset_extra(ds, i), "level");
+    return json_is_integer(lv) ? json_integer_value(lv) : -1;
+}
+
 /* Per-level accuracy of the validation rows into ms (see the header). */
 static int s_put_level_accuracy(const rl_dataset *ds, const float *acc, int64_t n,
                                 rl_metric_set *ms)
@@ -352,8 +359,7 @@ static int s_put_level_accuracy(const rl_dataset *ds, const float *acc, int64_t 
     double sum[RL_LM_VAL_MAX_LEVEL + 1] = {0};
     int64_t cnt[RL_LM_VAL_MAX_LEVEL + 1] = {0};
     for (int64_t i = 0; i < n; i++) {
-        const json_t *lv = json_object_get(rl_dataset_extra(ds, i), "level");
-        json_int_t k = json_is_integer(lv) ? json_integer_value(lv) : -1;
+        json_int_t k = s_row_level(ds, i);
         if (k < 0 || k > RL_LM_VAL_MAX_LEVEL)
             continue;
         sum[k] += acc[i];
@@ -393,9 +399,9 @@ static int s_dump_validation(const rl_lm_job *j, int64_t step, const rl_dataprot
     for (int64_t i = 0; !rc && i < n; i++) {
         json_t *o = json_pack("{s:I, s:I}", "step", (json_int_t)step, "global_id",
                               (json_int_t)rl_dataset_global_id(j->val, i));
-        const json_t *lv = json_object_get(rl_dataset_extra(j->val, i), "level");
-        if (o && json_is_integer(lv))
-            json_object_set(o, "level", (json_t *)lv);
+        json_int_t level = s_row_level(j->val, i);
+        if (o && level >= 0)
+            json_object_set_new(o, "level", json_integer(level));
         if (o) {
             json_object_set_new(o, "prompt", json_string(rl_column_str(prompt, i)));
             json_object_set_new(o, "response", json_string(rl_column_str(resp, i)));

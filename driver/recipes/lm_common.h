@@ -83,7 +83,7 @@ int rl_lm_job_rollout_finish(rl_lm_job *j, rl_dataproto **batch, rl_future *f, d
  * val/accuracy/level_<k> (levels 0..RL_LM_VAL_MAX_LEVEL; others are counted
  * only in the overall accuracy). With trainer.validation_data_dir set (verl's
  * key) every sample goes to <dir>/<step>.jsonl, written whole and renamed
- * into place: step, global_id, level (when the row has one), prompt,
+ * into place: step, global_id, level (when the row has one, >= 0), prompt,
  * response, ground_truth, score, accuracy, format, response_length. */
 #define RL_LM_VAL_MAX_LEVEL 15
 int rl_lm_job_validate(rl_lm_job *j, int64_t step, double *accuracy, double *format,

@@ -82,10 +82,13 @@ int rl_trainer_due(const rl_trainer *t, int64_t step, int64_t every)
     return every > 0 && (step % every == 0 || step == t->total_steps);
 }
 
-int rl_trainer_step_tail(rl_trainer *t, int64_t step, double t0, const rl_step_hook *hooks,
-                         int n_hooks, int (*save)(void *ctx), void *ctx, int *saved)
+int rl_trainer_step_tail(rl_trainer *t, int64_t step, double t0, int phases_rc,
+                         const rl_step_hook *hooks, int n_hooks, int (*save)(void *ctx),
+                         void *ctx, int *saved)
 {
     *saved = 0;
+    if (phases_rc)
+        return phases_rc;
     double have;
     int rc = RL_OK;
     if (rl_metric_set_get(t->ms, "timing_s/step", &have) != RL_OK) /* not put by the recipe */

@@ -66,8 +66,9 @@ int rl_trainer_due(const rl_trainer *t, int64_t step, int64_t every);
 /* The console line (rl_log_info) and the metrics sink for this step. */
 int rl_trainer_log_step(rl_trainer *t, int64_t step);
 
-/* The end of a training step, the same in every recipe once its phases ran
- * (t0: when the step began): timing_s/step unless the recipe put it, each
+/* The end of a training step, the same in every recipe (t0: when the step
+ * began; phases_rc: what its phases returned, which, when not 0, is
+ * returned at once with *saved = 0): timing_s/step unless the recipe put it, each
  * hook whose cadence is due (rl_trainer_due(step, every); every 0: never),
  * in order, then the console line and the metrics sink, a checkpoint
  * through `save` when trainer.save_every is due (*saved = 1), and the
@@ -78,8 +79,9 @@ typedef struct rl_step_hook {
     int (*run)(void *ctx);
 } rl_step_hook;
 
-int rl_trainer_step_tail(rl_trainer *t, int64_t step, double t0, const rl_step_hook *hooks,
-                         int n_hooks, int (*save)(void *ctx), void *ctx, int *saved);
+int rl_trainer_step_tail(rl_trainer *t, int64_t step, double t0, int phases_rc,
+                         const rl_step_hook *hooks, int n_hooks, int (*save)(void *ctx),
+                         void *ctx, int *saved);
 
 /* ---- weight sync --------------------------------------------------------------------
  * One choreography for every recipe: the sender's rank 0 opens the weight

@@ -1040,8 +1040,7 @@ static int s_step(s_rlvr *r, const rl_phase *phases, int np, int *saved)
         s_step_metrics(r, t_step, call_wall0, call_comp0);
     s_step_clear(r);
     const rl_step_hook hooks[] = {{r->t.val_every, s_validate}};
-    *saved = 0;
-    return rc ? rc : rl_trainer_step_tail(&r->t, r->step, t_step, hooks, 1, s_save, r, saved);
+    return rl_trainer_step_tail(&r->t, r->step, t_step, rc, hooks, 1, s_save, r, saved);
 }
 
 /* rl_train_loop's view of the recipe */
