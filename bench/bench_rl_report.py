@@ -218,6 +218,12 @@ TITLES = {
     "bench-dapo": ("The DAPO toolbox, one knob at a time",
                    "`bench/bench_dapo.sh` names the variants and runs them with "
                    "`bench/bench_rl.sh`"),
+    "bench-guidance": ("Off-policy guidance, off and on",
+                       "`bench/bench_guidance.sh` names the two arms and runs them with "
+                       "`bench/bench_rl.sh`"),
+    "bench-rl-long": ("The warm start nearest the ceiling, 400 steps",
+                      "`bench/bench_rl_long.sh` picks the warm start, seeds and steps and runs "
+                      "the jobs with `bench/bench_rl.sh`"),
 }
 
 
@@ -385,17 +391,19 @@ def section(d, env, runs, minutes):
                "`actor/entropy` (nats per sampled token, from the rollout), `batch/solve_all` and "
                "`batch/solve_none` (share of prompt groups whose samples are all correct / all "
                "wrong: no signal for a group baseline), `actor/pg_clipfrac`, "
-               "`batch/filter_rounds` (generation rounds per step with dynamic sampling) and "
+               "`batch/filter_rounds` (generation rounds per step with dynamic sampling), "
                "`batch/truncated_frac` (share of samples cut at `rollout.response_length`, "
-               "logged with overlong shaping on).\n")
+               "logged with overlong shaping on) and `batch/guided_groups` (share of groups "
+               "given the worked solution, logged with `algorithm.guidance` on; `solve_none` "
+               "counts the groups as sampled, before guidance).\n")
     rows = []
     for e in ests:
         rs = [r for r in rl if r.est == e]
         for key in ["actor/entropy", "batch/solve_all", "batch/solve_none", "actor/pg_clipfrac",
-                    "batch/filter_rounds", "batch/truncated_frac"]:
+                    "batch/filter_rounds", "batch/truncated_frac", "batch/guided_groups"]:
             w = [r.window_means(key, nw) for r in rs]
             if all(x is None for ws in w for x in ws):
-                continue  # not logged by this job (truncated_frac: overlong shaping off)
+                continue  # not logged by this job (truncated_frac: overlong shaping off, ...)
             cols = []
             for i in range(nw):
                 v = [x[i] for x in w if x[i] is not None]

@@ -322,14 +322,22 @@ int rl_lm_job_rollout_finish(rl_lm_job *j, rl_dataproto **batch, rl_future *f, d
     *gen_s = rl_now_s() - t0;
     if (!rc && !gen)
         rc = rl_error_set(RL_EPROTO, "%s returned no samples", RL_ROLLOUT_GENERATE);
-    if (rc || (rc = rl_dataproto_union_into(batch, gen)) || (rc = s_decode(j, *batch)))
+    if (rc || (rc = rl_dataproto_union_into(batch, gen)))
+        return rc;
+    return rl_lm_job_score(j, batch, reward_s);
+}
+
+int rl_lm_job_score(rl_lm_job *j, rl_dataproto **batch, double *reward_s)
+{
+    int rc = s_decode(j, *batch);
+    if (rc)
         return rc;
     /* only these columns travel to the reward ranks (an empty tensor list) */
     static const char *const rcols[3] = {RL_REWARD_RESPONSE, RL_REWARD_GROUND_TRUTH,
                                          RL_REWARD_DATA_SOURCE};
     rl_dataproto *req = rl_dataproto_request(*batch, rcols, 0, rcols, 3, NULL);
     rl_dataproto *scored = NULL;
-    t0 = rl_now_s();
+    double t0 = rl_now_s();
     rc = req ? rl_group_call_sync(j->reward, RL_REWARD_COMPUTE, RL_DISPATCH_DP_COMPUTE, req, &scored)
              : rl_error_code();
     rl_dataproto_free(req);
@@ -374,55 +382,70 @@ static int s_put_level_accuracy(const rl_dataset *ds, const float *acc, int64_t 
     return RL_OK;
 }
 
-/* Every validation sample of dp into <trainer.validation_data_dir>/<step>.jsonl. */
-static int s_dump_validation(const rl_lm_job *j, int64_t step, const rl_dataproto *dp,
-                             const float *acc, const float *fmt, const int32_t *len, int64_t n)
+int rl_lm_dump_samples(const char *dir, const char *key, int64_t step, const rl_dataproto *dp,
+                       const rl_dataset *levels)
 {
-    const rl_tensor *score = rl_dataproto_tensor_shaped(dp, RL_REWARD_SCORE, RL_F32, 1,
-                                                        (int64_t[]){n});
-    const rl_column *prompt = rl_dataproto_column(dp, RL_DATA_PROMPT),
-                    *resp = rl_dataproto_column(dp, RL_REWARD_RESPONSE),
-                    *truth = rl_dataproto_column(dp, RL_DATA_GROUND_TRUTH);
-    if (!score)
-        return rl_error_code();
-    if (!prompt || !resp || !truth)
-        return rl_error_set(RL_EPROTO, "validation samples: column %s missing",
-                            !prompt ? RL_DATA_PROMPT : !resp ? RL_REWARD_RESPONSE
-                                                             : RL_DATA_GROUND_TRUTH);
+    int64_t n = rl_dataproto_rows(dp);
+    const rl_tensor *score = rl_dataproto_tensor_shaped(dp, RL_REWARD_SCORE, RL_F32, 1, (int64_t[]){n});
+    const rl_tensor *acc = score ? rl_dataproto_tensor_shaped(dp, RL_REWARD_ACCURACY, RL_F32, 1, (int64_t[]){n}) : NULL;
+    const rl_tensor *fmt = acc ? rl_dataproto_tensor_shaped(dp, RL_REWARD_FORMAT, RL_F32, 1, (int64_t[]){n}) : NULL;
+    const rl_tensor *len = fmt ? rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSE_LENS, RL_I32, 1, (int64_t[]){n}) : NULL;
+    if (!len)
+        return rl_error_wrap(rl_error_code(), "%s", key);
+    static const char *const names[4] = {RL_DATA_PROMPT, RL_REWARD_RESPONSE, RL_DATA_GROUND_TRUTH,
+                                         RL_DATA_GLOBAL_ID};
+    const rl_column *c[4];
+    for (int k = 0; k < 4; k++) {
+        c[k] = rl_dataproto_column(dp, names[k]);
+        if (!c[k] || rl_column_get_type(c[k]) != (k == 3 ? RL_COL_INT64 : RL_COL_STRING))
+            return rl_error_set(RL_EPROTO, "%s: the samples have no %s column '%s'", key,
+                                k == 3 ? "int64" : "string", names[k]);
+    }
+    /* optional int64 columns, written when present */
+    static const char *const opt[2] = {RL_ROLLOUT_ROW_VERSION, RL_LM_GUIDED};
+    const rl_column *oc[2];
+    for (int k = 0; k < 2; k++) {
+        oc[k] = rl_dataproto_column(dp, opt[k]);
+        if (oc[k] && rl_column_get_type(oc[k]) != RL_COL_INT64)
+            oc[k] = NULL;
+    }
     char *buf = NULL;
     size_t size = 0;
     FILE *mem = open_memstream(&buf, &size);
     if (!mem)
-        return rl_error_set(RL_ENOMEM, "validation samples: out of memory");
-    const float *ps = rl_tensor_data(score);
+        return rl_error_set(RL_ENOMEM, "%s: out of memory", key);
+    const float *ps = rl_tensor_data(score), *pa = rl_tensor_data(acc), *pf = rl_tensor_data(fmt);
+    const int32_t *pl = rl_tensor_data(len);
     int rc = RL_OK;
     for (int64_t i = 0; !rc && i < n; i++) {
         json_t *o = json_pack("{s:I, s:I}", "step", (json_int_t)step, "global_id",
-                              (json_int_t)rl_dataset_global_id(j->val, i));
-        json_int_t level = s_row_level(j->val, i);
+                              (json_int_t)rl_column_i64(c[3], i));
+        json_int_t level = levels ? s_row_level(levels, i) : -1;
         if (o && level >= 0)
             json_object_set_new(o, "level", json_integer(level));
         if (o) {
-            json_object_set_new(o, "prompt", json_string(rl_column_str(prompt, i)));
-            json_object_set_new(o, "response", json_string(rl_column_str(resp, i)));
-            json_object_set_new(o, "ground_truth", json_string(rl_column_str(truth, i)));
+            json_object_set_new(o, "prompt", json_string(rl_column_str(c[0], i)));
+            json_object_set_new(o, "response", json_string(rl_column_str(c[1], i)));
+            json_object_set_new(o, "ground_truth", json_string(rl_column_str(c[2], i)));
             json_object_set_new(o, "score", json_real(ps[i]));
-            json_object_set_new(o, "accuracy", json_real(acc[i]));
-            json_object_set_new(o, "format", json_real(fmt[i]));
-            json_object_set_new(o, "response_length", json_integer(len[i]));
+            json_object_set_new(o, "accuracy", json_real(pa[i]));
+            json_object_set_new(o, "format", json_real(pf[i]));
+            json_object_set_new(o, "response_length", json_integer(pl[i]));
+            for (int k = 0; k < 2; k++)
+                if (oc[k])
+                    json_object_set_new(o, opt[k], json_integer(rl_column_i64(oc[k], i)));
         }
         char *line = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
         if (!line || fprintf(mem, "%s\n", line) < 0)
-            rc = rl_error_set(RL_ENOMEM, "validation samples: out of memory");
+            rc = rl_error_set(RL_ENOMEM, "%s: out of memory", key);
         free(line);
         json_decref(o);
     }
     if (fclose(mem) != 0 && !rc)
-        rc = rl_error_set(RL_ENOMEM, "validation samples: out of memory");
+        rc = rl_error_set(RL_ENOMEM, "%s: out of memory", key);
     char path[4200];
-    if (!rc && snprintf(path, sizeof path, "%s/%lld.jsonl", j->val_dump_dir, (long long)step) >=
-                   (int)sizeof path)
-        rc = rl_error_set(RL_ERANGE, "trainer.validation_data_dir: path too long");
+    if (!rc && snprintf(path, sizeof path, "%s/%lld.jsonl", dir, (long long)step) >= (int)sizeof path)
+        rc = rl_error_set(RL_ERANGE, "%s: path too long", key);
     if (!rc)
         rc = rl_file_write_atomic(path, buf, size);
     free(buf);
@@ -472,7 +495,7 @@ int rl_lm_job_validate(rl_lm_job *j, int64_t step, double *accuracy, double *for
         if (ms)
             rc = s_put_level_accuracy(j->val, pa, n, ms);
         if (!rc && j->val_dump_dir && *j->val_dump_dir)
-            rc = s_dump_validation(j, step, dp, pa, pf, pl, n);
+            rc = rl_lm_dump_samples(j->val_dump_dir, "trainer.validation_data_dir", step, dp, j->val);
     }
     rl_dataproto_free(dp);
     return rc ? rl_error_wrap(rc, "validation") : RL_OK;

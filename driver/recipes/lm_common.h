@@ -77,6 +77,10 @@ int rl_lm_job_rollout(rl_lm_job *j, rl_dataproto **batch, int greedy, double *ge
 int rl_lm_job_rollout_start(rl_lm_job *j, const rl_dataproto *batch, int greedy, rl_future **f);
 int rl_lm_job_rollout_finish(rl_lm_job *j, rl_dataproto **batch, rl_future *f, double *gen_s,
                              double *reward_s);
+/* The second half of finish: the decoded RL_REWARD_RESPONSE column of the
+ * batch's responses and the reward ranks' scores, added to *batch
+ * (*reward_s: the reward call's wall time). */
+int rl_lm_job_score(rl_lm_job *j, rl_dataproto **batch, double *reward_s);
 /* Greedy generation on the validation set, scored by the reward group.
  * When ms is not NULL and rows carry an integer "level" (the arithmetic
  * tasks' JSONL does), the accuracy of each level present goes into ms as
@@ -88,6 +92,17 @@ int rl_lm_job_rollout_finish(rl_lm_job *j, rl_dataproto **batch, rl_future *f, d
 #define RL_LM_VAL_MAX_LEVEL 15
 int rl_lm_job_validate(rl_lm_job *j, int64_t step, double *accuracy, double *format,
                        double *resp_len, rl_metric_set *ms);
+
+/* Every sample of the scored batch dp as one JSON line of <dir>/<step>.jsonl,
+ * written whole and renamed into place (trainer.validation_data_dir, and
+ * the rlvr recipe's trainer.rollout_data_dir, verl's keys): step,
+ * global_id, level (from row i of `levels` when given and the row has
+ * one), prompt, response, ground_truth, score, accuracy, format,
+ * response_length, and weight_version and guided when dp has those int64
+ * columns. Errors name `key`. */
+#define RL_LM_GUIDED "guided"
+int rl_lm_dump_samples(const char *dir, const char *key, int64_t step, const rl_dataproto *dp,
+                       const rl_dataset *levels);
 
 /* (B, R) 0/1 mask of the response tokens from RL_LM_RESPONSES/_LENS, times
  * RL_LM_RESPONSE_MASK when the batch has one (tool output, filtered rows),

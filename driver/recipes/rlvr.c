@@ -1,8 +1,10 @@
 /* rlvr.c — language-model RL with verifiable rewards, in verl's order. A
  * step is this table of phases (rl_phases_run times each one):
  *   gen           prompts → repeat n (uid per prompt) → rollout samples tokens,
- *                 log-probs and entropies → reward ranks score them; with
- *                 online filtering, rounds until the batch is full
+ *                 log-probs and entropies → reward ranks score them → with
+ *                 guidance, all-wrong groups get a reference solution
+ *                 (rlvr_guidance.c); with online filtering, rounds until the
+ *                 batch is full
  *   aepo          ARES/AEPO entropy shaping (rlvr_aepo.c), when enabled
  *   old_log_prob  the policy's log-probs (actor ranks)
  *   ref           the frozen reference's log-probs, when a KL term is used
@@ -26,6 +28,7 @@
 #include "rlrt/rlrt.h"
 #include "rlvr_aepo.h"
 #include "rlvr_async.h"
+#include "rlvr_guidance.h"
 
 /* ---- options ------------------------------------------------------------------------------ */
 
@@ -131,11 +134,14 @@ static int s_prepare(rl_config *job)
     int enabled;
     /* optimiser steps per training step: epochs × mini-batches */
     int64_t epochs, batch, mini;
+    rl_rlvr_guidance g; /* its reference solutions are checked with the training rows */
     int rc = rl_config_get_int_in(job, "actor.ppo_epochs", 1, 10000, &epochs) ||
                      rl_config_get_int_in(job, "data.train_batch_size", 1, 1 << 20, &batch) ||
-                     rl_config_get_int_in(job, "actor.ppo_mini_batch_size", 1, 1 << 24, &mini)
+                     rl_config_get_int_in(job, "actor.ppo_mini_batch_size", 1, 1 << 24, &mini) ||
+                     rl_rlvr_guidance_read(job, &g)
                  ? rl_error_code()
-                 : rl_lm_recipe_prepare(job, epochs * (batch / mini > 0 ? batch / mini : 1), NULL);
+                 : rl_lm_recipe_prepare(job, epochs * (batch / mini > 0 ? batch / mini : 1),
+                                        g.enable ? g.field : NULL);
     if (!rc)
         rc = s_read_opts(job, &o);
     if (!rc)
@@ -163,6 +169,8 @@ typedef struct s_rlvr {
     int aepo_on, need_ref;
     rl_rlvr_aepo aepo;
     rl_rlvr_async async; /* rounds prefetched for later steps (trainer.staleness > 0) */
+    rl_rlvr_guidance guide; /* off-policy guidance of all-wrong groups */
+    const char *rollout_dump_dir; /* trainer.rollout_data_dir ("": off) */
     /* this step */
     int64_t step;
     rl_dataproto *batch;
@@ -279,6 +287,9 @@ static int s_overlong(const s_rlvr *r, rl_dataproto *dp, rl_metric_set *ms)
     free(pen);
     return rc;
 }
+
+/* rl_rlvr_shape_fn of the guided rows: the same overlong shaping. */
+static int s_shape_guided(void *ctx, rl_dataproto *dp) { return s_overlong(ctx, dp, NULL); }
 
 /* The bootstrap's rounds (step 0, rounds 1000+). */
 static int s_bootstrap_round(void *ctx, int64_t round, int64_t n, rl_dataproto **out)
@@ -547,6 +558,10 @@ static int s_phase_generate(void *arg)
             rc = s_overlong(r, part, round == 0 ? r->t.ms : NULL);
         if (!rc && round == 0)
             rc = s_batch_metrics(part, r->t.ms); /* metrics of what was sampled */
+        int64_t guided = 0;
+        if (!rc)
+            rc = rl_rlvr_guidance_apply(&r->guide, &r->j, &part, s_shape_guided, r, &guided,
+                                        round == 0 ? r->t.ms : NULL);
         rl_dataproto *rej = NULL;
         if (!rc && r->o.filtering)
             rc = s_filter(r, &part, &kept, r->o.fill ? &rej : NULL);
@@ -588,6 +603,9 @@ static int s_phase_generate(void *arg)
     rl_dataproto_free(spare);
     rl_metric_set_put(r->t.ms, "timing_s/gen", t_gen);
     rl_metric_set_put(r->t.ms, "timing_s/reward", t_rew);
+    if (!rc && *r->rollout_dump_dir) /* the samples this step trains on */
+        rc = rl_lm_dump_samples(r->rollout_dump_dir, "trainer.rollout_data_dir", r->step, r->batch,
+                                NULL);
     return rc ? rc : s_check_versions(r);
 }
 
@@ -980,6 +998,12 @@ static int s_open(s_rlvr *r, rl_driver *d, const rl_config *job)
     if (!rc)
         rc = rl_rlvr_aepo_open(&r->aepo, job, &r->aepo_on);
     if (!rc)
+        rc = rl_rlvr_guidance_open(&r->guide, job, r->j.train);
+    if (!rc && (rc = rl_config_get_string(job, "trainer.rollout_data_dir", &r->rollout_dump_dir)))
+        rc = rl_error_code();
+    if (!rc && *r->rollout_dump_dir && rl_mkdir_p(r->rollout_dump_dir))
+        rc = rl_config_error_at(job, "trainer.rollout_data_dir", RL_EIO, "%s", rl_error_message());
+    if (!rc)
         rc = strcmp(r->o.kl_ctrl_type, "adaptive") == 0
                  ? rl_kl_ctl_init_adaptive(&r->klc, r->o.kl_coef, r->o.kl_target, r->o.kl_horizon)
                  : rl_kl_ctl_init_fixed(&r->klc, r->o.kl_coef);
@@ -991,6 +1015,7 @@ static int s_open(s_rlvr *r, rl_driver *d, const rl_config *job)
 static void s_close(s_rlvr *r)
 {
     rl_rlvr_async_close(&r->async);
+    rl_rlvr_guidance_close(&r->guide);
     rl_rlvr_aepo_close(&r->aepo);
     rl_trainer_close(&r->t);
     rl_lm_job_close(&r->j);
@@ -1124,6 +1149,10 @@ const rl_recipe rl_recipe_rlvr = {
         "  overlong_filter: false     # DAPO: truncated responses (no stop token) leave the loss\n"
         "  overlong_buffer: {enable: false, len: 16, penalty_factor: 1.0}  # DAPO soft overlong\n"
         "                             # punishment: 0 → −penalty_factor over the last len tokens\n"
+        "  guidance:                  # off-policy guidance (LUFFY): a group with no correct sample\n"
+        "    enable: false             # gets the row's reference solution in place of its last\n"
+        "    field: solution           # `samples` samples (the JSONL field holding it)\n"
+        "    samples: 1\n"
         "  tis_imp_ratio_cap: 0.0     # truncated importance sampling: advantage × min(exp(old −\n"
         "                             # rollout log-prob), cap) per token; 0 = off (verl's TIS)\n"
         "  aepo:                      # ARES/AEPO entropy shaping (seed 002)\n"
@@ -1141,6 +1170,7 @@ const rl_recipe rl_recipe_rlvr = {
         "  val_every: 10\n"
         "  save_every: 50\n"
         "  resume: false\n"
+        "  rollout_data_dir: \"\"      # a directory: each step's training samples as <step>.jsonl\n"
         "  staleness: 0               # one-step-off training: the rollout generates the next\n"
         "                             # steps' samples while the actor trains (0 = synchronous)\n",
         NULL},

@@ -89,7 +89,10 @@ def main():
         rl = ["model.init_from=runs/sft/final", "data.train_batch_size=4", "rollout.n=4",
               "actor.ppo_mini_batch_size=2", "trainer.val_every=2", "trainer.save_every=2",
               "reward.format_weight=1.0", "actor.optim.lr=0.003", "algorithm.online_filtering=false",
-              "algorithm.filter_exhausted=error"]
+              "algorithm.filter_exhausted=error",
+              # the example job's guidance off: the overlong case's 4-token
+              # responses cannot hold a worked solution
+              "algorithm.guidance.enable=false"]
         # 1. staleness 0 = the synchronous loop
         run(work, cfile, "arith_grpo.yaml", rl + ["trainer.total_steps=3", "trainer.save_every=3",
                                                   "trainer.output_dir=runs/plain"])

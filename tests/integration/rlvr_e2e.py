@@ -6,11 +6,14 @@
 3. Every estimator (grpo, rloo, reinforce_plus_plus,
    reinforce_plus_plus_baseline, reinforce_pro_max, + uniform_scale) runs a
    few RL steps; every daemon exits 0; metrics.jsonl has every step.
-4. The actor on 2 ranks (FSDP) computes the same update as on 1 rank (and
-   the update is not empty).
+4. The actor on 2 ranks (FSDP), and on 1 rank in micro-batches, computes the
+   same update and loss metrics as on 1 rank (and the update is not empty).
 5. Resume: 2 steps + resume to 4 equals 4 uninterrupted steps (with AEPO
    and the adaptive KL controller, whose states travel in the checkpoint).
 6. Online filtering that can never fill the batch stops with its message.
+Also: off-policy guidance (algorithm.guidance) replaces the last sample of
+each all-wrong group with the row's worked solution, as the per-step
+samples of trainer.rollout_data_dir show; bad guidance settings are refused.
 Also: trainer.validation_data_dir holds the validation samples, agreeing
 with the logged val/accuracy and val/accuracy/level_1.
 
@@ -171,22 +174,86 @@ def main():
                     assert k in r and r[k] is not None, (est, k, r)
             # exit 0 means every daemon exited 0 (rl-driver fails otherwise)
             print("ok: %-30s %s score %.3f" % (est, " ".join(extra), m[-1]["critic/score/mean"]))
-        # 4. 1 vs 2 actor ranks, for every loss aggregation (the ranks' divisors
-        #    are the whole mini-batch's, so the update does not depend on W)
+        # 3b. off-policy guidance: the tiny warm start is almost never right,
+        #     so most groups are all-wrong and get the row's worked solution
+        #     as their last sample; trainer.rollout_data_dir shows each row
+        run(work, c2, "arith_grpo.yaml", rl + [
+            "trainer.total_steps=2", "trainer.output_dir=runs/guided", "algorithm.guidance.enable=true",
+            "trainer.rollout_data_dir=runs/guided_rollouts", "actor.ppo_mini_batch_size=4",
+            "data.train_batch_size=8", "rollout.n=4", "algorithm.guidance.samples=1"])
+        with open(os.path.join(work, "runs/data/arith_train.jsonl")) as f:
+            solution = {r["global_id"]: r["solution"] for r in map(json.loads, f)}
+        gm = metrics(os.path.join(work, "runs/guided/metrics.jsonl"))
+        total_guided = 0
+        for step in (1, 2):
+            with open(os.path.join(work, "runs/guided_rollouts/%d.jsonl" % step)) as f:
+                rows = [json.loads(line) for line in f]
+            assert len(rows) == 32 and all(r["step"] == step for r in rows), len(rows)
+            groups = {}
+            for r in rows:
+                groups.setdefault(r["global_id"], []).append(r)
+            assert len(groups) == 8 and all(len(g) == 4 for g in groups.values()), groups.keys()
+            guided = 0
+            for gid, g in groups.items():
+                marks = [r["guided"] for r in g]
+                if marks == [0, 0, 0, 1]:  # the group's last sample, the worked solution
+                    guided += 1
+                    assert g[3]["response"] == solution[gid], (g[3], solution[gid])
+                    assert g[3]["accuracy"] == 1.0 and g[3]["weight_version"] == g[0]["weight_version"]
+                    assert all(r["accuracy"] == 0.0 for r in g[:3]), g
+                else:  # left alone: it had a correct sample of its own
+                    assert marks == [0, 0, 0, 0] and any(r["accuracy"] > 0 for r in g), g
+            assert abs(gm[step]["batch/guided_groups"] - guided / 8) < 1e-12, (gm[step], guided)
+            if guided:
+                assert gm[step]["batch/guided_accuracy"] == 1.0, gm[step]
+            total_guided += guided
+        assert total_guided > 0, "no group was guided"
+        print("ok: guidance: %d of 16 groups had no correct sample and got the worked solution as "
+              "their last row" % total_guided)
+        rc, log = run(work, c2, "arith_grpo.yaml", rl + [
+            "trainer.total_steps=1", "trainer.output_dir=runs/bad", "algorithm.guidance.enable=true",
+            "algorithm.guidance.samples=4"], expect_ok=False)
+        assert rc != 0 and "algorithm.guidance.samples" in log and "must be below rollout.n (4)" in log, log[-2000:]
+        with open(os.path.join(work, "nosol.jsonl"), "w") as f:
+            f.write('{"prompt": "Q: 1+2=?\\nA: ", "ground_truth": "3", "solution": "<think>1+2=3</think>\\\\boxed{3}"}\n'
+                    '{"prompt": "Q: 1+3=?\\nA: ", "ground_truth": "4"}\n')
+        rc, log = run(work, c2, "arith_grpo.yaml", rl + [
+            "trainer.total_steps=1", "trainer.output_dir=runs/bad", "algorithm.guidance.enable=true",
+            "data.train_files=nosol.jsonl"], expect_ok=False)
+        assert rc != 0 and "nosol.jsonl:2: no 'solution' field" in log, log[-2000:]
+        assert "started " not in log, "a worker was started for a bad dataset"
+        print("ok: guidance: samples >= rollout.n and a row without a solution are refused")
+        # 4. 1 vs 2 actor ranks, and 1 rank in micro-batches of 3 rows, for
+        #    every loss aggregation (the divisors are the whole mini-batch's,
+        #    so the update and the loss metrics depend on neither). AdamW's eps
+        #    is raised from 1e-8 to 1e-6: the first steps move every weight by
+        #    about lr · g / (|g| + eps), so a gradient entry at float-noise
+        #    level (worked solutions reach rarely used weights) would move by
+        #    up to lr in one run and not in the other
         for agg in ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum",
                     "seq-mean-token-sum-norm"]:
-            for c, name in [(c1, "w1"), (c2, "w2")]:
-                run(work, c, "arith_grpo.yaml", rl + [
+            for c, name, extra in [(c1, "w1", []), (c2, "w2", []),
+                                   (c1, "mb", ["actor.ppo_micro_batch_size=3"])]:
+                run(work, c, "arith_grpo.yaml", rl + extra + [
                     "trainer.total_steps=2", "trainer.save_every=2", "actor.loss_agg_mode=" + agg,
+                    "actor.optim.eps=1e-6",
                     "trainer.output_dir=runs/%s-%s" % (agg, name)])
-            p1 = safetensors_f32(os.path.join(work, "runs/%s-w1/checkpoints/step_2/model.safetensors" % agg))
-            p2 = safetensors_f32(os.path.join(work, "runs/%s-w2/checkpoints/step_2/model.safetensors" % agg))
-            d = max_diff(p1, p2)
+            ck = lambda name: safetensors_f32(os.path.join(
+                work, "runs/%s-%s/checkpoints/step_2/model.safetensors" % (agg, name)))
+            p1, p2, pm = ck("w1"), ck("w2"), ck("mb")
+            d, dm = max_diff(p1, p2), max_diff(p1, pm)
             moved = max_diff(p1, safetensors_f32(warm))
-            print("ok: %s: 1 vs 2 actor ranks: max |param diff| after 2 steps = %.3g (update size %.3g)"
-                  % (agg, d, moved))
+            m = {name: metrics(os.path.join(work, "runs/%s-%s/metrics.jsonl" % (agg, name)))
+                 for name in ("w1", "w2", "mb")}
+            for name in ("w2", "mb"):
+                for r1, r2 in zip(m["w1"][1:], m[name][1:]):
+                    for k in ("actor/pg_loss", "actor/grad_norm", "actor/pg_clipfrac"):
+                        assert abs(r1[k] - r2[k]) <= 1e-4 * max(1.0, abs(r1[k])), (agg, name, k, r1[k], r2[k])
+            print("ok: %s: max |param diff| after 2 steps: 1 vs 2 actor ranks %.3g, whole vs "
+                  "micro-batches %.3g (update size %.3g); pg_loss and grad_norm agree"
+                  % (agg, d, dm, moved))
             assert moved > 1e-3, moved
-            assert d < 1e-4, d
+            assert d < 1e-4 and dm < 1e-4, (d, dm)
         # 5. resume (with AEPO, so its difficulty state must survive too)
         rl = rl + ["algorithm.aepo.enable=true", "algorithm.use_kl_in_reward=true",
                    "algorithm.kl_ctrl.type=adaptive", "algorithm.kl_ctrl.horizon=100"]
@@ -211,6 +278,7 @@ def main():
                     '{"prompt": "Q: 1+x=?\\nA: ", "ground_truth": "3"}\n'
                     '{"prompt": "Q: 11111111111111111111+2=?\\nA: ", "ground_truth": "3"}\n')
         rc, log = run(work, c2, "arith_grpo.yaml", rl + ["data.train_files=bad.jsonl",
+                                                         "algorithm.guidance.enable=false",
                                                          "trainer.output_dir=runs/bad"], expect_ok=False)
         want = "bad.jsonl:2: prompt: char tokenizer: character 'x' (U+0078) at byte offset 5 is not in the vocabulary"
         assert rc != 0 and want in log, log[-2000:]

@@ -45,7 +45,9 @@ def main():
         rl = TOOLS + MT + ["model.init_from=runs/sft/final", "data.train_batch_size=4",
                            "rollout.n=4", "actor.ppo_mini_batch_size=2", "trainer.val_every=2",
                            "trainer.save_every=2", "actor.optim.lr=0.003",
-                           "algorithm.online_filtering=false"]
+                           "algorithm.online_filtering=false",
+                           # guidance is refused with multi-turn rollouts
+                           "algorithm.guidance.enable=false"]
         # 1. the job runs; its metrics
         ra.run(work, cfile, "arith_grpo.yaml", rl + ["trainer.total_steps=3",
                                                      "trainer.output_dir=runs/grpo"])
@@ -84,14 +86,21 @@ def main():
         assert ra.weights(work, "runs/straight", 4) == ra.weights(work, "runs/resumed", 4)
         print("ok: resume with multi-turn tools and trainer.staleness=1 equals an uninterrupted run")
         # 3. bad set-ups, named before any worker starts
-        rc, out = ra.run(work, cfile, "arith_grpo.yaml", MT + [
+        off = ["algorithm.guidance.enable=false"]
+        rc, out = ra.run(work, cfile, "arith_grpo.yaml", MT + off + [
             "trainer.total_steps=1", "trainer.output_dir=runs/bad1"], expect_ok=False)
         assert rc != 0 and "data.tokenizer" in out and "<call>" in out, out[-2000:]
-        rc, out = ra.run(work, cfile, "arith_grpo.yaml", TOOLS + MT + [
+        rc, out = ra.run(work, cfile, "arith_grpo.yaml", TOOLS + MT + off + [
             "rollout.multi_turn.tools=[calc, web_search]", "trainer.total_steps=1",
             "trainer.output_dir=runs/bad2"], expect_ok=False)
         assert rc != 0 and "rollout.multi_turn.tools[1]" in out and "web_search" in out, out[-2000:]
-        print("ok: a tokenizer without tool markup and an unknown tool are named")
+        # the example job's off-policy guidance would train a worked
+        # solution's tool output as the model's own text
+        rc, out = ra.run(work, cfile, "arith_grpo.yaml", TOOLS + MT + [
+            "trainer.total_steps=1", "trainer.output_dir=runs/bad3"], expect_ok=False)
+        assert rc != 0 and "arith_grpo.yaml:" in out and "algorithm.guidance.enable" in out \
+            and "rollout.multi_turn.enable" in out, out[-2000:]
+        print("ok: a tokenizer without tool markup, an unknown tool and guidance with tools are named")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("PASS rlvr_tools")

@@ -237,7 +237,6 @@ typedef struct s_ppo_ctx {
     const float *old_logp, *ref_logp, *adv; /* (B, K) of the whole call */
     int64_t K;
     rl_ppo_loss_cfg cfg;  /* with the whole mini-batch's divisor in cfg.norm */
-    double row_scale;     /* seq-mean-token-sum-norm: 1 / the mini-batch's rows */
     double m_pg, m_clip, m_kl, m_ent, m_klloss, m_dual, tokens;
 } s_ppo_ctx;
 
@@ -262,21 +261,18 @@ static int s_ppo_loss(void *arg, const rl_model_io *out, rl_model_io *grad, doub
                                 grad->q[RL_Q_LOGP], cfg.entropy_coeff != 0 ? gent : NULL, &o);
     if (rc)
         return rc;
-    /* the sum-norm mode is a mean over the mini-batch's rows of Σ/T: each
-     * micro-batch weighs its rows' share */
-    double scale = cfg.agg == RL_AGG_SEQ_MEAN_TOKEN_SUM_NORM ? c->row_scale * (double)B : 1.0;
-    if (scale != 1.0)
-        for (int64_t i = 0; i < B * K; i++) {
-            grad->q[RL_Q_LOGP][i] *= (float)scale;
-            gent[i] *= (float)scale;
-        }
-    *loss += o.loss * scale;
-    /* metrics are token means over this micro-batch: weight by its tokens */
-    c->m_pg += o.pg_loss * toks;
+    /* Every mode's divisor is the whole mini-batch's (cfg.norm: its tokens
+     * or sequences; sum-norm: Σ over rows / T, with no row divisor), so the
+     * micro-batches' and ranks' losses and gradients add up to the mini-
+     * batch's: W ranks and any micro-batching give one update. */
+    *loss += o.loss;
+    /* the aggregated terms are this micro-batch's share of the mini-batch's
+     * value; clipfrac and ppo_kl are token means over this micro-batch */
+    c->m_pg += o.pg_loss;
+    c->m_ent += o.entropy;
+    c->m_klloss += o.kl_loss;
     c->m_clip += o.clipfrac * toks;
     c->m_kl += o.ppo_kl * toks;
-    c->m_ent += o.entropy * toks;
-    c->m_klloss += o.kl_loss * toks;
     c->m_dual += o.clipfrac_lower * toks;
     c->tokens += toks;
     return RL_OK;
@@ -315,8 +311,6 @@ static int s_update_actor(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     c.adv = rl_tensor_data(adv);
     c.ref_logp = ref ? rl_tensor_data(ref) : NULL;
     c.K = old->shape[1];
-    int64_t B = rl_dataproto_rows(in);
-    c.row_scale = grows > 0 ? 1.0 / (double)grows : 1.0 / (double)(B > 0 ? B : 1);
     double loss = 0, gnorm = 0, lr = 0;
     rl_model_pass pass = s_pass(a);
     int rc = rl_model_forward_backward(a->policy, in, RL_Q_BIT(RL_Q_LOGP) | RL_Q_BIT(RL_Q_ENTROPY),
@@ -327,11 +321,14 @@ static int s_update_actor(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     if (rc)
         return rl_error_wrap(rc, "actor/%d", ctx->rank);
     /* partial sums: the recipe adds the ranks' values and divides by the
-     * global token count */
+     * global token count; the aggregated terms are shares of the mini-batch's
+     * value, so they go out times its tokens (their sum over the ranks over
+     * gtok is the value itself) */
+    double g = (double)gtok;
     *out = rl_dataproto_new_meta(json_pack(
         "{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", RL_ACTOR_M_LOSS, loss,
-        RL_ACTOR_M_PG_LOSS_SUM, c.m_pg, RL_ACTOR_M_CLIPFRAC_SUM, c.m_clip, RL_ACTOR_M_PPO_KL_SUM,
-        c.m_kl, RL_ACTOR_M_ENTROPY_SUM, c.m_ent, RL_ACTOR_M_KL_LOSS_SUM, c.m_klloss,
+        RL_ACTOR_M_PG_LOSS_SUM, c.m_pg * g, RL_ACTOR_M_CLIPFRAC_SUM, c.m_clip, RL_ACTOR_M_PPO_KL_SUM,
+        c.m_kl, RL_ACTOR_M_ENTROPY_SUM, c.m_ent * g, RL_ACTOR_M_KL_LOSS_SUM, c.m_klloss * g,
         RL_ACTOR_M_DUAL_CLIP_SUM, c.m_dual, RL_ACTOR_M_TOKENS, c.tokens, RL_ACTOR_M_GRAD_NORM,
         gnorm, RL_ACTOR_M_LR, lr));
     return *out ? RL_OK : rl_error_code();

@@ -150,7 +150,10 @@
 #define RL_ACTOR_EXTRA "extra"
 
 /* meta results of update_actor / sft_step (partial sums over this rank's
- * rows: the recipe adds the ranks' values and divides by the token count) */
+ * rows: the recipe adds the ranks' values and divides by the token count;
+ * _PG_LOSS_SUM, _ENTROPY_SUM and _KL_LOSS_SUM are this rank's share of the
+ * mini-batch's aggregated value times RL_ACTOR_GLOBAL_TOKENS, so that quotient
+ * is the value whatever W and the micro-batching) */
 #define RL_ACTOR_M_LOSS "loss"
 #define RL_ACTOR_M_TOKENS "tokens"
 #define RL_ACTOR_M_PG_LOSS_SUM "pg_loss_sum"
