@@ -409,11 +409,34 @@ int rl_lm_dump_samples(const char *dir, const char *key, int64_t step, const rl_
         if (oc[k] && rl_column_get_type(oc[k]) != RL_COL_INT64)
             oc[k] = NULL;
     }
+    /* the mean advantage over each row's loss positions, when the batch has
+     * advantages (the rlvr recipe dumps after its adv phase) */
+    const rl_tensor *at = rl_dataproto_tensor(dp, RL_ACTOR_ADVANTAGES);
+    double *adv = NULL;
+    if (at) {
+        int64_t mB, mR;
+        float *m = rl_lm_response_mask(dp, &mB, &mR);
+        at = m ? rl_dataproto_tensor_shaped(dp, RL_ACTOR_ADVANTAGES, RL_F32, 2, (int64_t[]){n, mR}) : NULL;
+        adv = at ? malloc(sizeof(double) * (size_t)(n > 0 ? n : 1)) : NULL;
+        for (int64_t i = 0; adv && i < n; i++) {
+            double sum = 0, cnt = 0;
+            for (int64_t t = 0; t < mR; t++) {
+                sum += (double)m[i * mR + t] * ((const float *)rl_tensor_data(at))[i * mR + t];
+                cnt += m[i * mR + t];
+            }
+            adv[i] = cnt > 0 ? sum / cnt : 0;
+        }
+        free(m);
+        if (!adv)
+            return rl_error_wrap(at ? RL_ENOMEM : rl_error_code(), "%s: advantages", key);
+    }
     char *buf = NULL;
     size_t size = 0;
     FILE *mem = open_memstream(&buf, &size);
-    if (!mem)
+    if (!mem) {
+        free(adv);
         return rl_error_set(RL_ENOMEM, "%s: out of memory", key);
+    }
     const float *ps = rl_tensor_data(score), *pa = rl_tensor_data(acc), *pf = rl_tensor_data(fmt);
     const int32_t *pl = rl_tensor_data(len);
     int rc = RL_OK;
@@ -434,6 +457,8 @@ int rl_lm_dump_samples(const char *dir, const char *key, int64_t step, const rl_
             for (int k = 0; k < 2; k++)
                 if (oc[k])
                     json_object_set_new(o, opt[k], json_integer(rl_column_i64(oc[k], i)));
+            if (adv)
+                json_object_set_new(o, "advantage", json_real(adv[i]));
         }
         char *line = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
         if (!line || fprintf(mem, "%s\n", line) < 0)
@@ -441,6 +466,7 @@ int rl_lm_dump_samples(const char *dir, const char *key, int64_t step, const rl_
         free(line);
         json_decref(o);
     }
+    free(adv);
     if (fclose(mem) != 0 && !rc)
         rc = rl_error_set(RL_ENOMEM, "%s: out of memory", key);
     char path[4200];

@@ -98,8 +98,9 @@ int rl_lm_job_validate(rl_lm_job *j, int64_t step, double *accuracy, double *for
  * the rlvr recipe's trainer.rollout_data_dir, verl's keys): step,
  * global_id, level (from row i of `levels` when given and the row has
  * one), prompt, response, ground_truth, score, accuracy, format,
- * response_length, and weight_version and guided when dp has those int64
- * columns. Errors name `key`. */
+ * response_length, weight_version and guided when dp has those int64
+ * columns, and advantage (the mean over the row's loss positions) when it
+ * has RL_ACTOR_ADVANTAGES. Errors name `key`. */
 #define RL_LM_GUIDED "guided"
 int rl_lm_dump_samples(const char *dir, const char *key, int64_t step, const rl_dataproto *dp,
                        const rl_dataset *levels);

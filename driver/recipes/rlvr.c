@@ -603,9 +603,6 @@ static int s_phase_generate(void *arg)
     rl_dataproto_free(spare);
     rl_metric_set_put(r->t.ms, "timing_s/gen", t_gen);
     rl_metric_set_put(r->t.ms, "timing_s/reward", t_rew);
-    if (!rc && *r->rollout_dump_dir) /* the samples this step trains on */
-        rc = rl_lm_dump_samples(r->rollout_dump_dir, "trainer.rollout_data_dir", r->step, r->batch,
-                                NULL);
     return rc ? rc : s_check_versions(r);
 }
 
@@ -755,6 +752,9 @@ static int s_phase_advantages(void *arg)
         rl_metric_set_put(r->t.ms, "critic/advantages/mean", s / n);
         rl_metric_set_put(r->t.ms, "critic/advantages/std", sqrt(fmax(s2 / n - (s / n) * (s / n), 0)));
     }
+    if (!rc && *r->rollout_dump_dir) /* the samples this step trains on, shaped scores and advantages */
+        rc = rl_lm_dump_samples(r->rollout_dump_dir, "trainer.rollout_data_dir", r->step, r->batch,
+                                NULL);
     free(group);
     if (lmask != mask)
         free(lmask);

@@ -69,8 +69,27 @@ int rl_rlvr_aepo_restore(rl_rlvr_aepo *a, const json_t *saved, const char *where
     return RL_OK;
 }
 
+/* (B) 1 for the rows off-policy guidance put in (rlvr_guidance.h), or NULL
+ * when the batch has none: AEPO's statistics (τ, the per-prompt accuracy
+ * and HWE counts, the entropy reward) are about the policy's own samples. */
+static uint8_t *s_guided_rows(const rl_dataproto *dp, int64_t B)
+{
+    const rl_column *c = rl_dataproto_column(dp, RL_LM_GUIDED);
+    if (!c || rl_column_get_type(c) != RL_COL_INT64)
+        return NULL;
+    uint8_t *g = calloc((size_t)(B > 0 ? B : 1), 1);
+    int any = 0;
+    for (int64_t b = 0; g && b < B; b++)
+        any |= g[b] = rl_column_i64(c, b) != 0;
+    if (!any) {
+        free(g);
+        return NULL;
+    }
+    return g;
+}
+
 /* HWE flags (B, R) and counts (B) of a scored batch; folds the batch's
- * percentiles into τ first. */
+ * percentiles into τ first (not those of guided rows). */
 static int s_hwe(rl_rlvr_aepo *a, const rl_dataproto *dp, uint8_t *flags, float *counts,
                  rl_metric_set *ms)
 {
@@ -90,6 +109,10 @@ static int s_hwe(rl_rlvr_aepo *a, const rl_dataproto *dp, uint8_t *flags, float 
         rc = rl_aepo_window_entropy(rl_tensor_data(Ht), mask, B, R, (int)a->window, win, wv);
     if (!rc)
         rc = rl_aepo_window_percentile(win, wv, B, R, a->percentile, pct, has);
+    uint8_t *guided = rc ? NULL : s_guided_rows(dp, B);
+    for (int64_t b = 0; guided && b < B; b++)
+        has[b] = guided[b] ? 0 : has[b];
+    free(guided);
     if (!rc)
         rc = rl_aepo_threshold_update(a->st, pct, has, B, &median);
     if (!rc && rl_aepo_threshold_get(a->st, &tau) != RL_OK) { /* no complete window yet */
@@ -173,6 +196,46 @@ static void s_bucket_metrics(const rl_rlvr_aepo *a, const rl_aepo_batch_stats *s
     }
 }
 
+/* rl_aepo_update over the policy's own rows only; a guided row takes the
+ * bucket of its prompt (every guided group keeps samples of the policy). */
+static int s_update_policy_rows(rl_rlvr_aepo *a, const uint8_t *guided, const int64_t *gid,
+                                const float *acc, const float *counts, int64_t B,
+                                rl_aepo_batch_stats *stats)
+{
+    size_t nb = (size_t)(B > 0 ? B : 1);
+    int64_t *g = malloc(sizeof(int64_t) * nb), *row = malloc(sizeof(int64_t) * nb), n = 0;
+    float *ac = malloc(sizeof(float) * nb), *hc = malloc(sizeof(float) * nb);
+    int8_t *bk = malloc(nb);
+    int rc = g && row && ac && hc && bk ? RL_OK : rl_error_set(RL_ENOMEM, "aepo: out of memory");
+    for (int64_t b = 0; !rc && b < B; b++)
+        if (!guided[b]) {
+            g[n] = gid[b], ac[n] = acc[b], hc[n] = counts[b], row[n] = b;
+            n++;
+        }
+    if (!rc)
+        rc = rl_aepo_update(a->st, g, ac, hc, n, bk, stats);
+    for (int64_t i = 0; !rc && i < n; i++)
+        a->bucket[row[i]] = bk[i];
+    for (int64_t b = 0; !rc && b < B; b++) {
+        if (!guided[b])
+            continue;
+        int64_t i = 0;
+        while (i < n && g[i] != gid[b])
+            i++;
+        if (i == n)
+            rc = rl_error_set(RL_ESTATE, "aepo: guided row %lld has no sample of the policy in "
+                                         "its group", (long long)b);
+        else
+            a->bucket[b] = bk[i];
+    }
+    free(g);
+    free(row);
+    free(ac);
+    free(hc);
+    free(bk);
+    return rc;
+}
+
 int rl_rlvr_aepo_shape(rl_rlvr_aepo *a, rl_dataproto *dp, rl_metric_set *ms)
 {
     s_step_free(a);
@@ -193,10 +256,16 @@ int rl_rlvr_aepo_shape(rl_rlvr_aepo *a, rl_dataproto *dp, rl_metric_set *ms)
     rl_aepo_batch_stats stats;
     if (!rc)
         rc = s_hwe(a, dp, a->flags, counts, ms);
-    if (!rc)
+    uint8_t *guided = rc ? NULL : s_guided_rows(dp, B);
+    if (!rc && !guided)
         rc = rl_aepo_update(a->st, gid, acc, counts, B, a->bucket, &stats);
+    else if (!rc)
+        rc = s_update_policy_rows(a, guided, gid, acc, counts, B, &stats);
     if (!rc)
         rc = rl_aepo_entropy_reward(a->st, a->bucket, acc, counts, B, ent, NULL);
+    for (int64_t b = 0; !rc && guided && b < B; b++)
+        ent[b] = guided[b] ? 0.0f : ent[b]; /* no entropy bonus on text it did not write */
+    free(guided);
     double es = 0;
     for (int64_t b = 0; !rc && b < B; b++) {
         score[b] += ent[b];

@@ -22,7 +22,11 @@
  * them), its text and the reward ranks' scores; the weight version, seed and
  * prompt columns stay those of the row it replaces. Rows keep their
  * positions. With multi-turn rollouts guidance is refused: a solution's tool
- * output would be learned as if the model had written it.
+ * output would be learned as if the model had written it. With AEPO on, the
+ * guided rows stay out of AEPO's statistics and get no entropy reward
+ * (rlvr_aepo.c); the combination still collapsed a 400-step run
+ * (docs/ARCHITECTURE.md, "Off-policy guidance"), so AEPO's example job
+ * keeps guidance off.
  *
  * Metrics (of the first round of a step): batch/guided_groups (share of
  * groups guided), batch/guided_accuracy (the reward's accuracy on the

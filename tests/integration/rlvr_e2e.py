@@ -199,6 +199,10 @@ def main():
                 if marks == [0, 0, 0, 1]:  # the group's last sample, the worked solution
                     guided += 1
                     assert g[3]["response"] == solution[gid], (g[3], solution[gid])
+                    # the best score of its group (reward = format here, so a
+                    # well-formed wrong sample ties): the largest advantage, above 0
+                    assert g[3]["advantage"] > 0 and all(r["advantage"] <= g[3]["advantage"]
+                                                         for r in g[:3]), g
                     assert g[3]["accuracy"] == 1.0 and g[3]["weight_version"] == g[0]["weight_version"]
                     assert all(r["accuracy"] == 0.0 for r in g[:3]), g
                 else:  # left alone: it had a correct sample of its own
@@ -210,6 +214,25 @@ def main():
         assert total_guided > 0, "no group was guided"
         print("ok: guidance: %d of 16 groups had no correct sample and got the worked solution as "
               "their last row" % total_guided)
+        # with AEPO the guided rows stay out of its statistics: no entropy
+        # reward on text the policy did not write (the dump's scores are the
+        # shaped ones; with reward.format_weight=1 the raw score is format)
+        run(work, c2, "arith_grpo.yaml", rl + [
+            "trainer.total_steps=2", "trainer.output_dir=runs/guided_aepo",
+            "algorithm.guidance.enable=true", "algorithm.aepo.enable=true", "data.bootstrap=true",
+            "data.bootstrap_size=8", "trainer.rollout_data_dir=runs/guided_aepo_rollouts"])
+        shaped = 0
+        for step in (1, 2):
+            with open(os.path.join(work, "runs/guided_aepo_rollouts/%d.jsonl" % step)) as f:
+                rows = [json.loads(line) for line in f]
+            assert any(r["guided"] for r in rows), "no guided row"
+            for r in rows:
+                if r["guided"]:
+                    assert r["score"] == r["format"] == 1.0, r
+                else:
+                    shaped += r["score"] != r["format"]
+        assert shaped > 0, "AEPO gave no entropy reward to any sample: the check above shows nothing"
+        print("ok: guidance with AEPO: guided rows get no entropy reward (%d policy samples do)" % shaped)
         rc, log = run(work, c2, "arith_grpo.yaml", rl + [
             "trainer.total_steps=1", "trainer.output_dir=runs/bad", "algorithm.guidance.enable=true",
             "algorithm.guidance.samples=4"], expect_ok=False)
