@@ -69,29 +69,33 @@ int rl_rlvr_aepo_restore(rl_rlvr_aepo *a, const json_t *saved, const char *where
     return RL_OK;
 }
 
-/* (B) 1 for the rows off-policy guidance put in (rlvr_guidance.h), or NULL
- * when the batch has none: AEPO's statistics (τ, the per-prompt accuracy
- * and HWE counts, the entropy reward) are about the policy's own samples. */
-static uint8_t *s_guided_rows(const rl_dataproto *dp, int64_t B)
+/* *out: (B) 1 for the rows off-policy guidance put in (rlvr_guidance.h),
+ * or NULL when the batch has none: AEPO's statistics (τ, the per-prompt
+ * accuracy and HWE counts, the entropy reward) are about the policy's own
+ * samples. */
+static int s_guided_rows(const rl_dataproto *dp, int64_t B, uint8_t **out)
 {
+    *out = NULL;
     const rl_column *c = rl_dataproto_column(dp, RL_LM_GUIDED);
     if (!c || rl_column_get_type(c) != RL_COL_INT64)
-        return NULL;
+        return RL_OK;
     uint8_t *g = calloc((size_t)(B > 0 ? B : 1), 1);
+    if (!g)
+        return rl_error_set(RL_ENOMEM, "aepo: out of memory");
     int any = 0;
-    for (int64_t b = 0; g && b < B; b++)
+    for (int64_t b = 0; b < B; b++)
         any |= g[b] = rl_column_i64(c, b) != 0;
-    if (!any) {
+    if (any)
+        *out = g;
+    else
         free(g);
-        return NULL;
-    }
-    return g;
+    return RL_OK;
 }
 
 /* HWE flags (B, R) and counts (B) of a scored batch; folds the batch's
- * percentiles into τ first (not those of guided rows). */
-static int s_hwe(rl_rlvr_aepo *a, const rl_dataproto *dp, uint8_t *flags, float *counts,
-                 rl_metric_set *ms)
+ * percentiles into τ first (not those of the guided rows, NULL: none). */
+static int s_hwe(rl_rlvr_aepo *a, const rl_dataproto *dp, const uint8_t *guided, uint8_t *flags,
+                 float *counts, rl_metric_set *ms)
 {
     int64_t B, R;
     float *mask = rl_lm_response_mask(dp, &B, &R);
@@ -109,10 +113,8 @@ static int s_hwe(rl_rlvr_aepo *a, const rl_dataproto *dp, uint8_t *flags, float 
         rc = rl_aepo_window_entropy(rl_tensor_data(Ht), mask, B, R, (int)a->window, win, wv);
     if (!rc)
         rc = rl_aepo_window_percentile(win, wv, B, R, a->percentile, pct, has);
-    uint8_t *guided = rc ? NULL : s_guided_rows(dp, B);
-    for (int64_t b = 0; guided && b < B; b++)
+    for (int64_t b = 0; !rc && guided && b < B; b++)
         has[b] = guided[b] ? 0 : has[b];
-    free(guided);
     if (!rc)
         rc = rl_aepo_threshold_update(a->st, pct, has, B, &median);
     if (!rc && rl_aepo_threshold_get(a->st, &tau) != RL_OK) { /* no complete window yet */
@@ -156,7 +158,7 @@ int rl_rlvr_aepo_bootstrap(rl_rlvr_aepo *a, int64_t batch, rl_rlvr_round_fn gen,
              : (!flags || !counts) ? rl_error_set(RL_ENOMEM, "aepo: out of memory")
                                    : RL_OK;
         if (!rc)
-            rc = s_hwe(a, dp, flags, counts, NULL);
+            rc = s_hwe(a, dp, NULL, flags, counts, NULL); /* no guidance in the bootstrap */
         if (!rc)
             rc = rl_aepo_bootstrap_add(a->st, gid, acc, counts, B);
         free(flags);
@@ -254,9 +256,11 @@ int rl_rlvr_aepo_shape(rl_rlvr_aepo *a, rl_dataproto *dp, rl_metric_set *ms)
                  ? rl_error_set(RL_ENOMEM, "aepo: out of memory")
                  : RL_OK;
     rl_aepo_batch_stats stats;
+    uint8_t *guided = NULL;
     if (!rc)
-        rc = s_hwe(a, dp, a->flags, counts, ms);
-    uint8_t *guided = rc ? NULL : s_guided_rows(dp, B);
+        rc = s_guided_rows(dp, B, &guided);
+    if (!rc)
+        rc = s_hwe(a, dp, guided, a->flags, counts, ms);
     if (!rc && !guided)
         rc = rl_aepo_update(a->st, gid, acc, counts, B, a->bucket, &stats);
     else if (!rc)
