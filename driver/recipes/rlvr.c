@@ -558,9 +558,8 @@ static int s_phase_generate(void *arg)
             rc = s_overlong(r, part, round == 0 ? r->t.ms : NULL);
         if (!rc && round == 0)
             rc = s_batch_metrics(part, r->t.ms); /* metrics of what was sampled */
-        int64_t guided = 0;
         if (!rc)
-            rc = rl_rlvr_guidance_apply(&r->guide, &r->j, &part, s_shape_guided, r, &guided,
+            rc = rl_rlvr_guidance_apply(&r->guide, &r->j, &part, s_shape_guided, r, NULL,
                                         round == 0 ? r->t.ms : NULL);
         rl_dataproto *rej = NULL;
         if (!rc && r->o.filtering)

@@ -204,7 +204,9 @@ int rl_rlvr_guidance_apply(const rl_rlvr_guidance *g, rl_lm_job *j, rl_dataproto
                            rl_rlvr_shape_fn shape, void *shape_ctx, int64_t *guided,
                            rl_metric_set *ms)
 {
-    *guided = 0;
+    int64_t n_guided = 0;
+    if (guided)
+        *guided = 0;
     if (!g->enable)
         return RL_OK;
     int64_t B = rl_dataproto_rows(*dp), k = 0, G = 0;
@@ -218,7 +220,7 @@ int rl_rlvr_guidance_apply(const rl_rlvr_guidance *g, rl_lm_job *j, rl_dataproto
     }
     int64_t *rows = malloc(sizeof(int64_t) * (size_t)(B + 1)),
             *order = malloc(sizeof(int64_t) * (size_t)(B + 1));
-    int rc = rows && order ? s_pick(g, *dp, rows, &k, guided, &G)
+    int rc = rows && order ? s_pick(g, *dp, rows, &k, &n_guided, &G)
                            : rl_error_set(RL_ENOMEM, "guidance: out of memory");
     rl_dataproto *sub = NULL, *fresh = NULL, *rest = NULL, *merged = NULL;
     if (!rc && k > 0) {
@@ -273,12 +275,14 @@ int rl_rlvr_guidance_apply(const rl_rlvr_guidance *g, rl_lm_job *j, rl_dataproto
         merged = NULL;
     }
     if (!rc && ms)
-        rl_metric_set_put(ms, "batch/guided_groups", G ? (double)*guided / (double)G : 0);
+        rl_metric_set_put(ms, "batch/guided_groups", G ? (double)n_guided / (double)G : 0);
     rl_dataproto_free(fresh);
     rl_dataproto_free(sub);
     rl_dataproto_free(rest);
     rl_dataproto_free(merged);
     free(rows);
     free(order);
+    if (!rc && guided)
+        *guided = n_guided;
     return rc;
 }

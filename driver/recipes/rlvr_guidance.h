@@ -57,7 +57,7 @@ int rl_rlvr_guidance_open(rl_rlvr_guidance *g, const rl_config *job, const rl_da
 void rl_rlvr_guidance_close(rl_rlvr_guidance *g);
 
 /* Replaces the last `samples` rows of every all-wrong group of the scored
- * round *dp (see above). *guided receives the number of groups guided;
+ * round *dp (see above). *guided (may be NULL) receives the number of groups guided;
  * ms (may be NULL) the metrics. `shape` (may be NULL) is applied to the
  * guided rows after scoring (the recipe's overlong shaping). */
 typedef int (*rl_rlvr_shape_fn)(void *ctx, rl_dataproto *dp);
