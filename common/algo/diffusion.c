@@ -256,6 +256,28 @@ int rl_diffusion_grpo_advantages(const float *rewards, const int64_t *group,
     return 0;
 }
 
+static double s_clamp(double x, double lo, double hi) { return x < lo ? lo : x > hi ? hi : x; }
+
+int rl_constraint_pi_update(rl_constraint_pi *st, double ki, double kp, double floor,
+                            double mean_c, double lambda_max)
+{
+    static const char fn[] = "rl_constraint_pi_update";
+    if (!st)
+        return rl_error_set(RL_EINVAL, "%s: need a state", fn);
+    if (!isfinite(st->integral) || !isfinite(ki) || !isfinite(kp) || !isfinite(floor) ||
+        !isfinite(mean_c) || !isfinite(lambda_max))
+        return rl_error_set(RL_EINVAL, "%s: values must be finite, got integral=%g ki=%g kp=%g "
+                                       "floor=%g mean=%g lambda_max=%g", fn, st->integral, ki, kp,
+                            floor, mean_c, lambda_max);
+    if (ki < 0 || kp < 0 || lambda_max < 0)
+        return rl_error_set(RL_EINVAL, "%s: ki=%g, kp=%g and lambda_max=%g must be >= 0", fn, ki,
+                            kp, lambda_max);
+    const double e = floor - mean_c;
+    st->integral = s_clamp(st->integral + ki * e, 0, lambda_max);
+    st->lambda = s_clamp(st->integral + kp * e, 0, lambda_max);
+    return 0;
+}
+
 int rl_diffusion_grpo_loss(const float *logp, const float *old_logp,
                            const float *adv, const float *mask, int64_t n,
                            double clip_range, double adv_clip_max,

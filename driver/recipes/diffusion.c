@@ -9,6 +9,10 @@
  *   reward        the first frame of each sample scored by the reward ranks
  *                 (reward.reward_model: JPEG (in)compressibility, the learned
  *                 prompt-match scorer, a remote scorer), times reward_coeff
+ *                 algorithm.constraint holds one of the scorer's terms
+ *                 (on_prompt or prompt_match) at a floor: that term's weight
+ *                 becomes a Lagrange multiplier λ, moved after each step by
+ *                 the batch's shortfall (rl_constraint_pi_update)
  *   adv           group advantages (r − mean)/(std + 1e-8) with
  *                 algorithm.reward_threshold, or one global z-score
  *   update_actor  per sample a seeded random subset of timestep_fraction of
@@ -41,6 +45,8 @@ typedef struct s_opts {
     int64_t batch, n, val_per_prompt, online_interval, frames, num_prompts;
     int init_same_noise, use_group, norm_by_std, online_test;
     double reward_threshold;
+    int con_term; /* algorithm.constraint.reward: 0 none, 1 on_prompt, 2 prompt_match */
+    double con_min, con_ki, con_kp, con_init, con_max;
 } s_opts;
 
 #define S_OFF(f) offsetof(s_opts, f)
@@ -56,7 +62,20 @@ static const rl_config_spec s_spec[] = {
     {"algorithm.reward_threshold", RL_CFG_NUM, S_OFF(reward_threshold), -1e30, 1e30, 0, NULL},
     {"model.frames", RL_CFG_INT, S_OFF(frames), 1, 64, 0, NULL},
     {"model.num_prompts", RL_CFG_INT, S_OFF(num_prompts), 1, 1 << 20, 0, NULL},
+    {"algorithm.constraint.reward", RL_CFG_ENUM, S_OFF(con_term), 0, 0, 0,
+     "none|on_prompt|prompt_match"},
+    {"algorithm.constraint.min", RL_CFG_NUM, S_OFF(con_min), 0, 1, 0, NULL},
+    {"algorithm.constraint.ki", RL_CFG_NUM, S_OFF(con_ki), 0, 1e6, 0, NULL},
+    {"algorithm.constraint.kp", RL_CFG_NUM, S_OFF(con_kp), 0, 1e6, 0, NULL},
+    {"algorithm.constraint.init", RL_CFG_NUM, S_OFF(con_init), -1, 1e6, 0, NULL},
+    {"algorithm.constraint.lambda_max", RL_CFG_NUM, S_OFF(con_max), 0, 1e6, 0, NULL},
 };
+
+/* The constrained term of algorithm.constraint.reward (con_term ≥ 1): its
+ * weight slot in reward.reward_model and its output column. */
+static const int s_con_slot[3] = {-1, RL_IMG_ON_PROMPT, RL_IMG_PROMPT_MATCH};
+static const char *const s_con_col[3] = {NULL, RL_REWARD_ON_PROMPT, RL_REWARD_PROMPT_MATCH};
+static const char *const s_con_name[3] = {"none", "on_prompt", "prompt_match"};
 
 static int s_read_opts(const rl_config *job, s_opts *o)
 {
@@ -66,6 +85,17 @@ static int s_read_opts(const rl_config *job, s_opts *o)
         rc = rl_config_error_at(job, "model.num_prompts", RL_ECONFIG,
                                 "the built-in prompts are the %d Fashion-MNIST classes, got %lld",
                                 RL_FMNIST_CLASSES, (long long)o->num_prompts);
+    if (!rc && o->con_init < 0 && o->con_init != -1)
+        rc = rl_config_error_at(job, "algorithm.constraint.init", RL_ECONFIG,
+                                "the starting multiplier is >= 0, or -1 for the term's weight in "
+                                "reward.reward_model; got %g", o->con_init);
+    rl_reward_image_config ri;
+    if (!rc && o->con_term && !(rc = rl_reward_image_config_read(job, &ri)) &&
+        ri.weight[s_con_slot[o->con_term]] == 0)
+        rc = rl_config_error_at(job, "algorithm.constraint.reward", RL_ECONFIG,
+                                "%s is not a term of reward.reward_model '%s': list it there "
+                                "(its weight is the starting multiplier)",
+                                s_con_name[o->con_term], ri.reward_model);
     return rc;
 }
 
@@ -110,6 +140,10 @@ typedef struct s_dg {
     rl_actor_diffusion_config df;
     int64_t step, N, D, mini;
     int kl_on; /* actor.use_kl_loss with kl_loss_coef > 0 */
+    /* algorithm.constraint: the multiplier λ of the constrained term, which
+     * the reward ranks weigh with con_w; scores are reward_coeff-scaled */
+    rl_constraint_pi con;
+    double con_w, coeff;
     /* this step */
     rl_dataproto *batch;
     int64_t *group;
@@ -236,6 +270,32 @@ static int s_phase_gen(void *arg)
     return rc ? rc : s_sample(s, &s->batch, 0);
 }
 
+/* algorithm.constraint: the reward ranks weighed the constrained term c
+ * with its reward_model weight w; this step pays λ instead,
+ *   score_b += reward_coeff·(λ − w)·c_b,
+ * logs λ and the batch's mean of c, then moves λ by the shortfall. */
+static int s_constrain(s_dg *s, rl_tensor *score_t, int64_t B)
+{
+    int64_t s1[1] = {B};
+    const char *col = s_con_col[s->o.con_term];
+    const rl_tensor *ct = rl_dataproto_tensor_shaped(s->batch, col, RL_F32, 1, s1);
+    if (!ct)
+        return rl_error_wrap(rl_error_code(), "algorithm.constraint: the reward ranks' '%s'", col);
+    const float *c = rl_tensor_data((rl_tensor *)ct);
+    float *score = rl_tensor_data(score_t);
+    double mean = 0;
+    for (int64_t b = 0; b < B; b++) {
+        mean += c[b];
+        score[b] += (float)(s->coeff * (s->con.lambda - s->con_w) * c[b]);
+    }
+    mean = B ? mean / (double)B : s->o.con_min;
+    rl_metric_set_put(s->t.ms, "constraint/lambda", s->con.lambda);
+    rl_metric_set_put(s->t.ms, "constraint/mean", mean);
+    rl_metric_set_put(s->t.ms, "constraint/shortfall", s->o.con_min - mean);
+    return rl_constraint_pi_update(&s->con, s->o.con_ki, s->o.con_kp, s->o.con_min, mean,
+                                   s->o.con_max);
+}
+
 static int s_phase_reward(void *arg)
 {
     s_dg *s = arg;
@@ -244,6 +304,8 @@ static int s_phase_reward(void *arg)
         return rc;
     const rl_tensor *t = rl_dataproto_tensor(s->batch, RL_REWARD_SCORE);
     int64_t B = rl_dataproto_rows(s->batch);
+    if (s->o.con_term && (rc = s_constrain(s, (rl_tensor *)t, B)))
+        return rc;
     double *v = malloc(sizeof(double) * (size_t)B);
     if (!v)
         return rl_error_set(RL_ENOMEM, "out of memory");
@@ -255,6 +317,7 @@ static int s_phase_reward(void *arg)
     s_mean_metric(s->t.ms, s->batch, RL_REWARD_PROMPT_MATCH, "reward/prompt_match");
     s_mean_metric(s->t.ms, s->batch, RL_REWARD_ON_PROMPT, "reward/on_prompt");
     s_mean_metric(s->t.ms, s->batch, RL_REWARD_REMOTE, "reward/remote");
+    s_mean_metric(s->t.ms, s->batch, RL_REWARD_JUDGE_ON_PROMPT, "reward/judge_on_prompt");
     return RL_OK;
 }
 
@@ -406,12 +469,13 @@ static int s_validate(void *ctx)
     s_mean_metric(s->t.ms, dp, RL_REWARD_PROMPT_MATCH, "val/prompt_match");
     s_mean_metric(s->t.ms, dp, RL_REWARD_ON_PROMPT, "val/on_prompt");
     s_mean_metric(s->t.ms, dp, RL_REWARD_REMOTE, "val/remote");
+    s_mean_metric(s->t.ms, dp, RL_REWARD_JUDGE_ON_PROMPT, "val/judge_on_prompt");
     rl_metric_set_put(s->t.ms, "timing_s/testing", rl_now_s() - t0);
-    static const char *const keys[5] = {"val/score", "val/prompt_match", "val/on_prompt",
-                                        "val/jpeg_kb", "val/remote"};
+    static const char *const keys[6] = {"val/score", "val/prompt_match", "val/on_prompt",
+                                        "val/judge_on_prompt", "val/jpeg_kb", "val/remote"};
     char line[512];
     int n = snprintf(line, sizeof line, "step %lld validation:", (long long)s->step);
-    for (int k = 0; k < 5 && n < (int)sizeof line; k++) {
+    for (int k = 0; k < 6 && n < (int)sizeof line; k++) {
         double v;
         if (rl_metric_set_get(s->t.ms, keys[k], &v) == RL_OK)
             n += snprintf(line + n, sizeof line - (size_t)n, "  %s %.4f", keys[k] + 4, v);
@@ -517,7 +581,9 @@ static int s_online(void *ctx)
 static int s_save(void *ctx)
 {
     s_dg *s = ctx;
-    json_t *extra = json_pack("{s:I}", "weight_version", (json_int_t)s->j.sync.version);
+    json_t *extra = json_pack("{s:I, s:f, s:f}", "weight_version", (json_int_t)s->j.sync.version,
+                              "constraint_lambda", s->con.lambda, "constraint_integral",
+                              s->con.integral);
     if (!extra)
         return rl_error_set(RL_ENOMEM, "checkpoint: out of memory");
     int rc = rl_trainer_save(&s->t, s->j.actor, s->step, 0, s->step, extra);
@@ -526,7 +592,23 @@ static int s_save(void *ctx)
 }
 
 /* Restores checkpoint `want` (-1: the newest; > 0: that step). */
-static int s_resume(s_dg *s, int64_t want, int64_t *start) { return rl_dj_restore(&s->j, &s->t, want, start); }
+static int s_resume(s_dg *s, int64_t want, int64_t *start)
+{
+    json_t *extra = NULL;
+    int rc = rl_dj_restore(&s->j, &s->t, want, start, &extra);
+    static const char *const keys[2] = {"constraint_lambda", "constraint_integral"};
+    double *dst[2] = {&s->con.lambda, &s->con.integral};
+    for (int k = 0; k < 2 && !rc && *start > 0 && s->o.con_term; k++) {
+        const json_t *v = json_object_get(extra, keys[k]);
+        if (json_is_number(v) && isfinite(json_number_value(v)) && json_number_value(v) >= 0)
+            *dst[k] = json_number_value(v);
+        else
+            rc = rl_error_set(RL_EIO, "checkpoint of step %lld: algorithm.constraint is on but "
+                                      "its state has no '%s' >= 0", (long long)*start, keys[k]);
+    }
+    json_decref(extra);
+    return rc;
+}
 
 /* ---- the loop ------------------------------------------------------------------------------------------ */
 
@@ -550,6 +632,13 @@ static int s_open(s_dg *s, rl_driver *d, const rl_config *job)
     s->D = s->o.frames * RL_FMNIST_SIDE * RL_FMNIST_SIDE;
     s->mini = s->j.actor_cfg.mini_batch;
     s->kl_on = s->j.actor_cfg.use_kl_loss && s->j.actor_cfg.kl_loss_coef > 0;
+    rl_reward_image_config ri;
+    if (!rc && !(rc = rl_reward_image_config_read(job, &ri)) && s->o.con_term) {
+        s->coeff = ri.coeff;
+        s->con_w = ri.weight[s_con_slot[s->o.con_term]];
+        s->con.lambda = s->o.con_init >= 0 ? s->o.con_init : s->con_w;
+        s->con.integral = s->con.lambda;
+    }
     int W = s->j.actor ? rl_group_size(s->j.actor) : 1;
     if (!rc && (s->mini * s->o.n) % W)
         rc = rl_config_error_at(job, "actor.ppo_mini_batch_size", RL_ECONFIG,
@@ -687,6 +776,13 @@ const rl_recipe rl_recipe_diffusion = {
         "  use_group: true            # group normalisation (false: one global z-score)\n"
         "  norm_adv_by_std_in_grpo: true  # false: A = r - mean, not divided by the std\n"
         "  reward_threshold: -1.0e30  # a group whose mean reward is below gets A = 0\n"
+        "  constraint:                # hold a scorer term at a floor (constrained RL)\n"
+        "    reward: none             # none, on_prompt or prompt_match (listed in reward_model)\n"
+        "    min: 0.9                 # the floor: the training batch's mean of that term\n"
+        "    ki: 1.0                  # after a step I += ki·(min − mean) (the dual step) ...\n"
+        "    kp: 0.0                  # ... and λ = I + kp·(min − mean), both in [0, lambda_max]\n"
+        "    init: -1                 # the starting λ; -1: the term's weight in reward_model\n"
+        "    lambda_max: 100.0\n"
         "trainer:\n"
         "  total_steps: 100\n"
         "  val_every: 10\n"

@@ -62,17 +62,24 @@ int rl_dj_sync_weights(rl_dj *j)
     return j->rollout ? rl_weight_sync_run(&j->sync, NULL, NULL) : RL_OK;
 }
 
-int rl_dj_restore(rl_dj *j, rl_trainer *t, int64_t want, int64_t *start)
+int rl_dj_restore(rl_dj *j, rl_trainer *t, int64_t want, int64_t *start, json_t **extra_out)
 {
     int64_t epoch, pos;
     json_t *extra = NULL;
+    if (extra_out)
+        *extra_out = NULL;
     int rc = rl_trainer_restore(t, j->actor, want, start, &epoch, &pos, &extra);
-    if (rc || *start == 0)
+    if (rc || *start == 0) {
+        json_decref(extra);
         return rc;
+    }
     const json_t *wv = json_object_get(extra, "weight_version");
     if (json_is_integer(wv) && json_integer_value(wv) > j->sync.version)
         j->sync.version = json_integer_value(wv);
-    json_decref(extra);
+    if (extra_out)
+        *extra_out = extra;
+    else
+        json_decref(extra);
     return rl_dj_sync_weights(j);
 }
 

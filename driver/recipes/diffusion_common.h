@@ -47,8 +47,10 @@ int rl_dj_sync_weights(rl_dj *j);
 /* Restores checkpoint `want` of t (-1: the newest; > 0: that step) into
  * j's actor, carries the saved "weight_version" (checkpoint extra) into the
  * sync so versions keep rising, and syncs the weights to the rollout.
- * *start = 0 (nothing restored) syncs nothing. */
-int rl_dj_restore(rl_dj *j, rl_trainer *t, int64_t want, int64_t *start);
+ * *start = 0 (nothing restored) syncs nothing. extra_out (may be NULL)
+ * receives the checkpoint's extra object when one was restored (the
+ * caller's reference; NULL otherwise). */
+int rl_dj_restore(rl_dj *j, rl_trainer *t, int64_t want, int64_t *start, json_t **extra_out);
 
 /* One optimiser step: `method` on the actor ranks (dp_compute) with `req`
  * (borrowed); the replies' RL_ACTOR_M_* partial sums added over the ranks

@@ -802,7 +802,7 @@ static int s_save(void *ctx)
 
 static int s_resume(s_lr *s, int64_t want, int64_t *start)
 {
-    int rc = rl_dj_restore(&s->j, &s->t, want, start);
+    int rc = rl_dj_restore(&s->j, &s->t, want, start, NULL);
     if (!rc && *start > 0 && s_has_ref(s)) { /* after the sync: θ_ref exactly as saved */
         char dir[4200];
         s_ref_dir(s, *start, dir, sizeof dir);

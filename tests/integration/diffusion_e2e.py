@@ -7,11 +7,15 @@ daemons, with tiny models:
    (PNG, animated GIF, before/after grid), a checkpoint. Then the KL loss to
    the reference (actor.use_kl_loss): a large coefficient keeps the policy
    closer to the pretrained generator than a negligible one; the scores are
-   the weighted sums of the rewards (prompt_match, on_prompt, JPEG kB).
+   the weighted sums of the rewards (prompt_match, on_prompt, JPEG kB); the
+   judge's verdicts (reward.judge_path) are reported and never scored.
+   algorithm.constraint: the on_prompt term is paid the multiplier λ, which
+   moves after every step by the PI rule on (min − the batch's on-prompt rate).
 3. Resume: 2 steps + resume to 4 equals 4 uninterrupted steps (metrics of
-   steps 3-4 and the final weights, bit for bit).
+   steps 3-4, the constraint's multiplier among them, and the final
+   weights, bit for bit).
 4. The video path: 2-frame clips through pretraining and GRPO.
-5. A bad reward_model is a located config error before any worker starts.
+5. A bad reward_model, judge or constraint is a located config error.
 6. The remote scorer through the reward role, served by the reference Python
    server (deploy/scorer_server.py) with the same learned scorer: its scores
    equal the in-process prompt-match scores; with the server killed the step
@@ -110,6 +114,7 @@ def body(work):
     # 2. GRPO with two rewards
     args = grpo_args("g", "flow/final", "scorer/final",
                      ["reward.reward_model=prompt_match,jpeg_compressibility:0.5",
+                      "reward.judge_path=scorer/final",
                       "trainer.total_steps=4", "trainer.val_every=2",
                       "rollout.online.step.interval=2", "trainer.save_every=4"])
     rc, out = run(work, cl2, args)
@@ -131,9 +136,13 @@ def body(work):
     print("grpo: 4 steps, score %.4f -> %.4f" % (m[1]["critic/score/mean"], m[4]["critic/score/mean"]))
 
     assert all("actor/kl_loss" not in r for r in m), "a KL metric without actor.use_kl_loss"
-    for r in m[1:]:  # score = reward_coeff · Σ weight · reward
+    for r in m[1:]:  # score = reward_coeff · Σ weight · reward (the judge is not in it)
         want = 0.1 * (r["reward/prompt_match"] - 0.5 * r["reward/jpeg_kb"])
         assert abs(r["critic/score/mean"] - want) < 1e-5, (r["critic/score/mean"], want)
+        # the judge here is the scorer itself, so its verdicts are the scorer's
+        assert r["reward/judge_on_prompt"] == r["reward/on_prompt"], r
+    for r in (m[0], m[2], m[4]):
+        assert r["val/judge_on_prompt"] == r["val/on_prompt"], r
 
     # 2b. the KL loss to the pretrained reference (actor.use_kl_loss): measured
     # with a negligible coefficient, the policy drifts from the reference; with
@@ -160,10 +169,35 @@ def body(work):
     print("kl: KL to the reference over steps 1-6: coef 1e-6 %s, coef 100 %s" %
           (["%.2e" % k for k in kl["1e-6"]], ["%.2e" % k for k in kl["100"]]))
 
-    # 3. resume exactness (constant LR so the schedule does not depend on the length)
+    # 2c. algorithm.constraint: on_prompt held at a floor by a multiplier λ
+    # that starts at its reward_model weight and moves after every step
+    con = ["algorithm.constraint.reward=on_prompt", "algorithm.constraint.min=0.99",
+           "algorithm.constraint.ki=3", "algorithm.constraint.kp=2"]
+    run(work, cl2, grpo_args("con", "flow/final", "scorer/final",
+                             ["reward.reward_model=jpeg_compressibility,on_prompt:0.5",
+                              "trainer.total_steps=4", "trainer.val_every=0",
+                              "rollout.online.test=false", "trainer.save_every=0"] + con))
+    mc = metrics(os.path.join(work, "con", "metrics.jsonl"))[1:]
+    integral, lam, lams = 0.5, 0.5, []
+    for r in mc:
+        assert abs(r["constraint/lambda"] - lam) < 1e-6, (r["constraint/lambda"], lam)
+        assert abs(r["constraint/mean"] - r["reward/on_prompt"]) < 1e-6, r
+        want = 0.1 * (lam * r["reward/on_prompt"] - r["reward/jpeg_kb"])
+        assert abs(r["critic/score/mean"] - want) < 1e-5, (r["critic/score/mean"], want)
+        lams.append(lam)
+        e = 0.99 - r["reward/on_prompt"]
+        integral = min(max(integral + 3 * e, 0.0), 100.0)
+        lam = min(max(integral + 2 * e, 0.0), 100.0)
+    assert len(mc) == 4 and lams[-1] > lams[0], lams  # the tiny generator is under 0.99
+    print("constraint: lambda %s, on-prompt %s" %
+          (["%.3f" % x for x in lams], ["%.3f" % r["reward/on_prompt"] for r in mc]))
+
+    # 3. resume exactness (constant LR so the schedule does not depend on the length),
+    # with the constraint's multiplier as state to carry
     base = grpo_args("r_full", "flow/final", "scorer/final",
                      ["trainer.val_every=0", "rollout.online.test=false",
-                      "actor.optim.lr_schedule=constant", "trainer.save_every=2"])
+                      "actor.optim.lr_schedule=constant", "trainer.save_every=2",
+                      "reward.reward_model=prompt_match,on_prompt:0.5"] + con)
     run(work, cl2, base + ["trainer.total_steps=4"])
     half = [a.replace("r_full", "r_half") for a in base]
     run(work, cl2, half + ["trainer.total_steps=2"])
@@ -172,6 +206,7 @@ def body(work):
     part = metrics(os.path.join(work, "r_half", "metrics.jsonl"))
     strip = lambda r: {k: v for k, v in r.items() if not k.startswith("timing_s/")}
     assert [r["step"] for r in part] == [0, 1, 2, 3, 4], [r["step"] for r in part]
+    assert full[3]["constraint/lambda"] != 0.5, full[3]  # the resumed run must restore it
     for a, b in zip(full, part):
         assert strip(a) == strip(b), (strip(a), strip(b))
     wa = file_bytes(os.path.join(work, "r_full", "checkpoints", "step_4", "model.safetensors"))
@@ -209,6 +244,17 @@ def body(work):
     rc, out = run(work, cl1, grpo_args("bad", "flow/final", "scorer/final",
                                        ["reward.reward_model=hps"]), expect_ok=False)
     assert rc != 0 and "override reward.reward_model=hps" in out and "unknown reward 'hps'" in out, out
+    assert "ready" not in out
+    rc, out = run(work, cl1, grpo_args("bad", "flow/final", "scorer/final",
+                                       ["algorithm.constraint.reward=on_prompt"]), expect_ok=False)
+    assert rc != 0 and "override algorithm.constraint.reward=on_prompt" in out and \
+        "on_prompt is not a term of reward.reward_model 'prompt_match'" in out, out
+    rc, out = run(work, cl1, grpo_args("bad", "flow/final", "scorer/final",
+                                       ["reward.judge_path=flow/final"]), expect_ok=False)
+    assert rc != 0 and "reward.judge_path" in out and "not an image_classifier" in out, out
+    rc, out = run(work, cl1, grpo_args("bad", "flow/final", "scorer/final",
+                                       ["algorithm.constraint.init=-2"]), expect_ok=False)
+    assert rc != 0 and "algorithm.constraint.init" in out and "got -2" in out, out
     assert "ready" not in out
 
     # 6. the remote scorer through the reward role

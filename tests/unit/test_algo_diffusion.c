@@ -244,6 +244,37 @@ static void test_advantages(void **state)
     rl_golden_free(g);
 }
 
+/* The multiplier of a constrained reward term: its integral rises by
+ * ki·(floor − mean) while the term is under its floor and falls while above;
+ * λ adds kp·(floor − mean); both stay in [0, lambda_max]; bad values are
+ * errors that name them and leave the state. */
+static void test_constraint_pi(void **state)
+{
+    (void)state;
+    rl_constraint_pi st = {1.0, 1.0};
+    assert_int_equal(rl_constraint_pi_update(&st, 2.0, 0.0, 0.85, 0.75, 100), 0);
+    assert_true(fabs(st.integral - 1.2) < 1e-12 && fabs(st.lambda - 1.2) < 1e-12);
+    assert_int_equal(rl_constraint_pi_update(&st, 2.0, 0.0, 0.85, 0.95, 100), 0);
+    assert_true(fabs(st.integral - 1.0) < 1e-12 && fabs(st.lambda - 1.0) < 1e-12);
+    /* the proportional part: in λ for this step only, not in the integral */
+    assert_int_equal(rl_constraint_pi_update(&st, 1.0, 10.0, 0.85, 0.65, 100), 0);
+    assert_true(fabs(st.integral - 1.2) < 1e-12 && fabs(st.lambda - 3.2) < 1e-12);
+    assert_int_equal(rl_constraint_pi_update(&st, 1.0, 20.0, 0.85, 0.95, 100), 0);
+    assert_true(fabs(st.integral - 1.1) < 1e-12 && st.lambda == 0.0); /* 1.1 − 2.0 < 0 → 0 */
+    assert_int_equal(rl_constraint_pi_update(&st, 20.0, 0.0, 0.85, 1.0, 100), 0);
+    assert_true(st.integral == 0.0 && st.lambda == 0.0); /* clamped at 0, not −1.9 */
+    assert_int_equal(rl_constraint_pi_update(&st, 1000.0, 1.0, 0.85, 0.0, 5), 0);
+    assert_true(st.integral == 5.0 && st.lambda == 5.0); /* clamped at lambda_max */
+    assert_int_equal(rl_constraint_pi_update(&st, 0.0, 0.0, 0.85, 0.0, 5), 0);
+    assert_true(st.integral == 5.0 && st.lambda == 5.0); /* ki 0 holds it */
+    assert_int_equal(rl_constraint_pi_update(&st, 1.0, 0.0, 0.85, NAN, 5), RL_EINVAL);
+    assert_non_null(strstr(rl_error_message(), "mean=nan"));
+    assert_true(st.integral == 5.0 && st.lambda == 5.0); /* an error leaves it */
+    assert_int_equal(rl_constraint_pi_update(&st, -1.0, 0.0, 0.85, 0.5, 5), RL_EINVAL);
+    assert_non_null(strstr(rl_error_message(), "ki=-1"));
+    assert_int_equal(rl_constraint_pi_update(NULL, 1.0, 0.0, 0.85, 0.5, 5), RL_EINVAL);
+}
+
 static void test_grpo_loss(void **state)
 {
     (void)state;
@@ -373,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_sde_step_golden_and_fd),
         cmocka_unit_test(test_sde_kl),
         cmocka_unit_test(test_advantages),
+        cmocka_unit_test(test_constraint_pi),
         cmocka_unit_test(test_grpo_loss),
         cmocka_unit_test(test_timestep_subset),
     };

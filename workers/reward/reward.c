@@ -27,7 +27,7 @@ typedef struct s_state {
     /* image rewards (absent: the job has no reward.reward_model) */
     int image;
     rl_reward_image_config img;
-    rl_model *scorer;
+    rl_model *scorer, *judge;
     rl_scorer_client *remote;
 } s_state;
 
@@ -36,29 +36,39 @@ static void s_free_state(s_state *st)
     if (!st)
         return;
     rl_model_free(st->scorer);
+    rl_model_free(st->judge);
     rl_scorer_client_free(st->remote);
     free(st->default_source);
     free(st);
 }
 
-/* The image-reward section: the scorer and the remote client. */
+/* The image_classifier saved at `path` (config key `key`) into *out; an
+ * empty path leaves *out NULL. */
+static int s_load_classifier(rl_worker_ctx *ctx, const char *key, const char *path,
+                             rl_model **out)
+{
+    if (!path || !*path)
+        return RL_OK;
+    if (!(*out = rl_model_load_dir(path)))
+        return rl_config_error_at(ctx->config, key, rl_error_code(), "loading the classifier: %s",
+                                  rl_error_message());
+    if (!rl_image_classifier_classes(*out))
+        return rl_config_error_at(ctx->config, key, RL_ECONFIG,
+                                  "%s holds a %s model, not an image_classifier", path,
+                                  rl_model_kind_name(*out));
+    return RL_OK;
+}
+
+/* The image-reward section: the scorer, the judge and the remote client. */
 static int s_init_image(rl_worker_ctx *ctx, s_state *st)
 {
     int rc = rl_reward_image_config_read(ctx->config, &st->img);
     if (rc)
         return rc;
     st->image = 1;
-    if (st->img.scorer_path && *st->img.scorer_path) {
-        st->scorer = rl_model_load_dir(st->img.scorer_path);
-        if (!st->scorer)
-            return rl_config_error_at(ctx->config, "reward.scorer_path", rl_error_code(),
-                                      "loading the scorer: %s", rl_error_message());
-        if (!rl_image_classifier_classes(st->scorer)) {
-            return rl_config_error_at(ctx->config, "reward.scorer_path", RL_ECONFIG,
-                                      "%s holds a %s model, not an image_classifier",
-                                      st->img.scorer_path, rl_model_kind_name(st->scorer));
-        }
-    }
+    if ((rc = s_load_classifier(ctx, "reward.scorer_path", st->img.scorer_path, &st->scorer)) ||
+        (rc = s_load_classifier(ctx, "reward.judge_path", st->img.judge_path, &st->judge)))
+        return rc;
     if (st->img.endpoint && *st->img.endpoint) {
         st->remote = rl_scorer_client_new(st->img.endpoint, (int)st->img.timeout_ms,
                                           (int)st->img.retries,
@@ -68,7 +78,7 @@ static int s_init_image(rl_worker_ctx *ctx, s_state *st)
                                       rl_error_message());
     }
     /* the config tree may be replaced: keep nothing borrowed */
-    st->img.reward_model = st->img.scorer_path = st->img.endpoint = NULL;
+    st->img.reward_model = st->img.scorer_path = st->img.judge_path = st->img.endpoint = NULL;
     return RL_OK;
 }
 
@@ -177,6 +187,39 @@ static float *s_out(rl_dataproto *o, const char *name, int64_t B)
     return t ? rl_tensor_data(t) : NULL;
 }
 
+/* The classifier m on images fq (B, D) with their prompts: pm[b] (may be
+ * NULL) = p(prompt's class | image b), on[b] = 1 when the argmax is that
+ * class, else 0. cls (B) is scratch. */
+static int s_classify(rl_model *m, const char *what, const float *fq, int64_t B, int64_t D,
+                      const char *const *prompts, int *cls, float *pm, float *on)
+{
+    int K = rl_image_classifier_classes(m);
+    if (rl_image_classifier_dim(m) != D || K > 16)
+        return rl_error_set(RL_ESHAPE, "the %s takes images of %lld floats and %d classes, got "
+                                       "images of %lld", what, (long long)rl_image_classifier_dim(m),
+                            K, (long long)D);
+    for (int64_t b = 0; b < B; b++)
+        if ((cls[b] = rl_fmnist_prompt_class(prompts[b])) < 0 || cls[b] >= K)
+            return rl_error_wrap(RL_EINVAL, "row %lld", (long long)b);
+    int rc = RL_OK;
+    for (int64_t b0 = 0; !rc && b0 < B; b0 += 256) {
+        int64_t n = B - b0 < 256 ? B - b0 : 256;
+        float *p = malloc(sizeof(float) * (size_t)(n * K));
+        rc = p ? rl_image_classifier_probs(m, n, fq + b0 * D, p)
+               : rl_error_set(RL_ENOMEM, "out of memory");
+        for (int64_t i = 0; !rc && i < n; i++) {
+            int arg = 0;
+            for (int k = 1; k < K; k++)
+                arg = p[i * K + k] > p[i * K + arg] ? k : arg;
+            if (pm)
+                pm[b0 + i] = p[i * K + cls[b0 + i]];
+            on[b0 + i] = arg == cls[b0 + i] ? 1.0f : 0.0f;
+        }
+        free(p);
+    }
+    return rc;
+}
+
 static int s_compute_image_reward(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     const s_state *st = ctx->user;
@@ -242,34 +285,17 @@ static int s_compute_image_reward(rl_worker_ctx *ctx, const rl_dataproto *in, rl
         }
     }
     if (!rc && st->scorer) {
-        int K = rl_image_classifier_classes(st->scorer);
-        if (rl_image_classifier_dim(st->scorer) != D || K > 16)
-            rc = rl_error_set(RL_ESHAPE, "the scorer takes images of %lld floats and %d classes, "
-                                         "got images of %lld", (long long)rl_image_classifier_dim(st->scorer),
-                              K, (long long)D);
-        for (int64_t b = 0; !rc && b < B; b++)
-            if ((cls[b] = rl_fmnist_prompt_class(prompts[b])) < 0 || cls[b] >= K)
-                rc = rl_error_wrap(RL_EINVAL, "row %lld", (long long)b);
-        float *pm = rc ? NULL : s_out(o, RL_REWARD_PROMPT_MATCH, B);
+        float *pm = s_out(o, RL_REWARD_PROMPT_MATCH, B);
         float *on = pm ? s_out(o, RL_REWARD_ON_PROMPT, B) : NULL;
-        if (!rc && !on)
-            rc = rl_error_code();
-        for (int64_t b0 = 0; !rc && b0 < B; b0 += 256) {
-            int64_t n = B - b0 < 256 ? B - b0 : 256;
-            float *p = malloc(sizeof(float) * (size_t)(n * K));
-            rc = p ? rl_image_classifier_probs(st->scorer, n, fq + b0 * D, p)
-                   : rl_error_set(RL_ENOMEM, "out of memory");
-            for (int64_t i = 0; !rc && i < n; i++) {
-                int arg = 0;
-                for (int k = 1; k < K; k++)
-                    arg = p[i * K + k] > p[i * K + arg] ? k : arg;
-                pm[b0 + i] = p[i * K + cls[b0 + i]];
-                on[b0 + i] = arg == cls[b0 + i] ? 1.0f : 0.0f;
-                score[b0 + i] += (float)(w[RL_IMG_PROMPT_MATCH] * pm[b0 + i] +
-                                         w[RL_IMG_ON_PROMPT] * on[b0 + i]);
-            }
-            free(p);
-        }
+        rc = on ? s_classify(st->scorer, "scorer", fq, B, D, prompts, cls, pm, on)
+                : rl_error_code();
+        for (int64_t b = 0; !rc && b < B; b++)
+            score[b] += (float)(w[RL_IMG_PROMPT_MATCH] * pm[b] + w[RL_IMG_ON_PROMPT] * on[b]);
+    }
+    if (!rc && st->judge) { /* reported, never scored */
+        float *jon = s_out(o, RL_REWARD_JUDGE_ON_PROMPT, B);
+        rc = jon ? s_classify(st->judge, "judge", fq, B, D, prompts, cls, NULL, jon)
+                 : rl_error_code();
     }
     if (!rc && w[RL_IMG_REMOTE] != 0) {
         float *rs = s_out(o, RL_REWARD_REMOTE, B);

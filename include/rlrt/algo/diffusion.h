@@ -82,6 +82,26 @@ int rl_diffusion_grpo_advantages(const float *rewards, const int64_t *group,
                                  int norm_by_std, double reward_threshold, double eps,
                                  float *adv);
 
+/* A reward term held at or above a floor by a Lagrange multiplier λ
+ * (constrained RL by dual ascent; with kp > 0 the PI form of Stooke et
+ * al.'s PID Lagrangian): the recipe pays r_b = base_b + λ·c_b for the
+ * constrained term c. After each step, with e = floor − mean_c (that
+ * step's batch mean),
+ *   integral ← clamp(integral + ki·e, 0, lambda_max)
+ *   λ        ← clamp(integral + kp·e, 0, lambda_max)
+ * so λ grows while the term is under its floor and shrinks back while it
+ * is above; the proportional part answers a drop at once and leaves with
+ * it, where the integral alone overshoots and oscillates.
+ * Errors: a non-finite value, ki, kp or lambda_max < 0 (RL_EINVAL naming
+ * the value; the state is left as it was). */
+typedef struct rl_constraint_pi {
+    double integral; /* ≥ 0 */
+    double lambda;   /* the multiplier of the next step, in [0, lambda_max] */
+} rl_constraint_pi;
+
+int rl_constraint_pi_update(rl_constraint_pi *st, double ki, double kp, double floor,
+                            double mean_c, double lambda_max);
+
 typedef struct rl_diffusion_grpo_metrics {
     double loss;
     double clip_frac;  /* share of kept rows where the clipped term won */

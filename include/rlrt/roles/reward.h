@@ -28,6 +28,11 @@
  *   reward.scorer_path    a saved image_classifier ('' = none; prompt_match and
  *                         on_prompt need it);
  *                         when set, every call also reports on_prompt
+ *   reward.judge_path     a second saved image_classifier ('' = none), trained
+ *                         apart from the scorer (another seed and size): its
+ *                         argmax is reported as judge_on_prompt and never
+ *                         enters the score — an on-prompt check that the
+ *                         policy does not train against
  *   reward.remote.{endpoint, timeout_ms >= 1, retries [0, 100], image_format png|raw}
  *                         the remote scorer (proto/scorer.proto); remote needs an endpoint
  * compute_image_reward (dispatch dp_compute; rows keep their order)
@@ -37,7 +42,8 @@
  *        value (B) f32: RL_REWARD_JPEG_KB (kB of the JPEG; compressibility is
  *        −kB), RL_REWARD_PROMPT_MATCH (p(class | image)), RL_REWARD_REMOTE;
  *        with a scorer, RL_REWARD_ON_PROMPT (B) f32 1/0: the classifier's
- *        argmax is the prompt's class
+ *        argmax is the prompt's class; with a judge, RL_REWARD_JUDGE_ON_PROMPT
+ *        (B) f32 1/0: the same for the judge
  */
 #ifndef RLRT_ROLES_REWARD_H
 #define RLRT_ROLES_REWARD_H
@@ -69,6 +75,7 @@
 #define RL_REWARD_PROMPT_MATCH "prompt_match"
 #define RL_REWARD_REMOTE "remote_score"
 #define RL_REWARD_ON_PROMPT "on_prompt"
+#define RL_REWARD_JUDGE_ON_PROMPT "judge_on_prompt"
 
 #define RL_REWARD_DEFAULTS \
     "reward:\n" \
@@ -113,6 +120,7 @@ static inline int rl_reward_role_config_read(const rl_config *c, rl_reward_role_
     "  reward_coeff: 0.1            # score = reward_coeff * sum(weight * reward)\n" \
     "  jpeg_quality: 95\n" \
     "  scorer_path: runs/fmnist_scorer/final   # the learned prompt-match scorer\n" \
+    "  judge_path: ''               # a second classifier, trained apart: judge_on_prompt\n" \
     "  remote:                      # a remote scorer (proto/scorer.proto), e.g. HPSv3\n" \
     "    endpoint: ''\n" \
     "    timeout_ms: 30000\n" \
@@ -120,7 +128,7 @@ static inline int rl_reward_role_config_read(const rl_config *c, rl_reward_role_
     "    image_format: png          # png or raw\n"
 
 typedef struct rl_reward_image_config {
-    const char *reward_model, *scorer_path, *endpoint; /* borrowed */
+    const char *reward_model, *scorer_path, *judge_path, *endpoint; /* borrowed */
     double coeff;
     int64_t quality, timeout_ms, retries;
     int raw; /* image_format: 0 png, 1 raw */
@@ -135,6 +143,7 @@ static inline int rl_reward_image_config_read(const rl_config *c, rl_reward_imag
         {"reward.reward_coeff", RL_CFG_NUM, RL_W_OFF(coeff), 0, 1e6, 0, NULL},
         {"reward.jpeg_quality", RL_CFG_INT, RL_W_OFF(quality), 1, 100, 0, NULL},
         {"reward.scorer_path", RL_CFG_STR, RL_W_OFF(scorer_path), 0, 0, 0, NULL},
+        {"reward.judge_path", RL_CFG_STR, RL_W_OFF(judge_path), 0, 0, 0, NULL},
         {"reward.remote.endpoint", RL_CFG_STR, RL_W_OFF(endpoint), 0, 0, 0, NULL},
         {"reward.remote.timeout_ms", RL_CFG_INT, RL_W_OFF(timeout_ms), 1, 86400000, 0, NULL},
         {"reward.remote.retries", RL_CFG_INT, RL_W_OFF(retries), 0, 100, 0, NULL},
