@@ -10,6 +10,8 @@
 #                flow matching instead of RL_BENCH_DIFF_FLOW_STEPS): headroom for
 #                the prompt-match target, whose pretrained start is ~0.8
 #     steps=N    GRPO steps of this run (default RL_BENCH_DIFF_STEPS)
+#     ensemble   reward.scorer_path is the scorer and two more of other seeds
+#                (an ensemble: their probabilities averaged)
 #     config=NAME  the job examples/NAME.yaml (default dance_grpo_scorer for
 #                prompt_match, dance_grpo_jpeg otherwise)
 #     key=value  any other override
@@ -28,6 +30,7 @@
 #                                    prompt-match held at a floor by a
 #                                    multiplier (algorithm.constraint), 64
 #                                    prompts a step
+#   the same @ensemble               held by an ensemble of three scorers
 #   jpeg_incompressibility           mean kB rises
 #   prompt_match                     p(prompt's class) rises, from the
 #                                    pretrained generator (~0.8: +0.3 is
@@ -55,7 +58,7 @@ FLOW_STEPS=${RL_BENCH_DIFF_FLOW_STEPS:-400}
 WEAK_STEPS=${RL_BENCH_DIFF_WEAK_FLOW_STEPS:-50}
 SCORER_STEPS=${RL_BENCH_DIFF_SCORER_STEPS:-600}
 DIR=${RL_BENCH_DIFF_DIR:-runs/bench_diffusion}
-RUNS=${RL_BENCH_DIFF_RUNS:-"jpeg_compressibility jpeg_compressibility@kl=0.01 jpeg_compressibility,on_prompt:1@rollout.init_same_noise=false@actor.optim.lr=1e-4 jpeg_compressibility,prompt_match:1@config=dance_grpo_jpeg_onprompt@steps=500 jpeg_incompressibility prompt_match prompt_match@weak@steps=150@actor.optim.lr=2.5e-4"}
+RUNS=${RL_BENCH_DIFF_RUNS:-"jpeg_compressibility jpeg_compressibility@kl=0.01 jpeg_compressibility,on_prompt:1@rollout.init_same_noise=false@actor.optim.lr=1e-4 jpeg_compressibility,prompt_match:1@config=dance_grpo_jpeg_onprompt@steps=500 jpeg_compressibility,prompt_match:1@config=dance_grpo_jpeg_onprompt@steps=500@ensemble jpeg_incompressibility prompt_match prompt_match@weak@steps=150@actor.optim.lr=2.5e-4"}
 KEEP=${RL_BENCH_DIFF_KEEP:-0}
 EXTRA=${RL_BENCH_DIFF_EXTRA:-}
 D="$BUILD/bin/rl-driver --cluster examples/cluster-diffusion.yaml --log-level warn"
@@ -75,6 +78,12 @@ if [ ! -f "$DIR/judge/final/model.safetensors" ]; then
     $D --config examples/fmnist_scorer.yaml trainer.output_dir="$DIR/judge" \
         trainer.total_steps="$SCORER_STEPS" trainer.seed=7 model.hidden_size=128 || exit 1
 fi
+# two more scorers (the @ensemble runs' members besides the scorer)
+for sd in 2 3; do
+    [ -f "$DIR/scorer_s$sd/final/model.safetensors" ] ||
+        $D --config examples/fmnist_scorer.yaml trainer.output_dir="$DIR/scorer_s$sd" \
+            trainer.total_steps="$SCORER_STEPS" trainer.seed=$sd || exit 1
+done
 pretrain() { # dir steps tag
     [ -f "$1/final/model.safetensors" ] && return 0
     local t0
@@ -89,17 +98,18 @@ name() { echo "$1" | tr ',:@=' '+_~-'; }  # a run spec as a file name
 for r in $RUNS; do
     reward=${r%%@*}
     rest=${r#"$reward"}
-    flow="$DIR/flow/final" steps=$STEPS opts=() cfg=
+    flow="$DIR/flow/final" steps=$STEPS opts=() cfg= scorer="$DIR/scorer/final"
     IFS=@ read -ra parts <<< "${rest#@}"
     for p in "${parts[@]}"; do
         case $p in
         weak) flow="$DIR/flow_weak/final" ;;
+        ensemble) scorer="$DIR/scorer/final,$DIR/scorer_s2/final,$DIR/scorer_s3/final" ;;
         kl=*) opts+=(actor.use_kl_loss=true "actor.kl_loss_coef=${p#kl=}") ;;
         steps=*) steps=${p#steps=} ;;
         config=*) cfg=examples/${p#config=}.yaml
                   [ -f "$cfg" ] || { echo "bench: run spec '$r': no $cfg"; exit 2; } ;;
         *=*) opts+=("$p") ;;
-        *) echo "bench: run spec '$r': unknown option '$p' (kl=C, weak, steps=N, config=NAME, key=value)"; exit 2 ;;
+        *) echo "bench: run spec '$r': unknown option '$p' (kl=C, weak, ensemble, steps=N, config=NAME, key=value)"; exit 2 ;;
         esac
     done
     [ -n "$cfg" ] || case $reward in
@@ -112,7 +122,7 @@ for r in $RUNS; do
     rm -rf "$out" "$out.wall"
     t0=$(now)
     $D --config "$cfg" trainer.output_dir="$out" trainer.total_steps="$steps" \
-        model.init_from="$flow" reward.scorer_path="$DIR/scorer/final" \
+        model.init_from="$flow" reward.scorer_path="$scorer" \
         reward.judge_path="$DIR/judge/final" \
         reward.reward_model="$reward" trainer.val_every=10 trainer.save_every=0 \
         rollout.online.step.interval="$steps" "${opts[@]}" $EXTRA > "$out.log" 2>&1 ||
@@ -168,7 +178,9 @@ lines = ["<!-- bench-diffusion:begin -->", "## Diffusion GRPO (seed 004)", "",
          "in the prompt-match runs); `dance_grpo_jpeg_onprompt` holds the training batch's mean "
          "`prompt_match` at 0.75 or above with a multiplier that the recipe adjusts every step "
          "(`algorithm.constraint`, docs/ARCHITECTURE.md \"Constrained rewards\"), with 64 prompts "
-         "a step.", "",
+         "a step; `@ensemble` makes the scorer an ensemble of three (the scorer and two of seeds 2 "
+         "and 3, their probabilities averaged), whose on-prompt accuracy is the *on-prompt* "
+         "column of that run.", "",
          "| run | metric | generator | steps | before | after | change | on-prompt before | "
          "on-prompt after | judge before | judge after | wall s | s/step |",
          "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]

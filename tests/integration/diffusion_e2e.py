@@ -8,7 +8,8 @@ daemons, with tiny models:
    the reference (actor.use_kl_loss): a large coefficient keeps the policy
    closer to the pretrained generator than a negligible one; the scores are
    the weighted sums of the rewards (prompt_match, on_prompt, JPEG kB); the
-   judge's verdicts (reward.judge_path) are reported and never scored.
+   judge's verdicts (reward.judge_path) are reported and never scored; a
+   scorer ensemble (two directories) averages its members' probabilities.
    algorithm.constraint: the on_prompt term is paid the multiplier λ, which
    moves after every step by the PI rule on (min − the batch's on-prompt rate).
 3. Resume: 2 steps + resume to 4 equals 4 uninterrupted steps (metrics of
@@ -192,6 +193,23 @@ def body(work):
     print("constraint: lambda %s, on-prompt %s" %
           (["%.3f" % x for x in lams], ["%.3f" % r["reward/on_prompt"] for r in mc]))
 
+    # 2d. a scorer ensemble (reward.scorer_path a,b): the class probabilities of
+    # its members averaged. The step-0 validation scores the same ODE samples,
+    # so the ensemble's prompt-match is the mean of the members' own.
+    run(work, cl2, ["trainer.recipe=scorer_train", "trainer.output_dir=scorer2", "trainer.seed=2",
+                    "trainer.total_steps=40", "model.hidden_size=32", "data.train_limit=2000",
+                    "data.train_batch_size=64"])
+    pm0 = {}
+    for tag, sc in (("a", "scorer/final"), ("b", "scorer2/final"),
+                    ("ab", "scorer/final,scorer2/final")):
+        run(work, cl1, grpo_args("ens_" + tag, "flow/final", sc,
+                                 ["trainer.total_steps=1", "trainer.val_every=0",
+                                  "rollout.online.test=false", "trainer.save_every=0"]))
+        pm0[tag] = metrics(os.path.join(work, "ens_" + tag, "metrics.jsonl"))[0]["val/prompt_match"]
+    assert pm0["a"] != pm0["b"], pm0  # two different scorers
+    assert abs(pm0["ab"] - 0.5 * (pm0["a"] + pm0["b"])) < 1e-6, pm0
+    print("ensemble: val/prompt_match %.4f and %.4f, together %.4f" % (pm0["a"], pm0["b"], pm0["ab"]))
+
     # 3. resume exactness (constant LR so the schedule does not depend on the length),
     # with the constraint's multiplier as state to carry
     base = grpo_args("r_full", "flow/final", "scorer/final",
@@ -249,6 +267,9 @@ def body(work):
                                        ["algorithm.constraint.reward=on_prompt"]), expect_ok=False)
     assert rc != 0 and "override algorithm.constraint.reward=on_prompt" in out and \
         "on_prompt is not a term of reward.reward_model 'prompt_match'" in out, out
+    rc, out = run(work, cl1, grpo_args("bad", "flow/final", "scorer/final,,scorer/final", []),
+                  expect_ok=False)
+    assert rc != 0 and "reward.scorer_path" in out and "an empty path in the list" in out, out
     rc, out = run(work, cl1, grpo_args("bad", "flow/final", "scorer/final",
                                        ["reward.judge_path=flow/final"]), expect_ok=False)
     assert rc != 0 and "reward.judge_path" in out and "not an image_classifier" in out, out

@@ -27,7 +27,9 @@ typedef struct s_state {
     /* image rewards (absent: the job has no reward.reward_model) */
     int image;
     rl_reward_image_config img;
-    rl_model *scorer, *judge;
+    rl_model *scorer[RL_REWARD_MAX_SCORERS]; /* the ensemble of reward.scorer_path */
+    int n_scorers;
+    rl_model *judge;
     rl_scorer_client *remote;
 } s_state;
 
@@ -35,7 +37,8 @@ static void s_free_state(s_state *st)
 {
     if (!st)
         return;
-    rl_model_free(st->scorer);
+    for (int i = 0; i < st->n_scorers; i++)
+        rl_model_free(st->scorer[i]);
     rl_model_free(st->judge);
     rl_scorer_client_free(st->remote);
     free(st->default_source);
@@ -66,8 +69,27 @@ static int s_init_image(rl_worker_ctx *ctx, s_state *st)
     if (rc)
         return rc;
     st->image = 1;
-    if ((rc = s_load_classifier(ctx, "reward.scorer_path", st->img.scorer_path, &st->scorer)) ||
-        (rc = s_load_classifier(ctx, "reward.judge_path", st->img.judge_path, &st->judge)))
+    /* reward.scorer_path: one directory, or several separated by commas (an ensemble) */
+    const char *p = st->img.scorer_path ? st->img.scorer_path : "";
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        char dir[4096];
+        if (len == 0)
+            return rl_config_error_at(ctx->config, "reward.scorer_path", RL_ECONFIG,
+                                      "an empty path in the list '%s'", st->img.scorer_path);
+        if (len >= sizeof dir || st->n_scorers == RL_REWARD_MAX_SCORERS)
+            return rl_config_error_at(ctx->config, "reward.scorer_path", RL_ECONFIG,
+                                      "at most %d scorers, each path under %zu bytes",
+                                      RL_REWARD_MAX_SCORERS, sizeof dir);
+        memcpy(dir, p, len);
+        dir[len] = 0;
+        if ((rc = s_load_classifier(ctx, "reward.scorer_path", dir, &st->scorer[st->n_scorers])))
+            return rc;
+        st->n_scorers++;
+        p = e ? e + 1 : p + len;
+    }
+    if ((rc = s_load_classifier(ctx, "reward.judge_path", st->img.judge_path, &st->judge)))
         return rc;
     if (st->img.endpoint && *st->img.endpoint) {
         st->remote = rl_scorer_client_new(st->img.endpoint, (int)st->img.timeout_ms,
@@ -187,26 +209,36 @@ static float *s_out(rl_dataproto *o, const char *name, int64_t B)
     return t ? rl_tensor_data(t) : NULL;
 }
 
-/* The classifier m on images fq (B, D) with their prompts: pm[b] (may be
- * NULL) = p(prompt's class | image b), on[b] = 1 when the argmax is that
- * class, else 0. cls (B) is scratch. */
-static int s_classify(rl_model *m, const char *what, const float *fq, int64_t B, int64_t D,
-                      const char *const *prompts, int *cls, float *pm, float *on)
+/* The classifiers m[0..nm) on images fq (B, D) with their prompts, their
+ * class probabilities averaged (an ensemble; one model is itself): pm[b]
+ * (may be NULL) = p(prompt's class | image b), on[b] = 1 when the argmax is
+ * that class, else 0. cls (B) is scratch. */
+static int s_classify(rl_model *const *m, int nm, const char *what, const float *fq, int64_t B,
+                      int64_t D, const char *const *prompts, int *cls, float *pm, float *on)
 {
-    int K = rl_image_classifier_classes(m);
-    if (rl_image_classifier_dim(m) != D || K > 16)
-        return rl_error_set(RL_ESHAPE, "the %s takes images of %lld floats and %d classes, got "
-                                       "images of %lld", what, (long long)rl_image_classifier_dim(m),
-                            K, (long long)D);
+    int K = rl_image_classifier_classes(m[0]);
+    for (int j = 0; j < nm; j++)
+        if (rl_image_classifier_dim(m[j]) != D || rl_image_classifier_classes(m[j]) != K || K > 16)
+            return rl_error_set(RL_ESHAPE, "the %s (%d of %d) takes images of %lld floats and "
+                                           "%d classes, got images of %lld and %d classes before",
+                                what, j + 1, nm, (long long)rl_image_classifier_dim(m[j]),
+                                rl_image_classifier_classes(m[j]), (long long)D, K);
     for (int64_t b = 0; b < B; b++)
         if ((cls[b] = rl_fmnist_prompt_class(prompts[b])) < 0 || cls[b] >= K)
             return rl_error_wrap(RL_EINVAL, "row %lld", (long long)b);
     int rc = RL_OK;
     for (int64_t b0 = 0; !rc && b0 < B; b0 += 256) {
         int64_t n = B - b0 < 256 ? B - b0 : 256;
-        float *p = malloc(sizeof(float) * (size_t)(n * K));
-        rc = p ? rl_image_classifier_probs(m, n, fq + b0 * D, p)
+        float *p = malloc(sizeof(float) * (size_t)(n * K) * 2), *q = p ? p + n * K : NULL;
+        rc = p ? rl_image_classifier_probs(m[0], n, fq + b0 * D, p)
                : rl_error_set(RL_ENOMEM, "out of memory");
+        for (int j = 1; !rc && j < nm; j++) {
+            rc = rl_image_classifier_probs(m[j], n, fq + b0 * D, q);
+            for (int64_t i = 0; !rc && i < n * K; i++)
+                p[i] += q[i];
+        }
+        for (int64_t i = 0; !rc && nm > 1 && i < n * K; i++)
+            p[i] /= (float)nm;
         for (int64_t i = 0; !rc && i < n; i++) {
             int arg = 0;
             for (int k = 1; k < K; k++)
@@ -284,17 +316,17 @@ static int s_compute_image_reward(rl_worker_ctx *ctx, const rl_dataproto *in, rl
                                 kb[b]);
         }
     }
-    if (!rc && st->scorer) {
+    if (!rc && st->n_scorers) {
         float *pm = s_out(o, RL_REWARD_PROMPT_MATCH, B);
         float *on = pm ? s_out(o, RL_REWARD_ON_PROMPT, B) : NULL;
-        rc = on ? s_classify(st->scorer, "scorer", fq, B, D, prompts, cls, pm, on)
+        rc = on ? s_classify(st->scorer, st->n_scorers, "scorer", fq, B, D, prompts, cls, pm, on)
                 : rl_error_code();
         for (int64_t b = 0; !rc && b < B; b++)
             score[b] += (float)(w[RL_IMG_PROMPT_MATCH] * pm[b] + w[RL_IMG_ON_PROMPT] * on[b]);
     }
     if (!rc && st->judge) { /* reported, never scored */
         float *jon = s_out(o, RL_REWARD_JUDGE_ON_PROMPT, B);
-        rc = jon ? s_classify(st->judge, "judge", fq, B, D, prompts, cls, NULL, jon)
+        rc = jon ? s_classify(&st->judge, 1, "judge", fq, B, D, prompts, cls, NULL, jon)
                  : rl_error_code();
     }
     if (!rc && w[RL_IMG_REMOTE] != 0) {

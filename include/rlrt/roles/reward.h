@@ -26,7 +26,9 @@
  *   reward.reward_coeff   [0, 1e6]  score = reward_coeff · Σ weight·reward (seed: 0.1)
  *   reward.jpeg_quality   [1, 100]  DDPO's 95
  *   reward.scorer_path    a saved image_classifier ('' = none; prompt_match and
- *                         on_prompt need it);
+ *                         on_prompt need it), or up to RL_REWARD_MAX_SCORERS
+ *                         of them separated by commas: an ensemble whose
+ *                         class probabilities are averaged;
  *                         when set, every call also reports on_prompt
  *   reward.judge_path     a second saved image_classifier ('' = none), trained
  *                         apart from the scorer (another seed and size): its
@@ -76,6 +78,7 @@
 #define RL_REWARD_REMOTE "remote_score"
 #define RL_REWARD_ON_PROMPT "on_prompt"
 #define RL_REWARD_JUDGE_ON_PROMPT "judge_on_prompt"
+#define RL_REWARD_MAX_SCORERS 8
 
 #define RL_REWARD_DEFAULTS \
     "reward:\n" \
@@ -119,7 +122,7 @@ static inline int rl_reward_role_config_read(const rl_config *c, rl_reward_role_
     "                               # on_prompt\n" \
     "  reward_coeff: 0.1            # score = reward_coeff * sum(weight * reward)\n" \
     "  jpeg_quality: 95\n" \
-    "  scorer_path: runs/fmnist_scorer/final   # the learned prompt-match scorer\n" \
+    "  scorer_path: runs/fmnist_scorer/final   # the learned prompt-match scorer (a,b,...: ensemble)\n" \
     "  judge_path: ''               # a second classifier, trained apart: judge_on_prompt\n" \
     "  remote:                      # a remote scorer (proto/scorer.proto), e.g. HPSv3\n" \
     "    endpoint: ''\n" \
