@@ -581,9 +581,13 @@ static int s_online(void *ctx)
 static int s_save(void *ctx)
 {
     s_dg *s = ctx;
-    json_t *extra = json_pack("{s:I, s:f, s:f}", "weight_version", (json_int_t)s->j.sync.version,
-                              "constraint_lambda", s->con.lambda, "constraint_integral",
-                              s->con.integral);
+    json_t *extra = json_pack("{s:I}", "weight_version", (json_int_t)s->j.sync.version);
+    if (extra && s->o.con_term && /* the constraint's state, when it is on */
+        (json_object_set_new(extra, "constraint_lambda", json_real(s->con.lambda)) ||
+         json_object_set_new(extra, "constraint_integral", json_real(s->con.integral)))) {
+        json_decref(extra);
+        extra = NULL;
+    }
     if (!extra)
         return rl_error_set(RL_ENOMEM, "checkpoint: out of memory");
     int rc = rl_trainer_save(&s->t, s->j.actor, s->step, 0, s->step, extra);
@@ -598,14 +602,20 @@ static int s_resume(s_dg *s, int64_t want, int64_t *start)
     int rc = rl_dj_restore(&s->j, &s->t, want, start, &extra);
     static const char *const keys[2] = {"constraint_lambda", "constraint_integral"};
     double *dst[2] = {&s->con.lambda, &s->con.integral};
-    for (int k = 0; k < 2 && !rc && *start > 0 && s->o.con_term; k++) {
-        const json_t *v = json_object_get(extra, keys[k]);
-        if (json_is_number(v) && isfinite(json_number_value(v)) && json_number_value(v) >= 0)
-            *dst[k] = json_number_value(v);
-        else
-            rc = rl_error_set(RL_EIO, "checkpoint of step %lld: algorithm.constraint is on but "
-                                      "its state has no '%s' >= 0", (long long)*start, keys[k]);
-    }
+    if (!rc && *start > 0 && s->o.con_term && !json_object_get(extra, keys[0]) &&
+        !json_object_get(extra, keys[1])) /* saved by a run without the constraint */
+        rl_log_warn("checkpoint of step %lld has no algorithm.constraint state: the multiplier "
+                    "starts at %g", (long long)*start, s->con.lambda);
+    else
+        for (int k = 0; k < 2 && !rc && *start > 0 && s->o.con_term; k++) {
+            const json_t *v = json_object_get(extra, keys[k]);
+            if (json_is_number(v) && isfinite(json_number_value(v)) && json_number_value(v) >= 0)
+                *dst[k] = json_number_value(v);
+            else
+                rc = rl_error_set(RL_EIO, "checkpoint of step %lld: the algorithm.constraint state "
+                                          "'%s' is missing or not a number >= 0",
+                                  (long long)*start, keys[k]);
+        }
     json_decref(extra);
     return rc;
 }

@@ -193,6 +193,14 @@ def body(work):
     print("constraint: lambda %s, on-prompt %s" %
           (["%.3f" % x for x in lams], ["%.3f" % r["reward/on_prompt"] for r in mc]))
 
+    # a checkpoint of a run without the constraint resumes with it on: a
+    # warning, and the multiplier starts at the term's weight (prompt_match: 1)
+    rc, out = run(work, cl2, args + ["trainer.total_steps=5", "trainer.resume=true",
+                                     "algorithm.constraint.reward=prompt_match"])
+    assert "has no algorithm.constraint state" in out, out[-2000:]
+    m5 = metrics(os.path.join(work, "g", "metrics.jsonl"))
+    assert m5[-1]["step"] == 5 and m5[-1]["constraint/lambda"] == 1.0, m5[-1]
+
     # 2d. a scorer ensemble (reward.scorer_path a,b): the class probabilities of
     # its members averaged. The step-0 validation scores the same ODE samples,
     # so the ensemble's prompt-match is the mean of the members' own.
