@@ -643,7 +643,7 @@ static int s_open(s_dg *s, rl_driver *d, const rl_config *job)
     s->mini = s->j.actor_cfg.mini_batch;
     s->kl_on = s->j.actor_cfg.use_kl_loss && s->j.actor_cfg.kl_loss_coef > 0;
     rl_reward_image_config ri;
-    if (!rc && !(rc = rl_reward_image_config_read(job, &ri)) && s->o.con_term) {
+    if (!rc && s->o.con_term && !(rc = rl_reward_image_config_read(job, &ri))) {
         s->coeff = ri.coeff;
         s->con_w = ri.weight[s_con_slot[s->o.con_term]];
         s->con.lambda = s->o.con_init >= 0 ? s->o.con_init : s->con_w;

@@ -219,8 +219,9 @@ static int s_classify(rl_model *const *m, int nm, const char *what, const float 
     int K = rl_image_classifier_classes(m[0]);
     for (int j = 0; j < nm; j++)
         if (rl_image_classifier_dim(m[j]) != D || rl_image_classifier_classes(m[j]) != K || K > 16)
-            return rl_error_set(RL_ESHAPE, "the %s (%d of %d) takes images of %lld floats and "
-                                           "%d classes, got images of %lld and %d classes before",
+            return rl_error_set(RL_ESHAPE, "the %s (%d of %d) takes images of %lld floats into %d "
+                                           "classes; the images have %lld floats, and every member "
+                                           "needs the first one's %d classes (at most 16)",
                                 what, j + 1, nm, (long long)rl_image_classifier_dim(m[j]),
                                 rl_image_classifier_classes(m[j]), (long long)D, K);
     for (int64_t b = 0; b < B; b++)
