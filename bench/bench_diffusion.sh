@@ -66,24 +66,24 @@ mkdir -p "$DIR" docs/diffusion
 now() { date +%s.%N; }
 secs() { awk "BEGIN{printf \"%.0f\", $(now) - $1}"; }
 
+classifier() { # dir [overrides...]: fmnist_scorer.yaml into dir, when missing
+    local dir=$1
+    shift
+    [ -f "$dir/final/model.safetensors" ] && return 0
+    $D --config examples/fmnist_scorer.yaml trainer.output_dir="$dir" \
+        trainer.total_steps="$SCORER_STEPS" "$@" || exit 1
+}
 if [ ! -f "$DIR/scorer/final/model.safetensors" ]; then
     t0=$(now)
-    $D --config examples/fmnist_scorer.yaml trainer.output_dir="$DIR/scorer" \
-        trainer.total_steps="$SCORER_STEPS" || exit 1
+    classifier "$DIR/scorer"
     echo "bench: diffusion_scorer_wall_s = $(secs "$t0")"
 fi
 # the judge: a second classifier (another seed and width) that no run trains
 # against; its on-prompt accuracy is reported beside the scorer's
-if [ ! -f "$DIR/judge/final/model.safetensors" ]; then
-    $D --config examples/fmnist_scorer.yaml trainer.output_dir="$DIR/judge" \
-        trainer.total_steps="$SCORER_STEPS" trainer.seed=7 model.hidden_size=128 || exit 1
-fi
+classifier "$DIR/judge" trainer.seed=7 model.hidden_size=128
 # two more scorers (the @ensemble runs' members besides the scorer)
-for sd in 2 3; do
-    [ -f "$DIR/scorer_s$sd/final/model.safetensors" ] ||
-        $D --config examples/fmnist_scorer.yaml trainer.output_dir="$DIR/scorer_s$sd" \
-            trainer.total_steps="$SCORER_STEPS" trainer.seed=$sd || exit 1
-done
+classifier "$DIR/scorer_s2" trainer.seed=2
+classifier "$DIR/scorer_s3" trainer.seed=3
 pretrain() { # dir steps tag
     [ -f "$1/final/model.safetensors" ] && return 0
     local t0
