@@ -401,12 +401,12 @@ int rl_lm_dump_samples(const char *dir, const char *key, int64_t step, const rl_
             return rl_error_set(RL_EPROTO, "%s: the samples have no %s column '%s'", key,
                                 k == 3 ? "int64" : "string", names[k]);
     }
-    /* optional int64 columns, written when present */
-    static const char *const opt[2] = {RL_ROLLOUT_ROW_VERSION, RL_LM_GUIDED};
-    const rl_column *oc[2];
-    for (int k = 0; k < 2; k++) {
+    /* optional columns, written when present: int64, int64, double */
+    static const char *const opt[3] = {RL_ROLLOUT_ROW_VERSION, RL_LM_GUIDED, RL_LM_KL_PENALTY};
+    const rl_column *oc[3];
+    for (int k = 0; k < 3; k++) {
         oc[k] = rl_dataproto_column(dp, opt[k]);
-        if (oc[k] && rl_column_get_type(oc[k]) != RL_COL_INT64)
+        if (oc[k] && rl_column_get_type(oc[k]) != (k == 2 ? RL_COL_DOUBLE : RL_COL_INT64))
             oc[k] = NULL;
     }
     /* the mean advantage over each row's loss positions, when the batch has
@@ -454,9 +454,10 @@ int rl_lm_dump_samples(const char *dir, const char *key, int64_t step, const rl_
             json_object_set_new(o, "accuracy", json_real(pa[i]));
             json_object_set_new(o, "format", json_real(pf[i]));
             json_object_set_new(o, "response_length", json_integer(pl[i]));
-            for (int k = 0; k < 2; k++)
+            for (int k = 0; k < 3; k++)
                 if (oc[k])
-                    json_object_set_new(o, opt[k], json_integer(rl_column_i64(oc[k], i)));
+                    json_object_set_new(o, opt[k], k == 2 ? json_real(rl_column_f64(oc[k], i))
+                                                          : json_integer(rl_column_i64(oc[k], i)));
             if (adv)
                 json_object_set_new(o, "advantage", json_real(adv[i]));
         }

@@ -102,6 +102,9 @@ int rl_lm_job_validate(rl_lm_job *j, int64_t step, double *accuracy, double *for
  * columns, and advantage (the mean over the row's loss positions) when it
  * has RL_ACTOR_ADVANTAGES. Errors name `key`. */
 #define RL_LM_GUIDED "guided"
+/* double (B): the KL term subtracted from a row's reward, coefficient and
+ * AEPO's token weights included (rlvr with algorithm.use_kl_in_reward) */
+#define RL_LM_KL_PENALTY "kl_penalty"
 int rl_lm_dump_samples(const char *dir, const char *key, int64_t step, const rl_dataproto *dp,
                        const rl_dataset *levels);
 

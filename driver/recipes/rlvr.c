@@ -600,6 +600,13 @@ static int s_phase_generate(void *arg)
             rl_metric_set_put(r->t.ms, "batch/filter_rounds", (double)(round + 1));
     }
     rl_dataproto_free(spare);
+    const rl_column *gc = rc ? NULL : rl_dataproto_column(r->batch, RL_LM_GUIDED);
+    if (gc && rl_column_get_type(gc) == RL_COL_INT64) { /* after filtering: what is trained on */
+        int64_t guided = 0;
+        for (int64_t b = 0; b < rl_dataproto_rows(r->batch); b++)
+            guided += rl_column_i64(gc, b) != 0;
+        rl_metric_set_put(r->t.ms, "batch/guided_rows", (double)guided);
+    }
     rl_metric_set_put(r->t.ms, "timing_s/gen", t_gen);
     rl_metric_set_put(r->t.ms, "timing_s/reward", t_rew);
     return rc ? rc : s_check_versions(r);
@@ -646,16 +653,33 @@ static int s_phase_ref_log_prob(void *arg)
 }
 
 /* The per-token KL between the policy and the reference (into r->kl), its
- * metric, the adaptive coefficient and AEPO's KL steps. */
+ * metric, the adaptive coefficient and AEPO's KL steps. A guided row's
+ * tokens were not sampled from the policy, so k1/k2/k3 there are no
+ * estimates of KL(π‖π_ref): the row gets KL 0 (no penalty in its reward) and
+ * stays out of the metric, the controller and AEPO's per-bucket budgets. */
 static int s_kl(s_rlvr *r, const float *mask, int64_t B, int64_t R)
 {
     const float *old = s_tokens_of(r->batch, RL_ACTOR_OLD_LOGP, R);
     const float *ref = old ? s_tokens_of(r->batch, RL_ACTOR_REF_LOGP, R) : NULL;
     if (!ref)
         return rl_error_code();
+    const rl_column *gc = rl_dataproto_column(r->batch, RL_LM_GUIDED);
+    int64_t guided = 0;
+    for (int64_t b = 0; gc && rl_column_get_type(gc) == RL_COL_INT64 && b < B; b++)
+        guided += rl_column_i64(gc, b) != 0;
+    float *kmask = guided ? malloc(sizeof(float) * (size_t)(B * R)) : NULL;
     r->kl = malloc(sizeof(float) * (size_t)(B * R > 0 ? B * R : 1));
-    if (!r->kl)
+    if (!r->kl || (guided && !kmask)) {
+        free(kmask);
         return rl_error_set(RL_ENOMEM, "out of memory for the KL");
+    }
+    for (int64_t b = 0; kmask && b < B; b++) {
+        int g = rl_column_i64(gc, b) != 0;
+        for (int64_t t = 0; t < R; t++)
+            kmask[b * R + t] = g ? 0.0f : mask[b * R + t];
+    }
+    if (kmask)
+        mask = kmask;
     int rc = rl_kl_penalty(old, ref, mask, B, R, r->o.kl_kind, 0, r->kl, NULL);
     double s = 0, n = 0;
     for (int64_t i = 0; !rc && i < B * R; i++)
@@ -663,17 +687,17 @@ static int s_kl(s_rlvr *r, const float *mask, int64_t B, int64_t R)
             s += r->kl[i];
             n++;
         }
-    if (rc)
-        return rc;
-    if (n > 0)
+    if (!rc && n > 0)
         rl_metric_set_put(r->t.ms, RL_M_KL_PENALTY, s / n);
     r->kl_coef = r->klc.value; /* this step's coefficient */
-    rl_metric_set_put(r->t.ms, "actor/reward_kl_coef", r->klc.value);
-    if (r->o.use_kl_in_reward && n > 0 && (rc = rl_kl_ctl_update(&r->klc, s / n, B)))
-        return rc;
-    if (r->aepo_on) /* dual ascent on the per-bucket KL budgets, token weights */
+    if (!rc)
+        rl_metric_set_put(r->t.ms, "actor/reward_kl_coef", r->klc.value);
+    if (!rc && r->o.use_kl_in_reward && n > 0)
+        rc = rl_kl_ctl_update(&r->klc, s / n, B);
+    if (!rc && r->aepo_on) /* dual ascent on the per-bucket KL budgets, token weights */
         rc = rl_rlvr_aepo_kl(&r->aepo, r->kl, mask, B, R, r->kl_coef, r->o.use_kl_in_reward,
                              r->t.ms);
+    free(kmask);
     return rc;
 }
 
@@ -735,6 +759,16 @@ static int s_phase_advantages(void *arg)
                            .gamma = r->o.gamma, .norm_by_std = r->o.norm_by_std,
                            .uniform_scale = r->o.uniform_scale};
         rc = r->o.est->run(&in, adv, r->t.ms);
+    }
+    if (!rc && r->o.use_kl_in_reward && r->kl) { /* each row's KL term, for the dumps */
+        rl_column *kc = rl_dataproto_new_column(r->batch, RL_LM_KL_PENALTY, RL_COL_DOUBLE);
+        rc = kc ? RL_OK : rl_error_code();
+        for (int64_t b = 0; !rc && b < B; b++) {
+            double k = 0;
+            for (int64_t t = 0; t < R; t++)
+                k += (double)mask[b * R + t] * r->kl[b * R + t];
+            rc = rl_column_set_f64(kc, b, r->kl_coef * k);
+        }
     }
     if (!rc && r->o.tis_cap > 0)
         rc = s_tis(r, lmask, adv, B, R);

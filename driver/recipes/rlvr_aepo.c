@@ -257,6 +257,7 @@ int rl_rlvr_aepo_shape(rl_rlvr_aepo *a, rl_dataproto *dp, rl_metric_set *ms)
                  : RL_OK;
     rl_aepo_batch_stats stats;
     uint8_t *guided = NULL;
+    a->rows = B;
     if (!rc)
         rc = s_guided_rows(dp, B, &guided);
     if (!rc)
@@ -292,12 +293,18 @@ int rl_rlvr_aepo_kl(rl_rlvr_aepo *a, float *kl, const float *mask, int64_t B, in
 {
     if (!a->bucket || !a->flags)
         return rl_error_set(RL_ESTATE, "aepo: the KL step needs a shaped batch");
+    if (B != a->rows)
+        return rl_error_set(RL_ESTATE, "aepo: the KL step has %lld rows, the shaped batch %lld",
+                            (long long)B, (long long)a->rows);
     double klb[RL_AEPO_NBUCKETS];
     int rc = rl_aepo_lambda_update(a->st, kl, mask, a->bucket, B, R, klb);
     for (int k = 0; !rc && k < RL_AEPO_NBUCKETS; k++) {
         char key[64];
         snprintf(key, sizeof key, "aepo/lambda_%s", rl_aepo_bucket_name(k));
         rl_metric_set_put(ms, key, rl_aepo_lambda(a->st, k));
+        snprintf(key, sizeof key, "aepo/kl_%s", rl_aepo_bucket_name(k));
+        if (klb[k] == klb[k]) /* NaN: no row of the bucket */
+            rl_metric_set_put(ms, key, klb[k]);
     }
     if (!rc && a->dynamic_kl && kl_in_reward && kl_coef > 0) {
         float *w = malloc(sizeof(float) * (size_t)(B * R > 0 ? B * R : 1));

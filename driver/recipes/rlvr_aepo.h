@@ -24,6 +24,7 @@ typedef struct rl_rlvr_aepo {
     double percentile;
     int dynamic_kl, bootstrap;
     int64_t bootstrap_size;
+    int64_t rows;   /* B of this step's shaped batch */
     int8_t *bucket; /* (B) this step's difficulty buckets */
     uint8_t *flags; /* (B, R) this step's HWE flags */
 } rl_rlvr_aepo;

@@ -216,23 +216,40 @@ def main():
               "their last row" % total_guided)
         # with AEPO the guided rows stay out of its statistics: no entropy
         # reward on text the policy did not write (the dump's scores are the
-        # shaped ones; with reward.format_weight=1 the raw score is format)
+        # shaped ones; with reward.format_weight=1 the raw score is format);
+        # with the KL in the reward they get no KL term either (their tokens
+        # are not samples of the policy), and every row's advantage is its
+        # group's z-score of score - kl_penalty (what the dump says entered
+        # the reward)
         run(work, c2, "arith_grpo.yaml", rl + [
             "trainer.total_steps=2", "trainer.output_dir=runs/guided_aepo",
             "algorithm.guidance.enable=true", "algorithm.aepo.enable=true", "data.bootstrap=true",
-            "data.bootstrap_size=8", "trainer.rollout_data_dir=runs/guided_aepo_rollouts"])
-        shaped = 0
+            "data.bootstrap_size=8", "trainer.rollout_data_dir=runs/guided_aepo_rollouts",
+            "algorithm.use_kl_in_reward=true", "algorithm.kl_ctrl.kl_coef=0.5",
+            "algorithm.norm_adv_by_std_in_grpo=true"])
+        shaped = penalised = 0
         for step in (1, 2):
             with open(os.path.join(work, "runs/guided_aepo_rollouts/%d.jsonl" % step)) as f:
                 rows = [json.loads(line) for line in f]
             assert any(r["guided"] for r in rows), "no guided row"
+            groups = {}
             for r in rows:
+                groups.setdefault(r["global_id"], []).append(r)
                 if r["guided"]:
-                    assert r["score"] == r["format"] == 1.0, r
+                    assert r["score"] == r["format"] == 1.0 and r["kl_penalty"] == 0.0, r
                 else:
                     shaped += r["score"] != r["format"]
+                    penalised += step == 2 and r["kl_penalty"] != 0.0
+            for g in groups.values():
+                s = [r["score"] - r["kl_penalty"] for r in g]
+                mean = sum(s) / len(s)
+                std = (sum((x - mean) ** 2 for x in s) / (len(s) - 1)) ** 0.5
+                for r, x in zip(g, s):
+                    assert abs(r["advantage"] - (x - mean) / (std + 1e-6)) < 1e-3 * max(1, abs(r["advantage"])), (r, s)
         assert shaped > 0, "AEPO gave no entropy reward to any sample: the check above shows nothing"
-        print("ok: guidance with AEPO: guided rows get no entropy reward (%d policy samples do)" % shaped)
+        assert penalised > 0, "no policy sample had a KL term at step 2: the check above shows nothing"
+        print("ok: guidance with AEPO: guided rows get no entropy reward and no KL term (%d policy "
+              "samples get the reward, %d the KL)" % (shaped, penalised))
         rc, log = run(work, c2, "arith_grpo.yaml", rl + [
             "trainer.total_steps=1", "trainer.output_dir=runs/bad", "algorithm.guidance.enable=true",
             "algorithm.guidance.samples=4"], expect_ok=False)
