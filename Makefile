@@ -332,12 +332,14 @@ golden:
 	@set -e; for g in $(sort $(wildcard tests/reference/gen_*.py)); do \
 	    echo "golden: $$g"; $(PYTHON) $$g; done
 
+# bench-NAME runs bench/bench_NAME.sh, or the bench_NAME* programs; a dash in
+# NAME is an underscore in the file name (bench-rl-long: bench_rl_long.sh)
 bench-%: deps
 	@$(MAKE) --no-print-directory all
-	@set -e; if [ -x bench/bench_$*.sh ]; then BUILD=$(BUILD) bench/bench_$*.sh; \
-	else found=0; for b in $(BUILD)/bench/bench_$* $(BUILD)/bench/bench_$*_*; do \
+	@set -e; if [ -x bench/bench_$(subst -,_,$*).sh ]; then BUILD=$(BUILD) bench/bench_$(subst -,_,$*).sh; \
+	else found=0; for b in $(BUILD)/bench/bench_$(subst -,_,$*) $(BUILD)/bench/bench_$(subst -,_,$*)_*; do \
 	    [ -x "$$b" ] || continue; found=1; echo "== $$b"; "$$b"; done; \
-	    [ $$found = 1 ] || { echo "no benchmark named '$*' (bench/bench_$*.c or .sh)"; exit 2; }; fi
+	    [ $$found = 1 ] || { echo "no benchmark named '$*' (bench/bench_$(subst -,_,$*).c or .sh)"; exit 2; }; fi
 
 FUZZ_BINS := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
 FUZZ_CFLAGS := -std=c11 -O1 -g -fsanitize=fuzzer-no-link,address,undefined $(CPPFLAGS) $(PKG_CFLAGS)
