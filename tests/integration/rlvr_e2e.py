@@ -208,6 +208,7 @@ def main():
                 else:  # left alone: it had a correct sample of its own
                     assert marks == [0, 0, 0, 0] and any(r["accuracy"] > 0 for r in g), g
             assert abs(gm[step]["batch/guided_groups"] - guided / 8) < 1e-12, (gm[step], guided)
+            assert gm[step]["batch/guided_rows"] == sum(r["guided"] for r in rows), gm[step]
             if guided:
                 assert gm[step]["batch/guided_accuracy"] == 1.0, gm[step]
             total_guided += guided
