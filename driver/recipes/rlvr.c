@@ -499,6 +499,19 @@ static int s_check_versions(s_rlvr *r)
     return RL_OK;
 }
 
+/* The guided rows of a batch (off-policy guidance), or -1 when it has no
+ * int64 column RL_LM_GUIDED. */
+static int64_t s_guided_rows(const rl_dataproto *dp)
+{
+    const rl_column *c = rl_dataproto_column(dp, RL_LM_GUIDED);
+    if (!c || rl_column_get_type(c) != RL_COL_INT64)
+        return -1;
+    int64_t n = 0;
+    for (int64_t b = 0; b < rl_dataproto_rows(dp); b++)
+        n += rl_column_i64(c, b) != 0;
+    return n;
+}
+
 /* Generate and score; with online filtering, until the batch is full. */
 static int s_phase_generate(void *arg)
 {
@@ -600,13 +613,9 @@ static int s_phase_generate(void *arg)
             rl_metric_set_put(r->t.ms, "batch/filter_rounds", (double)(round + 1));
     }
     rl_dataproto_free(spare);
-    const rl_column *gc = rc ? NULL : rl_dataproto_column(r->batch, RL_LM_GUIDED);
-    if (gc && rl_column_get_type(gc) == RL_COL_INT64) { /* after filtering: what is trained on */
-        int64_t guided = 0;
-        for (int64_t b = 0; b < rl_dataproto_rows(r->batch); b++)
-            guided += rl_column_i64(gc, b) != 0;
+    int64_t guided = rc ? -1 : s_guided_rows(r->batch);
+    if (guided >= 0) /* after filtering: what is trained on */
         rl_metric_set_put(r->t.ms, "batch/guided_rows", (double)guided);
-    }
     rl_metric_set_put(r->t.ms, "timing_s/gen", t_gen);
     rl_metric_set_put(r->t.ms, "timing_s/reward", t_rew);
     return rc ? rc : s_check_versions(r);
@@ -664,12 +673,10 @@ static int s_kl(s_rlvr *r, const float *mask, int64_t B, int64_t R)
     if (!ref)
         return rl_error_code();
     const rl_column *gc = rl_dataproto_column(r->batch, RL_LM_GUIDED);
-    int64_t guided = 0;
-    for (int64_t b = 0; gc && rl_column_get_type(gc) == RL_COL_INT64 && b < B; b++)
-        guided += rl_column_i64(gc, b) != 0;
-    float *kmask = guided ? malloc(sizeof(float) * (size_t)(B * R)) : NULL;
+    int64_t guided = s_guided_rows(r->batch);
+    float *kmask = guided > 0 ? malloc(sizeof(float) * (size_t)(B * R)) : NULL;
     r->kl = malloc(sizeof(float) * (size_t)(B * R > 0 ? B * R : 1));
-    if (!r->kl || (guided && !kmask)) {
+    if (!r->kl || (guided > 0 && !kmask)) {
         free(kmask);
         return rl_error_set(RL_ENOMEM, "out of memory for the KL");
     }
