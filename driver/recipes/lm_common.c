@@ -402,9 +402,10 @@ int rl_lm_dump_samples(const char *dir, const char *key, int64_t step, const rl_
                                 k == 3 ? "int64" : "string", names[k]);
     }
     /* optional columns, written when present: int64, int64, double */
-    static const char *const opt[3] = {RL_ROLLOUT_ROW_VERSION, RL_LM_GUIDED, RL_LM_KL_PENALTY};
-    const rl_column *oc[3];
-    for (int k = 0; k < 3; k++) {
+    static const char *const opt[4] = {RL_ROLLOUT_ROW_VERSION, RL_LM_GUIDED, RL_LM_KL_PENALTY,
+                                       RL_LM_REPLAYED};
+    const rl_column *oc[4];
+    for (int k = 0; k < 4; k++) {
         oc[k] = rl_dataproto_column(dp, opt[k]);
         if (oc[k] && rl_column_get_type(oc[k]) != (k == 2 ? RL_COL_DOUBLE : RL_COL_INT64))
             oc[k] = NULL;
@@ -454,7 +455,7 @@ int rl_lm_dump_samples(const char *dir, const char *key, int64_t step, const rl_
             json_object_set_new(o, "accuracy", json_real(pa[i]));
             json_object_set_new(o, "format", json_real(pf[i]));
             json_object_set_new(o, "response_length", json_integer(pl[i]));
-            for (int k = 0; k < 3; k++)
+            for (int k = 0; k < 4; k++)
                 if (oc[k])
                     json_object_set_new(o, opt[k], k == 2 ? json_real(rl_column_f64(oc[k], i))
                                                           : json_integer(rl_column_i64(oc[k], i)));
@@ -596,4 +597,55 @@ float *rl_lm_row_values(const rl_dataproto *dp, const char *name)
 {
     rl_tensor *t = rl_dataproto_tensor_shaped(dp, name, RL_F32, 1, NULL);
     return t ? rl_tensor_data(t) : NULL;
+}
+
+static int s_cmp_id(const void *a, const void *b, void *ids)
+{
+    int64_t x = ((const int64_t *)ids)[*(const int64_t *)a],
+            y = ((const int64_t *)ids)[*(const int64_t *)b];
+    return (x > y) - (x < y);
+}
+
+int rl_lm_id_index_build(rl_lm_id_index *x, const rl_dataset *ds)
+{
+    memset(x, 0, sizeof *x);
+    int64_t n = rl_dataset_size(ds);
+    int64_t *ids = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+    x->rows = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+    x->ids = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+    if (!ids || !x->rows || !x->ids) {
+        free(ids);
+        rl_lm_id_index_free(x);
+        return rl_error_set(RL_ENOMEM, "global id index: out of memory");
+    }
+    for (int64_t i = 0; i < n; i++) {
+        ids[i] = rl_dataset_global_id(ds, i);
+        x->rows[i] = i;
+    }
+    qsort_r(x->rows, (size_t)n, sizeof(int64_t), s_cmp_id, ids);
+    for (int64_t i = 0; i < n; i++)
+        x->ids[i] = ids[x->rows[i]];
+    free(ids);
+    x->n = n;
+    return RL_OK;
+}
+
+int64_t rl_lm_id_index_find(const rl_lm_id_index *x, int64_t id)
+{
+    int64_t lo = 0, hi = x->n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (x->ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < x->n && x->ids[lo] == id ? x->rows[lo] : -1;
+}
+
+void rl_lm_id_index_free(rl_lm_id_index *x)
+{
+    free(x->ids);
+    free(x->rows);
+    memset(x, 0, sizeof *x);
 }

@@ -98,10 +98,13 @@ int rl_lm_job_validate(rl_lm_job *j, int64_t step, double *accuracy, double *for
  * the rlvr recipe's trainer.rollout_data_dir, verl's keys): step,
  * global_id, level (from row i of `levels` when given and the row has
  * one), prompt, response, ground_truth, score, accuracy, format,
- * response_length, weight_version and guided when dp has those int64
+ * response_length, weight_version, guided and replayed when dp has those int64
  * columns, and advantage (the mean over the row's loss positions) when it
  * has RL_ACTOR_ADVANTAGES. Errors name `key`. */
 #define RL_LM_GUIDED "guided"
+/* int64 (B): how many times the row's prompt has been replayed, 0 for a
+ * fresh one (rlvr with algorithm.hard_replay) */
+#define RL_LM_REPLAYED "replayed"
 /* double (B): the KL term subtracted from a row's reward, coefficient and
  * AEPO's token weights included (rlvr with algorithm.use_kl_in_reward) */
 #define RL_LM_KL_PENALTY "kl_penalty"
@@ -119,6 +122,17 @@ float *rl_lm_length_mask(const rl_dataproto *dp, int64_t *B, int64_t *R);
 int64_t *rl_lm_group_ids(const rl_dataproto *dp);
 /* The f32 (B) tensor `name` of dp, or NULL + a message naming it. */
 float *rl_lm_row_values(const rl_dataproto *dp, const char *name);
+
+/* The rows of a dataset by global id (guidance finds a sample's solution,
+ * hard-prompt replay its prompt): ids sorted ascending, rows[i] the row of
+ * ids[i]. Owns both arrays (rl_lm_id_index_free). */
+typedef struct rl_lm_id_index {
+    int64_t *ids, *rows, n;
+} rl_lm_id_index;
+int rl_lm_id_index_build(rl_lm_id_index *x, const rl_dataset *ds);
+/* The row with global id `id`, or -1. */
+int64_t rl_lm_id_index_find(const rl_lm_id_index *x, int64_t id);
+void rl_lm_id_index_free(rl_lm_id_index *x);
 
 /* The data section of the LM recipes (the task and its batches). */
 #define RL_LM_DATA_DEFAULTS \

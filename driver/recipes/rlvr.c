@@ -1,10 +1,11 @@
 /* rlvr.c — language-model RL with verifiable rewards, in verl's order. A
  * step is this table of phases (rl_phases_run times each one):
- *   gen           prompts → repeat n (uid per prompt) → rollout samples tokens,
- *                 log-probs and entropies → reward ranks score them → with
- *                 guidance, all-wrong groups get a reference solution
- *                 (rlvr_guidance.c); with online filtering, rounds until the
- *                 batch is full
+ *   gen           prompts (with hard-prompt replay, queued hard prompts first:
+ *                 rlvr_replay.c) → repeat n (uid per prompt) → rollout
+ *                 samples tokens, log-probs and entropies → reward ranks
+ *                 score them → with guidance, all-wrong groups get a
+ *                 reference solution (rlvr_guidance.c); with online
+ *                 filtering, rounds until the batch is full
  *   aepo          ARES/AEPO entropy shaping (rlvr_aepo.c), when enabled
  *   old_log_prob  the policy's log-probs (actor ranks)
  *   ref           the frozen reference's log-probs, when a KL term is used
@@ -15,7 +16,7 @@
  *   sync_weights  the new weights to the rollout ranks
  * then metrics, validation and a checkpoint every k steps. trainer.resume
  * continues from the latest checkpoint with the same batches (data position,
- * weights, moments, KL coefficient and AEPO state restored). */
+ * weights, moments, KL coefficient, AEPO state and replay queue restored). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@
 #include "rlvr_aepo.h"
 #include "rlvr_async.h"
 #include "rlvr_guidance.h"
+#include "rlvr_replay.h"
 
 /* ---- options ------------------------------------------------------------------------------ */
 
@@ -150,6 +152,9 @@ static int s_prepare(rl_config *job)
         rc = rl_rlvr_aepo_open(&a, job, &enabled);
     if (!rc)
         rl_rlvr_aepo_close(&a);
+    rl_rlvr_replay q;
+    if (!rc)
+        rc = rl_rlvr_replay_read(job, &q);
     int64_t x;
     int b;
     if (!rc && (rl_config_get_int_in(job, "trainer.total_steps", 0, 1000000000, &x) ||
@@ -170,6 +175,7 @@ typedef struct s_rlvr {
     rl_rlvr_aepo aepo;
     rl_rlvr_async async; /* rounds prefetched for later steps (trainer.staleness > 0) */
     rl_rlvr_guidance guide; /* off-policy guidance of all-wrong groups */
+    rl_rlvr_replay replay;  /* hard prompts queued for later steps */
     const char *rollout_dump_dir; /* trainer.rollout_data_dir ("": off) */
     /* this step */
     int64_t step;
@@ -194,7 +200,7 @@ static int s_round_start(s_rlvr *r, int64_t step, int64_t round, int64_t prompts
                          rl_dataproto **out, rl_future **f)
 {
     rl_dataproto *p = NULL;
-    int rc = rl_data_iter_next(r->j.it, prompts, &p);
+    int rc = rl_rlvr_replay_prompts(&r->replay, r->j.it, prompts, round == 0, &p);
     if (rc)
         return rc;
     rl_dataproto *dp = rl_dataproto_repeat(p, r->j.rollout_cfg.n, 1);
@@ -571,6 +577,8 @@ static int s_phase_generate(void *arg)
             rc = s_overlong(r, part, round == 0 ? r->t.ms : NULL);
         if (!rc && round == 0)
             rc = s_batch_metrics(part, r->t.ms); /* metrics of what was sampled */
+        if (!rc) /* the policy's own accuracy, before guidance */
+            rc = rl_rlvr_replay_observe(&r->replay, part);
         if (!rc)
             rc = rl_rlvr_guidance_apply(&r->guide, &r->j, &part, s_shape_guided, r, NULL,
                                         round == 0 ? r->t.ms : NULL);
@@ -613,6 +621,7 @@ static int s_phase_generate(void *arg)
             rl_metric_set_put(r->t.ms, "batch/filter_rounds", (double)(round + 1));
     }
     rl_dataproto_free(spare);
+    rl_rlvr_replay_metrics(&r->replay, r->t.ms);
     int64_t guided = rc ? -1 : s_guided_rows(r->batch);
     if (guided >= 0) /* after filtering: what is trained on */
         rl_metric_set_put(r->t.ms, "batch/guided_rows", (double)guided);
@@ -972,6 +981,11 @@ static int s_save(void *ctx)
                               "kl_coef", r->klc.value);
     if (extra && r->aepo_on) /* the difficulty state travels with the checkpoint */
         json_object_set_new(extra, "aepo", rl_rlvr_aepo_save(&r->aepo));
+    json_t *queue = extra && r->replay.enable ? rl_rlvr_replay_save(&r->replay) : NULL;
+    if (extra && r->replay.enable && (!queue || json_object_set_new(extra, "hard_replay", queue))) {
+        json_decref(extra);
+        extra = NULL;
+    }
     if (!extra)
         return rl_error_set(RL_ENOMEM, "checkpoint: out of memory");
     if (r->o.staleness > 0) { /* the rounds already generated for later steps */
@@ -1019,6 +1033,11 @@ static int s_resume(s_rlvr *r, int64_t want, int64_t *start)
         rc = rl_rlvr_aepo_restore(&r->aepo, aepo, r->t.ckpt_dir);
     else if (r->aepo_on)
         rl_log_warn("the checkpoint has no AEPO state: AEPO starts afresh");
+    const json_t *queue = json_object_get(extra, "hard_replay");
+    if (!rc && r->replay.enable && queue)
+        rc = rl_rlvr_replay_restore(&r->replay, queue);
+    else if (!rc && r->replay.enable)
+        rl_log_warn("the checkpoint has no hard_replay queue: the queue starts empty");
     json_decref(extra);
     rl_data_pos pos = {epoch, index};
     if (!rc)
@@ -1039,6 +1058,8 @@ static int s_open(s_rlvr *r, rl_driver *d, const rl_config *job)
         rc = rl_rlvr_aepo_open(&r->aepo, job, &r->aepo_on);
     if (!rc)
         rc = rl_rlvr_guidance_open(&r->guide, job, r->j.train);
+    if (!rc)
+        rc = rl_rlvr_replay_open(&r->replay, job, r->j.train);
     if (!rc && (rc = rl_config_get_string(job, "trainer.rollout_data_dir", &r->rollout_dump_dir)))
         rc = rl_error_code();
     if (!rc && *r->rollout_dump_dir && rl_mkdir_p(r->rollout_dump_dir))
@@ -1056,6 +1077,7 @@ static void s_close(s_rlvr *r)
 {
     rl_rlvr_async_close(&r->async);
     rl_rlvr_guidance_close(&r->guide);
+    rl_rlvr_replay_close(&r->replay);
     rl_rlvr_aepo_close(&r->aepo);
     rl_trainer_close(&r->t);
     rl_lm_job_close(&r->j);
@@ -1193,6 +1215,12 @@ const rl_recipe rl_recipe_rlvr = {
         "    enable: false             # gets the row's reference solution in place of its last\n"
         "    field: solution           # `samples` samples (the JSONL field holding it)\n"
         "    samples: 1\n"
+        "  hard_replay:               # a prompt whose group's mean accuracy is below `below`\n"
+        "    enable: false             # returns in a later step's first round (up to per_step a\n"
+        "    below: 0.5                # step), up to `times` times, until the policy gets it\n"
+        "    times: 4                  # right (rlvr_replay.h)\n"
+        "    per_step: 4\n"
+        "    capacity: 256\n"
         "  tis_imp_ratio_cap: 0.0     # truncated importance sampling: advantage × min(exp(old −\n"
         "                             # rollout log-prob), cap) per token; 0 = off (verl's TIS)\n"
         "  aepo:                      # ARES/AEPO entropy shaping (seed 002)\n"

@@ -37,67 +37,28 @@ int rl_rlvr_guidance_read(const rl_config *job, rl_rlvr_guidance *g)
     return RL_OK;
 }
 
-static int s_cmp_id(const void *a, const void *b, void *ids)
-{
-    int64_t x = ((const int64_t *)ids)[*(const int64_t *)a],
-            y = ((const int64_t *)ids)[*(const int64_t *)b];
-    return (x > y) - (x < y);
-}
-
 int rl_rlvr_guidance_open(rl_rlvr_guidance *g, const rl_config *job, const rl_dataset *train)
 {
     int rc = rl_rlvr_guidance_read(job, g);
-    if (rc || !g->enable)
-        return rc;
-    int64_t n = rl_dataset_size(train);
-    int64_t *ids = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
-    g->rows = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
-    g->ids = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
-    if (!ids || !g->rows || !g->ids) {
-        free(ids);
-        return rl_error_set(RL_ENOMEM, "guidance: out of memory");
-    }
-    for (int64_t i = 0; i < n; i++) {
-        ids[i] = rl_dataset_global_id(train, i);
-        g->rows[i] = i;
-    }
-    qsort_r(g->rows, (size_t)n, sizeof(int64_t), s_cmp_id, ids);
-    for (int64_t i = 0; i < n; i++)
-        g->ids[i] = ids[g->rows[i]];
-    free(ids);
-    g->n = n;
-    return RL_OK;
+    return rc || !g->enable ? rc : rl_lm_id_index_build(&g->index, train);
 }
 
-void rl_rlvr_guidance_close(rl_rlvr_guidance *g)
-{
-    free(g->ids);
-    free(g->rows);
-    g->ids = g->rows = NULL;
-    g->n = 0;
-}
+void rl_rlvr_guidance_close(rl_rlvr_guidance *g) { rl_lm_id_index_free(&g->index); }
 
 /* The reference solution of the training row with global id `id`, or NULL
  * + a message. */
 static const char *s_solution(const rl_rlvr_guidance *g, const rl_dataset *train, int64_t id)
 {
-    int64_t lo = 0, hi = g->n;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (g->ids[mid] < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == g->n || g->ids[lo] != id) {
+    int64_t row = rl_lm_id_index_find(&g->index, id);
+    if (row < 0) {
         rl_error_set(RL_ENOTFOUND, "guidance: no training row with global_id %lld", (long long)id);
         return NULL;
     }
-    const char *s = json_string_value(json_object_get(rl_dataset_extra(train, g->rows[lo]), g->field));
+    const char *s = json_string_value(json_object_get(rl_dataset_extra(train, row), g->field));
     if (!s)
         rl_error_set(RL_ENOTFOUND, "guidance: training row %lld (line %lld) has no string field "
                                    "'%s' (algorithm.guidance.field)", (long long)id,
-                     (long long)rl_dataset_line(train, g->rows[lo]), g->field);
+                     (long long)rl_dataset_line(train, row), g->field);
     return s;
 }
 

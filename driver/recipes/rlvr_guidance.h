@@ -24,9 +24,10 @@
  * positions. With multi-turn rollouts guidance is refused: a solution's tool
  * output would be learned as if the model had written it. With AEPO on, the
  * guided rows stay out of AEPO's statistics and get no entropy reward
- * (rlvr_aepo.c); the combination still collapsed a 400-step run
- * (docs/ARCHITECTURE.md, "Off-policy guidance"), so AEPO's example job
- * keeps guidance off.
+ * (rlvr_aepo.c), and no row gets a KL term in the reward (rlvr.c s_kl:
+ * k1/k2/k3 estimate KL only at tokens the policy sampled; with it, a
+ * guided row's KL made AEPO collapse, docs/ARCHITECTURE.md "Off-policy
+ * guidance").
  *
  * Metrics (of the first round of a step): batch/guided_groups (share of
  * groups guided), batch/guided_accuracy (the reward's accuracy on the
@@ -45,8 +46,7 @@ typedef struct rl_rlvr_guidance {
     int enable;
     const char *field;
     int64_t samples;
-    /* training rows sorted by global id (for the solution of a sample's row) */
-    int64_t *ids, *rows, n;
+    rl_lm_id_index index; /* training rows by global id (a sample's solution) */
 } rl_rlvr_guidance;
 
 /* The keys, checked against rollout.n and rollout.multi_turn (file:line).

@@ -44,13 +44,13 @@ TINY = [
     "data.train_size=2000", "data.val_size=16", "data.levels=[1]",
     "data.max_prompt_length=16", "rollout.response_length=40",
 ]
-# The example jobs turned DAPO's dynamic sampling, clip-higher and off-policy
-# guidance on after these runs were recorded; the golden runs keep the
+# The example jobs turned DAPO's dynamic sampling, clip-higher, off-policy
+# guidance and hard-prompt replay on after these runs were recorded; the golden runs keep the
 # settings they had.
 RL = ["model.init_from=runs/sft/final", "data.train_batch_size=4", "rollout.n=4",
       "actor.ppo_mini_batch_size=2", "actor.optim.lr=0.0005",
       "algorithm.online_filtering=false", "actor.clip_ratio_high=0.2",
-      "algorithm.guidance.enable=false"]
+      "algorithm.guidance.enable=false", "algorithm.hard_replay.enable=false"]
 JOBS = [
     ("sft", "arith_sft.yaml", ["trainer.total_steps=120", "trainer.val_every=60",
                                "data.train_batch_size=16", "actor.optim.lr=0.01",
