@@ -64,6 +64,15 @@ static void s_push(rl_rlvr_replay *q, int64_t row, int64_t done)
     q->len++;
 }
 
+/* 1 when row is among rows[0..n). */
+static int s_has(const int64_t *rows, int64_t n, int64_t row)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (rows[i] == row)
+            return 1;
+    return 0;
+}
+
 int rl_rlvr_replay_prompts(rl_rlvr_replay *q, rl_data_iter *it, int64_t prompts, int queued,
                            rl_dataproto **out)
 {
@@ -72,35 +81,62 @@ int rl_rlvr_replay_prompts(rl_rlvr_replay *q, rl_data_iter *it, int64_t prompts,
         return rl_data_iter_next(it, prompts, out);
     int64_t k = !queued ? 0 : q->per_step < q->len ? q->per_step : q->len;
     k = k < prompts ? k : prompts;
+    /* rows [0, nr): replays (times[i] = their replay count), then [nr, nr +
+     * nf) fresh rows; a prompt is never in a round twice (its group id is
+     * its global id) */
     int64_t *rows = malloc(sizeof(int64_t) * (size_t)(prompts > 0 ? prompts : 1));
+    int64_t *fresh = malloc(sizeof(int64_t) * (size_t)(prompts > 0 ? prompts : 1));
     int64_t *times = malloc(sizeof(int64_t) * (size_t)(prompts > 0 ? prompts : 1));
     rl_dataproto *dp = rl_dataproto_new();
-    int rc = !rows || !times || !dp ? rl_error_set(RL_ENOMEM, "hard_replay: out of memory") : RL_OK;
-    for (int64_t i = 0; !rc && i < k; i++) { /* oldest first */
-        rows[i] = q->row[q->head];
-        times[i] = q->done[q->head] + 1;
+    int rc = !rows || !fresh || !times || !dp ? rl_error_set(RL_ENOMEM, "hard_replay: out of memory")
+                                              : RL_OK;
+    int64_t nr = 0, nf = 0;
+    if (!rc && prompts > k)
+        rc = rl_data_iter_next_rows(it, prompts - k, fresh, &nf);
+    while (!rc && nr < k && q->len > 0) { /* oldest first */
+        int64_t row = q->row[q->head], done = q->done[q->head];
         q->head = (q->head + 1) % q->capacity;
         q->len--;
+        if (s_has(fresh, nf, row) || s_has(rows, nr, row)) {
+            q->n_merged++; /* the prompt is in this round already */
+            continue;
+        }
+        rows[nr] = row;
+        times[nr++] = done + 1;
     }
-    int64_t fresh = 0;
-    if (!rc && prompts > k)
-        rc = rl_data_iter_next_rows(it, prompts - k, rows + k, &fresh);
-    for (int64_t i = k; !rc && i < k + fresh; i++)
-        times[i] = 0;
+    while (!rc && nr + nf < prompts) { /* the queue ran short: fresh rows instead */
+        int64_t row, got;
+        if ((rc = rl_data_iter_next_rows(it, 1, &row, &got)))
+            break;
+        for (int64_t i = 0; i < nr; i++)
+            if (rows[i] == row) { /* the fresh copy stands in for the replay */
+                memmove(rows + i, rows + i + 1, sizeof(int64_t) * (size_t)(nr - i - 1));
+                memmove(times + i, times + i + 1, sizeof(int64_t) * (size_t)(nr - i - 1));
+                nr--;
+                q->n_merged++;
+                break;
+            }
+        fresh[nf++] = row;
+    }
+    for (int64_t i = 0; !rc && i < nf; i++) {
+        rows[nr + i] = fresh[i];
+        times[nr + i] = 0;
+    }
     if (!rc)
-        rc = rl_dataset_fill(q->train, rows, k + fresh, dp);
+        rc = rl_dataset_fill(q->train, rows, nr + nf, dp);
     rl_column *c = rc ? NULL : rl_dataproto_new_column(dp, RL_LM_REPLAYED, RL_COL_INT64);
     if (!rc && !c)
         rc = rl_error_code();
-    for (int64_t i = 0; !rc && i < k + fresh; i++)
+    for (int64_t i = 0; !rc && i < nr + nf; i++)
         rc = rl_column_set_i64(c, i, times[i]);
     free(rows);
+    free(fresh);
     free(times);
     if (rc) {
         rl_dataproto_free(dp);
         return rc;
     }
-    q->n_prompts += k;
+    q->n_prompts += nr;
     *out = dp;
     return RL_OK;
 }
@@ -162,8 +198,9 @@ void rl_rlvr_replay_metrics(rl_rlvr_replay *q, rl_metric_set *ms)
     rl_metric_set_put(ms, "replay/solved", (double)q->n_solved);
     rl_metric_set_put(ms, "replay/expired", (double)q->n_expired);
     rl_metric_set_put(ms, "replay/dropped", (double)q->n_dropped);
+    rl_metric_set_put(ms, "replay/merged", (double)q->n_merged);
     rl_metric_set_put(ms, "replay/queue", (double)q->len);
-    q->n_prompts = q->n_queued = q->n_solved = q->n_expired = q->n_dropped = 0;
+    q->n_prompts = q->n_queued = q->n_solved = q->n_expired = q->n_dropped = q->n_merged = 0;
 }
 
 json_t *rl_rlvr_replay_save(const rl_rlvr_replay *q)
@@ -207,6 +244,6 @@ int rl_rlvr_replay_restore(rl_rlvr_replay *q, const json_t *saved)
         if (json_integer_value(done) < q->times)
             s_push(q, row, json_integer_value(done));
     }
-    q->n_dropped = 0;
+    q->n_dropped = q->n_merged = 0;
     return RL_OK;
 }

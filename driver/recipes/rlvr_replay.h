@@ -29,7 +29,13 @@
  * Metrics (per step): replay/prompts (replayed prompts in the first round),
  * replay/queued (groups queued), replay/solved (replayed groups at or above
  * `below`), replay/expired (replayed groups still below after `times`),
- * replay/dropped, replay/queue (entries after the step).
+ * replay/dropped, replay/merged (queued prompts the iterator drew into the
+ * same round: the fresh copy stands in for the replay, as a prompt is in a
+ * round at most once), replay/queue (entries after the step). A queued
+ * prompt that a later dynamic-sampling round of the same step draws fresh
+ * would share its group id (the global id) with the replay; with a training
+ * set much larger than the queue this needs the iterator to reach that
+ * exact prompt in that step.
  *
  * Ownership: the queue and the id index are the struct's own
  * (rl_rlvr_replay_close); the dataset and iterator are borrowed. */
@@ -49,7 +55,7 @@ typedef struct rl_rlvr_replay {
     rl_lm_id_index index;
     int64_t *row, *done; /* ring of `capacity`: training row, replays done */
     int64_t head, len;
-    int64_t n_prompts, n_queued, n_solved, n_expired, n_dropped; /* this step */
+    int64_t n_prompts, n_queued, n_solved, n_expired, n_dropped, n_merged; /* this step */
 } rl_rlvr_replay;
 
 /* The keys, checked (file:line); reads only. */

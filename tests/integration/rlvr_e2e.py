@@ -8,12 +8,15 @@
    few RL steps; every daemon exits 0; metrics.jsonl has every step.
 4. The actor on 2 ranks (FSDP), and on 1 rank in micro-batches, computes the
    same update and loss metrics as on 1 rank (and the update is not empty).
-5. Resume: 2 steps + resume to 4 equals 4 uninterrupted steps (with AEPO
-   and the adaptive KL controller, whose states travel in the checkpoint).
+5. Resume: 2 steps + resume to 4 equals 4 uninterrupted steps (with AEPO,
+   the adaptive KL controller and hard-prompt replay, whose states travel in
+   the checkpoint).
 6. Online filtering that can never fill the batch stops with its message.
 Also: off-policy guidance (algorithm.guidance) replaces the last sample of
 each all-wrong group with the row's worked solution, as the per-step
 samples of trainer.rollout_data_dir show; bad guidance settings are refused.
+Also: hard-prompt replay (algorithm.hard_replay) brings back the prompts a
+model replay of its queue predicts, step by step; bad settings are refused.
 Also: trainer.validation_data_dir holds the validation samples, agreeing
 with the logged val/accuracy and val/accuracy/level_1.
 
@@ -264,6 +267,92 @@ def main():
         assert rc != 0 and "nosol.jsonl:2: no 'solution' field" in log, log[-2000:]
         assert "started " not in log, "a worker was started for a bad dataset"
         print("ok: guidance: samples >= rollout.n and a row without a solution are refused")
+        # 3c. hard-prompt replay: the tiny warm start is almost never right,
+        #     so nearly every group is queued; a queue of 5 drops its oldest
+        #     entries, a prompt returns at most twice, 2 a step. The dumps of
+        #     trainer.rollout_data_dir (without filtering: the whole first
+        #     round) let this test replay the queue itself and predict each
+        #     step's replayed prompts and metrics
+        T, PER, TIMES, CAP = 6, 2, 2, 5
+        run(work, c2, "arith_grpo.yaml", rl + [
+            "trainer.total_steps=%d" % T, "trainer.output_dir=runs/replay",
+            "trainer.rollout_data_dir=runs/replay_rollouts", "algorithm.guidance.enable=false",
+            "algorithm.hard_replay.enable=true", "algorithm.hard_replay.per_step=%d" % PER,
+            "algorithm.hard_replay.times=%d" % TIMES, "algorithm.hard_replay.capacity=%d" % CAP,
+            "algorithm.hard_replay.below=0.5"])
+        with open(os.path.join(work, "runs/data/arith_train.jsonl")) as f:
+            prompt_of = {r["global_id"]: r["prompt"] for r in map(json.loads, f)}
+        rm = metrics(os.path.join(work, "runs/replay/metrics.jsonl"))
+        queue, replayed_total, expired_total, dropped_total = [], 0, 0, 0
+        for step in range(1, T + 1):
+            with open(os.path.join(work, "runs/replay_rollouts/%d.jsonl" % step)) as f:
+                rows = [json.loads(line) for line in f]
+            groups, order = {}, []
+            for r in rows:
+                if r["global_id"] not in groups:
+                    order.append(r["global_id"])
+                groups.setdefault(r["global_id"], []).append(r)
+            assert len(order) == 4 and all(len(g) == 4 for g in groups.values()), order
+            for gid, g in groups.items():
+                assert all(r["prompt"] == prompt_of[gid] for r in g), (gid, g[0])
+                assert len({r["replayed"] for r in g}) == 1, g
+            # the queue's oldest PER entries come first, with their count
+            want = [(gid, done + 1) for gid, done in queue[:PER]]
+            queue = queue[PER:]
+            got = [(gid, groups[gid][0]["replayed"]) for gid in order if groups[gid][0]["replayed"]]
+            assert got == want and order[:len(want)] == [g for g, _ in want], (step, got, want)
+            m = rm[step]
+            assert m["replay/prompts"] == len(want) and m["replay/merged"] == 0, m
+            queued = solved = expired = dropped = 0
+            for gid in sorted(groups):  # groups are looked at by global id
+                done = groups[gid][0]["replayed"]
+                if sum(r["accuracy"] for r in groups[gid]) / 4 >= 0.5:
+                    solved += done > 0
+                elif done == TIMES:
+                    expired += 1
+                else:
+                    if len(queue) == CAP:
+                        queue.pop(0)
+                        dropped += 1
+                    queue.append((gid, done))
+                    queued += 1
+            assert (m["replay/queued"], m["replay/solved"], m["replay/expired"], m["replay/dropped"],
+                    m["replay/queue"]) == (queued, solved, expired, dropped, len(queue)), (step, m)
+            replayed_total += len(want)
+            expired_total += expired
+            dropped_total += dropped
+        # the run must have shown each path, or the checks above show nothing
+        assert replayed_total >= 2 * (T - 1) and expired_total > 0 and dropped_total > 0, \
+            (replayed_total, expired_total, dropped_total)
+        print("ok: hard-prompt replay: %d prompts replayed over %d steps as the queue predicts "
+              "(%d expired, %d dropped)" % (replayed_total, T, expired_total, dropped_total))
+        # a training set of 8 prompts: the iterator keeps drawing prompts that
+        # are queued; each stays one group of rollout.n rows (merged)
+        run(work, c2, "arith_grpo.yaml", rl + [
+            "trainer.total_steps=6", "trainer.output_dir=runs/replay_small",
+            "trainer.rollout_data_dir=runs/replay_small_rollouts", "algorithm.guidance.enable=false",
+            "data.train_files=runs/data/small_train.jsonl", "data.train_size=8",
+            "algorithm.hard_replay.enable=true", "algorithm.hard_replay.per_step=2"])
+        merged = sum(r.get("replay/merged", 0) for r in metrics(
+            os.path.join(work, "runs/replay_small/metrics.jsonl")))
+        for step in range(1, 7):
+            with open(os.path.join(work, "runs/replay_small_rollouts/%d.jsonl" % step)) as f:
+                ids = [json.loads(line)["global_id"] for line in f]
+            assert len(ids) == 16 and all(ids.count(i) == 4 for i in ids), (step, ids)
+        assert merged > 0, "no queued prompt was drawn fresh: the check above shows nothing"
+        print("ok: hard_replay: a queued prompt the iterator draws again is one group (%d merged)"
+              % merged)
+        for key, val, want in [("below", "0", "expected a mean accuracy in (0, 1], got 0"),
+                               ("per_step", "5", "expected 1 to data.train_batch_size (4) prompts, got 5"),
+                               ("times", "0", "algorithm.hard_replay.times")]:
+            rc, log = run(work, c2, "arith_grpo.yaml", rl + [
+                "trainer.total_steps=1", "trainer.output_dir=runs/bad",
+                "algorithm.hard_replay.enable=true", "algorithm.hard_replay.%s=%s" % (key, val)],
+                expect_ok=False)
+            # the message names where the value came from (here the override)
+            assert rc != 0 and want in log and "override algorithm.hard_replay." + key in log, log[-2000:]
+            assert "started " not in log, "a worker was started for a bad hard_replay setting"
+        print("ok: hard_replay: below, per_step and times out of range are refused, naming the setting")
         # 4. 1 vs 2 actor ranks, and 1 rank in micro-batches of 3 rows, for
         #    every loss aggregation (the divisors are the whole mini-batch's,
         #    so the update and the loss metrics depend on neither). AdamW's eps
@@ -304,6 +393,17 @@ def main():
                                                "trainer.output_dir=runs/resumed"])
         run(work, c2, "arith_grpo.yaml", rl + ["trainer.total_steps=4", "trainer.save_every=2",
                                                "trainer.output_dir=runs/resumed", "trainer.resume=true"])
+        with open(os.path.join(work, "runs/resumed/checkpoints/step_2/trainer_state.json")) as f:
+            state = json.load(f)
+
+        def find(o, key):
+            if isinstance(o, dict):
+                return o[key] if key in o else next((v for v in (find(x, key) for x in o.values())
+                                                     if v is not None), None)
+            return None
+        # the example job's hard-prompt replay is on: its queue must travel
+        queue = find(state, "hard_replay")
+        assert isinstance(queue, list) and queue and all(len(e) == 2 for e in queue), state
         a = metrics(os.path.join(work, "runs/straight/metrics.jsonl"))
         b = metrics(os.path.join(work, "runs/resumed/metrics.jsonl"))
         assert [r["step"] for r in a] == [r["step"] for r in b] == [0, 1, 2, 3, 4]
@@ -311,8 +411,35 @@ def main():
         d = max_diff(safetensors_f32(os.path.join(work, "runs/straight/checkpoints/step_4/model.safetensors")),
                      safetensors_f32(os.path.join(work, "runs/resumed/checkpoints/step_4/model.safetensors")))
         assert d == 0.0, d
-        print("ok: resume equals an uninterrupted run (metrics and weights)")
+        print("ok: resume equals an uninterrupted run (metrics and weights; AEPO, the adaptive "
+              "KL controller and the hard-prompt replay queue restored)")
         assert any("aepo/tau" in r for r in b), "AEPO metrics missing"
+        # a checkpoint whose replay queue names a prompt the training set
+        # does not have, or is not a list of pairs, is refused by name
+        for bad, want in [([[99999999, 0]], "no training row with global_id 99999999"),
+                          ([[1, 0, 3]], "hard_replay entry 0: expected [global_id, replays done]")]:
+            shutil.rmtree(os.path.join(work, "runs/badq"), ignore_errors=True)
+            shutil.copytree(os.path.join(work, "runs/resumed"), os.path.join(work, "runs/badq"))
+            for step in (2, 4):
+                path = os.path.join(work, "runs/badq/checkpoints/step_%d/trainer_state.json" % step)
+                if not os.path.exists(path):
+                    continue
+                with open(path) as f:
+                    text = f.read()
+                old = json.dumps(find(json.loads(text), "hard_replay"))
+                parsed = json.loads(text)
+                target = parsed
+                while "hard_replay" not in target:
+                    target = next(v for v in target.values()
+                                  if isinstance(v, dict) and find(v, "hard_replay") is not None)
+                target["hard_replay"] = bad
+                with open(path, "w") as f:
+                    json.dump(parsed, f)
+            rc, log = run(work, c2, "arith_grpo.yaml", rl + [
+                "trainer.total_steps=6", "trainer.save_every=2", "trainer.output_dir=runs/badq",
+                "trainer.resume=true"], expect_ok=False)
+            assert rc != 0 and want in log, (old, log[-2000:])
+        print("ok: resume: a checkpoint's bad replay queue is refused by name")
         # 6a. datasets are checked row by row at load, before any worker starts
         with open(os.path.join(work, "bad.jsonl"), "w") as f:
             f.write('{"prompt": "Q: 1+2=?\\nA: ", "ground_truth": "3"}\n'
