@@ -31,7 +31,8 @@
  * step 0 and the last step GIFs of the first episodes of each task in
  * <output_dir>/gifs/step_N/, libero_gif.h),
  * metrics.jsonl + TensorBoard, and a checkpoint every trainer.save_every
- * steps (actor model + optimiser, and θ_ref in <ckpt>/step_N.ema). Every
+ * steps (actor model + optimiser, θ_ref in <ckpt>/step_N.ema and, with
+ * eval.ema_decay > 0, the evaluation EMA θ_eval in step_N.eval_ema). Every
  * draw is a function of (seed, step, row), so trainer.resume continues
  * exactly; a lost worker is recovered with rl_recovery. */
 #include <math.h>
@@ -57,15 +58,17 @@ static const char *const s_roles[] = {RL_ACTOR_ROLE, RL_ROLLOUT_ROLE, RL_ENV_ROL
 typedef struct s_opts {
     int64_t eval_per_task;
     double eval_noise;
+    double eval_ema; /* eval.ema_decay: evaluate θ_eval, an EMA of the weights (0: the live weights) */
 } s_opts;
 
 static int s_read_opts(const rl_config *job, s_opts *o, rl_env_config *env, rl_flow_rl_config *alg)
 {
     static const rl_config_spec spec[] = {
         {"eval.episodes_per_task", RL_CFG_INT, offsetof(s_opts, eval_per_task), 1, 50, 0, NULL},
+        {"eval.ema_decay", RL_CFG_NUM, offsetof(s_opts, eval_ema), 0, 1, RL_CFG_MAX_OPEN, NULL},
     };
     memset(o, 0, sizeof *o);
-    int rc = rl_config_read(job, spec, 1, o);
+    int rc = rl_config_read(job, spec, 2, o);
     if (!rc)
         rc = rl_env_config_read(job, env);
     if (!rc)
@@ -711,8 +714,16 @@ static int s_phase_sync(void *arg) { return rl_dj_sync_weights(&((s_lr *)arg)->j
 
 /* ---- evaluation ---------------------------------------------------------------------------------------------- */
 
+/* θ_eval into the rollout ranks' models (on = 1) or the live weights back
+ * (on = 0); eval.ema_decay > 0 only. */
+static int s_eval_weights(s_lr *s, int on)
+{
+    return rl_call_all(s->j.rollout, RL_ROLLOUT_EVAL_WEIGHTS, json_pack("{s:b}", RL_FLOW_EMA, on));
+}
+
 /* The ODE policy (greedy) on fixed initial states: rounds 0.. of
- * env.init_state cycle give episodes_per_task distinct states per task. */
+ * env.init_state cycle give episodes_per_task distinct states per task
+ * (with eval.ema_decay > 0, the rollout's θ_eval acts). */
 static int s_evaluate(void *ctx)
 {
     s_lr *s = ctx;
@@ -723,7 +734,7 @@ static int s_evaluate(void *ctx)
     int64_t rounds = (s->o.eval_per_task + per_env_task - 1) / per_env_task;
     int64_t ok[RL_ENV_MAX_TASKS] = {0}, cnt[RL_ENV_MAX_TASKS] = {0}, all_ok = 0, all = 0;
     int64_t gifs[RL_ENV_MAX_TASKS] = {0}; /* before and after training: GIFs (libero_gif.h) */
-    int rc = RL_OK;
+    int rc = s->o.eval_ema > 0 ? s_eval_weights(s, 1) : RL_OK;
     for (int64_t r = 0; !rc && r < rounds; r++) {
         s_round_out ro;
         if ((rc = s_round(s, r, 1, &ro)))
@@ -745,11 +756,16 @@ static int s_evaluate(void *ctx)
         s_envs_free(&e);
         s_round_free(&ro);
     }
+    if (s->o.eval_ema > 0) { /* the live weights back, on every path */
+        int rc2 = s_eval_weights(s, 0);
+        rc = rc ? rc : rc2;
+    }
     if (rc)
         return rl_error_wrap(rc, "evaluation");
     char line[1024];
-    int n = snprintf(line, sizeof line, "step %lld evaluation: success %.3f over %lld episodes (per task:",
-                     (long long)s->step, all ? (double)all_ok / all : 0.0, (long long)all);
+    int n = snprintf(line, sizeof line, "step %lld evaluation%s: success %.3f over %lld episodes (per task:",
+                     (long long)s->step, s->o.eval_ema > 0 ? " (EMA weights)" : "",
+                     all ? (double)all_ok / all : 0.0, (long long)all);
     for (int k = 0; k < RL_ENV_MAX_TASKS; k++)
         if (cnt[k]) {
             char key[64];
@@ -772,25 +788,38 @@ static int s_evaluate(void *ctx)
 
 static int s_has_ref(const s_lr *s) { return s->alg.loss == RL_FLOW_LOSS_SAR || s->alg.loss == RL_FLOW_LOSS_IPO; }
 
-static void s_ref_dir(const s_lr *s, int64_t step, char *buf, size_t n)
+/* <ckpt>/step_N.ema (θ_ref) or step_N.eval_ema (θ_eval). */
+static void s_ref_dir(const s_lr *s, int64_t step, const char *which, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s/step_%lld.ema", s->t.ckpt_dir, (long long)step);
+    snprintf(buf, n, "%s/step_%lld.%s", s->t.ckpt_dir, (long long)step,
+             strcmp(which, "eval") == 0 ? "eval_ema" : "ema");
+}
+
+/* The rollout's average `which` ("ref", "eval") saved into step N's directory. */
+static int s_save_avg(s_lr *s, const char *which)
+{
+    char dir[4200];
+    s_ref_dir(s, s->step, which, dir, sizeof dir);
+    int rc = rl_dj_mkdirs(s->t.ckpt_dir);
+    rl_dataproto *req = rc ? NULL : rl_dataproto_new_meta(json_pack("{s:s, s:s}", RL_FLOW_PATH, dir,
+                                                                    RL_FLOW_WHICH, which));
+    if (!rc && !req)
+        rc = rl_error_code();
+    if (!rc)
+        rc = rl_group_call_sync(s->j.rollout, RL_ROLLOUT_FLOW_REF_SAVE, RL_DISPATCH_RANK_ZERO, req, NULL);
+    rl_dataproto_free(req);
+    return rc;
 }
 
 static int s_save(void *ctx)
 {
     s_lr *s = ctx;
     int rc = RL_OK;
-    if (s_has_ref(s)) { /* θ_ref first: the step directory marks the checkpoint complete */
-        char dir[4200];
-        s_ref_dir(s, s->step, dir, sizeof dir);
-        if ((rc = rl_dj_mkdirs(s->t.ckpt_dir)))
-            return rc;
-        rl_dataproto *req = rl_dataproto_new_meta(json_pack("{s:s}", RL_FLOW_PATH, dir));
-        rc = req ? rl_group_call_sync(s->j.rollout, RL_ROLLOUT_FLOW_REF_SAVE, RL_DISPATCH_RANK_ZERO, req, NULL)
-                 : rl_error_code();
-        rl_dataproto_free(req);
-    }
+    /* the averages first: the step directory marks the checkpoint complete */
+    if (s_has_ref(s))
+        rc = s_save_avg(s, "ref");
+    if (!rc && s->o.eval_ema > 0)
+        rc = s_save_avg(s, "eval");
     json_t *extra = rc ? NULL : json_pack("{s:I}", "weight_version", (json_int_t)s->j.sync.version);
     if (!rc && !extra)
         rc = rl_error_set(RL_ENOMEM, "checkpoint: out of memory");
@@ -803,10 +832,15 @@ static int s_save(void *ctx)
 static int s_resume(s_lr *s, int64_t want, int64_t *start)
 {
     int rc = rl_dj_restore(&s->j, &s->t, want, start, NULL);
-    if (!rc && *start > 0 && s_has_ref(s)) { /* after the sync: θ_ref exactly as saved */
+    /* after the sync: θ_ref and θ_eval exactly as saved */
+    for (int k = 0; k < 2 && !rc && *start > 0; k++) {
+        const char *which = k == 0 ? "ref" : "eval";
+        if (k == 0 ? !s_has_ref(s) : !(s->o.eval_ema > 0))
+            continue;
         char dir[4200];
-        s_ref_dir(s, *start, dir, sizeof dir);
-        rc = rl_call_all(s->j.rollout, RL_ROLLOUT_FLOW_REF_LOAD, json_pack("{s:s}", RL_FLOW_PATH, dir));
+        s_ref_dir(s, *start, which, dir, sizeof dir);
+        rc = rl_call_all(s->j.rollout, RL_ROLLOUT_FLOW_REF_LOAD,
+                         json_pack("{s:s, s:s}", RL_FLOW_PATH, dir, RL_FLOW_WHICH, which));
     }
     return rc;
 }
@@ -940,6 +974,8 @@ const rl_recipe rl_recipe_libero_rl = {
         "  ppo_epochs: 1\n"
         "eval:\n"
         "  episodes_per_task: 10      # RLinf's protocol: 50 (10 tasks x 50 = 500 episodes)\n"
+        "  ema_decay: 0.0             # > 0: evaluate an EMA of the weights (θ ← d·θ + (1 − d)·θ_new at\n"
+        "                             # every sync, in <ckpt>/step_N.eval_ema), not the live ones\n"
         "trainer:\n"
         "  total_steps: 20\n"
         "  val_every: 5\n"

@@ -10,10 +10,11 @@
 #  3. FlowIPO, flow-SDE GRPO and PPO: one step each with their metrics
 #     (the first GRPO epoch re-scores the sampler's chains: ratio ≈ 1);
 #  4. resume is exact: 2 steps + resume to 3 gives the metrics and the
-#     weights (actor and EMA reference) of 3 uninterrupted steps;
+#     weights (actor, EMA reference and evaluation EMA) of 3 uninterrupted steps;
 #  5. GRPO over env groups (env.group_size: the envs of a group share the
 #     task and the initial state) with the demonstration anchor
-#     (algorithm.demo_coef, on two expert demonstrations collected here).
+#     (algorithm.demo_coef, on two expert demonstrations collected here);
+#  6. evaluation with an EMA of the weights (eval.ema_decay).
 . "$(dirname "$0")/lib.bash"
 DATA=${LIBERO_DATA:-build/libero-data}
 [ -f "$DATA/manifest.json" ] || skip "no LIBERO-Object data in $DATA; run: make libero-data"
@@ -93,12 +94,13 @@ check "$d/ppo" actor/pg_loss actor/ratio_mean critic/value_loss
 
 # 4. resume
 run examples/libero_object_flowsar.yaml trainer.total_steps=3 trainer.save_every=1 trainer.output_dir="$d/full" \
-    >"$d/full.log" 2>&1 || { tail -20 "$d/full.log"; fail "3 steps failed"; }
+    eval.ema_decay=0.5 >"$d/full.log" 2>&1 || { tail -20 "$d/full.log"; fail "3 steps failed"; }
 run examples/libero_object_flowsar.yaml trainer.total_steps=2 trainer.save_every=1 trainer.output_dir="$d/res" \
-    >"$d/r1.log" 2>&1 || { tail -20 "$d/r1.log"; fail "2 steps failed"; }
+    eval.ema_decay=0.5 >"$d/r1.log" 2>&1 || { tail -20 "$d/r1.log"; fail "2 steps failed"; }
 run examples/libero_object_flowsar.yaml trainer.total_steps=3 trainer.save_every=1 trainer.resume=true \
-    trainer.output_dir="$d/res" >"$d/r2.log" 2>&1 || { tail -20 "$d/r2.log"; fail "the resume failed"; }
-for f in step_3/model.safetensors step_3.ema/model.safetensors step_3.ema/ema.json; do
+    eval.ema_decay=0.5 trainer.output_dir="$d/res" >"$d/r2.log" 2>&1 || { tail -20 "$d/r2.log"; fail "the resume failed"; }
+for f in step_3/model.safetensors step_3.ema/model.safetensors step_3.ema/ema.json \
+         step_3.eval_ema/model.safetensors step_3.eval_ema/ema.json; do
     cmp "$d/full/checkpoints/$f" "$d/res/checkpoints/$f" || fail "resume: $f differs"
 done
 "$PYTHON" - "$d/full" "$d/res" <<'PY' || fail "resumed metrics differ"
@@ -108,6 +110,32 @@ assert [r["step"] for r in a] == [r["step"] for r in b] == [0, 1, 2, 3], ([r["st
 strip = lambda r: {k: v for k, v in r.items() if not k.startswith("timing_s/")}
 assert strip(a[-1]) == strip(b[-1]), (strip(a[-1]), strip(b[-1]))
 PY
+# 6. evaluation with an EMA of the weights: θ_eval(2) = d·θ_eval(1) + (1 − d)·θ(2)
+#    from the checkpoints, the evaluation says it used them, a bad decay is located
+run examples/libero_object_flowsar.yaml trainer.total_steps=2 trainer.save_every=1 trainer.val_every=1 \
+    eval.ema_decay=0.75 trainer.output_dir="$d/ema" >"$d/ema.log" 2>&1 || { tail -20 "$d/ema.log"; fail "eval EMA run failed"; }
+grep -q "step 2 evaluation (EMA weights): success" "$d/ema.log" || { tail -5 "$d/ema.log"; fail "the evaluation did not use the EMA"; }
+"$PYTHON" - "$d/ema/checkpoints" <<'PY' || fail "the evaluation EMA is not d·θ_eval + (1 − d)·θ"
+import json, struct, sys
+def load(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+    return {k: struct.unpack("<%df" % ((v["data_offsets"][1] - v["data_offsets"][0]) // 4),
+                             b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+            for k, v in h.items() if k != "__metadata__"}
+c = sys.argv[1]
+e1, e2, w2 = (load(c + p) for p in ("/step_1.eval_ema/model.safetensors", "/step_2.eval_ema/model.safetensors",
+                                    "/step_2/model.safetensors"))
+worst = moved = 0
+for k in w2:
+    for a, b, w in zip(e1[k], e2[k], w2[k]):
+        worst = max(worst, abs(b - (0.75 * a + 0.25 * w)))
+        moved = max(moved, abs(b - w))
+assert worst < 1e-6 and moved > 1e-6, (worst, moved)
+assert [json.load(open(c + "/step_%d.eval_ema/ema.json" % s))["count"] for s in (1, 2)] == [1, 2]
+PY
+out=$(run examples/libero_object_flowsar.yaml eval.ema_decay=1 2>&1) && fail "eval.ema_decay=1 ran"
+echo "$out" | grep -q "override eval.ema_decay=1: eval.ema_decay" || { echo "$out" | tail -3; fail "ema_decay=1 not located"; }
+
 # 5. groups and the demonstration anchor
 "$BIN/rl-driver" --cluster examples/cluster-libero.yaml --config examples/libero_collect.yaml \
     --bind 'tcp://127.0.0.1:*' env.data_dir="$DATA" env.total_num_envs=2 env.task_ids=0-1 collect.episodes=2 \
@@ -122,4 +150,4 @@ grep -q "demonstration anchor: 0.5 x flow matching on .* pairs of 2 demonstratio
 "$PYTHON" -c "
 import json; m=[json.loads(l) for l in open('$d/anchor/metrics.jsonl')][-1]
 assert m['actor/demo_fm_loss'] > 0 and m['critic/kept_groups'] <= 2, m" || fail "anchor/group metrics"
-echo "libero_rl: errors located, four methods ran with their metrics, resume exact, groups + anchor ran"
+echo "libero_rl: errors located, four methods ran with their metrics, resume exact, evaluation EMA, groups + anchor ran"

@@ -19,16 +19,58 @@
 #include "rlrt/roles/rollout.h"
 #include "rlrt/util.h"
 
-static struct {
-    float *ref;     /* (P) θ_ref, NULL until the first sync */
+/* An EMA of the live weights: θ_ref, or θ_eval (eval.ema_decay). */
+typedef struct s_avg {
+    float *ref;     /* (P), NULL until the first sync */
     int64_t P;
     int64_t count;  /* EMA updates so far */
-} s_ref;
+    const char *what;
+} s_avg;
+
+static s_avg s_ref = {NULL, 0, 0, "EMA reference"};
+static s_avg s_eval = {NULL, 0, 0, "evaluation EMA"};
+static float *s_eval_live; /* (P) the live weights while θ_eval is in (evaluation) */
+
+static void s_avg_reset(s_avg *a)
+{
+    free(a->ref);
+    a->ref = NULL;
+    a->P = a->count = 0;
+}
 
 void rl_flow_ref_reset(void)
 {
-    free(s_ref.ref);
-    memset(&s_ref, 0, sizeof s_ref);
+    s_avg_reset(&s_ref);
+    s_avg_reset(&s_eval);
+    free(s_eval_live);
+    s_eval_live = NULL;
+}
+
+/* eval.ema_decay of the job (0: no evaluation EMA; LM jobs have no key). */
+static int s_eval_decay(const rl_config *c, double *d)
+{
+    *d = 0;
+    if (!rl_config_has(c, "eval.ema_decay"))
+        return RL_OK;
+    return rl_config_get_double_in(c, "eval.ema_decay", 0, 1, RL_CFG_MAX_OPEN, d);
+}
+
+/* First sync a = θ, later a ← β·a + (1 − β)·θ. */
+static int s_avg_update(rl_worker_ctx *ctx, s_avg *a, const float *cur, int64_t P, double beta)
+{
+    if (!a->ref || a->P != P) {
+        s_avg_reset(a);
+        if (!(a->ref = malloc(sizeof(float) * (size_t)P)))
+            return rl_error_set(RL_ENOMEM, "rollout/%d: out of memory for the %s", ctx->rank, a->what);
+        memcpy(a->ref, cur, sizeof(float) * (size_t)P);
+        a->P = P;
+        return RL_OK;
+    }
+    int rc = rl_flow_ema_update(a->ref, cur, P, beta);
+    if (rc)
+        return rl_error_wrap(rc, "rollout/%d: %s update %lld", ctx->rank, a->what, (long long)a->count);
+    a->count++;
+    return RL_OK;
 }
 
 /* 1: the job keeps an EMA reference (flow_sar / flow_ipo), with *o read. */
@@ -46,58 +88,57 @@ int rl_flow_ref_on_sync(rl_worker_ctx *ctx, rl_model *m)
 {
     rl_flow_rl_config o;
     int rc;
-    if (!s_wants_ref(ctx->config, &o, &rc))
-        return rc;
+    double decay;
     int64_t P = rl_model_num_params(m);
     const float *cur = rl_model_params(m);
-    if (!s_ref.ref || s_ref.P != P) {
-        rl_flow_ref_reset();
-        if (!(s_ref.ref = malloc(sizeof(float) * (size_t)P)))
-            return rl_error_set(RL_ENOMEM, "rollout/%d: out of memory for the EMA reference", ctx->rank);
-        memcpy(s_ref.ref, cur, sizeof(float) * (size_t)P);
-        s_ref.P = P;
-        return RL_OK;
-    }
-    double beta = rl_flow_rl_ema_beta(&o, s_ref.count);
-    if ((rc = rl_flow_ema_update(s_ref.ref, cur, P, beta)))
-        return rl_error_wrap(rc, "rollout/%d: EMA update %lld", ctx->rank, (long long)s_ref.count);
-    s_ref.count++;
-    return RL_OK;
+    free(s_eval_live); /* new live weights are in: nothing to put back */
+    s_eval_live = NULL;
+    if ((rc = s_eval_decay(ctx->config, &decay)))
+        return rc;
+    if (decay > 0 && (rc = s_avg_update(ctx, &s_eval, cur, P, decay)))
+        return rc;
+    if (!s_wants_ref(ctx->config, &o, &rc))
+        return rc;
+    return s_avg_update(ctx, &s_ref, cur, P, rl_flow_rl_ema_beta(&o, s_ref.count));
 }
 
 /* ---- the swap ------------------------------------------------------------------------------ */
 
 typedef struct s_swap {
     rl_model *m;
-    float *live; /* (P) the live weights while θ_ref is in */
+    float *live; /* (P) the live weights while the average is in */
+    int64_t P;
 } s_swap;
 
-static int s_swap_in(rl_worker_ctx *ctx, const char *method, s_swap *w)
+static int s_swap_in(rl_worker_ctx *ctx, const char *method, const s_avg *a, s_swap *w)
 {
     w->m = rl_rollout_model(ctx);
     w->live = NULL;
     if (!w->m)
         return rl_error_set(RL_ESTATE, "%s: init_model has not run on rollout/%d", method, ctx->rank);
-    if (!s_ref.ref)
+    if (!a->ref)
         return rl_error_set(RL_ESTATE,
-                            "%s: rollout/%d has no EMA reference (no weight sync yet, or algorithm.loss_type "
-                            "is neither flow_sar nor flow_ipo)", method, ctx->rank);
+                            a == &s_ref ? "%s: rollout/%d has no EMA reference (no weight sync yet, or "
+                                          "algorithm.loss_type is neither flow_sar nor flow_ipo)"
+                                        : "%s: rollout/%d has no evaluation EMA (no weight sync yet, or "
+                                          "eval.ema_decay is 0)", method, ctx->rank);
     int64_t P = rl_model_num_params(w->m);
-    if (P != s_ref.P)
-        return rl_error_set(RL_ESTATE, "%s: the EMA reference has %lld parameters, the model %lld", method,
-                            (long long)s_ref.P, (long long)P);
+    if (P != a->P)
+        return rl_error_set(RL_ESTATE, "%s: the %s has %lld parameters, the model %lld", method, a->what,
+                            (long long)a->P, (long long)P);
     if (!(w->live = malloc(sizeof(float) * (size_t)P)))
         return rl_error_set(RL_ENOMEM, "rollout/%d: out of memory", ctx->rank);
     float *p = rl_model_params(w->m);
     memcpy(w->live, p, sizeof(float) * (size_t)P);
-    memcpy(p, s_ref.ref, sizeof(float) * (size_t)P);
+    memcpy(p, a->ref, sizeof(float) * (size_t)P);
+    w->P = P;
     return RL_OK;
 }
 
 static void s_swap_out(s_swap *w)
 {
     if (w->live)
-        memcpy(rl_model_params(w->m), w->live, sizeof(float) * (size_t)s_ref.P);
+        memcpy(rl_model_params(w->m), w->live, sizeof(float) * (size_t)w->P);
     free(w->live);
     w->live = NULL;
 }
@@ -221,7 +262,7 @@ int rl_flow_ref_annotate(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataprot
         tmid[b] = (float)o.sar_tau_mid;
     }
     s_swap w;
-    if ((rc = s_swap_in(ctx, RL_ROLLOUT_FLOW_ANNOTATE, &w)))
+    if ((rc = s_swap_in(ctx, RL_ROLLOUT_FLOW_ANNOTATE, &s_ref, &w)))
         goto done;
     rc = rl_flow_interp(a, eps, t, B, D, xt, NULL);
     if (!rc)
@@ -250,17 +291,32 @@ done:
     return RL_OK;
 }
 
-/* ---- checkpoint of θ_ref ------------------------------------------------------------------------- */
+/* ---- checkpoints of θ_ref and θ_eval ----------------------------------------------------------- */
+
+/* The average a save/load request names: meta RL_FLOW_WHICH "ref" (the
+ * default) or "eval". */
+static int s_which(const rl_dataproto *in, const char *method, s_avg **a)
+{
+    const char *w = rl_dataproto_meta_str(in, RL_FLOW_WHICH, "ref");
+    if (!w)
+        return rl_error_code();
+    if (strcmp(w, "ref") != 0 && strcmp(w, "eval") != 0)
+        return rl_error_set(RL_EPROTO, "%s: meta '%s': expected \"ref\" or \"eval\", got \"%.40s\"", method,
+                            RL_FLOW_WHICH, w);
+    *a = strcmp(w, "ref") == 0 ? &s_ref : &s_eval;
+    return RL_OK;
+}
 
 int rl_flow_ref_save(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     (void)out;
     const char *dir = rl_dataproto_meta_str(in, RL_FLOW_PATH, NULL);
+    s_avg *a;
     if (!dir)
         return rl_error_code();
+    int rc = s_which(in, RL_ROLLOUT_FLOW_REF_SAVE, &a);
     s_swap w;
-    int rc = s_swap_in(ctx, RL_ROLLOUT_FLOW_REF_SAVE, &w);
-    if (rc)
+    if (rc || (rc = s_swap_in(ctx, RL_ROLLOUT_FLOW_REF_SAVE, a, &w)))
         return rc;
     rc = rl_model_save(w.m, dir);
     s_swap_out(&w);
@@ -268,7 +324,7 @@ int rl_flow_ref_save(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **
         return rc;
     char path[4200], text[64];
     snprintf(path, sizeof path, "%s/ema.json", dir);
-    int n = snprintf(text, sizeof text, "{\"count\": %lld}\n", (long long)s_ref.count);
+    int n = snprintf(text, sizeof text, "{\"count\": %lld}\n", (long long)a->count);
     return rl_file_write_atomic(path, text, (size_t)n);
 }
 
@@ -276,12 +332,19 @@ int rl_flow_ref_load(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **
 {
     (void)out;
     const char *dir = rl_dataproto_meta_str(in, RL_FLOW_PATH, NULL);
+    s_avg *a;
     if (!dir)
         return rl_error_code();
+    int rc = s_which(in, RL_ROLLOUT_FLOW_REF_LOAD, &a);
+    if (rc)
+        return rc;
     rl_model *m = rl_rollout_model(ctx);
     if (!m)
         return rl_error_set(RL_ESTATE, "%s: init_model has not run on rollout/%d", RL_ROLLOUT_FLOW_REF_LOAD,
                             ctx->rank);
+    if (s_eval_live)
+        return rl_error_set(RL_ESTATE, "%s: rollout/%d holds the evaluation EMA (eval_weights ema: true "
+                                       "without ema: false)", RL_ROLLOUT_FLOW_REF_LOAD, ctx->rank);
     char path[4200];
     snprintf(path, sizeof path, "%s/ema.json", dir);
     json_error_t je;
@@ -301,7 +364,7 @@ int rl_flow_ref_load(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **
         return rl_error_set(RL_ENOMEM, "rollout/%d: out of memory", ctx->rank);
     }
     memcpy(live, rl_model_params(m), sizeof(float) * (size_t)P);
-    int rc = rl_model_load(m, dir);
+    rc = rl_model_load(m, dir);
     if (!rc)
         memcpy(ref, rl_model_params(m), sizeof(float) * (size_t)P);
     memcpy(rl_model_params(m), live, sizeof(float) * (size_t)P);
@@ -310,9 +373,35 @@ int rl_flow_ref_load(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **
         free(ref);
         return rc;
     }
-    rl_flow_ref_reset();
-    s_ref.ref = ref;
-    s_ref.P = P;
-    s_ref.count = count;
+    s_avg_reset(a);
+    a->ref = ref;
+    a->P = P;
+    a->count = count;
+    return RL_OK;
+}
+
+/* ---- evaluation with θ_eval -------------------------------------------------------------------- */
+
+int rl_flow_eval_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    (void)out;
+    const json_t *v = json_object_get(rl_dataproto_meta_const(in), RL_FLOW_EMA);
+    if (!json_is_boolean(v))
+        return rl_error_set(RL_EPROTO, "%s: meta '%s': expected a boolean", RL_ROLLOUT_EVAL_WEIGHTS, RL_FLOW_EMA);
+    if (json_is_true(v)) {
+        if (s_eval_live) /* in already */
+            return RL_OK;
+        s_swap w;
+        int rc = s_swap_in(ctx, RL_ROLLOUT_EVAL_WEIGHTS, &s_eval, &w);
+        if (rc)
+            return rc;
+        s_eval_live = w.live; /* kept until ema: false or the next sync */
+        return RL_OK;
+    }
+    rl_model *m = rl_rollout_model(ctx);
+    if (s_eval_live && m && rl_model_num_params(m) == s_eval.P)
+        memcpy(rl_model_params(m), s_eval_live, sizeof(float) * (size_t)s_eval.P);
+    free(s_eval_live);
+    s_eval_live = NULL;
     return RL_OK;
 }

@@ -260,6 +260,7 @@ static const rl_method s_methods[] = {
     {RL_ROLLOUT_FLOW_ANNOTATE, rl_flow_ref_annotate},
     {RL_ROLLOUT_FLOW_REF_SAVE, rl_flow_ref_save},
     {RL_ROLLOUT_FLOW_REF_LOAD, rl_flow_ref_load},
+    {RL_ROLLOUT_EVAL_WEIGHTS, rl_flow_eval_weights},
     {NULL, NULL},
 };
 

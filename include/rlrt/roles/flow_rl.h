@@ -36,8 +36,17 @@
  *                              from the row's initial noise.
  *                  Needs a completed sync (RL_ESTATE otherwise).
  *   flow_ref_save  rank_zero   meta RL_FLOW_PATH (a directory): θ_ref as
- *                  model.safetensors + config.json, and ema.json {count}
- *   flow_ref_load  one_to_all  meta RL_FLOW_PATH: the same back (exact resume)
+ *                  model.safetensors + config.json, and ema.json {count};
+ *                  meta RL_FLOW_WHICH "eval": θ_eval instead ("ref" default)
+ *   flow_ref_load  one_to_all  meta RL_FLOW_PATH (+ RL_FLOW_WHICH): the same
+ *                  back (exact resume)
+ *   eval_weights   one_to_all  meta RL_FLOW_EMA true: θ_eval into the model
+ *                  (the live weights set aside) until RL_FLOW_EMA false or
+ *                  the next weight sync; evaluation episodes served in
+ *                  between act with θ_eval. θ_eval (eval.ema_decay d > 0):
+ *                  the first sync's weights, then θ_eval ← d·θ_eval +
+ *                  (1 − d)·θ at every sync (Polyak averaging, as Diffusion
+ *                  Policy and openpi evaluate their EMA weights)
  *
  * Actor methods (FSDP step, optimiser and clipping as update_actor; the loss
  * is normalised by meta RL_ACTOR_GLOBAL_ROWS, the kept rows of the whole
@@ -87,6 +96,7 @@
 #define RL_ROLLOUT_FLOW_ANNOTATE "flow_annotate"
 #define RL_ROLLOUT_FLOW_REF_SAVE "flow_ref_save"
 #define RL_ROLLOUT_FLOW_REF_LOAD "flow_ref_load"
+#define RL_ROLLOUT_EVAL_WEIGHTS "eval_weights"
 #define RL_ACTOR_UPDATE_FLOW "update_flow"
 #define RL_ACTOR_FLOW_VALUES "flow_values"
 
@@ -104,6 +114,8 @@
 #define RL_FLOW_OLD_VALUES "old_values"
 #define RL_FLOW_VALUES "values"
 #define RL_FLOW_PATH "path"
+#define RL_FLOW_WHICH "which"
+#define RL_FLOW_EMA "ema"
 #define RL_FLOW_M_ROWS "rows"
 #define RL_FLOW_DEMO_PROPRIO "demo_proprio"
 #define RL_FLOW_DEMO_OBJECT "demo_object"
