@@ -79,6 +79,17 @@ print("Produced by `BENCH_EMBODIED_STEPS=%d BENCH_EMBODIED_EPISODES_PER_TASK=%d 
       "starts from a slightly different step-0 number on the same initial states." %
       (steps, per, os.environ.get("BENCH_EMBODIED_EVAL_EVERY", "5"), os.environ.get("BENCH_EMBODIED_WARMSTART", "runs/libero_warmstart/final"),
        steps, n, per, os.cpu_count()))
+# which weights acted in the evaluations: the driver's log line says so
+ema = [m for m in methods if "evaluation (EMA weights)" in open(os.path.join(out, m + ".log")).read()]
+print()
+if ema == methods:
+    print("Every evaluation acts with the EMA of the weights (`eval.ema_decay` of the example jobs, "
+          "docs/ARCHITECTURE.md \"Evaluating an EMA of the weights\"), not the live weights.")
+elif ema:
+    print("Evaluations act with the EMA of the weights for %s, with the live weights for the others." %
+          ", ".join(ema))
+else:
+    print("Every evaluation acts with the live weights (`eval.ema_decay` 0).")
 print()
 print("| method | success before | success after | gain (points) | best | gain over `anchor` (points) | wall s |")
 print("|---|---|---|---|---|---|---|")
