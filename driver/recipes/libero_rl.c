@@ -829,19 +829,23 @@ static int s_save(void *ctx)
     return rc;
 }
 
+/* The rollout ranks' average `which` back from step N's directory. */
+static int s_load_avg(s_lr *s, int64_t step, const char *which)
+{
+    char dir[4200];
+    s_ref_dir(s, step, which, dir, sizeof dir);
+    return rl_call_all(s->j.rollout, RL_ROLLOUT_FLOW_REF_LOAD,
+                       json_pack("{s:s, s:s}", RL_FLOW_PATH, dir, RL_FLOW_WHICH, which));
+}
+
 static int s_resume(s_lr *s, int64_t want, int64_t *start)
 {
     int rc = rl_dj_restore(&s->j, &s->t, want, start, NULL);
     /* after the sync: θ_ref and θ_eval exactly as saved */
-    for (int k = 0; k < 2 && !rc && *start > 0; k++) {
-        const char *which = k == 0 ? "ref" : "eval";
-        if (k == 0 ? !s_has_ref(s) : !(s->o.eval_ema > 0))
-            continue;
-        char dir[4200];
-        s_ref_dir(s, *start, which, dir, sizeof dir);
-        rc = rl_call_all(s->j.rollout, RL_ROLLOUT_FLOW_REF_LOAD,
-                         json_pack("{s:s, s:s}", RL_FLOW_PATH, dir, RL_FLOW_WHICH, which));
-    }
+    if (!rc && *start > 0 && s_has_ref(s))
+        rc = s_load_avg(s, *start, "ref");
+    if (!rc && *start > 0 && s->o.eval_ema > 0)
+        rc = s_load_avg(s, *start, "eval");
     return rc;
 }
 

@@ -27,9 +27,16 @@ typedef struct s_avg {
     const char *what;
 } s_avg;
 
+/* An average put into the model, the live weights set aside. */
+typedef struct s_swap {
+    rl_model *m;
+    float *live; /* (P) the live weights while the average is in */
+    int64_t P;
+} s_swap;
+
 static s_avg s_ref = {NULL, 0, 0, "EMA reference"};
 static s_avg s_eval = {NULL, 0, 0, "evaluation EMA"};
-static float *s_eval_live; /* (P) the live weights while θ_eval is in (evaluation) */
+static s_swap s_eval_in; /* θ_eval in the model for an evaluation (live != NULL) */
 
 static void s_avg_reset(s_avg *a)
 {
@@ -42,8 +49,8 @@ void rl_flow_ref_reset(void)
 {
     s_avg_reset(&s_ref);
     s_avg_reset(&s_eval);
-    free(s_eval_live);
-    s_eval_live = NULL;
+    free(s_eval_in.live);
+    s_eval_in.live = NULL;
 }
 
 /* eval.ema_decay of the job (0: no evaluation EMA; LM jobs have no key). */
@@ -91,8 +98,8 @@ int rl_flow_ref_on_sync(rl_worker_ctx *ctx, rl_model *m)
     double decay;
     int64_t P = rl_model_num_params(m);
     const float *cur = rl_model_params(m);
-    free(s_eval_live); /* new live weights are in: nothing to put back */
-    s_eval_live = NULL;
+    free(s_eval_in.live); /* new live weights are in: nothing to put back */
+    s_eval_in.live = NULL;
     if ((rc = s_eval_decay(ctx->config, &decay)))
         return rc;
     if (decay > 0 && (rc = s_avg_update(ctx, &s_eval, cur, P, decay)))
@@ -103,12 +110,6 @@ int rl_flow_ref_on_sync(rl_worker_ctx *ctx, rl_model *m)
 }
 
 /* ---- the swap ------------------------------------------------------------------------------ */
-
-typedef struct s_swap {
-    rl_model *m;
-    float *live; /* (P) the live weights while the average is in */
-    int64_t P;
-} s_swap;
 
 static int s_swap_in(rl_worker_ctx *ctx, const char *method, const s_avg *a, s_swap *w)
 {
@@ -342,7 +343,7 @@ int rl_flow_ref_load(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **
     if (!m)
         return rl_error_set(RL_ESTATE, "%s: init_model has not run on rollout/%d", RL_ROLLOUT_FLOW_REF_LOAD,
                             ctx->rank);
-    if (s_eval_live)
+    if (s_eval_in.live)
         return rl_error_set(RL_ESTATE, "%s: rollout/%d holds the evaluation EMA (eval_weights ema: true "
                                        "without ema: false)", RL_ROLLOUT_FLOW_REF_LOAD, ctx->rank);
     char path[4200];
@@ -388,20 +389,8 @@ int rl_flow_eval_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataprot
     const json_t *v = json_object_get(rl_dataproto_meta_const(in), RL_FLOW_EMA);
     if (!json_is_boolean(v))
         return rl_error_set(RL_EPROTO, "%s: meta '%s': expected a boolean", RL_ROLLOUT_EVAL_WEIGHTS, RL_FLOW_EMA);
-    if (json_is_true(v)) {
-        if (s_eval_live) /* in already */
-            return RL_OK;
-        s_swap w;
-        int rc = s_swap_in(ctx, RL_ROLLOUT_EVAL_WEIGHTS, &s_eval, &w);
-        if (rc)
-            return rc;
-        s_eval_live = w.live; /* kept until ema: false or the next sync */
-        return RL_OK;
-    }
-    rl_model *m = rl_rollout_model(ctx);
-    if (s_eval_live && m && rl_model_num_params(m) == s_eval.P)
-        memcpy(rl_model_params(m), s_eval_live, sizeof(float) * (size_t)s_eval.P);
-    free(s_eval_live);
-    s_eval_live = NULL;
+    if (json_is_true(v)) /* kept in until ema: false or the next sync */
+        return s_eval_in.live ? RL_OK : s_swap_in(ctx, RL_ROLLOUT_EVAL_WEIGHTS, &s_eval, &s_eval_in);
+    s_swap_out(&s_eval_in);
     return RL_OK;
 }
