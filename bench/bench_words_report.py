@@ -50,7 +50,7 @@ def main():
            "The task: levels 8 and 9 of the built-in generator (`Q: Ann has 17 cups and buys 3 bags of 6 "
            "cups. How many cups now?`, two steps), the default model (2 layers, hidden 128) with the "
            "`arith_ext` tokenizer. `words` solves them by hand (`<think>6*3=18 8+7=15 1+1+1=3</think>\\boxed{35}`: the product, then the second step by columns); "
-           "`tools` was warm-started on solutions that call the calculator for the multiplication and "
+           "`tools` was warm-started on solutions that call the calculator for each of the two steps (the product, then the sum or difference) and "
            "samples with `rollout.multi_turn` on (the result tokens are outside the loss). Validation "
            "accuracy is greedy, on 200 held-out problems, with the tools on for `tools`."]
     if env.get("skip_sft") == "1":

@@ -150,6 +150,17 @@ static void s_steps_mul(char *buf, size_t cap, size_t *pos, int64_t a, int64_t b
     }
 }
 
+/* One calculator step of a tool-calling solution: the call and the
+ * result the calculator returns, "<call>calc 6*3</call><result>18</result>"
+ * (calls follow each other without a space, to keep the word problems'
+ * solutions within 39 tokens). */
+static void s_put_calc(char *buf, size_t cap, size_t *pos, int64_t x, char op, int64_t y)
+{
+    int64_t v = op == '*' ? x * y : op == '+' ? x + y : x - y;
+    s_put(buf, cap, pos, "<call>calc %" PRId64 "%c%" PRId64 "</call><result>%" PRId64 "</result>",
+          x, op, y, v);
+}
+
 int rl_arith_generate(uint64_t seed, int64_t index, int level, rl_arith_item *out)
 {
     if (!out)
@@ -208,8 +219,7 @@ int rl_arith_generate(uint64_t seed, int64_t index, int level, rl_arith_item *ou
         b = s_range(&g, 2, 9);
         r = a * b;
         s_steps_mul(sol, cap, &pos, a, b);
-        s_put(tl, tcap, &tpos, "<call>calc %" PRId64 "*%" PRId64 "</call><result>%" PRId64
-                               "</result>", a, b, r);
+        s_put_calc(tl, tcap, &tpos, a, '*', b);
         break;
     case 8: /* a + b bags of c */
     case 9: /* b boxes of c, gives away a (a <= b*c) */
@@ -220,18 +230,16 @@ int rl_arith_generate(uint64_t seed, int64_t index, int level, rl_arith_item *ou
         what = s_things[rl_rng_below(&g, sizeof s_things / sizeof s_things[0])];
         pack = s_packs[rl_rng_below(&g, sizeof s_packs / sizeof s_packs[0])];
         r = level == 8 ? a + b * c : b * c - a;
-        /* the product, then the second step by columns like levels 2-3 */
+        /* the product, then the second step by columns like levels 2-3;
+         * with the tools, one call per step */
         s_steps_mul(sol, cap, &pos, c, b);
         s_put(sol, cap, &pos, " ");
-        s_put(tl, tcap, &tpos, "<call>calc %" PRId64 "*%" PRId64 "</call><result>%" PRId64
-                               "</result> ", c, b, b * c);
-        if (level == 8) {
+        if (level == 8)
             s_steps_add(sol, cap, &pos, b * c, a);
-            s_steps_add(tl, tcap, &tpos, b * c, a);
-        } else {
+        else
             s_steps_sub(sol, cap, &pos, b * c, a);
-            s_steps_sub(tl, tcap, &tpos, b * c, a);
-        }
+        s_put_calc(tl, tcap, &tpos, c, '*', b);
+        s_put_calc(tl, tcap, &tpos, b * c, level == 8 ? '+' : '-', a);
         break;
     case 6: /* two steps: a*b by columns, then + c */
     case 7: /* two steps: a*b by columns, then - c (c <= a*b) */
@@ -242,9 +250,8 @@ int rl_arith_generate(uint64_t seed, int64_t index, int level, rl_arith_item *ou
         r = level == 6 ? a * b + c : a * b - c;
         s_steps_mul(sol, cap, &pos, a, b);
         s_put(sol, cap, &pos, " %" PRId64 "%c%" PRId64 "=%" PRId64, a * b, op, c, r);
-        s_put(tl, tcap, &tpos, "<call>calc %" PRId64 "*%" PRId64 "</call><result>%" PRId64
-                               "</result> %" PRId64 "%c%" PRId64 "=%" PRId64, a, b, a * b, a * b,
-              op, c, r);
+        s_put_calc(tl, tcap, &tpos, a, '*', b);
+        s_put_calc(tl, tcap, &tpos, a * b, op, c);
         break;
     default: /* 5 */
         a = s_range(&g, 10, 99);

@@ -33,11 +33,12 @@
  *      3+4     "<think>3+4=7</think>\boxed{7}"
  *      word 8  "<think>6*3=18 8+7=15 1+1+1=3</think>\boxed{35}"  (18+17 by columns)
  *    The tool-use variant (solution_tools, for a warm start that teaches the
- *    call format of rlrt/tools.h) hands the multiplication of levels 4, 6-9
- *    to the calculator and keeps the other steps (word problems: the
- *    multiplication of the bags), e.g. 47*6+35:
- *      "<think><call>calc 47*6</call><result>282</result> 282+35=317</think>\boxed{317}"
- *    (other levels: the same text as solution).
+ *    call format of rlrt/tools.h) hands every step of the levels with a
+ *    multiplication (4, 6-9) to the calculator, one call per step, the
+ *    second on the first's result, e.g. 47*6+35:
+ *      "<think><call>calc 47*6</call><result>282</result><call>calc 282+35</call><result>317</result></think>\boxed{317}"
+ *    (word problems: the bags' product, then the sum or difference; at most
+ *    39 tokens with arith_ext; other levels: the same text as solution).
  *    Every prompt and solution uses only RL_ARITH_CHARSET plus the specials
  *    of rl_arith_tokenizer_spec().
  *  * rl_dataset: rows of a JSONL file in the verl/EasyR1 layout. "prompt"

@@ -171,18 +171,31 @@ static void test_word_problems_and_tool_solutions(void **state)
             int ok = 0;
             assert_true(rl_arith_score(it.solution, it.ground_truth, &ok) == 1.0 && ok);
             assert_true(rl_arith_score(it.solution_tools, it.ground_truth, &ok) == 1.0 && ok);
+            /* one call per step: level 4's product; the product and the
+             * sum or difference of levels 6-9, the second on the first's
+             * result; each <result> is what the calculator returns */
             const char *call = strstr(it.solution_tools, "<call>calc ");
             if (level == 4 || level >= 6) {
-                assert_non_null(call);
-                char expr[32];
-                const char *e = strstr(call, "</call>");
-                assert_non_null(e);
-                snprintf(expr, sizeof expr, "%.*s", (int)(e - call - 11), call + 11);
-                int64_t v;
-                assert_int_equal(rl_calc_eval(expr, &v), RL_OK);
-                char want[48];
-                snprintf(want, sizeof want, "</call><result>%lld</result>", (long long)v);
-                assert_non_null(strstr(it.solution_tools, want));
+                int calls = 0;
+                int64_t prev = -1;
+                for (; call; call = strstr(call, "<call>calc ")) {
+                    char expr[32];
+                    const char *e = strstr(call, "</call>");
+                    assert_non_null(e);
+                    snprintf(expr, sizeof expr, "%.*s", (int)(e - call - 11), call + 11);
+                    if (calls == 1)
+                        assert_int_equal(strtoll(expr, NULL, 10), prev);
+                    int64_t v;
+                    assert_int_equal(rl_calc_eval(expr, &v), RL_OK);
+                    char want[48];
+                    snprintf(want, sizeof want, "</call><result>%lld</result>", (long long)v);
+                    assert_ptr_equal(strstr(e, want), e);
+                    prev = v;
+                    calls++;
+                    call = e;
+                }
+                assert_int_equal(calls, level == 4 ? 1 : 2);
+                assert_int_equal(prev, strtoll(it.ground_truth, NULL, 10));
             } else {
                 assert_null(call);
                 assert_string_equal(it.solution_tools, it.solution);
