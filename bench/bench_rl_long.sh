@@ -9,13 +9,13 @@
 # by bench/bench_rl.sh and bench/bench_rl_report.py.
 #
 # Knobs: those of bench_rl.sh; here RL_BENCH_WARM defaults to "3",
-# RL_BENCH_SEEDS to "1", RL_BENCH_STEPS to 400 and RL_BENCH_DIR to
+# RL_BENCH_SEEDS to "1 2 3" (18 runs, about 75 minutes here), RL_BENCH_STEPS to 400 and RL_BENCH_DIR to
 # runs/bench_rl_long. RL_BENCH_SFT_FROM=runs/bench reuses the warm starts of
 # a finished bench-rl.
 set -u
 cd "$(dirname "$0")/.."
 export RL_BENCH_WARM=${RL_BENCH_WARM-3}
-export RL_BENCH_SEEDS=${RL_BENCH_SEEDS-1}
+export RL_BENCH_SEEDS=${RL_BENCH_SEEDS-"1 2 3"}
 export RL_BENCH_STEPS=${RL_BENCH_STEPS:-400}
 export RL_BENCH_DIR=${RL_BENCH_DIR:-runs/bench_rl_long}
 export RL_BENCH_SECTION=bench-rl-long
