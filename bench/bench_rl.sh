@@ -8,7 +8,7 @@
 # runs) takes hours on 2 cores; the knobs make it smaller.
 #
 # Knobs (environment):
-#   RL_BENCH_STEPS (default 200)      RL steps per run
+#   RL_BENCH_STEPS (default 300)      RL steps per run
 #   RL_BENCH_SFT_STEPS (default 300)  warm-start steps
 #   RL_BENCH_WARM (default "1 2 3")   trainer.seed of each SFT warm start
 #   RL_BENCH_SEEDS (default "1 2 3")  trainer.seed of each RL run
@@ -35,7 +35,7 @@
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-STEPS=${RL_BENCH_STEPS:-200}
+STEPS=${RL_BENCH_STEPS:-300}
 SFT_STEPS=${RL_BENCH_SFT_STEPS:-300}
 WARM=${RL_BENCH_WARM-"1 2 3"}
 SEEDS=${RL_BENCH_SEEDS-"1 2 3"}

@@ -110,6 +110,10 @@ static int s_keygen(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* the roles take turns on the same cores: idle OpenMP pools must sleep,
+     * not spin (rlrt/nn/ops.h); returns only when the user chose a policy
+     * or the re-exec failed */
+    (void)rl_nn_use_passive_wait(argv);
     if (argc >= 2 && strcmp(argv[1], "keygen") == 0)
         return s_keygen(argc, argv);
     static const struct option longopts[] = {

@@ -75,6 +75,9 @@ static int s_rank_from_hostname(int *rank)
 
 int main(int argc, char **argv)
 {
+    /* before anything reads the environment or stdin: the re-exec keeps
+     * both (rlrt/nn/ops.h) */
+    (void)rl_nn_use_passive_wait(argv);
     long v0;
     static const struct option longopts[] = {
         {"role", required_argument, 0, 'r'},      {"driver", required_argument, 0, 'd'},

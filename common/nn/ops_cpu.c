@@ -36,6 +36,17 @@ int rl_nn_get_threads(void)
     return s_threads;
 }
 
+int rl_nn_use_passive_wait(char **argv)
+{
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || !argv || !argv[0])
+        return 0;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0)
+        return -1;
+    execv("/proc/self/exe", argv);
+    unsetenv("OMP_WAIT_POLICY"); /* no /proc, or not executable: as before */
+    return -1;
+}
+
 /* ---- matrix products ---------------------------------------------------- */
 
 static void s_blas(int transA, int transB, int M, int N, int K, float alpha, const float *A,

@@ -25,6 +25,14 @@
  * BLAS call), and attention runs whole (batch, head) tasks per thread. So
  * n = number of cores never oversubscribes, and there is no hand-off
  * between two spinning pools. Default: OMP_NUM_THREADS or the core count.
+ *
+ * Waiting: libgomp's default lets an idle pool spin for a while before it
+ * sleeps. The roles of one job take turns on the same cores (rollout, then
+ * actor, then rollout...), so the pool that just finished spins on the cores
+ * the next one needs: an arithmetic GRPO step on 2 cores took 1.9x as long
+ * as with OMP_WAIT_POLICY=passive, with bit-identical results.
+ * rl_nn_use_passive_wait makes the passive policy the processes' default;
+ * libgomp reads it once, when it loads, hence the re-exec.
  */
 #ifndef RLRT_NN_OPS_H
 #define RLRT_NN_OPS_H
@@ -40,6 +48,17 @@ extern "C" {
  * and pins OpenBLAS to one thread. Returns the count now in use. Process-wide. */
 int rl_nn_set_threads(int n);
 int rl_nn_get_threads(void);
+
+/* Called first thing in main() of a program that shares its cores with
+ * other processes of the job (rl-driver, rl-worker). When neither
+ * OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set, sets OMP_WAIT_POLICY=passive
+ * and re-executes the program (/proc/self/exe) with the same argv, pid,
+ * descriptors and the rest of the environment: it does not return. Returns 0
+ * when the user chose a policy (nothing done: OMP_WAIT_POLICY=active keeps
+ * spinning) and -1 when the re-exec failed (the environment is left as it
+ * was and the program goes on with libgomp's default). argv: main's,
+ * NULL-terminated. */
+int rl_nn_use_passive_wait(char **argv);
 
 /* ---- matrix products ---------------------------------------------------- */
 
