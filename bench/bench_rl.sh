@@ -9,7 +9,10 @@
 #
 # Knobs (environment):
 #   RL_BENCH_STEPS (default 300)      RL steps per run
-#   RL_BENCH_SFT_STEPS (default 300)  warm-start steps
+#   RL_BENCH_SFT_STEPS (default 600)  warm-start steps at most
+#   RL_BENCH_SFT_STOP_AT (default 0.6) the warm start is the SFT job stopped at
+#                                     its first validation (every 10 steps) at
+#                                     or above this accuracy; 0 = all the steps
 #   RL_BENCH_WARM (default "1 2 3")   trainer.seed of each SFT warm start
 #   RL_BENCH_SEEDS (default "1 2 3")  trainer.seed of each RL run
 #   RL_BENCH_ESTIMATORS               space-separated examples/arith_<name>.yaml
@@ -36,7 +39,8 @@ set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 STEPS=${RL_BENCH_STEPS:-300}
-SFT_STEPS=${RL_BENCH_SFT_STEPS:-300}
+SFT_STEPS=${RL_BENCH_SFT_STEPS:-600}
+SFT_STOP=${RL_BENCH_SFT_STOP_AT:-0.6}
 WARM=${RL_BENCH_WARM-"1 2 3"}
 SEEDS=${RL_BENCH_SEEDS-"1 2 3"}
 EST=${RL_BENCH_ESTIMATORS-"grpo rloo reinforce_pp pro_max pro_max_uniform aepo"}
@@ -81,6 +85,7 @@ printf 'name\tkind\testimator\twarm\tseed\twall_s\trc\tcommand\n' >"$RUNS"
     echo "loadavg_start=$(cut -d' ' -f1-3 /proc/loadavg)"
     echo "steps=$STEPS"
     echo "sft_steps=$SFT_STEPS"
+    echo "sft_stop_at=$SFT_STOP"
     echo "warm=$WARM"
     echo "seeds=$SEEDS"
     echo "estimators=$EST"
@@ -134,7 +139,8 @@ for w in $WARM; do
         continue
     fi
     run "sft_w$w" sft - "$w" "$w" --config examples/arith_sft.yaml \
-        trainer.output_dir="$DIR/sft_w$w" trainer.total_steps="$SFT_STEPS" trainer.seed="$w" || exit 1
+        trainer.output_dir="$DIR/sft_w$w" trainer.total_steps="$SFT_STEPS" trainer.seed="$w" \
+        trainer.val_every=10 trainer.stop_at_val_accuracy="$SFT_STOP" || exit 1
 done
 # shellcheck disable=SC2086  # EXTRA and the variant's overrides are lists of key=value
 for e in $EST; do

@@ -262,7 +262,9 @@ def section(d, env, runs, minutes):
         "start (best validation accuracy within the budget), and no run of any estimator below "
         "+15.\n")
     out.append(table(["knob", "value"], [
-        ["`RL_BENCH_SFT_STEPS`", env.get("sft_steps")], ["`RL_BENCH_STEPS`", env.get("steps")],
+        ["`RL_BENCH_SFT_STEPS`", env.get("sft_steps")],
+        ["`RL_BENCH_SFT_STOP_AT`", env.get("sft_stop_at", "(not recorded)")],
+        ["`RL_BENCH_STEPS`", env.get("steps")],
         ["`RL_BENCH_WARM`", "`%s`" % env.get("warm")], ["`RL_BENCH_SEEDS`", "`%s`" % env.get("seeds")],
         ["`RL_BENCH_ESTIMATORS`", "`%s`" % env.get("estimators")],
         ["`RL_BENCH_MINUTES`", env.get("minutes")],
@@ -313,8 +315,15 @@ def section(d, env, runs, minutes):
         run = Run(d, dict(r, estimator="-"), minutes)
         c = [(s, a) for s, a in run.curve]
         warm_acc[r["warm"]] = c[-1][1] if c else None
-        wrows.append([r["warm"], " ".join(f"{s}:{a:.3f}" for s, a in c), f"{r['wall_s']:.0f}",
+        shown = [(s, a) for i, (s, a) in enumerate(c) if s % 50 == 0 or i == len(c) - 1]
+        wrows.append([r["warm"], " ".join(f"{s}:{a:.3f}" for s, a in shown), f"{r['wall_s']:.0f}",
                       fmt(run.window_means("sft/loss", 1)[0]), run.status()])
+    if env.get("sft_stop_at") not in (None, "", "0"):
+        out.append(f"Each warm start is the SFT job stopped at its first validation (every 10 "
+                   f"steps) at or above {env['sft_stop_at']} (`trainer.stop_at_val_accuracy`, "
+                   f"`RL_BENCH_SFT_STOP_AT`), at most {env.get('sft_steps')} steps: warm starts "
+                   f"of one accuracy from different seeds, each with the same headroom for the "
+                   f"+25 target. The table shows every 50th step and the last.\n")
     out.append(table(["SFT trainer.seed", "val accuracy (step:acc)", "wall s", "mean sft/loss",
                       "status"], wrows) + "\n")
 

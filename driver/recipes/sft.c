@@ -5,7 +5,10 @@
  * (+ config.json): the `model.init_from` of the RL jobs.
  *
  * A step is two phases: batch (worked solutions → tokens) and update (one
- * optimiser step on the actor); validation every trainer.val_every steps. */
+ * optimiser step on the actor); validation every trainer.val_every steps.
+ * With trainer.stop_at_val_accuracy > 0 the run ends at the first validation
+ * that reaches it (and saves `final` there): warm starts of one accuracy
+ * from different seeds, for benches that compare RL gains over them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +20,8 @@ typedef struct s_sft {
     rl_lm_job j;
     rl_trainer t;
     rl_dataproto *batch; /* this step's rows */
+    double stop_at;      /* trainer.stop_at_val_accuracy; 0 = run every step */
+    int64_t stopped_at;  /* the step whose validation reached stop_at, or 0 */
 } s_sft;
 
 /* With a tokenizer that spells tool markup (rlrt/agent_loop.h), the tool
@@ -166,6 +171,11 @@ static int s_validate(s_sft *s, int64_t step)
     rl_metric_set_get(s->t.ms, "sft/loss", &loss);
     rl_log_info("sft step %lld: loss %.4f  val accuracy %.3f  format %.3f", (long long)step, loss,
                 acc, fmt);
+    if (s->stop_at > 0 && acc >= s->stop_at) {
+        s->stopped_at = step;
+        rl_log_info("sft step %lld: val accuracy %.3f reached trainer.stop_at_val_accuracy %.3f: "
+                    "stopping here", (long long)step, acc, s->stop_at);
+    }
     return RL_OK;
 }
 
@@ -186,6 +196,11 @@ static int s_open(s_sft *s, rl_driver *d, const rl_config *job)
     int rc = rl_trainer_open(&s->t, d, job);
     if (!rc)
         rc = rl_lm_job_open(&s->j, d, job);
+    if (!rc)
+        rc = rl_config_get_double_in(job, "trainer.stop_at_val_accuracy", 0, 1, 0, &s->stop_at);
+    if (!rc && s->stop_at > 0 && s->t.val_every <= 0)
+        rc = rl_config_error_at(job, "trainer.stop_at_val_accuracy", RL_ECONFIG,
+                                "%g needs validation: trainer.val_every must be > 0", s->stop_at);
     if (!rc)
         rc = rl_trainer_open_metrics(&s->t, 0);
     int W = s->j.actor ? rl_group_size(s->j.actor) : 1;
@@ -240,7 +255,8 @@ static int s_run(rl_driver *d, const rl_config *job)
         s_close(&s);
         rc = RL_OK;
     }
-    for (int64_t step = 1; !rc && step <= s.t.total_steps && !rl_driver_interrupted(d); step++) {
+    for (int64_t step = 1;
+         !rc && step <= s.t.total_steps && !s.stopped_at && !rl_driver_interrupted(d); step++) {
         if (!(rc = rl_recovery_mark(&rec, d)))
             rc = s_step(&s, step);
         while (rc && rl_recovery_check(&rec, d, step)) {
@@ -268,7 +284,8 @@ const rl_recipe rl_recipe_sft = {
                                       "  optim: {lr: 0.001}\n"
                                       "trainer:\n"
                                       "  total_steps: 300\n"
-                                      "  val_every: 50\n",
+                                      "  val_every: 50\n"
+                                      "  stop_at_val_accuracy: 0.0\n",
                                       NULL},
     .roles = rl_lm_roles,
     .prepare = s_prepare,

@@ -50,3 +50,33 @@ sed 's/^  reward:/  critic:/' $C >"$d/critic.yaml"
 expect "role critic cannot start: rl-worker exited with status 64 (usage error; see its message above)" \
     "$BIN/rl-driver" --cluster "$d/critic.yaml" --config $J --bind 'tcp://127.0.0.1:*'
 expect "missing.yaml: cannot open: No such file or directory" "$BIN/rl-driver" --cluster "$d/missing.yaml" --config $J
+# OpenMP wait policy (rlrt/nn/ops.h): with none set, rl-worker re-executes
+# itself with OMP_WAIT_POLICY=passive (same pid, same program and argv); a
+# policy the user set is kept as it is.
+policy_of() { # policy_of [VAR=value]: OMP_WAIT_POLICY of a worker waiting for a driver
+    env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$@" "$BIN/rl-worker" --role actor \
+        --driver tcp://127.0.0.1:1 --give-up-s 30 --log-level error >/dev/null 2>&1 &
+    local pid=$! got="" i
+    for i in $(seq 100); do
+        got=$(tr '\0' '\n' </proc/$pid/environ 2>/dev/null | grep '^OMP_WAIT_POLICY=')
+        [ -n "$got" ] && break
+        sleep 0.05
+    done
+    sleep 0.3 # after a re-exec, if one were still to come
+    got=$(tr '\0' '\n' </proc/$pid/environ 2>/dev/null | grep '^OMP_WAIT_POLICY=')
+    local exe args
+    exe=$(readlink /proc/$pid/exe)
+    args=$(tr '\0' ' ' </proc/$pid/cmdline)
+    kill $pid 2>/dev/null
+    wait $pid 2>/dev/null
+    [ "$exe" = "$(readlink -f "$BIN/rl-worker")" ] || fail "worker pid $pid runs '$exe' after the re-exec"
+    case "$args" in *"--role actor --driver tcp://127.0.0.1:1 --give-up-s 30"*) ;;
+    *) fail "worker argv after the re-exec: '$args'" ;; esac
+    echo "${got#OMP_WAIT_POLICY=}"
+}
+p=$(policy_of)
+[ "$p" = passive ] || fail "rl-worker with no wait policy set runs with OMP_WAIT_POLICY='$p', expected passive"
+p=$(policy_of OMP_WAIT_POLICY=active)
+[ "$p" = active ] || fail "rl-worker with OMP_WAIT_POLICY=active runs with '$p'"
+p=$(policy_of GOMP_SPINCOUNT=1000)
+[ -z "$p" ] || fail "rl-worker with GOMP_SPINCOUNT set got OMP_WAIT_POLICY='$p' (the user's setting must be left alone)"
