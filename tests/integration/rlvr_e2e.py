@@ -157,6 +157,26 @@ def main():
         assert rc != 0 and "trainer.validation_data_dir" in log, log[-2000:]
         print("ok: validation samples in trainer.validation_data_dir match val/accuracy (%.3f) "
               "and val/format (%.3f)" % (acc, fmt))
+        # trainer.stop_at_val_accuracy: SFT ends at the first validation at or
+        # above it and saves final there (the bench's warm starts of one accuracy)
+        run(work, c2, "arith_sft.yaml", ["trainer.total_steps=80", "trainer.val_every=4",
+                                          "data.train_batch_size=16", "actor.optim.lr=0.01",
+                                          "trainer.stop_at_val_accuracy=0.1",
+                                          "trainer.output_dir=runs/sft_stop"])
+        rows = metrics(os.path.join(work, "runs/sft_stop/metrics.jsonl"))
+        vals = [(r["step"], r["val/accuracy"]) for r in rows if "val/accuracy" in r]
+        first = next((st for st, a in vals if a >= 0.1), None)
+        assert first is not None and first < 80, vals
+        assert rows[-1]["step"] == first and all(st % 4 == 0 for st, _ in vals), (first, vals)
+        assert os.path.exists(os.path.join(work, "runs/sft_stop/final/model.safetensors"))
+        rc, log = run(work, c2, "arith_sft.yaml", ["trainer.total_steps=4", "trainer.val_every=0",
+                                                    "trainer.stop_at_val_accuracy=0.5",
+                                                    "trainer.output_dir=runs/sft_stop_bad"],
+                      expect_ok=False)
+        assert rc != 0 and "trainer.stop_at_val_accuracy: 0.5 needs validation: " \
+            "trainer.val_every must be > 0" in log, log[-2000:]
+        print("ok: trainer.stop_at_val_accuracy=0.1 stopped SFT at step %d of 80 (%s)" %
+              (first, " ".join("%d:%.3f" % v for v in vals)))
         # 3. every estimator
         for est, extra in [("grpo", []), ("rloo", []), ("reinforce_plus_plus", []),
                            ("reinforce_plus_plus_baseline", []), ("reinforce_pro_max", []),
