@@ -11,8 +11,8 @@
 #
 # Knobs: those of bench_rl.sh; here RL_BENCH_WARM defaults to "3",
 # RL_BENCH_SEEDS to "1 2 3" (18 runs, about 75 minutes here), RL_BENCH_STEPS to 400 and RL_BENCH_DIR to
-# runs/bench_rl_long. RL_BENCH_SFT_FROM=runs/bench reuses the warm starts of
-# a finished run of this bench (bench-rl's warm starts now stop at 0.6).
+# runs/bench_rl_long. RL_BENCH_SFT_FROM=DIR reuses the warm starts of a
+# finished run of this bench in DIR (not bench-rl's: those stop at 0.6).
 set -u
 cd "$(dirname "$0")/.."
 export RL_BENCH_WARM=${RL_BENCH_WARM-3}

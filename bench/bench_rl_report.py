@@ -318,7 +318,7 @@ def section(d, env, runs, minutes):
         shown = [(s, a) for i, (s, a) in enumerate(c) if s % 50 == 0 or i == len(c) - 1]
         wrows.append([r["warm"], " ".join(f"{s}:{a:.3f}" for s, a in shown), f"{r['wall_s']:.0f}",
                       fmt(run.window_means("sft/loss", 1)[0]), run.status()])
-    if env.get("sft_stop_at") not in (None, "", "0"):
+    if float(env.get("sft_stop_at") or 0) > 0:
         out.append(f"Each warm start is the SFT job stopped at its first validation (every 10 "
                    f"steps) at or above {env['sft_stop_at']} (`trainer.stop_at_val_accuracy`, "
                    f"`RL_BENCH_SFT_STOP_AT`), at most {env.get('sft_steps')} steps: warm starts "
