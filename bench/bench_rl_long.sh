@@ -1,25 +1,24 @@
 #!/bin/bash
 # bench_rl_long.sh — `make bench-rl-long`: every estimator's example job from
-# the warm start nearest the ceiling, for 400 steps instead of bench-rl's 300.
-# Its warm starts are the plain 300-step SFT job (not bench-rl's, which stop
-# at 0.6): from SFT seed 3 (0.745 on the validation set of the Intel machine
-# of the page) +25 points means 0.995, i.e. at most one wrong answer in 200,
-# which 200-step runs stopped short of. This bench asks whether the rest of
-# the 10-minute budget gets there.
+# bench-rl's weakest warm start, with 500 steps instead of bench-rl's 300.
+# The warm start is bench-rl's own (SFT seed 1 stopped at its first
+# validation >= 0.6): on the bench-rl page of commit 1abfb5e its six runs
+# short of +25 all come from it, each stopped by the 300-step cap after
+# 86-119 s of the 10 minutes of RL the target allows. This bench asks
+# whether the rest of the budget gets them there.
 # Written to its own section of the results page (<!-- bench-rl-long -->)
 # by bench/bench_rl.sh and bench/bench_rl_report.py.
 #
-# Knobs: those of bench_rl.sh; here RL_BENCH_WARM defaults to "3",
-# RL_BENCH_SEEDS to "1 2 3" (18 runs, about 75 minutes here), RL_BENCH_STEPS to 400 and RL_BENCH_DIR to
-# runs/bench_rl_long. RL_BENCH_SFT_FROM=DIR reuses the warm starts of a
-# finished run of this bench in DIR (not bench-rl's: those stop at 0.6).
+# Knobs: those of bench_rl.sh; here RL_BENCH_WARM defaults to "1",
+# RL_BENCH_SEEDS to "1 2 3" (18 runs, about an hour here), RL_BENCH_STEPS to
+# 500 and RL_BENCH_DIR to runs/bench_rl_long. The warm-start knobs keep
+# bench-rl's defaults (600 steps at most, stopped at 0.6), so the warm start
+# is the one of the bench-rl page; RL_BENCH_SFT_FROM=runs/bench reuses it.
 set -u
 cd "$(dirname "$0")/.."
-export RL_BENCH_WARM=${RL_BENCH_WARM-3}
+export RL_BENCH_WARM=${RL_BENCH_WARM-1}
 export RL_BENCH_SEEDS=${RL_BENCH_SEEDS-"1 2 3"}
-export RL_BENCH_STEPS=${RL_BENCH_STEPS:-400}
-export RL_BENCH_SFT_STEPS=${RL_BENCH_SFT_STEPS:-300}
-export RL_BENCH_SFT_STOP_AT=${RL_BENCH_SFT_STOP_AT:-0}
+export RL_BENCH_STEPS=${RL_BENCH_STEPS:-500}
 export RL_BENCH_DIR=${RL_BENCH_DIR:-runs/bench_rl_long}
 export RL_BENCH_SECTION=bench-rl-long
 exec bench/bench_rl.sh

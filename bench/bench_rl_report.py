@@ -221,7 +221,7 @@ TITLES = {
     "bench-guidance": ("Off-policy guidance, off and on",
                        "`bench/bench_guidance.sh` names the two arms and runs them with "
                        "`bench/bench_rl.sh`"),
-    "bench-rl-long": ("The warm start nearest the ceiling, 400 steps",
+    "bench-rl-long": ("bench-rl's weakest warm start, 500 steps",
                       "`bench/bench_rl_long.sh` picks the warm start, seeds and steps and runs "
                       "the jobs with `bench/bench_rl.sh`"),
 }
