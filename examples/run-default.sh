@@ -3,7 +3,7 @@
 #   1. supervised warm start on the built-in arithmetic task
 #      (examples/arith_sft.yaml), only when runs/arith_sft/final is missing;
 #   2. GRPO from it (examples/arith_grpo.yaml): the driver logs one line per
-#      step and the validation accuracy every 10 steps (step 0 = warm start).
+#      step and the validation accuracy every 25 steps (step 0 = warm start).
 # Every role runs as an rl-worker daemon of examples/cluster-local.yaml.
 # Metrics: runs/arith_grpo/metrics.jsonl and runs/arith_grpo/tensorboard/.
 # `RL_RUN=selftest make run` runs the cluster selftest instead.
