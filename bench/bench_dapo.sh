@@ -15,7 +15,8 @@
 #                                             8 tokens of the 48, factor 1)
 #
 # Knobs: those of bench_rl.sh; here RL_BENCH_WARM defaults to "1",
-# RL_BENCH_SEEDS to "1 2", RL_BENCH_DIR to runs/bench_dapo and
+# RL_BENCH_SEEDS to "1 2", RL_BENCH_EXTEND_STEPS to 0 (every variant 300
+# steps, so they compare), RL_BENCH_DIR to runs/bench_dapo and
 # RL_BENCH_VARIANTS (default: the six above) to the list of variants.
 # RL_BENCH_SFT_FROM=runs/bench reuses the warm starts of a finished bench-rl.
 set -u
@@ -26,4 +27,5 @@ export RL_BENCH_WARM=${RL_BENCH_WARM-1}
 export RL_BENCH_SEEDS=${RL_BENCH_SEEDS-"1 2"}
 export RL_BENCH_DIR=${RL_BENCH_DIR:-runs/bench_dapo}
 export RL_BENCH_SECTION=bench-dapo
+export RL_BENCH_EXTEND_STEPS=${RL_BENCH_EXTEND_STEPS-0} # every run the same length
 exec bench/bench_rl.sh

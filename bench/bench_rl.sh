@@ -9,6 +9,12 @@
 #
 # Knobs (environment):
 #   RL_BENCH_STEPS (default 300)      RL steps per run
+#   RL_BENCH_EXTEND_STEPS (default 500) a run whose best gain by step
+#                                     RL_BENCH_STEPS is below the +25 target,
+#                                     with RL time left in the budget, goes on
+#                                     to this step (resumed from its checkpoint
+#                                     at RL_BENCH_STEPS: bit for bit the longer
+#                                     run); 0 = never
 #   RL_BENCH_SFT_STEPS (default 600)  warm-start steps at most
 #   RL_BENCH_SFT_STOP_AT (default 0.6) the warm start is the SFT job stopped at
 #                                     its first validation (every 10 steps) at
@@ -39,6 +45,7 @@ set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 STEPS=${RL_BENCH_STEPS:-300}
+EXTEND=${RL_BENCH_EXTEND_STEPS-500}
 SFT_STEPS=${RL_BENCH_SFT_STEPS:-600}
 SFT_STOP=${RL_BENCH_SFT_STOP_AT:-0.6}
 WARM=${RL_BENCH_WARM-"1 2 3"}
@@ -58,6 +65,9 @@ DRIVER="$BUILD/bin/rl-driver"
 [ -x "$PY" ] || { echo "bench-rl: $PY not found (the page generator needs it)"; exit 2; }
 [ -n "$WARM" ] && [ -n "$SEEDS" ] && [ -n "$EST" ] ||
     { echo "bench-rl: RL_BENCH_WARM, RL_BENCH_SEEDS and RL_BENCH_ESTIMATORS must not be empty"; exit 2; }
+case "$EXTEND" in ''|*[!0-9]*) echo "bench-rl: RL_BENCH_EXTEND_STEPS='$EXTEND' is not a step count"; exit 2 ;; esac
+[ "$EXTEND" = 0 ] || [ "$EXTEND" -gt "$STEPS" ] ||
+    { echo "bench-rl: RL_BENCH_EXTEND_STEPS ($EXTEND) must be 0 or more than RL_BENCH_STEPS ($STEPS)"; exit 2; }
 case "$DIR" in ""|/|.) echo "bench-rl: refusing RL_BENCH_DIR='$DIR'"; exit 2 ;; esac
 for e in $EST; do
     [ -f "examples/arith_${e%%@*}.yaml" ] ||
@@ -84,6 +94,7 @@ printf 'name\tkind\testimator\twarm\tseed\twall_s\trc\tcommand\n' >"$RUNS"
     echo "dirty=$(git status --porcelain --untracked-files=no 2>/dev/null | grep -c .)"
     echo "loadavg_start=$(cut -d' ' -f1-3 /proc/loadavg)"
     echo "steps=$STEPS"
+    echo "extend_steps=$EXTEND"
     echo "sft_steps=$SFT_STEPS"
     echo "sft_stop_at=$SFT_STOP"
     echo "warm=$WARM"
@@ -150,9 +161,16 @@ for e in $EST; do
     tag=$(printf '%s' "$e" | tr -c 'A-Za-z0-9_\n' '_') # a directory name
     for w in $WARM; do
         for s in $SEEDS; do
-            run "${tag}_w${w}_s${s}" rl "$e" "$w" "$s" --config "examples/arith_$job.yaml" \
-                trainer.output_dir="$DIR/${tag}_w${w}_s${s}" model.init_from="$DIR/sft_w$w/final" \
-                trainer.total_steps="$STEPS" trainer.save_every=0 trainer.seed="$s" $over $EXTRA
+            name="${tag}_w${w}_s${s}"
+            args=(--config "examples/arith_$job.yaml" trainer.output_dir="$DIR/$name"
+                model.init_from="$DIR/sft_w$w/final" trainer.seed="$s" $over $EXTRA)
+            # With the extension on, the run keeps its checkpoint at STEPS to go on from.
+            run "$name" rl "$e" "$w" "$s" "${args[@]}" trainer.total_steps="$STEPS" \
+                trainer.save_every="$([ "$EXTEND" = 0 ] && echo 0 || echo "$STEPS")" || continue
+            # Short of +25 by STEPS with budget left: the same run, on to EXTEND.
+            [ "$EXTEND" != 0 ] && "$PY" bench/bench_rl_report.py --dir "$DIR" --short-of-target "$name" &&
+                run "$name" extend "$e" "$w" "$s" "${args[@]}" trainer.total_steps="$EXTEND" \
+                    trainer.save_every="$EXTEND" trainer.resume=true
         done
     done
 done

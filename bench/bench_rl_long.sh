@@ -11,7 +11,7 @@
 #
 # Knobs: those of bench_rl.sh; here RL_BENCH_WARM defaults to "1",
 # RL_BENCH_SEEDS to "1 2 3" (18 runs, about an hour here), RL_BENCH_STEPS to
-# 500 and RL_BENCH_DIR to runs/bench_rl_long. The warm-start knobs keep
+# 500, RL_BENCH_EXTEND_STEPS to 0 and RL_BENCH_DIR to runs/bench_rl_long. The warm-start knobs keep
 # bench-rl's defaults (600 steps at most, stopped at 0.6), so the warm start
 # is the one of the bench-rl page; RL_BENCH_SFT_FROM=runs/bench reuses it.
 set -u
@@ -21,4 +21,5 @@ export RL_BENCH_SEEDS=${RL_BENCH_SEEDS-"1 2 3"}
 export RL_BENCH_STEPS=${RL_BENCH_STEPS:-500}
 export RL_BENCH_DIR=${RL_BENCH_DIR:-runs/bench_rl_long}
 export RL_BENCH_SECTION=bench-rl-long
+export RL_BENCH_EXTEND_STEPS=${RL_BENCH_EXTEND_STEPS-0} # every run the same length
 exec bench/bench_rl.sh

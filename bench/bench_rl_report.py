@@ -3,8 +3,10 @@
 
 Reads what bench/bench_rl.sh left in --dir:
   env.txt     machine, commit, knobs, load average, total wall time
-  runs.tsv    one line per rl-driver run: name, kind (sft|rl), estimator,
-              warm start, seed, wall seconds, exit code, the exact command
+  runs.tsv    one line per rl-driver run: name, kind (sft|rl|extend),
+              estimator, warm start, seed, wall seconds, exit code, the exact
+              command (an `extend` line is an rl run's resumed continuation,
+              RL_BENCH_EXTEND_STEPS)
   <name>/metrics.jsonl   that run's metrics, one JSON object per step
 and writes its section of the page (--out, default docs/RESULTS.md) between
 the <!-- bench-rl:begin/end --> markers, leaving the other benchmarks'
@@ -12,6 +14,10 @@ sections as they are. Every number on
 the page is computed here from those files; the prose around the tables says
 only what the numbers mean, and every comparative sentence is computed too.
 Prints `bench: name = value` lines for the headline numbers.
+
+With --short-of-target NAME it writes nothing: it exits 0 when the rl run
+NAME finished, is below +25 points at its best validation within the budget,
+and has RL time left in it (bench_rl.sh then extends it), else 1.
 
 Standard library only (run with /usr/bin/python3).
 """
@@ -134,11 +140,11 @@ def replace_section(path, name, section):
 # ---- one run ---------------------------------------------------------------
 
 class Run:
-    def __init__(self, d, rec, minutes):
-        self.rec = rec
+    def __init__(self, d, rec, minutes, ext=None):
+        self.rec, self.ext = rec, ext  # ext: the runs.tsv line of its extension, if any
         self.name = rec["name"]
         self.est, self.warm, self.seed = rec["estimator"], rec["warm"], rec["seed"]
-        self.ok = rec["rc"] == 0
+        self.ok = rec["rc"] == 0 and (ext is None or ext["rc"] == 0)
         self.rows = read_metrics(os.path.join(d, self.name, "metrics.jsonl"))
         self.curve = val_curve(self.rows)
         self.steps = max([r.get("step", 0) for r in self.rows] or [0])
@@ -169,33 +175,40 @@ class Run:
         b, a = self.before(), self.after()
         return a - b if a is not None and b is not None else None
 
-    def best_in_budget(self):
-        """Best validation accuracy reached within the RL time budget."""
-        c = [a for s, a in self.curve if s > 0 and self.clock.get(s, 1e30) <= self.budget]
+    def best_in_budget(self, upto=None):
+        """Best validation accuracy reached within the RL time budget (and by
+        step `upto`, if given)."""
+        c = [a for s, a in self.curve if s > 0 and self.clock.get(s, 1e30) <= self.budget
+             and (upto is None or s <= upto)]
         return max(c) if c else None
 
-    def gain_in_budget(self):
-        b, a = self.before(), self.best_in_budget()
+    def gain_in_budget(self, upto=None):
+        b, a = self.before(), self.best_in_budget(upto)
         return a - b if a is not None and b is not None else None
 
-    def window_means(self, key, n):
-        """Mean of key over n equal windows of the training steps."""
+    def window_means(self, key, n, upto=None):
+        """Mean of key over n equal windows of the training steps (the first
+        `upto` of them, if given)."""
+        last = min(self.steps, upto) if upto else self.steps
         v = [(r["step"], r[key]) for r in self.rows
              if r.get("step", 0) >= 1 and isinstance(r.get(key), (int, float))]
-        if not v or not self.steps:
+        if not v or not last:
             return [None] * n
         out = []
         for i in range(n):
-            lo, hi = i * self.steps / n, (i + 1) * self.steps / n
+            lo, hi = i * last / n, (i + 1) * last / n
             seg = [x for s, x in v if lo < s <= hi]
             out.append(mean(seg) if seg else None)
         return out
 
-    def mean(self, key):
-        return mean(values(self.rows, key))
+    def mean(self, key, upto=None):
+        return mean(values(self.rows, key, (1, upto) if upto else None))
 
     def status(self):
-        return "ok" if self.ok else f"failed (exit {self.rec['rc']})"
+        if self.ok:
+            return "ok"
+        which = self.rec if self.rec["rc"] != 0 else self.ext
+        return f"failed (exit {which['rc']})" + (" in its extension" if which is self.ext else "")
 
 
 def sd(v):
@@ -227,11 +240,39 @@ TITLES = {
 }
 
 
+def rl_runs(d, runs, minutes):
+    """The rl runs of runs.tsv, each with its extension line, if any."""
+    ext = {r["name"]: r for r in runs if r["kind"] == "extend"}
+    return [Run(d, r, minutes, ext.get(r["name"])) for r in runs if r["kind"] == "rl"]
+
+
+def short_of_target(d, name, minutes):
+    """(True if the finished rl run `name` is below +25 within the budget and
+    has RL time left in it, the reason in words)."""
+    r = next((r for r in rl_runs(d, read_runs(os.path.join(d, "runs.tsv")), minutes)
+              if r.name == name), None)
+    if r is None:
+        return False, f"no rl run named {name} in runs.tsv"
+    g = r.gain_in_budget()
+    if not r.ok or g is None:
+        return False, f"{name} failed or logged no validation: not extended"
+    at = f"{name}: best gain {pts(g)} by step {r.steps}, {r.rl_s:.0f} s of RL of {r.budget:.0f}"
+    if g >= 0.25:
+        return False, at + ": at the target"
+    if r.rl_s >= r.budget:
+        return False, at + ": no budget left"
+    return True, at + ": short of +25, extended"
+
+
 def section(d, env, runs, minutes):
     name = env.get("section", "bench-rl")
     title, how = TITLES.get(name, (name, "`bench/bench_rl.sh` runs the jobs"))
     sft = [r for r in runs if r["kind"] == "sft"]
-    rl = [Run(d, r, minutes) for r in runs if r["kind"] == "rl"]
+    rl = rl_runs(d, runs, minutes)
+    steps = int(env.get("steps") or 0)
+    extend = int(env.get("extend_steps") or 0)
+    extended = [r for r in rl if r.ext]
+    cap = steps if extend else None  # windows and phase means: the steps every run has
     planned = (len(env.get("estimators", "").split()) * len(env.get("warm", "").split())
                * len(env.get("seeds", "").split()))
     ests = []
@@ -261,10 +302,23 @@ def section(d, env, runs, minutes):
         f"at {minutes} minutes of it: every warm start × seed at least +25 points over its warm "
         "start (best validation accuracy within the budget), and no run of any estimator below "
         "+15.\n")
+    if extend:
+        out.append(
+            f"Every run trains {steps} steps. A run whose best validation accuracy by then is "
+            f"below +25 points over its warm start, with RL time left in the {minutes}-minute "
+            f"budget, goes on to step {extend} (`RL_BENCH_EXTEND_STEPS`): the same job resumed "
+            f"from its checkpoint at step {steps} with `trainer.total_steps={extend}`, which "
+            "continues bit for bit as the uninterrupted longer run would (resume is exact: "
+            "docs/ARCHITECTURE.md, \"Checkpoints and resume\"). The target asks whether each "
+            f"run gets there within {minutes} minutes of RL, and {steps} steps take only part "
+            f"of them. {len(extended)} of the {len(rl)} runs were extended; their final accuracy "
+            f"is at step {extend}, and the summary also counts the runs at +25 by step "
+            f"{steps}.\n")
     out.append(table(["knob", "value"], [
         ["`RL_BENCH_SFT_STEPS`", env.get("sft_steps")],
         ["`RL_BENCH_SFT_STOP_AT`", env.get("sft_stop_at", "(not recorded)")],
         ["`RL_BENCH_STEPS`", env.get("steps")],
+        ["`RL_BENCH_EXTEND_STEPS`", env.get("extend_steps", "(not recorded: none)")],
         ["`RL_BENCH_WARM`", "`%s`" % env.get("warm")], ["`RL_BENCH_SEEDS`", "`%s`" % env.get("seeds")],
         ["`RL_BENCH_ESTIMATORS`", "`%s`" % env.get("estimators")],
         ["`RL_BENCH_MINUTES`", env.get("minutes")],
@@ -278,6 +332,7 @@ def section(d, env, runs, minutes):
         gains = [r.gain_in_budget() for r in rs]
         gv = [g for g in gains if g is not None]
         n25 = sum(1 for g in gv if g >= 0.25)
+        n25_cap = sum(1 for r in rs if (r.gain_in_budget(cap) or 0) >= 0.25)
         mn = min(gv) if gv else None
         per_est = len(env.get("warm", "").split()) * len(env.get("seeds", "").split())
         full = len(rs) >= per_est
@@ -287,16 +342,21 @@ def section(d, env, runs, minutes):
         verdict = (lambda ok: "met" if ok else "not met") if full else \
             (lambda ok: f"open ({len(rs)} of {per_est} runs)")
         rows.append([e, len(rs), pm([r.before() for r in rs]), pm([r.after() for r in rs]),
-                     pm([r.best()[0] for r in rs]), pts(mean(gv)) if gv else "–", pts(mn),
-                     f"{n25}/{len(rs)}", verdict(ok25), verdict(ok15)])
+                     pm([r.best()[0] for r in rs]), pts(mean(gv)) if gv else "–", pts(mn)]
+                    + ([f"{n25_cap}/{len(rs)}"] if extend else [])
+                    + [f"{n25}/{len(rs)}", verdict(ok25), verdict(ok15)])
         tag = "".join(c if c.isalnum() or c == "_" else "_" for c in e)
         bench.append(f"bench: rl_{tag}_min_gain_points = {100 * mn:.1f}" if mn is not None else
                      f"bench: rl_{tag}_min_gain_points = nan")
         bench.append(f"bench: rl_{tag}_runs_at_25_points = {n25 / max(len(rs), 1):.3f}")
+        if extend:
+            bench.append(f"bench: rl_{tag}_runs_at_25_points_by_step_{steps} = "
+                         f"{n25_cap / max(len(rs), 1):.3f}")
     out.append("### Summary\n")
     out.append(table(["estimator", "runs", "warm start acc", "final acc (mean ± sd)",
-                      "best acc (mean ± sd)", f"mean gain in {minutes} min", "min gain",
-                      "runs ≥ +25", "target: all ≥ +25", "target: none < +15"], rows) + "\n")
+                      "best acc (mean ± sd)", f"mean gain in {minutes} min", "min gain"]
+                     + ([f"runs ≥ +25 by step {steps}"] if extend else [])
+                     + ["runs ≥ +25", "target: all ≥ +25", "target: none < +15"], rows) + "\n")
     if missing:
         out.append("Not run (the bench stopped first): " + ", ".join(f"`{e}`" for e in missing)
                    + ".\n")
@@ -334,6 +394,10 @@ def section(d, env, runs, minutes):
                "(the first run of each estimator is shown; the others differ in the warm start, "
                "the seed and the output directory).\n")
     out.append(code([next(r for r in rl if r.est == e).rec["command"] for e in ests]) + "\n")
+    if extended:
+        out.append(f"An extended run goes on from its checkpoint at step {steps} with the same "
+                   "command plus the overrides at its end (the first one):\n")
+        out.append(code([extended[0].ext["command"]]) + "\n")
     rows = []
     for r in rl:
         a, s = r.best()
@@ -343,7 +407,7 @@ def section(d, env, runs, minutes):
                 else "–")
         rows.append([r.est, r.warm, r.seed, fmt(b), fmt(r.after()),
                      f"{fmt(a)} (step {s})" if a is not None else "–", pts(r.gain()), pts(g),
-                     room, f"{r.rl_s:.0f}", r.steps,
+                     room, f"{r.rl_s:.0f}", f"{r.steps} (extended)" if r.ext else r.steps,
                      "yes" if g is not None and g >= 0.25 else "no", r.status()])
     out.append(table(["estimator", "warm", "seed", "before", "final", "best", "final gain",
                       f"gain in {minutes} min", "headroom closed", "RL s", "steps", "≥ +25",
@@ -369,7 +433,11 @@ def section(d, env, runs, minutes):
             v = [a for r in rs for s2, a in r.curve if s2 == st]
             cols.append(fmt(mean(v)) if v else "–")
         rows.append([e] + cols)
-    out.append(table(["estimator"] + [f"step {s}" for s in vsteps], rows) + "\n")
+    late = bool(extend and any(s > steps for s in vsteps))
+    out.append(table(["estimator"] + [f"step {s}" + ("*" if late and s > steps else "")
+                                      for s in vsteps], rows) + "\n")
+    if late:
+        out.append(f"\\* Past step {steps}, the means are over the extended runs only.\n")
     levels = sorted({int(k.rsplit("_", 1)[1]) for r in rl for row in r.rows for k in row
                      if k.startswith("val/accuracy/level_")})
     if levels:
@@ -396,7 +464,8 @@ def section(d, env, runs, minutes):
     # -- entropy and group signal
     nw = 5
     out.append("### Entropy and group signal\n")
-    out.append(f"Means over each estimator's runs, in {nw} equal windows of the training steps: "
+    out.append(f"Means over each estimator's runs, in {nw} equal windows of the training steps"
+               + (f" (the first {steps}, which every run has)" if extend else "") + ": "
                "`actor/entropy` (nats per sampled token, from the rollout), `batch/solve_all` and "
                "`batch/solve_none` (share of prompt groups whose samples are all correct / all "
                "wrong: no signal for a group baseline), `actor/pg_clipfrac`, "
@@ -410,7 +479,7 @@ def section(d, env, runs, minutes):
         rs = [r for r in rl if r.est == e]
         for key in ["actor/entropy", "batch/solve_all", "batch/solve_none", "actor/pg_clipfrac",
                     "batch/filter_rounds", "batch/truncated_frac", "batch/guided_groups"]:
-            w = [r.window_means(key, nw) for r in rs]
+            w = [r.window_means(key, nw, cap) for r in rs]
             if all(x is None for ws in w for x in ws):
                 continue  # not logged by this job (truncated_frac: overlong shaping off, ...)
             cols = []
@@ -422,13 +491,14 @@ def section(d, env, runs, minutes):
 
     # -- step breakdown
     out.append("### Seconds per step by phase\n")
-    out.append("Means over every training step of each estimator's runs (`timing_s/*`; `step` is "
+    out.append("Means over every training step of each estimator's runs"
+               + (f" up to step {steps}" if extend else "") + " (`timing_s/*`; `step` is "
                "the whole step, validation excluded).\n")
     rows = []
     for e in ests:
         rs = [r for r in rl if r.est == e]
-        rows.append([e] + [fmt(mean([r.mean("timing_s/" + p) for r in rs
-                                     if math.isfinite(r.mean("timing_s/" + p))]))
+        rows.append([e] + [fmt(mean([r.mean("timing_s/" + p, cap) for r in rs
+                                     if math.isfinite(r.mean("timing_s/" + p, cap))]))
                            for p in PHASES + ["step"]])
     out.append(table(["estimator"] + PHASES + ["step"], rows) + "\n")
     return "\n".join(out), bench
@@ -440,8 +510,14 @@ def main():
     ap.add_argument("--out", default="docs/RESULTS.md")
     ap.add_argument("--section", default=None,
                     help="the page section to write (default: env.txt's, else bench-rl)")
+    ap.add_argument("--short-of-target", metavar="NAME",
+                    help="exit 0 if rl run NAME should be extended (see above), else 1")
     a = ap.parse_args()
     env = read_env(os.path.join(a.dir, "env.txt"))
+    if a.short_of_target:
+        short, why = short_of_target(a.dir, a.short_of_target, float(env.get("minutes", "10")))
+        print("bench-rl: " + why)
+        return 0 if short else 1
     if a.section:
         env["section"] = a.section
     runs = read_runs(os.path.join(a.dir, "runs.tsv"))
