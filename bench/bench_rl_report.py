@@ -408,7 +408,10 @@ def section(d, env, runs, minutes):
         rows.append([r.est, r.warm, r.seed, fmt(b), fmt(r.after()),
                      f"{fmt(a)} (step {s})" if a is not None else "–", pts(r.gain()), pts(g),
                      room, f"{r.rl_s:.0f}", f"{r.steps} (extended)" if r.ext else r.steps,
-                     "yes" if g is not None and g >= 0.25 else "no", r.status()])
+                     "yes" if g is not None and g >= 0.25 else "no",
+                     # stopped (Ctrl-C) during its extension: no extend line yet
+                     f"extension stopped at step {r.steps}"
+                     if extend and not r.ext and r.steps > steps else r.status()])
     out.append(table(["estimator", "warm", "seed", "before", "final", "best", "final gain",
                       f"gain in {minutes} min", "headroom closed", "RL s", "steps", "≥ +25",
                       "status"], rows) + "\n")
