@@ -1,8 +1,11 @@
 #!/bin/bash
 # bench_async.sh — `make bench-async`: the same GRPO job run synchronously
 # (trainer.staleness=0) and one step off (trainer.staleness=1 with TIS), from
-# one SFT warm start, in one bench run; prints
-#   bench: async_step_time_ratio = X   (mean step time async / sync)
+# one SFT warm start, in one bench run, in the order sync, async, async, sync
+# (each run twice, so a drift of the machine's speed over the bench weighs on
+# both sides alike; the repeats also show whether each run is deterministic);
+# prints
+#   bench: async_step_time_ratio = X   (mean step time async / sync, both runs of each)
 #   bench: async_val_acc_delta = X     (final val accuracy async − sync)
 # and writes its section of docs/RESULTS.md (bench/bench_async_report.py).
 #
@@ -72,6 +75,11 @@ run sync rl "${common[@]}" trainer.output_dir="$DIR/sync" trainer.staleness=0 $E
 # shellcheck disable=SC2086
 run async rl "${common[@]}" trainer.output_dir="$DIR/async" trainer.staleness=1 \
     algorithm.tis_imp_ratio_cap="$TIS" $EXTRA
+# shellcheck disable=SC2086
+run async_2 rl "${common[@]}" trainer.output_dir="$DIR/async_2" trainer.staleness=1 \
+    algorithm.tis_imp_ratio_cap="$TIS" $EXTRA
+# shellcheck disable=SC2086
+run sync_2 rl "${common[@]}" trainer.output_dir="$DIR/sync_2" trainer.staleness=0 $EXTRA
 {
     echo "loadavg_end=$(cut -d' ' -f1-3 /proc/loadavg)"
     echo "bench_wall_s=$(awk -v a="$t_all" -v b="$(now)" 'BEGIN{printf "%.0f", b - a}')"

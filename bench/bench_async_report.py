@@ -25,14 +25,23 @@ def main():
     a = ap.parse_args()
     env = read_env(os.path.join(a.dir, "env.txt"))
     runs = {r["name"]: r for r in read_runs(os.path.join(a.dir, "runs.tsv"))}
-    sync, asy = Run(a.dir, runs["sync"], 1e9), Run(a.dir, runs["async"], 1e9)
+    # the bench order: sync, async, async_2, sync_2 (an older bench ran the first two only)
+    order = [n for n in ("sync", "async", "async_2", "sync_2") if n in runs]
+    run = {n: Run(a.dir, runs[n], 1e9) for n in order}
+    arms = {"sync": [run[n] for n in order if n.startswith("sync")],
+            "async": [run[n] for n in order if n.startswith("async")]}
 
-    def steptime(run):
-        v = [r["timing_s/step"] for r in run.rows if r.get("step", 0) > SKIP and "timing_s/step" in r]
+    def steptime(r):
+        v = [x["timing_s/step"] for x in r.rows if x.get("step", 0) > SKIP and "timing_s/step" in x]
         return mean(v)
 
-    ts, ta = steptime(sync), steptime(asy)
+    def arm_mean(arm, f):
+        v = [f(r) for r in arms[arm]]
+        return mean([x for x in v if math.isfinite(x)])
+
+    ts, ta = arm_mean("sync", steptime), arm_mean("async", steptime)
     ratio = ta / ts if ts and math.isfinite(ts) else float("nan")
+    sync, asy = run["sync"], run["async"]
     fs, fa = sync.after(), asy.after()
     delta = fa - fs if fs is not None and fa is not None else float("nan")
     out = ["## One-step-off asynchronous training (`make bench-async`)\n"]
@@ -45,44 +54,57 @@ def main():
         f"{env.get('loadavg_start')} at the start and {env.get('loadavg_end')} at the end (a shared "
         f"machine). The whole bench took {env.get('bench_wall_s')} s.\n")
     out.append(
-        "The same GRPO job from one SFT warm start, run twice in this bench: synchronously "
-        "(`trainer.staleness=0`, verl's order) and one step off (`trainer.staleness=1`: the rollout "
-        "generates step k+1's samples with the weights it holds while the actor trains step k, "
-        f"corrected by TIS with cap {env.get('tis')}). Step times are means of `timing_s/step` "
-        f"after the first {SKIP} steps.\n")
-    out.append(code([runs[n]["command"] for n in ("sft", "sync", "async")]) + "\n")
+        "The same GRPO job from one SFT warm start, run synchronously (`trainer.staleness=0`, "
+        "verl's order) and one step off (`trainer.staleness=1`: the rollout generates step k+1's "
+        "samples with the weights it holds while the actor trains step k, corrected by TIS with "
+        f"cap {env.get('tis')})"
+        + (", in the order sync, async, async, sync: each arm's step time is the mean of its two "
+           "runs, so a steady drift of the machine's speed over the bench weighs on both arms "
+           "alike" if len(order) == 4 else "")
+        + f". Step times are means of `timing_s/step` after the first {SKIP} steps.\n")
+    out.append(code([runs[n]["command"] for n in ["sft"] + order]) + "\n")
     rows = []
-    for name, run in (("sync", sync), ("async", asy)):
-        a_, s_ = run.best()
-        rows.append([name, run.steps, fmt(steptime(run)), fmt(run.before()), fmt(run.after()),
+    for i, n in enumerate(order):
+        r = run[n]
+        a_, s_ = r.best()
+        on = n.startswith("async")
+        rows.append([i + 1, n, r.steps, fmt(steptime(r)), fmt(r.before()), fmt(r.after()),
                      f"{fmt(a_)} (step {s_})" if a_ is not None else "–",
-                     fmt(run.mean("async/staleness_mean")) if name == "async" else "0",
-                     fmt(run.mean("tis/ratio_mean"), 4) if name == "async" else "–",
-                     fmt(run.mean("tis/capped_frac"), 4) if name == "async" else "–",
-                     fmt(run.mean("tis/mismatch_kl"), 5) if name == "async" else "–", run.status()])
-    out.append(table(["run", "steps", "s / step", "val acc before", "final", "best",
+                     fmt(r.mean("async/staleness_mean")) if on else "0",
+                     fmt(r.mean("tis/ratio_mean"), 4) if on else "–",
+                     fmt(r.mean("tis/capped_frac"), 4) if on else "–",
+                     fmt(r.mean("tis/mismatch_kl"), 5) if on else "–", r.status()])
+    out.append(table(["#", "run", "steps", "s / step", "val acc before", "final", "best",
                       "staleness (mean)", "TIS ratio (mean)", "TIS capped share",
                       "mismatch KL", "status"], rows) + "\n")
+    if len(order) == 4:
+        same = {arm: rs[0].curve == rs[1].curve for arm, rs in arms.items()}
+        said = {True: "reproduced its first run's validation accuracy at every validation step",
+                False: "differs from its first run"}
+        out.append("The repeats: " + "; ".join(f"{arm}, {said[ok]}" for arm, ok in same.items())
+                   + ".\n")
     prow = []
-    for name, run in (("sync", sync), ("async", asy)):
-        prow.append([name] + [fmt(run.mean("timing_s/" + p)) for p in PHASES + ["step"]])
-    out.append("Seconds per step by phase (means over all steps; in the async run `gen` is the wait "
-               "for samples generated during the previous step, and `sync_weights` includes waiting "
-               "for the rollout to finish the next step's samples):\n")
+    for n in order:
+        prow.append([n] + [fmt(run[n].mean("timing_s/" + p)) for p in PHASES + ["step"]])
+    out.append("Seconds per step by phase (means over all steps; in the async runs `gen` is the "
+               "wait for samples generated during the previous step, and `sync_weights` includes "
+               "waiting for the rollout to finish the next step's samples):\n")
     out.append(table(["run"] + PHASES + ["step"], prow) + "\n")
-    # a control: the actor's update does the same work in both runs, so its
-    # time ratio shows how much the machine's speed changed between them
-    cu = asy.mean("timing_s/update_actor") / sync.mean("timing_s/update_actor")
-    out.append(f"Control: `update_actor`, the same work in both runs, took {cu:.3f} times as long in "
-               "the async run as in the sync run"
-               + (" — the machine's speed changed between the two runs (a shared machine), so "
-                  "the step-time ratio below mixes that change with the overlap; the overlap "
-                  "itself can at most hide the async run's generation." if abs(cu - 1) > 0.1
-                  else ", so the runs saw about the same machine.") + "\n")
+    # a control: the actor's update does the same work in both arms, so its
+    # time ratio shows how much the machine's speed differed between them
+    cu = (arm_mean("async", lambda r: r.mean("timing_s/update_actor"))
+          / arm_mean("sync", lambda r: r.mean("timing_s/update_actor")))
+    out.append(f"Control: `update_actor`, the same work in both arms, took {cu:.3f} times as long in "
+               "the async runs as in the sync runs"
+               + (" — the machine's speed differed between the arms (a shared machine), or the "
+                  "overlapped generation competed with the update for the cores, so the "
+                  "step-time ratio below mixes that with the overlap." if abs(cu - 1) > 0.1
+                  else ", so the arms saw about the same machine.") + "\n")
     out.append(f"`bench: async_step_time_ratio = {ratio:.3f}` (target ≤ 0.65: "
                + ("met" if ratio <= 0.65 else "not met")
                + f"); `bench: async_val_acc_delta = {delta:+.3f}` (target ≥ −0.03: "
-               + ("met" if delta >= -0.03 else "not met") + f", {pts(delta)} points).\n")
+               + ("met" if delta >= -0.03 else "not met") + f", {pts(delta)} points; the first "
+               "run of each arm).\n")
     page = replace_section(a.out, "bench-async", "\n".join(out))
     with open(a.out + ".tmp", "w") as f:
         f.write(page)
