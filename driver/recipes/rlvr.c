@@ -464,18 +464,29 @@ static int s_prefetch(s_rlvr *r, int64_t step)
 }
 
 /* Round 0 of this step: generated now (trainer.staleness 0), or taken from
- * the queue after the rounds of the next `staleness` steps are sent off, so
- * the rollout ranks sample them while the actor trains this step. */
+ * the queue (sent off by an earlier step; the first step of a run, or one
+ * whose queue was empty, sends it now). */
 static int s_first_round(s_rlvr *r, rl_dataproto **part, double *g, double *w)
 {
     if (r->o.staleness == 0)
         return s_round(r, r->step, 0, r->j.batch, part, g, w);
     int rc = s_prefetch(r, r->step);
-    /* also past trainer.total_steps: a checkpoint of the last step then holds
-     * the samples a longer (resumed) run trains on next */
+    return rc ? rc : rl_rlvr_async_take(&r->async, &r->j, r->step, part, g, w);
+}
+
+/* Round 0 of the next `staleness` steps, sent off once this step's rounds are
+ * all back, so the rollout ranks sample them while the actor trains this
+ * step. Sent earlier, they would queue ahead of this step's own filter
+ * rounds on the rollout (its calls run in order) and the actor would wait
+ * for both. They still run before this step's weight sync: at most
+ * `staleness` versions old. Also past trainer.total_steps: a checkpoint of
+ * the last step then holds the samples a longer (resumed) run trains on. */
+static int s_prefetch_ahead(s_rlvr *r)
+{
+    int rc = RL_OK;
     for (int64_t s = r->step + 1; !rc && s <= r->step + r->o.staleness; s++)
         rc = s_prefetch(r, s);
-    return rc ? rc : rl_rlvr_async_take(&r->async, &r->j, r->step, part, g, w);
+    return rc;
 }
 
 /* Every row's weight version against the trainer's: the samples of this
@@ -621,6 +632,8 @@ static int s_phase_generate(void *arg)
             rl_metric_set_put(r->t.ms, "batch/filter_rounds", (double)(round + 1));
     }
     rl_dataproto_free(spare);
+    if (!rc && r->o.staleness > 0) /* before the replay metrics: its draws count in this step's */
+        rc = s_prefetch_ahead(r);
     rl_rlvr_replay_metrics(&r->replay, r->t.ms);
     int64_t guided = rc ? -1 : s_guided_rows(r->batch);
     if (guided >= 0) /* after filtering: what is trained on */
