@@ -63,3 +63,22 @@ int rl_embodied_grpo_advantages(const float *R, const int64_t *group, int64_t B,
     return RL_OK;
 }
 
+
+int rl_embodied_seq_mean_scale(const int64_t *episode, int64_t n, int64_t B, float *adv)
+{
+    int64_t *len = calloc((size_t)(B > 0 ? B : 1), sizeof(int64_t)), E = 0;
+    if (!len)
+        return rl_error_set(RL_ENOMEM, "out of memory");
+    for (int64_t k = 0; k < n; k++) {
+        if (episode[k] < 0 || episode[k] >= B) {
+            free(len);
+            return rl_error_set(RL_ERANGE, "episode[%lld] = %lld, expected [0, %lld)", (long long)k,
+                                (long long)episode[k], (long long)B);
+        }
+        E += len[episode[k]]++ == 0;
+    }
+    for (int64_t k = 0; k < n; k++)
+        adv[k] = (float)(adv[k] * ((double)n / (double)E) / (double)len[episode[k]]);
+    free(len);
+    return RL_OK;
+}

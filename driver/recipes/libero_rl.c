@@ -565,6 +565,19 @@ static int s_phase_credit(void *arg)
         else
             memset(adv, 0, sizeof(float) * (size_t)n);
     }
+    if (!rc && s->alg.loss >= RL_FLOW_LOSS_GRPO && s->alg.seq_mean) {
+        /* algorithm.loss_agg_mode seq-mean-token-mean: every episode weighs
+         * the same in the loss, however many chunk steps it ran */
+        float *adv = rl_tensor_data(rl_dataproto_tensor(s->batch, RL_ACTOR_ADVANTAGES));
+        int64_t *ep = malloc(sizeof(int64_t) * (size_t)(n + 1));
+        if (!ep)
+            rc = rl_error_set(RL_ENOMEM, "out of memory");
+        for (int64_t k = 0; !rc && k < n; k++)
+            ep[k] = s->row_sb[k] % B;
+        if (!rc)
+            rc = rl_embodied_seq_mean_scale(ep, n, B, adv);
+        free(ep);
+    }
     if (!rc && s->alg.loss >= RL_FLOW_LOSS_GRPO) { /* the sampler's log-probs are the old ones */
         const rl_tensor *lp = rl_dataproto_tensor_shaped(s->batch, RL_FP_SAMPLE_LOGP, RL_F32, 2,
                                                          (int64_t[]){n, -1});

@@ -31,6 +31,10 @@ run() { "$BIN/rl-driver" --cluster examples/cluster-libero-rl.yaml --config "$1"
 out=$(run examples/libero_object_flowsar.yaml algorithm.loss_type=flow_nft 2>&1) && fail "a bad loss_type ran"
 echo "$out" | grep -q "override algorithm.loss_type=flow_nft: algorithm.loss_type: expected flow_sar" ||
     { echo "$out" | tail -3; fail "the loss_type error is not located"; }
+out=$(run examples/libero_object_flowsar.yaml actor.loss_agg_mode=seq-mean-token-mean 2>&1) &&
+    fail "FlowSAR with seq-mean-token-mean ran"
+echo "$out" | grep -q "actor.loss_agg_mode=seq-mean-token-mean: actor.loss_agg_mode: seq-mean-token-mean weights" ||
+    { echo "$out" | tail -3; fail "the loss_agg_mode error is not located"; }
 out=$(run examples/libero_object_grpo.yaml algorithm.adv_estimator=gae 2>&1) && fail "GRPO with gae ran"
 echo "$out" | grep -q "algorithm.adv_estimator: loss_type actor has no value head" || fail "actor+gae not refused"
 out=$(run examples/libero_object_flowsar.yaml env.auto_reset=true 2>&1) && fail "auto_reset ran"
@@ -89,7 +93,7 @@ check "$d/grpo" actor/pg_loss actor/ppo_kl actor/ratio_mean actor/trained_steps 
 import json,sys; m=[json.loads(l) for l in open('$d/grpo/metrics.jsonl')][-1]
 assert abs(m['actor/ratio_mean'] - 1) < 1e-3, m['actor/ratio_mean']" || fail "GRPO's first ratio is not 1"
 run examples/libero_object_ppo.yaml trainer.total_steps=1 actor.ppo_epochs=1 trainer.output_dir="$d/ppo" \
-    >"$d/ppo.log" 2>&1 || { tail -20 "$d/ppo.log"; fail "PPO failed"; }
+    actor.loss_agg_mode=seq-mean-token-mean >"$d/ppo.log" 2>&1 || { tail -20 "$d/ppo.log"; fail "PPO failed"; }
 check "$d/ppo" actor/pg_loss actor/ratio_mean critic/value_loss
 
 # 4. resume

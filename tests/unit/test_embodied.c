@@ -14,6 +14,7 @@
 
 #include "rlrt/algo/embodied.h"
 #include "rlrt/rlrt.h"
+#include "rlrt/roles/actor.h"
 #include "rlrt/roles/flow_rl.h"
 
 static void test_chunk_arrays(void **state)
@@ -62,6 +63,32 @@ static void test_grpo_advantages(void **state)
     assert_non_null(strstr(rl_error_message(), "group[1] = 5"));
 }
 
+static void test_seq_mean_scale(void **state)
+{
+    (void)state;
+    /* episode 0 has 3 rows (a failure that ran long), episode 2 has 1 (an
+     * early success), episode 1 none: E = 2, n = 4 */
+    const int64_t ep[4] = {0, 2, 0, 0};
+    float adv[4] = {-1, 1, -1, -1};
+    assert_int_equal(rl_embodied_seq_mean_scale(ep, 4, 3, adv), 0);
+    /* (n / E) / L: 2/3 for episode 0's rows, 2 for episode 2's */
+    assert_true(fabs(adv[0] + 2.0 / 3.0) < 1e-6 && fabs(adv[2] + 2.0 / 3.0) < 1e-6);
+    assert_true(fabs(adv[1] - 2.0) < 1e-6);
+    /* the row mean is the mean of the episodes' means: (-1 + 1) / 2 = 0,
+     * where the unweighted row mean was -0.5 */
+    assert_true(fabs((adv[0] + adv[1] + adv[2] + adv[3]) / 4.0) < 1e-6);
+    /* a batch of equal-length episodes is left as it is */
+    const int64_t eq[4] = {1, 0, 1, 0};
+    float same[4] = {0.5f, -2, 0.5f, -2};
+    assert_int_equal(rl_embodied_seq_mean_scale(eq, 4, 2, same), 0);
+    assert_true(same[0] == 0.5f && same[1] == -2 && same[2] == 0.5f && same[3] == -2);
+    const int64_t bad[2] = {0, 3};
+    float keep[2] = {1, 1};
+    assert_int_equal(rl_embodied_seq_mean_scale(bad, 2, 3, keep), RL_ERANGE);
+    assert_non_null(strstr(rl_error_message(), "episode[1] = 3"));
+    assert_true(keep[0] == 1 && keep[1] == 1);
+}
+
 static rl_config *s_job(const char *yaml)
 {
     char path[] = "/tmp/rl_test_embodied_XXXXXX";
@@ -70,7 +97,7 @@ static rl_config *s_job(const char *yaml)
     FILE *f = fdopen(fd, "w");
     fputs(yaml, f);
     fclose(f);
-    rl_config *c = rl_config_load_job(RL_FLOW_RL_DEFAULTS, path, 0, NULL);
+    rl_config *c = rl_config_load_job(RL_ACTOR_DEFAULTS RL_FLOW_RL_DEFAULTS, path, 0, NULL);
     remove(path);
     return c;
 }
@@ -130,6 +157,11 @@ static void test_switch_and_errors(void **state)
     c = s_job("algorithm:\n  loss_type: actor\n");
     assert_int_equal(rl_flow_rl_config_read(c, &o), 0);
     assert_int_equal(o.loss, RL_FLOW_LOSS_GRPO);
+    assert_int_equal(o.seq_mean, 0); /* token-mean by default */
+    rl_config_free(c);
+    c = s_job("algorithm:\n  loss_type: actor\nactor:\n  loss_agg_mode: seq-mean-token-mean\n");
+    assert_int_equal(rl_flow_rl_config_read(c, &o), 0);
+    assert_int_equal(o.seq_mean, 1);
     rl_config_free(c);
     static const struct {
         const char *yaml, *loc, *want; /* the job file's line, the message */
@@ -141,6 +173,8 @@ static void test_switch_and_errors(void **state)
         {"algorithm:\n  flow_sar_ema_schedule: cosine\n", ":2:", "algorithm.flow_sar_ema_schedule"},
         {"algorithm:\n  flow_ipo_t_min: 0.9\n", ":2:", "algorithm.flow_ipo_t_min: 0.9 is above flow_ipo_t_max 0.8"},
         {"algorithm:\n  flow_sar_energy_type: sde\n  flow_sar_t_min: 0\n", ":3:", "the sde energy divides by 2t"},
+        {"algorithm:\n  loss_type: actor\nactor:\n  loss_agg_mode: seq-mean-token-sum\n", ":4:", "actor.loss_agg_mode"},
+        {"actor:\n  loss_agg_mode: seq-mean-token-mean\n", ":2:", "flow_sar weighs its chunks by its own credit"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         c = s_job(bad[i].yaml);
@@ -158,6 +192,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chunk_arrays),
         cmocka_unit_test(test_grpo_advantages),
+        cmocka_unit_test(test_seq_mean_scale),
         cmocka_unit_test(test_ema_schedules),
         cmocka_unit_test(test_clip_actions),
         cmocka_unit_test(test_switch_and_errors),

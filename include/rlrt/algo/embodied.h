@@ -29,4 +29,16 @@ void rl_embodied_chunk_arrays(const float *rewards, const uint8_t *valid, int64_
 int rl_embodied_grpo_advantages(const float *R, const int64_t *group, int64_t B, int64_t n_groups, int filter,
                            double lo, double hi, float *adv, int64_t *kept);
 
+/* verl's loss_agg_mode seq-mean-token-mean over episodes, for a loss that
+ * is a mean over n rows (chunk steps): row k belongs to episode episode[k]
+ * in [0, B), and its advantage adv[k] (n) is scaled in place by
+ * (n / E) / L_e, with L_e the rows of its episode and E the episodes that
+ * have rows. The mean over the n rows then equals the mean over episodes of
+ * each episode's own mean: a failed episode that ran to the time limit
+ * weighs as much as a success that ended early, not 2-5x more. Scaling the
+ * advantage is exact for the clipped ratio loss (min(r·wA, clip(r)·wA) =
+ * w·min(r·A, clip(r)·A) for w > 0). Returns 0, or RL_ERANGE for an episode
+ * id out of range (adv untouched). */
+int rl_embodied_seq_mean_scale(const int64_t *episode, int64_t n, int64_t B, float *adv);
+
 #endif

@@ -12,6 +12,15 @@
  *                           the flow_* losses ignore it: their credit is
  *                           their own, the advantages are the seeds' dummies)
  *
+ * Loss aggregation (actor / actor_critic): actor.loss_agg_mode token-mean
+ * (every trained chunk step weighs the same: a failed episode that ran to
+ * the time limit counts 2-5x a success that ended early) or
+ * seq-mean-token-mean (every episode weighs the same; the recipe scales the
+ * advantages, rl_embodied_seq_mean_scale). The LM's other two modes are
+ * located errors here; flow_sar / flow_ipo weigh chunks by their own credit
+ * and take token-mean only. rl_flow_rl_config_read reads this one actor.*
+ * key, so its config needs RL_ACTOR_DEFAULTS too.
+ *
  * EMA reference (rollout, flow_sar / flow_ipo only). The rollout keeps
  * θ_ref, a copy of the flat parameter buffer, with cpu_weight_swap
  * semantics: an annotate call swaps θ_ref into the model once for the whole
@@ -177,6 +186,7 @@ typedef struct rl_flow_rl_config {
     double ipo_alpha, ipo_beta_ref, ipo_t_min, ipo_t_max;
     double gamma, gae_lambda, rewards_lower, rewards_upper, value_coef, value_clip;
     int filter_rewards;
+    int seq_mean;           /* actor.loss_agg_mode: 0 token-mean, 1 seq-mean-token-mean */
     double demo_coef;       /* the demonstration anchor's weight (0: off) */
     double rl_coef;         /* the method's loss weight (1; 0 = the anchor alone) */
     const char *demos;      /* borrowed; "" when off */
@@ -217,6 +227,8 @@ static inline int rl_flow_rl_config_read(const rl_config *c, rl_flow_rl_config *
         {"algorithm.filter_rewards", RL_CFG_BOOL, offsetof(rl_flow_rl_config, filter_rewards), 0, 0, 0, NULL},
         RL_F_NUM("algorithm.rewards_lower_bound", rewards_lower, -1e30, 1e30, 0),
         RL_F_NUM("algorithm.rewards_upper_bound", rewards_upper, -1e30, 1e30, 0),
+        {"actor.loss_agg_mode", RL_CFG_ENUM, offsetof(rl_flow_rl_config, seq_mean), 0, 0, 0,
+         "token-mean|seq-mean-token-mean"},
         RL_F_NUM("algorithm.value_loss_coef", value_coef, 0, 1e6, 0),
         RL_F_NUM("algorithm.value_clip", value_clip, 0, 1e6, 0),
         RL_F_NUM("algorithm.demo_coef", demo_coef, 0, 1e6, 0),
@@ -256,6 +268,11 @@ static inline int rl_flow_rl_config_read(const rl_config *c, rl_flow_rl_config *
         return rl_config_error_at(c, "algorithm.adv_estimator", RL_ECONFIG,
                                   "loss_type actor_critic trains the value head with GAE: it needs "
                                   "adv_estimator gae, got grpo");
+    if (o->seq_mean && o->loss < RL_FLOW_LOSS_GRPO)
+        return rl_config_error_at(c, "actor.loss_agg_mode", RL_ECONFIG,
+                                  "seq-mean-token-mean weights the chunk steps of loss_type actor or "
+                                  "actor_critic; %s weighs its chunks by its own credit: set "
+                                  "actor.loss_agg_mode: token-mean", lt);
     if (o->sar_t_min > o->sar_t_max)
         return rl_config_error_at(c, "algorithm.flow_sar_t_min", RL_ECONFIG, "%g is above flow_sar_t_max %g",
                                   o->sar_t_min, o->sar_t_max);
