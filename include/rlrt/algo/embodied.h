@@ -35,7 +35,7 @@ int rl_embodied_grpo_advantages(const float *R, const int64_t *group, int64_t B,
  * (n / E) / L_e, with L_e the rows of its episode and E the episodes that
  * have rows. The mean over the n rows then equals the mean over episodes of
  * each episode's own mean: a failed episode that ran to the time limit
- * weighs as much as a success that ended early, not 2-5x more. Scaling the
+ * weighs as much as a success that ended early, not ~2x more. Scaling the
  * advantage is exact for the clipped ratio loss (min(r·wA, clip(r)·wA) =
  * w·min(r·A, clip(r)·A) for w > 0). Returns 0, or RL_ERANGE for an episode
  * id out of range (adv untouched). */

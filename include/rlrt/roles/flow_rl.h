@@ -14,7 +14,7 @@
  *
  * Loss aggregation (actor / actor_critic): actor.loss_agg_mode token-mean
  * (every trained chunk step weighs the same: a failed episode that ran to
- * the time limit counts 2-5x a success that ended early) or
+ * the time limit counts ~2x a success that ended early) or
  * seq-mean-token-mean (every episode weighs the same; the recipe scales the
  * advantages, rl_embodied_seq_mean_scale). The LM's other two modes are
  * located errors here; flow_sar / flow_ipo weigh chunks by their own credit
