@@ -63,7 +63,6 @@ int rl_embodied_grpo_advantages(const float *R, const int64_t *group, int64_t B,
     return RL_OK;
 }
 
-
 int rl_embodied_seq_mean_scale(const int64_t *episode, int64_t n, int64_t B, float *adv)
 {
     int64_t *len = calloc((size_t)(B > 0 ? B : 1), sizeof(int64_t)), E = 0;

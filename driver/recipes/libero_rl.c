@@ -566,7 +566,7 @@ static int s_phase_credit(void *arg)
             memset(adv, 0, sizeof(float) * (size_t)n);
     }
     if (!rc && s->alg.loss >= RL_FLOW_LOSS_GRPO && s->alg.seq_mean) {
-        /* algorithm.loss_agg_mode seq-mean-token-mean: every episode weighs
+        /* actor.loss_agg_mode seq-mean-token-mean: every episode weighs
          * the same in the loss, however many chunk steps it ran */
         float *adv = rl_tensor_data(rl_dataproto_tensor(s->batch, RL_ACTOR_ADVANTAGES));
         int64_t *ep = malloc(sizeof(int64_t) * (size_t)(n + 1));
