@@ -36,6 +36,14 @@ DATA=${LIBERO_DATA:-$BUILD/libero-data}
 [ -f "$WS/model.safetensors" ] || { echo "bench-embodied: no warm start in $WS; run: RL_RUN=libero make run"; exit 2; }
 out=${BENCH_EMBODIED_OUT:-runs/bench_embodied}
 mkdir -p "$out"
+# the machine and its load, for the page (a step's time depends on what else runs);
+# BENCH_EMBODIED_KEEP=1 keeps the start of the run it continues
+[ "$KEEP" = 1 ] && [ -f "$out/env.txt" ] || {
+    echo "date_utc=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+    echo "loadavg_start=$(cut -d' ' -f1-3 /proc/loadavg)"
+} >"$out/env.txt"
 for m in $METHODS; do
     case $m in
     anchor) cfg=examples/libero_object_sil.yaml; extra=(algorithm.rl_coef=0) ;;
@@ -57,6 +65,8 @@ for m in $METHODS; do
         >"$out/$m.log" 2>&1 || { tail -20 "$out/$m.log"; echo "bench-embodied: $m failed"; exit 1; }
     python3 -c "import sys; print(float(sys.argv[1]) - float(sys.argv[2]))" "$(date +%s.%N)" "$t0" >"$out/$m.wall"
 done
+sed -i '/^loadavg_end=/d' "$out/env.txt"
+echo "loadavg_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/env.txt"
 section=$(mktemp)
 python3 - "$out" "$STEPS" "$PER" "$METHODS" "$DATA/manifest.json" >"$section" <<'PY'
 import json, os, sys
@@ -71,14 +81,19 @@ print("<!-- bench-embodied:begin -->")
 print("## Embodied RL on LIBERO-Object (`make bench-embodied`)")
 print()
 n = int(before["eval/episodes"])
+env = dict(l.rstrip("\n").split("=", 1) for l in open(os.path.join(out, "env.txt")) if "=" in l)
 print("Produced by `BENCH_EMBODIED_STEPS=%d BENCH_EMBODIED_EPISODES_PER_TASK=%d BENCH_EMBODIED_EVAL_EVERY=%s "
-      "make bench-embodied`: each method from the same warm start (`%s`), %d training steps, "
-      "greedy ODE evaluation over %d episodes (%d initial states per task) at step 0 and every few steps; "
-      "%d CPU cores shared with other jobs, seed 1 (one seed per method). The initial noise of an evaluation "
-      "episode is drawn per env, so a method whose envs map to tasks differently (GRPO's env.group_size) "
-      "starts from a slightly different step-0 number on the same initial states." %
-      (steps, per, os.environ.get("BENCH_EMBODIED_EVAL_EVERY", "5"), os.environ.get("BENCH_EMBODIED_WARMSTART", "runs/libero_warmstart/final"),
-       steps, n, per, os.cpu_count()))
+      "BENCH_EMBODIED_METHODS=\"%s\" make bench-embodied` on %s at commit `%s`: each method from the same warm start (`%s`), "
+      "%d training steps, greedy ODE evaluation over %d episodes (%d initial states per task) at step 0 and "
+      "every few steps; %d CPU cores (%s), 1/5/15-minute load average %s at the start and %s at the end "
+      "(step times depend on what else runs), seed 1 (one seed per method). The initial noise of an "
+      "evaluation episode is drawn per env, so a method whose envs map to tasks differently (GRPO's "
+      "env.group_size) starts from a slightly different step-0 number on the same initial states." %
+      (steps, per, os.environ.get("BENCH_EMBODIED_EVAL_EVERY", "5"), " ".join(methods),
+       env.get("date_utc", "?"), env.get("commit", "?"),
+       os.environ.get("BENCH_EMBODIED_WARMSTART", "runs/libero_warmstart/final"),
+       steps, n, per, os.cpu_count(), env.get("cpu", "?"), env.get("loadavg_start", "?"),
+       env.get("loadavg_end", "?")))
 # which weights acted in the evaluations: the driver's log line says so
 ema = [m for m in methods if "evaluation (EMA weights)" in open(os.path.join(out, m + ".log")).read()]
 print()
