@@ -37,13 +37,16 @@ static int s_check_config(const rl_adamw_config *c)
     return RL_OK;
 }
 
-/* Rebuilds o->seg from a per-view decay flag (NULL: all decay). Adjacent
- * views with the same flag merge into one segment. */
-static int s_build_segments(rl_adamw *o, const rl_param_manifest *m, const uint8_t *no_decay)
+/* Rebuilds o->seg from the per-view decay flags and lr scales. Adjacent
+ * views with the same flag and scale merge into one segment. */
+static int s_build_segments(rl_adamw *o, const rl_param_manifest *m)
 {
     if (m->total < o->end)
         return rl_error_set(RL_ESHAPE, "adamw: manifest has %lld elements, optimiser range "
                             "ends at %lld", (long long)m->total, (long long)o->end);
+    if (m->count != o->nviews)
+        return rl_error_set(RL_ESHAPE, "adamw: manifest has %d views, the optimiser was made for %d",
+                            m->count, o->nviews);
     rl_adamw_segment *seg = malloc(sizeof *seg * (size_t)(m->count + 1));
     if (!seg)
         return rl_error_set(RL_ENOMEM, "adamw: out of memory");
@@ -54,15 +57,17 @@ static int s_build_segments(rl_adamw *o, const rl_param_manifest *m, const uint8
         int64_t e = v->offset + v->numel < o->end ? v->offset + v->numel : o->end;
         if (b >= e)
             continue;
-        int decay = !(no_decay && no_decay[i]);
+        int decay = !o->no_decay[i];
+        double scale = o->lr_scale[i];
         b -= o->begin;
         e -= o->begin;
-        if (n > 0 && seg[n - 1].decay == decay && seg[n - 1].end == b) {
+        if (n > 0 && seg[n - 1].decay == decay && seg[n - 1].lr_scale == scale && seg[n - 1].end == b) {
             seg[n - 1].end = e;
         } else {
             seg[n].begin = b;
             seg[n].end = e;
             seg[n].decay = decay;
+            seg[n].lr_scale = scale;
             n++;
         }
     }
@@ -97,7 +102,17 @@ rl_adamw *rl_adamw_new(const rl_adamw_config *cfg, const rl_param_manifest *m, i
     o->n = end - begin;
     o->m = rl_param_buffer_new(o->n);
     o->v = rl_param_buffer_new(o->n);
-    if (!o->m || !o->v || s_build_segments(o, m, NULL) < 0) {
+    o->nviews = m->count;
+    o->no_decay = calloc((size_t)m->count + 1, 1);
+    o->lr_scale = malloc(sizeof(double) * ((size_t)m->count + 1));
+    for (int i = 0; o->lr_scale && i < m->count; i++)
+        o->lr_scale[i] = 1.0;
+    if (!o->no_decay || !o->lr_scale) {
+        rl_error_set(RL_ENOMEM, "adamw: out of memory");
+        rl_adamw_free(o);
+        return NULL;
+    }
+    if (!o->m || !o->v || s_build_segments(o, m) < 0) {
         rl_adamw_free(o);
         return NULL;
     }
@@ -111,24 +126,43 @@ void rl_adamw_free(rl_adamw *o)
     rl_param_buffer_free(o->m);
     rl_param_buffer_free(o->v);
     free(o->seg);
+    free(o->no_decay);
+    free(o->lr_scale);
     free(o);
 }
 
 int rl_adamw_set_no_decay_mask(rl_adamw *o, const rl_param_manifest *m, const uint8_t *no_decay)
 {
-    return s_build_segments(o, m, no_decay);
+    if (m->count != o->nviews)
+        return rl_error_set(RL_ESHAPE, "adamw: manifest has %d views, the optimiser was made for %d",
+                            m->count, o->nviews);
+    for (int i = 0; i < m->count; i++)
+        o->no_decay[i] = no_decay && no_decay[i];
+    return s_build_segments(o, m);
 }
 
 int rl_adamw_set_no_decay(rl_adamw *o, const rl_param_manifest *m, rl_param_pred pred, void *ud)
 {
-    uint8_t *mask = calloc((size_t)m->count + 1, 1);
-    if (!mask)
-        return rl_error_set(RL_ENOMEM, "adamw: out of memory");
-    for (int i = 0; pred && i < m->count; i++)
-        mask[i] = pred(&m->views[i], ud) != 0;
-    int rc = s_build_segments(o, m, mask);
-    free(mask);
-    return rc;
+    if (m->count != o->nviews)
+        return rl_error_set(RL_ESHAPE, "adamw: manifest has %d views, the optimiser was made for %d",
+                            m->count, o->nviews);
+    for (int i = 0; i < m->count; i++)
+        o->no_decay[i] = pred && pred(&m->views[i], ud) != 0;
+    return s_build_segments(o, m);
+}
+
+int rl_adamw_set_lr_scale(rl_adamw *o, const rl_param_manifest *m, const double *scale)
+{
+    if (m->count != o->nviews)
+        return rl_error_set(RL_ESHAPE, "adamw: manifest has %d views, the optimiser was made for %d",
+                            m->count, o->nviews);
+    for (int i = 0; scale && i < m->count; i++)
+        if (!(scale[i] >= 0.0) || !isfinite(scale[i]))
+            return rl_error_set(RL_EINVAL, "adamw: lr scale of view %d ('%s') is %g, expected finite and >= 0",
+                                i, m->views[i].name, scale[i]);
+    for (int i = 0; i < m->count; i++)
+        o->lr_scale[i] = scale ? scale[i] : 1.0;
+    return s_build_segments(o, m);
 }
 
 void rl_adamw_update(const rl_adamw_config *cfg, int64_t t, double lr, double wd, float *p,
@@ -167,7 +201,7 @@ int rl_adamw_step(rl_adamw *o, double lr, float *params, const float *grads)
     int64_t t = ++o->step;
     for (int s = 0; s < o->nseg; s++) {
         const rl_adamw_segment *sg = &o->seg[s];
-        rl_adamw_update(&o->cfg, t, lr, sg->decay ? o->cfg.weight_decay : 0.0,
+        rl_adamw_update(&o->cfg, t, lr * sg->lr_scale, sg->decay ? o->cfg.weight_decay : 0.0,
                         params + sg->begin, grads + sg->begin, o->m + sg->begin,
                         o->v + sg->begin, sg->end - sg->begin);
     }

@@ -547,7 +547,7 @@ static int s_phase_credit(void *arg)
                 int64_t t = s->row_sb[k] / B, b = s->row_sb[k] % B;
                 vv[b * S + t] = val[k];
             }
-            rc = rl_adv_gae(rw, vv, mm, B, S, s->alg.gamma, s->alg.gae_lambda, 0, aa, rr);
+            rc = rl_adv_gae(rw, vv, mm, B, S, s->alg.gamma, s->alg.gae_lambda, s->alg.normalize_adv, aa, rr);
             for (int64_t k = 0; !rc && k < n; k++) {
                 int64_t t = s->row_sb[k] / B, b = s->row_sb[k] % B;
                 adv[k] = aa[b * S + t];

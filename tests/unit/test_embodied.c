@@ -97,7 +97,7 @@ static rl_config *s_job(const char *yaml)
     FILE *f = fdopen(fd, "w");
     fputs(yaml, f);
     fclose(f);
-    rl_config *c = rl_config_load_job(RL_ACTOR_DEFAULTS RL_FLOW_RL_DEFAULTS, path, 0, NULL);
+    rl_config *c = rl_config_load_job(RL_ACTOR_DEFAULTS RL_FLOW_RL_DEFAULTS "rollout:\n  temperature: 1.0\ntrainer:\n  seed: 1\n", path, 0, NULL);
     remove(path);
     return c;
 }
@@ -153,6 +153,23 @@ static void test_switch_and_errors(void **state)
     rl_config *c = s_job("algorithm:\n  loss_type: actor_critic\n  adv_estimator: gae\n");
     assert_int_equal(rl_flow_rl_config_read(c, &o), 0);
     assert_int_equal(o.loss, RL_FLOW_LOSS_PPO);
+    assert_int_equal(o.normalize_adv, 1); /* RLinf's normalize_advantages */
+    rl_actor_config ac;
+    assert_int_equal(rl_actor_config_read(c, &ac), 0);
+    assert_true(ac.value_lr == 0.0); /* the value head on the policy's lr by default */
+    rl_config_free(c);
+    c = s_job("algorithm:\n  loss_type: actor_critic\n  adv_estimator: gae\n  normalize_advantages: false\n"
+              "actor:\n  optim: {lr: 1.0e-5, value_lr: 1.0e-4}\n");
+    assert_int_equal(rl_flow_rl_config_read(c, &o), 0);
+    assert_int_equal(o.normalize_adv, 0);
+    assert_int_equal(rl_actor_config_read(c, &ac), 0);
+    assert_true(ac.value_lr == 1.0e-4);
+    rl_config_free(c);
+    /* a value lr is a multiple of the policy's: lr 0 cannot carry it */
+    c = s_job("actor:\n  optim:\n    lr: 0\n    value_lr: 1.0e-4\n");
+    assert_int_not_equal(rl_actor_config_read(c, &ac), 0);
+    assert_non_null(strstr(rl_error_message(), ":4:"));
+    assert_non_null(strstr(rl_error_message(), "actor.optim.value_lr"));
     rl_config_free(c);
     c = s_job("algorithm:\n  loss_type: actor\n");
     assert_int_equal(rl_flow_rl_config_read(c, &o), 0);
@@ -175,11 +192,11 @@ static void test_switch_and_errors(void **state)
         {"algorithm:\n  flow_sar_energy_type: sde\n  flow_sar_t_min: 0\n", ":3:", "the sde energy divides by 2t"},
         {"algorithm:\n  loss_type: actor\nactor:\n  loss_agg_mode: seq-mean-token-sum\n", ":4:", "actor.loss_agg_mode"},
         {"actor:\n  loss_agg_mode: seq-mean-token-mean\n", ":2:", "flow_sar weighs its chunks by its own credit"},
+        {"algorithm:\n  normalize_advantages: maybe\n", ":2:", "algorithm.normalize_advantages"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        c = s_job(bad[i].yaml);
-        assert_non_null(c);
-        assert_int_not_equal(rl_flow_rl_config_read(c, &o), 0);
+        c = s_job(bad[i].yaml); /* a value of the wrong type fails at load, the others here */
+        assert_true(!c || rl_flow_rl_config_read(c, &o) != 0);
         if (!strstr(rl_error_message(), bad[i].want) || !strstr(rl_error_message(), bad[i].loc))
             fail_msg("case %zu: '%s' does not contain '%s' and '%s'", i, rl_error_message(), bad[i].loc,
                      bad[i].want);

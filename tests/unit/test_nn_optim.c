@@ -328,6 +328,67 @@ static void test_bad_config_and_range(void **state)
     rl_param_manifest_free(m);
 }
 
+/* A view's lr scale: its elements step exactly as an optimiser at lr ×
+ * scale would; the others as at lr; the decay flags survive; scale 0
+ * freezes a view; bad scales are errors naming the view. */
+static void test_lr_scale_views(void **state)
+{
+    (void)state;
+    rl_param_manifest *m = s_toy_manifest(); /* w1 0..12, b1 12..15, w2 15..25 */
+    rl_adamw_config cfg = rl_adamw_config_default();
+    cfg.weight_decay = 0.1;
+    rl_adamw *o = rl_adamw_new(&cfg, m, 0, m->total), *lo = rl_adamw_new(&cfg, m, 0, m->total),
+             *hi = rl_adamw_new(&cfg, m, 0, m->total);
+    assert_non_null(o);
+    assert_non_null(lo);
+    assert_non_null(hi);
+    for (rl_adamw **x = (rl_adamw *[]){o, lo, hi}, **e = x + 3; x < e; x++)
+        assert_int_equal(rl_adamw_set_no_decay(*x, m, rl_param_pred_no_decay_1d, NULL), RL_OK);
+    double scale[3] = {1.0, 0.0, 3.0};
+    assert_int_equal(rl_adamw_set_lr_scale(o, m, scale), RL_OK);
+    assert_int_equal(o->nseg, 3);
+    assert_int_equal(o->seg[1].decay, 0);       /* b1 keeps its no-decay flag */
+    assert_true(o->seg[2].lr_scale == 3.0);
+    float p[25], pl[25], ph[25], g[25];
+    for (int i = 0; i < 25; i++) {
+        p[i] = pl[i] = ph[i] = 0.1f * (float)(i - 12);
+    }
+    for (int step = 0; step < 3; step++) {
+        for (int i = 0; i < 25; i++)
+            g[i] = 0.05f * (float)((i * 7 + step * 3) % 11) - 0.2f;
+        assert_int_equal(rl_adamw_step(o, 0.01, p, g), RL_OK);
+        assert_int_equal(rl_adamw_step(lo, 0.01, pl, g), RL_OK);
+        assert_int_equal(rl_adamw_step(hi, 0.03, ph, g), RL_OK);
+    }
+    for (int i = 0; i < 12; i++)
+        assert_true(p[i] == pl[i]);
+    for (int i = 12; i < 15; i++)
+        assert_true(p[i] == 0.1f * (float)(i - 12)); /* frozen */
+    for (int i = 15; i < 25; i++)
+        assert_true(p[i] == ph[i]);
+    assert_true(ph[20] != pl[20]);
+    /* bad scales name the view; the previous ones stay */
+    double bad[3] = {1.0, -1.0, 1.0};
+    assert_int_equal(rl_adamw_set_lr_scale(o, m, bad), RL_EINVAL);
+    assert_non_null(strstr(rl_error_message(), "'b1'"));
+    bad[1] = NAN;
+    assert_int_equal(rl_adamw_set_lr_scale(o, m, bad), RL_EINVAL);
+    assert_true(o->seg[2].lr_scale == 3.0);
+    /* NULL: every view back to 1 (w1 and w2 still differ by their decay flags from b1) */
+    assert_int_equal(rl_adamw_set_lr_scale(o, m, NULL), RL_OK);
+    assert_int_equal(o->nseg, 3);
+    assert_true(o->seg[2].lr_scale == 1.0);
+    /* a manifest of another layout is refused */
+    rl_param_manifest *m2 = rl_param_manifest_new();
+    assert_true(rl_param_manifest_add(m2, "w", 1, (int64_t[]){25}) >= 0);
+    assert_int_equal(rl_adamw_set_lr_scale(o, m2, NULL), RL_ESHAPE);
+    rl_param_manifest_free(m2);
+    rl_adamw_free(o);
+    rl_adamw_free(lo);
+    rl_adamw_free(hi);
+    rl_param_manifest_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -338,6 +399,7 @@ int main(void)
         cmocka_unit_test(test_clip_and_sumsq),
         cmocka_unit_test(test_lr_schedules_by_hand),
         cmocka_unit_test(test_bad_config_and_range),
+        cmocka_unit_test(test_lr_scale_views),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

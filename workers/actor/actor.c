@@ -123,6 +123,27 @@ static int s_comm_id_create(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datap
     return *out ? RL_OK : rl_error_code();
 }
 
+/* lr × scale for the value head's views (rlrt/nn/model.h: value_head.*). */
+static int s_set_value_lr(const rl_config *job, rl_adamw *opt, const rl_param_manifest *man, double scale)
+{
+    double *sc = malloc(sizeof(double) * ((size_t)man->count + 1));
+    if (!sc)
+        return rl_error_set(RL_ENOMEM, "out of memory");
+    int found = 0;
+    for (int i = 0; i < man->count; i++) {
+        int v = strncmp(man->views[i].name, RL_MODEL_VALUE_HEAD_PREFIX, strlen(RL_MODEL_VALUE_HEAD_PREFIX)) == 0;
+        sc[i] = v ? scale : 1.0;
+        found += v;
+    }
+    int rc = found ? rl_adamw_set_lr_scale(opt, man, sc)
+                   : rl_config_error_at(job, "actor.optim.value_lr", RL_ECONFIG,
+                                        "a value head's lr, but the model has no value head (no view named %s*)",
+                                        RL_MODEL_VALUE_HEAD_PREFIX);
+    free(sc);
+    return rc;
+}
+
+
 static int s_init_model(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     (void)out;
@@ -163,7 +184,10 @@ static int s_init_model(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto
     a->opt = rl_adamw_new(&oc, man, a->begin, a->end);
     if (!a->opt)
         return rl_error_code();
-    return rl_adamw_set_no_decay(a->opt, man, rl_param_pred_no_decay_1d, NULL);
+    int rc = rl_adamw_set_no_decay(a->opt, man, rl_param_pred_no_decay_1d, NULL);
+    if (!rc && a->o.value_lr > 0) /* the critic's own lr (RLinf's value_lr): views value_head.* */
+        rc = s_set_value_lr(job, a->opt, man, a->o.value_lr / a->o.lr);
+    return rc;
 }
 
 /* After the gradients of one optimiser step are accumulated: reduce-scatter,

@@ -59,6 +59,11 @@ typedef enum rl_quantity {
 
 #define RL_Q_BIT(q) (1u << (unsigned)(q))
 
+/* The views of a kind's value head (RL_Q_VALUE) are named with this prefix
+ * ("value_head.weight", "value_head.bias"): the actor gives them their own
+ * learning rate (actor.optim.value_lr). */
+#define RL_MODEL_VALUE_HEAD_PREFIX "value_head."
+
 /* "logp", "entropy", "value", "velocity" (the tensor names of forward()). */
 const char *rl_quantity_name(rl_quantity q);
 

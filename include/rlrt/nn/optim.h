@@ -64,10 +64,13 @@ typedef struct rl_adamw_config {
 rl_adamw_config rl_adamw_config_default(void);
 
 /* A run [begin, end) (range-local element indices) with weight decay on or
- * off; the segments tile the whole range in order. */
+ * off and its learning-rate multiplier (the step's lr × lr_scale: 1 unless
+ * rl_adamw_set_lr_scale set another for its views, e.g. a value head's own
+ * lr); the segments tile the whole range in order. */
 typedef struct rl_adamw_segment {
     int64_t begin, end;
     int decay;
+    double lr_scale;
 } rl_adamw_segment;
 
 typedef struct rl_adamw {
@@ -77,8 +80,11 @@ typedef struct rl_adamw {
     int64_t n;             /* end - begin */
     float *m;              /* exp_avg, n floats, 64-byte aligned */
     float *v;              /* exp_avg_sq, n floats */
-    rl_adamw_segment *seg; /* weight-decay segments over [0, n) */
+    rl_adamw_segment *seg; /* weight-decay / lr-scale segments over [0, n) */
     int nseg;
+    int nviews;            /* the manifest's views when the object was made */
+    uint8_t *no_decay;     /* per view: weight decay off (set_no_decay*) */
+    double *lr_scale;      /* per view: lr multiplier (set_lr_scale; 1) */
 } rl_adamw;
 
 /* Predicate over views: returns nonzero when the view gets NO weight decay. */
@@ -97,13 +103,20 @@ rl_adamw *rl_adamw_new(const rl_adamw_config *cfg, const rl_param_manifest *m,
 void rl_adamw_free(rl_adamw *o);
 
 /* Turns weight decay off for the views where pred(view) != 0 (pred NULL:
- * none), recomputing the segments of the owned range. */
+ * none), recomputing the segments of the owned range (the lr scales set by
+ * rl_adamw_set_lr_scale are kept). The manifest must be the one the object
+ * was made with (same view count). */
 int rl_adamw_set_no_decay(rl_adamw *o, const rl_param_manifest *m,
                           rl_param_pred pred, void *ud);
 /* Same with a mask over views: no_decay[i] != 0 turns decay off for view i
  * (m->count entries). */
 int rl_adamw_set_no_decay_mask(rl_adamw *o, const rl_param_manifest *m,
                                const uint8_t *no_decay);
+
+/* Gives view i the learning rate lr × scale[i] (m->count entries, each
+ * finite and >= 0; NULL: 1 for every view), keeping the weight-decay flags.
+ * The moments are untouched, so a scale may change between steps. */
+int rl_adamw_set_lr_scale(rl_adamw *o, const rl_param_manifest *m, const double *scale);
 
 /* One step: t = ++o->step, then the update above on params[0..n) with
  * grads[0..n) (both range-local). lr must be finite and >= 0. Grads are not

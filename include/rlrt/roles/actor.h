@@ -170,7 +170,8 @@
     "actor:\n" \
     "  optim: {lr: 1.0e-4, weight_decay: 0.0, beta1: 0.9, beta2: 0.999, eps: 1.0e-8,\n" \
     "          warmup_steps: 0, lr_schedule: constant,\n" \
-    "          total_training_steps: -1}  # optimiser steps of the schedule (-1: the recipe's)\n" \
+    "          total_training_steps: -1,  # optimiser steps of the schedule (-1: the recipe's)\n" \
+    "          value_lr: 0.0}  # the value head's lr (views value_head.*), on the same schedule; 0: lr\n" \
     "  grad_clip: 1.0\n" \
     "  ppo_mini_batch_size: 16   # prompts per optimiser step (x rollout.n rows)\n" \
     "  ppo_micro_batch_size: 0   # rows per forward/backward (0: the whole mini-batch)\n" \
@@ -190,6 +191,7 @@
  * same table, so a bad value is one located error before anything runs. */
 typedef struct rl_actor_config {
     double lr, weight_decay, beta1, beta2, eps, grad_clip, temperature;
+    double value_lr; /* actor.optim.value_lr: 0 = lr */
     double clip_low, clip_high, clip_c, entropy_coeff, kl_loss_coef, comm_timeout_s;
     int64_t warmup, total_training_steps, micro_batch, mini_batch, epochs, seed;
     int use_kl_loss;
@@ -207,6 +209,7 @@ static inline int rl_actor_config_read(const rl_config *c, rl_actor_config *o)
     static const rl_config_spec spec[] = {
         RL_A_NUM("actor.optim.lr", lr, 0, 10, 0),
         RL_A_NUM("actor.optim.weight_decay", weight_decay, 0, 10, 0),
+        RL_A_NUM("actor.optim.value_lr", value_lr, 0, 10, 0),
         RL_A_NUM("actor.optim.beta1", beta1, 0, 1, RL_CFG_MAX_OPEN),
         RL_A_NUM("actor.optim.beta2", beta2, 0, 1, RL_CFG_MAX_OPEN),
         RL_A_NUM("actor.optim.eps", eps, 0, 1, RL_CFG_MIN_OPEN),
@@ -239,6 +242,10 @@ static inline int rl_actor_config_read(const rl_config *c, rl_actor_config *o)
         rc = rl_config_error_at(c, "actor.loss_agg_mode", RL_ECONFIG, "%s", rl_error_message());
     if (!rc && rl_kl_kind_parse(o->kl_loss_type_name, &o->kl_loss_type))
         rc = rl_config_error_at(c, "actor.kl_loss_type", RL_ECONFIG, "%s", rl_error_message());
+    if (!rc && o->value_lr > 0 && !(o->lr > 0))
+        rc = rl_config_error_at(c, "actor.optim.value_lr", RL_ECONFIG,
+                                "the value head's lr (%g) follows the policy's lr schedule as a multiple of "
+                                "actor.optim.lr, which is 0: set actor.optim.lr > 0", o->value_lr);
     if (!rc && o->lr_schedule != RL_LR_CONSTANT && o->total_training_steps < 1)
         rc = rl_config_error_at(c, "actor.optim.total_training_steps", RL_ECONFIG,
                                 "the '%s' schedule needs the number of optimiser steps, got %lld",

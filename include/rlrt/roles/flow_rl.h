@@ -166,6 +166,7 @@ typedef enum rl_flow_loss_type {
     "  flow_ipo_t_max: 0.8\n" \
     "  gamma: 0.99                  # GAE\n" \
     "  gae_lambda: 0.95\n" \
+    "  normalize_advantages: true   # PPO: GAE advantages whitened over the step's chunk steps (RLinf)\n" \
     "  filter_rewards: true         # GRPO: groups with mean reward outside the bounds get A = 0\n" \
     "  rewards_lower_bound: 0.1\n" \
     "  rewards_upper_bound: 0.9\n" \
@@ -186,6 +187,7 @@ typedef struct rl_flow_rl_config {
     double ipo_alpha, ipo_beta_ref, ipo_t_min, ipo_t_max;
     double gamma, gae_lambda, rewards_lower, rewards_upper, value_coef, value_clip;
     int filter_rewards;
+    int normalize_adv;      /* algorithm.normalize_advantages (GAE) */
     int seq_mean;           /* actor.loss_agg_mode: 0 token-mean, 1 seq-mean-token-mean */
     double demo_coef;       /* the demonstration anchor's weight (0: off) */
     double rl_coef;         /* the method's loss weight (1; 0 = the anchor alone) */
@@ -225,6 +227,7 @@ static inline int rl_flow_rl_config_read(const rl_config *c, rl_flow_rl_config *
         RL_F_NUM("algorithm.gamma", gamma, 0, 1, 0),
         RL_F_NUM("algorithm.gae_lambda", gae_lambda, 0, 1, 0),
         {"algorithm.filter_rewards", RL_CFG_BOOL, offsetof(rl_flow_rl_config, filter_rewards), 0, 0, 0, NULL},
+        {"algorithm.normalize_advantages", RL_CFG_BOOL, offsetof(rl_flow_rl_config, normalize_adv), 0, 0, 0, NULL},
         RL_F_NUM("algorithm.rewards_lower_bound", rewards_lower, -1e30, 1e30, 0),
         RL_F_NUM("algorithm.rewards_upper_bound", rewards_upper, -1e30, 1e30, 0),
         {"actor.loss_agg_mode", RL_CFG_ENUM, offsetof(rl_flow_rl_config, seq_mean), 0, 0, 0,
