@@ -205,6 +205,14 @@ static int s_value_forward(s_fp *m, const s_obs *ob, int64_t r0, int64_t n, floa
     int rc = s_enc_forward(m, &m->vv, ob, n, r0, NULL);
     if (rc)
         return rc;
+    /* the critic knows its task: enc + task.embedding[task], in place (the
+     * encoder's backward does not read enc) */
+    for (int64_t i = 0; i < n; i++) {
+        const float *te = m->params + m->emb + (int64_t)m->vv.task[i] * H;
+        float *en = m->vv.enc + i * H;
+        for (int j = 0; j < H; j++)
+            en[j] += te[j];
+    }
     rl_silu_forward(m->vv.senc, m->vv.enc, n * H);
     rl_linear_forward(value, m->vv.senc, m->params + m->vw, m->params + m->vb, (int)n, H, 1);
     return RL_OK;
@@ -215,6 +223,11 @@ static void s_value_backward(s_fp *m, const float *dvalue)
     const int H = m->c.hidden, N = (int)m->vv.n;
     const int64_t nH = m->vv.n * H;
     float *ds = m->vv.d1, *denc = m->vv.d2;
+    if (m->c.detach_critic) { /* model.detach_critic_input: the head alone learns */
+        rl_linear_backward(NULL, m->grads + m->vw, m->grads + m->vb, dvalue, m->vv.senc, m->params + m->vw, N,
+                           H, 1);
+        return;
+    }
     memset(ds, 0, sizeof(float) * (size_t)nH);
     rl_linear_backward(ds, m->grads + m->vw, m->grads + m->vb, dvalue, m->vv.senc,
                        m->params + m->vw, N, H, 1);
@@ -222,6 +235,7 @@ static void s_value_backward(s_fp *m, const float *dvalue)
     memset(denc, 0, sizeof(float) * (size_t)nH);
     rl_silu_backward(denc, ds, m->vv.enc, nH);
     memcpy(m->vv.senc, denc, sizeof(float) * (size_t)nH);
+    rl_embedding_backward(m->grads + m->emb, m->vv.senc, m->vv.task, N, H);
     s_enc_backward(m, &m->vv, m->vv.senc);
 }
 
@@ -797,9 +811,10 @@ static int s_write_config(const rl_model *mm, const char *path)
     snprintf(text, sizeof text,
              "{\"model\": {\"type\": \"flow_policy\", \"num_action_chunks\": %d, "
              "\"num_tasks\": %d, \"hidden_size\": %d, \"num_layers\": %d, "
-             "\"time_embed_dim\": %d, \"sde_mode\": \"%s\", \"obs_clip\": %.17g}}\n",
+             "\"time_embed_dim\": %d, \"sde_mode\": \"%s\", \"obs_clip\": %.17g, "
+             "\"detach_critic_input\": %s}}\n",
              c->chunks, c->num_tasks, c->hidden, c->layers, c->time_dim,
-             c->sde_joint ? "joint" : "one", c->obs_clip);
+             c->sde_joint ? "joint" : "one", c->obs_clip, c->detach_critic ? "true" : "false");
     return rl_file_write_atomic(path, text, strlen(text));
 }
 
@@ -818,7 +833,7 @@ static const rl_model_ops s_ops = {
 
 typedef struct s_cfg {
     int64_t chunks, tasks, hidden, layers, tdim;
-    int joint;
+    int joint, detach;
     double obs_clip;
 } s_cfg;
 
@@ -829,6 +844,7 @@ static const rl_config_spec s_spec[] = {
     S_I("time_embed_dim", tdim, 2, 4096),
     {"model.sde_mode", RL_CFG_ENUM, offsetof(s_cfg, joint), 0, 0, 0, "one|joint"},
     {"model.obs_clip", RL_CFG_NUM, offsetof(s_cfg, obs_clip), 0, 1e6, 0, NULL},
+    {"model.detach_critic_input", RL_CFG_BOOL, offsetof(s_cfg, detach), 0, 0, 0, NULL},
 };
 
 static int s_read_config(const rl_config *job, rl_flow_policy_config *c)
@@ -841,7 +857,7 @@ static int s_read_config(const rl_config *job, rl_flow_policy_config *c)
         return rl_config_error_at(job, "model.time_embed_dim", RL_ECONFIG,
                                   "must be even (sin and cos halves), got %lld", (long long)v.tdim);
     *c = (rl_flow_policy_config){(int)v.chunks, (int)v.tasks, (int)v.hidden, (int)v.layers,
-                                 (int)v.tdim, v.joint, v.obs_clip};
+                                 (int)v.tdim, v.joint, v.obs_clip, v.detach};
     return RL_OK;
 }
 

@@ -81,8 +81,8 @@ def velocity(ps, prop, obj, task, x, t):
     return lin(ps, "out", silu(h))
 
 
-def value(ps, prop, obj):
-    return lin(ps, "value_head", silu(encode(ps, prop, obj)))
+def value(ps, prop, obj, task):
+    return lin(ps, "value_head", silu(encode(ps, prop, obj) + ps["task.embedding"][task]))
 
 
 def sde_logp(x, v, xn, t, tn, nl):
@@ -117,7 +117,7 @@ def main():
     t[0] = 1.0
     t[1] = 0.0
     v = velocity(ps, prop, obj, task, x, t)
-    val = value(ps, prop, obj)
+    val = value(ps, prop, obj, task)
     coef, vcoef = f32(torch.randn(B, D)), f32(torch.randn(B, 1))
     ((v * coef).sum() + (val * vcoef).sum()).backward()
     out.update({"fm.proprio": prop.float(), "fm.object": obj.float(), "fm.task": task,

@@ -35,14 +35,17 @@ static rl_golden *s_golden(void)
     return g;
 }
 
-static rl_model *s_model(const rl_golden *g, const char *sde_mode)
+/* The golden's model; the golden's critic is not detached (its gradients
+ * reach the encoder and the task table, the stronger check). */
+static rl_model *s_model_detach(const rl_golden *g, const char *sde_mode, int detach)
 {
     char yaml[512];
     snprintf(yaml, sizeof yaml,
              "model: {type: flow_policy, num_action_chunks: %s, num_tasks: %s, hidden_size: %s, "
-             "num_layers: %s, time_embed_dim: %s, sde_mode: %s, obs_clip: 0, init_from: ''}\n",
+             "num_layers: %s, time_embed_dim: %s, sde_mode: %s, obs_clip: 0, detach_critic_input: %s, "
+             "init_from: ''}\n",
              rl_golden_meta(g, "chunks"), rl_golden_meta(g, "tasks"), rl_golden_meta(g, "hidden"),
-             rl_golden_meta(g, "layers"), rl_golden_meta(g, "time_dim"), sde_mode);
+             rl_golden_meta(g, "layers"), rl_golden_meta(g, "time_dim"), sde_mode, detach ? "true" : "false");
     rl_config *job = rl_config_parse_string(yaml, strlen(yaml), "<test>");
     assert_non_null(job);
     rl_model *m = rl_model_build(job, 1);
@@ -55,6 +58,11 @@ static rl_model *s_model(const rl_golden *g, const char *sde_mode)
     memcpy(rl_model_params(m), p, sizeof(float) * (size_t)np);
     free(p);
     return m;
+}
+
+static rl_model *s_model(const rl_golden *g, const char *sde_mode)
+{
+    return s_model_detach(g, sde_mode, 0);
 }
 
 static double s_max_abs(const double *x, int64_t n)
@@ -188,6 +196,66 @@ static void test_velocity_value_golden(void **state)
     }
     rl_dataproto_free(b);
     rl_model_free(m);
+    rl_golden_free(g);
+}
+
+/* model.detach_critic_input: the value is the same, its loss trains
+ * value_head alone (the same head gradient as undetached), and every other
+ * parameter's gradient is the velocity's alone. */
+static void test_detach_critic_input(void **state)
+{
+    (void)state;
+    rl_golden *g = s_golden();
+    rl_model *m[2] = {s_model_detach(g, "one", 0), s_model_detach(g, "one", 1)};
+    int64_t D = rl_flow_policy_dim(rl_flow_policy_get_config(m[0])), P = rl_model_num_params(m[0]);
+    rl_dataproto *b = s_fm_batch(g, D);
+    float *vcoef = rl_golden_f32(g, "fm.vcoef", NULL), *coef = rl_golden_f32(g, "fm.coef", NULL);
+    float *gr[3];
+    for (int k = 0; k < 3; k++) { /* value loss undetached, detached; velocity loss alone */
+        rl_model *mm = m[k == 1];
+        s_lin c = {{0}};
+        c.coef[RL_Q_VALUE] = k < 2 ? vcoef : NULL;
+        c.coef[RL_Q_VELOCITY] = k == 2 ? coef : NULL;
+        unsigned want = k < 2 ? RL_Q_BIT(RL_Q_VALUE) : RL_Q_BIT(RL_Q_VELOCITY);
+        rl_model_pass pass = {.micro_batch = 0};
+        double loss = 0;
+        rl_model_zero_grad(mm);
+        assert_int_equal(rl_model_forward_backward(mm, b, want, &pass, s_linear_loss, &c, &loss), 0);
+        gr[k] = malloc(sizeof(float) * (size_t)P);
+        memcpy(gr[k], rl_model_grads(mm), sizeof(float) * (size_t)P);
+    }
+    const rl_param_manifest *man = rl_model_manifest(m[1]);
+    int head = 0, moved = 0;
+    for (int i = 0; i < man->count; i++) {
+        const rl_param_view *v = &man->views[i];
+        int is_head = strncmp(v->name, RL_MODEL_VALUE_HEAD_PREFIX, strlen(RL_MODEL_VALUE_HEAD_PREFIX)) == 0;
+        for (int64_t j = v->offset; j < v->offset + v->numel; j++) {
+            if (is_head) {
+                assert_true(gr[1][j] == gr[0][j]);
+                head += gr[1][j] != 0.0f;
+            } else {
+                assert_true(gr[1][j] == 0.0f);
+                moved += gr[0][j] != 0.0f; /* undetached: the encoder and task table learn */
+            }
+        }
+    }
+    assert_true(head > 0 && moved > 0);
+    /* the detached model's velocity gradients are unchanged (the same weights) */
+    s_lin c = {{0}};
+    c.coef[RL_Q_VELOCITY] = coef;
+    rl_model_pass pass = {.micro_batch = 0};
+    double loss = 0;
+    rl_model_zero_grad(m[1]);
+    assert_int_equal(rl_model_forward_backward(m[1], b, RL_Q_BIT(RL_Q_VELOCITY), &pass, s_linear_loss, &c, &loss),
+                     0);
+    assert_memory_equal(rl_model_grads(m[1]), gr[2], sizeof(float) * (size_t)P);
+    for (int k = 0; k < 3; k++)
+        free(gr[k]);
+    free(coef);
+    free(vcoef);
+    rl_dataproto_free(b);
+    rl_model_free(m[0]);
+    rl_model_free(m[1]);
     rl_golden_free(g);
 }
 
@@ -446,11 +514,11 @@ static void test_bad_batches(void **state)
     rl_dataproto_free(in);
     /* config: out of range and odd values, located */
     const char *bad[] = {"model: {type: flow_policy, num_action_chunks: 0, num_tasks: 10, hidden_size: 8, "
-                         "num_layers: 1, time_embed_dim: 8, sde_mode: one, obs_clip: 0, init_from: ''}\n",
+                         "num_layers: 1, time_embed_dim: 8, sde_mode: one, obs_clip: 0, detach_critic_input: true, init_from: ''}\n",
                          "model: {type: flow_policy, num_action_chunks: 2, num_tasks: 10, hidden_size: 8, "
-                         "num_layers: 1, time_embed_dim: 7, sde_mode: one, obs_clip: 0, init_from: ''}\n",
+                         "num_layers: 1, time_embed_dim: 7, sde_mode: one, obs_clip: 0, detach_critic_input: true, init_from: ''}\n",
                          "model: {type: flow_policy, num_action_chunks: 2, num_tasks: 10, hidden_size: 8, "
-                         "num_layers: 1, time_embed_dim: 8, sde_mode: all, obs_clip: 0, init_from: ''}\n"};
+                         "num_layers: 1, time_embed_dim: 8, sde_mode: all, obs_clip: 0, detach_critic_input: true, init_from: ''}\n"};
     const char *names[] = {"model.num_action_chunks", "model.time_embed_dim", "model.sde_mode"};
     for (int i = 0; i < 3; i++) {
         rl_config *job = rl_config_parse_string(bad[i], strlen(bad[i]), "<test>");
@@ -524,7 +592,7 @@ static void test_obs_clip(void **state)
 {
     (void)state;
     const char *y = "model: {type: flow_policy, num_action_chunks: 2, num_tasks: 3, hidden_size: 16, "
-                    "num_layers: 1, time_embed_dim: 8, sde_mode: one, obs_clip: %s, init_from: ''}\n";
+                    "num_layers: 1, time_embed_dim: 8, sde_mode: one, obs_clip: %s, detach_critic_input: true, init_from: ''}\n";
     char yaml[512];
     rl_model *m[2];
     for (int i = 0; i < 2; i++) {
@@ -555,7 +623,8 @@ int main(void)
 {
     rl_nn_set_threads(2);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_velocity_value_golden), cmocka_unit_test(test_sde_logp_golden),
+        cmocka_unit_test(test_velocity_value_golden),
+        cmocka_unit_test(test_detach_critic_input), cmocka_unit_test(test_sde_logp_golden),
         cmocka_unit_test(test_finite_differences),    cmocka_unit_test(test_sampling),
         cmocka_unit_test(test_bad_batches),           cmocka_unit_test(test_save_load),
         cmocka_unit_test(test_obs_clip),

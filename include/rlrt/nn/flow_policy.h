@@ -25,8 +25,13 @@
  *   h_0            = in(x_t) + c
  *   h_{l+1}        = h_l + fc2_l(silu(fc1_l(silu(h_l)) + c))      l < num_layers
  *   v    (N, D)    = out(silu(h_L))
- *   value (N, 1)   = value_head(silu(obs_enc(obs)))  (PPO's critic; shares
- *                    nothing trainable with v except obs_enc)
+ *   value (N, 1)   = value_head(silu(obs_enc(obs) + task.embedding[task]))
+ *                    (PPO's critic: it knows its task; shares
+ *                    nothing trainable with v but obs_enc and the task table,
+ *                    and with model.detach_critic_input, the default, its
+ *                    gradient stops at its input: only value_head learns
+ *                    from the value loss, so the critic cannot move the
+ *                    policy's features)
  *
  * Batch layout (the tensors forward / forward_backward / sample read;
  * every one is checked: presence, dtype, shape, finiteness, task range):
@@ -119,6 +124,7 @@ extern "C" {
     "  time_embed_dim: 64\n" \
     "  sde_mode: one             # one: one random SDE step per chain; joint: every step\n" \
     "  obs_clip: 0               # >0: normalised observations clamped to [-obs_clip, obs_clip]\n" \
+    "  detach_critic_input: true # the value loss trains value_head only, not the policy's encoder (RLinf)\n" \
     "  init_from: ''             # directory with model.safetensors (warm start)\n"
 
 extern const rl_model_kind rl_model_kind_flow_policy;
@@ -127,6 +133,7 @@ typedef struct rl_flow_policy_config {
     int chunks, num_tasks, hidden, layers, time_dim;
     int sde_joint;   /* model.sde_mode: joint */
     double obs_clip; /* model.obs_clip: 0 = off */
+    int detach_critic; /* model.detach_critic_input */
 } rl_flow_policy_config;
 
 /* The architecture of a flow_policy model (NULL for another kind). */
