@@ -13,10 +13,14 @@
 # with per-task tables, the success curve over wall time (every
 # BENCH_EMBODIED_EVAL_EVERY steps) and where a step's time goes.
 # Methods: BENCH_EMBODIED_METHODS (default: anchor sil flowsar flowsar_mse
-# flowipo grpo ppo). Every method carries the demonstration anchor of its
-# example (algorithm.demo_coef); `anchor` is the control: the same updates
-# with the method's own loss off (algorithm.rl_coef 0, the sil example), so
-# a method's gain over `anchor` is what the RL signal adds. GIFs of the
+# flowipo grpo ppo), each `name` or `name:steps` or `name:steps:every` (its
+# own training steps and evaluation interval; the defaults are
+# BENCH_EMBODIED_STEPS and BENCH_EMBODIED_EVAL_EVERY), so a method that
+# needs longer gets it and the page says so. Each method runs its example
+# job as it is (the anchor of algorithm.demo_coef where the example has
+# one); `anchor` is the control: the updates of the demonstration anchor
+# alone (the sil example with algorithm.rl_coef 0), so a method's gain over
+# `anchor` is what the RL signal adds beyond imitating the demonstrations. GIFs of the
 # evaluations: BENCH_EMBODIED_GIFS episodes per task (default 0: they cost
 # about a minute per evaluation). BENCH_EMBODIED_SEEDS (default 1) lists the
 # RL seeds (trainer.seed); with more than one the page gives mean ± std over
@@ -45,12 +49,14 @@ mkdir -p "$out"
 # BENCH_EMBODIED_KEEP=1 keeps the start of the run it continues
 [ "$KEEP" = 1 ] && [ -f "$out/env.txt" ] || {
     echo "date_utc=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    echo "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "commit=$(git describe --always --dirty 2>/dev/null || echo unknown)"
     echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
     echo "loadavg_start=$(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$out/env.txt"
 for seed in $SEEDS; do
-for m in $METHODS; do
+for spec in $METHODS; do
+    IFS=: read -r m msteps mevery <<<"$spec"
+    msteps=${msteps:-$STEPS}; mevery=${mevery:-$EVERY}
     case $m in
     anchor) cfg=examples/libero_object_sil.yaml; extra=(algorithm.rl_coef=0) ;;
     sil) cfg=examples/libero_object_sil.yaml; extra=() ;;
@@ -64,9 +70,10 @@ for m in $METHODS; do
     run=$m; [ "$seed" = 1 ] || run=$m-s$seed   # bench_embodied_report.py's run_name
     [ "$KEEP" = 1 ] && [ -f "$out/$run.wall" ] && continue
     rm -rf "${out:?}/$run" "$out/$run.wall"
+    git describe --always --dirty >"$out/$run.commit" 2>/dev/null || echo unknown >"$out/$run.commit"
     t0=$(date +%s.%N)
     "$BUILD/bin/rl-driver" --cluster examples/cluster-libero-rl.yaml --config "$cfg" --bind 'tcp://127.0.0.1:*' \
-        env.data_dir="$DATA" model.init_from="$WS" trainer.total_steps="$STEPS" trainer.val_every="$EVERY" \
+        env.data_dir="$DATA" model.init_from="$WS" trainer.total_steps="$msteps" trainer.val_every="$mevery" \
         trainer.save_every=0 trainer.seed="$seed" eval.episodes_per_task="$PER" eval.gif_episodes_per_task="$GIFS" \
         trainer.output_dir="$out/$run" "${extra[@]}" \
         >"$out/$run.log" 2>&1 || { tail -20 "$out/$run.log"; echo "bench-embodied: $run failed"; exit 1; }

@@ -64,17 +64,23 @@ def section(a, env, langs, runs):
     out = [BEGIN, "## Embodied RL on LIBERO-Object (`make bench-embodied`)", ""]
     first = runs[methods[0]][seeds[0]]
     n = int(first[0]["eval/episodes"])
+    commits = sorted({c for m in methods for c in a.commits[m].values() if c} - {env.get("commit", "?")})
     out.append(
         "Produced by `BENCH_EMBODIED_STEPS=%d BENCH_EMBODIED_EPISODES_PER_TASK=%d BENCH_EMBODIED_EVAL_EVERY=%d "
-        "BENCH_EMBODIED_METHODS=\"%s\" BENCH_EMBODIED_SEEDS=\"%s\" make bench-embodied` on %s at commit `%s`: "
-        "each method from the same warm start (`%s`), %d training steps per run, greedy ODE evaluation over "
-        "%d episodes (%d initial states per task) at step 0 and every %d steps; %d CPU cores (%s), "
+        "BENCH_EMBODIED_METHODS=\"%s\" BENCH_EMBODIED_SEEDS=\"%s\" make bench-embodied` on %s at commit `%s`%s: "
+        "each method from the same warm start (`%s`), the training steps of the table's `steps` column "
+        "(`method:steps:every` in BENCH_EMBODIED_METHODS; default %d), greedy ODE evaluation over "
+        "%d episodes (%d initial states per task) at step 0 and every `every` steps (default %d); %d CPU cores (%s), "
         "1/5/15-minute load average %s at the start and %s at the end (step times depend on what else runs); "
         "%s. The initial noise of an evaluation episode is drawn per env, so a method whose envs map to tasks "
         "differently (GRPO's env.group_size) starts from a slightly different step-0 number on the same "
         "initial states." %
-        (a.steps, a.per, a.every, " ".join(methods), " ".join(map(str, seeds)), env.get("date_utc", "?"),
-         env.get("commit", "?"), a.warmstart, a.steps, n, a.per, a.every, os.cpu_count(), env.get("cpu", "?"),
+        (a.steps, a.per, a.every, " ".join(a.specs), " ".join(map(str, seeds)), env.get("date_utc", "?"),
+         env.get("commit", "?"),
+         " (later runs at %s: %s)" % (", ".join("`%s`" % c for c in commits),
+                                      ", ".join("%s %s" % (m, c) for m in methods for s, c in a.commits[m].items()
+                                                if c in commits)) if commits else "",
+         a.warmstart, a.steps, n, a.per, a.every, os.cpu_count(), env.get("cpu", "?"),
          env.get("loadavg_start", "?"), env.get("loadavg_end", "?"),
          "RL seed %d (one seed per method)" % seeds[0] if len(seeds) == 1 else
          "RL seeds %s (`trainer.seed`; mean ± sample standard deviation over them)" %
@@ -104,15 +110,15 @@ def section(a, env, langs, runs):
     warm = mean(before[methods[0]])
     print("bench: embodied_warmstart_success = %.4f" % warm, file=sys.stderr)
     many = len(seeds) > 1
-    out.append("| method | success before | success after | gain (points) | %sbest | "
+    out.append("| method | steps | every | success before | success after | gain (points) | %sbest | "
                "gain over `anchor` (points) | wall s |" % ("lowest gain | " if many else ""))
-    out.append("|---|---|---|---|---|---|---|" + ("---|" if many else ""))
+    out.append("|---|---|---|---|---|---|---|---|---|" + ("---|" if many else ""))
     for m in methods:
         over = "-"
         if "anchor" in runs and m != "anchor":
             over = fmt_pm([100 * (x - y) for x, y in zip(after[m], after["anchor"])], 1, sign=True)
-        out.append("| %s | %s | %s | %s | %s%s | %s | %s |" %
-                   (m, fmt_pm(before[m], 3), fmt_pm(after[m], 3), fmt_pm(gain[m], 1, sign=True),
+        out.append("| %s | %d | %d | %s | %s | %s | %s%s | %s | %s |" %
+                   (m, a.steps_of[m], a.every_of[m], fmt_pm(before[m], 3), fmt_pm(after[m], 3), fmt_pm(gain[m], 1, sign=True),
                     "%+.1f | " % min(gain[m]) if many else "", fmt_pm(best[m], 3), over, fmt_pm(wall[m], 0)))
         print("bench: embodied_%s_success = %.4f" % (m, mean(after[m])), file=sys.stderr)
         if len(seeds) > 1:
@@ -186,12 +192,20 @@ def main():
     p.add_argument("--warmstart", required=True)
     p.add_argument("--out", default="docs/RESULTS.md")
     a = p.parse_args()
-    a.methods = a.methods.split()
+    a.specs = a.methods.split()
+    a.methods, a.steps_of, a.every_of = [], {}, {}
+    for spec in a.specs:   # name, name:steps or name:steps:every (bench_embodied.sh)
+        f = spec.split(":")
+        if len(f) > 3 or not f[0] or not all(x.isdigit() for x in f[1:]):
+            sys.exit("bench_embodied_report: method '%s' is not name[:steps[:every]]" % spec)
+        a.methods.append(f[0])
+        a.steps_of[f[0]] = int(f[1]) if len(f) > 1 else a.steps
+        a.every_of[f[0]] = int(f[2]) if len(f) > 2 else a.every
     a.seeds = [int(s) for s in a.seeds.split()]
     if not a.methods or not a.seeds:
         sys.exit("bench_embodied_report: no methods or no seeds")
     langs = [t["language"] for t in json.load(open(a.manifest))["tasks"]]
-    runs = {}
+    runs, a.commits = {}, {}
     for m in a.methods:
         runs[m] = {}
         for s in a.seeds:
@@ -205,6 +219,8 @@ def main():
             if not [x for x in rows if "eval/success_rate" in x]:
                 sys.exit("bench_embodied_report: %s has no evaluation" % path)
             runs[m][s] = rows
+            cpath = os.path.join(a.dir, run_name(m, s) + ".commit")
+            a.commits.setdefault(m, {})[s] = open(cpath).read().strip() if os.path.exists(cpath) else ""
     sec = section(a, read_env(os.path.join(a.dir, "env.txt")), langs, runs)
     text = open(a.out).read() if os.path.exists(a.out) else ""
     if BEGIN in text and END in text:
