@@ -132,8 +132,9 @@ def section(a, env, langs, runs):
     best_all = max(max(after[m]) for m in methods)
     out.append(
         "Targets (issue 12): every method at least +20 points over the warm start within 60 minutes%s: %s (%s); "
-        "the best method at 95%% or more: %s (best final %.3f). `anchor` is the control: the same updates with "
-        "the method's own loss off, so only the gain over it is the RL signal's. The evaluation of %d episodes "
+        "the best method at 95%% or more: %s (best final %.3f). `anchor` is the control: flow matching on the "
+        "demonstrations alone (the sil example with `algorithm.rl_coef` 0); a method that carries that anchor "
+        "(its example's `algorithm.demo_coef`) owes only its gain over `anchor` to the RL signal. The evaluation of %d episodes "
         "has a standard error of about %.0f points." %
         (" on every seed" if len(seeds) > 1 else "",
          "met" if rl and all(min(gain[m]) >= 20 for m in rl) and all(max(wall[m]) <= 3600 for m in rl)
