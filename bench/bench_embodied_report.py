@@ -64,7 +64,8 @@ def section(a, env, langs, runs):
     out = [BEGIN, "## Embodied RL on LIBERO-Object (`make bench-embodied`)", ""]
     first = runs[methods[0]][seeds[0]]
     n = int(first[0]["eval/episodes"])
-    commits = sorted({c for m in methods for c in a.commits[m].values() if c} - {env.get("commit", "?")})
+    later = ["%s %s" % (run_name(m, s), c) for m in methods for s, c in a.commits[m].items()
+             if c and c != env.get("commit", "?")]
     out.append(
         "Produced by `BENCH_EMBODIED_STEPS=%d BENCH_EMBODIED_EPISODES_PER_TASK=%d BENCH_EMBODIED_EVAL_EVERY=%d "
         "BENCH_EMBODIED_METHODS=\"%s\" BENCH_EMBODIED_SEEDS=\"%s\" make bench-embodied` on %s at commit `%s`%s: "
@@ -77,9 +78,7 @@ def section(a, env, langs, runs):
         "initial states." %
         (a.steps, a.per, a.every, " ".join(a.specs), " ".join(map(str, seeds)), env.get("date_utc", "?"),
          env.get("commit", "?"),
-         " (later runs at %s: %s)" % (", ".join("`%s`" % c for c in commits),
-                                      ", ".join("%s %s" % (m, c) for m in methods for s, c in a.commits[m].items()
-                                                if c in commits)) if commits else "",
+         " (runs started at a later commit: %s)" % ", ".join(later) if later else "",
          a.warmstart, a.steps, n, a.per, a.every, os.cpu_count(), env.get("cpu", "?"),
          env.get("loadavg_start", "?"), env.get("loadavg_end", "?"),
          "RL seed %d (one seed per method)" % seeds[0] if len(seeds) == 1 else
