@@ -339,7 +339,14 @@ int rl_libero_round(rl_driver *d, rl_group *genv, rl_group *groll, int64_t T, in
     if (why_env)
         snprintf(env_msg, sizeof env_msg, "%s", why_env);
     int rcr = fr ? rl_future_wait(fr, -1) : RL_OK;
-    if (!rc && rce)
+    /* A policy that fails stops answering, so its env ranks then fail on
+     * their channel: with both failed, the rollout's error is the cause. */
+    if (!rc && rce && rcr) {
+        char roll_msg[1024];
+        snprintf(roll_msg, sizeof roll_msg, "%s", rl_error_message());
+        rc = rl_error_set(rcr, "%s (then the env: %s)", roll_msg, env_msg);
+    }
+    else if (!rc && rce)
         rc = rl_error_set(rce, "%s", env_msg);
     else if (!rc && rcr)
         rc = rcr;

@@ -98,9 +98,15 @@ static int s_prepare(rl_config *job)
     rl_rollout_config ro;
     if (!rc)
         rc = rl_rollout_config_read(job, &ro);
-    if (!rc && (alg.loss == RL_FLOW_LOSS_GRPO || alg.loss == RL_FLOW_LOSS_PPO) && !(ro.noise_level > 0))
+    /* Training rounds sample the flow SDE (evaluation rounds the ODE), for
+     * every method: GRPO/PPO score its chains, FlowSAR/FlowIPO train on its
+     * chunks; at 0 the sampler refuses every call of the first round. */
+    if (!rc && !(ro.noise_level > 0))
         rc = rl_config_error_at(job, "rollout.noise_level", RL_ECONFIG,
-                                "flow-SDE GRPO/PPO need stochastic chains: the noise level must be > 0");
+                                (alg.loss == RL_FLOW_LOSS_GRPO || alg.loss == RL_FLOW_LOSS_PPO)
+                                    ? "flow-SDE GRPO/PPO need stochastic chains: the noise level must be > 0"
+                                    : "the training rollouts sample the flow SDE: the noise level must be "
+                                      "> 0 (evaluation uses the ODE)");
     int64_t x;
     int b;
     if (!rc && (rl_config_get_int_in(job, "trainer.save_every", 0, 1000000000, &x) ||

@@ -37,6 +37,9 @@ echo "$out" | grep -q "actor.loss_agg_mode=seq-mean-token-mean: actor.loss_agg_m
     { echo "$out" | tail -3; fail "the loss_agg_mode error is not located"; }
 out=$(run examples/libero_object_grpo.yaml algorithm.adv_estimator=gae 2>&1) && fail "GRPO with gae ran"
 echo "$out" | grep -q "algorithm.adv_estimator: loss_type actor has no value head" || fail "actor+gae not refused"
+out=$(run examples/libero_object_flowipo.yaml rollout.noise_level=0 2>&1) && fail "FlowIPO with noise level 0 ran"
+echo "$out" | grep -q "override rollout.noise_level=0: rollout.noise_level: the training rollouts sample the flow SDE" ||
+    { echo "$out" | tail -3; fail "noise_level 0 is not refused before the run"; }
 out=$(run examples/libero_object_flowsar.yaml env.auto_reset=true 2>&1) && fail "auto_reset ran"
 echo "$out" | grep -q "env.auto_reset: libero_rl runs one episode per env" || fail "auto_reset not refused"
 out=$(run examples/libero_object_flowsar.yaml algorithm.demo_coef=0.5 algorithm.demos= 2>&1) &&
