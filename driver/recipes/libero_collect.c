@@ -345,8 +345,7 @@ int rl_libero_round(rl_driver *d, rl_group *genv, rl_group *groll, int64_t T, in
         char roll_msg[1024];
         snprintf(roll_msg, sizeof roll_msg, "%s", rl_error_message());
         rc = rl_error_set(rcr, "%s (then the env: %s)", roll_msg, env_msg);
-    }
-    else if (!rc && rce)
+    } else if (!rc && rce)
         rc = rl_error_set(rce, "%s", env_msg);
     else if (!rc && rcr)
         rc = rcr;

@@ -103,10 +103,8 @@ static int s_prepare(rl_config *job)
      * chunks; at 0 the sampler refuses every call of the first round. */
     if (!rc && !(ro.noise_level > 0))
         rc = rl_config_error_at(job, "rollout.noise_level", RL_ECONFIG,
-                                (alg.loss == RL_FLOW_LOSS_GRPO || alg.loss == RL_FLOW_LOSS_PPO)
-                                    ? "flow-SDE GRPO/PPO need stochastic chains: the noise level must be > 0"
-                                    : "the training rollouts sample the flow SDE: the noise level must be "
-                                      "> 0 (evaluation uses the ODE)");
+                                "the training rollouts sample the flow SDE: the noise level must be > 0 "
+                                "(evaluation uses the ODE)");
     int64_t x;
     int b;
     if (!rc && (rl_config_get_int_in(job, "trainer.save_every", 0, 1000000000, &x) ||
