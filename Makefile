@@ -5,6 +5,7 @@
 #   make run                  the default local job (see README.md)
 #   make SANITIZE=address,undefined test
 #   make CUDA=1               also compile the .cu sources with nvcc
+#   make CUDA=1 test-gpu      CUDA kernels vs CPU + compute-sanitizer (needs a GPU)
 #   make golden               regenerate tests/golden with /usr/bin/python3 + torch
 #   make venv-ref             build/venv-ref: the PyPI packages the references need
 #   make bench-NAME           run bench/bench_NAME.sh, or every bench_NAME* binary
@@ -146,8 +147,8 @@ FUZZ_REPLAY_A   := $(BUILD)/lib/librlrt_fuzz_replay.a
 BENCH_SRC  := $(sort $(wildcard bench/bench_*.c))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all lib bins tests benches test run deps golden fuzz install clean venv-ref venv-deploy \
-        fuzz-ci venv-hpsv3 libero-data mujoco
+.PHONY: all lib bins tests benches test test-gpu run deps golden fuzz install clean venv-ref \
+        venv-deploy fuzz-ci venv-hpsv3 libero-data mujoco
 .SECONDARY:
 .DELETE_ON_ERROR:
 
@@ -296,6 +297,10 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(TEST_COMMON_OBJ) $(LIB_A)
 test: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) LIBERO_DATA=$(LIBERO_DATA) LIBERO_VENV=$(LIBERO_VENV) tests/run.sh
+
+# The checks that need an NVIDIA GPU; use with CUDA=1 (tests/gpu_check.sh).
+test-gpu: tests
+	@BUILD=$(BUILD) tests/gpu_check.sh; rc=$$?; [ $$rc = 77 ] || exit $$rc
 
 run: deps
 	@$(MAKE) --no-print-directory all

@@ -1,0 +1,40 @@
+#!/bin/bash
+# tests/gpu_check.sh — the checks that need an NVIDIA GPU (`make CUDA=1 test-gpu`).
+#
+# * test_nn_cuda: every CUDA kernel against its CPU twin, on two shapes.
+# * compute-sanitizer's memcheck, racecheck, synccheck and initcheck over the
+#   same test: out-of-bounds or uninitialised device memory, shared-memory
+#   races and barrier misuse in the kernels.
+#
+# BUILD names the build folder (a CUDA build: build-cuda). Exits 0 when all
+# pass, 1 when any fails, 77 (skipped, with the reason) without a GPU or
+# without compute-sanitizer.
+set -u
+BUILD=${BUILD:-build-cuda}
+bin=$BUILD/tests/test_nn_cuda
+if [ ! -x "$bin" ]; then
+    echo "gpu_check: $bin not built (make CUDA=1 tests)"; exit 1
+fi
+if ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "gpu_check: skipped: no NVIDIA GPU (nvidia-smi -L failed)"; exit 77
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+rc=0
+echo "== $bin"
+out=$("$bin" 2>&1); r=$?
+echo "$out" | grep -E "OK|FAILED|SKIPPED|skip:|\[  ERROR|cuda|Error"
+if [ $r != 0 ] || echo "$out" | grep -q SKIPPED; then
+    echo "gpu_check: test_nn_cuda failed or skipped (exit $r)"; rc=1
+fi
+cs=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
+if [ ! -x "$cs" ]; then
+    echo "gpu_check: compute-sanitizer: skipped (not found)"; exit $([ $rc = 0 ] && echo 77 || echo 1)
+fi
+for tool in memcheck racecheck synccheck initcheck; do
+    echo "== compute-sanitizer --tool $tool $bin"
+    "$cs" --tool $tool --error-exitcode 9 "$bin" 2>&1 | grep -E "SUMMARY|FAILED|Error"
+    r=${PIPESTATUS[0]}
+    [ $r = 0 ] || { echo "gpu_check: $tool: exit $r"; rc=1; }
+done
+echo "gpu_check: $([ $rc = 0 ] && echo passed || echo FAILED)"
+exit $rc
