@@ -13,19 +13,21 @@
 # with per-task tables, the success curve over wall time (every
 # BENCH_EMBODIED_EVAL_EVERY steps) and where a step's time goes.
 # Methods: BENCH_EMBODIED_METHODS (default: anchor sil flowsar flowsar_mse
-# flowipo grpo ppo), each `name` or `name:steps` or `name:steps:every` (its
-# own training steps and evaluation interval; the defaults are
-# BENCH_EMBODIED_STEPS and BENCH_EMBODIED_EVAL_EVERY), so a method that
-# needs longer gets it and the page says so. Each method runs its example
+# flowipo grpo ppo), each `name`, `name:steps`, `name:steps:every` or
+# `name:steps:every:seeds` (its own training steps, evaluation interval and
+# comma-separated RL seeds; the defaults are BENCH_EMBODIED_STEPS,
+# BENCH_EMBODIED_EVAL_EVERY and BENCH_EMBODIED_SEEDS), so a method that
+# needs longer or more seeds gets them and the page says so. Each method runs its example
 # job as it is (the anchor of algorithm.demo_coef where the example has
 # one); `anchor` is the control: the updates of the demonstration anchor
 # alone (the sil example with algorithm.rl_coef 0), so a method's gain over
 # `anchor` is what the RL signal adds beyond imitating the demonstrations. GIFs of the
 # evaluations: BENCH_EMBODIED_GIFS episodes per task (default 0: they cost
 # about a minute per evaluation). BENCH_EMBODIED_SEEDS (default 1) lists the
-# RL seeds (trainer.seed); with more than one the page gives mean ± std over
-# them and the target is read on every seed (bench lines add
-# embodied_<method>_success_std and _gain_points_min). BENCH_EMBODIED_KEEP=1
+# RL seeds (trainer.seed) of every method without its own; a method with
+# more than one gets mean ± std over them on the page and its target is read
+# on every seed (bench lines add embodied_<method>_success_std and
+# _gain_points_min). BENCH_EMBODIED_KEEP=1
 # reuses the finished runs of the output directory (those with a .wall file).
 # The page is written by bench/bench_embodied_report.py.
 # Needs the scenes (make libero-data) and the warm start
@@ -53,10 +55,10 @@ mkdir -p "$out"
     echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
     echo "loadavg_start=$(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$out/env.txt"
-for seed in $SEEDS; do
 for spec in $METHODS; do
-    IFS=: read -r m msteps mevery <<<"$spec"
-    msteps=${msteps:-$STEPS}; mevery=${mevery:-$EVERY}
+    IFS=: read -r m msteps mevery mseeds <<<"$spec"
+    msteps=${msteps:-$STEPS}; mevery=${mevery:-$EVERY}; mseeds=${mseeds:-$SEEDS}
+for seed in ${mseeds//,/ }; do
     case $m in
     anchor) cfg=examples/libero_object_sil.yaml; extra=(algorithm.rl_coef=0) ;;
     sil) cfg=examples/libero_object_sil.yaml; extra=() ;;

@@ -6,7 +6,8 @@ Reads what bench/bench_embodied.sh left in --dir:
   <run>/metrics.jsonl    one run's metrics (one JSON object per step)
   <run>.log, <run>.wall  its driver log and wall seconds
 where <run> is the method name for seed 1 and <method>-s<seed> for the
-other seeds (run_name below). Writes the section of the page between the
+other seeds (run_name below); each method has its own seeds (the fourth
+field of its BENCH_EMBODIED_METHODS spec, else BENCH_EMBODIED_SEEDS). Writes the section of the page between the
 <!-- bench-embodied:begin/end --> markers (--out, default docs/RESULTS.md),
 leaving the other benchmarks' sections as they are, and prints
 `bench: name = value` lines for the headline numbers. Every number on the
@@ -59,10 +60,12 @@ def fmt_pm(xs, digits, sign=False, scale=1.0):
 
 
 def section(a, env, langs, runs):
-    """runs[method][seed] = list of metric rows of that run."""
-    methods, seeds = a.methods, a.seeds
+    """runs[method][seed] = list of metric rows of that run (seeds: a.seeds_of[method])."""
+    methods, sof = a.methods, a.seeds_of
+    all_seeds = sorted({s for m in methods for s in sof[m]})
+    many = any(len(sof[m]) > 1 for m in methods)
     out = [BEGIN, "## Embodied RL on LIBERO-Object (`make bench-embodied`)", ""]
-    first = runs[methods[0]][seeds[0]]
+    first = runs[methods[0]][sof[methods[0]][0]]
     n = int(first[0]["eval/episodes"])
     later = ["%s %s" % (run_name(m, s), c) for m in methods for s, c in a.commits[m].items()
              if c and c != env.get("commit", "?")]
@@ -70,22 +73,22 @@ def section(a, env, langs, runs):
         "Produced by `BENCH_EMBODIED_STEPS=%d BENCH_EMBODIED_EPISODES_PER_TASK=%d BENCH_EMBODIED_EVAL_EVERY=%d "
         "BENCH_EMBODIED_METHODS=\"%s\" BENCH_EMBODIED_SEEDS=\"%s\" make bench-embodied` on %s at commit `%s`%s: "
         "each method from the same warm start (`%s`), the training steps of the table's `steps` column "
-        "(`method:steps:every` in BENCH_EMBODIED_METHODS; default %d), greedy ODE evaluation over "
+        "(`method:steps:every:seeds` in BENCH_EMBODIED_METHODS; default %d), greedy ODE evaluation over "
         "%d episodes (%d initial states per task) at step 0 and every `every` steps (default %d); %d CPU cores (%s), "
         "1/5/15-minute load average %s at the start and %s at the end (step times depend on what else runs); "
         "%s. The initial noise of an evaluation episode is drawn per env, so a method whose envs map to tasks "
         "differently (GRPO's env.group_size) starts from a slightly different step-0 number on the same "
         "initial states." %
-        (a.steps, a.per, a.every, " ".join(a.specs), " ".join(map(str, seeds)), env.get("date_utc", "?"),
+        (a.steps, a.per, a.every, " ".join(a.specs), " ".join(map(str, a.seeds)), env.get("date_utc", "?"),
          env.get("commit", "?"),
          " (runs started at a later commit: %s)" % ", ".join(later) if later else "",
          a.warmstart, a.steps, n, a.per, a.every, os.cpu_count(), env.get("cpu", "?"),
          env.get("loadavg_start", "?"), env.get("loadavg_end", "?"),
-         "RL seed %d (one seed per method)" % seeds[0] if len(seeds) == 1 else
-         "RL seeds %s (`trainer.seed`; mean ± sample standard deviation over them)" %
-         ", ".join(map(str, seeds))))
+         "RL seed %d (one seed per method)" % all_seeds[0] if not many and len(all_seeds) == 1 else
+         "RL seeds (`trainer.seed`) of the table's `seeds` column; a method with several gives the mean ± "
+         "sample standard deviation over them, and its gain over `anchor` pairs the seeds both ran"))
     out.append("")
-    logs = {m: [open(os.path.join(a.dir, run_name(m, s) + ".log")).read() for s in seeds] for m in methods}
+    logs = {m: [open(os.path.join(a.dir, run_name(m, s) + ".log")).read() for s in sof[m]] for m in methods}
     ema = [m for m in methods if all("evaluation (EMA weights)" in t for t in logs[m])]
     if ema == methods:
         out.append("Every evaluation acts with the EMA of the weights (`eval.ema_decay` of the example jobs, "
@@ -100,48 +103,53 @@ def section(a, env, langs, runs):
     def evals(m, s):
         return [x for x in runs[m][s] if "eval/success_rate" in x]
 
-    before = {m: [evals(m, s)[0]["eval/success_rate"] for s in seeds] for m in methods}
-    after = {m: [evals(m, s)[-1]["eval/success_rate"] for s in seeds] for m in methods}
-    best = {m: [max(x["eval/success_rate"] for x in evals(m, s)) for s in seeds] for m in methods}
-    gain = {m: [100 * (x - y) for x, y in zip(after[m], before[m])] for m in methods}
-    wall = {m: [float(open(os.path.join(a.dir, run_name(m, s) + ".wall")).read()) for s in seeds]
+    # per method: {seed: value}
+    before = {m: {s: evals(m, s)[0]["eval/success_rate"] for s in sof[m]} for m in methods}
+    after = {m: {s: evals(m, s)[-1]["eval/success_rate"] for s in sof[m]} for m in methods}
+    best = {m: {s: max(x["eval/success_rate"] for x in evals(m, s)) for s in sof[m]} for m in methods}
+    gain = {m: {s: 100 * (after[m][s] - before[m][s]) for s in sof[m]} for m in methods}
+    wall = {m: {s: float(open(os.path.join(a.dir, run_name(m, s) + ".wall")).read()) for s in sof[m]}
             for m in methods}
-    warm = mean(before[methods[0]])
+    V = lambda d: list(d.values())  # noqa: E731
+    warm = mean(V(before[methods[0]]))
     print("bench: embodied_warmstart_success = %.4f" % warm, file=sys.stderr)
-    many = len(seeds) > 1
-    out.append("| method | steps | every | success before | success after | gain (points) | %sbest | "
+    out.append("| method | steps | every | seeds | success before | success after | gain (points) | %sbest | "
                "gain over `anchor` (points) | wall s |" % ("lowest gain | " if many else ""))
-    out.append("|---|---|---|---|---|---|---|---|---|" + ("---|" if many else ""))
+    out.append("|---|---|---|---|---|---|---|---|---|---|" + ("---|" if many else ""))
     for m in methods:
         over = "-"
-        if "anchor" in runs and m != "anchor":
-            over = fmt_pm([100 * (x - y) for x, y in zip(after[m], after["anchor"])], 1, sign=True)
-        out.append("| %s | %d | %d | %s | %s | %s | %s%s | %s | %s |" %
-                   (m, a.steps_of[m], a.every_of[m], fmt_pm(before[m], 3), fmt_pm(after[m], 3), fmt_pm(gain[m], 1, sign=True),
-                    "%+.1f | " % min(gain[m]) if many else "", fmt_pm(best[m], 3), over, fmt_pm(wall[m], 0)))
-        print("bench: embodied_%s_success = %.4f" % (m, mean(after[m])), file=sys.stderr)
-        if len(seeds) > 1:
-            print("bench: embodied_%s_success_std = %.4f" % (m, std(after[m])), file=sys.stderr)
-        print("bench: embodied_%s_gain_points = %.1f" % (m, mean(gain[m])), file=sys.stderr)
-        if len(seeds) > 1:
-            print("bench: embodied_%s_gain_points_min = %.1f" % (m, min(gain[m])), file=sys.stderr)
-        print("bench: embodied_%s_wall_s = %.0f" % (m, mean(wall[m])), file=sys.stderr)
+        both = [s for s in sof[m] if "anchor" in runs and s in after["anchor"]]
+        if m != "anchor" and both:
+            over = fmt_pm([100 * (after[m][s] - after["anchor"][s]) for s in both], 1, sign=True)
+            if both != sof[m]:
+                over += " (seed%s %s)" % ("s" if len(both) > 1 else "", ", ".join(map(str, both)))
+        out.append("| %s | %d | %d | %s | %s | %s | %s | %s%s | %s | %s |" %
+                   (m, a.steps_of[m], a.every_of[m], ", ".join(map(str, sof[m])), fmt_pm(V(before[m]), 3),
+                    fmt_pm(V(after[m]), 3), fmt_pm(V(gain[m]), 1, sign=True),
+                    "%+.1f | " % min(V(gain[m])) if many else "", fmt_pm(V(best[m]), 3), over, fmt_pm(V(wall[m]), 0)))
+        print("bench: embodied_%s_success = %.4f" % (m, mean(V(after[m]))), file=sys.stderr)
+        if len(sof[m]) > 1:
+            print("bench: embodied_%s_success_std = %.4f" % (m, std(V(after[m]))), file=sys.stderr)
+        print("bench: embodied_%s_gain_points = %.1f" % (m, mean(V(gain[m]))), file=sys.stderr)
+        if len(sof[m]) > 1:
+            print("bench: embodied_%s_gain_points_min = %.1f" % (m, min(V(gain[m]))), file=sys.stderr)
+        print("bench: embodied_%s_wall_s = %.0f" % (m, mean(V(wall[m]))), file=sys.stderr)
     out.append("")
     rl = [m for m in methods if m != "anchor"]
-    best_all = max(max(after[m]) for m in methods)
+    best_all = max(max(V(after[m])) for m in methods)
     out.append(
         "Targets (issue 12): every method at least +20 points over the warm start within 60 minutes%s: %s (%s); "
         "the best method at 95%% or more: %s (best final %.3f). `anchor` is the control: flow matching on the "
         "demonstrations alone (the sil example with `algorithm.rl_coef` 0); a method that carries that anchor "
         "(its example's `algorithm.demo_coef`) owes only its gain over `anchor` to the RL signal. The evaluation of %d episodes "
         "has a standard error of about %.0f points." %
-        (" on every seed" if len(seeds) > 1 else "",
-         "met" if rl and all(min(gain[m]) >= 20 for m in rl) and all(max(wall[m]) <= 3600 for m in rl)
+        (" on every seed" if many else "",
+         "met" if rl and all(min(V(gain[m])) >= 20 for m in rl) and all(max(V(wall[m])) <= 3600 for m in rl)
          else "**not met**",
-         ", ".join("%s %+.1f" % (m, min(gain[m])) for m in rl), "met" if best_all >= 0.95 else "**not met**",
+         ", ".join("%s %+.1f" % (m, min(V(gain[m]))) for m in rl), "met" if best_all >= 0.95 else "**not met**",
          best_all, n, 100 * (0.25 / max(n, 1)) ** 0.5))
     out.append("")
-    out.append("Success per task (before → after%s):" % (", mean over the seeds" if len(seeds) > 1 else ""))
+    out.append("Success per task (before → after%s):" % (", mean over a method's seeds" if many else ""))
     out.append("")
     out.append("| task | " + " | ".join(methods) + " |")
     out.append("|---|" + "---|" * len(methods))
@@ -149,7 +157,7 @@ def section(a, env, langs, runs):
         key = "eval/success_task_%d" % k
         cells = []
         for m in methods:
-            r = [[x for x in runs[m][s] if key in x] for s in seeds]
+            r = [[x for x in runs[m][s] if key in x] for s in sof[m]]
             if all(r):
                 cells.append("%.2f → %.2f" % (mean([x[0][key] for x in r]), mean([x[-1][key] for x in r])))
             else:
@@ -159,21 +167,21 @@ def section(a, env, langs, runs):
     out.append("Success over training (step: success, cumulative step seconds):")
     out.append("")
     for m in methods:
-        for s in seeds:
+        for s in sof[m]:
             t, pts = 0.0, []
             for x in runs[m][s]:
                 t += x.get("timing_s/step", 0.0) + x.get("timing_s/eval", 0.0)
                 if "eval/success_rate" in x:
                     pts.append("%d: %.3f (%.0f s)" % (x["step"], x["eval/success_rate"], t))
-            out.append("- %s%s: %s" % (m, " seed %d" % s if len(seeds) > 1 else "", ", ".join(pts)))
+            out.append("- %s%s: %s" % (m, " seed %d" % s if many else "", ", ".join(pts)))
     out.append("")
     out.append("Where a training step's time goes (mean seconds per step%s):" %
-               (" over every seed" if len(seeds) > 1 else ""))
+               (" over its seeds" if many else ""))
     out.append("")
     out.append("| method | " + " | ".join(PHASES) + " |")
     out.append("|---|" + "---|" * len(PHASES))
     for m in methods:
-        r = [x for s in seeds for x in runs[m][s] if x["step"] > 0 and "timing_s/step" in x]
+        r = [x for s in sof[m] for x in runs[m][s] if x["step"] > 0 and "timing_s/step" in x]
         cells = ["%.2f" % (sum(x.get("timing_s/" + p, 0) for x in r) / max(len(r), 1)) for p in PHASES]
         out.append("| %s | %s |" % (m, " | ".join(cells)))
     out.append(END)
@@ -193,22 +201,27 @@ def main():
     p.add_argument("--out", default="docs/RESULTS.md")
     a = p.parse_args()
     a.specs = a.methods.split()
-    a.methods, a.steps_of, a.every_of = [], {}, {}
-    for spec in a.specs:   # name, name:steps or name:steps:every (bench_embodied.sh)
+    a.seeds = [int(s) for s in a.seeds.split() if s.isdigit()]
+    a.methods, a.steps_of, a.every_of, a.seeds_of = [], {}, {}, {}
+    for spec in a.specs:   # name[:steps[:every[:seeds]]], seeds comma-separated (bench_embodied.sh)
         f = spec.split(":")
-        if len(f) > 3 or not f[0] or not all(x.isdigit() for x in f[1:]):
-            sys.exit("bench_embodied_report: method '%s' is not name[:steps[:every]]" % spec)
+        ok = 0 < len(f) <= 4 and f[0] and all(x.isdigit() for x in f[1:3])
+        sd = [x for x in f[3].split(",")] if len(f) > 3 else []
+        if not ok or not all(x.isdigit() for x in sd) or (len(f) > 3 and not sd):
+            sys.exit("bench_embodied_report: method '%s' is not name[:steps[:every[:seed,seed...]]]" % spec)
+        if f[0] in a.steps_of:
+            sys.exit("bench_embodied_report: method '%s' is listed twice" % f[0])
         a.methods.append(f[0])
-        a.steps_of[f[0]] = int(f[1]) if len(f) > 1 else a.steps
-        a.every_of[f[0]] = int(f[2]) if len(f) > 2 else a.every
-    a.seeds = [int(s) for s in a.seeds.split()]
-    if not a.methods or not a.seeds:
+        a.steps_of[f[0]] = int(f[1]) if len(f) > 1 and f[1] else a.steps
+        a.every_of[f[0]] = int(f[2]) if len(f) > 2 and f[2] else a.every
+        a.seeds_of[f[0]] = sorted({int(x) for x in sd}) if sd else a.seeds
+    if not a.methods or not all(a.seeds_of.values()):
         sys.exit("bench_embodied_report: no methods or no seeds")
     langs = [t["language"] for t in json.load(open(a.manifest))["tasks"]]
     runs, a.commits = {}, {}
     for m in a.methods:
         runs[m] = {}
-        for s in a.seeds:
+        for s in a.seeds_of[m]:
             path = os.path.join(a.dir, run_name(m, s), "metrics.jsonl")
             for need in (path, os.path.join(a.dir, run_name(m, s) + ".log"),
                          os.path.join(a.dir, run_name(m, s) + ".wall")):

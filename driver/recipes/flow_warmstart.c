@@ -90,7 +90,7 @@ static int s_evaluate(s_ws *s, rl_driver *d, const rl_config *job)
     int64_t eps = 0, ok = 0, per[RL_ENV_MAX_TASKS][2] = {{0}}, gifs[RL_ENV_MAX_TASKS] = {0};
     double t0 = rl_now_s();
     for (int64_t round = 0; !rc && eps < s->o.eval_episodes && !rl_driver_interrupted(d); round++) {
-        rc = rl_libero_round(d, genv, s->j.rollout, T, round, 1, 0, &res, NULL);
+        rc = rl_libero_round(d, genv, s->j.rollout, T, round, 1, 1, 0, &res, NULL);
         if (!rc) /* GIFs of the first episodes of each task */
             rc = rl_libero_eval_gifs(job, "warmstart", 0, res, E, s->o.eval_episodes - eps, gifs);
         for (int r = 0; r < E; r++) {

@@ -286,7 +286,8 @@ static int s_write_frames(const s_collect *o, int64_t round, int rank, const rl_
 }
 
 int rl_libero_round(rl_driver *d, rl_group *genv, rl_group *groll, int64_t T, int64_t round,
-                    int greedy, int init_model, rl_dataproto ***results, rl_dataproto **records)
+                    int greedy, int ungrouped, int init_model, rl_dataproto ***results,
+                    rl_dataproto **records)
 {
     int E = rl_group_size(genv);
     rl_dataproto **per = calloc((size_t)E, sizeof *per);
@@ -328,7 +329,7 @@ int rl_libero_round(rl_driver *d, rl_group *genv, rl_group *groll, int64_t T, in
     rl_dataproto *args = rc ? NULL
                             : rl_dataproto_new_meta(json_pack("{s:I,s:i,s:I,s:i}", RL_ENV_CHUNK_STEPS, (json_int_t)T,
                                                               RL_ENV_RESET, 1, RL_ENV_ROUND, (json_int_t)round,
-                                                              RL_ENV_UNGROUPED, greedy ? 1 : 0));
+                                                              RL_ENV_UNGROUPED, ungrouped ? 1 : 0));
     rl_future *fe = args ? rl_group_call(genv, RL_ENV_INTERACT, RL_DISPATCH_ONE_TO_ALL, args) : NULL;
     rl_dataproto_free(args);
     if (!rc && (!fr || !fe))
@@ -388,7 +389,7 @@ static int s_run(rl_driver *d, const rl_config *job)
     while (!rc && st.eps < o.episodes && !rl_driver_interrupted(d)) {
         int restarts = rl_driver_restarts(d);
         double r0 = rl_now_s();
-        rc = rl_libero_round(d, genv, groll, T, round, o.greedy, o.model, &res, NULL);
+        rc = rl_libero_round(d, genv, groll, T, round, o.greedy, o.greedy, o.model, &res, NULL);
         if (rc && rl_driver_restarts(d) > restarts && retries < o.retries && !rl_driver_fatal(d)) {
             retries++;
             rl_log(RL_LOG_WARN, "round %lld failed (%s); a worker was restarted: re-running the round (%lld of %lld)",

@@ -14,15 +14,17 @@
 #include "libero_gif.h" /* the evaluations' GIFs */
 
 /* Env rank r opens its channel, rollout rank r serves it (meta round,
- * greedy, record; a greedy round (evaluation) is also ungrouped: with
- * env.group_size > 1 the envs of a task take distinct initial states;
- * init_model first when `init_model`: the policy of
+ * greedy: the ODE from each row's initial noise, else the flow SDE;
+ * record) and every env runs T policy calls. An `ungrouped` round (an
+ * evaluation): with env.group_size > 1 the envs of a task take distinct
+ * initial states; init_model first when `init_model`: the policy of
  * model.init_from) and every env runs T policy calls from a reset whose
  * initial states the round picks. (*results)[0..E) get the interact
  * replies; with `records` non-NULL the rollout records its samples and
  * records[0..E) get the serve_env replies (record 0 otherwise). On error the
  * entries taken so far are the caller's to free. */
 int rl_libero_round(rl_driver *d, rl_group *genv, rl_group *groll, int64_t T, int64_t round,
-                    int greedy, int init_model, rl_dataproto ***results, rl_dataproto **records);
+                    int greedy, int ungrouped, int init_model, rl_dataproto ***results,
+                    rl_dataproto **records);
 
 #endif

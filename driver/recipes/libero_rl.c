@@ -6,7 +6,8 @@
  * phases (rl_phases_run times each one):
  *   rollout       every env runs one episode from a reset (initial states
  *                 chosen by the step, env.init_state) while rollout rank r
- *                 serves env rank r with the flow-SDE policy and records
+ *                 serves env rank r with the flow-SDE policy (FlowSAR and
+ *                 FlowIPO at rollout.noise_level 0: the ODE) and records
  *                 each policy call (observation, initial noise, chain,
  *                 log-probs, action); joined by (env_row, chunk_step) into
  *                 step-major arrays: S chunk steps × B episodes
@@ -98,13 +99,16 @@ static int s_prepare(rl_config *job)
     rl_rollout_config ro;
     if (!rc)
         rc = rl_rollout_config_read(job, &ro);
-    /* Training rounds sample the flow SDE (evaluation rounds the ODE), for
-     * every method: GRPO/PPO score its chains, FlowSAR/FlowIPO train on its
-     * chunks; at 0 the sampler refuses every call of the first round. */
-    if (!rc && !(ro.noise_level > 0))
+    /* Evaluation rounds sample the ODE. Training rounds sample the flow SDE
+     * at rollout.noise_level; GRPO/PPO score its log-probs, so they need a
+     * level > 0. FlowSAR and FlowIPO read no log-probs: at 0 their training
+     * rounds sample the ODE from each row's initial noise (seed 001 §2.5:
+     * exploration from the initial noise alone). */
+    if (!rc && !(ro.noise_level > 0) && alg.loss >= RL_FLOW_LOSS_GRPO)
         rc = rl_config_error_at(job, "rollout.noise_level", RL_ECONFIG,
-                                "the training rollouts sample the flow SDE: the noise level must be > 0 "
-                                "(evaluation uses the ODE)");
+                                "%s scores the flow SDE's log-probs: the noise level must be > 0 (0, the ODE, "
+                                "is for flow_sar and flow_ipo)",
+                                alg.loss == RL_FLOW_LOSS_GRPO ? "flow-SDE GRPO" : "flow-SDE PPO");
     int64_t x;
     int b;
     if (!rc && (rl_config_get_int_in(job, "trainer.save_every", 0, 1000000000, &x) ||
@@ -131,6 +135,7 @@ typedef struct s_lr {
     float *step_mask, *chunk_rewards, *step_rewards, *ep_reward; /* (S,B), (S,B), (S,B,C), (B) */
     int64_t *ep_task;     /* (B) */
     rl_flow_demos demos;  /* algorithm.demo_coef > 0: the anchor's pairs */
+    int train_ode;        /* rollout.noise_level 0 (FlowSAR/FlowIPO): training rounds sample the ODE */
     double first_eval;    /* success at the start of this run (NaN: none yet) */
 } s_lr;
 
@@ -170,7 +175,9 @@ static void s_round_free(s_round_out *r)
     memset(r, 0, sizeof *r);
 }
 
-static int s_round(s_lr *s, int64_t round, int greedy, s_round_out *res)
+/* An evaluation round: the ODE, ungrouped, not recorded; a training round:
+ * the flow SDE (the ODE with s->train_ode), grouped, recorded. */
+static int s_round(s_lr *s, int64_t round, int eval, s_round_out *res)
 {
     int E = rl_group_size(s->genv);
     memset(res, 0, sizeof *res);
@@ -178,9 +185,9 @@ static int s_round(s_lr *s, int64_t round, int greedy, s_round_out *res)
     res->env = calloc((size_t)E, sizeof *res->env);
     res->rec = calloc((size_t)E, sizeof *res->rec);
     int rc = res->env && res->rec ? RL_OK : rl_error_set(RL_ENOMEM, "out of memory");
-    if (!rc) /* training rounds record the samples; evaluation rounds do not */
-        rc = rl_libero_round(s->t.d, s->genv, s->j.rollout, s->S, round, greedy, 0, &res->env,
-                             greedy ? NULL : res->rec);
+    if (!rc)
+        rc = rl_libero_round(s->t.d, s->genv, s->j.rollout, s->S, round, eval || s->train_ode, eval, 0,
+                             &res->env, eval ? NULL : res->rec);
     if (rc)
         s_round_free(res);
     return rc;
@@ -642,13 +649,13 @@ static int s_phase_update(void *arg)
     case RL_FLOW_LOSS_GRPO: keep = pg_keep, nkeep = 10; break;
     default: keep = pg_keep, nkeep = 12; break;
     }
-    enum { NK = 18 };
+    enum { NK = 19 };
     static const char *const mkeys[NK] = {
         RL_ACTOR_M_LOSS, RL_FLOW_M_ROWS, "actor/flow_sar_loss", "actor/flow_sar_E_pos", "actor/flow_sar_E_neg",
         "actor/flow_sar_weight_mean", "actor/flow_sar_contrastive", "actor/flow_sar_kl_penalty",
         "actor/flow_sar_success_ratio", "actor/flow_ipo_loss", "actor/velocity_mse", "actor/pg_loss",
         "actor/pg_clipfrac", "actor/ppo_kl", "actor/ratio_mean", "actor/trained_steps", "critic/value_loss",
-        RL_FLOW_M_DEMO_LOSS};
+        "actor/flow_ipo_target_gap", RL_FLOW_M_DEMO_LOSS};
     double tot[NK] = {0}, demo_rows = 0, gn = 0, lr = 0;
     int updates = 0, rc = RL_OK;
     int64_t *perm = malloc(sizeof(int64_t) * (size_t)(n + 1));
@@ -712,6 +719,7 @@ static int s_phase_update(void *arg)
     } else if (s->alg.loss == RL_FLOW_LOSS_IPO) {
         rl_metric_set_put(s->t.ms, mkeys[9], tot[9] / rows);
         rl_metric_set_put(s->t.ms, mkeys[10], tot[10] / rows);
+        rl_metric_set_put(s->t.ms, mkeys[17], tot[17] / rows);
     } else if (tot[15] > 0) {
         for (int k = 11; k <= 14; k++)
             rl_metric_set_put(s->t.ms, mkeys[k], tot[k] / tot[15]);
@@ -880,6 +888,10 @@ static int s_open(s_lr *s, rl_driver *d, const rl_config *job)
     if (!rc && rl_group_size(s->genv) != rl_group_size(s->j.rollout))
         rc = rl_error_set(RL_ECONFIG, "libero_rl pairs env rank r with rollout rank r: the cluster has %d env and %d "
                                       "rollout ranks", rl_group_size(s->genv), rl_group_size(s->j.rollout));
+    rl_rollout_config ro;
+    if (!rc)
+        rc = rl_rollout_config_read(job, &ro);
+    s->train_ode = !rc && !(ro.noise_level > 0);
     s->C = s->env.num_action_chunks;
     s->D = s->C * RL_FP_ACTION_DIM;
     s->S = (s->env.max_episode_steps + s->C - 1) / s->C;
@@ -988,7 +1000,7 @@ const rl_recipe rl_recipe_libero_rl = {
         "  policy: model\n"
         "rollout:\n"
         "  num_steps: 4               # RLinf pi0: 4 denoising steps\n"
-        "  noise_level: 0.5           # flow-SDE noise\n"
+        "  noise_level: 0.5           # flow-SDE noise of the training rounds (flow_sar/flow_ipo: 0 = the ODE)\n"
         "actor:\n"
         "  optim: {lr: 1.0e-4, weight_decay: 0.0}\n"
         "  ppo_mini_batch_size: 256   # kept rows (policy calls) per optimiser step\n"

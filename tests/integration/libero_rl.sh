@@ -7,8 +7,9 @@
 #  2. FlowSAR softplus_kl and mse_branch: every seed metric present and
 #     finite; loss = contrastive + kl_penalty (softplus_kl); weights of an
 #     episode sum to 1, so the mean weight over rows is episodes / rows;
-#  3. FlowIPO, flow-SDE GRPO and PPO: one step each with their metrics
-#     (the first GRPO epoch re-scores the sampler's chains: ratio ≈ 1);
+#  3. FlowIPO (SDE and ODE rollouts), flow-SDE GRPO and PPO: one step each
+#     with their metrics (the first GRPO epoch re-scores the sampler's
+#     chains: ratio ≈ 1; FlowIPO's first ODE actions are its reference's);
 #  4. resume is exact: 2 steps + resume to 3 gives the metrics and the
 #     weights (actor, EMA reference and evaluation EMA) of 3 uninterrupted steps;
 #  5. GRPO over env groups (env.group_size: the envs of a group share the
@@ -37,9 +38,9 @@ echo "$out" | grep -q "actor.loss_agg_mode=seq-mean-token-mean: actor.loss_agg_m
     { echo "$out" | tail -3; fail "the loss_agg_mode error is not located"; }
 out=$(run examples/libero_object_grpo.yaml algorithm.adv_estimator=gae 2>&1) && fail "GRPO with gae ran"
 echo "$out" | grep -q "algorithm.adv_estimator: loss_type actor has no value head" || fail "actor+gae not refused"
-out=$(run examples/libero_object_flowipo.yaml rollout.noise_level=0 2>&1) && fail "FlowIPO with noise level 0 ran"
-echo "$out" | grep -q "override rollout.noise_level=0: rollout.noise_level: the training rollouts sample the flow SDE" ||
-    { echo "$out" | tail -3; fail "noise_level 0 is not refused before the run"; }
+out=$(run examples/libero_object_grpo.yaml rollout.noise_level=0 2>&1) && fail "GRPO with noise level 0 ran"
+echo "$out" | grep -q "override rollout.noise_level=0: rollout.noise_level: flow-SDE GRPO scores the flow SDE's log-probs" ||
+    { echo "$out" | tail -3; fail "noise_level 0 is not refused for GRPO before the run"; }
 out=$(run examples/libero_object_flowsar.yaml env.auto_reset=true 2>&1) && fail "auto_reset ran"
 echo "$out" | grep -q "env.auto_reset: libero_rl runs one episode per env" || fail "auto_reset not refused"
 out=$(run examples/libero_object_flowsar.yaml algorithm.demo_coef=0.5 algorithm.demos= 2>&1) &&
@@ -88,7 +89,16 @@ run examples/libero_object_sil.yaml trainer.total_steps=1 trainer.output_dir="$d
 check "$d/sil" actor/trained_rows actor/recon_error_mean
 run examples/libero_object_flowipo.yaml trainer.total_steps=1 trainer.output_dir="$d/ipo" >"$d/ipo.log" 2>&1 ||
     { tail -20 "$d/ipo.log"; fail "FlowIPO failed"; }
-check "$d/ipo" actor/flow_ipo_loss actor/velocity_mse actor/mean_weight actor/delta_mean
+check "$d/ipo" actor/flow_ipo_loss actor/velocity_mse actor/mean_weight actor/delta_mean actor/flow_ipo_target_gap
+# FlowIPO's ODE rollouts (seed 001; rollout.noise_level 0): at step 1 θ_ref is θ, so the
+# reference actions from the same initial noise are the actions (δ ≈ 0), where the SDE's are not
+run examples/libero_object_flowipo.yaml trainer.total_steps=1 rollout.noise_level=0 \
+    trainer.output_dir="$d/ipo_ode" >"$d/ipo_ode.log" 2>&1 || { tail -20 "$d/ipo_ode.log"; fail "FlowIPO (ODE) failed"; }
+check "$d/ipo_ode" actor/flow_ipo_loss actor/velocity_mse actor/mean_weight actor/delta_mean
+"$PYTHON" -c "
+import json; last=lambda p: [json.loads(l) for l in open(p + '/metrics.jsonl')][-1]
+ode, sde = last('$d/ipo_ode')['actor/delta_mean'], last('$d/ipo')['actor/delta_mean']
+assert ode < 1e-4 and sde > 1e-2, (ode, sde)" || fail "FlowIPO's ODE rollouts differ from the reference's"
 run examples/libero_object_grpo.yaml trainer.total_steps=1 actor.ppo_epochs=1 trainer.output_dir="$d/grpo" \
     >"$d/grpo.log" 2>&1 || { tail -20 "$d/grpo.log"; fail "GRPO failed"; }
 check "$d/grpo" actor/pg_loss actor/ppo_kl actor/ratio_mean actor/trained_steps critic/kept_groups

@@ -22,14 +22,14 @@
 /* metric slots (partial sums) */
 enum {
     M_SAR_LOSS, M_SAR_EPOS, M_SAR_ENEG, M_SAR_W, M_SAR_CONTR, M_SAR_KL, M_SAR_SUCC,
-    M_IPO_LOSS, M_IPO_VMSE,
+    M_IPO_LOSS, M_IPO_VMSE, M_IPO_GAP,
     M_PG_LOSS, M_PG_CLIP, M_PG_KL, M_PG_RATIO, M_STEPS, M_VF_LOSS, M_VF_CLIP,
     M_COUNT
 };
 static const char *const s_mname[M_COUNT] = {
     "actor/flow_sar_loss", "actor/flow_sar_E_pos", "actor/flow_sar_E_neg", "actor/flow_sar_weight_mean",
     "actor/flow_sar_contrastive", "actor/flow_sar_kl_penalty", "actor/flow_sar_success_ratio",
-    "actor/flow_ipo_loss", "actor/velocity_mse",
+    "actor/flow_ipo_loss", "actor/velocity_mse", "actor/flow_ipo_target_gap",
     "actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/ratio_mean", "actor/trained_steps",
     "critic/value_loss", "critic/value_clipfrac",
 };
@@ -305,8 +305,21 @@ int rl_actor_update_flow(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataprot
         if (!(u = malloc(sizeof(float) * (size_t)(B * D + 1))))
             return rl_error_set(RL_ENOMEM, "actor/%d: out of memory", ctx->rank);
         rc = rl_flow_interp(act, eps, c.t, B, D, NULL, u);
-        if (!rc && c.alg.loss == RL_FLOW_LOSS_IPO) /* ṽ = w·u + (1 − w)·v_ref */
-            rc = rl_flow_ipo_target(u, c.v_old, c.w, B, D, u);
+        if (!rc && c.alg.loss == RL_FLOW_LOSS_IPO) {
+            /* the ends of the interpolation, u (w = 1) and v_ref (w = 0):
+             * mean (u − v_ref)² over the floats, the most w can move ṽ */
+            for (int64_t b = 0; b < B; b++) {
+                if (c.mask && c.mask[b] == 0.0f)
+                    continue;
+                double g = 0;
+                for (int64_t j = 0; j < D; j++) {
+                    double e = (double)u[b * D + j] - (double)c.v_old[b * D + j];
+                    g += e * e;
+                }
+                c.m[M_IPO_GAP] += g / (double)D;
+            }
+            rc = rl_flow_ipo_target(u, c.v_old, c.w, B, D, u); /* ṽ = w·u + (1 − w)·v_ref */
+        }
         c.u = u;
         batch = rc ? NULL : s_vel_batch(in, act, eps, c.t, B, D);
         if (!rc && !batch)

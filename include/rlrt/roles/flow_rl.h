@@ -73,7 +73,7 @@
  *               algorithm.value_clip, times algorithm.value_loss_coef)
  *     → meta partial sums over this rank's kept rows: RL_ACTOR_M_LOSS, and
  *       "rows" plus the seeds' metric names (actor/flow_sar_*, actor/
- *       flow_ipo_loss, actor/velocity_mse, actor/mean_weight, actor/pg_loss,
+ *       flow_ipo_loss, actor/velocity_mse, actor/flow_ipo_target_gap, actor/pg_loss,
  *       actor/pg_clipfrac, actor/ppo_kl, actor/value_loss) each already
  *       multiplied by its row count; RL_ACTOR_M_GRAD_NORM, RL_ACTOR_M_LR.
  *     demonstration anchor (any loss_type, algorithm.demo_coef λ > 0): the
