@@ -1,0 +1,131 @@
+"""bench_embodied_report.py — the page that `make bench-embodied` writes.
+
+Runs bench/bench_embodied_report.py on run directories written here the way
+bench/bench_embodied.sh leaves them (metrics.jsonl, .log, .wall, .commit,
+env.txt; a two-task manifest), with per-method seeds (`name:steps:every:seeds`):
+  * one seed: the table's before/after/gain/best/wall and the bench lines;
+  * two seeds: mean ± sample std, the lowest gain, the gain over `anchor`
+    paired by seed (only the seeds both ran, named), the per-task means,
+    the curve of each seed, and the target read on every seed;
+  * the text outside the bench-embodied markers is kept;
+  * a missing run, a malformed spec and a method listed twice are errors
+    that name the problem, and write nothing.
+Exit 0 = pass.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "bench", "bench_embodied_report.py")
+
+
+def write_run(d, name, evals, step_s=2.0, wall=100.0, log_ema=True):
+    """evals: [(step, success, [task0, task1])]; a training row between evaluations."""
+    os.makedirs(os.path.join(d, name))
+    rows = []
+    for k, (step, succ, tasks) in enumerate(evals):
+        if k:
+            rows.append({"step": step, "timing_s/step": step_s, "timing_s/rollout": step_s / 2,
+                         "timing_s/update_actor": step_s / 4})
+        rows.append({"step": step, "eval/success_rate": succ, "eval/episodes": 20,
+                     "eval/success_task_0": tasks[0], "eval/success_task_1": tasks[1], "timing_s/eval": 1.0})
+    with open(os.path.join(d, name, "metrics.jsonl"), "w") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in rows))
+    with open(os.path.join(d, name + ".log"), "w") as f:
+        f.write("step 0 evaluation (EMA weights): success\n" if log_ema else "step 0 evaluation: success\n")
+    with open(os.path.join(d, name + ".wall"), "w") as f:
+        f.write("%r\n" % wall)
+    with open(os.path.join(d, name + ".commit"), "w") as f:
+        f.write("abc1234\n")
+
+
+def report(d, manifest, out, methods, seeds="1"):
+    return subprocess.run([sys.executable, SCRIPT, "--dir", d, "--manifest", manifest, "--methods", methods,
+                           "--seeds", seeds, "--steps", "20", "--per", "10", "--every", "5",
+                           "--warmstart", "ws/final", "--out", out], capture_output=True, text=True)
+
+
+def row(page, method):
+    for line in page.splitlines():
+        if line.startswith("| %s |" % method):
+            return [c.strip() for c in line.strip("|").split("|")]
+    raise AssertionError("no table row for %s in:\n%s" % (method, page))
+
+
+def bench_lines(stderr):
+    return {l.split()[1]: float(l.split("=")[1]) for l in stderr.splitlines() if l.startswith("bench: ")}
+
+
+def main():
+    d = tempfile.mkdtemp(prefix="rl-bench-report-")
+    try:
+        check(d)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def check(d):
+    manifest = os.path.join(d, "manifest.json")
+    json.dump({"tasks": [{"language": "pick up the milk"}, {"language": "pick up the soup"}]}, open(manifest, "w"))
+    open(os.path.join(d, "env.txt"), "w").write("date_utc=2026-11-26T00:00:00Z\ncommit=abc1234\ncpu=test\n"
+                                               "loadavg_start=1 1 1\nloadavg_end=2 2 2\n")
+    write_run(d, "anchor", [(0, 0.40, [0.4, 0.4]), (10, 0.60, [0.5, 0.7])], wall=300)
+    write_run(d, "sar", [(0, 0.40, [0.4, 0.4]), (5, 0.70, [0.7, 0.7]), (10, 0.65, [0.6, 0.7])], wall=400)
+    write_run(d, "sar-s2", [(0, 0.42, [0.4, 0.44]), (5, 0.60, [0.6, 0.6]), (10, 0.72, [0.8, 0.64])], wall=500)
+    out = os.path.join(d, "RESULTS.md")
+    open(out, "w").write("# Results\n\nkept above\n\n<!-- bench-embodied:begin -->\nold\n"
+                         "<!-- bench-embodied:end -->\n\nkept below\n")
+
+    # one seed each
+    r = report(d, manifest, out, "sar:10:5 anchor:10:10")
+    assert r.returncode == 0, r.stderr
+    page = open(out).read()
+    assert page.startswith("# Results\n\nkept above\n") and page.rstrip().endswith("kept below"), page
+    assert "old" not in page.split("<!-- bench-embodied:begin -->")[1].split("<!-- bench-embodied:end -->")[0]
+    c = row(page, "sar")
+    # method steps every seeds before after gain best over wall
+    assert c == ["sar", "10", "5", "1", "0.400", "0.650", "+25.0", "0.700", "+5.0", "400"], c
+    b = bench_lines(r.stderr)
+    assert b["embodied_sar_gain_points"] == 25.0 and b["embodied_warmstart_success"] == 0.4, b
+    assert "embodied_sar_gain_points_min" not in b, b
+    assert "RL seed 1 (one seed per method)" in page, page
+    assert "| 0 pick up the milk | 0.40 → 0.60 | 0.40 → 0.50 |" in page, page
+    assert "every method at least +20 points over the warm start within 60 minutes: met (sar +25.0)" in page, page
+
+    # sar on seeds 1 and 2, anchor on seed 1 only
+    r = report(d, manifest, out, "sar:10:5:1,2 anchor:10:10")
+    assert r.returncode == 0, r.stderr
+    page = open(out).read()
+    c = row(page, "sar")
+    # after: 0.65, 0.72 → mean 0.685, std 0.0495; gains 25, 30 → 27.5 ± 3.5, lowest 25.0;
+    # over anchor on seed 1 only: +5.0; walls 400, 500 → 450 ± 71
+    assert c == ["sar", "10", "5", "1, 2", "0.410 ± 0.014", "0.685 ± 0.049", "+27.5 ± 3.5", "+25.0",
+                 "0.710 ± 0.014", "+5.0 (seed 1)", "450 ± 71"], c
+    assert row(page, "anchor")[3] == "1", row(page, "anchor")
+    b = bench_lines(r.stderr)
+    assert b["embodied_sar_gain_points_min"] == 25.0 and abs(b["embodied_sar_success_std"] - 0.0495) < 1e-4, b
+    assert "embodied_anchor_success_std" not in b, b
+    assert "- sar seed 1: 0: 0.400 (1 s), 5: 0.700 (4 s), 10: 0.650 (7 s)" in page, page
+    assert "- sar seed 2: 0: 0.420 (1 s)" in page, page
+    assert "| 1 pick up the soup | 0.42 → 0.67 | 0.40 → 0.70 |" in page, page
+    assert "within 60 minutes on every seed: met (sar +25.0)" in page, page
+
+    # errors: nothing is written
+    before = open(out).read()
+    for methods, want in [("sar:10:5:1,3 anchor", "sar-s3/metrics.jsonl is missing (method sar, seed 3"),
+                          ("sar:10:5: anchor", "method 'sar:10:5:' is not name[:steps[:every[:seed,seed...]]]"),
+                          ("sar:10:5:1,x", "is not name[:steps[:every[:seed,seed...]]]"),
+                          ("sar:1:2:3:4", "is not name[:steps[:every[:seed,seed...]]]"),
+                          ("sar anchor sar:10", "method 'sar' is listed twice")]:
+        r = report(d, manifest, out, methods)
+        assert r.returncode != 0 and want in r.stderr, (methods, r.returncode, r.stderr)
+        assert open(out).read() == before, methods
+    print("bench_embodied_report: one seed, per-method seeds, errors: ok")
+
+
+if __name__ == "__main__":
+    main()
