@@ -110,7 +110,9 @@ def section(a, env, langs, runs):
     gain = {m: {s: 100 * (after[m][s] - before[m][s]) for s in sof[m]} for m in methods}
     wall = {m: {s: float(open(os.path.join(a.dir, run_name(m, s) + ".wall")).read()) for s in sof[m]}
             for m in methods}
-    V = lambda d: list(d.values())  # noqa: E731
+    def V(by_seed):
+        return list(by_seed.values())
+
     warm = mean(V(before[methods[0]]))
     print("bench: embodied_warmstart_success = %.4f" % warm, file=sys.stderr)
     out.append("| method | steps | every | seeds | success before | success after | gain (points) | %sbest | "
@@ -118,7 +120,7 @@ def section(a, env, langs, runs):
     out.append("|---|---|---|---|---|---|---|---|---|---|" + ("---|" if many else ""))
     for m in methods:
         over = "-"
-        both = [s for s in sof[m] if "anchor" in runs and s in after["anchor"]]
+        both = [s for s in sof[m] if s in after.get("anchor", {})]
         if m != "anchor" and both:
             over = fmt_pm([100 * (after[m][s] - after["anchor"][s]) for s in both], 1, sign=True)
             if both != sof[m]:
@@ -201,19 +203,20 @@ def main():
     p.add_argument("--out", default="docs/RESULTS.md")
     a = p.parse_args()
     a.specs = a.methods.split()
-    a.seeds = [int(s) for s in a.seeds.split() if s.isdigit()]
+    if not all(x.isdigit() for x in a.seeds.split()):
+        sys.exit("bench_embodied_report: --seeds '%s' is not a list of seeds" % a.seeds)
+    a.seeds = [int(x) for x in a.seeds.split()]
     a.methods, a.steps_of, a.every_of, a.seeds_of = [], {}, {}, {}
     for spec in a.specs:   # name[:steps[:every[:seeds]]], seeds comma-separated (bench_embodied.sh)
         f = spec.split(":")
-        ok = 0 < len(f) <= 4 and f[0] and all(x.isdigit() for x in f[1:3])
-        sd = [x for x in f[3].split(",")] if len(f) > 3 else []
-        if not ok or not all(x.isdigit() for x in sd) or (len(f) > 3 and not sd):
+        sd = f[3].split(",") if len(f) > 3 else []
+        if len(f) > 4 or not f[0] or not all(x.isdigit() for x in f[1:3] + sd):
             sys.exit("bench_embodied_report: method '%s' is not name[:steps[:every[:seed,seed...]]]" % spec)
         if f[0] in a.steps_of:
             sys.exit("bench_embodied_report: method '%s' is listed twice" % f[0])
         a.methods.append(f[0])
-        a.steps_of[f[0]] = int(f[1]) if len(f) > 1 and f[1] else a.steps
-        a.every_of[f[0]] = int(f[2]) if len(f) > 2 and f[2] else a.every
+        a.steps_of[f[0]] = int(f[1]) if len(f) > 1 else a.steps
+        a.every_of[f[0]] = int(f[2]) if len(f) > 2 else a.every
         a.seeds_of[f[0]] = sorted({int(x) for x in sd}) if sd else a.seeds
     if not a.methods or not all(a.seeds_of.values()):
         sys.exit("bench_embodied_report: no methods or no seeds")
