@@ -95,6 +95,7 @@ def check(d):
     assert "RL seed 1 (one seed per method)" in page, page
     assert "| 0 pick up the milk | 0.40 → 0.60 | 0.40 → 0.50 |" in page, page
     assert "every method at least +20 points over the warm start within 60 minutes: met (sar +25.0)" in page, page
+    assert "the best method at 95% or more: **not met** (sar, final 0.650)" in page, page
 
     # sar on seeds 1 and 2, anchor on seed 1 only
     r = report(d, manifest, out, "sar:10:5:1,2 anchor:10:10")
@@ -113,6 +114,8 @@ def check(d):
     assert "- sar seed 2: 0: 0.420 (1 s)" in page, page
     assert "| 1 pick up the soup | 0.42 → 0.67 | 0.40 → 0.70 |" in page, page
     assert "within 60 minutes on every seed: met (sar +25.0)" in page, page
+    # the best method is read on its lowest seed: sar's 0.65 (seed 1), not its 0.72 (seed 2)
+    assert "the best method at 95% or more on every seed: **not met** (sar, final 0.650 on its lowest seed)" in page, page
 
     # errors: nothing is written
     before = open(out).read()
