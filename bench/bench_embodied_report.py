@@ -140,17 +140,19 @@ def section(a, env, langs, runs):
     rl = [m for m in methods if m != "anchor"]
     # the best method: the highest final success on its lowest seed (read per seed, like the +20)
     best_all, best_m = max((min(V(after[m])), m) for m in methods)
+    per_seed = " on every seed" if many else ""
     out.append(
         "Targets (issue 12): every method at least +20 points over the warm start within 60 minutes%s: %s (%s); "
         "the best method at 95%% or more%s: %s (%s, final %.3f%s). `anchor` is the control: flow matching on the "
         "demonstrations alone (the sil example with `algorithm.rl_coef` 0); a method that carries that anchor "
         "(its example's `algorithm.demo_coef`) owes only its gain over `anchor` to the RL signal. The evaluation of %d episodes "
         "has a standard error of about %.0f points." %
-        (" on every seed" if many else "",
+        (per_seed,
          "met" if rl and all(min(V(gain[m])) >= 20 for m in rl) and all(max(V(wall[m])) <= 3600 for m in rl)
          else "**not met**",
-         ", ".join("%s %+.1f" % (m, min(V(gain[m]))) for m in rl), " on every seed" if many else "",
-         "met" if best_all >= 0.95 else "**not met**", best_m, best_all, " on its lowest seed" if many else "", n, 100 * (0.25 / max(n, 1)) ** 0.5))
+         ", ".join("%s %+.1f" % (m, min(V(gain[m]))) for m in rl), per_seed,
+         "met" if best_all >= 0.95 else "**not met**", best_m, best_all, " on its lowest seed" if many else "",
+         n, 100 * (0.25 / max(n, 1)) ** 0.5))
     out.append("")
     out.append("Success per task (before → after%s):" % (", mean over a method's seeds" if many else ""))
     out.append("")
