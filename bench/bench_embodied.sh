@@ -21,7 +21,10 @@
 # job as it is (the anchor of algorithm.demo_coef where the example has
 # one); `anchor` is the control: the updates of the demonstration anchor
 # alone (the sil example with algorithm.rl_coef 0), so a method's gain over
-# `anchor` is what the RL signal adds beyond imitating the demonstrations. GIFs of the
+# `anchor` is what the RL signal adds beyond imitating the demonstrations;
+# `<method>_anchor` is that method's own control (its example with
+# algorithm.rl_coef 0: the anchor with the method's epochs, learning rate and
+# steps), which the page reads the method against where it is listed. GIFs of the
 # evaluations: BENCH_EMBODIED_GIFS episodes per task (default 0: they cost
 # about a minute per evaluation). BENCH_EMBODIED_SEEDS (default 1) lists the
 # RL seeds (trainer.seed) of every method without its own; a method with
@@ -59,7 +62,9 @@ for spec in $METHODS; do
     IFS=: read -r m msteps mevery mseeds <<<"$spec"
     msteps=${msteps:-$STEPS}; mevery=${mevery:-$EVERY}; mseeds=${mseeds:-$SEEDS}
 for seed in ${mseeds//,/ }; do
-    case $m in
+    base=$m; ctl=()
+    case $m in ?*_anchor) base=${m%_anchor}; ctl=(algorithm.rl_coef=0) ;; esac
+    case $base in
     anchor) cfg=examples/libero_object_sil.yaml; extra=(algorithm.rl_coef=0) ;;
     sil) cfg=examples/libero_object_sil.yaml; extra=() ;;
     flowsar) cfg=examples/libero_object_flowsar.yaml; extra=() ;;
@@ -69,6 +74,7 @@ for seed in ${mseeds//,/ }; do
     ppo) cfg=examples/libero_object_ppo.yaml; extra=() ;;
     *) echo "bench-embodied: unknown method '$m'"; exit 2 ;;
     esac
+    extra+=("${ctl[@]}")
     run=$m; [ "$seed" = 1 ] || run=$m-s$seed   # bench_embodied_report.py's run_name
     [ "$KEEP" = 1 ] && [ -f "$out/$run.wall" ] && continue
     rm -rf "${out:?}/$run" "$out/$run.wall"

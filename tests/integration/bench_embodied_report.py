@@ -88,7 +88,7 @@ def check(d):
     assert "old" not in page.split("<!-- bench-embodied:begin -->")[1].split("<!-- bench-embodied:end -->")[0]
     c = row(page, "sar")
     # method steps every seeds before after gain best over wall
-    assert c == ["sar", "10", "5", "1", "0.400", "0.650", "+25.0", "0.700", "+5.0", "400"], c
+    assert c == ["sar", "10", "5", "1", "0.400", "0.650", "+25.0", "0.700", "+5.0 (`anchor`)", "400"], c
     b = bench_lines(r.stderr)
     assert b["embodied_sar_gain_points"] == 25.0 and b["embodied_warmstart_success"] == 0.4, b
     assert "embodied_sar_gain_points_min" not in b, b
@@ -105,7 +105,7 @@ def check(d):
     # after: 0.65, 0.72 → mean 0.685, std 0.0495; gains 25, 30 → 27.5 ± 3.5, lowest 25.0;
     # over anchor on seed 1 only: +5.0; walls 400, 500 → 450 ± 71
     assert c == ["sar", "10", "5", "1, 2", "0.410 ± 0.014", "0.685 ± 0.049", "+27.5 ± 3.5", "+25.0",
-                 "0.710 ± 0.014", "+5.0 (seed 1)", "450 ± 71"], c
+                 "0.710 ± 0.014", "+5.0 (`anchor`, seed 1)", "450 ± 71"], c
     assert row(page, "anchor")[3] == "1", row(page, "anchor")
     b = bench_lines(r.stderr)
     assert b["embodied_sar_gain_points_min"] == 25.0 and abs(b["embodied_sar_success_std"] - 0.0495) < 1e-4, b
@@ -117,6 +117,20 @@ def check(d):
     # the best method is read on its lowest seed: sar's 0.65 (seed 1), not its 0.72 (seed 2)
     assert "the best method at 95% or more on every seed: **not met** (sar, final 0.650 on its lowest seed)" in page, page
 
+    # a method's own control (`<method>_anchor`: its example with rl_coef 0) is read in place of
+    # `anchor`; controls are not methods: the targets and the best method skip them
+    write_run(d, "sar_anchor", [(0, 0.40, [0.4, 0.4]), (10, 0.98, [1.0, 0.96])], wall=200)
+    write_run(d, "sar_anchor-s2", [(0, 0.42, [0.4, 0.44]), (10, 0.96, [0.96, 0.96])], wall=210)
+    r = report(d, manifest, out, "sar:10:5:1,2 sar_anchor:10:10:1,2 anchor:10:10")
+    assert r.returncode == 0, r.stderr
+    page = open(out).read()
+    # sar − sar_anchor per seed: 0.65 − 0.98, 0.72 − 0.96 → −33, −24 → −28.5 ± 6.4
+    assert row(page, "sar")[9] == "-28.5 ± 6.4 (`sar_anchor`)", row(page, "sar")
+    assert row(page, "sar_anchor")[9] == "-" and row(page, "anchor")[9] == "-", page
+    assert "within 60 minutes on every seed: met (sar +25.0);" in page, page
+    assert "**not met** (sar, final 0.650 on its lowest seed)" in page, page
+    assert "`<method>_anchor` is a method's own control" in page, page
+
     # errors: nothing is written
     before = open(out).read()
     for methods, want in [("sar:10:5:1,3 anchor", "sar-s3/metrics.jsonl is missing (method sar, seed 3"),
@@ -127,7 +141,7 @@ def check(d):
         r = report(d, manifest, out, methods)
         assert r.returncode != 0 and want in r.stderr, (methods, r.returncode, r.stderr)
         assert open(out).read() == before, methods
-    print("bench_embodied_report: one seed, per-method seeds, errors: ok")
+    print("bench_embodied_report: one seed, per-method seeds, own controls, errors: ok")
 
 
 if __name__ == "__main__":

@@ -193,6 +193,7 @@ static void test_switch_and_errors(void **state)
         {"algorithm:\n  loss_type: actor\nactor:\n  loss_agg_mode: seq-mean-token-sum\n", ":4:", "actor.loss_agg_mode"},
         {"actor:\n  loss_agg_mode: seq-mean-token-mean\n", ":2:", "flow_sar weighs its chunks by its own credit"},
         {"algorithm:\n  normalize_advantages: maybe\n", ":2:", "algorithm.normalize_advantages"},
+        {"algorithm:\n  rl_coef: 0\n", ":2:", "algorithm.rl_coef: 0 with algorithm.demo_coef 0 trains nothing"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         c = s_job(bad[i].yaml); /* a value of the wrong type fails at load, the others here */

@@ -260,6 +260,10 @@ static inline int rl_flow_rl_config_read(const rl_config *c, rl_flow_rl_config *
         return rl_config_error_at(c, "algorithm.demos", RL_ECONFIG,
                                   "algorithm.demo_coef is %g: name the demonstrations (a libero_collect "
                                   "dataset, e.g. runs/libero_demos/demos.safetensors)", o->demo_coef);
+    if (o->rl_coef == 0 && o->demo_coef == 0)
+        return rl_config_error_at(c, "algorithm.rl_coef", RL_ECONFIG,
+                                  "0 with algorithm.demo_coef 0 trains nothing: rl_coef 0 is the anchor-only "
+                                  "control, which needs demo_coef > 0 and algorithm.demos");
     if (strcmp(ae, "gae") == 0)
         o->gae = 1;
     else if (strcmp(ae, "grpo") != 0)
