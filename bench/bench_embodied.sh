@@ -24,7 +24,8 @@
 # `anchor` is what the RL signal adds beyond imitating the demonstrations;
 # `<method>_anchor` is that method's own control (its example with
 # algorithm.rl_coef 0: the anchor with the method's epochs, learning rate and
-# steps), which the page reads the method against where it is listed. GIFs of the
+# steps), which the page reads the method and its variants (flowsar_mse)
+# against where it is listed. GIFs of the
 # evaluations: BENCH_EMBODIED_GIFS episodes per task (default 0: they cost
 # about a minute per evaluation). BENCH_EMBODIED_SEEDS (default 1) lists the
 # RL seeds (trainer.seed) of every method without its own; a method with

@@ -37,10 +37,14 @@ def is_control(method):
 
 def control_of(method, methods):
     """The run a method's gain over the control is read against: its own
-    `<method>_anchor` when listed, else `anchor` (None when neither is)."""
-    own = method + "_anchor"
-    if own in methods:
-        return own
+    `<method>_anchor` when listed, else that of the method it is a variant of
+    (`flowsar_mse` → `flowsar_anchor`: at rl_coef 0 the variant trains the
+    same anchor), else `anchor` (None when none is listed)."""
+    parts = method.split("_")
+    for k in range(len(parts), 0, -1):
+        own = "_".join(parts[:k]) + "_anchor"
+        if own in methods:
+            return own
     return "anchor" if "anchor" in methods else None
 
 

@@ -121,14 +121,17 @@ def check(d):
     # `anchor`; controls are not methods: the targets and the best method skip them
     write_run(d, "sar_anchor", [(0, 0.40, [0.4, 0.4]), (10, 0.98, [1.0, 0.96])], wall=200)
     write_run(d, "sar_anchor-s2", [(0, 0.42, [0.4, 0.44]), (10, 0.96, [0.96, 0.96])], wall=210)
-    r = report(d, manifest, out, "sar:10:5:1,2 sar_anchor:10:10:1,2 anchor:10:10")
+    write_run(d, "sar_mse", [(0, 0.40, [0.4, 0.4]), (10, 0.90, [0.9, 0.9])], wall=400)
+    r = report(d, manifest, out, "sar:10:5:1,2 sar_mse:10:10 sar_anchor:10:10:1,2 anchor:10:10")
     assert r.returncode == 0, r.stderr
     page = open(out).read()
     # sar − sar_anchor per seed: 0.65 − 0.98, 0.72 − 0.96 → −33, −24 → −28.5 ± 6.4
     assert row(page, "sar")[9] == "-28.5 ± 6.4 (`sar_anchor`)", row(page, "sar")
+    # a variant (`sar_mse`) is read against the control of the method it varies, on its seed 1: 0.90 − 0.98
+    assert row(page, "sar_mse")[9] == "-8.0 (`sar_anchor`)", row(page, "sar_mse")
     assert row(page, "sar_anchor")[9] == "-" and row(page, "anchor")[9] == "-", page
-    assert "within 60 minutes on every seed: met (sar +25.0);" in page, page
-    assert "**not met** (sar, final 0.650 on its lowest seed)" in page, page
+    assert "within 60 minutes on every seed: met (sar +25.0, sar_mse +50.0);" in page, page
+    assert "**not met** (sar_mse, final 0.900 on its lowest seed)" in page, page  # not sar_anchor's 0.96
     assert "`<method>_anchor` is a method's own control" in page, page
 
     # errors: nothing is written
