@@ -63,10 +63,12 @@ for spec in $METHODS; do
     IFS=: read -r m msteps mevery mseeds <<<"$spec"
     msteps=${msteps:-$STEPS}; mevery=${mevery:-$EVERY}; mseeds=${mseeds:-$SEEDS}
 for seed in ${mseeds//,/ }; do
-    base=$m; ctl=()
-    case $m in ?*_anchor) base=${m%_anchor}; ctl=(algorithm.rl_coef=0) ;; esac
+    base=$m; ctl=()   # a control: the base method's example with its own loss off
+    case $m in
+    anchor) base=sil; ctl=(algorithm.rl_coef=0) ;;
+    ?*_anchor) base=${m%_anchor}; ctl=(algorithm.rl_coef=0) ;;
+    esac
     case $base in
-    anchor) cfg=examples/libero_object_sil.yaml; extra=(algorithm.rl_coef=0) ;;
     sil) cfg=examples/libero_object_sil.yaml; extra=() ;;
     flowsar) cfg=examples/libero_object_flowsar.yaml; extra=() ;;
     flowsar_mse) cfg=examples/libero_object_flowsar.yaml; extra=(algorithm.flow_sar_loss_variant=mse_branch) ;;
