@@ -1,11 +1,23 @@
 #!/bin/bash
 # bench_async.sh — `make bench-async`: the same GRPO job run synchronously
 # (trainer.staleness=0) and one step off (trainer.staleness=1 with TIS), from
-# one SFT warm start, in one bench run, in the order sync, async, async, sync
-# (each run twice, so a drift of the machine's speed over the bench weighs on
-# both sides alike; the repeats also show whether each run is deterministic);
-# prints
-#   bench: async_step_time_ratio = X   (mean step time async / sync, both runs of each)
+# one SFT warm start, in one bench run. Three arms, each run twice in the
+# order sync, pinned_sync, async, async_2, pinned_sync_2, sync_2 (so a drift
+# of the machine's speed over the bench weighs on every arm alike; the
+# repeats also show whether each run is deterministic):
+#   sync         the synchronous loop on RL_BENCH_ASYNC_CLUSTER: every role
+#                may use every core, and each phase has them all in turn
+#   pinned_sync  the synchronous loop on the pinned cluster (below)
+#   async        one step off on the pinned cluster: the rollout on its own
+#                cores samples the next step while the actor trains
+# The pinned cluster is written into the run folder from the core count n:
+# rollout on cores [0, n/2), actor rank 0 on [n/2, 3n/4), rank 1 on
+# [3n/4, n) (both on core 1 when n = 2), reward unpinned (cluster.yaml
+# `cpus:`, rlrt/runtime/cpus.h). RL_BENCH_ASYNC_PIN=0 runs the async arm on
+# RL_BENCH_ASYNC_CLUSTER instead and leaves out pinned_sync.
+# Prints
+#   bench: async_step_time_ratio = X   (async / sync: mean step time, both runs of each)
+#   bench: async_step_time_ratio_pinned_sync = X   (async / pinned_sync)
 #   bench: async_val_acc_delta = X     (final val accuracy async − sync)
 # and writes its section of docs/RESULTS.md (bench/bench_async_report.py).
 #
@@ -16,7 +28,12 @@
 #   RL_BENCH_ASYNC_DIR (default runs/bench_async)
 #   RL_BENCH_ASYNC_OUT (default docs/RESULTS.md)
 #   RL_BENCH_ASYNC_CLUSTER (default examples/cluster-local.yaml)
-#   RL_BENCH_ASYNC_EXTRA                   extra overrides for both RL runs
+#   RL_BENCH_ASYNC_PIN (default 1)         0: no pinned cluster (see above)
+#   RL_BENCH_ASYNC_EXTRA                   extra overrides for every RL run
+#   RL_BENCH_COMMIT                        the commit to name when the tree has no .git
+#                                          (a copy on another machine)
+# The page's section is named for the core count (bench-async-<n>cores), so
+# a page can hold the runs of machines of different sizes side by side.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -27,6 +44,7 @@ DIR=${RL_BENCH_ASYNC_DIR:-runs/bench_async}
 OUT=${RL_BENCH_ASYNC_OUT:-docs/RESULTS.md}
 CLUSTER=${RL_BENCH_ASYNC_CLUSTER:-examples/cluster-local.yaml}
 EXTRA=${RL_BENCH_ASYNC_EXTRA:-}
+PIN=${RL_BENCH_ASYNC_PIN:-1}
 PY=${RL_BENCH_PYTHON:-/usr/bin/python3}
 DRIVER="$BUILD/bin/rl-driver"
 [ -x "$DRIVER" ] || { echo "bench-async: $DRIVER not built (make)"; exit 2; }
@@ -40,7 +58,7 @@ printf 'name\tkind\testimator\twarm\tseed\twall_s\trc\tcommand\n' >"$RUNS"
     echo "date_utc=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "nproc=$(nproc)"
     echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-    echo "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "commit=$(git rev-parse --short HEAD 2>/dev/null || echo "${RL_BENCH_COMMIT:-unknown}")"
     echo "dirty=$(git status --porcelain --untracked-files=no 2>/dev/null | grep -c .)"
     echo "loadavg_start=$(cut -d' ' -f1-3 /proc/loadavg)"
     echo "steps=$STEPS"
@@ -48,13 +66,44 @@ printf 'name\tkind\testimator\twarm\tseed\twall_s\trc\tcommand\n' >"$RUNS"
     echo "tis=$TIS"
     echo "extra=$EXTRA"
     echo "cluster=$CLUSTER"
+    echo "pin=$PIN"
 } >"$DIR/env.txt"
+# the pinned cluster: the driver's section and nodes of $CLUSTER are not
+# needed (one machine, local launch); the roles get their own cores
+NCPU=$(nproc)
+pinned_cluster() {
+    local n=$1 h q
+    h=$((n / 2)); q=$((n / 4))
+    local ro="0-$((h - 1))" a0="$h-$((h + q - 1))" a1="$((h + q))-$((n - 1))"
+    if [ "$n" = 2 ]; then ro=0; a0=1; a1=1; fi
+    if [ "$n" = 3 ]; then ro=0; a0=1-2; a1=1-2; fi
+    cat <<YAML
+# written by bench/bench_async.sh for $n cores: rollout and actor on cores of their own
+driver: {bind: 127.0.0.1, port: 5555}
+nodes: [{name: local, address: 127.0.0.1, launch: local}]
+roles:
+  rollout: {count: 1, node: local, cpus: "$ro"}
+  actor:
+    count: 2
+    placement:
+      - {rank: 0, node: local, cpus: "$a0"}
+      - {rank: 1, node: local, cpus: "$a1"}
+  reward: {count: 2, node: local}
+YAML
+}
+ACLUSTER=$CLUSTER
+if [ "$PIN" != 0 ]; then
+    if [ "$NCPU" -lt 2 ]; then echo "bench-async: pinning needs 2 cores or more (RL_BENCH_ASYNC_PIN=0)"; exit 2; fi
+    ACLUSTER="$DIR/cluster-pinned.yaml"
+    pinned_cluster "$NCPU" >"$ACLUSTER"
+    echo "pinned_cluster=$ACLUSTER" >>"$DIR/env.txt"
+fi
 now() { date +%s.%N; }
 run() {
-    local name=$1 kind=$2
-    shift 2
+    local name=$1 kind=$2 cluster=$3
+    shift 3
     # a free port of its own, so the bench can run beside other jobs
-    local cmd=("$DRIVER" --cluster "$CLUSTER" --bind 'tcp://127.0.0.1:*' --log-level warn "$@")
+    local cmd=("$DRIVER" --cluster "$cluster" --bind 'tcp://127.0.0.1:*' --log-level warn "$@")
     echo "bench-async: $name: ${cmd[*]}"
     local t0 rc wall
     t0=$(now)
@@ -66,24 +115,30 @@ run() {
     return $rc
 }
 t_all=$(now)
-run sft sft --config examples/arith_sft.yaml trainer.output_dir="$DIR/sft" \
+run sft sft "$CLUSTER" --config examples/arith_sft.yaml trainer.output_dir="$DIR/sft" \
     trainer.total_steps="$SFT_STEPS" || exit 1
 common=(--config examples/arith_grpo.yaml model.init_from="$DIR/sft/final"
         trainer.total_steps="$STEPS" trainer.save_every=0 trainer.seed=1)
-# shellcheck disable=SC2086
-run sync rl "${common[@]}" trainer.output_dir="$DIR/sync" trainer.staleness=0 $EXTRA
-# shellcheck disable=SC2086
-run async rl "${common[@]}" trainer.output_dir="$DIR/async" trainer.staleness=1 \
-    algorithm.tis_imp_ratio_cap="$TIS" $EXTRA
-# shellcheck disable=SC2086
-run async_2 rl "${common[@]}" trainer.output_dir="$DIR/async_2" trainer.staleness=1 \
-    algorithm.tis_imp_ratio_cap="$TIS" $EXTRA
-# shellcheck disable=SC2086
-run sync_2 rl "${common[@]}" trainer.output_dir="$DIR/sync_2" trainer.staleness=0 $EXTRA
+sync_run() { # sync_run NAME CLUSTER
+    # shellcheck disable=SC2086
+    run "$1" rl "$2" "${common[@]}" trainer.output_dir="$DIR/$1" trainer.staleness=0 $EXTRA
+}
+async_run() { # async_run NAME
+    # shellcheck disable=SC2086
+    run "$1" rl "$ACLUSTER" "${common[@]}" trainer.output_dir="$DIR/$1" trainer.staleness=1 \
+        algorithm.tis_imp_ratio_cap="$TIS" $EXTRA
+}
+sync_run sync "$CLUSTER"
+[ "$PIN" = 0 ] || sync_run pinned_sync "$ACLUSTER"
+async_run async
+async_run async_2
+[ "$PIN" = 0 ] || sync_run pinned_sync_2 "$ACLUSTER"
+sync_run sync_2 "$CLUSTER"
 {
     echo "loadavg_end=$(cut -d' ' -f1-3 /proc/loadavg)"
     echo "bench_wall_s=$(awk -v a="$t_all" -v b="$(now)" 'BEGIN{printf "%.0f", b - a}')"
 } >>"$DIR/env.txt"
 mkdir -p "$(dirname "$OUT")"
-"$PY" bench/bench_async_report.py --dir "$DIR" --out "$OUT" || exit 1
+"$PY" bench/bench_async_report.py --dir "$DIR" --out "$OUT" --section "bench-async-${NCPU}cores" ||
+    exit 1
 ! awk -F'\t' 'NR > 1 && $7 != 0 {bad = 1} END {exit !bad}' "$RUNS"

@@ -22,29 +22,40 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", required=True)
     ap.add_argument("--out", default="docs/RESULTS.md")
+    ap.add_argument("--section", default="bench-async",
+                    help="the page section's marker name (bench_async.sh: bench-async-<n>cores)")
     a = ap.parse_args()
     env = read_env(os.path.join(a.dir, "env.txt"))
     runs = {r["name"]: r for r in read_runs(os.path.join(a.dir, "runs.tsv"))}
-    # the bench order: sync, async, async_2, sync_2 (an older bench ran the first two only)
-    order = [n for n in ("sync", "async", "async_2", "sync_2") if n in runs]
+    # the bench order: sync, pinned_sync, async, async_2, pinned_sync_2, sync_2
+    # (older benches: sync, async, async_2, sync_2, or the first two only)
+    order = [n for n in ("sync", "pinned_sync", "async", "async_2", "pinned_sync_2", "sync_2")
+             if n in runs]
     run = {n: Run(a.dir, runs[n], 1e9) for n in order}
-    arms = {"sync": [run[n] for n in order if n.startswith("sync")],
-            "async": [run[n] for n in order if n.startswith("async")]}
+
+    def arm_of(n):
+        return n[:-2] if n.endswith("_2") else n
+
+    arms = {}
+    for n in order:
+        arms.setdefault(arm_of(n), []).append(run[n])
 
     def steptime(r):
         v = [x["timing_s/step"] for x in r.rows if x.get("step", 0) > SKIP and "timing_s/step" in x]
         return mean(v)
 
     def arm_mean(arm, f):
-        v = [f(r) for r in arms[arm]]
+        v = [f(r) for r in arms.get(arm, [])]
         return mean([x for x in v if math.isfinite(x)])
 
-    ts, ta = arm_mean("sync", steptime), arm_mean("async", steptime)
+    ts, ta, tp = arm_mean("sync", steptime), arm_mean("async", steptime), arm_mean("pinned_sync", steptime)
     ratio = ta / ts if ts and math.isfinite(ts) else float("nan")
+    ratio_p = ta / tp if tp and math.isfinite(tp) else float("nan")
+    pinned = "pinned_sync" in arms
     sync, asy = run["sync"], run["async"]
     fs, fa = sync.after(), asy.after()
     delta = fa - fs if fs is not None and fa is not None else float("nan")
-    out = ["## One-step-off asynchronous training (`make bench-async`)\n"]
+    out = [f"## One-step-off asynchronous training (`make bench-async`, {env.get('nproc')} cores)\n"]
     out.append(
         "This section is generated in full by `make bench-async` (`bench/bench_async.sh` runs the "
         "jobs, `bench/bench_async_report.py` writes the section); do not edit it by hand. Run on "
@@ -53,32 +64,47 @@ def main():
         + f", {env.get('nproc')} CPU cores ({env.get('cpu')}), load average "
         f"{env.get('loadavg_start')} at the start and {env.get('loadavg_end')} at the end (a shared "
         f"machine). The whole bench took {env.get('bench_wall_s')} s.\n")
+    cpus = ""
+    if pinned:
+        try:
+            with open(os.path.join(a.dir, "cluster-pinned.yaml")) as f:
+                cpus = "; ".join(ln.strip() for ln in f if "cpus:" in ln)
+        except OSError:
+            cpus = "(cluster-pinned.yaml missing)"
     out.append(
         "The same GRPO job from one SFT warm start, run synchronously (`trainer.staleness=0`, "
-        "verl's order) and one step off (`trainer.staleness=1`: the rollout generates step k+1's "
-        "samples with the weights it holds while the actor trains step k, corrected by TIS with "
-        f"cap {env.get('tis')})"
-        + (", in the order sync, async, async, sync: each arm's step time is the mean of its two "
-           "runs, so a steady drift of the machine's speed over the bench weighs on both arms "
-           "alike" if len(order) == 4 else "")
+        "verl's order) and one step off (`trainer.staleness=1`: the rollout generates the next "
+        "step's samples, with `trainer.async_rounds` at its default (as many filter rounds as the "
+        "step before needed), with the weights it holds while the actor trains this step, "
+        f"corrected by TIS with cap {env.get('tis')}). "
+        + ("Three arms: `sync` on the cluster where every role may use every core (each phase "
+           "has them all in turn), `pinned_sync` and `async` on a cluster that gives rollout and "
+           f"actor cores of their own (cluster.yaml `cpus:`; here {cpus}). " if pinned else "")
+        + ("Each arm ran twice, in the order " + ", ".join(order) + ": an arm's step time is the "
+           "mean of its runs, so a steady drift of the machine's speed over the bench weighs on "
+           "every arm alike" if len(order) >= 4 else "")
         + f". Step times are means of `timing_s/step` after the first {SKIP} steps.\n")
     out.append(code([runs[n]["command"] for n in ["sft"] + order]) + "\n")
     rows = []
     for i, n in enumerate(order):
         r = run[n]
         a_, s_ = r.best()
-        on = n.startswith("async")
+        on = arm_of(n) == "async"
         rows.append([i + 1, n, r.steps, fmt(steptime(r)), fmt(r.before()), fmt(r.after()),
                      f"{fmt(a_)} (step {s_})" if a_ is not None else "–",
                      fmt(r.mean("async/staleness_mean")) if on else "0",
                      fmt(r.mean("tis/ratio_mean"), 4) if on else "–",
                      fmt(r.mean("tis/capped_frac"), 4) if on else "–",
-                     fmt(r.mean("tis/mismatch_kl"), 5) if on else "–", r.status()])
+                     fmt(r.mean("tis/mismatch_kl"), 5) if on else "–",
+                     (f'{fmt(r.mean("async/rounds_from_queue"), 2)} / '
+                      f'{fmt(r.mean("async/unused_rounds"), 2)}') if on else "–",
+                     fmt(r.mean("batch/filter_rounds"), 2), r.status()])
     out.append(table(["#", "run", "steps", "s / step", "val acc before", "final", "best",
                       "staleness (mean)", "TIS ratio (mean)", "TIS capped share",
-                      "mismatch KL", "status"], rows) + "\n")
-    if len(order) == 4:
-        same = {arm: rs[0].curve == rs[1].curve for arm, rs in arms.items()}
+                      "mismatch KL", "rounds from queue / dropped", "filter rounds", "status"],
+                     rows) + "\n")
+    if len(order) >= 4:
+        same = {arm: rs[0].curve == rs[1].curve for arm, rs in arms.items() if len(rs) == 2}
         said = {True: "reproduced its first run's validation accuracy at every validation step",
                 False: "differs from its first run"}
         out.append("The repeats: " + "; ".join(f"{arm}, {said[ok]}" for arm, ok in same.items())
@@ -90,26 +116,32 @@ def main():
                "wait for samples generated during the previous step, and `sync_weights` includes "
                "waiting for the rollout to finish the next step's samples):\n")
     out.append(table(["run"] + PHASES + ["step"], prow) + "\n")
-    # a control: the actor's update does the same work in both arms, so its
-    # time ratio shows how much the machine's speed differed between them
+    # a control: the actor's update does the same work in every arm, so its
+    # time ratio shows how much the machine's speed (or the cores the
+    # update had) differed between them
+    base = "pinned_sync" if pinned else "sync"
     cu = (arm_mean("async", lambda r: r.mean("timing_s/update_actor"))
-          / arm_mean("sync", lambda r: r.mean("timing_s/update_actor")))
+          / arm_mean(base, lambda r: r.mean("timing_s/update_actor")))
     out.append(f"Control: `update_actor`, the same work in both arms, took {cu:.3f} times as long in "
-               "the async runs as in the sync runs"
+               f"the async runs as in the {base} runs"
                + (" — the machine's speed differed between the arms (a shared machine), or the "
                   "overlapped generation competed with the update for the cores, so the "
                   "step-time ratio below mixes that with the overlap." if abs(cu - 1) > 0.1
                   else ", so the arms saw about the same machine.") + "\n")
-    out.append(f"`bench: async_step_time_ratio = {ratio:.3f}` (target ≤ 0.65: "
-               + ("met" if ratio <= 0.65 else "not met")
-               + f"); `bench: async_val_acc_delta = {delta:+.3f}` (target ≥ −0.03: "
+    out.append(f"`bench: async_step_time_ratio = {ratio:.3f}` (async over sync, target ≤ 0.65: "
+               + ("met" if ratio <= 0.65 else "not met") + ")"
+               + (f"; `bench: async_step_time_ratio_pinned_sync = {ratio_p:.3f}` (async over "
+                  "pinned_sync: the same cluster)" if pinned else "")
+               + f"; `bench: async_val_acc_delta = {delta:+.3f}` (target ≥ −0.03: "
                + ("met" if delta >= -0.03 else "not met") + f", {pts(delta)} points; the first "
                "run of each arm).\n")
-    page = replace_section(a.out, "bench-async", "\n".join(out))
+    page = replace_section(a.out, a.section, "\n".join(out))
     with open(a.out + ".tmp", "w") as f:
         f.write(page)
     os.replace(a.out + ".tmp", a.out)
     print(f"bench: async_step_time_ratio = {ratio:.3f}")
+    if pinned:
+        print(f"bench: async_step_time_ratio_pinned_sync = {ratio_p:.3f}")
     print(f"bench: async_val_acc_delta = {delta:.3f}")
     print(f"bench: async_update_time_control = {cu:.3f}")
     return 0

@@ -10,6 +10,7 @@
 
 #include "registry.h"
 #include "rlrt/rlrt.h"
+#include "rlrt/runtime/cpus.h"
 #include "rlrt/runtime/net.h"
 #include "rlrt/runtime/worker.h"
 #include "selftest/test_methods.h"
@@ -22,7 +23,7 @@ static void s_usage(FILE *f)
             "                 [--node NAME] [--log-level debug|info|warn|error]\n"
             "                 [--heartbeat-ms MS] [--give-up-s S] [--max-message-mb MB]\n"
             "                 [--cert FILE --driver-key KEY|FILE] [--http-port P [--http-bind ADDR]]\n"
-            "                 [--job ID] [--token-stdin]\n"
+            "                 [--cpus LIST] [--job ID] [--token-stdin]\n"
             "\n"
             "Serves the methods of ROLE (%s) for an rl-driver.\n"
             "Started by the driver (local/ssh launch) or by systemd/Kubernetes (external).\n"
@@ -31,9 +32,11 @@ static void s_usage(FILE *f)
             "  --cert FILE           CurveZMQ: this worker's certificate (FILE and FILE_secret)\n"
             "  --driver-key KEY      the driver's public key (Z85) or its public certificate file\n"
             "  --http-port P         serve /healthz, /healthz/ready and /metrics on P\n"
+            "  --cpus LIST           run on these cores only (\"0-7,16\"), with one compute\n"
+            "                        thread per core unless OMP_NUM_THREADS is set\n"
             "  --job ID, --token-stdin  set by the driver when it starts the worker\n"
             "Environment: RL_DRIVER, RL_ROLE, RL_RANK, RL_WORKER_CERT, RL_DRIVER_KEY and\n"
-            "RL_HTTP_PORT stand for the options; RL_WORKER_TOKEN holds a spawned worker's\n"
+            "RL_HTTP_PORT, RL_CPUS stand for the options; RL_WORKER_TOKEN holds a spawned worker's\n"
             "slot token. Under systemd (NOTIFY_SOCKET) it sends READY, STOPPING, WATCHDOG.\n"
             "Exits 0 on SHUTDOWN or SIGTERM, 1 on a start-up error or when the driver refuses\n"
             "it, 2 when the driver stays unreachable, 64 on a usage error.\n",
@@ -89,13 +92,14 @@ int main(int argc, char **argv)
         {"driver-key", required_argument, 0, 'K'}, {"max-message-mb", required_argument, 0, 'm'},
         {"http-port", required_argument, 0, 'p'}, {"http-bind", required_argument, 0, 'b'},
         {"rank-from-hostname", no_argument, 0, 'R'}, {"instance", required_argument, 0, 'I'},
-        {0, 0, 0, 0},
+        {"cpus", required_argument, 0, 'C'},      {0, 0, 0, 0},
     };
     rl_worker_options opt = {0};
     const char *role_name = getenv("RL_ROLE");
     opt.driver = getenv("RL_DRIVER");
     opt.cert = getenv("RL_WORKER_CERT");
     const char *driver_key = getenv("RL_DRIVER_KEY");
+    const char *cpus = getenv("RL_CPUS");
     int token_stdin = 0, rank_from_host = 0;
     static char token[128], keybuf[RL_NET_KEY_TXT];
     /* the slot token of a spawned worker: read it, then drop it from the
@@ -104,7 +108,6 @@ int main(int argc, char **argv)
     if (tok_env) {
         snprintf(token, sizeof token, "%s", tok_env);
         opt.token = token;
-        unsetenv("RL_WORKER_TOKEN");
     }
     if (getenv("RL_RANK") && (s_parse_long(getenv("RL_RANK"), 0, INT_MAX, &v0) == 0))
         opt.rank = (int)v0;
@@ -163,6 +166,7 @@ int main(int argc, char **argv)
             break;
         }
         case 'b': opt.http_bind = optarg; break;
+        case 'C': cpus = optarg; break;
         case 'm':
             if (s_parse_long(optarg, 1, 1 << 20, &v))
                 return s_bad("max-message-mb", optarg, "an integer in [1, 1048576]");
@@ -182,6 +186,21 @@ int main(int argc, char **argv)
         fprintf(stderr, "rl-worker: unexpected argument '%s'\n", argv[optind]);
         return RL_WORKER_EXIT_USAGE;
     }
+    /* Bind before any thread starts (threads inherit the mask), and size
+     * libgomp's pool to the cores: it reads OMP_NUM_THREADS when it loads,
+     * so the worker runs itself again with it set (the mask, argv, stdin
+     * and the slot token carry over). Only then is the token dropped from
+     * the environment, so that nothing this worker starts inherits it. */
+    int ncpus = 0;
+    if (cpus && *cpus) {
+        if (rl_cpus_bind(cpus, &ncpus)) {
+            fprintf(stderr, "rl-worker: --cpus: %s\n", rl_error_message());
+            return RL_WORKER_EXIT_USAGE;
+        }
+        (void)rl_nn_use_thread_count(argv, ncpus);
+    }
+    if (tok_env)
+        unsetenv("RL_WORKER_TOKEN");
     if (!role_name || !opt.driver) {
         fprintf(stderr, "rl-worker: --role and --driver are required\n");
         s_usage(stderr);
@@ -227,5 +246,7 @@ int main(int argc, char **argv)
     opt.test_inline = rl_test_inline;
     opt.retry_safe = rl_worker_role_retry_safe(role->name);
     rl_log_set_identity(role->name, opt.rank);
+    if (ncpus)
+        rl_log_info("on cpus %s: %d compute threads", cpus, rl_nn_get_threads());
     return rl_worker_run(&opt, role);
 }

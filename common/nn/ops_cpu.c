@@ -5,6 +5,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -36,14 +37,34 @@ int rl_nn_get_threads(void)
     return s_threads;
 }
 
-int rl_nn_use_passive_wait(char **argv)
+/* Sets `name`=`value` and runs this program again with the same argv, so
+ * that libgomp, which reads its variables once when it loads, sees it. On
+ * failure the variable is removed again and -1 returned. */
+static int s_reexec_with(char **argv, const char *name, const char *value)
 {
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || !argv || !argv[0])
-        return 0;
-    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0)
+    if (!argv || !argv[0] || setenv(name, value, 1) != 0)
         return -1;
     execv("/proc/self/exe", argv);
-    unsetenv("OMP_WAIT_POLICY"); /* no /proc, or not executable: as before */
+    unsetenv(name); /* no /proc, or not executable: as before */
+    return -1;
+}
+
+int rl_nn_use_passive_wait(char **argv)
+{
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT"))
+        return 0;
+    return s_reexec_with(argv, "OMP_WAIT_POLICY", "passive");
+}
+
+int rl_nn_use_thread_count(char **argv, int n)
+{
+    if (getenv("OMP_NUM_THREADS") || n <= 0)
+        return 0;
+    char text[16];
+    snprintf(text, sizeof text, "%d", n);
+    if (s_reexec_with(argv, "OMP_NUM_THREADS", text) == 0)
+        return 0; /* not reached */
+    rl_nn_set_threads(n); /* at least the products and attention */
     return -1;
 }
 

@@ -184,6 +184,22 @@ static int s_read_gpus(const rl_cluster *cl, const rl_config_node *g, rl_placeme
     return RL_OK;
 }
 
+/* `cpus:` of a placement or role: a well-formed CPU list (cpus.h), kept as
+ * its canonical text. */
+static int s_read_cpus(const rl_config_node *v, char *dst)
+{
+    const char *text;
+    int rc = rl_config_node_string(v, &text);
+    if (rc)
+        return rc;
+    cpu_set_t set;
+    if (rl_cpus_parse(text, &set, NULL))
+        return rl_config_node_error(v, RL_ECONFIG, "%s", rl_error_message());
+    if (rl_cpus_format(&set, dst, RL_CPUS_TEXT_MAX) >= RL_CPUS_TEXT_MAX)
+        return rl_config_node_error(v, RL_ECONFIG, "cpus: list too long");
+    return RL_OK;
+}
+
 static int s_node_ref(const rl_cluster *cl, const rl_config_node *v, int *out)
 {
     const char *name;
@@ -206,8 +222,8 @@ static int s_node_ref(const rl_cluster *cl, const rl_config_node *v, int *out)
 
 static int s_read_role(rl_cluster *cl, int role, const rl_config_node *r, rl_placement *out)
 {
-    static const char *const keys[] = {"count", "placement", "node", NULL};
-    static const char *const pkeys[] = {"rank", "node", "gpus", NULL};
+    static const char *const keys[] = {"count", "placement", "node", "cpus", NULL};
+    static const char *const pkeys[] = {"rank", "node", "gpus", "cpus", NULL};
     int rc = rl_config_node_check_keys(r, keys);
     if (rc)
         return rc;
@@ -221,6 +237,10 @@ static int s_read_role(rl_cluster *cl, int role, const rl_config_node *r, rl_pla
     const rl_config_node *nn = rl_config_node_at(r, "node");
     if (pl && nn)
         return rl_config_node_error(r, RL_ECONFIG, "give either 'placement' or 'node', not both");
+    const rl_config_node *rc_cpus = rl_config_node_at(r, "cpus");
+    if (rc_cpus && pl)
+        return rl_config_node_error(rc_cpus, RL_ECONFIG,
+                                    "with 'placement', give cpus per rank in the placement");
     if (!pl && !nn)
         return rl_config_node_error(r, RL_ECONFIG, "missing key 'placement' (or 'node')");
     for (int k = 0; k < count; k++) {
@@ -231,9 +251,13 @@ static int s_read_role(rl_cluster *cl, int role, const rl_config_node *r, rl_pla
         int node;
         if ((rc = s_node_ref(cl, nn, &node)))
             return rc;
+        char cpus[RL_CPUS_TEXT_MAX] = "";
+        if (rc_cpus && (rc = s_read_cpus(rc_cpus, cpus)))
+            return rc;
         for (int k = 0; k < count; k++) {
             out[k].rank = k;
             out[k].node = node;
+            memcpy(out[k].cpus, cpus, sizeof cpus);
         }
         return RL_OK;
     }
@@ -279,8 +303,10 @@ static int s_read_role(rl_cluster *cl, int role, const rl_config_node *r, rl_pla
         }
         if ((rc = s_node_ref(cl, v, &p->node)))
             break;
-        if ((v = rl_config_node_at(m, "gpus")))
-            rc = s_read_gpus(cl, v, p);
+        if ((v = rl_config_node_at(m, "gpus")) && (rc = s_read_gpus(cl, v, p)))
+            break;
+        if ((v = rl_config_node_at(m, "cpus")))
+            rc = s_read_cpus(v, p->cpus);
     }
     free(line_of);
     return rc;
@@ -556,13 +582,13 @@ char *rl_cluster_table(const rl_cluster *cl)
     for (int r = 0; r < cl->n_roles; r++)
         if ((int)strlen(cl->roles[r].name) > w)
             w = (int)strlen(cl->roles[r].name);
-    size_t line_max = (size_t)w + RL_CLUSTER_NAME_MAX + RL_CLUSTER_ADDR_MAX + 450;
+    size_t line_max = (size_t)w + RL_CLUSTER_NAME_MAX + RL_CLUSTER_ADDR_MAX + 450 + RL_CPUS_TEXT_MAX;
     size_t cap = line_max * ((size_t)cl->n_placements + 1);
     char *out = malloc(cap);
     if (!out)
         return rl_error_set(RL_ENOMEM, "cluster: out of memory"), NULL;
-    size_t len = (size_t)snprintf(out, cap, "%-*s %4s  %-16s %-24s %-8s %s\n", w, "role", "rank",
-                                  "node", "address", "launch", "gpus");
+    size_t len = (size_t)snprintf(out, cap, "%-*s %4s  %-16s %-24s %-8s %-12s %s\n", w, "role",
+                                  "rank", "node", "address", "launch", "gpus", "cpus");
     for (int i = 0; i < cl->n_placements; i++) {
         const rl_placement *p = &cl->placements[i];
         const rl_cluster_node *nd = &cl->nodes[p->node];
@@ -570,9 +596,10 @@ char *rl_cluster_table(const rl_cluster *cl)
         size_t g = 0;
         for (int k = 0; k < p->ngpus; k++)
             g += (size_t)snprintf(gpus + g, sizeof gpus - g, "%s%d", k ? "," : "", p->gpus[k]);
-        len += (size_t)snprintf(out + len, cap - len, "%-*s %4d  %-16s %-24s %-8s %s\n", w,
+        len += (size_t)snprintf(out + len, cap - len, "%-*s %4d  %-16s %-24s %-8s %-12s %s\n", w,
                                 cl->roles[p->role].name, p->rank, nd->name, nd->address,
-                                rl_launch_mode_name(nd->launch), gpus);
+                                rl_launch_mode_name(nd->launch), gpus,
+                                p->cpus[0] ? p->cpus : "-");
     }
     return out;
 }

@@ -217,6 +217,8 @@ static int s_spawn(rl_drv_slot *s)
         if (d->cl->http_worker_port && rn > 0 && (size_t)rn < sizeof remote)
             rn += snprintf(remote + rn, sizeof remote - (size_t)rn,
                            " --http-port %s --http-bind %s", http_port, d->cl->http_bind);
+        if (s->pl->cpus[0] && rn > 0 && (size_t)rn < sizeof remote) /* digits , - only */
+            rn += snprintf(remote + rn, sizeof remote - (size_t)rn, " --cpus %s", s->pl->cpus);
         if (rn < 0 || (size_t)rn >= sizeof remote)
             return rl_error_set(RL_EINVAL, "cannot start %s: the ssh command is too long",
                                 s->label);
@@ -252,6 +254,10 @@ static int s_spawn(rl_drv_slot *s)
             argv[a++] = http_port;
             argv[a++] = "--http-bind";
             argv[a++] = (char *)d->cl->http_bind;
+        }
+        if (s->pl->cpus[0]) {
+            argv[a++] = "--cpus";
+            argv[a++] = (char *)s->pl->cpus;
         }
     }
     argv[a] = NULL;

@@ -39,7 +39,7 @@ typedef struct s_opts {
     const char *estimator, *kl_penalty, *kl_ctrl_type, *filter_key;
     int norm_by_std, uniform_scale, use_kl_in_reward, filtering, filter_std;
     int overlong_filter, overlong_buffer, fill;
-    int64_t max_tries, overlong_len, staleness;
+    int64_t max_tries, overlong_len, staleness, async_rounds;
     double gamma, kl_coef, kl_target, kl_horizon, filter_low, filter_high;
     double overlong_factor, tis_cap;
     rl_kl_kind kl_kind;
@@ -72,6 +72,8 @@ static const rl_config_spec s_spec[] = {
     S_NUM("algorithm.overlong_buffer.penalty_factor", overlong_factor, 0, 1e6, 0),
     S_NUM("algorithm.tis_imp_ratio_cap", tis_cap, 0, 1e6, 0),
     {"trainer.staleness", RL_CFG_INT, offsetof(s_opts, staleness), 0, RL_RLVR_MAX_STALENESS, 0, NULL},
+    {"trainer.async_rounds", RL_CFG_INT, offsetof(s_opts, async_rounds), 0,
+     RL_RLVR_MAX_ASYNC_ROUNDS, 0, NULL},
 };
 
 static int s_read_opts(const rl_config *job, s_opts *o)
@@ -452,40 +454,60 @@ static float *s_tokens_of(const rl_dataproto *dp, const char *name, int64_t R)
 
 /* ---- phases ------------------------------------------------------------------------------------ */
 
-/* Sends off round 0 of `step` unless it is queued already. */
-static int s_prefetch(s_rlvr *r, int64_t step)
+/* Sends off round `round` of `step` unless it is queued already. */
+static int s_prefetch(s_rlvr *r, int64_t step, int64_t round)
 {
-    if (rl_rlvr_async_has(&r->async, step))
+    if (rl_rlvr_async_has(&r->async, step, round))
         return RL_OK;
     rl_dataproto *dp = NULL;
     rl_future *f = NULL;
-    int rc = s_round_start(r, step, 0, r->j.batch, &dp, &f);
-    return rc ? rc : rl_rlvr_async_push(&r->async, step, dp, f);
+    int rc = s_round_start(r, step, round, r->j.batch, &dp, &f);
+    return rc ? rc : rl_rlvr_async_push(&r->async, step, round, dp, f);
 }
 
-/* Round 0 of this step: generated now (trainer.staleness 0), or taken from
- * the queue (sent off by an earlier step; the first step of a run, or one
- * whose queue was empty, sends it now). */
-static int s_first_round(s_rlvr *r, rl_dataproto **part, double *g, double *w)
+/* Round `round` of this step: generated now (trainer.staleness 0, or a
+ * round past those sent ahead), or taken from the queue (sent off by an
+ * earlier step; round 0 of the first step of a run, or of one whose queue
+ * was empty, is sent now). *ahead = 1 when it came from the queue. */
+static int s_step_round(s_rlvr *r, int64_t round, rl_dataproto **part, double *g, double *w,
+                        int *ahead)
 {
+    *ahead = 0;
     if (r->o.staleness == 0)
-        return s_round(r, r->step, 0, r->j.batch, part, g, w);
-    int rc = s_prefetch(r, r->step);
-    return rc ? rc : rl_rlvr_async_take(&r->async, &r->j, r->step, part, g, w);
+        return s_round(r, r->step, round, r->j.batch, part, g, w);
+    int rc = RL_OK;
+    if (rl_rlvr_async_has(&r->async, r->step, round))
+        *ahead = 1;
+    else if (round == 0)
+        rc = s_prefetch(r, r->step, 0);
+    else
+        return s_round(r, r->step, round, r->j.batch, part, g, w);
+    return rc ? rc : rl_rlvr_async_take(&r->async, &r->j, r->step, round, part, g, w);
 }
 
-/* Round 0 of the next `staleness` steps, sent off once this step's rounds are
- * all back, so the rollout ranks sample them while the actor trains this
- * step. Sent earlier, they would queue ahead of this step's own filter
- * rounds on the rollout (its calls run in order) and the actor would wait
- * for both. They still run before this step's weight sync: at most
- * `staleness` versions old. Also past trainer.total_steps: a checkpoint of
- * the last step then holds the samples a longer (resumed) run trains on. */
-static int s_prefetch_ahead(s_rlvr *r)
+/* The first rounds of the next `staleness` steps, sent off once this step's
+ * rounds are all back, so the rollout ranks sample them while the actor
+ * trains this step. Sent earlier, they would queue ahead of this step's own
+ * filter rounds on the rollout (its calls run in order) and the actor would
+ * wait for both. They still run before this step's weight sync: at most
+ * `staleness` versions old. How many rounds per step: trainer.async_rounds,
+ * or (0) as many as this step needed (`used`), at most max_try_make_batch;
+ * one without online filtering. Also past trainer.total_steps: a checkpoint
+ * of the last step then holds the samples a longer (resumed) run trains on. */
+static int s_prefetch_ahead(s_rlvr *r, int64_t used)
 {
+    int64_t rounds = r->o.async_rounds ? r->o.async_rounds : used;
+    if (!r->o.filtering || rounds < 1)
+        rounds = 1;
+    if (rounds > r->o.max_tries)
+        rounds = r->o.max_tries;
+    if (rounds > RL_RLVR_MAX_ASYNC_ROUNDS)
+        rounds = RL_RLVR_MAX_ASYNC_ROUNDS;
+    rl_metric_set_put(r->t.ms, "async/rounds_sent_ahead", (double)rounds);
     int rc = RL_OK;
     for (int64_t s = r->step + 1; !rc && s <= r->step + r->o.staleness; s++)
-        rc = s_prefetch(r, s);
+        for (int64_t q = 0; !rc && q < rounds; q++)
+            rc = s_prefetch(r, s, q);
     return rc;
 }
 
@@ -537,6 +559,7 @@ static int s_phase_generate(void *arg)
     double t_gen = 0, t_rew = 0;
     int rc = RL_OK;
     rl_dataproto *spare = NULL; /* the rounds' rejected groups (filter_exhausted: fill) */
+    int64_t rounds_used = 0, rounds_ahead = 0;
     for (int64_t round = 0; !rc && groups < batch; round++) {
         if (r->o.filtering && round >= r->o.max_tries && r->o.fill && spare &&
             rl_dataproto_rows(spare) >= (batch - groups) * n) {
@@ -579,8 +602,10 @@ static int s_phase_generate(void *arg)
         }
         rl_dataproto *part = NULL;
         double g = 0, w = 0;
-        rc = round == 0 ? s_first_round(r, &part, &g, &w)
-                        : s_round(r, r->step, round, batch, &part, &g, &w);
+        int ahead = 0;
+        rc = s_step_round(r, round, &part, &g, &w, &ahead);
+        rounds_ahead += ahead;
+        rounds_used = round + 1;
         t_gen += g;
         t_rew += w;
         int64_t kept = batch;
@@ -632,8 +657,16 @@ static int s_phase_generate(void *arg)
             rl_metric_set_put(r->t.ms, "batch/filter_rounds", (double)(round + 1));
     }
     rl_dataproto_free(spare);
+    if (r->o.staleness > 0) { /* rounds sent ahead that this step did not need */
+        int unused = rl_rlvr_async_drop_through(&r->async, r->step);
+        rl_metric_set_put(r->t.ms, "async/rounds_from_queue", (double)rounds_ahead);
+        rl_metric_set_put(r->t.ms, "async/unused_rounds", (double)unused);
+        if (unused)
+            rl_log_debug("step %lld: %d round(s) generated ahead were not needed (dropped)",
+                         (long long)r->step, unused);
+    }
     if (!rc && r->o.staleness > 0) /* before the replay metrics: its draws count in this step's */
-        rc = s_prefetch_ahead(r);
+        rc = s_prefetch_ahead(r, rounds_used);
     rl_rlvr_replay_metrics(&r->replay, r->t.ms);
     int64_t guided = rc ? -1 : s_guided_rows(r->batch);
     if (guided >= 0) /* after filtering: what is trained on */
@@ -1253,7 +1286,9 @@ const rl_recipe rl_recipe_rlvr = {
         "  resume: false\n"
         "  rollout_data_dir: \"\"      # a directory: each step's training samples as <step>.jsonl\n"
         "  staleness: 0               # one-step-off training: the rollout generates the next\n"
-        "                             # steps' samples while the actor trains (0 = synchronous)\n",
+        "                             # steps' samples while the actor trains (0 = synchronous)\n"
+        "  async_rounds: 0            # rounds of each later step sent ahead (online filtering\n"
+        "                             # may need several); 0 = as many as the last step needed\n",
         NULL},
     .roles = rl_lm_roles,
     .prepare = s_prepare,

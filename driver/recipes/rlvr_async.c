@@ -8,23 +8,29 @@
 
 #include "rlrt/rlrt.h"
 
-int rl_rlvr_async_push(rl_rlvr_async *a, int64_t step, rl_dataproto *dp, rl_future *f)
+int rl_rlvr_async_push(rl_rlvr_async *a, int64_t step, int64_t round, rl_dataproto *dp,
+                       rl_future *f)
 {
-    if (a->n >= RL_RLVR_MAX_STALENESS) {
+    if (a->n >= RL_RLVR_ASYNC_QUEUE) {
         rl_dataproto_free(dp);
         rl_future_free(f);
-        return rl_error_set(RL_ESTATE, "async: more than %d rounds in flight", RL_RLVR_MAX_STALENESS);
+        return rl_error_set(RL_ESTATE, "async: more than %d rounds in flight", RL_RLVR_ASYNC_QUEUE);
     }
-    a->q[a->n++] = (rl_rlvr_prefetch){.step = step, .dp = dp, .f = f};
+    a->q[a->n++] = (rl_rlvr_prefetch){.step = step, .round = round, .dp = dp, .f = f};
     return RL_OK;
 }
 
-int rl_rlvr_async_has(const rl_rlvr_async *a, int64_t step)
+static int s_find(const rl_rlvr_async *a, int64_t step, int64_t round)
 {
     for (int i = 0; i < a->n; i++)
-        if (a->q[i].step == step)
-            return 1;
-    return 0;
+        if (a->q[i].step == step && a->q[i].round == round)
+            return i;
+    return -1;
+}
+
+int rl_rlvr_async_has(const rl_rlvr_async *a, int64_t step, int64_t round)
+{
+    return s_find(a, step, round) >= 0;
 }
 
 static int s_finish(rl_rlvr_prefetch *p, rl_lm_job *j)
@@ -34,30 +40,54 @@ static int s_finish(rl_rlvr_prefetch *p, rl_lm_job *j)
     rl_future *f = p->f;
     p->f = NULL;
     int rc = rl_lm_job_rollout_finish(j, &p->dp, f, &p->gen_s, &p->reward_s);
-    return rc ? rl_error_wrap(rc, "the round prefetched for step %lld", (long long)p->step) : RL_OK;
+    return rc ? rl_error_wrap(rc, "round %lld prefetched for step %lld", (long long)p->round,
+                              (long long)p->step)
+              : RL_OK;
 }
 
-int rl_rlvr_async_take(rl_rlvr_async *a, rl_lm_job *j, int64_t step, rl_dataproto **out,
-                       double *gen_s, double *reward_s)
+/* Takes entry i out of the queue (order kept). */
+static rl_rlvr_prefetch s_remove(rl_rlvr_async *a, int i)
+{
+    rl_rlvr_prefetch p = a->q[i];
+    memmove(&a->q[i], &a->q[i + 1], sizeof a->q[0] * (size_t)(a->n - i - 1));
+    a->n--;
+    return p;
+}
+
+int rl_rlvr_async_take(rl_rlvr_async *a, rl_lm_job *j, int64_t step, int64_t round,
+                       rl_dataproto **out, double *gen_s, double *reward_s)
 {
     *out = NULL;
-    for (int i = 0; i < a->n; i++) {
-        if (a->q[i].step != step)
-            continue;
-        rl_rlvr_prefetch p = a->q[i];
-        memmove(&a->q[i], &a->q[i + 1], sizeof a->q[0] * (size_t)(a->n - i - 1));
-        a->n--;
-        int rc = s_finish(&p, j);
-        if (rc) {
-            rl_dataproto_free(p.dp);
-            return rc;
-        }
-        *out = p.dp;
-        *gen_s = p.gen_s;
-        *reward_s = p.reward_s;
-        return RL_OK;
+    int i = s_find(a, step, round);
+    if (i < 0)
+        return rl_error_set(RL_ENOTFOUND, "async: no round %lld queued for step %lld",
+                            (long long)round, (long long)step);
+    rl_rlvr_prefetch p = s_remove(a, i);
+    int rc = s_finish(&p, j);
+    if (rc) {
+        rl_dataproto_free(p.dp);
+        return rc;
     }
-    return rl_error_set(RL_ENOTFOUND, "async: no round queued for step %lld", (long long)step);
+    *out = p.dp;
+    *gen_s = p.gen_s;
+    *reward_s = p.reward_s;
+    return RL_OK;
+}
+
+int rl_rlvr_async_drop_through(rl_rlvr_async *a, int64_t step)
+{
+    int dropped = 0;
+    for (int i = 0; i < a->n;) {
+        if (a->q[i].step > step) {
+            i++;
+            continue;
+        }
+        rl_rlvr_prefetch p = s_remove(a, i);
+        rl_future_free(p.f); /* in flight: its reply is dropped when it comes */
+        rl_dataproto_free(p.dp);
+        dropped++;
+    }
+    return dropped;
 }
 
 /* ---- base64 (RFC 4648, with padding) ---------------------------------------------------- */
@@ -135,8 +165,9 @@ int rl_rlvr_async_save(rl_rlvr_async *a, rl_lm_job *j, json_t **out)
             rc = rl_wire_encode_packed(a->q[i].dp, &buf, &len);
         char *text = rc ? NULL : s_b64_encode(buf, len);
         free(buf);
-        char key[32];
-        snprintf(key, sizeof key, "%lld", (long long)a->q[i].step);
+        char key[48];
+        snprintf(key, sizeof key, "%lld.%lld", (long long)a->q[i].step,
+                 (long long)a->q[i].round);
         if (!rc && (!text || json_object_set_new(*out, key, json_string(text))))
             rc = rl_error_set(RL_ENOMEM, "async state: out of memory");
         free(text);
@@ -155,9 +186,21 @@ int rl_rlvr_async_restore(rl_rlvr_async *a, const json_t *saved)
     json_t *v;
     json_object_foreach((json_t *)saved, key, v) {
         char *end = NULL;
-        long long step = strtoll(key, &end, 10);
-        if (!json_is_string(v) || !end || *end || step < 1)
-            return rl_error_set(RL_EPROTO, "async state: entry '%s' is not step → base64 text", key);
+        long long step = strtoll(key, &end, 10), round = 0;
+        if (end && *end == '.') {
+            const char *at = end + 1;
+            round = strtoll(at, &end, 10);
+            if (end == at)
+                end = NULL;
+        }
+        if (!json_is_string(v) || !end || *end || step < 1 || round < 0 ||
+            round >= RL_RLVR_MAX_ASYNC_ROUNDS)
+            return rl_error_set(RL_EPROTO, "async state: entry '%s' is not \"step.round\" "
+                                           "(round < %d) → base64 text", key,
+                                RL_RLVR_MAX_ASYNC_ROUNDS);
+        if (rl_rlvr_async_has(a, step, round))
+            return rl_error_set(RL_EPROTO, "async state: round %lld of step %lld given twice",
+                                round, step);
         unsigned char *buf = NULL;
         size_t len = 0;
         rl_dataproto *dp = NULL;
@@ -166,9 +209,9 @@ int rl_rlvr_async_restore(rl_rlvr_async *a, const json_t *saved)
             rc = rl_wire_decode_packed(buf, len, &dp);
         free(buf);
         if (!rc)
-            rc = rl_rlvr_async_push(a, step, dp, NULL);
+            rc = rl_rlvr_async_push(a, step, round, dp, NULL);
         if (rc)
-            return rl_error_wrap(rc, "async state of step %s", key);
+            return rl_error_wrap(rc, "async state of %s", key);
     }
     return RL_OK;
 }

@@ -1,7 +1,15 @@
 /* driver/recipes/rlvr_async.h — one-step-off (and k-step-off) asynchronous
  * generation for the rlvr recipe (verl's one_step_off_policy, RLinf's
  * pipelining): while the actor trains step k, the rollout ranks already
- * generate the first round of steps k+1 .. k+S with the weights they hold.
+ * generate the first rounds of steps k+1 .. k+S with the weights they hold.
+ *
+ * Rounds: with online filtering a step may take several rounds of
+ * generation (each `train_batch_size` fresh prompts; rlvr.c). The recipe
+ * sends the first R rounds of each later step ahead (trainer.async_rounds;
+ * 0 = as many as the step just done needed), so filtering's extra rounds
+ * overlap with training too. A step that needs fewer than were sent drops
+ * the rest (counted in async/unused_rounds, as DAPO drops the groups past
+ * the batch); one that needs more generates them when it needs them.
  *
  * trainer.staleness S in [0, 8]: 0 is the synchronous loop (nothing here
  * runs). With S > 0 the rollout's calls queue in order, so the round of step
@@ -26,9 +34,12 @@
 #include "lm_common.h"
 
 #define RL_RLVR_MAX_STALENESS 8
+#define RL_RLVR_MAX_ASYNC_ROUNDS 8 /* rounds sent ahead per step, at most */
+#define RL_RLVR_ASYNC_QUEUE (RL_RLVR_MAX_STALENESS * RL_RLVR_MAX_ASYNC_ROUNDS)
 
 typedef struct rl_rlvr_prefetch {
     int64_t step;      /* the training step this round belongs to */
+    int64_t round;     /* its round within that step, 0 .. */
     rl_dataproto *dp;  /* prompts (+ samples and scores once finished) */
     rl_future *f;      /* in flight, or NULL once finished */
     double gen_s, reward_s;
@@ -36,22 +47,29 @@ typedef struct rl_rlvr_prefetch {
 
 typedef struct rl_rlvr_async {
     int64_t staleness;
-    rl_rlvr_prefetch q[RL_RLVR_MAX_STALENESS];
+    rl_rlvr_prefetch q[RL_RLVR_ASYNC_QUEUE]; /* in the order sent */
     int n;
 } rl_rlvr_async;
 
-/* Adds the round of `step` (dp stolen, f stolen: in flight). */
-int rl_rlvr_async_push(rl_rlvr_async *a, int64_t step, rl_dataproto *dp, rl_future *f);
-/* 1 when a round of `step` is queued. */
-int rl_rlvr_async_has(const rl_rlvr_async *a, int64_t step);
-/* Removes the round of `step` and finishes it if needed: *out (the caller's),
- * with the wait for generation and the reward time. RL_ENOTFOUND if absent. */
-int rl_rlvr_async_take(rl_rlvr_async *a, rl_lm_job *j, int64_t step, rl_dataproto **out,
-                       double *gen_s, double *reward_s);
-/* Finishes every round in flight, then {"<step>": "<base64 packed DataProto>"}
- * (a new object) for the checkpoint. */
+/* Adds round `round` of `step` (dp stolen, f stolen: in flight). */
+int rl_rlvr_async_push(rl_rlvr_async *a, int64_t step, int64_t round, rl_dataproto *dp,
+                       rl_future *f);
+/* 1 when round `round` of `step` is queued. */
+int rl_rlvr_async_has(const rl_rlvr_async *a, int64_t step, int64_t round);
+/* Removes round `round` of `step` and finishes it if needed: *out (the
+ * caller's), with the wait for generation and the reward time. RL_ENOTFOUND
+ * if absent. */
+int rl_rlvr_async_take(rl_rlvr_async *a, rl_lm_job *j, int64_t step, int64_t round,
+                       rl_dataproto **out, double *gen_s, double *reward_s);
+/* Drops every round queued for steps <= `step` (rounds a step did not
+ * need); one in flight is abandoned without a wait (the runtime drops its
+ * reply when it comes). Returns how many it dropped. */
+int rl_rlvr_async_drop_through(rl_rlvr_async *a, int64_t step);
+/* Finishes every round in flight, then {"<step>.<round>": "<base64 packed
+ * DataProto>"} (a new object) for the checkpoint. */
 int rl_rlvr_async_save(rl_rlvr_async *a, rl_lm_job *j, json_t **out);
-/* The rounds saved by rl_rlvr_async_save (finished). */
+/* The rounds saved by rl_rlvr_async_save (finished); a key "<step>" (the
+ * checkpoints of before async_rounds) is round 0 of that step. */
 int rl_rlvr_async_restore(rl_rlvr_async *a, const json_t *saved);
 void rl_rlvr_async_close(rl_rlvr_async *a);
 

@@ -80,3 +80,56 @@ p=$(policy_of OMP_WAIT_POLICY=active)
 [ "$p" = active ] || fail "rl-worker with OMP_WAIT_POLICY=active runs with '$p'"
 p=$(policy_of GOMP_SPINCOUNT=1000)
 [ -z "$p" ] || fail "rl-worker with GOMP_SPINCOUNT set got OMP_WAIT_POLICY='$p' (the user's setting must be left alone)"
+# --cpus (rlrt/runtime/cpus.h): a malformed list, or a core this process may
+# not use, is a usage error naming it
+expect "rl-worker: --cpus: cpus '1-0': range 1-0 runs backwards" \
+    "$BIN/rl-worker" --role actor --driver tcp://127.0.0.1:1 --cpus 1-0
+expect "rl-worker: --cpus: cpus '1023': this process may not run on cpu 1023 (it may use " \
+    "$BIN/rl-worker" --role actor --driver tcp://127.0.0.1:1 --cpus 1023
+# a bound worker runs on its cores, with OMP_NUM_THREADS = their number set
+# by its re-exec (libgomp reads it when it loads) unless the user set it
+bound_of() { # bound_of [VAR=value]: "<Cpus_allowed_list> <OMP_NUM_THREADS>" of a worker with --cpus 0
+    env -u OMP_NUM_THREADS "$@" "$BIN/rl-worker" --role actor --driver tcp://127.0.0.1:1 \
+        --give-up-s 30 --log-level error --cpus 0 >/dev/null 2>&1 &
+    local pid=$! nt="" i
+    for i in $(seq 100); do
+        nt=$(tr '\0' '\n' </proc/$pid/environ 2>/dev/null | grep '^OMP_NUM_THREADS=')
+        [ -n "$nt" ] && break
+        sleep 0.05
+    done
+    sleep 0.3 # after a re-exec, if one were still to come
+    nt=$(tr '\0' '\n' </proc/$pid/environ 2>/dev/null | grep '^OMP_NUM_THREADS=')
+    local cpus
+    cpus=$(awk '/^Cpus_allowed_list:/ {print $2}' /proc/$pid/status 2>/dev/null)
+    kill $pid 2>/dev/null
+    wait $pid 2>/dev/null
+    echo "$cpus ${nt#OMP_NUM_THREADS=}"
+}
+b=$(bound_of)
+[ "$b" = "0 1" ] || fail "rl-worker --cpus 0 runs on cpus/threads '$b', expected '0 1'"
+b=$(bound_of OMP_WAIT_POLICY=passive) # no wait-policy re-exec: the thread count's own
+[ "$b" = "0 1" ] || fail "rl-worker --cpus 0 with OMP_WAIT_POLICY set runs on '$b', expected '0 1'"
+b=$(bound_of OMP_NUM_THREADS=3)
+[ "$b" = "0 3" ] || fail "rl-worker --cpus 0 with OMP_NUM_THREADS=3 runs on '$b', expected '0 3'"
+# a job whose cluster pins its roles: the driver passes --cpus (the slot
+# token survives the worker's re-exec), every rank says where it runs
+cat >"$d/pinned.yaml" <<'YAML'
+driver: {bind: 127.0.0.1, port: 5555}
+nodes: [{name: local, address: 127.0.0.1, launch: local}]
+roles:
+  rollout: {count: 1, node: local, cpus: "0"}
+  actor:
+    count: 2
+    placement:
+      - {rank: 0, node: local, cpus: "0"}
+      - {rank: 1, node: local}
+  reward: {count: 1, node: local, cpus: "0"}
+YAML
+out=$(env -u OMP_NUM_THREADS "$BIN/rl-driver" --cluster "$d/pinned.yaml" --config $J \
+    --bind 'tcp://127.0.0.1:*' selftest.payload_mb=1 selftest.weight_mb=1 2>&1) ||
+    fail "the selftest on a pinned cluster failed: $(echo "$out" | tail -20)"
+n=$(echo "$out" | grep -c "on cpus 0: 1 compute threads")
+[ "$n" = 3 ] || fail "$n ranks said 'on cpus 0: 1 compute threads', expected 3 (rollout 0, actor 0, reward 0): $(echo "$out" | grep -i cpus)"
+if echo "$out" | grep "actor/1" | grep -q "on cpus"; then
+    fail "actor rank 1 (no cpus) says it was bound"
+fi

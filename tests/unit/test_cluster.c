@@ -10,6 +10,8 @@
 #include <cmocka.h>
 
 #include "rlrt/rlrt.h"
+#include "rlrt/runtime/cluster.h"
+#include "rlrt/runtime/cpus.h"
 
 /* A valid file; the error cases below replace one line of it. Line numbers
  * in the expected messages count lines of this text. */
@@ -30,7 +32,7 @@ static const char *const BASE[] = {
     "    count: 2",                                /* 14 */
     "    placement:",                              /* 15 */
     "      - {rank: 0, node: head, gpus: [0, 1]}", /* 16 */
-    "      - {rank: 1, node: head, gpus: [2, 3]}", /* 17 */
+    "      - {rank: 1, node: head, gpus: [2, 3], cpus: \"8-11,3\"}", /* 17 */
     "  reward: {count: 3, node: box}",             /* 18 */
     "heartbeat: {interval_s: 0.5}",                /* 19 */
     NULL,
@@ -100,6 +102,8 @@ static void test_base_file(void **state)
     assert_int_equal(p->ngpus, 2);
     assert_int_equal(p->gpus[0], 2);
     assert_int_equal(p->gpus[1], 3);
+    assert_string_equal(p->cpus, "3,8-11"); /* canonical form */
+    assert_string_equal(rl_cluster_find(cl, "actor", 0)->cpus, "");
     p = rl_cluster_find(cl, "reward", 2);
     assert_non_null(p);
     assert_int_equal(p->node, 1);
@@ -108,12 +112,12 @@ static void test_base_file(void **state)
     assert_null(rl_cluster_find(cl, "rollout", 0));
     char *t = rl_cluster_table(cl);
     assert_string_equal(t,
-                        "role     rank  node             address                  launch   gpus\n"
-                        "actor       0  head             10.0.0.1                 ssh      0,1\n"
-                        "actor       1  head             10.0.0.1                 ssh      2,3\n"
-                        "reward      0  box              10.0.0.2                 external -\n"
-                        "reward      1  box              10.0.0.2                 external -\n"
-                        "reward      2  box              10.0.0.2                 external -\n");
+                        "role     rank  node             address                  launch   gpus         cpus\n"
+                        "actor       0  head             10.0.0.1                 ssh      0,1          -\n"
+                        "actor       1  head             10.0.0.1                 ssh      2,3          3,8-11\n"
+                        "reward      0  box              10.0.0.2                 external -            -\n"
+                        "reward      1  box              10.0.0.2                 external -            -\n"
+                        "reward      2  box              10.0.0.2                 external -            -\n");
     free(t);
     rl_cluster_free(cl);
 }
@@ -190,6 +194,20 @@ static void test_errors(void **state)
     s_expect_error(11, "    ssh: {user: x}",
                    "cluster.yaml:11:10: nodes[1].ssh: ssh settings on a node whose launch is "
                    "'local'");
+    /* cpus */
+    s_expect_error(17, "      - {rank: 1, node: head, cpus: 3-1}",
+                   "cluster.yaml:17:37: roles.actor.placement[1].cpus: cpus '3-1': range 3-1 "
+                   "runs backwards");
+    s_expect_error(17, "      - {rank: 1, node: head, cpus: \"0, 1\"}",
+                   "cluster.yaml:17:37: roles.actor.placement[1].cpus: cpus '0, 1': expected an "
+                   "index or a range LOW-HIGH at ' 1'");
+    s_expect_error(18, "  reward: {count: 3, node: box, cpus: \"0-3,2\"}",
+                   "cluster.yaml:18:39: roles.reward.cpus: cpus '0-3,2': cpu 2 listed twice");
+    s_expect_error(18, "  reward: {count: 3, node: box, cpus: 4096}",
+                   "cluster.yaml:18:39: roles.reward.cpus: cpus '4096': index at '4096' is not "
+                   "below 1024");
+    s_expect_error(18, "  reward: {count: 3, node: box, cpus: [1, 2]}",
+                   "cluster.yaml:18:39: roles.reward.cpus: expected a string, got a list");
     /* YAML syntax errors come through with their line */
     rl_cluster *cl = s_load_variant(16, "      - {rank: 0, node: head, gpus: [0, 1]");
     assert_null(cl);
@@ -246,6 +264,49 @@ static void test_example_files(void **state)
 
 /* Roles are data: any identifier is a role, in file order; the table's
  * role column widens for long names; a role may have no ranks. */
+/* CPU lists: the forms Linux writes, canonical text, and binding. */
+static void test_cpus(void **state)
+{
+    (void)state;
+    cpu_set_t set;
+    int n = 0;
+    char text[64];
+    assert_int_equal(rl_cpus_parse("0-3,8,10-11", &set, &n), RL_OK);
+    assert_int_equal(n, 7);
+    assert_true(CPU_ISSET(8, &set) && !CPU_ISSET(9, &set));
+    assert_int_equal(rl_cpus_format(&set, text, sizeof text), 11);
+    assert_string_equal(text, "0-3,8,10-11");
+    assert_int_equal(rl_cpus_parse("5,4,1023", &set, &n), RL_OK);
+    rl_cpus_format(&set, text, sizeof text);
+    assert_string_equal(text, "4-5,1023");
+    assert_int_equal(rl_cpus_format(&set, text, 4), 8); /* needs 8, truncated */
+    assert_string_equal(text, "4-5");
+    static const char *const bad[][2] = {
+        {"", "cpus: empty list (expected e.g. \"0-3,8\")"},
+        {"1,", "cpus '1,': expected an index or a range LOW-HIGH at ''"},
+        {"1-", "cpus '1-': expected an index or a range LOW-HIGH at ''"},
+        {"-1", "cpus '-1': expected an index or a range LOW-HIGH at '-1'"},
+        {"1;2", "cpus '1;2': unexpected ';' (expected ',' or the end)"},
+        {"0-1024", "cpus '0-1024': index at '0-1024' is not below 1024"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(rl_cpus_parse(bad[i][0], &set, &n), RL_EINVAL);
+        assert_string_equal(rl_error_message(), bad[i][1]);
+    }
+    /* binding: to the cores this process has (a no-op), and to one it lacks */
+    cpu_set_t have;
+    assert_int_equal(sched_getaffinity(0, sizeof have, &have), 0);
+    char mine[RL_CPUS_TEXT_MAX];
+    rl_cpus_format(&have, mine, sizeof mine);
+    assert_int_equal(rl_cpus_bind(mine, &n), RL_OK);
+    assert_int_equal(n, CPU_COUNT(&have));
+    assert_int_equal(rl_cpus_bind("1023", &n), RL_EINVAL);
+    char want[400];
+    snprintf(want, sizeof want, "cpus '1023': this process may not run on cpu 1023 (it may use %s)",
+             mine);
+    assert_string_equal(rl_error_message(), want);
+}
+
 static void test_role_names(void **state)
 {
     (void)state;
@@ -272,10 +333,10 @@ static void test_role_names(void **state)
     assert_null(rl_cluster_find(cl, NULL, 0));
     char *t = rl_cluster_table(cl);
     assert_string_equal(t,
-                        "role            rank  node             address                  launch   gpus\n"
-                        "critic             0  n                10.0.0.9                 local    -\n"
-                        "env_simulator_2    0  n                10.0.0.9                 local    -\n"
-                        "env_simulator_2    1  n                10.0.0.9                 local    -\n");
+                        "role            rank  node             address                  launch   gpus         cpus\n"
+                        "critic             0  n                10.0.0.9                 local    -            -\n"
+                        "env_simulator_2    0  n                10.0.0.9                 local    -            -\n"
+                        "env_simulator_2    1  n                10.0.0.9                 local    -            -\n");
     free(t);
     rl_cluster_free(cl);
     /* the longest name that fits */
@@ -307,6 +368,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_example_files),
         cmocka_unit_test(test_role_names),
+        cmocka_unit_test(test_cpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

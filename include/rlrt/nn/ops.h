@@ -19,8 +19,12 @@
  *    allocates scratch and returns an rl_status.
  *  - Exponentials use a vectorisable expf (relative error < 1e-7).
  *
- * Threads: one pool only. rl_nn_set_threads(n) sets the OpenMP thread count
- * used by every kernel and pins OpenBLAS to 1 thread; rl_sgemm splits large
+ * Threads: one pool only. rl_nn_set_threads(n) sets the thread count of the
+ * matrix products and attention (explicit num_threads) and pins OpenBLAS to
+ * 1 thread; the other parallel loops (optimizer, losses, advantages) use
+ * OpenMP's own count, which libgomp takes from OMP_NUM_THREADS or the cores
+ * the process may use when it loads (rl_nn_use_thread_count sets both in a
+ * program bound to fewer cores). rl_sgemm splits large
  * products into n slabs run by the OpenMP threads (each a single-threaded
  * BLAS call), and attention runs whole (batch, head) tasks per thread. So
  * n = number of cores never oversubscribes, and there is no hand-off
@@ -59,6 +63,15 @@ int rl_nn_get_threads(void);
  * was and the program goes on with libgomp's default). argv: main's,
  * NULL-terminated. */
 int rl_nn_use_passive_wait(char **argv);
+
+/* For a program that has just bound itself to n cores (rl-worker --cpus):
+ * when OMP_NUM_THREADS is not set, sets it to n and re-executes the program
+ * as rl_nn_use_passive_wait does (does not return), so every parallel loop
+ * of every thread runs n threads. Returns 0 when OMP_NUM_THREADS is set or
+ * n <= 0 (nothing done), -1 when the re-exec failed (the variable is removed
+ * again and rl_nn_set_threads(n) applied: the products and attention use n
+ * threads, the other loops libgomp's default). */
+int rl_nn_use_thread_count(char **argv, int n);
 
 /* ---- matrix products ---------------------------------------------------- */
 

@@ -48,9 +48,17 @@
  *       count: 2                  # required, >= 0
  *       placement:                # one entry per rank, ranks 0..count-1
  *         - {rank: 0, node: gpu0, gpus: [0, 1]}
- *         - {rank: 1, node: gpu0, gpus: [2, 3]}
+ *         - {rank: 1, node: gpu0, gpus: [2, 3], cpus: "16-31"}
  *     reward: {count: 2, node: gpu0}   # shorthand: every rank on one node,
  *                                      # no GPUs
+ *     env: {count: 4, node: gpu0, cpus: "32-47"}  # shorthand: every rank on
+ *                                      # these cores
+ *   # cpus (optional): the cores of the node the worker runs on, as a Linux
+ *   #   CPU list ("0-7,16"; rlrt/runtime/cpus.h). rl-worker gets --cpus,
+ *   #   binds itself there and runs as many compute threads as the list has
+ *   #   cores (OMP_NUM_THREADS, when set, wins). Absent: any core, threads =
+ *   #   the machine's cores. Checked here for form; whether the node has the
+ *   #   cores is checked by the worker, which refuses to start otherwise.
  *
  * Role names are data: the runtime gives no name a meaning. rl-driver starts
  * the roles its recipe asks for (driver.h) and rl-worker serves the roles it
@@ -58,7 +66,8 @@
  *
  * Invariants (checked by rl_cluster_load): node names unique; role names
  * unique identifiers; every placement names a known node; GPU indices <
- * that node's gpus and not repeated within one rank; ranks of a role are
+ * that node's gpus and not repeated within one rank; cpus a well-formed
+ * list (rl_cpus_parse); ranks of a role are
  * exactly 0..count-1, each once. Errors are RL_ECONFIG with
  * "cluster.yaml:LINE:COL: path: problem".
  *
@@ -70,6 +79,7 @@
 #define RLRT_RUNTIME_CLUSTER_H
 
 #include "rlrt/config.h"
+#include "rlrt/runtime/cpus.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -114,6 +124,7 @@ typedef struct rl_placement {
     int node; /* index into rl_cluster.nodes */
     int ngpus;
     int gpus[RL_CLUSTER_MAX_GPUS];
+    char cpus[RL_CPUS_TEXT_MAX]; /* "" = any core; else a CPU list (cpus.h) */
 } rl_placement;
 
 typedef struct rl_cluster {
