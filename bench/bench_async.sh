@@ -11,8 +11,9 @@
 #   async        one step off on the pinned cluster: the rollout on its own
 #                cores samples the next step while the actor trains
 # The pinned cluster is written into the run folder from the core count n:
-# rollout on cores [0, n/2), actor rank 0 on [n/2, 3n/4), rank 1 on
-# [3n/4, n) (both on core 1 when n = 2), reward unpinned (cluster.yaml
+# rollout on cores [0, r), r = RL_BENCH_ASYNC_ROLLOUT_CORES (default n/2),
+# the two actor ranks on the two halves of [r, n) (both on the one core left
+# when only one is), reward unpinned (cluster.yaml
 # `cpus:`, rlrt/runtime/cpus.h). RL_BENCH_ASYNC_PIN=0 runs the async arm on
 # RL_BENCH_ASYNC_CLUSTER instead and leaves out pinned_sync.
 # Prints
@@ -29,6 +30,7 @@
 #   RL_BENCH_ASYNC_OUT (default docs/RESULTS.md)
 #   RL_BENCH_ASYNC_CLUSTER (default examples/cluster-local.yaml)
 #   RL_BENCH_ASYNC_PIN (default 1)         0: no pinned cluster (see above)
+#   RL_BENCH_ASYNC_ROLLOUT_CORES (default n/2)  the rollout's cores in the pinned cluster
 #   RL_BENCH_ASYNC_EXTRA                   extra overrides for every RL run
 #   RL_BENCH_COMMIT                        the commit to name when the tree has no .git
 #                                          (a copy on another machine)
@@ -67,16 +69,22 @@ printf 'name\tkind\testimator\twarm\tseed\twall_s\trc\tcommand\n' >"$RUNS"
     echo "extra=$EXTRA"
     echo "cluster=$CLUSTER"
     echo "pin=$PIN"
+    echo "rollout_cores=${RL_BENCH_ASYNC_ROLLOUT_CORES:-}"
 } >"$DIR/env.txt"
 # the pinned cluster: the driver's section and nodes of $CLUSTER are not
 # needed (one machine, local launch); the roles get their own cores
 NCPU=$(nproc)
-pinned_cluster() {
-    local n=$1 h q
-    h=$((n / 2)); q=$((n / 4))
-    local ro="0-$((h - 1))" a0="$h-$((h + q - 1))" a1="$((h + q))-$((n - 1))"
-    if [ "$n" = 2 ]; then ro=0; a0=1; a1=1; fi
-    if [ "$n" = 3 ]; then ro=0; a0=1-2; a1=1-2; fi
+span() { [ "$1" = "$2" ] && echo "$1" || echo "$1-$2"; } # span LO HI: a CPU list
+pinned_cluster() { # pinned_cluster N R: rollout on [0, R), the actor ranks on halves of [R, N)
+    local n=$1 r=$2 m
+    m=$(( r + (n - r + 1) / 2 ))
+    local ro a0 a1
+    ro=$(span 0 $((r - 1)))
+    if [ $((n - r)) -ge 2 ]; then
+        a0=$(span "$r" $((m - 1))); a1=$(span "$m" $((n - 1)))
+    else
+        a0=$(span "$r" $((n - 1))); a1=$a0
+    fi
     cat <<YAML
 # written by bench/bench_async.sh for $n cores: rollout and actor on cores of their own
 driver: {bind: 127.0.0.1, port: 5555}
@@ -94,8 +102,12 @@ YAML
 ACLUSTER=$CLUSTER
 if [ "$PIN" != 0 ]; then
     if [ "$NCPU" -lt 2 ]; then echo "bench-async: pinning needs 2 cores or more (RL_BENCH_ASYNC_PIN=0)"; exit 2; fi
+    RCORES=${RL_BENCH_ASYNC_ROLLOUT_CORES:-$((NCPU / 2))}
+    if ! [ "$RCORES" -ge 1 ] 2>/dev/null || [ "$RCORES" -ge "$NCPU" ]; then
+        echo "bench-async: RL_BENCH_ASYNC_ROLLOUT_CORES=$RCORES: expected 1 .. $((NCPU - 1))"; exit 2
+    fi
     ACLUSTER="$DIR/cluster-pinned.yaml"
-    pinned_cluster "$NCPU" >"$ACLUSTER"
+    pinned_cluster "$NCPU" "$RCORES" >"$ACLUSTER"
     echo "pinned_cluster=$ACLUSTER" >>"$DIR/env.txt"
 fi
 now() { date +%s.%N; }
