@@ -281,6 +281,14 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TEST_COMMON_OBJ) $(FUZZ_REPLAY_A
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
+# the one-step-off prefetch queue of the rlvr recipe (driver/recipes/rlvr_async.c, in rl-driver)
+$(BUILD)/tests/test_rlvr_async: $(BUILD)/obj/tests/unit/test_rlvr_async.o \
+        $(BUILD)/obj/driver/recipes/rlvr_async.o $(BUILD)/obj/driver/recipes/lm_common.o \
+        $(BUILD)/obj/driver/recipes/phases.o $(TEST_COMMON_OBJ) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+
 # the flow policy's offline self-training drift (driver/recipes/flow_demos.c: the demonstration pairs)
 $(BUILD)/bench/bench_flow_selftrain: $(BUILD)/obj/bench/bench_flow_selftrain.o \
         $(BUILD)/obj/driver/recipes/flow_demos.o $(TEST_COMMON_OBJ) $(LIB_A)

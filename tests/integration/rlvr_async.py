@@ -8,11 +8,12 @@ daemons (tiny model, 2 actor ranks):
    on-policy), and TIS reports its ratio and capped share. Rounds sent ahead
    (trainer.async_rounds) that a step does not need are dropped and counted.
 3. Resume with trainer.staleness=1 (and TIS, overlong shaping, dynamic
-   sampling, two rounds sent ahead): 2 steps + resume to 4 equals 4
-   uninterrupted steps (metrics and weights): the samples generated ahead
-   travel in the checkpoint. Each of steps 2-4 had both rounds sent ahead:
-   every one was either taken from the queue or dropped as not needed, and
-   no more were taken than the step's filter rounds.
+   sampling): 2 steps + resume to 4 equals 4 uninterrupted steps (metrics
+   and weights): the samples generated ahead, several rounds a step, travel
+   in the checkpoint. With trainer.async_rounds at its default each step
+   sends ahead as many rounds as it needed; each round sent was either
+   taken from the queue or dropped as not needed, and no more were taken
+   than the step's filter rounds.
 4. TIS on a synchronous run: rollout and actor log-probs agree, so the
    ratio is 1 up to float rounding.
 5. DAPO's overlong shaping: with a response budget too short for most rows,
@@ -135,7 +136,7 @@ def main():
                  "algorithm.overlong_filter=true", "algorithm.overlong_buffer.enable=true",
                  "algorithm.overlong_buffer.len=8", "algorithm.online_filtering=true",
                  "algorithm.filter_mode=std", "algorithm.filter_key=score",
-                 "actor.clip_ratio_high=0.28", "trainer.async_rounds=2"]
+                 "actor.clip_ratio_high=0.28"]
         run(work, cfile, "arith_grpo.yaml", rl + extra + ["trainer.total_steps=4",
                                                           "trainer.output_dir=runs/straight"])
         run(work, cfile, "arith_grpo.yaml", rl + extra + ["trainer.total_steps=2",
@@ -145,18 +146,19 @@ def main():
         same(metrics(work, "runs/straight"), metrics(work, "runs/resumed"), "resume with staleness 1")
         assert weights(work, "runs/straight", 4) == weights(work, "runs/resumed", 4)
         m = metrics(work, "runs/straight")[1:]
+        # trainer.async_rounds 0 (the default): as many rounds as the step needed
         for r in m:
-            assert r["async/rounds_sent_ahead"] == 2, r
-            assert r["async/rounds_from_queue"] <= r["batch/filter_rounds"], r
+            assert r["async/rounds_sent_ahead"] == r["batch/filter_rounds"], r
         assert m[0]["async/rounds_from_queue"] == 0 and m[0]["async/unused_rounds"] == 0, m[0]
-        for r in m[1:]:
-            assert r["async/rounds_from_queue"] + r["async/unused_rounds"] == 2, r
-            assert r["async/rounds_from_queue"] == min(2, r["batch/filter_rounds"]), r
+        for prev, r in zip(m, m[1:]):
+            sent = prev["async/rounds_sent_ahead"]
+            assert r["async/rounds_from_queue"] + r["async/unused_rounds"] == sent, (prev, r)
+            assert r["async/rounds_from_queue"] == min(sent, r["batch/filter_rounds"]), (prev, r)
             assert (r["async/staleness_mean"], r["async/staleness_max"]) == (1, 1), r
         print("ok: resume with trainer.staleness=1 equals an uninterrupted run (metrics and weights); "
-              "rounds taken from the queue %s, dropped %s, filter rounds %s"
-              % ([r["async/rounds_from_queue"] for r in m], [r["async/unused_rounds"] for r in m],
-                 [r["batch/filter_rounds"] for r in m]))
+              "rounds sent ahead %s, taken from the queue %s, dropped %s, filter rounds %s"
+              % ([r["async/rounds_sent_ahead"] for r in m], [r["async/rounds_from_queue"] for r in m],
+                 [r["async/unused_rounds"] for r in m], [r["batch/filter_rounds"] for r in m]))
         # 4. TIS on policy
         run(work, cfile, "arith_grpo.yaml", rl + ["trainer.total_steps=2", "trainer.save_every=0",
                                                   "algorithm.tis_imp_ratio_cap=2.0",
