@@ -323,8 +323,8 @@ static int s_filter(const s_rlvr *r, rl_dataproto **dp, int64_t *kept_groups,
     rl_filter_result res;
     if (!rc && r->o.filter_std) /* DAPO's dynamic sampling: groups whose metric varies */
         rc = rl_filter_groups_std(m, group, B, keep, &kept, NULL);
-    else if (!rc)
-        rc = rl_filter_groups(m, group, B, r->o.filter_low, r->o.filter_high, keep, &kept, &res);
+    else if (!rc) /* the kept rows are read off `keep` below */
+        rc = rl_filter_groups(m, group, B, r->o.filter_low, r->o.filter_high, keep, NULL, &res);
     for (int64_t b = 0; !rc && b < B; b++)
         if (keep[b])
             rows[n++] = b;
