@@ -31,6 +31,8 @@
 #   RL_BENCH_ASYNC_CLUSTER (default examples/cluster-local.yaml)
 #   RL_BENCH_ASYNC_PIN (default 1)         0: no pinned cluster (see above)
 #   RL_BENCH_ASYNC_ROLLOUT_CORES (default n/2)  the rollout's cores in the pinned cluster
+#   RL_BENCH_ASYNC_ROLLOUT_RANKS (default 1)    rollout ranks sharing them; above 1 the
+#                                          sync arm runs on a cluster with the same ranks
 #   RL_BENCH_ASYNC_EXTRA                   extra overrides for every RL run
 #   RL_BENCH_COMMIT                        the commit to name when the tree has no .git
 #                                          (a copy on another machine)
@@ -70,45 +72,60 @@ printf 'name\tkind\testimator\twarm\tseed\twall_s\trc\tcommand\n' >"$RUNS"
     echo "cluster=$CLUSTER"
     echo "pin=$PIN"
     echo "rollout_cores=${RL_BENCH_ASYNC_ROLLOUT_CORES:-}"
+    echo "rollout_ranks=${RL_BENCH_ASYNC_ROLLOUT_RANKS:-1}"
 } >"$DIR/env.txt"
 # the pinned cluster: the driver's section and nodes of $CLUSTER are not
 # needed (one machine, local launch); the roles get their own cores
 NCPU=$(nproc)
 span() { [ "$1" = "$2" ] && echo "$1" || echo "$1-$2"; } # span LO HI: a CPU list
-pinned_cluster() { # pinned_cluster N R: rollout on [0, R), the actor ranks on halves of [R, N)
-    local n=$1 r=$2 m
+# bench_cluster N R K PIN: K rollout ranks sharing cores [0, R) in equal
+# parts, the two actor ranks on the halves of [R, N), two reward ranks
+# anywhere; PIN 0 writes the same ranks without cpus
+bench_cluster() {
+    local n=$1 r=$2 k=$3 pin=$4 m a0 a1 i lo hi
     m=$(( r + (n - r + 1) / 2 ))
-    local ro a0 a1
-    ro=$(span 0 $((r - 1)))
     if [ $((n - r)) -ge 2 ]; then
         a0=$(span "$r" $((m - 1))); a1=$(span "$m" $((n - 1)))
     else
         a0=$(span "$r" $((n - 1))); a1=$a0
     fi
-    cat <<YAML
-# written by bench/bench_async.sh for $n cores: rollout and actor on cores of their own
-driver: {bind: 127.0.0.1, port: 5555}
-nodes: [{name: local, address: 127.0.0.1, launch: local}]
-roles:
-  rollout: {count: 1, node: local, cpus: "$ro"}
-  actor:
-    count: 2
-    placement:
-      - {rank: 0, node: local, cpus: "$a0"}
-      - {rank: 1, node: local, cpus: "$a1"}
-  reward: {count: 2, node: local}
-YAML
+    cpus() { [ "$pin" = 0 ] || printf ', cpus: "%s"' "$1"; }
+    echo "# written by bench/bench_async.sh for $n cores$([ "$pin" = 0 ] || echo ": rollout and actor on cores of their own")"
+    echo "driver: {bind: 127.0.0.1, port: 5555}"
+    echo "nodes: [{name: local, address: 127.0.0.1, launch: local}]"
+    echo "roles:"
+    echo "  rollout:"
+    echo "    count: $k"
+    echo "    placement:"
+    for ((i = 0; i < k; i++)); do
+        lo=$(( i * r / k )); hi=$(( (i + 1) * r / k - 1 ))
+        echo "      - {rank: $i, node: local$(cpus "$(span $lo $hi)")}"
+    done
+    echo "  actor:"
+    echo "    count: 2"
+    echo "    placement:"
+    echo "      - {rank: 0, node: local$(cpus "$a0")}"
+    echo "      - {rank: 1, node: local$(cpus "$a1")}"
+    echo "  reward: {count: 2, node: local}"
 }
 ACLUSTER=$CLUSTER
+RRANKS=${RL_BENCH_ASYNC_ROLLOUT_RANKS:-1}
 if [ "$PIN" != 0 ]; then
     if [ "$NCPU" -lt 2 ]; then echo "bench-async: pinning needs 2 cores or more (RL_BENCH_ASYNC_PIN=0)"; exit 2; fi
     RCORES=${RL_BENCH_ASYNC_ROLLOUT_CORES:-$((NCPU / 2))}
     if ! [ "$RCORES" -ge 1 ] 2>/dev/null || [ "$RCORES" -ge "$NCPU" ]; then
         echo "bench-async: RL_BENCH_ASYNC_ROLLOUT_CORES=$RCORES: expected 1 .. $((NCPU - 1))"; exit 2
     fi
+    if ! [ "$RRANKS" -ge 1 ] 2>/dev/null || [ "$RRANKS" -gt "$RCORES" ]; then
+        echo "bench-async: RL_BENCH_ASYNC_ROLLOUT_RANKS=$RRANKS: expected 1 .. $RCORES (a core each at least)"; exit 2
+    fi
     ACLUSTER="$DIR/cluster-pinned.yaml"
-    pinned_cluster "$NCPU" "$RCORES" >"$ACLUSTER"
+    bench_cluster "$NCPU" "$RCORES" "$RRANKS" 1 >"$ACLUSTER"
     echo "pinned_cluster=$ACLUSTER" >>"$DIR/env.txt"
+    if [ "$RRANKS" != 1 ]; then # the sync arm: the same ranks, on every core
+        CLUSTER="$DIR/cluster-shared.yaml"
+        bench_cluster "$NCPU" "$RCORES" "$RRANKS" 0 >"$CLUSTER"
+    fi
 fi
 now() { date +%s.%N; }
 run() {

@@ -8,6 +8,7 @@ Standard library only (run with /usr/bin/python3).
 """
 import argparse
 import math
+import re
 import os
 import sys
 
@@ -16,6 +17,23 @@ from bench_rl_report import (PHASES, Run, code, fmt, mean, pts, read_env, read_r
                              replace_section, table)
 
 SKIP = 2  # first steps left out of the step-time means (start-up, first prefetch)
+
+
+def pinned_cores(path):
+    """(role, rank, cpus) of every pinned rank of the cluster file that
+    bench_async.sh writes (one role key per line at two spaces, placements
+    as {rank: R, ..., cpus: "LIST"} or a role shorthand with cpus)."""
+    out, role = [], None
+    with open(path) as f:
+        for ln in f:
+            m = re.match(r"^  ([a-z][a-z0-9_]*):", ln)
+            if m:
+                role = m.group(1)
+            c = re.search(r'cpus: "([^"]*)"', ln)
+            if c and role:
+                r = re.search(r"rank: (\d+)", ln)
+                out.append((role, r.group(1) if r else "every rank", c.group(1)))
+    return out
 
 
 def main():
@@ -67,8 +85,8 @@ def main():
     cpus = ""
     if pinned:
         try:
-            with open(os.path.join(a.dir, "cluster-pinned.yaml")) as f:
-                cpus = "; ".join(ln.strip() for ln in f if "cpus:" in ln)
+            cpus = "; ".join(f"{role} {rank}: cores {c}" for role, rank, c in
+                             pinned_cores(os.path.join(a.dir, "cluster-pinned.yaml")))
         except OSError:
             cpus = "(cluster-pinned.yaml missing)"
     out.append(
