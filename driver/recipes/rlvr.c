@@ -465,24 +465,16 @@ static int s_prefetch(s_rlvr *r, int64_t step, int64_t round)
     return rc ? rc : rl_rlvr_async_push(&r->async, step, round, dp, f);
 }
 
-/* Round `round` of this step: generated now (trainer.staleness 0, or a
- * round past those sent ahead), or taken from the queue (sent off by an
- * earlier step; round 0 of the first step of a run, or of one whose queue
- * was empty, is sent now). *ahead = 1 when it came from the queue. */
+/* Round `round` of this step: taken from the queue when an earlier step
+ * sent it off (*ahead = 1), else generated now (trainer.staleness 0, the
+ * first step of a run, or a round past those sent ahead). */
 static int s_step_round(s_rlvr *r, int64_t round, rl_dataproto **part, double *g, double *w,
                         int *ahead)
 {
-    *ahead = 0;
-    if (r->o.staleness == 0)
+    *ahead = r->o.staleness > 0 && rl_rlvr_async_has(&r->async, r->step, round);
+    if (!*ahead)
         return s_round(r, r->step, round, r->j.batch, part, g, w);
-    int rc = RL_OK;
-    if (rl_rlvr_async_has(&r->async, r->step, round))
-        *ahead = 1;
-    else if (round == 0)
-        rc = s_prefetch(r, r->step, 0);
-    else
-        return s_round(r, r->step, round, r->j.batch, part, g, w);
-    return rc ? rc : rl_rlvr_async_take(&r->async, &r->j, r->step, round, part, g, w);
+    return rl_rlvr_async_take(&r->async, &r->j, r->step, round, part, g, w);
 }
 
 /* The first rounds of the next `staleness` steps, sent off once this step's

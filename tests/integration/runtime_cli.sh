@@ -53,17 +53,22 @@ expect "missing.yaml: cannot open: No such file or directory" "$BIN/rl-driver" -
 # OpenMP wait policy (rlrt/nn/ops.h): with none set, rl-worker re-executes
 # itself with OMP_WAIT_POLICY=passive (same pid, same program and argv); a
 # policy the user set is kept as it is.
-policy_of() { # policy_of [VAR=value]: OMP_WAIT_POLICY of a worker waiting for a driver
-    env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$@" "$BIN/rl-worker" --role actor \
-        --driver tcp://127.0.0.1:1 --give-up-s 30 --log-level error >/dev/null 2>&1 &
-    local pid=$! got="" i
+settled_var() { # settled_var PID VAR: VAR's value in the environment of PID once its re-execs are done
+    local got="" i
     for i in $(seq 100); do
-        got=$(tr '\0' '\n' </proc/$pid/environ 2>/dev/null | grep '^OMP_WAIT_POLICY=')
+        got=$(tr '\0' '\n' </proc/$1/environ 2>/dev/null | grep "^$2=")
         [ -n "$got" ] && break
         sleep 0.05
     done
     sleep 0.3 # after a re-exec, if one were still to come
-    got=$(tr '\0' '\n' </proc/$pid/environ 2>/dev/null | grep '^OMP_WAIT_POLICY=')
+    got=$(tr '\0' '\n' </proc/$1/environ 2>/dev/null | grep "^$2=")
+    echo "${got#"$2"=}"
+}
+policy_of() { # policy_of [VAR=value]: OMP_WAIT_POLICY of a worker waiting for a driver
+    env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$@" "$BIN/rl-worker" --role actor \
+        --driver tcp://127.0.0.1:1 --give-up-s 30 --log-level error >/dev/null 2>&1 &
+    local pid=$! got
+    got=$(settled_var $pid OMP_WAIT_POLICY)
     local exe args
     exe=$(readlink /proc/$pid/exe)
     args=$(tr '\0' ' ' </proc/$pid/cmdline)
@@ -72,7 +77,7 @@ policy_of() { # policy_of [VAR=value]: OMP_WAIT_POLICY of a worker waiting for a
     [ "$exe" = "$(readlink -f "$BIN/rl-worker")" ] || fail "worker pid $pid runs '$exe' after the re-exec"
     case "$args" in *"--role actor --driver tcp://127.0.0.1:1 --give-up-s 30"*) ;;
     *) fail "worker argv after the re-exec: '$args'" ;; esac
-    echo "${got#OMP_WAIT_POLICY=}"
+    echo "$got"
 }
 p=$(policy_of)
 [ "$p" = passive ] || fail "rl-worker with no wait policy set runs with OMP_WAIT_POLICY='$p', expected passive"
@@ -91,19 +96,12 @@ expect "rl-worker: --cpus: cpus '1023': this process may not run on cpu 1023 (it
 bound_of() { # bound_of [VAR=value]: "<Cpus_allowed_list> <OMP_NUM_THREADS>" of a worker with --cpus 0
     env -u OMP_NUM_THREADS "$@" "$BIN/rl-worker" --role actor --driver tcp://127.0.0.1:1 \
         --give-up-s 30 --log-level error --cpus 0 >/dev/null 2>&1 &
-    local pid=$! nt="" i
-    for i in $(seq 100); do
-        nt=$(tr '\0' '\n' </proc/$pid/environ 2>/dev/null | grep '^OMP_NUM_THREADS=')
-        [ -n "$nt" ] && break
-        sleep 0.05
-    done
-    sleep 0.3 # after a re-exec, if one were still to come
-    nt=$(tr '\0' '\n' </proc/$pid/environ 2>/dev/null | grep '^OMP_NUM_THREADS=')
-    local cpus
+    local pid=$! nt cpus
+    nt=$(settled_var $pid OMP_NUM_THREADS)
     cpus=$(awk '/^Cpus_allowed_list:/ {print $2}' /proc/$pid/status 2>/dev/null)
     kill $pid 2>/dev/null
     wait $pid 2>/dev/null
-    echo "$cpus ${nt#OMP_NUM_THREADS=}"
+    echo "$cpus $nt"
 }
 b=$(bound_of)
 [ "$b" = "0 1" ] || fail "rl-worker --cpus 0 runs on cpus/threads '$b', expected '0 1'"
