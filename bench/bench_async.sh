@@ -1,24 +1,31 @@
 #!/bin/bash
 # bench_async.sh — `make bench-async`: the same GRPO job run synchronously
 # (trainer.staleness=0) and one step off (trainer.staleness=1 with TIS), from
-# one SFT warm start, in one bench run. Three arms, each run twice in the
-# order sync, pinned_sync, async, async_2, pinned_sync_2, sync_2 (so a drift
-# of the machine's speed over the bench weighs on every arm alike; the
-# repeats also show whether each run is deterministic):
-#   sync         the synchronous loop on RL_BENCH_ASYNC_CLUSTER: every role
-#                may use every core, and each phase has them all in turn
-#   pinned_sync  the synchronous loop on the pinned cluster (below)
-#   async        one step off on the pinned cluster: the rollout on its own
-#                cores samples the next step while the actor trains
-# The pinned cluster is written into the run folder from the core count n:
-# rollout on cores [0, r), r = RL_BENCH_ASYNC_ROLLOUT_CORES (default n/2),
-# the two actor ranks on the two halves of [r, n) (both on the one core left
-# when only one is), reward unpinned (cluster.yaml
-# `cpus:`, rlrt/runtime/cpus.h). RL_BENCH_ASYNC_PIN=0 runs the async arm on
-# RL_BENCH_ASYNC_CLUSTER instead and leaves out pinned_sync.
+# one SFT warm start, in one bench run. Four arms, each run twice in the
+# order sync, pinned_sync, async, async_shared, async_shared_2, async_2,
+# pinned_sync_2, sync_2 (so a drift of the machine's speed over the bench
+# weighs on every arm alike; the repeats also show whether each run is
+# deterministic):
+#   sync          the synchronous loop on RL_BENCH_ASYNC_CLUSTER: every role
+#                 may use every core, and each phase has them all in turn
+#   pinned_sync   the synchronous loop on the pinned cluster (below)
+#   async         one step off on the pinned cluster: the rollout on its own
+#                 cores samples the next step while the actor trains
+#   async_shared  one step off on RL_BENCH_ASYNC_CLUSTER: rollout and actor
+#                 share every core
+# The pinned cluster is written into the run folder once the first sync run
+# is done: rollout on cores [0, r), the two actor ranks on the two halves of
+# [r, n) (both on the one core left when only one is), reward unpinned
+# (cluster.yaml `cpus:`, rlrt/runtime/cpus.h). r = RL_BENCH_ASYNC_ROLLOUT_CORES,
+# by default the rollout's share of that sync run's step (n × gen / step,
+# rounded, within 1 .. n−1): with work that scales with its cores, both sides
+# of the overlapped step then take about as long. RL_BENCH_ASYNC_PIN=0 runs
+# the async arm on RL_BENCH_ASYNC_CLUSTER and leaves out pinned_sync and
+# async_shared.
 # Prints
 #   bench: async_step_time_ratio = X   (async / sync: mean step time, both runs of each)
 #   bench: async_step_time_ratio_pinned_sync = X   (async / pinned_sync)
+#   bench: async_shared_step_time_ratio = X        (async_shared / sync)
 #   bench: async_val_acc_delta = X     (final val accuracy async − sync)
 # and writes its section of docs/RESULTS.md (bench/bench_async_report.py).
 #
@@ -30,7 +37,8 @@
 #   RL_BENCH_ASYNC_OUT (default docs/RESULTS.md)
 #   RL_BENCH_ASYNC_CLUSTER (default examples/cluster-local.yaml)
 #   RL_BENCH_ASYNC_PIN (default 1)         0: no pinned cluster (see above)
-#   RL_BENCH_ASYNC_ROLLOUT_CORES (default n/2)  the rollout's cores in the pinned cluster
+#   RL_BENCH_ASYNC_ROLLOUT_CORES (default: from the sync run, above)  the rollout's
+#                                          cores in the pinned cluster
 #   RL_BENCH_ASYNC_ROLLOUT_RANKS (default 1)    rollout ranks sharing them; above 1 the
 #                                          sync arm runs on a cluster with the same ranks
 #   RL_BENCH_ASYNC_EXTRA                   extra overrides for every RL run
@@ -110,22 +118,32 @@ bench_cluster() {
 }
 ACLUSTER=$CLUSTER
 RRANKS=${RL_BENCH_ASYNC_ROLLOUT_RANKS:-1}
-if [ "$PIN" != 0 ]; then
-    if [ "$NCPU" -lt 2 ]; then echo "bench-async: pinning needs 2 cores or more (RL_BENCH_ASYNC_PIN=0)"; exit 2; fi
-    RCORES=${RL_BENCH_ASYNC_ROLLOUT_CORES:-$((NCPU / 2))}
+if [ "$PIN" != 0 ] && [ "$NCPU" -lt 2 ]; then
+    echo "bench-async: pinning needs 2 cores or more (RL_BENCH_ASYNC_PIN=0)"; exit 2
+fi
+# pin_clusters R: checks R and the rollout ranks, writes the pinned cluster
+# (and, with several rollout ranks, the sync arm's cluster with those ranks)
+pin_clusters() {
+    RCORES=$1
     if ! [ "$RCORES" -ge 1 ] 2>/dev/null || [ "$RCORES" -ge "$NCPU" ]; then
-        echo "bench-async: RL_BENCH_ASYNC_ROLLOUT_CORES=$RCORES: expected 1 .. $((NCPU - 1))"; exit 2
+        echo "bench-async: RL_BENCH_ASYNC_ROLLOUT_CORES=$RCORES: expected 1 .. $((NCPU - 1))"; return 2
     fi
     if ! [ "$RRANKS" -ge 1 ] 2>/dev/null || [ "$RRANKS" -gt "$RCORES" ]; then
-        echo "bench-async: RL_BENCH_ASYNC_ROLLOUT_RANKS=$RRANKS: expected 1 .. $RCORES (a core each at least)"; exit 2
+        echo "bench-async: RL_BENCH_ASYNC_ROLLOUT_RANKS=$RRANKS: expected 1 .. $RCORES (a core each at least)"; return 2
     fi
     ACLUSTER="$DIR/cluster-pinned.yaml"
     bench_cluster "$NCPU" "$RCORES" "$RRANKS" 1 >"$ACLUSTER"
     echo "pinned_cluster=$ACLUSTER" >>"$DIR/env.txt"
+    echo "rollout_cores_used=$RCORES" >>"$DIR/env.txt"
     if [ "$RRANKS" != 1 ]; then # the sync arm: the same ranks, on every core
         CLUSTER="$DIR/cluster-shared.yaml"
         bench_cluster "$NCPU" "$RCORES" "$RRANKS" 0 >"$CLUSTER"
     fi
+}
+# with several rollout ranks the sync arm runs on their cluster: write it
+# now (from the given or the half split; the pinned one is rewritten below)
+if [ "$PIN" != 0 ] && [ "$RRANKS" != 1 ]; then
+    pin_clusters "${RL_BENCH_ASYNC_ROLLOUT_CORES:-$((NCPU / 2))}" || exit 2
 fi
 now() { date +%s.%N; }
 run() {
@@ -157,9 +175,23 @@ async_run() { # async_run NAME
     run "$1" rl "$ACLUSTER" "${common[@]}" trainer.output_dir="$DIR/$1" trainer.staleness=1 \
         algorithm.tis_imp_ratio_cap="$TIS" $EXTRA
 }
+async_shared_run() { # async_shared_run NAME: one step off on every core
+    # shellcheck disable=SC2086
+    run "$1" rl "$CLUSTER" "${common[@]}" trainer.output_dir="$DIR/$1" trainer.staleness=1 \
+        algorithm.tis_imp_ratio_cap="$TIS" $EXTRA
+}
 sync_run sync "$CLUSTER"
-[ "$PIN" = 0 ] || sync_run pinned_sync "$ACLUSTER"
+if [ "$PIN" != 0 ]; then
+    split=${RL_BENCH_ASYNC_ROLLOUT_CORES:-$("$PY" bench/bench_async_report.py --dir "$DIR" --split-cores "$NCPU")}
+    echo "bench-async: the rollout gets $split of $NCPU cores in the pinned cluster"
+    pin_clusters "$split" || exit 2
+    sync_run pinned_sync "$ACLUSTER"
+fi
 async_run async
+if [ "$PIN" != 0 ]; then
+    async_shared_run async_shared
+    async_shared_run async_shared_2
+fi
 async_run async_2
 [ "$PIN" = 0 ] || sync_run pinned_sync_2 "$ACLUSTER"
 sync_run sync_2 "$CLUSTER"

@@ -36,19 +36,40 @@ def pinned_cores(path):
     return out
 
 
+def split_cores(d, n):
+    """The rollout's share of n cores: n × (gen / step) of the sync run,
+    with the means taken as for the step times."""
+    runs = {r["name"]: r for r in read_runs(os.path.join(d, "runs.tsv"))}
+    rows = Run(d, runs["sync"], 1e9).rows
+    late = [x for x in rows if x.get("step", 0) > SKIP and "timing_s/step" in x]
+    gen = mean([x["timing_s/gen"] for x in late if "timing_s/gen" in x])
+    step = mean([x["timing_s/step"] for x in late])
+    if not (math.isfinite(gen) and math.isfinite(step) and step > 0):
+        print("bench_async_report: the sync run has no step times", file=sys.stderr)
+        return 1
+    print(min(max(round(n * gen / step), 1), n - 1))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", required=True)
     ap.add_argument("--out", default="docs/RESULTS.md")
+    ap.add_argument("--split-cores", type=int, metavar="N",
+                    help="print the rollout's cores of N for the pinned cluster (N × gen / step "
+                         "of the sync run in --dir, rounded, within 1 .. N−1) and exit")
     ap.add_argument("--section", default="bench-async",
                     help="the page section's marker name (bench_async.sh: bench-async-<n>cores)")
     a = ap.parse_args()
+    if a.split_cores:
+        return split_cores(a.dir, a.split_cores)
     env = read_env(os.path.join(a.dir, "env.txt"))
     runs = {r["name"]: r for r in read_runs(os.path.join(a.dir, "runs.tsv"))}
-    # the bench order: sync, pinned_sync, async, async_2, pinned_sync_2, sync_2
-    # (older benches: sync, async, async_2, sync_2, or the first two only)
-    order = [n for n in ("sync", "pinned_sync", "async", "async_2", "pinned_sync_2", "sync_2")
-             if n in runs]
+    # the bench order: sync, pinned_sync, async, async_shared, async_shared_2,
+    # async_2, pinned_sync_2, sync_2 (older benches: without async_shared, or
+    # sync, async, async_2, sync_2, or the first two only)
+    order = [n for n in ("sync", "pinned_sync", "async", "async_shared", "async_shared_2",
+                         "async_2", "pinned_sync_2", "sync_2") if n in runs]
     run = {n: Run(a.dir, runs[n], 1e9) for n in order}
 
     def arm_of(n):
@@ -69,10 +90,15 @@ def main():
     ts, ta, tp = arm_mean("sync", steptime), arm_mean("async", steptime), arm_mean("pinned_sync", steptime)
     ratio = ta / ts if ts and math.isfinite(ts) else float("nan")
     ratio_p = ta / tp if tp and math.isfinite(tp) else float("nan")
+    tsh = arm_mean("async_shared", steptime)
+    ratio_sh = tsh / ts if ts and math.isfinite(ts) else float("nan")
+    shared = "async_shared" in arms
     pinned = "pinned_sync" in arms
     sync, asy = run["sync"], run["async"]
     fs, fa = sync.after(), asy.after()
     delta = fa - fs if fs is not None and fa is not None else float("nan")
+    fsh = run["async_shared"].after() if shared else None
+    delta_sh = fsh - fs if fs is not None and fsh is not None else float("nan")
     out = [f"## One-step-off asynchronous training (`make bench-async`, {env.get('nproc')} cores)\n"]
     out.append(
         "This section is generated in full by `make bench-async` (`bench/bench_async.sh` runs the "
@@ -95,9 +121,15 @@ def main():
         "step's samples, with `trainer.async_rounds` at its default (as many filter rounds as the "
         "step before needed), with the weights it holds while the actor trains this step, "
         f"corrected by TIS with cap {env.get('tis')}). "
-        + ("Three arms: `sync` on the cluster where every role may use every core (each phase "
-           "has them all in turn), `pinned_sync` and `async` on a cluster that gives rollout and "
-           f"actor cores of their own (cluster.yaml `cpus:`; here {cpus}). " if pinned else "")
+        + (f"{'Four' if shared else 'Three'} arms: `sync` on the cluster where every role may use "
+           "every core (each phase has them all in turn), `pinned_sync` and `async` on a cluster "
+           f"that gives rollout and actor cores of their own (cluster.yaml `cpus:`; here {cpus}"
+           + (f"; the rollout's {env.get('rollout_cores_used')} of {env.get('nproc')} cores are "
+              "its share of the first sync run's step, n × gen / step, rounded"
+              if env.get("rollout_cores_used") and not env.get("rollout_cores") else "")
+           + ")"
+           + (", and `async_shared`, one step off on the cluster of `sync`, where rollout and "
+              "actor share every core" if shared else "") + ". " if pinned else "")
         + ("Each arm ran twice, in the order " + ", ".join(order) + ": an arm's step time is the "
            "mean of its runs, so a steady drift of the machine's speed over the bench weighs on "
            "every arm alike" if len(order) >= 4 else "")
@@ -107,7 +139,7 @@ def main():
     for i, n in enumerate(order):
         r = run[n]
         a_, s_ = r.best()
-        on = arm_of(n) == "async"
+        on = arm_of(n) in ("async", "async_shared")
         rows.append([i + 1, n, r.steps, fmt(steptime(r)), fmt(r.before()), fmt(r.after()),
                      f"{fmt(a_)} (step {s_})" if a_ is not None else "–",
                      fmt(r.mean("async/staleness_mean")) if on else "0",
@@ -150,9 +182,13 @@ def main():
                + ("met" if ratio <= 0.65 else "not met") + ")"
                + (f"; `bench: async_step_time_ratio_pinned_sync = {ratio_p:.3f}` (async over "
                   "pinned_sync: the same cluster)" if pinned else "")
+               + (f"; `bench: async_shared_step_time_ratio = {ratio_sh:.3f}` (async_shared over "
+                  "sync: the same cluster, " + ("≤ 0.65" if ratio_sh <= 0.65 else "above 0.65")
+                  + ")" if shared else "")
                + f"; `bench: async_val_acc_delta = {delta:+.3f}` (target ≥ −0.03: "
                + ("met" if delta >= -0.03 else "not met") + f", {pts(delta)} points; the first "
-               "run of each arm).\n")
+               "run of each arm"
+               + (f"; async_shared: {delta_sh:+.3f}" if shared else "") + ").\n")
     page = replace_section(a.out, a.section, "\n".join(out))
     with open(a.out + ".tmp", "w") as f:
         f.write(page)
@@ -160,6 +196,9 @@ def main():
     print(f"bench: async_step_time_ratio = {ratio:.3f}")
     if pinned:
         print(f"bench: async_step_time_ratio_pinned_sync = {ratio_p:.3f}")
+    if shared:
+        print(f"bench: async_shared_step_time_ratio = {ratio_sh:.3f}")
+        print(f"bench: async_shared_val_acc_delta = {delta_sh:.3f}")
     print(f"bench: async_val_acc_delta = {delta:.3f}")
     print(f"bench: async_update_time_control = {cu:.3f}")
     return 0

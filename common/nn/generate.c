@@ -1,9 +1,12 @@
 /* generate.c — batched KV-cache sampling for rl_lm (see rlrt/nn/generate.h).
  *
- * Prefill runs the training forward over the right-padded prompts and copies
- * each row's post-RoPE keys/values into the cache; decode steps then feed
- * one token per live row at that row's own position. Rows never see each
- * other: attention of row b reads only cache slot b up to its position. */
+ * Prefill runs the training forward over the distinct right-padded prompts
+ * (rows with equal prompts, e.g. GRPO's n samples of one prompt, share one
+ * forward) and copies each row's post-RoPE keys/values into its cache slot;
+ * decode steps then feed one token per live row at that row's own position,
+ * the rows cut into one task per thread when the model is small. Rows never
+ * see each other: attention of row b reads only cache slot b up to its
+ * position. */
 #include "ops_internal.h"
 #include "transformer_internal.h"
 
@@ -77,43 +80,64 @@ static int s_gen_reserve(rl_lm *m, int B, int maxT)
     return 0;
 }
 
-/* One decode step for n live rows: row i feeds g->tok[i] at position
- * g->pos[i] into cache slot slot[i]; leaves logits (n, V) in g->logits. */
-static void s_decode_step(rl_lm *m, int n, const int *slot)
+/* Per-row scratch of rows [i0, i0 + n) of the live batch: the same layout
+ * as rl_lm_gen's buffers, offset to row i0. */
+typedef struct s_rows {
+    float *x, *ln, *q, *k, *v, *atty, *xmid, *gate, *up, *h, *logits, *scores;
+    const int32_t *tok, *pos;
+    const int *slot;
+} s_rows;
+
+/* The decode step for live rows [i0, i0 + n): row i feeds g->tok[i] at
+ * position g->pos[i] into cache slot slot[i]; leaves its logits (n, V) at
+ * g->logits + i0 * V. Rows never read each other's scratch or cache slots,
+ * so disjoint row ranges may run at once. */
+static void s_decode_rows(rl_lm *m, int i0, int n, const int *slot_all)
 {
     const rl_lm_config *c = &m->cfg;
     const rl_nn_ops *o = m->ops;
     rl_lm_gen *g = m->gen;
     int d = c->hidden_size, I = c->intermediate_size, H = c->num_heads, KH = c->num_kv_heads;
     int hd = m->hd, qd = m->qd, kvd = m->kvd, maxT = g->maxT, rep = H / KH;
+    int V = c->vocab_size;
     float scale = 1.0f / sqrtf((float)hd);
-    o->embedding_forward(g->x, g->tok, m->params + m->off_embed, n, d);
+    s_rows r = {
+        .x = g->x + (size_t)i0 * d, .ln = g->ln + (size_t)i0 * d,
+        .q = g->q + (size_t)i0 * qd, .k = g->k + (size_t)i0 * kvd,
+        .v = g->v + (size_t)i0 * kvd, .atty = g->atty + (size_t)i0 * qd,
+        .xmid = g->xmid + (size_t)i0 * d, .gate = g->gate + (size_t)i0 * I,
+        .up = g->up + (size_t)i0 * I, .h = g->h + (size_t)i0 * I,
+        .logits = g->logits + (size_t)i0 * V, .scores = g->scores + (size_t)i0 * H * maxT,
+        .tok = g->tok + i0, .pos = g->pos + i0, .slot = slot_all + i0,
+    };
+    const int *slot = r.slot;
+    o->embedding_forward(r.x, r.tok, m->params + m->off_embed, n, d);
     for (int l = 0; l < c->num_layers; l++) {
         const rl_lm_layer_off *Lo = &m->layer[l];
         float *kc = g->kc + (size_t)l * g->B * maxT * kvd;
         float *vc = g->vc + (size_t)l * g->B * maxT * kvd;
-        o->rmsnorm_forward(g->ln, NULL, g->x, m->params + Lo->ln1, c->rms_norm_eps, n, d);
-        o->linear_forward(g->q, g->ln, m->params + Lo->wq, Lo->bq >= 0 ? m->params + Lo->bq : NULL,
+        o->rmsnorm_forward(r.ln, NULL, r.x, m->params + Lo->ln1, c->rms_norm_eps, n, d);
+        o->linear_forward(r.q, r.ln, m->params + Lo->wq, Lo->bq >= 0 ? m->params + Lo->bq : NULL,
                           n, d, qd);
-        o->linear_forward(g->k, g->ln, m->params + Lo->wk, Lo->bk >= 0 ? m->params + Lo->bk : NULL,
+        o->linear_forward(r.k, r.ln, m->params + Lo->wk, Lo->bk >= 0 ? m->params + Lo->bk : NULL,
                           n, d, kvd);
-        o->linear_forward(g->v, g->ln, m->params + Lo->wv, Lo->bv >= 0 ? m->params + Lo->bv : NULL,
+        o->linear_forward(r.v, r.ln, m->params + Lo->wv, Lo->bv >= 0 ? m->params + Lo->bv : NULL,
                           n, d, kvd);
-        o->rope_forward(g->q, g->q, g->pos, n, H, hd, c->rope_theta);
-        o->rope_forward(g->k, g->k, g->pos, n, KH, hd, c->rope_theta);
+        o->rope_forward(r.q, r.q, r.pos, n, H, hd, c->rope_theta);
+        o->rope_forward(r.k, r.k, r.pos, n, KH, hd, c->rope_theta);
         for (int i = 0; i < n; i++) {
-            size_t at = ((size_t)slot[i] * maxT + g->pos[i]) * kvd;
-            memcpy(kc + at, g->k + (size_t)i * kvd, sizeof(float) * (size_t)kvd);
-            memcpy(vc + at, g->v + (size_t)i * kvd, sizeof(float) * (size_t)kvd);
+            size_t at = ((size_t)slot[i] * maxT + r.pos[i]) * kvd;
+            memcpy(kc + at, r.k + (size_t)i * kvd, sizeof(float) * (size_t)kvd);
+            memcpy(vc + at, r.v + (size_t)i * kvd, sizeof(float) * (size_t)kvd);
         }
         int nh = n * H;
-        RL_OMP_FOR_IF((int64_t)nh * (g->pos[0] + 1) * hd > 8 * RL_PAR_MIN)
+        RL_OMP_FOR_IF((int64_t)nh * (r.pos[0] + 1) * hd > 8 * RL_PAR_MIN)
         for (int ih = 0; ih < nh; ih++) {
-            int i = ih / H, h = ih % H, len = g->pos[i] + 1;
-            const float *qv = g->q + (size_t)i * qd + (size_t)h * hd;
+            int i = ih / H, h = ih % H, len = r.pos[i] + 1;
+            const float *qv = r.q + (size_t)i * qd + (size_t)h * hd;
             const float *kb = kc + (size_t)slot[i] * maxT * kvd + (size_t)(h / rep) * hd;
             const float *vb = vc + (size_t)slot[i] * maxT * kvd + (size_t)(h / rep) * hd;
-            float *sc = g->scores + (size_t)ih * maxT;
+            float *sc = r.scores + (size_t)ih * maxT;
             float mx = -INFINITY;
             for (int s = 0; s < len; s++) {
                 const float *kr = kb + (size_t)s * kvd;
@@ -131,7 +155,7 @@ static void s_decode_step(rl_lm *m, int n, const int *slot)
                 sum += sc[s];
             }
             float inv = 1.0f / sum;
-            float *out = g->atty + (size_t)i * qd + (size_t)h * hd;
+            float *out = r.atty + (size_t)i * qd + (size_t)h * hd;
             for (int e = 0; e < hd; e++)
                 out[e] = 0.0f;
             for (int s = 0; s < len; s++) {
@@ -142,17 +166,48 @@ static void s_decode_step(rl_lm *m, int n, const int *slot)
                     out[e] += p * vr[e];
             }
         }
-        o->linear_forward(g->xmid, g->atty, m->params + Lo->wo, NULL, n, qd, d);
-        o->add_inplace(g->xmid, g->x, (int64_t)n * d);
-        o->rmsnorm_forward(g->ln, NULL, g->xmid, m->params + Lo->ln2, c->rms_norm_eps, n, d);
-        o->linear_forward(g->gate, g->ln, m->params + Lo->wg, NULL, n, d, I);
-        o->linear_forward(g->up, g->ln, m->params + Lo->wu, NULL, n, d, I);
-        o->swiglu_forward(g->h, g->gate, g->up, (int64_t)n * I);
-        o->linear_forward(g->x, g->h, m->params + Lo->wd, NULL, n, I, d);
-        o->add_inplace(g->x, g->xmid, (int64_t)n * d);
+        o->linear_forward(r.xmid, r.atty, m->params + Lo->wo, NULL, n, qd, d);
+        o->add_inplace(r.xmid, r.x, (int64_t)n * d);
+        o->rmsnorm_forward(r.ln, NULL, r.xmid, m->params + Lo->ln2, c->rms_norm_eps, n, d);
+        o->linear_forward(r.gate, r.ln, m->params + Lo->wg, NULL, n, d, I);
+        o->linear_forward(r.up, r.ln, m->params + Lo->wu, NULL, n, d, I);
+        o->swiglu_forward(r.h, r.gate, r.up, (int64_t)n * I);
+        o->linear_forward(r.x, r.h, m->params + Lo->wd, NULL, n, I, d);
+        o->add_inplace(r.x, r.xmid, (int64_t)n * d);
     }
-    o->rmsnorm_forward(g->ln, NULL, g->x, m->params + m->off_normf, c->rms_norm_eps, n, d);
-    o->linear_forward(g->logits, g->ln, m->params + m->off_lmhead, NULL, n, d, c->vocab_size);
+    o->rmsnorm_forward(r.ln, NULL, r.x, m->params + m->off_normf, c->rms_norm_eps, n, d);
+    o->linear_forward(r.logits, r.ln, m->params + m->off_lmhead, NULL, n, d, c->vocab_size);
+}
+
+/* Rows per decode task. Fixed, so a row's arithmetic (and so every sampled
+ * token) does not depend on the thread count. */
+/* Fewest rows in a decode task: below this OpenBLAS spends more time
+ * re-packing the weights for each task than multiplying. */
+enum { RL_GEN_MIN_ROWS_PER_TASK = 16 };
+
+/* One decode step for the n live rows. A small model's products are too
+ * small for rl_sgemm to split (one core would do the whole step), so the
+ * rows are cut into one task per thread (at least RL_GEN_MIN_ROWS_PER_TASK
+ * rows each), each running the whole step for its rows on one core. A large
+ * model's products split themselves across the threads, and the rows stay
+ * one task. The cut depends only on n and the thread count. */
+static void s_decode_step(rl_lm *m, int n, const int *slot)
+{
+    const rl_lm_config *c = &m->cfg;
+    int wide = c->intermediate_size > m->qd ? c->intermediate_size : m->qd;
+    int nt = rl_nn_get_threads();
+    if (nt <= 1 || (double)n * c->hidden_size * wide >= RL_SGEMM_SPLIT_MIN) {
+        s_decode_rows(m, 0, n, slot);
+        return;
+    }
+    int per = (n + nt - 1) / nt;
+    per = per < RL_GEN_MIN_ROWS_PER_TASK ? RL_GEN_MIN_ROWS_PER_TASK : per;
+    int tasks = (n + per - 1) / per;
+    RL_PRAGMA(omp parallel for if(tasks > 1) num_threads(nt) schedule(static, 1))
+    for (int t = 0; t < tasks; t++) {
+        int i0 = t * per, cnt = n - i0 < per ? n - i0 : per;
+        s_decode_rows(m, i0, cnt, slot);
+    }
 }
 
 static int s_cand_cmp(const void *a, const void *b)
@@ -246,6 +301,86 @@ static int s_sample(const float *z, int V, float inv_temp, const rl_lm_sampling 
     }
     *logp = z[tok] * inv_temp - lse;
     return tok;
+}
+
+/* Index of the first row whose prompt equals row b's (same length and
+ * tokens), found through a hash table of the rows before it; fills
+ * first[b] for every row. table has 2B slots (-1 = empty). */
+static void s_first_equal_rows(int B, int P, const int32_t *prompts, const int *lens, int *first,
+                               int *table)
+{
+    int slots = 2 * B;
+    for (int i = 0; i < slots; i++)
+        table[i] = -1;
+    for (int b = 0; b < B; b++) {
+        const int32_t *row = prompts + (size_t)b * P;
+        uint64_t h = 1469598103934665603ull ^ (uint64_t)lens[b];
+        for (int t = 0; t < lens[b]; t++)
+            h = (h ^ (uint32_t)row[t]) * 1099511628211ull;
+        int at = (int)(h % (uint64_t)slots);
+        first[b] = b;
+        for (; table[at] >= 0; at = (at + 1) % slots) {
+            int o = table[at];
+            if (lens[o] == lens[b] &&
+                !memcmp(prompts + (size_t)o * P, row, sizeof(int32_t) * (size_t)lens[b])) {
+                first[b] = o;
+                break;
+            }
+        }
+        if (first[b] == b)
+            table[at] = b;
+    }
+}
+
+/* Prefill: runs the training forward over the distinct prompts (GRPO's n
+ * samples of a prompt share one), copies each row's post-RoPE keys/values
+ * into its cache slot and its last prompt position's logits into g->logits
+ * (B, V). pmask (B, P) marks the real prompt tokens. */
+static int s_prefill(rl_lm *m, int B, int P, const int32_t *prompts, const int *prompt_lens,
+                     const uint8_t *pmask)
+{
+    const rl_lm_config *c = &m->cfg;
+    rl_lm_gen *g = m->gen;
+    int V = c->vocab_size, kvd = m->kvd;
+    int *first = malloc(sizeof(int) * (size_t)B * 4);
+    int32_t *uprompts = malloc(sizeof(int32_t) * (size_t)B * P);
+    uint8_t *umask = malloc((size_t)B * P);
+    int rc = 0;
+    if (!first || !uprompts || !umask) {
+        rc = rl_error_set(RL_ENOMEM, "generate: out of memory");
+        goto done;
+    }
+    int *unique = first + B, *table = first + 2 * B, U = 0;
+    s_first_equal_rows(B, P, prompts, prompt_lens, first, table);
+    for (int b = 0; b < B; b++) { /* unique[b]: b's row in the prefill batch */
+        if (first[b] != b) {
+            unique[b] = unique[first[b]];
+            continue;
+        }
+        memcpy(uprompts + (size_t)U * P, prompts + (size_t)b * P, sizeof(int32_t) * (size_t)P);
+        memcpy(umask + (size_t)U * P, pmask + (size_t)b * P, (size_t)P);
+        unique[b] = U++;
+    }
+    if ((rc = rl_lm_reserve(m, U, P)) < 0 || (rc = rl_lm_prepare(m, U, P, uprompts, umask, P)) < 0 ||
+        (rc = rl_lm_forward_raw(m, U, P)) < 0)
+        goto done;
+    int64_t N = (int64_t)U * P;
+    for (int l = 0; l < c->num_layers; l++)
+        for (int b = 0; b < B; b++) {
+            size_t dst = (((size_t)l * g->B + b) * g->maxT) * kvd;
+            size_t src = ((size_t)l * N + (size_t)unique[b] * P) * kvd;
+            size_t cnt = (size_t)prompt_lens[b] * kvd;
+            memcpy(g->kc + dst, m->a.k + src, sizeof(float) * cnt);
+            memcpy(g->vc + dst, m->a.v + src, sizeof(float) * cnt);
+        }
+    for (int b = 0; b < B; b++)
+        memcpy(g->logits + (size_t)b * V,
+               m->a.logits + ((size_t)unique[b] * P + prompt_lens[b] - 1) * V, sizeof(float) * V);
+done:
+    free(first);
+    free(uprompts);
+    free(umask);
+    return rc;
 }
 
 void rl_lm_sampling_default(rl_lm_sampling *s)
@@ -361,24 +496,8 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
         if ((rc = s_full_step(m, n, rows, seq, maxT, cur_len, g->logits)) < 0)
             goto done;
     } else {
-        if ((rc = rl_lm_reserve(m, B, P)) < 0 ||
-            (rc = rl_lm_prepare(m, B, P, prompts, pmask, P)) < 0)
+        if ((rc = s_prefill(m, B, P, prompts, prompt_lens, pmask)) < 0)
             goto done;
-        if ((rc = rl_lm_forward_raw(m, B, P)) < 0)
-            goto done;
-        int64_t N = (int64_t)B * P;
-        int kvd = m->kvd;
-        for (int l = 0; l < c->num_layers; l++)
-            for (int b = 0; b < B; b++) {
-                size_t dst = (((size_t)l * g->B + b) * maxT) * kvd;
-                size_t src = ((size_t)l * N + (size_t)b * P) * kvd;
-                size_t cnt = (size_t)prompt_lens[b] * kvd;
-                memcpy(g->kc + dst, m->a.k + src, sizeof(float) * cnt);
-                memcpy(g->vc + dst, m->a.v + src, sizeof(float) * cnt);
-            }
-        for (int b = 0; b < B; b++)
-            memcpy(g->logits + (size_t)b * V,
-                   m->a.logits + ((size_t)b * P + prompt_lens[b] - 1) * V, sizeof(float) * V);
     }
 
     while (n > 0) {

@@ -89,7 +89,7 @@ void rl_sgemm(int transA, int transB, int M, int N, int K, float alpha, const fl
         return;
     }
     int nt = rl_nn_get_threads();
-    if (nt <= 1 || omp_in_parallel() || (double)M * N * K < 8.0e6) {
+    if (nt <= 1 || omp_in_parallel() || (double)M * N * K < RL_SGEMM_SPLIT_MIN) {
         s_blas(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }

@@ -22,6 +22,10 @@
  * costs more than the work). */
 #define RL_PAR_MIN (1 << 20)
 
+/* Multiply-adds (M·N·K) below which rl_sgemm runs one BLAS call on one
+ * thread instead of splitting the product across the threads. */
+#define RL_SGEMM_SPLIT_MIN 8.0e6
+
 /* ---- vectorisable helpers ------------------------------------------------
  * RL_SIMD asks the compiler to vectorise the next loop (honoured at -O2
  * because the build uses -fopenmp); RL_SIMD_SUM(v) adds a sum reduction. */

@@ -485,6 +485,76 @@ static void test_row_seed_independent_of_batch(void **state)
     rl_lm_free(m);
 }
 
+/* 40 rows from 5 prompts, 8 samples each, shuffled, with padding garbage
+ * and a prompt that is a prefix of another: rows with equal prompts share
+ * one prefill forward, the decode runs in several row tasks. Every row must
+ * still get what it gets alone (no sharing, one task), on 1 and 3 threads,
+ * and what the no-cache reference path gets. */
+static void test_shared_prefill_and_row_tasks(void **state)
+{
+    (void)state;
+    enum { NB = 40, NP = 6, NU = 5 };
+    static const int32_t uniq[NU][NP] = {{5, 9, 2, 44, 0, 0}, {5, 9, 2, 44, 17, 0},
+                                         {11, 0, 0, 0, 0, 0}, {30, 31, 32, 33, 34, 35},
+                                         {7, 7, 7, 0, 0, 0}};
+    static const int ulen[NU] = {4, 5, 1, 6, 3};
+    int32_t prompts[NB * NP];
+    int plen[NB];
+    uint64_t seeds[NB];
+    for (int b = 0; b < NB; b++) {
+        int u = (b * 3) % NU; /* interleaved, not grouped */
+        for (int t = 0; t < NP; t++) /* padding past the length differs per row */
+            prompts[b * NP + t] = t < ulen[u] ? uniq[u][t] : (int32_t)(b + t) % 50;
+        plen[b] = ulen[u];
+        seeds[b] = 1000 + (uint64_t)b;
+    }
+    rl_lm *m = s_small_model();
+    rl_lm_sampling s;
+    rl_lm_sampling_default(&s);
+    s.max_new_tokens = GN;
+    s.seed = 5;
+    int32_t stop = 3;
+    s.stop_tokens = &stop;
+    s.num_stop_tokens = 1;
+    static int32_t out[3][NB * GN];
+    static float lp[3][NB * GN];
+    int lens[3][NB];
+    const int threads[2] = {1, 3};
+    for (int k = 0; k < 2; k++) {
+        rl_nn_set_threads(threads[k]);
+        assert_int_equal(rl_lm_generate(m, NB, NP, prompts, plen, seeds, &s, out[k], lp[k], NULL,
+                                        lens[k]), 0);
+    }
+    s.no_kv_cache = 1;
+    assert_int_equal(rl_lm_generate(m, NB, NP, prompts, plen, seeds, &s, out[2], lp[2], NULL,
+                                    lens[2]), 0);
+    s.no_kv_cache = 0;
+    rl_nn_set_threads(1);
+    int stopped = 0;
+    for (int k = 1; k < 3; k++) {
+        assert_memory_equal(lens[0], lens[k], sizeof lens[0]);
+        assert_memory_equal(out[0], out[k], sizeof out[0]);
+        for (int i = 0; i < NB * GN; i++)
+            assert_float_equal(lp[0][i], lp[k][i], 1e-4);
+    }
+    for (int b = 0; b < NB; b++) {
+        int32_t o1[GN];
+        float lp1[GN];
+        int len1;
+        assert_int_equal(rl_lm_generate(m, 1, plen[b], prompts + b * NP, &plen[b], &seeds[b], &s,
+                                        o1, lp1, NULL, &len1), 0);
+        assert_int_equal(len1, lens[0][b]);
+        assert_memory_equal(o1, out[0] + b * GN, sizeof o1);
+        for (int j = 0; j < GN; j++)
+            assert_float_equal(lp1[j], lp[0][b * GN + j], 1e-5);
+        stopped += len1 < GN;
+    }
+    /* Samples of one prompt differ (their seeds do), so rows were not copied. */
+    assert_true(memcmp(out[0], out[0] + 5 * GN, sizeof(int32_t) * GN) != 0);
+    assert_true(stopped > 0 && stopped < NB); /* the live batch shrank mid-way */
+    rl_lm_free(m);
+}
+
 /* top_k = 1 keeps only the argmax: same tokens as greedy whatever the seed. */
 static void test_top_k_one_is_greedy(void **state)
 {
@@ -665,6 +735,7 @@ int main(void)
         cmocka_unit_test(test_top_k_one_is_greedy),
         cmocka_unit_test(test_sampling_frequencies),
         cmocka_unit_test(test_generate_stops_at_max_seq_len),
+        cmocka_unit_test(test_shared_prefill_and_row_tasks),
         cmocka_unit_test(test_config_and_argument_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

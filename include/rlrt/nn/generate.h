@@ -12,6 +12,11 @@
  * the same temperature. Greedy decoding takes the first argmax of the logits;
  * its log-probs use the given temperature (1 when temperature <= 0).
  *
+ * Cost: rows with equal prompts (same length and tokens) share one prefill
+ * forward; on a model whose products are too small for rl_sgemm to split,
+ * each decode step runs the live rows as one task per thread
+ * (rl_nn_set_threads), at least 16 rows a task.
+ *
  * Ownership: outputs are caller buffers. The KV cache and scratch live in
  * the model and are reused across calls; generation invalidates the saved
  * training forward (call rl_lm_forward again before rl_lm_backward).
