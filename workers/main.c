@@ -23,7 +23,7 @@ static void s_usage(FILE *f)
             "                 [--node NAME] [--log-level debug|info|warn|error]\n"
             "                 [--heartbeat-ms MS] [--give-up-s S] [--max-message-mb MB]\n"
             "                 [--cert FILE --driver-key KEY|FILE] [--http-port P [--http-bind ADDR]]\n"
-            "                 [--cpus LIST] [--job ID] [--token-stdin]\n"
+            "                 [--cpus LIST | --share-cores K] [--job ID] [--token-stdin]\n"
             "\n"
             "Serves the methods of ROLE (%s) for an rl-driver.\n"
             "Started by the driver (local/ssh launch) or by systemd/Kubernetes (external).\n"
@@ -34,10 +34,14 @@ static void s_usage(FILE *f)
             "  --http-port P         serve /healthz, /healthz/ready and /metrics on P\n"
             "  --cpus LIST           run on these cores only (\"0-7,16\"), with one compute\n"
             "                        thread per core unless OMP_NUM_THREADS is set\n"
+            "  --share-cores K       K ranks of this role share this machine's cores: one\n"
+            "                        compute thread per K cores (at least one) unless\n"
+            "                        OMP_NUM_THREADS is set (the driver passes it)\n"
             "  --job ID, --token-stdin  set by the driver when it starts the worker\n"
-            "Environment: RL_DRIVER, RL_ROLE, RL_RANK, RL_WORKER_CERT, RL_DRIVER_KEY and\n"
-            "RL_HTTP_PORT, RL_CPUS stand for the options; RL_WORKER_TOKEN holds a spawned worker's\n"
-            "slot token. Under systemd (NOTIFY_SOCKET) it sends READY, STOPPING, WATCHDOG.\n"
+            "Environment: RL_DRIVER, RL_ROLE, RL_RANK, RL_WORKER_CERT, RL_DRIVER_KEY,\n"
+            "RL_HTTP_PORT, RL_CPUS and RL_SHARE_CORES stand for the options; RL_WORKER_TOKEN\n"
+            "holds a spawned worker's slot token. Under systemd (NOTIFY_SOCKET) it sends\n"
+            "READY, STOPPING, WATCHDOG.\n"
             "Exits 0 on SHUTDOWN or SIGTERM, 1 on a start-up error or when the driver refuses\n"
             "it, 2 when the driver stays unreachable, 64 on a usage error.\n",
             rl_worker_role_names(roles, sizeof roles));
@@ -92,7 +96,8 @@ int main(int argc, char **argv)
         {"driver-key", required_argument, 0, 'K'}, {"max-message-mb", required_argument, 0, 'm'},
         {"http-port", required_argument, 0, 'p'}, {"http-bind", required_argument, 0, 'b'},
         {"rank-from-hostname", no_argument, 0, 'R'}, {"instance", required_argument, 0, 'I'},
-        {"cpus", required_argument, 0, 'C'},      {0, 0, 0, 0},
+        {"cpus", required_argument, 0, 'C'},      {"share-cores", required_argument, 0, 'S'},
+        {0, 0, 0, 0},
     };
     rl_worker_options opt = {0};
     const char *role_name = getenv("RL_ROLE");
@@ -100,6 +105,10 @@ int main(int argc, char **argv)
     opt.cert = getenv("RL_WORKER_CERT");
     const char *driver_key = getenv("RL_DRIVER_KEY");
     const char *cpus = getenv("RL_CPUS");
+    long share = 0;
+    if (getenv("RL_SHARE_CORES") && s_parse_long(getenv("RL_SHARE_CORES"), 1, RL_CPUS_MAX, &share))
+        return s_bad("share-cores (RL_SHARE_CORES)", getenv("RL_SHARE_CORES"),
+                     "an integer in [1, 1024]");
     int token_stdin = 0, rank_from_host = 0;
     static char token[128], keybuf[RL_NET_KEY_TXT];
     /* the slot token of a spawned worker: read it, then drop it from the
@@ -167,6 +176,10 @@ int main(int argc, char **argv)
         }
         case 'b': opt.http_bind = optarg; break;
         case 'C': cpus = optarg; break;
+        case 'S':
+            if (s_parse_long(optarg, 1, RL_CPUS_MAX, &share))
+                return s_bad("share-cores", optarg, "an integer in [1, 1024]");
+            break;
         case 'm':
             if (s_parse_long(optarg, 1, 1 << 20, &v))
                 return s_bad("max-message-mb", optarg, "an integer in [1, 1048576]");
@@ -198,6 +211,11 @@ int main(int argc, char **argv)
             return RL_WORKER_EXIT_USAGE;
         }
         (void)rl_nn_use_thread_count(argv, ncpus);
+    } else if (share > 1 && !rl_cpus_allowed(&ncpus)) {
+        /* K ranks of this role share these cores: a pool of 1/K each */
+        (void)rl_nn_use_thread_count(argv, ncpus / share > 0 ? ncpus / (int)share : 1);
+    } else {
+        ncpus = 0;
     }
     if (tok_env)
         unsetenv("RL_WORKER_TOKEN");
@@ -246,7 +264,10 @@ int main(int argc, char **argv)
     opt.test_inline = rl_test_inline;
     opt.retry_safe = rl_worker_role_retry_safe(role->name);
     rl_log_set_identity(role->name, opt.rank);
-    if (ncpus)
+    if (ncpus && cpus && *cpus)
         rl_log_info("on cpus %s: %d compute threads", cpus, rl_nn_get_threads());
+    else if (ncpus)
+        rl_log_info("%d cores shared by %ld ranks of its role: %d compute threads", ncpus, share,
+                    rl_nn_get_threads());
     return rl_worker_run(&opt, role);
 }

@@ -576,6 +576,18 @@ const rl_placement *rl_cluster_find(const rl_cluster *cl, const char *role, int 
     return NULL;
 }
 
+int rl_cluster_core_share(const rl_cluster *cl, const rl_placement *p)
+{
+    if (p->cpus[0] || cl->nodes[p->node].launch == RL_LAUNCH_EXTERNAL)
+        return 0;
+    int k = 0;
+    for (int i = 0; i < cl->n_placements; i++) {
+        const rl_placement *q = &cl->placements[i];
+        k += q->role == p->role && q->node == p->node && !q->cpus[0];
+    }
+    return k;
+}
+
 char *rl_cluster_table(const rl_cluster *cl)
 {
     int w = 8; /* the role column fits the longest name */
@@ -596,10 +608,14 @@ char *rl_cluster_table(const rl_cluster *cl)
         size_t g = 0;
         for (int k = 0; k < p->ngpus; k++)
             g += (size_t)snprintf(gpus + g, sizeof gpus - g, "%s%d", k ? "," : "", p->gpus[k]);
+        char share[48] = "-"; /* unpinned: all the node's cores, or 1/K of them */
+        int k = rl_cluster_core_share(cl, p);
+        if (k > 1)
+            snprintf(share, sizeof share, "- (1/%d of the cores)", k);
         len += (size_t)snprintf(out + len, cap - len, "%-*s %4d  %-16s %-24s %-8s %-12s %s\n", w,
                                 cl->roles[p->role].name, p->rank, nd->name, nd->address,
                                 rl_launch_mode_name(nd->launch), gpus,
-                                p->cpus[0] ? p->cpus : "-");
+                                p->cpus[0] ? p->cpus : share);
     }
     return out;
 }

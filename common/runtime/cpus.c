@@ -121,3 +121,12 @@ int rl_cpus_bind(const char *text, int *count)
         *count = n;
     return RL_OK;
 }
+
+int rl_cpus_allowed(int *count)
+{
+    cpu_set_t have;
+    if (sched_getaffinity(0, sizeof have, &have) != 0)
+        return rl_error_set(RL_EIO, "cannot read this process's cores: %s", strerror(errno));
+    *count = CPU_COUNT(&have);
+    return RL_OK;
+}

@@ -184,6 +184,10 @@ static int s_spawn(rl_drv_slot *s)
     if (rl_drv_new_token(s))
         return rl_error_wrap(rl_error_code(), "cannot start %s", s->label);
     int ssh = s->node->launch == RL_LAUNCH_SSH;
+    /* ranks of this role on this node without cpus: they split its cores */
+    int share = rl_cluster_core_share(d->cl, s->pl);
+    char share_text[16];
+    snprintf(share_text, sizeof share_text, "%d", share);
     for (int i = 0, n = 0; i < s->pl->ngpus; i++)
         n += snprintf(gpus + n, sizeof gpus - (size_t)n, i ? ",%d" : "%d", s->pl->gpus[i]);
     const char *level = d->opt.worker_log_level ? d->opt.worker_log_level : "info";
@@ -219,6 +223,8 @@ static int s_spawn(rl_drv_slot *s)
                            " --http-port %s --http-bind %s", http_port, d->cl->http_bind);
         if (s->pl->cpus[0] && rn > 0 && (size_t)rn < sizeof remote) /* digits , - only */
             rn += snprintf(remote + rn, sizeof remote - (size_t)rn, " --cpus %s", s->pl->cpus);
+        if (share > 1 && rn > 0 && (size_t)rn < sizeof remote)
+            rn += snprintf(remote + rn, sizeof remote - (size_t)rn, " --share-cores %d", share);
         if (rn < 0 || (size_t)rn >= sizeof remote)
             return rl_error_set(RL_EINVAL, "cannot start %s: the ssh command is too long",
                                 s->label);
@@ -258,6 +264,10 @@ static int s_spawn(rl_drv_slot *s)
         if (s->pl->cpus[0]) {
             argv[a++] = "--cpus";
             argv[a++] = (char *)s->pl->cpus;
+        }
+        if (share > 1) {
+            argv[a++] = "--share-cores";
+            argv[a++] = share_text;
         }
     }
     argv[a] = NULL;

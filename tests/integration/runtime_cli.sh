@@ -131,3 +131,49 @@ n=$(echo "$out" | grep -c "on cpus 0: 1 compute threads")
 if echo "$out" | grep "actor/1" | grep -q "on cpus"; then
     fail "actor rank 1 (no cpus) says it was bound"
 fi
+# --share-cores K (the driver passes it to the K unpinned ranks of a role on
+# one node): a pool of 1/K of the cores each, at least one thread, unless
+# the user set OMP_NUM_THREADS
+expect "rl-worker: --share-cores '0': expected an integer in [1, 1024]" \
+    "$BIN/rl-worker" --role actor --driver tcp://127.0.0.1:1 --share-cores 0
+expect "rl-worker: --share-cores (RL_SHARE_CORES) 'x': expected an integer in [1, 1024]" \
+    env RL_SHARE_CORES=x "$BIN/rl-worker" --role actor --driver tcp://127.0.0.1:1
+threads_of() { # threads_of K [VAR=value]: OMP_NUM_THREADS of a worker with --share-cores K
+    local k=$1
+    shift
+    env -u OMP_NUM_THREADS "$@" "$BIN/rl-worker" --role actor --driver tcp://127.0.0.1:1 \
+        --give-up-s 30 --log-level error --share-cores "$k" >/dev/null 2>&1 &
+    local pid=$! nt
+    nt=$(settled_var $pid OMP_NUM_THREADS)
+    kill $pid 2>/dev/null
+    wait $pid 2>/dev/null
+    echo "$nt"
+}
+ncores=$(nproc)
+want=$(( ncores / 2 > 0 ? ncores / 2 : 1 ))
+t=$(threads_of 2)
+[ "$t" = "$want" ] || fail "rl-worker --share-cores 2 on $ncores cores runs $t threads, expected $want"
+t=$(threads_of 2 OMP_NUM_THREADS=3)
+[ "$t" = 3 ] || fail "rl-worker --share-cores 2 with OMP_NUM_THREADS=3 runs '$t' threads, expected 3"
+t=$(threads_of 1)
+[ -z "$t" ] || fail "rl-worker --share-cores 1 set OMP_NUM_THREADS=$t (one rank: every core)"
+# a job with two unpinned actor ranks on one node: the driver passes
+# --share-cores 2 to each, not to the lone rollout and reward ranks
+cat >"$d/shared.yaml" <<'YAML'
+driver: {bind: 127.0.0.1, port: 5555}
+nodes: [{name: local, address: 127.0.0.1, launch: local}]
+roles:
+  rollout: {count: 1, node: local}
+  actor: {count: 2, node: local}
+  reward: {count: 1, node: local}
+YAML
+out=$(env -u OMP_NUM_THREADS "$BIN/rl-driver" --cluster "$d/shared.yaml" --config $J \
+    --bind 'tcp://127.0.0.1:*' selftest.payload_mb=1 selftest.weight_mb=1 2>&1) ||
+    fail "the selftest on a cluster with two unpinned actor ranks failed: $(echo "$out" | tail -20)"
+n=$(echo "$out" | grep -c "$ncores cores shared by 2 ranks of its role: $want compute threads")
+[ "$n" = 2 ] || fail "$n ranks said '$ncores cores shared by 2 ranks of its role: $want compute threads', expected 2 (actor 0, 1): $(echo "$out" | grep -i shared)"
+if echo "$out" | grep -E "rollout/0|reward/0" | grep -q "shared by"; then
+    fail "a lone rollout or reward rank says it shares its cores"
+fi
+echo "$out" | grep -q "actor .*- (1/2 of the cores)" ||
+    fail "the placement table does not show the actor ranks' share: $(echo "$out" | grep -A6 "^role")"

@@ -110,6 +110,11 @@ static void test_base_file(void **state)
     assert_int_equal(p->ngpus, 0);
     assert_null(rl_cluster_find(cl, "reward", 3));
     assert_null(rl_cluster_find(cl, "rollout", 0));
+    /* cores shared: actor 0 is alone unpinned on head, actor 1 has cpus, the
+     * reward ranks start outside the driver */
+    assert_int_equal(rl_cluster_core_share(cl, rl_cluster_find(cl, "actor", 0)), 1);
+    assert_int_equal(rl_cluster_core_share(cl, rl_cluster_find(cl, "actor", 1)), 0);
+    assert_int_equal(rl_cluster_core_share(cl, rl_cluster_find(cl, "reward", 0)), 0);
     char *t = rl_cluster_table(cl);
     assert_string_equal(t,
                         "role     rank  node             address                  launch   gpus         cpus\n"
@@ -331,12 +336,14 @@ static void test_role_names(void **state)
     assert_int_equal(rl_cluster_find(cl, "env_simulator_2", 1)->role, 1);
     assert_null(rl_cluster_find(cl, "idle", 0));
     assert_null(rl_cluster_find(cl, NULL, 0));
+    assert_int_equal(rl_cluster_core_share(cl, rl_cluster_find(cl, "critic", 0)), 1);
+    assert_int_equal(rl_cluster_core_share(cl, rl_cluster_find(cl, "env_simulator_2", 1)), 2);
     char *t = rl_cluster_table(cl);
     assert_string_equal(t,
                         "role            rank  node             address                  launch   gpus         cpus\n"
                         "critic             0  n                10.0.0.9                 local    -            -\n"
-                        "env_simulator_2    0  n                10.0.0.9                 local    -            -\n"
-                        "env_simulator_2    1  n                10.0.0.9                 local    -            -\n");
+                        "env_simulator_2    0  n                10.0.0.9                 local    -            - (1/2 of the cores)\n"
+                        "env_simulator_2    1  n                10.0.0.9                 local    -            - (1/2 of the cores)\n");
     free(t);
     rl_cluster_free(cl);
     /* the longest name that fits */

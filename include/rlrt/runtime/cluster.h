@@ -160,6 +160,13 @@ typedef struct rl_cluster {
     char security_authorized_keys[RL_CLUSTER_PATH_MAX];
 } rl_cluster;
 
+/* How many ranks share the cores of placement p's node: the placements of
+ * its role on its node without `cpus:` (they compute at the same time), p
+ * included; 0 when p has cpus or its node's workers are started outside the
+ * driver (launch: external; such a worker takes RL_SHARE_CORES itself). The
+ * launcher passes it as --share-cores. */
+int rl_cluster_core_share(const rl_cluster *cl, const rl_placement *p);
+
 rl_cluster *rl_cluster_load(const char *path);
 rl_cluster *rl_cluster_from_config(const rl_config *c);
 void rl_cluster_free(rl_cluster *cl);

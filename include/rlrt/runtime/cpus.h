@@ -14,6 +14,12 @@
  * < RL_CPUS_MAX; a range runs low to high; no index may appear twice; no
  * spaces; at least one index.
  *
+ * Ranks that are not given cores but share a machine with other ranks of
+ * their role (they compute at the same time, as an actor's data-parallel
+ * ranks do) split its cores instead: the driver passes `--share-cores K`
+ * and each sizes its pool to 1/K of the cores it may use (rl_cpus_allowed),
+ * so K ranks do not run K full pools on the same cores.
+ *
  * Errors: RL_EINVAL with a message naming the list and the problem (parse),
  * or the cores that this process may not use (bind). Nothing here prints.
  */
@@ -43,6 +49,9 @@ int rl_cpus_format(const cpu_set_t *set, char *out, size_t size);
  * (its affinity mask: online, and allowed by its cgroup/container); the
  * error lists those it may not and those it may. *count = cores bound. */
 int rl_cpus_bind(const char *text, int *count);
+
+/* *count = the cores this process may run on (its affinity mask). */
+int rl_cpus_allowed(int *count);
 
 #ifdef __cplusplus
 }
