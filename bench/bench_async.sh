@@ -121,30 +121,28 @@ RRANKS=${RL_BENCH_ASYNC_ROLLOUT_RANKS:-1}
 if [ "$PIN" != 0 ] && [ "$NCPU" -lt 2 ]; then
     echo "bench-async: pinning needs 2 cores or more (RL_BENCH_ASYNC_PIN=0)"; exit 2
 fi
-# pin_clusters R: checks R and the rollout ranks, writes the pinned cluster
-# (and, with several rollout ranks, the sync arm's cluster with those ranks)
-pin_clusters() {
-    RCORES=$1
+if ! [ "$RRANKS" -ge 1 ] 2>/dev/null; then
+    echo "bench-async: RL_BENCH_ASYNC_ROLLOUT_RANKS=$RRANKS: expected an integer >= 1"; exit 2
+fi
+if [ "$PIN" != 0 ] && [ "$RRANKS" != 1 ]; then # the sync arm: the same ranks, on every core
+    CLUSTER="$DIR/cluster-shared.yaml"
+    bench_cluster "$NCPU" "$RRANKS" "$RRANKS" 0 >"$CLUSTER"
+fi
+# pin_cluster R: checks R against the cores and the rollout ranks, writes
+# the pinned cluster with the rollout on cores [0, R)
+pin_cluster() {
+    local RCORES=$1
     if ! [ "$RCORES" -ge 1 ] 2>/dev/null || [ "$RCORES" -ge "$NCPU" ]; then
         echo "bench-async: RL_BENCH_ASYNC_ROLLOUT_CORES=$RCORES: expected 1 .. $((NCPU - 1))"; return 2
     fi
-    if ! [ "$RRANKS" -ge 1 ] 2>/dev/null || [ "$RRANKS" -gt "$RCORES" ]; then
+    if [ "$RRANKS" -gt "$RCORES" ]; then
         echo "bench-async: RL_BENCH_ASYNC_ROLLOUT_RANKS=$RRANKS: expected 1 .. $RCORES (a core each at least)"; return 2
     fi
     ACLUSTER="$DIR/cluster-pinned.yaml"
     bench_cluster "$NCPU" "$RCORES" "$RRANKS" 1 >"$ACLUSTER"
     echo "pinned_cluster=$ACLUSTER" >>"$DIR/env.txt"
     echo "rollout_cores_used=$RCORES" >>"$DIR/env.txt"
-    if [ "$RRANKS" != 1 ]; then # the sync arm: the same ranks, on every core
-        CLUSTER="$DIR/cluster-shared.yaml"
-        bench_cluster "$NCPU" "$RCORES" "$RRANKS" 0 >"$CLUSTER"
-    fi
 }
-# with several rollout ranks the sync arm runs on their cluster: write it
-# now (from the given or the half split; the pinned one is rewritten below)
-if [ "$PIN" != 0 ] && [ "$RRANKS" != 1 ]; then
-    pin_clusters "${RL_BENCH_ASYNC_ROLLOUT_CORES:-$((NCPU / 2))}" || exit 2
-fi
 now() { date +%s.%N; }
 run() {
     local name=$1 kind=$2 cluster=$3
@@ -184,7 +182,7 @@ sync_run sync "$CLUSTER"
 if [ "$PIN" != 0 ]; then
     split=${RL_BENCH_ASYNC_ROLLOUT_CORES:-$("$PY" bench/bench_async_report.py --dir "$DIR" --split-cores "$NCPU")}
     echo "bench-async: the rollout gets $split of $NCPU cores in the pinned cluster"
-    pin_clusters "$split" || exit 2
+    pin_cluster "$split" || exit 2
     sync_run pinned_sync "$ACLUSTER"
 fi
 async_run async

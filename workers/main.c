@@ -105,10 +105,8 @@ int main(int argc, char **argv)
     opt.cert = getenv("RL_WORKER_CERT");
     const char *driver_key = getenv("RL_DRIVER_KEY");
     const char *cpus = getenv("RL_CPUS");
-    long share = 0;
-    if (getenv("RL_SHARE_CORES") && s_parse_long(getenv("RL_SHARE_CORES"), 1, RL_CPUS_MAX, &share))
-        return s_bad("share-cores (RL_SHARE_CORES)", getenv("RL_SHARE_CORES"),
-                     "an integer in [1, 1024]");
+    const char *share_text = getenv("RL_SHARE_CORES");
+    const char *share_from = "share-cores (RL_SHARE_CORES)"; /* for its error */
     int token_stdin = 0, rank_from_host = 0;
     static char token[128], keybuf[RL_NET_KEY_TXT];
     /* the slot token of a spawned worker: read it, then drop it from the
@@ -177,8 +175,8 @@ int main(int argc, char **argv)
         case 'b': opt.http_bind = optarg; break;
         case 'C': cpus = optarg; break;
         case 'S':
-            if (s_parse_long(optarg, 1, RL_CPUS_MAX, &share))
-                return s_bad("share-cores", optarg, "an integer in [1, 1024]");
+            share_text = optarg;
+            share_from = "share-cores";
             break;
         case 'm':
             if (s_parse_long(optarg, 1, 1 << 20, &v))
@@ -204,6 +202,9 @@ int main(int argc, char **argv)
      * so the worker runs itself again with it set (the mask, argv, stdin
      * and the slot token carry over). Only then is the token dropped from
      * the environment, so that nothing this worker starts inherits it. */
+    long share = 0;
+    if (share_text && s_parse_long(share_text, 1, RL_CPUS_MAX, &share))
+        return s_bad(share_from, share_text, "an integer in [1, 1024]");
     int ncpus = 0;
     if (cpus && *cpus) {
         if (rl_cpus_bind(cpus, &ncpus)) {
@@ -213,9 +214,8 @@ int main(int argc, char **argv)
         (void)rl_nn_use_thread_count(argv, ncpus);
     } else if (share > 1 && !rl_cpus_allowed(&ncpus)) {
         /* K ranks of this role share these cores: a pool of 1/K each */
-        (void)rl_nn_use_thread_count(argv, ncpus / share > 0 ? ncpus / (int)share : 1);
-    } else {
-        ncpus = 0;
+        int n = ncpus / (int)share;
+        (void)rl_nn_use_thread_count(argv, n > 0 ? n : 1);
     }
     if (tok_env)
         unsetenv("RL_WORKER_TOKEN");

@@ -179,8 +179,6 @@ static void s_decode_rows(rl_lm *m, int i0, int n, const int *slot_all)
     o->linear_forward(r.logits, r.ln, m->params + m->off_lmhead, NULL, n, d, c->vocab_size);
 }
 
-/* Rows per decode task. Fixed, so a row's arithmetic (and so every sampled
- * token) does not depend on the thread count. */
 /* Fewest rows in a decode task: below this OpenBLAS spends more time
  * re-packing the weights for each task than multiplying. */
 enum { RL_GEN_MIN_ROWS_PER_TASK = 16 };

@@ -93,6 +93,17 @@ int rl_cpus_format(const cpu_set_t *set, char *out, size_t size)
     return (int)len; /* out holds the pieces that fit, always terminated */
 }
 
+/* *have = the cores this process may run on; errors name `text` when given. */
+static int s_allowed(cpu_set_t *have, const char *text)
+{
+    if (sched_getaffinity(0, sizeof *have, have) == 0)
+        return RL_OK;
+    if (text)
+        return rl_error_set(RL_EIO, "cpus '%s': cannot read this process's cores: %s", text,
+                            strerror(errno));
+    return rl_error_set(RL_EIO, "cannot read this process's cores: %s", strerror(errno));
+}
+
 int rl_cpus_bind(const char *text, int *count)
 {
     cpu_set_t want, have, missing;
@@ -100,9 +111,8 @@ int rl_cpus_bind(const char *text, int *count)
     int rc = rl_cpus_parse(text, &want, &n);
     if (rc)
         return rc;
-    if (sched_getaffinity(0, sizeof have, &have) != 0)
-        return rl_error_set(RL_EIO, "cpus '%s': cannot read this process's cores: %s", text,
-                            strerror(errno));
+    if ((rc = s_allowed(&have, text)))
+        return rc;
     CPU_ZERO(&missing);
     for (int c = 0; c < RL_CPUS_MAX; c++)
         if (CPU_ISSET(c, &want) && !CPU_ISSET(c, &have))
@@ -125,8 +135,8 @@ int rl_cpus_bind(const char *text, int *count)
 int rl_cpus_allowed(int *count)
 {
     cpu_set_t have;
-    if (sched_getaffinity(0, sizeof have, &have) != 0)
-        return rl_error_set(RL_EIO, "cannot read this process's cores: %s", strerror(errno));
-    *count = CPU_COUNT(&have);
-    return RL_OK;
+    int rc = s_allowed(&have, NULL);
+    if (!rc)
+        *count = CPU_COUNT(&have);
+    return rc;
 }

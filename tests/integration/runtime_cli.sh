@@ -93,9 +93,12 @@ expect "rl-worker: --cpus: cpus '1023': this process may not run on cpu 1023 (it
     "$BIN/rl-worker" --role actor --driver tcp://127.0.0.1:1 --cpus 1023
 # a bound worker runs on its cores, with OMP_NUM_THREADS = their number set
 # by its re-exec (libgomp reads it when it loads) unless the user set it
-bound_of() { # bound_of [VAR=value]: "<Cpus_allowed_list> <OMP_NUM_THREADS>" of a worker with --cpus 0
-    env -u OMP_NUM_THREADS "$@" "$BIN/rl-worker" --role actor --driver tcp://127.0.0.1:1 \
-        --give-up-s 30 --log-level error --cpus 0 >/dev/null 2>&1 &
+worker_cores() { # worker_cores [VAR=value...] -- ARGS...: "<Cpus_allowed_list> <OMP_NUM_THREADS>"
+    local envs=() # of a worker started with ARGS, waiting for a driver
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    shift
+    env -u OMP_NUM_THREADS "${envs[@]}" "$BIN/rl-worker" --role actor --driver tcp://127.0.0.1:1 \
+        --give-up-s 30 --log-level error "$@" >/dev/null 2>&1 &
     local pid=$! nt cpus
     nt=$(settled_var $pid OMP_NUM_THREADS)
     cpus=$(awk '/^Cpus_allowed_list:/ {print $2}' /proc/$pid/status 2>/dev/null)
@@ -103,12 +106,17 @@ bound_of() { # bound_of [VAR=value]: "<Cpus_allowed_list> <OMP_NUM_THREADS>" of 
     wait $pid 2>/dev/null
     echo "$cpus $nt"
 }
+bound_of() { worker_cores "$@" -- --cpus 0; } # bound_of [VAR=value]: a worker with --cpus 0
 b=$(bound_of)
 [ "$b" = "0 1" ] || fail "rl-worker --cpus 0 runs on cpus/threads '$b', expected '0 1'"
 b=$(bound_of OMP_WAIT_POLICY=passive) # no wait-policy re-exec: the thread count's own
 [ "$b" = "0 1" ] || fail "rl-worker --cpus 0 with OMP_WAIT_POLICY set runs on '$b', expected '0 1'"
 b=$(bound_of OMP_NUM_THREADS=3)
 [ "$b" = "0 3" ] || fail "rl-worker --cpus 0 with OMP_NUM_THREADS=3 runs on '$b', expected '0 3'"
+selftest_on() { # selftest_on CLUSTER: the selftest job's output on that cluster
+    env -u OMP_NUM_THREADS "$BIN/rl-driver" --cluster "$1" --config $J \
+        --bind 'tcp://127.0.0.1:*' selftest.payload_mb=1 selftest.weight_mb=1 2>&1
+}
 # a job whose cluster pins its roles: the driver passes --cpus (the slot
 # token survives the worker's re-exec), every rank says where it runs
 cat >"$d/pinned.yaml" <<'YAML'
@@ -123,8 +131,7 @@ roles:
       - {rank: 1, node: local}
   reward: {count: 1, node: local, cpus: "0"}
 YAML
-out=$(env -u OMP_NUM_THREADS "$BIN/rl-driver" --cluster "$d/pinned.yaml" --config $J \
-    --bind 'tcp://127.0.0.1:*' selftest.payload_mb=1 selftest.weight_mb=1 2>&1) ||
+out=$(selftest_on "$d/pinned.yaml") ||
     fail "the selftest on a pinned cluster failed: $(echo "$out" | tail -20)"
 n=$(echo "$out" | grep -c "on cpus 0: 1 compute threads")
 [ "$n" = 3 ] || fail "$n ranks said 'on cpus 0: 1 compute threads', expected 3 (rollout 0, actor 0, reward 0): $(echo "$out" | grep -i cpus)"
@@ -141,13 +148,7 @@ expect "rl-worker: --share-cores (RL_SHARE_CORES) 'x': expected an integer in [1
 threads_of() { # threads_of K [VAR=value]: OMP_NUM_THREADS of a worker with --share-cores K
     local k=$1
     shift
-    env -u OMP_NUM_THREADS "$@" "$BIN/rl-worker" --role actor --driver tcp://127.0.0.1:1 \
-        --give-up-s 30 --log-level error --share-cores "$k" >/dev/null 2>&1 &
-    local pid=$! nt
-    nt=$(settled_var $pid OMP_NUM_THREADS)
-    kill $pid 2>/dev/null
-    wait $pid 2>/dev/null
-    echo "$nt"
+    worker_cores "$@" -- --share-cores "$k" | cut -d' ' -f2
 }
 ncores=$(nproc)
 want=$(( ncores / 2 > 0 ? ncores / 2 : 1 ))
@@ -167,8 +168,7 @@ roles:
   actor: {count: 2, node: local}
   reward: {count: 1, node: local}
 YAML
-out=$(env -u OMP_NUM_THREADS "$BIN/rl-driver" --cluster "$d/shared.yaml" --config $J \
-    --bind 'tcp://127.0.0.1:*' selftest.payload_mb=1 selftest.weight_mb=1 2>&1) ||
+out=$(selftest_on "$d/shared.yaml") ||
     fail "the selftest on a cluster with two unpinned actor ranks failed: $(echo "$out" | tail -20)"
 n=$(echo "$out" | grep -c "$ncores cores shared by 2 ranks of its role: $want compute threads")
 [ "$n" = 2 ] || fail "$n ranks said '$ncores cores shared by 2 ranks of its role: $want compute threads', expected 2 (actor 0, 1): $(echo "$out" | grep -i shared)"
