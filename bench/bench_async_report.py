@@ -87,6 +87,17 @@ def main():
         v = [f(r) for r in arms.get(arm, [])]
         return mean([x for x in v if math.isfinite(x)])
 
+    def late(r, key):
+        return [x[key] for x in r.rows if x.get("step", 0) > SKIP and key in x]
+
+    def busy(r):  # cores kept busy over a step (perf/cpu_cores_busy)
+        return mean(late(r, "perf/cpu_cores_busy"))
+
+    def cpu_per_step(r):  # CPU seconds of a step: cores busy × its wall time
+        return mean([x["perf/cpu_cores_busy"] * x["timing_s/step"] for x in r.rows
+                     if x.get("step", 0) > SKIP and "perf/cpu_cores_busy" in x
+                     and "timing_s/step" in x])
+
     ts, ta, tp = arm_mean("sync", steptime), arm_mean("async", steptime), arm_mean("pinned_sync", steptime)
     ratio = ta / ts if ts and math.isfinite(ts) else float("nan")
     ratio_p = ta / tp if tp and math.isfinite(tp) else float("nan")
@@ -166,6 +177,34 @@ def main():
                "wait for samples generated during the previous step, and `sync_weights` includes "
                "waiting for the rollout to finish the next step's samples):\n")
     out.append(table(["run"] + PHASES + ["step"], prow) + "\n")
+    # Cores busy: what one step off can win at most. Overlap fills cores
+    # the synchronous step leaves idle; it does not make the work smaller.
+    ncores = mean(late(run["sync"], "perf/cpu_cores"))
+    if not math.isfinite(ncores):
+        ncores = float(env.get("nproc") or "nan")
+    util = arm_mean("sync", busy) / ncores
+    floor = arm_mean("async", cpu_per_step) / (ncores * ts) if ts else float("nan")
+    floor_sh = arm_mean("async_shared", cpu_per_step) / (ncores * ts) if ts else float("nan")
+    crow = [[n, fmt(busy(run[n]), 2), fmt(cpu_per_step(run[n])), fmt(steptime(run[n])),
+             fmt(cpu_per_step(run[n]) / ncores)] for n in order]
+    out.append(f"Cores busy (`perf/cpu_cores_busy`: the CPU seconds of the driver and its workers "
+               f"over a step's wall seconds, all {ncores:.0f} cores counted; means after the first "
+               f"{SKIP} steps). A step cannot take less wall time than its CPU seconds spread over "
+               "every core (the last column):
+")
+    out.append(table(["run", "cores busy", "CPU s / step", "s / step",
+                      f"CPU s / step ÷ {ncores:.0f}"], crow) + "\n")
+    out.append(
+        f"The synchronous step kept {util * ncores:.2f} of the {ncores:.0f} cores busy "
+        f"(`bench: sync_core_utilisation = {util:.3f}`). One step off wins by filling the cores "
+        "that the synchronous step leaves idle, while the work of a step stays the same: the "
+        f"async runs needed {arm_mean('async', cpu_per_step):.3f} CPU seconds a step, so even with "
+        f"every core busy their step could not go below {floor:.3f} of the synchronous step "
+        f"(`bench: async_step_time_ratio_floor = {floor:.3f}`"
+        + (f"; async_shared: {floor_sh:.3f}" if shared else "") + ")"
+        + (". The target 0.65 is below that floor: this machine cannot meet it with this job; a "
+           "machine on which the synchronous step leaves more of its cores idle can."
+           if floor > 0.65 else ".") + "\n")
     # a control: the actor's update does the same work in every arm, so its
     # time ratio shows how much the machine's speed (or the cores the
     # update had) differed between them
@@ -201,6 +240,8 @@ def main():
         print(f"bench: async_shared_val_acc_delta = {delta_sh:.3f}")
     print(f"bench: async_val_acc_delta = {delta:.3f}")
     print(f"bench: async_update_time_control = {cu:.3f}")
+    print(f"bench: sync_core_utilisation = {util:.3f}")
+    print(f"bench: async_step_time_ratio_floor = {floor:.3f}")
     return 0
 
 

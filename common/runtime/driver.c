@@ -10,6 +10,7 @@
 #include "rlrt/runtime/health.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
@@ -638,6 +639,41 @@ int rl_driver_restarts(const rl_driver *d)
     int v = d->total_restarts;
     rl_drv_unlock((rl_driver *)d);
     return v;
+}
+
+/* CPU seconds of process `pid` (0: this process) and its affinity mask;
+ * 0 when either cannot be read (the process is gone, or not ours). */
+static int s_process_cpu(pid_t pid, double *cpu_s, cpu_set_t *mask)
+{
+    clockid_t clock = CLOCK_PROCESS_CPUTIME_ID;
+    struct timespec ts;
+    if ((pid && clock_getcpuclockid(pid, &clock)) || clock_gettime(clock, &ts) ||
+        sched_getaffinity(pid, sizeof *mask, mask))
+        return 0;
+    *cpu_s = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return 1;
+}
+
+void rl_driver_cpu_usage(const rl_driver *d, rl_driver_cpu *out)
+{
+    cpu_set_t all, one;
+    CPU_ZERO(&all);
+    double cpu_s = 0;
+    out->complete = s_process_cpu(0, &cpu_s, &all);
+    out->cpu_s = cpu_s;
+    rl_drv_lock((rl_driver *)d);
+    for (int i = 0; i < d->n_slots; i++) {
+        const rl_drv_slot *s = &d->slots[i];
+        if (s->node->launch != RL_LAUNCH_LOCAL || !s->proc_pid ||
+            !s_process_cpu(s->proc_pid, &cpu_s, &one)) {
+            out->complete = 0;
+            continue;
+        }
+        out->cpu_s += cpu_s;
+        CPU_OR(&all, &all, &one);
+    }
+    rl_drv_unlock((rl_driver *)d);
+    out->cores = CPU_COUNT(&all);
 }
 
 static int s_started(void *arg)

@@ -685,6 +685,7 @@ static int s_start(s_dg *s, rl_driver *d, const rl_config *job, int64_t restore,
         if (!rc)
             rc = rl_metrics_log(s->t.sink, 0, s->t.ms);
     }
+    rl_trainer_cpu_mark(&s->t); /* step 1's interval starts after step 0's validation */
     return rc;
 }
 

@@ -65,7 +65,32 @@ int rl_trainer_open(rl_trainer *t, rl_driver *d, const rl_config *job)
 int rl_trainer_open_metrics(rl_trainer *t, int64_t start)
 {
     t->sink = rl_metrics_open(t->out_dir, start > 0 ? start : -1, 0);
-    return t->sink ? RL_OK : rl_error_code();
+    if (!t->sink)
+        return rl_error_code();
+    rl_trainer_cpu_mark(t);
+    return RL_OK;
+}
+
+void rl_trainer_cpu_mark(rl_trainer *t)
+{
+    if (!t->d)
+        return;
+    rl_driver_cpu_usage(t->d, &t->cpu_mark);
+    t->cpu_mark_wall_s = rl_now_s();
+    t->cpu_mark_restarts = rl_driver_restarts(t->d);
+}
+
+int rl_trainer_put_cpu(rl_trainer *t)
+{
+    if (!t->d || !t->cpu_mark.complete)
+        return RL_OK;
+    rl_driver_cpu now;
+    rl_driver_cpu_usage(t->d, &now);
+    double wall = rl_now_s() - t->cpu_mark_wall_s, cpu = now.cpu_s - t->cpu_mark.cpu_s;
+    if (!now.complete || rl_driver_restarts(t->d) != t->cpu_mark_restarts || wall <= 0 || cpu < 0)
+        return RL_OK;
+    int rc = rl_metric_set_put(t->ms, "perf/cpu_cores_busy", cpu / wall);
+    return rc ? rc : rl_metric_set_put(t->ms, "perf/cpu_cores", now.cores);
 }
 
 void rl_trainer_close(rl_trainer *t)
@@ -93,6 +118,8 @@ int rl_trainer_step_tail(rl_trainer *t, int64_t step, double t0, int phases_rc,
     int rc = RL_OK;
     if (rl_metric_set_get(t->ms, "timing_s/step", &have) != RL_OK) /* not put by the recipe */
         rc = rl_metric_set_put(t->ms, "timing_s/step", rl_now_s() - t0);
+    if (!rc)
+        rc = rl_trainer_put_cpu(t);
     for (int i = 0; !rc && i < n_hooks; i++)
         if (rl_trainer_due(t, step, hooks[i].every))
             rc = hooks[i].run(ctx);
@@ -102,6 +129,7 @@ int rl_trainer_step_tail(rl_trainer *t, int64_t step, double t0, int phases_rc,
         *saved = 1;
     if (!rc)
         rl_driver_note_step(t->d, step, rl_now_s() - t0);
+    rl_trainer_cpu_mark(t);
     return rc;
 }
 

@@ -52,6 +52,12 @@ typedef struct rl_trainer {
     char ckpt_dir[4096];  /* <out_dir>/checkpoints */
     rl_metrics *sink;
     rl_metric_set *ms;    /* this step's metrics */
+    /* The start of the interval perf/cpu_cores_busy measures
+     * (rl_trainer_cpu_mark): the job's CPU reading, the wall clock and the
+     * restart count then. */
+    rl_driver_cpu cpu_mark;
+    double cpu_mark_wall_s;
+    int cpu_mark_restarts;
 } rl_trainer;
 
 /* Reads trainer.{total_steps, val_every, save_every, resume, seed,
@@ -65,6 +71,18 @@ void rl_trainer_close(rl_trainer *t);
 int rl_trainer_due(const rl_trainer *t, int64_t step, int64_t every);
 /* The console line (rl_log_info) and the metrics sink for this step. */
 int rl_trainer_log_step(rl_trainer *t, int64_t step);
+
+/* perf/cpu_cores_busy: how many cores the job kept busy over a step — the
+ * CPU seconds of the driver and its local workers (rl_driver_cpu_usage)
+ * since rl_trainer_cpu_mark, over the wall seconds since then — and
+ * perf/cpu_cores, the cores those processes may run on. Together they say
+ * how much of the machine a step leaves idle (what overlapping roles, as
+ * trainer.staleness does, can win at most). Put only when every rank was
+ * counted and no worker restarted since the mark. rl_trainer_open_metrics
+ * and rl_trainer_step_tail set the mark; a recipe that logs its steps itself
+ * calls both. */
+void rl_trainer_cpu_mark(rl_trainer *t);
+int rl_trainer_put_cpu(rl_trainer *t);
 
 /* The end of a training step, the same in every recipe (t0: when the step
  * began; phases_rc: what its phases returned, which, when not 0, is

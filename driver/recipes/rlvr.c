@@ -1149,6 +1149,7 @@ static int s_start(s_rlvr *r, rl_driver *d, const rl_config *job, int64_t restor
         rc = rl_trainer_open_metrics(&r->t, *start);
     if (!rc && *start == 0 && !(rc = s_validate(r))) /* the warm start's accuracy, step 0 */
         rc = rl_metrics_log(r->t.sink, 0, r->t.ms);
+    rl_trainer_cpu_mark(&r->t); /* step 1's interval starts after step 0's validation */
     return rc;
 }
 

@@ -229,6 +229,9 @@ static int s_step(s_sft *s, int64_t step)
     if (rc)
         return rc;
     rl_metric_set_put(s->t.ms, "timing_s/step", rl_now_s() - t0);
+    rc = rl_trainer_put_cpu(&s->t);
+    if (rc)
+        return rc;
     if (rl_trainer_due(&s->t, step, s->t.val_every)) {
         rc = s_validate(s, step);
     } else if (step % 10 == 0) {
@@ -238,7 +241,10 @@ static int s_step(s_sft *s, int64_t step)
     }
     if (!rc)
         rl_driver_note_step(s->t.d, step, rl_now_s() - t0);
-    return rc ? rc : rl_metrics_log(s->t.sink, step, s->t.ms);
+    if (!rc)
+        rc = rl_metrics_log(s->t.sink, step, s->t.ms);
+    rl_trainer_cpu_mark(&s->t);
+    return rc;
 }
 
 static int s_run(rl_driver *d, const rl_config *job)

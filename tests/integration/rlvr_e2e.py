@@ -19,11 +19,15 @@ Also: hard-prompt replay (algorithm.hard_replay) brings back the prompts a
 model replay of its queue predicts, step by step; bad settings are refused.
 Also: trainer.validation_data_dir holds the validation samples, agreeing
 with the logged val/accuracy and val/accuracy/level_1.
+Also: perf/cpu_cores_busy accounts for the CPU the driver and its workers
+spend in the steps (bounded by what the run used), and perf/cpu_cores is
+the cores they may use (1 when the driver is pinned to one core).
 
 Standard library only (the checkpoints are read as safetensors by hand).
 """
 import json
 import os
+import resource
 import shutil
 import struct
 import subprocess
@@ -52,10 +56,12 @@ def cluster(path, actors):
                 "  reward: {count: 1, node: local}\n" % actors)
 
 
-def run(work, cluster_file, config, overrides, expect_ok=True):
+def run(work, cluster_file, config, overrides, expect_ok=True, cores=None):
+    """cores: the set of cores the driver (and so its workers) may use."""
     cmd = [DRIVER, "--cluster", cluster_file, "--config", os.path.join(ROOT, "examples", config),
            "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + TINY + overrides
-    p = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=600)
+    pin = (lambda: os.sched_setaffinity(0, cores)) if cores else None
+    p = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=600, preexec_fn=pin)
     out = p.stdout + p.stderr
     if expect_ok and p.returncode != 0:
         print(out[-4000:])
@@ -66,6 +72,24 @@ def run(work, cluster_file, config, overrides, expect_ok=True):
 def metrics(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def cores_busy(rows, run_cpu_s, cores):
+    """perf/cpu_cores_busy × the step's seconds is the CPU the driver and its
+    workers spent on the step: over all steps at most what the whole run
+    used (they are this process's reaped descendants), and a good part of it
+    (what is left is start-up, step 0's validation and the shut-down; a metric
+    that missed the workers would see the driver's few per cent). perf/cpu_cores:
+    the cores they may use."""
+    steps = [r for r in rows if r["step"] > 0]
+    assert all("perf/cpu_cores_busy" in r for r in steps), steps[0]
+    assert all(r["perf/cpu_cores"] == cores for r in steps), (cores, steps[0])
+    busy = [r["perf/cpu_cores_busy"] for r in steps]
+    assert all(0 < b <= cores * 1.05 for b in busy), (cores, busy)
+    in_steps = sum(r["perf/cpu_cores_busy"] * r["timing_s/step"] for r in steps)
+    assert 0.2 * run_cpu_s < in_steps <= run_cpu_s * 1.02, (in_steps, run_cpu_s)
+    print("ok: perf/cpu_cores_busy %.2f..%.2f of %d cores; %.2f CPU s in the steps of the %.2f "
+          "the run used" % (min(busy), max(busy), cores, in_steps, run_cpu_s))
 
 
 def safetensors_f32(path):
@@ -122,14 +146,27 @@ def main():
               "algorithm.filter_mode=range", "algorithm.filter_exhausted=error",
               "actor.clip_ratio_high=0.2"]
         # 2. the reward rises on the learnable variant
+        used0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         run(work, c2, "arith_grpo.yaml", rl + ["data.train_batch_size=8", "rollout.n=8",
                                                "actor.ppo_mini_batch_size=4", "trainer.total_steps=12",
                                                "trainer.output_dir=runs/rise", "trainer.val_every=12",
                                                "trainer.validation_data_dir=runs/rise_val"])
-        sc = [r["critic/score/mean"] for r in metrics(os.path.join(work, "runs/rise/metrics.jsonl"))[1:]]
+        used1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        rows = metrics(os.path.join(work, "runs/rise/metrics.jsonl"))
+        sc = [r["critic/score/mean"] for r in rows[1:]]
         early, late = sum(sc[:3]) / 3, sum(sc[-3:]) / 3
         print("ok: reward %.3f (steps 1-3) -> %.3f (steps 10-12)" % (early, late))
         assert late > early + 0.2, sc
+        cores_busy(rows, used1.ru_utime + used1.ru_stime - used0.ru_utime - used0.ru_stime,
+                   len(os.sched_getaffinity(0)))
+        # a driver that may use one core only: its workers inherit it
+        run(work, c2, "arith_grpo.yaml", rl + ["trainer.total_steps=3",
+                                               "trainer.output_dir=runs/one_core"], cores={0})
+        rows = metrics(os.path.join(work, "runs/one_core/metrics.jsonl"))
+        assert [r["perf/cpu_cores"] for r in rows[1:]] == [1] * 3, rows
+        assert all(0 < r["perf/cpu_cores_busy"] <= 1.05 for r in rows[1:]), rows
+        print("ok: pinned to one core, perf/cpu_cores = 1 and perf/cpu_cores_busy <= 1 (%s)"
+              % ", ".join("%.2f" % r["perf/cpu_cores_busy"] for r in rows[1:]))
         # trainer.validation_data_dir: the validation's samples, which agree
         # with the logged accuracy (overall and per level)
         with open(os.path.join(work, "runs/rise_val/12.jsonl")) as f:

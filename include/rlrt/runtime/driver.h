@@ -173,6 +173,21 @@ const char *rl_driver_fatal(const rl_driver *d);
 void rl_driver_call_time(const rl_driver *d, double *wall_s, double *compute_s, int64_t *calls);
 /* Total worker restarts so far. */
 int rl_driver_restarts(const rl_driver *d);
+/* CPU time used so far by this driver process and every worker process it
+ * launched on this machine (launch: local), all their threads (Linux's
+ * per-process CPU clocks), and the cores those processes may run on (the
+ * union of their affinity masks). A recipe diffs two readings to see how
+ * many cores a step kept busy (perf/cpu_cores_busy). *complete is 1 when
+ * every rank of the job was counted; 0 when some rank's CPU is not visible
+ * here (ssh or external launch, or a rank between restarts) — its time is
+ * then missing from *cpu_s. A restarted worker's clock starts again at 0, so
+ * a diff across a restart (rl_driver_restarts changed) means nothing. */
+typedef struct rl_driver_cpu {
+    double cpu_s; /* seconds of CPU, summed over the processes */
+    int cores;    /* cores in the union of their affinity masks */
+    int complete;
+} rl_driver_cpu;
+void rl_driver_cpu_usage(const rl_driver *d, rl_driver_cpu *out);
 /* How many times rank `rank` of g has become READY (1 after the first
  * start; +1 after every restart or reconnect): a recipe that keeps state on
  * a worker compares it with the value it saw to know the worker must be
