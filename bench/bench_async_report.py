@@ -190,8 +190,7 @@ def main():
     out.append(f"Cores busy (`perf/cpu_cores_busy`: the CPU seconds of the driver and its workers "
                f"over a step's wall seconds, all {ncores:.0f} cores counted; means after the first "
                f"{SKIP} steps). A step cannot take less wall time than its CPU seconds spread over "
-               "every core (the last column):
-")
+               "every core (the last column):\n")
     out.append(table(["run", "cores busy", "CPU s / step", "s / step",
                       f"CPU s / step ÷ {ncores:.0f}"], crow) + "\n")
     out.append(
