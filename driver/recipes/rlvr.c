@@ -514,12 +514,14 @@ static int s_check_versions(s_rlvr *r)
     int64_t B = rl_dataproto_rows(r->batch), now = r->j.sync.version, mx = 0;
     double sum = 0;
     for (int64_t b = 0; b < B; b++) {
-        int64_t v = rl_column_i64(c, b), lag = now - v;
-        if (lag < 0 || lag > r->o.staleness)
+        int64_t v = rl_column_i64(c, b);
+        if (v > now || v < now - r->o.staleness) /* now - v may overflow: v comes from a peer */
             return rl_error_set(RL_ESTATE, "row %lld was sampled by weight version %lld, the actor "
-                                           "is at version %lld: staleness %lld outside [0, %lld] "
-                                           "(trainer.staleness)", (long long)b, (long long)v,
-                                (long long)now, (long long)lag, (long long)r->o.staleness);
+                                           "is at version %lld: expected a version in %lld .. %lld "
+                                           "(trainer.staleness %lld)", (long long)b, (long long)v,
+                                (long long)now, (long long)(now - r->o.staleness), (long long)now,
+                                (long long)r->o.staleness);
+        int64_t lag = now - v;
         sum += (double)lag;
         mx = lag > mx ? lag : mx;
     }
@@ -1055,16 +1057,37 @@ static int s_resume(s_rlvr *r, int64_t want, int64_t *start)
     const json_t *wv = json_object_get(extra, "weight_version");
     if (json_is_number(kc))
         r->klc.value = json_number_value(kc);
-    /* the restored weights are published again under their own version, so
-     * versions (and the staleness of prefetched samples) continue exactly */
-    if (json_is_integer(wv) && json_integer_value(wv) - 1 > r->j.sync.version)
+    /* The restored weights are published again under their own version, so
+     * versions (and the staleness of prefetched samples) continue exactly:
+     * the actor publishes version 1 at the start and version k + 1 after
+     * step k, so a checkpoint of step k holds k + 1. */
+    if (wv && (!json_is_integer(wv) || json_integer_value(wv) < 1 ||
+               json_integer_value(wv) > *start + 1)) {
+        char got[32] = "not an integer";
+        if (json_is_integer(wv))
+            snprintf(got, sizeof got, "%lld", (long long)json_integer_value(wv));
+        json_decref(extra);
+        return rl_error_set(RL_EPROTO, "checkpoint of step %lld: weight_version: expected 1 .. "
+                                       "%lld (version k + 1 is published after step k), got %s",
+                            (long long)*start, (long long)*start + 1, got);
+    }
+    if (wv && json_integer_value(wv) - 1 > r->j.sync.version)
         r->j.sync.version = json_integer_value(wv) - 1;
-    else if (json_is_integer(wv) && json_integer_value(wv) > r->j.sync.version)
-        r->j.sync.version = json_integer_value(wv);
     const json_t *pending = json_object_get(extra, "async_pending");
-    if (pending && r->o.staleness > 0)
-        rc = rl_rlvr_async_restore(&r->async, pending);
-    else if (pending && json_object_size(pending) > 0)
+    if (pending && !json_is_object(pending))
+        rc = rl_error_set(RL_EPROTO, "checkpoint of step %lld: async_pending is not an object of "
+                                     "rounds", (long long)*start);
+    else if (pending && r->o.staleness > 0) {
+        rl_rlvr_async_expect expect = {*start, r->j.batch * r->j.rollout_cfg.n,
+                                       r->j.response_length, r->j.sync.version + 1};
+        int dropped = 0;
+        rc = rl_rlvr_async_restore(&r->async, pending, &expect, &dropped);
+        if (!rc && dropped)
+            rl_log_warn("checkpoint of step %lld: %d round(s) generated ahead do not fit this "
+                        "job (trainer.staleness lowered, or the batch or response length "
+                        "changed): they are dropped and generated again", (long long)*start,
+                        dropped);
+    } else if (pending && json_object_size(pending) > 0)
         rl_log_warn("the checkpoint holds samples generated ahead (trainer.staleness > 0); "
                     "trainer.staleness is 0 now: they are dropped");
     if (!rc && r->aepo_on && aepo)

@@ -180,25 +180,70 @@ int rl_rlvr_async_save(rl_rlvr_async *a, rl_lm_job *j, json_t **out)
     return RL_OK;
 }
 
-int rl_rlvr_async_restore(rl_rlvr_async *a, const json_t *saved)
+/* A decimal number of 1 to 18 digits at *p (no sign, no space); advances *p. */
+static int s_digits(const char **p, long long *out)
 {
+    const char *s = *p;
+    long long v = 0;
+    int n = 0;
+    for (; *s >= '0' && *s <= '9' && n < 19; s++, n++)
+        v = v * 10 + (*s - '0');
+    if (n == 0 || n > 18)
+        return 0;
+    *p = s;
+    *out = v;
+    return 1;
+}
+
+/* 1 when round `dp` of step `step` fits the job (kept), 0 when it is to be
+ * dropped; RL_EPROTO (< 0, with its message) when it is malformed. */
+static int s_round_fits(const rl_dataproto *dp, int64_t step, int64_t staleness,
+                        const rl_rlvr_async_expect *e, const char *key)
+{
+    const rl_column *c = rl_dataproto_column(dp, RL_ROLLOUT_ROW_VERSION);
+    if (!c || rl_column_get_type(c) != RL_COL_INT64)
+        return rl_error_set(RL_EPROTO, "async state %s: no int64 column '%s' (the weight version "
+                                        "of each sample)", key, RL_ROLLOUT_ROW_VERSION);
+    int64_t rows = rl_dataproto_rows(dp), oldest = e->version;
+    for (int64_t b = 0; b < rows; b++) {
+        int64_t v = rl_column_i64(c, b);
+        if (v < 1 || v > e->version)
+            return rl_error_set(RL_EPROTO, "async state %s: row %lld: %s expected 1 .. %lld (the "
+                                            "checkpoint's weights), got %lld", key, (long long)b,
+                                 RL_ROLLOUT_ROW_VERSION, (long long)e->version, (long long)v);
+        oldest = v < oldest ? v : oldest;
+    }
+    const rl_tensor *t = rl_dataproto_tensor(dp, RL_LM_RESPONSES);
+    int64_t now = e->version + (step - e->start - 1); /* the actor's version at that step */
+    return step <= e->start + staleness && rows == e->rows && t && t->ndim == 2 &&
+           t->shape[1] == e->response_length && oldest >= now - staleness;
+}
+
+int rl_rlvr_async_restore(rl_rlvr_async *a, const json_t *saved, const rl_rlvr_async_expect *expect,
+                          int *dropped)
+{
+    *dropped = 0;
+    if (!json_is_object(saved))
+        return rl_error_set(RL_EPROTO, "async state: expected an object of rounds");
     const char *key;
     json_t *v;
+    unsigned char seen[RL_RLVR_MAX_STALENESS][RL_RLVR_MAX_ASYNC_ROUNDS] = {{0}};
     json_object_foreach((json_t *)saved, key, v) {
-        char *end = NULL;
-        long long step = strtoll(key, &end, 10), round = 0;
-        if (end && *end == '.') {
-            const char *at = end + 1;
-            round = strtoll(at, &end, 10);
-            if (end == at)
-                end = NULL;
+        const char *p = key;
+        long long step = 0, round = 0;
+        int ok = s_digits(&p, &step);
+        if (ok && *p == '.') {
+            p++;
+            ok = s_digits(&p, &round);
         }
-        if (!json_is_string(v) || !end || *end || step < 1 || round < 0 ||
-            round >= RL_RLVR_MAX_ASYNC_ROUNDS)
-            return rl_error_set(RL_EPROTO, "async state: entry '%s' is not \"step.round\" "
-                                           "(round < %d) → base64 text", key,
+        if (!ok || *p || !json_is_string(v) || step <= expect->start ||
+            step > expect->start + RL_RLVR_MAX_STALENESS || round >= RL_RLVR_MAX_ASYNC_ROUNDS)
+            return rl_error_set(RL_EPROTO, "async state: entry '%s' is not \"step.round\" → "
+                                           "base64 text with step in %lld .. %lld and round < %d",
+                                key, (long long)expect->start + 1,
+                                (long long)expect->start + RL_RLVR_MAX_STALENESS,
                                 RL_RLVR_MAX_ASYNC_ROUNDS);
-        if (rl_rlvr_async_has(a, step, round))
+        if (seen[step - expect->start - 1][round]++ || rl_rlvr_async_has(a, step, round))
             return rl_error_set(RL_EPROTO, "async state: round %lld of step %lld given twice",
                                 round, step);
         unsigned char *buf = NULL;
@@ -208,8 +253,16 @@ int rl_rlvr_async_restore(rl_rlvr_async *a, const json_t *saved)
         if (!rc)
             rc = rl_wire_decode_packed(buf, len, &dp);
         free(buf);
-        if (!rc)
+        int fits = rc ? 0 : s_round_fits(dp, step, a->staleness, expect, key);
+        if (fits < 0)
+            rc = fits;
+        if (!rc && fits)
             rc = rl_rlvr_async_push(a, step, round, dp, NULL);
+        else if (!rc) {
+            rl_dataproto_free(dp);
+            ++*dropped;
+        } else
+            rl_dataproto_free(dp);
         if (rc)
             return rl_error_wrap(rc, "async state of %s", key);
     }

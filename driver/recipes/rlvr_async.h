@@ -68,9 +68,29 @@ int rl_rlvr_async_drop_through(rl_rlvr_async *a, int64_t step);
 /* Finishes every round in flight, then {"<step>.<round>": "<base64 packed
  * DataProto>"} (a new object) for the checkpoint. */
 int rl_rlvr_async_save(rl_rlvr_async *a, rl_lm_job *j, json_t **out);
+/* What a checkpoint's rounds must be to be trained on after a resume at
+ * step `start`, with the weights of version `version` published for step
+ * start + 1 (version + (s − start − 1) for step s). */
+typedef struct rl_rlvr_async_expect {
+    int64_t start;
+    int64_t rows;            /* data.train_batch_size × rollout.n */
+    int64_t response_length; /* rollout.response_length: the responses' width */
+    int64_t version;
+} rl_rlvr_async_expect;
+
 /* The rounds saved by rl_rlvr_async_save (finished); a key "<step>" (the
- * checkpoints of before async_rounds) is round 0 of that step. */
-int rl_rlvr_async_restore(rl_rlvr_async *a, const json_t *saved);
+ * checkpoints of before async_rounds) is round 0 of that step. `saved` is
+ * untrusted (a checkpoint file): keys must be "<step>.<round>" in decimal
+ * digits with start < step <= start + RL_RLVR_MAX_STALENESS and round <
+ * RL_RLVR_MAX_ASYNC_ROUNDS, each value a packed DataProto in base64 with the
+ * rollout's int64 weight-version column, every version in [1, version]; else
+ * RL_EPROTO naming the entry. A round that is sound but does not fit this
+ * job — a step past start + a->staleness (trainer.staleness lowered), rows
+ * or response width other than expected, or a sample older than the
+ * staleness bound allows at its step — is dropped (counted in *dropped): its
+ * step generates it again, from the same prompts. */
+int rl_rlvr_async_restore(rl_rlvr_async *a, const json_t *saved, const rl_rlvr_async_expect *expect,
+                          int *dropped);
 void rl_rlvr_async_close(rl_rlvr_async *a);
 
 #endif

@@ -159,6 +159,50 @@ def main():
               "rounds sent ahead %s, taken from the queue %s, dropped %s, filter rounds %s"
               % ([r["async/rounds_sent_ahead"] for r in m], [r["async/rounds_from_queue"] for r in m],
                  [r["async/unused_rounds"] for r in m], [r["batch/filter_rounds"] for r in m]))
+        # ... also from the checkpoint of step 1 (the weights of version 2)
+        run(work, cfile, "arith_grpo.yaml", rl + extra + ["trainer.total_steps=1",
+                                                          "trainer.output_dir=runs/resumed1"])
+        run(work, cfile, "arith_grpo.yaml", rl + extra + ["trainer.total_steps=4", "trainer.resume=true",
+                                                          "trainer.output_dir=runs/resumed1"])
+        same([r for r in metrics(work, "runs/straight") if r["step"] >= 2],  # step 1 of resumed1
+             [r for r in metrics(work, "runs/resumed1") if r["step"] >= 2],   # was its last: validated
+             "resume at step 1")
+        assert weights(work, "runs/straight", 4) == weights(work, "runs/resumed1", 4)
+        print("ok: resume from step 1 with trainer.staleness=1 equals the uninterrupted run")
+        # a checkpoint's weight_version is checked: version k + 1 after step k
+        state = os.path.join(work, "runs/resumed1/checkpoints/step_1/trainer_state.json")
+        with open(state) as f:
+            st = json.load(f)
+        assert st["extra"]["weight_version"] == 2, st["extra"]
+        for bad, got in ((-9223372036854775808, "-9223372036854775808"), (3, "3"), ("2", "not an integer")):
+            shutil.rmtree(os.path.join(work, "runs/badver"), ignore_errors=True)
+            shutil.copytree(os.path.join(work, "runs/resumed1"), os.path.join(work, "runs/badver"))
+            for d in os.listdir(os.path.join(work, "runs/badver/checkpoints")):
+                if d.startswith("step_") and d != "step_1":
+                    shutil.rmtree(os.path.join(work, "runs/badver/checkpoints", d))
+            with open(os.path.join(work, "runs/badver/checkpoints/latest"), "w") as f:
+                f.write("step_1\n")
+            st["extra"]["weight_version"] = bad
+            with open(os.path.join(work, "runs/badver/checkpoints/step_1/trainer_state.json"), "w") as f:
+                json.dump(st, f)
+            rc, out = run(work, cfile, "arith_grpo.yaml", rl + extra + [
+                "trainer.total_steps=2", "trainer.resume=true", "trainer.output_dir=runs/badver"],
+                expect_ok=False)
+            want = ("checkpoint of step 1: weight_version: expected 1 .. 2 (version k + 1 is "
+                    "published after step k), got %s" % got)
+            assert rc != 0 and want in out, out[-3000:]
+        print("ok: a checkpoint whose weight_version is out of range or not an integer is refused")
+        # trainer.staleness lowered on resume: the rounds generated ahead that
+        # the lower bound does not allow are dropped (and generated again)
+        run(work, cfile, "arith_grpo.yaml", rl + extra + ["trainer.total_steps=2", "trainer.staleness=2",
+                                                          "trainer.output_dir=runs/lowered"])
+        rc, out = run(work, cfile, "arith_grpo.yaml", rl + extra + [
+            "trainer.total_steps=4", "trainer.resume=true", "trainer.output_dir=runs/lowered"])
+        assert "do not fit this job" in out, out[-3000:]
+        m = metrics(work, "runs/lowered")
+        assert [r["step"] for r in m if "async/staleness_max" in r][-2:] == [3, 4], m
+        assert all(r["async/staleness_max"] <= 1 for r in m if r["step"] > 2), m
+        print("ok: resume with a lower trainer.staleness drops the rounds it does not allow")
         # 4. TIS on policy
         run(work, cfile, "arith_grpo.yaml", rl + ["trainer.total_steps=2", "trainer.save_every=0",
                                                   "algorithm.tis_imp_ratio_cap=2.0",

@@ -1,7 +1,9 @@
 /* test_rlvr_async.c — the one-step-off prefetch queue (driver/recipes/
  * rlvr_async.c): rounds keyed by (step, round), dropping the rounds a step
  * did not need, and the checkpoint form: save → restore round trip, the
- * older "step" keys, and every malformed entry refused with its name. */
+ * older "step" keys, rounds that do not fit the resumed job (a lower
+ * staleness, another batch size or response length) dropped, and every
+ * malformed entry (keys, versions, types) refused with its name. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,8 +15,11 @@
 #include "../../driver/recipes/rlvr_async.h"
 #include "rlrt/rlrt.h"
 
-/* A finished round: one f32 tensor "x" of `rows` rows filled with `v`. */
-static rl_dataproto *s_round(int64_t rows, float v)
+#define S_R 6 /* response width of the test rounds */
+
+/* A finished round: one f32 tensor "x" of `rows` rows filled with `v`, the
+ * (rows, S_R) responses, and every row sampled by weight version `version`. */
+static rl_dataproto *s_round_v(int64_t rows, float v, int64_t version)
 {
     rl_dataproto *dp = rl_dataproto_new();
     int64_t shape[1] = {rows};
@@ -23,7 +28,21 @@ static rl_dataproto *s_round(int64_t rows, float v)
     float *d = rl_tensor_data(x);
     for (int64_t i = 0; i < rows; i++)
         d[i] = v + (float)i;
+    assert_non_null(rl_dataproto_new_tensor(dp, RL_LM_RESPONSES, RL_I32, 2, (int64_t[]){rows, S_R}));
+    rl_column *c = rl_dataproto_new_column(dp, RL_ROLLOUT_ROW_VERSION, RL_COL_INT64);
+    assert_non_null(c);
+    for (int64_t i = 0; i < rows; i++)
+        assert_int_equal(rl_column_set_i64(c, i, version), RL_OK);
     return dp;
+}
+
+static rl_dataproto *s_round(int64_t rows, float v) { return s_round_v(rows, v, 6); }
+
+/* A resume at step `start` of rounds of `rows` rows, with version start + 1
+ * published for step start + 1. */
+static rl_rlvr_async_expect s_expect(int64_t start, int64_t rows)
+{
+    return (rl_rlvr_async_expect){start, rows, S_R, start + 1};
 }
 
 static float s_first(const rl_dataproto *dp)
@@ -64,58 +83,139 @@ static void test_queue_by_step_and_round(void **state)
     assert_int_equal(a.n, 0);
 }
 
+/* restore of `saved` at step 6 (rounds of 4 rows) into a queue of staleness
+ * `staleness`: the return code, with *dropped */
+static int s_restore(rl_rlvr_async *a, const json_t *saved, int *dropped)
+{
+    rl_rlvr_async_expect e = s_expect(6, 4);
+    return rl_rlvr_async_restore(a, saved, &e, dropped);
+}
+
 static void test_checkpoint_round_trip(void **state)
 {
     (void)state;
     rl_rlvr_async a = {.staleness = 2};
-    assert_int_equal(rl_rlvr_async_push(&a, 7, 0, s_round(3, 70), NULL), RL_OK);
-    assert_int_equal(rl_rlvr_async_push(&a, 7, 1, s_round(5, 71), NULL), RL_OK);
+    assert_int_equal(rl_rlvr_async_push(&a, 7, 0, s_round(4, 70), NULL), RL_OK);
+    assert_int_equal(rl_rlvr_async_push(&a, 7, 1, s_round(4, 71), NULL), RL_OK);
     assert_int_equal(rl_rlvr_async_push(&a, 8, 0, s_round(4, 80), NULL), RL_OK);
     json_t *saved = NULL;
     assert_int_equal(rl_rlvr_async_save(&a, NULL, &saved), RL_OK);
     assert_int_equal(json_object_size(saved), 3);
     assert_non_null(json_object_get(saved, "7.1"));
     rl_rlvr_async b = {.staleness = 2};
-    assert_int_equal(rl_rlvr_async_restore(&b, saved), RL_OK);
+    int dropped = -1;
+    assert_int_equal(s_restore(&b, saved, &dropped), RL_OK);
     assert_int_equal(b.n, 3);
+    assert_int_equal(dropped, 0);
     rl_dataproto *out = NULL;
     double g, w;
     assert_int_equal(rl_rlvr_async_take(&b, NULL, 7, 1, &out, &g, &w), RL_OK);
-    assert_int_equal(rl_dataproto_rows(out), 5);
+    assert_int_equal(rl_dataproto_rows(out), 4);
     assert_true(s_first(out) == 71.0f);
     rl_dataproto_free(out);
     /* a checkpoint of before async_rounds: "step" is round 0 */
-    json_t *old = json_pack("{s:O}", "12", json_object_get(saved, "8.0"));
+    json_t *old = json_pack("{s:O}", "7", json_object_get(saved, "8.0"));
     rl_rlvr_async c = {.staleness = 1};
-    assert_int_equal(rl_rlvr_async_restore(&c, old), RL_OK);
-    assert_true(rl_rlvr_async_has(&c, 12, 0));
+    assert_int_equal(s_restore(&c, old, &dropped), RL_OK);
+    assert_true(rl_rlvr_async_has(&c, 7, 0));
     json_decref(old);
     rl_rlvr_async_close(&c);
-    /* malformed entries are refused, naming the entry */
-    static const char *const bad_keys[] = {"x", "7.", "7.x", "0.0", "7.-1", "7.8", "7.0.1", ""};
+    /* trainer.staleness lowered to 1 on resume: step 8's round (a step past
+     * 6 + 1) is dropped; so is a round of step 7 whose samples are 2 versions
+     * older than the actor at step 7 (version 7 − 2 = 5 < 7 − 1) */
+    json_t *low = json_pack("{s:O,s:O,s:o}", "7.0", json_object_get(saved, "7.0"), "8.0",
+                            json_object_get(saved, "8.0"), "7.1", json_null());
+    rl_rlvr_async stale = {.staleness = 2};
+    assert_int_equal(rl_rlvr_async_push(&stale, 7, 1, s_round_v(4, 0, 5), NULL), RL_OK);
+    json_t *stale_saved = NULL;
+    assert_int_equal(rl_rlvr_async_save(&stale, NULL, &stale_saved), RL_OK);
+    json_object_set(low, "7.1", json_object_get(stale_saved, "7.1"));
+    rl_rlvr_async e1 = {.staleness = 1};
+    assert_int_equal(s_restore(&e1, low, &dropped), RL_OK);
+    assert_int_equal(dropped, 2);
+    assert_int_equal(e1.n, 1);
+    assert_true(rl_rlvr_async_has(&e1, 7, 0));
+    rl_rlvr_async_close(&e1);
+    rl_rlvr_async e2 = {.staleness = 2}; /* with the bound of the run, all three are kept */
+    assert_int_equal(s_restore(&e2, low, &dropped), RL_OK);
+    assert_int_equal(dropped, 0);
+    assert_int_equal(e2.n, 3);
+    rl_rlvr_async_close(&e2);
+    json_decref(low);
+    /* another batch size or response length than the checkpoint's: dropped */
+    rl_rlvr_async f = {.staleness = 2};
+    rl_rlvr_async_expect other_rows = s_expect(6, 8), other_width = s_expect(6, 4);
+    other_width.response_length = S_R + 1;
+    assert_int_equal(rl_rlvr_async_restore(&f, saved, &other_rows, &dropped), RL_OK);
+    assert_int_equal(dropped, 3);
+    assert_int_equal(f.n, 0);
+    assert_int_equal(rl_rlvr_async_restore(&f, saved, &other_width, &dropped), RL_OK);
+    assert_int_equal(dropped, 3);
+    assert_int_equal(f.n, 0);
+    /* malformed entries are refused, naming the entry: not digits, a round
+     * out of range, a step already trained (<= 6) or past any bound (> 14),
+     * a sign or a space, more digits than a step can have */
+    static const char *const bad_keys[] = {"x", "7.", "7.x", "0.0", "7.-1", "7.8", "7.0.1", "",
+                                           "6.0", "15.0", "+7.0", " 7.0", "7. 0",
+                                           "99999999999999999999.0", "7.99999999999999999999"};
     for (size_t i = 0; i < sizeof bad_keys / sizeof bad_keys[0]; i++) {
         json_t *j = json_pack("{s:O}", bad_keys[i], json_object_get(saved, "7.0"));
         rl_rlvr_async d = {.staleness = 1};
-        assert_int_equal(rl_rlvr_async_restore(&d, j), RL_EPROTO);
-        char want[160];
-        snprintf(want, sizeof want, "async state: entry '%s' is not \"step.round\" (round < 8) "
-                                    "→ base64 text", bad_keys[i]);
+        assert_int_equal(s_restore(&d, j, &dropped), RL_EPROTO);
+        char want[200];
+        snprintf(want, sizeof want, "async state: entry '%s' is not \"step.round\" → base64 "
+                                    "text with step in 7 .. 14 and round < 8", bad_keys[i]);
         assert_string_equal(rl_error_message(), want);
+        assert_int_equal(d.n, 0);
         rl_rlvr_async_close(&d);
         json_decref(j);
     }
     json_t *twice = json_pack("{s:O,s:O}", "9", json_object_get(saved, "7.0"), "9.0",
                               json_object_get(saved, "7.0"));
     rl_rlvr_async d = {.staleness = 1};
-    assert_int_equal(rl_rlvr_async_restore(&d, twice), RL_EPROTO);
+    assert_int_equal(s_restore(&d, twice, &dropped), RL_EPROTO);
     assert_string_equal(rl_error_message(), "async state: round 0 of step 9 given twice");
     rl_rlvr_async_close(&d);
     json_decref(twice);
     json_t *garbage = json_pack("{s:s}", "9.1", "not base64!");
-    assert_int_equal(rl_rlvr_async_restore(&d, garbage), RL_EPROTO);
+    assert_int_equal(s_restore(&d, garbage, &dropped), RL_EPROTO);
     assert_non_null(strstr(rl_error_message(), "async state of 9.1"));
     rl_rlvr_async_close(&d);
     json_decref(garbage);
+    /* not an object; a version from the future or below 1; no version column */
+    json_t *arr = json_array();
+    assert_int_equal(s_restore(&d, arr, &dropped), RL_EPROTO);
+    assert_string_equal(rl_error_message(), "async state: expected an object of rounds");
+    json_decref(arr);
+    static const int64_t bad_versions[] = {8, 0, -1, INT64_MIN, INT64_MAX};
+    for (size_t i = 0; i < sizeof bad_versions / sizeof bad_versions[0]; i++) {
+        rl_rlvr_async src = {.staleness = 1};
+        assert_int_equal(rl_rlvr_async_push(&src, 7, 0, s_round_v(4, 0, bad_versions[i]), NULL),
+                         RL_OK);
+        json_t *j = NULL;
+        assert_int_equal(rl_rlvr_async_save(&src, NULL, &j), RL_OK);
+        assert_int_equal(s_restore(&d, j, &dropped), RL_EPROTO);
+        char want[200];
+        snprintf(want, sizeof want, "async state of 7.0: async state 7.0: row 0: weight_version "
+                                    "expected 1 .. 7 (the checkpoint's weights), got %lld",
+                 (long long)bad_versions[i]);
+        assert_string_equal(rl_error_message(), want);
+        assert_int_equal(d.n, 0);
+        json_decref(j);
+        rl_rlvr_async_close(&src);
+    }
+    rl_rlvr_async src = {.staleness = 1};
+    rl_dataproto *nov = s_round(4, 0);
+    assert_int_equal(rl_dataproto_remove(nov, RL_ROLLOUT_ROW_VERSION), RL_OK);
+    assert_int_equal(rl_rlvr_async_push(&src, 7, 0, nov, NULL), RL_OK);
+    json_t *j = NULL;
+    assert_int_equal(rl_rlvr_async_save(&src, NULL, &j), RL_OK);
+    assert_int_equal(s_restore(&d, j, &dropped), RL_EPROTO);
+    assert_non_null(strstr(rl_error_message(), "no int64 column 'weight_version'"));
+    json_decref(j);
+    rl_rlvr_async_close(&src);
+    rl_rlvr_async_close(&stale);
+    json_decref(stale_saved);
     json_decref(saved);
     rl_rlvr_async_close(&a);
     rl_rlvr_async_close(&b);
