@@ -529,19 +529,27 @@ int rl_lm_job_validate(rl_lm_job *j, int64_t step, double *accuracy, double *for
     return rc ? rl_error_wrap(rc, "validation") : RL_OK;
 }
 
-static float *s_mask(const rl_dataproto *dp, int64_t *B, int64_t *R, int with_loss_mask);
+/* The lengths' mask times tensor `extra_name` when the batch has it (NULL:
+ * none). */
+static float *s_mask(const rl_dataproto *dp, int64_t *B, int64_t *R, const char *extra_name);
 
 float *rl_lm_response_mask(const rl_dataproto *dp, int64_t *B, int64_t *R)
 {
-    return s_mask(dp, B, R, 1);
+    return s_mask(dp, B, R, RL_LM_RESPONSE_MASK);
 }
 
 float *rl_lm_length_mask(const rl_dataproto *dp, int64_t *B, int64_t *R)
 {
-    return s_mask(dp, B, R, 0);
+    return s_mask(dp, B, R, NULL);
 }
 
-static float *s_mask(const rl_dataproto *dp, int64_t *B, int64_t *R, int with_loss_mask)
+float *rl_lm_sampled_mask(const rl_dataproto *dp, int64_t *B, int64_t *R)
+{
+    return s_mask(dp, B, R, rl_dataproto_tensor(dp, RL_LM_SAMPLED_MASK) ? RL_LM_SAMPLED_MASK
+                                                                        : RL_LM_RESPONSE_MASK);
+}
+
+static float *s_mask(const rl_dataproto *dp, int64_t *B, int64_t *R, const char *extra_name)
 {
     const rl_tensor *t = rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSES, RL_I32, 2, NULL);
     const rl_tensor *l = t ? rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSE_LENS, RL_I32, 1, NULL) : NULL;
@@ -555,8 +563,8 @@ static float *s_mask(const rl_dataproto *dp, int64_t *B, int64_t *R, int with_lo
         return NULL;
     }
     const int32_t *len = rl_tensor_data(l);
-    const rl_tensor *mt = with_loss_mask ? rl_dataproto_tensor(dp, RL_LM_RESPONSE_MASK) : NULL;
-    if (mt && !(mt = rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSE_MASK, RL_F32, 2,
+    const rl_tensor *mt = extra_name ? rl_dataproto_tensor(dp, extra_name) : NULL;
+    if (mt && !(mt = rl_dataproto_tensor_shaped(dp, extra_name, RL_F32, 2,
                                                 (int64_t[]){*B, *R}))) {
         free(mask);
         return NULL;

@@ -115,6 +115,14 @@ int rl_lm_dump_samples(const char *dir, const char *key, int64_t step, const rl_
  * RL_LM_RESPONSE_MASK when the batch has one (tool output, filtered rows),
  * as a new array the caller frees; or NULL + a message naming the bad tensor. */
 float *rl_lm_response_mask(const rl_dataproto *dp, int64_t *B, int64_t *R);
+/* (B, R) f32 0/1, the tokens the policy sampled: RL_LM_RESPONSE_MASK as the
+ * rollout returned it (0 at tool output), kept by the recipe when overlong
+ * filtering zeroes whole rows of RL_LM_RESPONSE_MASK. */
+#define RL_LM_SAMPLED_MASK "sampled_mask"
+/* The same mask for the tokens the policy sampled (where a KL to the
+ * reference is an estimate of it): the lengths times RL_LM_SAMPLED_MASK, or
+ * without one RL_LM_RESPONSE_MASK (then only tool output is out of it). */
+float *rl_lm_sampled_mask(const rl_dataproto *dp, int64_t *B, int64_t *R);
 /* The same from the lengths alone (every sampled position): where outcome
  * rewards sit and group baselines are taken, whatever leaves the loss. */
 float *rl_lm_length_mask(const rl_dataproto *dp, int64_t *B, int64_t *R);

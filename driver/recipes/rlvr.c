@@ -285,6 +285,16 @@ static int s_overlong(const s_rlvr *r, rl_dataproto *dp, rl_metric_set *ms)
         }
         if (!mt)
             rc = rl_error_code();
+        /* the tokens the policy sampled, before whole rows leave the loss:
+         * where the KL to the reference is taken (rl_lm_sampled_mask) */
+        rl_tensor *st = rc || rl_dataproto_tensor(dp, RL_LM_SAMPLED_MASK)
+                            ? NULL
+                            : rl_dataproto_new_tensor(dp, RL_LM_SAMPLED_MASK, RL_F32, 2,
+                                                      (int64_t[]){B, R});
+        if (!rc && !st && !rl_dataproto_tensor(dp, RL_LM_SAMPLED_MASK))
+            rc = rl_error_code();
+        if (st)
+            memcpy(rl_tensor_data(st), rl_tensor_data(mt), sizeof(float) * (size_t)(B * R));
         for (int64_t b = 0; !rc && b < B; b++)
             if (cut[b])
                 memset((float *)rl_tensor_data(mt) + b * R, 0, sizeof(float) * (size_t)R);
@@ -790,16 +800,20 @@ static int s_phase_advantages(void *arg)
 {
     s_rlvr *r = arg;
     int64_t B, R;
-    /* rewards, KL and baselines over every sampled token; positions out of
-     * the loss (RL_LM_RESPONSE_MASK) get advantage 0 afterwards */
+    /* rewards and baselines over every response position, the KL over the
+     * tokens the policy sampled (not tool output); positions out of the
+     * loss (RL_LM_RESPONSE_MASK) get advantage 0 afterwards */
     float *mask = rl_lm_length_mask(r->batch, &B, &R);
     float *lmask = rl_dataproto_tensor(r->batch, RL_LM_RESPONSE_MASK) ? rl_lm_response_mask(r->batch, &B, &R)
                                                                       : mask;
-    if (!mask || !lmask) {
+    float *smask = r->need_ref && mask && lmask ? rl_lm_sampled_mask(r->batch, &B, &R) : NULL;
+    if (!mask || !lmask || (r->need_ref && !smask)) {
+        if (lmask != mask)
+            free(lmask);
         free(mask);
         return rl_error_code();
     }
-    int rc = r->need_ref ? s_kl(r, mask, B, R) : RL_OK;
+    int rc = r->need_ref ? s_kl(r, smask, B, R) : RL_OK;
     const float *score = rc ? NULL : rl_lm_row_values(r->batch, RL_REWARD_SCORE);
     int64_t *group = score ? rl_lm_group_ids(r->batch) : NULL;
     int64_t shape[2] = {B, R};
@@ -822,7 +836,7 @@ static int s_phase_advantages(void *arg)
         for (int64_t b = 0; !rc && b < B; b++) {
             double k = 0;
             for (int64_t t = 0; t < R; t++)
-                k += (double)mask[b * R + t] * r->kl[b * R + t];
+                k += (double)smask[b * R + t] * r->kl[b * R + t];
             rc = rl_column_set_f64(kc, b, r->kl_coef * k);
         }
     }
@@ -848,6 +862,7 @@ static int s_phase_advantages(void *arg)
     if (lmask != mask)
         free(lmask);
     free(mask);
+    free(smask);
     return rc;
 }
 

@@ -209,6 +209,8 @@ int rl_rlvr_guidance_apply(const rl_rlvr_guidance *g, rl_lm_job *j, rl_dataproto
         }
         if (!rc && rl_dataproto_tensor(sub, RL_LM_RESPONSE_MASK))
             rc = rl_dataproto_remove(sub, RL_LM_RESPONSE_MASK); /* rebuilt by shape */
+        if (!rc && rl_dataproto_tensor(sub, RL_LM_SAMPLED_MASK))
+            rc = rl_dataproto_remove(sub, RL_LM_SAMPLED_MASK); /* likewise */
         if (!rc) {
             rc = rl_dataproto_union_into(&sub, fresh);
             fresh = NULL;

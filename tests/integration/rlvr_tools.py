@@ -85,6 +85,19 @@ def main():
                 "resume with multi-turn and staleness 1")
         assert ra.weights(work, "runs/straight", 4) == ra.weights(work, "runs/resumed", 4)
         print("ok: resume with multi-turn tools and trainer.staleness=1 equals an uninterrupted run")
+        # KL in the reward with tools and overlong filtering: the KL is taken
+        # over the sampled tokens (the recipe keeps the tool mask when overlong
+        # filtering zeroes cut rows of the loss mask); the rounds concatenate
+        ra.run(work, cfile, "arith_grpo.yaml", rl + [
+            "trainer.total_steps=2", "trainer.output_dir=runs/kl", "algorithm.use_kl_in_reward=true",
+            "algorithm.kl_ctrl.kl_coef=0.05", "algorithm.overlong_filter=true",
+            "rollout.response_length=24", "trainer.rollout_data_dir=runs/kl_samples"])
+        m = [r for r in ra.metrics(work, "runs/kl") if r["step"] > 0]
+        assert len(m) == 2 and all("actor/reward_kl_penalty" in r and r["batch/truncated_frac"] >= 0
+                                   for r in m), m
+        print("ok: KL in the reward with tools and overlong filtering (KL %s, cut %s)"
+              % ([round(r["actor/reward_kl_penalty"], 6) for r in m],
+                 [r["batch/truncated_frac"] for r in m]))
         # 3. bad set-ups, named before any worker starts
         off = ["algorithm.guidance.enable=false"]
         rc, out = ra.run(work, cfile, "arith_grpo.yaml", MT + off + [
