@@ -34,22 +34,30 @@ int rl_agent_tokens_find(const rl_tokenizer *tok, rl_agent_tokens *out)
     return RL_OK;
 }
 
-/* Encodes `text` as tool output: *n ids into ids[0..cap), or -1 when the
- * tokenizer cannot spell it, it needs more than cap ids, or it contains a
- * special token (a tool must not write markup into the context). */
-static int s_encode_output(const rl_tokenizer *tok, const char *text, int32_t *ids, int64_t cap,
-                           int64_t *n)
+/* Encodes `text` as tool output into a new array *ids (caller frees) of *n
+ * ids: 0; 1 when the tokenizer cannot spell it or it contains a special
+ * token (a tool must not write markup into the context); or RL_ENOMEM. */
+static int s_encode_output(const rl_tokenizer *tok, const char *text, int32_t **ids, int64_t *n)
 {
-    if (rl_tokenizer_encode_into(tok, text, strlen(text), ids, cap, n))
-        return -1;
-    for (int64_t i = 0; i < *n; i++)
-        if (rl_tokenizer_is_special(tok, ids[i]))
-            return -1;
+    int rc = rl_tokenizer_encode(tok, text, strlen(text), ids, n);
+    if (rc == RL_ENOMEM)
+        return rl_error_wrap(rc, "agent: encoding a tool result");
+    for (int64_t i = 0; rc == RL_OK && i < *n; i++)
+        if (rl_tokenizer_is_special(tok, (*ids)[i]))
+            rc = 1;
+    if (rc) {
+        free(*ids);
+        *ids = NULL;
+        *n = 0;
+        return 1;
+    }
     return 0;
 }
 
-/* Runs the call that ends at resp[len - 1] (</call>) and writes
- * <result>OUTPUT</result> into res[0..*nres). */
+/* Runs the call that ends at resp[len - 1] (</call>). *nres receives the
+ * length of <result>OUTPUT</result>, whatever its size; its first
+ * min(*nres, cap) tokens are written to res[] (cap >= 1: what the row's
+ * budget can still hold). */
 static int s_answer(const rl_tokenizer *tok, const rl_agent_tokens *at, rl_tool_runner *runner,
                     const int32_t *resp, int len, int32_t *res, int64_t cap, int64_t *nres,
                     rl_agent_row_stats *st)
@@ -57,7 +65,9 @@ static int s_answer(const rl_tokenizer *tok, const rl_agent_tokens *at, rl_tool_
     int k = len - 2;
     while (k >= 0 && resp[k] != at->call_begin && resp[k] != at->result_end)
         k--;
-    char out[1024];
+    char out[RL_TOOL_MAX_OUTPUT + 2]; /* an output the runner accepts, or its error text */
+    const char *msg = "error: bad call";
+    rl_tool_outcome o = RL_TOOL_ERROR;
     int bad = 1;
     if (k >= 0 && resp[k] == at->call_begin) {
         char *text = NULL;
@@ -65,37 +75,40 @@ static int s_answer(const rl_tokenizer *tok, const rl_agent_tokens *at, rl_tool_
         char name[RL_TOOL_MAX_NAME], args[RL_TOOL_MAX_ARGS];
         if (rl_tokenizer_decode(tok, resp + k + 1, len - 2 - k, &text, &tl) == RL_OK &&
             strlen(text) == tl && rl_tool_parse_call(text, tl, name, args) == RL_OK) {
-            rl_tool_outcome o = RL_TOOL_ERROR;
             if (rl_tool_runner_call(runner, name, args, out, sizeof out, &o)) {
                 free(text);
                 return rl_error_wrap(rl_error_code(), "agent: calling tool '%s'", name);
             }
             st->outcomes[o]++;
+            msg = out;
             bad = 0;
-            int64_t n = 0;
-            if (s_encode_output(tok, out, res + 1, cap - 2, &n)) {
-                if (o == RL_TOOL_OK) { /* the tokenizer cannot spell it: garbage */
-                    st->outcomes[RL_TOOL_OK]--;
-                    st->outcomes[RL_TOOL_GARBAGE]++;
-                }
-                snprintf(out, sizeof out, "error: bad output");
-                if (s_encode_output(tok, out, res + 1, cap - 2, &n))
-                    n = 0;
-            }
-            *nres = n + 2;
         }
         free(text);
     }
-    if (bad) {
+    if (bad)
         st->bad_calls++;
-        int64_t n = 0;
-        if (s_encode_output(tok, "error: bad call", res + 1, cap - 2, &n))
-            n = 0;
-        *nres = n + 2;
-    }
     st->calls++;
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    int rc = s_encode_output(tok, msg, &ids, &n);
+    if (rc > 0 && !bad) { /* the tokenizer cannot spell it */
+        if (o == RL_TOOL_OK) {
+            st->outcomes[RL_TOOL_OK]--;
+            st->outcomes[RL_TOOL_GARBAGE]++;
+        }
+        rc = s_encode_output(tok, "error: bad output", &ids, &n);
+    }
+    if (rc < 0)
+        return rc;
+    /* rc > 0: not even the fixed text is spellable; the result is empty */
+    *nres = n + 2;
     res[0] = at->result_begin;
-    res[*nres - 1] = at->result_end;
+    int64_t m = n < cap - 1 ? n : cap - 1;
+    if (m > 0)
+        memcpy(res + 1, ids, sizeof(int32_t) * (size_t)m);
+    if (n + 2 <= cap)
+        res[n + 1] = at->result_end;
+    free(ids);
     return RL_OK;
 }
 
@@ -154,7 +167,7 @@ int rl_agent_generate(rl_lm *m, const rl_tokenizer *tok, const rl_agent_tokens *
     int32_t *gtok = malloc(sizeof(int32_t) * (size_t)B * R);
     float *glp = malloc(sizeof(float) * (size_t)B * R * 2);
     uint64_t *seeds = malloc(sizeof(uint64_t) * (size_t)B);
-    int32_t *res = malloc(sizeof(int32_t) * (size_t)(R + 2));
+    int32_t *res = malloc(sizeof(int32_t) * (size_t)R); /* a result, up to the budget */
     int rc = RL_OK;
     if (!live || (!stats && !own) || !ctx || !gtok || !glp || !seeds || !res) {
         rc = rl_error_set(RL_ENOMEM, "agent: out of memory for %d rows", B);
@@ -216,7 +229,7 @@ int rl_agent_generate(rl_lm *m, const rl_tokenizer *tok, const rl_agent_tokens *
             if (maxL - prompt_lens[b] - out_lens[b] < space)
                 space = maxL - prompt_lens[b] - out_lens[b];
             if ((rc = s_answer(tok, at, runner, out_tokens + (size_t)b * R, out_lens[b], res,
-                               R + 2, &nres, &stats[b])) < 0)
+                               space, &nres, &stats[b])) < 0)
                 goto done;
             int put = nres < space ? (int)nres : space;
             memcpy(out_tokens + (size_t)b * R + out_lens[b], res, sizeof(int32_t) * (size_t)put);
@@ -250,7 +263,8 @@ rl_agent *rl_agent_open(const rl_config *job)
     if (rl_config_get_string(job, "data.tokenizer", &tokname) ||
         rl_config_get_int_in(job, "rollout.multi_turn.max_turns", 0, 64, &turns) ||
         rl_config_get_int_in(job, "rollout.multi_turn.tool_timeout_ms", 1, 600000, &timeout_ms) ||
-        rl_config_get_int_in(job, "rollout.multi_turn.max_tool_output", 1, 4096, &max_out) ||
+        rl_config_get_int_in(job, "rollout.multi_turn.max_tool_output", 1, RL_TOOL_MAX_OUTPUT,
+                             &max_out) ||
         rl_config_list_len(job, "rollout.multi_turn.tools", &nt))
         return NULL;
     if (nt < 1 || nt > 16) {

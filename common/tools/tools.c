@@ -382,10 +382,11 @@ int rl_tool_runner_call(rl_tool_runner *r, const char *name, const char *args, c
         started = pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED) == 0 &&
                   pthread_create(&th, &at, s_job_run, j) == 0;
     pthread_attr_destroy(&at);
-    if (!started) {
+    if (!started) { /* e.g. EAGAIN at the thread limit: this call's outcome */
         atomic_fetch_sub(&j->refs, 1); /* the thread's reference */
         s_job_drop(j);
-        return rl_error_set(RL_ENOMEM, "tool runner: cannot start a thread");
+        s_put(out, cap, outcome, RL_TOOL_ERROR, "error: %s", "cannot start a thread");
+        return RL_OK;
     }
     struct timespec dl;
     clock_gettime(CLOCK_REALTIME, &dl);
@@ -412,7 +413,7 @@ int rl_tool_runner_call(rl_tool_runner *r, const char *name, const char *args, c
         s_put(out, cap, outcome, RL_TOOL_ERROR, "error: %s", j->err);
     } else {
         size_t len = strlen(j->out);
-        int bad = len > r->max_output || len == 0;
+        int bad = len > r->max_output || len >= cap || len == 0; /* never cut */
         for (size_t i = 0; i < len && !bad; i++) {
             unsigned char ch = (unsigned char)j->out[i];
             bad = ch < 0x20 || ch > 0x7e || (r->charset && !strchr(r->charset, ch));

@@ -23,9 +23,13 @@
  * Call text that does not parse, and a call after max_turns calls, are
  * bounded outcomes too: a bad call gets "<result>error: bad call</result>"
  * (counted in bad_calls); the max_turns case ends the row (max_turns_hit).
- * A result that does not fit the budget is cut and ends the row
- * (truncated). OUTPUT that the tokenizer cannot spell is replaced by
- * "error: bad output" and counted as RL_TOOL_GARBAGE.
+ * A result that does not fit the budget (or max_seq_len) is cut there and
+ * ends the row (truncated); the call keeps its outcome. An OK output that
+ * the tokenizer cannot spell (or that holds a special token) is replaced by
+ * "error: bad output" and counted as RL_TOOL_GARBAGE; an error text that it
+ * cannot spell is replaced the same way and keeps its outcome. An output of
+ * more than RL_TOOL_MAX_OUTPUT + 1 bytes is garbage, whatever the runner's
+ * max_output.
  *
  * Determinism: turn t of row b samples with stream
  * row_seed[b] + t * RL_AGENT_TURN_STREAM, so turn 0 is exactly
@@ -63,7 +67,9 @@ int rl_agent_tokens_find(const rl_tokenizer *tok, rl_agent_tokens *out);
 
 /* Per-row counts. */
 typedef struct rl_agent_row_stats {
-    int turns;            /* generation turns (1 + calls answered) */
+    int turns;            /* generation turns: 1 + calls answered, or calls
+                             answered when the last result ended the row
+                             (cut, or it used up the budget / max_seq_len) */
     int calls;            /* tool calls answered (bad ones included) */
     int outcomes[RL_TOOL_NOUTCOMES]; /* by rl_tool_outcome */
     int bad_calls;        /* call text that did not parse */

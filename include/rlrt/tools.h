@@ -10,10 +10,12 @@
  *
  * Bounded outcomes: whatever a tool does, rl_tool_runner_call returns within
  * timeout_ms with one outcome per call:
- *   RL_TOOL_OK       the tool's output (checked: at most max_output bytes,
- *                    every byte printable ASCII and in `charset` if given)
+ *   RL_TOOL_OK       the tool's output (checked: at most max_output bytes and
+ *                    shorter than the caller's buffer, never cut; every byte
+ *                    printable ASCII and in `charset` if given)
  *   RL_TOOL_ERROR    the tool returned an error: output "error: <message>"
- *                    (cut to fit)
+ *                    (cut to fit); also when the call's thread cannot start
+ *                    ("error: cannot start a thread")
  *   RL_TOOL_GARBAGE  the output failed the checks: output "error: bad output"
  *   RL_TOOL_TIMEOUT  no answer within timeout_ms: output "error: timeout";
  *                    the call's thread is abandoned (it owns copies of its
@@ -44,6 +46,10 @@ extern "C" {
 
 #define RL_TOOL_MAX_NAME 32
 #define RL_TOOL_MAX_ARGS 256
+/* The largest tool output a job may allow: rollout.multi_turn.max_tool_output
+ * is in [1, RL_TOOL_MAX_OUTPUT] (rl_agent_open), and rl_agent_generate()
+ * passes the runner an output buffer of RL_TOOL_MAX_OUTPUT + 2 bytes. */
+#define RL_TOOL_MAX_OUTPUT 4096
 
 typedef struct rl_tool {
     const char *name; /* [a-z][a-z0-9_]*, at most RL_TOOL_MAX_NAME - 1 characters */
@@ -85,8 +91,10 @@ rl_tool_runner *rl_tool_runner_new(const rl_tool *tools, int n, int timeout_ms,
                                    size_t max_output, int max_stuck, const char *charset);
 void rl_tool_runner_free(rl_tool_runner *r);
 /* Runs `name` on `args`; out (cap >= 32 bytes) receives the output or the
- * error text of the outcome. Returns 0 whatever the outcome (it is *outcome);
- * RL_EINVAL only for bad arguments of this function itself. */
+ * error text of the outcome (an output of cap bytes or more is
+ * RL_TOOL_GARBAGE). Returns 0 whatever the outcome (it is *outcome);
+ * RL_EINVAL for bad arguments of this function itself, RL_ENOMEM when the
+ * call's state cannot be allocated. */
 int rl_tool_runner_call(rl_tool_runner *r, const char *name, const char *args, char *out,
                         size_t cap, rl_tool_outcome *outcome);
 /* Calls abandoned after a timeout that are still running. */

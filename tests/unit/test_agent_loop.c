@@ -1,9 +1,9 @@
 /* test_agent_loop.c — multi-turn generation with tools (rlrt/agent_loop.h)
  * with a real tiny model, taught one tool-use transcript by a few hundred
  * AdamW steps, and real tools: the calculator, a tool that never returns,
- * one that returns garbage, one that writes markup; checks the masks, the
- * turn counts, the budget and max_turns bounds, the time bound and the
- * determinism of sampled transcripts. */
+ * one that returns garbage, one that writes markup, one longer than the
+ * budget; checks the masks, the turn counts, the budget and max_turns
+ * bounds, the time bound and the determinism of sampled transcripts. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -216,6 +216,19 @@ static int s_markup(void *st, const char *args, char *out, size_t cap)
     return RL_OK;
 }
 
+/* A tool that writes `*(int *)st` letters (a..z repeated). */
+static int s_letters(void *st, const char *args, char *out, size_t cap)
+{
+    (void)args;
+    size_t n = (size_t)*(const int *)st;
+    if (n > cap - 1)
+        n = cap - 1;
+    for (size_t i = 0; i < n; i++)
+        out[i] = (char)('a' + i % 26);
+    out[n] = '\0';
+    return RL_OK;
+}
+
 /* The result text of row 0 (between <result> and </result>). */
 static char *s_result_text(const s_out *o)
 {
@@ -295,6 +308,45 @@ static void test_bounds(void **state)
     rl_tool_runner_free(r);
 }
 
+/* An answered call whose output is longer than the row's budget (and than
+ * 1023 bytes): the call is OK, the result is cut at the budget and the row
+ * ends (truncated), after one turn. */
+static void test_long_output(void **state)
+{
+    (void)state;
+    int32_t ids[64];
+    int a = (int)s_encode(CALL, ids, 64);
+    struct { int len, max_output; } c[] = {{60, 64}, {2000, RL_TOOL_MAX_OUTPUT}};
+    for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+        rl_tool tool = {"calc", s_letters, &c[k].len};
+        rl_tool_runner *r = rl_tool_runner_new(&tool, 1, 1000, (size_t)c[k].max_output, 2,
+                                               RL_ARITH_EXT_CHARSET);
+        assert_non_null(r);
+        s_out o;
+        s_run(r, 2, 1, 48, 1, &o);
+        assert_int_equal(o.st[0].calls, 1);
+        if (o.st[0].outcomes[RL_TOOL_OK] != 1)
+            fail_msg("case %zu: outcomes ok %d garbage %d", k, o.st[0].outcomes[RL_TOOL_OK],
+                     o.st[0].outcomes[RL_TOOL_GARBAGE]);
+        assert_int_equal(o.st[0].outcomes[RL_TOOL_GARBAGE], 0);
+        assert_int_equal(o.st[0].truncated, 1);
+        assert_int_equal(o.st[0].turns, 1);
+        assert_int_equal(o.lens[0], 48);
+        assert_int_equal(o.tok[a], s_at.result_begin);
+        char *t = s_text(o.tok + a + 1, 48 - a - 1);
+        char want[64];
+        int n = 48 - a - 1;
+        for (int i = 0; i < n; i++)
+            want[i] = (char)('a' + i % 26);
+        want[n] = '\0';
+        assert_string_equal(t, want);
+        free(t);
+        for (int j = 0; j < 48; j++)
+            assert_true(o.mask[j] == (j < a ? 1.0f : 0.0f));
+        rl_tool_runner_free(r);
+    }
+}
+
 /* Sampled transcripts: the same twice, and a row's transcript does not
  * depend on the rows beside it. */
 static void test_determinism(void **state)
@@ -349,6 +401,7 @@ int main(void)
         cmocka_unit_test(test_calculator_turn),
         cmocka_unit_test(test_bad_tools),
         cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_long_output),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_errors),
     };

@@ -1,6 +1,9 @@
 /* test_tools.c — the tool interface: the calculator, the call parser, and
  * the runner's bounded outcomes for a tool that works, fails, returns
  * garbage or never returns (threads, deadlines, the stuck-call bound). */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -86,6 +89,30 @@ static int s_looping(void *st, const char *args, char *out, size_t cap)
     return RL_OK;
 }
 
+/* A tool that writes 100 printable characters (or what fits). */
+static int s_long(void *st, const char *args, char *out, size_t cap)
+{
+    (void)st, (void)args;
+    size_t n = cap - 1 < 100 ? cap - 1 : 100;
+    memset(out, 'x', n);
+    out[n] = '\0';
+    return RL_OK;
+}
+
+/* This binary's pthread_create (the runner's calls bind to it): fails with
+ * EAGAIN while s_no_threads is set, else forwards to the real one. */
+static atomic_int s_no_threads;
+
+int pthread_create(pthread_t *restrict th, const pthread_attr_t *restrict attr,
+                   void *(*fn)(void *), void *restrict arg)
+{
+    if (atomic_load(&s_no_threads))
+        return EAGAIN;
+    int (*real)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+    *(void **)&real = dlsym(RTLD_NEXT, "pthread_create");
+    return real ? real(th, attr, fn, arg) : EAGAIN;
+}
+
 static double s_now(void)
 {
     struct timespec t;
@@ -162,6 +189,51 @@ static void test_runner_bad_setup(void **state)
     rl_tool_runner_free(r);
 }
 
+/* An output that does not fit the caller's buffer is garbage, not an OK
+ * output cut silently. */
+static void test_runner_output_cap(void **state)
+{
+    (void)state;
+    rl_tool t = {"long", s_long, NULL};
+    rl_tool_runner *r = rl_tool_runner_new(&t, 1, 1000, RL_TOOL_MAX_OUTPUT, 1, NULL);
+    assert_non_null(r);
+    char out[128];
+    rl_tool_outcome oc;
+    assert_int_equal(rl_tool_runner_call(r, "long", "", out, sizeof out, &oc), RL_OK);
+    assert_int_equal(oc, RL_TOOL_OK);
+    assert_int_equal(strlen(out), 100);
+    assert_int_equal(rl_tool_runner_call(r, "long", "", out, 100, &oc), RL_OK);
+    assert_int_equal(oc, RL_TOOL_GARBAGE);
+    assert_string_equal(out, "error: bad output");
+    assert_int_equal(rl_tool_runner_call(r, "long", "", out, 101, &oc), RL_OK);
+    assert_int_equal(oc, RL_TOOL_OK);
+    assert_int_equal(strlen(out), 100);
+    rl_tool_runner_free(r);
+}
+
+/* A call whose thread cannot start is an error outcome of that call; the
+ * runner works again once threads can start. */
+static void test_runner_no_thread(void **state)
+{
+    (void)state;
+    rl_tool t = rl_tool_calculator();
+    rl_tool_runner *r = rl_tool_runner_new(&t, 1, 1000, 16, 1, NULL);
+    assert_non_null(r);
+    char out[64];
+    rl_tool_outcome oc = RL_TOOL_OK;
+    atomic_store(&s_no_threads, 1);
+    int rc = rl_tool_runner_call(r, "calc", "1+1", out, sizeof out, &oc);
+    atomic_store(&s_no_threads, 0);
+    assert_int_equal(rc, RL_OK);
+    assert_int_equal(oc, RL_TOOL_ERROR);
+    assert_string_equal(out, "error: cannot start a thread");
+    assert_int_equal(rl_tool_runner_stuck(r), 0);
+    assert_int_equal(rl_tool_runner_call(r, "calc", "1+1", out, sizeof out, &oc), RL_OK);
+    assert_int_equal(oc, RL_TOOL_OK);
+    assert_string_equal(out, "2");
+    rl_tool_runner_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -169,6 +241,8 @@ int main(void)
         cmocka_unit_test(test_parse_call),
         cmocka_unit_test(test_runner_outcomes),
         cmocka_unit_test(test_runner_bad_setup),
+        cmocka_unit_test(test_runner_output_cap),
+        cmocka_unit_test(test_runner_no_thread),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,7 +18,7 @@
  *   rollout.multi_turn.max_turns       [0, 64]  tool calls per sample at most
  *   rollout.multi_turn.tools           list of built-in tool names (rl_tool_builtin)
  *   rollout.multi_turn.tool_timeout_ms [1, 600000] per call
- *   rollout.multi_turn.max_tool_output [1, 4096] bytes of a tool's output
+ *   rollout.multi_turn.max_tool_output [1, RL_TOOL_MAX_OUTPUT = 4096] bytes of a tool's output
  *   Multi-turn sampling (LM only; rlrt/agent_loop.h) needs a tokenizer with
  *   the tool markup (data.tokenizer: arith_ext) and adds to generate's output
  *   RL_LM_RESPONSE_MASK (0 at tool output) and RL_ROLLOUT_TOOL_STATS (B,
@@ -75,6 +75,7 @@
 
 #include "rlrt/config.h"
 #include "rlrt/nn/lm_model.h"
+#include "rlrt/tools.h"
 
 #define RL_ROLLOUT_ROLE "rollout"
 
@@ -143,7 +144,7 @@ static inline int rl_rollout_config_read(const rl_config *c, rl_rollout_config *
         {"rollout.multi_turn.enable", RL_CFG_BOOL, offsetof(rl_rollout_config, mt_enable), 0, 0, 0, NULL},
         RL_R_INT("rollout.multi_turn.max_turns", mt_max_turns, 0, 64),
         RL_R_INT("rollout.multi_turn.tool_timeout_ms", mt_timeout_ms, 1, 600000),
-        RL_R_INT("rollout.multi_turn.max_tool_output", mt_max_output, 1, 4096),
+        RL_R_INT("rollout.multi_turn.max_tool_output", mt_max_output, 1, RL_TOOL_MAX_OUTPUT),
     };
 #undef RL_R_NUM
 #undef RL_R_INT
