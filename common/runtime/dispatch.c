@@ -463,7 +463,13 @@ int rl_future_take(rl_future *f, rl_dataproto **out)
                                 f->method, f->g->name, r,
                                 (long long)rl_dataproto_rows(f->results[r]),
                                 (long long)f->in_rows[r], (long long)f->pad);
-        rows += rl_dataproto_rows(f->results[r]);
+        int64_t sum;
+        if (__builtin_add_overflow(rows, rl_dataproto_rows(f->results[r]), &sum))
+            return rl_error_set(RL_ERANGE, "dp_compute '%s': %s/%d returned %lld rows; added to "
+                                "the %lld rows of the replies before it they overflow int64",
+                                f->method, f->g->name, r,
+                                (long long)rl_dataproto_rows(f->results[r]), (long long)rows);
+        rows = sum;
     }
     if (rows < f->pad)
         return rl_error_set(RL_ESHAPE, "dp_compute '%s': %lld rows back, fewer than the %lld "

@@ -3,6 +3,8 @@
 #include "rlrt/runtime/value.h"
 #include "rlrt/error.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -142,52 +144,101 @@ void rl_value_free(Rl__Value *v)
     free(v);
 }
 
-json_t *rl_value_to_json(const Rl__Value *v, int depth)
+/* rl_value_to_json with `path` naming v in messages ("value", "value.k",
+ * "value[2]"). Every NULL return leaves a message. */
+static json_t *s_to_json(const Rl__Value *v, int depth, const char *path)
 {
     if (!v)
         return json_null();
     if (depth > 64) {
-        rl_error_set(RL_EPROTO, "value nested deeper than 64 levels");
+        rl_error_set(RL_EPROTO, "%s: nested deeper than 64 levels", path);
         return NULL;
     }
+    char sub[256];
+    json_t *out = NULL;
     switch (v->kind_case) {
-    case RL__VALUE__KIND_BOOL_VALUE: return json_boolean(v->bool_value);
-    case RL__VALUE__KIND_INT_VALUE: return json_integer(v->int_value);
-    case RL__VALUE__KIND_DOUBLE_VALUE: return json_real(v->double_value);
-    case RL__VALUE__KIND_STRING_VALUE:
-        return json_stringn_nocheck((const char *)v->string_value.data, v->string_value.len);
+    case RL__VALUE__KIND_BOOL_VALUE: out = json_boolean(v->bool_value); break;
+    case RL__VALUE__KIND_INT_VALUE: out = json_integer(v->int_value); break;
+    case RL__VALUE__KIND_DOUBLE_VALUE:
+        if (!isfinite(v->double_value)) {
+            rl_error_set(RL_EPROTO, "%s: expected a finite double, got %g", path, v->double_value);
+            return NULL;
+        }
+        out = json_real(v->double_value);
+        break;
+    case RL__VALUE__KIND_STRING_VALUE: {
+        /* a NUL would cut the string for every json_string_value() reader */
+        const char *p = v->string_value.len ? (const char *)v->string_value.data : "";
+        if (memchr(p, 0, v->string_value.len)) {
+            rl_error_set(RL_EPROTO, "%s: string of %zu bytes contains a NUL byte", path,
+                         v->string_value.len);
+            return NULL;
+        }
+        out = json_stringn(p, v->string_value.len);
+        if (!out) {
+            rl_error_set(RL_EPROTO, "%s: string of %zu bytes is not valid UTF-8", path,
+                         v->string_value.len);
+            return NULL;
+        }
+        break;
+    }
     case RL__VALUE__KIND_LIST_VALUE: {
         json_t *a = json_array();
         if (!a)
-            return rl_error_set(RL_ENOMEM, "value: out of memory"), NULL;
+            break;
         for (size_t i = 0; i < v->list_value->n_items; i++) {
-            json_t *x = rl_value_to_json(v->list_value->items[i], depth + 1);
-            if (!x) {
+            snprintf(sub, sizeof sub, "%s[%zu]", path, i);
+            json_t *x = s_to_json(v->list_value->items[i], depth + 1, sub);
+            if (!x || json_array_append_new(a, x)) {
+                if (x)
+                    rl_error_set(RL_ENOMEM, "%s: out of memory", sub);
                 json_decref(a);
                 return NULL;
             }
-            json_array_append_new(a, x);
         }
         return a;
     }
     case RL__VALUE__KIND_MAP_VALUE: {
         json_t *o = json_object();
         if (!o)
-            return rl_error_set(RL_ENOMEM, "value: out of memory"), NULL;
+            break;
         for (size_t i = 0; i < v->map_value->n_entries; i++) {
             const Rl__MapEntry *e = v->map_value->entries[i];
-            char *key = strndup((const char *)e->key.data, e->key.len);
-            json_t *x = rl_value_to_json(e->value, depth + 1);
-            if (!x || !key) {
-                free(key);
+            size_t kl = e->key.len;
+            const char *key = kl ? (const char *)e->key.data : "";
+            const char *bad = NULL;
+            if (memchr(key, 0, kl))
+                bad = "contains a NUL byte";
+            else if (json_object_getn(o, key, kl))
+                bad = "is a duplicate";
+            snprintf(sub, sizeof sub, "%s.%.*s", path, (int)(kl < 100 ? kl : 100), key);
+            if (bad) {
+                rl_error_set(RL_EPROTO, "%s: key (entry %zu, %zu bytes) %s", sub, i, kl, bad);
                 json_decref(o);
                 return NULL;
             }
-            json_object_set_new_nocheck(o, key, x);
-            free(key);
+            json_t *x = s_to_json(e->value, depth + 1, sub);
+            if (!x) {
+                json_decref(o);
+                return NULL;
+            }
+            if (json_object_setn_new(o, key, kl, x)) { /* x is released */
+                rl_error_set(RL_EPROTO, "%s: key (entry %zu, %zu bytes) is not valid UTF-8",
+                             sub, i, kl);
+                json_decref(o);
+                return NULL;
+            }
         }
         return o;
     }
     default: return json_null();
     }
+    if (!out)
+        rl_error_set(RL_ENOMEM, "%s: out of memory", path);
+    return out;
+}
+
+json_t *rl_value_to_json(const Rl__Value *v, int depth)
+{
+    return s_to_json(v, depth, "value");
 }

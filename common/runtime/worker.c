@@ -616,10 +616,14 @@ static rl_config *s_parse_config(const Rl__Configure *c)
 
 static void s_on_configure(s_worker *w, const Rl__Configure *c)
 {
+    rl_error_clear();
     json_t *extra = c->extra ? rl_value_to_json(c->extra, 0) : json_object();
     int world = 1, rank = w->ctx.rank, tests = 0, rc = RL_OK;
-    if (!extra)
-        rc = c->extra ? rl_error_code() : rl_error_set(RL_ENOMEM, "CONFIGURE: out of memory");
+    if (!extra && c->extra) /* the message names the bad value; never rc 0 */
+        rc = rl_error_code() ? rl_error_wrap(rl_error_code(), "CONFIGURE: extra")
+                             : rl_error_set(RL_EPROTO, "CONFIGURE: extra: not convertible");
+    else if (!extra)
+        rc = rl_error_set(RL_ENOMEM, "CONFIGURE: out of memory");
     else if (!json_is_object(extra))
         rc = rl_error_set(RL_EPROTO, "CONFIGURE: extra must be a map");
     if (!rc)
@@ -737,12 +741,35 @@ static void s_on_call(s_worker *w, rl_msg *m)
         s_send_error(w, c->call_id, RL_ENOTFOUND, buf);
         return;
     }
+    /* Small keyword args travel as meta: a map, every value convertible, or
+     * the call is refused (never run with the args silently dropped). */
+    json_t *args = NULL;
+    if (c->args) {
+        int rc = RL_OK;
+        rl_error_clear();
+        args = rl_value_to_json(c->args, 0);
+        if (!args)
+            rc = rl_error_code() ? rl_error_code()
+                                 : rl_error_set(RL_EPROTO, "value: not convertible");
+        else if (!json_is_object(args))
+            rc = rl_error_set(RL_EPROTO, "expected a map, got a %s",
+                              json_is_array(args) ? "list" : "scalar");
+        if (rc) {
+            char buf[1200];
+            snprintf(buf, sizeof buf, "bad args for call '%.200s': %s", c->method,
+                     rl_error_message());
+            json_decref(args);
+            s_send_error(w, c->call_id, rc, buf);
+            return;
+        }
+    }
     s_task *t = calloc(1, sizeof *t);
     rl_dataproto *in = m->payload ? m->payload : rl_dataproto_new();
     if (!t || !in) {
         free(t);
         if (in != m->payload)
             rl_dataproto_free(in);
+        json_decref(args);
         s_send_error(w, c->call_id, RL_ENOMEM, "call: out of memory");
         return;
     }
@@ -752,10 +779,8 @@ static void s_on_call(s_worker *w, rl_msg *m)
     t->method = method;
     t->in = in;
     m->payload = NULL;
-    if (c->args) { /* small keyword args travel as meta */
-        json_t *args = rl_value_to_json(c->args, 0);
-        if (json_is_object(args))
-            json_object_update(rl_dataproto_meta(t->in), args);
+    if (args) {
+        json_object_update(rl_dataproto_meta(t->in), args);
         json_decref(args);
     }
     if (s_is_inline(w, method->name)) {

@@ -3,6 +3,7 @@
 #include "rlrt/dataproto.h"
 #include "rlrt/error.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -825,7 +826,14 @@ rl_dataproto *rl_dataproto_concat(rl_dataproto *const *items, int n)
     for (int k = 0; k < n; k++) {
         if (k && s_same_schema(items[0], items[k], "concat", k))
             return NULL;
-        total += s_rows0(items[k]);
+        int64_t sum;
+        if (__builtin_add_overflow(total, s_rows0(items[k]), &sum)) {
+            rl_error_set(RL_ERANGE, "concat item %d: its %lld rows added to the %lld rows "
+                         "before it overflow int64", k, (long long)s_rows0(items[k]),
+                         (long long)total);
+            return NULL;
+        }
+        total = sum;
     }
     if (n == 1)
         return s_take_rows(items[0], NULL, 0, s_rows0(items[0]));
@@ -887,14 +895,23 @@ rl_dataproto *rl_dataproto_pad_to_divisor(const rl_dataproto *dp, int64_t diviso
         *pad_count = pad;
     if (pad == 0)
         return s_take_rows(dp, NULL, 0, rows);
-    int64_t *idx = malloc(sizeof *idx * (size_t)(rows + pad));
-    if (!idx) {
-        rl_error_set(RL_ENOMEM, "pad: out of memory");
+    int64_t total;
+    size_t bytes;
+    if (__builtin_add_overflow(rows, pad, &total) ||
+        __builtin_mul_overflow(sizeof(int64_t), (uint64_t)total, &bytes)) {
+        rl_error_set(RL_ERANGE, "pad: %lld rows + %lld padding rows (divisor %lld) overflow "
+                     "the size of the row index array", (long long)rows, (long long)pad,
+                     (long long)divisor);
         return NULL;
     }
-    for (int64_t i = 0; i < rows + pad; i++)
+    int64_t *idx = malloc(bytes);
+    if (!idx) {
+        rl_error_set(RL_ENOMEM, "pad: out of memory for %lld row indices", (long long)total);
+        return NULL;
+    }
+    for (int64_t i = 0; i < total; i++)
         idx[i] = i % rows;
-    rl_dataproto *out = s_take_rows(dp, idx, 0, rows + pad);
+    rl_dataproto *out = s_take_rows(dp, idx, 0, total);
     free(idx);
     return out;
 }
@@ -938,12 +955,17 @@ int rl_dataproto_split(const rl_dataproto *dp, int64_t split_size, rl_dataproto 
         return rl_error_set(RL_EINVAL, "split: split_size must be > 0, got %lld",
                             (long long)split_size);
     int64_t rows = s_rows0(dp);
-    int n = (int)((rows + split_size - 1) / split_size);
+    int64_t n64 = rows / split_size + (rows % split_size ? 1 : 0);
+    if (n64 > INT_MAX)
+        return rl_error_set(RL_ERANGE, "split: %lld rows in pieces of %lld make %lld pieces, "
+                            "expected at most %d", (long long)rows, (long long)split_size,
+                            (long long)n64, INT_MAX);
+    int n = (int)n64;
     rl_dataproto **parts = calloc((size_t)(n ? n : 1), sizeof *parts);
     if (!parts)
         return rl_error_set(RL_ENOMEM, "split: out of memory");
     for (int k = 0; k < n; k++) {
-        int64_t b = k * split_size, e = b + split_size < rows ? b + split_size : rows;
+        int64_t b = k * split_size, e = split_size < rows - b ? b + split_size : rows;
         parts[k] = s_take_rows(dp, NULL, b, e - b);
         if (!parts[k]) {
             for (int j = 0; j < k; j++)
@@ -1031,9 +1053,15 @@ rl_dataproto *rl_dataproto_repeat(const rl_dataproto *dp, int64_t times, int int
         return NULL;
     }
     int64_t n = rows * times;
-    int64_t *idx = malloc(sizeof *idx * (size_t)(n ? n : 1));
+    size_t bytes;
+    if (__builtin_mul_overflow(sizeof(int64_t), (uint64_t)(n ? n : 1), &bytes)) {
+        rl_error_set(RL_ERANGE, "repeat: %lld rows × %lld = %lld row indices overflow size_t",
+                     (long long)rows, (long long)times, (long long)n);
+        return NULL;
+    }
+    int64_t *idx = malloc(bytes);
     if (!idx) {
-        rl_error_set(RL_ENOMEM, "repeat: out of memory");
+        rl_error_set(RL_ENOMEM, "repeat: out of memory for %lld row indices", (long long)n);
         return NULL;
     }
     for (int64_t i = 0; i < n; i++)

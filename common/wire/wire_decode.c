@@ -628,8 +628,9 @@ int rl_wire_decode(const rl_wire_frame *frames, int n, rl_dataproto **out)
                           h->version);
         goto out;
     }
-    if (h->rows < -1) {
-        rc = rl_error_set(RL_EPROTO, "header.rows: expected >= -1, got %" PRId64, h->rows);
+    if (h->rows < -1 || h->rows > RL_WIRE_MAX_ROWS) {
+        rc = rl_error_set(RL_EPROTO, "header.rows: expected -1..%" PRId64 ", got %" PRId64,
+                          (int64_t)RL_WIRE_MAX_ROWS, h->rows);
         goto out;
     }
     if (h->rows == -1 && (h->n_tensors || h->n_columns)) {

@@ -159,6 +159,9 @@ rl_dataproto *rl_dataproto_request(const rl_dataproto *src, const char *const *t
                                    json_t *meta);
 
 /* ---- operations ------------------------------------------------------------ */
+/* Row counts whose sum (concat) or row index array (pad, chunk with pad,
+ * repeat) would overflow, or that split into more than INT_MAX pieces, are
+ * RL_ERANGE naming the sizes. */
 
 /* Rows of all items stacked. Items must have the same tensor names, dtypes and
  * trailing shapes and the same column names and types. Meta of the first. */

@@ -24,7 +24,8 @@
  *
  * Invariants: the decoder trusts nothing. Frame count, byte lengths
  * (numel × dtype size), shape products (overflow), negative dims, ndim
- * (1..RL_TENSOR_MAX_DIMS), dtype and column type codes, duplicate names
+ * (1..RL_TENSOR_MAX_DIMS), header.rows (-1..RL_WIRE_MAX_ROWS), dtype and
+ * column type codes, duplicate names
  * (tensor/tensor, column/column, tensor/column), column and tensor row counts,
  * the protobuf itself, the meta nesting depth (RL_WIRE_MAX_META_DEPTH) and the
  * memory the header may expand to (64 × its size + 1 MiB) are checked before
@@ -60,6 +61,10 @@ extern "C" {
 #define RL_WIRE_MAX_TENSORS 4096
 /* Most columns in one DataProto. */
 #define RL_WIRE_MAX_COLUMNS 4096
+/* Most rows header.rows may claim (decoding refuses more with RL_EPROTO), so
+ * row arithmetic on a received DataProto (pad, repeat, split, concat) cannot
+ * overflow even without tensors or with zero-width ones. */
+#define RL_WIRE_MAX_ROWS (INT64_C(1) << 31)
 /* Largest header frame accepted. */
 #define RL_WIRE_MAX_HEADER_BYTES ((size_t)1 << 30)
 

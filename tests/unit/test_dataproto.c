@@ -3,6 +3,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -479,6 +481,69 @@ static void test_empty_batches(void **state)
     rl_dataproto_free(dp);
 }
 
+/* Row counts near the int64 range (a header may claim them for a batch with
+ * no tensors or zero-width ones): every operation that sizes an index array
+ * or sums rows refuses with RL_ERANGE naming the sizes instead of wrapping
+ * a malloc size or a signed sum. */
+static void test_huge_row_counts(void **state)
+{
+    (void)state;
+    const int64_t huge = (INT64_C(1) << 62) + 1;
+    rl_dataproto *dp = rl_dataproto_new();
+    assert_int_equal(rl_dataproto_set_rows(dp, huge), 0);
+    int64_t shape[2] = {huge, 0}; /* zero-width: no bytes */
+    assert_non_null(rl_dataproto_new_tensor(dp, "w", RL_F32, 2, shape));
+    /* chunk with padding: (2^62 + 2) x 8 bytes of row indices wraps size_t */
+    rl_dataproto *out[2] = {NULL, NULL};
+    int64_t pad = -1;
+    assert_int_equal(rl_dataproto_chunk(dp, 2, 1, out, &pad), RL_ERANGE);
+    assert_msg_contains("pad: 4611686018427387905 rows + 1 padding rows (divisor 2)");
+    assert_null(out[0]);
+    assert_null(rl_dataproto_pad_to_divisor(dp, 2, NULL));
+    assert_int_equal(rl_error_code(), RL_ERANGE);
+    rl_dataproto_free(dp);
+
+    /* padding 5 rows up to a divisor of INT64_MAX */
+    dp = s_make(5, 0);
+    assert_null(rl_dataproto_pad_to_divisor(dp, INT64_MAX, NULL));
+    assert_int_equal(rl_error_code(), RL_ERANGE);
+    assert_msg_contains("pad: 5 rows + 9223372036854775802 padding rows");
+    /* a split size near INT64_MAX is one piece, not a wrapped count */
+    rl_dataproto **parts = NULL;
+    int n = -1;
+    assert_int_equal(rl_dataproto_split(dp, INT64_MAX, &parts, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(rl_dataproto_rows(parts[0]), 5);
+    rl_dataproto_free(parts[0]);
+    free(parts);
+    rl_dataproto_free(dp);
+
+    /* split into more pieces than an int counts */
+    dp = rl_dataproto_new();
+    assert_int_equal(rl_dataproto_set_rows(dp, INT64_C(1) << 62), 0);
+    parts = NULL;
+    n = -1;
+    assert_int_equal(rl_dataproto_split(dp, 1, &parts, &n), RL_ERANGE);
+    assert_msg_contains("split: 4611686018427387904 rows in pieces of 1 make 4611686018427387904 "
+                        "pieces, expected at most 2147483647");
+    assert_null(parts);
+    /* concat: 2^62 + 2^62 rows overflow int64 */
+    rl_dataproto *two[2] = {dp, dp};
+    assert_null(rl_dataproto_concat(two, 2));
+    assert_int_equal(rl_error_code(), RL_ERANGE);
+    assert_msg_contains("concat item 1: its 4611686018427387904 rows added to the "
+                        "4611686018427387904 rows before it overflow int64");
+    rl_dataproto_free(dp);
+
+    /* repeat: rows x times fits int64, x 8 bytes does not fit size_t */
+    dp = rl_dataproto_new();
+    assert_int_equal(rl_dataproto_set_rows(dp, (INT64_C(1) << 61) + 1), 0);
+    assert_null(rl_dataproto_repeat(dp, 2, 0));
+    assert_int_equal(rl_error_code(), RL_ERANGE);
+    assert_msg_contains("repeat: 2305843009213693953 rows × 2 = 4611686018427387906 row indices");
+    rl_dataproto_free(dp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -492,6 +557,7 @@ int main(void)
         cmocka_unit_test(test_union),
         cmocka_unit_test(test_repeat_select_index_reorder_pop),
         cmocka_unit_test(test_empty_batches),
+        cmocka_unit_test(test_huge_row_counts),
     };
     return cmocka_run_group_tests_name("dataproto", tests, NULL, NULL);
 }

@@ -7,6 +7,7 @@
  * collectives. */
 #include <pthread.h>
 #include <setjmp.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -662,6 +663,253 @@ static void test_cluster_keys_checked(void **state)
     }
 }
 
+/* ---- a fake driver against a real rl-worker: args and extra that do not convert ---- */
+
+/* The next envelope from the worker (heartbeats skipped, payload frames
+ * drained); NULL after 10 s. */
+static Rl__Envelope *s_router_next(void *sock, unsigned char *id, size_t *id_len)
+{
+    int to = 10000;
+    zmq_setsockopt(sock, ZMQ_RCVTIMEO, &to, sizeof to);
+    for (;;) {
+        int n = zmq_recv(sock, id, 255, 0);
+        if (n < 0)
+            return NULL;
+        *id_len = (size_t)n;
+        static uint8_t buf[65536];
+        n = zmq_recv(sock, buf, sizeof buf, 0);
+        int more = 0;
+        size_t ml = sizeof more;
+        zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &ml);
+        while (more) {
+            zmq_msg_t m;
+            zmq_msg_init(&m);
+            zmq_msg_recv(&m, sock, 0);
+            zmq_msg_close(&m);
+            zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &ml);
+        }
+        if (n < 0)
+            return NULL;
+        Rl__Envelope *e = rl__envelope__unpack(NULL, (size_t)n < sizeof buf ? (size_t)n : sizeof buf, buf);
+        if (e && e->body_case == RL__ENVELOPE__BODY_HEARTBEAT) {
+            rl__envelope__free_unpacked(e, NULL);
+            continue;
+        }
+        return e;
+    }
+}
+
+static void s_router_put(void *sock, const unsigned char *id, size_t id_len, Rl__Envelope *env)
+{
+    env->protocol_version = RL_PROTOCOL_VERSION;
+    size_t len = rl__envelope__get_packed_size(env);
+    uint8_t *buf = malloc(len + 1);
+    assert_non_null(buf);
+    rl__envelope__pack(env, buf);
+    zmq_send(sock, id, id_len, ZMQ_SNDMORE);
+    zmq_send(sock, buf, len, 0);
+    free(buf);
+}
+
+/* rl.Value builders on caller storage (nothing allocated). */
+static Rl__Value s_v_int(int64_t i)
+{
+    Rl__Value v = RL__VALUE__INIT;
+    v.kind_case = RL__VALUE__KIND_INT_VALUE;
+    v.int_value = i;
+    return v;
+}
+
+static Rl__Value s_v_double(double d)
+{
+    Rl__Value v = RL__VALUE__INIT;
+    v.kind_case = RL__VALUE__KIND_DOUBLE_VALUE;
+    v.double_value = d;
+    return v;
+}
+
+static Rl__Value s_v_bool(int b)
+{
+    Rl__Value v = RL__VALUE__INIT;
+    v.kind_case = RL__VALUE__KIND_BOOL_VALUE;
+    v.bool_value = b;
+    return v;
+}
+
+static Rl__Value s_v_bytes(int kind, const char *p, size_t n)
+{
+    Rl__Value v = RL__VALUE__INIT;
+    v.kind_case = kind;
+    v.string_value.data = (uint8_t *)p;
+    v.string_value.len = n;
+    return v;
+}
+
+typedef struct {
+    Rl__MapEntry e[8], *ep[8];
+    Rl__MapValue m;
+    Rl__Value v;
+} s_map;
+
+/* v = a map of n entries keys[i] (klen[i] bytes) -> vals[i]. */
+static Rl__Value *s_v_map(s_map *m, int n, const char *const *keys, const size_t *klen,
+                          Rl__Value *vals)
+{
+    rl__map_value__init(&m->m);
+    for (int i = 0; i < n; i++) {
+        rl__map_entry__init(&m->e[i]);
+        m->e[i].key.data = (uint8_t *)keys[i];
+        m->e[i].key.len = klen ? klen[i] : strlen(keys[i]);
+        m->e[i].value = &vals[i];
+        m->ep[i] = &m->e[i];
+    }
+    m->m.entries = m->ep;
+    m->m.n_entries = (size_t)n;
+    rl__value__init(&m->v);
+    m->v.kind_case = RL__VALUE__KIND_MAP_VALUE;
+    m->v.map_value = &m->m;
+    return &m->v;
+}
+
+static Rl__Envelope *s_configure(void *sock, const unsigned char *id, size_t id_len,
+                                 Rl__Value *extra, const char *cfg_json)
+{
+    Rl__Envelope env = RL__ENVELOPE__INIT;
+    Rl__Configure c = RL__CONFIGURE__INIT;
+    c.config.data = (uint8_t *)cfg_json;
+    c.config.len = strlen(cfg_json);
+    c.config_format = "json";
+    c.heartbeat_ms = 200;
+    c.liveness = 3;
+    c.extra = extra;
+    env.body_case = RL__ENVELOPE__BODY_CONFIGURE;
+    env.configure = &c;
+    s_router_put(sock, id, id_len, &env);
+    unsigned char rid[256];
+    size_t rid_len;
+    return s_router_next(sock, rid, &rid_len);
+}
+
+/* Sends CALL `method` #call_id with `args`, returns the answer. */
+static Rl__Envelope *s_call(void *sock, const unsigned char *id, size_t id_len, uint64_t call_id,
+                            const char *method, Rl__Value *args)
+{
+    Rl__Envelope env = RL__ENVELOPE__INIT;
+    Rl__Call c = RL__CALL__INIT;
+    c.call_id = call_id;
+    c.method = (char *)method;
+    c.args = args;
+    env.body_case = RL__ENVELOPE__BODY_CALL;
+    env.call = &c;
+    s_router_put(sock, id, id_len, &env);
+    unsigned char rid[256];
+    size_t rid_len;
+    return s_router_next(sock, rid, &rid_len);
+}
+
+static void s_expect_error(Rl__Envelope *e, uint64_t call_id, const char *want)
+{
+    if (!e)
+        fail_msg("no answer (expected an ERROR with '%s')", want);
+    if (e->body_case != RL__ENVELOPE__BODY_ERROR)
+        fail_msg("expected an ERROR with '%s', got envelope body %d", want, (int)e->body_case);
+    assert_int_equal(e->error->call_id, call_id);
+    assert_int_equal(e->error->code, RL_EPROTO);
+    assert_msg_contains(e->error->message, want);
+    rl__envelope__free_unpacked(e, NULL);
+}
+
+/* A CONFIGURE whose extra holds a NaN and CALLs whose args hold a NaN, a
+ * string or key that is not valid UTF-8 or holds a NUL byte or are no
+ * map are answered with ERROR naming the value: the worker never runs a
+ * method with its args silently dropped, nor goes on configured without
+ * its extra. Good calls are still served afterwards. */
+static void test_worker_refuses_bad_values(void **state)
+{
+    (void)state;
+    void *ctx = zmq_ctx_new();
+    void *sock = zmq_socket(ctx, ZMQ_ROUTER);
+    int linger = 0;
+    zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
+    assert_int_equal(zmq_bind(sock, "tcp://127.0.0.1:*"), 0);
+    char ep[256];
+    size_t eplen = sizeof ep;
+    zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, ep, &eplen);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(s_worker, s_worker, "--role", "reward", "--rank", "0", "--driver", ep, "--log-level",
+              "error", "--give-up-s", "3", (char *)NULL);
+        _exit(127);
+    }
+    unsigned char id[256];
+    size_t id_len;
+    Rl__Envelope *e = s_router_next(sock, id, &id_len);
+    assert_non_null(e);
+    assert_int_equal(e->body_case, RL__ENVELOPE__BODY_HELLO);
+    rl__envelope__free_unpacked(e, NULL);
+    rl_config *job = rl_config_load_job(RL_ROLES_DEFAULTS, NULL, 0, NULL);
+    char *cfg = job ? rl_config_to_json(job, "") : NULL;
+    rl_config_free(job);
+    assert_non_null(cfg);
+
+    static const char *const ck[] = {"world_size", "rank", "test_methods", "x"};
+    Rl__Value cv[4] = {s_v_int(1), s_v_int(0), s_v_bool(1), s_v_double(NAN)};
+    s_map cm;
+    /* extra with a NaN: refused, the worker stays unconfigured */
+    s_expect_error(s_configure(sock, id, id_len, s_v_map(&cm, 4, ck, NULL, cv), cfg), 0,
+                   "CONFIGURE: extra: value.x: expected a finite double, got nan");
+    cv[3] = s_v_bytes(RL__VALUE__KIND_STRING_VALUE, "\xff\xfe", 2);
+    s_expect_error(s_configure(sock, id, id_len, s_v_map(&cm, 4, ck, NULL, cv), cfg), 0,
+                   "CONFIGURE: extra: value.x: string of 2 bytes is not valid UTF-8");
+    /* the same extra without the bad value configures it */
+    e = s_configure(sock, id, id_len, s_v_map(&cm, 3, ck, NULL, cv), cfg);
+    assert_non_null(e);
+    assert_int_equal(e->body_case, RL__ENVELOPE__BODY_READY);
+    rl__envelope__free_unpacked(e, NULL);
+    free(cfg);
+
+    /* the args of the reported 58-byte CALL: {max_new_tokens: 5, x: NaN} */
+    static const char *const ak[] = {"max_new_tokens", "x"};
+    Rl__Value av[2] = {s_v_int(5), s_v_double(NAN)};
+    s_map am;
+    s_expect_error(s_call(sock, id, id_len, 7, "echo", s_v_map(&am, 2, ak, NULL, av)), 7,
+                   "bad args for call 'echo': value.x: expected a finite double, got nan");
+    av[1] = s_v_double(-INFINITY);
+    s_expect_error(s_call(sock, id, id_len, 8, "echo_queued", s_v_map(&am, 2, ak, NULL, av)), 8,
+                   "value.x: expected a finite double, got -inf");
+    av[1] = s_v_bytes(RL__VALUE__KIND_STRING_VALUE, "a\0b", 3);
+    s_expect_error(s_call(sock, id, id_len, 9, "echo", s_v_map(&am, 2, ak, NULL, av)), 9,
+                   "value.x: string of 3 bytes contains a NUL byte");
+    av[1] = s_v_bytes(RL__VALUE__KIND_STRING_VALUE, "\xff", 1);
+    s_expect_error(s_call(sock, id, id_len, 14, "echo", s_v_map(&am, 2, ak, NULL, av)), 14,
+                   "value.x: string of 1 bytes is not valid UTF-8");
+    av[1] = s_v_double(1.5);
+    static const char *const nk[] = {"max_new_tokens", "x\0y"};
+    static const size_t nl[] = {14, 3};
+    s_expect_error(s_call(sock, id, id_len, 10, "echo", s_v_map(&am, 2, nk, nl, av)), 10,
+                   "key (entry 1, 3 bytes) contains a NUL byte");
+    static const char *const uk[] = {"max_new_tokens", "\xc3"};
+    s_expect_error(s_call(sock, id, id_len, 11, "echo", s_v_map(&am, 2, uk, NULL, av)), 11,
+                   "key (entry 1, 1 bytes) is not valid UTF-8");
+    Rl__Value scalar = s_v_int(3);
+    s_expect_error(s_call(sock, id, id_len, 12, "echo", &scalar), 12,
+                   "bad args for call 'echo': expected a map, got a scalar");
+    /* good args are still served */
+    e = s_call(sock, id, id_len, 13, "echo", s_v_map(&am, 2, ak, NULL, av));
+    assert_non_null(e);
+    if (e->body_case != RL__ENVELOPE__BODY_REPLY)
+        fail_msg("good call: expected a REPLY, got body %d (%s)", (int)e->body_case,
+                 e->body_case == RL__ENVELOPE__BODY_ERROR ? e->error->message : "");
+    assert_int_equal(e->reply->call_id, 13);
+    rl__envelope__free_unpacked(e, NULL);
+
+    kill(pid, SIGTERM);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    zmq_close(sock);
+    zmq_ctx_term(ctx);
+}
+
 int main(void)
 {
     const char *build = getenv("BUILD");
@@ -676,6 +924,7 @@ int main(void)
         return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cluster_keys_checked),
+        cmocka_unit_test(test_worker_refuses_bad_values),
         cmocka_unit_test_teardown(test_impostor_hello, s_teardown),
         cmocka_unit_test_teardown(test_hostile_input_while_calling, s_teardown),
         cmocka_unit_test_teardown(test_retry_safe_call_survives_kill, s_teardown),

@@ -617,7 +617,45 @@ static void test_decode_rejects_tensor_specs(void **state)
     EXPECT_REJECT(s_hdr_decode(&x), RL_EPROTO,
                   "header.rows: expected >= 0 with 2 tensors and 1 columns, got -1");
     x.h.rows = -7;
-    EXPECT_REJECT(s_hdr_decode(&x), RL_EPROTO, "header.rows: expected >= -1, got -7");
+    EXPECT_REJECT(s_hdr_decode(&x), RL_EPROTO, "header.rows: expected -1..2147483648, got -7");
+}
+
+/* header.rows is bounded (RL_WIRE_MAX_ROWS) even when no tensor or column
+ * pins it, or only a zero-width tensor does: a batch claiming 2^62 + 1 rows
+ * used to decode, and padding it for a chunk wrapped malloc's size. */
+static void test_decode_rejects_huge_rows(void **state)
+{
+    (void)state;
+    /* version 1, rows = 2^62 + 1 (sint64), nothing else */
+    static const uint8_t raw[] = {0x08, 0x01, 0x10, 0x82, 0x80, 0x80, 0x80, 0x80,
+                                  0x80, 0x80, 0x80, 0x80, 0x01};
+    rl_wire_frame g = {raw, sizeof raw, NULL};
+    rl_dataproto *dp = NULL;
+    int rc = rl_wire_decode(&g, 1, &dp);
+    if (rc == 0) {
+        int64_t rows = rl_dataproto_rows(dp);
+        rl_dataproto_free(dp);
+        fail_msg("a header of %lld rows and no tensors was accepted", (long long)rows);
+    }
+    EXPECT_REJECT(rc, RL_EPROTO, "header.rows: expected -1..2147483648, got 4611686018427387905");
+    assert_null(dp);
+    /* a zero-width tensor [2^62 + 1, 0] with no bytes */
+    hdr x;
+    s_hdr_init(&x);
+    x.h.rows = (INT64_C(1) << 62) + 1;
+    x.shape_a[0] = x.h.rows;
+    x.shape_a[1] = 0;
+    x.ts[0].nbytes = 0;
+    x.h.n_tensors = 1;
+    x.h.n_columns = 0;
+    EXPECT_REJECT(s_hdr_decode_n(&x, 2, 0, 0), RL_EPROTO,
+                  "header.rows: expected -1..2147483648, got 4611686018427387905");
+    x.h.rows = x.shape_a[0] = RL_WIRE_MAX_ROWS + 1;
+    EXPECT_REJECT(s_hdr_decode_n(&x, 2, 0, 0), RL_EPROTO,
+                  "header.rows: expected -1..2147483648, got 2147483649");
+    /* the bound itself is accepted */
+    x.h.rows = x.shape_a[0] = RL_WIRE_MAX_ROWS;
+    assert_int_equal(s_hdr_decode_n(&x, 2, 0, 0), 0);
 }
 
 static void test_decode_rejects_columns(void **state)
@@ -1284,6 +1322,7 @@ int main(void)
         cmocka_unit_test(test_decode_valid_baseline),
         cmocka_unit_test(test_decode_rejects_frames),
         cmocka_unit_test(test_decode_rejects_tensor_specs),
+        cmocka_unit_test(test_decode_rejects_huge_rows),
         cmocka_unit_test(test_decode_rejects_columns),
         cmocka_unit_test(test_decode_rejects_meta),
         cmocka_unit_test(test_decode_rejects_deep_meta),
