@@ -266,6 +266,11 @@ int rl_wire_encode_header(const rl_dataproto *dp, void **buf, size_t *len)
     h.rows = rl_dataproto_rows(dp);
 
     int nt = rl_dataproto_tensor_count(dp), nc = rl_dataproto_column_count(dp);
+    if (h.rows > RL_WIRE_MAX_ROWS) { /* the decoder would refuse it */
+        rc = rl_error_set(RL_EINVAL, "DataProto has %" PRId64 " rows; the wire format allows at "
+                          "most %" PRId64, (int64_t)h.rows, RL_WIRE_MAX_ROWS);
+        goto out;
+    }
     if (nt > RL_WIRE_MAX_TENSORS) {
         rc = rl_error_set(RL_EINVAL, "DataProto has %d tensors; the wire format allows at most %d",
                           nt, RL_WIRE_MAX_TENSORS);

@@ -656,6 +656,17 @@ static void test_decode_rejects_huge_rows(void **state)
     /* the bound itself is accepted */
     x.h.rows = x.shape_a[0] = RL_WIRE_MAX_ROWS;
     assert_int_equal(s_hdr_decode_n(&x, 2, 0, 0), 0);
+    /* and the encoder does not write what the decoder would refuse */
+    rl_dataproto *big = rl_dataproto_new();
+    assert_non_null(rl_dataproto_new_tensor(big, "w", RL_F32, 2,
+                                            (int64_t[]){RL_WIRE_MAX_ROWS + 1, 0}));
+    void *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(rl_wire_encode_header(big, &buf, &len), RL_EINVAL);
+    assert_string_equal(rl_error_message(), "DataProto has 2147483649 rows; the wire format "
+                                            "allows at most 2147483648");
+    assert_null(buf);
+    rl_dataproto_free(big);
 }
 
 static void test_decode_rejects_columns(void **state)
