@@ -843,6 +843,30 @@ int rl_wire_recv_dataproto(void *sock, rl_dataproto **out)
     return rc;
 }
 
+/* A protobuf-c allocator that gives out at most `left` bytes in all (the
+ * blocks are plain malloc ones: protobuf-c's default allocator frees them). */
+typedef struct s_pb_budget {
+    size_t left;
+    int over;
+} s_pb_budget;
+
+static void *s_budget_alloc(void *ad, size_t size)
+{
+    s_pb_budget *b = ad;
+    if (size > b->left) {
+        b->over = 1;
+        return NULL;
+    }
+    b->left -= size;
+    return malloc(size);
+}
+
+static void s_budget_free(void *ad, void *p)
+{
+    (void)ad;
+    free(p);
+}
+
 int rl_wire_unpack_envelope(const void *buf, size_t len, struct Rl__Envelope **out)
 {
     if (!out)
@@ -850,14 +874,19 @@ int rl_wire_unpack_envelope(const void *buf, size_t len, struct Rl__Envelope **o
     *out = NULL;
     if (!buf && len)
         return rl_error_set(RL_EINVAL, "rl_wire_unpack_envelope: NULL buffer");
-    if (len > RL_WIRE_MAX_HEADER_BYTES)
+    if (len > RL_WIRE_MAX_ENVELOPE_BYTES)
         return rl_error_set(RL_EPROTO, "envelope frame: expected at most %zu bytes, got %zu",
-                            RL_WIRE_MAX_HEADER_BYTES, len);
+                            RL_WIRE_MAX_ENVELOPE_BYTES, len);
     const uint8_t *b = len ? buf : (const uint8_t *)"";
     int rc = s_scan(b, len, M_ENVELOPE, "envelope");
     if (rc)
         return rc;
-    Rl__Envelope *e = rl__envelope__unpack(NULL, len, b);
+    s_pb_budget budget = {len * 8 + ((size_t)64 << 20), 0};
+    ProtobufCAllocator alloc = {s_budget_alloc, s_budget_free, &budget};
+    Rl__Envelope *e = rl__envelope__unpack(&alloc, len, b);
+    if (!e && budget.over)
+        return rl_error_set(RL_EPROTO, "envelope frame (%zu bytes): decoding it needs more than "
+                            "%zu bytes of memory", len, len * 8 + ((size_t)64 << 20));
     if (!e)
         return rl_error_set(RL_EPROTO, "envelope frame (%zu bytes): not a valid rl.Envelope "
                             "protobuf (truncated or garbage)", len);

@@ -67,6 +67,9 @@ extern "C" {
 #define RL_WIRE_MAX_ROWS (INT64_C(1) << 31)
 /* Largest header frame accepted. */
 #define RL_WIRE_MAX_HEADER_BYTES ((size_t)1 << 30)
+/* Largest envelope frame accepted (control messages: the job config, call
+ * args, results; tensors travel in payload frames). */
+#define RL_WIRE_MAX_ENVELOPE_BYTES ((size_t)64 << 20)
 
 /* One received frame for rl_wire_decode(). `owner`, if not NULL, is a storage
  * that contains [data, data + len): decoded tensors become views retaining it
@@ -124,7 +127,10 @@ struct Rl__Envelope; /* generated from proto/rl.proto (build/gen/rl.pb-c.h) */
  * (Configure.extra, Call.args, Reply.result) and protobuf-c unpacks them
  * recursively without a limit, so one hostile frame of nested lists would
  * overflow the stack. This scans first and refuses nesting deeper than
- * RL_WIRE_MAX_META_DEPTH (RL_EPROTO naming it). Free the result with
+ * RL_WIRE_MAX_META_DEPTH (RL_EPROTO naming it). A frame over
+ * RL_WIRE_MAX_ENVELOPE_BYTES, or one whose decoded structs would take more
+ * than 8 × its size + 64 MiB (a list of empty Values unpacks to about 50×
+ * its bytes), is refused too. Free the result with
  * rl__envelope__free_unpacked(env, NULL). The protocol version is left to the
  * caller to check. */
 int rl_wire_unpack_envelope(const void *buf, size_t len, struct Rl__Envelope **out);

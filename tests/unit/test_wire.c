@@ -1007,6 +1007,74 @@ static uint8_t *s_deep_envelope(int levels, size_t *len)
 
 /* Plain rl__envelope__unpack() overflows the stack on ~200k nested lists
  * (checked by hand: SIGSEGV); rl_wire_unpack_envelope() refuses them. */
+/* Appends the varint v at p; returns the new end. */
+static uint8_t *s_varint(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+/* An Envelope{protocol_version 1, call{args: list of n empty Values}}: each
+ * item is 2 bytes on the wire and a struct of ~50 bytes unpacked. */
+static uint8_t *s_wide_envelope(size_t n, size_t *len)
+{
+    size_t items = 2 * n;
+    uint8_t *b = malloc(items + 64), *p = b;
+    assert_non_null(b);
+    uint8_t list_hdr[16], *lh = list_hdr, args_hdr[16], *ah = args_hdr, call_hdr[16], *ch = call_hdr;
+    lh = s_varint(lh, items);                               /* ListValue bytes */
+    size_t value_len = 1 + (size_t)(lh - list_hdr) + items; /* Value{list_value} */
+    ah = s_varint(ah, value_len);
+    size_t call_len = 1 + (size_t)(ah - args_hdr) + value_len; /* Call{args} */
+    ch = s_varint(ch, call_len);
+    *p++ = 0x08; /* protocol_version = 1 */
+    *p++ = 0x01;
+    *p++ = 0x6a; /* call (field 13) */
+    memcpy(p, call_hdr, (size_t)(ch - call_hdr));
+    p += ch - call_hdr;
+    *p++ = 0x22; /* args (field 4) */
+    memcpy(p, args_hdr, (size_t)(ah - args_hdr));
+    p += ah - args_hdr;
+    *p++ = 0x32; /* list_value (field 6) */
+    memcpy(p, list_hdr, (size_t)(lh - list_hdr));
+    p += lh - list_hdr;
+    for (size_t i = 0; i < n; i++) {
+        *p++ = 0x0a; /* items: an empty Value */
+        *p++ = 0x00;
+    }
+    *len = (size_t)(p - b);
+    return b;
+}
+
+/* A small frame must not unpack into much more memory than it is: a list of
+ * empty Values takes ~50× its bytes; the unpacking has a budget of 8× + 64
+ * MiB, and frames over RL_WIRE_MAX_ENVELOPE_BYTES are refused unread. */
+static void test_envelope_memory_budget(void **state)
+{
+    (void)state;
+    size_t len;
+    Rl__Envelope *e = NULL;
+    uint8_t *b = s_wide_envelope(1000, &len); /* a small one unpacks */
+    if (rl_wire_unpack_envelope(b, len, &e))
+        fail_msg("1000 items: %s", rl_error_message());
+    assert_int_equal(e->call->args->list_value->n_items, 1000);
+    rl__envelope__free_unpacked(e, NULL);
+    free(b);
+    b = s_wide_envelope((size_t)2 << 20, &len); /* 4 MiB: ~200 MiB unpacked */
+    EXPECT_REJECT(rl_wire_unpack_envelope(b, len, &e), RL_EPROTO, "decoding it needs more than");
+    assert_null(e);
+    free(b);
+    b = calloc(RL_WIRE_MAX_ENVELOPE_BYTES + 1, 1);
+    assert_non_null(b);
+    EXPECT_REJECT(rl_wire_unpack_envelope(b, RL_WIRE_MAX_ENVELOPE_BYTES + 1, &e), RL_EPROTO,
+                  "envelope frame: expected at most 67108864 bytes, got 67108865");
+    free(b);
+}
+
 static void test_envelope_unpack_depth(void **state)
 {
     (void)state;
@@ -1341,6 +1409,7 @@ int main(void)
         cmocka_unit_test(test_send_errors),
         cmocka_unit_test(test_recv_frame_limit_and_timeout),
         cmocka_unit_test(test_envelope_unpack_depth),
+        cmocka_unit_test(test_envelope_memory_budget),
         cmocka_unit_test(test_runtime_recv_refuses_deep_envelope),
         cmocka_unit_test(test_seeds_match_encoder),
         cmocka_unit_test(test_envelope_seeds),
