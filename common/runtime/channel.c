@@ -318,7 +318,30 @@ struct rl_weight_receiver {
     uint64_t active_version, staging_version;
     unsigned char *got; /* per bucket of the staging version */
     uint32_t n_buckets, n_got;
+    uint64_t per; /* floats a bucket holds in the staging version (0: not known yet) */
 };
+
+/* The floats a bucket of the sender's layout holds (bucket b covers
+ * [b·per, min((b+1)·per, count)), n = ceil(count / per) buckets), as this
+ * bucket tells it; 0 when no such layout puts it where it says. */
+static uint64_t s_bucket_per(const s_bucket *h, int64_t count)
+{
+    uint64_t n = h->n_buckets, per;
+    if (n == 1)
+        return h->offset == 0 && h->count == (uint64_t)count ? (count > 0 ? (uint64_t)count : 1) : 0;
+    if (h->index + 1 < n) { /* a full bucket */
+        per = h->count;
+        if (per == 0 || h->offset % per || h->offset / per != h->index)
+            return 0;
+    } else { /* the last one ends the buffer */
+        if (h->offset % (n - 1) || h->offset + h->count != (uint64_t)count)
+            return 0;
+        per = h->offset / (n - 1);
+        if (per == 0 || h->count == 0 || h->count > per)
+            return 0;
+    }
+    return ((uint64_t)count + per - 1) / per == n ? per : 0; /* n = ceil(count / per) */
+}
 
 static int s_send_have(rl_weight_receiver *r)
 {
@@ -434,8 +457,23 @@ int rl_weight_recv_poll(rl_weight_receiver *r, int timeout_ms)
             }
             r->n_buckets = h.n_buckets;
             r->n_got = 0;
+            r->per = 0;
             r->staging_version = h.version;
         }
+        /* buckets of one version tile the buffer exactly as the sender cuts
+         * it: no overlap, no gap, whatever arrives */
+        uint64_t per = s_bucket_per(&h, r->count);
+        if (h.n_buckets == r->n_buckets && (!per || (r->per && per != r->per))) {
+            zmq_msg_close(&data);
+            return rl_error_set(RL_EPROTO, "weight channel: bucket %u of %u of version %llu "
+                                           "(offset %llu, %llu floats) does not tile a buffer of "
+                                           "%lld floats%s", h.index, h.n_buckets,
+                                (unsigned long long)h.version, (unsigned long long)h.offset,
+                                (unsigned long long)h.count, (long long)r->count,
+                                per ? " like the version's other buckets" : "");
+        }
+        if (h.n_buckets == r->n_buckets)
+            r->per = per;
         if (h.n_buckets == r->n_buckets && !r->got[h.index]) {
             memcpy(r->staging + h.offset, zmq_msg_data(&data), h.count * sizeof(float));
             r->got[h.index] = 1;

@@ -174,6 +174,30 @@ static void test_weight_partial_version_never_active(void **state)
     assert_int_equal(rl_weight_recv_poll(r, 2000), RL_EPROTO);
     assert_string_equal(rl_error_message(),
                         "weight channel: malformed bucket 0 of 4294967295 (offset 0, 1 floats of 4)");
+    /* buckets within bounds that do not tile the buffer as the sender cuts
+     * it: 2 buckets where bucket 1 repeats floats 0-1 (so floats 2-3 would
+     * keep version 2's values under version 3's name) */
+    float v3[4] = {3, 3, 3, 3};
+    s_raw_bucket(router, id, (size_t)idn, 0, 2, 3, 0, v3, 2, 4);
+    s_raw_bucket(router, id, (size_t)idn, 1, 2, 3, 0, v3, 2, 4);
+    assert_int_equal(rl_weight_recv_poll(r, 2000), RL_EPROTO);
+    assert_string_equal(rl_error_message(), "weight channel: bucket 1 of 2 of version 3 (offset "
+                                            "0, 2 floats) does not tile a buffer of 4 floats");
+    /* ... or whose sizes disagree: a full bucket of 3, a last one of 2 at 2 */
+    s_raw_bucket(router, id, (size_t)idn, 0, 2, 4, 0, v3, 3, 4);
+    s_raw_bucket(router, id, (size_t)idn, 1, 2, 4, 2, v3, 2, 4);
+    assert_int_equal(rl_weight_recv_poll(r, 2000), RL_EPROTO);
+    assert_non_null(strstr(rl_error_message(), "like the version's other buckets"));
+    w = rl_weight_recv_active(r, &version);
+    assert_int_equal(version, 2);
+    /* the sender's own cut of 4 floats in buckets of 3 (3 + 1) is taken */
+    s_raw_bucket(router, id, (size_t)idn, 0, 2, 5, 0, v3, 3, 4);
+    s_raw_bucket(router, id, (size_t)idn, 1, 2, 5, 3, v3 + 3, 1, 4);
+    assert_int_equal(rl_weight_recv_poll(r, 2000), 0);
+    w = rl_weight_recv_active(r, &version);
+    assert_int_equal(version, 5);
+    for (int i = 0; i < 4; i++)
+        assert_true(w[i] == 3.0f);
     rl_weight_receiver_free(r);
     zmq_close(router);
     zmq_ctx_term(ctx);

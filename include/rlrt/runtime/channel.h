@@ -14,7 +14,11 @@
  * receiver (zero-copy, pipelined) and returns once all have acknowledged it.
  * A receiver writes buckets into a staging buffer and switches its active
  * buffer to the new version only when every bucket of that version arrived
- * (and the byte count matched): readers never see a half-updated model.
+ * (and the byte count matched): readers never see a half-updated model. The
+ * buckets must tile the buffer the way the sender cuts it (bucket b holds
+ * floats [b·per, min((b+1)·per, count)), the same per for the whole
+ * version): one that overlaps another or leaves a gap is RL_EPROTO, so no
+ * sender can get a version switched in with stale floats in it.
  * The API is the shape of an NCCL broadcast from the actor to the rollout
  * ranks (flat buffer, count, version), so a GPU transport can replace the
  * ZeroMQ one without touching callers.
