@@ -252,9 +252,14 @@ int rl_rollout_serve_env(rl_worker_ctx *ctx, const rl_rollout_policy *pol, const
         for (int64_t i = 0; i < n && !rc; i++) {
             rl_libero_expert *x = &experts[offset + i];
             if (ne[i]) {
-                int target = (int)info[4 * i], basket = (int)info[4 * i + 1], axis = (int)info[4 * i + 3];
-                if (target < 0 || target >= RL_LIBERO_NUM_OBJECTS || basket < 0 ||
-                    basket >= RL_LIBERO_NUM_OBJECTS || axis < -1 || axis > 1 || !isfinite(info[4 * i + 2]))
+                /* floats from the env peer: range-checked before they become ints */
+                const float *ti4 = info + 4 * i;
+                int in_range = ti4[0] >= 0 && ti4[0] < RL_LIBERO_NUM_OBJECTS && ti4[1] >= 0 &&
+                               ti4[1] < RL_LIBERO_NUM_OBJECTS && ti4[3] >= -1 && ti4[3] <= 1 &&
+                               isfinite(ti4[2]);
+                int target = in_range ? (int)ti4[0] : -1, basket = in_range ? (int)ti4[1] : -1,
+                    axis = in_range ? (int)ti4[3] : 0;
+                if (!in_range)
                     rc = rl_error_set(RL_ERANGE, "row %lld: task_info (%g, %g, %g, %g) is not a LIBERO task",
                                       (long long)i, info[4 * i], info[4 * i + 1], info[4 * i + 2],
                                       info[4 * i + 3]);
