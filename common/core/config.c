@@ -406,12 +406,52 @@ typedef struct s_anchor {
     rl_config_node *node;
 } s_anchor;
 
+/* Limits on what a parse may build: the text can come from a network peer
+ * (a worker parses the driver's CONFIGURE), so nesting is bounded (the tree
+ * is walked recursively) and so is what the tree holds beyond the text
+ * itself: a few hundred bytes of nested aliases would otherwise expand to
+ * gigabytes, and so would every node's path repeating a long key. */
+#define S_MAX_DEPTH 64                       /* nested maps/lists */
+#define S_MAX_ALIAS_NODES 1000000            /* nodes copied by aliases, in all */
+#define S_MAX_TEXT ((size_t)64 << 20)        /* bytes of every node's path, and of
+                                                the text and keys aliases copy */
+
 typedef struct s_parse {
     yaml_parser_t parser;
     const char *name;
     s_anchor *anchors;
     size_t n_anchors, cap_anchors;
+    int depth;                /* maps/lists open around the current event */
+    size_t alias_nodes;       /* nodes copied by aliases so far */
+    size_t text;              /* bytes of paths, and of what aliases copied */
 } s_parse;
+
+/* What copying the subtree `n` (anchored at a path `base` bytes long) to a
+ * path `path_len` bytes long adds: nodes, text bytes, and its height (0 for
+ * a scalar). Stops counting once over the remaining budget. */
+typedef struct s_cost {
+    size_t nodes, text, node_cap, text_cap;
+    int height;
+} s_cost;
+
+static void s_alias_cost(const rl_config_node *n, size_t base, size_t path_len, int level,
+                         s_cost *c)
+{
+    if (c->nodes > c->node_cap || c->text > c->text_cap)
+        return;
+    size_t own = strlen(n->path);
+    c->nodes++;
+    c->text += path_len + (own > base ? own - base : 0) + 2 + strlen(n->file) + 1;
+    if (n->text)
+        c->text += strlen(n->text) + 1;
+    if (n->kind != RL_CONFIG_SCALAR && level + 1 > c->height)
+        c->height = level + 1;
+    for (size_t i = 0; i < n->n; i++) {
+        if (n->keys)
+            c->text += strlen(n->keys[i]) + 1;
+        s_alias_cost(n->items[i], base, path_len, level + 1, c);
+    }
+}
 
 static int s_parser_error(s_parse *P)
 {
@@ -438,33 +478,109 @@ static int s_next(s_parse *P, yaml_event_t *ev)
     return RL_OK;
 }
 
+/* The anchors are a hash table (open addressing, a power-of-two size, at
+ * most half full): a document of many anchors and aliases costs linear
+ * time, not anchors x aliases. */
+static uint64_t s_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (const unsigned char *q = (const unsigned char *)s; *q; q++)
+        h = (h ^ *q) * 1099511628211ull;
+    return h;
+}
+
+static size_t s_anchor_slot(const s_anchor *tab, size_t cap, const char *name)
+{
+    size_t mask = cap - 1, i = (size_t)s_hash(name) & mask;
+    while (tab[i].name && strcmp(tab[i].name, name) != 0)
+        i = (i + 1) & mask;
+    return i;
+}
+
+static const rl_config_node *s_find_anchor(const s_parse *P, const char *name)
+{
+    if (!P->cap_anchors)
+        return NULL;
+    return P->anchors[s_anchor_slot(P->anchors, P->cap_anchors, name)].node;
+}
+
 static int s_remember_anchor(s_parse *P, const yaml_char_t *anchor,
                              rl_config_node *node)
 {
     if (!anchor)
         return RL_OK;
-    if (P->n_anchors == P->cap_anchors) {
-        size_t cap = P->cap_anchors ? P->cap_anchors * 2 : 8;
-        s_anchor *a = realloc(P->anchors, cap * sizeof *a);
-        if (!a)
+    if ((P->n_anchors + 1) * 2 > P->cap_anchors) {
+        size_t cap = P->cap_anchors ? P->cap_anchors * 2 : 16;
+        s_anchor *tab = calloc(cap, sizeof *tab);
+        if (!tab)
             return RL_ENOMEM;
-        P->anchors = a;
+        for (size_t i = 0; i < P->cap_anchors; i++)
+            if (P->anchors[i].name)
+                tab[s_anchor_slot(tab, cap, P->anchors[i].name)] = P->anchors[i];
+        free(P->anchors);
+        P->anchors = tab;
         P->cap_anchors = cap;
     }
-    char *name = s_strdup((const char *)anchor);
-    if (!name)
-        return RL_ENOMEM;
-    /* The anchor table holds a borrowed pointer: the node lives in the tree. */
-    P->anchors[P->n_anchors].name = name;
-    P->anchors[P->n_anchors].node = node;
-    P->n_anchors++;
+    /* The table holds a borrowed pointer: the node lives in the tree. A
+     * name defined again stands for its latest node. */
+    s_anchor *a = &P->anchors[s_anchor_slot(P->anchors, P->cap_anchors, (const char *)anchor)];
+    if (!a->name) {
+        if (!(a->name = s_strdup((const char *)anchor)))
+            return RL_ENOMEM;
+        P->n_anchors++;
+    }
+    a->node = node;
     return RL_OK;
 }
 
 static int s_parse_node(s_parse *P, yaml_event_t *ev, const char *path,
                         rl_config_node **out);
 
+/* The keys of a map being parsed, hashed (slots hold index + 1), so that
+ * the duplicate check of a map of many keys costs linear time, not n^2. */
+typedef struct s_keyset {
+    size_t *slot;
+    size_t cap;
+} s_keyset;
+
+/* 1 if `key` is one of map n's keys, else 0 after recording it as the key
+ * of n's next item; -1 out of memory. */
+static int s_keyset_add(s_keyset *ks, const rl_config_node *n, const char *key)
+{
+    if ((n->n + 1) * 2 > ks->cap) {
+        size_t cap = ks->cap ? ks->cap * 2 : 16;
+        size_t *slot = calloc(cap, sizeof *slot);
+        if (!slot)
+            return -1;
+        for (size_t k = 0; k < n->n; k++) {
+            size_t i = (size_t)s_hash(n->keys[k]) & (cap - 1);
+            while (slot[i])
+                i = (i + 1) & (cap - 1);
+            slot[i] = k + 1;
+        }
+        free(ks->slot);
+        ks->slot = slot;
+        ks->cap = cap;
+    }
+    size_t i = (size_t)s_hash(key) & (ks->cap - 1);
+    for (; ks->slot[i]; i = (i + 1) & (ks->cap - 1))
+        if (strcmp(n->keys[ks->slot[i] - 1], key) == 0)
+            return 1;
+    ks->slot[i] = n->n + 1;
+    return 0;
+}
+
+static int s_parse_items(s_parse *P, rl_config_node *n, s_keyset *ks);
+
 static int s_parse_children(s_parse *P, rl_config_node *n)
+{
+    s_keyset ks = {0};
+    int rc = s_parse_items(P, n, &ks);
+    free(ks.slot);
+    return rc;
+}
+
+static int s_parse_items(s_parse *P, rl_config_node *n, s_keyset *ks)
 {
     for (;;) {
         yaml_event_t ev;
@@ -508,12 +624,16 @@ static int s_parse_children(s_parse *P, rl_config_node *n)
             free(key);
             return rl_error_set(RL_ENOMEM, "config: out of memory");
         }
-        if (s_map_find(n, key) >= 0) {
-            rl_error_set(RL_ECONFIG, "%s:%d:%d: %s: duplicate key", P->name, kline,
-                         kcol, cp);
+        int dup = s_keyset_add(ks, n, key);
+        if (dup) {
+            if (dup > 0)
+                rl_error_set(RL_ECONFIG, "%s:%d:%d: %s: duplicate key", P->name, kline,
+                             kcol, cp);
+            else
+                rl_error_set(RL_ENOMEM, "config: out of memory");
             free(key);
             free(cp);
-            return RL_ECONFIG;
+            return dup > 0 ? RL_ECONFIG : RL_ENOMEM;
         }
         rl_config_node *child = NULL;
         rc = s_next(P, &ev);
@@ -538,6 +658,15 @@ static int s_parse_node(s_parse *P, yaml_event_t *ev, const char *path,
     int line = (int)ev->start_mark.line + 1, col = (int)ev->start_mark.column + 1;
     rl_config_node *n = NULL;
     int rc = RL_OK;
+    if (ev->type != YAML_ALIAS_EVENT) { /* an alias counts what it copies */
+        size_t cost = strlen(path) + 1;
+        if (cost > S_MAX_TEXT - P->text)
+            return rl_error_set(RL_ECONFIG,
+                                "%s:%d:%d: the config's paths pass %zu MiB (long keys over "
+                                "many entries)",
+                                P->name, line, col, S_MAX_TEXT >> 20);
+        P->text += cost;
+    }
     switch (ev->type) {
     case YAML_SCALAR_EVENT:
         n = s_node_new(RL_CONFIG_SCALAR, path, P->name, line, col);
@@ -552,12 +681,17 @@ static int s_parse_node(s_parse *P, yaml_event_t *ev, const char *path,
         break;
     case YAML_SEQUENCE_START_EVENT:
     case YAML_MAPPING_START_EVENT:
+        if (P->depth >= S_MAX_DEPTH)
+            return rl_error_set(RL_ECONFIG, "%s:%d:%d: nesting deeper than %d levels",
+                                P->name, line, col, S_MAX_DEPTH);
         n = s_node_new(ev->type == YAML_MAPPING_START_EVENT ? RL_CONFIG_MAP
                                                            : RL_CONFIG_LIST,
                        path, P->name, line, col);
         if (!n)
             goto nomem;
+        P->depth++;
         rc = s_parse_children(P, n);
+        P->depth--;
         if (!rc && n->kind == RL_CONFIG_MAP && n->n == 0)
             n->open = 1;
         if (!rc)
@@ -568,17 +702,32 @@ static int s_parse_node(s_parse *P, yaml_event_t *ev, const char *path,
         break;
     case YAML_ALIAS_EVENT: {
         const char *name = (const char *)ev->data.alias.anchor;
-        for (size_t i = P->n_anchors; i-- > 0;) {
-            if (strcmp(P->anchors[i].name, name) == 0) {
-                n = s_node_copy(P->anchors[i].node);
-                if (!n || s_repath(n, path))
-                    goto nomem;
-                break;
-            }
-        }
-        if (!n)
-            return rl_error_set(RL_ECONFIG, "%s:%d:%d: unknown anchor '%s'", P->name,
+        const rl_config_node *a = s_find_anchor(P, name);
+        if (!a)
+            return rl_error_set(RL_ECONFIG, "%s:%d:%d: unknown anchor '%.64s'", P->name,
                                 line, col, name);
+        s_cost cost = {.node_cap = S_MAX_ALIAS_NODES - P->alias_nodes,
+                       .text_cap = S_MAX_TEXT - P->text};
+        s_alias_cost(a, strlen(a->path), strlen(path), 0, &cost);
+        if (P->depth + cost.height > S_MAX_DEPTH)
+            return rl_error_set(RL_ECONFIG,
+                                "%s:%d:%d: alias '*%.64s' nests deeper than %d levels",
+                                P->name, line, col, name, S_MAX_DEPTH);
+        if (cost.nodes > cost.node_cap)
+            return rl_error_set(RL_ECONFIG,
+                                "%s:%d:%d: alias '*%.64s' expands the config past %d nodes "
+                                "copied by aliases",
+                                P->name, line, col, name, S_MAX_ALIAS_NODES);
+        if (cost.text > cost.text_cap)
+            return rl_error_set(RL_ECONFIG,
+                                "%s:%d:%d: alias '*%.64s' expands the config past %zu MiB "
+                                "of text",
+                                P->name, line, col, name, S_MAX_TEXT >> 20);
+        P->alias_nodes += cost.nodes;
+        P->text += cost.text;
+        n = s_node_copy(a);
+        if (!n || s_repath(n, path))
+            goto nomem;
         break;
     }
     default:
@@ -657,7 +806,7 @@ rl_config *rl_config_parse_string(const char *text, size_t len, const char *name
     }
     rc = RL_OK;
 out:
-    for (size_t i = 0; i < P.n_anchors; i++)
+    for (size_t i = 0; i < P.cap_anchors; i++)
         free(P.anchors[i].name);
     free(P.anchors);
     yaml_parser_delete(&P.parser);

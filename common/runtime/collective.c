@@ -258,7 +258,36 @@ static rl_comm *s_fail_init(rl_comm *c, int code, const char *fmt, ...)
     return NULL;
 }
 
-/* Rank 0: collect every rank's HELLO, answer each with its right neighbour. */
+/* Reads and drops the frames left of the message being read (ZeroMQ
+ * delivers a multipart message whole, so they are all there). Returns how
+ * many were dropped. */
+static int s_drain(void *sock)
+{
+    int dropped = 0;
+    for (;;) {
+        int more = 0;
+        size_t sz = sizeof more;
+        if (zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &sz) != 0 || !more)
+            return dropped;
+        char scratch[64];
+        if (zmq_recv(sock, scratch, sizeof scratch, ZMQ_DONTWAIT) < 0 && zmq_errno() != EINTR)
+            return dropped + 1;
+        dropped++;
+    }
+}
+
+static double s_seconds_since(const struct timespec *t0)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - t0->tv_sec) + 1e-9 * (double)(now.tv_nsec - t0->tv_nsec);
+}
+
+/* Rank 0: collect every rank's HELLO, answer each with its right neighbour.
+ * Anyone can connect to the rendezvous endpoint: a message that is not
+ * exactly [identity, HELLO with our nonce] is read whole and ignored, and
+ * ignored messages do not extend the wait (the timeout runs from the last
+ * rank that joined). */
 static rl_comm *s_rendezvous_root(rl_comm *c, const char *nonce, const char *id_ep)
 {
     int W = c->world;
@@ -286,20 +315,42 @@ static rl_comm *s_rendezvous_root(rl_comm *c, const char *nonce, const char *id_
     }
     snprintf(eps[0], sizeof eps[0], "%s", c->my_ep);
     int joined = 1;
+    struct timespec since;
+    clock_gettime(CLOCK_MONOTONIC, &since);
     while (joined < W) {
         unsigned char ident[256];
         char msg[512];
-        int il = zmq_recv(c->ctl, ident, sizeof ident, 0);
-        if (il < 0) {
+        double left_ms = c->timeout_ms - 1000.0 * s_seconds_since(&since);
+        zmq_pollitem_t item = {.socket = c->ctl, .events = ZMQ_POLLIN};
+        int ready = left_ms > 0 ? zmq_poll(&item, 1, (long)left_ms + 1) : 0;
+        if (ready < 0 && zmq_errno() == EINTR)
+            continue;
+        if (ready < 0) {
+            int e = zmq_errno();
+            free(eps), free(ids), free(id_len);
+            return s_fail_init(c, RL_EIO, "comm rank 0: rendezvous: %s", zmq_strerror(e));
+        }
+        if (ready == 0) {
+            if (left_ms > 0)
+                continue; /* woke early: wait out the rest */
             free(eps), free(ids), free(id_len);
             return s_fail_init(c, RL_ETIMEOUT,
                                "comm rank 0: only %d of %d ranks joined within %.3g s", joined, W,
                                c->timeout_ms / 1000.0);
         }
-        int ml = zmq_recv(c->ctl, msg, sizeof msg - 1, 0);
-        if (ml < 0 || il > (int)sizeof ident)
+        int il = zmq_recv(c->ctl, ident, sizeof ident, ZMQ_DONTWAIT);
+        if (il < 0)
+            continue; /* EAGAIN or EINTR: nothing was read */
+        /* identity, then one body frame; anything else is a stranger's */
+        int more = 0;
+        size_t sz = sizeof more;
+        int ml = -1;
+        if (zmq_getsockopt(c->ctl, ZMQ_RCVMORE, &more, &sz) == 0 && more)
+            ml = zmq_recv(c->ctl, msg, sizeof msg - 1, ZMQ_DONTWAIT);
+        int extra = s_drain(c->ctl);
+        if (ml < 0 || extra > 0 || il > (int)sizeof ident || ml > (int)sizeof msg - 1)
             continue;
-        msg[ml < (int)sizeof msg - 1 ? ml : (int)sizeof msg - 1] = '\0';
+        msg[ml] = '\0';
         char n[32], ep[S_EP_MAX + 32];
         int w, r;
         if (sscanf(msg, "HELLO %31s %d %d %250s", n, &w, &r, ep) != 4 || strcmp(n, nonce) != 0)
@@ -315,6 +366,7 @@ static rl_comm *s_rendezvous_root(rl_comm *c, const char *nonce, const char *id_
         memcpy(ids[r], ident, (size_t)il);
         id_len[r] = (size_t)il;
         joined++;
+        clock_gettime(CLOCK_MONOTONIC, &since);
     }
     for (int r = 1; r < W; r++) {
         char reply[S_EP_MAX + 64];

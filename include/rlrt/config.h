@@ -76,7 +76,12 @@ typedef enum rl_config_type {
  * RL_EIO (cannot read), RL_ECONFIG ("job.yaml:3:7: <libyaml's problem>"). */
 rl_config *rl_config_parse_file(const char *path);
 /* Parses YAML (or JSON: it is YAML flow syntax) text of `len` bytes; `name`
- * stands for the file name in locations and messages. */
+ * stands for the file name in locations and messages. The text may come
+ * from a network peer, so both parsers refuse (RL_ECONFIG, with file:line:col)
+ * maps/lists nested deeper than 64 levels ("nesting deeper than 64 levels",
+ * also through an alias), aliases that copy more than 1,000,000 nodes in all
+ * ("alias '*a' expands the config past 1000000 nodes copied by aliases"),
+ * and trees whose paths plus the text that aliases copy pass 64 MiB. */
 rl_config *rl_config_parse_string(const char *text, size_t len,
                                   const char *name);
 /* A tree holding an empty map, named `name`. */

@@ -22,10 +22,13 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <zmq.h>
 
 #include "rlrt/rlrt.h"
+#include "rlrt/runtime/net.h"
 
 static float s_input(int rank, int64_t i)
 {
@@ -313,6 +316,108 @@ static void test_ring_threads(void **state)
     s_max_count = 300007;
 }
 
+/* Anyone can connect to the rendezvous endpoint. A stranger's messages of
+ * any shape (more frames than a HELLO, fewer, junk) sent before the ranks
+ * join are read whole and ignored: the ring still comes up. */
+static void test_rendezvous_ignores_strangers(void **state)
+{
+    (void)state;
+    rl_comm_id id;
+    assert_int_equal(rl_comm_id_create(&id, "tcp://127.0.0.1"), 0);
+    const char *ep = strstr(rl_comm_id_string(&id), "tcp://");
+    assert_non_null(ep);
+    void *ctx = zmq_ctx_new();
+    assert_non_null(ctx);
+    void *stranger = zmq_socket(ctx, ZMQ_DEALER);
+    assert_non_null(stranger);
+    int linger = 0;
+    zmq_setsockopt(stranger, ZMQ_LINGER, &linger, sizeof linger);
+    assert_int_equal(rl_net_connect(stranger, ep), 0);
+    /* [identity, "x", "y"] at rank 0: one frame too many */
+    assert_int_equal(zmq_send(stranger, "x", 1, ZMQ_SNDMORE), 1);
+    assert_int_equal(zmq_send(stranger, "y", 1, 0), 1);
+    /* a HELLO-looking body followed by junk frames */
+    assert_int_equal(zmq_send(stranger, "HELLO", 5, ZMQ_SNDMORE), 5);
+    assert_int_equal(zmq_send(stranger, "", 0, ZMQ_SNDMORE), 0);
+    assert_int_equal(zmq_send(stranger, "z", 1, 0), 1);
+    /* two frames at rank 0, but not HELLOs */
+    assert_int_equal(zmq_send(stranger, "", 0, 0), 0);
+    assert_int_equal(zmq_send(stranger, "junk", 4, 0), 4);
+    usleep(100 * 1000); /* let them arrive before the ranks' HELLOs */
+
+    rl_comm_options o;
+    rl_comm_options_default(&o);
+    o.timeout_s = 3.0;
+    o.segment_bytes = 4096;
+    s_max_count = 1001;
+    pthread_t th[3];
+    s_thread_arg args[3];
+    for (int r = 0; r < 3; r++) {
+        args[r] = (s_thread_arg){.id = &id, .o = &o, .W = 3, .rank = r, .rc = -1};
+        assert_int_equal(pthread_create(&th[r], NULL, s_thread_main, &args[r]), 0);
+    }
+    for (int r = 0; r < 3; r++)
+        pthread_join(th[r], NULL);
+    s_max_count = 300007;
+    zmq_close(stranger);
+    zmq_ctx_term(ctx);
+    for (int r = 0; r < 3; r++)
+        assert_int_equal(args[r].rc, 0);
+}
+
+typedef struct s_chatter_arg {
+    const char *ep;
+    double seconds;
+} s_chatter_arg;
+
+/* A stranger sending a junk message every 50 ms for `seconds`. */
+static void *s_chatter_main(void *p)
+{
+    s_chatter_arg *a = p;
+    void *ctx = zmq_ctx_new();
+    void *sock = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
+    int linger = 0;
+    if (sock && zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger) == 0 &&
+        rl_net_connect(sock, a->ep) == 0)
+        for (int i = 0; i < (int)(a->seconds * 20); i++) {
+            zmq_send(sock, "junk", 4, ZMQ_DONTWAIT);
+            usleep(50 * 1000);
+        }
+    if (sock)
+        zmq_close(sock);
+    if (ctx)
+        zmq_ctx_term(ctx);
+    return NULL;
+}
+
+/* A stranger's chatter does not keep rank 0 waiting past its timeout. */
+static void test_rendezvous_timeout_despite_strangers(void **state)
+{
+    (void)state;
+    rl_comm_id id;
+    assert_int_equal(rl_comm_id_create(&id, "tcp://127.0.0.1"), 0);
+    s_chatter_arg a = {.ep = strstr(rl_comm_id_string(&id), "tcp://"), .seconds = 3.0};
+    assert_non_null(a.ep);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, s_chatter_main, &a), 0);
+    rl_comm_options o;
+    rl_comm_options_default(&o);
+    o.timeout_s = 0.5;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_null(rl_comm_init_rank(&id, 2, 0, &o));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    int code = rl_error_code();
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", rl_error_message());
+    pthread_join(th, NULL);
+    double took = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    assert_int_equal(code, RL_ETIMEOUT);
+    assert_string_equal(msg, "comm rank 0: only 1 of 2 ranks joined within 0.5 s");
+    if (took > 2.0)
+        fail_msg("rank 0 gave up after %.2f s, not 0.5 s", took);
+}
+
 /* Rank 0 all-reduces 10 floats, rank 1 12: both see the other's chunk size. */
 static int s_mismatch_body(const rl_comm_id *id, int W, int rank, const rl_comm_options *o)
 {
@@ -418,6 +523,8 @@ int main(void)
         cmocka_unit_test(test_ring_ipc_default_segments),
         cmocka_unit_test(test_ring_tcp),
         cmocka_unit_test(test_ring_threads),
+        cmocka_unit_test(test_rendezvous_ignores_strangers),
+        cmocka_unit_test(test_rendezvous_timeout_despite_strangers),
         cmocka_unit_test(test_id_port_is_held),
         cmocka_unit_test(test_mismatched_counts),
         cmocka_unit_test(test_setup_errors),

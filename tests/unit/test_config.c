@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 #include <math.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "rlrt/rlrt.h"
@@ -215,6 +216,197 @@ static void test_anchors_and_aliases(void **state)
     assert_true(d == 0.1);
     assert_string_equal(
         rl_config_node_path(rl_config_node_at(rl_config_root(c), "other.n")), "other.n");
+    rl_config_free(c);
+}
+
+/* The parser takes text from the network (a worker parses CONFIGURE's
+ * config): nesting is bounded, so a deep input cannot overflow the stack. */
+static void test_nesting_depth_limit(void **state)
+{
+    (void)state;
+    /* 200 KB of '[' is 100000 levels: refused at the 65th */
+    size_t deep = 100000;
+    char *t = malloc(2 * deep + 1);
+    assert_non_null(t);
+    memset(t, '[', deep);
+    memset(t + deep, ']', deep);
+    t[2 * deep] = '\0';
+    assert_null(rl_config_parse_string(t, 2 * deep, "deep.yaml"));
+    assert_int_equal(rl_error_code(), RL_ECONFIG);
+    assert_string_equal(rl_error_message(), "deep.yaml:1:65: nesting deeper than 64 levels");
+    /* 64 levels parse, 65 do not */
+    memset(t, '[', 64);
+    memset(t + 64, ']', 64);
+    rl_config *c = rl_config_parse_string(t, 128, "deep.yaml");
+    assert_non_null(c);
+    rl_config_free(c);
+    memset(t, '[', 65);
+    memset(t + 65, ']', 65);
+    assert_null(rl_config_parse_string(t, 130, "deep.yaml"));
+    assert_string_equal(rl_error_message(), "deep.yaml:1:65: nesting deeper than 64 levels");
+    /* block maps count the same way, and so does a file */
+    char *b = malloc(65 * 70 + 16), *p = b;
+    assert_non_null(b);
+    for (int i = 0; i < 65; i++)
+        p += sprintf(p, "%*sk%d:\n", i, "", i);
+    p += sprintf(p, "%*sv: 1\n", 65, "");
+    char path[] = "/tmp/rlrt_test_config_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, b, (size_t)(p - b)), (ssize_t)(p - b));
+    close(fd);
+    assert_null(rl_config_parse_file(path));
+    char want[256];
+    snprintf(want, sizeof want, "%s:65:65: nesting deeper than 64 levels", path);
+    assert_string_equal(rl_error_message(), want);
+    unlink(path);
+    /* an alias cannot nest a tree deeper than that either */
+    p = t;
+    p += sprintf(p, "a: &a ");
+    memset(p, '[', 60), p += 60;
+    memset(p, ']', 60), p += 60;
+    p += sprintf(p, "\nb: [[[[[*a]]]]]\n");
+    assert_null(rl_config_parse_string(t, (size_t)(p - t), "deep.yaml"));
+    assert_string_equal(rl_error_message(),
+                        "deep.yaml:2:9: alias '*a' nests deeper than 64 levels");
+    p = t + 6 + 120;
+    p += sprintf(p, "\nb: [[[*a]]]\n");
+    c = rl_config_parse_string(t, (size_t)(p - t), "deep.yaml");
+    assert_non_null(c);
+    size_t n = 0;
+    assert_int_equal(rl_config_list_len(c, "b[0][0][0]", &n), 0);
+    assert_int_equal(n, 1);
+    rl_config_free(c);
+    free(b);
+    free(t);
+}
+
+/* "Billion laughs": aliases of aliases copy a bounded number of nodes (and
+ * bytes of text) in all, and the message names the alias and the limit.
+ * Paths count against the same bytes: a long key repeated in the path of
+ * every entry below it is bounded too. */
+static void test_alias_expansion_limit(void **state)
+{
+    (void)state;
+    /* 7 levels of x10: 10^7 nodes from ~330 bytes */
+    char bomb[1024], *p = bomb;
+    p += sprintf(p, "a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+    for (char c = 'b'; c <= 'g'; c++) {
+        p += sprintf(p, "%c: &%c [", c, c);
+        for (int i = 0; i < 10; i++)
+            p += sprintf(p, "%s*%c", i ? ", " : "", c - 1);
+        p += sprintf(p, "]\n");
+    }
+    /* copies: b 10*11, c 10*111, d 10*1111, e 10*11111 (123440 in all);
+     * each *e in f adds 111111: the 8th passes 1,000,000 */
+    assert_null(rl_config_parse_string(bomb, (size_t)(p - bomb), "bomb.yaml"));
+    assert_int_equal(rl_error_code(), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "bomb.yaml:6:36: alias '*e' expands the config past 1000000 nodes "
+                        "copied by aliases");
+    /* a 1 MiB scalar copied 10 times in b, then b 10 times in c: the 6th *b
+     * passes 64 MiB of copied text */
+    size_t big = 1 << 20;
+    char *t = malloc(big + 256);
+    assert_non_null(t);
+    p = t;
+    p += sprintf(p, "a: &a ");
+    memset(p, 'x', big), p += big;
+    p += sprintf(p, "\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+                    "c: [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n");
+    assert_null(rl_config_parse_string(t, (size_t)(p - t), "big.yaml"));
+    assert_int_equal(rl_error_code(), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "big.yaml:3:25: alias '*b' expands the config past 64 MiB of text");
+    /* no alias at all, but every entry's path repeats a 100 KB key (an
+     * explicit key may be that long): 1000 entries would hold 100 MB */
+    p = t;
+    p += sprintf(p, "? ");
+    memset(p, 'k', 100000), p += 100000;
+    p += sprintf(p, "\n: [");
+    for (int i = 0; i < 1000; i++)
+        p += sprintf(p, "%s1", i ? "," : "");
+    p += sprintf(p, "]\n");
+    assert_null(rl_config_parse_string(t, (size_t)(p - t), "keys.yaml"));
+    assert_int_equal(rl_error_code(), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "keys.yaml:2:1344: the config's paths pass 64 MiB (long keys over many "
+                        "entries)");
+    free(t);
+    /* within the limits, nested aliases still expand: 4 levels of x10 */
+    p = bomb;
+    p += sprintf(p, "a: &a {lr: 0.5, n: [1, 2]}\n");
+    for (char c = 'b'; c <= 'e'; c++) {
+        p += sprintf(p, "%c: &%c [", c, c);
+        for (int i = 0; i < 10; i++)
+            p += sprintf(p, "%s*%c", i ? ", " : "", c - 1);
+        p += sprintf(p, "]\n");
+    }
+    rl_config *c = rl_config_parse_string(bomb, (size_t)(p - bomb), "ok.yaml");
+    if (!c)
+        fail_msg("parse failed: %s", rl_error_message());
+    double d;
+    int64_t i;
+    assert_int_equal(rl_config_get_double(c, "e[9][3][7][2].lr", &d), 0);
+    assert_true(d == 0.5);
+    assert_int_equal(rl_config_get_int(c, "e[9][3][7][2].n[1]", &i), 0);
+    assert_int_equal(i, 2);
+    assert_string_equal(rl_config_node_path(
+                            rl_config_node_at(rl_config_root(c), "e[9][3][7][2].n[1]")),
+                        "e[9][3][7][2].n[1]");
+    rl_config_free(c);
+}
+
+/* A map of many keys and many anchors and aliases parse right (the
+ * duplicate check and the anchor lookup are hash tables: they scanned, and
+ * these documents of well under 1 MB took seconds; speed is not asserted
+ * here). */
+static void test_many_keys_and_anchors(void **state)
+{
+    (void)state;
+    enum { KEYS = 60000, ANCHORS = 40000 };
+    char *t = malloc((size_t)KEYS * 16 + 64), *p = t;
+    assert_non_null(t);
+    p += sprintf(p, "m:\n");
+    for (int i = 0; i < KEYS; i++)
+        p += sprintf(p, "  k%d: %d\n", i, i);
+    rl_config *c = rl_config_parse_string(t, (size_t)(p - t), "keys.yaml");
+    if (!c)
+        fail_msg("parse failed: %s", rl_error_message());
+    int64_t v;
+    assert_int_equal(rl_config_get_int(c, "m.k59999", &v), 0);
+    assert_int_equal(v, 59999);
+    rl_config_free(c);
+    /* a duplicate among many keys is still found */
+    p += sprintf(p, "  k12345: 0\n");
+    assert_null(rl_config_parse_string(t, (size_t)(p - t), "keys.yaml"));
+    char want[128];
+    snprintf(want, sizeof want, "keys.yaml:%d:3: m.k12345: duplicate key", KEYS + 2);
+    assert_string_equal(rl_error_message(), want);
+    free(t);
+
+    t = malloc((size_t)ANCHORS * 20 + 64), p = t;
+    assert_non_null(t);
+    p += sprintf(p, "a: [");
+    for (int i = 0; i < ANCHORS; i++)
+        p += sprintf(p, "%s&a%d %d", i ? ", " : "", i, i);
+    p += sprintf(p, "]\nb: [");
+    for (int i = 0; i < ANCHORS; i++)
+        p += sprintf(p, "%s*a0", i ? ", " : "");
+    p += sprintf(p, ", *a39999]\n");
+    c = rl_config_parse_string(t, (size_t)(p - t), "anchors.yaml");
+    if (!c)
+        fail_msg("parse failed: %s", rl_error_message());
+    assert_int_equal(rl_config_get_int(c, "b[39999]", &v), 0);
+    assert_int_equal(v, 0);
+    assert_int_equal(rl_config_get_int(c, "b[40000]", &v), 0);
+    assert_int_equal(v, 39999);
+    rl_config_free(c);
+    free(t);
+    /* an anchor defined again stands for its latest node */
+    c = s_parse("a: &x 1\nb: &x 2\nc: *x\n", "redef.yaml");
+    assert_int_equal(rl_config_get_int(c, "c", &v), 0);
+    assert_int_equal(v, 2);
     rl_config_free(c);
 }
 
@@ -663,6 +855,9 @@ int main(void)
         cmocka_unit_test(test_getter_errors),
         cmocka_unit_test(test_yaml_syntax_errors),
         cmocka_unit_test(test_anchors_and_aliases),
+        cmocka_unit_test(test_nesting_depth_limit),
+        cmocka_unit_test(test_alias_expansion_limit),
+        cmocka_unit_test(test_many_keys_and_anchors),
         cmocka_unit_test(test_subtree_round_trip),
         cmocka_unit_test(test_overrides),
         cmocka_unit_test(test_validate_and_load_job),

@@ -131,6 +131,24 @@ static int s_round(s_env *e, int mode, rl_dataproto **out, s_peer *peer)
     return rc;
 }
 
+/* interact's meta `round` comes from the peer: out of [-1, INT32_MAX] it is
+ * refused by name before it reaches the initial-state arithmetic (INT64_MAX
+ * overflowed (k + e * sharing) into a negative state index). */
+static void s_bad_round(s_env *e, json_int_t round, const char *want)
+{
+    rl_dataproto *in = rl_dataproto_new_meta(json_pack("{s:s}", RL_ENV_HOST, "127.0.0.1")), *rep = NULL;
+    assert_int_equal(s_method(RL_ENV_OPEN_CHANNEL)->fn(&e->ctx, in, &rep), 0);
+    rl_dataproto_free(in);
+    rl_dataproto_free(rep);
+    in = rl_dataproto_new_meta(json_pack("{s:i,s:i,s:I}", RL_ENV_CHUNK_STEPS, 4, RL_ENV_RESET, 1, RL_ENV_ROUND,
+                                         round));
+    rep = NULL;
+    assert_int_equal(s_method(RL_ENV_INTERACT)->fn(&e->ctx, in, &rep), RL_EINVAL);
+    assert_null(rep);
+    assert_string_equal(rl_error_message(), want);
+    rl_dataproto_free(in);
+}
+
 static void test_hostile_policy(void **state)
 {
     (void)state;
@@ -139,6 +157,9 @@ static void test_hostile_policy(void **state)
         skip();
         return;
     }
+    s_bad_round(&e, INT64_MAX,
+                "argument 'round' must be an integer in [-1, 2147483647], got 9223372036854775807");
+    s_bad_round(&e, -2, "argument 'round' must be an integer in [-1, 2147483647], got -2");
     rl_dataproto *out = NULL;
     s_peer peer;
     assert_int_equal(s_round(&e, P_NAN, &out, &peer), RL_ENUMERIC);

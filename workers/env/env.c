@@ -381,8 +381,15 @@ static int s_interact(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto *
     int64_t T, reset, round, ungrouped;
     if (!st->chan)
         return rl_error_set(RL_ESTATE, "%s: open_channel has not run on env/%d", RL_ENV_INTERACT, ctx->rank);
+    /* round is optional (absent or null: -1, the envs' own episode counts);
+     * when given it is an episode index, bounded so that the initial-state
+     * arithmetic (s_pick_init) cannot overflow. */
+    const json_t *jround = json_object_get(rl_dataproto_meta_const(in), RL_ENV_ROUND);
+    round = -1;
     if (rl_dataproto_meta_get_int(in, RL_ENV_CHUNK_STEPS, 1, 100000, &T) ||
-        rl_dataproto_meta_int(in, RL_ENV_RESET, 0, &reset) || rl_dataproto_meta_int(in, RL_ENV_ROUND, -1, &round) ||
+        rl_dataproto_meta_int(in, RL_ENV_RESET, 0, &reset) ||
+        (jround && !json_is_null(jround) &&
+         rl_dataproto_meta_get_int(in, RL_ENV_ROUND, -1, INT32_MAX, &round)) ||
         rl_dataproto_meta_int(in, RL_ENV_UNGROUPED, 0, &ungrouped))
         return rl_error_code();
     if (ungrouped != 0 && ungrouped != 1)

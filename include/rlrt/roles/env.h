@@ -56,8 +56,10 @@
  *                             rank r)
  *   interact      one_to_all  meta RL_ENV_CHUNK_STEPS T (policy calls per env),
  *                             RL_ENV_RESET (0/1: reset every env first),
- *                             RL_ENV_ROUND (>= 0: picks the initial states of
- *                             a reset, so a re-run repeats an episode),
+ *                             RL_ENV_ROUND (0 .. INT32_MAX: picks the initial
+ *                             states of a reset, so a re-run repeats an
+ *                             episode; -1 or absent: the envs' own episode
+ *                             counts; anything else is refused naming it),
  *                             optional RL_ENV_UNGROUPED (0/1: with
  *                             env.group_size > 1, per-env initial states) →
  *                             the rank's envs as rows, K = T · num_action_chunks:
