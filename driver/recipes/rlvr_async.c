@@ -186,9 +186,9 @@ static int s_digits(const char **p, long long *out)
     const char *s = *p;
     long long v = 0;
     int n = 0;
-    for (; *s >= '0' && *s <= '9' && n < 19; s++, n++)
+    for (; *s >= '0' && *s <= '9' && n < 18; s++, n++)
         v = v * 10 + (*s - '0');
-    if (n == 0 || n > 18)
+    if (n == 0 || (*s >= '0' && *s <= '9')) /* none, or more than 18 */
         return 0;
     *p = s;
     *out = v;
