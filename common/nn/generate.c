@@ -503,6 +503,8 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
         RL_OMP_FOR_IF(n > 1 && V >= 1024)
         for (int i = 0; i < n; i++) {
             int b = rows[i], j = out_lens[b];
+            if (prompt_lens[b] + j >= c->max_seq_len)
+                continue; /* a prompt that fills the context: no room for a token */
             float lp, ent;
             int tok = s_sample(g->logits + (size_t)i * V, V, inv_temp, s, &rng[b],
                                g->cand + (size_t)i * V, &lp, &ent);
@@ -518,6 +520,8 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
         int *slots = rows; /* compacted in place, order kept */
         for (int i = 0; i < n; i++) {
             int b = rows[i], j = out_lens[b];
+            if (j == 0) /* it sampled nothing */
+                continue;
             int32_t tok = out_tokens[(size_t)b * maxnew + j - 1];
             int stop = j >= maxnew || prompt_lens[b] + j >= maxT;
             for (int k = 0; k < s->num_stop_tokens && !stop; k++)

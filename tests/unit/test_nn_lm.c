@@ -688,6 +688,22 @@ static void test_generate_stops_at_max_seq_len(void **state)
     int len;
     assert_int_equal(rl_lm_generate(m, 1, 30, prompt, &plen, NULL, &s, out, NULL, NULL, &len), 0);
     assert_int_equal(len, 10);
+    /* a prompt that fills the context gets no token (it got one, a sequence
+     * of max_seq_len + 1 that no forward takes); its batch mates are as alone */
+    int32_t prompts[2 * 40] = {0}, out2[2 * 50], alone[50];
+    for (int t = 0; t < 40; t++)
+        prompts[t] = prompts[40 + t] = 1 + t % 7;
+    int plens[2] = {40, 12}, lens[2] = {-1, -1}, alone_len = -1;
+    uint64_t seeds[2] = {5, 6};
+    float logp[2 * 50];
+    assert_int_equal(rl_lm_generate(m, 2, 40, prompts, plens, seeds, &s, out2, logp, NULL, lens), 0);
+    assert_int_equal(lens[0], 0);
+    assert_true(logp[0] == 0.0f);
+    assert_int_equal(rl_lm_generate(m, 1, 40, prompts + 40, plens + 1, seeds + 1, &s, alone, NULL,
+                                    NULL, &alone_len), 0);
+    assert_int_equal(lens[1], alone_len);
+    assert_int_equal(lens[1], 40 - 12);
+    assert_memory_equal(out2 + 50, alone, sizeof(int32_t) * (size_t)alone_len);
     rl_lm_free(m);
 }
 

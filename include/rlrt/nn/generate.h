@@ -3,7 +3,8 @@
  * Purpose: the rollout side of the policy. Each row b has its own prompt
  * length, its own random stream rl_rng_init(seed, stream = row_seeds[b])
  * (one uniform per sampled token), and stops on a stop token, after
- * max_new_tokens, or when it reaches cfg.max_seq_len. A row's tokens
+ * max_new_tokens, or when it reaches cfg.max_seq_len (a prompt of
+ * cfg.max_seq_len tokens gets none: its length is 0). A row's tokens
  * therefore do not depend on which other rows share its batch.
  *
  * Returned log-probs and entropies are those of the FULL distribution
