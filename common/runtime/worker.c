@@ -730,6 +730,13 @@ static void s_on_call(s_worker *w, rl_msg *m)
         s_send_error(w, c->call_id, m->payload_error, buf);
         return;
     }
+    if (c->has_payload != (m->payload != NULL)) { /* as the driver checks a REPLY */
+        char buf[400];
+        snprintf(buf, sizeof buf, "call '%.200s' %s a payload but %s", c->method ? c->method : "",
+                 c->has_payload ? "announces" : "has", c->has_payload ? "none came" : "does not announce it");
+        s_send_error(w, c->call_id, RL_EPROTO, buf);
+        return;
+    }
     const rl_method *method = c->method ? s_find_method(w, c->method) : NULL;
     if (!method) {
         char buf[1024];

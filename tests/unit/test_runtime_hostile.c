@@ -790,21 +790,31 @@ static Rl__Envelope *s_configure(void *sock, const unsigned char *id, size_t id_
     return s_router_next(sock, rid, &rid_len);
 }
 
-/* Sends CALL `method` #call_id with `args`, returns the answer. */
-static Rl__Envelope *s_call(void *sock, const unsigned char *id, size_t id_len, uint64_t call_id,
-                            const char *method, Rl__Value *args)
+/* Sends CALL `method` #call_id with `args` (and no payload frames, whatever
+ * has_payload announces), returns the answer. */
+static Rl__Envelope *s_call_announcing(void *sock, const unsigned char *id, size_t id_len,
+                                       uint64_t call_id, const char *method, Rl__Value *args,
+                                       int has_payload)
 {
     Rl__Envelope env = RL__ENVELOPE__INIT;
     Rl__Call c = RL__CALL__INIT;
     c.call_id = call_id;
     c.method = (char *)method;
     c.args = args;
+    c.has_payload = has_payload;
     env.body_case = RL__ENVELOPE__BODY_CALL;
     env.call = &c;
     s_router_put(sock, id, id_len, &env);
     unsigned char rid[256];
     size_t rid_len;
     return s_router_next(sock, rid, &rid_len);
+}
+
+/* Sends CALL `method` #call_id with `args`, returns the answer. */
+static Rl__Envelope *s_call(void *sock, const unsigned char *id, size_t id_len, uint64_t call_id,
+                            const char *method, Rl__Value *args)
+{
+    return s_call_announcing(sock, id, id_len, call_id, method, args, 0);
 }
 
 static void s_expect_error(Rl__Envelope *e, uint64_t call_id, const char *want)
@@ -821,7 +831,8 @@ static void s_expect_error(Rl__Envelope *e, uint64_t call_id, const char *want)
 
 /* A CONFIGURE whose extra holds a NaN and CALLs whose args hold a NaN, a
  * string or key that is not valid UTF-8 or holds a NUL byte or are no
- * map are answered with ERROR naming the value: the worker never runs a
+ * map, or that announce a payload and send none, are answered with ERROR
+ * naming the value: the worker never runs a
  * method with its args silently dropped, nor goes on configured without
  * its extra. Good calls are still served afterwards. */
 static void test_worker_refuses_bad_values(void **state)
@@ -894,6 +905,10 @@ static void test_worker_refuses_bad_values(void **state)
     Rl__Value scalar = s_v_int(3);
     s_expect_error(s_call(sock, id, id_len, 12, "echo", &scalar), 12,
                    "bad args for call 'echo': expected a map, got a scalar");
+    /* a CALL that announces a payload and sends none (as the driver refuses
+     * such a REPLY) */
+    s_expect_error(s_call_announcing(sock, id, id_len, 15, "echo", NULL, 1), 15,
+                   "call 'echo' announces a payload but none came");
     /* good args are still served */
     e = s_call(sock, id, id_len, 13, "echo", s_v_map(&am, 2, ak, NULL, av));
     assert_non_null(e);
