@@ -259,6 +259,13 @@ $(BUILD)/tests/test_sim_env_worker: $(BUILD)/obj/tests/unit/test_sim_env_worker.
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(SIM_LIBS) -lcmocka
 
+# the actor role's methods called in-process with bad request tensors (they live in rl-worker)
+$(BUILD)/tests/test_actor_targets: $(BUILD)/obj/tests/unit/test_actor_targets.o \
+        $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard workers/actor/*.c)) $(TEST_COMMON_OBJ) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+
 # the driver's GIFs of LIBERO evaluation episodes (driver/recipes/libero_gif.c, in rl-driver)
 $(BUILD)/tests/test_sim_libero_gif: $(BUILD)/obj/tests/unit/test_sim_libero_gif.o \
         $(BUILD)/obj/driver/recipes/libero_gif.o $(TEST_COMMON_OBJ) $(LIB_SIM) $(LIB_A)

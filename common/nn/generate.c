@@ -217,12 +217,15 @@ static int s_cand_cmp(const void *a, const void *b)
 }
 
 /* Picks the next token from one row of logits; writes its full-distribution
- * log-prob and the entropy. */
+ * log-prob and the entropy. -1 when the logits are not finite (NaN or +Inf:
+ * weights that are, or that overflow): no distribution to sample from. */
 static int s_sample(const float *z, int V, float inv_temp, const rl_lm_sampling *s, rl_rng *rng,
                     struct s_cand *cand, float *logp, float *entropy)
 {
     float lse;
     rl_logprob_forward(NULL, entropy, &lse, z, NULL, inv_temp, 1, V);
+    if (!isfinite(lse))
+        return -1;
     int tok = 0;
     if (s->greedy || !(s->temperature > 0.0f)) {
         for (int j = 1; j < V; j++)
@@ -509,11 +512,23 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
             int tok = s_sample(g->logits + (size_t)i * V, V, inv_temp, s, &rng[b],
                                g->cand + (size_t)i * V, &lp, &ent);
             out_tokens[(size_t)b * maxnew + j] = tok;
+            if (tok < 0) /* marked; reported below, outside the parallel loop */
+                continue;
             if (out_logp)
                 out_logp[(size_t)b * maxnew + j] = lp;
             if (out_entropy)
                 out_entropy[(size_t)b * maxnew + j] = ent;
             out_lens[b] = j + 1;
+        }
+        for (int i = 0; i < n; i++) {
+            int b = rows[i];
+            if (prompt_lens[b] + out_lens[b] < c->max_seq_len && out_lens[b] < maxnew &&
+                out_tokens[(size_t)b * maxnew + out_lens[b]] < 0) {
+                rc = rl_error_set(RL_ENUMERIC, "generate: row %d, token %d: the logits are not "
+                                               "finite (NaN or Inf weights, or an overflow)",
+                                  b, out_lens[b]);
+                goto done;
+            }
         }
         /* Keep rows that have room and did not stop. */
         int live = 0;

@@ -707,6 +707,37 @@ static void test_generate_stops_at_max_seq_len(void **state)
     rl_lm_free(m);
 }
 
+/* Weights that are NaN, or so large that the logits overflow, leave no
+ * distribution to sample from: generate fails naming it (top-p / top-k read
+ * an empty candidate list and crashed; plain sampling returned token V-1 with
+ * log-prob NaN). */
+static void test_generate_refuses_non_finite_logits(void **state)
+{
+    (void)state;
+    int32_t prompt[4] = {1, 2, 3, 4};
+    int plen = 4, len = -1;
+    int32_t out[8];
+    for (int bad = 0; bad < 2; bad++)
+        for (int mode = 0; mode < 3; mode++) {
+            rl_lm *m = s_small_model();
+            float *w = rl_lm_params(m);
+            for (int64_t i = 0; i < rl_lm_num_params(m); i++)
+                w[i] = bad ? 1e30f : NAN;
+            rl_lm_sampling s;
+            rl_lm_sampling_default(&s);
+            s.max_new_tokens = 8;
+            if (mode == 1)
+                s.top_p = 0.9f;
+            if (mode == 2)
+                s.top_k = 5;
+            assert_int_equal(rl_lm_generate(m, 1, 4, prompt, &plen, NULL, &s, out, NULL, NULL, &len),
+                             RL_ENUMERIC);
+            assert_string_equal(rl_error_message(), "generate: row 0, token 0: the logits are not "
+                                                    "finite (NaN or Inf weights, or an overflow)");
+            rl_lm_free(m);
+        }
+}
+
 static void test_config_and_argument_errors(void **state)
 {
     (void)state;
@@ -751,6 +782,7 @@ int main(void)
         cmocka_unit_test(test_top_k_one_is_greedy),
         cmocka_unit_test(test_sampling_frequencies),
         cmocka_unit_test(test_generate_stops_at_max_seq_len),
+        cmocka_unit_test(test_generate_refuses_non_finite_logits),
         cmocka_unit_test(test_shared_prefill_and_row_tasks),
         cmocka_unit_test(test_config_and_argument_errors),
     };

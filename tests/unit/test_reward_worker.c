@@ -3,7 +3,8 @@
  * dp_compute (padded to 8, 4 rows per rank, the pad stripped), every score
  * checked; format_weight from the job config only (per-call meta carries no
  * settings); extra_reward; errors naming the missing column / unknown
- * data_source; a bad reward.* value stops the start with a located error. */
+ * data_source; a NaN extra_reward refused; a bad reward.* value stops the
+ * start with a located error. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -165,6 +166,11 @@ static void test_compute_reward_two_ranks(void **state)
         fail_msg("compute_reward: %s", rl_error_message());
     s_check(out, 0.2, extra);
     rl_dataproto_free(out);
+    /* a NaN extra_reward is refused, naming the row (it made the score NaN) */
+    x[5] = NAN;
+    assert_int_equal(rl_group_call_sync(g, "compute_reward", RL_DISPATCH_DP_COMPUTE, in, &out),
+                     RL_ENUMERIC);
+    assert_msg_contains(rl_error_message(), "tensor 'extra_reward': row 1 holds nan");
     rl_dataproto_free(in);
 
     /* a missing column: the error names it and the expected type */

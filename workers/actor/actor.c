@@ -420,6 +420,9 @@ int rl_actor_fm_loss(void *arg, const rl_model_io *out, rl_model_io *grad, doubl
 {
     rl_actor_fm_ctx *c = arg;
     int64_t D = out->width[RL_Q_VELOCITY], n = out->rows * D;
+    if (D != c->D) /* the target is (B, c->D): indexed with the model's width it would be overread */
+        return rl_error_set(RL_ESHAPE, "tensor '%s': expected %lld floats per row (the model's "
+                                       "velocity), got %lld", c->name, (long long)D, (long long)c->D);
     const float *v = out->q[RL_Q_VELOCITY], *t = c->target + out->row0 * D;
     double s = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -443,7 +446,8 @@ static int s_flow_step(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto 
     const rl_tensor *t = rl_dataproto_tensor_shaped(in, RL_ACTOR_VELOCITY_TARGET, RL_F32, 2, dims);
     if (!t)
         return rl_error_code();
-    rl_actor_fm_ctx c = {rl_tensor_data((rl_tensor *)t), (double)grows * (double)t->shape[1]};
+    rl_actor_fm_ctx c = {rl_tensor_data((rl_tensor *)t), (double)grows * (double)t->shape[1],
+                         t->shape[1], RL_ACTOR_VELOCITY_TARGET};
     for (int64_t i = 0; i < t->shape[0] * t->shape[1]; i++)
         if (!isfinite(c.target[i]))
             return rl_error_set(RL_ENUMERIC, "tensor '%s' holds %g at %lld", RL_ACTOR_VELOCITY_TARGET,

@@ -41,6 +41,8 @@ int rl_actor_fsdp_step(rl_actor_state *a, double clip, double *grad_norm, double
 typedef struct rl_actor_fm_ctx {
     const float *target; /* (B, D) of the whole call */
     double norm;         /* global rows · D (divided by a loss weight) */
+    int64_t D;           /* the target's floats per row: must be the model's velocity width */
+    const char *name;    /* the target tensor's name (errors) */
 } rl_actor_fm_ctx;
 int rl_actor_fm_loss(void *arg, const rl_model_io *out, rl_model_io *grad, double *loss);
 

@@ -363,7 +363,8 @@ int rl_actor_update_flow(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataprot
         int64_t Dd = 0;
         const float *target = NULL;
         rl_dataproto *db = s_demo_batch(in, B, &Dd, &target);
-        rl_actor_fm_ctx fc = {target, c.global_rows * (double)Dd / c.alg.demo_coef};
+        rl_actor_fm_ctx fc = {target, c.global_rows * (double)Dd / c.alg.demo_coef, Dd,
+                              RL_FLOW_DEMO_TARGET};
         rc = db ? rl_model_forward_backward(a->policy, db, RL_Q_BIT(RL_Q_VELOCITY), &pass, rl_actor_fm_loss,
                                             &fc, &demo_loss)
                 : rl_error_code();

@@ -170,6 +170,11 @@ static int s_compute_reward(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datap
         if (!t)
             return rl_error_code();
         extra = rl_tensor_data((rl_tensor *)t);
+        for (int64_t i = 0; i < rows; i++)
+            if (!isfinite(extra[i]))
+                return rl_error_set(RL_ENUMERIC, "tensor '%s': row %lld holds %g (expected a "
+                                                 "finite reward)", RL_REWARD_EXTRA, (long long)i,
+                                    (double)extra[i]);
     }
     rl_dataproto *o = rl_dataproto_new();
     if (!o)

@@ -110,6 +110,12 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
                                  (long long)version);
         rl_weight_recv_active(r->recv, &have);
     }
+    /* weights from the network: refused (and the model kept) when not finite */
+    char what[64];
+    snprintf(what, sizeof what, "weights v%llu from the actor", (unsigned long long)have);
+    int frc = rl_model_check_finite(r->model, rl_weight_recv_active(r->recv, NULL), what);
+    if (frc)
+        return frc;
     memcpy(rl_model_params(r->model), rl_weight_recv_active(r->recv, NULL), sizeof(float) * (size_t)P);
     r->version = have;
     return rl_flow_ref_on_sync(ctx, r->model); /* the EMA reference (flow_sar / flow_ipo) */
