@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <ftw.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -159,11 +160,18 @@ static json_t *s_state_to_json(const rl_train_state *s)
                      "lr_schedule", lr, "rng", rng, "extra", extra);
 }
 
+/* The counts of a checkpoint (steps, epochs, positions) are at most 2^53:
+ * far past any run, and every sum of two of them stays an exact int64. */
+#define S_MAX_COUNT (INT64_C(1) << 53)
+
 static int s_get_i64(const char *path, const json_t *j, const char *key, int64_t *out)
 {
     json_t *x = json_object_get(j, key);
     if (!json_is_integer(x))
         return rl_error_set(RL_EPROTO, "%s: key '%s' missing or not an integer", path, key);
+    if (json_integer_value(x) < 0 || json_integer_value(x) > S_MAX_COUNT)
+        return rl_error_set(RL_EPROTO, "%s: key '%s': expected 0 .. 2^53, got %lld", path, key,
+                            (long long)json_integer_value(x));
     *out = (int64_t)json_integer_value(x);
     return RL_OK;
 }
@@ -487,6 +495,9 @@ int rl_checkpoint_find(const char *root, rl_checkpoint_info *info)
         }
         return RL_OK;
     }
+    if (n > 0) /* step_<N> directories appear complete (renamed into place): these were damaged */
+        return rl_error_set(RL_EPROTO, "%s: %d checkpoint(s), none complete: %s", root, n,
+                            info->note);
     return rl_error_set(RL_ENOTFOUND, "%s: no complete checkpoint%s%s", root,
                         info->note[0] ? ": " : "", info->note);
 }
@@ -519,9 +530,12 @@ static int s_load_optimizer(const char *path, rl_checkpoint_data *d)
         goto out;
     }
     char *end = NULL;
+    errno = 0;
     long long t = strtoll(step, &end, 10);
-    if (*end || t < 0) {
-        rc = rl_error_set(RL_EPROTO, "%s: metadata 'step' = '%s' is not a step count", path, step);
+    if (end == step || *end || errno == ERANGE || t < 0 || t > S_MAX_COUNT || step[0] < '0' ||
+        step[0] > '9') {
+        rc = rl_error_set(RL_EPROTO, "%s: metadata 'step' = '%s' is not a step count (0 .. 2^53)",
+                          path, step);
         goto out;
     }
     if ((rc = s_meta_float(st, path, "beta1", &d->adamw.beta1)) < 0 ||
@@ -565,6 +579,13 @@ static int s_load_optimizer(const char *path, rl_checkpoint_data *d)
         float *dst = ((i % 2) ? d->exp_avg_sq : d->exp_avg) + v->offset;
         if ((rc = rl_safetensors_read_f32(st, k, dst, v->numel)) < 0)
             goto out;
+        for (int64_t e = 0; e < v->numel; e++) /* what AdamW can hold: NaN here ends the run later */
+            if (!isfinite(dst[e]) || ((i % 2) && dst[e] < 0.0f)) {
+                rc = rl_error_set(RL_EPROTO, "%s: tensor '%s'[%lld] = %g (expected a finite "
+                                             "moment%s)", path, nm, (long long)e, (double)dst[e],
+                                  (i % 2) ? ", >= 0" : "");
+                goto out;
+            }
     }
 out:
     rl_safetensors_close(st);
@@ -589,6 +610,13 @@ int rl_checkpoint_load(const char *dir, rl_checkpoint_data *d, rl_train_state *s
     json_decref(j);
     if (rc < 0)
         return rc;
+    const char *base = strrchr(dir, '/');
+    int64_t named;
+    if (s_parse_step_name(base ? base + 1 : dir, &named) && named != st.step) {
+        json_decref(st.extra);
+        return rl_error_set(RL_EPROTO, "%s: key 'step' = %" PRId64 ", but the directory is "
+                            "step_%" PRId64, file, st.step, named);
+    }
     if ((rc = s_join(file, sizeof file, dir, S_MODEL)) < 0 ||
         (rc = rl_safetensors_read_params(file, d->manifest, d->params)) < 0)
         goto fail;

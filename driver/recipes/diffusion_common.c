@@ -74,6 +74,14 @@ int rl_dj_restore(rl_dj *j, rl_trainer *t, int64_t want, int64_t *start, json_t 
         return rc;
     }
     const json_t *wv = json_object_get(extra, "weight_version");
+    /* versions grow by one a step and one a resume: 2^53 is past any run,
+     * and keeps version + 1 from overflowing */
+    if (wv && (!json_is_integer(wv) || json_integer_value(wv) < 0 ||
+               json_integer_value(wv) > ((json_int_t)1 << 53))) {
+        json_decref(extra);
+        return rl_error_set(RL_EPROTO, "checkpoint of step %lld: extra.weight_version: expected an "
+                                       "integer in 0 .. 2^53", (long long)*start);
+    }
     if (json_is_integer(wv) && json_integer_value(wv) > j->sync.version)
         j->sync.version = json_integer_value(wv);
     if (extra_out)

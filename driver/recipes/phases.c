@@ -296,9 +296,14 @@ int rl_trainer_restore(rl_trainer *t, rl_group *actor, int64_t want, int64_t *st
             return rl_error_set(RL_EINVAL, "checkpoint path under %s is too long", t->ckpt_dir);
         if (!rl_checkpoint_is_complete(info.dir))
             return rl_error_set(RL_ENOTFOUND, "checkpoint %s is missing or incomplete", info.dir);
-    } else if (rl_checkpoint_find(t->ckpt_dir, &info)) {
-        rl_log_warn("trainer.resume: %s; starting from scratch", rl_error_message());
-        return RL_OK;
+    } else {
+        int frc = rl_checkpoint_find(t->ckpt_dir, &info);
+        if (frc == RL_ENOTFOUND) { /* nothing saved yet: a fresh start */
+            rl_log_warn("trainer.resume: %s; starting from scratch", rl_error_message());
+            return RL_OK;
+        }
+        if (frc) /* damaged or unreadable: starting afresh would write over them */
+            return rl_error_wrap(frc, "trainer.resume");
     }
     rl_dataproto *req = rl_dataproto_new_meta(json_pack("{s:s}", RL_ACTOR_PATH, info.dir)), *out = NULL;
     rl_future *f = req ? rl_group_call(actor, RL_ACTOR_LOAD_CHECKPOINT, RL_DISPATCH_ONE_TO_ALL, req) : NULL;

@@ -367,6 +367,120 @@ static void test_load_errors_and_no_optimizer(void **state)
     toy_free(&t);
 }
 
+/* Rewrites key `key` of dir/trainer_state.json to the JSON `value`. */
+static void s_state_set(const char *dir, const char *key, const char *value)
+{
+    char p[1200];
+    snprintf(p, sizeof p, "%s/trainer_state.json", dir);
+    json_t *j = json_load_file(p, 0, NULL), *v = json_loads(value, JSON_DECODE_ANY, NULL);
+    assert_non_null(j);
+    assert_non_null(v);
+    json_object_set_new(j, key, v);
+    assert_int_equal(json_dump_file(j, p, 0), 0);
+    json_decref(j);
+}
+
+/* Rewrites the metadata 'step' of dir/optimizer.safetensors to `value` (the
+ * header is rewritten with its new length; the data stays). */
+static void s_optim_step_set(const char *dir, const char *value)
+{
+    char p[1200];
+    snprintf(p, sizeof p, "%s/optimizer.safetensors", dir);
+    FILE *f = fopen(p, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = malloc((size_t)size);
+    assert_int_equal(fread(buf, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    uint64_t n;
+    memcpy(&n, buf, 8);
+    json_t *h = json_loadb((const char *)buf + 8, (size_t)n, 0, NULL);
+    assert_non_null(h);
+    json_object_set_new(json_object_get(h, "__metadata__"), "step", json_string(value));
+    char *text = json_dumps(h, JSON_COMPACT);
+    uint64_t m = strlen(text);
+    f = fopen(p, "wb");
+    assert_non_null(f);
+    fwrite(&m, 8, 1, f);
+    fwrite(text, 1, m, f);
+    fwrite(buf + 8 + n, 1, (size_t)size - 8 - n, f);
+    fclose(f);
+    free(text);
+    json_decref(h);
+    free(buf);
+}
+
+/* A checkpoint is untrusted when read: counts out of range, a step that is
+ * not its directory's, an optimizer step that is no count, moments AdamW
+ * cannot hold are refused naming the file and the key; a root whose
+ * step_<N> directories are all damaged is an error, not "no checkpoint"
+ * (a resume would start afresh and write over them). */
+static void test_load_refuses_tampered_values(void **state)
+{
+    (void)state;
+    char root[512], dir[1024];
+    snprintf(root, sizeof root, "%s/tamper", s_root);
+    toy t;
+    toy_init(&t);
+    toy_step(&t);
+    toy_save(&t, root);
+    snprintf(dir, sizeof dir, "%s/step_1", root);
+    rl_checkpoint_data l = toy_data(&t);
+    rl_train_state st;
+    static const struct {
+        const char *key, *value, *want;
+    } bad[] = {
+        {"step", "5", "key 'step' = 5, but the directory is step_1"},
+        {"step", "-1", "key 'step': expected 0 .. 2^53, got -1"},
+        {"epoch", "9223372036854775807", "key 'epoch': expected 0 .. 2^53, got 9223372036854775807"},
+        {"data_position", "-3", "key 'data_position': expected 0 .. 2^53, got -3"},
+        {"lr_step", "-5", "key 'lr_step': expected 0 .. 2^53, got -5"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        toy_save(&t, root);
+        s_state_set(dir, bad[i].key, bad[i].value);
+        assert_int_equal(rl_checkpoint_load(dir, &l, &st), RL_EPROTO);
+        if (!strstr(rl_error_message(), bad[i].want))
+            fail_msg("%s = %s: '%s' lacks '%s'", bad[i].key, bad[i].value, rl_error_message(),
+                     bad[i].want);
+    }
+    static const char *const bad_steps[] = {"", "99999999999999999999", "-1", " 1", "+1", "1x"};
+    for (size_t i = 0; i < sizeof bad_steps / sizeof bad_steps[0]; i++) {
+        toy_save(&t, root);
+        s_optim_step_set(dir, bad_steps[i]);
+        assert_int_equal(rl_checkpoint_load(dir, &l, &st), RL_EPROTO);
+        char want[160];
+        snprintf(want, sizeof want, "metadata 'step' = '%s' is not a step count", bad_steps[i]);
+        if (!strstr(rl_error_message(), want))
+            fail_msg("'%s' lacks '%s'", rl_error_message(), want);
+    }
+    toy_save(&t, root); /* the untampered checkpoint loads */
+    if (rl_checkpoint_load(dir, &l, &st))
+        fail_msg("load: %s", rl_error_message());
+    json_decref(st.extra);
+    /* moments AdamW cannot hold */
+    t.opt->v[2] = -1.0f;
+    toy_save(&t, root);
+    assert_int_equal(rl_checkpoint_load(dir, &l, &st), RL_EPROTO);
+    assert_non_null(strstr(rl_error_message(), "= -1 (expected a finite moment, >= 0)"));
+    t.opt->v[2] = 0.0f;
+    t.opt->m[1] = NAN;
+    toy_save(&t, root);
+    assert_int_equal(rl_checkpoint_load(dir, &l, &st), RL_EPROTO);
+    assert_non_null(strstr(rl_error_message(), "= nan (expected a finite moment)"));
+    t.opt->m[1] = 0.0f;
+    /* every step_<N> damaged: an error naming them, not "nothing saved" */
+    toy_save(&t, root);
+    s_state_set(dir, "step", "-1");
+    rl_checkpoint_info info;
+    assert_int_equal(rl_checkpoint_find(root, &info), RL_EPROTO);
+    assert_non_null(strstr(rl_error_message(), "1 checkpoint(s), none complete"));
+    assert_non_null(strstr(rl_error_message(), "step_1"));
+    toy_free(&t);
+}
+
 static void test_rng_json_roundtrip(void **state)
 {
     (void)state;
@@ -500,6 +614,7 @@ int main(void)
         cmocka_unit_test(test_resume_is_bit_exact),
         cmocka_unit_test(test_find_skips_partial),
         cmocka_unit_test(test_load_errors_and_no_optimizer),
+        cmocka_unit_test(test_load_refuses_tampered_values),
         cmocka_unit_test(test_rng_json_roundtrip),
         cmocka_unit_test(test_full_disk_keeps_previous),
         cmocka_unit_test(test_kill9_during_save_keeps_previous),

@@ -683,6 +683,10 @@ static int s_load_checkpoint(rl_worker_ctx *ctx, const rl_dataproto *in, rl_data
     int rc = rl_checkpoint_load(path, &d, &st);
     if (!rc)
         rc = rl_model_check_finite(a->policy, p, what);
+    if (!rc && d.adamw_step != st.lr_step) /* the actor saves one number into both */
+        rc = rl_error_set(RL_EPROTO, "%s/optimizer.safetensors: metadata 'step' = %lld, but "
+                                     "trainer_state.json has lr_step %lld", path,
+                          (long long)d.adamw_step, (long long)st.lr_step);
     if (!rc) {
         int64_t n = a->end - a->begin;
         memcpy(a->opt->m, m + a->begin, sizeof(float) * (size_t)n);

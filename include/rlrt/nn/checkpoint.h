@@ -96,7 +96,10 @@ typedef struct rl_checkpoint_info {
 } rl_checkpoint_info;
 
 /* Finds the newest complete checkpoint under root. RL_ENOTFOUND (with a
- * message that includes the note) when there is none. */
+ * message that includes the note) when root or its step_<N> directories do
+ * not exist; RL_EPROTO when some exist and none is complete (a step_<N> is
+ * renamed into place whole, so those were damaged: a resume must not start
+ * afresh over them); RL_EIO when root cannot be read. */
 int rl_checkpoint_find(const char *root, rl_checkpoint_info *info);
 
 /* True if dir holds all three files and trainer_state.json parses with the
