@@ -910,11 +910,11 @@ static int s_parse_state(json_t *root, rl_aepo_state **out)
     size_t i;
     json_t *row;
     json_array_foreach(ids, i, row) {
-        json_int_t gid, seen, bn;
-        int bucket;
+        json_int_t gid, seen, bn, bucket; /* "I": a wide bucket is refused, not wrapped */
         double acc, ba, bh;
         json_error_t err;
-        if (json_unpack_ex(row, &err, JSON_STRICT, "[I, i, F, I, I, F, F]", &gid, &bucket, &acc,
+        err.text[0] = '\0';
+        if (json_unpack_ex(row, &err, JSON_STRICT, "[I, I, F, I, I, F, F]", &gid, &bucket, &acc,
                            &seen, &bn, &ba, &bh) != 0 ||
             bucket < RL_AEPO_UNKNOWN || bucket >= RL_AEPO_NBUCKETS || seen < 0 || bn < 0 ||
             !isfinite(acc) || !isfinite(ba) || !isfinite(bh)) {
@@ -932,7 +932,7 @@ static int s_parse_state(json_t *root, rl_aepo_state **out)
             rc = rl_error_code();
             goto fail;
         }
-        s->ent[e].bucket = bucket;
+        s->ent[e].bucket = (int)bucket;
         s->ent[e].acc = acc;
         s->ent[e].seen = seen;
         s->ent[e].boot_n = bn;

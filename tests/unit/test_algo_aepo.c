@@ -638,6 +638,27 @@ static void test_state_json_errors(void **state)
     rl_aepo_state *r = rl_aepo_state_from_json(j);
     assert_non_null(r);
     rl_aepo_state_free(r);
+    /* an id's bucket is range-checked as saved, not after wrapping to an int
+     * (4294967297 became bucket 1); a bucket in range is taken */
+    char *ids = strstr(j, "\"ids\":[]");
+    assert_non_null(ids);
+    for (int k = 0; k < 2; k++) {
+        char *w = malloc(strlen(j) + 64);
+        size_t at = (size_t)(ids - j) + strlen("\"ids\":[");
+        memcpy(w, j, at);
+        strcpy(w + at, k ? "[7,1,0.5,1,1,0.5,0.5]" : "[7,4294967297,0.5,1,1,0.5,0.5]");
+        strcat(w, ids + strlen("\"ids\":["));
+        r = rl_aepo_state_from_json(w);
+        if (k) {
+            if (!r)
+                fail_msg("bucket 1: %s", rl_error_message());
+            rl_aepo_state_free(r);
+        } else {
+            assert_null(r);
+            assert_non_null(strstr(rl_error_message(), "ids[0] is malformed"));
+        }
+        free(w);
+    }
     /* α outside [alpha_min, alpha_max] is rejected with the field named */
     char *p = strstr(j, "\"alpha\":[");
     assert_non_null(p);
