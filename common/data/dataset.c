@@ -370,9 +370,10 @@ int rl_data_iter_seek(rl_data_iter *it, rl_data_pos pos)
 {
     if (!it)
         return rl_error_set(RL_EINVAL, "rl_data_iter_seek: iterator is NULL");
-    if (pos.epoch < 0 || pos.index < 0 || pos.index > it->ds->n)
+    if (pos.epoch < 0 || pos.epoch > (INT64_C(1) << 53) || pos.index < 0 ||
+        pos.index > it->ds->n) /* the epoch is incremented later: bounded far from overflow */
         return rl_error_set(RL_ERANGE, "rl_data_iter_seek: position (epoch %" PRId64
-                                       ", index %" PRId64 ") outside epoch >= 0, index 0..%"
+                                       ", index %" PRId64 ") outside epoch 0..2^53, index 0..%"
                                        PRId64, pos.epoch, pos.index, it->ds->n);
     it->pos = pos;
     return RL_OK;
@@ -428,7 +429,11 @@ int rl_data_iter_next(rl_data_iter *it, int64_t batch, rl_dataproto **out)
     *out = NULL;
     if (batch < 1)
         return rl_error_set(RL_EINVAL, "rl_data_iter_next: batch %" PRId64 " < 1", batch);
-    int64_t *rows = malloc((size_t)batch * sizeof *rows), n = 0;
+    if (!it)
+        return rl_error_set(RL_EINVAL, "rl_data_iter_next: iterator is NULL");
+    /* next_rows gives at most the dataset's size: a huge batch must not size the buffer */
+    int64_t cap = batch < it->ds->n ? batch : (it->ds->n > 0 ? it->ds->n : 1);
+    int64_t *rows = malloc((size_t)cap * sizeof *rows), n = 0;
     if (!rows)
         return rl_error_set(RL_ENOMEM, "rl_data_iter_next: out of memory");
     rl_data_pos saved = it ? it->pos : (rl_data_pos){0, 0};

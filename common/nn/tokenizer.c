@@ -208,18 +208,43 @@ int rl_tok_nfc(const char *s, size_t n, char **out, size_t *out_n)
             d[nd++] = cp;
         }
     }
-    /* Canonical ordering: stable insertion sort of each non-starter run. */
-    for (size_t k = 1; k < nd; k++) {
-        int ck = s_ccc(d[k]);
-        if (ck == 0)
+    /* Canonical ordering: a stable sort of each run of non-starters by ccc;
+     * long runs by counting sort (ccc < 256), so a hostile text of many
+     * combining marks stays linear. */
+    for (size_t k = 0; k < nd;) {
+        if (s_ccc(d[k]) == 0) {
+            k++;
             continue;
-        size_t j = k;
-        uint32_t x = d[k];
-        while (j > 0 && s_ccc(d[j - 1]) > ck) {
-            d[j] = d[j - 1];
-            j--;
         }
-        d[j] = x;
+        size_t a = k;
+        while (k < nd && s_ccc(d[k]) != 0)
+            k++;
+        if (k - a <= 32) {
+            for (size_t q = a + 1; q < k; q++) {
+                uint32_t x = d[q];
+                int cq = s_ccc(x);
+                size_t j = q;
+                for (; j > a && s_ccc(d[j - 1]) > cq; j--)
+                    d[j] = d[j - 1];
+                d[j] = x;
+            }
+        } else {
+            size_t cnt[257] = {0};
+            for (size_t q = a; q < k; q++)
+                cnt[s_ccc(d[q]) + 1]++;
+            for (int c = 0; c < 256; c++)
+                cnt[c + 1] += cnt[c];
+            uint32_t *tmp = malloc((k - a) * sizeof *tmp);
+            if (!tmp) {
+                free(d);
+                free(o);
+                return rl_error_set(RL_ENOMEM, "tokenizer: NFC of %zu bytes: out of memory", n);
+            }
+            for (size_t q = a; q < k; q++)
+                tmp[cnt[s_ccc(d[q])]++] = d[q];
+            memcpy(d + a, tmp, (k - a) * sizeof *d);
+            free(tmp);
+        }
     }
     /* Composition. */
     size_t nc = 0;

@@ -11,6 +11,8 @@
 #include "rlrt/image.h"
 #include "scorer.pb-c.h"
 
+#define RL_SCORER_MAX_INFO 4096 /* bytes per info string */
+
 struct rl_scorer_client {
     void *ctx, *sock;
     char endpoint[256];
@@ -121,6 +123,12 @@ static int s_request(const rl_scorer_client *c, uint64_t id, const uint8_t *px, 
 static int s_reply(const rl_scorer_client *c, uint64_t id, const uint8_t *buf, size_t len,
                    int64_t n, float *scores, char ***info)
 {
+    /* protobuf-c allocates ~40 bytes per 2-byte empty string or unknown
+     * field: bound the reply by what n scores can need before decoding */
+    size_t cap = 65536 + (size_t)n * (16 + RL_SCORER_MAX_INFO);
+    if (len > cap)
+        return rl_error_set(RL_EPROTO, "scorer %s: a reply of %zu bytes for %lld images "
+                            "(at most %zu)", c->endpoint, len, (long long)n, cap);
     Rl__ScoreReply *r = rl__score_reply__unpack(NULL, len, buf);
     if (!r)
         return rl_error_set(RL_EPROTO, "scorer %s: the reply (%zu bytes) is not a ScoreReply",

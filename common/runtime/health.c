@@ -89,6 +89,9 @@ rl_http *rl_http_start(const char *bind, int port, rl_http_fn fn, void *arg)
     h->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD,
                               (uint16_t)port, NULL, NULL, s_on_request, h, MHD_OPTION_SOCK_ADDR,
                               (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, 32u,
+                              /* one peer cannot hold every connection (slow headers kept
+                               * the liveness probe out) */
+                              MHD_OPTION_PER_IP_CONNECTION_LIMIT, 4u,
                               MHD_OPTION_CONNECTION_TIMEOUT, 5u,
                               MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536, MHD_OPTION_END);
     if (!h->mhd) {

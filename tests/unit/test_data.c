@@ -533,6 +533,10 @@ static void test_epochs_shuffle_and_resume(void **state)
     rl_data_iter_free(o);
     rl_data_pos bad = {0, 11};
     assert_int_equal(rl_data_iter_seek(it, bad), RL_ERANGE);
+    /* an epoch from a checkpoint that the next epoch would overflow */
+    rl_data_pos far = {INT64_MAX, 10};
+    assert_int_equal(rl_data_iter_seek(it, far), RL_ERANGE);
+    assert_non_null(strstr(rl_error_message(), "epoch 0..2^53"));
     int64_t tmp[16], n;
     assert_int_equal(rl_data_iter_next_rows(it, 11, tmp, &n), RL_EINVAL);
     rl_data_iter_free(it);
@@ -558,6 +562,13 @@ static void test_epochs_shuffle_and_resume(void **state)
     rl_column *g = rl_dataproto_column(dp, "global_id");
     for (int k = 0; k < 3; k++)
         assert_int_equal(rl_column_i64(g, k), rl_data_iter_row_at(it, 0, k));
+    rl_dataproto_free(dp);
+    rl_data_iter_free(it);
+    /* a batch far larger than the dataset (its byte count overflowed size_t,
+     * and the rows were copied past a 0-byte buffer): the rest of the epoch */
+    it = rl_data_iter_new(ds, 5, 1, 0);
+    assert_int_equal(rl_data_iter_next(it, INT64_C(1) << 61, &dp), RL_OK);
+    assert_int_equal(rl_dataproto_rows(dp), N);
     rl_dataproto_free(dp);
     rl_data_iter_free(it);
     rl_dataset_free(ds);

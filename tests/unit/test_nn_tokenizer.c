@@ -15,6 +15,7 @@
 
 #include "rlrt/rlrt.h"
 #include "../common/golden.h"
+#include "../../common/nn/tokenizer_internal.h"
 
 /* ---------------------------------------------------------------------
  * char tokenizer
@@ -659,9 +660,57 @@ static void test_bpe_unknown_bytes(void **state)
     rl_tokenizer_free(t);
 }
 
+/* NFC's canonical ordering of a run of combining marks: a stable sort by
+ * combining class, by insertion for short runs and by counting for long
+ * ones (a hostile text of many marks was quadratic: 80 KB took 2 s). The
+ * expected strings are Python's unicodedata.normalize("NFC", ...). */
+static void s_append_marks(char *out, size_t *n, int reps, int cls_order)
+{
+    static const char *const mk[3] = {"\xcc\x81", "\xcc\x96", "\xcc\xa7"}; /* U+0301, 0316, 0327 */
+    for (int r = 0; r < reps; r++)
+        for (int k = 0; k < 3; k++) {
+            const char *m = mk[cls_order ? 2 - k : k];
+            memcpy(out + *n, m, 2);
+            *n += 2;
+        }
+}
+
+static void test_nfc_orders_long_runs(void **state)
+{
+    (void)state;
+    for (int reps = 3; reps <= 300; reps += 297) { /* 9 marks: insertion; 900: counting */
+        char *in = malloc(2 + 6 * (size_t)reps), *want = malloc(2 + 6 * (size_t)reps);
+        size_t n = 1, w = 0;
+        in[0] = 'x';
+        s_append_marks(in, &n, reps, 0); /* 0301 0316 0327 repeated */
+        want[w++] = 'x';
+        for (int r = 0; r < reps; r++) { memcpy(want + w, "\xcc\xa7", 2); w += 2; }
+        for (int r = 0; r < reps; r++) { memcpy(want + w, "\xcc\x96", 2); w += 2; }
+        for (int r = 0; r < reps; r++) { memcpy(want + w, "\xcc\x81", 2); w += 2; }
+        char *out = NULL;
+        size_t on = 0;
+        assert_int_equal(rl_tok_nfc(in, n, &out, &on), RL_OK);
+        assert_int_equal(on, w);
+        assert_memory_equal(out, want, w);
+        free(out);
+        free(in);
+        free(want);
+    }
+    /* a composes with U+0301 across U+0316 (class 220 < 230): á, then the rest */
+    const char *in = "a\xcc\x81\xcc\x81\xcc\x96\xcc\x96";
+    char *out = NULL;
+    size_t on = 0;
+    assert_int_equal(rl_tok_nfc(in, strlen(in), &out, &on), RL_OK);
+    const char *want = "\xc3\xa1\xcc\x96\xcc\x96\xcc\x81";
+    assert_int_equal(on, strlen(want));
+    assert_memory_equal(out, want, on);
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nfc_orders_long_runs),
         cmocka_unit_test(test_char_encode_specials_and_round_trip),
         cmocka_unit_test(test_char_longest_special_wins),
         cmocka_unit_test(test_char_unknown_character),

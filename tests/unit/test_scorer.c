@@ -4,7 +4,8 @@
  * back equal the C classifier's probabilities of the prompts' classes, for
  * PNG and RAW images; an error reply (an unknown prompt) and a corrupt image
  * are clear errors; a killed server is a timeout after the retries. A fake
- * hostile server (a thread here) checks the client's validation of replies.
+ * hostile server (a thread here) checks the client's validation of replies
+ * (a reply far larger than its scores need is refused before it is decoded).
  * The Python cases are skipped with a message where python3, python3-zmq
  * or python3-numpy is missing. */
 #include <setjmp.h>
@@ -255,6 +256,18 @@ static void *s_fake_main(void *arg)
         }
         uint8_t out[1024];
         size_t ol = rl__score_reply__pack(&r, out);
+        if (f->mode == 6) { /* a valid reply, then 200 KB of unknown fields (15: 0) */
+            size_t big = ol + 200000;
+            uint8_t *b = malloc(big);
+            memcpy(b, out, ol);
+            for (size_t i = ol; i + 1 < big; i += 2) {
+                b[i] = 0x78;
+                b[i + 1] = 0x00;
+            }
+            zmq_send(s, b, big, 0);
+            free(b);
+            continue;
+        }
         zmq_send(s, out, ol, 0);
     }
     zmq_close(s);
@@ -264,12 +277,13 @@ static void *s_fake_main(void *arg)
 static void test_hostile_replies(void **state)
 {
     (void)state;
-    static const char *want[6] = {NULL, "scores: expected 4, got 3", "score 1 is nan",
+    static const char *want[7] = {NULL, "scores: expected 4, got 3", "score 1 is nan",
                                   "reply to request", "reply version 9",
-                                  "is not a ScoreReply"};
+                                  "is not a ScoreReply",
+                                  "bytes for 4 images (at most 81984)"};
     const char *prompts[4];
     uint8_t *px = s_images(4, prompts);
-    for (int mode = 0; mode < 6; mode++) {
+    for (int mode = 0; mode < 7; mode++) {
         s_fake f = {.ctx = zmq_ctx_new(), .mode = mode};
         pthread_t th;
         pthread_create(&th, NULL, s_fake_main, &f);
