@@ -86,7 +86,9 @@ rl_http *rl_http_start(const char *bind, int port, rl_http_fn fn, void *arg)
     }
     h->fn = fn;
     h->arg = arg;
-    h->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD,
+    /* epoll or poll (MHD_USE_AUTO): select() cannot watch a descriptor >= 1024, and a
+     * driver of many workers has that many open */
+    h->mhd = MHD_start_daemon(MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD,
                               (uint16_t)port, NULL, NULL, s_on_request, h, MHD_OPTION_SOCK_ADDR,
                               (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, 32u,
                               /* one peer cannot hold every connection (slow headers kept

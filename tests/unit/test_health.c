@@ -12,11 +12,13 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "rlrt/error.h"
 #include "rlrt/runtime/health.h"
 
 static int s_render(void *arg, const char *path, char **body, const char **content_type)
@@ -72,10 +74,51 @@ static void test_slow_peer_cannot_hold_every_connection(void **state)
     rl_http_stop(h);
 }
 
+/* A process with more than 1024 descriptors open (a driver of many
+ * workers) still answers: select() cannot watch a descriptor >= 1024. */
+static void test_answers_above_fd_1024(void **state)
+{
+    (void)state;
+    struct rlimit lim;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &lim), 0);
+    if (lim.rlim_max < 1200) {
+        print_message("skipped: RLIMIT_NOFILE hard limit %llu < 1200\n", (unsigned long long)lim.rlim_max);
+        skip();
+    }
+    struct rlimit raised = {lim.rlim_max < 2048 ? lim.rlim_max : 2048, lim.rlim_max};
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &raised), 0);
+    int held[1100], nheld = 0;
+    while (nheld < 1100 && (held[nheld] = dup(0)) >= 0 && held[nheld] < 1050)
+        nheld++;
+    if (nheld < 1100 && held[nheld] >= 0)
+        nheld++;
+    rl_http *h = rl_http_start("127.0.0.1", 0, s_render, NULL);
+    if (!h)
+        fail_msg("with %d descriptors open: %s", nheld, rl_error_message());
+    int fd = s_connect("127.0.0.1", rl_http_port(h));
+    assert_true(fd >= 1024);
+    const char *req = "GET /healthz HTTP/1.0\r\n\r\n";
+    assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+    char buf[512] = "";
+    size_t got = 0;
+    ssize_t r;
+    while (got < sizeof buf - 1 && (r = read(fd, buf + got, sizeof buf - 1 - got)) > 0)
+        got += (size_t)r;
+    buf[got] = '\0';
+    if (!strstr(buf, " 200 "))
+        fail_msg("descriptor %d: got '%.80s'", fd, buf);
+    close(fd);
+    rl_http_stop(h);
+    for (int i = 0; i < nheld; i++)
+        close(held[i]);
+    setrlimit(RLIMIT_NOFILE, &lim);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slow_peer_cannot_hold_every_connection),
+        cmocka_unit_test(test_answers_above_fd_1024),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
