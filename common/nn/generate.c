@@ -512,7 +512,7 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
             int tok = s_sample(g->logits + (size_t)i * V, V, inv_temp, s, &rng[b],
                                g->cand + (size_t)i * V, &lp, &ent);
             out_tokens[(size_t)b * maxnew + j] = tok;
-            if (tok < 0) /* marked; reported below, outside the parallel loop */
+            if (tok < 0) /* marked; reported below, outside the parallel loop (pad is >= 0) */
                 continue;
             if (out_logp)
                 out_logp[(size_t)b * maxnew + j] = lp;
@@ -520,21 +520,16 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
                 out_entropy[(size_t)b * maxnew + j] = ent;
             out_lens[b] = j + 1;
         }
-        for (int i = 0; i < n; i++) {
-            int b = rows[i];
-            if (prompt_lens[b] + out_lens[b] < c->max_seq_len && out_lens[b] < maxnew &&
-                out_tokens[(size_t)b * maxnew + out_lens[b]] < 0) {
-                rc = rl_error_set(RL_ENUMERIC, "generate: row %d, token %d: the logits are not "
-                                               "finite (NaN or Inf weights, or an overflow)",
-                                  b, out_lens[b]);
-                goto done;
-            }
-        }
         /* Keep rows that have room and did not stop. */
         int live = 0;
         int *slots = rows; /* compacted in place, order kept */
         for (int i = 0; i < n; i++) {
             int b = rows[i], j = out_lens[b];
+            if (j < maxnew && out_tokens[(size_t)b * maxnew + j] < 0) { /* the marker above */
+                rc = rl_error_set(RL_ENUMERIC, "generate: row %d, token %d: the logits are not "
+                                               "finite (NaN or Inf weights, or an overflow)", b, j);
+                goto done;
+            }
             if (j == 0) /* it sampled nothing */
                 continue;
             int32_t tok = out_tokens[(size_t)b * maxnew + j - 1];

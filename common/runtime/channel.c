@@ -209,16 +209,7 @@ static int s_read_have(rl_weight_sender *s)
         idn = -1;
     s_have h;
     int n = zmq_recv(s->sock, &h, sizeof h, 0);
-    int more = 0;
-    size_t ml = sizeof more;
-    zmq_getsockopt(s->sock, ZMQ_RCVMORE, &more, &ml);
-    while (more) { /* drop extra frames */
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        zmq_msg_recv(&m, s->sock, 0);
-        zmq_msg_close(&m);
-        zmq_getsockopt(s->sock, ZMQ_RCVMORE, &more, &ml);
-    }
+    rl_net_drain(s->sock); /* extra frames */
     if (idn < 0 || n != (int)sizeof h || h.magic != S_MAGIC_HAVE)
         return rl_error_set(RL_EPROTO, "weight sender: malformed message (%d bytes) from a receiver", n);
     for (int i = 0; i < s->n_peers; i++) {
@@ -404,14 +395,11 @@ int rl_weight_recv_poll(rl_weight_receiver *r, int timeout_ms)
             return rc;
         s_bucket h;
         int n = zmq_recv(r->sock, &h, sizeof h, 0);
-        int more = 0;
-        size_t ml = sizeof more;
-        zmq_getsockopt(r->sock, ZMQ_RCVMORE, &more, &ml);
         zmq_msg_t data;
         zmq_msg_init(&data);
-        if (more)
+        if (rl_net_more(r->sock))
             zmq_msg_recv(&data, r->sock, 0);
-        zmq_getsockopt(r->sock, ZMQ_RCVMORE, &more, &ml);
+        int more = rl_net_more(r->sock);
         int bad = more || n != (int)sizeof h || h.magic != S_MAGIC_BUCKET;
         if (!bad && (int64_t)h.total != r->count) {
             zmq_msg_close(&data);
@@ -428,12 +416,7 @@ int rl_weight_recv_poll(rl_weight_receiver *r, int timeout_ms)
         if (bad) {
             int well_formed = n == (int)sizeof h && h.magic == S_MAGIC_BUCKET;
             zmq_msg_close(&data);
-            while (more) {
-                zmq_msg_init(&data);
-                zmq_msg_recv(&data, r->sock, 0);
-                zmq_msg_close(&data);
-                zmq_getsockopt(r->sock, ZMQ_RCVMORE, &more, &ml);
-            }
+            rl_net_drain(r->sock);
             if (well_formed)
                 return rl_error_set(RL_EPROTO,
                                     "weight channel: malformed bucket %u of %u (offset %llu, %llu "

@@ -258,24 +258,6 @@ static rl_comm *s_fail_init(rl_comm *c, int code, const char *fmt, ...)
     return NULL;
 }
 
-/* Reads and drops the frames left of the message being read (ZeroMQ
- * delivers a multipart message whole, so they are all there). Returns how
- * many were dropped. */
-static int s_drain(void *sock)
-{
-    int dropped = 0;
-    for (;;) {
-        int more = 0;
-        size_t sz = sizeof more;
-        if (zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &sz) != 0 || !more)
-            return dropped;
-        char scratch[64];
-        if (zmq_recv(sock, scratch, sizeof scratch, ZMQ_DONTWAIT) < 0 && zmq_errno() != EINTR)
-            return dropped + 1;
-        dropped++;
-    }
-}
-
 static double s_seconds_since(const struct timespec *t0)
 {
     struct timespec now;
@@ -342,12 +324,8 @@ static rl_comm *s_rendezvous_root(rl_comm *c, const char *nonce, const char *id_
         if (il < 0)
             continue; /* EAGAIN or EINTR: nothing was read */
         /* identity, then one body frame; anything else is a stranger's */
-        int more = 0;
-        size_t sz = sizeof more;
-        int ml = -1;
-        if (zmq_getsockopt(c->ctl, ZMQ_RCVMORE, &more, &sz) == 0 && more)
-            ml = zmq_recv(c->ctl, msg, sizeof msg - 1, ZMQ_DONTWAIT);
-        int extra = s_drain(c->ctl);
+        int ml = rl_net_more(c->ctl) ? zmq_recv(c->ctl, msg, sizeof msg - 1, ZMQ_DONTWAIT) : -1;
+        int extra = rl_net_drain(c->ctl);
         if (ml < 0 || extra > 0 || il > (int)sizeof ident || ml > (int)sizeof msg - 1)
             continue;
         msg[ml] = '\0';
@@ -590,12 +568,11 @@ static int s_send_ref(rl_comm *c, const void *p, size_t bytes, const char *op)
  * after the operation returned; the communicator is then broken. */
 static int s_wait_refs(rl_comm *c, const char *op)
 {
-    struct timespec t0, now, nap = {0, 20000};
+    struct timespec t0, nap = {0, 20000};
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int closed = 0;
     while (atomic_load_explicit(&c->refs, memory_order_acquire) > 0) {
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        double waited = (double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec);
+        double waited = s_seconds_since(&t0);
         if (!closed && waited * 1000.0 > c->timeout_ms && c->push) {
             s_setopt_int(c->push, ZMQ_LINGER, 0);
             zmq_close(c->push);

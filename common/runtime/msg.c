@@ -1,6 +1,7 @@
 /* msg.c — control-plane envelopes on ZeroMQ sockets (see rlrt/runtime/msg.h). */
 #include "rlrt/runtime/msg.h"
 #include "rlrt/error.h"
+#include "rlrt/runtime/net.h"
 #include "rlrt/wire.h"
 
 #include <errno.h>
@@ -79,25 +80,6 @@ done:
     return rc;
 }
 
-static int s_more(void *sock)
-{
-    int more = 0;
-    size_t len = sizeof more;
-    zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &len);
-    return more;
-}
-
-/* Reads and drops the rest of a multipart message. */
-static void s_drain_rest(void *sock)
-{
-    while (s_more(sock)) {
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        zmq_msg_recv(&m, sock, 0);
-        zmq_msg_close(&m);
-    }
-}
-
 int rl_msg_recv(void *sock, int router, rl_msg *out)
 {
     memset(out, 0, sizeof *out);
@@ -113,7 +95,7 @@ int rl_msg_recv(void *sock, int router, rl_msg *out)
         out->id_len = n < RL_MSG_ID_MAX ? n : RL_MSG_ID_MAX;
         memcpy(out->id, zmq_msg_data(&frame), out->id_len);
         zmq_msg_close(&frame);
-        if (!s_more(sock))
+        if (!rl_net_more(sock))
             return rl_error_set(RL_EPROTO, "message has an identity frame but no envelope");
         zmq_msg_init(&frame);
         if (zmq_msg_recv(&frame, sock, 0) < 0) {
@@ -128,25 +110,25 @@ int rl_msg_recv(void *sock, int router, rl_msg *out)
     size_t env_len = zmq_msg_size(&frame);
     zmq_msg_close(&frame);
     if (!out->env) {
-        s_drain_rest(sock);
+        rl_net_drain(sock);
         return rl_error_wrap(RL_EPROTO, "envelope frame of %zu bytes is not a valid rl.Envelope",
                              env_len);
     }
-    if (!s_more(sock))
+    if (!rl_net_more(sock))
         return RL_OK;
     /* Payload frames: gather them all, then decode zero-copy. */
     int cap = 8, n = 0;
     zmq_msg_t *msgs = malloc(sizeof *msgs * (size_t)cap);
     if (!msgs) {
-        s_drain_rest(sock);
+        rl_net_drain(sock);
         return rl_error_set(RL_ENOMEM, "payload: out of memory");
     }
-    while (s_more(sock)) {
+    while (rl_net_more(sock)) {
         if (n == RL_MSG_MAX_FRAMES) { /* more than any valid DataProto has */
             for (int i = 0; i < n; i++)
                 zmq_msg_close(&msgs[i]);
             free(msgs);
-            s_drain_rest(sock);
+            rl_net_drain(sock);
             return rl_error_set(RL_EPROTO, "payload of %s has more than %d frames",
                                 rl_msg_kind_name(out->env->body_case), RL_MSG_MAX_FRAMES);
         }
@@ -156,7 +138,7 @@ int rl_msg_recv(void *sock, int router, rl_msg *out)
                 for (int i = 0; i < n; i++)
                     zmq_msg_close(&msgs[i]);
                 free(msgs);
-                s_drain_rest(sock);
+                rl_net_drain(sock);
                 return rl_error_set(RL_ENOMEM, "payload: out of memory");
             }
             msgs = m2;

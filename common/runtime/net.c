@@ -699,3 +699,25 @@ int rl_net_load_authorized(const char *dir, char ***keys_out, int *n_out)
     *n_out = n;
     return RL_OK;
 }
+
+int rl_net_more(void *sock)
+{
+    int more = 0;
+    size_t len = sizeof more;
+    return zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &len) == 0 && more;
+}
+
+int rl_net_drain(void *sock)
+{
+    int dropped = 0;
+    while (rl_net_more(sock)) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        int rc = zmq_msg_recv(&m, sock, ZMQ_DONTWAIT);
+        zmq_msg_close(&m);
+        if (rc < 0 && zmq_errno() != EINTR)
+            return dropped + 1;
+        dropped += rc >= 0;
+    }
+    return dropped;
+}

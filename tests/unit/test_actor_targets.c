@@ -77,6 +77,23 @@ static void s_fill(rl_dataproto *in, const char *name, int nd, int64_t rows, int
         p[i] = v;
 }
 
+/* A call with target `name` of W floats a row on a model of velocity width
+ * D: done when W == D, else RL_ESHAPE naming the tensor and both widths. */
+static void s_expect_width(int rc, const char *name, int64_t W, int64_t D)
+{
+    if (W == D) {
+        if (rc)
+            fail_msg("a %s of the model's width: %s", name, rl_error_message());
+        return;
+    }
+    assert_int_equal(rc, RL_ESHAPE);
+    char want[160];
+    snprintf(want, sizeof want, "tensor '%s': expected %lld floats per row (the model's "
+                                "velocity), got %lld", name, (long long)D, (long long)W);
+    if (!strstr(rl_error_message(), want))
+        fail_msg("'%s' lacks '%s'", rl_error_message(), want);
+}
+
 static void test_velocity_target_width(void **state)
 {
     (void)state;
@@ -95,18 +112,7 @@ static void test_velocity_target_width(void **state)
         s_fill(in, RL_CF_X_T, 2, B, D, 0.1f);
         s_fill(in, RL_CF_SIGMA, 1, B, 0, 0.5f);
         s_fill(in, RL_ACTOR_VELOCITY_TARGET, 2, B, W, 0.3f);
-        int rc = s_call(&ctx, RL_ACTOR_FLOW_STEP, in);
-        if (W == D) {
-            if (rc)
-                fail_msg("a target of the model's width: %s", rl_error_message());
-        } else {
-            assert_int_equal(rc, RL_ESHAPE);
-            char want[160];
-            snprintf(want, sizeof want, "tensor 'velocity_target': expected 64 floats per row "
-                                        "(the model's velocity), got %lld", (long long)W);
-            if (!strstr(rl_error_message(), want))
-                fail_msg("'%s' lacks '%s'", rl_error_message(), want);
-        }
+        s_expect_width(s_call(&ctx, RL_ACTOR_FLOW_STEP, in), RL_ACTOR_VELOCITY_TARGET, W, D);
         rl_dataproto_free(in);
     }
     rl_role_actor.fini(&ctx);
@@ -143,16 +149,7 @@ static void test_demo_target_width(void **state)
         s_fill(in, RL_FLOW_DEMO_X_T, 2, B, D, 0.1f);
         s_fill(in, RL_FLOW_DEMO_T, 1, B, 0, 0.5f);
         s_fill(in, RL_FLOW_DEMO_TARGET, 2, B, W, 0.3f);
-        int rc = s_call(&ctx, RL_ACTOR_UPDATE_FLOW, in);
-        if (W == D) {
-            if (rc)
-                fail_msg("a demo target of the model's width: %s", rl_error_message());
-        } else {
-            assert_int_equal(rc, RL_ESHAPE);
-            if (!strstr(rl_error_message(), "tensor 'demo_target': expected 56 floats per row "
-                                            "(the model's velocity), got 1"))
-                fail_msg("message: %s", rl_error_message());
-        }
+        s_expect_width(s_call(&ctx, RL_ACTOR_UPDATE_FLOW, in), RL_FLOW_DEMO_TARGET, W, D);
         rl_dataproto_free(in);
     }
     rl_role_actor.fini(&ctx);

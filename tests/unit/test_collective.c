@@ -292,28 +292,35 @@ static void test_id_port_is_held(void **state)
     }
 }
 
+/* Runs 3 ranks of `id` as threads (counts up to 1001, 4 KiB segments,
+ * timeout_s) and asserts each returned 0. */
+static void s_ring_threads(rl_comm_id *id, double timeout_s)
+{
+    rl_comm_options o;
+    rl_comm_options_default(&o);
+    o.timeout_s = timeout_s;
+    o.segment_bytes = 4096;
+    s_max_count = 1001;
+    pthread_t th[3];
+    s_thread_arg args[3];
+    for (int r = 0; r < 3; r++) {
+        args[r] = (s_thread_arg){.id = id, .o = &o, .W = 3, .rank = r, .rc = -1};
+        assert_int_equal(pthread_create(&th[r], NULL, s_thread_main, &args[r]), 0);
+    }
+    for (int r = 0; r < 3; r++)
+        pthread_join(th[r], NULL);
+    for (int r = 0; r < 3; r++)
+        assert_int_equal(args[r].rc, 0);
+    s_max_count = 300007;
+}
+
 /* Ranks may be threads of one process too (one communicator each). */
 static void test_ring_threads(void **state)
 {
     (void)state;
     rl_comm_id id;
     assert_int_equal(rl_comm_id_create(&id, "tcp://127.0.0.1"), 0);
-    rl_comm_options o;
-    rl_comm_options_default(&o);
-    o.timeout_s = 20.0;
-    o.segment_bytes = 4096;
-    s_max_count = 1001;
-    pthread_t th[3];
-    s_thread_arg args[3];
-    for (int r = 0; r < 3; r++) {
-        args[r] = (s_thread_arg){.id = &id, .o = &o, .W = 3, .rank = r, .rc = -1};
-        assert_int_equal(pthread_create(&th[r], NULL, s_thread_main, &args[r]), 0);
-    }
-    for (int r = 0; r < 3; r++) {
-        pthread_join(th[r], NULL);
-        assert_int_equal(args[r].rc, 0);
-    }
-    s_max_count = 300007;
+    s_ring_threads(&id, 20.0);
 }
 
 /* Anyone can connect to the rendezvous endpoint. A stranger's messages of
@@ -344,25 +351,9 @@ static void test_rendezvous_ignores_strangers(void **state)
     assert_int_equal(zmq_send(stranger, "", 0, 0), 0);
     assert_int_equal(zmq_send(stranger, "junk", 4, 0), 4);
     usleep(100 * 1000); /* let them arrive before the ranks' HELLOs */
-
-    rl_comm_options o;
-    rl_comm_options_default(&o);
-    o.timeout_s = 3.0;
-    o.segment_bytes = 4096;
-    s_max_count = 1001;
-    pthread_t th[3];
-    s_thread_arg args[3];
-    for (int r = 0; r < 3; r++) {
-        args[r] = (s_thread_arg){.id = &id, .o = &o, .W = 3, .rank = r, .rc = -1};
-        assert_int_equal(pthread_create(&th[r], NULL, s_thread_main, &args[r]), 0);
-    }
-    for (int r = 0; r < 3; r++)
-        pthread_join(th[r], NULL);
-    s_max_count = 300007;
+    s_ring_threads(&id, 3.0);
     zmq_close(stranger);
     zmq_ctx_term(ctx);
-    for (int r = 0; r < 3; r++)
-        assert_int_equal(args[r].rc, 0);
 }
 
 typedef struct s_chatter_arg {

@@ -43,6 +43,19 @@ static int s_connect(const char *from, int port)
     return fd;
 }
 
+/* Sends GET /healthz on `fd` and returns the whole response (into buf). */
+static const char *s_get(int fd, char *buf, size_t size)
+{
+    const char *req = "GET /healthz HTTP/1.0\r\n\r\n";
+    assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+    size_t got = 0;
+    ssize_t r;
+    while (got < size - 1 && (r = read(fd, buf + got, size - 1 - got)) > 0)
+        got += (size_t)r;
+    buf[got] = '\0';
+    return buf;
+}
+
 static void test_slow_peer_cannot_hold_every_connection(void **state)
 {
     (void)state;
@@ -57,15 +70,8 @@ static void test_slow_peer_cannot_hold_every_connection(void **state)
     struct timespec pause = {0, 200 * 1000 * 1000};
     nanosleep(&pause, NULL); /* the server has taken them all in */
     int fd = s_connect("127.0.0.2", port);
-    const char *req = "GET /healthz HTTP/1.0\r\n\r\n";
-    assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
-    char buf[512] = "";
-    size_t got = 0;
-    ssize_t r;
-    while (got < sizeof buf - 1 && (r = read(fd, buf + got, sizeof buf - 1 - got)) > 0)
-        got += (size_t)r;
-    buf[got] = '\0';
-    if (!strstr(buf, " 200 "))
+    char buf[512];
+    if (!strstr(s_get(fd, buf, sizeof buf), " 200 "))
         fail_msg("the probe from 127.0.0.2 got '%.80s' while one peer held 32 connections", buf);
     assert_non_null(strstr(buf, "ok"));
     close(fd);
@@ -97,15 +103,8 @@ static void test_answers_above_fd_1024(void **state)
         fail_msg("with %d descriptors open: %s", nheld, rl_error_message());
     int fd = s_connect("127.0.0.1", rl_http_port(h));
     assert_true(fd >= 1024);
-    const char *req = "GET /healthz HTTP/1.0\r\n\r\n";
-    assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
-    char buf[512] = "";
-    size_t got = 0;
-    ssize_t r;
-    while (got < sizeof buf - 1 && (r = read(fd, buf + got, sizeof buf - 1 - got)) > 0)
-        got += (size_t)r;
-    buf[got] = '\0';
-    if (!strstr(buf, " 200 "))
+    char buf[512];
+    if (!strstr(s_get(fd, buf, sizeof buf), " 200 "))
         fail_msg("descriptor %d: got '%.80s'", fd, buf);
     close(fd);
     rl_http_stop(h);

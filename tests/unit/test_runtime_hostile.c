@@ -175,16 +175,7 @@ static Rl__Envelope *s_recv(void *sock, int ms)
         return NULL;
     uint8_t buf[65536];
     int n = zmq_recv(sock, buf, sizeof buf, 0);
-    int more = 0;
-    size_t ml = sizeof more;
-    zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &ml);
-    while (more) {
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        zmq_msg_recv(&m, sock, 0);
-        zmq_msg_close(&m);
-        zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &ml);
-    }
+    rl_net_drain(sock);
     return n >= 0 ? rl__envelope__unpack(NULL, (size_t)(n < (int)sizeof buf ? n : (int)sizeof buf), buf) : NULL;
 }
 
@@ -678,16 +669,7 @@ static Rl__Envelope *s_router_next(void *sock, unsigned char *id, size_t *id_len
         *id_len = (size_t)n;
         static uint8_t buf[65536];
         n = zmq_recv(sock, buf, sizeof buf, 0);
-        int more = 0;
-        size_t ml = sizeof more;
-        zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &ml);
-        while (more) {
-            zmq_msg_t m;
-            zmq_msg_init(&m);
-            zmq_msg_recv(&m, sock, 0);
-            zmq_msg_close(&m);
-            zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &ml);
-        }
+        rl_net_drain(sock);
         if (n < 0)
             return NULL;
         Rl__Envelope *e = rl__envelope__unpack(NULL, (size_t)n < sizeof buf ? (size_t)n : sizeof buf, buf);

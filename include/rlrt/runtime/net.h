@@ -87,6 +87,12 @@ int rl_net_connect(void *sock, const char *endpoint);
 void rl_net_limits(void *sock);
 /* The endpoint without "|KEY" (what zmq_bind/zmq_connect take). */
 void rl_net_endpoint_plain(const char *endpoint, char *out, size_t size);
+/* 1 when the message being read on `sock` has more frames (ZMQ_RCVMORE). */
+int rl_net_more(void *sock);
+/* Reads and drops the frames left of the message being read (a multipart
+ * message arrives whole, so this does not wait); returns how many. A peer's
+ * extra frames must be read before its next message can be. */
+int rl_net_drain(void *sock);
 
 /* CURVE server on `sock` with an allow-list ZAP handler in `ctx` — what
  * rl_net_bind does, for a socket with an endpoint of its own (the driver's
