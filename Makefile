@@ -51,7 +51,7 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
-CPPFLAGS := -Iinclude -I$(BUILD)/gen -D_GNU_SOURCE
+CPPFLAGS := -Iinclude -I. -I$(BUILD)/gen -D_GNU_SOURCE
 CFLAGS   := -std=c11 $(OPT) -g -fPIC -pthread -fopenmp $(WARN) $(PKG_CFLAGS)
 LDLIBS   := $(PKG_LIBS) -lgif -lm -pthread -fopenmp
 
@@ -76,19 +76,19 @@ PROTO_H   := $(PROTO_C:.c=.h)
 
 # common/sim (MuJoCo) is its own library, librlrt_sim: librlrt stays free of
 # MuJoCo for every user that has no env.
-LIB_SRC   := $(filter-out common/sim/%,$(sort $(wildcard common/*/*.c common/*/*/*.c)))
+LIB_SRC   := $(filter-out common/sim/%,$(sort $(shell find common -name '*.c')))
 LIB_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC)) \
              $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(PROTO_C))
 
 ifeq ($(CUDA),1)
 NVCC      ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
-CU_SRC    := $(sort $(wildcard common/*/*.cu common/*/*/*.cu))
+CU_SRC    := $(sort $(shell find common -name '*.cu'))
 CU_OBJ    := $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(CU_SRC))
 LIB_OBJ   += $(CU_OBJ)
 CPPFLAGS  += -DRL_CUDA=1 -I$(CUDA_HOME)/include
 LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
-NVCCFLAGS ?= -O2 -std=c++17 -Xcompiler -fPIC,-Wall -Iinclude \
+NVCCFLAGS ?= -O2 -std=c++17 -Xcompiler -fPIC,-Wall -Iinclude -I. \
              -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
 endif
 
@@ -120,8 +120,8 @@ LIBERO_DATA ?= build/libero-data
 LIBERO_VENV ?= build/venv-libero
 
 # Binaries: bin/<name>/*.c style folders with a main each.
-DRIVER_SRC := $(sort $(wildcard driver/*.c driver/*/*.c))
-WORKER_SRC := $(sort $(wildcard workers/*.c workers/*/*.c))
+DRIVER_SRC := $(sort $(shell find driver -name '*.c'))
+WORKER_SRC := $(sort $(shell find workers -name '*.c'))
 BINS :=
 ifneq ($(DRIVER_SRC),)
 BINS += $(BUILD)/bin/rl-driver
@@ -224,7 +224,7 @@ $(LIB_SO): $(LIB_OBJ)
 	$(call say,LD,$@)
 	$(Q)$(CC) -shared $(LDFLAGS) -Wl,-soname,librlrt.so -o $@ $^ $(LDLIBS)
 
-# the driver replays LIBERO evaluation episodes into GIFs (driver/recipes/libero_gif.c)
+# the driver replays LIBERO evaluation episodes into GIFs (driver/recipes/embodied/libero_gif.c)
 $(BUILD)/bin/rl-driver: $(patsubst %.c,$(BUILD)/obj/%.o,$(DRIVER_SRC)) $(LIB_SIM) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
@@ -266,9 +266,9 @@ $(BUILD)/tests/test_actor_targets: $(BUILD)/obj/tests/unit/test_actor_targets.o 
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
-# the driver's GIFs of LIBERO evaluation episodes (driver/recipes/libero_gif.c, in rl-driver)
+# the driver's GIFs of LIBERO evaluation episodes (driver/recipes/embodied/libero_gif.c, in rl-driver)
 $(BUILD)/tests/test_sim_libero_gif: $(BUILD)/obj/tests/unit/test_sim_libero_gif.o \
-        $(BUILD)/obj/driver/recipes/libero_gif.o $(TEST_COMMON_OBJ) $(LIB_SIM) $(LIB_A)
+        $(BUILD)/obj/driver/recipes/embodied/libero_gif.o $(TEST_COMMON_OBJ) $(LIB_SIM) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(SIM_LIBS) -lcmocka
@@ -288,17 +288,17 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TEST_COMMON_OBJ) $(FUZZ_REPLAY_A
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
-# the one-step-off prefetch queue of the rlvr recipe (driver/recipes/rlvr_async.c, in rl-driver)
+# the one-step-off prefetch queue of the rlvr recipe (driver/recipes/lm/rlvr_async.c, in rl-driver)
 $(BUILD)/tests/test_rlvr_async: $(BUILD)/obj/tests/unit/test_rlvr_async.o \
-        $(BUILD)/obj/driver/recipes/rlvr_async.o $(BUILD)/obj/driver/recipes/lm_common.o \
+        $(BUILD)/obj/driver/recipes/lm/rlvr_async.o $(BUILD)/obj/driver/recipes/lm/lm_common.o \
         $(BUILD)/obj/driver/recipes/phases.o $(TEST_COMMON_OBJ) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
-# the flow policy's offline self-training drift (driver/recipes/flow_demos.c: the demonstration pairs)
+# the flow policy's offline self-training drift (driver/recipes/embodied/flow_demos.c: the demonstration pairs)
 $(BUILD)/bench/bench_flow_selftrain: $(BUILD)/obj/bench/bench_flow_selftrain.o \
-        $(BUILD)/obj/driver/recipes/flow_demos.o $(TEST_COMMON_OBJ) $(LIB_A)
+        $(BUILD)/obj/driver/recipes/embodied/flow_demos.o $(TEST_COMMON_OBJ) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka

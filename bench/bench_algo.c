@@ -23,7 +23,10 @@
 
 #include <omp.h>
 
-#include "rlrt/rlrt.h"
+#include "rlrt/error.h"
+#include "common/core/rng.h"
+#include "common/algo/advantage.h"
+#include "common/algo/policy_loss.h"
 
 static double s_now(void)
 {

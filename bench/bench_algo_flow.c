@@ -14,7 +14,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "rlrt/rlrt.h"
+#include "rlrt/error.h"
+#include "common/core/rng.h"
+#include "common/algo/flow/flow.h"
 
 #define N_CHUNK 4096
 #define CHUNK 10

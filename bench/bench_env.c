@@ -25,7 +25,7 @@
 #include <time.h>
 
 #include "rlrt/error.h"
-#include "rlrt/sim/libero.h"
+#include "common/sim/libero.h"
 
 static double s_now(void)
 {

@@ -1,6 +1,6 @@
 /* bench_flow_selftrain.c — `make bench-flow_selftrain`: why libero_rl has a
  * demonstration anchor (algorithm.demo_coef). A warm-started flow_policy
- * (rlrt/nn/flow_policy.h) is trained offline, on the observations of
+ * (common/nn/models/flow_policy.h) is trained offline, on the observations of
  * demonstration pairs, with flow matching toward four kinds of targets, side
  * by side from the same weights (AdamW, same lr, same iterations):
  *   demos        the demonstrations' chunks (the warm start's own loss)
@@ -25,13 +25,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "../driver/recipes/flow_demos.h"
+#include "driver/recipes/embodied/flow_demos.h"
 #include "rlrt/dataproto.h"
 #include "rlrt/error.h"
-#include "rlrt/nn/flow_policy.h"
+#include "common/nn/models/flow_policy.h"
 #include "rlrt/nn/model.h"
-#include "rlrt/nn/optim.h"
-#include "rlrt/rng.h"
+#include "common/nn/engine/optim.h"
+#include "common/core/rng.h"
 
 #define M 512 /* demonstration pairs (rows) */
 

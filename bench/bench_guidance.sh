@@ -1,6 +1,6 @@
 #!/bin/bash
 # bench_guidance.sh — `make bench-guidance`: off-policy guidance
-# (algorithm.guidance, driver/recipes/rlvr_guidance.h) measured against the
+# (algorithm.guidance, driver/recipes/lm/rlvr_guidance.h) measured against the
 # same job without it: GRPO's example job (examples/arith_grpo.yaml) from
 # every warm start with every RL seed, once with guidance off and once on,
 # written to its own section of the results page (<!-- bench-guidance -->)

@@ -13,7 +13,14 @@
  *   nn_gemm_efficiency_vs_run_peak  best step FLOP/s ÷ sgemm_peak_gflops
  *   nn_gemm_efficiency_1thread      best of 2 steps on one thread, same probes
  * Threads: RL_BENCH_THREADS (default: online CPUs), for OpenMP and OpenBLAS. */
-#include "rlrt/rlrt.h"
+#include "rlrt/error.h"
+#include "common/core/rng.h"
+#include "rlrt/nn/params.h"
+#include "common/nn/models/lm/lm_config.h"
+#include "common/nn/engine/ops.h"
+#include "common/nn/engine/device.h"
+#include "common/nn/models/lm/transformer.h"
+#include "common/nn/models/lm/generate.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -24,8 +24,13 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "rlrt/rlrt.h"
-#include "rlrt/roles/roles.h"
+#include "rlrt/error.h"
+#include "rlrt/log.h"
+#include "rlrt/dtype.h"
+#include "rlrt/tensor.h"
+#include "rlrt/dataproto.h"
+#include "rlrt/config.h"
+#include "workers/contracts.h"
 #include "rlrt/runtime/cluster.h"
 #include "rlrt/runtime/driver.h"
 #include "rlrt/wire.h"

@@ -28,7 +28,9 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "rlrt/rlrt.h"
+#include "rlrt/error.h"
+#include "rlrt/nn/params.h"
+#include "rlrt/runtime/collective.h"
 
 static double s_now(void)
 {

@@ -44,7 +44,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rlrt/rlrt.h"
+#include "rlrt/error.h"
+#include "rlrt/dtype.h"
+#include "rlrt/tensor.h"
+#include "rlrt/dataproto.h"
+#include "rlrt/wire.h"
 
 #define ROWS 64
 

@@ -1,6 +1,6 @@
 #!/bin/bash
 # bench_words.sh — `make bench-words`: the harder built-in task (word
-# problems, levels 8-9 of rlrt/data.h) with and without the calculator:
+# problems, levels 8-9 of common/data/data.h) with and without the calculator:
 # an SFT warm start and a GRPO run each (examples/arith_words_*.yaml and
 # examples/arith_tools_*.yaml), then its section of docs/RESULTS.md from the
 # runs' metrics.jsonl (bench/bench_words_report.py). Not a test: about half

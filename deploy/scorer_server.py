@@ -242,7 +242,7 @@ def request_images(req):
 # ---- backends ------------------------------------------------------------------------------
 
 class ClassifierBackend:
-    """rlrt's image_classifier kind (rlrt/nn/image_classifier.h) in numpy."""
+    """rlrt's image_classifier kind (common/nn/models/image_classifier.h) in numpy."""
 
     def __init__(self, model_dir):
         import numpy as np

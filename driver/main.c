@@ -8,9 +8,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "recipe.h"
 #include "rlrt/rlrt.h"
-#include "rlrt/runtime/net.h"
+#include "driver/recipe.h"
+#include "rlrt/error.h"
+#include "rlrt/log.h"
+#include "common/nn/engine/ops.h"
+#include "rlrt/config.h"
+#include "common/runtime/net.h"
 #include "rlrt/runtime/cluster.h"
 #include "rlrt/runtime/driver.h"
 
@@ -111,7 +115,7 @@ static int s_keygen(int argc, char **argv)
 int main(int argc, char **argv)
 {
     /* the roles take turns on the same cores: idle OpenMP pools must sleep,
-     * not spin (rlrt/nn/ops.h); returns only when the user chose a policy
+     * not spin (common/nn/engine/ops.h); returns only when the user chose a policy
      * or the re-exec failed */
     (void)rl_nn_use_passive_wait(argv);
     if (argc >= 2 && strcmp(argv[1], "keygen") == 0)

@@ -1,4 +1,4 @@
-/* rl-libero — the LIBERO-Object env (rlrt/sim/libero.h) on the command line:
+/* rl-libero — the LIBERO-Object env (common/sim/libero.h) on the command line:
  * replays action files, runs the scripted expert, prints task info. The
  * equivalence test (tests/integration/libero_equiv.sh) and people use it.
  *
@@ -25,7 +25,7 @@
 #include <time.h>
 
 #include "rlrt/error.h"
-#include "rlrt/sim/libero.h"
+#include "common/sim/libero.h"
 
 static double s_now(void)
 {

@@ -22,7 +22,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rlrt/rlrt.h"
+#include "rlrt/error.h"
+#include "common/core/rng.h"
+#include "rlrt/dtype.h"
+#include "rlrt/tensor.h"
+#include "rlrt/dataproto.h"
+#include "rlrt/wire.h"
 
 #define PROMPTS 4
 #define SAMPLES 4

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fuzz_memfile.h"
+#include "fuzz/fuzz_memfile.h"
 #include "rlrt/config.h"
-#include "rlrt/roles/roles.h"
+#include "workers/contracts.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -6,8 +6,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "fuzz_memfile.h"
-#include "rlrt/data.h"
+#include "fuzz/fuzz_memfile.h"
+#include "common/data/data.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

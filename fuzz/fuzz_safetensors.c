@@ -1,5 +1,5 @@
 /* fuzz_safetensors.c — libFuzzer target for the safetensors header parser
- * and the f32 conversions that follow it (common/nn/safetensors.c).
+ * and the f32 conversions that follow it (common/nn/engine/safetensors.c).
  * Build and run: make fuzz [FUZZ_SECONDS=60]; crashes land in
  * fuzz/regressions/fuzz_safetensors/ and tests/unit/test_nn_safetensors.c
  * replays every file there. */
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rlrt/nn/safetensors.h"
+#include "common/nn/engine/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,5 +1,5 @@
 /* fuzz_tokenizer_json.c — libFuzzer target for Hugging Face tokenizer.json
- * (common/nn/tokenizer_bpe.c: JSON, vocabulary, merges, added tokens,
+ * (common/text/tokenizer_bpe.c: JSON, vocabulary, merges, added tokens,
  * pre-tokenizer settings). One input is one tokenizer.json. Oracle: an
  * accepted tokenizer encodes a fixed text and decodes it back to the same
  * bytes (byte-level BPE is lossless). */
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rlrt/nn/tokenizer.h"
+#include "common/text/tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,5 +1,5 @@
 /* fuzz_trainer_state.c — libFuzzer target for a checkpoint's
- * trainer_state.json (common/nn/checkpoint.c: format, step, RNG states),
+ * trainer_state.json (common/nn/engine/checkpoint.c: format, step, RNG states),
  * read by rl_checkpoint_is_complete as --resume does. One input is one
  * trainer_state.json, placed in a checkpoint folder beside valid, empty
  * model and optimizer files (so the parser is reached). */
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "rlrt/nn/checkpoint.h"
+#include "common/nn/engine/checkpoint.h"
 
 static char s_dir[64];
 

@@ -15,7 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rlrt/rlrt.h"
+#include "rlrt/error.h"
+#include "rlrt/tensor.h"
+#include "rlrt/dataproto.h"
+#include "rlrt/wire.h"
 
 static int s_released;
 

@@ -8,7 +8,8 @@
 #include <string.h>
 
 #include "rl.pb-c.h"
-#include "rlrt/rlrt.h"
+#include "rlrt/error.h"
+#include "rlrt/wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

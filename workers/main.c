@@ -8,12 +8,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "registry.h"
 #include "rlrt/rlrt.h"
+#include "workers/registry.h"
+#include "rlrt/error.h"
+#include "rlrt/log.h"
+#include "common/nn/engine/ops.h"
 #include "rlrt/runtime/cpus.h"
-#include "rlrt/runtime/net.h"
+#include "common/runtime/net.h"
 #include "rlrt/runtime/worker.h"
-#include "selftest/test_methods.h"
+#include "workers/selftest/test_methods.h"
 
 static void s_usage(FILE *f)
 {
@@ -83,7 +86,7 @@ static int s_rank_from_hostname(int *rank)
 int main(int argc, char **argv)
 {
     /* before anything reads the environment or stdin: the re-exec keeps
-     * both (rlrt/nn/ops.h) */
+     * both (common/nn/engine/ops.h) */
     (void)rl_nn_use_passive_wait(argv);
     long v0;
     static const struct option longopts[] = {

@@ -1,11 +1,11 @@
 /* registry.c — the table of the roles rl-worker serves (see registry.h). */
-#include "registry.h"
+#include "workers/registry.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "roles.h"
-#include "rlrt/roles/reward.h"
+#include "workers/roles.h"
+#include "workers/reward/reward.h"
 
 const rl_worker_role *const rl_worker_roles[] = {
     &rl_role_rollout,

@@ -1,10 +1,10 @@
 /* advantage.c — GAE, GRPO, RLOO, REINFORCE++ (and -baseline), whitening,
- * KL-shaped token rewards and cumulative returns (see rlrt/algo/advantage.h).
+ * KL-shaped token rewards and cumulative returns (see common/algo/advantage.h).
  *
  * Rows are independent, so row loops run under OpenMP; every reduction is
  * kept per row in double and summed over rows in row order afterwards, which
  * makes the results independent of the thread count. */
-#include "rlrt/algo/advantage.h"
+#include "common/algo/advantage.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,10 +1,10 @@
-/* filter.c — online group filtering by a metric's mean (see rlrt/algo/filter.h). */
-#include "rlrt/algo/filter.h"
+/* filter.c — online group filtering by a metric's mean (see common/algo/filter.h). */
+#include "common/algo/filter.h"
 
 #include <math.h>
 #include <stdlib.h>
 
-#include "rlrt/algo/advantage.h"
+#include "common/algo/advantage.h"
 #include "rlrt/error.h"
 
 int rl_filter_groups(const float *metric, const int64_t *group, int64_t B, double low,

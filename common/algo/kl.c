@@ -1,5 +1,5 @@
-/* kl.c — KL estimators with gradients and KL controllers (see rlrt/algo/kl.h). */
-#include "rlrt/algo/kl.h"
+/* kl.c — KL estimators with gradients and KL controllers (see common/algo/kl.h). */
+#include "common/algo/kl.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,11 +1,11 @@
 /* offpolicy.c — DAPO's overlong shaping and group filter by std, and
- * truncated importance sampling (see rlrt/algo/offpolicy.h). */
-#include "rlrt/algo/offpolicy.h"
+ * truncated importance sampling (see common/algo/offpolicy.h). */
+#include "common/algo/offpolicy.h"
 
 #include <math.h>
 #include <stdlib.h>
 
-#include "rlrt/algo/advantage.h"
+#include "common/algo/advantage.h"
 #include "rlrt/error.h"
 
 int rl_overlong_penalty(const int32_t *lens, int64_t B, int64_t max_len, int64_t buffer_len,

@@ -1,5 +1,5 @@
 /* policy_loss.c — PPO clipped policy loss, gradient and metrics (see
- * rlrt/algo/policy_loss.h).
+ * common/algo/policy_loss.h).
  *
  * Every aggregation mode is a weighted sum Σ_b w_b Σ_t X[b,t]·m[b,t] with a
  * per-row weight w_b, so the gradient of a token is w_b·m·dX and one sweep
@@ -10,7 +10,7 @@
  * Per-token arithmetic is in float (a vectorisable exp below); every sum is
  * in double, per row, then over rows in row order, so results do not depend
  * on the OpenMP thread count. */
-#include "rlrt/algo/policy_loss.h"
+#include "common/algo/policy_loss.h"
 
 #include <math.h>
 #include <stdlib.h>

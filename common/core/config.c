@@ -1,7 +1,7 @@
 /* config.c — YAML config trees with locations, typed getters, overrides
  * (see rlrt/config.h). */
 #include "rlrt/config.h"
-#include "rlrt/util.h"
+#include "common/core/util.h"
 
 #include "rlrt/error.h"
 

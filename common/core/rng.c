@@ -1,5 +1,5 @@
-/* rng.c — Philox4x32-10 counter-based generator (see rlrt/rng.h). */
-#include "rlrt/rng.h"
+/* rng.c — Philox4x32-10 counter-based generator (see common/core/rng.h). */
+#include "common/core/rng.h"
 
 #include <math.h>
 
@@ -111,4 +111,12 @@ void rl_rng_shuffle_i64(rl_rng *g, int64_t *idx, int64_t n)
         idx[i] = idx[j];
         idx[j] = t;
     }
+}
+
+uint64_t rl_splitmix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
 }

@@ -1,8 +1,10 @@
-/* util.c — shared helpers (see rlrt/util.h). */
-#include "rlrt/util.h"
+/* util.c — shared helpers (see common/core/util.h). */
+#include "common/core/util.h"
 #include "rlrt/error.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,4 +116,151 @@ int rl_mkdir_p(const char *path)
     }
     free(buf);
     return rc;
+}
+
+/* ---- atomic file writing ---------------------------------------------------- */
+
+static void s_dirname(const char *path, char *out, size_t cap)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        snprintf(out, cap, ".");
+    } else if (slash == path) {
+        snprintf(out, cap, "/");
+    } else {
+        size_t n = (size_t)(slash - path);
+        if (n >= cap)
+            n = cap - 1;
+        memcpy(out, path, n);
+        out[n] = '\0';
+    }
+}
+
+int rl_fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return rl_error_set(RL_EIO, "%s: cannot open directory: %s", dir, strerror(errno));
+    int rc = fsync(fd);
+    int err = errno;
+    close(fd);
+    if (rc < 0 && err != EINVAL) /* some filesystems cannot fsync a directory */
+        return rl_error_set(RL_EIO, "%s: fsync of directory failed: %s", dir, strerror(err));
+    return RL_OK;
+}
+
+
+int rl_afile_open(rl_afile *f, const char *path)
+{
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    f->path = path;
+    if (snprintf(f->tmp, sizeof f->tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof f->tmp)
+        return rl_error_set(RL_EINVAL, "%s: path too long", path);
+    f->fd = mkstemp(f->tmp);
+    if (f->fd < 0)
+        return rl_error_set(RL_EIO, "%s: cannot create temporary file: %s", path,
+                            strerror(errno));
+    (void)fchmod(f->fd, 0644);
+    f->cap = (size_t)1 << 20;
+    f->buf = malloc(f->cap);
+    if (!f->buf) {
+        close(f->fd);
+        unlink(f->tmp);
+        f->fd = -1;
+        return rl_error_set(RL_ENOMEM, "%s: out of memory", path);
+    }
+    return RL_OK;
+}
+
+static int s_write_all(int fd, const uint8_t *p, size_t n, const char *path)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return rl_error_set(RL_EIO, "%s: write failed: %s", path, strerror(errno));
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return RL_OK;
+}
+
+int rl_afile_flush(rl_afile *f)
+{
+    int rc = s_write_all(f->fd, f->buf, f->used, f->path);
+    f->used = 0;
+    return rc;
+}
+
+int rl_afile_write(rl_afile *f, const void *data, size_t n)
+{
+    const uint8_t *p = data;
+    while (n > 0) {
+        if (f->used == f->cap) {
+            int rc = rl_afile_flush(f);
+            if (rc < 0)
+                return rc;
+        }
+        size_t k = f->cap - f->used < n ? f->cap - f->used : n;
+        memcpy(f->buf + f->used, p, k);
+        f->used += k;
+        p += k;
+        n -= k;
+    }
+    return RL_OK;
+}
+
+void rl_afile_abort(rl_afile *f)
+{
+    if (f->fd >= 0) {
+        close(f->fd);
+        unlink(f->tmp);
+    }
+    f->fd = -1;
+    free(f->buf);
+    f->buf = NULL;
+}
+
+int rl_afile_commit(rl_afile *f)
+{
+    int rc = rl_afile_flush(f);
+    if (rc == RL_OK && fsync(f->fd) < 0)
+        rc = rl_error_set(RL_EIO, "%s: fsync failed: %s", f->path, strerror(errno));
+    if (rc < 0) {
+        rl_afile_abort(f);
+        return rc;
+    }
+    int fd = f->fd;
+    f->fd = -1;
+    free(f->buf);
+    f->buf = NULL;
+    if (close(fd) < 0) {
+        unlink(f->tmp);
+        return rl_error_set(RL_EIO, "%s: close failed: %s", f->path, strerror(errno));
+    }
+    if (rename(f->tmp, f->path) < 0) {
+        int err = errno;
+        unlink(f->tmp);
+        return rl_error_set(RL_EIO, "%s: rename from %s failed: %s", f->path, f->tmp,
+                            strerror(err));
+    }
+    char dir[4096];
+    s_dirname(f->path, dir, sizeof dir);
+    return rl_fsync_dir(dir);
+}
+
+int rl_file_write_atomic(const char *path, const void *data, size_t len)
+{
+    rl_afile f;
+    int rc = rl_afile_open(&f, path);
+    if (rc < 0)
+        return rc;
+    if ((rc = rl_afile_write(&f, data, len)) < 0) {
+        rl_afile_abort(&f);
+        return rc;
+    }
+    return rl_afile_commit(&f);
 }

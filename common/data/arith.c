@@ -8,9 +8,9 @@
 
 #include <jansson.h>
 
-#include "rlrt/data.h"
+#include "common/data/data.h"
 #include "rlrt/error.h"
-#include "rlrt/rng.h"
+#include "common/core/rng.h"
 
 static const char *const s_specials[] = {"<pad>", "<bos>", "<eos>",
                                          "<think>", "</think>", "\\boxed{"};

@@ -1,6 +1,6 @@
 /* clips.c — Fashion-MNIST IDX files, built-in prompts and Moving-MNIST clips
- * (see rlrt/clips.h). gzread reads both the .gz and the plain files. */
-#include "rlrt/clips.h"
+ * (see common/data/clips.h). gzread reads both the .gz and the plain files. */
+#include "common/data/clips.h"
 
 #include <errno.h>
 #include <math.h>
@@ -11,7 +11,7 @@
 #include <zlib.h>
 
 #include "rlrt/error.h"
-#include "rlrt/rng.h"
+#include "common/core/rng.h"
 
 static const char *const s_prompts[RL_FMNIST_CLASSES] = {
     "a T-shirt", "a trouser", "a pullover", "a dress", "a coat",

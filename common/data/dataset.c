@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rlrt/data.h"
-#include "rlrt/util.h"
+#include "common/data/data.h"
+#include "common/core/util.h"
 #include "rlrt/error.h"
-#include "rlrt/rng.h"
+#include "common/core/rng.h"
 
 typedef struct s_row {
     char *prompt, *ground_truth, *data_source;

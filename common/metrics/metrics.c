@@ -15,8 +15,8 @@
 #include <jansson.h>
 
 #include "rlrt/error.h"
-#include "rlrt/metrics.h"
-#include "rlrt/util.h"
+#include "common/metrics/metrics.h"
+#include "common/core/util.h"
 
 /* tfevents.c; not part of the public API */
 int rl__tb_truncate_file(const char *path, int64_t keep_step)

@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include "rlrt/error.h"
-#include "rlrt/metrics.h"
-#include "rlrt/util.h"
+#include "common/metrics/metrics.h"
+#include "common/core/util.h"
 #include "tensorboard.pb-c.h"
 
 /* ---- CRC32C ------------------------------------------------------------------ */

@@ -1,8 +1,8 @@
 /* extract.c — answer extraction from decoded responses: last \boxed{} /
  * \fbox{} with brace matching, GSM8K "#### n", last-number fallback. */
 #include "rlrt/error.h"
-#include "rlrt/reward.h"
-#include "reward_internal.h"
+#include "common/reward/reward.h"
+#include "common/reward/reward_internal.h"
 
 #include <ctype.h>
 #include <stdlib.h>

@@ -1,9 +1,9 @@
 /* normalize.c — normalisation, number parsing and equality of math answers
  * (the string rules of verl's hendrycks-MATH normaliser plus a numeric
- * comparison, see rlrt/reward.h). Every step rewrites a malloc'd string. */
+ * comparison, see common/reward/reward.h). Every step rewrites a malloc'd string. */
 #include "rlrt/error.h"
-#include "rlrt/reward.h"
-#include "reward_internal.h"
+#include "common/reward/reward.h"
+#include "common/reward/reward_internal.h"
 
 #include <ctype.h>
 #include <math.h>

@@ -1,5 +1,5 @@
-/* scorer_client.c — the remote-scorer client (see rlrt/scorer.h). */
-#include "rlrt/scorer.h"
+/* scorer_client.c — the remote-scorer client (see common/reward/scorer.h). */
+#include "common/reward/scorer.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -8,7 +8,7 @@
 #include <zmq.h>
 
 #include "rlrt/error.h"
-#include "rlrt/image.h"
+#include "common/image/image.h"
 #include "scorer.pb-c.h"
 
 #define RL_SCORER_MAX_INFO 4096 /* bytes per info string */

@@ -1,8 +1,8 @@
 /* verify.c — verifiers (arithmetic, GSM8K, MATH), the format reward, the
- * data_source dispatch and the overall score (see rlrt/reward.h). */
+ * data_source dispatch and the overall score (see common/reward/reward.h). */
 #include "rlrt/error.h"
-#include "rlrt/reward.h"
-#include "reward_internal.h"
+#include "common/reward/reward.h"
+#include "common/reward/reward_internal.h"
 
 #include <ctype.h>
 #include <stdlib.h>

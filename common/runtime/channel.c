@@ -2,7 +2,7 @@
  * (see rlrt/runtime/channel.h). */
 #include "rlrt/runtime/channel.h"
 #include "rlrt/error.h"
-#include "rlrt/runtime/net.h"
+#include "common/runtime/net.h"
 #include "rlrt/wire.h"
 
 #include <stdatomic.h>

@@ -3,7 +3,7 @@
 #include "rlrt/runtime/collective.h"
 
 #include "rlrt/error.h"
-#include "rlrt/runtime/net.h"
+#include "common/runtime/net.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

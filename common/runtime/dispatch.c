@@ -1,7 +1,7 @@
 /* dispatch.c — worker groups, the four dispatch modes (chunking and
  * concatenation for dp_compute), futures and the calls queued on slots (see
  * driver_internal.h). */
-#include "driver_internal.h"
+#include "common/runtime/driver_internal.h"
 
 #include "rlrt/error.h"
 #include "rlrt/log.h"

@@ -2,7 +2,7 @@
  * the libuv loop, waits on the condition variable, start, shutdown and free
  * (see rlrt/runtime/driver.h; the other parts are launcher.c, protocol.c and
  * dispatch.c, sharing driver_internal.h). */
-#include "driver_internal.h"
+#include "common/runtime/driver_internal.h"
 
 #include "rlrt/error.h"
 #include "rlrt/log.h"

@@ -13,7 +13,7 @@
  * used under d->mu only: by the I/O thread (the rl_zuv drain holds d->mu),
  * and by an API thread that sends the CALLs it just issued to READY slots
  * itself (no hand-off to the I/O thread; rl_drv_send_to then wakes the loop
- * when the send left input pending, see rlrt/runtime/zuv.h). Every function
+ * when the send left input pending, see common/runtime/zuv.h). Every function
  * here expects d->mu held. Functions marked (I/O thread) may only run on the
  * I/O thread (from a loop callback).
  *
@@ -30,9 +30,9 @@
 #include <uv.h>
 
 #include "rlrt/runtime/driver.h"
-#include "rlrt/runtime/msg.h"
-#include "rlrt/runtime/net.h"
-#include "rlrt/runtime/zuv.h"
+#include "common/runtime/msg.h"
+#include "common/runtime/net.h"
+#include "common/runtime/zuv.h"
 
 #define RL_DRV_TOKEN_HEX 64 /* a slot's secret: 32 random bytes as hex */
 

@@ -1,7 +1,7 @@
 /* launcher.c — starting workers (uv_spawn for local slots, ssh for ssh
  * slots), their exits, restarts with exponential backoff, liveness by
  * heartbeat, and waiting until slots are READY (see driver_internal.h). */
-#include "driver_internal.h"
+#include "common/runtime/driver_internal.h"
 
 #include "rlrt/error.h"
 #include "rlrt/log.h"

@@ -1,7 +1,7 @@
-/* msg.c — control-plane envelopes on ZeroMQ sockets (see rlrt/runtime/msg.h). */
-#include "rlrt/runtime/msg.h"
+/* msg.c — control-plane envelopes on ZeroMQ sockets (see common/runtime/msg.h). */
+#include "common/runtime/msg.h"
 #include "rlrt/error.h"
-#include "rlrt/runtime/net.h"
+#include "common/runtime/net.h"
 #include "rlrt/wire.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* net.c — frame limits and CurveZMQ for every socket of a process (see
- * rlrt/runtime/net.h). */
-#include "rlrt/runtime/net.h"
+ * common/runtime/net.h). */
+#include "common/runtime/net.h"
 
 #include "rlrt/error.h"
 #include "rlrt/log.h"

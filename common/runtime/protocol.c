@@ -1,11 +1,11 @@
 /* protocol.c — the driver's side of the control plane: sending, HELLO →
  * CONFIGURE, READY, REPLY, ERROR, DISCONNECT, heartbeats and SHUTDOWN (see
  * driver_internal.h and proto/rl.proto). */
-#include "driver_internal.h"
+#include "common/runtime/driver_internal.h"
 
 #include "rlrt/error.h"
 #include "rlrt/log.h"
-#include "rlrt/runtime/value.h"
+#include "common/runtime/value.h"
 #include "rlrt/wire.h"
 
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* value.c — rl.Value (proto) <-> jansson conversion for small arguments
- * carried by control messages (see rlrt/runtime/value.h). */
-#include "rlrt/runtime/value.h"
+ * carried by control messages (see common/runtime/value.h). */
+#include "common/runtime/value.h"
 #include "rlrt/error.h"
 
 #include <math.h>

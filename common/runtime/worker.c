@@ -16,10 +16,10 @@
 #include "rlrt/log.h"
 #include "rlrt/runtime/channel.h"
 #include "rlrt/runtime/health.h"
-#include "rlrt/runtime/msg.h"
-#include "rlrt/runtime/net.h"
-#include "rlrt/runtime/value.h"
-#include "rlrt/runtime/zuv.h"
+#include "common/runtime/msg.h"
+#include "common/runtime/net.h"
+#include "common/runtime/value.h"
+#include "common/runtime/zuv.h"
 #include "rlrt/wire.h"
 
 #include <pthread.h>

@@ -1,5 +1,5 @@
-/* zuv.c — edge-triggered ZeroMQ fd polling in libuv (see rlrt/runtime/zuv.h). */
-#include "rlrt/runtime/zuv.h"
+/* zuv.c — edge-triggered ZeroMQ fd polling in libuv (see common/runtime/zuv.h). */
+#include "common/runtime/zuv.h"
 #include "rlrt/error.h"
 
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* expert.c — the scripted LIBERO-Object expert (rlrt/sim/libero.h): from the
+/* expert.c — the scripted LIBERO-Object expert (common/sim/libero.h): from the
  * observation alone (end-effector position, hand orientation and fingers
  * from the 39 proprio values, target and basket poses from the 98 object
  * values) plus two facts about the target's shape measured at load (its
@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "rlrt/sim/libero.h"
+#include "common/sim/libero.h"
 
 enum { P_ABOVE, P_DESCEND, P_GRASP, P_LIFT, P_CARRY, P_LOWER, P_RELEASE, P_DONE };
 

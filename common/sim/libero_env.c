@@ -1,4 +1,4 @@
-/* libero_env.c — one LIBERO-Object environment (rlrt/sim/libero.h): reset to
+/* libero_env.c — one LIBERO-Object environment (common/sim/libero.h): reset to
  * an initial state, the 20 Hz control step (25 physics steps, OSC torques at
  * each), robosuite's observation clock and LIBERO's success predicate. */
 #include <math.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "rlrt/error.h"
-#include "sim_internal.h"
+#include "common/sim/sim_internal.h"
 
 void s_quat2mat_f32(const double xyzw[4], double out[9]);
 

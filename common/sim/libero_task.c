@@ -1,5 +1,5 @@
 /* libero_task.c — loading a LIBERO-Object task from the data directory that
- * `make libero-data` writes (see rlrt/sim/libero.h): manifest.json,
+ * `make libero-data` writes (see common/sim/libero.h): manifest.json,
  * task.json, the scene and the initial states; every name is resolved in the
  * model and every size checked, so the step loop trusts its indices. */
 #include <errno.h>
@@ -12,7 +12,7 @@
 #include <jansson.h>
 
 #include "rlrt/error.h"
-#include "sim_internal.h"
+#include "common/sim/sim_internal.h"
 
 #define S_FIX "; run: make libero-data"
 

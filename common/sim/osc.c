@@ -14,7 +14,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "sim_internal.h"
+#include "common/sim/sim_internal.h"
 
 /* In-place inverse of the n x n matrix a (row-major) by Gauss-Jordan with
  * partial pivoting; returns -1 when singular. */

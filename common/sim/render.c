@@ -1,4 +1,4 @@
-/* render.c — pictures of a LIBERO env for people (rlrt/sim/libero.h): the
+/* render.c — pictures of a LIBERO env for people (common/sim/libero.h): the
  * agent-view camera rendered offscreen by MuJoCo in a headless EGL context
  * (Mesa's software renderer on a machine without a GPU), and PNG strips of
  * frames (libpng). Not used for training. */
@@ -11,7 +11,7 @@
 #include <png.h>
 
 #include "rlrt/error.h"
-#include "sim_internal.h"
+#include "common/sim/sim_internal.h"
 
 #ifndef EGL_PLATFORM_SURFACELESS_MESA
 #define EGL_PLATFORM_SURFACELESS_MESA 0x31DD

@@ -1,8 +1,8 @@
-/* replay.c — an episode replayed into an animated GIF (rlrt/sim/libero.h):
+/* replay.c — an episode replayed into an animated GIF (common/sim/libero.h):
  * the env is deterministic, so a task, an initial state and the actions as
  * the env applied them are the episode; it is stepped again in the scene it
  * ran in, and the agent view of the task's full scene is rendered every
- * `every` steps (render.c) into an RGB GIF (rlrt/image.h). For people, not
+ * `every` steps (render.c) into an RGB GIF (common/image/image.h). For people, not
  * for training. */
 #include <math.h>
 #include <stdio.h>
@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "rlrt/error.h"
-#include "rlrt/image.h"
-#include "sim_internal.h"
+#include "common/image/image.h"
+#include "common/sim/sim_internal.h"
 
 #define S_MAX_FRAMES 4096
 #define S_MAX_STEPS 100000

@@ -11,7 +11,7 @@
 
 #include <mujoco/mujoco.h>
 
-#include "rlrt/sim/libero.h"
+#include "common/sim/libero.h"
 
 #define S_ARM 7
 #define S_GRIP 2

@@ -180,6 +180,8 @@ rl_tensor *rl_tensor_from_data(rl_dtype dtype, int ndim, const int64_t *shape, c
     return t;
 }
 
+void *rl_tensor_data(const rl_tensor *t) { return (char *)t->storage->data + t->offset; }
+
 size_t rl_tensor_nbytes(const rl_tensor *t) { return (size_t)t->numel * rl_dtype_size((int)t->dtype); }
 
 size_t rl_tensor_row_bytes(const rl_tensor *t)

@@ -1,16 +1,16 @@
 /* agent_loop.c — multi-turn generation with tool calls (see
- * rlrt/agent_loop.h). Each turn re-prefills the live rows' whole context
+ * common/tools/agent_loop.h). Each turn re-prefills the live rows' whole context
  * (prompt ++ response so far) through rl_lm_generate(), which keeps a row's
  * tokens independent of the rows beside it. */
-#include "rlrt/agent_loop.h"
+#include "common/tools/agent_loop.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "rlrt/data.h"
+#include "common/data/data.h"
 #include "rlrt/error.h"
-#include "rlrt/nn/transformer.h"
+#include "common/nn/models/lm/transformer.h"
 
 int rl_agent_tokens_find(const rl_tokenizer *tok, rl_agent_tokens *out)
 {

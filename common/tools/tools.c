@@ -1,8 +1,8 @@
 /* tools.c — the tool interface's runner, the calculator and the call parser
- * (see rlrt/tools.h). Each call runs on its own detached thread; the caller
+ * (see common/tools/tools.h). Each call runs on its own detached thread; the caller
  * waits with a deadline. A job is shared by the caller and the thread
  * (refcount), so an abandoned call frees itself when it finally ends. */
-#include "rlrt/tools.h"
+#include "common/tools/tools.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,12 +1,14 @@
 /* estimators.c — the table of advantage estimators (see estimators.h). */
-#include "estimators.h"
+#include "driver/recipes/estimators.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "rlrt/algo/advantage.h"
-#include "rlrt/rlrt.h"
+#include "common/algo/advantage.h"
+#include "rlrt/error.h"
+#include "rlrt/log.h"
+#include "common/metrics/metrics.h"
 
 /* Outcome estimators work on token rewards: the score at the last valid
  * token, minus kl_coef·kl at every token when the KL is in the reward. */

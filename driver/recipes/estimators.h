@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "rlrt/metrics.h"
+#include "common/metrics/metrics.h"
 
 typedef struct rl_adv_input {
     const float *scores;  /* (B) sequence rewards */

@@ -1,16 +1,20 @@
 /* phases.c — phases, trainer cadence, weight sync and checkpoints shared by
  * every recipe (see phases.h). */
-#include "phases.h"
+#include "driver/recipes/phases.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "rlrt/nn/checkpoint.h"
-#include "rlrt/rlrt.h"
-#include "rlrt/roles/actor.h"
-#include "rlrt/roles/rollout.h"
+#include "common/nn/engine/checkpoint.h"
+#include "rlrt/error.h"
+#include "rlrt/log.h"
+#include "rlrt/dataproto.h"
+#include "rlrt/config.h"
+#include "common/metrics/metrics.h"
+#include "workers/actor/actor.h"
+#include "workers/rollout/rollout.h"
 
 double rl_now_s(void)
 {

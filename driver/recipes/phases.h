@@ -22,8 +22,8 @@
 
 #include <stdint.h>
 
-#include "../recipe.h"
-#include "rlrt/metrics.h"
+#include "driver/recipe.h"
+#include "common/metrics/metrics.h"
 
 /* ---- phases ------------------------------------------------------------------------ */
 
@@ -132,7 +132,7 @@ int rl_actor_rollout_open(rl_group *actor, rl_group *rollout, rl_weight_sync *sy
  * waits; results dropped. */
 int rl_call_all(rl_group *g, const char *method, json_t *args);
 
-/* ---- checkpoints through the actor contract (rlrt/roles/actor.h) ---------------------------- */
+/* ---- checkpoints through the actor contract (workers/actor/actor.h) ---------------------------- */
 
 /* Saves step `step` under t->ckpt_dir: the actor ranks write the model and
  * the optimiser; `extra` (borrowed JSON object) carries the recipe's state. */

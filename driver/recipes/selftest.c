@@ -15,9 +15,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "phases.h"
-#include "rlrt/rlrt.h"
-#include "rlrt/roles/roles.h"
+#include "driver/recipes/phases.h"
+#include "rlrt/error.h"
+#include "rlrt/dtype.h"
+#include "rlrt/tensor.h"
+#include "rlrt/dataproto.h"
+#include "rlrt/config.h"
+#include "rlrt/runtime/cluster.h"
+#include "workers/contracts.h"
 
 typedef enum { S_PASS, S_FAIL, S_SKIP } s_status;
 

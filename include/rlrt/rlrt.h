@@ -1,5 +1,12 @@
 /* rlrt/rlrt.h — umbrella header: the whole public C API of librlrt.
- * Each module has its own header; include this one to get all of them. */
+ *
+ * The public API is small on purpose: errors and logging, the config tree
+ * and its schemas, tensors and DataProto with their wire format, the runtime
+ * (driver core, worker loop and role registration, cluster.yaml, channels,
+ * collectives, health), and the model interface over the flat parameter
+ * buffer. Everything else (kernels, model kinds, algorithms, tokenizers,
+ * rewards, the simulator) is internal to the source tree: its headers live
+ * next to their code under common/ and may change without notice. */
 #ifndef RLRT_RLRT_H
 #define RLRT_RLRT_H
 
@@ -10,40 +17,19 @@
 
 #include "rlrt/error.h"
 #include "rlrt/log.h"
-#include "rlrt/rng.h"
 #include "rlrt/dtype.h"
-#include "rlrt/nn/params.h"
-#include "rlrt/nn/tokenizer.h"
-#include "rlrt/nn/optim.h"
-#include "rlrt/nn/safetensors.h"
-#include "rlrt/nn/checkpoint.h"
-#include "rlrt/nn/lm_config.h"
-#include "rlrt/nn/ops.h"
-#include "rlrt/nn/device.h"
-#include "rlrt/nn/transformer.h"
-#include "rlrt/nn/generate.h"
-#include "rlrt/nn/model.h"
-#include "rlrt/nn/lm_model.h"
+#include "rlrt/config.h"
 #include "rlrt/tensor.h"
 #include "rlrt/dataproto.h"
-#include "rlrt/algo/aepo.h"
-#include "rlrt/config.h"
-#include "rlrt/util.h"
+#include "rlrt/wire.h"
+#include "rlrt/runtime/channel.h"
 #include "rlrt/runtime/cluster.h"
 #include "rlrt/runtime/collective.h"
-#include "rlrt/wire.h"
-#include "rlrt/algo/advantage.h"
-#include "rlrt/algo/kl.h"
-#include "rlrt/algo/policy_loss.h"
-#include "rlrt/algo/filter.h"
-#include "rlrt/algo/offpolicy.h"
-#include "rlrt/tools.h"
-#include "rlrt/agent_loop.h"
-#include "rlrt/algo/flow.h"
-#include "rlrt/algo/diffusion.h"
-#include "rlrt/algo/embodied.h"
-#include "rlrt/reward.h"
-#include "rlrt/data.h"
-#include "rlrt/metrics.h"
+#include "rlrt/runtime/cpus.h"
+#include "rlrt/runtime/driver.h"
+#include "rlrt/runtime/health.h"
+#include "rlrt/runtime/worker.h"
+#include "rlrt/nn/params.h"
+#include "rlrt/nn/model.h"
 
 #endif

@@ -84,10 +84,8 @@ rl_tensor *rl_tensor_gather_rows(const rl_tensor *t, const int64_t *idx, int64_t
 rl_tensor *rl_tensor_retain(rl_tensor *t);
 void rl_tensor_release(rl_tensor *t);
 
-static inline void *rl_tensor_data(const rl_tensor *t)
-{
-    return (char *)t->storage->data + t->offset;
-}
+/* The first byte of the view (storage data + offset). */
+void *rl_tensor_data(const rl_tensor *t);
 size_t rl_tensor_nbytes(const rl_tensor *t);
 /* Bytes in one dim-0 row (numel/rows × dtype size); 0 for ndim 0. */
 size_t rl_tensor_row_bytes(const rl_tensor *t);

@@ -1,5 +1,5 @@
 /* fuzz_replay.c — replay of fuzz regression corpora (see fuzz_replay.h). */
-#include "fuzz_replay.h"
+#include "tests/common/fuzz_replay.h"
 
 #include <dirent.h>
 #include <setjmp.h>
@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "rlrt/error.h"
-#include "srcdir.h"
+#include "tests/common/srcdir.h"
 
 static int s_name_cmp(const void *a, const void *b)
 {

@@ -1,5 +1,5 @@
 /* golden.c — golden-file reader for the tests (see golden.h). */
-#include "golden.h"
+#include "tests/common/golden.h"
 
 #include <jansson.h>
 #include <math.h>

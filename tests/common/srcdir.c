@@ -1,5 +1,5 @@
 /* srcdir.c — finds the source tree for tests (see srcdir.h). */
-#include "srcdir.h"
+#include "tests/common/srcdir.h"
 
 #include <limits.h>
 #include <pthread.h>

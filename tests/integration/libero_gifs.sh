@@ -1,6 +1,6 @@
 #!/bin/bash
 # GIFs of evaluation episodes, end to end (real processes, MuJoCo, EGL
-# rendering on the driver; driver/recipes/libero_gif.h):
+# rendering on the driver; driver/recipes/embodied/libero_gif.h):
 #  1. bad eval.gif_* values are located errors (job file line / override),
 #     before any worker starts;
 #  2. libero_rl (tiny: 2 tasks, 30 env steps, a random-initialised policy)

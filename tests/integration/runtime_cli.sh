@@ -50,7 +50,7 @@ sed 's/^  reward:/  critic:/' $C >"$d/critic.yaml"
 expect "role critic cannot start: rl-worker exited with status 64 (usage error; see its message above)" \
     "$BIN/rl-driver" --cluster "$d/critic.yaml" --config $J --bind 'tcp://127.0.0.1:*'
 expect "missing.yaml: cannot open: No such file or directory" "$BIN/rl-driver" --cluster "$d/missing.yaml" --config $J
-# OpenMP wait policy (rlrt/nn/ops.h): with none set, rl-worker re-executes
+# OpenMP wait policy (common/nn/engine/ops.h): with none set, rl-worker re-executes
 # itself with OMP_WAIT_POLICY=passive (same pid, same program and argv); a
 # policy the user set is kept as it is.
 settled_var() { # settled_var PID VAR: VAR's value in the environment of PID once its re-execs are done

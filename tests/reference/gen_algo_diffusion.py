@@ -1,5 +1,5 @@
 """gen_algo_diffusion.py — float64 PyTorch references for
-rlrt/algo/diffusion.h, written from seed 004 (MMDanceGRPO) and REFERENCES.md
+common/algo/diffusion/diffusion.h, written from seed 004 (MMDanceGRPO) and REFERENCES.md
 ("Diffusion GRPO", Flow-GRPO conventions), independently of the C code.
 Inputs are float32 (stored F32); outputs float64 (F64); gradients by autograd.
 Output: tests/golden/algo_flow/diffusion.safetensors

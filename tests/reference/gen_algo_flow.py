@@ -1,4 +1,4 @@
-"""gen_algo_flow.py — float64 PyTorch references for rlrt/algo/flow.h.
+"""gen_algo_flow.py — float64 PyTorch references for common/algo/flow/flow.h.
 
 Written from seeds 000 (FlowSAR) and 001 (FlowIPO) and REFERENCES.md
 ("Flow policies"), independently of the C code. Inputs are drawn in float32

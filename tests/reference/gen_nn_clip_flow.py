@@ -1,5 +1,5 @@
 """gen_nn_clip_flow.py — float64 PyTorch reference of the clip_flow model kind
-(rlrt/nn/clip_flow.h), written from the header's formulas, independently of
+(common/nn/models/clip_flow.h), written from the header's formulas, independently of
 the C code: the velocity network, the gradients of a linear loss over the
 velocity, and the per-step SDE log-probs of a recorded chain (REFERENCES.md,
 Flow-GRPO) with the gradients of a linear loss over them.

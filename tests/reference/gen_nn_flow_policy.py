@@ -1,6 +1,6 @@
 """gen_nn_flow_policy.py — float64 PyTorch reference of the flow_policy model
-kind (rlrt/nn/flow_policy.h), written from the header's formulas and
-rlrt/algo/flow.h's SDE step, independently of the C code: the velocity and
+kind (common/nn/models/flow_policy.h), written from the header's formulas and
+common/algo/flow/flow.h's SDE step, independently of the C code: the velocity and
 value networks with the gradients of a linear loss over them, and the
 per-step SDE log-probs of a recorded chain with the gradients of a linear
 loss over them. Parameters and inputs are float32 values, outputs float64.

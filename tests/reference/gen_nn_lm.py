@@ -1,5 +1,5 @@
 """gen_nn_lm.py — independent PyTorch (float64) reference for the rlrt
-language-model policy (common/nn/transformer.c).
+language-model policy (common/nn/models/lm/transformer.c).
 
 A from-scratch Llama/Qwen2 decoder written from the Hugging Face modeling
 semantics (RMSNorm, rotate_half RoPE, repeat_kv GQA, SwiGLU MLP, optional
@@ -12,7 +12,7 @@ right-padded batch. For each config it writes:
   logits (B,T,V), logp, entropy, values (B,T) f64, loss, nll scalars
 with L = Σ_valid coef_logp·logp + coef_ent·entropy + ½(values − value_target)²
 over valid = (t ≥ 1 and attn_mask[b,t] = 1), logp/entropy/values aligned as in
-rlrt/nn/transformer.h (entry t is about token t, from position t−1).
+common/nn/models/lm/transformer.h (entry t is about token t, from position t−1).
 
 Run: /usr/bin/python3 tests/reference/gen_nn_lm.py   (or `make golden`)
 """

@@ -1,5 +1,5 @@
 """gen_reward.py — independent reference for the format reward and the last
-\\boxed{} extraction of rlrt/reward.h, written from the public semantics
+\\boxed{} extraction of common/reward/reward.h, written from the public semantics
 (REFERENCES.md "Math verifiers"), not from the C code. Writes
 tests/golden/reward/format_boxed.safetensors.
 

@@ -1,4 +1,4 @@
-"""gen_unicode_table.py — writes common/nn/tokenizer_unicode.c.
+"""gen_unicode_table.py — writes common/text/tokenizer_unicode.c.
 
 The BPE pre-tokenizer needs \\p{L} / \\p{N} and the NFC normalizer needs
 canonical combining classes, canonical decompositions and primary composites.

@@ -14,12 +14,15 @@
 #include <cmocka.h>
 
 #include "rlrt/config.h"
-#include "rlrt/nn/clip_flow.h"
-#include "rlrt/nn/flow_policy.h"
-#include "rlrt/rlrt.h"
-#include "rlrt/roles/flow_rl.h"
-#include "rlrt/roles/roles.h"
-#include "../../workers/roles.h"
+#include "common/nn/models/clip_flow.h"
+#include "common/nn/models/flow_policy.h"
+#include "rlrt/error.h"
+#include "rlrt/dtype.h"
+#include "rlrt/tensor.h"
+#include "rlrt/dataproto.h"
+#include "workers/flow_rl.h"
+#include "workers/contracts.h"
+#include "workers/roles.h"
 
 /* The roles' defaults + `model_defaults` + `extra`, then key/value pairs. */
 static rl_config *s_job(const char *model_defaults, const char *extra, const char *const *sets,

@@ -1,4 +1,4 @@
-/* test_agent_loop.c — multi-turn generation with tools (rlrt/agent_loop.h)
+/* test_agent_loop.c — multi-turn generation with tools (common/tools/agent_loop.h)
  * with a real tiny model, taught one tool-use transcript by a few hundred
  * AdamW steps, and real tools: the calculator, a tool that never returns,
  * one that returns garbage, one that writes markup, one longer than the
@@ -17,8 +17,16 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "rlrt/rlrt.h"
-#include "rlrt/nn/optim.h"
+#include "rlrt/error.h"
+#include "common/text/tokenizer.h"
+#include "common/nn/models/lm/lm_config.h"
+#include "common/nn/engine/device.h"
+#include "common/nn/models/lm/transformer.h"
+#include "common/nn/models/lm/generate.h"
+#include "common/tools/tools.h"
+#include "common/tools/agent_loop.h"
+#include "common/data/data.h"
+#include "common/nn/engine/optim.h"
 
 #define PROMPT "Q: 47*6=?\nA: "
 #define CALL "<think><call>calc 47*6</call>"

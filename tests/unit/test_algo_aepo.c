@@ -17,8 +17,10 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "../common/golden.h"
-#include "rlrt/rlrt.h"
+#include "tests/common/golden.h"
+#include "rlrt/error.h"
+#include "common/core/rng.h"
+#include "common/algo/lm/aepo.h"
 
 #define GOLDEN_DIR "tests/golden/algo_aepo/"
 

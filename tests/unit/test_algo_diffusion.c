@@ -11,8 +11,11 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "../common/golden.h"
-#include "rlrt/rlrt.h"
+#include "tests/common/golden.h"
+#include "rlrt/error.h"
+#include "common/core/rng.h"
+#include "common/algo/diffusion/diffusion.h"
+#include "common/sde/diffusion_sde.h"
 
 static rl_golden *s_load(void)
 {

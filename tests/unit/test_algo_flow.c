@@ -15,8 +15,11 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "../common/golden.h"
-#include "rlrt/rlrt.h"
+#include "tests/common/golden.h"
+#include "rlrt/error.h"
+#include "common/core/rng.h"
+#include "common/algo/flow/flow.h"
+#include "common/sde/flow_step.h"
 
 #define ATOL 1e-6
 #define RTOL 1e-5

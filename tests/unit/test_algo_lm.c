@@ -19,8 +19,12 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "../common/golden.h"
-#include "rlrt/rlrt.h"
+#include "tests/common/golden.h"
+#include "rlrt/error.h"
+#include "common/algo/advantage.h"
+#include "common/algo/kl.h"
+#include "common/algo/policy_loss.h"
+#include "common/algo/filter.h"
 
 #define ADV_ATOL 2e-6
 #define ADV_RTOL 2e-5

@@ -17,7 +17,12 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "rlrt/rlrt.h"
+#include "rlrt/error.h"
+#include "common/core/rng.h"
+#include "common/algo/advantage.h"
+#include "common/algo/kl.h"
+#include "common/algo/policy_loss.h"
+#include "common/algo/filter.h"
 
 static float *s_f(int64_t n)
 {

@@ -16,8 +16,10 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "../common/golden.h"
-#include "rlrt/rlrt.h"
+#include "tests/common/golden.h"
+#include "rlrt/error.h"
+#include "common/algo/policy_loss.h"
+#include "common/algo/offpolicy.h"
 
 static rl_golden *s_load(void)
 {

@@ -10,7 +10,10 @@
 #include <zmq.h>
 #include <cmocka.h>
 
-#include "rlrt/rlrt.h"
+#include "rlrt/error.h"
+#include "rlrt/dtype.h"
+#include "rlrt/tensor.h"
+#include "rlrt/dataproto.h"
 #include "rlrt/runtime/channel.h"
 
 static void test_data_channel_round_trip(void **state)

@@ -9,7 +9,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "rlrt/rlrt.h"
+#include "rlrt/error.h"
+#include "rlrt/config.h"
 #include "rlrt/runtime/cluster.h"
 #include "rlrt/runtime/cpus.h"
 

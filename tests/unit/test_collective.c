@@ -27,8 +27,9 @@
 #include <cmocka.h>
 #include <zmq.h>
 
-#include "rlrt/rlrt.h"
-#include "rlrt/runtime/net.h"
+#include "rlrt/error.h"
+#include "rlrt/runtime/collective.h"
+#include "common/runtime/net.h"
 
 static float s_input(int rank, int64_t i)
 {

@@ -13,7 +13,8 @@
 #include <time.h>
 #include <cmocka.h>
 
-#include "rlrt/rlrt.h"
+#include "rlrt/error.h"
+#include "rlrt/config.h"
 
 /* Line numbers in the messages below count lines of this text. */
 static const char *JOB =

@@ -6,7 +6,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "rlrt/rlrt.h"
+#include "rlrt/error.h"
+#include "rlrt/log.h"
+#include "common/core/rng.h"
 
 static void test_error_message_and_wrap(void **state)
 {

@@ -11,7 +11,11 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "rlrt/rlrt.h"
+#include "rlrt/error.h"
+#include "common/text/tokenizer.h"
+#include "rlrt/dataproto.h"
+#include "common/tools/tools.h"
+#include "common/data/data.h"
 
 static char s_dir[64];
 

@@ -8,7 +8,10 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "rlrt/rlrt.h"
+#include "rlrt/error.h"
+#include "rlrt/dtype.h"
+#include "rlrt/tensor.h"
+#include "rlrt/dataproto.h"
 
 #define assert_msg_contains(s) \
     do { \

@@ -1,6 +1,6 @@
-/* test_embodied.c — the embodied recipe's pure pieces (rlrt/algo/embodied.h)
+/* test_embodied.c — the embodied recipe's pure pieces (common/algo/flow/embodied.h)
  * on hand-computed inputs, and the algorithm.* section of the flow RL
- * methods (rlrt/roles/flow_rl.h): EMA schedules, the loss-type switch and
+ * methods (workers/flow_rl.h): EMA schedules, the loss-type switch and
  * located errors for bad values. */
 #include <math.h>
 #include <setjmp.h>
@@ -12,10 +12,12 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "rlrt/algo/embodied.h"
-#include "rlrt/rlrt.h"
-#include "rlrt/roles/actor.h"
-#include "rlrt/roles/flow_rl.h"
+#include "common/algo/flow/embodied.h"
+#include "rlrt/error.h"
+#include "rlrt/config.h"
+#include "common/algo/flow/flow.h"
+#include "workers/actor/actor.h"
+#include "workers/flow_rl.h"
 
 static void test_chunk_arrays(void **state)
 {

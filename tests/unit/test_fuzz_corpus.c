@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/fuzz_replay.h"
+#include "tests/common/fuzz_replay.h"
 #include "rlrt/error.h"
-#include "../common/srcdir.h"
+#include "tests/common/srcdir.h"
 
 typedef int (*s_target_fn)(const uint8_t *data, size_t size);
 

@@ -16,10 +16,19 @@
 #include <cmocka.h>
 #include <gif_lib.h>
 
-#include "rlrt/rlrt.h"
-#include "rlrt/clips.h"
-#include "rlrt/image.h"
-#include "rlrt/nn/image_classifier.h"
+#include "rlrt/error.h"
+#include "common/core/rng.h"
+#include "rlrt/dtype.h"
+#include "common/nn/engine/ops.h"
+#include "rlrt/nn/model.h"
+#include "rlrt/tensor.h"
+#include "rlrt/dataproto.h"
+#include "rlrt/config.h"
+#include "common/core/util.h"
+#include "common/data/clips.h"
+#include "common/image/image.h"
+#include "common/reward/image_reward.h"
+#include "common/nn/models/image_classifier.h"
 
 #define assert_msg_contains(s) \
     do { \

@@ -14,7 +14,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "rlrt/rlrt.h"
+#include "rlrt/error.h"
+#include "common/metrics/metrics.h"
+#include <jansson.h>
 
 #define GOLDEN_DIR "tests/golden/metrics/"
 

@@ -20,7 +20,12 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "rlrt/rlrt.h"
+#include "rlrt/error.h"
+#include "common/core/rng.h"
+#include "rlrt/dtype.h"
+#include "rlrt/nn/params.h"
+#include "common/nn/engine/optim.h"
+#include "common/nn/engine/checkpoint.h"
 
 static char s_root[256];
 

@@ -17,9 +17,16 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "rlrt/rlrt.h"
-#include "rlrt/nn/clip_flow.h"
-#include "../common/golden.h"
+#include "rlrt/error.h"
+#include "rlrt/dtype.h"
+#include "rlrt/nn/params.h"
+#include "common/nn/engine/ops.h"
+#include "rlrt/nn/model.h"
+#include "rlrt/tensor.h"
+#include "rlrt/dataproto.h"
+#include "rlrt/config.h"
+#include "common/nn/models/clip_flow.h"
+#include "tests/common/golden.h"
 
 static const char *s_golden = "tests/golden/nn_clip_flow/small_x0.safetensors";
 #define GOLDEN s_golden

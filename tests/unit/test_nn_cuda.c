@@ -14,7 +14,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "rlrt/rlrt.h"
+#include "common/core/rng.h"
+#include "common/nn/engine/ops.h"
+#include "common/nn/engine/device.h"
 
 static int s_need_gpu(void)
 {

@@ -19,9 +19,16 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "rlrt/rlrt.h"
-#include "rlrt/nn/flow_policy.h"
-#include "../common/golden.h"
+#include "rlrt/error.h"
+#include "rlrt/dtype.h"
+#include "rlrt/nn/params.h"
+#include "common/nn/engine/ops.h"
+#include "rlrt/nn/model.h"
+#include "rlrt/tensor.h"
+#include "rlrt/dataproto.h"
+#include "rlrt/config.h"
+#include "common/nn/models/flow_policy.h"
+#include "tests/common/golden.h"
 
 #define GOLDEN "tests/golden/nn_flow_policy/small.safetensors"
 

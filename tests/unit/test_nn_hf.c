@@ -12,10 +12,13 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "../common/golden.h"
-#include "rlrt/rlrt.h"
-#include "rlrt/nn/safetensors.h"
-#include "rlrt/nn/transformer.h"
+#include "tests/common/golden.h"
+#include "rlrt/error.h"
+#include "rlrt/dtype.h"
+#include "common/nn/models/lm/lm_config.h"
+#include "common/nn/engine/device.h"
+#include "common/nn/engine/safetensors.h"
+#include "common/nn/models/lm/transformer.h"
 
 static rl_lm *s_load(const char *dir)
 {

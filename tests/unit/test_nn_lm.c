@@ -14,8 +14,15 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "rlrt/rlrt.h"
-#include "../common/golden.h"
+#include "rlrt/error.h"
+#include "common/core/rng.h"
+#include "rlrt/nn/params.h"
+#include "common/nn/models/lm/lm_config.h"
+#include "common/nn/engine/ops.h"
+#include "common/nn/engine/device.h"
+#include "common/nn/models/lm/transformer.h"
+#include "common/nn/models/lm/generate.h"
+#include "tests/common/golden.h"
 
 static int s_meta_int(const rl_golden *g, const char *k)
 {

@@ -16,7 +16,16 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "rlrt/rlrt.h"
+#include "rlrt/error.h"
+#include "rlrt/dtype.h"
+#include "rlrt/nn/params.h"
+#include "common/nn/models/lm/transformer.h"
+#include "common/nn/models/lm/generate.h"
+#include "rlrt/nn/model.h"
+#include "common/nn/models/lm/lm_model.h"
+#include "rlrt/tensor.h"
+#include "rlrt/dataproto.h"
+#include "rlrt/config.h"
 
 #define assert_msg_contains(msg, s) \
     do { \

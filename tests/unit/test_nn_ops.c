@@ -15,7 +15,10 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "rlrt/rlrt.h"
+#include "rlrt/error.h"
+#include "common/core/rng.h"
+#include "common/nn/engine/ops.h"
+#include "common/nn/engine/device.h"
 
 static rl_rng s_g;
 

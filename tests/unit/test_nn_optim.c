@@ -12,8 +12,12 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "rlrt/rlrt.h"
-#include "../common/golden.h"
+#include "rlrt/error.h"
+#include "common/core/rng.h"
+#include "rlrt/nn/params.h"
+#include "common/nn/engine/optim.h"
+#include "rlrt/runtime/collective.h"
+#include "tests/common/golden.h"
 
 /* Tolerances vs PyTorch: the update is computed in float32 in the same order
  * as torch with the scalars rounded the same way; with zero tolerance the first

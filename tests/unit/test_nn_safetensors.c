@@ -19,9 +19,14 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "../common/fuzz_replay.h"
-#include "rlrt/rlrt.h"
-#include "../common/golden.h"
+#include "tests/common/fuzz_replay.h"
+#include "rlrt/error.h"
+#include "rlrt/dtype.h"
+#include "rlrt/nn/params.h"
+#include "common/nn/engine/safetensors.h"
+#include "common/nn/models/lm/lm_config.h"
+#include "rlrt/runtime/collective.h"
+#include "tests/common/golden.h"
 
 static char s_tmpdir[256];
 

@@ -13,9 +13,10 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "rlrt/rlrt.h"
-#include "../common/golden.h"
-#include "../../common/nn/tokenizer_internal.h"
+#include "rlrt/error.h"
+#include "common/text/tokenizer.h"
+#include "tests/common/golden.h"
+#include "common/text/tokenizer_internal.h"
 
 /* ---------------------------------------------------------------------
  * char tokenizer

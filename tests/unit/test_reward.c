@@ -1,7 +1,7 @@
-/* test_reward.c — verifiable rewards (rlrt/reward.h): extraction, normalised
+/* test_reward.c — verifiable rewards (common/reward/reward.h): extraction, normalised
  * equality, verifiers per data_source, the format reward and the overall
  * formula. Every expected value is derived by hand from the rules stated in
- * rlrt/reward.h (which follow verl's / EasyR1's math rewards). */
+ * common/reward/reward.h (which follow verl's / EasyR1's math rewards). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,8 +11,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "rlrt/rlrt.h"
-#include "../common/golden.h"
+#include "rlrt/error.h"
+#include "common/reward/reward.h"
+#include "tests/common/golden.h"
 
 static void s_expect_str(char *got, const char *want)
 {

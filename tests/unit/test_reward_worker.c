@@ -17,8 +17,12 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "rlrt/rlrt.h"
-#include "rlrt/roles/reward.h"
+#include "rlrt/error.h"
+#include "rlrt/dtype.h"
+#include "rlrt/tensor.h"
+#include "rlrt/dataproto.h"
+#include "rlrt/config.h"
+#include "workers/reward/reward.h"
 #include "rlrt/runtime/cluster.h"
 #include "rlrt/runtime/driver.h"
 
@@ -96,7 +100,7 @@ static int s_teardown(void **state)
     return 0;
 }
 
-/* 7 rows; accuracy / format derived by hand from the rules of rlrt/reward.h. */
+/* 7 rows; accuracy / format derived by hand from the rules of common/reward/reward.h. */
 static const struct {
     const char *source, *response, *gt;
     double acc, fmt;

@@ -13,8 +13,12 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "../../driver/recipes/rlvr_async.h"
-#include "rlrt/rlrt.h"
+#include "driver/recipes/lm/rlvr_async.h"
+#include "rlrt/error.h"
+#include "rlrt/dtype.h"
+#include "common/nn/models/lm/lm_model.h"
+#include "rlrt/tensor.h"
+#include "rlrt/dataproto.h"
 
 #define S_R 6 /* response width of the test rounds */
 

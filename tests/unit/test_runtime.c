@@ -17,12 +17,16 @@
 #include <cmocka.h>
 
 #include "rl.pb-c.h"
-#include "rlrt/rlrt.h"
-#include "rlrt/roles/roles.h"
+#include "rlrt/error.h"
+#include "rlrt/dtype.h"
+#include "rlrt/tensor.h"
+#include "rlrt/dataproto.h"
+#include "rlrt/config.h"
+#include "workers/contracts.h"
 #include "rlrt/runtime/cluster.h"
 #include "rlrt/runtime/driver.h"
-#include "rlrt/runtime/msg.h"
-#include "rlrt/runtime/value.h"
+#include "common/runtime/msg.h"
+#include "common/runtime/value.h"
 #include "rlrt/runtime/worker.h"
 #include "rlrt/wire.h"
 

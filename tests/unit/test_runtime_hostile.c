@@ -23,13 +23,16 @@
 #include <cmocka.h>
 
 #include "rl.pb-c.h"
-#include "rlrt/rlrt.h"
-#include "rlrt/roles/roles.h"
+#include "rlrt/error.h"
+#include "rlrt/dtype.h"
+#include "rlrt/dataproto.h"
+#include "rlrt/config.h"
+#include "workers/contracts.h"
 #include "rlrt/runtime/channel.h"
 #include "rlrt/runtime/cluster.h"
 #include "rlrt/runtime/collective.h"
 #include "rlrt/runtime/driver.h"
-#include "rlrt/runtime/net.h"
+#include "common/runtime/net.h"
 #include "rlrt/wire.h"
 
 static char s_worker[512];

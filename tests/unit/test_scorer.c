@@ -24,11 +24,14 @@
 #include <zmq.h>
 #include <cmocka.h>
 
-#include "rlrt/rlrt.h"
-#include "rlrt/clips.h"
-#include "rlrt/image.h"
-#include "rlrt/nn/image_classifier.h"
-#include "rlrt/scorer.h"
+#include "rlrt/error.h"
+#include "common/core/rng.h"
+#include "rlrt/nn/model.h"
+#include "rlrt/config.h"
+#include "common/data/clips.h"
+#include "common/image/image.h"
+#include "common/nn/models/image_classifier.h"
+#include "common/reward/scorer.h"
 #include "scorer.pb-c.h"
 
 extern char **environ;

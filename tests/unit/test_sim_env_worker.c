@@ -15,9 +15,9 @@
 
 #include <cmocka.h>
 
-#include "../../workers/roles.h"
+#include "workers/roles.h"
 #include "rlrt/error.h"
-#include "rlrt/roles/env.h"
+#include "workers/env/env.h"
 #include "rlrt/runtime/channel.h"
 #include "rlrt/tensor.h"
 

@@ -1,4 +1,4 @@
-/* test_sim_libero.c — the C LIBERO-Object env (rlrt/sim/libero.h) on the
+/* test_sim_libero.c — the C LIBERO-Object env (common/sim/libero.h) on the
  * real scenes of `make libero-data` (LIBERO_DATA, default build/libero-data):
  * missing and corrupt data, initial states against LIBERO's own positions
  * (tests/golden/libero/init_positions.json, from tests/reference/
@@ -18,11 +18,11 @@
 
 #include <cmocka.h>
 
-#include "../common/libero_data.h"
+#include "tests/common/libero_data.h"
 #include <jansson.h>
 
 #include "rlrt/error.h"
-#include "rlrt/sim/libero.h"
+#include "common/sim/libero.h"
 
 static rl_libero_task *s_load(int task)
 {

@@ -1,5 +1,5 @@
 /* test_sim_libero_gif.c — the driver's GIFs of evaluation episodes
- * (driver/recipes/libero_gif.h) on interact replies built here the way the
+ * (driver/recipes/embodied/libero_gif.h) on interact replies built here the way the
  * env role builds them: the eval.gif_* keys are range-checked with file:line
  * errors; replies of the wrong shape, tasks and initial states out of range
  * and non-finite actions of taken steps are errors naming the env rank and
@@ -20,11 +20,16 @@
 
 #include <cmocka.h>
 
-#include "../common/libero_data.h"
+#include "tests/common/libero_data.h"
 
-#include "../../driver/recipes/libero_gif.h"
-#include "rlrt/rlrt.h"
-#include "rlrt/sim/libero.h"
+#include "driver/recipes/embodied/libero_gif.h"
+#include "rlrt/error.h"
+#include "rlrt/dtype.h"
+#include "rlrt/tensor.h"
+#include "rlrt/dataproto.h"
+#include "rlrt/config.h"
+#include "common/core/util.h"
+#include "common/sim/libero.h"
 
 #define assert_msg_contains(s)                                                    \
     do {                                                                          \

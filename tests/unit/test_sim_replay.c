@@ -1,5 +1,5 @@
 /* test_sim_replay.c — an episode replayed into an animated GIF
- * (rlrt/sim/libero.h rl_libero_replay_gif) on the real scenes of
+ * (common/sim/libero.h rl_libero_replay_gif) on the real scenes of
  * `make libero-data` (LIBERO_DATA, default build/libero-data): a scripted-
  * expert episode run in the physics-only env, its applied actions replayed
  * give the same outcome and the same final object state (determinism), and
@@ -20,11 +20,11 @@
 
 #include <cmocka.h>
 
-#include "../common/libero_data.h"
+#include "tests/common/libero_data.h"
 #include <gif_lib.h>
 
 #include "rlrt/error.h"
-#include "rlrt/sim/libero.h"
+#include "common/sim/libero.h"
 
 #define assert_msg_contains(s)                                                          \
     do {                                                                                \

@@ -15,7 +15,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "rlrt/rlrt.h"
+#include "rlrt/error.h"
+#include "common/tools/tools.h"
 
 static void test_calculator(void **state)
 {

@@ -18,11 +18,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/fuzz_replay.h"
+#include "tests/common/fuzz_replay.h"
 #include "rl.pb-c.h"
-#include "rlrt/rlrt.h"
-#include "rlrt/runtime/msg.h"
-#include "../common/srcdir.h"
+#include "rlrt/error.h"
+#include "rlrt/dtype.h"
+#include "rlrt/tensor.h"
+#include "rlrt/dataproto.h"
+#include "rlrt/wire.h"
+#include "common/runtime/msg.h"
+#include "tests/common/srcdir.h"
 
 #define SEED_DIR "fuzz/seeds/fuzz_wire_decode"
 

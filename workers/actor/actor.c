@@ -1,4 +1,4 @@
-/* workers/actor/actor.c — the actor role (contract: rlrt/roles/actor.h): the
+/* workers/actor/actor.c — the actor role (contract: workers/actor/actor.h): the
  * trainable policy and a frozen reference copy, both rl_models of the job's
  * model.type, and FSDP over the flat parameter buffer.
  *
@@ -19,18 +19,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../roles.h"
-#include "rlrt/algo/diffusion.h"
-#include "rlrt/algo/policy_loss.h"
-#include "rlrt/nn/checkpoint.h"
+#include "workers/roles.h"
+#include "common/algo/diffusion/diffusion.h"
+#include "common/algo/policy_loss.h"
+#include "common/nn/engine/checkpoint.h"
 #include "rlrt/nn/model.h"
-#include "rlrt/nn/optim.h"
-#include "rlrt/rlrt.h"
-#include "rlrt/roles/actor.h"
+#include "common/nn/engine/optim.h"
+#include "rlrt/error.h"
+#include "rlrt/dtype.h"
+#include "rlrt/nn/params.h"
+#include "rlrt/tensor.h"
+#include "rlrt/dataproto.h"
+#include "rlrt/config.h"
+#include "workers/actor/actor.h"
 #include "rlrt/runtime/channel.h"
 #include "rlrt/runtime/collective.h"
-#include "actor_internal.h"
-#include "rlrt/roles/flow_rl.h"
+#include "workers/actor/actor_internal.h"
+#include "workers/flow_rl.h"
 
 typedef rl_actor_state s_actor;
 

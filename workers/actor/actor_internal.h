@@ -1,14 +1,14 @@
 /* workers/actor/actor_internal.h — the actor role's state and FSDP step,
  * shared by its method files (actor.c: the LM and diffusion methods;
  * diffusion_kl.c: the diffusion update's KL to the reference;
- * flow_update.c: the embodied flow-policy methods of rlrt/roles/flow_rl.h).
+ * flow_update.c: the embodied flow-policy methods of workers/flow_rl.h).
  * One state per actor process (ctx->user), owned by actor.c's init/fini. */
 #ifndef RLRT_WORKERS_ACTOR_INTERNAL_H
 #define RLRT_WORKERS_ACTOR_INTERNAL_H
 
 #include "rlrt/nn/model.h"
-#include "rlrt/nn/optim.h"
-#include "rlrt/roles/actor.h"
+#include "common/nn/engine/optim.h"
+#include "workers/actor/actor.h"
 #include "rlrt/runtime/channel.h"
 #include "rlrt/runtime/collective.h"
 #include "rlrt/runtime/worker.h"
@@ -53,7 +53,7 @@ int rl_actor_fm_loss(void *arg, const rl_model_io *out, rl_model_io *grad, doubl
 int rl_actor_diffusion_kl(rl_actor_state *a, const rl_dataproto *in, double coef,
                           double global_steps, double *kl_sum);
 
-/* flow_update.c (contract: rlrt/roles/flow_rl.h) */
+/* flow_update.c (contract: workers/flow_rl.h) */
 int rl_actor_update_flow(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out);
 int rl_actor_flow_values(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out);
 

@@ -10,10 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rlrt/algo/diffusion.h"
-#include "rlrt/nn/clip_flow.h"
-#include "rlrt/rlrt.h"
-#include "actor_internal.h"
+#include "common/algo/diffusion/diffusion.h"
+#include "common/nn/models/clip_flow.h"
+#include "rlrt/error.h"
+#include "rlrt/dtype.h"
+#include "rlrt/nn/model.h"
+#include "rlrt/tensor.h"
+#include "rlrt/dataproto.h"
+#include "common/sde/diffusion_sde.h"
+#include "workers/actor/actor_internal.h"
 
 typedef struct s_kl_ctx {
     const float *v_ref;       /* (P, D) of the whole call */

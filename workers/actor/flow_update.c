@@ -1,5 +1,5 @@
 /* workers/actor/flow_update.c — the actor's embodied flow-policy methods
- * (contract: rlrt/roles/flow_rl.h): one optimiser step of FlowSAR (seed
+ * (contract: workers/flow_rl.h): one optimiser step of FlowSAR (seed
  * 000), FlowIPO (seed 001), flow-SDE GRPO or flow-SDE PPO (with the value
  * head), picked by algorithm.loss_type; and the value forward for GAE.
  *
@@ -12,12 +12,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actor_internal.h"
-#include "rlrt/algo/diffusion.h"
-#include "rlrt/algo/flow.h"
-#include "rlrt/nn/flow_policy.h"
-#include "rlrt/rlrt.h"
-#include "rlrt/roles/flow_rl.h"
+#include "workers/actor/actor_internal.h"
+#include "common/algo/diffusion/diffusion.h"
+#include "common/algo/flow/flow.h"
+#include "common/nn/models/flow_policy.h"
+#include "rlrt/error.h"
+#include "rlrt/dtype.h"
+#include "rlrt/nn/model.h"
+#include "rlrt/tensor.h"
+#include "rlrt/dataproto.h"
+#include "workers/flow_rl.h"
 
 /* metric slots (partial sums) */
 enum {

@@ -1,5 +1,5 @@
-/* workers/env/env.c — the env role (contract: rlrt/roles/env.h): this rank's
- * share of env.total_num_envs LIBERO-Object environments (rlrt/sim/libero.h),
+/* workers/env/env.c — the env role (contract: workers/env/env.h): this rank's
+ * share of env.total_num_envs LIBERO-Object environments (common/sim/libero.h),
  * stepped in env.pipeline_stage_num sub-batches against the rollout over a
  * direct data channel. The tasks are loaded once, at init; a missing or
  * corrupt scene fails the role's start with the file and `make libero-data`.
@@ -21,13 +21,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "../roles.h"
+#include "workers/roles.h"
 #include "rlrt/error.h"
 #include "rlrt/log.h"
-#include "rlrt/rng.h"
-#include "rlrt/roles/env.h"
+#include "common/core/rng.h"
+#include "workers/env/env.h"
 #include "rlrt/runtime/channel.h"
-#include "rlrt/sim/libero.h"
+#include "common/sim/libero.h"
 
 typedef struct s_slot {
     rl_libero_env *env;

@@ -1,25 +1,26 @@
-/* workers/reward/reward.c — the reward role (contract: rlrt/roles/reward.h):
- * verifiable rewards (rlrt/reward.h) for a batch of decoded responses, and
+/* workers/reward/reward.c — the reward role (contract: workers/reward/reward.h):
+ * verifiable rewards (common/reward/reward.h) for a batch of decoded responses, and
  * image rewards for the diffusion track (JPEG (in)compressibility, the
  * learned prompt-match scorer, a remote scorer such as HPSv3). The reward.*
  * section is read and range-checked once, in init, where the scorer is
  * loaded and the remote client made; a call carries no settings. */
-#include "../roles.h"
+#include "workers/roles.h"
 
 #include "rlrt/error.h"
-#include "rlrt/reward.h"
-#include "rlrt/roles/reward.h"
+#include "common/reward/reward.h"
+#include "workers/reward/reward.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "rlrt/clips.h"
-#include "rlrt/image.h"
+#include "common/data/clips.h"
+#include "common/image/image.h"
+#include "common/reward/image_reward.h"
 #include "rlrt/log.h"
-#include "rlrt/nn/image_classifier.h"
-#include "rlrt/scorer.h"
+#include "common/nn/models/image_classifier.h"
+#include "common/reward/scorer.h"
 
 typedef struct s_state {
     rl_reward_config cfg;

@@ -1,6 +1,6 @@
 /* workers/rollout/flow_ref.c — the rollout's EMA reference θ_ref and the
  * FlowSAR self-annotation / FlowIPO reference actions over a recorded batch
- * (contract: rlrt/roles/flow_rl.h; mathematics: rlrt/algo/flow.h).
+ * (contract: workers/flow_rl.h; mathematics: common/algo/flow/flow.h).
  *
  * cpu_weight_swap: an annotate call copies the live weights aside, puts
  * θ_ref into the model ONCE for the whole batch (every forward and the ODE
@@ -11,13 +11,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "flow_ref.h"
-#include "rlrt/nn/flow_policy.h"
-#include "rlrt/nn/safetensors.h"
-#include "rlrt/rlrt.h"
-#include "rlrt/roles/flow_rl.h"
-#include "rlrt/roles/rollout.h"
-#include "rlrt/util.h"
+#include "workers/rollout/flow_ref.h"
+#include "common/nn/models/flow_policy.h"
+#include "common/nn/engine/safetensors.h"
+#include "rlrt/error.h"
+#include "common/core/rng.h"
+#include "rlrt/dtype.h"
+#include "rlrt/nn/model.h"
+#include "rlrt/tensor.h"
+#include "rlrt/dataproto.h"
+#include "rlrt/config.h"
+#include "common/algo/flow/flow.h"
+#include "workers/flow_rl.h"
+#include "workers/rollout/rollout.h"
+#include "common/core/util.h"
 
 /* An EMA of the live weights: θ_ref, or θ_eval (eval.ema_decay). */
 typedef struct s_avg {

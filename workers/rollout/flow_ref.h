@@ -1,6 +1,6 @@
 /* workers/rollout/flow_ref.h — the rollout's EMA weights: the reference
  * θ_ref of FlowSAR / FlowIPO and its annotation, and the evaluation EMA
- * θ_eval (contract: rlrt/roles/flow_rl.h).
+ * θ_eval (contract: workers/flow_rl.h).
  *
  * State: one per process (a worker serves one role, one call at a time):
  * θ_ref (P floats) and its count of EMA updates, present only in a job

@@ -1,5 +1,5 @@
 /* workers/rollout/rollout.c — the rollout role (contract:
- * rlrt/roles/rollout.h): a copy of the policy (an rl_model of the job's
+ * workers/rollout/rollout.h): a copy of the policy (an rl_model of the job's
  * model.type) that samples. Its weights arrive from the actor over the
  * weight channel (rlrt/runtime/channel.h), versioned: a new version becomes
  * active only when complete. The sampling settings (rollout.*) are read and
@@ -8,14 +8,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../roles.h"
+#include "workers/roles.h"
 #include "rlrt/nn/model.h"
-#include "rlrt/rlrt.h"
-#include "rlrt/roles/rollout.h"
+#include "rlrt/error.h"
+#include "rlrt/log.h"
+#include "rlrt/dtype.h"
+#include "common/nn/models/lm/transformer.h"
+#include "common/nn/models/lm/generate.h"
+#include "common/nn/models/lm/lm_model.h"
+#include "rlrt/tensor.h"
+#include "rlrt/dataproto.h"
+#include "common/tools/tools.h"
+#include "common/tools/agent_loop.h"
+#include "workers/rollout/rollout.h"
 #include "rlrt/runtime/channel.h"
-#include "flow_ref.h"
-#include "rlrt/roles/flow_rl.h"
-#include "serve_env.h"
+#include "workers/rollout/flow_ref.h"
+#include "workers/flow_rl.h"
+#include "workers/rollout/serve_env.h"
 
 typedef struct s_rollout {
     rl_model_sampling sampling;
@@ -121,7 +130,7 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     return rl_flow_ref_on_sync(ctx, r->model); /* the EMA reference (flow_sar / flow_ipo) */
 }
 
-/* Multi-turn sampling with tools (rlrt/agent_loop.h): the LM kind's
+/* Multi-turn sampling with tools (common/tools/agent_loop.h): the LM kind's
  * sampling outputs plus the loss mask (0 at tool output) and the per-row
  * tool counts; one log line per call with the outcomes. */
 static int s_generate_agent(rl_worker_ctx *ctx, const rl_dataproto *in, const rl_model_sampling *sp,

@@ -1,18 +1,18 @@
 /* workers/rollout/serve_env.c — the rollout's side of the env data channel
- * (rlrt/roles/env.h): connect to env rank r's channel, answer every
+ * (workers/env/env.h): connect to env rank r's channel, answer every
  * observation batch with an action chunk (n, num_action_chunks, 7) until the
  * env says it is done.
  *
  * The policy is env.policy: `expert` is the scripted LIBERO-Object expert
- * (rlrt/sim/libero.h), one per env row, reset at each new episode; it plans
+ * (common/sim/libero.h), one per env row, reset at each new episode; it plans
  * a chunk open-loop by predicting where its own deltas move the hand. `model`
- * is the rollout's rl_model (a flow_policy, rlrt/nn/flow_policy.h): each
+ * is the rollout's rl_model (a flow_policy, common/nn/models/flow_policy.h): each
  * observation batch is answered by rl_model_sample — the greedy ODE when the
  * call's meta `greedy` is 1, else the flow SDE of rollout.noise_level /
  * rollout.num_steps — with noise seeds derived from trainer.seed, the call's
  * meta `round`, the env's global index and the chunk step, so a run repeats
  * bit for bit; unless meta `record` is 0 the reply carries one row per
- * (policy call, env) for training (rlrt/roles/rollout.h). env.policy_cost_ms
+ * (policy call, env) for training (workers/rollout/rollout.h). env.policy_cost_ms
  * adds busy time per call, so benchmarks can give the policy the cost of a
  * real network. Every tensor from the peer is checked before use. */
 #include <math.h>
@@ -20,14 +20,15 @@
 #include <string.h>
 #include <time.h>
 
-#include "../roles.h"
+#include "workers/roles.h"
 #include "rlrt/error.h"
-#include "rlrt/nn/flow_policy.h"
-#include "rlrt/roles/rollout.h"
-#include "rlrt/roles/env.h"
+#include "common/nn/models/flow_policy.h"
+#include "workers/rollout/rollout.h"
+#include "workers/env/env.h"
 #include "rlrt/runtime/channel.h"
-#include "rlrt/sim/libero.h"
-#include "serve_env.h"
+#include "common/sim/libero.h"
+#include "workers/rollout/serve_env.h"
+#include "common/core/rng.h"
 
 #define S_MAX_ENVS 4096
 
@@ -53,23 +54,14 @@ static int s_opt_int(const rl_dataproto *in, const char *key, int64_t hi, int64_
     return rl_dataproto_meta_get_int(in, key, 0, hi, out);
 }
 
-/* splitmix64's finaliser: the seeds of one policy call and env. */
-static uint64_t s_mix(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 int64_t rl_rollout_env_seed(uint64_t seed, int64_t round, int64_t global_env, int64_t chunk_step,
                             int which)
 {
-    uint64_t h = s_mix(seed);
-    h = s_mix(h ^ (uint64_t)round);
-    h = s_mix(h ^ (uint64_t)global_env);
-    h = s_mix(h ^ (uint64_t)chunk_step);
-    return (int64_t)(s_mix(h ^ (uint64_t)(which + 1)) >> 1);
+    uint64_t h = rl_splitmix64(seed);
+    h = rl_splitmix64(h ^ (uint64_t)round);
+    h = rl_splitmix64(h ^ (uint64_t)global_env);
+    h = rl_splitmix64(h ^ (uint64_t)chunk_step);
+    return (int64_t)(rl_splitmix64(h ^ (uint64_t)(which + 1)) >> 1);
 }
 
 /* The model's answer to one observation batch m (n rows at `offset`, chunk

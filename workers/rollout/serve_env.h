@@ -1,5 +1,5 @@
 /* workers/rollout/serve_env.h — the rollout's env-channel method
- * (RL_ENV_SERVE, contract in rlrt/roles/env.h and rlrt/roles/rollout.h). */
+ * (RL_ENV_SERVE, contract in workers/env/env.h and workers/rollout/rollout.h). */
 #ifndef RLRT_WORKERS_ROLLOUT_SERVE_ENV_H
 #define RLRT_WORKERS_ROLLOUT_SERVE_ENV_H
 
@@ -16,7 +16,7 @@ typedef struct rl_rollout_policy {
 
 /* meta RL_ENV_ENDPOINT (+ greedy, record, round) → meta RL_ENV_M_POLICY_CALLS,
  * RL_ENV_M_POLICY_S and, with the model, the recorded rows
- * (rlrt/roles/rollout.h). pol may be NULL for env.policy: expert. */
+ * (workers/rollout/rollout.h). pol may be NULL for env.policy: expert. */
 int rl_rollout_serve_env(rl_worker_ctx *ctx, const rl_rollout_policy *pol, const rl_dataproto *in,
                          rl_dataproto **out);
 

@@ -3,7 +3,7 @@
  * of the selftest recipe (collectives, weight channel, data channels).
  * Per-process channel state lives here: a worker process serves one role
  * and rank. */
-#include "test_methods.h"
+#include "workers/selftest/test_methods.h"
 
 #include "rlrt/error.h"
 #include "rlrt/runtime/channel.h"

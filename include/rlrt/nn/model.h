@@ -3,7 +3,7 @@
  * Purpose: the actor and rollout roles program against rl_model, never
  * against a concrete network, so a new model (the flow-matching action
  * policy, the clip generator) is one new file plus one line in the kind
- * table (common/nn/model.c). The job's `model.type` picks the kind.
+ * table (common/nn/models/model.c). The job's `model.type` picks the kind.
  *
  * What every model offers:
  *   * parameters: ONE flat float buffer with a manifest of named views and a
@@ -18,7 +18,7 @@
  *   * save/load: `model.safetensors` (+ `config.json`) in a directory.
  *
  * Batches are DataProtos in the kind's layout (documented in the kind's
- * header, e.g. rlrt/nn/lm_model.h): the model checks every tensor it reads
+ * header, e.g. common/nn/models/lm/lm_model.h): the model checks every tensor it reads
  * (presence, dtype, shape, ranges) and names the bad one in its error.
  *
  * Quantities are f32 arrays of shape (B, K) with a (B, K) 0/1 mask of the
@@ -29,7 +29,7 @@
  * rl_quantity_name() plus "<name>_mask".
  *
  * Determinism: a kind is bit-reproducible for a given thread count (the LM:
- * rlrt/nn/transformer.h); micro-batching never changes a forward result.
+ * common/nn/models/lm/transformer.h); micro-batching never changes a forward result.
  *
  * Ownership: rl_model_build()/a kind's from_config return a model freed with
  * rl_model_free(); manifest, parameter and gradient pointers are the model's
@@ -99,7 +99,7 @@ typedef struct rl_model_sampling {
     int64_t max_new_tokens; /* LM */
     int64_t num_steps;      /* flow / diffusion integration steps */
     double noise_level;     /* flow / diffusion SDE noise */
-    double shift;           /* diffusion: σ-schedule shift s (rlrt/algo/diffusion.h);
+    double shift;           /* diffusion: σ-schedule shift s (common/algo/diffusion/diffusion.h);
                              * <= 0 means 1, the unshifted grid */
 } rl_model_sampling;
 

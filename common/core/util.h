@@ -1,0 +1,56 @@
+/* common/core/util.h — small helpers several modules share.
+ * Ownership: rl_file_read_all() returns a malloc'd buffer (NUL-terminated,
+ * *len excludes the NUL) the caller frees; NULL + message on error. */
+#ifndef RLRT_UTIL_H
+#define RLRT_UTIL_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Whole file into memory. Errors (RL_EIO / RL_ENOMEM) read
+ * "PATH: cannot open: <strerror>", "PATH: read error", "PATH: out of memory". */
+char *rl_file_read_all(const char *path, size_t *len);
+/* mkdir -p: creates `path` and its missing parents (mode 0755); RL_EIO
+ * naming the component that failed, or a component that is not a directory. */
+int rl_mkdir_p(const char *path);
+/* Rewrites `path` through a filter, crash-safely: `copy` reads the old file
+ * and writes what stays to a temporary file beside it, which is flushed,
+ * fsynced and renamed over `path` only if copy returned 0 (else removed).
+ * A missing `path` is 0 when missing_ok, RL_EIO otherwise. */
+typedef int (*rl_rewrite_fn)(FILE *in, FILE *out, const char *tmp, void *ctx);
+int rl_file_rewrite(const char *path, int missing_ok, rl_rewrite_fn copy, void *ctx);
+/* "object", "array", "string", "integer", "real", "boolean", "null". */
+const char *rl_json_type_name(const json_t *j);
+
+
+/* ---- atomic file writing ----------------------------------------------------
+ * rl_file_write_atomic() writes len bytes to a temporary file beside `path`,
+ * fsyncs it, renames it over `path` and fsyncs the directory; a streaming
+ * writer does the same with rl_afile_open / _write (buffered) / _commit, or
+ * _abort to remove the temporary file. rl_fsync_dir() fsyncs a directory (to
+ * make a rename or a new entry durable). */
+typedef struct rl_afile {
+    int fd;
+    char tmp[4096];
+    const char *path;
+    uint8_t *buf;
+    size_t used, cap;
+} rl_afile;
+
+int rl_afile_open(rl_afile *f, const char *path);
+int rl_afile_write(rl_afile *f, const void *data, size_t n);
+int rl_afile_commit(rl_afile *f);
+void rl_afile_abort(rl_afile *f);
+int rl_file_write_atomic(const char *path, const void *data, size_t len);
+int rl_fsync_dir(const char *dir);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,95 @@
+/* common/nn/engine/device.h — where tensors live and which kernels run on them.
+ *
+ * Purpose: models call their kernels through an rl_nn_ops table, one per
+ * device, so a CUDA twin of any op can be added in common/nn/cuda without
+ * touching the models. Every entry has exactly the signature of the CPU
+ * function of the same name in common/nn/engine/ops.h; on a CUDA table the pointers
+ * are device pointers (index arrays such as ids/pos/target/mask too).
+ *
+ * Invariants: rl_nn_ops_get(RL_DEVICE_CPU) is complete. The CUDA table
+ * exists only in a `make CUDA=1` build and may have NULL entries (ops
+ * without a kernel yet); rl_nn_ops_missing() names the first one, so a
+ * model can refuse a device up front instead of crashing mid-step.
+ * Kernels on CUDA are asynchronous on the default stream; their errors
+ * surface from rl_device_sync().
+ *
+ * Ownership: tables are static; buffers from rl_device_alloc() are freed
+ * with rl_device_free() on the same device.
+ */
+#ifndef RLRT_NN_DEVICE_H
+#define RLRT_NN_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum rl_device { RL_DEVICE_CPU = 0, RL_DEVICE_CUDA = 1 } rl_device;
+
+typedef struct rl_nn_ops {
+    rl_device device;
+    const char *name; /* "cpu" or "cuda" */
+    void (*sgemm)(int transA, int transB, int M, int N, int K, float alpha, const float *A,
+                  int lda, const float *B, int ldb, float beta, float *C, int ldc);
+    void (*linear_forward)(float *out, const float *inp, const float *w, const float *b,
+                           int N, int C, int OC);
+    void (*linear_backward)(float *dinp, float *dw, float *db, const float *dout,
+                            const float *inp, const float *w, int N, int C, int OC);
+    void (*add_forward)(float *out, const float *a, const float *b, int64_t n);
+    void (*add_inplace)(float *a, const float *b, int64_t n);
+    void (*softmax_forward)(float *out, const float *inp, int N, int C);
+    void (*softmax_backward)(float *dinp, const float *dout, const float *out, int N, int C);
+    void (*rmsnorm_forward)(float *out, float *rstd, const float *inp, const float *w,
+                            float eps, int N, int C);
+    void (*rmsnorm_backward)(float *dinp, float *dw, const float *dout, const float *inp,
+                             const float *w, const float *rstd, int N, int C);
+    void (*swiglu_forward)(float *out, const float *gate, const float *up, int64_t n);
+    void (*swiglu_backward)(float *dgate, float *dup, const float *dout, const float *gate,
+                            const float *up, int64_t n);
+    void (*rope_forward)(float *out, const float *inp, const int32_t *pos, int N, int H,
+                         int hd, float theta);
+    void (*rope_backward)(float *dinp, const float *dout, const int32_t *pos, int N, int H,
+                          int hd, float theta);
+    void (*embedding_forward)(float *out, const int32_t *ids, const float *table, int N,
+                              int C);
+    void (*embedding_backward)(float *dtable, const float *dout, const int32_t *ids, int N,
+                               int C);
+    int (*attention_forward)(float *out, float *lse, const float *q, const float *k,
+                             const float *v, const uint8_t *mask, int B, int T, int H, int KH,
+                             int hd);
+    int (*attention_backward)(float *dq, float *dk, float *dv, const float *dout,
+                              const float *lse, const float *q, const float *k, const float *v,
+                              const uint8_t *mask, int B, int T, int H, int KH, int hd);
+    void (*logprob_forward)(float *logp, float *entropy, float *lse, const float *logits,
+                            const int32_t *target, float inv_temp, int N, int V);
+    void (*logprob_backward)(float *dlogits, const float *dlogp, const float *dentropy,
+                             const float *logits, const float *lse, const float *entropy,
+                             const int32_t *target, float inv_temp, int N, int V);
+} rl_nn_ops;
+
+/* The kernel table of `dev`, or NULL + message (RL_EUNSUPPORTED) when this
+ * build has no such device. */
+const rl_nn_ops *rl_nn_ops_get(rl_device dev);
+/* Name of the first NULL entry of `ops`, or NULL when all are present. */
+const char *rl_nn_ops_missing(const rl_nn_ops *ops);
+
+/* Number of usable devices of that kind: 1 for the CPU; for CUDA the
+ * cudaGetDeviceCount() result, 0 when it fails or the build has no CUDA. */
+int rl_device_count(rl_device dev);
+const char *rl_device_name(rl_device dev);
+
+/* Raw memory on a device. alloc returns NULL + message on failure. */
+void *rl_device_alloc(rl_device dev, size_t bytes);
+void rl_device_free(rl_device dev, void *p);
+/* Copies `bytes` between any two devices (host ↔ device, device ↔ device). */
+int rl_device_copy(rl_device dst_dev, void *dst, rl_device src_dev, const void *src,
+                   size_t bytes);
+/* Waits for queued kernels; returns the first asynchronous error. */
+int rl_device_sync(rl_device dev);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,198 @@
+/* common/nn/engine/ops.h — CPU compute kernels of the NN engine, each with its backward.
+ *
+ * Purpose: plain forward/backward functions over float* in the style of
+ * llm.c. Matrix products go to OpenBLAS (cblas_sgemm); everything else is
+ * OpenMP loops. All tensors are dense row-major; shapes are in comments, with
+ * N = rows (usually B*T), C = channels, V = vocabulary.
+ *
+ * Invariants:
+ *  - Every *_backward ACCUMULATES into its gradient outputs (+=), like
+ *    llm.c, so residual branches and tied weights need no extra adds. The
+ *    caller zeroes gradient buffers when starting a new sum. A NULL gradient
+ *    pointer skips that gradient. Exceptions say so explicitly.
+ *  - Results are deterministic for a given thread count: no atomics, and
+ *    reductions over rows run in a fixed order per output element (most are
+ *    also independent of the thread count; OpenBLAS may not be).
+ *  - Linear weights use the Hugging Face (out, in) layout.
+ *  - Functions never allocate unless stated, never print and cannot fail
+ *    (shapes are trusted: the model layer checks them); the attention pair
+ *    allocates scratch and returns an rl_status.
+ *  - Exponentials use a vectorisable expf (relative error < 1e-7).
+ *
+ * Threads: one pool only. rl_nn_set_threads(n) sets the thread count of the
+ * matrix products and attention (explicit num_threads) and pins OpenBLAS to
+ * 1 thread; the other parallel loops (optimizer, losses, advantages) use
+ * OpenMP's own count, which libgomp takes from OMP_NUM_THREADS or the cores
+ * the process may use when it loads (rl_nn_use_thread_count sets both in a
+ * program bound to fewer cores). rl_sgemm splits large
+ * products into n slabs run by the OpenMP threads (each a single-threaded
+ * BLAS call), and attention runs whole (batch, head) tasks per thread. So
+ * n = number of cores never oversubscribes, and there is no hand-off
+ * between two spinning pools. Default: OMP_NUM_THREADS or the core count.
+ *
+ * Waiting: libgomp's default lets an idle pool spin for a while before it
+ * sleeps. The roles of one job take turns on the same cores (rollout, then
+ * actor, then rollout...), so the pool that just finished spins on the cores
+ * the next one needs: an arithmetic GRPO step on 2 cores took 1.9x as long
+ * as with OMP_WAIT_POLICY=passive, with bit-identical results.
+ * rl_nn_use_passive_wait makes the passive policy the processes' default;
+ * libgomp reads it once, when it loads, hence the re-exec.
+ */
+#ifndef RLRT_NN_OPS_H
+#define RLRT_NN_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Sets the thread count of the kernels (n <= 0: the number of online CPUs)
+ * and pins OpenBLAS to one thread. Returns the count now in use. Process-wide. */
+int rl_nn_set_threads(int n);
+int rl_nn_get_threads(void);
+
+/* Called first thing in main() of a program that shares its cores with
+ * other processes of the job (rl-driver, rl-worker). When neither
+ * OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set, sets OMP_WAIT_POLICY=passive
+ * and re-executes the program (/proc/self/exe) with the same argv, pid,
+ * descriptors and the rest of the environment: it does not return. Returns 0
+ * when the user chose a policy (nothing done: OMP_WAIT_POLICY=active keeps
+ * spinning) and -1 when the re-exec failed (the environment is left as it
+ * was and the program goes on with libgomp's default). argv: main's,
+ * NULL-terminated. */
+int rl_nn_use_passive_wait(char **argv);
+
+/* For a program that has just bound itself to n cores (rl-worker --cpus):
+ * when OMP_NUM_THREADS is not set, sets it to n and re-executes the program
+ * as rl_nn_use_passive_wait does (does not return), so every parallel loop
+ * of every thread runs n threads. Returns 0 when OMP_NUM_THREADS is set or
+ * n <= 0 (nothing done), -1 when the re-exec failed (the variable is removed
+ * again and rl_nn_set_threads(n) applied: the products and attention use n
+ * threads, the other loops libgomp's default). */
+int rl_nn_use_thread_count(char **argv, int n);
+
+/* ---- matrix products ---------------------------------------------------- */
+
+/* C (M,N) = alpha * op(A) · op(B) + beta * C, row-major, op = transpose when
+ * trans* != 0 (A is (M,K) or (K,M); B is (K,N) or (N,K)). */
+void rl_sgemm(int transA, int transB, int M, int N, int K, float alpha,
+              const float *A, int lda, const float *B, int ldb, float beta,
+              float *C, int ldc);
+
+/* out (N,OC) = inp (N,C) · w^T + b;  w is (OC,C), b is (OC) or NULL. */
+void rl_linear_forward(float *out, const float *inp, const float *w,
+                       const float *b, int N, int C, int OC);
+/* dinp (N,C) += dout · w;  dw (OC,C) += dout^T · inp;  db (OC) += Σ_rows dout. */
+void rl_linear_backward(float *dinp, float *dw, float *db, const float *dout,
+                        const float *inp, const float *w, int N, int C, int OC);
+
+/* ---- elementwise and reductions ----------------------------------------- */
+
+void rl_add_forward(float *out, const float *a, const float *b, int64_t n);
+/* a (n) += b (n): also the backward of out = a + b for each input. */
+void rl_add_inplace(float *a, const float *b, int64_t n);
+void rl_scale_forward(float *out, const float *a, float s, int64_t n);
+/* da += s * dout. */
+void rl_scale_backward(float *da, const float *dout, float s, int64_t n);
+void rl_mul_forward(float *out, const float *a, const float *b, int64_t n);
+/* da += dout * b;  db += dout * a. */
+void rl_mul_backward(float *da, float *db, const float *dout, const float *a,
+                     const float *b, int64_t n);
+/* Σ a in double, summed in fixed 4096-element blocks (thread-count independent). */
+double rl_sum(const float *a, int64_t n);
+/* out (C) += Σ_rows a (N,C).  Backward: da (N,C) += dout broadcast (rl_rowsum_backward). */
+void rl_rowsum_forward(float *out, const float *a, int N, int C);
+void rl_rowsum_backward(float *da, const float *dout, int N, int C);
+
+/* ---- normalisation and activations --------------------------------------- */
+
+/* Row softmax: out (N,C) = softmax(inp (N,C)) (out may equal inp). */
+void rl_softmax_forward(float *out, const float *inp, int N, int C);
+/* dinp (N,C) += out ⊙ (dout − Σ_c dout·out). */
+void rl_softmax_backward(float *dinp, const float *dout, const float *out,
+                         int N, int C);
+
+/* RMSNorm: out (N,C) = inp · rstd · w,  rstd (N) = 1/sqrt(mean(inp²) + eps). */
+void rl_rmsnorm_forward(float *out, float *rstd, const float *inp,
+                        const float *w, float eps, int N, int C);
+/* dinp (N,C) += ..., dw (C) += Σ_rows dout · inp · rstd. Uses the saved rstd. */
+void rl_rmsnorm_backward(float *dinp, float *dw, const float *dout,
+                         const float *inp, const float *w, const float *rstd,
+                         int N, int C);
+
+/* SiLU: out = x · sigmoid(x);  dinp += dout · silu'(x). */
+void rl_silu_forward(float *out, const float *inp, int64_t n);
+void rl_silu_backward(float *dinp, const float *dout, const float *inp, int64_t n);
+/* SwiGLU: out (n) = silu(gate) · up. */
+void rl_swiglu_forward(float *out, const float *gate, const float *up, int64_t n);
+void rl_swiglu_backward(float *dgate, float *dup, const float *dout,
+                        const float *gate, const float *up, int64_t n);
+
+/* ---- positional encoding ------------------------------------------------ */
+
+/* Rotary embedding, Hugging Face "rotate_half" convention: within a head of
+ * size hd, element i < hd/2 pairs with i + hd/2, angle = pos · theta^(-2i/hd).
+ * x is (N,H,hd) with row n at position pos[n] (pos NULL: n). In place is fine
+ * (out == inp). Backward is the inverse rotation: dinp (N,H,hd) += R^T dout. */
+void rl_rope_forward(float *out, const float *inp, const int32_t *pos, int N,
+                     int H, int hd, float theta);
+void rl_rope_backward(float *dinp, const float *dout, const int32_t *pos,
+                      int N, int H, int hd, float theta);
+
+/* ---- embedding ---------------------------------------------------------- */
+
+/* out (N,C) = table (V,C) [ids (N)]. */
+void rl_embedding_forward(float *out, const int32_t *ids, const float *table,
+                          int N, int C);
+/* dtable (V,C) += scatter(dout (N,C)); parallel over channel blocks, rows in order. */
+void rl_embedding_backward(float *dtable, const float *dout,
+                           const int32_t *ids, int N, int C);
+
+/* ---- attention ---------------------------------------------------------- */
+
+/* Causal grouped-query attention with a key padding mask.
+ * q (B,T,H,hd), k/v (B,T,KH,hd), H % KH == 0 (query head h uses kv head
+ * h / (H/KH)); mask (B,T) nonzero = real token, NULL = all real.
+ * out (B,T,H,hd); lse (B,H,T) saves each query row's log-sum-exp of its
+ * scaled scores (+inf for a row with no visible key), all the backward needs
+ * besides the inputs (probabilities are recomputed, flash-attention style).
+ * Query t attends to keys s <= t with mask[b,s] != 0; a query with no such
+ * key gets out = 0. Scale 1/sqrt(hd). Allocates 2·64·T floats of scratch per
+ * thread: returns 0, or RL_ENOMEM (message set) when that fails. */
+int rl_attention_forward(float *out, float *lse, const float *q, const float *k,
+                         const float *v, const uint8_t *mask, int B, int T, int H, int KH,
+                         int hd);
+/* dq (B,T,H,hd), dk/dv (B,T,KH,hd) += ...; same mask as the forward. */
+int rl_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                          const float *lse, const float *q, const float *k, const float *v,
+                          const uint8_t *mask, int B, int T, int H, int KH, int hd);
+
+/* ---- log-probs, entropy, cross-entropy ---------------------------------- */
+
+/* For each row n of logits (N,V) with a = logits * inv_temp:
+ *   lse (N)      = log Σ exp(a)                    (saved for backward)
+ *   logp (N)     = a[target[n]] − lse               (target < 0: logp = 0)
+ *   entropy (N)  = −Σ p log p of the full softmax(a)  (NULL: skipped)
+ * logp may be NULL (entropy only). */
+void rl_logprob_forward(float *logp, float *entropy, float *lse,
+                        const float *logits, const int32_t *target,
+                        float inv_temp, int N, int V);
+/* dlogits (N,V) = (OVERWRITTEN, not accumulated) d/dlogits of
+ *   Σ_n dlogp[n]·logp[n] + dentropy[n]·entropy[n]
+ * (either NULL = zero). Needs the forward's lse and entropy (entropy may be
+ * NULL only when dentropy is NULL). dlogits may alias logits. */
+void rl_logprob_backward(float *dlogits, const float *dlogp,
+                         const float *dentropy, const float *logits,
+                         const float *lse, const float *entropy,
+                         const int32_t *target, float inv_temp, int N, int V);
+/* Mean cross-entropy of targets over rows with target >= 0 (returns it) and,
+ * if dlogits != NULL, writes its gradient (OVERWRITES dlogits). */
+float rl_cross_entropy(float *dlogits, const float *logits,
+                       const int32_t *target, int N, int V);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

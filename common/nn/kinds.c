@@ -1,0 +1,119 @@
+/* kinds.c — the model kind table (model.type) and what needs it: building a
+ * model from a job, checking a job's model section, loading a saved
+ * directory whatever its kind (rlrt/nn/model.h). A new kind is one line in
+ * the table; the kinds themselves know nothing of it. */
+#include "rlrt/nn/model.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "rlrt/error.h"
+#include "common/nn/models/clip_flow.h"
+#include "common/nn/models/flow_policy.h"
+#include "common/nn/models/image_classifier.h"
+#include "common/nn/models/lm/lm_model.h"
+
+/* The kinds a job can name in model.type: a new model is one line here. */
+static const rl_model_kind *const s_kinds[] = {
+    &rl_model_kind_lm,
+    &rl_model_kind_clip_flow,
+    &rl_model_kind_flow_policy,
+    &rl_model_kind_image_classifier,
+};
+#define S_NKINDS (sizeof s_kinds / sizeof s_kinds[0])
+
+const rl_model_kind *rl_model_kind_find(const char *type)
+{
+    for (size_t i = 0; i < S_NKINDS; i++)
+        if (type && strcmp(s_kinds[i]->name, type) == 0)
+            return s_kinds[i];
+    char known[256] = "";
+    for (size_t i = 0, n = 0; i < S_NKINDS && n < sizeof known; i++)
+        n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", i ? ", " : "", s_kinds[i]->name);
+    rl_error_set(RL_ENOTFOUND, "unknown model type '%s' (known: %s)", type ? type : "(null)", known);
+    return NULL;
+}
+
+/* The message of the last error, located at the job's `path` node. */
+static int s_located(const rl_config *job, const char *path, int code)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", rl_error_message());
+    return rl_config_error_at(job, path, code, "%s", msg);
+}
+
+/* The kind named by the job's model.type, or NULL with a located error. */
+static const rl_model_kind *s_job_kind(const rl_config *job)
+{
+    const char *type;
+    if (rl_config_get_string(job, "model.type", &type))
+        return NULL;
+    const rl_model_kind *kind = rl_model_kind_find(type);
+    if (!kind)
+        s_located(job, "model.type", RL_ECONFIG);
+    return kind;
+}
+
+int rl_model_check_config(const rl_config *job)
+{
+    const rl_model_kind *kind = s_job_kind(job);
+    return kind ? kind->check_config(job) : rl_error_code();
+}
+
+rl_model *rl_model_build(const rl_config *job, uint64_t seed)
+{
+    const char *from;
+    const rl_model_kind *kind = s_job_kind(job);
+    if (!kind || rl_config_get_string(job, "model.init_from", &from))
+        return NULL;
+    rl_model *m = kind->from_config(job);
+    if (!m)
+        return NULL;
+    int rc;
+    if (from && *from) {
+        if ((rc = rl_model_load(m, from)))
+            s_located(job, "model.init_from", rc);
+    } else {
+        rc = rl_model_init_random(m, seed);
+    }
+    if (rc) {
+        rl_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+rl_model *rl_model_load_dir(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", dir ? dir : "");
+    rl_config *file = rl_config_parse_file(path), *job = NULL;
+    if (!file)
+        return NULL;
+    /* the kind's defaults under the file, so a directory written before a
+     * key existed loads with that key's default */
+    const char *type0 = NULL;
+    const rl_model_kind *k0 = rl_config_get_string(file, "model.type", &type0) ? NULL : rl_model_kind_find(type0);
+    rl_config *defs = k0 ? rl_config_parse_string(k0->defaults_yaml, strlen(k0->defaults_yaml), k0->name) : NULL;
+    job = defs ? rl_config_merge(defs, file) : NULL;
+    rl_config_free(defs);
+    rl_config_free(file);
+    if (!job)
+        return NULL;
+    rl_model *m = NULL;
+    if (!rl_config_set_yaml(job, "model.init_from", "''") &&
+        rl_model_check_config(job) == RL_OK) {
+        const rl_model_kind *k = NULL;
+        const char *type;
+        if (!rl_config_get_string(job, "model.type", &type))
+            k = rl_model_kind_find(type);
+        m = k ? k->from_config(job) : NULL;
+        int rc = m ? rl_model_load(m, dir) : rl_error_code();
+        if (m && rc) {
+            rl_model_free(m);
+            m = NULL;
+        }
+    }
+    rl_config_free(job);
+    return m;
+}

@@ -1,0 +1,112 @@
+/* common/nn/models/clip_flow.h — the rectified-flow clip generator kind of rl_model
+ * (model.type: clip_flow), the model of the diffusion track (seed 004).
+ *
+ * A clip is [F, C, H, W] flattened to D = F·C·H·W floats per row, pixels in
+ * [−1, 1]. Conventions are Flow-GRPO's (common/algo/diffusion/diffusion.h): σ = 1 is
+ * noise, σ = 0 data, x_σ = (1 − σ)·x0 + σ·ε and the network predicts the
+ * velocity v = ε − x0 = dx/dσ.
+ *
+ * Network (one flat buffer; rows are independent, so micro-batching never
+ * changes a result):
+ *   temb (N, E)  = [sin(1000σ·f_i), cos(1000σ·f_i)], f_i = 10000^(−i/(E/2))
+ *   c    (N, Hd) = time(temb) + prompt.embedding[id]      (a learned table of
+ *                  the num_prompts built-in prompts, common/data/clips.h)
+ *   h_0          = in(x) + c
+ *   h_{l+1}      = h_l + fc2_l(silu(fc1_l(silu(h_l)) + c))     l < num_layers
+ *   o    (N, D)  = out(silu(h_L))
+ *   v            = o                                  (prediction: velocity)
+ *                = (x − o) / max(σ, RL_CLIP_FLOW_SIGMA_MIN)  (prediction: x0)
+ * With x0-prediction the network outputs the clean clip and the velocity
+ * follows from it: a hidden layer narrower than D cannot carry the noise of
+ * x through to a predicted ε or v, but it can carry a clean image (the
+ * "let denoising models denoise" argument for pixel-space generators); the
+ * ODE's last step then lands exactly on x̂0. The loss stays on v.
+ * Linear layers are (out, in) with bias; names: in, time, prompt.embedding,
+ * blocks.<l>.fc1, blocks.<l>.fc2, out (".weight" / ".bias").
+ *
+ * Batch layout (tensors forward / forward_backward / sample read):
+ *   RL_CF_PROMPT_IDS  (B) i32        the prompt of each row, in [0, num_prompts)
+ *   RL_Q_VELOCITY (flow-matching pretraining), K = D:
+ *     RL_CF_X_T       (B, D) f32     the noisy clip x_σ
+ *     RL_CF_SIGMA     (B) f32        its σ in [0, 1]
+ *   RL_Q_LOGP (GRPO re-scoring of a recorded SDE chain), K = N steps:
+ *     RL_CF_LATENTS   (B, N+1, D) f32  x at σ_0 = 1 … σ_N (latents[:, 0] is
+ *                                      the initial noise)
+ *     RL_CF_SIGMAS    (B, N+1) f32     the grid, strictly decreasing, σ_0 <= 1
+ *     RL_CF_NOISE_LEVEL (B) f32        the SDE noise level of the chain, > 0
+ *     RL_CF_STEP_MASK (B, N) f32 0/1   optional: the steps to score (the
+ *                                      timestep subset); absent = all
+ *     logp[b, k] = log N(latents[b, k+1]; mean_k, s_k²) averaged over D
+ *     (rl_diffusion_sde_logprob), 0 where the mask is 0.
+ *
+ * Sampling (rl_model_sample) reads RL_CF_PROMPT_IDS, RL_CF_NOISE_SEEDS (B)
+ * i64 (the initial noise: Philox(seed, stream 0); rows that share a seed
+ * share their noise — init_same_noise) and RL_CF_ROW_SEEDS (B) i64 (the SDE
+ * noise of step k: Philox(seed, stream k + 1)). With the shifted σ grid of
+ * sampling->num_steps and sampling->shift it returns RL_CF_LATENTS,
+ * RL_CF_SIGMAS, RL_CF_NOISE_LEVEL and RL_CF_SAMPLE_LOGP (B, N) f32: greedy
+ * is the ODE (Euler: x ← x + (σ_next − σ)·v; log-probs 0, noise level
+ * reported as 0), otherwise the SDE with noise_level > 0 and the per-step
+ * log-probs of rl_diffusion_sde_step. The last latent is the sample.
+ *
+ * Config: the `model:` section below; config.json is {"model": {...}}, a job
+ * fragment (rl_clip_flow and the scorer kind load their directory with it).
+ */
+#ifndef RLRT_NN_CLIP_FLOW_H
+#define RLRT_NN_CLIP_FLOW_H
+
+#include "rlrt/nn/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RL_CF_PROMPT_IDS "prompt_ids"
+#define RL_CF_X_T "x_t"
+#define RL_CF_SIGMA "sigma"
+#define RL_CF_LATENTS "latents"
+#define RL_CF_SIGMAS "sigmas"
+#define RL_CF_NOISE_LEVEL "noise_level"
+#define RL_CF_STEP_MASK "step_mask"
+#define RL_CF_NOISE_SEEDS "noise_seeds"
+#define RL_CF_ROW_SEEDS "row_seeds"
+#define RL_CF_SAMPLE_LOGP "sample_logp"
+
+#define RL_CLIP_FLOW_MODEL_DEFAULTS \
+    "model:\n" \
+    "  type: clip_flow           # the model kind (rlrt/nn/model.h)\n" \
+    "  frames: 1                 # F: 1 = images, > 1 = moving-item clips\n" \
+    "  channels: 1\n" \
+    "  height: 28\n" \
+    "  width: 28\n" \
+    "  num_prompts: 10           # rows of the learned prompt table\n" \
+    "  hidden_size: 512\n" \
+    "  num_layers: 3\n" \
+    "  time_embed_dim: 64\n" \
+    "  prediction: x0            # x0 (the network predicts the clean clip) or velocity\n" \
+    "  init_from: ''             # directory with model.safetensors (warm start)\n"
+
+extern const rl_model_kind rl_model_kind_clip_flow;
+
+/* The floor of σ in the x0-prediction's division. */
+#define RL_CLIP_FLOW_SIGMA_MIN 0.05f
+
+typedef struct rl_clip_flow_config {
+    int frames, channels, height, width, num_prompts, hidden, layers, time_dim;
+    int x0_pred; /* model.prediction: x0 */
+} rl_clip_flow_config;
+
+/* The architecture of a clip_flow model (NULL for another kind). */
+const rl_clip_flow_config *rl_clip_flow_get_config(const rl_model *m);
+/* D = frames·channels·height·width. */
+int64_t rl_clip_flow_dim(const rl_clip_flow_config *c);
+
+/* v (n, D) = the network at (x (n, D), sigma (n), ids (n)): no checks
+ * beyond ids in range; for tools and tests. */
+int rl_clip_flow_velocity(rl_model *m, int64_t n, const float *x, const float *sigma,
+                          const int32_t *ids, float *v);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

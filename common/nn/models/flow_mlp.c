@@ -1,0 +1,189 @@
+/* flow_mlp.c — the residual-MLP velocity trunk of the flow model kinds (see
+ * flow_mlp_internal.h). */
+#include "common/nn/models/flow_mlp_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rlrt/error.h"
+#include "common/nn/engine/ops.h"
+
+int rl_flow_mlp_init(rl_flow_mlp *t, int D, int Hd, int L, int E, const char *who)
+{
+    memset(t, 0, sizeof *t);
+    t->D = D;
+    t->Hd = Hd;
+    t->L = L;
+    t->E = E;
+    t->fc1_w = calloc((size_t)(L + 1), sizeof(int64_t));
+    t->fc1_b = calloc((size_t)(L + 1), sizeof(int64_t));
+    t->fc2_w = calloc((size_t)(L + 1), sizeof(int64_t));
+    t->fc2_b = calloc((size_t)(L + 1), sizeof(int64_t));
+    if (!t->fc1_w || !t->fc1_b || !t->fc2_w || !t->fc2_b)
+        return rl_error_set(RL_ENOMEM, "%s: out of memory", who);
+    return RL_OK;
+}
+
+static void s_free_acts(rl_flow_mlp *t)
+{
+    free(t->temb);
+    free(t->cond);
+    free(t->h);
+    free(t->sh);
+    free(t->a);
+    free(t->g);
+    free(t->scratch);
+    t->temb = t->cond = t->h = t->sh = t->a = t->g = t->scratch = NULL;
+    t->cap = 0;
+}
+
+void rl_flow_mlp_free(rl_flow_mlp *t)
+{
+    s_free_acts(t);
+    free(t->fc1_w);
+    free(t->fc1_b);
+    free(t->fc2_w);
+    free(t->fc2_b);
+    t->fc1_w = t->fc1_b = t->fc2_w = t->fc2_b = NULL;
+}
+
+static int s_add(rl_param_manifest *man, const char *name, int nd, int64_t d0, int64_t d1,
+                 int64_t *off)
+{
+    int64_t shp[2] = {d0, d1};
+    int ix = rl_param_manifest_add(man, name, nd, shp);
+    if (ix < 0)
+        return ix;
+    *off = man->views[ix].offset;
+    return RL_OK;
+}
+
+int rl_flow_mlp_add_head(rl_flow_mlp *t, rl_param_manifest *man)
+{
+    int rc;
+    if ((rc = s_add(man, "in.weight", 2, t->Hd, t->D, &t->in_w)) ||
+        (rc = s_add(man, "in.bias", 1, t->Hd, 0, &t->in_b)) ||
+        (rc = s_add(man, "time.weight", 2, t->Hd, t->E, &t->t_w)) ||
+        (rc = s_add(man, "time.bias", 1, t->Hd, 0, &t->t_b)))
+        return rc;
+    return RL_OK;
+}
+
+int rl_flow_mlp_add_tail(rl_flow_mlp *t, rl_param_manifest *man)
+{
+    int rc = RL_OK;
+    char name[64];
+    for (int l = 0; l < t->L && !rc; l++) {
+        snprintf(name, sizeof name, "blocks.%d.fc1.weight", l);
+        if ((rc = s_add(man, name, 2, t->Hd, t->Hd, &t->fc1_w[l])))
+            break;
+        snprintf(name, sizeof name, "blocks.%d.fc1.bias", l);
+        if ((rc = s_add(man, name, 1, t->Hd, 0, &t->fc1_b[l])))
+            break;
+        snprintf(name, sizeof name, "blocks.%d.fc2.weight", l);
+        if ((rc = s_add(man, name, 2, t->Hd, t->Hd, &t->fc2_w[l])))
+            break;
+        snprintf(name, sizeof name, "blocks.%d.fc2.bias", l);
+        rc = s_add(man, name, 1, t->Hd, 0, &t->fc2_b[l]);
+    }
+    if (!rc && !(rc = s_add(man, "out.weight", 2, t->D, t->Hd, &t->out_w)))
+        rc = s_add(man, "out.bias", 1, t->D, 0, &t->out_b);
+    return rc;
+}
+
+int rl_flow_mlp_reserve(rl_flow_mlp *t, int64_t n, const char *who)
+{
+    if (n < 1)
+        n = 1;
+    if (n <= t->cap)
+        return RL_OK;
+    s_free_acts(t);
+    size_t nH = (size_t)n * (size_t)t->Hd, L = (size_t)t->L;
+    t->temb = malloc(sizeof(float) * (size_t)n * (size_t)t->E);
+    t->cond = malloc(sizeof(float) * nH);
+    t->h = malloc(sizeof(float) * (L + 1) * nH);
+    t->sh = malloc(sizeof(float) * (L + 1) * nH);
+    t->a = malloc(sizeof(float) * (L ? L : 1) * nH);
+    t->g = malloc(sizeof(float) * (L ? L : 1) * nH);
+    t->scratch = malloc(sizeof(float) * 4 * nH);
+    if (!t->temb || !t->cond || !t->h || !t->sh || !t->a || !t->g || !t->scratch) {
+        s_free_acts(t);
+        return rl_error_set(RL_ENOMEM, "%s: out of memory for %lld rows of activations", who,
+                            (long long)n);
+    }
+    t->cap = n;
+    return RL_OK;
+}
+
+void rl_flow_mlp_cond(rl_flow_mlp *t, const float *P, int64_t n, const float *tt)
+{
+    const int E = t->E, half = E / 2;
+    t->n = n;
+    for (int64_t r = 0; r < n; r++) {
+        float *e = t->temb + r * E;
+        for (int i = 0; i < half; i++) {
+            double f = exp(-log(10000.0) * (double)i / (double)half);
+            double arg = 1000.0 * (double)tt[r] * f;
+            e[i] = (float)sin(arg);
+            e[half + i] = (float)cos(arg);
+        }
+    }
+    rl_linear_forward(t->cond, t->temb, P + t->t_w, P + t->t_b, (int)n, E, t->Hd);
+}
+
+void rl_flow_mlp_trunk(rl_flow_mlp *t, const float *P, const float *x, float *out)
+{
+    const int Hd = t->Hd, L = t->L, D = t->D, N = (int)t->n;
+    const int64_t nH = t->n * Hd;
+    t->x = x;
+    rl_linear_forward(t->h, x, P + t->in_w, P + t->in_b, N, D, Hd);
+    rl_add_inplace(t->h, t->cond, nH);
+    for (int l = 0; l < L; l++) {
+        float *h = t->h + l * nH, *sh = t->sh + l * nH, *a = t->a + l * nH, *g = t->g + l * nH;
+        rl_silu_forward(sh, h, nH);
+        rl_linear_forward(a, sh, P + t->fc1_w[l], P + t->fc1_b[l], N, Hd, Hd);
+        rl_add_inplace(a, t->cond, nH);
+        rl_silu_forward(g, a, nH);
+        float *hn = t->h + (l + 1) * nH;
+        rl_linear_forward(hn, g, P + t->fc2_w[l], P + t->fc2_b[l], N, Hd, Hd);
+        rl_add_inplace(hn, h, nH);
+    }
+    rl_silu_forward(t->sh + L * nH, t->h + L * nH, nH);
+    rl_linear_forward(out, t->sh + L * nH, P + t->out_w, P + t->out_b, N, Hd, D);
+}
+
+float *rl_flow_mlp_backward(rl_flow_mlp *t, const float *P, float *G, const float *dout)
+{
+    const int Hd = t->Hd, L = t->L, E = t->E, D = t->D, N = (int)t->n;
+    const int64_t nH = t->n * Hd;
+    const size_t bytes = sizeof(float) * (size_t)nH;
+    float *dh = t->scratch, *dcond = dh + nH, *t1 = dcond + nH, *t2 = t1 + nH;
+    memset(dh, 0, bytes);
+    memset(dcond, 0, bytes);
+    /* out = out(silu(h_L)) */
+    memset(t1, 0, bytes);
+    rl_linear_backward(t1, G + t->out_w, G + t->out_b, dout, t->sh + L * nH, P + t->out_w, N,
+                       Hd, D);
+    rl_silu_backward(dh, t1, t->h + L * nH, nH);
+    for (int l = L - 1; l >= 0; l--) {
+        /* h_{l+1} = h_l + fc2(g_l): dh already holds the residual path */
+        memset(t1, 0, bytes);
+        rl_linear_backward(t1, G + t->fc2_w[l], G + t->fc2_b[l], dh, t->g + l * nH,
+                           P + t->fc2_w[l], N, Hd, Hd);
+        memset(t2, 0, bytes); /* da: g = silu(a) */
+        rl_silu_backward(t2, t1, t->a + l * nH, nH);
+        rl_add_inplace(dcond, t2, nH); /* a = fc1(silu(h_l)) + cond */
+        memset(t1, 0, bytes);
+        rl_linear_backward(t1, G + t->fc1_w[l], G + t->fc1_b[l], t2, t->sh + l * nH,
+                           P + t->fc1_w[l], N, Hd, Hd);
+        rl_silu_backward(dh, t1, t->h + l * nH, nH);
+    }
+    /* h_0 = in(x) + cond */
+    rl_linear_backward(NULL, G + t->in_w, G + t->in_b, dh, t->x, P + t->in_w, N, D, Hd);
+    rl_add_inplace(dcond, dh, nH);
+    /* cond = time(temb) + … */
+    rl_linear_backward(NULL, G + t->t_w, G + t->t_b, dcond, t->temb, P + t->t_w, N, E, Hd);
+    return dcond;
+}

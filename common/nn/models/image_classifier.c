@@ -1,0 +1,389 @@
+/* image_classifier.c — the image classifier kind of rl_model (see
+ * common/nn/models/image_classifier.h): an MLP over the first frame, log-probs of the
+ * labels with their backward, and the model: section. */
+#include "common/nn/models/image_classifier.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rlrt/error.h"
+#include "common/core/util.h"
+#include "common/nn/engine/ops.h"
+#include "common/nn/engine/safetensors.h"
+#include "common/core/rng.h"
+
+typedef struct s_ic {
+    rl_model base;
+    int C, H, W, K, Hd;
+    int64_t D;
+    rl_param_manifest *man;
+    float *params, *grads;
+    int64_t fc1_w, fc1_b, fc2_w, fc2_b, out_w, out_b;
+    /* activations of the last forward (n rows) */
+    int64_t cap, n;
+    float *a1, *h1, *a2, *h2, *logits, *lse, *lp, *scratch;
+    const float *x;
+} s_ic;
+
+static const rl_model_ops s_ops;
+
+static s_ic *s_of(rl_model *m) { return m && m->ops == &s_ops ? (s_ic *)m : NULL; }
+
+int64_t rl_image_classifier_dim(const rl_model *m)
+{
+    return m && m->ops == &s_ops ? ((const s_ic *)m)->D : 0;
+}
+
+int rl_image_classifier_classes(const rl_model *m)
+{
+    return m && m->ops == &s_ops ? ((const s_ic *)m)->K : 0;
+}
+
+static int s_reserve(s_ic *m, int64_t n)
+{
+    if (n <= m->cap)
+        return RL_OK;
+    float **bufs[7] = {&m->a1, &m->h1, &m->a2, &m->h2, &m->logits, &m->lse, &m->scratch};
+    for (int i = 0; i < 7; i++) {
+        free(*bufs[i]);
+        *bufs[i] = NULL;
+    }
+    free(m->lp);
+    size_t nh = (size_t)n * (size_t)m->Hd;
+    m->a1 = malloc(sizeof(float) * nh);
+    m->h1 = malloc(sizeof(float) * nh);
+    m->a2 = malloc(sizeof(float) * nh);
+    m->h2 = malloc(sizeof(float) * nh);
+    m->logits = malloc(sizeof(float) * (size_t)n * (size_t)m->K);
+    m->lse = malloc(sizeof(float) * (size_t)n);
+    m->lp = malloc(sizeof(float) * (size_t)n);
+    m->scratch = malloc(sizeof(float) * (2 * nh + (size_t)n * (size_t)m->K));
+    if (!m->a1 || !m->h1 || !m->a2 || !m->h2 || !m->logits || !m->lse || !m->lp || !m->scratch) {
+        m->cap = 0;
+        return rl_error_set(RL_ENOMEM, "image_classifier: out of memory for %lld rows",
+                            (long long)n);
+    }
+    m->cap = n;
+    return RL_OK;
+}
+
+/* logits (n, K) of images x (n, D); keeps the activations. */
+static int s_net_forward(s_ic *m, int64_t n, const float *x)
+{
+    int rc = s_reserve(m, n > 0 ? n : 1);
+    if (rc)
+        return rc;
+    const float *P = m->params;
+    int N = (int)n;
+    m->n = n;
+    m->x = x;
+    int64_t nh = n * m->Hd;
+    rl_linear_forward(m->a1, x, P + m->fc1_w, P + m->fc1_b, N, (int)m->D, m->Hd);
+    rl_silu_forward(m->h1, m->a1, nh);
+    rl_linear_forward(m->a2, m->h1, P + m->fc2_w, P + m->fc2_b, N, m->Hd, m->Hd);
+    rl_silu_forward(m->h2, m->a2, nh);
+    rl_linear_forward(m->logits, m->h2, P + m->out_w, P + m->out_b, N, m->Hd, m->K);
+    return RL_OK;
+}
+
+/* Accumulates the gradients of Σ dlogits·logits. */
+static void s_net_backward(s_ic *m, const float *dlogits)
+{
+    const float *P = m->params;
+    float *G = m->grads;
+    int N = (int)m->n;
+    int64_t nh = m->n * m->Hd;
+    float *t1 = m->scratch, *t2 = m->scratch + nh;
+    memset(t1, 0, sizeof(float) * (size_t)nh);
+    rl_linear_backward(t1, G + m->out_w, G + m->out_b, dlogits, m->h2, P + m->out_w, N, m->Hd, m->K);
+    memset(t2, 0, sizeof(float) * (size_t)nh);
+    rl_silu_backward(t2, t1, m->a2, nh);
+    memset(t1, 0, sizeof(float) * (size_t)nh);
+    rl_linear_backward(t1, G + m->fc2_w, G + m->fc2_b, t2, m->h1, P + m->fc2_w, N, m->Hd, m->Hd);
+    memset(t2, 0, sizeof(float) * (size_t)nh);
+    rl_silu_backward(t2, t1, m->a1, nh);
+    rl_linear_backward(NULL, G + m->fc1_w, G + m->fc1_b, t2, m->x, P + m->fc1_w, N, (int)m->D, m->Hd);
+}
+
+static int s_check_images(const s_ic *m, const char *what, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n * m->D; i++)
+        if (!isfinite(x[i]))
+            return rl_error_set(RL_ENUMERIC, "%s: image %lld holds %g at pixel %lld (not finite)",
+                                what, (long long)(i / m->D), (double)x[i], (long long)(i % m->D));
+    return RL_OK;
+}
+
+int rl_image_classifier_probs(rl_model *mm, int64_t n, const float *images, float *probs)
+{
+    s_ic *m = s_of(mm);
+    if (!m)
+        return rl_error_set(RL_EINVAL, "rl_image_classifier_probs: not an image_classifier model");
+    int rc = s_check_images(m, "image_classifier", images, n);
+    if (rc || n == 0)
+        return rc;
+    if ((rc = s_net_forward(m, n, images)))
+        return rc;
+    rl_softmax_forward(probs, m->logits, (int)n, m->K);
+    return RL_OK;
+}
+
+/* images (B, D), labels (B) checked. */
+static int s_read(const s_ic *m, const rl_dataproto *in, const char *what, int64_t *B,
+                  const float **x, const int32_t **y)
+{
+    const int64_t d2[2] = {-1, m->D};
+    const rl_tensor *ti = rl_dataproto_tensor_shaped(in, RL_IC_IMAGES, RL_F32, 2, d2);
+    if (!ti)
+        return rl_error_wrap(rl_error_code(), "%s", what);
+    *B = ti->shape[0];
+    const int64_t d1[1] = {*B};
+    const rl_tensor *tl = rl_dataproto_tensor_shaped(in, RL_IC_LABELS, RL_I32, 1, d1);
+    if (!tl)
+        return rl_error_wrap(rl_error_code(), "%s", what);
+    *x = rl_tensor_data((rl_tensor *)ti);
+    *y = rl_tensor_data((rl_tensor *)tl);
+    for (int64_t b = 0; b < *B; b++)
+        if ((*y)[b] < 0 || (*y)[b] >= m->K)
+            return rl_error_set(RL_ERANGE, "%s: %s[%lld] = %d outside [0, %d)", what, RL_IC_LABELS,
+                                (long long)b, (*y)[b], m->K);
+    return s_check_images(m, what, *x, *B);
+}
+
+static int s_check_want(unsigned want, const char *what)
+{
+    if (want != RL_Q_BIT(RL_Q_LOGP))
+        return rl_error_set(RL_EUNSUPPORTED, "%s: an image_classifier computes logp only (mask 0x%x)",
+                            what, want);
+    return RL_OK;
+}
+
+static int64_t s_micro(const rl_model_pass *pass, int64_t B)
+{
+    return pass->micro_batch > 0 && pass->micro_batch < B ? pass->micro_batch : (B ? B : 1);
+}
+
+static int s_forward(rl_model *mm, const rl_dataproto *batch, unsigned want,
+                     const rl_model_pass *pass, rl_dataproto **out)
+{
+    s_ic *m = s_of(mm);
+    const char *what = "image_classifier forward";
+    int64_t B;
+    const float *x;
+    const int32_t *y;
+    int rc = s_check_want(want, what);
+    if (rc || (rc = s_read(m, batch, what, &B, &x, &y)))
+        return rc;
+    rl_dataproto *o = rl_dataproto_new();
+    int64_t shape[2] = {B, 1};
+    rl_tensor *t = o ? rl_dataproto_new_tensor(o, rl_quantity_name(RL_Q_LOGP), RL_F32, 2, shape) : NULL;
+    if (!t) {
+        rl_dataproto_free(o);
+        return rl_error_code();
+    }
+    float *lp = rl_tensor_data(t);
+    int64_t mb = s_micro(pass, B);
+    for (int64_t r0 = 0; !rc && r0 < B; r0 += mb) {
+        int64_t rows = B - r0 < mb ? B - r0 : mb;
+        if (!(rc = s_net_forward(m, rows, x + r0 * m->D)))
+            rl_logprob_forward(lp + r0, NULL, m->lse, m->logits, y + r0, 1.0f, (int)rows, m->K);
+    }
+    if (rc) {
+        rl_dataproto_free(o);
+        return rc;
+    }
+    *out = o;
+    return RL_OK;
+}
+
+static int s_forward_backward(rl_model *mm, const rl_dataproto *batch, unsigned want,
+                              const rl_model_pass *pass, rl_model_loss_fn fn, void *ctx,
+                              double *loss)
+{
+    s_ic *m = s_of(mm);
+    const char *what = "image_classifier forward_backward";
+    int64_t B;
+    const float *x;
+    const int32_t *y;
+    double dummy = 0;
+    if (!loss)
+        loss = &dummy;
+    *loss = 0;
+    int rc = s_check_want(want, what);
+    if (rc || (rc = s_read(m, batch, what, &B, &x, &y)) || B == 0)
+        return rc;
+    int64_t mb = s_micro(pass, B);
+    float *ones = malloc(sizeof(float) * (size_t)mb), *g = malloc(sizeof(float) * (size_t)mb);
+    if (!ones || !g)
+        rc = rl_error_set(RL_ENOMEM, "%s: out of memory", what);
+    for (int64_t i = 0; !rc && i < mb; i++)
+        ones[i] = 1.0f;
+    for (int64_t r0 = 0; !rc && r0 < B; r0 += mb) {
+        int64_t rows = B - r0 < mb ? B - r0 : mb;
+        if ((rc = s_net_forward(m, rows, x + r0 * m->D)))
+            break;
+        rl_logprob_forward(m->lp, NULL, m->lse, m->logits, y + r0, 1.0f, (int)rows, m->K);
+        memset(g, 0, sizeof(float) * (size_t)rows);
+        rl_model_io o, gr;
+        memset(&o, 0, sizeof o);
+        o.row0 = r0;
+        o.rows = rows;
+        o.width[RL_Q_LOGP] = 1;
+        o.q[RL_Q_LOGP] = m->lp;
+        o.mask[RL_Q_LOGP] = ones;
+        gr = o;
+        gr.q[RL_Q_LOGP] = g;
+        if ((rc = fn(ctx, &o, &gr, loss)))
+            break;
+        float *dlogits = m->scratch + 2 * m->n * m->Hd;
+        rl_logprob_backward(dlogits, g, NULL, m->logits, m->lse, NULL, y + r0, 1.0f, (int)rows, m->K);
+        s_net_backward(m, dlogits);
+    }
+    free(ones);
+    free(g);
+    return rc;
+}
+
+static int s_sample(rl_model *m, const rl_dataproto *in, const rl_model_sampling *s,
+                    rl_dataproto **out)
+{
+    (void)m;
+    (void)in;
+    (void)s;
+    (void)out;
+    return rl_error_set(RL_EUNSUPPORTED, "an image_classifier does not sample");
+}
+
+static void s_free(rl_model *mm)
+{
+    s_ic *m = (s_ic *)mm;
+    rl_param_manifest_free(m->man);
+    rl_param_buffer_free(m->params);
+    rl_param_buffer_free(m->grads);
+    free(m->a1);
+    free(m->h1);
+    free(m->a2);
+    free(m->h2);
+    free(m->logits);
+    free(m->lse);
+    free(m->lp);
+    free(m->scratch);
+    free(m);
+}
+
+static const rl_param_manifest *s_manifest(const rl_model *m) { return ((const s_ic *)m)->man; }
+static float *s_params(rl_model *m) { return ((s_ic *)m)->params; }
+static float *s_grads(rl_model *m) { return ((s_ic *)m)->grads; }
+
+static int s_init_random(rl_model *mm, uint64_t seed)
+{
+    s_ic *m = (s_ic *)mm;
+    for (int i = 0; i < m->man->count; i++) {
+        const rl_param_view *v = &m->man->views[i];
+        float *p = m->params + v->offset;
+        if (v->ndim == 1) {
+            memset(p, 0, sizeof(float) * (size_t)v->numel);
+            continue;
+        }
+        rl_rng g;
+        rl_rng_init(&g, seed, (uint64_t)i);
+        float std = 1.0f / sqrtf((float)v->shape[1]);
+        for (int64_t j = 0; j < v->numel; j++)
+            p[j] = std * rl_rng_normal(&g);
+    }
+    return RL_OK;
+}
+
+static int s_write_config(const rl_model *mm, const char *path)
+{
+    const s_ic *m = (const s_ic *)mm;
+    char text[384];
+    snprintf(text, sizeof text,
+             "{\"model\": {\"type\": \"image_classifier\", \"channels\": %d, \"height\": %d, "
+             "\"width\": %d, \"num_classes\": %d, \"hidden_size\": %d}}\n",
+             m->C, m->H, m->W, m->K, m->Hd);
+    return rl_file_write_atomic(path, text, strlen(text));
+}
+
+static const rl_model_ops s_ops = {
+    .kind = "image_classifier",
+    .free = s_free,
+    .manifest = s_manifest,
+    .params = s_params,
+    .grads = s_grads,
+    .init_random = s_init_random,
+    .forward = s_forward,
+    .forward_backward = s_forward_backward,
+    .sample = s_sample,
+    .write_config = s_write_config,
+};
+
+typedef struct s_cfg {
+    int64_t c, h, w, k, hd;
+} s_cfg;
+
+#define S_I(key, field, lo, hi) {"model." key, RL_CFG_INT, offsetof(s_cfg, field), lo, hi, 0, NULL}
+static const rl_config_spec s_spec[] = {
+    S_I("channels", c, 1, 4), S_I("height", h, 1, 512), S_I("width", w, 1, 512),
+    S_I("num_classes", k, 2, 1 << 16), S_I("hidden_size", hd, 1, 1 << 14),
+};
+
+static int s_check_config(const rl_config *job)
+{
+    s_cfg v;
+    return rl_config_read(job, s_spec, sizeof s_spec / sizeof s_spec[0], &v);
+}
+
+static rl_model *s_from_config(const rl_config *job)
+{
+    s_cfg v;
+    if (rl_config_read(job, s_spec, sizeof s_spec / sizeof s_spec[0], &v))
+        return NULL;
+    s_ic *m = calloc(1, sizeof *m);
+    if (!m) {
+        rl_error_set(RL_ENOMEM, "image_classifier: out of memory");
+        return NULL;
+    }
+    m->base.ops = &s_ops;
+    m->C = (int)v.c;
+    m->H = (int)v.h;
+    m->W = (int)v.w;
+    m->K = (int)v.k;
+    m->Hd = (int)v.hd;
+    m->D = v.c * v.h * v.w;
+    rl_param_manifest *man = m->man = rl_param_manifest_new();
+    struct {
+        const char *name;
+        int nd;
+        int64_t s0, s1;
+        int64_t *off;
+    } views[6] = {{"fc1.weight", 2, m->Hd, m->D, &m->fc1_w}, {"fc1.bias", 1, m->Hd, 0, &m->fc1_b},
+                  {"fc2.weight", 2, m->Hd, m->Hd, &m->fc2_w}, {"fc2.bias", 1, m->Hd, 0, &m->fc2_b},
+                  {"out.weight", 2, m->K, m->Hd, &m->out_w}, {"out.bias", 1, m->K, 0, &m->out_b}};
+    for (int i = 0; man && i < 6; i++) {
+        int64_t shape[2] = {views[i].s0, views[i].s1};
+        int ix = rl_param_manifest_add(man, views[i].name, views[i].nd, shape);
+        if (ix < 0)
+            goto fail;
+        *views[i].off = man->views[ix].offset;
+    }
+    if (!man || !(m->params = rl_param_buffer_new(man->total)) ||
+        !(m->grads = rl_param_buffer_new(man->total))) {
+        rl_error_set(RL_ENOMEM, "image_classifier: out of memory");
+        goto fail;
+    }
+    return &m->base;
+fail:
+    s_free(&m->base);
+    return NULL;
+}
+
+const rl_model_kind rl_model_kind_image_classifier = {
+    .name = "image_classifier",
+    .defaults_yaml = RL_IMAGE_CLASSIFIER_MODEL_DEFAULTS,
+    .from_config = s_from_config,
+    .check_config = s_check_config,
+};

@@ -1,0 +1,57 @@
+/* common/nn/models/image_classifier.h — the image classifier kind of rl_model
+ * (model.type: image_classifier): the learned prompt-match scorer of the
+ * diffusion track, the small-scale analogue of HPSv3 (seed 004). It is
+ * trained on Fashion-MNIST by the project (the sft_step of the actor role on
+ * (image, label) rows), saved and loaded like any model, and served by the
+ * reward role: the score of an image for a prompt is the probability of the
+ * prompt's class.
+ *
+ * Network (rows independent): an MLP over the flattened first frame
+ *   h1 = silu(fc1(x)), h2 = silu(fc2(h1)), logits = out(h2)    (C·H·W → classes)
+ * Names: fc1, fc2, out (".weight" (out, in) / ".bias").
+ *
+ * Batch layout:
+ *   RL_IC_IMAGES  (B, C·H·W) f32   pixels in [−1, 1], finite
+ *   RL_IC_LABELS  (B) i32          the class of each row, in [0, classes)
+ * RL_Q_LOGP: K = 1, logp[b, 0] = log softmax(logits_b)[label_b]; the
+ * supervised step (masked NLL) of the actor trains it unchanged.
+ * sample() is RL_EUNSUPPORTED.
+ *
+ * config.json is {"model": {...}}, a job fragment: rl_model_load_dir (nn/model.h) loads it.
+ */
+#ifndef RLRT_NN_IMAGE_CLASSIFIER_H
+#define RLRT_NN_IMAGE_CLASSIFIER_H
+
+#include "rlrt/nn/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RL_IC_IMAGES "images"
+#define RL_IC_LABELS "labels"
+
+#define RL_IMAGE_CLASSIFIER_MODEL_DEFAULTS \
+    "model:\n" \
+    "  type: image_classifier    # the model kind (rlrt/nn/model.h)\n" \
+    "  channels: 1\n" \
+    "  height: 28\n" \
+    "  width: 28\n" \
+    "  num_classes: 10\n" \
+    "  hidden_size: 256\n" \
+    "  init_from: ''             # directory with model.safetensors\n"
+
+extern const rl_model_kind rl_model_kind_image_classifier;
+
+/* Input floats per image (C·H·W) and classes of an image_classifier model;
+ * 0 for another kind. */
+int64_t rl_image_classifier_dim(const rl_model *m);
+int rl_image_classifier_classes(const rl_model *m);
+/* probs (n, classes) = softmax of the logits of images (n, dim); every
+ * pixel must be finite (RL_ENUMERIC naming the row otherwise). */
+int rl_image_classifier_probs(rl_model *m, int64_t n, const float *images, float *probs);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

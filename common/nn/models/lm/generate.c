@@ -1,0 +1,569 @@
+/* generate.c — batched KV-cache sampling for rl_lm (see common/nn/models/lm/generate.h).
+ *
+ * Prefill runs the training forward over the distinct right-padded prompts
+ * (rows with equal prompts, e.g. GRPO's n samples of one prompt, share one
+ * forward) and copies each row's post-RoPE keys/values into its cache slot;
+ * decode steps then feed one token per live row at that row's own position,
+ * the rows cut into one task per thread when the model is small. Rows never
+ * see each other: attention of row b reads only cache slot b up to its
+ * position. */
+#include "common/nn/models/lm/generate.h"
+
+#include "common/nn/engine/ops_internal.h"
+#include "common/nn/models/lm/transformer_internal.h"
+
+#include "rlrt/error.h"
+#include "common/core/rng.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct rl_lm_gen {
+    int B, maxT;
+    float *kc, *vc;                 /* (L, B, maxT, kvd) */
+    float *x, *ln, *q, *k, *v, *atty, *xmid, *gate, *up, *h, *logits; /* per live row */
+    float *scores;                  /* (B, H, maxT) */
+    int32_t *tok, *pos;             /* (B) */
+    struct s_cand { float p; int id; } *cand; /* (B, V) sampling scratch */
+};
+
+static void s_gen_free(rl_lm *m)
+{
+    rl_lm_gen *g = m->gen;
+    if (!g)
+        return;
+    free(g->kc);
+    free(g->x);
+    free(g->tok);
+    free(g->cand);
+    free(g);
+    m->gen = NULL;
+}
+
+static int s_gen_reserve(rl_lm *m, int B, int maxT)
+{
+    if (m->gen && m->gen->B >= B && m->gen->maxT == maxT)
+        return 0;
+    s_gen_free(m);
+    const rl_lm_config *c = &m->cfg;
+    int64_t L = c->num_layers, d = c->hidden_size, I = c->intermediate_size;
+    int64_t V = c->vocab_size, H = c->num_heads;
+    rl_lm_gen *g = calloc(1, sizeof *g);
+    if (!g)
+        return rl_error_set(RL_ENOMEM, "generate: out of memory");
+    m->gen = g;
+    m->gen_free = s_gen_free;
+    g->B = B;
+    g->maxT = maxT;
+    int64_t cache = L * B * maxT * m->kvd;
+    g->kc = malloc(sizeof(float) * (size_t)(2 * cache));
+    int64_t per = 3 * d + 2 * m->qd + 2 * m->kvd + 3 * I + V + d;
+    g->x = malloc(sizeof(float) * (size_t)(B * per + B * H * maxT));
+    g->tok = malloc(sizeof(int32_t) * (size_t)(2 * B));
+    g->cand = malloc(sizeof *g->cand * (size_t)(B * V));
+    if (!g->kc || !g->x || !g->tok || !g->cand) {
+        s_gen_free(m);
+        return rl_error_set(RL_ENOMEM, "generate: KV cache for B=%d T=%d", B, maxT);
+    }
+    g->vc = g->kc + cache;
+    float *p = g->x + B * d;
+    g->ln = p; p += B * d;
+    g->q = p; p += B * m->qd;
+    g->k = p; p += B * m->kvd;
+    g->v = p; p += B * m->kvd;
+    g->atty = p; p += B * m->qd;
+    g->xmid = p; p += B * d;
+    g->gate = p; p += B * I;
+    g->up = p; p += B * I;
+    g->h = p; p += B * I;
+    g->logits = p; p += B * V;
+    g->scores = p;
+    g->pos = g->tok + B;
+    return 0;
+}
+
+/* Per-row scratch of rows [i0, i0 + n) of the live batch: the same layout
+ * as rl_lm_gen's buffers, offset to row i0. */
+typedef struct s_rows {
+    float *x, *ln, *q, *k, *v, *atty, *xmid, *gate, *up, *h, *logits, *scores;
+    const int32_t *tok, *pos;
+    const int *slot;
+} s_rows;
+
+/* The decode step for live rows [i0, i0 + n): row i feeds g->tok[i] at
+ * position g->pos[i] into cache slot slot[i]; leaves its logits (n, V) at
+ * g->logits + i0 * V. Rows never read each other's scratch or cache slots,
+ * so disjoint row ranges may run at once. */
+static void s_decode_rows(rl_lm *m, int i0, int n, const int *slot_all)
+{
+    const rl_lm_config *c = &m->cfg;
+    const rl_nn_ops *o = m->ops;
+    rl_lm_gen *g = m->gen;
+    int d = c->hidden_size, I = c->intermediate_size, H = c->num_heads, KH = c->num_kv_heads;
+    int hd = m->hd, qd = m->qd, kvd = m->kvd, maxT = g->maxT, rep = H / KH;
+    int V = c->vocab_size;
+    float scale = 1.0f / sqrtf((float)hd);
+    s_rows r = {
+        .x = g->x + (size_t)i0 * d, .ln = g->ln + (size_t)i0 * d,
+        .q = g->q + (size_t)i0 * qd, .k = g->k + (size_t)i0 * kvd,
+        .v = g->v + (size_t)i0 * kvd, .atty = g->atty + (size_t)i0 * qd,
+        .xmid = g->xmid + (size_t)i0 * d, .gate = g->gate + (size_t)i0 * I,
+        .up = g->up + (size_t)i0 * I, .h = g->h + (size_t)i0 * I,
+        .logits = g->logits + (size_t)i0 * V, .scores = g->scores + (size_t)i0 * H * maxT,
+        .tok = g->tok + i0, .pos = g->pos + i0, .slot = slot_all + i0,
+    };
+    const int *slot = r.slot;
+    o->embedding_forward(r.x, r.tok, m->params + m->off_embed, n, d);
+    for (int l = 0; l < c->num_layers; l++) {
+        const rl_lm_layer_off *Lo = &m->layer[l];
+        float *kc = g->kc + (size_t)l * g->B * maxT * kvd;
+        float *vc = g->vc + (size_t)l * g->B * maxT * kvd;
+        o->rmsnorm_forward(r.ln, NULL, r.x, m->params + Lo->ln1, c->rms_norm_eps, n, d);
+        o->linear_forward(r.q, r.ln, m->params + Lo->wq, Lo->bq >= 0 ? m->params + Lo->bq : NULL,
+                          n, d, qd);
+        o->linear_forward(r.k, r.ln, m->params + Lo->wk, Lo->bk >= 0 ? m->params + Lo->bk : NULL,
+                          n, d, kvd);
+        o->linear_forward(r.v, r.ln, m->params + Lo->wv, Lo->bv >= 0 ? m->params + Lo->bv : NULL,
+                          n, d, kvd);
+        o->rope_forward(r.q, r.q, r.pos, n, H, hd, c->rope_theta);
+        o->rope_forward(r.k, r.k, r.pos, n, KH, hd, c->rope_theta);
+        for (int i = 0; i < n; i++) {
+            size_t at = ((size_t)slot[i] * maxT + r.pos[i]) * kvd;
+            memcpy(kc + at, r.k + (size_t)i * kvd, sizeof(float) * (size_t)kvd);
+            memcpy(vc + at, r.v + (size_t)i * kvd, sizeof(float) * (size_t)kvd);
+        }
+        int nh = n * H;
+        RL_OMP_FOR_IF((int64_t)nh * (r.pos[0] + 1) * hd > 8 * RL_PAR_MIN)
+        for (int ih = 0; ih < nh; ih++) {
+            int i = ih / H, h = ih % H, len = r.pos[i] + 1;
+            const float *qv = r.q + (size_t)i * qd + (size_t)h * hd;
+            const float *kb = kc + (size_t)slot[i] * maxT * kvd + (size_t)(h / rep) * hd;
+            const float *vb = vc + (size_t)slot[i] * maxT * kvd + (size_t)(h / rep) * hd;
+            float *sc = r.scores + (size_t)ih * maxT;
+            float mx = -INFINITY;
+            for (int s = 0; s < len; s++) {
+                const float *kr = kb + (size_t)s * kvd;
+                float dot = 0.0f;
+                RL_SIMD_SUM(dot)
+                for (int e = 0; e < hd; e++)
+                    dot += qv[e] * kr[e];
+                sc[s] = dot * scale;
+                mx = sc[s] > mx ? sc[s] : mx;
+            }
+            float sum = 0.0f;
+            RL_SIMD_SUM(sum)
+            for (int s = 0; s < len; s++) {
+                sc[s] = rl_fast_expf(sc[s] - mx);
+                sum += sc[s];
+            }
+            float inv = 1.0f / sum;
+            float *out = r.atty + (size_t)i * qd + (size_t)h * hd;
+            for (int e = 0; e < hd; e++)
+                out[e] = 0.0f;
+            for (int s = 0; s < len; s++) {
+                float p = sc[s] * inv;
+                const float *vr = vb + (size_t)s * kvd;
+                RL_SIMD
+                for (int e = 0; e < hd; e++)
+                    out[e] += p * vr[e];
+            }
+        }
+        o->linear_forward(r.xmid, r.atty, m->params + Lo->wo, NULL, n, qd, d);
+        o->add_inplace(r.xmid, r.x, (int64_t)n * d);
+        o->rmsnorm_forward(r.ln, NULL, r.xmid, m->params + Lo->ln2, c->rms_norm_eps, n, d);
+        o->linear_forward(r.gate, r.ln, m->params + Lo->wg, NULL, n, d, I);
+        o->linear_forward(r.up, r.ln, m->params + Lo->wu, NULL, n, d, I);
+        o->swiglu_forward(r.h, r.gate, r.up, (int64_t)n * I);
+        o->linear_forward(r.x, r.h, m->params + Lo->wd, NULL, n, I, d);
+        o->add_inplace(r.x, r.xmid, (int64_t)n * d);
+    }
+    o->rmsnorm_forward(r.ln, NULL, r.x, m->params + m->off_normf, c->rms_norm_eps, n, d);
+    o->linear_forward(r.logits, r.ln, m->params + m->off_lmhead, NULL, n, d, c->vocab_size);
+}
+
+/* Fewest rows in a decode task: below this OpenBLAS spends more time
+ * re-packing the weights for each task than multiplying. */
+enum { RL_GEN_MIN_ROWS_PER_TASK = 16 };
+
+/* One decode step for the n live rows. A small model's products are too
+ * small for rl_sgemm to split (one core would do the whole step), so the
+ * rows are cut into one task per thread (at least RL_GEN_MIN_ROWS_PER_TASK
+ * rows each), each running the whole step for its rows on one core. A large
+ * model's products split themselves across the threads, and the rows stay
+ * one task. The cut depends only on n and the thread count. */
+static void s_decode_step(rl_lm *m, int n, const int *slot)
+{
+    const rl_lm_config *c = &m->cfg;
+    int wide = c->intermediate_size > m->qd ? c->intermediate_size : m->qd;
+    int nt = rl_nn_get_threads();
+    if (nt <= 1 || (double)n * c->hidden_size * wide >= RL_SGEMM_SPLIT_MIN) {
+        s_decode_rows(m, 0, n, slot);
+        return;
+    }
+    int per = (n + nt - 1) / nt;
+    per = per < RL_GEN_MIN_ROWS_PER_TASK ? RL_GEN_MIN_ROWS_PER_TASK : per;
+    int tasks = (n + per - 1) / per;
+    RL_PRAGMA(omp parallel for if(tasks > 1) num_threads(nt) schedule(static, 1))
+    for (int t = 0; t < tasks; t++) {
+        int i0 = t * per, cnt = n - i0 < per ? n - i0 : per;
+        s_decode_rows(m, i0, cnt, slot);
+    }
+}
+
+static int s_cand_cmp(const void *a, const void *b)
+{
+    const struct s_cand *x = a, *y = b;
+    if (x->p != y->p)
+        return x->p > y->p ? -1 : 1;
+    return x->id - y->id;
+}
+
+/* Picks the next token from one row of logits; writes its full-distribution
+ * log-prob and the entropy. -1 when the logits are not finite (NaN or +Inf:
+ * weights that are, or that overflow): no distribution to sample from. */
+static int s_sample(const float *z, int V, float inv_temp, const rl_lm_sampling *s, rl_rng *rng,
+                    struct s_cand *cand, float *logp, float *entropy)
+{
+    float lse;
+    rl_logprob_forward(NULL, entropy, &lse, z, NULL, inv_temp, 1, V);
+    if (!isfinite(lse))
+        return -1;
+    int tok = 0;
+    if (s->greedy || !(s->temperature > 0.0f)) {
+        for (int j = 1; j < V; j++)
+            if (z[j] > z[tok])
+                tok = j;
+    } else if (s->top_k <= 0 && !(s->top_p < 1.0f)) {
+        double u = rl_rng_uniform_f64(rng), total = 0.0;
+        for (int j = 0; j < V; j++)
+            total += exp((double)z[j] * inv_temp - lse);
+        double target = u * total, cum = 0.0;
+        tok = V - 1;
+        for (int j = 0; j < V; j++) {
+            cum += exp((double)z[j] * inv_temp - lse);
+            if (cum > target) {
+                tok = j;
+                break;
+            }
+        }
+    } else {
+        /* Only tokens with p >= tau can be in the top-k / nucleus once they
+         * alone hold k tokens (top-k) or top_p of the mass (top-p): sort just
+         * those, lowering tau until that holds. Exact, and sorts a handful of
+         * tokens instead of the vocabulary. */
+        int kk = s->top_k > 0 && s->top_k < V ? s->top_k : V;
+        float zmax = z[0];
+        for (int j = 1; j < V; j++)
+            zmax = z[j] > zmax ? z[j] : zmax;
+        float tau = expf(zmax * inv_temp - lse) * 1e-4f;
+        int n = 0;
+        double total = 0.0;
+        for (;;) {
+            double mass = 0.0;
+            n = 0;
+            total = 0.0;
+            for (int j = 0; j < V; j++) {
+                float p = expf(z[j] * inv_temp - lse);
+                total += p;
+                if (p >= tau) {
+                    cand[n].p = p;
+                    cand[n++].id = j;
+                    mass += p;
+                }
+            }
+            int ok = s->top_k > 0 ? n >= kk : mass >= (double)s->top_p * total;
+            if (ok || tau == 0.0f)
+                break;
+            tau = tau > 1e-30f ? tau * 1e-4f : 0.0f;
+        }
+        qsort(cand, (size_t)n, sizeof *cand, s_cand_cmp);
+        int keep = s->top_k > 0 ? kk : n;
+        double zk = 0.0;
+        if (s->top_k > 0)
+            for (int j = 0; j < keep; j++)
+                zk += cand[j].p;
+        else
+            zk = total;
+        if (s->top_p < 1.0f) {
+            double cum = 0.0, lim = (double)s->top_p * zk;
+            int kp = 0;
+            while (kp < keep && (kp == 0 || cum < lim))
+                cum += cand[kp++].p;
+            keep = kp;
+            zk = cum;
+        }
+        double target = rl_rng_uniform_f64(rng) * zk, cum = 0.0;
+        tok = cand[keep - 1].id;
+        for (int j = 0; j < keep; j++) {
+            cum += cand[j].p;
+            if (cum > target) {
+                tok = cand[j].id;
+                break;
+            }
+        }
+    }
+    *logp = z[tok] * inv_temp - lse;
+    return tok;
+}
+
+/* Index of the first row whose prompt equals row b's (same length and
+ * tokens), found through a hash table of the rows before it; fills
+ * first[b] for every row. table has 2B slots (-1 = empty). */
+static void s_first_equal_rows(int B, int P, const int32_t *prompts, const int *lens, int *first,
+                               int *table)
+{
+    int slots = 2 * B;
+    for (int i = 0; i < slots; i++)
+        table[i] = -1;
+    for (int b = 0; b < B; b++) {
+        const int32_t *row = prompts + (size_t)b * P;
+        uint64_t h = 1469598103934665603ull ^ (uint64_t)lens[b];
+        for (int t = 0; t < lens[b]; t++)
+            h = (h ^ (uint32_t)row[t]) * 1099511628211ull;
+        int at = (int)(h % (uint64_t)slots);
+        first[b] = b;
+        for (; table[at] >= 0; at = (at + 1) % slots) {
+            int o = table[at];
+            if (lens[o] == lens[b] &&
+                !memcmp(prompts + (size_t)o * P, row, sizeof(int32_t) * (size_t)lens[b])) {
+                first[b] = o;
+                break;
+            }
+        }
+        if (first[b] == b)
+            table[at] = b;
+    }
+}
+
+/* Prefill: runs the training forward over the distinct prompts (GRPO's n
+ * samples of a prompt share one), copies each row's post-RoPE keys/values
+ * into its cache slot and its last prompt position's logits into g->logits
+ * (B, V). pmask (B, P) marks the real prompt tokens. */
+static int s_prefill(rl_lm *m, int B, int P, const int32_t *prompts, const int *prompt_lens,
+                     const uint8_t *pmask)
+{
+    const rl_lm_config *c = &m->cfg;
+    rl_lm_gen *g = m->gen;
+    int V = c->vocab_size, kvd = m->kvd;
+    int *first = malloc(sizeof(int) * (size_t)B * 4);
+    int32_t *uprompts = malloc(sizeof(int32_t) * (size_t)B * P);
+    uint8_t *umask = malloc((size_t)B * P);
+    int rc = 0;
+    if (!first || !uprompts || !umask) {
+        rc = rl_error_set(RL_ENOMEM, "generate: out of memory");
+        goto done;
+    }
+    int *unique = first + B, *table = first + 2 * B, U = 0;
+    s_first_equal_rows(B, P, prompts, prompt_lens, first, table);
+    for (int b = 0; b < B; b++) { /* unique[b]: b's row in the prefill batch */
+        if (first[b] != b) {
+            unique[b] = unique[first[b]];
+            continue;
+        }
+        memcpy(uprompts + (size_t)U * P, prompts + (size_t)b * P, sizeof(int32_t) * (size_t)P);
+        memcpy(umask + (size_t)U * P, pmask + (size_t)b * P, (size_t)P);
+        unique[b] = U++;
+    }
+    if ((rc = rl_lm_reserve(m, U, P)) < 0 || (rc = rl_lm_prepare(m, U, P, uprompts, umask, P)) < 0 ||
+        (rc = rl_lm_forward_raw(m, U, P)) < 0)
+        goto done;
+    int64_t N = (int64_t)U * P;
+    for (int l = 0; l < c->num_layers; l++)
+        for (int b = 0; b < B; b++) {
+            size_t dst = (((size_t)l * g->B + b) * g->maxT) * kvd;
+            size_t src = ((size_t)l * N + (size_t)unique[b] * P) * kvd;
+            size_t cnt = (size_t)prompt_lens[b] * kvd;
+            memcpy(g->kc + dst, m->a.k + src, sizeof(float) * cnt);
+            memcpy(g->vc + dst, m->a.v + src, sizeof(float) * cnt);
+        }
+    for (int b = 0; b < B; b++)
+        memcpy(g->logits + (size_t)b * V,
+               m->a.logits + ((size_t)unique[b] * P + prompt_lens[b] - 1) * V, sizeof(float) * V);
+done:
+    free(first);
+    free(uprompts);
+    free(umask);
+    return rc;
+}
+
+void rl_lm_sampling_default(rl_lm_sampling *s)
+{
+    memset(s, 0, sizeof *s);
+    s->temperature = 1.0f;
+    s->top_p = 1.0f;
+    s->max_new_tokens = 64;
+}
+
+/* No-cache reference path: logits of the last position of each live row
+ * from a full forward over the current sequences. */
+static int s_full_step(rl_lm *m, int n, const int *rows, const int32_t *seq, int seqT,
+                       const int *cur_len, float *logits_out)
+{
+    int T = 0;
+    for (int i = 0; i < n; i++)
+        T = cur_len[rows[i]] > T ? cur_len[rows[i]] : T;
+    int rc = rl_lm_reserve(m, n, T);
+    if (rc < 0)
+        return rc;
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)n * T);
+    uint8_t *msk = malloc((size_t)n * T);
+    if (!tok || !msk) {
+        free(tok);
+        free(msk);
+        return rl_error_set(RL_ENOMEM, "generate: out of memory");
+    }
+    for (int i = 0; i < n; i++)
+        for (int t = 0; t < T; t++) {
+            int on = t < cur_len[rows[i]];
+            tok[(size_t)i * T + t] = on ? seq[(size_t)rows[i] * seqT + t] : 0;
+            msk[(size_t)i * T + t] = (uint8_t)on;
+        }
+    rc = rl_lm_prepare(m, n, T, tok, msk, T);
+    free(tok);
+    free(msk);
+    if (rc < 0)
+        return rc;
+    if ((rc = rl_lm_forward_raw(m, n, T)) < 0)
+        return rc;
+    int V = m->cfg.vocab_size;
+    for (int i = 0; i < n; i++)
+        memcpy(logits_out + (size_t)i * V,
+               m->a.logits + ((size_t)i * T + cur_len[rows[i]] - 1) * V, sizeof(float) * V);
+    return 0;
+}
+
+int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *prompt_lens,
+                   const uint64_t *row_seeds, const rl_lm_sampling *s, int32_t *out_tokens,
+                   float *out_logp, float *out_entropy, int *out_lens)
+{
+    const rl_lm_config *c = &m->cfg;
+    m->have_fwd = 0;
+    if (!s || !prompts || !prompt_lens || !out_tokens || !out_lens)
+        return rl_error_set(RL_EINVAL, "generate: NULL argument");
+    if (B < 1 || P < 1 || P > c->max_seq_len)
+        return rl_error_set(RL_ESHAPE, "generate: prompts (%d, %d) need B >= 1, 1 <= P <= %d",
+                            B, P, c->max_seq_len);
+    if (s->max_new_tokens < 1)
+        return rl_error_set(RL_EINVAL, "generate: max_new_tokens must be >= 1, got %d",
+                            s->max_new_tokens);
+    if (!s->greedy && s->temperature > 0.0f && !(s->top_p > 0.0f && s->top_p <= 1.0f))
+        return rl_error_set(RL_EINVAL, "generate: top_p must be in (0, 1], got %g",
+                            (double)s->top_p);
+    for (int b = 0; b < B; b++)
+        if (prompt_lens[b] < 1 || prompt_lens[b] > P)
+            return rl_error_set(RL_ERANGE, "generate: prompt_lens[%d] = %d not in [1, %d]", b,
+                                prompt_lens[b], P);
+    int V = c->vocab_size, maxnew = s->max_new_tokens;
+    int maxT = P + maxnew;
+    if (maxT > c->max_seq_len)
+        maxT = c->max_seq_len;
+    int rc = s_gen_reserve(m, B, maxT);
+    if (rc < 0)
+        return rc;
+    rl_lm_gen *g = m->gen;
+    float inv_temp = s->temperature > 0.0f ? 1.0f / s->temperature : 1.0f;
+    int32_t pad = c->pad_token_id >= 0 ? c->pad_token_id : 0;
+
+    rl_rng *rng = malloc(sizeof(rl_rng) * (size_t)B);
+    int *rows = malloc(sizeof(int) * (size_t)B * 2);
+    int32_t *seq = s->no_kv_cache ? malloc(sizeof(int32_t) * (size_t)B * maxT) : NULL;
+    uint8_t *pmask = malloc((size_t)B * P);
+    if (!rng || !rows || !pmask || (s->no_kv_cache && !seq)) {
+        rc = rl_error_set(RL_ENOMEM, "generate: out of memory");
+        goto done;
+    }
+    int *cur_len = rows + B;
+    for (int b = 0; b < B; b++) {
+        rl_rng_init(&rng[b], s->seed, row_seeds ? row_seeds[b] : (uint64_t)b);
+        out_lens[b] = 0;
+        cur_len[b] = prompt_lens[b];
+        for (int j = 0; j < maxnew; j++) {
+            out_tokens[(size_t)b * maxnew + j] = pad;
+            if (out_logp)
+                out_logp[(size_t)b * maxnew + j] = 0.0f;
+            if (out_entropy)
+                out_entropy[(size_t)b * maxnew + j] = 0.0f;
+        }
+        for (int t = 0; t < P; t++)
+            pmask[(size_t)b * P + t] = t < prompt_lens[b];
+        if (seq)
+            for (int t = 0; t < prompt_lens[b]; t++)
+                seq[(size_t)b * maxT + t] = prompts[(size_t)b * P + t];
+    }
+
+    /* Prefill: every row's first token. */
+    int n = B;
+    for (int b = 0; b < B; b++)
+        rows[b] = b;
+    if (s->no_kv_cache) {
+        if ((rc = s_full_step(m, n, rows, seq, maxT, cur_len, g->logits)) < 0)
+            goto done;
+    } else {
+        if ((rc = s_prefill(m, B, P, prompts, prompt_lens, pmask)) < 0)
+            goto done;
+    }
+
+    while (n > 0) {
+        /* Sample one token for each live row (rows are independent). */
+        RL_OMP_FOR_IF(n > 1 && V >= 1024)
+        for (int i = 0; i < n; i++) {
+            int b = rows[i], j = out_lens[b];
+            if (prompt_lens[b] + j >= c->max_seq_len)
+                continue; /* a prompt that fills the context: no room for a token */
+            float lp, ent;
+            int tok = s_sample(g->logits + (size_t)i * V, V, inv_temp, s, &rng[b],
+                               g->cand + (size_t)i * V, &lp, &ent);
+            out_tokens[(size_t)b * maxnew + j] = tok;
+            if (tok < 0) /* marked; reported below, outside the parallel loop (pad is >= 0) */
+                continue;
+            if (out_logp)
+                out_logp[(size_t)b * maxnew + j] = lp;
+            if (out_entropy)
+                out_entropy[(size_t)b * maxnew + j] = ent;
+            out_lens[b] = j + 1;
+        }
+        /* Keep rows that have room and did not stop. */
+        int live = 0;
+        int *slots = rows; /* compacted in place, order kept */
+        for (int i = 0; i < n; i++) {
+            int b = rows[i], j = out_lens[b];
+            if (j < maxnew && out_tokens[(size_t)b * maxnew + j] < 0) { /* the marker above */
+                rc = rl_error_set(RL_ENUMERIC, "generate: row %d, token %d: the logits are not "
+                                               "finite (NaN or Inf weights, or an overflow)", b, j);
+                goto done;
+            }
+            if (j == 0) /* it sampled nothing */
+                continue;
+            int32_t tok = out_tokens[(size_t)b * maxnew + j - 1];
+            int stop = j >= maxnew || prompt_lens[b] + j >= maxT;
+            for (int k = 0; k < s->num_stop_tokens && !stop; k++)
+                stop = s->stop_tokens[k] == tok;
+            if (stop)
+                continue;
+            slots[live] = b;
+            g->tok[live] = tok;
+            g->pos[live] = prompt_lens[b] + j - 1;
+            if (seq)
+                seq[(size_t)b * maxT + prompt_lens[b] + j - 1] = tok;
+            cur_len[b] = prompt_lens[b] + j;
+            live++;
+        }
+        n = live;
+        if (n == 0)
+            break;
+        if (s->no_kv_cache) {
+            if ((rc = s_full_step(m, n, rows, seq, maxT, cur_len, g->logits)) < 0)
+                goto done;
+        } else {
+            s_decode_step(m, n, rows);
+        }
+    }
+    rc = 0;
+done:
+    free(rng);
+    free(rows);
+    free(seq);
+    free(pmask);
+    return rc;
+}

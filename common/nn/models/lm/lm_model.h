@@ -1,0 +1,80 @@
+/* common/nn/models/lm/lm_model.h — the language-model kind of rl_model (model.type: lm):
+ * the transformer of common/nn/models/lm/transformer.h behind the model interface.
+ *
+ * Batch layout (the tensors forward / forward_backward / sample read):
+ *   RL_LM_PROMPTS        (B, P) i32  prompt tokens, right-padded
+ *   RL_LM_PROMPT_LENS    (B)    i32  real prompt tokens per row, in [1, P]
+ *   RL_LM_RESPONSES      (B, R) i32  response tokens, right-padded
+ *   RL_LM_RESPONSE_LENS  (B)    i32  real response tokens per row, in [0, R]
+ *   RL_LM_RESPONSE_MASK  (B, R) f32  optional, 0/1: positions of the response
+ *                                    that belong to the loss (0 at tool output
+ *                                    tokens and at rows left out, e.g. DAPO's
+ *                                    overlong filtering); absent = all 1
+ * Row b is the sequence prompt[b, :plen] ++ response[b, :rlen]; the
+ * quantities are aligned with the response: K = R, position j of row b is
+ * response token j (its log-prob is log π(response[b, j] | everything
+ * before it)); the mask is 1 for j < rlen[b]. RL_Q_VALUE needs
+ * model.value_head; forward_backward's loss sees mask[b, j] =
+ * (j < rlen[b]) · response_mask[b, j]; RL_Q_VELOCITY is not an LM quantity (RL_EUNSUPPORTED).
+ *
+ * Sampling (rl_model_sample) reads RL_LM_PROMPTS, RL_LM_PROMPT_LENS and
+ * RL_LM_ROW_SEEDS (B) i64 (the random stream of each row) and returns
+ * RL_LM_RESPONSES (B, max_new_tokens) i32, RL_LM_RESPONSE_LENS (B) i32 (the
+ * stop token counts), RL_LM_RESPONSE_LOGP and RL_LM_RESPONSE_ENTROPY
+ * (B, max_new_tokens) f32 (0 after the end) under softmax(logits / T), with
+ * model.eos_token_id as the stop token.
+ *
+ * Config: the `model:` section below (RL_LM_MODEL_DEFAULTS is the one place
+ * its defaults live); from_config range-checks every key with located
+ * errors. vocab_size, eos_token_id and pad_token_id are usually set by the
+ * recipe from the tokenizer. config.json is Hugging Face's (Qwen2/Llama).
+ */
+#ifndef RLRT_NN_LM_MODEL_H
+#define RLRT_NN_LM_MODEL_H
+
+#include "rlrt/nn/model.h"
+#include "common/nn/models/lm/transformer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RL_LM_PROMPTS "prompts"
+#define RL_LM_PROMPT_LENS "prompt_lens"
+#define RL_LM_RESPONSES "responses"
+#define RL_LM_RESPONSE_LENS "response_lens"
+#define RL_LM_RESPONSE_MASK "response_mask"
+#define RL_LM_ROW_SEEDS "row_seeds"
+#define RL_LM_RESPONSE_LOGP "response_logp"
+#define RL_LM_RESPONSE_ENTROPY "response_entropy"
+
+#define RL_LM_MODEL_DEFAULTS \
+    "model:\n" \
+    "  type: lm                  # the model kind (rlrt/nn/model.h)\n" \
+    "  vocab_size: 0             # set from the tokenizer\n" \
+    "  hidden_size: 128\n" \
+    "  intermediate_size: 384\n" \
+    "  num_layers: 2\n" \
+    "  num_heads: 4\n" \
+    "  num_kv_heads: 2\n" \
+    "  max_seq_len: 96\n" \
+    "  rope_theta: 10000.0\n" \
+    "  rms_norm_eps: 1.0e-6\n" \
+    "  tie_word_embeddings: true\n" \
+    "  qkv_bias: false\n" \
+    "  value_head: false\n" \
+    "  eos_token_id: -1          # set from the tokenizer\n" \
+    "  pad_token_id: 0           # set from the tokenizer\n" \
+    "  init_std: 0.02\n" \
+    "  init_from: ''             # directory with model.safetensors (warm start)\n"
+
+extern const rl_model_kind rl_model_kind_lm;
+
+/* The transformer inside an LM-kind model (NULL for another kind): for
+ * tools and tests that need the network itself. */
+rl_lm *rl_lm_model_network(rl_model *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

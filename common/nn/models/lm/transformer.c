@@ -1,0 +1,567 @@
+/* transformer.c — Llama/Qwen2 decoder: parameters, training forward and
+ * backward, per-token log-probs / entropy / values (see common/nn/models/lm/transformer.h). */
+#include "common/nn/models/lm/transformer_internal.h"
+
+#include "rlrt/error.h"
+#include "common/nn/engine/ops.h"
+#include "common/core/rng.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- construction ------------------------------------------------------------ */
+
+static int s_add(rl_lm *m, const char *name, int ndim, int64_t d0, int64_t d1, int64_t *off)
+{
+    int64_t shape[2] = {d0, d1};
+    int i = rl_param_manifest_add(m->man, name, ndim, shape);
+    if (i < 0)
+        return i;
+    *off = m->man->views[i].offset;
+    return 0;
+}
+
+static int s_build_manifest(rl_lm *m)
+{
+    const rl_lm_config *c = &m->cfg;
+    int64_t d = c->hidden_size, V = c->vocab_size, I = c->intermediate_size;
+    int64_t qd = m->qd, kvd = m->kvd;
+    char name[RL_PARAM_NAME_MAX];
+    int rc;
+#define ADD(nd, a, b, field, ...)                                                             \
+    do {                                                                                      \
+        snprintf(name, sizeof name, __VA_ARGS__);                                             \
+        if ((rc = s_add(m, name, nd, a, b, &(field))) < 0)                                    \
+            return rc;                                                                        \
+    } while (0)
+    ADD(2, V, d, m->off_embed, "model.embed_tokens.weight");
+    for (int l = 0; l < c->num_layers; l++) {
+        rl_lm_layer_off *L = &m->layer[l];
+        L->bq = L->bk = L->bv = -1;
+        ADD(1, d, 0, L->ln1, "model.layers.%d.input_layernorm.weight", l);
+        ADD(2, qd, d, L->wq, "model.layers.%d.self_attn.q_proj.weight", l);
+        if (c->qkv_bias)
+            ADD(1, qd, 0, L->bq, "model.layers.%d.self_attn.q_proj.bias", l);
+        ADD(2, kvd, d, L->wk, "model.layers.%d.self_attn.k_proj.weight", l);
+        if (c->qkv_bias)
+            ADD(1, kvd, 0, L->bk, "model.layers.%d.self_attn.k_proj.bias", l);
+        ADD(2, kvd, d, L->wv, "model.layers.%d.self_attn.v_proj.weight", l);
+        if (c->qkv_bias)
+            ADD(1, kvd, 0, L->bv, "model.layers.%d.self_attn.v_proj.bias", l);
+        ADD(2, d, qd, L->wo, "model.layers.%d.self_attn.o_proj.weight", l);
+        ADD(1, d, 0, L->ln2, "model.layers.%d.post_attention_layernorm.weight", l);
+        ADD(2, I, d, L->wg, "model.layers.%d.mlp.gate_proj.weight", l);
+        ADD(2, I, d, L->wu, "model.layers.%d.mlp.up_proj.weight", l);
+        ADD(2, d, I, L->wd, "model.layers.%d.mlp.down_proj.weight", l);
+    }
+    ADD(1, d, 0, m->off_normf, "model.norm.weight");
+    m->off_lmhead = m->off_embed;
+    if (!c->tie_word_embeddings)
+        ADD(2, V, d, m->off_lmhead, "lm_head.weight");
+    m->off_vw = m->off_vb = -1;
+    if (c->value_head) {
+        ADD(2, 1, d, m->off_vw, "value_head.weight");
+        ADD(1, 1, 0, m->off_vb, "value_head.bias");
+    }
+#undef ADD
+    return 0;
+}
+
+rl_lm *rl_lm_new(const rl_lm_config *cfg, rl_device dev)
+{
+    if (rl_lm_config_validate(cfg) < 0)
+        return NULL;
+    const rl_nn_ops *ops = rl_nn_ops_get(dev);
+    if (!ops)
+        return NULL;
+    const char *miss = rl_nn_ops_missing(ops);
+    if (miss || dev != RL_DEVICE_CPU) {
+        rl_error_set(RL_EUNSUPPORTED, "lm on device %s: op '%s' has no kernel there yet",
+                     ops->name, miss ? miss : "buffers");
+        return NULL;
+    }
+    rl_lm *m = calloc(1, sizeof *m);
+    if (!m) {
+        rl_error_set(RL_ENOMEM, "lm: out of memory");
+        return NULL;
+    }
+    m->cfg = *cfg;
+    m->dev = dev;
+    m->ops = ops;
+    m->hd = cfg->hidden_size / cfg->num_heads;
+    m->qd = cfg->num_heads * m->hd;
+    m->kvd = cfg->num_kv_heads * m->hd;
+    m->layer = calloc((size_t)cfg->num_layers, sizeof *m->layer);
+    m->man = rl_param_manifest_new();
+    if (!m->layer || !m->man) {
+        rl_lm_free(m);
+        rl_error_set(RL_ENOMEM, "lm: out of memory");
+        return NULL;
+    }
+    if (s_build_manifest(m) < 0) {
+        rl_error_wrap(rl_error_code(), "lm manifest");
+        rl_lm_free(m);
+        return NULL;
+    }
+    m->params = rl_param_buffer_new(m->man->total);
+    m->grads = rl_param_buffer_new(m->man->total);
+    if (!m->params || !m->grads) {
+        rl_lm_free(m);
+        return NULL;
+    }
+    /* Norm weights start at 1 so a fresh model is usable. */
+    float *p = m->params;
+    for (int i = 0; i < m->man->count; i++)
+        if (strstr(m->man->views[i].name, "norm"))
+            for (int64_t j = 0; j < m->man->views[i].numel; j++)
+                p[m->man->views[i].offset + j] = 1.0f;
+    return m;
+}
+
+void rl_lm_free(rl_lm *m)
+{
+    if (!m)
+        return;
+    rl_param_buffer_free(m->params);
+    rl_param_buffer_free(m->grads);
+    rl_param_manifest_free(m->man);
+    free(m->layer);
+    free(m->act);
+    free(m->ibuf);
+    if (m->gen_free)
+        m->gen_free(m);
+    free(m);
+}
+
+const rl_lm_config *rl_lm_get_config(const rl_lm *m) { return &m->cfg; }
+const rl_param_manifest *rl_lm_manifest(const rl_lm *m) { return m->man; }
+int64_t rl_lm_num_params(const rl_lm *m) { return m->man->total; }
+float *rl_lm_params(rl_lm *m) { return m->params; }
+float *rl_lm_grads(rl_lm *m) { return m->grads; }
+void rl_lm_zero_grad(rl_lm *m) { memset(m->grads, 0, sizeof(float) * (size_t)m->man->total); }
+const float *rl_lm_logits(const rl_lm *m) { return m->have_fwd ? m->a.logits : NULL; }
+
+float *rl_lm_param(rl_lm *m, const char *name)
+{
+    int i = rl_param_manifest_find(m->man, name);
+    return i < 0 ? NULL : m->params + m->man->views[i].offset;
+}
+
+int rl_lm_init_random(rl_lm *m, uint64_t seed, float std)
+{
+    if (!(std >= 0.0f))
+        return rl_error_set(RL_EINVAL, "lm init: std must be >= 0, got %g", (double)std);
+    for (int i = 0; i < m->man->count; i++) {
+        const rl_param_view *v = &m->man->views[i];
+        float *p = m->params + v->offset;
+        if (strstr(v->name, "norm")) {
+            for (int64_t j = 0; j < v->numel; j++)
+                p[j] = 1.0f;
+        } else if (v->ndim == 1) {
+            memset(p, 0, sizeof(float) * (size_t)v->numel);
+        } else {
+            rl_rng g;
+            rl_rng_init(&g, seed, (uint64_t)i);
+            for (int64_t j = 0; j < v->numel; j++)
+                p[j] = std * rl_rng_normal(&g);
+        }
+    }
+    m->have_fwd = 0;
+    return 0;
+}
+
+/* ---- activation memory ----------------------------------------------------------- */
+
+/* Carves the activation arena for a (B,T) batch; grows it when needed. */
+int rl_lm_reserve(rl_lm *m, int B, int T)
+{
+    const rl_lm_config *c = &m->cfg;
+    int64_t N = (int64_t)B * T, d = c->hidden_size, I = c->intermediate_size;
+    int64_t V = c->vocab_size, L = c->num_layers, H = c->num_heads;
+    int64_t qd = m->qd, kvd = m->kvd, TT = (int64_t)B * H * T; /* attention lse */
+    int64_t per_layer = N * d /* ln1 */ + N /* rstd1 */ + N * qd + 2 * N * kvd + TT +
+                        N * qd /* atty */ + N * d /* xmid */ + N * d /* ln2 */ + N +
+                        3 * N * I;
+    int64_t total = (L + 1) * N * d + L * per_layer + N * d + N /* lnf, rstdf */ +
+                    N * V /* logits */ + 4 * N /* lse, ent, lp, val */ +
+                    /* backward scratch */ 3 * N * d + N * qd * 2 + 2 * N * kvd + 3 * N * I +
+                    N * V + 3 * N /* dlp, dent, dval */;
+    float *base = m->act;
+    if (total > m->act_cap) {
+        free(m->act);
+        m->act = NULL;
+        m->act_cap = 0;
+        base = malloc(sizeof(float) * (size_t)total);
+        if (!base)
+            return rl_error_set(RL_ENOMEM, "lm activations for B=%d T=%d (%lld floats)", B, T,
+                                (long long)total);
+        m->act = base;
+        m->act_cap = total;
+    }
+    int64_t ibytes = N * (int64_t)(2 * sizeof(int32_t) + sizeof(uint8_t) + sizeof(int32_t));
+    if (ibytes > m->ibuf_cap) {
+        free(m->ibuf);
+        m->ibuf = malloc((size_t)ibytes);
+        m->ibuf_cap = m->ibuf ? ibytes : 0;
+        if (!m->ibuf)
+            return rl_error_set(RL_ENOMEM, "lm index buffers for B=%d T=%d", B, T);
+    }
+    rl_lm_acts *a = &m->a;
+    float *p = base;
+#define TAKE(ptr, n)                                                                          \
+    do {                                                                                      \
+        (ptr) = p;                                                                            \
+        p += (n);                                                                             \
+    } while (0)
+    a->x = p;
+    p += (L + 1) * N * d;
+    a->ln1 = p; p += L * N * d;
+    a->rstd1 = p; p += L * N;
+    a->q = p; p += L * N * qd;
+    a->k = p; p += L * N * kvd;
+    a->v = p; p += L * N * kvd;
+    a->lse = p; p += L * TT;
+    a->atty = p; p += L * N * qd;
+    a->xmid = p; p += L * N * d;
+    a->ln2 = p; p += L * N * d;
+    a->rstd2 = p; p += L * N;
+    a->gate = p; p += L * N * I;
+    a->up = p; p += L * N * I;
+    a->hmid = p; p += L * N * I;
+    TAKE(a->lnf, N * d);
+    TAKE(a->rstdf, N);
+    TAKE(a->logits, N * V);
+    TAKE(a->vlse, N);
+    TAKE(a->ent, N);
+    TAKE(a->lp, N);
+    TAKE(a->val, N);
+    TAKE(a->dx, N * d);
+    TAKE(a->dxmid, N * d);
+    TAKE(a->dln, N * d);
+    TAKE(a->datty, N * qd);
+    TAKE(a->dq, N * qd);
+    TAKE(a->dk, N * kvd);
+    TAKE(a->dv, N * kvd);
+    TAKE(a->dgate, N * I);
+    TAKE(a->dup, N * I);
+    TAKE(a->dh, N * I);
+    TAKE(a->dlogits, N * V);
+    TAKE(a->dlp, N);
+    TAKE(a->dent, N);
+    TAKE(a->dval, N);
+#undef TAKE
+    a->tokens = (int32_t *)m->ibuf;
+    a->target = a->tokens + N;
+    a->pos = a->target + N;
+    a->mask = (uint8_t *)(a->pos + N);
+    return 0;
+}
+
+/* ---- forward ------------------------------------------------------------------ */
+
+#define PW(off) (m->params + (off))
+#define GW(off) (m->grads + (off))
+#define PB(off) ((off) >= 0 ? m->params + (off) : NULL)
+#define GB(off) ((off) >= 0 ? m->grads + (off) : NULL)
+
+/* Runs the decoder over a->tokens (B,T) with a->mask and a->pos already set;
+ * fills every saved activation and the raw logits. */
+int rl_lm_forward_raw(rl_lm *m, int B, int T)
+{
+    const rl_lm_config *c = &m->cfg;
+    const rl_nn_ops *o = m->ops;
+    rl_lm_acts *a = &m->a;
+    int N = B * T, d = c->hidden_size, I = c->intermediate_size, H = c->num_heads;
+    int KH = c->num_kv_heads, hd = m->hd, qd = m->qd, kvd = m->kvd;
+    int64_t TT = (int64_t)B * H * T;
+    int rc = 0;
+    o->embedding_forward(a->x, a->tokens, PW(m->off_embed), N, d);
+    for (int l = 0; l < c->num_layers; l++) {
+        const rl_lm_layer_off *Lo = &m->layer[l];
+        float *x = a->x + (size_t)l * N * d, *xn = a->x + (size_t)(l + 1) * N * d;
+        float *ln1 = a->ln1 + (size_t)l * N * d, *ln2 = a->ln2 + (size_t)l * N * d;
+        float *q = a->q + (size_t)l * N * qd, *k = a->k + (size_t)l * N * kvd;
+        float *v = a->v + (size_t)l * N * kvd, *lse = a->lse + (size_t)l * TT;
+        float *atty = a->atty + (size_t)l * N * qd, *xmid = a->xmid + (size_t)l * N * d;
+        float *gate = a->gate + (size_t)l * N * I, *up = a->up + (size_t)l * N * I;
+        float *hmid = a->hmid + (size_t)l * N * I;
+        o->rmsnorm_forward(ln1, a->rstd1 + (size_t)l * N, x, PW(Lo->ln1), c->rms_norm_eps, N, d);
+        o->linear_forward(q, ln1, PW(Lo->wq), PB(Lo->bq), N, d, qd);
+        o->linear_forward(k, ln1, PW(Lo->wk), PB(Lo->bk), N, d, kvd);
+        o->linear_forward(v, ln1, PW(Lo->wv), PB(Lo->bv), N, d, kvd);
+        o->rope_forward(q, q, a->pos, N, H, hd, c->rope_theta);
+        o->rope_forward(k, k, a->pos, N, KH, hd, c->rope_theta);
+        if ((rc = o->attention_forward(atty, lse, q, k, v, a->mask, B, T, H, KH, hd)) < 0)
+            return rc;
+        o->linear_forward(xmid, atty, PW(Lo->wo), NULL, N, qd, d);
+        o->add_inplace(xmid, x, (int64_t)N * d);
+        o->rmsnorm_forward(ln2, a->rstd2 + (size_t)l * N, xmid, PW(Lo->ln2), c->rms_norm_eps,
+                           N, d);
+        o->linear_forward(gate, ln2, PW(Lo->wg), NULL, N, d, I);
+        o->linear_forward(up, ln2, PW(Lo->wu), NULL, N, d, I);
+        o->swiglu_forward(hmid, gate, up, (int64_t)N * I);
+        o->linear_forward(xn, hmid, PW(Lo->wd), NULL, N, I, d);
+        o->add_inplace(xn, xmid, (int64_t)N * d);
+    }
+    o->rmsnorm_forward(a->lnf, a->rstdf, a->x + (size_t)c->num_layers * N * d, PW(m->off_normf),
+                       c->rms_norm_eps, N, d);
+    o->linear_forward(a->logits, a->lnf, PW(m->off_lmhead), NULL, N, d, c->vocab_size);
+    if (c->value_head)
+        o->linear_forward(a->val, a->lnf, PW(m->off_vw), PB(m->off_vb), N, d, 1);
+    return rc;
+}
+
+/* Copies tokens/mask in, checks them, sets positions and next-token targets. */
+int rl_lm_prepare(rl_lm *m, int B, int T, const int32_t *tokens, const uint8_t *mask,
+                  int tstride)
+{
+    rl_lm_acts *a = &m->a;
+    int V = m->cfg.vocab_size;
+    for (int b = 0; b < B; b++) {
+        int state = 0, seen = 0; /* state: 0 before the real tokens, 1 in, 2 after */
+        for (int t = 0; t < T; t++) {
+            int64_t n = (int64_t)b * T + t;
+            int32_t tok = tokens[(size_t)b * tstride + t];
+            uint8_t mk = mask ? (mask[(size_t)b * tstride + t] != 0) : 1;
+            if (mk && state == 2)
+                return rl_error_set(RL_EINVAL,
+                                    "lm: attn_mask row %d: real tokens are not contiguous (1 after 1..0 at t=%d)",
+                                    b, t);
+            state = mk ? 1 : (state == 1 ? 2 : state);
+            if (mk && (tok < 0 || tok >= V))
+                return rl_error_set(RL_ERANGE, "lm: token [%d,%d] = %d not in [0, %d)", b, t,
+                                    (int)tok, V);
+            a->tokens[n] = mk ? tok : 0;
+            a->mask[n] = mk;
+            a->pos[n] = seen; /* RoPE position = real tokens before t (HF cumsum − 1) */
+            seen += mk;
+        }
+        for (int t = 0; t < T; t++) {
+            int64_t n = (int64_t)b * T + t;
+            a->target[n] = (t + 1 < T && a->mask[n] && a->mask[n + 1]) ? a->tokens[n + 1] : -1;
+        }
+    }
+    return 0;
+}
+
+int rl_lm_forward(rl_lm *m, int B, int T, const int32_t *tokens, const uint8_t *attn_mask,
+                  float temperature, float *logp, float *entropy, float *values)
+{
+    m->have_fwd = 0;
+    if (B < 1 || T < 1 || T > m->cfg.max_seq_len)
+        return rl_error_set(RL_ESHAPE, "lm forward: batch (%d, %d) must have B >= 1 and 1 <= T <= max_seq_len %d",
+                            B, T, m->cfg.max_seq_len);
+    if (values && !m->cfg.value_head)
+        return rl_error_set(RL_EINVAL, "lm forward: values requested but cfg.value_head = 0");
+    int rc = rl_lm_reserve(m, B, T);
+    if (rc < 0)
+        return rc;
+    if ((rc = rl_lm_prepare(m, B, T, tokens, attn_mask, T)) < 0)
+        return rc;
+    rl_lm_acts *a = &m->a;
+    int N = B * T;
+    m->inv_temp = temperature > 0.0f ? 1.0f / temperature : 1.0f;
+    if ((rc = rl_lm_forward_raw(m, B, T)) < 0)
+        return rc;
+    m->ops->logprob_forward(a->lp, a->ent, a->vlse, a->logits, a->target, m->inv_temp, N,
+                            m->cfg.vocab_size);
+    /* Shift from "row n predicts n+1" to "entry t is about token t". */
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            int64_t n = (int64_t)b * T + t;
+            int ok = t > 0 && a->target[n - 1] >= 0;
+            if (logp)
+                logp[n] = ok ? a->lp[n - 1] : 0.0f;
+            if (entropy)
+                entropy[n] = ok ? a->ent[n - 1] : 0.0f;
+            if (values)
+                values[n] = ok ? a->val[n - 1] : 0.0f;
+        }
+    m->fB = B;
+    m->fT = T;
+    m->have_fwd = 1;
+    return 0;
+}
+
+/* ---- backward ------------------------------------------------------------------ */
+
+int rl_lm_backward(rl_lm *m, const float *dlogp, const float *dentropy, const float *dvalues)
+{
+    if (!m->have_fwd)
+        return rl_error_set(RL_ESTATE, "lm backward: no forward to differentiate");
+    const rl_lm_config *c = &m->cfg;
+    const rl_nn_ops *o = m->ops;
+    rl_lm_acts *a = &m->a;
+    int B = m->fB, T = m->fT, N = B * T, d = c->hidden_size, I = c->intermediate_size;
+    int H = c->num_heads, KH = c->num_kv_heads, hd = m->hd, qd = m->qd, kvd = m->kvd;
+    int V = c->vocab_size;
+    int64_t TT = (int64_t)B * H * T;
+    int rc;
+
+    /* Gradients w.r.t. the unshifted per-row outputs. */
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            int64_t n = (int64_t)b * T + t;
+            int ok = t + 1 < T && a->target[n] >= 0;
+            a->dlp[n] = ok && dlogp ? dlogp[n + 1] : 0.0f;
+            a->dent[n] = ok && dentropy ? dentropy[n + 1] : 0.0f;
+            a->dval[n] = ok && dvalues && c->value_head ? dvalues[n + 1] : 0.0f;
+        }
+    o->logprob_backward(a->dlogits, a->dlp, dentropy ? a->dent : NULL, a->logits, a->vlse,
+                        a->ent, a->target, m->inv_temp, N, V);
+    memset(a->dln, 0, sizeof(float) * (size_t)N * d);
+    o->linear_backward(a->dln, GW(m->off_lmhead), NULL, a->dlogits, a->lnf, PW(m->off_lmhead),
+                       N, d, V);
+    if (c->value_head && dvalues)
+        o->linear_backward(a->dln, GW(m->off_vw), GW(m->off_vb), a->dval, a->lnf,
+                           PW(m->off_vw), N, d, 1);
+    memset(a->dx, 0, sizeof(float) * (size_t)N * d);
+    o->rmsnorm_backward(a->dx, GW(m->off_normf), a->dln, a->x + (size_t)c->num_layers * N * d,
+                        PW(m->off_normf), a->rstdf, N, d);
+
+    for (int l = c->num_layers - 1; l >= 0; l--) {
+        const rl_lm_layer_off *Lo = &m->layer[l];
+        float *x = a->x + (size_t)l * N * d;
+        float *ln1 = a->ln1 + (size_t)l * N * d, *ln2 = a->ln2 + (size_t)l * N * d;
+        float *q = a->q + (size_t)l * N * qd, *k = a->k + (size_t)l * N * kvd;
+        float *v = a->v + (size_t)l * N * kvd, *lse = a->lse + (size_t)l * TT;
+        float *atty = a->atty + (size_t)l * N * qd, *xmid = a->xmid + (size_t)l * N * d;
+        float *gate = a->gate + (size_t)l * N * I, *up = a->up + (size_t)l * N * I;
+        float *hmid = a->hmid + (size_t)l * N * I;
+        /* dx holds dL/dx_{l+1}; the residual passes it to xmid unchanged. */
+        memcpy(a->dxmid, a->dx, sizeof(float) * (size_t)N * d);
+        memset(a->dh, 0, sizeof(float) * (size_t)N * I);
+        o->linear_backward(a->dh, GW(Lo->wd), NULL, a->dx, hmid, PW(Lo->wd), N, I, d);
+        memset(a->dgate, 0, sizeof(float) * (size_t)N * I);
+        memset(a->dup, 0, sizeof(float) * (size_t)N * I);
+        o->swiglu_backward(a->dgate, a->dup, a->dh, gate, up, (int64_t)N * I);
+        memset(a->dln, 0, sizeof(float) * (size_t)N * d);
+        o->linear_backward(a->dln, GW(Lo->wg), NULL, a->dgate, ln2, PW(Lo->wg), N, d, I);
+        o->linear_backward(a->dln, GW(Lo->wu), NULL, a->dup, ln2, PW(Lo->wu), N, d, I);
+        o->rmsnorm_backward(a->dxmid, GW(Lo->ln2), a->dln, xmid, PW(Lo->ln2),
+                            a->rstd2 + (size_t)l * N, N, d);
+        /* attention block */
+        memcpy(a->dx, a->dxmid, sizeof(float) * (size_t)N * d);
+        memset(a->datty, 0, sizeof(float) * (size_t)N * qd);
+        o->linear_backward(a->datty, GW(Lo->wo), NULL, a->dxmid, atty, PW(Lo->wo), N, qd, d);
+        memset(a->dq, 0, sizeof(float) * (size_t)N * qd);
+        memset(a->dk, 0, sizeof(float) * (size_t)N * kvd);
+        memset(a->dv, 0, sizeof(float) * (size_t)N * kvd);
+        if ((rc = o->attention_backward(a->dq, a->dk, a->dv, a->datty, lse, q, k, v, a->mask, B, T,
+                                        H, KH, hd)) < 0)
+            return rc;
+        /* RoPE backward in place: dq/dk w.r.t. the pre-rotation projections.
+         * rope_backward accumulates, so rotate into the (now free) datty. */
+        memset(a->datty, 0, sizeof(float) * (size_t)N * qd);
+        o->rope_backward(a->datty, a->dq, a->pos, N, H, hd, c->rope_theta);
+        memcpy(a->dq, a->datty, sizeof(float) * (size_t)N * qd);
+        memset(a->datty, 0, sizeof(float) * (size_t)N * kvd);
+        o->rope_backward(a->datty, a->dk, a->pos, N, KH, hd, c->rope_theta);
+        memcpy(a->dk, a->datty, sizeof(float) * (size_t)N * kvd);
+        memset(a->dln, 0, sizeof(float) * (size_t)N * d);
+        o->linear_backward(a->dln, GW(Lo->wq), GB(Lo->bq), a->dq, ln1, PW(Lo->wq), N, d, qd);
+        o->linear_backward(a->dln, GW(Lo->wk), GB(Lo->bk), a->dk, ln1, PW(Lo->wk), N, d, kvd);
+        o->linear_backward(a->dln, GW(Lo->wv), GB(Lo->bv), a->dv, ln1, PW(Lo->wv), N, d, kvd);
+        o->rmsnorm_backward(a->dx, GW(Lo->ln1), a->dln, x, PW(Lo->ln1),
+                            a->rstd1 + (size_t)l * N, N, d);
+    }
+    o->embedding_backward(GW(m->off_embed), a->dx, a->tokens, N, d);
+    return 0;
+}
+
+/* ---- micro-batching ------------------------------------------------------------- */
+
+int rl_lm_forward_backward(rl_lm *m, int B, int T, const int32_t *tokens,
+                           const uint8_t *attn_mask, float temperature, int micro_batch,
+                           rl_lm_loss_fn fn, void *ctx, double *loss)
+{
+    if (!fn)
+        return rl_error_set(RL_EINVAL, "lm forward_backward: loss fn is NULL");
+    if (B < 1 || T < 1)
+        return rl_error_set(RL_ESHAPE, "lm forward_backward: bad batch (%d, %d)", B, T);
+    int mb = micro_batch > 0 && micro_batch < B ? micro_batch : B;
+    size_t full = (size_t)mb * T;
+    /* Per micro-batch: trimmed tokens/mask (mb, Tm), full-width outputs and
+     * gradients (mb, T) for the loss fn, trimmed gradients (mb, Tm). */
+    int32_t *tok = malloc(sizeof(int32_t) * full);
+    uint8_t *msk = malloc(full);
+    float *buf = calloc(9 * full, sizeof(float));
+    if (!tok || !msk || !buf) {
+        free(tok);
+        free(msk);
+        free(buf);
+        return rl_error_set(RL_ENOMEM, "lm forward_backward: out of memory");
+    }
+    float *lp = buf, *en = lp + full, *va = en + full;
+    float *dlp = va + full, *den = dlp + full, *dva = den + full;
+    float *tlp = dva + full, *ten = tlp + full, *tva = ten + full;
+    int rc = 0;
+    double total = 0.0;
+    for (int r0 = 0; r0 < B && rc == 0; r0 += mb) {
+        int nb = B - r0 < mb ? B - r0 : mb;
+        int Tm = 1;
+        for (int b = 0; b < nb; b++) {
+            int len = T; /* one past the last real token */
+            if (attn_mask)
+                while (len > 0 && !attn_mask[(size_t)(r0 + b) * T + len - 1])
+                    len--;
+            Tm = len > Tm ? len : Tm;
+        }
+        for (int b = 0; b < nb; b++)
+            for (int t = 0; t < Tm; t++) {
+                size_t s = (size_t)(r0 + b) * T + t;
+                tok[(size_t)b * Tm + t] = tokens[s];
+                msk[(size_t)b * Tm + t] = attn_mask ? attn_mask[s] != 0 : 1;
+            }
+        int vh = m->cfg.value_head;
+        rc = rl_lm_forward(m, nb, Tm, tok, msk, temperature, tlp, ten, vh ? tva : NULL);
+        if (rc < 0)
+            break;
+        memset(buf, 0, sizeof(float) * 6 * full);
+        for (int b = 0; b < nb; b++)
+            for (int t = 0; t < Tm; t++) {
+                lp[(size_t)b * T + t] = tlp[(size_t)b * Tm + t];
+                en[(size_t)b * T + t] = ten[(size_t)b * Tm + t];
+                va[(size_t)b * T + t] = vh ? tva[(size_t)b * Tm + t] : 0.0f;
+            }
+        rc = fn(ctx, r0, nb, T, lp, en, vh ? va : NULL, dlp, den, vh ? dva : NULL, &total);
+        if (rc < 0)
+            break;
+        for (int b = 0; b < nb; b++)
+            for (int t = 0; t < Tm; t++) {
+                tlp[(size_t)b * Tm + t] = dlp[(size_t)b * T + t];
+                ten[(size_t)b * Tm + t] = den[(size_t)b * T + t];
+                tva[(size_t)b * Tm + t] = dva[(size_t)b * T + t];
+            }
+        rc = rl_lm_backward(m, tlp, ten, vh ? tva : NULL);
+    }
+    free(tok);
+    free(msk);
+    free(buf);
+    if (loss)
+        *loss = total;
+    return rc;
+}
+
+double rl_lm_masked_nll(const float *logp, const uint8_t *loss_mask, int64_t n, double denom,
+                        float *dlogp)
+{
+    if (denom <= 0.0) {
+        denom = 0.0;
+        for (int64_t i = 0; i < n; i++)
+            denom += loss_mask ? loss_mask[i] != 0 : 1;
+        if (denom == 0.0)
+            denom = 1.0;
+    }
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        int on = loss_mask ? loss_mask[i] != 0 : 1;
+        if (on)
+            s -= logp[i];
+        if (dlogp)
+            dlogp[i] = on ? (float)(-1.0 / denom) : 0.0f;
+    }
+    return s / denom;
+}

@@ -1,0 +1,63 @@
+/* transformer_internal.h — the rl_lm struct, shared by transformer.c and
+ * generate.c (private to common/nn). */
+#ifndef RLRT_NN_TRANSFORMER_INTERNAL_H
+#define RLRT_NN_TRANSFORMER_INTERNAL_H
+
+#include "common/nn/models/lm/transformer.h"
+
+/* Offsets (in floats) of one layer's views in the flat buffer; -1 = absent. */
+typedef struct rl_lm_layer_off {
+    int64_t ln1, wq, bq, wk, bk, wv, bv, wo, ln2, wg, wu, wd;
+} rl_lm_layer_off;
+
+/* Views into the activation arena for the current (B,T); N = B·T.
+ * Per-layer arrays are stacked layer-major. */
+typedef struct rl_lm_acts {
+    float *x;               /* (L+1, N, d) residual stream at each layer input */
+    float *ln1, *rstd1;     /* (L, N, d), (L, N) */
+    float *q, *k, *v;       /* (L, N, qd), (L, N, kvd) ×2 — q, k after RoPE */
+    float *lse;             /* (L, B, H, T) attention log-sum-exp per query row */
+    float *atty;            /* (L, N, qd) attention output before o_proj */
+    float *xmid;            /* (L, N, d) residual after attention */
+    float *ln2, *rstd2;     /* (L, N, d), (L, N) */
+    float *gate, *up, *hmid; /* (L, N, I) */
+    float *lnf, *rstdf;     /* (N, d), (N) */
+    float *logits;          /* (N, V) raw */
+    float *vlse, *ent, *lp, *val; /* (N) per row, row n predicts token n+1 (vocab lse) */
+    /* backward scratch */
+    float *dx, *dxmid, *dln, *datty, *dq, *dk, *dv, *dgate, *dup, *dh, *dlogits;
+    float *dlp, *dent, *dval;
+    int32_t *tokens, *target, *pos; /* (N) */
+    uint8_t *mask;                  /* (N) */
+} rl_lm_acts;
+
+typedef struct rl_lm_gen rl_lm_gen; /* generation scratch (generate.c) */
+
+struct rl_lm {
+    rl_lm_config cfg;
+    rl_device dev;
+    const rl_nn_ops *ops;
+    int hd, qd, kvd;
+    rl_param_manifest *man;
+    float *params, *grads;
+    rl_lm_layer_off *layer;
+    int64_t off_embed, off_normf, off_lmhead, off_vw, off_vb;
+    float *act;
+    int64_t act_cap;
+    void *ibuf;
+    int64_t ibuf_cap;
+    rl_lm_acts a;
+    int fB, fT, have_fwd;
+    float inv_temp;
+    /* generation scratch, owned by generate.c, which sets gen_free beside
+     * it (so the transformer frees it without calling into generation) */
+    rl_lm_gen *gen;
+    void (*gen_free)(rl_lm *m);
+};
+
+int rl_lm_prepare(rl_lm *m, int B, int T, const int32_t *tokens, const uint8_t *mask,
+                  int tstride);
+int rl_lm_forward_raw(rl_lm *m, int B, int T);
+int rl_lm_reserve(rl_lm *m, int B, int T);
+
+#endif

@@ -1,0 +1,66 @@
+/* common/runtime/msg.h — control-plane messages on ZeroMQ sockets.
+ *
+ * Purpose: one control-plane message is a ZeroMQ multipart message
+ *   [identity]          ROUTER side only (added/stripped by ZeroMQ)
+ *   envelope            rl.Envelope (proto/rl.proto), protocol_version set
+ *   [DataProto frames]  only when the CALL/REPLY says has_payload
+ * rl_msg_send()/rl_msg_recv() move such messages; the DataProto frames are
+ * zero-copy both ways (see rlrt/wire.h).
+ *
+ * Invariants: rl_msg_recv() always consumes every frame of one message, even
+ * when it fails, so framing never goes out of step; a garbage envelope or a
+ * bad payload is reported as an error with the peer identity still filled
+ * in (the caller can answer with ERROR / DISCONNECT). The protocol version is
+ * NOT checked here: the caller decides how to refuse a mismatch.
+ *
+ * Ownership: rl_msg owns its unpacked envelope and payload; rl_msg_clear()
+ * frees both. rl_msg_send() does not take ownership of anything.
+ */
+#ifndef RLRT_RUNTIME_MSG_H
+#define RLRT_RUNTIME_MSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rl.pb-c.h"
+#include "rlrt/dataproto.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RL_MSG_ID_MAX 255
+#define RL_MSG_MAX_FRAMES 8200 /* header + at most 4096 tensors, with room */
+
+typedef struct rl_msg {
+    unsigned char id[RL_MSG_ID_MAX]; /* ROUTER peer identity */
+    size_t id_len;
+    Rl__Envelope *env;      /* NULL if the envelope could not be parsed */
+    rl_dataproto *payload;  /* NULL if none */
+    int payload_error;      /* rl_status of a payload that failed to decode */
+    size_t bytes;           /* every frame's size, identity included */
+} rl_msg;
+
+/* Short name of an envelope body ("HELLO", "CALL", ...). */
+const char *rl_msg_kind_name(int body_case);
+
+/* Sends env (+ payload frames). `id` is the ROUTER destination (NULL on a
+ * DEALER). Sets env->protocol_version. Never blocks: RL_ETIMEOUT when the
+ * socket cannot take the message now (a DEALER without a peer), RL_EIO on
+ * other socket errors. */
+int rl_msg_send(void *sock, const void *id, size_t id_len, Rl__Envelope *env,
+                const rl_dataproto *payload);
+/* Bytes that rl_msg_send(env, payload) puts on the wire (identity aside). */
+size_t rl_msg_size(const Rl__Envelope *env, const rl_dataproto *payload);
+/* Receives one message without blocking (RL_ETIMEOUT if none is queued).
+ * router: the socket is a ROUTER (first frame = identity). */
+int rl_msg_recv(void *sock, int router, rl_msg *out);
+void rl_msg_clear(rl_msg *m);
+
+/* Printable identity (hex of the bytes) for logs. */
+const char *rl_msg_id_str(const unsigned char *id, size_t len, char *buf, size_t buflen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,114 @@
+/* actor_job.c — the actor/rollout job of the diffusion and embodied
+ * recipes (driver/recipes/actor_job.h). */
+#include "driver/recipes/actor_job.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "rlrt/error.h"
+#include "rlrt/nn/model.h"
+#include "rlrt/dataproto.h"
+#include "rlrt/config.h"
+#include "workers/rollout/rollout.h"
+#include "workers/reward/reward.h"
+
+int rl_actor_job_prepare(rl_config *job, int64_t updates_per_step)
+{
+    int64_t total, sched;
+    if (rl_config_get_int_in(job, "trainer.total_steps", 0, 1000000000, &total) ||
+        rl_config_get_int_in(job, "actor.optim.total_training_steps", -1, 1000000000000, &sched))
+        return rl_error_code();
+    if (sched == -1) {
+        char v[32];
+        snprintf(v, sizeof v, "%lld", (long long)(total * updates_per_step));
+        if (rl_config_set_yaml(job, "actor.optim.total_training_steps", v))
+            return rl_error_code();
+    }
+    rl_actor_config ac;
+    rl_actor_diffusion_config dc;
+    int rc = rl_model_check_config(job);
+    if (!rc)
+        rc = rl_actor_config_read(job, &ac);
+    if (!rc && rl_config_has(job, "actor.clip_range"))
+        rc = rl_actor_diffusion_config_read(job, &dc);
+    return rc;
+}
+
+int rl_actor_job_sync_weights(rl_actor_job *j)
+{
+    return j->rollout ? rl_weight_sync_run(&j->sync, NULL, NULL) : RL_OK;
+}
+
+int rl_actor_job_restore(rl_actor_job *j, rl_trainer *t, int64_t want, int64_t *start, json_t **extra_out)
+{
+    int64_t epoch, pos;
+    json_t *extra = NULL;
+    if (extra_out)
+        *extra_out = NULL;
+    int rc = rl_trainer_restore(t, j->actor, want, start, &epoch, &pos, &extra);
+    if (rc || *start == 0) {
+        json_decref(extra);
+        return rc;
+    }
+    const json_t *wv = json_object_get(extra, "weight_version");
+    /* versions grow by one a step and one a resume: 2^53 is past any run,
+     * and keeps version + 1 from overflowing */
+    if (wv && (!json_is_integer(wv) || json_integer_value(wv) < 0 ||
+               json_integer_value(wv) > ((json_int_t)1 << 53))) {
+        json_decref(extra);
+        return rl_error_set(RL_EPROTO, "checkpoint of step %lld: extra.weight_version: expected an "
+                                       "integer in 0 .. 2^53", (long long)*start);
+    }
+    if (json_is_integer(wv) && json_integer_value(wv) > j->sync.version)
+        j->sync.version = json_integer_value(wv);
+    if (extra_out)
+        *extra_out = extra;
+    else
+        json_decref(extra);
+    return rl_actor_job_sync_weights(j);
+}
+
+int rl_actor_job_open(rl_actor_job *j, rl_driver *d, const rl_config *job, int with_rollout, int with_reward)
+{
+    memset(j, 0, sizeof *j);
+    j->d = d;
+    j->job = job;
+    if (!(j->actor = rl_driver_group(d, RL_ACTOR_ROLE)) ||
+        (with_rollout && !(j->rollout = rl_driver_group(d, RL_ROLLOUT_ROLE))) ||
+        (with_reward && !(j->reward = rl_driver_group(d, RL_REWARD_ROLE))))
+        return rl_error_code();
+    if (rl_actor_config_read(job, &j->actor_cfg))
+        return rl_error_code();
+    return rl_actor_rollout_open(j->actor, j->rollout, &j->sync);
+}
+
+void rl_actor_job_close(rl_actor_job *j) { memset(j, 0, sizeof *j); }
+
+int rl_actor_job_actor_step(rl_actor_job *j, const char *method, rl_dataproto *req, const char *const *keys,
+                     int n, double *sums, double *grad_norm, double *lr)
+{
+    for (int k = 0; k < n; k++)
+        sums[k] = 0;
+    rl_future *f = rl_group_call(j->actor, method, RL_DISPATCH_DP_COMPUTE, req);
+    int rc = f ? rl_future_wait(f, -1) : rl_error_code();
+    for (int r = 0; !rc && r < rl_group_size(j->actor); r++) {
+        rl_dataproto *o = NULL;
+        rc = rl_future_take_rank(f, r, &o);
+        if (!rc && !o)
+            rc = rl_error_set(RL_EPROTO, "actor/%d returned no %s result", r, method);
+        for (int k = 0; !rc && k < n; k++) {
+            double v;
+            if (!(rc = rl_dataproto_meta_get_double(o, keys[k], -1e300, 1e300, &v)))
+                sums[k] += v;
+        }
+        if (!rc && r == 0 &&
+            !(rc = rl_dataproto_meta_get_double(o, RL_ACTOR_M_GRAD_NORM, 0, 1e300, grad_norm)))
+            rc = rl_dataproto_meta_get_double(o, RL_ACTOR_M_LR, 0, 1e300, lr);
+        if (rc)
+            rc = rl_error_wrap(rc, "actor/%d %s reply", r, method);
+        rl_dataproto_free(o);
+    }
+    rl_future_free(f);
+    return rc;
+}
+

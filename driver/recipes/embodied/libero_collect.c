@@ -1,0 +1,470 @@
+/* driver/recipes/embodied/libero_collect.c — recipe `libero_collect`: episodes of the
+ * LIBERO-Object env role (workers/env/env.h) driven by the rollout's policy
+ * (serve_env: the scripted expert, or with env.policy: model the rollout's
+ * flow_policy — model.init_from — sampled greedily (collect.greedy, the ODE)
+ * or with the flow SDE) over direct data channels, written
+ * as a demonstration dataset (docs/ARCHITECTURE.md, "Demonstration
+ * datasets"): the warm-start data of the flow-policy recipes.
+ *
+ * A round: env rank r opens its channel, rollout rank r serves it, and every
+ * env runs one episode from a reset (initial states chosen by the round, so
+ * a re-run repeats it) for ceil(max_episode_steps / num_action_chunks) policy
+ * calls. The driver only orchestrates and collects. A round whose workers
+ * died (the driver restarts them) is re-run, up to collect.retries times.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "driver/recipes/embodied/libero_common.h"
+#include "driver/recipes/phases.h"
+#include "common/nn/models/flow_policy.h"
+#include "rlrt/nn/model.h"
+#include "common/nn/engine/safetensors.h"
+#include "common/core/util.h"
+#include "rlrt/error.h"
+#include "rlrt/log.h"
+#include "rlrt/dtype.h"
+#include "rlrt/tensor.h"
+#include "rlrt/dataproto.h"
+#include "rlrt/config.h"
+#include "workers/env/env.h"
+#include "workers/rollout/rollout.h"
+
+typedef struct s_collect {
+    int64_t episodes, retries;
+    int only_success, greedy, model;
+    const char *output;
+} s_collect;
+
+static int s_read(const rl_config *job, s_collect *o, rl_env_config *env)
+{
+    static const rl_config_spec spec[] = {
+        {"collect.episodes", RL_CFG_INT, offsetof(s_collect, episodes), 1, 10000000, 0, NULL},
+        {"collect.retries", RL_CFG_INT, offsetof(s_collect, retries), 0, 100, 0, NULL},
+        {"collect.only_success", RL_CFG_BOOL, offsetof(s_collect, only_success), 0, 0, 0, NULL},
+        {"collect.output", RL_CFG_STR, offsetof(s_collect, output), 0, 0, RL_CFG_NONEMPTY, NULL},
+        {"collect.greedy", RL_CFG_BOOL, offsetof(s_collect, greedy), 0, 0, 0, NULL},
+    };
+    int rc = rl_config_read(job, spec, sizeof spec / sizeof spec[0], o);
+    rl_rollout_config r;
+    if (!rc)
+        rc = rl_env_config_read(job, env);
+    if (!rc)
+        rc = rl_rollout_config_read(job, &r);
+    o->model = !rc && env->policy != 0;
+    if (o->model)
+        rc = rl_model_check_config(job);
+    return rc;
+}
+
+static int s_prepare(rl_config *job)
+{
+    s_collect o;
+    rl_env_config e;
+    return s_read(job, &o, &e);
+}
+
+/* Growable episode store (the dataset's arrays). */
+typedef struct s_store {
+    int64_t steps, cap, eps, ecap;
+    float *proprio, *object, *actions, *rewards;      /* per step */
+    int64_t *start, *length, *task, *init;            /* per episode */
+    uint8_t *success;
+    float *final_proprio, *final_object;
+} s_store;
+
+static int s_grow(void **p, int64_t n, size_t elem)
+{
+    void *q = realloc(*p, (size_t)n * elem);
+    if (!q)
+        return rl_error_set(RL_ENOMEM, "libero_collect: out of memory for %lld items", (long long)n);
+    *p = q;
+    return RL_OK;
+}
+
+static int s_reserve(s_store *s, int64_t steps, int64_t eps)
+{
+    int rc = RL_OK;
+    if (s->steps + steps > s->cap) {
+        int64_t cap = (s->steps + steps) * 2;
+        if ((rc = s_grow((void **)&s->proprio, cap, 39 * sizeof(float))) ||
+            (rc = s_grow((void **)&s->object, cap, 98 * sizeof(float))) ||
+            (rc = s_grow((void **)&s->actions, cap, 7 * sizeof(float))) ||
+            (rc = s_grow((void **)&s->rewards, cap, sizeof(float))))
+            return rc;
+        s->cap = cap;
+    }
+    if (s->eps + eps > s->ecap) {
+        int64_t cap = (s->eps + eps) * 2;
+        if ((rc = s_grow((void **)&s->start, cap, sizeof(int64_t))) ||
+            (rc = s_grow((void **)&s->length, cap, sizeof(int64_t))) ||
+            (rc = s_grow((void **)&s->task, cap, sizeof(int64_t))) ||
+            (rc = s_grow((void **)&s->init, cap, sizeof(int64_t))) ||
+            (rc = s_grow((void **)&s->success, cap, 1)) ||
+            (rc = s_grow((void **)&s->final_proprio, cap, 39 * sizeof(float))) ||
+            (rc = s_grow((void **)&s->final_object, cap, 98 * sizeof(float))))
+            return rc;
+        s->ecap = cap;
+    }
+    return rc;
+}
+
+static void s_store_free(s_store *s)
+{
+    free(s->proprio), free(s->object), free(s->actions), free(s->rewards);
+    free(s->start), free(s->length), free(s->task), free(s->init), free(s->success);
+    free(s->final_proprio), free(s->final_object);
+}
+
+/* Splits one env rank's interact result into finished episodes. Every
+ * shape is checked first: the reply comes from another process. */
+static int s_take_episodes(const rl_dataproto *b, s_store *st, int only_success, int64_t want,
+                           int64_t per_task[][2])
+{
+    int64_t N = rl_dataproto_rows(b);
+    const rl_tensor *tv = rl_dataproto_tensor_shaped(b, RL_ENV_VALID, RL_U8, 2, NULL);
+    if (!tv)
+        return rl_error_code();
+    int64_t K = tv->shape[1];
+    int64_t d1[3] = {-1, K + 1, 39}, d2[3] = {-1, K + 1, 98}, d3[3] = {-1, K, 7}, dk[2] = {-1, K},
+            dk1[2] = {-1, K + 1};
+    const rl_tensor *tp = rl_dataproto_tensor_shaped(b, RL_ENV_PROPRIO, RL_F32, 3, d1);
+    const rl_tensor *to = tp ? rl_dataproto_tensor_shaped(b, RL_ENV_OBJECT, RL_F32, 3, d2) : NULL;
+    const rl_tensor *ta = to ? rl_dataproto_tensor_shaped(b, RL_ENV_ACTIONS, RL_F32, 3, d3) : NULL;
+    const rl_tensor *tr = ta ? rl_dataproto_tensor_shaped(b, RL_ENV_REWARDS, RL_F32, 2, dk) : NULL;
+    const rl_tensor *td = tr ? rl_dataproto_tensor_shaped(b, RL_ENV_DONES, RL_U8, 2, dk) : NULL;
+    const rl_tensor *tt = td ? rl_dataproto_tensor_shaped(b, RL_ENV_TASK, RL_I64, 2, dk1) : NULL;
+    const rl_tensor *ti = tt ? rl_dataproto_tensor_shaped(b, RL_ENV_INIT, RL_I64, 2, dk1) : NULL;
+    const rl_tensor *ts = ti ? rl_dataproto_tensor_shaped(b, RL_ENV_SUCCESS, RL_U8, 2, dk1) : NULL;
+    if (!ts)
+        return rl_error_code();
+    const float *P = rl_tensor_data(tp), *O = rl_tensor_data(to), *A = rl_tensor_data(ta), *R = rl_tensor_data(tr);
+    const uint8_t *V = rl_tensor_data(tv), *D = rl_tensor_data(td), *S = rl_tensor_data(ts);
+    const int64_t *T = rl_tensor_data(tt), *I = rl_tensor_data(ti);
+    for (int64_t i = 0; i < N && st->eps < want; i++) {
+        int64_t begin = -1;
+        for (int64_t k = 0; k < K; k++) {
+            size_t at = (size_t)(i * K + k), at1 = (size_t)(i * (K + 1) + k);
+            if (!V[at])
+                continue;
+            if (begin < 0)
+                begin = k;
+            if (!D[at])
+                continue;
+            /* the episode [begin, k] is complete */
+            int64_t len = k - begin + 1, task = T[(size_t)(i * (K + 1) + begin)];
+            int ok = S[at1 + 1];
+            if (task >= 0 && task < RL_ENV_MAX_TASKS) {
+                per_task[task][0]++;
+                per_task[task][1] += ok;
+            }
+            if (!only_success || ok) {
+                int rc = s_reserve(st, len, 1);
+                if (rc)
+                    return rc;
+                size_t b0 = (size_t)(i * (K + 1) + begin), a0 = (size_t)(i * K + begin);
+                memcpy(st->proprio + st->steps * 39, P + b0 * 39, (size_t)len * 39 * sizeof(float));
+                memcpy(st->object + st->steps * 98, O + b0 * 98, (size_t)len * 98 * sizeof(float));
+                memcpy(st->actions + st->steps * 7, A + a0 * 7, (size_t)len * 7 * sizeof(float));
+                memcpy(st->rewards + st->steps, R + a0, (size_t)len * sizeof(float));
+                memcpy(st->final_proprio + st->eps * 39, P + (at1 + 1) * 39, 39 * sizeof(float));
+                memcpy(st->final_object + st->eps * 98, O + (at1 + 1) * 98, 98 * sizeof(float));
+                st->start[st->eps] = st->steps;
+                st->length[st->eps] = len;
+                st->task[st->eps] = task;
+                st->init[st->eps] = I[(size_t)(i * (K + 1) + begin)];
+                st->success[st->eps] = (uint8_t)ok;
+                st->steps += len;
+                st->eps++;
+            }
+            begin = -1;
+            if (st->eps >= want)
+                break;
+        }
+    }
+    return RL_OK;
+}
+
+/* The languages of the suite's tasks, from the data's manifest (a JSON
+ * array of strings, or an empty array when the manifest cannot be read). */
+static json_t *s_languages(const char *data_dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/manifest.json", data_dir);
+    json_t *man = json_load_file(path, 0, NULL), *out = json_array();
+    json_t *tasks = json_object_get(man, "tasks");
+    for (size_t i = 0; out && i < json_array_size(tasks); i++) {
+        json_t *l = json_object_get(json_array_get(tasks, i), "language");
+        json_array_append_new(out, json_string(json_is_string(l) ? json_string_value(l) : ""));
+    }
+    json_decref(man);
+    return out;
+}
+
+static int s_write(const s_collect *o, const rl_env_config *env, const s_store *st, int64_t per_task[][2],
+                   double wall_s)
+{
+    if (rl_mkdir_p(o->output))
+        return rl_error_wrap(RL_EIO, "collect.output %s", o->output);
+    int64_t sS[2] = {st->steps, 39}, sO[2] = {st->steps, 98}, sA[2] = {st->steps, 7}, s1[1] = {st->steps},
+            e1[1] = {st->eps}, eP[2] = {st->eps, 39}, eO[2] = {st->eps, 98};
+    rl_st_entry t[] = {
+        {"obs/proprio", RL_F32, 2, sS, st->proprio},
+        {"obs/object", RL_F32, 2, sO, st->object},
+        {"actions", RL_F32, 2, sA, st->actions},
+        {"rewards", RL_F32, 1, s1, st->rewards},
+        {"episode/start", RL_I64, 1, e1, st->start},
+        {"episode/length", RL_I64, 1, e1, st->length},
+        {"episode/task_id", RL_I64, 1, e1, st->task},
+        {"episode/init_index", RL_I64, 1, e1, st->init},
+        {"episode/success", RL_U8, 1, e1, st->success},
+        {"episode/final_proprio", RL_F32, 2, eP, st->final_proprio},
+        {"episode/final_object", RL_F32, 2, eO, st->final_object},
+    };
+    json_t *lang = s_languages(env->data_dir);
+    char *lang_s = lang ? json_dumps(lang, JSON_COMPACT) : NULL;
+    json_decref(lang);
+    char nums[3][32];
+    snprintf(nums[0], sizeof nums[0], "%lld", (long long)env->max_episode_steps);
+    snprintf(nums[1], sizeof nums[1], "%lld", (long long)env->num_action_chunks);
+    snprintf(nums[2], sizeof nums[2], "%lld", (long long)st->eps);
+    json_t *meta = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "format", "rlrt-libero-demos-1", "suite",
+                             "libero_object", "obs/proprio", "robot0_proprio-state (LIBERO order)", "obs/object",
+                             "object-state (LIBERO order)", "actions", "OSC_POSE deltas + gripper, [-1, 1]",
+                             "max_episode_steps", nums[0], "num_action_chunks", nums[1], "episodes", nums[2],
+                             "languages", lang_s ? lang_s : "[]");
+    free(lang_s);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/demos.safetensors", o->output);
+    int rc = meta ? rl_safetensors_write(path, st->eps ? t : t, (int)(sizeof t / sizeof t[0]), meta)
+                  : rl_error_set(RL_ENOMEM, "out of memory");
+    json_decref(meta);
+    if (rc)
+        return rc;
+    json_t *summary = json_pack("{s:s,s:I,s:I,s:f,s:o}", "file", "demos.safetensors", "episodes",
+                                (json_int_t)st->eps, "steps", (json_int_t)st->steps, "wall_s", wall_s,
+                                "per_task", json_array());
+    int64_t ok = 0;
+    for (int64_t e = 0; e < st->eps; e++)
+        ok += st->success[e];
+    for (int k = 0; summary && k < RL_ENV_MAX_TASKS; k++)
+        if (per_task[k][0])
+            json_array_append_new(json_object_get(summary, "per_task"),
+                                  json_pack("{s:i,s:I,s:I}", "task_id", k, "episodes", (json_int_t)per_task[k][0],
+                                            "successes", (json_int_t)per_task[k][1]));
+    if (summary)
+        json_object_set_new(summary, "success_rate", json_real(st->eps ? (double)ok / (double)st->eps : 0.0));
+    snprintf(path, sizeof path, "%s/dataset.json", o->output);
+    char *text = summary ? json_dumps(summary, JSON_INDENT(1)) : NULL;
+    json_decref(summary);
+    rc = text ? rl_file_write_atomic(path, text, strlen(text)) : rl_error_set(RL_ENOMEM, "out of memory");
+    free(text);
+    return rc;
+}
+
+/* env.render_every > 0: env rank r's PNG strip of its first env goes to
+ * <output>/frames/round_RRRR_envrank_R.png. */
+static int s_write_frames(const s_collect *o, int64_t round, int rank, const rl_dataproto *b)
+{
+    const rl_column *c = rl_dataproto_column(b, RL_ENV_FRAMES);
+    size_t len = 0;
+    const void *png = c && rl_column_get_type(c) == RL_COL_BYTES && rl_column_rows(c) > 0
+                          ? rl_column_bytes(c, 0, &len)
+                          : NULL;
+    if (!png || len < 8)
+        return RL_OK;
+    if (memcmp(png, "\x89PNG\r\n\x1a\n", 8) != 0)
+        return rl_error_set(RL_EPROTO, "env/%d sent frames that are not a PNG", rank);
+    char path[4200];
+    snprintf(path, sizeof path, "%s", o->output);
+    if (mkdir(path, 0755) && errno != EEXIST)
+        return rl_error_set(RL_EIO, "%s: %s", path, strerror(errno));
+    snprintf(path, sizeof path, "%s/frames", o->output);
+    if (mkdir(path, 0755) && errno != EEXIST)
+        return rl_error_set(RL_EIO, "%s: %s", path, strerror(errno));
+    snprintf(path, sizeof path, "%s/frames/round_%04lld_envrank_%d.png", o->output, (long long)round, rank);
+    return rl_file_write_atomic(path, png, len);
+}
+
+int rl_libero_round(rl_driver *d, rl_group *genv, rl_group *groll, int64_t T, int64_t round,
+                    int greedy, int ungrouped, int init_model, rl_dataproto ***results,
+                    rl_dataproto **records)
+{
+    int E = rl_group_size(genv);
+    rl_dataproto **per = calloc((size_t)E, sizeof *per);
+    if (!per)
+        return rl_error_set(RL_ENOMEM, "out of memory");
+    int rc = RL_OK;
+    for (int r = 0; r < E && !rc; r++)
+        if (!(per[r] = rl_dataproto_new_meta(json_pack("{s:s}", RL_ENV_HOST, rl_group_address(genv, r)))))
+            rc = rl_error_code();
+    rl_future *f = rc ? NULL : rl_group_call_each(genv, RL_ENV_OPEN_CHANNEL, per);
+    if (!rc && (!f || (rc = rl_future_wait(f, -1))))
+        rc = rc ? rc : rl_error_code();
+    for (int r = 0; r < E && !rc; r++) {
+        rl_dataproto *rep = NULL;
+        if ((rc = rl_future_take_rank(f, r, &rep)))
+            break;
+        const char *ep = rl_dataproto_meta_str(rep, RL_ENV_ENDPOINT, NULL);
+        rl_dataproto_free(per[r]);
+        per[r] = ep ? rl_dataproto_new_meta(json_pack("{s:s}", RL_ENV_ENDPOINT, ep)) : NULL;
+        rl_dataproto_free(rep);
+        if (!per[r])
+            rc = rl_error_code();
+    }
+    rl_future_free(f);
+    for (int r = 0; r < E && !rc; r++) {
+        json_t *m = rl_dataproto_meta(per[r]);
+        json_object_set_new(m, RL_ENV_ROUND, json_integer((json_int_t)round));
+        json_object_set_new(m, RL_ROLLOUT_GREEDY, json_integer(greedy));
+        json_object_set_new(m, "record", json_integer(records != NULL));
+    }
+    if (!rc && init_model) { /* the policy (again after a restart): model.init_from */
+        rl_dataproto *none = rl_dataproto_new_meta(json_object());
+        rl_future *fi = none ? rl_group_call(groll, RL_ROLLOUT_INIT_MODEL, RL_DISPATCH_ONE_TO_ALL, none) : NULL;
+        rl_dataproto_free(none);
+        rc = fi ? rl_future_wait(fi, -1) : rl_error_code();
+        rl_future_free(fi);
+    }
+    rl_future *fr = rc ? NULL : rl_group_call_each(groll, RL_ROLLOUT_SERVE_ENV, per);
+    rl_dataproto *args = rc ? NULL
+                            : rl_dataproto_new_meta(json_pack("{s:I,s:i,s:I,s:i}", RL_ENV_CHUNK_STEPS, (json_int_t)T,
+                                                              RL_ENV_RESET, 1, RL_ENV_ROUND, (json_int_t)round,
+                                                              RL_ENV_UNGROUPED, ungrouped ? 1 : 0));
+    rl_future *fe = args ? rl_group_call(genv, RL_ENV_INTERACT, RL_DISPATCH_ONE_TO_ALL, args) : NULL;
+    rl_dataproto_free(args);
+    if (!rc && (!fr || !fe))
+        rc = rl_error_code();
+    int rce = fe ? rl_future_wait(fe, -1) : RL_OK;
+    const char *why_env = rce ? rl_error_message() : NULL;
+    char env_msg[1024] = "";
+    if (why_env)
+        snprintf(env_msg, sizeof env_msg, "%s", why_env);
+    int rcr = fr ? rl_future_wait(fr, -1) : RL_OK;
+    /* A policy that fails stops answering, so its env ranks then fail on
+     * their channel: with both failed, the rollout's error is the cause. */
+    if (!rc && rce && rcr) {
+        char roll_msg[1024];
+        snprintf(roll_msg, sizeof roll_msg, "%s", rl_error_message());
+        rc = rl_error_set(rcr, "%s (then the env: %s)", roll_msg, env_msg);
+    } else if (!rc && rce)
+        rc = rl_error_set(rce, "%s", env_msg);
+    else if (!rc && rcr)
+        rc = rcr;
+    for (int r = 0; r < E && !rc; r++)
+        rc = rl_future_take_rank(fe, r, &(*results)[r]);
+    for (int r = 0; records && r < E && !rc; r++)
+        rc = rl_future_take_rank(fr, r, &records[r]);
+    rl_future_free(fe);
+    rl_future_free(fr);
+    for (int r = 0; r < E; r++)
+        rl_dataproto_free(per[r]);
+    free(per);
+    (void)d;
+    return rc;
+}
+
+static int s_run(rl_driver *d, const rl_config *job)
+{
+    s_collect o;
+    rl_env_config env;
+    int rc = s_read(job, &o, &env);
+    if (rc)
+        return rc;
+    rl_group *genv = rl_driver_group(d, RL_ENV_ROLE), *groll = genv ? rl_driver_group(d, RL_ROLLOUT_ROLE) : NULL;
+    if (!groll)
+        return rl_error_code();
+    int E = rl_group_size(genv);
+    if (rl_group_size(groll) != E)
+        return rl_error_set(RL_ECONFIG, "libero_collect pairs env rank r with rollout rank r: the cluster has %d env "
+                            "and %d rollout ranks",
+                            E, rl_group_size(groll));
+    const int64_t T = (env.max_episode_steps + env.num_action_chunks - 1) / env.num_action_chunks;
+    s_store st = {0};
+    int64_t per_task[RL_ENV_MAX_TASKS][2] = {{0}};
+    rl_dataproto **res = calloc((size_t)E, sizeof *res);
+    if (!res)
+        return rl_error_set(RL_ENOMEM, "out of memory");
+    double t0 = rl_now_s();
+    int64_t round = 0, retries = 0, env_steps = 0;
+    while (!rc && st.eps < o.episodes && !rl_driver_interrupted(d)) {
+        int restarts = rl_driver_restarts(d);
+        double r0 = rl_now_s();
+        rc = rl_libero_round(d, genv, groll, T, round, o.greedy, o.greedy, o.model, &res, NULL);
+        if (rc && rl_driver_restarts(d) > restarts && retries < o.retries && !rl_driver_fatal(d)) {
+            retries++;
+            rl_log(RL_LOG_WARN, "round %lld failed (%s); a worker was restarted: re-running the round (%lld of %lld)",
+                   (long long)round, rl_error_message(), (long long)retries, (long long)o.retries);
+            rc = rl_group_wait_ready(genv, 120000);
+            if (!rc)
+                rc = rl_group_wait_ready(groll, 120000);
+            for (int r = 0; r < E; r++) {
+                rl_dataproto_free(res[r]);
+                res[r] = NULL;
+            }
+            continue;
+        }
+        int64_t before = st.eps, steps = 0;
+        double step_s = 0, wait_s = 0;
+        for (int r = 0; r < E && !rc; r++) {
+            int64_t n = 0;
+            double a = 0, w = 0;
+            rl_dataproto_meta_int(res[r], RL_ENV_M_STEPS, 0, &n);
+            rl_dataproto_meta_double(res[r], RL_ENV_M_STEP_S, 0, &a);
+            rl_dataproto_meta_double(res[r], RL_ENV_M_WAIT_S, 0, &w);
+            steps += n;
+            step_s += a;
+            wait_s += w;
+            rc = s_take_episodes(res[r], &st, o.only_success, o.episodes, per_task);
+            if (!rc)
+                rc = s_write_frames(&o, round, r, res[r]);
+            rl_dataproto_free(res[r]);
+            res[r] = NULL;
+        }
+        env_steps += steps;
+        int64_t ok = 0;
+        for (int64_t e = 0; e < st.eps; e++)
+            ok += st.success[e];
+        if (!rc)
+            rl_log(RL_LOG_INFO, "round %lld: %lld episodes (%lld total, success %.3f), %lld env steps in %.1f s "
+                   "(env ranks stepping %.1f s, waiting for the policy %.1f s)",
+                   (long long)round, (long long)(st.eps - before), (long long)st.eps,
+                   st.eps ? (double)ok / (double)st.eps : 0.0, (long long)steps, rl_now_s() - r0, step_s, wait_s);
+        round++;
+    }
+    for (int r = 0; r < E; r++)
+        rl_dataproto_free(res[r]);
+    free(res);
+    if (!rc && rl_driver_interrupted(d))
+        rc = rl_error_set(RL_ESTATE, "interrupted");
+    if (!rc) {
+        rc = s_write(&o, &env, &st, per_task, rl_now_s() - t0);
+        if (!rc)
+            rl_log(RL_LOG_INFO, "wrote %lld episodes (%lld steps, %lld env steps run, %lld re-run rounds) to %s/demos.safetensors",
+                   (long long)st.eps, (long long)st.steps, (long long)env_steps, (long long)retries, o.output);
+    }
+    s_store_free(&st);
+    return rc;
+}
+
+static const char *const s_roles[] = {RL_ENV_ROLE, RL_ROLLOUT_ROLE, NULL};
+
+const rl_recipe rl_recipe_libero_collect = {
+    .name = "libero_collect",
+    .summary = "LIBERO-Object episodes (env role + rollout policy) written as a demonstration dataset",
+    .defaults = (const char *const[]){RL_ENV_DEFAULTS, RL_ROLLOUT_DEFAULTS, RL_FLOW_POLICY_MODEL_DEFAULTS,
+                                      "collect:\n"
+                                      "  episodes: 500          # episodes to record\n"
+                                      "  output: runs/libero_demos  # demos.safetensors + dataset.json\n"
+                                      "  only_success: false    # keep failed episodes too\n"
+                                      "  retries: 2             # re-runs of a round whose worker died\n"
+                                      "  greedy: true           # env.policy model: the ODE (false: the flow SDE)\n",
+                                      NULL},
+    .roles = s_roles,
+    .prepare = s_prepare,
+    .run = s_run,
+};

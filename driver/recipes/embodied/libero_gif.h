@@ -1,0 +1,59 @@
+/* driver/recipes/embodied/libero_gif.h — GIFs of the LIBERO recipes' evaluation
+ * episodes (flow_warmstart, libero_rl), for people: after an evaluation
+ * round the driver replays the first episodes of each task from what the
+ * env ranks reported (task, initial state, actions as applied; the env is
+ * deterministic, so the replay is the episode) and renders them
+ * (common/sim/libero.h rl_libero_replay_gif) to
+ *     <trainer.output_dir>/gifs/<tag>/task<T>_init<I>_<success|fail>.gif
+ * (success or fail as the replay ended; a replay that disagrees with the env's
+ * report is a warning).
+ *
+ * Config (RL_LIBERO_GIF_DEFAULTS; range-checked in the recipe's prepare by
+ * rl_libero_gif_check, so a bad value is a file:line error before any work):
+ *   eval.gif_episodes_per_task  [0, 50] the first k evaluated episodes of
+ *                               each task (0: no GIFs)
+ *   eval.gif_every              [1, 1000] a frame every k env steps (plays in
+ *                               real time: k · 50 ms a frame)
+ *   eval.gif_size               [16, 512] pixels a side (agent view)
+ * and env.data_dir / env.scene (the scene the episodes ran in),
+ * env.auto_reset, trainer.output_dir.
+ *
+ * Cost, on the driver: a task's scenes are loaded once per call that has an
+ * episode of it to draw (the full scene: seconds), then ~every / 4 frames a
+ * second of episode time; measured numbers in docs/ARCHITECTURE.md
+ * ("Evaluation GIFs").
+ *
+ * Errors: a reply of the wrong shape, a task or initial state out of range
+ * or a non-finite action (peer data) is an error naming the env rank and
+ * row. What only costs the pictures — no EGL here, no scenes on the
+ * driver's host, a GIF that cannot be written — is a warning, and the
+ * evaluation goes on without them.
+ * Ownership: the replies are borrowed. */
+#ifndef RLRT_DRIVER_LIBERO_GIF_H
+#define RLRT_DRIVER_LIBERO_GIF_H
+
+#include <stdint.h>
+
+#include "rlrt/dataproto.h"
+#include "rlrt/config.h"
+#include "workers/env/env.h"
+
+#define RL_LIBERO_GIF_DEFAULTS \
+    "eval:\n" \
+    "  gif_episodes_per_task: 1   # GIFs of the first k episodes per task (0: none)\n" \
+    "  gif_every: 4               # a frame every k env steps\n" \
+    "  gif_size: 128              # pixels a side\n"
+
+/* Range-checks the eval.gif_* keys (file:line errors). */
+int rl_libero_gif_check(const rl_config *job);
+
+/* GIFs of one evaluation round: the interact replies of its E env ranks
+ * (workers/env/env.h), of which the first `rows` rows in rank order are
+ * evaluated episodes (< 0: all). done[t] counts task t's GIFs written so far
+ * in this evaluation (zero it before its first round); episodes of tasks
+ * that have eval.gif_episodes_per_task are skipped. tag: the directory
+ * under gifs/ (NULL: "step_<step>"). */
+int rl_libero_eval_gifs(const rl_config *job, const char *tag, int64_t step, rl_dataproto *const *replies, int E,
+                        int64_t rows, int64_t done[RL_ENV_MAX_TASKS]);
+
+#endif
