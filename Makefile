@@ -7,6 +7,7 @@
 #   make CUDA=1               also compile the .cu sources with nvcc
 #   make CUDA=1 test-gpu      CUDA kernels vs CPU + compute-sanitizer (needs a GPU)
 #   make golden               regenerate tests/golden with /usr/bin/python3 + torch
+#   make config-doc           docs/CONFIG.md from the config schemas (common/schema/)
 #   make venv-ref             build/venv-ref: the PyPI packages the references need
 #   make bench-NAME           run bench/bench_NAME.sh, or every bench_NAME* binary
 #   make venv-hpsv3           PyPI hpsv3 in build/venv-hpsv3/ (deploy/scorer_server.py --backend hpsv3)
@@ -147,7 +148,7 @@ FUZZ_REPLAY_A   := $(BUILD)/lib/librlrt_fuzz_replay.a
 BENCH_SRC  := $(sort $(wildcard bench/bench_*.c))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all lib bins tests benches test test-gpu run deps golden fuzz install clean venv-ref \
+.PHONY: all lib bins tests benches test test-gpu run deps golden fuzz install clean venv-ref config-doc \
         venv-deploy fuzz-ci venv-hpsv3 libero-data mujoco
 .SECONDARY:
 .DELETE_ON_ERROR:
@@ -320,6 +321,11 @@ test-gpu: tests
 run: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) examples/run-default.sh
+
+# docs/CONFIG.md from the config schemas (common/schema/)
+config-doc: bins
+	@$(BUILD)/bin/rl-driver config-doc > docs/CONFIG.md
+	@echo "config-doc: docs/CONFIG.md written"
 
 # ---- reference venv ---------------------------------------------------------------
 # PyPI packages of the reference generators and format cross-checks, in a

@@ -10,6 +10,7 @@
 
 #include "rlrt/rlrt.h"
 #include "driver/recipe.h"
+#include "common/schema/trainer.h"
 #include "rlrt/error.h"
 #include "rlrt/log.h"
 #include "common/nn/engine/ops.h"
@@ -18,12 +19,6 @@
 #include "rlrt/runtime/cluster.h"
 #include "rlrt/runtime/driver.h"
 
-static const rl_recipe *s_recipes[] = {&rl_recipe_selftest,      &rl_recipe_sft,
-                                       &rl_recipe_rlvr,          &rl_recipe_scorer_train,
-                                       &rl_recipe_flow_pretrain, &rl_recipe_diffusion,
-                                       &rl_recipe_libero_collect, &rl_recipe_flow_warmstart,
-                                       &rl_recipe_libero_rl};
-
 static void s_usage(FILE *f)
 {
     fprintf(f,
@@ -31,52 +26,50 @@ static void s_usage(FILE *f)
             "                 [--log-level debug|info|warn|error] [--worker PATH]\n"
             "                 [--bind tcp://ADDR:PORT] [--resume]\n"
             "       rl-driver keygen DIR NAME...   write DIR/NAME.cert and DIR/NAME.cert_secret\n"
+            "       rl-driver config-doc           print docs/CONFIG.md (every recipe's keys)\n"
+            "       rl-driver config-keys [RECIPE] the keys a recipe's jobs know, one a line\n"
             "\n"
-            "Runs the job's recipe (trainer.recipe) on the workers of cluster.yaml.\n"
-            "key=value overrides any known job key, e.g. selftest.rounds=3.\n"
-            "--resume continues from the latest checkpoint in trainer.output_dir.\n"
-            "Recipes:\n");
-    for (size_t i = 0; i < sizeof s_recipes / sizeof s_recipes[0]; i++)
-        fprintf(f, "  %-12s %s\n", s_recipes[i]->name, s_recipes[i]->summary);
-}
-
-static const rl_recipe *s_find_recipe(const char *name)
-{
-    for (size_t i = 0; i < sizeof s_recipes / sizeof s_recipes[0]; i++)
-        if (strcmp(s_recipes[i]->name, name) == 0)
-            return s_recipes[i];
-    return NULL;
+            "Runs the job's recipe (%s) on the workers of cluster.yaml.\n"
+            "key=value overrides any known job key (docs/CONFIG.md).\n"
+            "--resume continues from the latest checkpoint in %s.\n"
+            "Recipes:\n",
+            RL_CFG_PATH(&rl_trainer_section, rl_trainer_config, recipe),
+            RL_CFG_PATH(&rl_trainer_section, rl_trainer_config, output_dir));
+    for (size_t i = 0; rl_recipes[i]; i++)
+        fprintf(f, "  %-12s %s\n", rl_recipes[i]->name, rl_recipes[i]->summary);
 }
 
 /* The recipe named by an override trainer.recipe=... or the job file. */
 static int s_pick_recipe(const char *job_path, int n, char **overrides, const rl_recipe **out)
 {
+    const char *key = RL_CFG_PATH(&rl_trainer_section, rl_trainer_config, recipe);
+    size_t klen = strlen(key);
     char name[128] = "selftest";
     int from_override = 0;
     for (int i = 0; i < n; i++) {
-        if (strncmp(overrides[i], "trainer.recipe=", 15) == 0) {
-            snprintf(name, sizeof name, "%s", overrides[i] + 15);
+        if (strncmp(overrides[i], key, klen) == 0 && overrides[i][klen] == '=') {
+            snprintf(name, sizeof name, "%s", overrides[i] + klen + 1);
             from_override = 1;
         }
     }
     if (!from_override && job_path) {
         rl_config *job = rl_config_parse_file(job_path);
         const char *v = NULL;
-        if (!job || rl_config_get_string_or(job, "trainer.recipe", "selftest", &v)) {
+        if (!job || rl_config_get_string_or(job, key, "selftest", &v)) {
             rl_config_free(job);
             return rl_error_code();
         }
         snprintf(name, sizeof name, "%s", v);
         rl_config_free(job);
     }
-    *out = s_find_recipe(name);
+    *out = rl_recipe_find(name);
     if (*out)
         return RL_OK;
     char known[256] = "";
-    for (size_t i = 0, k = 0; i < sizeof s_recipes / sizeof s_recipes[0]; i++)
-        k += (size_t)snprintf(known + k, sizeof known - k, "%s%s", i ? ", " : "", s_recipes[i]->name);
-    return rl_error_set(RL_ECONFIG, "%s: trainer.recipe: unknown recipe '%s' (known: %s)",
-                        from_override ? "override" : job_path, name, known);
+    for (size_t i = 0, k = 0; rl_recipes[i] && k < sizeof known; i++)
+        k += (size_t)snprintf(known + k, sizeof known - k, "%s%s", i ? ", " : "", rl_recipes[i]->name);
+    return rl_error_set(RL_ECONFIG, "%s: %s: unknown recipe '%s' (known: %s)",
+                        from_override ? "override" : job_path, key, name, known);
 }
 
 static void s_default_worker(char *buf, size_t len)
@@ -112,6 +105,41 @@ static int s_keygen(int argc, char **argv)
     return 0;
 }
 
+/* The leaves of a known-keys tree, one dotted path a line. */
+static void s_print_keys(const rl_config_node *n)
+{
+    if (rl_config_node_kind(n) != RL_CONFIG_MAP || rl_config_node_len(n) == 0) {
+        printf("%s\n", rl_config_node_path(n));
+        return;
+    }
+    for (size_t i = 0; i < rl_config_node_len(n); i++)
+        s_print_keys(rl_config_node_item(n, i));
+}
+
+/* rl-driver config-keys [RECIPE]: every key the recipe's jobs know (all
+ * recipes' when none is named), one a line; keys of several recipes once. */
+static int s_config_keys(const char *name)
+{
+    for (size_t i = 0; rl_recipes[i]; i++) {
+        if (name && strcmp(name, rl_recipes[i]->name) != 0)
+            continue;
+        rl_config *known = rl_recipe_known_keys(rl_recipes[i]);
+        if (!known) {
+            fprintf(stderr, "rl-driver config-keys: %s\n", rl_error_message());
+            return 1;
+        }
+        s_print_keys(rl_config_root(known));
+        rl_config_free(known);
+        if (name)
+            return 0;
+    }
+    if (name) {
+        fprintf(stderr, "rl-driver config-keys: unknown recipe '%s'\n", name);
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     /* the roles take turns on the same cores: idle OpenMP pools must sleep,
@@ -120,6 +148,18 @@ int main(int argc, char **argv)
     (void)rl_nn_use_passive_wait(argv);
     if (argc >= 2 && strcmp(argv[1], "keygen") == 0)
         return s_keygen(argc, argv);
+    if ((argc == 2 || argc == 3) && strcmp(argv[1], "config-keys") == 0)
+        return s_config_keys(argc == 3 ? argv[2] : NULL);
+    if (argc == 2 && strcmp(argv[1], "config-doc") == 0) {
+        char *doc = rl_recipes_config_doc();
+        if (!doc) {
+            fprintf(stderr, "rl-driver config-doc: %s\n", rl_error_message());
+            return 1;
+        }
+        fputs(doc, stdout);
+        free(doc);
+        return 0;
+    }
     static const struct option longopts[] = {
         {"cluster", required_argument, 0, 'c'}, {"config", required_argument, 0, 'j'},
         {"log-level", required_argument, 0, 'l'}, {"worker", required_argument, 0, 'w'},
@@ -168,8 +208,12 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < n_over; i++)
         overrides[i] = argv[optind + i];
-    if (resume)
-        overrides[n_over++] = "trainer.resume=true";
+    char resume_kv[128];
+    if (resume) {
+        snprintf(resume_kv, sizeof resume_kv, "%s=true",
+                 RL_CFG_PATH(&rl_trainer_ckpt_section, rl_trainer_ckpt_config, resume));
+        overrides[n_over++] = resume_kv;
+    }
     for (int i = 0; i < n_over; i++) {
         if (!strchr(overrides[i], '=')) {
             fprintf(stderr, "rl-driver: argument '%s' is not a key=value override\n", overrides[i]);
@@ -181,24 +225,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "rl-driver: %s\n", rl_error_message());
         return 1;
     }
-    /* the recipe's defaults fragments laid over the common ones, in order */
-    rl_config *merged = rl_config_parse_string(RL_COMMON_DEFAULTS, strlen(RL_COMMON_DEFAULTS),
-                                               "<common defaults>");
-    for (const char *const *frag = recipe->defaults; merged && frag && *frag; frag++) {
-        rl_config *own = rl_config_parse_string(*frag, strlen(*frag), "<recipe defaults>");
-        rl_config *next = own ? rl_config_merge(merged, own) : NULL;
-        rl_config_free(own);
-        rl_config_free(merged);
-        merged = next;
-    }
-    char *defaults = merged ? rl_config_to_yaml(merged, "") : NULL;
-    rl_config_free(merged);
-    if (!defaults) {
-        fprintf(stderr, "rl-driver: recipe %s defaults: %s\n", recipe->name, rl_error_message());
+    rl_config *known = rl_recipe_known_keys(recipe);
+    if (!known) {
+        fprintf(stderr, "rl-driver: %s\n", rl_error_message());
         return 1;
     }
-    rl_config *job = rl_config_load_job(defaults, job_path, n_over, (const char *const *)overrides);
-    free(defaults);
+    rl_config *job = rl_config_load_job_tree(known, job_path, n_over, (const char *const *)overrides);
+    rl_config_free(known);
     if (!job) {
         fprintf(stderr, "rl-driver: %s\n", rl_error_message());
         return 1;

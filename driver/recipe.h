@@ -11,11 +11,14 @@
 typedef struct rl_recipe {
     const char *name;
     const char *summary;
-    /* YAML fragments merged in this order over RL_COMMON_DEFAULTS (NULL-
-     * terminated): the config sections of the roles and the model the recipe
-     * uses (each from its contract header, the one place its defaults live),
-     * then the recipe's own keys and the defaults it changes. Together they
-     * are the job's known keys. */
+    /* The config sections the recipe's job has besides rl_trainer_section
+     * (NULL-terminated; common/schema/), and the defaults of theirs it
+     * changes ({NULL, NULL}-terminated; may be NULL): together the job's
+     * known keys (rl_recipe_known_keys). */
+    const rl_config_section *const *sections;
+    const rl_config_default *changes;
+    /* Legacy YAML fragments merged over those, in order (NULL-terminated;
+     * may be NULL): the sections not yet moved into common/schema/. */
     const char *const *defaults;
     /* The cluster roles the recipe calls (NULL-terminated). rl-driver starts
      * only these and fails, naming cluster.yaml, when one is missing. NULL:
@@ -31,6 +34,17 @@ typedef struct rl_recipe {
     int (*run)(rl_driver *d, const rl_config *job);
 } rl_recipe;
 
+/* Every recipe, in the order rl-driver --help lists them (NULL-terminated),
+ * and the one called `name` (NULL if none). */
+extern const rl_recipe *const rl_recipes[];
+const rl_recipe *rl_recipe_find(const char *name);
+/* The known-keys tree of a recipe's jobs: rl_trainer_section, its sections
+ * with its changes, then its legacy fragments (the caller frees it). */
+rl_config *rl_recipe_known_keys(const rl_recipe *r);
+/* docs/CONFIG.md: every recipe's sections, then every section's keys
+ * (malloc'd). */
+char *rl_recipes_config_doc(void);
+
 extern const rl_recipe rl_recipe_selftest;
 extern const rl_recipe rl_recipe_sft;
 extern const rl_recipe rl_recipe_rlvr;
@@ -40,12 +54,5 @@ extern const rl_recipe rl_recipe_diffusion;
 extern const rl_recipe rl_recipe_libero_collect;
 extern const rl_recipe rl_recipe_flow_warmstart;
 extern const rl_recipe rl_recipe_libero_rl;
-
-/* Keys every job has; a recipe's defaults are merged over them. */
-#define RL_COMMON_DEFAULTS \
-    "trainer:\n" \
-    "  recipe: selftest\n" \
-    "  seed: 1\n" \
-    "  output_dir: runs/default\n"
 
 #endif

@@ -1,6 +1,7 @@
 /* config.c — YAML config trees with locations, typed getters, overrides
  * (see rlrt/config.h). */
 #include "rlrt/config.h"
+#include "common/core/config_internal.h"
 #include "common/core/util.h"
 
 #include "rlrt/error.h"
@@ -35,7 +36,27 @@ struct rl_config_node {
 struct rl_config {
     char *name;
     rl_config_node *root;
+    /* typed sections read from this tree (config_schema.c), dropped when a
+     * value changes */
+    void *cache;
+    void (*cache_free)(void *cache);
 };
+
+void *rl__config_cache(const rl_config *c) { return c->cache; }
+
+void rl__config_set_cache(const rl_config *c, void *cache, void (*cache_free)(void *))
+{
+    rl_config *m = (rl_config *)c; /* the cache is not part of the tree's value */
+    m->cache = cache;
+    m->cache_free = cache_free;
+}
+
+static void s_drop_cache(rl_config *c)
+{
+    if (c->cache && c->cache_free)
+        c->cache_free(c->cache);
+    c->cache = NULL;
+}
 
 /* ---- small helpers ----------------------------------------------------------- */
 
@@ -843,6 +864,7 @@ void rl_config_free(rl_config *c)
 {
     if (!c)
         return;
+    s_drop_cache(c);
     s_node_free(c->root);
     free(c->name);
     free(c);
@@ -963,6 +985,14 @@ static int s_find(const rl_config *c, const char *path, rl_config_node **out)
                                     "missing item %s (the list has %zu items)",
                                     f.missing, f.parent->n);
     return rl_config_node_error(f.parent, RL_ENOTFOUND, "missing key '%s'", f.missing);
+}
+
+int rl__config_find(const rl_config *c, const char *path, const rl_config_node **out)
+{
+    rl_config_node *n = NULL;
+    int rc = s_find(c, path, &n);
+    *out = n;
+    return rc;
 }
 
 int rl_config_has(const rl_config *c, const char *path)
@@ -1566,6 +1596,7 @@ char *rl_config_to_json(const rl_config *c, const char *path)
  * maps on the way. */
 static int s_put(rl_config *c, const char *path, rl_config_node *value)
 {
+    s_drop_cache(c);
     s_found f;
     s_lookup(c->root, path, &f);
     if (f.node) {
@@ -1849,26 +1880,17 @@ int rl_config_validate(const rl_config *job, const rl_config *defaults)
     return s_validate(job->root, defaults->root, defaults->root);
 }
 
-rl_config *rl_config_load_job(const char *defaults_yaml, const char *job_path,
-                              int n_overrides, const char *const *overrides)
+rl_config *rl_config_load_job_tree(const rl_config *defaults, const char *job_path,
+                                   int n_overrides, const char *const *overrides)
 {
-    const char *dtext = defaults_yaml ? defaults_yaml : "";
-    rl_config *defaults = rl_config_parse_string(dtext, strlen(dtext), "<defaults>");
-    if (!defaults)
-        return NULL;
     rl_config *merged = NULL;
     if (job_path) {
         rl_config *job = rl_config_parse_file(job_path);
-        if (!job || rl_config_validate(job, defaults)) {
-            rl_config_free(job);
-            rl_config_free(defaults);
-            return NULL;
-        }
-        merged = rl_config_merge(defaults, job);
+        if (job && !rl_config_validate(job, defaults))
+            merged = rl_config_merge(defaults, job);
         rl_config_free(job);
-        rl_config_free(defaults);
     } else {
-        merged = defaults;
+        merged = rl_config_subtree(defaults, "");
     }
     if (merged && rl_config_override_all(merged, n_overrides, overrides)) {
         rl_config_free(merged);
@@ -1877,157 +1899,16 @@ rl_config *rl_config_load_job(const char *defaults_yaml, const char *job_path,
     return merged;
 }
 
-/* ---- declarative reading with ranges -------------------------------------------------------- */
-
-/* A bound as people write it: 16, 0.2, 1e+30. */
-static const char *s_num_text(double v, char *buf, size_t size)
+rl_config *rl_config_load_job(const char *defaults_yaml, const char *job_path,
+                              int n_overrides, const char *const *overrides)
 {
-    if (v == floor(v) && fabs(v) < 1e15)
-        snprintf(buf, size, "%.0f", v);
-    else
-        snprintf(buf, size, "%g", v);
-    return buf;
-}
-
-/* "must be in [lo, hi]" / "must be > lo" ... for the bounds of a spec. */
-static void s_bounds_text(double lo, double hi, unsigned flags, char *buf, size_t size)
-{
-    if (lo > hi) {
-        snprintf(buf, size, "must be a finite number");
-        return;
-    }
-    int has_lo = isfinite(lo), has_hi = isfinite(hi);
-    const char *lb = flags & RL_CFG_MIN_OPEN ? "(" : "[", *hb = flags & RL_CFG_MAX_OPEN ? ")" : "]";
-    char a[40], b[40];
-    if (has_lo && has_hi)
-        snprintf(buf, size, "must be in %s%s, %s%s", lb, s_num_text(lo, a, sizeof a),
-                 s_num_text(hi, b, sizeof b), hb);
-    else if (has_lo)
-        snprintf(buf, size, "must be %s %s", flags & RL_CFG_MIN_OPEN ? ">" : ">=",
-                 s_num_text(lo, a, sizeof a));
-    else if (has_hi)
-        snprintf(buf, size, "must be %s %s", flags & RL_CFG_MAX_OPEN ? "<" : "<=",
-                 s_num_text(hi, b, sizeof b));
-    else
-        snprintf(buf, size, "must be a finite number");
-}
-
-static int s_in_range(double v, double lo, double hi, unsigned flags)
-{
-    if (lo > hi)
-        return !isnan(v);
-    if (isnan(v))
-        return 0;
-    if (flags & RL_CFG_MIN_OPEN ? !(v > lo) : !(v >= lo))
-        return 0;
-    if (flags & RL_CFG_MAX_OPEN ? !(v < hi) : !(v <= hi))
-        return 0;
-    return 1;
-}
-
-static int s_range_error(const rl_config_node *n, double lo, double hi, unsigned flags)
-{
-    char b[160];
-    s_bounds_text(lo, hi, flags, b, sizeof b);
-    return rl_config_node_error(n, RL_ECONFIG, "%s, got %s", b, n->text ? n->text : "?");
-}
-
-static int s_read_one(const rl_config *c, const rl_config_spec *sp, void *out)
-{
-    rl_config_node *n;
-    int rc = s_find(c, sp->path, &n);
-    if (rc)
-        return rc;
-    char *field = (char *)out + sp->offset;
-    switch (sp->type) {
-    case RL_CFG_INT: {
-        int64_t v;
-        if ((rc = rl_config_node_int(n, &v)))
-            return rc;
-        if (!s_in_range((double)v, sp->min, sp->max, sp->flags))
-            return s_range_error(n, sp->min, sp->max, sp->flags);
-        memcpy(field, &v, sizeof v);
-        return RL_OK;
-    }
-    case RL_CFG_NUM: {
-        double v;
-        if ((rc = rl_config_node_double(n, &v)))
-            return rc;
-        if (!s_in_range(v, sp->min, sp->max, sp->flags) || (sp->min > sp->max && isinf(v)))
-            return s_range_error(n, sp->min, sp->max, sp->flags);
-        memcpy(field, &v, sizeof v);
-        return RL_OK;
-    }
-    case RL_CFG_BOOL: {
-        int v;
-        if ((rc = rl_config_node_bool(n, &v)))
-            return rc;
-        memcpy(field, &v, sizeof v);
-        return RL_OK;
-    }
-    case RL_CFG_STR: {
-        const char *v = NULL;
-        if (rl_config_node_type(n) != RL_CONFIG_T_NULL && (rc = rl_config_node_string(n, &v)))
-            return rc;
-        if ((sp->flags & RL_CFG_NONEMPTY) && (!v || !*v))
-            return rl_config_node_error(n, RL_ECONFIG, "must not be empty");
-        memcpy(field, &v, sizeof v);
-        return RL_OK;
-    }
-    case RL_CFG_ENUM: {
-        const char *v;
-        if ((rc = rl_config_node_string(n, &v)))
-            return rc;
-        const char *p = sp->choices ? sp->choices : "";
-        size_t len = strlen(v);
-        for (int i = 0;; i++) {
-            size_t k = strcspn(p, "|");
-            if (k == len && strncmp(p, v, len) == 0) {
-                memcpy(field, &i, sizeof i);
-                return RL_OK;
-            }
-            if (!p[k])
-                break;
-            p += k + 1;
-        }
-        char list[512];
-        snprintf(list, sizeof list, "%s", sp->choices ? sp->choices : "");
-        for (char *q = list; *q; q++)
-            if (*q == '|')
-                *q = ',';
-        return rl_config_node_error(n, RL_ECONFIG, "unknown value '%s' (expected one of: %s)", v,
-                                    list);
-    }
-    }
-    return rl_error_set(RL_EINVAL, "rl_config_read: %s: bad field type %d", sp->path, (int)sp->type);
-}
-
-int rl_config_read(const rl_config *c, const rl_config_spec *spec, size_t n, void *out)
-{
-    if (!c || (!spec && n) || !out)
-        return rl_error_set(RL_EINVAL, "rl_config_read: NULL argument");
-    for (size_t i = 0; i < n; i++) {
-        int rc = s_read_one(c, &spec[i], out);
-        if (rc)
-            return rc;
-    }
-    return RL_OK;
-}
-
-int rl_config_get_int_in(const rl_config *c, const char *path, int64_t lo, int64_t hi,
-                         int64_t *out)
-{
-    rl_config_spec sp = {path, RL_CFG_INT, 0, (double)lo, (double)hi, 0, NULL};
-    if (lo > hi)
-        sp.min = 1, sp.max = 0;
-    return s_read_one(c, &sp, out);
-}
-
-int rl_config_get_double_in(const rl_config *c, const char *path, double lo, double hi,
-                            unsigned flags, double *out)
-{
-    rl_config_spec sp = {path, RL_CFG_NUM, 0, lo, hi, flags, NULL};
-    return s_read_one(c, &sp, out);
+    const char *dtext = defaults_yaml ? defaults_yaml : "";
+    rl_config *defaults = rl_config_parse_string(dtext, strlen(dtext), "<defaults>");
+    if (!defaults)
+        return NULL;
+    rl_config *job = rl_config_load_job_tree(defaults, job_path, n_overrides, overrides);
+    rl_config_free(defaults);
+    return job;
 }
 
 /* ---- locations across processes ------------------------------------------------------------- */

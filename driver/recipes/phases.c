@@ -13,6 +13,7 @@
 #include "rlrt/dataproto.h"
 #include "rlrt/config.h"
 #include "common/metrics/metrics.h"
+#include "common/schema/trainer.h"
 #include "workers/actor/actor.h"
 #include "workers/rollout/rollout.h"
 
@@ -46,21 +47,22 @@ int rl_trainer_open(rl_trainer *t, rl_driver *d, const rl_config *job)
     memset(t, 0, sizeof *t);
     t->d = d;
     t->job = job;
-    int64_t seed;
-    if (rl_config_get_int_in(job, "trainer.total_steps", 0, 1000000000, &t->total_steps) ||
-        rl_config_get_int_in(job, "trainer.val_every", 0, 1000000000, &t->val_every) ||
-        rl_config_get_int_in(job, "trainer.seed", 0, INT64_MAX, &seed) ||
-        rl_config_get_string(job, "trainer.output_dir", &t->out_dir))
+    const rl_trainer_config *tc = rl_config_section_get(job, &rl_trainer_section);
+    const rl_trainer_steps_config *sc = tc ? rl_config_section_get(job, &rl_trainer_steps_section) : NULL;
+    if (!sc)
         return rl_error_code();
-    /* checkpoints exist only in recipes that define these keys */
-    if (rl_config_has(job, "trainer.save_every") &&
-        rl_config_get_int_in(job, "trainer.save_every", 0, 1000000000, &t->save_every))
-        return rl_error_code();
-    if (rl_config_has(job, "trainer.resume") && rl_config_get_bool(job, "trainer.resume", &t->resume))
-        return rl_error_code();
-    if (!*t->out_dir)
-        return rl_config_error_at(job, "trainer.output_dir", RL_ECONFIG, "must not be empty");
-    t->seed = (uint64_t)seed;
+    t->total_steps = sc->total_steps;
+    t->val_every = sc->val_every;
+    /* checkpoints exist only in recipes that have the section */
+    if (rl_config_has_section(job, &rl_trainer_ckpt_section)) {
+        const rl_trainer_ckpt_config *ck = rl_config_section_get(job, &rl_trainer_ckpt_section);
+        if (!ck)
+            return rl_error_code();
+        t->save_every = ck->save_every;
+        t->resume = ck->resume;
+    }
+    t->out_dir = tc->output_dir;
+    t->seed = (uint64_t)tc->seed;
     snprintf(t->ckpt_dir, sizeof t->ckpt_dir, "%s/checkpoints", t->out_dir);
     t->ms = rl_metric_set_new();
     return t->ms ? RL_OK : rl_error_set(RL_ENOMEM, "trainer: out of memory");
@@ -301,13 +303,14 @@ int rl_trainer_restore(rl_trainer *t, rl_group *actor, int64_t want, int64_t *st
         if (!rl_checkpoint_is_complete(info.dir))
             return rl_error_set(RL_ENOTFOUND, "checkpoint %s is missing or incomplete", info.dir);
     } else {
+        const char *key = RL_CFG_PATH(&rl_trainer_ckpt_section, rl_trainer_ckpt_config, resume);
         int frc = rl_checkpoint_find(t->ckpt_dir, &info);
         if (frc == RL_ENOTFOUND) { /* nothing saved yet: a fresh start */
-            rl_log_warn("trainer.resume: %s; starting from scratch", rl_error_message());
+            rl_log_warn("%s: %s; starting from scratch", key, rl_error_message());
             return RL_OK;
         }
         if (frc) /* damaged or unreadable: starting afresh would write over them */
-            return rl_error_wrap(frc, "trainer.resume");
+            return rl_error_wrap(frc, "%s", key);
     }
     rl_dataproto *req = rl_dataproto_new_meta(json_pack("{s:s}", RL_ACTOR_PATH, info.dir)), *out = NULL;
     rl_future *f = req ? rl_group_call(actor, RL_ACTOR_LOAD_CHECKPOINT, RL_DISPATCH_ONE_TO_ALL, req) : NULL;
@@ -339,7 +342,11 @@ int rl_trainer_restore(rl_trainer *t, rl_group *actor, int64_t want, int64_t *st
 int rl_recovery_open(rl_recovery *r, const rl_config *job)
 {
     memset(r, 0, sizeof *r);
-    return rl_config_get_int_in(job, "trainer.max_recoveries", 0, 1000000, &r->max);
+    const rl_trainer_recovery_config *rc = rl_config_section_get(job, &rl_trainer_recovery_section);
+    if (!rc)
+        return rl_error_code();
+    r->max = rc->max_recoveries;
+    return RL_OK;
 }
 
 void rl_recovery_close(rl_recovery *r)
@@ -409,8 +416,9 @@ int rl_recovery_check(rl_recovery *r, rl_driver *d, int64_t step)
     if (!n) /* nobody was replaced: a real error */
         return rl_error_set(code, "%s", why), 0;
     if (r->count >= r->max) {
-        rl_log_error("step %lld lost %s, but trainer.max_recoveries = %lld were used", (long long)step,
-                     lost, (long long)r->max);
+        rl_log_error("step %lld lost %s, but %s = %lld were used", (long long)step, lost,
+                     RL_CFG_PATH(&rl_trainer_recovery_section, rl_trainer_recovery_config, max_recoveries),
+                     (long long)r->max);
         return rl_error_set(code, "%s", why), 0;
     }
     r->count++;
@@ -446,8 +454,11 @@ int rl_train_loop_run(rl_driver *d, const rl_config *job, const rl_train_loop *l
     int64_t start = 0;
     int resume = 0;
     int rc = rl_recovery_open(&rec, job);
+    const rl_trainer_ckpt_config *ck = rc ? NULL : rl_config_section_get(job, &rl_trainer_ckpt_section);
+    if (!rc && !ck)
+        rc = rl_error_code();
     if (!rc)
-        rc = rl_config_get_bool(job, "trainer.resume", &resume);
+        resume = ck->resume;
     if (!rc)
         rc = s_loop_start(d, &rec, loop, resume ? -1 : 0, &start);
     rec.saved_step = start;
@@ -462,6 +473,114 @@ int rl_train_loop_run(rl_driver *d, const rl_config *job, const rl_train_loop *l
             step = start; /* the loop goes on at start + 1 */
         }
     }
+    rl_recovery_close(&rec);
+    return rc;
+}
+
+/* ---- one trainer loop ------------------------------------------------------------------------- */
+
+/* Opens the trainer and the recipe and brings them to their first step:
+ * checkpoint `restore` (-1: the newest; k > 0: step k; 0: a fresh start
+ * with the at_start hooks logged as step 0). */
+static int s_recipe_start(rl_driver *d, const rl_config *job, rl_trainer *t, void *st,
+                          const rl_recipe_loop *l, int64_t restore, int64_t *start)
+{
+    *start = 0;
+    int rc = rl_trainer_open(t, d, job);
+    if (!rc)
+        rc = l->open(st, t);
+    if (!rc && restore && l->restore)
+        rc = l->restore(st, restore, start);
+    if (!rc && *start == 0 && l->fresh)
+        rc = l->fresh(st);
+    /* resuming drops the metrics logged after the checkpoint; a fresh start all */
+    if (!rc)
+        rc = rl_trainer_open_metrics(t, *start);
+    if (!rc && *start == 0 && l->hooks) {
+        rl_recipe_hook hooks[RL_MAX_HOOKS];
+        int n = l->hooks(st, hooks), ran = 0;
+        rl_metric_set_clear(t->ms);
+        for (int i = 0; !rc && i < n; i++)
+            if (hooks[i].at_start) {
+                rc = hooks[i].run(st);
+                ran = 1;
+            }
+        if (!rc && ran)
+            rc = rl_metrics_log(t->sink, 0, t->ms);
+    }
+    rl_trainer_cpu_mark(t); /* step 1's interval starts after step 0's hooks */
+    return rc;
+}
+
+/* One step: phases, metrics, hooks, log line, checkpoint. */
+static int s_recipe_step(rl_trainer *t, void *st, const rl_recipe_loop *l, int64_t step, int *saved)
+{
+    rl_phase phases[RL_MAX_PHASES];
+    rl_recipe_hook hooks[RL_MAX_HOOKS];
+    rl_step_hook due[RL_MAX_HOOKS];
+    double t0 = rl_now_s();
+    rl_metric_set_clear(t->ms);
+    int np = l->phases(st, step, phases);
+    int rc = rl_phases_run(phases, np, st, t->ms);
+    if (!rc && l->step_metrics)
+        rc = l->step_metrics(st, t0);
+    if (l->step_clear)
+        l->step_clear(st);
+    int nh = l->hooks ? l->hooks(st, hooks) : 0;
+    for (int i = 0; i < nh; i++)
+        due[i] = (rl_step_hook){hooks[i].every, hooks[i].run};
+    return rl_trainer_step_tail(t, step, t0, rc, due, nh, l->save, st, saved);
+}
+
+static void s_recipe_close(rl_trainer *t, void *st, const rl_recipe_loop *l, int reopen)
+{
+    if (l->step_clear)
+        l->step_clear(st);
+    l->close(st, reopen);
+    rl_trainer_close(t);
+}
+
+int rl_recipe_run(rl_driver *d, const rl_config *job, void *st, const rl_recipe_loop *loop)
+{
+    rl_trainer t;
+    rl_recovery rec;
+    memset(&t, 0, sizeof t);
+    int64_t start = 0;
+    int resume = 0, rc = rl_recovery_open(&rec, job);
+    if (!rc && rl_config_has_section(job, &rl_trainer_ckpt_section)) {
+        const rl_trainer_ckpt_config *ck = rl_config_section_get(job, &rl_trainer_ckpt_section);
+        if (!ck)
+            rc = rl_error_code();
+        else
+            resume = ck->resume;
+    }
+    int64_t restore = resume ? -1 : 0;
+    for (;;) { /* the start, again each time it loses a worker */
+        if (rc || (rc = rl_recovery_mark(&rec, d)) ||
+            !(rc = s_recipe_start(d, job, &t, st, loop, restore, &start)) ||
+            !rl_recovery_check(&rec, d, restore > 0 ? restore : 0))
+            break;
+        s_recipe_close(&t, st, loop, 1);
+    }
+    rec.saved_step = start;
+    for (int64_t step = start + 1; !rc && step <= t.total_steps && !rl_driver_interrupted(d); step++) {
+        int saved = 0;
+        if (!(rc = rl_recovery_mark(&rec, d)) && !(rc = s_recipe_step(&t, st, loop, step, &saved)) &&
+            saved)
+            rec.saved_step = step;
+        if (rc && rl_recovery_check(&rec, d, step)) {
+            /* a worker was lost: from this run's newest checkpoint */
+            for (restore = rec.saved_step;;) {
+                s_recipe_close(&t, st, loop, 1);
+                if ((rc = rl_recovery_mark(&rec, d)) ||
+                    !(rc = s_recipe_start(d, job, &t, st, loop, restore, &start)) ||
+                    !rl_recovery_check(&rec, d, restore))
+                    break;
+            }
+            step = start; /* the loop goes on at start + 1 */
+        }
+    }
+    s_recipe_close(&t, st, loop, 0);
     rl_recovery_close(&rec);
     return rc;
 }

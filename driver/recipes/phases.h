@@ -172,6 +172,7 @@ int rl_recovery_mark(rl_recovery *r, rl_driver *d);
  * original error), 0 = not recoverable (the original error is restored). */
 int rl_recovery_check(rl_recovery *r, rl_driver *d, int64_t step);
 
+/* Superseded by rl_recipe_run below; goes when the last recipe moves to it. */
 /* The loop of every recipe that checkpoints and recovers:
  *   start(ctx, restore, &start)  opens the recipe's state (restore −1: the
  *                                newest checkpoint when trainer.resume, 0: a
@@ -195,9 +196,49 @@ typedef struct rl_train_loop {
 
 int rl_train_loop_run(rl_driver *d, const rl_config *job, const rl_train_loop *loop);
 
-/* trainer keys of recipes that checkpoint and recover */
-#define RL_TRAINER_RECOVERY_DEFAULTS \
-    "trainer:\n" \
-    "  max_recoveries: 3          # lost workers survived per job: restore + replay (0: fail)\n"
+/* ---- one trainer loop for every training recipe ------------------------------------
+ * A training recipe is its state, the phases of a step and these hooks;
+ * rl_recipe_run does the rest, the same for every recipe:
+ *
+ *   open the trainer (trainer.* sections, the step's metric set) and the
+ *   recipe (open), restore the newest checkpoint when trainer.resume
+ *   (restore) or start fresh (fresh, then every hook marked at_start: the
+ *   step-0 validation, logged as step 0); then for each step: the phases
+ *   (timing_s/<phase>), the step's own metrics (step_metrics), every hook
+ *   whose cadence is due, the console line and metrics.jsonl, a checkpoint
+ *   when trainer.save_every is due (save); a step that loses a worker
+ *   closes the recipe (close with reopen = 1), reopens it and restores the
+ *   run's newest checkpoint (rl_recovery); at the end close (reopen = 0).
+ *
+ * Hooks get the recipe's state; the optional ones may be NULL. The
+ * trainer is the loop's: open() keeps the pointer until close(). */
+#define RL_MAX_PHASES 16
+#define RL_MAX_HOOKS 4
+
+typedef struct rl_recipe_hook {
+    int64_t every;  /* run after steps that are multiples of it, and after the last (0: never) */
+    int at_start;   /* 1: also before step 1 of a fresh start */
+    int (*run)(void *st);
+} rl_recipe_hook;
+
+typedef struct rl_recipe_loop {
+    int (*open)(void *st, rl_trainer *t);
+    /* checkpoint `want` (-1: the newest complete one; k > 0: step k) into
+     * the state, *start = its step (0: nothing to restore); NULL: the
+     * recipe does not checkpoint */
+    int (*restore)(void *st, int64_t want, int64_t *start);
+    int (*fresh)(void *st);                                  /* optional */
+    /* the phases of `step` into out[0 .. RL_MAX_PHASES): their count */
+    int (*phases)(void *st, int64_t step, rl_phase *out);
+    int (*step_metrics)(void *st, double t_step);           /* optional */
+    /* the cadenced hooks into out[0 .. RL_MAX_HOOKS): their count */
+    int (*hooks)(void *st, rl_recipe_hook *out);            /* optional */
+    int (*save)(void *st);                                   /* optional with restore NULL */
+    void (*step_clear)(void *st);                           /* optional */
+    void (*close)(void *st, int reopen);
+} rl_recipe_loop;
+
+int rl_recipe_run(rl_driver *d, const rl_config *job, void *st, const rl_recipe_loop *loop);
+
 
 #endif

@@ -223,7 +223,12 @@ typedef enum rl_config_field {
     RL_CFG_NUM = 2,  /* double */
     RL_CFG_BOOL = 3, /* int, 0 or 1 */
     RL_CFG_STR = 4,  /* const char *, borrowed from the tree; NULL for a null value */
-    RL_CFG_ENUM = 5  /* int: the index of the text in `choices` ("grpo|rloo|...") */
+    RL_CFG_ENUM = 5, /* int: the index of the text in `choices` ("grpo|rloo|...") */
+    /* schema keys only (rl_config_key), read as the borrowed node: */
+    RL_CFG_LIST = 6, /* const rl_config_node *: a list */
+    RL_CFG_MAP = 7,  /* const rl_config_node *: a map; an empty default ({}) is open:
+                      * any keys are accepted below it */
+    RL_CFG_ANY = 8   /* const rl_config_node *: any value (the default is ~) */
 } rl_config_field;
 
 #define RL_CFG_MIN_OPEN 1u  /* value > min (default: >=) */
@@ -252,6 +257,116 @@ int rl_config_get_int_in(const rl_config *c, const char *path, int64_t lo, int64
                          int64_t *out);
 int rl_config_get_double_in(const rl_config *c, const char *path, double lo, double hi,
                             unsigned flags, double *out);
+
+/* ---- schemas: one table per config section -----------------------------------
+ * Every key a job may set belongs to exactly one section: a table of
+ * rl_config_key from which come the typed struct the section is read into,
+ * the key's default (a recipe's known keys are the defaults of the sections
+ * it names), its type and range, and its line of docs/CONFIG.md. A section is
+ * written once, as an X-macro list of its keys:
+ *
+ *     #define RL_ACTOR_KEYS(X) \
+ *         X(NUM, lr, "actor.optim.lr", "1.0e-4", 0, 10, 0, NULL, "AdamW's peak lr") \
+ *         X(ENUM, schedule, "actor.optim.lr_schedule", "constant", 0, 0, 0, \
+ *           "constant|linear|cosine", "learning-rate schedule")
+ *     typedef struct rl_actor_config { RL_ACTOR_KEYS(RL_CFG_FIELD) } rl_actor_config;
+ *
+ * and in one .c file
+ *
+ *     #define RL_CFG_STRUCT rl_actor_config
+ *     static const rl_config_key s_keys[] = {RL_ACTOR_KEYS(RL_CFG_KEY)};
+ *     const rl_config_section rl_actor_section =
+ *         RL_CFG_SECTION("actor", "the actor role", "actor ranks; the driver", s_keys, s_check);
+ *
+ * X(TYPE, field, path, default, min, max, flags, choices, help): TYPE is INT,
+ * NUM, BOOL, STR, ENUM, LIST, MAP or ANY (the field's C type follows:
+ * int64_t, double, int, const char *, int, const rl_config_node *); the
+ * default is YAML flow text ("1.0e-4", "constant", "'a: b'", "[1, 2]", "{}",
+ * "~"); min/max/flags bound INT and NUM as for rl_config_spec; choices lists
+ * an ENUM's values. A struct may carry fields of its own after the keys
+ * (derived values its check fills in). */
+
+typedef struct rl_config_key {
+    const char *path;       /* "actor.optim.lr" */
+    rl_config_field type;
+    size_t offset;          /* of the field in the section's struct */
+    const char *def;        /* the default, YAML flow text */
+    double min, max;        /* INT / NUM bounds; unchecked when min > max */
+    unsigned flags;         /* RL_CFG_MIN_OPEN, RL_CFG_MAX_OPEN, RL_CFG_NONEMPTY */
+    const char *choices;    /* ENUM: "a|b|c" */
+    const char *help;       /* one line: docs/CONFIG.md */
+} rl_config_key;
+
+typedef struct rl_config_section {
+    const char *name;       /* a title in docs/CONFIG.md: "actor", "data (language model)" */
+    const char *summary;    /* one line */
+    const char *readers;    /* who reads it: "actor ranks; the driver (batch sizes)" */
+    const rl_config_key *keys;
+    size_t n_keys;
+    size_t size;            /* of the struct */
+    /* Checks that involve several keys (or other sections, through
+     * rl_config_section_get), and fills the struct's derived fields; errors
+     * located with rl_config_key_error. May be NULL. */
+    int (*check)(const rl_config *c, void *out);
+} rl_config_section;
+
+#define RL_CFG_CTYPE_INT int64_t
+#define RL_CFG_CTYPE_NUM double
+#define RL_CFG_CTYPE_BOOL int
+#define RL_CFG_CTYPE_STR const char *
+#define RL_CFG_CTYPE_ENUM int
+#define RL_CFG_CTYPE_LIST const rl_config_node *
+#define RL_CFG_CTYPE_MAP const rl_config_node *
+#define RL_CFG_CTYPE_ANY const rl_config_node *
+#define RL_CFG_FIELD(T, field, path, def, lo, hi, fl, choices, help) RL_CFG_CTYPE_##T field;
+#define RL_CFG_KEY(T, field, path, def, lo, hi, fl, choices, help) \
+    {path, RL_CFG_##T, offsetof(RL_CFG_STRUCT, field), def, lo, hi, fl, choices, help},
+#define RL_CFG_SECTION(name, summary, readers, keys, check) \
+    {name, summary, readers, keys, sizeof keys / sizeof keys[0], sizeof(RL_CFG_STRUCT), check}
+
+/* Reads every key of the section into `out` (s->size bytes), each checked
+ * for type and range with a located error, then runs s->check. */
+int rl_config_section_read(const rl_config *c, const rl_config_section *s, void *out);
+/* The section read from this tree once and kept with it (until a value of
+ * the tree changes, or the tree is freed): the typed view recipes and roles
+ * use. NULL with the located error of rl_config_section_read. */
+const void *rl_config_section_get(const rl_config *c, const rl_config_section *s);
+/* 1 when every key of the section is in the tree (the recipe has the
+ * section), else 0. */
+int rl_config_has_section(const rl_config *c, const rl_config_section *s);
+/* The path of the key whose field is at `offset` (NULL if none). */
+const char *rl_config_key_path(const rl_config_section *s, size_t offset);
+/* A located error about the key of the field at `offset` (as
+ * rl_config_error_at); returns `code`. */
+int rl_config_key_error(const rl_config *c, const rl_config_section *s, size_t offset, int code,
+                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* Sets the key of the field at `offset` to the YAML value `yaml` (what a
+ * recipe completes before the workers start, e.g. model.vocab_size). */
+int rl_config_key_set(rl_config *c, const rl_config_section *s, size_t offset, const char *yaml);
+/* Field-name forms of the three: RL_CFG_PATH(&rl_actor_section, rl_actor_config, lr). */
+#define RL_CFG_PATH(sec, type, field) rl_config_key_path(sec, offsetof(type, field))
+#define RL_CFG_ERROR(c, sec, type, field, code, ...) \
+    rl_config_key_error(c, sec, offsetof(type, field), code, __VA_ARGS__)
+#define RL_CFG_SET(c, sec, type, field, yaml) rl_config_key_set(c, sec, offsetof(type, field), yaml)
+
+/* A recipe's change to another section's default: {path, YAML value}. */
+typedef struct rl_config_default {
+    const char *path, *value;
+} rl_config_default;
+
+/* The known-keys tree of sections[0..n) with `changes` applied (named
+ * "<defaults>"): RL_EINVAL when two sections declare one path, a path is
+ * both a key and a prefix of another, a change names no key, or a default
+ * does not parse or does not fit its own type and range. */
+rl_config *rl_config_schema_defaults(const rl_config_section *const *sections, size_t n,
+                                     const rl_config_default *changes, size_t n_changes);
+/* The driver's sequence over a known-keys tree (borrowed): parse job_path
+ * (NULL: defaults only), validate, merge, apply the overrides. */
+rl_config *rl_config_load_job_tree(const rl_config *defaults, const char *job_path,
+                                   int n_overrides, const char *const *overrides);
+/* docs/CONFIG.md's part for these sections: a table per section (key, type,
+ * default, range, meaning) under its name, summary and readers. malloc'd. */
+char *rl_config_sections_markdown(const rl_config_section *const *sections, size_t n);
 
 /* ---- locations across processes ----------------------------------------------------
  * A worker gets the job tree as JSON, which carries no file positions. The

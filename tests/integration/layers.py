@@ -33,6 +33,7 @@ BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
 CORE = ["common/core"]
 LAYERS = {
     "common/core": [],
+    "common/schema": CORE,  # every config section: its keys, defaults, ranges, struct
     "common/tensor": CORE,
     "common/wire": CORE + ["common/tensor"],
     "common/runtime": CORE + ["common/tensor", "common/wire"],
@@ -41,17 +42,20 @@ LAYERS = {
     "common/image": CORE,
     "common/metrics": CORE,
     "common/nn/engine": CORE + ["common/tensor"],
-    "common/nn/models": CORE + ["common/tensor", "common/nn/engine", "common/sde"],
-    "common/nn/models/lm": CORE + ["common/tensor", "common/nn/engine", "common/nn/models"],
-    "common/nn": CORE + ["common/tensor", "common/nn/engine", "common/nn/models", "common/nn/models/lm"],
+    "common/nn/models": CORE + ["common/schema", "common/tensor", "common/nn/engine", "common/sde"],
+    "common/nn/models/lm": CORE + ["common/schema", "common/tensor", "common/nn/engine", "common/nn/models"],
+    "common/nn": CORE + ["common/schema", "common/tensor", "common/nn/engine", "common/nn/models", "common/nn/models/lm"],
     "common/algo": CORE,
     "common/algo/lm": CORE + ["common/algo"],
     "common/algo/flow": CORE + ["common/algo", "common/sde"],
     "common/algo/diffusion": CORE + ["common/algo", "common/sde"],
-    "common/data": CORE + ["common/tensor", "common/text"],
-    "common/reward": CORE + ["common/image", "common/tensor", "common/nn/engine"],
-    "common/tools": CORE + ["common/data", "common/text", "common/nn/models/lm"],
+    "common/data": CORE + ["common/schema", "common/tensor", "common/text"],
+    "common/reward": CORE + ["common/schema", "common/image", "common/tensor", "common/nn/engine"],
+    "common/tools": CORE + ["common/schema", "common/data", "common/text", "common/nn/models/lm"],
     "common/sim": CORE + ["common/image"],
+    # batch transforms: pure functions over DataProto that return their metrics
+    "common/batch": CORE + ["common/schema", "common/tensor", "common/metrics", "common/algo",
+                            "common/algo/lm", "common/algo/flow", "common/algo/diffusion"],
 }
 LIB = [l for l in LAYERS]
 TOP = LIB + ["driver", "driver/recipes", "driver/recipes/lm", "driver/recipes/embodied",

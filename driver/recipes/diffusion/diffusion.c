@@ -45,6 +45,7 @@
 #include "rlrt/config.h"
 #include "common/metrics/metrics.h"
 #include "common/core/util.h"
+#include "common/schema/trainer.h"
 
 static const char *const s_roles[] = {RL_ACTOR_ROLE, RL_ROLLOUT_ROLE, RL_REWARD_ROLE, NULL};
 
@@ -143,7 +144,7 @@ static int s_prepare(rl_config *job)
 /* ---- state ------------------------------------------------------------------------------------ */
 
 typedef struct s_dg {
-    rl_trainer t;
+    rl_trainer *t; /* the loop's (rl_recipe_run) */
     rl_actor_job j;
     s_opts o;
     rl_actor_diffusion_config df;
@@ -258,12 +259,12 @@ static int s_phase_gen(void *arg)
     s->group = malloc(sizeof(int64_t) * (size_t)B);
     int rc = ids && ns && rs && s->group ? RL_OK : rl_error_set(RL_ENOMEM, "out of memory");
     rl_rng g;
-    rl_rng_init(&g, s->t.seed, 0x200000000ull + (uint64_t)s->step);
+    rl_rng_init(&g, s->t->seed, 0x200000000ull + (uint64_t)s->step);
     for (int64_t p = 0; !rc && p < P; p++) {
         int32_t id = (int32_t)rl_rng_below(&g, RL_FMNIST_CLASSES);
         for (int64_t k = 0; k < n; k++) {
             int64_t b = p * n + k;
-            uint64_t base = rl_splitmix64(s->t.seed ^ rl_splitmix64((uint64_t)s->step));
+            uint64_t base = rl_splitmix64(s->t->seed ^ rl_splitmix64((uint64_t)s->step));
             ids[b] = id;
             s->group[b] = p;
             ns[b] = (int64_t)(rl_splitmix64(base ^ rl_splitmix64(s->o.init_same_noise ? (uint64_t)p
@@ -298,9 +299,9 @@ static int s_constrain(s_dg *s, rl_tensor *score_t, int64_t B)
         score[b] += (float)(s->coeff * (s->con.lambda - s->con_w) * c[b]);
     }
     mean = B ? mean / (double)B : s->o.con_min;
-    rl_metric_set_put(s->t.ms, "constraint/lambda", s->con.lambda);
-    rl_metric_set_put(s->t.ms, "constraint/mean", mean);
-    rl_metric_set_put(s->t.ms, "constraint/shortfall", s->o.con_min - mean);
+    rl_metric_set_put(s->t->ms, "constraint/lambda", s->con.lambda);
+    rl_metric_set_put(s->t->ms, "constraint/mean", mean);
+    rl_metric_set_put(s->t->ms, "constraint/shortfall", s->o.con_min - mean);
     return rl_constraint_pi_update(&s->con, s->o.con_ki, s->o.con_kp, s->o.con_min, mean,
                                    s->o.con_max);
 }
@@ -320,13 +321,13 @@ static int s_phase_reward(void *arg)
         return rl_error_set(RL_ENOMEM, "out of memory");
     for (int64_t b = 0; b < B; b++)
         v[b] = ((const float *)rl_tensor_data((rl_tensor *)t))[b];
-    rl_metric_set_put_stats(s->t.ms, "critic/score", v, B);
+    rl_metric_set_put_stats(s->t->ms, "critic/score", v, B);
     free(v);
-    s_mean_metric(s->t.ms, s->batch, RL_REWARD_JPEG_KB, "reward/jpeg_kb");
-    s_mean_metric(s->t.ms, s->batch, RL_REWARD_PROMPT_MATCH, "reward/prompt_match");
-    s_mean_metric(s->t.ms, s->batch, RL_REWARD_ON_PROMPT, "reward/on_prompt");
-    s_mean_metric(s->t.ms, s->batch, RL_REWARD_REMOTE, "reward/remote");
-    s_mean_metric(s->t.ms, s->batch, RL_REWARD_JUDGE_ON_PROMPT, "reward/judge_on_prompt");
+    s_mean_metric(s->t->ms, s->batch, RL_REWARD_JPEG_KB, "reward/jpeg_kb");
+    s_mean_metric(s->t->ms, s->batch, RL_REWARD_PROMPT_MATCH, "reward/prompt_match");
+    s_mean_metric(s->t->ms, s->batch, RL_REWARD_ON_PROMPT, "reward/on_prompt");
+    s_mean_metric(s->t->ms, s->batch, RL_REWARD_REMOTE, "reward/remote");
+    s_mean_metric(s->t->ms, s->batch, RL_REWARD_JUDGE_ON_PROMPT, "reward/judge_on_prompt");
     return RL_OK;
 }
 
@@ -348,8 +349,8 @@ static int s_phase_adv(void *arg)
         sq += (double)adv[b] * adv[b];
     }
     if (!rc && B) {
-        rl_metric_set_put(s->t.ms, "critic/advantages/mean", sum / B);
-        rl_metric_set_put(s->t.ms, "critic/advantages/std", sqrt(fmax(sq / B - (sum / B) * (sum / B), 0)));
+        rl_metric_set_put(s->t->ms, "critic/advantages/mean", sum / B);
+        rl_metric_set_put(s->t->ms, "critic/advantages/std", sqrt(fmax(sq / B - (sum / B) * (sum / B), 0)));
     }
     return rc;
 }
@@ -372,7 +373,7 @@ static int s_step_mask(s_dg *s)
     int rc = RL_OK;
     for (int64_t b = 0; !rc && b < B; b++) {
         int64_t k = 0;
-        rc = rl_diffusion_timestep_subset(s->t.seed ^ 0x7157ull, (uint64_t)s->step * 1000003u + (uint64_t)b,
+        rc = rl_diffusion_timestep_subset(s->t->seed ^ 0x7157ull, (uint64_t)s->step * 1000003u + (uint64_t)b,
                                           N, s->df.timestep_fraction, idx, &k);
         for (int64_t i = 0; !rc && i < k; i++)
             mask[b * N + idx[i]] = 1.0f;
@@ -421,16 +422,16 @@ static int s_phase_update(void *arg)
     if (rc)
         return rc;
     if (tot[1] > 0) {
-        rl_metric_set_put(s->t.ms, "actor/pg_loss", tot[0] / updates);
-        rl_metric_set_put(s->t.ms, "actor/pg_clipfrac", tot[2] / tot[1]);
-        rl_metric_set_put(s->t.ms, RL_M_PPO_KL, tot[3] / tot[1]);
-        rl_metric_set_put(s->t.ms, "actor/ratio_mean", tot[4] / tot[1]);
-        rl_metric_set_put(s->t.ms, "actor/trained_steps", tot[1]);
+        rl_metric_set_put(s->t->ms, "actor/pg_loss", tot[0] / updates);
+        rl_metric_set_put(s->t->ms, "actor/pg_clipfrac", tot[2] / tot[1]);
+        rl_metric_set_put(s->t->ms, RL_M_PPO_KL, tot[3] / tot[1]);
+        rl_metric_set_put(s->t->ms, "actor/ratio_mean", tot[4] / tot[1]);
+        rl_metric_set_put(s->t->ms, "actor/trained_steps", tot[1]);
         if (s->kl_on) /* mean KL of a trained step to the reference's step */
-            rl_metric_set_put(s->t.ms, RL_M_KL_LOSS, tot[5] / tot[1]);
+            rl_metric_set_put(s->t->ms, RL_M_KL_LOSS, tot[5] / tot[1]);
     }
-    rl_metric_set_put(s->t.ms, "actor/grad_norm", updates ? gn / updates : 0);
-    rl_metric_set_put(s->t.ms, "actor/lr", lr);
+    rl_metric_set_put(s->t->ms, "actor/grad_norm", updates ? gn / updates : 0);
+    rl_metric_set_put(s->t->ms, "actor/lr", lr);
     return RL_OK;
 }
 
@@ -448,7 +449,7 @@ static int s_eval_rows(s_dg *s, int64_t per, uint64_t salt, rl_dataproto **out)
     int rc = ids && ns && rs ? RL_OK : rl_error_set(RL_ENOMEM, "out of memory");
     for (int64_t b = 0; !rc && b < B; b++) {
         ids[b] = (int32_t)(b / per);
-        ns[b] = (int64_t)(rl_splitmix64(s->t.seed ^ salt ^ rl_splitmix64((uint64_t)b)) >> 1);
+        ns[b] = (int64_t)(rl_splitmix64(s->t->seed ^ salt ^ rl_splitmix64((uint64_t)b)) >> 1);
         rs[b] = ns[b];
     }
     rl_dataproto *dp = rc ? NULL : s_rows(ids, ns, rs, B);
@@ -473,20 +474,20 @@ static int s_validate(void *ctx)
     int rc = s_eval_rows(s, s->o.val_per_prompt, 0x7a11dull, &dp);
     if (rc)
         return rl_error_wrap(rc, "validation");
-    s_mean_metric(s->t.ms, dp, RL_REWARD_SCORE, "val/score");
-    s_mean_metric(s->t.ms, dp, RL_REWARD_JPEG_KB, "val/jpeg_kb");
-    s_mean_metric(s->t.ms, dp, RL_REWARD_PROMPT_MATCH, "val/prompt_match");
-    s_mean_metric(s->t.ms, dp, RL_REWARD_ON_PROMPT, "val/on_prompt");
-    s_mean_metric(s->t.ms, dp, RL_REWARD_REMOTE, "val/remote");
-    s_mean_metric(s->t.ms, dp, RL_REWARD_JUDGE_ON_PROMPT, "val/judge_on_prompt");
-    rl_metric_set_put(s->t.ms, "timing_s/testing", rl_now_s() - t0);
+    s_mean_metric(s->t->ms, dp, RL_REWARD_SCORE, "val/score");
+    s_mean_metric(s->t->ms, dp, RL_REWARD_JPEG_KB, "val/jpeg_kb");
+    s_mean_metric(s->t->ms, dp, RL_REWARD_PROMPT_MATCH, "val/prompt_match");
+    s_mean_metric(s->t->ms, dp, RL_REWARD_ON_PROMPT, "val/on_prompt");
+    s_mean_metric(s->t->ms, dp, RL_REWARD_REMOTE, "val/remote");
+    s_mean_metric(s->t->ms, dp, RL_REWARD_JUDGE_ON_PROMPT, "val/judge_on_prompt");
+    rl_metric_set_put(s->t->ms, "timing_s/testing", rl_now_s() - t0);
     static const char *const keys[6] = {"val/score", "val/prompt_match", "val/on_prompt",
                                         "val/judge_on_prompt", "val/jpeg_kb", "val/remote"};
     char line[512];
     int n = snprintf(line, sizeof line, "step %lld validation:", (long long)s->step);
     for (int k = 0; k < 6 && n < (int)sizeof line; k++) {
         double v;
-        if (rl_metric_set_get(s->t.ms, keys[k], &v) == RL_OK)
+        if (rl_metric_set_get(s->t->ms, keys[k], &v) == RL_OK)
             n += snprintf(line + n, sizeof line - (size_t)n, "  %s %.4f", keys[k] + 4, v);
     }
     rl_log_info("%s", line);
@@ -525,7 +526,7 @@ static int s_online(void *ctx)
     int64_t N = s->N, F = s->o.frames;
     const float *lat = rl_tensor_data(rl_dataproto_tensor(dp, RL_CF_LATENTS));
     char dir[4200], path[4300];
-    snprintf(dir, sizeof dir, "%s/online", s->t.out_dir);
+    snprintf(dir, sizeof dir, "%s/online", s->t->out_dir);
     int64_t nfr = F > 1 ? F : N + 1; /* GIF frames */
     uint8_t *tiles = malloc((size_t)P * S * S), *frames = NULL;
     int gw, gh;
@@ -572,7 +573,7 @@ static int s_online(void *ctx)
             memcpy(both, s->before, (size_t)gw * gh);
             memcpy(both + (size_t)gw * gh, grid, (size_t)gw * gh);
             uint8_t *big = s_upscale(both, gw, 2 * gh, S_ZOOM);
-            snprintf(path, sizeof path, "%s/before_after.png", s->t.out_dir);
+            snprintf(path, sizeof path, "%s/before_after.png", s->t->out_dir);
             rc = big ? rl_image_png_write(path, big, gw * S_ZOOM, 2 * gh * S_ZOOM, 1) : rl_error_code();
             free(big);
             free(both);
@@ -599,7 +600,7 @@ static int s_save(void *ctx)
     }
     if (!extra)
         return rl_error_set(RL_ENOMEM, "checkpoint: out of memory");
-    int rc = rl_trainer_save(&s->t, s->j.actor, s->step, 0, s->step, extra);
+    int rc = rl_trainer_save(s->t, s->j.actor, s->step, 0, s->step, extra);
     json_decref(extra);
     return rc;
 }
@@ -608,7 +609,7 @@ static int s_save(void *ctx)
 static int s_resume(s_dg *s, int64_t want, int64_t *start)
 {
     json_t *extra = NULL;
-    int rc = rl_actor_job_restore(&s->j, &s->t, want, start, &extra);
+    int rc = rl_actor_job_restore(&s->j, s->t, want, start, &extra);
     static const char *const keys[2] = {"constraint_lambda", "constraint_integral"};
     double *dst[2] = {&s->con.lambda, &s->con.integral};
     if (!rc && *start > 0 && s->o.con_term && !json_object_get(extra, keys[0]) &&
@@ -639,15 +640,16 @@ static void s_step_clear(s_dg *s)
     s->group = NULL;
 }
 
-static int s_open(s_dg *s, rl_driver *d, const rl_config *job)
+static int s_open(void *st, rl_trainer *t)
 {
-    int rc = rl_trainer_open(&s->t, d, job);
-    if (!rc)
-        rc = s_read_opts(job, &s->o);
+    s_dg *s = st;
+    const rl_config *job = t->job;
+    s->t = t;
+    int rc = s_read_opts(job, &s->o);
     if (!rc)
         rc = rl_actor_diffusion_config_read(job, &s->df);
     if (!rc)
-        rc = rl_actor_job_open(&s->j, d, job, 1, 1);
+        rc = rl_actor_job_open(&s->j, t->d, job, 1, 1);
     s->D = s->o.frames * RL_FMNIST_SIDE * RL_FMNIST_SIDE;
     s->mini = s->j.actor_cfg.mini_batch;
     s->kl_on = s->j.actor_cfg.use_kl_loss && s->j.actor_cfg.kl_loss_coef > 0;
@@ -667,117 +669,73 @@ static int s_open(s_dg *s, rl_driver *d, const rl_config *job)
     return rc;
 }
 
-static void s_close(s_dg *s)
+/* The state of one incarnation closed; after the last (reopen 0) the
+ * run's "before" grid too, which a recovery keeps. */
+static void s_close(void *st, int reopen)
 {
-    s_step_clear(s);
-    rl_trainer_close(&s->t);
+    s_dg *s = st;
     rl_actor_job_close(&s->j);
+    uint8_t *before = s->before;
+    int bw = s->bw, bh = s->bh;
+    memset(s, 0, sizeof *s);
+    if (reopen) {
+        s->before = before;
+        s->bw = bw;
+        s->bh = bh;
+    } else {
+        free(before);
+    }
 }
 
-/* Opens the state and brings it to its starting step: checkpoint `restore`
- * (-1: the newest, for trainer.resume; > 0: that step; 0: a fresh start
- * with the step-0 validation and online test). */
-static int s_start(s_dg *s, rl_driver *d, const rl_config *job, int64_t restore, int64_t *start)
+static int s_restore(void *st, int64_t want, int64_t *start)
 {
-    *start = 0;
-    int rc = s_open(s, d, job);
-    if (!rc && restore)
-        rc = s_resume(s, restore, start);
-    if (!rc)
-        rc = rl_trainer_open_metrics(&s->t, *start);
+    s_dg *s = st;
+    int rc = s_resume(s, want, start);
     s->step = *start;
-    if (!rc && *start == 0) { /* the pretrained model: step 0 */
-        rl_metric_set_clear(s->t.ms);
-        rc = s_validate(s);
-        if (!rc && s->o.online_test)
-            rc = s_online(s);
-        if (!rc)
-            rc = rl_metrics_log(s->t.sink, 0, s->t.ms);
-    }
-    rl_trainer_cpu_mark(&s->t); /* step 1's interval starts after step 0's validation */
     return rc;
 }
 
-/* A fresh state for a recovery; the run's "before" grid survives it. */
-static void s_reset(s_dg *s)
-{
-    uint8_t *before = s->before;
-    int bw = s->bw, bh = s->bh;
-    s_close(s);
-    memset(s, 0, sizeof *s);
-    s->before = before;
-    s->bw = bw;
-    s->bh = bh;
-}
-
-/* s_start, again each time it loses a worker (within trainer.max_recoveries). */
-static int s_step(s_dg *s, int *saved)
+static int s_phases(void *st, int64_t step, rl_phase *out)
 {
     static const rl_phase phases[] = {
         {"gen", s_phase_gen, 0},          {"reward", s_phase_reward, 0},
         {"adv", s_phase_adv, 0},          {"update_actor", s_phase_update, 0},
         {"sync_weights", s_phase_sync, 0},
     };
-    const rl_step_hook hooks[] = {
-        {s->t.val_every, s_validate},
-        {s->o.online_test ? s->o.online_interval : 0, s_online},
-    };
-    double t0 = rl_now_s();
-    rl_metric_set_clear(s->t.ms);
-    int rc = rl_phases_run(phases, 5, s, s->t.ms);
-    s_step_clear(s);
-    return rl_trainer_step_tail(&s->t, s->step, t0, rc, hooks, 2, s_save, s, saved);
+    ((s_dg *)st)->step = step;
+    memcpy(out, phases, sizeof phases);
+    return (int)(sizeof phases / sizeof phases[0]);
 }
 
-/* rl_train_loop's view of the recipe */
-typedef struct {
-    s_dg *s;
-    rl_driver *d;
-    const rl_config *job;
-} s_loop;
-
-static int s_loop_start(void *ctx, int64_t restore, int64_t *start)
+/* validation (and at step 0, the pretrained model's) and the online test */
+static int s_hooks(void *st, rl_recipe_hook *out)
 {
-    s_loop *l = ctx;
-    return s_start(l->s, l->d, l->job, restore, start);
+    s_dg *s = st;
+    out[0] = (rl_recipe_hook){s->t->val_every, 1, s_validate};
+    out[1] = (rl_recipe_hook){s->o.online_test ? s->o.online_interval : 0, s->o.online_test, s_online};
+    return 2;
 }
 
-static int s_loop_step(void *ctx, int64_t step, int *saved)
-{
-    s_loop *l = ctx;
-    l->s->step = step;
-    return s_step(l->s, saved);
-}
+static void s_clear(void *st) { s_step_clear(st); }
 
-static void s_loop_reset(void *ctx)
-{
-    s_dg *s = ((s_loop *)ctx)->s;
-    s_reset(s);
-}
-
-static int64_t s_loop_total(void *ctx)
-{
-    return ((s_loop *)ctx)->s->t.total_steps;
-}
+static const rl_recipe_loop s_loop = {
+    .open = s_open, .restore = s_restore, .phases = s_phases, .hooks = s_hooks,
+    .save = s_save, .step_clear = s_clear, .close = s_close,
+};
 
 static int s_run(rl_driver *d, const rl_config *job)
 {
     s_dg s;
     memset(&s, 0, sizeof s);
-    s_loop l = {&s, d, job};
-    rl_train_loop loop = {&l, s_loop_start, s_loop_step, s_loop_reset, s_loop_total};
-    int rc = rl_train_loop_run(d, job, &loop);
-    free(s.before);
-    s_close(&s);
-    return rc;
+    return rl_recipe_run(d, job, &s, &s_loop);
 }
 
 const rl_recipe rl_recipe_diffusion = {
     .name = "diffusion",
     .summary = "diffusion GRPO (MMDanceGRPO): SDE rollouts, image rewards, per-timestep clipped updates",
+    .sections = (const rl_config_section *const[]){&rl_trainer_recovery_section, NULL},
     .defaults = (const char *const[]){
         RL_CLIP_FLOW_MODEL_DEFAULTS, RL_ACTOR_DEFAULTS, RL_ACTOR_DIFFUSION_DEFAULTS,
-        RL_TRAINER_RECOVERY_DEFAULTS,
         RL_ROLLOUT_DEFAULTS, RL_REWARD_DEFAULTS, RL_REWARD_IMAGE_DEFAULTS,
         "data:\n"
         "  train_batch_size: 8        # prompts per step (groups of rollout.n samples)\n"

@@ -59,6 +59,7 @@
 #include "workers/env/env.h"
 #include "workers/flow_rl.h"
 #include "common/core/util.h"
+#include "common/schema/trainer.h"
 
 static const char *const s_roles[] = {RL_ACTOR_ROLE, RL_ROLLOUT_ROLE, RL_ENV_ROLE, NULL};
 
@@ -1001,8 +1002,9 @@ static int s_run(rl_driver *d, const rl_config *job)
 const rl_recipe rl_recipe_libero_rl = {
     .name = "libero_rl",
     .summary = "embodied RL of the flow policy on LIBERO-Object: FlowSAR, FlowIPO, flow-SDE GRPO and PPO",
+    .sections = (const rl_config_section *const[]){&rl_trainer_recovery_section, NULL},
     .defaults = (const char *const[]){
-        RL_FLOW_POLICY_MODEL_DEFAULTS, RL_ACTOR_DEFAULTS, RL_TRAINER_RECOVERY_DEFAULTS, RL_ROLLOUT_DEFAULTS,
+        RL_FLOW_POLICY_MODEL_DEFAULTS, RL_ACTOR_DEFAULTS, RL_ROLLOUT_DEFAULTS,
         RL_ENV_DEFAULTS, RL_FLOW_RL_DEFAULTS, RL_LIBERO_GIF_DEFAULTS,
         "env:\n"
         "  auto_reset: false          # one episode per env per step\n"

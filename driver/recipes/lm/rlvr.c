@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver/recipes/estimators.h"
+#include "common/batch/estimators.h"
 #include "driver/recipes/lm/lm_common.h"
 #include "common/algo/filter.h"
 #include "common/algo/kl.h"
@@ -44,6 +44,7 @@
 #include "driver/recipes/lm/rlvr_guidance.h"
 #include "driver/recipes/lm/rlvr_replay.h"
 #include "common/core/rng.h"
+#include "common/schema/trainer.h"
 
 /* ---- options ------------------------------------------------------------------------------ */
 
@@ -98,7 +99,7 @@ static int s_read_opts(const rl_config *job, s_opts *o)
     if (strcmp(o->kl_ctrl_type, "fixed") != 0 && strcmp(o->kl_ctrl_type, "adaptive") != 0)
         return rl_config_error_at(job, "algorithm.kl_ctrl.type", RL_ECONFIG,
                                   "expected fixed or adaptive, got '%s'", o->kl_ctrl_type);
-    if (!(o->est = rl_estimator_find(o->estimator)))
+    if (!(o->est = rl_estimator_find(o->estimator, RL_TRACK_LM)))
         return rl_config_error_at(job, "algorithm.adv_estimator", RL_ECONFIG, "%s", rl_error_message());
     if (rl_kl_kind_parse(o->kl_penalty, &o->kl_kind))
         return rl_config_error_at(job, "algorithm.kl_penalty", RL_ECONFIG, "%s", rl_error_message());
@@ -1270,8 +1271,9 @@ static int s_run(rl_driver *d, const rl_config *job)
 const rl_recipe rl_recipe_rlvr = {
     .name = "rlvr",
     .summary = "RL with verifiable rewards: GRPO, RLOO, REINFORCE++(-baseline), REINFORCE Pro Max",
+    .sections = (const rl_config_section *const[]){&rl_trainer_recovery_section, NULL},
     .defaults = (const char *const[]){
-        RL_LM_SECTIONS, RL_TRAINER_RECOVERY_DEFAULTS,
+        RL_LM_SECTIONS,
         "algorithm:\n"
         "  adv_estimator: grpo        # estimators.c: grpo, rloo, reinforce_plus_plus, ...\n"
         "  norm_adv_by_std_in_grpo: true\n"

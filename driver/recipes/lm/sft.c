@@ -24,6 +24,7 @@
 #include "common/tools/agent_loop.h"
 #include "common/data/data.h"
 #include "common/metrics/metrics.h"
+#include "common/schema/trainer.h"
 
 typedef struct s_sft {
     rl_lm_job j;
@@ -294,7 +295,8 @@ static int s_prepare(rl_config *job) { return rl_lm_recipe_prepare(job, 1, "solu
 const rl_recipe rl_recipe_sft = {
     .name = "sft",
     .summary = "supervised warm start on the task's worked solutions",
-    .defaults = (const char *const[]){RL_LM_SECTIONS, RL_TRAINER_RECOVERY_DEFAULTS,
+    .sections = (const rl_config_section *const[]){&rl_trainer_recovery_section, NULL},
+    .defaults = (const char *const[]){RL_LM_SECTIONS,
                                       "actor:\n"
                                       "  optim: {lr: 0.001}\n"
                                       "trainer:\n"

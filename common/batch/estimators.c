@@ -1,5 +1,5 @@
 /* estimators.c — the table of advantage estimators (see estimators.h). */
-#include "driver/recipes/estimators.h"
+#include "common/batch/estimators.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,23 +62,54 @@ static int s_pro_max(const rl_adv_input *in, float *adv, rl_metric_set *ms)
     return RL_OK;
 }
 
-static const rl_estimator s_estimators[] = {
-    {"grpo", 2, s_grpo},
-    {"rloo", 2, s_rloo},
-    {"reinforce_plus_plus", 1, s_rpp},
-    {"reinforce_plus_plus_baseline", 2, s_rpp_baseline},
-    {"reinforce_pro_max", 2, s_pro_max},
+const rl_estimator rl_estimators[RL_EST_COUNT] = {
+    {"grpo", RL_EST_GRPO, RL_TRACK_LM | RL_TRACK_EMBODIED | RL_TRACK_DIFFUSION, 2, s_grpo},
+    {"rloo", RL_EST_RLOO, RL_TRACK_LM, 2, s_rloo},
+    {"reinforce_plus_plus", RL_EST_REINFORCE_PP, RL_TRACK_LM, 1, s_rpp},
+    {"reinforce_plus_plus_baseline", RL_EST_REINFORCE_PP_BASELINE, RL_TRACK_LM, 2, s_rpp_baseline},
+    {"reinforce_pro_max", RL_EST_REINFORCE_PRO_MAX, RL_TRACK_LM, 2, s_pro_max},
+    {"gae", RL_EST_GAE, RL_TRACK_EMBODIED, 1, NULL},
 };
-#define S_N (sizeof s_estimators / sizeof s_estimators[0])
 
-const rl_estimator *rl_estimator_find(const char *name)
+const char *rl_estimator_names(void)
 {
-    for (size_t i = 0; i < S_N; i++)
-        if (strcmp(s_estimators[i].name, name) == 0)
-            return &s_estimators[i];
-    char known[512] = "";
-    for (size_t i = 0, k = 0; i < S_N && k < sizeof known; i++)
-        k += (size_t)snprintf(known + k, sizeof known - k, "%s%s", i ? ", " : "", s_estimators[i].name);
-    rl_error_set(RL_ENOTFOUND, "unknown estimator '%s' (known: %s)", name, known);
+    static char names[256];
+    if (!names[0])
+        for (size_t i = 0, k = 0; i < RL_EST_COUNT && k < sizeof names; i++)
+            k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", i ? "|" : "", rl_estimators[i].name);
+    return names;
+}
+
+const char *rl_track_name(unsigned track)
+{
+    return track == RL_TRACK_LM ? "language model"
+           : track == RL_TRACK_EMBODIED ? "embodied"
+           : track == RL_TRACK_DIFFUSION ? "diffusion" : "?";
+}
+
+/* The names of the estimators `track` can use, or of all (track 0). */
+static void s_names(unsigned track, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    for (size_t i = 0, k = 0; i < RL_EST_COUNT && k < size; i++)
+        if (!track || (rl_estimators[i].tracks & track))
+            k += (size_t)snprintf(buf + k, size - k, "%s%s", k ? ", " : "", rl_estimators[i].name);
+}
+
+const rl_estimator *rl_estimator_find(const char *name, unsigned track)
+{
+    char known[512];
+    for (size_t i = 0; i < RL_EST_COUNT; i++) {
+        if (!name || strcmp(rl_estimators[i].name, name) != 0)
+            continue;
+        if (rl_estimators[i].tracks & track)
+            return &rl_estimators[i];
+        s_names(track, known, sizeof known);
+        rl_error_set(RL_ECONFIG, "estimator '%s' is not available to the %s track (it has: %s)", name,
+                     rl_track_name(track), known);
+        return NULL;
+    }
+    s_names(0, known, sizeof known);
+    rl_error_set(RL_ENOTFOUND, "unknown estimator '%s' (known: %s)", name ? name : "(null)", known);
     return NULL;
 }
