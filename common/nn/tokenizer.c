@@ -1,17 +1,18 @@
 /* tokenizer.c — the rl_tokenizer API (dispatch to the char / BPE kinds) and
- * helpers both kinds share: UTF-8, Unicode classes, NFC, hash map, special
+ * helpers both kinds share: UTF-8, NFC (libutf8proc), hash map, special
  * token matcher. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #include "rlrt/error.h"
 #include "rlrt/util.h"
 #include "tokenizer_internal.h"
 
 /* ======================================================================
- * UTF-8 and Unicode classes
+ * UTF-8
  * ====================================================================== */
 
 int rl_tok_utf8_next(const unsigned char *s, size_t n, size_t i, uint32_t *cp)
@@ -75,96 +76,97 @@ int rl_tok_utf8_put(uint32_t cp, char *out)
     return 4;
 }
 
-static int s_range_lookup(const rl_tok_uc_range *r, int count, uint32_t cp)
-{
-    int lo = 0, hi = count - 1;
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2;
-        if (cp < r[mid].lo)
-            hi = mid - 1;
-        else if (cp > r[mid].hi)
-            lo = mid + 1;
-        else
-            return r[mid].v;
-    }
-    return 0;
-}
-
-static bool s_is_white_space(uint32_t cp)
-{
-    /* Unicode White_Space = what Oniguruma's \s matches in UTF-8 mode. */
-    return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 ||
-           cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
-           cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
-}
-
-int rl_tok_uc_class(uint32_t cp)
-{
-    if (cp & RL_TOK_BAD_CP)
-        return RL_TOK_OTHER;
-    if (cp < 0x80) {
-        if ((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z'))
-            return RL_TOK_LETTER;
-        if (cp >= '0' && cp <= '9')
-            return RL_TOK_NUMBER;
-        if ((cp >= 0x09 && cp <= 0x0D) || cp == 0x20)
-            return RL_TOK_SPACE;
-        return RL_TOK_OTHER;
-    }
-    if (s_is_white_space(cp))
-        return RL_TOK_SPACE;
-    return s_range_lookup(rl_tok_uc_class_ranges, rl_tok_uc_class_count, cp);
-}
-
 /* ======================================================================
- * NFC (UAX #15: canonical decomposition, canonical ordering, composition)
+ * NFC: utf8proc's canonical decompositions, combining classes and
+ * composition; the canonical ordering is done here (see s_order_marks).
  * ====================================================================== */
 
-enum { S_SBASE = 0xAC00, S_LBASE = 0x1100, S_VBASE = 0x1161, S_TBASE = 0x11A7,
-       S_LCOUNT = 19, S_VCOUNT = 21, S_TCOUNT = 28, S_NCOUNT = 588, S_SCOUNT = 11172 };
-
-static int s_ccc(uint32_t cp)
+/* Code points as int32 for utf8proc; a bad byte b is -1 - b. */
+static int s_ccc(int32_t c)
 {
-    if (cp < 0x300 || (cp & RL_TOK_BAD_CP))
-        return 0;
-    return s_range_lookup(rl_tok_uc_ccc_ranges, rl_tok_uc_ccc_count, cp);
+    return c < 0x300 ? 0 : utf8proc_get_property(c)->combining_class;
 }
 
-static const rl_tok_uc_decomp *s_decomp(uint32_t cp)
+/* Stable sort of the non-starters d[a..k) by combining class. utf8proc's
+ * own ordering (inside utf8proc_decompose) swaps neighbours, quadratic in
+ * the run, and a hostile text of many combining marks made that seconds
+ * (80 KB took 2 s): long runs are sorted by counting (classes < 256). */
+static int s_order_marks(int32_t *d, size_t a, size_t k)
 {
-    int lo = 0, hi = rl_tok_uc_decomp_count - 1;
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2;
-        if (cp < rl_tok_uc_decomps[mid].cp)
-            hi = mid - 1;
-        else if (cp > rl_tok_uc_decomps[mid].cp)
-            lo = mid + 1;
-        else
-            return &rl_tok_uc_decomps[mid];
+    if (k - a <= 32) {
+        for (size_t q = a + 1; q < k; q++) {
+            int32_t x = d[q];
+            int cq = s_ccc(x);
+            size_t j = q;
+            for (; j > a && s_ccc(d[j - 1]) > cq; j--)
+                d[j] = d[j - 1];
+            d[j] = x;
+        }
+        return RL_OK;
     }
-    return NULL;
+    size_t cnt[257] = {0};
+    for (size_t q = a; q < k; q++)
+        cnt[s_ccc(d[q]) + 1]++;
+    for (int c = 0; c < 256; c++)
+        cnt[c + 1] += cnt[c];
+    int32_t *tmp = malloc((k - a) * sizeof *tmp);
+    if (!tmp)
+        return rl_error_set(RL_ENOMEM, "tokenizer: NFC: out of memory");
+    for (size_t q = a; q < k; q++)
+        tmp[cnt[s_ccc(d[q])]++] = d[q];
+    memcpy(d + a, tmp, (k - a) * sizeof *d);
+    free(tmp);
+    return RL_OK;
 }
 
-/* The primary composite of (a, b), or 0. */
-static uint32_t s_compose(uint32_t a, uint32_t b)
+/* NFC of u[0..n), a stretch with no ASCII after its first byte, appended
+ * to o at *on; d has room for 4 n code points (canonical decompositions
+ * are at most 4 long) and o for 4 bytes each. */
+static int s_nfc_chunk(const unsigned char *u, size_t n, int32_t *d, char *o, size_t *on)
 {
-    if (a >= S_LBASE && a < S_LBASE + S_LCOUNT && b >= S_VBASE && b < S_VBASE + S_VCOUNT)
-        return S_SBASE + ((a - S_LBASE) * S_VCOUNT + (b - S_VBASE)) * S_TCOUNT;
-    if (a >= S_SBASE && a < S_SBASE + S_SCOUNT && (a - S_SBASE) % S_TCOUNT == 0 &&
-        b > S_TBASE && b < S_TBASE + S_TCOUNT)
-        return a + (b - S_TBASE);
-    int lo = 0, hi = rl_tok_uc_comp_count - 1;
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2;
-        const rl_tok_uc_comp *c = &rl_tok_uc_comps[mid];
-        if (a < c->a || (a == c->a && b < c->b))
-            hi = mid - 1;
-        else if (a > c->a || b > c->b)
-            lo = mid + 1;
-        else
-            return c->c;
+    size_t nd = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        i += (size_t)rl_tok_utf8_next(u, n, i, &cp);
+        if (cp & RL_TOK_BAD_CP) {
+            d[nd++] = -1 - (int32_t)(cp & 0xFF);
+            continue;
+        }
+        int bound = 0;
+        utf8proc_ssize_t k = utf8proc_decompose_char((utf8proc_int32_t)cp, d + nd, 4,
+                                                     UTF8PROC_DECOMPOSE, &bound);
+        if (k < 0 || k > 4)
+            return rl_error_set(RL_EINVAL, "tokenizer: NFC: utf8proc cannot decompose U+%04X: "
+                                "%s", (unsigned)cp, k < 0 ? utf8proc_errmsg(k) : "too long");
+        nd += (size_t)k;
     }
-    return 0;
+    for (size_t k = 0; k < nd; k++) {
+        size_t a = k;
+        while (k < nd && s_ccc(d[k]) != 0)
+            k++;
+        int rc = k > a ? s_order_marks(d, a, k) : RL_OK;
+        if (rc)
+            return rc;
+    }
+    /* Composition of each run between bad bytes and U+11A7, then UTF-8.
+     * U+11A7 composes with nothing, but utf8proc 2.8 joins it to a Hangul
+     * LV syllable and so drops it (fixed upstream in 2025, utf8proc#317). */
+    for (size_t k = 0; k < nd;) {
+        if (d[k] < 0 || d[k] == 0x11A7) {
+            uint32_t c = d[k] < 0 ? RL_TOK_BAD_CP | (uint32_t)(-1 - d[k]) : 0x11A7;
+            *on += (size_t)rl_tok_utf8_put(c, o + *on);
+            k++;
+            continue;
+        }
+        size_t a = k;
+        while (k < nd && d[k] >= 0 && d[k] != 0x11A7)
+            k++;
+        utf8proc_ssize_t m = utf8proc_normalize_utf32(d + a, (utf8proc_ssize_t)(k - a),
+                                                      UTF8PROC_COMPOSE | UTF8PROC_STABLE);
+        for (utf8proc_ssize_t q = 0; q < m; q++)
+            *on += (size_t)rl_tok_utf8_put((uint32_t)d[a + (size_t)q], o + *on);
+    }
+    return RL_OK;
 }
 
 int rl_tok_nfc(const char *s, size_t n, char **out, size_t *out_n)
@@ -179,104 +181,38 @@ int rl_tok_nfc(const char *s, size_t n, char **out, size_t *out_n)
     *out_n = 0;
     if (i == n)
         return RL_OK;
-    /* Canonical decompositions are at most 4 code points long in Unicode. */
-    size_t cap = 4 * n + 4;
-    uint32_t *d = malloc(cap * sizeof *d);
+    size_t cap = 4 * n + 4; /* code points after decomposition, at most */
+    int32_t *d = malloc(cap * sizeof *d);
     char *o = malloc(4 * cap + 1);
     if (!d || !o) {
         free(d);
         free(o);
         return rl_error_set(RL_ENOMEM, "tokenizer: NFC of %zu bytes: out of memory", n);
     }
-    size_t nd = 0;
-    for (i = 0; i < n;) {
-        uint32_t cp;
-        i += (size_t)rl_tok_utf8_next(u, n, i, &cp);
-        if (cp >= S_SBASE && cp < S_SBASE + S_SCOUNT) {
-            uint32_t si = cp - S_SBASE;
-            d[nd++] = S_LBASE + si / S_NCOUNT;
-            d[nd++] = S_VBASE + (si % S_NCOUNT) / S_TCOUNT;
-            if (si % S_TCOUNT)
-                d[nd++] = S_TBASE + si % S_TCOUNT;
-            continue;
-        }
-        const rl_tok_uc_decomp *e = (cp & RL_TOK_BAD_CP) || cp < 0xC0 ? NULL : s_decomp(cp);
-        if (e) {
-            for (int k = 0; k < e->len; k++)
-                d[nd++] = rl_tok_uc_decomp_data[e->off + k];
-        } else {
-            d[nd++] = cp;
-        }
-    }
-    /* Canonical ordering: a stable sort of each run of non-starters by ccc;
-     * long runs by counting sort (ccc < 256), so a hostile text of many
-     * combining marks stays linear. */
-    for (size_t k = 0; k < nd;) {
-        if (s_ccc(d[k]) == 0) {
-            k++;
-            continue;
-        }
-        size_t a = k;
-        while (k < nd && s_ccc(d[k]) != 0)
-            k++;
-        if (k - a <= 32) {
-            for (size_t q = a + 1; q < k; q++) {
-                uint32_t x = d[q];
-                int cq = s_ccc(x);
-                size_t j = q;
-                for (; j > a && s_ccc(d[j - 1]) > cq; j--)
-                    d[j] = d[j - 1];
-                d[j] = x;
-            }
-        } else {
-            size_t cnt[257] = {0};
-            for (size_t q = a; q < k; q++)
-                cnt[s_ccc(d[q]) + 1]++;
-            for (int c = 0; c < 256; c++)
-                cnt[c + 1] += cnt[c];
-            uint32_t *tmp = malloc((k - a) * sizeof *tmp);
-            if (!tmp) {
-                free(d);
-                free(o);
-                return rl_error_set(RL_ENOMEM, "tokenizer: NFC of %zu bytes: out of memory", n);
-            }
-            for (size_t q = a; q < k; q++)
-                tmp[cnt[s_ccc(d[q])]++] = d[q];
-            memcpy(d + a, tmp, (k - a) * sizeof *d);
-            free(tmp);
-        }
-    }
-    /* Composition. */
-    size_t nc = 0;
-    if (nd > 0) {
-        size_t starter = 0;
-        int last = s_ccc(d[0]);
-        if (last != 0)
-            last = 256; /* a leading non-starter composes with nothing */
-        nc = 1;
-        for (size_t k = 1; k < nd; k++) {
-            uint32_t ch = d[k];
-            int cc = s_ccc(ch);
-            uint32_t comp = (last == 256 || (d[starter] & RL_TOK_BAD_CP) || (ch & RL_TOK_BAD_CP))
-                                ? 0 : s_compose(d[starter], ch);
-            if (comp && (last < cc || last == 0)) {
-                d[starter] = comp;
-                continue;
-            }
-            if (cc == 0) {
-                starter = nc;
-                last = 0;
-            } else {
-                last = cc;
-            }
-            d[nc++] = ch;
-        }
-    }
+    /* An ASCII character is a starter that composes with nothing before it:
+     * NFC works on each stretch of non-ASCII bytes with the ASCII character
+     * before it (which may take its combining marks); the rest is copied. */
     size_t on = 0;
-    for (size_t k = 0; k < nc; k++)
-        on += (size_t)rl_tok_utf8_put(d[k], o + on);
-    o[on] = 0;
+    int rc = RL_OK;
+    for (i = 0; i < n && rc == RL_OK;) {
+        size_t k = i;
+        while (k < n && u[k] < 0x80)
+            k++;
+        size_t a = k > i && k < n ? k - 1 : k;
+        memcpy(o + on, u + i, a - i);
+        on += a - i;
+        while (k < n && u[k] >= 0x80)
+            k++;
+        if (k > a)
+            rc = s_nfc_chunk(u + a, k - a, d, o, &on);
+        i = k;
+    }
     free(d);
+    if (rc) {
+        free(o);
+        return rc;
+    }
+    o[on] = 0;
     *out = o;
     *out_n = on;
     return RL_OK;

@@ -2,9 +2,8 @@
  *
  * rl_tokenizer holds what both kinds share: the id → token table, the token
  * → id map, special flags and ids, and a kind-specific `impl`. Helpers here:
- * strict UTF-8 decoding, Unicode class/NFC lookups over the generated tables
- * in tokenizer_unicode.c, a string → id hash map, a leftmost-longest matcher
- * for special tokens and a growable id vector.
+ * strict UTF-8 decoding, NFC (over libutf8proc), a string → id hash map, a
+ * leftmost-longest matcher for special tokens and a growable id vector.
  */
 #ifndef RLRT_TOKENIZER_INTERNAL_H
 #define RLRT_TOKENIZER_INTERNAL_H
@@ -15,28 +14,10 @@
 
 #include "rlrt/nn/tokenizer.h"
 
-/* ---- generated tables (tokenizer_unicode.c) ---- */
-typedef struct rl_tok_uc_range { uint32_t lo, hi; uint8_t v; } rl_tok_uc_range;
-typedef struct rl_tok_uc_decomp { uint32_t cp; uint16_t off; uint8_t len; } rl_tok_uc_decomp;
-typedef struct rl_tok_uc_comp { uint32_t a, b, c; } rl_tok_uc_comp;
-
-extern const char rl_tok_unicode_version[];
-extern const rl_tok_uc_range rl_tok_uc_class_ranges[];
-extern const int rl_tok_uc_class_count;
-extern const rl_tok_uc_range rl_tok_uc_ccc_ranges[];
-extern const int rl_tok_uc_ccc_count;
-extern const uint32_t rl_tok_uc_decomp_data[];
-extern const rl_tok_uc_decomp rl_tok_uc_decomps[];
-extern const int rl_tok_uc_decomp_count;
-extern const rl_tok_uc_comp rl_tok_uc_comps[];
-extern const int rl_tok_uc_comp_count;
-
-/* ---- UTF-8 and Unicode classes ---- */
+/* ---- UTF-8 and NFC ---- */
 /* Marks a byte that is not part of a valid UTF-8 sequence (low 8 bits =
  * the byte); never a valid code point. */
 #define RL_TOK_BAD_CP 0x80000000u
-
-enum { RL_TOK_OTHER = 0, RL_TOK_LETTER = 1, RL_TOK_NUMBER = 2, RL_TOK_SPACE = 3 };
 
 /* Decodes one code point at s[i] (i < n) strictly (no overlongs, surrogates
  * or values above U+10FFFF); returns its byte length (>= 1). An invalid byte
@@ -44,12 +25,10 @@ enum { RL_TOK_OTHER = 0, RL_TOK_LETTER = 1, RL_TOK_NUMBER = 2, RL_TOK_SPACE = 3 
 int rl_tok_utf8_next(const unsigned char *s, size_t n, size_t i, uint32_t *cp);
 /* Writes cp as UTF-8 into out (4 bytes room); returns the length. */
 int rl_tok_utf8_put(uint32_t cp, char *out);
-/* RL_TOK_LETTER / NUMBER / SPACE (Unicode White_Space, what Oniguruma's \s
- * matches) / OTHER; bad bytes are OTHER. */
-int rl_tok_uc_class(uint32_t cp);
-/* NFC of s[0..n). Returns 0 with *out = NULL when the text is certainly
- * unchanged (only code points below U+0300), else a malloc'd *out of
- * *out_n bytes. Bad bytes pass through unchanged and block composition. */
+/* NFC of s[0..n) (libutf8proc's data; linear in n, however many combining
+ * marks). Returns 0 with *out = NULL when the text is certainly unchanged
+ * (only code points below U+0300), else a malloc'd *out of *out_n bytes.
+ * Bad bytes pass through unchanged and block composition. */
 int rl_tok_nfc(const char *s, size_t n, char **out, size_t *out_n);
 
 /* ---- string → int32 map (keys are not copied) ---- */
