@@ -7,13 +7,13 @@
  *    the charset (UTF-8 code points, in order). Special tokens are matched
  *    greedily (longest first) anywhere in the text.
  *  * BPE: byte-level BPE loaded from a Hugging Face tokenizer.json
- *    (model.type "BPE"; GPT-2 ByteLevel pre-tokenizer, or a Split with the
- *    Qwen2 / Llama-3 regex followed by ByteLevel(use_regex=false); optional
- *    NFC normalizer; ByteLevel decoder). Ids match HF `tokenizers`
+ *    (model.type "BPE"; GPT-2 ByteLevel pre-tokenizer, or a Split regex
+ *    such as Qwen2's or Llama-3's followed by ByteLevel(use_regex=false);
+ *    optional NFC normalizer; ByteLevel decoder). Ids match HF `tokenizers`
  *    encode(text, add_special_tokens=False): added/special tokens are cut out
  *    of the raw text first (leftmost-longest), the rest is NFC-normalized if
- *    configured, split by the regex (implemented by hand, Unicode classes
- *    from tokenizer_unicode.c) and merged by rank.
+ *    configured (libutf8proc), split by the regex (PCRE2, UTF + UCP, compiled
+ *    once per tokenizer) and merged by rank.
  *
  * Invariants: ids are in [0, vocab_size). Encoding never adds BOS/EOS (the
  * tokenizer.json post_processor is ignored; callers add them explicitly).
@@ -22,10 +22,13 @@
  * "normalized": true ones after normalization); added tokens with
  * single_word/lstrip/rstrip, BPE dropout, byte_fallback, subword
  * prefixes/suffixes and other normalizers/pre-tokenizers are rejected with
- * RL_EUNSUPPORTED. Letter/number classes follow the Unicode version of the
- * Python that generated tokenizer_unicode.c (see rl_tok_unicode_version).
- * Invalid UTF-8 input still encodes with BPE: each byte that is not part of
- * a valid sequence counts as one punctuation-class character and keeps its
+ * RL_EUNSUPPORTED. The regex runs on PCRE2, not HF's Oniguruma: a pattern
+ * PCRE2 refuses fails with RL_EUNSUPPORTED (PCRE2's message and offset);
+ * \s is Unicode White_Space as in Oniguruma (U+180E is not space).
+ * Unicode properties are those of the system's PCRE2 and libutf8proc
+ * (docs/decisions/tokenizer-libraries.md). Invalid UTF-8 input still
+ * encodes with BPE: each byte that is not part of a valid sequence counts
+ * as one punctuation-class character (the regex sees U+001A) and keeps its
  * byte value, so decode(encode(x)) == x for any bytes x. Decoding returns
  * the exact bytes (no U+FFFD replacement, unlike HF's lossy decode); added
  * tokens decode to their content as written.

@@ -1,8 +1,10 @@
 /* tokenizer_bpe.c — byte-level BPE from a Hugging Face tokenizer.json:
- * loading and validation, added-token splitting, the GPT-2 / Qwen2 /
- * Llama-3 pre-tokenizer regexes written out by hand, rank-ordered merges
- * with a per-word cache, and the byte-level decoder. */
+ * loading and validation, added-token splitting, the pre-tokenizer's split
+ * regex (compiled from tokenizer.json with PCRE2), rank-ordered merges with
+ * a per-word cache, and the byte-level decoder. */
+#define PCRE2_CODE_UNIT_WIDTH 8
 #include <jansson.h>
+#include <pcre2.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,18 +13,12 @@
 #include "rlrt/error.h"
 #include "common/text/tokenizer_internal.h"
 
-/* The regexes the pre-tokenizer understands, exactly as tokenizer.json
- * spells them (the GPT-2 one is also what ByteLevel(use_regex=true) uses). */
+/* this kind's ops (defined at the end) */
+static const rl_tok_ops s_ops;
+
+/* What ByteLevel(use_regex = true) splits with (GPT-2's regex). */
 static const char s_re_gpt2[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-static const char s_re_qwen2[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"
-    "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char s_re_llama3[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
-    "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-
-typedef enum s_pattern { S_PAT_NONE, S_PAT_GPT2, S_PAT_QWEN2, S_PAT_LLAMA3 } s_pattern;
 
 enum { S_CACHE_SLOTS = 1 << 16, S_CACHE_MAX_WORD = 128 };
 
@@ -33,7 +29,8 @@ typedef struct s_cache_slot {
 } s_cache_slot;
 
 typedef struct s_bpe {
-    s_pattern pattern;
+    pcre2_code *split; /* the pre-tokenizer regex; NULL: no split */
+    bool jit;          /* split is JIT-compiled */
     bool nfc, add_prefix_space, ignore_merges, fuse_unk;
     int32_t unk_id;
     int32_t byte_id[256];    /* id of each single-byte token, -1 if absent */
@@ -107,177 +104,6 @@ static inline bool s_merge_get(const s_bpe *b, int32_t l, int32_t r, int32_t *ra
         i = (i + 1) & mask;
     }
     return false;
-}
-
-/* ---------------------------------------------------------------------
- * pre-tokenizer
- * --------------------------------------------------------------------- */
-/* rl_tok_uc_class() of each ASCII character */
-static const uint8_t s_ascii_class[128] = {
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0,
-    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0,
-    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0,
-};
-
-static inline int s_peek(const unsigned char *s, size_t n, size_t i, uint32_t *cp, int *cls)
-{
-    if (s[i] < 0x80) {
-        *cp = s[i];
-        *cls = s_ascii_class[s[i]];
-        return 1;
-    }
-    int l = rl_tok_utf8_next(s, n, i, cp);
-    *cls = rl_tok_uc_class(*cp);
-    return l;
-}
-
-/* End of the run of characters of class cls starting at i. */
-static size_t s_run(const unsigned char *s, size_t n, size_t i, int cls)
-{
-    while (i < n) {
-        uint32_t cp;
-        int c, l = s_peek(s, n, i, &cp, &c);
-        if (c != cls)
-            break;
-        i += (size_t)l;
-    }
-    return i;
-}
-
-/* \s+(?!\S)|\s+ at i (s[i] is white space): the whole run, less its last
- * character when a non-space follows and the run has two or more. */
-static size_t s_ws_tail(const unsigned char *s, size_t n, size_t i)
-{
-    size_t j = i, last = i;
-    while (j < n) {
-        uint32_t cp;
-        int c, l = s_peek(s, n, j, &cp, &c);
-        if (c != RL_TOK_SPACE)
-            break;
-        last = j;
-        j += (size_t)l;
-    }
-    if (j == n || last == i)
-        return j;
-    return last;
-}
-
-static size_t s_match_gpt2(const unsigned char *s, size_t n, size_t i)
-{
-    uint32_t cp;
-    int cls;
-    s_peek(s, n, i, &cp, &cls);
-    if (cp == '\'' && i + 1 < n) {
-        unsigned c1 = s[i + 1], c2 = i + 2 < n ? s[i + 2] : 0;
-        if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd')
-            return i + 2;
-        if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l'))
-            return i + 3;
-    }
-    if (cp == ' ' && i + 1 < n) {
-        uint32_t cp2;
-        int cls2;
-        s_peek(s, n, i + 1, &cp2, &cls2);
-        if (cls2 != RL_TOK_SPACE)
-            return s_run(s, n, i + 1, cls2);
-    }
-    if (cls != RL_TOK_SPACE)
-        return s_run(s, n, i, cls);
-    return s_ws_tail(s, n, i);
-}
-
-/* Simple case folding for the (?i:…) contractions: ASCII letters and
- * U+017F LATIN SMALL LETTER LONG S, which Unicode folds to 's'. */
-static inline uint32_t s_fold(uint32_t cp)
-{
-    if (cp >= 'A' && cp <= 'Z')
-        return cp + 32;
-    if (cp == 0x17F)
-        return 's';
-    return cp;
-}
-
-static size_t s_crlf_run(const unsigned char *s, size_t n, size_t j)
-{
-    while (j < n && (s[j] == '\r' || s[j] == '\n'))
-        j++;
-    return j;
-}
-
-static size_t s_match_qwen(const unsigned char *s, size_t n, size_t i, int maxdig)
-{
-    uint32_t cp;
-    int cls, l = s_peek(s, n, i, &cp, &cls);
-    if (cp == '\'' && i + 1 < n) {
-        uint32_t c1, c2 = 0;
-        int k1 = rl_tok_utf8_next(s, n, i + 1, &c1), k2 = 0;
-        c1 = s_fold(c1);
-        if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd')
-            return i + 1 + (size_t)k1;
-        if (i + 1 + (size_t)k1 < n) {
-            k2 = rl_tok_utf8_next(s, n, i + 1 + (size_t)k1, &c2);
-            c2 = s_fold(c2);
-            if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l'))
-                return i + 1 + (size_t)k1 + (size_t)k2;
-        }
-    }
-    /* [^\r\n\p{L}\p{N}]?\p{L}+ */
-    if (cls == RL_TOK_LETTER)
-        return s_run(s, n, i, RL_TOK_LETTER);
-    if (cls != RL_TOK_NUMBER && cp != '\r' && cp != '\n' && i + (size_t)l < n) {
-        uint32_t cp2;
-        int cls2;
-        s_peek(s, n, i + (size_t)l, &cp2, &cls2);
-        if (cls2 == RL_TOK_LETTER)
-            return s_run(s, n, i + (size_t)l, RL_TOK_LETTER);
-    }
-    /* \p{N} or \p{N}{1,3} */
-    if (cls == RL_TOK_NUMBER) {
-        size_t j = i + (size_t)l;
-        for (int d = 1; d < maxdig && j < n; d++) {
-            uint32_t c2;
-            int k2, m = s_peek(s, n, j, &c2, &k2);
-            if (k2 != RL_TOK_NUMBER)
-                break;
-            j += (size_t)m;
-        }
-        return j;
-    }
-    /* ` ?[^\s\p{L}\p{N}]+[\r\n]*` */
-    if (cp == ' ' && i + 1 < n) {
-        uint32_t cp2;
-        int cls2;
-        s_peek(s, n, i + 1, &cp2, &cls2);
-        if (cls2 == RL_TOK_OTHER)
-            return s_crlf_run(s, n, s_run(s, n, i + 1, RL_TOK_OTHER));
-    }
-    if (cls == RL_TOK_OTHER)
-        return s_crlf_run(s, n, s_run(s, n, i, RL_TOK_OTHER));
-    /* \s*[\r\n]+ : up to and including the run's last newline */
-    size_t j = i, nl = n;
-    while (j < n) {
-        uint32_t c2;
-        int k2, m = s_peek(s, n, j, &c2, &k2);
-        if (k2 != RL_TOK_SPACE)
-            break;
-        if (c2 == '\r' || c2 == '\n')
-            nl = j;
-        j += (size_t)m;
-    }
-    if (nl != n)
-        return nl + 1;
-    return s_ws_tail(s, n, i);
-}
-
-static size_t s_pretok_next(const s_bpe *b, const unsigned char *s, size_t n, size_t i)
-{
-    switch (b->pattern) {
-    case S_PAT_GPT2: return s_match_gpt2(s, n, i);
-    case S_PAT_QWEN2: return s_match_qwen(s, n, i, 1);
-    case S_PAT_LLAMA3: return s_match_qwen(s, n, i, 3);
-    default: return n;
-    }
 }
 
 /* ---------------------------------------------------------------------
@@ -471,6 +297,99 @@ static int s_encode_word(const s_bpe *cb, const unsigned char *w, size_t m, rl_t
     return RL_OK;
 }
 
+/* ---------------------------------------------------------------------
+ * pre-tokenizer: the split regex
+ * --------------------------------------------------------------------- */
+
+/* The text the regex runs on: s itself, or *copy, a copy of the same length
+ * in which each byte that is not valid UTF-8 reads as U+001A SUBSTITUTE (one
+ * punctuation-class character; PCRE2 needs valid UTF-8) and U+180E MONGOLIAN
+ * VOWEL SEPARATOR as U+200B ZERO WIDTH SPACE, another format character:
+ * PCRE2's \s matches U+180E, Oniguruma's (HF's) does not. Words are cut
+ * from s at the same offsets. */
+static int s_subject(const unsigned char *s, size_t n, unsigned char **copy)
+{
+    *copy = NULL;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        if (s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        int l = rl_tok_utf8_next(s, n, i, &cp);
+        if ((cp & RL_TOK_BAD_CP) || cp == 0x180E) {
+            if (!*copy) {
+                if (!(*copy = malloc(n)))
+                    return rl_error_set(RL_ENOMEM, "bpe: text of %zu bytes: out of memory", n);
+                memcpy(*copy, s, n);
+            }
+            if (cp == 0x180E)
+                memcpy(*copy + i, "\xe2\x80\x8b", 3);
+            else
+                (*copy)[i] = 0x1A;
+        }
+        i += (size_t)l;
+    }
+    return RL_OK;
+}
+
+/* The next match in subj[0..n) at or after `at`: 1 and [*ms, *me), 0 if
+ * there is none, or an error (a PCRE2 limit). */
+static int s_split_find(const s_bpe *b, pcre2_match_data *md, const unsigned char *subj,
+                        size_t n, size_t at, size_t *ms, size_t *me)
+{
+    int rc = b->jit ? pcre2_jit_match(b->split, subj, n, at, 0, md, NULL)
+                    : pcre2_match(b->split, subj, n, at, PCRE2_NO_UTF_CHECK, md, NULL);
+    if (rc == PCRE2_ERROR_NOMATCH)
+        return 0;
+    if (rc < 0) {
+        PCRE2_UCHAR msg[160];
+        pcre2_get_error_message(rc, msg, sizeof msg);
+        return rl_error_set(RL_ERANGE, "bpe: split regex at byte %zu of a %zu-byte text: %s", at,
+                            n, (const char *)msg);
+    }
+    const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+    *ms = ov[0];
+    *me = ov[1] > ov[0] ? ov[1] : ov[0]; /* \K may leave the start after the end */
+    return 1;
+}
+
+/* Encodes s[0..n) split like HF's Split(behavior = Isolated): each match
+ * and each stretch between matches is a word. Like the onig crate's
+ * find_iter, which HF uses, an empty match right at the end of the previous
+ * match is skipped. */
+static int s_split_encode(const s_bpe *b, const unsigned char *s, size_t n, rl_tok_ivec *out)
+{
+    unsigned char *copy = NULL;
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(b->split, NULL);
+    int rc = md ? s_subject(s, n, &copy) : rl_error_set(RL_ENOMEM, "bpe: out of memory");
+    const unsigned char *subj = copy ? copy : s;
+    size_t at = 0, prev = 0, last = SIZE_MAX;
+    while (rc == RL_OK && at <= n) {
+        size_t ms = 0, me = 0;
+        int found = s_split_find(b, md, subj, n, at, &ms, &me);
+        if (found <= 0) {
+            rc = found;
+            break;
+        }
+        if (ms == me && me == last) {
+            uint32_t cp;
+            at = me < n ? me + (size_t)rl_tok_utf8_next(subj, n, me, &cp) : n + 1;
+            continue;
+        }
+        at = last = me;
+        rc = s_encode_word(b, s + prev, ms - prev, out);
+        if (rc == RL_OK)
+            rc = s_encode_word(b, s + ms, me - ms, out);
+        prev = me;
+    }
+    if (rc == RL_OK)
+        rc = s_encode_word(b, s + prev, n - prev, out);
+    free(copy);
+    pcre2_match_data_free(md);
+    return rc;
+}
+
 static int s_encode_segment(const s_bpe *b, const char *seg, size_t n, rl_tok_ivec *out)
 {
     char *norm = NULL, *pref = NULL;
@@ -496,18 +415,13 @@ static int s_encode_segment(const s_bpe *b, const char *seg, size_t n, rl_tok_iv
         n++;
     }
     const unsigned char *s = (const unsigned char *)seg;
-    int rc = RL_OK;
-    for (size_t i = 0; i < n && rc == RL_OK;) {
-        size_t j = s_pretok_next(b, s, n, i);
-        rc = s_encode_word(b, s + i, j - i, out);
-        i = j;
-    }
+    int rc = b->split ? s_split_encode(b, s, n, out) : s_encode_word(b, s, n, out);
     free(norm);
     free(pref);
     return rc;
 }
 
-int rl_tok_bpe_encode(const rl_tokenizer *t, const char *text, size_t len, rl_tok_ivec *out)
+static int s_encode(const rl_tokenizer *t, const char *text, size_t len, rl_tok_ivec *out)
 {
     const s_bpe *b = t->impl;
     size_t pos = 0;
@@ -531,7 +445,7 @@ int rl_tok_bpe_encode(const rl_tokenizer *t, const char *text, size_t len, rl_to
     return RL_OK;
 }
 
-int rl_tok_bpe_decode(const rl_tokenizer *t, const int32_t *ids, int64_t n, int flags,
+static int s_decode(const rl_tokenizer *t, const int32_t *ids, int64_t n, int flags,
                       char **text, size_t *len)
 {
     const s_bpe *b = t->impl;
@@ -560,7 +474,7 @@ int rl_tok_bpe_decode(const rl_tokenizer *t, const int32_t *ids, int64_t n, int 
     return RL_OK;
 }
 
-void rl_tok_bpe_free_impl(void *impl)
+static void s_free_impl(void *impl)
 {
     s_bpe *b = impl;
     if (b->cache) {
@@ -568,6 +482,7 @@ void rl_tok_bpe_free_impl(void *impl)
         free(b->cache);
     }
     pthread_mutex_destroy(&b->cache_lock);
+    pcre2_code_free(b->split);
     free(b->mkey);
     free(b->mrank);
     free(b->mnew);
@@ -648,17 +563,22 @@ static int s_byte_level(json_t *bl, const char *where, bool *uses_regex, bool *p
     return rc;
 }
 
-static int s_pattern_of(const char *re, s_pattern *p, const char *where)
+/* Compiles the split regex re[0..len): UTF-8, Unicode properties for \d
+ * \s \w and POSIX classes, no \C (it could end a word inside a character);
+ * JIT-compiled where PCRE2 can, else run by its interpreter. */
+static int s_compile_split(s_bpe *b, const char *re, size_t len, const char *where)
 {
-    if (strcmp(re, s_re_gpt2) == 0)
-        *p = S_PAT_GPT2;
-    else if (strcmp(re, s_re_qwen2) == 0)
-        *p = S_PAT_QWEN2;
-    else if (strcmp(re, s_re_llama3) == 0)
-        *p = S_PAT_LLAMA3;
-    else
-        return rl_error_set(RL_EUNSUPPORTED, "%s '%.80s' is not a supported split regex (GPT-2, "
-                            "Qwen2 or Llama-3)", where, re);
+    int err;
+    PCRE2_SIZE off;
+    b->split = pcre2_compile((PCRE2_SPTR)re, len, PCRE2_UTF | PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C,
+                             &err, &off, NULL);
+    if (!b->split) {
+        PCRE2_UCHAR msg[160];
+        pcre2_get_error_message(err, msg, sizeof msg);
+        return rl_error_set(RL_EUNSUPPORTED, "%s '%.200s': PCRE2 cannot compile it: %s (at "
+                            "offset %zu)", where, re, (const char *)msg, (size_t)off);
+    }
+    b->jit = pcre2_jit_compile(b->split, PCRE2_JIT_COMPLETE) == 0;
     return RL_OK;
 }
 
@@ -676,9 +596,9 @@ static int s_parse_pre_tokenizer(s_bpe *b, json_t *root)
         int rc = s_byte_level(pt, "pre_tokenizer", &use_regex, &prefix);
         if (rc)
             return rc;
-        b->pattern = use_regex ? S_PAT_GPT2 : S_PAT_NONE;
         b->add_prefix_space = prefix;
-        return RL_OK;
+        return use_regex ? s_compile_split(b, s_re_gpt2, sizeof s_re_gpt2 - 1, "ByteLevel regex")
+                         : RL_OK;
     }
     if (strcmp(ty, "Sequence") != 0)
         return rl_error_set(RL_EUNSUPPORTED, "pre_tokenizer.type '%s' is not supported "
@@ -695,8 +615,8 @@ static int s_parse_pre_tokenizer(s_bpe *b, json_t *root)
     if (!t1 || strcmp(t1, "ByteLevel") != 0)
         return rl_error_set(RL_EUNSUPPORTED, "pre_tokenizer.pretokenizers[1].type '%s' is not "
                             "supported (ByteLevel)", t1 ? t1 : "(missing)");
-    const char *re = json_string_value(json_object_get(json_object_get(sp, "pattern"), "Regex"));
-    if (!re)
+    json_t *rej = json_object_get(json_object_get(sp, "pattern"), "Regex");
+    if (!json_is_string(rej))
         return rl_error_set(RL_EUNSUPPORTED, "pre_tokenizer.pretokenizers[0].pattern must be "
                             "{\"Regex\": ...}");
     const char *beh = json_string_value(json_object_get(sp, "behavior"));
@@ -710,16 +630,14 @@ static int s_parse_pre_tokenizer(s_bpe *b, json_t *root)
     if (invert)
         return rl_error_set(RL_EUNSUPPORTED, "pre_tokenizer.pretokenizers[0].invert = true is "
                             "not supported");
-    rc = s_pattern_of(re, &b->pattern, "pre_tokenizer.pretokenizers[0].pattern.Regex");
-    if (rc)
-        return rc;
     rc = s_byte_level(bl, "pre_tokenizer.pretokenizers[1]", &use_regex, &prefix);
     if (rc)
         return rc;
     if (use_regex || prefix)
         return rl_error_set(RL_EUNSUPPORTED, "pre_tokenizer.pretokenizers[1]: ByteLevel after "
                             "Split must have use_regex = false and add_prefix_space = false");
-    return RL_OK;
+    return s_compile_split(b, json_string_value(rej), json_string_length(rej),
+                           "pre_tokenizer.pretokenizers[0].pattern.Regex");
 }
 
 static int s_check_model_options(s_bpe *b, json_t *model)
@@ -895,7 +813,7 @@ rl_tokenizer *rl_tok_bpe_from_json(void *json_root, const char *what)
         rl_error_set(RL_EPROTO, "%s: model.vocab is empty", what);
         return NULL;
     }
-    t = rl_tok_alloc(RL_TOKENIZER_BPE, maxid + 1);
+    t = rl_tok_alloc(RL_TOKENIZER_BPE, &s_ops, maxid + 1);
     if (!t)
         return NULL;
     b = calloc(1, sizeof *b);
@@ -1071,3 +989,5 @@ fail:
     rl_tokenizer_free(t);
     return NULL;
 }
+
+static const rl_tok_ops s_ops = {s_encode, s_decode, s_free_impl, NULL};

@@ -9,6 +9,9 @@
 #include "rlrt/error.h"
 #include "common/text/tokenizer_internal.h"
 
+/* this kind's ops (defined at the end) */
+static const rl_tok_ops s_ops;
+
 typedef struct s_char_impl {
     int32_t ascii[128]; /* id of each ASCII character, -1 if absent */
     rl_tok_matcher specials;
@@ -16,7 +19,7 @@ typedef struct s_char_impl {
     int n_specials;     /* specials are ids 0..n_specials-1 */
 } s_char_impl;
 
-void rl_tok_char_free_impl(void *impl)
+static void s_free_impl(void *impl)
 {
     s_char_impl *c = impl;
     rl_tok_matcher_free(&c->specials);
@@ -75,7 +78,7 @@ rl_tokenizer *rl_tokenizer_new_char(const rl_char_tokenizer_spec *spec)
             return NULL;
         }
     }
-    rl_tokenizer *t = rl_tok_alloc(RL_TOKENIZER_CHAR, spec->n_specials + nchars);
+    rl_tokenizer *t = rl_tok_alloc(RL_TOKENIZER_CHAR, &s_ops, spec->n_specials + nchars);
     if (!t)
         return NULL;
     s_char_impl *c = calloc(1, sizeof *c);
@@ -142,7 +145,7 @@ fail:
     return NULL;
 }
 
-int rl_tok_char_encode(const rl_tokenizer *t, const char *text, size_t len, rl_tok_ivec *out)
+static int s_encode(const rl_tokenizer *t, const char *text, size_t len, rl_tok_ivec *out)
 {
     const s_char_impl *c = t->impl;
     const unsigned char *u = (const unsigned char *)text;
@@ -172,7 +175,7 @@ int rl_tok_char_encode(const rl_tokenizer *t, const char *text, size_t len, rl_t
     return RL_OK;
 }
 
-int rl_tok_char_decode(const rl_tokenizer *t, const int32_t *ids, int64_t n, int flags,
+static int s_decode(const rl_tokenizer *t, const int32_t *ids, int64_t n, int flags,
                        char **text, size_t *len)
 {
     size_t total = 0;
@@ -195,7 +198,7 @@ int rl_tok_char_decode(const rl_tokenizer *t, const int32_t *ids, int64_t n, int
     return RL_OK;
 }
 
-int rl_tok_char_save(const rl_tokenizer *t, const char *path)
+static int s_save(const rl_tokenizer *t, const char *path)
 {
     const s_char_impl *c = t->impl;
     json_t *root = json_object();
@@ -269,3 +272,5 @@ rl_tokenizer *rl_tok_char_from_json(void *json_root, const char *what)
         rl_error_wrap(rl_error_code(), "%s", what);
     return t;
 }
+
+static const rl_tok_ops s_ops = {s_encode, s_decode, s_free_impl, s_save};

@@ -1,10 +1,13 @@
-/* tokenizer_internal.h — shared between the tokenizer sources (not public).
+/* tokenizer_internal.h — shared between the tokenizer sources (not public):
+ * tokenizer_base.c (the shared tables and helpers, and the calls that go
+ * through a kind's ops), tokenizer_char.c and tokenizer_bpe.c (the kinds),
+ * tokenizer.c (loading: picks the kind). Calls go one way: loading → kinds →
+ * base.
  *
  * rl_tokenizer holds what both kinds share: the id → token table, the token
  * → id map, special flags and ids, and a kind-specific `impl`. Helpers here:
- * strict UTF-8 decoding, Unicode class/NFC lookups over the generated tables
- * in tokenizer_unicode.c, a string → id hash map, a leftmost-longest matcher
- * for special tokens and a growable id vector.
+ * strict UTF-8 decoding, NFC (over libutf8proc), a string → id hash map, a
+ * leftmost-longest matcher for special tokens and a growable id vector.
  */
 #ifndef RLRT_TOKENIZER_INTERNAL_H
 #define RLRT_TOKENIZER_INTERNAL_H
@@ -15,28 +18,10 @@
 
 #include "common/text/tokenizer.h"
 
-/* ---- generated tables (tokenizer_unicode.c) ---- */
-typedef struct rl_tok_uc_range { uint32_t lo, hi; uint8_t v; } rl_tok_uc_range;
-typedef struct rl_tok_uc_decomp { uint32_t cp; uint16_t off; uint8_t len; } rl_tok_uc_decomp;
-typedef struct rl_tok_uc_comp { uint32_t a, b, c; } rl_tok_uc_comp;
-
-extern const char rl_tok_unicode_version[];
-extern const rl_tok_uc_range rl_tok_uc_class_ranges[];
-extern const int rl_tok_uc_class_count;
-extern const rl_tok_uc_range rl_tok_uc_ccc_ranges[];
-extern const int rl_tok_uc_ccc_count;
-extern const uint32_t rl_tok_uc_decomp_data[];
-extern const rl_tok_uc_decomp rl_tok_uc_decomps[];
-extern const int rl_tok_uc_decomp_count;
-extern const rl_tok_uc_comp rl_tok_uc_comps[];
-extern const int rl_tok_uc_comp_count;
-
-/* ---- UTF-8 and Unicode classes ---- */
+/* ---- UTF-8 and NFC ---- */
 /* Marks a byte that is not part of a valid UTF-8 sequence (low 8 bits =
  * the byte); never a valid code point. */
 #define RL_TOK_BAD_CP 0x80000000u
-
-enum { RL_TOK_OTHER = 0, RL_TOK_LETTER = 1, RL_TOK_NUMBER = 2, RL_TOK_SPACE = 3 };
 
 /* Decodes one code point at s[i] (i < n) strictly (no overlongs, surrogates
  * or values above U+10FFFF); returns its byte length (>= 1). An invalid byte
@@ -44,12 +29,10 @@ enum { RL_TOK_OTHER = 0, RL_TOK_LETTER = 1, RL_TOK_NUMBER = 2, RL_TOK_SPACE = 3 
 int rl_tok_utf8_next(const unsigned char *s, size_t n, size_t i, uint32_t *cp);
 /* Writes cp as UTF-8 into out (4 bytes room); returns the length. */
 int rl_tok_utf8_put(uint32_t cp, char *out);
-/* RL_TOK_LETTER / NUMBER / SPACE (Unicode White_Space, what Oniguruma's \s
- * matches) / OTHER; bad bytes are OTHER. */
-int rl_tok_uc_class(uint32_t cp);
-/* NFC of s[0..n). Returns 0 with *out = NULL when the text is certainly
- * unchanged (only code points below U+0300), else a malloc'd *out of
- * *out_n bytes. Bad bytes pass through unchanged and block composition. */
+/* NFC of s[0..n) (libutf8proc's data; linear in n, however many combining
+ * marks). Returns 0 with *out = NULL when the text is certainly unchanged
+ * (only code points below U+0300), else a malloc'd *out of *out_n bytes.
+ * Bad bytes pass through unchanged and block composition. */
 int rl_tok_nfc(const char *s, size_t n, char **out, size_t *out_n);
 
 /* ---- string → int32 map (keys are not copied) ---- */
@@ -94,8 +77,19 @@ int rl_tok_ivec_push(rl_tok_ivec *v, int32_t x);
 int rl_tok_ivec_append(rl_tok_ivec *v, const int32_t *x, int64_t n);
 
 /* ---- the tokenizer ---- */
+/* What a kind does its own way; the front (tokenizer_base.c) calls through
+ * it, so the shared code never calls a kind by name. */
+typedef struct rl_tok_ops {
+    int (*encode)(const rl_tokenizer *t, const char *text, size_t len, rl_tok_ivec *out);
+    int (*decode)(const rl_tokenizer *t, const int32_t *ids, int64_t n, int flags, char **text,
+                  size_t *len);
+    void (*free_impl)(void *impl);
+    int (*save)(const rl_tokenizer *t, const char *path); /* NULL: not saved */
+} rl_tok_ops;
+
 struct rl_tokenizer {
     rl_tokenizer_kind kind;
+    const rl_tok_ops *ops;
     int32_t special[4];
     int64_t vocab_size;
     char **tokens;       /* id → token (owned, NUL-terminated); NULL for holes */
@@ -106,22 +100,13 @@ struct rl_tokenizer {
 };
 
 /* Allocates the id tables for vocab_size ids (zeroed). NULL + message. */
-rl_tokenizer *rl_tok_alloc(rl_tokenizer_kind kind, int64_t vocab_size);
+rl_tokenizer *rl_tok_alloc(rl_tokenizer_kind kind, const rl_tok_ops *ops, int64_t vocab_size);
 /* Sets token `id` to a copy of s[0..n) and indexes it (RL_EEXIST on a
  * different token already at id, or the same string at another id). */
 int rl_tok_set_token(rl_tokenizer *t, int32_t id, const char *s, size_t n, const char *what);
 
-int rl_tok_char_encode(const rl_tokenizer *t, const char *text, size_t len, rl_tok_ivec *out);
-int rl_tok_char_decode(const rl_tokenizer *t, const int32_t *ids, int64_t n, int flags,
-                       char **text, size_t *len);
-void rl_tok_char_free_impl(void *impl);
-int rl_tok_char_save(const rl_tokenizer *t, const char *path);
+/* The kinds, built from a parsed JSON root (tokenizer.c picks one). */
 rl_tokenizer *rl_tok_char_from_json(void *json_root, const char *what);
-
-int rl_tok_bpe_encode(const rl_tokenizer *t, const char *text, size_t len, rl_tok_ivec *out);
-int rl_tok_bpe_decode(const rl_tokenizer *t, const int32_t *ids, int64_t n, int flags,
-                      char **text, size_t *len);
-void rl_tok_bpe_free_impl(void *impl);
 rl_tokenizer *rl_tok_bpe_from_json(void *json_root, const char *what);
 
 #endif

@@ -507,6 +507,134 @@ static void s_expect_error(json_t *j, int code, const char *needle)
                  rl_status_name(rl_error_code()), rl_error_message());
 }
 
+/* qwen2.json, its Split regex replaced by `re` unless NULL. */
+static json_t *s_qwen2_split(const char *re)
+{
+    json_error_t je;
+    json_t *j = json_load_file("tests/golden/nn_tok/qwen2.json", 0, &je);
+    if (!j)
+        fail_msg("qwen2.json: %s", je.text);
+    if (re)
+        json_object_set_new(json_array_get(json_object_get(json_object_get(j, "pre_tokenizer"),
+                                                           "pretokenizers"), 0),
+                            "pattern", json_pack("{ss}", "Regex", re));
+    return j;
+}
+
+static rl_tokenizer *s_from_json(json_t *j)
+{
+    char *s = json_dumps(j, 0);
+    json_decref(j);
+    rl_tokenizer *t = rl_tokenizer_from_hf_json(s, strlen(s));
+    free(s);
+    if (!t)
+        fail_msg("%s", rl_error_message());
+    return t;
+}
+
+static void s_expect_ids(const rl_tokenizer *t, const char *text, const int32_t *want, int64_t n)
+{
+    int32_t *ids;
+    int64_t k;
+    assert_int_equal(rl_tokenizer_encode(t, text, strlen(text), &ids, &k), RL_OK);
+    if (k != n || memcmp(ids, want, (size_t)n * sizeof *ids) != 0) {
+        s_show_ids(t, "got ", ids, k);
+        s_show_ids(t, "want", want, n);
+        fail_msg("ids of \"%s\" differ", text);
+    }
+    char *back;
+    size_t bl;
+    assert_int_equal(rl_tokenizer_decode(t, ids, k, &back, &bl), RL_OK);
+    assert_int_equal(bl, strlen(text));
+    assert_memory_equal(back, text, bl);
+    free(back);
+    free(ids);
+}
+
+/* Any regex PCRE2 compiles splits: each match and each stretch between
+ * matches is a word, so the ids are those of the pieces one by one; a
+ * pattern that matches the empty string ends too. */
+static void test_bpe_any_split_regex(void **state)
+{
+    (void)state;
+    rl_tokenizer *t = s_from_json(s_qwen2_split("\\p{L}+"));
+    const char *const piece[] = {"ab", ", ", "cd", "!"};
+    int32_t want[64];
+    int64_t nw = 0;
+    for (int p = 0; p < 4; p++) {
+        int32_t *ids;
+        int64_t k;
+        assert_int_equal(rl_tokenizer_encode(t, piece[p], strlen(piece[p]), &ids, &k), RL_OK);
+        memcpy(want + nw, ids, (size_t)k * sizeof *ids);
+        nw += k;
+        free(ids);
+    }
+    s_expect_ids(t, "ab, cd!", want, nw);
+    rl_tokenizer_free(t);
+    t = s_from_json(s_qwen2_split("\\s*"));
+    int32_t *ids;
+    int64_t k;
+    assert_int_equal(rl_tokenizer_encode(t, "a  b\xc3\xa9 ", 7, &ids, &k), RL_OK);
+    free(ids);
+    rl_tokenizer_free(t);
+}
+
+/* The mapped (byte-level) form of bytes w[0..m) into out. */
+static size_t s_mapped(const unsigned char *w, size_t m, char *out)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < m; i++) {
+        unsigned b = w[i], cp = b, skipped = 0;
+        for (unsigned c = 0; c <= b; c++)
+            if (!((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || c >= 174))
+                skipped++;
+        if (!((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174))
+            cp = 256 + skipped - 1;
+        o += (size_t)rl_tok_utf8_put(cp, out + o);
+    }
+    out[o] = 0;
+    return o;
+}
+
+/* Adds to tokenizer.json j the merges, ranked first, that join the bytes
+ * of `word` left to right into one token; returns that token's id. */
+static int32_t s_add_word(json_t *j, const char *word)
+{
+    json_t *model = json_object_get(j, "model");
+    json_t *vocab = json_object_get(model, "vocab"), *merges = json_object_get(model, "merges");
+    const unsigned char *w = (const unsigned char *)word;
+    size_t m = strlen(word);
+    char left[64], right[8], whole[64];
+    int32_t id = -1;
+    for (size_t k = 2; k <= m; k++) {
+        s_mapped(w, k - 1, left);
+        s_mapped(w + k - 1, 1, right);
+        s_mapped(w, k, whole);
+        json_t *have = json_object_get(vocab, whole);
+        id = have ? (int32_t)json_integer_value(have) : 5000 + (int32_t)json_object_size(vocab);
+        if (!have)
+            json_object_set_new(vocab, whole, json_integer(id));
+        json_array_insert_new(merges, k - 2, json_pack("[ss]", left, right));
+    }
+    return id;
+}
+
+/* Hostile text: a byte that is not UTF-8 is one punctuation-class
+ * character, and U+180E MONGOLIAN VOWEL SEPARATOR is not white space (in
+ * Oniguruma, hence HF; PCRE2's \s has it): "a", then "\xff!" or
+ * "U+180E !" as one word each, which the added merges make one token. */
+static void test_bpe_hostile_text(void **state)
+{
+    (void)state;
+    json_t *j = s_qwen2_split(NULL);
+    int32_t bad = s_add_word(j, "\xff!"), mvs = s_add_word(j, "\xe1\xa0\x8e!");
+    rl_tokenizer *t = s_from_json(j);
+    int32_t a = rl_tokenizer_token_to_id(t, "a");
+    s_expect_ids(t, "a\xff!", (int32_t[]){a, bad}, 2);
+    s_expect_ids(t, "a\xe1\xa0\x8e!", (int32_t[]){a, mvs}, 2);
+    rl_tokenizer_free(t);
+}
+
 static void test_bpe_malformed(void **state)
 {
     (void)state;
@@ -590,14 +718,10 @@ static void test_bpe_malformed(void **state)
                         json_string("<thonk>"));
     s_expect_error(j, RL_EEXIST, "added_tokens[1]: id 1 already used by token '<think>'");
 
-    json_error_t je;
-    j = json_load_file("tests/golden/nn_tok/qwen2.json", 0, &je);
-    assert_non_null(j);
-    json_object_set_new(json_array_get(json_object_get(json_object_get(j, "pre_tokenizer"),
-                                                       "pretokenizers"), 0),
-                        "pattern", json_pack("{ss}", "Regex", "\\w+|\\s+"));
-    s_expect_error(j, RL_EUNSUPPORTED, "pre_tokenizer.pretokenizers[0].pattern.Regex '\\w+|\\s+' "
-                                       "is not a supported split regex");
+    j = s_qwen2_split("(\\p{L}+");
+    s_expect_error(j, RL_EUNSUPPORTED, "pre_tokenizer.pretokenizers[0].pattern.Regex '(\\p{L}+': "
+                                       "PCRE2 cannot compile it: missing closing parenthesis (at "
+                                       "offset 7)");
 
     assert_null(rl_tokenizer_from_hf_json("{\"model\": ", 10));
     assert_int_equal(rl_error_code(), RL_EPROTO);
@@ -706,6 +830,13 @@ static void test_nfc_orders_long_runs(void **state)
     assert_int_equal(on, strlen(want));
     assert_memory_equal(out, want, on);
     free(out);
+    /* U+AC00 U+11A7 is NFC already (U+11A7 is below the trailing consonants
+     * U+11A8..U+11C2); utf8proc 2.8 on its own drops the U+11A7 */
+    in = "x\xea\xb0\x80\xe1\x86\xa7";
+    assert_int_equal(rl_tok_nfc(in, strlen(in), &out, &on), RL_OK);
+    assert_int_equal(on, strlen(in));
+    assert_memory_equal(out, in, on);
+    free(out);
 }
 
 int main(void)
@@ -724,6 +855,8 @@ int main(void)
         cmocka_unit_test(test_bpe_specials_and_api),
         cmocka_unit_test(test_bpe_cache_consistency),
         cmocka_unit_test(test_bpe_concurrent_encode),
+        cmocka_unit_test(test_bpe_any_split_regex),
+        cmocka_unit_test(test_bpe_hostile_text),
         cmocka_unit_test(test_bpe_malformed),
         cmocka_unit_test(test_bpe_unknown_bytes),
     };
