@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "rlrt/error.h"
+#include "common/schema/model.h"
 #include "common/nn/models/clip_flow.h"
 #include "common/nn/models/flow_policy.h"
 #include "common/nn/models/image_classifier.h"
@@ -42,15 +43,18 @@ static int s_located(const rl_config *job, const char *path, int code)
     return rl_config_error_at(job, path, code, "%s", msg);
 }
 
+#define S_TYPE RL_CFG_PATH(&rl_model_base_section, rl_model_base_config, type)
+#define S_INIT_FROM RL_CFG_PATH(&rl_model_base_section, rl_model_base_config, init_from)
+
 /* The kind named by the job's model.type, or NULL with a located error. */
 static const rl_model_kind *s_job_kind(const rl_config *job)
 {
-    const char *type;
-    if (rl_config_get_string(job, "model.type", &type))
+    const rl_model_base_config *base = rl_config_section_get(job, &rl_model_base_section);
+    if (!base)
         return NULL;
-    const rl_model_kind *kind = rl_model_kind_find(type);
+    const rl_model_kind *kind = rl_model_kind_find(base->type);
     if (!kind)
-        s_located(job, "model.type", RL_ECONFIG);
+        s_located(job, S_TYPE, RL_ECONFIG);
     return kind;
 }
 
@@ -62,17 +66,18 @@ int rl_model_check_config(const rl_config *job)
 
 rl_model *rl_model_build(const rl_config *job, uint64_t seed)
 {
-    const char *from;
     const rl_model_kind *kind = s_job_kind(job);
-    if (!kind || rl_config_get_string(job, "model.init_from", &from))
+    if (!kind)
         return NULL;
+    const char *from = ((const rl_model_base_config *)rl_config_section_get(job, &rl_model_base_section))
+                           ->init_from;
     rl_model *m = kind->from_config(job);
     if (!m)
         return NULL;
     int rc;
     if (from && *from) {
         if ((rc = rl_model_load(m, from)))
-            s_located(job, "model.init_from", rc);
+            s_located(job, S_INIT_FROM, rc);
     } else {
         rc = rl_model_init_random(m, seed);
     }
@@ -81,6 +86,25 @@ rl_model *rl_model_build(const rl_config *job, uint64_t seed)
         return NULL;
     }
     return m;
+}
+
+/* The known keys of a kind's model section: its sections, or its legacy
+ * YAML, with model.type set to the kind. */
+static rl_config *s_kind_defaults(const rl_model_kind *k)
+{
+    rl_config *defs;
+    if (k->sections) {
+        size_t n = 0;
+        while (k->sections[n])
+            n++;
+        char type[128];
+        snprintf(type, sizeof type, "'%s'", k->name);
+        rl_config_default change = {S_TYPE, type};
+        defs = rl_config_schema_defaults(k->sections, n, &change, 1);
+    } else {
+        defs = rl_config_parse_string(k->defaults_yaml, strlen(k->defaults_yaml), k->name);
+    }
+    return defs;
 }
 
 rl_model *rl_model_load_dir(const char *dir)
@@ -93,20 +117,16 @@ rl_model *rl_model_load_dir(const char *dir)
     /* the kind's defaults under the file, so a directory written before a
      * key existed loads with that key's default */
     const char *type0 = NULL;
-    const rl_model_kind *k0 = rl_config_get_string(file, "model.type", &type0) ? NULL : rl_model_kind_find(type0);
-    rl_config *defs = k0 ? rl_config_parse_string(k0->defaults_yaml, strlen(k0->defaults_yaml), k0->name) : NULL;
+    const rl_model_kind *k0 = rl_config_get_string(file, S_TYPE, &type0) ? NULL : rl_model_kind_find(type0);
+    rl_config *defs = k0 ? s_kind_defaults(k0) : NULL;
     job = defs ? rl_config_merge(defs, file) : NULL;
     rl_config_free(defs);
     rl_config_free(file);
     if (!job)
         return NULL;
     rl_model *m = NULL;
-    if (!rl_config_set_yaml(job, "model.init_from", "''") &&
-        rl_model_check_config(job) == RL_OK) {
-        const rl_model_kind *k = NULL;
-        const char *type;
-        if (!rl_config_get_string(job, "model.type", &type))
-            k = rl_model_kind_find(type);
+    if (!rl_config_set_yaml(job, S_INIT_FROM, "''") && rl_model_check_config(job) == RL_OK) {
+        const rl_model_kind *k = s_job_kind(job);
         m = k ? k->from_config(job) : NULL;
         int rc = m ? rl_model_load(m, dir) : rl_error_code();
         if (m && rc) {
