@@ -25,6 +25,9 @@ static void s_usage(FILE *f)
             "usage: rl-driver --cluster cluster.yaml --config job.yaml [key=value ...]\n"
             "                 [--log-level debug|info|warn|error] [--worker PATH]\n"
             "                 [--bind tcp://ADDR:PORT] [--resume]\n"
+            "       rl-driver --check [--cluster cluster.yaml] --config job.yaml [key=value ...]\n"
+            "                                      check the job (and cluster.yaml): keys, ranges,\n"
+            "                                      the recipe's own checks; start nothing\n"
             "       rl-driver keygen DIR NAME...   write DIR/NAME.cert and DIR/NAME.cert_secret\n"
             "       rl-driver config-doc           print docs/CONFIG.md (every recipe's keys)\n"
             "       rl-driver config-keys [RECIPE] the keys a recipe's jobs know, one a line\n"
@@ -164,13 +167,13 @@ int main(int argc, char **argv)
         {"cluster", required_argument, 0, 'c'}, {"config", required_argument, 0, 'j'},
         {"log-level", required_argument, 0, 'l'}, {"worker", required_argument, 0, 'w'},
         {"bind", required_argument, 0, 'b'},    {"resume", no_argument, 0, 'r'},
-        {"help", no_argument, 0, 'h'},
+        {"help", no_argument, 0, 'h'},          {"check", no_argument, 0, 'k'},
         {"version", no_argument, 0, 'V'},       {0, 0, 0, 0},
     };
     const char *cluster_path = NULL, *job_path = NULL, *bind = NULL, *level = "info";
     char worker[PATH_MAX];
     s_default_worker(worker, sizeof worker);
-    int c, resume = 0;
+    int c, resume = 0, check = 0;
     rl_log_set_identity("driver", -1);
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
@@ -189,12 +192,13 @@ int main(int argc, char **argv)
         case 'w': snprintf(worker, sizeof worker, "%s", optarg); break;
         case 'b': bind = optarg; break;
         case 'r': resume = 1; break;
+        case 'k': check = 1; break;
         case 'h': s_usage(stdout); return 0;
         case 'V': printf("rl-driver %s\n", RL_VERSION_STRING); return 0;
         default: s_usage(stderr); return 1;
         }
     }
-    if (!cluster_path) {
+    if (!cluster_path && !check) {
         fprintf(stderr, "rl-driver: --cluster is required\n");
         s_usage(stderr);
         return 1;
@@ -236,16 +240,32 @@ int main(int argc, char **argv)
         fprintf(stderr, "rl-driver: %s\n", rl_error_message());
         return 1;
     }
-    if (recipe->prepare && recipe->prepare(job)) {
+    int bad = 0;
+    for (size_t i = 0; !bad && recipe->sections && recipe->sections[i]; i++)
+        bad = !rl_config_section_get(job, recipe->sections[i]);
+    if (bad || (recipe->prepare && recipe->prepare(job))) {
         fprintf(stderr, "rl-driver: %s\n", rl_error_message());
         rl_config_free(job);
         return 1;
+    }
+    if (check && !cluster_path) {
+        printf("rl-driver: job %s (recipe %s) checked: every key known, every value in range\n",
+               job_path ? job_path : "(defaults)", recipe->name);
+        rl_config_free(job);
+        return 0;
     }
     rl_cluster *cl = rl_cluster_load(cluster_path);
     if (!cl) {
         fprintf(stderr, "rl-driver: %s\n", rl_error_message());
         rl_config_free(job);
         return 1;
+    }
+    if (check) {
+        printf("rl-driver: job %s (recipe %s) and %s checked\n", job_path ? job_path : "(defaults)",
+               recipe->name, cluster_path);
+        rl_cluster_free(cl);
+        rl_config_free(job);
+        return 0;
     }
     char *table = rl_cluster_table(cl);
     rl_log_info("recipe %s, cluster %s:\n%s", recipe->name, cluster_path, table ? table : "");
