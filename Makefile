@@ -7,6 +7,7 @@
 #   make SANITIZE=address,undefined test
 #   make CUDA=1               also compile the .cu sources with nvcc
 #   make CUDA=1 test-gpu      CUDA kernels vs CPU + compute-sanitizer (needs a GPU)
+#   make CUDA=1 gpu-bundle    build-gpu/: the GPU tests and their libraries, for a GPU machine
 #   make golden               regenerate tests/golden with /usr/bin/python3 + torch
 #   make config-doc           docs/CONFIG.md from the config schemas (common/schema/)
 #   make venv-ref             build/venv-ref: the PyPI packages the references need
@@ -149,7 +150,7 @@ FUZZ_REPLAY_A   := $(BUILD)/lib/librlrt_fuzz_replay.a
 BENCH_SRC  := $(sort $(wildcard bench/bench_*.c))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all lib bins tests benches test test-setup test-gpu run deps golden fuzz install clean venv-ref config-doc \
+.PHONY: all lib bins tests benches test test-setup test-gpu gpu-bundle run deps golden fuzz install clean venv-ref config-doc \
         venv-deploy fuzz-ci venv-hpsv3 libero-data mujoco
 .SECONDARY:
 .DELETE_ON_ERROR:
@@ -330,6 +331,14 @@ test: deps test-setup
 # The checks that need an NVIDIA GPU; use with CUDA=1 (tests/gpu_check.sh).
 test-gpu: tests
 	@BUILD=$(BUILD) tests/gpu_check.sh; rc=$$?; [ $$rc = 77 ] || exit $$rc
+
+# The GPU tests and the libraries they load, for a GPU machine without
+# Debian's packages (deploy/gpu-bundle.sh): build here with `make CUDA=1
+# gpu-bundle`, then run there `BUILD=build-gpu tests/gpu_check.sh` with
+# build-gpu carried along.
+GPU_TESTS := test_nn_cuda
+gpu-bundle: tests
+	@deploy/gpu-bundle.sh $(BUILD) build-gpu $(GPU_TESTS)
 
 run: deps
 	@$(MAKE) --no-print-directory all

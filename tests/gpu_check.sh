@@ -6,11 +6,16 @@
 #   same test: out-of-bounds or uninitialised device memory, shared-memory
 #   races and barrier misuse in the kernels.
 #
-# BUILD names the build folder (a CUDA build: build-cuda). Exits 0 when all
+# BUILD names the build folder (a CUDA build: build-cuda, or the bundle
+# build-gpu of `make CUDA=1 gpu-bundle` on a machine without Debian's
+# packages). Exits 0 when all
 # pass, 1 when any fails, 77 (skipped, with the reason) without a GPU or
 # without compute-sanitizer.
 set -u
 BUILD=${BUILD:-build-cuda}
+# a bundle made by `make CUDA=1 gpu-bundle` brings the libraries the GPU
+# machine lacks (deploy/gpu-bundle.sh)
+[ -d "$BUILD/lib" ] && export LD_LIBRARY_PATH="$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 bin=$BUILD/tests/test_nn_cuda
 if [ ! -x "$bin" ]; then
     echo "gpu_check: $bin not built (make CUDA=1 tests)"; exit 1

@@ -35,17 +35,28 @@ static const rl_nn_ops s_cpu_ops = {
 };
 
 #ifdef RL_CUDA
-/* Ops without a CUDA kernel yet stay NULL (see rl_nn_ops_missing). */
 static const rl_nn_ops s_cuda_ops = {
     .device = RL_DEVICE_CUDA,
     .name = "cuda",
     .sgemm = rl_cuda_sgemm,
     .linear_forward = rl_cuda_linear_forward,
+    .linear_backward = rl_cuda_linear_backward,
     .add_forward = rl_cuda_add_forward,
     .add_inplace = rl_cuda_add_inplace,
     .softmax_forward = rl_cuda_softmax_forward,
+    .softmax_backward = rl_cuda_softmax_backward,
     .rmsnorm_forward = rl_cuda_rmsnorm_forward,
+    .rmsnorm_backward = rl_cuda_rmsnorm_backward,
     .swiglu_forward = rl_cuda_swiglu_forward,
+    .swiglu_backward = rl_cuda_swiglu_backward,
+    .rope_forward = rl_cuda_rope_forward,
+    .rope_backward = rl_cuda_rope_backward,
+    .embedding_forward = rl_cuda_embedding_forward,
+    .embedding_backward = rl_cuda_embedding_backward,
+    .attention_forward = rl_cuda_attention_forward,
+    .attention_backward = rl_cuda_attention_backward,
+    .logprob_forward = rl_cuda_logprob_forward,
+    .logprob_backward = rl_cuda_logprob_backward,
 };
 #endif
 

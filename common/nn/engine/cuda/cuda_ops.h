@@ -31,6 +31,40 @@ void rl_cuda_softmax_forward(float *out, const float *inp, int N, int C);
 void rl_cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w,
                              float eps, int N, int C);
 void rl_cuda_swiglu_forward(float *out, const float *gate, const float *up, int64_t n);
+/* The rest of the device table: the same signatures and semantics as the
+ * CPU kernels of common/nn/engine/ops.h (backwards accumulate; logprob's
+ * backward overwrites), on device pointers. Reductions over rows run in a
+ * fixed order (one thread per output column, or one block per row), so the
+ * results do not depend on scheduling; there are no atomics. The attention
+ * pair needs hd <= 256 (RL_EUNSUPPORTED otherwise) and allocates B·H·T floats
+ * of scratch in its backward. */
+void rl_cuda_linear_backward(float *dinp, float *dw, float *db, const float *dout,
+                             const float *inp, const float *w, int N, int C, int OC);
+void rl_cuda_softmax_backward(float *dinp, const float *dout, const float *out, int N, int C);
+void rl_cuda_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp,
+                              const float *w, const float *rstd, int N, int C);
+void rl_cuda_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                             const float *up, int64_t n);
+void rl_cuda_rope_forward(float *out, const float *inp, const int32_t *pos, int N, int H, int hd,
+                          float theta);
+void rl_cuda_rope_backward(float *dinp, const float *dout, const int32_t *pos, int N, int H,
+                           int hd, float theta);
+void rl_cuda_embedding_forward(float *out, const int32_t *ids, const float *table, int N, int C);
+void rl_cuda_embedding_backward(float *dtable, const float *dout, const int32_t *ids, int N,
+                                int C);
+int rl_cuda_attention_forward(float *out, float *lse, const float *q, const float *k,
+                              const float *v, const uint8_t *mask, int B, int T, int H, int KH,
+                              int hd);
+int rl_cuda_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                               const float *lse, const float *q, const float *k, const float *v,
+                               const uint8_t *mask, int B, int T, int H, int KH, int hd);
+void rl_cuda_logprob_forward(float *logp, float *entropy, float *lse, const float *logits,
+                             const int32_t *target, float inv_temp, int N, int V);
+void rl_cuda_logprob_backward(float *dlogits, const float *dlogp, const float *dentropy,
+                              const float *logits, const float *lse, const float *entropy,
+                              const int32_t *target, float inv_temp, int N, int V);
+/* bytes of device memory set to 0 (asynchronous, default stream). */
+void rl_cuda_memset0(void *p, size_t bytes);
 
 #ifdef __cplusplus
 }

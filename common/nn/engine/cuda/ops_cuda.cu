@@ -124,6 +124,413 @@ __global__ void k_bias_rows(float *out, const float *b, int N, int OC)
         out[i] = b[i % OC];
 }
 
+// ---- backward and the rest of the table ----------------------------------------
+
+// Block-wide sum of one value per thread (blockDim.x a power of two); every
+// thread gets the total. sh holds blockDim.x doubles.
+__device__ double d_block_sum(double v, double *sh)
+{
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s)
+            sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    double t = sh[0];
+    __syncthreads(); // sh is reused by the caller's next reduction
+    return t;
+}
+
+__device__ float d_block_max(float v, float *sh)
+{
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s)
+            sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
+        __syncthreads();
+    }
+    float t = sh[0];
+    __syncthreads();
+    return t;
+}
+
+// out (C) += Σ_rows a (N, C): one thread per column, rows in order, in double.
+__global__ void k_colsum_acc(float *out, const float *a, int N, int C)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C)
+        return;
+    double acc = 0.0;
+    for (int n = 0; n < N; n++)
+        acc += a[(size_t)n * C + c];
+    out[c] += (float)acc;
+}
+
+__global__ void k_softmax_backward(float *dinp, const float *dout, const float *out, int C)
+{
+    extern __shared__ double shd[];
+    const float *g = dout + (size_t)blockIdx.x * C, *y = out + (size_t)blockIdx.x * C;
+    float *d = dinp + (size_t)blockIdx.x * C;
+    double dot = 0.0;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        dot += (double)g[c] * y[c];
+    float fd = (float)d_block_sum(dot, shd);
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        d[c] += y[c] * (g[c] - fd);
+}
+
+__global__ void k_rmsnorm_backward_dinp(float *dinp, const float *dout, const float *inp,
+                                        const float *w, const float *rstd, int C)
+{
+    extern __shared__ double shd[];
+    size_t o = (size_t)blockIdx.x * C;
+    const float *x = inp + o, *g = dout + o;
+    float *d = dinp + o;
+    float r = rstd[blockIdx.x];
+    double dot = 0.0;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        dot += (double)(g[c] * w[c]) * x[c];
+    dot = d_block_sum(dot, shd);
+    float k = (float)(dot * r * r * r / C);
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        d[c] += g[c] * w[c] * r - k * x[c];
+}
+
+// dw (C) += Σ_rows dout · inp · rstd: one thread per column, rows in order.
+__global__ void k_rmsnorm_backward_dw(float *dw, const float *dout, const float *inp,
+                                      const float *rstd, int N, int C)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C)
+        return;
+    double acc = 0.0;
+    for (int n = 0; n < N; n++)
+        acc += dout[(size_t)n * C + c] * inp[(size_t)n * C + c] * rstd[n];
+    dw[c] += (float)acc;
+}
+
+__global__ void k_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                                  const float *up, int64_t n)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    float g = gate[i], sg = 1.0f / (1.0f + expf(-g));
+    if (dgate)
+        dgate[i] += dout[i] * up[i] * sg * (1.0f + g * (1.0f - sg));
+    if (dup)
+        dup[i] += dout[i] * g * sg;
+}
+
+// One thread per (row, head, pair i < hd/2): the HF rotate_half rotation by
+// pos·theta^(-2i/hd) (angles in double, as the CPU kernel), or its inverse
+// accumulated (the backward).
+__global__ void k_rope(float *out, const float *inp, const int32_t *pos, int N, int H, int hd,
+                       float theta, int inverse)
+{
+    int half = hd / 2;
+    int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (int64_t)N * H * half)
+        return;
+    int i = (int)(idx % half);
+    int64_t nh = idx / half;
+    int n = (int)(nh / H);
+    double p = pos ? (double)pos[n] : (double)n;
+    double a = p * pow((double)theta, -2.0 * i / hd);
+    float cs = (float)cos(a), sn = (float)((inverse ? -1.0 : 1.0) * sin(a));
+    size_t o = (size_t)nh * hd;
+    float x1 = inp[o + i], x2 = inp[o + i + half];
+    float y1 = x1 * cs - x2 * sn, y2 = x2 * cs + x1 * sn;
+    if (inverse) {
+        out[o + i] += y1;
+        out[o + i + half] += y2;
+    } else {
+        out[o + i] = y1;
+        out[o + i + half] = y2;
+    }
+}
+
+__global__ void k_embedding_forward(float *out, const int32_t *ids, const float *table, int N,
+                                    int C)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < (int64_t)N * C)
+        out[i] = table[(size_t)ids[i / C] * C + i % C];
+}
+
+// One thread per channel, rows in order: a row's gradient lands in its
+// token's row without atomics, in the same order whatever the schedule.
+__global__ void k_embedding_backward(float *dtable, const float *dout, const int32_t *ids, int N,
+                                     int C)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C)
+        return;
+    for (int n = 0; n < N; n++)
+        dtable[(size_t)ids[n] * C + c] += dout[(size_t)n * C + c];
+}
+
+__device__ float d_warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// hd <= 32·RL_ATT_PER_LANE: each lane holds hd/32 elements of a row.
+#define RL_ATT_PER_LANE 8
+#define RL_ATT_WARPS 4
+
+// One warp per query row (b, h, t): an online softmax over the visible keys
+// s <= t (mask[b, s] != 0), then out = Σ p·v; lse = +inf and out = 0 for a
+// row that sees no key (the CPU kernel's convention).
+__global__ void k_attention_forward(float *out, float *lse, const float *q, const float *k,
+                                    const float *v, const uint8_t *mask, int B, int T, int H,
+                                    int KH, int hd, float scale)
+{
+    int lane = threadIdx.x & 31;
+    int64_t row = (int64_t)blockIdx.x * RL_ATT_WARPS + (threadIdx.x >> 5);
+    if (row >= (int64_t)B * H * T)
+        return;
+    int t = (int)(row % T), h = (int)((row / T) % H), b = (int)(row / ((int64_t)T * H));
+    int kh = h / (H / KH), qs = H * hd, ks = KH * hd;
+    const float *qr = q + ((size_t)b * T + t) * qs + (size_t)h * hd;
+    float qv[RL_ATT_PER_LANE], acc[RL_ATT_PER_LANE];
+    for (int j = 0; j < RL_ATT_PER_LANE; j++) {
+        int d = lane + 32 * j;
+        qv[j] = d < hd ? qr[d] : 0.0f;
+        acc[j] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    for (int s = 0; s <= t; s++) {
+        if (mask && !mask[(size_t)b * T + s])
+            continue;
+        const float *kr = k + ((size_t)b * T + s) * ks + (size_t)kh * hd;
+        const float *vr = v + ((size_t)b * T + s) * ks + (size_t)kh * hd;
+        float dot = 0.0f;
+        for (int j = 0; j < RL_ATT_PER_LANE; j++) {
+            int d = lane + 32 * j;
+            if (d < hd)
+                dot += qv[j] * kr[d];
+        }
+        float sc = d_warp_sum(dot) * scale;
+        float mn = fmaxf(m, sc), corr = expf(m - mn), e = expf(sc - mn);
+        l = l * corr + e;
+        for (int j = 0; j < RL_ATT_PER_LANE; j++) {
+            int d = lane + 32 * j;
+            acc[j] = acc[j] * corr + (d < hd ? e * vr[d] : 0.0f);
+        }
+        m = mn;
+    }
+    float *orow = out + ((size_t)b * T + t) * qs + (size_t)h * hd;
+    float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int j = 0; j < RL_ATT_PER_LANE; j++) {
+        int d = lane + 32 * j;
+        if (d < hd)
+            orow[d] = acc[j] * inv;
+    }
+    if (lane == 0)
+        lse[((size_t)b * H + h) * T + t] = l > 0.0f ? m + logf(l) : INFINITY;
+}
+
+// Backward, pass 1: one warp per query row. Recomputes p_ts from the lse,
+// D_t = dout_t · Σ_s p_ts v_s (into Dbuf), then dq_t += scale Σ_s ds_ts k_s
+// with ds_ts = p_ts (dout_t · v_s − D_t).
+__global__ void k_attention_backward_q(float *dq, float *Dbuf, const float *dout,
+                                       const float *lse, const float *q, const float *k,
+                                       const float *v, const uint8_t *mask, int B, int T, int H,
+                                       int KH, int hd, float scale)
+{
+    int lane = threadIdx.x & 31;
+    int64_t row = (int64_t)blockIdx.x * RL_ATT_WARPS + (threadIdx.x >> 5);
+    if (row >= (int64_t)B * H * T)
+        return;
+    int t = (int)(row % T), h = (int)((row / T) % H), b = (int)(row / ((int64_t)T * H));
+    int kh = h / (H / KH), qs = H * hd, ks = KH * hd;
+    size_t qo = ((size_t)b * T + t) * qs + (size_t)h * hd;
+    float L = lse[((size_t)b * H + h) * T + t];
+    float qv[RL_ATT_PER_LANE], go[RL_ATT_PER_LANE], o[RL_ATT_PER_LANE], g[RL_ATT_PER_LANE];
+    for (int j = 0; j < RL_ATT_PER_LANE; j++) {
+        int d = lane + 32 * j;
+        qv[j] = d < hd ? q[qo + d] : 0.0f;
+        go[j] = d < hd ? dout[qo + d] : 0.0f;
+        o[j] = 0.0f;
+        g[j] = 0.0f;
+    }
+    if (isinf(L)) { // no visible key: p = 0, nothing flows
+        if (lane == 0)
+            Dbuf[row] = 0.0f;
+        return;
+    }
+    for (int s = 0; s <= t; s++) {
+        if (mask && !mask[(size_t)b * T + s])
+            continue;
+        const float *kr = k + ((size_t)b * T + s) * ks + (size_t)kh * hd;
+        const float *vr = v + ((size_t)b * T + s) * ks + (size_t)kh * hd;
+        float dot = 0.0f;
+        for (int j = 0; j < RL_ATT_PER_LANE; j++) {
+            int d = lane + 32 * j;
+            if (d < hd)
+                dot += qv[j] * kr[d];
+        }
+        float p = expf(d_warp_sum(dot) * scale - L);
+        for (int j = 0; j < RL_ATT_PER_LANE; j++) {
+            int d = lane + 32 * j;
+            if (d < hd)
+                o[j] += p * vr[d];
+        }
+    }
+    float Dp = 0.0f;
+    for (int j = 0; j < RL_ATT_PER_LANE; j++)
+        Dp += go[j] * o[j];
+    float D = d_warp_sum(Dp);
+    if (lane == 0)
+        Dbuf[row] = D;
+    for (int s = 0; s <= t; s++) {
+        if (mask && !mask[(size_t)b * T + s])
+            continue;
+        const float *kr = k + ((size_t)b * T + s) * ks + (size_t)kh * hd;
+        const float *vr = v + ((size_t)b * T + s) * ks + (size_t)kh * hd;
+        float dot = 0.0f, dpv = 0.0f;
+        for (int j = 0; j < RL_ATT_PER_LANE; j++) {
+            int d = lane + 32 * j;
+            if (d < hd) {
+                dot += qv[j] * kr[d];
+                dpv += go[j] * vr[d];
+            }
+        }
+        float p = expf(d_warp_sum(dot) * scale - L);
+        float ds = p * (d_warp_sum(dpv) - D);
+        for (int j = 0; j < RL_ATT_PER_LANE; j++) {
+            int d = lane + 32 * j;
+            if (d < hd)
+                g[j] += ds * kr[d];
+        }
+    }
+    if (dq)
+        for (int j = 0; j < RL_ATT_PER_LANE; j++) {
+            int d = lane + 32 * j;
+            if (d < hd)
+                dq[qo + d] += scale * g[j];
+        }
+}
+
+// Backward, pass 2: one warp per key row (b, kv head, s): the query heads
+// that share the kv head and the queries t >= s that see key s, in a fixed
+// order: dv_s += Σ p_ts dout_t, dk_s += scale Σ ds_ts q_t.
+__global__ void k_attention_backward_kv(float *dk, float *dv, const float *Dbuf,
+                                        const float *dout, const float *lse, const float *q,
+                                        const float *k, const float *v, const uint8_t *mask,
+                                        int B, int T, int H, int KH, int hd, float scale)
+{
+    int lane = threadIdx.x & 31;
+    int64_t row = (int64_t)blockIdx.x * RL_ATT_WARPS + (threadIdx.x >> 5);
+    if (row >= (int64_t)B * KH * T)
+        return;
+    int s = (int)(row % T), kh = (int)((row / T) % KH), b = (int)(row / ((int64_t)T * KH));
+    if (mask && !mask[(size_t)b * T + s])
+        return; // a masked key gets no gradient
+    int rep = H / KH, qs = H * hd, ks = KH * hd;
+    size_t ko = ((size_t)b * T + s) * ks + (size_t)kh * hd;
+    float kv[RL_ATT_PER_LANE], vv[RL_ATT_PER_LANE], gk[RL_ATT_PER_LANE], gv[RL_ATT_PER_LANE];
+    for (int j = 0; j < RL_ATT_PER_LANE; j++) {
+        int d = lane + 32 * j;
+        kv[j] = d < hd ? k[ko + d] : 0.0f;
+        vv[j] = d < hd ? v[ko + d] : 0.0f;
+        gk[j] = 0.0f;
+        gv[j] = 0.0f;
+    }
+    for (int h = kh * rep; h < (kh + 1) * rep; h++)
+        for (int t = s; t < T; t++) {
+            size_t li = ((size_t)b * H + h) * T + t;
+            float L = lse[li];
+            if (isinf(L))
+                continue;
+            size_t qo = ((size_t)b * T + t) * qs + (size_t)h * hd;
+            float dot = 0.0f, dpv = 0.0f;
+            for (int j = 0; j < RL_ATT_PER_LANE; j++) {
+                int d = lane + 32 * j;
+                if (d < hd) {
+                    dot += q[qo + d] * kv[j];
+                    dpv += dout[qo + d] * vv[j];
+                }
+            }
+            float p = expf(d_warp_sum(dot) * scale - L);
+            float ds = p * (d_warp_sum(dpv) - Dbuf[li]);
+            for (int j = 0; j < RL_ATT_PER_LANE; j++) {
+                int d = lane + 32 * j;
+                if (d < hd) {
+                    gv[j] += p * dout[qo + d];
+                    gk[j] += ds * q[qo + d];
+                }
+            }
+        }
+    for (int j = 0; j < RL_ATT_PER_LANE; j++) {
+        int d = lane + 32 * j;
+        if (d >= hd)
+            continue;
+        if (dv)
+            dv[ko + d] += gv[j];
+        if (dk)
+            dk[ko + d] += scale * gk[j];
+    }
+}
+
+// One block per row of logits (N, V): the CPU kernel's sums in double.
+__global__ void k_logprob_forward(float *logp, float *entropy, float *lse, const float *logits,
+                                  const int32_t *target, float inv_temp, int V)
+{
+    extern __shared__ double shd[];
+    int n = blockIdx.x;
+    const float *z = logits + (size_t)n * V;
+    float m = -INFINITY;
+    for (int j = threadIdx.x; j < V; j += blockDim.x)
+        m = fmaxf(m, z[j]);
+    m = d_block_max(m, (float *)shd) * inv_temp;
+    double s = 0.0, sa = 0.0;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+        float d = z[j] * inv_temp - m, e = expf(d);
+        s += e;
+        sa += (double)(e * d);
+    }
+    s = d_block_sum(s, shd);
+    sa = d_block_sum(sa, shd);
+    if (threadIdx.x != 0)
+        return;
+    double l = m + log(s);
+    if (lse)
+        lse[n] = (float)l;
+    if (entropy)
+        entropy[n] = (float)(log(s) - sa / s);
+    if (logp) {
+        int y = target ? target[n] : -1;
+        logp[n] = y >= 0 ? (float)((double)z[y] * inv_temp - l) : 0.0f;
+    }
+}
+
+__global__ void k_logprob_backward(float *dlogits, const float *dlogp, const float *dentropy,
+                                   const float *logits, const float *lse, const float *entropy,
+                                   const int32_t *target, float inv_temp, int V)
+{
+    int n = blockIdx.x;
+    const float *z = logits + (size_t)n * V;
+    float *d = dlogits + (size_t)n * V;
+    float gl = dlogp ? dlogp[n] : 0.0f, ge = dentropy ? dentropy[n] : 0.0f;
+    int y = target ? target[n] : -1;
+    if (y < 0)
+        gl = 0.0f;
+    float l = lse[n], H = ge != 0.0f ? entropy[n] : 0.0f;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+        float lp = z[j] * inv_temp - l, p = expf(lp);
+        float g = -gl * p - ge * p * (lp + H);
+        if (j == y)
+            g += gl;
+        d[j] = g * inv_temp; // d may alias z: each element is read, then written, by one thread
+    }
+}
+
 // ---- launchers --------------------------------------------------------------
 
 static int s_row_threads(int C)
@@ -243,6 +650,171 @@ void rl_cuda_swiglu_forward(float *out, const float *gate, const float *up, int6
     if (n <= 0)
         return;
     k_swiglu_forward<<<s_blocks(n, 256), 256>>>(out, gate, up, n);
+    CUDA_NOTE(cudaGetLastError());
+}
+
+void rl_cuda_memset0(void *p, size_t bytes)
+{
+    if (p && bytes)
+        CUDA_NOTE(cudaMemsetAsync(p, 0, bytes));
+}
+
+void rl_cuda_linear_backward(float *dinp, float *dw, float *db, const float *dout,
+                             const float *inp, const float *w, int N, int C, int OC)
+{
+    if (N <= 0 || C <= 0 || OC <= 0)
+        return;
+    if (dinp)
+        rl_cuda_sgemm(0, 0, N, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C);
+    if (dw)
+        rl_cuda_sgemm(1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
+    if (db) {
+        k_colsum_acc<<<s_blocks(OC, 128), 128>>>(db, dout, N, OC);
+        CUDA_NOTE(cudaGetLastError());
+    }
+}
+
+void rl_cuda_softmax_backward(float *dinp, const float *dout, const float *out, int N, int C)
+{
+    if (N <= 0 || C <= 0)
+        return;
+    int t = s_row_threads(C);
+    k_softmax_backward<<<N, t, t * sizeof(double)>>>(dinp, dout, out, C);
+    CUDA_NOTE(cudaGetLastError());
+}
+
+void rl_cuda_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp,
+                              const float *w, const float *rstd, int N, int C)
+{
+    if (N <= 0 || C <= 0)
+        return;
+    if (dinp) {
+        int t = s_row_threads(C);
+        k_rmsnorm_backward_dinp<<<N, t, t * sizeof(double)>>>(dinp, dout, inp, w, rstd, C);
+        CUDA_NOTE(cudaGetLastError());
+    }
+    if (dw) {
+        k_rmsnorm_backward_dw<<<s_blocks(C, 128), 128>>>(dw, dout, inp, rstd, N, C);
+        CUDA_NOTE(cudaGetLastError());
+    }
+}
+
+void rl_cuda_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                             const float *up, int64_t n)
+{
+    if (n <= 0 || (!dgate && !dup))
+        return;
+    k_swiglu_backward<<<s_blocks(n, 256), 256>>>(dgate, dup, dout, gate, up, n);
+    CUDA_NOTE(cudaGetLastError());
+}
+
+static void s_rope(float *out, const float *inp, const int32_t *pos, int N, int H, int hd,
+                   float theta, int inverse)
+{
+    int64_t n = (int64_t)N * H * (hd / 2);
+    if (n <= 0)
+        return;
+    k_rope<<<s_blocks(n, 256), 256>>>(out, inp, pos, N, H, hd, theta, inverse);
+    CUDA_NOTE(cudaGetLastError());
+}
+
+void rl_cuda_rope_forward(float *out, const float *inp, const int32_t *pos, int N, int H, int hd,
+                          float theta)
+{
+    s_rope(out, inp, pos, N, H, hd, theta, 0);
+}
+
+void rl_cuda_rope_backward(float *dinp, const float *dout, const int32_t *pos, int N, int H,
+                           int hd, float theta)
+{
+    s_rope(dinp, dout, pos, N, H, hd, theta, 1);
+}
+
+void rl_cuda_embedding_forward(float *out, const int32_t *ids, const float *table, int N, int C)
+{
+    int64_t n = (int64_t)N * C;
+    if (n <= 0)
+        return;
+    k_embedding_forward<<<s_blocks(n, 256), 256>>>(out, ids, table, N, C);
+    CUDA_NOTE(cudaGetLastError());
+}
+
+void rl_cuda_embedding_backward(float *dtable, const float *dout, const int32_t *ids, int N,
+                                int C)
+{
+    if (N <= 0 || C <= 0)
+        return;
+    k_embedding_backward<<<s_blocks(C, 128), 128>>>(dtable, dout, ids, N, C);
+    CUDA_NOTE(cudaGetLastError());
+}
+
+static int s_attention_shape(const char *fn, int H, int KH, int hd)
+{
+    if (hd <= 0 || hd > 32 * RL_ATT_PER_LANE)
+        return rl_error_set(RL_EUNSUPPORTED, "%s: head size %d (the CUDA kernel takes 1..%d)", fn,
+                            hd, 32 * RL_ATT_PER_LANE);
+    if (KH <= 0 || H % KH)
+        return rl_error_set(RL_EINVAL, "%s: %d heads over %d kv heads", fn, H, KH);
+    return 0;
+}
+
+int rl_cuda_attention_forward(float *out, float *lse, const float *q, const float *k,
+                              const float *v, const uint8_t *mask, int B, int T, int H, int KH,
+                              int hd)
+{
+    int rc = s_attention_shape("attention", H, KH, hd);
+    int64_t rows = (int64_t)B * H * T;
+    if (rc || rows <= 0)
+        return rc;
+    k_attention_forward<<<s_blocks(rows, RL_ATT_WARPS), 32 * RL_ATT_WARPS>>>(
+        out, lse, q, k, v, mask, B, T, H, KH, hd, 1.0f / sqrtf((float)hd));
+    CUDA_NOTE(cudaGetLastError());
+    return 0;
+}
+
+int rl_cuda_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                               const float *lse, const float *q, const float *k, const float *v,
+                               const uint8_t *mask, int B, int T, int H, int KH, int hd)
+{
+    int rc = s_attention_shape("attention backward", H, KH, hd);
+    int64_t rows = (int64_t)B * H * T, krows = (int64_t)B * KH * T;
+    if (rc || rows <= 0)
+        return rc;
+    float *D = (float *)rl_cuda_alloc(sizeof(float) * (size_t)rows);
+    if (!D)
+        return rl_error_code();
+    float scale = 1.0f / sqrtf((float)hd);
+    k_attention_backward_q<<<s_blocks(rows, RL_ATT_WARPS), 32 * RL_ATT_WARPS>>>(
+        dq, D, dout, lse, q, k, v, mask, B, T, H, KH, hd, scale);
+    CUDA_NOTE(cudaGetLastError());
+    if (dk || dv) {
+        k_attention_backward_kv<<<s_blocks(krows, RL_ATT_WARPS), 32 * RL_ATT_WARPS>>>(
+            dk, dv, D, dout, lse, q, k, v, mask, B, T, H, KH, hd, scale);
+        CUDA_NOTE(cudaGetLastError());
+    }
+    CUDA_NOTE(cudaFree(D)); // implicitly waits for the kernels that read it
+    return 0;
+}
+
+void rl_cuda_logprob_forward(float *logp, float *entropy, float *lse, const float *logits,
+                             const int32_t *target, float inv_temp, int N, int V)
+{
+    if (N <= 0 || V <= 0)
+        return;
+    int t = s_row_threads(V);
+    k_logprob_forward<<<N, t, t * sizeof(double)>>>(logp, entropy, lse, logits, target, inv_temp,
+                                                    V);
+    CUDA_NOTE(cudaGetLastError());
+}
+
+void rl_cuda_logprob_backward(float *dlogits, const float *dlogp, const float *dentropy,
+                              const float *logits, const float *lse, const float *entropy,
+                              const int32_t *target, float inv_temp, int N, int V)
+{
+    if (N <= 0 || V <= 0)
+        return;
+    k_logprob_backward<<<N, 256>>>(dlogits, dlogp, dentropy, logits, lse, entropy, target,
+                                   inv_temp, V);
     CUDA_NOTE(cudaGetLastError());
 }
 

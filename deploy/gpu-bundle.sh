@@ -1,0 +1,32 @@
+#!/bin/sh
+# gpu-bundle.sh — what the GPU machine needs to run rlrt's GPU checks
+# (`make CUDA=1 gpu-bundle`; the device tool carries the folder along).
+#
+#   deploy/gpu-bundle.sh BUILD OUT TEST...
+#
+# The GPU machine has CUDA, but none of Debian's packages rlrt links
+# (OpenBLAS, jansson, cmocka, ...): this copies the CUDA build's GPU test
+# binaries into OUT/tests and every shared library they load that is
+# neither the C runtime nor CUDA's own (both are there) into OUT/lib, which
+# tests/gpu_check.sh puts on LD_LIBRARY_PATH. Fails when OUT passes 60 MiB
+# (the device tool carries 64 MiB at most).
+set -eu
+build=${1:?usage: gpu-bundle.sh BUILD OUT TEST...}
+out=${2:?usage: gpu-bundle.sh BUILD OUT TEST...}
+shift 2
+rm -rf "$out"
+mkdir -p "$out/tests" "$out/lib"
+for t in "$@"; do
+    [ -x "$build/tests/$t" ] || { echo "gpu-bundle: $build/tests/$t not built (make CUDA=1 tests)" >&2; exit 1; }
+    cp "$build/tests/$t" "$out/tests/"
+    ldd "$build/tests/$t" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
+        case $name in
+        libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libgcc_s.so*|libstdc++.so*) continue ;;
+        libcuda.so*|libcudart.so*|libcublas*|libcudnn*|libnccl*|libnvrtc*|libnvJitLink*) continue ;;
+        esac
+        [ -f "$out/lib/$name" ] || cp -L "$path" "$out/lib/$name"
+    done
+done
+kb=$(du -sk "$out" | cut -f1)
+echo "gpu-bundle: $out: $(ls "$out/tests" | wc -l) tests, $(ls "$out/lib" | wc -l) libraries, $((kb / 1024)) MiB"
+[ "$kb" -le $((60 * 1024)) ] || { echo "gpu-bundle: $out is over 60 MiB" >&2; exit 1; }
