@@ -330,13 +330,13 @@ test: deps test-setup
 
 # The checks that need an NVIDIA GPU; use with CUDA=1 (tests/gpu_check.sh).
 test-gpu: tests
-	@BUILD=$(BUILD) tests/gpu_check.sh; rc=$$?; [ $$rc = 77 ] || exit $$rc
+	@BUILD=$(BUILD) GPU_TESTS="$(GPU_TESTS)" tests/gpu_check.sh; rc=$$?; [ $$rc = 77 ] || exit $$rc
 
 # The GPU tests and the libraries they load, for a GPU machine without
 # Debian's packages (deploy/gpu-bundle.sh): build here with `make CUDA=1
 # gpu-bundle`, then run there `BUILD=build-gpu tests/gpu_check.sh` with
 # build-gpu carried along.
-GPU_TESTS := test_nn_cuda
+GPU_TESTS := test_nn_cuda test_nn_lm_cuda
 gpu-bundle: tests
 	@deploy/gpu-bundle.sh $(BUILD) build-gpu $(GPU_TESTS)
 

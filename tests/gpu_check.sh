@@ -1,9 +1,11 @@
 #!/bin/bash
 # tests/gpu_check.sh — the checks that need an NVIDIA GPU (`make CUDA=1 test-gpu`).
 #
-# * test_nn_cuda: every CUDA kernel against its CPU twin, on two shapes.
+# * test_nn_cuda: every CUDA kernel against its CPU twin, forward and
+#   backward, on ragged shapes; test_nn_lm_cuda: the transformer on the GPU
+#   against the CPU (outputs and every gradient). GPU_TESTS names them.
 # * compute-sanitizer's memcheck, racecheck, synccheck and initcheck over the
-#   same test: out-of-bounds or uninitialised device memory, shared-memory
+#   same tests: out-of-bounds or uninitialised device memory, shared-memory
 #   races and barrier misuse in the kernels.
 #
 # BUILD names the build folder (a CUDA build: build-cuda, or the bundle
@@ -16,30 +18,35 @@ BUILD=${BUILD:-build-cuda}
 # a bundle made by `make CUDA=1 gpu-bundle` brings the libraries the GPU
 # machine lacks (deploy/gpu-bundle.sh)
 [ -d "$BUILD/lib" ] && export LD_LIBRARY_PATH="$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-bin=$BUILD/tests/test_nn_cuda
-if [ ! -x "$bin" ]; then
-    echo "gpu_check: $bin not built (make CUDA=1 tests)"; exit 1
-fi
+tests=${GPU_TESTS:-test_nn_cuda test_nn_lm_cuda}
+for t in $tests; do
+    [ -x "$BUILD/tests/$t" ] || { echo "gpu_check: $BUILD/tests/$t not built (make CUDA=1 tests)"; exit 1; }
+done
 if ! nvidia-smi -L >/dev/null 2>&1; then
     echo "gpu_check: skipped: no NVIDIA GPU (nvidia-smi -L failed)"; exit 77
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 rc=0
-echo "== $bin"
-out=$("$bin" 2>&1); r=$?
-echo "$out" | grep -E "OK|FAILED|SKIPPED|skip:|\[  ERROR|cuda|Error"
-if [ $r != 0 ] || echo "$out" | grep -q SKIPPED; then
-    echo "gpu_check: test_nn_cuda failed or skipped (exit $r)"; rc=1
-fi
+for t in $tests; do
+    bin=$BUILD/tests/$t
+    echo "== $bin"
+    out=$("$bin" 2>&1); r=$?
+    echo "$out" | grep -E "OK|FAILED|SKIPPED|skip:|\[  ERROR|cuda|Error"
+    if [ $r != 0 ] || echo "$out" | grep -q SKIPPED; then
+        echo "gpu_check: $t failed or skipped (exit $r)"; rc=1
+    fi
+done
 cs=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
 if [ ! -x "$cs" ]; then
     echo "gpu_check: compute-sanitizer: skipped (not found)"; exit $([ $rc = 0 ] && echo 77 || echo 1)
 fi
-for tool in memcheck racecheck synccheck initcheck; do
-    echo "== compute-sanitizer --tool $tool $bin"
-    "$cs" --tool $tool --error-exitcode 9 "$bin" 2>&1 | grep -E "SUMMARY|FAILED|Error"
-    r=${PIPESTATUS[0]}
-    [ $r = 0 ] || { echo "gpu_check: $tool: exit $r"; rc=1; }
+for t in $tests; do
+    for tool in memcheck racecheck synccheck initcheck; do
+        echo "== compute-sanitizer --tool $tool $t"
+        "$cs" --tool $tool --error-exitcode 9 "$BUILD/tests/$t" 2>&1 | grep -E "SUMMARY|FAILED|Error"
+        r=${PIPESTATUS[0]}
+        [ $r = 0 ] || { echo "gpu_check: $tool $t: exit $r"; rc=1; }
+    done
 done
 echo "gpu_check: $([ $rc = 0 ] && echo passed || echo FAILED)"
 exit $rc

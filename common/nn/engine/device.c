@@ -155,6 +155,22 @@ int rl_device_copy(rl_device dst_dev, void *dst, rl_device src_dev, const void *
 #endif
 }
 
+int rl_device_zero(rl_device dev, void *p, size_t bytes)
+{
+    if (dev == RL_DEVICE_CPU) {
+        if (p && bytes)
+            memset(p, 0, bytes);
+        return RL_OK;
+    }
+#ifdef RL_CUDA
+    if (dev == RL_DEVICE_CUDA) {
+        rl_cuda_memset0(p, bytes);
+        return RL_OK;
+    }
+#endif
+    return rl_error_set(RL_EUNSUPPORTED, "device %s: not available in this build", rl_device_name(dev));
+}
+
 int rl_device_sync(rl_device dev)
 {
 #ifdef RL_CUDA

@@ -86,6 +86,8 @@ void rl_device_free(rl_device dev, void *p);
 /* Copies `bytes` between any two devices (host ↔ device, device ↔ device). */
 int rl_device_copy(rl_device dst_dev, void *dst, rl_device src_dev, const void *src,
                    size_t bytes);
+/* Sets `bytes` of device memory to 0 (queued on CUDA). */
+int rl_device_zero(rl_device dev, void *p, size_t bytes);
 /* Waits for queued kernels; returns the first asynchronous error. */
 int rl_device_sync(rl_device dev);
 

@@ -441,6 +441,9 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
     m->have_fwd = 0;
     if (!s || !prompts || !prompt_lens || !out_tokens || !out_lens)
         return rl_error_set(RL_EINVAL, "generate: NULL argument");
+    if (m->dev != RL_DEVICE_CPU)
+        return rl_error_set(RL_EUNSUPPORTED, "generate: the KV-cache decoder runs on the CPU only "
+                                             "(this model is on %s)", rl_device_name(m->dev));
     if (B < 1 || P < 1 || P > c->max_seq_len)
         return rl_error_set(RL_ESHAPE, "generate: prompts (%d, %d) need B >= 1, 1 <= P <= %d",
                             B, P, c->max_seq_len);

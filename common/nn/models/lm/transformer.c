@@ -69,6 +69,22 @@ static int s_build_manifest(rl_lm *m)
     return 0;
 }
 
+/* A zeroed buffer of n floats on dev (the CPU's from rl_param_buffer_new). */
+static float *s_buffer(rl_device dev, int64_t n)
+{
+    if (dev == RL_DEVICE_CPU)
+        return rl_param_buffer_new(n); /* zeroed */
+    return rl_device_alloc(dev, sizeof(float) * (size_t)(n > 0 ? n : 1));
+}
+
+static void s_buffer_free(rl_device dev, float *p)
+{
+    if (dev == RL_DEVICE_CPU)
+        rl_param_buffer_free(p);
+    else
+        rl_device_free(dev, p);
+}
+
 rl_lm *rl_lm_new(const rl_lm_config *cfg, rl_device dev)
 {
     if (rl_lm_config_validate(cfg) < 0)
@@ -77,9 +93,13 @@ rl_lm *rl_lm_new(const rl_lm_config *cfg, rl_device dev)
     if (!ops)
         return NULL;
     const char *miss = rl_nn_ops_missing(ops);
-    if (miss || dev != RL_DEVICE_CPU) {
+    if (miss) {
         rl_error_set(RL_EUNSUPPORTED, "lm on device %s: op '%s' has no kernel there yet",
-                     ops->name, miss ? miss : "buffers");
+                     ops->name, miss);
+        return NULL;
+    }
+    if (dev != RL_DEVICE_CPU && rl_device_count(dev) <= 0) {
+        rl_error_set(RL_EUNSUPPORTED, "lm on device %s: no such device is visible", ops->name);
         return NULL;
     }
     rl_lm *m = calloc(1, sizeof *m);
@@ -105,18 +125,29 @@ rl_lm *rl_lm_new(const rl_lm_config *cfg, rl_device dev)
         rl_lm_free(m);
         return NULL;
     }
-    m->params = rl_param_buffer_new(m->man->total);
-    m->grads = rl_param_buffer_new(m->man->total);
-    if (!m->params || !m->grads) {
+    size_t bytes = sizeof(float) * (size_t)m->man->total;
+    m->params = s_buffer(dev, m->man->total);
+    m->grads = s_buffer(dev, m->man->total);
+    float *p = dev == RL_DEVICE_CPU ? m->params : calloc((size_t)m->man->total + 1, sizeof(float));
+    if (!m->params || !m->grads || !p || rl_device_zero(dev, m->grads, bytes)) {
+        if (p != m->params)
+            free(p);
         rl_lm_free(m);
         return NULL;
     }
     /* Norm weights start at 1 so a fresh model is usable. */
-    float *p = m->params;
     for (int i = 0; i < m->man->count; i++)
         if (strstr(m->man->views[i].name, "norm"))
             for (int64_t j = 0; j < m->man->views[i].numel; j++)
                 p[m->man->views[i].offset + j] = 1.0f;
+    if (p != m->params) {
+        int rc = rl_device_copy(dev, m->params, RL_DEVICE_CPU, p, bytes);
+        free(p);
+        if (rc) {
+            rl_lm_free(m);
+            return NULL;
+        }
+    }
     return m;
 }
 
@@ -124,12 +155,17 @@ void rl_lm_free(rl_lm *m)
 {
     if (!m)
         return;
-    rl_param_buffer_free(m->params);
-    rl_param_buffer_free(m->grads);
+    s_buffer_free(m->dev, m->params);
+    s_buffer_free(m->dev, m->grads);
     rl_param_manifest_free(m->man);
     free(m->layer);
-    free(m->act);
+    if (m->dev == RL_DEVICE_CPU)
+        free(m->act);
+    else
+        rl_device_free(m->dev, m->act);
     free(m->ibuf);
+    rl_device_free(m->dev, m->dibuf);
+    free(m->h_out);
     if (m->gen_free)
         m->gen_free(m);
     free(m);
@@ -140,7 +176,8 @@ const rl_param_manifest *rl_lm_manifest(const rl_lm *m) { return m->man; }
 int64_t rl_lm_num_params(const rl_lm *m) { return m->man->total; }
 float *rl_lm_params(rl_lm *m) { return m->params; }
 float *rl_lm_grads(rl_lm *m) { return m->grads; }
-void rl_lm_zero_grad(rl_lm *m) { memset(m->grads, 0, sizeof(float) * (size_t)m->man->total); }
+void rl_lm_zero_grad(rl_lm *m) { rl_device_zero(m->dev, m->grads, sizeof(float) * (size_t)m->man->total); }
+rl_device rl_lm_device(const rl_lm *m) { return m->dev; }
 const float *rl_lm_logits(const rl_lm *m) { return m->have_fwd ? m->a.logits : NULL; }
 
 float *rl_lm_param(rl_lm *m, const char *name)
@@ -153,9 +190,12 @@ int rl_lm_init_random(rl_lm *m, uint64_t seed, float std)
 {
     if (!(std >= 0.0f))
         return rl_error_set(RL_EINVAL, "lm init: std must be >= 0, got %g", (double)std);
+    float *host = m->dev == RL_DEVICE_CPU ? m->params : malloc(sizeof(float) * (size_t)(m->man->total + 1));
+    if (!host)
+        return rl_error_set(RL_ENOMEM, "lm init: out of memory");
     for (int i = 0; i < m->man->count; i++) {
         const rl_param_view *v = &m->man->views[i];
-        float *p = m->params + v->offset;
+        float *p = host + v->offset;
         if (strstr(v->name, "norm")) {
             for (int64_t j = 0; j < v->numel; j++)
                 p[j] = 1.0f;
@@ -169,7 +209,11 @@ int rl_lm_init_random(rl_lm *m, uint64_t seed, float std)
         }
     }
     m->have_fwd = 0;
-    return 0;
+    if (host == m->params)
+        return 0;
+    int rc = rl_device_copy(m->dev, m->params, RL_DEVICE_CPU, host, sizeof(float) * (size_t)m->man->total);
+    free(host);
+    return rc;
 }
 
 /* ---- activation memory ----------------------------------------------------------- */
@@ -189,24 +233,40 @@ int rl_lm_reserve(rl_lm *m, int B, int T)
                     /* backward scratch */ 3 * N * d + N * qd * 2 + 2 * N * kvd + 3 * N * I +
                     N * V + 3 * N /* dlp, dent, dval */;
     float *base = m->act;
+    int cpu = m->dev == RL_DEVICE_CPU;
     if (total > m->act_cap) {
-        free(m->act);
+        if (cpu)
+            free(m->act);
+        else
+            rl_device_free(m->dev, m->act);
         m->act = NULL;
         m->act_cap = 0;
-        base = malloc(sizeof(float) * (size_t)total);
+        base = cpu ? malloc(sizeof(float) * (size_t)total)
+                   : rl_device_alloc(m->dev, sizeof(float) * (size_t)total);
         if (!base)
-            return rl_error_set(RL_ENOMEM, "lm activations for B=%d T=%d (%lld floats)", B, T,
-                                (long long)total);
+            return rl_error_set(RL_ENOMEM, "lm activations for B=%d T=%d (%lld floats) on %s", B, T,
+                                (long long)total, rl_device_name(m->dev));
         m->act = base;
         m->act_cap = total;
     }
     int64_t ibytes = N * (int64_t)(2 * sizeof(int32_t) + sizeof(uint8_t) + sizeof(int32_t));
     if (ibytes > m->ibuf_cap) {
         free(m->ibuf);
+        rl_device_free(m->dev, m->dibuf);
+        m->dibuf = NULL;
         m->ibuf = malloc((size_t)ibytes);
-        m->ibuf_cap = m->ibuf ? ibytes : 0;
-        if (!m->ibuf)
+        if (m->ibuf && !cpu)
+            m->dibuf = rl_device_alloc(m->dev, (size_t)ibytes);
+        m->ibuf_cap = m->ibuf && (cpu || m->dibuf) ? ibytes : 0;
+        if (!m->ibuf_cap)
             return rl_error_set(RL_ENOMEM, "lm index buffers for B=%d T=%d", B, T);
+    }
+    if (!cpu && 4 * N > m->h_out_cap) {
+        free(m->h_out);
+        m->h_out = malloc(sizeof(float) * (size_t)(4 * N));
+        m->h_out_cap = m->h_out ? 4 * N : 0;
+        if (!m->h_out)
+            return rl_error_set(RL_ENOMEM, "lm output staging for B=%d T=%d", B, T);
     }
     rl_lm_acts *a = &m->a;
     float *p = base;
@@ -252,10 +312,13 @@ int rl_lm_reserve(rl_lm *m, int B, int T)
     TAKE(a->dent, N);
     TAKE(a->dval, N);
 #undef TAKE
-    a->tokens = (int32_t *)m->ibuf;
+    /* the kernels' index arrays live on the device; prepare writes the host
+     * copy (ibuf, same layout) and uploads it */
+    a->tokens = (int32_t *)(cpu ? m->ibuf : m->dibuf);
     a->target = a->tokens + N;
     a->pos = a->target + N;
     a->mask = (uint8_t *)(a->pos + N);
+    m->h_target = (int32_t *)m->ibuf + N;
     return 0;
 }
 
@@ -317,8 +380,15 @@ int rl_lm_forward_raw(rl_lm *m, int B, int T)
 int rl_lm_prepare(rl_lm *m, int B, int T, const int32_t *tokens, const uint8_t *mask,
                   int tstride)
 {
-    rl_lm_acts *a = &m->a;
     int V = m->cfg.vocab_size;
+    int64_t N = (int64_t)B * T;
+    /* the host arrays, in the layout rl_lm_reserve gave the kernels' ones */
+    struct {
+        int32_t *tokens, *target, *pos;
+        uint8_t *mask;
+    } h = {(int32_t *)m->ibuf, (int32_t *)m->ibuf + N, (int32_t *)m->ibuf + 2 * N,
+           (uint8_t *)((int32_t *)m->ibuf + 3 * N)},
+      *a = &h;
     for (int b = 0; b < B; b++) {
         int state = 0, seen = 0; /* state: 0 before the real tokens, 1 in, 2 after */
         for (int t = 0; t < T; t++) {
@@ -343,6 +413,9 @@ int rl_lm_prepare(rl_lm *m, int B, int T, const int32_t *tokens, const uint8_t *
             a->target[n] = (t + 1 < T && a->mask[n] && a->mask[n + 1]) ? a->tokens[n + 1] : -1;
         }
     }
+    if (m->dev != RL_DEVICE_CPU)
+        return rl_device_copy(m->dev, m->dibuf, RL_DEVICE_CPU, m->ibuf,
+                              (size_t)N * (3 * sizeof(int32_t) + sizeof(uint8_t)));
     return 0;
 }
 
@@ -367,17 +440,28 @@ int rl_lm_forward(rl_lm *m, int B, int T, const int32_t *tokens, const uint8_t *
         return rc;
     m->ops->logprob_forward(a->lp, a->ent, a->vlse, a->logits, a->target, m->inv_temp, N,
                             m->cfg.vocab_size);
+    /* the per-row outputs on the host (lp, ent, val are consecutive in the arena) */
+    const float *lp = a->lp, *ent = a->ent, *val = a->val;
+    if (m->dev != RL_DEVICE_CPU) {
+        if ((rc = rl_device_copy(RL_DEVICE_CPU, m->h_out, m->dev, a->vlse, sizeof(float) * (size_t)(4 * N))) ||
+            (rc = rl_device_sync(m->dev)))
+            return rc;
+        ent = m->h_out + N;
+        lp = m->h_out + 2 * N;
+        val = m->h_out + 3 * N;
+    }
+    const int32_t *target = m->h_target;
     /* Shift from "row n predicts n+1" to "entry t is about token t". */
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             int64_t n = (int64_t)b * T + t;
-            int ok = t > 0 && a->target[n - 1] >= 0;
+            int ok = t > 0 && target[n - 1] >= 0;
             if (logp)
-                logp[n] = ok ? a->lp[n - 1] : 0.0f;
+                logp[n] = ok ? lp[n - 1] : 0.0f;
             if (entropy)
-                entropy[n] = ok ? a->ent[n - 1] : 0.0f;
+                entropy[n] = ok ? ent[n - 1] : 0.0f;
             if (values)
-                values[n] = ok ? a->val[n - 1] : 0.0f;
+                values[n] = ok ? val[n - 1] : 0.0f;
         }
     m->fB = B;
     m->fT = T;
@@ -386,6 +470,11 @@ int rl_lm_forward(rl_lm *m, int B, int T, const int32_t *tokens, const uint8_t *
 }
 
 /* ---- backward ------------------------------------------------------------------ */
+
+/* Zeroing and copying activation buffers on the model's device (asynchronous
+ * on CUDA, in order with the kernels). */
+#define S_ZERO(p, bytes) rl_device_zero(m->dev, p, bytes)
+#define S_COPY(dst, src, bytes) rl_device_copy(m->dev, dst, m->dev, src, bytes)
 
 int rl_lm_backward(rl_lm *m, const float *dlogp, const float *dentropy, const float *dvalues)
 {
@@ -400,24 +489,29 @@ int rl_lm_backward(rl_lm *m, const float *dlogp, const float *dentropy, const fl
     int64_t TT = (int64_t)B * H * T;
     int rc;
 
-    /* Gradients w.r.t. the unshifted per-row outputs. */
+    /* Gradients w.r.t. the unshifted per-row outputs (dlp, dent, dval are
+     * consecutive in the arena; on a device they are staged on the host). */
+    int cpu = m->dev == RL_DEVICE_CPU;
+    float *dlp = cpu ? a->dlp : m->h_out, *dent = dlp + N, *dval = dent + N;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             int64_t n = (int64_t)b * T + t;
-            int ok = t + 1 < T && a->target[n] >= 0;
-            a->dlp[n] = ok && dlogp ? dlogp[n + 1] : 0.0f;
-            a->dent[n] = ok && dentropy ? dentropy[n + 1] : 0.0f;
-            a->dval[n] = ok && dvalues && c->value_head ? dvalues[n + 1] : 0.0f;
+            int ok = t + 1 < T && m->h_target[n] >= 0;
+            dlp[n] = ok && dlogp ? dlogp[n + 1] : 0.0f;
+            dent[n] = ok && dentropy ? dentropy[n + 1] : 0.0f;
+            dval[n] = ok && dvalues && c->value_head ? dvalues[n + 1] : 0.0f;
         }
+    if (!cpu && (rc = rl_device_copy(m->dev, a->dlp, RL_DEVICE_CPU, dlp, sizeof(float) * (size_t)(3 * N))))
+        return rc;
     o->logprob_backward(a->dlogits, a->dlp, dentropy ? a->dent : NULL, a->logits, a->vlse,
                         a->ent, a->target, m->inv_temp, N, V);
-    memset(a->dln, 0, sizeof(float) * (size_t)N * d);
+    S_ZERO(a->dln, sizeof(float) * (size_t)N * d);
     o->linear_backward(a->dln, GW(m->off_lmhead), NULL, a->dlogits, a->lnf, PW(m->off_lmhead),
                        N, d, V);
     if (c->value_head && dvalues)
         o->linear_backward(a->dln, GW(m->off_vw), GW(m->off_vb), a->dval, a->lnf,
                            PW(m->off_vw), N, d, 1);
-    memset(a->dx, 0, sizeof(float) * (size_t)N * d);
+    S_ZERO(a->dx, sizeof(float) * (size_t)N * d);
     o->rmsnorm_backward(a->dx, GW(m->off_normf), a->dln, a->x + (size_t)c->num_layers * N * d,
                         PW(m->off_normf), a->rstdf, N, d);
 
@@ -431,36 +525,36 @@ int rl_lm_backward(rl_lm *m, const float *dlogp, const float *dentropy, const fl
         float *gate = a->gate + (size_t)l * N * I, *up = a->up + (size_t)l * N * I;
         float *hmid = a->hmid + (size_t)l * N * I;
         /* dx holds dL/dx_{l+1}; the residual passes it to xmid unchanged. */
-        memcpy(a->dxmid, a->dx, sizeof(float) * (size_t)N * d);
-        memset(a->dh, 0, sizeof(float) * (size_t)N * I);
+        S_COPY(a->dxmid, a->dx, sizeof(float) * (size_t)N * d);
+        S_ZERO(a->dh, sizeof(float) * (size_t)N * I);
         o->linear_backward(a->dh, GW(Lo->wd), NULL, a->dx, hmid, PW(Lo->wd), N, I, d);
-        memset(a->dgate, 0, sizeof(float) * (size_t)N * I);
-        memset(a->dup, 0, sizeof(float) * (size_t)N * I);
+        S_ZERO(a->dgate, sizeof(float) * (size_t)N * I);
+        S_ZERO(a->dup, sizeof(float) * (size_t)N * I);
         o->swiglu_backward(a->dgate, a->dup, a->dh, gate, up, (int64_t)N * I);
-        memset(a->dln, 0, sizeof(float) * (size_t)N * d);
+        S_ZERO(a->dln, sizeof(float) * (size_t)N * d);
         o->linear_backward(a->dln, GW(Lo->wg), NULL, a->dgate, ln2, PW(Lo->wg), N, d, I);
         o->linear_backward(a->dln, GW(Lo->wu), NULL, a->dup, ln2, PW(Lo->wu), N, d, I);
         o->rmsnorm_backward(a->dxmid, GW(Lo->ln2), a->dln, xmid, PW(Lo->ln2),
                             a->rstd2 + (size_t)l * N, N, d);
         /* attention block */
-        memcpy(a->dx, a->dxmid, sizeof(float) * (size_t)N * d);
-        memset(a->datty, 0, sizeof(float) * (size_t)N * qd);
+        S_COPY(a->dx, a->dxmid, sizeof(float) * (size_t)N * d);
+        S_ZERO(a->datty, sizeof(float) * (size_t)N * qd);
         o->linear_backward(a->datty, GW(Lo->wo), NULL, a->dxmid, atty, PW(Lo->wo), N, qd, d);
-        memset(a->dq, 0, sizeof(float) * (size_t)N * qd);
-        memset(a->dk, 0, sizeof(float) * (size_t)N * kvd);
-        memset(a->dv, 0, sizeof(float) * (size_t)N * kvd);
+        S_ZERO(a->dq, sizeof(float) * (size_t)N * qd);
+        S_ZERO(a->dk, sizeof(float) * (size_t)N * kvd);
+        S_ZERO(a->dv, sizeof(float) * (size_t)N * kvd);
         if ((rc = o->attention_backward(a->dq, a->dk, a->dv, a->datty, lse, q, k, v, a->mask, B, T,
                                         H, KH, hd)) < 0)
             return rc;
         /* RoPE backward in place: dq/dk w.r.t. the pre-rotation projections.
          * rope_backward accumulates, so rotate into the (now free) datty. */
-        memset(a->datty, 0, sizeof(float) * (size_t)N * qd);
+        S_ZERO(a->datty, sizeof(float) * (size_t)N * qd);
         o->rope_backward(a->datty, a->dq, a->pos, N, H, hd, c->rope_theta);
-        memcpy(a->dq, a->datty, sizeof(float) * (size_t)N * qd);
-        memset(a->datty, 0, sizeof(float) * (size_t)N * kvd);
+        S_COPY(a->dq, a->datty, sizeof(float) * (size_t)N * qd);
+        S_ZERO(a->datty, sizeof(float) * (size_t)N * kvd);
         o->rope_backward(a->datty, a->dk, a->pos, N, KH, hd, c->rope_theta);
-        memcpy(a->dk, a->datty, sizeof(float) * (size_t)N * kvd);
-        memset(a->dln, 0, sizeof(float) * (size_t)N * d);
+        S_COPY(a->dk, a->datty, sizeof(float) * (size_t)N * kvd);
+        S_ZERO(a->dln, sizeof(float) * (size_t)N * d);
         o->linear_backward(a->dln, GW(Lo->wq), GB(Lo->bq), a->dq, ln1, PW(Lo->wq), N, d, qd);
         o->linear_backward(a->dln, GW(Lo->wk), GB(Lo->bk), a->dk, ln1, PW(Lo->wk), N, d, kvd);
         o->linear_backward(a->dln, GW(Lo->wv), GB(Lo->bv), a->dv, ln1, PW(Lo->wv), N, d, kvd);
@@ -468,7 +562,7 @@ int rl_lm_backward(rl_lm *m, const float *dlogp, const float *dentropy, const fl
                             a->rstd1 + (size_t)l * N, N, d);
     }
     o->embedding_backward(GW(m->off_embed), a->dx, a->tokens, N, d);
-    return 0;
+    return cpu ? 0 : rl_device_sync(m->dev);
 }
 
 /* ---- micro-batching ------------------------------------------------------------- */

@@ -64,11 +64,18 @@ extern "C" {
 
 typedef struct rl_lm rl_lm;
 
-/* Validates cfg and builds the manifest; NULL + message on error. Only
- * RL_DEVICE_CPU runs the whole model today; RL_DEVICE_CUDA fails with
- * RL_EUNSUPPORTED naming the first op that lacks a CUDA kernel. */
+/* Validates cfg and builds the manifest; NULL + message on error.
+ * RL_DEVICE_CUDA (a `make CUDA=1` build with a GPU visible) keeps the
+ * parameters, gradients and activations on the GPU and runs the training
+ * forward and backward there in fp32 (the kernels of common/nn/engine/cuda):
+ * rl_lm_params/grads/param/logits are then device pointers (copy with
+ * rl_device_copy), tokens and masks come from the host and the per-token
+ * outputs and their gradients go through host arrays as on the CPU.
+ * Generation runs on the CPU only (RL_EUNSUPPORTED on a GPU model). A build
+ * or machine without the device is RL_EUNSUPPORTED. */
 rl_lm *rl_lm_new(const rl_lm_config *cfg, rl_device dev);
 void rl_lm_free(rl_lm *m);
+rl_device rl_lm_device(const rl_lm *m);
 
 const rl_lm_config *rl_lm_get_config(const rl_lm *m);
 const rl_param_manifest *rl_lm_manifest(const rl_lm *m);

@@ -42,10 +42,15 @@ struct rl_lm {
     float *params, *grads;
     rl_lm_layer_off *layer;
     int64_t off_embed, off_normf, off_lmhead, off_vw, off_vb;
-    float *act;
+    float *act;         /* activations: on dev */
     int64_t act_cap;
-    void *ibuf;
+    void *ibuf;         /* tokens, targets, positions, mask: host (prepare and the
+                         * per-token outputs read them) */
+    void *dibuf;        /* their copy on dev (NULL on the CPU: a's index pointers are ibuf's) */
     int64_t ibuf_cap;
+    int32_t *h_target;  /* the host targets (== a.target on the CPU) */
+    float *h_out;       /* (4N) host staging of lp/ent/val and their gradients (CUDA) */
+    int64_t h_out_cap;
     rl_lm_acts a;
     int fB, fT, have_fwd;
     float inv_temp;
