@@ -24,6 +24,7 @@
 #include "rlrt/error.h"
 #include "common/nn/engine/ops.h"
 #include "common/nn/engine/device.h"
+#include "common/nn/engine/optim.h"
 
 static int s_need_gpu(void)
 {
@@ -353,6 +354,46 @@ static void test_cuda_logprob(void **state)
     s_logprob(3, 151936, 1.25f, 34); /* Qwen2's vocabulary */
 }
 
+/* ---- optimiser and weight copies ------------------------------------------------------------- */
+
+/* Three AdamW steps (weight decay on, then off), the sum of squares over
+ * more than one 64 Ki block, clipping's scale and the EMA. */
+static void test_cuda_optim(void **state)
+{
+    (void)state;
+    S_NEED_GPU();
+    const rl_nn_ops *cu = s_cu();
+    rl_rng g;
+    rl_rng_init(&g, 41, 4);
+    int64_t n = 3 * 65536 + 17;
+    float *p = s_rand(&g, n), *gr = s_rand(&g, n), *m = s_rand(&g, n), *v = s_rand(&g, n);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = fabsf(v[i]); /* exp_avg_sq >= 0 */
+    float *dp = s_up(p, n), *dg = s_up(gr, n), *dm = s_up(m, n), *dv = s_up(v, n);
+    rl_adamw_config cfg = rl_adamw_config_default();
+    for (int t = 1; t <= 3; t++) {
+        double wd = t < 3 ? 0.01 : 0.0;
+        rl_adamw_update(&cfg, t, 1e-3, wd, p, gr, m, v, n);
+        cu->adamw_update(&cfg, t, 1e-3, wd, dp, dg, dm, dv, n);
+    }
+    s_check("adamw params", dp, p, n, 1e-6f);
+    s_check("adamw exp_avg", dm, m, n, 1e-6f);
+    s_check("adamw exp_avg_sq", dv, v, n, 1e-6f);
+    double want = rl_grad_sumsq(gr, n), got = cu->grad_sumsq(dg, n);
+    assert_int_equal(rl_device_sync(RL_DEVICE_CUDA), 0);
+    if (!(fabs(got - want) <= 1e-9 * want))
+        fail_msg("grad_sumsq: cuda %.17g vs cpu %.17g", got, want);
+    assert_true(cu->grad_sumsq(dg, 0) == 0.0);
+    rl_scale_inplace(gr, 0.37f, n);
+    cu->scale_inplace(dg, 0.37f, n);
+    s_check("scale", dg, gr, n, 0.0f);
+    rl_ema_update(p, gr, 0.99, n);
+    cu->ema_update(dp, dg, 0.99, n);
+    s_check("ema", dp, p, n, 1e-6f);
+    s_free_all();
+    free(p); free(gr); free(m); free(v);
+}
+
 /* The CUDA table is complete: a model can ask for it. */
 static void test_cuda_table_complete(void **state)
 {
@@ -368,6 +409,7 @@ static void test_cuda_rope_embedding(void **state) { (void)state; S_NEED_GPU(); 
 static void test_cuda_attention(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_logprob(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_table_complete(void **state) { (void)state; S_NEED_GPU(); }
+static void test_cuda_optim(void **state) { (void)state; S_NEED_GPU(); }
 #endif
 
 int main(void)
@@ -377,6 +419,7 @@ int main(void)
         cmocka_unit_test(test_cuda_rope_embedding),
         cmocka_unit_test(test_cuda_attention),
         cmocka_unit_test(test_cuda_logprob),
+        cmocka_unit_test(test_cuda_optim),
         cmocka_unit_test(test_cuda_table_complete),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,6 +2,7 @@
 #include "common/nn/engine/device.h"
 #include "rlrt/error.h"
 #include "common/nn/engine/ops.h"
+#include "common/nn/engine/optim.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,10 @@ static const rl_nn_ops s_cpu_ops = {
     .attention_backward = rl_attention_backward,
     .logprob_forward = rl_logprob_forward,
     .logprob_backward = rl_logprob_backward,
+    .adamw_update = rl_adamw_update,
+    .grad_sumsq = rl_grad_sumsq,
+    .scale_inplace = rl_scale_inplace,
+    .ema_update = rl_ema_update,
 };
 
 #ifdef RL_CUDA
@@ -57,6 +62,10 @@ static const rl_nn_ops s_cuda_ops = {
     .attention_backward = rl_cuda_attention_backward,
     .logprob_forward = rl_cuda_logprob_forward,
     .logprob_backward = rl_cuda_logprob_backward,
+    .adamw_update = rl_cuda_adamw_update,
+    .grad_sumsq = rl_cuda_grad_sumsq,
+    .scale_inplace = rl_cuda_scale_inplace,
+    .ema_update = rl_cuda_ema_update,
 };
 #endif
 
@@ -87,7 +96,8 @@ const char *rl_nn_ops_missing(const rl_nn_ops *o)
     CHECK(rmsnorm_backward) CHECK(swiglu_forward) CHECK(swiglu_backward) CHECK(rope_forward)
     CHECK(rope_backward) CHECK(embedding_forward) CHECK(embedding_backward)
     CHECK(attention_forward) CHECK(attention_backward) CHECK(logprob_forward)
-    CHECK(logprob_backward)
+    CHECK(logprob_backward) CHECK(adamw_update) CHECK(grad_sumsq) CHECK(scale_inplace)
+    CHECK(ema_update)
 #undef CHECK
     return NULL;
 }

@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/nn/engine/optim.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -67,6 +69,12 @@ typedef struct rl_nn_ops {
     void (*logprob_backward)(float *dlogits, const float *dlogp, const float *dentropy,
                              const float *logits, const float *lse, const float *entropy,
                              const int32_t *target, float inv_temp, int N, int V);
+    /* the optimiser's and the weight copies' (common/nn/engine/optim.h) */
+    void (*adamw_update)(const rl_adamw_config *cfg, int64_t t, double lr, double wd, float *p,
+                         const float *g, float *m, float *v, int64_t n);
+    double (*grad_sumsq)(const float *g, int64_t n);
+    void (*scale_inplace)(float *a, float s, int64_t n);
+    void (*ema_update)(float *ref, const float *cur, double beta, int64_t n);
 } rl_nn_ops;
 
 /* The kernel table of `dev`, or NULL + message (RL_EUNSUPPORTED) when this

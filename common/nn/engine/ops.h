@@ -100,6 +100,11 @@ void rl_mul_forward(float *out, const float *a, const float *b, int64_t n);
 /* da += dout * b;  db += dout * a. */
 void rl_mul_backward(float *da, float *db, const float *dout, const float *a,
                      const float *b, int64_t n);
+/* a (n) *= s (gradient clipping). */
+void rl_scale_inplace(float *a, float s, int64_t n);
+/* ref (n) = β·ref + (1 − β)·cur, each element formed in double (EMA copies
+ * of the flat parameter buffer). */
+void rl_ema_update(float *ref, const float *cur, double beta, int64_t n);
 /* Σ a in double, summed in fixed 4096-element blocks (thread-count independent). */
 double rl_sum(const float *a, int64_t n);
 /* out (C) += Σ_rows a (N,C).  Backward: da (N,C) += dout broadcast (rl_rowsum_backward). */

@@ -183,6 +183,21 @@ void rl_scale_forward(float *out, const float *a, float s, int64_t n)
         out[i] = a[i] * s;
 }
 
+void rl_scale_inplace(float *a, float s, int64_t n)
+{
+    RL_OMP_FOR_IF(n > RL_PAR_MIN)
+    for (int64_t i = 0; i < n; i++)
+        a[i] *= s;
+}
+
+void rl_ema_update(float *ref, const float *cur, double beta, int64_t n)
+{
+    const double keep = beta, take = 1.0 - beta;
+    RL_OMP_FOR_IF(n > RL_PAR_MIN)
+    for (int64_t i = 0; i < n; i++)
+        ref[i] = (float)(keep * ref[i] + take * cur[i]);
+}
+
 void rl_scale_backward(float *da, const float *dout, float s, int64_t n)
 {
     RL_OMP_FOR_IF(n > RL_PAR_MIN)

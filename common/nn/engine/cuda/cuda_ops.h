@@ -63,6 +63,16 @@ void rl_cuda_logprob_forward(float *logp, float *entropy, float *lse, const floa
 void rl_cuda_logprob_backward(float *dlogits, const float *dlogp, const float *dentropy,
                               const float *logits, const float *lse, const float *entropy,
                               const int32_t *target, float inv_temp, int N, int V);
+/* The optimiser's and the weight copies': rl_adamw_update's float
+ * arithmetic element for element (its scalars formed on the host in double,
+ * as the CPU does), the sum of squares over the CPU's fixed 64 Ki blocks in
+ * double (each block summed by one block of threads, the blocks added on the
+ * host in order), a *= s, and ref = β·ref + (1 − β)·cur in double. */
+void rl_cuda_adamw_update(const struct rl_adamw_config *cfg, int64_t t, double lr, double wd,
+                          float *p, const float *g, float *m, float *v, int64_t n);
+double rl_cuda_grad_sumsq(const float *g, int64_t n);
+void rl_cuda_scale_inplace(float *a, float s, int64_t n);
+void rl_cuda_ema_update(float *ref, const float *cur, double beta, int64_t n);
 /* bytes of device memory set to 0 (asynchronous, default stream). */
 void rl_cuda_memset0(void *p, size_t bytes);
 

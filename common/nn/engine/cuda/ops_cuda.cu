@@ -4,6 +4,7 @@
 // the default stream and record the first error (returned by rl_cuda_sync).
 // Row-major GEMMs go to cuBLAS (column-major) by computing C^T = op(B)^T op(A)^T.
 #include "common/nn/engine/cuda/cuda_ops.h"
+#include "common/nn/engine/optim.h"
 
 #include "rlrt/error.h"
 
@@ -11,6 +12,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static int s_status = 0;  // first asynchronous error since the last sync
 static char s_where[256];
@@ -531,6 +533,56 @@ __global__ void k_logprob_backward(float *dlogits, const float *dlogp, const flo
     }
 }
 
+// ---- optimiser and weight copies ----------------------------------------------------
+
+__global__ void k_adamw(float *p, const float *g, float *m, float *v, int64_t n, float decay,
+                        int apply_decay, float b1, float b2, float one_b1, float one_b2,
+                        float neg_step, float bc2_sqrt, float eps)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    float pi = p[i], gi = g[i];
+    if (apply_decay)
+        pi = pi * decay;
+    float mi = m[i] * b1 + one_b1 * gi;
+    float vi = v[i] * b2 + one_b2 * gi * gi;
+    float denom = sqrtf(vi) / bc2_sqrt + eps;
+    p[i] = pi + neg_step * mi / denom;
+    m[i] = mi;
+    v[i] = vi;
+}
+
+#define RL_SUMSQ_BLOCK ((int64_t)1 << 16)
+
+// One block of threads per 64 Ki elements: its sum of squares in double.
+__global__ void k_sumsq_blocks(double *part, const float *g, int64_t n)
+{
+    extern __shared__ double shd[];
+    int64_t lo = (int64_t)blockIdx.x * RL_SUMSQ_BLOCK;
+    int64_t hi = lo + RL_SUMSQ_BLOCK < n ? lo + RL_SUMSQ_BLOCK : n;
+    double s = 0.0;
+    for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
+        s += (double)g[i] * (double)g[i];
+    s = d_block_sum(s, shd);
+    if (threadIdx.x == 0)
+        part[blockIdx.x] = s;
+}
+
+__global__ void k_scale(float *a, float s, int64_t n)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        a[i] *= s;
+}
+
+__global__ void k_ema(float *ref, const float *cur, double keep, double take, int64_t n)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        ref[i] = (float)(keep * ref[i] + take * cur[i]);
+}
+
 // ---- launchers --------------------------------------------------------------
 
 static int s_row_threads(int C)
@@ -815,6 +867,60 @@ void rl_cuda_logprob_backward(float *dlogits, const float *dlogp, const float *d
         return;
     k_logprob_backward<<<N, 256>>>(dlogits, dlogp, dentropy, logits, lse, entropy, target,
                                    inv_temp, V);
+    CUDA_NOTE(cudaGetLastError());
+}
+
+void rl_cuda_adamw_update(const struct rl_adamw_config *cfg, int64_t t, double lr, double wd,
+                          float *p, const float *g, float *m, float *v, int64_t n)
+{
+    if (n <= 0)
+        return;
+    // the CPU's scalars (rl_adamw_update), formed in double and rounded once
+    const float decay = (float)(1.0 - lr * wd);
+    const double bc1 = 1.0 - pow(cfg->beta1, (double)t), bc2 = 1.0 - pow(cfg->beta2, (double)t);
+    k_adamw<<<s_blocks(n, 256), 256>>>(p, g, m, v, n, decay, wd != 0.0, (float)cfg->beta1,
+                                       (float)cfg->beta2, (float)(1.0 - cfg->beta1),
+                                       (float)(1.0 - cfg->beta2), (float)(-(lr / bc1)),
+                                       (float)sqrt(bc2), (float)cfg->eps);
+    CUDA_NOTE(cudaGetLastError());
+}
+
+double rl_cuda_grad_sumsq(const float *g, int64_t n)
+{
+    if (n <= 0)
+        return 0.0;
+    int64_t nb = (n + RL_SUMSQ_BLOCK - 1) / RL_SUMSQ_BLOCK;
+    double *d = nullptr, *h = (double *)malloc(sizeof(double) * (size_t)nb);
+    cudaError_t e = cudaMalloc(&d, sizeof(double) * (size_t)nb);
+    if (e != cudaSuccess || !h) {
+        CUDA_NOTE(e);
+        free(h);
+        return NAN; // the error surfaces from rl_cuda_sync; NaN fails any clip check
+    }
+    k_sumsq_blocks<<<(unsigned)nb, 256, 256 * sizeof(double)>>>(d, g, n);
+    CUDA_NOTE(cudaGetLastError());
+    CUDA_NOTE(cudaMemcpy(h, d, sizeof(double) * (size_t)nb, cudaMemcpyDeviceToHost));
+    double total = 0.0;
+    for (int64_t b = 0; b < nb; b++) // in block order, as the CPU adds its blocks
+        total += h[b];
+    cudaFree(d);
+    free(h);
+    return s_status ? NAN : total;
+}
+
+void rl_cuda_scale_inplace(float *a, float s, int64_t n)
+{
+    if (n <= 0)
+        return;
+    k_scale<<<s_blocks(n, 256), 256>>>(a, s, n);
+    CUDA_NOTE(cudaGetLastError());
+}
+
+void rl_cuda_ema_update(float *ref, const float *cur, double beta, int64_t n)
+{
+    if (n <= 0)
+        return;
+    k_ema<<<s_blocks(n, 256), 256>>>(ref, cur, beta, 1.0 - beta, n);
     CUDA_NOTE(cudaGetLastError());
 }
 
