@@ -550,6 +550,35 @@ static void test_device_table(void **state)
     assert_int_equal(rl_device_copy(RL_DEVICE_CPU, dst, RL_DEVICE_CPU, src, sizeof src), 0);
     assert_memory_equal(dst, src, sizeof src);
     rl_device_free(RL_DEVICE_CPU, dst);
+    /* accounting: blocks by purpose, the peak, frees in any order (through a
+     * map that grows and reuses deleted slots) */
+    rl_device_memory m0, m1;
+    rl_device_memory_get(RL_DEVICE_CPU, &m0);
+    void *blk[600];
+    for (int i = 0; i < 600; i++) {
+        blk[i] = rl_device_alloc_for(RL_DEVICE_CPU, 100 + (size_t)i, (rl_mem_purpose)(i % RL_MEM_COUNT));
+        assert_non_null(blk[i]);
+    }
+    rl_device_memory_get(RL_DEVICE_CPU, &m1);
+    size_t want = 0, per[RL_MEM_COUNT] = {0};
+    for (int i = 0; i < 600; i++) {
+        want += 100 + (size_t)i;
+        per[i % RL_MEM_COUNT] += 100 + (size_t)i;
+    }
+    assert_int_equal(m1.total - m0.total, want);
+    assert_int_equal(m1.blocks - m0.blocks, 600);
+    for (int k = 0; k < RL_MEM_COUNT; k++)
+        assert_int_equal(m1.bytes[k] - m0.bytes[k], per[k]);
+    assert_true(m1.peak >= m0.total + want);
+    for (int i = 599; i >= 0; i -= 2) /* every other block, from the end */
+        rl_device_free(RL_DEVICE_CPU, blk[i]);
+    for (int i = 0; i < 600; i += 2)
+        rl_device_free(RL_DEVICE_CPU, blk[i]);
+    rl_device_memory_get(RL_DEVICE_CPU, &m1);
+    assert_int_equal(m1.total, m0.total);
+    assert_int_equal(m1.blocks, m0.blocks);
+    assert_true(m1.peak >= m0.total + want);
+    assert_string_equal(rl_mem_purpose_name(RL_MEM_GRADS), "grads");
 #ifndef RL_CUDA
     assert_null(rl_nn_ops_get(RL_DEVICE_CUDA));
     assert_int_equal(rl_error_code(), RL_EUNSUPPORTED);

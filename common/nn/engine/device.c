@@ -4,6 +4,8 @@
 #include "common/nn/engine/ops.h"
 #include "common/nn/engine/optim.h"
 
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,27 +120,142 @@ const char *rl_device_name(rl_device dev)
     return dev == RL_DEVICE_CPU ? "cpu" : dev == RL_DEVICE_CUDA ? "cuda" : "unknown";
 }
 
-void *rl_device_alloc(rl_device dev, size_t bytes)
+/* ---- accounting: an open-addressing map pointer → (bytes, purpose) per device ---- */
+
+typedef struct s_block {
+    void *p;        /* NULL: empty; S_TOMB: deleted */
+    size_t bytes;
+    int why;
+} s_block;
+
+#define S_DEVS 2
+#define S_TOMB ((void *)1)
+
+static struct {
+    pthread_mutex_t lock;
+    s_block *tab;
+    size_t cap, used; /* used counts live and deleted slots */
+    rl_device_memory mem[S_DEVS];
+} s_acct = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, {{{0}, 0, 0, 0}}};
+
+static size_t s_slot(void *p, size_t cap)
 {
+    return (size_t)(((uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull) & (cap - 1);
+}
+
+/* Rehash into a table twice the live size (at least 256 slots); 0 or -1 (no memory). */
+static int s_grow(void)
+{
+    size_t cap = 256;
+    while (cap < 4 * (size_t)(s_acct.mem[0].blocks + s_acct.mem[1].blocks + 1))
+        cap *= 2;
+    s_block *tab = calloc(cap, sizeof *tab);
+    if (!tab)
+        return -1;
+    for (size_t i = 0; i < s_acct.cap; i++) {
+        s_block b = s_acct.tab[i];
+        if (!b.p || b.p == S_TOMB)
+            continue;
+        size_t j = s_slot(b.p, cap);
+        while (tab[j].p)
+            j = (j + 1) & (cap - 1);
+        tab[j] = b;
+    }
+    free(s_acct.tab);
+    s_acct.tab = tab;
+    s_acct.cap = cap;
+    s_acct.used = (size_t)(s_acct.mem[0].blocks + s_acct.mem[1].blocks);
+    return 0;
+}
+
+/* Counts a new block; a block that cannot be counted (no memory for the
+ * map) is still valid, only missing from the figures. */
+static void s_count(rl_device dev, void *p, size_t bytes, rl_mem_purpose why)
+{
+    pthread_mutex_lock(&s_acct.lock);
+    if (2 * (s_acct.used + 1) <= s_acct.cap || !s_grow()) {
+        size_t j = s_slot(p, s_acct.cap);
+        while (s_acct.tab[j].p && s_acct.tab[j].p != S_TOMB)
+            j = (j + 1) & (s_acct.cap - 1);
+        if (!s_acct.tab[j].p)
+            s_acct.used++;
+        s_acct.tab[j] = (s_block){p, bytes, (int)dev * RL_MEM_COUNT + (int)why};
+        rl_device_memory *m = &s_acct.mem[dev];
+        m->bytes[why] += bytes;
+        m->total += bytes;
+        m->blocks++;
+        if (m->total > m->peak)
+            m->peak = m->total;
+    }
+    pthread_mutex_unlock(&s_acct.lock);
+}
+
+static void s_uncount(void *p)
+{
+    pthread_mutex_lock(&s_acct.lock);
+    for (size_t j = s_acct.cap ? s_slot(p, s_acct.cap) : 0; s_acct.cap && s_acct.tab[j].p;
+         j = (j + 1) & (s_acct.cap - 1)) {
+        if (s_acct.tab[j].p != p)
+            continue;
+        s_block b = s_acct.tab[j];
+        rl_device_memory *m = &s_acct.mem[b.why / RL_MEM_COUNT];
+        m->bytes[b.why % RL_MEM_COUNT] -= b.bytes;
+        m->total -= b.bytes;
+        m->blocks--;
+        s_acct.tab[j].p = S_TOMB;
+        break;
+    }
+    pthread_mutex_unlock(&s_acct.lock);
+}
+
+void rl_device_memory_get(rl_device dev, rl_device_memory *out)
+{
+    memset(out, 0, sizeof *out);
+    if ((unsigned)dev >= S_DEVS)
+        return;
+    pthread_mutex_lock(&s_acct.lock);
+    *out = s_acct.mem[dev];
+    pthread_mutex_unlock(&s_acct.lock);
+}
+
+const char *rl_mem_purpose_name(rl_mem_purpose why)
+{
+    static const char *const names[RL_MEM_COUNT] = {"params", "grads", "optim",
+                                                    "activations", "scratch", "other"};
+    return (unsigned)why < RL_MEM_COUNT ? names[why] : "?";
+}
+
+void *rl_device_alloc_for(rl_device dev, size_t bytes, rl_mem_purpose why)
+{
+    if ((unsigned)why >= RL_MEM_COUNT)
+        why = RL_MEM_OTHER;
+    void *p = NULL;
     if (dev == RL_DEVICE_CPU) {
         size_t n = (bytes + 63) & ~(size_t)63;
-        void *p = aligned_alloc(64, n ? n : 64);
+        p = aligned_alloc(64, n ? n : 64);
         if (!p)
             rl_error_set(RL_ENOMEM, "cpu alloc of %zu bytes failed", bytes);
-        return p;
     }
 #ifdef RL_CUDA
-    if (dev == RL_DEVICE_CUDA)
-        return rl_cuda_alloc(bytes);
+    else if (dev == RL_DEVICE_CUDA) {
+        p = rl_cuda_alloc(bytes);
+    }
 #endif
-    rl_error_set(RL_EUNSUPPORTED, "device %s: not available in this build", rl_device_name(dev));
-    return NULL;
+    else {
+        rl_error_set(RL_EUNSUPPORTED, "device %s: not available in this build", rl_device_name(dev));
+    }
+    if (p)
+        s_count(dev, p, bytes, why);
+    return p;
 }
+
+void *rl_device_alloc(rl_device dev, size_t bytes) { return rl_device_alloc_for(dev, bytes, RL_MEM_OTHER); }
 
 void rl_device_free(rl_device dev, void *p)
 {
     if (!p)
         return;
+    s_uncount(p);
     if (dev == RL_DEVICE_CPU) {
         free(p);
         return;

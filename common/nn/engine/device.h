@@ -88,9 +88,33 @@ const char *rl_nn_ops_missing(const rl_nn_ops *ops);
 int rl_device_count(rl_device dev);
 const char *rl_device_name(rl_device dev);
 
-/* Raw memory on a device. alloc returns NULL + message on failure. */
+/* Raw memory on a device. alloc returns NULL + message on failure. Every
+ * block is counted under its purpose (rl_device_alloc: RL_MEM_OTHER) until
+ * it is freed, per device: what a job reports as its memory metrics. */
+typedef enum rl_mem_purpose {
+    RL_MEM_PARAMS = 0,  /* the flat parameter buffer and its copies (EMA, reference) */
+    RL_MEM_GRADS,
+    RL_MEM_OPTIM,       /* AdamW moments */
+    RL_MEM_ACTIVATIONS, /* the training forward's saved activations */
+    RL_MEM_SCRATCH,     /* index arrays, staging, kernels' temporaries */
+    RL_MEM_OTHER,
+    RL_MEM_COUNT
+} rl_mem_purpose;
+
 void *rl_device_alloc(rl_device dev, size_t bytes);
+void *rl_device_alloc_for(rl_device dev, size_t bytes, rl_mem_purpose why);
 void rl_device_free(rl_device dev, void *p);
+
+typedef struct rl_device_memory {
+    size_t bytes[RL_MEM_COUNT]; /* held now, by purpose */
+    size_t total, peak;         /* held now; the most held at once since the start */
+    int64_t blocks;             /* blocks held now */
+} rl_device_memory;
+
+/* What rl_device_alloc* holds on dev now (thread-safe). */
+void rl_device_memory_get(rl_device dev, rl_device_memory *out);
+/* "params", "grads", "optim", "activations", "scratch", "other". */
+const char *rl_mem_purpose_name(rl_mem_purpose why);
 /* Copies `bytes` between any two devices (host ↔ device, device ↔ device). */
 int rl_device_copy(rl_device dst_dev, void *dst, rl_device src_dev, const void *src,
                    size_t bytes);

@@ -69,12 +69,12 @@ static int s_build_manifest(rl_lm *m)
     return 0;
 }
 
-/* A zeroed buffer of n floats on dev (the CPU's from rl_param_buffer_new). */
-static float *s_buffer(rl_device dev, int64_t n)
+/* A buffer of n floats on dev (the CPU's from rl_param_buffer_new, zeroed). */
+static float *s_buffer(rl_device dev, int64_t n, rl_mem_purpose why)
 {
     if (dev == RL_DEVICE_CPU)
-        return rl_param_buffer_new(n); /* zeroed */
-    return rl_device_alloc(dev, sizeof(float) * (size_t)(n > 0 ? n : 1));
+        return rl_param_buffer_new(n);
+    return rl_device_alloc_for(dev, sizeof(float) * (size_t)(n > 0 ? n : 1), why);
 }
 
 static void s_buffer_free(rl_device dev, float *p)
@@ -126,8 +126,8 @@ rl_lm *rl_lm_new(const rl_lm_config *cfg, rl_device dev)
         return NULL;
     }
     size_t bytes = sizeof(float) * (size_t)m->man->total;
-    m->params = s_buffer(dev, m->man->total);
-    m->grads = s_buffer(dev, m->man->total);
+    m->params = s_buffer(dev, m->man->total, RL_MEM_PARAMS);
+    m->grads = s_buffer(dev, m->man->total, RL_MEM_GRADS);
     float *p = dev == RL_DEVICE_CPU ? m->params : calloc((size_t)m->man->total + 1, sizeof(float));
     if (!m->params || !m->grads || !p || rl_device_zero(dev, m->grads, bytes)) {
         if (p != m->params)
@@ -242,7 +242,7 @@ int rl_lm_reserve(rl_lm *m, int B, int T)
         m->act = NULL;
         m->act_cap = 0;
         base = cpu ? malloc(sizeof(float) * (size_t)total)
-                   : rl_device_alloc(m->dev, sizeof(float) * (size_t)total);
+                   : rl_device_alloc_for(m->dev, sizeof(float) * (size_t)total, RL_MEM_ACTIVATIONS);
         if (!base)
             return rl_error_set(RL_ENOMEM, "lm activations for B=%d T=%d (%lld floats) on %s", B, T,
                                 (long long)total, rl_device_name(m->dev));
@@ -256,7 +256,7 @@ int rl_lm_reserve(rl_lm *m, int B, int T)
         m->dibuf = NULL;
         m->ibuf = malloc((size_t)ibytes);
         if (m->ibuf && !cpu)
-            m->dibuf = rl_device_alloc(m->dev, (size_t)ibytes);
+            m->dibuf = rl_device_alloc_for(m->dev, (size_t)ibytes, RL_MEM_SCRATCH);
         m->ibuf_cap = m->ibuf && (cpu || m->dibuf) ? ibytes : 0;
         if (!m->ibuf_cap)
             return rl_error_set(RL_ENOMEM, "lm index buffers for B=%d T=%d", B, T);
