@@ -145,8 +145,9 @@ static int s_check_ids(const s_cf *m, const char *what, const int32_t *ids, int6
 {
     for (int64_t b = 0; b < B; b++)
         if (ids[b] < 0 || ids[b] >= m->prompts)
-            return rl_error_set(RL_ERANGE, "%s: %s[%lld] = %d outside [0, %d) (model.num_prompts)",
-                                what, RL_CF_PROMPT_IDS, (long long)b, ids[b], m->prompts);
+            return rl_error_set(RL_ERANGE, "%s: %s[%lld] = %d outside [0, %d) (%s)", what, RL_CF_PROMPT_IDS,
+                                (long long)b, ids[b], m->prompts,
+                                RL_CFG_PATH(&rl_clip_flow_model_section, rl_clip_flow_model_config, num_prompts));
     return RL_OK;
 }
 

@@ -32,6 +32,7 @@
 
 #include "common/batch/diffusion.h"
 #include "common/reward/image_reward.h"
+#include "driver/recipes/diffusion/diffusion_calls.h"
 #include "driver/recipes/diffusion/diffusion_common.h"
 #include "driver/recipes/diffusion/diffusion_images.h"
 #include "rlrt/error.h"
@@ -123,82 +124,6 @@ typedef struct s_dg {
     rl_online_images images; /* kept across a recovery */
 } s_dg;
 
-/* B rows: the tensors of prompt ids, noise and SDE seeds to fill, and the
- * prompt text column s_prompts fills from the ids. */
-static rl_dataproto *s_rows(int64_t B, int32_t **ids, int64_t **ns, int64_t **rs)
-{
-    rl_dataproto *dp = rl_dataproto_new();
-    int64_t s1[1] = {B};
-    rl_tensor *ti = dp ? rl_dataproto_new_tensor(dp, RL_CF_PROMPT_IDS, RL_I32, 1, s1) : NULL;
-    rl_tensor *tn = ti ? rl_dataproto_new_tensor(dp, RL_CF_NOISE_SEEDS, RL_I64, 1, s1) : NULL;
-    rl_tensor *tr = tn ? rl_dataproto_new_tensor(dp, RL_CF_ROW_SEEDS, RL_I64, 1, s1) : NULL;
-    if (!tr || !rl_dataproto_new_column(dp, RL_REWARD_PROMPT, RL_COL_STRING)) {
-        rl_dataproto_free(dp);
-        return NULL;
-    }
-    *ids = rl_tensor_data(ti);
-    *ns = rl_tensor_data(tn);
-    *rs = rl_tensor_data(tr);
-    return dp;
-}
-
-static int s_prompts(rl_dataproto *dp)
-{
-    const int32_t *ids = rl_tensor_data(rl_dataproto_tensor(dp, RL_CF_PROMPT_IDS));
-    rl_column *pc = rl_dataproto_column(dp, RL_REWARD_PROMPT);
-    int rc = RL_OK;
-    for (int64_t b = 0; !rc && b < rl_dataproto_rows(dp); b++)
-        rc = rl_column_set_str(pc, b, rl_fmnist_prompt(ids[b]));
-    return rc;
-}
-
-/* Samples `rows` on the rollout ranks (greedy: the ODE), adds the chain. */
-static int s_sample(s_dg *s, rl_dataproto **rows, int greedy)
-{
-    static const char *const in[3] = {RL_CF_PROMPT_IDS, RL_CF_NOISE_SEEDS, RL_CF_ROW_SEEDS};
-    rl_dataproto *req = rl_dataproto_request(*rows, in, 3, NULL, 0,
-                                             json_pack("{s:i}", RL_ROLLOUT_GREEDY, greedy)),
-                 *gen = NULL;
-    int rc = req ? rl_group_call_sync(s->j.rollout, RL_ROLLOUT_GENERATE, RL_DISPATCH_DP_COMPUTE, req,
-                                      &gen)
-                 : rl_error_code();
-    rl_dataproto_free(req);
-    if (rc)
-        return rc;
-    const rl_tensor *lt = rl_dataproto_tensor_shaped(gen, RL_CF_LATENTS, RL_F32, 3,
-                                                     (int64_t[]){rl_dataproto_rows(*rows), -1, s->D});
-    if (!lt) {
-        rl_dataproto_free(gen);
-        return rl_error_wrap(rl_error_code(), "the rollout's samples");
-    }
-    s->N = lt->shape[1] - 1;
-    return rl_dataproto_union_into(rows, gen);
-}
-
-/* First frames (B, 1, 28, 28) of the final latents, then the reward ranks. */
-static int s_score(s_dg *s, rl_dataproto **rows)
-{
-    int64_t B = rl_dataproto_rows(*rows), N = s->N, F = RL_FMNIST_SIDE * RL_FMNIST_SIDE;
-    const float *lat = rl_tensor_data(rl_dataproto_tensor(*rows, RL_CF_LATENTS));
-    rl_dataproto *req = rl_dataproto_new();
-    int64_t shape[4] = {B, 1, RL_FMNIST_SIDE, RL_FMNIST_SIDE};
-    rl_tensor *ti = req ? rl_dataproto_new_tensor(req, RL_REWARD_IMAGES, RL_F32, 4, shape) : NULL;
-    const rl_column *pc = rl_dataproto_column(*rows, RL_REWARD_PROMPT);
-    rl_column *c = ti && pc ? rl_dataproto_new_column(req, RL_REWARD_PROMPT, RL_COL_STRING) : NULL;
-    int rc = c ? RL_OK : rl_error_code();
-    for (int64_t b = 0; !rc && b < B; b++) {
-        memcpy((float *)rl_tensor_data(ti) + b * F, lat + (b * (N + 1) + N) * s->D,
-               sizeof(float) * (size_t)F);
-        rc = rl_column_set_str(c, b, rl_column_str(pc, b));
-    }
-    rl_dataproto *scored = NULL;
-    if (!rc)
-        rc = rl_group_call_sync(s->j.reward, RL_REWARD_IMAGE_COMPUTE, RL_DISPATCH_DP_COMPUTE, req,
-                                &scored);
-    rl_dataproto_free(req);
-    return rc ? rc : rl_dataproto_union_into(rows, scored);
-}
-
 /* The f32 (B) tensor `name` of the step's batch (B = its rows), or NULL. */
 static float *s_col(s_dg *s, const char *name)
 {
@@ -215,19 +140,19 @@ static int s_phase_gen(void *arg)
     int64_t P = s->c.batch.train_batch_size, B = P * s->n, *ns, *rs;
     int32_t *ids;
     s->group = malloc(sizeof(int64_t) * (size_t)B);
-    if (!s->group || !(s->batch = s_rows(B, &ids, &ns, &rs)))
+    if (!s->group || !(s->batch = rl_diffusion_rows(B, &ids, &ns, &rs)))
         return s->group ? rl_error_code() : rl_error_set(RL_ENOMEM, "out of memory");
     rl_diffusion_train_rows(s->t->seed, s->step, P, s->n, RL_FMNIST_CLASSES, s->c.ro.init_same_noise, ids,
                             s->group, ns, rs);
-    int rc = s_prompts(s->batch);
-    return rc ? rc : s_sample(s, &s->batch, 0);
+    int rc = rl_diffusion_prompts(s->batch);
+    return rc ? rc : rl_diffusion_sample(s->j.rollout, &s->batch, 0, s->D, &s->N);
 }
 
 static int s_phase_reward(void *arg)
 {
     s_dg *s = arg;
     int64_t B = rl_dataproto_rows(s->batch);
-    int rc = s_score(s, &s->batch);
+    int rc = rl_diffusion_score(s->j.reward, &s->batch, s->N, s->D);
     float *score = rc ? NULL : s_col(s, RL_REWARD_SCORE), *term;
     if (!rc && !score)
         return rl_error_wrap(rl_error_code(), "the reward ranks' scores");
@@ -256,81 +181,31 @@ static int s_phase_adv(void *arg)
 }
 
 /* The trained steps (step mask) and the sampler's log-probs as old_logp,
- * then one optimiser step per mini-batch and epoch. */
+ * then the optimiser steps. */
 static int s_phase_update(void *arg)
 {
     s_dg *s = arg;
-    int64_t B = rl_dataproto_rows(s->batch), N = s->N, rows = s->c.data.mini_batch * s->n;
-    int64_t s2[2] = {B, N};
+    int64_t B = rl_dataproto_rows(s->batch), N = s->N, s2[2] = {B, N};
     rl_tensor *mt = rl_dataproto_new_tensor(s->batch, RL_CF_STEP_MASK, RL_F32, 2, s2);
     rl_tensor *ot = mt ? rl_dataproto_new_tensor(s->batch, RL_ACTOR_OLD_LOGP, RL_F32, 2, s2) : NULL;
     const rl_tensor *lp = ot ? rl_dataproto_tensor_shaped(s->batch, RL_CF_SAMPLE_LOGP, RL_F32, 2, s2) : NULL;
     if (!lp)
         return rl_error_code();
     memcpy(rl_tensor_data(ot), rl_tensor_data((rl_tensor *)lp), sizeof(float) * (size_t)(B * N));
-    const float *mask = rl_tensor_data(mt);
     int rc = rl_diffusion_step_mask(s->t->seed, s->step, s->df.timestep_fraction, B, N, rl_tensor_data(mt));
-    static const char *const keep[7] = {RL_CF_PROMPT_IDS, RL_CF_LATENTS, RL_CF_SIGMAS, RL_CF_NOISE_LEVEL,
-                                        RL_CF_STEP_MASK, RL_ACTOR_OLD_LOGP, RL_ACTOR_ADVANTAGES};
-    static const char *const keys[6] = {RL_ACTOR_M_LOSS, RL_ACTOR_M_TOKENS, RL_ACTOR_M_CLIPFRAC_SUM,
-                                        RL_ACTOR_M_PPO_KL_SUM, RL_ACTOR_M_RATIO_SUM, RL_ACTOR_M_KL_LOSS_SUM};
-    double tot[6] = {0}, gn = 0, lr = 0;
-    int updates = 0;
-    for (int64_t e = 0; !rc && e < s->j.actor_cfg.epochs; e++)
-        for (int64_t r0 = 0; !rc && r0 + rows <= B; r0 += rows) {
-            int64_t steps = 0;
-            for (int64_t i = r0 * N; i < (r0 + rows) * N; i++)
-                steps += mask[i] != 0.0f;
-            rl_dataproto *mb = rl_dataproto_slice(s->batch, r0, r0 + rows);
-            rl_dataproto *req = mb ? rl_dataproto_request(mb, keep, 7, NULL, 0,
-                                                          json_pack("{s:I}", RL_ACTOR_GLOBAL_TOKENS,
-                                                                    (json_int_t)steps))
-                                   : NULL;
-            rl_dataproto_free(mb);
-            double sums[6], g, l;
-            rc = req ? rl_actor_job_actor_step(&s->j, RL_ACTOR_UPDATE_DIFFUSION, req, keys, 6, sums, &g, &l)
-                     : rl_error_code();
-            rl_dataproto_free(req);
-            for (int k = 0; !rc && k < 6; k++)
-                tot[k] += sums[k];
-            gn += g;
-            lr = l;
-            updates++;
-        }
-    if (!rc)
-        rl_diffusion_update_metrics(tot, updates, gn, lr, s->kl_on, s->t->ms);
-    return rc;
+    return rc ? rc : rl_diffusion_update(&s->j, s->batch, s->c.data.mini_batch * s->n, s->kl_on, s->t->ms);
 }
 
 static int s_phase_sync(void *arg) { return rl_actor_job_sync_weights(&((s_dg *)arg)->j); }
 
 /* ---- validation and online test ------------------------------------------------------------------ */
 
-/* ODE samples of every prompt × `per` with fixed seeds (the same at every
- * step), scored. */
-static int s_eval_rows(s_dg *s, int64_t per, uint64_t salt, rl_dataproto **out)
-{
-    int32_t *ids;
-    int64_t *ns, *rs;
-    rl_dataproto *dp = s_rows(RL_FMNIST_CLASSES * per, &ids, &ns, &rs);
-    if (!dp)
-        return rl_error_code();
-    rl_diffusion_eval_rows(s->t->seed, salt, RL_FMNIST_CLASSES, per, ids, ns, rs);
-    int rc = s_prompts(dp);
-    if (rc || (rc = s_sample(s, &dp, 1)) || (rc = s_score(s, &dp))) {
-        rl_dataproto_free(dp);
-        return rc;
-    }
-    *out = dp;
-    return RL_OK;
-}
-
 static int s_validate(void *ctx)
 {
     s_dg *s = ctx;
     double t0 = rl_now_s();
     rl_dataproto *dp = NULL;
-    int rc = s_eval_rows(s, s->c.data.val_per_prompt, 0x7a11dull, &dp);
+    int rc = rl_diffusion_eval(&s->j, s->t->seed, 0x7a11dull, s->c.data.val_per_prompt, s->D, &s->N, &dp);
     if (rc)
         return rl_error_wrap(rc, "validation");
     rl_diffusion_column_means(dp, s_cols, 6, "val/", s->t->ms);
@@ -355,7 +230,7 @@ static int s_online(void *ctx)
 {
     s_dg *s = ctx;
     rl_dataproto *dp = NULL;
-    int rc = s_eval_rows(s, 1, 0x0471e5ull, &dp);
+    int rc = rl_diffusion_eval(&s->j, s->t->seed, 0x0471e5ull, 1, s->D, &s->N, &dp);
     if (!rc)
         rc = rl_online_images_write(&s->images, s->t->out_dir, s->step,
                                     rl_tensor_data(rl_dataproto_tensor(dp, RL_CF_LATENTS)), RL_FMNIST_CLASSES,
