@@ -130,17 +130,6 @@ int rl_clip_flow_velocity(rl_model *m, int64_t n, const float *x, const float *s
 
 /* ---- batch checks ----------------------------------------------------------------------------- */
 
-/* A tensor of `dtype` with `ndim` dims whose shape matches `dims` (-1 =
- * any), or NULL and a message naming it. */
-static const rl_tensor *s_need(const rl_dataproto *dp, const char *what, const char *name,
-                               rl_dtype dtype, int ndim, const int64_t *dims)
-{
-    const rl_tensor *t = rl_dataproto_tensor_shaped(dp, name, dtype, ndim, dims);
-    if (!t)
-        rl_error_wrap(rl_error_code(), "%s", what);
-    return t;
-}
-
 static int s_check_ids(const s_cf *m, const char *what, const int32_t *ids, int64_t B)
 {
     for (int64_t b = 0; b < B; b++)
@@ -171,12 +160,12 @@ static int s_chain_read(const s_cf *m, const rl_dataproto *in, const char *what,
 {
     memset(c, 0, sizeof *c);
     const int64_t d1[1] = {-1};
-    const rl_tensor *ti = s_need(in, what, RL_CF_PROMPT_IDS, RL_I32, 1, d1);
+    const rl_tensor *ti = rl_model_input(in, what, RL_CF_PROMPT_IDS, RL_I32, 1, d1);
     if (!ti)
         return rl_error_code();
     c->B = ti->shape[0];
     const int64_t dl[3] = {c->B, -1, m->D};
-    const rl_tensor *tl = s_need(in, what, RL_CF_LATENTS, RL_F32, 3, dl);
+    const rl_tensor *tl = rl_model_input(in, what, RL_CF_LATENTS, RL_F32, 3, dl);
     if (!tl)
         return rl_error_code();
     c->N = tl->shape[1] - 1;
@@ -184,13 +173,13 @@ static int s_chain_read(const s_cf *m, const rl_dataproto *in, const char *what,
         return rl_error_set(RL_ESHAPE, "%s: %s has %lld latents per row, need at least 2", what,
                             RL_CF_LATENTS, (long long)tl->shape[1]);
     const int64_t ds[2] = {c->B, c->N + 1}, dn[1] = {c->B}, dm[2] = {c->B, c->N};
-    const rl_tensor *ts = s_need(in, what, RL_CF_SIGMAS, RL_F32, 2, ds);
-    const rl_tensor *tn = ts ? s_need(in, what, RL_CF_NOISE_LEVEL, RL_F32, 1, dn) : NULL;
+    const rl_tensor *ts = rl_model_input(in, what, RL_CF_SIGMAS, RL_F32, 2, ds);
+    const rl_tensor *tn = ts ? rl_model_input(in, what, RL_CF_NOISE_LEVEL, RL_F32, 1, dn) : NULL;
     if (!tn)
         return rl_error_code();
     const rl_tensor *tm = NULL;
     if (rl_dataproto_tensor(in, RL_CF_STEP_MASK) &&
-        !(tm = s_need(in, what, RL_CF_STEP_MASK, RL_F32, 2, dm)))
+        !(tm = rl_model_input(in, what, RL_CF_STEP_MASK, RL_F32, 2, dm)))
         return rl_error_code();
     c->ids = rl_tensor_data((rl_tensor *)ti);
     c->lat = rl_tensor_data((rl_tensor *)tl);
@@ -332,13 +321,13 @@ static int s_fm_read(const s_cf *m, const rl_dataproto *in, const char *what, in
                      const int32_t **ids, const float **x, const float **sig)
 {
     const int64_t d1[1] = {-1};
-    const rl_tensor *ti = s_need(in, what, RL_CF_PROMPT_IDS, RL_I32, 1, d1);
+    const rl_tensor *ti = rl_model_input(in, what, RL_CF_PROMPT_IDS, RL_I32, 1, d1);
     if (!ti)
         return rl_error_code();
     *B = ti->shape[0];
     const int64_t dx[2] = {*B, m->D}, ds[1] = {*B};
-    const rl_tensor *tx = s_need(in, what, RL_CF_X_T, RL_F32, 2, dx);
-    const rl_tensor *ts = tx ? s_need(in, what, RL_CF_SIGMA, RL_F32, 1, ds) : NULL;
+    const rl_tensor *tx = rl_model_input(in, what, RL_CF_X_T, RL_F32, 2, dx);
+    const rl_tensor *ts = tx ? rl_model_input(in, what, RL_CF_SIGMA, RL_F32, 1, ds) : NULL;
     if (!ts)
         return rl_error_code();
     *ids = rl_tensor_data((rl_tensor *)ti);
@@ -433,16 +422,7 @@ static int s_fb_velocity(s_cf *m, const rl_dataproto *batch, const rl_model_pass
         rc = s_net_forward(m, rows, x + r0 * D, sig + r0, ids + r0, v);
         if (rc)
             break;
-        memset(gv, 0, sizeof(float) * (size_t)(rows * D));
-        rl_model_io o, g;
-        memset(&o, 0, sizeof o);
-        o.row0 = r0;
-        o.rows = rows;
-        o.width[RL_Q_VELOCITY] = D;
-        o.q[RL_Q_VELOCITY] = v;
-        g = o;
-        g.q[RL_Q_VELOCITY] = gv;
-        if ((rc = fn(ctx, &o, &g, loss)))
+        if ((rc = rl_model_loss_one(fn, ctx, RL_Q_VELOCITY, r0, rows, D, v, NULL, gv, loss)))
             break;
         s_net_backward(m, gv);
     }
@@ -467,23 +447,13 @@ static int s_fb_logp(s_cf *m, const rl_dataproto *batch, const rl_model_pass *pa
         if ((rc = s_chain_forward(m, &c, r0, rows, &w, &n)))
             break;
         memset(w.q, 0, sizeof(float) * (size_t)(rows * N));
-        memset(w.gq, 0, sizeof(float) * (size_t)(rows * N));
         memset(w.qmask, 0, sizeof(float) * (size_t)(rows * N));
         for (int64_t i = 0; i < n; i++) {
             int64_t j = (w.pb[i] - r0) * N + w.pk[i];
             w.q[j] = w.logp[i];
             w.qmask[j] = 1.0f;
         }
-        rl_model_io o, g;
-        memset(&o, 0, sizeof o);
-        o.row0 = r0;
-        o.rows = rows;
-        o.width[RL_Q_LOGP] = N;
-        o.q[RL_Q_LOGP] = w.q;
-        o.mask[RL_Q_LOGP] = w.qmask;
-        g = o;
-        g.q[RL_Q_LOGP] = w.gq;
-        if ((rc = fn(ctx, &o, &g, loss)) || n == 0)
+        if ((rc = rl_model_loss_one(fn, ctx, RL_Q_LOGP, r0, rows, N, w.q, w.qmask, w.gq, loss)) || n == 0)
             continue;
         for (int64_t i = 0; !rc && i < n; i++) {
             int64_t b = w.pb[i], k = w.pk[i];
@@ -526,12 +496,12 @@ static int s_sample(rl_model *mm, const rl_dataproto *in, const rl_model_samplin
     s_cf *m = s_of(mm);
     const char *what = "clip_flow sample";
     const int64_t d1[1] = {-1};
-    const rl_tensor *ti = s_need(in, what, RL_CF_PROMPT_IDS, RL_I32, 1, d1);
+    const rl_tensor *ti = rl_model_input(in, what, RL_CF_PROMPT_IDS, RL_I32, 1, d1);
     if (!ti)
         return rl_error_code();
     const int64_t B = ti->shape[0], dn[1] = {B}, D = m->D, N = sp->num_steps;
-    const rl_tensor *tn = s_need(in, what, RL_CF_NOISE_SEEDS, RL_I64, 1, dn);
-    const rl_tensor *tr = tn ? s_need(in, what, RL_CF_ROW_SEEDS, RL_I64, 1, dn) : NULL;
+    const rl_tensor *tn = rl_model_input(in, what, RL_CF_NOISE_SEEDS, RL_I64, 1, dn);
+    const rl_tensor *tr = tn ? rl_model_input(in, what, RL_CF_ROW_SEEDS, RL_I64, 1, dn) : NULL;
     if (!tr)
         return rl_error_code();
     const int32_t *ids = rl_tensor_data((rl_tensor *)ti);

@@ -140,14 +140,14 @@ static int s_read(const s_ic *m, const rl_dataproto *in, const char *what, int64
                   const float **x, const int32_t **y)
 {
     const int64_t d2[2] = {-1, m->D};
-    const rl_tensor *ti = rl_dataproto_tensor_shaped(in, RL_IC_IMAGES, RL_F32, 2, d2);
+    const rl_tensor *ti = rl_model_input(in, what, RL_IC_IMAGES, RL_F32, 2, d2);
     if (!ti)
-        return rl_error_wrap(rl_error_code(), "%s", what);
+        return rl_error_code();
     *B = ti->shape[0];
     const int64_t d1[1] = {*B};
-    const rl_tensor *tl = rl_dataproto_tensor_shaped(in, RL_IC_LABELS, RL_I32, 1, d1);
+    const rl_tensor *tl = rl_model_input(in, what, RL_IC_LABELS, RL_I32, 1, d1);
     if (!tl)
-        return rl_error_wrap(rl_error_code(), "%s", what);
+        return rl_error_code();
     *x = rl_tensor_data((rl_tensor *)ti);
     *y = rl_tensor_data((rl_tensor *)tl);
     for (int64_t b = 0; b < *B; b++)
@@ -225,17 +225,7 @@ static int s_forward_backward(rl_model *mm, const rl_dataproto *batch, unsigned 
         if ((rc = s_net_forward(m, rows, x + r0 * m->D)))
             break;
         rl_logprob_forward(m->lp, NULL, m->lse, m->logits, y + r0, 1.0f, (int)rows, m->K);
-        memset(g, 0, sizeof(float) * (size_t)rows);
-        rl_model_io o, gr;
-        memset(&o, 0, sizeof o);
-        o.row0 = r0;
-        o.rows = rows;
-        o.width[RL_Q_LOGP] = 1;
-        o.q[RL_Q_LOGP] = m->lp;
-        o.mask[RL_Q_LOGP] = ones;
-        gr = o;
-        gr.q[RL_Q_LOGP] = g;
-        if ((rc = fn(ctx, &o, &gr, loss)))
+        if ((rc = rl_model_loss_one(fn, ctx, RL_Q_LOGP, r0, rows, 1, m->lp, ones, g, loss)))
             break;
         float *dlogits = m->scratch + 2 * m->n * m->Hd;
         rl_logprob_backward(dlogits, g, NULL, m->logits, m->lse, NULL, y + r0, 1.0f, (int)rows, m->K);

@@ -195,6 +195,31 @@ int64_t rl_model_micro_rows(const rl_model_pass *pass, int64_t B)
     return pass->micro_batch > 0 && pass->micro_batch < B ? pass->micro_batch : (B ? B : 1);
 }
 
+const rl_tensor *rl_model_input(const rl_dataproto *dp, const char *what, const char *name, rl_dtype dtype,
+                                int ndim, const int64_t *dims)
+{
+    const rl_tensor *t = rl_dataproto_tensor_shaped(dp, name, dtype, ndim, dims);
+    if (!t)
+        rl_error_wrap(rl_error_code(), "%s", what);
+    return t;
+}
+
+int rl_model_loss_one(rl_model_loss_fn fn, void *ctx, rl_quantity q, int64_t row0, int64_t rows,
+                      int64_t width, float *val, const float *mask, float *grad, double *loss)
+{
+    rl_model_io o, g;
+    memset(&o, 0, sizeof o);
+    memset(grad, 0, sizeof(float) * (size_t)(rows * width));
+    o.row0 = row0;
+    o.rows = rows;
+    o.width[q] = width;
+    o.q[q] = val;
+    o.mask[q] = mask;
+    g = o;
+    g.q[q] = grad;
+    return fn(ctx, &o, &g, loss);
+}
+
 /* Appends to buf[*len .. cap) (a too-long text is RL_ERANGE at the end). */
 static void s_put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -50,6 +50,17 @@ int rl_model_base_init_random(rl_model *m, uint64_t seed);
 /* Rows per forward of a pass over B rows (pass->micro_batch; <= 0: all). */
 int64_t rl_model_micro_rows(const rl_model_pass *pass, int64_t B);
 
+/* The input tensor `name` of a batch: `dtype`, `ndim` dims matching dims
+ * (-1: any), or NULL with the message prefixed by `what` (the call). */
+const rl_tensor *rl_model_input(const rl_dataproto *dp, const char *what, const char *name, rl_dtype dtype,
+                                int ndim, const int64_t *dims);
+
+/* The loss over one micro-batch of one quantity q: rows [row0, row0 +
+ * rows) of `width` positions, values val (rows, width) with mask (NULL:
+ * every position); grad (rows, width) is zeroed, then receives dL/dval. */
+int rl_model_loss_one(rl_model_loss_fn fn, void *ctx, rl_quantity q, int64_t row0, int64_t rows,
+                      int64_t width, float *val, const float *mask, float *grad, double *loss);
+
 /* config.json of a kind whose model.* keys are sections: {"model": {"type":
  * kind, <key>: <value>, ...}} with the keys of secs[0..n) (each directly
  * under model.) from the structs cfgs[i] they were read into, written
