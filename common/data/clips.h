@@ -23,11 +23,12 @@
 
 #include <stdint.h>
 
+#include "common/schema/fmnist.h" /* RL_FMNIST_DIR */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define RL_FMNIST_DIR "/usr/share/datasets/fashion-mnist"
 #define RL_FMNIST_CLASSES 10
 #define RL_FMNIST_SIDE 28
 
@@ -55,6 +56,12 @@ int rl_fmnist_prompt_class(const char *prompt);
  * in [−1, 1]; frames in [1, 64]. seed and index fix the motion (frames > 1). */
 int rl_clip_build(const rl_fmnist *d, int64_t img, int frames, uint64_t seed, uint64_t index,
                   float *out);
+
+/* B training rows of step `step`: images of d drawn by Philox (seed,
+ * step), as clips of `frames` (clip index step·1000003 + row) → clips
+ * (B, frames·784) f32 and labels (B) (caller's buffers). */
+int rl_fmnist_draw(const rl_fmnist *d, uint64_t seed, int64_t step, int64_t B, int frames,
+                   float *clips, int32_t *labels);
 
 /* f32 [−1, 1] → u8 0..255 (rounded, clamped; NaN → 0) for n values. */
 void rl_clip_to_u8(const float *x, int64_t n, uint8_t *out);

@@ -1,6 +1,9 @@
 /* sections.c — the table of every config section (common/schema/sections.h). */
 #include "common/schema/sections.h"
 
+#include "common/schema/diffusion.h"
+#include "common/schema/fmnist.h"
+#include "common/schema/image_models.h"
 #include "common/schema/model.h"
 #include "common/schema/trainer.h"
 
@@ -10,5 +13,14 @@ const rl_config_section *const rl_schema_sections[] = {
     &rl_trainer_ckpt_section,
     &rl_trainer_recovery_section,
     &rl_model_base_section,
+    &rl_image_size_section,
+    &rl_clip_flow_model_section,
+    &rl_image_classifier_model_section,
+    &rl_fmnist_data_section,
+    &rl_diffusion_batch_section,
+    &rl_diffusion_data_section,
+    &rl_diffusion_rollout_section,
+    &rl_diffusion_algorithm_section,
+    &rl_diffusion_constraint_section,
     NULL,
 };

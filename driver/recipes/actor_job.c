@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/schema/diffusion.h"
+#include "common/schema/trainer.h"
 #include "rlrt/error.h"
 #include "rlrt/nn/model.h"
 #include "rlrt/dataproto.h"
@@ -14,24 +16,19 @@
 
 int rl_actor_job_prepare(rl_config *job, int64_t updates_per_step)
 {
-    int64_t total, sched;
-    if (rl_config_get_int_in(job, "trainer.total_steps", 0, 1000000000, &total) ||
-        rl_config_get_int_in(job, "actor.optim.total_training_steps", -1, 1000000000000, &sched))
+    const rl_trainer_steps_config *steps = rl_config_section_get(job, &rl_trainer_steps_section);
+    int64_t sched;
+    if (!steps || rl_config_get_int_in(job, RL_ACTOR_JOB_KEY_SCHEDULE_STEPS, -1, 1000000000000, &sched))
         return rl_error_code();
     if (sched == -1) {
         char v[32];
-        snprintf(v, sizeof v, "%lld", (long long)(total * updates_per_step));
-        if (rl_config_set_yaml(job, "actor.optim.total_training_steps", v))
+        snprintf(v, sizeof v, "%lld", (long long)(steps->total_steps * updates_per_step));
+        if (rl_config_set_yaml(job, RL_ACTOR_JOB_KEY_SCHEDULE_STEPS, v))
             return rl_error_code();
     }
     rl_actor_config ac;
-    rl_actor_diffusion_config dc;
     int rc = rl_model_check_config(job);
-    if (!rc)
-        rc = rl_actor_config_read(job, &ac);
-    if (!rc && rl_config_has(job, "actor.clip_range"))
-        rc = rl_actor_diffusion_config_read(job, &dc);
-    return rc;
+    return rc ? rc : rl_actor_config_read(job, &ac);
 }
 
 int rl_actor_job_sync_weights(rl_actor_job *j)

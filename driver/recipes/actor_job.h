@@ -42,7 +42,8 @@ int rl_actor_job_actor_step(rl_actor_job *j, const char *method, rl_dataproto *r
                      int n, double *sums, double *grad_norm, double *lr);
 
 /* `actor.optim.total_training_steps: -1` becomes trainer.total_steps ×
- * updates_per_step; the model and actor sections are checked. */
+ * updates_per_step; the model and actor sections are checked (a recipe
+ * with the actor's diffusion keys checks them itself). */
 int rl_actor_job_prepare(rl_config *job, int64_t updates_per_step);
 
 #endif

@@ -16,7 +16,8 @@ daemons, with tiny models:
    steps 3-4, the constraint's multiplier among them, and the final
    weights, bit for bit).
 4. The video path: 2-frame clips through pretraining and GRPO.
-5. A bad reward_model, judge or constraint is a located config error.
+5. A bad reward_model, judge, constraint or estimator is a located config
+   error.
 6. The remote scorer through the reward role, served by the reference Python
    server (deploy/scorer_server.py) with the same learned scorer: its scores
    equal the in-process prompt-match scores; with the server killed the step
@@ -284,6 +285,10 @@ def body(work):
     rc, out = run(work, cl1, grpo_args("bad", "flow/final", "scorer/final",
                                        ["algorithm.constraint.init=-2"]), expect_ok=False)
     assert rc != 0 and "algorithm.constraint.init" in out and "got -2" in out, out
+    rc, out = run(work, cl1, grpo_args("bad", "flow/final", "scorer/final",
+                                       ["algorithm.adv_estimator=gae"]), expect_ok=False)
+    assert rc != 0 and "override algorithm.adv_estimator=gae: algorithm.adv_estimator: estimator 'gae' " \
+        "is not available to the diffusion track (it has: grpo)" in out, out
     assert "ready" not in out
 
     # 6. the remote scorer through the reward role

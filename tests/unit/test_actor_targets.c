@@ -47,6 +47,21 @@ static rl_config *s_job(const char *model_defaults, const char *extra, const cha
     return m;
 }
 
+/* clip_flow's model keys as YAML: its kind's sections, model.type set */
+static char *s_clip_flow_defaults(void)
+{
+    size_t n = 0;
+    while (rl_model_kind_clip_flow.sections[n])
+        n++;
+    rl_config_default type = {"model.type", "clip_flow"};
+    rl_config *d = rl_config_schema_defaults(rl_model_kind_clip_flow.sections, n, &type, 1);
+    assert_non_null(d);
+    char *y = rl_config_to_yaml(d, "");
+    rl_config_free(d);
+    assert_non_null(y);
+    return y;
+}
+
 static int s_call(rl_worker_ctx *ctx, const char *name, const rl_dataproto *in)
 {
     for (const rl_method *m = rl_role_actor.methods; m->name; m++)
@@ -103,7 +118,9 @@ static void test_velocity_target_width(void **state)
     static const char *const sets[] = {"model.hidden_size", "16", "model.num_layers", "1",
                                        "model.height", "8", "model.width", "8",
                                        "model.time_embed_dim", "8"};
-    rl_config *job = s_job(RL_CLIP_FLOW_MODEL_DEFAULTS, RL_ACTOR_DIFFUSION_DEFAULTS, sets, 10);
+    char *clip_flow = s_clip_flow_defaults();
+    rl_config *job = s_job(clip_flow, RL_ACTOR_DIFFUSION_DEFAULTS, sets, 10);
+    free(clip_flow);
     rl_worker_ctx ctx = {.role = "actor", .rank = 0, .world_size = 1, .config = job};
     s_init(&ctx);
     const int64_t B = 16, D = 64; /* 8 × 8 pixels */

@@ -16,6 +16,9 @@
 #include "common/core/rng.h"
 #include "common/algo/diffusion/diffusion.h"
 #include "common/sde/diffusion_sde.h"
+#include "common/batch/diffusion.h"
+#include "common/batch/estimators.h"
+#include "common/schema/diffusion.h"
 
 static rl_golden *s_load(void)
 {
@@ -400,6 +403,194 @@ static void test_timestep_subset(void **state)
     assert_int_equal(rl_diffusion_timestep_subset(1, 0, 10, 1.5, a, &k1), RL_ERANGE);
 }
 
+/* ---- the batch transforms (common/batch/diffusion.h) ------------------------------------------ */
+
+static double s_metric(const rl_metric_set *ms, const char *name)
+{
+    double v = NAN;
+    if (rl_metric_set_get(ms, name, &v))
+        fail_msg("no metric %s", name);
+    return v;
+}
+
+/* algorithm.adv_estimator's choices are the estimator table's names, in
+ * order; the diffusion track finds grpo and refuses the others, naming them */
+static void test_estimator_choices(void **state)
+{
+    (void)state;
+    assert_string_equal(rl_estimator_names(), RL_ADV_ESTIMATOR_CHOICES);
+    const rl_config_section *sec = &rl_diffusion_algorithm_section;
+    const rl_config_key *k = NULL;
+    for (size_t i = 0; i < sec->n_keys; i++)
+        if (sec->keys[i].offset == offsetof(rl_diffusion_algorithm_config, adv_estimator))
+            k = &sec->keys[i];
+    assert_non_null(k);
+    assert_int_equal(k->type, RL_CFG_ENUM);
+    assert_string_equal(k->choices, rl_estimator_names());
+    const rl_estimator *e = rl_estimator_find("grpo", RL_TRACK_DIFFUSION);
+    assert_non_null(e);
+    assert_int_equal(e->id, RL_EST_GRPO);
+    assert_null(rl_estimator_find("gae", RL_TRACK_DIFFUSION));
+    assert_non_null(strstr(rl_error_message(), "not available to the diffusion track (it has: grpo)"));
+}
+
+/* group p holds rows p·n .. p·n + n − 1 with one prompt; shared initial
+ * noise with same_noise, not without; SDE seeds per row; a function of
+ * (seed, step) only */
+static void test_batch_rows(void **state)
+{
+    (void)state;
+    enum { P = 3, N = 4, B = P * N };
+    int32_t ids[B], ids2[B];
+    int64_t grp[B], ns[B], rs[B], ns2[B], rs2[B];
+    rl_diffusion_train_rows(11, 5, P, N, 10, 1, ids, grp, ns, rs);
+    rl_diffusion_train_rows(11, 5, P, N, 10, 1, ids2, grp, ns2, rs2);
+    assert_memory_equal(ids, ids2, sizeof ids);
+    assert_memory_equal(ns, ns2, sizeof ns);
+    assert_memory_equal(rs, rs2, sizeof rs);
+    for (int b = 0; b < B; b++) {
+        assert_int_equal(grp[b], b / N);
+        assert_int_equal(ids[b], ids[(b / N) * N]);
+        assert_true(ids[b] >= 0 && ids[b] < 10 && ns[b] >= 0 && rs[b] >= 0);
+        assert_true(ns[b] == ns[(b / N) * N]);
+        for (int c = 0; c < b; c++)
+            assert_true(rs[c] != rs[b]);
+    }
+    rl_diffusion_train_rows(11, 5, P, N, 10, 0, ids2, grp, ns2, rs2);
+    assert_memory_equal(ids, ids2, sizeof ids);
+    assert_memory_equal(rs, rs2, sizeof rs);
+    assert_true(ns2[0] != ns2[1]);
+    rl_diffusion_train_rows(11, 6, P, N, 10, 1, ids2, grp, ns2, rs2);
+    assert_true(memcmp(rs, rs2, sizeof rs) != 0);
+    int32_t eid[20];
+    int64_t ens[20], ers[20];
+    rl_diffusion_eval_rows(11, 0x7a11d, 10, 2, eid, ens, ers);
+    for (int b = 0; b < 20; b++) {
+        assert_int_equal(eid[b], b / 2);
+        assert_true(ens[b] == ers[b] && ens[b] >= 0);
+    }
+}
+
+/* the term paid λ instead of its weight, the metrics, then the PI step;
+ * its checkpoint state round trip and bad states */
+static void test_batch_constraint(void **state)
+{
+    (void)state;
+    rl_metric_set *ms = rl_metric_set_new();
+    rl_diffusion_constraint c;
+    rl_diffusion_constraint_init(&c, 0.5, 0.1, 0.9, 2.0, 0.0, -1, 100);
+    assert_true(c.pi.lambda == 0.5 && c.pi.integral == 0.5);
+    rl_diffusion_constraint_init(&c, 0.5, 0.1, 0.9, 2.0, 0.0, 3.0, 100);
+    assert_true(c.pi.lambda == 3.0 && c.pi.integral == 3.0);
+    float term[4] = {1, 0, 1, 0}, score[4] = {1, 2, 3, 4};
+    rl_constraint_pi want = c.pi;
+    assert_int_equal(rl_constraint_pi_update(&want, 2.0, 0.0, 0.9, 0.5, 100), 0);
+    assert_int_equal(rl_diffusion_constraint_step(&c, term, score, 4, ms), 0);
+    const float paid = (float)(0.1 * (3.0 - 0.5));
+    assert_true(score[0] == 1 + paid && score[1] == 2 && score[2] == 3 + paid && score[3] == 4);
+    assert_true(s_metric(ms, "constraint/lambda") == 3.0);
+    assert_true(s_metric(ms, "constraint/mean") == 0.5);
+    assert_true(fabs(s_metric(ms, "constraint/shortfall") - 0.4) < 1e-12);
+    assert_true(c.pi.lambda == want.lambda && c.pi.integral == want.integral);
+    /* checkpoint state */
+    json_t *extra = json_object();
+    assert_int_equal(rl_diffusion_constraint_save(&c, extra), 0);
+    rl_diffusion_constraint d;
+    rl_diffusion_constraint_init(&d, 0.5, 0.1, 0.9, 2.0, 0.0, -1, 100);
+    assert_int_equal(rl_diffusion_constraint_restore(&d, extra, 4), 0);
+    assert_true(d.pi.lambda == c.pi.lambda && d.pi.integral == c.pi.integral);
+    json_object_set_new(extra, "constraint_integral", json_real(-1));
+    assert_int_equal(rl_diffusion_constraint_restore(&d, extra, 4), RL_EIO);
+    assert_non_null(strstr(rl_error_message(), "checkpoint of step 4: the algorithm.constraint state "
+                                               "'constraint_integral' is missing or not a number >= 0"));
+    json_object_del(extra, "constraint_integral");
+    assert_int_equal(rl_diffusion_constraint_restore(&d, extra, 4), RL_EIO);
+    json_decref(extra);
+    extra = json_object(); /* a run without the constraint: λ keeps its start */
+    rl_diffusion_constraint_init(&d, 0.5, 0.1, 0.9, 2.0, 0.0, -1, 100);
+    assert_int_equal(rl_diffusion_constraint_restore(&d, extra, 4), 0);
+    assert_true(d.pi.lambda == 0.5);
+    json_decref(extra);
+    rl_metric_set_free(ms);
+}
+
+/* grpo through the table equals rl_diffusion_grpo_advantages, with the
+ * mean and std of the advantages; an estimator without a diffusion form is
+ * an error */
+static void test_batch_advantages(void **state)
+{
+    (void)state;
+    rl_metric_set *ms = rl_metric_set_new();
+    float r[6] = {1, 2, 4, 0, 0, 3}, adv[6], want[6];
+    int64_t grp[6] = {0, 0, 0, 1, 1, 1};
+    rl_diffusion_adv_cfg cfg = {rl_estimator_find("grpo", RL_TRACK_DIFFUSION), 1, 1, -1e30, 2};
+    assert_int_equal(rl_diffusion_advantages(&cfg, r, grp, 6, adv, ms), 0);
+    assert_int_equal(rl_diffusion_grpo_advantages(r, grp, 6, 2, 1, 1, -1e30, 1e-8, want), 0);
+    assert_memory_equal(adv, want, sizeof adv);
+    double sum = 0, sq = 0;
+    for (int i = 0; i < 6; i++) {
+        sum += adv[i];
+        sq += (double)adv[i] * adv[i];
+    }
+    assert_true(s_metric(ms, "critic/advantages/mean") == sum / 6);
+    assert_true(fabs(s_metric(ms, "critic/advantages/std") - sqrt(sq / 6 - (sum / 6) * (sum / 6))) < 1e-12);
+    cfg.est = &rl_estimators[RL_EST_RLOO];
+    assert_int_equal(rl_diffusion_advantages(&cfg, r, grp, 6, adv, ms), RL_EUNSUPPORTED);
+    assert_non_null(strstr(rl_error_message(), "'rloo' has no diffusion form"));
+    rl_metric_set_free(ms);
+}
+
+/* the step mask is each row's timestep subset; the metrics of scores,
+ * columns and the update; flow matching's pairs */
+static void test_batch_mask_metrics_pairs(void **state)
+{
+    (void)state;
+    enum { B = 3, N = 10 };
+    float mask[B * N];
+    int64_t idx[N], k;
+    assert_int_equal(rl_diffusion_step_mask(5, 7, 0.6, B, N, mask), 0);
+    for (int b = 0; b < B; b++) {
+        assert_int_equal(rl_diffusion_timestep_subset(5 ^ 0x7157ull, 7 * 1000003ull + (uint64_t)b, N, 0.6, idx, &k), 0);
+        float want[N] = {0};
+        for (int64_t i = 0; i < k; i++)
+            want[idx[i]] = 1;
+        assert_memory_equal(mask + b * N, want, sizeof want);
+    }
+    rl_metric_set *ms = rl_metric_set_new();
+    float score[3] = {1, -2, 4};
+    assert_int_equal(rl_diffusion_score_metrics(score, 3, ms), 0);
+    assert_true(s_metric(ms, "critic/score/mean") == 1.0 && s_metric(ms, "critic/score/max") == 4.0 &&
+                s_metric(ms, "critic/score/min") == -2.0);
+    rl_dataproto *dp = rl_dataproto_new();
+    rl_tensor *t = rl_dataproto_new_tensor(dp, "kb", RL_F32, 1, (int64_t[]){3});
+    memcpy(rl_tensor_data(t), score, sizeof score);
+    static const rl_batch_mean cols[2] = {{"kb", "jpeg_kb"}, {"absent", "remote"}};
+    rl_diffusion_column_means(dp, cols, 2, "val/", ms);
+    assert_true(s_metric(ms, "val/jpeg_kb") == 1.0);
+    double v;
+    assert_int_not_equal(rl_metric_set_get(ms, "val/remote", &v), 0);
+    rl_dataproto_free(dp);
+    const double sums[6] = {3.0, 40, 4, 2, 44, 8};
+    rl_diffusion_update_metrics(sums, 2, 3.0, 1e-4, 0, ms);
+    assert_true(s_metric(ms, "actor/pg_loss") == 1.5 && s_metric(ms, "actor/pg_clipfrac") == 0.1 &&
+                s_metric(ms, "actor/ppo_kl") == 0.05 && s_metric(ms, "actor/ratio_mean") == 1.1 &&
+                s_metric(ms, "actor/trained_steps") == 40 && s_metric(ms, "actor/grad_norm") == 1.5 &&
+                s_metric(ms, "actor/lr") == 1e-4);
+    assert_int_not_equal(rl_metric_set_get(ms, "actor/kl_loss", &v), 0);
+    rl_diffusion_update_metrics(sums, 2, 3.0, 1e-4, 1, ms);
+    assert_true(s_metric(ms, "actor/kl_loss") == 0.2);
+    rl_metric_set_free(ms);
+    float x0[2 * 5] = {0.1f, -0.2f, 0.3f, 1, -1, 0, 0.5f, -0.5f, 0.25f, 0.75f}, x[10], tg[10], sig[2];
+    rl_flow_matching_pairs(3, 9, x0, 2, 5, x, tg, sig);
+    for (int b = 0; b < 2; b++) {
+        assert_true(sig[b] >= 0 && sig[b] < 1);
+        for (int i = 0; i < 5; i++) { /* x = (1 − σ)·x0 + σ·ε with ε = target + x0 */
+            float e = tg[b * 5 + i] + x0[b * 5 + i];
+            assert_true(fabsf(x[b * 5 + i] - ((1 - sig[b]) * x0[b * 5 + i] + sig[b] * e)) < 1e-5f);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -410,6 +601,11 @@ int main(void)
         cmocka_unit_test(test_constraint_pi),
         cmocka_unit_test(test_grpo_loss),
         cmocka_unit_test(test_timestep_subset),
+        cmocka_unit_test(test_estimator_choices),
+        cmocka_unit_test(test_batch_rows),
+        cmocka_unit_test(test_batch_constraint),
+        cmocka_unit_test(test_batch_advantages),
+        cmocka_unit_test(test_batch_mask_metrics_pairs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,6 +26,7 @@
 #include "rlrt/dataproto.h"
 #include "rlrt/config.h"
 #include "common/nn/models/clip_flow.h"
+#include "common/nn/models/image_classifier.h"
 #include "tests/common/golden.h"
 
 static const char *s_golden = "tests/golden/nn_clip_flow/small_x0.safetensors";
@@ -448,6 +449,92 @@ static void test_save_load(void **state)
     rl_golden_free(g);
 }
 
+/* The text of the file at `path` (malloc'd). */
+static char *s_slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char *t = calloc(1, 4096);
+    assert_non_null(t);
+    size_t n = fread(t, 1, 4095, f);
+    fclose(f);
+    assert_true(n > 0);
+    return t;
+}
+
+/* config.json holds the kind and every key of its sections but init_from,
+ * and builds the same architecture back */
+static void test_config_json(void **state)
+{
+    (void)state;
+    static const char *const yaml[2] = {
+        "model: {type: clip_flow, frames: 2, channels: 1, height: 8, width: 6, num_prompts: 3, "
+        "hidden_size: 16, num_layers: 1, time_embed_dim: 8, prediction: velocity, init_from: ''}\n",
+        "model: {type: image_classifier, channels: 1, height: 8, width: 6, num_classes: 4, "
+        "hidden_size: 5, init_from: ''}\n"};
+    static const char *const want[2] = {
+        "{\"model\": {\"type\": \"clip_flow\", \"channels\": 1, \"height\": 8, \"width\": 6, "
+        "\"frames\": 2, \"num_prompts\": 3, \"hidden_size\": 16, \"num_layers\": 1, "
+        "\"time_embed_dim\": 8, \"prediction\": \"velocity\"}}\n",
+        "{\"model\": {\"type\": \"image_classifier\", \"channels\": 1, \"height\": 8, \"width\": 6, "
+        "\"num_classes\": 4, \"hidden_size\": 5}}\n"};
+    for (int k = 0; k < 2; k++) {
+        rl_config *job = rl_config_parse_string(yaml[k], strlen(yaml[k]), "<test>");
+        assert_non_null(job);
+        rl_model *m = rl_model_build(job, 3);
+        if (!m)
+            fail_msg("%s", rl_error_message());
+        char dir[] = "/tmp/rlrt_cfj_XXXXXX", path[256];
+        assert_non_null(mkdtemp(dir));
+        assert_int_equal(rl_model_save(m, dir), 0);
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        char *text = s_slurp(path);
+        assert_string_equal(text, want[k]);
+        free(text);
+        rl_model *m2 = rl_model_load_dir(dir);
+        if (!m2)
+            fail_msg("%s", rl_error_message());
+        assert_string_equal(rl_model_kind_name(m2), rl_model_kind_name(m));
+        assert_int_equal(rl_model_num_params(m2), rl_model_num_params(m));
+        assert_memory_equal(rl_model_params(m), rl_model_params(m2),
+                            sizeof(float) * (size_t)rl_model_num_params(m));
+        rl_model_free(m2);
+        rl_model_free(m);
+        rl_config_free(job);
+        snprintf(path, sizeof path, "rm -rf %s", dir);
+        assert_int_equal(system(path), 0);
+    }
+}
+
+/* the sections' checks, located at the key */
+static void test_config_checks(void **state)
+{
+    (void)state;
+    static const char *const bad[4][3] = {
+        {"time_embed_dim: 7, frames: 1, height: 8, prediction: x0", "model.time_embed_dim",
+         "must be even (sin and cos halves), got 7"},
+        {"time_embed_dim: 8, frames: 64, height: 512, prediction: x0", "model.frames",
+         "a clip of 16777216 floats is more than 2^22"},
+        {"time_embed_dim: 8, frames: 1, height: 8, prediction: eps", "model.prediction",
+         "unknown value 'eps' (expected one of: velocity,x0)"},
+        {"time_embed_dim: 8, frames: 65, height: 8, prediction: x0", "model.frames",
+         "must be in [1, 64], got 65"},
+    };
+    for (int k = 0; k < 4; k++) {
+        char yaml[512];
+        snprintf(yaml, sizeof yaml,
+                 "model: {type: clip_flow, %s, channels: 1, width: 512, num_prompts: 3, "
+                 "hidden_size: 16, num_layers: 1, init_from: ''}\n", bad[k][0]);
+        rl_config *job = rl_config_parse_string(yaml, strlen(yaml), "<test>");
+        assert_non_null(job);
+        assert_int_equal(rl_model_check_config(job), RL_ECONFIG);
+        if (!strstr(rl_error_message(), bad[k][1]) || !strstr(rl_error_message(), bad[k][2]))
+            fail_msg("case %d: '%s'", k, rl_error_message());
+        assert_null(rl_model_build(job, 1));
+        rl_config_free(job);
+    }
+}
+
 static int s_use_velocity(void **state)
 {
     (void)state;
@@ -472,6 +559,8 @@ int main(void)
         S_BOTH(test_finite_differences), S_BOTH(test_sample_sde_density),
         cmocka_unit_test_setup(test_bad_batches, s_use_x0),
         cmocka_unit_test_setup(test_save_load, s_use_x0),
+        cmocka_unit_test(test_config_json),
+        cmocka_unit_test(test_config_checks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,20 +10,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/core/rng.h"
+#include "common/nn/engine/ops.h"
 #include "common/nn/models/flow_mlp_internal.h"
+#include "common/nn/models/model_base.h"
+#include "common/schema/model.h"
 #include "common/sde/diffusion_sde.h"
 #include "rlrt/error.h"
-#include "common/core/util.h"
-#include "common/nn/engine/ops.h"
-#include "common/core/rng.h"
-#include "common/nn/engine/safetensors.h"
 
 typedef struct s_cf {
-    rl_model base;
+    rl_model_base base; /* the manifest: the trunk's head, prompt.embedding, its tail */
     rl_clip_flow_config c;
     int64_t D;
-    rl_param_manifest *man;
-    float *params, *grads;
+    int hidden, prompts, x0_pred; /* of c */
     rl_flow_mlp t;       /* the trunk: views in, time, blocks, out; activations */
     int64_t emb;         /* offset of prompt.embedding */
     int64_t dcap;
@@ -36,6 +35,10 @@ static const rl_model_ops s_ops;
 
 static s_cf *s_of(rl_model *m) { return (s_cf *)m; }
 
+/* its model.* sections (rl_model_kind.sections) */
+static const rl_config_section *const s_sections[] = {
+    &rl_model_base_section, &rl_image_size_section, &rl_clip_flow_model_section, NULL};
+
 const rl_clip_flow_config *rl_clip_flow_get_config(const rl_model *m)
 {
     return m && m->ops == &s_ops ? &((const s_cf *)m)->c : NULL;
@@ -43,7 +46,7 @@ const rl_clip_flow_config *rl_clip_flow_get_config(const rl_model *m)
 
 int64_t rl_clip_flow_dim(const rl_clip_flow_config *c)
 {
-    return (int64_t)c->frames * c->channels * c->height * c->width;
+    return c->net.frames * c->size.channels * c->size.height * c->size.width;
 }
 
 /* ---- the network ------------------------------------------------------------------------ */
@@ -74,8 +77,8 @@ static int s_net_forward(s_cf *m, int64_t n, const float *x, const float *sigma,
     int rc = s_reserve(m, n > 0 ? n : 1);
     if (rc)
         return rc;
-    const int Hd = m->c.hidden, D = (int)m->D;
-    const float *P = m->params;
+    const int Hd = m->hidden, D = (int)m->D;
+    const float *P = m->base.params;
     m->ids = ids;
     rl_flow_mlp_cond(&m->t, P, n, sigma);
     for (int64_t r = 0; r < n; r++) {
@@ -86,7 +89,7 @@ static int s_net_forward(s_cf *m, int64_t n, const float *x, const float *sigma,
     }
     rl_flow_mlp_trunk(&m->t, P, x, v);
     m->sig = sigma;
-    if (m->c.x0_pred) /* the output is x̂0: v = (x − x̂0) / max(σ, σ_min) */
+    if (m->x0_pred) /* the output is x̂0: v = (x − x̂0) / max(σ, σ_min) */
         for (int64_t r = 0; r < n; r++) {
             float inv = 1.0f / s_sig_floor(sigma[r]);
             for (int j = 0; j < D; j++)
@@ -99,7 +102,7 @@ static int s_net_forward(s_cf *m, int64_t n, const float *x, const float *sigma,
 static void s_net_backward(s_cf *m, const float *dv)
 {
     const int D = (int)m->D;
-    if (m->c.x0_pred) { /* v = (x − o) / max(σ, σ_min): do = −dv / max(σ, σ_min) */
+    if (m->x0_pred) { /* v = (x − o) / max(σ, σ_min): do = −dv / max(σ, σ_min) */
         for (int64_t r = 0; r < m->t.n; r++) {
             float inv = -1.0f / s_sig_floor(m->sig[r]);
             for (int j = 0; j < D; j++)
@@ -107,9 +110,9 @@ static void s_net_backward(s_cf *m, const float *dv)
         }
         dv = m->dout;
     }
-    float *dcond = rl_flow_mlp_backward(&m->t, m->params, m->grads, dv);
+    float *dcond = rl_flow_mlp_backward(&m->t, m->base.params, m->base.grads, dv);
     /* cond = time(temb) + prompt.embedding[id] */
-    rl_embedding_backward(m->grads + m->emb, dcond, m->ids, (int)m->t.n, m->c.hidden);
+    rl_embedding_backward(m->base.grads + m->emb, dcond, m->ids, (int)m->t.n, m->hidden);
 }
 
 int rl_clip_flow_velocity(rl_model *m, int64_t n, const float *x, const float *sigma,
@@ -119,31 +122,21 @@ int rl_clip_flow_velocity(rl_model *m, int64_t n, const float *x, const float *s
     if (!cf)
         return rl_error_set(RL_EINVAL, "rl_clip_flow_velocity: not a clip_flow model");
     for (int64_t r = 0; r < n; r++)
-        if (ids[r] < 0 || ids[r] >= cf->c.num_prompts)
+        if (ids[r] < 0 || ids[r] >= cf->prompts)
             return rl_error_set(RL_ERANGE, "clip_flow: prompt id %d of row %lld outside [0, %d)",
-                                ids[r], (long long)r, cf->c.num_prompts);
+                                ids[r], (long long)r, cf->prompts);
     return s_net_forward(cf, n, x, sigma, ids, v);
 }
 
 /* ---- batch checks ----------------------------------------------------------------------------- */
 
-/* A tensor of `dtype` with `ndim` dims whose shape matches `dims` (-1 =
- * any), or NULL and a message naming it. */
-static const rl_tensor *s_need(const rl_dataproto *dp, const char *what, const char *name,
-                               rl_dtype dtype, int ndim, const int64_t *dims)
-{
-    const rl_tensor *t = rl_dataproto_tensor_shaped(dp, name, dtype, ndim, dims);
-    if (!t)
-        rl_error_wrap(rl_error_code(), "%s", what);
-    return t;
-}
-
 static int s_check_ids(const s_cf *m, const char *what, const int32_t *ids, int64_t B)
 {
     for (int64_t b = 0; b < B; b++)
-        if (ids[b] < 0 || ids[b] >= m->c.num_prompts)
-            return rl_error_set(RL_ERANGE, "%s: %s[%lld] = %d outside [0, %d) (model.num_prompts)",
-                                what, RL_CF_PROMPT_IDS, (long long)b, ids[b], m->c.num_prompts);
+        if (ids[b] < 0 || ids[b] >= m->prompts)
+            return rl_error_set(RL_ERANGE, "%s: %s[%lld] = %d outside [0, %d) (%s)", what, RL_CF_PROMPT_IDS,
+                                (long long)b, ids[b], m->prompts,
+                                RL_CFG_PATH(&rl_clip_flow_model_section, rl_clip_flow_model_config, num_prompts));
     return RL_OK;
 }
 
@@ -167,12 +160,12 @@ static int s_chain_read(const s_cf *m, const rl_dataproto *in, const char *what,
 {
     memset(c, 0, sizeof *c);
     const int64_t d1[1] = {-1};
-    const rl_tensor *ti = s_need(in, what, RL_CF_PROMPT_IDS, RL_I32, 1, d1);
+    const rl_tensor *ti = rl_model_input(in, what, RL_CF_PROMPT_IDS, RL_I32, 1, d1);
     if (!ti)
         return rl_error_code();
     c->B = ti->shape[0];
     const int64_t dl[3] = {c->B, -1, m->D};
-    const rl_tensor *tl = s_need(in, what, RL_CF_LATENTS, RL_F32, 3, dl);
+    const rl_tensor *tl = rl_model_input(in, what, RL_CF_LATENTS, RL_F32, 3, dl);
     if (!tl)
         return rl_error_code();
     c->N = tl->shape[1] - 1;
@@ -180,13 +173,13 @@ static int s_chain_read(const s_cf *m, const rl_dataproto *in, const char *what,
         return rl_error_set(RL_ESHAPE, "%s: %s has %lld latents per row, need at least 2", what,
                             RL_CF_LATENTS, (long long)tl->shape[1]);
     const int64_t ds[2] = {c->B, c->N + 1}, dn[1] = {c->B}, dm[2] = {c->B, c->N};
-    const rl_tensor *ts = s_need(in, what, RL_CF_SIGMAS, RL_F32, 2, ds);
-    const rl_tensor *tn = ts ? s_need(in, what, RL_CF_NOISE_LEVEL, RL_F32, 1, dn) : NULL;
+    const rl_tensor *ts = rl_model_input(in, what, RL_CF_SIGMAS, RL_F32, 2, ds);
+    const rl_tensor *tn = ts ? rl_model_input(in, what, RL_CF_NOISE_LEVEL, RL_F32, 1, dn) : NULL;
     if (!tn)
         return rl_error_code();
     const rl_tensor *tm = NULL;
     if (rl_dataproto_tensor(in, RL_CF_STEP_MASK) &&
-        !(tm = s_need(in, what, RL_CF_STEP_MASK, RL_F32, 2, dm)))
+        !(tm = rl_model_input(in, what, RL_CF_STEP_MASK, RL_F32, 2, dm)))
         return rl_error_code();
     c->ids = rl_tensor_data((rl_tensor *)ti);
     c->lat = rl_tensor_data((rl_tensor *)tl);
@@ -313,11 +306,6 @@ static int s_chain_forward(s_cf *m, const s_chain *c, int64_t r0, int64_t rows, 
 
 /* ---- forward ------------------------------------------------------------------------------- */
 
-static int64_t s_micro(const rl_model_pass *pass, int64_t B)
-{
-    return pass->micro_batch > 0 && pass->micro_batch < B ? pass->micro_batch : (B ? B : 1);
-}
-
 static int s_check_want(unsigned want, const char *what)
 {
     unsigned ok = RL_Q_BIT(RL_Q_LOGP) | RL_Q_BIT(RL_Q_VELOCITY);
@@ -333,13 +321,13 @@ static int s_fm_read(const s_cf *m, const rl_dataproto *in, const char *what, in
                      const int32_t **ids, const float **x, const float **sig)
 {
     const int64_t d1[1] = {-1};
-    const rl_tensor *ti = s_need(in, what, RL_CF_PROMPT_IDS, RL_I32, 1, d1);
+    const rl_tensor *ti = rl_model_input(in, what, RL_CF_PROMPT_IDS, RL_I32, 1, d1);
     if (!ti)
         return rl_error_code();
     *B = ti->shape[0];
     const int64_t dx[2] = {*B, m->D}, ds[1] = {*B};
-    const rl_tensor *tx = s_need(in, what, RL_CF_X_T, RL_F32, 2, dx);
-    const rl_tensor *ts = tx ? s_need(in, what, RL_CF_SIGMA, RL_F32, 1, ds) : NULL;
+    const rl_tensor *tx = rl_model_input(in, what, RL_CF_X_T, RL_F32, 2, dx);
+    const rl_tensor *ts = tx ? rl_model_input(in, what, RL_CF_SIGMA, RL_F32, 1, ds) : NULL;
     if (!ts)
         return rl_error_code();
     *ids = rl_tensor_data((rl_tensor *)ti);
@@ -376,7 +364,7 @@ static int s_forward(rl_model *mm, const rl_dataproto *batch, unsigned want,
             t = rl_dataproto_new_tensor(o, rl_quantity_name(RL_Q_VELOCITY), RL_F32, 2, shape);
             rc = t ? RL_OK : rl_error_code();
         }
-        int64_t mb = rc ? 0 : s_micro(pass, B);
+        int64_t mb = rc ? 0 : rl_model_micro_rows(pass, B);
         for (int64_t r0 = 0; !rc && r0 < B; r0 += mb) {
             int64_t rows = B - r0 < mb ? B - r0 : mb;
             rc = s_net_forward(m, rows, x + r0 * m->D, sig + r0, ids + r0,
@@ -392,7 +380,7 @@ static int s_forward(rl_model *mm, const rl_dataproto *batch, unsigned want,
             t = rl_dataproto_new_tensor(o, rl_quantity_name(RL_Q_LOGP), RL_F32, 2, shape);
             rc = t ? RL_OK : rl_error_code();
         }
-        int64_t mb = rc ? 0 : s_micro(pass, c.B);
+        int64_t mb = rc ? 0 : rl_model_micro_rows(pass, c.B);
         if (!rc)
             rc = s_work_alloc(&w, mb * c.N, m->D, 0);
         float *lp = t ? rl_tensor_data(t) : NULL;
@@ -425,7 +413,7 @@ static int s_fb_velocity(s_cf *m, const rl_dataproto *batch, const rl_model_pass
     int rc = s_fm_read(m, batch, what, &B, &ids, &x, &sig);
     if (rc || B == 0)
         return rc;
-    int64_t mb = s_micro(pass, B), D = m->D;
+    int64_t mb = rl_model_micro_rows(pass, B), D = m->D;
     float *v = malloc(sizeof(float) * (size_t)(mb * D)), *gv = malloc(sizeof(float) * (size_t)(mb * D));
     if (!v || !gv)
         rc = rl_error_set(RL_ENOMEM, "%s: out of memory", what);
@@ -434,16 +422,7 @@ static int s_fb_velocity(s_cf *m, const rl_dataproto *batch, const rl_model_pass
         rc = s_net_forward(m, rows, x + r0 * D, sig + r0, ids + r0, v);
         if (rc)
             break;
-        memset(gv, 0, sizeof(float) * (size_t)(rows * D));
-        rl_model_io o, g;
-        memset(&o, 0, sizeof o);
-        o.row0 = r0;
-        o.rows = rows;
-        o.width[RL_Q_VELOCITY] = D;
-        o.q[RL_Q_VELOCITY] = v;
-        g = o;
-        g.q[RL_Q_VELOCITY] = gv;
-        if ((rc = fn(ctx, &o, &g, loss)))
+        if ((rc = rl_model_loss_one(fn, ctx, RL_Q_VELOCITY, r0, rows, D, v, NULL, gv, loss)))
             break;
         s_net_backward(m, gv);
     }
@@ -459,7 +438,7 @@ static int s_fb_logp(s_cf *m, const rl_dataproto *batch, const rl_model_pass *pa
     int rc = s_chain_read(m, batch, what, &c);
     if (rc || c.B == 0)
         return rc;
-    int64_t mb = s_micro(pass, c.B), D = m->D, N = c.N;
+    int64_t mb = rl_model_micro_rows(pass, c.B), D = m->D, N = c.N;
     s_work w;
     if ((rc = s_work_alloc(&w, mb * N, D, mb * N)))
         return rc;
@@ -468,23 +447,13 @@ static int s_fb_logp(s_cf *m, const rl_dataproto *batch, const rl_model_pass *pa
         if ((rc = s_chain_forward(m, &c, r0, rows, &w, &n)))
             break;
         memset(w.q, 0, sizeof(float) * (size_t)(rows * N));
-        memset(w.gq, 0, sizeof(float) * (size_t)(rows * N));
         memset(w.qmask, 0, sizeof(float) * (size_t)(rows * N));
         for (int64_t i = 0; i < n; i++) {
             int64_t j = (w.pb[i] - r0) * N + w.pk[i];
             w.q[j] = w.logp[i];
             w.qmask[j] = 1.0f;
         }
-        rl_model_io o, g;
-        memset(&o, 0, sizeof o);
-        o.row0 = r0;
-        o.rows = rows;
-        o.width[RL_Q_LOGP] = N;
-        o.q[RL_Q_LOGP] = w.q;
-        o.mask[RL_Q_LOGP] = w.qmask;
-        g = o;
-        g.q[RL_Q_LOGP] = w.gq;
-        if ((rc = fn(ctx, &o, &g, loss)) || n == 0)
+        if ((rc = rl_model_loss_one(fn, ctx, RL_Q_LOGP, r0, rows, N, w.q, w.qmask, w.gq, loss)) || n == 0)
             continue;
         for (int64_t i = 0; !rc && i < n; i++) {
             int64_t b = w.pb[i], k = w.pk[i];
@@ -527,12 +496,12 @@ static int s_sample(rl_model *mm, const rl_dataproto *in, const rl_model_samplin
     s_cf *m = s_of(mm);
     const char *what = "clip_flow sample";
     const int64_t d1[1] = {-1};
-    const rl_tensor *ti = s_need(in, what, RL_CF_PROMPT_IDS, RL_I32, 1, d1);
+    const rl_tensor *ti = rl_model_input(in, what, RL_CF_PROMPT_IDS, RL_I32, 1, d1);
     if (!ti)
         return rl_error_code();
     const int64_t B = ti->shape[0], dn[1] = {B}, D = m->D, N = sp->num_steps;
-    const rl_tensor *tn = s_need(in, what, RL_CF_NOISE_SEEDS, RL_I64, 1, dn);
-    const rl_tensor *tr = tn ? s_need(in, what, RL_CF_ROW_SEEDS, RL_I64, 1, dn) : NULL;
+    const rl_tensor *tn = rl_model_input(in, what, RL_CF_NOISE_SEEDS, RL_I64, 1, dn);
+    const rl_tensor *tr = tn ? rl_model_input(in, what, RL_CF_ROW_SEEDS, RL_I64, 1, dn) : NULL;
     if (!tr)
         return rl_error_code();
     const int32_t *ids = rl_tensor_data((rl_tensor *)ti);
@@ -631,93 +600,43 @@ done:
 static void s_free(rl_model *mm)
 {
     s_cf *m = s_of(mm);
-    rl_param_manifest_free(m->man);
-    rl_param_buffer_free(m->params);
-    rl_param_buffer_free(m->grads);
+    rl_model_base_free(&m->base);
     rl_flow_mlp_free(&m->t);
     free(m->dout);
     free(m);
 }
 
-static const rl_param_manifest *s_manifest(const rl_model *m) { return ((const s_cf *)m)->man; }
-static float *s_params(rl_model *m) { return s_of(m)->params; }
-static float *s_grads(rl_model *m) { return s_of(m)->grads; }
-
-/* Linear weights N(0, 1/fan_in), biases 0, the prompt table N(0, 1). */
-static int s_init_random(rl_model *mm, uint64_t seed)
-{
-    s_cf *m = s_of(mm);
-    for (int i = 0; i < m->man->count; i++) {
-        const rl_param_view *v = &m->man->views[i];
-        float *p = m->params + v->offset;
-        if (v->ndim == 1) {
-            memset(p, 0, sizeof(float) * (size_t)v->numel);
-            continue;
-        }
-        float std = strstr(v->name, "embedding") ? 1.0f : 1.0f / sqrtf((float)v->shape[1]);
-        rl_rng g;
-        rl_rng_init(&g, seed, (uint64_t)i);
-        for (int64_t j = 0; j < v->numel; j++)
-            p[j] = std * rl_rng_normal(&g);
-    }
-    return RL_OK;
-}
-
 static int s_write_config(const rl_model *mm, const char *path)
 {
     const rl_clip_flow_config *c = &((const s_cf *)mm)->c;
-    char text[512];
-    snprintf(text, sizeof text,
-             "{\"model\": {\"type\": \"clip_flow\", \"frames\": %d, \"channels\": %d, "
-             "\"height\": %d, \"width\": %d, \"num_prompts\": %d, \"hidden_size\": %d, "
-             "\"num_layers\": %d, \"time_embed_dim\": %d, \"prediction\": \"%s\"}}\n",
-             c->frames, c->channels, c->height, c->width, c->num_prompts, c->hidden, c->layers,
-             c->time_dim, c->x0_pred ? "x0" : "velocity");
-    return rl_file_write_atomic(path, text, strlen(text));
+    const void *cfgs[2] = {&c->size, &c->net};
+    return rl_model_write_sections(path, "clip_flow", s_sections + 1, cfgs, 2);
 }
 
+/* Linear weights N(0, 1/fan_in), biases 0, the prompt table N(0, 1): the
+ * base's rule. */
 static const rl_model_ops s_ops = {
     .kind = "clip_flow",
     .free = s_free,
-    .manifest = s_manifest,
-    .params = s_params,
-    .grads = s_grads,
-    .init_random = s_init_random,
+    RL_MODEL_BASE_OPS,
+    .init_random = rl_model_base_init_random,
     .forward = s_forward,
     .forward_backward = s_forward_backward,
     .sample = s_sample,
     .write_config = s_write_config,
 };
 
-typedef struct s_cfg {
-    int64_t frames, channels, height, width, prompts, hidden, layers, tdim;
-    int x0;
-} s_cfg;
-
-#define S_I(key, field, lo, hi) {"model." key, RL_CFG_INT, offsetof(s_cfg, field), lo, hi, 0, NULL}
-static const rl_config_spec s_spec[] = {
-    S_I("frames", frames, 1, 64),         S_I("channels", channels, 1, 4),
-    S_I("height", height, 1, 512),        S_I("width", width, 1, 512),
-    S_I("num_prompts", prompts, 1, 1 << 20), S_I("hidden_size", hidden, 2, 1 << 14),
-    S_I("num_layers", layers, 0, 64),     S_I("time_embed_dim", tdim, 2, 4096),
-    {"model.prediction", RL_CFG_ENUM, offsetof(s_cfg, x0), 0, 0, 0, "velocity|x0"},
-};
-
+/* The job's image size and network (range-checked, located errors: the
+ * sections' checks). */
 static int s_read_config(const rl_config *job, rl_clip_flow_config *c)
 {
-    s_cfg v;
-    int rc = rl_config_read(job, s_spec, sizeof s_spec / sizeof s_spec[0], &v);
-    if (rc)
-        return rc;
-    if (v.tdim % 2)
-        return rl_config_error_at(job, "model.time_embed_dim", RL_ECONFIG,
-                                  "must be even (sin and cos halves), got %lld", (long long)v.tdim);
-    if (v.frames * v.channels * v.height * v.width > (1 << 22))
-        return rl_config_error_at(job, "model.frames", RL_ECONFIG,
-                                  "a clip of %lld floats is more than 2^22",
-                                  (long long)(v.frames * v.channels * v.height * v.width));
-    *c = (rl_clip_flow_config){(int)v.frames, (int)v.channels, (int)v.height, (int)v.width,
-                               (int)v.prompts, (int)v.hidden, (int)v.layers, (int)v.tdim, v.x0};
+    const rl_image_size_config *size = rl_config_section_get(job, &rl_image_size_section);
+    const rl_clip_flow_model_config *net = size ? rl_config_section_get(job, &rl_clip_flow_model_section)
+                                                : NULL;
+    if (!net)
+        return rl_error_code();
+    c->size = *size;
+    c->net = *net;
     return RL_OK;
 }
 
@@ -725,31 +644,6 @@ static int s_check_config(const rl_config *job)
 {
     rl_clip_flow_config c;
     return s_read_config(job, &c);
-}
-
-/* The manifest of c: the trunk's head, prompt.embedding, the trunk's tail. */
-static int s_build_manifest(s_cf *m)
-{
-    const rl_clip_flow_config *c = &m->c;
-    rl_param_manifest *man = m->man = rl_param_manifest_new();
-    if (!man)
-        return rl_error_set(RL_ENOMEM, "clip_flow: out of memory");
-    int rc = rl_flow_mlp_init(&m->t, (int)m->D, c->hidden, c->layers, c->time_dim, "clip_flow");
-    if (rc || (rc = rl_flow_mlp_add_head(&m->t, man)))
-        return rc;
-    int64_t shp[2] = {c->num_prompts, c->hidden};
-    int ix = rl_param_manifest_add(man, "prompt.embedding", 2, shp);
-    if (ix < 0)
-        return ix;
-    m->emb = man->views[ix].offset;
-    if ((rc = rl_flow_mlp_add_tail(&m->t, man)))
-        return rc;
-    m->params = rl_param_buffer_new(man->total);
-    m->grads = rl_param_buffer_new(man->total);
-    if (!m->params || !m->grads)
-        return rl_error_set(RL_ENOMEM, "clip_flow: out of memory for %lld parameters",
-                            (long long)man->total);
-    return RL_OK;
 }
 
 static rl_model *s_from_config(const rl_config *job)
@@ -762,19 +656,27 @@ static rl_model *s_from_config(const rl_config *job)
         rl_error_set(RL_ENOMEM, "clip_flow: out of memory");
         return NULL;
     }
-    m->base.ops = &s_ops;
     m->c = c;
     m->D = rl_clip_flow_dim(&c);
-    if (s_build_manifest(m)) {
-        s_free(&m->base);
+    m->hidden = (int)c.net.hidden_size;
+    m->prompts = (int)c.net.num_prompts;
+    m->x0_pred = c.net.prediction == RL_CLIP_FLOW_PREDICT_X0;
+    rl_model_base *b = &m->base;
+    if (rl_model_base_open(b, &s_ops, "clip_flow") ||
+        rl_flow_mlp_init(&m->t, (int)m->D, m->hidden, (int)c.net.num_layers, (int)c.net.time_embed_dim,
+                         "clip_flow") ||
+        rl_flow_mlp_add_head(&m->t, b->man) ||
+        rl_model_base_add(b, "prompt.embedding", 2, m->prompts, m->hidden, &m->emb) ||
+        rl_flow_mlp_add_tail(&m->t, b->man) || rl_model_base_alloc(b, "clip_flow")) {
+        s_free(&b->model);
         return NULL;
     }
-    return &m->base;
+    return &b->model;
 }
 
 const rl_model_kind rl_model_kind_clip_flow = {
     .name = "clip_flow",
-    .defaults_yaml = RL_CLIP_FLOW_MODEL_DEFAULTS,
+    .sections = s_sections,
     .from_config = s_from_config,
     .check_config = s_check_config,
 };

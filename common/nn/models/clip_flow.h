@@ -49,12 +49,15 @@
  * reported as 0), otherwise the SDE with noise_level > 0 and the per-step
  * log-probs of rl_diffusion_sde_step. The last latent is the sample.
  *
- * Config: the `model:` section below; config.json is {"model": {...}}, a job
- * fragment (rl_clip_flow and the scorer kind load their directory with it).
+ * Config: model.channels/height/width and model.frames, num_prompts,
+ * hidden_size, num_layers, time_embed_dim, prediction (the sections of
+ * common/schema/image_models.h). config.json is {"model": {...}}, a job
+ * fragment (rl_model_load_dir loads a directory with it).
  */
 #ifndef RLRT_NN_CLIP_FLOW_H
 #define RLRT_NN_CLIP_FLOW_H
 
+#include "common/schema/image_models.h"
 #include "rlrt/nn/model.h"
 
 #ifdef __cplusplus
@@ -72,28 +75,16 @@ extern "C" {
 #define RL_CF_ROW_SEEDS "row_seeds"
 #define RL_CF_SAMPLE_LOGP "sample_logp"
 
-#define RL_CLIP_FLOW_MODEL_DEFAULTS \
-    "model:\n" \
-    "  type: clip_flow           # the model kind (rlrt/nn/model.h)\n" \
-    "  frames: 1                 # F: 1 = images, > 1 = moving-item clips\n" \
-    "  channels: 1\n" \
-    "  height: 28\n" \
-    "  width: 28\n" \
-    "  num_prompts: 10           # rows of the learned prompt table\n" \
-    "  hidden_size: 512\n" \
-    "  num_layers: 3\n" \
-    "  time_embed_dim: 64\n" \
-    "  prediction: x0            # x0 (the network predicts the clean clip) or velocity\n" \
-    "  init_from: ''             # directory with model.safetensors (warm start)\n"
-
 extern const rl_model_kind rl_model_kind_clip_flow;
 
 /* The floor of σ in the x0-prediction's division. */
 #define RL_CLIP_FLOW_SIGMA_MIN 0.05f
 
+/* The architecture: the model's two sections as read (model.prediction is
+ * RL_CLIP_FLOW_PREDICT_X0 or _VELOCITY). */
 typedef struct rl_clip_flow_config {
-    int frames, channels, height, width, num_prompts, hidden, layers, time_dim;
-    int x0_pred; /* model.prediction: x0 */
+    rl_image_size_config size;
+    rl_clip_flow_model_config net;
 } rl_clip_flow_config;
 
 /* The architecture of a clip_flow model (NULL for another kind). */

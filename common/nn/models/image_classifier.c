@@ -9,18 +9,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rlrt/error.h"
-#include "common/core/util.h"
 #include "common/nn/engine/ops.h"
-#include "common/nn/engine/safetensors.h"
-#include "common/core/rng.h"
+#include "common/nn/models/model_base.h"
+#include "common/schema/image_models.h"
+#include "common/schema/model.h"
+#include "rlrt/error.h"
 
 typedef struct s_ic {
-    rl_model base;
-    int C, H, W, K, Hd;
+    rl_model_base base; /* the manifest fc1, fc2, out and its buffers */
+    rl_image_size_config size;
+    rl_image_classifier_model_config net;
+    int K, Hd;
     int64_t D;
-    rl_param_manifest *man;
-    float *params, *grads;
     int64_t fc1_w, fc1_b, fc2_w, fc2_b, out_w, out_b;
     /* activations of the last forward (n rows) */
     int64_t cap, n;
@@ -31,6 +31,10 @@ typedef struct s_ic {
 static const rl_model_ops s_ops;
 
 static s_ic *s_of(rl_model *m) { return m && m->ops == &s_ops ? (s_ic *)m : NULL; }
+
+/* its model.* sections (rl_model_kind.sections) */
+static const rl_config_section *const s_sections[] = {
+    &rl_model_base_section, &rl_image_size_section, &rl_image_classifier_model_section, NULL};
 
 int64_t rl_image_classifier_dim(const rl_model *m)
 {
@@ -76,7 +80,7 @@ static int s_net_forward(s_ic *m, int64_t n, const float *x)
     int rc = s_reserve(m, n > 0 ? n : 1);
     if (rc)
         return rc;
-    const float *P = m->params;
+    const float *P = m->base.params;
     int N = (int)n;
     m->n = n;
     m->x = x;
@@ -92,8 +96,8 @@ static int s_net_forward(s_ic *m, int64_t n, const float *x)
 /* Accumulates the gradients of Σ dlogits·logits. */
 static void s_net_backward(s_ic *m, const float *dlogits)
 {
-    const float *P = m->params;
-    float *G = m->grads;
+    const float *P = m->base.params;
+    float *G = m->base.grads;
     int N = (int)m->n;
     int64_t nh = m->n * m->Hd;
     float *t1 = m->scratch, *t2 = m->scratch + nh;
@@ -136,14 +140,14 @@ static int s_read(const s_ic *m, const rl_dataproto *in, const char *what, int64
                   const float **x, const int32_t **y)
 {
     const int64_t d2[2] = {-1, m->D};
-    const rl_tensor *ti = rl_dataproto_tensor_shaped(in, RL_IC_IMAGES, RL_F32, 2, d2);
+    const rl_tensor *ti = rl_model_input(in, what, RL_IC_IMAGES, RL_F32, 2, d2);
     if (!ti)
-        return rl_error_wrap(rl_error_code(), "%s", what);
+        return rl_error_code();
     *B = ti->shape[0];
     const int64_t d1[1] = {*B};
-    const rl_tensor *tl = rl_dataproto_tensor_shaped(in, RL_IC_LABELS, RL_I32, 1, d1);
+    const rl_tensor *tl = rl_model_input(in, what, RL_IC_LABELS, RL_I32, 1, d1);
     if (!tl)
-        return rl_error_wrap(rl_error_code(), "%s", what);
+        return rl_error_code();
     *x = rl_tensor_data((rl_tensor *)ti);
     *y = rl_tensor_data((rl_tensor *)tl);
     for (int64_t b = 0; b < *B; b++)
@@ -159,11 +163,6 @@ static int s_check_want(unsigned want, const char *what)
         return rl_error_set(RL_EUNSUPPORTED, "%s: an image_classifier computes logp only (mask 0x%x)",
                             what, want);
     return RL_OK;
-}
-
-static int64_t s_micro(const rl_model_pass *pass, int64_t B)
-{
-    return pass->micro_batch > 0 && pass->micro_batch < B ? pass->micro_batch : (B ? B : 1);
 }
 
 static int s_forward(rl_model *mm, const rl_dataproto *batch, unsigned want,
@@ -185,7 +184,7 @@ static int s_forward(rl_model *mm, const rl_dataproto *batch, unsigned want,
         return rl_error_code();
     }
     float *lp = rl_tensor_data(t);
-    int64_t mb = s_micro(pass, B);
+    int64_t mb = rl_model_micro_rows(pass, B);
     for (int64_t r0 = 0; !rc && r0 < B; r0 += mb) {
         int64_t rows = B - r0 < mb ? B - r0 : mb;
         if (!(rc = s_net_forward(m, rows, x + r0 * m->D)))
@@ -215,7 +214,7 @@ static int s_forward_backward(rl_model *mm, const rl_dataproto *batch, unsigned 
     int rc = s_check_want(want, what);
     if (rc || (rc = s_read(m, batch, what, &B, &x, &y)) || B == 0)
         return rc;
-    int64_t mb = s_micro(pass, B);
+    int64_t mb = rl_model_micro_rows(pass, B);
     float *ones = malloc(sizeof(float) * (size_t)mb), *g = malloc(sizeof(float) * (size_t)mb);
     if (!ones || !g)
         rc = rl_error_set(RL_ENOMEM, "%s: out of memory", what);
@@ -226,17 +225,7 @@ static int s_forward_backward(rl_model *mm, const rl_dataproto *batch, unsigned 
         if ((rc = s_net_forward(m, rows, x + r0 * m->D)))
             break;
         rl_logprob_forward(m->lp, NULL, m->lse, m->logits, y + r0, 1.0f, (int)rows, m->K);
-        memset(g, 0, sizeof(float) * (size_t)rows);
-        rl_model_io o, gr;
-        memset(&o, 0, sizeof o);
-        o.row0 = r0;
-        o.rows = rows;
-        o.width[RL_Q_LOGP] = 1;
-        o.q[RL_Q_LOGP] = m->lp;
-        o.mask[RL_Q_LOGP] = ones;
-        gr = o;
-        gr.q[RL_Q_LOGP] = g;
-        if ((rc = fn(ctx, &o, &gr, loss)))
+        if ((rc = rl_model_loss_one(fn, ctx, RL_Q_LOGP, r0, rows, 1, m->lp, ones, g, loss)))
             break;
         float *dlogits = m->scratch + 2 * m->n * m->Hd;
         rl_logprob_backward(dlogits, g, NULL, m->logits, m->lse, NULL, y + r0, 1.0f, (int)rows, m->K);
@@ -260,9 +249,7 @@ static int s_sample(rl_model *m, const rl_dataproto *in, const rl_model_sampling
 static void s_free(rl_model *mm)
 {
     s_ic *m = (s_ic *)mm;
-    rl_param_manifest_free(m->man);
-    rl_param_buffer_free(m->params);
-    rl_param_buffer_free(m->grads);
+    rl_model_base_free(&m->base);
     free(m->a1);
     free(m->h1);
     free(m->a2);
@@ -274,116 +261,79 @@ static void s_free(rl_model *mm)
     free(m);
 }
 
-static const rl_param_manifest *s_manifest(const rl_model *m) { return ((const s_ic *)m)->man; }
-static float *s_params(rl_model *m) { return ((s_ic *)m)->params; }
-static float *s_grads(rl_model *m) { return ((s_ic *)m)->grads; }
-
-static int s_init_random(rl_model *mm, uint64_t seed)
-{
-    s_ic *m = (s_ic *)mm;
-    for (int i = 0; i < m->man->count; i++) {
-        const rl_param_view *v = &m->man->views[i];
-        float *p = m->params + v->offset;
-        if (v->ndim == 1) {
-            memset(p, 0, sizeof(float) * (size_t)v->numel);
-            continue;
-        }
-        rl_rng g;
-        rl_rng_init(&g, seed, (uint64_t)i);
-        float std = 1.0f / sqrtf((float)v->shape[1]);
-        for (int64_t j = 0; j < v->numel; j++)
-            p[j] = std * rl_rng_normal(&g);
-    }
-    return RL_OK;
-}
-
 static int s_write_config(const rl_model *mm, const char *path)
 {
     const s_ic *m = (const s_ic *)mm;
-    char text[384];
-    snprintf(text, sizeof text,
-             "{\"model\": {\"type\": \"image_classifier\", \"channels\": %d, \"height\": %d, "
-             "\"width\": %d, \"num_classes\": %d, \"hidden_size\": %d}}\n",
-             m->C, m->H, m->W, m->K, m->Hd);
-    return rl_file_write_atomic(path, text, strlen(text));
+    const void *cfgs[2] = {&m->size, &m->net};
+    return rl_model_write_sections(path, "image_classifier", s_sections + 1, cfgs, 2);
 }
 
 static const rl_model_ops s_ops = {
     .kind = "image_classifier",
     .free = s_free,
-    .manifest = s_manifest,
-    .params = s_params,
-    .grads = s_grads,
-    .init_random = s_init_random,
+    RL_MODEL_BASE_OPS,
+    .init_random = rl_model_base_init_random,
     .forward = s_forward,
     .forward_backward = s_forward_backward,
     .sample = s_sample,
     .write_config = s_write_config,
 };
 
-typedef struct s_cfg {
-    int64_t c, h, w, k, hd;
-} s_cfg;
-
-#define S_I(key, field, lo, hi) {"model." key, RL_CFG_INT, offsetof(s_cfg, field), lo, hi, 0, NULL}
-static const rl_config_spec s_spec[] = {
-    S_I("channels", c, 1, 4), S_I("height", h, 1, 512), S_I("width", w, 1, 512),
-    S_I("num_classes", k, 2, 1 << 16), S_I("hidden_size", hd, 1, 1 << 14),
-};
+/* The job's image size and network (range-checked, located errors). */
+static int s_read_config(const rl_config *job, rl_image_size_config *size,
+                         rl_image_classifier_model_config *net)
+{
+    const rl_image_size_config *sz = rl_config_section_get(job, &rl_image_size_section);
+    const rl_image_classifier_model_config *nc =
+        sz ? rl_config_section_get(job, &rl_image_classifier_model_section) : NULL;
+    if (!nc)
+        return rl_error_code();
+    *size = *sz;
+    *net = *nc;
+    return RL_OK;
+}
 
 static int s_check_config(const rl_config *job)
 {
-    s_cfg v;
-    return rl_config_read(job, s_spec, sizeof s_spec / sizeof s_spec[0], &v);
+    rl_image_size_config size;
+    rl_image_classifier_model_config net;
+    return s_read_config(job, &size, &net);
 }
 
 static rl_model *s_from_config(const rl_config *job)
 {
-    s_cfg v;
-    if (rl_config_read(job, s_spec, sizeof s_spec / sizeof s_spec[0], &v))
+    rl_image_size_config size;
+    rl_image_classifier_model_config net;
+    if (s_read_config(job, &size, &net))
         return NULL;
     s_ic *m = calloc(1, sizeof *m);
     if (!m) {
         rl_error_set(RL_ENOMEM, "image_classifier: out of memory");
         return NULL;
     }
-    m->base.ops = &s_ops;
-    m->C = (int)v.c;
-    m->H = (int)v.h;
-    m->W = (int)v.w;
-    m->K = (int)v.k;
-    m->Hd = (int)v.hd;
-    m->D = v.c * v.h * v.w;
-    rl_param_manifest *man = m->man = rl_param_manifest_new();
-    struct {
-        const char *name;
-        int nd;
-        int64_t s0, s1;
-        int64_t *off;
-    } views[6] = {{"fc1.weight", 2, m->Hd, m->D, &m->fc1_w}, {"fc1.bias", 1, m->Hd, 0, &m->fc1_b},
-                  {"fc2.weight", 2, m->Hd, m->Hd, &m->fc2_w}, {"fc2.bias", 1, m->Hd, 0, &m->fc2_b},
-                  {"out.weight", 2, m->K, m->Hd, &m->out_w}, {"out.bias", 1, m->K, 0, &m->out_b}};
-    for (int i = 0; man && i < 6; i++) {
-        int64_t shape[2] = {views[i].s0, views[i].s1};
-        int ix = rl_param_manifest_add(man, views[i].name, views[i].nd, shape);
-        if (ix < 0)
-            goto fail;
-        *views[i].off = man->views[ix].offset;
+    m->size = size;
+    m->net = net;
+    m->K = (int)net.num_classes;
+    m->Hd = (int)net.hidden_size;
+    m->D = size.channels * size.height * size.width;
+    rl_model_base *b = &m->base;
+    if (rl_model_base_open(b, &s_ops, "image_classifier") ||
+        rl_model_base_add(b, "fc1.weight", 2, m->Hd, m->D, &m->fc1_w) ||
+        rl_model_base_add(b, "fc1.bias", 1, m->Hd, 0, &m->fc1_b) ||
+        rl_model_base_add(b, "fc2.weight", 2, m->Hd, m->Hd, &m->fc2_w) ||
+        rl_model_base_add(b, "fc2.bias", 1, m->Hd, 0, &m->fc2_b) ||
+        rl_model_base_add(b, "out.weight", 2, m->K, m->Hd, &m->out_w) ||
+        rl_model_base_add(b, "out.bias", 1, m->K, 0, &m->out_b) ||
+        rl_model_base_alloc(b, "image_classifier")) {
+        s_free(&b->model);
+        return NULL;
     }
-    if (!man || !(m->params = rl_param_buffer_new(man->total)) ||
-        !(m->grads = rl_param_buffer_new(man->total))) {
-        rl_error_set(RL_ENOMEM, "image_classifier: out of memory");
-        goto fail;
-    }
-    return &m->base;
-fail:
-    s_free(&m->base);
-    return NULL;
+    return &b->model;
 }
 
 const rl_model_kind rl_model_kind_image_classifier = {
     .name = "image_classifier",
-    .defaults_yaml = RL_IMAGE_CLASSIFIER_MODEL_DEFAULTS,
+    .sections = s_sections,
     .from_config = s_from_config,
     .check_config = s_check_config,
 };

@@ -17,7 +17,9 @@
  * supervised step (masked NLL) of the actor trains it unchanged.
  * sample() is RL_EUNSUPPORTED.
  *
- * config.json is {"model": {...}}, a job fragment: rl_model_load_dir (nn/model.h) loads it.
+ * Config: model.channels/height/width and model.num_classes/hidden_size
+ * (common/schema/image_models.h). config.json is {"model": {...}}, a job
+ * fragment: rl_model_load_dir (nn/model.h) loads it.
  */
 #ifndef RLRT_NN_IMAGE_CLASSIFIER_H
 #define RLRT_NN_IMAGE_CLASSIFIER_H
@@ -30,16 +32,6 @@ extern "C" {
 
 #define RL_IC_IMAGES "images"
 #define RL_IC_LABELS "labels"
-
-#define RL_IMAGE_CLASSIFIER_MODEL_DEFAULTS \
-    "model:\n" \
-    "  type: image_classifier    # the model kind (rlrt/nn/model.h)\n" \
-    "  channels: 1\n" \
-    "  height: 28\n" \
-    "  width: 28\n" \
-    "  num_classes: 10\n" \
-    "  hidden_size: 256\n" \
-    "  init_from: ''             # directory with model.safetensors\n"
 
 extern const rl_model_kind rl_model_kind_image_classifier;
 

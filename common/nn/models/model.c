@@ -1,16 +1,22 @@
 /* model.c — what every model kind shares: the calls through its ops, saving,
- * loading with a finiteness check (rlrt/nn/model.h). The kind table is
- * kinds.c. */
+ * loading with a finiteness check (rlrt/nn/model.h), and the base of the
+ * kinds over one flat buffer (common/nn/models/model_base.h). The kind
+ * table is kinds.c. */
 #include "rlrt/nn/model.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "rlrt/error.h"
+#include "common/core/rng.h"
+#include "common/core/util.h"
 #include "common/nn/engine/safetensors.h"
+#include "common/nn/models/model_base.h"
+#include "rlrt/error.h"
 
 const char *rl_quantity_name(rl_quantity q)
 {
@@ -118,3 +124,171 @@ int rl_model_load(rl_model *m, const char *dir)
     return rl_model_check_finite(m, p, path);
 }
 
+
+/* ---- the base of the kinds over one flat buffer ---------------------------------------------- */
+
+int rl_model_base_open(rl_model_base *b, const rl_model_ops *ops, const char *who)
+{
+    b->model.ops = ops;
+    b->man = rl_param_manifest_new();
+    return b->man ? RL_OK : rl_error_set(RL_ENOMEM, "%s: out of memory", who);
+}
+
+int rl_model_base_add(rl_model_base *b, const char *name, int ndim, int64_t d0, int64_t d1,
+                      int64_t *offset)
+{
+    int64_t shape[2] = {d0, d1};
+    int ix = rl_param_manifest_add(b->man, name, ndim, shape);
+    if (ix < 0)
+        return ix;
+    *offset = b->man->views[ix].offset;
+    return RL_OK;
+}
+
+int rl_model_base_alloc(rl_model_base *b, const char *who)
+{
+    b->params = rl_param_buffer_new(b->man->total);
+    b->grads = rl_param_buffer_new(b->man->total);
+    if (!b->params || !b->grads)
+        return rl_error_set(RL_ENOMEM, "%s: out of memory for %lld parameters", who,
+                            (long long)b->man->total);
+    return RL_OK;
+}
+
+void rl_model_base_free(rl_model_base *b)
+{
+    rl_param_manifest_free(b->man);
+    rl_param_buffer_free(b->params);
+    rl_param_buffer_free(b->grads);
+    b->man = NULL;
+    b->params = b->grads = NULL;
+}
+
+const rl_param_manifest *rl_model_base_manifest(const rl_model *m)
+{
+    return ((const rl_model_base *)m)->man;
+}
+float *rl_model_base_params(rl_model *m) { return ((rl_model_base *)m)->params; }
+float *rl_model_base_grads(rl_model *m) { return ((rl_model_base *)m)->grads; }
+
+int rl_model_base_init_random(rl_model *m, uint64_t seed)
+{
+    rl_model_base *b = (rl_model_base *)m;
+    for (int i = 0; i < b->man->count; i++) {
+        const rl_param_view *v = &b->man->views[i];
+        float *p = b->params + v->offset;
+        if (v->ndim == 1) {
+            memset(p, 0, sizeof(float) * (size_t)v->numel);
+            continue;
+        }
+        float std = strstr(v->name, "embedding") ? 1.0f : 1.0f / sqrtf((float)v->shape[1]);
+        rl_rng g;
+        rl_rng_init(&g, seed, (uint64_t)i);
+        for (int64_t j = 0; j < v->numel; j++)
+            p[j] = std * rl_rng_normal(&g);
+    }
+    return RL_OK;
+}
+
+int64_t rl_model_micro_rows(const rl_model_pass *pass, int64_t B)
+{
+    return pass->micro_batch > 0 && pass->micro_batch < B ? pass->micro_batch : (B ? B : 1);
+}
+
+const rl_tensor *rl_model_input(const rl_dataproto *dp, const char *what, const char *name, rl_dtype dtype,
+                                int ndim, const int64_t *dims)
+{
+    const rl_tensor *t = rl_dataproto_tensor_shaped(dp, name, dtype, ndim, dims);
+    if (!t)
+        rl_error_wrap(rl_error_code(), "%s", what);
+    return t;
+}
+
+int rl_model_loss_one(rl_model_loss_fn fn, void *ctx, rl_quantity q, int64_t row0, int64_t rows,
+                      int64_t width, float *val, const float *mask, float *grad, double *loss)
+{
+    rl_model_io o, g;
+    memset(&o, 0, sizeof o);
+    memset(grad, 0, sizeof(float) * (size_t)(rows * width));
+    o.row0 = row0;
+    o.rows = rows;
+    o.width[q] = width;
+    o.q[q] = val;
+    o.mask[q] = mask;
+    g = o;
+    g.q[q] = grad;
+    return fn(ctx, &o, &g, loss);
+}
+
+/* Appends to buf[*len .. cap) (a too-long text is RL_ERANGE at the end). */
+static void s_put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void s_put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int k = *len < cap ? vsnprintf(buf + *len, cap - *len, fmt, ap) : 0;
+    va_end(ap);
+    *len += k > 0 ? (size_t)k : 0;
+}
+
+/* The JSON text of one key's value in the struct `cfg`. */
+static void s_put_value(char *buf, size_t cap, size_t *len, const rl_config_key *k, const void *cfg)
+{
+    const char *f = (const char *)cfg + k->offset;
+    switch (k->type) {
+    case RL_CFG_INT:
+        s_put(buf, cap, len, "%lld", (long long)*(const int64_t *)f);
+        return;
+    case RL_CFG_NUM:
+        s_put(buf, cap, len, "%.17g", *(const double *)f);
+        return;
+    case RL_CFG_BOOL:
+        s_put(buf, cap, len, "%s", *(const int *)f ? "true" : "false");
+        return;
+    case RL_CFG_ENUM: { /* the choice's text */
+        const char *c = k->choices;
+        for (int i = *(const int *)f; i > 0 && c; i--)
+            c = strchr(c, '|') ? strchr(c, '|') + 1 : NULL;
+        s_put(buf, cap, len, "\"%.*s\"", c ? (int)strcspn(c, "|") : 0, c ? c : "");
+        return;
+    }
+    case RL_CFG_STR: {
+        const char *v = *(const char *const *)f;
+        s_put(buf, cap, len, "\"");
+        for (; v && *v; v++) {
+            int ch = (unsigned char)*v;
+            if (ch < 0x20)
+                s_put(buf, cap, len, "\\u%04x", ch);
+            else
+                s_put(buf, cap, len, ch == '"' || ch == '\\' ? "\\%c" : "%c", ch);
+        }
+        s_put(buf, cap, len, "\"");
+        return;
+    }
+    default:
+        s_put(buf, cap, len, "null");
+    }
+}
+
+int rl_model_write_sections(const char *path, const char *kind, const rl_config_section *const *secs,
+                            const void *const *cfgs, int n)
+{
+    char buf[4096];
+    size_t len = 0;
+    s_put(buf, sizeof buf, &len, "{\"model\": {\"type\": \"%s\"", kind);
+    for (int i = 0; i < n; i++)
+        for (size_t j = 0; j < secs[i]->n_keys; j++) {
+            const rl_config_key *k = &secs[i]->keys[j];
+            const char *name = strchr(k->path, '.');
+            if (!name || strchr(name + 1, '.'))
+                return rl_error_set(RL_EINVAL, "%s config.json: key %s is not directly under model",
+                                    kind, k->path);
+            s_put(buf, sizeof buf, &len, ", \"%s\": ", name + 1);
+            s_put_value(buf, sizeof buf, &len, k, cfgs[i]);
+        }
+    s_put(buf, sizeof buf, &len, "}}\n");
+    if (len >= sizeof buf)
+        return rl_error_set(RL_ERANGE, "%s config.json: more than %zu bytes", kind, sizeof buf);
+    return rl_file_write_atomic(path, buf, len);
+}

@@ -1,0 +1,122 @@
+/* diffusion.c — the sections and changes of the diffusion track's recipes
+ * (common/schema/diffusion.h). */
+#include "common/schema/diffusion.h"
+
+#include "rlrt/error.h"
+
+#define RL_CFG_STRUCT rl_diffusion_batch_config
+static const rl_config_key s_batch[] = {RL_DIFFUSION_BATCH_KEYS(RL_CFG_KEY)};
+const rl_config_section rl_diffusion_batch_section =
+    RL_CFG_SECTION("data (diffusion track)", "The batch of a step of the diffusion track's recipes.",
+                   "the driver (scorer_train, flow_pretrain, diffusion)", s_batch, NULL);
+#undef RL_CFG_STRUCT
+
+/* actor.ppo_mini_batch_size prompts a mini-batch must divide the batch; the
+ * optimiser steps of a step for the lr schedule (rl_actor_job_prepare). The
+ * actor keys are read by path until the actor section is in common/schema. */
+static int s_data_check(const rl_config *c, void *out)
+{
+    rl_diffusion_data_config *d = out;
+    const rl_diffusion_batch_config *b = rl_config_section_get(c, &rl_diffusion_batch_section);
+    int64_t epochs;
+    if (!b || rl_config_get_int_in(c, "actor.ppo_mini_batch_size", 1, 1 << 24, &d->mini_batch) ||
+        rl_config_get_int_in(c, "actor.ppo_epochs", 1, 10000, &epochs))
+        return rl_error_code();
+    if (b->train_batch_size % d->mini_batch)
+        return rl_config_error_at(c, "actor.ppo_mini_batch_size", RL_ECONFIG, "%lld must divide %s %lld",
+                                  (long long)d->mini_batch,
+                                  RL_CFG_PATH(&rl_diffusion_batch_section, rl_diffusion_batch_config,
+                                              train_batch_size),
+                                  (long long)b->train_batch_size);
+    d->updates_per_step = epochs * (b->train_batch_size / d->mini_batch);
+    return RL_OK;
+}
+
+#define RL_CFG_STRUCT rl_diffusion_data_config
+static const rl_config_key s_data[] = {RL_DIFFUSION_DATA_KEYS(RL_CFG_KEY)};
+const rl_config_section rl_diffusion_data_section =
+    RL_CFG_SECTION("data (diffusion GRPO)", "Validation of the diffusion recipe.", "the driver",
+                   s_data, s_data_check);
+#undef RL_CFG_STRUCT
+
+/* GRPO scores the SDE's log-probs: rollout.noise_level (the rollout's key,
+ * read by path until its section is in common/schema) must be > 0. */
+static int s_rollout_check(const rl_config *c, void *out)
+{
+    (void)out;
+    double noise;
+    if (rl_config_get_double_in(c, "rollout.noise_level", 0, 10, 0, &noise))
+        return rl_error_code();
+    if (!(noise > 0))
+        return rl_config_error_at(c, "rollout.noise_level", RL_ECONFIG,
+                                  "GRPO samples with the SDE: the noise level must be > 0");
+    return RL_OK;
+}
+
+#define RL_CFG_STRUCT rl_diffusion_rollout_config
+static const rl_config_key s_rollout[] = {RL_DIFFUSION_ROLLOUT_KEYS(RL_CFG_KEY)};
+const rl_config_section rl_diffusion_rollout_section =
+    RL_CFG_SECTION("rollout (diffusion GRPO)",
+                   "The diffusion recipe's sampling of groups and its online test images.",
+                   "the driver", s_rollout, s_rollout_check);
+#undef RL_CFG_STRUCT
+
+#define RL_CFG_STRUCT rl_diffusion_algorithm_config
+static const rl_config_key s_algorithm[] = {RL_DIFFUSION_ALGORITHM_KEYS(RL_CFG_KEY)};
+const rl_config_section rl_diffusion_algorithm_section =
+    RL_CFG_SECTION("algorithm (diffusion GRPO)",
+                   "Advantages of the diffusion recipe (Flow-GRPO / DanceGRPO).", "the driver",
+                   s_algorithm, NULL);
+#undef RL_CFG_STRUCT
+
+static int s_constraint_check(const rl_config *c, void *out)
+{
+    const rl_diffusion_constraint_config *k = out;
+    if (k->init < 0 && k->init != -1)
+        return RL_CFG_ERROR(c, &rl_diffusion_constraint_section, rl_diffusion_constraint_config, init,
+                            RL_ECONFIG, "the starting multiplier is >= 0, or -1 for the term's weight "
+                                        "in reward.reward_model; got %g", k->init);
+    return RL_OK;
+}
+
+#define RL_CFG_STRUCT rl_diffusion_constraint_config
+static const rl_config_key s_constraint[] = {RL_DIFFUSION_CONSTRAINT_KEYS(RL_CFG_KEY)};
+const rl_config_section rl_diffusion_constraint_section =
+    RL_CFG_SECTION("algorithm.constraint",
+                   "A scorer term held at a floor by a Lagrange multiplier moved after each step "
+                   "(common/algo/diffusion/diffusion.h, rl_constraint_pi_update).",
+                   "the driver", s_constraint, s_constraint_check);
+#undef RL_CFG_STRUCT
+
+const rl_config_default rl_diffusion_changes[] = {
+    {"trainer.val_every", "10"},
+    {"trainer.save_every", "50"},
+    {"trainer.output_dir", "runs/dance_grpo"},
+    {"model.type", "clip_flow"},
+    {"data.train_batch_size", "8"},
+    {NULL, NULL},
+};
+
+const rl_config_default rl_scorer_train_changes[] = {
+    {"trainer.total_steps", "600"},
+    {"trainer.output_dir", "runs/fmnist_scorer"},
+    {"model.type", "image_classifier"},
+    {NULL, NULL},
+};
+
+const rl_config_default rl_flow_pretrain_changes[] = {
+    {"trainer.total_steps", "2000"},
+    {"trainer.output_dir", "runs/fmnist_flow"},
+    {"model.type", "clip_flow"},
+    {NULL, NULL},
+};
+
+const char rl_diffusion_role_changes[] =
+    "actor:\n"
+    "  optim: {lr: 1.0e-5, weight_decay: 0.01, lr_schedule: cosine, warmup_steps: 0}\n"
+    "  ppo_mini_batch_size: 8\n"
+    "rollout:\n"
+    "  n: 8\n";
+
+const char rl_scorer_train_role_changes[] = "actor:\n  optim: {lr: 1.0e-3}\n";
+const char rl_flow_pretrain_role_changes[] = "actor:\n  optim: {lr: 1.0e-3}\n";

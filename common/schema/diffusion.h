@@ -1,0 +1,129 @@
+/* common/schema/diffusion.h — the sections of the diffusion track's recipes
+ * (seed 004, MMDanceGRPO; driver/recipes/diffusion/): the batch size all
+ * three share, and the GRPO recipe's own data, rollout, algorithm and
+ * algorithm.constraint keys; each recipe's changes to other sections'
+ * defaults.
+ *
+ * Cross-key checks live in the sections' checks: the GRPO data section's
+ * (actor.ppo_mini_batch_size divides data.train_batch_size; it fills the
+ * optimiser steps a GRPO step makes), the GRPO rollout section's (the SDE
+ * needs rollout.noise_level > 0) and the constraint's (init >= 0 or -1).
+ * Those of them that read a role key (actor.*, rollout.*) read it by path
+ * until the role sections are in common/schema. */
+#ifndef RLRT_SCHEMA_DIFFUSION_H
+#define RLRT_SCHEMA_DIFFUSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rlrt/config.h"
+
+/* Every algorithm.adv_estimator name, in the order of common/batch/
+ * estimators.c's table (a unit test compares them); the diffusion track
+ * can use those rl_estimator_find(name, RL_TRACK_DIFFUSION) finds. */
+#define RL_ADV_ESTIMATOR_CHOICES \
+    "grpo|rloo|reinforce_plus_plus|reinforce_plus_plus_baseline|reinforce_pro_max|gae"
+
+/* The keys of the role sections (actor, rollout, reward) the diffusion
+ * recipes name in messages or set, until those sections are in
+ * common/schema (then RL_CFG_PATH of their fields). */
+#define RL_DIFFUSION_KEY_MINI_BATCH "actor.ppo_mini_batch_size"
+#define RL_DIFFUSION_KEY_ROLLOUT_N "rollout.n"
+#define RL_DIFFUSION_KEY_REWARD_MODEL "reward.reward_model"
+#define RL_ACTOR_JOB_KEY_SCHEDULE_STEPS "actor.optim.total_training_steps"
+
+/* ---- all three recipes ------------------------------------------------------------------- */
+
+#define RL_DIFFUSION_BATCH_KEYS(X)                                                                  \
+    X(INT, train_batch_size, "data.train_batch_size", "128", 1, 1 << 16, 0, NULL,                   \
+      "prompts per GRPO step (each a group of rollout.n samples); images per pretraining step")
+
+typedef struct rl_diffusion_batch_config {
+    RL_DIFFUSION_BATCH_KEYS(RL_CFG_FIELD)
+} rl_diffusion_batch_config;
+
+extern const rl_config_section rl_diffusion_batch_section;
+
+/* ---- the GRPO recipe (diffusion) ------------------------------------------------------------ */
+
+#define RL_DIFFUSION_DATA_KEYS(X)                                                                   \
+    X(INT, val_per_prompt, "data.val_per_prompt", "8", 1, 4096, 0, NULL,                            \
+      "validation: ODE samples per built-in prompt, with fixed noise")
+
+typedef struct rl_diffusion_data_config {
+    RL_DIFFUSION_DATA_KEYS(RL_CFG_FIELD)
+    /* derived: actor.ppo_mini_batch_size (prompts) and the optimiser steps of
+     * a GRPO step, actor.ppo_epochs × train_batch_size / mini_batch */
+    int64_t mini_batch, updates_per_step;
+} rl_diffusion_data_config;
+
+extern const rl_config_section rl_diffusion_data_section;
+
+#define RL_DIFFUSION_ROLLOUT_KEYS(X)                                                                \
+    X(BOOL, init_same_noise, "rollout.init_same_noise", "true", 0, 0, 0, NULL,                      \
+      "one initial noise per prompt group (false: one per sample)")                                 \
+    X(BOOL, online_test, "rollout.online.test", "true", 0, 0, 0, NULL,                              \
+      "the seed's online test: one ODE sample per prompt as output_dir/online/step_N.{png,gif}")    \
+    X(INT, online_interval, "rollout.online.step.interval", "10", 1, 1000000000, 0, NULL,           \
+      "the online test every this many steps (and at steps 0 and the last)")
+
+typedef struct rl_diffusion_rollout_config {
+    RL_DIFFUSION_ROLLOUT_KEYS(RL_CFG_FIELD)
+} rl_diffusion_rollout_config;
+
+extern const rl_config_section rl_diffusion_rollout_section;
+
+#define RL_DIFFUSION_ALGORITHM_KEYS(X)                                                              \
+    X(ENUM, adv_estimator, "algorithm.adv_estimator", "grpo", 0, 0, 0, RL_ADV_ESTIMATOR_CHOICES,     \
+      "the advantage estimator (common/batch/estimators.c); the diffusion track has grpo")          \
+    X(BOOL, use_group, "algorithm.use_group", "true", 0, 0, 0, NULL,                                \
+      "normalise within each prompt group (false: one global z-score)")                             \
+    X(BOOL, norm_adv_by_std_in_grpo, "algorithm.norm_adv_by_std_in_grpo", "true", 0, 0, 0, NULL,    \
+      "divide by the std (false: A = r - mean)")                                                    \
+    X(NUM, reward_threshold, "algorithm.reward_threshold", "-1.0e30", -1e30, 1e30, 0, NULL,         \
+      "a group whose mean reward is below it gets A = 0")
+
+typedef struct rl_diffusion_algorithm_config {
+    RL_DIFFUSION_ALGORITHM_KEYS(RL_CFG_FIELD)
+} rl_diffusion_algorithm_config;
+
+extern const rl_config_section rl_diffusion_algorithm_section;
+
+/* algorithm.constraint.reward: the term held at a floor (0: none) */
+#define RL_CONSTRAINT_NONE 0
+#define RL_CONSTRAINT_ON_PROMPT 1
+#define RL_CONSTRAINT_PROMPT_MATCH 2
+
+#define RL_DIFFUSION_CONSTRAINT_KEYS(X)                                                             \
+    X(ENUM, reward, "algorithm.constraint.reward", "none", 0, 0, 0, "none|on_prompt|prompt_match",  \
+      "hold this scorer term (listed in reward.reward_model) at a floor: constrained RL")           \
+    X(NUM, min, "algorithm.constraint.min", "0.9", 0, 1, 0, NULL,                                   \
+      "the floor: the training batch's mean of that term")                                         \
+    X(NUM, ki, "algorithm.constraint.ki", "1.0", 0, 1e6, 0, NULL,                                   \
+      "after a step I += ki*(min - mean), in [0, lambda_max] (the dual step)")                      \
+    X(NUM, kp, "algorithm.constraint.kp", "0.0", 0, 1e6, 0, NULL,                                   \
+      "lambda = I + kp*(min - mean), in [0, lambda_max] (the PI form)")                             \
+    X(NUM, init, "algorithm.constraint.init", "-1", -1, 1e6, 0, NULL,                               \
+      "the starting lambda (>= 0); -1: the term's weight in reward.reward_model")                  \
+    X(NUM, lambda_max, "algorithm.constraint.lambda_max", "100.0", 0, 1e6, 0, NULL,                 \
+      "the multiplier's cap")
+
+typedef struct rl_diffusion_constraint_config {
+    RL_DIFFUSION_CONSTRAINT_KEYS(RL_CFG_FIELD)
+} rl_diffusion_constraint_config;
+
+extern const rl_config_section rl_diffusion_constraint_section;
+
+/* ---- the recipes' changes to other sections' defaults ---------------------------------------- */
+
+extern const rl_config_default rl_diffusion_changes[];
+extern const rl_config_default rl_scorer_train_changes[];
+extern const rl_config_default rl_flow_pretrain_changes[];
+/* Their changes to the role keys, as YAML fragments merged over the roles'
+ * legacy defaults until the role sections are in common/schema (then these
+ * lines join the arrays above). */
+extern const char rl_diffusion_role_changes[];
+extern const char rl_scorer_train_role_changes[];
+extern const char rl_flow_pretrain_role_changes[];
+
+#endif

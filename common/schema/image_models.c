@@ -1,0 +1,48 @@
+/* image_models.c — the model sections of the diffusion track's kinds
+ * (common/schema/image_models.h). */
+#include "common/schema/image_models.h"
+
+#include "rlrt/error.h"
+
+#define RL_CFG_STRUCT rl_image_size_config
+static const rl_config_key s_size[] = {RL_IMAGE_SIZE_KEYS(RL_CFG_KEY)};
+const rl_config_section rl_image_size_section =
+    RL_CFG_SECTION("model (image size)", "The size of one image (a clip's frame).",
+                   "the actor, rollout and reward ranks (clip_flow, image_classifier); the driver",
+                   s_size, NULL);
+#undef RL_CFG_STRUCT
+
+static int s_clip_flow_check(const rl_config *c, void *out)
+{
+    const rl_clip_flow_model_config *m = out;
+    if (m->time_embed_dim % 2)
+        return RL_CFG_ERROR(c, &rl_clip_flow_model_section, rl_clip_flow_model_config, time_embed_dim,
+                            RL_ECONFIG, "must be even (sin and cos halves), got %lld",
+                            (long long)m->time_embed_dim);
+    const rl_image_size_config *sz = rl_config_section_get(c, &rl_image_size_section);
+    if (!sz)
+        return rl_error_code();
+    int64_t floats = m->frames * sz->channels * sz->height * sz->width;
+    if (floats > (1 << 22))
+        return RL_CFG_ERROR(c, &rl_clip_flow_model_section, rl_clip_flow_model_config, frames,
+                            RL_ECONFIG, "a clip of %lld floats is more than 2^22", (long long)floats);
+    return RL_OK;
+}
+
+#define RL_CFG_STRUCT rl_clip_flow_model_config
+static const rl_config_key s_clip_flow[] = {RL_CLIP_FLOW_MODEL_KEYS(RL_CFG_KEY)};
+const rl_config_section rl_clip_flow_model_section =
+    RL_CFG_SECTION("model (clip_flow)",
+                   "The rectified-flow clip generator of the diffusion track (model.type clip_flow).",
+                   "the actor and rollout ranks; the driver", s_clip_flow, s_clip_flow_check);
+#undef RL_CFG_STRUCT
+
+#define RL_CFG_STRUCT rl_image_classifier_model_config
+static const rl_config_key s_classifier[] = {RL_IMAGE_CLASSIFIER_MODEL_KEYS(RL_CFG_KEY)};
+const rl_config_section rl_image_classifier_model_section =
+    RL_CFG_SECTION("model (image_classifier)",
+                   "The learned prompt-match scorer (model.type image_classifier): an MLP over "
+                   "the first frame.",
+                   "the actor ranks (scorer_train), the reward ranks (scorer_path, judge_path)",
+                   s_classifier, NULL);
+#undef RL_CFG_STRUCT
