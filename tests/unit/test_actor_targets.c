@@ -24,23 +24,16 @@
 #include "workers/contracts.h"
 #include "workers/roles.h"
 
-/* The roles' defaults + `model_defaults` + `extra`, then key/value pairs. */
-static rl_config *s_job(const char *model_defaults, const char *extra, const char *const *sets,
-                        int nsets)
+/* The roles' sections (+ `extra`, may be NULL) with `model_defaults` and
+ * `yaml` (may be NULL) over them, then key/value pairs. */
+static rl_config *s_job(const rl_config_section *extra, const char *model_defaults, const char *yaml,
+                        const char *const *sets, int nsets)
 {
-    size_t n = strlen(RL_ROLES_DEFAULTS) + strlen(model_defaults) + 1;
-    char *t = malloc(n);
-    assert_non_null(t);
-    snprintf(t, n, "%s%s", RL_ROLES_DEFAULTS, model_defaults);
-    rl_config *a = rl_config_parse_string(t, strlen(t), "defaults.yaml");
-    free(t);
-    assert_non_null(a);
-    rl_config *b = rl_config_parse_string(extra, strlen(extra), "extra.yaml");
-    assert_non_null(b);
-    rl_config *m = rl_config_merge(a, b);
-    rl_config_free(a);
-    rl_config_free(b);
-    assert_non_null(m);
+    rl_config *m = rl_schema_job((const rl_config_section *const[]){RL_ROLES_SECTIONS, extra, NULL},
+                                 (const char *const[]){RL_ROLES_YAML, model_defaults, yaml, NULL}, NULL, 0,
+                                 NULL);
+    if (!m)
+        fail_msg("job: %s", rl_error_message());
     for (int i = 0; i < nsets; i += 2)
         if (rl_config_set_yaml(m, sets[i], sets[i + 1]))
             fail_msg("%s: %s", sets[i], rl_error_message());
@@ -103,7 +96,7 @@ static void test_velocity_target_width(void **state)
     static const char *const sets[] = {"model.hidden_size", "16", "model.num_layers", "1",
                                        "model.height", "8", "model.width", "8",
                                        "model.time_embed_dim", "8"};
-    rl_config *job = s_job(RL_CLIP_FLOW_MODEL_DEFAULTS, RL_ACTOR_DIFFUSION_DEFAULTS, sets, 10);
+    rl_config *job = s_job(&rl_actor_diffusion_section, RL_CLIP_FLOW_MODEL_DEFAULTS, NULL, sets, 10);
     rl_worker_ctx ctx = {.role = "actor", .rank = 0, .world_size = 1, .config = job};
     s_init(&ctx);
     const int64_t B = 16, D = 64; /* 8 × 8 pixels */
@@ -129,7 +122,7 @@ static void test_demo_target_width(void **state)
                                        "model.num_action_chunks", "8", "model.time_embed_dim", "8",
                                        "algorithm.loss_type", "flow_ipo", "algorithm.demo_coef",
                                        "1.0", "algorithm.demos", "x"};
-    rl_config *job = s_job(RL_FLOW_POLICY_MODEL_DEFAULTS, RL_FLOW_RL_DEFAULTS, sets, 14);
+    rl_config *job = s_job(NULL, RL_FLOW_POLICY_MODEL_DEFAULTS, RL_FLOW_RL_DEFAULTS, sets, 14);
     rl_worker_ctx ctx = {.role = "actor", .rank = 0, .world_size = 1, .config = job};
     s_init(&ctx);
     const int64_t B = 16, D = 56; /* 8 chunks × 7 action dims */

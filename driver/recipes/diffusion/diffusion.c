@@ -99,13 +99,15 @@ static int s_read_opts(const rl_config *job, s_opts *o)
         rc = rl_config_error_at(job, "algorithm.constraint.init", RL_ECONFIG,
                                 "the starting multiplier is >= 0, or -1 for the term's weight in "
                                 "reward.reward_model; got %g", o->con_init);
-    rl_reward_image_config ri;
-    if (!rc && o->con_term && !(rc = rl_reward_image_config_read(job, &ri)) &&
-        ri.weight[s_con_slot[o->con_term]] == 0)
+    double w[RL_IMG_REWARD_COUNT];
+    if (!rc && o->con_term && !(rc = rl_image_reward_weights_from_job(job, w)) &&
+        w[s_con_slot[o->con_term]] == 0)
         rc = rl_config_error_at(job, "algorithm.constraint.reward", RL_ECONFIG,
                                 "%s is not a term of reward.reward_model '%s': list it there "
                                 "(its weight is the starting multiplier)",
-                                s_con_name[o->con_term], ri.reward_model);
+                                s_con_name[o->con_term],
+                                ((const rl_reward_image_config *)rl_config_section_get(job, &rl_reward_image_section))
+                                    ->reward_model);
     return rc;
 }
 
@@ -125,12 +127,15 @@ static int s_prepare(rl_config *job)
                                 (long long)o.batch);
     if (!rc)
         rc = rl_actor_job_prepare(job, epochs * (o.batch / mini));
-    rl_rollout_config ro;
-    rl_reward_role_config rw;
-    rl_reward_image_config ri;
-    if (!rc && !(rc = rl_rollout_config_read(job, &ro)) && !(rc = rl_reward_role_config_read(job, &rw)))
-        rc = rl_reward_image_config_read(job, &ri);
-    if (!rc && !(ro.noise_level > 0))
+    const rl_rollout_flow_config *ro = NULL;
+    rl_reward_config rw;
+    double w[RL_IMG_REWARD_COUNT];
+    if (!rc && (!rl_config_section_get(job, &rl_rollout_section) ||
+                !(ro = rl_config_section_get(job, &rl_rollout_flow_section))))
+        rc = rl_error_code();
+    if (!rc && !(rc = rl_reward_config_from_job(job, &rw)))
+        rc = rl_image_reward_weights_from_job(job, w);
+    if (!rc && !(ro->noise_level > 0))
         rc = rl_config_error_at(job, "rollout.noise_level", RL_ECONFIG,
                                 "GRPO samples with the SDE: the noise level must be > 0");
     int64_t x;
@@ -646,17 +651,20 @@ static int s_open(void *st, rl_trainer *t)
     const rl_config *job = t->job;
     s->t = t;
     int rc = s_read_opts(job, &s->o);
+    const rl_actor_diffusion_config *df = rc ? NULL : rl_config_section_get(job, &rl_actor_diffusion_section);
+    if (!rc && !df)
+        rc = rl_error_code();
     if (!rc)
-        rc = rl_actor_diffusion_config_read(job, &s->df);
+        s->df = *df;
     if (!rc)
         rc = rl_actor_job_open(&s->j, t->d, job, 1, 1);
     s->D = s->o.frames * RL_FMNIST_SIDE * RL_FMNIST_SIDE;
     s->mini = s->j.actor_cfg.mini_batch;
     s->kl_on = s->j.actor_cfg.use_kl_loss && s->j.actor_cfg.kl_loss_coef > 0;
-    rl_reward_image_config ri;
-    if (!rc && s->o.con_term && !(rc = rl_reward_image_config_read(job, &ri))) {
-        s->coeff = ri.coeff;
-        s->con_w = ri.weight[s_con_slot[s->o.con_term]];
+    double w[RL_IMG_REWARD_COUNT];
+    if (!rc && s->o.con_term && !(rc = rl_image_reward_weights_from_job(job, w))) {
+        s->coeff = ((const rl_reward_image_config *)rl_config_section_get(job, &rl_reward_image_section))->coeff;
+        s->con_w = w[s_con_slot[s->o.con_term]];
         s->con.lambda = s->o.con_init >= 0 ? s->o.con_init : s->con_w;
         s->con.integral = s->con.lambda;
     }
@@ -733,10 +741,12 @@ static int s_run(rl_driver *d, const rl_config *job)
 const rl_recipe rl_recipe_diffusion = {
     .name = "diffusion",
     .summary = "diffusion GRPO (MMDanceGRPO): SDE rollouts, image rewards, per-timestep clipped updates",
-    .sections = (const rl_config_section *const[]){&rl_trainer_recovery_section, NULL},
+    .sections = (const rl_config_section *const[]){&rl_trainer_recovery_section, &rl_actor_section,
+                                                   &rl_actor_diffusion_section, &rl_rollout_section,
+                                                   &rl_rollout_flow_section, &rl_reward_section,
+                                                   &rl_reward_image_section, NULL},
     .defaults = (const char *const[]){
-        RL_CLIP_FLOW_MODEL_DEFAULTS, RL_ACTOR_DEFAULTS, RL_ACTOR_DIFFUSION_DEFAULTS,
-        RL_ROLLOUT_DEFAULTS, RL_REWARD_DEFAULTS, RL_REWARD_IMAGE_DEFAULTS,
+        RL_CLIP_FLOW_MODEL_DEFAULTS,
         "data:\n"
         "  train_batch_size: 8        # prompts per step (groups of rollout.n samples)\n"
         "  val_per_prompt: 8          # validation: ODE samples per built-in prompt\n"

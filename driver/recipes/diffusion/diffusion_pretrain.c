@@ -290,9 +290,8 @@ static int s_prepare_flow(rl_config *job)
 const rl_recipe rl_recipe_scorer_train = {
     .name = "scorer_train",
     .summary = "the learned prompt-match scorer (image_classifier) on Fashion-MNIST",
-    .sections = (const rl_config_section *const[]){&rl_trainer_recovery_section, NULL},
+    .sections = (const rl_config_section *const[]){&rl_trainer_recovery_section, &rl_actor_section, NULL},
     .defaults = (const char *const[]){RL_IMAGE_CLASSIFIER_MODEL_DEFAULTS, RL_DJ_DATA_DEFAULTS,
-                                      RL_ACTOR_DEFAULTS, RL_ROLLOUT_DEFAULTS,
                                       "actor:\n"
                                       "  optim: {lr: 1.0e-3}\n"
                                       "trainer:\n"
@@ -308,10 +307,9 @@ const rl_recipe rl_recipe_scorer_train = {
 const rl_recipe rl_recipe_flow_pretrain = {
     .name = "flow_pretrain",
     .summary = "flow-matching pretraining of the clip generator (clip_flow) on Fashion-MNIST",
-    .sections = (const rl_config_section *const[]){&rl_trainer_recovery_section, NULL},
+    .sections = (const rl_config_section *const[]){&rl_trainer_recovery_section, &rl_actor_section,
+                                                   &rl_actor_diffusion_section, NULL},
     .defaults = (const char *const[]){RL_CLIP_FLOW_MODEL_DEFAULTS, RL_DJ_DATA_DEFAULTS,
-                                      RL_ACTOR_DEFAULTS, RL_ACTOR_DIFFUSION_DEFAULTS,
-                                      RL_ROLLOUT_DEFAULTS,
                                       "actor:\n"
                                       "  optim: {lr: 1.0e-3}\n"
                                       "trainer:\n"
