@@ -18,7 +18,8 @@ static int s_check(const rl_config *c, void *out)
         return RL_CFG_ERROR(c, &rl_actor_section, rl_actor_config, value_lr, RL_ECONFIG,
                             "the value head's lr (%g) follows the policy's lr schedule as a multiple of "
                             "%s, which is 0: set %s > 0", o->value_lr, S_PATH(lr), S_PATH(lr));
-    if (o->lr_schedule != 0 /* constant */ && o->total_training_steps < 1)
+    /* -1: the recipe sets its run's steps before the workers start (the actor checks) */
+    if (o->lr_schedule != 0 /* constant */ && o->total_training_steps < 1 && o->total_training_steps != -1)
         return RL_CFG_ERROR(c, &rl_actor_section, rl_actor_config, total_training_steps, RL_ECONFIG,
                             "the '%s' schedule needs the number of optimiser steps, got %lld",
                             o->lr_schedule_name, (long long)o->total_training_steps);

@@ -78,6 +78,10 @@ static int s_read_config(const rl_config *job, s_actor *a)
     a->loss.clip_ratio_c = o->clip_c;
     a->loss.entropy_coeff = o->entropy_coeff;
     a->loss.kl_loss_coef = o->use_kl_loss ? o->kl_loss_coef : 0.0;
+    if (a->lr.kind != RL_LR_CONSTANT && o->total_training_steps < 1) /* a recipe left -1 */
+        return RL_CFG_ERROR(job, &rl_actor_section, rl_actor_config, total_training_steps, RL_ECONFIG,
+                            "the '%s' schedule needs the number of optimiser steps, got %lld",
+                            o->lr_schedule_name, (long long)o->total_training_steps);
     a->lr.base_lr = o->lr;
     a->lr.warmup_steps = o->warmup;
     a->lr.total_steps = o->total_training_steps;
