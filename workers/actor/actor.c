@@ -239,7 +239,8 @@ static int s_update(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **o
     for (size_t i = 0, n = 0; i < sizeof s_ops / sizeof s_ops[0]; i++) {
         if (strcmp(s_ops[i]->name, name) == 0)
             return rl_actor_update(ctx, s_ops[i], in, out);
-        n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", i ? ", " : "", s_ops[i]->name);
+        if (n < sizeof known)
+            n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", i ? ", " : "", s_ops[i]->name);
     }
     return rl_error_set(RL_EINVAL, "%s: unknown loss '%.64s' (known: %s)", RL_ACTOR_UPDATE_ANY, name, known);
 }
