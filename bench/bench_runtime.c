@@ -225,7 +225,7 @@ int main(void)
     rl_config *cfg = rl_config_parse_string(yaml, strlen(yaml), "bench-cluster.yaml");
     rl_cluster *cl = rl_cluster_from_config(cfg);
     rl_log_set_level(RL_LOG_WARN);
-    rl_config *job = rl_config_load_job(RL_ROLES_DEFAULTS, NULL, 0, NULL);
+    rl_config *job = rl_roles_job(NULL, 0, NULL);
     rl_driver_options opt = {.cluster = cl, .job = job, .worker_binary = worker,
                              .bind_override = "tcp://127.0.0.1:*", .worker_log_level = "warn",
                              .test_methods = 1}; /* echo is a test method */

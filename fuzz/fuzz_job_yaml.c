@@ -1,6 +1,5 @@
 /* fuzz_job_yaml.c — libFuzzer target for a job file with command-line
- * overrides: rl_config_load_job (parse, validate against the roles'
- * defaults, merge, apply `key=value` overrides typed by the defaults) and
+ * overrides: rl_roles_job (parse, validate against the roles' sections, merge, apply `key=value` overrides typed by the defaults) and
  * the JSON round trip that CONFIGURE uses. One input is the job YAML, then
  * optionally a line "#overrides" followed by one override per line. */
 #include <stddef.h>
@@ -31,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char path[64];
     int fd = rl_fuzz_memfile((const uint8_t *)text, job_len, path, sizeof path);
     if (fd >= 0) {
-        rl_config *job = rl_config_load_job(RL_ROLES_DEFAULTS, path, n_ov, ov);
+        rl_config *job = rl_roles_job(path, n_ov, ov);
         if (job) {
             char *json = rl_config_to_json(job, "");
             char *loc = json ? rl_config_locations_json(job) : NULL;

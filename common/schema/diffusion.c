@@ -2,6 +2,8 @@
  * (common/schema/diffusion.h). */
 #include "common/schema/diffusion.h"
 
+#include "common/schema/actor.h"
+#include "common/schema/rollout.h"
 #include "rlrt/error.h"
 
 #define RL_CFG_STRUCT rl_diffusion_batch_config
@@ -12,23 +14,22 @@ const rl_config_section rl_diffusion_batch_section =
 #undef RL_CFG_STRUCT
 
 /* actor.ppo_mini_batch_size prompts a mini-batch must divide the batch; the
- * optimiser steps of a step for the lr schedule (rl_actor_job_prepare). The
- * actor keys are read by path until the actor section is in common/schema. */
+ * optimiser steps of a step for the lr schedule (rl_actor_job_prepare). */
 static int s_data_check(const rl_config *c, void *out)
 {
     rl_diffusion_data_config *d = out;
     const rl_diffusion_batch_config *b = rl_config_section_get(c, &rl_diffusion_batch_section);
-    int64_t epochs;
-    if (!b || rl_config_get_int_in(c, "actor.ppo_mini_batch_size", 1, 1 << 24, &d->mini_batch) ||
-        rl_config_get_int_in(c, "actor.ppo_epochs", 1, 10000, &epochs))
+    const rl_actor_config *a = b ? rl_config_section_get(c, &rl_actor_section) : NULL;
+    if (!a)
         return rl_error_code();
+    d->mini_batch = a->mini_batch;
     if (b->train_batch_size % d->mini_batch)
-        return rl_config_error_at(c, "actor.ppo_mini_batch_size", RL_ECONFIG, "%lld must divide %s %lld",
-                                  (long long)d->mini_batch,
-                                  RL_CFG_PATH(&rl_diffusion_batch_section, rl_diffusion_batch_config,
-                                              train_batch_size),
-                                  (long long)b->train_batch_size);
-    d->updates_per_step = epochs * (b->train_batch_size / d->mini_batch);
+        return RL_CFG_ERROR(c, &rl_actor_section, rl_actor_config, mini_batch, RL_ECONFIG,
+                            "%lld must divide %s %lld", (long long)d->mini_batch,
+                            RL_CFG_PATH(&rl_diffusion_batch_section, rl_diffusion_batch_config,
+                                        train_batch_size),
+                            (long long)b->train_batch_size);
+    d->updates_per_step = a->epochs * (b->train_batch_size / d->mini_batch);
     return RL_OK;
 }
 
@@ -39,17 +40,16 @@ const rl_config_section rl_diffusion_data_section =
                    s_data, s_data_check);
 #undef RL_CFG_STRUCT
 
-/* GRPO scores the SDE's log-probs: rollout.noise_level (the rollout's key,
- * read by path until its section is in common/schema) must be > 0. */
+/* GRPO scores the SDE's log-probs: rollout.noise_level must be > 0. */
 static int s_rollout_check(const rl_config *c, void *out)
 {
     (void)out;
-    double noise;
-    if (rl_config_get_double_in(c, "rollout.noise_level", 0, 10, 0, &noise))
+    const rl_rollout_flow_config *f = rl_config_section_get(c, &rl_rollout_flow_section);
+    if (!f)
         return rl_error_code();
-    if (!(noise > 0))
-        return rl_config_error_at(c, "rollout.noise_level", RL_ECONFIG,
-                                  "GRPO samples with the SDE: the noise level must be > 0");
+    if (!(f->noise_level > 0))
+        return RL_CFG_ERROR(c, &rl_rollout_flow_section, rl_rollout_flow_config, noise_level,
+                            RL_ECONFIG, "GRPO samples with the SDE: the noise level must be > 0");
     return RL_OK;
 }
 
@@ -94,6 +94,12 @@ const rl_config_default rl_diffusion_changes[] = {
     {"trainer.output_dir", "runs/dance_grpo"},
     {"model.type", "clip_flow"},
     {"data.train_batch_size", "8"},
+    {"actor.optim.lr", "1.0e-5"},
+    {"actor.optim.weight_decay", "0.01"},
+    {"actor.optim.lr_schedule", "cosine"},
+    {"actor.optim.warmup_steps", "0"},
+    {"actor.ppo_mini_batch_size", "8"},
+    {"rollout.n", "8"},
     {NULL, NULL},
 };
 
@@ -101,6 +107,7 @@ const rl_config_default rl_scorer_train_changes[] = {
     {"trainer.total_steps", "600"},
     {"trainer.output_dir", "runs/fmnist_scorer"},
     {"model.type", "image_classifier"},
+    {"actor.optim.lr", "1.0e-3"},
     {NULL, NULL},
 };
 
@@ -108,15 +115,8 @@ const rl_config_default rl_flow_pretrain_changes[] = {
     {"trainer.total_steps", "2000"},
     {"trainer.output_dir", "runs/fmnist_flow"},
     {"model.type", "clip_flow"},
+    {"actor.optim.lr", "1.0e-3"},
     {NULL, NULL},
 };
 
-const char rl_diffusion_role_changes[] =
-    "actor:\n"
-    "  optim: {lr: 1.0e-5, weight_decay: 0.01, lr_schedule: cosine, warmup_steps: 0}\n"
-    "  ppo_mini_batch_size: 8\n"
-    "rollout:\n"
-    "  n: 8\n";
 
-const char rl_scorer_train_role_changes[] = "actor:\n  optim: {lr: 1.0e-3}\n";
-const char rl_flow_pretrain_role_changes[] = "actor:\n  optim: {lr: 1.0e-3}\n";

@@ -8,8 +8,7 @@
  * (actor.ppo_mini_batch_size divides data.train_batch_size; it fills the
  * optimiser steps a GRPO step makes), the GRPO rollout section's (the SDE
  * needs rollout.noise_level > 0) and the constraint's (init >= 0 or -1).
- * Those of them that read a role key (actor.*, rollout.*) read it by path
- * until the role sections are in common/schema. */
+ * Those that need a role's key read the role's section. */
 #ifndef RLRT_SCHEMA_DIFFUSION_H
 #define RLRT_SCHEMA_DIFFUSION_H
 
@@ -23,14 +22,6 @@
  * can use those rl_estimator_find(name, RL_TRACK_DIFFUSION) finds. */
 #define RL_ADV_ESTIMATOR_CHOICES \
     "grpo|rloo|reinforce_plus_plus|reinforce_plus_plus_baseline|reinforce_pro_max|gae"
-
-/* The keys of the role sections (actor, rollout, reward) the diffusion
- * recipes name in messages or set, until those sections are in
- * common/schema (then RL_CFG_PATH of their fields). */
-#define RL_DIFFUSION_KEY_MINI_BATCH "actor.ppo_mini_batch_size"
-#define RL_DIFFUSION_KEY_ROLLOUT_N "rollout.n"
-#define RL_DIFFUSION_KEY_REWARD_MODEL "reward.reward_model"
-#define RL_ACTOR_JOB_KEY_SCHEDULE_STEPS "actor.optim.total_training_steps"
 
 /* ---- all three recipes ------------------------------------------------------------------- */
 
@@ -122,8 +113,5 @@ extern const rl_config_default rl_flow_pretrain_changes[];
 /* Their changes to the role keys, as YAML fragments merged over the roles'
  * legacy defaults until the role sections are in common/schema (then these
  * lines join the arrays above). */
-extern const char rl_diffusion_role_changes[];
-extern const char rl_scorer_train_role_changes[];
-extern const char rl_flow_pretrain_role_changes[];
 
 #endif

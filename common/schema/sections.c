@@ -4,7 +4,13 @@
 #include "common/schema/diffusion.h"
 #include "common/schema/fmnist.h"
 #include "common/schema/image_models.h"
+#include "common/schema/actor.h"
+#include "common/schema/actor_diffusion.h"
 #include "common/schema/model.h"
+#include "common/schema/reward.h"
+#include "common/schema/reward_image.h"
+#include "common/schema/rollout.h"
+#include "common/schema/selftest.h"
 #include "common/schema/trainer.h"
 
 const rl_config_section *const rl_schema_sections[] = {
@@ -22,5 +28,14 @@ const rl_config_section *const rl_schema_sections[] = {
     &rl_diffusion_rollout_section,
     &rl_diffusion_algorithm_section,
     &rl_diffusion_constraint_section,
+    &rl_actor_section,
+    &rl_actor_diffusion_section,
+    &rl_rollout_section,
+    &rl_rollout_tokens_section,
+    &rl_rollout_flow_section,
+    &rl_rollout_multi_turn_section,
+    &rl_reward_section,
+    &rl_reward_image_section,
+    &rl_selftest_section,
     NULL,
 };

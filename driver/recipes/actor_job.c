@@ -11,24 +11,29 @@
 #include "rlrt/nn/model.h"
 #include "rlrt/dataproto.h"
 #include "rlrt/config.h"
+#include "common/schema/trainer.h"
 #include "workers/rollout/rollout.h"
 #include "workers/reward/reward.h"
 
 int rl_actor_job_prepare(rl_config *job, int64_t updates_per_step)
 {
     const rl_trainer_steps_config *steps = rl_config_section_get(job, &rl_trainer_steps_section);
-    int64_t sched;
-    if (!steps || rl_config_get_int_in(job, RL_ACTOR_JOB_KEY_SCHEDULE_STEPS, -1, 1000000000000, &sched))
+    const rl_actor_config *ac = steps ? rl_config_section_get(job, &rl_actor_section) : NULL;
+    if (!ac)
         return rl_error_code();
-    if (sched == -1) {
+    if (ac->total_training_steps == -1) { /* the run's optimiser steps (the cache is dropped: ac goes) */
         char v[32];
         snprintf(v, sizeof v, "%lld", (long long)(steps->total_steps * updates_per_step));
-        if (rl_config_set_yaml(job, RL_ACTOR_JOB_KEY_SCHEDULE_STEPS, v))
+        if (RL_CFG_SET(job, &rl_actor_section, rl_actor_config, total_training_steps, v))
             return rl_error_code();
     }
-    rl_actor_config ac;
     int rc = rl_model_check_config(job);
-    return rc ? rc : rl_actor_config_read(job, &ac);
+    if (!rc && !rl_config_section_get(job, &rl_actor_section))
+        rc = rl_error_code();
+    if (!rc && rl_config_has_section(job, &rl_actor_diffusion_section) &&
+        !rl_config_section_get(job, &rl_actor_diffusion_section))
+        rc = rl_error_code();
+    return rc;
 }
 
 int rl_actor_job_sync_weights(rl_actor_job *j)
@@ -74,8 +79,10 @@ int rl_actor_job_open(rl_actor_job *j, rl_driver *d, const rl_config *job, int w
         (with_rollout && !(j->rollout = rl_driver_group(d, RL_ROLLOUT_ROLE))) ||
         (with_reward && !(j->reward = rl_driver_group(d, RL_REWARD_ROLE))))
         return rl_error_code();
-    if (rl_actor_config_read(job, &j->actor_cfg))
+    const rl_actor_config *ac = rl_config_section_get(job, &rl_actor_section);
+    if (!ac)
         return rl_error_code();
+    j->actor_cfg = *ac;
     return rl_actor_rollout_open(j->actor, j->rollout, &j->sync);
 }
 

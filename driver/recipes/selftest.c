@@ -22,6 +22,7 @@
 #include "rlrt/dataproto.h"
 #include "rlrt/config.h"
 #include "rlrt/runtime/cluster.h"
+#include "common/schema/selftest.h"
 #include "workers/contracts.h"
 
 typedef enum { S_PASS, S_FAIL, S_SKIP } s_status;
@@ -30,12 +31,9 @@ typedef struct {
     int passed, failed, skipped;
 } s_tally;
 
-/* The selftest.* keys, read and range-checked before any worker starts. */
-typedef struct {
-    int64_t rounds, rows, payload_mb, sleep_ms, weight_mb, channel_steps;
-    char weight_roles[2][RL_CLUSTER_NAME_MAX];
-    char channel_roles[2][RL_CLUSTER_NAME_MAX];
-} s_opts;
+/* The selftest section (common/schema/selftest.h), read and checked before
+ * any worker starts. */
+typedef rl_selftest_config s_opts;
 
 static double s_now_ms(void) { return rl_now_s() * 1e3; }
 
@@ -58,55 +56,10 @@ static s_status s_ok(int ok) { return ok ? S_PASS : S_FAIL; }
 
 /* ---- options ---------------------------------------------------------------------------- */
 
-/* A list of two different role names at `path`. */
-static int s_role_pair(const rl_config *job, const char *path, char out[2][RL_CLUSTER_NAME_MAX])
-{
-    size_t n;
-    int rc = rl_config_list_len(job, path, &n);
-    if (rc)
-        return rc;
-    char item[128];
-    if (n != 2) {
-        snprintf(item, sizeof item, "%s", path);
-        const rl_config_node *node = rl_config_node_at(rl_config_root(job), item);
-        return rl_config_node_error(node, RL_ECONFIG, "expected two role names, got %zu", n);
-    }
-    for (size_t i = 0; i < 2; i++) {
-        const char *name;
-        snprintf(item, sizeof item, "%s[%zu]", path, i);
-        if ((rc = rl_config_get_string(job, item, &name)))
-            return rc;
-        if (!*name || strlen(name) >= RL_CLUSTER_NAME_MAX)
-            return rl_config_node_error(rl_config_node_at(rl_config_root(job), item), RL_ECONFIG,
-                                        "expected a role name");
-        snprintf(out[i], RL_CLUSTER_NAME_MAX, "%s", name);
-    }
-    if (strcmp(out[0], out[1]) == 0)
-        return rl_config_node_error(rl_config_node_at(rl_config_root(job), item), RL_ECONFIG,
-                                    "the two roles must differ, got '%s' twice", out[0]);
-    return RL_OK;
-}
-
-static int s_read_opts(const rl_config *job, s_opts *o)
-{
-    int rc;
-    if ((rc = rl_config_get_int_in(job, "selftest.rounds", 1, 1000000000, &o->rounds)) ||
-        (rc = rl_config_get_int_in(job, "selftest.rows", 1, 1 << 20, &o->rows)) ||
-        (rc = rl_config_get_int_in(job, "selftest.payload_mb", 1, 1024, &o->payload_mb)) ||
-        (rc = rl_config_get_int_in(job, "selftest.sleep_ms", 1, 60000, &o->sleep_ms)) ||
-        (rc = rl_config_get_int_in(job, "selftest.weight_mb", 1, 1024, &o->weight_mb)) ||
-        (rc = rl_config_get_int_in(job, "selftest.channel_steps", 1, 1000000, &o->channel_steps)) ||
-        (rc = s_role_pair(job, "selftest.weight_roles", o->weight_roles)) ||
-        (rc = s_role_pair(job, "selftest.channel_roles", o->channel_roles)))
-        return rc;
-    return RL_OK;
-}
-
 /* Before any worker starts: a bad selftest.* value is a located error. */
 static int s_prepare(rl_config *job)
 {
-    s_opts o;
-    return s_read_opts(job, &o);
+    return rl_config_section_get(job, &rl_selftest_section) ? RL_OK : rl_error_code();
 }
 
 /* ---- checks on one role -------------------------------------------------------------------- */
@@ -377,7 +330,7 @@ static void s_collective_check(rl_driver *d, s_tally *t)
 }
 
 /* The groups of a pair of roles; a role the job lacks is a SKIP reason. */
-static int s_pair_groups(rl_driver *d, const char names[2][RL_CLUSTER_NAME_MAX], rl_group **g,
+static int s_pair_groups(rl_driver *d, const char *const names[2], rl_group **g,
                          char *why, size_t len)
 {
     for (int i = 0; i < 2; i++) {
@@ -395,13 +348,14 @@ static int s_pair_groups(rl_driver *d, const char names[2][RL_CLUSTER_NAME_MAX],
  * it switched to. */
 static void s_weight_check(rl_driver *d, const s_opts *o, rl_weight_sync *ws, s_tally *t)
 {
-    char label[96], pair[2 * RL_CLUSTER_NAME_MAX + 2], why[512] = "";
+    char label[96], pair[2 * RL_CLUSTER_NAME_MAX + 4], why[512] = "";
     int64_t version = ws->version + 1;
     snprintf(label, sizeof label, "weight channel %lld MiB v%lld", (long long)o->weight_mb,
              (long long)version);
-    snprintf(pair, sizeof pair, "%s>%s", o->weight_roles[0], o->weight_roles[1]);
+    snprintf(pair, sizeof pair, "%.*s>%.*s", RL_CLUSTER_NAME_MAX, o->weight_pair[0], RL_CLUSTER_NAME_MAX,
+             o->weight_pair[1]);
     rl_group *g[2];
-    if (!s_pair_groups(d, o->weight_roles, g, why, sizeof why)) {
+    if (!s_pair_groups(d, o->weight_pair, g, why, sizeof why)) {
         s_report(t, label, pair, 0, S_SKIP, 0, why);
         return;
     }
@@ -442,11 +396,12 @@ static void s_weight_check(rl_driver *d, const s_opts *o, rl_weight_sync *ws, s_
  * channels up and reads the summaries. */
 static void s_channel_check(rl_driver *d, const s_opts *o, s_tally *t)
 {
-    char label[96], pair[2 * RL_CLUSTER_NAME_MAX + 2], why[512] = "";
+    char label[96], pair[2 * RL_CLUSTER_NAME_MAX + 4], why[512] = "";
     snprintf(label, sizeof label, "data channel %lldx", (long long)o->channel_steps);
-    snprintf(pair, sizeof pair, "%s<>%s", o->channel_roles[0], o->channel_roles[1]);
+    snprintf(pair, sizeof pair, "%.*s<>%.*s", RL_CLUSTER_NAME_MAX, o->channel_pair[0], RL_CLUSTER_NAME_MAX,
+             o->channel_pair[1]);
     rl_group *g[2];
-    if (!s_pair_groups(d, o->channel_roles, g, why, sizeof why)) {
+    if (!s_pair_groups(d, o->channel_pair, g, why, sizeof why)) {
         s_report(t, label, pair, 0, S_SKIP, 0, why);
         return;
     }
@@ -509,10 +464,10 @@ static void s_channel_check(rl_driver *d, const s_opts *o, s_tally *t)
 
 static int s_run(rl_driver *d, const rl_config *job)
 {
-    s_opts o;
-    int rc = s_read_opts(job, &o);
-    if (rc)
-        return rc;
+    const s_opts *op = rl_config_section_get(job, &rl_selftest_section);
+    if (!op)
+        return rl_error_code();
+    const s_opts o = *op;
     s_tally t = {0, 0, 0};
     rl_weight_sync ws = {0}; /* versions grow over the rounds */
     for (int64_t round = 1; round <= o.rounds && !rl_driver_interrupted(d); round++) {
@@ -540,17 +495,8 @@ const rl_recipe rl_recipe_selftest = {
     .name = "selftest",
     .summary = "check every dispatch mode, errors and overlap on every role",
     /* the config sections of every registered role: their init reads them */
-    .defaults = (const char *const[]){RL_ROLES_DEFAULTS,
-                                      "selftest:\n"
-                                      "  rounds: 1\n"
-                                      "  rows: 37\n"
-                                      "  payload_mb: 8\n"
-                                      "  sleep_ms: 300\n"
-                                      "  weight_mb: 16\n"
-                                      "  weight_roles: [actor, rollout]\n"
-                                      "  channel_roles: [rollout, reward]\n"
-                                      "  channel_steps: 50\n",
-                                      NULL},
+    .sections = (const rl_config_section *const[]){RL_ROLES_SECTIONS, &rl_selftest_section, NULL},
+    .defaults = (const char *const[]){RL_ROLES_YAML, NULL},
     .roles = NULL, /* every role of the cluster */
     .test_methods = 1,
     .prepare = s_prepare,

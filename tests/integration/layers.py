@@ -72,9 +72,6 @@ PUBLIC_LAYER = {  # include/rlrt/<x> belongs to
     "rlrt/nn/params.h": "common/nn/engine", "rlrt/nn/model.h": "common/nn/models",
 }
 FILE_CYCLE_OK = {frozenset("common/runtime/" + f for f in ["driver", "dispatch", "launcher", "protocol"])}
-# Cycles still being taken apart (issue 38); each goes when its refactor lands.
-FILE_CYCLE_OK |= {frozenset(["workers/actor/actor", "workers/actor/flow_update"]),
-                  frozenset(["workers/rollout/flow_ref", "workers/rollout/rollout"])}
 
 problems = []
 

@@ -3,7 +3,11 @@
  * methods rl-worker serves): flow_matching_step's velocity_target and
  * update_flow's demo_target must have the model's velocity width per row.
  * Indexed with the model's width, a narrower target was read past its end
- * (a heap overread under ASan) and a wider one silently misread. */
+ * (a heap overread under ASan) and a wider one silently misread. And the
+ * generic update: the loss op a request names gives what the op's own
+ * method gives; an unknown op, or one whose section the job lacks, is
+ * refused; the actor section's ENUM choices are names the actor's parsers
+ * take. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,24 +27,21 @@
 #include "workers/flow_rl.h"
 #include "workers/contracts.h"
 #include "workers/roles.h"
+#include "common/algo/kl.h"
+#include "common/algo/policy_loss.h"
+#include "common/nn/engine/optim.h"
+#include "common/tools/tools.h"
 
-/* The roles' defaults + `model_defaults` + `extra`, then key/value pairs. */
-static rl_config *s_job(const char *model_defaults, const char *extra, const char *const *sets,
-                        int nsets)
+/* The roles' sections (+ `extra`, may be NULL) with `model_defaults` and
+ * `yaml` (may be NULL) over them, then key/value pairs. */
+static rl_config *s_job(const rl_config_section *extra, const char *model_defaults, const char *yaml,
+                        const char *const *sets, int nsets)
 {
-    size_t n = strlen(RL_ROLES_DEFAULTS) + strlen(model_defaults) + 1;
-    char *t = malloc(n);
-    assert_non_null(t);
-    snprintf(t, n, "%s%s", RL_ROLES_DEFAULTS, model_defaults);
-    rl_config *a = rl_config_parse_string(t, strlen(t), "defaults.yaml");
-    free(t);
-    assert_non_null(a);
-    rl_config *b = rl_config_parse_string(extra, strlen(extra), "extra.yaml");
-    assert_non_null(b);
-    rl_config *m = rl_config_merge(a, b);
-    rl_config_free(a);
-    rl_config_free(b);
-    assert_non_null(m);
+    rl_config *m = rl_schema_job((const rl_config_section *const[]){RL_ROLES_SECTIONS, extra, NULL},
+                                 (const char *const[]){RL_ROLES_YAML, model_defaults, yaml, NULL}, NULL, 0,
+                                 NULL);
+    if (!m)
+        fail_msg("job: %s", rl_error_message());
     for (int i = 0; i < nsets; i += 2)
         if (rl_config_set_yaml(m, sets[i], sets[i + 1]))
             fail_msg("%s: %s", sets[i], rl_error_message());
@@ -62,17 +63,26 @@ static char *s_clip_flow_defaults(void)
     return y;
 }
 
-static int s_call(rl_worker_ctx *ctx, const char *name, const rl_dataproto *in)
+/* Calls method `name`; its reply's meta (a new reference) into *meta when
+ * not NULL. */
+static int s_call_meta(rl_worker_ctx *ctx, const char *name, const rl_dataproto *in, json_t **meta)
 {
     for (const rl_method *m = rl_role_actor.methods; m->name; m++)
         if (!strcmp(m->name, name)) {
             rl_dataproto *o = NULL;
             int rc = m->fn(ctx, in, &o);
+            if (meta)
+                *meta = o ? json_deep_copy(rl_dataproto_meta(o)) : NULL;
             rl_dataproto_free(o);
             return rc;
         }
     fail_msg("the actor has no method %s", name);
     return -1;
+}
+
+static int s_call(rl_worker_ctx *ctx, const char *name, const rl_dataproto *in)
+{
+    return s_call_meta(ctx, name, in, NULL);
 }
 
 static void s_init(rl_worker_ctx *ctx)
@@ -118,9 +128,9 @@ static void test_velocity_target_width(void **state)
     static const char *const sets[] = {"model.hidden_size", "16", "model.num_layers", "1",
                                        "model.height", "8", "model.width", "8",
                                        "model.time_embed_dim", "8"};
-    char *clip_flow = s_clip_flow_defaults();
-    rl_config *job = s_job(clip_flow, RL_ACTOR_DIFFUSION_DEFAULTS, sets, 10);
-    free(clip_flow);
+    char *cf1 = s_clip_flow_defaults();
+    rl_config *job = s_job(&rl_actor_diffusion_section, cf1, NULL, sets, 10);
+    free(cf1);
     rl_worker_ctx ctx = {.role = "actor", .rank = 0, .world_size = 1, .config = job};
     s_init(&ctx);
     const int64_t B = 16, D = 64; /* 8 × 8 pixels */
@@ -146,7 +156,7 @@ static void test_demo_target_width(void **state)
                                        "model.num_action_chunks", "8", "model.time_embed_dim", "8",
                                        "algorithm.loss_type", "flow_ipo", "algorithm.demo_coef",
                                        "1.0", "algorithm.demos", "x"};
-    rl_config *job = s_job(RL_FLOW_POLICY_MODEL_DEFAULTS, RL_FLOW_RL_DEFAULTS, sets, 14);
+    rl_config *job = s_job(NULL, RL_FLOW_POLICY_MODEL_DEFAULTS, RL_FLOW_RL_DEFAULTS, sets, 14);
     rl_worker_ctx ctx = {.role = "actor", .rank = 0, .world_size = 1, .config = job};
     s_init(&ctx);
     const int64_t B = 16, D = 56; /* 8 chunks × 7 action dims */
@@ -176,11 +186,135 @@ static void test_demo_target_width(void **state)
     rl_config_free(job);
 }
 
+/* A flow-matching request for the clip_flow model of test_velocity_target_width. */
+static rl_dataproto *s_fm_request(int64_t B, int64_t D, const char *loss)
+{
+    rl_dataproto *in = rl_dataproto_new();
+    rl_dataproto_set_meta(in, json_pack("{s:I}", RL_ACTOR_GLOBAL_ROWS, (json_int_t)B));
+    if (loss)
+        json_object_set_new(rl_dataproto_meta(in), RL_ACTOR_LOSS, json_string(loss));
+    assert_non_null(rl_dataproto_new_tensor(in, RL_CF_PROMPT_IDS, RL_I32, 1, (int64_t[]){B}));
+    s_fill(in, RL_CF_X_T, 2, B, D, 0.1f);
+    s_fill(in, RL_CF_SIGMA, 1, B, 0, 0.5f);
+    s_fill(in, RL_ACTOR_VELOCITY_TARGET, 2, B, D, 0.3f);
+    return in;
+}
+
+static void test_update_by_loss_name(void **state)
+{
+    (void)state;
+    static const char *const sets[] = {"model.hidden_size", "16", "model.num_layers", "1",
+                                       "model.height", "8", "model.width", "8",
+                                       "model.time_embed_dim", "8"};
+    const int64_t B = 8, D = 64;
+    json_t *meta[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) { /* two actors of one seed: the op's own method, then `update` */
+        char *cf2 = s_clip_flow_defaults();
+        rl_config *job = s_job(&rl_actor_diffusion_section, cf2, NULL, sets, 10);
+        free(cf2);
+        rl_worker_ctx ctx = {.role = "actor", .rank = 0, .world_size = 1, .config = job};
+        s_init(&ctx);
+        rl_dataproto *in = s_fm_request(B, D, k ? RL_ACTOR_LOSS_FLOW_MATCHING : NULL);
+        if (s_call_meta(&ctx, k ? RL_ACTOR_UPDATE_ANY : RL_ACTOR_FLOW_STEP, in, &meta[k]))
+            fail_msg("%s: %s", k ? RL_ACTOR_UPDATE_ANY : RL_ACTOR_FLOW_STEP, rl_error_message());
+        rl_dataproto_free(in);
+        if (k) { /* an unknown op names the known ones */
+            in = s_fm_request(B, D, "flow_match");
+            assert_int_equal(s_call(&ctx, RL_ACTOR_UPDATE_ANY, in), RL_EINVAL);
+            if (!strstr(rl_error_message(), "unknown loss 'flow_match' (known: ppo, sft, flow_matching, "
+                                            "diffusion_grpo, flow_rl)"))
+                fail_msg("unexpected message: %s", rl_error_message());
+            rl_dataproto_free(in);
+        }
+        rl_role_actor.fini(&ctx);
+        rl_config_free(job);
+    }
+    static const char *const keys[] = {RL_ACTOR_M_LOSS, RL_ACTOR_M_GRAD_NORM, RL_ACTOR_M_LR};
+    for (int i = 0; i < 3; i++) {
+        const json_t *a = json_object_get(meta[0], keys[i]), *b = json_object_get(meta[1], keys[i]);
+        assert_true(json_is_real(a) && json_is_real(b));
+        if (json_real_value(a) != json_real_value(b))
+            fail_msg("%s: %.17g by %s, %.17g by update", keys[i], json_real_value(a), RL_ACTOR_FLOW_STEP,
+                     json_real_value(b));
+    }
+    json_decref(meta[0]);
+    json_decref(meta[1]);
+    /* without the flow and diffusion section the op is refused, by either name */
+    char *cf3 = s_clip_flow_defaults();
+    rl_config *job = s_job(NULL, cf3, NULL, sets, 10);
+    free(cf3);
+    rl_worker_ctx ctx = {.role = "actor", .rank = 0, .world_size = 1, .config = job};
+    s_init(&ctx);
+    rl_dataproto *in = s_fm_request(B, D, RL_ACTOR_LOSS_FLOW_MATCHING);
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(s_call(&ctx, k ? RL_ACTOR_UPDATE_ANY : RL_ACTOR_FLOW_STEP, in), RL_ESTATE);
+        if (!strstr(rl_error_message(), "flow_matching_step: the job has no actor (flow and diffusion) "
+                                        "section (actor.clip_range, ...)"))
+            fail_msg("unexpected message: %s", rl_error_message());
+    }
+    rl_dataproto_free(in);
+    rl_role_actor.fini(&ctx);
+    rl_config_free(job);
+}
+
+/* Every choice of `path` (an ENUM key of `sec`) passes `ok`; the number of
+ * choices. */
+static int s_each_choice(const rl_config_section *sec, const char *path, int (*ok)(const char *))
+{
+    for (size_t i = 0; i < sec->n_keys; i++) {
+        if (strcmp(sec->keys[i].path, path) != 0)
+            continue;
+        assert_int_equal(sec->keys[i].type, RL_CFG_ENUM);
+        char list[256];
+        snprintf(list, sizeof list, "%s", sec->keys[i].choices);
+        int n = 0;
+        for (char *save = NULL, *c = strtok_r(list, "|", &save); c; c = strtok_r(NULL, "|", &save), n++)
+            if (!ok(c))
+                fail_msg("%s: choice '%s' is refused: %s", path, c, rl_error_message());
+        return n;
+    }
+    fail_msg("no key %s", path);
+    return 0;
+}
+
+static int s_lr_ok(const char *n)
+{
+    rl_lr_kind k;
+    return rl_lr_kind_parse(n, &k) == RL_OK;
+}
+static int s_agg_ok(const char *n)
+{
+    rl_loss_agg k;
+    return rl_loss_agg_parse(n, &k) == RL_OK;
+}
+static int s_kl_ok(const char *n)
+{
+    rl_kl_kind k;
+    return rl_kl_kind_parse(n, &k) == RL_OK;
+}
+
+static void test_section_choices(void **state)
+{
+    (void)state;
+    const rl_config_section *a = &rl_actor_section;
+    assert_int_equal(s_each_choice(a, RL_CFG_PATH(a, rl_actor_config, lr_schedule), s_lr_ok), 3);
+    assert_int_equal(s_each_choice(a, RL_CFG_PATH(a, rl_actor_config, loss_agg), s_agg_ok), 4);
+    assert_int_equal(s_each_choice(a, RL_CFG_PATH(a, rl_actor_config, kl_loss_type), s_kl_ok), 7);
+    /* the multi-turn output bound is the tools' buffer */
+    const rl_config_section *mt = &rl_rollout_multi_turn_section;
+    const char *path = RL_CFG_PATH(mt, rl_rollout_multi_turn_config, max_tool_output);
+    for (size_t i = 0; i < mt->n_keys; i++)
+        if (!strcmp(mt->keys[i].path, path))
+            assert_true(mt->keys[i].max == RL_TOOL_MAX_OUTPUT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_velocity_target_width),
         cmocka_unit_test(test_demo_target_width),
+        cmocka_unit_test(test_update_by_loss_name),
+        cmocka_unit_test(test_section_choices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,7 @@
 #include "rlrt/error.h"
 #include "rlrt/config.h"
 #include "common/algo/flow/flow.h"
+#include "common/schema/job.h"
 #include "workers/actor/actor.h"
 #include "workers/flow_rl.h"
 
@@ -99,7 +100,8 @@ static rl_config *s_job(const char *yaml)
     FILE *f = fdopen(fd, "w");
     fputs(yaml, f);
     fclose(f);
-    rl_config *c = rl_config_load_job(RL_ACTOR_DEFAULTS RL_FLOW_RL_DEFAULTS "rollout:\n  temperature: 1.0\ntrainer:\n  seed: 1\n", path, 0, NULL);
+    rl_config *c = rl_schema_job((const rl_config_section *const[]){&rl_actor_section, NULL},
+                                 (const char *const[]){RL_FLOW_RL_DEFAULTS, NULL}, path, 0, NULL);
     remove(path);
     return c;
 }
@@ -156,20 +158,20 @@ static void test_switch_and_errors(void **state)
     assert_int_equal(rl_flow_rl_config_read(c, &o), 0);
     assert_int_equal(o.loss, RL_FLOW_LOSS_PPO);
     assert_int_equal(o.normalize_adv, 1); /* RLinf's normalize_advantages */
-    rl_actor_config ac;
-    assert_int_equal(rl_actor_config_read(c, &ac), 0);
-    assert_true(ac.value_lr == 0.0); /* the value head on the policy's lr by default */
+    const rl_actor_config *ac = rl_config_section_get(c, &rl_actor_section);
+    assert_non_null(ac);
+    assert_true(ac->value_lr == 0.0); /* the value head on the policy's lr by default */
     rl_config_free(c);
     c = s_job("algorithm:\n  loss_type: actor_critic\n  adv_estimator: gae\n  normalize_advantages: false\n"
               "actor:\n  optim: {lr: 1.0e-5, value_lr: 1.0e-4}\n");
     assert_int_equal(rl_flow_rl_config_read(c, &o), 0);
     assert_int_equal(o.normalize_adv, 0);
-    assert_int_equal(rl_actor_config_read(c, &ac), 0);
-    assert_true(ac.value_lr == 1.0e-4);
+    assert_non_null(ac = rl_config_section_get(c, &rl_actor_section));
+    assert_true(ac->value_lr == 1.0e-4);
     rl_config_free(c);
     /* a value lr is a multiple of the policy's: lr 0 cannot carry it */
     c = s_job("actor:\n  optim:\n    lr: 0\n    value_lr: 1.0e-4\n");
-    assert_int_not_equal(rl_actor_config_read(c, &ac), 0);
+    assert_null(rl_config_section_get(c, &rl_actor_section));
     assert_non_null(strstr(rl_error_message(), ":4:"));
     assert_non_null(strstr(rl_error_message(), "actor.optim.value_lr"));
     rl_config_free(c);

@@ -22,6 +22,7 @@
 #include "rlrt/tensor.h"
 #include "rlrt/dataproto.h"
 #include "rlrt/config.h"
+#include "common/schema/job.h"
 #include "workers/reward/reward.h"
 #include "rlrt/runtime/cluster.h"
 #include "rlrt/runtime/driver.h"
@@ -62,7 +63,7 @@ static s_job *s_start_with(const char *override)
         fail_msg("cluster: %s", rl_error_message());
     /* The job's reward section reaches the workers' init. */
     const char *ov[1] = {override};
-    j->job = rl_config_load_job(RL_REWARD_DEFAULTS, NULL, 1, ov);
+    j->job = rl_schema_job((const rl_config_section *const[]){&rl_reward_section, NULL}, NULL, NULL, 1, ov);
     if (!j->job)
         fail_msg("job: %s", rl_error_message());
     rl_driver_options opt = {.cluster = j->cl, .job = j->job, .worker_binary = s_worker,

@@ -79,7 +79,7 @@ static s_job *s_start_opt(const char *roles, int max_restarts, int start,
     if (!j->cl)
         fail_msg("cluster: %s", rl_error_message());
     /* the production roles read their config sections at init */
-    j->job = rl_config_load_job(RL_ROLES_DEFAULTS, NULL, 0, NULL);
+    j->job = rl_roles_job(NULL, 0, NULL);
     assert_non_null(j->job);
     rl_driver_options opt = {.cluster = j->cl, .job = j->job, .worker_binary = s_worker,
                              .bind_override = "tcp://127.0.0.1:*", .worker_log_level = "warn",
@@ -629,7 +629,7 @@ static Rl__Envelope *s_configure_worker(const char *extra_json, uint32_t heartbe
     Rl__Envelope env = RL__ENVELOPE__INIT;
     Rl__Configure c = RL__CONFIGURE__INIT;
     /* the reward role reads its section at init */
-    rl_config *job = rl_config_load_job(RL_ROLES_DEFAULTS, NULL, 0, NULL);
+    rl_config *job = rl_roles_job(NULL, 0, NULL);
     char *cfg_json = job ? rl_config_to_json(job, "") : NULL;
     rl_config_free(job);
     assert_non_null(cfg_json);

@@ -78,7 +78,7 @@ static s_job *s_start(const char *roles, const char *extra, int start)
     j->cl = rl_cluster_load(path);
     if (!j->cl)
         fail_msg("cluster: %s", rl_error_message());
-    j->job = rl_config_load_job(RL_ROLES_DEFAULTS, NULL, 0, NULL);
+    j->job = rl_roles_job(NULL, 0, NULL);
     assert_non_null(j->job);
     rl_driver_options opt = {.cluster = j->cl, .job = j->job, .worker_binary = s_worker,
                              .bind_override = "tcp://127.0.0.1:*", .worker_log_level = "warn",
@@ -843,7 +843,7 @@ static void test_worker_refuses_bad_values(void **state)
     assert_non_null(e);
     assert_int_equal(e->body_case, RL__ENVELOPE__BODY_HELLO);
     rl__envelope__free_unpacked(e, NULL);
-    rl_config *job = rl_config_load_job(RL_ROLES_DEFAULTS, NULL, 0, NULL);
+    rl_config *job = rl_roles_job(NULL, 0, NULL);
     char *cfg = job ? rl_config_to_json(job, "") : NULL;
     rl_config_free(job);
     assert_non_null(cfg);

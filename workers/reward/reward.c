@@ -8,9 +8,12 @@
 
 #include "rlrt/error.h"
 #include "common/reward/reward.h"
+#include "common/reward/reward_config.h"
+#include "common/schema/reward_image.h"
 #include "workers/reward/reward.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,9 +28,10 @@
 typedef struct s_state {
     rl_reward_config cfg;
     char *default_source; /* owned copy (the config tree may be replaced) */
-    /* image rewards (absent: the job has no reward.reward_model) */
+    /* image rewards (absent: the job has no image-reward section) */
     int image;
-    rl_reward_image_config img;
+    rl_reward_image_config img; /* its strings cleared after init */
+    double weight[RL_IMG_REWARD_COUNT];
     rl_model *scorer[RL_REWARD_MAX_SCORERS]; /* the ensemble of reward.scorer_path */
     int n_scorers;
     rl_model *judge;
@@ -46,59 +50,63 @@ static void s_free_state(s_state *st)
     free(st);
 }
 
-/* The image_classifier saved at `path` (config key `key`) into *out; an
- * empty path leaves *out NULL. */
-static int s_load_classifier(rl_worker_ctx *ctx, const char *key, const char *path,
-                             rl_model **out)
+/* An error located at the image-reward key of `field`. */
+#define S_IMG_ERROR(ctx, field, code, ...) \
+    RL_CFG_ERROR((ctx)->config, &rl_reward_image_section, rl_reward_image_config, field, code, __VA_ARGS__)
+
+/* The image_classifier saved at `path` into *out (errors at the key of the
+ * field at `offset`); an empty path leaves *out NULL. */
+static int s_load_classifier(rl_worker_ctx *ctx, size_t offset, const char *path, rl_model **out)
 {
     if (!path || !*path)
         return RL_OK;
     if (!(*out = rl_model_load_dir(path)))
-        return rl_config_error_at(ctx->config, key, rl_error_code(), "loading the classifier: %s",
-                                  rl_error_message());
+        return rl_config_key_error(ctx->config, &rl_reward_image_section, offset, rl_error_code(),
+                                   "loading the classifier: %s", rl_error_message());
     if (!rl_image_classifier_classes(*out))
-        return rl_config_error_at(ctx->config, key, RL_ECONFIG,
-                                  "%s holds a %s model, not an image_classifier", path,
-                                  rl_model_kind_name(*out));
+        return rl_config_key_error(ctx->config, &rl_reward_image_section, offset, RL_ECONFIG,
+                                   "%s holds a %s model, not an image_classifier", path,
+                                   rl_model_kind_name(*out));
     return RL_OK;
 }
 
 /* The image-reward section: the scorer, the judge and the remote client. */
 static int s_init_image(rl_worker_ctx *ctx, s_state *st)
 {
-    int rc = rl_reward_image_config_read(ctx->config, &st->img);
+    const rl_reward_image_config *img = rl_config_section_get(ctx->config, &rl_reward_image_section);
+    int rc = img ? rl_image_reward_weights_from_job(ctx->config, st->weight) : rl_error_code();
     if (rc)
         return rc;
+    st->img = *img;
     st->image = 1;
     /* reward.scorer_path: one directory, or several separated by commas (an ensemble) */
-    const char *p = st->img.scorer_path ? st->img.scorer_path : "";
+    const char *p = img->scorer_path ? img->scorer_path : "";
     while (*p) {
         const char *e = strchr(p, ',');
         size_t len = e ? (size_t)(e - p) : strlen(p);
         char dir[4096];
         if (len == 0)
-            return rl_config_error_at(ctx->config, "reward.scorer_path", RL_ECONFIG,
-                                      "an empty path in the list '%s'", st->img.scorer_path);
+            return S_IMG_ERROR(ctx, scorer_path, RL_ECONFIG, "an empty path in the list '%s'",
+                               img->scorer_path);
         if (len >= sizeof dir || st->n_scorers == RL_REWARD_MAX_SCORERS)
-            return rl_config_error_at(ctx->config, "reward.scorer_path", RL_ECONFIG,
-                                      "at most %d scorers, each path under %zu bytes",
-                                      RL_REWARD_MAX_SCORERS, sizeof dir);
+            return S_IMG_ERROR(ctx, scorer_path, RL_ECONFIG, "at most %d scorers, each path under %zu bytes",
+                               RL_REWARD_MAX_SCORERS, sizeof dir);
         memcpy(dir, p, len);
         dir[len] = 0;
-        if ((rc = s_load_classifier(ctx, "reward.scorer_path", dir, &st->scorer[st->n_scorers])))
+        if ((rc = s_load_classifier(ctx, offsetof(rl_reward_image_config, scorer_path), dir,
+                                    &st->scorer[st->n_scorers])))
             return rc;
         st->n_scorers++;
         p = e ? e + 1 : p + len;
     }
-    if ((rc = s_load_classifier(ctx, "reward.judge_path", st->img.judge_path, &st->judge)))
+    if ((rc = s_load_classifier(ctx, offsetof(rl_reward_image_config, judge_path), img->judge_path,
+                                &st->judge)))
         return rc;
-    if (st->img.endpoint && *st->img.endpoint) {
-        st->remote = rl_scorer_client_new(st->img.endpoint, (int)st->img.timeout_ms,
-                                          (int)st->img.retries,
-                                          st->img.raw ? RL_SCORER_RAW : RL_SCORER_PNG);
+    if (img->endpoint && *img->endpoint) {
+        st->remote = rl_scorer_client_new(img->endpoint, (int)img->timeout_ms, (int)img->retries,
+                                          img->raw ? RL_SCORER_RAW : RL_SCORER_PNG);
         if (!st->remote)
-            return rl_config_error_at(ctx->config, "reward.remote.endpoint", rl_error_code(), "%s",
-                                      rl_error_message());
+            return S_IMG_ERROR(ctx, endpoint, rl_error_code(), "%s", rl_error_message());
     }
     /* the config tree may be replaced: keep nothing borrowed */
     st->img.reward_model = st->img.scorer_path = st->img.judge_path = st->img.endpoint = NULL;
@@ -107,21 +115,16 @@ static int s_init_image(rl_worker_ctx *ctx, s_state *st)
 
 static int s_init(rl_worker_ctx *ctx)
 {
-    rl_reward_role_config o;
-    int rc = rl_reward_role_config_read(ctx->config, &o);
-    if (rc)
-        return rc;
     s_state *st = calloc(1, sizeof *st);
-    if (!st || (o.default_source && !(st->default_source = strdup(o.default_source)))) {
-        s_free_state(st);
+    if (!st)
         return rl_error_set(RL_ENOMEM, "reward: out of memory");
-    }
-    rl_reward_config_default(&st->cfg);
-    st->cfg.format_weight = o.format_weight;
-    st->cfg.last_number_fallback = o.last_number_fallback;
-    st->cfg.math_last_number_fallback = o.math_last_number_fallback;
+    int rc = rl_reward_config_from_job(ctx->config, &st->cfg);
+    if (!rc && st->cfg.default_source && !(st->default_source = strdup(st->cfg.default_source)))
+        rc = rl_error_set(RL_ENOMEM, "reward: out of memory");
     st->cfg.default_source = st->default_source;
-    if (rl_config_has(ctx->config, "reward.reward_model") && (rc = s_init_image(ctx, st))) {
+    if (!rc && rl_config_has_section(ctx->config, &rl_reward_image_section))
+        rc = s_init_image(ctx, st);
+    if (rc) {
         s_free_state(st);
         return rc;
     }
@@ -263,8 +266,8 @@ static int s_compute_image_reward(rl_worker_ctx *ctx, const rl_dataproto *in, rl
 {
     const s_state *st = ctx->user;
     if (!st->image)
-        return rl_error_set(RL_ESTATE, "%s: the job has no image-reward section "
-                                       "(reward.reward_model)", RL_REWARD_IMAGE_COMPUTE);
+        return rl_error_set(RL_ESTATE, "%s: the job has no image-reward section (%s)",
+                            RL_REWARD_IMAGE_COMPUTE, rl_reward_image_section.name);
     const rl_tensor *ti = rl_dataproto_tensor_shaped(in, RL_REWARD_IMAGES, RL_F32, 4, NULL);
     const rl_column *pc = ti ? s_string_column(in, RL_REWARD_PROMPT) : NULL;
     if (!pc)
@@ -282,7 +285,7 @@ static int s_compute_image_reward(rl_worker_ctx *ctx, const rl_dataproto *in, rl
                                              "(%lld, %lld, %lld)", (long long)(i / D), (double)x[i],
                                 (long long)(i % D / (H * W)), (long long)(i % (H * W) / W),
                                 (long long)(i % W));
-    const double *w = st->img.weight;
+    const double *w = st->weight;
     int want_jpeg = w[RL_IMG_JPEG_COMPRESSIBILITY] != 0 || w[RL_IMG_JPEG_INCOMPRESSIBILITY] != 0;
     int *cls = malloc(sizeof(int) * (size_t)(B > 0 ? B : 1));
     uint8_t *hwc = malloc((size_t)(B > 0 ? B : 1) * (size_t)D);       /* (B, H, W, C) */

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "workers/roles.h"
+#include "common/schema/model.h"
 #include "rlrt/error.h"
 #include "common/nn/models/flow_policy.h"
 #include "workers/rollout/rollout.h"
@@ -155,9 +155,9 @@ int rl_rollout_serve_env(rl_worker_ctx *ctx, const rl_rollout_policy *pol, const
             return rl_error_set(RL_ESTATE, "serve_env: env.policy is 'model' but init_model has not run on rollout/%d",
                                 ctx->rank);
         if (!fc)
-            return rl_config_error_at(ctx->config, "model.type", RL_ECONFIG,
-                                      "env.policy 'model' needs a flow_policy model, got '%s'",
-                                      rl_model_kind_name(pol->model));
+            return RL_CFG_ERROR(ctx->config, &rl_model_base_section, rl_model_base_config, type,
+                                RL_ECONFIG, "env.policy 'model' needs a flow_policy model, got '%s'",
+                                rl_model_kind_name(pol->model));
         if (fc->chunks != c.num_action_chunks)
             return rl_config_error_at(ctx->config, "model.num_action_chunks", RL_ECONFIG,
                                       "is %d but env.num_action_chunks is %lld", fc->chunks,

@@ -1,18 +1,11 @@
 /* workers/rollout/serve_env.h — the rollout's env-channel method
- * (RL_ENV_SERVE, contract in workers/env/env.h and workers/rollout/rollout.h). */
+ * (RL_ENV_SERVE, contract in workers/env/env.h and workers/rollout/rollout.h):
+ * the act of a policy that answers an env rank's observations. */
 #ifndef RLRT_WORKERS_ROLLOUT_SERVE_ENV_H
 #define RLRT_WORKERS_ROLLOUT_SERVE_ENV_H
 
-#include "rlrt/nn/model.h"
 #include "rlrt/runtime/worker.h"
-
-/* What the rollout role lends serve_env for env.policy: model (borrowed). */
-typedef struct rl_rollout_policy {
-    rl_model *model; /* NULL until init_model */
-    rl_model_sampling sampling;
-    uint64_t seed;    /* trainer.seed */
-    uint64_t version; /* the active weight version */
-} rl_rollout_policy;
+#include "workers/rollout/hooks.h"
 
 /* meta RL_ENV_ENDPOINT (+ greedy, record, round) → meta RL_ENV_M_POLICY_CALLS,
  * RL_ENV_M_POLICY_S and, with the model, the recorded rows

@@ -85,25 +85,27 @@ static int s_read_cfg(const rl_config *job, s_cfg *c)
 static int s_prepare(rl_config *job)
 {
     s_cfg c;
-    rl_actor_diffusion_config df;
-    rl_rollout_config ro;
-    rl_reward_role_config rw;
-    rl_reward_image_config ri;
+    double w[RL_IMG_REWARD_COUNT];
+    rl_reward_config rw;
     int rc = s_read_cfg(job, &c);
     if (!rc && !(rc = rl_actor_job_prepare(job, c.data.updates_per_step)) &&
-        !(rc = rl_actor_diffusion_config_read(job, &df)) && !(rc = rl_rollout_config_read(job, &ro)) &&
-        !(rc = rl_reward_role_config_read(job, &rw)))
-        rc = rl_reward_image_config_read(job, &ri);
+        !(rc = rl_reward_config_from_job(job, &rw)))
+        rc = rl_image_reward_weights_from_job(job, w);
+    const rl_reward_image_config *ri = rc ? NULL : rl_config_section_get(job, &rl_reward_image_section);
+    if (!rc && (!ri || !rl_config_section_get(job, &rl_actor_diffusion_section) ||
+                !rl_config_section_get(job, &rl_rollout_section)))
+        rc = rl_error_code();
     if (!rc && c.model.num_prompts != RL_FMNIST_CLASSES)
         rc = RL_CFG_ERROR(job, &rl_clip_flow_model_section, rl_clip_flow_model_config, num_prompts,
                           RL_ECONFIG, "the built-in prompts are the %d Fashion-MNIST classes, got %lld",
                           RL_FMNIST_CLASSES, (long long)c.model.num_prompts);
-    if (!rc && c.con.reward && ri.weight[s_con_slot[c.con.reward]] == 0)
+    if (!rc && c.con.reward && w[s_con_slot[c.con.reward]] == 0)
         rc = RL_CFG_ERROR(job, &rl_diffusion_constraint_section, rl_diffusion_constraint_config, reward,
                           RL_ECONFIG, "%s is not a term of %s '%s': list it there (its weight is the "
                                       "starting multiplier)",
-                          rl_image_reward_name(s_con_slot[c.con.reward]), RL_DIFFUSION_KEY_REWARD_MODEL,
-                          ri.reward_model);
+                          rl_image_reward_name(s_con_slot[c.con.reward]),
+                          RL_CFG_PATH(&rl_reward_image_section, rl_reward_image_config, reward_model),
+                          ri->reward_model);
     return rc;
 }
 
@@ -246,26 +248,32 @@ static int s_open(void *st, rl_trainer *t)
     s_dg *s = st;
     const rl_config *job = t->job;
     s->t = t;
-    rl_rollout_config ro = {0};
-    rl_reward_image_config ri;
-    int rc = s_read_cfg(job, &s->c);
-    if (!rc && !(rc = rl_rollout_config_read(job, &ro)) && !(rc = rl_actor_diffusion_config_read(job, &s->df)))
+    const rl_rollout_config *ro = rl_config_section_get(job, &rl_rollout_section);
+    const rl_actor_diffusion_config *df = ro ? rl_config_section_get(job, &rl_actor_diffusion_section) : NULL;
+    int rc = df ? s_read_cfg(job, &s->c) : rl_error_code();
+    if (!rc) {
+        s->df = *df;
+        s->n = ro->n;
         rc = rl_actor_job_open(&s->j, t->d, job, 1, 1);
-    s->n = ro.n;
+    }
     s->D = s->c.model.frames * RL_FMNIST_SIDE * RL_FMNIST_SIDE;
     s->kl_on = s->j.actor_cfg.use_kl_loss && s->j.actor_cfg.kl_loss_coef > 0;
     s->adv = (rl_diffusion_adv_cfg){s->c.est, s->c.alg.use_group, s->c.alg.norm_adv_by_std_in_grpo,
                                     s->c.alg.reward_threshold, s->c.batch.train_batch_size};
     const rl_diffusion_constraint_config *k = &s->c.con;
-    if (!rc && k->reward && !(rc = rl_reward_image_config_read(job, &ri)))
-        rl_diffusion_constraint_init(&s->con, ri.weight[s_con_slot[k->reward]], ri.coeff, k->min, k->ki, k->kp,
+    double w[RL_IMG_REWARD_COUNT];
+    if (!rc && k->reward && !(rc = rl_image_reward_weights_from_job(job, w))) {
+        const rl_reward_image_config *ri = rl_config_section_get(job, &rl_reward_image_section);
+        rl_diffusion_constraint_init(&s->con, w[s_con_slot[k->reward]], ri->coeff, k->min, k->ki, k->kp,
                                      k->init, k->lambda_max);
+    }
     int64_t mini = s->c.data.mini_batch, W = s->j.actor ? rl_group_size(s->j.actor) : 1;
     if (!rc && (mini * s->n) % W)
-        rc = rl_config_error_at(job, RL_DIFFUSION_KEY_MINI_BATCH, RL_ECONFIG,
-                                "a mini-batch of %lld rows (%lld prompts × %s %lld) must be a multiple of "
-                                "the %lld actor ranks", (long long)(mini * s->n), (long long)mini,
-                                RL_DIFFUSION_KEY_ROLLOUT_N, (long long)s->n, (long long)W);
+        rc = RL_CFG_ERROR(job, &rl_actor_section, rl_actor_config, mini_batch, RL_ECONFIG,
+                          "a mini-batch of %lld rows (%lld prompts × %s %lld) must be a multiple of "
+                          "the %lld actor ranks", (long long)(mini * s->n), (long long)mini,
+                          RL_CFG_PATH(&rl_rollout_section, rl_rollout_config, n), (long long)s->n,
+                          (long long)W);
     return rc;
 }
 
@@ -359,12 +367,10 @@ const rl_recipe rl_recipe_diffusion = {
         &rl_trainer_steps_section, &rl_trainer_ckpt_section, &rl_trainer_recovery_section,
         &rl_model_base_section, &rl_image_size_section, &rl_clip_flow_model_section,
         &rl_diffusion_batch_section, &rl_diffusion_data_section, &rl_diffusion_rollout_section,
-        &rl_diffusion_algorithm_section, &rl_diffusion_constraint_section, NULL},
+        &rl_diffusion_algorithm_section, &rl_diffusion_constraint_section, &rl_actor_section,
+        &rl_actor_diffusion_section, &rl_rollout_section, &rl_rollout_flow_section, &rl_reward_section,
+        &rl_reward_image_section, NULL},
     .changes = rl_diffusion_changes,
-    /* the role sections still as YAML (workers/), then this recipe's changes to them */
-    .defaults = (const char *const[]){RL_ACTOR_DEFAULTS, RL_ACTOR_DIFFUSION_DEFAULTS, RL_ROLLOUT_DEFAULTS,
-                                      RL_REWARD_DEFAULTS, RL_REWARD_IMAGE_DEFAULTS,
-                                      rl_diffusion_role_changes, NULL},
     .roles = s_roles,
     .prepare = s_prepare,
     .run = s_run,

@@ -258,9 +258,8 @@ static int s_prepare(rl_config *job) { return rl_actor_job_prepare(job, 1); }
 
 static int s_prepare_flow(rl_config *job)
 {
-    rl_actor_diffusion_config df;
     int rc = s_prepare(job);
-    const rl_image_size_config *sz = rc || (rc = rl_actor_diffusion_config_read(job, &df))
+    const rl_image_size_config *sz = rc || !rl_config_section_get(job, &rl_actor_diffusion_section)
                                          ? NULL
                                          : rl_config_section_get(job, &rl_image_size_section);
     if (!sz)
@@ -278,11 +277,8 @@ const rl_recipe rl_recipe_scorer_train = {
     .sections = (const rl_config_section *const[]){
         &rl_trainer_steps_section, &rl_trainer_recovery_section, &rl_model_base_section,
         &rl_image_size_section, &rl_image_classifier_model_section, &rl_fmnist_data_section,
-        &rl_diffusion_batch_section, NULL},
+        &rl_diffusion_batch_section, &rl_actor_section, NULL},
     .changes = rl_scorer_train_changes,
-    /* the role sections still as YAML (workers/), then this recipe's changes to them */
-    .defaults = (const char *const[]){RL_ACTOR_DEFAULTS, RL_ROLLOUT_DEFAULTS, rl_scorer_train_role_changes,
-                                      NULL},
     .roles = s_roles,
     .prepare = s_prepare,
     .run = s_run_scorer,
@@ -294,10 +290,8 @@ const rl_recipe rl_recipe_flow_pretrain = {
     .sections = (const rl_config_section *const[]){
         &rl_trainer_steps_section, &rl_trainer_recovery_section, &rl_model_base_section,
         &rl_image_size_section, &rl_clip_flow_model_section, &rl_fmnist_data_section,
-        &rl_diffusion_batch_section, NULL},
+        &rl_diffusion_batch_section, &rl_actor_section, &rl_actor_diffusion_section, NULL},
     .changes = rl_flow_pretrain_changes,
-    .defaults = (const char *const[]){RL_ACTOR_DEFAULTS, RL_ACTOR_DIFFUSION_DEFAULTS, RL_ROLLOUT_DEFAULTS,
-                                      rl_flow_pretrain_role_changes, NULL},
     .roles = s_roles,
     .prepare = s_prepare_flow,
     .run = s_run_flow,

@@ -255,8 +255,9 @@ static const char *const s_roles[] = {RL_ACTOR_ROLE, RL_ROLLOUT_ROLE, RL_ENV_ROL
 const rl_recipe rl_recipe_flow_warmstart = {
     .name = "flow_warmstart",
     .summary = "few-shot SFT warm start of the flow policy on LIBERO-Object demonstrations, then its evaluation",
-    .defaults = (const char *const[]){RL_FLOW_POLICY_MODEL_DEFAULTS, RL_ACTOR_DEFAULTS, RL_ACTOR_DIFFUSION_DEFAULTS,
-                                      RL_ROLLOUT_DEFAULTS, RL_ENV_DEFAULTS, RL_LIBERO_GIF_DEFAULTS,
+    .sections = (const rl_config_section *const[]){&rl_actor_section, &rl_actor_diffusion_section,
+                                                   &rl_rollout_section, &rl_rollout_flow_section, NULL},
+    .defaults = (const char *const[]){RL_FLOW_POLICY_MODEL_DEFAULTS, RL_ENV_DEFAULTS, RL_LIBERO_GIF_DEFAULTS,
                                       "warmstart:\n"
                                       "  demos: runs/libero_demos/demos.safetensors  # libero_collect's dataset\n"
                                       "  demos_per_task: 10       # successful episodes kept per task\n"

@@ -50,11 +50,11 @@ static int s_read(const rl_config *job, s_collect *o, rl_env_config *env)
         {"collect.greedy", RL_CFG_BOOL, offsetof(s_collect, greedy), 0, 0, 0, NULL},
     };
     int rc = rl_config_read(job, spec, sizeof spec / sizeof spec[0], o);
-    rl_rollout_config r;
     if (!rc)
         rc = rl_env_config_read(job, env);
-    if (!rc)
-        rc = rl_rollout_config_read(job, &r);
+    if (!rc && (!rl_config_section_get(job, &rl_rollout_section) ||
+                !rl_config_section_get(job, &rl_rollout_flow_section)))
+        rc = rl_error_code();
     o->model = !rc && env->policy != 0;
     if (o->model)
         rc = rl_model_check_config(job);
@@ -456,7 +456,8 @@ static const char *const s_roles[] = {RL_ENV_ROLE, RL_ROLLOUT_ROLE, NULL};
 const rl_recipe rl_recipe_libero_collect = {
     .name = "libero_collect",
     .summary = "LIBERO-Object episodes (env role + rollout policy) written as a demonstration dataset",
-    .defaults = (const char *const[]){RL_ENV_DEFAULTS, RL_ROLLOUT_DEFAULTS, RL_FLOW_POLICY_MODEL_DEFAULTS,
+    .sections = (const rl_config_section *const[]){&rl_rollout_section, &rl_rollout_flow_section, NULL},
+    .defaults = (const char *const[]){RL_ENV_DEFAULTS, RL_FLOW_POLICY_MODEL_DEFAULTS,
                                       "collect:\n"
                                       "  episodes: 500          # episodes to record\n"
                                       "  output: runs/libero_demos  # demos.safetensors + dataset.json\n"

@@ -105,15 +105,15 @@ static int s_prepare(rl_config *job)
      * episodes end, so the schedule counts one update per epoch and step */
     if (!rc)
         rc = rl_actor_job_prepare(job, epochs);
-    rl_rollout_config ro;
-    if (!rc)
-        rc = rl_rollout_config_read(job, &ro);
+    const rl_rollout_flow_config *ro = rc ? NULL : rl_config_section_get(job, &rl_rollout_flow_section);
+    if (!rc && !ro)
+        rc = rl_error_code();
     /* Evaluation rounds sample the ODE. Training rounds sample the flow SDE
      * at rollout.noise_level; GRPO/PPO score its log-probs, so they need a
      * level > 0. FlowSAR and FlowIPO read no log-probs: at 0 their training
      * rounds sample the ODE from each row's initial noise (seed 001 §2.5:
      * exploration from the initial noise alone). */
-    if (!rc && !(ro.noise_level > 0) && alg.loss >= RL_FLOW_LOSS_GRPO)
+    if (!rc && !(ro->noise_level > 0) && alg.loss >= RL_FLOW_LOSS_GRPO)
         rc = rl_config_error_at(job, "rollout.noise_level", RL_ECONFIG,
                                 "%s scores the flow SDE's log-probs: the noise level must be > 0 (0, the ODE, "
                                 "is for flow_sar and flow_ipo)",
@@ -897,10 +897,10 @@ static int s_open(s_lr *s, rl_driver *d, const rl_config *job)
     if (!rc && rl_group_size(s->genv) != rl_group_size(s->j.rollout))
         rc = rl_error_set(RL_ECONFIG, "libero_rl pairs env rank r with rollout rank r: the cluster has %d env and %d "
                                       "rollout ranks", rl_group_size(s->genv), rl_group_size(s->j.rollout));
-    rl_rollout_config ro;
-    if (!rc)
-        rc = rl_rollout_config_read(job, &ro);
-    s->train_ode = !rc && !(ro.noise_level > 0);
+    const rl_rollout_flow_config *ro = rc ? NULL : rl_config_section_get(job, &rl_rollout_flow_section);
+    if (!rc && !ro)
+        rc = rl_error_code();
+    s->train_ode = !rc && !(ro->noise_level > 0);
     s->C = s->env.num_action_chunks;
     s->D = s->C * RL_FP_ACTION_DIM;
     s->S = (s->env.max_episode_steps + s->C - 1) / s->C;
@@ -1002,9 +1002,10 @@ static int s_run(rl_driver *d, const rl_config *job)
 const rl_recipe rl_recipe_libero_rl = {
     .name = "libero_rl",
     .summary = "embodied RL of the flow policy on LIBERO-Object: FlowSAR, FlowIPO, flow-SDE GRPO and PPO",
-    .sections = (const rl_config_section *const[]){&rl_trainer_recovery_section, NULL},
+    .sections = (const rl_config_section *const[]){&rl_trainer_recovery_section, &rl_actor_section,
+                                                   &rl_rollout_section, &rl_rollout_flow_section, NULL},
     .defaults = (const char *const[]){
-        RL_FLOW_POLICY_MODEL_DEFAULTS, RL_ACTOR_DEFAULTS, RL_ROLLOUT_DEFAULTS,
+        RL_FLOW_POLICY_MODEL_DEFAULTS,
         RL_ENV_DEFAULTS, RL_FLOW_RL_DEFAULTS, RL_LIBERO_GIF_DEFAULTS,
         "env:\n"
         "  auto_reset: false          # one episode per env per step\n"

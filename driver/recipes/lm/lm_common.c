@@ -137,15 +137,18 @@ int rl_lm_recipe_prepare(rl_config *job, int64_t updates_per_step, const char *r
     if (!rc)
         rc = rl_config_set_yaml(job, "model.pad_token_id", v);
     /* every section a worker will read, checked before any process starts */
-    rl_actor_config ac;
-    rl_rollout_config ro;
-    rl_reward_role_config rw;
-    if (rc || (rc = rl_model_check_config(job)) || (rc = rl_actor_config_read(job, &ac)) ||
-        (rc = rl_rollout_config_read(job, &ro)) || (rc = rl_reward_role_config_read(job, &rw))) {
+    const rl_rollout_tokens_config *ro = NULL;
+    const rl_rollout_multi_turn_config *mt = NULL;
+    rl_reward_config rw;
+    if (rc || (rc = rl_model_check_config(job)) || !rl_config_section_get(job, &rl_actor_section) ||
+        !rl_config_section_get(job, &rl_rollout_section) ||
+        !(ro = rl_config_section_get(job, &rl_rollout_tokens_section)) ||
+        !(mt = rl_config_section_get(job, &rl_rollout_multi_turn_section)) ||
+        (rc = rl_reward_config_from_job(job, &rw))) {
         rl_tokenizer_free(tok);
-        return rc;
+        return rc ? rc : rl_error_code();
     }
-    if (ro.mt_enable) { /* the tools and the markup, checked before any worker starts */
+    if (mt->enable) { /* the tools and the markup, checked before any worker starts */
         rl_agent *a = rl_agent_open(job);
         if (!a) {
             rl_tokenizer_free(tok);
@@ -179,9 +182,9 @@ int rl_lm_recipe_prepare(rl_config *job, int64_t updates_per_step, const char *r
          (rc = rl_arith_write_jsonl_ex(val, (uint64_t)seed + 1000003, nval, levels, nl, tools))))
         rc = rl_error_wrap(rc, "generating %s", val);
     if (!rc)
-        rc = s_check_dataset(tok, train, max_prompt, response_field, ro.response_length);
+        rc = s_check_dataset(tok, train, max_prompt, response_field, ro->response_length);
     if (!rc)
-        rc = s_check_dataset(tok, val, max_prompt, NULL, ro.response_length);
+        rc = s_check_dataset(tok, val, max_prompt, NULL, ro->response_length);
     rl_tokenizer_free(tok);
     return rc;
 }
@@ -197,9 +200,14 @@ int rl_lm_job_open(rl_lm_job *j, rl_driver *d, const rl_config *job)
         !(j->rollout = rl_driver_group(d, RL_ROLLOUT_ROLE)) ||
         !(j->reward = rl_driver_group(d, RL_REWARD_ROLE)))
         return rl_error_code();
-    if (rl_actor_config_read(job, &j->actor_cfg) || rl_rollout_config_read(job, &j->rollout_cfg))
+    const rl_actor_config *ac = rl_config_section_get(job, &rl_actor_section);
+    const rl_rollout_config *ro = ac ? rl_config_section_get(job, &rl_rollout_section) : NULL;
+    const rl_rollout_tokens_config *rt = ro ? rl_config_section_get(job, &rl_rollout_tokens_section) : NULL;
+    if (!rt)
         return rl_error_code();
-    j->response_length = j->rollout_cfg.response_length;
+    j->actor_cfg = *ac;
+    j->rollout_cfg = *ro;
+    j->response_length = rt->response_length;
     if (!(j->tok = s_tokenizer(job)))
         return rl_error_code();
     j->eos = rl_tokenizer_special_id(j->tok, RL_TOK_EOS);

@@ -163,7 +163,9 @@ void rl_lm_id_index_free(rl_lm_id_index *x);
     "  validation_data_dir: \"\"    # a directory: every validation's samples as <step>.jsonl\n"
 
 /* Every fragment an LM recipe's known keys start from. */
-#define RL_LM_SECTIONS RL_LM_MODEL_DEFAULTS, RL_LM_DATA_DEFAULTS, RL_ACTOR_DEFAULTS, \
-    RL_ROLLOUT_DEFAULTS, RL_REWARD_DEFAULTS, RL_LM_TRAINER_DEFAULTS
+#define RL_LM_SECTIONS RL_LM_MODEL_DEFAULTS, RL_LM_DATA_DEFAULTS, RL_LM_TRAINER_DEFAULTS
+/* The roles' sections of an LM recipe (common/schema/). */
+#define RL_LM_ROLE_SECTIONS &rl_actor_section, &rl_rollout_section, &rl_rollout_tokens_section, \
+    &rl_rollout_multi_turn_section, &rl_reward_section
 
 #endif

@@ -1271,7 +1271,7 @@ static int s_run(rl_driver *d, const rl_config *job)
 const rl_recipe rl_recipe_rlvr = {
     .name = "rlvr",
     .summary = "RL with verifiable rewards: GRPO, RLOO, REINFORCE++(-baseline), REINFORCE Pro Max",
-    .sections = (const rl_config_section *const[]){&rl_trainer_recovery_section, NULL},
+    .sections = (const rl_config_section *const[]){&rl_trainer_recovery_section, RL_LM_ROLE_SECTIONS, NULL},
     .defaults = (const char *const[]){
         RL_LM_SECTIONS,
         "algorithm:\n"

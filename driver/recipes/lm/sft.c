@@ -295,7 +295,7 @@ static int s_prepare(rl_config *job) { return rl_lm_recipe_prepare(job, 1, "solu
 const rl_recipe rl_recipe_sft = {
     .name = "sft",
     .summary = "supervised warm start on the task's worked solutions",
-    .sections = (const rl_config_section *const[]){&rl_trainer_recovery_section, NULL},
+    .sections = (const rl_config_section *const[]){&rl_trainer_recovery_section, RL_LM_ROLE_SECTIONS, NULL},
     .defaults = (const char *const[]){RL_LM_SECTIONS,
                                       "actor:\n"
                                       "  optim: {lr: 0.001}\n"

@@ -1,6 +1,14 @@
-/* workers/rollout/flow_ref.c — the rollout's EMA reference θ_ref and the
- * FlowSAR self-annotation / FlowIPO reference actions over a recorded batch
- * (contract: workers/flow_rl.h; mathematics: common/algo/flow/flow.h).
+/* workers/rollout/flow_ema.c — the embodied track's hooks on the rollout
+ * (workers/rollout/hooks.h; contract: workers/flow_rl.h; mathematics:
+ * common/algo/flow/flow.h): the EMA reference θ_ref of FlowSAR / FlowIPO
+ * and the self-annotation / reference actions over a recorded batch, the
+ * evaluation EMA θ_eval, their checkpoints.
+ *
+ * State (one per process): θ_ref (P floats) and its count of EMA updates,
+ * only in a job whose algorithm.loss_type is flow_sar or flow_ipo; θ_eval
+ * and its count, only with eval.ema_decay > 0; the live weights set aside
+ * while θ_eval is in the model for an evaluation. The job's settings are
+ * read once, at CONFIGURE (s_open).
  *
  * cpu_weight_swap: an annotate call copies the live weights aside, puts
  * θ_ref into the model ONCE for the whole batch (every forward and the ODE
@@ -11,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "workers/rollout/flow_ref.h"
 #include "common/nn/models/flow_policy.h"
 #include "common/nn/engine/safetensors.h"
 #include "rlrt/error.h"
@@ -23,6 +30,7 @@
 #include "rlrt/config.h"
 #include "common/algo/flow/flow.h"
 #include "workers/flow_rl.h"
+#include "workers/rollout/hooks.h"
 #include "workers/rollout/rollout.h"
 #include "common/core/util.h"
 
@@ -52,7 +60,15 @@ static void s_avg_reset(s_avg *a)
     a->P = a->count = 0;
 }
 
-void rl_flow_ref_reset(void)
+/* The job's settings (s_open). */
+static struct {
+    int has_alg;             /* the job has the algorithm section */
+    int ref;                 /* flow_sar / flow_ipo: keep θ_ref */
+    rl_flow_rl_config alg;   /* when has_alg (strings borrowed from the job tree) */
+    double eval_decay;       /* eval.ema_decay (0: no evaluation EMA) */
+} s_job;
+
+static void s_reset(void)
 {
     s_avg_reset(&s_ref);
     s_avg_reset(&s_eval);
@@ -60,13 +76,23 @@ void rl_flow_ref_reset(void)
     s_eval_in.live = NULL;
 }
 
-/* eval.ema_decay of the job (0: no evaluation EMA; LM jobs have no key). */
-static int s_eval_decay(const rl_config *c, double *d)
+/* The job's EMA settings: active when it keeps θ_ref or θ_eval. */
+static int s_open(rl_worker_ctx *ctx, int *active)
 {
-    *d = 0;
-    if (!rl_config_has(c, "eval.ema_decay"))
-        return RL_OK;
-    return rl_config_get_double_in(c, "eval.ema_decay", 0, 1, RL_CFG_MAX_OPEN, d);
+    const rl_config *c = ctx->config;
+    memset(&s_job, 0, sizeof s_job);
+    *active = 0;
+    int rc = rl_config_has(c, "eval.ema_decay")
+                 ? rl_config_get_double_in(c, "eval.ema_decay", 0, 1, RL_CFG_MAX_OPEN, &s_job.eval_decay)
+                 : RL_OK;
+    if (!rc && rl_config_has(c, "algorithm.flow_sar_beta")) {
+        if (!(rc = rl_flow_rl_config_read(c, &s_job.alg))) {
+            s_job.has_alg = 1;
+            s_job.ref = s_job.alg.loss == RL_FLOW_LOSS_SAR || s_job.alg.loss == RL_FLOW_LOSS_IPO;
+        }
+    }
+    *active = !rc && (s_job.has_alg || s_job.eval_decay > 0);
+    return rc;
 }
 
 /* First sync a = θ, later a ← β·a + (1 − β)·θ. */
@@ -87,40 +113,26 @@ static int s_avg_update(rl_worker_ctx *ctx, s_avg *a, const float *cur, int64_t 
     return RL_OK;
 }
 
-/* 1: the job keeps an EMA reference (flow_sar / flow_ipo), with *o read. */
-static int s_wants_ref(const rl_config *c, rl_flow_rl_config *o, int *rc)
+/* After the model received new weights: first sync θ_ref = θ, later
+ * θ_ref ← β·θ_ref + (1 − β)·θ; the same for θ_eval with β = eval.ema_decay.
+ * A sync while θ_eval is in makes the synced weights live. */
+static int s_on_sync(rl_worker_ctx *ctx, const rl_rollout_policy *p)
 {
-    *rc = RL_OK;
-    if (!rl_config_has(c, "algorithm.flow_sar_beta"))
-        return 0;
-    if ((*rc = rl_flow_rl_config_read(c, o)))
-        return 0;
-    return o->loss == RL_FLOW_LOSS_SAR || o->loss == RL_FLOW_LOSS_IPO;
-}
-
-int rl_flow_ref_on_sync(rl_worker_ctx *ctx, rl_model *m)
-{
-    rl_flow_rl_config o;
-    int rc;
-    double decay;
-    int64_t P = rl_model_num_params(m);
-    const float *cur = rl_model_params(m);
+    int64_t P = rl_model_num_params(p->model);
+    const float *cur = rl_model_params(p->model);
     free(s_eval_in.live); /* new live weights are in: nothing to put back */
     s_eval_in.live = NULL;
-    if ((rc = s_eval_decay(ctx->config, &decay)))
+    int rc = s_job.eval_decay > 0 ? s_avg_update(ctx, &s_eval, cur, P, s_job.eval_decay) : RL_OK;
+    if (rc || !s_job.ref)
         return rc;
-    if (decay > 0 && (rc = s_avg_update(ctx, &s_eval, cur, P, decay)))
-        return rc;
-    if (!s_wants_ref(ctx->config, &o, &rc))
-        return rc;
-    return s_avg_update(ctx, &s_ref, cur, P, rl_flow_rl_ema_beta(&o, s_ref.count));
+    return s_avg_update(ctx, &s_ref, cur, P, rl_flow_rl_ema_beta(&s_job.alg, s_ref.count));
 }
 
 /* ---- the swap ------------------------------------------------------------------------------ */
 
-static int s_swap_in(rl_worker_ctx *ctx, const char *method, const s_avg *a, s_swap *w)
+static int s_swap_in(rl_worker_ctx *ctx, rl_model *m, const char *method, const s_avg *a, s_swap *w)
 {
-    w->m = rl_rollout_model(ctx);
+    w->m = m;
     w->live = NULL;
     if (!w->m)
         return rl_error_set(RL_ESTATE, "%s: init_model has not run on rollout/%d", method, ctx->rank);
@@ -193,19 +205,16 @@ static int s_velocity(rl_model *m, const rl_dataproto *in, const float *x, const
 }
 
 /* The ODE of the model from the rows' initial noise → ref (B, D). */
-static int s_ref_actions(rl_worker_ctx *ctx, rl_model *m, const rl_dataproto *in, int64_t B, int64_t D, float *ref)
+static int s_ref_actions(const rl_rollout_policy *p, rl_model *m, const rl_dataproto *in, int64_t B, int64_t D,
+                         float *ref)
 {
     static const char *const keep[4] = {RL_FP_PROPRIO, RL_FP_OBJECT, RL_FP_TASK, RL_FP_INITIAL_NOISE};
     if (!rl_dataproto_tensor_shaped(in, RL_FP_INITIAL_NOISE, RL_F32, 2, (int64_t[]){B, D}))
         return rl_error_code();
-    rl_rollout_config ro;
-    int rc = rl_rollout_config_read(ctx->config, &ro);
-    if (rc)
-        return rc;
-    rl_model_sampling s = {.greedy = 1, .temperature = 1.0, .top_p = 1.0, .num_steps = ro.num_steps,
-                           .noise_level = ro.noise_level, .shift = ro.shift};
+    rl_model_sampling s = {.greedy = 1, .temperature = 1.0, .top_p = 1.0, .num_steps = p->sampling.num_steps,
+                           .noise_level = p->sampling.noise_level, .shift = p->sampling.shift};
     rl_dataproto *req = rl_dataproto_select(in, keep, 4, NULL, 0), *out = NULL;
-    rc = req ? rl_model_sample(m, req, &s, &out) : rl_error_code();
+    int rc = req ? rl_model_sample(m, req, &s, &out) : rl_error_code();
     rl_dataproto_free(req);
     if (rc)
         return rc;
@@ -218,14 +227,14 @@ static int s_ref_actions(rl_worker_ctx *ctx, rl_model *m, const rl_dataproto *in
     return rc;
 }
 
-int rl_flow_ref_annotate(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+static int s_annotate(rl_worker_ctx *ctx, const rl_rollout_policy *p, const rl_dataproto *in,
+                      rl_dataproto **out)
 {
-    rl_flow_rl_config o;
+    if (!s_job.ref)
+        return rl_error_set(RL_ESTATE, "%s: algorithm.loss_type is neither flow_sar nor flow_ipo",
+                            RL_ROLLOUT_FLOW_ANNOTATE);
+    const rl_flow_rl_config *o = &s_job.alg;
     int rc;
-    if (!s_wants_ref(ctx->config, &o, &rc))
-        return rc ? rc
-                  : rl_error_set(RL_ESTATE, "%s: algorithm.loss_type is neither flow_sar nor flow_ipo",
-                                 RL_ROLLOUT_FLOW_ANNOTATE);
     int64_t B = rl_dataproto_rows(in);
     const rl_tensor *ta = rl_dataproto_tensor_shaped(in, RL_FLOW_ACTION, RL_F32, 2, (int64_t[]){B, -1});
     const rl_tensor *ts = ta ? rl_dataproto_tensor_shaped(in, RL_FLOW_SEEDS, RL_I64, 1, (int64_t[]){B}) : NULL;
@@ -238,11 +247,8 @@ int rl_flow_ref_annotate(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataprot
         if (!isfinite(a[i]))
             return rl_error_set(RL_ENUMERIC, "tensor '%s' holds %g at [%lld]", RL_FLOW_ACTION, (double)a[i],
                                 (long long)i);
-    rl_rollout_config ro;
-    if ((rc = rl_rollout_config_read(ctx->config, &ro)))
-        return rc;
-    const int sar = o.loss == RL_FLOW_LOSS_SAR;
-    const double tmin = sar ? o.sar_t_min : o.ipo_t_min, tmax = sar ? o.sar_t_max : o.ipo_t_max;
+    const int sar = o->loss == RL_FLOW_LOSS_SAR;
+    const double tmin = sar ? o->sar_t_min : o->ipo_t_min, tmax = sar ? o->sar_t_max : o->ipo_t_max;
     rl_dataproto *res = rl_dataproto_new();
     int64_t s1[1] = {B}, s2[2] = {B, D};
     rl_tensor *tt = res ? rl_dataproto_new_tensor(res, RL_FLOW_T, RL_F32, 1, s1) : NULL;
@@ -261,16 +267,16 @@ int rl_flow_ref_annotate(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataprot
     /* the row's draws: Philox(trainer.seed ^ salt, row seed) — t, ε, ε_mid */
     for (int64_t b = 0; b < B; b++) {
         rl_rng g;
-        rl_rng_init(&g, (uint64_t)ro.seed ^ 0xf10a5a9ull, (uint64_t)seeds[b]);
+        rl_rng_init(&g, p->seed ^ 0xf10a5a9ull, (uint64_t)seeds[b]);
         t[b] = (float)(tmin + (tmax - tmin) * rl_rng_uniform_f64(&g));
         for (int64_t j = 0; j < D; j++)
             eps[b * D + j] = rl_rng_normal(&g);
         for (int64_t j = 0; j < D; j++)
             emid[b * D + j] = rl_rng_normal(&g);
-        tmid[b] = (float)o.sar_tau_mid;
+        tmid[b] = (float)o->sar_tau_mid;
     }
     s_swap w;
-    if ((rc = s_swap_in(ctx, RL_ROLLOUT_FLOW_ANNOTATE, &s_ref, &w)))
+    if ((rc = s_swap_in(ctx, p->model, RL_ROLLOUT_FLOW_ANNOTATE, &s_ref, &w)))
         goto done;
     rc = rl_flow_interp(a, eps, t, B, D, xt, NULL);
     if (!rc)
@@ -281,9 +287,9 @@ int rl_flow_ref_annotate(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataprot
         if (!rc)
             rc = s_velocity(w.m, in, xt, tmid, B, D, vm);
         if (!rc)
-            rc = rl_flow_recon_error(a, xt, vm, (float)o.sar_tau_mid, B, D, rl_tensor_data(tx));
+            rc = rl_flow_recon_error(a, xt, vm, (float)o->sar_tau_mid, B, D, rl_tensor_data(tx));
     } else if (!rc) {
-        rc = s_ref_actions(ctx, w.m, in, B, D, rl_tensor_data(tx));
+        rc = s_ref_actions(p, w.m, in, B, D, rl_tensor_data(tx));
     }
     s_swap_out(&w);
 done:
@@ -301,11 +307,12 @@ done:
 
 /* ---- checkpoints of θ_ref and θ_eval ----------------------------------------------------------- */
 
-/* The average a save/load request names: meta RL_FLOW_WHICH "ref" (the
- * default) or "eval". */
-static int s_which(const rl_dataproto *in, const char *method, s_avg **a)
+/* What a save/load request names: the directory, meta RL_FLOW_PATH, and the
+ * average, meta RL_FLOW_WHICH "ref" (the default) or "eval". */
+static int s_target(const rl_dataproto *in, const char *method, const char **dir, s_avg **a)
 {
-    const char *w = rl_dataproto_meta_str(in, RL_FLOW_WHICH, "ref");
+    *dir = rl_dataproto_meta_str(in, RL_FLOW_PATH, NULL);
+    const char *w = *dir ? rl_dataproto_meta_str(in, RL_FLOW_WHICH, "ref") : NULL;
     if (!w)
         return rl_error_code();
     if (strcmp(w, "ref") != 0 && strcmp(w, "eval") != 0)
@@ -315,16 +322,15 @@ static int s_which(const rl_dataproto *in, const char *method, s_avg **a)
     return RL_OK;
 }
 
-int rl_flow_ref_save(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+static int s_save_state(rl_worker_ctx *ctx, const rl_rollout_policy *p, const rl_dataproto *in,
+                        rl_dataproto **out)
 {
     (void)out;
-    const char *dir = rl_dataproto_meta_str(in, RL_FLOW_PATH, NULL);
+    const char *dir;
     s_avg *a;
-    if (!dir)
-        return rl_error_code();
-    int rc = s_which(in, RL_ROLLOUT_FLOW_REF_SAVE, &a);
+    int rc = s_target(in, RL_ROLLOUT_FLOW_REF_SAVE, &dir, &a);
     s_swap w;
-    if (rc || (rc = s_swap_in(ctx, RL_ROLLOUT_FLOW_REF_SAVE, a, &w)))
+    if (rc || (rc = s_swap_in(ctx, p->model, RL_ROLLOUT_FLOW_REF_SAVE, a, &w)))
         return rc;
     rc = rl_model_save(w.m, dir);
     s_swap_out(&w);
@@ -336,17 +342,16 @@ int rl_flow_ref_save(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **
     return rl_file_write_atomic(path, text, (size_t)n);
 }
 
-int rl_flow_ref_load(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+static int s_load_state(rl_worker_ctx *ctx, const rl_rollout_policy *p, const rl_dataproto *in,
+                        rl_dataproto **out)
 {
     (void)out;
-    const char *dir = rl_dataproto_meta_str(in, RL_FLOW_PATH, NULL);
+    const char *dir;
     s_avg *a;
-    if (!dir)
-        return rl_error_code();
-    int rc = s_which(in, RL_ROLLOUT_FLOW_REF_LOAD, &a);
+    int rc = s_target(in, RL_ROLLOUT_FLOW_REF_LOAD, &dir, &a);
     if (rc)
         return rc;
-    rl_model *m = rl_rollout_model(ctx);
+    rl_model *m = p->model;
     if (!m)
         return rl_error_set(RL_ESTATE, "%s: init_model has not run on rollout/%d", RL_ROLLOUT_FLOW_REF_LOAD,
                             ctx->rank);
@@ -390,14 +395,27 @@ int rl_flow_ref_load(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **
 
 /* ---- evaluation with θ_eval -------------------------------------------------------------------- */
 
-int rl_flow_eval_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+static int s_eval_weights(rl_worker_ctx *ctx, const rl_rollout_policy *p, const rl_dataproto *in,
+                          rl_dataproto **out)
 {
     (void)out;
     const json_t *v = json_object_get(rl_dataproto_meta_const(in), RL_FLOW_EMA);
     if (!json_is_boolean(v))
         return rl_error_set(RL_EPROTO, "%s: meta '%s': expected a boolean", RL_ROLLOUT_EVAL_WEIGHTS, RL_FLOW_EMA);
     if (json_is_true(v)) /* kept in until ema: false or the next sync */
-        return s_eval_in.live ? RL_OK : s_swap_in(ctx, RL_ROLLOUT_EVAL_WEIGHTS, &s_eval, &s_eval_in);
+        return s_eval_in.live ? RL_OK : s_swap_in(ctx, p->model, RL_ROLLOUT_EVAL_WEIGHTS, &s_eval, &s_eval_in);
     s_swap_out(&s_eval_in);
     return RL_OK;
 }
+
+const rl_rollout_hooks rl_rollout_flow_ema_hooks = {
+    .name = "EMA reference",
+    .open = s_open,
+    .close = s_reset,
+    .reset = s_reset,
+    .on_sync = s_on_sync,
+    .annotate = s_annotate,
+    .save_state = s_save_state,
+    .load_state = s_load_state,
+    .eval_weights = s_eval_weights,
+};

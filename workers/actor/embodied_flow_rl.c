@@ -1,7 +1,8 @@
-/* workers/actor/flow_update.c — the actor's embodied flow-policy methods
- * (contract: workers/flow_rl.h): one optimiser step of FlowSAR (seed
- * 000), FlowIPO (seed 001), flow-SDE GRPO or flow-SDE PPO (with the value
- * head), picked by algorithm.loss_type; and the value forward for GAE.
+/* workers/actor/embodied_flow_rl.c — the embodied track's losses (loss op
+ * "flow_rl", method update_flow; contract: workers/flow_rl.h): one
+ * optimiser step of FlowSAR (seed 000), FlowIPO (seed 001), flow-SDE GRPO
+ * or flow-SDE PPO (with the value head), picked by algorithm.loss_type, with
+ * the demonstration anchor; and the value forward for GAE (flow_values).
  *
  * Every loss is a mean over the kept rows (or trained denoising steps) of
  * the WHOLE mini-batch: a micro-batch's local mean is scaled by its share
@@ -52,6 +53,12 @@ typedef struct s_fctx {
     double clip_range;
     double m[M_COUNT];
     double rows;  /* kept rows seen */
+    struct s_scaled {      /* the method's loss × algorithm.rl_coef */
+        rl_model_loss_fn fn;
+        void *ctx;
+        double coef;
+    } scaled;
+    double demo_loss; /* the anchor's plain mean × this rank's rows (0 without it) */
 } s_fctx;
 
 static double s_mask_sum(const float *mask, int64_t row0, int64_t rows)
@@ -62,60 +69,54 @@ static double s_mask_sum(const float *mask, int64_t row0, int64_t rows)
     return m;
 }
 
-static int s_sar_loss(void *arg, const rl_model_io *out, rl_model_io *grad, double *loss)
+/* The velocity loss's micro-batch: the model's width must be the batch's. */
+static int s_vel_width(const s_fctx *c, const rl_model_io *out)
 {
-    s_fctx *c = arg;
-    int64_t rows = out->rows, r0 = out->row0, D = c->D;
-    if (out->width[RL_Q_VELOCITY] != D)
-        return rl_error_set(RL_ESHAPE, "%s: the model's velocity has %lld floats per row, the batch %lld",
-                            RL_ACTOR_UPDATE_FLOW, (long long)out->width[RL_Q_VELOCITY], (long long)D);
-    double m = s_mask_sum(c->mask, r0, rows);
-    rl_flow_sar_metrics mt;
-    int rc = rl_flow_sar_loss(out->q[RL_Q_VELOCITY], c->v_old + r0 * D, c->u + r0 * D, c->w + r0,
-                              c->labels + r0, c->t + r0, c->mask ? c->mask + r0 : NULL, rows, D, &c->sar,
-                              grad->q[RL_Q_VELOCITY], &mt);
-    if (rc)
-        return rc;
-    double scale = m / c->global_rows;
-    for (int64_t i = 0; i < rows * D; i++)
-        grad->q[RL_Q_VELOCITY][i] = (float)(grad->q[RL_Q_VELOCITY][i] * scale);
-    *loss += mt.loss * scale;
-    c->rows += m;
-    if (m > 0) {
-        c->m[M_SAR_LOSS] += mt.loss * m;
-        c->m[M_SAR_EPOS] += mt.e_pos * m;
-        c->m[M_SAR_ENEG] += mt.e_neg * m;
-        c->m[M_SAR_W] += mt.weight_mean * m;
-        if (c->sar.variant == RL_FLOW_SAR_SOFTPLUS_KL) {
-            c->m[M_SAR_CONTR] += mt.contrastive * m;
-            c->m[M_SAR_KL] += mt.kl_penalty * m;
-        } else {
-            c->m[M_SAR_SUCC] += mt.success_ratio * m;
-        }
-    }
-    return RL_OK;
+    if (out->width[RL_Q_VELOCITY] == c->D)
+        return RL_OK;
+    return rl_error_set(RL_ESHAPE, "%s: the model's velocity has %lld floats per row, the batch %lld",
+                        RL_ACTOR_UPDATE_FLOW, (long long)out->width[RL_Q_VELOCITY], (long long)c->D);
 }
 
-static int s_ipo_loss(void *arg, const rl_model_io *out, rl_model_io *grad, double *loss)
+/* FlowSAR's or FlowIPO's velocity loss of a micro-batch. */
+static int s_vel_loss(void *arg, const rl_model_io *out, rl_model_io *grad, double *loss)
 {
     s_fctx *c = arg;
     int64_t rows = out->rows, r0 = out->row0, D = c->D;
-    if (out->width[RL_Q_VELOCITY] != D)
-        return rl_error_set(RL_ESHAPE, "%s: the model's velocity has %lld floats per row, the batch %lld",
-                            RL_ACTOR_UPDATE_FLOW, (long long)out->width[RL_Q_VELOCITY], (long long)D);
-    double m = s_mask_sum(c->mask, r0, rows);
-    rl_flow_ipo_metrics mt;
-    int rc = rl_flow_ipo_loss(out->q[RL_Q_VELOCITY], c->u + r0 * D, c->mask ? c->mask + r0 : NULL, rows, D, 1,
-                              grad->q[RL_Q_VELOCITY], &mt);
+    int rc = s_vel_width(c, out);
     if (rc)
         return rc;
-    double scale = m / c->global_rows;
-    for (int64_t i = 0; i < rows * D; i++)
-        grad->q[RL_Q_VELOCITY][i] = (float)(grad->q[RL_Q_VELOCITY][i] * scale);
-    *loss += mt.loss * scale;
+    double m = s_mask_sum(c->mask, r0, rows), local;
+    const float *v = out->q[RL_Q_VELOCITY], *mask = c->mask ? c->mask + r0 : NULL;
+    float *g = grad->q[RL_Q_VELOCITY];
+    if (c->alg.loss == RL_FLOW_LOSS_SAR) {
+        rl_flow_sar_metrics mt;
+        if ((rc = rl_flow_sar_loss(v, c->v_old + r0 * D, c->u + r0 * D, c->w + r0, c->labels + r0, c->t + r0,
+                                   mask, rows, D, &c->sar, g, &mt)))
+            return rc;
+        local = mt.loss;
+        if (m > 0) {
+            c->m[M_SAR_LOSS] += mt.loss * m;
+            c->m[M_SAR_EPOS] += mt.e_pos * m;
+            c->m[M_SAR_ENEG] += mt.e_neg * m;
+            c->m[M_SAR_W] += mt.weight_mean * m;
+            if (c->sar.variant == RL_FLOW_SAR_SOFTPLUS_KL) {
+                c->m[M_SAR_CONTR] += mt.contrastive * m;
+                c->m[M_SAR_KL] += mt.kl_penalty * m;
+            } else {
+                c->m[M_SAR_SUCC] += mt.success_ratio * m;
+            }
+        }
+    } else {
+        rl_flow_ipo_metrics mt;
+        if ((rc = rl_flow_ipo_loss(v, c->u + r0 * D, mask, rows, D, 1, g, &mt)))
+            return rc;
+        local = mt.loss;
+        c->m[M_IPO_LOSS] += mt.loss * m;
+        c->m[M_IPO_VMSE] += mt.velocity_mse * m;
+    }
+    rl_actor_share(g, rows * D, local, m, c->global_rows, loss);
     c->rows += m;
-    c->m[M_IPO_LOSS] += mt.loss * m;
-    c->m[M_IPO_VMSE] += mt.velocity_mse * m;
     return RL_OK;
 }
 
@@ -147,10 +148,7 @@ static int s_pg_loss(void *arg, const rl_model_io *out, rl_model_io *grad, doubl
     free(gm);
     if (rc)
         return rc;
-    double scale = c->global_steps > 0 ? m / c->global_steps : 0;
-    for (int64_t i = 0; i < n; i++)
-        grad->q[RL_Q_LOGP][i] = (float)(grad->q[RL_Q_LOGP][i] * scale);
-    *loss += mt.loss * scale;
+    rl_actor_share(grad->q[RL_Q_LOGP], n, mt.loss, m, c->global_steps, loss);
     c->m[M_STEPS] += m;
     c->m[M_PG_LOSS] += mt.loss * m;
     c->m[M_PG_CLIP] += mt.clip_frac * m;
@@ -183,23 +181,6 @@ static int s_pg_loss(void *arg, const rl_model_io *out, rl_model_io *grad, doubl
     return RL_OK;
 }
 
-/* (B, D) f32 tensor `name`, all finite (kept rows), or NULL + message. */
-static const float *s_f32(const rl_dataproto *in, const char *name, int64_t B, int64_t D)
-{
-    const rl_tensor *t = D > 0 ? rl_dataproto_tensor_shaped(in, name, RL_F32, 2, (int64_t[]){B, D})
-                               : rl_dataproto_tensor_shaped(in, name, RL_F32, 1, (int64_t[]){B});
-    if (!t)
-        return NULL;
-    const float *p = rl_tensor_data(t);
-    int64_t n = B * (D > 0 ? D : 1);
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(p[i])) {
-            rl_error_set(RL_ENUMERIC, "tensor '%s' holds %g at [%lld]", name, (double)p[i], (long long)i);
-            return NULL;
-        }
-    return p;
-}
-
 /* The velocity batch: observations + x_t = (1 − t)·a + t·ε and t. */
 static rl_dataproto *s_vel_batch(const rl_dataproto *in, const float *a, const float *eps, const float *t,
                                  int64_t B, int64_t D)
@@ -217,15 +198,9 @@ static rl_dataproto *s_vel_batch(const rl_dataproto *in, const float *a, const f
 }
 
 /* The method's loss × algorithm.rl_coef (loss and every gradient). */
-typedef struct s_scaled {
-    rl_model_loss_fn fn;
-    void *ctx;
-    double coef;
-} s_scaled;
-
 static int s_scaled_loss(void *arg, const rl_model_io *out, rl_model_io *grad, double *loss)
 {
-    s_scaled *w = arg;
+    struct s_scaled *w = arg;
     double l = 0;
     int rc = w->fn(w->ctx, out, grad, &l);
     if (rc)
@@ -248,7 +223,7 @@ static rl_dataproto *s_demo_batch(const rl_dataproto *in, int64_t B, int64_t *D,
     if (!tg)
         return NULL;
     *D = tg->shape[1];
-    if (!(*target = s_f32(in, RL_FLOW_DEMO_TARGET, B, *D)))
+    if (!(*target = rl_actor_f32(in, RL_FLOW_DEMO_TARGET, B, *D)))
         return NULL;
     rl_dataproto *dp = rl_dataproto_new();
     for (int k = 0; dp && k < 5; k++) {
@@ -267,133 +242,137 @@ static rl_dataproto *s_demo_batch(const rl_dataproto *in, int64_t B, int64_t *D,
     return dp;
 }
 
-int rl_actor_update_flow(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+static int s_prepare(rl_actor_step *s)
 {
-    rl_actor_state *a = rl_actor_get(ctx, RL_ACTOR_UPDATE_FLOW);
-    if (!a)
-        return rl_error_code();
-    s_fctx c;
-    memset(&c, 0, sizeof c);
-    int rc = rl_flow_rl_config_read(ctx->config, &c.alg);
+    s_fctx *c = s->ctx;
+    rl_actor_state *a = s->a;
+    const rl_dataproto *in = s->in;
+    int rc = rl_flow_rl_config_read(a->job, &c->alg);
     if (rc)
         return rc;
     int64_t B = rl_dataproto_rows(in), grows, gsteps = 0;
     if (rl_dataproto_meta_get_int(in, RL_ACTOR_GLOBAL_ROWS, 1, INT64_MAX, &grows))
         return rl_error_code();
-    c.global_rows = (double)grows;
-    c.sar = rl_flow_rl_sar_loss_config(&c.alg);
-    c.clip_range = a->o.clip_high;
-    if (!(c.mask = s_f32(in, RL_FLOW_MASK, B, 0)))
+    c->global_rows = (double)grows;
+    c->sar = rl_flow_rl_sar_loss_config(&c->alg);
+    c->clip_range = a->o.clip_high;
+    if (!(c->mask = rl_actor_f32(in, RL_FLOW_MASK, B, 0)))
         return rl_error_code();
-    rl_dataproto *batch = NULL;
-    unsigned want = 0;
-    rl_model_loss_fn fn = NULL;
-    float *u = NULL;
-    if (c.alg.loss == RL_FLOW_LOSS_SAR || c.alg.loss == RL_FLOW_LOSS_IPO) {
+    rl_model_loss_fn fn;
+    if (c->alg.loss == RL_FLOW_LOSS_SAR || c->alg.loss == RL_FLOW_LOSS_IPO) {
         const rl_tensor *ta = rl_dataproto_tensor_shaped(in, RL_FLOW_ACTION, RL_F32, 2, (int64_t[]){B, -1});
         if (!ta)
             return rl_error_code();
-        int64_t D = c.D = ta->shape[1];
-        const float *act = s_f32(in, RL_FLOW_ACTION, B, D), *eps = act ? s_f32(in, RL_FLOW_EPS, B, D) : NULL;
-        c.t = eps ? s_f32(in, RL_FLOW_T, B, 0) : NULL;
-        c.v_old = c.t ? s_f32(in, RL_FLOW_V_OLD, B, D) : NULL;
-        c.w = c.v_old ? s_f32(in, RL_FLOW_WEIGHTS, B, 0) : NULL;
-        if (c.w && c.alg.loss == RL_FLOW_LOSS_SAR)
-            c.labels = s_f32(in, RL_FLOW_LABELS, B, 0);
-        if (!c.w || (c.alg.loss == RL_FLOW_LOSS_SAR && !c.labels))
+        int64_t D = c->D = ta->shape[1];
+        const float *act = rl_actor_f32(in, RL_FLOW_ACTION, B, D);
+        const float *eps = act ? rl_actor_f32(in, RL_FLOW_EPS, B, D) : NULL;
+        c->t = eps ? rl_actor_f32(in, RL_FLOW_T, B, 0) : NULL;
+        c->v_old = c->t ? rl_actor_f32(in, RL_FLOW_V_OLD, B, D) : NULL;
+        c->w = c->v_old ? rl_actor_f32(in, RL_FLOW_WEIGHTS, B, 0) : NULL;
+        if (c->w && c->alg.loss == RL_FLOW_LOSS_SAR)
+            c->labels = rl_actor_f32(in, RL_FLOW_LABELS, B, 0);
+        if (!c->w || (c->alg.loss == RL_FLOW_LOSS_SAR && !c->labels))
             return rl_error_code();
         for (int64_t b = 0; b < B; b++)
-            if (c.t[b] < 0 || c.t[b] > 1)
+            if (c->t[b] < 0 || c->t[b] > 1)
                 return rl_error_set(RL_ERANGE, "tensor '%s' holds %g at [%lld], expected t in [0, 1]", RL_FLOW_T,
-                                    (double)c.t[b], (long long)b);
-        if (!(u = malloc(sizeof(float) * (size_t)(B * D + 1))))
-            return rl_error_set(RL_ENOMEM, "actor/%d: out of memory", ctx->rank);
-        rc = rl_flow_interp(act, eps, c.t, B, D, NULL, u);
-        if (!rc && c.alg.loss == RL_FLOW_LOSS_IPO) {
+                                    (double)c->t[b], (long long)b);
+        if (!(c->u = malloc(sizeof(float) * (size_t)(B * D + 1))))
+            return rl_error_set(RL_ENOMEM, "actor/%d: out of memory", a->rank);
+        rc = rl_flow_interp(act, eps, c->t, B, D, NULL, c->u);
+        if (!rc && c->alg.loss == RL_FLOW_LOSS_IPO) {
             /* the ends of the interpolation, u (w = 1) and v_ref (w = 0):
              * mean (u − v_ref)² over the floats, the most w can move ṽ */
             for (int64_t b = 0; b < B; b++) {
-                if (c.mask && c.mask[b] == 0.0f)
+                if (c->mask && c->mask[b] == 0.0f)
                     continue;
                 double g = 0;
                 for (int64_t j = 0; j < D; j++) {
-                    double e = (double)u[b * D + j] - (double)c.v_old[b * D + j];
+                    double e = (double)c->u[b * D + j] - (double)c->v_old[b * D + j];
                     g += e * e;
                 }
-                c.m[M_IPO_GAP] += g / (double)D;
+                c->m[M_IPO_GAP] += g / (double)D;
             }
-            rc = rl_flow_ipo_target(u, c.v_old, c.w, B, D, u); /* ṽ = w·u + (1 − w)·v_ref */
+            rc = rl_flow_ipo_target(c->u, c->v_old, c->w, B, D, c->u); /* ṽ = w·u + (1 − w)·v_ref */
         }
-        c.u = u;
-        batch = rc ? NULL : s_vel_batch(in, act, eps, c.t, B, D);
-        if (!rc && !batch)
+        if (!rc && !(s->batch = s_vel_batch(in, act, eps, c->t, B, D)))
             rc = rl_error_code();
-        want = RL_Q_BIT(RL_Q_VELOCITY);
-        fn = c.alg.loss == RL_FLOW_LOSS_SAR ? s_sar_loss : s_ipo_loss;
+        if (rc)
+            return rc;
+        s->want = RL_Q_BIT(RL_Q_VELOCITY);
+        fn = s_vel_loss;
     } else {
         if (rl_dataproto_meta_get_int(in, RL_ACTOR_GLOBAL_TOKENS, 0, INT64_MAX, &gsteps))
             return rl_error_code();
-        c.global_steps = (double)gsteps;
+        c->global_steps = (double)gsteps;
         const rl_tensor *to = rl_dataproto_tensor_shaped(in, RL_ACTOR_OLD_LOGP, RL_F32, 2, (int64_t[]){B, -1});
         if (!to)
             return rl_error_code();
-        c.N = to->shape[1];
-        c.old = s_f32(in, RL_ACTOR_OLD_LOGP, B, c.N);
-        c.adv = c.old ? s_f32(in, RL_ACTOR_ADVANTAGES, B, 0) : NULL;
-        if (!c.adv)
+        c->N = to->shape[1];
+        c->old = rl_actor_f32(in, RL_ACTOR_OLD_LOGP, B, c->N);
+        c->adv = c->old ? rl_actor_f32(in, RL_ACTOR_ADVANTAGES, B, 0) : NULL;
+        if (!c->adv)
             return rl_error_code();
-        want = RL_Q_BIT(RL_Q_LOGP);
-        if (c.alg.loss == RL_FLOW_LOSS_PPO) {
-            c.ret = s_f32(in, RL_FLOW_RETURNS, B, 0);
-            c.old_v = c.ret ? s_f32(in, RL_FLOW_OLD_VALUES, B, 0) : NULL;
-            if (!c.old_v)
+        s->want = RL_Q_BIT(RL_Q_LOGP);
+        if (c->alg.loss == RL_FLOW_LOSS_PPO) {
+            c->ret = rl_actor_f32(in, RL_FLOW_RETURNS, B, 0);
+            c->old_v = c->ret ? rl_actor_f32(in, RL_FLOW_OLD_VALUES, B, 0) : NULL;
+            if (!c->old_v)
                 return rl_error_code();
-            want |= RL_Q_BIT(RL_Q_VALUE);
+            s->want |= RL_Q_BIT(RL_Q_VALUE);
         }
         int64_t mb = a->o.micro_batch > 0 && a->o.micro_batch < B ? a->o.micro_batch : (B ? B : 1);
-        if (!(c.advx = malloc(sizeof(float) * (size_t)(mb * (c.N > 0 ? c.N : 1)))))
-            return rl_error_set(RL_ENOMEM, "actor/%d: out of memory", ctx->rank);
+        if (!(c->advx = malloc(sizeof(float) * (size_t)(mb * (c->N > 0 ? c->N : 1)))))
+            return rl_error_set(RL_ENOMEM, "actor/%d: out of memory", a->rank);
         fn = s_pg_loss;
     }
-    double loss = 0, gnorm = 0, lr = 0;
-    rl_model_pass pass = {.temperature = 1.0, .micro_batch = a->o.micro_batch};
-    s_scaled sc = {fn, &c, c.alg.rl_coef};
-    if (!rc)
-        rc = rl_model_forward_backward(a->policy, batch ? batch : in, want, &pass,
-                                       c.alg.rl_coef == 1.0 ? fn : s_scaled_loss, c.alg.rl_coef == 1.0 ? (void *)&c : &sc,
-                                       &loss);
-    double demo_loss = 0;
-    if (!rc && c.alg.demo_coef > 0) { /* the anchor: gradients add up before the one step */
-        int64_t Dd = 0;
-        const float *target = NULL;
-        rl_dataproto *db = s_demo_batch(in, B, &Dd, &target);
-        rl_actor_fm_ctx fc = {target, c.global_rows * (double)Dd / c.alg.demo_coef, Dd,
-                              RL_FLOW_DEMO_TARGET};
-        rc = db ? rl_model_forward_backward(a->policy, db, RL_Q_BIT(RL_Q_VELOCITY), &pass, rl_actor_fm_loss,
-                                            &fc, &demo_loss)
-                : rl_error_code();
-        rl_dataproto_free(db);
-        loss += demo_loss;
-        demo_loss *= c.global_rows / c.alg.demo_coef; /* the plain mean × this rank's rows */
-    }
-    rl_dataproto_free(batch);
-    free(u);
-    free(c.advx);
-    /* every rank takes part in the collectives, even after an error of its own */
-    if (rc)
-        rl_model_zero_grad(a->policy);
-    int rc2 = rl_actor_fsdp_step(a, a->o.grad_clip, &gnorm, &lr);
-    if (rc || rc2)
-        return rl_error_wrap(rc ? rc : rc2, "actor/%d %s", ctx->rank, RL_ACTOR_UPDATE_FLOW);
-    json_t *meta = json_pack("{s:f, s:f, s:f, s:f}", RL_ACTOR_M_LOSS, loss, RL_FLOW_M_ROWS, c.rows,
-                             RL_ACTOR_M_GRAD_NORM, gnorm, RL_ACTOR_M_LR, lr);
-    for (int k = 0; meta && k < M_COUNT; k++)
-        json_object_set_new(meta, s_mname[k], json_real(c.m[k]));
-    if (meta) /* 0 without the anchor */
-        json_object_set_new(meta, RL_FLOW_M_DEMO_LOSS, json_real(demo_loss));
-    *out = rl_dataproto_new_meta(meta);
-    return *out ? RL_OK : rl_error_code();
+    c->scaled = (struct s_scaled){fn, c, c->alg.rl_coef};
+    s->loss = c->alg.rl_coef == 1.0 ? fn : s_scaled_loss;
+    s->loss_ctx = c->alg.rl_coef == 1.0 ? (void *)c : &c->scaled;
+    return RL_OK;
 }
+
+/* The demonstration anchor (algorithm.demo_coef > 0): its gradients add up
+ * with the method's before the one step. */
+static int s_extra(rl_actor_step *s)
+{
+    s_fctx *c = s->ctx;
+    if (!(c->alg.demo_coef > 0))
+        return RL_OK;
+    int64_t Dd = 0;
+    const float *target = NULL;
+    rl_dataproto *db = s_demo_batch(s->in, rl_dataproto_rows(s->in), &Dd, &target);
+    rl_actor_fm_ctx fc = {target, c->global_rows * (double)Dd / c->alg.demo_coef, Dd, RL_FLOW_DEMO_TARGET};
+    double demo = 0;
+    int rc = db ? rl_model_forward_backward(s->a->policy, db, RL_Q_BIT(RL_Q_VELOCITY), &s->pass, rl_actor_fm_loss,
+                                            &fc, &demo)
+                : rl_error_code();
+    rl_dataproto_free(db);
+    s->value += demo;
+    c->demo_loss = demo * (c->global_rows / c->alg.demo_coef); /* the plain mean × this rank's rows */
+    return rc;
+}
+
+static json_t *s_reply(const rl_actor_step *s)
+{
+    const s_fctx *c = s->ctx;
+    json_t *meta = json_pack("{s:f}", RL_FLOW_M_ROWS, c->rows);
+    for (int k = 0; meta && k < M_COUNT; k++)
+        json_object_set_new(meta, s_mname[k], json_real(c->m[k]));
+    if (meta) /* 0 without the anchor */
+        json_object_set_new(meta, RL_FLOW_M_DEMO_LOSS, json_real(c->demo_loss));
+    return meta;
+}
+
+static void s_release(void *ctx)
+{
+    s_fctx *c = ctx;
+    free(c->u);
+    free(c->advx);
+}
+
+const rl_actor_loss_op rl_actor_loss_flow_rl = {RL_ACTOR_LOSS_FLOW_RL, RL_ACTOR_UPDATE_FLOW, sizeof(s_fctx), 0,
+    .prepare = s_prepare, .extra = s_extra, .reply = s_reply, .release = s_release};
 
 int rl_actor_flow_values(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {

@@ -1,0 +1,34 @@
+/* actor.c — the actor role's section (common/schema/actor.h). */
+#include "common/schema/actor.h"
+
+#include "rlrt/error.h"
+
+#define RL_CFG_STRUCT rl_actor_config
+#define S_PATH(field) RL_CFG_PATH(&rl_actor_section, rl_actor_config, field)
+
+static int s_check(const rl_config *c, void *out)
+{
+    rl_actor_config *o = out;
+    int rc;
+    if ((rc = rl_config_get_string(c, S_PATH(lr_schedule), &o->lr_schedule_name)) ||
+        (rc = rl_config_get_string(c, S_PATH(loss_agg), &o->loss_agg_name)) ||
+        (rc = rl_config_get_string(c, S_PATH(kl_loss_type), &o->kl_loss_type_name)))
+        return rc;
+    if (o->value_lr > 0 && !(o->lr > 0))
+        return RL_CFG_ERROR(c, &rl_actor_section, rl_actor_config, value_lr, RL_ECONFIG,
+                            "the value head's lr (%g) follows the policy's lr schedule as a multiple of "
+                            "%s, which is 0: set %s > 0", o->value_lr, S_PATH(lr), S_PATH(lr));
+    /* -1: the recipe sets its run's steps before the workers start (the actor checks) */
+    if (o->lr_schedule != 0 /* constant */ && o->total_training_steps < 1 && o->total_training_steps != -1)
+        return RL_CFG_ERROR(c, &rl_actor_section, rl_actor_config, total_training_steps, RL_ECONFIG,
+                            "the '%s' schedule needs the number of optimiser steps, got %lld",
+                            o->lr_schedule_name, (long long)o->total_training_steps);
+    return RL_OK;
+}
+
+static const rl_config_key s_keys[] = {RL_ACTOR_KEYS(RL_CFG_KEY)};
+const rl_config_section rl_actor_section =
+    RL_CFG_SECTION("actor",
+                   "The trainable policy: AdamW, the PPO loss, FSDP, the batch sizes of an optimiser step.",
+                   "the actor ranks; the driver (batch sizes, epochs, the KL loss)", s_keys, s_check);
+#undef RL_CFG_STRUCT
