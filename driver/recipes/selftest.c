@@ -540,6 +540,7 @@ const rl_recipe rl_recipe_selftest = {
     .name = "selftest",
     .summary = "check every dispatch mode, errors and overlap on every role",
     /* the config sections of every registered role: their init reads them */
+    .sections = (const rl_config_section *const[]){&rl_env_section, NULL},
     .defaults = (const char *const[]){RL_ROLES_DEFAULTS,
                                       "selftest:\n"
                                       "  rounds: 1\n"

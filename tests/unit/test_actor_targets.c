@@ -21,6 +21,8 @@
 #include "rlrt/tensor.h"
 #include "rlrt/dataproto.h"
 #include "workers/flow_rl.h"
+#include "common/schema/flow_policy.h"
+#include "common/schema/model.h"
 #include "workers/contracts.h"
 #include "workers/roles.h"
 
@@ -45,6 +47,19 @@ static rl_config *s_job(const char *model_defaults, const char *extra, const cha
         if (rl_config_set_yaml(m, sets[i], sets[i + 1]))
             fail_msg("%s: %s", sets[i], rl_error_message());
     return m;
+}
+
+/* The flow_policy kind's and the flow RL methods' sections as YAML (the
+ * caller frees it). */
+static char *s_flow_yaml(void)
+{
+    const rl_config_section *secs[] = {&rl_model_base_section, &rl_model_flow_policy_section, &rl_flow_rl_section};
+    const rl_config_default type = {"model.type", "flow_policy"};
+    rl_config *t = rl_config_schema_defaults(secs, 3, &type, 1);
+    char *y = t ? rl_config_to_yaml(t, "") : NULL;
+    rl_config_free(t);
+    assert_non_null(y);
+    return y;
 }
 
 static int s_call(rl_worker_ctx *ctx, const char *name, const rl_dataproto *in)
@@ -129,7 +144,9 @@ static void test_demo_target_width(void **state)
                                        "model.num_action_chunks", "8", "model.time_embed_dim", "8",
                                        "algorithm.loss_type", "flow_ipo", "algorithm.demo_coef",
                                        "1.0", "algorithm.demos", "x"};
-    rl_config *job = s_job(RL_FLOW_POLICY_MODEL_DEFAULTS, RL_FLOW_RL_DEFAULTS, sets, 14);
+    char *flow = s_flow_yaml();
+    rl_config *job = s_job(flow, "", sets, 14);
+    free(flow);
     rl_worker_ctx ctx = {.role = "actor", .rank = 0, .world_size = 1, .config = job};
     s_init(&ctx);
     const int64_t B = 16, D = 56; /* 8 chunks × 7 action dims */

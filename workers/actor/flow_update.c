@@ -274,9 +274,11 @@ int rl_actor_update_flow(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataprot
         return rl_error_code();
     s_fctx c;
     memset(&c, 0, sizeof c);
-    int rc = rl_flow_rl_config_read(ctx->config, &c.alg);
-    if (rc)
-        return rc;
+    const rl_flow_rl_config *alg = rl_config_section_get(ctx->config, &rl_flow_rl_section);
+    if (!alg)
+        return rl_error_code();
+    c.alg = *alg;
+    int rc = RL_OK;
     int64_t B = rl_dataproto_rows(in), grows, gsteps = 0;
     if (rl_dataproto_meta_get_int(in, RL_ACTOR_GLOBAL_ROWS, 1, INT64_MAX, &grows))
         return rl_error_code();

@@ -54,6 +54,7 @@ typedef struct s_state {
 } s_state;
 
 #define S_MAX_FRAMES 64
+#define S_PATH(field) RL_CFG_PATH(&rl_env_section, rl_env_config, field)
 
 static double s_now(void)
 {
@@ -88,17 +89,17 @@ static int s_init(rl_worker_ctx *ctx)
     if (!st)
         return rl_error_set(RL_ENOMEM, "env: out of memory");
     ctx->user = st;
-    int rc = rl_env_config_read(ctx->config, &st->cfg);
-    if (rc)
-        return rc;
-    const rl_env_config *c = &st->cfg;
+    const rl_env_config *c = rl_config_section_get(ctx->config, &rl_env_section);
+    if (!c)
+        return rl_error_code();
+    st->cfg = *c;
     int W = ctx->world_size > 0 ? ctx->world_size : 1;
     st->first = (int)(c->total_num_envs * ctx->rank / W);
     st->n = (int)(c->total_num_envs * (ctx->rank + 1) / W) - st->first;
     if (st->n < c->pipeline_stage_num)
-        return rl_config_error_at(ctx->config, "env.pipeline_stage_num", RL_ECONFIG,
-                                  "env/%d holds %d envs, fewer than %lld pipeline stages", ctx->rank, st->n,
-                                  (long long)c->pipeline_stage_num);
+        return RL_CFG_ERROR(ctx->config, &rl_env_section, rl_env_config, pipeline_stage_num, RL_ECONFIG,
+                            "env/%d holds %d envs, fewer than %lld pipeline stages", ctx->rank, st->n,
+                            (long long)c->pipeline_stage_num);
     st->slots = calloc((size_t)st->n, sizeof *st->slots);
     if (!st->slots)
         return rl_error_set(RL_ENOMEM, "env: out of memory for %d envs", st->n);
@@ -106,12 +107,12 @@ static int s_init(rl_worker_ctx *ctx)
     for (int i = 0; i < st->n; i++) {
         s_slot *s = &st->slots[i];
         s->global = st->first + i;
-        s->task = c->tasks[(s->global / c->group_size) % c->num_tasks];
+        s->task = rl_env_place_of(c, s->global, 0).task;
         if (!st->tasks[s->task]) {
             st->tasks[s->task] = rl_libero_task_load(c->data_dir, s->task,
                                                      c->scene ? RL_LIBERO_SCENE_FULL : RL_LIBERO_SCENE_PHYS);
             if (!st->tasks[s->task])
-                return rl_error_wrap(rl_error_code(), "env/%d: env.data_dir", ctx->rank);
+                return rl_error_wrap(rl_error_code(), "env/%d: %s", ctx->rank, S_PATH(data_dir));
         }
         s->env = rl_libero_env_new(st->tasks[s->task]);
         if (!s->env)
@@ -126,8 +127,8 @@ static int s_init(rl_worker_ctx *ctx)
                                        : NULL;
         st->frames = calloc(S_MAX_FRAMES, sizeof *st->frames);
         if (!st->renderer || !st->frames)
-            return rl_error_wrap(st->frames ? rl_error_code() : RL_ENOMEM, "env/%d: env.render_every",
-                                 ctx->rank);
+            return rl_error_wrap(st->frames ? rl_error_code() : RL_ENOMEM, "env/%d: %s",
+                                 ctx->rank, S_PATH(render_every));
     }
     rl_log(RL_LOG_INFO, "%d envs (global %d..%d) of tasks %s loaded in %.2f s", st->n, st->first,
            st->first + st->n - 1, c->task_ids, s_now() - t0);
@@ -143,20 +144,11 @@ static int s_pick_init(const s_state *st, const s_slot *s, int64_t e)
 {
     const rl_env_config *c = &st->cfg;
     int n_init = rl_libero_task_num_init_states(st->tasks[s->task]);
-    const int64_t G = c->group_size, g = s->global;
-    int64_t q = g / G, groups = c->total_num_envs / G;
-    int64_t slot = q % c->num_tasks, k = q / c->num_tasks;
-    int64_t sharing = (groups - slot + c->num_tasks - 1) / c->num_tasks;
-    uint64_t who = (uint64_t)q;
-    if (G > 1 && st->ungrouped) { /* groups cover the tasks evenly (env.h) */
-        k = k * G + g % G;
-        sharing = c->total_num_envs / c->num_tasks;
-        who = (uint64_t)g;
-    }
+    const rl_env_place p = rl_env_place_of(c, s->global, st->ungrouped);
     if (!c->init_random)
-        return (int)((k + e * sharing) % n_init);
+        return (int)((p.k + e * p.sharing) % n_init);
     rl_rng r;
-    rl_rng_init(&r, (uint64_t)c->seed, (who << 32) ^ (uint64_t)e);
+    rl_rng_init(&r, (uint64_t)c->seed, (p.stream << 32) ^ (uint64_t)e);
     return (int)rl_rng_below(&r, (uint64_t)n_init);
 }
 
@@ -290,9 +282,9 @@ static int s_step_stage(rl_worker_ctx *ctx, s_state *st, const float *acts, int 
                     if (!c->clip_actions)
                         return rl_error_set(RL_ERANGE,
                                             "env %d (task %d, initial state %d): action[%d] = %g is outside "
-                                            "[-1, 1] at step %lld (env.clip_actions is false)",
+                                            "[-1, 1] at step %lld (%s is false)",
                                             s->global, s->task, s->init, d, (double)a[d],
-                                            (long long)s->ep_steps);
+                                            (long long)s->ep_steps, S_PATH(clip_actions));
                     ad[d] = a[d] < -1.0f ? -1.0 : 1.0;
                     clipped++;
                 }

@@ -91,10 +91,14 @@ static int s_avg_update(rl_worker_ctx *ctx, s_avg *a, const float *cur, int64_t 
 static int s_wants_ref(const rl_config *c, rl_flow_rl_config *o, int *rc)
 {
     *rc = RL_OK;
-    if (!rl_config_has(c, "algorithm.flow_sar_beta"))
+    if (!rl_config_has_section(c, &rl_flow_rl_section))
         return 0;
-    if ((*rc = rl_flow_rl_config_read(c, o)))
+    const rl_flow_rl_config *p = rl_config_section_get(c, &rl_flow_rl_section);
+    if (!p) {
+        *rc = rl_error_code();
         return 0;
+    }
+    *o = *p;
     return o->loss == RL_FLOW_LOSS_SAR || o->loss == RL_FLOW_LOSS_IPO;
 }
 

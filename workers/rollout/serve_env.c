@@ -140,10 +140,11 @@ static int s_model_call(const rl_rollout_policy *pol, const rl_dataproto *m, int
 int rl_rollout_serve_env(rl_worker_ctx *ctx, const rl_rollout_policy *pol, const rl_dataproto *in,
                          rl_dataproto **out)
 {
-    rl_env_config c;
-    int rc = rl_env_config_read(ctx->config, &c);
-    if (rc)
-        return rc;
+    const rl_env_config *cp = rl_config_section_get(ctx->config, &rl_env_section);
+    if (!cp)
+        return rl_error_code();
+    const rl_env_config c = *cp;
+    int rc;
     int64_t greedy = 0, record = 1, round = 0;
     if ((rc = s_opt_int(in, RL_ROLLOUT_GREEDY, 1, &greedy)) || (rc = s_opt_int(in, "record", 1, &record)) ||
         (rc = s_opt_int(in, RL_ENV_ROUND, INT64_MAX, &round)))

@@ -25,9 +25,10 @@
 
 #include <stdint.h>
 
+#include "rlrt/config.h"
 #include "rlrt/dataproto.h"
 #include "common/nn/models/flow_policy.h"
-#include "workers/env/env.h"
+#include "common/schema/env.h"
 
 #define RL_FLOW_DEMOS_OBS (RL_FP_PROPRIO_DIM + RL_FP_OBJECT_DIM)
 
@@ -39,9 +40,18 @@ typedef struct rl_flow_demos {
     int64_t per_task[RL_ENV_MAX_TASKS];
 } rl_flow_demos;
 
-/* The pairs of `path` with chunks of C actions, tasks in [0, num_tasks). */
+/* The pairs of `path` with chunks of C actions, tasks in [0, num_tasks); a
+ * file that cannot be opened says how to make one (libero_collect). */
 int rl_flow_demos_load(const char *path, int64_t per_task, int64_t C, int num_tasks, rl_flow_demos *p);
+/* The same, an error located at the job's key that names the file (the
+ * field at `offset` of section `sec`: warmstart.demos, algorithm.demos). */
+int rl_flow_demos_open(const rl_config *job, const rl_config_section *sec, size_t offset, const char *path,
+                       int64_t per_task, int64_t C, int num_tasks, rl_flow_demos *p);
 void rl_flow_demos_free(rl_flow_demos *p);
 rl_dataproto *rl_flow_demos_batch(const rl_flow_demos *p, uint64_t seed, int64_t step, int64_t B, int beta_t);
+/* The demonstration anchor of an update_flow request (workers/flow_rl.h):
+ * as many pairs as req has rows, drawn as rl_flow_demos_batch(seed, index,
+ * beta t), added under the RL_FLOW_DEMO_* names. */
+int rl_flow_demos_anchor(const rl_flow_demos *p, uint64_t seed, int64_t index, rl_dataproto *req);
 
 #endif

@@ -1,0 +1,133 @@
+/* libero_common.c — one round of LIBERO episodes: env ranks ⇄ rollout
+ * ranks (driver/recipes/embodied/libero_common.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver/recipes/embodied/libero_common.h"
+#include "rlrt/error.h"
+#include "common/nn/models/flow_policy.h"
+#include "workers/actor/actor.h"
+#include "workers/env/env.h"
+#include "workers/flow_rl.h"
+#include "workers/rollout/rollout.h"
+
+const rl_episode_cols rl_libero_cols = {
+    .rewards = RL_ENV_REWARDS, .valid = RL_ENV_VALID, .task = RL_ENV_TASK, .success = RL_ENV_SUCCESS,
+    .env_row = "env_row", .chunk_step = "chunk_step", /* serve_env's record columns */
+    .action = RL_FP_ACTION, .sample_logp = RL_FP_SAMPLE_LOGP,
+    .recon = RL_FLOW_RECON, .ref_action = RL_FLOW_REF_ACTION, .values = RL_FLOW_VALUES,
+    .flow_action = RL_FLOW_ACTION, .seeds = RL_FLOW_SEEDS, .mask = RL_FLOW_MASK, .weights = RL_FLOW_WEIGHTS,
+    .labels = RL_FLOW_LABELS, .advantages = RL_ACTOR_ADVANTAGES, .returns = RL_FLOW_RETURNS,
+    .old_values = RL_FLOW_OLD_VALUES, .old_logp = RL_ACTOR_OLD_LOGP,
+};
+
+int64_t rl_libero_chunk_steps(const rl_env_config *env)
+{
+    return (env->max_episode_steps + env->num_action_chunks - 1) / env->num_action_chunks;
+}
+
+void rl_libero_replies_free(rl_libero_replies *r)
+{
+    for (int i = 0; i < r->E; i++) {
+        if (r->env)
+            rl_dataproto_free(r->env[i]);
+        if (r->rec)
+            rl_dataproto_free(r->rec[i]);
+    }
+    free(r->env);
+    free(r->rec);
+    memset(r, 0, sizeof *r);
+}
+
+/* The round itself: results[0..E) and (records non-NULL) records[0..E) filled. */
+static int s_round(rl_group *genv, rl_group *groll, int64_t T, int64_t round, int greedy, int ungrouped,
+                   int init_model, rl_dataproto **results, rl_dataproto **records)
+{
+    int E = rl_group_size(genv);
+    rl_dataproto **per = calloc((size_t)E, sizeof *per);
+    if (!per)
+        return rl_error_set(RL_ENOMEM, "out of memory");
+    int rc = RL_OK;
+    for (int r = 0; r < E && !rc; r++)
+        if (!(per[r] = rl_dataproto_new_meta(json_pack("{s:s}", RL_ENV_HOST, rl_group_address(genv, r)))))
+            rc = rl_error_code();
+    rl_future *f = rc ? NULL : rl_group_call_each(genv, RL_ENV_OPEN_CHANNEL, per);
+    if (!rc && (!f || (rc = rl_future_wait(f, -1))))
+        rc = rc ? rc : rl_error_code();
+    for (int r = 0; r < E && !rc; r++) {
+        rl_dataproto *rep = NULL;
+        if ((rc = rl_future_take_rank(f, r, &rep)))
+            break;
+        const char *ep = rl_dataproto_meta_str(rep, RL_ENV_ENDPOINT, NULL);
+        rl_dataproto_free(per[r]);
+        per[r] = ep ? rl_dataproto_new_meta(json_pack("{s:s}", RL_ENV_ENDPOINT, ep)) : NULL;
+        rl_dataproto_free(rep);
+        if (!per[r])
+            rc = rl_error_code();
+    }
+    rl_future_free(f);
+    for (int r = 0; r < E && !rc; r++) {
+        json_t *m = rl_dataproto_meta(per[r]);
+        json_object_set_new(m, RL_ENV_ROUND, json_integer((json_int_t)round));
+        json_object_set_new(m, RL_ROLLOUT_GREEDY, json_integer(greedy));
+        json_object_set_new(m, "record", json_integer(records != NULL));
+    }
+    if (!rc && init_model) { /* the policy (again after a restart): model.init_from */
+        rl_dataproto *none = rl_dataproto_new_meta(json_object());
+        rl_future *fi = none ? rl_group_call(groll, RL_ROLLOUT_INIT_MODEL, RL_DISPATCH_ONE_TO_ALL, none) : NULL;
+        rl_dataproto_free(none);
+        rc = fi ? rl_future_wait(fi, -1) : rl_error_code();
+        rl_future_free(fi);
+    }
+    rl_future *fr = rc ? NULL : rl_group_call_each(groll, RL_ROLLOUT_SERVE_ENV, per);
+    rl_dataproto *args = rc ? NULL
+                            : rl_dataproto_new_meta(json_pack("{s:I,s:i,s:I,s:i}", RL_ENV_CHUNK_STEPS, (json_int_t)T,
+                                                              RL_ENV_RESET, 1, RL_ENV_ROUND, (json_int_t)round,
+                                                              RL_ENV_UNGROUPED, ungrouped ? 1 : 0));
+    rl_future *fe = args ? rl_group_call(genv, RL_ENV_INTERACT, RL_DISPATCH_ONE_TO_ALL, args) : NULL;
+    rl_dataproto_free(args);
+    if (!rc && (!fr || !fe))
+        rc = rl_error_code();
+    int rce = fe ? rl_future_wait(fe, -1) : RL_OK;
+    const char *why_env = rce ? rl_error_message() : NULL;
+    char env_msg[1024] = "";
+    if (why_env)
+        snprintf(env_msg, sizeof env_msg, "%s", why_env);
+    int rcr = fr ? rl_future_wait(fr, -1) : RL_OK;
+    /* A policy that fails stops answering, so its env ranks then fail on
+     * their channel: with both failed, the rollout's error is the cause. */
+    if (!rc && rce && rcr) {
+        char roll_msg[1024];
+        snprintf(roll_msg, sizeof roll_msg, "%s", rl_error_message());
+        rc = rl_error_set(rcr, "%s (then the env: %s)", roll_msg, env_msg);
+    } else if (!rc && rce)
+        rc = rl_error_set(rce, "%s", env_msg);
+    else if (!rc && rcr)
+        rc = rcr;
+    for (int r = 0; r < E && !rc; r++)
+        rc = rl_future_take_rank(fe, r, &results[r]);
+    for (int r = 0; records && r < E && !rc; r++)
+        rc = rl_future_take_rank(fr, r, &records[r]);
+    rl_future_free(fe);
+    rl_future_free(fr);
+    for (int r = 0; r < E; r++)
+        rl_dataproto_free(per[r]);
+    free(per);
+    return rc;
+}
+
+int rl_libero_round(rl_group *genv, rl_group *groll, int64_t T, int64_t round, int greedy, int ungrouped,
+                    int init_model, int record, rl_libero_replies *out)
+{
+    memset(out, 0, sizeof *out);
+    out->E = rl_group_size(genv);
+    out->env = calloc((size_t)out->E, sizeof *out->env);
+    out->rec = record ? calloc((size_t)out->E, sizeof *out->rec) : NULL;
+    int rc = out->env && (out->rec || !record) ? RL_OK : rl_error_set(RL_ENOMEM, "out of memory");
+    if (!rc)
+        rc = s_round(genv, groll, T, round, greedy, ungrouped, init_model, out->env, out->rec);
+    if (rc)
+        rl_libero_replies_free(out);
+    return rc;
+}
