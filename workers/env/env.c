@@ -215,23 +215,42 @@ static void s_record_obs(const s_slot *s, s_traj *tr, int row, int64_t k)
     tr->success[(size_t)row * (size_t)(tr->K + 1) + (size_t)k] = (uint8_t)s->success;
 }
 
+/* A tensor of each spec, in order, added to dp (NULL: a failed allocation);
+ * out[i] gets the i-th one's data. */
+typedef struct s_tspec {
+    const char *name;
+    rl_dtype dtype;
+    int ndim;
+    int64_t shape[3];
+} s_tspec;
+
+static int s_new_tensors(rl_dataproto *dp, const s_tspec *sp, int n, void **out)
+{
+    for (int i = 0; i < n; i++) {
+        rl_tensor *t = dp ? rl_dataproto_new_tensor(dp, sp[i].name, sp[i].dtype, sp[i].ndim, sp[i].shape) : NULL;
+        if (!t)
+            return dp ? rl_error_code() : rl_error_set(RL_ENOMEM, "env: out of memory");
+        out[i] = rl_tensor_data(t);
+    }
+    return RL_OK;
+}
+
 /* Observations of stage [b, e) for chunk step t. */
 static int s_send_obs(s_state *st, int b, int e, int stage, int64_t t, int timeout_ms)
 {
-    int64_t n = e - b, sh2[2] = {n, 39}, sh3[2] = {n, 98}, sh1[1] = {n}, shi[2] = {n, 4};
+    const int64_t n = e - b;
+    const s_tspec sp[5] = {{RL_ENV_PROPRIO, RL_F32, 2, {n, 39}}, {RL_ENV_OBJECT, RL_F32, 2, {n, 98}},
+                           {RL_ENV_TASK, RL_I64, 1, {n}}, {RL_ENV_NEW_EPISODE, RL_U8, 1, {n}},
+                           {RL_ENV_TASK_INFO, RL_F32, 2, {n, 4}}};
+    void *d[5];
     rl_dataproto *m = rl_dataproto_new();
-    rl_tensor *tp = m ? rl_dataproto_new_tensor(m, RL_ENV_PROPRIO, RL_F32, 2, sh2) : NULL;
-    rl_tensor *to = tp ? rl_dataproto_new_tensor(m, RL_ENV_OBJECT, RL_F32, 2, sh3) : NULL;
-    rl_tensor *tt = to ? rl_dataproto_new_tensor(m, RL_ENV_TASK, RL_I64, 1, sh1) : NULL;
-    rl_tensor *tn = tt ? rl_dataproto_new_tensor(m, RL_ENV_NEW_EPISODE, RL_U8, 1, sh1) : NULL;
-    rl_tensor *ti = tn ? rl_dataproto_new_tensor(m, RL_ENV_TASK_INFO, RL_F32, 2, shi) : NULL;
-    if (!ti) {
+    if (s_new_tensors(m, sp, 5, d)) {
         rl_dataproto_free(m);
         return rl_error_code();
     }
-    float *p = rl_tensor_data(tp), *o = rl_tensor_data(to), *info = rl_tensor_data(ti);
-    int64_t *task = rl_tensor_data(tt);
-    uint8_t *ne = rl_tensor_data(tn);
+    float *p = d[0], *o = d[1], *info = d[4];
+    int64_t *task = d[2];
+    uint8_t *ne = d[3];
     for (int i = b; i < e; i++) {
         s_slot *s = &st->slots[i];
         const rl_libero_task *t = st->tasks[s->task];
@@ -401,25 +420,18 @@ static int s_interact(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto *
                 return rc;
         }
     }
+    const s_tspec sp[9] = {{RL_ENV_PROPRIO, RL_F32, 3, {N, K + 1, 39}}, {RL_ENV_OBJECT, RL_F32, 3, {N, K + 1, 98}},
+                           {RL_ENV_ACTIONS, RL_F32, 3, {N, K, 7}},       {RL_ENV_REWARDS, RL_F32, 2, {N, K}},
+                           {RL_ENV_DONES, RL_U8, 2, {N, K}},             {RL_ENV_VALID, RL_U8, 2, {N, K}},
+                           {RL_ENV_TASK, RL_I64, 2, {N, K + 1}},         {RL_ENV_INIT, RL_I64, 2, {N, K + 1}},
+                           {RL_ENV_SUCCESS, RL_U8, 2, {N, K + 1}}};
+    void *d[9];
     rl_dataproto *o = rl_dataproto_new();
-    int64_t s_obs[3] = {N, K + 1, 39}, s_obj[3] = {N, K + 1, 98}, s_act[3] = {N, K, 7}, s_k[2] = {N, K},
-            s_k1[2] = {N, K + 1};
-    rl_tensor *tp = o ? rl_dataproto_new_tensor(o, RL_ENV_PROPRIO, RL_F32, 3, s_obs) : NULL;
-    rl_tensor *to = tp ? rl_dataproto_new_tensor(o, RL_ENV_OBJECT, RL_F32, 3, s_obj) : NULL;
-    rl_tensor *ta = to ? rl_dataproto_new_tensor(o, RL_ENV_ACTIONS, RL_F32, 3, s_act) : NULL;
-    rl_tensor *tr_ = ta ? rl_dataproto_new_tensor(o, RL_ENV_REWARDS, RL_F32, 2, s_k) : NULL;
-    rl_tensor *td = tr_ ? rl_dataproto_new_tensor(o, RL_ENV_DONES, RL_U8, 2, s_k) : NULL;
-    rl_tensor *tv = td ? rl_dataproto_new_tensor(o, RL_ENV_VALID, RL_U8, 2, s_k) : NULL;
-    rl_tensor *tt = tv ? rl_dataproto_new_tensor(o, RL_ENV_TASK, RL_I64, 2, s_k1) : NULL;
-    rl_tensor *ti = tt ? rl_dataproto_new_tensor(o, RL_ENV_INIT, RL_I64, 2, s_k1) : NULL;
-    rl_tensor *ts = ti ? rl_dataproto_new_tensor(o, RL_ENV_SUCCESS, RL_U8, 2, s_k1) : NULL;
-    if (!ts) {
+    if (s_new_tensors(o, sp, 9, d)) {
         rl_dataproto_free(o);
         return rl_error_code();
     }
-    s_traj tr = {rl_tensor_data(tp), rl_tensor_data(to), rl_tensor_data(ta), rl_tensor_data(tr_),
-                 rl_tensor_data(td), rl_tensor_data(tv), rl_tensor_data(ts), rl_tensor_data(tt),
-                 rl_tensor_data(ti), K};
+    s_traj tr = {d[0], d[1], d[2], d[3], d[4], d[5], d[8], d[6], d[7], K};
     for (int i = 0; i < st->n; i++)
         s_record_obs(&st->slots[i], &tr, i, 0);
     st->n_frames = 0;

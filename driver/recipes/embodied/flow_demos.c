@@ -49,13 +49,13 @@ int rl_flow_demos_load(const char *path, int64_t per_task, int64_t C, int num_ta
         snprintf(msg, sizeof msg, "%s", rl_error_message());
         return rl_error_set(rl_error_code(), "%s (collect them with examples/libero_collect.yaml)", msg);
     }
-    const rl_st_tensor *tp = s_tensor(st, path, "obs/proprio", RL_F32, 2, RL_FP_PROPRIO_DIM);
-    const rl_st_tensor *to = tp ? s_tensor(st, path, "obs/object", RL_F32, 2, RL_FP_OBJECT_DIM) : NULL;
-    const rl_st_tensor *ta = to ? s_tensor(st, path, "actions", RL_F32, 2, RL_FP_ACTION_DIM) : NULL;
-    const rl_st_tensor *ts = ta ? s_tensor(st, path, "episode/start", RL_I64, 1, 0) : NULL;
-    const rl_st_tensor *tl = ts ? s_tensor(st, path, "episode/length", RL_I64, 1, 0) : NULL;
-    const rl_st_tensor *tt = tl ? s_tensor(st, path, "episode/task_id", RL_I64, 1, 0) : NULL;
-    const rl_st_tensor *tk = tt ? s_tensor(st, path, "episode/success", RL_U8, 1, 0) : NULL;
+    const rl_st_tensor *tp = s_tensor(st, path, RL_DEMOS_PROPRIO, RL_F32, 2, RL_FP_PROPRIO_DIM);
+    const rl_st_tensor *to = tp ? s_tensor(st, path, RL_DEMOS_OBJECT, RL_F32, 2, RL_FP_OBJECT_DIM) : NULL;
+    const rl_st_tensor *ta = to ? s_tensor(st, path, RL_DEMOS_ACTIONS, RL_F32, 2, RL_FP_ACTION_DIM) : NULL;
+    const rl_st_tensor *ts = ta ? s_tensor(st, path, RL_DEMOS_START, RL_I64, 1, 0) : NULL;
+    const rl_st_tensor *tl = ts ? s_tensor(st, path, RL_DEMOS_LENGTH, RL_I64, 1, 0) : NULL;
+    const rl_st_tensor *tt = tl ? s_tensor(st, path, RL_DEMOS_TASK, RL_I64, 1, 0) : NULL;
+    const rl_st_tensor *tk = tt ? s_tensor(st, path, RL_DEMOS_SUCCESS, RL_U8, 1, 0) : NULL;
     int rc = tk ? RL_OK : rl_error_code();
     const int64_t S = tp ? tp->shape[0] : 0, E = ts ? ts->shape[0] : 0;
     if (!rc && (to->shape[0] != S || ta->shape[0] != S || tl->shape[0] != E || tt->shape[0] != E ||

@@ -32,6 +32,20 @@
 
 #define RL_FLOW_DEMOS_OBS (RL_FP_PROPRIO_DIM + RL_FP_OBJECT_DIM)
 
+/* The dataset's tensors (libero_collect writes them): per step, then per
+ * episode. */
+#define RL_DEMOS_PROPRIO "obs/proprio"            /* (steps, 39) f32 */
+#define RL_DEMOS_OBJECT "obs/object"              /* (steps, 98) f32 */
+#define RL_DEMOS_ACTIONS "actions"                /* (steps, 7) f32 */
+#define RL_DEMOS_REWARDS "rewards"                /* (steps) f32 */
+#define RL_DEMOS_START "episode/start"            /* (episodes) i64: its first step */
+#define RL_DEMOS_LENGTH "episode/length"          /* (episodes) i64 */
+#define RL_DEMOS_TASK "episode/task_id"           /* (episodes) i64 */
+#define RL_DEMOS_INIT "episode/init_index"        /* (episodes) i64 */
+#define RL_DEMOS_SUCCESS "episode/success"        /* (episodes) u8 */
+#define RL_DEMOS_FINAL_PROPRIO "episode/final_proprio" /* (episodes, 39) f32: after the last step */
+#define RL_DEMOS_FINAL_OBJECT "episode/final_object"   /* (episodes, 98) f32 */
+
 typedef struct rl_flow_demos {
     int64_t n, C, D, eps;    /* pairs, chunk length, C·7, episodes kept */
     float *prop, *obj, *act; /* (n, 39), (n, 98), (n, D) */

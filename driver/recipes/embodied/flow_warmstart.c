@@ -95,30 +95,11 @@ static int s_phase_eval(void *arg)
 {
     s_ws *s = arg;
     rl_group *genv = rl_driver_group(s->t->d, RL_ENV_ROLE);
-    if (!genv)
-        return rl_error_code();
-    const int64_t T = rl_libero_chunk_steps(s->env), want = s->o->eval_episodes;
     rl_episode_tally tally;
-    memset(&tally, 0, sizeof tally);
-    int64_t gifs[RL_ENV_MAX_TASKS] = {0};
     double t0 = rl_now_s();
-    int rc = RL_OK;
-    for (int64_t round = 0; !rc && tally.all < want && !rl_driver_interrupted(s->t->d); round++) {
-        rl_libero_replies res;
-        rl_episode_envs e = {0};
-        rc = rl_libero_round(genv, s->j.rollout, T, round, 1, 1, 0, 0, &res);
-        if (!rc) /* GIFs of the first episodes of each task */
-            rc = rl_libero_eval_gifs(s->t->job, "warmstart", 0, res.env, res.E, want - tally.all, gifs);
-        if (!rc && !(rc = rl_episode_envs_gather(res.env, res.E, T * s->env->num_action_chunks, &rl_libero_cols,
-                                                 &e)))
-            rl_episode_tally_first(&tally, &e, want);
-        rl_episode_envs_free(&e);
-        rl_libero_replies_free(&res);
-        if (!rc)
-            rl_log_info("eval round %lld: %lld episodes, success %.3f (%.0f s)", (long long)round,
-                        (long long)tally.all, tally.all ? (double)tally.all_ok / (double)tally.all : 0.0,
-                        rl_now_s() - t0);
-    }
+    int rc = genv ? rl_libero_evaluate(s->t->d, genv, s->j.rollout, s->t->job, 0, s->o->eval_episodes, "warmstart",
+                                       0, &tally)
+                  : rl_error_code();
     if (rc)
         return rc;
     rl_episode_tally_put(&tally, "eval/success", s->t->ms, NULL, 0);

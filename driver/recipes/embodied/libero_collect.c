@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "driver/recipes/embodied/flow_demos.h"
 #include "driver/recipes/embodied/libero_common.h"
 #include "driver/recipes/phases.h"
 #include "common/nn/engine/safetensors.h"
@@ -200,17 +201,17 @@ static int s_write(const rl_collect_config *o, const rl_env_config *env, const s
     int64_t sS[2] = {st->steps, 39}, sO[2] = {st->steps, 98}, sA[2] = {st->steps, 7}, s1[1] = {st->steps},
             e1[1] = {st->eps}, eP[2] = {st->eps, 39}, eO[2] = {st->eps, 98};
     rl_st_entry t[] = {
-        {"obs/proprio", RL_F32, 2, sS, st->proprio},
-        {"obs/object", RL_F32, 2, sO, st->object},
-        {"actions", RL_F32, 2, sA, st->actions},
-        {"rewards", RL_F32, 1, s1, st->rewards},
-        {"episode/start", RL_I64, 1, e1, st->start},
-        {"episode/length", RL_I64, 1, e1, st->length},
-        {"episode/task_id", RL_I64, 1, e1, st->task},
-        {"episode/init_index", RL_I64, 1, e1, st->init},
-        {"episode/success", RL_U8, 1, e1, st->success},
-        {"episode/final_proprio", RL_F32, 2, eP, st->final_proprio},
-        {"episode/final_object", RL_F32, 2, eO, st->final_object},
+        {RL_DEMOS_PROPRIO, RL_F32, 2, sS, st->proprio},
+        {RL_DEMOS_OBJECT, RL_F32, 2, sO, st->object},
+        {RL_DEMOS_ACTIONS, RL_F32, 2, sA, st->actions},
+        {RL_DEMOS_REWARDS, RL_F32, 1, s1, st->rewards},
+        {RL_DEMOS_START, RL_I64, 1, e1, st->start},
+        {RL_DEMOS_LENGTH, RL_I64, 1, e1, st->length},
+        {RL_DEMOS_TASK, RL_I64, 1, e1, st->task},
+        {RL_DEMOS_INIT, RL_I64, 1, e1, st->init},
+        {RL_DEMOS_SUCCESS, RL_U8, 1, e1, st->success},
+        {RL_DEMOS_FINAL_PROPRIO, RL_F32, 2, eP, st->final_proprio},
+        {RL_DEMOS_FINAL_OBJECT, RL_F32, 2, eO, st->final_object},
     };
     json_t *lang = s_languages(env->data_dir);
     char *lang_s = lang ? json_dumps(lang, JSON_COMPACT) : NULL;
@@ -220,8 +221,8 @@ static int s_write(const rl_collect_config *o, const rl_env_config *env, const s
     snprintf(nums[1], sizeof nums[1], "%lld", (long long)env->num_action_chunks);
     snprintf(nums[2], sizeof nums[2], "%lld", (long long)st->eps);
     json_t *meta = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "format", "rlrt-libero-demos-1", "suite",
-                             "libero_object", "obs/proprio", "robot0_proprio-state (LIBERO order)", "obs/object",
-                             "object-state (LIBERO order)", "actions", "OSC_POSE deltas + gripper, [-1, 1]",
+                             "libero_object", RL_DEMOS_PROPRIO, "robot0_proprio-state (LIBERO order)", RL_DEMOS_OBJECT,
+                             "object-state (LIBERO order)", RL_DEMOS_ACTIONS, "OSC_POSE deltas + gripper, [-1, 1]",
                              "max_episode_steps", nums[0], "num_action_chunks", nums[1], "episodes", nums[2],
                              "languages", lang_s ? lang_s : "[]");
     free(lang_s);

@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "driver/recipes/embodied/libero_common.h"
+#include "driver/recipes/phases.h"
 #include "rlrt/error.h"
+#include "rlrt/log.h"
 #include "common/nn/models/flow_policy.h"
 #include "workers/actor/actor.h"
 #include "workers/env/env.h"
@@ -129,5 +131,40 @@ int rl_libero_round(rl_group *genv, rl_group *groll, int64_t T, int64_t round, i
         rc = s_round(genv, groll, T, round, greedy, ungrouped, init_model, out->env, out->rec);
     if (rc)
         rl_libero_replies_free(out);
+    return rc;
+}
+
+int rl_libero_evaluate(rl_driver *d, rl_group *genv, rl_group *groll, const rl_config *job, int64_t per_task,
+                       int64_t limit, const char *gif_tag, int64_t gif_step, rl_episode_tally *t)
+{
+    const rl_env_config *env = rl_config_section_get(job, &rl_env_section);
+    if (!env)
+        return rl_error_code();
+    const int64_t T = rl_libero_chunk_steps(env), rounds = per_task > 0 ? rl_episode_eval_rounds(env, per_task) : 0;
+    const int gifs = gif_tag || gif_step >= 0;
+    int64_t drawn[RL_ENV_MAX_TASKS] = {0};
+    const double t0 = rl_now_s();
+    memset(t, 0, sizeof *t);
+    int rc = RL_OK;
+    for (int64_t r = 0; !rc && (per_task > 0 ? r < rounds : t->all < limit && !rl_driver_interrupted(d)); r++) {
+        rl_libero_replies res;
+        rl_episode_envs e = {0};
+        if ((rc = rl_libero_round(genv, groll, T, r, 1, 1, 0, 0, &res)))
+            break;
+        if (gifs) /* the first episodes of each task */
+            rc = rl_libero_eval_gifs(job, gif_tag, gif_step, res.env, res.E, per_task > 0 ? -1 : limit - t->all,
+                                     drawn);
+        if (!rc && !(rc = rl_episode_envs_gather(res.env, res.E, T * env->num_action_chunks, &rl_libero_cols, &e))) {
+            if (per_task > 0)
+                rl_episode_tally_round(t, &e, env, r, per_task);
+            else
+                rl_episode_tally_first(t, &e, limit);
+        }
+        rl_episode_envs_free(&e);
+        rl_libero_replies_free(&res);
+        if (!rc && per_task == 0)
+            rl_log_info("eval round %lld: %lld episodes, success %.3f (%.0f s)", (long long)r, (long long)t->all,
+                        t->all ? (double)t->all_ok / (double)t->all : 0.0, rl_now_s() - t0);
+    }
     return rc;
 }

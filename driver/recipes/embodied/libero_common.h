@@ -37,6 +37,19 @@ void rl_libero_replies_free(rl_libero_replies *r);
  * actor and flow RL contracts name them. */
 extern const rl_episode_cols rl_libero_cols;
 
+/* Greedy evaluation rounds 0, 1, … (the ODE; ungrouped: with
+ * env.group_size > 1 the envs of a task take distinct initial states),
+ * their episodes counted into t:
+ *   per_task > 0  libero_rl: the rounds rl_episode_eval_rounds gives, the
+ *                 first per_task initial states of every task
+ *   per_task 0    flow_warmstart: until `limit` episodes, the envs in
+ *                 order (each round logged), or `d` is interrupted
+ * and GIFs of their first episodes of each task (rl_libero_eval_gifs) in
+ * gifs/<gif_tag>, or gifs/step_<gif_step> (gif_tag NULL and gif_step < 0:
+ * none). */
+int rl_libero_evaluate(rl_driver *d, rl_group *genv, rl_group *groll, const rl_config *job, int64_t per_task,
+                       int64_t limit, const char *gif_tag, int64_t gif_step, rl_episode_tally *t);
+
 /* Policy calls of an episode: ceil(env.max_episode_steps / env.num_action_chunks). */
 int64_t rl_libero_chunk_steps(const rl_env_config *env);
 

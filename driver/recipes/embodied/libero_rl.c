@@ -222,25 +222,12 @@ static int s_evaluate(void *ctx)
 {
     s_lr *s = ctx;
     double t0 = rl_now_s();
-    const int64_t per = s->ev->episodes_per_task, rounds = rl_episode_eval_rounds(s->env, per);
-    const int ema = s->ev->ema_decay > 0;
+    const int ema = s->ev->ema_decay > 0, gifs = s->step == 0 || s->step == s->t->total_steps;
     rl_episode_tally tally;
-    memset(&tally, 0, sizeof tally);
-    int64_t gifs[RL_ENV_MAX_TASKS] = {0}; /* before and after training: GIFs (libero_gif.h) */
     int rc = ema ? s_eval_weights(s, 1) : RL_OK;
-    for (int64_t r = 0; !rc && r < rounds; r++) {
-        rl_libero_replies ro;
-        rl_episode_envs e = {0};
-        if ((rc = rl_libero_round(s->genv, s->j.rollout, s->S, r, 1, 1, 0, 0, &ro)))
-            break;
-        rc = rl_episode_envs_gather(ro.env, ro.E, s->S * s->C, &rl_libero_cols, &e);
-        if (!rc)
-            rl_episode_tally_round(&tally, &e, s->env, r, per);
-        if (!rc && (s->step == 0 || s->step == s->t->total_steps))
-            rc = rl_libero_eval_gifs(s->t->job, NULL, s->step, ro.env, ro.E, -1, gifs);
-        rl_episode_envs_free(&e);
-        rl_libero_replies_free(&ro);
-    }
+    if (!rc) /* GIFs before and after training (libero_gif.h) */
+        rc = rl_libero_evaluate(s->t->d, s->genv, s->j.rollout, s->t->job, s->ev->episodes_per_task, 0, NULL,
+                                gifs ? s->step : -1, &tally);
     if (ema) { /* the live weights back, on every path */
         int rc2 = s_eval_weights(s, 0);
         rc = rc ? rc : rc2;
