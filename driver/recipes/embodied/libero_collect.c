@@ -288,10 +288,8 @@ static int s_run(rl_driver *d, const rl_config *job)
     rl_group *genv = rl_driver_group(d, RL_ENV_ROLE), *groll = genv ? rl_driver_group(d, RL_ROLLOUT_ROLE) : NULL;
     if (!groll)
         return rl_error_code();
-    if (rl_group_size(groll) != rl_group_size(genv))
-        return rl_error_set(RL_ECONFIG, "libero_collect pairs env rank r with rollout rank r: the cluster has %d env "
-                            "and %d rollout ranks",
-                            rl_group_size(genv), rl_group_size(groll));
+    if ((rc = rl_libero_paired(genv, groll, "libero_collect")))
+        return rc;
     const int64_t T = rl_libero_chunk_steps(env);
     const int model = env->policy != 0;
     s_store st = {0};

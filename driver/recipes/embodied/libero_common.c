@@ -24,6 +24,34 @@ const rl_episode_cols rl_libero_cols = {
     .old_values = RL_FLOW_OLD_VALUES, .old_logp = RL_ACTOR_OLD_LOGP,
 };
 
+const char *const rl_libero_update_sums[RL_FUS_COUNT] = {
+    RL_ACTOR_M_LOSS, RL_FLOW_M_ROWS, "actor/flow_sar_loss", "actor/flow_sar_E_pos", "actor/flow_sar_E_neg",
+    "actor/flow_sar_weight_mean", "actor/flow_sar_contrastive", "actor/flow_sar_kl_penalty",
+    "actor/flow_sar_success_ratio", "actor/flow_ipo_loss", "actor/velocity_mse", "actor/pg_loss",
+    "actor/pg_clipfrac", "actor/ppo_kl", "actor/ratio_mean", "actor/trained_steps", "critic/value_loss",
+    "actor/flow_ipo_target_gap", RL_FLOW_M_DEMO_LOSS};
+
+const char *const *rl_libero_update_columns(rl_flow_loss_type loss, int *n)
+{
+    static const char *const flow[11] = {RL_FP_PROPRIO, RL_FP_OBJECT, RL_FP_TASK, RL_FLOW_MASK, RL_FLOW_ACTION,
+                                         RL_FLOW_T, RL_FLOW_EPS, RL_FLOW_V_OLD, RL_FLOW_WEIGHTS, RL_FLOW_LABELS,
+                                         RL_ACTOR_ADVANTAGES};
+    static const char *const pg[12] = {RL_FP_PROPRIO, RL_FP_OBJECT, RL_FP_TASK, RL_FLOW_MASK, RL_FP_CHAIN,
+                                       RL_FP_TIMES, RL_FP_NOISE_LEVEL, RL_FP_STEP_MASK, RL_ACTOR_OLD_LOGP,
+                                       RL_ACTOR_ADVANTAGES, RL_FLOW_RETURNS, RL_FLOW_OLD_VALUES};
+    static const int count[4] = {11, 9, 10, 12}; /* FlowIPO: no labels; GRPO: no value columns */
+    *n = count[loss];
+    return loss <= RL_FLOW_LOSS_IPO ? flow : pg;
+}
+
+int rl_libero_paired(rl_group *genv, rl_group *groll, const char *recipe)
+{
+    if (rl_group_size(genv) == rl_group_size(groll))
+        return RL_OK;
+    return rl_error_set(RL_ECONFIG, "%s pairs env rank r with rollout rank r: the cluster has %d env and %d "
+                                    "rollout ranks", recipe, rl_group_size(genv), rl_group_size(groll));
+}
+
 int64_t rl_libero_chunk_steps(const rl_env_config *env)
 {
     return (env->max_episode_steps + env->num_action_chunks - 1) / env->num_action_chunks;

@@ -13,6 +13,7 @@
 #include "rlrt/runtime/driver.h"
 #include "common/batch/episodes.h"
 #include "common/schema/env.h"
+#include "common/schema/flow_rl.h"
 #include "driver/recipes/embodied/libero_gif.h" /* the evaluations' GIFs */
 
 typedef struct rl_libero_replies {
@@ -49,6 +50,16 @@ extern const rl_episode_cols rl_libero_cols;
  * none). */
 int rl_libero_evaluate(rl_driver *d, rl_group *genv, rl_group *groll, const rl_config *job, int64_t per_task,
                        int64_t limit, const char *gif_tag, int64_t gif_step, rl_episode_tally *t);
+
+/* update_flow's request columns for loss type `loss` (workers/flow_rl.h;
+ * their count in *n) and its partial sums in the order of RL_FUS_*
+ * (common/batch/episodes.h). */
+const char *const *rl_libero_update_columns(rl_flow_loss_type loss, int *n);
+extern const char *const rl_libero_update_sums[RL_FUS_COUNT];
+
+/* 0, or RL_ECONFIG when the cluster does not pair env rank r with rollout
+ * rank r (as many ranks of each), naming `recipe`. */
+int rl_libero_paired(rl_group *genv, rl_group *groll, const char *recipe);
 
 /* Policy calls of an episode: ceil(env.max_episode_steps / env.num_action_chunks). */
 int64_t rl_libero_chunk_steps(const rl_env_config *env);

@@ -58,14 +58,6 @@
 
 static const char *const s_roles[] = {RL_ACTOR_ROLE, RL_ROLLOUT_ROLE, RL_ENV_ROLE, NULL};
 
-/* update_flow's partial sums (workers/flow_rl.h) in the order of RL_FUS_* */
-static const char *const s_sums[RL_FUS_COUNT] = {
-    RL_ACTOR_M_LOSS, RL_FLOW_M_ROWS, "actor/flow_sar_loss", "actor/flow_sar_E_pos", "actor/flow_sar_E_neg",
-    "actor/flow_sar_weight_mean", "actor/flow_sar_contrastive", "actor/flow_sar_kl_penalty",
-    "actor/flow_sar_success_ratio", "actor/flow_ipo_loss", "actor/velocity_mse", "actor/pg_loss",
-    "actor/pg_clipfrac", "actor/ppo_kl", "actor/ratio_mean", "actor/trained_steps", "critic/value_loss",
-    "actor/flow_ipo_target_gap", RL_FLOW_M_DEMO_LOSS};
-
 typedef struct s_lr {
     rl_trainer *t; /* the loop's (rl_recipe_run) */
     rl_actor_job j;
@@ -147,15 +139,8 @@ static int s_phase_update(void *arg)
     int64_t mini = s->j.actor_cfg.mini_batch / W * W;
     if (mini < W)
         mini = W;
-    static const char *const flow_keep[11] = {RL_FP_PROPRIO, RL_FP_OBJECT, RL_FP_TASK, RL_FLOW_MASK, RL_FLOW_ACTION,
-                                              RL_FLOW_T, RL_FLOW_EPS, RL_FLOW_V_OLD, RL_FLOW_WEIGHTS,
-                                              RL_FLOW_LABELS, RL_ACTOR_ADVANTAGES};
-    static const char *const pg_keep[12] = {RL_FP_PROPRIO, RL_FP_OBJECT, RL_FP_TASK, RL_FLOW_MASK,
-                                            RL_FP_CHAIN, RL_FP_TIMES, RL_FP_NOISE_LEVEL, RL_FP_STEP_MASK,
-                                            RL_ACTOR_OLD_LOGP, RL_ACTOR_ADVANTAGES, RL_FLOW_RETURNS,
-                                            RL_FLOW_OLD_VALUES};
-    static const int nkeep[4] = {11, 9, 10, 12}; /* FlowIPO: no labels; GRPO: no value columns */
-    const char *const *keep = s->alg->loss <= RL_FLOW_LOSS_IPO ? flow_keep : pg_keep;
+    int nkeep;
+    const char *const *keep = rl_libero_update_columns(s->alg->loss, &nkeep);
     const int has_steps = rl_dataproto_tensor(s->b.rows, RL_FP_STEP_MASK) != NULL;
     rl_episode_update u;
     memset(&u, 0, sizeof u);
@@ -169,14 +154,14 @@ static int s_phase_update(void *arg)
             json_t *meta = mb ? json_pack("{s:I,s:I}", RL_ACTOR_GLOBAL_ROWS, (json_int_t)rows, RL_ACTOR_GLOBAL_TOKENS,
                                           (json_int_t)(has_steps ? s_steps(mb) : 0))
                               : NULL;
-            rl_dataproto *req = mb ? rl_dataproto_request(mb, keep, nkeep[s->alg->loss], NULL, 0, meta) : NULL;
+            rl_dataproto *req = mb ? rl_dataproto_request(mb, keep, nkeep, NULL, 0, meta) : NULL;
             rl_dataproto_free(mb);
             if (req && s->alg->demo_coef > 0 &&
                 !(rc = rl_flow_demos_anchor(&s->demos, s->t->seed ^ 0xd3e0ull, s->step * 100000 + u.updates, req)))
                 u.demo_rows += (double)rows;
             double sums[RL_FUS_COUNT], gnorm = 0, lr = 0;
             if (!rc)
-                rc = req ? rl_actor_job_actor_step(&s->j, RL_ACTOR_UPDATE_FLOW, req, s_sums, RL_FUS_COUNT, sums,
+                rc = req ? rl_actor_job_actor_step(&s->j, RL_ACTOR_UPDATE_FLOW, req, rl_libero_update_sums, RL_FUS_COUNT, sums,
                                                    &gnorm, &lr)
                          : rl_error_code();
             rl_dataproto_free(req);
@@ -189,7 +174,7 @@ static int s_phase_update(void *arg)
     }
     free(perm);
     if (!rc)
-        rl_episode_update_put(&u, s_sums, s->alg, s->t->ms);
+        rl_episode_update_put(&u, rl_libero_update_sums, s->alg, s->t->ms);
     return rc;
 }
 
@@ -320,9 +305,8 @@ static int s_open(void *st, rl_trainer *t)
         rc = rl_error_code();
     if (!rc)
         rc = rl_actor_job_open(&s->j, t->d, job, 1, 0);
-    if (!rc && rl_group_size(s->genv) != rl_group_size(s->j.rollout))
-        rc = rl_error_set(RL_ECONFIG, "libero_rl pairs env rank r with rollout rank r: the cluster has %d env and %d "
-                                      "rollout ranks", rl_group_size(s->genv), rl_group_size(s->j.rollout));
+    if (!rc)
+        rc = rl_libero_paired(s->genv, s->j.rollout, "libero_rl");
     s->C = s->env ? s->env->num_action_chunks : 1;
     s->S = s->env ? rl_libero_chunk_steps(s->env) : 1;
     if (!rc && s->alg->demo_coef > 0 &&
