@@ -1,9 +1,12 @@
 /* workers/flow_rl.h — contract of the embodied flow-policy RL methods
  * (seeds 000 FlowSAR and 001 FlowIPO, RLinf's flow-SDE GRPO and PPO): the
- * algorithm.* section the rollout, the actor and the libero_rl recipe share,
- * the rollout's EMA reference and annotation method, and the actor's update
- * and value methods. The policy is a flow_policy model (common/nn/models/flow_policy.h);
- * the mathematics is common/algo/flow/flow.h.
+ * rollout's EMA reference and annotation methods and the actor's update and
+ * value methods, with their tensor and meta names. The algorithm.* section
+ * the rollout, the actor and the libero_rl recipe share is rl_flow_rl_section
+ * (common/schema/flow_rl.h, read with rl_config_section_get); what it means
+ * for the loss, the EMA and the estimator is common/batch/flow_rl.h. The
+ * policy is a flow_policy model (common/nn/models/flow_policy.h); the
+ * mathematics is common/algo/flow/flow.h.
  *
  * Algorithm switch (the only keys that change between methods):
  *   algorithm.loss_type     flow_sar | flow_ipo | actor (flow-SDE GRPO) |

@@ -161,8 +161,8 @@ static int s_phase_update(void *arg)
                 u.demo_rows += (double)rows;
             double sums[RL_FUS_COUNT], gnorm = 0, lr = 0;
             if (!rc)
-                rc = req ? rl_actor_job_actor_step(&s->j, RL_ACTOR_UPDATE_FLOW, req, rl_libero_update_sums, RL_FUS_COUNT, sums,
-                                                   &gnorm, &lr)
+                rc = req ? rl_actor_job_actor_step(&s->j, RL_ACTOR_UPDATE_FLOW, req, rl_libero_update_sums,
+                                                   RL_FUS_COUNT, sums, &gnorm, &lr)
                          : rl_error_code();
             rl_dataproto_free(req);
             for (int k = 0; !rc && k < RL_FUS_COUNT; k++)
