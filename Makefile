@@ -299,6 +299,13 @@ $(BUILD)/tests/test_rlvr_async: $(BUILD)/obj/tests/unit/test_rlvr_async.o \
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
+# the embodied track's pieces, with the demonstrations of driver/recipes/embodied/flow_demos.c (in rl-driver)
+$(BUILD)/tests/test_embodied: $(BUILD)/obj/tests/unit/test_embodied.o \
+        $(BUILD)/obj/driver/recipes/embodied/flow_demos.o $(TEST_COMMON_OBJ) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+
 # the flow policy's offline self-training drift (driver/recipes/embodied/flow_demos.c: the demonstration pairs)
 $(BUILD)/bench/bench_flow_selftrain: $(BUILD)/obj/bench/bench_flow_selftrain.o \
         $(BUILD)/obj/driver/recipes/embodied/flow_demos.o $(TEST_COMMON_OBJ) $(LIB_A)

@@ -16,13 +16,11 @@
  * implicit; rl_schema_job adds it). */
 #define RL_ROLES_SECTIONS                                                                           \
     &rl_actor_section, &rl_rollout_section, &rl_rollout_tokens_section, &rl_rollout_flow_section,   \
-        &rl_rollout_multi_turn_section, &rl_reward_section
-/* The roles' sections not yet in common/schema, as YAML: the env role's. */
-#define RL_ROLES_YAML RL_ENV_DEFAULTS
+        &rl_rollout_multi_turn_section, &rl_reward_section, &rl_env_section
 
 /* A job of every role's sections (rl_schema_job; the caller frees it). */
 #define rl_roles_job(job_path, n_overrides, overrides)                                              \
-    rl_schema_job((const rl_config_section *const[]){RL_ROLES_SECTIONS, NULL},                      \
-                  (const char *const[]){RL_ROLES_YAML, NULL}, job_path, n_overrides, overrides)
+    rl_schema_job((const rl_config_section *const[]){RL_ROLES_SECTIONS, NULL}, NULL, job_path,      \
+                  n_overrides, overrides)
 
 #endif

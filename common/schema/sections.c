@@ -6,6 +6,10 @@
 #include "common/schema/image_models.h"
 #include "common/schema/actor.h"
 #include "common/schema/actor_diffusion.h"
+#include "common/schema/env.h"
+#include "common/schema/flow_policy.h"
+#include "common/schema/flow_rl.h"
+#include "common/schema/libero.h"
 #include "common/schema/model.h"
 #include "common/schema/reward.h"
 #include "common/schema/reward_image.h"
@@ -37,5 +41,12 @@ const rl_config_section *const rl_schema_sections[] = {
     &rl_reward_section,
     &rl_reward_image_section,
     &rl_selftest_section,
+    &rl_model_flow_policy_section,
+    &rl_env_section,
+    &rl_flow_rl_section,
+    &rl_libero_eval_section,
+    &rl_libero_gif_section,
+    &rl_warmstart_section,
+    &rl_collect_section,
     NULL,
 };

@@ -468,7 +468,7 @@ rl_libero_task *rl_libero_task_load(const char *data_dir, int index, rl_libero_s
     s_mj_hooks_install();
     rl_libero_suite_info info;
     if (!data_dir) {
-        rl_error_set(RL_EINVAL, "env: no data directory (env.data_dir)" S_FIX);
+        rl_error_set(RL_EINVAL, "env: no data directory" S_FIX);
         return NULL;
     }
     if (rl_libero_suite_read(data_dir, &info))

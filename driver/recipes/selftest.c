@@ -496,7 +496,6 @@ const rl_recipe rl_recipe_selftest = {
     .summary = "check every dispatch mode, errors and overlap on every role",
     /* the config sections of every registered role: their init reads them */
     .sections = (const rl_config_section *const[]){RL_ROLES_SECTIONS, &rl_selftest_section, NULL},
-    .defaults = (const char *const[]){RL_ROLES_YAML, NULL},
     .roles = NULL, /* every role of the cluster */
     .test_methods = 1,
     .prepare = s_prepare,

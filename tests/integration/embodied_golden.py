@@ -24,10 +24,12 @@ libero-data), from the example jobs with their sizes cut, tasks 0 and 1:
              checkpoint at step 2 (ppo).
 The warm start and trainer.seed 2 (the examples use 1) were picked so that
 episodes succeed in GRPO's groups (at step 1: 3 of 8), so its advantages and
-loss are not all zero. The evaluation counts all 8 envs of its round: with
-fewer episodes a task, libero_rl's s_evaluate keeps the first envs taking
-env b's task to be b % tasks, which is not so with env.group_size > 1 (the
-grpo job, whose envs 0-3 are all task 0), and task 1 would go unevaluated.
+loss are not all zero. The evaluation counts all 8 envs of its round (4
+episodes a task); the goldens were recorded when libero_rl's evaluation
+took env b's task to be b % tasks, wrong with env.group_size > 1 (the grpo
+job, whose envs 0-3 are all task 0) when fewer episodes a task are asked
+for (fixed since: rl_env_place_of, tested in test_embodied), so these jobs
+evaluate every env and give the same numbers either way.
 
 Every metric of metrics.jsonl is compared exactly except wall-clock ones:
 timing_s/*, perf/* and eval/wall_s (seconds and CPU use, which depend on the

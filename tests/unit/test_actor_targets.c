@@ -25,6 +25,8 @@
 #include "rlrt/tensor.h"
 #include "rlrt/dataproto.h"
 #include "workers/flow_rl.h"
+#include "common/schema/flow_policy.h"
+#include "common/schema/model.h"
 #include "workers/contracts.h"
 #include "workers/roles.h"
 #include "common/algo/kl.h"
@@ -38,7 +40,7 @@ static rl_config *s_job(const rl_config_section *extra, const char *model_defaul
                         const char *const *sets, int nsets)
 {
     rl_config *m = rl_schema_job((const rl_config_section *const[]){RL_ROLES_SECTIONS, extra, NULL},
-                                 (const char *const[]){RL_ROLES_YAML, model_defaults, yaml, NULL}, NULL, 0,
+                                 (const char *const[]){model_defaults, yaml, NULL}, NULL, 0,
                                  NULL);
     if (!m)
         fail_msg("job: %s", rl_error_message());
@@ -59,6 +61,19 @@ static char *s_clip_flow_defaults(void)
     assert_non_null(d);
     char *y = rl_config_to_yaml(d, "");
     rl_config_free(d);
+    assert_non_null(y);
+    return y;
+}
+
+/* The flow_policy kind's and the flow RL methods' sections as YAML (the
+ * caller frees it). */
+static char *s_flow_yaml(void)
+{
+    const rl_config_section *secs[] = {&rl_model_base_section, &rl_model_flow_policy_section, &rl_flow_rl_section};
+    const rl_config_default type = {"model.type", "flow_policy"};
+    rl_config *t = rl_config_schema_defaults(secs, 3, &type, 1);
+    char *y = t ? rl_config_to_yaml(t, "") : NULL;
+    rl_config_free(t);
     assert_non_null(y);
     return y;
 }
@@ -156,7 +171,9 @@ static void test_demo_target_width(void **state)
                                        "model.num_action_chunks", "8", "model.time_embed_dim", "8",
                                        "algorithm.loss_type", "flow_ipo", "algorithm.demo_coef",
                                        "1.0", "algorithm.demos", "x"};
-    rl_config *job = s_job(NULL, RL_FLOW_POLICY_MODEL_DEFAULTS, RL_FLOW_RL_DEFAULTS, sets, 14);
+    char *flow = s_flow_yaml();
+    rl_config *job = s_job(NULL, flow, NULL, sets, 14);
+    free(flow);
     rl_worker_ctx ctx = {.role = "actor", .rank = 0, .world_size = 1, .config = job};
     s_init(&ctx);
     const int64_t B = 16, D = 56; /* 8 chunks × 7 action dims */

@@ -1,7 +1,11 @@
-/* test_embodied.c — the embodied recipe's pure pieces (common/algo/flow/embodied.h)
- * on hand-computed inputs, and the algorithm.* section of the flow RL
- * methods (workers/flow_rl.h): EMA schedules, the loss-type switch and
- * located errors for bad values. */
+/* test_embodied.c — the embodied recipe's pure pieces (common/algo/flow/embodied.h,
+ * common/batch/episodes.h) on hand-computed inputs, and the algorithm.*
+ * section of the flow RL methods (common/schema/flow_rl.h,
+ * common/batch/flow_rl.h): EMA schedules, the loss-type switch, the
+ * estimator through the estimator table and located errors for bad values;
+ * libero_rl's evaluation picks the first initial states of every task
+ * whatever env.group_size; a missing demonstrations file is named by the
+ * key that names it. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,9 +20,15 @@
 #include "rlrt/error.h"
 #include "rlrt/config.h"
 #include "common/algo/flow/flow.h"
-#include "common/schema/job.h"
+#include "common/batch/episodes.h"
+#include "common/batch/estimators.h"
+#include "common/schema/env.h"
+#include "common/schema/flow_rl.h"
+#include "common/schema/trainer.h"
+#include "driver/recipes/embodied/flow_demos.h"
 #include "workers/actor/actor.h"
 #include "workers/flow_rl.h"
+#include "workers/rollout/rollout.h"
 
 static void test_chunk_arrays(void **state)
 {
@@ -92,7 +102,19 @@ static void test_seq_mean_scale(void **state)
     assert_true(keep[0] == 1 && keep[1] == 1);
 }
 
-static rl_config *s_job(const char *yaml)
+/* The known keys of a libero_rl-like job: the trainer's, the env's and the
+ * flow RL methods' sections, the actor's and the rollout's keys. */
+static rl_config *s_known(void)
+{
+    const rl_config_section *secs[] = {&rl_trainer_section,  &rl_env_section,
+                                       &rl_flow_rl_section,  &rl_actor_section,
+                                       &rl_rollout_section, &rl_rollout_flow_section};
+    rl_config *k = rl_config_schema_defaults(secs, 6, NULL, 0);
+    assert_non_null(k);
+    return k;
+}
+
+static rl_config *s_job_over(const char *yaml, int n, const char *const *ov)
 {
     char path[] = "/tmp/rl_test_embodied_XXXXXX";
     int fd = mkstemp(path);
@@ -100,10 +122,20 @@ static rl_config *s_job(const char *yaml)
     FILE *f = fdopen(fd, "w");
     fputs(yaml, f);
     fclose(f);
-    rl_config *c = rl_schema_job((const rl_config_section *const[]){&rl_actor_section, NULL},
-                                 (const char *const[]){RL_FLOW_RL_DEFAULTS, NULL}, path, 0, NULL);
+    rl_config *k = s_known();
+    rl_config *c = rl_config_load_job_tree(k, path, n, ov);
+    rl_config_free(k);
     remove(path);
     return c;
+}
+
+static rl_config *s_job(const char *yaml) { return s_job_over(yaml, 0, NULL); }
+
+/* The section of job c with its estimator checked (NULL + message). */
+static const rl_flow_rl_config *s_alg(const rl_config *c)
+{
+    const rl_flow_rl_config *o = rl_config_section_get(c, &rl_flow_rl_section);
+    return o && rl_flow_rl_estimator(c, o) ? o : NULL;
 }
 
 static void test_ema_schedules(void **state)
@@ -111,24 +143,24 @@ static void test_ema_schedules(void **state)
     (void)state;
     rl_config *c = s_job("algorithm:\n  loss_type: flow_sar\n");
     assert_non_null(c);
-    rl_flow_rl_config o;
-    assert_int_equal(rl_flow_rl_config_read(c, &o), 0);
-    assert_int_equal(o.loss, RL_FLOW_LOSS_SAR);
-    assert_int_equal(o.sar_credit, 0); /* seed 000's softmax credit by default */
+    const rl_flow_rl_config *o = s_alg(c);
+    assert_non_null(o);
+    assert_int_equal(o->loss, RL_FLOW_LOSS_SAR);
+    assert_int_equal(o->sar_credit, 0); /* seed 000's softmax credit by default */
     /* seed 000 default: linear, β_i = min(0.001·i, 0.5) */
-    assert_true(rl_flow_rl_ema_beta(&o, 0) == 0.0);
-    assert_true(fabs(rl_flow_rl_ema_beta(&o, 10) - 0.01) < 1e-12);
-    assert_true(rl_flow_rl_ema_beta(&o, 5000) == 0.5);
+    assert_true(rl_flow_rl_ema_beta(o, 0) == 0.0);
+    assert_true(fabs(rl_flow_rl_ema_beta(o, 10) - 0.01) < 1e-12);
+    assert_true(rl_flow_rl_ema_beta(o, 5000) == 0.5);
     rl_config_free(c);
     c = s_job("algorithm:\n  loss_type: flow_sar\n  flow_sar_ema_schedule: fixed\n  flow_sar_ema_beta: 0.9\n"
               "  flow_sar_credit: success\n");
-    assert_int_equal(rl_flow_rl_config_read(c, &o), 0);
-    assert_int_equal(o.sar_credit, 1); /* self-imitation on the successes */
-    assert_true(rl_flow_rl_ema_beta(&o, 0) == 0.9 && rl_flow_rl_ema_beta(&o, 77) == 0.9);
+    assert_non_null(o = s_alg(c));
+    assert_int_equal(o->sar_credit, 1); /* self-imitation on the successes */
+    assert_true(rl_flow_rl_ema_beta(o, 0) == 0.9 && rl_flow_rl_ema_beta(o, 77) == 0.9);
     rl_config_free(c);
     c = s_job("algorithm:\n  loss_type: flow_ipo\n");
-    assert_int_equal(rl_flow_rl_config_read(c, &o), 0);
-    assert_true(rl_flow_rl_ema_beta(&o, 3) == 0.995); /* seed 001: beta_ref */
+    assert_non_null(o = s_alg(c));
+    assert_true(rl_flow_rl_ema_beta(o, 3) == 0.995); /* seed 001: beta_ref */
     rl_config_free(c);
     /* the EMA update of the rollout: ref <- beta ref + (1 - beta) cur */
     float ref[2] = {1, 2};
@@ -153,19 +185,20 @@ static void test_clip_actions(void **state)
 static void test_switch_and_errors(void **state)
 {
     (void)state;
-    rl_flow_rl_config o;
+    const rl_flow_rl_config *o;
     rl_config *c = s_job("algorithm:\n  loss_type: actor_critic\n  adv_estimator: gae\n");
-    assert_int_equal(rl_flow_rl_config_read(c, &o), 0);
-    assert_int_equal(o.loss, RL_FLOW_LOSS_PPO);
-    assert_int_equal(o.normalize_adv, 1); /* RLinf's normalize_advantages */
-    const rl_actor_config *ac = rl_config_section_get(c, &rl_actor_section);
-    assert_non_null(ac);
+    assert_non_null(o = s_alg(c));
+    assert_int_equal(o->loss, RL_FLOW_LOSS_PPO);
+    assert_int_equal(o->normalize_adv, 1); /* RLinf's normalize_advantages */
+    assert_int_equal(rl_flow_rl_estimator(c, o)->id, RL_EST_GAE);
+    const rl_actor_config *ac;
+    assert_non_null(ac = rl_config_section_get(c, &rl_actor_section));
     assert_true(ac->value_lr == 0.0); /* the value head on the policy's lr by default */
     rl_config_free(c);
     c = s_job("algorithm:\n  loss_type: actor_critic\n  adv_estimator: gae\n  normalize_advantages: false\n"
               "actor:\n  optim: {lr: 1.0e-5, value_lr: 1.0e-4}\n");
-    assert_int_equal(rl_flow_rl_config_read(c, &o), 0);
-    assert_int_equal(o.normalize_adv, 0);
+    assert_non_null(o = s_alg(c));
+    assert_int_equal(o->normalize_adv, 0);
     assert_non_null(ac = rl_config_section_get(c, &rl_actor_section));
     assert_true(ac->value_lr == 1.0e-4);
     rl_config_free(c);
@@ -176,13 +209,19 @@ static void test_switch_and_errors(void **state)
     assert_non_null(strstr(rl_error_message(), "actor.optim.value_lr"));
     rl_config_free(c);
     c = s_job("algorithm:\n  loss_type: actor\n");
-    assert_int_equal(rl_flow_rl_config_read(c, &o), 0);
-    assert_int_equal(o.loss, RL_FLOW_LOSS_GRPO);
-    assert_int_equal(o.seq_mean, 0); /* token-mean by default */
+    assert_non_null(o = s_alg(c));
+    assert_int_equal(o->loss, RL_FLOW_LOSS_GRPO);
+    assert_int_equal(o->seq_mean, 0); /* token-mean by default */
+    assert_int_equal(o->train_ode, 0);
+    assert_int_equal(rl_flow_rl_estimator(c, o)->id, RL_EST_GRPO);
     rl_config_free(c);
     c = s_job("algorithm:\n  loss_type: actor\nactor:\n  loss_agg_mode: seq-mean-token-mean\n");
-    assert_int_equal(rl_flow_rl_config_read(c, &o), 0);
-    assert_int_equal(o.seq_mean, 1);
+    assert_non_null(o = s_alg(c));
+    assert_int_equal(o->seq_mean, 1);
+    rl_config_free(c);
+    c = s_job("algorithm:\n  loss_type: flow_ipo\nrollout:\n  noise_level: 0\n");
+    assert_non_null(o = s_alg(c));
+    assert_int_equal(o->train_ode, 1); /* FlowIPO's ODE rollouts */
     rl_config_free(c);
     static const struct {
         const char *yaml, *loc, *want; /* the job file's line, the message */
@@ -198,15 +237,133 @@ static void test_switch_and_errors(void **state)
         {"actor:\n  loss_agg_mode: seq-mean-token-mean\n", ":2:", "flow_sar weighs its chunks by its own credit"},
         {"algorithm:\n  normalize_advantages: maybe\n", ":2:", "algorithm.normalize_advantages"},
         {"algorithm:\n  rl_coef: 0\n", ":2:", "algorithm.rl_coef: 0 with algorithm.demo_coef 0 trains nothing"},
+        {"algorithm:\n  demo_coef: 0.5\n", "<defaults>", "algorithm.demos: algorithm.demo_coef is 0.5: name the"},
+        {"algorithm:\n  loss_type: actor\nrollout:\n  noise_level: 0\n", ":4:",
+         "rollout.noise_level: flow-SDE GRPO scores the flow SDE's log-probs"},
+        {"algorithm:\n  adv_estimator: gea\n", ":2:", "algorithm.adv_estimator: unknown value 'gea'"},
+        /* a name of the table the embodied track cannot use */
+        {"algorithm:\n  adv_estimator: rloo\n", ":2:", "estimator 'rloo' is not available to the embodied"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         c = s_job(bad[i].yaml); /* a value of the wrong type fails at load, the others here */
-        assert_true(!c || rl_flow_rl_config_read(c, &o) != 0);
+        assert_true(!c || !s_alg(c));
         if (!strstr(rl_error_message(), bad[i].want) || !strstr(rl_error_message(), bad[i].loc))
             fail_msg("case %zu: '%s' does not contain '%s' and '%s'", i, rl_error_message(), bad[i].loc,
                      bad[i].want);
         rl_config_free(c);
     }
+}
+
+/* algorithm.adv_estimator's choices are the estimator table's names, in
+ * its order (the section's index is the estimator's id). */
+static void test_estimator_choices(void **state)
+{
+    (void)state;
+    assert_string_equal(RL_FLOW_RL_ESTIMATORS, rl_estimator_names());
+    const char *choices = NULL;
+    for (size_t i = 0; i < rl_flow_rl_section.n_keys; i++)
+        if (rl_flow_rl_section.keys[i].offset == offsetof(rl_flow_rl_config, adv))
+            choices = rl_flow_rl_section.keys[i].choices;
+    assert_non_null(choices);
+    assert_string_equal(choices, rl_estimator_names());
+}
+
+/* An env layout: total envs, groups of G, tasks '0-<n-1>'. */
+static const rl_env_config *s_env(rl_config **c, int total, int G, int n)
+{
+    char ov[3][64];
+    snprintf(ov[0], sizeof ov[0], "env.total_num_envs=%d", total);
+    snprintf(ov[1], sizeof ov[1], "env.group_size=%d", G);
+    snprintf(ov[2], sizeof ov[2], "env.task_ids=0-%d", n - 1);
+    const char *const o[3] = {ov[0], ov[1], ov[2]};
+    *c = s_job_over("trainer:\n  seed: 1\n", 3, o);
+    assert_non_null(*c);
+    const rl_env_config *e = rl_config_section_get(*c, &rl_env_section);
+    if (!e)
+        fail_msg("%s", rl_error_message());
+    return e;
+}
+
+/* libero_rl's evaluation: ungrouped rounds of every env, and of them the
+ * episodes from the first per_task initial states of each task, once each.
+ * With env.group_size 4 the envs of task 0 are 0-3 (not every other env):
+ * the first two of each task are envs 0, 1 and 4, 5. */
+static void test_eval_picks(void **state)
+{
+    (void)state;
+    static const struct {
+        int total, G, n, per;
+    } cases[] = {{8, 4, 2, 2}, {8, 4, 2, 4}, {8, 1, 2, 2}, {12, 1, 10, 2}, {40, 4, 10, 10}, {5, 1, 5, 3},
+                 {16, 2, 2, 5}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rl_config *c;
+        const rl_env_config *env = s_env(&c, cases[i].total, cases[i].G, cases[i].n);
+        rl_episode_envs e = {0};
+        e.B = env->total_num_envs;
+        int64_t task[64];
+        uint8_t success[64];
+        e.task = task;
+        e.success = success;
+        int seen[64][64] = {{0}};
+        rl_episode_tally t;
+        memset(&t, 0, sizeof t);
+        const int64_t rounds = rl_episode_eval_rounds(env, cases[i].per);
+        for (int64_t r = 0; r < rounds; r++) {
+            for (int64_t g = 0; g < e.B; g++) {
+                rl_env_place p = rl_env_place_of(env, g, 1);
+                task[g] = p.task;
+                success[g] = p.task == 1; /* task 1 succeeds, the others fail */
+                int64_t init = p.k + r * p.sharing;
+                if (init < cases[i].per)
+                    seen[p.task][init]++;
+            }
+            rl_episode_tally_round(&t, &e, env, r, cases[i].per);
+        }
+        for (int k = 0; k < cases[i].n; k++) {
+            if (t.n[k] != cases[i].per)
+                fail_msg("case %zu: task %d evaluated %lld times, want %d", i, k, (long long)t.n[k], cases[i].per);
+            for (int s = 0; s < cases[i].per; s++)
+                if (seen[k][s] != 1)
+                    fail_msg("case %zu: task %d initial state %d run %d times", i, k, s, seen[k][s]);
+        }
+        assert_int_equal(t.ok[1], cases[i].per);
+        assert_int_equal(t.all, cases[i].per * cases[i].n);
+        rl_config_free(c);
+    }
+    /* the picks of the first case: envs 0, 1 (task 0) and 4, 5 (task 1) */
+    rl_config *c;
+    const rl_env_config *env = s_env(&c, 8, 4, 2);
+    int64_t task[8] = {0, 0, 0, 0, 1, 1, 1, 1};
+    uint8_t success[8] = {1, 1, 0, 0, 1, 1, 0, 0};
+    rl_episode_envs e = {.B = 8, .task = task, .success = success};
+    rl_episode_tally t;
+    memset(&t, 0, sizeof t);
+    rl_episode_tally_round(&t, &e, env, 0, 2);
+    assert_true(t.n[0] == 2 && t.ok[0] == 2 && t.n[1] == 2 && t.ok[1] == 2);
+    rl_config_free(c);
+}
+
+/* A demonstrations file that is not there: the key that names it, and how
+ * to make one. */
+static void test_demos_missing(void **state)
+{
+    (void)state;
+    rl_config *c = s_job("algorithm:\n  demo_coef: 1.0\n  demos: /nonexistent/demos.safetensors\n");
+    assert_non_null(c);
+    const rl_flow_rl_config *o = s_alg(c);
+    assert_non_null(o);
+    rl_flow_demos p;
+    assert_int_not_equal(rl_flow_demos_open(c, &rl_flow_rl_section, offsetof(rl_flow_rl_config, demos), o->demos,
+                                            o->demos_per_task, 5, 10, &p), 0);
+    const char *m = rl_error_message();
+    if (!strstr(m, ":3:") || !strstr(m, "algorithm.demos: ") || !strstr(m, "/nonexistent/demos.safetensors") ||
+        !strstr(m, "collect them with examples/libero_collect.yaml") || strstr(m, "warmstart.demos"))
+        fail_msg("'%s'", m);
+    /* without a job: the file and the hint, no key */
+    assert_int_not_equal(rl_flow_demos_load("/nonexistent/demos.safetensors", 10, 5, 10, &p), 0);
+    assert_null(strstr(rl_error_message(), "warmstart.demos"));
+    assert_non_null(strstr(rl_error_message(), "collect them with"));
+    rl_config_free(c);
 }
 
 int main(void)
@@ -218,6 +375,9 @@ int main(void)
         cmocka_unit_test(test_ema_schedules),
         cmocka_unit_test(test_clip_actions),
         cmocka_unit_test(test_switch_and_errors),
+        cmocka_unit_test(test_estimator_choices),
+        cmocka_unit_test(test_eval_picks),
+        cmocka_unit_test(test_demos_missing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,6 +18,7 @@
 #include "workers/roles.h"
 #include "rlrt/error.h"
 #include "workers/env/env.h"
+#include "common/schema/trainer.h"
 #include "rlrt/runtime/channel.h"
 #include "rlrt/tensor.h"
 
@@ -93,7 +94,11 @@ static int s_start(s_env *e, const char *extra)
     snprintf(o2, sizeof o2, "%s", extra ? extra : "env.clip_actions=true");
     const char *ov[] = {o1, "env.total_num_envs=2", "env.max_episode_steps=20", "env.num_action_chunks=5",
                         "env.channel_timeout_s=5", "env.task_ids=0,6", o2};
-    e->cfg = rl_config_load_job(RL_ENV_DEFAULTS "trainer:\n  seed: 1\n", NULL, 7, ov);
+    const rl_config_section *secs[] = {&rl_trainer_section, &rl_env_section};
+    rl_config *known = rl_config_schema_defaults(secs, 2, NULL, 0);
+    assert_non_null(known);
+    e->cfg = rl_config_load_job_tree(known, NULL, 7, ov);
+    rl_config_free(known);
     assert_non_null(e->cfg);
     memset(&e->ctx, 0, sizeof e->ctx);
     e->ctx.role = "env";

@@ -30,6 +30,10 @@
 #include "rlrt/config.h"
 #include "common/core/util.h"
 #include "common/sim/libero.h"
+#include "common/schema/env.h"
+#include "common/schema/libero.h"
+#include "common/schema/trainer.h"
+#include "workers/env/env.h"
 
 #define assert_msg_contains(s)                                                    \
     do {                                                                          \
@@ -37,13 +41,25 @@
             fail_msg("message '%s' lacks '%s'", rl_error_message(), (s));        \
     } while (0)
 
+/* `text` (named job.yaml) over the defaults of the trainer's, the env's and
+ * the GIF sections. */
+static rl_config *s_parse(const char *text)
+{
+    const rl_config_section *secs[] = {&rl_trainer_section, &rl_env_section, &rl_libero_gif_section};
+    rl_config *known = rl_config_schema_defaults(secs, 3, NULL, 0);
+    rl_config *job = rl_config_parse_string(text, strlen(text), "job.yaml");
+    rl_config *c = known && job ? rl_config_merge(known, job) : NULL;
+    rl_config_free(known);
+    rl_config_free(job);
+    return c;
+}
+
 /* The job: the recipes' env and eval.gif defaults, output in `out`. */
 static rl_config *s_job(const char *out, const char *extra)
 {
     char text[8192];
-    snprintf(text, sizeof text, "%s%strainer:\n  seed: 1\n  output_dir: %s\n%s", RL_ENV_DEFAULTS,
-             RL_LIBERO_GIF_DEFAULTS, out, extra ? extra : "");
-    rl_config *c = rl_config_parse_string(text, strlen(text), "job.yaml");
+    snprintf(text, sizeof text, "trainer:\n  seed: 1\n  output_dir: %s\n%s", out, extra ? extra : "");
+    rl_config *c = s_parse(text);
     if (!c)
         fail_msg("%s", rl_error_message());
     assert_int_equal(rl_config_set_yaml(c, "env.data_dir", rl_test_libero_data()), 0);
@@ -80,7 +96,7 @@ static void test_config_errors(void **state)
         char rest[512];
         snprintf(rest, sizeof rest, "%s", eol);
         snprintf(colon + 2, sizeof t - (size_t)(colon + 2 - t), "%s%s", bad[i].value, rest);
-        c = rl_config_parse_string(t, strlen(t), "job.yaml");
+        c = s_parse(t);
         assert_non_null(c);
         assert_int_equal(rl_libero_gif_check(c), RL_ECONFIG);
         assert_msg_contains(bad[i].want);
@@ -89,7 +105,7 @@ static void test_config_errors(void **state)
     /* more frames than a GIF holds: located at eval.gif_every */
     const char *many = "eval:\n  gif_episodes_per_task: 1\n  gif_every: 1\n  gif_size: 128\n"
                        "env:\n  max_episode_steps: 5000\n";
-    c = rl_config_parse_string(many, strlen(many), "job.yaml");
+    c = s_parse(many);
     assert_non_null(c);
     assert_int_equal(rl_libero_gif_check(c), RL_ECONFIG);
     assert_msg_contains("job.yaml:3:14: eval.gif_every: 1 gives more than 4096 frames");

@@ -247,9 +247,11 @@ static int s_prepare(rl_actor_step *s)
     s_fctx *c = s->ctx;
     rl_actor_state *a = s->a;
     const rl_dataproto *in = s->in;
-    int rc = rl_flow_rl_config_read(a->job, &c->alg);
-    if (rc)
-        return rc;
+    const rl_flow_rl_config *alg = rl_config_section_get(a->job, &rl_flow_rl_section);
+    if (!alg)
+        return rl_error_code();
+    c->alg = *alg;
+    int rc = RL_OK;
     int64_t B = rl_dataproto_rows(in), grows, gsteps = 0;
     if (rl_dataproto_meta_get_int(in, RL_ACTOR_GLOBAL_ROWS, 1, INT64_MAX, &grows))
         return rl_error_code();

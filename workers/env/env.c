@@ -54,6 +54,7 @@ typedef struct s_state {
 } s_state;
 
 #define S_MAX_FRAMES 64
+#define S_PATH(field) RL_CFG_PATH(&rl_env_section, rl_env_config, field)
 
 static double s_now(void)
 {
@@ -88,17 +89,17 @@ static int s_init(rl_worker_ctx *ctx)
     if (!st)
         return rl_error_set(RL_ENOMEM, "env: out of memory");
     ctx->user = st;
-    int rc = rl_env_config_read(ctx->config, &st->cfg);
-    if (rc)
-        return rc;
-    const rl_env_config *c = &st->cfg;
+    const rl_env_config *c = rl_config_section_get(ctx->config, &rl_env_section);
+    if (!c)
+        return rl_error_code();
+    st->cfg = *c;
     int W = ctx->world_size > 0 ? ctx->world_size : 1;
     st->first = (int)(c->total_num_envs * ctx->rank / W);
     st->n = (int)(c->total_num_envs * (ctx->rank + 1) / W) - st->first;
     if (st->n < c->pipeline_stage_num)
-        return rl_config_error_at(ctx->config, "env.pipeline_stage_num", RL_ECONFIG,
-                                  "env/%d holds %d envs, fewer than %lld pipeline stages", ctx->rank, st->n,
-                                  (long long)c->pipeline_stage_num);
+        return RL_CFG_ERROR(ctx->config, &rl_env_section, rl_env_config, pipeline_stage_num, RL_ECONFIG,
+                            "env/%d holds %d envs, fewer than %lld pipeline stages", ctx->rank, st->n,
+                            (long long)c->pipeline_stage_num);
     st->slots = calloc((size_t)st->n, sizeof *st->slots);
     if (!st->slots)
         return rl_error_set(RL_ENOMEM, "env: out of memory for %d envs", st->n);
@@ -106,12 +107,12 @@ static int s_init(rl_worker_ctx *ctx)
     for (int i = 0; i < st->n; i++) {
         s_slot *s = &st->slots[i];
         s->global = st->first + i;
-        s->task = c->tasks[(s->global / c->group_size) % c->num_tasks];
+        s->task = rl_env_place_of(c, s->global, 0).task;
         if (!st->tasks[s->task]) {
             st->tasks[s->task] = rl_libero_task_load(c->data_dir, s->task,
                                                      c->scene ? RL_LIBERO_SCENE_FULL : RL_LIBERO_SCENE_PHYS);
             if (!st->tasks[s->task])
-                return rl_error_wrap(rl_error_code(), "env/%d: env.data_dir", ctx->rank);
+                return rl_error_wrap(rl_error_code(), "env/%d: %s", ctx->rank, S_PATH(data_dir));
         }
         s->env = rl_libero_env_new(st->tasks[s->task]);
         if (!s->env)
@@ -126,8 +127,8 @@ static int s_init(rl_worker_ctx *ctx)
                                        : NULL;
         st->frames = calloc(S_MAX_FRAMES, sizeof *st->frames);
         if (!st->renderer || !st->frames)
-            return rl_error_wrap(st->frames ? rl_error_code() : RL_ENOMEM, "env/%d: env.render_every",
-                                 ctx->rank);
+            return rl_error_wrap(st->frames ? rl_error_code() : RL_ENOMEM, "env/%d: %s",
+                                 ctx->rank, S_PATH(render_every));
     }
     rl_log(RL_LOG_INFO, "%d envs (global %d..%d) of tasks %s loaded in %.2f s", st->n, st->first,
            st->first + st->n - 1, c->task_ids, s_now() - t0);
@@ -143,20 +144,11 @@ static int s_pick_init(const s_state *st, const s_slot *s, int64_t e)
 {
     const rl_env_config *c = &st->cfg;
     int n_init = rl_libero_task_num_init_states(st->tasks[s->task]);
-    const int64_t G = c->group_size, g = s->global;
-    int64_t q = g / G, groups = c->total_num_envs / G;
-    int64_t slot = q % c->num_tasks, k = q / c->num_tasks;
-    int64_t sharing = (groups - slot + c->num_tasks - 1) / c->num_tasks;
-    uint64_t who = (uint64_t)q;
-    if (G > 1 && st->ungrouped) { /* groups cover the tasks evenly (env.h) */
-        k = k * G + g % G;
-        sharing = c->total_num_envs / c->num_tasks;
-        who = (uint64_t)g;
-    }
+    const rl_env_place p = rl_env_place_of(c, s->global, st->ungrouped);
     if (!c->init_random)
-        return (int)((k + e * sharing) % n_init);
+        return (int)((p.k + e * p.sharing) % n_init);
     rl_rng r;
-    rl_rng_init(&r, (uint64_t)c->seed, (who << 32) ^ (uint64_t)e);
+    rl_rng_init(&r, (uint64_t)c->seed, (p.stream << 32) ^ (uint64_t)e);
     return (int)rl_rng_below(&r, (uint64_t)n_init);
 }
 
@@ -223,23 +215,42 @@ static void s_record_obs(const s_slot *s, s_traj *tr, int row, int64_t k)
     tr->success[(size_t)row * (size_t)(tr->K + 1) + (size_t)k] = (uint8_t)s->success;
 }
 
+/* A tensor of each spec, in order, added to dp (NULL: a failed allocation);
+ * out[i] gets the i-th one's data. */
+typedef struct s_tspec {
+    const char *name;
+    rl_dtype dtype;
+    int ndim;
+    int64_t shape[3];
+} s_tspec;
+
+static int s_new_tensors(rl_dataproto *dp, const s_tspec *sp, int n, void **out)
+{
+    for (int i = 0; i < n; i++) {
+        rl_tensor *t = dp ? rl_dataproto_new_tensor(dp, sp[i].name, sp[i].dtype, sp[i].ndim, sp[i].shape) : NULL;
+        if (!t)
+            return dp ? rl_error_code() : rl_error_set(RL_ENOMEM, "env: out of memory");
+        out[i] = rl_tensor_data(t);
+    }
+    return RL_OK;
+}
+
 /* Observations of stage [b, e) for chunk step t. */
 static int s_send_obs(s_state *st, int b, int e, int stage, int64_t t, int timeout_ms)
 {
-    int64_t n = e - b, sh2[2] = {n, 39}, sh3[2] = {n, 98}, sh1[1] = {n}, shi[2] = {n, 4};
+    const int64_t n = e - b;
+    const s_tspec sp[5] = {{RL_ENV_PROPRIO, RL_F32, 2, {n, 39}}, {RL_ENV_OBJECT, RL_F32, 2, {n, 98}},
+                           {RL_ENV_TASK, RL_I64, 1, {n}}, {RL_ENV_NEW_EPISODE, RL_U8, 1, {n}},
+                           {RL_ENV_TASK_INFO, RL_F32, 2, {n, 4}}};
+    void *d[5];
     rl_dataproto *m = rl_dataproto_new();
-    rl_tensor *tp = m ? rl_dataproto_new_tensor(m, RL_ENV_PROPRIO, RL_F32, 2, sh2) : NULL;
-    rl_tensor *to = tp ? rl_dataproto_new_tensor(m, RL_ENV_OBJECT, RL_F32, 2, sh3) : NULL;
-    rl_tensor *tt = to ? rl_dataproto_new_tensor(m, RL_ENV_TASK, RL_I64, 1, sh1) : NULL;
-    rl_tensor *tn = tt ? rl_dataproto_new_tensor(m, RL_ENV_NEW_EPISODE, RL_U8, 1, sh1) : NULL;
-    rl_tensor *ti = tn ? rl_dataproto_new_tensor(m, RL_ENV_TASK_INFO, RL_F32, 2, shi) : NULL;
-    if (!ti) {
+    if (s_new_tensors(m, sp, 5, d)) {
         rl_dataproto_free(m);
         return rl_error_code();
     }
-    float *p = rl_tensor_data(tp), *o = rl_tensor_data(to), *info = rl_tensor_data(ti);
-    int64_t *task = rl_tensor_data(tt);
-    uint8_t *ne = rl_tensor_data(tn);
+    float *p = d[0], *o = d[1], *info = d[4];
+    int64_t *task = d[2];
+    uint8_t *ne = d[3];
     for (int i = b; i < e; i++) {
         s_slot *s = &st->slots[i];
         const rl_libero_task *t = st->tasks[s->task];
@@ -290,9 +301,9 @@ static int s_step_stage(rl_worker_ctx *ctx, s_state *st, const float *acts, int 
                     if (!c->clip_actions)
                         return rl_error_set(RL_ERANGE,
                                             "env %d (task %d, initial state %d): action[%d] = %g is outside "
-                                            "[-1, 1] at step %lld (env.clip_actions is false)",
+                                            "[-1, 1] at step %lld (%s is false)",
                                             s->global, s->task, s->init, d, (double)a[d],
-                                            (long long)s->ep_steps);
+                                            (long long)s->ep_steps, S_PATH(clip_actions));
                     ad[d] = a[d] < -1.0f ? -1.0 : 1.0;
                     clipped++;
                 }
@@ -409,25 +420,18 @@ static int s_interact(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto *
                 return rc;
         }
     }
+    const s_tspec sp[9] = {{RL_ENV_PROPRIO, RL_F32, 3, {N, K + 1, 39}}, {RL_ENV_OBJECT, RL_F32, 3, {N, K + 1, 98}},
+                           {RL_ENV_ACTIONS, RL_F32, 3, {N, K, 7}},       {RL_ENV_REWARDS, RL_F32, 2, {N, K}},
+                           {RL_ENV_DONES, RL_U8, 2, {N, K}},             {RL_ENV_VALID, RL_U8, 2, {N, K}},
+                           {RL_ENV_TASK, RL_I64, 2, {N, K + 1}},         {RL_ENV_INIT, RL_I64, 2, {N, K + 1}},
+                           {RL_ENV_SUCCESS, RL_U8, 2, {N, K + 1}}};
+    void *d[9];
     rl_dataproto *o = rl_dataproto_new();
-    int64_t s_obs[3] = {N, K + 1, 39}, s_obj[3] = {N, K + 1, 98}, s_act[3] = {N, K, 7}, s_k[2] = {N, K},
-            s_k1[2] = {N, K + 1};
-    rl_tensor *tp = o ? rl_dataproto_new_tensor(o, RL_ENV_PROPRIO, RL_F32, 3, s_obs) : NULL;
-    rl_tensor *to = tp ? rl_dataproto_new_tensor(o, RL_ENV_OBJECT, RL_F32, 3, s_obj) : NULL;
-    rl_tensor *ta = to ? rl_dataproto_new_tensor(o, RL_ENV_ACTIONS, RL_F32, 3, s_act) : NULL;
-    rl_tensor *tr_ = ta ? rl_dataproto_new_tensor(o, RL_ENV_REWARDS, RL_F32, 2, s_k) : NULL;
-    rl_tensor *td = tr_ ? rl_dataproto_new_tensor(o, RL_ENV_DONES, RL_U8, 2, s_k) : NULL;
-    rl_tensor *tv = td ? rl_dataproto_new_tensor(o, RL_ENV_VALID, RL_U8, 2, s_k) : NULL;
-    rl_tensor *tt = tv ? rl_dataproto_new_tensor(o, RL_ENV_TASK, RL_I64, 2, s_k1) : NULL;
-    rl_tensor *ti = tt ? rl_dataproto_new_tensor(o, RL_ENV_INIT, RL_I64, 2, s_k1) : NULL;
-    rl_tensor *ts = ti ? rl_dataproto_new_tensor(o, RL_ENV_SUCCESS, RL_U8, 2, s_k1) : NULL;
-    if (!ts) {
+    if (s_new_tensors(o, sp, 9, d)) {
         rl_dataproto_free(o);
         return rl_error_code();
     }
-    s_traj tr = {rl_tensor_data(tp), rl_tensor_data(to), rl_tensor_data(ta), rl_tensor_data(tr_),
-                 rl_tensor_data(td), rl_tensor_data(tv), rl_tensor_data(ts), rl_tensor_data(tt),
-                 rl_tensor_data(ti), K};
+    s_traj tr = {d[0], d[1], d[2], d[3], d[4], d[5], d[8], d[6], d[7], K};
     for (int i = 0; i < st->n; i++)
         s_record_obs(&st->slots[i], &tr, i, 0);
     st->n_frames = 0;

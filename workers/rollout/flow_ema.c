@@ -33,6 +33,8 @@
 #include "workers/rollout/hooks.h"
 #include "workers/rollout/rollout.h"
 #include "common/core/util.h"
+#include "common/schema/libero.h"
+#include "common/schema/job.h"
 
 /* An EMA of the live weights: θ_ref, or θ_eval (eval.ema_decay). */
 typedef struct s_avg {
@@ -82,17 +84,21 @@ static int s_open(rl_worker_ctx *ctx, int *active)
     const rl_config *c = ctx->config;
     memset(&s_job, 0, sizeof s_job);
     *active = 0;
-    int rc = rl_config_has(c, "eval.ema_decay")
-                 ? rl_config_get_double_in(c, "eval.ema_decay", 0, 1, RL_CFG_MAX_OPEN, &s_job.eval_decay)
-                 : RL_OK;
-    if (!rc && rl_config_has(c, "algorithm.flow_sar_beta")) {
-        if (!(rc = rl_flow_rl_config_read(c, &s_job.alg))) {
-            s_job.has_alg = 1;
-            s_job.ref = s_job.alg.loss == RL_FLOW_LOSS_SAR || s_job.alg.loss == RL_FLOW_LOSS_IPO;
-        }
+    const rl_libero_eval_config *ev = NULL;
+    const rl_flow_rl_config *alg = NULL;
+    int rc = rl_schema_optional(c, &rl_libero_eval_section, (const void **)&ev);
+    if (!rc)
+        rc = rl_schema_optional(c, &rl_flow_rl_section, (const void **)&alg);
+    if (rc)
+        return rc;
+    s_job.eval_decay = ev ? ev->ema_decay : 0.0;
+    if (alg) {
+        s_job.alg = *alg;
+        s_job.has_alg = 1;
+        s_job.ref = alg->loss == RL_FLOW_LOSS_SAR || alg->loss == RL_FLOW_LOSS_IPO;
     }
-    *active = !rc && (s_job.has_alg || s_job.eval_decay > 0);
-    return rc;
+    *active = s_job.has_alg || s_job.eval_decay > 0;
+    return RL_OK;
 }
 
 /* First sync a = θ, later a ← β·a + (1 − β)·θ. */

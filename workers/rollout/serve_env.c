@@ -28,6 +28,8 @@
 #include "rlrt/runtime/channel.h"
 #include "common/sim/libero.h"
 #include "workers/rollout/serve_env.h"
+#include "common/schema/flow_policy.h"
+#include "common/schema/env.h"
 #include "common/core/rng.h"
 
 #define S_MAX_ENVS 4096
@@ -140,28 +142,31 @@ static int s_model_call(const rl_rollout_policy *pol, const rl_dataproto *m, int
 int rl_rollout_serve_env(rl_worker_ctx *ctx, const rl_rollout_policy *pol, const rl_dataproto *in,
                          rl_dataproto **out)
 {
-    rl_env_config c;
-    int rc = rl_env_config_read(ctx->config, &c);
-    if (rc)
-        return rc;
+    const rl_env_config *cp = rl_config_section_get(ctx->config, &rl_env_section);
+    if (!cp)
+        return rl_error_code();
+    const rl_env_config c = *cp;
+    int rc;
     int64_t greedy = 0, record = 1, round = 0;
     if ((rc = s_opt_int(in, RL_ROLLOUT_GREEDY, 1, &greedy)) || (rc = s_opt_int(in, "record", 1, &record)) ||
         (rc = s_opt_int(in, RL_ENV_ROUND, INT64_MAX, &round)))
         return rc;
+#define S_POLICY RL_CFG_PATH(&rl_env_section, rl_env_config, policy)
     const int use_model = c.policy != 0;
     if (use_model) {
         const rl_flow_policy_config *fc = pol ? rl_flow_policy_get_config(pol->model) : NULL;
         if (!pol || !pol->model)
-            return rl_error_set(RL_ESTATE, "serve_env: env.policy is 'model' but init_model has not run on rollout/%d",
-                                ctx->rank);
+            return rl_error_set(RL_ESTATE, "serve_env: %s is 'model' but init_model has not run on rollout/%d",
+                                S_POLICY, ctx->rank);
         if (!fc)
             return RL_CFG_ERROR(ctx->config, &rl_model_base_section, rl_model_base_config, type,
-                                RL_ECONFIG, "env.policy 'model' needs a flow_policy model, got '%s'",
+                                RL_ECONFIG, "%s 'model' needs a flow_policy model, got '%s'", S_POLICY,
                                 rl_model_kind_name(pol->model));
         if (fc->chunks != c.num_action_chunks)
-            return rl_config_error_at(ctx->config, "model.num_action_chunks", RL_ECONFIG,
-                                      "is %d but env.num_action_chunks is %lld", fc->chunks,
-                                      (long long)c.num_action_chunks);
+            return RL_CFG_ERROR(ctx->config, &rl_model_flow_policy_section, rl_model_flow_policy_config,
+                                num_action_chunks, RL_ECONFIG, "is %d but %s is %lld", fc->chunks,
+                                RL_CFG_PATH(&rl_env_section, rl_env_config, num_action_chunks),
+                                (long long)c.num_action_chunks);
     }
     const int64_t W = ctx->world_size > 0 ? ctx->world_size : 1;
     const int64_t first = c.total_num_envs * ctx->rank / W; /* as the env role splits */

@@ -1,5 +1,5 @@
 /* common/algo/flow/embodied.h — pure pieces of the embodied RL recipe libero_rl
- * (driver/recipes/embodied/libero_rl.c): turning the
+ * (its batch transforms: common/batch/episodes.h): turning the
  * env's per-action arrays into the step-major per-chunk arrays the credit
  * functions of common/algo/flow/flow.h read, and GRPO's group advantages with
  * RLinf's reward filter.

@@ -22,6 +22,13 @@ static int s_check_finite(const char *fn, const char *name, const float *arr,
     return 0;
 }
 
+/* The episodes' rewards (B) and, when given, the step mask (S, B): finite. */
+static int s_check_episodes(const char *fn, const float *rewards, const float *step_mask, int64_t s, int64_t b)
+{
+    int rc = s_check_finite(fn, "rewards", rewards, b, NULL, 1);
+    return rc || !step_mask ? rc : s_check_finite(fn, "step_mask", step_mask, s * b, NULL, 1);
+}
+
 static int s_check_dims(const char *fn, int64_t n, int64_t d)
 {
     if (n < 0 || d <= 0)
@@ -176,8 +183,7 @@ int rl_flow_ipo_weights(const float *actions, const float *ref_actions,
         return rl_error_set(RL_EINVAL, "%s: actions, ref_actions, rewards and w must not be NULL", fn);
     if (!isfinite(alpha) || !(eps >= 0.0) || !isfinite(eps))
         return rl_error_set(RL_EINVAL, "%s: alpha=%g must be finite and eps=%g >= 0", fn, alpha, eps);
-    if ((rc = s_check_finite(fn, "rewards", rewards, b, NULL, 1)) ||
-        (step_mask && (rc = s_check_finite(fn, "step_mask", step_mask, s * b, NULL, 1))))
+    if ((rc = s_check_episodes(fn, rewards, step_mask, s, b)))
         return rc;
 
     /* δ is recomputed in each pass rather than kept in f32: the z-score
@@ -277,8 +283,7 @@ int rl_flow_sar_weights(const float *recon_errors, const float *rewards,
         return rl_error_set(RL_EINVAL, "%s: temperature=%g must be > 0", fn, temperature);
     if (!(w_min <= w_max))
         return rl_error_set(RL_EINVAL, "%s: w_min=%g must be <= w_max=%g", fn, w_min, w_max);
-    if ((rc = s_check_finite(fn, "rewards", rewards, b, NULL, 1)) ||
-        (step_mask && (rc = s_check_finite(fn, "step_mask", step_mask, s * b, NULL, 1))))
+    if ((rc = s_check_episodes(fn, rewards, step_mask, s, b)))
         return rc;
     for (int64_t k = 0; k < s * b; k++) {
         if (step_mask && step_mask[k] == 0.0f)

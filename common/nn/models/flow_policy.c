@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "common/nn/models/flow_mlp_internal.h"
+#include "common/schema/flow_policy.h"
+#include "common/schema/model.h"
 #include "common/sde/flow_step.h"
 #include "rlrt/error.h"
 #include "common/core/util.h"
@@ -280,9 +282,11 @@ static int s_obs_read(const s_fp *m, const rl_dataproto *in, const char *what, s
         rc = s_check_finite(what, RL_FP_OBJECT, ob->obj, ob->B * RL_FP_OBJECT_DIM);
     for (int64_t b = 0; !rc && b < ob->B; b++)
         if (ob->task[b] < 0 || ob->task[b] >= m->c.num_tasks)
-            rc = rl_error_set(RL_ERANGE, "%s: %s[%lld] = %lld outside [0, %d) (model.num_tasks)",
+            rc = rl_error_set(RL_ERANGE, "%s: %s[%lld] = %lld outside [0, %d) (%s)",
                               what, RL_FP_TASK, (long long)b, (long long)ob->task[b],
-                              m->c.num_tasks);
+                              m->c.num_tasks,
+                              RL_CFG_PATH(&rl_model_flow_policy_section, rl_model_flow_policy_config,
+                                          num_tasks));
     return rc;
 }
 
@@ -832,33 +836,15 @@ static const rl_model_ops s_ops = {
     .write_config = s_write_config,
 };
 
-typedef struct s_cfg {
-    int64_t chunks, tasks, hidden, layers, tdim;
-    int joint, detach;
-    double obs_clip;
-} s_cfg;
-
-#define S_I(key, field, lo, hi) {"model." key, RL_CFG_INT, offsetof(s_cfg, field), lo, hi, 0, NULL}
-static const rl_config_spec s_spec[] = {
-    S_I("num_action_chunks", chunks, 1, 1000), S_I("num_tasks", tasks, 1, 1 << 20),
-    S_I("hidden_size", hidden, 2, 1 << 14),    S_I("num_layers", layers, 0, 64),
-    S_I("time_embed_dim", tdim, 2, 4096),
-    {"model.sde_mode", RL_CFG_ENUM, offsetof(s_cfg, joint), 0, 0, 0, "one|joint"},
-    {"model.obs_clip", RL_CFG_NUM, offsetof(s_cfg, obs_clip), 0, 1e6, 0, NULL},
-    {"model.detach_critic_input", RL_CFG_BOOL, offsetof(s_cfg, detach), 0, 0, 0, NULL},
-};
-
+/* The architecture from the kind's section (common/schema/flow_policy.h). */
 static int s_read_config(const rl_config *job, rl_flow_policy_config *c)
 {
-    s_cfg v;
-    int rc = rl_config_read(job, s_spec, sizeof s_spec / sizeof s_spec[0], &v);
-    if (rc)
-        return rc;
-    if (v.tdim % 2)
-        return rl_config_error_at(job, "model.time_embed_dim", RL_ECONFIG,
-                                  "must be even (sin and cos halves), got %lld", (long long)v.tdim);
-    *c = (rl_flow_policy_config){(int)v.chunks, (int)v.tasks, (int)v.hidden, (int)v.layers,
-                                 (int)v.tdim, v.joint, v.obs_clip, v.detach};
+    const rl_model_flow_policy_config *v = rl_config_section_get(job, &rl_model_flow_policy_section);
+    if (!v)
+        return rl_error_code();
+    *c = (rl_flow_policy_config){(int)v->num_action_chunks, (int)v->num_tasks, (int)v->hidden_size,
+                                 (int)v->num_layers, (int)v->time_embed_dim, v->sde_mode, v->obs_clip,
+                                 v->detach_critic_input};
     return RL_OK;
 }
 
@@ -932,7 +918,8 @@ static rl_model *s_from_config(const rl_config *job)
 
 const rl_model_kind rl_model_kind_flow_policy = {
     .name = "flow_policy",
-    .defaults_yaml = RL_FLOW_POLICY_MODEL_DEFAULTS,
+    .sections = (const rl_config_section *const[]){&rl_model_base_section, &rl_model_flow_policy_section,
+                                                    NULL},
     .from_config = s_from_config,
     .check_config = s_check_config,
 };

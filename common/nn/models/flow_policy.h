@@ -66,7 +66,8 @@
  * RL_FP_TIMES, RL_FP_NOISE_LEVEL, RL_FP_STEP_MASK and RL_FP_SAMPLE_LOGP (B, N)
  * f32 (0 on deterministic steps). Same inputs and seeds → the same bits.
  *
- * Config: the `model:` section below; config.json is {"model": {...}}, a job
+ * Config: the kind's model section (common/schema/flow_policy.h, after the
+ * base model.type / model.init_from); config.json is {"model": {...}}, a job
  * fragment (rl_model_load_dir loads the directory with it).
  *
  * As built (common/nn/models/flow_policy.c; refinements of the contract):
@@ -113,19 +114,6 @@ extern "C" {
 #define RL_FP_PROPRIO_DIM 39
 #define RL_FP_OBJECT_DIM 98
 #define RL_FP_ACTION_DIM 7
-
-#define RL_FLOW_POLICY_MODEL_DEFAULTS \
-    "model:\n" \
-    "  type: flow_policy         # the model kind (rlrt/nn/model.h)\n" \
-    "  num_action_chunks: 10     # C actions of 7 per policy call\n" \
-    "  num_tasks: 10             # rows of the learned task table\n" \
-    "  hidden_size: 256\n" \
-    "  num_layers: 3\n" \
-    "  time_embed_dim: 64\n" \
-    "  sde_mode: one             # one: one random SDE step per chain; joint: every step\n" \
-    "  obs_clip: 0               # >0: normalised observations clamped to [-obs_clip, obs_clip]\n" \
-    "  detach_critic_input: true # the value loss trains value_head only, not the policy's encoder (RLinf)\n" \
-    "  init_from: ''             # directory with model.safetensors (warm start)\n"
 
 extern const rl_model_kind rl_model_kind_flow_policy;
 

@@ -1,6 +1,7 @@
 /* driver/recipes/embodied/flow_demos.c — the demonstration pairs of the flow
  * policy (contract: flow_demos.h). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,6 +9,7 @@
 #include "rlrt/error.h"
 #include "common/nn/engine/safetensors.h"
 #include "workers/actor/actor.h"
+#include "workers/flow_rl.h"
 #include "common/core/rng.h"
 
 void rl_flow_demos_free(rl_flow_demos *p)
@@ -42,15 +44,18 @@ int rl_flow_demos_load(const char *path, int64_t per_task, int64_t C, int num_ta
     p->C = C;
     p->D = C * RL_FP_ACTION_DIM;
     rl_safetensors *st = rl_safetensors_open(path);
-    if (!st)
-        return rl_error_wrap(rl_error_code(), "warmstart.demos (collect them with examples/libero_collect.yaml)");
-    const rl_st_tensor *tp = s_tensor(st, path, "obs/proprio", RL_F32, 2, RL_FP_PROPRIO_DIM);
-    const rl_st_tensor *to = tp ? s_tensor(st, path, "obs/object", RL_F32, 2, RL_FP_OBJECT_DIM) : NULL;
-    const rl_st_tensor *ta = to ? s_tensor(st, path, "actions", RL_F32, 2, RL_FP_ACTION_DIM) : NULL;
-    const rl_st_tensor *ts = ta ? s_tensor(st, path, "episode/start", RL_I64, 1, 0) : NULL;
-    const rl_st_tensor *tl = ts ? s_tensor(st, path, "episode/length", RL_I64, 1, 0) : NULL;
-    const rl_st_tensor *tt = tl ? s_tensor(st, path, "episode/task_id", RL_I64, 1, 0) : NULL;
-    const rl_st_tensor *tk = tt ? s_tensor(st, path, "episode/success", RL_U8, 1, 0) : NULL;
+    if (!st) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", rl_error_message());
+        return rl_error_set(rl_error_code(), "%s (collect them with examples/libero_collect.yaml)", msg);
+    }
+    const rl_st_tensor *tp = s_tensor(st, path, RL_DEMOS_PROPRIO, RL_F32, 2, RL_FP_PROPRIO_DIM);
+    const rl_st_tensor *to = tp ? s_tensor(st, path, RL_DEMOS_OBJECT, RL_F32, 2, RL_FP_OBJECT_DIM) : NULL;
+    const rl_st_tensor *ta = to ? s_tensor(st, path, RL_DEMOS_ACTIONS, RL_F32, 2, RL_FP_ACTION_DIM) : NULL;
+    const rl_st_tensor *ts = ta ? s_tensor(st, path, RL_DEMOS_START, RL_I64, 1, 0) : NULL;
+    const rl_st_tensor *tl = ts ? s_tensor(st, path, RL_DEMOS_LENGTH, RL_I64, 1, 0) : NULL;
+    const rl_st_tensor *tt = tl ? s_tensor(st, path, RL_DEMOS_TASK, RL_I64, 1, 0) : NULL;
+    const rl_st_tensor *tk = tt ? s_tensor(st, path, RL_DEMOS_SUCCESS, RL_U8, 1, 0) : NULL;
     int rc = tk ? RL_OK : rl_error_code();
     const int64_t S = tp ? tp->shape[0] : 0, E = ts ? ts->shape[0] : 0;
     if (!rc && (to->shape[0] != S || ta->shape[0] != S || tl->shape[0] != E || tt->shape[0] != E ||
@@ -124,6 +129,31 @@ int rl_flow_demos_load(const char *path, int64_t per_task, int64_t C, int num_ta
     rl_safetensors_close(st);
     if (rc)
         rl_flow_demos_free(p);
+    return rc;
+}
+
+int rl_flow_demos_open(const rl_config *job, const rl_config_section *sec, size_t offset, const char *path,
+                       int64_t per_task, int64_t C, int num_tasks, rl_flow_demos *p)
+{
+    int rc = rl_flow_demos_load(path, per_task, C, num_tasks, p);
+    if (!rc)
+        return RL_OK;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", rl_error_message());
+    return rl_config_key_error(job, sec, offset, rc, "%s", msg);
+}
+
+int rl_flow_demos_anchor(const rl_flow_demos *p, uint64_t seed, int64_t index, rl_dataproto *req)
+{
+    static const char *const from[6] = {RL_FP_PROPRIO, RL_FP_OBJECT, RL_FP_TASK, RL_FP_X_T, RL_FP_T,
+                                        RL_ACTOR_VELOCITY_TARGET};
+    static const char *const to[6] = {RL_FLOW_DEMO_PROPRIO, RL_FLOW_DEMO_OBJECT, RL_FLOW_DEMO_TASK,
+                                      RL_FLOW_DEMO_X_T, RL_FLOW_DEMO_T, RL_FLOW_DEMO_TARGET};
+    rl_dataproto *db = rl_flow_demos_batch(p, seed, index, rl_dataproto_rows(req), 1);
+    int rc = db ? RL_OK : rl_error_code();
+    for (int k = 0; !rc && k < 6; k++)
+        rc = rl_dataproto_add_tensor(req, to[k], rl_dataproto_tensor(db, from[k]));
+    rl_dataproto_free(db);
     return rc;
 }
 

@@ -25,11 +25,26 @@
 
 #include <stdint.h>
 
+#include "rlrt/config.h"
 #include "rlrt/dataproto.h"
 #include "common/nn/models/flow_policy.h"
-#include "workers/env/env.h"
+#include "common/schema/env.h"
 
 #define RL_FLOW_DEMOS_OBS (RL_FP_PROPRIO_DIM + RL_FP_OBJECT_DIM)
+
+/* The dataset's tensors (libero_collect writes them): per step, then per
+ * episode. */
+#define RL_DEMOS_PROPRIO "obs/proprio"            /* (steps, 39) f32 */
+#define RL_DEMOS_OBJECT "obs/object"              /* (steps, 98) f32 */
+#define RL_DEMOS_ACTIONS "actions"                /* (steps, 7) f32 */
+#define RL_DEMOS_REWARDS "rewards"                /* (steps) f32 */
+#define RL_DEMOS_START "episode/start"            /* (episodes) i64: its first step */
+#define RL_DEMOS_LENGTH "episode/length"          /* (episodes) i64 */
+#define RL_DEMOS_TASK "episode/task_id"           /* (episodes) i64 */
+#define RL_DEMOS_INIT "episode/init_index"        /* (episodes) i64 */
+#define RL_DEMOS_SUCCESS "episode/success"        /* (episodes) u8 */
+#define RL_DEMOS_FINAL_PROPRIO "episode/final_proprio" /* (episodes, 39) f32: after the last step */
+#define RL_DEMOS_FINAL_OBJECT "episode/final_object"   /* (episodes, 98) f32 */
 
 typedef struct rl_flow_demos {
     int64_t n, C, D, eps;    /* pairs, chunk length, C·7, episodes kept */
@@ -39,9 +54,18 @@ typedef struct rl_flow_demos {
     int64_t per_task[RL_ENV_MAX_TASKS];
 } rl_flow_demos;
 
-/* The pairs of `path` with chunks of C actions, tasks in [0, num_tasks). */
+/* The pairs of `path` with chunks of C actions, tasks in [0, num_tasks); a
+ * file that cannot be opened says how to make one (libero_collect). */
 int rl_flow_demos_load(const char *path, int64_t per_task, int64_t C, int num_tasks, rl_flow_demos *p);
+/* The same, an error located at the job's key that names the file (the
+ * field at `offset` of section `sec`: warmstart.demos, algorithm.demos). */
+int rl_flow_demos_open(const rl_config *job, const rl_config_section *sec, size_t offset, const char *path,
+                       int64_t per_task, int64_t C, int num_tasks, rl_flow_demos *p);
 void rl_flow_demos_free(rl_flow_demos *p);
 rl_dataproto *rl_flow_demos_batch(const rl_flow_demos *p, uint64_t seed, int64_t step, int64_t B, int beta_t);
+/* The demonstration anchor of an update_flow request (workers/flow_rl.h):
+ * as many pairs as req has rows, drawn as rl_flow_demos_batch(seed, index,
+ * beta t), added under the RL_FLOW_DEMO_* names. */
+int rl_flow_demos_anchor(const rl_flow_demos *p, uint64_t seed, int64_t index, rl_dataproto *req);
 
 #endif

@@ -19,52 +19,40 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "driver/recipes/embodied/flow_demos.h"
 #include "driver/recipes/embodied/libero_common.h"
 #include "driver/recipes/phases.h"
-#include "common/nn/models/flow_policy.h"
-#include "rlrt/nn/model.h"
 #include "common/nn/engine/safetensors.h"
 #include "common/core/util.h"
+#include "common/schema/flow_policy.h"
+#include "common/schema/libero.h"
+#include "common/schema/model.h"
 #include "rlrt/error.h"
 #include "rlrt/log.h"
 #include "rlrt/dtype.h"
 #include "rlrt/tensor.h"
 #include "rlrt/dataproto.h"
 #include "rlrt/config.h"
+#include "rlrt/nn/model.h"
 #include "workers/env/env.h"
 #include "workers/rollout/rollout.h"
 
-typedef struct s_collect {
-    int64_t episodes, retries;
-    int only_success, greedy, model;
-    const char *output;
-} s_collect;
-
-static int s_read(const rl_config *job, s_collect *o, rl_env_config *env)
+/* The job's collect and env sections; with env.policy model the model's
+ * keys are checked too (the rollout samples it). */
+static int s_read(const rl_config *job, const rl_collect_config **o, const rl_env_config **env)
 {
-    static const rl_config_spec spec[] = {
-        {"collect.episodes", RL_CFG_INT, offsetof(s_collect, episodes), 1, 10000000, 0, NULL},
-        {"collect.retries", RL_CFG_INT, offsetof(s_collect, retries), 0, 100, 0, NULL},
-        {"collect.only_success", RL_CFG_BOOL, offsetof(s_collect, only_success), 0, 0, 0, NULL},
-        {"collect.output", RL_CFG_STR, offsetof(s_collect, output), 0, 0, RL_CFG_NONEMPTY, NULL},
-        {"collect.greedy", RL_CFG_BOOL, offsetof(s_collect, greedy), 0, 0, 0, NULL},
-    };
-    int rc = rl_config_read(job, spec, sizeof spec / sizeof spec[0], o);
-    if (!rc)
-        rc = rl_env_config_read(job, env);
-    if (!rc && (!rl_config_section_get(job, &rl_rollout_section) ||
-                !rl_config_section_get(job, &rl_rollout_flow_section)))
-        rc = rl_error_code();
-    o->model = !rc && env->policy != 0;
-    if (o->model)
-        rc = rl_model_check_config(job);
-    return rc;
+    *o = rl_config_section_get(job, &rl_collect_section);
+    *env = *o ? rl_config_section_get(job, &rl_env_section) : NULL;
+    if (!*env || !rl_config_section_get(job, &rl_rollout_section) ||
+        !rl_config_section_get(job, &rl_rollout_flow_section))
+        return rl_error_code();
+    return (*env)->policy != 0 ? rl_model_check_config(job) : RL_OK;
 }
 
 static int s_prepare(rl_config *job)
 {
-    s_collect o;
-    rl_env_config e;
+    const rl_collect_config *o;
+    const rl_env_config *e;
     return s_read(job, &o, &e);
 }
 
@@ -205,25 +193,25 @@ static json_t *s_languages(const char *data_dir)
     return out;
 }
 
-static int s_write(const s_collect *o, const rl_env_config *env, const s_store *st, int64_t per_task[][2],
+static int s_write(const rl_collect_config *o, const rl_env_config *env, const s_store *st, int64_t per_task[][2],
                    double wall_s)
 {
     if (rl_mkdir_p(o->output))
-        return rl_error_wrap(RL_EIO, "collect.output %s", o->output);
+        return rl_error_wrap(RL_EIO, "%s %s", RL_CFG_PATH(&rl_collect_section, rl_collect_config, output), o->output);
     int64_t sS[2] = {st->steps, 39}, sO[2] = {st->steps, 98}, sA[2] = {st->steps, 7}, s1[1] = {st->steps},
             e1[1] = {st->eps}, eP[2] = {st->eps, 39}, eO[2] = {st->eps, 98};
     rl_st_entry t[] = {
-        {"obs/proprio", RL_F32, 2, sS, st->proprio},
-        {"obs/object", RL_F32, 2, sO, st->object},
-        {"actions", RL_F32, 2, sA, st->actions},
-        {"rewards", RL_F32, 1, s1, st->rewards},
-        {"episode/start", RL_I64, 1, e1, st->start},
-        {"episode/length", RL_I64, 1, e1, st->length},
-        {"episode/task_id", RL_I64, 1, e1, st->task},
-        {"episode/init_index", RL_I64, 1, e1, st->init},
-        {"episode/success", RL_U8, 1, e1, st->success},
-        {"episode/final_proprio", RL_F32, 2, eP, st->final_proprio},
-        {"episode/final_object", RL_F32, 2, eO, st->final_object},
+        {RL_DEMOS_PROPRIO, RL_F32, 2, sS, st->proprio},
+        {RL_DEMOS_OBJECT, RL_F32, 2, sO, st->object},
+        {RL_DEMOS_ACTIONS, RL_F32, 2, sA, st->actions},
+        {RL_DEMOS_REWARDS, RL_F32, 1, s1, st->rewards},
+        {RL_DEMOS_START, RL_I64, 1, e1, st->start},
+        {RL_DEMOS_LENGTH, RL_I64, 1, e1, st->length},
+        {RL_DEMOS_TASK, RL_I64, 1, e1, st->task},
+        {RL_DEMOS_INIT, RL_I64, 1, e1, st->init},
+        {RL_DEMOS_SUCCESS, RL_U8, 1, e1, st->success},
+        {RL_DEMOS_FINAL_PROPRIO, RL_F32, 2, eP, st->final_proprio},
+        {RL_DEMOS_FINAL_OBJECT, RL_F32, 2, eO, st->final_object},
     };
     json_t *lang = s_languages(env->data_dir);
     char *lang_s = lang ? json_dumps(lang, JSON_COMPACT) : NULL;
@@ -233,8 +221,8 @@ static int s_write(const s_collect *o, const rl_env_config *env, const s_store *
     snprintf(nums[1], sizeof nums[1], "%lld", (long long)env->num_action_chunks);
     snprintf(nums[2], sizeof nums[2], "%lld", (long long)st->eps);
     json_t *meta = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "format", "rlrt-libero-demos-1", "suite",
-                             "libero_object", "obs/proprio", "robot0_proprio-state (LIBERO order)", "obs/object",
-                             "object-state (LIBERO order)", "actions", "OSC_POSE deltas + gripper, [-1, 1]",
+                             "libero_object", RL_DEMOS_PROPRIO, "robot0_proprio-state (LIBERO order)", RL_DEMOS_OBJECT,
+                             "object-state (LIBERO order)", RL_DEMOS_ACTIONS, "OSC_POSE deltas + gripper, [-1, 1]",
                              "max_episode_steps", nums[0], "num_action_chunks", nums[1], "episodes", nums[2],
                              "languages", lang_s ? lang_s : "[]");
     free(lang_s);
@@ -268,7 +256,7 @@ static int s_write(const s_collect *o, const rl_env_config *env, const s_store *
 
 /* env.render_every > 0: env rank r's PNG strip of its first env goes to
  * <output>/frames/round_RRRR_envrank_R.png. */
-static int s_write_frames(const s_collect *o, int64_t round, int rank, const rl_dataproto *b)
+static int s_write_frames(const rl_collect_config *o, int64_t round, int rank, const rl_dataproto *b)
 {
     const rl_column *c = rl_dataproto_column(b, RL_ENV_FRAMES);
     size_t len = 0;
@@ -290,141 +278,54 @@ static int s_write_frames(const s_collect *o, int64_t round, int rank, const rl_
     return rl_file_write_atomic(path, png, len);
 }
 
-int rl_libero_round(rl_driver *d, rl_group *genv, rl_group *groll, int64_t T, int64_t round,
-                    int greedy, int ungrouped, int init_model, rl_dataproto ***results,
-                    rl_dataproto **records)
-{
-    int E = rl_group_size(genv);
-    rl_dataproto **per = calloc((size_t)E, sizeof *per);
-    if (!per)
-        return rl_error_set(RL_ENOMEM, "out of memory");
-    int rc = RL_OK;
-    for (int r = 0; r < E && !rc; r++)
-        if (!(per[r] = rl_dataproto_new_meta(json_pack("{s:s}", RL_ENV_HOST, rl_group_address(genv, r)))))
-            rc = rl_error_code();
-    rl_future *f = rc ? NULL : rl_group_call_each(genv, RL_ENV_OPEN_CHANNEL, per);
-    if (!rc && (!f || (rc = rl_future_wait(f, -1))))
-        rc = rc ? rc : rl_error_code();
-    for (int r = 0; r < E && !rc; r++) {
-        rl_dataproto *rep = NULL;
-        if ((rc = rl_future_take_rank(f, r, &rep)))
-            break;
-        const char *ep = rl_dataproto_meta_str(rep, RL_ENV_ENDPOINT, NULL);
-        rl_dataproto_free(per[r]);
-        per[r] = ep ? rl_dataproto_new_meta(json_pack("{s:s}", RL_ENV_ENDPOINT, ep)) : NULL;
-        rl_dataproto_free(rep);
-        if (!per[r])
-            rc = rl_error_code();
-    }
-    rl_future_free(f);
-    for (int r = 0; r < E && !rc; r++) {
-        json_t *m = rl_dataproto_meta(per[r]);
-        json_object_set_new(m, RL_ENV_ROUND, json_integer((json_int_t)round));
-        json_object_set_new(m, RL_ROLLOUT_GREEDY, json_integer(greedy));
-        json_object_set_new(m, "record", json_integer(records != NULL));
-    }
-    if (!rc && init_model) { /* the policy (again after a restart): model.init_from */
-        rl_dataproto *none = rl_dataproto_new_meta(json_object());
-        rl_future *fi = none ? rl_group_call(groll, RL_ROLLOUT_INIT_MODEL, RL_DISPATCH_ONE_TO_ALL, none) : NULL;
-        rl_dataproto_free(none);
-        rc = fi ? rl_future_wait(fi, -1) : rl_error_code();
-        rl_future_free(fi);
-    }
-    rl_future *fr = rc ? NULL : rl_group_call_each(groll, RL_ROLLOUT_SERVE_ENV, per);
-    rl_dataproto *args = rc ? NULL
-                            : rl_dataproto_new_meta(json_pack("{s:I,s:i,s:I,s:i}", RL_ENV_CHUNK_STEPS, (json_int_t)T,
-                                                              RL_ENV_RESET, 1, RL_ENV_ROUND, (json_int_t)round,
-                                                              RL_ENV_UNGROUPED, ungrouped ? 1 : 0));
-    rl_future *fe = args ? rl_group_call(genv, RL_ENV_INTERACT, RL_DISPATCH_ONE_TO_ALL, args) : NULL;
-    rl_dataproto_free(args);
-    if (!rc && (!fr || !fe))
-        rc = rl_error_code();
-    int rce = fe ? rl_future_wait(fe, -1) : RL_OK;
-    const char *why_env = rce ? rl_error_message() : NULL;
-    char env_msg[1024] = "";
-    if (why_env)
-        snprintf(env_msg, sizeof env_msg, "%s", why_env);
-    int rcr = fr ? rl_future_wait(fr, -1) : RL_OK;
-    /* A policy that fails stops answering, so its env ranks then fail on
-     * their channel: with both failed, the rollout's error is the cause. */
-    if (!rc && rce && rcr) {
-        char roll_msg[1024];
-        snprintf(roll_msg, sizeof roll_msg, "%s", rl_error_message());
-        rc = rl_error_set(rcr, "%s (then the env: %s)", roll_msg, env_msg);
-    } else if (!rc && rce)
-        rc = rl_error_set(rce, "%s", env_msg);
-    else if (!rc && rcr)
-        rc = rcr;
-    for (int r = 0; r < E && !rc; r++)
-        rc = rl_future_take_rank(fe, r, &(*results)[r]);
-    for (int r = 0; records && r < E && !rc; r++)
-        rc = rl_future_take_rank(fr, r, &records[r]);
-    rl_future_free(fe);
-    rl_future_free(fr);
-    for (int r = 0; r < E; r++)
-        rl_dataproto_free(per[r]);
-    free(per);
-    (void)d;
-    return rc;
-}
-
 static int s_run(rl_driver *d, const rl_config *job)
 {
-    s_collect o;
-    rl_env_config env;
+    const rl_collect_config *o;
+    const rl_env_config *env;
     int rc = s_read(job, &o, &env);
     if (rc)
         return rc;
     rl_group *genv = rl_driver_group(d, RL_ENV_ROLE), *groll = genv ? rl_driver_group(d, RL_ROLLOUT_ROLE) : NULL;
     if (!groll)
         return rl_error_code();
-    int E = rl_group_size(genv);
-    if (rl_group_size(groll) != E)
-        return rl_error_set(RL_ECONFIG, "libero_collect pairs env rank r with rollout rank r: the cluster has %d env "
-                            "and %d rollout ranks",
-                            E, rl_group_size(groll));
-    const int64_t T = (env.max_episode_steps + env.num_action_chunks - 1) / env.num_action_chunks;
+    if ((rc = rl_libero_paired(genv, groll, "libero_collect")))
+        return rc;
+    const int64_t T = rl_libero_chunk_steps(env);
+    const int model = env->policy != 0;
     s_store st = {0};
     int64_t per_task[RL_ENV_MAX_TASKS][2] = {{0}};
-    rl_dataproto **res = calloc((size_t)E, sizeof *res);
-    if (!res)
-        return rl_error_set(RL_ENOMEM, "out of memory");
     double t0 = rl_now_s();
     int64_t round = 0, retries = 0, env_steps = 0;
-    while (!rc && st.eps < o.episodes && !rl_driver_interrupted(d)) {
+    while (!rc && st.eps < o->episodes && !rl_driver_interrupted(d)) {
         int restarts = rl_driver_restarts(d);
         double r0 = rl_now_s();
-        rc = rl_libero_round(d, genv, groll, T, round, o.greedy, o.greedy, o.model, &res, NULL);
-        if (rc && rl_driver_restarts(d) > restarts && retries < o.retries && !rl_driver_fatal(d)) {
+        rl_libero_replies res;
+        rc = rl_libero_round(genv, groll, T, round, o->greedy, o->greedy, model, 0, &res);
+        if (rc && rl_driver_restarts(d) > restarts && retries < o->retries && !rl_driver_fatal(d)) {
             retries++;
             rl_log(RL_LOG_WARN, "round %lld failed (%s); a worker was restarted: re-running the round (%lld of %lld)",
-                   (long long)round, rl_error_message(), (long long)retries, (long long)o.retries);
+                   (long long)round, rl_error_message(), (long long)retries, (long long)o->retries);
             rc = rl_group_wait_ready(genv, 120000);
             if (!rc)
                 rc = rl_group_wait_ready(groll, 120000);
-            for (int r = 0; r < E; r++) {
-                rl_dataproto_free(res[r]);
-                res[r] = NULL;
-            }
             continue;
         }
         int64_t before = st.eps, steps = 0;
         double step_s = 0, wait_s = 0;
-        for (int r = 0; r < E && !rc; r++) {
+        for (int r = 0; r < res.E && !rc; r++) {
             int64_t n = 0;
             double a = 0, w = 0;
-            rl_dataproto_meta_int(res[r], RL_ENV_M_STEPS, 0, &n);
-            rl_dataproto_meta_double(res[r], RL_ENV_M_STEP_S, 0, &a);
-            rl_dataproto_meta_double(res[r], RL_ENV_M_WAIT_S, 0, &w);
+            rl_dataproto_meta_int(res.env[r], RL_ENV_M_STEPS, 0, &n);
+            rl_dataproto_meta_double(res.env[r], RL_ENV_M_STEP_S, 0, &a);
+            rl_dataproto_meta_double(res.env[r], RL_ENV_M_WAIT_S, 0, &w);
             steps += n;
             step_s += a;
             wait_s += w;
-            rc = s_take_episodes(res[r], &st, o.only_success, o.episodes, per_task);
+            rc = s_take_episodes(res.env[r], &st, o->only_success, o->episodes, per_task);
             if (!rc)
-                rc = s_write_frames(&o, round, r, res[r]);
-            rl_dataproto_free(res[r]);
-            res[r] = NULL;
+                rc = s_write_frames(o, round, r, res.env[r]);
         }
+        rl_libero_replies_free(&res);
         env_steps += steps;
         int64_t ok = 0;
         for (int64_t e = 0; e < st.eps; e++)
@@ -436,16 +337,13 @@ static int s_run(rl_driver *d, const rl_config *job)
                    st.eps ? (double)ok / (double)st.eps : 0.0, (long long)steps, rl_now_s() - r0, step_s, wait_s);
         round++;
     }
-    for (int r = 0; r < E; r++)
-        rl_dataproto_free(res[r]);
-    free(res);
     if (!rc && rl_driver_interrupted(d))
         rc = rl_error_set(RL_ESTATE, "interrupted");
     if (!rc) {
-        rc = s_write(&o, &env, &st, per_task, rl_now_s() - t0);
+        rc = s_write(o, env, &st, per_task, rl_now_s() - t0);
         if (!rc)
             rl_log(RL_LOG_INFO, "wrote %lld episodes (%lld steps, %lld env steps run, %lld re-run rounds) to %s/demos.safetensors",
-                   (long long)st.eps, (long long)st.steps, (long long)env_steps, (long long)retries, o.output);
+                   (long long)st.eps, (long long)st.steps, (long long)env_steps, (long long)retries, o->output);
     }
     s_store_free(&st);
     return rc;
@@ -456,15 +354,10 @@ static const char *const s_roles[] = {RL_ENV_ROLE, RL_ROLLOUT_ROLE, NULL};
 const rl_recipe rl_recipe_libero_collect = {
     .name = "libero_collect",
     .summary = "LIBERO-Object episodes (env role + rollout policy) written as a demonstration dataset",
-    .sections = (const rl_config_section *const[]){&rl_rollout_section, &rl_rollout_flow_section, NULL},
-    .defaults = (const char *const[]){RL_ENV_DEFAULTS, RL_FLOW_POLICY_MODEL_DEFAULTS,
-                                      "collect:\n"
-                                      "  episodes: 500          # episodes to record\n"
-                                      "  output: runs/libero_demos  # demos.safetensors + dataset.json\n"
-                                      "  only_success: false    # keep failed episodes too\n"
-                                      "  retries: 2             # re-runs of a round whose worker died\n"
-                                      "  greedy: true           # env.policy model: the ODE (false: the flow SDE)\n",
-                                      NULL},
+    .sections = (const rl_config_section *const[]){&rl_model_base_section, &rl_model_flow_policy_section,
+                                                   &rl_env_section, &rl_collect_section, &rl_rollout_section,
+                                                   &rl_rollout_flow_section, NULL},
+    .changes = rl_libero_collect_changes,
     .roles = s_roles,
     .prepare = s_prepare,
     .run = s_run,

@@ -10,8 +10,12 @@
 
 #include "driver/recipes/embodied/libero_gif.h"
 #include "common/sim/libero.h"
+#include "common/schema/libero.h"
+#include "common/schema/trainer.h"
 #include "common/core/util.h"
+#include "rlrt/error.h"
 #include "rlrt/log.h"
+#include "workers/env/env.h"
 
 static double s_now(void)
 {
@@ -20,33 +24,18 @@ static double s_now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-typedef struct s_gif_opts {
-    int64_t per_task, every, size;
-} s_gif_opts;
-
-static int s_read(const rl_config *job, s_gif_opts *o)
-{
-    static const rl_config_spec spec[] = {
-        {"eval.gif_episodes_per_task", RL_CFG_INT, offsetof(s_gif_opts, per_task), 0, 50, 0, NULL},
-        {"eval.gif_every", RL_CFG_INT, offsetof(s_gif_opts, every), 1, 1000, 0, NULL},
-        {"eval.gif_size", RL_CFG_INT, offsetof(s_gif_opts, size), 16, 512, 0, NULL},
-    };
-    memset(o, 0, sizeof *o);
-    return rl_config_read(job, spec, sizeof spec / sizeof spec[0], o);
-}
-
 int rl_libero_gif_check(const rl_config *job)
 {
-    s_gif_opts o;
-    int64_t steps;
-    int rc = s_read(job, &o);
-    if (!rc && (rc = rl_config_get_int_in(job, "env.max_episode_steps", 1, 100000, &steps)))
-        return rc;
-    if (!rc && o.per_task > 0 && rl_libero_replay_frames(steps, (int)o.every) > 4096)
-        rc = rl_config_error_at(job, "eval.gif_every", RL_ECONFIG,
-                                "%lld gives more than 4096 frames for episodes of env.max_episode_steps %lld",
-                                (long long)o.every, (long long)steps);
-    return rc;
+    const rl_libero_gif_config *o = rl_config_section_get(job, &rl_libero_gif_section);
+    const rl_env_config *env = o ? rl_config_section_get(job, &rl_env_section) : NULL;
+    if (!env)
+        return rl_error_code();
+    if (o->per_task > 0 && rl_libero_replay_frames(env->max_episode_steps, (int)o->every) > 4096)
+        return RL_CFG_ERROR(job, &rl_libero_gif_section, rl_libero_gif_config, every, RL_ECONFIG,
+                            "%lld gives more than 4096 frames for episodes of %s %lld", (long long)o->every,
+                            RL_CFG_PATH(&rl_env_section, rl_env_config, max_episode_steps),
+                            (long long)env->max_episode_steps);
+    return RL_OK;
 }
 
 /* Nothing more is due in this evaluation (its later rounds do not retry
@@ -66,7 +55,8 @@ typedef struct s_pick {
 
 /* Checks reply r (shapes, task and initial-state ranges, finite actions of
  * the taken steps) and appends its episodes that are due to picks[]. */
-static int s_take(const rl_dataproto *dp, int r, int64_t *row0, int64_t rows, const s_gif_opts *o, int auto_reset,
+static int s_take(const rl_dataproto *dp, int r, int64_t *row0, int64_t rows, const rl_libero_gif_config *o,
+                  int auto_reset,
                   const int64_t *done, int64_t *picked, s_pick *picks, int64_t *n_picks)
 {
     const int64_t n = rl_dataproto_rows(dp);
@@ -126,20 +116,19 @@ static int s_take(const rl_dataproto *dp, int r, int64_t *row0, int64_t rows, co
 int rl_libero_eval_gifs(const rl_config *job, const char *tag, int64_t step, rl_dataproto *const *replies, int E,
                         int64_t rows, int64_t done[RL_ENV_MAX_TASKS])
 {
-    s_gif_opts o;
-    rl_env_config env;
-    const char *out = NULL;
-    int rc = s_read(job, &o);
-    if (!rc)
-        rc = rl_env_config_read(job, &env);
-    if (!rc)
-        rc = rl_config_get_string(job, "trainer.output_dir", &out);
-    if (rc)
-        return rc;
+    const rl_libero_gif_config *op = rl_config_section_get(job, &rl_libero_gif_section);
+    const rl_env_config *envp = op ? rl_config_section_get(job, &rl_env_section) : NULL;
+    const rl_trainer_config *tc = envp ? rl_config_section_get(job, &rl_trainer_section) : NULL;
+    if (!tc)
+        return rl_error_code();
+    const rl_libero_gif_config o = *op;
+    const rl_env_config env = *envp;
+    const char *out = tc->output_dir;
+    int rc = RL_OK;
     if (o.per_task == 0 || rows == 0)
         return RL_OK;
-    if (!replies || E < 1 || !done || !out || !*out)
-        return rl_error_set(RL_EINVAL, "eval GIFs: no replies, done counts or trainer.output_dir");
+    if (!replies || E < 1 || !done)
+        return rl_error_set(RL_EINVAL, "eval GIFs: no replies or done counts");
     int64_t total = 0, picked[RL_ENV_MAX_TASKS] = {0}, n_picks = 0, row0 = 0;
     for (int r = 0; r < E; r++) {
         int64_t n = replies[r] ? rl_dataproto_rows(replies[r]) : -1;

@@ -8,15 +8,12 @@
  * (success or fail as the replay ended; a replay that disagrees with the env's
  * report is a warning).
  *
- * Config (RL_LIBERO_GIF_DEFAULTS; range-checked in the recipe's prepare by
- * rl_libero_gif_check, so a bad value is a file:line error before any work):
- *   eval.gif_episodes_per_task  [0, 50] the first k evaluated episodes of
- *                               each task (0: no GIFs)
- *   eval.gif_every              [1, 1000] a frame every k env steps (plays in
- *                               real time: k · 50 ms a frame)
- *   eval.gif_size               [16, 512] pixels a side (agent view)
- * and env.data_dir / env.scene (the scene the episodes ran in),
- * env.auto_reset, trainer.output_dir.
+ * Config: the GIF section (common/schema/libero.h rl_libero_gif_section:
+ * eval.gif_episodes_per_task, eval.gif_every, eval.gif_size), checked in
+ * the recipe's prepare by rl_libero_gif_check (the frames of an episode fit
+ * a GIF), so a bad value is a file:line error before any work; and the env
+ * section's data_dir / scene (the scene the episodes ran in) and
+ * auto_reset, trainer.output_dir.
  *
  * Cost, on the driver: a task's scenes are loaded once per call that has an
  * episode of it to draw (the full scene: seconds), then ~every / 4 frames a
@@ -36,15 +33,9 @@
 
 #include "rlrt/dataproto.h"
 #include "rlrt/config.h"
-#include "workers/env/env.h"
+#include "common/schema/env.h"
 
-#define RL_LIBERO_GIF_DEFAULTS \
-    "eval:\n" \
-    "  gif_episodes_per_task: 1   # GIFs of the first k episodes per task (0: none)\n" \
-    "  gif_every: 4               # a frame every k env steps\n" \
-    "  gif_size: 128              # pixels a side\n"
-
-/* Range-checks the eval.gif_* keys (file:line errors). */
+/* The GIF section checked against the env section (file:line errors). */
 int rl_libero_gif_check(const rl_config *job);
 
 /* GIFs of one evaluation round: the interact replies of its E env ranks

@@ -1,0 +1,70 @@
+/* libero.c — the sections of the LIBERO recipes and the defaults they change
+ * (common/schema/libero.h). */
+#include "common/schema/libero.h"
+
+#define RL_CFG_STRUCT rl_libero_eval_config
+static const rl_config_key s_eval[] = {RL_LIBERO_EVAL_KEYS(RL_CFG_KEY)};
+const rl_config_section rl_libero_eval_section =
+    RL_CFG_SECTION("eval (libero_rl)",
+                   "libero_rl's evaluation every trainer.val_every steps and at step 0: the ODE policy on "
+                   "fixed initial states, success per task.",
+                   "the driver; the rollout ranks (eval.ema_decay: the evaluation EMA)", s_eval, NULL);
+#undef RL_CFG_STRUCT
+
+#define RL_CFG_STRUCT rl_libero_gif_config
+static const rl_config_key s_gif[] = {RL_LIBERO_GIF_KEYS(RL_CFG_KEY)};
+const rl_config_section rl_libero_gif_section =
+    RL_CFG_SECTION("eval (GIFs)",
+                   "GIFs of evaluation episodes, replayed and drawn by the driver into "
+                   "<output_dir>/gifs/<tag>/ (libero_rl at step 0 and the last step, flow_warmstart).",
+                   "the driver", s_gif, NULL);
+#undef RL_CFG_STRUCT
+
+#define RL_CFG_STRUCT rl_warmstart_config
+static const rl_config_key s_warmstart[] = {RL_WARMSTART_KEYS(RL_CFG_KEY)};
+const rl_config_section rl_warmstart_section =
+    RL_CFG_SECTION("warmstart",
+                   "flow_warmstart: few-shot flow matching of the flow policy on demonstrations, then "
+                   "greedy episodes of the result.",
+                   "the driver", s_warmstart, NULL);
+#undef RL_CFG_STRUCT
+
+#define RL_CFG_STRUCT rl_collect_config
+static const rl_config_key s_collect[] = {RL_COLLECT_KEYS(RL_CFG_KEY)};
+const rl_config_section rl_collect_section =
+    RL_CFG_SECTION("collect",
+                   "libero_collect: episodes of the env role driven by the rollout's policy, written as a "
+                   "demonstration dataset.",
+                   "the driver", s_collect, NULL);
+#undef RL_CFG_STRUCT
+
+const rl_config_default rl_libero_rl_changes[] = {
+    {"model.type", "flow_policy"},
+    {"env.auto_reset", "false"}, /* one episode per env per step */
+    {"env.policy", "model"},
+    {"trainer.total_steps", "20"},
+    {"trainer.val_every", "5"},
+    {"trainer.save_every", "10"},
+    {"trainer.output_dir", "runs/libero_rl"},
+    {"rollout.num_steps", "4"},      /* RLinf pi0: 4 denoising steps */
+    {"rollout.noise_level", "0.5"},  /* flow-SDE noise of the training rounds (flow_sar/flow_ipo: 0 = the ODE) */
+    {"actor.optim.lr", "1.0e-4"},
+    {"actor.optim.weight_decay", "0.0"},
+    {"actor.ppo_mini_batch_size", "256"}, /* kept rows (policy calls) per optimiser step */
+    {"actor.ppo_epochs", "1"},
+    {NULL, NULL},
+};
+
+const rl_config_default rl_flow_warmstart_changes[] = {
+    {"model.type", "flow_policy"},
+    {"trainer.output_dir", "runs/libero_warmstart"},
+    {"actor.optim.lr", "1.0e-3"},
+    {NULL, NULL},
+};
+
+const rl_config_default rl_libero_collect_changes[] = {
+    {"model.type", "flow_policy"},
+    {NULL, NULL},
+};
+
+
