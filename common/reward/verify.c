@@ -3,6 +3,7 @@
 #include "rlrt/error.h"
 #include "common/reward/reward.h"
 #include "common/reward/reward_internal.h"
+#include "common/schema/reward.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -169,8 +170,8 @@ int rl_reward_verifier_for(const rl_reward_config *cfg, const char *data_source,
     return rl_error_set(RL_ENOTFOUND,
                         "reward: unknown data_source '%s' (known: arith, arithmetic, gsm8k, "
                         "openai/gsm8k, math, math500, default, lighteval/MATH, "
-                        "HuggingFaceH4/MATH-500; or set reward.default_data_source)",
-                        data_source);
+                        "HuggingFaceH4/MATH-500; or set %s)",
+                        data_source, RL_CFG_PATH(&rl_reward_section, rl_reward_role_config, default_source));
 }
 
 /* ---- accuracy and score --------------------------------------------------------------- */

@@ -229,8 +229,8 @@ static rl_dataproto *s_demo_batch(const rl_dataproto *in, int64_t B, int64_t *D,
     for (int k = 0; dp && k < 5; k++) {
         rl_tensor *t = rl_dataproto_tensor((rl_dataproto *)in, from[k]);
         if (!t) {
-            rl_error_set(RL_EINVAL, "%s: algorithm.demo_coef > 0 but the request has no '%s'",
-                         RL_ACTOR_UPDATE_FLOW, from[k]);
+            rl_error_set(RL_EINVAL, "%s: %s > 0 but the request has no '%s'", RL_ACTOR_UPDATE_FLOW,
+                         RL_CFG_PATH(&rl_flow_rl_section, rl_flow_rl_config, demo_coef), from[k]);
             rl_dataproto_free(dp);
             return NULL;
         }

@@ -62,6 +62,8 @@ static void s_avg_reset(s_avg *a)
     a->P = a->count = 0;
 }
 
+#define S_LOSS_TYPE RL_CFG_PATH(&rl_flow_rl_section, rl_flow_rl_config, loss_type_name)
+
 /* The job's settings (s_open). */
 static struct {
     int has_alg;             /* the job has the algorithm section */
@@ -143,11 +145,13 @@ static int s_swap_in(rl_worker_ctx *ctx, rl_model *m, const char *method, const 
     if (!w->m)
         return rl_error_set(RL_ESTATE, "%s: init_model has not run on rollout/%d", method, ctx->rank);
     if (!a->ref)
-        return rl_error_set(RL_ESTATE,
-                            a == &s_ref ? "%s: rollout/%d has no EMA reference (no weight sync yet, or "
-                                          "algorithm.loss_type is neither flow_sar nor flow_ipo)"
-                                        : "%s: rollout/%d has no evaluation EMA (no weight sync yet, or "
-                                          "eval.ema_decay is 0)", method, ctx->rank);
+        return a == &s_ref ? rl_error_set(RL_ESTATE, "%s: rollout/%d has no EMA reference (no weight sync yet, "
+                                                     "or %s is neither flow_sar nor flow_ipo)",
+                                          method, ctx->rank, S_LOSS_TYPE)
+                           : rl_error_set(RL_ESTATE, "%s: rollout/%d has no evaluation EMA (no weight sync yet, "
+                                                     "or %s is 0)",
+                                          method, ctx->rank,
+                                          RL_CFG_PATH(&rl_libero_eval_section, rl_libero_eval_config, ema_decay));
     int64_t P = rl_model_num_params(w->m);
     if (P != a->P)
         return rl_error_set(RL_ESTATE, "%s: the %s has %lld parameters, the model %lld", method, a->what,
@@ -237,8 +241,8 @@ static int s_annotate(rl_worker_ctx *ctx, const rl_rollout_policy *p, const rl_d
                       rl_dataproto **out)
 {
     if (!s_job.ref)
-        return rl_error_set(RL_ESTATE, "%s: algorithm.loss_type is neither flow_sar nor flow_ipo",
-                            RL_ROLLOUT_FLOW_ANNOTATE);
+        return rl_error_set(RL_ESTATE, "%s: %s is neither flow_sar nor flow_ipo", RL_ROLLOUT_FLOW_ANNOTATE,
+                            S_LOSS_TYPE);
     const rl_flow_rl_config *o = &s_job.alg;
     int rc;
     int64_t B = rl_dataproto_rows(in);
