@@ -31,10 +31,9 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "common/schema/rlvr.h" /* RL_RLVR_MAX_STALENESS, RL_RLVR_MAX_ASYNC_ROUNDS */
 #include "driver/recipes/lm/lm_common.h"
 
-#define RL_RLVR_MAX_STALENESS 8
-#define RL_RLVR_MAX_ASYNC_ROUNDS 8 /* rounds sent ahead per step, at most */
 #define RL_RLVR_ASYNC_QUEUE (RL_RLVR_MAX_STALENESS * RL_RLVR_MAX_ASYNC_ROUNDS)
 
 typedef struct rl_rlvr_prefetch {
