@@ -348,181 +348,23 @@ int rl_lm_job_rollout(rl_lm_job *j, rl_dataproto **batch, int greedy, double *ge
     return rc ? rc : rl_lm_job_rollout_finish(j, batch, f, gen_s, reward_s);
 }
 
-/* The integer "level" of dataset row i, or -1 when it has none. */
-static json_int_t s_row_level(const rl_dataset *ds, int64_t i)
+int rl_lm_step_perf(rl_trainer *t, const rl_dataproto *batch, double t0, double call_wall0,
+                    double call_comp0)
 {
-    const json_t *lv = json_object_get(rl_dataset_extra(ds, i), "level");
-    return json_is_integer(lv) ? json_integer_value(lv) : -1;
-}
-
-/* Per-level accuracy of the validation rows into ms (see the header). */
-static int s_put_level_accuracy(const rl_dataset *ds, const float *acc, int64_t n,
-                                rl_metric_set *ms)
-{
-    double sum[RL_LM_VAL_MAX_LEVEL + 1] = {0};
-    int64_t cnt[RL_LM_VAL_MAX_LEVEL + 1] = {0};
-    for (int64_t i = 0; i < n; i++) {
-        json_int_t k = s_row_level(ds, i);
-        if (k < 0 || k > RL_LM_VAL_MAX_LEVEL)
-            continue;
-        sum[k] += acc[i];
-        cnt[k]++;
-    }
-    for (int k = 0; k <= RL_LM_VAL_MAX_LEVEL; k++) {
-        char name[48];
-        snprintf(name, sizeof name, "val/accuracy/level_%d", k);
-        if (cnt[k] && rl_metric_set_put(ms, name, sum[k] / (double)cnt[k]))
-            return rl_error_code();
-    }
+    double ntok = 0, t_adv = 0, call_wall, call_comp;
+    const rl_tensor *lt = rl_dataproto_tensor(batch, RL_LM_RESPONSE_LENS);
+    for (int64_t b = 0; lt && b < rl_dataproto_rows(batch); b++)
+        ntok += ((const int32_t *)rl_tensor_data((rl_tensor *)lt))[b];
+    double t_all = rl_now_s() - t0;
+    rl_metric_set_get(t->ms, "timing_s/adv", &t_adv);
+    rl_metric_set_put(t->ms, "timing_s/step", t_all);
+    rl_metric_set_put(t->ms, RL_M_THROUGHPUT, ntok / t_all);
+    /* driver + transfer share: call wall time not spent in handlers, plus
+     * driver-side work (advantages etc.), over the step */
+    rl_driver_call_time(t->d, &call_wall, &call_comp, NULL);
+    double overhead = (call_wall - call_wall0) - (call_comp - call_comp0);
+    rl_metric_set_put(t->ms, "perf/dispatch_transfer_s", overhead);
+    rl_metric_set_put(t->ms, "perf/driver_compute_s", t_adv);
+    rl_metric_set_put(t->ms, "perf/driver_transfer_share", (overhead + t_adv) / t_all);
     return RL_OK;
-}
-
-int rl_lm_dump_samples(const char *dir, const char *key, int64_t step, const rl_dataproto *dp,
-                       const rl_dataset *levels)
-{
-    int64_t n = rl_dataproto_rows(dp);
-    const rl_tensor *score = rl_dataproto_tensor_shaped(dp, RL_REWARD_SCORE, RL_F32, 1, (int64_t[]){n});
-    const rl_tensor *acc = score ? rl_dataproto_tensor_shaped(dp, RL_REWARD_ACCURACY, RL_F32, 1, (int64_t[]){n}) : NULL;
-    const rl_tensor *fmt = acc ? rl_dataproto_tensor_shaped(dp, RL_REWARD_FORMAT, RL_F32, 1, (int64_t[]){n}) : NULL;
-    const rl_tensor *len = fmt ? rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSE_LENS, RL_I32, 1, (int64_t[]){n}) : NULL;
-    if (!len)
-        return rl_error_wrap(rl_error_code(), "%s", key);
-    static const char *const names[4] = {RL_DATA_PROMPT, RL_REWARD_RESPONSE, RL_DATA_GROUND_TRUTH,
-                                         RL_DATA_GLOBAL_ID};
-    const rl_column *c[4];
-    for (int k = 0; k < 4; k++) {
-        c[k] = rl_dataproto_column(dp, names[k]);
-        if (!c[k] || rl_column_get_type(c[k]) != (k == 3 ? RL_COL_INT64 : RL_COL_STRING))
-            return rl_error_set(RL_EPROTO, "%s: the samples have no %s column '%s'", key,
-                                k == 3 ? "int64" : "string", names[k]);
-    }
-    /* optional columns, written when present: int64, int64, double */
-    static const char *const opt[4] = {RL_ROLLOUT_ROW_VERSION, RL_LM_GUIDED, RL_LM_KL_PENALTY,
-                                       RL_LM_REPLAYED};
-    const rl_column *oc[4];
-    for (int k = 0; k < 4; k++) {
-        oc[k] = rl_dataproto_column(dp, opt[k]);
-        if (oc[k] && rl_column_get_type(oc[k]) != (k == 2 ? RL_COL_DOUBLE : RL_COL_INT64))
-            oc[k] = NULL;
-    }
-    /* the mean advantage over each row's loss positions, when the batch has
-     * advantages (the rlvr recipe dumps after its adv phase) */
-    const rl_tensor *at = rl_dataproto_tensor(dp, RL_ACTOR_ADVANTAGES);
-    double *adv = NULL;
-    if (at) {
-        int64_t mB, mR;
-        float *m = rl_lm_mask(dp, &rl_lm_batch_names, RL_LM_MASK_LOSS, &mB, &mR);
-        at = m ? rl_dataproto_tensor_shaped(dp, RL_ACTOR_ADVANTAGES, RL_F32, 2, (int64_t[]){n, mR}) : NULL;
-        adv = at ? malloc(sizeof(double) * (size_t)(n > 0 ? n : 1)) : NULL;
-        for (int64_t i = 0; adv && i < n; i++) {
-            double sum = 0, cnt = 0;
-            for (int64_t t = 0; t < mR; t++) {
-                sum += (double)m[i * mR + t] * ((const float *)rl_tensor_data(at))[i * mR + t];
-                cnt += m[i * mR + t];
-            }
-            adv[i] = cnt > 0 ? sum / cnt : 0;
-        }
-        free(m);
-        if (!adv)
-            return rl_error_wrap(at ? RL_ENOMEM : rl_error_code(), "%s: advantages", key);
-    }
-    char *buf = NULL;
-    size_t size = 0;
-    FILE *mem = open_memstream(&buf, &size);
-    if (!mem) {
-        free(adv);
-        return rl_error_set(RL_ENOMEM, "%s: out of memory", key);
-    }
-    const float *ps = rl_tensor_data(score), *pa = rl_tensor_data(acc), *pf = rl_tensor_data(fmt);
-    const int32_t *pl = rl_tensor_data(len);
-    int rc = RL_OK;
-    for (int64_t i = 0; !rc && i < n; i++) {
-        json_t *o = json_pack("{s:I, s:I}", "step", (json_int_t)step, "global_id",
-                              (json_int_t)rl_column_i64(c[3], i));
-        json_int_t level = levels ? s_row_level(levels, i) : -1;
-        if (o && level >= 0)
-            json_object_set_new(o, "level", json_integer(level));
-        if (o) {
-            json_object_set_new(o, "prompt", json_string(rl_column_str(c[0], i)));
-            json_object_set_new(o, "response", json_string(rl_column_str(c[1], i)));
-            json_object_set_new(o, "ground_truth", json_string(rl_column_str(c[2], i)));
-            json_object_set_new(o, "score", json_real(ps[i]));
-            json_object_set_new(o, "accuracy", json_real(pa[i]));
-            json_object_set_new(o, "format", json_real(pf[i]));
-            json_object_set_new(o, "response_length", json_integer(pl[i]));
-            for (int k = 0; k < 4; k++)
-                if (oc[k])
-                    json_object_set_new(o, opt[k], k == 2 ? json_real(rl_column_f64(oc[k], i))
-                                                          : json_integer(rl_column_i64(oc[k], i)));
-            if (adv)
-                json_object_set_new(o, "advantage", json_real(adv[i]));
-        }
-        char *line = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-        if (!line || fprintf(mem, "%s\n", line) < 0)
-            rc = rl_error_set(RL_ENOMEM, "%s: out of memory", key);
-        free(line);
-        json_decref(o);
-    }
-    free(adv);
-    if (fclose(mem) != 0 && !rc)
-        rc = rl_error_set(RL_ENOMEM, "%s: out of memory", key);
-    char path[4200];
-    if (!rc && snprintf(path, sizeof path, "%s/%lld.jsonl", dir, (long long)step) >= (int)sizeof path)
-        rc = rl_error_set(RL_ERANGE, "%s: path too long", key);
-    if (!rc)
-        rc = rl_file_write_atomic(path, buf, size);
-    free(buf);
-    return rc;
-}
-
-int rl_lm_job_validate(rl_lm_job *j, int64_t step, double *accuracy, double *format,
-                       double *resp_len, rl_metric_set *ms)
-{
-    int64_t n = rl_dataset_size(j->val);
-    int64_t *rows = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
-    rl_dataproto *dp = rl_dataproto_new();
-    if (!rows || !dp) {
-        free(rows);
-        rl_dataproto_free(dp);
-        return rl_error_set(RL_ENOMEM, "validation: out of memory");
-    }
-    for (int64_t i = 0; i < n; i++)
-        rows[i] = i;
-    int rc = rl_dataset_fill(j->val, rows, n, dp);
-    free(rows);
-    if (!rc)
-        rc = rl_lm_job_encode_prompts(j, dp);
-    int64_t shape[1] = {n};
-    if (!rc && !rl_dataproto_new_tensor(dp, RL_LM_ROW_SEEDS, RL_I64, 1, shape))
-        rc = rl_error_code();
-    double g, r;
-    if (!rc)
-        rc = rl_lm_job_rollout(j, &dp, 1, &g, &r);
-    const rl_tensor *acc = NULL, *fmt = NULL, *len = NULL;
-    if (!rc && (!(acc = rl_dataproto_tensor_shaped(dp, RL_REWARD_ACCURACY, RL_F32, 1, NULL)) ||
-                !(fmt = rl_dataproto_tensor_shaped(dp, RL_REWARD_FORMAT, RL_F32, 1, NULL)) ||
-                !(len = rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSE_LENS, RL_I32, 1, NULL))))
-        rc = rl_error_code();
-    if (!rc) {
-        const float *pa = rl_tensor_data(acc), *pf = rl_tensor_data(fmt);
-        const int32_t *pl = rl_tensor_data(len);
-        double a = 0, f = 0, l = 0;
-        for (int64_t i = 0; i < n; i++) {
-            a += pa[i];
-            f += pf[i];
-            l += pl[i];
-        }
-        *accuracy = n ? a / n : 0;
-        *format = n ? f / n : 0;
-        *resp_len = n ? l / n : 0;
-        if (ms)
-            rc = s_put_level_accuracy(j->val, pa, n, ms);
-        if (!rc && j->val_dump_dir && *j->val_dump_dir)
-            rc = rl_lm_dump_samples(j->val_dump_dir,
-                                    RL_CFG_PATH(&rl_lm_trainer_section, rl_lm_trainer_config,
-                                                validation_data_dir),
-                                    step, dp, j->val);
-    }
-    rl_dataproto_free(dp);
-    return rc ? rl_error_wrap(rc, "validation") : RL_OK;
 }

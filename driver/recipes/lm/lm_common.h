@@ -122,6 +122,12 @@ int rl_lm_ppo_update(rl_lm_job *j, const rl_dataproto *batch, rl_metric_set *ms)
  * batch's loss tokens over all ranks; metrics sft/loss (the ranks' sum),
  * actor/grad_norm, actor/lr (lm_actor.c). */
 int rl_lm_sft_step(rl_lm_job *j, const rl_dataproto *batch, rl_metric_set *ms);
+/* The wall-clock metrics of a finished step (t0: its start; call_wall0,
+ * call_comp0: rl_driver_call_time then): timing_s/step, the throughput of
+ * the batch's response tokens, and the driver's dispatch, transfer and own
+ * (timing_s/adv) share of the step (perf/...). */
+int rl_lm_step_perf(rl_trainer *t, const rl_dataproto *batch, double t0, double call_wall0,
+                    double call_comp0);
 /* Greedy generation on the validation set, scored by the reward group.
  * When ms is not NULL and rows carry an integer "level" (the arithmetic
  * tasks' JSONL does), the accuracy of each level present goes into ms as
@@ -129,6 +135,7 @@ int rl_lm_sft_step(rl_lm_job *j, const rl_dataproto *batch, rl_metric_set *ms);
  * only in the overall accuracy). With trainer.validation_data_dir set (verl's
  * key) every sample goes to <dir>/<step>.jsonl (rl_lm_dump_samples). */
 #define RL_LM_VAL_MAX_LEVEL 15
+/* (lm_validate.c, with rl_lm_dump_samples) */
 int rl_lm_job_validate(rl_lm_job *j, int64_t step, double *accuracy, double *format,
                        double *resp_len, rl_metric_set *ms);
 

@@ -18,13 +18,10 @@
  * continues from the latest checkpoint with the same batches (data position,
  * weights, moments, KL coefficient, AEPO state, replay queue and the rounds
  * generated ahead restored). Config: common/schema/{lm,rlvr}.h and the roles'. */
-#include <stdio.h>
 #include <string.h>
 
 #include "common/batch/lm_adv.h"
 #include "common/core/util.h"
-#include "common/schema/lm.h"
-#include "common/schema/model.h"
 #include "common/schema/rlvr.h"
 #include "common/schema/trainer.h"
 #include "driver/recipes/lm/lm_common.h"
@@ -32,7 +29,6 @@
 #include "driver/recipes/lm/rlvr_gen.h"
 #include "rlrt/error.h"
 #include "rlrt/log.h"
-#include "rlrt/tensor.h"
 
 #define S_L (&rl_lm_batch_names)
 
@@ -66,12 +62,7 @@ static int s_prepare(rl_config *job)
      * guidance field (a string of the tree) outlives the sections, which
      * the settings of rl_lm_recipe_prepare drop */
     int64_t per = data->train_batch_size / ac.mini_batch;
-    int rc = rl_lm_recipe_prepare(job, ac.epochs * (per > 0 ? per : 1), g->enable ? g->field : NULL);
-    rl_rlvr_aepo aepo;
-    int on;
-    if (!rc && !(rc = rl_rlvr_aepo_open(&aepo, job, &on)))
-        rl_rlvr_aepo_close(&aepo);
-    return rc;
+    return rl_lm_recipe_prepare(job, ac.epochs * (per > 0 ? per : 1), g->enable ? g->field : NULL);
 }
 
 /* ---- the recipe's state -------------------------------------------------------------------- */
@@ -181,26 +172,10 @@ static int s_phases(void *st, int64_t step, rl_phase *out)
 
 /* ---- around the phases -------------------------------------------------------------------------- */
 
-/* Wall-clock metrics of a finished step: throughput, and the share of the
- * step the driver spent on dispatch, transfers and its own work. */
 static int s_step_metrics(void *st, double t0)
 {
     s_rlvr *r = st;
-    rl_metric_set *ms = r->t->ms;
-    double ntok = 0, t_adv = 0, call_wall, call_comp;
-    const rl_tensor *lt = rl_dataproto_tensor(r->batch, RL_LM_RESPONSE_LENS);
-    for (int64_t b = 0; lt && b < rl_dataproto_rows(r->batch); b++)
-        ntok += ((const int32_t *)rl_tensor_data((rl_tensor *)lt))[b];
-    double t_all = rl_now_s() - t0;
-    rl_metric_set_get(ms, "timing_s/adv", &t_adv);
-    rl_metric_set_put(ms, "timing_s/step", t_all);
-    rl_metric_set_put(ms, RL_M_THROUGHPUT, ntok / t_all);
-    rl_driver_call_time(r->t->d, &call_wall, &call_comp, NULL);
-    double overhead = (call_wall - r->call_wall0) - (call_comp - r->call_comp0);
-    rl_metric_set_put(ms, "perf/dispatch_transfer_s", overhead);
-    rl_metric_set_put(ms, "perf/driver_compute_s", t_adv);
-    rl_metric_set_put(ms, "perf/driver_transfer_share", (overhead + t_adv) / t_all);
-    return RL_OK;
+    return rl_lm_step_perf(r->t, r->batch, t0, r->call_wall0, r->call_comp0);
 }
 
 static int s_validate(void *st)
@@ -239,8 +214,7 @@ static int s_save(void *st)
 {
     s_rlvr *r = st;
     rl_data_pos pos = rl_data_iter_tell(r->j.it);
-    json_t *extra = json_pack("{s:I, s:f}", "weight_version", (json_int_t)r->j.a.sync.version,
-                              "kl_coef", r->klc.value);
+    json_t *extra = json_pack("{s:f}", "kl_coef", r->klc.value);
     if (extra && r->aepo_on) /* the difficulty state travels with the checkpoint */
         json_object_set_new(extra, "aepo", rl_rlvr_aepo_save(&r->aepo));
     int rc = extra ? rl_rlvr_gen_save(&r->gen, extra)
@@ -251,30 +225,9 @@ static int s_save(void *st)
     return rc;
 }
 
-/* The actor publishes version 1 at the start and k + 1 after step k, so the
- * checkpoint of step k holds k + 1: the restored weights are published again
- * under it, and versions (and the staleness of rounds generated ahead)
- * continue exactly. */
-static int s_weight_version(s_rlvr *r, const json_t *extra, int64_t start)
-{
-    const json_t *wv = json_object_get(extra, "weight_version");
-    if (wv && (!json_is_integer(wv) || json_integer_value(wv) < 1 ||
-               json_integer_value(wv) > start + 1)) {
-        char got[32] = "not an integer";
-        if (json_is_integer(wv))
-            snprintf(got, sizeof got, "%lld", (long long)json_integer_value(wv));
-        return rl_error_set(RL_EPROTO, "checkpoint of step %lld: weight_version: expected 1 .. "
-                                       "%lld (version k + 1 is published after step k), got %s",
-                            (long long)start, (long long)start + 1, got);
-    }
-    if (wv && json_integer_value(wv) - 1 > r->j.a.sync.version)
-        r->j.a.sync.version = json_integer_value(wv) - 1;
-    return RL_OK;
-}
-
 /* Checkpoint `want` (-1: the newest; > 0: that step) into the actor ranks
- * and the state: KL coefficient, weight version, AEPO, the gen phase's
- * queues, the data position; then the weights to the rollout ranks. */
+ * and the state: KL coefficient, the gen phase's (weight version, queues),
+ * AEPO, the data position; then the weights to the rollout ranks. */
 static int s_restore(void *st, int64_t want, int64_t *start)
 {
     s_rlvr *r = st;
@@ -286,9 +239,7 @@ static int s_restore(void *st, int64_t want, int64_t *start)
     const json_t *kc = json_object_get(extra, "kl_coef"), *aepo = json_object_get(extra, "aepo");
     if (json_is_number(kc))
         r->klc.value = json_number_value(kc);
-    rc = s_weight_version(r, extra, *start);
-    if (!rc)
-        rc = rl_rlvr_gen_restore(&r->gen, extra, *start, r->j.a.sync.version + 1);
+    rc = rl_rlvr_gen_restore(&r->gen, extra, *start);
     if (!rc && r->aepo_on && aepo)
         rc = rl_rlvr_aepo_restore(&r->aepo, aepo, r->t->ckpt_dir);
     else if (!rc && r->aepo_on)

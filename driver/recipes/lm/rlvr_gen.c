@@ -2,6 +2,7 @@
  * scoring until a step's batch is full (see rlvr_gen.h). */
 #include "driver/recipes/lm/rlvr_gen.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "common/batch/lm_metrics.h"
@@ -265,8 +266,31 @@ int rl_rlvr_gen_step(rl_rlvr_gen *g, int64_t step, rl_dataproto **batch, rl_metr
     return rc ? rc : s_check_versions(g, *batch, ms);
 }
 
+/* The actor publishes version 1 at the start and k + 1 after step k, so the
+ * checkpoint of step k holds k + 1: the restored weights are published again
+ * under it, and versions (and the staleness of rounds generated ahead)
+ * continue exactly. */
+static int s_weight_version(rl_rlvr_gen *g, const json_t *extra, int64_t start)
+{
+    const json_t *wv = json_object_get(extra, "weight_version");
+    if (wv && (!json_is_integer(wv) || json_integer_value(wv) < 1 ||
+               json_integer_value(wv) > start + 1)) {
+        char got[32] = "not an integer";
+        if (json_is_integer(wv))
+            snprintf(got, sizeof got, "%lld", (long long)json_integer_value(wv));
+        return rl_error_set(RL_EPROTO, "checkpoint of step %lld: weight_version: expected 1 .. "
+                                       "%lld (version k + 1 is published after step k), got %s",
+                            (long long)start, (long long)start + 1, got);
+    }
+    if (wv && json_integer_value(wv) - 1 > g->j->a.sync.version)
+        g->j->a.sync.version = json_integer_value(wv) - 1;
+    return RL_OK;
+}
+
 int rl_rlvr_gen_save(rl_rlvr_gen *g, json_t *extra)
 {
+    if (json_object_set_new(extra, "weight_version", json_integer((json_int_t)g->j->a.sync.version)))
+        return rl_error_set(RL_ENOMEM, "checkpoint: out of memory");
     json_t *queue = g->replay.enable ? rl_rlvr_replay_save(&g->replay) : NULL;
     if (g->replay.enable && (!queue || json_object_set_new(extra, "hard_replay", queue)))
         return rl_error_set(RL_ENOMEM, "checkpoint: out of memory");
@@ -280,10 +304,13 @@ int rl_rlvr_gen_save(rl_rlvr_gen *g, json_t *extra)
     return RL_OK;
 }
 
-int rl_rlvr_gen_restore(rl_rlvr_gen *g, const json_t *extra, int64_t start, int64_t version)
+int rl_rlvr_gen_restore(rl_rlvr_gen *g, const json_t *extra, int64_t start)
 {
-    int rc = RL_OK;
+    int rc = s_weight_version(g, extra, start);
+    int64_t version = g->j->a.sync.version + 1; /* published for step start + 1 */
     const json_t *pending = json_object_get(extra, "async_pending");
+    if (rc)
+        return rc;
     if (pending && !json_is_object(pending))
         rc = rl_error_set(RL_EPROTO, "checkpoint of step %lld: async_pending is not an object of "
                                      "rounds", (long long)start);

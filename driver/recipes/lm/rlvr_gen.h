@@ -22,8 +22,10 @@
  *
  * Metrics: batch/{filter_rounds, filter_filled_groups, guided_rows, ...},
  * async/..., replay/..., timing_s/gen, timing_s/reward, and those of the
- * transforms. Checkpoints carry the queue of rounds sent ahead and the
- * replay queue (rl_rlvr_gen_save / _restore).
+ * transforms. Checkpoints carry the weight version (so versions, and the
+ * staleness of the rounds sent ahead, continue exactly after a resume), the
+ * queue of rounds sent ahead and the replay queue (rl_rlvr_gen_save /
+ * _restore).
  *
  * Ownership: the queues are the struct's own (rl_rlvr_gen_close); the job
  * and its config sections are borrowed.
@@ -60,10 +62,11 @@ int rl_rlvr_gen_step(rl_rlvr_gen *g, int64_t step, rl_dataproto **batch, rl_metr
  * (*gen_s, *reward_s: the waits), no shaping: the AEPO bootstrap's. */
 int rl_rlvr_gen_round(rl_rlvr_gen *g, int64_t step, int64_t round, int64_t prompts,
                       rl_dataproto **out, double *gen_s, double *reward_s);
-/* Adds the queues to a checkpoint's `extra` object. */
+/* Adds the weight version and the queues to a checkpoint's `extra` object. */
 int rl_rlvr_gen_save(rl_rlvr_gen *g, json_t *extra);
-/* The queues of the checkpoint of step `start` (its `extra`, may be NULL),
- * with the weights of version `version` published for step start + 1. */
-int rl_rlvr_gen_restore(rl_rlvr_gen *g, const json_t *extra, int64_t start, int64_t version);
+/* The weight version (into the job's sync: its next publication is the
+ * saved one) and the queues of the checkpoint of step `start` (its
+ * `extra`, may be NULL). */
+int rl_rlvr_gen_restore(rl_rlvr_gen *g, const json_t *extra, int64_t start);
 
 #endif
