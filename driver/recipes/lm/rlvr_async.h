@@ -4,7 +4,7 @@
  * generate the first rounds of steps k+1 .. k+S with the weights they hold.
  *
  * Rounds: with online filtering a step may take several rounds of
- * generation (each `train_batch_size` fresh prompts; rlvr.c). The recipe
+ * generation (each `train_batch_size` fresh prompts; rlvr_gen.c). The recipe
  * sends the first R rounds of each later step ahead (trainer.async_rounds;
  * 0 = as many as the step just done needed), so filtering's extra rounds
  * overlap with training too. A step that needs fewer than were sent drops

@@ -24,7 +24,7 @@
  * positions. With multi-turn rollouts guidance is refused: a solution's tool
  * output would be learned as if the model had written it. With AEPO on, the
  * guided rows stay out of AEPO's statistics and get no entropy reward
- * (rlvr_aepo.c), and no row gets a KL term in the reward (rlvr.c s_kl:
+ * (rlvr_aepo.c), and no row gets a KL term in the reward (common/batch/lm_adv.h:
  * k1/k2/k3 estimate KL only at tokens the policy sampled; with it, a
  * guided row's KL made AEPO collapse, docs/ARCHITECTURE.md "Off-policy
  * guidance").
