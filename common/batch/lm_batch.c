@@ -101,3 +101,23 @@ int rl_lm_loss_tokens(const rl_dataproto *dp, const rl_lm_names *L, int32_t *out
     free(m);
     return RL_OK;
 }
+
+double *rl_lm_row_means(const rl_dataproto *dp, const rl_lm_names *L, const char *name)
+{
+    int64_t B, R;
+    float *m = rl_lm_mask(dp, L, RL_LM_MASK_LOSS, &B, &R);
+    const float *v = m ? rl_lm_tokens_f32(dp, name, R) : NULL;
+    double *out = v ? malloc(sizeof(double) * (size_t)(B > 0 ? B : 1)) : NULL;
+    if (v && !out)
+        rl_error_set(RL_ENOMEM, "out of memory");
+    for (int64_t b = 0; out && b < B; b++) {
+        double sum = 0, cnt = 0;
+        for (int64_t t = 0; t < R; t++) {
+            sum += (double)m[b * R + t] * v[b * R + t];
+            cnt += m[b * R + t];
+        }
+        out[b] = cnt > 0 ? sum / cnt : 0;
+    }
+    free(m);
+    return out;
+}

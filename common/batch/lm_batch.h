@@ -78,6 +78,10 @@ int64_t *rl_lm_column_i64(const rl_dataproto *dp, const char *name);
 /* Rows with a non-zero int64 column L->guided, or -1 when the batch has no
  * such column. */
 int64_t rl_lm_guided_rows(const rl_dataproto *dp, const rl_lm_names *L);
+/* (B) the mean of the (B, R) f32 tensor `name` over each row's loss
+ * positions (RL_LM_MASK_LOSS; 0 for a row with none), in double, as a new
+ * array; NULL + a message. */
+double *rl_lm_row_means(const rl_dataproto *dp, const rl_lm_names *L, const char *name);
 /* (B) loss tokens of each row: the sum of its RL_LM_MASK_LOSS row (the
  * response length when the batch has no loss mask). */
 int rl_lm_loss_tokens(const rl_dataproto *dp, const rl_lm_names *L, int32_t *out);

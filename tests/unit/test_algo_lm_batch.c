@@ -218,6 +218,11 @@ static void test_masks(void **state)
     int32_t tok[2];
     assert_int_equal(rl_lm_loss_tokens(dp, &N, tok), RL_OK);
     assert_true(tok[0] == 2 && tok[1] == 0);
+    /* a (B, R) value's mean over each row's loss positions (none: 0) */
+    s_f32(dp, "adv", 2, 4, (const float[]){1, 7, 7, 3, 5, 5, 5, 5});
+    double *mean = rl_lm_row_means(dp, &N, "adv");
+    assert_true(mean && mean[0] == 2.0 && mean[1] == 0.0);
+    free(mean);
     /* a length past the width is named */
     ((int32_t *)rl_tensor_data((rl_tensor *)rl_dataproto_tensor(dp, "lens")))[1] = 5;
     assert_null(rl_lm_mask(dp, &N, RL_LM_MASK_LENGTHS, &B, &R));

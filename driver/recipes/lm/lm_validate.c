@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/core/util.h"
 #include "rlrt/dataproto.h"
@@ -39,94 +40,98 @@ static int s_put_level_accuracy(const rl_dataset *ds, const float *acc, int64_t 
     return RL_OK;
 }
 
+/* The columns of a sample dump. */
+static const char *const s_names[4] = {RL_DATA_PROMPT, RL_REWARD_RESPONSE, RL_DATA_GROUND_TRUTH,
+                                       RL_DATA_GLOBAL_ID};
+/* optional, written when present: int64, int64, double, int64 */
+static const char *const s_opt[4] = {RL_ROLLOUT_ROW_VERSION, RL_LM_GUIDED, RL_LM_KL_PENALTY,
+                                     RL_LM_REPLAYED};
+
+typedef struct s_dump {
+    const float *score, *acc, *fmt;
+    const int32_t *len;
+    const rl_column *c[4], *oc[4];
+    double *adv; /* the mean advantage over each row's loss positions, or NULL */
+} s_dump;
+
+static int s_dump_open(const rl_dataproto *dp, const char *key, s_dump *d)
+{
+    int64_t n = rl_dataproto_rows(dp);
+    memset(d, 0, sizeof *d);
+    const float *f[3];
+    static const char *const rows[3] = {RL_REWARD_SCORE, RL_REWARD_ACCURACY, RL_REWARD_FORMAT};
+    for (int k = 0; k < 3; k++) {
+        const rl_tensor *t = rl_dataproto_tensor_shaped(dp, rows[k], RL_F32, 1, (int64_t[]){n});
+        if (!t)
+            return rl_error_wrap(rl_error_code(), "%s", key);
+        f[k] = rl_tensor_data((rl_tensor *)t);
+    }
+    const rl_tensor *len = rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSE_LENS, RL_I32, 1, (int64_t[]){n});
+    if (!len)
+        return rl_error_wrap(rl_error_code(), "%s", key);
+    *d = (s_dump){f[0], f[1], f[2], rl_tensor_data((rl_tensor *)len), {0}, {0}, NULL};
+    for (int k = 0; k < 4; k++) {
+        d->c[k] = rl_dataproto_column(dp, s_names[k]);
+        if (!d->c[k] || rl_column_get_type(d->c[k]) != (k == 3 ? RL_COL_INT64 : RL_COL_STRING))
+            return rl_error_set(RL_EPROTO, "%s: the samples have no %s column '%s'", key,
+                                k == 3 ? "int64" : "string", s_names[k]);
+        d->oc[k] = rl_dataproto_column(dp, s_opt[k]);
+        if (d->oc[k] && rl_column_get_type(d->oc[k]) != (k == 2 ? RL_COL_DOUBLE : RL_COL_INT64))
+            d->oc[k] = NULL;
+    }
+    /* the rlvr recipe dumps after its adv phase */
+    if (rl_dataproto_tensor(dp, RL_ACTOR_ADVANTAGES) &&
+        !(d->adv = rl_lm_row_means(dp, &rl_lm_batch_names, RL_ACTOR_ADVANTAGES)))
+        return rl_error_wrap(rl_error_code(), "%s: advantages", key);
+    return RL_OK;
+}
+
+/* Sample i as a JSON object (NULL: out of memory). */
+static json_t *s_sample(const s_dump *d, int64_t i, int64_t step, const rl_dataset *levels)
+{
+    json_t *o = json_pack("{s:I, s:I}", "step", (json_int_t)step, "global_id",
+                          (json_int_t)rl_column_i64(d->c[3], i));
+    json_int_t level = levels ? s_row_level(levels, i) : -1;
+    if (o && level >= 0)
+        json_object_set_new(o, "level", json_integer(level));
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "prompt", json_string(rl_column_str(d->c[0], i)));
+    json_object_set_new(o, "response", json_string(rl_column_str(d->c[1], i)));
+    json_object_set_new(o, "ground_truth", json_string(rl_column_str(d->c[2], i)));
+    json_object_set_new(o, "score", json_real(d->score[i]));
+    json_object_set_new(o, "accuracy", json_real(d->acc[i]));
+    json_object_set_new(o, "format", json_real(d->fmt[i]));
+    json_object_set_new(o, "response_length", json_integer(d->len[i]));
+    for (int k = 0; k < 4; k++)
+        if (d->oc[k])
+            json_object_set_new(o, s_opt[k], k == 2 ? json_real(rl_column_f64(d->oc[k], i))
+                                                    : json_integer(rl_column_i64(d->oc[k], i)));
+    if (d->adv)
+        json_object_set_new(o, "advantage", json_real(d->adv[i]));
+    return o;
+}
+
 int rl_lm_dump_samples(const char *dir, const char *key, int64_t step, const rl_dataproto *dp,
                        const rl_dataset *levels)
 {
-    int64_t n = rl_dataproto_rows(dp);
-    const rl_tensor *score = rl_dataproto_tensor_shaped(dp, RL_REWARD_SCORE, RL_F32, 1, (int64_t[]){n});
-    const rl_tensor *acc = score ? rl_dataproto_tensor_shaped(dp, RL_REWARD_ACCURACY, RL_F32, 1, (int64_t[]){n}) : NULL;
-    const rl_tensor *fmt = acc ? rl_dataproto_tensor_shaped(dp, RL_REWARD_FORMAT, RL_F32, 1, (int64_t[]){n}) : NULL;
-    const rl_tensor *len = fmt ? rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSE_LENS, RL_I32, 1, (int64_t[]){n}) : NULL;
-    if (!len)
-        return rl_error_wrap(rl_error_code(), "%s", key);
-    static const char *const names[4] = {RL_DATA_PROMPT, RL_REWARD_RESPONSE, RL_DATA_GROUND_TRUTH,
-                                         RL_DATA_GLOBAL_ID};
-    const rl_column *c[4];
-    for (int k = 0; k < 4; k++) {
-        c[k] = rl_dataproto_column(dp, names[k]);
-        if (!c[k] || rl_column_get_type(c[k]) != (k == 3 ? RL_COL_INT64 : RL_COL_STRING))
-            return rl_error_set(RL_EPROTO, "%s: the samples have no %s column '%s'", key,
-                                k == 3 ? "int64" : "string", names[k]);
-    }
-    /* optional columns, written when present: int64, int64, double */
-    static const char *const opt[4] = {RL_ROLLOUT_ROW_VERSION, RL_LM_GUIDED, RL_LM_KL_PENALTY,
-                                       RL_LM_REPLAYED};
-    const rl_column *oc[4];
-    for (int k = 0; k < 4; k++) {
-        oc[k] = rl_dataproto_column(dp, opt[k]);
-        if (oc[k] && rl_column_get_type(oc[k]) != (k == 2 ? RL_COL_DOUBLE : RL_COL_INT64))
-            oc[k] = NULL;
-    }
-    /* the mean advantage over each row's loss positions, when the batch has
-     * advantages (the rlvr recipe dumps after its adv phase) */
-    const rl_tensor *at = rl_dataproto_tensor(dp, RL_ACTOR_ADVANTAGES);
-    double *adv = NULL;
-    if (at) {
-        int64_t mB, mR;
-        float *m = rl_lm_mask(dp, &rl_lm_batch_names, RL_LM_MASK_LOSS, &mB, &mR);
-        at = m ? rl_dataproto_tensor_shaped(dp, RL_ACTOR_ADVANTAGES, RL_F32, 2, (int64_t[]){n, mR}) : NULL;
-        adv = at ? malloc(sizeof(double) * (size_t)(n > 0 ? n : 1)) : NULL;
-        for (int64_t i = 0; adv && i < n; i++) {
-            double sum = 0, cnt = 0;
-            for (int64_t t = 0; t < mR; t++) {
-                sum += (double)m[i * mR + t] * ((const float *)rl_tensor_data(at))[i * mR + t];
-                cnt += m[i * mR + t];
-            }
-            adv[i] = cnt > 0 ? sum / cnt : 0;
-        }
-        free(m);
-        if (!adv)
-            return rl_error_wrap(at ? RL_ENOMEM : rl_error_code(), "%s: advantages", key);
-    }
+    s_dump d;
+    int rc = s_dump_open(dp, key, &d);
     char *buf = NULL;
     size_t size = 0;
-    FILE *mem = open_memstream(&buf, &size);
-    if (!mem) {
-        free(adv);
-        return rl_error_set(RL_ENOMEM, "%s: out of memory", key);
-    }
-    const float *ps = rl_tensor_data(score), *pa = rl_tensor_data(acc), *pf = rl_tensor_data(fmt);
-    const int32_t *pl = rl_tensor_data(len);
-    int rc = RL_OK;
-    for (int64_t i = 0; !rc && i < n; i++) {
-        json_t *o = json_pack("{s:I, s:I}", "step", (json_int_t)step, "global_id",
-                              (json_int_t)rl_column_i64(c[3], i));
-        json_int_t level = levels ? s_row_level(levels, i) : -1;
-        if (o && level >= 0)
-            json_object_set_new(o, "level", json_integer(level));
-        if (o) {
-            json_object_set_new(o, "prompt", json_string(rl_column_str(c[0], i)));
-            json_object_set_new(o, "response", json_string(rl_column_str(c[1], i)));
-            json_object_set_new(o, "ground_truth", json_string(rl_column_str(c[2], i)));
-            json_object_set_new(o, "score", json_real(ps[i]));
-            json_object_set_new(o, "accuracy", json_real(pa[i]));
-            json_object_set_new(o, "format", json_real(pf[i]));
-            json_object_set_new(o, "response_length", json_integer(pl[i]));
-            for (int k = 0; k < 4; k++)
-                if (oc[k])
-                    json_object_set_new(o, opt[k], k == 2 ? json_real(rl_column_f64(oc[k], i))
-                                                          : json_integer(rl_column_i64(oc[k], i)));
-            if (adv)
-                json_object_set_new(o, "advantage", json_real(adv[i]));
-        }
+    FILE *mem = rc ? NULL : open_memstream(&buf, &size);
+    if (!rc && !mem)
+        rc = rl_error_set(RL_ENOMEM, "%s: out of memory", key);
+    for (int64_t i = 0; !rc && i < rl_dataproto_rows(dp); i++) {
+        json_t *o = s_sample(&d, i, step, levels);
         char *line = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
         if (!line || fprintf(mem, "%s\n", line) < 0)
             rc = rl_error_set(RL_ENOMEM, "%s: out of memory", key);
         free(line);
         json_decref(o);
     }
-    free(adv);
-    if (fclose(mem) != 0 && !rc)
+    free(d.adv);
+    if (mem && fclose(mem) != 0 && !rc)
         rc = rl_error_set(RL_ENOMEM, "%s: out of memory", key);
     char path[4200];
     if (!rc && snprintf(path, sizeof path, "%s/%lld.jsonl", dir, (long long)step) >= (int)sizeof path)
