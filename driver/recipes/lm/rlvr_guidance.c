@@ -117,6 +117,70 @@ static rl_dataproto *s_guided_samples(const rl_rlvr_guidance_config *g, rl_lm_jo
     return fresh;
 }
 
+/* Replaces rows[0..k) of *dp (in row order) by their guided samples,
+ * shaped by `shape`; the rows keep their places. *acc_sum: the reward's
+ * accuracy summed over the guided rows. */
+static int s_swap_in(const rl_rlvr_guidance_config *g, rl_lm_job *j, rl_dataproto **dp,
+                     const int64_t *rows, int64_t k, rl_rlvr_shape_fn shape, void *shape_ctx,
+                     double *acc_sum)
+{
+    int64_t B = rl_dataproto_rows(*dp), nr = 0, ng = 0;
+    int64_t *order = malloc(sizeof(int64_t) * (size_t)(B + 1));
+    uint8_t *is_g = calloc((size_t)B + 1, 1);
+    rl_dataproto *sub = NULL, *fresh = NULL, *rest = NULL, *merged = NULL;
+    int rc = order && is_g ? RL_OK : rl_error_set(RL_ENOMEM, "guidance: out of memory");
+    /* the rows that stay, then the guided ones; order puts them back */
+    for (int64_t i = 0; !rc && i < k; i++)
+        is_g[rows[i]] = 1;
+    for (int64_t b = 0; !rc && b < B; b++)
+        if (!is_g[b])
+            order[nr++] = b;
+    if (!rc && !(rest = rl_dataproto_index(*dp, order, nr)))
+        rc = rl_error_code();
+    if (!rc && !(sub = rl_dataproto_index(*dp, rows, k)))
+        rc = rl_error_code();
+    if (!rc && !(fresh = s_guided_samples(g, j, sub)))
+        rc = rl_error_code();
+    /* the sample's keys come from fresh; the rest (version, seeds, ids) stays */
+    for (int q = 0; !rc && q < rl_dataproto_tensor_count(fresh); q++)
+        rl_dataproto_remove(sub, rl_dataproto_tensor_name(fresh, q));
+    for (int q = 0; !rc && q < rl_dataproto_column_count(fresh); q++)
+        rl_dataproto_remove(sub, rl_column_name(rl_dataproto_column_at(fresh, q)));
+    if (!rc && rl_dataproto_tensor(sub, RL_LM_RESPONSE_MASK))
+        rc = rl_dataproto_remove(sub, RL_LM_RESPONSE_MASK); /* rebuilt by shape */
+    if (!rc && rl_dataproto_tensor(sub, RL_LM_SAMPLED_MASK))
+        rc = rl_dataproto_remove(sub, RL_LM_SAMPLED_MASK); /* likewise */
+    if (!rc) {
+        rc = rl_dataproto_union_into(&sub, fresh);
+        fresh = NULL;
+    }
+    if (!rc && shape)
+        rc = shape(shape_ctx, sub);
+    rl_dataproto *items[2] = {rest, sub};
+    if (!rc && !(merged = rl_dataproto_concat(items, 2)))
+        rc = rl_error_wrap(rl_error_code(), "guidance: the guided rows against the batch");
+    for (int64_t b = 0; !rc && b < B; b++) /* row b of the result: its place in merged */
+        order[b] = is_g[b] ? nr + ng++ : b - ng;
+    if (!rc)
+        rc = rl_dataproto_reorder(merged, order);
+    const float *acc = rc ? NULL : rl_lm_rows_f32(sub, RL_REWARD_ACCURACY);
+    *acc_sum = 0;
+    for (int64_t i = 0; acc && i < k; i++)
+        *acc_sum += acc[i];
+    if (!rc) {
+        rl_dataproto_free(*dp);
+        *dp = merged;
+        merged = NULL;
+    }
+    rl_dataproto_free(fresh);
+    rl_dataproto_free(sub);
+    rl_dataproto_free(rest);
+    rl_dataproto_free(merged);
+    free(is_g);
+    free(order);
+    return rc;
+}
+
 int rl_rlvr_guidance_apply(const rl_rlvr_guidance_config *g, rl_lm_job *j, rl_dataproto **dp,
                            rl_rlvr_shape_fn shape, void *shape_ctx, int64_t *guided,
                            rl_metric_set *ms)
@@ -135,72 +199,15 @@ int rl_rlvr_guidance_apply(const rl_rlvr_guidance_config *g, rl_lm_job *j, rl_da
             if (rl_column_set_i64(c, b, 0))
                 return rl_error_code();
     }
-    int64_t *rows = malloc(sizeof(int64_t) * (size_t)(B + 1)),
-            *order = malloc(sizeof(int64_t) * (size_t)(B + 1));
-    int rc = rows && order ? s_pick(g, *dp, rows, &k, &n_guided, &G)
-                           : rl_error_set(RL_ENOMEM, "guidance: out of memory");
-    rl_dataproto *sub = NULL, *fresh = NULL, *rest = NULL, *merged = NULL;
-    if (!rc && k > 0) {
-        /* the rows that stay, then the guided ones; order puts them back */
-        int64_t nr = 0, ng = 0, *other = order; /* order's storage, rebuilt below */
-        uint8_t *is_g = calloc((size_t)B + 1, 1);
-        rc = is_g ? RL_OK : rl_error_set(RL_ENOMEM, "guidance: out of memory");
-        for (int64_t i = 0; !rc && i < k; i++)
-            is_g[rows[i]] = 1;
-        for (int64_t b = 0; !rc && b < B; b++)
-            if (!is_g[b])
-                other[nr++] = b;
-        if (!rc && !(rest = rl_dataproto_index(*dp, other, nr)))
-            rc = rl_error_code();
-        if (!rc && !(sub = rl_dataproto_index(*dp, rows, k)))
-            rc = rl_error_code();
-        if (!rc && !(fresh = s_guided_samples(g, j, sub)))
-            rc = rl_error_code();
-        /* the sample's keys come from fresh; the rest (version, seeds, ids) stays */
-        for (int q = 0; !rc && q < rl_dataproto_tensor_count(fresh); q++)
-            rl_dataproto_remove(sub, rl_dataproto_tensor_name(fresh, q));
-        for (int q = 0; !rc && q < rl_dataproto_column_count(fresh); q++) {
-            const char *name = rl_column_name(rl_dataproto_column_at(fresh, q));
-            rl_dataproto_remove(sub, name);
-        }
-        if (!rc && rl_dataproto_tensor(sub, RL_LM_RESPONSE_MASK))
-            rc = rl_dataproto_remove(sub, RL_LM_RESPONSE_MASK); /* rebuilt by shape */
-        if (!rc && rl_dataproto_tensor(sub, RL_LM_SAMPLED_MASK))
-            rc = rl_dataproto_remove(sub, RL_LM_SAMPLED_MASK); /* likewise */
-        if (!rc) {
-            rc = rl_dataproto_union_into(&sub, fresh);
-            fresh = NULL;
-        }
-        if (!rc && shape)
-            rc = shape(shape_ctx, sub);
-        rl_dataproto *items[2] = {rest, sub};
-        if (!rc && !(merged = rl_dataproto_concat(items, 2)))
-            rc = rl_error_wrap(rl_error_code(), "guidance: the guided rows against the batch");
-        for (int64_t b = 0; !rc && b < B; b++) /* row b of the result: its place in merged */
-            order[b] = is_g[b] ? nr + ng++ : b - ng;
-        if (!rc)
-            rc = rl_dataproto_reorder(merged, order);
-        free(is_g);
-    }
-    if (!rc && k > 0) {
-        const float *acc = rl_lm_rows_f32(sub, RL_REWARD_ACCURACY);
-        double s = 0;
-        for (int64_t i = 0; acc && i < k; i++)
-            s += acc[i];
-        if (ms)
-            rl_metric_set_put(ms, "batch/guided_accuracy", acc ? s / (double)k : 0);
-        rl_dataproto_free(*dp);
-        *dp = merged;
-        merged = NULL;
-    }
+    int64_t *rows = malloc(sizeof(int64_t) * (size_t)(B + 1));
+    int rc = rows ? s_pick(g, *dp, rows, &k, &n_guided, &G)
+                  : rl_error_set(RL_ENOMEM, "guidance: out of memory");
+    double acc_sum = 0;
+    if (!rc && k > 0 && !(rc = s_swap_in(g, j, dp, rows, k, shape, shape_ctx, &acc_sum)) && ms)
+        rl_metric_set_put(ms, "batch/guided_accuracy", acc_sum / (double)k);
     if (!rc && ms)
         rl_metric_set_put(ms, "batch/guided_groups", G ? (double)n_guided / (double)G : 0);
-    rl_dataproto_free(fresh);
-    rl_dataproto_free(sub);
-    rl_dataproto_free(rest);
-    rl_dataproto_free(merged);
     free(rows);
-    free(order);
     if (!rc && guided)
         *guided = n_guided;
     return rc;
