@@ -294,7 +294,8 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TEST_COMMON_OBJ) $(FUZZ_REPLAY_A
 # the one-step-off prefetch queue of the rlvr recipe (driver/recipes/lm/rlvr_async.c, in rl-driver)
 $(BUILD)/tests/test_rlvr_async: $(BUILD)/obj/tests/unit/test_rlvr_async.o \
         $(BUILD)/obj/driver/recipes/lm/rlvr_async.o $(BUILD)/obj/driver/recipes/lm/lm_common.o \
-        $(BUILD)/obj/driver/recipes/phases.o $(TEST_COMMON_OBJ) $(LIB_A)
+        $(BUILD)/obj/driver/recipes/actor_job.o $(BUILD)/obj/driver/recipes/phases.o \
+        $(TEST_COMMON_OBJ) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka

@@ -154,6 +154,9 @@ int64_t rl_dataset_global_id(const rl_dataset *ds, int64_t row);
 const json_t *rl_dataset_extra(const rl_dataset *ds, int64_t row);
 /* 1-based line of the row in its file (for messages). */
 int64_t rl_dataset_line(const rl_dataset *ds, int64_t row);
+/* The row whose global_id is `global_id`, or -1 (ids are unique; a binary
+ * search of the index the load keeps). */
+int64_t rl_dataset_row_of(const rl_dataset *ds, int64_t global_id);
 
 /* Sets rows = n on an empty `dp` (or one with rows == n) and adds string
  * columns "prompt", "ground_truth", "data_source" and int64 column

@@ -17,10 +17,16 @@ typedef struct s_row {
     json_t *extra;
 } s_row;
 
+/* by_id: the rows sorted by global id (ids unique), for rl_dataset_row_of */
+typedef struct s_idline {
+    int64_t id, line, row;
+} s_idline;
+
 struct rl_dataset {
     char *path;
     s_row *rows;
     int64_t n, cap;
+    s_idline *by_id;
 };
 
 
@@ -35,6 +41,7 @@ void rl_dataset_free(rl_dataset *ds)
         json_decref(ds->rows[i].extra);
     }
     free(ds->rows);
+    free(ds->by_id);
     free(ds->path);
     free(ds);
 }
@@ -99,10 +106,6 @@ static int s_parse_row(const char *path, int64_t line, const char *text, size_t 
     return RL_OK;
 }
 
-typedef struct s_idline {
-    int64_t id, line;
-} s_idline;
-
 static int s_cmp_idline(const void *a, const void *b)
 {
     const s_idline *x = a, *y = b;
@@ -111,30 +114,45 @@ static int s_cmp_idline(const void *a, const void *b)
     return x->line < y->line ? -1 : x->line > y->line;
 }
 
+/* Sorts the rows by global id into ds->by_id; a duplicate id is an error. */
 static int s_check_unique(rl_dataset *ds)
 {
     s_idline *v = malloc((size_t)ds->n * sizeof *v);
     if (!v)
         return rl_error_set(RL_ENOMEM, "%s: out of memory", ds->path);
     for (int64_t i = 0; i < ds->n; i++)
-        v[i] = (s_idline){ds->rows[i].global_id, ds->rows[i].line};
+        v[i] = (s_idline){ds->rows[i].global_id, ds->rows[i].line, i};
     qsort(v, (size_t)ds->n, sizeof *v, s_cmp_idline);
     /* Report the duplicate that appears earliest in the file. */
     int64_t bad = -1;
     for (int64_t i = 1; i < ds->n; i++)
         if (v[i].id == v[i - 1].id && (bad < 0 || v[i].line < v[bad].line))
             bad = i;
-    int rc = RL_OK;
-    if (bad >= 0) {
-        int64_t first = bad - 1;
-        while (first > 0 && v[first - 1].id == v[bad].id)
-            first--;
-        rc = rl_error_set(RL_EEXIST, "%s:%" PRId64 ": duplicate global_id %" PRId64
+    if (bad < 0) {
+        ds->by_id = v;
+        return RL_OK;
+    }
+    int64_t first = bad - 1;
+    while (first > 0 && v[first - 1].id == v[bad].id)
+        first--;
+    int rc = rl_error_set(RL_EEXIST, "%s:%" PRId64 ": duplicate global_id %" PRId64
                                      " (first at line %" PRId64 ")",
                           ds->path, v[bad].line, v[bad].id, v[first].line);
-    }
     free(v);
     return rc;
+}
+
+int64_t rl_dataset_row_of(const rl_dataset *ds, int64_t global_id)
+{
+    int64_t lo = 0, hi = ds && ds->by_id ? ds->n : 0;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (ds->by_id[mid].id < global_id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return ds && ds->by_id && lo < ds->n && ds->by_id[lo].id == global_id ? ds->by_id[lo].row : -1;
 }
 
 rl_dataset *rl_dataset_load_jsonl(const char *path)

@@ -1,6 +1,8 @@
 /* rollout.c — the rollout role's sections (common/schema/rollout.h). */
 #include "common/schema/rollout.h"
 
+#include "rlrt/error.h"
+
 #define RL_CFG_STRUCT rl_rollout_config
 static const rl_config_key s_keys[] = {RL_ROLLOUT_KEYS(RL_CFG_KEY)};
 const rl_config_section rl_rollout_section =
@@ -24,6 +26,17 @@ const rl_config_section rl_rollout_flow_section =
                    "the rollout ranks; the driver", s_flow, NULL);
 #undef RL_CFG_STRUCT
 
+/* 1..RL_MULTI_TURN_MAX_TOOLS tool names (the agent loop checks the names). */
+static int s_multi_turn_check(const rl_config *c, void *out)
+{
+    const rl_rollout_multi_turn_config *o = out;
+    size_t n = rl_config_node_len(o->tools);
+    if (n < 1 || n > RL_MULTI_TURN_MAX_TOOLS)
+        return RL_CFG_ERROR(c, &rl_rollout_multi_turn_section, rl_rollout_multi_turn_config, tools,
+                            RL_ECONFIG, "expected 1..%d tool names, got %zu", RL_MULTI_TURN_MAX_TOOLS, n);
+    return RL_OK;
+}
+
 #define RL_CFG_STRUCT rl_rollout_multi_turn_config
 static const rl_config_key s_multi_turn[] = {RL_ROLLOUT_MULTI_TURN_KEYS(RL_CFG_KEY)};
 const rl_config_section rl_rollout_multi_turn_section =
@@ -31,5 +44,5 @@ const rl_config_section rl_rollout_multi_turn_section =
                    "Tool use while a language model samples (needs a tokenizer with the tool markup, "
                    "data.tokenizer: arith_ext).",
                    "the rollout ranks; the driver (the tools, checked before any worker starts)",
-                   s_multi_turn, NULL);
+                   s_multi_turn, s_multi_turn_check);
 #undef RL_CFG_STRUCT

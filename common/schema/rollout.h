@@ -53,7 +53,11 @@ typedef struct rl_rollout_flow_config {
 
 extern const rl_config_section rl_rollout_flow_section;
 
-/* max_tool_output's bound is RL_TOOL_MAX_OUTPUT (common/tools/tools.h) */
+/* The most bytes of output a tool may be allowed (common/tools/tools.h's
+ * RL_TOOL_MAX_OUTPUT is this) and the most tools a job may list. */
+#define RL_MULTI_TURN_MAX_TOOL_OUTPUT 4096
+#define RL_MULTI_TURN_MAX_TOOLS 16
+
 #define RL_ROLLOUT_MULTI_TURN_KEYS(X)                                                               \
     X(BOOL, enable, "rollout.multi_turn.enable", "false", 0, 0, 0, NULL,                            \
       "tool calls during sampling (common/tools/agent_loop.h); false: one turn")                    \
@@ -63,7 +67,8 @@ extern const rl_config_section rl_rollout_flow_section;
       "the built-in tools a sample may call (rl_tool_builtin)")                                     \
     X(INT, tool_timeout_ms, "rollout.multi_turn.tool_timeout_ms", "1000", 1, 600000, 0, NULL,       \
       "per call; a stuck tool gives 'error: timeout'")                                              \
-    X(INT, max_tool_output, "rollout.multi_turn.max_tool_output", "64", 1, 4096, 0, NULL,           \
+    X(INT, max_tool_output, "rollout.multi_turn.max_tool_output", "64", 1,                          \
+      RL_MULTI_TURN_MAX_TOOL_OUTPUT, 0, NULL,                                                       \
       "bytes of a tool's output; longer output is 'error: bad output'")
 
 typedef struct rl_rollout_multi_turn_config {

@@ -15,6 +15,10 @@
 #include "common/schema/reward_image.h"
 #include "common/schema/rollout.h"
 #include "common/schema/selftest.h"
+#include "common/schema/lm.h"
+#include "common/schema/model.h"
+#include "common/schema/rlvr.h"
+#include "common/schema/sft.h"
 #include "common/schema/trainer.h"
 
 const rl_config_section *const rl_schema_sections[] = {
@@ -48,5 +52,14 @@ const rl_config_section *const rl_schema_sections[] = {
     &rl_libero_gif_section,
     &rl_warmstart_section,
     &rl_collect_section,
+    &rl_lm_model_section,
+    &rl_lm_data_section,
+    &rl_lm_trainer_section,
+    &rl_sft_section,
+    &rl_rlvr_section,
+    &rl_rlvr_trainer_section,
+    &rl_rlvr_aepo_section,
+    &rl_rlvr_guidance_section,
+    &rl_rlvr_replay_section,
     NULL,
 };

@@ -742,18 +742,21 @@ rl_tokenizer *rl_tok_bpe_from_json(void *json_root, const char *what)
     rl_tokenizer *t = NULL;
     s_bpe *b = NULL;
     int rc = RL_OK;
-    json_t *model = json_object_get(root, "model");
+    /* tokenizer.json's "model" object; its "type" names the algorithm */
+    static const char *const obj = "model";
+    json_t *model = json_object_get(root, obj);
     if (!json_is_object(model)) {
-        rl_error_set(RL_EPROTO, "%s: missing 'model' object", what);
+        rl_error_set(RL_EPROTO, "%s: missing '%s' object", what, obj);
         return NULL;
     }
     const char *mt = s_type_of(model);
     if (!mt) {
-        rl_error_set(RL_EPROTO, "%s: model.type is missing", what);
+        rl_error_set(RL_EPROTO, "%s: %s.type is missing", what, obj);
         return NULL;
     }
     if (strcmp(mt, "BPE") != 0) {
-        rl_error_set(RL_EUNSUPPORTED, "%s: model.type '%s' is not supported (only 'BPE')", what, mt);
+        rl_error_set(RL_EUNSUPPORTED, "%s: %s.type '%s' is not supported (only 'BPE')", what, obj,
+                     mt);
         return NULL;
     }
     json_t *vocab = json_object_get(model, "vocab");

@@ -9,8 +9,10 @@
 #include <string.h>
 
 #include "common/data/data.h"
-#include "rlrt/error.h"
 #include "common/nn/models/lm/transformer.h"
+#include "common/schema/lm.h"
+#include "common/schema/rollout.h"
+#include "rlrt/error.h"
 
 int rl_agent_tokens_find(const rl_tokenizer *tok, rl_agent_tokens *out)
 {
@@ -23,9 +25,9 @@ int rl_agent_tokens_find(const rl_tokenizer *tok, rl_agent_tokens *out)
         if (ids[k] < 0 || !rl_tokenizer_is_special(tok, ids[k]))
             return rl_error_set(RL_ENOTFOUND,
                                 "the tokenizer has no special token '%s' (tool calls need "
-                                "<call>, </call>, <result>, </result>; data.tokenizer: "
-                                "arith_ext has them)",
-                                names[k]);
+                                "<call>, </call>, <result>, </result>; %s: arith_ext has them)",
+                                names[k],
+                                RL_CFG_PATH(&rl_lm_data_section, rl_lm_data_config, tokenizer));
     }
     out->call_begin = ids[0];
     out->call_end = ids[1];
@@ -257,53 +259,46 @@ done:
 
 rl_agent *rl_agent_open(const rl_config *job)
 {
-    const char *tokname;
-    int64_t turns, timeout_ms, max_out;
-    size_t nt = 0;
-    if (rl_config_get_string(job, "data.tokenizer", &tokname) ||
-        rl_config_get_int_in(job, "rollout.multi_turn.max_turns", 0, 64, &turns) ||
-        rl_config_get_int_in(job, "rollout.multi_turn.tool_timeout_ms", 1, 600000, &timeout_ms) ||
-        rl_config_get_int_in(job, "rollout.multi_turn.max_tool_output", 1, RL_TOOL_MAX_OUTPUT,
-                             &max_out) ||
-        rl_config_list_len(job, "rollout.multi_turn.tools", &nt))
+    const rl_lm_data_config *data = rl_config_section_get(job, &rl_lm_data_section);
+    const rl_rollout_multi_turn_config *mt = data ? rl_config_section_get(job, &rl_rollout_multi_turn_section) : NULL;
+    if (!mt)
         return NULL;
-    if (nt < 1 || nt > 16) {
-        rl_config_error_at(job, "rollout.multi_turn.tools", RL_ECONFIG,
-                           "expected 1..16 tool names, got %zu", nt);
-        return NULL;
-    }
+    const rl_rollout_multi_turn_config cfg = *mt; /* the tree's strings and nodes stay */
+    const char *tokname = data->tokenizer;
+    size_t nt = rl_config_node_len(cfg.tools);
     rl_agent *a = calloc(1, sizeof *a);
     if (!a) {
         rl_error_set(RL_ENOMEM, "agent: out of memory");
         return NULL;
     }
-    a->max_turns = (int)turns;
+    a->max_turns = (int)cfg.max_turns;
     if (!(a->tok = rl_task_tokenizer_open(tokname))) {
-        rl_config_error_at(job, "data.tokenizer", rl_error_code(), "%s", rl_error_message());
+        RL_CFG_ERROR(job, &rl_lm_data_section, rl_lm_data_config, tokenizer, rl_error_code(), "%s",
+                     rl_error_message());
         goto fail;
     }
     if (rl_agent_tokens_find(a->tok, &a->at)) {
-        rl_config_error_at(job, "data.tokenizer", rl_error_code(),
-                           "rollout.multi_turn.enable: %s", rl_error_message());
+        RL_CFG_ERROR(job, &rl_lm_data_section, rl_lm_data_config, tokenizer, rl_error_code(),
+                     "%s: %s", RL_CFG_PATH(&rl_rollout_multi_turn_section, rl_rollout_multi_turn_config, enable),
+                     rl_error_message());
         goto fail;
     }
-    rl_tool tools[16];
+    rl_tool tools[RL_MULTI_TURN_MAX_TOOLS];
     for (size_t i = 0; i < nt; i++) {
-        char key[64];
+        const rl_config_node *item = rl_config_node_item(cfg.tools, i);
         const char *name;
-        snprintf(key, sizeof key, "rollout.multi_turn.tools[%zu]", i);
-        if (rl_config_get_string(job, key, &name))
+        if (rl_config_node_string(item, &name))
             goto fail;
         if (rl_tool_builtin(name, &tools[i])) {
-            rl_config_error_at(job, key, rl_error_code(), "%s", rl_error_message());
+            rl_config_node_error(item, rl_error_code(), "%s", rl_error_message());
             goto fail;
         }
     }
-    a->runner = rl_tool_runner_new(tools, (int)nt, (int)timeout_ms, (size_t)max_out, 4,
+    a->runner = rl_tool_runner_new(tools, (int)nt, (int)cfg.tool_timeout_ms,
+                                   (size_t)cfg.max_tool_output, 4,
                                    strcmp(tokname, "arith_ext") == 0 ? RL_ARITH_EXT_CHARSET : NULL);
     if (!a->runner) {
-        rl_config_error_at(job, "rollout.multi_turn.tools", rl_error_code(), "%s",
-                           rl_error_message());
+        rl_config_node_error(cfg.tools, rl_error_code(), "%s", rl_error_message());
         goto fail;
     }
     return a;

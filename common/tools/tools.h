@@ -40,6 +40,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/schema/rollout.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -49,7 +51,7 @@ extern "C" {
 /* The largest tool output a job may allow: rollout.multi_turn.max_tool_output
  * is in [1, RL_TOOL_MAX_OUTPUT] (rl_agent_open), and rl_agent_generate()
  * passes the runner an output buffer of RL_TOOL_MAX_OUTPUT + 2 bytes. */
-#define RL_TOOL_MAX_OUTPUT 4096
+#define RL_TOOL_MAX_OUTPUT RL_MULTI_TURN_MAX_TOOL_OUTPUT
 
 typedef struct rl_tool {
     const char *name; /* [a-z][a-z0-9_]*, at most RL_TOOL_MAX_NAME - 1 characters */

@@ -561,6 +561,7 @@ int rl_recipe_run(rl_driver *d, const rl_config *job, void *st, const rl_recipe_
             !rl_recovery_check(&rec, d, restore > 0 ? restore : 0))
             break;
         s_recipe_close(&t, st, loop, 1);
+        rc = RL_OK; /* recovered: start again */
     }
     rec.saved_step = start;
     for (int64_t step = start + 1; !rc && step <= t.total_steps && !rl_driver_interrupted(d); step++) {

@@ -417,6 +417,13 @@ static void test_loader_defaults(void **state)
     assert_int_equal(json_array_size(k), 2);
     assert_int_equal(json_object_size(rl_dataset_extra(ds, 2)), 0);
     assert_null(rl_dataset_prompt(ds, 3));
+    /* rows by global id */
+    assert_int_equal(rl_dataset_row_of(ds, 900), 2);
+    assert_int_equal(rl_dataset_row_of(ds, 0), 0);
+    assert_int_equal(rl_dataset_row_of(ds, 1), 1);
+    assert_int_equal(rl_dataset_row_of(ds, 2), -1);
+    assert_int_equal(rl_dataset_row_of(ds, 901), -1);
+    assert_int_equal(rl_dataset_row_of(NULL, 0), -1);
     rl_dataset_free(ds);
 }
 

@@ -35,7 +35,10 @@
 
 static rl_config *s_job(int n, const char *const *overrides)
 {
-    rl_config *c = rl_config_load_job(RL_LM_MODEL_DEFAULTS "trainer: {seed: 3}\n", NULL, n, overrides);
+    /* the lm kind's sections: model.type (lm by default), init_from, the kind's keys */
+    rl_config *known = rl_config_schema_defaults(rl_model_kind_lm.sections, 2, NULL, 0);
+    rl_config *c = known ? rl_config_load_job_tree(known, NULL, n, overrides) : NULL;
+    rl_config_free(known);
     if (!c)
         fail_msg("job: %s", rl_error_message());
     return c;

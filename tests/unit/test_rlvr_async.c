@@ -3,8 +3,8 @@
  * did not need, and the checkpoint form: save → restore round trip, the
  * older "step" keys, rounds that do not fit the resumed job (a lower
  * staleness, another batch size or response length) dropped, and every
- * malformed entry (keys, versions, types) refused with its name; and the
- * loss and sampled-token masks of the LM recipes (lm_common.c). */
+ * malformed entry (keys, versions, types) refused with its name. (The
+ * LM batch's masks: tests/unit/test_algo_lm_batch.c.) */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -226,51 +226,11 @@ static void test_checkpoint_round_trip(void **state)
     rl_rlvr_async_close(&b);
 }
 
-/* The masks of the LM recipes (lm_common.c): the loss mask and the mask of
- * the tokens the policy sampled, where the KL to the reference is taken —
- * tool output is out of both; rows that overlong filtering cut are out of
- * the loss only (the recipe keeps the sampled mask in RL_LM_SAMPLED_MASK). */
-static void test_loss_and_sampled_masks(void **state)
-{
-    (void)state;
-    rl_dataproto *dp = rl_dataproto_new();
-    assert_non_null(rl_dataproto_new_tensor(dp, RL_LM_RESPONSES, RL_I32, 2, (int64_t[]){2, 4}));
-    rl_tensor *lt = rl_dataproto_new_tensor(dp, RL_LM_RESPONSE_LENS, RL_I32, 1, (int64_t[]){2});
-    ((int32_t *)rl_tensor_data(lt))[0] = 4;
-    ((int32_t *)rl_tensor_data(lt))[1] = 3;
-    int64_t B = 0, R = 0;
-    float *m = rl_lm_sampled_mask(dp, &B, &R); /* no masks: the lengths */
-    static const float lengths[8] = {1, 1, 1, 1, 1, 1, 1, 0};
-    assert_true(B == 2 && R == 4 && memcmp(m, lengths, sizeof lengths) == 0);
-    free(m);
-    /* the rollout's mask: 0 at tool output (row 0, positions 1-2) */
-    rl_tensor *mt = rl_dataproto_new_tensor(dp, RL_LM_RESPONSE_MASK, RL_F32, 2, (int64_t[]){2, 4});
-    static const float tool[8] = {1, 0, 0, 1, 1, 1, 1, 1};
-    memcpy(rl_tensor_data(mt), tool, sizeof tool);
-    static const float sampled[8] = {1, 0, 0, 1, 1, 1, 1, 0};
-    m = rl_lm_sampled_mask(dp, &B, &R);
-    assert_memory_equal(m, sampled, sizeof sampled);
-    free(m);
-    /* overlong filtering cut row 1: out of the loss, still sampled */
-    rl_tensor *st = rl_dataproto_new_tensor(dp, RL_LM_SAMPLED_MASK, RL_F32, 2, (int64_t[]){2, 4});
-    memcpy(rl_tensor_data(st), tool, sizeof tool);
-    memset((float *)rl_tensor_data(mt) + 4, 0, 4 * sizeof(float));
-    m = rl_lm_sampled_mask(dp, &B, &R);
-    assert_memory_equal(m, sampled, sizeof sampled);
-    free(m);
-    static const float loss[8] = {1, 0, 0, 1, 0, 0, 0, 0};
-    m = rl_lm_response_mask(dp, &B, &R);
-    assert_memory_equal(m, loss, sizeof loss);
-    free(m);
-    rl_dataproto_free(dp);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_queue_by_step_and_round),
         cmocka_unit_test(test_checkpoint_round_trip),
-        cmocka_unit_test(test_loss_and_sampled_masks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,37 +2,53 @@
  * (see lm_common.h). */
 #include "driver/recipes/lm/lm_common.h"
 
-#include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include "rlrt/error.h"
-#include "rlrt/dtype.h"
-#include "common/text/tokenizer.h"
-#include "common/nn/engine/safetensors.h"
-#include "rlrt/nn/model.h"
-#include "common/nn/models/lm/lm_model.h"
-#include "rlrt/tensor.h"
-#include "rlrt/dataproto.h"
-#include "rlrt/config.h"
 #include "common/core/util.h"
+#include "common/schema/lm.h"
 #include "common/tools/agent_loop.h"
-#include "common/data/data.h"
-#include "common/metrics/metrics.h"
+#include "common/tools/tools.h"
+#include "rlrt/dataproto.h"
+#include "rlrt/error.h"
+#include "rlrt/tensor.h"
 
 const char *const rl_lm_roles[] = {RL_ACTOR_ROLE, RL_ROLLOUT_ROLE, RL_REWARD_ROLE, NULL};
 
-static rl_tokenizer *s_tokenizer(const rl_config *job)
+_Static_assert(RL_LM_LEVEL_MIN == RL_ARITH_MIN_LEVEL && RL_LM_LEVEL_MAX == RL_ARITH_MAX_LEVEL,
+               "the levels' bounds of common/schema/lm.h are the task's");
+
+static const char *s_outcome_name(int k) { return rl_tool_outcome_name((rl_tool_outcome)k); }
+
+static const rl_lm_tool_layout s_tool_layout = {
+    .n = RL_TOOL_STATS_N, .turns = RL_TS_TURNS, .calls = RL_TS_CALLS, .outcome0 = RL_TS_OUTCOME0,
+    .n_outcomes = RL_TOOL_NOUTCOMES, .bad_calls = RL_TS_BAD_CALLS, .truncated = RL_TS_TRUNCATED,
+    .max_turns = RL_TS_MAX_TURNS, .outcome_name = s_outcome_name,
+};
+
+const rl_lm_names rl_lm_batch_names = {
+    .responses = RL_LM_RESPONSES, .response_lens = RL_LM_RESPONSE_LENS,
+    .loss_mask = RL_LM_RESPONSE_MASK, .sampled_mask = RL_LM_SAMPLED_MASK,
+    .entropy = RL_LM_RESPONSE_ENTROPY, .rollout_logp = RL_LM_RESPONSE_LOGP,
+    .score = RL_REWARD_SCORE, .accuracy = RL_REWARD_ACCURACY, .format = RL_REWARD_FORMAT,
+    .old_logp = RL_ACTOR_OLD_LOGP, .ref_logp = RL_ACTOR_REF_LOGP, .advantages = RL_ACTOR_ADVANTAGES,
+    .group = RL_DATA_GLOBAL_ID, .guided = RL_LM_GUIDED, .kl_penalty = RL_LM_KL_PENALTY,
+    .row_version = RL_ROLLOUT_ROW_VERSION, .tool_stats = RL_ROLLOUT_TOOL_STATS,
+    .tools = &s_tool_layout,
+};
+
+#define S_DATA(field) RL_CFG_PATH(&rl_lm_data_section, rl_lm_data_config, field)
+
+/* The task's tokenizer (data.tokenizer), or NULL + a located error. */
+static rl_tokenizer *s_tokenizer(const rl_config *job, const char *name)
 {
-    const char *name;
-    if (rl_config_get_string(job, "data.tokenizer", &name))
-        return NULL;
     rl_tokenizer *t = rl_task_tokenizer_open(name);
     if (!t)
-        rl_config_error_at(job, "data.tokenizer", rl_error_code(), "%s", rl_error_message());
+        RL_CFG_ERROR(job, &rl_lm_data_section, rl_lm_data_config, tokenizer, rl_error_code(), "%s",
+                     rl_error_message());
     return t;
 }
 
@@ -48,26 +64,6 @@ static int s_mkdirs_for(const char *path)
     int rc = rl_mkdir_p(dir);
     free(dir);
     return rc;
-}
-
-/* data.levels as ints, each a level of the built-in task (1..9). */
-static int s_levels(const rl_config *job, int *levels, int *n)
-{
-    size_t nl = 0;
-    if (rl_config_list_len(job, "data.levels", &nl))
-        return rl_error_code();
-    if (nl == 0 || nl > 8)
-        return rl_config_error_at(job, "data.levels", RL_ECONFIG, "expected 1..8 levels, got %zu", nl);
-    for (size_t i = 0; i < nl; i++) {
-        char key[64];
-        int64_t v;
-        snprintf(key, sizeof key, "data.levels[%zu]", i);
-        if (rl_config_get_int_in(job, key, RL_ARITH_MIN_LEVEL, RL_ARITH_MAX_LEVEL, &v))
-            return rl_error_code();
-        levels[i] = (int)v;
-    }
-    *n = (int)nl;
-    return RL_OK;
 }
 
 /* Every row of a JSONL file checked at load, so a bad row is named by
@@ -100,10 +96,10 @@ static int s_check_dataset(const rl_tokenizer *tok, const char *path, int64_t ma
                 rc = rl_error_wrap(RL_EINVAL, "%s:%lld: %s", path, (long long)rl_dataset_line(ds, i),
                                    what);
             else if (n > limit)
-                rc = rl_error_set(RL_ERANGE, "%s:%lld: the %s is %lld tokens, more than %s %lld", path,
-                                  (long long)rl_dataset_line(ds, i), what, (long long)n,
-                                  k ? "rollout.response_length - 1 (the stop token) =" : "data.max_prompt_length",
-                                  (long long)limit);
+                rc = rl_error_set(RL_ERANGE, "%s:%lld: the %s is %lld tokens, more than %s%s %lld",
+                                  path, (long long)rl_dataset_line(ds, i), what, (long long)n,
+                                  k ? RL_CFG_PATH(&rl_rollout_tokens_section, rl_rollout_tokens_config, response_length) : S_DATA(max_prompt_length),
+                                  k ? " - 1 (the stop token) =" : "", (long long)limit);
             free(ids);
         }
     }
@@ -111,128 +107,117 @@ static int s_check_dataset(const rl_tokenizer *tok, const char *path, int64_t ma
     return rc;
 }
 
+/* The built-in task's files, generated when missing (distinct seeds:
+ * validation problems are not training problems). */
+static int s_task_files(const rl_lm_data_config *data)
+{
+    if (strcmp(data->task, "arith") != 0)
+        return RL_OK;
+    const char *files[2] = {data->train_files, data->val_files};
+    int64_t rows[2] = {data->train_size, data->val_size};
+    for (int k = 0; k < 2; k++) {
+        int rc = RL_OK;
+        if (access(files[k], F_OK) != 0 &&
+            ((rc = s_mkdirs_for(files[k])) ||
+             (rc = rl_arith_write_jsonl_ex(files[k], (uint64_t)data->seed + (k ? 1000003 : 0),
+                                           rows[k], data->level, data->n_levels,
+                                           data->tool_solutions))))
+            return rl_error_wrap(rc, "generating %s", files[k]);
+    }
+    return RL_OK;
+}
+
+/* model.vocab_size, eos_token_id and pad_token_id from the tokenizer. */
+static int s_set_token_ids(rl_config *job, const rl_tokenizer *tok)
+{
+    int32_t pad = rl_tokenizer_special_id(tok, RL_TOK_PAD);
+    int64_t v[3] = {rl_tokenizer_vocab_size(tok), rl_tokenizer_special_id(tok, RL_TOK_EOS),
+                    pad >= 0 ? pad : 0};
+    size_t off[3] = {offsetof(rl_lm_model_config, vocab_size),
+                     offsetof(rl_lm_model_config, eos_token_id),
+                     offsetof(rl_lm_model_config, pad_token_id)};
+    for (int k = 0; k < 3; k++) {
+        char text[32];
+        snprintf(text, sizeof text, "%lld", (long long)v[k]);
+        if (rl_config_key_set(job, &rl_lm_model_section, off[k], text))
+            return rl_error_code();
+    }
+    return RL_OK;
+}
+
 int rl_lm_recipe_prepare(rl_config *job, int64_t updates_per_step, const char *response_field)
 {
-    int64_t total, sched;
-    if (rl_config_get_int_in(job, "trainer.total_steps", 0, 1000000000, &total) ||
-        rl_config_get_int_in(job, "actor.optim.total_training_steps", -1, 1000000000000, &sched))
+    /* a copy: setting keys below drops the sections read (the strings stay) */
+    const rl_lm_data_config *dp = rl_config_section_get(job, &rl_lm_data_section);
+    if (!dp)
         return rl_error_code();
-    if (sched == -1) {
-        char v[32];
-        snprintf(v, sizeof v, "%lld", (long long)(total * updates_per_step));
-        if (rl_config_set_yaml(job, "actor.optim.total_training_steps", v))
-            return rl_error_code();
-    }
-    rl_tokenizer *tok = s_tokenizer(job);
+    rl_lm_data_config data = *dp;
+    rl_tokenizer *tok = s_tokenizer(job, data.tokenizer);
     if (!tok)
         return rl_error_code();
-    char v[64];
-    snprintf(v, sizeof v, "%lld", (long long)rl_tokenizer_vocab_size(tok));
-    int rc = rl_config_set_yaml(job, "model.vocab_size", v);
-    snprintf(v, sizeof v, "%d", (int)rl_tokenizer_special_id(tok, RL_TOK_EOS));
-    if (!rc)
-        rc = rl_config_set_yaml(job, "model.eos_token_id", v);
-    int32_t pad = rl_tokenizer_special_id(tok, RL_TOK_PAD);
-    snprintf(v, sizeof v, "%d", pad >= 0 ? (int)pad : 0);
-    if (!rc)
-        rc = rl_config_set_yaml(job, "model.pad_token_id", v);
     /* every section a worker will read, checked before any process starts */
-    const rl_rollout_tokens_config *ro = NULL;
-    const rl_rollout_multi_turn_config *mt = NULL;
     rl_reward_config rw;
-    if (rc || (rc = rl_model_check_config(job)) || !rl_config_section_get(job, &rl_actor_section) ||
-        !rl_config_section_get(job, &rl_rollout_section) ||
-        !(ro = rl_config_section_get(job, &rl_rollout_tokens_section)) ||
-        !(mt = rl_config_section_get(job, &rl_rollout_multi_turn_section)) ||
-        (rc = rl_reward_config_from_job(job, &rw))) {
-        rl_tokenizer_free(tok);
-        return rc ? rc : rl_error_code();
-    }
-    if (mt->enable) { /* the tools and the markup, checked before any worker starts */
+    int rc = s_set_token_ids(job, tok);
+    if (!rc)
+        rc = rl_actor_job_prepare(job, updates_per_step);
+    /* copies: the sections read before a key is set again are dropped */
+    const rl_rollout_tokens_config *rtp = rc ? NULL : rl_config_section_get(job, &rl_rollout_tokens_section);
+    const rl_rollout_multi_turn_config *mtp = rtp ? rl_config_section_get(job, &rl_rollout_multi_turn_section) : NULL;
+    if (!rc && (!mtp || !rl_config_section_get(job, &rl_rollout_section)))
+        rc = rl_error_code();
+    rl_rollout_tokens_config ro = rc ? (rl_rollout_tokens_config){0} : *rtp;
+    int mt_enable = !rc && mtp->enable;
+    if (!rc)
+        rc = rl_reward_config_from_job(job, &rw);
+    if (!rc && mt_enable) { /* the tools and the markup */
         rl_agent *a = rl_agent_open(job);
-        if (!a) {
-            rl_tokenizer_free(tok);
-            return rl_error_code();
-        }
+        rc = a ? RL_OK : rl_error_code();
         rl_agent_free(a);
     }
-    const char *task, *train, *val;
-    int64_t seed, ntrain, nval, max_prompt, x;
-    int shuffle, tools = 0, levels[8], nl = 0;
-    if (rl_config_get_string(job, "data.task", &task) ||
-        rl_config_get_string(job, "data.train_files", &train) ||
-        rl_config_get_string(job, "data.val_files", &val) ||
-        rl_config_get_int_in(job, "data.seed", 0, INT64_MAX, &seed) ||
-        rl_config_get_int_in(job, "data.train_size", 1, 1000000000, &ntrain) ||
-        rl_config_get_int_in(job, "data.val_size", 1, 1000000000, &nval) ||
-        rl_config_get_int_in(job, "data.max_prompt_length", 1, 1 << 20, &max_prompt) ||
-        rl_config_get_int_in(job, "data.train_batch_size", 1, 1 << 20, &x) ||
-        rl_config_get_bool(job, "data.shuffle", &shuffle) ||
-        rl_config_get_bool(job, "data.tool_solutions", &tools) || s_levels(job, levels, &nl)) {
-        rl_tokenizer_free(tok);
-        return rl_error_code();
-    }
-    /* the built-in task's files are generated when missing; distinct seeds:
-     * validation problems are not training problems */
-    if (strcmp(task, "arith") == 0 && access(train, F_OK) != 0 &&
-        ((rc = s_mkdirs_for(train)) || (rc = rl_arith_write_jsonl_ex(train, (uint64_t)seed, ntrain, levels, nl, tools))))
-        rc = rl_error_wrap(rc, "generating %s", train);
-    if (!rc && strcmp(task, "arith") == 0 && access(val, F_OK) != 0 &&
-        ((rc = s_mkdirs_for(val)) ||
-         (rc = rl_arith_write_jsonl_ex(val, (uint64_t)seed + 1000003, nval, levels, nl, tools))))
-        rc = rl_error_wrap(rc, "generating %s", val);
     if (!rc)
-        rc = s_check_dataset(tok, train, max_prompt, response_field, ro->response_length);
+        rc = s_task_files(&data);
     if (!rc)
-        rc = s_check_dataset(tok, val, max_prompt, NULL, ro->response_length);
+        rc = s_check_dataset(tok, data.train_files, data.max_prompt_length, response_field,
+                             ro.response_length);
+    if (!rc)
+        rc = s_check_dataset(tok, data.val_files, data.max_prompt_length, NULL, ro.response_length);
     rl_tokenizer_free(tok);
     return rc;
 }
 
-int rl_lm_job_sync_weights(rl_lm_job *j) { return rl_weight_sync_run(&j->sync, NULL, NULL); }
+int rl_lm_job_sync_weights(rl_lm_job *j) { return rl_actor_job_sync_weights(&j->a); }
 
 int rl_lm_job_open(rl_lm_job *j, rl_driver *d, const rl_config *job)
 {
     memset(j, 0, sizeof *j);
-    j->d = d;
-    j->job = job;
-    if (!(j->actor = rl_driver_group(d, RL_ACTOR_ROLE)) ||
-        !(j->rollout = rl_driver_group(d, RL_ROLLOUT_ROLE)) ||
-        !(j->reward = rl_driver_group(d, RL_REWARD_ROLE)))
+    /* models: the actor ranks join one communicator; first weight sync */
+    if (rl_actor_job_open(&j->a, d, job, 1, 1))
         return rl_error_code();
-    const rl_actor_config *ac = rl_config_section_get(job, &rl_actor_section);
-    const rl_rollout_config *ro = ac ? rl_config_section_get(job, &rl_rollout_section) : NULL;
+    const rl_rollout_config *ro = rl_config_section_get(job, &rl_rollout_section);
     const rl_rollout_tokens_config *rt = ro ? rl_config_section_get(job, &rl_rollout_tokens_section) : NULL;
     if (!rt)
         return rl_error_code();
-    j->actor_cfg = *ac;
     j->rollout_cfg = *ro;
-    j->response_length = rt->response_length;
-    if (!(j->tok = s_tokenizer(job)))
+    const rl_lm_data_config *data = rl_config_section_get(job, &rl_lm_data_section);
+    const rl_lm_trainer_config *tc = data ? rl_config_section_get(job, &rl_lm_trainer_section) : NULL;
+    if (!tc || !(j->tok = s_tokenizer(job, data->tokenizer)))
         return rl_error_code();
+    j->response_length = rt->response_length;
+    j->max_prompt = data->max_prompt_length;
+    j->batch = data->train_batch_size;
     j->eos = rl_tokenizer_special_id(j->tok, RL_TOK_EOS);
     j->pad = rl_tokenizer_special_id(j->tok, RL_TOK_PAD);
     if (j->pad < 0)
         j->pad = 0;
-    const char *train, *val;
-    int64_t seed;
-    int shuffle;
-    if (rl_config_get_string(job, "data.train_files", &train) ||
-        rl_config_get_string(job, "data.val_files", &val) ||
-        rl_config_get_int_in(job, "data.max_prompt_length", 1, 1 << 20, &j->max_prompt) ||
-        rl_config_get_int_in(job, "data.train_batch_size", 1, 1 << 20, &j->batch) ||
-        rl_config_get_int_in(job, "data.seed", 0, INT64_MAX, &seed) ||
-        rl_config_get_bool(job, "data.shuffle", &shuffle) ||
-        rl_config_get_string(job, "trainer.validation_data_dir", &j->val_dump_dir))
-        return rl_error_code();
+    j->val_dump_dir = tc->validation_data_dir;
     if (*j->val_dump_dir && rl_mkdir_p(j->val_dump_dir))
-        return rl_config_error_at(job, "trainer.validation_data_dir", RL_EIO, "%s",
-                                  rl_error_message());
-    if (!(j->train = rl_dataset_load_jsonl(train)) || !(j->val = rl_dataset_load_jsonl(val)) ||
-        !(j->it = rl_data_iter_new(j->train, (uint64_t)seed, shuffle, 1)))
+        return RL_CFG_ERROR(job, &rl_lm_trainer_section, rl_lm_trainer_config, validation_data_dir,
+                            RL_EIO, "%s", rl_error_message());
+    if (!(j->train = rl_dataset_load_jsonl(data->train_files)) ||
+        !(j->val = rl_dataset_load_jsonl(data->val_files)) ||
+        !(j->it = rl_data_iter_new(j->train, (uint64_t)data->seed, data->shuffle, 1)))
         return rl_error_code();
-    /* models: the actor ranks join one communicator; first weight sync */
-    return rl_actor_rollout_open(j->actor, j->rollout, &j->sync);
+    return RL_OK;
 }
 
 void rl_lm_job_close(rl_lm_job *j)
@@ -241,6 +226,7 @@ void rl_lm_job_close(rl_lm_job *j)
     rl_dataset_free(j->train);
     rl_dataset_free(j->val);
     rl_tokenizer_free(j->tok);
+    rl_actor_job_close(&j->a);
     memset(j, 0, sizeof *j);
 }
 
@@ -270,7 +256,7 @@ static int s_encode(rl_lm_job *j, rl_dataproto *dp, const char *col, const char 
             free(tok);
             return rl_error_set(RL_ERANGE, "row %lld: '%s' is %lld tokens, limit %lld (%s)",
                                 (long long)b, text, (long long)total, (long long)width,
-                                append_eos ? "rollout.response_length" : "data.max_prompt_length");
+                                append_eos ? RL_CFG_PATH(&rl_rollout_tokens_section, rl_rollout_tokens_config, response_length) : S_DATA(max_prompt_length));
         }
         for (int64_t i = 0; i < width; i++)
             ids[b * width + i] = i < n ? tok[i] : (i == n && eos) ? j->eos : j->pad;
@@ -325,7 +311,7 @@ int rl_lm_job_rollout_start(rl_lm_job *j, const rl_dataproto *batch, int greedy,
     static const char *const gen_in[3] = {RL_LM_PROMPTS, RL_LM_PROMPT_LENS, RL_LM_ROW_SEEDS};
     rl_dataproto *req = rl_dataproto_request(batch, gen_in, 3, NULL, 0,
                                              json_pack("{s:i}", RL_ROLLOUT_GREEDY, greedy));
-    *f = req ? rl_group_call(j->rollout, RL_ROLLOUT_GENERATE, RL_DISPATCH_DP_COMPUTE, req) : NULL;
+    *f = req ? rl_group_call(j->a.rollout, RL_ROLLOUT_GENERATE, RL_DISPATCH_DP_COMPUTE, req) : NULL;
     rl_dataproto_free(req);
     return *f ? RL_OK : rl_error_code();
 }
@@ -358,7 +344,7 @@ int rl_lm_job_score(rl_lm_job *j, rl_dataproto **batch, double *reward_s)
     rl_dataproto *req = rl_dataproto_request(*batch, rcols, 0, rcols, 3, NULL);
     rl_dataproto *scored = NULL;
     double t0 = rl_now_s();
-    rc = req ? rl_group_call_sync(j->reward, RL_REWARD_COMPUTE, RL_DISPATCH_DP_COMPUTE, req, &scored)
+    rc = req ? rl_group_call_sync(j->a.reward, RL_REWARD_COMPUTE, RL_DISPATCH_DP_COMPUTE, req, &scored)
              : rl_error_code();
     rl_dataproto_free(req);
     *reward_s = rl_now_s() - t0;
@@ -373,307 +359,23 @@ int rl_lm_job_rollout(rl_lm_job *j, rl_dataproto **batch, int greedy, double *ge
     return rc ? rc : rl_lm_job_rollout_finish(j, batch, f, gen_s, reward_s);
 }
 
-/* The integer "level" of dataset row i, or -1 when it has none. */
-static json_int_t s_row_level(const rl_dataset *ds, int64_t i)
+int rl_lm_step_perf(rl_trainer *t, const rl_dataproto *batch, double t0, double call_wall0,
+                    double call_comp0)
 {
-    const json_t *lv = json_object_get(rl_dataset_extra(ds, i), "level");
-    return json_is_integer(lv) ? json_integer_value(lv) : -1;
-}
-
-/* Per-level accuracy of the validation rows into ms (see the header). */
-static int s_put_level_accuracy(const rl_dataset *ds, const float *acc, int64_t n,
-                                rl_metric_set *ms)
-{
-    double sum[RL_LM_VAL_MAX_LEVEL + 1] = {0};
-    int64_t cnt[RL_LM_VAL_MAX_LEVEL + 1] = {0};
-    for (int64_t i = 0; i < n; i++) {
-        json_int_t k = s_row_level(ds, i);
-        if (k < 0 || k > RL_LM_VAL_MAX_LEVEL)
-            continue;
-        sum[k] += acc[i];
-        cnt[k]++;
-    }
-    for (int k = 0; k <= RL_LM_VAL_MAX_LEVEL; k++) {
-        char name[48];
-        snprintf(name, sizeof name, "val/accuracy/level_%d", k);
-        if (cnt[k] && rl_metric_set_put(ms, name, sum[k] / (double)cnt[k]))
-            return rl_error_code();
-    }
+    double ntok = 0, t_adv = 0, call_wall, call_comp;
+    const rl_tensor *lt = rl_dataproto_tensor(batch, RL_LM_RESPONSE_LENS);
+    for (int64_t b = 0; lt && b < rl_dataproto_rows(batch); b++)
+        ntok += ((const int32_t *)rl_tensor_data((rl_tensor *)lt))[b];
+    double t_all = rl_now_s() - t0;
+    rl_metric_set_get(t->ms, "timing_s/adv", &t_adv);
+    rl_metric_set_put(t->ms, "timing_s/step", t_all);
+    rl_metric_set_put(t->ms, RL_M_THROUGHPUT, ntok / t_all);
+    /* driver + transfer share: call wall time not spent in handlers, plus
+     * driver-side work (advantages etc.), over the step */
+    rl_driver_call_time(t->d, &call_wall, &call_comp, NULL);
+    double overhead = (call_wall - call_wall0) - (call_comp - call_comp0);
+    rl_metric_set_put(t->ms, "perf/dispatch_transfer_s", overhead);
+    rl_metric_set_put(t->ms, "perf/driver_compute_s", t_adv);
+    rl_metric_set_put(t->ms, "perf/driver_transfer_share", (overhead + t_adv) / t_all);
     return RL_OK;
-}
-
-int rl_lm_dump_samples(const char *dir, const char *key, int64_t step, const rl_dataproto *dp,
-                       const rl_dataset *levels)
-{
-    int64_t n = rl_dataproto_rows(dp);
-    const rl_tensor *score = rl_dataproto_tensor_shaped(dp, RL_REWARD_SCORE, RL_F32, 1, (int64_t[]){n});
-    const rl_tensor *acc = score ? rl_dataproto_tensor_shaped(dp, RL_REWARD_ACCURACY, RL_F32, 1, (int64_t[]){n}) : NULL;
-    const rl_tensor *fmt = acc ? rl_dataproto_tensor_shaped(dp, RL_REWARD_FORMAT, RL_F32, 1, (int64_t[]){n}) : NULL;
-    const rl_tensor *len = fmt ? rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSE_LENS, RL_I32, 1, (int64_t[]){n}) : NULL;
-    if (!len)
-        return rl_error_wrap(rl_error_code(), "%s", key);
-    static const char *const names[4] = {RL_DATA_PROMPT, RL_REWARD_RESPONSE, RL_DATA_GROUND_TRUTH,
-                                         RL_DATA_GLOBAL_ID};
-    const rl_column *c[4];
-    for (int k = 0; k < 4; k++) {
-        c[k] = rl_dataproto_column(dp, names[k]);
-        if (!c[k] || rl_column_get_type(c[k]) != (k == 3 ? RL_COL_INT64 : RL_COL_STRING))
-            return rl_error_set(RL_EPROTO, "%s: the samples have no %s column '%s'", key,
-                                k == 3 ? "int64" : "string", names[k]);
-    }
-    /* optional columns, written when present: int64, int64, double */
-    static const char *const opt[4] = {RL_ROLLOUT_ROW_VERSION, RL_LM_GUIDED, RL_LM_KL_PENALTY,
-                                       RL_LM_REPLAYED};
-    const rl_column *oc[4];
-    for (int k = 0; k < 4; k++) {
-        oc[k] = rl_dataproto_column(dp, opt[k]);
-        if (oc[k] && rl_column_get_type(oc[k]) != (k == 2 ? RL_COL_DOUBLE : RL_COL_INT64))
-            oc[k] = NULL;
-    }
-    /* the mean advantage over each row's loss positions, when the batch has
-     * advantages (the rlvr recipe dumps after its adv phase) */
-    const rl_tensor *at = rl_dataproto_tensor(dp, RL_ACTOR_ADVANTAGES);
-    double *adv = NULL;
-    if (at) {
-        int64_t mB, mR;
-        float *m = rl_lm_response_mask(dp, &mB, &mR);
-        at = m ? rl_dataproto_tensor_shaped(dp, RL_ACTOR_ADVANTAGES, RL_F32, 2, (int64_t[]){n, mR}) : NULL;
-        adv = at ? malloc(sizeof(double) * (size_t)(n > 0 ? n : 1)) : NULL;
-        for (int64_t i = 0; adv && i < n; i++) {
-            double sum = 0, cnt = 0;
-            for (int64_t t = 0; t < mR; t++) {
-                sum += (double)m[i * mR + t] * ((const float *)rl_tensor_data(at))[i * mR + t];
-                cnt += m[i * mR + t];
-            }
-            adv[i] = cnt > 0 ? sum / cnt : 0;
-        }
-        free(m);
-        if (!adv)
-            return rl_error_wrap(at ? RL_ENOMEM : rl_error_code(), "%s: advantages", key);
-    }
-    char *buf = NULL;
-    size_t size = 0;
-    FILE *mem = open_memstream(&buf, &size);
-    if (!mem) {
-        free(adv);
-        return rl_error_set(RL_ENOMEM, "%s: out of memory", key);
-    }
-    const float *ps = rl_tensor_data(score), *pa = rl_tensor_data(acc), *pf = rl_tensor_data(fmt);
-    const int32_t *pl = rl_tensor_data(len);
-    int rc = RL_OK;
-    for (int64_t i = 0; !rc && i < n; i++) {
-        json_t *o = json_pack("{s:I, s:I}", "step", (json_int_t)step, "global_id",
-                              (json_int_t)rl_column_i64(c[3], i));
-        json_int_t level = levels ? s_row_level(levels, i) : -1;
-        if (o && level >= 0)
-            json_object_set_new(o, "level", json_integer(level));
-        if (o) {
-            json_object_set_new(o, "prompt", json_string(rl_column_str(c[0], i)));
-            json_object_set_new(o, "response", json_string(rl_column_str(c[1], i)));
-            json_object_set_new(o, "ground_truth", json_string(rl_column_str(c[2], i)));
-            json_object_set_new(o, "score", json_real(ps[i]));
-            json_object_set_new(o, "accuracy", json_real(pa[i]));
-            json_object_set_new(o, "format", json_real(pf[i]));
-            json_object_set_new(o, "response_length", json_integer(pl[i]));
-            for (int k = 0; k < 4; k++)
-                if (oc[k])
-                    json_object_set_new(o, opt[k], k == 2 ? json_real(rl_column_f64(oc[k], i))
-                                                          : json_integer(rl_column_i64(oc[k], i)));
-            if (adv)
-                json_object_set_new(o, "advantage", json_real(adv[i]));
-        }
-        char *line = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-        if (!line || fprintf(mem, "%s\n", line) < 0)
-            rc = rl_error_set(RL_ENOMEM, "%s: out of memory", key);
-        free(line);
-        json_decref(o);
-    }
-    free(adv);
-    if (fclose(mem) != 0 && !rc)
-        rc = rl_error_set(RL_ENOMEM, "%s: out of memory", key);
-    char path[4200];
-    if (!rc && snprintf(path, sizeof path, "%s/%lld.jsonl", dir, (long long)step) >= (int)sizeof path)
-        rc = rl_error_set(RL_ERANGE, "%s: path too long", key);
-    if (!rc)
-        rc = rl_file_write_atomic(path, buf, size);
-    free(buf);
-    return rc;
-}
-
-int rl_lm_job_validate(rl_lm_job *j, int64_t step, double *accuracy, double *format,
-                       double *resp_len, rl_metric_set *ms)
-{
-    int64_t n = rl_dataset_size(j->val);
-    int64_t *rows = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
-    rl_dataproto *dp = rl_dataproto_new();
-    if (!rows || !dp) {
-        free(rows);
-        rl_dataproto_free(dp);
-        return rl_error_set(RL_ENOMEM, "validation: out of memory");
-    }
-    for (int64_t i = 0; i < n; i++)
-        rows[i] = i;
-    int rc = rl_dataset_fill(j->val, rows, n, dp);
-    free(rows);
-    if (!rc)
-        rc = rl_lm_job_encode_prompts(j, dp);
-    int64_t shape[1] = {n};
-    if (!rc && !rl_dataproto_new_tensor(dp, RL_LM_ROW_SEEDS, RL_I64, 1, shape))
-        rc = rl_error_code();
-    double g, r;
-    if (!rc)
-        rc = rl_lm_job_rollout(j, &dp, 1, &g, &r);
-    const rl_tensor *acc = NULL, *fmt = NULL, *len = NULL;
-    if (!rc && (!(acc = rl_dataproto_tensor_shaped(dp, RL_REWARD_ACCURACY, RL_F32, 1, NULL)) ||
-                !(fmt = rl_dataproto_tensor_shaped(dp, RL_REWARD_FORMAT, RL_F32, 1, NULL)) ||
-                !(len = rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSE_LENS, RL_I32, 1, NULL))))
-        rc = rl_error_code();
-    if (!rc) {
-        const float *pa = rl_tensor_data(acc), *pf = rl_tensor_data(fmt);
-        const int32_t *pl = rl_tensor_data(len);
-        double a = 0, f = 0, l = 0;
-        for (int64_t i = 0; i < n; i++) {
-            a += pa[i];
-            f += pf[i];
-            l += pl[i];
-        }
-        *accuracy = n ? a / n : 0;
-        *format = n ? f / n : 0;
-        *resp_len = n ? l / n : 0;
-        if (ms)
-            rc = s_put_level_accuracy(j->val, pa, n, ms);
-        if (!rc && j->val_dump_dir && *j->val_dump_dir)
-            rc = rl_lm_dump_samples(j->val_dump_dir, "trainer.validation_data_dir", step, dp, j->val);
-    }
-    rl_dataproto_free(dp);
-    return rc ? rl_error_wrap(rc, "validation") : RL_OK;
-}
-
-/* The lengths' mask times tensor `extra_name` when the batch has it (NULL:
- * none). */
-static float *s_mask(const rl_dataproto *dp, int64_t *B, int64_t *R, const char *extra_name);
-
-float *rl_lm_response_mask(const rl_dataproto *dp, int64_t *B, int64_t *R)
-{
-    return s_mask(dp, B, R, RL_LM_RESPONSE_MASK);
-}
-
-float *rl_lm_length_mask(const rl_dataproto *dp, int64_t *B, int64_t *R)
-{
-    return s_mask(dp, B, R, NULL);
-}
-
-float *rl_lm_sampled_mask(const rl_dataproto *dp, int64_t *B, int64_t *R)
-{
-    return s_mask(dp, B, R, rl_dataproto_tensor(dp, RL_LM_SAMPLED_MASK) ? RL_LM_SAMPLED_MASK
-                                                                        : RL_LM_RESPONSE_MASK);
-}
-
-static float *s_mask(const rl_dataproto *dp, int64_t *B, int64_t *R, const char *extra_name)
-{
-    const rl_tensor *t = rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSES, RL_I32, 2, NULL);
-    const rl_tensor *l = t ? rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSE_LENS, RL_I32, 1, NULL) : NULL;
-    if (!l)
-        return NULL;
-    *B = t->shape[0];
-    *R = t->shape[1];
-    float *mask = calloc((size_t)((*B) * (*R) > 0 ? (*B) * (*R) : 1), sizeof(float));
-    if (!mask) {
-        rl_error_set(RL_ENOMEM, "out of memory for a (%lld, %lld) mask", (long long)*B, (long long)*R);
-        return NULL;
-    }
-    const int32_t *len = rl_tensor_data(l);
-    const rl_tensor *mt = extra_name ? rl_dataproto_tensor(dp, extra_name) : NULL;
-    if (mt && !(mt = rl_dataproto_tensor_shaped(dp, extra_name, RL_F32, 2,
-                                                (int64_t[]){*B, *R}))) {
-        free(mask);
-        return NULL;
-    }
-    const float *extra = mt ? rl_tensor_data(mt) : NULL;
-    for (int64_t b = 0; b < *B; b++) {
-        if (len[b] < 0 || len[b] > *R) {
-            free(mask);
-            rl_error_set(RL_ERANGE, "%s[%lld] = %d outside [0, %lld]", RL_LM_RESPONSE_LENS,
-                         (long long)b, len[b], (long long)*R);
-            return NULL;
-        }
-        for (int64_t k = 0; k < len[b]; k++)
-            mask[b * *R + k] = extra ? extra[b * *R + k] : 1.0f;
-    }
-    return mask;
-}
-
-int64_t *rl_lm_group_ids(const rl_dataproto *dp)
-{
-    const rl_column *c = rl_dataproto_column(dp, RL_DATA_GLOBAL_ID);
-    if (!c || rl_column_get_type(c) != RL_COL_INT64) {
-        rl_error_set(RL_ENOTFOUND, "missing int64 column '%s'", RL_DATA_GLOBAL_ID);
-        return NULL;
-    }
-    int64_t B = rl_dataproto_rows(dp);
-    int64_t *g = malloc(sizeof(int64_t) * (size_t)(B > 0 ? B : 1));
-    if (!g) {
-        rl_error_set(RL_ENOMEM, "out of memory");
-        return NULL;
-    }
-    for (int64_t b = 0; b < B; b++)
-        g[b] = rl_column_i64(c, b);
-    return g;
-}
-
-float *rl_lm_row_values(const rl_dataproto *dp, const char *name)
-{
-    rl_tensor *t = rl_dataproto_tensor_shaped(dp, name, RL_F32, 1, NULL);
-    return t ? rl_tensor_data(t) : NULL;
-}
-
-static int s_cmp_id(const void *a, const void *b, void *ids)
-{
-    int64_t x = ((const int64_t *)ids)[*(const int64_t *)a],
-            y = ((const int64_t *)ids)[*(const int64_t *)b];
-    return (x > y) - (x < y);
-}
-
-int rl_lm_id_index_build(rl_lm_id_index *x, const rl_dataset *ds)
-{
-    memset(x, 0, sizeof *x);
-    int64_t n = rl_dataset_size(ds);
-    int64_t *ids = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
-    x->rows = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
-    x->ids = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
-    if (!ids || !x->rows || !x->ids) {
-        free(ids);
-        rl_lm_id_index_free(x);
-        return rl_error_set(RL_ENOMEM, "global id index: out of memory");
-    }
-    for (int64_t i = 0; i < n; i++) {
-        ids[i] = rl_dataset_global_id(ds, i);
-        x->rows[i] = i;
-    }
-    qsort_r(x->rows, (size_t)n, sizeof(int64_t), s_cmp_id, ids);
-    for (int64_t i = 0; i < n; i++)
-        x->ids[i] = ids[x->rows[i]];
-    free(ids);
-    x->n = n;
-    return RL_OK;
-}
-
-int64_t rl_lm_id_index_find(const rl_lm_id_index *x, int64_t id)
-{
-    int64_t lo = 0, hi = x->n;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (x->ids[mid] < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < x->n && x->ids[lo] == id ? x->rows[lo] : -1;
-}
-
-void rl_lm_id_index_free(rl_lm_id_index *x)
-{
-    free(x->ids);
-    free(x->rows);
-    memset(x, 0, sizeof *x);
 }

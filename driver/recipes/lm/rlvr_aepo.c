@@ -12,32 +12,32 @@
 #include "rlrt/tensor.h"
 #include "rlrt/dataproto.h"
 #include "common/algo/lm/aepo.h"
+#include "common/schema/rlvr.h"
 #include "rlrt/config.h"
 #include "common/metrics/metrics.h"
 
 int rl_rlvr_aepo_open(rl_rlvr_aepo *a, const rl_config *job, int *enabled)
 {
     memset(a, 0, sizeof *a);
-    double tau_decay;
-    if (rl_config_get_bool(job, "algorithm.aepo.enable", enabled) ||
-        rl_config_get_double_in(job, "algorithm.aepo.percentile", 0, 100, RL_CFG_MIN_OPEN,
-                                &a->percentile) ||
-        rl_config_get_double_in(job, "algorithm.aepo.tau_decay", 0, 1, RL_CFG_MAX_OPEN, &tau_decay) ||
-        rl_config_get_bool(job, "algorithm.aepo.dynamic_kl", &a->dynamic_kl) ||
-        rl_config_get_int_in(job, "rollout.window_size", 1, 1 << 20, &a->window) ||
-        rl_config_get_bool(job, "data.bootstrap", &a->bootstrap) ||
-        rl_config_get_int_in(job, "data.bootstrap_size", 1, 1 << 24, &a->bootstrap_size))
+    const rl_rlvr_aepo_config *c = rl_config_section_get(job, &rl_rlvr_aepo_section);
+    if (!c)
         return rl_error_code();
-    if (!*enabled)
+    if (!(*enabled = c->enable))
         return RL_OK;
+    a->percentile = c->percentile;
+    a->window = c->window_size;
+    a->dynamic_kl = c->dynamic_kl;
+    a->bootstrap = c->bootstrap;
+    a->bootstrap_size = c->bootstrap_size;
     rl_aepo_config cfg;
     rl_aepo_config_default(&cfg);
     cfg.window = (int)a->window;
     cfg.percentile = a->percentile;
-    cfg.tau_decay = tau_decay;
+    cfg.tau_decay = c->tau_decay;
     a->st = rl_aepo_state_new(&cfg);
-    return a->st ? RL_OK : rl_config_error_at(job, "algorithm.aepo", rl_error_code(), "%s",
-                                              rl_error_message());
+    return a->st ? RL_OK
+                 : RL_CFG_ERROR(job, &rl_rlvr_aepo_section, rl_rlvr_aepo_config, enable,
+                                rl_error_code(), "%s", rl_error_message());
 }
 
 static void s_step_free(rl_rlvr_aepo *a)
@@ -67,8 +67,8 @@ int rl_rlvr_aepo_restore(rl_rlvr_aepo *a, const json_t *saved, const char *where
 {
     const char *text = json_string_value(saved);
     if (!text || !*text)
-        return rl_error_set(RL_EPROTO, "%s: no AEPO state (was the run started with "
-                                       "algorithm.aepo.enable=false?)", where);
+        return rl_error_set(RL_EPROTO, "%s: no AEPO state (was the run started with %s=false?)",
+                            where, RL_CFG_PATH(&rl_rlvr_aepo_section, rl_rlvr_aepo_config, enable));
     rl_aepo_state *st = rl_aepo_state_from_json(text);
     if (!st)
         return rl_error_wrap(rl_error_code(), "AEPO state of %s", where);
@@ -106,7 +106,7 @@ static int s_hwe(rl_rlvr_aepo *a, const rl_dataproto *dp, const uint8_t *guided,
                  float *counts, rl_metric_set *ms)
 {
     int64_t B, R;
-    float *mask = rl_lm_response_mask(dp, &B, &R);
+    float *mask = rl_lm_mask(dp, &rl_lm_batch_names, RL_LM_MASK_LOSS, &B, &R);
     const rl_tensor *Ht = mask ? rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSE_ENTROPY, RL_F32, 2,
                                                             (int64_t[]){-1, R})
                                : NULL;
@@ -160,8 +160,8 @@ int rl_rlvr_aepo_bootstrap(rl_rlvr_aepo *a, int64_t batch, rl_rlvr_round_fn gen,
         int64_t R = resp ? resp->shape[1] : 0;
         uint8_t *flags = malloc((size_t)(B * R > 0 ? B * R : 1));
         float *counts = malloc(sizeof(float) * (size_t)(B > 0 ? B : 1));
-        int64_t *gid = rl_lm_group_ids(dp);
-        const float *acc = rl_lm_row_values(dp, RL_REWARD_ACCURACY);
+        int64_t *gid = rl_lm_column_i64(dp, RL_DATA_GLOBAL_ID);
+        const float *acc = rl_lm_rows_f32(dp, RL_REWARD_ACCURACY);
         rc = !resp || !gid || !acc ? rl_error_code()
              : (!flags || !counts) ? rl_error_set(RL_ENOMEM, "aepo: out of memory")
                                    : RL_OK;
@@ -256,9 +256,9 @@ int rl_rlvr_aepo_shape(rl_rlvr_aepo *a, rl_dataproto *dp, rl_metric_set *ms)
     a->flags = malloc((size_t)(B * R > 0 ? B * R : 1));
     a->bucket = malloc(nb);
     float *counts = malloc(sizeof(float) * nb), *ent = malloc(sizeof(float) * nb);
-    int64_t *gid = rl_lm_group_ids(dp);
-    const float *acc = rl_lm_row_values(dp, RL_REWARD_ACCURACY);
-    float *score = rl_lm_row_values(dp, RL_REWARD_SCORE);
+    int64_t *gid = rl_lm_column_i64(dp, RL_DATA_GLOBAL_ID);
+    const float *acc = rl_lm_rows_f32(dp, RL_REWARD_ACCURACY);
+    float *score = rl_lm_rows_f32(dp, RL_REWARD_SCORE);
     int rc = !resp || !gid || !acc || !score ? rl_error_code()
              : (!a->flags || !a->bucket || !counts || !ent)
                  ? rl_error_set(RL_ENOMEM, "aepo: out of memory")

@@ -9,8 +9,8 @@
  *                        (halved at HWE tokens) folded into the KL.
  * Its state (buckets, α, λ, targets, τ) travels with checkpoints as JSON.
  *
- * Config: algorithm.aepo.{enable, percentile (0, 100], tau_decay [0, 1),
- * dynamic_kl}, rollout.window_size >= 1, data.{bootstrap, bootstrap_size}.
+ * Config: rl_rlvr_aepo_section (common/schema/rlvr.h): algorithm.aepo.*,
+ * rollout.window_size, data.{bootstrap, bootstrap_size}.
  * Ownership: open/close; the per-step arrays live until the next shape. */
 #ifndef RLRT_DRIVER_RLVR_AEPO_H
 #define RLRT_DRIVER_RLVR_AEPO_H

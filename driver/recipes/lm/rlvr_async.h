@@ -4,7 +4,7 @@
  * generate the first rounds of steps k+1 .. k+S with the weights they hold.
  *
  * Rounds: with online filtering a step may take several rounds of
- * generation (each `train_batch_size` fresh prompts; rlvr.c). The recipe
+ * generation (each `train_batch_size` fresh prompts; rlvr_gen.c). The recipe
  * sends the first R rounds of each later step ahead (trainer.async_rounds;
  * 0 = as many as the step just done needed), so filtering's extra rounds
  * overlap with training too. A step that needs fewer than were sent drops
@@ -31,10 +31,9 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "common/schema/rlvr.h" /* RL_RLVR_MAX_STALENESS, RL_RLVR_MAX_ASYNC_ROUNDS */
 #include "driver/recipes/lm/lm_common.h"
 
-#define RL_RLVR_MAX_STALENESS 8
-#define RL_RLVR_MAX_ASYNC_ROUNDS 8 /* rounds sent ahead per step, at most */
 #define RL_RLVR_ASYNC_QUEUE (RL_RLVR_MAX_STALENESS * RL_RLVR_MAX_ASYNC_ROUNDS)
 
 typedef struct rl_rlvr_prefetch {

@@ -17,46 +17,11 @@
 /* Column of the guided rows' reference solutions (only inside this module). */
 #define S_TEXT "guidance_text"
 
-int rl_rlvr_guidance_read(const rl_config *job, rl_rlvr_guidance *g)
-{
-    memset(g, 0, sizeof *g);
-    int64_t n;
-    int mt;
-    if (rl_config_get_bool(job, "algorithm.guidance.enable", &g->enable) ||
-        rl_config_get_string(job, "algorithm.guidance.field", &g->field) ||
-        rl_config_get_int_in(job, "algorithm.guidance.samples", 1, 1 << 20, &g->samples) ||
-        rl_config_get_int(job, "rollout.n", &n) ||
-        rl_config_get_bool(job, "rollout.multi_turn.enable", &mt))
-        return rl_error_code();
-    if (!g->enable)
-        return RL_OK;
-    if (!*g->field)
-        return rl_config_error_at(job, "algorithm.guidance.field", RL_ECONFIG,
-                                  "must name the JSONL field of the reference solutions");
-    if (g->samples >= n)
-        return rl_config_error_at(job, "algorithm.guidance.samples", RL_ECONFIG,
-                                  "%lld: must be below rollout.n (%lld), so a guided group keeps "
-                                  "samples of the policy", (long long)g->samples, (long long)n);
-    if (mt)
-        return rl_config_error_at(job, "algorithm.guidance.enable", RL_ECONFIG,
-                                  "does not combine with rollout.multi_turn.enable: a reference "
-                                  "solution's tool output would be trained as the model's own text");
-    return RL_OK;
-}
-
-int rl_rlvr_guidance_open(rl_rlvr_guidance *g, const rl_config *job, const rl_dataset *train)
-{
-    int rc = rl_rlvr_guidance_read(job, g);
-    return rc || !g->enable ? rc : rl_lm_id_index_build(&g->index, train);
-}
-
-void rl_rlvr_guidance_close(rl_rlvr_guidance *g) { rl_lm_id_index_free(&g->index); }
-
 /* The reference solution of the training row with global id `id`, or NULL
  * + a message. */
-static const char *s_solution(const rl_rlvr_guidance *g, const rl_dataset *train, int64_t id)
+static const char *s_solution(const rl_rlvr_guidance_config *g, const rl_dataset *train, int64_t id)
 {
-    int64_t row = rl_lm_id_index_find(&g->index, id);
+    int64_t row = rl_dataset_row_of(train, id);
     if (row < 0) {
         rl_error_set(RL_ENOTFOUND, "guidance: no training row with global_id %lld", (long long)id);
         return NULL;
@@ -64,20 +29,21 @@ static const char *s_solution(const rl_rlvr_guidance *g, const rl_dataset *train
     const char *s = json_string_value(json_object_get(rl_dataset_extra(train, row), g->field));
     if (!s)
         rl_error_set(RL_ENOTFOUND, "guidance: training row %lld (line %lld) has no string field "
-                                   "'%s' (algorithm.guidance.field)", (long long)id,
-                     (long long)rl_dataset_line(train, row), g->field);
+                                   "'%s' (%s)", (long long)id,
+                     (long long)rl_dataset_line(train, row), g->field,
+                     RL_CFG_PATH(&rl_rlvr_guidance_section, rl_rlvr_guidance_config, field));
     return s;
 }
 
 /* The rows to replace: the last g->samples rows (by row order) of each
  * group none of whose samples is correct. rows (B) receives them in row
  * order, *k their count, *groups the groups guided, *all_groups every group. */
-static int s_pick(const rl_rlvr_guidance *g, const rl_dataproto *dp, int64_t *rows, int64_t *k,
+static int s_pick(const rl_rlvr_guidance_config *g, const rl_dataproto *dp, int64_t *rows, int64_t *k,
                   int64_t *groups, int64_t *all_groups)
 {
     int64_t B = rl_dataproto_rows(dp), G = 0;
-    const float *acc = rl_lm_row_values(dp, RL_REWARD_ACCURACY);
-    int64_t *gid = acc ? rl_lm_group_ids(dp) : NULL;
+    const float *acc = rl_lm_rows_f32(dp, RL_REWARD_ACCURACY);
+    int64_t *gid = acc ? rl_lm_column_i64(dp, RL_DATA_GLOBAL_ID) : NULL;
     int64_t *perm = malloc(sizeof(int64_t) * (size_t)(B + 1)),
             *starts = malloc(sizeof(int64_t) * (size_t)(B + 2));
     uint8_t *take = calloc((size_t)(B + 1), 1);
@@ -110,7 +76,7 @@ static int s_pick(const rl_rlvr_guidance *g, const rl_dataproto *dp, int64_t *ro
 /* The guided rows as a new sample batch: prompts and data columns of the
  * rows they replace, the solutions' tokens, the policy's log-probs and
  * entropies of them, their text and scores. */
-static rl_dataproto *s_guided_samples(const rl_rlvr_guidance *g, rl_lm_job *j,
+static rl_dataproto *s_guided_samples(const rl_rlvr_guidance_config *g, rl_lm_job *j,
                                       const rl_dataproto *sub)
 {
     static const char *const keep_t[2] = {RL_LM_PROMPTS, RL_LM_PROMPT_LENS};
@@ -138,26 +104,9 @@ static rl_dataproto *s_guided_samples(const rl_rlvr_guidance *g, rl_lm_job *j,
     if (!rc)
         rc = rl_dataproto_remove(fresh, S_TEXT);
     /* the policy's log-probs and entropies of the solutions' tokens */
-    static const char *const lp_in[4] = {RL_LM_PROMPTS, RL_LM_PROMPT_LENS, RL_LM_RESPONSES,
-                                         RL_LM_RESPONSE_LENS};
-    rl_dataproto *req = rc ? NULL : rl_dataproto_request(fresh, lp_in, 4, NULL, 0,
-                                                         json_pack("{s:s, s:i}", RL_ACTOR_WHICH,
-                                                                   RL_ACTOR_WHICH_POLICY,
-                                                                   RL_ACTOR_WANT_ENTROPY, 1));
-    rl_dataproto *out = NULL;
-    if (!rc)
-        rc = req ? rl_group_call_sync(j->actor, RL_ACTOR_COMPUTE_LOG_PROB, RL_DISPATCH_DP_COMPUTE,
-                                      req, &out)
-                 : rl_error_code();
-    rl_dataproto_free(req);
-    int64_t R = j->response_length;
-    for (int q = 0; !rc && q < 2; q++) {
-        const char *from = q ? RL_ACTOR_ENTROPY : RL_ACTOR_LOGP;
-        rl_tensor *t = rl_dataproto_tensor_shaped(out, from, RL_F32, 2, (int64_t[]){k, R});
-        rc = t ? rl_dataproto_add_tensor(fresh, q ? RL_LM_RESPONSE_ENTROPY : RL_LM_RESPONSE_LOGP, t)
-               : rl_error_wrap(rl_error_code(), "guidance: %s reply", RL_ACTOR_COMPUTE_LOG_PROB);
-    }
-    rl_dataproto_free(out);
+    if (!rc && (rc = rl_lm_job_log_prob(j, fresh, RL_ACTOR_WHICH_POLICY, RL_LM_RESPONSE_LOGP,
+                                        RL_LM_RESPONSE_ENTROPY)))
+        rc = rl_error_wrap(rc, "guidance");
     double reward_s;
     if (!rc)
         rc = rl_lm_job_score(j, &fresh, &reward_s);
@@ -168,7 +117,71 @@ static rl_dataproto *s_guided_samples(const rl_rlvr_guidance *g, rl_lm_job *j,
     return fresh;
 }
 
-int rl_rlvr_guidance_apply(const rl_rlvr_guidance *g, rl_lm_job *j, rl_dataproto **dp,
+/* Replaces rows[0..k) of *dp (in row order) by their guided samples,
+ * shaped by `shape`; the rows keep their places. *acc_sum: the reward's
+ * accuracy summed over the guided rows. */
+static int s_swap_in(const rl_rlvr_guidance_config *g, rl_lm_job *j, rl_dataproto **dp,
+                     const int64_t *rows, int64_t k, rl_rlvr_shape_fn shape, void *shape_ctx,
+                     double *acc_sum)
+{
+    int64_t B = rl_dataproto_rows(*dp), nr = 0, ng = 0;
+    int64_t *order = malloc(sizeof(int64_t) * (size_t)(B + 1));
+    uint8_t *is_g = calloc((size_t)B + 1, 1);
+    rl_dataproto *sub = NULL, *fresh = NULL, *rest = NULL, *merged = NULL;
+    int rc = order && is_g ? RL_OK : rl_error_set(RL_ENOMEM, "guidance: out of memory");
+    /* the rows that stay, then the guided ones; order puts them back */
+    for (int64_t i = 0; !rc && i < k; i++)
+        is_g[rows[i]] = 1;
+    for (int64_t b = 0; !rc && b < B; b++)
+        if (!is_g[b])
+            order[nr++] = b;
+    if (!rc && !(rest = rl_dataproto_index(*dp, order, nr)))
+        rc = rl_error_code();
+    if (!rc && !(sub = rl_dataproto_index(*dp, rows, k)))
+        rc = rl_error_code();
+    if (!rc && !(fresh = s_guided_samples(g, j, sub)))
+        rc = rl_error_code();
+    /* the sample's keys come from fresh; the rest (version, seeds, ids) stays */
+    for (int q = 0; !rc && q < rl_dataproto_tensor_count(fresh); q++)
+        rl_dataproto_remove(sub, rl_dataproto_tensor_name(fresh, q));
+    for (int q = 0; !rc && q < rl_dataproto_column_count(fresh); q++)
+        rl_dataproto_remove(sub, rl_column_name(rl_dataproto_column_at(fresh, q)));
+    if (!rc && rl_dataproto_tensor(sub, RL_LM_RESPONSE_MASK))
+        rc = rl_dataproto_remove(sub, RL_LM_RESPONSE_MASK); /* rebuilt by shape */
+    if (!rc && rl_dataproto_tensor(sub, RL_LM_SAMPLED_MASK))
+        rc = rl_dataproto_remove(sub, RL_LM_SAMPLED_MASK); /* likewise */
+    if (!rc) {
+        rc = rl_dataproto_union_into(&sub, fresh);
+        fresh = NULL;
+    }
+    if (!rc && shape)
+        rc = shape(shape_ctx, sub);
+    rl_dataproto *items[2] = {rest, sub};
+    if (!rc && !(merged = rl_dataproto_concat(items, 2)))
+        rc = rl_error_wrap(rl_error_code(), "guidance: the guided rows against the batch");
+    for (int64_t b = 0; !rc && b < B; b++) /* row b of the result: its place in merged */
+        order[b] = is_g[b] ? nr + ng++ : b - ng;
+    if (!rc)
+        rc = rl_dataproto_reorder(merged, order);
+    const float *acc = rc ? NULL : rl_lm_rows_f32(sub, RL_REWARD_ACCURACY);
+    *acc_sum = 0;
+    for (int64_t i = 0; acc && i < k; i++)
+        *acc_sum += acc[i];
+    if (!rc) {
+        rl_dataproto_free(*dp);
+        *dp = merged;
+        merged = NULL;
+    }
+    rl_dataproto_free(fresh);
+    rl_dataproto_free(sub);
+    rl_dataproto_free(rest);
+    rl_dataproto_free(merged);
+    free(is_g);
+    free(order);
+    return rc;
+}
+
+int rl_rlvr_guidance_apply(const rl_rlvr_guidance_config *g, rl_lm_job *j, rl_dataproto **dp,
                            rl_rlvr_shape_fn shape, void *shape_ctx, int64_t *guided,
                            rl_metric_set *ms)
 {
@@ -186,72 +199,15 @@ int rl_rlvr_guidance_apply(const rl_rlvr_guidance *g, rl_lm_job *j, rl_dataproto
             if (rl_column_set_i64(c, b, 0))
                 return rl_error_code();
     }
-    int64_t *rows = malloc(sizeof(int64_t) * (size_t)(B + 1)),
-            *order = malloc(sizeof(int64_t) * (size_t)(B + 1));
-    int rc = rows && order ? s_pick(g, *dp, rows, &k, &n_guided, &G)
-                           : rl_error_set(RL_ENOMEM, "guidance: out of memory");
-    rl_dataproto *sub = NULL, *fresh = NULL, *rest = NULL, *merged = NULL;
-    if (!rc && k > 0) {
-        /* the rows that stay, then the guided ones; order puts them back */
-        int64_t nr = 0, ng = 0, *other = order; /* order's storage, rebuilt below */
-        uint8_t *is_g = calloc((size_t)B + 1, 1);
-        rc = is_g ? RL_OK : rl_error_set(RL_ENOMEM, "guidance: out of memory");
-        for (int64_t i = 0; !rc && i < k; i++)
-            is_g[rows[i]] = 1;
-        for (int64_t b = 0; !rc && b < B; b++)
-            if (!is_g[b])
-                other[nr++] = b;
-        if (!rc && !(rest = rl_dataproto_index(*dp, other, nr)))
-            rc = rl_error_code();
-        if (!rc && !(sub = rl_dataproto_index(*dp, rows, k)))
-            rc = rl_error_code();
-        if (!rc && !(fresh = s_guided_samples(g, j, sub)))
-            rc = rl_error_code();
-        /* the sample's keys come from fresh; the rest (version, seeds, ids) stays */
-        for (int q = 0; !rc && q < rl_dataproto_tensor_count(fresh); q++)
-            rl_dataproto_remove(sub, rl_dataproto_tensor_name(fresh, q));
-        for (int q = 0; !rc && q < rl_dataproto_column_count(fresh); q++) {
-            const char *name = rl_column_name(rl_dataproto_column_at(fresh, q));
-            rl_dataproto_remove(sub, name);
-        }
-        if (!rc && rl_dataproto_tensor(sub, RL_LM_RESPONSE_MASK))
-            rc = rl_dataproto_remove(sub, RL_LM_RESPONSE_MASK); /* rebuilt by shape */
-        if (!rc && rl_dataproto_tensor(sub, RL_LM_SAMPLED_MASK))
-            rc = rl_dataproto_remove(sub, RL_LM_SAMPLED_MASK); /* likewise */
-        if (!rc) {
-            rc = rl_dataproto_union_into(&sub, fresh);
-            fresh = NULL;
-        }
-        if (!rc && shape)
-            rc = shape(shape_ctx, sub);
-        rl_dataproto *items[2] = {rest, sub};
-        if (!rc && !(merged = rl_dataproto_concat(items, 2)))
-            rc = rl_error_wrap(rl_error_code(), "guidance: the guided rows against the batch");
-        for (int64_t b = 0; !rc && b < B; b++) /* row b of the result: its place in merged */
-            order[b] = is_g[b] ? nr + ng++ : b - ng;
-        if (!rc)
-            rc = rl_dataproto_reorder(merged, order);
-        free(is_g);
-    }
-    if (!rc && k > 0) {
-        const float *acc = rl_lm_row_values(sub, RL_REWARD_ACCURACY);
-        double s = 0;
-        for (int64_t i = 0; acc && i < k; i++)
-            s += acc[i];
-        if (ms)
-            rl_metric_set_put(ms, "batch/guided_accuracy", acc ? s / (double)k : 0);
-        rl_dataproto_free(*dp);
-        *dp = merged;
-        merged = NULL;
-    }
+    int64_t *rows = malloc(sizeof(int64_t) * (size_t)(B + 1));
+    int rc = rows ? s_pick(g, *dp, rows, &k, &n_guided, &G)
+                  : rl_error_set(RL_ENOMEM, "guidance: out of memory");
+    double acc_sum = 0;
+    if (!rc && k > 0 && !(rc = s_swap_in(g, j, dp, rows, k, shape, shape_ctx, &acc_sum)) && ms)
+        rl_metric_set_put(ms, "batch/guided_accuracy", acc_sum / (double)k);
     if (!rc && ms)
         rl_metric_set_put(ms, "batch/guided_groups", G ? (double)n_guided / (double)G : 0);
-    rl_dataproto_free(fresh);
-    rl_dataproto_free(sub);
-    rl_dataproto_free(rest);
-    rl_dataproto_free(merged);
     free(rows);
-    free(order);
     if (!rc && guided)
         *guided = n_guided;
     return rc;

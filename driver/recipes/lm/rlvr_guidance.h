@@ -7,7 +7,7 @@
  * the group then holds a correct answer, and the group baseline pushes the
  * policy towards it and away from its own mistakes.
  *
- * Keys (algorithm.guidance.*):
+ * Keys (algorithm.guidance.*, common/schema/rlvr.h):
  *   enable   false by default
  *   field    the JSONL field with the reference solution ("solution", the
  *            built-in task's worked solution); every training row must
@@ -24,7 +24,7 @@
  * positions. With multi-turn rollouts guidance is refused: a solution's tool
  * output would be learned as if the model had written it. With AEPO on, the
  * guided rows stay out of AEPO's statistics and get no entropy reward
- * (rlvr_aepo.c), and no row gets a KL term in the reward (rlvr.c s_kl:
+ * (rlvr_aepo.c), and no row gets a KL term in the reward (common/batch/lm_adv.h:
  * k1/k2/k3 estimate KL only at tokens the policy sampled; with it, a
  * guided row's KL made AEPO collapse, docs/ARCHITECTURE.md "Off-policy
  * guidance").
@@ -33,35 +33,24 @@
  * groups guided), batch/guided_accuracy (the reward's accuracy on the
  * guided rows: below 1 means reference solutions the verifier rejects).
  *
- * Ownership: the struct borrows the job's strings; the lookup table is its
- * own (rl_rlvr_guidance_close). */
+ * Ownership: the struct borrows the job's section (valid while the job
+ * tree is unchanged). */
 #ifndef RLRT_DRIVER_RLVR_GUIDANCE_H
 #define RLRT_DRIVER_RLVR_GUIDANCE_H
 
 #include <stdint.h>
 
+#include "common/schema/rlvr.h"
 #include "driver/recipes/lm/lm_common.h"
 
-typedef struct rl_rlvr_guidance {
-    int enable;
-    const char *field;
-    int64_t samples;
-    rl_lm_id_index index; /* training rows by global id (a sample's solution) */
-} rl_rlvr_guidance;
-
-/* The keys, checked against rollout.n and rollout.multi_turn (file:line).
- * Reads only; the lookup table is built by open. */
-int rl_rlvr_guidance_read(const rl_config *job, rl_rlvr_guidance *g);
-/* read + the lookup table over the job's training set. */
-int rl_rlvr_guidance_open(rl_rlvr_guidance *g, const rl_config *job, const rl_dataset *train);
-void rl_rlvr_guidance_close(rl_rlvr_guidance *g);
 
 /* Replaces the last `samples` rows of every all-wrong group of the scored
- * round *dp (see above). *guided (may be NULL) receives the number of groups guided;
+ * round *dp (see above; the solutions are the rows of j->train by global
+ * id). *guided (may be NULL) receives the number of groups guided;
  * ms (may be NULL) the metrics. `shape` (may be NULL) is applied to the
  * guided rows after scoring (the recipe's overlong shaping). */
 typedef int (*rl_rlvr_shape_fn)(void *ctx, rl_dataproto *dp);
-int rl_rlvr_guidance_apply(const rl_rlvr_guidance *g, rl_lm_job *j, rl_dataproto **dp,
+int rl_rlvr_guidance_apply(const rl_rlvr_guidance_config *g, rl_lm_job *j, rl_dataproto **dp,
                            rl_rlvr_shape_fn shape, void *shape_ctx, int64_t *guided,
                            rl_metric_set *ms);
 

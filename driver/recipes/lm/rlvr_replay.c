@@ -5,50 +5,37 @@
 #include <string.h>
 
 #include "common/algo/advantage.h"
+#include "common/schema/lm.h"
+#include "common/schema/rlvr.h"
 #include "rlrt/error.h"
 #include "rlrt/dataproto.h"
 #include "rlrt/config.h"
 #include "common/data/data.h"
 #include "common/metrics/metrics.h"
 
-int rl_rlvr_replay_read(const rl_config *job, rl_rlvr_replay *q)
-{
-    memset(q, 0, sizeof *q);
-    int64_t batch;
-    if (rl_config_get_bool(job, "algorithm.hard_replay.enable", &q->enable) ||
-        rl_config_get_double(job, "algorithm.hard_replay.below", &q->below) ||
-        rl_config_get_int_in(job, "algorithm.hard_replay.times", 1, 1 << 20, &q->times) ||
-        rl_config_get_int_in(job, "algorithm.hard_replay.capacity", 1, 1 << 24, &q->capacity) ||
-        rl_config_get_int(job, "algorithm.hard_replay.per_step", &q->per_step) ||
-        rl_config_get_int(job, "data.train_batch_size", &batch))
-        return rl_error_code();
-    if (!(q->below > 0 && q->below <= 1))
-        return rl_config_error_at(job, "algorithm.hard_replay.below", RL_ECONFIG,
-                                  "expected a mean accuracy in (0, 1], got %g", q->below);
-    if (q->per_step < 1 || q->per_step > batch)
-        return rl_config_error_at(job, "algorithm.hard_replay.per_step", RL_ECONFIG,
-                                  "expected 1 to data.train_batch_size (%lld) prompts, got %lld",
-                                  (long long)batch, (long long)q->per_step);
-    return RL_OK;
-}
-
 int rl_rlvr_replay_open(rl_rlvr_replay *q, const rl_config *job, const rl_dataset *train)
 {
-    int rc = rl_rlvr_replay_read(job, q);
-    if (rc || !q->enable)
-        return rc;
+    memset(q, 0, sizeof *q);
+    const rl_rlvr_replay_config *c = rl_config_section_get(job, &rl_rlvr_replay_section);
+    if (!c)
+        return rl_error_code();
+    if (!(q->enable = c->enable))
+        return RL_OK;
+    q->below = c->below;
+    q->times = c->times;
+    q->per_step = c->per_step;
+    q->capacity = c->capacity;
     q->train = train;
     q->row = malloc(sizeof(int64_t) * (size_t)q->capacity);
     q->done = malloc(sizeof(int64_t) * (size_t)q->capacity);
     if (!q->row || !q->done)
         return rl_error_set(RL_ENOMEM, "hard_replay: out of memory (capacity %lld)",
                             (long long)q->capacity);
-    return rl_lm_id_index_build(&q->index, train);
+    return RL_OK;
 }
 
 void rl_rlvr_replay_close(rl_rlvr_replay *q)
 {
-    rl_lm_id_index_free(&q->index);
     free(q->row);
     free(q->done);
     memset(q, 0, sizeof *q);
@@ -153,8 +140,8 @@ int rl_rlvr_replay_observe(rl_rlvr_replay *q, const rl_dataproto *dp)
     const rl_column *rc_col = rl_dataproto_column(dp, RL_LM_REPLAYED);
     if (rc_col && rl_column_get_type(rc_col) != RL_COL_INT64)
         return rl_error_set(RL_EDTYPE, "hard_replay: column '%s' is not int64", RL_LM_REPLAYED);
-    const float *acc = rl_lm_row_values(dp, RL_REWARD_ACCURACY);
-    int64_t *gid = acc ? rl_lm_group_ids(dp) : NULL;
+    const float *acc = rl_lm_rows_f32(dp, RL_REWARD_ACCURACY);
+    int64_t *gid = acc ? rl_lm_column_i64(dp, RL_DATA_GLOBAL_ID) : NULL;
     int64_t *perm = malloc(sizeof(int64_t) * (size_t)(B + 1)),
             *starts = malloc(sizeof(int64_t) * (size_t)(B + 2));
     int rc = !acc ? rl_error_wrap(rl_error_code(), "hard_replay")
@@ -177,7 +164,7 @@ int rl_rlvr_replay_observe(rl_rlvr_replay *q, const rl_dataproto *dp)
         } else if (done == q->times) {
             q->n_expired++;
         } else {
-            int64_t row = rl_lm_id_index_find(&q->index, gid[first]);
+            int64_t row = rl_dataset_row_of(q->train, gid[first]);
             if (row < 0)
                 rc = rl_error_set(RL_ENOTFOUND, "hard_replay: no training row with global_id %lld",
                                   (long long)gid[first]);
@@ -237,11 +224,12 @@ int rl_rlvr_replay_restore(rl_rlvr_replay *q, const json_t *saved)
             !json_is_integer(done))
             return rl_error_set(RL_EPROTO, "checkpoint: hard_replay entry %zu: expected "
                                            "[global_id, replays done] (two integers)", i);
-        int64_t row = rl_lm_id_index_find(&q->index, json_integer_value(id));
+        int64_t row = rl_dataset_row_of(q->train, json_integer_value(id));
         if (row < 0)
             return rl_error_set(RL_ENOTFOUND, "checkpoint: hard_replay entry %zu: no training row "
-                                              "with global_id %lld (data.train_files changed?)",
-                                i, (long long)json_integer_value(id));
+                                              "with global_id %lld (%s changed?)",
+                                i, (long long)json_integer_value(id),
+                                RL_CFG_PATH(&rl_lm_data_section, rl_lm_data_config, train_files));
         if (json_integer_value(done) < 0)
             return rl_error_set(RL_ERANGE, "checkpoint: hard_replay entry %zu: replays done %lld "
                                            "< 0", i, (long long)json_integer_value(done));

@@ -8,7 +8,7 @@
  * whose group does badly comes back in later steps until the policy gets it
  * right or its replays are spent.
  *
- * Keys (algorithm.hard_replay.*):
+ * Keys (algorithm.hard_replay.*, common/schema/rlvr.h):
  *   enable    false by default (then nothing here runs and batches are
  *             bit-identical to a job without the keys)
  *   below     a group whose mean reward accuracy over the policy's own
@@ -37,8 +37,8 @@
  * set much larger than the queue this needs the iterator to reach that
  * exact prompt in that step.
  *
- * Ownership: the queue and the id index are the struct's own
- * (rl_rlvr_replay_close); the dataset and iterator are borrowed. */
+ * Ownership: the queue is the struct's own (rl_rlvr_replay_close); the
+ * dataset and iterator are borrowed. */
 #ifndef RLRT_DRIVER_RLVR_REPLAY_H
 #define RLRT_DRIVER_RLVR_REPLAY_H
 
@@ -52,15 +52,12 @@ typedef struct rl_rlvr_replay {
     double below;
     int64_t times, per_step, capacity;
     const rl_dataset *train;
-    rl_lm_id_index index;
     int64_t *row, *done; /* ring of `capacity`: training row, replays done */
     int64_t head, len;
     int64_t n_prompts, n_queued, n_solved, n_expired, n_dropped, n_merged; /* this step */
 } rl_rlvr_replay;
 
-/* The keys, checked (file:line); reads only. */
-int rl_rlvr_replay_read(const rl_config *job, rl_rlvr_replay *q);
-/* read + the queue and the id index over `train` (borrowed). */
+/* The keys, and the queue over `train` (borrowed) when enabled. */
 int rl_rlvr_replay_open(rl_rlvr_replay *q, const rl_config *job, const rl_dataset *train);
 void rl_rlvr_replay_close(rl_rlvr_replay *q);
 

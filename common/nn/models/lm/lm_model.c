@@ -10,6 +10,8 @@
 
 #include "rlrt/error.h"
 #include "common/nn/models/lm/generate.h"
+#include "common/schema/lm.h"
+#include "common/schema/model.h"
 
 typedef struct s_lm_model {
     rl_model base;
@@ -166,8 +168,8 @@ static int s_check_want(const s_lm_model *lm, unsigned want, const char *what)
     if (want & RL_Q_BIT(RL_Q_VELOCITY))
         return rl_error_set(RL_EUNSUPPORTED, "%s: the lm model has no velocity quantity", what);
     if ((want & RL_Q_BIT(RL_Q_VALUE)) && !rl_lm_get_config(lm->net)->value_head)
-        return rl_error_set(RL_EUNSUPPORTED, "%s: the value quantity needs model.value_head: true",
-                            what);
+        return rl_error_set(RL_EUNSUPPORTED, "%s: the value quantity needs %s: true", what,
+                            RL_CFG_PATH(&rl_lm_model_section, rl_lm_model_config, value_head));
     if (!(want & (RL_Q_BIT(RL_Q_LOGP) | RL_Q_BIT(RL_Q_ENTROPY) | RL_Q_BIT(RL_Q_VALUE))))
         return rl_error_set(RL_EINVAL, "%s: no quantity asked for", what);
     return RL_OK;
@@ -416,56 +418,30 @@ static const rl_model_ops s_ops = {
     .write_config = s_write_config,
 };
 
-typedef struct s_cfg {
-    int64_t vocab, hidden, inter, layers, heads, kv_heads, max_seq, eos, pad;
-    double theta, eps, init_std;
-    int tie, qkv_bias, value_head;
-} s_cfg;
-
-#define S_I(key, field, lo, hi) {"model." key, RL_CFG_INT, offsetof(s_cfg, field), lo, hi, 0, NULL}
-#define S_B(key, field) {"model." key, RL_CFG_BOOL, offsetof(s_cfg, field), 0, 0, 0, NULL}
-static const rl_config_spec s_spec[] = {
-    S_I("vocab_size", vocab, 1, 1 << 24),
-    S_I("hidden_size", hidden, 1, 1 << 16),
-    S_I("intermediate_size", inter, 1, 1 << 18),
-    S_I("num_layers", layers, 1, 1024),
-    S_I("num_heads", heads, 1, 1024),
-    S_I("num_kv_heads", kv_heads, 1, 1024),
-    S_I("max_seq_len", max_seq, 2, 1 << 20),
-    S_I("eos_token_id", eos, -1, (1 << 24) - 1),
-    S_I("pad_token_id", pad, 0, (1 << 24) - 1),
-    {"model.rope_theta", RL_CFG_NUM, offsetof(s_cfg, theta), 0, 1e12, RL_CFG_MIN_OPEN, NULL},
-    {"model.rms_norm_eps", RL_CFG_NUM, offsetof(s_cfg, eps), 0, 1, RL_CFG_MIN_OPEN, NULL},
-    {"model.init_std", RL_CFG_NUM, offsetof(s_cfg, init_std), 0, 10, 0, NULL},
-    S_B("tie_word_embeddings", tie),
-    S_B("qkv_bias", qkv_bias),
-    S_B("value_head", value_head),
-};
-
-/* model.* → an LM config (range-checked, then the transformer's own checks). */
+/* model.* (common/schema/lm.h, range-checked when read) → an LM config,
+ * then the network's own checks. */
 static int s_read_config(const rl_config *job, rl_lm_config *c, double *init_std)
 {
-    s_cfg v;
-    int rc = rl_config_read(job, s_spec, sizeof s_spec / sizeof s_spec[0], &v);
-    if (rc)
-        return rc;
+    const rl_lm_model_config *v = rl_config_section_get(job, &rl_lm_model_section);
+    if (!v)
+        return rl_error_code();
     memset(c, 0, sizeof *c);
-    c->vocab_size = (int)v.vocab;
-    c->hidden_size = (int)v.hidden;
-    c->intermediate_size = (int)v.inter;
-    c->num_layers = (int)v.layers;
-    c->num_heads = (int)v.heads;
-    c->num_kv_heads = (int)v.kv_heads;
-    c->max_seq_len = (int)v.max_seq;
-    c->eos_token_id = (int)v.eos;
-    c->pad_token_id = (int)v.pad;
+    c->vocab_size = (int)v->vocab_size;
+    c->hidden_size = (int)v->hidden_size;
+    c->intermediate_size = (int)v->intermediate_size;
+    c->num_layers = (int)v->num_layers;
+    c->num_heads = (int)v->num_heads;
+    c->num_kv_heads = (int)v->num_kv_heads;
+    c->max_seq_len = (int)v->max_seq_len;
+    c->eos_token_id = (int)v->eos_token_id;
+    c->pad_token_id = (int)v->pad_token_id;
     c->bos_token_id = -1;
-    c->rope_theta = (float)v.theta;
-    c->rms_norm_eps = (float)v.eps;
-    c->tie_word_embeddings = v.tie;
-    c->qkv_bias = v.qkv_bias;
-    c->value_head = v.value_head;
-    *init_std = v.init_std;
+    c->rope_theta = (float)v->rope_theta;
+    c->rms_norm_eps = (float)v->rms_norm_eps;
+    c->tie_word_embeddings = v->tie_word_embeddings;
+    c->qkv_bias = v->qkv_bias;
+    c->value_head = v->value_head;
+    *init_std = v->init_std;
     if (rl_lm_config_validate(c))
         return rl_config_error_at(job, "model", RL_ECONFIG, "%s", rl_error_message());
     return RL_OK;
@@ -501,7 +477,8 @@ static rl_model *s_from_config(const rl_config *job)
 
 const rl_model_kind rl_model_kind_lm = {
     .name = "lm",
-    .defaults_yaml = RL_LM_MODEL_DEFAULTS,
+    .sections = (const rl_config_section *const[]){&rl_model_base_section, &rl_lm_model_section,
+                                                    NULL},
     .from_config = s_from_config,
     .check_config = s_check_config,
 };

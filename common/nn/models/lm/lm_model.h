@@ -24,10 +24,11 @@
  * (B, max_new_tokens) f32 (0 after the end) under softmax(logits / T), with
  * model.eos_token_id as the stop token.
  *
- * Config: the `model:` section below (RL_LM_MODEL_DEFAULTS is the one place
- * its defaults live); from_config range-checks every key with located
- * errors. vocab_size, eos_token_id and pad_token_id are usually set by the
- * recipe from the tokenizer. config.json is Hugging Face's (Qwen2/Llama).
+ * Config: model.type and model.init_from (common/schema/model.h), then the
+ * kind's section rl_lm_model_section (common/schema/lm.h: every key's
+ * default and range, read typed with located errors). vocab_size,
+ * eos_token_id and pad_token_id are usually set by the recipe from the
+ * tokenizer. config.json is Hugging Face's (Qwen2/Llama).
  */
 #ifndef RLRT_NN_LM_MODEL_H
 #define RLRT_NN_LM_MODEL_H
@@ -47,26 +48,6 @@ extern "C" {
 #define RL_LM_ROW_SEEDS "row_seeds"
 #define RL_LM_RESPONSE_LOGP "response_logp"
 #define RL_LM_RESPONSE_ENTROPY "response_entropy"
-
-#define RL_LM_MODEL_DEFAULTS \
-    "model:\n" \
-    "  type: lm                  # the model kind (rlrt/nn/model.h)\n" \
-    "  vocab_size: 0             # set from the tokenizer\n" \
-    "  hidden_size: 128\n" \
-    "  intermediate_size: 384\n" \
-    "  num_layers: 2\n" \
-    "  num_heads: 4\n" \
-    "  num_kv_heads: 2\n" \
-    "  max_seq_len: 96\n" \
-    "  rope_theta: 10000.0\n" \
-    "  rms_norm_eps: 1.0e-6\n" \
-    "  tie_word_embeddings: true\n" \
-    "  qkv_bias: false\n" \
-    "  value_head: false\n" \
-    "  eos_token_id: -1          # set from the tokenizer\n" \
-    "  pad_token_id: 0           # set from the tokenizer\n" \
-    "  init_std: 0.02\n" \
-    "  init_from: ''             # directory with model.safetensors (warm start)\n"
 
 extern const rl_model_kind rl_model_kind_lm;
 
