@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "common/algo/advantage.h"
-#include "common/schema/rlvr.h"
+#include "common/schema/algorithm.h"
 #include "rlrt/error.h"
 #include "rlrt/log.h"
 #include "common/metrics/metrics.h"
@@ -56,7 +56,7 @@ static int s_pro_max(const rl_adv_input *in, float *adv, rl_metric_set *ms)
         return rc;
     if (res.warnings & RL_PM_WARN_GAMMA_FORCED)
         rl_log_warn("reinforce_pro_max: %s %g ignored, gamma = 1 is used",
-                    RL_CFG_PATH(&rl_rlvr_section, rl_rlvr_config, gamma), in->gamma);
+                    RL_CFG_PATH(&rl_discount_section, rl_discount_config, gamma), in->gamma);
     rl_metric_set_put(ms, "adv/pro_max_normalized_groups", (double)res.n_normalized);
     rl_metric_set_put(ms, "adv/pro_max_fallback_groups",
                       (double)(res.n_same_sign + res.n_small_sum + res.n_nonfinite));

@@ -26,7 +26,7 @@ double rl_flow_rl_ema_beta(const rl_flow_rl_config *o, int64_t count)
     return 0.0 / 0.0;
 }
 
-#define S_ERR(c, ...) RL_CFG_ERROR(c, &rl_flow_rl_section, rl_flow_rl_config, adv, RL_ECONFIG, __VA_ARGS__)
+#define S_ERR(c, ...) RL_CFG_ERROR(c, &rl_estimator_section, rl_estimator_config, adv_estimator, RL_ECONFIG, __VA_ARGS__)
 
 const rl_estimator *rl_flow_rl_estimator(const rl_config *c, const rl_flow_rl_config *o)
 {

@@ -6,19 +6,12 @@
 #include "common/schema/rollout.h"
 #include "rlrt/error.h"
 
-#define RL_CFG_STRUCT rl_diffusion_batch_config
-static const rl_config_key s_batch[] = {RL_DIFFUSION_BATCH_KEYS(RL_CFG_KEY)};
-const rl_config_section rl_diffusion_batch_section =
-    RL_CFG_SECTION("data (diffusion track)", "The batch of a step of the diffusion track's recipes.",
-                   "the driver (scorer_train, flow_pretrain, diffusion)", s_batch, NULL);
-#undef RL_CFG_STRUCT
-
 /* actor.ppo_mini_batch_size prompts a mini-batch must divide the batch; the
  * optimiser steps of a step for the lr schedule (rl_actor_job_prepare). */
 static int s_data_check(const rl_config *c, void *out)
 {
     rl_diffusion_data_config *d = out;
-    const rl_diffusion_batch_config *b = rl_config_section_get(c, &rl_diffusion_batch_section);
+    const rl_batch_config *b = rl_config_section_get(c, &rl_batch_section);
     const rl_actor_config *a = b ? rl_config_section_get(c, &rl_actor_section) : NULL;
     if (!a)
         return rl_error_code();
@@ -26,7 +19,7 @@ static int s_data_check(const rl_config *c, void *out)
     if (b->train_batch_size % d->mini_batch)
         return RL_CFG_ERROR(c, &rl_actor_section, rl_actor_config, mini_batch, RL_ECONFIG,
                             "%lld must divide %s %lld", (long long)d->mini_batch,
-                            RL_CFG_PATH(&rl_diffusion_batch_section, rl_diffusion_batch_config,
+                            RL_CFG_PATH(&rl_batch_section, rl_batch_config,
                                         train_batch_size),
                             (long long)b->train_batch_size);
     d->updates_per_step = a->epochs * (b->train_batch_size / d->mini_batch);
@@ -61,12 +54,24 @@ const rl_config_section rl_diffusion_rollout_section =
                    "the driver", s_rollout, s_rollout_check);
 #undef RL_CFG_STRUCT
 
+static int s_algorithm_check(const rl_config *c, void *out)
+{
+    rl_diffusion_algorithm_config *o = out;
+    const rl_estimator_config *e = rl_config_section_get(c, &rl_estimator_section);
+    const rl_group_norm_config *g = e ? rl_config_section_get(c, &rl_group_norm_section) : NULL;
+    if (!g)
+        return rl_error_code();
+    o->adv_estimator = e->adv_estimator;
+    o->norm_adv_by_std_in_grpo = g->norm_adv_by_std_in_grpo;
+    return RL_OK;
+}
+
 #define RL_CFG_STRUCT rl_diffusion_algorithm_config
 static const rl_config_key s_algorithm[] = {RL_DIFFUSION_ALGORITHM_KEYS(RL_CFG_KEY)};
 const rl_config_section rl_diffusion_algorithm_section =
     RL_CFG_SECTION("algorithm (diffusion GRPO)",
                    "Advantages of the diffusion recipe (Flow-GRPO / DanceGRPO).", "the driver",
-                   s_algorithm, NULL);
+                   s_algorithm, s_algorithm_check);
 #undef RL_CFG_STRUCT
 
 static int s_constraint_check(const rl_config *c, void *out)
@@ -107,6 +112,7 @@ const rl_config_default rl_scorer_train_changes[] = {
     {"trainer.total_steps", "600"},
     {"trainer.output_dir", "runs/fmnist_scorer"},
     {"model.type", "image_classifier"},
+    {"data.train_batch_size", "128"},
     {"actor.optim.lr", "1.0e-3"},
     {NULL, NULL},
 };
@@ -115,6 +121,7 @@ const rl_config_default rl_flow_pretrain_changes[] = {
     {"trainer.total_steps", "2000"},
     {"trainer.output_dir", "runs/fmnist_flow"},
     {"model.type", "clip_flow"},
+    {"data.train_batch_size", "128"},
     {"actor.optim.lr", "1.0e-3"},
     {NULL, NULL},
 };

@@ -15,25 +15,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/schema/algorithm.h"
 #include "rlrt/config.h"
-
-/* Every algorithm.adv_estimator name, in the order of common/batch/
- * estimators.c's table (a unit test compares them); the diffusion track
- * can use those rl_estimator_find(name, RL_TRACK_DIFFUSION) finds. */
-#define RL_ADV_ESTIMATOR_CHOICES \
-    "grpo|rloo|reinforce_plus_plus|reinforce_plus_plus_baseline|reinforce_pro_max|gae"
 
 /* ---- all three recipes ------------------------------------------------------------------- */
 
-#define RL_DIFFUSION_BATCH_KEYS(X)                                                                  \
-    X(INT, train_batch_size, "data.train_batch_size", "128", 1, 1 << 16, 0, NULL,                   \
-      "prompts per GRPO step (each a group of rollout.n samples); images per pretraining step")
-
-typedef struct rl_diffusion_batch_config {
-    RL_DIFFUSION_BATCH_KEYS(RL_CFG_FIELD)
-} rl_diffusion_batch_config;
-
-extern const rl_config_section rl_diffusion_batch_section;
 
 /* ---- the GRPO recipe (diffusion) ------------------------------------------------------------ */
 
@@ -65,17 +51,16 @@ typedef struct rl_diffusion_rollout_config {
 extern const rl_config_section rl_diffusion_rollout_section;
 
 #define RL_DIFFUSION_ALGORITHM_KEYS(X)                                                              \
-    X(ENUM, adv_estimator, "algorithm.adv_estimator", "grpo", 0, 0, 0, RL_ADV_ESTIMATOR_CHOICES,     \
-      "the advantage estimator (common/batch/estimators.c); the diffusion track has grpo")          \
     X(BOOL, use_group, "algorithm.use_group", "true", 0, 0, 0, NULL,                                \
       "normalise within each prompt group (false: one global z-score)")                             \
-    X(BOOL, norm_adv_by_std_in_grpo, "algorithm.norm_adv_by_std_in_grpo", "true", 0, 0, 0, NULL,    \
-      "divide by the std (false: A = r - mean)")                                                    \
     X(NUM, reward_threshold, "algorithm.reward_threshold", "-1.0e30", -1e30, 1e30, 0, NULL,         \
       "a group whose mean reward is below it gets A = 0")
 
 typedef struct rl_diffusion_algorithm_config {
     RL_DIFFUSION_ALGORITHM_KEYS(RL_CFG_FIELD)
+    /* the shared keys (common/schema/algorithm.h), copied by the check */
+    int adv_estimator; /* rl_estimator_id */
+    int norm_adv_by_std_in_grpo;
 } rl_diffusion_algorithm_config;
 
 extern const rl_config_section rl_diffusion_algorithm_section;

@@ -24,6 +24,12 @@ static int s_check(const rl_config *c, void *out)
         return S_ERR(c, loss_type_name, "expected flow_sar, flow_ipo, actor or actor_critic, got '%s'",
                      o->loss_type_name);
     o->loss = (rl_flow_loss_type)loss;
+    const rl_estimator_config *e = rl_config_section_get(c, &rl_estimator_section);
+    const rl_discount_config *d = e ? rl_config_section_get(c, &rl_discount_section) : NULL;
+    if (!d)
+        return rl_error_code();
+    o->adv = e->adv_estimator;
+    o->gamma = d->gamma;
     if (o->demo_coef > 0 && (!o->demos || !*o->demos))
         return S_ERR(c, demos, "%s is %g: name the demonstrations (a libero_collect dataset, e.g. "
                                "runs/libero_demos/demos.safetensors)", S_PATH(demo_coef), o->demo_coef);

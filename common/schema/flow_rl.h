@@ -22,13 +22,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/schema/algorithm.h"
 #include "rlrt/config.h"
 
-/* algorithm.adv_estimator's choices: the estimator table's names in its order
- * (rl_estimator_names(); a unit test keeps them equal), so the index is the
- * estimator's id. */
-#define RL_FLOW_RL_ESTIMATORS \
-    "grpo|rloo|reinforce_plus_plus|reinforce_plus_plus_baseline|reinforce_pro_max|gae"
 
 typedef enum rl_flow_loss_type {
     RL_FLOW_LOSS_SAR = 0,
@@ -40,8 +36,6 @@ typedef enum rl_flow_loss_type {
 #define RL_FLOW_RL_KEYS(X)                                                                          \
     X(STR, loss_type_name, "algorithm.loss_type", "flow_sar", 0, 0, RL_CFG_NONEMPTY, NULL,          \
       "the method: flow_sar | flow_ipo | actor (flow-SDE GRPO) | actor_critic (flow-SDE PPO)")     \
-    X(ENUM, adv, "algorithm.adv_estimator", "grpo", 0, 0, 0, RL_FLOW_RL_ESTIMATORS,                  \
-      "advantages: grpo (loss_type actor) or gae (actor_critic); ignored by the flow_* losses")    \
     X(NUM, sar_beta, "algorithm.flow_sar_beta", "1.0", 0, 100, RL_CFG_MIN_OPEN, NULL,                \
       "FlowSAR's mirror trust region")                                                              \
     X(NUM, sar_temperature, "algorithm.flow_sar_temperature", "0.5", 0, 1e6, RL_CFG_MIN_OPEN, NULL, \
@@ -77,7 +71,6 @@ typedef enum rl_flow_loss_type {
     X(NUM, ipo_t_min, "algorithm.flow_ipo_t_min", "0.2", 0, 1, 0, NULL,                              \
       "FlowIPO's training times t ~ U[t_min, t_max]")                                               \
     X(NUM, ipo_t_max, "algorithm.flow_ipo_t_max", "0.8", 0, 1, 0, NULL, "(see flow_ipo_t_min)")     \
-    X(NUM, gamma, "algorithm.gamma", "0.99", 0, 1, 0, NULL, "GAE's discount over chunk steps")      \
     X(NUM, gae_lambda, "algorithm.gae_lambda", "0.95", 0, 1, 0, NULL, "GAE's lambda")               \
     X(BOOL, normalize_adv, "algorithm.normalize_advantages", "true", 0, 0, 0, NULL,                 \
       "PPO: GAE advantages whitened over the step's chunk steps (RLinf)")                           \
@@ -101,6 +94,11 @@ typedef enum rl_flow_loss_type {
 
 typedef struct rl_flow_rl_config {
     RL_FLOW_RL_KEYS(RL_CFG_FIELD)
+    /* the shared keys (common/schema/algorithm.h), copied by the check:
+     * adv (rl_estimator_id) grpo for loss_type actor, gae for actor_critic,
+     * ignored by the flow_* losses; gamma GAE's discount over chunk steps */
+    int adv;
+    double gamma;
     /* derived (the check) */
     rl_flow_loss_type loss; /* algorithm.loss_type */
     int seq_mean;           /* actor.loss_agg_mode seq-mean-token-mean (else token-mean) */

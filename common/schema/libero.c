@@ -46,6 +46,7 @@ const rl_config_default rl_libero_rl_changes[] = {
     {"trainer.val_every", "5"},
     {"trainer.save_every", "10"},
     {"trainer.output_dir", "runs/libero_rl"},
+    {"algorithm.gamma", "0.99"},
     {"rollout.num_steps", "4"},      /* RLinf pi0: 4 denoising steps */
     {"rollout.noise_level", "0.5"},  /* flow-SDE noise of the training rounds (flow_sar/flow_ipo: 0 = the ODE) */
     {"actor.optim.lr", "1.0e-4"},

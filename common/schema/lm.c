@@ -17,6 +17,10 @@ const rl_config_section rl_lm_model_section =
 static int s_data_check(const rl_config *c, void *out)
 {
     rl_lm_data_config *d = out;
+    const rl_batch_config *b = rl_config_section_get(c, &rl_batch_section);
+    if (!b)
+        return rl_error_code();
+    d->train_batch_size = b->train_batch_size;
     const char *key = rl_config_key_path(&rl_lm_data_section, offsetof(rl_lm_data_config, levels));
     size_t n = d->levels ? rl_config_node_len(d->levels) : 0;
     if (n == 0 || n > RL_LM_MAX_LEVELS)

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/schema/algorithm.h"
 #include "rlrt/config.h"
 
 /* ---- model.* of the lm kind --------------------------------------------------------------
@@ -84,12 +85,11 @@ extern const rl_config_section rl_lm_model_section;
       "generated worked solutions call the calculator (needs data.tokenizer arith_ext)")           \
     X(INT, max_prompt_length, "data.max_prompt_length", "24", 1, 1 << 20, 0, NULL,                  \
       "prompt tokens at most (every row is checked at load)")                                      \
-    X(INT, train_batch_size, "data.train_batch_size", "16", 1, 1 << 20, 0, NULL,                    \
-      "prompts per training step")                                                                 \
     X(BOOL, shuffle, "data.shuffle", "true", 0, 0, 0, NULL, "a new row order every epoch (false: file order)")
 
 typedef struct rl_lm_data_config {
     RL_LM_DATA_KEYS(RL_CFG_FIELD)
+    int64_t train_batch_size; /* data.train_batch_size (common/schema/algorithm.h), copied by the check */
     int level[RL_LM_MAX_LEVELS]; /* data.levels, n_levels of them */
     int n_levels;
 } rl_lm_data_config;

@@ -12,7 +12,15 @@
 /* filter_low below filter_high; the overlong buffer within the response. */
 static int s_check(const rl_config *c, void *out)
 {
-    const rl_rlvr_config *a = out;
+    rl_rlvr_config *a = out;
+    const rl_estimator_config *e = rl_config_section_get(c, &rl_estimator_section);
+    const rl_group_norm_config *g = e ? rl_config_section_get(c, &rl_group_norm_section) : NULL;
+    const rl_discount_config *d = g ? rl_config_section_get(c, &rl_discount_section) : NULL;
+    if (!d)
+        return rl_error_code();
+    a->adv_estimator = e->adv_estimator;
+    a->norm_adv_by_std_in_grpo = g->norm_adv_by_std_in_grpo;
+    a->gamma = d->gamma;
     if (!(a->filter_low < a->filter_high))
         return RL_CFG_ERROR(c, &rl_rlvr_section, rl_rlvr_config, filter_low, RL_ECONFIG,
                             "must be below %s (%g), got %g",
@@ -105,7 +113,7 @@ static int s_replay_check(const rl_config *c, void *out)
     if (q->per_step < 1 || q->per_step > data->train_batch_size)
         return RL_CFG_ERROR(c, &rl_rlvr_replay_section, rl_rlvr_replay_config, per_step, RL_ECONFIG,
                             "expected 1 to %s (%lld) prompts, got %lld",
-                            S_PATH(rl_lm_data_section, rl_lm_data_config, train_batch_size),
+                            S_PATH(rl_batch_section, rl_batch_config, train_batch_size),
                             (long long)data->train_batch_size, (long long)q->per_step);
     return RL_OK;
 }
@@ -134,7 +142,7 @@ int rl_rlvr_check_sizes(const rl_config *c, const char *estimator, int64_t min_s
     if (!ro)
         return rl_error_code();
     int64_t n = ro->n, mini = ac->mini_batch;
-    const char *batch_key = S_PATH(rl_lm_data_section, rl_lm_data_config, train_batch_size);
+    const char *batch_key = S_PATH(rl_batch_section, rl_batch_config, train_batch_size);
     const char *n_key = S_PATH(rl_rollout_section, rl_rollout_config, n);
     if (data->train_batch_size % mini)
         return RL_CFG_ERROR(c, &rl_actor_section, rl_actor_config, mini_batch, RL_ECONFIG,

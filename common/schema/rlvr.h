@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/schema/estimators.h"
+#include "common/schema/algorithm.h"
 #include "rlrt/config.h"
 
 #define RL_RLVR_MAX_STALENESS 8
@@ -25,14 +25,8 @@
 /* ---- algorithm.* ------------------------------------------------------------------------------ */
 
 #define RL_RLVR_KEYS(X)                                                                             \
-    X(ENUM, adv_estimator, "algorithm.adv_estimator", "grpo", 0, 0, 0, RL_ADV_ESTIMATOR_CHOICES,   \
-      "the advantage estimator (common/batch/estimators.c; gae is not the LM track's)")            \
-    X(BOOL, norm_adv_by_std_in_grpo, "algorithm.norm_adv_by_std_in_grpo", "true", 0, 0, 0, NULL,    \
-      "GRPO divides by the group's std (false: r - mean)")                                         \
     X(BOOL, uniform_scale, "algorithm.uniform_scale", "false", 0, 0, 0, NULL,                       \
       "REINFORCE Pro Max: r/n for groups whose rewards are all equal")                             \
-    X(NUM, gamma, "algorithm.gamma", "1.0", 0, 1, 0, NULL,                                          \
-      "the discount of REINFORCE++ (REINFORCE Pro Max uses 1)")                                    \
     X(BOOL, use_kl_in_reward, "algorithm.use_kl_in_reward", "false", 0, 0, 0, NULL,                 \
       "subtract the coefficient times the per-token KL to the reference from the reward")          \
     X(STR, kl_penalty, "algorithm.kl_penalty", "kl", 0, 0, RL_CFG_NONEMPTY, NULL,                   \
@@ -75,6 +69,10 @@
 
 typedef struct rl_rlvr_config {
     RL_RLVR_KEYS(RL_CFG_FIELD)
+    /* the shared keys (common/schema/algorithm.h), copied by the check */
+    int adv_estimator; /* rl_estimator_id */
+    int norm_adv_by_std_in_grpo;
+    double gamma;
 } rl_rlvr_config;
 
 extern const rl_config_section rl_rlvr_section;

@@ -5,6 +5,7 @@
 #include "common/schema/fmnist.h"
 #include "common/schema/image_models.h"
 #include "common/schema/actor.h"
+#include "common/schema/algorithm.h"
 #include "common/schema/actor_diffusion.h"
 #include "common/schema/env.h"
 #include "common/schema/flow_policy.h"
@@ -27,11 +28,14 @@ const rl_config_section *const rl_schema_sections[] = {
     &rl_trainer_ckpt_section,
     &rl_trainer_recovery_section,
     &rl_model_base_section,
+    &rl_estimator_section,
+    &rl_group_norm_section,
+    &rl_discount_section,
+    &rl_batch_section,
     &rl_image_size_section,
     &rl_clip_flow_model_section,
     &rl_image_classifier_model_section,
     &rl_fmnist_data_section,
-    &rl_diffusion_batch_section,
     &rl_diffusion_data_section,
     &rl_diffusion_rollout_section,
     &rl_diffusion_algorithm_section,

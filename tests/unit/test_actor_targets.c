@@ -69,9 +69,10 @@ static char *s_clip_flow_defaults(void)
  * caller frees it). */
 static char *s_flow_yaml(void)
 {
-    const rl_config_section *secs[] = {&rl_model_base_section, &rl_model_flow_policy_section, &rl_flow_rl_section};
+    const rl_config_section *secs[] = {&rl_model_base_section, &rl_model_flow_policy_section, &rl_flow_rl_section,
+                                       &rl_estimator_section, &rl_discount_section};
     const rl_config_default type = {"model.type", "flow_policy"};
-    rl_config *t = rl_config_schema_defaults(secs, 3, &type, 1);
+    rl_config *t = rl_config_schema_defaults(secs, sizeof secs / sizeof secs[0], &type, 1);
     char *y = t ? rl_config_to_yaml(t, "") : NULL;
     rl_config_free(t);
     assert_non_null(y);

@@ -96,11 +96,11 @@ static void test_estimator_choices(void **state)
 {
     (void)state;
     assert_string_equal(RL_ADV_ESTIMATOR_CHOICES, rl_estimator_names());
-    const char *path = RL_CFG_PATH(&rl_rlvr_section, rl_rlvr_config, adv_estimator);
+    const char *path = RL_CFG_PATH(&rl_estimator_section, rl_estimator_config, adv_estimator);
     const rl_config_key *key = NULL;
-    for (size_t i = 0; i < rl_rlvr_section.n_keys; i++)
-        if (strcmp(rl_rlvr_section.keys[i].path, path) == 0)
-            key = &rl_rlvr_section.keys[i];
+    for (size_t i = 0; i < rl_estimator_section.n_keys; i++)
+        if (strcmp(rl_estimator_section.keys[i].path, path) == 0)
+            key = &rl_estimator_section.keys[i];
     assert_non_null(key);
     assert_int_equal(key->type, RL_CFG_ENUM);
     assert_string_equal(key->choices, rl_estimator_names());
@@ -115,7 +115,8 @@ static rl_config *s_job(int n, const char *const *overrides)
         &rl_trainer_section,  &rl_trainer_steps_section,  &rl_lm_data_section,
         &rl_rlvr_section,     &rl_rlvr_guidance_section,  &rl_rlvr_replay_section,
         &rl_sft_section,      &rl_actor_section,          &rl_rollout_section,
-        &rl_rollout_tokens_section, &rl_rollout_multi_turn_section};
+        &rl_rollout_tokens_section, &rl_rollout_multi_turn_section, &rl_estimator_section,
+        &rl_group_norm_section, &rl_discount_section, &rl_batch_section};
     static const rl_config_default roles[] = {
         {"rollout.n", "4"}, {"rollout.response_length", "16"}, {"actor.ppo_mini_batch_size", "4"}};
     rl_config *known = rl_config_schema_defaults(secs, sizeof secs / sizeof secs[0], roles, 3);
@@ -153,7 +154,7 @@ static void test_section_checks(void **state)
     s_check("algorithm.filter_low=0.99", &rl_rlvr_section,
             "algorithm.filter_low: must be below algorithm.filter_high (0.99), got 0.99");
     s_check("algorithm.overlong_buffer.enable=true", &rl_rlvr_section, NULL);
-    s_check("algorithm.adv_estimator=ppo", &rl_rlvr_section, "unknown value 'ppo'");
+    s_check("algorithm.adv_estimator=ppo", &rl_estimator_section, "unknown value 'ppo'");
     s_check("algorithm.hard_replay.below=0", &rl_rlvr_replay_section,
             "expected a mean accuracy in (0, 1], got 0");
     s_check("algorithm.hard_replay.per_step=17", &rl_rlvr_replay_section,

@@ -108,8 +108,9 @@ static rl_config *s_known(void)
 {
     const rl_config_section *secs[] = {&rl_trainer_section,  &rl_env_section,
                                        &rl_flow_rl_section,  &rl_actor_section,
+                                       &rl_estimator_section, &rl_discount_section,
                                        &rl_rollout_section, &rl_rollout_flow_section};
-    rl_config *k = rl_config_schema_defaults(secs, 6, NULL, 0);
+    rl_config *k = rl_config_schema_defaults(secs, sizeof secs / sizeof secs[0], NULL, 0);
     assert_non_null(k);
     return k;
 }
@@ -254,20 +255,6 @@ static void test_switch_and_errors(void **state)
     }
 }
 
-/* algorithm.adv_estimator's choices are the estimator table's names, in
- * its order (the section's index is the estimator's id). */
-static void test_estimator_choices(void **state)
-{
-    (void)state;
-    assert_string_equal(RL_FLOW_RL_ESTIMATORS, rl_estimator_names());
-    const char *choices = NULL;
-    for (size_t i = 0; i < rl_flow_rl_section.n_keys; i++)
-        if (rl_flow_rl_section.keys[i].offset == offsetof(rl_flow_rl_config, adv))
-            choices = rl_flow_rl_section.keys[i].choices;
-    assert_non_null(choices);
-    assert_string_equal(choices, rl_estimator_names());
-}
-
 /* An env layout: total envs, groups of G, tasks '0-<n-1>'. */
 static const rl_env_config *s_env(rl_config **c, int total, int G, int n)
 {
@@ -375,7 +362,6 @@ int main(void)
         cmocka_unit_test(test_ema_schedules),
         cmocka_unit_test(test_clip_actions),
         cmocka_unit_test(test_switch_and_errors),
-        cmocka_unit_test(test_estimator_choices),
         cmocka_unit_test(test_eval_picks),
         cmocka_unit_test(test_demos_missing),
     };

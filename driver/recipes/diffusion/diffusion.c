@@ -55,7 +55,7 @@ static const char *const s_con_col[3] = {NULL, RL_REWARD_ON_PROMPT, RL_REWARD_PR
 
 /* The job's sections and the estimator the diffusion track uses. */
 typedef struct s_cfg {
-    rl_diffusion_batch_config batch;
+    rl_batch_config batch;
     rl_diffusion_data_config data;
     rl_diffusion_rollout_config ro;
     rl_diffusion_algorithm_config alg;
@@ -67,15 +67,15 @@ typedef struct s_cfg {
 static int s_read_cfg(const rl_config *job, s_cfg *c)
 {
     static const rl_config_section *const secs[6] = {
-        &rl_diffusion_batch_section,     &rl_diffusion_data_section,       &rl_diffusion_rollout_section,
+        &rl_batch_section,     &rl_diffusion_data_section,       &rl_diffusion_rollout_section,
         &rl_diffusion_algorithm_section, &rl_diffusion_constraint_section, &rl_clip_flow_model_section};
     void *const outs[6] = {&c->batch, &c->data, &c->ro, &c->alg, &c->con, &c->model};
     int rc = rl_diffusion_read_sections(job, secs, outs, 6);
     if (!rc && !(c->est = rl_estimator_find(rl_estimators[c->alg.adv_estimator].name, RL_TRACK_DIFFUSION))) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", rl_error_message());
-        rc = RL_CFG_ERROR(job, &rl_diffusion_algorithm_section, rl_diffusion_algorithm_config,
-                          adv_estimator, RL_ECONFIG, "%s", msg);
+        rc = RL_CFG_ERROR(job, &rl_estimator_section, rl_estimator_config, adv_estimator, RL_ECONFIG,
+                          "%s", msg);
     }
     return rc;
 }
@@ -366,8 +366,9 @@ const rl_recipe rl_recipe_diffusion = {
     .sections = (const rl_config_section *const[]){
         &rl_trainer_steps_section, &rl_trainer_ckpt_section, &rl_trainer_recovery_section,
         &rl_model_base_section, &rl_image_size_section, &rl_clip_flow_model_section,
-        &rl_diffusion_batch_section, &rl_diffusion_data_section, &rl_diffusion_rollout_section,
-        &rl_diffusion_algorithm_section, &rl_diffusion_constraint_section, &rl_actor_section,
+        &rl_batch_section, &rl_diffusion_data_section, &rl_diffusion_rollout_section,
+        &rl_diffusion_algorithm_section, &rl_diffusion_constraint_section, &rl_estimator_section,
+        &rl_group_norm_section, &rl_actor_section,
         &rl_actor_diffusion_section, &rl_rollout_section, &rl_rollout_flow_section, &rl_reward_section,
         &rl_reward_image_section, NULL},
     .changes = rl_diffusion_changes,

@@ -41,9 +41,9 @@ static int s_open(void *st, rl_trainer *t)
     s_pre *s = st;
     s->t = t;
     s->t0 = rl_now_s();
-    rl_diffusion_batch_config batch;
+    rl_batch_config batch;
     rl_clip_flow_model_config model = {.frames = 1};
-    const rl_config_section *secs[3] = {&rl_fmnist_data_section, &rl_diffusion_batch_section,
+    const rl_config_section *secs[3] = {&rl_fmnist_data_section, &rl_batch_section,
                                         &rl_clip_flow_model_section};
     void *const outs[3] = {&s->data, &batch, &model};
     int rc = rl_diffusion_read_sections(t->job, secs, outs, s->generator ? 3 : 2);
@@ -70,7 +70,7 @@ static int s_open(void *st, rl_trainer *t)
         return rc;
     int W = rl_group_size(s->j.actor);
     if (s->batch % W)
-        rc = RL_CFG_ERROR(t->job, &rl_diffusion_batch_section, rl_diffusion_batch_config, train_batch_size,
+        rc = RL_CFG_ERROR(t->job, &rl_batch_section, rl_batch_config, train_batch_size,
                           RL_ECONFIG, "%lld must be a multiple of the %d actor ranks", (long long)s->batch, W);
     return rc;
 }
@@ -277,7 +277,7 @@ const rl_recipe rl_recipe_scorer_train = {
     .sections = (const rl_config_section *const[]){
         &rl_trainer_steps_section, &rl_trainer_recovery_section, &rl_model_base_section,
         &rl_image_size_section, &rl_image_classifier_model_section, &rl_fmnist_data_section,
-        &rl_diffusion_batch_section, &rl_actor_section, NULL},
+        &rl_batch_section, &rl_actor_section, NULL},
     .changes = rl_scorer_train_changes,
     .roles = s_roles,
     .prepare = s_prepare,
@@ -290,7 +290,7 @@ const rl_recipe rl_recipe_flow_pretrain = {
     .sections = (const rl_config_section *const[]){
         &rl_trainer_steps_section, &rl_trainer_recovery_section, &rl_model_base_section,
         &rl_image_size_section, &rl_clip_flow_model_section, &rl_fmnist_data_section,
-        &rl_diffusion_batch_section, &rl_actor_section, &rl_actor_diffusion_section, NULL},
+        &rl_batch_section, &rl_actor_section, &rl_actor_diffusion_section, NULL},
     .changes = rl_flow_pretrain_changes,
     .roles = s_roles,
     .prepare = s_prepare_flow,

@@ -373,6 +373,7 @@ const rl_recipe rl_recipe_libero_rl = {
                                                    &rl_model_flow_policy_section, &rl_env_section,
                                                    &rl_flow_rl_section, &rl_libero_eval_section,
                                                    &rl_actor_section, &rl_rollout_section, &rl_rollout_flow_section,
+                                                   &rl_estimator_section, &rl_discount_section,
                                                    &rl_libero_gif_section, NULL},
     .changes = rl_libero_rl_changes,
     .roles = s_roles,

@@ -48,7 +48,7 @@ extern const char *const rl_lm_roles[];
 #define RL_LM_SECTIONS                                                                              \
     &rl_model_base_section, &rl_lm_model_section, &rl_lm_data_section, &rl_lm_trainer_section,      \
         &rl_actor_section, &rl_rollout_section, &rl_rollout_tokens_section,                         \
-        &rl_rollout_multi_turn_section, &rl_reward_section
+        &rl_rollout_multi_turn_section, &rl_reward_section, &rl_batch_section
 
 /* Columns the rlvr recipe adds to its batches (sample dumps write them):
  * int64 (B) 1 for a row off-policy guidance put in (rlvr_guidance.h) */

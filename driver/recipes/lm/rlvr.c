@@ -38,7 +38,7 @@ static int s_algo(const rl_config *job, const rl_rlvr_config *a, const rl_estima
                   rl_kl_kind *kind)
 {
     if (!(*est = rl_estimator_find(rl_estimators[a->adv_estimator].name, RL_TRACK_LM)))
-        return RL_CFG_ERROR(job, &rl_rlvr_section, rl_rlvr_config, adv_estimator, RL_ECONFIG, "%s",
+        return RL_CFG_ERROR(job, &rl_estimator_section, rl_estimator_config, adv_estimator, RL_ECONFIG, "%s",
                             rl_error_message());
     if (rl_kl_kind_parse(a->kl_penalty, kind))
         return RL_CFG_ERROR(job, &rl_rlvr_section, rl_rlvr_config, kl_penalty, RL_ECONFIG, "%s",
@@ -331,7 +331,8 @@ const rl_recipe rl_recipe_rlvr = {
     .sections = (const rl_config_section *const[]){
         &rl_trainer_steps_section, &rl_trainer_ckpt_section, &rl_trainer_recovery_section,
         RL_LM_SECTIONS, &rl_rlvr_trainer_section, &rl_rlvr_section, &rl_rlvr_aepo_section,
-        &rl_rlvr_guidance_section, &rl_rlvr_replay_section, NULL},
+        &rl_rlvr_guidance_section, &rl_rlvr_replay_section, &rl_estimator_section, &rl_group_norm_section,
+        &rl_discount_section, NULL},
     .changes = rl_rlvr_changes,
     .roles = rl_lm_roles,
     .prepare = s_prepare,

@@ -130,7 +130,7 @@ static int s_open(void *st, rl_trainer *t)
     s->stop_at = c ? c->stop_at_val_accuracy : 0;
     int W = s->j.a.actor ? rl_group_size(s->j.a.actor) : 1;
     if (!rc && s->j.batch % W)
-        rc = RL_CFG_ERROR(t->job, &rl_lm_data_section, rl_lm_data_config, train_batch_size,
+        rc = RL_CFG_ERROR(t->job, &rl_batch_section, rl_batch_config, train_batch_size,
                           RL_ECONFIG, "%lld must be a multiple of the %d actor ranks",
                           (long long)s->j.batch, W);
     return rc;
