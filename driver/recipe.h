@@ -17,9 +17,6 @@ typedef struct rl_recipe {
      * known keys (rl_recipe_known_keys). */
     const rl_config_section *const *sections;
     const rl_config_default *changes;
-    /* Legacy YAML fragments merged over those, in order (NULL-terminated;
-     * may be NULL): the sections not yet moved into common/schema/. */
-    const char *const *defaults;
     /* The cluster roles the recipe calls (NULL-terminated). rl-driver starts
      * only these and fails, naming cluster.yaml, when one is missing. NULL:
      * every role of cluster.yaml. */
@@ -38,8 +35,8 @@ typedef struct rl_recipe {
  * and the one called `name` (NULL if none). */
 extern const rl_recipe *const rl_recipes[];
 const rl_recipe *rl_recipe_find(const char *name);
-/* The known-keys tree of a recipe's jobs: rl_trainer_section, its sections
- * with its changes, then its legacy fragments (the caller frees it). */
+/* The known-keys tree of a recipe's jobs: rl_trainer_section and its
+ * sections, with its changes (the caller frees it). */
 rl_config *rl_recipe_known_keys(const rl_recipe *r);
 /* docs/CONFIG.md: every recipe's sections, then every section's keys
  * (malloc'd). */

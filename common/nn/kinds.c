@@ -88,23 +88,17 @@ rl_model *rl_model_build(const rl_config *job, uint64_t seed)
     return m;
 }
 
-/* The known keys of a kind's model section: its sections, or its legacy
- * YAML, with model.type set to the kind. */
+/* The known keys of a kind's model section: its sections with model.type
+ * set to the kind. */
 static rl_config *s_kind_defaults(const rl_model_kind *k)
 {
-    rl_config *defs;
-    if (k->sections) {
-        size_t n = 0;
-        while (k->sections[n])
-            n++;
-        char type[128];
-        snprintf(type, sizeof type, "'%s'", k->name);
-        rl_config_default change = {S_TYPE, type};
-        defs = rl_config_schema_defaults(k->sections, n, &change, 1);
-    } else {
-        defs = rl_config_parse_string(k->defaults_yaml, strlen(k->defaults_yaml), k->name);
-    }
-    return defs;
+    size_t n = 0;
+    while (k->sections[n])
+        n++;
+    char type[128];
+    snprintf(type, sizeof type, "'%s'", k->name);
+    rl_config_default change = {S_TYPE, type};
+    return rl_config_schema_defaults(k->sections, n, &change, 1);
 }
 
 rl_model *rl_model_load_dir(const char *dir)

@@ -113,32 +113,6 @@ int rl_trainer_due(const rl_trainer *t, int64_t step, int64_t every)
     return every > 0 && (step % every == 0 || step == t->total_steps);
 }
 
-int rl_trainer_step_tail(rl_trainer *t, int64_t step, double t0, int phases_rc,
-                         const rl_step_hook *hooks, int n_hooks, int (*save)(void *ctx),
-                         void *ctx, int *saved)
-{
-    *saved = 0;
-    if (phases_rc)
-        return phases_rc;
-    double have;
-    int rc = RL_OK;
-    if (rl_metric_set_get(t->ms, "timing_s/step", &have) != RL_OK) /* not put by the recipe */
-        rc = rl_metric_set_put(t->ms, "timing_s/step", rl_now_s() - t0);
-    if (!rc)
-        rc = rl_trainer_put_cpu(t);
-    for (int i = 0; !rc && i < n_hooks; i++)
-        if (rl_trainer_due(t, step, hooks[i].every))
-            rc = hooks[i].run(ctx);
-    if (!rc)
-        rc = rl_trainer_log_step(t, step);
-    if (!rc && rl_trainer_due(t, step, t->save_every) && !(rc = save(ctx)))
-        *saved = 1;
-    if (!rc)
-        rl_driver_note_step(t->d, step, rl_now_s() - t0);
-    rl_trainer_cpu_mark(t);
-    return rc;
-}
-
 int rl_trainer_log_step(rl_trainer *t, int64_t step)
 {
     char line[1024];
@@ -434,49 +408,6 @@ int rl_recovery_check(rl_recovery *r, rl_driver *d, int64_t step)
     return 1;
 }
 
-/* start, retried while it loses workers */
-static int s_loop_start(rl_driver *d, rl_recovery *rec, const rl_train_loop *l, int64_t restore,
-                        int64_t *start)
-{
-    for (;;) {
-        int rc = rl_recovery_mark(rec, d);
-        if (!rc)
-            rc = l->start(l->ctx, restore, start);
-        if (!rc || !rl_recovery_check(rec, d, restore > 0 ? restore : 0))
-            return rc;
-        l->reset(l->ctx);
-    }
-}
-
-int rl_train_loop_run(rl_driver *d, const rl_config *job, const rl_train_loop *loop)
-{
-    rl_recovery rec;
-    int64_t start = 0;
-    int resume = 0;
-    int rc = rl_recovery_open(&rec, job);
-    const rl_trainer_ckpt_config *ck = rc ? NULL : rl_config_section_get(job, &rl_trainer_ckpt_section);
-    if (!rc && !ck)
-        rc = rl_error_code();
-    if (!rc)
-        resume = ck->resume;
-    if (!rc)
-        rc = s_loop_start(d, &rec, loop, resume ? -1 : 0, &start);
-    rec.saved_step = start;
-    for (int64_t step = start + 1;
-         !rc && step <= loop->total_steps(loop->ctx) && !rl_driver_interrupted(d); step++) {
-        int saved = 0;
-        if (!(rc = rl_recovery_mark(&rec, d)) && !(rc = loop->step(loop->ctx, step, &saved)) && saved)
-            rec.saved_step = step;
-        if (rc && rl_recovery_check(&rec, d, step)) {
-            loop->reset(loop->ctx); /* a worker was lost: from this run's newest checkpoint */
-            rc = s_loop_start(d, &rec, loop, rec.saved_step, &start);
-            step = start; /* the loop goes on at start + 1 */
-        }
-    }
-    rl_recovery_close(&rec);
-    return rc;
-}
-
 /* ---- one trainer loop ------------------------------------------------------------------------- */
 
 /* Opens the trainer and the recipe and brings them to their first step:
@@ -512,13 +443,17 @@ static int s_recipe_start(rl_driver *d, const rl_config *job, rl_trainer *t, voi
     return rc;
 }
 
-/* One step: phases, metrics, hooks, log line, checkpoint. */
+/* One step: the phases and the step's own metrics, then (the same in every
+ * recipe) timing_s/step unless the recipe put it, the job's CPU use, each
+ * hook whose cadence is due, in order, the console line and the metrics
+ * sink, a checkpoint when trainer.save_every is due (*saved = 1), and the
+ * driver's note of the step. Stops at the first error. */
 static int s_recipe_step(rl_trainer *t, void *st, const rl_recipe_loop *l, int64_t step, int *saved)
 {
     rl_phase phases[RL_MAX_PHASES];
     rl_recipe_hook hooks[RL_MAX_HOOKS];
-    rl_step_hook due[RL_MAX_HOOKS];
-    double t0 = rl_now_s();
+    double t0 = rl_now_s(), have;
+    *saved = 0;
     rl_metric_set_clear(t->ms);
     int np = l->phases(st, step, phases);
     int rc = rl_phases_run(phases, np, st, t->ms);
@@ -526,10 +461,24 @@ static int s_recipe_step(rl_trainer *t, void *st, const rl_recipe_loop *l, int64
         rc = l->step_metrics(st, t0);
     if (l->step_clear)
         l->step_clear(st);
+    if (rc)
+        return rc;
+    if (rl_metric_set_get(t->ms, "timing_s/step", &have) != RL_OK) /* not put by the recipe */
+        rc = rl_metric_set_put(t->ms, "timing_s/step", rl_now_s() - t0);
+    if (!rc)
+        rc = rl_trainer_put_cpu(t);
     int nh = l->hooks ? l->hooks(st, hooks) : 0;
-    for (int i = 0; i < nh; i++)
-        due[i] = (rl_step_hook){hooks[i].every, hooks[i].run};
-    return rl_trainer_step_tail(t, step, t0, rc, due, nh, l->save, st, saved);
+    for (int i = 0; !rc && i < nh; i++)
+        if (rl_trainer_due(t, step, hooks[i].every))
+            rc = hooks[i].run(st);
+    if (!rc)
+        rc = rl_trainer_log_step(t, step);
+    if (!rc && rl_trainer_due(t, step, t->save_every) && !(rc = l->save(st)))
+        *saved = 1;
+    if (!rc)
+        rl_driver_note_step(t->d, step, rl_now_s() - t0);
+    rl_trainer_cpu_mark(t);
+    return rc;
 }
 
 static void s_recipe_close(rl_trainer *t, void *st, const rl_recipe_loop *l, int reopen)

@@ -79,27 +79,10 @@ int rl_trainer_log_step(rl_trainer *t, int64_t step);
  * how much of the machine a step leaves idle (what overlapping roles, as
  * trainer.staleness does, can win at most). Put only when every rank was
  * counted and no worker restarted since the mark. rl_trainer_open_metrics
- * and rl_trainer_step_tail set the mark; a recipe that logs its steps itself
- * calls both. */
+ * and every step of rl_recipe_run set the mark; a recipe that logs its
+ * steps itself calls both. */
 void rl_trainer_cpu_mark(rl_trainer *t);
 int rl_trainer_put_cpu(rl_trainer *t);
-
-/* The end of a training step, the same in every recipe (t0: when the step
- * began; phases_rc: what its phases returned, which, when not 0, is
- * returned at once with *saved = 0): timing_s/step unless the recipe put it, each
- * hook whose cadence is due (rl_trainer_due(step, every); every 0: never),
- * in order, then the console line and the metrics sink, a checkpoint
- * through `save` when trainer.save_every is due (*saved = 1), and the
- * driver's note of the step. Stops at the first error; ctx goes to the
- * hooks and to save. */
-typedef struct rl_step_hook {
-    int64_t every;
-    int (*run)(void *ctx);
-} rl_step_hook;
-
-int rl_trainer_step_tail(rl_trainer *t, int64_t step, double t0, int phases_rc,
-                         const rl_step_hook *hooks, int n_hooks, int (*save)(void *ctx),
-                         void *ctx, int *saved);
 
 /* ---- weight sync --------------------------------------------------------------------
  * One choreography for every recipe: the sender's rank 0 opens the weight
@@ -171,30 +154,6 @@ int rl_recovery_mark(rl_recovery *r, rl_driver *d);
 /* After a failed step (its error message set): 1 = recover (logged with the
  * original error), 0 = not recoverable (the original error is restored). */
 int rl_recovery_check(rl_recovery *r, rl_driver *d, int64_t step);
-
-/* Superseded by rl_recipe_run below; goes when the last recipe moves to it. */
-/* The loop of every recipe that checkpoints and recovers:
- *   start(ctx, restore, &start)  opens the recipe's state (restore −1: the
- *                                newest checkpoint when trainer.resume, 0: a
- *                                fresh start, k > 0: checkpoint k of this run)
- *                                and says the last step done
- *   step(ctx, step, &saved)      runs step `step` (*saved = 1: a checkpoint
- *                                was written)
- *   reset(ctx)                   closes the state after a lost worker, so that
- *                                start can open it again
- *   total_steps(ctx)             once started
- * Steps start+1 … total_steps run until done or interrupted; a start or a
- * step that loses a worker is recovered (rl_recovery) from this run's newest
- * checkpoint. */
-typedef struct rl_train_loop {
-    void *ctx;
-    int (*start)(void *ctx, int64_t restore, int64_t *start);
-    int (*step)(void *ctx, int64_t step, int *saved);
-    void (*reset)(void *ctx);
-    int64_t (*total_steps)(void *ctx);
-} rl_train_loop;
-
-int rl_train_loop_run(rl_driver *d, const rl_config *job, const rl_train_loop *loop);
 
 /* ---- one trainer loop for every training recipe ------------------------------------
  * A training recipe is its state, the phases of a step and these hooks;

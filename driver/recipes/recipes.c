@@ -44,13 +44,6 @@ rl_config *rl_recipe_known_keys(const rl_recipe *r)
     rl_config *known = rl_config_schema_defaults(secs, n, r->changes, n_changes);
     if (!known)
         return rl_error_wrap(rl_error_code(), "recipe %s", r->name), NULL;
-    for (const char *const *frag = r->defaults; known && frag && *frag; frag++) {
-        rl_config *own = rl_config_parse_string(*frag, strlen(*frag), "<recipe defaults>");
-        rl_config *next = own ? rl_config_merge(known, own) : NULL;
-        rl_config_free(own);
-        rl_config_free(known);
-        known = next;
-    }
     return known;
 }
 
@@ -85,8 +78,6 @@ char *rl_recipes_config_doc(void)
         S_PUT("| `%s` | ", r->name);
         for (size_t k = 0; k < n; k++)
             S_PUT("%s%s", k ? ", " : "", secs[k]->name);
-        if (r->defaults && r->defaults[0])
-            S_PUT(", (sections not yet in common/schema)");
         S_PUT(" | ");
         for (size_t k = 0; r->changes && r->changes[k].path; k++)
             S_PUT("%s`%s: %s`", k ? ", " : "", r->changes[k].path, r->changes[k].value);

@@ -136,8 +136,6 @@ typedef struct rl_model_kind {
     /* its model.* keys: the config sections, NULL-terminated, starting with
      * the base (model.type, model.init_from: common/schema/model.h) */
     const rl_config_section *const *sections;
-    const char *defaults_yaml; /* legacy: its `model:` section as YAML, for kinds
-                                * whose keys are not yet in sections */
     /* The architecture from the job's model.* keys (range-checked, located
      * errors); parameters are zero until initialised or loaded. */
     rl_model *(*from_config)(const rl_config *job);
