@@ -26,7 +26,11 @@ static int s_check(const rl_config *c, void *out)
     return RL_OK;
 }
 
-static const rl_config_key s_keys[] = {RL_ACTOR_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_keys[] = {
+#define X RL_CFG_KEY
+#include "common/schema/actor.def"
+#undef X
+};
 const rl_config_section rl_actor_section =
     RL_CFG_SECTION("actor",
                    "The trainable policy: AdamW, the PPO loss, FSDP, the batch sizes of an optimiser step.",

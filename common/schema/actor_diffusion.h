@@ -11,18 +11,10 @@
 
 #include "rlrt/config.h"
 
-#define RL_ACTOR_DIFFUSION_KEYS(X)                                                                  \
-    X(NUM, clip_range, "actor.clip_range", "1.0e-4", 0, 10, 0, NULL,                                \
-      "PPO ratio clip of the per-timestep loss")                                                    \
-    X(NUM, adv_clip_max, "actor.ppo_adv_clip_max", "5.0", 0, 1e6, 0, NULL,                          \
-      "advantages clamped to +-this")                                                               \
-    X(NUM, max_grad_norm, "actor.ppo_max_grad_norm", "1.0", 0, 1e9, 0, NULL,                        \
-      "gradient clipping of the diffusion and flow-matching steps (0: off)")                        \
-    X(NUM, timestep_fraction, "actor.timestep_fraction", "1.0", 0, 1, RL_CFG_MIN_OPEN, NULL,        \
-      "share of the sampling steps trained per sample")
-
 typedef struct rl_actor_diffusion_config {
-    RL_ACTOR_DIFFUSION_KEYS(RL_CFG_FIELD)
+#define X RL_CFG_FIELD
+#include "common/schema/actor_diffusion.def"
+#undef X
 } rl_actor_diffusion_config;
 
 extern const rl_config_section rl_actor_diffusion_section;

@@ -27,7 +27,11 @@ static int s_data_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_STRUCT rl_diffusion_data_config
-static const rl_config_key s_data[] = {RL_DIFFUSION_DATA_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_data[] = {
+#define X RL_CFG_KEY
+#include "common/schema/diffusion_data.def"
+#undef X
+};
 const rl_config_section rl_diffusion_data_section =
     RL_CFG_SECTION("data (diffusion GRPO)", "Validation of the diffusion recipe.", "the driver",
                    s_data, s_data_check);
@@ -47,7 +51,11 @@ static int s_rollout_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_STRUCT rl_diffusion_rollout_config
-static const rl_config_key s_rollout[] = {RL_DIFFUSION_ROLLOUT_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_rollout[] = {
+#define X RL_CFG_KEY
+#include "common/schema/diffusion_rollout.def"
+#undef X
+};
 const rl_config_section rl_diffusion_rollout_section =
     RL_CFG_SECTION("rollout (diffusion GRPO)",
                    "The diffusion recipe's sampling of groups and its online test images.",
@@ -67,7 +75,11 @@ static int s_algorithm_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_STRUCT rl_diffusion_algorithm_config
-static const rl_config_key s_algorithm[] = {RL_DIFFUSION_ALGORITHM_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_algorithm[] = {
+#define X RL_CFG_KEY
+#include "common/schema/diffusion_algorithm.def"
+#undef X
+};
 const rl_config_section rl_diffusion_algorithm_section =
     RL_CFG_SECTION("algorithm (diffusion GRPO)",
                    "Advantages of the diffusion recipe (Flow-GRPO / DanceGRPO).", "the driver",
@@ -85,7 +97,11 @@ static int s_constraint_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_STRUCT rl_diffusion_constraint_config
-static const rl_config_key s_constraint[] = {RL_DIFFUSION_CONSTRAINT_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_constraint[] = {
+#define X RL_CFG_KEY
+#include "common/schema/diffusion_constraint.def"
+#undef X
+};
 const rl_config_section rl_diffusion_constraint_section =
     RL_CFG_SECTION("algorithm.constraint",
                    "A scorer term held at a floor by a Lagrange multiplier moved after each step "

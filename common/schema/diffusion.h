@@ -20,15 +20,12 @@
 
 /* ---- all three recipes ------------------------------------------------------------------- */
 
-
 /* ---- the GRPO recipe (diffusion) ------------------------------------------------------------ */
 
-#define RL_DIFFUSION_DATA_KEYS(X)                                                                   \
-    X(INT, val_per_prompt, "data.val_per_prompt", "8", 1, 4096, 0, NULL,                            \
-      "validation: ODE samples per built-in prompt, with fixed noise")
-
 typedef struct rl_diffusion_data_config {
-    RL_DIFFUSION_DATA_KEYS(RL_CFG_FIELD)
+#define X RL_CFG_FIELD
+#include "common/schema/diffusion_data.def"
+#undef X
     /* derived: actor.ppo_mini_batch_size (prompts) and the optimiser steps of
      * a GRPO step, actor.ppo_epochs × train_batch_size / mini_batch */
     int64_t mini_batch, updates_per_step;
@@ -36,28 +33,18 @@ typedef struct rl_diffusion_data_config {
 
 extern const rl_config_section rl_diffusion_data_section;
 
-#define RL_DIFFUSION_ROLLOUT_KEYS(X)                                                                \
-    X(BOOL, init_same_noise, "rollout.init_same_noise", "true", 0, 0, 0, NULL,                      \
-      "one initial noise per prompt group (false: one per sample)")                                 \
-    X(BOOL, online_test, "rollout.online.test", "true", 0, 0, 0, NULL,                              \
-      "the seed's online test: one ODE sample per prompt as output_dir/online/step_N.{png,gif}")    \
-    X(INT, online_interval, "rollout.online.step.interval", "10", 1, 1000000000, 0, NULL,           \
-      "the online test every this many steps (and at steps 0 and the last)")
-
 typedef struct rl_diffusion_rollout_config {
-    RL_DIFFUSION_ROLLOUT_KEYS(RL_CFG_FIELD)
+#define X RL_CFG_FIELD
+#include "common/schema/diffusion_rollout.def"
+#undef X
 } rl_diffusion_rollout_config;
 
 extern const rl_config_section rl_diffusion_rollout_section;
 
-#define RL_DIFFUSION_ALGORITHM_KEYS(X)                                                              \
-    X(BOOL, use_group, "algorithm.use_group", "true", 0, 0, 0, NULL,                                \
-      "normalise within each prompt group (false: one global z-score)")                             \
-    X(NUM, reward_threshold, "algorithm.reward_threshold", "-1.0e30", -1e30, 1e30, 0, NULL,         \
-      "a group whose mean reward is below it gets A = 0")
-
 typedef struct rl_diffusion_algorithm_config {
-    RL_DIFFUSION_ALGORITHM_KEYS(RL_CFG_FIELD)
+#define X RL_CFG_FIELD
+#include "common/schema/diffusion_algorithm.def"
+#undef X
     /* the shared keys (common/schema/algorithm.h), copied by the check */
     int adv_estimator; /* rl_estimator_id */
     int norm_adv_by_std_in_grpo;
@@ -70,22 +57,10 @@ extern const rl_config_section rl_diffusion_algorithm_section;
 #define RL_CONSTRAINT_ON_PROMPT 1
 #define RL_CONSTRAINT_PROMPT_MATCH 2
 
-#define RL_DIFFUSION_CONSTRAINT_KEYS(X)                                                             \
-    X(ENUM, reward, "algorithm.constraint.reward", "none", 0, 0, 0, "none|on_prompt|prompt_match",  \
-      "hold this scorer term (listed in reward.reward_model) at a floor: constrained RL")           \
-    X(NUM, min, "algorithm.constraint.min", "0.9", 0, 1, 0, NULL,                                   \
-      "the floor: the training batch's mean of that term")                                         \
-    X(NUM, ki, "algorithm.constraint.ki", "1.0", 0, 1e6, 0, NULL,                                   \
-      "after a step I += ki*(min - mean), in [0, lambda_max] (the dual step)")                      \
-    X(NUM, kp, "algorithm.constraint.kp", "0.0", 0, 1e6, 0, NULL,                                   \
-      "lambda = I + kp*(min - mean), in [0, lambda_max] (the PI form)")                             \
-    X(NUM, init, "algorithm.constraint.init", "-1", -1, 1e6, 0, NULL,                               \
-      "the starting lambda (>= 0); -1: the term's weight in reward.reward_model")                  \
-    X(NUM, lambda_max, "algorithm.constraint.lambda_max", "100.0", 0, 1e6, 0, NULL,                 \
-      "the multiplier's cap")
-
 typedef struct rl_diffusion_constraint_config {
-    RL_DIFFUSION_CONSTRAINT_KEYS(RL_CFG_FIELD)
+#define X RL_CFG_FIELD
+#include "common/schema/diffusion_constraint.def"
+#undef X
 } rl_diffusion_constraint_config;
 
 extern const rl_config_section rl_diffusion_constraint_section;

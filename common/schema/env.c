@@ -66,7 +66,11 @@ static int s_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_STRUCT rl_env_config
-static const rl_config_key s_keys[] = {RL_ENV_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_keys[] = {
+#define X RL_CFG_KEY
+#include "common/schema/env.def"
+#undef X
+};
 const rl_config_section rl_env_section =
     RL_CFG_SECTION("env", "The LIBERO-Object environments of the env role and their layout.",
                    "the env ranks; the rollout ranks (serve_env); the driver (LIBERO recipes)", s_keys,

@@ -15,7 +15,11 @@ static int s_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_STRUCT rl_model_flow_policy_config
-static const rl_config_key s_keys[] = {RL_MODEL_FLOW_POLICY_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_keys[] = {
+#define X RL_CFG_KEY
+#include "common/schema/model_flow_policy.def"
+#undef X
+};
 const rl_config_section rl_model_flow_policy_section =
     RL_CFG_SECTION("model (flow_policy)",
                    "The flow_policy action model of the embodied track (observation encoder, task table, "

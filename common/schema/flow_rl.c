@@ -75,7 +75,11 @@ static int s_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_STRUCT rl_flow_rl_config
-static const rl_config_key s_keys[] = {RL_FLOW_RL_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_keys[] = {
+#define X RL_CFG_KEY
+#include "common/schema/flow_rl.def"
+#undef X
+};
 const rl_config_section rl_flow_rl_section =
     RL_CFG_SECTION("algorithm (embodied)",
                    "The embodied flow-policy RL methods: FlowSAR, FlowIPO, flow-SDE GRPO and PPO "

@@ -2,7 +2,11 @@
 #include "common/schema/fmnist.h"
 
 #define RL_CFG_STRUCT rl_fmnist_data_config
-static const rl_config_key s_keys[] = {RL_FMNIST_DATA_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_keys[] = {
+#define X RL_CFG_KEY
+#include "common/schema/fmnist_data.def"
+#undef X
+};
 const rl_config_section rl_fmnist_data_section =
     RL_CFG_SECTION("data (Fashion-MNIST)", "The images the diffusion track pretrains on.",
                    "the driver (scorer_train, flow_pretrain)", s_keys, NULL);

@@ -13,14 +13,10 @@
 /* where Debian's dataset-fashion-mnist installs the files */
 #define RL_FMNIST_DIR "/usr/share/datasets/fashion-mnist"
 
-#define RL_FMNIST_DATA_KEYS(X)                                                                      \
-    X(STR, dir, "data.dir", "'" RL_FMNIST_DIR "'", 0, 0, 0, NULL,                                   \
-      "the directory of Fashion-MNIST's IDX files (Debian's dataset-fashion-mnist)")                \
-    X(INT, train_limit, "data.train_limit", "0", 0, 1 << 30, 0, NULL,                               \
-      "use the first N training images (0: all 60000)")
-
 typedef struct rl_fmnist_data_config {
-    RL_FMNIST_DATA_KEYS(RL_CFG_FIELD)
+#define X RL_CFG_FIELD
+#include "common/schema/fmnist_data.def"
+#undef X
 } rl_fmnist_data_config;
 
 extern const rl_config_section rl_fmnist_data_section;

@@ -5,7 +5,11 @@
 #include "rlrt/error.h"
 
 #define RL_CFG_STRUCT rl_image_size_config
-static const rl_config_key s_size[] = {RL_IMAGE_SIZE_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_size[] = {
+#define X RL_CFG_KEY
+#include "common/schema/image_size.def"
+#undef X
+};
 const rl_config_section rl_image_size_section =
     RL_CFG_SECTION("model (image size)", "The size of one image (a clip's frame).",
                    "the actor, rollout and reward ranks (clip_flow, image_classifier); the driver",
@@ -30,7 +34,11 @@ static int s_clip_flow_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_STRUCT rl_clip_flow_model_config
-static const rl_config_key s_clip_flow[] = {RL_CLIP_FLOW_MODEL_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_clip_flow[] = {
+#define X RL_CFG_KEY
+#include "common/schema/clip_flow_model.def"
+#undef X
+};
 const rl_config_section rl_clip_flow_model_section =
     RL_CFG_SECTION("model (clip_flow)",
                    "The rectified-flow clip generator of the diffusion track (model.type clip_flow).",
@@ -38,7 +46,11 @@ const rl_config_section rl_clip_flow_model_section =
 #undef RL_CFG_STRUCT
 
 #define RL_CFG_STRUCT rl_image_classifier_model_config
-static const rl_config_key s_classifier[] = {RL_IMAGE_CLASSIFIER_MODEL_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_classifier[] = {
+#define X RL_CFG_KEY
+#include "common/schema/image_classifier_model.def"
+#undef X
+};
 const rl_config_section rl_image_classifier_model_section =
     RL_CFG_SECTION("model (image_classifier)",
                    "The learned prompt-match scorer (model.type image_classifier): an MLP over "

@@ -3,7 +3,11 @@
 #include "common/schema/libero.h"
 
 #define RL_CFG_STRUCT rl_libero_eval_config
-static const rl_config_key s_eval[] = {RL_LIBERO_EVAL_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_eval[] = {
+#define X RL_CFG_KEY
+#include "common/schema/libero_eval.def"
+#undef X
+};
 const rl_config_section rl_libero_eval_section =
     RL_CFG_SECTION("eval (libero_rl)",
                    "libero_rl's evaluation every trainer.val_every steps and at step 0: the ODE policy on "
@@ -12,7 +16,11 @@ const rl_config_section rl_libero_eval_section =
 #undef RL_CFG_STRUCT
 
 #define RL_CFG_STRUCT rl_libero_gif_config
-static const rl_config_key s_gif[] = {RL_LIBERO_GIF_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_gif[] = {
+#define X RL_CFG_KEY
+#include "common/schema/libero_gif.def"
+#undef X
+};
 const rl_config_section rl_libero_gif_section =
     RL_CFG_SECTION("eval (GIFs)",
                    "GIFs of evaluation episodes, replayed and drawn by the driver into "
@@ -21,7 +29,11 @@ const rl_config_section rl_libero_gif_section =
 #undef RL_CFG_STRUCT
 
 #define RL_CFG_STRUCT rl_warmstart_config
-static const rl_config_key s_warmstart[] = {RL_WARMSTART_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_warmstart[] = {
+#define X RL_CFG_KEY
+#include "common/schema/warmstart.def"
+#undef X
+};
 const rl_config_section rl_warmstart_section =
     RL_CFG_SECTION("warmstart",
                    "flow_warmstart: few-shot flow matching of the flow policy on demonstrations, then "
@@ -30,7 +42,11 @@ const rl_config_section rl_warmstart_section =
 #undef RL_CFG_STRUCT
 
 #define RL_CFG_STRUCT rl_collect_config
-static const rl_config_key s_collect[] = {RL_COLLECT_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_collect[] = {
+#define X RL_CFG_KEY
+#include "common/schema/collect.def"
+#undef X
+};
 const rl_config_section rl_collect_section =
     RL_CFG_SECTION("collect",
                    "libero_collect: episodes of the env role driven by the rollout's policy, written as a "

@@ -6,7 +6,11 @@
 #include "rlrt/error.h"
 
 #define RL_CFG_STRUCT rl_lm_model_config
-static const rl_config_key s_model[] = {RL_LM_MODEL_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_model[] = {
+#define X RL_CFG_KEY
+#include "common/schema/lm_model.def"
+#undef X
+};
 const rl_config_section rl_lm_model_section =
     RL_CFG_SECTION("model (lm)", "The transformer of model.type lm (Llama / Qwen2 layout).",
                    "the actor and rollout ranks (rl_model_build); the driver checks it", s_model,
@@ -39,7 +43,11 @@ static int s_data_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_STRUCT rl_lm_data_config
-static const rl_config_key s_data[] = {RL_LM_DATA_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_data[] = {
+#define X RL_CFG_KEY
+#include "common/schema/lm_data.def"
+#undef X
+};
 const rl_config_section rl_lm_data_section =
     RL_CFG_SECTION("data (language model)",
                    "The task's prompts: the built-in arithmetic task (generated when missing) or "
@@ -49,7 +57,11 @@ const rl_config_section rl_lm_data_section =
 #undef RL_CFG_STRUCT
 
 #define RL_CFG_STRUCT rl_lm_trainer_config
-static const rl_config_key s_trainer[] = {RL_LM_TRAINER_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_trainer[] = {
+#define X RL_CFG_KEY
+#include "common/schema/lm_trainer.def"
+#undef X
+};
 const rl_config_section rl_lm_trainer_section =
     RL_CFG_SECTION("trainer (language model)", "What the LM recipes write besides metrics.",
                    "the driver", s_trainer, NULL);

@@ -10,14 +10,10 @@
 
 #include "rlrt/config.h"
 
-#define RL_MODEL_BASE_KEYS(X)                                                                       \
-    X(STR, type, "model.type", "lm", 0, 0, RL_CFG_NONEMPTY, NULL,                                   \
-      "the model kind: lm, flow_policy, clip_flow, image_classifier")                              \
-    X(STR, init_from, "model.init_from", "''", 0, 0, 0, NULL,                                       \
-      "a directory with model.safetensors and config.json to start from ('': random init)")
-
 typedef struct rl_model_base_config {
-    RL_MODEL_BASE_KEYS(RL_CFG_FIELD)
+#define X RL_CFG_FIELD
+#include "common/schema/model_base.def"
+#undef X
 } rl_model_base_config;
 
 extern const rl_config_section rl_model_base_section;

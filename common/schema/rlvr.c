@@ -38,7 +38,11 @@ static int s_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_STRUCT rl_rlvr_config
-static const rl_config_key s_keys[] = {RL_RLVR_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_keys[] = {
+#define X RL_CFG_KEY
+#include "common/schema/rlvr.def"
+#undef X
+};
 const rl_config_section rl_rlvr_section =
     RL_CFG_SECTION("algorithm (rlvr)",
                    "The advantages of a language-model step: the estimator, the KL to the "
@@ -47,14 +51,22 @@ const rl_config_section rl_rlvr_section =
 #undef RL_CFG_STRUCT
 
 #define RL_CFG_STRUCT rl_rlvr_trainer_config
-static const rl_config_key s_trainer[] = {RL_RLVR_TRAINER_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_trainer[] = {
+#define X RL_CFG_KEY
+#include "common/schema/rlvr_trainer.def"
+#undef X
+};
 const rl_config_section rl_rlvr_trainer_section =
     RL_CFG_SECTION("trainer (rlvr)", "Sample dumps and one-step-off generation.", "the driver",
                    s_trainer, NULL);
 #undef RL_CFG_STRUCT
 
 #define RL_CFG_STRUCT rl_rlvr_aepo_config
-static const rl_config_key s_aepo[] = {RL_RLVR_AEPO_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_aepo[] = {
+#define X RL_CFG_KEY
+#include "common/schema/rlvr_aepo.def"
+#undef X
+};
 const rl_config_section rl_rlvr_aepo_section =
     RL_CFG_SECTION("algorithm.aepo (rlvr)",
                    "ARES/AEPO: window entropy, difficulty buckets, an entropy reward and "
@@ -92,7 +104,11 @@ static int s_guidance_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_STRUCT rl_rlvr_guidance_config
-static const rl_config_key s_guidance[] = {RL_RLVR_GUIDANCE_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_guidance[] = {
+#define X RL_CFG_KEY
+#include "common/schema/rlvr_guidance.def"
+#undef X
+};
 const rl_config_section rl_rlvr_guidance_section =
     RL_CFG_SECTION("algorithm.guidance (rlvr)",
                    "Off-policy guidance (LUFFY) of all-wrong prompt groups "
@@ -119,7 +135,11 @@ static int s_replay_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_STRUCT rl_rlvr_replay_config
-static const rl_config_key s_replay[] = {RL_RLVR_REPLAY_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_replay[] = {
+#define X RL_CFG_KEY
+#include "common/schema/rlvr_replay.def"
+#undef X
+};
 const rl_config_section rl_rlvr_replay_section =
     RL_CFG_SECTION("algorithm.hard_replay (rlvr)",
                    "Hard-prompt replay: prompts the policy gets wrong come back in later steps "

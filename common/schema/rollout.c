@@ -4,14 +4,22 @@
 #include "rlrt/error.h"
 
 #define RL_CFG_STRUCT rl_rollout_config
-static const rl_config_key s_keys[] = {RL_ROLLOUT_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_keys[] = {
+#define X RL_CFG_KEY
+#include "common/schema/rollout.def"
+#undef X
+};
 const rl_config_section rl_rollout_section =
     RL_CFG_SECTION("rollout", "What every job with a rollout has: its groups and the weight sync.",
                    "the rollout ranks (weight_timeout_s); the driver (n)", s_keys, NULL);
 #undef RL_CFG_STRUCT
 
 #define RL_CFG_STRUCT rl_rollout_tokens_config
-static const rl_config_key s_tokens[] = {RL_ROLLOUT_TOKENS_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_tokens[] = {
+#define X RL_CFG_KEY
+#include "common/schema/rollout_tokens.def"
+#undef X
+};
 const rl_config_section rl_rollout_tokens_section =
     RL_CFG_SECTION("rollout (token sampling)", "How a language model samples its responses.",
                    "the rollout ranks; the actor ranks (temperature); the driver (response_length)",
@@ -19,7 +27,11 @@ const rl_config_section rl_rollout_tokens_section =
 #undef RL_CFG_STRUCT
 
 #define RL_CFG_STRUCT rl_rollout_flow_config
-static const rl_config_key s_flow[] = {RL_ROLLOUT_FLOW_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_flow[] = {
+#define X RL_CFG_KEY
+#include "common/schema/rollout_flow.def"
+#undef X
+};
 const rl_config_section rl_rollout_flow_section =
     RL_CFG_SECTION("rollout (flow and diffusion sampling)",
                    "How a flow or diffusion model samples: the ODE, or the SDE of its noise level.",
@@ -38,7 +50,11 @@ static int s_multi_turn_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_STRUCT rl_rollout_multi_turn_config
-static const rl_config_key s_multi_turn[] = {RL_ROLLOUT_MULTI_TURN_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_multi_turn[] = {
+#define X RL_CFG_KEY
+#include "common/schema/rollout_multi_turn.def"
+#undef X
+};
 const rl_config_section rl_rollout_multi_turn_section =
     RL_CFG_SECTION("rollout.multi_turn",
                    "Tool use while a language model samples (needs a tokenizer with the tool markup, "

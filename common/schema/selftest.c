@@ -34,7 +34,11 @@ static int s_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_STRUCT rl_selftest_config
-static const rl_config_key s_keys[] = {RL_SELFTEST_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_keys[] = {
+#define X RL_CFG_KEY
+#include "common/schema/selftest.def"
+#undef X
+};
 const rl_config_section rl_selftest_section =
     RL_CFG_SECTION("selftest", "The cluster check: every dispatch mode, errors, overlap, collectives, "
                    "the weight and data channels on every started role.",

@@ -20,7 +20,11 @@ static int s_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_STRUCT rl_sft_config
-static const rl_config_key s_keys[] = {RL_SFT_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_keys[] = {
+#define X RL_CFG_KEY
+#include "common/schema/sft.def"
+#undef X
+};
 const rl_config_section rl_sft_section =
     RL_CFG_SECTION("trainer (sft)", "When the supervised warm start may end early.", "the driver",
                    s_keys, s_check);

@@ -7,13 +7,10 @@
 
 #include "rlrt/config.h"
 
-#define RL_SFT_KEYS(X)                                                                              \
-    X(NUM, stop_at_val_accuracy, "trainer.stop_at_val_accuracy", "0.0", 0, 1, 0, NULL,              \
-      "end at the first validation whose accuracy reaches this, and save final there (0: run "     \
-      "every step; needs trainer.val_every)")
-
 typedef struct rl_sft_config {
-    RL_SFT_KEYS(RL_CFG_FIELD)
+#define X RL_CFG_FIELD
+#include "common/schema/sft.def"
+#undef X
 } rl_sft_config;
 
 extern const rl_config_section rl_sft_section;

@@ -2,20 +2,32 @@
 #include "common/schema/trainer.h"
 
 #define RL_CFG_STRUCT rl_trainer_config
-static const rl_config_key s_trainer[] = {RL_TRAINER_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_trainer[] = {
+#define X RL_CFG_KEY
+#include "common/schema/trainer.def"
+#undef X
+};
 const rl_config_section rl_trainer_section =
     RL_CFG_SECTION("trainer", "What every job has.", "the driver", s_trainer, NULL);
 #undef RL_CFG_STRUCT
 
 #define RL_CFG_STRUCT rl_trainer_steps_config
-static const rl_config_key s_steps[] = {RL_TRAINER_STEPS_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_steps[] = {
+#define X RL_CFG_KEY
+#include "common/schema/trainer_steps.def"
+#undef X
+};
 const rl_config_section rl_trainer_steps_section =
     RL_CFG_SECTION("trainer (steps)", "The step count and validation cadence of a training recipe.",
                    "the driver", s_steps, NULL);
 #undef RL_CFG_STRUCT
 
 #define RL_CFG_STRUCT rl_trainer_ckpt_config
-static const rl_config_key s_ckpt[] = {RL_TRAINER_CKPT_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_ckpt[] = {
+#define X RL_CFG_KEY
+#include "common/schema/trainer_ckpt.def"
+#undef X
+};
 const rl_config_section rl_trainer_ckpt_section =
     RL_CFG_SECTION("trainer (checkpoints)",
                    "Checkpoints of the recipes that save and resume (step_<N>/ under "
@@ -24,7 +36,11 @@ const rl_config_section rl_trainer_ckpt_section =
 #undef RL_CFG_STRUCT
 
 #define RL_CFG_STRUCT rl_trainer_recovery_config
-static const rl_config_key s_recovery[] = {RL_TRAINER_RECOVERY_KEYS(RL_CFG_KEY)};
+static const rl_config_key s_recovery[] = {
+#define X RL_CFG_KEY
+#include "common/schema/trainer_recovery.def"
+#undef X
+};
 const rl_config_section rl_trainer_recovery_section =
     RL_CFG_SECTION("trainer (recovery)",
                    "Lost workers: the supervisor restarts them, the recipe restores its newest "

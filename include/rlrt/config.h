@@ -262,19 +262,30 @@ int rl_config_get_double_in(const rl_config *c, const char *path, double lo, dou
  * Every key a job may set belongs to exactly one section: a table of
  * rl_config_key from which come the typed struct the section is read into,
  * the key's default (a recipe's known keys are the defaults of the sections
- * it names), its type and range, and its line of docs/CONFIG.md. A section is
- * written once, as an X-macro list of its keys:
+ * it names), its type and range, and its line of docs/CONFIG.md. A section's
+ * keys are written once, as the lines of a table file (X-macro style):
  *
- *     #define RL_ACTOR_KEYS(X) \
- *         X(NUM, lr, "actor.optim.lr", "1.0e-4", 0, 10, 0, NULL, "AdamW's peak lr") \
- *         X(ENUM, schedule, "actor.optim.lr_schedule", "constant", 0, 0, 0, \
+ *     common/schema/actor.def:
+ *         X(NUM, lr, "actor.optim.lr", "1.0e-4", 0, 10, 0, NULL, "AdamW's peak lr")
+ *         X(ENUM, schedule, "actor.optim.lr_schedule", "constant", 0, 0, 0,
  *           "constant|linear|cosine", "learning-rate schedule")
- *     typedef struct rl_actor_config { RL_ACTOR_KEYS(RL_CFG_FIELD) } rl_actor_config;
  *
- * and in one .c file
+ * the header makes the struct from it
+ *
+ *     typedef struct rl_actor_config {
+ *     #define X RL_CFG_FIELD
+ *     #include "common/schema/actor.def"
+ *     #undef X
+ *     } rl_actor_config;
+ *
+ * and one .c file the table and the section
  *
  *     #define RL_CFG_STRUCT rl_actor_config
- *     static const rl_config_key s_keys[] = {RL_ACTOR_KEYS(RL_CFG_KEY)};
+ *     #define X RL_CFG_KEY
+ *     static const rl_config_key s_keys[] = {
+ *     #include "common/schema/actor.def"
+ *     };
+ *     #undef X
  *     const rl_config_section rl_actor_section =
  *         RL_CFG_SECTION("actor", "the actor role", "actor ranks; the driver", s_keys, s_check);
  *
