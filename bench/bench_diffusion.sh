@@ -25,7 +25,7 @@
 #                                    scorer's argmax is the class), independent
 #                                    initial noise in a group and a lower LR:
 #                                    the best fixed-weight trade-off of our
-#                                    sweep (docs/ARCHITECTURE.md, "Diffusion GRPO")
+#                                    sweep (docs/decisions/prompt-match-headroom.md)
 #   jpeg_compressibility,prompt_match:1@config=dance_grpo_jpeg_onprompt@steps=500
 #                                    prompt-match held at a floor by a
 #                                    multiplier (algorithm.constraint), 64
@@ -177,7 +177,7 @@ lines = ["<!-- bench-diffusion:begin -->", "## Diffusion GRPO (seed 004)", "",
          "class (so in those runs the on-prompt check is also a reward term, as `prompt_match` is "
          "in the prompt-match runs); `dance_grpo_jpeg_onprompt` holds the training batch's mean "
          "`prompt_match` at 0.75 or above with a multiplier that the recipe adjusts every step "
-         "(`algorithm.constraint`, docs/ARCHITECTURE.md \"Constrained rewards\"), with 64 prompts "
+         "(`algorithm.constraint`, docs/decisions/reward-constraint.md), with 64 prompts "
          "a step; `@ensemble` makes the scorer an ensemble of three (the scorer and two of seeds 2 "
          "and 3, their probabilities averaged), whose on-prompt accuracy is the *on-prompt* "
          "column of that run.", "",
@@ -232,8 +232,8 @@ lines += ["", "Before (top row) and after (bottom row), one ODE sample per promp
 for r, reward, key, v, on, n, wall, tag, jd in curves:
     lines.append("- `%s`: ![%s](diffusion/%s_before_after.png)" % (r, r, n))
 lines += ["", "Prompt-match and on-prompt are the judgement of the small MLP scorer that the runs "
-          "train against, not of a person: read them with the grids (docs/ARCHITECTURE.md, "
-          "\"Prompt-match headroom\" and \"Compressibility while staying on-prompt\", say what we "
+          "train against, not of a person: read them with the grids (docs/decisions/prompt-match-headroom.md "
+          "and docs/decisions/reward-constraint.md say what we "
           "saw in them and which settings we tried). The judge is a second opinion of the same "
           "kind: a small MLP too, trained on the same images, so it can share the scorer's blind "
           "spots.",

@@ -111,7 +111,7 @@ def section(a, env, langs, runs):
     ema = [m for m in methods if all("evaluation (EMA weights)" in t for t in logs[m])]
     if ema == methods:
         out.append("Every evaluation acts with the EMA of the weights (`eval.ema_decay` of the example jobs, "
-                   "docs/ARCHITECTURE.md \"Evaluating an EMA of the weights\"), not the live weights.")
+                   "docs/decisions/eval-ema.md), not the live weights.")
     elif ema:
         out.append("Evaluations act with the EMA of the weights for %s, with the live weights for the others."
                    % ", ".join(ema))

@@ -309,7 +309,7 @@ def section(d, env, runs, minutes):
             f"budget, goes on to step {extend} (`RL_BENCH_EXTEND_STEPS`): the same job resumed "
             f"from its checkpoint at step {steps} with `trainer.total_steps={extend}`, which "
             "continues bit for bit as the uninterrupted longer run would (resume is exact: "
-            "docs/ARCHITECTURE.md, \"Checkpoints and resume\"). The target asks whether each "
+            "docs/decisions/checkpoints-and-resume.md). The target asks whether each "
             f"run gets there within {minutes} minutes of RL, and {steps} steps take only part "
             f"of them. {len(extended)} of the {len(rl)} runs were extended; their final accuracy "
             f"is at step {extend}, and the summary also counts the runs at +25 by step "

@@ -93,8 +93,8 @@
  *     demonstrations').
  *     Without it, a policy that regresses on its own samples (FlowSAR's
  *     positive branch, FlowIPO's target, self-imitation) drifts off the
- *     demonstrations within tens of updates (docs/ARCHITECTURE.md,
- *     "Embodied RL": measured).
+ *     demonstrations within tens of updates (docs/decisions/demonstration-anchor.md:
+ *     measured).
  *   flow_values  dp_compute  observation rows → RL_FLOW_VALUES (B) f32
  */
 #ifndef RLRT_ROLES_FLOW_RL_H

@@ -1,6 +1,6 @@
 /* workers/roles.h — the method table of each role of rl-worker. Each role's
- * contract (methods, tensors, meta keys, config) is its header under
- * include/rlrt/roles/; the registry (workers/registry.c) lists the roles
+ * contract (methods, tensors, meta keys, config) is its header,
+ * workers/<role>/<role>.h; the registry (workers/registry.c) lists the roles
  * `rl-worker --role` accepts. */
 #ifndef RLRT_WORKERS_ROLES_H
 #define RLRT_WORKERS_ROLES_H

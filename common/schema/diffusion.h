@@ -70,8 +70,5 @@ extern const rl_config_section rl_diffusion_constraint_section;
 extern const rl_config_default rl_diffusion_changes[];
 extern const rl_config_default rl_scorer_train_changes[];
 extern const rl_config_default rl_flow_pretrain_changes[];
-/* Their changes to the role keys, as YAML fragments merged over the roles'
- * legacy defaults until the role sections are in common/schema (then these
- * lines join the arrays above). */
 
 #endif

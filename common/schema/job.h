@@ -11,9 +11,8 @@
 #include "rlrt/config.h"
 
 /* The known keys of rl_trainer_section and `sections` (NULL-terminated),
- * with the YAML fragments `yaml` (NULL-terminated, may be NULL: sections
- * not yet in common/schema, or defaults a caller changes) merged over them
- * in order; then the job file `job_path` (NULL: none) and the overrides, as
+ * with the YAML texts `yaml` (NULL-terminated, may be NULL: defaults a
+ * caller changes or adds, as tests do) merged over them in order; then the job file `job_path` (NULL: none) and the overrides, as
  * rl_config_load_job_tree. NULL with a message on failure. */
 rl_config *rl_schema_job(const rl_config_section *const *sections, const char *const *yaml,
                          const char *job_path, int n_overrides, const char *const *overrides);

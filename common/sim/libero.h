@@ -13,8 +13,8 @@
  * number of environments (rl_libero_env: one mjData each, one thread at a
  * time per env).
  *
- * Semantics, as robosuite 1.4 + LIBERO define them (docs/ARCHITECTURE.md,
- * "Embodied environment", lists the details and where they come from):
+ * Semantics, as robosuite 1.4 + LIBERO define them (docs/decisions/libero-equivalence.md
+ * lists the details and where they come from):
  *   action (7)   [dx dy dz dax day daz grip] in [-1, 1]: clipped, then scaled
  *                by the OSC output limits (0.05 m, 0.5 rad) into a goal pose
  *                relative to the current end-effector pose; gripper -1 open,

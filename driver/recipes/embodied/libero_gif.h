@@ -17,8 +17,7 @@
  *
  * Cost, on the driver: a task's scenes are loaded once per call that has an
  * episode of it to draw (the full scene: seconds), then ~every / 4 frames a
- * second of episode time; measured numbers in docs/ARCHITECTURE.md
- * ("Evaluation GIFs").
+ * second of episode time; measured numbers in docs/decisions/evaluation-gifs.md.
  *
  * Errors: a reply of the wrong shape, a task or initial state out of range
  * or a non-finite action (peer data) is an error naming the env rank and

@@ -26,7 +26,7 @@
  * guided rows stay out of AEPO's statistics and get no entropy reward
  * (rlvr_aepo.c), and no row gets a KL term in the reward (common/batch/lm_adv.h:
  * k1/k2/k3 estimate KL only at tokens the policy sampled; with it, a
- * guided row's KL made AEPO collapse, docs/ARCHITECTURE.md "Off-policy
+ * guided row's KL made AEPO collapse, docs/decisions/off-policy-guidance.md
  * guidance").
  *
  * Metrics (of the first round of a step): batch/guided_groups (share of

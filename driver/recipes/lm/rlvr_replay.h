@@ -4,7 +4,7 @@
  * lacks can be rare in the training stream: the arithmetic task's "x1 − y0"
  * without a borrow is about 0.5% of prompts, the policy gets it right once in
  * eight samples, and one group a few steps apart does not undo the habit
- * (docs/ARCHITECTURE.md, "Hard-prompt replay"). With replay on, a prompt
+ * (docs/decisions/hard-prompt-replay.md). With replay on, a prompt
  * whose group does badly comes back in later steps until the policy gets it
  * right or its replays are spent.
  *

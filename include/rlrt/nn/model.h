@@ -3,7 +3,7 @@
  * Purpose: the actor and rollout roles program against rl_model, never
  * against a concrete network, so a new model (the flow-matching action
  * policy, the clip generator) is one new file plus one line in the kind
- * table (common/nn/models/model.c). The job's `model.type` picks the kind.
+ * table (common/nn/kinds.c). The job's `model.type` picks the kind.
  *
  * What every model offers:
  *   * parameters: ONE flat float buffer with a manifest of named views and a
