@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/algo/advantage.h"
+#include "common/algo/lm/opo.h"
 #include "common/schema/algorithm.h"
 #include "rlrt/error.h"
 #include "rlrt/log.h"
@@ -38,6 +39,7 @@ S_TOKEN_ESTIMATOR(s_grpo, rl_adv_grpo(tok, in->mask, in->group, in->B, in->R, RL
                                       in->norm_by_std, adv, NULL))
 S_TOKEN_ESTIMATOR(s_rloo, rl_adv_rloo(tok, in->mask, in->group, in->B, in->R, adv))
 S_TOKEN_ESTIMATOR(s_rpp, rl_adv_reinforce_pp(tok, in->mask, in->B, in->R, in->gamma, adv, NULL))
+S_TOKEN_ESTIMATOR(s_opo, rl_adv_opo(tok, in->mask, in->group, in->B, in->R, adv))
 S_TOKEN_ESTIMATOR(s_rpp_baseline, rl_adv_reinforce_pp_baseline(tok, in->mask, in->group, in->B,
                                                                 in->R, adv))
 
@@ -71,6 +73,7 @@ const rl_estimator rl_estimators[RL_EST_COUNT] = {
     {"reinforce_plus_plus_baseline", RL_EST_REINFORCE_PP_BASELINE, RL_TRACK_LM, 2, s_rpp_baseline},
     {"reinforce_pro_max", RL_EST_REINFORCE_PRO_MAX, RL_TRACK_LM, 2, s_pro_max},
     {"gae", RL_EST_GAE, RL_TRACK_EMBODIED, 1, NULL},
+    {"opo", RL_EST_OPO, RL_TRACK_LM, 2, s_opo},
 };
 
 const char *rl_estimator_names(void)

@@ -40,6 +40,7 @@ typedef enum rl_estimator_id {
     RL_EST_REINFORCE_PP_BASELINE,
     RL_EST_REINFORCE_PRO_MAX,
     RL_EST_GAE,
+    RL_EST_OPO,
     RL_EST_COUNT
 } rl_estimator_id;
 

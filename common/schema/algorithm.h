@@ -21,7 +21,7 @@
 #include "rlrt/config.h"
 
 #define RL_ADV_ESTIMATOR_CHOICES \
-    "grpo|rloo|reinforce_plus_plus|reinforce_plus_plus_baseline|reinforce_pro_max|gae"
+    "grpo|rloo|reinforce_plus_plus|reinforce_plus_plus_baseline|reinforce_pro_max|gae|opo"
 
 typedef struct rl_estimator_config {
 #define X RL_CFG_FIELD

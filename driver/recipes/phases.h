@@ -102,7 +102,7 @@ typedef struct rl_weight_sync {
  * NULL) receives the receivers' one_to_all future (the caller frees it). */
 int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replies);
 
-/* The models of the actor–rollout pair (workers/{actor,rollout}/*.h): the
+/* The models of the actor–rollout pair (workers/actor/actor.h, workers/rollout/rollout.h): the
  * actor ranks join one FSDP communicator (rank 0 makes its id), every actor
  * and rollout rank (rollout may be NULL) builds its model at once, and the
  * sync is set up for actor → rollout and run once, so the rollout samples

@@ -70,6 +70,18 @@ def rloo(token_rewards, m, group):
     return a[:, None] * m
 
 
+def opo(token_rewards, m, group):
+    """OPO (arXiv 2505.23585): baseline sum(len*s)/sum(len) over a group of
+    two or more rows, 0 for a single row."""
+    s = token_rewards.sum(-1)
+    length = m.sum(-1)
+    a = s.clone()
+    for rows in _groups(group).values():
+        if len(rows) > 1 and length[rows].sum() > 0:
+            a[rows] = s[rows] - (length[rows] * s[rows]).sum() / length[rows].sum()
+    return a[:, None] * m
+
+
 def reinforce_pp(token_rewards, m, gamma):
     B, T = token_rewards.shape
     ret = torch.zeros_like(token_rewards)

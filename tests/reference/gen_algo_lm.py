@@ -72,6 +72,7 @@ def gen_advantages():
         t[f"grpo.n{nb}.adv"], t[f"grpo.n{nb}.scores"] = adv, a
     t["rloo.adv"] = R.rloo(d(tr), d(m), group)
     t["rpp_base.adv"] = R.reinforce_pp_baseline(d(tr), d(m), group)
+    t["opo.adv"] = R.opo(d(tr), d(m), group)
 
     # REINFORCE++ with dense token rewards and holes.
     B, T = 5, 8

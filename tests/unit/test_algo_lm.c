@@ -22,6 +22,7 @@
 #include "tests/common/golden.h"
 #include "rlrt/error.h"
 #include "common/algo/advantage.h"
+#include "common/algo/lm/opo.h"
 #include "common/algo/kl.h"
 #include "common/algo/policy_loss.h"
 #include "common/algo/filter.h"
@@ -110,6 +111,8 @@ static void test_outcome_golden(void **state)
     s_cmp(g, "rloo.adv", adv, B * T, ADV_ATOL, ADV_RTOL);
     assert_int_equal(rl_adv_reinforce_pp_baseline(tr, mask, group, B, T, adv), RL_OK);
     s_cmp(g, "rpp_base.adv", adv, B * T, ADV_ATOL, ADV_RTOL);
+    assert_int_equal(rl_adv_opo(tr, mask, group, B, T, adv), RL_OK);
+    s_cmp(g, "opo.adv", adv, B * T, ADV_ATOL, ADV_RTOL);
     free(tr), free(mask), free(group), free(adv), free(sc);
     rl_golden_free(g);
 }

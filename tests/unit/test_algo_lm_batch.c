@@ -106,6 +106,26 @@ static void test_estimator_choices(void **state)
     assert_string_equal(key->choices, rl_estimator_names());
     for (int i = 0; i < RL_EST_COUNT; i++)
         assert_int_equal(rl_estimators[i].id, i);
+    /* a track looks an estimator up by name: OPO is the LM's only */
+    const rl_estimator *opo = rl_estimator_find("opo", RL_TRACK_LM);
+    assert_non_null(opo);
+    assert_true(opo->id == RL_EST_OPO && opo->run && opo->min_samples == 2);
+    assert_null(rl_estimator_find("opo", RL_TRACK_DIFFUSION));
+    assert_non_null(strstr(rl_error_message(), "estimator 'opo' is not available to the diffusion track (it has: grpo)"));
+    assert_null(rl_estimator_find("opoo", RL_TRACK_LM));
+    assert_non_null(strstr(rl_error_message(), "unknown estimator 'opoo' (known: grpo, rloo"));
+    /* through the table's run: rows of lengths 1 and 3 scoring 1 and 0 share
+     * the baseline (1·1 + 3·0) / 4 = 0.25 */
+    const float scores[2] = {1, 0}, mask[2 * 3] = {1, 0, 0, 1, 1, 1};
+    const int64_t group[2] = {7, 7};
+    rl_adv_input in = {.scores = scores, .mask = mask, .group = group, .B = 2, .R = 3, .n = 2};
+    float adv[6];
+    rl_metric_set *ms = rl_metric_set_new();
+    assert_int_equal(opo->run(&in, adv, ms), RL_OK);
+    rl_metric_set_free(ms);
+    static const float want[6] = {0.75f, 0, 0, -0.25f, -0.25f, -0.25f};
+    for (int i = 0; i < 6; i++)
+        assert_near(adv[i], want[i]);
 }
 
 /* The LM sections with the roles' sections their checks read, then overrides. */

@@ -327,7 +327,7 @@ static int s_run(rl_driver *d, const rl_config *job)
 
 const rl_recipe rl_recipe_rlvr = {
     .name = "rlvr",
-    .summary = "RL with verifiable rewards: GRPO, RLOO, REINFORCE++(-baseline), REINFORCE Pro Max",
+    .summary = "RL with verifiable rewards: GRPO, RLOO, REINFORCE++(-baseline), REINFORCE Pro Max, OPO",
     .sections = (const rl_config_section *const[]){
         &rl_trainer_steps_section, &rl_trainer_ckpt_section, &rl_trainer_recovery_section,
         RL_LM_SECTIONS, &rl_rlvr_trainer_section, &rl_rlvr_section, &rl_rlvr_aepo_section,
