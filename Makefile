@@ -7,7 +7,8 @@
 #   make SANITIZE=address,undefined test
 #   make CUDA=1               also compile the .cu sources with nvcc
 #   make CUDA=1 test-gpu      CUDA kernels vs CPU + compute-sanitizer (needs a GPU)
-#   make CUDA=1 gpu-bundle    build-gpu/: the GPU tests and their libraries, for a GPU machine
+#   make CUDA=1 gpu-bundle    build-gpu/: the GPU tests, bench and their libraries, for a GPU machine
+#   make CUDA=1 bench-gpu     the GPU engine against PyTorch on the same GPU (needs a GPU)
 #   make golden               regenerate tests/golden with /usr/bin/python3 + torch
 #   make config-doc           docs/CONFIG.md from the config schemas (common/schema/)
 #   make venv-ref             build/venv-ref: the PyPI packages the references need
@@ -150,7 +151,7 @@ FUZZ_REPLAY_A   := $(BUILD)/lib/librlrt_fuzz_replay.a
 BENCH_SRC  := $(sort $(wildcard bench/bench_*.c))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all lib bins tests benches test test-setup test-gpu gpu-bundle run deps golden fuzz install clean venv-ref config-doc \
+.PHONY: all lib bins tests benches test test-setup test-gpu gpu-bundle bench-gpu run deps golden fuzz install clean venv-ref config-doc \
         venv-deploy fuzz-ci venv-hpsv3 libero-data mujoco
 .SECONDARY:
 .DELETE_ON_ERROR:
@@ -340,13 +341,17 @@ test: deps test-setup
 test-gpu: tests
 	@BUILD=$(BUILD) GPU_TESTS="$(GPU_TESTS)" tests/gpu_check.sh; rc=$$?; [ $$rc = 77 ] || exit $$rc
 
-# The GPU tests and the libraries they load, for a GPU machine without
-# Debian's packages (deploy/gpu-bundle.sh): build here with `make CUDA=1
-# gpu-bundle`, then run there `BUILD=build-gpu tests/gpu_check.sh` with
-# build-gpu carried along.
+# The GPU tests, the GPU benchmark and the libraries they load, for a GPU
+# machine without Debian's packages (deploy/gpu-bundle.sh): build here with
+# `make CUDA=1 gpu-bundle`, then run there `BUILD=build-gpu
+# RL_GPU_BENCH=1 tests/gpu_check.sh` with build-gpu carried along.
 GPU_TESTS := test_nn_cuda test_nn_lm_cuda
-gpu-bundle: tests
-	@deploy/gpu-bundle.sh $(BUILD) build-gpu $(GPU_TESTS)
+gpu-bundle: tests benches
+	@deploy/gpu-bundle.sh $(BUILD) build-gpu $(addprefix tests/,$(GPU_TESTS)) bench/bench_gpu_train
+
+# rlrt's GPU engine against PyTorch on the same GPU (CUDA=1; bench/bench_gpu.sh)
+bench-gpu: benches
+	@BUILD=$(BUILD) bench/bench_gpu.sh; rc=$$?; [ $$rc = 77 ] || exit $$rc
 
 run: deps
 	@$(MAKE) --no-print-directory all

@@ -2,24 +2,26 @@
 # gpu-bundle.sh — what the GPU machine needs to run rlrt's GPU checks
 # (`make CUDA=1 gpu-bundle`; the device tool carries the folder along).
 #
-#   deploy/gpu-bundle.sh BUILD OUT TEST...
+#   deploy/gpu-bundle.sh BUILD OUT PROGRAM...
 #
 # The GPU machine has CUDA, but none of Debian's packages rlrt links
-# (OpenBLAS, jansson, cmocka, ...): this copies the CUDA build's GPU test
-# binaries into OUT/tests and every shared library they load that is
+# (OpenBLAS, jansson, cmocka, ...): this copies the CUDA build's programs
+# (paths under BUILD: tests/test_nn_cuda, bench/bench_gpu_train) to the same
+# paths under OUT and every shared library they load that is
 # neither the C runtime nor CUDA's own (both are there) into OUT/lib, which
 # tests/gpu_check.sh puts on LD_LIBRARY_PATH. Fails when OUT passes 60 MiB
 # (the device tool carries 64 MiB at most).
 set -eu
-build=${1:?usage: gpu-bundle.sh BUILD OUT TEST...}
-out=${2:?usage: gpu-bundle.sh BUILD OUT TEST...}
+build=${1:?usage: gpu-bundle.sh BUILD OUT PROGRAM...}
+out=${2:?usage: gpu-bundle.sh BUILD OUT PROGRAM...}
 shift 2
 rm -rf "$out"
-mkdir -p "$out/tests" "$out/lib"
+mkdir -p "$out/lib"
 for t in "$@"; do
-    [ -x "$build/tests/$t" ] || { echo "gpu-bundle: $build/tests/$t not built (make CUDA=1 tests)" >&2; exit 1; }
-    cp "$build/tests/$t" "$out/tests/"
-    ldd "$build/tests/$t" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
+    [ -x "$build/$t" ] || { echo "gpu-bundle: $build/$t not built (make CUDA=1 tests benches)" >&2; exit 1; }
+    mkdir -p "$out/$(dirname "$t")"
+    cp "$build/$t" "$out/$t"
+    ldd "$build/$t" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
         case $name in
         libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libgcc_s.so*|libstdc++.so*) continue ;;
         libcuda.so*|libcudart.so*|libcublas*|libcudnn*|libnccl*|libnvrtc*|libnvJitLink*) continue ;;
@@ -28,5 +30,5 @@ for t in "$@"; do
     done
 done
 kb=$(du -sk "$out" | cut -f1)
-echo "gpu-bundle: $out: $(ls "$out/tests" | wc -l) tests, $(ls "$out/lib" | wc -l) libraries, $((kb / 1024)) MiB"
+echo "gpu-bundle: $out: $# programs, $(ls "$out/lib" | wc -l) libraries, $((kb / 1024)) MiB"
 [ "$kb" -le $((60 * 1024)) ] || { echo "gpu-bundle: $out is over 60 MiB" >&2; exit 1; }

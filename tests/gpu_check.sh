@@ -8,6 +8,14 @@
 #   same tests: out-of-bounds or uninitialised device memory, shared-memory
 #   races and barrier misuse in the kernels.
 #
+# * With RL_GPU_BENCH=1, then `bench/bench_gpu.sh` (make bench-gpu): the
+#   engine against PyTorch on the same GPU, its RESULTS section written to
+#   RL_BENCH_GPU_OUT (default docs/RESULTS.md).
+#
+# The device run, prepared here with `make CUDA=1 gpu-bundle` (carry build-gpu):
+#   cp docs/RESULTS.md $OUT/ && BUILD=build-gpu RL_GPU_BENCH=1 \
+#     RL_BENCH_GPU_OUT=$OUT/RESULTS.md tests/gpu_check.sh 2>&1 | tee $OUT/gpu_check.log
+#
 # BUILD names the build folder (a CUDA build: build-cuda, or the bundle
 # build-gpu of `make CUDA=1 gpu-bundle` on a machine without Debian's
 # packages). Exits 0 when all
@@ -48,5 +56,9 @@ for t in $tests; do
         [ $r = 0 ] || { echo "gpu_check: $tool $t: exit $r"; rc=1; }
     done
 done
+if [ "${RL_GPU_BENCH:-0}" = 1 ]; then
+    echo "== bench/bench_gpu.sh"
+    BUILD=$BUILD PYTHON=${PYTHON:-python3} "$(dirname "$0")/../bench/bench_gpu.sh" || { echo "gpu_check: bench_gpu failed"; rc=1; }
+fi
 echo "gpu_check: $([ $rc = 0 ] && echo passed || echo FAILED)"
 exit $rc

@@ -1,0 +1,91 @@
+#!/bin/bash
+# bench_gpu.sh — `make bench-gpu`: rlrt's GPU engine against PyTorch on the
+# same GPU in the same run (bench/bench_gpu_train.c, bench/bench_gpu_torch.py),
+# the Qwen2.5-0.5B shape, random init. Prints `bench: <name> = <value>`:
+#   gpu_train_tokens_per_s_vs_torch_fp32  rlrt fp32 ÷ torch fp32 (TF32 off both)
+#   gpu_train_tokens_per_s_vs_torch       rlrt's best ÷ torch bf16 eager (the
+#                                         issue's target ≥ 1.0; rlrt has fp32 only,
+#                                         so this compares fp32 with bf16, and says so)
+#   gpu_train_tokens_per_s_vs_torch_compile  the same over torch.compile's bf16
+#   gpu_train_mfu                         rlrt's model FLOP/s ÷ the bf16 dense peak
+#                                         (989 TFLOP/s, H100/H200 SXM; target ≥ 0.40)
+#   gpu_gen_tokens_per_s_vs_hf            n/a until generation runs on the GPU
+#   gpu_rl_step_vs_cpu                    n/a until a recipe places its roles on the GPU
+# and rewrites its own section of RL_BENCH_GPU_OUT (default docs/RESULTS.md),
+# between <!-- bench-gpu:begin --> and <!-- bench-gpu:end -->, with the GPU,
+# its driver and the date. On the GPU machine run it from the bundle:
+#   BUILD=build-gpu PYTHON=python3 RL_BENCH_GPU_OUT=$OUT/RESULTS.md bench/bench_gpu.sh
+# Sizes: the RL_BENCH_GPU_* variables of both programs (B, T, LAYERS, STEPS,
+# GEN_PROMPTS, GEN_TOKENS, COMPILE). Exits 77 without a GPU.
+set -u
+BUILD=${BUILD:-build}
+PYTHON=${PYTHON:-python3}
+OUT=${RL_BENCH_GPU_OUT:-docs/RESULTS.md}
+PEAK_TFLOPS=${RL_BENCH_GPU_PEAK_TFLOPS:-989}
+[ -d "$BUILD/lib" ] && export LD_LIBRARY_PATH="$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+here=$(dirname "$0")
+val() { echo "$1" | sed -n "s/^bench: $2 = //p" | head -1; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.3f", a / b }'; }
+
+if ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "bench_gpu: skipped: no NVIDIA GPU (nvidia-smi -L failed)"; exit 77
+fi
+gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)
+echo "bench: gpu = $gpu"
+ours=$("$BUILD/bench/bench_gpu_train" 2>&1); rc=$?
+echo "$ours"
+[ $rc = 0 ] || echo "bench_gpu: bench_gpu_train failed (exit $rc)"
+torch=$("$PYTHON" "$here/bench_gpu_torch.py" 2>&1); trc=$?
+echo "$torch" | grep "^bench:"
+[ $trc = 0 ] || { echo "bench_gpu: bench_gpu_torch.py failed (exit $trc):"; echo "$torch" | tail -5; }
+
+o32=$(val "$ours" rlrt_gpu_train_tokens_per_s_fp32)
+t32=$(val "$torch" torch_gpu_train_tokens_per_s_fp32)
+t16=$(val "$torch" torch_gpu_train_tokens_per_s_bf16)
+tc=$(val "$torch" torch_gpu_train_tokens_per_s_bf16_compile)
+tfl=$(val "$ours" rlrt_gpu_train_tflops_fp32)
+r32=$(ratio "$o32" "$t32"); r16=$(ratio "$o32" "$t16"); rc16=$(ratio "$o32" "$tc")
+mfu=$(ratio "$tfl" "$PEAK_TFLOPS")
+echo "bench: gpu_train_tokens_per_s_vs_torch_fp32 = $r32"
+echo "bench: gpu_train_tokens_per_s_vs_torch = $r16 (rlrt fp32 vs torch bf16: rlrt has no bf16 yet)"
+echo "bench: gpu_train_tokens_per_s_vs_torch_compile = $rc16 (rlrt fp32 vs torch.compile bf16)"
+echo "bench: gpu_train_mfu = $mfu (rlrt fp32 model FLOP/s over the ${PEAK_TFLOPS} TFLOP/s bf16 peak)"
+echo "bench: gpu_gen_tokens_per_s_vs_hf = n/a (generation on the GPU is not built; HF: $(val "$torch" torch_gpu_gen_tokens_per_s) tokens/s)"
+echo "bench: gpu_rl_step_vs_cpu = n/a (no recipe runs its roles on the GPU yet)"
+
+section=$(mktemp)
+{
+    echo "<!-- bench-gpu:begin -->"
+    echo "## GPU engine against PyTorch (\`make bench-gpu\`, bench/bench_gpu.sh)"
+    echo
+    echo "Produced by \`make bench-gpu\` on $(date -u +%Y-%m-%d): $gpu; torch $(val "$torch" torch_version)."
+    echo "Model: the Qwen2.5-0.5B shape ($(val "$ours" rlrt_gpu_params) parameters, tied embeddings, random init); a step is forward, mean next-token NLL, backward and AdamW over ${RL_BENCH_GPU_B:-8} × ${RL_BENCH_GPU_T:-1024} tokens, ${RL_BENCH_GPU_STEPS:-5} steps timed after 2 warm-up steps. PyTorch: transformers' Qwen2ForCausalLM (SDPA attention) with fused AdamW."
+    echo
+    echo "| measure | value |"
+    echo "|---|---|"
+    echo "| rlrt fp32 (TF32 off) tokens/s; step s | ${o32:-failed}; $(val "$ours" rlrt_gpu_train_step_s_fp32) |"
+    echo "| torch fp32 (TF32 off) tokens/s; step s | ${t32:-failed}; $(val "$torch" torch_gpu_train_step_s_fp32) |"
+    echo "| torch bf16 autocast tokens/s; torch.compile | ${t16:-failed}; ${tc:-not run} |"
+    echo "| \`bench: gpu_train_tokens_per_s_vs_torch_fp32\` | **$r32** |"
+    echo "| \`bench: gpu_train_tokens_per_s_vs_torch\` (rlrt fp32 / torch bf16; target ≥ 1.0) | **$r16** (torch.compile: $rc16) |"
+    echo "| \`bench: gpu_train_mfu\` (over ${PEAK_TFLOPS} TFLOP/s bf16; target ≥ 0.40) | **$mfu** ($tfl TFLOP/s) |"
+    echo "| rlrt device memory at the end: params, grads, optim, activations, scratch; peak (GiB) | $(val "$ours" rlrt_gpu_mem_gib_params), $(val "$ours" rlrt_gpu_mem_gib_grads), $(val "$ours" rlrt_gpu_mem_gib_optim), $(val "$ours" rlrt_gpu_mem_gib_activations), $(val "$ours" rlrt_gpu_mem_gib_scratch); $(val "$ours" rlrt_gpu_mem_peak_gib) |"
+    echo "| \`bench: gpu_gen_tokens_per_s_vs_hf\` | n/a: generation on the GPU is not built (HF generate: $(val "$torch" torch_gpu_gen_tokens_per_s) tokens/s, ${RL_BENCH_GPU_GEN_PROMPTS:-64} prompts × ${RL_BENCH_GPU_GEN_TOKENS:-256} tokens, bf16) |"
+    echo "| \`bench: gpu_rl_step_vs_cpu\` | n/a: no recipe runs its roles on the GPU yet |"
+    echo "<!-- bench-gpu:end -->"
+} >"$section"
+if [ -f "$OUT" ] && grep -q "<!-- bench-gpu:begin -->" "$OUT"; then
+    "$PYTHON" - "$OUT" "$section" <<'PY'
+import sys
+res, sec = sys.argv[1], open(sys.argv[2]).read()
+text = open(res).read()
+a = text.index("<!-- bench-gpu:begin -->")
+b = text.index("<!-- bench-gpu:end -->") + len("<!-- bench-gpu:end -->")
+open(res, "w").write(text[:a] + sec.rstrip("\n") + text[b:])
+PY
+else
+    { [ -f "$OUT" ] && echo; cat "$section"; } >>"$OUT"
+fi
+rm -f "$section"
+echo "bench_gpu: wrote the bench-gpu section of $OUT"
+[ $rc = 0 ] && [ $trc = 0 ]

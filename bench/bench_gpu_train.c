@@ -1,0 +1,157 @@
+/* bench_gpu_train.c — rlrt's side of `make bench-gpu` (bench/bench_gpu.sh puts
+ * PyTorch's figures from bench/bench_gpu_torch.py beside these, same GPU,
+ * same run).
+ *
+ * Model: the Qwen2.5-0.5B shape (hidden 896, RL_BENCH_GPU_LAYERS layers
+ * (default 24), 14 heads, 2 KV heads, intermediate 4864, vocab 151936, QKV
+ * bias, tied embeddings, RoPE theta 1e6), random init, parameters,
+ * gradients, AdamW moments and activations on the GPU (rl_lm_new(cfg,
+ * RL_DEVICE_CUDA)), fp32 with TF32 off (the engine's only precision today).
+ * A step: forward over RL_BENCH_GPU_B × RL_BENCH_GPU_T tokens (default
+ * 8 × 1024; RL_BENCH_GPU_MICRO rows per micro-batch, default all), the mean
+ * next-token NLL, backward, the device table's AdamW over the flat buffer
+ * (lr 1e-5, betas 0.9/0.999, eps 1e-8, weight decay 0.01: torch's side uses
+ * the same). Two warm-up steps, then RL_BENCH_GPU_STEPS timed (default 5;
+ * one when a warm-up step took over 10 s, so that a slow engine still fits
+ * the device run's minutes).
+ *
+ * Prints `bench: <name> = <value>`:
+ *   rlrt_gpu_params, rlrt_gpu_train_tokens_per_s_fp32, rlrt_gpu_train_step_s_fp32,
+ *   rlrt_gpu_train_tflops_fp32 (model FLOPs: 6·N·tokens + 12·L·d·T·tokens),
+ *   rlrt_gpu_mem_gib_<purpose> and rlrt_gpu_mem_peak_gib (rl_device_memory_get).
+ * Exits 77 (skipped) without a CUDA build or a visible GPU.
+ * RL_BENCH_GPU_DEVICE=cpu runs the same on the CPU table: a smoke test of
+ * this program with small sizes on a machine without a GPU. */
+#include "common/nn/engine/device.h"
+#include "common/nn/engine/optim.h"
+#include "common/nn/models/lm/transformer.h"
+#include "rlrt/error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double s_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int s_env(const char *name, int dflt)
+{
+    const char *s = getenv(name);
+    return s && *s ? atoi(s) : dflt;
+}
+
+typedef struct {
+    double scale; /* 1 / the number of predicted tokens of the whole batch */
+    int T;
+} s_nll;
+
+/* L = −Σ logp / (B·(T − 1)) over the positions that predict a token
+ * (logp[b, t] is the log-prob of token t + 1; the last position predicts
+ * nothing). */
+static int s_nll_fn(void *ctx, int row0, int B, int T, const float *logp, const float *entropy,
+                    const float *values, float *dlogp, float *dentropy, float *dvalues,
+                    double *loss)
+{
+    (void)row0, (void)entropy, (void)values, (void)dentropy, (void)dvalues;
+    const s_nll *w = ctx;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t + 1 < T && t + 1 < w->T; t++) {
+            *loss -= w->scale * logp[(size_t)b * T + t];
+            dlogp[(size_t)b * T + t] = (float)-w->scale;
+        }
+    return RL_OK;
+}
+
+int main(void)
+{
+    const int B = s_env("RL_BENCH_GPU_B", 8), T = s_env("RL_BENCH_GPU_T", 1024);
+    const int L = s_env("RL_BENCH_GPU_LAYERS", 24), steps = s_env("RL_BENCH_GPU_STEPS", 5);
+    const int micro = s_env("RL_BENCH_GPU_MICRO", 0);
+    if (B < 1 || T < 2 || L < 1 || steps < 1) {
+        fprintf(stderr, "bench_gpu_train: bad sizes B=%d T=%d layers=%d steps=%d\n", B, T, L, steps);
+        return 2;
+    }
+    const char *dname = getenv("RL_BENCH_GPU_DEVICE");
+    const rl_device dev = dname && strcmp(dname, "cpu") == 0 ? RL_DEVICE_CPU : RL_DEVICE_CUDA;
+    if (rl_device_count(dev) < 1) {
+        printf("bench_gpu_train: skipped: no CUDA device (%s)\n",
+               rl_nn_ops_get(RL_DEVICE_CUDA) ? "none visible" : "a build without CUDA=1");
+        return 77;
+    }
+    const rl_nn_ops *ops = rl_nn_ops_get(dev);
+    rl_lm_config c = {.vocab_size = 151936, .hidden_size = 896, .intermediate_size = 4864,
+                      .num_layers = L, .num_heads = 14, .num_kv_heads = 2, .max_seq_len = T,
+                      .rope_theta = 1e6f, .rms_norm_eps = 1e-6f, .tie_word_embeddings = 1,
+                      .qkv_bias = 1, .value_head = 0, .bos_token_id = -1, .eos_token_id = -1,
+                      .pad_token_id = -1};
+    rl_lm *m = rl_lm_new(&c, dev);
+    if (!m || rl_lm_init_random(m, 1, 0.02f)) {
+        fprintf(stderr, "bench_gpu_train: model: %s\n", rl_error_message());
+        return 1;
+    }
+    const int64_t P = rl_lm_num_params(m);
+    float *mom = rl_device_alloc_for(dev, sizeof(float) * 2 * (size_t)P, RL_MEM_OPTIM);
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)B * T);
+    uint8_t *mask = malloc((size_t)B * T);
+    if (!mom || !tok || !mask || rl_device_zero(dev, mom, sizeof(float) * 2 * (size_t)P)) {
+        fprintf(stderr, "bench_gpu_train: memory: %s\n", rl_error_message());
+        return 1;
+    }
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < (size_t)B * T; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        tok[i] = (int32_t)(x % (uint64_t)c.vocab_size);
+        mask[i] = 1;
+    }
+    rl_adamw_config ac = rl_adamw_config_default();
+    ac.beta1 = 0.9, ac.beta2 = 0.999, ac.eps = 1e-8, ac.weight_decay = 0.01;
+    s_nll w = {.scale = 1.0 / ((double)B * (T - 1)), .T = T};
+    double t0 = 0, loss = 0, tw = s_now();
+    int timed = steps;
+    for (int s = 0; s < timed + 2; s++) {
+        if (s == 1 || s == 2) {
+            if (rl_device_sync(dev))
+                break;
+            if (s == 2 && s_now() - tw > 10.0)
+                timed = 1;
+            t0 = tw = s_now();
+        }
+        loss = 0;
+        rl_lm_zero_grad(m);
+        int rc = rl_lm_forward_backward(m, B, T, tok, mask, 1.0f, micro, s_nll_fn, &w, &loss);
+        if (rc) {
+            fprintf(stderr, "bench_gpu_train: step %d: %s\n", s, rl_error_message());
+            return 1;
+        }
+        ops->adamw_update(&ac, s + 1, 1e-5, ac.weight_decay, rl_lm_params(m), rl_lm_grads(m), mom,
+                          mom + P, P);
+    }
+    if (rl_device_sync(dev)) {
+        fprintf(stderr, "bench_gpu_train: %s\n", rl_error_message());
+        return 1;
+    }
+    double dt = (s_now() - t0) / timed, tokens = (double)B * T;
+    double flops = 6.0 * (double)P * tokens + 12.0 * L * c.hidden_size * (double)T * tokens;
+    printf("bench: rlrt_gpu_params = %lld\n", (long long)P);
+    printf("bench: rlrt_gpu_train_tokens_per_s_fp32 = %.1f\n", tokens / dt);
+    printf("bench: rlrt_gpu_train_step_s_fp32 = %.4f\n", dt);
+    printf("bench: rlrt_gpu_train_steps_timed = %d\n", timed);
+    printf("bench: rlrt_gpu_train_tflops_fp32 = %.2f\n", flops / dt / 1e12);
+    printf("bench: rlrt_gpu_train_loss_last = %.4f\n", loss);
+    rl_device_memory mem;
+    rl_device_memory_get(dev, &mem);
+    for (int i = 0; i < RL_MEM_COUNT; i++)
+        printf("bench: rlrt_gpu_mem_gib_%s = %.2f\n", rl_mem_purpose_name((rl_mem_purpose)i),
+               mem.bytes[i] / 1073741824.0);
+    printf("bench: rlrt_gpu_mem_peak_gib = %.2f\n", mem.peak / 1073741824.0);
+    rl_device_free(dev, mom);
+    rl_lm_free(m);
+    free(tok);
+    free(mask);
+    return 0;
+}
