@@ -49,47 +49,36 @@ void rl_flow_mlp_free(rl_flow_mlp *t)
     t->fc1_w = t->fc1_b = t->fc2_w = t->fc2_b = NULL;
 }
 
-static int s_add(rl_param_manifest *man, const char *name, int nd, int64_t d0, int64_t d1,
-                 int64_t *off)
-{
-    int64_t shp[2] = {d0, d1};
-    int ix = rl_param_manifest_add(man, name, nd, shp);
-    if (ix < 0)
-        return ix;
-    *off = man->views[ix].offset;
-    return RL_OK;
-}
-
-int rl_flow_mlp_add_head(rl_flow_mlp *t, rl_param_manifest *man)
+int rl_flow_mlp_add_head(rl_flow_mlp *t, rl_model_base *b)
 {
     int rc;
-    if ((rc = s_add(man, "in.weight", 2, t->Hd, t->D, &t->in_w)) ||
-        (rc = s_add(man, "in.bias", 1, t->Hd, 0, &t->in_b)) ||
-        (rc = s_add(man, "time.weight", 2, t->Hd, t->E, &t->t_w)) ||
-        (rc = s_add(man, "time.bias", 1, t->Hd, 0, &t->t_b)))
+    if ((rc = rl_model_base_add(b, "in.weight", 2, t->Hd, t->D, &t->in_w)) ||
+        (rc = rl_model_base_add(b, "in.bias", 1, t->Hd, 0, &t->in_b)) ||
+        (rc = rl_model_base_add(b, "time.weight", 2, t->Hd, t->E, &t->t_w)) ||
+        (rc = rl_model_base_add(b, "time.bias", 1, t->Hd, 0, &t->t_b)))
         return rc;
     return RL_OK;
 }
 
-int rl_flow_mlp_add_tail(rl_flow_mlp *t, rl_param_manifest *man)
+int rl_flow_mlp_add_tail(rl_flow_mlp *t, rl_model_base *b)
 {
     int rc = RL_OK;
     char name[64];
     for (int l = 0; l < t->L && !rc; l++) {
         snprintf(name, sizeof name, "blocks.%d.fc1.weight", l);
-        if ((rc = s_add(man, name, 2, t->Hd, t->Hd, &t->fc1_w[l])))
+        if ((rc = rl_model_base_add(b, name, 2, t->Hd, t->Hd, &t->fc1_w[l])))
             break;
         snprintf(name, sizeof name, "blocks.%d.fc1.bias", l);
-        if ((rc = s_add(man, name, 1, t->Hd, 0, &t->fc1_b[l])))
+        if ((rc = rl_model_base_add(b, name, 1, t->Hd, 0, &t->fc1_b[l])))
             break;
         snprintf(name, sizeof name, "blocks.%d.fc2.weight", l);
-        if ((rc = s_add(man, name, 2, t->Hd, t->Hd, &t->fc2_w[l])))
+        if ((rc = rl_model_base_add(b, name, 2, t->Hd, t->Hd, &t->fc2_w[l])))
             break;
         snprintf(name, sizeof name, "blocks.%d.fc2.bias", l);
-        rc = s_add(man, name, 1, t->Hd, 0, &t->fc2_b[l]);
+        rc = rl_model_base_add(b, name, 1, t->Hd, 0, &t->fc2_b[l]);
     }
-    if (!rc && !(rc = s_add(man, "out.weight", 2, t->D, t->Hd, &t->out_w)))
-        rc = s_add(man, "out.bias", 1, t->D, 0, &t->out_b);
+    if (!rc && !(rc = rl_model_base_add(b, "out.weight", 2, t->D, t->Hd, &t->out_w)))
+        rc = rl_model_base_add(b, "out.bias", 1, t->D, 0, &t->out_b);
     return rc;
 }
 

@@ -176,13 +176,11 @@ static int s_forward(rl_model *mm, const rl_dataproto *batch, unsigned want,
     int rc = s_check_want(want, what);
     if (rc || (rc = s_read(m, batch, what, &B, &x, &y)))
         return rc;
-    rl_dataproto *o = rl_dataproto_new();
-    int64_t shape[2] = {B, 1};
-    rl_tensor *t = o ? rl_dataproto_new_tensor(o, rl_quantity_name(RL_Q_LOGP), RL_F32, 2, shape) : NULL;
-    if (!t) {
-        rl_dataproto_free(o);
+    rl_model_output spec = {rl_quantity_name(RL_Q_LOGP), RL_F32, 2, {B, 1}};
+    rl_tensor *t;
+    rl_dataproto *o = rl_model_outputs(&spec, 1, &t);
+    if (!o)
         return rl_error_code();
-    }
     float *lp = rl_tensor_data(t);
     int64_t mb = rl_model_micro_rows(pass, B);
     for (int64_t r0 = 0; !rc && r0 < B; r0 += mb) {
@@ -190,12 +188,7 @@ static int s_forward(rl_model *mm, const rl_dataproto *batch, unsigned want,
         if (!(rc = s_net_forward(m, rows, x + r0 * m->D)))
             rl_logprob_forward(lp + r0, NULL, m->lse, m->logits, y + r0, 1.0f, (int)rows, m->K);
     }
-    if (rc) {
-        rl_dataproto_free(o);
-        return rc;
-    }
-    *out = o;
-    return RL_OK;
+    return rl_model_give(o, rc, out);
 }
 
 static int s_forward_backward(rl_model *mm, const rl_dataproto *batch, unsigned want,
@@ -207,10 +200,6 @@ static int s_forward_backward(rl_model *mm, const rl_dataproto *batch, unsigned 
     int64_t B;
     const float *x;
     const int32_t *y;
-    double dummy = 0;
-    if (!loss)
-        loss = &dummy;
-    *loss = 0;
     int rc = s_check_want(want, what);
     if (rc || (rc = s_read(m, batch, what, &B, &x, &y)) || B == 0)
         return rc;
@@ -261,79 +250,42 @@ static void s_free(rl_model *mm)
     free(m);
 }
 
-static int s_write_config(const rl_model *mm, const char *path)
-{
-    const s_ic *m = (const s_ic *)mm;
-    const void *cfgs[2] = {&m->size, &m->net};
-    return rl_model_write_sections(path, "image_classifier", s_sections + 1, cfgs, 2);
-}
-
 static const rl_model_ops s_ops = {
     .kind = "image_classifier",
     .free = s_free,
-    RL_MODEL_BASE_OPS,
-    .init_random = rl_model_base_init_random,
+    RL_MODEL_BASE_KIND_OPS,
     .forward = s_forward,
     .forward_backward = s_forward_backward,
     .sample = s_sample,
-    .write_config = s_write_config,
 };
 
-/* The job's image size and network (range-checked, located errors). */
-static int s_read_config(const rl_config *job, rl_image_size_config *size,
-                         rl_image_classifier_model_config *net)
-{
-    const rl_image_size_config *sz = rl_config_section_get(job, &rl_image_size_section);
-    const rl_image_classifier_model_config *nc =
-        sz ? rl_config_section_get(job, &rl_image_classifier_model_section) : NULL;
-    if (!nc)
-        return rl_error_code();
-    *size = *sz;
-    *net = *nc;
-    return RL_OK;
-}
-
-static int s_check_config(const rl_config *job)
-{
-    rl_image_size_config size;
-    rl_image_classifier_model_config net;
-    return s_read_config(job, &size, &net);
-}
-
+/* The job's image size and network (range-checked, located errors), then
+ * the views fc1, fc2, out. */
 static rl_model *s_from_config(const rl_config *job)
 {
-    rl_image_size_config size;
-    rl_image_classifier_model_config net;
-    if (s_read_config(job, &size, &net))
+    s_ic *m = rl_model_base_new(sizeof *m, &s_ops);
+    if (!m)
         return NULL;
-    s_ic *m = calloc(1, sizeof *m);
-    if (!m) {
-        rl_error_set(RL_ENOMEM, "image_classifier: out of memory");
-        return NULL;
-    }
-    m->size = size;
-    m->net = net;
-    m->K = (int)net.num_classes;
-    m->Hd = (int)net.hidden_size;
-    m->D = size.channels * size.height * size.width;
     rl_model_base *b = &m->base;
-    if (rl_model_base_open(b, &s_ops, "image_classifier") ||
-        rl_model_base_add(b, "fc1.weight", 2, m->Hd, m->D, &m->fc1_w) ||
-        rl_model_base_add(b, "fc1.bias", 1, m->Hd, 0, &m->fc1_b) ||
-        rl_model_base_add(b, "fc2.weight", 2, m->Hd, m->Hd, &m->fc2_w) ||
-        rl_model_base_add(b, "fc2.bias", 1, m->Hd, 0, &m->fc2_b) ||
-        rl_model_base_add(b, "out.weight", 2, m->K, m->Hd, &m->out_w) ||
-        rl_model_base_add(b, "out.bias", 1, m->K, 0, &m->out_b) ||
-        rl_model_base_alloc(b, "image_classifier")) {
-        s_free(&b->model);
-        return NULL;
+    int rc = rl_model_base_read(b, job, s_sections, (void *const[]){&m->size, &m->net});
+    if (!rc) {
+        m->K = (int)m->net.num_classes;
+        m->Hd = (int)m->net.hidden_size;
+        m->D = m->size.channels * m->size.height * m->size.width;
     }
-    return &b->model;
+    if (!rc && !(rc = rl_model_base_open(b)) &&
+        !(rc = rl_model_base_add(b, "fc1.weight", 2, m->Hd, m->D, &m->fc1_w)) &&
+        !(rc = rl_model_base_add(b, "fc1.bias", 1, m->Hd, 0, &m->fc1_b)) &&
+        !(rc = rl_model_base_add(b, "fc2.weight", 2, m->Hd, m->Hd, &m->fc2_w)) &&
+        !(rc = rl_model_base_add(b, "fc2.bias", 1, m->Hd, 0, &m->fc2_b)) &&
+        !(rc = rl_model_base_add(b, "out.weight", 2, m->K, m->Hd, &m->out_w)) &&
+        !(rc = rl_model_base_add(b, "out.bias", 1, m->K, 0, &m->out_b)))
+        rc = rl_model_base_alloc(b);
+    return rl_model_base_done(b, rc);
 }
 
 const rl_model_kind rl_model_kind_image_classifier = {
     .name = "image_classifier",
     .sections = s_sections,
     .from_config = s_from_config,
-    .check_config = s_check_config,
 };
