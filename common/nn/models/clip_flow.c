@@ -134,18 +134,10 @@ int rl_clip_flow_velocity(rl_model *m, int64_t n, const float *x, const float *s
 static int s_ids_read(const s_cf *m, const rl_dataproto *in, const char *what, int64_t *B,
                       const int32_t **ids)
 {
-    const int64_t d1[1] = {-1};
-    const rl_tensor *ti = rl_model_input(in, what, RL_CF_PROMPT_IDS, RL_I32, 1, d1);
-    if (!ti)
-        return rl_error_code();
-    *B = ti->shape[0];
-    *ids = rl_tensor_data((rl_tensor *)ti);
-    for (int64_t b = 0; b < *B; b++)
-        if ((*ids)[b] < 0 || (*ids)[b] >= m->prompts)
-            return rl_error_set(RL_ERANGE, "%s: %s[%lld] = %d outside [0, %d) (%s)", what, RL_CF_PROMPT_IDS,
-                                (long long)b, (*ids)[b], m->prompts,
-                                RL_CFG_PATH(&rl_clip_flow_model_section, rl_clip_flow_model_config, num_prompts));
-    return RL_OK;
+    *B = -1;
+    return rl_model_input_ids(in, what, RL_CF_PROMPT_IDS, m->prompts,
+                              RL_CFG_PATH(&rl_clip_flow_model_section, rl_clip_flow_model_config, num_prompts),
+                              B, ids);
 }
 
 /* The flow-matching inputs: ids, x_t (B, D), sigma (B). */
@@ -464,6 +456,29 @@ static void s_free(rl_model *mm)
     free(m);
 }
 
+/* The sizes from the job's image size and network, then the views: the
+ * trunk's head, prompt.embedding, its tail. */
+static int s_build(rl_model_base *b)
+{
+    s_cf *m = (s_cf *)b;
+    const rl_clip_flow_model_config *net = &m->c.net;
+    m->D = rl_clip_flow_dim(&m->c);
+    m->hidden = (int)net->hidden_size;
+    m->prompts = (int)net->num_prompts;
+    m->x0_pred = net->prediction == RL_CLIP_FLOW_PREDICT_X0;
+    int rc = rl_flow_mlp_init(&m->t, (int)m->D, m->hidden, (int)net->num_layers, (int)net->time_embed_dim,
+                              "clip_flow");
+    if (!rc && !(rc = rl_flow_mlp_add_head(&m->t, b)) &&
+        !(rc = rl_model_base_add(b, "prompt.embedding", 2, m->prompts, m->hidden, &m->emb)))
+        rc = rl_flow_mlp_add_tail(&m->t, b);
+    return rc;
+}
+
+static const rl_model_base_kind s_base = {sizeof(s_cf), &s_ops, s_sections,
+                                          {offsetof(s_cf, c.size), offsetof(s_cf, c.net)}, s_build};
+
+static rl_model *s_from_config(const rl_config *job) { return rl_model_base_build(job, &s_base); }
+
 /* Linear weights N(0, 1/fan_in), biases 0, the prompt table N(0, 1): the
  * base's rule. */
 static const rl_model_ops s_ops = {
@@ -474,33 +489,6 @@ static const rl_model_ops s_ops = {
     .forward_backward = s_forward_backward,
     .sample = s_sample,
 };
-
-/* The job's image size and network (range-checked, located errors: the
- * sections' checks), then the views: the trunk's head, prompt.embedding,
- * its tail. */
-static rl_model *s_from_config(const rl_config *job)
-{
-    s_cf *m = rl_model_base_new(sizeof *m, &s_ops);
-    if (!m)
-        return NULL;
-    rl_model_base *b = &m->base;
-    const rl_clip_flow_model_config *net = &m->c.net;
-    int rc = rl_model_base_read(b, job, s_sections, (void *const[]){&m->c.size, &m->c.net});
-    if (!rc) {
-        m->D = rl_clip_flow_dim(&m->c);
-        m->hidden = (int)net->hidden_size;
-        m->prompts = (int)net->num_prompts;
-        m->x0_pred = net->prediction == RL_CLIP_FLOW_PREDICT_X0;
-    }
-    if (!rc && !(rc = rl_model_base_open(b)) &&
-        !(rc = rl_flow_mlp_init(&m->t, (int)m->D, m->hidden, (int)net->num_layers,
-                                (int)net->time_embed_dim, "clip_flow")) &&
-        !(rc = rl_flow_mlp_add_head(&m->t, b)) &&
-        !(rc = rl_model_base_add(b, "prompt.embedding", 2, m->prompts, m->hidden, &m->emb)) &&
-        !(rc = rl_flow_mlp_add_tail(&m->t, b)))
-        rc = rl_model_base_alloc(b);
-    return rl_model_base_done(b, rc);
-}
 
 const rl_model_kind rl_model_kind_clip_flow = {
     .name = "clip_flow",

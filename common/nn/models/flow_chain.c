@@ -43,15 +43,7 @@ int rl_flow_chain_read(const rl_dataproto *in, const char *what, const rl_flow_c
 void rl_flow_work_free(rl_flow_work *w)
 {
     free(w->pb);
-    free(w->pk);
     free(w->x);
-    free(w->t);
-    free(w->v);
-    free(w->gv);
-    free(w->lp);
-    free(w->q);
-    free(w->gq);
-    free(w->qmask);
     memset(w, 0, sizeof *w);
 }
 
@@ -60,20 +52,16 @@ int rl_flow_work_alloc(rl_flow_work *w, int64_t rows, int64_t N, int64_t D, cons
     memset(w, 0, sizeof *w);
     int64_t pairs = rows * N;
     size_t p = (size_t)(pairs > 0 ? pairs : 1), pd = p * (size_t)D;
-    w->pb = malloc(sizeof(int64_t) * p);
-    w->pk = malloc(sizeof(int64_t) * p);
-    w->x = malloc(sizeof(float) * pd);
-    w->t = malloc(sizeof(float) * p);
-    w->v = malloc(sizeof(float) * pd);
-    w->gv = malloc(sizeof(float) * pd);
-    w->lp = malloc(sizeof(float) * p);
-    w->q = malloc(sizeof(float) * p);
-    w->gq = malloc(sizeof(float) * p);
-    w->qmask = malloc(sizeof(float) * p);
-    if (!w->pb || !w->pk || !w->x || !w->t || !w->v || !w->gv || !w->lp || !w->q || !w->gq || !w->qmask) {
+    float **const arrays[8] = {&w->x, &w->v, &w->gv, &w->t, &w->lp, &w->q, &w->gq, &w->qmask};
+    const size_t counts[8] = {pd, pd, pd, p, p, p, p, p};
+    int rc = rl_model_floats(arrays, counts, 8, who);
+    if (!rc && !(w->pb = malloc(sizeof(int64_t) * 2 * p)))
+        rc = rl_error_set(RL_ENOMEM, "%s: out of memory for %lld scored steps", who, (long long)pairs);
+    if (rc) {
         rl_flow_work_free(w);
-        return rl_error_set(RL_ENOMEM, "%s: out of memory for %lld scored steps", who, (long long)pairs);
+        return rc;
     }
+    w->pk = w->pb + p;
     return RL_OK;
 }
 

@@ -26,16 +26,11 @@ int rl_flow_mlp_init(rl_flow_mlp *t, int D, int Hd, int L, int E, const char *wh
     return RL_OK;
 }
 
+/* The activations: one block from temb. */
 static void s_free_acts(rl_flow_mlp *t)
 {
     free(t->temb);
-    free(t->cond);
-    free(t->h);
-    free(t->sh);
-    free(t->a);
-    free(t->g);
-    free(t->scratch);
-    t->temb = t->cond = t->h = t->sh = t->a = t->g = t->scratch = NULL;
+    t->temb = NULL;
     t->cap = 0;
 }
 
@@ -89,21 +84,12 @@ int rl_flow_mlp_reserve(rl_flow_mlp *t, int64_t n, const char *who)
     if (n <= t->cap)
         return RL_OK;
     s_free_acts(t);
-    size_t nH = (size_t)n * (size_t)t->Hd, L = (size_t)t->L;
-    t->temb = malloc(sizeof(float) * (size_t)n * (size_t)t->E);
-    t->cond = malloc(sizeof(float) * nH);
-    t->h = malloc(sizeof(float) * (L + 1) * nH);
-    t->sh = malloc(sizeof(float) * (L + 1) * nH);
-    t->a = malloc(sizeof(float) * (L ? L : 1) * nH);
-    t->g = malloc(sizeof(float) * (L ? L : 1) * nH);
-    t->scratch = malloc(sizeof(float) * 4 * nH);
-    if (!t->temb || !t->cond || !t->h || !t->sh || !t->a || !t->g || !t->scratch) {
-        s_free_acts(t);
-        return rl_error_set(RL_ENOMEM, "%s: out of memory for %lld rows of activations", who,
-                            (long long)n);
-    }
-    t->cap = n;
-    return RL_OK;
+    size_t nH = (size_t)n * (size_t)t->Hd, L = (size_t)t->L, L1 = L ? L : 1;
+    float **const arrays[7] = {&t->temb, &t->cond, &t->h, &t->sh, &t->a, &t->g, &t->scratch};
+    const size_t counts[7] = {(size_t)n * (size_t)t->E, nH, (L + 1) * nH, (L + 1) * nH, L1 * nH, L1 * nH, 4 * nH};
+    int rc = rl_model_floats(arrays, counts, 7, who);
+    t->cap = rc ? 0 : n;
+    return rc;
 }
 
 void rl_flow_mlp_cond(rl_flow_mlp *t, const float *P, int64_t n, const float *tt)

@@ -22,10 +22,11 @@
 
 #define S_OBS (RL_FP_PROPRIO_DIM + RL_FP_OBJECT_DIM) /* 137 */
 
-/* The observation encoder's activations over n items. */
+/* The observation encoder's activations over n items (one block of
+ * floats and the tasks). */
 typedef struct s_enc {
     int64_t cap, n;
-    float *obs;      /* (n, 137) normalised */
+    float *obs;      /* (n, 137) normalised; the start of the block */
     float *e1, *s1;  /* (n, H) obs_enc.0 output, silu of it */
     float *enc;      /* (n, H) obs_enc.1 output */
     float *senc;     /* (n, H) silu(enc) (value path) */
@@ -85,12 +86,6 @@ int rl_flow_policy_set_obs_norm(rl_model *mm, const float *mean, const float *st
 static void s_enc_free(s_enc *e)
 {
     free(e->obs);
-    free(e->e1);
-    free(e->s1);
-    free(e->enc);
-    free(e->senc);
-    free(e->d1);
-    free(e->d2);
     free(e->task);
     memset(e, 0, sizeof *e);
 }
@@ -103,18 +98,14 @@ static int s_enc_reserve(s_enc *e, int64_t n, int64_t H)
         return RL_OK;
     s_enc_free(e);
     size_t nH = (size_t)n * (size_t)H;
-    e->obs = malloc(sizeof(float) * (size_t)n * S_OBS);
-    e->e1 = malloc(sizeof(float) * nH);
-    e->s1 = malloc(sizeof(float) * nH);
-    e->enc = malloc(sizeof(float) * nH);
-    e->senc = malloc(sizeof(float) * nH);
-    e->d1 = malloc(sizeof(float) * nH);
-    e->d2 = malloc(sizeof(float) * nH);
-    e->task = malloc(sizeof(int32_t) * (size_t)n);
-    if (!e->obs || !e->e1 || !e->s1 || !e->enc || !e->senc || !e->d1 || !e->d2 || !e->task) {
+    float **const arrays[7] = {&e->obs, &e->e1, &e->s1, &e->enc, &e->senc, &e->d1, &e->d2};
+    const size_t counts[7] = {(size_t)n * S_OBS, nH, nH, nH, nH, nH, nH};
+    int rc = rl_model_floats(arrays, counts, 7, "flow_policy");
+    if (!rc && !(e->task = malloc(sizeof(int32_t) * (size_t)n)))
+        rc = rl_error_set(RL_ENOMEM, "flow_policy: out of memory for %lld rows of activations", (long long)n);
+    if (rc) {
         s_enc_free(e);
-        return rl_error_set(RL_ENOMEM, "flow_policy: out of memory for %lld rows of activations",
-                            (long long)n);
+        return rc;
     }
     e->cap = n;
     return RL_OK;
@@ -608,8 +599,40 @@ static void s_free(rl_model *mm)
     free(m);
 }
 
+/* The architecture from the kind's section (common/schema/flow_policy.h),
+ * then the views: obs_norm.{mean,std}, obs_enc.{0,1}, task.embedding, the
+ * trunk (in, time, blocks, out), value_head. */
+static int s_build(rl_model_base *b)
+{
+    s_fp *m = (s_fp *)b;
+    const rl_model_flow_policy_config *v = &m->v;
+    const int64_t H = v->hidden_size;
+    m->c = (rl_flow_policy_config){(int)v->num_action_chunks, (int)v->num_tasks, (int)v->hidden_size,
+                                   (int)v->num_layers, (int)v->time_embed_dim, v->sde_mode, v->obs_clip,
+                                   v->detach_critic_input};
+    m->D = rl_flow_policy_dim(&m->c);
+    int rc;
+    if ((rc = rl_flow_mlp_init(&m->t, (int)m->D, m->c.hidden, m->c.layers, m->c.time_dim, "flow_policy")) ||
+        (rc = rl_model_base_add(b, "obs_norm.mean", 1, S_OBS, 0, &m->mean)) ||
+        (rc = rl_model_base_add(b, "obs_norm.std", 1, S_OBS, 0, &m->std)) ||
+        (rc = rl_model_base_add(b, "obs_enc.0.weight", 2, H, S_OBS, &m->e0w)) ||
+        (rc = rl_model_base_add(b, "obs_enc.0.bias", 1, H, 0, &m->e0b)) ||
+        (rc = rl_model_base_add(b, "obs_enc.1.weight", 2, H, H, &m->e1w)) ||
+        (rc = rl_model_base_add(b, "obs_enc.1.bias", 1, H, 0, &m->e1b)) ||
+        (rc = rl_model_base_add(b, "task.embedding", 2, v->num_tasks, H, &m->emb)) ||
+        (rc = rl_flow_mlp_add_head(&m->t, b)) || (rc = rl_flow_mlp_add_tail(&m->t, b)) ||
+        (rc = rl_model_base_add(b, "value_head.weight", 2, 1, H, &m->vw)))
+        return rc;
+    return rl_model_base_add(b, "value_head.bias", 1, 1, 0, &m->vb);
+}
+
+static const rl_model_base_kind s_base = {sizeof(s_fp), &s_ops, s_sections, {offsetof(s_fp, v)}, s_build};
+
+static rl_model *s_from_config(const rl_config *job) { return rl_model_base_build(job, &s_base); }
+
 /* Linear weights N(0, 1/fan_in), biases 0, the task table N(0, 1),
- * obs_norm the identity (mean 0, std 1): the base's rule. */
+ * obs_norm the identity (mean 0, std 1; also before any initialisation):
+ * the base's rule. */
 static const rl_model_ops s_ops = {
     .kind = "flow_policy",
     .free = s_free,
@@ -618,39 +641,6 @@ static const rl_model_ops s_ops = {
     .forward_backward = s_forward_backward,
     .sample = s_sample,
 };
-
-/* The architecture from the kind's section (common/schema/flow_policy.h),
- * then the views: obs_norm.{mean,std}, obs_enc.{0,1}, task.embedding, the
- * trunk (in, time, blocks, out), value_head. */
-static rl_model *s_from_config(const rl_config *job)
-{
-    s_fp *m = rl_model_base_new(sizeof *m, &s_ops);
-    if (!m)
-        return NULL;
-    rl_model_base *b = &m->base;
-    const rl_model_flow_policy_config *v = &m->v;
-    int rc = rl_model_base_read(b, job, s_sections, (void *const[]){&m->v});
-    const int64_t H = v->hidden_size;
-    m->c = (rl_flow_policy_config){(int)v->num_action_chunks, (int)v->num_tasks, (int)v->hidden_size,
-                                   (int)v->num_layers, (int)v->time_embed_dim, v->sde_mode, v->obs_clip,
-                                   v->detach_critic_input};
-    m->D = rl_flow_policy_dim(&m->c);
-    if (!rc && !(rc = rl_model_base_open(b)) &&
-        !(rc = rl_flow_mlp_init(&m->t, (int)m->D, m->c.hidden, m->c.layers, m->c.time_dim, "flow_policy")) &&
-        !(rc = rl_model_base_add(b, "obs_norm.mean", 1, S_OBS, 0, &m->mean)) &&
-        !(rc = rl_model_base_add(b, "obs_norm.std", 1, S_OBS, 0, &m->std)) &&
-        !(rc = rl_model_base_add(b, "obs_enc.0.weight", 2, H, S_OBS, &m->e0w)) &&
-        !(rc = rl_model_base_add(b, "obs_enc.0.bias", 1, H, 0, &m->e0b)) &&
-        !(rc = rl_model_base_add(b, "obs_enc.1.weight", 2, H, H, &m->e1w)) &&
-        !(rc = rl_model_base_add(b, "obs_enc.1.bias", 1, H, 0, &m->e1b)) &&
-        !(rc = rl_model_base_add(b, "task.embedding", 2, v->num_tasks, H, &m->emb)) &&
-        !(rc = rl_flow_mlp_add_head(&m->t, b)) && !(rc = rl_flow_mlp_add_tail(&m->t, b)) &&
-        !(rc = rl_model_base_add(b, "value_head.weight", 2, 1, H, &m->vw)) &&
-        !(rc = rl_model_base_add(b, "value_head.bias", 1, 1, 0, &m->vb)) && !(rc = rl_model_base_alloc(b)))
-        for (int j = 0; j < S_OBS; j++) /* a usable model before init: identity normalisation */
-            m->base.params[m->std + j] = 1.0f;
-    return rl_model_base_done(b, rc);
-}
 
 const rl_model_kind rl_model_kind_flow_policy = {
     .name = "flow_policy",

@@ -165,24 +165,9 @@ static int s_sections_read(const rl_config *job, const rl_config_section *const 
     return RL_OK;
 }
 
-int rl_model_base_read(rl_model_base *b, const rl_config *job, const rl_config_section *const *sections,
-                       void *const *cfgs)
-{
-    b->sections = sections;
-    for (int i = 1; sections[i] && i <= RL_MODEL_BASE_SECTIONS; i++)
-        b->cfgs[i - 1] = cfgs[i - 1];
-    return s_sections_read(job, sections, cfgs);
-}
-
 int rl_model_sections_check(const rl_config *job, const rl_config_section *const *sections)
 {
     return s_sections_read(job, sections, NULL);
-}
-
-int rl_model_base_open(rl_model_base *b)
-{
-    b->man = b->own = rl_param_manifest_new();
-    return b->own ? RL_OK : rl_error_set(RL_ENOMEM, "%s: out of memory", b->model.ops->kind);
 }
 
 int rl_model_base_add(rl_model_base *b, const char *name, int ndim, int64_t d0, int64_t d1,
@@ -196,14 +181,44 @@ int rl_model_base_add(rl_model_base *b, const char *name, int ndim, int64_t d0, 
     return RL_OK;
 }
 
-int rl_model_base_alloc(rl_model_base *b)
+/* A 1-D view that starts at 1: a fixed normalisation's scale. */
+static int s_scale_view(const rl_param_view *v)
+{
+    size_t n = strlen(v->name);
+    return v->ndim == 1 && n >= 4 && strcmp(v->name + n - 4, ".std") == 0;
+}
+
+/* The zeroed buffers of the manifest's views, scales at 1. */
+static int s_alloc(rl_model_base *b)
 {
     b->params = rl_param_buffer_new(b->own->total);
     b->grads = rl_param_buffer_new(b->own->total);
     if (!b->params || !b->grads)
         return rl_error_set(RL_ENOMEM, "%s: out of memory for %lld parameters", b->model.ops->kind,
                             (long long)b->own->total);
+    for (int i = 0; i < b->own->count; i++) {
+        const rl_param_view *v = &b->own->views[i];
+        if (s_scale_view(v))
+            for (int64_t j = 0; j < v->numel; j++)
+                b->params[v->offset + j] = 1.0f;
+    }
     return RL_OK;
+}
+
+rl_model *rl_model_base_build(const rl_config *job, const rl_model_base_kind *k)
+{
+    rl_model_base *b = rl_model_base_new(k->size, k->ops);
+    if (!b)
+        return NULL;
+    b->sections = k->sections;
+    for (int i = 0; i < RL_MODEL_BASE_SECTIONS; i++)
+        b->cfgs[i] = (char *)b + k->cfg_offset[i];
+    int rc = s_sections_read(job, k->sections, b->cfgs);
+    if (!rc && !(b->man = b->own = rl_param_manifest_new()))
+        rc = rl_error_set(RL_ENOMEM, "%s: out of memory", k->ops->kind);
+    if (!rc && !(rc = k->build(b)))
+        rc = s_alloc(b);
+    return rl_model_base_done(b, rc);
 }
 
 void rl_model_base_borrow(rl_model_base *b, const rl_param_manifest *man, float *params, float *grads)
@@ -231,13 +246,6 @@ const rl_param_manifest *rl_model_base_manifest(const rl_model *m)
 float *rl_model_base_params(rl_model *m) { return ((rl_model_base *)m)->params; }
 float *rl_model_base_grads(rl_model *m) { return ((rl_model_base *)m)->grads; }
 
-/* A 1-D view that starts at 1: a fixed normalisation's scale. */
-static int s_scale_view(const char *name)
-{
-    size_t n = strlen(name);
-    return n >= 4 && strcmp(name + n - 4, ".std") == 0;
-}
-
 int rl_model_base_init_random(rl_model *m, uint64_t seed)
 {
     rl_model_base *b = (rl_model_base *)m;
@@ -245,7 +253,7 @@ int rl_model_base_init_random(rl_model *m, uint64_t seed)
         const rl_param_view *v = &b->man->views[i];
         float *p = b->params + v->offset;
         if (v->ndim == 1) {
-            float fill = s_scale_view(v->name) ? 1.0f : 0.0f;
+            float fill = s_scale_view(v) ? 1.0f : 0.0f;
             for (int64_t j = 0; j < v->numel; j++)
                 p[j] = fill;
             continue;
@@ -273,6 +281,22 @@ const rl_tensor *rl_model_input(const rl_dataproto *dp, const char *what, const 
     return t;
 }
 
+int rl_model_input_ids(const rl_dataproto *dp, const char *what, const char *name, int K, const char *key,
+                       int64_t *B, const int32_t **ids)
+{
+    const int64_t d1[1] = {*B};
+    const rl_tensor *t = rl_model_input(dp, what, name, RL_I32, 1, d1);
+    if (!t)
+        return rl_error_code();
+    *B = t->shape[0];
+    *ids = rl_tensor_data((rl_tensor *)t);
+    for (int64_t b = 0; b < *B; b++)
+        if ((*ids)[b] < 0 || (*ids)[b] >= K)
+            return rl_error_set(RL_ERANGE, "%s: %s[%lld] = %d outside [0, %d)%s%s%s", what, name, (long long)b,
+                                (*ids)[b], K, key ? " (" : "", key ? key : "", key ? ")" : "");
+    return RL_OK;
+}
+
 int rl_model_input_finite(const char *what, const char *name, const float *x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
@@ -280,6 +304,20 @@ int rl_model_input_finite(const char *what, const char *name, const float *x, in
             return rl_error_set(RL_ENUMERIC, "%s: %s[%lld] is %g (not finite)", what, name,
                                 (long long)i, (double)x[i]);
     return RL_OK;
+}
+
+int rl_model_floats(float **const *arrays, const size_t *counts, int n, const char *who)
+{
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += counts[i];
+    float *p = malloc(sizeof(float) * (total ? total : 1));
+    for (int i = 0; i < n; i++) {
+        *arrays[i] = p;
+        p = p ? p + counts[i] : NULL;
+    }
+    return *arrays[0] ? RL_OK
+                      : rl_error_set(RL_ENOMEM, "%s: out of memory for %zu floats of activations", who, total);
 }
 
 rl_dataproto *rl_model_outputs(const rl_model_output *spec, int n, rl_tensor **t)

@@ -9,12 +9,13 @@
  *
  * A kind's struct starts with an rl_model_base (so an rl_model * of the kind
  * is its rl_model_base *). clip_flow, flow_policy and image_classifier own
- * their views (rl_model_base_open / _add / _alloc) and name
+ * their views: the base builds them (rl_model_base_build: the struct, its
+ * sections read into it, the kind's views, the buffers) and they name
  * RL_MODEL_BASE_KIND_OPS: the accessors, rl_model_base_init_random and
- * rl_model_base_write_config (config.json from the sections the kind was
- * read from, rl_model_base_read). The lm kind's transformer owns its
- * buffers and writes a Hugging Face config: it lends them to the base
- * (rl_model_base_borrow) and names RL_MODEL_BASE_OPS, the accessors alone.
+ * rl_model_base_write_config (config.json from the sections they were read
+ * from). The lm kind's transformer owns its buffers and writes a Hugging
+ * Face config: the kind lends them to the base (rl_model_base_borrow) and
+ * names RL_MODEL_BASE_OPS, the accessors alone.
  *
  * Ownership: rl_model_base_free() frees the manifest and the buffers the
  * base built (nothing that was lent), not the kind's struct. */
@@ -35,42 +36,52 @@ typedef struct rl_model_base {
     rl_model model;               /* ops */
     const rl_param_manifest *man; /* the views */
     float *params, *grads;        /* (man->total) each */
-    rl_param_manifest *own;       /* the manifest rl_model_base_open built (= man), freed with the
-                                   * buffers; NULL when they are lent (rl_model_base_borrow) */
+    rl_param_manifest *own;       /* the manifest rl_model_base_build built (= man), freed with
+                                   * the buffers; NULL when they are lent (rl_model_base_borrow) */
     /* the kind's sections (model.* first, NULL-terminated) and the structs
-     * the ones after model.* were read into (rl_model_base_read) */
+     * the ones after model.* were read into (rl_model_base_build) */
     const rl_config_section *const *sections;
     void *cfgs[RL_MODEL_BASE_SECTIONS];
 } rl_model_base;
 
-/* A zeroed kind struct of `size` bytes (it starts with an rl_model_base)
- * with its ops, or NULL with RL_ENOMEM naming ops->kind. */
-void *rl_model_base_new(size_t size, const rl_model_ops *ops);
-/* The end of a kind's from_config: rc == 0 gives the model, otherwise the
- * model is freed (its ops->free) and NULL returned (the message stays). */
-rl_model *rl_model_base_done(rl_model_base *b, int rc);
+/* How the base builds a kind that owns its views. */
+typedef struct rl_model_base_kind {
+    size_t size; /* of the kind's struct */
+    const rl_model_ops *ops;
+    /* the kind's sections (model.* first, NULL-terminated) and where in the
+     * kind's struct the typed struct of each one after model.* is copied
+     * (strings in them belong to the job; none of the kinds' has one) */
+    const rl_config_section *const *sections;
+    size_t cfg_offset[RL_MODEL_BASE_SECTIONS];
+    /* With the sections read and an empty manifest: the kind's derived
+     * fields and its views (rl_model_base_add, in order). */
+    int (*build)(rl_model_base *b);
+} rl_model_base_kind;
 
-/* Reads the kind's sections after model.* (sections[1..], NULL-terminated;
- * range-checked, located errors) and copies each typed struct to the
- * matching cfgs[i] (strings in them belong to the job; none of the kinds'
- * sections has one); the base keeps both for config.json. */
-int rl_model_base_read(rl_model_base *b, const rl_config *job, const rl_config_section *const *sections,
-                       void *const *cfgs);
-/* The same checks without a model: what rl_model_check_config runs for a
- * kind with no check_config of its own. */
+/* A kind's from_config: its zeroed struct with ops, its sections read from
+ * the job (range-checked, located errors), k->build, then the zeroed
+ * parameter and gradient buffers (a fixed normalisation's scale, a 1-D view
+ * named "*.std", at 1: a usable identity before any initialisation). NULL
+ * with the message on error (what was built is freed with ops->free). */
+rl_model *rl_model_base_build(const rl_config *job, const rl_model_base_kind *k);
+/* The checks of rl_model_base_build's reading without a model: what
+ * rl_model_check_config runs for a kind with no check_config of its own. */
 int rl_model_sections_check(const rl_config *job, const rl_config_section *const *sections);
-
-/* An empty manifest for the kind's views. */
-int rl_model_base_open(rl_model_base *b);
 /* Appends view `name` of shape (d0) (ndim 1) or (d0, d1) (ndim 2) and gives
  * its offset in the flat buffer. */
 int rl_model_base_add(rl_model_base *b, const char *name, int ndim, int64_t d0, int64_t d1,
                       int64_t *offset);
-/* The zeroed parameter and gradient buffers of the manifest's views. */
-int rl_model_base_alloc(rl_model_base *b);
-/* A network's manifest and buffers, which stay its own (valid for the
- * model's life). */
+
+/* For a kind whose network owns its buffers (lm): a zeroed kind struct of
+ * `size` bytes with its ops (NULL with RL_ENOMEM naming ops->kind); the
+ * network's manifest and buffers, which stay its own (valid for the model's
+ * life); the end of from_config: rc == 0 gives the model, otherwise it is
+ * freed (ops->free) and NULL returned (the message stays). */
+void *rl_model_base_new(size_t size, const rl_model_ops *ops);
 void rl_model_base_borrow(rl_model_base *b, const rl_param_manifest *man, float *params, float *grads);
+rl_model *rl_model_base_done(rl_model_base *b, int rc);
+
+/* Frees the manifest and the buffers the base built (not lent ones). */
 void rl_model_base_free(rl_model_base *b);
 
 const rl_param_manifest *rl_model_base_manifest(const rl_model *m);
@@ -80,7 +91,7 @@ float *rl_model_base_grads(rl_model *m);
  * fixed normalisation (a name ending in ".std") 1; 2-D (out, in) weights
  * N(0, 1/in); views whose name holds "embedding" (lookup tables) N(0, 1). */
 int rl_model_base_init_random(rl_model *m, uint64_t seed);
-/* config.json of a kind read by rl_model_base_read: {"model": {"type":
+/* config.json of a kind built by rl_model_base_build: {"model": {"type":
  * kind, <key>: <value>, ...}} with the keys of its sections after model.*
  * (each directly under model.), written atomically; rl_model_load_dir reads
  * it back as a job fragment. */
@@ -89,8 +100,7 @@ int rl_model_base_write_config(const rl_model *m, const char *path);
 /* The accessors of the base. */
 #define RL_MODEL_BASE_OPS \
     .manifest = rl_model_base_manifest, .params = rl_model_base_params, .grads = rl_model_base_grads
-/* All the base does for a kind that owns its views and was read by
- * rl_model_base_read. */
+/* All the base does for a kind it built. */
 #define RL_MODEL_BASE_KIND_OPS \
     RL_MODEL_BASE_OPS, .init_random = rl_model_base_init_random, .write_config = rl_model_base_write_config
 
@@ -101,9 +111,19 @@ int64_t rl_model_micro_rows(const rl_model_pass *pass, int64_t B);
  * (-1: any), or NULL with the message prefixed by `what` (the call). */
 const rl_tensor *rl_model_input(const rl_dataproto *dp, const char *what, const char *name, rl_dtype dtype,
                                 int ndim, const int64_t *dims);
+/* The index tensor `name` (B) i32 of a batch, every value in [0, K): *B
+ * the rows on entry (< 0: any) and on return; `key`, the config key of K,
+ * is named in the error (NULL: none). */
+int rl_model_input_ids(const rl_dataproto *dp, const char *what, const char *name, int K, const char *key,
+                       int64_t *B, const int32_t **ids);
 /* RL_ENUMERIC "what: name[i] is x (not finite)" for the first NaN or
  * infinity of x (n), else 0. */
 int rl_model_input_finite(const char *what, const char *name, const float *x, int64_t n);
+
+/* A kind's scratch: n float arrays in one allocation, *arrays[i] getting
+ * counts[i] floats (consecutive from *arrays[0], so free(*arrays[0]) frees
+ * them all); RL_ENOMEM naming `who` (every *arrays[i] NULL then). */
+int rl_model_floats(float **const *arrays, const size_t *counts, int n, const char *who);
 
 /* One tensor a call returns. */
 typedef struct rl_model_output {
