@@ -13,6 +13,7 @@
 #include "common/nn/models/flow_policy.h"
 #include "common/nn/models/image_classifier.h"
 #include "common/nn/models/lm/lm_model.h"
+#include "common/nn/models/model_base.h"
 
 /* The kinds a job can name in model.type: a new model is one line here. */
 static const rl_model_kind *const s_kinds[] = {
@@ -61,7 +62,9 @@ static const rl_model_kind *s_job_kind(const rl_config *job)
 int rl_model_check_config(const rl_config *job)
 {
     const rl_model_kind *kind = s_job_kind(job);
-    return kind ? kind->check_config(job) : rl_error_code();
+    if (!kind)
+        return rl_error_code();
+    return kind->check_config ? kind->check_config(job) : rl_model_sections_check(job, kind->sections);
 }
 
 rl_model *rl_model_build(const rl_config *job, uint64_t seed)

@@ -6,9 +6,7 @@
  * outcomes. */
 #include <stdlib.h>
 
-#include "common/nn/models/lm/generate.h"
 #include "common/nn/models/lm/lm_model.h"
-#include "common/nn/models/lm/transformer.h"
 #include "common/schema/job.h"
 #include "common/schema/model.h"
 #include "common/schema/rollout.h"
@@ -73,70 +71,33 @@ static void s_tool_stats(rl_worker_ctx *ctx, const rl_agent_row_stats *st, int B
                 sum[RL_TS_MAX_TURNS], rl_tool_runner_stuck(s_agent->runner));
 }
 
+/* The LM kind's sampling with the agent loop as its generation
+ * (rl_lm_sampler): the outputs get the loss mask and the tool counts. */
+static int s_agent_sample(void *arg, const rl_lm_sample_call *c)
+{
+    rl_tensor *ts = rl_dataproto_new_tensor(c->out, RL_ROLLOUT_TOOL_STATS, RL_I32, 2,
+                                            (int64_t[]){c->B, RL_TOOL_STATS_N});
+    rl_agent_row_stats *st = ts ? calloc((size_t)(c->B ? c->B : 1), sizeof *st) : NULL;
+    int rc = st ? RL_OK : ts ? rl_error_set(RL_ENOMEM, "multi-turn generate: out of memory") : rl_error_code();
+    if (!rc && c->B > 0) {
+        rc = rl_agent_generate(c->net, s_agent->tok, &s_agent->at, s_agent->runner, s_agent->max_turns, c->B,
+                               c->P, c->prompts, c->plens, c->seeds, c->s, c->tokens, c->logp, c->entropy,
+                               c->mask, c->lens, st);
+        if (!rc)
+            s_tool_stats(arg, st, c->B, rl_tensor_data(ts));
+    }
+    free(st);
+    return rc;
+}
+
 static int s_generate(rl_worker_ctx *ctx, const rl_rollout_policy *p, const rl_dataproto *in,
                       rl_dataproto **out)
 {
     const char *what = "multi-turn generate";
-    const rl_model_sampling *sp = &p->sampling;
-    rl_lm *net = rl_lm_model_network(p->model);
-    if (!net)
+    if (!rl_lm_model_network(p->model))
         return rl_error_set(RL_EUNSUPPORTED, "%s: rollout.multi_turn needs %s lm", what,
                             RL_CFG_PATH(&rl_model_base_section, rl_model_base_config, type));
-    const rl_tensor *pr = rl_dataproto_tensor_shaped(in, RL_LM_PROMPTS, RL_I32, 2, NULL);
-    const rl_tensor *pl = pr ? rl_dataproto_tensor_shaped(in, RL_LM_PROMPT_LENS, RL_I32, 1,
-                                                          (int64_t[]){pr->shape[0]}) : NULL;
-    const rl_tensor *sd = pl ? rl_dataproto_tensor_shaped(in, RL_LM_ROW_SEEDS, RL_I64, 1,
-                                                          (int64_t[]){pr->shape[0]}) : NULL;
-    if (!sd)
-        return rl_error_wrap(rl_error_code(), "%s", what);
-    int B = (int)pr->shape[0], P = (int)pr->shape[1], R = (int)sp->max_new_tokens;
-    rl_lm_sampling s;
-    rl_lm_sampling_default(&s);
-    int32_t stop = rl_lm_get_config(net)->eos_token_id;
-    s.temperature = (float)sp->temperature;
-    s.top_p = (float)sp->top_p;
-    s.top_k = (int)sp->top_k;
-    s.greedy = sp->greedy;
-    s.max_new_tokens = R;
-    s.stop_tokens = stop >= 0 ? &stop : NULL;
-    s.num_stop_tokens = stop >= 0 ? 1 : 0;
-    rl_dataproto *o = rl_dataproto_new();
-    int64_t shape[2] = {B, R}, sshape[2] = {B, RL_TOOL_STATS_N};
-    rl_tensor *tok = o ? rl_dataproto_new_tensor(o, RL_LM_RESPONSES, RL_I32, 2, shape) : NULL;
-    rl_tensor *lens = tok ? rl_dataproto_new_tensor(o, RL_LM_RESPONSE_LENS, RL_I32, 1, shape) : NULL;
-    rl_tensor *lp = lens ? rl_dataproto_new_tensor(o, RL_LM_RESPONSE_LOGP, RL_F32, 2, shape) : NULL;
-    rl_tensor *en = lp ? rl_dataproto_new_tensor(o, RL_LM_RESPONSE_ENTROPY, RL_F32, 2, shape) : NULL;
-    rl_tensor *mk = en ? rl_dataproto_new_tensor(o, RL_LM_RESPONSE_MASK, RL_F32, 2, shape) : NULL;
-    rl_tensor *ts = mk ? rl_dataproto_new_tensor(o, RL_ROLLOUT_TOOL_STATS, RL_I32, 2, sshape) : NULL;
-    int *ilens = malloc(sizeof(int) * (size_t)(B ? B : 1));
-    int *plens = malloc(sizeof(int) * (size_t)(B ? B : 1));
-    rl_agent_row_stats *st = calloc((size_t)(B ? B : 1), sizeof *st);
-    int rc = RL_OK;
-    if (!ts || !ilens || !plens || !st) {
-        rc = ts ? rl_error_set(RL_ENOMEM, "%s: out of memory", what) : rl_error_code();
-    } else if (B > 0) {
-        const int32_t *p32 = rl_tensor_data(pl);
-        for (int b = 0; b < B; b++)
-            plens[b] = p32[b];
-        rc = rl_agent_generate(net, s_agent->tok, &s_agent->at, s_agent->runner, s_agent->max_turns, B, P,
-                               rl_tensor_data(pr), plens, (const uint64_t *)rl_tensor_data(sd), &s,
-                               rl_tensor_data(tok), rl_tensor_data(lp), rl_tensor_data(en),
-                               rl_tensor_data(mk), ilens, st);
-        int32_t *l32 = rl_tensor_data(lens);
-        for (int b = 0; !rc && b < B; b++)
-            l32[b] = ilens[b];
-        if (!rc)
-            s_tool_stats(ctx, st, B, rl_tensor_data(ts));
-    }
-    free(ilens);
-    free(plens);
-    free(st);
-    if (rc) {
-        rl_dataproto_free(o);
-        return rc;
-    }
-    *out = o;
-    return RL_OK;
+    return rl_lm_model_sample_with(p->model, in, &p->sampling, what, 1, s_agent_sample, ctx, out);
 }
 
 const rl_rollout_hooks rl_rollout_multi_turn_hooks = {

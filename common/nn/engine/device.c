@@ -13,62 +13,12 @@
 #include "common/nn/engine/cuda/cuda_ops.h"
 #endif
 
-static const rl_nn_ops s_cpu_ops = {
-    .device = RL_DEVICE_CPU,
-    .name = "cpu",
-    .sgemm = rl_sgemm,
-    .linear_forward = rl_linear_forward,
-    .linear_backward = rl_linear_backward,
-    .add_forward = rl_add_forward,
-    .add_inplace = rl_add_inplace,
-    .softmax_forward = rl_softmax_forward,
-    .softmax_backward = rl_softmax_backward,
-    .rmsnorm_forward = rl_rmsnorm_forward,
-    .rmsnorm_backward = rl_rmsnorm_backward,
-    .swiglu_forward = rl_swiglu_forward,
-    .swiglu_backward = rl_swiglu_backward,
-    .rope_forward = rl_rope_forward,
-    .rope_backward = rl_rope_backward,
-    .embedding_forward = rl_embedding_forward,
-    .embedding_backward = rl_embedding_backward,
-    .attention_forward = rl_attention_forward,
-    .attention_backward = rl_attention_backward,
-    .logprob_forward = rl_logprob_forward,
-    .logprob_backward = rl_logprob_backward,
-    .adamw_update = rl_adamw_update,
-    .grad_sumsq = rl_grad_sumsq,
-    .scale_inplace = rl_scale_inplace,
-    .ema_update = rl_ema_update,
-};
+#define S_CPU(op) .op = rl_##op,
+static const rl_nn_ops s_cpu_ops = {.device = RL_DEVICE_CPU, .name = "cpu", RL_NN_OPS(S_CPU)};
 
 #ifdef RL_CUDA
-static const rl_nn_ops s_cuda_ops = {
-    .device = RL_DEVICE_CUDA,
-    .name = "cuda",
-    .sgemm = rl_cuda_sgemm,
-    .linear_forward = rl_cuda_linear_forward,
-    .linear_backward = rl_cuda_linear_backward,
-    .add_forward = rl_cuda_add_forward,
-    .add_inplace = rl_cuda_add_inplace,
-    .softmax_forward = rl_cuda_softmax_forward,
-    .softmax_backward = rl_cuda_softmax_backward,
-    .rmsnorm_forward = rl_cuda_rmsnorm_forward,
-    .rmsnorm_backward = rl_cuda_rmsnorm_backward,
-    .swiglu_forward = rl_cuda_swiglu_forward,
-    .swiglu_backward = rl_cuda_swiglu_backward,
-    .rope_forward = rl_cuda_rope_forward,
-    .rope_backward = rl_cuda_rope_backward,
-    .embedding_forward = rl_cuda_embedding_forward,
-    .embedding_backward = rl_cuda_embedding_backward,
-    .attention_forward = rl_cuda_attention_forward,
-    .attention_backward = rl_cuda_attention_backward,
-    .logprob_forward = rl_cuda_logprob_forward,
-    .logprob_backward = rl_cuda_logprob_backward,
-    .adamw_update = rl_cuda_adamw_update,
-    .grad_sumsq = rl_cuda_grad_sumsq,
-    .scale_inplace = rl_cuda_scale_inplace,
-    .ema_update = rl_cuda_ema_update,
-};
+#define S_CUDA(op) .op = rl_cuda_##op,
+static const rl_nn_ops s_cuda_ops = {.device = RL_DEVICE_CUDA, .name = "cuda", RL_NN_OPS(S_CUDA)};
 #endif
 
 const rl_nn_ops *rl_nn_ops_get(rl_device dev)
@@ -90,17 +40,10 @@ const rl_nn_ops *rl_nn_ops_get(rl_device dev)
 
 const char *rl_nn_ops_missing(const rl_nn_ops *o)
 {
-#define CHECK(f)                                                                              \
-    if (!o->f)                                                                                \
-        return #f;
-    CHECK(sgemm) CHECK(linear_forward) CHECK(linear_backward) CHECK(add_forward)
-    CHECK(add_inplace) CHECK(softmax_forward) CHECK(softmax_backward) CHECK(rmsnorm_forward)
-    CHECK(rmsnorm_backward) CHECK(swiglu_forward) CHECK(swiglu_backward) CHECK(rope_forward)
-    CHECK(rope_backward) CHECK(embedding_forward) CHECK(embedding_backward)
-    CHECK(attention_forward) CHECK(attention_backward) CHECK(logprob_forward)
-    CHECK(logprob_backward) CHECK(adamw_update) CHECK(grad_sumsq) CHECK(scale_inplace)
-    CHECK(ema_update)
-#undef CHECK
+#define S_MISSING(op)                                                                               \
+    if (!o->op)                                                                                     \
+        return #op;
+    RL_NN_OPS(S_MISSING)
     return NULL;
 }
 

@@ -6,10 +6,10 @@
  * function of the same name in common/nn/engine/ops.h; on a CUDA table the pointers
  * are device pointers (index arrays such as ids/pos/target/mask too).
  *
- * Invariants: rl_nn_ops_get(RL_DEVICE_CPU) is complete. The CUDA table
- * exists only in a `make CUDA=1` build and may have NULL entries (ops
- * without a kernel yet); rl_nn_ops_missing() names the first one, so a
- * model can refuse a device up front instead of crashing mid-step.
+ * Invariants: both tables are RL_NN_OPS, so each is complete; the CUDA
+ * table exists only in a `make CUDA=1` build. rl_nn_ops_missing() names the
+ * first NULL entry of a table (one filled by hand, e.g. a test's), so a
+ * model can refuse it up front instead of crashing mid-step.
  * Kernels on CUDA are asynchronous on the default stream; their errors
  * surface from rl_device_sync().
  *
@@ -76,6 +76,17 @@ typedef struct rl_nn_ops {
     void (*scale_inplace)(float *a, float s, int64_t n);
     void (*ema_update)(float *ref, const float *cur, double beta, int64_t n);
 } rl_nn_ops;
+
+/* Every entry of the table after device and name, in order: X(op) for each.
+ * The CPU kernel of op is rl_<op> (ops.h, optim.h), the CUDA one
+ * rl_cuda_<op> (cuda/cuda_ops.h); the tables and rl_nn_ops_missing() are
+ * this list. */
+#define RL_NN_OPS(X)                                                                                 \
+    X(sgemm) X(linear_forward) X(linear_backward) X(add_forward) X(add_inplace) X(softmax_forward)  \
+    X(softmax_backward) X(rmsnorm_forward) X(rmsnorm_backward) X(swiglu_forward)                    \
+    X(swiglu_backward) X(rope_forward) X(rope_backward) X(embedding_forward) X(embedding_backward)  \
+    X(attention_forward) X(attention_backward) X(logprob_forward) X(logprob_backward)               \
+    X(adamw_update) X(grad_sumsq) X(scale_inplace) X(ema_update)
 
 /* The kernel table of `dev`, or NULL + message (RL_EUNSUPPORTED) when this
  * build has no such device. */

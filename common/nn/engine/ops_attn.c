@@ -6,6 +6,7 @@
  * single-threaded OpenBLAS and its masked softmax in cache. Only the
  * per-row log-sum-exp is saved; the backward recomputes the probabilities
  * block by block (memory O(B·H·T) instead of O(B·H·T²)). */
+#include "common/nn/engine/ops_elem.h"
 #include "common/nn/engine/ops_internal.h"
 
 #include "rlrt/error.h"
@@ -204,15 +205,7 @@ void rl_logprob_forward(float *logp, float *entropy, float *lse, const float *lo
             s += e;
             sa += (double)(e * d);
         }
-        double l = m + log(s);
-        if (lse)
-            lse[n] = (float)l;
-        if (entropy)
-            entropy[n] = (float)(log(s) - sa / s);
-        if (logp) {
-            int y = target ? target[n] : -1;
-            logp[n] = y >= 0 ? (float)((double)z[y] * inv_temp - l) : 0.0f;
-        }
+        rl_logprob_row_end(n, z, target ? target[n] : -1, inv_temp, m, s, sa, logp, entropy, lse);
     }
 }
 
@@ -235,8 +228,7 @@ void rl_logprob_backward(float *dlogits, const float *dlogp, const float *dentro
         for (int j = 0; j < V; j++) {
             float lp = z[j] * inv_temp - l;
             float p = rl_fast_expf(lp);
-            float g = -gl * p - ge * p * (lp + H);
-            d[j] = g * inv_temp;
+            d[j] = rl_logprob_grad(gl, ge, lp, p, H) * inv_temp;
         }
         if (y >= 0)
             d[y] += gl * inv_temp;

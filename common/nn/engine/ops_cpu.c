@@ -116,9 +116,10 @@ void rl_sgemm(int transA, int transB, int M, int N, int K, float alpha, const fl
     }
 }
 
-/* out (C) += Σ_rows a (N,C), in row order for every column: parallel over
- * column blocks so the result does not depend on the thread count. */
-static void s_colsum_acc(float *out, const float *a, int N, int C)
+/* out (C) += Σ_rows a (N,C) — or, with b (N,C) and r (N), Σ_rows a·b·r_row —
+ * in row order for every column, in double: parallel over column blocks so
+ * the result does not depend on the thread count. */
+static void s_colsum_acc(float *out, const float *a, const float *b, const float *r, int N, int C)
 {
     enum { BLK = 64 };
     int nblk = (C + BLK - 1) / BLK;
@@ -130,8 +131,16 @@ static void s_colsum_acc(float *out, const float *a, int N, int C)
             acc[c - c0] = 0.0;
         for (int n = 0; n < N; n++) {
             const float *row = a + (size_t)n * C;
-            for (int c = c0; c < c1; c++)
-                acc[c - c0] += row[c];
+            if (b) {
+                const float *x = b + (size_t)n * C;
+                float rn = r[n];
+                RL_SIMD
+                for (int c = c0; c < c1; c++)
+                    acc[c - c0] += row[c] * x[c] * rn;
+            } else {
+                for (int c = c0; c < c1; c++)
+                    acc[c - c0] += row[c];
+            }
         }
         for (int c = c0; c < c1; c++)
             out[c] += (float)acc[c - c0];
@@ -157,7 +166,7 @@ void rl_linear_backward(float *dinp, float *dw, float *db, const float *dout, co
     if (dw)
         rl_sgemm(1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
     if (db)
-        s_colsum_acc(db, dout, N, OC);
+        s_colsum_acc(db, dout, NULL, NULL, N, OC);
 }
 
 /* ---- elementwise and reductions ----------------------------------------- */
@@ -260,7 +269,7 @@ double rl_sum(const float *a, int64_t n)
     return s;
 }
 
-void rl_rowsum_forward(float *out, const float *a, int N, int C) { s_colsum_acc(out, a, N, C); }
+void rl_rowsum_forward(float *out, const float *a, int N, int C) { s_colsum_acc(out, a, NULL, NULL, N, C); }
 
 void rl_rowsum_backward(float *da, const float *dout, int N, int C)
 {
@@ -351,26 +360,8 @@ void rl_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float 
                 d[c] += g[c] * w[c] * r - k * x[c];
         }
     }
-    if (dw) {
-        enum { BLK = 64 };
-        int nblk = (C + BLK - 1) / BLK;
-        RL_OMP_FOR_IF((int64_t)N * C > RL_PAR_MIN)
-        for (int bi = 0; bi < nblk; bi++) {
-            int c0 = bi * BLK, c1 = c0 + BLK < C ? c0 + BLK : C;
-            double acc[BLK];
-            for (int c = c0; c < c1; c++)
-                acc[c - c0] = 0.0;
-            for (int n = 0; n < N; n++) {
-                const float *x = inp + (size_t)n * C, *g = dout + (size_t)n * C;
-                float r = rstd[n];
-                RL_SIMD
-                for (int c = c0; c < c1; c++)
-                    acc[c - c0] += g[c] * x[c] * r;
-            }
-            for (int c = c0; c < c1; c++)
-                dw[c] += (float)acc[c - c0];
-        }
-    }
+    if (dw)
+        s_colsum_acc(dw, dout, inp, rstd, N, C);
 }
 
 /* ---- SiLU / SwiGLU ------------------------------------------------------- */

@@ -165,33 +165,30 @@ int rl_adamw_set_lr_scale(rl_adamw *o, const rl_param_manifest *m, const double 
     return s_build_segments(o, m);
 }
 
+rl_adamw_scalars rl_adamw_scalars_at(const rl_adamw_config *cfg, int64_t t, double lr, double wd)
+{
+    const double bc1 = 1.0 - pow(cfg->beta1, (double)t);
+    const double bc2 = 1.0 - pow(cfg->beta2, (double)t);
+    rl_adamw_scalars s;
+    s.decay = (float)(1.0 - lr * wd);
+    s.apply_decay = wd != 0.0;
+    s.b1 = (float)cfg->beta1;
+    s.b2 = (float)cfg->beta2;
+    s.one_b1 = (float)(1.0 - cfg->beta1);
+    s.one_b2 = (float)(1.0 - cfg->beta2);
+    s.neg_step = (float)(-(lr / bc1));
+    s.bc2_sqrt = (float)sqrt(bc2);
+    s.eps = (float)cfg->eps;
+    return s;
+}
+
 void rl_adamw_update(const rl_adamw_config *cfg, int64_t t, double lr, double wd, float *p,
                      const float *g, float *m, float *v, int64_t n)
 {
-    /* Scalars are formed in double and rounded once to float, as PyTorch
-     * does when a Python float multiplies a float32 tensor. */
-    const float decay = (float)(1.0 - lr * wd);
-    const float b1 = (float)cfg->beta1, b2 = (float)cfg->beta2;
-    const float one_b1 = (float)(1.0 - cfg->beta1);
-    const float one_b2 = (float)(1.0 - cfg->beta2);
-    const double bc1 = 1.0 - pow(cfg->beta1, (double)t);
-    const double bc2 = 1.0 - pow(cfg->beta2, (double)t);
-    const float neg_step = (float)(-(lr / bc1));
-    const float bc2_sqrt = (float)sqrt(bc2);
-    const float eps = (float)cfg->eps;
-    const int apply_decay = wd != 0.0;
+    const rl_adamw_scalars s = rl_adamw_scalars_at(cfg, t, lr, wd);
 #pragma omp parallel for schedule(static) if (n >= S_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        float pi = p[i], gi = g[i];
-        if (apply_decay)
-            pi = pi * decay;
-        float mi = m[i] * b1 + one_b1 * gi;
-        float vi = v[i] * b2 + one_b2 * gi * gi;
-        float denom = sqrtf(vi) / bc2_sqrt + eps;
-        p[i] = pi + neg_step * mi / denom; /* torch addcdiv: self + value*t1/t2 */
-        m[i] = mi;
-        v[i] = vi;
-    }
+    for (int64_t i = 0; i < n; i++)
+        rl_adamw_elem(&s, &p[i], g[i], &m[i], &v[i]);
 }
 
 int rl_adamw_step(rl_adamw *o, double lr, float *params, const float *grads)

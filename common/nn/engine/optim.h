@@ -44,6 +44,7 @@
 
 #include <stdint.h>
 
+#include "common/nn/engine/ops_elem.h"
 #include "rlrt/nn/params.h"
 
 #ifdef __cplusplus
@@ -123,8 +124,12 @@ int rl_adamw_set_lr_scale(rl_adamw *o, const rl_param_manifest *m, const double 
  * modified. Returns RL_EINVAL for a bad lr. */
 int rl_adamw_step(rl_adamw *o, double lr, float *params, const float *grads);
 
-/* The update kernel on n elements at step t (>= 1) with weight decay wd;
- * what rl_adamw_step() runs per segment. */
+/* The scalars of the update at step t (>= 1) with learning rate lr and
+ * weight decay wd (the CPU and CUDA kernels' one source of them). */
+rl_adamw_scalars rl_adamw_scalars_at(const rl_adamw_config *cfg, int64_t t, double lr, double wd);
+
+/* The update kernel on n elements at step t (>= 1) with weight decay wd
+ * (rl_adamw_elem on each); what rl_adamw_step() runs per segment. */
 void rl_adamw_update(const rl_adamw_config *cfg, int64_t t, double lr, double wd,
                      float *p, const float *g, float *m, float *v, int64_t n);
 

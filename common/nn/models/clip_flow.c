@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/core/rng.h"
 #include "common/nn/engine/ops.h"
+#include "common/nn/models/flow_chain_internal.h"
 #include "common/nn/models/flow_mlp_internal.h"
 #include "common/nn/models/model_base.h"
 #include "common/schema/model.h"
@@ -130,67 +130,35 @@ int rl_clip_flow_velocity(rl_model *m, int64_t n, const float *x, const float *s
 
 /* ---- batch checks ----------------------------------------------------------------------------- */
 
-static int s_check_ids(const s_cf *m, const char *what, const int32_t *ids, int64_t B)
+/* The prompt of each row: ids (B) i32 in [0, num_prompts). */
+static int s_ids_read(const s_cf *m, const rl_dataproto *in, const char *what, int64_t *B,
+                      const int32_t **ids)
 {
-    for (int64_t b = 0; b < B; b++)
-        if (ids[b] < 0 || ids[b] >= m->prompts)
-            return rl_error_set(RL_ERANGE, "%s: %s[%lld] = %d outside [0, %d) (%s)", what, RL_CF_PROMPT_IDS,
-                                (long long)b, ids[b], m->prompts,
-                                RL_CFG_PATH(&rl_clip_flow_model_section, rl_clip_flow_model_config, num_prompts));
-    return RL_OK;
+    *B = -1;
+    return rl_model_input_ids(in, what, RL_CF_PROMPT_IDS, m->prompts,
+                              RL_CFG_PATH(&rl_clip_flow_model_section, rl_clip_flow_model_config, num_prompts),
+                              B, ids);
 }
 
-static int s_check_finite(const char *what, const char *name, const float *x, int64_t n)
+/* The flow-matching inputs: ids, x_t (B, D), sigma (B). */
+static int s_fm_read(const s_cf *m, const rl_dataproto *in, const char *what, int64_t *B,
+                     const int32_t **ids, const float **x, const float **sig)
 {
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(x[i]))
-            return rl_error_set(RL_ENUMERIC, "%s: %s[%lld] is %g (not finite)", what, name,
-                                (long long)i, (double)x[i]);
-    return RL_OK;
+    int rc = s_ids_read(m, in, what, B, ids);
+    return rc ? rc : rl_flow_fm_read(in, what, RL_CF_X_T, RL_CF_SIGMA, *B, m->D, x, sig);
 }
 
-/* The inputs of RL_Q_LOGP: a recorded chain. */
-typedef struct s_chain {
-    int64_t B, N;
-    const int32_t *ids;
-    const float *lat, *sig, *noise, *mask; /* mask NULL = all steps */
-} s_chain;
+/* A recorded chain: the latents on the σ grid, re-scored with Flow-GRPO's SDE. */
+static const rl_flow_chain_kind s_chain_kind = {RL_CF_LATENTS, RL_CF_SIGMAS, RL_CF_NOISE_LEVEL,
+                                                RL_CF_STEP_MASK, rl_diffusion_sde_logprob};
 
-static int s_chain_read(const s_cf *m, const rl_dataproto *in, const char *what, s_chain *c)
+/* The σ grid of every row runs from <= 1 down to >= 0, strictly; the noise
+ * levels are > 0; the mask is 0/1. */
+static int s_chain_check(const rl_flow_chain *c, const char *what)
 {
-    memset(c, 0, sizeof *c);
-    const int64_t d1[1] = {-1};
-    const rl_tensor *ti = rl_model_input(in, what, RL_CF_PROMPT_IDS, RL_I32, 1, d1);
-    if (!ti)
-        return rl_error_code();
-    c->B = ti->shape[0];
-    const int64_t dl[3] = {c->B, -1, m->D};
-    const rl_tensor *tl = rl_model_input(in, what, RL_CF_LATENTS, RL_F32, 3, dl);
-    if (!tl)
-        return rl_error_code();
-    c->N = tl->shape[1] - 1;
-    if (c->N < 1)
-        return rl_error_set(RL_ESHAPE, "%s: %s has %lld latents per row, need at least 2", what,
-                            RL_CF_LATENTS, (long long)tl->shape[1]);
-    const int64_t ds[2] = {c->B, c->N + 1}, dn[1] = {c->B}, dm[2] = {c->B, c->N};
-    const rl_tensor *ts = rl_model_input(in, what, RL_CF_SIGMAS, RL_F32, 2, ds);
-    const rl_tensor *tn = ts ? rl_model_input(in, what, RL_CF_NOISE_LEVEL, RL_F32, 1, dn) : NULL;
-    if (!tn)
-        return rl_error_code();
-    const rl_tensor *tm = NULL;
-    if (rl_dataproto_tensor(in, RL_CF_STEP_MASK) &&
-        !(tm = rl_model_input(in, what, RL_CF_STEP_MASK, RL_F32, 2, dm)))
-        return rl_error_code();
-    c->ids = rl_tensor_data((rl_tensor *)ti);
-    c->lat = rl_tensor_data((rl_tensor *)tl);
-    c->sig = rl_tensor_data((rl_tensor *)ts);
-    c->noise = rl_tensor_data((rl_tensor *)tn);
-    c->mask = tm ? rl_tensor_data((rl_tensor *)tm) : NULL;
-    int rc = s_check_ids(m, what, c->ids, c->B);
-    if (!rc)
-        rc = s_check_finite(what, RL_CF_LATENTS, c->lat, c->B * (c->N + 1) * m->D);
+    int rc = RL_OK;
     for (int64_t b = 0; !rc && b < c->B; b++) {
-        const float *s = c->sig + b * (c->N + 1);
+        const float *s = c->t + b * (c->N + 1);
         if (!(s[0] <= 1.0f) || !(s[c->N] >= 0.0f))
             rc = rl_error_set(RL_ERANGE, "%s: %s row %lld must run from <= 1 down to >= 0, got "
                                          "%g .. %g", what, RL_CF_SIGMAS, (long long)b, (double)s[0],
@@ -214,94 +182,52 @@ static int s_chain_read(const s_cf *m, const rl_dataproto *in, const char *what,
     return rc;
 }
 
-/* The (b, k) pairs of rows [r0, r0 + rows) whose step is scored. */
-static int64_t s_pairs(const s_chain *c, int64_t r0, int64_t rows, int64_t *pb, int64_t *pk)
+/* A pass over a recorded chain: its prompts, the chain and the buffers of
+ * one micro-batch. */
+typedef struct s_logp {
+    s_cf *m;
+    const int32_t *ids; /* (B) */
+    rl_flow_chain c;
+    int64_t mb;
+    rl_flow_work w;
+    int32_t *pids; /* (pairs) the prompt of each scored step */
+} s_logp;
+
+static void s_logp_free(s_logp *p)
 {
-    int64_t n = 0;
-    for (int64_t b = r0; b < r0 + rows; b++)
-        for (int64_t k = 0; k < c->N; k++)
-            if (!c->mask || c->mask[b * c->N + k] != 0.0f) {
-                pb[n] = b;
-                pk[n] = k;
-                n++;
-            }
-    return n;
+    rl_flow_work_free(&p->w);
+    free(p->pids);
 }
 
-/* Scratch for one micro-batch of pairs. */
-typedef struct s_work {
-    int64_t *pb, *pk;
-    float *x, *sig, *v, *gv, *logp, *glogp;
-    int32_t *ids;
-    float *q, *gq, *qmask; /* (rows, K) for the loss callback */
-} s_work;
-
-static void s_work_free(s_work *w)
+static int s_logp_open(s_cf *m, const rl_dataproto *in, const rl_model_pass *pass, const char *what,
+                       s_logp *p)
 {
-    free(w->pb);
-    free(w->pk);
-    free(w->x);
-    free(w->sig);
-    free(w->v);
-    free(w->gv);
-    free(w->logp);
-    free(w->glogp);
-    free(w->ids);
-    free(w->q);
-    free(w->gq);
-    free(w->qmask);
-    memset(w, 0, sizeof *w);
+    memset(p, 0, sizeof *p);
+    p->m = m;
+    int64_t B;
+    int rc = s_ids_read(m, in, what, &B, &p->ids);
+    if (!rc)
+        rc = rl_flow_chain_read(in, what, &s_chain_kind, B, m->D, &p->c);
+    if (!rc)
+        rc = s_chain_check(&p->c, what);
+    if (rc)
+        return rc;
+    p->mb = rl_model_micro_rows(pass, B);
+    if ((rc = rl_flow_work_alloc(&p->w, p->mb, p->c.N, m->D, "clip_flow")))
+        return rc;
+    p->pids = malloc(sizeof(int32_t) * (size_t)(p->mb * p->c.N));
+    return p->pids ? RL_OK : rl_error_set(RL_ENOMEM, "%s: out of memory", what);
 }
 
-static int s_work_alloc(s_work *w, int64_t pairs, int64_t D, int64_t qn)
+/* The chain's velocities (rl_flow_chain_vel_fn): the network at the scored
+ * steps with their rows' prompts. */
+static int s_logp_vel(void *kind, int64_t n, const int64_t *rows, const float *x, const float *sig,
+                      float *v)
 {
-    memset(w, 0, sizeof *w);
-    size_t p = (size_t)(pairs > 0 ? pairs : 1), q = (size_t)(qn > 0 ? qn : 1);
-    w->pb = malloc(sizeof(int64_t) * p);
-    w->pk = malloc(sizeof(int64_t) * p);
-    w->x = malloc(sizeof(float) * p * (size_t)D);
-    w->sig = malloc(sizeof(float) * p);
-    w->v = malloc(sizeof(float) * p * (size_t)D);
-    w->gv = malloc(sizeof(float) * p * (size_t)D);
-    w->logp = malloc(sizeof(float) * p);
-    w->glogp = malloc(sizeof(float) * p);
-    w->ids = malloc(sizeof(int32_t) * p);
-    w->q = malloc(sizeof(float) * q);
-    w->gq = malloc(sizeof(float) * q);
-    w->qmask = malloc(sizeof(float) * q);
-    if (!w->pb || !w->pk || !w->x || !w->sig || !w->v || !w->gv || !w->logp || !w->glogp ||
-        !w->ids || !w->q || !w->gq || !w->qmask) {
-        s_work_free(w);
-        return rl_error_set(RL_ENOMEM, "clip_flow: out of memory for %lld scored steps",
-                            (long long)pairs);
-    }
-    return RL_OK;
-}
-
-/* Velocities and log-probs of the pairs of rows [r0, r0 + rows): w->v,
- * w->logp (n pairs). */
-static int s_chain_forward(s_cf *m, const s_chain *c, int64_t r0, int64_t rows, s_work *w,
-                           int64_t *npairs)
-{
-    int64_t n = s_pairs(c, r0, rows, w->pb, w->pk), D = m->D;
-    *npairs = n;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t b = w->pb[i], k = w->pk[i];
-        memcpy(w->x + i * D, c->lat + (b * (c->N + 1) + k) * D, sizeof(float) * (size_t)D);
-        w->sig[i] = c->sig[b * (c->N + 1) + k];
-        w->ids[i] = c->ids[b];
-    }
-    if (n == 0)
-        return RL_OK;
-    int rc = s_net_forward(m, n, w->x, w->sig, w->ids, w->v);
-    for (int64_t i = 0; !rc && i < n; i++) {
-        int64_t b = w->pb[i], k = w->pk[i];
-        const float *xn = c->lat + (b * (c->N + 1) + k + 1) * D;
-        const float *sn = c->sig + b * (c->N + 1) + k + 1;
-        rc = rl_diffusion_sde_logprob(w->x + i * D, w->v + i * D, xn, &w->sig[i], sn,
-                                      (double)c->noise[b], 1, D, &w->logp[i], NULL, NULL);
-    }
-    return rc;
+    s_logp *p = kind;
+    for (int64_t i = 0; i < n; i++)
+        p->pids[i] = p->ids[rows[i]];
+    return s_net_forward(p->m, n, x, sig, p->pids, v);
 }
 
 /* ---- forward ------------------------------------------------------------------------------- */
@@ -316,90 +242,57 @@ static int s_check_want(unsigned want, const char *what)
     return RL_OK;
 }
 
-/* The flow-matching inputs: ids, x_t (B, D), sigma (B). */
-static int s_fm_read(const s_cf *m, const rl_dataproto *in, const char *what, int64_t *B,
-                     const int32_t **ids, const float **x, const float **sig)
+static int s_forward_velocity(s_cf *m, const rl_dataproto *batch, const rl_model_pass *pass,
+                              const char *what, rl_dataproto **out)
 {
-    const int64_t d1[1] = {-1};
-    const rl_tensor *ti = rl_model_input(in, what, RL_CF_PROMPT_IDS, RL_I32, 1, d1);
-    if (!ti)
+    int64_t B;
+    const int32_t *ids;
+    const float *x, *sig;
+    int rc = s_fm_read(m, batch, what, &B, &ids, &x, &sig);
+    if (rc)
+        return rc;
+    rl_model_output spec = {rl_quantity_name(RL_Q_VELOCITY), RL_F32, 2, {B, m->D}};
+    rl_tensor *t;
+    rl_dataproto *o = rl_model_outputs(&spec, 1, &t);
+    if (!o)
         return rl_error_code();
-    *B = ti->shape[0];
-    const int64_t dx[2] = {*B, m->D}, ds[1] = {*B};
-    const rl_tensor *tx = rl_model_input(in, what, RL_CF_X_T, RL_F32, 2, dx);
-    const rl_tensor *ts = tx ? rl_model_input(in, what, RL_CF_SIGMA, RL_F32, 1, ds) : NULL;
-    if (!ts)
-        return rl_error_code();
-    *ids = rl_tensor_data((rl_tensor *)ti);
-    *x = rl_tensor_data((rl_tensor *)tx);
-    *sig = rl_tensor_data((rl_tensor *)ts);
-    int rc = s_check_ids(m, what, *ids, *B);
-    if (!rc)
-        rc = s_check_finite(what, RL_CF_X_T, *x, *B * m->D);
-    for (int64_t b = 0; !rc && b < *B; b++)
-        if (!((*sig)[b] >= 0.0f && (*sig)[b] <= 1.0f))
-            rc = rl_error_set(RL_ERANGE, "%s: %s[%lld] = %g outside [0, 1]", what, RL_CF_SIGMA,
-                              (long long)b, (double)(*sig)[b]);
-    return rc;
+    int64_t mb = rl_model_micro_rows(pass, B);
+    for (int64_t r0 = 0; !rc && r0 < B; r0 += mb) {
+        int64_t rows = B - r0 < mb ? B - r0 : mb;
+        rc = s_net_forward(m, rows, x + r0 * m->D, sig + r0, ids + r0,
+                           (float *)rl_tensor_data(t) + r0 * m->D);
+    }
+    return rl_model_give(o, rc, out);
+}
+
+static int s_forward_logp(s_cf *m, const rl_dataproto *batch, const rl_model_pass *pass,
+                          const char *what, rl_dataproto **out)
+{
+    s_logp p;
+    int rc = s_logp_open(m, batch, pass, what, &p);
+    rl_model_output spec = {rl_quantity_name(RL_Q_LOGP), RL_F32, 2, {p.c.B, p.c.N}};
+    rl_tensor *t = NULL;
+    rl_dataproto *o = rc ? NULL : rl_model_outputs(&spec, 1, &t);
+    if (!rc && !o)
+        rc = rl_error_code();
+    for (int64_t r0 = 0; !rc && r0 < p.c.B; r0 += p.mb) {
+        int64_t rows = p.c.B - r0 < p.mb ? p.c.B - r0 : p.mb, n;
+        if (!(rc = rl_flow_chain_forward(&p.c, s_logp_vel, &p, r0, rows, &p.w, &n)))
+            memcpy((float *)rl_tensor_data(t) + r0 * p.c.N, p.w.q, sizeof(float) * (size_t)(rows * p.c.N));
+    }
+    s_logp_free(&p);
+    return rl_model_give(o, rc, out);
 }
 
 static int s_forward(rl_model *mm, const rl_dataproto *batch, unsigned want,
                      const rl_model_pass *pass, rl_dataproto **out)
 {
-    s_cf *m = s_of(mm);
     const char *what = "clip_flow forward";
     int rc = s_check_want(want, what);
     if (rc)
         return rc;
-    rl_dataproto *o = rl_dataproto_new();
-    if (!o)
-        return rl_error_code();
-    if (want & RL_Q_BIT(RL_Q_VELOCITY)) {
-        int64_t B;
-        const int32_t *ids;
-        const float *x, *sig;
-        rl_tensor *t = NULL;
-        if (!(rc = s_fm_read(m, batch, what, &B, &ids, &x, &sig))) {
-            int64_t shape[2] = {B, m->D};
-            t = rl_dataproto_new_tensor(o, rl_quantity_name(RL_Q_VELOCITY), RL_F32, 2, shape);
-            rc = t ? RL_OK : rl_error_code();
-        }
-        int64_t mb = rc ? 0 : rl_model_micro_rows(pass, B);
-        for (int64_t r0 = 0; !rc && r0 < B; r0 += mb) {
-            int64_t rows = B - r0 < mb ? B - r0 : mb;
-            rc = s_net_forward(m, rows, x + r0 * m->D, sig + r0, ids + r0,
-                               (float *)rl_tensor_data(t) + r0 * m->D);
-        }
-    } else {
-        s_chain c;
-        s_work w;
-        memset(&w, 0, sizeof w);
-        rl_tensor *t = NULL;
-        if (!(rc = s_chain_read(m, batch, what, &c))) {
-            int64_t shape[2] = {c.B, c.N};
-            t = rl_dataproto_new_tensor(o, rl_quantity_name(RL_Q_LOGP), RL_F32, 2, shape);
-            rc = t ? RL_OK : rl_error_code();
-        }
-        int64_t mb = rc ? 0 : rl_model_micro_rows(pass, c.B);
-        if (!rc)
-            rc = s_work_alloc(&w, mb * c.N, m->D, 0);
-        float *lp = t ? rl_tensor_data(t) : NULL;
-        if (lp)
-            memset(lp, 0, sizeof(float) * (size_t)(c.B * c.N));
-        for (int64_t r0 = 0; !rc && r0 < c.B; r0 += mb) {
-            int64_t rows = c.B - r0 < mb ? c.B - r0 : mb, n = 0;
-            rc = s_chain_forward(m, &c, r0, rows, &w, &n);
-            for (int64_t i = 0; !rc && i < n; i++)
-                lp[w.pb[i] * c.N + w.pk[i]] = w.logp[i];
-        }
-        s_work_free(&w);
-    }
-    if (rc) {
-        rl_dataproto_free(o);
-        return rc;
-    }
-    *out = o;
-    return RL_OK;
+    return (want & RL_Q_BIT(RL_Q_VELOCITY)) ? s_forward_velocity(s_of(mm), batch, pass, what, out)
+                                            : s_forward_logp(s_of(mm), batch, pass, what, out);
 }
 
 /* ---- forward + backward ------------------------------------------------------------------------- */
@@ -434,40 +327,20 @@ static int s_fb_velocity(s_cf *m, const rl_dataproto *batch, const rl_model_pass
 static int s_fb_logp(s_cf *m, const rl_dataproto *batch, const rl_model_pass *pass,
                      rl_model_loss_fn fn, void *ctx, double *loss, const char *what)
 {
-    s_chain c;
-    int rc = s_chain_read(m, batch, what, &c);
-    if (rc || c.B == 0)
-        return rc;
-    int64_t mb = rl_model_micro_rows(pass, c.B), D = m->D, N = c.N;
-    s_work w;
-    if ((rc = s_work_alloc(&w, mb * N, D, mb * N)))
-        return rc;
-    for (int64_t r0 = 0; !rc && r0 < c.B; r0 += mb) {
-        int64_t rows = c.B - r0 < mb ? c.B - r0 : mb, n = 0;
-        if ((rc = s_chain_forward(m, &c, r0, rows, &w, &n)))
+    s_logp p;
+    int rc = s_logp_open(m, batch, pass, what, &p);
+    const int64_t N = p.c.N;
+    for (int64_t r0 = 0; !rc && r0 < p.c.B; r0 += p.mb) {
+        int64_t rows = p.c.B - r0 < p.mb ? p.c.B - r0 : p.mb, n = 0;
+        if ((rc = rl_flow_chain_forward(&p.c, s_logp_vel, &p, r0, rows, &p.w, &n)))
             break;
-        memset(w.q, 0, sizeof(float) * (size_t)(rows * N));
-        memset(w.qmask, 0, sizeof(float) * (size_t)(rows * N));
-        for (int64_t i = 0; i < n; i++) {
-            int64_t j = (w.pb[i] - r0) * N + w.pk[i];
-            w.q[j] = w.logp[i];
-            w.qmask[j] = 1.0f;
-        }
-        if ((rc = rl_model_loss_one(fn, ctx, RL_Q_LOGP, r0, rows, N, w.q, w.qmask, w.gq, loss)) || n == 0)
+        if ((rc = rl_model_loss_one(fn, ctx, RL_Q_LOGP, r0, rows, N, p.w.q, p.w.qmask, p.w.gq, loss)) ||
+            n == 0)
             continue;
-        for (int64_t i = 0; !rc && i < n; i++) {
-            int64_t b = w.pb[i], k = w.pk[i];
-            float gl = w.gq[(b - r0) * N + k];
-            const float *xn = c.lat + (b * (N + 1) + k + 1) * D;
-            const float *sn = c.sig + b * (N + 1) + k + 1;
-            float lp;
-            rc = rl_diffusion_sde_logprob(w.x + i * D, w.v + i * D, xn, &w.sig[i], sn,
-                                          (double)c.noise[b], 1, D, &lp, &gl, w.gv + i * D);
-        }
-        if (!rc)
-            s_net_backward(m, w.gv);
+        if (!(rc = rl_flow_chain_backward(&p.c, r0, n, &p.w)))
+            s_net_backward(m, p.w.gv);
     }
-    s_work_free(&w);
+    s_logp_free(&p);
     return rc;
 }
 
@@ -475,17 +348,12 @@ static int s_forward_backward(rl_model *mm, const rl_dataproto *batch, unsigned 
                               const rl_model_pass *pass, rl_model_loss_fn fn, void *ctx,
                               double *loss)
 {
-    s_cf *m = s_of(mm);
     const char *what = "clip_flow forward_backward";
     int rc = s_check_want(want, what);
     if (rc)
         return rc;
-    double dummy = 0;
-    if (!loss)
-        loss = &dummy;
-    *loss = 0;
-    return (want & RL_Q_BIT(RL_Q_VELOCITY)) ? s_fb_velocity(m, batch, pass, fn, ctx, loss, what)
-                                            : s_fb_logp(m, batch, pass, fn, ctx, loss, what);
+    return (want & RL_Q_BIT(RL_Q_VELOCITY)) ? s_fb_velocity(s_of(mm), batch, pass, fn, ctx, loss, what)
+                                            : s_fb_logp(s_of(mm), batch, pass, fn, ctx, loss, what);
 }
 
 /* ---- sampling ------------------------------------------------------------------------------------ */
@@ -495,51 +363,42 @@ static int s_sample(rl_model *mm, const rl_dataproto *in, const rl_model_samplin
 {
     s_cf *m = s_of(mm);
     const char *what = "clip_flow sample";
-    const int64_t d1[1] = {-1};
-    const rl_tensor *ti = rl_model_input(in, what, RL_CF_PROMPT_IDS, RL_I32, 1, d1);
-    if (!ti)
-        return rl_error_code();
-    const int64_t B = ti->shape[0], dn[1] = {B}, D = m->D, N = sp->num_steps;
+    int64_t B;
+    const int32_t *ids;
+    int rc = s_ids_read(m, in, what, &B, &ids);
+    if (rc)
+        return rc;
+    const int64_t dn[1] = {B}, D = m->D, N = sp->num_steps;
     const rl_tensor *tn = rl_model_input(in, what, RL_CF_NOISE_SEEDS, RL_I64, 1, dn);
     const rl_tensor *tr = tn ? rl_model_input(in, what, RL_CF_ROW_SEEDS, RL_I64, 1, dn) : NULL;
     if (!tr)
         return rl_error_code();
-    const int32_t *ids = rl_tensor_data((rl_tensor *)ti);
-    int rc = s_check_ids(m, what, ids, B);
-    if (rc)
+    double noise;
+    if ((rc = rl_flow_sample_noise(sp, what, &noise)))
         return rc;
-    if (N < 1 || N > 10000)
-        return rl_error_set(RL_EINVAL, "%s: num_steps %lld outside [1, 10000]", what, (long long)N);
-    double noise = sp->greedy ? 0.0 : sp->noise_level;
-    if (!sp->greedy && !(noise > 0.0 && isfinite(noise)))
-        return rl_error_set(RL_EINVAL, "%s: SDE sampling needs noise_level > 0, got %g (greedy "
-                                       "sampling is the ODE)", what, sp->noise_level);
     double shift = sp->shift > 0 ? sp->shift : 1.0;
-    rl_dataproto *o = rl_dataproto_new();
-    int64_t sl[3] = {B, N + 1, D}, ss[2] = {B, N + 1}, sq[2] = {B, N}, s1[1] = {B};
-    rl_tensor *tl = o ? rl_dataproto_new_tensor(o, RL_CF_LATENTS, RL_F32, 3, sl) : NULL;
-    rl_tensor *ts = tl ? rl_dataproto_new_tensor(o, RL_CF_SIGMAS, RL_F32, 2, ss) : NULL;
-    rl_tensor *tq = ts ? rl_dataproto_new_tensor(o, RL_CF_SAMPLE_LOGP, RL_F32, 2, sq) : NULL;
-    rl_tensor *tnl = tq ? rl_dataproto_new_tensor(o, RL_CF_NOISE_LEVEL, RL_F32, 1, s1) : NULL;
+    const rl_model_output spec[4] = {{RL_CF_LATENTS, RL_F32, 3, {B, N + 1, D}},
+                                     {RL_CF_SIGMAS, RL_F32, 2, {B, N + 1}},
+                                     {RL_CF_SAMPLE_LOGP, RL_F32, 2, {B, N}},
+                                     {RL_CF_NOISE_LEVEL, RL_F32, 1, {B}}};
+    rl_tensor *t[4];
+    rl_dataproto *o = rl_model_outputs(spec, 4, t);
     float *grid = malloc(sizeof(float) * (size_t)(N + 1));
     size_t bd = (size_t)(B > 0 ? B : 1) * (size_t)D;
     float *x = malloc(sizeof(float) * bd), *v = malloc(sizeof(float) * bd);
     float *eps = malloc(sizeof(float) * bd), *sg = malloc(sizeof(float) * (size_t)(B + 1));
     float *sn = malloc(sizeof(float) * (size_t)(B + 1)), *lp = malloc(sizeof(float) * (size_t)(B + 1));
-    if (!tnl || !grid || !x || !v || !eps || !sg || !sn || !lp) {
-        rc = tnl ? rl_error_set(RL_ENOMEM, "%s: out of memory", what) : rl_error_code();
+    if (!o || !grid || !x || !v || !eps || !sg || !sn || !lp) {
+        rc = o ? rl_error_set(RL_ENOMEM, "%s: out of memory", what) : rl_error_code();
         goto done;
     }
     if ((rc = rl_diffusion_sigmas(N, shift, grid)))
         goto done;
-    float *L = rl_tensor_data(tl), *S = rl_tensor_data(ts), *Q = rl_tensor_data(tq);
-    float *NL = rl_tensor_data(tnl);
+    float *L = rl_tensor_data(t[0]), *S = rl_tensor_data(t[1]), *Q = rl_tensor_data(t[2]);
+    float *NL = rl_tensor_data(t[3]);
     const int64_t *nseed = rl_tensor_data((rl_tensor *)tn), *rseed = rl_tensor_data((rl_tensor *)tr);
     for (int64_t b = 0; b < B; b++) {
-        rl_rng g;
-        rl_rng_init(&g, (uint64_t)nseed[b], 0);
-        for (int64_t j = 0; j < D; j++)
-            x[b * D + j] = rl_rng_normal(&g);
+        rl_flow_normal((uint64_t)nseed[b], 0, D, x + b * D);
         memcpy(S + b * (N + 1), grid, sizeof(float) * (size_t)(N + 1));
         NL[b] = (float)noise;
     }
@@ -561,19 +420,15 @@ static int s_sample(rl_model *mm, const rl_dataproto *in, const rl_model_samplin
                 Q[b * N + k] = 0.0f;
             continue;
         }
-        for (int64_t b = 0; b < B; b++) {
-            rl_rng g;
-            rl_rng_init(&g, (uint64_t)rseed[b], (uint64_t)k + 1);
-            for (int64_t j = 0; j < D; j++)
-                eps[b * D + j] = rl_rng_normal(&g);
-        }
+        for (int64_t b = 0; b < B; b++)
+            rl_flow_normal((uint64_t)rseed[b], (uint64_t)k + 1, D, eps + b * D);
         /* x_next lands in v's buffer, then swaps in */
         rc = rl_diffusion_sde_step(x, v, sg, sn, noise, eps, B, D, v, lp);
         if (rc)
             break;
-        float *t = x;
+        float *tmp = x;
         x = v;
-        v = t;
+        v = tmp;
         for (int64_t b = 0; b < B; b++)
             Q[b * N + k] = lp[b];
     }
@@ -587,12 +442,7 @@ done:
     free(sg);
     free(sn);
     free(lp);
-    if (rc) {
-        rl_dataproto_free(o);
-        return rc;
-    }
-    *out = o;
-    return RL_OK;
+    return rl_model_give(o, rc, out);
 }
 
 /* ---- the rest of the interface ----------------------------------------------------------------------- */
@@ -606,77 +456,42 @@ static void s_free(rl_model *mm)
     free(m);
 }
 
-static int s_write_config(const rl_model *mm, const char *path)
+/* The sizes from the job's image size and network, then the views: the
+ * trunk's head, prompt.embedding, its tail. */
+static int s_build(rl_model_base *b)
 {
-    const rl_clip_flow_config *c = &((const s_cf *)mm)->c;
-    const void *cfgs[2] = {&c->size, &c->net};
-    return rl_model_write_sections(path, "clip_flow", s_sections + 1, cfgs, 2);
+    s_cf *m = (s_cf *)b;
+    const rl_clip_flow_model_config *net = &m->c.net;
+    m->D = rl_clip_flow_dim(&m->c);
+    m->hidden = (int)net->hidden_size;
+    m->prompts = (int)net->num_prompts;
+    m->x0_pred = net->prediction == RL_CLIP_FLOW_PREDICT_X0;
+    int rc = rl_flow_mlp_init(&m->t, (int)m->D, m->hidden, (int)net->num_layers, (int)net->time_embed_dim,
+                              "clip_flow");
+    if (!rc && !(rc = rl_flow_mlp_add_head(&m->t, b)) &&
+        !(rc = rl_model_base_add(b, "prompt.embedding", 2, m->prompts, m->hidden, &m->emb)))
+        rc = rl_flow_mlp_add_tail(&m->t, b);
+    return rc;
 }
+
+static const rl_model_base_kind s_base = {sizeof(s_cf), &s_ops, s_sections,
+                                          {offsetof(s_cf, c.size), offsetof(s_cf, c.net)}, s_build};
+
+static rl_model *s_from_config(const rl_config *job) { return rl_model_base_build(job, &s_base); }
 
 /* Linear weights N(0, 1/fan_in), biases 0, the prompt table N(0, 1): the
  * base's rule. */
 static const rl_model_ops s_ops = {
     .kind = "clip_flow",
     .free = s_free,
-    RL_MODEL_BASE_OPS,
-    .init_random = rl_model_base_init_random,
+    RL_MODEL_BASE_KIND_OPS,
     .forward = s_forward,
     .forward_backward = s_forward_backward,
     .sample = s_sample,
-    .write_config = s_write_config,
 };
-
-/* The job's image size and network (range-checked, located errors: the
- * sections' checks). */
-static int s_read_config(const rl_config *job, rl_clip_flow_config *c)
-{
-    const rl_image_size_config *size = rl_config_section_get(job, &rl_image_size_section);
-    const rl_clip_flow_model_config *net = size ? rl_config_section_get(job, &rl_clip_flow_model_section)
-                                                : NULL;
-    if (!net)
-        return rl_error_code();
-    c->size = *size;
-    c->net = *net;
-    return RL_OK;
-}
-
-static int s_check_config(const rl_config *job)
-{
-    rl_clip_flow_config c;
-    return s_read_config(job, &c);
-}
-
-static rl_model *s_from_config(const rl_config *job)
-{
-    rl_clip_flow_config c;
-    if (s_read_config(job, &c))
-        return NULL;
-    s_cf *m = calloc(1, sizeof *m);
-    if (!m) {
-        rl_error_set(RL_ENOMEM, "clip_flow: out of memory");
-        return NULL;
-    }
-    m->c = c;
-    m->D = rl_clip_flow_dim(&c);
-    m->hidden = (int)c.net.hidden_size;
-    m->prompts = (int)c.net.num_prompts;
-    m->x0_pred = c.net.prediction == RL_CLIP_FLOW_PREDICT_X0;
-    rl_model_base *b = &m->base;
-    if (rl_model_base_open(b, &s_ops, "clip_flow") ||
-        rl_flow_mlp_init(&m->t, (int)m->D, m->hidden, (int)c.net.num_layers, (int)c.net.time_embed_dim,
-                         "clip_flow") ||
-        rl_flow_mlp_add_head(&m->t, b->man) ||
-        rl_model_base_add(b, "prompt.embedding", 2, m->prompts, m->hidden, &m->emb) ||
-        rl_flow_mlp_add_tail(&m->t, b->man) || rl_model_base_alloc(b, "clip_flow")) {
-        s_free(&b->model);
-        return NULL;
-    }
-    return &b->model;
-}
 
 const rl_model_kind rl_model_kind_clip_flow = {
     .name = "clip_flow",
     .sections = s_sections,
     .from_config = s_from_config,
-    .check_config = s_check_config,
 };

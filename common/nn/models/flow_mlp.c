@@ -26,16 +26,11 @@ int rl_flow_mlp_init(rl_flow_mlp *t, int D, int Hd, int L, int E, const char *wh
     return RL_OK;
 }
 
+/* The activations: one block from temb. */
 static void s_free_acts(rl_flow_mlp *t)
 {
     free(t->temb);
-    free(t->cond);
-    free(t->h);
-    free(t->sh);
-    free(t->a);
-    free(t->g);
-    free(t->scratch);
-    t->temb = t->cond = t->h = t->sh = t->a = t->g = t->scratch = NULL;
+    t->temb = NULL;
     t->cap = 0;
 }
 
@@ -49,47 +44,36 @@ void rl_flow_mlp_free(rl_flow_mlp *t)
     t->fc1_w = t->fc1_b = t->fc2_w = t->fc2_b = NULL;
 }
 
-static int s_add(rl_param_manifest *man, const char *name, int nd, int64_t d0, int64_t d1,
-                 int64_t *off)
-{
-    int64_t shp[2] = {d0, d1};
-    int ix = rl_param_manifest_add(man, name, nd, shp);
-    if (ix < 0)
-        return ix;
-    *off = man->views[ix].offset;
-    return RL_OK;
-}
-
-int rl_flow_mlp_add_head(rl_flow_mlp *t, rl_param_manifest *man)
+int rl_flow_mlp_add_head(rl_flow_mlp *t, rl_model_base *b)
 {
     int rc;
-    if ((rc = s_add(man, "in.weight", 2, t->Hd, t->D, &t->in_w)) ||
-        (rc = s_add(man, "in.bias", 1, t->Hd, 0, &t->in_b)) ||
-        (rc = s_add(man, "time.weight", 2, t->Hd, t->E, &t->t_w)) ||
-        (rc = s_add(man, "time.bias", 1, t->Hd, 0, &t->t_b)))
+    if ((rc = rl_model_base_add(b, "in.weight", 2, t->Hd, t->D, &t->in_w)) ||
+        (rc = rl_model_base_add(b, "in.bias", 1, t->Hd, 0, &t->in_b)) ||
+        (rc = rl_model_base_add(b, "time.weight", 2, t->Hd, t->E, &t->t_w)) ||
+        (rc = rl_model_base_add(b, "time.bias", 1, t->Hd, 0, &t->t_b)))
         return rc;
     return RL_OK;
 }
 
-int rl_flow_mlp_add_tail(rl_flow_mlp *t, rl_param_manifest *man)
+int rl_flow_mlp_add_tail(rl_flow_mlp *t, rl_model_base *b)
 {
     int rc = RL_OK;
     char name[64];
     for (int l = 0; l < t->L && !rc; l++) {
         snprintf(name, sizeof name, "blocks.%d.fc1.weight", l);
-        if ((rc = s_add(man, name, 2, t->Hd, t->Hd, &t->fc1_w[l])))
+        if ((rc = rl_model_base_add(b, name, 2, t->Hd, t->Hd, &t->fc1_w[l])))
             break;
         snprintf(name, sizeof name, "blocks.%d.fc1.bias", l);
-        if ((rc = s_add(man, name, 1, t->Hd, 0, &t->fc1_b[l])))
+        if ((rc = rl_model_base_add(b, name, 1, t->Hd, 0, &t->fc1_b[l])))
             break;
         snprintf(name, sizeof name, "blocks.%d.fc2.weight", l);
-        if ((rc = s_add(man, name, 2, t->Hd, t->Hd, &t->fc2_w[l])))
+        if ((rc = rl_model_base_add(b, name, 2, t->Hd, t->Hd, &t->fc2_w[l])))
             break;
         snprintf(name, sizeof name, "blocks.%d.fc2.bias", l);
-        rc = s_add(man, name, 1, t->Hd, 0, &t->fc2_b[l]);
+        rc = rl_model_base_add(b, name, 1, t->Hd, 0, &t->fc2_b[l]);
     }
-    if (!rc && !(rc = s_add(man, "out.weight", 2, t->D, t->Hd, &t->out_w)))
-        rc = s_add(man, "out.bias", 1, t->D, 0, &t->out_b);
+    if (!rc && !(rc = rl_model_base_add(b, "out.weight", 2, t->D, t->Hd, &t->out_w)))
+        rc = rl_model_base_add(b, "out.bias", 1, t->D, 0, &t->out_b);
     return rc;
 }
 
@@ -100,21 +84,12 @@ int rl_flow_mlp_reserve(rl_flow_mlp *t, int64_t n, const char *who)
     if (n <= t->cap)
         return RL_OK;
     s_free_acts(t);
-    size_t nH = (size_t)n * (size_t)t->Hd, L = (size_t)t->L;
-    t->temb = malloc(sizeof(float) * (size_t)n * (size_t)t->E);
-    t->cond = malloc(sizeof(float) * nH);
-    t->h = malloc(sizeof(float) * (L + 1) * nH);
-    t->sh = malloc(sizeof(float) * (L + 1) * nH);
-    t->a = malloc(sizeof(float) * (L ? L : 1) * nH);
-    t->g = malloc(sizeof(float) * (L ? L : 1) * nH);
-    t->scratch = malloc(sizeof(float) * 4 * nH);
-    if (!t->temb || !t->cond || !t->h || !t->sh || !t->a || !t->g || !t->scratch) {
-        s_free_acts(t);
-        return rl_error_set(RL_ENOMEM, "%s: out of memory for %lld rows of activations", who,
-                            (long long)n);
-    }
-    t->cap = n;
-    return RL_OK;
+    size_t nH = (size_t)n * (size_t)t->Hd, L = (size_t)t->L, L1 = L ? L : 1;
+    float **const arrays[7] = {&t->temb, &t->cond, &t->h, &t->sh, &t->a, &t->g, &t->scratch};
+    const size_t counts[7] = {(size_t)n * (size_t)t->E, nH, (L + 1) * nH, (L + 1) * nH, L1 * nH, L1 * nH, 4 * nH};
+    int rc = rl_model_floats(arrays, counts, 7, who);
+    t->cap = rc ? 0 : n;
+    return rc;
 }
 
 void rl_flow_mlp_cond(rl_flow_mlp *t, const float *P, int64_t n, const float *tt)

@@ -21,7 +21,7 @@
 
 #include <stdint.h>
 
-#include "rlrt/nn/params.h"
+#include "common/nn/models/model_base.h"
 
 typedef struct rl_flow_mlp {
     int D, Hd, L, E;
@@ -39,9 +39,9 @@ typedef struct rl_flow_mlp {
 /* Sizes and the offset arrays; RL_ENOMEM naming `who`. */
 int rl_flow_mlp_init(rl_flow_mlp *t, int D, int Hd, int L, int E, const char *who);
 void rl_flow_mlp_free(rl_flow_mlp *t);
-/* Appends in.*, time.* / blocks.*, out.* to the manifest. */
-int rl_flow_mlp_add_head(rl_flow_mlp *t, rl_param_manifest *man);
-int rl_flow_mlp_add_tail(rl_flow_mlp *t, rl_param_manifest *man);
+/* Appends in.*, time.* / blocks.*, out.* to the kind's manifest. */
+int rl_flow_mlp_add_head(rl_flow_mlp *t, rl_model_base *b);
+int rl_flow_mlp_add_tail(rl_flow_mlp *t, rl_model_base *b);
 /* Activation buffers for n rows. */
 int rl_flow_mlp_reserve(rl_flow_mlp *t, int64_t n, const char *who);
 /* t->cond (n, Hd) = time(temb(tt)); the caller then adds its conditioning

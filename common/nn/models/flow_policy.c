@@ -11,22 +11,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/core/rng.h"
+#include "common/nn/engine/ops.h"
+#include "common/nn/models/flow_chain_internal.h"
 #include "common/nn/models/flow_mlp_internal.h"
 #include "common/schema/flow_policy.h"
 #include "common/schema/model.h"
 #include "common/sde/flow_step.h"
 #include "rlrt/error.h"
-#include "common/core/util.h"
-#include "common/nn/engine/safetensors.h"
-#include "common/nn/engine/ops.h"
-#include "common/core/rng.h"
 
 #define S_OBS (RL_FP_PROPRIO_DIM + RL_FP_OBJECT_DIM) /* 137 */
 
-/* The observation encoder's activations over n items. */
+/* The observation encoder's activations over n items (one block of
+ * floats and the tasks). */
 typedef struct s_enc {
     int64_t cap, n;
-    float *obs;      /* (n, 137) normalised */
+    float *obs;      /* (n, 137) normalised; the start of the block */
     float *e1, *s1;  /* (n, H) obs_enc.0 output, silu of it */
     float *enc;      /* (n, H) obs_enc.1 output */
     float *senc;     /* (n, H) silu(enc) (value path) */
@@ -35,11 +35,10 @@ typedef struct s_enc {
 } s_enc;
 
 typedef struct s_fp {
-    rl_model base;
+    rl_model_base base;             /* the views (s_from_config) */
+    rl_model_flow_policy_config v;  /* the section as read */
     rl_flow_policy_config c;
     int64_t D;
-    rl_param_manifest *man;
-    float *params, *grads;
     rl_flow_mlp t;
     int64_t mean, std, e0w, e0b, e1w, e1b, emb, vw, vb; /* offsets */
     s_enc ev; /* the velocity path's encoder */
@@ -49,6 +48,10 @@ typedef struct s_fp {
 static const rl_model_ops s_ops;
 
 static s_fp *s_of(rl_model *m) { return (s_fp *)m; }
+
+/* its model.* sections (rl_model_kind.sections) */
+static const rl_config_section *const s_sections[] = {&rl_model_base_section, &rl_model_flow_policy_section,
+                                                      NULL};
 
 const rl_flow_policy_config *rl_flow_policy_get_config(const rl_model *m)
 {
@@ -73,8 +76,8 @@ int rl_flow_policy_set_obs_norm(rl_model *mm, const float *mean, const float *st
                                 (double)std[i]);
     }
     s_fp *m = s_of(mm);
-    memcpy(m->params + m->mean, mean, sizeof(float) * S_OBS);
-    memcpy(m->params + m->std, std, sizeof(float) * S_OBS);
+    memcpy(m->base.params + m->mean, mean, sizeof(float) * S_OBS);
+    memcpy(m->base.params + m->std, std, sizeof(float) * S_OBS);
     return RL_OK;
 }
 
@@ -83,12 +86,6 @@ int rl_flow_policy_set_obs_norm(rl_model *mm, const float *mean, const float *st
 static void s_enc_free(s_enc *e)
 {
     free(e->obs);
-    free(e->e1);
-    free(e->s1);
-    free(e->enc);
-    free(e->senc);
-    free(e->d1);
-    free(e->d2);
     free(e->task);
     memset(e, 0, sizeof *e);
 }
@@ -101,18 +98,14 @@ static int s_enc_reserve(s_enc *e, int64_t n, int64_t H)
         return RL_OK;
     s_enc_free(e);
     size_t nH = (size_t)n * (size_t)H;
-    e->obs = malloc(sizeof(float) * (size_t)n * S_OBS);
-    e->e1 = malloc(sizeof(float) * nH);
-    e->s1 = malloc(sizeof(float) * nH);
-    e->enc = malloc(sizeof(float) * nH);
-    e->senc = malloc(sizeof(float) * nH);
-    e->d1 = malloc(sizeof(float) * nH);
-    e->d2 = malloc(sizeof(float) * nH);
-    e->task = malloc(sizeof(int32_t) * (size_t)n);
-    if (!e->obs || !e->e1 || !e->s1 || !e->enc || !e->senc || !e->d1 || !e->d2 || !e->task) {
+    float **const arrays[7] = {&e->obs, &e->e1, &e->s1, &e->enc, &e->senc, &e->d1, &e->d2};
+    const size_t counts[7] = {(size_t)n * S_OBS, nH, nH, nH, nH, nH, nH};
+    int rc = rl_model_floats(arrays, counts, 7, "flow_policy");
+    if (!rc && !(e->task = malloc(sizeof(int32_t) * (size_t)n)))
+        rc = rl_error_set(RL_ENOMEM, "flow_policy: out of memory for %lld rows of activations", (long long)n);
+    if (rc) {
         s_enc_free(e);
-        return rl_error_set(RL_ENOMEM, "flow_policy: out of memory for %lld rows of activations",
-                            (long long)n);
+        return rc;
     }
     e->cap = n;
     return RL_OK;
@@ -134,7 +127,7 @@ static int s_enc_forward(s_fp *m, s_enc *e, const s_obs *ob, int64_t n, int64_t 
     int rc = s_enc_reserve(e, n, H);
     if (rc)
         return rc;
-    const float *P = m->params, *mu = P + m->mean, *sd = P + m->std;
+    const float *P = m->base.params, *mu = P + m->mean, *sd = P + m->std;
     const float clip = (float)m->c.obs_clip;
     e->n = n;
     for (int64_t i = 0; i < n; i++) {
@@ -161,8 +154,8 @@ static void s_enc_backward(s_fp *m, s_enc *e, const float *denc)
 {
     const int H = m->c.hidden, N = (int)e->n;
     const int64_t nH = e->n * H;
-    const float *P = m->params;
-    float *G = m->grads;
+    const float *P = m->base.params;
+    float *G = m->base.grads;
     memset(e->d1, 0, sizeof(float) * (size_t)nH);
     rl_linear_backward(e->d1, G + m->e1w, G + m->e1b, denc, e->s1, P + m->e1w, N, H, H);
     memset(e->d2, 0, sizeof(float) * (size_t)nH);
@@ -181,7 +174,7 @@ static int s_vel_forward(s_fp *m, const s_obs *ob, int64_t n, int64_t r0, const 
         rc = rl_flow_mlp_reserve(&m->t, n, "flow_policy");
     if (rc)
         return rc;
-    const float *P = m->params;
+    const float *P = m->base.params;
     rl_flow_mlp_cond(&m->t, P, n, tt);
     for (int64_t i = 0; i < n; i++) {
         const float *te = P + m->emb + (int64_t)m->ev.task[i] * H, *en = m->ev.enc + i * H;
@@ -196,8 +189,8 @@ static int s_vel_forward(s_fp *m, const s_obs *ob, int64_t n, int64_t r0, const 
 /* Accumulates the gradients of Σ dv·v for the last s_vel_forward. */
 static void s_vel_backward(s_fp *m, const float *dv)
 {
-    float *dcond = rl_flow_mlp_backward(&m->t, m->params, m->grads, dv);
-    rl_embedding_backward(m->grads + m->emb, dcond, m->ev.task, (int)m->t.n, m->c.hidden);
+    float *dcond = rl_flow_mlp_backward(&m->t, m->base.params, m->base.grads, dv);
+    rl_embedding_backward(m->base.grads + m->emb, dcond, m->ev.task, (int)m->t.n, m->c.hidden);
     s_enc_backward(m, &m->ev, dcond);
 }
 
@@ -211,13 +204,13 @@ static int s_value_forward(s_fp *m, const s_obs *ob, int64_t r0, int64_t n, floa
     /* the critic knows its task: enc + task.embedding[task], in place (the
      * encoder's backward does not read enc) */
     for (int64_t i = 0; i < n; i++) {
-        const float *te = m->params + m->emb + (int64_t)m->vv.task[i] * H;
+        const float *te = m->base.params + m->emb + (int64_t)m->vv.task[i] * H;
         float *en = m->vv.enc + i * H;
         for (int j = 0; j < H; j++)
             en[j] += te[j];
     }
     rl_silu_forward(m->vv.senc, m->vv.enc, n * H);
-    rl_linear_forward(value, m->vv.senc, m->params + m->vw, m->params + m->vb, (int)n, H, 1);
+    rl_linear_forward(value, m->vv.senc, m->base.params + m->vw, m->base.params + m->vb, (int)n, H, 1);
     return RL_OK;
 }
 
@@ -227,59 +220,41 @@ static void s_value_backward(s_fp *m, const float *dvalue)
     const int64_t nH = m->vv.n * H;
     float *ds = m->vv.d1, *denc = m->vv.d2;
     if (m->c.detach_critic) { /* model.detach_critic_input: the head alone learns */
-        rl_linear_backward(NULL, m->grads + m->vw, m->grads + m->vb, dvalue, m->vv.senc, m->params + m->vw, N,
+        rl_linear_backward(NULL, m->base.grads + m->vw, m->base.grads + m->vb, dvalue, m->vv.senc, m->base.params + m->vw, N,
                            H, 1);
         return;
     }
     memset(ds, 0, sizeof(float) * (size_t)nH);
-    rl_linear_backward(ds, m->grads + m->vw, m->grads + m->vb, dvalue, m->vv.senc,
-                       m->params + m->vw, N, H, 1);
+    rl_linear_backward(ds, m->base.grads + m->vw, m->base.grads + m->vb, dvalue, m->vv.senc,
+                       m->base.params + m->vw, N, H, 1);
     /* s_enc_backward reuses d1/d2: move denc into senc's buffer first */
     memset(denc, 0, sizeof(float) * (size_t)nH);
     rl_silu_backward(denc, ds, m->vv.enc, nH);
     memcpy(m->vv.senc, denc, sizeof(float) * (size_t)nH);
-    rl_embedding_backward(m->grads + m->emb, m->vv.senc, m->vv.task, N, H);
+    rl_embedding_backward(m->base.grads + m->emb, m->vv.senc, m->vv.task, N, H);
     s_enc_backward(m, &m->vv, m->vv.senc);
 }
 
 /* ---- batch checks ----------------------------------------------------------------------------- */
 
-static int s_check_finite(const char *what, const char *name, const float *x, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(x[i]))
-            return rl_error_set(RL_ENUMERIC, "%s: %s[%lld] is %g (not finite)", what, name,
-                                (long long)i, (double)x[i]);
-    return RL_OK;
-}
-
-static const rl_tensor *s_need(const rl_dataproto *dp, const char *what, const char *name,
-                               rl_dtype dtype, int ndim, const int64_t *dims)
-{
-    const rl_tensor *t = rl_dataproto_tensor_shaped(dp, name, dtype, ndim, dims);
-    if (!t)
-        rl_error_wrap(rl_error_code(), "%s", what);
-    return t;
-}
-
 static int s_obs_read(const s_fp *m, const rl_dataproto *in, const char *what, s_obs *ob)
 {
     const int64_t dp[2] = {-1, RL_FP_PROPRIO_DIM};
-    const rl_tensor *tp = s_need(in, what, RL_FP_PROPRIO, RL_F32, 2, dp);
+    const rl_tensor *tp = rl_model_input(in, what, RL_FP_PROPRIO, RL_F32, 2, dp);
     if (!tp)
         return rl_error_code();
     ob->B = tp->shape[0];
     const int64_t dob[2] = {ob->B, RL_FP_OBJECT_DIM}, dt[1] = {ob->B};
-    const rl_tensor *to = s_need(in, what, RL_FP_OBJECT, RL_F32, 2, dob);
-    const rl_tensor *tt = to ? s_need(in, what, RL_FP_TASK, RL_I64, 1, dt) : NULL;
+    const rl_tensor *to = rl_model_input(in, what, RL_FP_OBJECT, RL_F32, 2, dob);
+    const rl_tensor *tt = to ? rl_model_input(in, what, RL_FP_TASK, RL_I64, 1, dt) : NULL;
     if (!tt)
         return rl_error_code();
     ob->prop = rl_tensor_data((rl_tensor *)tp);
     ob->obj = rl_tensor_data((rl_tensor *)to);
     ob->task = rl_tensor_data((rl_tensor *)tt);
-    int rc = s_check_finite(what, RL_FP_PROPRIO, ob->prop, ob->B * RL_FP_PROPRIO_DIM);
+    int rc = rl_model_input_finite(what, RL_FP_PROPRIO, ob->prop, ob->B * RL_FP_PROPRIO_DIM);
     if (!rc)
-        rc = s_check_finite(what, RL_FP_OBJECT, ob->obj, ob->B * RL_FP_OBJECT_DIM);
+        rc = rl_model_input_finite(what, RL_FP_OBJECT, ob->obj, ob->B * RL_FP_OBJECT_DIM);
     for (int64_t b = 0; !rc && b < ob->B; b++)
         if (ob->task[b] < 0 || ob->task[b] >= m->c.num_tasks)
             rc = rl_error_set(RL_ERANGE, "%s: %s[%lld] = %lld outside [0, %d) (%s)",
@@ -290,65 +265,29 @@ static int s_obs_read(const s_fp *m, const rl_dataproto *in, const char *what, s
     return rc;
 }
 
-/* The flow-matching inputs x_t (B, D), t (B). */
-static int s_fm_read(const s_fp *m, const rl_dataproto *in, const char *what, int64_t B,
-                     const float **x, const float **tt)
+/* A recorded chain: the actions' states on the time grid, re-scored with
+ * the flow-SDE step. */
+static int s_sde_logprob(const float *x, const float *v, const float *x_next, const float *t,
+                         const float *t_next, double noise, int64_t n, int64_t d, float *logp,
+                         const float *grad_logp, float *grad_v)
 {
-    const int64_t dx[2] = {B, m->D}, ds[1] = {B};
-    const rl_tensor *tx = s_need(in, what, RL_FP_X_T, RL_F32, 2, dx);
-    const rl_tensor *ts = tx ? s_need(in, what, RL_FP_T, RL_F32, 1, ds) : NULL;
-    if (!ts)
-        return rl_error_code();
-    *x = rl_tensor_data((rl_tensor *)tx);
-    *tt = rl_tensor_data((rl_tensor *)ts);
-    int rc = s_check_finite(what, RL_FP_X_T, *x, B * m->D);
-    for (int64_t b = 0; !rc && b < B; b++)
-        if (!((*tt)[b] >= 0.0f && (*tt)[b] <= 1.0f))
-            rc = rl_error_set(RL_ERANGE, "%s: %s[%lld] = %g outside [0, 1]", what, RL_FP_T,
-                              (long long)b, (double)(*tt)[b]);
-    return rc;
+    return rl_flow_step_logprob(RL_FLOW_STEP_SDE, x, v, x_next, t, t_next, noise, n, d, logp, grad_logp,
+                                grad_v);
 }
 
-/* The inputs of RL_Q_LOGP: a recorded chain. */
-typedef struct s_chain {
-    int64_t B, N;
-    const float *chain, *times, *noise, *mask; /* mask NULL = all steps */
-} s_chain;
+static const rl_flow_chain_kind s_chain_kind = {RL_FP_CHAIN, RL_FP_TIMES, RL_FP_NOISE_LEVEL,
+                                                RL_FP_STEP_MASK, s_sde_logprob};
 
-static int s_chain_read(const s_fp *m, const rl_dataproto *in, const char *what, int64_t B,
-                        s_chain *c)
+/* The grid of every row decreases strictly within [0, 1]; the noise levels
+ * are finite and >= 0; the mask is finite. */
+static int s_chain_check(const rl_flow_chain *c, const char *what)
 {
-    memset(c, 0, sizeof *c);
-    c->B = B;
-    const int64_t dtm[2] = {B, -1};
-    const rl_tensor *tt = s_need(in, what, RL_FP_TIMES, RL_F32, 2, dtm);
-    if (!tt)
-        return rl_error_code();
-    c->N = tt->shape[1] - 1;
-    if (c->N < 1 || c->N > 10000)
-        return rl_error_set(RL_ESHAPE, "%s: %s has %lld grid points, expected 2 to 10001", what,
-                            RL_FP_TIMES, (long long)tt->shape[1]);
-    const int64_t dc[3] = {B, c->N + 1, m->D}, dn[1] = {B}, dm[2] = {B, c->N};
-    const rl_tensor *tc = s_need(in, what, RL_FP_CHAIN, RL_F32, 3, dc);
-    const rl_tensor *tn = tc ? s_need(in, what, RL_FP_NOISE_LEVEL, RL_F32, 1, dn) : NULL;
-    if (!tn)
-        return rl_error_code();
-    const rl_tensor *tm = NULL;
-    if (rl_dataproto_tensor(in, RL_FP_STEP_MASK) &&
-        !(tm = s_need(in, what, RL_FP_STEP_MASK, RL_F32, 2, dm)))
-        return rl_error_code();
-    c->chain = rl_tensor_data((rl_tensor *)tc);
-    c->times = rl_tensor_data((rl_tensor *)tt);
-    c->noise = rl_tensor_data((rl_tensor *)tn);
-    c->mask = tm ? rl_tensor_data((rl_tensor *)tm) : NULL;
-    int rc = s_check_finite(what, RL_FP_CHAIN, c->chain, B * (c->N + 1) * m->D);
-    if (!rc && c->mask)
-        rc = s_check_finite(what, RL_FP_STEP_MASK, c->mask, B * c->N);
-    for (int64_t b = 0; !rc && b < B; b++) {
+    int rc = c->mask ? rl_model_input_finite(what, RL_FP_STEP_MASK, c->mask, c->B * c->N) : RL_OK;
+    for (int64_t b = 0; !rc && b < c->B; b++) {
         if (!(c->noise[b] >= 0.0f && isfinite(c->noise[b])))
             rc = rl_error_set(RL_ERANGE, "%s: %s[%lld] = %g, must be finite and >= 0", what,
                               RL_FP_NOISE_LEVEL, (long long)b, (double)c->noise[b]);
-        const float *g = c->times + b * (c->N + 1);
+        const float *g = c->t + b * (c->N + 1);
         for (int64_t k = 0; !rc && k <= c->N; k++)
             if (!(g[k] >= 0.0f && g[k] <= 1.0f) || (k > 0 && !(g[k] < g[k - 1])))
                 rc = rl_error_set(RL_ERANGE,
@@ -359,93 +298,7 @@ static int s_chain_read(const s_fp *m, const rl_dataproto *in, const char *what,
     return rc;
 }
 
-/* ---- work buffers of the chain passes ----------------------------------------------------- */
-
-typedef struct s_work {
-    int64_t *pb, *pk;            /* (pairs) row and step of each scored step */
-    float *x, *tt, *v, *gv, *lp; /* (pairs, D) / (pairs) */
-    float *q, *gq, *qmask;       /* (rows, N) */
-} s_work;
-
-static void s_work_free(s_work *w)
-{
-    free(w->pb);
-    free(w->pk);
-    free(w->x);
-    free(w->tt);
-    free(w->v);
-    free(w->gv);
-    free(w->lp);
-    free(w->q);
-    free(w->gq);
-    free(w->qmask);
-    memset(w, 0, sizeof *w);
-}
-
-static int s_work_alloc(s_work *w, int64_t pairs, int64_t D)
-{
-    memset(w, 0, sizeof *w);
-    size_t p = (size_t)(pairs > 0 ? pairs : 1);
-    w->pb = malloc(sizeof(int64_t) * p);
-    w->pk = malloc(sizeof(int64_t) * p);
-    w->x = malloc(sizeof(float) * p * (size_t)D);
-    w->tt = malloc(sizeof(float) * p);
-    w->v = malloc(sizeof(float) * p * (size_t)D);
-    w->gv = malloc(sizeof(float) * p * (size_t)D);
-    w->lp = malloc(sizeof(float) * p);
-    w->q = malloc(sizeof(float) * p);
-    w->gq = malloc(sizeof(float) * p);
-    w->qmask = malloc(sizeof(float) * p);
-    if (!w->pb || !w->pk || !w->x || !w->tt || !w->v || !w->gv || !w->lp || !w->q || !w->gq ||
-        !w->qmask) {
-        s_work_free(w);
-        return rl_error_set(RL_ENOMEM, "flow_policy: out of memory for %lld scored steps",
-                            (long long)pairs);
-    }
-    return RL_OK;
-}
-
-/* The scored steps of rows [r0, r0 + rows): their velocities and log-probs
- * (w->v, w->lp), the (rows, N) log-probs and mask in w->q, w->qmask. */
-static int s_chain_forward(s_fp *m, const s_obs *ob, const s_chain *c, int64_t r0, int64_t rows,
-                           s_work *w, int64_t *npairs)
-{
-    const int64_t N = c->N, D = m->D;
-    int64_t n = 0;
-    memset(w->q, 0, sizeof(float) * (size_t)(rows * N));
-    memset(w->qmask, 0, sizeof(float) * (size_t)(rows * N));
-    for (int64_t b = r0; b < r0 + rows; b++)
-        for (int64_t k = 0; k < N; k++)
-            if (!c->mask || c->mask[b * N + k] != 0.0f) {
-                w->pb[n] = b;
-                w->pk[n] = k;
-                memcpy(w->x + n * D, c->chain + (b * (N + 1) + k) * D, sizeof(float) * (size_t)D);
-                w->tt[n] = c->times[b * (N + 1) + k];
-                n++;
-            }
-    *npairs = n;
-    if (n == 0)
-        return RL_OK;
-    int rc = s_vel_forward(m, ob, n, 0, w->pb, w->x, w->tt, w->v);
-    for (int64_t i = 0; !rc && i < n; i++) {
-        int64_t b = w->pb[i], k = w->pk[i];
-        const float *xn = c->chain + (b * (N + 1) + k + 1) * D;
-        const float *tn = c->times + b * (N + 1) + k + 1;
-        rc = rl_flow_step_logprob(RL_FLOW_STEP_SDE, w->x + i * D, w->v + i * D, xn, &w->tt[i], tn,
-                                  (double)c->noise[b], 1, D, &w->lp[i], NULL, NULL);
-        w->q[(b - r0) * N + k] = w->lp[i];
-        w->qmask[(b - r0) * N + k] = 1.0f;
-    }
-    return rc;
-}
-
 /* ---- forward / forward_backward ------------------------------------------------------------ */
-
-static int64_t s_micro(const rl_model_pass *pass, int64_t B)
-{
-    return pass && pass->micro_batch > 0 && pass->micro_batch < B ? pass->micro_batch
-                                                                   : (B ? B : 1);
-}
 
 static int s_check_want(unsigned want, const char *what)
 {
@@ -461,12 +314,13 @@ static int s_check_want(unsigned want, const char *what)
 
 /* What one pass reads and the buffers of one micro-batch. */
 typedef struct s_pass {
+    s_fp *m;
     s_obs ob;
     const float *x, *tt; /* velocity */
-    s_chain c;           /* logp */
+    rl_flow_chain c;     /* logp */
     int64_t mb;
     float *v, *gv, *val, *gval; /* (mb, D), (mb, 1) */
-    s_work w;
+    rl_flow_work w;
 } s_pass;
 
 static void s_pass_free(s_pass *p)
@@ -475,23 +329,25 @@ static void s_pass_free(s_pass *p)
     free(p->gv);
     free(p->val);
     free(p->gval);
-    s_work_free(&p->w);
+    rl_flow_work_free(&p->w);
 }
 
 static int s_pass_open(s_fp *m, const rl_dataproto *batch, unsigned want,
                        const rl_model_pass *pass, const char *what, s_pass *p)
 {
     memset(p, 0, sizeof *p);
+    p->m = m;
     int rc = s_check_want(want, what);
     if (!rc)
         rc = s_obs_read(m, batch, what, &p->ob);
     if (!rc && (want & RL_Q_BIT(RL_Q_VELOCITY)))
-        rc = s_fm_read(m, batch, what, p->ob.B, &p->x, &p->tt);
-    if (!rc && (want & RL_Q_BIT(RL_Q_LOGP)))
-        rc = s_chain_read(m, batch, what, p->ob.B, &p->c);
+        rc = rl_flow_fm_read(batch, what, RL_FP_X_T, RL_FP_T, p->ob.B, m->D, &p->x, &p->tt);
+    if (!rc && (want & RL_Q_BIT(RL_Q_LOGP)) &&
+        !(rc = rl_flow_chain_read(batch, what, &s_chain_kind, p->ob.B, m->D, &p->c)))
+        rc = s_chain_check(&p->c, what);
     if (rc)
         return rc;
-    int64_t mb = p->mb = s_micro(pass, p->ob.B), D = m->D;
+    int64_t mb = p->mb = rl_model_micro_rows(pass, p->ob.B), D = m->D;
     p->v = malloc(sizeof(float) * (size_t)(mb * D));
     p->gv = malloc(sizeof(float) * (size_t)(mb * D));
     p->val = malloc(sizeof(float) * (size_t)mb);
@@ -499,8 +355,17 @@ static int s_pass_open(s_fp *m, const rl_dataproto *batch, unsigned want,
     if (!p->v || !p->gv || !p->val || !p->gval)
         return rl_error_set(RL_ENOMEM, "%s: out of memory", what);
     if (want & RL_Q_BIT(RL_Q_LOGP))
-        return s_work_alloc(&p->w, mb * p->c.N, D);
+        return rl_flow_work_alloc(&p->w, mb, p->c.N, D, "flow_policy");
     return RL_OK;
+}
+
+/* The chain's velocities (rl_flow_chain_vel_fn): the velocity path at the
+ * scored steps' observations. */
+static int s_pass_vel(void *kind, int64_t n, const int64_t *rows, const float *x, const float *tt,
+                      float *v)
+{
+    s_pass *p = kind;
+    return s_vel_forward(p->m, &p->ob, n, 0, rows, x, tt, v);
 }
 
 /* The quantities of rows [r0, r0 + rows) into o (and *npairs scored steps). */
@@ -519,7 +384,7 @@ static int s_pass_forward(s_fp *m, s_pass *p, unsigned want, int64_t r0, int64_t
         o->q[RL_Q_VELOCITY] = p->v;
     }
     if (!rc && (want & RL_Q_BIT(RL_Q_LOGP))) {
-        rc = s_chain_forward(m, &p->ob, &p->c, r0, rows, &p->w, npairs);
+        rc = rl_flow_chain_forward(&p->c, s_pass_vel, p, r0, rows, &p->w, npairs);
         o->width[RL_Q_LOGP] = p->c.N;
         o->q[RL_Q_LOGP] = p->w.q;
         o->mask[RL_Q_LOGP] = p->w.qmask;
@@ -537,56 +402,42 @@ static int s_forward(rl_model *mm, const rl_dataproto *batch, unsigned want,
                      const rl_model_pass *pass, rl_dataproto **out)
 {
     s_fp *m = s_of(mm);
-    const char *what = "flow_policy forward";
     s_pass p;
-    int rc = s_pass_open(m, batch, want, pass, what, &p);
-    rl_dataproto *o = rc ? NULL : rl_dataproto_new();
+    int rc = s_pass_open(m, batch, want, pass, "flow_policy forward", &p);
+    const int64_t B = p.ob.B, D = m->D, N = p.c.N;
+    /* the quantities asked for, in the order velocity, logp (with its
+     * mask), value */
+    rl_model_output spec[4];
+    int n = 0, iv = -1, il = -1, ia = -1;
+    if (want & RL_Q_BIT(RL_Q_VELOCITY))
+        spec[iv = n++] = (rl_model_output){rl_quantity_name(RL_Q_VELOCITY), RL_F32, 2, {B, D}};
+    if (want & RL_Q_BIT(RL_Q_LOGP)) {
+        spec[il = n++] = (rl_model_output){rl_quantity_name(RL_Q_LOGP), RL_F32, 2, {B, N}};
+        spec[n++] = (rl_model_output){"logp_mask", RL_F32, 2, {B, N}};
+    }
+    if (want & RL_Q_BIT(RL_Q_VALUE))
+        spec[ia = n++] = (rl_model_output){rl_quantity_name(RL_Q_VALUE), RL_F32, 2, {B, 1}};
+    rl_tensor *t[4];
+    rl_dataproto *o = rc ? NULL : rl_model_outputs(spec, n, t);
     if (!rc && !o)
         rc = rl_error_code();
-    const int64_t B = p.ob.B, D = m->D, N = p.c.N;
-    float *V = NULL, *L = NULL, *LM = NULL, *VA = NULL;
-    if (!rc && (want & RL_Q_BIT(RL_Q_VELOCITY))) {
-        rl_tensor *t = rl_dataproto_new_tensor(o, rl_quantity_name(RL_Q_VELOCITY), RL_F32, 2,
-                                               (int64_t[]){B, D});
-        V = t ? rl_tensor_data(t) : NULL;
-        rc = t ? RL_OK : rl_error_code();
-    }
-    if (!rc && (want & RL_Q_BIT(RL_Q_LOGP))) {
-        rl_tensor *t = rl_dataproto_new_tensor(o, rl_quantity_name(RL_Q_LOGP), RL_F32, 2,
-                                               (int64_t[]){B, N});
-        rl_tensor *tm = t ? rl_dataproto_new_tensor(o, "logp_mask", RL_F32, 2, (int64_t[]){B, N})
-                          : NULL;
-        L = t ? rl_tensor_data(t) : NULL;
-        LM = tm ? rl_tensor_data(tm) : NULL;
-        rc = tm ? RL_OK : rl_error_code();
-    }
-    if (!rc && (want & RL_Q_BIT(RL_Q_VALUE))) {
-        rl_tensor *t = rl_dataproto_new_tensor(o, rl_quantity_name(RL_Q_VALUE), RL_F32, 2,
-                                               (int64_t[]){B, 1});
-        VA = t ? rl_tensor_data(t) : NULL;
-        rc = t ? RL_OK : rl_error_code();
-    }
     for (int64_t r0 = 0; !rc && r0 < B; r0 += p.mb) {
         int64_t rows = B - r0 < p.mb ? B - r0 : p.mb, np;
         rl_model_io io;
         if ((rc = s_pass_forward(m, &p, want, r0, rows, &io, &np)))
             break;
-        if (V)
-            memcpy(V + r0 * D, p.v, sizeof(float) * (size_t)(rows * D));
-        if (L) {
-            memcpy(L + r0 * N, p.w.q, sizeof(float) * (size_t)(rows * N));
-            memcpy(LM + r0 * N, p.w.qmask, sizeof(float) * (size_t)(rows * N));
+        if (iv >= 0)
+            memcpy((float *)rl_tensor_data(t[iv]) + r0 * D, p.v, sizeof(float) * (size_t)(rows * D));
+        if (il >= 0) {
+            memcpy((float *)rl_tensor_data(t[il]) + r0 * N, p.w.q, sizeof(float) * (size_t)(rows * N));
+            memcpy((float *)rl_tensor_data(t[il + 1]) + r0 * N, p.w.qmask,
+                   sizeof(float) * (size_t)(rows * N));
         }
-        if (VA)
-            memcpy(VA + r0, p.val, sizeof(float) * (size_t)rows);
+        if (ia >= 0)
+            memcpy((float *)rl_tensor_data(t[ia]) + r0, p.val, sizeof(float) * (size_t)rows);
     }
     s_pass_free(&p);
-    if (rc) {
-        rl_dataproto_free(o);
-        return rc;
-    }
-    *out = o;
-    return RL_OK;
+    return rl_model_give(o, rc, out);
 }
 
 static int s_forward_backward(rl_model *mm, const rl_dataproto *batch, unsigned want,
@@ -594,13 +445,8 @@ static int s_forward_backward(rl_model *mm, const rl_dataproto *batch, unsigned 
                               double *loss)
 {
     s_fp *m = s_of(mm);
-    const char *what = "flow_policy forward_backward";
-    double dummy = 0;
-    if (!loss)
-        loss = &dummy;
-    *loss = 0;
     s_pass p;
-    int rc = s_pass_open(m, batch, want, pass, what, &p);
+    int rc = s_pass_open(m, batch, want, pass, "flow_policy forward_backward", &p);
     const int64_t B = rc ? 0 : p.ob.B, D = m->D, N = p.c.N;
     for (int64_t r0 = 0; !rc && r0 < B; r0 += p.mb) {
         int64_t rows = B - r0 < p.mb ? B - r0 : p.mb, np;
@@ -626,19 +472,8 @@ static int s_forward_backward(rl_model *mm, const rl_dataproto *batch, unsigned 
             s_value_backward(m, p.gval);
         if (want & RL_Q_BIT(RL_Q_VELOCITY))
             s_vel_backward(m, p.gv);
-        if ((want & RL_Q_BIT(RL_Q_LOGP)) && np > 0) {
-            for (int64_t i = 0; !rc && i < np; i++) {
-                int64_t b = p.w.pb[i], k = p.w.pk[i];
-                float gl = p.w.gq[(b - r0) * N + k], lp;
-                const float *xn = p.c.chain + (b * (N + 1) + k + 1) * D;
-                const float *tn = p.c.times + b * (N + 1) + k + 1;
-                rc = rl_flow_step_logprob(RL_FLOW_STEP_SDE, p.w.x + i * D, p.w.v + i * D, xn,
-                                          &p.w.tt[i], tn, (double)p.c.noise[b], 1, D, &lp, &gl,
-                                          p.w.gv + i * D);
-            }
-            if (!rc)
-                s_vel_backward(m, p.w.gv);
-        }
+        if ((want & RL_Q_BIT(RL_Q_LOGP)) && np > 0 && !(rc = rl_flow_chain_backward(&p.c, r0, np, &p.w)))
+            s_vel_backward(m, p.w.gv);
     }
     s_pass_free(&p);
     return rc;
@@ -658,56 +493,48 @@ static int s_sample(rl_model *mm, const rl_dataproto *in, const rl_model_samplin
     const int64_t B = ob.B, dn[1] = {B}, dx[2] = {B, m->D}, D = m->D, N = sp->num_steps;
     const rl_tensor *tin = NULL, *tns = NULL, *trs = NULL;
     if (rl_dataproto_tensor(in, RL_FP_INITIAL_NOISE)) {
-        if (!(tin = s_need(in, what, RL_FP_INITIAL_NOISE, RL_F32, 2, dx)))
+        if (!(tin = rl_model_input(in, what, RL_FP_INITIAL_NOISE, RL_F32, 2, dx)))
             return rl_error_code();
-        if ((rc = s_check_finite(what, RL_FP_INITIAL_NOISE, rl_tensor_data((rl_tensor *)tin),
-                                 B * D)))
+        if ((rc = rl_model_input_finite(what, RL_FP_INITIAL_NOISE, rl_tensor_data((rl_tensor *)tin),
+                                        B * D)))
             return rc;
-    } else if (!(tns = s_need(in, what, RL_FP_NOISE_SEEDS, RL_I64, 1, dn))) {
+    } else if (!(tns = rl_model_input(in, what, RL_FP_NOISE_SEEDS, RL_I64, 1, dn))) {
         return rl_error_wrap(rl_error_code(), "(or %s (B, %lld) f32)", RL_FP_INITIAL_NOISE,
                              (long long)D);
     }
-    if (!sp->greedy && !(trs = s_need(in, what, RL_FP_ROW_SEEDS, RL_I64, 1, dn)))
+    if (!sp->greedy && !(trs = rl_model_input(in, what, RL_FP_ROW_SEEDS, RL_I64, 1, dn)))
         return rl_error_code();
-    if (N < 1 || N > 10000)
-        return rl_error_set(RL_EINVAL, "%s: num_steps %lld outside [1, 10000]", what, (long long)N);
-    double noise = sp->greedy ? 0.0 : sp->noise_level;
-    if (!sp->greedy && !(noise > 0.0 && isfinite(noise)))
-        return rl_error_set(RL_EINVAL, "%s: SDE sampling needs noise_level > 0, got %g (greedy "
-                                       "sampling is the ODE)", what, sp->noise_level);
-    rl_dataproto *o = rl_dataproto_new();
-    int64_t sa[3] = {B, m->c.chunks, RL_FP_ACTION_DIM}, sc[3] = {B, N + 1, D}, st[2] = {B, N + 1};
-    int64_t sq[2] = {B, N}, s1[1] = {B};
-    rl_tensor *ta = o ? rl_dataproto_new_tensor(o, RL_FP_ACTION, RL_F32, 3, sa) : NULL;
-    rl_tensor *ti = ta ? rl_dataproto_new_tensor(o, RL_FP_INITIAL_NOISE, RL_F32, 2, dx) : NULL;
-    rl_tensor *tc = ti ? rl_dataproto_new_tensor(o, RL_FP_CHAIN, RL_F32, 3, sc) : NULL;
-    rl_tensor *tt = tc ? rl_dataproto_new_tensor(o, RL_FP_TIMES, RL_F32, 2, st) : NULL;
-    rl_tensor *tl = tt ? rl_dataproto_new_tensor(o, RL_FP_NOISE_LEVEL, RL_F32, 1, s1) : NULL;
-    rl_tensor *tm = tl ? rl_dataproto_new_tensor(o, RL_FP_STEP_MASK, RL_F32, 2, sq) : NULL;
-    rl_tensor *tq = tm ? rl_dataproto_new_tensor(o, RL_FP_SAMPLE_LOGP, RL_F32, 2, sq) : NULL;
+    double noise;
+    if ((rc = rl_flow_sample_noise(sp, what, &noise)))
+        return rc;
+    const rl_model_output spec[7] = {{RL_FP_ACTION, RL_F32, 3, {B, m->c.chunks, RL_FP_ACTION_DIM}},
+                                     {RL_FP_INITIAL_NOISE, RL_F32, 2, {B, D}},
+                                     {RL_FP_CHAIN, RL_F32, 3, {B, N + 1, D}},
+                                     {RL_FP_TIMES, RL_F32, 2, {B, N + 1}},
+                                     {RL_FP_NOISE_LEVEL, RL_F32, 1, {B}},
+                                     {RL_FP_STEP_MASK, RL_F32, 2, {B, N}},
+                                     {RL_FP_SAMPLE_LOGP, RL_F32, 2, {B, N}}};
+    rl_tensor *t[7];
+    rl_dataproto *o = rl_model_outputs(spec, 7, t);
     size_t bd = (size_t)(B > 0 ? B : 1) * (size_t)D, b1 = (size_t)(B > 0 ? B : 1);
     float *x = malloc(sizeof(float) * bd), *v = malloc(sizeof(float) * bd);
     float *xn = malloc(sizeof(float) * bd), *eps = malloc(sizeof(float) * (size_t)D);
     float *tg = malloc(sizeof(float) * b1);
     int64_t *pick = malloc(sizeof(int64_t) * b1);
-    if (!tq || !x || !v || !xn || !eps || !tg || !pick) {
-        rc = tq ? rl_error_set(RL_ENOMEM, "%s: out of memory", what) : rl_error_code();
+    if (!o || !x || !v || !xn || !eps || !tg || !pick) {
+        rc = o ? rl_error_set(RL_ENOMEM, "%s: out of memory", what) : rl_error_code();
         goto done;
     }
-    float *A = rl_tensor_data(ta), *I = rl_tensor_data(ti), *CH = rl_tensor_data(tc);
-    float *T = rl_tensor_data(tt), *NL = rl_tensor_data(tl), *SM = rl_tensor_data(tm);
-    float *Q = rl_tensor_data(tq);
+    float *A = rl_tensor_data(t[0]), *I = rl_tensor_data(t[1]), *CH = rl_tensor_data(t[2]);
+    float *T = rl_tensor_data(t[3]), *NL = rl_tensor_data(t[4]), *SM = rl_tensor_data(t[5]);
+    float *Q = rl_tensor_data(t[6]);
     const int64_t *rseed = trs ? rl_tensor_data((rl_tensor *)trs) : NULL;
     for (int64_t b = 0; b < B; b++) {
-        if (tin) {
+        if (tin)
             memcpy(x + b * D, (const float *)rl_tensor_data((rl_tensor *)tin) + b * D,
                    sizeof(float) * (size_t)D);
-        } else {
-            rl_rng g;
-            rl_rng_init(&g, (uint64_t)((const int64_t *)rl_tensor_data((rl_tensor *)tns))[b], 0);
-            for (int64_t j = 0; j < D; j++)
-                x[b * D + j] = rl_rng_normal(&g);
-        }
+        else
+            rl_flow_normal((uint64_t)((const int64_t *)rl_tensor_data((rl_tensor *)tns))[b], 0, D, x + b * D);
         for (int64_t k = 0; k <= N; k++) /* the uniform grid t_k = 1 − k/N */
             T[b * (N + 1) + k] = k == N ? 0.0f : (float)(1.0 - (double)k / (double)N);
         NL[b] = (float)noise;
@@ -732,10 +559,7 @@ static int s_sample(rl_model *mm, const rl_dataproto *in, const rl_model_samplin
             int sde = !sp->greedy && (m->c.sde_joint || pick[b] == k);
             float lp = 0.0f;
             if (sde) {
-                rl_rng g;
-                rl_rng_init(&g, (uint64_t)rseed[b], (uint64_t)k + 1);
-                for (int64_t j = 0; j < D; j++)
-                    eps[j] = rl_rng_normal(&g);
+                rl_flow_normal((uint64_t)rseed[b], (uint64_t)k + 1, D, eps);
                 rc = rl_flow_step_sample(RL_FLOW_STEP_SDE, x + b * D, v + b * D, t0, t1, noise,
                                          eps, 1, D, xn + b * D, &lp);
             } else {
@@ -760,12 +584,7 @@ done:
     free(eps);
     free(tg);
     free(pick);
-    if (rc) {
-        rl_dataproto_free(o);
-        return rc;
-    }
-    *out = o;
-    return RL_OK;
+    return rl_model_give(o, rc, out);
 }
 
 /* ---- the rest of the interface ----------------------------------------------------------------------- */
@@ -773,153 +592,58 @@ done:
 static void s_free(rl_model *mm)
 {
     s_fp *m = s_of(mm);
-    rl_param_manifest_free(m->man);
-    rl_param_buffer_free(m->params);
-    rl_param_buffer_free(m->grads);
+    rl_model_base_free(&m->base);
     rl_flow_mlp_free(&m->t);
     s_enc_free(&m->ev);
     s_enc_free(&m->vv);
     free(m);
 }
 
-static const rl_param_manifest *s_manifest(const rl_model *m) { return ((const s_fp *)m)->man; }
-static float *s_params(rl_model *m) { return s_of(m)->params; }
-static float *s_grads(rl_model *m) { return s_of(m)->grads; }
+/* The architecture from the kind's section (common/schema/flow_policy.h),
+ * then the views: obs_norm.{mean,std}, obs_enc.{0,1}, task.embedding, the
+ * trunk (in, time, blocks, out), value_head. */
+static int s_build(rl_model_base *b)
+{
+    s_fp *m = (s_fp *)b;
+    const rl_model_flow_policy_config *v = &m->v;
+    const int64_t H = v->hidden_size;
+    m->c = (rl_flow_policy_config){(int)v->num_action_chunks, (int)v->num_tasks, (int)v->hidden_size,
+                                   (int)v->num_layers, (int)v->time_embed_dim, v->sde_mode, v->obs_clip,
+                                   v->detach_critic_input};
+    m->D = rl_flow_policy_dim(&m->c);
+    int rc;
+    if ((rc = rl_flow_mlp_init(&m->t, (int)m->D, m->c.hidden, m->c.layers, m->c.time_dim, "flow_policy")) ||
+        (rc = rl_model_base_add(b, "obs_norm.mean", 1, S_OBS, 0, &m->mean)) ||
+        (rc = rl_model_base_add(b, "obs_norm.std", 1, S_OBS, 0, &m->std)) ||
+        (rc = rl_model_base_add(b, "obs_enc.0.weight", 2, H, S_OBS, &m->e0w)) ||
+        (rc = rl_model_base_add(b, "obs_enc.0.bias", 1, H, 0, &m->e0b)) ||
+        (rc = rl_model_base_add(b, "obs_enc.1.weight", 2, H, H, &m->e1w)) ||
+        (rc = rl_model_base_add(b, "obs_enc.1.bias", 1, H, 0, &m->e1b)) ||
+        (rc = rl_model_base_add(b, "task.embedding", 2, v->num_tasks, H, &m->emb)) ||
+        (rc = rl_flow_mlp_add_head(&m->t, b)) || (rc = rl_flow_mlp_add_tail(&m->t, b)) ||
+        (rc = rl_model_base_add(b, "value_head.weight", 2, 1, H, &m->vw)))
+        return rc;
+    return rl_model_base_add(b, "value_head.bias", 1, 1, 0, &m->vb);
+}
+
+static const rl_model_base_kind s_base = {sizeof(s_fp), &s_ops, s_sections, {offsetof(s_fp, v)}, s_build};
+
+static rl_model *s_from_config(const rl_config *job) { return rl_model_base_build(job, &s_base); }
 
 /* Linear weights N(0, 1/fan_in), biases 0, the task table N(0, 1),
- * obs_norm the identity (mean 0, std 1). */
-static int s_init_random(rl_model *mm, uint64_t seed)
-{
-    s_fp *m = s_of(mm);
-    for (int i = 0; i < m->man->count; i++) {
-        const rl_param_view *v = &m->man->views[i];
-        float *p = m->params + v->offset;
-        if (v->ndim == 1) {
-            float fill = v->offset == m->std ? 1.0f : 0.0f;
-            for (int64_t j = 0; j < v->numel; j++)
-                p[j] = fill;
-            continue;
-        }
-        float std = strstr(v->name, "embedding") ? 1.0f : 1.0f / sqrtf((float)v->shape[1]);
-        rl_rng g;
-        rl_rng_init(&g, seed, (uint64_t)i);
-        for (int64_t j = 0; j < v->numel; j++)
-            p[j] = std * rl_rng_normal(&g);
-    }
-    return RL_OK;
-}
-
-static int s_write_config(const rl_model *mm, const char *path)
-{
-    const rl_flow_policy_config *c = &((const s_fp *)mm)->c;
-    char text[512];
-    snprintf(text, sizeof text,
-             "{\"model\": {\"type\": \"flow_policy\", \"num_action_chunks\": %d, "
-             "\"num_tasks\": %d, \"hidden_size\": %d, \"num_layers\": %d, "
-             "\"time_embed_dim\": %d, \"sde_mode\": \"%s\", \"obs_clip\": %.17g, "
-             "\"detach_critic_input\": %s}}\n",
-             c->chunks, c->num_tasks, c->hidden, c->layers, c->time_dim,
-             c->sde_joint ? "joint" : "one", c->obs_clip, c->detach_critic ? "true" : "false");
-    return rl_file_write_atomic(path, text, strlen(text));
-}
-
+ * obs_norm the identity (mean 0, std 1; also before any initialisation):
+ * the base's rule. */
 static const rl_model_ops s_ops = {
     .kind = "flow_policy",
     .free = s_free,
-    .manifest = s_manifest,
-    .params = s_params,
-    .grads = s_grads,
-    .init_random = s_init_random,
+    RL_MODEL_BASE_KIND_OPS,
     .forward = s_forward,
     .forward_backward = s_forward_backward,
     .sample = s_sample,
-    .write_config = s_write_config,
 };
-
-/* The architecture from the kind's section (common/schema/flow_policy.h). */
-static int s_read_config(const rl_config *job, rl_flow_policy_config *c)
-{
-    const rl_model_flow_policy_config *v = rl_config_section_get(job, &rl_model_flow_policy_section);
-    if (!v)
-        return rl_error_code();
-    *c = (rl_flow_policy_config){(int)v->num_action_chunks, (int)v->num_tasks, (int)v->hidden_size,
-                                 (int)v->num_layers, (int)v->time_embed_dim, v->sde_mode, v->obs_clip,
-                                 v->detach_critic_input};
-    return RL_OK;
-}
-
-static int s_check_config(const rl_config *job)
-{
-    rl_flow_policy_config c;
-    return s_read_config(job, &c);
-}
-
-static int s_add(rl_param_manifest *man, const char *name, int nd, int64_t d0, int64_t d1,
-                 int64_t *off)
-{
-    int64_t shp[2] = {d0, d1};
-    int ix = rl_param_manifest_add(man, name, nd, shp);
-    if (ix < 0)
-        return ix;
-    *off = man->views[ix].offset;
-    return RL_OK;
-}
-
-/* obs_norm.{mean,std}, obs_enc.{0,1}, task.embedding, the trunk (in, time,
- * blocks, out), value_head. */
-static int s_build_manifest(s_fp *m)
-{
-    const rl_flow_policy_config *c = &m->c;
-    const int64_t H = c->hidden;
-    rl_param_manifest *man = m->man = rl_param_manifest_new();
-    if (!man)
-        return rl_error_set(RL_ENOMEM, "flow_policy: out of memory");
-    int rc = rl_flow_mlp_init(&m->t, (int)m->D, c->hidden, c->layers, c->time_dim, "flow_policy");
-    if (rc || (rc = s_add(man, "obs_norm.mean", 1, S_OBS, 0, &m->mean)) ||
-        (rc = s_add(man, "obs_norm.std", 1, S_OBS, 0, &m->std)) ||
-        (rc = s_add(man, "obs_enc.0.weight", 2, H, S_OBS, &m->e0w)) ||
-        (rc = s_add(man, "obs_enc.0.bias", 1, H, 0, &m->e0b)) ||
-        (rc = s_add(man, "obs_enc.1.weight", 2, H, H, &m->e1w)) ||
-        (rc = s_add(man, "obs_enc.1.bias", 1, H, 0, &m->e1b)) ||
-        (rc = s_add(man, "task.embedding", 2, c->num_tasks, H, &m->emb)) ||
-        (rc = rl_flow_mlp_add_head(&m->t, man)) || (rc = rl_flow_mlp_add_tail(&m->t, man)) ||
-        (rc = s_add(man, "value_head.weight", 2, 1, H, &m->vw)) ||
-        (rc = s_add(man, "value_head.bias", 1, 1, 0, &m->vb)))
-        return rc;
-    m->params = rl_param_buffer_new(man->total);
-    m->grads = rl_param_buffer_new(man->total);
-    if (!m->params || !m->grads)
-        return rl_error_set(RL_ENOMEM, "flow_policy: out of memory for %lld parameters",
-                            (long long)man->total);
-    for (int j = 0; j < S_OBS; j++) /* a usable model before init: identity normalisation */
-        m->params[m->std + j] = 1.0f;
-    return RL_OK;
-}
-
-static rl_model *s_from_config(const rl_config *job)
-{
-    rl_flow_policy_config c;
-    if (s_read_config(job, &c))
-        return NULL;
-    s_fp *m = calloc(1, sizeof *m);
-    if (!m) {
-        rl_error_set(RL_ENOMEM, "flow_policy: out of memory");
-        return NULL;
-    }
-    m->base.ops = &s_ops;
-    m->c = c;
-    m->D = rl_flow_policy_dim(&c);
-    if (s_build_manifest(m)) {
-        s_free(&m->base);
-        return NULL;
-    }
-    return &m->base;
-}
 
 const rl_model_kind rl_model_kind_flow_policy = {
     .name = "flow_policy",
-    .sections = (const rl_config_section *const[]){&rl_model_base_section, &rl_model_flow_policy_section,
-                                                    NULL},
+    .sections = s_sections,
     .from_config = s_from_config,
-    .check_config = s_check_config,
 };

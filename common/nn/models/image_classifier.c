@@ -22,7 +22,7 @@ typedef struct s_ic {
     int K, Hd;
     int64_t D;
     int64_t fc1_w, fc1_b, fc2_w, fc2_b, out_w, out_b;
-    /* activations of the last forward (n rows) */
+    /* activations of the last forward (n rows; one block from a1, s_reserve) */
     int64_t cap, n;
     float *a1, *h1, *a2, *h2, *logits, *lse, *lp, *scratch;
     const float *x;
@@ -46,32 +46,18 @@ int rl_image_classifier_classes(const rl_model *m)
     return m && m->ops == &s_ops ? ((const s_ic *)m)->K : 0;
 }
 
+/* The activations of n rows (one block from a1). */
 static int s_reserve(s_ic *m, int64_t n)
 {
     if (n <= m->cap)
         return RL_OK;
-    float **bufs[7] = {&m->a1, &m->h1, &m->a2, &m->h2, &m->logits, &m->lse, &m->scratch};
-    for (int i = 0; i < 7; i++) {
-        free(*bufs[i]);
-        *bufs[i] = NULL;
-    }
-    free(m->lp);
-    size_t nh = (size_t)n * (size_t)m->Hd;
-    m->a1 = malloc(sizeof(float) * nh);
-    m->h1 = malloc(sizeof(float) * nh);
-    m->a2 = malloc(sizeof(float) * nh);
-    m->h2 = malloc(sizeof(float) * nh);
-    m->logits = malloc(sizeof(float) * (size_t)n * (size_t)m->K);
-    m->lse = malloc(sizeof(float) * (size_t)n);
-    m->lp = malloc(sizeof(float) * (size_t)n);
-    m->scratch = malloc(sizeof(float) * (2 * nh + (size_t)n * (size_t)m->K));
-    if (!m->a1 || !m->h1 || !m->a2 || !m->h2 || !m->logits || !m->lse || !m->lp || !m->scratch) {
-        m->cap = 0;
-        return rl_error_set(RL_ENOMEM, "image_classifier: out of memory for %lld rows",
-                            (long long)n);
-    }
-    m->cap = n;
-    return RL_OK;
+    free(m->a1);
+    size_t nh = (size_t)n * (size_t)m->Hd, nk = (size_t)n * (size_t)m->K;
+    float **const arrays[8] = {&m->a1, &m->h1, &m->a2, &m->h2, &m->logits, &m->lse, &m->lp, &m->scratch};
+    const size_t counts[8] = {nh, nh, nh, nh, nk, (size_t)n, (size_t)n, 2 * nh + nk};
+    int rc = rl_model_floats(arrays, counts, 8, "image_classifier");
+    m->cap = rc ? 0 : n;
+    return rc;
 }
 
 /* logits (n, K) of images x (n, D); keeps the activations. */
@@ -135,67 +121,52 @@ int rl_image_classifier_probs(rl_model *mm, int64_t n, const float *images, floa
     return RL_OK;
 }
 
-/* images (B, D), labels (B) checked. */
-static int s_read(const s_ic *m, const rl_dataproto *in, const char *what, int64_t *B,
-                  const float **x, const int32_t **y)
-{
-    const int64_t d2[2] = {-1, m->D};
-    const rl_tensor *ti = rl_model_input(in, what, RL_IC_IMAGES, RL_F32, 2, d2);
-    if (!ti)
-        return rl_error_code();
-    *B = ti->shape[0];
-    const int64_t d1[1] = {*B};
-    const rl_tensor *tl = rl_model_input(in, what, RL_IC_LABELS, RL_I32, 1, d1);
-    if (!tl)
-        return rl_error_code();
-    *x = rl_tensor_data((rl_tensor *)ti);
-    *y = rl_tensor_data((rl_tensor *)tl);
-    for (int64_t b = 0; b < *B; b++)
-        if ((*y)[b] < 0 || (*y)[b] >= m->K)
-            return rl_error_set(RL_ERANGE, "%s: %s[%lld] = %d outside [0, %d)", what, RL_IC_LABELS,
-                                (long long)b, (*y)[b], m->K);
-    return s_check_images(m, what, *x, *B);
-}
+/* The rows of a call: images (B, D) and labels (B), checked. */
+typedef struct s_rows {
+    int64_t B;
+    const float *x;
+    const int32_t *y;
+} s_rows;
 
-static int s_check_want(unsigned want, const char *what)
+static int s_read(const s_ic *m, const rl_dataproto *in, unsigned want, const char *what, s_rows *r)
 {
     if (want != RL_Q_BIT(RL_Q_LOGP))
         return rl_error_set(RL_EUNSUPPORTED, "%s: an image_classifier computes logp only (mask 0x%x)",
                             what, want);
-    return RL_OK;
+    const int64_t d2[2] = {-1, m->D};
+    const rl_tensor *ti = rl_model_input(in, what, RL_IC_IMAGES, RL_F32, 2, d2);
+    if (!ti)
+        return rl_error_code();
+    r->B = ti->shape[0];
+    r->x = rl_tensor_data((rl_tensor *)ti);
+    int rc = rl_model_input_ids(in, what, RL_IC_LABELS, m->K,
+                                RL_CFG_PATH(&rl_image_classifier_model_section, rl_image_classifier_model_config,
+                                            num_classes),
+                                &r->B, &r->y);
+    return rc ? rc : s_check_images(m, what, r->x, r->B);
 }
 
 static int s_forward(rl_model *mm, const rl_dataproto *batch, unsigned want,
                      const rl_model_pass *pass, rl_dataproto **out)
 {
     s_ic *m = s_of(mm);
-    const char *what = "image_classifier forward";
-    int64_t B;
-    const float *x;
-    const int32_t *y;
-    int rc = s_check_want(want, what);
-    if (rc || (rc = s_read(m, batch, what, &B, &x, &y)))
+    s_rows r;
+    int rc = s_read(m, batch, want, "image_classifier forward", &r);
+    if (rc)
         return rc;
-    rl_dataproto *o = rl_dataproto_new();
-    int64_t shape[2] = {B, 1};
-    rl_tensor *t = o ? rl_dataproto_new_tensor(o, rl_quantity_name(RL_Q_LOGP), RL_F32, 2, shape) : NULL;
-    if (!t) {
-        rl_dataproto_free(o);
+    rl_model_output spec = {rl_quantity_name(RL_Q_LOGP), RL_F32, 2, {r.B, 1}};
+    rl_tensor *t;
+    rl_dataproto *o = rl_model_outputs(&spec, 1, &t);
+    if (!o)
         return rl_error_code();
-    }
     float *lp = rl_tensor_data(t);
-    int64_t mb = rl_model_micro_rows(pass, B);
-    for (int64_t r0 = 0; !rc && r0 < B; r0 += mb) {
-        int64_t rows = B - r0 < mb ? B - r0 : mb;
-        if (!(rc = s_net_forward(m, rows, x + r0 * m->D)))
-            rl_logprob_forward(lp + r0, NULL, m->lse, m->logits, y + r0, 1.0f, (int)rows, m->K);
+    int64_t mb = rl_model_micro_rows(pass, r.B);
+    for (int64_t r0 = 0; !rc && r0 < r.B; r0 += mb) {
+        int64_t rows = r.B - r0 < mb ? r.B - r0 : mb;
+        if (!(rc = s_net_forward(m, rows, r.x + r0 * m->D)))
+            rl_logprob_forward(lp + r0, NULL, m->lse, m->logits, r.y + r0, 1.0f, (int)rows, m->K);
     }
-    if (rc) {
-        rl_dataproto_free(o);
-        return rc;
-    }
-    *out = o;
-    return RL_OK;
+    return rl_model_give(o, rc, out);
 }
 
 static int s_forward_backward(rl_model *mm, const rl_dataproto *batch, unsigned want,
@@ -204,31 +175,25 @@ static int s_forward_backward(rl_model *mm, const rl_dataproto *batch, unsigned 
 {
     s_ic *m = s_of(mm);
     const char *what = "image_classifier forward_backward";
-    int64_t B;
-    const float *x;
-    const int32_t *y;
-    double dummy = 0;
-    if (!loss)
-        loss = &dummy;
-    *loss = 0;
-    int rc = s_check_want(want, what);
-    if (rc || (rc = s_read(m, batch, what, &B, &x, &y)) || B == 0)
+    s_rows r;
+    int rc = s_read(m, batch, want, what, &r);
+    if (rc || r.B == 0)
         return rc;
-    int64_t mb = rl_model_micro_rows(pass, B);
+    int64_t mb = rl_model_micro_rows(pass, r.B);
     float *ones = malloc(sizeof(float) * (size_t)mb), *g = malloc(sizeof(float) * (size_t)mb);
     if (!ones || !g)
         rc = rl_error_set(RL_ENOMEM, "%s: out of memory", what);
     for (int64_t i = 0; !rc && i < mb; i++)
         ones[i] = 1.0f;
-    for (int64_t r0 = 0; !rc && r0 < B; r0 += mb) {
-        int64_t rows = B - r0 < mb ? B - r0 : mb;
-        if ((rc = s_net_forward(m, rows, x + r0 * m->D)))
+    for (int64_t r0 = 0; !rc && r0 < r.B; r0 += mb) {
+        int64_t rows = r.B - r0 < mb ? r.B - r0 : mb;
+        if ((rc = s_net_forward(m, rows, r.x + r0 * m->D)))
             break;
-        rl_logprob_forward(m->lp, NULL, m->lse, m->logits, y + r0, 1.0f, (int)rows, m->K);
+        rl_logprob_forward(m->lp, NULL, m->lse, m->logits, r.y + r0, 1.0f, (int)rows, m->K);
         if ((rc = rl_model_loss_one(fn, ctx, RL_Q_LOGP, r0, rows, 1, m->lp, ones, g, loss)))
             break;
         float *dlogits = m->scratch + 2 * m->n * m->Hd;
-        rl_logprob_backward(dlogits, g, NULL, m->logits, m->lse, NULL, y + r0, 1.0f, (int)rows, m->K);
+        rl_logprob_backward(dlogits, g, NULL, m->logits, m->lse, NULL, r.y + r0, 1.0f, (int)rows, m->K);
         s_net_backward(m, dlogits);
     }
     free(ones);
@@ -251,89 +216,43 @@ static void s_free(rl_model *mm)
     s_ic *m = (s_ic *)mm;
     rl_model_base_free(&m->base);
     free(m->a1);
-    free(m->h1);
-    free(m->a2);
-    free(m->h2);
-    free(m->logits);
-    free(m->lse);
-    free(m->lp);
-    free(m->scratch);
     free(m);
 }
 
-static int s_write_config(const rl_model *mm, const char *path)
+/* The sizes from the job's image size and network, then the views fc1,
+ * fc2, out. */
+static int s_build(rl_model_base *b)
 {
-    const s_ic *m = (const s_ic *)mm;
-    const void *cfgs[2] = {&m->size, &m->net};
-    return rl_model_write_sections(path, "image_classifier", s_sections + 1, cfgs, 2);
+    s_ic *m = (s_ic *)b;
+    m->K = (int)m->net.num_classes;
+    m->Hd = (int)m->net.hidden_size;
+    m->D = m->size.channels * m->size.height * m->size.width;
+    int rc;
+    if ((rc = rl_model_base_add(b, "fc1.weight", 2, m->Hd, m->D, &m->fc1_w)) ||
+        (rc = rl_model_base_add(b, "fc1.bias", 1, m->Hd, 0, &m->fc1_b)) ||
+        (rc = rl_model_base_add(b, "fc2.weight", 2, m->Hd, m->Hd, &m->fc2_w)) ||
+        (rc = rl_model_base_add(b, "fc2.bias", 1, m->Hd, 0, &m->fc2_b)) ||
+        (rc = rl_model_base_add(b, "out.weight", 2, m->K, m->Hd, &m->out_w)))
+        return rc;
+    return rl_model_base_add(b, "out.bias", 1, m->K, 0, &m->out_b);
 }
+
+static const rl_model_base_kind s_base = {sizeof(s_ic), &s_ops, s_sections,
+                                          {offsetof(s_ic, size), offsetof(s_ic, net)}, s_build};
+
+static rl_model *s_from_config(const rl_config *job) { return rl_model_base_build(job, &s_base); }
 
 static const rl_model_ops s_ops = {
     .kind = "image_classifier",
     .free = s_free,
-    RL_MODEL_BASE_OPS,
-    .init_random = rl_model_base_init_random,
+    RL_MODEL_BASE_KIND_OPS,
     .forward = s_forward,
     .forward_backward = s_forward_backward,
     .sample = s_sample,
-    .write_config = s_write_config,
 };
-
-/* The job's image size and network (range-checked, located errors). */
-static int s_read_config(const rl_config *job, rl_image_size_config *size,
-                         rl_image_classifier_model_config *net)
-{
-    const rl_image_size_config *sz = rl_config_section_get(job, &rl_image_size_section);
-    const rl_image_classifier_model_config *nc =
-        sz ? rl_config_section_get(job, &rl_image_classifier_model_section) : NULL;
-    if (!nc)
-        return rl_error_code();
-    *size = *sz;
-    *net = *nc;
-    return RL_OK;
-}
-
-static int s_check_config(const rl_config *job)
-{
-    rl_image_size_config size;
-    rl_image_classifier_model_config net;
-    return s_read_config(job, &size, &net);
-}
-
-static rl_model *s_from_config(const rl_config *job)
-{
-    rl_image_size_config size;
-    rl_image_classifier_model_config net;
-    if (s_read_config(job, &size, &net))
-        return NULL;
-    s_ic *m = calloc(1, sizeof *m);
-    if (!m) {
-        rl_error_set(RL_ENOMEM, "image_classifier: out of memory");
-        return NULL;
-    }
-    m->size = size;
-    m->net = net;
-    m->K = (int)net.num_classes;
-    m->Hd = (int)net.hidden_size;
-    m->D = size.channels * size.height * size.width;
-    rl_model_base *b = &m->base;
-    if (rl_model_base_open(b, &s_ops, "image_classifier") ||
-        rl_model_base_add(b, "fc1.weight", 2, m->Hd, m->D, &m->fc1_w) ||
-        rl_model_base_add(b, "fc1.bias", 1, m->Hd, 0, &m->fc1_b) ||
-        rl_model_base_add(b, "fc2.weight", 2, m->Hd, m->Hd, &m->fc2_w) ||
-        rl_model_base_add(b, "fc2.bias", 1, m->Hd, 0, &m->fc2_b) ||
-        rl_model_base_add(b, "out.weight", 2, m->K, m->Hd, &m->out_w) ||
-        rl_model_base_add(b, "out.bias", 1, m->K, 0, &m->out_b) ||
-        rl_model_base_alloc(b, "image_classifier")) {
-        s_free(&b->model);
-        return NULL;
-    }
-    return &b->model;
-}
 
 const rl_model_kind rl_model_kind_image_classifier = {
     .name = "image_classifier",
     .sections = s_sections,
     .from_config = s_from_config,
-    .check_config = s_check_config,
 };

@@ -57,6 +57,10 @@ int rl_model_forward_backward(rl_model *m, const rl_dataproto *batch, unsigned w
 {
     if (!batch || !pass || !fn)
         return rl_error_set(RL_EINVAL, "%s forward_backward: NULL argument", m->ops->kind);
+    double ignored;
+    if (!loss)
+        loss = &ignored;
+    *loss = 0;
     return m->ops->forward_backward(m, batch, want, pass, fn, ctx, loss);
 }
 
@@ -125,42 +129,113 @@ int rl_model_load(rl_model *m, const char *dir)
 }
 
 
-/* ---- the base of the kinds over one flat buffer ---------------------------------------------- */
+/* ---- the base of the kinds ------------------------------------------------------------------ */
 
-int rl_model_base_open(rl_model_base *b, const rl_model_ops *ops, const char *who)
+void *rl_model_base_new(size_t size, const rl_model_ops *ops)
 {
+    rl_model_base *b = calloc(1, size);
+    if (!b) {
+        rl_error_set(RL_ENOMEM, "%s: out of memory", ops->kind);
+        return NULL;
+    }
     b->model.ops = ops;
-    b->man = rl_param_manifest_new();
-    return b->man ? RL_OK : rl_error_set(RL_ENOMEM, "%s: out of memory", who);
+    return b;
+}
+
+rl_model *rl_model_base_done(rl_model_base *b, int rc)
+{
+    if (!rc)
+        return &b->model;
+    b->model.ops->free(&b->model);
+    return NULL;
+}
+
+/* Each section after model.* read, its struct copied to cfgs[i] (NULL:
+ * checked only). */
+static int s_sections_read(const rl_config *job, const rl_config_section *const *sections,
+                           void *const *cfgs)
+{
+    for (int i = 1; sections[i]; i++) {
+        const void *v = rl_config_section_get(job, sections[i]);
+        if (!v)
+            return rl_error_code();
+        if (cfgs)
+            memcpy(cfgs[i - 1], v, sections[i]->size);
+    }
+    return RL_OK;
+}
+
+int rl_model_sections_check(const rl_config *job, const rl_config_section *const *sections)
+{
+    return s_sections_read(job, sections, NULL);
 }
 
 int rl_model_base_add(rl_model_base *b, const char *name, int ndim, int64_t d0, int64_t d1,
                       int64_t *offset)
 {
     int64_t shape[2] = {d0, d1};
-    int ix = rl_param_manifest_add(b->man, name, ndim, shape);
+    int ix = rl_param_manifest_add(b->own, name, ndim, shape);
     if (ix < 0)
         return ix;
-    *offset = b->man->views[ix].offset;
+    *offset = b->own->views[ix].offset;
     return RL_OK;
 }
 
-int rl_model_base_alloc(rl_model_base *b, const char *who)
+/* A 1-D view that starts at 1: a fixed normalisation's scale. */
+static int s_scale_view(const rl_param_view *v)
 {
-    b->params = rl_param_buffer_new(b->man->total);
-    b->grads = rl_param_buffer_new(b->man->total);
+    size_t n = strlen(v->name);
+    return v->ndim == 1 && n >= 4 && strcmp(v->name + n - 4, ".std") == 0;
+}
+
+/* The zeroed buffers of the manifest's views, scales at 1. */
+static int s_alloc(rl_model_base *b)
+{
+    b->params = rl_param_buffer_new(b->own->total);
+    b->grads = rl_param_buffer_new(b->own->total);
     if (!b->params || !b->grads)
-        return rl_error_set(RL_ENOMEM, "%s: out of memory for %lld parameters", who,
-                            (long long)b->man->total);
+        return rl_error_set(RL_ENOMEM, "%s: out of memory for %lld parameters", b->model.ops->kind,
+                            (long long)b->own->total);
+    for (int i = 0; i < b->own->count; i++) {
+        const rl_param_view *v = &b->own->views[i];
+        if (s_scale_view(v))
+            for (int64_t j = 0; j < v->numel; j++)
+                b->params[v->offset + j] = 1.0f;
+    }
     return RL_OK;
+}
+
+rl_model *rl_model_base_build(const rl_config *job, const rl_model_base_kind *k)
+{
+    rl_model_base *b = rl_model_base_new(k->size, k->ops);
+    if (!b)
+        return NULL;
+    b->sections = k->sections;
+    for (int i = 0; i < RL_MODEL_BASE_SECTIONS; i++)
+        b->cfgs[i] = (char *)b + k->cfg_offset[i];
+    int rc = s_sections_read(job, k->sections, b->cfgs);
+    if (!rc && !(b->man = b->own = rl_param_manifest_new()))
+        rc = rl_error_set(RL_ENOMEM, "%s: out of memory", k->ops->kind);
+    if (!rc && !(rc = k->build(b)))
+        rc = s_alloc(b);
+    return rl_model_base_done(b, rc);
+}
+
+void rl_model_base_borrow(rl_model_base *b, const rl_param_manifest *man, float *params, float *grads)
+{
+    b->man = man;
+    b->params = params;
+    b->grads = grads;
 }
 
 void rl_model_base_free(rl_model_base *b)
 {
-    rl_param_manifest_free(b->man);
-    rl_param_buffer_free(b->params);
-    rl_param_buffer_free(b->grads);
-    b->man = NULL;
+    if (b->own) {
+        rl_param_manifest_free(b->own);
+        rl_param_buffer_free(b->params);
+        rl_param_buffer_free(b->grads);
+    }
+    b->man = b->own = NULL;
     b->params = b->grads = NULL;
 }
 
@@ -178,7 +253,9 @@ int rl_model_base_init_random(rl_model *m, uint64_t seed)
         const rl_param_view *v = &b->man->views[i];
         float *p = b->params + v->offset;
         if (v->ndim == 1) {
-            memset(p, 0, sizeof(float) * (size_t)v->numel);
+            float fill = s_scale_view(v) ? 1.0f : 0.0f;
+            for (int64_t j = 0; j < v->numel; j++)
+                p[j] = fill;
             continue;
         }
         float std = strstr(v->name, "embedding") ? 1.0f : 1.0f / sqrtf((float)v->shape[1]);
@@ -202,6 +279,65 @@ const rl_tensor *rl_model_input(const rl_dataproto *dp, const char *what, const 
     if (!t)
         rl_error_wrap(rl_error_code(), "%s", what);
     return t;
+}
+
+int rl_model_input_ids(const rl_dataproto *dp, const char *what, const char *name, int K, const char *key,
+                       int64_t *B, const int32_t **ids)
+{
+    const int64_t d1[1] = {*B};
+    const rl_tensor *t = rl_model_input(dp, what, name, RL_I32, 1, d1);
+    if (!t)
+        return rl_error_code();
+    *B = t->shape[0];
+    *ids = rl_tensor_data((rl_tensor *)t);
+    for (int64_t b = 0; b < *B; b++)
+        if ((*ids)[b] < 0 || (*ids)[b] >= K)
+            return rl_error_set(RL_ERANGE, "%s: %s[%lld] = %d outside [0, %d)%s%s%s", what, name, (long long)b,
+                                (*ids)[b], K, key ? " (" : "", key ? key : "", key ? ")" : "");
+    return RL_OK;
+}
+
+int rl_model_input_finite(const char *what, const char *name, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return rl_error_set(RL_ENUMERIC, "%s: %s[%lld] is %g (not finite)", what, name,
+                                (long long)i, (double)x[i]);
+    return RL_OK;
+}
+
+int rl_model_floats(float **const *arrays, const size_t *counts, int n, const char *who)
+{
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += counts[i];
+    float *p = malloc(sizeof(float) * (total ? total : 1));
+    for (int i = 0; i < n; i++) {
+        *arrays[i] = p;
+        p = p ? p + counts[i] : NULL;
+    }
+    return *arrays[0] ? RL_OK
+                      : rl_error_set(RL_ENOMEM, "%s: out of memory for %zu floats of activations", who, total);
+}
+
+rl_dataproto *rl_model_outputs(const rl_model_output *spec, int n, rl_tensor **t)
+{
+    rl_dataproto *o = rl_dataproto_new();
+    for (int i = 0; o && i < n; i++)
+        if (!(t[i] = rl_dataproto_new_tensor(o, spec[i].name, spec[i].dtype, spec[i].ndim, spec[i].shape))) {
+            rl_dataproto_free(o);
+            o = NULL;
+        }
+    return o;
+}
+
+int rl_model_give(rl_dataproto *o, int rc, rl_dataproto **out)
+{
+    if (rc)
+        rl_dataproto_free(o);
+    else
+        *out = o;
+    return rc;
 }
 
 int rl_model_loss_one(rl_model_loss_fn fn, void *ctx, rl_quantity q, int64_t row0, int64_t rows,
@@ -271,21 +407,22 @@ static void s_put_value(char *buf, size_t cap, size_t *len, const rl_config_key 
     }
 }
 
-int rl_model_write_sections(const char *path, const char *kind, const rl_config_section *const *secs,
-                            const void *const *cfgs, int n)
+int rl_model_base_write_config(const rl_model *m, const char *path)
 {
+    const rl_model_base *b = (const rl_model_base *)m;
+    const char *kind = m->ops->kind;
     char buf[4096];
     size_t len = 0;
     s_put(buf, sizeof buf, &len, "{\"model\": {\"type\": \"%s\"", kind);
-    for (int i = 0; i < n; i++)
-        for (size_t j = 0; j < secs[i]->n_keys; j++) {
-            const rl_config_key *k = &secs[i]->keys[j];
+    for (int i = 1; b->sections[i]; i++)
+        for (size_t j = 0; j < b->sections[i]->n_keys; j++) {
+            const rl_config_key *k = &b->sections[i]->keys[j];
             const char *name = strchr(k->path, '.');
             if (!name || strchr(name + 1, '.'))
                 return rl_error_set(RL_EINVAL, "%s config.json: key %s is not directly under model",
                                     kind, k->path);
             s_put(buf, sizeof buf, &len, ", \"%s\": ", name + 1);
-            s_put_value(buf, sizeof buf, &len, k, cfgs[i]);
+            s_put_value(buf, sizeof buf, &len, k, b->cfgs[i - 1]);
         }
     s_put(buf, sizeof buf, &len, "}}\n");
     if (len >= sizeof buf)

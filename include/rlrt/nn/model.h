@@ -116,6 +116,8 @@ typedef struct rl_model_ops {
     /* Quantities `want` (RL_Q_BIT mask) over `batch` → *out. */
     int (*forward)(rl_model *m, const rl_dataproto *batch, unsigned want,
                    const rl_model_pass *pass, rl_dataproto **out);
+    /* The same one micro-batch at a time through fn (loss: never NULL, 0
+     * on entry). */
     int (*forward_backward)(rl_model *m, const rl_dataproto *batch, unsigned want,
                             const rl_model_pass *pass, rl_model_loss_fn fn, void *ctx,
                             double *loss);
@@ -140,7 +142,8 @@ typedef struct rl_model_kind {
      * errors); parameters are zero until initialised or loaded. */
     rl_model *(*from_config)(const rl_config *job);
     /* The same checks as from_config without building anything (the driver
-     * runs them before it starts any worker). */
+     * runs them before it starts any worker); NULL: reading the sections is
+     * all from_config checks. */
     int (*check_config)(const rl_config *job);
 } rl_model_kind;
 

@@ -47,6 +47,33 @@ static cublasHandle_t s_handle(void)
 
 // ---- kernels ----------------------------------------------------------------
 
+// Block-wide reduction of one value per thread by op (blockDim.x a power of
+// two, pairs halving the block); every thread gets the result. sh holds
+// blockDim.x values.
+template <typename T, typename Op> __device__ T d_block_reduce(T v, T *sh, Op op)
+{
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s)
+            sh[threadIdx.x] = op(sh[threadIdx.x], sh[threadIdx.x + s]);
+        __syncthreads();
+    }
+    T t = sh[0];
+    __syncthreads(); // sh is reused by the caller's next reduction
+    return t;
+}
+
+struct d_plus {
+    template <typename T> __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct d_maxf {
+    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+template <typename T> __device__ T d_block_sum(T v, T *sh) { return d_block_reduce(v, sh, d_plus()); }
+__device__ float d_block_max(float v, float *sh) { return d_block_reduce(v, sh, d_maxf()); }
+
 // One block per row; blockDim.x is a power of two <= 1024.
 __global__ void k_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w,
                                   float eps, int C)
@@ -57,14 +84,7 @@ __global__ void k_rmsnorm_forward(float *out, float *rstd, const float *inp, con
     float ss = 0.0f;
     for (int c = threadIdx.x; c < C; c += blockDim.x)
         ss += x[c] * x[c];
-    sh[threadIdx.x] = ss;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s)
-            sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
-    }
-    float r = rsqrtf(sh[0] / C + eps);
+    float r = rsqrtf(d_block_sum(ss, sh) / C + eps);
     if (threadIdx.x == 0 && rstd)
         rstd[blockIdx.x] = r;
     for (int c = threadIdx.x; c < C; c += blockDim.x)
@@ -79,26 +99,11 @@ __global__ void k_softmax_forward(float *out, const float *inp, int C)
     float m = -INFINITY;
     for (int c = threadIdx.x; c < C; c += blockDim.x)
         m = fmaxf(m, x[c]);
-    sh[threadIdx.x] = m;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s)
-            sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
-        __syncthreads();
-    }
-    m = sh[0];
-    __syncthreads();
+    m = d_block_max(m, sh);
     float sum = 0.0f;
     for (int c = threadIdx.x; c < C; c += blockDim.x)
         sum += expf(x[c] - m);
-    sh[threadIdx.x] = sum;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s)
-            sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
-    }
-    float inv = 1.0f / sh[0];
+    float inv = 1.0f / d_block_sum(sum, sh);
     for (int c = threadIdx.x; c < C; c += blockDim.x)
         y[c] = expf(x[c] - m) * inv;
 }
@@ -127,36 +132,6 @@ __global__ void k_bias_rows(float *out, const float *b, int N, int OC)
 }
 
 // ---- backward and the rest of the table ----------------------------------------
-
-// Block-wide sum of one value per thread (blockDim.x a power of two); every
-// thread gets the total. sh holds blockDim.x doubles.
-__device__ double d_block_sum(double v, double *sh)
-{
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s)
-            sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
-    }
-    double t = sh[0];
-    __syncthreads(); // sh is reused by the caller's next reduction
-    return t;
-}
-
-__device__ float d_block_max(float v, float *sh)
-{
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s)
-            sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
-        __syncthreads();
-    }
-    float t = sh[0];
-    __syncthreads();
-    return t;
-}
 
 // out (C) += Σ_rows a (N, C): one thread per column, rows in order, in double.
 __global__ void k_colsum_acc(float *out, const float *a, int N, int C)
@@ -285,6 +260,86 @@ __device__ float d_warp_sum(float v)
 #define RL_ATT_PER_LANE 8
 #define RL_ATT_WARPS 4
 
+// The attention kernels run one warp per row of B·heads·T rows (b, head h,
+// position t; t fastest): the warp's row, its lane and, for a query row,
+// the kv head kh its head reads.
+struct d_att_pos {
+    int64_t row;
+    int lane, b, h, t, kh;
+};
+
+// The warp's row among B·heads·T; false past the end.
+__device__ bool d_att_row(int B, int heads, int T, d_att_pos *r)
+{
+    r->lane = threadIdx.x & 31;
+    r->row = (int64_t)blockIdx.x * RL_ATT_WARPS + (threadIdx.x >> 5);
+    if (r->row >= (int64_t)B * heads * T)
+        return false;
+    r->t = (int)(r->row % T);
+    r->h = (int)((r->row / T) % heads);
+    r->b = (int)(r->row / ((int64_t)T * heads));
+    return true;
+}
+
+// The warp's query row among B·H·T, H query heads sharing KH kv heads.
+__device__ bool d_att_query(int B, int T, int H, int KH, d_att_pos *r)
+{
+    if (!d_att_row(B, H, T, r))
+        return false;
+    r->kh = r->h / (H / KH);
+    return true;
+}
+
+// The offset of head h's vector of position t of row b, heads vectors of hd
+// a position.
+__device__ size_t d_att_off(int b, int T, int t, int heads, int h, int hd)
+{
+    return ((size_t)b * T + t) * heads * hd + (size_t)h * hd;
+}
+
+// x[j] = src[lane + 32j]: the lane's elements of a vector of hd (0 past it).
+__device__ __forceinline__ void d_lane_load(float *x, const float *src, int lane, int hd)
+{
+    for (int j = 0; j < RL_ATT_PER_LANE; j++) {
+        int d = lane + 32 * j;
+        x[j] = d < hd ? src[d] : 0.0f;
+    }
+}
+
+// Σ_d a_d·b_d over the warp: a in the lanes' registers, b a vector of hd.
+__device__ __forceinline__ float d_lane_dot(const float *a, const float *b, int lane, int hd)
+{
+    float dot = 0.0f;
+    for (int j = 0; j < RL_ATT_PER_LANE; j++) {
+        int d = lane + 32 * j;
+        if (d < hd)
+            dot += a[j] * b[d];
+    }
+    return d_warp_sum(dot);
+}
+
+// acc += a·x for the lane's elements of a vector x of hd.
+__device__ __forceinline__ void d_lane_axpy(float *acc, float a, const float *x, int lane, int hd)
+{
+    for (int j = 0; j < RL_ATT_PER_LANE; j++) {
+        int d = lane + 32 * j;
+        if (d < hd)
+            acc[j] += a * x[d];
+    }
+}
+
+// dst += a·x: the lane's elements x back into a vector of hd (dst NULL: none).
+__device__ __forceinline__ void d_lane_add_to(float *dst, float a, const float *x, int lane, int hd)
+{
+    if (!dst)
+        return;
+    for (int j = 0; j < RL_ATT_PER_LANE; j++) {
+        int d = lane + 32 * j;
+        if (d < hd)
+            dst[d] += a * x[j];
+    }
+}
+
 // One warp per query row (b, h, t): an online softmax over the visible keys
 // s <= t (mask[b, s] != 0), then out = Σ p·v; lse = +inf and out = 0 for a
 // row that sees no key (the CPU kernel's convention).
@@ -292,49 +347,34 @@ __global__ void k_attention_forward(float *out, float *lse, const float *q, cons
                                     const float *v, const uint8_t *mask, int B, int T, int H,
                                     int KH, int hd, float scale)
 {
-    int lane = threadIdx.x & 31;
-    int64_t row = (int64_t)blockIdx.x * RL_ATT_WARPS + (threadIdx.x >> 5);
-    if (row >= (int64_t)B * H * T)
+    d_att_pos r;
+    if (!d_att_query(B, T, H, KH, &r))
         return;
-    int t = (int)(row % T), h = (int)((row / T) % H), b = (int)(row / ((int64_t)T * H));
-    int kh = h / (H / KH), qs = H * hd, ks = KH * hd;
-    const float *qr = q + ((size_t)b * T + t) * qs + (size_t)h * hd;
-    float qv[RL_ATT_PER_LANE], acc[RL_ATT_PER_LANE];
-    for (int j = 0; j < RL_ATT_PER_LANE; j++) {
-        int d = lane + 32 * j;
-        qv[j] = d < hd ? qr[d] : 0.0f;
-        acc[j] = 0.0f;
-    }
+    float qv[RL_ATT_PER_LANE], acc[RL_ATT_PER_LANE] = {};
+    d_lane_load(qv, q + d_att_off(r.b, T, r.t, H, r.h, hd), r.lane, hd);
     float m = -INFINITY, l = 0.0f;
-    for (int s = 0; s <= t; s++) {
-        if (mask && !mask[(size_t)b * T + s])
+    for (int s = 0; s <= r.t; s++) {
+        if (mask && !mask[(size_t)r.b * T + s])
             continue;
-        const float *kr = k + ((size_t)b * T + s) * ks + (size_t)kh * hd;
-        const float *vr = v + ((size_t)b * T + s) * ks + (size_t)kh * hd;
-        float dot = 0.0f;
-        for (int j = 0; j < RL_ATT_PER_LANE; j++) {
-            int d = lane + 32 * j;
-            if (d < hd)
-                dot += qv[j] * kr[d];
-        }
-        float sc = d_warp_sum(dot) * scale;
+        size_t ko = d_att_off(r.b, T, s, KH, r.kh, hd);
+        float sc = d_lane_dot(qv, k + ko, r.lane, hd) * scale;
         float mn = fmaxf(m, sc), corr = expf(m - mn), e = expf(sc - mn);
         l = l * corr + e;
         for (int j = 0; j < RL_ATT_PER_LANE; j++) {
-            int d = lane + 32 * j;
-            acc[j] = acc[j] * corr + (d < hd ? e * vr[d] : 0.0f);
+            int d = r.lane + 32 * j;
+            acc[j] = acc[j] * corr + (d < hd ? e * v[ko + d] : 0.0f);
         }
         m = mn;
     }
-    float *orow = out + ((size_t)b * T + t) * qs + (size_t)h * hd;
+    float *orow = out + d_att_off(r.b, T, r.t, H, r.h, hd);
     float inv = l > 0.0f ? 1.0f / l : 0.0f;
     for (int j = 0; j < RL_ATT_PER_LANE; j++) {
-        int d = lane + 32 * j;
+        int d = r.lane + 32 * j;
         if (d < hd)
             orow[d] = acc[j] * inv;
     }
-    if (lane == 0)
-        lse[((size_t)b * H + h) * T + t] = l > 0.0f ? m + logf(l) : INFINITY;
+    if (r.lane == 0)
+        lse[((size_t)r.b * H + r.h) * T + r.t] = l > 0.0f ? m + logf(l) : INFINITY;
 }
 
 // Backward, pass 1: one warp per query row. Recomputes p_ts from the lse,
@@ -345,78 +385,40 @@ __global__ void k_attention_backward_q(float *dq, float *Dbuf, const float *dout
                                        const float *v, const uint8_t *mask, int B, int T, int H,
                                        int KH, int hd, float scale)
 {
-    int lane = threadIdx.x & 31;
-    int64_t row = (int64_t)blockIdx.x * RL_ATT_WARPS + (threadIdx.x >> 5);
-    if (row >= (int64_t)B * H * T)
+    d_att_pos r;
+    if (!d_att_query(B, T, H, KH, &r))
         return;
-    int t = (int)(row % T), h = (int)((row / T) % H), b = (int)(row / ((int64_t)T * H));
-    int kh = h / (H / KH), qs = H * hd, ks = KH * hd;
-    size_t qo = ((size_t)b * T + t) * qs + (size_t)h * hd;
-    float L = lse[((size_t)b * H + h) * T + t];
-    float qv[RL_ATT_PER_LANE], go[RL_ATT_PER_LANE], o[RL_ATT_PER_LANE], g[RL_ATT_PER_LANE];
-    for (int j = 0; j < RL_ATT_PER_LANE; j++) {
-        int d = lane + 32 * j;
-        qv[j] = d < hd ? q[qo + d] : 0.0f;
-        go[j] = d < hd ? dout[qo + d] : 0.0f;
-        o[j] = 0.0f;
-        g[j] = 0.0f;
-    }
+    int lane = r.lane;
+    size_t qo = d_att_off(r.b, T, r.t, H, r.h, hd);
+    float L = lse[((size_t)r.b * H + r.h) * T + r.t];
+    float qv[RL_ATT_PER_LANE], go[RL_ATT_PER_LANE], o[RL_ATT_PER_LANE] = {}, g[RL_ATT_PER_LANE] = {};
+    d_lane_load(qv, q + qo, lane, hd);
+    d_lane_load(go, dout + qo, lane, hd);
     if (isinf(L)) { // no visible key: p = 0, nothing flows
         if (lane == 0)
-            Dbuf[row] = 0.0f;
+            Dbuf[r.row] = 0.0f;
         return;
     }
-    for (int s = 0; s <= t; s++) {
-        if (mask && !mask[(size_t)b * T + s])
+    for (int s = 0; s <= r.t; s++) { // o = Σ_s p_ts v_s
+        if (mask && !mask[(size_t)r.b * T + s])
             continue;
-        const float *kr = k + ((size_t)b * T + s) * ks + (size_t)kh * hd;
-        const float *vr = v + ((size_t)b * T + s) * ks + (size_t)kh * hd;
-        float dot = 0.0f;
-        for (int j = 0; j < RL_ATT_PER_LANE; j++) {
-            int d = lane + 32 * j;
-            if (d < hd)
-                dot += qv[j] * kr[d];
-        }
-        float p = expf(d_warp_sum(dot) * scale - L);
-        for (int j = 0; j < RL_ATT_PER_LANE; j++) {
-            int d = lane + 32 * j;
-            if (d < hd)
-                o[j] += p * vr[d];
-        }
+        size_t ko = d_att_off(r.b, T, s, KH, r.kh, hd);
+        d_lane_axpy(o, expf(d_lane_dot(qv, k + ko, lane, hd) * scale - L), v + ko, lane, hd);
     }
     float Dp = 0.0f;
     for (int j = 0; j < RL_ATT_PER_LANE; j++)
         Dp += go[j] * o[j];
     float D = d_warp_sum(Dp);
     if (lane == 0)
-        Dbuf[row] = D;
-    for (int s = 0; s <= t; s++) {
-        if (mask && !mask[(size_t)b * T + s])
+        Dbuf[r.row] = D;
+    for (int s = 0; s <= r.t; s++) { // g = Σ_s ds_ts k_s
+        if (mask && !mask[(size_t)r.b * T + s])
             continue;
-        const float *kr = k + ((size_t)b * T + s) * ks + (size_t)kh * hd;
-        const float *vr = v + ((size_t)b * T + s) * ks + (size_t)kh * hd;
-        float dot = 0.0f, dpv = 0.0f;
-        for (int j = 0; j < RL_ATT_PER_LANE; j++) {
-            int d = lane + 32 * j;
-            if (d < hd) {
-                dot += qv[j] * kr[d];
-                dpv += go[j] * vr[d];
-            }
-        }
-        float p = expf(d_warp_sum(dot) * scale - L);
-        float ds = p * (d_warp_sum(dpv) - D);
-        for (int j = 0; j < RL_ATT_PER_LANE; j++) {
-            int d = lane + 32 * j;
-            if (d < hd)
-                g[j] += ds * kr[d];
-        }
+        size_t ko = d_att_off(r.b, T, s, KH, r.kh, hd);
+        float p = expf(d_lane_dot(qv, k + ko, lane, hd) * scale - L);
+        d_lane_axpy(g, p * (d_lane_dot(go, v + ko, lane, hd) - D), k + ko, lane, hd);
     }
-    if (dq)
-        for (int j = 0; j < RL_ATT_PER_LANE; j++) {
-            int d = lane + 32 * j;
-            if (d < hd)
-                dq[qo + d] += scale * g[j];
-        }
+    d_lane_add_to(dq ? dq + qo : NULL, scale, g, lane, hd);
 }
 
 // Backward, pass 2: one warp per key row (b, kv head, s): the query heads
@@ -427,57 +429,31 @@ __global__ void k_attention_backward_kv(float *dk, float *dv, const float *Dbuf,
                                         const float *k, const float *v, const uint8_t *mask,
                                         int B, int T, int H, int KH, int hd, float scale)
 {
-    int lane = threadIdx.x & 31;
-    int64_t row = (int64_t)blockIdx.x * RL_ATT_WARPS + (threadIdx.x >> 5);
-    if (row >= (int64_t)B * KH * T)
+    d_att_pos r; // the key row: r.h is its kv head, r.t its position s
+    if (!d_att_row(B, KH, T, &r))
         return;
-    int s = (int)(row % T), kh = (int)((row / T) % KH), b = (int)(row / ((int64_t)T * KH));
+    int lane = r.lane, b = r.b, kh = r.h, s = r.t;
     if (mask && !mask[(size_t)b * T + s])
         return; // a masked key gets no gradient
-    int rep = H / KH, qs = H * hd, ks = KH * hd;
-    size_t ko = ((size_t)b * T + s) * ks + (size_t)kh * hd;
-    float kv[RL_ATT_PER_LANE], vv[RL_ATT_PER_LANE], gk[RL_ATT_PER_LANE], gv[RL_ATT_PER_LANE];
-    for (int j = 0; j < RL_ATT_PER_LANE; j++) {
-        int d = lane + 32 * j;
-        kv[j] = d < hd ? k[ko + d] : 0.0f;
-        vv[j] = d < hd ? v[ko + d] : 0.0f;
-        gk[j] = 0.0f;
-        gv[j] = 0.0f;
-    }
+    int rep = H / KH;
+    size_t ko = d_att_off(b, T, s, KH, kh, hd);
+    float kv[RL_ATT_PER_LANE], vv[RL_ATT_PER_LANE], gk[RL_ATT_PER_LANE] = {}, gv[RL_ATT_PER_LANE] = {};
+    d_lane_load(kv, k + ko, lane, hd);
+    d_lane_load(vv, v + ko, lane, hd);
     for (int h = kh * rep; h < (kh + 1) * rep; h++)
         for (int t = s; t < T; t++) {
             size_t li = ((size_t)b * H + h) * T + t;
             float L = lse[li];
             if (isinf(L))
                 continue;
-            size_t qo = ((size_t)b * T + t) * qs + (size_t)h * hd;
-            float dot = 0.0f, dpv = 0.0f;
-            for (int j = 0; j < RL_ATT_PER_LANE; j++) {
-                int d = lane + 32 * j;
-                if (d < hd) {
-                    dot += q[qo + d] * kv[j];
-                    dpv += dout[qo + d] * vv[j];
-                }
-            }
-            float p = expf(d_warp_sum(dot) * scale - L);
-            float ds = p * (d_warp_sum(dpv) - Dbuf[li]);
-            for (int j = 0; j < RL_ATT_PER_LANE; j++) {
-                int d = lane + 32 * j;
-                if (d < hd) {
-                    gv[j] += p * dout[qo + d];
-                    gk[j] += ds * q[qo + d];
-                }
-            }
+            size_t qo = d_att_off(b, T, t, H, h, hd);
+            float p = expf(d_lane_dot(kv, q + qo, lane, hd) * scale - L);
+            float ds = p * (d_lane_dot(vv, dout + qo, lane, hd) - Dbuf[li]);
+            d_lane_axpy(gv, p, dout + qo, lane, hd);
+            d_lane_axpy(gk, ds, q + qo, lane, hd);
         }
-    for (int j = 0; j < RL_ATT_PER_LANE; j++) {
-        int d = lane + 32 * j;
-        if (d >= hd)
-            continue;
-        if (dv)
-            dv[ko + d] += gv[j];
-        if (dk)
-            dk[ko + d] += scale * gk[j];
-    }
+    d_lane_add_to(dv ? dv + ko : NULL, 1.0f, gv, lane, hd);
+    d_lane_add_to(dk ? dk + ko : NULL, scale, gk, lane, hd);
 }
 
 // One block per row of logits (N, V): the CPU kernel's sums in double.
@@ -499,17 +475,8 @@ __global__ void k_logprob_forward(float *logp, float *entropy, float *lse, const
     }
     s = d_block_sum(s, shd);
     sa = d_block_sum(sa, shd);
-    if (threadIdx.x != 0)
-        return;
-    double l = m + log(s);
-    if (lse)
-        lse[n] = (float)l;
-    if (entropy)
-        entropy[n] = (float)(log(s) - sa / s);
-    if (logp) {
-        int y = target ? target[n] : -1;
-        logp[n] = y >= 0 ? (float)((double)z[y] * inv_temp - l) : 0.0f;
-    }
+    if (threadIdx.x == 0)
+        rl_logprob_row_end(n, z, target ? target[n] : -1, inv_temp, m, s, sa, logp, entropy, lse);
 }
 
 __global__ void k_logprob_backward(float *dlogits, const float *dlogp, const float *dentropy,
@@ -526,7 +493,7 @@ __global__ void k_logprob_backward(float *dlogits, const float *dlogp, const flo
     float l = lse[n], H = ge != 0.0f ? entropy[n] : 0.0f;
     for (int j = threadIdx.x; j < V; j += blockDim.x) {
         float lp = z[j] * inv_temp - l, p = expf(lp);
-        float g = -gl * p - ge * p * (lp + H);
+        float g = rl_logprob_grad(gl, ge, lp, p, H);
         if (j == y)
             g += gl;
         d[j] = g * inv_temp; // d may alias z: each element is read, then written, by one thread
@@ -535,22 +502,11 @@ __global__ void k_logprob_backward(float *dlogits, const float *dlogp, const flo
 
 // ---- optimiser and weight copies ----------------------------------------------------
 
-__global__ void k_adamw(float *p, const float *g, float *m, float *v, int64_t n, float decay,
-                        int apply_decay, float b1, float b2, float one_b1, float one_b2,
-                        float neg_step, float bc2_sqrt, float eps)
+__global__ void k_adamw(float *p, const float *g, float *m, float *v, int64_t n, rl_adamw_scalars s)
 {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n)
-        return;
-    float pi = p[i], gi = g[i];
-    if (apply_decay)
-        pi = pi * decay;
-    float mi = m[i] * b1 + one_b1 * gi;
-    float vi = v[i] * b2 + one_b2 * gi * gi;
-    float denom = sqrtf(vi) / bc2_sqrt + eps;
-    p[i] = pi + neg_step * mi / denom;
-    m[i] = mi;
-    v[i] = vi;
+    if (i < n)
+        rl_adamw_elem(&s, &p[i], g[i], &m[i], &v[i]);
 }
 
 #define RL_SUMSQ_BLOCK ((int64_t)1 << 16)
@@ -875,13 +831,8 @@ void rl_cuda_adamw_update(const struct rl_adamw_config *cfg, int64_t t, double l
 {
     if (n <= 0)
         return;
-    // the CPU's scalars (rl_adamw_update), formed in double and rounded once
-    const float decay = (float)(1.0 - lr * wd);
-    const double bc1 = 1.0 - pow(cfg->beta1, (double)t), bc2 = 1.0 - pow(cfg->beta2, (double)t);
-    k_adamw<<<s_blocks(n, 256), 256>>>(p, g, m, v, n, decay, wd != 0.0, (float)cfg->beta1,
-                                       (float)cfg->beta2, (float)(1.0 - cfg->beta1),
-                                       (float)(1.0 - cfg->beta2), (float)(-(lr / bc1)),
-                                       (float)sqrt(bc2), (float)cfg->eps);
+    // the CPU's scalars and element update (ops_elem.h)
+    k_adamw<<<s_blocks(n, 256), 256>>>(p, g, m, v, n, rl_adamw_scalars_at(cfg, t, lr, wd));
     CUDA_NOTE(cudaGetLastError());
 }
 

@@ -8,13 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rlrt/error.h"
 #include "common/nn/models/lm/generate.h"
+#include "common/nn/models/model_base.h"
 #include "common/schema/lm.h"
 #include "common/schema/model.h"
+#include "rlrt/error.h"
 
 typedef struct s_lm_model {
-    rl_model base;
+    rl_model_base base; /* the network's views and buffers, lent */
     rl_lm *net;
     double init_std;
 } s_lm_model;
@@ -36,6 +37,7 @@ rl_lm *rl_lm_model_network(rl_model *m)
  * (common/nn/models/lm/transformer.h: logp[b, t] = log π(token t | tokens < t)). */
 
 typedef struct s_seq {
+    const char *what; /* the call, in errors */
     int B, P, R, L;
     const int32_t *plen, *rlen; /* rlen NULL: prompts only */
     const float *rmask;         /* (B, R) RL_LM_RESPONSE_MASK or NULL (all 1) */
@@ -73,6 +75,7 @@ static int s_seq_build(const rl_lm *net, const rl_dataproto *in, const char *wha
                        s_seq *s)
 {
     memset(s, 0, sizeof *s);
+    s->what = what;
     const rl_lm_config *cfg = rl_lm_get_config(net);
     const rl_tensor *pr = s_need(in, what, RL_LM_PROMPTS, RL_I32, 2);
     const rl_tensor *pl = pr ? s_need(in, what, RL_LM_PROMPT_LENS, RL_I32, 1) : NULL;
@@ -175,9 +178,12 @@ static int s_check_want(const s_lm_model *lm, unsigned want, const char *what)
     return RL_OK;
 }
 
-static int s_micro(const rl_model_pass *pass, int B)
+/* The sequences of a forward or forward_backward call named `what`. */
+static int s_seq_open(rl_model *m, const rl_dataproto *batch, unsigned want, const char *what, s_seq *s)
 {
-    return pass->micro_batch > 0 && pass->micro_batch < B ? (int)pass->micro_batch : (B ? B : 1);
+    const s_lm_model *lm = s_cof(m);
+    int rc = s_check_want(lm, want, what);
+    return rc ? rc : s_seq_build(lm->net, batch, what, 1, s);
 }
 
 /* ---- forward ---------------------------------------------------------------------------- */
@@ -185,11 +191,9 @@ static int s_micro(const rl_model_pass *pass, int B)
 static int s_forward(rl_model *m, const rl_dataproto *batch, unsigned want,
                      const rl_model_pass *pass, rl_dataproto **out)
 {
-    s_lm_model *lm = s_of(m);
-    const char *what = "lm forward";
-    int rc = s_check_want(lm, want, what);
     s_seq s;
-    if (rc || (rc = s_seq_build(lm->net, batch, what, 1, &s)))
+    int rc = s_seq_open(m, batch, want, "lm forward", &s);
+    if (rc)
         return rc;
     rl_dataproto *o = rl_dataproto_new();
     float *dst[3] = {NULL, NULL, NULL};
@@ -205,16 +209,16 @@ static int s_forward(rl_model *m, const rl_dataproto *batch, unsigned want,
         }
         dst[q] = rl_tensor_data(t);
     }
-    int mb = s_micro(pass, s.B);
+    int mb = (int)rl_model_micro_rows(pass, s.B);
     size_t n = (size_t)mb * (size_t)s.L;
     float *full = o ? malloc(sizeof(float) * 3 * n) : NULL;
     if (!full) {
-        rc = o ? rl_error_set(RL_ENOMEM, "%s: out of memory", what) : rl_error_code();
+        rc = o ? rl_error_set(RL_ENOMEM, "%s: out of memory", s.what) : rl_error_code();
         goto done;
     }
     for (int r0 = 0; r0 < s.B && !rc; r0 += mb) {
         int rows = s.B - r0 < mb ? s.B - r0 : mb;
-        rc = rl_lm_forward(lm->net, rows, s.L, s.tokens + (size_t)r0 * s.L,
+        rc = rl_lm_forward(s_of(m)->net, rows, s.L, s.tokens + (size_t)r0 * s.L,
                            s.mask + (size_t)r0 * s.L, (float)pass->temperature,
                            dst[0] ? full : NULL, dst[1] ? full + n : NULL, dst[2] ? full + 2 * n : NULL);
         for (int q = 0; !rc && q < 3; q++)
@@ -224,12 +228,7 @@ static int s_forward(rl_model *m, const rl_dataproto *batch, unsigned want,
 done:
     free(full);
     s_seq_free(&s);
-    if (rc) {
-        rl_dataproto_free(o);
-        return rc;
-    }
-    *out = o;
-    return RL_OK;
+    return rl_model_give(o, rc, out);
 }
 
 /* ---- forward + backward ---------------------------------------------------------------- */
@@ -288,32 +287,28 @@ static int s_forward_backward(rl_model *m, const rl_dataproto *batch, unsigned w
                               const rl_model_pass *pass, rl_model_loss_fn fn, void *ctx,
                               double *loss)
 {
-    s_lm_model *lm = s_of(m);
-    const char *what = "lm forward_backward";
-    int rc = s_check_want(lm, want, what);
     s_seq s;
-    if (rc || (rc = s_seq_build(lm->net, batch, what, 1, &s)))
+    int rc = s_seq_open(m, batch, want, "lm forward_backward", &s);
+    if (rc)
         return rc;
-    if (loss)
-        *loss = 0;
     if (s.B == 0) { /* nothing to differentiate: the gradient stays as it is */
         s_seq_free(&s);
         return RL_OK;
     }
-    int mb = s_micro(pass, s.B);
+    int mb = (int)rl_model_micro_rows(pass, s.B);
     size_t n = (size_t)mb * (size_t)(s.R ? s.R : 1);
     s_fb c = {.s = &s, .want = want, .fn = fn, .ctx = ctx};
     float *scratch = calloc(7 * n, sizeof(float));
     if (!scratch) {
         s_seq_free(&s);
-        return rl_error_set(RL_ENOMEM, "%s: out of memory", what);
+        return rl_error_set(RL_ENOMEM, "%s: out of memory", s.what);
     }
     for (int q = 0; q < 3; q++) {
         c.q[q] = scratch + (size_t)q * n;
         c.g[q] = scratch + (size_t)(3 + q) * n;
     }
     c.mask = scratch + 6 * n;
-    rc = rl_lm_forward_backward(lm->net, s.B, s.L, s.tokens, s.mask, (float)pass->temperature, mb,
+    rc = rl_lm_forward_backward(s_of(m)->net, s.B, s.L, s.tokens, s.mask, (float)pass->temperature, mb,
                                 s_fb_loss, &c, loss);
     free(scratch);
     s_seq_free(&s);
@@ -322,11 +317,13 @@ static int s_forward_backward(rl_model *m, const rl_dataproto *batch, unsigned w
 
 /* ---- sampling ----------------------------------------------------------------------------- */
 
-static int s_sample(rl_model *m, const rl_dataproto *in, const rl_model_sampling *sp,
-                    rl_dataproto **out)
+int rl_lm_model_sample_with(rl_model *m, const rl_dataproto *in, const rl_model_sampling *sp,
+                            const char *what, int with_mask, rl_lm_sampler fn, void *ctx,
+                            rl_dataproto **out)
 {
-    s_lm_model *lm = s_of(m);
-    const char *what = "lm sample";
+    rl_lm *net = rl_lm_model_network(m);
+    if (!net)
+        return rl_error_set(RL_EINVAL, "%s: not an lm model", what);
     const rl_tensor *pr = s_need(in, what, RL_LM_PROMPTS, RL_I32, 2);
     const rl_tensor *pl = pr ? s_need(in, what, RL_LM_PROMPT_LENS, RL_I32, 1) : NULL;
     const rl_tensor *sd = pl ? s_need(in, what, RL_LM_ROW_SEEDS, RL_I64, 1) : NULL;
@@ -343,7 +340,7 @@ static int s_sample(rl_model *m, const rl_dataproto *in, const rl_model_sampling
                                 RL_LM_PROMPT_LENS, b, plens32[b], P);
     rl_lm_sampling s;
     rl_lm_sampling_default(&s);
-    int32_t stop = rl_lm_get_config(lm->net)->eos_token_id;
+    int32_t stop = rl_lm_get_config(net)->eos_token_id;
     s.temperature = (float)sp->temperature;
     s.top_p = (float)sp->top_p;
     s.top_k = (int)sp->top_k;
@@ -351,36 +348,49 @@ static int s_sample(rl_model *m, const rl_dataproto *in, const rl_model_sampling
     s.max_new_tokens = R;
     s.stop_tokens = stop >= 0 ? &stop : NULL;
     s.num_stop_tokens = stop >= 0 ? 1 : 0;
-    rl_dataproto *o = rl_dataproto_new();
-    int64_t shape[2] = {B, R};
-    rl_tensor *tok = o ? rl_dataproto_new_tensor(o, RL_LM_RESPONSES, RL_I32, 2, shape) : NULL;
-    rl_tensor *lens = tok ? rl_dataproto_new_tensor(o, RL_LM_RESPONSE_LENS, RL_I32, 1, shape) : NULL;
-    rl_tensor *lp = lens ? rl_dataproto_new_tensor(o, RL_LM_RESPONSE_LOGP, RL_F32, 2, shape) : NULL;
-    rl_tensor *en = lp ? rl_dataproto_new_tensor(o, RL_LM_RESPONSE_ENTROPY, RL_F32, 2, shape) : NULL;
-    int *ilens = malloc(sizeof(int) * (size_t)(B ? B : 1));
+    const rl_model_output spec[5] = {{RL_LM_RESPONSES, RL_I32, 2, {B, R}},
+                                     {RL_LM_RESPONSE_LENS, RL_I32, 1, {B}},
+                                     {RL_LM_RESPONSE_LOGP, RL_F32, 2, {B, R}},
+                                     {RL_LM_RESPONSE_ENTROPY, RL_F32, 2, {B, R}},
+                                     {RL_LM_RESPONSE_MASK, RL_F32, 2, {B, R}}};
+    rl_tensor *t[5] = {NULL};
+    rl_dataproto *o = rl_model_outputs(spec, with_mask ? 5 : 4, t);
+    int *lens = malloc(sizeof(int) * (size_t)(B ? B : 1));
     int *plens = malloc(sizeof(int) * (size_t)(B ? B : 1));
     int rc = RL_OK;
-    if (!en || !ilens || !plens) {
-        rc = en ? rl_error_set(RL_ENOMEM, "%s: out of memory", what) : rl_error_code();
+    if (!o || !lens || !plens) {
+        rc = o ? rl_error_set(RL_ENOMEM, "%s: out of memory", what) : rl_error_code();
     } else {
         for (int b = 0; b < B; b++)
             plens[b] = plens32[b];
-        if (B > 0)
-            rc = rl_lm_generate(lm->net, B, P, rl_tensor_data(pr), plens,
-                                (const uint64_t *)rl_tensor_data(sd), &s, rl_tensor_data(tok),
-                                rl_tensor_data(lp), rl_tensor_data(en), ilens);
-        int32_t *l32 = rl_tensor_data(lens);
+        rl_lm_sample_call call = {.net = net, .B = B, .P = P, .R = R, .prompts = rl_tensor_data(pr),
+                                  .plens = plens, .seeds = (const uint64_t *)rl_tensor_data(sd), .s = &s,
+                                  .tokens = rl_tensor_data(t[0]), .logp = rl_tensor_data(t[2]),
+                                  .entropy = rl_tensor_data(t[3]), .mask = t[4] ? rl_tensor_data(t[4]) : NULL,
+                                  .lens = lens, .out = o};
+        rc = fn(ctx, &call);
+        int32_t *l32 = rl_tensor_data(t[1]);
         for (int b = 0; !rc && b < B; b++)
-            l32[b] = ilens[b];
+            l32[b] = lens[b];
     }
-    free(ilens);
+    free(lens);
     free(plens);
-    if (rc) {
-        rl_dataproto_free(o);
-        return rc;
-    }
-    *out = o;
-    return RL_OK;
+    return rl_model_give(o, rc, out);
+}
+
+/* The kind's own sampler: KV-cache generation. */
+static int s_generate(void *ctx, const rl_lm_sample_call *c)
+{
+    (void)ctx;
+    return c->B > 0 ? rl_lm_generate(c->net, c->B, c->P, c->prompts, c->plens, c->seeds, c->s, c->tokens,
+                                     c->logp, c->entropy, c->lens)
+                    : RL_OK;
+}
+
+static int s_sample(rl_model *m, const rl_dataproto *in, const rl_model_sampling *sp,
+                    rl_dataproto **out)
+{
+    return rl_lm_model_sample_with(m, in, sp, "lm sample", 0, s_generate, NULL, out);
 }
 
 /* ---- the rest of the interface -------------------------------------------------------------- */
@@ -390,10 +400,6 @@ static void s_free(rl_model *m)
     rl_lm_free(s_of(m)->net);
     free(m);
 }
-
-static const rl_param_manifest *s_manifest(const rl_model *m) { return rl_lm_manifest(s_cof(m)->net); }
-static float *s_params(rl_model *m) { return rl_lm_params(s_of(m)->net); }
-static float *s_grads(rl_model *m) { return rl_lm_grads(s_of(m)->net); }
 
 static int s_init_random(rl_model *m, uint64_t seed)
 {
@@ -408,9 +414,7 @@ static int s_write_config(const rl_model *m, const char *path)
 static const rl_model_ops s_ops = {
     .kind = "lm",
     .free = s_free,
-    .manifest = s_manifest,
-    .params = s_params,
-    .grads = s_grads,
+    RL_MODEL_BASE_OPS,
     .init_random = s_init_random,
     .forward = s_forward,
     .forward_backward = s_forward_backward,
@@ -458,21 +462,14 @@ static rl_model *s_from_config(const rl_config *job)
 {
     rl_lm_config c;
     double init_std;
-    if (s_read_config(job, &c, &init_std))
+    s_lm_model *m = s_read_config(job, &c, &init_std) ? NULL : rl_model_base_new(sizeof *m, &s_ops);
+    if (!m)
         return NULL;
-    s_lm_model *m = calloc(1, sizeof *m);
-    if (!m) {
-        rl_error_set(RL_ENOMEM, "lm model: out of memory");
-        return NULL;
-    }
-    m->base.ops = &s_ops;
     m->init_std = init_std;
     m->net = rl_lm_new(&c, RL_DEVICE_CPU);
-    if (!m->net) {
-        free(m);
-        return NULL;
-    }
-    return &m->base;
+    if (m->net)
+        rl_model_base_borrow(&m->base, rl_lm_manifest(m->net), rl_lm_params(m->net), rl_lm_grads(m->net));
+    return rl_model_base_done(&m->base, !m->net);
 }
 
 const rl_model_kind rl_model_kind_lm = {

@@ -34,6 +34,7 @@
 #define RLRT_NN_LM_MODEL_H
 
 #include "rlrt/nn/model.h"
+#include "common/nn/models/lm/generate.h"
 #include "common/nn/models/lm/transformer.h"
 
 #ifdef __cplusplus
@@ -54,6 +55,34 @@ extern const rl_model_kind rl_model_kind_lm;
 /* The transformer inside an LM-kind model (NULL for another kind): for
  * tools and tests that need the network itself. */
 rl_lm *rl_lm_model_network(rl_model *m);
+
+/* One sampling call of an LM-kind model: its checked inputs and the
+ * response tensors a sampler fills. */
+typedef struct rl_lm_sample_call {
+    rl_lm *net;
+    int B, P, R;
+    const int32_t *prompts;   /* (B, P) */
+    const int *plens;         /* (B) in [1, P] */
+    const uint64_t *seeds;    /* (B) the random stream of each row */
+    const rl_lm_sampling *s;  /* sampling->* with model.eos_token_id as the stop token */
+    int32_t *tokens;          /* (B, R) RL_LM_RESPONSES */
+    float *logp, *entropy;    /* (B, R) RL_LM_RESPONSE_LOGP, RL_LM_RESPONSE_ENTROPY */
+    float *mask;              /* (B, R) RL_LM_RESPONSE_MASK when asked for, else NULL */
+    int *lens;                /* (B) becomes RL_LM_RESPONSE_LENS */
+    rl_dataproto *out;        /* the call's output, for tensors of the sampler's own */
+} rl_lm_sample_call;
+
+/* Fills the call's outputs (B may be 0); 0 or an rl_status with the message set. */
+typedef int (*rl_lm_sampler)(void *ctx, const rl_lm_sample_call *call);
+
+/* rl_model_sample of an LM-kind model `m` with its generation done by
+ * fn(ctx, ...) (the kind's own: KV-cache sampling; the rollout's multi-turn
+ * agent loop): the batch and sampling->* checked as sample() checks them
+ * (errors prefixed by `what`), the outputs of the batch layout above plus
+ * RL_LM_RESPONSE_MASK when with_mask. */
+int rl_lm_model_sample_with(rl_model *m, const rl_dataproto *in, const rl_model_sampling *sp,
+                            const char *what, int with_mask, rl_lm_sampler fn, void *ctx,
+                            rl_dataproto **out);
 
 #ifdef __cplusplus
 }

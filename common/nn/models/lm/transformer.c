@@ -329,6 +329,30 @@ int rl_lm_reserve(rl_lm *m, int B, int T)
 #define PB(off) ((off) >= 0 ? m->params + (off) : NULL)
 #define GB(off) ((off) >= 0 ? m->grads + (off) : NULL)
 
+/* Layer l's slices of the saved activations of a forward over N = B·T
+ * positions (rl_lm_acts). */
+typedef struct s_layer {
+    float *x, *xn;                     /* (N, d) its input, its output (the next one's input) */
+    float *ln1, *rstd1, *q, *k, *v;    /* (N, d), (N), (N, qd), (N, kvd) x2 */
+    float *lse, *atty, *xmid;          /* (B, H, T), (N, qd), (N, d) */
+    float *ln2, *rstd2, *gate, *up, *hmid; /* (N, d), (N), (N, I) x3 */
+} s_layer;
+
+static s_layer s_layer_of(const rl_lm *m, int l, int B, int T)
+{
+    const rl_lm_config *c = &m->cfg;
+    const rl_lm_acts *a = &m->a;
+    int N = B * T, d = c->hidden_size, I = c->intermediate_size, qd = m->qd, kvd = m->kvd;
+    int64_t TT = (int64_t)B * c->num_heads * T;
+    size_t L = (size_t)l;
+    return (s_layer){.x = a->x + L * N * d, .xn = a->x + (L + 1) * N * d,
+                     .ln1 = a->ln1 + L * N * d, .rstd1 = a->rstd1 + L * N,
+                     .q = a->q + L * N * qd, .k = a->k + L * N * kvd, .v = a->v + L * N * kvd,
+                     .lse = a->lse + L * TT, .atty = a->atty + L * N * qd, .xmid = a->xmid + L * N * d,
+                     .ln2 = a->ln2 + L * N * d, .rstd2 = a->rstd2 + L * N,
+                     .gate = a->gate + L * N * I, .up = a->up + L * N * I, .hmid = a->hmid + L * N * I};
+}
+
 /* Runs the decoder over a->tokens (B,T) with a->mask and a->pos already set;
  * fills every saved activation and the raw logits. */
 int rl_lm_forward_raw(rl_lm *m, int B, int T)
@@ -338,35 +362,27 @@ int rl_lm_forward_raw(rl_lm *m, int B, int T)
     rl_lm_acts *a = &m->a;
     int N = B * T, d = c->hidden_size, I = c->intermediate_size, H = c->num_heads;
     int KH = c->num_kv_heads, hd = m->hd, qd = m->qd, kvd = m->kvd;
-    int64_t TT = (int64_t)B * H * T;
     int rc = 0;
     o->embedding_forward(a->x, a->tokens, PW(m->off_embed), N, d);
     for (int l = 0; l < c->num_layers; l++) {
         const rl_lm_layer_off *Lo = &m->layer[l];
-        float *x = a->x + (size_t)l * N * d, *xn = a->x + (size_t)(l + 1) * N * d;
-        float *ln1 = a->ln1 + (size_t)l * N * d, *ln2 = a->ln2 + (size_t)l * N * d;
-        float *q = a->q + (size_t)l * N * qd, *k = a->k + (size_t)l * N * kvd;
-        float *v = a->v + (size_t)l * N * kvd, *lse = a->lse + (size_t)l * TT;
-        float *atty = a->atty + (size_t)l * N * qd, *xmid = a->xmid + (size_t)l * N * d;
-        float *gate = a->gate + (size_t)l * N * I, *up = a->up + (size_t)l * N * I;
-        float *hmid = a->hmid + (size_t)l * N * I;
-        o->rmsnorm_forward(ln1, a->rstd1 + (size_t)l * N, x, PW(Lo->ln1), c->rms_norm_eps, N, d);
-        o->linear_forward(q, ln1, PW(Lo->wq), PB(Lo->bq), N, d, qd);
-        o->linear_forward(k, ln1, PW(Lo->wk), PB(Lo->bk), N, d, kvd);
-        o->linear_forward(v, ln1, PW(Lo->wv), PB(Lo->bv), N, d, kvd);
-        o->rope_forward(q, q, a->pos, N, H, hd, c->rope_theta);
-        o->rope_forward(k, k, a->pos, N, KH, hd, c->rope_theta);
-        if ((rc = o->attention_forward(atty, lse, q, k, v, a->mask, B, T, H, KH, hd)) < 0)
+        const s_layer y = s_layer_of(m, l, B, T);
+        o->rmsnorm_forward(y.ln1, y.rstd1, y.x, PW(Lo->ln1), c->rms_norm_eps, N, d);
+        o->linear_forward(y.q, y.ln1, PW(Lo->wq), PB(Lo->bq), N, d, qd);
+        o->linear_forward(y.k, y.ln1, PW(Lo->wk), PB(Lo->bk), N, d, kvd);
+        o->linear_forward(y.v, y.ln1, PW(Lo->wv), PB(Lo->bv), N, d, kvd);
+        o->rope_forward(y.q, y.q, a->pos, N, H, hd, c->rope_theta);
+        o->rope_forward(y.k, y.k, a->pos, N, KH, hd, c->rope_theta);
+        if ((rc = o->attention_forward(y.atty, y.lse, y.q, y.k, y.v, a->mask, B, T, H, KH, hd)) < 0)
             return rc;
-        o->linear_forward(xmid, atty, PW(Lo->wo), NULL, N, qd, d);
-        o->add_inplace(xmid, x, (int64_t)N * d);
-        o->rmsnorm_forward(ln2, a->rstd2 + (size_t)l * N, xmid, PW(Lo->ln2), c->rms_norm_eps,
-                           N, d);
-        o->linear_forward(gate, ln2, PW(Lo->wg), NULL, N, d, I);
-        o->linear_forward(up, ln2, PW(Lo->wu), NULL, N, d, I);
-        o->swiglu_forward(hmid, gate, up, (int64_t)N * I);
-        o->linear_forward(xn, hmid, PW(Lo->wd), NULL, N, I, d);
-        o->add_inplace(xn, xmid, (int64_t)N * d);
+        o->linear_forward(y.xmid, y.atty, PW(Lo->wo), NULL, N, qd, d);
+        o->add_inplace(y.xmid, y.x, (int64_t)N * d);
+        o->rmsnorm_forward(y.ln2, y.rstd2, y.xmid, PW(Lo->ln2), c->rms_norm_eps, N, d);
+        o->linear_forward(y.gate, y.ln2, PW(Lo->wg), NULL, N, d, I);
+        o->linear_forward(y.up, y.ln2, PW(Lo->wu), NULL, N, d, I);
+        o->swiglu_forward(y.hmid, y.gate, y.up, (int64_t)N * I);
+        o->linear_forward(y.xn, y.hmid, PW(Lo->wd), NULL, N, I, d);
+        o->add_inplace(y.xn, y.xmid, (int64_t)N * d);
     }
     o->rmsnorm_forward(a->lnf, a->rstdf, a->x + (size_t)c->num_layers * N * d, PW(m->off_normf),
                        c->rms_norm_eps, N, d);
@@ -486,7 +502,6 @@ int rl_lm_backward(rl_lm *m, const float *dlogp, const float *dentropy, const fl
     int B = m->fB, T = m->fT, N = B * T, d = c->hidden_size, I = c->intermediate_size;
     int H = c->num_heads, KH = c->num_kv_heads, hd = m->hd, qd = m->qd, kvd = m->kvd;
     int V = c->vocab_size;
-    int64_t TT = (int64_t)B * H * T;
     int rc;
 
     /* Gradients w.r.t. the unshifted per-row outputs (dlp, dent, dval are
@@ -517,33 +532,27 @@ int rl_lm_backward(rl_lm *m, const float *dlogp, const float *dentropy, const fl
 
     for (int l = c->num_layers - 1; l >= 0; l--) {
         const rl_lm_layer_off *Lo = &m->layer[l];
-        float *x = a->x + (size_t)l * N * d;
-        float *ln1 = a->ln1 + (size_t)l * N * d, *ln2 = a->ln2 + (size_t)l * N * d;
-        float *q = a->q + (size_t)l * N * qd, *k = a->k + (size_t)l * N * kvd;
-        float *v = a->v + (size_t)l * N * kvd, *lse = a->lse + (size_t)l * TT;
-        float *atty = a->atty + (size_t)l * N * qd, *xmid = a->xmid + (size_t)l * N * d;
-        float *gate = a->gate + (size_t)l * N * I, *up = a->up + (size_t)l * N * I;
-        float *hmid = a->hmid + (size_t)l * N * I;
+        const s_layer y = s_layer_of(m, l, B, T);
         /* dx holds dL/dx_{l+1}; the residual passes it to xmid unchanged. */
         S_COPY(a->dxmid, a->dx, sizeof(float) * (size_t)N * d);
         S_ZERO(a->dh, sizeof(float) * (size_t)N * I);
-        o->linear_backward(a->dh, GW(Lo->wd), NULL, a->dx, hmid, PW(Lo->wd), N, I, d);
+        o->linear_backward(a->dh, GW(Lo->wd), NULL, a->dx, y.hmid, PW(Lo->wd), N, I, d);
         S_ZERO(a->dgate, sizeof(float) * (size_t)N * I);
         S_ZERO(a->dup, sizeof(float) * (size_t)N * I);
-        o->swiglu_backward(a->dgate, a->dup, a->dh, gate, up, (int64_t)N * I);
+        o->swiglu_backward(a->dgate, a->dup, a->dh, y.gate, y.up, (int64_t)N * I);
         S_ZERO(a->dln, sizeof(float) * (size_t)N * d);
-        o->linear_backward(a->dln, GW(Lo->wg), NULL, a->dgate, ln2, PW(Lo->wg), N, d, I);
-        o->linear_backward(a->dln, GW(Lo->wu), NULL, a->dup, ln2, PW(Lo->wu), N, d, I);
-        o->rmsnorm_backward(a->dxmid, GW(Lo->ln2), a->dln, xmid, PW(Lo->ln2),
-                            a->rstd2 + (size_t)l * N, N, d);
+        o->linear_backward(a->dln, GW(Lo->wg), NULL, a->dgate, y.ln2, PW(Lo->wg), N, d, I);
+        o->linear_backward(a->dln, GW(Lo->wu), NULL, a->dup, y.ln2, PW(Lo->wu), N, d, I);
+        o->rmsnorm_backward(a->dxmid, GW(Lo->ln2), a->dln, y.xmid, PW(Lo->ln2),
+                            y.rstd2, N, d);
         /* attention block */
         S_COPY(a->dx, a->dxmid, sizeof(float) * (size_t)N * d);
         S_ZERO(a->datty, sizeof(float) * (size_t)N * qd);
-        o->linear_backward(a->datty, GW(Lo->wo), NULL, a->dxmid, atty, PW(Lo->wo), N, qd, d);
+        o->linear_backward(a->datty, GW(Lo->wo), NULL, a->dxmid, y.atty, PW(Lo->wo), N, qd, d);
         S_ZERO(a->dq, sizeof(float) * (size_t)N * qd);
         S_ZERO(a->dk, sizeof(float) * (size_t)N * kvd);
         S_ZERO(a->dv, sizeof(float) * (size_t)N * kvd);
-        if ((rc = o->attention_backward(a->dq, a->dk, a->dv, a->datty, lse, q, k, v, a->mask, B, T,
+        if ((rc = o->attention_backward(a->dq, a->dk, a->dv, a->datty, y.lse, y.q, y.k, y.v, a->mask, B, T,
                                         H, KH, hd)) < 0)
             return rc;
         /* RoPE backward in place: dq/dk w.r.t. the pre-rotation projections.
@@ -555,11 +564,11 @@ int rl_lm_backward(rl_lm *m, const float *dlogp, const float *dentropy, const fl
         o->rope_backward(a->datty, a->dk, a->pos, N, KH, hd, c->rope_theta);
         S_COPY(a->dk, a->datty, sizeof(float) * (size_t)N * kvd);
         S_ZERO(a->dln, sizeof(float) * (size_t)N * d);
-        o->linear_backward(a->dln, GW(Lo->wq), GB(Lo->bq), a->dq, ln1, PW(Lo->wq), N, d, qd);
-        o->linear_backward(a->dln, GW(Lo->wk), GB(Lo->bk), a->dk, ln1, PW(Lo->wk), N, d, kvd);
-        o->linear_backward(a->dln, GW(Lo->wv), GB(Lo->bv), a->dv, ln1, PW(Lo->wv), N, d, kvd);
-        o->rmsnorm_backward(a->dx, GW(Lo->ln1), a->dln, x, PW(Lo->ln1),
-                            a->rstd1 + (size_t)l * N, N, d);
+        o->linear_backward(a->dln, GW(Lo->wq), GB(Lo->bq), a->dq, y.ln1, PW(Lo->wq), N, d, qd);
+        o->linear_backward(a->dln, GW(Lo->wk), GB(Lo->bk), a->dk, y.ln1, PW(Lo->wk), N, d, kvd);
+        o->linear_backward(a->dln, GW(Lo->wv), GB(Lo->bv), a->dv, y.ln1, PW(Lo->wv), N, d, kvd);
+        o->rmsnorm_backward(a->dx, GW(Lo->ln1), a->dln, y.x, PW(Lo->ln1),
+                            y.rstd1, N, d);
     }
     o->embedding_backward(GW(m->off_embed), a->dx, a->tokens, N, d);
     return cpu ? 0 : rl_device_sync(m->dev);

@@ -1,0 +1,71 @@
+/* ops_elem.h — the formulas of one element (or of the end of one row) that
+ * a CPU kernel and its CUDA twin share, written once (not installed): the C
+ * kernels (optim.c, ops_attn.c) inline them and nvcc compiles them for the
+ * device as well (RL_HD). Each is the expression the kernels computed, in
+ * the same order, so inlining it changes no result.
+ *
+ * Ownership: pure functions of their arguments; pointers are the caller's. */
+#ifndef RLRT_NN_OPS_ELEM_H
+#define RLRT_NN_OPS_ELEM_H
+
+#include <math.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define RL_HD __host__ __device__
+#else
+#define RL_HD
+#endif
+
+/* AdamW's scalars of one step (rl_adamw_scalars_at, optim.h): formed in
+ * double and rounded once to float, as PyTorch does when a Python float
+ * multiplies a float32 tensor. */
+typedef struct rl_adamw_scalars {
+    float decay;       /* 1 − lr·wd */
+    int apply_decay;   /* wd != 0 */
+    float b1, b2, one_b1, one_b2;
+    float neg_step;    /* −lr / (1 − β1^t) */
+    float bc2_sqrt;    /* sqrt(1 − β2^t) */
+    float eps;
+} rl_adamw_scalars;
+
+/* One parameter's AdamW update: *p, *m, *v in place from its gradient g. */
+RL_HD static inline void rl_adamw_elem(const rl_adamw_scalars *s, float *p, float g, float *m, float *v)
+{
+    float pi = *p;
+    if (s->apply_decay)
+        pi = pi * s->decay;
+    float mi = *m * s->b1 + s->one_b1 * g;
+    float vi = *v * s->b2 + s->one_b2 * g * g;
+    float denom = sqrtf(vi) / s->bc2_sqrt + s->eps;
+    *p = pi + s->neg_step * mi / denom; /* torch addcdiv: self + value*t1/t2 */
+    *m = mi;
+    *v = vi;
+}
+
+/* The end of row n of a log-prob forward over logits z (V), with m = max
+ * of z·inv_temp, s = Σ e^(a−m) and sa = Σ e^(a−m)·(a−m) over a = z·inv_temp
+ * (sums in double): lse, the entropy and the log-prob of target y (0 when
+ * y < 0), each where its array is not NULL. */
+RL_HD static inline void rl_logprob_row_end(int n, const float *z, int y, float inv_temp, float m,
+                                            double s, double sa, float *logp, float *entropy, float *lse)
+{
+    double l = m + log(s);
+    if (lse)
+        lse[n] = (float)l;
+    if (entropy)
+        entropy[n] = (float)(log(s) - sa / s);
+    if (logp)
+        logp[n] = y >= 0 ? (float)((double)z[y] * inv_temp - l) : 0.0f;
+}
+
+/* dL/da_j of a log-prob row at a_j with lp = a_j − lse and p = e^lp, for
+ * the gradients gl of the target's log-prob and ge of the entropy H:
+ * d logp/da_j = δ_jy − p_j, dH/da_j = −p_j (lp + H); the δ_jy·gl term is the
+ * caller's. */
+RL_HD static inline float rl_logprob_grad(float gl, float ge, float lp, float p, float H)
+{
+    return -gl * p - ge * p * (lp + H);
+}
+
+#endif
