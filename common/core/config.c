@@ -1094,117 +1094,107 @@ static int s_find_or(const rl_config *c, const char *path, rl_config_node **n, i
     return 1;
 }
 
-int rl_config_get_string(const rl_config *c, const char *path, const char **out)
+/* The node at `path`, which must be a `kind` (`type` names it in the error). */
+static int s_find_kind(const rl_config *c, const char *path, rl_config_kind kind,
+                       rl_config_type type, rl_config_node **n)
+{
+    int rc = s_find(c, path, n);
+    if (!rc && (*n)->kind != kind)
+        rc = s_type_error(*n, type);
+    return rc;
+}
+
+/* One reader for every typed getter: the scalar at `path` read as `type`
+ * into out. With def (the default, `size` bytes) a missing key or a null
+ * value gives the default (the *_or getters); without, a missing key is an
+ * error. */
+static int s_get(const rl_config *c, const char *path, rl_config_type type, const void *def,
+                 size_t size, void *out)
 {
     rl_config_node *n;
-    int rc = s_find(c, path, &n);
-    return rc ? rc : rl_config_node_string(n, out);
+    int rc;
+    if (def) {
+        if (s_find_or(c, path, &n, &rc)) {
+            if (!rc)
+                memcpy(out, def, size);
+            return rc;
+        }
+    } else if ((rc = s_find(c, path, &n))) {
+        return rc;
+    }
+    switch (type) {
+    case RL_CONFIG_T_STRING: return rl_config_node_string(n, out);
+    case RL_CONFIG_T_INT: return rl_config_node_int(n, out);
+    case RL_CONFIG_T_NUMBER: return rl_config_node_double(n, out);
+    default: return rl_config_node_bool(n, out);
+    }
+}
+
+int rl_config_get_string(const rl_config *c, const char *path, const char **out)
+{
+    return s_get(c, path, RL_CONFIG_T_STRING, NULL, 0, out);
 }
 
 int rl_config_get_int(const rl_config *c, const char *path, int64_t *out)
 {
-    rl_config_node *n;
-    int rc = s_find(c, path, &n);
-    return rc ? rc : rl_config_node_int(n, out);
+    return s_get(c, path, RL_CONFIG_T_INT, NULL, 0, out);
 }
 
 int rl_config_get_double(const rl_config *c, const char *path, double *out)
 {
-    rl_config_node *n;
-    int rc = s_find(c, path, &n);
-    return rc ? rc : rl_config_node_double(n, out);
+    return s_get(c, path, RL_CONFIG_T_NUMBER, NULL, 0, out);
 }
 
 int rl_config_get_bool(const rl_config *c, const char *path, int *out)
 {
-    rl_config_node *n;
-    int rc = s_find(c, path, &n);
-    return rc ? rc : rl_config_node_bool(n, out);
+    return s_get(c, path, RL_CONFIG_T_BOOL, NULL, 0, out);
 }
 
 int rl_config_get_string_or(const rl_config *c, const char *path, const char *def,
                             const char **out)
 {
-    rl_config_node *n;
-    int rc;
-    if (s_find_or(c, path, &n, &rc)) {
-        if (!rc)
-            *out = def;
-        return rc;
-    }
-    return rl_config_node_string(n, out);
+    return s_get(c, path, RL_CONFIG_T_STRING, &def, sizeof def, out);
 }
 
-int rl_config_get_int_or(const rl_config *c, const char *path, int64_t def,
-                         int64_t *out)
+int rl_config_get_int_or(const rl_config *c, const char *path, int64_t def, int64_t *out)
 {
-    rl_config_node *n;
-    int rc;
-    if (s_find_or(c, path, &n, &rc)) {
-        if (!rc)
-            *out = def;
-        return rc;
-    }
-    return rl_config_node_int(n, out);
+    return s_get(c, path, RL_CONFIG_T_INT, &def, sizeof def, out);
 }
 
-int rl_config_get_double_or(const rl_config *c, const char *path, double def,
-                            double *out)
+int rl_config_get_double_or(const rl_config *c, const char *path, double def, double *out)
 {
-    rl_config_node *n;
-    int rc;
-    if (s_find_or(c, path, &n, &rc)) {
-        if (!rc)
-            *out = def;
-        return rc;
-    }
-    return rl_config_node_double(n, out);
+    return s_get(c, path, RL_CONFIG_T_NUMBER, &def, sizeof def, out);
 }
 
 int rl_config_get_bool_or(const rl_config *c, const char *path, int def, int *out)
 {
-    rl_config_node *n;
-    int rc;
-    if (s_find_or(c, path, &n, &rc)) {
-        if (!rc)
-            *out = def;
-        return rc;
-    }
-    return rl_config_node_bool(n, out);
+    return s_get(c, path, RL_CONFIG_T_BOOL, &def, sizeof def, out);
 }
 
 int rl_config_list_len(const rl_config *c, const char *path, size_t *out)
 {
     rl_config_node *n;
-    int rc = s_find(c, path, &n);
-    if (rc)
-        return rc;
-    if (n->kind != RL_CONFIG_LIST)
-        return s_type_error(n, RL_CONFIG_T_LIST);
-    *out = n->n;
-    return RL_OK;
+    int rc = s_find_kind(c, path, RL_CONFIG_LIST, RL_CONFIG_T_LIST, &n);
+    if (!rc)
+        *out = n->n;
+    return rc;
 }
 
 int rl_config_map_len(const rl_config *c, const char *path, size_t *out)
 {
     rl_config_node *n;
-    int rc = s_find(c, path, &n);
-    if (rc)
-        return rc;
-    if (n->kind != RL_CONFIG_MAP)
-        return s_type_error(n, RL_CONFIG_T_MAP);
-    *out = n->n;
-    return RL_OK;
+    int rc = s_find_kind(c, path, RL_CONFIG_MAP, RL_CONFIG_T_MAP, &n);
+    if (!rc)
+        *out = n->n;
+    return rc;
 }
 
 int rl_config_map_key(const rl_config *c, const char *path, size_t i, const char **out)
 {
     rl_config_node *n;
-    int rc = s_find(c, path, &n);
+    int rc = s_find_kind(c, path, RL_CONFIG_MAP, RL_CONFIG_T_MAP, &n);
     if (rc)
         return rc;
-    if (n->kind != RL_CONFIG_MAP)
-        return s_type_error(n, RL_CONFIG_T_MAP);
     if (i >= n->n)
         return rl_config_node_error(n, RL_ERANGE, "entry %zu out of range (the map has %zu)",
                                     i, n->n);
@@ -1664,22 +1654,33 @@ nomem:
     return rl_error_set(RL_ENOMEM, "config: out of memory");
 }
 
+/* The value `text` parsed into v stands for, taken out of v (which it
+ * frees): its root, or for blank text an empty scalar (a null value, not
+ * the empty map the parser gives). NULL when out of memory. */
+static rl_config_node *s_take_value(rl_config *v, const char *text, const char *name)
+{
+    rl_config_node *value = v->root;
+    v->root = NULL;
+    rl_config_free(v);
+    if (text[strspn(text, " \t\r\n")] != '\0')
+        return value;
+    s_node_free(value);
+    value = s_node_new(RL_CONFIG_SCALAR, "", name, 1, 1);
+    if (!value || !(value->text = s_strdup(""))) {
+        s_node_free(value);
+        rl_error_set(RL_ENOMEM, "config: out of memory");
+        return NULL;
+    }
+    return value;
+}
+
 int rl_config_set_yaml(rl_config *c, const char *path, const char *yaml)
 {
     rl_config *v = rl_config_parse_string(yaml, strlen(yaml), "<set>");
     if (!v)
         return rl_error_code();
-    rl_config_node *value = v->root;
-    v->root = NULL;
-    rl_config_free(v);
-    /* "" parses as an empty map; as a value it means null. */
-    if (yaml[strspn(yaml, " \t\r\n")] == '\0') {
-        s_node_free(value);
-        value = s_node_new(RL_CONFIG_SCALAR, "", "<set>", 1, 1);
-        if (!value || !(value->text = s_strdup("")))
-            return s_node_free(value), rl_error_set(RL_ENOMEM, "config: out of memory");
-    }
-    return s_put(c, path, value);
+    rl_config_node *value = s_take_value(v, yaml, "<set>");
+    return value ? s_put(c, path, value) : RL_ENOMEM;
 }
 
 /* Strips one pair of matching outer quotes. */
@@ -1714,6 +1715,34 @@ static int s_relocate(rl_config_node *n, const char *where)
             return rc;
     }
     return RL_OK;
+}
+
+/* RL_ECONFIG (message set) unless the parsed override `value` fits the type
+ * of the key's node `old` (a number takes an integer too, and is marked a
+ * number; a map only where the map is open). */
+static int s_override_fits(const rl_config_node *old, rl_config_node *value, const char *kv,
+                           const char *key)
+{
+    rl_config_type want = rl_config_node_type(old), got = rl_config_node_type(value);
+    int ok;
+    switch (want) {
+    case RL_CONFIG_T_NULL: ok = 1; break;
+    case RL_CONFIG_T_NUMBER: ok = got == RL_CONFIG_T_NUMBER || got == RL_CONFIG_T_INT; break;
+    case RL_CONFIG_T_MAP: ok = got == RL_CONFIG_T_MAP && old->open; break;
+    default: ok = got == want;
+    }
+    if (ok && want == RL_CONFIG_T_NUMBER)
+        value->number = 1;
+    if (ok)
+        return RL_OK;
+    char buf[80];
+    if (want == RL_CONFIG_T_MAP && !old->open)
+        return rl_error_set(RL_ECONFIG,
+                            "override %s: '%s' is a map; override its keys one by one "
+                            "(%s.<key>=value)",
+                            kv, key, key);
+    return rl_error_set(RL_ECONFIG, "override %s: expected %s, got %s", kv,
+                        rl_config_type_name(want), s_describe(value, buf, sizeof buf));
 }
 
 int rl_config_override(rl_config *c, const char *kv)
@@ -1758,50 +1787,16 @@ int rl_config_override(rl_config *c, const char *kv)
             return rl_error_set(RL_ENOMEM, "config: out of memory");
         }
         value->quoted = 1;
-        char where[600];
-        snprintf(where, sizeof where, "override %s", kv);
-        int rc = s_relocate(value, where);
-        if (rc) {
+    } else {
+        rl_config *v = rl_config_parse_string(val, strlen(val), "<override>");
+        if (!v)
+            return rl_error_wrap(RL_ECONFIG, "override %s", kv);
+        if (!(value = s_take_value(v, val, "<override>")))
+            return RL_ENOMEM;
+        if (s_override_fits(f.node, value, kv, key)) {
             s_node_free(value);
-            return rc;
+            return RL_ECONFIG;
         }
-        return s_put(c, key, value);
-    }
-    rl_config *v = rl_config_parse_string(val, strlen(val), "<override>");
-    if (!v)
-        return rl_error_wrap(RL_ECONFIG, "override %s", kv);
-    value = v->root;
-    v->root = NULL;
-    rl_config_free(v);
-    if (val[strspn(val, " \t\r\n")] == '\0') {
-        /* An empty value is empty text, not the empty map the parser gives. */
-        s_node_free(value);
-        value = s_node_new(RL_CONFIG_SCALAR, "", "<override>", 1, 1);
-        if (!value || !(value->text = s_strdup("")))
-            return s_node_free(value), rl_error_set(RL_ENOMEM, "config: out of memory");
-    }
-    rl_config_type got = rl_config_node_type(value);
-    int ok;
-    switch (want) {
-    case RL_CONFIG_T_NULL: ok = 1; break;
-    case RL_CONFIG_T_NUMBER: ok = got == RL_CONFIG_T_NUMBER || got == RL_CONFIG_T_INT; break;
-    case RL_CONFIG_T_MAP: ok = got == RL_CONFIG_T_MAP && f.node->open; break;
-    default: ok = got == want;
-    }
-    if (ok && want == RL_CONFIG_T_NUMBER)
-        value->number = 1;
-    if (!ok) {
-        char buf[80];
-        if (want == RL_CONFIG_T_MAP && !f.node->open)
-            rl_error_set(RL_ECONFIG,
-                         "override %s: '%s' is a map; override its keys one by one "
-                         "(%s.<key>=value)",
-                         kv, key, key);
-        else
-            rl_error_set(RL_ECONFIG, "override %s: expected %s, got %s", kv,
-                         rl_config_type_name(want), s_describe(value, buf, sizeof buf));
-        s_node_free(value);
-        return RL_ECONFIG;
     }
     char where[600];
     snprintf(where, sizeof where, "override %s", kv);
