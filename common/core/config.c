@@ -1380,23 +1380,8 @@ typedef struct s_buf {
 
 static void s_buf_put(s_buf *b, const char *s, size_t n)
 {
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
+    if (!b->oom && rl_buf_append(&b->p, &b->len, &b->cap, s, n))
+        b->oom = 1;
 }
 
 static void s_buf_puts(s_buf *b, const char *s) { s_buf_put(b, s, strlen(s)); }

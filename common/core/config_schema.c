@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/core/config_internal.h"
+#include "common/core/util.h"
 #include "rlrt/error.h"
 
 /* ---- declarative reading with ranges -------------------------------------------------------- */
@@ -393,29 +394,10 @@ static void s_put_text(s_text *b, const char *fmt, ...)
     if (b->oom)
         return;
     va_list ap;
-    for (;;) {
-        va_start(ap, fmt);
-        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->oom = 1;
-            return;
-        }
-        if (b->s && b->n + (size_t)k < b->cap) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap <= b->n + (size_t)k)
-            cap *= 2;
-        char *s = realloc(b->s, cap);
-        if (!s) {
-            b->oom = 1;
-            return;
-        }
-        b->s = s;
-        b->cap = cap;
-    }
+    va_start(ap, fmt);
+    if (rl_buf_vprintf(&b->s, &b->n, &b->cap, fmt, ap))
+        b->oom = 1;
+    va_end(ap);
 }
 
 static void s_emit_yaml(const s_tnode *t, int depth, s_text *b)

@@ -264,3 +264,51 @@ int rl_file_write_atomic(const char *path, const void *data, size_t len)
     }
     return rl_afile_commit(&f);
 }
+
+/* Room for `need` bytes in *buf: doubles *cap (from 256) until it fits. */
+static int s_buf_reserve(char **buf, size_t *cap, size_t need)
+{
+    if (*buf && need <= *cap)
+        return RL_OK;
+    size_t c = *cap ? *cap : 256;
+    while (c < need)
+        c *= 2;
+    char *p = realloc(*buf, c);
+    if (!p)
+        return RL_ENOMEM;
+    *buf = p;
+    *cap = c;
+    return RL_OK;
+}
+
+int rl_buf_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n)
+{
+    if (s_buf_reserve(buf, cap, *len + n + 1))
+        return RL_ENOMEM;
+    memcpy(*buf + *len, data, n);
+    *len += n;
+    (*buf)[*len] = '\0';
+    return RL_OK;
+}
+
+int rl_buf_vprintf(char **buf, size_t *len, size_t *cap, const char *fmt, va_list ap)
+{
+    size_t room = *buf ? *cap - *len : 0;
+    va_list aq;
+    va_copy(aq, ap);
+    int k = vsnprintf(room ? *buf + *len : NULL, room, fmt, aq);
+    va_end(aq);
+    if (k >= 0 && (size_t)k >= room) { /* did not fit: grow and write it again */
+        if (s_buf_reserve(buf, cap, *len + (size_t)k + 1) == RL_OK)
+            vsnprintf(*buf + *len, (size_t)k + 1, fmt, ap);
+        else
+            k = -1;
+    }
+    if (k < 0) {
+        if (*buf)
+            (*buf)[*len] = '\0'; /* a cut-off attempt leaves nothing behind */
+        return RL_ENOMEM;
+    }
+    *len += (size_t)k;
+    return RL_OK;
+}

@@ -5,6 +5,7 @@
 #define RLRT_UTIL_H
 
 #include <jansson.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +29,16 @@ int rl_file_rewrite(const char *path, int missing_ok, rl_rewrite_fn copy, void *
 /* "object", "array", "string", "integer", "real", "boolean", "null". */
 const char *rl_json_type_name(const json_t *j);
 
+
+/* ---- growing buffers -------------------------------------------------------
+ * The text (or bytes) every builder appends to: *buf (malloc'd, NULL when
+ * empty) holds *len bytes of *cap, kept NUL-terminated. rl_buf_append adds n
+ * bytes, rl_buf_vprintf formatted text. On an allocation failure (RL_ENOMEM,
+ * no message set: builders keep a failed flag and report once) the buffer
+ * holds what it had. */
+int rl_buf_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n);
+int rl_buf_vprintf(char **buf, size_t *len, size_t *cap, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
 
 /* ---- atomic file writing ----------------------------------------------------
  * rl_file_write_atomic() writes len bytes to a temporary file beside `path`,

@@ -2,6 +2,7 @@
  * rlrt/runtime/health.h. */
 #include "rlrt/runtime/health.h"
 
+#include "common/core/util.h"
 #include "rlrt/error.h"
 
 #include <arpa/inet.h>
@@ -132,29 +133,11 @@ void rl_text_printf(rl_text *t, const char *fmt, ...)
 {
     if (t->failed)
         return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        size_t room = t->cap - t->len;
-        int n = vsnprintf(t->buf ? t->buf + t->len : NULL, t->buf ? room : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            t->failed = 1;
-            return;
-        }
-        if (t->buf && (size_t)n < room) {
-            t->len += (size_t)n;
-            return;
-        }
-        size_t cap = (t->cap ? t->cap * 2 : 4096) + (size_t)n;
-        char *b = realloc(t->buf, cap);
-        if (!b) {
-            t->failed = 1;
-            return;
-        }
-        t->buf = b;
-        t->cap = cap;
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    if (rl_buf_vprintf(&t->buf, &t->len, &t->cap, fmt, ap))
+        t->failed = 1;
+    va_end(ap);
 }
 
 void rl_text_metric(rl_text *t, const char *name, const char *type, const char *help,
