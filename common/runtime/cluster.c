@@ -28,6 +28,18 @@ static const rl_config_node *s_need(const rl_config_node *n, const char *key)
     return c;
 }
 
+/* s_need, and the node must be a `kind` ("expected <what>" otherwise). */
+static const rl_config_node *s_need_kind(const rl_config_node *n, const char *key,
+                                         rl_config_kind kind, const char *what)
+{
+    const rl_config_node *c = s_need(n, key);
+    if (c && rl_config_node_kind(c) != kind) {
+        rl_config_node_error(c, RL_ECONFIG, "expected %s", what);
+        return NULL;
+    }
+    return c;
+}
+
 static int s_copy_string(const rl_config_node *n, char *dst, size_t size)
 {
     const char *s;
@@ -90,11 +102,9 @@ static int s_read_nodes(rl_cluster *cl, const rl_config_node *root)
 {
     static const char *const keys[] = {"name", "address", "gpus", "launch", "ssh", NULL};
     static const char *const ssh_keys[] = {"user", "command", NULL};
-    const rl_config_node *list = s_need(root, "nodes");
+    const rl_config_node *list = s_need_kind(root, "nodes", RL_CONFIG_LIST, "a list of nodes");
     if (!list)
         return RL_ECONFIG;
-    if (rl_config_node_kind(list) != RL_CONFIG_LIST)
-        return rl_config_node_error(list, RL_ECONFIG, "expected a list of nodes");
     size_t n = rl_config_node_len(list);
     if (n == 0)
         return rl_config_node_error(list, RL_ECONFIG, "at least one node is needed");
@@ -327,11 +337,9 @@ static int s_role_name_ok(const char *name)
 
 static int s_read_roles(rl_cluster *cl, const rl_config_node *root)
 {
-    const rl_config_node *roles = s_need(root, "roles");
+    const rl_config_node *roles = s_need_kind(root, "roles", RL_CONFIG_MAP, "a map of roles");
     if (!roles)
         return RL_ECONFIG;
-    if (rl_config_node_kind(roles) != RL_CONFIG_MAP)
-        return rl_config_node_error(roles, RL_ECONFIG, "expected a map of roles");
     size_t n = rl_config_node_len(roles);
     if (n > 1024)
         return rl_config_node_error(roles, RL_ECONFIG, "%zu roles; at most 1024", n);

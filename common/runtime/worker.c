@@ -974,11 +974,9 @@ static void s_on_heartbeat_locked(s_worker *w)
     /* last_send is read off the monotonic clock at the send, so it may be a
      * little ahead of the loop's cached uv_now: no unsigned wrap-around */
     if (now >= w->last_send + (uint64_t)w->opt.heartbeat_ms) {
-        Rl__Envelope env = RL__ENVELOPE__INIT;
-        Rl__Heartbeat hb = RL__HEARTBEAT__INIT;
-        hb.time_ns = uv_hrtime();
-        env.body_case = RL__ENVELOPE__BODY_HEARTBEAT;
-        env.heartbeat = &hb;
+        Rl__Envelope env;
+        Rl__Heartbeat hb;
+        rl_msg_heartbeat(&env, &hb, uv_hrtime());
         s_send(w, &env, NULL);
     }
 }

@@ -18,6 +18,18 @@
 
 static void s_munmap_release(void *data, void *ctx) { munmap(data, (size_t)(uintptr_t)ctx); }
 
+/* s holding data (nbytes), one reference; release(data, ctx) at the last. */
+static rl_storage *s_storage_init(rl_storage *s, void *data, size_t nbytes,
+                                  rl_storage_release_fn release, void *ctx)
+{
+    s->data = data;
+    s->nbytes = nbytes;
+    atomic_init(&s->refcount, 1);
+    s->release = release;
+    s->ctx = ctx;
+    return s;
+}
+
 static rl_storage *s_storage_mmap(rl_storage *s, size_t nbytes)
 {
     size_t len = (nbytes + 4095) & ~(size_t)4095;
@@ -27,12 +39,7 @@ static rl_storage *s_storage_mmap(rl_storage *s, size_t nbytes)
         rl_error_set(RL_ENOMEM, "storage of %zu bytes: out of memory", nbytes);
         return NULL;
     }
-    s->data = data;
-    s->nbytes = nbytes;
-    atomic_init(&s->refcount, 1);
-    s->release = s_munmap_release;
-    s->ctx = (void *)(uintptr_t)len;
-    return s;
+    return s_storage_init(s, data, nbytes, s_munmap_release, (void *)(uintptr_t)len);
 }
 
 rl_storage *rl_storage_new(size_t nbytes)
@@ -49,12 +56,7 @@ rl_storage *rl_storage_new(size_t nbytes)
         return NULL;
     }
     memset(data, 0, alloc ? alloc : 64);
-    s->data = data;
-    s->nbytes = nbytes;
-    atomic_init(&s->refcount, 1);
-    s->release = NULL;
-    s->ctx = NULL;
-    return s;
+    return s_storage_init(s, data, nbytes, NULL, NULL);
 }
 
 rl_storage *rl_storage_wrap(void *data, size_t nbytes, rl_storage_release_fn release, void *ctx)
@@ -64,12 +66,7 @@ rl_storage *rl_storage_wrap(void *data, size_t nbytes, rl_storage_release_fn rel
         rl_error_set(RL_ENOMEM, "storage wrapper: out of memory");
         return NULL;
     }
-    s->data = data;
-    s->nbytes = nbytes;
-    atomic_init(&s->refcount, 1);
-    s->release = release;
-    s->ctx = ctx;
-    return s;
+    return s_storage_init(s, data, nbytes, release, ctx);
 }
 
 void rl_storage_retain(rl_storage *s) { atomic_fetch_add_explicit(&s->refcount, 1, memory_order_relaxed); }
