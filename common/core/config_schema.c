@@ -436,9 +436,9 @@ static int s_check_defaults(const rl_config *tree, const rl_config_section *cons
 rl_config *rl_config_schema_defaults(const rl_config_section *const *sections, size_t n,
                                      const rl_config_default *changes, size_t n_changes)
 {
-    s_tnode *root = calloc(1, sizeof *root);
+    s_tnode *root = rl_zalloc(sizeof *root, "config");
     if (!root)
-        return rl_error_set(RL_ENOMEM, "config: out of memory"), NULL;
+        return NULL;
     int rc = RL_OK;
     for (size_t i = 0; i < n && !rc; i++)
         for (size_t k = 0; k < sections[i]->n_keys && !rc; k++)

@@ -17,6 +17,17 @@ int rl__first_nonfinite(const char *fn, const char *name, const float *arr, int6
     return 0;
 }
 
+int rl__row_overflow(const char *fn, const char *what, int64_t i, int64_t off, int64_t len,
+                     const rl__named_array *in, int n)
+{
+    for (int k = 0; k < n; k++) {
+        int rc = rl__first_nonfinite(fn, in[k].name, in[k].arr, off, len);
+        if (rc)
+            return rc;
+    }
+    return rl_error_set(RL_ENUMERIC, "%s: %s %lld overflows", fn, what, (long long)i);
+}
+
 int rl__mask_inv_sum(const char *fn, const float *mask, int64_t n, double *inv, double *mean)
 {
     int rc = rl__first_nonfinite(fn, "mask", mask, 0, n);

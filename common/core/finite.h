@@ -12,6 +12,20 @@
 int rl__first_nonfinite(const char *fn, const char *name, const float *arr, int64_t off,
                         int64_t len);
 
+/* An input array and its name, for rl__row_overflow. */
+typedef struct rl__named_array {
+    const char *name;
+    const float *arr; /* NULL: not checked */
+} rl__named_array;
+
+/* Why the sum over row i (values off .. off + len of each array) came out
+ * non-finite: the first non-finite value of the arrays, in order, as
+ * rl__first_nonfinite reports it; else (the inputs are finite, the sum
+ * overflowed) RL_ENUMERIC "fn: <what> <i> overflows", what naming the sum
+ * and the row ("step of row", "energy of chunk"). */
+int rl__row_overflow(const char *fn, const char *what, int64_t i, int64_t off, int64_t len,
+                     const rl__named_array *in, int n);
+
 /* The scales of a loss averaged over the valid rows of mask[0 .. n) (the
  * sum in double, in index order; a NULL mask counts n ones): *inv = 1 / Σ
  * mask for the loss and its gradient, 0 when the sum is not > 0; *mean =

@@ -11,6 +11,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+void *rl_zalloc(size_t size, const char *who)
+{
+    void *p = calloc(1, size);
+    if (!p) {
+        if (who)
+            rl_error_set(RL_ENOMEM, "%s: out of memory", who);
+        else
+            rl_error_set(RL_ENOMEM, "out of memory");
+    }
+    return p;
+}
+
 char *rl_file_read_all(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");

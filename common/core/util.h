@@ -26,6 +26,9 @@ int rl_mkdir_p(const char *path);
  * A missing `path` is 0 when missing_ok, RL_EIO otherwise. */
 typedef int (*rl_rewrite_fn)(FILE *in, FILE *out, const char *tmp, void *ctx);
 int rl_file_rewrite(const char *path, int missing_ok, rl_rewrite_fn copy, void *ctx);
+/* calloc(1, size), or NULL with RL_ENOMEM "<who>: out of memory" set
+ * ("out of memory" when who is NULL). */
+void *rl_zalloc(size_t size, const char *who);
 /* "object", "array", "string", "integer", "real", "boolean", "null". */
 const char *rl_json_type_name(const json_t *j);
 

@@ -1,6 +1,7 @@
 /* channel.c — direct data channels and the versioned weight channel
  * (see rlrt/runtime/channel.h). */
 #include "rlrt/runtime/channel.h"
+#include "common/core/util.h"
 #include "rlrt/error.h"
 #include "common/runtime/net.h"
 #include "rlrt/wire.h"
@@ -79,11 +80,9 @@ struct rl_channel {
 /* A channel end bound to `where` (listen) or connected to it. */
 static rl_channel *s_channel_open(const char *where, int listen)
 {
-    rl_channel *ch = calloc(1, sizeof *ch);
-    if (!ch) {
-        rl_error_set(RL_ENOMEM, "channel: out of memory");
+    rl_channel *ch = rl_zalloc(sizeof *ch, "channel");
+    if (!ch)
         return NULL;
-    }
     if (s_sock_open(&ch->ctx, &ch->sock, ZMQ_PAIR, "channel")) {
         rl_channel_free(ch);
         return NULL;
@@ -172,11 +171,9 @@ struct rl_weight_sender {
 
 rl_weight_sender *rl_weight_sender_new(const char *bind, size_t bucket_bytes)
 {
-    rl_weight_sender *s = calloc(1, sizeof *s);
-    if (!s) {
-        rl_error_set(RL_ENOMEM, "weight sender: out of memory");
+    rl_weight_sender *s = rl_zalloc(sizeof *s, "weight sender");
+    if (!s)
         return NULL;
-    }
     s->bucket_bytes = bucket_bytes ? bucket_bytes : (size_t)4 << 20;
     if (s_sock_open(&s->ctx, &s->sock, ZMQ_ROUTER, "weight sender")) {
         rl_weight_sender_free(s);

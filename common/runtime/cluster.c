@@ -2,6 +2,7 @@
  * rlrt/runtime/cluster.h). */
 #include "rlrt/runtime/cluster.h"
 
+#include "common/core/util.h"
 #include "rlrt/error.h"
 
 #include <stdio.h>
@@ -515,9 +516,9 @@ rl_cluster *rl_cluster_from_config(const rl_config *c)
     static const char *const keys[] = {"driver", "heartbeat", "restart", "limits", "http",
                                        "security", "external_wait_timeout_s", "nodes", "roles",
                                        NULL};
-    rl_cluster *cl = calloc(1, sizeof *cl);
+    rl_cluster *cl = rl_zalloc(sizeof *cl, "cluster");
     if (!cl)
-        return rl_error_set(RL_ENOMEM, "cluster: out of memory"), NULL;
+        return NULL;
     snprintf(cl->file, sizeof cl->file, "%s", rl_config_name(c));
     cl->heartbeat_interval_s = 1.0;
     cl->heartbeat_liveness = 3;

@@ -2,6 +2,7 @@
  * rlrt/runtime/collective.h). */
 #include "rlrt/runtime/collective.h"
 
+#include "common/core/util.h"
 #include "rlrt/error.h"
 #include "common/runtime/net.h"
 
@@ -397,11 +398,10 @@ rl_comm *rl_comm_init_rank(const rl_comm_id *id, int world, int rank, const rl_c
     char nonce[17], id_ep[S_EP_MAX + 1];
     if (s_id_fields(id->bytes, nonce, id_ep))
         return NULL;
-    rl_comm *c = calloc(1, sizeof *c);
-    if (c)
-        atomic_init(&c->refs, 0);
+    rl_comm *c = rl_zalloc(sizeof *c, "comm");
     if (!c)
-        return rl_error_set(RL_ENOMEM, "comm: out of memory"), NULL;
+        return NULL;
+    atomic_init(&c->refs, 0);
     c->rank = rank;
     c->world = world;
     c->timeout_ms = o.timeout_s * 1000 > 2e9 ? 2000000000 : (int)(o.timeout_s * 1000);

@@ -80,11 +80,9 @@ rl_http *rl_http_start(const char *bind, int port, rl_http_fn fn, void *arg)
         rl_error_set(RL_EINVAL, "http: bind address '%s' is not an IPv4 address", host);
         return NULL;
     }
-    rl_http *h = calloc(1, sizeof *h);
-    if (!h) {
-        rl_error_set(RL_ENOMEM, "http: out of memory");
+    rl_http *h = rl_zalloc(sizeof *h, "http");
+    if (!h)
         return NULL;
-    }
     h->fn = fn;
     h->arg = arg;
     /* epoll or poll (MHD_USE_AUTO): select() cannot watch a descriptor >= 1024, and a

@@ -89,11 +89,9 @@ rl_libero_renderer *rl_libero_renderer_new(const rl_libero_task *t, const char *
                      t->m->vis.global.offwidth, t->m->vis.global.offheight);
         return NULL;
     }
-    rl_libero_renderer *r = calloc(1, sizeof *r);
-    if (!r) {
-        rl_error_set(RL_ENOMEM, "out of memory");
+    rl_libero_renderer *r = rl_zalloc(sizeof *r, NULL);
+    if (!r)
         return NULL;
-    }
     r->t = t;
     r->w = width;
     r->h = height;

@@ -1,5 +1,6 @@
 /* tensor.c — refcounted storage and tensor views (see rlrt/tensor.h). */
 #include "rlrt/tensor.h"
+#include "common/core/util.h"
 #include "rlrt/error.h"
 
 #include <stdint.h>
@@ -104,11 +105,9 @@ int rl_shape_numel(int ndim, const int64_t *shape, int64_t *numel)
 static rl_tensor *s_tensor_alloc(rl_storage *storage, size_t offset, rl_dtype dtype, int ndim,
                                  const int64_t *shape, int64_t numel)
 {
-    rl_tensor *t = calloc(1, sizeof *t);
-    if (!t) {
-        rl_error_set(RL_ENOMEM, "tensor: out of memory");
+    rl_tensor *t = rl_zalloc(sizeof *t, "tensor");
+    if (!t)
         return NULL;
-    }
     t->storage = storage;
     t->offset = offset;
     t->dtype = dtype;

@@ -64,11 +64,8 @@ int rl_flow_ipo_loss(const float *v_theta, const float *target,
             rowm += m * acc;
         }
         if (!isfinite(row)) {
-            if ((rc = rl__first_nonfinite(fn, "v_theta", v_theta, i * d, d)) ||
-                (rc = rl__first_nonfinite(fn, "target", target, i * d, d)))
-                return rc;
-            return rl_error_set(RL_ENUMERIC, "%s: squared error of chunk %lld overflows", fn,
-                                (long long)i);
+            const rl__named_array in[] = {{"v_theta", v_theta}, {"target", target}};
+            return rl__row_overflow(fn, "squared error of chunk", i, i * d, d, in, 2);
         }
         all += row;
         lsum += rowm;
@@ -330,12 +327,8 @@ int rl_flow_sar_loss(const float *v_theta, const float *v_old, const float *u,
             for (int64_t i = i0; i < i1; i++) {
                 if (isfinite(srr[i - i0] + srd[i - i0] + sdd[i - i0]))
                     continue;
-                if ((rc = rl__first_nonfinite(fn, "v_theta", v_theta, i * d, d)) ||
-                    (rc = rl__first_nonfinite(fn, "v_old", v_old, i * d, d)) ||
-                    (rc = rl__first_nonfinite(fn, "u", u, i * d, d)))
-                    return rc;
-                return rl_error_set(RL_ENUMERIC, "%s: energy of chunk %lld overflows", fn,
-                                    (long long)i);
+                const rl__named_array in[] = {{"v_theta", v_theta}, {"v_old", v_old}, {"u", u}};
+                return rl__row_overflow(fn, "energy of chunk", i, i * d, d, in, 3);
             }
         }
         /* With r = v_old − u and δ = v_θ − v_old, v± − u = r ± β·δ, so
