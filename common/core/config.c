@@ -1372,25 +1372,13 @@ rl_config *rl_config_merge(const rl_config *base, const rl_config *over)
 
 /* ---- serialisation ----------------------------------------------------------------------- */
 
-typedef struct s_buf {
-    char *p;
-    size_t len, cap;
-    int oom;
-} s_buf;
-
-static void s_buf_put(s_buf *b, const char *s, size_t n)
-{
-    if (!b->oom && rl_buf_append(&b->p, &b->len, &b->cap, s, n))
-        b->oom = 1;
-}
-
-static void s_buf_puts(s_buf *b, const char *s) { s_buf_put(b, s, strlen(s)); }
+static void s_puts(rl_text *b, const char *s) { rl_text_put(b, s, strlen(s)); }
 
 static int s_yaml_write(void *data, unsigned char *buffer, size_t size)
 {
-    s_buf *b = data;
-    s_buf_put(b, (const char *)buffer, size);
-    return !b->oom;
+    rl_text *b = data;
+    rl_text_put(b, buffer, size);
+    return !b->failed;
 }
 
 static int s_emit_node(yaml_emitter_t *e, const rl_config_node *n)
@@ -1438,7 +1426,7 @@ char *rl_config_to_yaml(const rl_config *c, const char *path)
         return NULL;
     yaml_emitter_t e;
     yaml_event_t ev;
-    s_buf b = {0};
+    rl_text b = {0};
     if (!yaml_emitter_initialize(&e))
         return rl_error_set(RL_ENOMEM, "config: out of memory"), NULL;
     yaml_emitter_set_output(&e, s_yaml_write, &b);
@@ -1453,14 +1441,14 @@ char *rl_config_to_yaml(const rl_config *c, const char *path)
              yaml_stream_end_event_initialize(&ev) && yaml_emitter_emit(&e, &ev);
     const char *problem = e.problem;
     yaml_emitter_delete(&e);
-    if (!ok || b.oom) {
-        free(b.p);
-        if (b.oom)
+    if (!ok || b.failed) {
+        free(b.buf);
+        if (b.failed)
             return rl_error_set(RL_ENOMEM, "config: out of memory"), NULL;
         return rl_error_set(RL_EINVAL, "%s: cannot write YAML: %s", c->name,
                             problem ? problem : "emitter error"), NULL;
     }
-    return b.p;
+    return b.buf;
 }
 
 static int s_is_json_number(const char *t)
@@ -1494,61 +1482,61 @@ static int s_is_json_number(const char *t)
     return *p == '\0';
 }
 
-static void s_json_string(s_buf *b, const char *s)
+static void s_json_string(rl_text *b, const char *s)
 {
-    s_buf_put(b, "\"", 1);
+    rl_text_put(b, "\"", 1);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         char esc[8];
         switch (*p) {
-        case '"': s_buf_puts(b, "\\\""); break;
-        case '\\': s_buf_puts(b, "\\\\"); break;
-        case '\n': s_buf_puts(b, "\\n"); break;
-        case '\t': s_buf_puts(b, "\\t"); break;
-        case '\r': s_buf_puts(b, "\\r"); break;
+        case '"': s_puts(b, "\\\""); break;
+        case '\\': s_puts(b, "\\\\"); break;
+        case '\n': s_puts(b, "\\n"); break;
+        case '\t': s_puts(b, "\\t"); break;
+        case '\r': s_puts(b, "\\r"); break;
         default:
             if (*p < 0x20) {
                 snprintf(esc, sizeof esc, "\\u%04x", *p);
-                s_buf_puts(b, esc);
+                s_puts(b, esc);
             } else {
-                s_buf_put(b, (const char *)p, 1);
+                rl_text_put(b, p, 1);
             }
         }
     }
-    s_buf_put(b, "\"", 1);
+    rl_text_put(b, "\"", 1);
 }
 
-static void s_json_node(s_buf *b, const rl_config_node *n)
+static void s_json_node(rl_text *b, const rl_config_node *n)
 {
     if (n->kind == RL_CONFIG_SCALAR) {
         rl_config_type t = rl_config_node_type(n);
         int64_t iv;
         if (t == RL_CONFIG_T_NULL) {
-            s_buf_puts(b, "null");
+            s_puts(b, "null");
         } else if (t == RL_CONFIG_T_BOOL) {
-            s_buf_puts(b, s_parse_bool(n->text) ? "true" : "false");
+            s_puts(b, s_parse_bool(n->text) ? "true" : "false");
         } else if (t == RL_CONFIG_T_INT && s_parse_int(n->text, &iv) == 0) {
             char num[32];
             snprintf(num, sizeof num, "%lld", (long long)iv); /* hex → decimal */
-            s_buf_puts(b, num);
+            s_puts(b, num);
         } else if ((t == RL_CONFIG_T_INT || t == RL_CONFIG_T_NUMBER) &&
                    s_is_json_number(n->text)) {
-            s_buf_puts(b, n->text);
+            s_puts(b, n->text);
         } else {
             s_json_string(b, n->text);
         }
         return;
     }
-    s_buf_puts(b, n->kind == RL_CONFIG_LIST ? "[" : "{");
+    s_puts(b, n->kind == RL_CONFIG_LIST ? "[" : "{");
     for (size_t i = 0; i < n->n; i++) {
         if (i)
-            s_buf_puts(b, ",");
+            s_puts(b, ",");
         if (n->kind == RL_CONFIG_MAP) {
             s_json_string(b, n->keys[i]);
-            s_buf_puts(b, ":");
+            s_puts(b, ":");
         }
         s_json_node(b, n->items[i]);
     }
-    s_buf_puts(b, n->kind == RL_CONFIG_LIST ? "]" : "}");
+    s_puts(b, n->kind == RL_CONFIG_LIST ? "]" : "}");
 }
 
 char *rl_config_to_json(const rl_config *c, const char *path)
@@ -1556,13 +1544,13 @@ char *rl_config_to_json(const rl_config *c, const char *path)
     rl_config_node *n;
     if (s_find(c, path, &n))
         return NULL;
-    s_buf b = {0};
+    rl_text b = {0};
     s_json_node(&b, n);
-    if (b.oom) {
-        free(b.p);
+    if (b.failed) {
+        free(b.buf);
         return rl_error_set(RL_ENOMEM, "config: out of memory"), NULL;
     }
-    return b.p;
+    return b.buf;
 }
 
 /* ---- setting values ------------------------------------------------------------------------ */

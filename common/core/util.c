@@ -3,6 +3,7 @@
 #include "rlrt/error.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -277,50 +278,62 @@ int rl_file_write_atomic(const char *path, const void *data, size_t len)
     return rl_afile_commit(&f);
 }
 
-/* Room for `need` bytes in *buf: doubles *cap (from 256) until it fits. */
-static int s_buf_reserve(char **buf, size_t *cap, size_t need)
+/* Room for `need` bytes: doubles cap (from 256) until it fits. */
+static int s_text_reserve(rl_text *t, size_t need)
 {
-    if (*buf && need <= *cap)
+    if (t->buf && need <= t->cap)
         return RL_OK;
-    size_t c = *cap ? *cap : 256;
+    size_t c = t->cap ? t->cap : 256;
     while (c < need)
         c *= 2;
-    char *p = realloc(*buf, c);
+    char *p = realloc(t->buf, c);
     if (!p)
         return RL_ENOMEM;
-    *buf = p;
-    *cap = c;
+    t->buf = p;
+    t->cap = c;
     return RL_OK;
 }
 
-int rl_buf_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n)
+void rl_text_put(rl_text *t, const void *data, size_t n)
 {
-    if (s_buf_reserve(buf, cap, *len + n + 1))
-        return RL_ENOMEM;
-    memcpy(*buf + *len, data, n);
-    *len += n;
-    (*buf)[*len] = '\0';
-    return RL_OK;
+    if (t->failed || (t->failed = s_text_reserve(t, t->len + n + 1) != RL_OK))
+        return;
+    memcpy(t->buf + t->len, data, n);
+    t->len += n;
+    t->buf[t->len] = '\0';
 }
 
-int rl_buf_vprintf(char **buf, size_t *len, size_t *cap, const char *fmt, va_list ap)
+void rl_text_printf(rl_text *t, const char *fmt, ...)
 {
-    size_t room = *buf ? *cap - *len : 0;
-    va_list aq;
-    va_copy(aq, ap);
-    int k = vsnprintf(room ? *buf + *len : NULL, room, fmt, aq);
-    va_end(aq);
+    if (t->failed)
+        return;
+    size_t room = t->buf ? t->cap - t->len : 0;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(room ? t->buf + t->len : NULL, room, fmt, ap);
+    va_end(ap);
     if (k >= 0 && (size_t)k >= room) { /* did not fit: grow and write it again */
-        if (s_buf_reserve(buf, cap, *len + (size_t)k + 1) == RL_OK)
-            vsnprintf(*buf + *len, (size_t)k + 1, fmt, ap);
-        else
+        if (s_text_reserve(t, t->len + (size_t)k + 1) == RL_OK) {
+            va_start(ap, fmt);
+            vsnprintf(t->buf + t->len, (size_t)k + 1, fmt, ap);
+            va_end(ap);
+        } else {
             k = -1;
+        }
     }
     if (k < 0) {
-        if (*buf)
-            (*buf)[*len] = '\0'; /* a cut-off attempt leaves nothing behind */
-        return RL_ENOMEM;
+        if (t->buf)
+            t->buf[t->len] = '\0'; /* a cut-off attempt leaves nothing behind */
+        t->failed = 1;
+        return;
     }
-    *len += (size_t)k;
-    return RL_OK;
+    t->len += (size_t)k;
+}
+
+void rl_text_metric(rl_text *t, const char *name, const char *type, const char *help,
+                    const char *labels, double value)
+{
+    if (help)
+        rl_text_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    rl_text_printf(t, "%s{%s} %.17g\n", name, labels, value);
 }

@@ -5,7 +5,6 @@
 #define RLRT_UTIL_H
 
 #include <jansson.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,15 +32,24 @@ void *rl_zalloc(size_t size, const char *who);
 const char *rl_json_type_name(const json_t *j);
 
 
-/* ---- growing buffers -------------------------------------------------------
- * The text (or bytes) every builder appends to: *buf (malloc'd, NULL when
- * empty) holds *len bytes of *cap, kept NUL-terminated. rl_buf_append adds n
- * bytes, rl_buf_vprintf formatted text. On an allocation failure (RL_ENOMEM,
- * no message set: builders keep a failed flag and report once) the buffer
- * holds what it had. */
-int rl_buf_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n);
-int rl_buf_vprintf(char **buf, size_t *len, size_t *cap, const char *fmt, va_list ap)
-    __attribute__((format(printf, 4, 0)));
+/* ---- growing text ----------------------------------------------------------
+ * The buffer every text (or byte) builder appends to: buf (malloc'd, NULL
+ * while empty) holds len bytes of cap, kept NUL-terminated. On an
+ * allocation failure the buffer keeps what it had and `failed` is set, and
+ * later appends do nothing: the builder checks `failed` once at the end
+ * (and frees buf either way). Start from rl_text t = {0}. */
+typedef struct rl_text {
+    char *buf;
+    size_t len, cap;
+    int failed;
+} rl_text;
+
+void rl_text_put(rl_text *t, const void *data, size_t n);
+void rl_text_printf(rl_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* One Prometheus sample with its HELP/TYPE header when `help` is non-NULL:
+ * name{labels} value. */
+void rl_text_metric(rl_text *t, const char *name, const char *type, const char *help,
+                    const char *labels, double value);
 
 /* ---- atomic file writing ----------------------------------------------------
  * rl_file_write_atomic() writes len bytes to a temporary file beside `path`,

@@ -8,7 +8,6 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,21 +126,3 @@ uint64_t rl_sd_watchdog_usec(void)
     return sd_watchdog_enabled(0, &usec) > 0 ? usec : 0;
 }
 
-void rl_text_printf(rl_text *t, const char *fmt, ...)
-{
-    if (t->failed)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    if (rl_buf_vprintf(&t->buf, &t->len, &t->cap, fmt, ap))
-        t->failed = 1;
-    va_end(ap);
-}
-
-void rl_text_metric(rl_text *t, const char *name, const char *type, const char *help,
-                    const char *labels, double value)
-{
-    if (help)
-        rl_text_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-    rl_text_printf(t, "%s{%s} %.17g\n", name, labels, value);
-}

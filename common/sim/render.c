@@ -191,17 +191,9 @@ int rl_libero_render(rl_libero_renderer *r, const rl_libero_env *e, unsigned cha
     return RL_OK;
 }
 
-typedef struct s_membuf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} s_membuf;
-
 static void s_mem_write(png_structp png, png_bytep data, png_size_t len)
 {
-    s_membuf *b = png_get_io_ptr(png);
-    if (!b->oom && rl_buf_append(&b->p, &b->n, &b->cap, data, len))
-        b->oom = 1;
+    rl_text_put(png_get_io_ptr(png), data, len);
 }
 
 static void s_mem_flush(png_structp png)
@@ -214,14 +206,14 @@ int rl_png_encode_strip(const unsigned char *const *frames, int n, int width, in
 {
     if (!frames || !out || !len || n < 1 || width < 1 || height < 1 || (long long)n * width > 100000)
         return rl_error_set(RL_EINVAL, "png strip: bad arguments (%d frames of %dx%d)", n, width, height);
-    s_membuf b = {0};
+    rl_text b = {0};
     png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
     png_infop info = png ? png_create_info_struct(png) : NULL;
     unsigned char *line = malloc((size_t)n * (size_t)width * 3);
     if (!png || !info || !line || setjmp(png_jmpbuf(png))) {
         png_destroy_write_struct(&png, &info);
         free(line);
-        free(b.p);
+        free(b.buf);
         return rl_error_set(RL_ENOMEM, "png strip: libpng failed");
     }
     png_set_write_fn(png, &b, s_mem_write, s_mem_flush);
@@ -237,12 +229,12 @@ int rl_png_encode_strip(const unsigned char *const *frames, int n, int width, in
     png_write_end(png, NULL);
     png_destroy_write_struct(&png, &info);
     free(line);
-    if (b.oom) {
-        free(b.p);
+    if (b.failed) {
+        free(b.buf);
         return rl_error_set(RL_ENOMEM, "png strip: out of memory");
     }
-    *out = (unsigned char *)b.p;
-    *len = b.n;
+    *out = (unsigned char *)b.buf;
+    *len = b.len;
     return RL_OK;
 }
 
