@@ -10,6 +10,7 @@
 
 #include "rlrt/rlrt.h"
 #include "driver/recipe.h"
+#include "driver/recipes/phases.h"
 #include "common/schema/trainer.h"
 #include "rlrt/error.h"
 #include "rlrt/log.h"
@@ -289,7 +290,7 @@ int main(int argc, char **argv)
         status = 1;
     } else {
         rl_log_info("all workers ready (job %s); running %s", rl_driver_job_id(d), recipe->name);
-        int rc = recipe->run(d, job);
+        int rc = recipe->loop ? rl_recipe_run(d, job, recipe->loop) : recipe->run(d, job);
         if (rl_driver_interrupted(d)) {
             rl_log_info("interrupted: shutting down cleanly");
         } else if (rc) {

@@ -26,8 +26,11 @@ typedef struct rl_recipe {
     /* Optional: completes the job tree before the workers start (they get
      * it in CONFIGURE), e.g. model.vocab_size from the tokenizer. */
     int (*prepare)(rl_config *job);
-    /* Returns 0 when the recipe succeeded; an error code (message set)
-     * otherwise. Must return promptly once rl_driver_interrupted(d). */
+    /* A training recipe's trainer loop (driver/recipes/phases.h), which
+     * rl-driver runs with rl_recipe_run; or (loop NULL) `run`, the whole
+     * job: 0 when the recipe succeeded, an error code (message set)
+     * otherwise. Either must return promptly once rl_driver_interrupted(d). */
+    const struct rl_recipe_loop *loop;
     int (*run)(rl_driver *d, const rl_config *job);
 } rl_recipe;
 

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "common/core/finite.h"
 #include "rlrt/error.h"
 
 /* ---- shared helpers --------------------------------------------------------- */
@@ -22,6 +23,14 @@ static int s_check_bt(const char *fn, int64_t B, int64_t T)
         return rl_error_set(RL_ESHAPE, "%s: B*T overflows (B=%lld, T=%lld)", fn,
                             (long long)B, (long long)T);
     return RL_OK;
+}
+
+/* NULL pointers (ptrs_ok = 0) are RL_EINVAL; then the shape check. */
+static int s_check_args(const char *fn, int ptrs_ok, int64_t B, int64_t T)
+{
+    if (!ptrs_ok)
+        return rl_error_set(RL_EINVAL, "%s: NULL argument", fn);
+    return s_check_bt(fn, B, T);
 }
 
 /* First non-finite value of x at a valid position (row-major), or mask
@@ -81,17 +90,10 @@ int rl_group_runs(const int64_t *group, int64_t B, int64_t *perm,
 /* Per-row sums of x over all T (the verl score); RL_ENUMERIC on NaN/Inf. */
 static int s_row_scores(const char *fn, const float *x, int64_t B, int64_t T, double *s)
 {
+    rl__row_sums(x, B, T, s);
     int bad = 0;
-#pragma omp parallel for schedule(static) reduction(| : bad)
-    for (int64_t b = 0; b < B; b++) {
-        const float *r = x + b * T;
-        double acc = 0.0;
-#pragma omp simd reduction(+ : acc)
-        for (int64_t t = 0; t < T; t++)
-            acc += r[t];
-        s[b] = acc;
-        bad |= !isfinite(acc);
-    }
+    for (int64_t b = 0; b < B; b++)
+        bad |= !isfinite(s[b]);
     if (!bad)
         return RL_OK;
     for (int64_t i = 0; i < B * T; i++)
@@ -208,9 +210,7 @@ static int s_whiten(const char *fn, float *x, const float *mask, int64_t B, int6
 int rl_masked_whiten(const float *x, const float *mask, int64_t B, int64_t T, float *out)
 {
     const char *fn = "rl_masked_whiten";
-    if (!x || !mask || !out)
-        return rl_error_set(RL_EINVAL, "%s: NULL argument", fn);
-    int rc = s_check_bt(fn, B, T);
+    int rc = s_check_args(fn, x && mask && out, B, T);
     if (rc)
         return rc;
     int bad = 0;
@@ -234,9 +234,7 @@ int rl_adv_gae(const float *rewards, const float *values, const float *mask, int
                int64_t T, double gamma, double lam, int whiten, float *adv, float *ret)
 {
     const char *fn = "rl_adv_gae";
-    if (!rewards || !values || !mask || !adv || !ret)
-        return rl_error_set(RL_EINVAL, "%s: NULL argument", fn);
-    int rc = s_check_bt(fn, B, T);
+    int rc = s_check_args(fn, rewards && values && mask && adv && ret, B, T);
     if (rc)
         return rc;
     if (!isfinite(gamma) || !isfinite(lam))
@@ -326,120 +324,103 @@ static int s_outcome(const char *fn, s_outcome_kind kind, const float *token_rew
     return RL_OK;
 }
 
-static int s_outcome_args(const char *fn, const float *r, const float *mask,
-                          const int64_t *group, int64_t B, int64_t T, const float *adv)
+/* The outcome estimators end to end: arguments, the per-row scalar, its
+ * broadcast over the valid tokens, and (REINFORCE++-baseline) whitening. */
+static int s_outcome_adv(const char *fn, s_outcome_kind kind, const float *token_rewards,
+                         const float *mask, const int64_t *group, int64_t B, int64_t T,
+                         double eps, int norm_by_std, float *adv, float *scores_out)
 {
-    if (!r || !mask || !group || !adv)
-        return rl_error_set(RL_EINVAL, "%s: NULL argument", fn);
-    return s_check_bt(fn, B, T);
+    int rc = s_check_args(fn, token_rewards && mask && group && adv, B, T);
+    if (rc)
+        return rc;
+    if (kind == S_GRPO && (!(eps >= 0.0) || !isfinite(eps)))
+        return rl_error_set(RL_EINVAL, "%s: eps=%g must be finite and >= 0", fn, eps);
+    double *a = malloc((size_t)(B > 0 ? B : 1) * sizeof *a);
+    if (!a)
+        return rl_error_set(RL_ENOMEM, "%s: %lld rows", fn, (long long)B);
+    rc = s_outcome(fn, kind, token_rewards, group, B, T, eps, norm_by_std, a);
+    if (!rc)
+        rc = s_broadcast(fn, a, mask, B, T, adv);
+    if (!rc && scores_out)
+        for (int64_t b = 0; b < B; b++)
+            scores_out[b] = (float)a[b];
+    if (!rc && kind == S_RPP_BASE)
+        rc = s_whiten(fn, adv, mask, B, T);
+    free(a);
+    return rc;
 }
 
 int rl_adv_grpo(const float *token_rewards, const float *mask, const int64_t *group,
                 int64_t B, int64_t T, double eps, int norm_by_std, float *adv,
                 float *scores_out)
 {
-    const char *fn = "rl_adv_grpo";
-    int rc = s_outcome_args(fn, token_rewards, mask, group, B, T, adv);
-    if (rc)
-        return rc;
-    if (!(eps >= 0.0) || !isfinite(eps))
-        return rl_error_set(RL_EINVAL, "%s: eps=%g must be finite and >= 0", fn, eps);
-    double *a = malloc((size_t)(B > 0 ? B : 1) * sizeof *a);
-    if (!a)
-        return rl_error_set(RL_ENOMEM, "%s: %lld rows", fn, (long long)B);
-    rc = s_outcome(fn, S_GRPO, token_rewards, group, B, T, eps, norm_by_std, a);
-    if (!rc)
-        rc = s_broadcast(fn, a, mask, B, T, adv);
-    if (!rc && scores_out)
-        for (int64_t b = 0; b < B; b++)
-            scores_out[b] = (float)a[b];
-    free(a);
-    return rc;
+    return s_outcome_adv("rl_adv_grpo", S_GRPO, token_rewards, mask, group, B, T, eps,
+                         norm_by_std, adv, scores_out);
 }
 
 int rl_adv_rloo(const float *token_rewards, const float *mask, const int64_t *group,
                 int64_t B, int64_t T, float *adv)
 {
-    const char *fn = "rl_adv_rloo";
-    int rc = s_outcome_args(fn, token_rewards, mask, group, B, T, adv);
-    if (rc)
-        return rc;
-    double *a = malloc((size_t)(B > 0 ? B : 1) * sizeof *a);
-    if (!a)
-        return rl_error_set(RL_ENOMEM, "%s: %lld rows", fn, (long long)B);
-    rc = s_outcome(fn, S_RLOO, token_rewards, group, B, T, 0.0, 0, a);
-    if (!rc)
-        rc = s_broadcast(fn, a, mask, B, T, adv);
-    free(a);
-    return rc;
+    return s_outcome_adv("rl_adv_rloo", S_RLOO, token_rewards, mask, group, B, T, 0.0, 0, adv,
+                         NULL);
 }
 
 int rl_adv_reinforce_pp_baseline(const float *token_rewards, const float *mask,
                                  const int64_t *group, int64_t B, int64_t T, float *adv)
 {
-    const char *fn = "rl_adv_reinforce_pp_baseline";
-    int rc = s_outcome_args(fn, token_rewards, mask, group, B, T, adv);
-    if (rc)
-        return rc;
-    double *a = malloc((size_t)(B > 0 ? B : 1) * sizeof *a);
-    if (!a)
-        return rl_error_set(RL_ENOMEM, "%s: %lld rows", fn, (long long)B);
-    rc = s_outcome(fn, S_RPP_BASE, token_rewards, group, B, T, 0.0, 0, a);
-    if (!rc)
-        rc = s_broadcast(fn, a, mask, B, T, adv);
-    if (!rc)
-        rc = s_whiten(fn, adv, mask, B, T);
-    free(a);
-    return rc;
+    return s_outcome_adv("rl_adv_reinforce_pp_baseline", S_RPP_BASE, token_rewards, mask, group,
+                         B, T, 0.0, 0, adv, NULL);
+}
+
+/* Discounted returns right to left over the valid tokens: REINFORCE++
+ * (reset = 1) restarts the return at a masked position, as verl does (it
+ * stores r_t + γ·G there and then resets; the stored value is masked away,
+ * so only the reset matters); the cumulative returns (reset = 0) weigh each
+ * reward by its mask and decay the return through masked positions. */
+static int s_returns(const char *fn, const char *xname, const float *rewards, const float *mask,
+                     int64_t B, int64_t T, double gamma, int reset, float *out, float *ret)
+{
+    if (!isfinite(gamma))
+        return rl_error_set(RL_EINVAL, "%s: gamma=%g must be finite", fn, gamma);
+    int bad = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad)
+    for (int64_t b = 0; b < B; b++) {
+        const float *r = rewards + b * T, *m = mask + b * T;
+        float *o = out + b * T;
+        double run = 0.0, chk = 0.0;
+        for (int64_t t = T - 1; t >= 0; t--) {
+            double mt = m[t];
+            chk += mt * 0.0;
+            if (mt != 0.0) {
+                chk += (double)r[t] * 0.0;
+                run = reset ? r[t] + gamma * run : r[t] * mt + gamma * run;
+            } else {
+                run = reset ? 0.0 : gamma * run;
+            }
+            o[t] = (float)(run * mt);
+            if (ret)
+                ret[b * T + t] = o[t];
+        }
+        bad |= !isfinite(chk);
+    }
+    return bad ? s_report_bad(fn, xname, rewards, mask, B, T) : RL_OK;
 }
 
 int rl_adv_reinforce_pp(const float *token_rewards, const float *mask, int64_t B,
                         int64_t T, double gamma, float *adv, float *ret)
 {
     const char *fn = "rl_adv_reinforce_pp";
-    if (!token_rewards || !mask || !adv)
-        return rl_error_set(RL_EINVAL, "%s: NULL argument", fn);
-    int rc = s_check_bt(fn, B, T);
-    if (rc)
-        return rc;
-    if (!isfinite(gamma))
-        return rl_error_set(RL_EINVAL, "%s: gamma=%g must be finite", fn, gamma);
-    int bad = 0;
-#pragma omp parallel for schedule(static) reduction(| : bad)
-    for (int64_t b = 0; b < B; b++) {
-        const float *r = token_rewards + b * T, *m = mask + b * T;
-        float *a = adv + b * T;
-        double run = 0.0, chk = 0.0;
-        for (int64_t t = T - 1; t >= 0; t--) {
-            chk += (double)m[t] * 0.0;
-            if (m[t] != 0.0f) {
-                chk += (double)r[t] * 0.0;
-                run = r[t] + gamma * run;
-                a[t] = (float)(run * m[t]);
-            } else {
-                /* verl stores r_t + γ·G at a masked position and then resets
-                 * the running return; the stored value is masked away, so
-                 * only the reset matters. */
-                run = 0.0;
-                a[t] = 0.0f;
-            }
-            if (ret)
-                ret[b * T + t] = a[t];
-        }
-        bad |= !isfinite(chk);
-    }
-    if (bad)
-        return s_report_bad(fn, "token_rewards", token_rewards, mask, B, T);
-    return s_whiten(fn, adv, mask, B, T);
+    int rc = s_check_args(fn, token_rewards && mask && adv, B, T);
+    if (!rc)
+        rc = s_returns(fn, "token_rewards", token_rewards, mask, B, T, gamma, 1, adv, ret);
+    return rc ? rc : s_whiten(fn, adv, mask, B, T);
 }
 
 int rl_token_rewards_kl(const float *scores, const float *kl, const float *mask, int64_t B,
                         int64_t T, double kl_coef, float *out)
 {
     const char *fn = "rl_token_rewards_kl";
-    if (!scores || !mask || !out)
-        return rl_error_set(RL_EINVAL, "%s: NULL argument", fn);
-    int rc = s_check_bt(fn, B, T);
+    int rc = s_check_args(fn, scores && mask && out, B, T);
     if (rc)
         return rc;
     if (!isfinite(kl_coef))
@@ -480,33 +461,6 @@ int rl_cumulative_returns(const float *rewards, const float *mask, int64_t B, in
                           double gamma, float *out)
 {
     const char *fn = "rl_cumulative_returns";
-    if (!rewards || !mask || !out)
-        return rl_error_set(RL_EINVAL, "%s: NULL argument", fn);
-    int rc = s_check_bt(fn, B, T);
-    if (rc)
-        return rc;
-    if (!isfinite(gamma))
-        return rl_error_set(RL_EINVAL, "%s: gamma=%g must be finite", fn, gamma);
-    int bad = 0;
-#pragma omp parallel for schedule(static) reduction(| : bad)
-    for (int64_t b = 0; b < B; b++) {
-        const float *r = rewards + b * T, *m = mask + b * T;
-        float *o = out + b * T;
-        double run = 0.0, chk = 0.0;
-        for (int64_t t = T - 1; t >= 0; t--) {
-            double mt = m[t];
-            chk += mt * 0.0;
-            if (mt != 0.0) {
-                chk += (double)r[t] * 0.0;
-                run = r[t] * mt + gamma * run;
-            } else {
-                run = gamma * run;
-            }
-            o[t] = (float)(run * mt);
-        }
-        bad |= !isfinite(chk);
-    }
-    if (bad)
-        return s_report_bad(fn, "rewards", rewards, mask, B, T);
-    return RL_OK;
+    int rc = s_check_args(fn, rewards && mask && out, B, T);
+    return rc ? rc : s_returns(fn, "rewards", rewards, mask, B, T, gamma, 0, out, NULL);
 }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/core/finite.h"
 #include "rlrt/error.h"
 
 /* The token loop selects between values computed on every lane; without
@@ -180,20 +181,6 @@ static void s_weights(rl_loss_agg agg, double norm, const double *rowm, int64_t 
     }
 }
 
-static int s_mask_rows(const float *mask, int64_t B, int64_t T, double *rowm)
-{
-#pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < B; b++) {
-        const float *m = mask + b * T;
-        double s = 0.0;
-#pragma omp simd reduction(+ : s)
-        for (int64_t t = 0; t < T; t++)
-            s += m[t];
-        rowm[b] = s;
-    }
-    return RL_OK;
-}
-
 static int s_check_args(const char *fn, rl_loss_agg agg, double norm, int64_t B, int64_t T)
 {
     if (B < 0 || T < 0 || (T > 0 && B > INT64_MAX / T))
@@ -219,7 +206,7 @@ int rl_loss_aggregate(const float *value, const float *mask, int64_t B, int64_t 
     if (!rowm)
         return rl_error_set(RL_ENOMEM, "%s: %lld rows", fn, (long long)B);
     double *w = rowm + B, *rs = w + B;
-    s_mask_rows(mask, B, T, rowm);
+    rl__row_sums(mask, B, T, rowm);
     s_weights(agg, norm, rowm, B, T, w);
     int bad = 0;
 #pragma omp parallel for schedule(static) reduction(| : bad)
@@ -337,7 +324,7 @@ int rl_ppo_policy_loss(const rl_ppo_loss_cfg *cfg, const float *logp, const floa
     int need_rowm = (agg == RL_AGG_TOKEN_MEAN && !(cfg->norm > 0.0)) ||
                     agg == RL_AGG_SEQ_MEAN_TOKEN_SUM || agg == RL_AGG_SEQ_MEAN_TOKEN_MEAN;
     if (need_rowm)
-        s_mask_rows(mask, B, T, rowm);
+        rl__row_sums(mask, B, T, rowm);
     s_weights(agg, cfg->norm, rowm, B, T, w);
     float lo = (float)(1.0 - cfg->clip_ratio_low), hi = (float)(1.0 + cfg->clip_ratio_high);
     float c = (float)cfg->clip_ratio_c;
@@ -438,8 +425,11 @@ static void s_softmax_stats(const float *z, int64_t V, double *mx, double *se, d
     *sez = b;
 }
 
-static int s_check_logits(const char *fn, const float *logits, int64_t N, int64_t V)
+/* NULL pointers (ptrs_ok = 0), the shape, then every logit finite. */
+static int s_check_logits(const char *fn, int ptrs_ok, const float *logits, int64_t N, int64_t V)
 {
+    if (!ptrs_ok)
+        return rl_error_set(RL_EINVAL, "%s: NULL argument", fn);
     if (N < 0 || V < 1 || (N > 0 && V > INT64_MAX / N))
         return rl_error_set(RL_ESHAPE, "%s: bad shape N=%lld V=%lld", fn, (long long)N,
                             (long long)V);
@@ -453,9 +443,7 @@ static int s_check_logits(const char *fn, const float *logits, int64_t N, int64_
 int rl_entropy_from_logits(const float *logits, int64_t N, int64_t V, float *entropy)
 {
     const char *fn = "rl_entropy_from_logits";
-    if (!logits || !entropy)
-        return rl_error_set(RL_EINVAL, "%s: NULL argument", fn);
-    int rc = s_check_logits(fn, logits, N, V);
+    int rc = s_check_logits(fn, logits && entropy, logits, N, V);
     if (rc)
         return rc;
 #pragma omp parallel for schedule(static)
@@ -472,9 +460,7 @@ int rl_entropy_backward(const float *logits, const float *grad_entropy, int64_t 
                         float *grad_logits)
 {
     const char *fn = "rl_entropy_backward";
-    if (!logits || !grad_entropy || !grad_logits)
-        return rl_error_set(RL_EINVAL, "%s: NULL argument", fn);
-    int rc = s_check_logits(fn, logits, N, V);
+    int rc = s_check_logits(fn, logits && grad_entropy && grad_logits, logits, N, V);
     if (rc)
         return rc;
 #pragma omp parallel for schedule(static)
@@ -508,7 +494,7 @@ int rl_value_loss(const float *vpred, const float *values, const float *returns,
     if (!rowm)
         return rl_error_set(RL_ENOMEM, "%s: %lld rows", fn, (long long)B);
     double *w = rowm + B, *rl = w + B, *rc2 = rl + B, *rchk = rc2 + B;
-    s_mask_rows(mask, B, T, rowm);
+    rl__row_sums(mask, B, T, rowm);
     s_weights(agg, norm, rowm, B, T, w);
     int clip = cliprange > 0.0;
 #pragma omp parallel for schedule(static)

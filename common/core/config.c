@@ -1094,117 +1094,107 @@ static int s_find_or(const rl_config *c, const char *path, rl_config_node **n, i
     return 1;
 }
 
-int rl_config_get_string(const rl_config *c, const char *path, const char **out)
+/* The node at `path`, which must be a `kind` (`type` names it in the error). */
+static int s_find_kind(const rl_config *c, const char *path, rl_config_kind kind,
+                       rl_config_type type, rl_config_node **n)
+{
+    int rc = s_find(c, path, n);
+    if (!rc && (*n)->kind != kind)
+        rc = s_type_error(*n, type);
+    return rc;
+}
+
+/* One reader for every typed getter: the scalar at `path` read as `type`
+ * into out. With def (the default, `size` bytes) a missing key or a null
+ * value gives the default (the *_or getters); without, a missing key is an
+ * error. */
+static int s_get(const rl_config *c, const char *path, rl_config_type type, const void *def,
+                 size_t size, void *out)
 {
     rl_config_node *n;
-    int rc = s_find(c, path, &n);
-    return rc ? rc : rl_config_node_string(n, out);
+    int rc;
+    if (def) {
+        if (s_find_or(c, path, &n, &rc)) {
+            if (!rc)
+                memcpy(out, def, size);
+            return rc;
+        }
+    } else if ((rc = s_find(c, path, &n))) {
+        return rc;
+    }
+    switch (type) {
+    case RL_CONFIG_T_STRING: return rl_config_node_string(n, out);
+    case RL_CONFIG_T_INT: return rl_config_node_int(n, out);
+    case RL_CONFIG_T_NUMBER: return rl_config_node_double(n, out);
+    default: return rl_config_node_bool(n, out);
+    }
+}
+
+int rl_config_get_string(const rl_config *c, const char *path, const char **out)
+{
+    return s_get(c, path, RL_CONFIG_T_STRING, NULL, 0, out);
 }
 
 int rl_config_get_int(const rl_config *c, const char *path, int64_t *out)
 {
-    rl_config_node *n;
-    int rc = s_find(c, path, &n);
-    return rc ? rc : rl_config_node_int(n, out);
+    return s_get(c, path, RL_CONFIG_T_INT, NULL, 0, out);
 }
 
 int rl_config_get_double(const rl_config *c, const char *path, double *out)
 {
-    rl_config_node *n;
-    int rc = s_find(c, path, &n);
-    return rc ? rc : rl_config_node_double(n, out);
+    return s_get(c, path, RL_CONFIG_T_NUMBER, NULL, 0, out);
 }
 
 int rl_config_get_bool(const rl_config *c, const char *path, int *out)
 {
-    rl_config_node *n;
-    int rc = s_find(c, path, &n);
-    return rc ? rc : rl_config_node_bool(n, out);
+    return s_get(c, path, RL_CONFIG_T_BOOL, NULL, 0, out);
 }
 
 int rl_config_get_string_or(const rl_config *c, const char *path, const char *def,
                             const char **out)
 {
-    rl_config_node *n;
-    int rc;
-    if (s_find_or(c, path, &n, &rc)) {
-        if (!rc)
-            *out = def;
-        return rc;
-    }
-    return rl_config_node_string(n, out);
+    return s_get(c, path, RL_CONFIG_T_STRING, &def, sizeof def, out);
 }
 
-int rl_config_get_int_or(const rl_config *c, const char *path, int64_t def,
-                         int64_t *out)
+int rl_config_get_int_or(const rl_config *c, const char *path, int64_t def, int64_t *out)
 {
-    rl_config_node *n;
-    int rc;
-    if (s_find_or(c, path, &n, &rc)) {
-        if (!rc)
-            *out = def;
-        return rc;
-    }
-    return rl_config_node_int(n, out);
+    return s_get(c, path, RL_CONFIG_T_INT, &def, sizeof def, out);
 }
 
-int rl_config_get_double_or(const rl_config *c, const char *path, double def,
-                            double *out)
+int rl_config_get_double_or(const rl_config *c, const char *path, double def, double *out)
 {
-    rl_config_node *n;
-    int rc;
-    if (s_find_or(c, path, &n, &rc)) {
-        if (!rc)
-            *out = def;
-        return rc;
-    }
-    return rl_config_node_double(n, out);
+    return s_get(c, path, RL_CONFIG_T_NUMBER, &def, sizeof def, out);
 }
 
 int rl_config_get_bool_or(const rl_config *c, const char *path, int def, int *out)
 {
-    rl_config_node *n;
-    int rc;
-    if (s_find_or(c, path, &n, &rc)) {
-        if (!rc)
-            *out = def;
-        return rc;
-    }
-    return rl_config_node_bool(n, out);
+    return s_get(c, path, RL_CONFIG_T_BOOL, &def, sizeof def, out);
 }
 
 int rl_config_list_len(const rl_config *c, const char *path, size_t *out)
 {
     rl_config_node *n;
-    int rc = s_find(c, path, &n);
-    if (rc)
-        return rc;
-    if (n->kind != RL_CONFIG_LIST)
-        return s_type_error(n, RL_CONFIG_T_LIST);
-    *out = n->n;
-    return RL_OK;
+    int rc = s_find_kind(c, path, RL_CONFIG_LIST, RL_CONFIG_T_LIST, &n);
+    if (!rc)
+        *out = n->n;
+    return rc;
 }
 
 int rl_config_map_len(const rl_config *c, const char *path, size_t *out)
 {
     rl_config_node *n;
-    int rc = s_find(c, path, &n);
-    if (rc)
-        return rc;
-    if (n->kind != RL_CONFIG_MAP)
-        return s_type_error(n, RL_CONFIG_T_MAP);
-    *out = n->n;
-    return RL_OK;
+    int rc = s_find_kind(c, path, RL_CONFIG_MAP, RL_CONFIG_T_MAP, &n);
+    if (!rc)
+        *out = n->n;
+    return rc;
 }
 
 int rl_config_map_key(const rl_config *c, const char *path, size_t i, const char **out)
 {
     rl_config_node *n;
-    int rc = s_find(c, path, &n);
+    int rc = s_find_kind(c, path, RL_CONFIG_MAP, RL_CONFIG_T_MAP, &n);
     if (rc)
         return rc;
-    if (n->kind != RL_CONFIG_MAP)
-        return s_type_error(n, RL_CONFIG_T_MAP);
     if (i >= n->n)
         return rl_config_node_error(n, RL_ERANGE, "entry %zu out of range (the map has %zu)",
                                     i, n->n);
@@ -1382,40 +1372,13 @@ rl_config *rl_config_merge(const rl_config *base, const rl_config *over)
 
 /* ---- serialisation ----------------------------------------------------------------------- */
 
-typedef struct s_buf {
-    char *p;
-    size_t len, cap;
-    int oom;
-} s_buf;
-
-static void s_buf_put(s_buf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void s_buf_puts(s_buf *b, const char *s) { s_buf_put(b, s, strlen(s)); }
+static void s_puts(rl_text *b, const char *s) { rl_text_put(b, s, strlen(s)); }
 
 static int s_yaml_write(void *data, unsigned char *buffer, size_t size)
 {
-    s_buf *b = data;
-    s_buf_put(b, (const char *)buffer, size);
-    return !b->oom;
+    rl_text *b = data;
+    rl_text_put(b, buffer, size);
+    return !b->failed;
 }
 
 static int s_emit_node(yaml_emitter_t *e, const rl_config_node *n)
@@ -1463,7 +1426,7 @@ char *rl_config_to_yaml(const rl_config *c, const char *path)
         return NULL;
     yaml_emitter_t e;
     yaml_event_t ev;
-    s_buf b = {0};
+    rl_text b = {0};
     if (!yaml_emitter_initialize(&e))
         return rl_error_set(RL_ENOMEM, "config: out of memory"), NULL;
     yaml_emitter_set_output(&e, s_yaml_write, &b);
@@ -1478,14 +1441,14 @@ char *rl_config_to_yaml(const rl_config *c, const char *path)
              yaml_stream_end_event_initialize(&ev) && yaml_emitter_emit(&e, &ev);
     const char *problem = e.problem;
     yaml_emitter_delete(&e);
-    if (!ok || b.oom) {
-        free(b.p);
-        if (b.oom)
+    if (!ok || b.failed) {
+        free(b.buf);
+        if (b.failed)
             return rl_error_set(RL_ENOMEM, "config: out of memory"), NULL;
         return rl_error_set(RL_EINVAL, "%s: cannot write YAML: %s", c->name,
                             problem ? problem : "emitter error"), NULL;
     }
-    return b.p;
+    return b.buf;
 }
 
 static int s_is_json_number(const char *t)
@@ -1519,61 +1482,61 @@ static int s_is_json_number(const char *t)
     return *p == '\0';
 }
 
-static void s_json_string(s_buf *b, const char *s)
+static void s_json_string(rl_text *b, const char *s)
 {
-    s_buf_put(b, "\"", 1);
+    rl_text_put(b, "\"", 1);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         char esc[8];
         switch (*p) {
-        case '"': s_buf_puts(b, "\\\""); break;
-        case '\\': s_buf_puts(b, "\\\\"); break;
-        case '\n': s_buf_puts(b, "\\n"); break;
-        case '\t': s_buf_puts(b, "\\t"); break;
-        case '\r': s_buf_puts(b, "\\r"); break;
+        case '"': s_puts(b, "\\\""); break;
+        case '\\': s_puts(b, "\\\\"); break;
+        case '\n': s_puts(b, "\\n"); break;
+        case '\t': s_puts(b, "\\t"); break;
+        case '\r': s_puts(b, "\\r"); break;
         default:
             if (*p < 0x20) {
                 snprintf(esc, sizeof esc, "\\u%04x", *p);
-                s_buf_puts(b, esc);
+                s_puts(b, esc);
             } else {
-                s_buf_put(b, (const char *)p, 1);
+                rl_text_put(b, p, 1);
             }
         }
     }
-    s_buf_put(b, "\"", 1);
+    rl_text_put(b, "\"", 1);
 }
 
-static void s_json_node(s_buf *b, const rl_config_node *n)
+static void s_json_node(rl_text *b, const rl_config_node *n)
 {
     if (n->kind == RL_CONFIG_SCALAR) {
         rl_config_type t = rl_config_node_type(n);
         int64_t iv;
         if (t == RL_CONFIG_T_NULL) {
-            s_buf_puts(b, "null");
+            s_puts(b, "null");
         } else if (t == RL_CONFIG_T_BOOL) {
-            s_buf_puts(b, s_parse_bool(n->text) ? "true" : "false");
+            s_puts(b, s_parse_bool(n->text) ? "true" : "false");
         } else if (t == RL_CONFIG_T_INT && s_parse_int(n->text, &iv) == 0) {
             char num[32];
             snprintf(num, sizeof num, "%lld", (long long)iv); /* hex → decimal */
-            s_buf_puts(b, num);
+            s_puts(b, num);
         } else if ((t == RL_CONFIG_T_INT || t == RL_CONFIG_T_NUMBER) &&
                    s_is_json_number(n->text)) {
-            s_buf_puts(b, n->text);
+            s_puts(b, n->text);
         } else {
             s_json_string(b, n->text);
         }
         return;
     }
-    s_buf_puts(b, n->kind == RL_CONFIG_LIST ? "[" : "{");
+    s_puts(b, n->kind == RL_CONFIG_LIST ? "[" : "{");
     for (size_t i = 0; i < n->n; i++) {
         if (i)
-            s_buf_puts(b, ",");
+            s_puts(b, ",");
         if (n->kind == RL_CONFIG_MAP) {
             s_json_string(b, n->keys[i]);
-            s_buf_puts(b, ":");
+            s_puts(b, ":");
         }
         s_json_node(b, n->items[i]);
     }
-    s_buf_puts(b, n->kind == RL_CONFIG_LIST ? "]" : "}");
+    s_puts(b, n->kind == RL_CONFIG_LIST ? "]" : "}");
 }
 
 char *rl_config_to_json(const rl_config *c, const char *path)
@@ -1581,13 +1544,13 @@ char *rl_config_to_json(const rl_config *c, const char *path)
     rl_config_node *n;
     if (s_find(c, path, &n))
         return NULL;
-    s_buf b = {0};
+    rl_text b = {0};
     s_json_node(&b, n);
-    if (b.oom) {
-        free(b.p);
+    if (b.failed) {
+        free(b.buf);
         return rl_error_set(RL_ENOMEM, "config: out of memory"), NULL;
     }
-    return b.p;
+    return b.buf;
 }
 
 /* ---- setting values ------------------------------------------------------------------------ */
@@ -1664,22 +1627,33 @@ nomem:
     return rl_error_set(RL_ENOMEM, "config: out of memory");
 }
 
+/* The value `text` parsed into v stands for, taken out of v (which it
+ * frees): its root, or for blank text an empty scalar (a null value, not
+ * the empty map the parser gives). NULL when out of memory. */
+static rl_config_node *s_take_value(rl_config *v, const char *text, const char *name)
+{
+    rl_config_node *value = v->root;
+    v->root = NULL;
+    rl_config_free(v);
+    if (text[strspn(text, " \t\r\n")] != '\0')
+        return value;
+    s_node_free(value);
+    value = s_node_new(RL_CONFIG_SCALAR, "", name, 1, 1);
+    if (!value || !(value->text = s_strdup(""))) {
+        s_node_free(value);
+        rl_error_set(RL_ENOMEM, "config: out of memory");
+        return NULL;
+    }
+    return value;
+}
+
 int rl_config_set_yaml(rl_config *c, const char *path, const char *yaml)
 {
     rl_config *v = rl_config_parse_string(yaml, strlen(yaml), "<set>");
     if (!v)
         return rl_error_code();
-    rl_config_node *value = v->root;
-    v->root = NULL;
-    rl_config_free(v);
-    /* "" parses as an empty map; as a value it means null. */
-    if (yaml[strspn(yaml, " \t\r\n")] == '\0') {
-        s_node_free(value);
-        value = s_node_new(RL_CONFIG_SCALAR, "", "<set>", 1, 1);
-        if (!value || !(value->text = s_strdup("")))
-            return s_node_free(value), rl_error_set(RL_ENOMEM, "config: out of memory");
-    }
-    return s_put(c, path, value);
+    rl_config_node *value = s_take_value(v, yaml, "<set>");
+    return value ? s_put(c, path, value) : RL_ENOMEM;
 }
 
 /* Strips one pair of matching outer quotes. */
@@ -1714,6 +1688,34 @@ static int s_relocate(rl_config_node *n, const char *where)
             return rc;
     }
     return RL_OK;
+}
+
+/* RL_ECONFIG (message set) unless the parsed override `value` fits the type
+ * of the key's node `old` (a number takes an integer too, and is marked a
+ * number; a map only where the map is open). */
+static int s_override_fits(const rl_config_node *old, rl_config_node *value, const char *kv,
+                           const char *key)
+{
+    rl_config_type want = rl_config_node_type(old), got = rl_config_node_type(value);
+    int ok;
+    switch (want) {
+    case RL_CONFIG_T_NULL: ok = 1; break;
+    case RL_CONFIG_T_NUMBER: ok = got == RL_CONFIG_T_NUMBER || got == RL_CONFIG_T_INT; break;
+    case RL_CONFIG_T_MAP: ok = got == RL_CONFIG_T_MAP && old->open; break;
+    default: ok = got == want;
+    }
+    if (ok && want == RL_CONFIG_T_NUMBER)
+        value->number = 1;
+    if (ok)
+        return RL_OK;
+    char buf[80];
+    if (want == RL_CONFIG_T_MAP && !old->open)
+        return rl_error_set(RL_ECONFIG,
+                            "override %s: '%s' is a map; override its keys one by one "
+                            "(%s.<key>=value)",
+                            kv, key, key);
+    return rl_error_set(RL_ECONFIG, "override %s: expected %s, got %s", kv,
+                        rl_config_type_name(want), s_describe(value, buf, sizeof buf));
 }
 
 int rl_config_override(rl_config *c, const char *kv)
@@ -1758,50 +1760,16 @@ int rl_config_override(rl_config *c, const char *kv)
             return rl_error_set(RL_ENOMEM, "config: out of memory");
         }
         value->quoted = 1;
-        char where[600];
-        snprintf(where, sizeof where, "override %s", kv);
-        int rc = s_relocate(value, where);
-        if (rc) {
+    } else {
+        rl_config *v = rl_config_parse_string(val, strlen(val), "<override>");
+        if (!v)
+            return rl_error_wrap(RL_ECONFIG, "override %s", kv);
+        if (!(value = s_take_value(v, val, "<override>")))
+            return RL_ENOMEM;
+        if (s_override_fits(f.node, value, kv, key)) {
             s_node_free(value);
-            return rc;
+            return RL_ECONFIG;
         }
-        return s_put(c, key, value);
-    }
-    rl_config *v = rl_config_parse_string(val, strlen(val), "<override>");
-    if (!v)
-        return rl_error_wrap(RL_ECONFIG, "override %s", kv);
-    value = v->root;
-    v->root = NULL;
-    rl_config_free(v);
-    if (val[strspn(val, " \t\r\n")] == '\0') {
-        /* An empty value is empty text, not the empty map the parser gives. */
-        s_node_free(value);
-        value = s_node_new(RL_CONFIG_SCALAR, "", "<override>", 1, 1);
-        if (!value || !(value->text = s_strdup("")))
-            return s_node_free(value), rl_error_set(RL_ENOMEM, "config: out of memory");
-    }
-    rl_config_type got = rl_config_node_type(value);
-    int ok;
-    switch (want) {
-    case RL_CONFIG_T_NULL: ok = 1; break;
-    case RL_CONFIG_T_NUMBER: ok = got == RL_CONFIG_T_NUMBER || got == RL_CONFIG_T_INT; break;
-    case RL_CONFIG_T_MAP: ok = got == RL_CONFIG_T_MAP && f.node->open; break;
-    default: ok = got == want;
-    }
-    if (ok && want == RL_CONFIG_T_NUMBER)
-        value->number = 1;
-    if (!ok) {
-        char buf[80];
-        if (want == RL_CONFIG_T_MAP && !f.node->open)
-            rl_error_set(RL_ECONFIG,
-                         "override %s: '%s' is a map; override its keys one by one "
-                         "(%s.<key>=value)",
-                         kv, key, key);
-        else
-            rl_error_set(RL_ECONFIG, "override %s: expected %s, got %s", kv,
-                         rl_config_type_name(want), s_describe(value, buf, sizeof buf));
-        s_node_free(value);
-        return RL_ECONFIG;
     }
     char where[600];
     snprintf(where, sizeof where, "override %s", kv);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/core/config_internal.h"
+#include "common/core/util.h"
 #include "rlrt/error.h"
 
 /* ---- declarative reading with ranges -------------------------------------------------------- */
@@ -380,52 +381,14 @@ static int s_tree_put(s_tnode *root, const char *path, const char *value, const 
     return RL_OK;
 }
 
-typedef struct s_text {
-    char *s;
-    size_t n, cap;
-    int oom;
-} s_text;
-
-static void s_put_text(s_text *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void s_put_text(s_text *b, const char *fmt, ...)
-{
-    if (b->oom)
-        return;
-    va_list ap;
-    for (;;) {
-        va_start(ap, fmt);
-        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->oom = 1;
-            return;
-        }
-        if (b->s && b->n + (size_t)k < b->cap) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap <= b->n + (size_t)k)
-            cap *= 2;
-        char *s = realloc(b->s, cap);
-        if (!s) {
-            b->oom = 1;
-            return;
-        }
-        b->s = s;
-        b->cap = cap;
-    }
-}
-
-static void s_emit_yaml(const s_tnode *t, int depth, s_text *b)
+static void s_emit_yaml(const s_tnode *t, int depth, rl_text *b)
 {
     for (size_t i = 0; i < t->n; i++) {
         const s_tnode *c = t->kids[i];
         if (c->value)
-            s_put_text(b, "%*s%s: %s\n", 2 * depth, "", c->key, c->value);
+            rl_text_printf(b, "%*s%s: %s\n", 2 * depth, "", c->key, c->value);
         else {
-            s_put_text(b, "%*s%s:\n", 2 * depth, "", c->key);
+            rl_text_printf(b, "%*s%s:\n", 2 * depth, "", c->key);
             s_emit_yaml(c, depth + 1, b);
         }
     }
@@ -454,9 +417,9 @@ static int s_check_defaults(const rl_config *tree, const rl_config_section *cons
 rl_config *rl_config_schema_defaults(const rl_config_section *const *sections, size_t n,
                                      const rl_config_default *changes, size_t n_changes)
 {
-    s_tnode *root = calloc(1, sizeof *root);
+    s_tnode *root = rl_zalloc(sizeof *root, "config");
     if (!root)
-        return rl_error_set(RL_ENOMEM, "config: out of memory"), NULL;
+        return NULL;
     int rc = RL_OK;
     for (size_t i = 0; i < n && !rc; i++)
         for (size_t k = 0; k < sections[i]->n_keys && !rc; k++)
@@ -481,13 +444,13 @@ rl_config *rl_config_schema_defaults(const rl_config_section *const *sections, s
     }
     rl_config *tree = NULL;
     if (!rc) {
-        s_text b = {0};
+        rl_text b = {0};
         s_emit_yaml(root, 0, &b);
-        if (b.oom)
+        if (b.failed)
             rl_error_set(RL_ENOMEM, "config: out of memory");
         else
-            tree = b.s ? rl_config_parse_string(b.s, b.n, "<defaults>") : rl_config_new("<defaults>");
-        free(b.s);
+            tree = b.buf ? rl_config_parse_string(b.buf, b.len, "<defaults>") : rl_config_new("<defaults>");
+        free(b.buf);
         if (tree && s_check_defaults(tree, sections, n)) {
             rl_config_free(tree);
             tree = NULL;
@@ -515,19 +478,19 @@ static const char *s_type_word(rl_config_field t)
 }
 
 /* A table cell: '|' escaped, newlines as spaces. */
-static void s_put_cell(s_text *b, const char *s)
+static void s_put_cell(rl_text *b, const char *s)
 {
     for (; s && *s; s++) {
         if (*s == '|')
-            s_put_text(b, "\\|");
+            rl_text_printf(b, "\\|");
         else if (*s == '\n')
-            s_put_text(b, " ");
+            rl_text_printf(b, " ");
         else
-            s_put_text(b, "%c", *s);
+            rl_text_printf(b, "%c", *s);
     }
 }
 
-static void s_range_cell(s_text *b, const rl_config_key *k)
+static void s_range_cell(rl_text *b, const rl_config_key *k)
 {
     char r[200] = "";
     if (k->type == RL_CFG_INT || k->type == RL_CFG_NUM) {
@@ -545,37 +508,37 @@ static void s_range_cell(s_text *b, const rl_config_key *k)
         }
     } else if (k->type == RL_CFG_ENUM) {
         for (const char *p = k->choices ? k->choices : ""; *p; p++)
-            s_put_text(b, "%s", *p == '|' ? ", " : (char[]){*p, 0});
+            rl_text_printf(b, "%s", *p == '|' ? ", " : (char[]){*p, 0});
     } else if (k->type == RL_CFG_STR && (k->flags & RL_CFG_NONEMPTY)) {
-        s_put_text(b, "not empty");
+        rl_text_printf(b, "not empty");
     }
 }
 
 char *rl_config_sections_markdown(const rl_config_section *const *sections, size_t n)
 {
-    s_text b = {0};
+    rl_text b = {0};
     for (size_t i = 0; i < n; i++) {
         const rl_config_section *s = sections[i];
-        s_put_text(&b, "## %s\n\n%s\n\nRead by: %s.\n\n", s->name, s->summary ? s->summary : "",
+        rl_text_printf(&b, "## %s\n\n%s\n\nRead by: %s.\n\n", s->name, s->summary ? s->summary : "",
                    s->readers ? s->readers : "?");
-        s_put_text(&b, "| key | type | default | range | meaning |\n|---|---|---|---|---|\n");
+        rl_text_printf(&b, "| key | type | default | range | meaning |\n|---|---|---|---|---|\n");
         for (size_t k = 0; k < s->n_keys; k++) {
             const rl_config_key *key = &s->keys[k];
-            s_put_text(&b, "| `%s` | %s | `", key->path, s_type_word(key->type));
+            rl_text_printf(&b, "| `%s` | %s | `", key->path, s_type_word(key->type));
             s_put_cell(&b, key->def);
-            s_put_text(&b, "` | ");
+            rl_text_printf(&b, "` | ");
             s_range_cell(&b, key);
-            s_put_text(&b, " | ");
+            rl_text_printf(&b, " | ");
             s_put_cell(&b, key->help);
-            s_put_text(&b, " |\n");
+            rl_text_printf(&b, " |\n");
         }
-        s_put_text(&b, "\n");
+        rl_text_printf(&b, "\n");
     }
-    if (b.oom) {
-        free(b.s);
+    if (b.failed) {
+        free(b.buf);
         return rl_error_set(RL_ENOMEM, "config: out of memory"), NULL;
     }
-    if (!b.s)
-        b.s = calloc(1, 1);
-    return b.s;
+    if (!b.buf)
+        b.buf = calloc(1, 1);
+    return b.buf;
 }

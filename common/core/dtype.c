@@ -41,18 +41,26 @@ int rl_dtype_parse(const char *name, rl_dtype *out)
                                    "i8, u8, i32, i64, bool)", name);
 }
 
-float rl_bf16_to_f32(uint16_t h)
+/* The bits of an f32 and back. */
+static float s_f32_of(uint32_t u)
 {
-    uint32_t u = (uint32_t)h << 16;
     float f;
     memcpy(&f, &u, 4);
     return f;
 }
 
-uint16_t rl_f32_to_bf16(float f)
+static uint32_t s_bits_of(float f)
 {
     uint32_t u;
     memcpy(&u, &f, 4);
+    return u;
+}
+
+float rl_bf16_to_f32(uint16_t h) { return s_f32_of((uint32_t)h << 16); }
+
+uint16_t rl_f32_to_bf16(float f)
+{
+    uint32_t u = s_bits_of(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it a quiet NaN */
         return (uint16_t)((u >> 16) | 0x40);
     u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
@@ -81,15 +89,12 @@ float rl_f16_to_f32(uint16_t h)
     } else {
         u = sign | ((exp + 127 - 15) << 23) | (man << 13);
     }
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
+    return s_f32_of(u);
 }
 
 uint16_t rl_f32_to_f16(float f)
 {
-    uint32_t u;
-    memcpy(&u, &f, 4);
+    uint32_t u = s_bits_of(f);
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
     uint32_t absu = u & 0x7fffffffu;
     if (absu > 0x7f800000u)

@@ -3,6 +3,7 @@
 #include "rlrt/error.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -10,6 +11,18 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+void *rl_zalloc(size_t size, const char *who)
+{
+    void *p = calloc(1, size);
+    if (!p) {
+        if (who)
+            rl_error_set(RL_ENOMEM, "%s: out of memory", who);
+        else
+            rl_error_set(RL_ENOMEM, "out of memory");
+    }
+    return p;
+}
 
 char *rl_file_read_all(const char *path, size_t *len)
 {
@@ -263,4 +276,64 @@ int rl_file_write_atomic(const char *path, const void *data, size_t len)
         return rc;
     }
     return rl_afile_commit(&f);
+}
+
+/* Room for `need` bytes: doubles cap (from 256) until it fits. */
+static int s_text_reserve(rl_text *t, size_t need)
+{
+    if (t->buf && need <= t->cap)
+        return RL_OK;
+    size_t c = t->cap ? t->cap : 256;
+    while (c < need)
+        c *= 2;
+    char *p = realloc(t->buf, c);
+    if (!p)
+        return RL_ENOMEM;
+    t->buf = p;
+    t->cap = c;
+    return RL_OK;
+}
+
+void rl_text_put(rl_text *t, const void *data, size_t n)
+{
+    if (t->failed || (t->failed = s_text_reserve(t, t->len + n + 1) != RL_OK))
+        return;
+    memcpy(t->buf + t->len, data, n);
+    t->len += n;
+    t->buf[t->len] = '\0';
+}
+
+void rl_text_printf(rl_text *t, const char *fmt, ...)
+{
+    if (t->failed)
+        return;
+    size_t room = t->buf ? t->cap - t->len : 0;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(room ? t->buf + t->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (k >= 0 && (size_t)k >= room) { /* did not fit: grow and write it again */
+        if (s_text_reserve(t, t->len + (size_t)k + 1) == RL_OK) {
+            va_start(ap, fmt);
+            vsnprintf(t->buf + t->len, (size_t)k + 1, fmt, ap);
+            va_end(ap);
+        } else {
+            k = -1;
+        }
+    }
+    if (k < 0) {
+        if (t->buf)
+            t->buf[t->len] = '\0'; /* a cut-off attempt leaves nothing behind */
+        t->failed = 1;
+        return;
+    }
+    t->len += (size_t)k;
+}
+
+void rl_text_metric(rl_text *t, const char *name, const char *type, const char *help,
+                    const char *labels, double value)
+{
+    if (help)
+        rl_text_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    rl_text_printf(t, "%s{%s} %.17g\n", name, labels, value);
 }

@@ -25,9 +25,31 @@ int rl_mkdir_p(const char *path);
  * A missing `path` is 0 when missing_ok, RL_EIO otherwise. */
 typedef int (*rl_rewrite_fn)(FILE *in, FILE *out, const char *tmp, void *ctx);
 int rl_file_rewrite(const char *path, int missing_ok, rl_rewrite_fn copy, void *ctx);
+/* calloc(1, size), or NULL with RL_ENOMEM "<who>: out of memory" set
+ * ("out of memory" when who is NULL). */
+void *rl_zalloc(size_t size, const char *who);
 /* "object", "array", "string", "integer", "real", "boolean", "null". */
 const char *rl_json_type_name(const json_t *j);
 
+
+/* ---- growing text ----------------------------------------------------------
+ * The buffer every text (or byte) builder appends to: buf (malloc'd, NULL
+ * while empty) holds len bytes of cap, kept NUL-terminated. On an
+ * allocation failure the buffer keeps what it had and `failed` is set, and
+ * later appends do nothing: the builder checks `failed` once at the end
+ * (and frees buf either way). Start from rl_text t = {0}. */
+typedef struct rl_text {
+    char *buf;
+    size_t len, cap;
+    int failed;
+} rl_text;
+
+void rl_text_put(rl_text *t, const void *data, size_t n);
+void rl_text_printf(rl_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* One Prometheus sample with its HELP/TYPE header when `help` is non-NULL:
+ * name{labels} value. */
+void rl_text_metric(rl_text *t, const char *name, const char *type, const char *help,
+                    const char *labels, double value);
 
 /* ---- atomic file writing ----------------------------------------------------
  * rl_file_write_atomic() writes len bytes to a temporary file beside `path`,

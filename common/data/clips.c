@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "common/core/util.h"
 #include "rlrt/error.h"
 #include "common/core/rng.h"
 
@@ -136,11 +137,9 @@ rl_fmnist *rl_fmnist_load(const char *dir, const char *split, int64_t limit)
     snprintf(stem, sizeof stem, "%s-labels-idx1-ubyte", split);
     if (s_path(dir, stem, lp, sizeof lp))
         return NULL;
-    rl_fmnist *d = calloc(1, sizeof *d);
-    if (!d) {
-        rl_error_set(RL_ENOMEM, "fashion-mnist: out of memory");
+    rl_fmnist *d = rl_zalloc(sizeof *d, "fashion-mnist");
+    if (!d)
         return NULL;
-    }
     uint32_t idims[3], ldims[1];
     if (s_read_idx(ip, 3, idims, limit, &d->pixels) || s_read_idx(lp, 1, ldims, limit, &d->labels))
         goto fail;

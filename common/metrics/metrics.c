@@ -32,10 +32,7 @@ struct rl_metric_set {
 
 rl_metric_set *rl_metric_set_new(void)
 {
-    rl_metric_set *s = calloc(1, sizeof *s);
-    if (!s)
-        rl_error_set(RL_ENOMEM, "rl_metric_set_new: out of memory");
-    return s;
+    return rl_zalloc(sizeof(rl_metric_set), "rl_metric_set_new");
 }
 
 void rl_metric_set_clear(rl_metric_set *s)

@@ -108,6 +108,25 @@ static size_t s_tail_offset(const char *s, size_t chars)
     return i;
 }
 
+/* The number found at s[0 .. len) (NULL: none found) as a new string
+ * without the characters of `drop` (thousands separators, currency). */
+static char *s_copy_number(const char *s, size_t len, const char *drop)
+{
+    if (!s)
+        return NULL;
+    char *o = malloc(len + 1);
+    if (!o) {
+        rl_error_set(RL_ENOMEM, "reward: out of memory");
+        return NULL;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < len; i++)
+        if (!strchr(drop, s[i]))
+            o[k++] = s[i];
+    o[k] = '\0';
+    return o;
+}
+
 char *rl_reward_extract_gsm8k(const char *text)
 {
     if (!text)
@@ -132,19 +151,7 @@ char *rl_reward_extract_gsm8k(const char *text)
             best_len = (size_t)(q - num);
         }
     }
-    if (!best)
-        return NULL;
-    char *o = malloc(best_len + 1);
-    if (!o) {
-        rl_error_set(RL_ENOMEM, "reward: out of memory");
-        return NULL;
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < best_len; i++)
-        if (best[i] != ',' && best[i] != '$')
-            o[k++] = best[i];
-    o[k] = '\0';
-    return o;
+    return s_copy_number(best, best_len, ",$");
 }
 
 char *rl_reward_extract_last_number(const char *text)
@@ -181,17 +188,5 @@ char *rl_reward_extract_last_number(const char *text)
         best_len = j - start;
         i = j;
     }
-    if (!best)
-        return NULL;
-    char *o = malloc(best_len + 1);
-    if (!o) {
-        rl_error_set(RL_ENOMEM, "reward: out of memory");
-        return NULL;
-    }
-    size_t k = 0;
-    for (size_t m = 0; m < best_len; m++)
-        if (best[m] != ',')
-            o[k++] = best[m];
-    o[k] = '\0';
-    return o;
+    return s_copy_number(best, best_len, ",");
 }

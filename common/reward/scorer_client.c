@@ -7,6 +7,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "common/core/util.h"
 #include "rlrt/error.h"
 #include "common/image/image.h"
 #include "scorer.pb-c.h"
@@ -48,11 +49,9 @@ rl_scorer_client *rl_scorer_client_new(const char *endpoint, int timeout_ms, int
                                 "retries >= 0 and format png or raw");
         return NULL;
     }
-    rl_scorer_client *c = calloc(1, sizeof *c);
-    if (!c) {
-        rl_error_set(RL_ENOMEM, "scorer: out of memory");
+    rl_scorer_client *c = rl_zalloc(sizeof *c, "scorer");
+    if (!c)
         return NULL;
-    }
     snprintf(c->endpoint, sizeof c->endpoint, "%s", endpoint);
     c->timeout_ms = timeout_ms;
     c->retries = retries;

@@ -1,6 +1,7 @@
 /* channel.c — direct data channels and the versioned weight channel
  * (see rlrt/runtime/channel.h). */
 #include "rlrt/runtime/channel.h"
+#include "common/core/util.h"
 #include "rlrt/error.h"
 #include "common/runtime/net.h"
 #include "rlrt/wire.h"
@@ -34,6 +35,29 @@ static int s_wait_in(void *sock, int timeout_ms)
     return n == 0 ? RL_ETIMEOUT : RL_OK;
 }
 
+/* Each channel end owns a ZeroMQ context and one socket in it. s_sock_open
+ * makes them (linger 0: a closed end drops what it has not sent); "who:
+ * cannot create a socket" when it cannot. s_sock_close takes either or
+ * both back (NULL: not made). */
+static int s_sock_open(void **ctx, void **sock, int type, const char *who)
+{
+    *ctx = zmq_ctx_new();
+    *sock = *ctx ? zmq_socket(*ctx, type) : NULL;
+    if (!*sock)
+        return rl_error_set(RL_EIO, "%s: cannot create a socket: %s", who, zmq_strerror(zmq_errno()));
+    int linger = 0;
+    zmq_setsockopt(*sock, ZMQ_LINGER, &linger, sizeof linger);
+    return RL_OK;
+}
+
+static void s_sock_close(void *ctx, void *sock)
+{
+    if (sock)
+        zmq_close(sock);
+    if (ctx)
+        zmq_ctx_term(ctx);
+}
+
 /* ---- data channel ------------------------------------------------------------------ */
 
 static _Atomic uint64_t s_weight_version;
@@ -53,51 +77,30 @@ struct rl_channel {
     char endpoint[RL_NET_ENDPOINT_MAX];
 };
 
-static rl_channel *s_channel_new(void)
+/* A channel end bound to `where` (listen) or connected to it. */
+static rl_channel *s_channel_open(const char *where, int listen)
 {
-    rl_channel *ch = calloc(1, sizeof *ch);
-    if (!ch) {
-        rl_error_set(RL_ENOMEM, "channel: out of memory");
+    rl_channel *ch = rl_zalloc(sizeof *ch, "channel");
+    if (!ch)
         return NULL;
-    }
-    ch->ctx = zmq_ctx_new();
-    ch->sock = ch->ctx ? zmq_socket(ch->ctx, ZMQ_PAIR) : NULL;
-    if (!ch->sock) {
-        rl_error_set(RL_EIO, "channel: cannot create a socket: %s", zmq_strerror(zmq_errno()));
+    if (s_sock_open(&ch->ctx, &ch->sock, ZMQ_PAIR, "channel")) {
         rl_channel_free(ch);
         return NULL;
     }
-    int linger = 0;
-    zmq_setsockopt(ch->sock, ZMQ_LINGER, &linger, sizeof linger);
-    return ch;
-}
-
-rl_channel *rl_channel_listen(const char *bind)
-{
-    rl_channel *ch = s_channel_new();
-    if (!ch)
-        return NULL;
-    if (rl_net_bind(ch->ctx, ch->sock, bind, ch->endpoint, sizeof ch->endpoint)) {
+    if (listen ? rl_net_bind(ch->ctx, ch->sock, where, ch->endpoint, sizeof ch->endpoint)
+               : rl_net_connect(ch->sock, where)) {
         rl_error_wrap(rl_error_code(), "channel");
         rl_channel_free(ch);
         return NULL;
     }
+    if (!listen)
+        rl_net_endpoint_plain(where, ch->endpoint, sizeof ch->endpoint);
     return ch;
 }
 
-rl_channel *rl_channel_connect(const char *endpoint)
-{
-    rl_channel *ch = s_channel_new();
-    if (!ch)
-        return NULL;
-    if (rl_net_connect(ch->sock, endpoint)) {
-        rl_error_wrap(rl_error_code(), "channel");
-        rl_channel_free(ch);
-        return NULL;
-    }
-    rl_net_endpoint_plain(endpoint, ch->endpoint, sizeof ch->endpoint);
-    return ch;
-}
+rl_channel *rl_channel_listen(const char *bind) { return s_channel_open(bind, 1); }
+
+rl_channel *rl_channel_connect(const char *endpoint) { return s_channel_open(endpoint, 0); }
 
 const char *rl_channel_endpoint(const rl_channel *ch) { return ch->endpoint; }
 
@@ -125,10 +128,7 @@ void rl_channel_free(rl_channel *ch)
 {
     if (!ch)
         return;
-    if (ch->sock)
-        zmq_close(ch->sock);
-    if (ch->ctx)
-        zmq_ctx_term(ch->ctx);
+    s_sock_close(ch->ctx, ch->sock);
     free(ch);
 }
 
@@ -171,21 +171,15 @@ struct rl_weight_sender {
 
 rl_weight_sender *rl_weight_sender_new(const char *bind, size_t bucket_bytes)
 {
-    rl_weight_sender *s = calloc(1, sizeof *s);
-    if (!s) {
-        rl_error_set(RL_ENOMEM, "weight sender: out of memory");
+    rl_weight_sender *s = rl_zalloc(sizeof *s, "weight sender");
+    if (!s)
         return NULL;
-    }
     s->bucket_bytes = bucket_bytes ? bucket_bytes : (size_t)4 << 20;
-    s->ctx = zmq_ctx_new();
-    s->sock = s->ctx ? zmq_socket(s->ctx, ZMQ_ROUTER) : NULL;
-    if (!s->sock) {
-        rl_error_set(RL_EIO, "weight sender: cannot create a socket: %s", zmq_strerror(zmq_errno()));
+    if (s_sock_open(&s->ctx, &s->sock, ZMQ_ROUTER, "weight sender")) {
         rl_weight_sender_free(s);
         return NULL;
     }
-    int linger = 0, hwm = 0, mandatory = 1;
-    zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger);
+    int hwm = 0, mandatory = 1;
     zmq_setsockopt(s->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt(s->sock, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
     if (rl_net_bind(s->ctx, s->sock, bind, s->endpoint, sizeof s->endpoint)) {
@@ -294,10 +288,7 @@ void rl_weight_sender_free(rl_weight_sender *s)
 {
     if (!s)
         return;
-    if (s->sock)
-        zmq_close(s->sock);
-    if (s->ctx)
-        zmq_ctx_term(s->ctx);
+    s_sock_close(s->ctx, s->sock);
     free(s);
 }
 
@@ -356,16 +347,11 @@ rl_weight_receiver *rl_weight_receiver_new(const char *endpoint, int64_t count)
         rl_weight_receiver_free(r);
         return NULL;
     }
-    r->ctx = zmq_ctx_new();
-    r->sock = r->ctx ? zmq_socket(r->ctx, ZMQ_DEALER) : NULL;
-    if (!r->sock) {
-        rl_error_set(RL_EIO, "weight receiver: cannot create a socket: %s",
-                     zmq_strerror(zmq_errno()));
+    if (s_sock_open(&r->ctx, &r->sock, ZMQ_DEALER, "weight receiver")) {
         rl_weight_receiver_free(r);
         return NULL;
     }
-    int linger = 0, hwm = 0;
-    zmq_setsockopt(r->sock, ZMQ_LINGER, &linger, sizeof linger);
+    int hwm = 0;
     zmq_setsockopt(r->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
     if (rl_net_connect(r->sock, endpoint)) {
         rl_error_wrap(rl_error_code(), "weight receiver");
@@ -487,10 +473,7 @@ void rl_weight_receiver_free(rl_weight_receiver *r)
 {
     if (!r)
         return;
-    if (r->sock)
-        zmq_close(r->sock);
-    if (r->ctx)
-        zmq_ctx_term(r->ctx);
+    s_sock_close(r->ctx, r->sock);
     free(r->active);
     free(r->staging);
     free(r->got);

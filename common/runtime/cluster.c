@@ -2,6 +2,7 @@
  * rlrt/runtime/cluster.h). */
 #include "rlrt/runtime/cluster.h"
 
+#include "common/core/util.h"
 #include "rlrt/error.h"
 
 #include <stdio.h>
@@ -25,6 +26,18 @@ static const rl_config_node *s_need(const rl_config_node *n, const char *key)
     const rl_config_node *c = rl_config_node_at(n, key);
     if (!c)
         rl_config_node_error(n, RL_ECONFIG, "missing key '%s'", key);
+    return c;
+}
+
+/* s_need, and the node must be a `kind` ("expected <what>" otherwise). */
+static const rl_config_node *s_need_kind(const rl_config_node *n, const char *key,
+                                         rl_config_kind kind, const char *what)
+{
+    const rl_config_node *c = s_need(n, key);
+    if (c && rl_config_node_kind(c) != kind) {
+        rl_config_node_error(c, RL_ECONFIG, "expected %s", what);
+        return NULL;
+    }
     return c;
 }
 
@@ -90,11 +103,9 @@ static int s_read_nodes(rl_cluster *cl, const rl_config_node *root)
 {
     static const char *const keys[] = {"name", "address", "gpus", "launch", "ssh", NULL};
     static const char *const ssh_keys[] = {"user", "command", NULL};
-    const rl_config_node *list = s_need(root, "nodes");
+    const rl_config_node *list = s_need_kind(root, "nodes", RL_CONFIG_LIST, "a list of nodes");
     if (!list)
         return RL_ECONFIG;
-    if (rl_config_node_kind(list) != RL_CONFIG_LIST)
-        return rl_config_node_error(list, RL_ECONFIG, "expected a list of nodes");
     size_t n = rl_config_node_len(list);
     if (n == 0)
         return rl_config_node_error(list, RL_ECONFIG, "at least one node is needed");
@@ -327,11 +338,9 @@ static int s_role_name_ok(const char *name)
 
 static int s_read_roles(rl_cluster *cl, const rl_config_node *root)
 {
-    const rl_config_node *roles = s_need(root, "roles");
+    const rl_config_node *roles = s_need_kind(root, "roles", RL_CONFIG_MAP, "a map of roles");
     if (!roles)
         return RL_ECONFIG;
-    if (rl_config_node_kind(roles) != RL_CONFIG_MAP)
-        return rl_config_node_error(roles, RL_ECONFIG, "expected a map of roles");
     size_t n = rl_config_node_len(roles);
     if (n > 1024)
         return rl_config_node_error(roles, RL_ECONFIG, "%zu roles; at most 1024", n);
@@ -507,9 +516,9 @@ rl_cluster *rl_cluster_from_config(const rl_config *c)
     static const char *const keys[] = {"driver", "heartbeat", "restart", "limits", "http",
                                        "security", "external_wait_timeout_s", "nodes", "roles",
                                        NULL};
-    rl_cluster *cl = calloc(1, sizeof *cl);
+    rl_cluster *cl = rl_zalloc(sizeof *cl, "cluster");
     if (!cl)
-        return rl_error_set(RL_ENOMEM, "cluster: out of memory"), NULL;
+        return NULL;
     snprintf(cl->file, sizeof cl->file, "%s", rl_config_name(c));
     cl->heartbeat_interval_s = 1.0;
     cl->heartbeat_liveness = 3;

@@ -2,6 +2,7 @@
  * rlrt/runtime/collective.h). */
 #include "rlrt/runtime/collective.h"
 
+#include "common/core/util.h"
 #include "rlrt/error.h"
 #include "common/runtime/net.h"
 
@@ -397,11 +398,10 @@ rl_comm *rl_comm_init_rank(const rl_comm_id *id, int world, int rank, const rl_c
     char nonce[17], id_ep[S_EP_MAX + 1];
     if (s_id_fields(id->bytes, nonce, id_ep))
         return NULL;
-    rl_comm *c = calloc(1, sizeof *c);
-    if (c)
-        atomic_init(&c->refs, 0);
+    rl_comm *c = rl_zalloc(sizeof *c, "comm");
     if (!c)
-        return rl_error_set(RL_ENOMEM, "comm: out of memory"), NULL;
+        return NULL;
+    atomic_init(&c->refs, 0);
     c->rank = rank;
     c->world = world;
     c->timeout_ms = o.timeout_s * 1000 > 2e9 ? 2000000000 : (int)(o.timeout_s * 1000);
@@ -515,20 +515,29 @@ static int s_fail(rl_comm *c, int code, const char *fmt, ...)
     return code;
 }
 
-static int s_send_msg(rl_comm *c, zmq_msg_t *m, const char *op)
+/* Sends m to the right (sending) or receives it from the left, retrying
+ * after a signal; on failure m is closed and the communicator broken. */
+static int s_xfer(rl_comm *c, zmq_msg_t *m, int sending, const char *op)
 {
-    while (zmq_msg_send(m, c->push, 0) < 0) {
+    while ((sending ? zmq_msg_send(m, c->push, 0) : zmq_msg_recv(m, c->pull, 0)) < 0) {
         int e = zmq_errno();
         if (e == EINTR)
             continue;
         zmq_msg_close(m);
-        if (e == EAGAIN)
+        if (e == EAGAIN && sending)
             return s_fail(c, RL_ETIMEOUT, "%s: rank %d could not send to rank %d within %.3g s",
                           op, c->rank, (c->rank + 1) % c->world, c->timeout_ms / 1000.0);
-        return s_fail(c, RL_EIO, "%s: rank %d: send failed: %s", op, c->rank, zmq_strerror(e));
+        if (e == EAGAIN)
+            return s_fail(c, RL_ETIMEOUT, "%s: rank %d waited more than %.3g s for rank %d", op,
+                          c->rank, c->timeout_ms / 1000.0,
+                          (c->rank + c->world - 1) % c->world);
+        return s_fail(c, RL_EIO, "%s: rank %d: %s failed: %s", op, c->rank,
+                      sending ? "send" : "receive", zmq_strerror(e));
     }
     return RL_OK;
 }
+
+static int s_send_msg(rl_comm *c, zmq_msg_t *m, const char *op) { return s_xfer(c, m, 1, op); }
 
 static int s_send_copy(rl_comm *c, const void *p, size_t bytes, const char *op)
 {
@@ -591,18 +600,9 @@ static int s_wait_refs(rl_comm *c, const char *op)
 static int s_recv(rl_comm *c, zmq_msg_t *m, size_t bytes, const char *op)
 {
     zmq_msg_init(m);
-    while (zmq_msg_recv(m, c->pull, 0) < 0) {
-        int e = zmq_errno();
-        if (e == EINTR)
-            continue;
-        zmq_msg_close(m);
-        if (e == EAGAIN)
-            return s_fail(c, RL_ETIMEOUT, "%s: rank %d waited more than %.3g s for rank %d", op,
-                          c->rank, c->timeout_ms / 1000.0,
-                          (c->rank + c->world - 1) % c->world);
-        return s_fail(c, RL_EIO, "%s: rank %d: receive failed: %s", op, c->rank,
-                      zmq_strerror(e));
-    }
+    int rc = s_xfer(c, m, 0, op);
+    if (rc)
+        return rc;
     if (zmq_msg_size(m) != bytes) {
         size_t got = zmq_msg_size(m);
         zmq_msg_close(m);
@@ -654,6 +654,49 @@ static void s_add_into(void *y, const void *x, const float *loc, int64_t n, floa
     }
 }
 
+/* The length of the segment at `off` of a chunk ending at e. */
+static int64_t s_seg_len(const rl_comm *c, int64_t off, int64_t e)
+{
+    return e - off < c->seg ? e - off : c->seg;
+}
+
+/* Sends buf[b .. e) to the right in segments, by reference (the caller
+ * keeps buf unchanged until s_wait_refs) or copied. */
+static int s_send_range(rl_comm *c, const float *buf, int64_t b, int64_t e, int by_ref,
+                        const char *name)
+{
+    for (int64_t off = b; off < e; off += c->seg) {
+        size_t bytes = (size_t)s_seg_len(c, off, e) * sizeof(float);
+        int rc = by_ref ? s_send_ref(c, buf + off, bytes, name)
+                        : s_send_copy(c, buf + off, bytes, name);
+        if (rc)
+            return rc;
+    }
+    return RL_OK;
+}
+
+/* Receives the segments of [b, e) from the left into full[b .. e),
+ * sending each one on to the right when `forward`. */
+static int s_recv_range(rl_comm *c, float *full, int64_t b, int64_t e, int forward,
+                        const char *name)
+{
+    for (int64_t off = b; off < e; off += c->seg) {
+        size_t bytes = (size_t)s_seg_len(c, off, e) * sizeof(float);
+        zmq_msg_t in;
+        int rc = s_recv(c, &in, bytes, name);
+        if (rc)
+            return rc;
+        memcpy(full + off, zmq_msg_data(&in), bytes);
+        if (forward) {
+            if ((rc = s_send_msg(c, &in, name)))
+                return rc;
+        } else {
+            zmq_msg_close(&in);
+        }
+    }
+    return RL_OK;
+}
+
 /* Reduce-scatter along the ring. The reduced chunk of this rank goes to
  * `dst` (its first element); with `then_gather` each finished segment is
  * also sent on as step 0 of the all-gather that follows. */
@@ -668,25 +711,19 @@ static int s_ring_reduce(rl_comm *c, const float *send, float *dst, int64_t coun
     /* the first chunk goes out by reference unless the operation writes
      * over it (in place: [out_lo, out_hi) is what it writes) */
     int by_ref = send + e <= out_lo || out_hi <= send + b;
-    for (int64_t off = b; off < e; off += c->seg) {
-        int64_t n = e - off < c->seg ? e - off : c->seg;
-        size_t bytes = (size_t)n * sizeof(float);
-        int rc = by_ref ? s_send_ref(c, send + off, bytes, name)
-                        : s_send_copy(c, send + off, bytes, name);
-        if (rc)
-            return rc;
-    }
+    int rc = s_send_range(c, send, b, e, by_ref, name);
+    if (rc)
+        return rc;
     const float wf = (float)W;
     for (int s = 0; s <= W - 2; s++) {
         int chunk = s_mod(r - s - 2, W);
         int final = s == W - 2;
         rl_shard_range(count, W, chunk, &b, &e);
         for (int64_t off = b; off < e; off += c->seg) {
-            int64_t n = e - off < c->seg ? e - off : c->seg;
+            int64_t n = s_seg_len(c, off, e);
             size_t bytes = (size_t)n * sizeof(float);
             zmq_msg_t in;
-            int rc = s_recv(c, &in, bytes, name);
-            if (rc)
+            if ((rc = s_recv(c, &in, bytes, name)))
                 return rc;
             const void *x = zmq_msg_data(&in);
             const float *loc = send + off;
@@ -723,21 +760,9 @@ static int s_ring_gather(rl_comm *c, float *full, int64_t count, const char *nam
     for (int s = 0; s <= W - 2; s++) {
         int64_t b, e;
         rl_shard_range(count, W, s_mod(r - s - 1, W), &b, &e);
-        for (int64_t off = b; off < e; off += c->seg) {
-            int64_t n = e - off < c->seg ? e - off : c->seg;
-            size_t bytes = (size_t)n * sizeof(float);
-            zmq_msg_t in;
-            int rc = s_recv(c, &in, bytes, name);
-            if (rc)
-                return rc;
-            memcpy(full + off, zmq_msg_data(&in), bytes);
-            if (s < W - 2) {
-                if ((rc = s_send_msg(c, &in, name)))
-                    return rc;
-            } else {
-                zmq_msg_close(&in);
-            }
-        }
+        int rc = s_recv_range(c, full, b, e, s < W - 2, name);
+        if (rc)
+            return rc;
     }
     return RL_OK;
 }
@@ -758,30 +783,11 @@ int rl_comm_broadcast(rl_comm *c, const float *sendbuf, float *recvbuf, int64_t 
             memmove(recvbuf, sendbuf, (size_t)count * sizeof(float));
         if (c->world == 1)
             return RL_OK;
-        for (int64_t off = 0; off < count; off += c->seg) {
-            int64_t n = count - off < c->seg ? count - off : c->seg;
-            if ((rc = s_send_ref(c, sendbuf + off, (size_t)n * sizeof(float), name)))
-                break;
-        }
+        rc = s_send_range(c, sendbuf, 0, count, 1, name);
         int rw = s_wait_refs(c, name);
         return rc ? rc : rw;
     }
-    int forward = (c->rank + 1) % c->world != root;
-    for (int64_t off = 0; off < count; off += c->seg) {
-        int64_t n = count - off < c->seg ? count - off : c->seg;
-        size_t bytes = (size_t)n * sizeof(float);
-        zmq_msg_t in;
-        if ((rc = s_recv(c, &in, bytes, name)))
-            return rc;
-        memcpy(recvbuf + off, zmq_msg_data(&in), bytes);
-        if (forward) {
-            if ((rc = s_send_msg(c, &in, name)))
-                return rc;
-        } else {
-            zmq_msg_close(&in);
-        }
-    }
-    return RL_OK;
+    return s_recv_range(c, recvbuf, 0, count, (c->rank + 1) % c->world != root, name);
 }
 
 int rl_comm_all_reduce(rl_comm *c, const float *sendbuf, float *recvbuf, int64_t count,
@@ -837,10 +843,7 @@ int rl_comm_all_gather(rl_comm *c, const float *sendbuf, float *recvbuf, int64_t
     if (c->world == 1)
         return RL_OK;
     /* this rank's chunk is not written again: it goes out by reference */
-    for (int64_t off = b; off < e && !rc; off += c->seg) {
-        int64_t n = e - off < c->seg ? e - off : c->seg;
-        rc = s_send_ref(c, recvbuf + off, (size_t)n * sizeof(float), name);
-    }
+    rc = s_send_range(c, recvbuf, b, e, 1, name);
     if (!rc)
         rc = s_ring_gather(c, recvbuf, count, name);
     int rw = s_wait_refs(c, name);

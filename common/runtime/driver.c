@@ -4,6 +4,7 @@
  * dispatch.c, sharing driver_internal.h). */
 #include "common/runtime/driver_internal.h"
 
+#include "common/core/util.h"
 #include "rlrt/error.h"
 #include "rlrt/log.h"
 #include "rlrt/runtime/channel.h"
@@ -527,11 +528,9 @@ rl_driver *rl_driver_new(const rl_driver_options *opt)
         rl_error_set(RL_EINVAL, "rl_driver_new: no cluster");
         return NULL;
     }
-    rl_driver *d = calloc(1, sizeof *d);
-    if (!d) {
-        rl_error_set(RL_ENOMEM, "driver: out of memory");
+    rl_driver *d = rl_zalloc(sizeof *d, "driver");
+    if (!d)
         return NULL;
-    }
     d->opt = *opt;
     d->cl = opt->cluster;
     if (d->opt.ready_timeout_ms <= 0)

@@ -2,12 +2,12 @@
  * rlrt/runtime/health.h. */
 #include "rlrt/runtime/health.h"
 
+#include "common/core/util.h"
 #include "rlrt/error.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,11 +79,9 @@ rl_http *rl_http_start(const char *bind, int port, rl_http_fn fn, void *arg)
         rl_error_set(RL_EINVAL, "http: bind address '%s' is not an IPv4 address", host);
         return NULL;
     }
-    rl_http *h = calloc(1, sizeof *h);
-    if (!h) {
-        rl_error_set(RL_ENOMEM, "http: out of memory");
+    rl_http *h = rl_zalloc(sizeof *h, "http");
+    if (!h)
         return NULL;
-    }
     h->fn = fn;
     h->arg = arg;
     /* epoll or poll (MHD_USE_AUTO): select() cannot watch a descriptor >= 1024, and a
@@ -128,39 +126,3 @@ uint64_t rl_sd_watchdog_usec(void)
     return sd_watchdog_enabled(0, &usec) > 0 ? usec : 0;
 }
 
-void rl_text_printf(rl_text *t, const char *fmt, ...)
-{
-    if (t->failed)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        size_t room = t->cap - t->len;
-        int n = vsnprintf(t->buf ? t->buf + t->len : NULL, t->buf ? room : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            t->failed = 1;
-            return;
-        }
-        if (t->buf && (size_t)n < room) {
-            t->len += (size_t)n;
-            return;
-        }
-        size_t cap = (t->cap ? t->cap * 2 : 4096) + (size_t)n;
-        char *b = realloc(t->buf, cap);
-        if (!b) {
-            t->failed = 1;
-            return;
-        }
-        t->buf = b;
-        t->cap = cap;
-    }
-}
-
-void rl_text_metric(rl_text *t, const char *name, const char *type, const char *help,
-                    const char *labels, double value)
-{
-    if (help)
-        rl_text_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-    rl_text_printf(t, "%s{%s} %.17g\n", name, labels, value);
-}

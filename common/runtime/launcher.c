@@ -391,11 +391,9 @@ static void s_on_heartbeat_locked(rl_driver *d)
         /* last_sent may be a little ahead of the loop's cached clock (an API
          * thread's send): compare without unsigned wrap-around */
         if (s->has_id && now >= s->last_sent + (uint64_t)d->interval_ms) {
-            Rl__Envelope env = RL__ENVELOPE__INIT;
-            Rl__Heartbeat hb = RL__HEARTBEAT__INIT;
-            hb.time_ns = uv_hrtime();
-            env.body_case = RL__ENVELOPE__BODY_HEARTBEAT;
-            env.heartbeat = &hb;
+            Rl__Envelope env;
+            Rl__Heartbeat hb;
+            rl_msg_heartbeat(&env, &hb, uv_hrtime());
             rl_drv_send(s, &env, NULL);
         }
     }

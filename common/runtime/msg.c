@@ -42,6 +42,15 @@ static int s_sock_error(const char *what)
     return rl_error_set(e == EAGAIN ? RL_ETIMEOUT : RL_EIO, "%s: %s", what, zmq_strerror(e));
 }
 
+void rl_msg_heartbeat(Rl__Envelope *env, Rl__Heartbeat *hb, uint64_t time_ns)
+{
+    rl__envelope__init(env);
+    rl__heartbeat__init(hb);
+    hb->time_ns = time_ns;
+    env->body_case = RL__ENVELOPE__BODY_HEARTBEAT;
+    env->heartbeat = hb;
+}
+
 size_t rl_msg_size(const Rl__Envelope *env, const rl_dataproto *payload)
 {
     size_t n = rl__envelope__get_packed_size(env);

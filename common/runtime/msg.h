@@ -50,6 +50,9 @@ const char *rl_msg_kind_name(int body_case);
  * other socket errors. */
 int rl_msg_send(void *sock, const void *id, size_t id_len, Rl__Envelope *env,
                 const rl_dataproto *payload);
+/* A HEARTBEAT envelope stamped time_ns (a monotonic clock's ns) into *env,
+ * its body in *hb (both the caller's, e.g. on its stack). */
+void rl_msg_heartbeat(Rl__Envelope *env, Rl__Heartbeat *hb, uint64_t time_ns);
 /* Bytes that rl_msg_send(env, payload) puts on the wire (identity aside). */
 size_t rl_msg_size(const Rl__Envelope *env, const rl_dataproto *payload);
 /* Receives one message without blocking (RL_ETIMEOUT if none is queued).

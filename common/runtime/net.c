@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +24,11 @@ typedef struct {
     uint8_t key[32];
 } s_key;
 
+/* s_mu guards the key material; the two scalars are atomics, read without
+ * it (s_secure is written under s_mu, together with s_own). */
 static pthread_mutex_t s_mu = PTHREAD_MUTEX_INITIALIZER;
-static int64_t s_max_message = RL_NET_DEFAULT_MAX_MESSAGE;
-static int s_secure;
+static _Atomic int64_t s_max_message = RL_NET_DEFAULT_MAX_MESSAGE;
+static atomic_int s_secure;
 static rl_net_keypair s_own;
 static s_key *s_allowed;
 static int s_n_allowed;
@@ -70,19 +73,11 @@ int rl_net_set_max_message(int64_t bytes)
     if (bytes < 1024)
         return rl_error_set(RL_EINVAL, "max message size %lld bytes is below 1024",
                             (long long)bytes);
-    pthread_mutex_lock(&s_mu);
     s_max_message = bytes;
-    pthread_mutex_unlock(&s_mu);
     return RL_OK;
 }
 
-int64_t rl_net_max_message(void)
-{
-    pthread_mutex_lock(&s_mu);
-    int64_t v = s_max_message;
-    pthread_mutex_unlock(&s_mu);
-    return v;
-}
+int64_t rl_net_max_message(void) { return s_max_message; }
 
 static int s_decode_key(const char *txt, uint8_t out[32])
 {
@@ -133,13 +128,7 @@ int rl_net_set_allowed(const char *const *allowed, int n)
     return rc;
 }
 
-int rl_net_secure(void)
-{
-    pthread_mutex_lock(&s_mu);
-    int v = s_secure;
-    pthread_mutex_unlock(&s_mu);
-    return v;
-}
+int rl_net_secure(void) { return s_secure; }
 
 void rl_net_public_key(char out[RL_NET_KEY_TXT])
 {
@@ -158,6 +147,18 @@ void rl_net_reset(void)
     s_n_allowed = 0;
     s_max_message = RL_NET_DEFAULT_MAX_MESSAGE;
     pthread_mutex_unlock(&s_mu);
+}
+
+/* A detached thread running fn(arg); pthread_create's error number. */
+static int s_start_detached(void *(*fn)(void *), void *arg)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&t, &attr, fn, arg);
+    pthread_attr_destroy(&attr);
+    return rc;
 }
 
 /* ---- ZAP ---------------------------------------------------------------------------- */
@@ -285,12 +286,7 @@ static int s_zap_ensure(void *ctx)
     }
     z->ctx = ctx;
     z->rep = rep;
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(&t, &attr, s_zap_main, z);
-    pthread_attr_destroy(&attr);
+    int rc = s_start_detached(s_zap_main, z);
     if (rc) {
         zmq_close(rep);
         free(z);
@@ -469,12 +465,7 @@ static int s_monitor_start(void *ctx, void *sock)
         return rl_error_set(RL_EIO, "security: cannot monitor a CURVE socket: %s",
                             zmq_strerror(e));
     }
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(&t, &attr, s_monitor_main, pair);
-    pthread_attr_destroy(&attr);
+    int rc = s_start_detached(s_monitor_main, pair);
     if (rc) {
         zmq_socket_monitor(sock, NULL, 0);
         zmq_close(pair);

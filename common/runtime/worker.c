@@ -12,6 +12,7 @@
  * (rl_zuv_start_locked), in its sends, heartbeats and (re)connects; the
  * compute thread holds it while it replies. Lock order: smu before mu. */
 #include "rlrt/runtime/worker.h"
+#include "common/core/util.h"
 #include "rlrt/error.h"
 #include "rlrt/log.h"
 #include "rlrt/runtime/channel.h"
@@ -974,11 +975,9 @@ static void s_on_heartbeat_locked(s_worker *w)
     /* last_send is read off the monotonic clock at the send, so it may be a
      * little ahead of the loop's cached uv_now: no unsigned wrap-around */
     if (now >= w->last_send + (uint64_t)w->opt.heartbeat_ms) {
-        Rl__Envelope env = RL__ENVELOPE__INIT;
-        Rl__Heartbeat hb = RL__HEARTBEAT__INIT;
-        hb.time_ns = uv_hrtime();
-        env.body_case = RL__ENVELOPE__BODY_HEARTBEAT;
-        env.heartbeat = &hb;
+        Rl__Envelope env;
+        Rl__Heartbeat hb;
+        rl_msg_heartbeat(&env, &hb, uv_hrtime());
         s_send(w, &env, NULL);
     }
 }
@@ -1108,11 +1107,9 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
         rl_error_set(RL_EINVAL, "rl_worker_run: role, driver and a rank >= 0 are required");
         return RL_WORKER_EXIT_ERROR;
     }
-    s_worker *w = calloc(1, sizeof *w);
-    if (!w) {
-        rl_error_set(RL_ENOMEM, "worker: out of memory");
+    s_worker *w = rl_zalloc(sizeof *w, "worker");
+    if (!w)
         return RL_WORKER_EXIT_ERROR;
-    }
     w->opt = *opt_in;
     if (w->opt.heartbeat_ms <= 0)
         w->opt.heartbeat_ms = 1000;

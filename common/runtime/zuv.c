@@ -1,5 +1,6 @@
 /* zuv.c — edge-triggered ZeroMQ fd polling in libuv (see common/runtime/zuv.h). */
 #include "common/runtime/zuv.h"
+#include "common/core/util.h"
 #include "rlrt/error.h"
 
 #include <stdlib.h>
@@ -70,11 +71,9 @@ rl_zuv *rl_zuv_start_locked(uv_loop_t *loop, void *zsock, rl_zuv_readable_fn cb,
         rl_error_set(RL_EIO, "zmq_getsockopt(ZMQ_FD): %s", zmq_strerror(zmq_errno()));
         return NULL;
     }
-    rl_zuv *w = calloc(1, sizeof *w);
-    if (!w) {
-        rl_error_set(RL_ENOMEM, "zuv: out of memory");
+    rl_zuv *w = rl_zalloc(sizeof *w, "zuv");
+    if (!w)
         return NULL;
-    }
     w->zsock = zsock;
     w->cb = cb;
     w->arg = arg;

@@ -94,10 +94,8 @@ int rl_diffusion_sde_step(const float *x, const float *v, const float *sigma,
             acc += e * e;
         }
         if (!isfinite(acc)) {
-            if ((rc = rl__first_nonfinite(fn, "x", x, i * d, d)) || (rc = rl__first_nonfinite(fn, "v", v, i * d, d)) ||
-                (rc = rl__first_nonfinite(fn, "noise", noise, i * d, d)))
-                return rc;
-            return rl_error_set(RL_ENUMERIC, "%s: step of row %lld overflows", fn, (long long)i);
+            const rl__named_array in[] = {{"x", x}, {"v", v}, {"noise", noise}};
+            return rl__row_overflow(fn, "step of row", i, i * d, d, in, 3);
         }
         if (logp)
             logp[i] = (float)(-0.5 * acc / (double)d - log(c.s) - S_LOG_SQRT_2PI);
@@ -136,10 +134,8 @@ int rl_diffusion_sde_logprob(const float *x, const float *v,
                 grad_v[k] = (float)(gscale * diff);
         }
         if (!isfinite(acc)) {
-            if ((rc = rl__first_nonfinite(fn, "x", x, i * d, d)) || (rc = rl__first_nonfinite(fn, "v", v, i * d, d)) ||
-                (rc = rl__first_nonfinite(fn, "x_next", x_next, i * d, d)))
-                return rc;
-            return rl_error_set(RL_ENUMERIC, "%s: log-prob of row %lld overflows", fn, (long long)i);
+            const rl__named_array in[] = {{"x", x}, {"v", v}, {"x_next", x_next}};
+            return rl__row_overflow(fn, "log-prob of row", i, i * d, d, in, 3);
         }
         logp[i] = (float)(-0.5 * acc * inv_var / (double)d - log(c.s) - S_LOG_SQRT_2PI);
     }
@@ -176,10 +172,8 @@ int rl_diffusion_sde_kl(const float *v, const float *v_ref, const float *sigma,
                 grad_v[k] = (float)(gscale * diff);
         }
         if (!isfinite(acc)) {
-            if ((rc = rl__first_nonfinite(fn, "v", v, i * d, d)) ||
-                (rc = rl__first_nonfinite(fn, "v_ref", v_ref, i * d, d)))
-                return rc;
-            return rl_error_set(RL_ENUMERIC, "%s: KL of row %lld overflows", fn, (long long)i);
+            const rl__named_array in[] = {{"v", v}, {"v_ref", v_ref}};
+            return rl__row_overflow(fn, "KL of row", i, i * d, d, in, 2);
         }
         kl[i] = (float)(0.5 * scale * acc / (double)d);
     }

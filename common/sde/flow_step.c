@@ -99,11 +99,10 @@ int rl_flow_step_sample(rl_flow_step_method method, const float *x_t,
             }
         }
         if (!isfinite(acc)) {
-            if ((rc = rl__first_nonfinite(fn, "x_t", x_t, i * d, d)) ||
-                (rc = rl__first_nonfinite(fn, "v", v, i * d, d)) ||
-                (c.std > 0.0 && (rc = rl__first_nonfinite(fn, "noise", noise, i * d, d))))
-                return rc;
-            return rl_error_set(RL_ENUMERIC, "%s: step of sample %lld overflows", fn, (long long)i);
+            /* the noise enters only where the step has a spread */
+            const rl__named_array in[] = {{"x_t", x_t}, {"v", v},
+                                          {"noise", c.std > 0.0 ? noise : NULL}};
+            return rl__row_overflow(fn, "step of sample", i, i * d, d, in, 3);
         }
         if (logp)
             logp[i] = c.std > 0.0
@@ -153,12 +152,8 @@ int rl_flow_step_logprob(rl_flow_step_method method, const float *x_t,
             }
         }
         if (!isfinite(acc)) {
-            if ((rc = rl__first_nonfinite(fn, "x_t", x_t, i * d, d)) ||
-                (rc = rl__first_nonfinite(fn, "v", v, i * d, d)) ||
-                (rc = rl__first_nonfinite(fn, "x_next", x_next, i * d, d)))
-                return rc;
-            return rl_error_set(RL_ENUMERIC, "%s: log-prob of sample %lld overflows", fn,
-                                (long long)i);
+            const rl__named_array in[] = {{"x_t", x_t}, {"v", v}, {"x_next", x_next}};
+            return rl__row_overflow(fn, "log-prob of sample", i, i * d, d, in, 3);
         }
         logp[i] = c.std > 0.0
             ? (float)(-(double)d * (log(c.std) + S_HALF_LOG_2PI) - 0.5 * acc) : 0.0f;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/core/util.h"
 #include "rlrt/error.h"
 #include "common/sim/sim_internal.h"
 
@@ -34,11 +35,9 @@ rl_libero_env *rl_libero_env_new(const rl_libero_task *t)
         rl_error_set(RL_EINVAL, "rl_libero_env_new: NULL task");
         return NULL;
     }
-    rl_libero_env *e = calloc(1, sizeof *e);
-    if (!e) {
-        rl_error_set(RL_ENOMEM, "out of memory");
+    rl_libero_env *e = rl_zalloc(sizeof *e, NULL);
+    if (!e)
         return NULL;
-    }
     e->t = t;
     int nv = t->m->nv;
     e->fullM = malloc(sizeof(double) * (size_t)nv * (size_t)nv);

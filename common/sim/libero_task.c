@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 
+#include "common/core/util.h"
 #include "rlrt/error.h"
 #include "common/sim/sim_internal.h"
 
@@ -478,11 +479,9 @@ rl_libero_task *rl_libero_task_load(const char *data_dir, int index, rl_libero_s
                      info.num_tasks);
         return NULL;
     }
-    rl_libero_task *t = calloc(1, sizeof *t);
-    if (!t) {
-        rl_error_set(RL_ENOMEM, "out of memory");
+    rl_libero_task *t = rl_zalloc(sizeof *t, NULL);
+    if (!t)
         return NULL;
-    }
     t->index = index;
     char dir[4096], path[4200], err[1024] = "";
     snprintf(dir, sizeof dir, "%s/%s", data_dir, info.dirs[index]);

@@ -11,6 +11,7 @@
 #include <png.h>
 
 #include "rlrt/error.h"
+#include "common/core/util.h"
 #include "common/sim/sim_internal.h"
 
 #ifndef EGL_PLATFORM_SURFACELESS_MESA
@@ -88,11 +89,9 @@ rl_libero_renderer *rl_libero_renderer_new(const rl_libero_task *t, const char *
                      t->m->vis.global.offwidth, t->m->vis.global.offheight);
         return NULL;
     }
-    rl_libero_renderer *r = calloc(1, sizeof *r);
-    if (!r) {
-        rl_error_set(RL_ENOMEM, "out of memory");
+    rl_libero_renderer *r = rl_zalloc(sizeof *r, NULL);
+    if (!r)
         return NULL;
-    }
     r->t = t;
     r->w = width;
     r->h = height;
@@ -192,29 +191,9 @@ int rl_libero_render(rl_libero_renderer *r, const rl_libero_env *e, unsigned cha
     return RL_OK;
 }
 
-typedef struct s_membuf {
-    unsigned char *p;
-    size_t n, cap;
-    int oom;
-} s_membuf;
-
 static void s_mem_write(png_structp png, png_bytep data, png_size_t len)
 {
-    s_membuf *b = png_get_io_ptr(png);
-    if (b->oom)
-        return;
-    if (b->n + len > b->cap) {
-        size_t cap = (b->n + len) * 2;
-        unsigned char *q = realloc(b->p, cap);
-        if (!q) {
-            b->oom = 1;
-            return;
-        }
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, data, len);
-    b->n += len;
+    rl_text_put(png_get_io_ptr(png), data, len);
 }
 
 static void s_mem_flush(png_structp png)
@@ -227,14 +206,14 @@ int rl_png_encode_strip(const unsigned char *const *frames, int n, int width, in
 {
     if (!frames || !out || !len || n < 1 || width < 1 || height < 1 || (long long)n * width > 100000)
         return rl_error_set(RL_EINVAL, "png strip: bad arguments (%d frames of %dx%d)", n, width, height);
-    s_membuf b = {0};
+    rl_text b = {0};
     png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
     png_infop info = png ? png_create_info_struct(png) : NULL;
     unsigned char *line = malloc((size_t)n * (size_t)width * 3);
     if (!png || !info || !line || setjmp(png_jmpbuf(png))) {
         png_destroy_write_struct(&png, &info);
         free(line);
-        free(b.p);
+        free(b.buf);
         return rl_error_set(RL_ENOMEM, "png strip: libpng failed");
     }
     png_set_write_fn(png, &b, s_mem_write, s_mem_flush);
@@ -250,48 +229,24 @@ int rl_png_encode_strip(const unsigned char *const *frames, int n, int width, in
     png_write_end(png, NULL);
     png_destroy_write_struct(&png, &info);
     free(line);
-    if (b.oom) {
-        free(b.p);
+    if (b.failed) {
+        free(b.buf);
         return rl_error_set(RL_ENOMEM, "png strip: out of memory");
     }
-    *out = b.p;
-    *len = b.n;
+    *out = (unsigned char *)b.buf;
+    *len = b.len;
     return RL_OK;
 }
 
 int rl_png_write_strip(const char *path, const unsigned char *const *frames, int n, int width, int height)
 {
-    if (!path || !frames || n < 1 || width < 1 || height < 1 || (long long)n * width > 100000)
+    if (!path)
         return rl_error_set(RL_EINVAL, "png strip: bad arguments (%d frames of %dx%d)", n, width, height);
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        return rl_error_set(RL_EIO, "%s: cannot write", tmp);
-    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
-    png_infop info = png ? png_create_info_struct(png) : NULL;
-    unsigned char *line = malloc((size_t)n * (size_t)width * 3);
-    if (!png || !info || !line || setjmp(png_jmpbuf(png))) {
-        png_destroy_write_struct(&png, &info);
-        free(line);
-        fclose(f);
-        remove(tmp);
-        return rl_error_set(RL_EIO, "%s: libpng failed", path);
-    }
-    png_init_io(png, f);
-    png_set_IHDR(png, info, (png_uint_32)(width * n), (png_uint_32)height, 8, PNG_COLOR_TYPE_RGB,
-                 PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-    png_write_info(png, info);
-    for (int y = 0; y < height; y++) {
-        for (int k = 0; k < n; k++)
-            memcpy(line + (size_t)k * (size_t)width * 3, frames[k] + (size_t)y * (size_t)width * 3,
-                   (size_t)width * 3);
-        png_write_row(png, line);
-    }
-    png_write_end(png, NULL);
-    png_destroy_write_struct(&png, &info);
-    free(line);
-    if (fclose(f) || rename(tmp, path))
-        return rl_error_set(RL_EIO, "%s: cannot write", path);
-    return RL_OK;
+    unsigned char *png = NULL;
+    size_t len = 0;
+    int rc = rl_png_encode_strip(frames, n, width, height, &png, &len);
+    if (!rc)
+        rc = rl_file_write_atomic(path, png, len);
+    free(png);
+    return rc;
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/core/util.h"
 #include "rlrt/error.h"
 #include "common/image/image.h"
 #include "common/sim/sim_internal.h"
@@ -33,11 +34,9 @@ rl_libero_replayer *rl_libero_replayer_new(const char *data_dir, int task, rl_li
         rl_error_set(RL_EINVAL, "replay: frames of %d pixels a side (need 16..1024)", size);
         return NULL;
     }
-    rl_libero_replayer *p = calloc(1, sizeof *p);
-    if (!p) {
-        rl_error_set(RL_ENOMEM, "out of memory");
+    rl_libero_replayer *p = rl_zalloc(sizeof *p, NULL);
+    if (!p)
         return NULL;
-    }
     p->size = size;
     /* rl_libero_task_load checks the task against the manifest */
     if (!(p->sim = rl_libero_task_load(data_dir, task, scene)) ||

@@ -1,6 +1,7 @@
 /* dataproto.c — DataProto batches: tensors, per-row columns, meta
  * (see rlrt/dataproto.h). */
 #include "rlrt/dataproto.h"
+#include "common/core/util.h"
 #include "rlrt/error.h"
 
 #include <limits.h>
@@ -324,11 +325,9 @@ const void *rl_column_list_item(const rl_column *c, int64_t row, int64_t i, size
 
 rl_dataproto *rl_dataproto_new(void)
 {
-    rl_dataproto *dp = calloc(1, sizeof *dp);
-    if (!dp) {
-        rl_error_set(RL_ENOMEM, "dataproto: out of memory");
+    rl_dataproto *dp = rl_zalloc(sizeof *dp, "dataproto");
+    if (!dp)
         return NULL;
-    }
     dp->rows = -1;
     dp->meta = json_object();
     if (!dp->meta) {
@@ -575,29 +574,37 @@ rl_dataproto *rl_dataproto_new_meta(json_t *meta)
     return dp;
 }
 
-int rl_dataproto_meta_int(const rl_dataproto *dp, const char *key, int64_t def, int64_t *out)
+/* The meta value of `key`; NULL when it is missing or null. */
+static const json_t *s_meta(const rl_dataproto *dp, const char *key)
 {
     const json_t *v = json_object_get(dp->meta, key);
-    if (!v || json_is_null(v)) {
-        *out = def;
-        return RL_OK;
-    }
-    if (!json_is_integer(v))
+    return v && !json_is_null(v) ? v : NULL;
+}
+
+/* RL_EINVAL "argument 'key' must be <want>, got <v as JSON>". */
+static int s_bad_arg(const char *key, const char *want, const json_t *v)
+{
+    char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    rl_error_set(RL_EINVAL, "argument '%s' must be %s, got %s", key, want, text ? text : "?");
+    free(text);
+    return RL_EINVAL;
+}
+
+int rl_dataproto_meta_int(const rl_dataproto *dp, const char *key, int64_t def, int64_t *out)
+{
+    const json_t *v = s_meta(dp, key);
+    if (v && !json_is_integer(v))
         return rl_error_set(RL_EINVAL, "argument '%s' must be an integer", key);
-    *out = json_integer_value(v);
+    *out = v ? json_integer_value(v) : def;
     return RL_OK;
 }
 
 int rl_dataproto_meta_double(const rl_dataproto *dp, const char *key, double def, double *out)
 {
-    const json_t *v = json_object_get(dp->meta, key);
-    if (!v || json_is_null(v)) {
-        *out = def;
-        return RL_OK;
-    }
-    if (!json_is_number(v))
+    const json_t *v = s_meta(dp, key);
+    if (v && !json_is_number(v))
         return rl_error_set(RL_EINVAL, "argument '%s' must be a number", key);
-    *out = json_number_value(v);
+    *out = v ? json_number_value(v) : def;
     return RL_OK;
 }
 
@@ -612,17 +619,13 @@ const char *rl_dataproto_meta_str(const rl_dataproto *dp, const char *key, const
 int rl_dataproto_meta_get_int(const rl_dataproto *dp, const char *key, int64_t lo, int64_t hi,
                               int64_t *out)
 {
-    const json_t *v = json_object_get(dp->meta, key);
-    if (!v || json_is_null(v))
-        return rl_error_set(RL_EINVAL, "argument '%s' is missing (an integer in [%lld, %lld])", key,
-                            (long long)lo, (long long)hi);
-    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
-        char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-        rl_error_set(RL_EINVAL, "argument '%s' must be an integer in [%lld, %lld], got %s", key,
-                     (long long)lo, (long long)hi, text ? text : "?");
-        free(text);
-        return RL_EINVAL;
-    }
+    const json_t *v = s_meta(dp, key);
+    char want[96];
+    snprintf(want, sizeof want, "an integer in [%lld, %lld]", (long long)lo, (long long)hi);
+    if (!v)
+        return rl_error_set(RL_EINVAL, "argument '%s' is missing (%s)", key, want);
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return s_bad_arg(key, want, v);
     *out = json_integer_value(v);
     return RL_OK;
 }
@@ -630,17 +633,15 @@ int rl_dataproto_meta_get_int(const rl_dataproto *dp, const char *key, int64_t l
 int rl_dataproto_meta_get_double(const rl_dataproto *dp, const char *key, double lo, double hi,
                                  double *out)
 {
-    const json_t *v = json_object_get(dp->meta, key);
-    if (!v || json_is_null(v))
+    const json_t *v = s_meta(dp, key);
+    if (!v)
         return rl_error_set(RL_EINVAL, "argument '%s' is missing (a number in [%g, %g])", key, lo,
                             hi);
     double x = json_number_value(v);
     if (!json_is_number(v) || !isfinite(x) || x < lo || x > hi) {
-        char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-        rl_error_set(RL_EINVAL, "argument '%s' must be a finite number in [%g, %g], got %s", key,
-                     lo, hi, text ? text : "?");
-        free(text);
-        return RL_EINVAL;
+        char want[96];
+        snprintf(want, sizeof want, "a finite number in [%g, %g]", lo, hi);
+        return s_bad_arg(key, want, v);
     }
     *out = x;
     return RL_OK;

@@ -1,5 +1,6 @@
 /* tensor.c — refcounted storage and tensor views (see rlrt/tensor.h). */
 #include "rlrt/tensor.h"
+#include "common/core/util.h"
 #include "rlrt/error.h"
 
 #include <stdint.h>
@@ -18,6 +19,18 @@
 
 static void s_munmap_release(void *data, void *ctx) { munmap(data, (size_t)(uintptr_t)ctx); }
 
+/* s holding data (nbytes), one reference; release(data, ctx) at the last. */
+static rl_storage *s_storage_init(rl_storage *s, void *data, size_t nbytes,
+                                  rl_storage_release_fn release, void *ctx)
+{
+    s->data = data;
+    s->nbytes = nbytes;
+    atomic_init(&s->refcount, 1);
+    s->release = release;
+    s->ctx = ctx;
+    return s;
+}
+
 static rl_storage *s_storage_mmap(rl_storage *s, size_t nbytes)
 {
     size_t len = (nbytes + 4095) & ~(size_t)4095;
@@ -27,12 +40,7 @@ static rl_storage *s_storage_mmap(rl_storage *s, size_t nbytes)
         rl_error_set(RL_ENOMEM, "storage of %zu bytes: out of memory", nbytes);
         return NULL;
     }
-    s->data = data;
-    s->nbytes = nbytes;
-    atomic_init(&s->refcount, 1);
-    s->release = s_munmap_release;
-    s->ctx = (void *)(uintptr_t)len;
-    return s;
+    return s_storage_init(s, data, nbytes, s_munmap_release, (void *)(uintptr_t)len);
 }
 
 rl_storage *rl_storage_new(size_t nbytes)
@@ -49,12 +57,7 @@ rl_storage *rl_storage_new(size_t nbytes)
         return NULL;
     }
     memset(data, 0, alloc ? alloc : 64);
-    s->data = data;
-    s->nbytes = nbytes;
-    atomic_init(&s->refcount, 1);
-    s->release = NULL;
-    s->ctx = NULL;
-    return s;
+    return s_storage_init(s, data, nbytes, NULL, NULL);
 }
 
 rl_storage *rl_storage_wrap(void *data, size_t nbytes, rl_storage_release_fn release, void *ctx)
@@ -64,12 +67,7 @@ rl_storage *rl_storage_wrap(void *data, size_t nbytes, rl_storage_release_fn rel
         rl_error_set(RL_ENOMEM, "storage wrapper: out of memory");
         return NULL;
     }
-    s->data = data;
-    s->nbytes = nbytes;
-    atomic_init(&s->refcount, 1);
-    s->release = release;
-    s->ctx = ctx;
-    return s;
+    return s_storage_init(s, data, nbytes, release, ctx);
 }
 
 void rl_storage_retain(rl_storage *s) { atomic_fetch_add_explicit(&s->refcount, 1, memory_order_relaxed); }
@@ -107,11 +105,9 @@ int rl_shape_numel(int ndim, const int64_t *shape, int64_t *numel)
 static rl_tensor *s_tensor_alloc(rl_storage *storage, size_t offset, rl_dtype dtype, int ndim,
                                  const int64_t *shape, int64_t numel)
 {
-    rl_tensor *t = calloc(1, sizeof *t);
-    if (!t) {
-        rl_error_set(RL_ENOMEM, "tensor: out of memory");
+    rl_tensor *t = rl_zalloc(sizeof *t, "tensor");
+    if (!t)
         return NULL;
-    }
     t->storage = storage;
     t->offset = offset;
     t->dtype = dtype;

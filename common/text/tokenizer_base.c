@@ -436,11 +436,9 @@ int rl_tok_ivec_push(rl_tok_ivec *v, int32_t x)
 
 rl_tokenizer *rl_tok_alloc(rl_tokenizer_kind kind, const rl_tok_ops *ops, int64_t vocab_size)
 {
-    rl_tokenizer *t = calloc(1, sizeof *t);
-    if (!t) {
-        rl_error_set(RL_ENOMEM, "tokenizer: out of memory");
+    rl_tokenizer *t = rl_zalloc(sizeof *t, "tokenizer");
+    if (!t)
         return NULL;
-    }
     t->kind = kind;
     t->ops = ops;
     t->vocab_size = vocab_size;
@@ -552,6 +550,7 @@ bool rl_tokenizer_is_special(const rl_tokenizer *tok, int32_t id)
     return id >= 0 && id < tok->vocab_size && tok->is_special[id];
 }
 
+/* The ids of text into v (empty on entry); on an error v is left empty. */
 static int s_encode(const rl_tokenizer *tok, const char *text, size_t len, rl_tok_ivec *v)
 {
     if (!tok)
@@ -560,7 +559,12 @@ static int s_encode(const rl_tokenizer *tok, const char *text, size_t len, rl_to
         return rl_error_set(RL_EINVAL, "rl_tokenizer_encode: text is NULL with len %zu", len);
     if (!text)
         text = "";
-    return tok->ops->encode(tok, text, len, v);
+    int rc = tok->ops->encode(tok, text, len, v);
+    if (rc) {
+        free(v->v);
+        *v = (rl_tok_ivec){0};
+    }
+    return rc;
 }
 
 int rl_tokenizer_encode(const rl_tokenizer *tok, const char *text, size_t len, int32_t **ids,
@@ -572,10 +576,8 @@ int rl_tokenizer_encode(const rl_tokenizer *tok, const char *text, size_t len, i
     *n = 0;
     rl_tok_ivec v = {0};
     int rc = s_encode(tok, text, len, &v);
-    if (rc) {
-        free(v.v);
+    if (rc)
         return rc;
-    }
     if (!v.v && !(v.v = malloc(sizeof(int32_t))))
         return rl_error_set(RL_ENOMEM, "rl_tokenizer_encode: out of memory");
     *ids = v.v;
@@ -591,10 +593,8 @@ int rl_tokenizer_encode_into(const rl_tokenizer *tok, const char *text, size_t l
     *n = 0;
     rl_tok_ivec v = {0};
     int rc = s_encode(tok, text, len, &v);
-    if (rc) {
-        free(v.v);
+    if (rc)
         return rc;
-    }
     *n = v.n;
     if (v.n > cap) {
         free(v.v);

@@ -12,6 +12,7 @@
 #include "common/nn/models/lm/transformer.h"
 #include "common/schema/lm.h"
 #include "common/schema/rollout.h"
+#include "common/core/util.h"
 #include "rlrt/error.h"
 
 int rl_agent_tokens_find(const rl_tokenizer *tok, rl_agent_tokens *out)
@@ -266,11 +267,9 @@ rl_agent *rl_agent_open(const rl_config *job)
     const rl_rollout_multi_turn_config cfg = *mt; /* the tree's strings and nodes stay */
     const char *tokname = data->tokenizer;
     size_t nt = rl_config_node_len(cfg.tools);
-    rl_agent *a = calloc(1, sizeof *a);
-    if (!a) {
-        rl_error_set(RL_ENOMEM, "agent: out of memory");
+    rl_agent *a = rl_zalloc(sizeof *a, "agent");
+    if (!a)
         return NULL;
-    }
     a->max_turns = (int)cfg.max_turns;
     if (!(a->tok = rl_task_tokenizer_open(tokname))) {
         RL_CFG_ERROR(job, &rl_lm_data_section, rl_lm_data_config, tokenizer, rl_error_code(), "%s",

@@ -489,8 +489,11 @@ static void s_recipe_close(rl_trainer *t, void *st, const rl_recipe_loop *l, int
     rl_trainer_close(t);
 }
 
-int rl_recipe_run(rl_driver *d, const rl_config *job, void *st, const rl_recipe_loop *loop)
+int rl_recipe_run(rl_driver *d, const rl_config *job, const rl_recipe_loop *loop)
 {
+    void *st = calloc(1, loop->state_size ? loop->state_size : 1);
+    if (!st)
+        return rl_error_set(RL_ENOMEM, "recipe state: out of memory");
     rl_trainer t;
     rl_recovery rec;
     memset(&t, 0, sizeof t);
@@ -532,5 +535,6 @@ int rl_recipe_run(rl_driver *d, const rl_config *job, void *st, const rl_recipe_
     }
     s_recipe_close(&t, st, loop, 0);
     rl_recovery_close(&rec);
+    free(st);
     return rc;
 }

@@ -20,6 +20,7 @@
 #ifndef RLRT_DRIVER_RECIPES_PHASES_H
 #define RLRT_DRIVER_RECIPES_PHASES_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "driver/recipe.h"
@@ -181,6 +182,7 @@ typedef struct rl_recipe_hook {
 } rl_recipe_hook;
 
 typedef struct rl_recipe_loop {
+    size_t state_size; /* the recipe's state: rl_recipe_run allocates it zeroed */
     int (*open)(void *st, rl_trainer *t);
     /* checkpoint `want` (-1: the newest complete one; k > 0: step k) into
      * the state, *start = its step (0: nothing to restore); NULL: the
@@ -197,7 +199,9 @@ typedef struct rl_recipe_loop {
     void (*close)(void *st, int reopen);
 } rl_recipe_loop;
 
-int rl_recipe_run(rl_driver *d, const rl_config *job, void *st, const rl_recipe_loop *loop);
+/* Runs the loop over a zeroed state of loop->state_size bytes (freed at the
+ * end, after close). rl-driver calls it for a recipe with a `loop`. */
+int rl_recipe_run(rl_driver *d, const rl_config *job, const rl_recipe_loop *loop);
 
 
 #endif

@@ -330,13 +330,18 @@ static void s_collective_check(rl_driver *d, s_tally *t)
 }
 
 /* The groups of a pair of roles; a role the job lacks is a SKIP reason. */
-static int s_pair_groups(rl_driver *d, const char *const names[2], rl_group **g,
-                         char *why, size_t len)
+/* The groups of the roles names[0] and names[1] into g, and "a<sep>b"
+ * into pair (2 * RL_CLUSTER_NAME_MAX + 4 bytes); 0 when one of them is
+ * missing, the check `label` then reported skipped. */
+static int s_pair_groups(rl_driver *d, s_tally *t, const char *label, const char *const names[2],
+                         const char *sep, rl_group **g, char *pair)
 {
+    snprintf(pair, 2 * RL_CLUSTER_NAME_MAX + 4, "%.*s%s%.*s", RL_CLUSTER_NAME_MAX, names[0], sep,
+             RL_CLUSTER_NAME_MAX, names[1]);
     for (int i = 0; i < 2; i++) {
         g[i] = rl_driver_group(d, names[i]);
         if (!g[i]) {
-            snprintf(why, len, "%s", rl_error_message());
+            s_report(t, label, pair, 0, S_SKIP, 0, rl_error_message());
             return 0;
         }
     }
@@ -352,13 +357,9 @@ static void s_weight_check(rl_driver *d, const s_opts *o, rl_weight_sync *ws, s_
     int64_t version = ws->version + 1;
     snprintf(label, sizeof label, "weight channel %lld MiB v%lld", (long long)o->weight_mb,
              (long long)version);
-    snprintf(pair, sizeof pair, "%.*s>%.*s", RL_CLUSTER_NAME_MAX, o->weight_pair[0], RL_CLUSTER_NAME_MAX,
-             o->weight_pair[1]);
     rl_group *g[2];
-    if (!s_pair_groups(d, o->weight_pair, g, why, sizeof why)) {
-        s_report(t, label, pair, 0, S_SKIP, 0, why);
+    if (!s_pair_groups(d, t, label, o->weight_pair, ">", g, pair))
         return;
-    }
     /* the recipes' own choreography, with the test methods' test buffer */
     ws->sender = g[0];
     ws->receivers = g[1];
@@ -398,13 +399,9 @@ static void s_channel_check(rl_driver *d, const s_opts *o, s_tally *t)
 {
     char label[96], pair[2 * RL_CLUSTER_NAME_MAX + 4], why[512] = "";
     snprintf(label, sizeof label, "data channel %lldx", (long long)o->channel_steps);
-    snprintf(pair, sizeof pair, "%.*s<>%.*s", RL_CLUSTER_NAME_MAX, o->channel_pair[0], RL_CLUSTER_NAME_MAX,
-             o->channel_pair[1]);
     rl_group *g[2];
-    if (!s_pair_groups(d, o->channel_pair, g, why, sizeof why)) {
-        s_report(t, label, pair, 0, S_SKIP, 0, why);
+    if (!s_pair_groups(d, t, label, o->channel_pair, "<>", g, pair))
         return;
-    }
     int n[2] = {rl_group_size(g[0]), rl_group_size(g[1])};
     int pairs = n[0] < n[1] ? n[0] : n[1];
     double t0 = s_now_ms();

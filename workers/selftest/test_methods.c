@@ -148,18 +148,28 @@ static float s_coll_sum(int world, int64_t count, int64_t i)
     return acc + s_coll_x(c, i);
 }
 
+/* "tcp://<meta host><port>" into ep; RL_EINVAL (message set, naming the
+ * method) when meta has no host or the endpoint does not fit. */
+static int s_host_endpoint(const rl_dataproto *in, const char *port, const char *method, char *ep,
+                           size_t size)
+{
+    const char *host = rl_dataproto_meta_str(in, "host", NULL);
+    if (!host)
+        return rl_error_code();
+    if ((size_t)snprintf(ep, size, "tcp://%s%s", host, port) >= size)
+        return rl_error_set(RL_EINVAL, "%s: host '%.40s...' is too long", method, host);
+    return RL_OK;
+}
+
 /* On rank 0 (like ncclGetUniqueId): a communicator id whose rendezvous
  * endpoint is on this host. meta: host. Returns meta {comm_id}. The driver
  * hands the text to every rank. */
 static int s_comm_id_create(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     (void)ctx;
-    const char *host = rl_dataproto_meta_str(in, "host", NULL);
-    if (!host)
-        return rl_error_code();
     char ep[300];
-    if ((size_t)snprintf(ep, sizeof ep, "tcp://%s", host) >= sizeof ep)
-        return rl_error_set(RL_EINVAL, "comm_id_create: host '%.40s...' is too long", host);
+    if (s_host_endpoint(in, "", "comm_id_create", ep, sizeof ep))
+        return rl_error_code();
     rl_comm_id id;
     if (rl_comm_id_create(&id, ep))
         return rl_error_code();
@@ -369,12 +379,9 @@ static int s_channel_open(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
         return rl_error_code();
     if (inactive)
         return s_meta_out(json_pack("{s:s}", "endpoint", ""), out);
-    const char *host = rl_dataproto_meta_str(in, "host", NULL);
-    if (!host)
-        return rl_error_code();
     char bind[300];
-    if ((size_t)snprintf(bind, sizeof bind, "tcp://%s:*", host) >= sizeof bind)
-        return rl_error_set(RL_EINVAL, "channel_open: host '%.40s...' is too long", host);
+    if (s_host_endpoint(in, ":*", "channel_open", bind, sizeof bind))
+        return rl_error_code();
     rl_channel_free(s_chan);
     s_chan = rl_channel_listen(bind);
     if (!s_chan)

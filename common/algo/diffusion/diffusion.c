@@ -107,20 +107,17 @@ int rl_diffusion_grpo_loss(const float *logp, const float *old_logp,
     if (!(clip_range >= 0.0) || !(adv_clip_max >= 0.0))
         return rl_error_set(RL_EINVAL, "%s: clip_range=%g and adv_clip_max=%g must be >= 0", fn,
                             clip_range, adv_clip_max);
-    if ((rc = rl__first_nonfinite(fn, "mask", mask, 0, n)))
+    double inv_m, md;
+    if ((rc = rl__mask_inv_sum(fn, mask, n, &inv_m, &md)))
         return rc;
-    double msum = 0.0;
     for (int64_t i = 0; i < n; i++) {
-        const double m = mask ? mask[i] : 1.0;
-        msum += m;
-        if (m == 0.0)
+        if (mask && mask[i] == 0.0f)
             continue;
         if ((rc = rl__first_nonfinite(fn, "logp", logp, i, 1)) ||
             (rc = rl__first_nonfinite(fn, "old_logp", old_logp, i, 1)) ||
             (rc = rl__first_nonfinite(fn, "adv", adv, i, 1)))
             return rc;
     }
-    const double inv_m = msum > 0.0 ? 1.0 / msum : 0.0;
     const double lo = 1.0 - clip_range, hi = 1.0 + clip_range;
     double s_loss = 0.0, s_clip = 0.0, s_kl = 0.0, s_ratio = 0.0;
     for (int64_t i = 0; i < n; i++) {
@@ -158,7 +155,6 @@ int rl_diffusion_grpo_loss(const float *logp, const float *old_logp,
             grad_logp[i] = (float)(m * inv_m * dl);
     }
     if (metrics) {
-        const double md = msum > 0.0 ? inv_m : NAN;
         metrics->loss = s_loss * inv_m;
         metrics->clip_frac = s_clip * md;
         metrics->approx_kl = s_kl * md;

@@ -64,11 +64,8 @@ int rl_flow_ipo_loss(const float *v_theta, const float *target,
             rowm += m * acc;
         }
         if (!isfinite(row)) {
-            if ((rc = rl__first_nonfinite(fn, "v_theta", v_theta, i * d, d)) ||
-                (rc = rl__first_nonfinite(fn, "target", target, i * d, d)))
-                return rc;
-            return rl_error_set(RL_ENUMERIC, "%s: squared error of chunk %lld overflows", fn,
-                                (long long)i);
+            const rl__named_array in[] = {{"v_theta", v_theta}, {"target", target}};
+            return rl__row_overflow(fn, "squared error of chunk", i, i * d, d, in, 2);
         }
         all += row;
         lsum += rowm;
@@ -271,13 +268,11 @@ int rl_flow_sar_loss(const float *v_theta, const float *v_old, const float *u,
     const int softplus = cfg->variant == RL_FLOW_SAR_SOFTPLUS_KL;
     if (sde && !flow_t)
         return rl_error_set(RL_EINVAL, "%s: the sde energy needs flow_t", fn);
-    if ((rc = rl__first_nonfinite(fn, "mask", mask, 0, n)))
+    double inv_m, mean_den;
+    if ((rc = rl__mask_inv_sum(fn, mask, n, &inv_m, &mean_den)))
         return rc;
-    double msum = 0.0;
     for (int64_t i = 0; i < n; i++) {
-        const double m = mask ? mask[i] : 1.0;
-        msum += m;
-        if (m == 0.0)
+        if (mask && mask[i] == 0.0f)
             continue;
         if (!isfinite(weights[i]) || !isfinite(labels[i]) || (sde && !isfinite(flow_t[i]))) {
             const char *name = !isfinite(weights[i]) ? "weights"
@@ -292,7 +287,6 @@ int rl_flow_sar_loss(const float *v_theta, const float *v_old, const float *u,
                                 "%s: flow_t[%lld]=%g: the sde energy 1/(2t) needs t > 0", fn,
                                 (long long)i, (double)flow_t[i]);
     }
-    const double inv_m = msum > 0.0 ? 1.0 / msum : 0.0;
     const double beta = cfg->beta, lam = cfg->kl_coeff;
     const double sc = cfg->energy_mean ? 1.0 / (double)d : 1.0;
 #if S_HAVE_AVX2_PATH
@@ -333,12 +327,8 @@ int rl_flow_sar_loss(const float *v_theta, const float *v_old, const float *u,
             for (int64_t i = i0; i < i1; i++) {
                 if (isfinite(srr[i - i0] + srd[i - i0] + sdd[i - i0]))
                     continue;
-                if ((rc = rl__first_nonfinite(fn, "v_theta", v_theta, i * d, d)) ||
-                    (rc = rl__first_nonfinite(fn, "v_old", v_old, i * d, d)) ||
-                    (rc = rl__first_nonfinite(fn, "u", u, i * d, d)))
-                    return rc;
-                return rl_error_set(RL_ENUMERIC, "%s: energy of chunk %lld overflows", fn,
-                                    (long long)i);
+                const rl__named_array in[] = {{"v_theta", v_theta}, {"v_old", v_old}, {"u", u}};
+                return rl__row_overflow(fn, "energy of chunk", i, i * d, d, in, 3);
             }
         }
         /* With r = v_old − u and δ = v_θ − v_old, v± − u = r ± β·δ, so
@@ -421,7 +411,6 @@ int rl_flow_sar_loss(const float *v_theta, const float *v_old, const float *u,
         }
     }
     if (metrics) {
-        const double mean_den = msum > 0.0 ? inv_m : NAN;
         metrics->loss = s_loss * inv_m;
         metrics->e_pos = s_ep * mean_den;
         metrics->e_neg = s_en * mean_den;

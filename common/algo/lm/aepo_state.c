@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/core/util.h"
 #include "rlrt/error.h"
 #include "common/core/rng.h"
 
@@ -214,11 +215,9 @@ rl_aepo_state *rl_aepo_state_new(const rl_aepo_config *cfg)
     }
     if (rl_aepo_config_validate(cfg))
         return NULL;
-    rl_aepo_state *s = calloc(1, sizeof *s);
-    if (!s) {
-        rl_error_set(RL_ENOMEM, "rl_aepo_state_new: out of memory");
+    rl_aepo_state *s = rl_zalloc(sizeof *s, "rl_aepo_state_new");
+    if (!s)
         return NULL;
-    }
     s->cfg = *cfg;
     for (int d = 0; d < RL_AEPO_NBUCKETS; d++)
         s->alpha[d] = cfg->alpha_init;
@@ -363,9 +362,12 @@ int64_t rl_aepo_difficulty_count(const rl_aepo_state *s)
     return n;
 }
 
-static int s_check_rows(const char *fn, const int64_t *gid, const float *acc,
-                        const float *hwe, int64_t B)
+/* The state, then the batch's rows (B ids, accuracies and entropies). */
+static int s_check_rows(const char *fn, const rl_aepo_state *s, const int64_t *gid,
+                        const float *acc, const float *hwe, int64_t B)
 {
+    if (!s)
+        return rl_error_set(RL_EINVAL, "%s: NULL state", fn);
     if (B < 0 || (B > 0 && (!gid || !acc || !hwe)))
         return rl_error_set(RL_EINVAL, "%s: NULL array or B=%lld < 0", fn, (long long)B);
     for (int64_t b = 0; b < B; b++) {
@@ -418,9 +420,7 @@ int rl_aepo_difficulty_observe(rl_aepo_state *s, const int64_t *gid, const float
                                rl_aepo_batch_stats *stats)
 {
     const char *fn = "rl_aepo_difficulty_observe";
-    if (!s)
-        return rl_error_set(RL_EINVAL, "%s: NULL state", fn);
-    int rc = s_check_rows(fn, gid, acc, hwe, B);
+    int rc = s_check_rows(fn, s, gid, acc, hwe, B);
     if (rc)
         return rc;
     /* Group the batch's rows by id, in order of first appearance, so the
@@ -558,9 +558,7 @@ int rl_aepo_bootstrap_add(rl_aepo_state *s, const int64_t *gid, const float *acc
                           const float *hwe, int64_t B)
 {
     const char *fn = "rl_aepo_bootstrap_add";
-    if (!s)
-        return rl_error_set(RL_EINVAL, "%s: NULL state", fn);
-    int rc = s_check_rows(fn, gid, acc, hwe, B);
+    int rc = s_check_rows(fn, s, gid, acc, hwe, B);
     if (rc)
         return rc;
     for (int64_t b = 0; b < B; b++) {

@@ -349,16 +349,10 @@ static void s_step_clear(void *st)
 }
 
 static const rl_recipe_loop s_loop = {
+    .state_size = sizeof(s_dg),
     .open = s_open, .restore = s_restore, .phases = s_phases, .hooks = s_hooks,
     .save = s_save, .step_clear = s_step_clear, .close = s_close,
 };
-
-static int s_run(rl_driver *d, const rl_config *job)
-{
-    s_dg s;
-    memset(&s, 0, sizeof s);
-    return rl_recipe_run(d, job, &s, &s_loop);
-}
 
 const rl_recipe rl_recipe_diffusion = {
     .name = "diffusion",
@@ -374,5 +368,5 @@ const rl_recipe rl_recipe_diffusion = {
     .changes = rl_diffusion_changes,
     .roles = s_roles,
     .prepare = s_prepare,
-    .run = s_run,
+    .loop = &s_loop,
 };

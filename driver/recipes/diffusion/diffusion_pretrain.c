@@ -75,11 +75,18 @@ static int s_open(void *st, rl_trainer *t)
     return rc;
 }
 
+/* flow_pretrain's open (scorer_train's is s_open: the state starts zeroed,
+ * and s_close zeroes it again for a reopen) */
+static int s_open_flow(void *st, rl_trainer *t)
+{
+    ((s_pre *)st)->generator = 1;
+    return s_open(st, t);
+}
+
 static void s_close(void *st, int reopen)
 {
     (void)reopen;
     s_pre *s = st;
-    int generator = s->generator;
     rl_actor_job_close(&s->j);
     rl_fmnist_free(s->train);
     free(s->clips);
@@ -88,7 +95,6 @@ static void s_close(void *st, int reopen)
     free(s->sigma);
     free(s->labels);
     memset(s, 0, sizeof *s);
-    s->generator = generator;
 }
 
 /* The step's request: the generator's (prompt ids, x_σ, σ, velocity target)
@@ -239,20 +245,15 @@ static int s_hooks(void *st, rl_recipe_hook *out)
     return 1;
 }
 
-static const rl_recipe_loop s_loop = {
-    .open = s_open, .phases = s_phases, .step_metrics = s_step_metrics, .hooks = s_hooks, .close = s_close,
+static const rl_recipe_loop s_loop_scorer = {
+    .state_size = sizeof(s_pre), .open = s_open, .phases = s_phases,
+    .step_metrics = s_step_metrics, .hooks = s_hooks, .close = s_close,
 };
 
-static int s_run(rl_driver *d, const rl_config *job, int generator)
-{
-    s_pre s;
-    memset(&s, 0, sizeof s);
-    s.generator = generator;
-    return rl_recipe_run(d, job, &s, &s_loop);
-}
-
-static int s_run_scorer(rl_driver *d, const rl_config *job) { return s_run(d, job, 0); }
-static int s_run_flow(rl_driver *d, const rl_config *job) { return s_run(d, job, 1); }
+static const rl_recipe_loop s_loop_flow = {
+    .state_size = sizeof(s_pre), .open = s_open_flow, .phases = s_phases,
+    .step_metrics = s_step_metrics, .hooks = s_hooks, .close = s_close,
+};
 
 static int s_prepare(rl_config *job) { return rl_actor_job_prepare(job, 1); }
 
@@ -281,7 +282,7 @@ const rl_recipe rl_recipe_scorer_train = {
     .changes = rl_scorer_train_changes,
     .roles = s_roles,
     .prepare = s_prepare,
-    .run = s_run_scorer,
+    .loop = &s_loop_scorer,
 };
 
 const rl_recipe rl_recipe_flow_pretrain = {
@@ -294,5 +295,5 @@ const rl_recipe rl_recipe_flow_pretrain = {
     .changes = rl_flow_pretrain_changes,
     .roles = s_roles,
     .prepare = s_prepare_flow,
-    .run = s_run_flow,
+    .loop = &s_loop_flow,
 };

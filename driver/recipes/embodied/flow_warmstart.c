@@ -169,14 +169,9 @@ static void s_close(void *st, int reopen)
     memset(s, 0, sizeof *s);
 }
 
-static const rl_recipe_loop s_loop = {.open = s_open, .phases = s_phases, .close = s_close};
-
-static int s_run(rl_driver *d, const rl_config *job)
-{
-    s_ws s;
-    memset(&s, 0, sizeof s);
-    return rl_recipe_run(d, job, &s, &s_loop);
-}
+static const rl_recipe_loop s_loop = {
+    .state_size = sizeof(s_ws), .open = s_open, .phases = s_phases, .close = s_close,
+};
 
 /* A fresh model with the demonstrations' obs_norm, saved to <output_dir>/init,
  * becomes model.init_from. */
@@ -247,5 +242,5 @@ const rl_recipe rl_recipe_flow_warmstart = {
     .changes = rl_flow_warmstart_changes,
     .roles = s_roles,
     .prepare = s_prepare,
-    .run = s_run,
+    .loop = &s_loop,
 };

@@ -331,16 +331,10 @@ static void s_close(void *st, int reopen)
 }
 
 static const rl_recipe_loop s_loop = {
+    .state_size = sizeof(s_lr),
     .open = s_open, .restore = s_restore, .phases = s_phases, .hooks = s_hooks,
     .save = s_save, .step_clear = s_step_clear, .close = s_close,
 };
-
-static int s_run(rl_driver *d, const rl_config *job)
-{
-    s_lr s;
-    memset(&s, 0, sizeof s);
-    return rl_recipe_run(d, job, &s, &s_loop);
-}
 
 /* Before any worker starts: libero_rl's env settings, the method's
  * estimator, the lr schedule's length (updates per step are not known
@@ -378,5 +372,5 @@ const rl_recipe rl_recipe_libero_rl = {
     .changes = rl_libero_rl_changes,
     .roles = s_roles,
     .prepare = s_prepare,
-    .run = s_run,
+    .loop = &s_loop,
 };

@@ -313,17 +313,11 @@ static void s_close(void *st, int reopen)
 }
 
 static const rl_recipe_loop s_loop = {
+    .state_size = sizeof(s_rlvr),
     .open = s_open, .restore = s_restore, .fresh = s_fresh, .phases = s_phases,
     .step_metrics = s_step_metrics, .hooks = s_hooks, .save = s_save,
     .step_clear = s_step_clear, .close = s_close,
 };
-
-static int s_run(rl_driver *d, const rl_config *job)
-{
-    s_rlvr r;
-    memset(&r, 0, sizeof r);
-    return rl_recipe_run(d, job, &r, &s_loop);
-}
 
 const rl_recipe rl_recipe_rlvr = {
     .name = "rlvr",
@@ -336,5 +330,5 @@ const rl_recipe rl_recipe_rlvr = {
     .changes = rl_rlvr_changes,
     .roles = rl_lm_roles,
     .prepare = s_prepare,
-    .run = s_run,
+    .loop = &s_loop,
 };

@@ -152,16 +152,14 @@ static void s_close(void *st, int reopen)
 }
 
 static const rl_recipe_loop s_loop = {
-    .open = s_open, .phases = s_phases, .hooks = s_hooks, .step_clear = s_step_clear,
-    .close = s_close,
+    .state_size = sizeof(s_sft), .open = s_open, .phases = s_phases, .hooks = s_hooks,
+    .step_clear = s_step_clear, .close = s_close,
 };
 
 /* The run, then the model as <output_dir>/final. */
 static int s_run(rl_driver *d, const rl_config *job)
 {
-    s_sft s;
-    memset(&s, 0, sizeof s);
-    int rc = rl_recipe_run(d, job, &s, &s_loop);
+    int rc = rl_recipe_run(d, job, &s_loop);
     if (rc || rl_driver_interrupted(d))
         return rc;
     const rl_trainer_config *tc = rl_config_section_get(job, &rl_trainer_section);

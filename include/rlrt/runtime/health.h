@@ -46,20 +46,6 @@ int rl_sd_notify(const char *state);
 /* The watchdog interval the unit asks for (WatchdogSec=), in µs; 0: none. */
 uint64_t rl_sd_watchdog_usec(void);
 
-/* A growing text buffer for metric pages: appends printf-style; on
- * allocation failure the buffer keeps what it had and `failed` is set. */
-typedef struct rl_text {
-    char *buf;
-    size_t len, cap;
-    int failed;
-} rl_text;
-
-void rl_text_printf(rl_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* One Prometheus sample with its HELP/TYPE header when `help` is non-NULL:
- * name{labels} value. */
-void rl_text_metric(rl_text *t, const char *name, const char *type, const char *help,
-                    const char *labels, double value);
-
 #ifdef __cplusplus
 }
 #endif
