@@ -47,22 +47,13 @@ Skipped (77) when Debian's dataset-fashion-mnist is not installed.
   python3 tests/integration/diffusion_golden.py           compare
   python3 tests/integration/diffusion_golden.py --record  rewrite the goldens
 """
-import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
-import time
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
-DRIVER = os.path.join(BUILD, "bin", "rl-driver")
-GOLDEN = os.path.join(ROOT, "tests", "golden", "diffusion")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import golden_runs  # noqa: E402
+
 FMNIST = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
-
-# metrics that measure the machine, not the computation
-WALL_PREFIXES = ("timing_s/", "perf/")
 
 # GRPO from those: the examples' warm-up of 5 steps would train these few
 # steps at lr 0 and a fifth of it, so the GRPO jobs start at the full rate
@@ -98,110 +89,13 @@ EXPECT = {
 }
 
 
-def cluster(path):
-    # examples/cluster-diffusion.yaml's roles; --bind picks a free port
-    with open(path, "w") as f:
-        f.write("driver: {bind: 127.0.0.1, port: 5571}\n"
-                "nodes: [{name: local, address: 127.0.0.1, launch: local}]\n"
-                "roles:\n"
-                "  rollout: {count: 1, node: local}\n"
-                "  actor: {count: 2, node: local}\n"
-                "  reward: {count: 1, node: local}\n")
-
-
-def comparable(row):
-    return {k: v for k, v in row.items() if not k.startswith(WALL_PREFIXES)}
-
-
-def sanitizer_build():
-    with open(DRIVER, "rb") as f:
-        data = f.read()
-    return b"__asan_init" in data or b"__ubsan_handle" in data
-
-
-def compare(name, rows, want):
-    """The differences of rows from the golden rows, as messages naming the
-    job, the step and the metric (empty when they are equal)."""
-    if len(rows) != len(want):
-        return ["%s: %d metric rows, golden has %d (steps %s, golden %s)" % (
-            name, len(rows), len(want), [r.get("step") for r in rows], [r.get("step") for r in want])]
-    diffs = []
-    for i, (got, exp) in enumerate(zip(rows, want)):
-        where = "%s step %s (row %d)" % (name, exp.get("step"), i + 1)
-        if got.keys() != exp.keys():
-            diffs.append("%s: metric names differ: missing %s, new %s" % (
-                where, sorted(exp.keys() - got.keys()), sorted(got.keys() - exp.keys())))
-        for k in sorted(exp.keys() & got.keys()):
-            if got[k] != exp[k]:
-                diffs.append("%s %s: %r, golden %r" % (where, k, got[k], exp[k]))
-    return diffs
-
-
-def main():
-    record = "--record" in sys.argv[1:]
-    if not os.path.exists(DRIVER):
-        raise SystemExit("FAIL: %s not built" % DRIVER)
+if __name__ == "__main__":
     if not os.path.exists(FMNIST):
         print("skipped: Debian's dataset-fashion-mnist is not installed")
         sys.exit(77)
-    sanitized = sanitizer_build()
-    if sanitized and record:
-        raise SystemExit("FAIL: record the goldens with a plain build, not %s" % DRIVER)
-    env = dict(os.environ, OMP_NUM_THREADS="2", OPENBLAS_CORETYPE="Haswell")
-    env.pop("RL_FAULT_INJECT", None)
-    work = tempfile.mkdtemp(prefix="rlrt-diffusion-golden-")
-    failures = []
-    try:
-        cfile = os.path.join(work, "cluster.yaml")
-        cluster(cfile)
-        for name, config, overrides in JOBS:
-            cmd = [DRIVER, "--cluster", cfile, "--config", os.path.join(ROOT, "examples", config),
-                   "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + overrides
-            t0 = time.monotonic()
-            p = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=600)
-            secs = time.monotonic() - t0
-            if p.returncode != 0:
-                print((p.stdout + p.stderr)[-4000:])
-                raise SystemExit("FAIL: job %s exited %d" % (name, p.returncode))
-            out_dir = os.path.join(work, name)
-            for f in EXPECT.get(name, []):
-                if not os.path.exists(os.path.join(out_dir, f)):
-                    raise SystemExit("FAIL: job %s wrote no %s" % (name, f))
-            with open(os.path.join(out_dir, "metrics.jsonl")) as f:
-                rows = [comparable(json.loads(line)) for line in f if line.strip()]
-            golden = os.path.join(GOLDEN, name + ".jsonl")
-            if record:
-                os.makedirs(GOLDEN, exist_ok=True)
-                with open(golden, "w") as f:
-                    for r in rows:
-                        f.write(json.dumps(r, sort_keys=True) + "\n")
-                print("recorded %s: %d rows (%.1f s)" % (golden, len(rows), secs))
-                continue
-            if sanitized:
-                print("ran %s under the sanitizers: %d rows (%.1f s)" % (name, len(rows), secs))
-                continue
-            with open(golden) as f:
-                want = [json.loads(line) for line in f if line.strip()]
-            diffs = compare(name, rows, want)
-            if diffs:
-                for d in diffs[:20]:
-                    print("differs: " + d)
-                if len(diffs) > 20:
-                    print("differs: ... and %d more" % (len(diffs) - 20))
-                failures.append("%s (%d difference%s; first: %s)" % (
-                    name, len(diffs), "s"[:len(diffs) > 1], diffs[0]))
-            else:
-                print("ok: %s: %d rows equal the golden run, value for value (%.1f s)" % (
-                    name, len(rows), secs))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    if failures:
-        raise SystemExit("FAIL: " + "; ".join(failures))
-    if sanitized:
-        print("skipped: sanitizer build: the jobs ran clean, values not compared (its floating "
-              "point differs from the plain build the goldens come from)")
-        sys.exit(77)
-
-
-if __name__ == "__main__":
-    main()
+    # examples/cluster-diffusion.yaml's roles
+    golden_runs.run("diffusion", [
+        {"name": name, "cluster": "cluster.yaml", "config": config, "overrides": overrides,
+         "out": name, "expect": EXPECT.get(name, [])} for name, config, overrides in JOBS],
+        {"cluster.yaml": {"roles": {"rollout": 1, "actor": 2, "reward": 1}, "port": 5571}},
+        compare_sanitized=False)

@@ -50,21 +50,16 @@ build/libero-data; make libero-data).
 import hashlib
 import json
 import os
-import shutil
 import struct
-import subprocess
 import sys
-import tempfile
-import time
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
-DRIVER = os.path.join(BUILD, "bin", "rl-driver")
-GOLDEN = os.path.join(ROOT, "tests", "golden", "embodied")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import golden_runs  # noqa: E402
+
+ROOT = golden_runs.ROOT
 DATA = os.path.abspath(os.path.join(ROOT, os.environ.get("LIBERO_DATA", "build/libero-data")))
 
-# metrics that measure the machine, not the computation
-WALL_PREFIXES = ("timing_s/", "perf/")
+# metrics that measure the machine, not the computation (besides timing_s/*, perf/*)
 WALL_KEYS = {"eval/wall_s"}
 
 CLUSTERS = {  # the roles of examples/cluster-libero{,-train,-rl}.yaml; --bind picks a free port
@@ -99,20 +94,6 @@ EXPECT = {
 }
 
 
-def cluster(path, roles):
-    with open(path, "w") as f:
-        f.write("driver: {bind: 127.0.0.1, port: 5557}\n"
-                "heartbeat: {interval_s: 1.0, liveness: 10}\n"
-                "nodes: [{name: local, address: 127.0.0.1, launch: local, gpus: 0}]\n"
-                "roles:\n")
-        for role, count in roles.items():
-            f.write("  %s: {count: %d, node: local}\n" % (role, count))
-
-
-def comparable(row):
-    return {k: v for k, v in row.items() if not k.startswith(WALL_PREFIXES) and k not in WALL_KEYS}
-
-
 def dataset_row(out_dir):
     """libero_collect's dataset as one row: dataset.json's numbers (not its
     wall_s) and each tensor's shape and sha256."""
@@ -138,93 +119,17 @@ def dataset_row(out_dir):
     return [row]
 
 
-def sanitizer_build():
-    with open(DRIVER, "rb") as f:
-        data = f.read()
-    return b"__asan_init" in data or b"__ubsan_handle" in data
-
-
-def compare(name, rows, want):
-    """The differences of rows from the golden rows, as messages naming the
-    job, the step and the metric (empty when they are equal)."""
-    if len(rows) != len(want):
-        return ["%s: %d metric rows, golden has %d (steps %s, golden %s)" % (
-            name, len(rows), len(want), [r.get("step") for r in rows], [r.get("step") for r in want])]
-    diffs = []
-    for i, (got, exp) in enumerate(zip(rows, want)):
-        where = ("%s step %s (row %d)" % (name, exp["step"], i + 1) if "step" in exp
-                 else "%s dataset" % name)
-        if got.keys() != exp.keys():
-            diffs.append("%s: metric names differ: missing %s, new %s" % (
-                where, sorted(exp.keys() - got.keys()), sorted(got.keys() - exp.keys())))
-        for k in sorted(exp.keys() & got.keys()):
-            if got[k] != exp[k]:
-                diffs.append("%s %s: %r, golden %r" % (where, k, got[k], exp[k]))
-    return diffs
-
-
-def main():
-    record = "--record" in sys.argv[1:]
-    if not os.path.exists(DRIVER):
-        raise SystemExit("FAIL: %s not built" % DRIVER)
+if __name__ == "__main__":
     if not os.path.exists(os.path.join(DATA, "manifest.json")):
         print("skipped: no LIBERO-Object data in %s; run: make libero-data" % DATA)
         sys.exit(77)
-    if record and sanitizer_build():
-        raise SystemExit("FAIL: record the goldens with a plain build, not %s" % DRIVER)
-    env = dict(os.environ, OMP_NUM_THREADS="2", OPENBLAS_CORETYPE="Haswell")
-    env.pop("RL_FAULT_INJECT", None)
-    work = tempfile.mkdtemp(prefix="rlrt-embodied-golden-")
-    failures = []
-    try:
-        for cname, roles in CLUSTERS.items():
-            cluster(os.path.join(work, cname + ".yaml"), roles)
-        for name, cname, config, overrides in JOBS:
-            cmd = [DRIVER, "--cluster", os.path.join(work, cname + ".yaml"),
-                   "--config", os.path.join(ROOT, "examples", config),
-                   "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + overrides
-            t0 = time.monotonic()
-            p = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=600)
-            secs = time.monotonic() - t0
-            if p.returncode != 0:
-                print((p.stdout + p.stderr)[-4000:])
-                raise SystemExit("FAIL: job %s exited %d" % (name, p.returncode))
-            out_dir = os.path.join(work, [o.split("=", 1)[1] for o in overrides
-                                          if o.startswith("trainer.output_dir=")][0])
-            for f in EXPECT.get(name, []):
-                if not os.path.exists(os.path.join(out_dir, f)):
-                    raise SystemExit("FAIL: job %s wrote no %s" % (name, f))
-            if name == "collect":
-                rows = dataset_row(out_dir)
-            else:
-                with open(os.path.join(out_dir, "metrics.jsonl")) as f:
-                    rows = [comparable(json.loads(line)) for line in f if line.strip()]
-            golden = os.path.join(GOLDEN, name + ".jsonl")
-            if record:
-                os.makedirs(GOLDEN, exist_ok=True)
-                with open(golden, "w") as f:
-                    for r in rows:
-                        f.write(json.dumps(r, sort_keys=True) + "\n")
-                print("recorded %s: %d rows (%.1f s)" % (golden, len(rows), secs))
-                continue
-            with open(golden) as f:
-                want = [json.loads(line) for line in f if line.strip()]
-            diffs = compare(name, rows, want)
-            if diffs:
-                for d in diffs[:20]:
-                    print("differs: " + d)
-                if len(diffs) > 20:
-                    print("differs: ... and %d more" % (len(diffs) - 20))
-                failures.append("%s (%d difference%s; first: %s)" % (
-                    name, len(diffs), "s"[:len(diffs) > 1], diffs[0]))
-            else:
-                print("ok: %s: %d rows equal the golden run, value for value (%.1f s)" % (
-                    name, len(rows), secs))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    if failures:
-        raise SystemExit("FAIL: " + "; ".join(failures))
-
-
-if __name__ == "__main__":
-    main()
+    golden_runs.run("embodied", [
+        {"name": name, "cluster": cname + ".yaml", "config": config, "overrides": overrides,
+         "out": [o.split("=", 1)[1] for o in overrides if o.startswith("trainer.output_dir=")][0],
+         "expect": EXPECT.get(name, []),
+         "rows": dataset_row if name == "collect" else lambda d: golden_runs.metrics_rows(d, WALL_KEYS)}
+        for name, cname, config, overrides in JOBS],
+        {cname + ".yaml": {"roles": roles, "port": 5557, "node": ", gpus: 0",
+                           "extra": "heartbeat: {interval_s: 1.0, liveness: 10}\n"}
+         for cname, roles in CLUSTERS.items()},
+        compare_sanitized=True)

@@ -30,17 +30,11 @@ itself skipped (exit 77) saying so.
   python3 tests/integration/rlvr_golden.py           compare
   python3 tests/integration/rlvr_golden.py --record  rewrite the goldens
 """
-import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
-DRIVER = os.path.join(BUILD, "bin", "rl-driver")
-GOLDEN = os.path.join(ROOT, "tests", "golden", "rlvr")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import golden_runs  # noqa: E402
 
 TINY = [
     "model.hidden_size=32", "model.intermediate_size=64", "model.num_layers=1",
@@ -70,81 +64,9 @@ JOBS = [
 ]
 
 
-def cluster(path):
-    with open(path, "w") as f:
-        f.write("driver: {bind: 127.0.0.1, port: 5555}\n"
-                "nodes: [{name: local, address: 127.0.0.1, launch: local}]\n"
-                "roles:\n"
-                "  rollout: {count: 1, node: local}\n"
-                "  actor: {count: 2, node: local}\n"
-                "  reward: {count: 2, node: local}\n")
-
-
-def comparable(row):
-    return {k: v for k, v in row.items()
-            if not k.startswith("timing_s/") and not k.startswith("perf/")}
-
-
-def sanitizer_build():
-    with open(DRIVER, "rb") as f:
-        data = f.read()
-    return b"__asan_init" in data or b"__ubsan_handle" in data
-
-
-def main():
-    record = "--record" in sys.argv[1:]
-    if not os.path.exists(DRIVER):
-        raise SystemExit("FAIL: %s not built" % DRIVER)
-    sanitized = sanitizer_build()
-    if sanitized and record:
-        raise SystemExit("FAIL: record the goldens with a plain build, not %s" % DRIVER)
-    env = dict(os.environ, OMP_NUM_THREADS="2", OPENBLAS_CORETYPE="Haswell")
-    work = tempfile.mkdtemp(prefix="rlrt-golden-")
-    try:
-        cfile = os.path.join(work, "cluster.yaml")
-        cluster(cfile)
-        for name, config, overrides in JOBS:
-            cmd = [DRIVER, "--cluster", cfile, "--config", os.path.join(ROOT, "examples", config),
-                   "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + TINY + overrides
-            p = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=600)
-            if p.returncode != 0:
-                print((p.stdout + p.stderr)[-4000:])
-                raise SystemExit("FAIL: job %s exited %d" % (name, p.returncode))
-            out_dir = [o.split("=", 1)[1] for o in overrides if o.startswith("trainer.output_dir=")][0]
-            with open(os.path.join(work, out_dir, "metrics.jsonl")) as f:
-                rows = [comparable(json.loads(line)) for line in f if line.strip()]
-            golden = os.path.join(GOLDEN, name + ".jsonl")
-            if record:
-                os.makedirs(GOLDEN, exist_ok=True)
-                with open(golden, "w") as f:
-                    for r in rows:
-                        f.write(json.dumps(r, sort_keys=True) + "\n")
-                print("recorded %s: %d steps" % (golden, len(rows)))
-                continue
-            if sanitized:
-                print("ran %s under the sanitizers: %d metric rows" % (name, len(rows)))
-                continue
-            with open(golden) as f:
-                want = [json.loads(line) for line in f if line.strip()]
-            if len(rows) != len(want):
-                raise SystemExit("FAIL: %s: %d metric rows, golden has %d" % (name, len(rows), len(want)))
-            for got, exp in zip(rows, want):
-                if got.keys() != exp.keys():
-                    raise SystemExit("FAIL: %s step %s: metric names differ: missing %s, new %s" % (
-                        name, exp.get("step"), sorted(exp.keys() - got.keys()),
-                        sorted(got.keys() - exp.keys())))
-                for k in exp:
-                    if got[k] != exp[k]:
-                        raise SystemExit("FAIL: %s step %s %s: %r, golden %r" % (
-                            name, exp.get("step"), k, got[k], exp[k]))
-            print("ok: %s: %d steps equal the golden run, value for value" % (name, len(rows)))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    if sanitized:
-        print("skipped: sanitizer build: the jobs ran clean, values not compared (its floating "
-              "point differs from the plain build the goldens come from)")
-        sys.exit(77)
-
-
 if __name__ == "__main__":
-    main()
+    golden_runs.run("rlvr", [
+        {"name": name, "cluster": "cluster.yaml", "config": config, "overrides": TINY + overrides,
+         "out": "runs/" + name} for name, config, overrides in JOBS],
+        {"cluster.yaml": {"roles": {"rollout": 1, "actor": 2, "reward": 2}, "port": 5555}},
+        compare_sanitized=False)
