@@ -742,13 +742,7 @@ static rl_tokenizer *s_without_nul(const char *unk, bool fuse)
     json_object_del(json_object_get(m, "vocab"), "\xc4\x80");
     json_object_set_new(m, "unk_token", unk ? json_string(unk) : json_null());
     json_object_set_new(m, "fuse_unk", json_boolean(fuse));
-    char *s = json_dumps(j, 0);
-    json_decref(j);
-    rl_tokenizer *t = rl_tokenizer_from_hf_json(s, strlen(s));
-    free(s);
-    if (!t)
-        fail_msg("%s", rl_error_message());
-    return t;
+    return s_from_json(j);
 }
 
 static void test_bpe_unknown_bytes(void **state)
