@@ -197,7 +197,7 @@ $(BUILD)/obj/tests/common/srcdir.o: CPPFLAGS += -DRL_TEST_SOURCE_DIR='"$(CURDIR)
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(call say,NVCC,$<)
-	$(Q)$(NVCC) $(NVCCFLAGS) -DRL_CUDA=1 -c $< -o $@
+	$(Q)$(NVCC) $(NVCCFLAGS) -DRL_CUDA=1 -MMD -MP -c $< -o $@
 
 $(MJ_HOME)/lib/libmujoco.so.$(MUJOCO_VERSION):
 	@deploy/mujoco-wheel.sh $(MUJOCO_VERSION) $(MJ_HOME)
@@ -338,7 +338,7 @@ test: deps test-setup
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) LIBERO_DATA=$(LIBERO_DATA) LIBERO_VENV=$(LIBERO_VENV) tests/run.sh
 
 # The checks that need an NVIDIA GPU; use with CUDA=1 (tests/gpu_check.sh).
-test-gpu: tests
+test-gpu: all tests
 	@BUILD=$(BUILD) GPU_TESTS="$(GPU_TESTS)" tests/gpu_check.sh; rc=$$?; [ $$rc = 77 ] || exit $$rc
 
 # The GPU tests, the GPU benchmark and the libraries they load, for a GPU
@@ -346,8 +346,9 @@ test-gpu: tests
 # `make CUDA=1 gpu-bundle`, then run there `BUILD=build-gpu
 # RL_GPU_BENCH=1 tests/gpu_check.sh` with build-gpu carried along.
 GPU_TESTS := test_nn_cuda test_nn_lm_cuda
-gpu-bundle: tests benches
-	@deploy/gpu-bundle.sh $(BUILD) build-gpu $(addprefix tests/,$(GPU_TESTS)) bench/bench_gpu_train
+gpu-bundle: all tests benches
+	@deploy/gpu-bundle.sh $(BUILD) build-gpu $(addprefix tests/,$(GPU_TESTS)) bench/bench_gpu_train \
+	    bin/rl-driver bin/rl-worker
 
 # rlrt's GPU engine against PyTorch on the same GPU (CUDA=1; bench/bench_gpu.sh)
 bench-gpu: benches

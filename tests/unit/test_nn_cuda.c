@@ -394,6 +394,68 @@ static void test_cuda_optim(void **state)
     free(p); free(gr); free(m); free(v);
 }
 
+/* The optimiser with its moments on the GPU (rl_adamw_new_on): four steps
+ * over views with weight decay on and off and a view with its own lr, each
+ * after a clip on the device, against the same optimiser on the CPU; the
+ * moments read back through rl_adamw_moments_get and are counted as
+ * "optim" memory on the device while they live. */
+static void test_cuda_adamw_object(void **state)
+{
+    (void)state;
+    S_NEED_GPU();
+    rl_param_manifest *man = rl_param_manifest_new();
+    int64_t big[2] = {300, 257}, small[1] = {300}, mid[2] = {64, 300};
+    assert_true(rl_param_manifest_add(man, "w1", 2, big) >= 0);
+    assert_true(rl_param_manifest_add(man, "b1", 1, small) >= 0);
+    assert_true(rl_param_manifest_add(man, "head", 2, mid) >= 0);
+    const int64_t n = man->total;
+    rl_adamw_config cfg = rl_adamw_config_default();
+    rl_adamw *c = rl_adamw_new(&cfg, man, 0, n);
+    rl_device_memory before, during, after;
+    rl_device_memory_get(RL_DEVICE_CUDA, &before);
+    rl_adamw *d = rl_adamw_new_on(&cfg, man, 0, n, RL_DEVICE_CUDA);
+    assert_non_null(c);
+    assert_non_null(d);
+    rl_device_memory_get(RL_DEVICE_CUDA, &during);
+    assert_true(during.bytes[RL_MEM_OPTIM] >= before.bytes[RL_MEM_OPTIM] + 2 * sizeof(float) * (size_t)n);
+    double scale[3] = {1.0, 1.0, 10.0};
+    assert_int_equal(rl_adamw_set_no_decay(c, man, rl_param_pred_no_decay_1d, NULL), RL_OK);
+    assert_int_equal(rl_adamw_set_no_decay(d, man, rl_param_pred_no_decay_1d, NULL), RL_OK);
+    assert_int_equal(rl_adamw_set_lr_scale(c, man, scale), RL_OK);
+    assert_int_equal(rl_adamw_set_lr_scale(d, man, scale), RL_OK);
+    rl_rng g;
+    rl_rng_init(&g, 43, 4);
+    float *p = s_rand(&g, (size_t)n), *dp = s_up(p, (size_t)n);
+    for (int step = 0; step < 4; step++) {
+        float *gr = s_rand(&g, (size_t)n), *dg = s_up(gr, (size_t)n);
+        float nc = 0, nd = 0;
+        assert_int_equal(rl_grad_clip_norm(gr, n, 20.0f, &nc), RL_OK);
+        assert_int_equal(rl_grad_clip_norm_on(RL_DEVICE_CUDA, dg, n, 20.0f, &nd), RL_OK);
+        if (!(fabsf(nc - nd) <= 1e-5f * nc))
+            fail_msg("step %d: clip norm cuda %g vs cpu %g", step, nd, nc);
+        assert_int_equal(rl_adamw_step(c, 1e-3, p, gr), RL_OK);
+        assert_int_equal(rl_adamw_step(d, 1e-3, dp, dg), RL_OK);
+        free(gr);
+    }
+    s_check("adamw object params", dp, p, (size_t)n, 1e-6f);
+    float *mh = malloc(sizeof(float) * (size_t)n), *vh = malloc(sizeof(float) * (size_t)n);
+    assert_int_equal(rl_adamw_moments_get(d, mh, vh), RL_OK);
+    for (int64_t i = 0; i < n; i++)
+        if (!(fabsf(mh[i] - c->m[i]) <= 1e-6f + 1e-4f * fabsf(c->m[i])) ||
+            !(fabsf(vh[i] - c->v[i]) <= 1e-6f + 1e-4f * fabsf(c->v[i])))
+            fail_msg("moment %lld: cuda (%g, %g) vs cpu (%g, %g)", (long long)i, mh[i], vh[i],
+                     c->m[i], c->v[i]);
+    rl_adamw_free(d);
+    rl_device_memory_get(RL_DEVICE_CUDA, &after);
+    assert_int_equal(after.bytes[RL_MEM_OPTIM], before.bytes[RL_MEM_OPTIM]);
+    rl_adamw_free(c);
+    rl_param_manifest_free(man);
+    free(mh);
+    free(vh);
+    free(p);
+    s_free_all();
+}
+
 /* The CUDA table is complete: a model can ask for it. */
 static void test_cuda_table_complete(void **state)
 {
@@ -410,6 +472,7 @@ static void test_cuda_attention(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_logprob(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_table_complete(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_optim(void **state) { (void)state; S_NEED_GPU(); }
+static void test_cuda_adamw_object(void **state) { (void)state; S_NEED_GPU(); }
 #endif
 
 int main(void)
@@ -420,6 +483,7 @@ int main(void)
         cmocka_unit_test(test_cuda_attention),
         cmocka_unit_test(test_cuda_logprob),
         cmocka_unit_test(test_cuda_optim),
+        cmocka_unit_test(test_cuda_adamw_object),
         cmocka_unit_test(test_cuda_table_complete),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,12 +18,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "common/core/rng.h"
 #include "common/nn/models/lm/generate.h"
 #include "common/nn/models/lm/transformer.h"
 #include "rlrt/error.h"
+#include "rlrt/config.h"
+#include "rlrt/dataproto.h"
+#include "rlrt/tensor.h"
+#include "rlrt/nn/model.h"
+#include "common/nn/engine/optim.h"
+#include "common/nn/models/lm/lm_model.h"
+#include "common/nn/models/model_device.h"
 
 static rl_lm_config s_cfg(int tie, int qkv_bias, int value_head)
 {
@@ -175,11 +183,186 @@ static void test_lm_cuda_parity(void **state)
     s_parity(s_cfg(1, 0, 0), 4); /* Llama-like: tied embeddings */
 }
 
+/* ---- the model interface on the GPU (rl_model_to_device) ------------------------------------- */
+
+static rl_model *s_model(uint64_t seed)
+{
+    static const char *const kv[] = {"model.vocab_size=97", "model.hidden_size=64",
+                                      "model.intermediate_size=96", "model.num_layers=2",
+                                      "model.num_heads=4", "model.num_kv_heads=2",
+                                      "model.max_seq_len=32", "model.eos_token_id=2",
+                                      "model.qkv_bias=true"};
+    rl_config *known = rl_config_schema_defaults(rl_model_kind_lm.sections, 2, NULL, 0);
+    rl_config *c = known ? rl_config_load_job_tree(known, NULL, 9, kv) : NULL;
+    rl_config_free(known);
+    if (!c)
+        fail_msg("job: %s", rl_error_message());
+    rl_model *m = rl_model_build(c, seed);
+    rl_config_free(c);
+    if (!m)
+        fail_msg("build: %s", rl_error_message());
+    return m;
+}
+
+/* Four rows of prompts (4, 5) and responses (4, 6) of several lengths. */
+static rl_dataproto *s_model_batch(void)
+{
+    rl_dataproto *dp = rl_dataproto_new();
+    int64_t sp[2] = {4, 5}, sr[2] = {4, 6}, s1[1] = {4};
+    int32_t *P = rl_tensor_data(rl_dataproto_new_tensor(dp, RL_LM_PROMPTS, RL_I32, 2, sp));
+    int32_t *PL = rl_tensor_data(rl_dataproto_new_tensor(dp, RL_LM_PROMPT_LENS, RL_I32, 1, s1));
+    int32_t *R = rl_tensor_data(rl_dataproto_new_tensor(dp, RL_LM_RESPONSES, RL_I32, 2, sr));
+    int32_t *RL = rl_tensor_data(rl_dataproto_new_tensor(dp, RL_LM_RESPONSE_LENS, RL_I32, 1, s1));
+    static const int32_t plen[4] = {5, 2, 3, 1}, rlen[4] = {6, 4, 0, 2};
+    for (int b = 0; b < 4; b++) {
+        PL[b] = plen[b];
+        RL[b] = rlen[b];
+        for (int t = 0; t < 5; t++)
+            P[b * 5 + t] = t < plen[b] ? 3 + (b * 7 + t * 5) % 90 : 0;
+        for (int t = 0; t < 6; t++)
+            R[b * 6 + t] = t < rlen[b] ? 3 + (b * 11 + t * 3) % 90 : 0;
+    }
+    return dp;
+}
+
+/* L = Σ w·logp + 0.3·entropy over the response positions. */
+static int s_model_loss(void *ctx, const rl_model_io *out, rl_model_io *grad, double *loss)
+{
+    (void)ctx;
+    int64_t K = out->width[RL_Q_LOGP];
+    for (int64_t b = 0; b < out->rows; b++)
+        for (int64_t j = 0; j < K; j++) {
+            int64_t i = b * K + j;
+            if (!out->mask[RL_Q_LOGP][i])
+                continue;
+            float w = (float)((out->row0 + b + j) % 3) - 1.0f;
+            *loss += w * out->q[RL_Q_LOGP][i] + 0.3 * out->q[RL_Q_ENTROPY][i];
+            grad->q[RL_Q_LOGP][i] = w;
+            grad->q[RL_Q_ENTROPY][i] = 0.3f;
+        }
+    return 0;
+}
+
+static float *s_host_of(rl_model *m)
+{
+    float *h = malloc(sizeof(float) * (size_t)rl_model_num_params(m));
+    assert_int_equal(rl_model_params_get(m, h), 0);
+    return h;
+}
+
+/* The LM kind moved to the GPU: the same log-probs and entropies, the same
+ * gradients (micro-batched), three clipped AdamW steps with the moments on
+ * the device, save from the GPU and load into the CPU (and back), zeroed
+ * gradients and the move back to the CPU: what a GPU actor does. */
+static void test_lm_model_on_cuda(void **state)
+{
+    (void)state;
+    if (!s_gpu()) {
+        print_message("skip: no CUDA GPU visible (or built without make CUDA=1)\n");
+        skip();
+        return;
+    }
+    rl_model *cpu = s_model(5), *gpu = s_model(5);
+    const int64_t P = rl_model_num_params(cpu);
+    assert_int_equal(rl_model_to_device(gpu, RL_DEVICE_CUDA), 0);
+    assert_int_equal(rl_model_device(gpu), RL_DEVICE_CUDA);
+    float *h = s_host_of(gpu);
+    assert_memory_equal(h, rl_model_params(cpu), sizeof(float) * (size_t)P);
+    free(h);
+
+    rl_dataproto *in = s_model_batch(), *oc = NULL, *og = NULL;
+    rl_model_pass pass = {.temperature = 0.8, .micro_batch = 3};
+    unsigned want = RL_Q_BIT(RL_Q_LOGP) | RL_Q_BIT(RL_Q_ENTROPY);
+    assert_int_equal(rl_model_forward(cpu, in, want, &pass, &oc), 0);
+    assert_int_equal(rl_model_forward(gpu, in, want, &pass, &og), 0);
+    for (int q = 0; q < 2; q++) {
+        const char *name = q ? "entropy" : "logp";
+        const float *a = rl_tensor_data(rl_dataproto_tensor_typed(oc, name, RL_F32));
+        const float *b = rl_tensor_data(rl_dataproto_tensor_typed(og, name, RL_F32));
+        s_close(name, b, a, 4 * 6);
+    }
+    rl_dataproto_free(oc);
+    rl_dataproto_free(og);
+
+    rl_adamw_config ac = rl_adamw_config_default();
+    const rl_param_manifest *man = rl_model_manifest(cpu);
+    rl_adamw *optc = rl_adamw_new(&ac, man, 0, P);
+    rl_adamw *optg = rl_adamw_new_on(&ac, man, 0, P, RL_DEVICE_CUDA);
+    assert_non_null(optc);
+    assert_non_null(optg);
+    assert_int_equal(rl_adamw_set_no_decay(optc, man, rl_param_pred_no_decay_1d, NULL), 0);
+    assert_int_equal(rl_adamw_set_no_decay(optg, man, rl_param_pred_no_decay_1d, NULL), 0);
+    float *gg = malloc(sizeof(float) * (size_t)P);
+    for (int step = 0; step < 3; step++) {
+        double lc = 0, lg = 0;
+        rl_model_zero_grad(cpu);
+        rl_model_zero_grad(gpu);
+        assert_int_equal(rl_model_forward_backward(cpu, in, want, &pass, s_model_loss, NULL, &lc), 0);
+        assert_int_equal(rl_model_forward_backward(gpu, in, want, &pass, s_model_loss, NULL, &lg), 0);
+        if (!(fabs(lc - lg) <= 1e-3 + 1e-4 * fabs(lc)))
+            fail_msg("step %d: loss cuda %.9g vs cpu %.9g", step, lg, lc);
+        assert_int_equal(rl_device_copy(RL_DEVICE_CPU, gg, RL_DEVICE_CUDA, rl_model_grads(gpu),
+                                        sizeof(float) * (size_t)P), 0);
+        s_close("grads", gg, rl_model_grads(cpu), P);
+        float nc = 0, ng = 0;
+        assert_int_equal(rl_grad_clip_norm(rl_model_grads(cpu), P, 0.5f, &nc), 0);
+        assert_int_equal(rl_grad_clip_norm_on(RL_DEVICE_CUDA, rl_model_grads(gpu), P, 0.5f, &ng), 0);
+        if (!(fabsf(nc - ng) <= 1e-3f * nc))
+            fail_msg("step %d: grad norm cuda %g vs cpu %g", step, ng, nc);
+        assert_int_equal(rl_adamw_step(optc, 1e-3, rl_model_params(cpu), rl_model_grads(cpu)), 0);
+        assert_int_equal(rl_adamw_step(optg, 1e-3, rl_model_params(gpu), rl_model_grads(gpu)), 0);
+    }
+    h = s_host_of(gpu);
+    s_close("params after 3 steps", h, rl_model_params(cpu), P);
+
+    /* save from the GPU, load on the CPU: the GPU's parameters, bit for bit */
+    char dir[] = "/tmp/rlrt_lm_cuda_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(rl_model_save(gpu, dir), 0);
+    rl_model *back = s_model(9);
+    assert_int_equal(rl_model_load(back, dir), 0);
+    assert_memory_equal(rl_model_params(back), h, sizeof(float) * (size_t)P);
+    /* and the CPU's saved parameters loaded into the GPU model */
+    assert_int_equal(rl_model_save(cpu, dir), 0);
+    assert_int_equal(rl_model_load(gpu, dir), 0);
+    free(h);
+    h = s_host_of(gpu);
+    assert_memory_equal(h, rl_model_params(cpu), sizeof(float) * (size_t)P);
+    rl_model_zero_grad(gpu);
+    assert_int_equal(rl_device_copy(RL_DEVICE_CPU, gg, RL_DEVICE_CUDA, rl_model_grads(gpu),
+                                    sizeof(float) * (size_t)P), 0);
+    assert_int_equal(rl_device_sync(RL_DEVICE_CUDA), 0);
+    for (int64_t i = 0; i < P; i++)
+        if (gg[i] != 0.0f)
+            fail_msg("grad %lld is %g after zero_grad", (long long)i, gg[i]);
+    /* back to the CPU: the same parameters, a working model */
+    assert_int_equal(rl_model_to_device(gpu, RL_DEVICE_CPU), 0);
+    assert_int_equal(rl_model_device(gpu), RL_DEVICE_CPU);
+    assert_memory_equal(rl_model_params(gpu), h, sizeof(float) * (size_t)P);
+    assert_int_equal(rl_model_forward(gpu, in, want, &pass, &og), 0);
+    rl_dataproto_free(og);
+    char path[128];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    unlink(path);
+    rmdir(dir);
+    free(h);
+    free(gg);
+    rl_adamw_free(optc);
+    rl_adamw_free(optg);
+    rl_dataproto_free(in);
+    rl_model_free(back);
+    rl_model_free(cpu);
+    rl_model_free(gpu);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lm_cuda_refused_without_gpu),
         cmocka_unit_test(test_lm_cuda_parity),
+        cmocka_unit_test(test_lm_model_on_cuda),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,6 @@
 #include "common/nn/engine/device.h"
 #include "rlrt/error.h"
 #include "common/nn/engine/ops.h"
-#include "common/nn/engine/optim.h"
 
 #include <pthread.h>
 #include <stdint.h>

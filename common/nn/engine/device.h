@@ -22,13 +22,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/nn/engine/optim.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef enum rl_device { RL_DEVICE_CPU = 0, RL_DEVICE_CUDA = 1 } rl_device;
+
+struct rl_adamw_config; /* common/nn/engine/optim.h, which includes this header */
 
 typedef struct rl_nn_ops {
     rl_device device;
@@ -70,7 +71,7 @@ typedef struct rl_nn_ops {
                              const float *logits, const float *lse, const float *entropy,
                              const int32_t *target, float inv_temp, int N, int V);
     /* the optimiser's and the weight copies' (common/nn/engine/optim.h) */
-    void (*adamw_update)(const rl_adamw_config *cfg, int64_t t, double lr, double wd, float *p,
+    void (*adamw_update)(const struct rl_adamw_config *cfg, int64_t t, double lr, double wd, float *p,
                          const float *g, float *m, float *v, int64_t n);
     double (*grad_sumsq)(const float *g, int64_t n);
     void (*scale_inplace)(float *a, float s, int64_t n);

@@ -44,6 +44,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/nn/engine/ops_elem.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -173,6 +175,17 @@ int rl_attention_forward(float *out, float *lse, const float *q, const float *k,
 int rl_attention_backward(float *dq, float *dk, float *dv, const float *dout,
                           const float *lse, const float *q, const float *k, const float *v,
                           const uint8_t *mask, int B, int T, int H, int KH, int hd);
+
+/* ---- the optimiser's kernels (the optimiser object and clipping: optim.h) -- */
+
+/* The AdamW update (optim.h's formula, rl_adamw_elem of ops_elem.h on each
+ * element) on n elements at step t (>= 1) with weight decay wd: what
+ * rl_adamw_step() runs per segment on the CPU. */
+void rl_adamw_update(const rl_adamw_config *cfg, int64_t t, double lr, double wd,
+                     float *p, const float *g, float *m, float *v, int64_t n);
+/* Σ g[i]² over g[0..n), in double, summed over fixed 64 Ki-element blocks in
+ * block order (independent of the thread count). */
+double rl_grad_sumsq(const float *g, int64_t n);
 
 /* ---- log-probs, entropy, cross-entropy ---------------------------------- */
 

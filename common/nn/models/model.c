@@ -16,6 +16,7 @@
 #include "common/core/util.h"
 #include "common/nn/engine/safetensors.h"
 #include "common/nn/models/model_base.h"
+#include "common/nn/models/model_device.h"
 #include "rlrt/error.h"
 
 const char *rl_quantity_name(rl_quantity q)
@@ -38,7 +39,60 @@ float *rl_model_grads(rl_model *m) { return m->ops->grads(m); }
 
 void rl_model_zero_grad(rl_model *m)
 {
-    memset(rl_model_grads(m), 0, sizeof(float) * (size_t)rl_model_num_params(m));
+    rl_device_zero(rl_model_device(m), rl_model_grads(m), sizeof(float) * (size_t)rl_model_num_params(m));
+}
+
+rl_device rl_model_device(const rl_model *m)
+{
+    return m->ops->device ? (rl_device)m->ops->device(m) : RL_DEVICE_CPU;
+}
+
+int rl_model_to_device(rl_model *m, rl_device dev)
+{
+    if (dev == rl_model_device(m))
+        return RL_OK;
+    if (!m->ops->to_device)
+        return rl_error_set(RL_EUNSUPPORTED, "model kind '%s' runs on the CPU only (no %s path yet)",
+                            m->ops->kind, rl_device_name(dev));
+    return m->ops->to_device(m, (int)dev);
+}
+
+static int s_params_copy(rl_model *m, float *host, const float *from_host)
+{
+    size_t bytes = sizeof(float) * (size_t)rl_model_num_params(m);
+    if (!bytes)
+        return RL_OK;
+    rl_device dev = rl_model_device(m);
+    int rc = from_host ? rl_device_copy(dev, rl_model_params(m), RL_DEVICE_CPU, from_host, bytes)
+                       : rl_device_copy(RL_DEVICE_CPU, host, dev, rl_model_params(m), bytes);
+    return rc ? rc : rl_device_sync(dev);
+}
+
+int rl_model_params_get(rl_model *m, float *host) { return s_params_copy(m, host, NULL); }
+int rl_model_params_set(rl_model *m, const float *host) { return s_params_copy(m, NULL, host); }
+
+/* The parameters as a host array: the model's own buffer on the CPU, else a
+ * copy the caller frees with s_host_params_free. */
+static float *s_host_params(rl_model *m, int fill)
+{
+    if (rl_model_device(m) == RL_DEVICE_CPU)
+        return rl_model_params(m);
+    float *h = malloc(sizeof(float) * (size_t)(rl_model_num_params(m) + 1));
+    if (!h) {
+        rl_error_set(RL_ENOMEM, "%s: out of memory for a host copy of the parameters", m->ops->kind);
+        return NULL;
+    }
+    if (fill && rl_model_params_get(m, h)) {
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+static void s_host_params_free(rl_model *m, float *h)
+{
+    if (h != rl_model_params(m))
+        free(h);
 }
 
 int rl_model_init_random(rl_model *m, uint64_t seed) { return m->ops->init_random(m, seed); }
@@ -83,8 +137,11 @@ int rl_model_save(const rl_model *m, const char *dir)
         return rl_error_set(RL_EIO, "cannot create %s: %s", dir, strerror(errno));
     char path[4200];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    int rc = rl_safetensors_write_params(path, rl_model_manifest(m),
-                                         m->ops->params((rl_model *)m), RL_F32, NULL);
+    float *host = s_host_params((rl_model *)m, 1);
+    if (!host)
+        return rl_error_code();
+    int rc = rl_safetensors_write_params(path, rl_model_manifest(m), host, RL_F32, NULL);
+    s_host_params_free((rl_model *)m, host);
     if (rc)
         return rc;
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -121,11 +178,16 @@ int rl_model_load(rl_model *m, const char *dir)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    float *p = rl_model_params(m);
+    float *p = s_host_params(m, 0);
+    if (!p)
+        return rl_error_code();
     int rc = rl_safetensors_read_params(path, rl_model_manifest(m), p);
-    if (rc)
-        return rc;
-    return rl_model_check_finite(m, p, path);
+    if (!rc)
+        rc = rl_model_check_finite(m, p, path);
+    if (!rc && p != rl_model_params(m))
+        rc = rl_model_params_set(m, p);
+    s_host_params_free(m, p);
+    return rc;
 }
 
 

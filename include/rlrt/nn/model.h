@@ -125,6 +125,12 @@ typedef struct rl_model_ops {
                   rl_dataproto **out);
     /* Writes the kind's config file (e.g. HF config.json) to `path`. */
     int (*write_config)(const rl_model *m, const char *path);
+    /* Optional: the device the buffers live on, an rl_device of
+     * common/nn/engine/device.h (NULL: the CPU), and moving them to another
+     * (NULL: the kind runs on the CPU only). common/nn/models/model_device.h
+     * has the typed calls. */
+    int (*device)(const rl_model *m);
+    int (*to_device)(rl_model *m, int dev);
 } rl_model_ops;
 
 /* Every implementation starts with this header. */

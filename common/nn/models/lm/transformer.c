@@ -171,6 +171,67 @@ void rl_lm_free(rl_lm *m)
     free(m);
 }
 
+int rl_lm_to_device(rl_lm *m, rl_device dev)
+{
+    if (dev == m->dev)
+        return RL_OK;
+    const rl_nn_ops *ops = rl_nn_ops_get(dev);
+    if (!ops)
+        return rl_error_code();
+    const char *miss = rl_nn_ops_missing(ops);
+    if (miss)
+        return rl_error_set(RL_EUNSUPPORTED, "lm on device %s: op '%s' has no kernel there yet",
+                            ops->name, miss);
+    if (dev != RL_DEVICE_CPU && rl_device_count(dev) <= 0)
+        return rl_error_set(RL_EUNSUPPORTED, "lm on device %s: no such device is visible", ops->name);
+    const int64_t n = m->man->total;
+    const size_t bytes = sizeof(float) * (size_t)n;
+    float *p = s_buffer(dev, n, RL_MEM_PARAMS), *g = s_buffer(dev, n, RL_MEM_GRADS);
+    int rc = p && g ? RL_OK : rl_error_set(RL_ENOMEM, "lm: no room for %lld parameters on %s",
+                                              (long long)n, ops->name);
+    if (!rc && bytes)
+        rc = rl_device_copy(dev, p, m->dev, m->params, bytes);
+    if (!rc)
+        rc = rl_device_zero(dev, g, bytes);
+    if (!rc)
+        rc = rl_device_sync(dev);
+    if (rc) {
+        if (p)
+            s_buffer_free(dev, p);
+        if (g)
+            s_buffer_free(dev, g);
+        return rc;
+    }
+    /* the old device's buffers go; activations and scratch are re-made on
+     * the new one by the next rl_lm_reserve */
+    s_buffer_free(m->dev, m->params);
+    s_buffer_free(m->dev, m->grads);
+    if (m->dev == RL_DEVICE_CPU)
+        free(m->act);
+    else
+        rl_device_free(m->dev, m->act);
+    rl_device_free(m->dev, m->dibuf);
+    free(m->ibuf);
+    free(m->h_out);
+    if (m->gen_free)
+        m->gen_free(m);
+    m->gen = NULL;
+    m->gen_free = NULL;
+    m->act = NULL;
+    m->dibuf = NULL;
+    m->ibuf = NULL;
+    m->h_out = NULL;
+    m->act_cap = m->ibuf_cap = m->h_out_cap = 0;
+    memset(&m->a, 0, sizeof m->a);
+    m->h_target = NULL;
+    m->have_fwd = 0;
+    m->params = p;
+    m->grads = g;
+    m->dev = dev;
+    m->ops = ops;
+    return RL_OK;
+}
+
 const rl_lm_config *rl_lm_get_config(const rl_lm *m) { return &m->cfg; }
 const rl_param_manifest *rl_lm_manifest(const rl_lm *m) { return m->man; }
 int64_t rl_lm_num_params(const rl_lm *m) { return m->man->total; }

@@ -76,6 +76,11 @@ typedef struct rl_lm rl_lm;
 rl_lm *rl_lm_new(const rl_lm_config *cfg, rl_device dev);
 void rl_lm_free(rl_lm *m);
 rl_device rl_lm_device(const rl_lm *m);
+/* Moves the model to `dev`: the parameters are copied there, the gradients
+ * start at zero, the activation and generation scratch is dropped (made
+ * again on first use); pointers from rl_lm_params/grads/param/logits taken
+ * before are invalid after. On an error the model is unchanged. */
+int rl_lm_to_device(rl_lm *m, rl_device dev);
 
 const rl_lm_config *rl_lm_get_config(const rl_lm *m);
 const rl_param_manifest *rl_lm_manifest(const rl_lm *m);
