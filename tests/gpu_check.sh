@@ -8,7 +8,7 @@
 #   same tests: out-of-bounds or uninitialised device memory, shared-memory
 #   races and barrier misuse in the kernels.
 #
-# * tests/integration/gpu_actor.py: real jobs with actor.device=cuda (SFT
+# * tests/integration/gpu_jobs.py: real jobs with actor.device=cuda (SFT
 #   against the CPU actor step for step, GRPO with the rollout on the CPU,
 #   a resume on the GPU); needs bin/rl-driver and bin/rl-worker in BUILD.
 #
@@ -60,9 +60,9 @@ for t in $tests; do
         [ $r = 0 ] || { echo "gpu_check: $tool $t: exit $r"; rc=1; }
     done
 done
-echo "== tests/integration/gpu_actor.py"
-BUILD=$BUILD ${PYTHON:-python3} "$(dirname "$0")/integration/gpu_actor.py"; r=$?
-[ $r = 0 ] || { echo "gpu_check: gpu_actor.py: exit $r"; rc=1; }
+echo "== tests/integration/gpu_jobs.py"
+BUILD=$BUILD ${PYTHON:-python3} "$(dirname "$0")/integration/gpu_jobs.py"; r=$?
+[ $r = 0 ] || { echo "gpu_check: gpu_jobs.py: exit $r"; rc=1; }
 if [ "${RL_GPU_BENCH:-0}" = 1 ]; then
     echo "== bench/bench_gpu.sh"
     BUILD=$BUILD PYTHON=${PYTHON:-python3} "$(dirname "$0")/../bench/bench_gpu.sh" || { echo "gpu_check: bench_gpu failed"; rc=1; }

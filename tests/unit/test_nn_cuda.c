@@ -311,6 +311,52 @@ static void test_cuda_attention(void **state)
     rl_device_free(RL_DEVICE_CUDA, d);
 }
 
+/* ---- decoding over a KV cache ----------------------------------------------------------------- */
+
+/* n rows write their key/value into slots of a (slots, maxT, kvd) cache at
+ * their positions, then attend to their slot up to their position: the
+ * CUDA pair against the CPU pair, on caches filled with noise first (only
+ * positions <= pos may be read). */
+static void s_decode(int n, int slots, int maxT, int H, int KH, int hd, uint64_t seed)
+{
+    const rl_nn_ops *cu = s_cu();
+    rl_rng g;
+    rl_rng_init(&g, seed, 5);
+    int kvd = KH * hd, qd = H * hd;
+    size_t nc = (size_t)slots * maxT * kvd;
+    float *kc = s_rand(&g, nc), *vc = s_rand(&g, nc);
+    float *q = s_rand(&g, (size_t)n * qd), *k = s_rand(&g, (size_t)n * kvd), *v = s_rand(&g, (size_t)n * kvd);
+    int32_t *slot = malloc(sizeof(int32_t) * n), *pos = malloc(sizeof(int32_t) * n);
+    for (int i = 0; i < n; i++) { /* distinct slots in a shuffled order, ragged positions */
+        slot[i] = (int32_t)((i * 7 + 3) % slots);
+        pos[i] = (int32_t)((i * 13 + 5) % maxT);
+    }
+    float *d_kc = s_up(kc, nc), *d_vc = s_up(vc, nc), *d_q = s_up(q, (size_t)n * qd);
+    float *d_k = s_up(k, (size_t)n * kvd), *d_v = s_up(v, (size_t)n * kvd);
+    int32_t *d_slot = s_up_i32(slot, n), *d_pos = s_up_i32(pos, n);
+    float *out = malloc(sizeof(float) * (size_t)n * qd), *sc = malloc(sizeof(float) * (size_t)n * H * maxT);
+    float *d_out = s_alloc((size_t)n * qd), *d_sc = s_alloc((size_t)n * H * maxT);
+    rl_kv_cache_write(kc, vc, k, v, slot, pos, n, kvd, maxT);
+    cu->kv_cache_write(d_kc, d_vc, d_k, d_v, d_slot, d_pos, n, kvd, maxT);
+    s_check("kv cache keys", d_kc, kc, nc, 0.0f);
+    s_check("kv cache values", d_vc, vc, nc, 0.0f);
+    rl_decode_attention(out, sc, q, kc, vc, slot, pos, n, H, KH, hd, maxT);
+    cu->decode_attention(d_out, d_sc, d_q, d_kc, d_vc, d_slot, d_pos, n, H, KH, hd, maxT);
+    s_check("decode attention", d_out, out, (size_t)n * qd, 1e-5f);
+    s_free_all();
+    free(kc); free(vc); free(q); free(k); free(v); free(slot); free(pos); free(out); free(sc);
+}
+
+static void test_cuda_decode(void **state)
+{
+    (void)state;
+    S_NEED_GPU();
+    s_decode(1, 1, 1, 1, 1, 8, 31);        /* one row at position 0 */
+    s_decode(5, 8, 33, 4, 2, 16, 32);      /* GQA, ragged positions */
+    s_decode(16, 16, 300, 14, 2, 64, 33);  /* Qwen2's grouping, more positions than threads */
+    s_decode(3, 4, 9, 2, 1, 200, 34);      /* hd not a multiple of 32 */
+}
+
 /* ---- log-probs and entropy ------------------------------------------------------------------ */
 
 static void s_logprob(int N, int V, float inv_temp, uint64_t seed)
@@ -470,6 +516,7 @@ static void test_cuda_dense(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_rope_embedding(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_attention(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_logprob(void **state) { (void)state; S_NEED_GPU(); }
+static void test_cuda_decode(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_table_complete(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_optim(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_adamw_object(void **state) { (void)state; S_NEED_GPU(); }
@@ -482,6 +529,7 @@ int main(void)
         cmocka_unit_test(test_cuda_rope_embedding),
         cmocka_unit_test(test_cuda_attention),
         cmocka_unit_test(test_cuda_logprob),
+        cmocka_unit_test(test_cuda_decode),
         cmocka_unit_test(test_cuda_optim),
         cmocka_unit_test(test_cuda_adamw_object),
         cmocka_unit_test(test_cuda_table_complete),

@@ -70,6 +70,11 @@ typedef struct rl_nn_ops {
     void (*logprob_backward)(float *dlogits, const float *dlogp, const float *dentropy,
                              const float *logits, const float *lse, const float *entropy,
                              const int32_t *target, float inv_temp, int N, int V);
+    void (*kv_cache_write)(float *kc, float *vc, const float *k, const float *v,
+                           const int32_t *slot, const int32_t *pos, int n, int kvd, int maxT);
+    void (*decode_attention)(float *out, float *scores, const float *q, const float *kc,
+                             const float *vc, const int32_t *slot, const int32_t *pos, int n,
+                             int H, int KH, int hd, int maxT);
     /* the optimiser's and the weight copies' (common/nn/engine/optim.h) */
     void (*adamw_update)(const struct rl_adamw_config *cfg, int64_t t, double lr, double wd, float *p,
                          const float *g, float *m, float *v, int64_t n);
@@ -87,7 +92,8 @@ typedef struct rl_nn_ops {
     X(softmax_backward) X(rmsnorm_forward) X(rmsnorm_backward) X(swiglu_forward)                    \
     X(swiglu_backward) X(rope_forward) X(rope_backward) X(embedding_forward) X(embedding_backward)  \
     X(attention_forward) X(attention_backward) X(logprob_forward) X(logprob_backward)               \
-    X(adamw_update) X(grad_sumsq) X(scale_inplace) X(ema_update)
+    X(kv_cache_write) X(decode_attention) X(adamw_update) X(grad_sumsq) X(scale_inplace)            \
+    X(ema_update)
 
 /* The kernel table of `dev`, or NULL + message (RL_EUNSUPPORTED) when this
  * build has no such device. */

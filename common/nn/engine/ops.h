@@ -187,6 +187,20 @@ void rl_adamw_update(const rl_adamw_config *cfg, int64_t t, double lr, double wd
  * block order (independent of the thread count). */
 double rl_grad_sumsq(const float *g, int64_t n);
 
+/* ---- decoding over a KV cache -------------------------------------------- */
+
+/* The caches kc/vc are (slots, maxT, KH·hd) for one layer. Row i of a decode
+ * step writes its key and value (n, KH·hd) at kc/vc[slot[i], pos[i]]. */
+void rl_kv_cache_write(float *kc, float *vc, const float *k, const float *v, const int32_t *slot,
+                       const int32_t *pos, int n, int kvd, int maxT);
+/* Row i's query q (n, H, hd) at position pos[i] attends to its slot's keys
+ * and values at positions 0..pos[i] (causal, grouped: query head h reads kv
+ * head h / (H/KH)), scale 1/sqrt(hd): out (n, H, hd). scores: scratch of
+ * (n, H, maxT) floats. Rows and heads never read each other's. */
+void rl_decode_attention(float *out, float *scores, const float *q, const float *kc,
+                         const float *vc, const int32_t *slot, const int32_t *pos, int n, int H,
+                         int KH, int hd, int maxT);
+
 /* ---- log-probs, entropy, cross-entropy ---------------------------------- */
 
 /* For each row n of logits (N,V) with a = logits * inv_temp:

@@ -63,6 +63,15 @@ void rl_cuda_logprob_forward(float *logp, float *entropy, float *lse, const floa
 void rl_cuda_logprob_backward(float *dlogits, const float *dlogp, const float *dentropy,
                               const float *logits, const float *lse, const float *entropy,
                               const int32_t *target, float inv_temp, int N, int V);
+/* Decoding over a KV cache (ops.h): the cache write is one thread per
+ * element; the attention one block per (row, head), its scores in the
+ * caller's scratch, the softmax's max and sum block reductions in a fixed
+ * order. */
+void rl_cuda_kv_cache_write(float *kc, float *vc, const float *k, const float *v,
+                            const int32_t *slot, const int32_t *pos, int n, int kvd, int maxT);
+void rl_cuda_decode_attention(float *out, float *scores, const float *q, const float *kc,
+                              const float *vc, const int32_t *slot, const int32_t *pos, int n,
+                              int H, int KH, int hd, int maxT);
 /* The optimiser's and the weight copies': rl_adamw_update's float
  * arithmetic element for element (its scalars formed on the host in double,
  * as the CPU does), the sum of squares over the CPU's fixed 64 Ki blocks in

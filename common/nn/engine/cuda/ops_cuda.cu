@@ -502,6 +502,60 @@ __global__ void k_logprob_backward(float *dlogits, const float *dlogp, const flo
 
 // ---- optimiser and weight copies ----------------------------------------------------
 
+// Row i's key/value into its cache slot: one thread per element of (n, kvd).
+__global__ void k_kv_cache_write(float *kc, float *vc, const float *k, const float *v,
+                                 const int32_t *slot, const int32_t *pos, int n, int kvd, int maxT)
+{
+    int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= (int64_t)n * kvd)
+        return;
+    int i = (int)(j / kvd), e = (int)(j % kvd);
+    size_t at = ((size_t)slot[i] * maxT + pos[i]) * kvd + e;
+    kc[at] = k[j];
+    vc[at] = v[j];
+}
+
+// One block per (row, head): scores over the row's positions 0..pos[i] into
+// the scratch, softmax by block reductions, then each thread one output
+// element summed over the positions in order.
+__global__ void k_decode_attention(float *out, float *scores, const float *q, const float *kc,
+                                   const float *vc, const int32_t *slot, const int32_t *pos,
+                                   int H, int KH, int hd, int maxT, float scale)
+{
+    __shared__ float sh[256];
+    int ih = blockIdx.x, i = ih / H, h = ih % H, rep = H / KH, kvd = KH * hd;
+    int len = pos[i] + 1;
+    const float *qv = q + (size_t)i * H * hd + (size_t)h * hd;
+    const float *kb = kc + (size_t)slot[i] * maxT * kvd + (size_t)(h / rep) * hd;
+    const float *vb = vc + (size_t)slot[i] * maxT * kvd + (size_t)(h / rep) * hd;
+    float *sc = scores + (size_t)ih * maxT;
+    float mx = -INFINITY;
+    for (int t = threadIdx.x; t < len; t += blockDim.x) {
+        const float *kr = kb + (size_t)t * kvd;
+        float dot = 0.0f;
+        for (int e = 0; e < hd; e++)
+            dot += qv[e] * kr[e];
+        sc[t] = dot * scale;
+        mx = fmaxf(mx, sc[t]);
+    }
+    mx = d_block_max(mx, sh);
+    float sum = 0.0f;
+    for (int t = threadIdx.x; t < len; t += blockDim.x) {
+        float p = expf(sc[t] - mx);
+        sc[t] = p;
+        sum += p;
+    }
+    sum = d_block_sum(sum, sh); // its barriers also order the scores' writes before the reads below
+    float inv = 1.0f / sum;
+    float *o = out + (size_t)i * H * hd + (size_t)h * hd;
+    for (int e = threadIdx.x; e < hd; e += blockDim.x) {
+        float acc = 0.0f;
+        for (int t = 0; t < len; t++)
+            acc += sc[t] * inv * vb[(size_t)t * kvd + e];
+        o[e] = acc;
+    }
+}
+
 __global__ void k_adamw(float *p, const float *g, float *m, float *v, int64_t n, rl_adamw_scalars s)
 {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -823,6 +877,27 @@ void rl_cuda_logprob_backward(float *dlogits, const float *dlogp, const float *d
         return;
     k_logprob_backward<<<N, 256>>>(dlogits, dlogp, dentropy, logits, lse, entropy, target,
                                    inv_temp, V);
+    CUDA_NOTE(cudaGetLastError());
+}
+
+void rl_cuda_kv_cache_write(float *kc, float *vc, const float *k, const float *v,
+                            const int32_t *slot, const int32_t *pos, int n, int kvd, int maxT)
+{
+    int64_t total = (int64_t)n * kvd;
+    if (total <= 0)
+        return;
+    k_kv_cache_write<<<s_blocks(total, 256), 256>>>(kc, vc, k, v, slot, pos, n, kvd, maxT);
+    CUDA_NOTE(cudaGetLastError());
+}
+
+void rl_cuda_decode_attention(float *out, float *scores, const float *q, const float *kc,
+                              const float *vc, const int32_t *slot, const int32_t *pos, int n,
+                              int H, int KH, int hd, int maxT)
+{
+    if (n <= 0 || H <= 0)
+        return;
+    k_decode_attention<<<(unsigned)n * H, 256>>>(out, scores, q, kc, vc, slot, pos, H, KH, hd,
+                                                  maxT, 1.0f / sqrtf((float)hd));
     CUDA_NOTE(cudaGetLastError());
 }
 

@@ -71,7 +71,7 @@ typedef struct rl_lm rl_lm;
  * rl_lm_params/grads/param/logits are then device pointers (copy with
  * rl_device_copy), tokens and masks come from the host and the per-token
  * outputs and their gradients go through host arrays as on the CPU.
- * Generation runs on the CPU only (RL_EUNSUPPORTED on a GPU model). A build
+ * Generation (generate.h) runs on either device. A build
  * or machine without the device is RL_EUNSUPPORTED. */
 rl_lm *rl_lm_new(const rl_lm_config *cfg, rl_device dev);
 void rl_lm_free(rl_lm *m);

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""actor_device_refused.py — actor.device=cuda where there is no GPU.
+"""device_refused.py — actor.device=cuda / rollout.device=cuda where there is no GPU.
 
 On a machine without a visible NVIDIA GPU (or with a build without CUDA) a
-job asking for the actor on the GPU fails at init_model with an error
-located at actor.device that says why, and no training step runs. With a
-GPU present this exits 77: gpu_actor.py runs the GPU actor there.
+job asking for the actor or the rollout on the GPU fails at init_model with
+an error located at the key that says why, and no training step runs. With
+a GPU present this exits 77: gpu_jobs.py runs them on the GPU there.
 A bad choice of device is refused by the config schema before any worker
 starts."""
 import os
@@ -47,7 +47,7 @@ def main():
         assert not os.path.exists(os.path.join(work, "runs/bad/metrics.jsonl")), log
         print("ok: actor.device=tpu refused by the schema: %s" % log.strip().splitlines()[-1][:160])
         if subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode == 0:
-            print("skipped: a GPU is present (gpu_actor.py checks the GPU actor)")
+            print("skipped: a GPU is present (gpu_jobs.py checks the GPU roles)")
             sys.exit(77)
         rc, log = run(work, [1, "actor.device=cuda", "trainer.output_dir=runs/nogpu"])
         assert rc != 0, log[-2000:]
@@ -60,6 +60,11 @@ def main():
         rc, log = run(work, [2, "actor.device=cuda", "trainer.output_dir=runs/two"])
         assert rc != 0 and "actor.device" in log, log[-2000:]
         print("ok: refused with 2 actor ranks too")
+        rc, log = run(work, [1, "rollout.device=cuda", "trainer.output_dir=runs/roll"])
+        assert rc != 0 and "rollout.device" in log and ("no CUDA" in log or "no such device" in log), \
+            log[-2000:]
+        line = [l for l in log.splitlines() if "rollout.device" in l][0]
+        print("ok: rollout.device=cuda without a GPU: %s" % line.strip()[:200])
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""gpu_actor.py — the actor trains on the GPU (actor.device=cuda) in real jobs.
+"""gpu_jobs.py — the actor trains and the rollout generates on the GPU
+(actor.device=cuda, rollout.device=cuda) in real jobs.
 
 Needs an NVIDIA GPU and a `make CUDA=1` build (BUILD=build-cuda, or the
 bundle build-gpu of `make CUDA=1 gpu-bundle`); exits 77 naming what is
@@ -14,6 +15,10 @@ missing otherwise. tests/gpu_check.sh runs it on the GPU machine.
 3. That GRPO run resumed from its step-2 checkpoint on the GPU: step 4's
    weights as the uninterrupted run's (the moments went to the checkpoint
    from the device and came back to it).
+4. GRPO with the rollout on the GPU too (KV-cache decoding on the device)
+   against the same job all on the CPU: step 1 samples from the same
+   weights, so its responses' lengths and scores are the same; every step's
+   metrics are finite.
 """
 import json
 import math
@@ -27,6 +32,9 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("BUILD", "build")
 DRIVER = os.path.join(ROOT, BUILD, "bin", "rl-driver")
+# RL_GPU_JOBS_DEVICE=cpu runs every job on the CPU: a check of this script
+# itself on a machine without a GPU (the comparisons then hold exactly)
+DEV = os.environ.get("RL_GPU_JOBS_DEVICE", "cuda")
 
 TINY = ["model.hidden_size=32", "model.intermediate_size=64", "model.num_layers=1",
         "model.num_heads=2", "model.num_kv_heads=1", "model.max_seq_len=64",
@@ -40,12 +48,12 @@ def skip(why):
 
 
 def cluster(path):
-    """One rank of each role; the actor on GPU 0 of the node."""
+    """One rank of each role; the actor and the rollout on GPU 0 of the node."""
     with open(path, "w") as f:
         f.write("driver: {bind: 127.0.0.1, port: 5555}\n"
                 "nodes: [{name: local, address: 127.0.0.1, launch: local, gpus: 1}]\n"
                 "roles:\n"
-                "  rollout: {count: 1, node: local}\n"
+                "  rollout: {count: 1, placement: [{rank: 0, node: local, gpus: [0]}]}\n"
                 "  actor: {count: 1, placement: [{rank: 0, node: local, gpus: [0]}]}\n"
                 "  reward: {count: 1, node: local}\n")
 
@@ -88,7 +96,7 @@ def max_diff(a, b):
 def main():
     if not os.path.exists(DRIVER):
         skip("%s not built (make CUDA=1, BUILD=build-cuda)" % DRIVER)
-    if subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode != 0:
+    if DEV == "cuda" and subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode != 0:
         skip("no NVIDIA GPU (nvidia-smi -L failed): actor.device=cuda needs one")
     work = tempfile.mkdtemp(prefix="rlrt-gpu-actor-")
     try:
@@ -98,7 +106,7 @@ def main():
                "actor.optim.lr=0.01"]
         # 1. the same SFT on the CPU and on the GPU
         run(work, cl, "arith_sft.yaml", sft + ["trainer.output_dir=runs/cpu", "actor.device=cpu"])
-        run(work, cl, "arith_sft.yaml", sft + ["trainer.output_dir=runs/gpu", "actor.device=cuda"])
+        run(work, cl, "arith_sft.yaml", sft + ["trainer.output_dir=runs/gpu", "actor.device=" + DEV])
         lc = [r["sft/loss"] for r in metrics(os.path.join(work, "runs/cpu/metrics.jsonl")) if "sft/loss" in r]
         lg = [r["sft/loss"] for r in metrics(os.path.join(work, "runs/gpu/metrics.jsonl")) if "sft/loss" in r]
         assert len(lc) == len(lg) == 12, (len(lc), len(lg))
@@ -116,7 +124,7 @@ def main():
         rl = ["model.init_from=runs/gpu/final", "data.train_batch_size=4", "rollout.n=4",
               "actor.ppo_mini_batch_size=2", "trainer.val_every=0", "trainer.save_every=2",
               "reward.format_weight=1.0", "actor.optim.lr=0.003", "algorithm.online_filtering=false",
-              "trainer.total_steps=4", "actor.device=cuda"]
+              "trainer.total_steps=4", "actor.device=" + DEV]
         run(work, cl, "arith_grpo.yaml", rl + ["trainer.output_dir=runs/grpo"])
         rows = metrics(os.path.join(work, "runs/grpo/metrics.jsonl"))
         steps = [r for r in rows if r["step"] > 0]
@@ -140,6 +148,23 @@ def main():
         d = max_diff(w4, weights(os.path.join(ck, "step_4/model.safetensors")))
         assert d <= 1e-5, d
         print("ok: resumed on the GPU from step 2, step 4's weights within %.1e of the uninterrupted run" % d)
+        # 4. the rollout on the GPU as well, against the same job on the CPU
+        both = [a for a in rl if a not in ("actor.device=" + DEV, "trainer.total_steps=4")] + \
+            ["trainer.total_steps=3"]
+        run(work, cl, "arith_grpo.yaml", both + ["trainer.output_dir=runs/all_cpu"])
+        run(work, cl, "arith_grpo.yaml", both + ["trainer.output_dir=runs/all_gpu", "actor.device=" + DEV,
+                                                 "rollout.device=" + DEV])
+        rc_ = [r for r in metrics(os.path.join(work, "runs/all_cpu/metrics.jsonl")) if r["step"] > 0]
+        rg = [r for r in metrics(os.path.join(work, "runs/all_gpu/metrics.jsonl")) if r["step"] > 0]
+        assert len(rc_) == len(rg) == 3, (len(rc_), len(rg))
+        for k in ("response_length/mean", "critic/score/mean"):
+            assert rc_[0][k] == rg[0][k], (k, rc_[0][k], rg[0][k])
+        for r in rg:
+            for k, v in r.items():
+                if isinstance(v, float):
+                    assert math.isfinite(v), (r["step"], k, v)
+        print("ok: GRPO with the rollout on the GPU too: step 1's responses as on the CPU (length %.2f, "
+              "score %.3f); 3 steps, finite metrics" % (rg[0]["response_length/mean"], rg[0]["critic/score/mean"]))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
