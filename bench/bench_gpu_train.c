@@ -9,7 +9,7 @@
  * RL_DEVICE_CUDA)), fp32 with TF32 off (the engine's only precision today).
  * A step: forward over RL_BENCH_GPU_B × RL_BENCH_GPU_T tokens (default
  * 8 × 1024; RL_BENCH_GPU_MICRO rows per micro-batch, default all), the mean
- * next-token NLL, backward, the device table's AdamW over the flat buffer
+ * next-token NLL, backward, AdamW over the flat buffer (rl_adamw_new_on: the actor's optimiser, moments on the GPU)
  * (lr 1e-5, betas 0.9/0.999, eps 1e-8, weight decay 0.01: torch's side uses
  * the same). Two warm-up steps, then RL_BENCH_GPU_STEPS timed (default 5;
  * one when a warm-up step took over 10 s, so that a slow engine still fits
@@ -83,7 +83,6 @@ int main(void)
                rl_nn_ops_get(RL_DEVICE_CUDA) ? "none visible" : "a build without CUDA=1");
         return 77;
     }
-    const rl_nn_ops *ops = rl_nn_ops_get(dev);
     rl_lm_config c = {.vocab_size = 151936, .hidden_size = 896, .intermediate_size = 4864,
                       .num_layers = L, .num_heads = 14, .num_kv_heads = 2, .max_seq_len = T,
                       .rope_theta = 1e6f, .rms_norm_eps = 1e-6f, .tie_word_embeddings = 1,
@@ -95,10 +94,13 @@ int main(void)
         return 1;
     }
     const int64_t P = rl_lm_num_params(m);
-    float *mom = rl_device_alloc_for(dev, sizeof(float) * 2 * (size_t)P, RL_MEM_OPTIM);
+    rl_adamw_config ac = rl_adamw_config_default();
+    ac.beta1 = 0.9, ac.beta2 = 0.999, ac.eps = 1e-8, ac.weight_decay = 0.01;
+    /* the actor's optimiser object, its moments on the model's device */
+    rl_adamw *opt = rl_adamw_new_on(&ac, rl_lm_manifest(m), 0, P, dev);
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)B * T);
     uint8_t *mask = malloc((size_t)B * T);
-    if (!mom || !tok || !mask || rl_device_zero(dev, mom, sizeof(float) * 2 * (size_t)P)) {
+    if (!opt || !tok || !mask) {
         fprintf(stderr, "bench_gpu_train: memory: %s\n", rl_error_message());
         return 1;
     }
@@ -108,8 +110,6 @@ int main(void)
         tok[i] = (int32_t)(x % (uint64_t)c.vocab_size);
         mask[i] = 1;
     }
-    rl_adamw_config ac = rl_adamw_config_default();
-    ac.beta1 = 0.9, ac.beta2 = 0.999, ac.eps = 1e-8, ac.weight_decay = 0.01;
     s_nll w = {.scale = 1.0 / ((double)B * (T - 1)), .T = T};
     double t0 = 0, loss = 0, tw = s_now();
     int timed = steps;
@@ -128,8 +128,10 @@ int main(void)
             fprintf(stderr, "bench_gpu_train: step %d: %s\n", s, rl_error_message());
             return 1;
         }
-        ops->adamw_update(&ac, s + 1, 1e-5, ac.weight_decay, rl_lm_params(m), rl_lm_grads(m), mom,
-                          mom + P, P);
+        if (rl_adamw_step(opt, 1e-5, rl_lm_params(m), rl_lm_grads(m))) {
+            fprintf(stderr, "bench_gpu_train: step %d: %s\n", s, rl_error_message());
+            return 1;
+        }
     }
     if (rl_device_sync(dev)) {
         fprintf(stderr, "bench_gpu_train: %s\n", rl_error_message());
@@ -149,7 +151,7 @@ int main(void)
         printf("bench: rlrt_gpu_mem_gib_%s = %.2f\n", rl_mem_purpose_name((rl_mem_purpose)i),
                mem.bytes[i] / 1073741824.0);
     printf("bench: rlrt_gpu_mem_peak_gib = %.2f\n", mem.peak / 1073741824.0);
-    rl_device_free(dev, mom);
+    rl_adamw_free(opt);
     rl_lm_free(m);
     free(tok);
     free(mask);
