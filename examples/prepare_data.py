@@ -24,7 +24,8 @@ tokenize=False, add_generation_prompt=True)), `ground_truth` (a string),
 `data_source`, `global_id` (extra_info.index when every row has a distinct
 one, else the row number) and, for SFT, `solution` (a top-level `solution`,
 else extra_info.answer) with the template's end-of-turn text left to the
-stop token rlrt appends. With --val-out the last --val-rows rows go there.
+stop token rlrt appends. With --val-out the last --val-rows rows (at most a
+fifth of them) go there.
 
 Why here and not in C: chat templates are Jinja programs (loops, tests,
 filters, tool calls) that differ from model to model; transformers renders
@@ -96,7 +97,7 @@ def main():
     ap.add_argument("--model", help="the model directory whose tokenizer's chat template renders "
                     "the prompts")
     ap.add_argument("--out", required=True, help="the JSONL to write")
-    ap.add_argument("--val-out", help="the last --val-rows rows go here")
+    ap.add_argument("--val-out", help="the last --val-rows rows (at most a fifth) go here")
     ap.add_argument("--val-rows", type=int, default=64)
     ap.add_argument("--system", help="a system message for conversations that have none")
     ap.add_argument("--no-template", action="store_true",
@@ -136,8 +137,9 @@ def main():
     indices = [r["index"] for r in out]
     unique = all(isinstance(x, int) for x in indices) and len(set(indices)) == len(indices)
     for i, r in enumerate(out):
-        r["global_id"] = r.pop("index") if unique else i
-    n_val = min(args.val_rows, len(out) - 1) if args.val_out else 0
+        index = r.pop("index")
+        r["global_id"] = index if unique else i
+    n_val = min(args.val_rows, max(1, len(out) // 5)) if args.val_out else 0
     parts = [(args.out, out[:len(out) - n_val])] + ([(args.val_out, out[len(out) - n_val:])]
                                                     if n_val else [])
     for path, part in parts:
