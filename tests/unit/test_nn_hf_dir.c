@@ -90,8 +90,8 @@ static void s_config(const char *model_type, const char *extra)
     s_write("config.json", text);
 }
 
-/* A tiny model's weights as dir/model.safetensors (f32). */
-static void s_weights(void)
+/* A tiny model's weights as dir/model.safetensors in `dtype`. */
+static void s_weights_as(rl_dtype dtype)
 {
     char path[256];
     snprintf(path, sizeof path, "%s/config.json", s_dir);
@@ -103,9 +103,11 @@ static void s_weights(void)
     assert_int_equal(rl_lm_init_random(net, 5, 0.02f), 0);
     snprintf(path, sizeof path, "%s/model.safetensors", s_dir);
     assert_int_equal(rl_safetensors_write_params(path, rl_lm_manifest(net), rl_lm_params(net),
-                                                 RL_BF16, NULL), 0);
+                                                 dtype, NULL), 0);
     rl_lm_free(net);
 }
+
+static void s_weights(void) { s_weights_as(RL_BF16); }
 
 /* The job of an LM recipe's model and data sections: job.yaml holds `yaml`. */
 static rl_config *s_job(const char *yaml, int n, const char *const *over)
@@ -170,6 +172,17 @@ static void test_architecture_from_config_json(void **state)
     assert_int_equal(rl_model_num_params(built), rl_model_num_params(loaded));
     assert_memory_equal(rl_model_params(built), rl_model_params(loaded),
                         sizeof(float) * (size_t)rl_model_num_params(built));
+    rl_model_free(loaded);
+    /* f16 weights load too (each within f16's rounding of the same init) */
+    s_weights_as(RL_F16);
+    loaded = rl_model_load_dir(s_dir);
+    if (!loaded)
+        fail_msg("load_dir (f16): %s", rl_error_message());
+    for (int64_t i = 0; i < rl_model_num_params(built); i++) {
+        float a = rl_model_params(built)[i], b = rl_model_params(loaded)[i];
+        if (!(fabsf(a - b) <= fabsf(a) / 128 + 1e-6f))
+            fail_msg("param %lld: bf16 %g, f16 %g", (long long)i, (double)a, (double)b);
+    }
     rl_model_free(built);
     rl_model_free(loaded);
     rl_config_free(job);
