@@ -12,6 +12,7 @@
 #   make golden               regenerate tests/golden with /usr/bin/python3 + torch
 #   make config-doc           docs/CONFIG.md from the config schemas (common/schema/)
 #   make venv-ref             build/venv-ref: the PyPI packages the references need
+#   make venv-data            build/venv-data: examples/prepare_data.py (chat templates, Parquet)
 #   make bench-NAME           run bench/bench_NAME.sh, or every bench_NAME* binary
 #   make venv-hpsv3           PyPI hpsv3 in build/venv-hpsv3/ (deploy/scorer_server.py --backend hpsv3)
 #   make fuzz [FUZZ_SECONDS=60]
@@ -152,7 +153,7 @@ BENCH_SRC  := $(sort $(wildcard bench/bench_*.c))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 .PHONY: all lib bins tests benches test test-setup test-gpu gpu-bundle bench-gpu run deps golden fuzz install clean venv-ref config-doc \
-        venv-deploy fuzz-ci venv-hpsv3 libero-data mujoco
+        venv-deploy venv-data fuzz-ci venv-hpsv3 libero-data mujoco
 .SECONDARY:
 .DELETE_ON_ERROR:
 
@@ -328,9 +329,9 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(TEST_COMMON_OBJ) $(LIB_A)
 # Without PyPI it stops with the command to run.
 test-setup:
 	@deploy/install-deps.sh --ref
-	@$(MAKE) --no-print-directory libero-data venv-ref venv-deploy || { \
+	@$(MAKE) --no-print-directory libero-data venv-ref venv-deploy venv-data || { \
 	    echo "make test: the setup above failed; the tests need it (PyPI once, then cached in build/)."; \
-	    echo "make test: fix what it says, or run the steps one by one: make libero-data; make venv-ref; make venv-deploy"; \
+	    echo "make test: fix what it says, or run the steps one by one: make libero-data; make venv-ref; make venv-deploy; make venv-data"; \
 	    exit 1; }
 
 test: deps test-setup
@@ -388,6 +389,20 @@ venv-deploy: $(VENV_DEPLOY)/.requirements
 
 $(VENV_DEPLOY)/.requirements: $(VENV_DEPLOY_REQ) deploy/venv-ref.sh
 	@RL_VENV_IMPORTS=kubernetes_validate deploy/venv-ref.sh $(VENV_DEPLOY) $(VENV_DEPLOY_REQ)
+
+# ---- data-preparation venv -----------------------------------------------------------
+# transformers (chat templates), jinja2 and pyarrow (Parquet) for
+# examples/prepare_data.py and tests/integration/hf_model.py. Always
+# build/venv-data; re-made only when the requirements change.
+VENV_DATA     := build/venv-data
+VENV_DATA_REQ := deploy/requirements-data.txt
+
+venv-data: $(VENV_DATA)/.requirements
+	@echo "venv-data: $(VENV_DATA) is up to date with $(VENV_DATA_REQ)"
+
+$(VENV_DATA)/.requirements: $(VENV_DATA_REQ) deploy/venv-ref.sh
+	@RL_VENV_IMPORTS="transformers tokenizers safetensors jinja2 pyarrow numpy" \
+	    deploy/venv-ref.sh $(VENV_DATA) $(VENV_DATA_REQ)
 
 # ---- golden files, benchmarks, fuzzing -------------------------------------------
 golden:

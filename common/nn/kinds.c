@@ -12,6 +12,7 @@
 #include "common/nn/models/clip_flow.h"
 #include "common/nn/models/flow_policy.h"
 #include "common/nn/models/image_classifier.h"
+#include "common/nn/models/lm/lm_hf.h"
 #include "common/nn/models/lm/lm_model.h"
 #include "common/nn/models/model_base.h"
 
@@ -104,6 +105,18 @@ static rl_config *s_kind_defaults(const rl_model_kind *k)
     return rl_config_schema_defaults(k->sections, n, &change, 1);
 }
 
+/* A Hugging Face directory (config.json with a model_type): the lm kind's
+ * defaults with the directory's architecture (rl_lm_hf_config_apply). */
+static rl_config *s_hf_job(const char *dir)
+{
+    rl_config *job = s_kind_defaults(&rl_model_kind_lm);
+    if (job && rl_lm_hf_config_apply(job, dir)) {
+        rl_config_free(job);
+        return NULL;
+    }
+    return job;
+}
+
 rl_model *rl_model_load_dir(const char *dir)
 {
     char path[4200];
@@ -111,6 +124,20 @@ rl_model *rl_model_load_dir(const char *dir)
     rl_config *file = rl_config_parse_file(path), *job = NULL;
     if (!file)
         return NULL;
+    if (rl_config_has(file, "model_type")) {
+        rl_config_free(file);
+        file = s_hf_job(dir);
+        if (!file)
+            return NULL;
+        rl_model *m = rl_model_kind_lm.from_config(file);
+        int rc = m ? rl_model_load(m, dir) : rl_error_code();
+        rl_config_free(file);
+        if (m && rc) {
+            rl_model_free(m);
+            m = NULL;
+        }
+        return m;
+    }
     /* the kind's defaults under the file, so a directory written before a
      * key existed loads with that key's default */
     const char *type0 = NULL;

@@ -254,6 +254,11 @@ int rl_trainer_save(rl_trainer *t, rl_group *actor, int64_t step, int64_t epoch,
                              (json_int_t)step, RL_ACTOR_EPOCH, (json_int_t)epoch,
                              RL_ACTOR_DATA_POSITION, (json_int_t)data_position, RL_ACTOR_EXTRA,
                              extra ? json_incref((json_t *)extra) : json_object());
+    if (args && t->save_files &&
+        json_object_set_new(args, RL_ACTOR_FILES, json_deep_copy(t->save_files))) {
+        json_decref(args);
+        args = NULL;
+    }
     if (!args)
         return rl_error_set(RL_ENOMEM, "checkpoint: out of memory");
     int rc = rl_call_all(actor, RL_ACTOR_SAVE_CHECKPOINT, args);

@@ -8,11 +8,16 @@ root=$PWD
 work=$(tmpdir)
 trap 'rm -rf "$work"' EXIT
 cd "$work" || fail "no temp dir"
+# the jobs of your own model read files examples/hf_grpo.sh prepares: a row
+# of the built-in task stands in for them
+printf '%s\n' '{"prompt": "Q: 1+2=?\nA: ", "ground_truth": "3", "solution": "<think>1+2=3</think>\\boxed{3}"}' >hf.jsonl
 n=0
 for f in "$root"/examples/*.yaml; do
     grep -q '^ *recipe:' "$f" || continue
     name=$(basename "$f")
-    out=$("$root/$BIN/rl-driver" --check --config "$f" 2>&1)
+    more=()
+    case $name in hf_*.yaml) more=(data.train_files=hf.jsonl data.val_files=hf.jsonl data.tokenizer=arith) ;; esac
+    out=$("$root/$BIN/rl-driver" --check --config "$f" "${more[@]}" 2>&1)
     rc=$?
     case $name in
     libero_warmstart.yaml)

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/core/util.h"
 #include "common/nn/engine/checkpoint.h"
 #include "common/nn/engine/optim.h"
 #include "common/schema/job.h"
@@ -357,6 +358,37 @@ static int s_gather_moments(s_actor *a, float **m_out, float **v_out)
     return RL_OK;
 }
 
+/* The RL_ACTOR_FILES of a save request written into dir (rank 0). */
+static int s_put_files(const rl_dataproto *in, const char *dir)
+{
+    const json_t *files = json_object_get(rl_dataproto_meta_const(in), RL_ACTOR_FILES);
+    if (!files)
+        return RL_OK;
+    if (!json_is_object(files))
+        return rl_error_set(RL_EINVAL, "argument '%s' must be a JSON object", RL_ACTOR_FILES);
+    const char *name;
+    json_t *v;
+    json_object_foreach((json_t *)files, name, v) {
+        const char *from = json_string_value(json_object_get(v, "copy"));
+        const char *text = json_string_value(json_object_get(v, "text"));
+        if (!*name || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
+            !json_is_object(v) || !from == !text)
+            return rl_error_set(RL_EINVAL, "argument '%s': entry '%s' must be a plain file name "
+                                "with {\"copy\": path} or {\"text\": content}", RL_ACTOR_FILES, name);
+        size_t len = text ? strlen(text) : 0;
+        char *buf = from ? rl_file_read_all(from, &len) : NULL;
+        if (from && !buf)
+            return rl_error_wrap(rl_error_code(), "%s: copying %s into %s", RL_ACTOR_FILES, from, dir);
+        char path[4600];
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        int rc = rl_file_write_atomic(path, from ? buf : text, len);
+        free(buf);
+        if (rc)
+            return rc;
+    }
+    return RL_OK;
+}
+
 static int s_save_checkpoint(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     (void)out;
@@ -376,12 +408,14 @@ static int s_save_checkpoint(rl_worker_ctx *ctx, const rl_dataproto *in, rl_data
     int rc = s_gather_moments(a, &m, &v);
     if (rc)
         return rc;
+    json_t *meta = json_pack("{s:s}", "format", "pt"); /* what transformers asks of the file */
     const float *params = a->rank == 0 ? rl_actor_host_params(a) : NULL;
     if (a->rank == 0 && !params)
         rc = rl_error_code();
     else if (a->rank == 0) {
         rl_checkpoint_data d = {.manifest = rl_model_manifest(a->policy),
                                 .params = (float *)params, .param_dtype = RL_F32,
+                                .model_metadata = meta,
                                 .exp_avg = m, .exp_avg_sq = v, .adamw = a->opt->cfg,
                                 .adamw_step = a->opt->step};
         rl_train_state st;
@@ -397,8 +431,12 @@ static int s_save_checkpoint(rl_worker_ctx *ctx, const rl_dataproto *in, rl_data
             char path[4200];
             snprintf(path, sizeof path, "%s/step_%lld/config.json", dir, (long long)step);
             rc = rl_model_write_config(a->policy, path);
+            path[strlen(path) - strlen("/config.json")] = '\0';
+            if (!rc)
+                rc = s_put_files(in, path);
         }
     }
+    json_decref(meta);
     free(m);
     free(v);
     return rc;
@@ -461,9 +499,17 @@ static int s_save_model(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto
     if (!a)
         return rl_error_code();
     const char *dir = rl_dataproto_meta_str(in, RL_ACTOR_PATH, NULL);
-    if (!dir)
+    const char *dt = dir ? rl_dataproto_meta_str(in, RL_ACTOR_DTYPE, "float32") : NULL;
+    if (!dt)
         return rl_error_code();
-    return a->rank == 0 ? rl_model_save(a->policy, dir) : RL_OK;
+    rl_dtype dtype = strcmp(dt, "bfloat16") == 0 ? RL_BF16 : RL_F32;
+    if (dtype == RL_F32 && strcmp(dt, "float32") != 0)
+        return rl_error_set(RL_EINVAL, "argument '%s' = '%s', expected float32 or bfloat16",
+                            RL_ACTOR_DTYPE, dt);
+    if (a->rank != 0)
+        return RL_OK;
+    int rc = rl_model_save_as(a->policy, dir, dtype);
+    return rc ? rc : s_put_files(in, dir);
 }
 
 #define S_OP_ENTRY(op, method) {method, s_update_##op},

@@ -11,6 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
 
 #include "common/core/rng.h"
 #include "common/core/util.h"
@@ -131,8 +134,31 @@ int rl_model_write_config(const rl_model *m, const char *path)
     return m->ops->write_config(m, path);
 }
 
-int rl_model_save(const rl_model *m, const char *dir)
+/* config.json's "torch_dtype" (when it has one) set to the weights' dtype. */
+static int s_config_dtype(const char *path, rl_dtype dtype)
 {
+    json_error_t je;
+    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!j)
+        return rl_error_set(RL_EIO, "%s:%d: %s", path, je.line, je.text);
+    int rc = RL_OK;
+    if (json_is_object(j) && json_object_get(j, "torch_dtype")) {
+        const char *name = dtype == RL_BF16 ? "bfloat16" : dtype == RL_F16 ? "float16" : "float32";
+        char *text = json_object_set_new(j, "torch_dtype", json_string(name)) ? NULL
+                     : json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+        rc = text ? rl_file_write_atomic(path, text, strlen(text))
+                  : rl_error_set(RL_ENOMEM, "%s: out of memory", path);
+        free(text);
+    }
+    json_decref(j);
+    return rc;
+}
+
+int rl_model_save_as(const rl_model *m, const char *dir, rl_dtype dtype)
+{
+    if (dtype != RL_F32 && dtype != RL_BF16 && dtype != RL_F16)
+        return rl_error_set(RL_EDTYPE, "%s: weights are saved as F32, BF16 or F16, not %s", dir,
+                            rl_dtype_name(dtype));
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return rl_error_set(RL_EIO, "cannot create %s: %s", dir, strerror(errno));
     char path[4200];
@@ -140,13 +166,20 @@ int rl_model_save(const rl_model *m, const char *dir)
     float *host = s_host_params((rl_model *)m, 1);
     if (!host)
         return rl_error_code();
-    int rc = rl_safetensors_write_params(path, rl_model_manifest(m), host, RL_F32, NULL);
+    /* "format": "pt" is what transformers' from_pretrained asks of the file */
+    json_t *meta = json_pack("{s:s}", "format", "pt");
+    int rc = meta ? rl_safetensors_write_params(path, rl_model_manifest(m), host, dtype, meta)
+                  : rl_error_set(RL_ENOMEM, "%s: out of memory", path);
+    json_decref(meta);
     s_host_params_free((rl_model *)m, host);
     if (rc)
         return rc;
     snprintf(path, sizeof path, "%s/config.json", dir);
-    return rl_model_write_config(m, path);
+    rc = rl_model_write_config(m, path);
+    return rc || dtype == RL_F32 ? rc : s_config_dtype(path, dtype);
 }
+
+int rl_model_save(const rl_model *m, const char *dir) { return rl_model_save_as(m, dir, RL_F32); }
 
 int rl_model_check_finite(const rl_model *m, const float *buf, const char *what)
 {
@@ -176,14 +209,16 @@ int rl_model_check_finite(const rl_model *m, const float *buf, const char *what)
 
 int rl_model_load(rl_model *m, const char *dir)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
     float *p = s_host_params(m, 0);
     if (!p)
         return rl_error_code();
-    int rc = rl_safetensors_read_params(path, rl_model_manifest(m), p);
+    int rc = rl_safetensors_dir_read_params(dir, rl_model_manifest(m), p);
+    char what[4200];
+    snprintf(what, sizeof what, "%s/%s", dir, RL_ST_SINGLE_FILE);
+    if (access(what, F_OK) != 0) /* the shards: name their index */
+        snprintf(what, sizeof what, "%s/%s", dir, RL_ST_INDEX_FILE);
     if (!rc)
-        rc = rl_model_check_finite(m, p, path);
+        rc = rl_model_check_finite(m, p, what);
     if (!rc && p != rl_model_params(m))
         rc = rl_model_params_set(m, p);
     s_host_params_free(m, p);

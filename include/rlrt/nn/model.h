@@ -42,6 +42,7 @@
 #include <stdint.h>
 
 #include "rlrt/config.h"
+#include "rlrt/dtype.h"
 #include "rlrt/dataproto.h"
 #include "rlrt/nn/params.h"
 
@@ -181,19 +182,26 @@ int rl_model_forward_backward(rl_model *m, const rl_dataproto *batch, unsigned w
 int rl_model_sample(rl_model *m, const rl_dataproto *in, const rl_model_sampling *s,
                     rl_dataproto **out);
 
-/* dir/model.safetensors (f32, the manifest's names) and dir/config.json,
- * each written atomically; the directory is created if missing. */
+/* dir/model.safetensors (f32, the manifest's names, metadata "format":
+ * "pt" as transformers' from_pretrained wants) and dir/config.json, each
+ * written atomically; the directory is created if missing. */
 int rl_model_save(const rl_model *m, const char *dir);
+/* The same with the weights as `dtype` (RL_F32, RL_BF16 or RL_F16; else
+ * RL_EDTYPE); config.json's "torch_dtype", when it has one, says which. */
+int rl_model_save_as(const rl_model *m, const char *dir, rl_dtype dtype);
 int rl_model_write_config(const rl_model *m, const char *path);
-/* Reads dir/model.safetensors into the parameters (names and shapes must
- * match the manifest) and checks that every value is finite: RL_ENUMERIC
+/* Reads dir/model.safetensors, or without it the shards of
+ * dir/model.safetensors.index.json (Hugging Face's sharded checkpoints),
+ * into the parameters (names and shapes must match the manifest; F32, BF16,
+ * F16 or F64) and checks that every value is finite: RL_ENUMERIC
  * "dir/model.safetensors: tensor 'model.norm.weight' holds nan at [3]". On
  * error the parameters are unspecified. */
 int rl_model_load(rl_model *m, const char *dir);
-/* A model saved by rl_model_save whose config.json is a {"model": {...}}
- * job fragment naming its kind (the diffusion kinds write it so; an HF
- * config.json is not one): the kind's from_config, then rl_model_load.
- * NULL + a message naming the file on error. */
+/* A saved model directory: when its config.json is a {"model": {...}} job
+ * fragment naming its kind (the diffusion and embodied kinds write it so),
+ * the kind's from_config; when it is a Hugging Face config.json (a
+ * "model_type": qwen2 or llama), the lm kind with that architecture; then
+ * rl_model_load. NULL + a message naming the file on error. */
 rl_model *rl_model_load_dir(const char *dir);
 /* RL_ENUMERIC naming `what`, the view and the flat index of the first NaN or
  * infinity in `buf` (a buffer in the manifest's layout), else 0. */
