@@ -319,6 +319,15 @@ static int s_gather_moments(s_actor *a, float **m_out, float **v_out)
     return RL_OK;
 }
 
+/* rl_checkpoint_data.write_extra: config.json into the step's directory
+ * before it is sealed. */
+static int s_write_config(const char *dir, void *policy)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    return rl_model_write_config(policy, path);
+}
+
 static int s_save_checkpoint(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     (void)out;
@@ -351,12 +360,9 @@ static int s_save_checkpoint(rl_worker_ctx *ctx, const rl_dataproto *in, rl_data
         st.lr_step = a->opt->step;
         st.lr = a->lr;
         st.extra = (json_t *)extra;
+        d.write_extra = s_write_config; /* the model's config file in it, for other tools */
+        d.write_extra_arg = a->policy;
         rc = rl_checkpoint_save(dir, &d, &st);
-        if (!rc) { /* the model's config file beside it for other tools */
-            char path[4200];
-            snprintf(path, sizeof path, "%s/step_%lld/config.json", dir, (long long)step);
-            rc = rl_model_write_config(a->policy, path);
-        }
     }
     free(m);
     free(v);
