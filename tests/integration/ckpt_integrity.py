@@ -21,6 +21,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import ckpt  # noqa: E402
+
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
 DRIVER = os.path.join(BUILD, "bin", "rl-driver")
@@ -94,6 +97,12 @@ def body(work):
         assert need in files, (need, files)
     subprocess.run(["sha256sum", "--strict", "--quiet", "-c", "SHA256SUMS"], cwd=step4,
                    check=True)
+    # the tests' forger (lib/ckpt.py) writes the manifest byte for byte as rl-driver does
+    with open(os.path.join(step4, "SHA256SUMS"), "rb") as f:
+        sums = f.read()
+    ckpt.reseal(step4)
+    with open(os.path.join(step4, "SHA256SUMS"), "rb") as f:
+        assert f.read() == sums, "lib/ckpt.py reseal differs from the checkpoint's SHA256SUMS"
     for name in files:
         out = "damaged_" + name
         shutil.copytree(os.path.join(work, "base"), os.path.join(work, out))

@@ -34,6 +34,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import ckpt  # noqa: E402
+
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
 DRIVER = os.path.join(BUILD, "bin", "rl-driver")
@@ -492,6 +495,7 @@ def main():
                 target["hard_replay"] = bad
                 with open(path, "w") as f:
                     json.dump(parsed, f)
+                ckpt.reseal(os.path.dirname(path))  # a forger's checksums: the values are refused
             rc, log = run(work, c2, "arith_grpo.yaml", rl + [
                 "trainer.total_steps=6", "trainer.save_every=2", "trainer.output_dir=runs/badq",
                 "trainer.resume=true"], expect_ok=False)
