@@ -381,7 +381,9 @@ static const char *s_describe(const rl_config_node *n, char *buf, size_t size)
     if (!n->quoted && s_is_null_text(n->text))
         return "null";
     size_t len = strlen(n->text);
-    if (len > 60)
+    if (n->quoted) /* written quoted: a string, however it reads */
+        snprintf(buf, size, len > 60 ? "the string \"%.57s...\"" : "the string \"%s\"", n->text);
+    else if (len > 60)
         snprintf(buf, size, "'%.57s...'", n->text);
     else
         snprintf(buf, size, "'%s'", n->text);
@@ -1799,12 +1801,13 @@ static int s_compatible(const rl_config_node *job, rl_config_type want)
     double d;
     if (job->kind == RL_CONFIG_SCALAR && !job->quoted && s_is_null_text(job->text))
         return 1; /* an explicit null leaves the default's meaning to the reader */
+    /* a quoted scalar ("30", '0.5', !!str true) is a string, however it reads */
+    int plain = job->kind == RL_CONFIG_SCALAR && !job->quoted;
     switch (want) {
     case RL_CONFIG_T_NULL: return 1;
-    case RL_CONFIG_T_BOOL: return job->kind == RL_CONFIG_SCALAR && s_parse_bool(job->text) >= 0;
-    case RL_CONFIG_T_INT: return job->kind == RL_CONFIG_SCALAR && s_parse_int(job->text, &i) == 0;
-    case RL_CONFIG_T_NUMBER:
-        return job->kind == RL_CONFIG_SCALAR && s_parse_double(job->text, &d) == 0;
+    case RL_CONFIG_T_BOOL: return plain && s_parse_bool(job->text) >= 0;
+    case RL_CONFIG_T_INT: return plain && s_parse_int(job->text, &i) == 0;
+    case RL_CONFIG_T_NUMBER: return plain && s_parse_double(job->text, &d) == 0;
     case RL_CONFIG_T_STRING: return job->kind == RL_CONFIG_SCALAR;
     case RL_CONFIG_T_LIST: return job->kind == RL_CONFIG_LIST;
     case RL_CONFIG_T_MAP: return job->kind == RL_CONFIG_MAP;

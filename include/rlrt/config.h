@@ -21,10 +21,13 @@
  * Scalar types: a scalar keeps its text and whether it was quoted. A plain
  * scalar is an integer (decimal or 0x hex), a number (anything strtod takes,
  * plus .inf/.nan), a boolean (true/false, yes/no, on/off; any case), null
- * (~, null, or empty) or a string. Quoted scalars are strings for type
- * checks, but the integer/number/boolean getters still accept a quoted
- * numeric text so that a JSON round trip (which quotes e.g. ".inf") loses
- * nothing. The string getter accepts any scalar.
+ * (~, null, or empty) or a string. Quoted scalars ("30", '0.5', !!str 1)
+ * are strings for type checks: rl_config_validate() refuses one where the
+ * defaults hold an integer, a number or a boolean ("job.yaml:3:16:
+ * trainer.total_steps: expected an integer, got the string \"30\""). The
+ * integer/number/boolean getters still accept a quoted numeric text so
+ * that a JSON round trip (which quotes e.g. ".inf") loses nothing. The
+ * string getter accepts any scalar.
  *
  * Open maps and nulls in the defaults: an EMPTY map in the defaults tree
  * ("weights: {}") accepts any keys in the job file and in overrides; a null

@@ -583,6 +583,10 @@ static void test_overrides(void **state)
     assert_int_equal(rl_config_override(c, "actor.ppo_epochs=2.5"), RL_ECONFIG);
     assert_string_equal(rl_error_message(),
                         "override actor.ppo_epochs=2.5: expected an integer, got '2.5'");
+    /* the override's text is untyped ("=30" is a number) unless quoted in it */
+    assert_int_equal(rl_config_override(c, "actor.ppo_epochs='30'"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "override actor.ppo_epochs='30': expected an integer, got the string \"30\"");
     assert_int_equal(rl_config_override(c, "actor.lr=high"), RL_ECONFIG);
     assert_string_equal(rl_error_message(),
                         "override actor.lr=high: expected a number, got 'high'");
@@ -639,6 +643,32 @@ static void test_validate_and_load_job(void **state)
     job = s_parse("actor: 3\n", "job.yaml");
     assert_int_equal(rl_config_validate(job, def), RL_ECONFIG);
     assert_string_equal(rl_error_message(), "job.yaml:1:8: actor: expected a map, got '3'");
+    rl_config_free(job);
+    /* a quoted scalar is a string: not a number, an integer or a boolean,
+     * however it reads; the message says it was a string */
+    static const struct {
+        const char *text, *want;
+    } quoted[] = {
+        {"actor:\n  ppo_epochs: \"30\"\n",
+         "job.yaml:2:15: actor.ppo_epochs: expected an integer, got the string \"30\""},
+        {"actor:\n  lr: '0.5'\n", "job.yaml:2:7: actor.lr: expected a number, got the string \"0.5\""},
+        {"algorithm: {use_kl: \"true\"}\n",
+         "job.yaml:1:21: algorithm.use_kl: expected a boolean, got the string \"true\""},
+        {"actor:\n  optim: {betas: [0.9, \"0.95\"]}\n",
+         "job.yaml:2:24: actor.optim.betas[1]: expected a number, got the string \"0.95\""},
+        {"actor:\n  lr: !!str 1\n", "job.yaml:2:7: actor.lr: expected a number, got the string \"1\""},
+    };
+    for (size_t q = 0; q < sizeof quoted / sizeof quoted[0]; q++) {
+        job = s_parse(quoted[q].text, "job.yaml");
+        assert_int_equal(rl_config_validate(job, def), RL_ECONFIG);
+        if (strcmp(rl_error_message(), quoted[q].want) != 0)
+            fail_msg("'%s': got '%s', expected '%s'", quoted[q].text, rl_error_message(),
+                     quoted[q].want);
+        rl_config_free(job);
+    }
+    /* quoted where a string (or anything) goes is fine */
+    job = s_parse("algorithm: {adv_estimator: \"rloo\"}\nreward: {model: \"3\"}\n", "job.yaml");
+    assert_int_equal(rl_config_validate(job, def), 0);
     rl_config_free(job);
     job = s_parse("reward:\n  weights: {math: 1.0, code: 0.5}\n  model: {path: /x}\n",
                   "job.yaml");
