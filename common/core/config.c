@@ -1961,3 +1961,42 @@ int rl_config_error_at(const rl_config *c, const char *path, int code, const cha
         return rl_config_node_error(f.node, code, "%s", msg);
     return rl_error_set(code, "%s: %s", path, msg);
 }
+
+/* Who wrote a node: 2 an override, 1 the job file, 0 the defaults or the
+ * program (rl_config_set_yaml). */
+static int s_user_rank(const rl_config_node *n)
+{
+    if (strcmp(n->file, "<defaults>") == 0 || strcmp(n->file, "<set>") == 0)
+        return 0;
+    return n->line == 0 && strncmp(n->file, "override ", 9) == 0 ? 2 : 1;
+}
+
+int rl_config_user_set(const rl_config *c, const char *path)
+{
+    s_found f;
+    s_lookup(c->root, path, &f);
+    return f.node && s_user_rank(f.node) > 0;
+}
+
+int rl_config_error_among(const rl_config *c, const char *const *paths, int code, const char *fmt,
+                          ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const rl_config_node *best = NULL;
+    int best_rank = -1;
+    for (size_t i = 0; paths && paths[i]; i++) {
+        s_found f;
+        s_lookup(c->root, paths[i], &f);
+        if (f.node && s_user_rank(f.node) > best_rank) {
+            best = f.node;
+            best_rank = s_user_rank(f.node);
+        }
+    }
+    if (best)
+        return rl_config_node_error(best, code, "%s", msg);
+    return rl_error_set(code, "%s: %s", paths && paths[0] ? paths[0] : "?", msg);
+}

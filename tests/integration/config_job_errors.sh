@@ -59,4 +59,29 @@ expect "$d/q3.yaml:4:22: algorithm.guidance.enable: expected a boolean, got the 
 # the command line is untyped text: a number there is a number
 accept examples/arith_grpo.yaml trainer.total_steps=30 actor.optim.lr=1e-4 algorithm.guidance.enable=true
 
+# 3. a check between keys names the key the user wrote (an override before
+#    the job file, the job file before the defaults), never a default or a
+#    value derived from the user's
+G=examples/arith_grpo.yaml
+expect "override rollout.n=1: rollout.n: algorithm.guidance.samples (1) must be below rollout.n (1), so a guided group keeps samples of the policy" \
+    $G rollout.n=1
+expect "override rollout.n=-4: rollout.n: must be in [1, 65536], got -4" $G rollout.n=-4
+printf 'trainer:\n  recipe: rlvr\nrollout:\n  n: 1\nalgorithm:\n  guidance: {enable: true}\n' >"$d/n1.yaml"
+expect "$d/n1.yaml:4:6: rollout.n: algorithm.guidance.samples (1) must be below rollout.n (1)" "$d/n1.yaml"
+printf 'trainer:\n  recipe: rlvr\nrollout:\n  n: -4\nalgorithm:\n  guidance: {enable: true}\n' >"$d/n4.yaml"
+expect "$d/n4.yaml:4:6: rollout.n: must be in [1, 65536], got -4" "$d/n4.yaml"
+expect "override algorithm.guidance.samples=8: algorithm.guidance.samples: algorithm.guidance.samples (8) must be below rollout.n (8)" \
+    $G algorithm.guidance.samples=8
+expect "override algorithm.filter_high=0: algorithm.filter_high: algorithm.filter_low (0.01) must be below algorithm.filter_high (0)" \
+    $G algorithm.filter_high=0
+expect "override data.train_batch_size=12: data.train_batch_size: actor.ppo_mini_batch_size (8) must divide data.train_batch_size (12)" \
+    $G data.train_batch_size=12
+expect "override actor.optim.lr=0: actor.optim.lr: the value head's lr (actor.optim.value_lr 0.0001) follows the policy's lr schedule as a multiple of actor.optim.lr, which is 0" \
+    examples/libero_object_ppo.yaml actor.optim.lr=0
+expect "override algorithm.flow_sar_t_max=0.001: algorithm.flow_sar_t_max: algorithm.flow_sar_t_min (0.2) is above algorithm.flow_sar_t_max (0.001)" \
+    examples/libero_object_flowsar.yaml algorithm.flow_sar_t_max=0.001
+# a derived key (actor.optim.total_training_steps = the run's optimiser steps)
+expect "override trainer.total_steps=1000000000: trainer.total_steps: actor.optim.total_training_steps = 10000000000000 (trainer.total_steps 1000000000 x 10000 optimiser updates a step) must be in [-1, 1000000000000]" \
+    examples/dance_grpo_jpeg.yaml trainer.total_steps=1000000000 actor.ppo_epochs=10000
+
 echo "$n bad jobs refused before any worker started"

@@ -48,10 +48,10 @@ out=$(run examples/libero_object_flowsar.yaml algorithm.demo_coef=0.5 algorithm.
 echo "$out" | grep -q "algorithm.demos: algorithm.demo_coef is 0.5: name the demonstrations" ||
     { echo "$out" | tail -3; fail "demo_coef without demos not refused"; }
 out=$(run examples/libero_object_grpo.yaml env.group_size=3 2>&1) && fail "a group_size not dividing the envs ran"
-echo "$out" | grep -q "override env.group_size=3: env.group_size: must divide env.total_num_envs (2), got 3" ||
+echo "$out" | grep -q "override env.group_size=3: env.group_size: must divide env.total_num_envs (2), got env.group_size 3" ||
     { echo "$out" | tail -3; fail "group_size not refused"; }
 out=$(run examples/libero_object_grpo.yaml env.group_size=2 2>&1) && fail "groups not covering the tasks ran"
-echo "$out" | grep -q "env.group_size: 2 envs in groups of 2 make 1 groups: a multiple of the 2 tasks is needed" ||
+echo "$out" | grep -q "env.group_size: 2 envs (env.total_num_envs) in groups of 2 (env.group_size) make 1 groups: a multiple of the 2 tasks (env.task_ids) is needed" ||
     { echo "$out" | tail -3; fail "uneven groups not refused"; }
 
 # 2.-3. one or two steps of every method

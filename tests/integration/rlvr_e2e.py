@@ -213,7 +213,7 @@ def main():
                                                     "trainer.stop_at_val_accuracy=0.5",
                                                     "trainer.output_dir=runs/sft_stop_bad"],
                       expect_ok=False)
-        assert rc != 0 and "trainer.stop_at_val_accuracy: 0.5 needs validation: " \
+        assert rc != 0 and "trainer.stop_at_val_accuracy: trainer.stop_at_val_accuracy 0.5 needs validation: " \
             "trainer.val_every must be > 0" in log, log[-2000:]
         print("ok: trainer.stop_at_val_accuracy=0.1 stopped SFT at step %d of 80 (%s)" %
               (first, " ".join("%d:%.3f" % v for v in vals)))

@@ -751,6 +751,52 @@ static void test_validate_and_load_job(void **state)
     unlink(path);
 }
 
+/* A check between keys is located at the key the user wrote: an override
+ * before the job file, the job file before the defaults and values a
+ * program set; among equals the first named. */
+static void test_error_among(void **state)
+{
+    (void)state;
+    rl_config *def = s_parse(DEFAULTS, "<defaults>");
+    rl_config *job = s_parse("actor:\n  ppo_epochs: 2\n", "job.yaml");
+    rl_config *m = rl_config_merge(def, job);
+    const char *const pair[] = {"actor.lr", "actor.ppo_epochs", NULL};
+    assert_false(rl_config_user_set(m, "actor.lr"));
+    assert_true(rl_config_user_set(m, "actor.ppo_epochs"));
+    assert_false(rl_config_user_set(m, "no.such.key"));
+    assert_int_equal(rl_config_error_among(m, pair, RL_ECONFIG, "%s", "too big"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(), "job.yaml:2:15: actor.ppo_epochs: too big");
+    assert_int_equal(rl_config_override(m, "actor.lr=0.5"), 0);
+    assert_true(rl_config_user_set(m, "actor.lr"));
+    const char *const rev[] = {"actor.ppo_epochs", "actor.lr", NULL};
+    assert_int_equal(rl_config_error_among(m, rev, RL_ECONFIG, "x"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(), "override actor.lr=0.5: actor.lr: x");
+    assert_int_equal(rl_config_override(m, "actor.ppo_epochs=3"), 0);
+    assert_int_equal(rl_config_error_among(m, rev, RL_ECONFIG, "y"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(), "override actor.ppo_epochs=3: actor.ppo_epochs: y");
+    /* a value a program set is not the user's */
+    assert_int_equal(rl_config_set_yaml(m, "actor.ppo_epochs", "7"), 0);
+    assert_false(rl_config_user_set(m, "actor.ppo_epochs"));
+    assert_int_equal(rl_config_error_among(m, rev, RL_ECONFIG, "z"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(), "override actor.lr=0.5: actor.lr: z");
+    rl_config_free(m);
+    /* none written by the user: the first named, where it is */
+    m = rl_config_merge(def, job);
+    const char *const dd[] = {"algorithm.kl_coef", "actor.lr", NULL};
+    assert_int_equal(rl_config_error_among(m, dd, RL_ECONFIG, "w"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(), "<defaults>:3:12: algorithm.kl_coef: w");
+    /* missing keys are skipped; none at all: the first path named */
+    const char *const gone[] = {"no.such", "actor.ppo_epochs", NULL};
+    assert_int_equal(rl_config_error_among(m, gone, RL_ECONFIG, "v"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(), "job.yaml:2:15: actor.ppo_epochs: v");
+    const char *const none[] = {"no.such", NULL};
+    assert_int_equal(rl_config_error_among(m, none, RL_ECONFIG, "u"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(), "no.such: u");
+    rl_config_free(m);
+    rl_config_free(job);
+    rl_config_free(def);
+}
+
 static void test_set_yaml_and_check_keys(void **state)
 {
     (void)state;
@@ -892,6 +938,7 @@ int main(void)
         cmocka_unit_test(test_subtree_round_trip),
         cmocka_unit_test(test_overrides),
         cmocka_unit_test(test_validate_and_load_job),
+        cmocka_unit_test(test_error_among),
         cmocka_unit_test(test_set_yaml_and_check_keys),
         cmocka_unit_test(test_read_specs),
     };
