@@ -39,7 +39,7 @@ echo "$out" | grep -q "actor.loss_agg_mode=seq-mean-token-mean: actor.loss_agg_m
 out=$(run examples/libero_object_grpo.yaml algorithm.adv_estimator=gae 2>&1) && fail "GRPO with gae ran"
 echo "$out" | grep -q "algorithm.adv_estimator: loss_type actor has no value head" || fail "actor+gae not refused"
 out=$(run examples/libero_object_grpo.yaml rollout.noise_level=0 2>&1) && fail "GRPO with noise level 0 ran"
-echo "$out" | grep -q "override rollout.noise_level=0: rollout.noise_level: flow-SDE GRPO scores the flow SDE's log-probs" ||
+echo "$out" | grep -q "override rollout.noise_level=0: rollout.noise_level: flow-SDE GRPO (algorithm.loss_type actor) scores the flow SDE's log-probs" ||
     { echo "$out" | tail -3; fail "noise_level 0 is not refused for GRPO before the run"; }
 out=$(run examples/libero_object_flowsar.yaml env.auto_reset=true 2>&1) && fail "auto_reset ran"
 echo "$out" | grep -q "env.auto_reset: libero_rl runs one episode per env" || fail "auto_reset not refused"
