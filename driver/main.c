@@ -10,6 +10,7 @@
 
 #include "rlrt/rlrt.h"
 #include "driver/recipe.h"
+#include "driver/recipes/inputs.h"
 #include "driver/recipes/phases.h"
 #include "common/schema/trainer.h"
 #include "rlrt/error.h"
@@ -273,25 +274,32 @@ int main(int argc, char **argv)
         rl_config_free(job);
         return 1;
     }
-    if (check && !cluster_path) {
-        printf("rl-driver: job %s (recipe %s) checked: every key known, every value in range\n",
-               job_path ? job_path : "(defaults)", recipe->name);
-        rl_config_free(job);
-        return 0;
-    }
-    rl_cluster *cl = rl_cluster_load(cluster_path);
-    if (!cl) {
+    rl_cluster *cl = cluster_path ? rl_cluster_load(cluster_path) : NULL;
+    if (cluster_path && !cl) {
         fprintf(stderr, "rl-driver: %s\n", rl_error_message());
         rl_config_free(job);
         return 1;
     }
+    /* the files the job names, where the driver can see them (driver/recipes/inputs.h) */
+    char unchecked[512];
+    if (rl_job_check_inputs(job, recipe->roles, cl, unchecked, sizeof unchecked)) {
+        fprintf(stderr, "rl-driver: %s\n", rl_error_message());
+        rl_cluster_free(cl);
+        rl_config_free(job);
+        return 1;
+    }
     if (check) {
-        printf("rl-driver: job %s (recipe %s) and %s checked\n", job_path ? job_path : "(defaults)",
-               recipe->name, cluster_path);
+        printf("rl-driver: job %s (recipe %s)%s%s checked: every key known, every value in range, "
+               "the input paths there%s%s%s\n", job_path ? job_path : "(defaults)", recipe->name,
+               cl ? " and " : "", cl ? cluster_path : "",
+               unchecked[0] ? " (left to the workers, which read them on their nodes: " : "",
+               unchecked, unchecked[0] ? ")" : "");
         rl_cluster_free(cl);
         rl_config_free(job);
         return 0;
     }
+    if (unchecked[0])
+        rl_log_info("input paths left to the workers (read on their nodes): %s", unchecked);
     char *table = rl_cluster_table(cl);
     rl_log_info("recipe %s, cluster %s:\n%s", recipe->name, cluster_path, table ? table : "");
     free(table);

@@ -15,7 +15,7 @@ expect() { # expect "message" job-file [overrides...]: refused before any worker
     shift 2
     local cfg=()
     [ -n "$job" ] && cfg=(--config "$job")
-    got=$("$BIN/rl-driver" --cluster $C "${cfg[@]}" --bind 'tcp://127.0.0.1:*' "$@" 2>&1) &&
+    got=$("$BIN/rl-driver" --cluster "${CL:-$C}" "${cfg[@]}" --bind 'tcp://127.0.0.1:*' "$@" 2>&1) &&
         fail "'$job $*' ran: $got"
     echo "$got" | grep -qF -- "$want" || fail "'$job $*' printed: $got -- expected: $want"
     if echo "$got" | grep -q "ready (pid\|all workers ready"; then
@@ -23,10 +23,11 @@ expect() { # expect "message" job-file [overrides...]: refused before any worker
     fi
     n=$((n + 1))
 }
-accept() { # accept job-file [overrides...]: rl-driver --check passes
-    local job=$1 got
+accept() { # accept job-file [overrides...]: rl-driver --check passes (CL: with that cluster)
+    local job=$1 cl=()
     shift
-    got=$("$BIN/rl-driver" --check --config "$job" "$@" 2>&1) || fail "'$job $*' refused: $got"
+    [ -n "$CL" ] && cl=(--cluster "$CL")
+    got=$("$BIN/rl-driver" --check "${cl[@]}" --config "$job" "$@" 2>&1) || fail "'$job $*' refused: $got"
 }
 recipes="recipes: selftest, sft, rlvr"
 
@@ -83,5 +84,48 @@ expect "override algorithm.flow_sar_t_max=0.001: algorithm.flow_sar_t_max: algor
 # a derived key (actor.optim.total_training_steps = the run's optimiser steps)
 expect "override trainer.total_steps=1000000000: trainer.total_steps: actor.optim.total_training_steps = 10000000000000 (trainer.total_steps 1000000000 x 10000 optimiser updates a step) must be in [-1, 1000000000000]" \
     examples/dance_grpo_jpeg.yaml trainer.total_steps=1000000000 actor.ppo_epochs=10000
+
+# 4. the paths a job names are there before any worker starts: those the
+#    driver reads always, those the workers read when the driver spawns them
+#    all on its own host (every node launch: local); the error names the
+#    key, where it was set and the path
+mkdir -p "$d/empty_dir" "$d/model"
+: >"$d/model/model.safetensors"
+: >"$d/a_file"
+expect "override model.init_from=$d/nope: model.init_from: $d/nope: no such directory" $G model.init_from="$d/nope"
+printf 'trainer:\n  recipe: rlvr\nmodel:\n  init_from: %s/nope\n' "$d" >"$d/init.yaml"
+expect "$d/init.yaml:4:14: model.init_from: $d/nope: no such directory" "$d/init.yaml"
+expect "model.init_from: $d/empty_dir: holds no model.safetensors (not a saved model)" $G model.init_from="$d/empty_dir"
+expect "model.init_from: $d/a_file: is not a directory" $G model.init_from="$d/a_file"
+CL=examples/cluster-local.yaml accept $G model.init_from="$d/model"
+S=examples/dance_grpo_scorer.yaml
+expect "override reward.scorer_path=$d/model,$d/gone: reward.scorer_path: $d/gone: no such directory" \
+    $S model.init_from="$d/model" reward.scorer_path="$d/model,$d/gone"
+expect "reward.judge_path: $d/gone: no such directory" $S model.init_from="$d/model" \
+    reward.scorer_path="$d/model" reward.judge_path="$d/gone"
+# a scorer the reward does not use is not read, so not checked
+CL=examples/cluster-local.yaml accept examples/dance_grpo_jpeg.yaml model.init_from="$d/model" \
+    reward.scorer_path="$d/gone"
+expect "override algorithm.demos=$d/nope.safetensors: algorithm.demos: $d/nope.safetensors: no such file" \
+    examples/libero_object_flowsar.yaml model.init_from="$d/model" algorithm.demos="$d/nope.safetensors"
+expect "algorithm.demos: $d/empty_dir: is a directory, not a file" \
+    examples/libero_object_flowsar.yaml model.init_from="$d/model" algorithm.demos="$d/empty_dir"
+expect "override data.dir=$d/nope: data.dir: $d/nope: no such directory" examples/fmnist_scorer.yaml \
+    data.dir="$d/nope"
+CL=examples/cluster-libero.yaml expect "override env.data_dir=$d/nope: env.data_dir: $d/nope: no such directory" \
+    examples/libero_collect.yaml env.data_dir="$d/nope"
+# the driver's own reads are checked without a cluster too; the workers' are
+# left to them, and --check says so
+out=$("$BIN/rl-driver" --check --config examples/libero_object_flowsar.yaml model.init_from="$d/nope" \
+    algorithm.demos="$d/nope.safetensors" 2>&1) && fail "--check: missing demonstrations accepted"
+echo "$out" | grep -qF "algorithm.demos: $d/nope.safetensors: no such file" || fail "--check printed: $out"
+CL= accept $G model.init_from="$d/nope"
+echo "$got" | grep -qF "(left to the workers, which read them on their nodes: model.init_from)" ||
+    fail "--check without a cluster does not say it left model.init_from to the workers: $got"
+# a cluster whose roles run on ssh and external nodes: their paths may be
+# local to those nodes, so the driver leaves them to the workers
+CL=examples/cluster-two-node.yaml accept $G model.init_from="$d/nope"
+echo "$got" | grep -qF "left to the workers, which read them on their nodes: model.init_from" ||
+    fail "an ssh cluster's worker path was not left to the workers: $got"
 
 echo "$n bad jobs refused before any worker started"
