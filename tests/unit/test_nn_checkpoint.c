@@ -658,7 +658,23 @@ static void test_manifest(void **state)
     }
     snprintf(p, sizeof p, "%s/SHA256SUMS", dir);
     unlink(p);
-    s_find_expect(root, 1, "trainer_state.json says the checkpoint has checksums");
+    s_find_expect(root, 1, "SHA256SUMS: missing (trainer_state.json says the checkpoint has checksums)");
+    /* a FIFO or a device in a file's place is refused, not read (it would block or never end) */
+    snprintf(p, sizeof p, "%s/SHA256SUMS", dir);
+    assert_int_equal(mkfifo(p, 0644), 0);
+    s_find_expect(root, 1, "SHA256SUMS: not a regular file");
+    unlink(p);
+    s_spill(dir, "SHA256SUMS", sums, len);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    unlink(p);
+    assert_int_equal(mkfifo(p, 0644), 0);
+    s_find_expect(root, 1, "config.json: not a regular file");
+    unlink(p);
+    assert_int_equal(symlink("/dev/zero", p), 0);
+    s_find_expect(root, 1, "config.json: not a regular file");
+    unlink(p);
+    s_write_config(dir, d.write_extra_arg);
+    s_find_expect(root, 2, NULL);
 
     /* hostile manifests, each sealed with a correct last line */
     static const struct {

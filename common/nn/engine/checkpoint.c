@@ -263,13 +263,29 @@ static int s_sha256_mem(const void *data, size_t len, char out[S_HEX + 1])
     return RL_OK;
 }
 
+/* An open descriptor of the regular file `path` (a FIFO or a device named
+ * like a checkpoint file must not block or never end a read), or -1 with
+ * the error set. */
+static int s_open_regular(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return rl_error_set(errno == ENOENT ? RL_ENOTFOUND : RL_EIO, "%s: cannot open: %s", path,
+                            strerror(errno)), -1;
+    struct stat sb;
+    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return rl_error_set(RL_EPROTO, "%s: not a regular file", path), -1;
+    }
+    return fd;
+}
+
 /* The sha256 of file `path`, read in 1 MiB blocks. */
 static int s_sha256_file(const char *path, char out[S_HEX + 1])
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = s_open_regular(path);
     if (fd < 0)
-        return rl_error_set(errno == ENOENT ? RL_ENOTFOUND : RL_EIO, "%s: cannot open: %s", path,
-                            strerror(errno));
+        return rl_error_code();
     enum { BLOCK = 1 << 20 };
     unsigned char *buf = malloc(BLOCK);
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
@@ -468,22 +484,29 @@ static int s_verify_dir(const char *dir, const char *const *need, int required, 
     if (rc)
         return rc;
     *sealed = 0;
-    int fd = open(sums, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT && !required)
-        return RL_OK;
+    struct stat sb;
+    if (lstat(sums, &sb) < 0 && errno == ENOENT) {
+        if (!required)
+            return RL_OK;
+        return rl_error_set(RL_EPROTO, "%s: missing (trainer_state.json says the checkpoint has "
+                            "checksums)", sums);
+    }
+    int fd = s_open_regular(sums);
     if (fd < 0)
-        return rl_error_set(RL_EPROTO, "%s: %s%s", sums, strerror(errno),
-                            errno == ENOENT ? " (trainer_state.json says the checkpoint has "
-                                              "checksums)" : "");
+        return rl_error_code() == RL_ENOTFOUND ? RL_EPROTO : rl_error_code();
     char *text = malloc(S_SUMS_MAX + 1);
-    ssize_t len = text ? read(fd, text, S_SUMS_MAX + 1) : -1;
+    ssize_t len = 0, k = 0;
+    while (text && len <= S_SUMS_MAX &&
+           ((k = read(fd, text + len, (size_t)(S_SUMS_MAX + 1 - len))) > 0 || (k < 0 && errno == EINTR)))
+        len += k > 0 ? k : 0;
+    int err = errno;
     close(fd);
-    if (len < 0 || len > S_SUMS_MAX) {
+    if (!text || k < 0 || len > S_SUMS_MAX) {
         free(text);
         return rl_error_set(RL_EPROTO, "%s: %s", sums,
                             !text ? "out of memory"
-                            : len < 0 ? strerror(errno)
-                                      : "larger than 64 KiB");
+                            : k < 0 ? strerror(err)
+                                    : "larger than 64 KiB");
     }
     text[len] = '\0';
     if (memchr(text, '\0', (size_t)len)) {
