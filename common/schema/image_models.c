@@ -27,9 +27,18 @@ static int s_clip_flow_check(const rl_config *c, void *out)
     if (!sz)
         return rl_error_code();
     int64_t floats = m->frames * sz->channels * sz->height * sz->width;
-    if (floats > (1 << 22))
-        return RL_CFG_ERROR(c, &rl_clip_flow_model_section, rl_clip_flow_model_config, frames,
-                            RL_ECONFIG, "a clip of %lld floats is more than 2^22", (long long)floats);
+    if (floats > (1 << 22)) {
+        const char *const keys[] = {
+            RL_CFG_PATH(&rl_clip_flow_model_section, rl_clip_flow_model_config, frames),
+            RL_CFG_PATH(&rl_image_size_section, rl_image_size_config, channels),
+            RL_CFG_PATH(&rl_image_size_section, rl_image_size_config, height),
+            RL_CFG_PATH(&rl_image_size_section, rl_image_size_config, width), NULL};
+        return rl_config_error_among(c, keys, RL_ECONFIG,
+                                     "a clip of %lld floats (%s %lld x %s %lld x %s %lld x %s %lld) is "
+                                     "more than 2^22", (long long)floats, keys[0], (long long)m->frames,
+                                     keys[1], (long long)sz->channels, keys[2], (long long)sz->height,
+                                     keys[3], (long long)sz->width);
+    }
     return RL_OK;
 }
 

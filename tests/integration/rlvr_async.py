@@ -31,6 +31,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import ckpt  # noqa: E402
+
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
 DRIVER = os.path.join(BUILD, "bin", "rl-driver")
@@ -185,6 +188,7 @@ def main():
             st["extra"]["weight_version"] = bad
             with open(os.path.join(work, "runs/badver/checkpoints/step_1/trainer_state.json"), "w") as f:
                 json.dump(st, f)
+            ckpt.reseal(os.path.join(work, "runs/badver/checkpoints/step_1"))  # a forger's checksums
             rc, out = run(work, cfile, "arith_grpo.yaml", rl + extra + [
                 "trainer.total_steps=2", "trainer.resume=true", "trainer.output_dir=runs/badver"],
                 expect_ok=False)

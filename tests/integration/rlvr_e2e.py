@@ -34,6 +34,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import ckpt  # noqa: E402
+
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
 DRIVER = os.path.join(BUILD, "bin", "rl-driver")
@@ -210,7 +213,7 @@ def main():
                                                     "trainer.stop_at_val_accuracy=0.5",
                                                     "trainer.output_dir=runs/sft_stop_bad"],
                       expect_ok=False)
-        assert rc != 0 and "trainer.stop_at_val_accuracy: 0.5 needs validation: " \
+        assert rc != 0 and "trainer.stop_at_val_accuracy: trainer.stop_at_val_accuracy 0.5 needs validation: " \
             "trainer.val_every must be > 0" in log, log[-2000:]
         print("ok: trainer.stop_at_val_accuracy=0.1 stopped SFT at step %d of 80 (%s)" %
               (first, " ".join("%d:%.3f" % v for v in vals)))
@@ -492,6 +495,7 @@ def main():
                 target["hard_replay"] = bad
                 with open(path, "w") as f:
                     json.dump(parsed, f)
+                ckpt.reseal(os.path.dirname(path))  # a forger's checksums: the values are refused
             rc, log = run(work, c2, "arith_grpo.yaml", rl + [
                 "trainer.total_steps=6", "trainer.save_every=2", "trainer.output_dir=runs/badq",
                 "trainer.resume=true"], expect_ok=False)

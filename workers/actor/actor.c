@@ -389,6 +389,23 @@ static int s_put_files(const rl_dataproto *in, const char *dir)
     return RL_OK;
 }
 
+/* rl_checkpoint_data.write_extra: the model's config.json and the request's
+ * RL_ACTOR_FILES (the tokenizer's) into the step's directory before it is
+ * sealed. */
+typedef struct s_extra {
+    rl_model *policy;
+    const rl_dataproto *in;
+} s_extra;
+
+static int s_write_extra(const char *dir, void *arg)
+{
+    const s_extra *x = arg;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    int rc = rl_model_write_config(x->policy, path);
+    return rc ? rc : s_put_files(x->in, dir);
+}
+
 static int s_save_checkpoint(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     (void)out;
@@ -426,15 +443,10 @@ static int s_save_checkpoint(rl_worker_ctx *ctx, const rl_dataproto *in, rl_data
         st.lr_step = a->opt->step;
         st.lr = a->lr;
         st.extra = (json_t *)extra;
+        s_extra x = {a->policy, in}; /* config.json and the tokenizer's files, for other tools */
+        d.write_extra = s_write_extra;
+        d.write_extra_arg = &x;
         rc = rl_checkpoint_save(dir, &d, &st);
-        if (!rc) { /* the model's config file beside it for other tools */
-            char path[4200];
-            snprintf(path, sizeof path, "%s/step_%lld/config.json", dir, (long long)step);
-            rc = rl_model_write_config(a->policy, path);
-            path[strlen(path) - strlen("/config.json")] = '\0';
-            if (!rc)
-                rc = s_put_files(in, path);
-        }
     }
     json_decref(meta);
     free(m);

@@ -100,9 +100,10 @@ static int s_prepare(rl_config *job)
                           RL_ECONFIG, "the built-in prompts are the %d Fashion-MNIST classes, got %lld",
                           RL_FMNIST_CLASSES, (long long)c.model.num_prompts);
     if (!rc && c.con.reward && w[s_con_slot[c.con.reward]] == 0)
-        rc = RL_CFG_ERROR(job, &rl_diffusion_constraint_section, rl_diffusion_constraint_config, reward,
-                          RL_ECONFIG, "%s is not a term of %s '%s': list it there (its weight is the "
-                                      "starting multiplier)",
+        rc = RL_CFG_ERROR2(job, &rl_diffusion_constraint_section, rl_diffusion_constraint_config, reward,
+                           &rl_reward_image_section, rl_reward_image_config, reward_model,
+                           RL_ECONFIG, "%s is not a term of %s '%s': list it there (its weight is the "
+                                       "starting multiplier)",
                           rl_image_reward_name(s_con_slot[c.con.reward]),
                           RL_CFG_PATH(&rl_reward_image_section, rl_reward_image_config, reward_model),
                           ri->reward_model);
@@ -269,11 +270,13 @@ static int s_open(void *st, rl_trainer *t)
     }
     int64_t mini = s->c.data.mini_batch, W = s->j.actor ? rl_group_size(s->j.actor) : 1;
     if (!rc && (mini * s->n) % W)
-        rc = RL_CFG_ERROR(job, &rl_actor_section, rl_actor_config, mini_batch, RL_ECONFIG,
-                          "a mini-batch of %lld rows (%lld prompts × %s %lld) must be a multiple of "
-                          "the %lld actor ranks", (long long)(mini * s->n), (long long)mini,
-                          RL_CFG_PATH(&rl_rollout_section, rl_rollout_config, n), (long long)s->n,
-                          (long long)W);
+        rc = RL_CFG_ERROR2(job, &rl_actor_section, rl_actor_config, mini_batch, &rl_rollout_section,
+                           rl_rollout_config, n, RL_ECONFIG,
+                           "a mini-batch of %lld rows (%s %lld × %s %lld) must be a multiple of "
+                           "the %lld actor ranks", (long long)(mini * s->n),
+                           RL_CFG_PATH(&rl_actor_section, rl_actor_config, mini_batch), (long long)mini,
+                           RL_CFG_PATH(&rl_rollout_section, rl_rollout_config, n), (long long)s->n,
+                           (long long)W);
     return rc;
 }
 

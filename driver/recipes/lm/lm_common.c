@@ -149,10 +149,13 @@ static int s_set_token_ids(rl_config *job, const rl_tokenizer *tok)
     size_t off[3] = {offsetof(rl_lm_model_config, vocab_size),
                      offsetof(rl_lm_model_config, eos_token_id),
                      offsetof(rl_lm_model_config, pad_token_id)};
+    /* derived from data.tokenizer: a value out of range is the tokenizer's */
+    const char *const from[] = {RL_CFG_PATH(&rl_lm_data_section, rl_lm_data_config, tokenizer), NULL};
     for (int k = 0; k < 3; k++) {
         char text[32];
         snprintf(text, sizeof text, "%lld", (long long)v[k]);
-        if (rl_config_key_set(job, &rl_lm_model_section, off[k], text))
+        if (rl_config_key_derive(job, &rl_lm_model_section, off[k], text, from,
+                                 "from the tokenizer"))
             return rl_error_code();
     }
     return RL_OK;
