@@ -2,6 +2,7 @@
 #include "common/nn/engine/device.h"
 #include "rlrt/error.h"
 #include "common/nn/engine/ops.h"
+#include "rlrt/nn/params.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -249,4 +250,25 @@ int rl_device_sync(rl_device dev)
     return dev == RL_DEVICE_CPU ? RL_OK
                                 : rl_error_set(RL_EUNSUPPORTED, "device %s: not available",
                                                rl_device_name(dev));
+}
+
+float *rl_device_buffer_new(rl_device dev, int64_t n, rl_mem_purpose why)
+{
+    if (dev == RL_DEVICE_CPU)
+        return rl_param_buffer_new(n);
+    size_t bytes = sizeof(float) * (size_t)(n > 0 ? n : 1);
+    float *p = rl_device_alloc_for(dev, bytes, why);
+    if (p && rl_device_zero(dev, p, bytes) < 0) {
+        rl_device_free(dev, p);
+        return NULL;
+    }
+    return p;
+}
+
+void rl_device_buffer_free(rl_device dev, float *p)
+{
+    if (dev == RL_DEVICE_CPU)
+        rl_param_buffer_free(p);
+    else if (p)
+        rl_device_free(dev, p);
 }

@@ -122,6 +122,12 @@ typedef enum rl_mem_purpose {
 void *rl_device_alloc(rl_device dev, size_t bytes);
 void *rl_device_alloc_for(rl_device dev, size_t bytes, rl_mem_purpose why);
 void rl_device_free(rl_device dev, void *p);
+/* n floats, zeroed, on dev (counted under why on a GPU; on the CPU the
+ * 64-byte aligned flat buffer of rlrt/nn/params.h), NULL + message; freed
+ * with rl_device_buffer_free on the same device: the flat parameter,
+ * gradient and moment buffers of a model or an optimiser. */
+float *rl_device_buffer_new(rl_device dev, int64_t n, rl_mem_purpose why);
+void rl_device_buffer_free(rl_device dev, float *p);
 
 typedef struct rl_device_memory {
     size_t bytes[RL_MEM_COUNT]; /* held now, by purpose */

@@ -73,28 +73,6 @@ static int s_build_segments(rl_adamw *o, const rl_param_manifest *m)
     return RL_OK;
 }
 
-/* n zeroed floats on dev (the CPU: the aligned parameter buffer). */
-static float *s_moment_new(rl_device dev, int64_t n)
-{
-    if (dev == RL_DEVICE_CPU)
-        return rl_param_buffer_new(n);
-    size_t bytes = sizeof(float) * (size_t)(n > 0 ? n : 1);
-    float *p = rl_device_alloc_for(dev, bytes, RL_MEM_OPTIM);
-    if (p && rl_device_zero(dev, p, bytes) < 0) {
-        rl_device_free(dev, p);
-        return NULL;
-    }
-    return p;
-}
-
-static void s_moment_free(rl_device dev, float *p)
-{
-    if (dev == RL_DEVICE_CPU)
-        rl_param_buffer_free(p);
-    else if (p)
-        rl_device_free(dev, p);
-}
-
 rl_adamw *rl_adamw_new(const rl_adamw_config *cfg, const rl_param_manifest *m, int64_t begin,
                        int64_t end)
 {
@@ -133,8 +111,8 @@ rl_adamw *rl_adamw_new_on(const rl_adamw_config *cfg, const rl_param_manifest *m
     o->begin = begin;
     o->end = end;
     o->n = end - begin;
-    o->m = s_moment_new(dev, o->n);
-    o->v = s_moment_new(dev, o->n);
+    o->m = rl_device_buffer_new(dev, o->n, RL_MEM_OPTIM);
+    o->v = rl_device_buffer_new(dev, o->n, RL_MEM_OPTIM);
     o->nviews = m->count;
     o->no_decay = calloc((size_t)m->count + 1, 1);
     o->lr_scale = malloc(sizeof(double) * ((size_t)m->count + 1));
@@ -156,8 +134,8 @@ void rl_adamw_free(rl_adamw *o)
 {
     if (!o)
         return;
-    s_moment_free(o->dev, o->m);
-    s_moment_free(o->dev, o->v);
+    rl_device_buffer_free(o->dev, o->m);
+    rl_device_buffer_free(o->dev, o->v);
     free(o->seg);
     free(o->no_decay);
     free(o->lr_scale);

@@ -69,22 +69,6 @@ static int s_build_manifest(rl_lm *m)
     return 0;
 }
 
-/* A buffer of n floats on dev (the CPU's from rl_param_buffer_new, zeroed). */
-static float *s_buffer(rl_device dev, int64_t n, rl_mem_purpose why)
-{
-    if (dev == RL_DEVICE_CPU)
-        return rl_param_buffer_new(n);
-    return rl_device_alloc_for(dev, sizeof(float) * (size_t)(n > 0 ? n : 1), why);
-}
-
-static void s_buffer_free(rl_device dev, float *p)
-{
-    if (dev == RL_DEVICE_CPU)
-        rl_param_buffer_free(p);
-    else
-        rl_device_free(dev, p);
-}
-
 rl_lm *rl_lm_new(const rl_lm_config *cfg, rl_device dev)
 {
     if (rl_lm_config_validate(cfg) < 0)
@@ -126,8 +110,8 @@ rl_lm *rl_lm_new(const rl_lm_config *cfg, rl_device dev)
         return NULL;
     }
     size_t bytes = sizeof(float) * (size_t)m->man->total;
-    m->params = s_buffer(dev, m->man->total, RL_MEM_PARAMS);
-    m->grads = s_buffer(dev, m->man->total, RL_MEM_GRADS);
+    m->params = rl_device_buffer_new(dev, m->man->total, RL_MEM_PARAMS);
+    m->grads = rl_device_buffer_new(dev, m->man->total, RL_MEM_GRADS);
     float *p = dev == RL_DEVICE_CPU ? m->params : calloc((size_t)m->man->total + 1, sizeof(float));
     if (!m->params || !m->grads || !p || rl_device_zero(dev, m->grads, bytes)) {
         if (p != m->params)
@@ -155,8 +139,8 @@ void rl_lm_free(rl_lm *m)
 {
     if (!m)
         return;
-    s_buffer_free(m->dev, m->params);
-    s_buffer_free(m->dev, m->grads);
+    rl_device_buffer_free(m->dev, m->params);
+    rl_device_buffer_free(m->dev, m->grads);
     rl_param_manifest_free(m->man);
     free(m->layer);
     if (m->dev == RL_DEVICE_CPU)
@@ -186,7 +170,7 @@ int rl_lm_to_device(rl_lm *m, rl_device dev)
         return rl_error_set(RL_EUNSUPPORTED, "lm on device %s: no such device is visible", ops->name);
     const int64_t n = m->man->total;
     const size_t bytes = sizeof(float) * (size_t)n;
-    float *p = s_buffer(dev, n, RL_MEM_PARAMS), *g = s_buffer(dev, n, RL_MEM_GRADS);
+    float *p = rl_device_buffer_new(dev, n, RL_MEM_PARAMS), *g = rl_device_buffer_new(dev, n, RL_MEM_GRADS);
     int rc = p && g ? RL_OK : rl_error_set(RL_ENOMEM, "lm: no room for %lld parameters on %s",
                                               (long long)n, ops->name);
     if (!rc && bytes)
@@ -197,15 +181,15 @@ int rl_lm_to_device(rl_lm *m, rl_device dev)
         rc = rl_device_sync(dev);
     if (rc) {
         if (p)
-            s_buffer_free(dev, p);
+            rl_device_buffer_free(dev, p);
         if (g)
-            s_buffer_free(dev, g);
+            rl_device_buffer_free(dev, g);
         return rc;
     }
     /* the old device's buffers go; activations and scratch are re-made on
      * the new one by the next rl_lm_reserve */
-    s_buffer_free(m->dev, m->params);
-    s_buffer_free(m->dev, m->grads);
+    rl_device_buffer_free(m->dev, m->params);
+    rl_device_buffer_free(m->dev, m->grads);
     if (m->dev == RL_DEVICE_CPU)
         free(m->act);
     else
