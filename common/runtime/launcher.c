@@ -12,23 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 static int s_spawn(rl_drv_slot *s);
 
 int rl_drv_new_token(rl_drv_slot *s)
 {
-    unsigned char raw[RL_DRV_TOKEN_HEX / 2];
-    size_t got = 0;
-    while (got < sizeof raw) {
-        ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
-        if (n <= 0)
-            return rl_error_set(RL_EIO, "no random bytes for the slot's token");
-        got += (size_t)n;
-    }
-    for (size_t i = 0; i < sizeof raw; i++)
-        snprintf(s->token + 2 * i, 3, "%02x", raw[i]);
+    rl_hs_new_token(s->token);
     s->token_set = 1;
+    s->hello_epoch++; /* challenges made for the slot's last worker die */
     return RL_OK;
 }
 

@@ -22,6 +22,7 @@ const char *rl_msg_kind_name(int body_case)
     case RL__ENVELOPE__BODY_HEARTBEAT: return "HEARTBEAT";
     case RL__ENVELOPE__BODY_SHUTDOWN: return "SHUTDOWN";
     case RL__ENVELOPE__BODY_DISCONNECT: return "DISCONNECT";
+    case RL__ENVELOPE__BODY_CHALLENGE: return "CHALLENGE";
     default: return "EMPTY";
     }
 }

@@ -17,6 +17,7 @@
 #include "rlrt/log.h"
 #include "rlrt/runtime/channel.h"
 #include "rlrt/runtime/health.h"
+#include "common/runtime/handshake.h"
 #include "common/runtime/msg.h"
 #include "common/runtime/net.h"
 #include "common/runtime/value.h"
@@ -81,7 +82,11 @@ typedef struct s_worker {
     int stopping;
     uint64_t seq;
     char job_id[33];   /* "" until known */
-    char token[80];    /* the slot's token, "" until known */
+    char token[80];    /* the slot's token, "" until known; never sent */
+    char routing_id[128]; /* of the current connection (HELLO proofs name it) */
+    uint8_t kx_pk[RL_HS_KX_BYTES], kx_sk[RL_HS_KX_BYTES]; /* this connection's
+                          key pair: a CONFIGURE that gives us a free slot
+                          completes the key exchange that makes our token */
     char driver_key[RL_NET_KEY_TXT]; /* "" = plaintext */
     rl_http *http;
     /* metrics (under mu: the HTTP thread reads them) */
@@ -296,13 +301,15 @@ static void s_send_error(s_worker *w, uint64_t call_id, int code, const char *me
     s_send(w, &env, NULL);
 }
 
-static void s_send_hello(s_worker *w)
+/* HELLO; with a CHALLENGE's nonce, again with the proof of our token. */
+static void s_send_hello(s_worker *w, const uint8_t *nonce, size_t nonce_len)
 {
     Rl__Envelope env = RL__ENVELOPE__INIT;
     Rl__Hello h = RL__HELLO__INIT;
     char wid[400];
     snprintf(wid, sizeof wid, "%s/%d@%s#%d", w->ctx.role, w->ctx.rank, w->node, (int)getpid());
     char *devices[1] = {"cpu"};
+    uint8_t proof[RL_HS_PROOF_BYTES];
     h.role = (char *)w->ctx.role;
     h.rank = (uint32_t)w->ctx.rank;
     h.node = w->node;
@@ -312,8 +319,16 @@ static void s_send_hello(s_worker *w)
     h.data_endpoint = "";
     h.worker_id = wid;
     h.job_id = w->job_id;
-    h.token.data = (uint8_t *)w->token;
-    h.token.len = strlen(w->token);
+    h.kx_public.data = w->kx_pk;
+    h.kx_public.len = sizeof w->kx_pk;
+    if (nonce) {
+        rl_hs_proof(w->token, nonce, nonce_len, w->job_id, w->ctx.role, (uint32_t)w->ctx.rank,
+                    w->routing_id, strlen(w->routing_id), proof);
+        h.challenge.data = (uint8_t *)nonce;
+        h.challenge.len = nonce_len;
+        h.proof.data = proof;
+        h.proof.len = sizeof proof;
+    }
     env.body_case = RL__ENVELOPE__BODY_HELLO;
     env.hello = &h;
     s_send(w, &env, NULL);
@@ -499,11 +514,11 @@ static int s_connect_locked(s_worker *w)
         return rl_error_set(RL_EIO, "zmq_socket: %s", zmq_strerror(zmq_errno()));
     int linger = 0;
     zmq_setsockopt(w->sock, ZMQ_LINGER, &linger, sizeof linger);
-    char id[128];
     w->generation++;
-    snprintf(id, sizeof id, "%s/%d#%d.%llu", w->ctx.role, w->ctx.rank, (int)getpid(),
-             (unsigned long long)w->generation);
-    zmq_setsockopt(w->sock, ZMQ_ROUTING_ID, id, strlen(id));
+    snprintf(w->routing_id, sizeof w->routing_id, "%.64s/%d#%d.%llu", w->ctx.role, w->ctx.rank,
+             (int)getpid(), (unsigned long long)w->generation);
+    zmq_setsockopt(w->sock, ZMQ_ROUTING_ID, w->routing_id, strlen(w->routing_id));
+    rl_hs_kx_keypair(w->kx_pk, w->kx_sk); /* fresh per connection */
     rl_net_limits(w->sock);
     if (w->driver_key[0] && rl_net_curve_client(w->sock, w->driver_key)) {
         int rc = rl_error_wrap(rl_error_code(), "worker");
@@ -524,7 +539,7 @@ static int s_connect_locked(s_worker *w)
     pthread_mutex_lock(&w->mu);
     w->m_connected = 0;
     pthread_mutex_unlock(&w->mu);
-    s_send_hello(w);
+    s_send_hello(w, NULL, 0);
     return RL_OK;
 }
 
@@ -641,8 +656,13 @@ static void s_on_configure(s_worker *w, const Rl__Configure *c)
     if (!rc && c->job_id && c->job_id[0] && w->job_id[0] && strcmp(c->job_id, w->job_id) != 0)
         rc = rl_error_set(RL_EPROTO, "CONFIGURE of job %.40s, but this worker belongs to job %s",
                           c->job_id, w->job_id);
-    if (!rc && (c->token.len >= sizeof w->token || (c->job_id && strlen(c->job_id) >= sizeof w->job_id)))
-        rc = rl_error_set(RL_EPROTO, "CONFIGURE: token or job id too long");
+    if (!rc && c->job_id && strlen(c->job_id) >= sizeof w->job_id)
+        rc = rl_error_set(RL_EPROTO, "CONFIGURE: job id of %zu characters, at most %zu",
+                          strlen(c->job_id), sizeof w->job_id - 1);
+    char token[RL_HS_TOKEN_HEX + 1] = "";
+    if (!rc && c->kx_public.len && /* the driver gives us a free slot */
+        rl_hs_kx_worker(w->kx_pk, w->kx_sk, c->kx_public.data, c->kx_public.len, token))
+        rc = rl_error_code();
     if (!rc && c->max_message_bytes &&
         (c->max_message_bytes < 1024 || c->max_message_bytes > ((uint64_t)1 << 40)))
         rc = rl_error_set(RL_EPROTO, "CONFIGURE: max_message_bytes %llu outside [1024, 2^40]",
@@ -674,10 +694,8 @@ static void s_on_configure(s_worker *w, const Rl__Configure *c)
     }
     if (c->job_id && c->job_id[0])
         snprintf(w->job_id, sizeof w->job_id, "%s", c->job_id);
-    if (c->token.len) {
-        memcpy(w->token, c->token.data, c->token.len);
-        w->token[c->token.len] = '\0';
-    }
+    if (token[0])
+        snprintf(w->token, sizeof w->token, "%s", token);
     if (c->give_up_ms)
         w->opt.give_up_ms = (int)(c->give_up_ms < 2000000000u ? c->give_up_ms : 2000000000u);
     if (c->max_message_bytes)
@@ -707,6 +725,24 @@ static void s_on_configure(s_worker *w, const Rl__Configure *c)
     task->kind = S_TASK_INIT;
     task->generation = w->generation;
     s_submit(w, task); /* READY goes out when init is done */
+}
+
+/* CHALLENGE: the slot is held; prove we hold its token (never send it). */
+static void s_on_challenge(s_worker *w, const Rl__Challenge *c)
+{
+    if (c->nonce.len != RL_HS_NONCE_BYTES) {
+        rl_log_error("CHALLENGE: nonce of %zu bytes, expected %d; ignored", c->nonce.len,
+                     RL_HS_NONCE_BYTES);
+        return;
+    }
+    if (!w->token[0]) {
+        rl_log_error("the driver asks for proof of the slot token of %s/%d, which this worker "
+                     "does not have (the slot is held by another worker)", w->ctx.role,
+                     w->ctx.rank);
+        s_stop(w, 1, "refused by the driver");
+        return;
+    }
+    s_send_hello(w, c->nonce.data, c->nonce.len);
 }
 
 typedef struct {
@@ -843,6 +879,7 @@ static int s_on_readable(void *sock, void *arg)
     }
     switch (m.env->body_case) {
     case RL__ENVELOPE__BODY_CONFIGURE: s_on_configure(w, m.env->configure); break;
+    case RL__ENVELOPE__BODY_CHALLENGE: s_on_challenge(w, m.env->challenge); break;
     case RL__ENVELOPE__BODY_CALL: s_on_call(w, &m); break;
     case RL__ENVELOPE__BODY_HEARTBEAT: break;
     case RL__ENVELOPE__BODY_SHUTDOWN:
@@ -1067,6 +1104,8 @@ static int s_http(void *arg, const char *path, char **body, const char **type)
 static int s_setup_identity(s_worker *w)
 {
     const rl_worker_options *o = &w->opt;
+    if (rl_hs_init())
+        return rl_error_code();
     if (o->job_id && strlen(o->job_id) >= sizeof w->job_id)
         return rl_error_set(RL_EINVAL, "job id '%.40s...' is too long", o->job_id);
     snprintf(w->job_id, sizeof w->job_id, "%s", o->job_id ? o->job_id : "");

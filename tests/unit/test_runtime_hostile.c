@@ -32,6 +32,7 @@
 #include "rlrt/runtime/cluster.h"
 #include "rlrt/runtime/collective.h"
 #include "rlrt/runtime/driver.h"
+#include "common/runtime/handshake.h"
 #include "common/runtime/net.h"
 #include "rlrt/wire.h"
 
@@ -148,19 +149,27 @@ static void s_close(void *ctx, void *sock)
     zmq_ctx_term(ctx);
 }
 
+/* HELLO as an impostor would send it; with `nonce`, answering that
+ * CHALLENGE with `proof` (32 bytes). */
 static void s_send_hello(void *sock, const char *role, uint32_t rank, uint32_t pid,
-                         const char *job, const char *token)
+                         const char *job, const uint8_t *nonce, const uint8_t *proof)
 {
     Rl__Envelope env = RL__ENVELOPE__INIT;
     Rl__Hello h = RL__HELLO__INIT;
+    uint8_t pk[RL_HS_KX_BYTES], sk[RL_HS_KX_BYTES];
+    rl_hs_kx_keypair(pk, sk);
     h.role = (char *)role;
     h.rank = rank;
     h.pid = pid;
     h.node = "impostor";
     h.job_id = (char *)(job ? job : "");
-    if (token) {
-        h.token.data = (uint8_t *)token;
-        h.token.len = strlen(token);
+    h.kx_public.data = pk;
+    h.kx_public.len = sizeof pk;
+    if (nonce) {
+        h.challenge.data = (uint8_t *)nonce;
+        h.challenge.len = RL_HS_NONCE_BYTES;
+        h.proof.data = (uint8_t *)proof;
+        h.proof.len = RL_HS_PROOF_BYTES;
     }
     env.protocol_version = RL_PROTOCOL_VERSION;
     env.body_case = RL__ENVELOPE__BODY_HELLO;
@@ -204,9 +213,24 @@ static void s_expect_refused(void *sock, const char *want, const char *must_not_
     }
 }
 
-/* A HELLO for a claimed slot — with the real worker's pid, with a made-up
- * token, with the job id of another driver — is refused without telling
- * anything about the real worker, and the job goes on with the real one. */
+/* The CHALLENGE a HELLO for a held slot gets: its nonce into `nonce`. */
+static void s_expect_challenge(void *sock, uint8_t nonce[RL_HS_NONCE_BYTES])
+{
+    Rl__Envelope *e = s_recv(sock, 3000);
+    assert_non_null(e);
+    if (e->body_case != RL__ENVELOPE__BODY_CHALLENGE)
+        fail_msg("expected a CHALLENGE, got body %d (%s)", (int)e->body_case,
+                 e->body_case == RL__ENVELOPE__BODY_ERROR ? e->error->message : "");
+    assert_int_equal(e->challenge->nonce.len, RL_HS_NONCE_BYTES);
+    memcpy(nonce, e->challenge->nonce.data, RL_HS_NONCE_BYTES);
+    rl__envelope__free_unpacked(e, NULL);
+}
+
+/* A HELLO for a held slot — with the real worker's pid, with a proof from a
+ * made-up token, answering another peer's challenge, with the job id of
+ * another driver — is refused without telling anything about the real
+ * worker, and the job goes on with the real one. No HELLO gets more than a
+ * CHALLENGE (a nonce) without proving the slot's token. */
 static void test_impostor_hello(void **state)
 {
     (void)state;
@@ -218,26 +242,44 @@ static void test_impostor_hello(void **state)
     assert_int_equal(rl_group_wait_ready(rl_driver_group(j->d, "actor"), 10000), 0);
     char pidtxt[32];
     snprintf(pidtxt, sizeof pidtxt, "%d", (int)real);
+    uint8_t nonce[RL_HS_NONCE_BYTES], proof[RL_HS_PROOF_BYTES];
 
+    /* the real pid is no proof: a CHALLENGE, then a random proof is refused */
     void *ctx, *sock = s_dealer(&ctx, rl_driver_endpoint(j->d));
-    /* the real pid is no proof */
-    s_send_hello(sock, "reward", 0, (uint32_t)real, NULL, NULL);
-    s_expect_refused(sock, "refused: reward/0 is held by a connected worker; a HELLO for it "
-                           "must present the slot's token", pidtxt);
+    s_send_hello(sock, "reward", 0, (uint32_t)real, NULL, NULL, NULL);
+    s_expect_challenge(sock, nonce);
+    rl_hs_random(proof, sizeof proof);
+    s_send_hello(sock, "reward", 0, (uint32_t)real, NULL, nonce, proof);
+    s_expect_refused(sock, "refused: reward/0 is held by a connected worker; this HELLO's proof "
+                           "of the slot's token is wrong", pidtxt);
     s_close(ctx, sock);
-    /* nor a guessed token */
+    /* nor a guessed token (the proof is right for it) */
     sock = s_dealer(&ctx, rl_driver_endpoint(j->d));
-    s_send_hello(sock, "reward", 0, (uint32_t)real, NULL, "0123456789abcdef");
-    s_expect_refused(sock, "must present the slot's token", pidtxt);
+    s_send_hello(sock, "reward", 0, (uint32_t)real, NULL, NULL, NULL);
+    s_expect_challenge(sock, nonce);
+    s_send_hello(sock, "reward", 0, (uint32_t)real, NULL, nonce, proof);
+    s_expect_refused(sock, "proof of the slot's token is wrong", pidtxt);
     s_close(ctx, sock);
+    /* a challenge answers only the peer it was made for */
+    void *ctx2, *other = s_dealer(&ctx2, rl_driver_endpoint(j->d));
+    sock = s_dealer(&ctx, rl_driver_endpoint(j->d));
+    s_send_hello(other, "reward", 0, 1234, NULL, NULL, NULL);
+    s_expect_challenge(other, nonce);
+    s_send_hello(sock, "reward", 0, 1234, NULL, nonce, proof);
+    s_expect_refused(sock, "this HELLO's proof of the slot's token is void: it answers no open "
+                           "challenge of this driver", pidtxt);
+    s_close(ctx, sock);
+    s_close(ctx2, other);
     /* a slot the driver spawned belongs to that process */
     sock = s_dealer(&ctx, rl_driver_endpoint(j->d));
-    s_send_hello(sock, "actor", 0, 1234, NULL, NULL);
-    s_expect_refused(sock, "refused: actor/0 is started by this driver", NULL);
+    s_send_hello(sock, "actor", 0, 1234, NULL, NULL, NULL);
+    s_expect_challenge(sock, nonce);
+    s_send_hello(sock, "actor", 0, 1234, NULL, nonce, proof);
+    s_expect_refused(sock, "refused: actor/0 is started by this driver; this HELLO's proof", NULL);
     s_close(ctx, sock);
     /* a worker of another job (an orphan of an earlier driver) */
     sock = s_dealer(&ctx, rl_driver_endpoint(j->d));
-    s_send_hello(sock, "reward", 0, 1234, "00000000deadbeef", NULL);
+    s_send_hello(sock, "reward", 0, 1234, "00000000deadbeef", NULL, NULL);
     s_expect_refused(sock, "refused: this worker belongs to job 00000000deadbeef, not to job ", NULL);
     s_close(ctx, sock);
 
@@ -456,11 +498,11 @@ static void test_curve_control_plane(void **state)
 
     /* a plaintext peer, an unknown key and a wrong server key get nothing */
     void *ctx, *sock = s_curve_dealer(&ctx, rl_driver_endpoint(j->d), NULL, NULL);
-    s_send_hello(sock, "actor", 0, 1, NULL, NULL);
+    s_send_hello(sock, "actor", 0, 1, NULL, NULL, NULL);
     assert_null(s_recv(sock, 1000));
     s_close(ctx, sock);
     sock = s_curve_dealer(&ctx, rl_driver_endpoint(j->d), scert, dkey);
-    s_send_hello(sock, "actor", 0, 1, NULL, NULL);
+    s_send_hello(sock, "actor", 0, 1, NULL, NULL, NULL);
     assert_null(s_recv(sock, 1000));
     s_close(ctx, sock);
     char wrong[RL_NET_KEY_TXT];
@@ -468,7 +510,7 @@ static void test_curve_control_plane(void **state)
     assert_int_equal(rl_net_keygen(s_tmp, "other", &other), 0);
     snprintf(wrong, sizeof wrong, "%s", other.public_txt);
     sock = s_curve_dealer(&ctx, rl_driver_endpoint(j->d), wcert, wrong);
-    s_send_hello(sock, "actor", 0, 1, NULL, NULL);
+    s_send_hello(sock, "actor", 0, 1, NULL, NULL, NULL);
     assert_null(s_recv(sock, 1000));
     s_close(ctx, sock);
     /* the job is untouched */
