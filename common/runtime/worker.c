@@ -24,11 +24,13 @@
 #include "common/runtime/zuv.h"
 #include "rlrt/wire.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 #include <uv.h>
 #include <zmq.h>
@@ -57,8 +59,8 @@ typedef struct s_worker {
     void *zctx;
     void *sock;
     rl_zuv *watch;
-    uv_timer_t hb_timer, reconnect_timer, wd_timer;
-    uv_signal_t sigterm, sigint;
+    uv_timer_t hb_timer, reconnect_timer, wd_timer, http_timer;
+    uv_signal_t sigterm, sigint, sighup;
     uv_async_t done_async;
     pthread_t compute;
     pthread_mutex_t mu;
@@ -89,6 +91,8 @@ typedef struct s_worker {
                           completes the key exchange that makes our token */
     char driver_key[RL_NET_KEY_TXT]; /* "" = plaintext */
     rl_http *http;
+    uint64_t http_wait_since; /* its port is held (by an orphan?): waiting */
+    long driver_pid;   /* our parent, the driver (local spawns), or 0 */
     /* metrics (under mu: the HTTP thread reads them) */
     int64_t m_calls, m_errors, m_bytes_in, m_bytes_out, m_queued, m_reconnects;
     double m_handler_s;
@@ -1022,6 +1026,11 @@ static void s_on_heartbeat_locked(s_worker *w)
 static void s_on_signal(uv_signal_t *h, int signum)
 {
     s_worker *w = h->data;
+    if (signum == SIGHUP) { /* the parent-death signal (s_watch_parent) */
+        rl_log_warn("the driver (pid %ld) is gone", w->driver_pid);
+        s_stop(w, RL_WORKER_EXIT_GAVE_UP, "the driver died");
+        return;
+    }
     if (w->sock) {
         Rl__Envelope env = RL__ENVELOPE__INIT;
         Rl__Disconnect d = RL__DISCONNECT__INIT;
@@ -1133,6 +1142,58 @@ static int s_setup_identity(s_worker *w)
     return RL_OK;
 }
 
+/* A worker the driver spawned (RL_DRIVER_PID, set by the launcher) asks the
+ * kernel for SIGHUP when the driver dies (when the driver's thread that
+ * spawned it ends, which is the driver's end), so that an orphan frees its
+ * ports at once instead of after the heartbeat liveness and give-up time.
+ * 1 when the driver is gone already. */
+static int s_watch_parent(s_worker *w)
+{
+    const char *v = getenv("RL_DRIVER_PID");
+    char *end = NULL;
+    long pid = v ? strtol(v, &end, 10) : 0;
+    unsetenv("RL_DRIVER_PID"); /* not for anything this worker starts */
+    if (!v || !end || *end || pid <= 1)
+        return 0;
+    w->driver_pid = pid;
+    if (prctl(PR_SET_PDEATHSIG, SIGHUP) != 0)
+        rl_log_warn("prctl(PR_SET_PDEATHSIG): %s; an orphan leaves by its heartbeats",
+                    strerror(errno));
+    return getppid() != pid; /* it died before the prctl */
+}
+
+#define S_HTTP_WAIT_MS 30000 /* for a port held by a previous worker */
+
+/* Serves HTTP on the worker's port; while another socket holds it (the
+ * orphan of an earlier driver, leaving), tries again every 250 ms for up
+ * to S_HTTP_WAIT_MS instead of failing the worker (a restart spent). */
+static void s_on_http_retry(uv_timer_t *t)
+{
+    s_worker *w = t->data;
+    if (w->stopping)
+        return;
+    if ((w->http = rl_http_start(w->opt.http_bind, w->opt.http_port, s_http, w))) {
+        if (w->http_wait_since)
+            rl_log_info("http: port %d is free now; HTTP /healthz and /metrics are served "
+                        "(waited %.1f s)", w->opt.http_port,
+                        (double)(uv_now(&w->loop) - w->http_wait_since) / 1000.0);
+        return;
+    }
+    uint64_t now = uv_now(&w->loop);
+    if (rl_error_code() != RL_EEXIST ||
+        (w->http_wait_since && now - w->http_wait_since >= S_HTTP_WAIT_MS)) {
+        rl_log_error("%s%s", rl_error_message(), w->http_wait_since ? " (gave up waiting)" : "");
+        s_stop(w, RL_WORKER_EXIT_ERROR, "cannot serve HTTP");
+        return;
+    }
+    if (!w->http_wait_since) {
+        w->http_wait_since = now;
+        rl_log_warn("%s; waiting up to %d s for it (an earlier worker of this slot may still "
+                    "hold it)", rl_error_message(), S_HTTP_WAIT_MS / 1000);
+    }
+    uv_timer_start(&w->http_timer, s_on_http_retry, 250, 0);
+}
+
 static void s_close_walk(uv_handle_t *h, void *arg)
 {
     (void)arg;
@@ -1167,6 +1228,12 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
     w->ctx.node = w->node;
     w->ctx.world_size = 1;
     s_fault_setup(w->opt.role, w->opt.rank);
+    if (s_watch_parent(w)) {
+        rl_error_set(RL_EPEER, "the driver (pid %ld) died before this worker started",
+                     w->driver_pid);
+        free(w);
+        return RL_WORKER_EXIT_GAVE_UP;
+    }
     if (s_setup_identity(w)) {
         free(w);
         return RL_WORKER_EXIT_ERROR;
@@ -1211,12 +1278,17 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
     uv_timer_init(&w->loop, &w->hb_timer);
     uv_timer_init(&w->loop, &w->reconnect_timer);
     uv_timer_init(&w->loop, &w->wd_timer);
+    uv_timer_init(&w->loop, &w->http_timer);
     uv_signal_init(&w->loop, &w->sigterm);
     uv_signal_init(&w->loop, &w->sigint);
-    w->done_async.data = w->hb_timer.data = w->reconnect_timer.data = w->wd_timer.data = w;
-    w->sigterm.data = w->sigint.data = w;
+    uv_signal_init(&w->loop, &w->sighup);
+    w->done_async.data = w->hb_timer.data = w->reconnect_timer.data = w->wd_timer.data =
+        w->http_timer.data = w;
+    w->sigterm.data = w->sigint.data = w->sighup.data = w;
     uv_signal_start(&w->sigterm, s_on_signal, SIGTERM);
     uv_signal_start(&w->sigint, s_on_signal, SIGINT);
+    if (w->driver_pid)
+        uv_signal_start(&w->sighup, s_on_signal, SIGHUP);
     int compute_started = 0;
     if ((rc = pthread_create(&w->compute, NULL, s_compute_main, w)) != 0) {
         rl_error_set(RL_EIO, "worker: cannot start the compute thread: %s", strerror(rc));
@@ -1228,9 +1300,9 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
         w->exit_code = RL_WORKER_EXIT_ERROR;
     } else {
         compute_started = 1;
-        if (w->opt.http_port > 0 &&
-            !(w->http = rl_http_start(w->opt.http_bind, w->opt.http_port, s_http, w))) {
-            rl_log_error("%s", rl_error_message());
+        if (w->opt.http_port > 0)
+            s_on_http_retry(&w->http_timer);
+        if (w->stopping) {
             w->exit_code = RL_WORKER_EXIT_ERROR;
         } else {
             uint64_t wd = w->opt.sd_notify ? rl_sd_watchdog_usec() : 0;
@@ -1243,12 +1315,18 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
             rl_log_info("connecting to %s%s%s", w->opt.driver,
                         w->driver_key[0] ? " (CurveZMQ)" : "",
                         w->http ? "; HTTP /healthz and /metrics are served" : "");
+            if (w->driver_pid && getppid() != w->driver_pid) /* died since s_watch_parent */
+                s_stop(w, RL_WORKER_EXIT_GAVE_UP, "the driver died");
             if (w->opt.sd_notify)
                 rl_sd_notify("READY=1\nSTATUS=connecting to the driver");
             uv_run(&w->loop, UV_RUN_DEFAULT);
         }
     }
 
+    /* The listening port first: a worker that replaces this one (a new
+     * driver's) may want it while a handler here still finishes. */
+    rl_http_stop(w->http);
+    w->http = NULL;
     /* Shut the compute thread down: fini runs after any queued call. */
     w->ctx.stop = 1;
     if (compute_started) {
@@ -1273,8 +1351,6 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
     }
     pthread_mutex_unlock(&w->mu);
 
-    rl_http_stop(w->http);
-    w->http = NULL;
     s_close_socket(w);
     uv_walk(&w->loop, s_close_walk, NULL);
     uv_run(&w->loop, UV_RUN_DEFAULT);
