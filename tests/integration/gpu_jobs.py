@@ -20,14 +20,15 @@ missing otherwise. tests/gpu_check.sh runs it on the GPU machine.
    weights, so its responses' lengths and scores are the same; every step's
    metrics are finite.
 """
-import json
 import math
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import jobs  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("BUILD", "build")
@@ -59,38 +60,12 @@ def cluster(path):
 
 
 def run(work, cl, config, overrides, expect_ok=True):
-    cmd = [DRIVER, "--cluster", cl, "--config", os.path.join(ROOT, "examples", config),
-           "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + TINY + overrides
-    p = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=600)
-    out = p.stdout + p.stderr
-    if expect_ok and p.returncode != 0:
-        print(out[-4000:])
-        raise SystemExit("FAIL: %s exited %d" % (" ".join(overrides), p.returncode))
-    return p.returncode, out
+    return jobs.run_driver(work, ["--cluster", cl, "--config", os.path.join(ROOT, "examples", config),
+                                  "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + TINY + overrides,
+                           expect_ok)
 
 
-def metrics(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def weights(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        b0, b1 = t["data_offsets"]
-        out[name] = struct.unpack("<%df" % ((b1 - b0) // 4), data[8 + n + b0:8 + n + b1])
-    return out
-
-
-def max_diff(a, b):
-    assert a.keys() == b.keys(), (sorted(a)[:3], sorted(b)[:3])
-    return max(max(abs(x - y) for x, y in zip(a[k], b[k])) for k in a)
+metrics, weights, max_diff = jobs.metrics, jobs.safetensors_f32, jobs.max_diff
 
 
 def main():
