@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "rlrt/error.h"
+#include "common/nn/engine/device.h"
 #include "common/schema/model.h"
 #include "common/nn/models/clip_flow.h"
 #include "common/nn/models/flow_policy.h"
@@ -47,6 +48,7 @@ static int s_located(const rl_config *job, const char *path, int code)
 
 #define S_TYPE RL_CFG_PATH(&rl_model_base_section, rl_model_base_config, type)
 #define S_INIT_FROM RL_CFG_PATH(&rl_model_base_section, rl_model_base_config, init_from)
+#define S_PRECISION RL_CFG_PATH(&rl_model_base_section, rl_model_base_config, precision)
 
 /* The kind named by the job's model.type, or NULL with a located error. */
 static const rl_model_kind *s_job_kind(const rl_config *job)
@@ -55,8 +57,16 @@ static const rl_model_kind *s_job_kind(const rl_config *job)
     if (!base)
         return NULL;
     const rl_model_kind *kind = rl_model_kind_find(base->type);
-    if (!kind)
+    if (!kind) {
         s_located(job, S_TYPE, RL_ECONFIG);
+        return NULL;
+    }
+    if (base->precision == RL_PRECISION_BF16 && !kind->bf16) {
+        rl_config_error_at(job, S_PRECISION, RL_EUNSUPPORTED,
+                           "bf16: model.type '%s' has no bf16 mode yet (fp32 "
+                           "only; bf16 is the lm kind's)", kind->name);
+        return NULL;
+    }
     return kind;
 }
 

@@ -2,7 +2,9 @@
  * kind: model.type picks the kind (common/nn/kinds.c) and model.init_from a
  * saved directory to start from. Each kind adds its own section of model.*
  * keys (rl_model_kind.sections); a recipe sets model.type's default to its
- * kind through its changes. */
+ * kind through its changes. model.precision's index is device.h's
+ * rl_precision (0 fp32, 1 bf16); a kind without bf16 refuses it
+ * (rl_model_kind.bf16). */
 #ifndef RLRT_SCHEMA_MODEL_H
 #define RLRT_SCHEMA_MODEL_H
 
