@@ -47,6 +47,7 @@ static int s_located(const rl_config *job, const char *path, int code)
 
 #define S_TYPE RL_CFG_PATH(&rl_model_base_section, rl_model_base_config, type)
 #define S_INIT_FROM RL_CFG_PATH(&rl_model_base_section, rl_model_base_config, init_from)
+#define S_PRECISION "model.precision"
 
 /* The kind named by the job's model.type, or NULL with a located error. */
 static const rl_model_kind *s_job_kind(const rl_config *job)
@@ -55,8 +56,20 @@ static const rl_model_kind *s_job_kind(const rl_config *job)
     if (!base)
         return NULL;
     const rl_model_kind *kind = rl_model_kind_find(base->type);
-    if (!kind)
+    if (!kind) {
         s_located(job, S_TYPE, RL_ECONFIG);
+        return NULL;
+    }
+    /* model.precision is a key of the kinds with bf16; for another kind a
+     * value other than fp32 is refused by name, not left unread */
+    const char *prec = NULL;
+    if (!kind->bf16 && rl_config_has(job, S_PRECISION) &&
+        (rl_config_get_string(job, S_PRECISION, &prec) || !prec || strcmp(prec, "fp32") != 0)) {
+        rl_config_error_at(job, S_PRECISION, RL_EUNSUPPORTED,
+                           "%s: model.type '%s' has no bf16 mode yet (fp32 only; bf16 is the lm "
+                           "kind's)", prec ? prec : "this value", kind->name);
+        return NULL;
+    }
     return kind;
 }
 

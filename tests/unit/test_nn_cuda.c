@@ -9,7 +9,10 @@
  * GPU is visible. Tolerance: |cuda − cpu| <= atol + 1e-4·|cpu|, atol 1e-5
  * for elementwise ops and growing with a reduction's length where the two
  * devices sum in different orders (cuBLAS, block reductions, the online
- * softmax of attention); TF32 is never enabled. */
+ * softmax of attention); TF32 is never enabled (the handle's math mode is
+ * read back). The bf16 entries (round_bf16, linear_*_bf16) against the CPU's
+ * emulation: the rounding bit for bit, the products (exact on bf16 inputs)
+ * to float32 summation order, and visibly apart from the float32 products. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,6 +28,9 @@
 #include "common/nn/engine/ops.h"
 #include "common/nn/engine/device.h"
 #include "common/nn/engine/optim.h"
+#ifdef RL_CUDA
+#include "common/nn/engine/cuda/cuda_ops.h"
+#endif
 
 static int s_need_gpu(void)
 {
@@ -502,6 +508,83 @@ static void test_cuda_adamw_object(void **state)
     s_free_all();
 }
 
+/* ---- bf16 products (model.precision bf16) ------------------------------------------------ */
+
+static void s_bf16(int N, int C, int OC, uint64_t seed)
+{
+    const rl_nn_ops *cu = s_cu();
+    rl_rng g;
+    rl_rng_init(&g, seed, 7);
+    size_t nx = (size_t)N * C, ny = (size_t)N * OC, nw = (size_t)OC * C;
+    float *x = s_rand(&g, nx), *w = s_rand(&g, nw), *b = s_rand(&g, OC), *gy = s_rand(&g, ny);
+    float *acc_x = s_rand(&g, nx), *acc_w = s_rand(&g, nw), *acc_b = s_rand(&g, OC);
+    /* special values at the front of x: the rounding's edge cases */
+    static const uint32_t special[] = {0x3F808000u, 0x3F818000u, 0x7F800001u, 0xFFC00001u,
+                                       0x7F7FFFFFu, 0x00018000u, 0x007FFFFFu, 0x80000000u};
+    size_t ns = sizeof special / sizeof special[0];
+    float *xs = s_copy(x, nx);
+    for (size_t i = 0; i < ns && i < nx; i++)
+        memcpy(&xs[i], &special[i], sizeof(float));
+    uint16_t *hw = malloc(sizeof(uint16_t) * nx), *hg = malloc(sizeof(uint16_t) * nx);
+    float *dxs = s_up(xs, nx);
+    uint16_t *dq = (uint16_t *)s_alloc(nx / 2 + 1); /* nx bf16 values */
+    rl_round_bf16(hw, xs, (int64_t)nx);
+    cu->round_bf16(dq, dxs, (int64_t)nx);
+    assert_int_equal(rl_device_sync(RL_DEVICE_CUDA), 0);
+    assert_int_equal(rl_device_copy(RL_DEVICE_CPU, hg, RL_DEVICE_CUDA, dq, sizeof(uint16_t) * nx), 0);
+    for (size_t i = 0; i < nx; i++)
+        if (hg[i] != hw[i])
+            fail_msg("round_bf16[%zu] of 0x%08X: cuda 0x%04X vs cpu 0x%04X", i,
+                     (unsigned)rl_f32_bits(xs[i]), hg[i], hw[i]);
+
+    /* the weights' bf16 copy, made on each device */
+    uint16_t *w16 = malloc(sizeof(uint16_t) * nw);
+    rl_round_bf16(w16, w, (int64_t)nw);
+    float *dw = s_up(w, nw), *dx = s_up(x, nx), *db = s_up(b, OC), *dgy = s_up(gy, ny);
+    uint16_t *dw16 = (uint16_t *)s_alloc(nw / 2 + 1);
+    cu->round_bf16(dw16, dw, (int64_t)nw);
+    float *want = malloc(sizeof(float) * ny), *f32 = malloc(sizeof(float) * ny);
+    float *dout = s_alloc(ny);
+    assert_int_equal(rl_linear_forward_bf16(want, x, w16, b, N, C, OC), 0);
+    assert_int_equal(cu->linear_forward_bf16(dout, dx, dw16, db, N, C, OC), 0);
+    s_check("linear bf16", dout, want, ny, 1e-5f + 4e-7f * (float)C);
+    /* and not the float32 product: the largest gap to it is far past the tolerance */
+    rl_linear_forward(f32, x, w, b, N, C, OC);
+    float *h = malloc(sizeof(float) * ny), gap = 0.0f;
+    assert_int_equal(rl_device_copy(RL_DEVICE_CPU, h, RL_DEVICE_CUDA, dout, sizeof(float) * ny), 0);
+    for (size_t i = 0; i < ny; i++)
+        gap = fabsf(h[i] - f32[i]) > gap ? fabsf(h[i] - f32[i]) : gap;
+    if (C >= 16 && !(gap > 10.0f * (1e-5f + 4e-7f * (float)C)))
+        fail_msg("linear bf16 is within %g of the float32 product: not bf16", gap);
+
+    float *ix = s_copy(acc_x, nx), *iw = s_copy(acc_w, nw), *ib = s_copy(acc_b, OC);
+    float *d_ix = s_up(ix, nx), *d_iw = s_up(iw, nw), *d_ib = s_up(ib, OC);
+    assert_int_equal(rl_linear_backward_bf16(ix, iw, ib, gy, x, w16, N, C, OC), 0);
+    assert_int_equal(cu->linear_backward_bf16(d_ix, d_iw, d_ib, dgy, dx, dw16, N, C, OC), 0);
+    s_check("linear bf16 dinp", d_ix, ix, nx, 1e-5f + 4e-7f * (float)OC);
+    s_check("linear bf16 dw", d_iw, iw, nw, 1e-5f + 4e-7f * (float)N);
+    s_check("linear bf16 db", d_ib, ib, OC, 1e-5f + 2e-7f * (float)N);
+    /* dw alone (the scratch holds only the rounded dout and inp) */
+    assert_int_equal(rl_linear_backward_bf16(NULL, iw, NULL, gy, x, w16, N, C, OC), 0);
+    assert_int_equal(cu->linear_backward_bf16(NULL, d_iw, NULL, dgy, dx, dw16, N, C, OC), 0);
+    s_check("linear bf16 dw only", d_iw, iw, nw, 2e-5f + 8e-7f * (float)N);
+    s_free_all();
+    free(x); free(w); free(b); free(gy); free(acc_x); free(acc_w); free(acc_b); free(xs);
+    free(hw); free(hg); free(w16); free(want); free(f32); free(h); free(ix); free(iw); free(ib);
+}
+
+/* fp32 products stay float32 (no TF32 in the handle's math mode); bf16
+ * GEMMs on ragged shapes, one row, and large ones (the scratch grows). */
+static void test_cuda_bf16(void **state)
+{
+    (void)state;
+    S_NEED_GPU();
+    assert_int_equal(rl_cuda_tf32_off(), 1);
+    s_bf16(37, 300, 129, 5);
+    s_bf16(1, 7, 3, 7);
+    s_bf16(1031, 2500, 771, 6);
+}
+
 /* The CUDA table is complete: a model can ask for it. */
 static void test_cuda_table_complete(void **state)
 {
@@ -520,6 +603,7 @@ static void test_cuda_decode(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_table_complete(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_optim(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_adamw_object(void **state) { (void)state; S_NEED_GPU(); }
+static void test_cuda_bf16(void **state) { (void)state; S_NEED_GPU(); }
 #endif
 
 int main(void)
@@ -532,6 +616,7 @@ int main(void)
         cmocka_unit_test(test_cuda_decode),
         cmocka_unit_test(test_cuda_optim),
         cmocka_unit_test(test_cuda_adamw_object),
+        cmocka_unit_test(test_cuda_bf16),
         cmocka_unit_test(test_cuda_table_complete),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -21,6 +21,8 @@ static const rl_nn_ops s_cpu_ops = {.device = RL_DEVICE_CPU, .name = "cpu", RL_N
 static const rl_nn_ops s_cuda_ops = {.device = RL_DEVICE_CUDA, .name = "cuda", RL_NN_OPS(S_CUDA)};
 #endif
 
+const char *rl_precision_name(rl_precision p) { return p == RL_PRECISION_BF16 ? "bf16" : "fp32"; }
+
 const rl_nn_ops *rl_nn_ops_get(rl_device dev)
 {
     switch (dev) {

@@ -90,6 +90,28 @@ void rl_linear_forward(float *out, const float *inp, const float *w,
 void rl_linear_backward(float *dinp, float *dw, float *db, const float *dout,
                         const float *inp, const float *w, int N, int C, int OC);
 
+/* ---- bf16 products (model.precision bf16; ops_bf16.c) -------------------
+ * On the CPU these EMULATE the GPU's bf16 GEMMs: each input of a product is
+ * rounded to bf16 (rl_bf16_round of ops_elem.h, nearest even) and widened
+ * back to float32 (exact), then rl_sgemm multiplies in float32. A product of
+ * two bf16 values is exact in float32, so this is a bf16 GEMM with float32
+ * accumulation, only slower than float32 (the rounding passes). The
+ * results differ from a GPU's only by the order of the float32 sums. */
+
+/* out (n) = the bf16 bits of in (n), rounded to nearest even. */
+void rl_round_bf16(uint16_t *out, const float *in, int64_t n);
+/* rl_linear_forward with inp rounded to bf16 and the weights w16 (OC,C) in
+ * bf16; the bias is added in float32. Allocates the rounded inputs
+ * (N·C + OC·C floats): returns 0, or RL_ENOMEM with the message set. */
+int rl_linear_forward_bf16(float *out, const float *inp, const uint16_t *w16, const float *b,
+                           int N, int C, int OC);
+/* rl_linear_backward on bf16 inputs: dinp += bf16(dout) · w16,
+ * dw += bf16(dout)^T · bf16(inp) (float32 accumulation into the float32
+ * gradients), db += Σ_rows dout in float32. Allocates (N·OC + N·C + OC·C
+ * floats at most): 0 or RL_ENOMEM. */
+int rl_linear_backward_bf16(float *dinp, float *dw, float *db, const float *dout,
+                            const float *inp, const uint16_t *w16, int N, int C, int OC);
+
 /* ---- elementwise and reductions ----------------------------------------- */
 
 void rl_add_forward(float *out, const float *a, const float *b, int64_t n);

@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __CUDACC__
 #define RL_HD __host__ __device__
@@ -97,5 +98,44 @@ RL_HD static inline float rl_logprob_grad(float gl, float ge, float lp, float p,
 {
     return -gl * p - ge * p * (lp + H);
 }
+
+/* ---- bfloat16 (model.precision bf16) ------------------------------------
+ * A bf16 value is the top 16 bits of a float32 (sign, 8 exponent bits, 7
+ * mantissa bits), kept as its bits in a uint16_t. rl_bf16_round rounds to
+ * nearest, ties to even, as torch's c10::BFloat16 does: subnormals round like
+ * any other value (no flush to zero), a value past the largest finite bf16
+ * becomes ±Inf, ±Inf stay, and every NaN becomes the quiet NaN 0x7FC0. */
+RL_HD static inline uint32_t rl_f32_bits(float x)
+{
+#ifdef __CUDA_ARCH__
+    return __float_as_uint(x);
+#else
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+#endif
+}
+
+RL_HD static inline float rl_bits_f32(uint32_t u)
+{
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+#endif
+}
+
+RL_HD static inline uint16_t rl_bf16_round(float x)
+{
+    uint32_t u = rl_f32_bits(x);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u)
+        return 0x7FC0;
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* The float32 a bf16 value is (exact). */
+RL_HD static inline float rl_bf16_to_float(uint16_t h) { return rl_bits_f32((uint32_t)h << 16); }
 
 #endif

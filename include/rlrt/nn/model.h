@@ -152,6 +152,9 @@ typedef struct rl_model_kind {
      * runs them before it starts any worker); NULL: reading the sections is
      * all from_config checks. */
     int (*check_config)(const rl_config *job);
+    /* 1: from_config honours model.precision bf16; 0: the kind runs in
+     * fp32 only and a job asking bf16 of it is refused naming the kind */
+    int bf16;
 } rl_model_kind;
 
 /* The kind named `type`, or NULL with RL_ENOTFOUND listing the known ones. */

@@ -25,6 +25,18 @@ void rl_cuda_sgemm(int transA, int transB, int M, int N, int K, float alpha, con
                    int lda, const float *B, int ldb, float beta, float *C, int ldc);
 void rl_cuda_linear_forward(float *out, const float *inp, const float *w, const float *b,
                             int N, int C, int OC);
+/* The bf16 products (ops.h, "bf16 products"): the activations are rounded
+ * into one growing device scratch buffer (counted as scratch), then
+ * cublasGemmEx multiplies bf16 inputs into float32 outputs with
+ * CUBLAS_COMPUTE_32F. RL_ENOMEM (message set) when the scratch cannot grow. */
+void rl_cuda_round_bf16(uint16_t *out, const float *in, int64_t n);
+int rl_cuda_linear_forward_bf16(float *out, const float *inp, const uint16_t *w16, const float *b,
+                                int N, int C, int OC);
+int rl_cuda_linear_backward_bf16(float *dinp, float *dw, float *db, const float *dout,
+                                 const float *inp, const uint16_t *w16, int N, int C, int OC);
+/* 1 when the cuBLAS handle's math mode has no TF32 (float32 products are
+ * float32), 0 when it has, -1 when there is no handle. */
+int rl_cuda_tf32_off(void);
 void rl_cuda_add_forward(float *out, const float *a, const float *b, int64_t n);
 void rl_cuda_add_inplace(float *a, const float *b, int64_t n);
 void rl_cuda_softmax_forward(float *out, const float *inp, int N, int C);

@@ -127,6 +127,13 @@ static int s_gen_reserve(rl_lm *m, int B, int maxT)
     return 0;
 }
 
+/* A linear layer in the model's precision; returns from the caller on error. */
+#define LINF(...)                                                                             \
+    do {                                                                                      \
+        if ((rc = rl_lm_lin_fwd(m, __VA_ARGS__)) < 0)                                         \
+            return rc;                                                                        \
+    } while (0)
+
 /* Per-row scratch of rows [i0, i0 + n) of the live batch: the same layout
  * as rl_lm_gen's buffers, offset to row i0. */
 typedef struct s_rows {
@@ -138,8 +145,9 @@ typedef struct s_rows {
  * position dpos[i] into cache slot dslot[i]; leaves its logits (n, V) at
  * g->dlogits + i0 * V. Rows never read each other's scratch or cache slots,
  * so disjoint row ranges may run at once. */
-static void s_decode_rows(rl_lm *m, int i0, int n)
+static int s_decode_rows(rl_lm *m, int i0, int n)
 {
+    int rc;
     const rl_lm_config *c = &m->cfg;
     const rl_nn_ops *o = m->ops;
     rl_lm_gen *g = m->gen;
@@ -161,27 +169,25 @@ static void s_decode_rows(rl_lm *m, int i0, int n)
         float *kc = g->kc + (size_t)l * g->B * maxT * kvd;
         float *vc = g->vc + (size_t)l * g->B * maxT * kvd;
         o->rmsnorm_forward(r.ln, NULL, r.x, m->params + Lo->ln1, c->rms_norm_eps, n, d);
-        o->linear_forward(r.q, r.ln, m->params + Lo->wq, Lo->bq >= 0 ? m->params + Lo->bq : NULL,
-                          n, d, qd);
-        o->linear_forward(r.k, r.ln, m->params + Lo->wk, Lo->bk >= 0 ? m->params + Lo->bk : NULL,
-                          n, d, kvd);
-        o->linear_forward(r.v, r.ln, m->params + Lo->wv, Lo->bv >= 0 ? m->params + Lo->bv : NULL,
-                          n, d, kvd);
+        LINF(r.q, r.ln, Lo->wq, Lo->bq >= 0 ? m->params + Lo->bq : NULL, n, d, qd);
+        LINF(r.k, r.ln, Lo->wk, Lo->bk >= 0 ? m->params + Lo->bk : NULL, n, d, kvd);
+        LINF(r.v, r.ln, Lo->wv, Lo->bv >= 0 ? m->params + Lo->bv : NULL, n, d, kvd);
         o->rope_forward(r.q, r.q, r.pos, n, H, hd, c->rope_theta);
         o->rope_forward(r.k, r.k, r.pos, n, KH, hd, c->rope_theta);
         o->kv_cache_write(kc, vc, r.k, r.v, r.slot, r.pos, n, kvd, maxT);
         o->decode_attention(r.atty, r.scores, r.q, kc, vc, r.slot, r.pos, n, H, KH, hd, maxT);
-        o->linear_forward(r.xmid, r.atty, m->params + Lo->wo, NULL, n, qd, d);
+        LINF(r.xmid, r.atty, Lo->wo, NULL, n, qd, d);
         o->add_inplace(r.xmid, r.x, (int64_t)n * d);
         o->rmsnorm_forward(r.ln, NULL, r.xmid, m->params + Lo->ln2, c->rms_norm_eps, n, d);
-        o->linear_forward(r.gate, r.ln, m->params + Lo->wg, NULL, n, d, I);
-        o->linear_forward(r.up, r.ln, m->params + Lo->wu, NULL, n, d, I);
+        LINF(r.gate, r.ln, Lo->wg, NULL, n, d, I);
+        LINF(r.up, r.ln, Lo->wu, NULL, n, d, I);
         o->swiglu_forward(r.h, r.gate, r.up, (int64_t)n * I);
-        o->linear_forward(r.x, r.h, m->params + Lo->wd, NULL, n, I, d);
+        LINF(r.x, r.h, Lo->wd, NULL, n, I, d);
         o->add_inplace(r.x, r.xmid, (int64_t)n * d);
     }
     o->rmsnorm_forward(r.ln, NULL, r.x, m->params + m->off_normf, c->rms_norm_eps, n, d);
-    o->linear_forward(r.logits, r.ln, m->params + m->off_lmhead, NULL, n, d, c->vocab_size);
+    LINF(r.logits, r.ln, m->off_lmhead, NULL, n, d, c->vocab_size);
+    return 0;
 }
 
 /* Fewest rows in a decode task: below this OpenBLAS spends more time
@@ -203,9 +209,9 @@ static int s_decode_step(rl_lm *m, int n)
         int rc;
         if ((rc = s_copy(g->dev, g->dtok, RL_DEVICE_CPU, g->tok, ib)) ||
             (rc = s_copy(g->dev, g->dpos, RL_DEVICE_CPU, g->pos, ib)) ||
-            (rc = s_copy(g->dev, g->dslot, RL_DEVICE_CPU, g->slot, ib)))
+            (rc = s_copy(g->dev, g->dslot, RL_DEVICE_CPU, g->slot, ib)) ||
+            (rc = s_decode_rows(m, 0, n)) < 0)
             return rc;
-        s_decode_rows(m, 0, n);
         if ((rc = s_copy(RL_DEVICE_CPU, g->logits, g->dev, g->dlogits,
                          sizeof(float) * (size_t)n * c->vocab_size)))
             return rc;
@@ -213,18 +219,21 @@ static int s_decode_step(rl_lm *m, int n)
     }
     int wide = c->intermediate_size > m->qd ? c->intermediate_size : m->qd;
     int nt = rl_nn_get_threads();
-    if (nt <= 1 || (double)n * c->hidden_size * wide >= RL_SGEMM_SPLIT_MIN) {
-        s_decode_rows(m, 0, n);
-        return 0;
-    }
+    if (nt <= 1 || (double)n * c->hidden_size * wide >= RL_SGEMM_SPLIT_MIN)
+        return s_decode_rows(m, 0, n);
     int per = (n + nt - 1) / nt;
     per = per < RL_GEN_MIN_ROWS_PER_TASK ? RL_GEN_MIN_ROWS_PER_TASK : per;
     int tasks = (n + per - 1) / per;
-    RL_PRAGMA(omp parallel for if(tasks > 1) num_threads(nt) schedule(static, 1))
+    int rc = 0; /* a task's error (only the bf16 products' RL_ENOMEM) */
+    RL_PRAGMA(omp parallel for if(tasks > 1) num_threads(nt) schedule(static, 1) reduction(min : rc))
     for (int t = 0; t < tasks; t++) {
         int i0 = t * per, cnt = n - i0 < per ? n - i0 : per;
-        s_decode_rows(m, i0, cnt);
+        int r = s_decode_rows(m, i0, cnt);
+        rc = r < rc ? r : rc;
     }
+    if (rc < 0) /* the message was set on the task's thread */
+        return rl_error_set(rc, "generate: a decode step of %d rows ran out of memory for its "
+                                "bf16 products", n);
     return 0;
 }
 
@@ -478,7 +487,7 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
     if (maxT > c->max_seq_len)
         maxT = c->max_seq_len;
     int rc = s_gen_reserve(m, B, maxT);
-    if (rc < 0)
+    if (rc < 0 || (rc = rl_lm_bf16_refresh(m)) < 0)
         return rc;
     rl_lm_gen *g = m->gen;
     float inv_temp = s->temperature > 0.0f ? 1.0f / s->temperature : 1.0f;

@@ -481,9 +481,11 @@ static rl_model *s_from_config(const rl_config *job)
         return NULL;
     m->init_std = init_std;
     m->net = rl_lm_new(&c, RL_DEVICE_CPU);
+    const rl_lm_model_config *v = m->net ? rl_config_section_get(job, &rl_lm_model_section) : NULL;
+    int rc = !v || rl_lm_set_precision(m->net, (rl_precision)v->precision) != 0;
     if (m->net)
         rl_model_base_borrow(&m->base, rl_lm_manifest(m->net), rl_lm_params(m->net), rl_lm_grads(m->net));
-    return rl_model_base_done(&m->base, !m->net);
+    return rl_model_base_done(&m->base, rc);
 }
 
 const rl_model_kind rl_model_kind_lm = {
@@ -492,4 +494,5 @@ const rl_model_kind rl_model_kind_lm = {
                                                     NULL},
     .from_config = s_from_config,
     .check_config = s_check_config,
+    .bf16 = 1,
 };
