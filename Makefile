@@ -50,7 +50,7 @@ PYTHON   ?= /usr/bin/python3
 FUZZ_SECONDS ?= 60
 FUZZ_MAX_LEN ?= 65536
 
-PKGS      := libzmq libczmq libsodium libprotobuf-c libuv yaml-0.1 jansson openblas libmicrohttpd libsystemd \
+PKGS      := libzmq libczmq libsodium libprotobuf-c libuv yaml-0.1 jansson openblas lapacke libmicrohttpd libsystemd \
              zlib libjpeg libpng libutf8proc libpcre2-8 libcrypto
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)

@@ -12,6 +12,7 @@
 #include "common/nn/models/clip_flow.h"
 #include "common/nn/models/flow_policy.h"
 #include "common/nn/models/image_classifier.h"
+#include "common/nn/models/image_cnn.h"
 #include "common/nn/models/lm/lm_hf.h"
 #include "common/nn/models/lm/lm_model.h"
 #include "common/nn/models/model_base.h"
@@ -22,6 +23,7 @@ static const rl_model_kind *const s_kinds[] = {
     &rl_model_kind_clip_flow,
     &rl_model_kind_flow_policy,
     &rl_model_kind_image_classifier,
+    &rl_model_kind_image_cnn,
 };
 #define S_NKINDS (sizeof s_kinds / sizeof s_kinds[0])
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/reward/reward_config.h"
+#include "common/schema/diffusion.h"
 #include "common/schema/env.h"
 #include "common/schema/flow_rl.h"
 #include "common/schema/fmnist.h"
@@ -37,12 +38,6 @@ static int s_workers(const rl_config *job)
     return S_WORKERS;
 }
 
-static int s_driver(const rl_config *job)
-{
-    (void)job;
-    return S_DRIVER;
-}
-
 /* the LIBERO scenes: the env ranks, and the driver when it draws GIFs */
 static int s_scenes(const rl_config *job)
 {
@@ -61,6 +56,24 @@ static int s_scorer(const rl_config *job)
     return w[RL_IMG_PROMPT_MATCH] != 0 || w[RL_IMG_ON_PROMPT] != 0 ? S_WORKERS : 0;
 }
 
+/* Fashion-MNIST: the driver, except in a diffusion job without the FID */
+static int s_fmnist(const rl_config *job)
+{
+    if (!rl_config_has_section(job, &rl_diffusion_data_section))
+        return S_DRIVER;
+    const rl_diffusion_data_config *d = rl_config_section_get(job, &rl_diffusion_data_section);
+    return d && d->fid_model[0] ? S_DRIVER : 0;
+}
+
+/* the diffusion validation's FID network: only when set */
+static int s_fid(const rl_config *job)
+{
+    if (!rl_config_has_section(job, &rl_diffusion_data_section))
+        return 0;
+    const rl_diffusion_data_config *d = rl_config_section_get(job, &rl_diffusion_data_section);
+    return d && d->fid_model[0] ? S_DRIVER : 0;
+}
+
 /* the demonstration anchor's dataset: only with the anchor on */
 static int s_demos(const rl_config *job)
 {
@@ -77,7 +90,9 @@ static const s_input s_inputs[] = {
      " (the LIBERO-Object scenes: make libero-data)"},
     {&rl_flow_rl_section, offsetof(rl_flow_rl_config, demos), S_FILE, 0, s_demos,
      " (collect them with examples/libero_collect.yaml)"},
-    {&rl_fmnist_data_section, offsetof(rl_fmnist_data_config, dir), S_DIR, 0, s_driver,
+    {&rl_diffusion_data_section, offsetof(rl_diffusion_data_config, fid_model), S_MODEL, 0, s_fid,
+     " (train it with examples/fmnist_cnn.yaml)"},
+    {&rl_fmnist_data_section, offsetof(rl_fmnist_data_config, dir), S_DIR, 0, s_fmnist,
      " (Debian's dataset-fashion-mnist)"},
 };
 

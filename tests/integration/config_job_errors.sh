@@ -105,7 +105,10 @@ expect "reward.judge_path: $d/gone: no such directory" $S model.init_from="$d/mo
     reward.scorer_path="$d/model" reward.judge_path="$d/gone"
 # a scorer the reward does not use is not read, so not checked
 CL=examples/cluster-local.yaml accept examples/dance_grpo_jpeg.yaml model.init_from="$d/model" \
-    reward.scorer_path="$d/gone"
+    reward.scorer_path="$d/gone" data.fid_model=
+# the FID's network is read by the driver: checked with or without a cluster
+expect "data.fid_model: $d/gone: no such directory (train it with examples/fmnist_cnn.yaml)" \
+    examples/dance_grpo_jpeg.yaml model.init_from="$d/model" data.fid_model="$d/gone"
 expect "override algorithm.demos=$d/nope.safetensors: algorithm.demos: $d/nope.safetensors: no such file" \
     examples/libero_object_flowsar.yaml model.init_from="$d/model" algorithm.demos="$d/nope.safetensors"
 expect "algorithm.demos: $d/empty_dir: is a directory, not a file" \

@@ -271,7 +271,7 @@ static void test_config_build_save_load(void **state)
     bad[NTINY] = "model.type=transformer";
     c = s_job(NTINY + 1, bad);
     assert_null(rl_model_build(c, 1));
-    assert_msg_contains(rl_error_message(), "model.type: unknown model type 'transformer' (known: lm, clip_flow, flow_policy, image_classifier)");
+    assert_msg_contains(rl_error_message(), "model.type: unknown model type 'transformer' (known: lm, clip_flow, flow_policy, image_classifier, image_cnn)");
     rl_config_free(c);
     bad[NTINY] = "model.num_heads=3"; /* 16 is not a multiple of 3: the network's own check */
     c = s_job(NTINY + 1, bad);
