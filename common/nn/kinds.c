@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "rlrt/error.h"
+#include "common/schema/lm.h"
 #include "common/schema/model.h"
 #include "common/nn/models/clip_flow.h"
 #include "common/nn/models/flow_policy.h"
@@ -49,7 +50,7 @@ static int s_located(const rl_config *job, const char *path, int code)
 
 #define S_TYPE RL_CFG_PATH(&rl_model_base_section, rl_model_base_config, type)
 #define S_INIT_FROM RL_CFG_PATH(&rl_model_base_section, rl_model_base_config, init_from)
-#define S_PRECISION "model.precision"
+#define S_PRECISION RL_CFG_PATH(&rl_lm_model_section, rl_lm_model_config, precision)
 
 /* The kind named by the job's model.type, or NULL with a located error. */
 static const rl_model_kind *s_job_kind(const rl_config *job)
@@ -68,8 +69,8 @@ static const rl_model_kind *s_job_kind(const rl_config *job)
     if (!kind->bf16 && rl_config_has(job, S_PRECISION) &&
         (rl_config_get_string(job, S_PRECISION, &prec) || !prec || strcmp(prec, "fp32") != 0)) {
         rl_config_error_at(job, S_PRECISION, RL_EUNSUPPORTED,
-                           "%s: model.type '%s' has no bf16 mode yet (fp32 only; bf16 is the lm "
-                           "kind's)", prec ? prec : "this value", kind->name);
+                           "%s: %s '%s' has no bf16 mode yet (fp32 only; bf16 is the lm "
+                           "kind's)", prec ? prec : "this value", S_TYPE, kind->name);
         return NULL;
     }
     return kind;
