@@ -14,6 +14,20 @@
  *                                 over 300 seeded random
  *                                 actions from initial state 0 of task 0
  *                                 (written to ACTIONS_OUT for the Python side)
+ *   physics_steps_per_s           the same trajectory as bare mj_step calls
+ *                                 (the controls the env applied, replayed):
+ *                                 physics steps per CPU second; /25:
+ *                                 physics_only_control_steps_per_s
+ *                                 (the scene as LIBERO steps it: its
+ *                                 gripper force/torque sensors on);
+ *                                 physics_steps_per_s_sensors_off: the
+ *                                 same with them off, as the env runs it
+ *   physics_only_same_trajectory  1 when every replay ends at the env's qpos
+ *                                 bit for bit (with and without sensors)
+ *   env_over_physics_only         c_steps_per_s over the physics-only limit
+ *                                 (best of 5 interleaved runs each);
+ *                                 env_over_physics_sensors_off: over the
+ *                                 bare physics the env itself runs
  *   expert_task_K = s/n           the scripted expert over the 50 initial
  *                                 states of each task (240 steps, success_once)
  *   expert_success                over all 500
@@ -155,8 +169,31 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_env: cannot write %s\n", argv[2]);
         return 1;
     }
-    double best = 0, best_wall = 0;
-    for (int rep = 0; rep < 3; rep++) {
+    /* the physics-only limit: the controls the env applied at each of its
+     * physics steps, replayed through bare mj_step calls (same trajectory) */
+    int nu = rl_libero_env_nu(e), nphys = STEPS * 25;
+    double *ctrl = malloc(sizeof(double) * (size_t)nphys * (size_t)nu);
+    int nq = rl_libero_env_nq(e);
+    double *q_env = malloc(sizeof(double) * (size_t)nq), *q_bare = malloc(sizeof(double) * (size_t)nq);
+    if (!ctrl || !q_env || !q_bare) {
+        fprintf(stderr, "bench_env: out of memory\n");
+        return 1;
+    }
+    rl_libero_env_reset(e, 0);
+    rl_libero_env_record_ctrl(e, ctrl, nphys);
+    for (int s = 0; s < STEPS; s++)
+        rl_libero_env_step(e, acts[s], NULL);
+    if (rl_libero_env_record_ctrl(e, NULL, 0) != nphys) {
+        fprintf(stderr, "bench_env: the env did not run %d physics steps\n", nphys);
+        return 1;
+    }
+    rl_libero_env_state(e, NULL, q_env, NULL);
+    /* best of 5 interleaved runs each: the env, the bare physics of the
+     * scene as LIBERO steps it (sensors on), the bare physics the env runs
+     * (sensors off: no observation reads them) */
+    double best = 0, best_wall = 0, best_phys = 0, best_phys_env = 0;
+    int same = 1;
+    for (int rep = 0; rep < 5; rep++) {
         rl_libero_env_reset(e, 0);
         t0 = s_now();
         double c0 = s_cpu();
@@ -165,8 +202,30 @@ int main(int argc, char **argv)
         double sps = STEPS / (s_cpu() - c0), wps = STEPS / (s_now() - t0);
         best = sps > best ? sps : best;
         best_wall = wps > best_wall ? wps : best_wall;
+        for (int on = 1; on >= 0; on--) {
+            rl_libero_task_set_sensors(t, on);
+            c0 = s_cpu();
+            if (rl_libero_env_physics_only(e, 0, ctrl, nphys)) {
+                fprintf(stderr, "bench_env: %s\n", rl_error_message());
+                return 1;
+            }
+            double pps = nphys / (s_cpu() - c0);
+            double *b = on ? &best_phys : &best_phys_env;
+            *b = pps > *b ? pps : *b;
+            rl_libero_env_state(e, NULL, q_bare, NULL);
+            same &= memcmp(q_env, q_bare, sizeof(double) * (size_t)nq) == 0;
+        }
+        rl_libero_task_set_sensors(t, 0);
     }
     printf("c_steps_per_s = %.1f\nc_steps_per_wall_s = %.1f\n", best, best_wall);
+    printf("physics_steps_per_s = %.0f\nphysics_only_control_steps_per_s = %.1f\n", best_phys, best_phys / 25);
+    printf("physics_steps_per_s_sensors_off = %.0f\n", best_phys_env);
+    printf("physics_only_same_trajectory = %d\n", same);
+    printf("env_over_physics_only = %.3f\n", best / (best_phys / 25));
+    printf("env_over_physics_sensors_off = %.3f\n", best / (best_phys_env / 25));
+    free(ctrl);
+    free(q_env);
+    free(q_bare);
     rl_libero_env_free(e);
     rl_libero_task_free(t);
     fflush(stdout);

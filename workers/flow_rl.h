@@ -87,7 +87,13 @@
  *     observation, x_t, t and the flow-matching target ε − a of
  *     driver/recipes/embodied/flow_demos.h) and the step adds λ·mean‖v(x_t, t) − (ε − a)‖²
  *     over them (mean over global rows × D) to the loss before the one
- *     optimiser step; meta partial sum "actor/demo_fm_loss" (× rows).
+ *     optimiser step; meta partial sum "actor/demo_fm_loss" (× rows), and
+ *     (issue 43's diagnostics, this rank's local gradients) actor/
+ *     rl_grad_norm, actor/anchor_grad_norm and actor/rl_anchor_grad_cos:
+ *     the norms of the method's gradient (× rl_coef) and the anchor's and
+ *     their cosine (0 when one is zero), × rows. FlowSAR also sends
+ *     actor/flow_sar_label_pos (mean R) and, softplus_kl,
+ *     actor/flow_sar_softplus_grad_scale / _flat (rl_flow_sar_metrics).
  *     algorithm.rl_coef scales the method's own loss (1; 0 leaves the
  *     anchor alone: the control that tells the method's gain from the
  *     demonstrations').

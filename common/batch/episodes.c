@@ -2,6 +2,7 @@
  * (common/batch/episodes.h). */
 #include "common/batch/episodes.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,6 +227,27 @@ static float *s_new_col(rl_episode_batch *b, const char *name)
     return t ? rl_tensor_data(t) : NULL;
 }
 
+/* The credit's diagnostics (issue 43): the weights' normalised entropy per
+ * episode, their saturation, the share of successful episodes and, for
+ * FlowSAR (clipped non-NULL), how often its clip bounds bind. */
+static void s_credit_stats_put(const float *w, const rl_episode_batch *b, const int64_t *clipped,
+                               rl_metric_set *ms)
+{
+    rl_flow_credit_stats st;
+    if (rl_flow_credit_stats_get(w, b->ep_reward, b->step_mask, b->S, b->B, &st))
+        return;
+    if (isfinite(st.entropy))
+        rl_metric_set_put(ms, "actor/credit_entropy", st.entropy);
+    if (st.steps > 0)
+        rl_metric_set_put(ms, "actor/credit_saturated_frac", st.saturated);
+    if (st.episodes > 0)
+        rl_metric_set_put(ms, "actor/credit_pos_frac", st.pos_frac);
+    if (clipped && st.steps > 0) {
+        rl_metric_set_put(ms, "actor/credit_clip_low_frac", (double)clipped[0] / (double)st.steps);
+        rl_metric_set_put(ms, "actor/credit_clip_high_frac", (double)clipped[1] / (double)st.steps);
+    }
+}
+
 /* FlowSAR: softmax credit weights and labels of the recon errors; with
  * flow_sar_credit success, the successful episodes' rows only. */
 static int s_credit_sar(rl_episode_batch *b, const rl_episode_cols *cols, const rl_flow_rl_config *alg,
@@ -241,10 +263,12 @@ static int s_credit_sar(rl_episode_batch *b, const rl_episode_cols *cols, const 
         sb[i] = 0;
     for (int64_t k = 0; k < n; k++)
         sb[b->row_sb[k]] = e[k];
-    int rc = rl_flow_sar_weights(sb, b->ep_reward, b->step_mask, S, B, alg->sar_temperature, alg->sar_w_min,
-                                 alg->sar_w_max, w, lab);
+    int64_t clipped[2];
+    int rc = rl_flow_sar_weights_ex(sb, b->ep_reward, b->step_mask, S, B, alg->sar_temperature, alg->sar_w_min,
+                                    alg->sar_w_max, w, lab, clipped);
     if (rc)
         return rc;
+    s_credit_stats_put(w, b, clipped, ms);
     double em = 0;
     for (int64_t k = 0; k < n; k++) {
         wc[k] = w[b->row_sb[k]];
@@ -303,6 +327,7 @@ static int s_credit_ipo(rl_episode_batch *b, const rl_episode_cols *cols, const 
     if (!rc) {
         rl_metric_set_put(ms, "actor/mean_weight", st.weight_mean);
         rl_metric_set_put(ms, "actor/delta_mean", st.delta_mean);
+        s_credit_stats_put(w, b, NULL, ms);
     }
     free(A);
     free(R);
@@ -460,9 +485,12 @@ void rl_episode_update_put(const rl_episode_update *u, const char *const *names,
             rl_metric_set_put(ms, names[k], tot[k] / rows);
         rl_metric_set_put(ms, "actor/flow_sar_energy_type", alg->sar_energy ? 1.0 : 0.0);
         rl_metric_set_put(ms, "actor/flow_sar_loss_variant", alg->sar_variant ? 1.0 : 0.0);
+        rl_metric_set_put(ms, names[RL_FUS_SAR_LABEL_POS], tot[RL_FUS_SAR_LABEL_POS] / rows);
         if (alg->sar_variant) {
             rl_metric_set_put(ms, names[RL_FUS_SAR_CONTRASTIVE], tot[RL_FUS_SAR_CONTRASTIVE] / rows);
             rl_metric_set_put(ms, names[RL_FUS_SAR_KL], tot[RL_FUS_SAR_KL] / rows);
+            rl_metric_set_put(ms, names[RL_FUS_SAR_SP_SCALE], tot[RL_FUS_SAR_SP_SCALE] / rows);
+            rl_metric_set_put(ms, names[RL_FUS_SAR_SP_FLAT], tot[RL_FUS_SAR_SP_FLAT] / rows);
         } else {
             rl_metric_set_put(ms, names[RL_FUS_SAR_SUCCESS], tot[RL_FUS_SAR_SUCCESS] / rows);
         }
@@ -477,8 +505,12 @@ void rl_episode_update_put(const rl_episode_update *u, const char *const *names,
         if (alg->loss == RL_FLOW_LOSS_PPO)
             rl_metric_set_put(ms, names[RL_FUS_VALUE_LOSS], tot[RL_FUS_VALUE_LOSS] / rows);
     }
-    if (u->demo_rows > 0)
+    if (u->demo_rows > 0) {
         rl_metric_set_put(ms, names[RL_FUS_DEMO], tot[RL_FUS_DEMO] / u->demo_rows);
+        if (alg->loss == RL_FLOW_LOSS_SAR || alg->loss == RL_FLOW_LOSS_IPO)
+            for (int k = RL_FUS_G_RL; k <= RL_FUS_G_COS; k++)
+                rl_metric_set_put(ms, names[k], tot[k] / rows);
+    }
     rl_metric_set_put(ms, "actor/updates", u->updates);
     rl_metric_set_put(ms, "actor/grad_norm", u->updates ? u->grad_norm / u->updates : 0);
     rl_metric_set_put(ms, "actor/lr", u->lr);

@@ -90,10 +90,14 @@ void rl_episode_batch_free(rl_episode_batch *b);
  *   flow_sar  weights, labels: softmax credit (rl_flow_sar_weights) of the
  *             recon errors; flow_sar_credit success keeps only the
  *             successful episodes' rows with w = 1, R = 1
- *             (actor/trained_rows); actor/recon_error_mean
+ *             (actor/trained_rows); actor/recon_error_mean,
+ *             actor/credit_clip_low_frac / _high_frac (kept steps whose
+ *             softmax weight the clip bounds moved)
  *   flow_ipo  weights: rl_flow_ipo_weights of the actions against the
  *             reference's (clipped like the env's with env.clip_actions);
  *             actor/mean_weight, actor/delta_mean
+ *   both also actor/credit_entropy, actor/credit_saturated_frac and
+ *             actor/credit_pos_frac (rl_flow_credit_stats_get)
  *   grpo      advantages: GRPO over the env groups of env.group_size (same
  *             task and initial state), or the episodes of a task when it is
  *             1, with algorithm.filter_rewards (critic/kept_groups)
@@ -121,6 +125,7 @@ enum {
     RL_FUS_SAR_KL, RL_FUS_SAR_SUCCESS, RL_FUS_IPO_LOSS, RL_FUS_VELOCITY_MSE, RL_FUS_PG_LOSS,
     RL_FUS_PG_CLIPFRAC, RL_FUS_PPO_KL, RL_FUS_RATIO, RL_FUS_STEPS, RL_FUS_VALUE_LOSS, RL_FUS_IPO_GAP,
     RL_FUS_DEMO,
+    RL_FUS_SAR_LABEL_POS, RL_FUS_SAR_SP_SCALE, RL_FUS_SAR_SP_FLAT, RL_FUS_G_RL, RL_FUS_G_DEMO, RL_FUS_G_COS,
     RL_FUS_COUNT
 };
 

@@ -98,6 +98,11 @@ int rl_libero_task_basket_slot(const rl_libero_task *t);
 /* Sets the constraint solver's tolerance (MuJoCo opt.tolerance; LIBERO
  * runs 1e-8). Tests only: not safe while envs of the task step. */
 void rl_libero_task_set_solver_tolerance(rl_libero_task *t, double tol);
+/* The scene's sensors (robosuite's gripper force/torque): off after load,
+ * since no observation reads them (the trajectories do not depend on them);
+ * on: the scene exactly as LIBERO steps it (bench_env's physics-only
+ * baseline). Not safe while envs of the task step. */
+void rl_libero_task_set_sensors(rl_libero_task *t, int on);
 /* Height of the target object's top above its body origin, measured once
  * at load by casting a ray down onto it in initial state 0 (the expert's
  * grasp height). */
@@ -180,6 +185,20 @@ int rl_libero_env_set_sim_state(rl_libero_env *e, const rl_libero_sim_state *s);
 
 /* Forces a NaN into the arm's velocity (tests of instability handling). */
 void rl_libero_env_poison(rl_libero_env *e);
+
+/* The physics-only limit (bench_env): record the actuator controls the env
+ * applies at each physics step, then replay them through bare mj_step calls
+ * from the same initial state, so the same trajectory is integrated without
+ * the controller, observations or checks around it.
+ * rl_libero_env_record_ctrl: from now on the env writes the nu controls of
+ * each physics step to buf (borrowed; cap steps, further steps unrecorded);
+ * NULL stops. Returns how many steps were recorded so far (before a NULL
+ * call: the count of the recording it ends). */
+int rl_libero_env_nu(const rl_libero_env *e);
+int rl_libero_env_record_ctrl(rl_libero_env *e, double *buf, int cap);
+/* Resets to init_index, then n bare mj_step calls, step i with the controls
+ * ctrl + i * nu. RL_ESTATE on a MuJoCo error. */
+int rl_libero_env_physics_only(rl_libero_env *e, int init_index, const double *ctrl, int n);
 
 /* ---- the scripted expert ----------------------------------------------------------------
  * Reach above the target, descend, grasp, lift, carry over the basket,

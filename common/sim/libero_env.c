@@ -163,9 +163,13 @@ static void s_substeps(void *arg)
     const rl_libero_task *t = e->t;
     for (int k = 0; k < t->substeps; k++) {
         mj_step1(t->m, e->d);
+        s_arm_state st;
+        s_osc_update(e, &st);
         if (k == 0)
-            s_osc_set_goal(e, a->action);
-        s_osc_apply(e, a->action[6]);
+            s_osc_set_goal(e, &st, a->action);
+        s_osc_apply(e, &st, a->action[6]);
+        if (e->rec && e->rec_n < e->rec_cap)
+            memcpy(e->rec + (size_t)e->rec_n++ * (size_t)t->m->nu, e->d->ctrl, sizeof(double) * (size_t)t->m->nu);
         mj_step2(t->m, e->d);
         if (s_unstable(e->d, a->before, a->info->warning, sizeof a->info->warning)) {
             a->info->flags |= RL_LIBERO_UNSTABLE;
@@ -428,6 +432,47 @@ void rl_libero_env_eef(const rl_libero_env *e, double pos[3], double rot[9])
     memcpy(pos, e->d->site_xpos + 3 * e->t->eef_site, 3 * sizeof(double));
     if (rot)
         memcpy(rot, e->d->site_xmat + 9 * e->t->eef_site, 9 * sizeof(double));
+}
+
+int rl_libero_env_nu(const rl_libero_env *e) { return e->t->m->nu; }
+
+int rl_libero_env_record_ctrl(rl_libero_env *e, double *buf, int cap)
+{
+    int n = e->rec_n;
+    e->rec = buf;
+    e->rec_cap = buf ? cap : 0;
+    if (buf)
+        e->rec_n = 0;
+    return n;
+}
+
+typedef struct s_bare_args {
+    rl_libero_env *e;
+    const double *ctrl;
+    int n;
+} s_bare_args;
+
+static void s_bare(void *arg)
+{
+    s_bare_args *a = arg;
+    const mjModel *m = a->e->t->m;
+    mjData *d = a->e->d;
+    for (int i = 0; i < a->n; i++) {
+        memcpy(d->ctrl, a->ctrl + (size_t)i * (size_t)m->nu, sizeof(double) * (size_t)m->nu);
+        mj_step(m, d);
+    }
+}
+
+int rl_libero_env_physics_only(rl_libero_env *e, int init_index, const double *ctrl, int n)
+{
+    int rc = rl_libero_env_reset(e, init_index);
+    if (rc)
+        return rc;
+    s_bare_args a = {e, ctrl, n};
+    e->broken = 1; /* the controller's state no longer matches: reset first */
+    if (s_mj_guard(s_bare, &a))
+        return rl_error_set(RL_ESTATE, "task %d: MuJoCo error in bare steps: %s", e->t->index, s_mj_last_error());
+    return RL_OK;
 }
 
 void rl_libero_env_poison(rl_libero_env *e)

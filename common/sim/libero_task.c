@@ -518,7 +518,20 @@ rl_libero_task *rl_libero_task_load(const char *data_dir, int index, rl_libero_s
         rl_libero_task_free(t);
         return NULL;
     }
+    /* robosuite's force/torque sensors at the gripper feed no observation
+     * LIBERO returns; off, each physics step skips their acceleration-stage
+     * pass (mj_rnePostConstraint). Sensors only read the state: the
+     * trajectories are unchanged (bench_env checks it bit for bit). */
+    t->m->opt.disableflags |= mjDSBL_SENSOR;
     return t;
+}
+
+void rl_libero_task_set_sensors(rl_libero_task *t, int on)
+{
+    if (on)
+        t->m->opt.disableflags &= ~mjDSBL_SENSOR;
+    else
+        t->m->opt.disableflags |= mjDSBL_SENSOR;
 }
 
 void rl_libero_task_free(rl_libero_task *t)

@@ -83,11 +83,46 @@ void s_quat2mat_f32(const double xyzw[4], double out[9])
         out[i] = m[i];
 }
 
+/* The arm's 7 x 7 block of the joint-space inertia, copied from MuJoCo's
+ * sparse inertia (the same values mj_fullM would scatter into nv x nv: no
+ * arithmetic, so the torques are bitwise those of the full matrix). */
+static void s_arm_inertia(const rl_libero_task *t, const mjData *d, double *M, double *full)
+{
+    const mjModel *m = t->m;
+#if mjVERSION_HEADER >= 3017000
+    (void)full;
+    /* d->M: lower triangle by rows (CSR: M_rowadr, M_rownnz, M_colind) */
+    memset(M, 0, sizeof(double) * S_ARM * S_ARM);
+    for (int i = 0; i < S_ARM; i++) {
+        int r = t->arm_dof[i], adr = m->M_rowadr[r];
+        for (int k = 0; k < m->M_rownnz[r]; k++) {
+            int c = m->M_colind[adr + k];
+            for (int j = 0; j < S_ARM; j++)
+                if (t->arm_dof[j] == c) {
+                    M[i * S_ARM + j] = d->M[adr + k];
+                    M[j * S_ARM + i] = d->M[adr + k];
+                }
+        }
+    }
+#else
+    int nv = m->nv;
+#if mjVERSION_HEADER >= 3000000
+    mj_fullM(m, (mjData *)d, full);
+#else
+    mj_fullM(m, full, d->qM);
+#endif
+    for (int i = 0; i < S_ARM; i++)
+        for (int j = 0; j < S_ARM; j++)
+            M[i * S_ARM + j] = full[t->arm_dof[i] * nv + t->arm_dof[j]];
+#endif
+}
+
 /* robosuite Controller.update: the arm state now, or — in the first
  * physics step after a reset — the state robosuite cached at its reset
  * (its update() is skipped until run_controller has run once); the gravity
- * compensation is always read live (a property in robosuite). */
-static void s_update(rl_libero_env *e, s_arm_state *st)
+ * compensation is always read live (a property in robosuite). The caller
+ * runs it once per physics step (the goal and the torques share it). */
+void s_osc_update(rl_libero_env *e, s_arm_state *st)
 {
     const rl_libero_task *t = e->t;
     const mjModel *m = t->m;
@@ -115,26 +150,18 @@ static void s_update(rl_libero_env *e, s_arm_state *st)
             st->J[r + 3][j] = e->jacr[r * nv + t->arm_dof[j]];
         }
     }
-#if mjVERSION_HEADER >= 3000000
-    mj_fullM(m, d, e->fullM);
-#else
-    mj_fullM(m, e->fullM, d->qM);
-#endif
+    s_arm_inertia(t, d, st->M, e->fullM);
     for (int i = 0; i < S_ARM; i++) {
         st->q[i] = d->qpos[t->arm_qpos[i]];
         st->qd[i] = d->qvel[t->arm_dof[i]];
         st->bias[i] = d->qfrc_bias[t->arm_dof[i]];
-        for (int j = 0; j < S_ARM; j++)
-            st->M[i * S_ARM + j] = e->fullM[t->arm_dof[i] * nv + t->arm_dof[j]];
     }
 }
 
-void s_osc_set_goal(rl_libero_env *e, const double action[RL_LIBERO_ACTION_DIM])
+void s_osc_set_goal(rl_libero_env *e, const s_arm_state *st, const double action[RL_LIBERO_ACTION_DIM])
 {
     const rl_libero_task *t = e->t;
-    s_arm_state st;
-    s_update(e, &st);
-    const double *ee_pos = st.ee_pos, *R = st.ee_R;
+    const double *ee_pos = st->ee_pos, *R = st->ee_R;
     double scaled[6];
     for (int i = 0; i < 6; i++) {
         double scale = fabs(t->out_max[i] - t->out_min[i]) / fabs(t->in_max - t->in_min);
@@ -168,12 +195,11 @@ static void s_cross_add(const double a[3], const double b[3], double out[3])
     out[2] += a[0] * b[1] - a[1] * b[0];
 }
 
-void s_osc_apply(rl_libero_env *e, double grip_action)
+void s_osc_apply(rl_libero_env *e, const s_arm_state *stp, double grip_action)
 {
     const rl_libero_task *t = e->t;
     mjData *d = e->d;
-    s_arm_state st;
-    s_update(e, &st);
+    const s_arm_state st = *stp;
     const int n = S_ARM;
 
     double df[3], dt[3], ori_err[3] = {0, 0, 0};

@@ -79,13 +79,17 @@ struct rl_libero_env {
     int64_t steps;
     int stale;               /* 1 until the first physics step after reset */
     int broken;              /* a MuJoCo error interrupted a step: reset first */
+    double *rec;             /* bench: controls per physics step (borrowed) */
+    int rec_n, rec_cap;
 };
 
-/* The controller: set the goal from a 7-action (first physics step of a
- * control step) and compute + apply the torques for this physics step. The
- * kinematics of d must be current (after mj_step1 / mj_forward). */
-void s_osc_set_goal(rl_libero_env *e, const double action[RL_LIBERO_ACTION_DIM]);
-void s_osc_apply(rl_libero_env *e, double grip_action);
+/* The controller: read the arm's state (once per physics step; the
+ * kinematics of d must be current: after mj_step1 / mj_forward), set the
+ * goal from a 7-action (first physics step of a control step) and compute
+ * + apply the torques for this physics step. */
+void s_osc_update(rl_libero_env *e, s_arm_state *st);
+void s_osc_set_goal(rl_libero_env *e, const s_arm_state *st, const double action[RL_LIBERO_ACTION_DIM]);
+void s_osc_apply(rl_libero_env *e, const s_arm_state *st, double grip_action);
 
 /* Silent MuJoCo hooks: warnings and errors are recorded per thread; an
  * error inside an armed section long-jumps back to it. */

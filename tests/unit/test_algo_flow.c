@@ -636,6 +636,76 @@ static void test_flow_step_golden_and_fd(void **state)
     rl_golden_free(g);
 }
 
+/* Issue 43's diagnostics: clip counts, credit statistics, the gradient
+ * split and the SAR loss's label balance and softplus saturation, each
+ * against values worked out by hand. */
+static void test_diagnostics(void **state)
+{
+    (void)state;
+    /* clip counts: softmax of {0, 0, 5} is {0.0066, 0.0066, 0.9867} */
+    const float e[3] = {0, 0, 5}, one = 1.0f;
+    float w[3], w0[3];
+    int64_t cl[2] = {-1, -1};
+    assert_int_equal(rl_flow_sar_weights_ex(e, &one, NULL, 3, 1, 1.0, 0.05, 0.5, w, NULL, cl), 0);
+    assert_int_equal(cl[0], 2);
+    assert_int_equal(cl[1], 1);
+    assert_int_equal(rl_flow_sar_weights(e, &one, NULL, 3, 1, 1.0, 0.05, 0.5, w0, NULL), 0);
+    assert_memory_equal(w, w0, sizeof w);
+    assert_int_equal(rl_flow_sar_weights_ex(e, &one, NULL, 3, 1, 1.0, 0, 1, w, NULL, cl), 0);
+    assert_int_equal(cl[0] + cl[1], 0);
+
+    /* credit stats: episode 0 uniform (H = 1), episode 1 one-hot (H = 0) */
+    const float cw[4] = {0.5f, 1.0f, 0.5f, 0.0f}, rew[2] = {1.0f, 0.0f};
+    rl_flow_credit_stats st;
+    assert_int_equal(rl_flow_credit_stats_get(cw, rew, NULL, 2, 2, &st), 0);
+    assert_true(fabs(st.entropy - 0.5) < 1e-12);
+    assert_true(fabs(st.saturated - 0.5) < 1e-12);
+    assert_true(fabs(st.pos_frac - 0.5) < 1e-12);
+    assert_int_equal(st.episodes, 2);
+    assert_int_equal(st.steps, 4);
+    /* masking episode 1's second step: it has one kept step, no entropy */
+    const float m[4] = {1, 1, 1, 0};
+    assert_int_equal(rl_flow_credit_stats_get(cw, rew, m, 2, 2, &st), 0);
+    assert_true(fabs(st.entropy - 1.0) < 1e-12);
+    assert_int_equal(st.steps, 3);
+    const float ipo[2] = {0.25f, 0.75f}; /* p = {1/4, 3/4}: H/log 2 = 0.8113 */
+    assert_int_equal(rl_flow_credit_stats_get(ipo, rew, NULL, 2, 1, &st), 0);
+    assert_true(fabs(st.entropy - (-(0.25 * log(0.25) + 0.75 * log(0.75)) / log(2.0))) < 1e-9);
+    assert_true(fabs(st.saturated) < 1e-12);
+
+    /* gradient split: g_b = g_total − g_a */
+    rl_flow_grad_split gs;
+    const float a1[2] = {3, 0}, t1[2] = {3, 4};
+    assert_int_equal(rl_flow_grad_split_get(a1, t1, 2, &gs), 0);
+    assert_true(fabs(gs.norm_a - 3) < 1e-12 && fabs(gs.norm_b - 4) < 1e-12 && fabs(gs.cos) < 1e-12);
+    const float a2[2] = {1, 1}, t2[2] = {3, 3};
+    assert_int_equal(rl_flow_grad_split_get(a2, t2, 2, &gs), 0);
+    assert_true(fabs(gs.cos - 1) < 1e-12 && fabs(gs.norm_b - sqrt(8.0)) < 1e-12);
+    const float a3[2] = {1, 0}, t3[2] = {0, 0};
+    assert_int_equal(rl_flow_grad_split_get(a3, t3, 2, &gs), 0);
+    assert_true(fabs(gs.cos + 1) < 1e-12);
+    assert_int_equal(rl_flow_grad_split_get(t3, t3, 2, &gs), 0);
+    assert_true(isnan(gs.cos));
+
+    /* SAR: z = ½y(E⁺ − E⁻) = 2yβΣrδ with r = v_old − u, δ = v_θ − v_old:
+     * chunk 0 y = +1, r = 1, δ = −2 → z = −4 (flat: sigmoid 0.018);
+     * chunk 1 y = −1, r = 1, δ = 0.5 → z = −1 (sigmoid 0.269) */
+    const float vt[2] = {-1.0f, 1.5f}, vo[2] = {1.0f, 1.0f}, u[2] = {0.0f, 0.0f};
+    const float sw[2] = {1, 1}, lab[2] = {1, -1};
+    rl_flow_sar_config cfg = rl_flow_sar_config_default();
+    cfg.variant = RL_FLOW_SAR_SOFTPLUS_KL;
+    rl_flow_sar_metrics mt;
+    assert_int_equal(rl_flow_sar_loss(vt, vo, u, sw, lab, NULL, NULL, 2, 1, &cfg, NULL, &mt), 0);
+    double s0 = 1 / (1 + exp(4.0)), s1 = 1 / (1 + exp(1.0));
+    assert_true(fabs(mt.label_pos - 0.5) < 1e-12);
+    assert_true(fabs(mt.softplus_flat - 0.5) < 1e-12);
+    assert_true(fabs(mt.softplus_grad_scale - 0.5 * (s0 + s1)) < 1e-12);
+    cfg.variant = RL_FLOW_SAR_MSE_BRANCH;
+    assert_int_equal(rl_flow_sar_loss(vt, vo, u, sw, lab, NULL, NULL, 2, 1, &cfg, NULL, &mt), 0);
+    assert_true(fabs(mt.label_pos - 0.5) < 1e-12);
+    assert_true(isnan(mt.softplus_flat) && isnan(mt.softplus_grad_scale));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -650,6 +720,7 @@ int main(void)
         cmocka_unit_test(test_sar_loss_kernel_paths),
         cmocka_unit_test(test_ema_interp_recon),
         cmocka_unit_test(test_flow_step_golden_and_fd),
+        cmocka_unit_test(test_diagnostics),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

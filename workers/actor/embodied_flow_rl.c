@@ -29,6 +29,7 @@ enum {
     M_SAR_LOSS, M_SAR_EPOS, M_SAR_ENEG, M_SAR_W, M_SAR_CONTR, M_SAR_KL, M_SAR_SUCC,
     M_IPO_LOSS, M_IPO_VMSE, M_IPO_GAP,
     M_PG_LOSS, M_PG_CLIP, M_PG_KL, M_PG_RATIO, M_STEPS, M_VF_LOSS, M_VF_CLIP,
+    M_SAR_LPOS, M_SAR_SIG, M_SAR_FLAT, M_G_RL, M_G_DEMO, M_G_COS,
     M_COUNT
 };
 static const char *const s_mname[M_COUNT] = {
@@ -37,6 +38,8 @@ static const char *const s_mname[M_COUNT] = {
     "actor/flow_ipo_loss", "actor/velocity_mse", "actor/flow_ipo_target_gap",
     "actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/ratio_mean", "actor/trained_steps",
     "critic/value_loss", "critic/value_clipfrac",
+    "actor/flow_sar_label_pos", "actor/flow_sar_softplus_grad_scale", "actor/flow_sar_softplus_flat",
+    "actor/rl_grad_norm", "actor/anchor_grad_norm", "actor/rl_anchor_grad_cos",
 };
 
 typedef struct s_fctx {
@@ -100,9 +103,12 @@ static int s_vel_loss(void *arg, const rl_model_io *out, rl_model_io *grad, doub
             c->m[M_SAR_EPOS] += mt.e_pos * m;
             c->m[M_SAR_ENEG] += mt.e_neg * m;
             c->m[M_SAR_W] += mt.weight_mean * m;
+            c->m[M_SAR_LPOS] += mt.label_pos * m;
             if (c->sar.variant == RL_FLOW_SAR_SOFTPLUS_KL) {
                 c->m[M_SAR_CONTR] += mt.contrastive * m;
                 c->m[M_SAR_KL] += mt.kl_penalty * m;
+                c->m[M_SAR_SIG] += mt.softplus_grad_scale * m;
+                c->m[M_SAR_FLAT] += mt.softplus_flat * m;
             } else {
                 c->m[M_SAR_SUCC] += mt.success_ratio * m;
             }
@@ -335,12 +341,20 @@ static int s_prepare(rl_actor_step *s)
 }
 
 /* The demonstration anchor (algorithm.demo_coef > 0): its gradients add up
- * with the method's before the one step. */
+ * with the method's before the one step. Diagnostics (this rank's local
+ * gradients, before the FSDP reduction; exact with one actor rank): the
+ * norms of the method's gradient (× rl_coef) and of the anchor's, and
+ * their cosine (0 when either is zero), as partial sums × kept rows. */
 static int s_extra(rl_actor_step *s)
 {
     s_fctx *c = s->ctx;
     if (!(c->alg.demo_coef > 0))
         return RL_OK;
+    rl_model *pm = s->a->policy;
+    int64_t np = rl_model_num_params(pm);
+    float *g = rl_model_grads(pm), *g_rl = g && np > 0 ? malloc(sizeof(float) * (size_t)np) : NULL;
+    if (g_rl)
+        memcpy(g_rl, g, sizeof(float) * (size_t)np);
     int64_t Dd = 0;
     const float *target = NULL;
     rl_dataproto *db = s_demo_batch(s->in, rl_dataproto_rows(s->in), &Dd, &target);
@@ -352,6 +366,13 @@ static int s_extra(rl_actor_step *s)
     rl_dataproto_free(db);
     s->value += demo;
     c->demo_loss = demo * (c->global_rows / c->alg.demo_coef); /* the plain mean × this rank's rows */
+    rl_flow_grad_split gs;
+    if (!rc && g_rl && !rl_flow_grad_split_get(g_rl, rl_model_grads(pm), np, &gs)) {
+        c->m[M_G_RL] = gs.norm_a * c->rows;
+        c->m[M_G_DEMO] = gs.norm_b * c->rows;
+        c->m[M_G_COS] = (isfinite(gs.cos) ? gs.cos : 0.0) * c->rows;
+    }
+    free(g_rl);
     return rc;
 }
 

@@ -133,6 +133,40 @@ int rl_flow_sar_weights(const float *recon_errors, const float *rewards,
                         double temperature, double w_min, double w_max,
                         float *weights, float *labels);
 
+/* As rl_flow_sar_weights, and clipped[0] / clipped[1] (may be NULL) count
+ * the kept steps whose softmax weight fell below w_min / above w_max
+ * (where the clip binds; 0 without a clip). */
+int rl_flow_sar_weights_ex(const float *recon_errors, const float *rewards,
+                           const float *step_mask, int64_t s, int64_t b,
+                           double temperature, double w_min, double w_max,
+                           float *weights, float *labels, int64_t clipped[2]);
+
+/* ---- diagnostics of the credit and of the update (issue 43) ----------- */
+
+typedef struct rl_flow_credit_stats {
+    /* mean over episodes with >= 2 kept steps of H(p)/log(n), p = w/Σw over
+     * the episode's n kept steps: 1 = uniform (no step singled out), 0 =
+     * all weight on one step; NaN when no episode has 2 kept steps */
+    double entropy;
+    /* kept steps with w < 0.05 or w > 0.95 over kept steps (FlowIPO's
+     * sigmoid weights at their ends) */
+    double saturated;
+    double pos_frac;  /* episodes with R >= 0.5 over episodes with a kept step */
+    int64_t episodes, steps; /* episodes with a kept step; kept steps */
+} rl_flow_credit_stats;
+
+/* Statistics of credit weights w (S, B) step-major with episode rewards
+ * (B) and step_mask (S, B) or NULL (layout of rl_flow_sar_weights). */
+int rl_flow_credit_stats_get(const float *w, const float *rewards, const float *step_mask, int64_t s,
+                             int64_t b, rl_flow_credit_stats *out);
+
+/* Two gradients that add up: g_a (the first) and g_b = g_total − g_a,
+ * over n floats: their norms and cos(g_a, g_b) (NaN when a norm is 0). */
+typedef struct rl_flow_grad_split {
+    double norm_a, norm_b, cos;
+} rl_flow_grad_split;
+int rl_flow_grad_split_get(const float *g_a, const float *g_total, int64_t n, rl_flow_grad_split *out);
+
 typedef enum rl_flow_sar_variant {
     RL_FLOW_SAR_MSE_BRANCH = 0,  /* DiffusionNFT: w·[R·E⁺ + (1−R)·E⁻] */
     RL_FLOW_SAR_SOFTPLUS_KL = 1  /* π-StepNFT: w·softplus(½y(E⁺−E⁻)) + λ‖v_θ−v_old‖² */
@@ -168,6 +202,14 @@ typedef struct rl_flow_sar_metrics {
     double contrastive;
     double kl_penalty;
     double success_ratio; /* mse_branch only (NaN otherwise): mean R */
+    double label_pos;     /* mean R = (1 + y)/2 over kept chunks (both variants) */
+    /* softplus_kl only (NaN for mse_branch), z = ½y(E⁺ − E⁻): the mean of
+     * sigmoid(z), the factor softplus puts on a chunk's gradient (its
+     * largest 1), and the fraction of chunks in softplus's flat part,
+     * sigmoid(z) < 0.05 (z < −2.94: the margin is met and the chunk's
+     * contrastive gradient is below 5% of its largest) */
+    double softplus_grad_scale;
+    double softplus_flat;
 } rl_flow_sar_metrics;
 
 /* L = Σ_i m_i·ℓ_i / Σ_i m_i over N chunks (means in the metrics are over

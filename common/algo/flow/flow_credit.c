@@ -272,6 +272,15 @@ int rl_flow_sar_weights(const float *recon_errors, const float *rewards,
                         double temperature, double w_min, double w_max,
                         float *weights, float *labels)
 {
+    return rl_flow_sar_weights_ex(recon_errors, rewards, step_mask, s, b, temperature, w_min, w_max, weights,
+                                  labels, NULL);
+}
+
+int rl_flow_sar_weights_ex(const float *recon_errors, const float *rewards,
+                           const float *step_mask, int64_t s, int64_t b,
+                           double temperature, double w_min, double w_max,
+                           float *weights, float *labels, int64_t clipped[2])
+{
     static const char fn[] = "rl_flow_sar_weights";
     int rc;
     if (s < 0 || b < 0)
@@ -294,6 +303,8 @@ int rl_flow_sar_weights(const float *recon_errors, const float *rewards,
                                 (double)recon_errors[k]);
     }
     const int clip = w_min > 0.0 || w_max < 1.0;
+    if (clipped)
+        clipped[0] = clipped[1] = 0;
     for (int64_t e = 0; e < b; e++) {
         const double sign = rewards[e] >= 0.5 ? 1.0 : -1.0;
         if (labels)
@@ -326,8 +337,13 @@ int rl_flow_sar_weights(const float *recon_errors, const float *rewards,
             if (step_mask && step_mask[k] == 0.0f)
                 continue;
             double wk = exp(sign * recon_errors[k] / temperature - zmax) / sum;
-            if (clip)
+            if (clip) {
+                if (clipped) {
+                    clipped[0] += wk < w_min;
+                    clipped[1] += wk > w_max;
+                }
                 wk = wk < w_min ? w_min : (wk > w_max ? w_max : wk);
+            }
             csum += wk;
         }
         for (int64_t t = 0; t < s; t++) {
@@ -342,5 +358,70 @@ int rl_flow_sar_weights(const float *recon_errors, const float *rewards,
             weights[k] = (float)wk;
         }
     }
+    return 0;
+}
+
+int rl_flow_credit_stats_get(const float *w, const float *rewards, const float *step_mask, int64_t s,
+                             int64_t b, rl_flow_credit_stats *out)
+{
+    static const char fn[] = "rl_flow_credit_stats_get";
+    if (s < 0 || b < 0)
+        return rl_error_set(RL_ESHAPE, "%s: need S >= 0 and B >= 0, got %lld %lld", fn, (long long)s,
+                            (long long)b);
+    if (!w || !rewards || !out)
+        return rl_error_set(RL_EINVAL, "%s: w, rewards and out must not be NULL", fn);
+    double hsum = 0, sat = 0, pos = 0;
+    int64_t nh = 0, eps = 0, steps = 0;
+    for (int64_t e = 0; e < b; e++) {
+        double tot = 0;
+        int64_t n = 0;
+        for (int64_t t = 0; t < s; t++) {
+            const int64_t k = t * b + e;
+            if (step_mask && step_mask[k] == 0.0f)
+                continue;
+            tot += w[k];
+            n++;
+            sat += w[k] < 0.05f || w[k] > 0.95f;
+        }
+        if (!n)
+            continue;
+        eps++;
+        steps += n;
+        pos += rewards[e] >= 0.5f;
+        if (n < 2 || !(tot > 0))
+            continue;
+        double h = 0;
+        for (int64_t t = 0; t < s; t++) {
+            const int64_t k = t * b + e;
+            if ((step_mask && step_mask[k] == 0.0f) || !(w[k] > 0))
+                continue;
+            const double p = w[k] / tot;
+            h -= p * log(p);
+        }
+        hsum += h / log((double)n);
+        nh++;
+    }
+    out->entropy = nh ? hsum / (double)nh : NAN;
+    out->saturated = steps ? sat / (double)steps : NAN;
+    out->pos_frac = eps ? pos / (double)eps : NAN;
+    out->episodes = eps;
+    out->steps = steps;
+    return 0;
+}
+
+int rl_flow_grad_split_get(const float *g_a, const float *g_total, int64_t n, rl_flow_grad_split *out)
+{
+    if (n < 0 || !out || (n > 0 && (!g_a || !g_total)))
+        return rl_error_set(RL_EINVAL, "rl_flow_grad_split_get: need n >= 0 and non-NULL arrays");
+    double aa = 0, bb = 0, ab = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double a = g_a[i], gb = (double)g_total[i] - a;
+        aa += a * a;
+        bb += gb * gb;
+        ab += a * gb;
+    }
+    out->norm_a = sqrt(aa);
+    out->norm_b = sqrt(bb);
+    out->cos = aa > 0 && bb > 0 ? ab / (out->norm_a * out->norm_b) : NAN;
     return 0;
 }

@@ -294,7 +294,7 @@ int rl_flow_sar_loss(const float *v_theta, const float *v_old, const float *u,
 #endif
 
     double s_loss = 0.0, s_ep = 0.0, s_en = 0.0, s_w = 0.0, s_con = 0.0, s_kl = 0.0,
-           s_r = 0.0;
+           s_r = 0.0, s_sig = 0.0, s_flat = 0.0;
     /* Chunks go in blocks: all sums of a block, then its scalar math, then
      * its gradients. The block's rows (S_BLOCK·D floats per array) stay in
      * L1 between the passes, and independent chunks let the core overlap
@@ -374,6 +374,8 @@ int rl_flow_sar_loss(const float *v_theta, const float *v_old, const float *u,
                 s_en += m * en;
                 s_w += m * w;
                 s_r += m * 0.5 * (1.0 + y);
+                s_sig += m * sig;
+                s_flat += m * (double)(sig < 0.05);
                 fa[b] = (float)(2.0 * w * sig * y * k * beta * m * inv_m);
                 fc[b] = (float)(2.0 * lam * sc * m * inv_m);
             }
@@ -420,6 +422,9 @@ int rl_flow_sar_loss(const float *v_theta, const float *v_old, const float *u,
         metrics->contrastive = softplus ? s_con * mean_den : NAN;
         metrics->kl_penalty = softplus ? s_kl * mean_den : NAN;
         metrics->success_ratio = softplus ? NAN : s_r * mean_den;
+        metrics->label_pos = s_r * mean_den;
+        metrics->softplus_grad_scale = softplus ? s_sig * mean_den : NAN;
+        metrics->softplus_flat = softplus ? s_flat * mean_den : NAN;
     }
     return 0;
 }

@@ -29,7 +29,9 @@ const char *const rl_libero_update_sums[RL_FUS_COUNT] = {
     "actor/flow_sar_weight_mean", "actor/flow_sar_contrastive", "actor/flow_sar_kl_penalty",
     "actor/flow_sar_success_ratio", "actor/flow_ipo_loss", "actor/velocity_mse", "actor/pg_loss",
     "actor/pg_clipfrac", "actor/ppo_kl", "actor/ratio_mean", "actor/trained_steps", "critic/value_loss",
-    "actor/flow_ipo_target_gap", RL_FLOW_M_DEMO_LOSS};
+    "actor/flow_ipo_target_gap", RL_FLOW_M_DEMO_LOSS, "actor/flow_sar_label_pos",
+    "actor/flow_sar_softplus_grad_scale", "actor/flow_sar_softplus_flat", "actor/rl_grad_norm",
+    "actor/anchor_grad_norm", "actor/rl_anchor_grad_cos"};
 
 const char *const *rl_libero_update_columns(rl_flow_loss_type loss, int *n)
 {
