@@ -34,7 +34,7 @@ echo "== C env (bench_env)"
 deb=""
 if [ -f /usr/include/mujoco/mujoco.h ]; then
     echo "== C env on Debian's MuJoCo (make MUJOCO=debian)"
-    make --no-print-directory MUJOCO=debian build-mjdebian/bench/bench_env >/dev/null
+    make --no-print-directory MUJOCO=debian BUILD=build-mjdebian build-mjdebian/bench/bench_env >/dev/null
     build-mjdebian/bench/bench_env "$DATA" "$tmp/actions-deb.f64" 1 noexpert | tee "$tmp/deb.txt"
     deb=1
 fi
