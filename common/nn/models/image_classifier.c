@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/nn/engine/ops.h"
+#include "common/nn/models/image_net.h"
 #include "common/nn/models/model_base.h"
 #include "common/schema/image_models.h"
 #include "common/schema/model.h"
@@ -24,7 +25,7 @@ typedef struct s_ic {
     int64_t fc1_w, fc1_b, fc2_w, fc2_b, out_w, out_b;
     /* activations of the last forward (n rows; one block from a1, s_reserve) */
     int64_t cap, n;
-    float *a1, *h1, *a2, *h2, *logits, *lse, *lp, *scratch;
+    float *a1, *h1, *a2, *h2, *logits, *scratch;
     const float *x;
 } s_ic;
 
@@ -53,9 +54,9 @@ static int s_reserve(s_ic *m, int64_t n)
         return RL_OK;
     free(m->a1);
     size_t nh = (size_t)n * (size_t)m->Hd, nk = (size_t)n * (size_t)m->K;
-    float **const arrays[8] = {&m->a1, &m->h1, &m->a2, &m->h2, &m->logits, &m->lse, &m->lp, &m->scratch};
-    const size_t counts[8] = {nh, nh, nh, nh, nk, (size_t)n, (size_t)n, 2 * nh + nk};
-    int rc = rl_model_floats(arrays, counts, 8, "image_classifier");
+    float **const arrays[6] = {&m->a1, &m->h1, &m->a2, &m->h2, &m->logits, &m->scratch};
+    const size_t counts[6] = {nh, nh, nh, nh, nk, 2 * nh};
+    int rc = rl_model_floats(arrays, counts, 6, "image_classifier");
     m->cap = rc ? 0 : n;
     return rc;
 }
@@ -98,117 +99,45 @@ static void s_net_backward(s_ic *m, const float *dlogits)
     rl_linear_backward(NULL, G + m->fc1_w, G + m->fc1_b, t2, m->x, P + m->fc1_w, N, (int)m->D, m->Hd);
 }
 
-static int s_check_images(const s_ic *m, const char *what, const float *x, int64_t n)
+/* The network for image_net.c's shared calls. */
+static int s_fwd(rl_model *mm, int64_t n, const float *x, const float **logits)
 {
-    for (int64_t i = 0; i < n * m->D; i++)
-        if (!isfinite(x[i]))
-            return rl_error_set(RL_ENUMERIC, "%s: image %lld holds %g at pixel %lld (not finite)",
-                                what, (long long)(i / m->D), (double)x[i], (long long)(i % m->D));
+    s_ic *m = (s_ic *)mm;
+    int rc = s_net_forward(m, n, x);
+    *logits = m->logits;
+    return rc;
+}
+
+static int s_bwd(rl_model *mm, const float *dlogits)
+{
+    s_net_backward((s_ic *)mm, dlogits);
     return RL_OK;
 }
+
+static rl_image_net s_net(const s_ic *m) { return (rl_image_net){m->D, m->K, s_fwd, s_bwd}; }
 
 int rl_image_classifier_probs(rl_model *mm, int64_t n, const float *images, float *probs)
 {
     s_ic *m = s_of(mm);
     if (!m)
         return rl_error_set(RL_EINVAL, "rl_image_classifier_probs: not an image_classifier model");
-    int rc = s_check_images(m, "image_classifier", images, n);
-    if (rc || n == 0)
-        return rc;
-    if ((rc = s_net_forward(m, n, images)))
-        return rc;
-    rl_softmax_forward(probs, m->logits, (int)n, m->K);
-    return RL_OK;
-}
-
-/* The rows of a call: images (B, D) and labels (B), checked. */
-typedef struct s_rows {
-    int64_t B;
-    const float *x;
-    const int32_t *y;
-} s_rows;
-
-static int s_read(const s_ic *m, const rl_dataproto *in, unsigned want, const char *what, s_rows *r)
-{
-    if (want != RL_Q_BIT(RL_Q_LOGP))
-        return rl_error_set(RL_EUNSUPPORTED, "%s: an image_classifier computes logp only (mask 0x%x)",
-                            what, want);
-    const int64_t d2[2] = {-1, m->D};
-    const rl_tensor *ti = rl_model_input(in, what, RL_IC_IMAGES, RL_F32, 2, d2);
-    if (!ti)
-        return rl_error_code();
-    r->B = ti->shape[0];
-    r->x = rl_tensor_data((rl_tensor *)ti);
-    int rc = rl_model_input_ids(in, what, RL_IC_LABELS, m->K,
-                                RL_CFG_PATH(&rl_image_classifier_model_section, rl_image_classifier_model_config,
-                                            num_classes),
-                                &r->B, &r->y);
-    return rc ? rc : s_check_images(m, what, r->x, r->B);
+    rl_image_net net = s_net(m);
+    return rl_image_net_probs(mm, &net, n, images, probs, 0);
 }
 
 static int s_forward(rl_model *mm, const rl_dataproto *batch, unsigned want,
                      const rl_model_pass *pass, rl_dataproto **out)
 {
-    s_ic *m = s_of(mm);
-    s_rows r;
-    int rc = s_read(m, batch, want, "image_classifier forward", &r);
-    if (rc)
-        return rc;
-    rl_model_output spec = {rl_quantity_name(RL_Q_LOGP), RL_F32, 2, {r.B, 1}};
-    rl_tensor *t;
-    rl_dataproto *o = rl_model_outputs(&spec, 1, &t);
-    if (!o)
-        return rl_error_code();
-    float *lp = rl_tensor_data(t);
-    int64_t mb = rl_model_micro_rows(pass, r.B);
-    for (int64_t r0 = 0; !rc && r0 < r.B; r0 += mb) {
-        int64_t rows = r.B - r0 < mb ? r.B - r0 : mb;
-        if (!(rc = s_net_forward(m, rows, r.x + r0 * m->D)))
-            rl_logprob_forward(lp + r0, NULL, m->lse, m->logits, r.y + r0, 1.0f, (int)rows, m->K);
-    }
-    return rl_model_give(o, rc, out);
+    rl_image_net net = s_net(s_of(mm));
+    return rl_image_net_forward(mm, &net, batch, want, pass, out);
 }
 
 static int s_forward_backward(rl_model *mm, const rl_dataproto *batch, unsigned want,
                               const rl_model_pass *pass, rl_model_loss_fn fn, void *ctx,
                               double *loss)
 {
-    s_ic *m = s_of(mm);
-    const char *what = "image_classifier forward_backward";
-    s_rows r;
-    int rc = s_read(m, batch, want, what, &r);
-    if (rc || r.B == 0)
-        return rc;
-    int64_t mb = rl_model_micro_rows(pass, r.B);
-    float *ones = malloc(sizeof(float) * (size_t)mb), *g = malloc(sizeof(float) * (size_t)mb);
-    if (!ones || !g)
-        rc = rl_error_set(RL_ENOMEM, "%s: out of memory", what);
-    for (int64_t i = 0; !rc && i < mb; i++)
-        ones[i] = 1.0f;
-    for (int64_t r0 = 0; !rc && r0 < r.B; r0 += mb) {
-        int64_t rows = r.B - r0 < mb ? r.B - r0 : mb;
-        if ((rc = s_net_forward(m, rows, r.x + r0 * m->D)))
-            break;
-        rl_logprob_forward(m->lp, NULL, m->lse, m->logits, r.y + r0, 1.0f, (int)rows, m->K);
-        if ((rc = rl_model_loss_one(fn, ctx, RL_Q_LOGP, r0, rows, 1, m->lp, ones, g, loss)))
-            break;
-        float *dlogits = m->scratch + 2 * m->n * m->Hd;
-        rl_logprob_backward(dlogits, g, NULL, m->logits, m->lse, NULL, r.y + r0, 1.0f, (int)rows, m->K);
-        s_net_backward(m, dlogits);
-    }
-    free(ones);
-    free(g);
-    return rc;
-}
-
-static int s_sample(rl_model *m, const rl_dataproto *in, const rl_model_sampling *s,
-                    rl_dataproto **out)
-{
-    (void)m;
-    (void)in;
-    (void)s;
-    (void)out;
-    return rl_error_set(RL_EUNSUPPORTED, "an image_classifier does not sample");
+    rl_image_net net = s_net(s_of(mm));
+    return rl_image_net_forward_backward(mm, &net, batch, want, pass, fn, ctx, loss);
 }
 
 static void s_free(rl_model *mm)
@@ -248,7 +177,7 @@ static const rl_model_ops s_ops = {
     RL_MODEL_BASE_KIND_OPS,
     .forward = s_forward,
     .forward_backward = s_forward_backward,
-    .sample = s_sample,
+    .sample = rl_image_net_no_sample,
 };
 
 const rl_model_kind rl_model_kind_image_classifier = {

@@ -13,6 +13,7 @@
 #include "common/nn/engine/ops.h"
 #include "common/nn/engine/ops_conv.h"
 #include "common/nn/models/image_classifier.h"
+#include "common/nn/models/image_net.h"
 #include "common/nn/models/model_base.h"
 #include "common/schema/image_models.h"
 #include "common/schema/model.h"
@@ -31,8 +32,8 @@ typedef struct s_cnn {
     int64_t c1_w, c1_b, c2_w, c2_b, fc_w, fc_b, out_w, out_b;
     /* activations of the last forward (n rows; floats one block from a1, s_reserve) */
     int64_t cap, n;
-    float *a1, *h1, *p1, *a2, *h2, *p2, *a3, *f, *logits, *lse, *lp;
-    float *g_big, *g_big2, *g_mid, *g_mid2, *g_small, *g_f, *g_f2, *g_logits; /* backward scratch */
+    float *a1, *h1, *p1, *a2, *h2, *p2, *a3, *f, *logits;
+    float *g_big, *g_big2, *g_mid, *g_mid2, *g_small, *g_f, *g_f2; /* backward scratch */
     int32_t *arg1, *arg2;
     const float *x;
 } s_cnn;
@@ -71,12 +72,12 @@ static int s_reserve(s_cnn *m, int64_t n)
            p1 = (size_t)n * (size_t)m->C1 * (size_t)m->H2 * (size_t)m->W2,
            mid = (size_t)n * (size_t)m->C2 * (size_t)m->H2 * (size_t)m->W2, p2 = (size_t)n * (size_t)m->flat,
            nf = (size_t)n * (size_t)m->F, nk = (size_t)n * (size_t)m->K;
-    float **const arrays[19] = {&m->a1,    &m->h1,     &m->p1,    &m->a2,     &m->h2,      &m->p2,   &m->a3,
-                                &m->f,     &m->logits, &m->lse,   &m->lp,     &m->g_big,   &m->g_big2,
-                                &m->g_mid, &m->g_mid2, &m->g_small, &m->g_f,  &m->g_f2,    &m->g_logits};
-    const size_t counts[19] = {big, big, p1, mid, mid, p2, nf, nf, nk, (size_t)n, (size_t)n,
-                               big, big, mid, mid, p1 > p2 ? p1 : p2, nf, nf, nk};
-    int rc = rl_model_floats(arrays, counts, 19, "image_cnn");
+    float **const arrays[16] = {&m->a1,    &m->h1,     &m->p1,      &m->a2,  &m->h2,   &m->p2,
+                                &m->a3,    &m->f,      &m->logits,  &m->g_big, &m->g_big2,
+                                &m->g_mid, &m->g_mid2, &m->g_small, &m->g_f, &m->g_f2};
+    const size_t counts[16] = {big, big, p1, mid, mid, p2, nf, nf, nk,
+                               big, big, mid, mid, p1 > p2 ? p1 : p2, nf, nf};
+    int rc = rl_model_floats(arrays, counts, 16, "image_cnn");
     if (!rc && !(m->arg1 = malloc(sizeof(int32_t) * (p1 + p2)))) {
         free(m->a1);
         m->a1 = NULL;
@@ -145,26 +146,26 @@ static int s_net_backward(s_cnn *m, const float *dlogits)
     return rl_conv2d_backward(NULL, G + m->c1_w, G + m->c1_b, m->g_big2, m->x, P + m->c1_w, &c1);
 }
 
-static int s_check_images(const s_cnn *m, const char *what, const float *x, int64_t n)
+/* The network for image_net.c's shared calls. */
+static int s_fwd(rl_model *mm, int64_t n, const float *x, const float **logits)
 {
-    for (int64_t i = 0; i < n * m->D; i++)
-        if (!isfinite(x[i]))
-            return rl_error_set(RL_ENUMERIC, "%s: image %lld holds %g at pixel %lld (not finite)", what,
-                                (long long)(i / m->D), (double)x[i], (long long)(i % m->D));
-    return RL_OK;
+    s_cnn *m = (s_cnn *)mm;
+    int rc = s_net_forward(m, n, x);
+    *logits = m->logits;
+    return rc;
 }
 
-/* probs (n, K) or feats (n, F) of images, S_CHUNK rows at a time. */
-static int s_infer(s_cnn *m, int64_t n, const float *images, float *probs, float *feats, const char *what)
+static int s_bwd(rl_model *mm, const float *dlogits) { return s_net_backward((s_cnn *)mm, dlogits); }
+
+static rl_image_net s_net(const s_cnn *m) { return (rl_image_net){m->D, m->K, s_fwd, s_bwd}; }
+
+/* feats (n, F) of images, S_CHUNK rows at a time. */
+static int s_features(s_cnn *m, int64_t n, const float *images, float *feats, const char *what)
 {
-    int rc = s_check_images(m, what, images, n);
+    int rc = rl_image_net_check(what, images, n, m->D);
     for (int64_t r0 = 0; !rc && r0 < n; r0 += S_CHUNK) {
         int64_t rows = n - r0 < S_CHUNK ? n - r0 : S_CHUNK;
-        if ((rc = s_net_forward(m, rows, images + r0 * m->D)))
-            break;
-        if (probs)
-            rl_softmax_forward(probs + r0 * m->K, m->logits, (int)rows, m->K);
-        if (feats)
+        if (!(rc = s_net_forward(m, rows, images + r0 * m->D)))
             memcpy(feats + r0 * m->F, m->f, sizeof(float) * (size_t)(rows * m->F));
     }
     return rc;
@@ -176,7 +177,7 @@ int rl_image_cnn_features(rl_model *mm, int64_t n, const float *images, float *f
     if (!m)
         return rl_error_set(RL_EINVAL, "rl_image_cnn_features: not an image_cnn model (%s)",
                             mm && mm->ops ? mm->ops->kind : "NULL");
-    return s_infer(m, n, images, NULL, feats, "image_cnn features");
+    return s_features(m, n, images, feats, "image_cnn features");
 }
 
 int64_t rl_image_model_dim(const rl_model *m)
@@ -192,93 +193,24 @@ int rl_image_model_classes(const rl_model *m)
 int rl_image_model_probs(rl_model *mm, int64_t n, const float *images, float *probs)
 {
     s_cnn *m = s_of(mm);
-    return m ? s_infer(m, n, images, probs, NULL, "image_cnn") : rl_image_classifier_probs(mm, n, images, probs);
-}
-
-/* The rows of a call: images (B, D) and labels (B), checked. */
-typedef struct s_rows {
-    int64_t B;
-    const float *x;
-    const int32_t *y;
-} s_rows;
-
-static int s_read(const s_cnn *m, const rl_dataproto *in, unsigned want, const char *what, s_rows *r)
-{
-    if (want != RL_Q_BIT(RL_Q_LOGP))
-        return rl_error_set(RL_EUNSUPPORTED, "%s: an image_cnn computes logp only (mask 0x%x)", what, want);
-    const int64_t d2[2] = {-1, m->D};
-    const rl_tensor *ti = rl_model_input(in, what, RL_IC_IMAGES, RL_F32, 2, d2);
-    if (!ti)
-        return rl_error_code();
-    r->B = ti->shape[0];
-    r->x = rl_tensor_data((rl_tensor *)ti);
-    int rc = rl_model_input_ids(in, what, RL_IC_LABELS, m->K,
-                                RL_CFG_PATH(&rl_image_classifier_model_section, rl_image_classifier_model_config,
-                                            num_classes),
-                                &r->B, &r->y);
-    return rc ? rc : s_check_images(m, what, r->x, r->B);
+    if (!m)
+        return rl_image_classifier_probs(mm, n, images, probs);
+    rl_image_net net = s_net(m);
+    return rl_image_net_probs(mm, &net, n, images, probs, S_CHUNK);
 }
 
 static int s_forward(rl_model *mm, const rl_dataproto *batch, unsigned want, const rl_model_pass *pass,
                      rl_dataproto **out)
 {
-    s_cnn *m = s_of(mm);
-    s_rows r;
-    int rc = s_read(m, batch, want, "image_cnn forward", &r);
-    if (rc)
-        return rc;
-    rl_model_output spec = {rl_quantity_name(RL_Q_LOGP), RL_F32, 2, {r.B, 1}};
-    rl_tensor *t;
-    rl_dataproto *o = rl_model_outputs(&spec, 1, &t);
-    if (!o)
-        return rl_error_code();
-    float *lp = rl_tensor_data(t);
-    int64_t mb = rl_model_micro_rows(pass, r.B);
-    for (int64_t r0 = 0; !rc && r0 < r.B; r0 += mb) {
-        int64_t rows = r.B - r0 < mb ? r.B - r0 : mb;
-        if (!(rc = s_net_forward(m, rows, r.x + r0 * m->D)))
-            rl_logprob_forward(lp + r0, NULL, m->lse, m->logits, r.y + r0, 1.0f, (int)rows, m->K);
-    }
-    return rl_model_give(o, rc, out);
+    rl_image_net net = s_net(s_of(mm));
+    return rl_image_net_forward(mm, &net, batch, want, pass, out);
 }
 
 static int s_forward_backward(rl_model *mm, const rl_dataproto *batch, unsigned want,
                               const rl_model_pass *pass, rl_model_loss_fn fn, void *ctx, double *loss)
 {
-    s_cnn *m = s_of(mm);
-    const char *what = "image_cnn forward_backward";
-    s_rows r;
-    int rc = s_read(m, batch, want, what, &r);
-    if (rc || r.B == 0)
-        return rc;
-    int64_t mb = rl_model_micro_rows(pass, r.B);
-    float *ones = malloc(sizeof(float) * (size_t)mb), *g = malloc(sizeof(float) * (size_t)mb);
-    if (!ones || !g)
-        rc = rl_error_set(RL_ENOMEM, "%s: out of memory", what);
-    for (int64_t i = 0; !rc && i < mb; i++)
-        ones[i] = 1.0f;
-    for (int64_t r0 = 0; !rc && r0 < r.B; r0 += mb) {
-        int64_t rows = r.B - r0 < mb ? r.B - r0 : mb;
-        if ((rc = s_net_forward(m, rows, r.x + r0 * m->D)))
-            break;
-        rl_logprob_forward(m->lp, NULL, m->lse, m->logits, r.y + r0, 1.0f, (int)rows, m->K);
-        if ((rc = rl_model_loss_one(fn, ctx, RL_Q_LOGP, r0, rows, 1, m->lp, ones, g, loss)))
-            break;
-        rl_logprob_backward(m->g_logits, g, NULL, m->logits, m->lse, NULL, r.y + r0, 1.0f, (int)rows, m->K);
-        rc = s_net_backward(m, m->g_logits);
-    }
-    free(ones);
-    free(g);
-    return rc;
-}
-
-static int s_sample(rl_model *m, const rl_dataproto *in, const rl_model_sampling *s, rl_dataproto **out)
-{
-    (void)m;
-    (void)in;
-    (void)s;
-    (void)out;
-    return rl_error_set(RL_EUNSUPPORTED, "an image_cnn does not sample");
+    rl_image_net net = s_net(s_of(mm));
+    return rl_image_net_forward_backward(mm, &net, batch, want, pass, fn, ctx, loss);
 }
 
 static void s_free(rl_model *mm)
@@ -330,7 +262,7 @@ static const rl_model_ops s_ops = {
     RL_MODEL_BASE_KIND_OPS,
     .forward = s_forward,
     .forward_backward = s_forward_backward,
-    .sample = s_sample,
+    .sample = rl_image_net_no_sample,
 };
 
 const rl_model_kind rl_model_kind_image_cnn = {

@@ -1,0 +1,46 @@
+/* common/nn/models/image_net.h — what the image classifier kinds share
+ * (image_classifier: an MLP; image_cnn: convolutions): they differ only in
+ * their network, so the batch reading and checking, the log-prob forward,
+ * the forward_backward through the loss, and the class probabilities are
+ * written once here over an rl_image_net.
+ *
+ * Batch layout (both kinds): RL_IC_IMAGES (B, D) f32, finite;
+ * RL_IC_LABELS (B) i32 in [0, K). RL_Q_LOGP only: logp[b, 0] = log
+ * softmax(logits_b)[label_b].
+ *
+ * Ownership: the net's logits point into the model's own buffers until its
+ * next forward; every other scratch here is allocated per call. */
+#ifndef RLRT_NN_IMAGE_NET_H
+#define RLRT_NN_IMAGE_NET_H
+
+#include <stdint.h>
+
+#include "rlrt/dataproto.h"
+#include "rlrt/nn/model.h"
+
+typedef struct rl_image_net {
+    int64_t D; /* floats per image */
+    int K;     /* classes */
+    /* logits (n, K) of images x (n, D) in *logits, keeping what backward needs */
+    int (*forward)(rl_model *m, int64_t n, const float *x, const float **logits);
+    /* accumulates the gradients of Σ dlogits·logits of the last forward */
+    int (*backward)(rl_model *m, const float *dlogits);
+} rl_image_net;
+
+/* RL_ENUMERIC naming the image and pixel when one of x (n, D) is not finite. */
+int rl_image_net_check(const char *what, const float *x, int64_t n, int64_t D);
+/* probs (n, K) = softmax of the logits of images (n, D), `chunk` rows per
+ * forward (<= 0: all at once). */
+int rl_image_net_probs(rl_model *m, const rl_image_net *net, int64_t n, const float *images,
+                       float *probs, int64_t chunk);
+/* The kinds' rl_model_ops.forward and .forward_backward over `net`. */
+int rl_image_net_forward(rl_model *m, const rl_image_net *net, const rl_dataproto *batch,
+                         unsigned want, const rl_model_pass *pass, rl_dataproto **out);
+int rl_image_net_forward_backward(rl_model *m, const rl_image_net *net, const rl_dataproto *batch,
+                                  unsigned want, const rl_model_pass *pass, rl_model_loss_fn fn,
+                                  void *ctx, double *loss);
+/* rl_model_ops.sample of a kind that does not sample (RL_EUNSUPPORTED naming it). */
+int rl_image_net_no_sample(rl_model *m, const rl_dataproto *in, const rl_model_sampling *s,
+                           rl_dataproto **out);
+
+#endif
