@@ -10,7 +10,8 @@
 #   gpu_train_tokens_per_s_vs_torch_compile  the same over torch.compile's bf16
 #   gpu_train_mfu                         rlrt's best model FLOP/s ÷ the bf16 dense peak
 #                                         (989 TFLOP/s, H100/H200 SXM; target ≥ 0.40)
-#   gpu_gen_tokens_per_s_vs_hf            n/a until generation runs on the GPU
+#   gpu_gen_tokens_per_s_vs_hf            rlrt's generation (KV cache on the GPU, sampling on
+#                                         the host; bf16 when run, else fp32) over HF generate
 #   gpu_rl_step_vs_cpu                    n/a until a recipe places its roles on the GPU
 # and rewrites its own section of RL_BENCH_GPU_OUT (default docs/RESULTS.md),
 # between <!-- bench-gpu:begin --> and <!-- bench-gpu:end -->, with the GPU,
@@ -56,7 +57,11 @@ echo "bench: gpu_train_tokens_per_s_vs_torch_bf16 = $rb16 (rlrt bf16 vs torch bf
 echo "bench: gpu_train_tokens_per_s_vs_torch = $r16 (rlrt $bestp vs torch bf16)"
 echo "bench: gpu_train_tokens_per_s_vs_torch_compile = $rc16 (rlrt $bestp vs torch.compile bf16)"
 echo "bench: gpu_train_mfu = $mfu (rlrt $bestp model FLOP/s over the ${PEAK_TFLOPS} TFLOP/s bf16 peak)"
-echo "bench: gpu_gen_tokens_per_s_vs_hf = n/a (generation on the GPU is not built; HF: $(val "$torch" torch_gpu_gen_tokens_per_s) tokens/s)"
+g32=$(val "$ours" rlrt_gpu_gen_tokens_per_s_fp32); g16=$(val "$ours" rlrt_gpu_gen_tokens_per_s_bf16)
+gbest=${g16:-$g32}; gp=$([ -n "$g16" ] && echo bf16 || echo fp32)
+hfg=$(val "$torch" torch_gpu_gen_tokens_per_s)
+rgen=$(ratio "$gbest" "$hfg")
+echo "bench: gpu_gen_tokens_per_s_vs_hf = $rgen (rlrt $gp ${gbest:-failed} vs HF generate bf16 ${hfg:-failed} tokens/s)"
 echo "bench: gpu_rl_step_vs_cpu = n/a (no recipe runs its roles on the GPU yet)"
 
 section=$(mktemp)
@@ -78,7 +83,7 @@ section=$(mktemp)
     echo "| \`bench: gpu_train_tokens_per_s_vs_torch\` (rlrt $bestp / torch bf16; target ≥ 1.0) | **$r16** (torch.compile: $rc16) |"
     echo "| \`bench: gpu_train_mfu\` (rlrt $bestp over ${PEAK_TFLOPS} TFLOP/s bf16; target ≥ 0.40) | **$mfu** ($btfl TFLOP/s) |"
     echo "| rlrt device memory at the end: params, grads, optim, activations, scratch; peak (GiB) | $(val "$ours" rlrt_gpu_mem_gib_params), $(val "$ours" rlrt_gpu_mem_gib_grads), $(val "$ours" rlrt_gpu_mem_gib_optim), $(val "$ours" rlrt_gpu_mem_gib_activations), $(val "$ours" rlrt_gpu_mem_gib_scratch); $(val "$ours" rlrt_gpu_mem_peak_gib) |"
-    echo "| \`bench: gpu_gen_tokens_per_s_vs_hf\` | n/a: generation on the GPU is not built (HF generate: $(val "$torch" torch_gpu_gen_tokens_per_s) tokens/s, ${RL_BENCH_GPU_GEN_PROMPTS:-64} prompts × ${RL_BENCH_GPU_GEN_TOKENS:-256} tokens, bf16) |"
+    echo "| \`bench: gpu_gen_tokens_per_s_vs_hf\` (target ≥ 3; ${RL_BENCH_GPU_GEN_PROMPTS:-64} prompts × ${RL_BENCH_GPU_GEN_TOKENS:-256} sampled tokens) | **$rgen** (rlrt $gp ${gbest:-failed}, fp32 ${g32:-not run} tokens/s; HF generate bf16 ${hfg:-failed} tokens/s) |"
     echo "| \`bench: gpu_rl_step_vs_cpu\` | n/a: no recipe runs its roles on the GPU yet |"
     echo "<!-- bench-gpu:end -->"
 } >"$section"

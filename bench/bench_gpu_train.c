@@ -32,6 +32,7 @@
  * this program with small sizes on a machine without a GPU. */
 #include "common/nn/engine/device.h"
 #include "common/nn/engine/optim.h"
+#include "common/nn/models/lm/generate.h"
 #include "common/nn/models/lm/transformer.h"
 #include "rlrt/error.h"
 
@@ -156,6 +157,65 @@ done:
     return rc;
 }
 
+/* Generation in precision `prec`: GEN_PROMPTS random prompts of 32 tokens,
+ * GEN_TOKENS sampled tokens each (temperature 1, no top-p/top-k, no stop
+ * token), the KV cache on the device and the sampler on the host, after a
+ * warm-up of 8 tokens; prints tokens/s. 0, or 1 with the message printed. */
+static int s_gen_arm(rl_device dev, rl_precision prec, int L, int prompts, int tokens)
+{
+    const char *pn = rl_precision_name(prec);
+    enum { S_P = 32 };
+    rl_lm_config c = {.vocab_size = 151936, .hidden_size = 896, .intermediate_size = 4864,
+                      .num_layers = L, .num_heads = 14, .num_kv_heads = 2, .max_seq_len = S_P + tokens,
+                      .rope_theta = 1e6f, .rms_norm_eps = 1e-6f, .tie_word_embeddings = 1,
+                      .qkv_bias = 1, .value_head = 0, .bos_token_id = -1, .eos_token_id = -1,
+                      .pad_token_id = -1};
+    rl_lm *m = rl_lm_new(&c, dev);
+    int32_t *pr = malloc(sizeof(int32_t) * (size_t)prompts * S_P);
+    int32_t *out = malloc(sizeof(int32_t) * (size_t)prompts * tokens);
+    int *plen = malloc(sizeof(int) * (size_t)prompts), *lens = malloc(sizeof(int) * (size_t)prompts);
+    int rc = 1;
+    if (!m || !pr || !out || !plen || !lens || rl_lm_set_precision(m, prec) || rl_lm_init_random(m, 1, 0.02f)) {
+        fprintf(stderr, "bench_gpu_train: generation model (%s): %s\n", pn, rl_error_message());
+        goto done;
+    }
+    uint64_t x = 0x2545f4914f6cdd1dull;
+    for (int i = 0; i < prompts * S_P; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        pr[i] = (int32_t)(x % (uint64_t)c.vocab_size);
+    }
+    for (int b = 0; b < prompts; b++)
+        plen[b] = S_P;
+    rl_lm_sampling sp;
+    rl_lm_sampling_default(&sp);
+    sp.seed = 2;
+    sp.max_new_tokens = 8;
+    if (rl_lm_generate(m, prompts, S_P, pr, plen, NULL, &sp, out, NULL, NULL, lens)) {
+        fprintf(stderr, "bench_gpu_train: generate (%s, warm-up): %s\n", pn, rl_error_message());
+        goto done;
+    }
+    sp.max_new_tokens = tokens;
+    double t0 = s_now();
+    if (rl_lm_generate(m, prompts, S_P, pr, plen, NULL, &sp, out, NULL, NULL, lens) ||
+        rl_device_sync(dev)) {
+        fprintf(stderr, "bench_gpu_train: generate (%s): %s\n", pn, rl_error_message());
+        goto done;
+    }
+    double dt = s_now() - t0, n = 0;
+    for (int b = 0; b < prompts; b++)
+        n += lens[b];
+    printf("bench: rlrt_gpu_gen_tokens_per_s_%s = %.1f\n", pn, n / dt);
+    printf("bench: rlrt_gpu_gen_s_%s = %.3f\n", pn, dt);
+    rc = 0;
+done:
+    rl_lm_free(m);
+    free(pr);
+    free(out);
+    free(plen);
+    free(lens);
+    return rc;
+}
+
 int main(void)
 {
     const int B = s_env("RL_BENCH_GPU_B", 8), T = s_env("RL_BENCH_GPU_T", 1024);
@@ -188,5 +248,13 @@ int main(void)
         rc |= s_arm(dev, RL_PRECISION_FP32, B, T, L, steps, micro);
     if (bf16)
         rc |= s_arm(dev, RL_PRECISION_BF16, B, T, L, steps, micro);
+    /* generation (RL_BENCH_GPU_GEN=0: off), the sizes of bench_gpu_torch.py's */
+    const int gp = s_env("RL_BENCH_GPU_GEN_PROMPTS", 64), gt = s_env("RL_BENCH_GPU_GEN_TOKENS", 256);
+    if (s_env("RL_BENCH_GPU_GEN", 1) && gp > 0 && gt > 0) {
+        if (fp32)
+            rc |= s_gen_arm(dev, RL_PRECISION_FP32, L, gp, gt);
+        if (bf16)
+            rc |= s_gen_arm(dev, RL_PRECISION_BF16, L, gp, gt);
+    }
     return rc;
 }
