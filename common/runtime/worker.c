@@ -17,6 +17,7 @@
 #include "rlrt/log.h"
 #include "rlrt/runtime/channel.h"
 #include "rlrt/runtime/health.h"
+#include "common/runtime/abort.h"
 #include "common/runtime/msg.h"
 #include "common/runtime/net.h"
 #include "common/runtime/value.h"
@@ -38,6 +39,7 @@ typedef struct s_task {
     s_task_kind kind;
     uint64_t call_id;
     uint64_t generation; /* connection generation the call arrived on */
+    uint64_t abort_epoch; /* the abort epoch when it arrived (abort.h) */
     const rl_method *method;
     rl_dataproto *in;
     rl_dataproto *out;
@@ -92,7 +94,11 @@ typedef struct s_worker {
     uint64_t m_last_recv_ms;
 } s_worker;
 
-int rl_worker_should_stop(const rl_worker_ctx *ctx) { return ctx->stop; }
+/* Stopping, or (on the thread running a call) the call was aborted. */
+int rl_worker_should_stop(const rl_worker_ctx *ctx)
+{
+    return ctx->stop || rl_abort_pending(rl_abort_base());
+}
 
 static _Thread_local int s_compute_thread; /* 1 on the compute thread */
 
@@ -178,7 +184,10 @@ static void s_run_call(s_worker *w, s_task *t)
 {
     s_fault_check(w, t->method->name, 0);
     uint64_t t0 = uv_hrtime();
+    /* its waits end when an abort comes after the call arrived */
+    rl_abort_scope_set(t->abort_epoch);
     t->rc = t->method->fn(&w->ctx, t->in, &t->out);
+    rl_abort_scope_set(0);
     t->compute_s = (double)(uv_hrtime() - t0) / 1e9;
     s_fault_check(w, t->method->name, 1);
 }
@@ -215,7 +224,11 @@ static void *s_compute_main(void *arg)
             break; /* quit with an empty queue */
         rl_error_clear();
         switch (t->kind) {
-        case S_TASK_INIT: t->rc = w->role->init ? w->role->init(&w->ctx) : RL_OK; break;
+        case S_TASK_INIT:
+            rl_abort_scope_set(t->abort_epoch);
+            t->rc = w->role->init ? w->role->init(&w->ctx) : RL_OK;
+            rl_abort_scope_set(0);
+            break;
         case S_TASK_FINI:
             if (w->role->fini)
                 w->role->fini(&w->ctx);
@@ -537,6 +550,7 @@ static void s_stop(s_worker *w, int code, const char *why)
     pthread_mutex_unlock(&w->mu);
     w->exit_code = code;
     w->ctx.stop = 1;
+    rl_abort_raise(why); /* a call waiting for a peer returns now */
     rl_log_info("stopping: %s", why);
     if (w->opt.sd_notify)
         rl_sd_notify("STOPPING=1");
@@ -564,6 +578,11 @@ static void s_driver_lost(s_worker *w, const char *why)
         return;
     }
     rl_log_warn("%s; reconnecting to %s in %d ms", why, w->opt.driver, w->backoff_ms);
+    /* the driver counts this worker dead too (the same liveness): the
+     * calls in flight are lost, and a wait of theirs ends now */
+    char reason[200];
+    snprintf(reason, sizeof reason, "this worker lost the driver (%s)", why);
+    rl_abort_raise(reason);
     if (w->opt.sd_notify)
         rl_sd_notify("STATUS=driver lost; reconnecting");
     pthread_mutex_lock(&w->mu);
@@ -706,6 +725,7 @@ static void s_on_configure(s_worker *w, const Rl__Configure *c)
     w->configured = 1;
     task->kind = S_TASK_INIT;
     task->generation = w->generation;
+    task->abort_epoch = rl_abort_epoch();
     s_submit(w, task); /* READY goes out when init is done */
 }
 
@@ -722,6 +742,29 @@ static void s_known_add(const char *name, void *arg)
         k->n += (size_t)snprintf(k->buf + k->n, k->size - k->n, " %s", name);
 }
 
+/* RL_WORKER_ABORT, on the loop's thread whatever the compute thread does:
+ * the waits of every call that arrived before it end (abort.h); answered
+ * at once unless call_id is 0. meta "why" (a string) is the reason. */
+static void s_on_abort(s_worker *w, uint64_t call_id, const rl_dataproto *in)
+{
+    const json_t *v = in ? json_object_get(rl_dataproto_meta_const(in), "why") : NULL;
+    char why[300];
+    snprintf(why, sizeof why, "the driver: %.200s",
+             json_is_string(v) ? json_string_value(v) : "a peer of this call was lost");
+    pthread_mutex_lock(&w->mu);
+    int busy = w->m_busy || w->todo.head;
+    pthread_mutex_unlock(&w->mu);
+    rl_abort_raise(why);
+    if (busy)
+        rl_log_warn("aborting the waits of the calls in flight: %s", why);
+    if (call_id == 0)
+        return;
+    static const rl_method abort_method = {RL_WORKER_ABORT, NULL};
+    s_task t = {.kind = S_TASK_CALL, .call_id = call_id, .generation = w->generation,
+                .method = &abort_method};
+    s_reply(w, &t);
+}
+
 static void s_on_call(s_worker *w, rl_msg *m)
 {
     const Rl__Call *c = m->env->call;
@@ -736,6 +779,10 @@ static void s_on_call(s_worker *w, rl_msg *m)
         snprintf(buf, sizeof buf, "call '%.200s' %s a payload but %s", c->method ? c->method : "",
                  c->has_payload ? "announces" : "has", c->has_payload ? "none came" : "does not announce it");
         s_send_error(w, c->call_id, RL_EPROTO, buf);
+        return;
+    }
+    if (c->method && strcmp(c->method, RL_WORKER_ABORT) == 0) {
+        s_on_abort(w, c->call_id, m->payload);
         return;
     }
     const rl_method *method = c->method ? s_find_method(w, c->method) : NULL;
@@ -784,6 +831,7 @@ static void s_on_call(s_worker *w, rl_msg *m)
     t->kind = S_TASK_CALL;
     t->call_id = c->call_id;
     t->generation = w->generation;
+    t->abort_epoch = rl_abort_epoch();
     t->method = method;
     t->in = in;
     m->payload = NULL;
