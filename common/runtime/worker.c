@@ -29,6 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <uv.h>
 #include <zmq.h>
@@ -178,17 +180,65 @@ static void s_fault_check(s_worker *w, const char *method, int after)
     raise(SIGKILL);
 }
 
+/* And RL_FAULT_ANNOUNCE=PATH (make bench-faults) makes the worker send a
+ * datagram "ROLE/RANK PID METHOD start|end" to the Unix socket PATH when a
+ * call's handler starts and when it ends, so a fault bench can SIGKILL any
+ * process at a moment it picks inside a phase. Sent without blocking; lost
+ * when nobody reads. With RL_FAULT_HOLD="ROLE/RANK:METHOD:MS" as well, that
+ * worker's handler of METHOD waits MS milliseconds after announcing its
+ * start, so a call of a fraction of a millisecond (a reward) lasts long
+ * enough to be killed inside (timing only: nothing it computes changes).
+ * Unset, nothing is sent and nothing waits. */
+static int s_announce_fd = -1;
+static struct sockaddr_un s_announce_to;
+static char s_announce_who[160];
+static char s_hold_method[128];
+static int s_hold_ms;
+
+static void s_announce_setup(const char *role, int rank)
+{
+    const char *path = getenv("RL_FAULT_ANNOUNCE");
+    if (!path || !path[0] || strlen(path) >= sizeof s_announce_to.sun_path)
+        return;
+    const char *hold = getenv("RL_FAULT_HOLD");
+    char who[160], want[160];
+    int ms = 0;
+    snprintf(want, sizeof want, "%s/%d", role, rank);
+    if (hold && sscanf(hold, "%159[^:]:%127[^:]:%d", who, s_hold_method, &ms) == 3 &&
+        strcmp(who, want) == 0 && ms > 0 && ms <= 10000)
+        s_hold_ms = ms;
+    s_announce_to.sun_family = AF_UNIX;
+    snprintf(s_announce_to.sun_path, sizeof s_announce_to.sun_path, "%s", path);
+    snprintf(s_announce_who, sizeof s_announce_who, "%s/%d %d", role, rank, (int)getpid());
+    s_announce_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+}
+
+static void s_announce(const char *method, const char *what)
+{
+    if (s_announce_fd < 0)
+        return;
+    char m[400];
+    int n = snprintf(m, sizeof m, "%s %s %s", s_announce_who, method, what);
+    if (n > 0 && n < (int)sizeof m)
+        (void)sendto(s_announce_fd, m, (size_t)n, MSG_DONTWAIT, (struct sockaddr *)&s_announce_to,
+                     sizeof s_announce_to);
+}
+
 /* Runs call task t's handler (compute thread, or the loop for an inline
  * method while the compute thread is idle). */
 static void s_run_call(s_worker *w, s_task *t)
 {
     s_fault_check(w, t->method->name, 0);
+    s_announce(t->method->name, "start");
+    if (s_hold_ms && strcmp(t->method->name, s_hold_method) == 0)
+        usleep((useconds_t)s_hold_ms * 1000);
     uint64_t t0 = uv_hrtime();
     /* its waits end when an abort comes after the call arrived */
     rl_abort_scope_set(t->abort_epoch);
     t->rc = t->method->fn(&w->ctx, t->in, &t->out);
     rl_abort_scope_set(0);
     t->compute_s = (double)(uv_hrtime() - t0) / 1e9;
+    s_announce(t->method->name, "end");
     s_fault_check(w, t->method->name, 1);
 }
 
@@ -1176,6 +1226,7 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
     w->ctx.node = w->node;
     w->ctx.world_size = 1;
     s_fault_setup(w->opt.role, w->opt.rank);
+    s_announce_setup(w->opt.role, w->opt.rank);
     if (s_setup_identity(w)) {
         free(w);
         return RL_WORKER_EXIT_ERROR;
