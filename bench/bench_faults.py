@@ -10,9 +10,9 @@ start|end" to this script when a call's handler starts and ends. A phase is
 the call that marks it on one rank (the rollout's `generate`, the actor's
 `update_actor`, ...: PHASES). For each (victim, phase) case the script picks
 an occurrence of the phase's call from the middle of a fault-free run of the
-same job, waits for it in the faulty run, sleeps a random fraction of that
-call's duration in the fault-free run and, if the call is still running,
-SIGKILLs the victim's process (else it tries the next occurrence, up to 4
+same job, waits for it in the faulty run, sleeps a random fraction (up to
+0.9) of that call's duration in the fault-free run and, if the call is still running,
+SIGKILLs the victim's process (else it tries the next occurrence, up to 6
 times). A call whose median is under 10 ms (a reward, a small weight sync)
 is held open 20 ms after its start (RL_FAULT_HOLD, worker.c): timing only. The victim may be the rank that runs the phase or any other
 (the reward while the actor updates, ...): every role in every phase.
@@ -92,7 +92,7 @@ RECIPES = {
     "rlvr": {
         "roles": [("rollout", 1), ("actor", 2), ("reward", 2)],
         "config": "arith_grpo.yaml",
-        "overrides": ["model.init_from=runs/sft/final", "trainer.total_steps=12", "trainer.save_every=4",
+        "overrides": ["model.init_from=runs/sft/final", "trainer.total_steps=12", "trainer.save_every=3",
                       "trainer.val_every=0"],
         "final": "checkpoints/step_12/model.safetensors",
         "setup": setup_rlvr,
@@ -108,7 +108,7 @@ RECIPES = {
         "overrides": ["env.data_dir=" + LIBERO, "model.init_from=", "env.total_num_envs=2", "env.group_size=1",
                       "env.task_ids=0-1", "env.max_episode_steps=60", "algorithm.demo_coef=0",
                       "trainer.val_every=0", "eval.episodes_per_task=1", "eval.gif_episodes_per_task=0",
-                      "trainer.total_steps=12", "trainer.save_every=4"],
+                      "trainer.total_steps=12", "trainer.save_every=3"],
         "final": "checkpoints/step_12/model.safetensors",
         "needs": (os.path.join(LIBERO, "manifest.json"), "make libero-data"),
         "victims": ["env/0", "rollout/0", "actor/0", "actor/1"],
@@ -124,7 +124,7 @@ RECIPES = {
                       "actor.ppo_mini_batch_size=2", "rollout.num_steps=4", "data.val_per_prompt=2",
                       "actor.optim.lr=1e-3", "actor.timestep_fraction=0.5", "model.hidden_size=32",
                       "model.num_layers=1", "model.time_embed_dim=8", "trainer.total_steps=12",
-                      "trainer.save_every=4", "trainer.val_every=0"],
+                      "trainer.save_every=3", "trainer.val_every=0"],
         "final": "checkpoints/step_12/model.safetensors",
         "needs": (FMNIST, "Debian's dataset-fashion-mnist (deploy/install-deps.sh)"),
         "setup": setup_diffusion,
@@ -152,47 +152,61 @@ class Listener(threading.Thread):
         self.t0 = time.time()
         self.pids = {}       # slot -> pid
         self.count = {}      # (slot, method) -> starts so far
-        self.running = {}    # (slot, method) -> occurrence running now
-        self.calls = []      # (slot, method, k, start, end) relative to t0
-        self.open = {}       # (slot, method) -> (k, start)
-        self.target = None   # dict: slot, method, ks (occurrences to try), delays, victim
-        self.kill_at = None
-        self.killed = None   # (time.time(), occurrence, tries)
+        self.open = {}       # (slot, method) -> (occurrence, wall time of its start): running now
+        self.calls = []      # (slot, method, k, start, end), seconds since t0
+        self.target = None   # slot, method, ks (occurrences to try), delays, victim, tries
+        self.kill_at = None  # wall time of the kill aimed at the running target call
+        self.killed = None   # (wall time, occurrence, tries)
         self.stop = False
 
     def arm(self, slot, method, ks, delays, victim):
         self.target = {"slot": slot, "method": method, "ks": list(ks), "delays": list(delays),
                        "victim": victim, "tries": 0}
 
+    def _aim(self):
+        """Aims at the target occurrence if it runs; drops the ones past."""
+        t = self.target
+        if not t or self.killed:
+            self.kill_at = None
+            return
+        key = (t["slot"], t["method"])
+        cur = self.open.get(key)
+        while t["ks"] and (self.count.get(key, 0) > t["ks"][0]) and not (cur and cur[0] == t["ks"][0]):
+            t["ks"].pop(0)  # it ran and ended before its moment: the next one
+            t["delays"].pop(0)
+            self.kill_at = None
+        if not t["ks"]:
+            self.target = self.kill_at = None
+        elif cur and cur[0] == t["ks"][0]:
+            if self.kill_at is None:
+                t["tries"] += 1
+                self.kill_at = cur[1] + t["delays"][0]
+        else:
+            self.kill_at = None
+
     def _fire(self):
         t = self.target
         key = (t["slot"], t["method"])
-        k = t["ks"][0]
-        pid = self.pids.get(t["victim"])
-        if self.running.get(key) == k and pid:
+        cur, pid = self.open.get(key), self.pids.get(t["victim"])
+        if cur and cur[0] == t["ks"][0] and pid:
             now = time.time()
             try:
                 os.kill(pid, signal.SIGKILL)
-                self.killed = (now, k, t["tries"])
+                self.killed = (now, cur[0], t["tries"])
             except ProcessLookupError:
                 pass
         self.kill_at = None
-        if not self.killed:  # the call ended first: the next occurrence
+        if not self.killed:
             t["ks"].pop(0)
             t["delays"].pop(0)
-            if not t["ks"]:
-                self.target = None
+        self._aim()
 
     def run(self):
         while not self.stop:
-            if self.kill_at is not None:
-                left = self.kill_at - time.time()
-                if left <= 0:
-                    self._fire()
-                    continue
-                self.sock.settimeout(left)
-            else:
-                self.sock.settimeout(0.2)
+            if self.kill_at is not None and self.kill_at <= time.time():
+                self._fire()
+                continue
+            self.sock.settimeout(0.2 if self.kill_at is None else max(self.kill_at - time.time(), 0))
             try:
                 msg = self.sock.recv(512).decode(errors="replace").split()
             except socket.timeout:
@@ -204,21 +218,15 @@ class Listener(threading.Thread):
             slot, pid, method, what = msg
             self.pids[slot] = int(pid)
             key = (slot, method)
-            now = time.time() - self.t0
+            now = time.time()
             if what == "start":
                 k = self.count.get(key, 0) + 1
                 self.count[key] = k
-                self.running[key] = k
                 self.open[key] = (k, now)
-                t = self.target
-                if t and not self.killed and key == (t["slot"], t["method"]) and k == t["ks"][0]:
-                    t["tries"] += 1
-                    self.kill_at = time.time() + t["delays"][0]
-            else:
-                self.running.pop(key, None)
-                if key in self.open:
-                    k, start = self.open.pop(key)
-                    self.calls.append((slot, method, k, start, now))
+            elif key in self.open:
+                k, start = self.open.pop(key)
+                self.calls.append((slot, method, k, start - self.t0, now - self.t0))
+            self._aim()
 
     def close(self):
         self.stop = True
@@ -292,13 +300,15 @@ def bench_recipe(name, spec, work, rng, case_filter, results):
             # an occurrence in the middle of the job, then the next ones as fall-backs
             mid = [o for o in occ if 0.25 * ref_s <= o[1] <= 0.7 * ref_s] or occ[len(occ) // 2:]
             chosen = mid[rng.randrange(len(mid))][0]
-            tries = [o for o in occ if o[0] >= chosen][:4]
+            # fall-backs, not in the last fifth (a kill after the last checkpoint
+            # would need no recovery)
+            tries = [o for o in occ if o[0] == chosen or (o[0] > chosen and o[1] <= 0.8 * ref_s)][:6]
             # a call too short to be hit from outside is held open (timing only)
             durs = sorted(o[2] - o[1] for o in occ)
             hold = HOLD_S if durs[len(durs) // 2] < HOLD_BELOW_S else 0
             lis = Listener(os.path.join(work, "announce-%s-%d" % (name, len(results["runs"]))), rng)
             lis.arm(slot, method, [o[0] for o in tries],
-                    [rng.uniform(0, max(o[2] - o[1], 0.0005) + hold) for o in tries], victim)
+                    [rng.uniform(0, 0.9 * max(o[2] - o[1], 0.0005) + hold) for o in tries], victim)
             lis.start()
             out = "runs/%s-%s-%s" % (name, victim.replace("/", ""), phase)
             rc, lines = run_job(work, spec, cfile, out, lis,
@@ -357,10 +367,11 @@ def section(results, load0, load1, seed, equal, total, worst):
          "at the start and %s at the end. Every worker of these jobs is a real process: the bench "
          "SIGKILLs the victim from outside at a random moment inside the call that marks the phase "
          "(aimed with the workers' RL_FAULT_ANNOUNCE datagrams; the call occurrence is picked from the "
-         "middle of a fault-free run and the moment uniformly within that call's duration there; a call "
+         "middle of a fault-free run and the moment uniformly within the first 90%% of that call's "
+         "duration there; a call "
          "whose median there is under 10 ms is held open 20 ms after it starts, RL_FAULT_HOLD, marked "
          "(held): timing only, the metrics are compared all the same). The "
-         "cluster has the production heartbeat (1 s x 3) and restarts after 1 s; checkpoints every 4 "
+         "cluster has the production heartbeat (1 s x 3) and restarts after 1 s; checkpoints every 3 "
          "steps of 12. Recovery is the time from the kill to the first step the driver completes with "
          "every worker ready again, the victim's replacement included (a replayed step counts). Target: every run ends with the fault-free run's metrics and "
          "weights; recovery <= 10 s."

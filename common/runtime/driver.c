@@ -166,8 +166,11 @@ void rl_drv_recovery_begin(rl_drv_slot *s, const char *why)
         d->recovering_slots[0] = '\0';
         snprintf(d->recovering_why, sizeof d->recovering_why, "%s %s", s->label, why);
     }
-    if (!strstr(d->recovering_slots, s->label)) {
-        size_t n = strlen(d->recovering_slots);
+    size_t n = strlen(d->recovering_slots), l = strlen(s->label);
+    int listed = 0;
+    for (const char *p = d->recovering_slots; !listed && (p = strstr(p, s->label)); p += l)
+        listed = (p == d->recovering_slots || p[-1] == ' ') && (p[l] == ',' || p[l] == '\0');
+    if (!listed) {
         snprintf(d->recovering_slots + n, sizeof d->recovering_slots - n, "%s%s", n ? ", " : "",
                  s->label);
     }

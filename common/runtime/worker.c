@@ -1145,6 +1145,9 @@ static int s_http(void *arg, const char *path, char **body, const char **type)
         rl_text_metric(&t, "rlrt_busy", "gauge", "1 while a handler runs", labels, busy);
         rl_text_metric(&t, "rlrt_reconnects_total", "counter", "times the driver was lost",
                        labels, (double)reconnects);
+        rl_text_metric(&t, "rlrt_aborts_total", "counter",
+                       "times the waits of the calls in flight were aborted (a peer or the driver lost)",
+                       labels, (double)rl_abort_count());
         rl_text_metric(&t, "rlrt_last_heartbeat_seconds", "gauge",
                        "seconds since the driver was last heard (-1: never)", labels, since);
         rl_text_metric(&t, "rlrt_weight_version", "gauge",

@@ -398,7 +398,7 @@ int rl_recovery_check(rl_recovery *r, rl_driver *d, int64_t step)
     char reason[600];
     snprintf(reason, sizeof reason, "step %lld is replayed (%s restarted)", (long long)step, lost);
     for (int i = 0; i < rl_driver_group_count(d); i++)
-        if (rl_group_abort(rl_driver_group_at(d, i), reason, 60000))
+        if (rl_group_abort(rl_driver_group_at(d, i), reason, 10000))
             rl_log_warn("recovery: %s", rl_error_message());
     for (int i = 0; i < rl_driver_group_count(d); i++)
         if (rl_group_drain(rl_driver_group_at(d, i), 600000)) {

@@ -58,7 +58,8 @@ for i in 0 1 2 3 4; do
     grep -q '"ready": true' "$d/body" || fail "worker $i not ready: $(cat "$d/body")"
     out=$(get $W/metrics); [ "${out%% *}" = 200 ] || fail "worker $i /metrics: $out"
     for m in rlrt_calls_total rlrt_call_errors_total rlrt_received_bytes_total rlrt_sent_bytes_total \
-             rlrt_handler_seconds_total rlrt_queue_depth rlrt_weight_version rlrt_last_heartbeat_seconds; do
+             rlrt_handler_seconds_total rlrt_queue_depth rlrt_weight_version rlrt_last_heartbeat_seconds \
+             rlrt_aborts_total; do
         grep -q "^$m{role=" "$d/body" || { cat "$d/body"; fail "worker $i /metrics lacks $m"; }
     done
 done
