@@ -12,9 +12,9 @@ the call that marks it on one rank (the rollout's `generate`, the actor's
 an occurrence of the phase's call from the middle of a fault-free run of the
 same job, waits for it in the faulty run, sleeps a random fraction (up to
 0.9) of that call's duration in the fault-free run and, if the call is still running,
-SIGKILLs the victim's process (else it tries the next occurrence, up to 6
+SIGKILLs the victim's process (else it tries the next occurrence, up to 8
 times). A call whose median is under 10 ms (a reward, a small weight sync)
-is held open 20 ms after its start (RL_FAULT_HOLD, worker.c): timing only. The victim may be the rank that runs the phase or any other
+is held open 40 ms after its start (RL_FAULT_HOLD, worker.c): timing only. The victim may be the rank that runs the phase or any other
 (the reward while the actor updates, ...): every role in every phase.
 
 Kill to next step: from the kill to the first step the driver completes
@@ -54,7 +54,7 @@ ROOT = fr.ROOT
 FMNIST = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
 LIBERO = os.path.join(ROOT, "build", "libero-data")
 HEARTBEAT = "heartbeat: {interval_s: 1.0, liveness: 3}\n"
-HOLD_BELOW_S, HOLD_S = 0.010, 0.020  # RL_FAULT_HOLD: calls shorter than 10 ms held 20 ms
+HOLD_BELOW_S, HOLD_S = 0.010, 0.040  # RL_FAULT_HOLD: calls shorter than 10 ms held 40 ms
 RESTART = "restart: {max_restarts: 3, backoff_s: 1.0, backoff_max_s: 1.0}\n"
 
 
@@ -300,15 +300,15 @@ def bench_recipe(name, spec, work, rng, case_filter, results):
             # an occurrence in the middle of the job, then the next ones as fall-backs
             mid = [o for o in occ if 0.25 * ref_s <= o[1] <= 0.7 * ref_s] or occ[len(occ) // 2:]
             chosen = mid[rng.randrange(len(mid))][0]
-            # fall-backs, not in the last fifth (a kill after the last checkpoint
+            # fall-backs, not in the last tenth (a kill after the last checkpoint
             # would need no recovery)
-            tries = [o for o in occ if o[0] == chosen or (o[0] > chosen and o[1] <= 0.8 * ref_s)][:6]
+            tries = [o for o in occ if o[0] == chosen or (o[0] > chosen and o[1] <= 0.9 * ref_s)][:8]
             # a call too short to be hit from outside is held open (timing only)
             durs = sorted(o[2] - o[1] for o in occ)
             hold = HOLD_S if durs[len(durs) // 2] < HOLD_BELOW_S else 0
             lis = Listener(os.path.join(work, "announce-%s-%d" % (name, len(results["runs"]))), rng)
             lis.arm(slot, method, [o[0] for o in tries],
-                    [rng.uniform(0, 0.9 * max(o[2] - o[1], 0.0005) + hold) for o in tries], victim)
+                    [rng.uniform(0, 0.9 * (max(o[2] - o[1], 0.0005) + hold)) for o in tries], victim)
             lis.start()
             out = "runs/%s-%s-%s" % (name, victim.replace("/", ""), phase)
             rc, lines = run_job(work, spec, cfile, out, lis,
@@ -369,7 +369,7 @@ def section(results, load0, load1, seed, equal, total, worst):
          "(aimed with the workers' RL_FAULT_ANNOUNCE datagrams; the call occurrence is picked from the "
          "middle of a fault-free run and the moment uniformly within the first 90%% of that call's "
          "duration there; a call "
-         "whose median there is under 10 ms is held open 20 ms after it starts (RL_FAULT_HOLD, marked "
+         "whose median there is under 10 ms is held open 40 ms after it starts (RL_FAULT_HOLD, marked "
          "(held): such a kill lands in that pause or in the few ms of the call's work, and the "
          "other ranks are inside the phase; timing only, the metrics are compared all the same). The "
          "cluster has the production heartbeat (1 s x 3) and restarts after 1 s; checkpoints every 3 "
