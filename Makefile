@@ -12,6 +12,7 @@
 #   make golden               regenerate tests/golden with /usr/bin/python3 + torch
 #   make config-doc           docs/CONFIG.md from the config schemas (common/schema/)
 #   make venv-ref             build/venv-ref: the PyPI packages the references need
+#   make venv-data            build/venv-data: examples/prepare_data.py (chat templates, Parquet)
 #   make bench-NAME           run bench/bench_NAME.sh, or every bench_NAME* binary
 #   make venv-hpsv3           PyPI hpsv3 in build/venv-hpsv3/ (deploy/scorer_server.py --backend hpsv3)
 #   make fuzz [FUZZ_SECONDS=60]
@@ -49,8 +50,8 @@ PYTHON   ?= /usr/bin/python3
 FUZZ_SECONDS ?= 60
 FUZZ_MAX_LEN ?= 65536
 
-PKGS      := libzmq libczmq libprotobuf-c libuv yaml-0.1 jansson openblas libmicrohttpd libsystemd \
-             zlib libjpeg libpng libutf8proc libpcre2-8
+PKGS      := libzmq libczmq libsodium libprotobuf-c libuv yaml-0.1 jansson openblas lapacke libmicrohttpd libsystemd \
+             zlib libjpeg libpng libutf8proc libpcre2-8 libcrypto
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -152,7 +153,7 @@ BENCH_SRC  := $(sort $(wildcard bench/bench_*.c))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 .PHONY: all lib bins tests benches test test-setup test-gpu gpu-bundle bench-gpu run deps golden fuzz install clean venv-ref config-doc \
-        venv-deploy fuzz-ci venv-hpsv3 libero-data mujoco
+        venv-deploy venv-data fuzz-ci venv-hpsv3 libero-data mujoco
 .SECONDARY:
 .DELETE_ON_ERROR:
 
@@ -197,7 +198,7 @@ $(BUILD)/obj/tests/common/srcdir.o: CPPFLAGS += -DRL_TEST_SOURCE_DIR='"$(CURDIR)
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(call say,NVCC,$<)
-	$(Q)$(NVCC) $(NVCCFLAGS) -DRL_CUDA=1 -c $< -o $@
+	$(Q)$(NVCC) $(NVCCFLAGS) -DRL_CUDA=1 -MMD -MP -c $< -o $@
 
 $(MJ_HOME)/lib/libmujoco.so.$(MUJOCO_VERSION):
 	@deploy/mujoco-wheel.sh $(MUJOCO_VERSION) $(MJ_HOME)
@@ -328,9 +329,9 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(TEST_COMMON_OBJ) $(LIB_A)
 # Without PyPI it stops with the command to run.
 test-setup:
 	@deploy/install-deps.sh --ref
-	@$(MAKE) --no-print-directory libero-data venv-ref venv-deploy || { \
+	@$(MAKE) --no-print-directory libero-data venv-ref venv-deploy venv-data || { \
 	    echo "make test: the setup above failed; the tests need it (PyPI once, then cached in build/)."; \
-	    echo "make test: fix what it says, or run the steps one by one: make libero-data; make venv-ref; make venv-deploy"; \
+	    echo "make test: fix what it says, or run the steps one by one: make libero-data; make venv-ref; make venv-deploy; make venv-data"; \
 	    exit 1; }
 
 test: deps test-setup
@@ -338,7 +339,7 @@ test: deps test-setup
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) LIBERO_DATA=$(LIBERO_DATA) LIBERO_VENV=$(LIBERO_VENV) tests/run.sh
 
 # The checks that need an NVIDIA GPU; use with CUDA=1 (tests/gpu_check.sh).
-test-gpu: tests
+test-gpu: all tests
 	@BUILD=$(BUILD) GPU_TESTS="$(GPU_TESTS)" tests/gpu_check.sh; rc=$$?; [ $$rc = 77 ] || exit $$rc
 
 # The GPU tests, the GPU benchmark and the libraries they load, for a GPU
@@ -346,8 +347,9 @@ test-gpu: tests
 # `make CUDA=1 gpu-bundle`, then run there `BUILD=build-gpu
 # RL_GPU_BENCH=1 tests/gpu_check.sh` with build-gpu carried along.
 GPU_TESTS := test_nn_cuda test_nn_lm_cuda
-gpu-bundle: tests benches
-	@deploy/gpu-bundle.sh $(BUILD) build-gpu $(addprefix tests/,$(GPU_TESTS)) bench/bench_gpu_train
+gpu-bundle: all tests benches
+	@deploy/gpu-bundle.sh $(BUILD) build-gpu $(addprefix tests/,$(GPU_TESTS)) bench/bench_gpu_train \
+	    bin/rl-driver bin/rl-worker
 
 # rlrt's GPU engine against PyTorch on the same GPU (CUDA=1; bench/bench_gpu.sh)
 bench-gpu: benches
@@ -387,6 +389,20 @@ venv-deploy: $(VENV_DEPLOY)/.requirements
 
 $(VENV_DEPLOY)/.requirements: $(VENV_DEPLOY_REQ) deploy/venv-ref.sh
 	@RL_VENV_IMPORTS=kubernetes_validate deploy/venv-ref.sh $(VENV_DEPLOY) $(VENV_DEPLOY_REQ)
+
+# ---- data-preparation venv -----------------------------------------------------------
+# transformers (chat templates), jinja2 and pyarrow (Parquet) for
+# examples/prepare_data.py and tests/integration/hf_model.py. Always
+# build/venv-data; re-made only when the requirements change.
+VENV_DATA     := build/venv-data
+VENV_DATA_REQ := deploy/requirements-data.txt
+
+venv-data: $(VENV_DATA)/.requirements
+	@echo "venv-data: $(VENV_DATA) is up to date with $(VENV_DATA_REQ)"
+
+$(VENV_DATA)/.requirements: $(VENV_DATA_REQ) deploy/venv-ref.sh
+	@RL_VENV_IMPORTS="transformers tokenizers safetensors jinja2 pyarrow numpy" \
+	    deploy/venv-ref.sh $(VENV_DATA) $(VENV_DATA_REQ)
 
 # ---- golden files, benchmarks, fuzzing -------------------------------------------
 golden:

@@ -38,7 +38,10 @@
 #   prompt_match@weak@steps=150@actor.optim.lr=2.5e-4
 #                                    the same from the weak generator
 # It records the validation reward over the steps, the on-prompt accuracy
-# (the scorer's argmax on generated samples) and the wall times, and saves
+# (the scorer's argmax on generated samples), the held-out quality (val/fid:
+# the FID on the features of the convolutional classifier of
+# examples/fmnist_cnn.yaml, trained here when missing, which no run trains
+# against, and that CNN's on-prompt accuracy) and the wall times, and saves
 # before/after image grids under docs/diffusion/. It prints `bench:` lines
 # and rewrites only its own section of docs/RESULTS.md, between
 # <!-- bench-diffusion:begin --> and <!-- bench-diffusion:end -->.
@@ -47,6 +50,7 @@
 #   RL_BENCH_DIFF_FLOW_STEPS (default 400)      generator pretraining steps
 #   RL_BENCH_DIFF_WEAK_FLOW_STEPS (default 50)  the weak generator's steps
 #   RL_BENCH_DIFF_SCORER_STEPS (default 600)    scorer steps
+#   RL_BENCH_DIFF_CNN_STEPS (default 2000)      the FID's CNN's steps
 #   RL_BENCH_DIFF_DIR (default runs/bench_diffusion)
 #   RL_BENCH_DIFF_RUNS                          space-separated run specs (above)
 #   RL_BENCH_DIFF_KEEP=1                        reuse finished runs (their .wall file exists)
@@ -57,6 +61,7 @@ STEPS=${RL_BENCH_DIFF_STEPS:-100}
 FLOW_STEPS=${RL_BENCH_DIFF_FLOW_STEPS:-400}
 WEAK_STEPS=${RL_BENCH_DIFF_WEAK_FLOW_STEPS:-50}
 SCORER_STEPS=${RL_BENCH_DIFF_SCORER_STEPS:-600}
+CNN_STEPS=${RL_BENCH_DIFF_CNN_STEPS:-2000}
 DIR=${RL_BENCH_DIFF_DIR:-runs/bench_diffusion}
 RUNS=${RL_BENCH_DIFF_RUNS:-"jpeg_compressibility jpeg_compressibility@kl=0.01 jpeg_compressibility,on_prompt:1@rollout.init_same_noise=false@actor.optim.lr=1e-4 jpeg_compressibility,prompt_match:1@config=dance_grpo_jpeg_onprompt@steps=500 jpeg_compressibility,prompt_match:1@config=dance_grpo_jpeg_onprompt@steps=500@ensemble jpeg_incompressibility prompt_match prompt_match@weak@steps=150@actor.optim.lr=2.5e-4"}
 KEEP=${RL_BENCH_DIFF_KEEP:-0}
@@ -82,8 +87,16 @@ fi
 # against; its on-prompt accuracy is reported beside the scorer's
 classifier "$DIR/judge" trainer.seed=7 model.hidden_size=128
 # two more scorers (the @ensemble runs' members besides the scorer)
-classifier "$DIR/scorer_s2" trainer.seed=2
-classifier "$DIR/scorer_s3" trainer.seed=3
+case " $RUNS " in *@ensemble*)
+    classifier "$DIR/scorer_s2" trainer.seed=2
+    classifier "$DIR/scorer_s3" trainer.seed=3 ;;
+esac
+# the FID's feature network and CNN judge (examples/fmnist_cnn.yaml)
+if [ ! -f "$DIR/cnn/final/model.safetensors" ]; then
+    t0=$(now)
+    $D --config examples/fmnist_cnn.yaml trainer.output_dir="$DIR/cnn" trainer.total_steps="$CNN_STEPS" || exit 1
+    echo "bench: diffusion_fid_cnn_wall_s = $(secs "$t0")"
+fi
 pretrain() { # dir steps tag
     [ -f "$1/final/model.safetensors" ] && return 0
     local t0
@@ -123,7 +136,7 @@ for r in $RUNS; do
     t0=$(now)
     $D --config "$cfg" trainer.output_dir="$out" trainer.total_steps="$steps" \
         model.init_from="$flow" reward.scorer_path="$scorer" \
-        reward.judge_path="$DIR/judge/final" \
+        reward.judge_path="$DIR/judge/final" data.fid_model="$DIR/cnn/final" \
         reward.reward_model="$reward" trainer.val_every=10 trainer.save_every=0 \
         rollout.online.step.interval="$steps" "${opts[@]}" $EXTRA > "$out.log" 2>&1 ||
         { echo "$r failed:"; tail -5 "$out.log"; continue; }
@@ -131,9 +144,9 @@ for r in $RUNS; do
     cp "$out/before_after.png" "docs/diffusion/${n}_before_after.png" 2>/dev/null
 done
 
-python3 - "$DIR" "$STEPS" "$FLOW_STEPS" "$WEAK_STEPS" "$SCORER_STEPS" "$RUNS" "${EXTRA:-none}" <<'PY'
+python3 - "$DIR" "$STEPS" "$FLOW_STEPS" "$WEAK_STEPS" "$SCORER_STEPS" "$RUNS" "${EXTRA:-none}" "$CNN_STEPS" <<'PY'
 import json, os, re, sys, datetime
-d, steps, flow_steps, weak_steps, scorer_steps, runs, extra = sys.argv[1:8]
+d, steps, flow_steps, weak_steps, scorer_steps, runs, extra, cnn_steps = sys.argv[1:9]
 runs = runs.split()
 fname = lambda r: r.translate(str.maketrans(",:@=", "+_~-"))
 
@@ -156,6 +169,8 @@ acc = [r["val/accuracy"] for r in rows(os.path.join(d, "scorer", "metrics.jsonl"
 jacc = [r["val/accuracy"] for r in rows(os.path.join(d, "judge", "metrics.jsonl")) if "val/accuracy" in r]
 print("bench: diffusion_scorer_test_accuracy = %.4f" % acc[-1])
 print("bench: diffusion_judge_test_accuracy = %.4f" % jacc[-1])
+cacc = [r["val/accuracy"] for r in rows(os.path.join(d, "cnn", "metrics.jsonl")) if "val/accuracy" in r]
+print("bench: diffusion_fid_cnn_test_accuracy = %.4f" % cacc[-1])
 lines = ["<!-- bench-diffusion:begin -->", "## Diffusion GRPO (seed 004)", "",
          "Produced by `make bench-diffusion` (bench/bench_diffusion.sh) on %s, %d CPU cores (shared), "
          "`examples/cluster-diffusion.yaml` (rollout ×1, actor ×2 FSDP, reward ×1). Generators: "
@@ -168,9 +183,16 @@ lines = ["<!-- bench-diffusion:begin -->", "## Diffusion GRPO (seed 004)", "",
          "overrides: `%s`. Validation: ODE samples with fixed noise, 16 per built-in prompt; "
          "*on-prompt* is the scorer's accuracy on them (its argmax is the prompt's class); *judge* is "
          "the same accuracy by a second classifier that no run trains against (`fmnist_scorer.yaml` "
-         "with `trainer.seed=7 model.hidden_size=128`, test accuracy **%.3f**; `reward.judge_path`)."
+         "with `trainer.seed=7 model.hidden_size=128`, test accuracy **%.3f**; `reward.judge_path`). "
+         "*FID* (`val/fid`, lower is better) is the Fréchet distance between the validation's "
+         "samples (clamped to [-1, 1]) and the 10000 Fashion-MNIST test images on the 64 hidden "
+         "features of a convolutional classifier that no run trains against "
+         "(`examples/fmnist_cnn.yaml`, %s steps, test accuracy **%.3f**; `data.fid_model`); "
+         "*FID floor* is the same for as many real training images as samples, what a perfect "
+         "generator would score at this sample count; *CNN* is that classifier's on-prompt accuracy "
+         "on the samples (a judge of another architecture)."
          % (datetime.date.today(), os.cpu_count(), flow_steps, weak_steps, scorer_steps, acc[-1],
-            steps, extra, jacc[-1]), "",
+            steps, extra, jacc[-1], cnn_steps, cacc[-1]), "",
          "Run specs (`RL_BENCH_DIFF_RUNS`): `reward_model[@option…]`; `@kl=C` adds the KL of each "
          "trained SDE step to the pretrained generator's step with `actor.kl_loss_coef` C "
          "(Flow-GRPO's beta); `on_prompt` is the reward 1 when the scorer's argmax is the prompt's "
@@ -182,27 +204,30 @@ lines = ["<!-- bench-diffusion:begin -->", "## Diffusion GRPO (seed 004)", "",
          "and 3, their probabilities averaged), whose on-prompt accuracy is the *on-prompt* "
          "column of that run.", "",
          "| run | metric | generator | steps | before | after | change | on-prompt before | "
-         "on-prompt after | judge before | judge after | wall s | s/step |",
-         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+         "on-prompt after | judge before | judge after | FID before | FID after | CNN before | "
+         "CNN after | wall s | s/step |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 curves = []
 for r in runs:
     n = fname(r)
     reward, weak, st, other = spec(r)
     path = os.path.join(d, n, "metrics.jsonl")
     if not os.path.exists(path) or not os.path.exists(os.path.join(d, n + ".wall")):
-        lines.append("| `%s` | failed (see %s.log) | | | | | | | | | | | |" % (r, os.path.join(d, n)))
+        lines.append("| `%s` | failed (see %s.log) | | | | | | | | | | | | | | | |" % (r, os.path.join(d, n)))
         continue
     rs = rows(path)
     key = "val/prompt_match" if reward == "prompt_match" else "val/jpeg_kb"
     v, on, jd = val(rs, key), val(rs, "val/on_prompt"), val(rs, "val/judge_on_prompt")
+    fid, cnn, floor = val(rs, "val/fid"), val(rs, "val/cnn_on_prompt"), val(rs, "val/fid_floor")
     wall = float(open(os.path.join(d, n + ".wall")).read())
     ts = [x["timing_s/step"] for x in rs if "timing_s/step" in x]
     b, a = v[0][1], v[-1][1]
     change = "%+.3f" % (a - b) if reward == "prompt_match" else "%+.1f%%" % (100 * (a - b) / b)
     gen = "weak (%s)" % weak_steps if weak else "pretrained (%s)" % flow_steps
-    lines.append("| `%s` | %s | %s | %d | %.4f | %.4f | %s | %.3f | %.3f | %.3f | %.3f | %.0f | %.2f |" % (
-        r, key, gen, st, b, a, change, on[0][1], on[-1][1], jd[0][1], jd[-1][1], wall,
-        sum(ts) / len(ts)))
+    lines.append("| `%s` | %s | %s | %d | %.4f | %.4f | %s | %.3f | %.3f | %.3f | %.3f | %.1f | %.1f | "
+                 "%.3f | %.3f | %.0f | %.2f |" % (
+        r, key, gen, st, b, a, change, on[0][1], on[-1][1], jd[0][1], jd[-1][1], fid[0][1], fid[-1][1],
+        cnn[0][1], cnn[-1][1], wall, sum(ts) / len(ts)))
     tag = "diffusion_" + re.sub(r"[^A-Za-z0-9_]", "", n.replace("+", "_and_").replace("~", "_"))
     print("bench: %s_%s_before = %.4f" % (tag, key.split("/")[1], b))
     print("bench: %s_%s_after = %.4f" % (tag, key.split("/")[1], a))
@@ -214,22 +239,28 @@ for r in runs:
     print("bench: %s_on_prompt_after = %.3f" % (tag, on[-1][1]))
     print("bench: %s_judge_on_prompt_before = %.3f" % (tag, jd[0][1]))
     print("bench: %s_judge_on_prompt_after = %.3f" % (tag, jd[-1][1]))
+    print("bench: %s_fid_before = %.2f" % (tag, fid[0][1]))
+    print("bench: %s_fid_after = %.2f" % (tag, fid[-1][1]))
+    print("bench: %s_fid_floor = %.2f" % (tag, floor[-1][1]))
+    print("bench: %s_cnn_on_prompt_before = %.3f" % (tag, cnn[0][1]))
+    print("bench: %s_cnn_on_prompt_after = %.3f" % (tag, cnn[-1][1]))
     print("bench: %s_wall_s = %.0f" % (tag, wall))
     kl = [x["actor/kl_loss"] for x in rs if "actor/kl_loss" in x]
     if kl:
         print("bench: %s_kl_last = %.5f" % (tag, kl[-1]))
-    curves.append((r, reward, key, v, on, n, wall, tag, jd))
-lines += ["", "Validation reward over the steps (on-prompt accuracy by the scorer / by the judge "
-          "in parentheses):", ""]
-for r, reward, key, v, on, n, wall, tag, jd in curves:
-    onm, jdm = dict(on), dict(jd)
+    curves.append((r, reward, key, v, on, n, wall, tag, jd, fid))
+lines += ["", "Validation reward over the steps (on-prompt accuracy by the scorer / by the judge, "
+          "and the FID, in parentheses):", ""]
+for r, reward, key, v, on, n, wall, tag, jd, fid in curves:
+    onm, jdm, fm = dict(on), dict(jd), dict(fid)
     every = max(1, len(v) // 12)  # about a dozen points per run
     lines.append("- `%s` (`%s`): " % (r, key) + ", ".join(
-        "%d: %.3f (%.2f / %.2f)" % (s, x, onm.get(s, float("nan")), jdm.get(s, float("nan")))
+        "%d: %.3f (%.2f / %.2f, FID %.1f)" % (s, x, onm.get(s, float("nan")), jdm.get(s, float("nan")),
+                                             fm.get(s, float("nan")))
         for i, (s, x) in enumerate(v) if i % every == 0 or i == len(v) - 1))
 lines += ["", "Before (top row) and after (bottom row), one ODE sample per prompt "
           "(T-shirt, trouser, pullover, dress, coat, sandal, shirt, sneaker, bag, ankle boot):", ""]
-for r, reward, key, v, on, n, wall, tag, jd in curves:
+for r, reward, key, v, on, n, wall, tag, jd, fid in curves:
     lines.append("- `%s`: ![%s](diffusion/%s_before_after.png)" % (r, r, n))
 lines += ["", "Prompt-match and on-prompt are the judgement of the small MLP scorer that the runs "
           "train against, not of a person: read them with the grids (docs/decisions/prompt-match-headroom.md "
@@ -240,7 +271,7 @@ lines += ["", "Prompt-match and on-prompt are the judgement of the small MLP sco
           "", "Targets (issue 13), checked by the script: compressibility −30% kB within 30 minutes with "
           "on-prompt accuracy down at most 10 points; prompt-match +0.3 within 30 minutes. Single runs "
           "on a shared machine.", ""]
-for r, reward, key, v, on, n, wall, tag, jd in curves:
+for r, reward, key, v, on, n, wall, tag, jd, fid in curves:
     b, a, ob, oa = v[0][1], v[-1][1], on[0][1], on[-1][1]
     if reward.startswith("jpeg_compressibility"):
         ok = (a - b) / b <= -0.30 and oa >= ob - 0.10 and wall <= 1800

@@ -6,19 +6,27 @@
  * (default 24), 14 heads, 2 KV heads, intermediate 4864, vocab 151936, QKV
  * bias, tied embeddings, RoPE theta 1e6), random init, parameters,
  * gradients, AdamW moments and activations on the GPU (rl_lm_new(cfg,
- * RL_DEVICE_CUDA)), fp32 with TF32 off (the engine's only precision today).
+ * RL_DEVICE_CUDA)), in each precision of RL_BENCH_GPU_PRECISION (fp32, bf16
+ * or both, the default; one after the other, each with its own model):
+ * fp32 with TF32 off, and bf16 (model.precision bf16: bf16 GEMMs with fp32
+ * accumulation, fp32 master weights and AdamW, what torch's bf16 autocast arm
+ * does).
  * A step: forward over RL_BENCH_GPU_B × RL_BENCH_GPU_T tokens (default
  * 8 × 1024; RL_BENCH_GPU_MICRO rows per micro-batch, default all), the mean
- * next-token NLL, backward, the device table's AdamW over the flat buffer
+ * next-token NLL, backward, AdamW over the flat buffer (rl_adamw_new_on: the actor's optimiser, moments on the GPU)
  * (lr 1e-5, betas 0.9/0.999, eps 1e-8, weight decay 0.01: torch's side uses
  * the same). Two warm-up steps, then RL_BENCH_GPU_STEPS timed (default 5;
  * one when a warm-up step took over 10 s, so that a slow engine still fits
  * the device run's minutes).
  *
  * Prints `bench: <name> = <value>`:
- *   rlrt_gpu_params, rlrt_gpu_train_tokens_per_s_fp32, rlrt_gpu_train_step_s_fp32,
- *   rlrt_gpu_train_tflops_fp32 (model FLOPs: 6·N·tokens + 12·L·d·T·tokens),
- *   rlrt_gpu_mem_gib_<purpose> and rlrt_gpu_mem_peak_gib (rl_device_memory_get).
+ *   rlrt_gpu_params, rlrt_gpu_train_tokens_per_s_<p>, rlrt_gpu_train_step_s_<p>,
+ *   rlrt_gpu_train_tflops_<p> (model FLOPs: 6·N·tokens + 12·L·d·T·tokens),
+ *   rlrt_gpu_train_loss_last_<p> for p = fp32, bf16; for fp32
+ *   rlrt_gpu_mem_gib_<purpose> and rlrt_gpu_mem_peak_gib, for bf16
+ *   rlrt_gpu_bf16_mem_gib_<purpose> and rlrt_gpu_bf16_mem_peak_gib
+ *   (rl_device_memory_get at the arm's end, before its model is freed; the
+ *   peak is since the program started).
  * Exits 77 (skipped) without a CUDA build or a visible GPU.
  * RL_BENCH_GPU_DEVICE=cpu runs the same on the CPU table: a smoke test of
  * this program with small sizes on a machine without a GPU. */
@@ -67,40 +75,33 @@ static int s_nll_fn(void *ctx, int row0, int B, int T, const float *logp, const 
     return RL_OK;
 }
 
-int main(void)
+/* One arm: a fresh model in precision `prec`, two warm-up steps and the
+ * timed ones; prints its figures. 0, or 1 with the message printed. */
+static int s_arm(rl_device dev, rl_precision prec, int B, int T, int L, int steps, int micro)
 {
-    const int B = s_env("RL_BENCH_GPU_B", 8), T = s_env("RL_BENCH_GPU_T", 1024);
-    const int L = s_env("RL_BENCH_GPU_LAYERS", 24), steps = s_env("RL_BENCH_GPU_STEPS", 5);
-    const int micro = s_env("RL_BENCH_GPU_MICRO", 0);
-    if (B < 1 || T < 2 || L < 1 || steps < 1) {
-        fprintf(stderr, "bench_gpu_train: bad sizes B=%d T=%d layers=%d steps=%d\n", B, T, L, steps);
-        return 2;
-    }
-    const char *dname = getenv("RL_BENCH_GPU_DEVICE");
-    const rl_device dev = dname && strcmp(dname, "cpu") == 0 ? RL_DEVICE_CPU : RL_DEVICE_CUDA;
-    if (rl_device_count(dev) < 1) {
-        printf("bench_gpu_train: skipped: no CUDA device (%s)\n",
-               rl_nn_ops_get(RL_DEVICE_CUDA) ? "none visible" : "a build without CUDA=1");
-        return 77;
-    }
-    const rl_nn_ops *ops = rl_nn_ops_get(dev);
+    const char *pn = rl_precision_name(prec);
     rl_lm_config c = {.vocab_size = 151936, .hidden_size = 896, .intermediate_size = 4864,
                       .num_layers = L, .num_heads = 14, .num_kv_heads = 2, .max_seq_len = T,
                       .rope_theta = 1e6f, .rms_norm_eps = 1e-6f, .tie_word_embeddings = 1,
                       .qkv_bias = 1, .value_head = 0, .bos_token_id = -1, .eos_token_id = -1,
                       .pad_token_id = -1};
     rl_lm *m = rl_lm_new(&c, dev);
-    if (!m || rl_lm_init_random(m, 1, 0.02f)) {
-        fprintf(stderr, "bench_gpu_train: model: %s\n", rl_error_message());
+    if (!m || rl_lm_set_precision(m, prec) || rl_lm_init_random(m, 1, 0.02f)) {
+        fprintf(stderr, "bench_gpu_train: model (%s): %s\n", pn, rl_error_message());
+        rl_lm_free(m);
         return 1;
     }
     const int64_t P = rl_lm_num_params(m);
-    float *mom = rl_device_alloc_for(dev, sizeof(float) * 2 * (size_t)P, RL_MEM_OPTIM);
+    rl_adamw_config ac = rl_adamw_config_default();
+    ac.beta1 = 0.9, ac.beta2 = 0.999, ac.eps = 1e-8, ac.weight_decay = 0.01;
+    /* the actor's optimiser object, its moments on the model's device */
+    rl_adamw *opt = rl_adamw_new_on(&ac, rl_lm_manifest(m), 0, P, dev);
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)B * T);
     uint8_t *mask = malloc((size_t)B * T);
-    if (!mom || !tok || !mask || rl_device_zero(dev, mom, sizeof(float) * 2 * (size_t)P)) {
+    int rc = 1;
+    if (!opt || !tok || !mask) {
         fprintf(stderr, "bench_gpu_train: memory: %s\n", rl_error_message());
-        return 1;
+        goto done;
     }
     uint64_t x = 0x9e3779b97f4a7c15ull;
     for (size_t i = 0; i < (size_t)B * T; i++) {
@@ -108,8 +109,6 @@ int main(void)
         tok[i] = (int32_t)(x % (uint64_t)c.vocab_size);
         mask[i] = 1;
     }
-    rl_adamw_config ac = rl_adamw_config_default();
-    ac.beta1 = 0.9, ac.beta2 = 0.999, ac.eps = 1e-8, ac.weight_decay = 0.01;
     s_nll w = {.scale = 1.0 / ((double)B * (T - 1)), .T = T};
     double t0 = 0, loss = 0, tw = s_now();
     int timed = steps;
@@ -123,35 +122,71 @@ int main(void)
         }
         loss = 0;
         rl_lm_zero_grad(m);
-        int rc = rl_lm_forward_backward(m, B, T, tok, mask, 1.0f, micro, s_nll_fn, &w, &loss);
-        if (rc) {
-            fprintf(stderr, "bench_gpu_train: step %d: %s\n", s, rl_error_message());
-            return 1;
+        if (rl_lm_forward_backward(m, B, T, tok, mask, 1.0f, micro, s_nll_fn, &w, &loss) ||
+            rl_adamw_step(opt, 1e-5, rl_lm_params(m), rl_lm_grads(m))) {
+            fprintf(stderr, "bench_gpu_train: %s step %d: %s\n", pn, s, rl_error_message());
+            goto done;
         }
-        ops->adamw_update(&ac, s + 1, 1e-5, ac.weight_decay, rl_lm_params(m), rl_lm_grads(m), mom,
-                          mom + P, P);
     }
     if (rl_device_sync(dev)) {
-        fprintf(stderr, "bench_gpu_train: %s\n", rl_error_message());
-        return 1;
+        fprintf(stderr, "bench_gpu_train: %s: %s\n", pn, rl_error_message());
+        goto done;
     }
     double dt = (s_now() - t0) / timed, tokens = (double)B * T;
     double flops = 6.0 * (double)P * tokens + 12.0 * L * c.hidden_size * (double)T * tokens;
     printf("bench: rlrt_gpu_params = %lld\n", (long long)P);
-    printf("bench: rlrt_gpu_train_tokens_per_s_fp32 = %.1f\n", tokens / dt);
-    printf("bench: rlrt_gpu_train_step_s_fp32 = %.4f\n", dt);
-    printf("bench: rlrt_gpu_train_steps_timed = %d\n", timed);
-    printf("bench: rlrt_gpu_train_tflops_fp32 = %.2f\n", flops / dt / 1e12);
-    printf("bench: rlrt_gpu_train_loss_last = %.4f\n", loss);
+    printf("bench: rlrt_gpu_train_tokens_per_s_%s = %.1f\n", pn, tokens / dt);
+    printf("bench: rlrt_gpu_train_step_s_%s = %.4f\n", pn, dt);
+    printf("bench: rlrt_gpu_train_steps_timed_%s = %d\n", pn, timed);
+    printf("bench: rlrt_gpu_train_tflops_%s = %.2f\n", pn, flops / dt / 1e12);
+    printf("bench: rlrt_gpu_train_loss_last_%s = %.4f\n", pn, loss);
+    const char *mp = prec == RL_PRECISION_BF16 ? "bf16_" : "";
     rl_device_memory mem;
     rl_device_memory_get(dev, &mem);
     for (int i = 0; i < RL_MEM_COUNT; i++)
-        printf("bench: rlrt_gpu_mem_gib_%s = %.2f\n", rl_mem_purpose_name((rl_mem_purpose)i),
+        printf("bench: rlrt_gpu_%smem_gib_%s = %.2f\n", mp, rl_mem_purpose_name((rl_mem_purpose)i),
                mem.bytes[i] / 1073741824.0);
-    printf("bench: rlrt_gpu_mem_peak_gib = %.2f\n", mem.peak / 1073741824.0);
-    rl_device_free(dev, mom);
+    printf("bench: rlrt_gpu_%smem_peak_gib = %.2f\n", mp, mem.peak / 1073741824.0);
+    rc = 0;
+done:
+    rl_adamw_free(opt);
     rl_lm_free(m);
     free(tok);
     free(mask);
-    return 0;
+    return rc;
+}
+
+int main(void)
+{
+    const int B = s_env("RL_BENCH_GPU_B", 8), T = s_env("RL_BENCH_GPU_T", 1024);
+    const int L = s_env("RL_BENCH_GPU_LAYERS", 24), steps = s_env("RL_BENCH_GPU_STEPS", 5);
+    const int micro = s_env("RL_BENCH_GPU_MICRO", 0);
+    if (B < 1 || T < 2 || L < 1 || steps < 1) {
+        fprintf(stderr, "bench_gpu_train: bad sizes B=%d T=%d layers=%d steps=%d\n", B, T, L, steps);
+        return 2;
+    }
+    const char *pname = getenv("RL_BENCH_GPU_PRECISION");
+    int fp32 = 1, bf16 = 1;
+    if (pname && *pname && strcmp(pname, "both") != 0) {
+        fp32 = strcmp(pname, "fp32") == 0;
+        bf16 = strcmp(pname, "bf16") == 0;
+        if (!fp32 && !bf16) {
+            fprintf(stderr, "bench_gpu_train: RL_BENCH_GPU_PRECISION=%s: expected fp32, bf16 or both\n",
+                    pname);
+            return 2;
+        }
+    }
+    const char *dname = getenv("RL_BENCH_GPU_DEVICE");
+    const rl_device dev = dname && strcmp(dname, "cpu") == 0 ? RL_DEVICE_CPU : RL_DEVICE_CUDA;
+    if (rl_device_count(dev) < 1) {
+        printf("bench_gpu_train: skipped: no CUDA device (%s)\n",
+               rl_nn_ops_get(RL_DEVICE_CUDA) ? "none visible" : "a build without CUDA=1");
+        return 77;
+    }
+    int rc = 0;
+    if (fp32)
+        rc |= s_arm(dev, RL_PRECISION_FP32, B, T, L, steps, micro);
+    if (bf16)
+        rc |= s_arm(dev, RL_PRECISION_BF16, B, T, L, steps, micro);
+    return rc;
 }

@@ -14,8 +14,8 @@ set -u
 
 PACKAGES="build-essential pkg-config git ca-certificates
 libzmq3-dev libczmq-dev libprotobuf-c-dev protobuf-c-compiler
-libuv1-dev libyaml-dev libjansson-dev libopenblas-dev libcmocka-dev
-libmicrohttpd-dev libsystemd-dev libsodium-dev systemd curl libutf8proc-dev libpcre2-dev
+libuv1-dev libyaml-dev libjansson-dev libopenblas-dev liblapacke-dev libcmocka-dev
+libmicrohttpd-dev libsystemd-dev libsodium-dev systemd curl libutf8proc-dev libpcre2-dev libssl-dev
 clang libclang-rt-dev iproute2 procps
 zlib1g-dev libjpeg62-turbo-dev libpng-dev libgif-dev dataset-fashion-mnist
 python3 python3-venv python3-zmq python3-numpy libegl-dev libegl-mesa0 libgl1-mesa-dri"

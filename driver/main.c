@@ -10,6 +10,7 @@
 
 #include "rlrt/rlrt.h"
 #include "driver/recipe.h"
+#include "driver/recipes/inputs.h"
 #include "driver/recipes/phases.h"
 #include "common/schema/trainer.h"
 #include "rlrt/error.h"
@@ -43,12 +44,24 @@ static void s_usage(FILE *f)
         fprintf(f, "  %-12s %s\n", rl_recipes[i]->name, rl_recipes[i]->summary);
 }
 
-/* The recipe named by an override trainer.recipe=... or the job file. */
+/* "selftest, sft, ..." */
+static void s_recipe_names(char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    for (size_t i = 0, k = 0; rl_recipes[i] && k < cap; i++)
+        k += (size_t)snprintf(buf + k, cap - k, "%s%s", i ? ", " : "", rl_recipes[i]->name);
+}
+
+/* The recipe named by an override trainer.recipe=... or the job file. A job
+ * names its recipe: a job file without keys (empty, only comments, {} or
+ * ---) is refused, even with the override (it is not the file meant), and
+ * so is a job without trainer.recipe in the file or an override. */
 static int s_pick_recipe(const char *job_path, int n, char **overrides, const rl_recipe **out)
 {
     const char *key = RL_CFG_PATH(&rl_trainer_section, rl_trainer_config, recipe);
     size_t klen = strlen(key);
-    char name[128] = "selftest";
+    char name[128] = "", known[512];
+    s_recipe_names(known, sizeof known);
     int from_override = 0;
     for (int i = 0; i < n; i++) {
         if (strncmp(overrides[i], key, klen) == 0 && overrides[i][klen] == '=') {
@@ -56,22 +69,34 @@ static int s_pick_recipe(const char *job_path, int n, char **overrides, const rl
             from_override = 1;
         }
     }
-    if (!from_override && job_path) {
+    if (job_path) {
         rl_config *job = rl_config_parse_file(job_path);
+        if (!job)
+            return rl_error_code();
+        const rl_config_node *root = rl_config_root(job);
+        if (rl_config_node_kind(root) == RL_CONFIG_MAP && rl_config_node_len(root) == 0) {
+            rl_config_free(job);
+            return rl_error_set(RL_ECONFIG, "%s: the job file has no keys; a job names at least its "
+                                "recipe (%s: one of %s)", job_path, key, known);
+        }
         const char *v = NULL;
-        if (!job || rl_config_get_string_or(job, key, "selftest", &v)) {
+        if (!from_override && rl_config_has(job, key) && rl_config_get_string(job, key, &v)) {
             rl_config_free(job);
             return rl_error_code();
         }
-        snprintf(name, sizeof name, "%s", v);
+        if (v)
+            snprintf(name, sizeof name, "%s", v);
         rl_config_free(job);
+        if (!from_override && !v)
+            return rl_error_set(RL_ECONFIG, "%s: %s missing: a job names its recipe (recipes: %s)",
+                                job_path, key, known);
+    } else if (!from_override) {
+        return rl_error_set(RL_ECONFIG, "no job: give --config job.yaml (naming %s) or the override "
+                            "%s=NAME (recipes: %s)", key, key, known);
     }
     *out = rl_recipe_find(name);
     if (*out)
         return RL_OK;
-    char known[256] = "";
-    for (size_t i = 0, k = 0; rl_recipes[i] && k < sizeof known; i++)
-        k += (size_t)snprintf(known + k, sizeof known - k, "%s%s", i ? ", " : "", rl_recipes[i]->name);
     return rl_error_set(RL_ECONFIG, "%s: %s: unknown recipe '%s' (known: %s)",
                         from_override ? "override" : job_path, key, name, known);
 }
@@ -249,25 +274,32 @@ int main(int argc, char **argv)
         rl_config_free(job);
         return 1;
     }
-    if (check && !cluster_path) {
-        printf("rl-driver: job %s (recipe %s) checked: every key known, every value in range\n",
-               job_path ? job_path : "(defaults)", recipe->name);
-        rl_config_free(job);
-        return 0;
-    }
-    rl_cluster *cl = rl_cluster_load(cluster_path);
-    if (!cl) {
+    rl_cluster *cl = cluster_path ? rl_cluster_load(cluster_path) : NULL;
+    if (cluster_path && !cl) {
         fprintf(stderr, "rl-driver: %s\n", rl_error_message());
         rl_config_free(job);
         return 1;
     }
+    /* the files the job names, where the driver can see them (driver/recipes/inputs.h) */
+    char unchecked[512];
+    if (rl_job_check_inputs(job, recipe->roles, cl, unchecked, sizeof unchecked)) {
+        fprintf(stderr, "rl-driver: %s\n", rl_error_message());
+        rl_cluster_free(cl);
+        rl_config_free(job);
+        return 1;
+    }
     if (check) {
-        printf("rl-driver: job %s (recipe %s) and %s checked\n", job_path ? job_path : "(defaults)",
-               recipe->name, cluster_path);
+        printf("rl-driver: job %s (recipe %s)%s%s checked: every key known, every value in range, "
+               "the input paths there%s%s%s\n", job_path ? job_path : "(defaults)", recipe->name,
+               cl ? " and " : "", cl ? cluster_path : "",
+               unchecked[0] ? " (left to the workers, which read them on their nodes: " : "",
+               unchecked, unchecked[0] ? ")" : "");
         rl_cluster_free(cl);
         rl_config_free(job);
         return 0;
     }
+    if (unchecked[0])
+        rl_log_info("input paths left to the workers (read on their nodes): %s", unchecked);
     char *table = rl_cluster_table(cl);
     rl_log_info("recipe %s, cluster %s:\n%s", recipe->name, cluster_path, table ? table : "");
     free(table);

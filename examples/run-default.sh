@@ -8,10 +8,11 @@
 # Metrics: runs/arith_grpo/metrics.jsonl and runs/arith_grpo/tensorboard/.
 # `RL_RUN=selftest make run` runs the cluster selftest instead.
 # `RL_RUN=diffusion make run` runs the diffusion track (seed 004): the learned
-# prompt-match scorer and the clip generator's flow-matching pretraining when
-# runs/fmnist_scorer/final or runs/fmnist_flow/final is missing, then GRPO
+# prompt-match scorer, the FID's convolutional classifier and the clip
+# generator's flow-matching pretraining when runs/fmnist_scorer/final,
+# runs/fmnist_cnn/final or runs/fmnist_flow/final is missing, then GRPO
 # with the prompt-match reward (examples/dance_grpo_scorer.yaml); it prints
-# the validation reward before and after and saves a before/after grid.
+# the validation reward and FID before and after and saves a before/after grid.
 # `RL_RUN=libero make run` runs the embodied track (seeds 000/001): the
 # LIBERO-Object scenes, expert demonstrations and the few-shot warm start of
 # the flow policy when missing, then FlowSAR with the demonstration anchor
@@ -30,6 +31,10 @@ if [ "${RL_RUN:-}" = diffusion ]; then
         echo "== the learned prompt-match scorer (runs/fmnist_scorer/final is missing)"
         $DD --config examples/fmnist_scorer.yaml
     fi
+    if [ ! -f runs/fmnist_cnn/final/model.safetensors ]; then
+        echo "== the FID's convolutional classifier (runs/fmnist_cnn/final is missing)"
+        $DD --config examples/fmnist_cnn.yaml
+    fi
     if [ ! -f runs/fmnist_flow/final/model.safetensors ]; then
         echo "== flow-matching pretraining of the clip generator (runs/fmnist_flow/final is missing)"
         $DD --config examples/fmnist_flow.yaml
@@ -38,6 +43,8 @@ if [ "${RL_RUN:-}" = diffusion ]; then
     $DD --config examples/dance_grpo_scorer.yaml "$@"
     grep -h '"val/prompt_match"' runs/dance_grpo_scorer/metrics.jsonl | sed -n '1p;$p' | \
         sed 's/.*"step": \([0-9]*\).*"val\/prompt_match": \([0-9.e-]*\).*/validation prompt-match reward at step \1: \2/'
+    grep -h '"val/fid"' runs/dance_grpo_scorer/metrics.jsonl | sed -n '1p;$p' | \
+        sed 's/.*"step": \([0-9]*\).*"val\/fid": \([0-9.e-]*\).*/validation FID (lower is better) at step \1: \2/'
     echo "before (top) / after (bottom), one ODE sample per prompt: runs/dance_grpo_scorer/before_after.png"
     exit 0
 fi

@@ -4,13 +4,19 @@
 # * test_nn_cuda: every CUDA kernel against its CPU twin, forward and
 #   backward, on ragged shapes; test_nn_lm_cuda: the transformer on the GPU
 #   against the CPU (outputs and every gradient). GPU_TESTS names them.
-# * compute-sanitizer's memcheck, racecheck, synccheck and initcheck over the
-#   same tests: out-of-bounds or uninitialised device memory, shared-memory
-#   races and barrier misuse in the kernels.
+# * tests/integration/gpu_jobs.py: real jobs with actor.device=cuda and
+#   rollout.device=cuda (SFT against the CPU actor step for step, GRPO, a
+#   resume on the GPU, GPU generation against the CPU's); needs
+#   bin/rl-driver and bin/rl-worker in BUILD.
 #
-# * With RL_GPU_BENCH=1, then `bench/bench_gpu.sh` (make bench-gpu): the
-#   engine against PyTorch on the same GPU, its RESULTS section written to
+# * With RL_GPU_BENCH=1, `bench/bench_gpu.sh` (make bench-gpu): the engine
+#   against PyTorch on the same GPU, its RESULTS section written to
 #   RL_BENCH_GPU_OUT (default docs/RESULTS.md).
+#
+# * compute-sanitizer (last: the slowest): memcheck, racecheck, synccheck
+#   and initcheck over test_nn_cuda, memcheck over test_nn_lm_cuda (each run
+#   bounded by RL_SANITIZER_TIMEOUT, default 180 s): out-of-bounds or
+#   uninitialised device memory, shared-memory races, barrier misuse.
 #
 # The device run, prepared here with `make CUDA=1 gpu-bundle` (carry build-gpu):
 #   cp docs/RESULTS.md $OUT/ && BUILD=build-gpu RL_GPU_BENCH=1 \
@@ -44,21 +50,33 @@ for t in $tests; do
         echo "gpu_check: $t failed or skipped (exit $r)"; rc=1
     fi
 done
-cs=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
-if [ ! -x "$cs" ]; then
-    echo "gpu_check: compute-sanitizer: skipped (not found)"; exit $([ $rc = 0 ] && echo 77 || echo 1)
-fi
-for t in $tests; do
-    for tool in memcheck racecheck synccheck initcheck; do
-        echo "== compute-sanitizer --tool $tool $t"
-        "$cs" --tool $tool --error-exitcode 9 "$BUILD/tests/$t" 2>&1 | grep -E "SUMMARY|FAILED|Error"
-        r=${PIPESTATUS[0]}
-        [ $r = 0 ] || { echo "gpu_check: $tool $t: exit $r"; rc=1; }
-    done
-done
+echo "== tests/integration/gpu_jobs.py"
+BUILD=$BUILD ${PYTHON:-python3} "$(dirname "$0")/integration/gpu_jobs.py"; r=$?
+[ $r = 0 ] || { echo "gpu_check: gpu_jobs.py: exit $r"; rc=1; }
 if [ "${RL_GPU_BENCH:-0}" = 1 ]; then
     echo "== bench/bench_gpu.sh"
     BUILD=$BUILD PYTHON=${PYTHON:-python3} "$(dirname "$0")/../bench/bench_gpu.sh" || { echo "gpu_check: bench_gpu failed"; rc=1; }
 fi
+cs=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
+if [ ! -x "$cs" ]; then
+    echo "gpu_check: compute-sanitizer: skipped (not found)"; rc_cs=77
+else
+    # every tool over the kernel tests; memcheck over the model tests too
+    # (racecheck and initcheck over whole models take many minutes). Each
+    # run is bounded: a timeout is a failure, named.
+    for t in $tests; do
+        tools="memcheck racecheck synccheck initcheck"
+        [ "$t" = test_nn_cuda ] || tools=memcheck
+        for tool in $tools; do
+            echo "== compute-sanitizer --tool $tool $t"
+            timeout "${RL_SANITIZER_TIMEOUT:-180}" "$cs" --tool $tool --error-exitcode 9 "$BUILD/tests/$t" 2>&1 \
+                | grep -E "SUMMARY|FAILED|Error"
+            r=${PIPESTATUS[0]}
+            [ $r = 124 ] && echo "gpu_check: $tool $t: timed out after ${RL_SANITIZER_TIMEOUT:-180} s"
+            [ $r = 0 ] || { echo "gpu_check: $tool $t: exit $r"; rc=1; }
+        done
+    done
+fi
 echo "gpu_check: $([ $rc = 0 ] && echo passed || echo FAILED)"
+[ $rc = 0 ] && [ "${rc_cs:-0}" = 77 ] && exit 77
 exit $rc

@@ -27,6 +27,9 @@ double rl_flow_rl_ema_beta(const rl_flow_rl_config *o, int64_t count)
 }
 
 #define S_ERR(c, ...) RL_CFG_ERROR(c, &rl_estimator_section, rl_estimator_config, adv_estimator, RL_ECONFIG, __VA_ARGS__)
+#define S_ERR2(c, ...)                                                                          \
+    RL_CFG_ERROR2(c, &rl_estimator_section, rl_estimator_config, adv_estimator, &rl_flow_rl_section, \
+                  rl_flow_rl_config, loss_type_name, RL_ECONFIG, __VA_ARGS__)
 
 const rl_estimator *rl_flow_rl_estimator(const rl_config *c, const rl_flow_rl_config *o)
 {
@@ -41,13 +44,14 @@ const rl_estimator *rl_flow_rl_estimator(const rl_config *c, const rl_flow_rl_co
         S_ERR(c, "%s", msg);
         return NULL;
     }
+    /* between two keys: at the one the user wrote (loss_type over a default estimator) */
     if (o->loss == RL_FLOW_LOSS_GRPO && e->id != RL_EST_GRPO) {
-        S_ERR(c, "loss_type actor has no value head: it needs adv_estimator grpo, got %s", e->name);
+        S_ERR2(c, "loss_type actor has no value head: it needs adv_estimator grpo, got %s", e->name);
         return NULL;
     }
     if (o->loss == RL_FLOW_LOSS_PPO && e->id != RL_EST_GAE) {
-        S_ERR(c, "loss_type actor_critic trains the value head with GAE: it needs adv_estimator gae, got %s",
-              e->name);
+        S_ERR2(c, "loss_type actor_critic trains the value head with GAE: it needs adv_estimator gae, got %s",
+               e->name);
         return NULL;
     }
     return e;

@@ -381,7 +381,9 @@ static const char *s_describe(const rl_config_node *n, char *buf, size_t size)
     if (!n->quoted && s_is_null_text(n->text))
         return "null";
     size_t len = strlen(n->text);
-    if (len > 60)
+    if (n->quoted) /* written quoted: a string, however it reads */
+        snprintf(buf, size, len > 60 ? "the string \"%.57s...\"" : "the string \"%s\"", n->text);
+    else if (len > 60)
         snprintf(buf, size, "'%.57s...'", n->text);
     else
         snprintf(buf, size, "'%s'", n->text);
@@ -1799,12 +1801,13 @@ static int s_compatible(const rl_config_node *job, rl_config_type want)
     double d;
     if (job->kind == RL_CONFIG_SCALAR && !job->quoted && s_is_null_text(job->text))
         return 1; /* an explicit null leaves the default's meaning to the reader */
+    /* a quoted scalar ("30", '0.5', !!str true) is a string, however it reads */
+    int plain = job->kind == RL_CONFIG_SCALAR && !job->quoted;
     switch (want) {
     case RL_CONFIG_T_NULL: return 1;
-    case RL_CONFIG_T_BOOL: return job->kind == RL_CONFIG_SCALAR && s_parse_bool(job->text) >= 0;
-    case RL_CONFIG_T_INT: return job->kind == RL_CONFIG_SCALAR && s_parse_int(job->text, &i) == 0;
-    case RL_CONFIG_T_NUMBER:
-        return job->kind == RL_CONFIG_SCALAR && s_parse_double(job->text, &d) == 0;
+    case RL_CONFIG_T_BOOL: return plain && s_parse_bool(job->text) >= 0;
+    case RL_CONFIG_T_INT: return plain && s_parse_int(job->text, &i) == 0;
+    case RL_CONFIG_T_NUMBER: return plain && s_parse_double(job->text, &d) == 0;
     case RL_CONFIG_T_STRING: return job->kind == RL_CONFIG_SCALAR;
     case RL_CONFIG_T_LIST: return job->kind == RL_CONFIG_LIST;
     case RL_CONFIG_T_MAP: return job->kind == RL_CONFIG_MAP;
@@ -1957,4 +1960,43 @@ int rl_config_error_at(const rl_config *c, const char *path, int code, const cha
     if (f.node)
         return rl_config_node_error(f.node, code, "%s", msg);
     return rl_error_set(code, "%s: %s", path, msg);
+}
+
+/* Who wrote a node: 2 an override, 1 the job file, 0 the defaults or the
+ * program (rl_config_set_yaml). */
+static int s_user_rank(const rl_config_node *n)
+{
+    if (strcmp(n->file, "<defaults>") == 0 || strcmp(n->file, "<set>") == 0)
+        return 0;
+    return n->line == 0 && strncmp(n->file, "override ", 9) == 0 ? 2 : 1;
+}
+
+int rl_config_user_set(const rl_config *c, const char *path)
+{
+    s_found f;
+    s_lookup(c->root, path, &f);
+    return f.node && s_user_rank(f.node) > 0;
+}
+
+int rl_config_error_among(const rl_config *c, const char *const *paths, int code, const char *fmt,
+                          ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const rl_config_node *best = NULL;
+    int best_rank = -1;
+    for (size_t i = 0; paths && paths[i]; i++) {
+        s_found f;
+        s_lookup(c->root, paths[i], &f);
+        if (f.node && s_user_rank(f.node) > best_rank) {
+            best = f.node;
+            best_rank = s_user_rank(f.node);
+        }
+    }
+    if (best)
+        return rl_config_node_error(best, code, "%s", msg);
+    return rl_error_set(code, "%s: %s", paths && paths[0] ? paths[0] : "?", msg);
 }

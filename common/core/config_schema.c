@@ -300,6 +300,20 @@ int rl_config_key_error(const rl_config *c, const rl_config_section *s, size_t o
     return rl_config_error_at(c, path, code, "%s", msg);
 }
 
+int rl_config_key_error2(const rl_config *c, const rl_config_section *sa, size_t offa,
+                         const rl_config_section *sb, size_t offb, int code, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const char *const paths[] = {rl_config_key_path(sa, offa), rl_config_key_path(sb, offb), NULL};
+    if (!paths[0] || !paths[1])
+        return rl_error_set(code, "%s: %s", sa ? sa->name : "?", msg);
+    return rl_config_error_among(c, paths, code, "%s", msg);
+}
+
 int rl_config_key_set(rl_config *c, const rl_config_section *s, size_t offset, const char *yaml)
 {
     const char *path = rl_config_key_path(s, offset);
@@ -307,6 +321,36 @@ int rl_config_key_set(rl_config *c, const rl_config_section *s, size_t offset, c
         return rl_error_set(RL_EINVAL, "rl_config_key_set: no key of section '%s' at offset %zu",
                             s ? s->name : "?", offset);
     return rl_config_set_yaml(c, path, yaml);
+}
+
+int rl_config_key_derive(rl_config *c, const rl_config_section *s, size_t offset, const char *yaml,
+                         const char *const *from, const char *why)
+{
+    const rl_config_key *k = NULL;
+    for (size_t i = 0; s && i < s->n_keys && !k; i++)
+        if (s->keys[i].offset == offset)
+            k = &s->keys[i];
+    if (!k)
+        return rl_error_set(RL_EINVAL, "rl_config_key_derive: no key of section '%s' at offset %zu",
+                            s ? s->name : "?", offset);
+    int rc = rl_config_set_yaml(c, k->path, yaml);
+    if (rc || (k->type != RL_CFG_INT && k->type != RL_CFG_NUM))
+        return rc;
+    const rl_config_node *n;
+    if ((rc = rl__config_find(c, k->path, &n)))
+        return rc;
+    int64_t i;
+    double v;
+    int ok = k->type == RL_CFG_INT ? rl_config_node_int(n, &i) == RL_OK
+                                   : rl_config_node_double(n, &v) == RL_OK;
+    if (ok && k->type == RL_CFG_INT)
+        v = (double)i;
+    if (ok && s_in_range(v, k->min, k->max, k->flags) && !(k->min > k->max && isinf(v)))
+        return RL_OK;
+    char b[160];
+    s_bounds_text(k->min, k->max, k->flags, b, sizeof b);
+    return rl_config_error_among(c, from, RL_ECONFIG, "%s = %s (%s) %s", k->path, yaml,
+                                 why ? why : "derived", b);
 }
 
 /* ---- the known-keys tree ----------------------------------------------------------------- */

@@ -61,7 +61,18 @@ rl_tokenizer *rl_task_tokenizer_open(const char *name)
         return rl_arith_tokenizer_new();
     if (strcmp(name, "arith_ext") == 0)
         return rl_arith_ext_tokenizer_new();
-    return rl_tokenizer_load(name);
+    rl_tokenizer *t = rl_tokenizer_load(name);
+    if (!t || rl_tokenizer_kind_of(t) != RL_TOKENIZER_BPE)
+        return t;
+    /* a Hugging Face tokenizer.json: the special tokens of the files beside it */
+    const char *slash = strrchr(name, '/');
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - name) : 1, slash ? name : ".");
+    if (rl_tokenizer_apply_hf_config(t, dir)) {
+        rl_tokenizer_free(t);
+        return NULL;
+    }
+    return t;
 }
 
 /* Word problems (levels 8, 9): who, what, in what. */

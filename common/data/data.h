@@ -129,7 +129,9 @@ rl_tokenizer *rl_arith_tokenizer_new(void);
 void rl_arith_ext_tokenizer_spec(rl_char_tokenizer_spec *spec);
 rl_tokenizer *rl_arith_ext_tokenizer_new(void);
 /* data.tokenizer's value: "arith", "arith_ext", or a tokenizer file
- * (rl_tokenizer_load). NULL + message. */
+ * (rl_tokenizer_load; a Hugging Face tokenizer.json takes its special
+ * tokens from the files beside it, rl_tokenizer_apply_hf_config). NULL +
+ * message. */
 rl_tokenizer *rl_task_tokenizer_open(const char *name);
 
 /* ---- JSONL dataset ------------------------------------------------------------- */

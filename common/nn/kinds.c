@@ -12,6 +12,8 @@
 #include "common/nn/models/clip_flow.h"
 #include "common/nn/models/flow_policy.h"
 #include "common/nn/models/image_classifier.h"
+#include "common/nn/models/image_cnn.h"
+#include "common/nn/models/lm/lm_hf.h"
 #include "common/nn/models/lm/lm_model.h"
 #include "common/nn/models/model_base.h"
 
@@ -21,6 +23,7 @@ static const rl_model_kind *const s_kinds[] = {
     &rl_model_kind_clip_flow,
     &rl_model_kind_flow_policy,
     &rl_model_kind_image_classifier,
+    &rl_model_kind_image_cnn,
 };
 #define S_NKINDS (sizeof s_kinds / sizeof s_kinds[0])
 
@@ -46,6 +49,7 @@ static int s_located(const rl_config *job, const char *path, int code)
 
 #define S_TYPE RL_CFG_PATH(&rl_model_base_section, rl_model_base_config, type)
 #define S_INIT_FROM RL_CFG_PATH(&rl_model_base_section, rl_model_base_config, init_from)
+#define S_PRECISION "model.precision"
 
 /* The kind named by the job's model.type, or NULL with a located error. */
 static const rl_model_kind *s_job_kind(const rl_config *job)
@@ -54,8 +58,20 @@ static const rl_model_kind *s_job_kind(const rl_config *job)
     if (!base)
         return NULL;
     const rl_model_kind *kind = rl_model_kind_find(base->type);
-    if (!kind)
+    if (!kind) {
         s_located(job, S_TYPE, RL_ECONFIG);
+        return NULL;
+    }
+    /* model.precision is a key of the kinds with bf16; for another kind a
+     * value other than fp32 is refused by name, not left unread */
+    const char *prec = NULL;
+    if (!kind->bf16 && rl_config_has(job, S_PRECISION) &&
+        (rl_config_get_string(job, S_PRECISION, &prec) || !prec || strcmp(prec, "fp32") != 0)) {
+        rl_config_error_at(job, S_PRECISION, RL_EUNSUPPORTED,
+                           "%s: model.type '%s' has no bf16 mode yet (fp32 only; bf16 is the lm "
+                           "kind's)", prec ? prec : "this value", kind->name);
+        return NULL;
+    }
     return kind;
 }
 
@@ -104,6 +120,18 @@ static rl_config *s_kind_defaults(const rl_model_kind *k)
     return rl_config_schema_defaults(k->sections, n, &change, 1);
 }
 
+/* A Hugging Face directory (config.json with a model_type): the lm kind's
+ * defaults with the directory's architecture (rl_lm_hf_config_apply). */
+static rl_config *s_hf_job(const char *dir)
+{
+    rl_config *job = s_kind_defaults(&rl_model_kind_lm);
+    if (job && rl_lm_hf_config_apply(job, dir)) {
+        rl_config_free(job);
+        return NULL;
+    }
+    return job;
+}
+
 rl_model *rl_model_load_dir(const char *dir)
 {
     char path[4200];
@@ -111,6 +139,20 @@ rl_model *rl_model_load_dir(const char *dir)
     rl_config *file = rl_config_parse_file(path), *job = NULL;
     if (!file)
         return NULL;
+    if (rl_config_has(file, "model_type")) {
+        rl_config_free(file);
+        file = s_hf_job(dir);
+        if (!file)
+            return NULL;
+        rl_model *m = rl_model_kind_lm.from_config(file);
+        int rc = m ? rl_model_load(m, dir) : rl_error_code();
+        rl_config_free(file);
+        if (m && rc) {
+            rl_model_free(m);
+            m = NULL;
+        }
+        return m;
+    }
     /* the kind's defaults under the file, so a directory written before a
      * key existed loads with that key's default */
     const char *type0 = NULL;

@@ -677,11 +677,12 @@ rl_driver *rl_driver_new(const rl_driver_options *opt)
     d->sync_init = 1;
     d->log_limit.period_s = 10.0;
     d->log_limit.burst = 20;
-    if (s_make_job_id(d) || rl_net_set_max_message(d->cl->max_message_bytes) ||
+    if (s_make_job_id(d) || rl_hs_init() || rl_net_set_max_message(d->cl->max_message_bytes) ||
         s_load_security(d)) {
         s_destroy(d);
         return NULL;
     }
+    rl_hs_issuer_init(&d->hs); /* HELLO challenges: a key of this run */
     /* CONFIGURE's job tree and its file:line:col, made once for every worker */
     if (d->opt.job) {
         d->config_json = rl_config_to_json(d->opt.job, "");

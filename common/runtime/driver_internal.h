@@ -30,11 +30,12 @@
 #include <uv.h>
 
 #include "rlrt/runtime/driver.h"
+#include "common/runtime/handshake.h"
 #include "common/runtime/msg.h"
 #include "common/runtime/net.h"
 #include "common/runtime/zuv.h"
 
-#define RL_DRV_TOKEN_HEX 64 /* a slot's secret: 32 random bytes as hex */
+#define RL_DRV_TOKEN_HEX RL_HS_TOKEN_HEX /* a slot's secret: 32 bytes as hex */
 
 /* DOWN: no process / not connected; STARTING: spawned, no HELLO yet;
  * CONFIGURING: HELLO answered with CONFIGURE, waiting for READY; READY:
@@ -66,11 +67,16 @@ typedef struct rl_drv_slot {
     long worker_pid; /* from HELLO */
     int hello_seen;  /* HELLO received since the last spawn */
     /* The slot's secret: made at spawn (local/ssh: handed to the process in
-     * its environment or on its stdin) or when an external worker claims
-     * the slot; sent in CONFIGURE. Every HELLO for a claimed slot must
-     * present it: a reconnect proves it is the same worker. */
+     * its environment or on its stdin) or agreed by key exchange when an
+     * external worker claims the slot; it never travels. Every HELLO for a
+     * claimed slot must prove it (common/runtime/handshake.h): a reconnect
+     * proves it is the same worker. */
     char token[RL_DRV_TOKEN_HEX + 1];
     int token_set;
+    uint64_t hello_epoch;  /* bumped on every accepted proof: a challenge is
+                              good for one HELLO */
+    uint8_t kx_public[RL_HS_KX_BYTES]; /* the driver's half of a claim, for */
+    int kx_pending;                    /* the CONFIGURE that answers it */
     char **retry_safe; /* methods its READY declared retry-safe */
     int n_retry_safe;
     char node_name[64]; /* node from its HELLO (logs) */
@@ -135,6 +141,7 @@ struct rl_driver {
     char start_error[1024];
     char endpoint[512];
     char job_id[33];          /* random per driver run: HELLO must match */
+    rl_hs_issuer hs;          /* HELLO challenges (a random key per run) */
     char driver_key[RL_NET_KEY_TXT]; /* public key (security on) or "" */
     char **authorized;        /* security: the worker keys allowed */
     int n_authorized;

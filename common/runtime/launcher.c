@@ -12,23 +12,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
+#include <unistd.h>
 
 static int s_spawn(rl_drv_slot *s);
 
 int rl_drv_new_token(rl_drv_slot *s)
 {
-    unsigned char raw[RL_DRV_TOKEN_HEX / 2];
-    size_t got = 0;
-    while (got < sizeof raw) {
-        ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
-        if (n <= 0)
-            return rl_error_set(RL_EIO, "no random bytes for the slot's token");
-        got += (size_t)n;
-    }
-    for (size_t i = 0; i < sizeof raw; i++)
-        snprintf(s->token + 2 * i, 3, "%02x", raw[i]);
+    rl_hs_new_token(s->token);
     s->token_set = 1;
+    s->hello_epoch++; /* challenges made for the slot's last worker die */
     return RL_OK;
 }
 
@@ -277,18 +269,19 @@ static int s_spawn(rl_drv_slot *s)
     int nenv = 0;
     while (environ[nenv])
         nenv++;
-    char **env = calloc((size_t)nenv + 3, sizeof *env);
+    char **env = calloc((size_t)nenv + 4, sizeof *env);
     s_stdin_feed *feed = ssh ? calloc(1, sizeof *feed) : NULL;
     if (!env || (ssh && !feed)) {
         free(env);
         free(feed);
         return rl_error_set(RL_ENOMEM, "cannot start %s: out of memory", s->label);
     }
-    char cvd[300], tok[RL_DRV_TOKEN_HEX + 32];
+    char cvd[300], tok[RL_DRV_TOKEN_HEX + 32], ppid[48];
     int e = 0;
     for (int i = 0; i < nenv; i++)
         if ((strncmp(environ[i], "CUDA_VISIBLE_DEVICES=", 21) != 0 || !gpus[0]) &&
             strncmp(environ[i], "RL_WORKER_TOKEN=", 16) != 0 &&
+            strncmp(environ[i], "RL_DRIVER_PID=", 14) != 0 &&
             /* systemd's notification socket is the driver's, not its children's */
             strncmp(environ[i], "NOTIFY_SOCKET=", 14) != 0 &&
             strncmp(environ[i], "WATCHDOG_", 9) != 0)
@@ -300,6 +293,10 @@ static int s_spawn(rl_drv_slot *s)
     if (!ssh) { /* the environment is readable by this user only, unlike argv */
         snprintf(tok, sizeof tok, "RL_WORKER_TOKEN=%s", s->token);
         env[e++] = tok;
+        /* our child: it asks for a signal when we die (PR_SET_PDEATHSIG), so
+         * its ports are free for the next driver's workers at once */
+        snprintf(ppid, sizeof ppid, "RL_DRIVER_PID=%ld", (long)getpid());
+        env[e++] = ppid;
     }
     env[e] = NULL;
 

@@ -22,6 +22,7 @@ const char *rl_msg_kind_name(int body_case)
     case RL__ENVELOPE__BODY_HEARTBEAT: return "HEARTBEAT";
     case RL__ENVELOPE__BODY_SHUTDOWN: return "SHUTDOWN";
     case RL__ENVELOPE__BODY_DISCONNECT: return "DISCONNECT";
+    case RL__ENVELOPE__BODY_CHALLENGE: return "CHALLENGE";
     default: return "EMPTY";
     }
 }
@@ -59,11 +60,35 @@ size_t rl_msg_size(const Rl__Envelope *env, const rl_dataproto *payload)
     return n;
 }
 
+/* RL_EPROTO naming the frame when one would exceed the frame limit: the
+ * receiver's libzmq would drop the connection, and the message with it. */
+static int s_check_limit(const Rl__Envelope *env, size_t env_len, const rl_dataproto *payload)
+{
+    int64_t max = rl_net_max_message();
+    if ((int64_t)env_len > max)
+        return rl_error_set(RL_EPROTO, "%s envelope of %zu bytes is over the frame limit of %lld "
+                            "bytes (limits.max_message_mb): not sent",
+                            rl_msg_kind_name(env->body_case), env_len, (long long)max);
+    for (int i = 0; payload && i < rl_dataproto_tensor_count(payload); i++) {
+        const rl_tensor *t = rl_dataproto_tensor_at(payload, i);
+        if ((int64_t)rl_tensor_nbytes(t) > max)
+            return rl_error_set(RL_EPROTO, "%s payload tensor '%s' of %zu bytes is over the "
+                                "frame limit of %lld bytes (limits.max_message_mb): not sent",
+                                rl_msg_kind_name(env->body_case),
+                                rl_dataproto_tensor_name(payload, i), rl_tensor_nbytes(t),
+                                (long long)max);
+    }
+    return RL_OK;
+}
+
 int rl_msg_send(void *sock, const void *id, size_t id_len, Rl__Envelope *env,
                 const rl_dataproto *payload)
 {
     env->protocol_version = RL_PROTOCOL_VERSION;
     size_t len = rl__envelope__get_packed_size(env);
+    int lim = s_check_limit(env, len, payload);
+    if (lim)
+        return lim;
     uint8_t stackbuf[512];
     uint8_t *buf = len <= sizeof stackbuf ? stackbuf : malloc(len);
     if (!buf)

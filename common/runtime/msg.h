@@ -47,7 +47,9 @@ const char *rl_msg_kind_name(int body_case);
 /* Sends env (+ payload frames). `id` is the ROUTER destination (NULL on a
  * DEALER). Sets env->protocol_version. Never blocks: RL_ETIMEOUT when the
  * socket cannot take the message now (a DEALER without a peer), RL_EIO on
- * other socket errors. */
+ * other socket errors. A frame above rl_net_max_message() (the peer's
+ * ZMQ_MAXMSGSIZE: it would drop the connection) is not sent: RL_EPROTO
+ * naming the frame, its size and the limit. */
 int rl_msg_send(void *sock, const void *id, size_t id_len, Rl__Envelope *env,
                 const rl_dataproto *payload);
 /* A HEARTBEAT envelope stamped time_ns (a monotonic clock's ns) into *env,

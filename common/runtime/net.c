@@ -11,13 +11,16 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 typedef struct {
@@ -40,6 +43,8 @@ typedef struct s_zap {
     struct s_zap *next;
 } s_zap;
 static s_zap *s_zaps;
+/* the log lines of refusals and dropped peers (guarded by s_mu) */
+static rl_net_ratelimit s_zap_log = {10.0, 10, 0, 0, 0};
 
 static double s_now(void)
 {
@@ -146,6 +151,9 @@ void rl_net_reset(void)
     s_allowed = NULL;
     s_n_allowed = 0;
     s_max_message = RL_NET_DEFAULT_MAX_MESSAGE;
+    s_zap_log.window_start = 0; /* a fresh log budget */
+    s_zap_log.in_window = 0;
+    s_zap_log.suppressed = 0;
     pthread_mutex_unlock(&s_mu);
 }
 
@@ -173,7 +181,6 @@ static int s_key_allowed(const uint8_t *key)
     return ok;
 }
 
-static rl_net_ratelimit s_zap_log = {10.0, 10, 0, 0, 0};
 
 /* One ZAP request (RFC 27): version, request id, domain, address, identity,
  * mechanism, credentials...; answers 200 for an allowed CURVE key. */
@@ -299,25 +306,44 @@ static int s_zap_ensure(void *ctx)
     return RL_OK;
 }
 
-/* ---- handshake failures ---------------------------------------------------------------
- * A plaintext peer (mechanism mismatch) and a client that encrypts for the
- * wrong server key (its HELLO does not decrypt) fail the CURVE handshake
- * before ZAP is asked, so the ZAP handler never sees them. Every CURVE server
- * socket therefore also gets a monitor: a thread reading the socket's events.
- * libzmq names the listening endpoint, not the peer, in a handshake-failure
- * event, so the monitor notes the peer of each accepted descriptor
- * (getpeername at ZMQ_EVENT_ACCEPTED) and logs a failure when its connection
- * is dropped (ZMQ_EVENT_DISCONNECTED follows the failure of the same engine),
- * rate-limited with the ZAP refusals. A peer gone before the monitor asked is
- * logged as "a peer of <endpoint>". The thread ends with the socket
- * (ZMQ_EVENT_MONITOR_STOPPED) or with the context (ETERM). */
+/* ---- the connection monitor ---------------------------------------------------------
+ * Every listening TCP socket (rl_net_bind, rl_net_curve_server) gets a
+ * monitor: a thread reading the socket's events, ending with the socket
+ * (ZMQ_EVENT_MONITOR_STOPPED) or with the context (ETERM).
+ *
+ * Handshake failures (CURVE sockets only): a plaintext peer (mechanism
+ * mismatch) and a client that encrypts for the wrong server key (its HELLO
+ * does not decrypt) fail the CURVE handshake before ZAP is asked, so the ZAP
+ * handler never sees them. libzmq names the listening endpoint, not the
+ * peer, in a handshake-failure event, so the monitor notes the peer of each
+ * accepted descriptor (getpeername at ZMQ_EVENT_ACCEPTED) and logs a failure
+ * when its connection is dropped (ZMQ_EVENT_DISCONNECTED follows the failure
+ * of the same engine). A peer gone before the monitor asked is logged as "a
+ * peer of <endpoint>".
+ *
+ * Frames over the limit: libzmq drops a peer that announces a frame above
+ * ZMQ_MAXMSGSIZE and says nothing but DISCONNECTED, the same event as a peer
+ * that hung up. So the monitor keeps a duplicate of each accepted descriptor
+ * (F_DUPFD_CLOEXEC; the connection stays open until the monitor closes it,
+ * microseconds after libzmq) and looks at it on DISCONNECTED: a peer that
+ * hung up has sent FIN (or reset), while one libzmq dropped mid-stream still
+ * has bytes waiting that libzmq stopped reading. That is logged with the
+ * peer's address and the limit; libzmq does not tell the frame's size.
+ *
+ * Every line is rate-limited together with the ZAP refusals. */
 
 #define S_MON_PEERS 64
 
 typedef struct {
-    int fd;
+    int fd;   /* libzmq's descriptor, -1: free */
+    int dup;  /* ours, or -1 */
     char peer[64];
 } s_mon_peer;
+
+typedef struct {
+    void *pair;
+    int curve; /* log handshake failures */
+} s_mon_arg;
 
 static const char *s_handshake_why(uint16_t event, uint32_t code)
 {
@@ -336,24 +362,100 @@ static const char *s_handshake_why(uint16_t event, uint32_t code)
     }
 }
 
+/* 1 when a line may be logged now; *dropped: lines not logged before it. */
+static int s_monitor_allow(long *dropped)
+{
+    pthread_mutex_lock(&s_mu);
+    int allow = rl_net_ratelimit_allow(&s_zap_log, dropped);
+    pthread_mutex_unlock(&s_mu);
+    return allow;
+}
+
 static void s_monitor_log(const char *peer, const char *endpoint, uint16_t event, uint32_t code)
 {
     long dropped = 0;
-    pthread_mutex_lock(&s_mu);
-    int allow = rl_net_ratelimit_allow(&s_zap_log, &dropped);
-    pthread_mutex_unlock(&s_mu);
-    if (allow)
+    if (s_monitor_allow(&dropped))
         rl_log_warn("refused a connection from %s%s: %s%s", peer[0] ? "" : "a peer of ",
                     peer[0] ? peer : endpoint, s_handshake_why(event, code),
                     dropped ? " (more refusals were not logged)" : "");
 }
 
+/* "host:port" of a connected socket into out ("" when unknown). */
+static void s_peer_name(int fd, char *out, size_t size)
+{
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof sa;
+    char host[INET6_ADDRSTRLEN] = "";
+    int port = 0;
+    out[0] = '\0';
+    if (getpeername(fd, (struct sockaddr *)&sa, &len) != 0)
+        return;
+    if (sa.ss_family == AF_INET) {
+        struct sockaddr_in *in = (struct sockaddr_in *)&sa;
+        inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+        port = ntohs(in->sin_port);
+    } else if (sa.ss_family == AF_INET6) {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+        port = ntohs(in6->sin6_port);
+    }
+    if (host[0])
+        snprintf(out, size, "%s:%d", host, port);
+}
+
+/* The local port of a socket, or -1. */
+static int s_local_port(int fd)
+{
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof sa;
+    if (getsockname(fd, (struct sockaddr *)&sa, &len) != 0)
+        return -1;
+    if (sa.ss_family == AF_INET)
+        return ntohs(((struct sockaddr_in *)&sa)->sin_port);
+    if (sa.ss_family == AF_INET6)
+        return ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
+    return -1;
+}
+
+static void s_mon_forget(s_mon_peer *p)
+{
+    if (p->dup >= 0)
+        close(p->dup);
+    p->fd = p->dup = -1;
+    p->peer[0] = '\0';
+}
+
+/* DISCONNECTED of a connection with no handshake failure: was it libzmq
+ * that dropped a peer still sending? Then log it (see the top). */
+static void s_check_dropped(const s_mon_peer *p, const char *endpoint)
+{
+    if (p->dup < 0)
+        return;
+    char c;
+    ssize_t r = recv(p->dup, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (r <= 0) /* 0: the peer hung up; < 0: reset, or nothing pending */
+        return;
+    int unread = 0;
+    ioctl(p->dup, FIONREAD, &unread);
+    long dropped = 0;
+    if (s_monitor_allow(&dropped))
+        rl_log_warn("dropped the connection from %s%s: it sent a frame over the limit of %lld "
+                    "bytes (limits.max_message_mb), refused by libzmq before it was buffered "
+                    "(libzmq does not say its size; %d more bytes were on their way)%s",
+                    p->peer[0] ? "" : "a peer of ", p->peer[0] ? p->peer : endpoint,
+                    (long long)rl_net_max_message(), unread,
+                    dropped ? " (more were not logged)" : "");
+}
+
 static void *s_monitor_main(void *arg)
 {
-    void *pair = arg;
+    s_mon_arg *ma = arg;
+    void *pair = ma->pair;
+    int curve = ma->curve;
+    free(ma);
     s_mon_peer peers[S_MON_PEERS];
     for (int i = 0; i < S_MON_PEERS; i++)
-        peers[i].fd = -1;
+        peers[i].fd = peers[i].dup = -1;
     uint16_t failed_event = 0; /* a failure waiting for its DISCONNECTED */
     uint32_t failed_code = 0;
     char endpoint[128] = "?";
@@ -392,85 +494,86 @@ static void *s_monitor_main(void *arg)
                     slot = i;
             if (slot < 0)
                 slot = fd % S_MON_PEERS; /* a full table forgets one peer */
+            s_mon_forget(&peers[slot]);
             peers[slot].fd = fd;
-            peers[slot].peer[0] = '\0';
-            struct sockaddr_storage sa;
-            socklen_t len = sizeof sa;
-            char host[INET6_ADDRSTRLEN] = "";
-            if (getpeername(fd, (struct sockaddr *)&sa, &len) == 0) {
-                int port = 0;
-                if (sa.ss_family == AF_INET) {
-                    struct sockaddr_in *in = (struct sockaddr_in *)&sa;
-                    inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-                    port = ntohs(in->sin_port);
-                } else if (sa.ss_family == AF_INET6) {
-                    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&sa;
-                    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-                    port = ntohs(in6->sin6_port);
-                }
-                if (host[0])
-                    snprintf(peers[slot].peer, sizeof peers[slot].peer, "%s:%d", host, port);
+            s_peer_name(fd, peers[slot].peer, sizeof peers[slot].peer);
+            /* ours only if fd still is a connection of this listener (it
+             * may have closed and been reused before this event came) */
+            const char *colon = strrchr(endpoint, ':');
+            int port = colon ? atoi(colon + 1) : -1;
+            int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+            if (dup >= 0 && (port <= 0 || s_local_port(dup) != port)) {
+                close(dup);
+                dup = -1;
             }
+            peers[slot].dup = dup;
         } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
                    event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
-            if (failed_event) /* two failures in a row: log the first without its peer */
+            if (failed_event && curve) /* two in a row: log the first without its peer */
                 s_monitor_log("", endpoint, failed_event, failed_code);
             failed_event = event;
             failed_code = value;
         } else if (event == ZMQ_EVENT_DISCONNECTED) {
-            const char *peer = "";
-            int fd = (int)value;
-            for (int i = 0; i < S_MON_PEERS; i++)
-                if (peers[i].fd == fd) {
-                    peer = peers[i].peer;
-                    peers[i].fd = -1;
-                    break;
-                }
-            if (failed_event)
-                s_monitor_log(peer, endpoint, failed_event, failed_code);
+            int fd = (int)value, slot = -1;
+            for (int i = 0; i < S_MON_PEERS && slot < 0; i++)
+                if (peers[i].fd == fd)
+                    slot = i;
+            if (failed_event && curve)
+                s_monitor_log(slot >= 0 ? peers[slot].peer : "", endpoint, failed_event,
+                              failed_code);
+            else if (!failed_event && slot >= 0)
+                s_check_dropped(&peers[slot], endpoint);
+            if (slot >= 0)
+                s_mon_forget(&peers[slot]);
             failed_event = 0;
         }
     }
-    if (failed_event)
+    if (failed_event && curve)
         s_monitor_log("", endpoint, failed_event, failed_code);
+    for (int i = 0; i < S_MON_PEERS; i++)
+        s_mon_forget(&peers[i]);
     zmq_close(pair);
     return NULL;
 }
 
-/* Starts the handshake monitor of `sock` (a CURVE server socket of ctx). */
-static int s_monitor_start(void *ctx, void *sock)
+/* Starts the monitor of `sock` (a listening socket of ctx); curve: log
+ * handshake failures too. */
+static int s_monitor_start(void *ctx, void *sock, int curve)
 {
     static long s_serial;
     char ep[96];
     pthread_mutex_lock(&s_mu);
     long serial = ++s_serial;
     pthread_mutex_unlock(&s_mu);
-    snprintf(ep, sizeof ep, "inproc://rlrt-handshake-monitor-%ld", serial);
+    snprintf(ep, sizeof ep, "inproc://rlrt-connection-monitor-%ld", serial);
     if (zmq_socket_monitor(sock, ep,
                            ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED |
                                ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                                ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
                                ZMQ_EVENT_MONITOR_STOPPED) != 0)
-        return rl_error_set(RL_EIO, "security: cannot monitor a CURVE socket: %s",
+        return rl_error_set(RL_EIO, "cannot monitor a listening socket: %s",
                             zmq_strerror(zmq_errno()));
     void *pair = zmq_socket(ctx, ZMQ_PAIR);
+    s_mon_arg *ma = calloc(1, sizeof *ma);
     int linger = 0;
     if (pair)
         zmq_setsockopt(pair, ZMQ_LINGER, &linger, sizeof linger);
-    if (!pair || zmq_connect(pair, ep) != 0) {
+    if (!pair || !ma || zmq_connect(pair, ep) != 0) {
         int e = zmq_errno();
         if (pair)
             zmq_close(pair);
+        free(ma);
         zmq_socket_monitor(sock, NULL, 0);
-        return rl_error_set(RL_EIO, "security: cannot monitor a CURVE socket: %s",
-                            zmq_strerror(e));
+        return rl_error_set(RL_EIO, "cannot monitor a listening socket: %s", zmq_strerror(e));
     }
-    int rc = s_start_detached(s_monitor_main, pair);
+    ma->pair = pair;
+    ma->curve = curve;
+    int rc = s_start_detached(s_monitor_main, ma);
     if (rc) {
         zmq_socket_monitor(sock, NULL, 0);
         zmq_close(pair);
-        return rl_error_set(RL_EIO, "security: cannot start the handshake monitor: %s",
-                            strerror(rc));
+        free(ma);
+        return rl_error_set(RL_EIO, "cannot start the connection monitor: %s", strerror(rc));
     }
     return RL_OK;
 }
@@ -486,7 +589,7 @@ void rl_net_limits(void *sock)
 int rl_net_curve_server(void *ctx, void *sock)
 {
     if (!rl_net_secure())
-        return RL_OK;
+        return s_monitor_start(ctx, sock, 0); /* frames over the limit */
     int rc = s_zap_ensure(ctx);
     if (rc)
         return rc;
@@ -500,7 +603,7 @@ int rl_net_curve_server(void *ctx, void *sock)
         zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, "rlrt", 4))
         return rl_error_set(RL_EIO, "security: CURVE server options: %s",
                             zmq_strerror(zmq_errno()));
-    return s_monitor_start(ctx, sock);
+    return s_monitor_start(ctx, sock, 1);
 }
 
 int rl_net_curve_client(void *sock, const char *server_key)

@@ -6,7 +6,12 @@
  * rl_net_connect() (or call rl_net_prepare() on a socket before bind/connect),
  * so one setting covers every socket of the process:
  *   - ZMQ_MAXMSGSIZE = rl_net_max_message(): a peer that announces a larger
- *     frame is disconnected by libzmq before the frame is buffered;
+ *     frame is disconnected by libzmq before the frame is buffered; a
+ *     monitor on every listening TCP socket (a thread per socket, ending
+ *     with it) logs such a drop with the peer's address and the limit,
+ *     rate-limited (libzmq reports no size; a peer dropped before the
+ *     monitor saw its connection, microseconds after the accept, goes
+ *     unlogged); rl_msg_send() refuses to send a frame above the limit;
  *   - with security on (rl_net_set_security()), every TCP socket speaks
  *     CURVE. A binding socket is a CURVE server with this process's key pair
  *     and a ZAP handler (one thread per ZeroMQ context, started on first use)
@@ -71,7 +76,8 @@ int rl_net_set_allowed(const char *const *allowed, int n);
 int rl_net_secure(void);
 /* Copies this process's public key (Z85) when security is on; "" otherwise. */
 void rl_net_public_key(char out[RL_NET_KEY_TXT]);
-/* Turns security off and forgets the keys (tests). */
+/* Turns security off, forgets the keys and resets the frame limit and the
+ * refusal log budget (tests). */
 void rl_net_reset(void);
 
 /* Limits (and, for tcp with security on, CURVE server + ZAP) on `sock` of
@@ -94,9 +100,9 @@ int rl_net_more(void *sock);
  * extra frames must be read before its next message can be. */
 int rl_net_drain(void *sock);
 
-/* CURVE server on `sock` with an allow-list ZAP handler in `ctx` — what
- * rl_net_bind does, for a socket with an endpoint of its own (the driver's
- * ROUTER). A no-op with security off. */
+/* What rl_net_bind does to a listening TCP socket, for one with an endpoint
+ * of its own (the driver's ROUTER): the connection monitor and, with
+ * security on, a CURVE server with an allow-list ZAP handler in `ctx`. */
 int rl_net_curve_server(void *ctx, void *sock);
 /* CURVE client towards `server_key` (Z85). */
 int rl_net_curve_client(void *sock, const char *server_key);

@@ -137,32 +137,43 @@ static void s_send_configure(rl_drv_slot *s)
     c.liveness = (uint32_t)d->liveness;
     c.extra = extra_v;
     c.job_id = d->job_id;
-    c.token.data = (uint8_t *)s->token;
-    c.token.len = strlen(s->token);
+    if (s->kx_pending) { /* this CONFIGURE gives the slot: the driver's half */
+        c.kx_public.data = s->kx_public;
+        c.kx_public.len = sizeof s->kx_public;
+    }
     c.give_up_ms = (uint32_t)(d->cl->heartbeat_give_up_s * 1000);
     c.max_message_bytes = (uint64_t)d->cl->max_message_bytes;
     env.body_case = RL__ENVELOPE__BODY_CONFIGURE;
     env.configure = &c;
     if (rl_drv_send(s, &env, NULL))
         rl_log_error("CONFIGURE for %s: %s", s->label, rl_error_message());
+    s->kx_pending = 0;
     rl_value_free(extra_v);
 }
 
-/* Equal tokens, compared in time independent of where they differ. */
-static int s_token_ok(const rl_drv_slot *s, const ProtobufCBinaryData *t)
+/* CHALLENGE: a fresh nonce for this HELLO's peer, slot and epoch. */
+static void s_send_challenge(rl_drv_slot *s, const unsigned char *id, size_t id_len)
 {
-    size_t n = strlen(s->token);
-    if (!s->token_set || t->len != n || n == 0)
-        return 0;
-    unsigned char diff = 0;
-    for (size_t i = 0; i < n; i++)
-        diff |= (unsigned char)(t->data[i] ^ (unsigned char)s->token[i]);
-    return diff == 0;
+    rl_driver *d = s->d;
+    uint8_t nonce[RL_HS_NONCE_BYTES];
+    rl_hs_challenge(&d->hs, uv_hrtime() / 1000000, (uint32_t)(s - d->slots), s->hello_epoch, id,
+                    id_len, nonce);
+    Rl__Envelope env = RL__ENVELOPE__INIT;
+    Rl__Challenge ch = RL__CHALLENGE__INIT;
+    ch.nonce.data = nonce;
+    ch.nonce.len = sizeof nonce;
+    env.body_case = RL__ENVELOPE__BODY_CHALLENGE;
+    env.challenge = &ch;
+    rl_drv_send_to(d, id, id_len, &env, NULL);
 }
 
 /* HELLO: every field is checked against the slots of this job before it is
  * used; anything else is refused with ERROR + DISCONNECT. A refusal never
- * tells the caller anything about the worker that holds a slot. */
+ * tells the caller anything about the worker that holds a slot. A HELLO for
+ * a held slot (spawned, or claimed by an external worker) gets a CHALLENGE
+ * and must come again with a proof of the slot's token
+ * (common/runtime/handshake.h); a free external slot is claimed by a key
+ * exchange. */
 static void s_on_hello(rl_driver *d, rl_msg *m)
 {
     const Rl__Hello *h = m->env->hello;
@@ -201,28 +212,55 @@ static void s_on_hello(rl_driver *d, rl_msg *m)
         snprintf(why, sizeof why, "refused: %s was given up", s->label);
         goto refuse;
     }
-    int proof = s_token_ok(s, &h->token);
     int external = s->node->launch == RL_LAUNCH_EXTERNAL;
     int claimed = !external || s->state == RL_SLOT_CONFIGURING || s->state == RL_SLOT_READY;
-    if (claimed && !proof) {
-        /* a spawned slot belongs to the process the driver started; a claimed
-         * external slot to the worker that claimed it */
-        snprintf(why, sizeof why, "refused: %s is %s; a HELLO for it must present the slot's "
-                 "token", s->label, external ? "held by a connected worker" :
-                 "started by this driver");
-        goto refuse;
+    const char *holder = external ? "held by a connected worker" : "started by this driver";
+    if (claimed && !h->proof.len && !h->challenge.len) {
+        if (!s->token_set) { /* a spawned slot between its worker's death and restart */
+            snprintf(why, sizeof why, "refused: %s is %s and has no worker now", s->label,
+                     holder);
+            goto refuse;
+        }
+        s_send_challenge(s, m->id, m->id_len); /* prove the token: HELLO again */
+        return;
+    }
+    if (claimed) {
+        /* a replayed HELLO answers a challenge that is spent (the epoch moved
+         * on when it was accepted) or was made for another peer */
+        if (rl_hs_challenge_check(&d->hs, h->challenge.data, h->challenge.len,
+                                  uv_hrtime() / 1000000, (uint32_t)(s - d->slots),
+                                  s->hello_epoch, m->id, m->id_len,
+                                  RL_HS_CHALLENGE_MAX_AGE_MS)) {
+            snprintf(why, sizeof why, "refused: %s is %s; this HELLO's proof of the slot's "
+                     "token is void: %s", s->label, holder, rl_error_message());
+            goto refuse;
+        }
+        if (!s->token_set ||
+            !rl_hs_proof_ok(s->token, h->challenge.data, h->challenge.len, job, role_name,
+                            h->rank, m->id, m->id_len, h->proof.data, h->proof.len)) {
+            snprintf(why, sizeof why, "refused: %s is %s; this HELLO's proof of the slot's "
+                     "token is wrong", s->label, holder);
+            goto refuse;
+        }
+        s->hello_epoch++; /* the challenge is spent */
     }
     int same_id = s->has_id && s->id_len == m->id_len && memcmp(s->id, m->id, m->id_len) == 0;
     if (s->has_id && !same_id && (s->state == RL_SLOT_READY || s->state == RL_SLOT_CONFIGURING)) {
-        /* Paranoid Pirate: the same worker (it knows the token) lost us and
+        /* Paranoid Pirate: the same worker (it proved the token) lost us and
          * reconnected. Calls sent on the old connection are lost (the worker
          * drops their results); retry-safe ones are sent again. */
         rl_log_warn("%s (pid %u) reconnected", s->label, h->pid);
         rl_drv_fail_calls(s, "reconnected");
     }
-    if (!claimed && rl_drv_new_token(s)) { /* an external worker claims the slot */
-        snprintf(why, sizeof why, "refused: %s: %s", s->label, rl_error_message());
-        goto refuse;
+    if (!claimed) { /* an external worker claims the slot: agree its token */
+        if (rl_hs_kx_driver(h->kx_public.data, h->kx_public.len, s->kx_public, s->token)) {
+            snprintf(why, sizeof why, "refused: %s is free, but the HELLO claiming it: %s",
+                     s->label, rl_error_message());
+            goto refuse;
+        }
+        s->token_set = 1;
+        s->hello_epoch++;
+        s->kx_pending = 1;
     }
     memcpy(s->id, m->id, m->id_len);
     s->id_len = m->id_len;

@@ -18,17 +18,20 @@
 #include "rlrt/runtime/channel.h"
 #include "rlrt/runtime/health.h"
 #include "common/runtime/abort.h"
+#include "common/runtime/handshake.h"
 #include "common/runtime/msg.h"
 #include "common/runtime/net.h"
 #include "common/runtime/value.h"
 #include "common/runtime/zuv.h"
 #include "rlrt/wire.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -60,8 +63,8 @@ typedef struct s_worker {
     void *zctx;
     void *sock;
     rl_zuv *watch;
-    uv_timer_t hb_timer, reconnect_timer, wd_timer;
-    uv_signal_t sigterm, sigint;
+    uv_timer_t hb_timer, reconnect_timer, wd_timer, http_timer;
+    uv_signal_t sigterm, sigint, sighup;
     uv_async_t done_async;
     pthread_t compute;
     pthread_mutex_t mu;
@@ -85,9 +88,15 @@ typedef struct s_worker {
     int stopping;
     uint64_t seq;
     char job_id[33];   /* "" until known */
-    char token[80];    /* the slot's token, "" until known */
+    char token[80];    /* the slot's token, "" until known; never sent */
+    char routing_id[128]; /* of the current connection (HELLO proofs name it) */
+    uint8_t kx_pk[RL_HS_KX_BYTES], kx_sk[RL_HS_KX_BYTES]; /* this connection's
+                          key pair: a CONFIGURE that gives us a free slot
+                          completes the key exchange that makes our token */
     char driver_key[RL_NET_KEY_TXT]; /* "" = plaintext */
     rl_http *http;
+    uint64_t http_wait_since; /* its port is held (by an orphan?): waiting */
+    long driver_pid;   /* our parent, the driver (local spawns), or 0 */
     /* metrics (under mu: the HTTP thread reads them) */
     int64_t m_calls, m_errors, m_bytes_in, m_bytes_out, m_queued, m_reconnects;
     double m_handler_s;
@@ -359,13 +368,15 @@ static void s_send_error(s_worker *w, uint64_t call_id, int code, const char *me
     s_send(w, &env, NULL);
 }
 
-static void s_send_hello(s_worker *w)
+/* HELLO; with a CHALLENGE's nonce, again with the proof of our token. */
+static void s_send_hello(s_worker *w, const uint8_t *nonce, size_t nonce_len)
 {
     Rl__Envelope env = RL__ENVELOPE__INIT;
     Rl__Hello h = RL__HELLO__INIT;
     char wid[400];
     snprintf(wid, sizeof wid, "%s/%d@%s#%d", w->ctx.role, w->ctx.rank, w->node, (int)getpid());
     char *devices[1] = {"cpu"};
+    uint8_t proof[RL_HS_PROOF_BYTES];
     h.role = (char *)w->ctx.role;
     h.rank = (uint32_t)w->ctx.rank;
     h.node = w->node;
@@ -375,8 +386,16 @@ static void s_send_hello(s_worker *w)
     h.data_endpoint = "";
     h.worker_id = wid;
     h.job_id = w->job_id;
-    h.token.data = (uint8_t *)w->token;
-    h.token.len = strlen(w->token);
+    h.kx_public.data = w->kx_pk;
+    h.kx_public.len = sizeof w->kx_pk;
+    if (nonce) {
+        rl_hs_proof(w->token, nonce, nonce_len, w->job_id, w->ctx.role, (uint32_t)w->ctx.rank,
+                    w->routing_id, strlen(w->routing_id), proof);
+        h.challenge.data = (uint8_t *)nonce;
+        h.challenge.len = nonce_len;
+        h.proof.data = proof;
+        h.proof.len = sizeof proof;
+    }
     env.body_case = RL__ENVELOPE__BODY_HELLO;
     env.hello = &h;
     s_send(w, &env, NULL);
@@ -562,11 +581,11 @@ static int s_connect_locked(s_worker *w)
         return rl_error_set(RL_EIO, "zmq_socket: %s", zmq_strerror(zmq_errno()));
     int linger = 0;
     zmq_setsockopt(w->sock, ZMQ_LINGER, &linger, sizeof linger);
-    char id[128];
     w->generation++;
-    snprintf(id, sizeof id, "%s/%d#%d.%llu", w->ctx.role, w->ctx.rank, (int)getpid(),
-             (unsigned long long)w->generation);
-    zmq_setsockopt(w->sock, ZMQ_ROUTING_ID, id, strlen(id));
+    snprintf(w->routing_id, sizeof w->routing_id, "%.64s/%d#%d.%llu", w->ctx.role, w->ctx.rank,
+             (int)getpid(), (unsigned long long)w->generation);
+    zmq_setsockopt(w->sock, ZMQ_ROUTING_ID, w->routing_id, strlen(w->routing_id));
+    rl_hs_kx_keypair(w->kx_pk, w->kx_sk); /* fresh per connection */
     rl_net_limits(w->sock);
     if (w->driver_key[0] && rl_net_curve_client(w->sock, w->driver_key)) {
         int rc = rl_error_wrap(rl_error_code(), "worker");
@@ -587,7 +606,7 @@ static int s_connect_locked(s_worker *w)
     pthread_mutex_lock(&w->mu);
     w->m_connected = 0;
     pthread_mutex_unlock(&w->mu);
-    s_send_hello(w);
+    s_send_hello(w, NULL, 0);
     return RL_OK;
 }
 
@@ -710,8 +729,13 @@ static void s_on_configure(s_worker *w, const Rl__Configure *c)
     if (!rc && c->job_id && c->job_id[0] && w->job_id[0] && strcmp(c->job_id, w->job_id) != 0)
         rc = rl_error_set(RL_EPROTO, "CONFIGURE of job %.40s, but this worker belongs to job %s",
                           c->job_id, w->job_id);
-    if (!rc && (c->token.len >= sizeof w->token || (c->job_id && strlen(c->job_id) >= sizeof w->job_id)))
-        rc = rl_error_set(RL_EPROTO, "CONFIGURE: token or job id too long");
+    if (!rc && c->job_id && strlen(c->job_id) >= sizeof w->job_id)
+        rc = rl_error_set(RL_EPROTO, "CONFIGURE: job id of %zu characters, at most %zu",
+                          strlen(c->job_id), sizeof w->job_id - 1);
+    char token[RL_HS_TOKEN_HEX + 1] = "";
+    if (!rc && c->kx_public.len && /* the driver gives us a free slot */
+        rl_hs_kx_worker(w->kx_pk, w->kx_sk, c->kx_public.data, c->kx_public.len, token))
+        rc = rl_error_code();
     if (!rc && c->max_message_bytes &&
         (c->max_message_bytes < 1024 || c->max_message_bytes > ((uint64_t)1 << 40)))
         rc = rl_error_set(RL_EPROTO, "CONFIGURE: max_message_bytes %llu outside [1024, 2^40]",
@@ -743,10 +767,8 @@ static void s_on_configure(s_worker *w, const Rl__Configure *c)
     }
     if (c->job_id && c->job_id[0])
         snprintf(w->job_id, sizeof w->job_id, "%s", c->job_id);
-    if (c->token.len) {
-        memcpy(w->token, c->token.data, c->token.len);
-        w->token[c->token.len] = '\0';
-    }
+    if (token[0])
+        snprintf(w->token, sizeof w->token, "%s", token);
     if (c->give_up_ms)
         w->opt.give_up_ms = (int)(c->give_up_ms < 2000000000u ? c->give_up_ms : 2000000000u);
     if (c->max_message_bytes)
@@ -777,6 +799,24 @@ static void s_on_configure(s_worker *w, const Rl__Configure *c)
     task->generation = w->generation;
     task->abort_epoch = rl_abort_epoch();
     s_submit(w, task); /* READY goes out when init is done */
+}
+
+/* CHALLENGE: the slot is held; prove we hold its token (never send it). */
+static void s_on_challenge(s_worker *w, const Rl__Challenge *c)
+{
+    if (c->nonce.len != RL_HS_NONCE_BYTES) {
+        rl_log_error("CHALLENGE: nonce of %zu bytes, expected %d; ignored", c->nonce.len,
+                     RL_HS_NONCE_BYTES);
+        return;
+    }
+    if (!w->token[0]) {
+        rl_log_error("the driver asks for proof of the slot token of %s/%d, which this worker "
+                     "does not have (the slot is held by another worker)", w->ctx.role,
+                     w->ctx.rank);
+        s_stop(w, 1, "refused by the driver");
+        return;
+    }
+    s_send_hello(w, c->nonce.data, c->nonce.len);
 }
 
 typedef struct {
@@ -941,6 +981,7 @@ static int s_on_readable(void *sock, void *arg)
     }
     switch (m.env->body_case) {
     case RL__ENVELOPE__BODY_CONFIGURE: s_on_configure(w, m.env->configure); break;
+    case RL__ENVELOPE__BODY_CHALLENGE: s_on_challenge(w, m.env->challenge); break;
     case RL__ENVELOPE__BODY_CALL: s_on_call(w, &m); break;
     case RL__ENVELOPE__BODY_HEARTBEAT: break;
     case RL__ENVELOPE__BODY_SHUTDOWN:
@@ -1083,6 +1124,11 @@ static void s_on_heartbeat_locked(s_worker *w)
 static void s_on_signal(uv_signal_t *h, int signum)
 {
     s_worker *w = h->data;
+    if (signum == SIGHUP) { /* the parent-death signal (s_watch_parent) */
+        rl_log_warn("the driver (pid %ld) is gone", w->driver_pid);
+        s_stop(w, RL_WORKER_EXIT_GAVE_UP, "the driver died");
+        return;
+    }
     if (w->sock) {
         Rl__Envelope env = RL__ENVELOPE__INIT;
         Rl__Disconnect d = RL__DISCONNECT__INIT;
@@ -1168,6 +1214,8 @@ static int s_http(void *arg, const char *path, char **body, const char **type)
 static int s_setup_identity(s_worker *w)
 {
     const rl_worker_options *o = &w->opt;
+    if (rl_hs_init())
+        return rl_error_code();
     if (o->job_id && strlen(o->job_id) >= sizeof w->job_id)
         return rl_error_set(RL_EINVAL, "job id '%.40s...' is too long", o->job_id);
     snprintf(w->job_id, sizeof w->job_id, "%s", o->job_id ? o->job_id : "");
@@ -1193,6 +1241,58 @@ static int s_setup_identity(s_worker *w)
         snprintf(w->driver_key, sizeof w->driver_key, "%s", o->driver_key);
     }
     return RL_OK;
+}
+
+/* A worker the driver spawned (RL_DRIVER_PID, set by the launcher) asks the
+ * kernel for SIGHUP when the driver dies (when the driver's thread that
+ * spawned it ends, which is the driver's end), so that an orphan frees its
+ * ports at once instead of after the heartbeat liveness and give-up time.
+ * 1 when the driver is gone already. */
+static int s_watch_parent(s_worker *w)
+{
+    const char *v = getenv("RL_DRIVER_PID");
+    char *end = NULL;
+    long pid = v ? strtol(v, &end, 10) : 0;
+    unsetenv("RL_DRIVER_PID"); /* not for anything this worker starts */
+    if (!v || !end || *end || pid <= 1)
+        return 0;
+    w->driver_pid = pid;
+    if (prctl(PR_SET_PDEATHSIG, SIGHUP) != 0)
+        rl_log_warn("prctl(PR_SET_PDEATHSIG): %s; an orphan leaves by its heartbeats",
+                    strerror(errno));
+    return getppid() != pid; /* it died before the prctl */
+}
+
+#define S_HTTP_WAIT_MS 30000 /* for a port held by a previous worker */
+
+/* Serves HTTP on the worker's port; while another socket holds it (the
+ * orphan of an earlier driver, leaving), tries again every 250 ms for up
+ * to S_HTTP_WAIT_MS instead of failing the worker (a restart spent). */
+static void s_on_http_retry(uv_timer_t *t)
+{
+    s_worker *w = t->data;
+    if (w->stopping)
+        return;
+    if ((w->http = rl_http_start(w->opt.http_bind, w->opt.http_port, s_http, w))) {
+        if (w->http_wait_since)
+            rl_log_info("http: port %d is free now; HTTP /healthz and /metrics are served "
+                        "(waited %.1f s)", w->opt.http_port,
+                        (double)(uv_now(&w->loop) - w->http_wait_since) / 1000.0);
+        return;
+    }
+    uint64_t now = uv_now(&w->loop);
+    if (rl_error_code() != RL_EEXIST ||
+        (w->http_wait_since && now - w->http_wait_since >= S_HTTP_WAIT_MS)) {
+        rl_log_error("%s%s", rl_error_message(), w->http_wait_since ? " (gave up waiting)" : "");
+        s_stop(w, RL_WORKER_EXIT_ERROR, "cannot serve HTTP");
+        return;
+    }
+    if (!w->http_wait_since) {
+        w->http_wait_since = now;
+        rl_log_warn("%s; waiting up to %d s for it (an earlier worker of this slot may still "
+                    "hold it)", rl_error_message(), S_HTTP_WAIT_MS / 1000);
+    }
+    uv_timer_start(&w->http_timer, s_on_http_retry, 250, 0);
 }
 
 static void s_close_walk(uv_handle_t *h, void *arg)
@@ -1230,6 +1330,12 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
     w->ctx.world_size = 1;
     s_fault_setup(w->opt.role, w->opt.rank);
     s_announce_setup(w->opt.role, w->opt.rank);
+    if (s_watch_parent(w)) {
+        rl_error_set(RL_EPEER, "the driver (pid %ld) died before this worker started",
+                     w->driver_pid);
+        free(w);
+        return RL_WORKER_EXIT_GAVE_UP;
+    }
     if (s_setup_identity(w)) {
         free(w);
         return RL_WORKER_EXIT_ERROR;
@@ -1274,12 +1380,17 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
     uv_timer_init(&w->loop, &w->hb_timer);
     uv_timer_init(&w->loop, &w->reconnect_timer);
     uv_timer_init(&w->loop, &w->wd_timer);
+    uv_timer_init(&w->loop, &w->http_timer);
     uv_signal_init(&w->loop, &w->sigterm);
     uv_signal_init(&w->loop, &w->sigint);
-    w->done_async.data = w->hb_timer.data = w->reconnect_timer.data = w->wd_timer.data = w;
-    w->sigterm.data = w->sigint.data = w;
+    uv_signal_init(&w->loop, &w->sighup);
+    w->done_async.data = w->hb_timer.data = w->reconnect_timer.data = w->wd_timer.data =
+        w->http_timer.data = w;
+    w->sigterm.data = w->sigint.data = w->sighup.data = w;
     uv_signal_start(&w->sigterm, s_on_signal, SIGTERM);
     uv_signal_start(&w->sigint, s_on_signal, SIGINT);
+    if (w->driver_pid)
+        uv_signal_start(&w->sighup, s_on_signal, SIGHUP);
     int compute_started = 0;
     if ((rc = pthread_create(&w->compute, NULL, s_compute_main, w)) != 0) {
         rl_error_set(RL_EIO, "worker: cannot start the compute thread: %s", strerror(rc));
@@ -1291,9 +1402,9 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
         w->exit_code = RL_WORKER_EXIT_ERROR;
     } else {
         compute_started = 1;
-        if (w->opt.http_port > 0 &&
-            !(w->http = rl_http_start(w->opt.http_bind, w->opt.http_port, s_http, w))) {
-            rl_log_error("%s", rl_error_message());
+        if (w->opt.http_port > 0)
+            s_on_http_retry(&w->http_timer);
+        if (w->stopping) {
             w->exit_code = RL_WORKER_EXIT_ERROR;
         } else {
             uint64_t wd = w->opt.sd_notify ? rl_sd_watchdog_usec() : 0;
@@ -1306,12 +1417,18 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
             rl_log_info("connecting to %s%s%s", w->opt.driver,
                         w->driver_key[0] ? " (CurveZMQ)" : "",
                         w->http ? "; HTTP /healthz and /metrics are served" : "");
+            if (w->driver_pid && getppid() != w->driver_pid) /* died since s_watch_parent */
+                s_stop(w, RL_WORKER_EXIT_GAVE_UP, "the driver died");
             if (w->opt.sd_notify)
                 rl_sd_notify("READY=1\nSTATUS=connecting to the driver");
             uv_run(&w->loop, UV_RUN_DEFAULT);
         }
     }
 
+    /* The listening port first: a worker that replaces this one (a new
+     * driver's) may want it while a handler here still finishes. */
+    rl_http_stop(w->http);
+    w->http = NULL;
     /* Shut the compute thread down: fini runs after any queued call. */
     w->ctx.stop = 1;
     if (compute_started) {
@@ -1336,8 +1453,6 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
     }
     pthread_mutex_unlock(&w->mu);
 
-    rl_http_stop(w->http);
-    w->http = NULL;
     s_close_socket(w);
     uv_walk(&w->loop, s_close_walk, NULL);
     uv_run(&w->loop, UV_RUN_DEFAULT);

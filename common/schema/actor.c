@@ -15,14 +15,18 @@ static int s_check(const rl_config *c, void *out)
         (rc = rl_config_get_string(c, S_PATH(kl_loss_type), &o->kl_loss_type_name)))
         return rc;
     if (o->value_lr > 0 && !(o->lr > 0))
-        return RL_CFG_ERROR(c, &rl_actor_section, rl_actor_config, value_lr, RL_ECONFIG,
-                            "the value head's lr (%g) follows the policy's lr schedule as a multiple of "
-                            "%s, which is 0: set %s > 0", o->value_lr, S_PATH(lr), S_PATH(lr));
+        return RL_CFG_ERROR2(c, &rl_actor_section, rl_actor_config, value_lr, &rl_actor_section,
+                             rl_actor_config, lr, RL_ECONFIG,
+                             "the value head's lr (%s %g) follows the policy's lr schedule as a "
+                             "multiple of %s, which is 0: set %s > 0", S_PATH(value_lr), o->value_lr,
+                             S_PATH(lr), S_PATH(lr));
     /* -1: the recipe sets its run's steps before the workers start (the actor checks) */
     if (o->lr_schedule != 0 /* constant */ && o->total_training_steps < 1 && o->total_training_steps != -1)
-        return RL_CFG_ERROR(c, &rl_actor_section, rl_actor_config, total_training_steps, RL_ECONFIG,
-                            "the '%s' schedule needs the number of optimiser steps, got %lld",
-                            o->lr_schedule_name, (long long)o->total_training_steps);
+        return RL_CFG_ERROR2(c, &rl_actor_section, rl_actor_config, total_training_steps,
+                             &rl_actor_section, rl_actor_config, lr_schedule, RL_ECONFIG,
+                             "%s '%s' needs the number of optimiser steps, got %s %lld",
+                             S_PATH(lr_schedule), o->lr_schedule_name, S_PATH(total_training_steps),
+                             (long long)o->total_training_steps);
     return RL_OK;
 }
 

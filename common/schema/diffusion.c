@@ -17,11 +17,13 @@ static int s_data_check(const rl_config *c, void *out)
         return rl_error_code();
     d->mini_batch = a->mini_batch;
     if (b->train_batch_size % d->mini_batch)
-        return RL_CFG_ERROR(c, &rl_actor_section, rl_actor_config, mini_batch, RL_ECONFIG,
-                            "%lld must divide %s %lld", (long long)d->mini_batch,
-                            RL_CFG_PATH(&rl_batch_section, rl_batch_config,
-                                        train_batch_size),
-                            (long long)b->train_batch_size);
+        return RL_CFG_ERROR2(c, &rl_actor_section, rl_actor_config, mini_batch, &rl_batch_section,
+                             rl_batch_config, train_batch_size, RL_ECONFIG,
+                             "%s (%lld) must divide %s (%lld)",
+                             RL_CFG_PATH(&rl_actor_section, rl_actor_config, mini_batch),
+                             (long long)d->mini_batch,
+                             RL_CFG_PATH(&rl_batch_section, rl_batch_config, train_batch_size),
+                             (long long)b->train_batch_size);
     d->updates_per_step = a->epochs * (b->train_batch_size / d->mini_batch);
     return RL_OK;
 }

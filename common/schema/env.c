@@ -37,6 +37,11 @@ static int s_parse_tasks(const char *s, int *tasks, int *n)
 }
 
 #define S_ERR(c, field, ...) RL_CFG_ERROR(c, &rl_env_section, rl_env_config, field, RL_ECONFIG, __VA_ARGS__)
+#define S_PATH(field) RL_CFG_PATH(&rl_env_section, rl_env_config, field)
+/* a check between two of its keys: at the one the user wrote */
+#define S_ERR2(c, fa, fb, ...) \
+    RL_CFG_ERROR2(c, &rl_env_section, rl_env_config, fa, &rl_env_section, rl_env_config, fb, RL_ECONFIG, \
+                  __VA_ARGS__)
 
 static int s_check(const rl_config *c, void *out)
 {
@@ -45,19 +50,23 @@ static int s_check(const rl_config *c, void *out)
         return S_ERR(c, task_ids, "expected task numbers in [0, %d) like '0-9' or '0,3,7', got '%s'",
                      RL_ENV_MAX_TASKS, o->task_ids);
     if (o->total_num_envs % o->group_size)
-        return S_ERR(c, group_size, "must divide %s (%lld), got %lld",
-                     RL_CFG_PATH(&rl_env_section, rl_env_config, total_num_envs),
-                     (long long)o->total_num_envs, (long long)o->group_size);
-    if (o->group_size > 1 && (o->total_num_envs / o->group_size) % o->num_tasks)
-        return S_ERR(c, group_size,
-                     "%lld envs in groups of %lld make %lld groups: a multiple of the %d tasks is "
-                     "needed, so every task has as many groups",
-                     (long long)o->total_num_envs, (long long)o->group_size,
-                     (long long)(o->total_num_envs / o->group_size), o->num_tasks);
+        return S_ERR2(c, group_size, total_num_envs, "must divide %s (%lld), got %s %lld",
+                      S_PATH(total_num_envs), (long long)o->total_num_envs, S_PATH(group_size),
+                      (long long)o->group_size);
+    if (o->group_size > 1 && (o->total_num_envs / o->group_size) % o->num_tasks) {
+        const char *const keys[] = {S_PATH(group_size), S_PATH(total_num_envs), S_PATH(task_ids), NULL};
+        return rl_config_error_among(c, keys, RL_ECONFIG,
+                                     "%lld envs (%s) in groups of %lld (%s) make %lld groups: a "
+                                     "multiple of the %d tasks (%s) is needed, so every task has as "
+                                     "many groups",
+                                     (long long)o->total_num_envs, keys[1], (long long)o->group_size,
+                                     keys[0], (long long)(o->total_num_envs / o->group_size),
+                                     o->num_tasks, keys[2]);
+    }
     if (o->pipeline_stage_num > o->total_num_envs)
-        return S_ERR(c, pipeline_stage_num, "must be <= %s (%lld), got %lld",
-                     RL_CFG_PATH(&rl_env_section, rl_env_config, total_num_envs),
-                     (long long)o->total_num_envs, (long long)o->pipeline_stage_num);
+        return S_ERR2(c, pipeline_stage_num, total_num_envs, "must be <= %s (%lld), got %s %lld",
+                      S_PATH(total_num_envs), (long long)o->total_num_envs,
+                      S_PATH(pipeline_stage_num), (long long)o->pipeline_stage_num);
     const rl_trainer_config *t = rl_config_section_get(c, &rl_trainer_section);
     if (!t)
         return rl_error_code();

@@ -27,9 +27,18 @@ static int s_clip_flow_check(const rl_config *c, void *out)
     if (!sz)
         return rl_error_code();
     int64_t floats = m->frames * sz->channels * sz->height * sz->width;
-    if (floats > (1 << 22))
-        return RL_CFG_ERROR(c, &rl_clip_flow_model_section, rl_clip_flow_model_config, frames,
-                            RL_ECONFIG, "a clip of %lld floats is more than 2^22", (long long)floats);
+    if (floats > (1 << 22)) {
+        const char *const keys[] = {
+            RL_CFG_PATH(&rl_clip_flow_model_section, rl_clip_flow_model_config, frames),
+            RL_CFG_PATH(&rl_image_size_section, rl_image_size_config, channels),
+            RL_CFG_PATH(&rl_image_size_section, rl_image_size_config, height),
+            RL_CFG_PATH(&rl_image_size_section, rl_image_size_config, width), NULL};
+        return rl_config_error_among(c, keys, RL_ECONFIG,
+                                     "a clip of %lld floats (%s %lld x %s %lld x %s %lld x %s %lld) is "
+                                     "more than 2^22", (long long)floats, keys[0], (long long)m->frames,
+                                     keys[1], (long long)sz->channels, keys[2], (long long)sz->height,
+                                     keys[3], (long long)sz->width);
+    }
     return RL_OK;
 }
 
@@ -57,4 +66,35 @@ const rl_config_section rl_image_classifier_model_section =
                    "the first frame.",
                    "the actor ranks (scorer_train), the reward ranks (scorer_path, judge_path)",
                    s_classifier, NULL);
+#undef RL_CFG_STRUCT
+
+static int s_cnn_check(const rl_config *c, void *out)
+{
+    (void)out;
+    const rl_image_size_config *sz = rl_config_section_get(c, &rl_image_size_section);
+    if (!sz)
+        return rl_error_code();
+    if (sz->height < 4 || sz->width < 4) {
+        const char *const keys[] = {RL_CFG_PATH(&rl_image_size_section, rl_image_size_config, height),
+                                    RL_CFG_PATH(&rl_image_size_section, rl_image_size_config, width), NULL};
+        return rl_config_error_among(c, keys, RL_ECONFIG,
+                                     "an image_cnn pools twice by 2: %s and %s must be at least 4, got %lld x %lld",
+                                     keys[0], keys[1], (long long)sz->height, (long long)sz->width);
+    }
+    return RL_OK;
+}
+
+#define RL_CFG_STRUCT rl_image_cnn_model_config
+static const rl_config_key s_cnn[] = {
+#define X RL_CFG_KEY
+#include "common/schema/image_cnn_model.def"
+#undef X
+};
+const rl_config_section rl_image_cnn_model_section =
+    RL_CFG_SECTION("model (image_cnn)",
+                   "The convolutional image classifier (model.type image_cnn): the feature network of "
+                   "val/fid and a judge of another architecture than the MLP scorer.",
+                   "the actor ranks (scorer_train), the driver (diffusion: data.fid_model), the reward "
+                   "ranks (judge_path)",
+                   s_cnn, s_cnn_check);
 #undef RL_CFG_STRUCT

@@ -1,5 +1,5 @@
 /* common/schema/image_models.h — the model sections of the diffusion
- * track's two kinds (common/nn/models/{clip_flow,image_classifier}.h): the
+ * track's kinds (common/nn/models/{clip_flow,image_classifier,image_cnn}.h): the
  * image size both have, then each kind's network. A kind's sections are
  * rl_model_base_section, rl_image_size_section and its own
  * (rl_model_kind.sections); the keys of the two kinds' own sections that
@@ -44,5 +44,18 @@ typedef struct rl_image_classifier_model_config {
 } rl_image_classifier_model_config;
 
 extern const rl_config_section rl_image_classifier_model_section;
+
+/* image_cnn: the convolutional classifier (the FID's feature network). Its
+ * sections are the image size, image_classifier's (num_classes, and
+ * hidden_size: its features) and this one. Its check: height and width at
+ * least 4 (two 2x2 poolings). */
+
+typedef struct rl_image_cnn_model_config {
+#define X RL_CFG_FIELD
+#include "common/schema/image_cnn_model.def"
+#undef X
+} rl_image_cnn_model_config;
+
+extern const rl_config_section rl_image_cnn_model_section;
 
 #endif

@@ -22,18 +22,21 @@ static int s_check(const rl_config *c, void *out)
     a->norm_adv_by_std_in_grpo = g->norm_adv_by_std_in_grpo;
     a->gamma = d->gamma;
     if (!(a->filter_low < a->filter_high))
-        return RL_CFG_ERROR(c, &rl_rlvr_section, rl_rlvr_config, filter_low, RL_ECONFIG,
-                            "must be below %s (%g), got %g",
-                            S_PATH(rl_rlvr_section, rl_rlvr_config, filter_high), a->filter_high,
-                            a->filter_low);
+        return RL_CFG_ERROR2(c, &rl_rlvr_section, rl_rlvr_config, filter_low, &rl_rlvr_section,
+                             rl_rlvr_config, filter_high, RL_ECONFIG, "%s (%g) must be below %s (%g)",
+                             S_PATH(rl_rlvr_section, rl_rlvr_config, filter_low), a->filter_low,
+                             S_PATH(rl_rlvr_section, rl_rlvr_config, filter_high), a->filter_high);
     const rl_rollout_tokens_config *rt = a->overlong_enable ? rl_config_section_get(c, &rl_rollout_tokens_section) : NULL;
     if (a->overlong_enable && !rt)
         return rl_error_code();
     if (a->overlong_enable && a->overlong_len > rt->response_length)
-        return RL_CFG_ERROR(c, &rl_rlvr_section, rl_rlvr_config, overlong_len, RL_ECONFIG,
-                            "must not exceed %s (%lld), got %lld",
-                            S_PATH(rl_rollout_tokens_section, rl_rollout_tokens_config, response_length),
-                            (long long)rt->response_length, (long long)a->overlong_len);
+        return RL_CFG_ERROR2(c, &rl_rlvr_section, rl_rlvr_config, overlong_len,
+                             &rl_rollout_tokens_section, rl_rollout_tokens_config, response_length,
+                             RL_ECONFIG, "%s (%lld) must not exceed %s (%lld)",
+                             S_PATH(rl_rlvr_section, rl_rlvr_config, overlong_len),
+                             (long long)a->overlong_len,
+                             S_PATH(rl_rollout_tokens_section, rl_rollout_tokens_config, response_length),
+                             (long long)rt->response_length);
     return RL_OK;
 }
 
@@ -89,17 +92,21 @@ static int s_guidance_check(const rl_config *c, void *out)
     if (!mt)
         return rl_error_code();
     if (g->samples >= ro->n)
-        return RL_CFG_ERROR(c, &rl_rlvr_guidance_section, rl_rlvr_guidance_config, samples,
-                            RL_ECONFIG,
-                            "%lld: must be below %s (%lld), so a guided group keeps samples of "
-                            "the policy", (long long)g->samples, S_PATH(rl_rollout_section, rl_rollout_config, n),
-                            (long long)ro->n);
+        return RL_CFG_ERROR2(c, &rl_rlvr_guidance_section, rl_rlvr_guidance_config, samples,
+                             &rl_rollout_section, rl_rollout_config, n, RL_ECONFIG,
+                             "%s (%lld) must be below %s (%lld), so a guided group keeps samples "
+                             "of the policy",
+                             S_PATH(rl_rlvr_guidance_section, rl_rlvr_guidance_config, samples),
+                             (long long)g->samples, S_PATH(rl_rollout_section, rl_rollout_config, n),
+                             (long long)ro->n);
     if (mt->enable)
-        return RL_CFG_ERROR(c, &rl_rlvr_guidance_section, rl_rlvr_guidance_config, enable,
-                            RL_ECONFIG,
-                            "does not combine with %s: a reference solution's tool output would "
-                            "be trained as the model's own text",
-                            S_PATH(rl_rollout_multi_turn_section, rl_rollout_multi_turn_config, enable));
+        return RL_CFG_ERROR2(c, &rl_rlvr_guidance_section, rl_rlvr_guidance_config, enable,
+                             &rl_rollout_multi_turn_section, rl_rollout_multi_turn_config, enable,
+                             RL_ECONFIG,
+                             "%s does not combine with %s: a reference solution's tool output "
+                             "would be trained as the model's own text",
+                             S_PATH(rl_rlvr_guidance_section, rl_rlvr_guidance_config, enable),
+                             S_PATH(rl_rollout_multi_turn_section, rl_rollout_multi_turn_config, enable));
     return RL_OK;
 }
 
@@ -127,10 +134,12 @@ static int s_replay_check(const rl_config *c, void *out)
         return RL_CFG_ERROR(c, &rl_rlvr_replay_section, rl_rlvr_replay_config, below, RL_ECONFIG,
                             "expected a mean accuracy in (0, 1], got %g", q->below);
     if (q->per_step < 1 || q->per_step > data->train_batch_size)
-        return RL_CFG_ERROR(c, &rl_rlvr_replay_section, rl_rlvr_replay_config, per_step, RL_ECONFIG,
-                            "expected 1 to %s (%lld) prompts, got %lld",
-                            S_PATH(rl_batch_section, rl_batch_config, train_batch_size),
-                            (long long)data->train_batch_size, (long long)q->per_step);
+        return RL_CFG_ERROR2(c, &rl_rlvr_replay_section, rl_rlvr_replay_config, per_step,
+                             &rl_batch_section, rl_batch_config, train_batch_size, RL_ECONFIG,
+                             "%s: expected 1 to %s (%lld) prompts, got %lld",
+                             S_PATH(rl_rlvr_replay_section, rl_rlvr_replay_config, per_step),
+                             S_PATH(rl_batch_section, rl_batch_config, train_batch_size),
+                             (long long)data->train_batch_size, (long long)q->per_step);
     return RL_OK;
 }
 
@@ -164,18 +173,23 @@ int rl_rlvr_check_sizes(const rl_config *c, const char *estimator, int64_t min_s
     int64_t n = ro->n, mini = ac->mini_batch;
     const char *batch_key = S_PATH(rl_batch_section, rl_batch_config, train_batch_size);
     const char *n_key = S_PATH(rl_rollout_section, rl_rollout_config, n);
+    const char *mini_key = S_PATH(rl_actor_section, rl_actor_config, mini_batch);
     if (data->train_batch_size % mini)
-        return RL_CFG_ERROR(c, &rl_actor_section, rl_actor_config, mini_batch, RL_ECONFIG,
-                            "%lld must divide %s %lld", (long long)mini, batch_key,
-                            (long long)data->train_batch_size);
+        return RL_CFG_ERROR2(c, &rl_actor_section, rl_actor_config, mini_batch, &rl_batch_section,
+                             rl_batch_config, train_batch_size, RL_ECONFIG,
+                             "%s (%lld) must divide %s (%lld)", mini_key, (long long)mini, batch_key,
+                             (long long)data->train_batch_size);
     if (n < min_samples)
-        return RL_CFG_ERROR(c, &rl_rollout_section, rl_rollout_config, n, RL_ECONFIG,
-                            "%lld: %s needs at least %lld samples per prompt", (long long)n, estimator,
-                            (long long)min_samples);
+        return RL_CFG_ERROR2(c, &rl_rollout_section, rl_rollout_config, n, &rl_estimator_section,
+                             rl_estimator_config, adv_estimator, RL_ECONFIG,
+                             "%s (%lld): %s needs at least %lld samples per prompt", n_key,
+                             (long long)n, estimator, (long long)min_samples);
     if (actor_ranks > 0 && (mini * n) % actor_ranks)
-        return RL_CFG_ERROR(c, &rl_actor_section, rl_actor_config, mini_batch, RL_ECONFIG,
-                            "a mini-batch of %lld rows (%lld prompts × %s %lld) must be a "
-                            "multiple of the %d actor ranks",
-                            (long long)(mini * n), (long long)mini, n_key, (long long)n, actor_ranks);
+        return RL_CFG_ERROR2(c, &rl_actor_section, rl_actor_config, mini_batch, &rl_rollout_section,
+                             rl_rollout_config, n, RL_ECONFIG,
+                             "a mini-batch of %lld rows (%s %lld × %s %lld) must be a "
+                             "multiple of the %d actor ranks",
+                             (long long)(mini * n), mini_key, (long long)mini, n_key, (long long)n,
+                             actor_ranks);
     return RL_OK;
 }

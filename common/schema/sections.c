@@ -35,6 +35,7 @@ const rl_config_section *const rl_schema_sections[] = {
     &rl_image_size_section,
     &rl_clip_flow_model_section,
     &rl_image_classifier_model_section,
+    &rl_image_cnn_model_section,
     &rl_fmnist_data_section,
     &rl_diffusion_data_section,
     &rl_diffusion_rollout_section,

@@ -12,10 +12,13 @@ static int s_check(const rl_config *c, void *out)
     if (!steps)
         return rl_error_code();
     if (s->stop_at_val_accuracy > 0 && steps->val_every <= 0)
-        return RL_CFG_ERROR(c, &rl_sft_section, rl_sft_config, stop_at_val_accuracy, RL_ECONFIG,
-                            "%g needs validation: %s must be > 0", s->stop_at_val_accuracy,
-                            RL_CFG_PATH(&rl_trainer_steps_section, rl_trainer_steps_config,
-                                        val_every));
+        return RL_CFG_ERROR2(c, &rl_sft_section, rl_sft_config, stop_at_val_accuracy,
+                             &rl_trainer_steps_section, rl_trainer_steps_config, val_every,
+                             RL_ECONFIG, "%s %g needs validation: %s must be > 0",
+                             RL_CFG_PATH(&rl_sft_section, rl_sft_config, stop_at_val_accuracy),
+                             s->stop_at_val_accuracy,
+                             RL_CFG_PATH(&rl_trainer_steps_section, rl_trainer_steps_config,
+                                         val_every));
     return RL_OK;
 }
 

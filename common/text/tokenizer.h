@@ -97,6 +97,21 @@ rl_tokenizer *rl_tokenizer_load(const char *path);
  * tokenizers fail with RL_EUNSUPPORTED (keep the tokenizer.json). */
 int rl_tokenizer_save(const rl_tokenizer *tok, const char *path);
 
+/* The document rl_tokenizer_save() writes for a CHAR tokenizer, malloc'd
+ * (NULL + RL_EUNSUPPORTED for BPE). */
+char *rl_tokenizer_to_json(const rl_tokenizer *tok);
+
+/* Hugging Face's special-token files beside a tokenizer.json, in `dir`:
+ * tokenizer_config.json's bos_token, eos_token, pad_token and unk_token (a
+ * string, or an added-token object {"content": ...}; null or absent: not
+ * set there) replace the guessed ids; for EOS, BOS and PAD not named there,
+ * generation_config.json's eos_token_id (an id, or a list whose first id is
+ * taken), bos_token_id and pad_token_id. A tokenizer left without PAD pads
+ * with EOS (as verl does). Absent files are no error; a token the tokenizer
+ * does not have, an id outside it, bad JSON or a wrongly typed field is
+ * RL_ENOTFOUND / RL_EPROTO naming the file and the key. */
+int rl_tokenizer_apply_hf_config(rl_tokenizer *tok, const char *dir);
+
 void rl_tokenizer_free(rl_tokenizer *tok);
 
 rl_tokenizer_kind rl_tokenizer_kind_of(const rl_tokenizer *tok);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "rlrt/error.h"
+#include "common/core/util.h"
 #include "common/text/tokenizer_internal.h"
 
 /* this kind's ops (defined at the end) */
@@ -198,7 +199,8 @@ static int s_decode(const rl_tokenizer *t, const int32_t *ids, int64_t n, int fl
     return RL_OK;
 }
 
-static int s_save(const rl_tokenizer *t, const char *path)
+/* The JSON document of a char tokenizer (rl_tokenizer_save's), malloc'd. */
+static char *s_to_json(const rl_tokenizer *t)
 {
     const s_char_impl *c = t->impl;
     json_t *root = json_object();
@@ -206,7 +208,8 @@ static int s_save(const rl_tokenizer *t, const char *path)
     if (!root || !sp) {
         json_decref(root);
         json_decref(sp);
-        return rl_error_set(RL_ENOMEM, "char tokenizer: save: out of memory");
+        rl_error_set(RL_ENOMEM, "char tokenizer: save: out of memory");
+        return NULL;
     }
     json_object_set_new(root, "type", json_string("rlrt-char"));
     json_object_set_new(root, "version", json_integer(1));
@@ -218,11 +221,31 @@ static int s_save(const rl_tokenizer *t, const char *path)
     for (int k = 0; k < 4; k++)
         json_object_set_new(root, fields[k],
                             t->special[k] >= 0 ? json_string(t->tokens[t->special[k]]) : json_null());
-    int rc = json_dump_file(root, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(root);
-    if (rc)
-        return rl_error_set(RL_EIO, "char tokenizer: cannot write '%s'", path);
-    return RL_OK;
+    if (!text)
+        rl_error_set(RL_ENOMEM, "char tokenizer: save: out of memory");
+    return text;
+}
+
+static int s_save(const rl_tokenizer *t, const char *path)
+{
+    char *text = s_to_json(t);
+    if (!text)
+        return rl_error_code();
+    int rc = rl_file_write_atomic(path, text, strlen(text));
+    free(text);
+    return rc ? rl_error_wrap(rc, "char tokenizer: cannot write '%s'", path) : RL_OK;
+}
+
+char *rl_tokenizer_to_json(const rl_tokenizer *t)
+{
+    if (!t || t->kind != RL_TOKENIZER_CHAR) {
+        rl_error_set(RL_EUNSUPPORTED, "rl_tokenizer_to_json: only char tokenizers are written "
+                     "(keep the tokenizer.json of a BPE tokenizer)");
+        return NULL;
+    }
+    return s_to_json(t);
 }
 
 rl_tokenizer *rl_tok_char_from_json(void *json_root, const char *what)

@@ -22,9 +22,21 @@ int rl_actor_job_prepare(rl_config *job, int64_t updates_per_step)
     if (!ac)
         return rl_error_code();
     if (ac->total_training_steps == -1) { /* the run's optimiser steps (the cache is dropped: ac goes) */
-        char v[32];
-        snprintf(v, sizeof v, "%lld", (long long)(steps->total_steps * updates_per_step));
-        if (RL_CFG_SET(job, &rl_actor_section, rl_actor_config, total_training_steps, v))
+        /* derived from the user's keys: a bad value is theirs, not the derived key's */
+        const char *const keys[] = {
+            RL_CFG_PATH(&rl_trainer_steps_section, rl_trainer_steps_config, total_steps),
+            RL_CFG_PATH(&rl_actor_section, rl_actor_config, epochs),
+            RL_CFG_PATH(&rl_batch_section, rl_batch_config, train_batch_size),
+            RL_CFG_PATH(&rl_actor_section, rl_actor_config, mini_batch), NULL};
+        long long total;
+        char v[40], why[160];
+        if (__builtin_mul_overflow((long long)steps->total_steps, (long long)updates_per_step, &total))
+            snprintf(v, sizeof v, "%.17g", (double)steps->total_steps * (double)updates_per_step);
+        else
+            snprintf(v, sizeof v, "%lld", total);
+        snprintf(why, sizeof why, "%s %lld x %lld optimiser updates a step", keys[0],
+                 (long long)steps->total_steps, (long long)updates_per_step);
+        if (RL_CFG_DERIVE(job, &rl_actor_section, rl_actor_config, total_training_steps, v, keys, why))
             return rl_error_code();
     }
     int rc = rl_model_check_config(job);

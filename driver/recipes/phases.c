@@ -256,6 +256,11 @@ int rl_trainer_save(rl_trainer *t, rl_group *actor, int64_t step, int64_t epoch,
                              (json_int_t)step, RL_ACTOR_EPOCH, (json_int_t)epoch,
                              RL_ACTOR_DATA_POSITION, (json_int_t)data_position, RL_ACTOR_EXTRA,
                              extra ? json_incref((json_t *)extra) : json_object());
+    if (args && t->save_files &&
+        json_object_set_new(args, RL_ACTOR_FILES, json_deep_copy(t->save_files))) {
+        json_decref(args);
+        args = NULL;
+    }
     if (!args)
         return rl_error_set(RL_ENOMEM, "checkpoint: out of memory");
     int rc = rl_call_all(actor, RL_ACTOR_SAVE_CHECKPOINT, args);
@@ -276,8 +281,12 @@ int rl_trainer_restore(rl_trainer *t, rl_group *actor, int64_t want, int64_t *st
                          t->ckpt_dir, (long long)want);
         if (n < 0 || n >= (int)sizeof info.dir)
             return rl_error_set(RL_EINVAL, "checkpoint path under %s is too long", t->ckpt_dir);
-        if (!rl_checkpoint_is_complete(info.dir))
-            return rl_error_set(RL_ENOTFOUND, "checkpoint %s is missing or incomplete", info.dir);
+        char which[1024];
+        int frc = rl_checkpoint_verify(info.dir, &info.unverified, which, sizeof which);
+        if (frc)
+            return rl_error_wrap(frc, "checkpoint %s is missing, incomplete or damaged", info.dir);
+        if (info.unverified)
+            snprintf(info.note, sizeof info.note, "%s: no " RL_CKPT_SUMS ": cannot be verified", which);
     } else {
         const char *key = RL_CFG_PATH(&rl_trainer_ckpt_section, rl_trainer_ckpt_config, resume);
         int frc = rl_checkpoint_find(t->ckpt_dir, &info);
@@ -306,8 +315,10 @@ int rl_trainer_restore(rl_trainer *t, rl_group *actor, int64_t want, int64_t *st
     if (!rc) {
         json_t *e = json_object_get(rl_dataproto_meta(out), RL_ACTOR_EXTRA);
         *extra = json_is_object(e) ? json_incref(e) : NULL;
-        rl_log_info("resumed from %s (step %lld)%s%s", info.dir, (long long)*step,
-                    info.note[0] ? "; " : "", info.note);
+        if (info.note[0]) /* damaged steps skipped, or files that cannot be verified */
+            rl_log_warn("resumed from %s (step %lld); %s", info.dir, (long long)*step, info.note);
+        else
+            rl_log_info("resumed from %s (step %lld)", info.dir, (long long)*step);
     }
     rl_dataproto_free(out);
     return rc ? rl_error_wrap(rc, "restoring %s", info.dir) : RL_OK;

@@ -59,6 +59,10 @@ typedef struct rl_trainer {
     rl_driver_cpu cpu_mark;
     double cpu_mark_wall_s;
     int cpu_mark_restarts;
+    /* Files every checkpoint carries beside the model (the actor's
+     * RL_ACTOR_FILES, workers/actor/actor.h), or NULL; borrowed: a recipe
+     * sets it in open and clears it in close. */
+    const json_t *save_files;
 } rl_trainer;
 
 /* Reads trainer.{total_steps, val_every, save_every, resume, seed,
@@ -119,7 +123,8 @@ int rl_call_all(rl_group *g, const char *method, json_t *args);
 /* ---- checkpoints through the actor contract (workers/actor/actor.h) ---------------------------- */
 
 /* Saves step `step` under t->ckpt_dir: the actor ranks write the model and
- * the optimiser; `extra` (borrowed JSON object) carries the recipe's state. */
+ * the optimiser (and t->save_files); `extra` (borrowed JSON object) carries
+ * the recipe's state. */
 int rl_trainer_save(rl_trainer *t, rl_group *actor, int64_t step, int64_t epoch,
                     int64_t data_position, const json_t *extra);
 /* Restores a checkpoint under t->ckpt_dir into the actor ranks: step

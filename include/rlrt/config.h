@@ -21,10 +21,13 @@
  * Scalar types: a scalar keeps its text and whether it was quoted. A plain
  * scalar is an integer (decimal or 0x hex), a number (anything strtod takes,
  * plus .inf/.nan), a boolean (true/false, yes/no, on/off; any case), null
- * (~, null, or empty) or a string. Quoted scalars are strings for type
- * checks, but the integer/number/boolean getters still accept a quoted
- * numeric text so that a JSON round trip (which quotes e.g. ".inf") loses
- * nothing. The string getter accepts any scalar.
+ * (~, null, or empty) or a string. Quoted scalars ("30", '0.5', !!str 1)
+ * are strings for type checks: rl_config_validate() refuses one where the
+ * defaults hold an integer, a number or a boolean ("job.yaml:3:16:
+ * trainer.total_steps: expected an integer, got the string \"30\""). The
+ * integer/number/boolean getters still accept a quoted numeric text so
+ * that a JSON round trip (which quotes e.g. ".inf") loses nothing. The
+ * string getter accepts any scalar.
  *
  * Open maps and nulls in the defaults: an EMPTY map in the defaults tree
  * ("weights: {}") accepts any keys in the job file and in overrides; a null
@@ -252,6 +255,18 @@ int rl_config_read(const rl_config *c, const rl_config_spec *spec, size_t n, voi
  * message", or "path: message" when the node is missing. Returns `code`. */
 int rl_config_error_at(const rl_config *c, const char *path, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* 1 when the user wrote the value at `path`: it comes from the job file or
+ * an override, not from the defaults ("<defaults>") nor from a value a
+ * program set (rl_config_set_yaml, "<set>": a recipe's derived key). */
+int rl_config_user_set(const rl_config *c, const char *path);
+/* A located error about a check between keys, `paths` NULL-terminated: at
+ * the key the user wrote, so the user reads the key they can change (an
+ * override before the job file, the job file before the defaults; among
+ * equals the first), or at paths[0] when none is the user's. The message
+ * names the keys itself: "override rollout.n=1: rollout.n:
+ * algorithm.guidance.samples (1) must be below rollout.n (1)". */
+int rl_config_error_among(const rl_config *c, const char *const *paths, int code, const char *fmt,
+                          ...) __attribute__((format(printf, 4, 5)));
 /* One integer / number at `path` with the same checks (lo > hi: unchecked). */
 int rl_config_get_int_in(const rl_config *c, const char *path, int64_t lo, int64_t hi,
                          int64_t *out);
@@ -354,11 +369,29 @@ int rl_config_key_error(const rl_config *c, const rl_config_section *s, size_t o
 /* Sets the key of the field at `offset` to the YAML value `yaml` (what a
  * recipe completes before the workers start, e.g. model.vocab_size). */
 int rl_config_key_set(rl_config *c, const rl_config_section *s, size_t offset, const char *yaml);
+/* Sets a derived key (a value the program computes from the user's keys
+ * `from`, NULL-terminated; `why` says how, e.g. "trainer.total_steps 10 x
+ * 4 updates a step") to `yaml`, and checks it at once against the key's own
+ * range: out of range, the error is the user's key's, named by
+ * rl_config_error_among over `from` ("override trainer.total_steps=...:
+ * trainer.total_steps: actor.optim.total_training_steps = 1e13 (why) must be
+ * in [-1, 1000000000000]"), never "<set>: the derived key". */
+int rl_config_key_derive(rl_config *c, const rl_config_section *s, size_t offset, const char *yaml,
+                         const char *const *from, const char *why);
 /* Field-name forms of the three: RL_CFG_PATH(&rl_actor_section, rl_actor_config, lr). */
 #define RL_CFG_PATH(sec, type, field) rl_config_key_path(sec, offsetof(type, field))
 #define RL_CFG_ERROR(c, sec, type, field, code, ...) \
     rl_config_key_error(c, sec, offsetof(type, field), code, __VA_ARGS__)
 #define RL_CFG_SET(c, sec, type, field, yaml) rl_config_key_set(c, sec, offsetof(type, field), yaml)
+#define RL_CFG_DERIVE(c, sec, type, field, yaml, from, why) \
+    rl_config_key_derive(c, sec, offsetof(type, field), yaml, from, why)
+/* rl_config_error_among over two keys of sections, by field offset: a check
+ * between them. RL_CFG_ERROR2 names them by field. */
+int rl_config_key_error2(const rl_config *c, const rl_config_section *sa, size_t offa,
+                         const rl_config_section *sb, size_t offb, int code, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
+#define RL_CFG_ERROR2(c, sa, ta, fa, sb, tb, fb, code, ...) \
+    rl_config_key_error2(c, sa, offsetof(ta, fa), sb, offsetof(tb, fb), code, __VA_ARGS__)
 
 /* A recipe's change to another section's default: {path, YAML value}. */
 typedef struct rl_config_default {

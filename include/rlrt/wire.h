@@ -53,8 +53,9 @@ extern "C" {
 
 /* DataProtoHeader.version this build writes and accepts. */
 #define RL_WIRE_VERSION 1
-/* Envelope.protocol_version of the control plane. */
-#define RL_PROTOCOL_VERSION 1
+/* Envelope.protocol_version of the control plane (2: HELLO proves the slot
+ * token by challenge-response; 1 carried the token in clear). */
+#define RL_PROTOCOL_VERSION 2
 /* Deepest meta nesting accepted (a scalar at top level of meta is depth 1). */
 #define RL_WIRE_MAX_META_DEPTH 64
 /* Most tensors (frames - 1) in one DataProto. */

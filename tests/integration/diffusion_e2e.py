@@ -25,16 +25,17 @@ daemons, with tiny models:
 
 Skipped (77) when Debian's dataset-fashion-mnist is not installed.
 """
-import json
 import os
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import jobs  # noqa: E402
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
@@ -55,19 +56,11 @@ def cluster(path, actors):
 
 
 def run(work, cl, overrides, expect_ok=True, env=None):
-    cmd = [DRIVER, "--cluster", cl, "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + overrides
-    p = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=600,
-                       env=dict(os.environ, **(env or {})))
-    out = p.stdout + p.stderr
-    if expect_ok and p.returncode != 0:
-        print(out[-4000:])
-        raise SystemExit("FAIL: %s exited %d" % (" ".join(overrides), p.returncode))
-    return p.returncode, out
+    return jobs.run_driver(work, ["--cluster", cl, "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"]
+                           + overrides, expect_ok, env=env)
 
 
-def metrics(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+metrics = jobs.metrics
 
 
 def file_bytes(path):

@@ -25,7 +25,9 @@ Seven jobs on real daemons, from the example jobs with only their length
   clip_grpo  dance_grpo_scorer.yaml on those 4-frame clips: 2 steps,
              validation at 0 and 2.
 The GRPO jobs run without the examples' lr warm-up (5 steps: these few
-steps would train at lr 0 and a fifth of it).
+steps would train at lr 0 and a fifth of it) and without their FID
+(data.fid_model='': the recorded runs predate it, and it only adds val/
+metrics; tests/integration/diffusion_fid.py checks it).
 Every metric of metrics.jsonl is compared exactly except wall-clock ones
 (timing_s/*, perf/*: seconds and CPU use, which depend on the machine and
 its load). The kernels are pinned as in rlvr_golden.py: OMP_NUM_THREADS=2
@@ -57,7 +59,8 @@ FMNIST = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
 
 # GRPO from those: the examples' warm-up of 5 steps would train these few
 # steps at lr 0 and a fifth of it, so the GRPO jobs start at the full rate
-GRPO = ["model.init_from=flow/final", "reward.scorer_path=scorer/final", "actor.optim.warmup_steps=0"]
+GRPO = ["model.init_from=flow/final", "reward.scorer_path=scorer/final", "actor.optim.warmup_steps=0",
+        "data.fid_model="]
 JOBS = [
     ("scorer", "fmnist_scorer.yaml", ["trainer.total_steps=40", "data.train_limit=2000",
                                       "trainer.output_dir=scorer"]),
@@ -76,7 +79,7 @@ JOBS = [
     ("clip_flow", "fmnist_flow_clips.yaml", ["trainer.total_steps=10", "data.train_limit=2000",
                                              "trainer.output_dir=clip_flow"]),
     ("clip_grpo", "dance_grpo_scorer.yaml", [
-        "model.init_from=clip_flow/final", "reward.scorer_path=scorer/final", "model.frames=4",
+        "model.init_from=clip_flow/final", "reward.scorer_path=scorer/final", "model.frames=4", "data.fid_model=",
         "actor.optim.warmup_steps=0",
         "trainer.total_steps=2", "trainer.val_every=2", "trainer.save_every=0",
         "rollout.online.step.interval=2", "trainer.output_dir=clip_grpo"]),

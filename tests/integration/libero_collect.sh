@@ -19,7 +19,14 @@ run() { "$BIN/rl-driver" --cluster examples/cluster-libero.yaml --config example
 # 1. errors
 out=$(run env.data_dir=/nonexistent/libero 2>&1); rc=$?
 [ $rc != 0 ] || fail "a missing data dir did not fail the job"
-echo "$out" | grep -q "/nonexistent/libero/manifest.json.*make libero-data" ||
+echo "$out" | grep -q "override env.data_dir=/nonexistent/libero: env.data_dir: /nonexistent/libero: no such directory (the LIBERO-Object scenes: make libero-data)" ||
+    { echo "$out" | tail -5; fail "the missing data dir is not named before the workers start"; }
+echo "$out" | grep -q "ready (pid" && fail "workers started before the missing data dir was named"
+# a directory that is there but holds no scenes: the env rank names the file
+mkdir -p "$d/no_scenes"
+out=$(run env.data_dir="$d/no_scenes" 2>&1); rc=$?
+[ $rc != 0 ] || fail "a data dir without scenes did not fail the job"
+echo "$out" | grep -q "$d/no_scenes/manifest.json.*make libero-data" ||
     { echo "$out" | tail -5; fail "the missing data error does not name the file and make libero-data"; }
 out=$(run env.task_ids=abc 2>&1); rc=$?
 [ $rc != 0 ] || fail "a bad env.task_ids did not fail"

@@ -39,7 +39,7 @@ echo "$out" | grep -q "actor.loss_agg_mode=seq-mean-token-mean: actor.loss_agg_m
 out=$(run examples/libero_object_grpo.yaml algorithm.adv_estimator=gae 2>&1) && fail "GRPO with gae ran"
 echo "$out" | grep -q "algorithm.adv_estimator: loss_type actor has no value head" || fail "actor+gae not refused"
 out=$(run examples/libero_object_grpo.yaml rollout.noise_level=0 2>&1) && fail "GRPO with noise level 0 ran"
-echo "$out" | grep -q "override rollout.noise_level=0: rollout.noise_level: flow-SDE GRPO scores the flow SDE's log-probs" ||
+echo "$out" | grep -q "override rollout.noise_level=0: rollout.noise_level: flow-SDE GRPO (algorithm.loss_type actor) scores the flow SDE's log-probs" ||
     { echo "$out" | tail -3; fail "noise_level 0 is not refused for GRPO before the run"; }
 out=$(run examples/libero_object_flowsar.yaml env.auto_reset=true 2>&1) && fail "auto_reset ran"
 echo "$out" | grep -q "env.auto_reset: libero_rl runs one episode per env" || fail "auto_reset not refused"
@@ -48,10 +48,10 @@ out=$(run examples/libero_object_flowsar.yaml algorithm.demo_coef=0.5 algorithm.
 echo "$out" | grep -q "algorithm.demos: algorithm.demo_coef is 0.5: name the demonstrations" ||
     { echo "$out" | tail -3; fail "demo_coef without demos not refused"; }
 out=$(run examples/libero_object_grpo.yaml env.group_size=3 2>&1) && fail "a group_size not dividing the envs ran"
-echo "$out" | grep -q "override env.group_size=3: env.group_size: must divide env.total_num_envs (2), got 3" ||
+echo "$out" | grep -q "override env.group_size=3: env.group_size: must divide env.total_num_envs (2), got env.group_size 3" ||
     { echo "$out" | tail -3; fail "group_size not refused"; }
 out=$(run examples/libero_object_grpo.yaml env.group_size=2 2>&1) && fail "groups not covering the tasks ran"
-echo "$out" | grep -q "env.group_size: 2 envs in groups of 2 make 1 groups: a multiple of the 2 tasks is needed" ||
+echo "$out" | grep -q "env.group_size: 2 envs (env.total_num_envs) in groups of 2 (env.group_size) make 1 groups: a multiple of the 2 tasks (env.task_ids) is needed" ||
     { echo "$out" | tail -3; fail "uneven groups not refused"; }
 
 # 2.-3. one or two steps of every method

@@ -27,9 +27,12 @@ import json
 import os
 import shutil
 import struct
-import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import ckpt  # noqa: E402
+import jobs  # noqa: E402
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
@@ -44,19 +47,13 @@ TINY = [
 
 
 def run(work, cfile, config, overrides, expect_ok=True):
-    cmd = [DRIVER, "--cluster", cfile, "--config", os.path.join(ROOT, "examples", config),
-           "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + TINY + overrides
-    p = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=600)
-    out = p.stdout + p.stderr
-    if expect_ok and p.returncode != 0:
-        print(out[-4000:])
-        raise SystemExit("FAIL: %s exited %d" % (" ".join(overrides), p.returncode))
-    return p.returncode, out
+    return jobs.run_driver(work, ["--cluster", cfile, "--config", os.path.join(ROOT, "examples", config),
+                                  "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + TINY + overrides,
+                           expect_ok)
 
 
 def metrics(work, out_dir):
-    with open(os.path.join(work, out_dir, "metrics.jsonl")) as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return jobs.metrics(os.path.join(work, out_dir, "metrics.jsonl"))
 
 
 def weights(work, out_dir, step):
@@ -185,6 +182,7 @@ def main():
             st["extra"]["weight_version"] = bad
             with open(os.path.join(work, "runs/badver/checkpoints/step_1/trainer_state.json"), "w") as f:
                 json.dump(st, f)
+            ckpt.reseal(os.path.join(work, "runs/badver/checkpoints/step_1"))  # a forger's checksums
             rc, out = run(work, cfile, "arith_grpo.yaml", rl + extra + [
                 "trainer.total_steps=2", "trainer.resume=true", "trainer.output_dir=runs/badver"],
                 expect_ok=False)

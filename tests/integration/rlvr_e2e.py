@@ -29,10 +29,12 @@ import json
 import os
 import resource
 import shutil
-import struct
-import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import ckpt  # noqa: E402
+import jobs  # noqa: E402
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
@@ -58,20 +60,13 @@ def cluster(path, actors):
 
 def run(work, cluster_file, config, overrides, expect_ok=True, cores=None):
     """cores: the set of cores the driver (and so its workers) may use."""
-    cmd = [DRIVER, "--cluster", cluster_file, "--config", os.path.join(ROOT, "examples", config),
-           "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + TINY + overrides
     pin = (lambda: os.sched_setaffinity(0, cores)) if cores else None
-    p = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=600, preexec_fn=pin)
-    out = p.stdout + p.stderr
-    if expect_ok and p.returncode != 0:
-        print(out[-4000:])
-        raise SystemExit("FAIL: %s exited %d" % (" ".join(overrides), p.returncode))
-    return p.returncode, out
+    return jobs.run_driver(work, ["--cluster", cluster_file, "--config",
+                                  os.path.join(ROOT, "examples", config), "--bind", "tcp://127.0.0.1:*",
+                                  "--log-level", "warn"] + TINY + overrides, expect_ok, preexec_fn=pin)
 
 
-def metrics(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+metrics, safetensors_f32, max_diff = jobs.metrics, jobs.safetensors_f32, jobs.max_diff
 
 
 def cores_busy(rows, run_cpu_s, cores):
@@ -90,27 +85,6 @@ def cores_busy(rows, run_cpu_s, cores):
     assert 0.2 * run_cpu_s < in_steps <= run_cpu_s * 1.02, (in_steps, run_cpu_s)
     print("ok: perf/cpu_cores_busy %.2f..%.2f of %d cores; %.2f CPU s in the steps of the %.2f "
           "the run used" % (min(busy), max(busy), cores, in_steps, run_cpu_s))
-
-
-def safetensors_f32(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    base = 8 + n
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        assert t["dtype"] == "F32", t
-        b0, b1 = t["data_offsets"]
-        out[name] = struct.unpack("<%df" % ((b1 - b0) // 4), data[base + b0:base + b1])
-    return out
-
-
-def max_diff(a, b):
-    assert a.keys() == b.keys()
-    return max(max(abs(x - y) for x, y in zip(a[k], b[k])) for k in a)
 
 
 def same_metrics(a, b, steps):
@@ -210,7 +184,7 @@ def main():
                                                     "trainer.stop_at_val_accuracy=0.5",
                                                     "trainer.output_dir=runs/sft_stop_bad"],
                       expect_ok=False)
-        assert rc != 0 and "trainer.stop_at_val_accuracy: 0.5 needs validation: " \
+        assert rc != 0 and "trainer.stop_at_val_accuracy: trainer.stop_at_val_accuracy 0.5 needs validation: " \
             "trainer.val_every must be > 0" in log, log[-2000:]
         print("ok: trainer.stop_at_val_accuracy=0.1 stopped SFT at step %d of 80 (%s)" %
               (first, " ".join("%d:%.3f" % v for v in vals)))
@@ -492,6 +466,7 @@ def main():
                 target["hard_replay"] = bad
                 with open(path, "w") as f:
                     json.dump(parsed, f)
+                ckpt.reseal(os.path.dirname(path))  # a forger's checksums: the values are refused
             rc, log = run(work, c2, "arith_grpo.yaml", rl + [
                 "trainer.total_steps=6", "trainer.save_every=2", "trainer.output_dir=runs/badq",
                 "trainer.resume=true"], expect_ok=False)

@@ -111,8 +111,9 @@ def main():
         # solution's tool output as the model's own text
         rc, out = ra.run(work, cfile, "arith_grpo.yaml", TOOLS + MT + [
             "trainer.total_steps=1", "trainer.output_dir=runs/bad3"], expect_ok=False)
-        assert rc != 0 and "arith_grpo.yaml:" in out and "algorithm.guidance.enable" in out \
-            and "rollout.multi_turn.enable" in out, out[-2000:]
+        # located at the key the user wrote last (the override), naming both
+        assert rc != 0 and "override rollout.multi_turn.enable=true: rollout.multi_turn.enable: " \
+            "algorithm.guidance.enable does not combine with rollout.multi_turn.enable" in out, out[-2000:]
         print("ok: a tokenizer without tool markup, an unknown tool and guidance with tools are named")
     finally:
         shutil.rmtree(work, ignore_errors=True)

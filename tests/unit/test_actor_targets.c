@@ -7,7 +7,8 @@
  * generic update: the loss op a request names gives what the op's own
  * method gives; an unknown op, or one whose section the job lacks, is
  * refused; the actor section's ENUM choices are names the actor's parsers
- * take. */
+ * take. save_model writes the dtype asked for and the files argument beside
+ * the model, and refuses bad entries. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "rlrt/config.h"
@@ -326,6 +328,82 @@ static void test_section_choices(void **state)
             assert_true(mt->keys[i].max == RL_TOOL_MAX_OUTPUT);
 }
 
+/* save_model: the weights as asked (bf16 with the metadata transformers
+ * wants) and the files argument's copies and texts beside them; a file name
+ * with '/', an entry with neither or a source that is missing, and an
+ * unknown dtype are refused, naming what is wrong. */
+static void test_save_model_files(void **state)
+{
+    (void)state;
+    static const char *const sets[] = {"model.hidden_size", "16", "model.num_layers", "1",
+                                       "model.height", "8", "model.width", "8",
+                                       "model.time_embed_dim", "8"};
+    char *cf = s_clip_flow_defaults();
+    rl_config *job = s_job(NULL, cf, NULL, sets, 10);
+    free(cf);
+    rl_worker_ctx ctx = {.role = "actor", .rank = 0, .world_size = 1, .config = job};
+    s_init(&ctx);
+    char dir[] = "/tmp/rlrt_actor_save_XXXXXX", src[128], out[160], path[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(src, sizeof src, "%s/source.json", dir);
+    FILE *f = fopen(src, "w");
+    assert_non_null(f);
+    fputs("{\"copied\": true}", f);
+    fclose(f);
+    snprintf(out, sizeof out, "%s/final", dir);
+    rl_dataproto *in = rl_dataproto_new_meta(json_pack(
+        "{s:s, s:s, s:{s:{s:s}, s:{s:s}}}", RL_ACTOR_PATH, out, RL_ACTOR_DTYPE, "bfloat16",
+        RL_ACTOR_FILES, "tokenizer.json", "copy", src, "note.txt", "text", "hello"));
+    if (s_call(&ctx, RL_ACTOR_SAVE_MODEL, in))
+        fail_msg("save_model: %s", rl_error_message());
+    rl_dataproto_free(in);
+    static const char *const want[2][2] = {{"tokenizer.json", "{\"copied\": true}"},
+                                           {"note.txt", "hello"}};
+    for (int k = 0; k < 2; k++) {
+        char buf[64] = "";
+        snprintf(path, sizeof path, "%s/%s", out, want[k][0]);
+        f = fopen(path, "r");
+        assert_non_null(f);
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        assert_string_equal(buf, want[k][1]);
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", out);
+    f = fopen(path, "rb");
+    assert_non_null(f);
+    char head[512] = "";
+    size_t n = fread(head, 1, sizeof head - 1, f);
+    fclose(f);
+    head[n] = '\0';
+    assert_non_null(strstr(head + 8, "\"__metadata__\":{\"format\":\"pt\"}"));
+    assert_non_null(strstr(head + 8, "\"dtype\":\"BF16\""));
+    static const char *const bad[][2] = {
+        {"{\"path\": \"%s\", \"files\": {\"../x\": {\"text\": \"a\"}}}",
+         "argument 'files': entry '../x' must be a plain file name"},
+        {"{\"path\": \"%s\", \"files\": {\"x\": {}}}",
+         "argument 'files': entry 'x' must be a plain file name with {\"copy\": path} or {\"text\": content}"},
+        {"{\"path\": \"%s\", \"files\": {\"x\": {\"copy\": \"/nonexistent/rlrt\"}}}",
+         "files: copying /nonexistent/rlrt into "},
+        {"{\"path\": \"%s\", \"dtype\": \"float8\"}",
+         "argument 'dtype' = 'float8', expected float32 or bfloat16"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        char text[512];
+        snprintf(text, sizeof text, bad[k][0], out);
+        in = rl_dataproto_new_meta(json_loads(text, 0, NULL));
+        assert_non_null(in);
+        assert_true(s_call(&ctx, RL_ACTOR_SAVE_MODEL, in) < 0);
+        if (!strstr(rl_error_message(), bad[k][1]))
+            fail_msg("'%s' lacks '%s'", rl_error_message(), bad[k][1]);
+        rl_dataproto_free(in);
+    }
+    rl_role_actor.fini(&ctx);
+    rl_config_free(job);
+    snprintf(path, sizeof path, "rm -rf '%s'", dir);
+    assert_int_equal(system(path), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -333,6 +411,7 @@ int main(void)
         cmocka_unit_test(test_demo_target_width),
         cmocka_unit_test(test_update_by_loss_name),
         cmocka_unit_test(test_section_choices),
+        cmocka_unit_test(test_save_model_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -172,30 +172,30 @@ static void test_section_checks(void **state)
     assert_true(d->n_levels == 3 && d->level[0] == 3 && d->level[1] == 1 && d->level[2] == 9);
     rl_config_free(job);
     s_check("algorithm.filter_low=0.99", &rl_rlvr_section,
-            "algorithm.filter_low: must be below algorithm.filter_high (0.99), got 0.99");
+            "algorithm.filter_low: algorithm.filter_low (0.99) must be below algorithm.filter_high (0.99)");
     s_check("algorithm.overlong_buffer.enable=true", &rl_rlvr_section, NULL);
     s_check("algorithm.adv_estimator=ppo", &rl_estimator_section, "unknown value 'ppo'");
     s_check("algorithm.hard_replay.below=0", &rl_rlvr_replay_section,
             "expected a mean accuracy in (0, 1], got 0");
     s_check("algorithm.hard_replay.per_step=17", &rl_rlvr_replay_section,
-            "algorithm.hard_replay.per_step: expected 1 to data.train_batch_size (16) prompts, got 17");
+            "algorithm.hard_replay.per_step: algorithm.hard_replay.per_step: expected 1 to data.train_batch_size (16) prompts, got 17");
     s_check("trainer.stop_at_val_accuracy=0.5", &rl_sft_section,
-            "trainer.stop_at_val_accuracy: 0.5 needs validation: trainer.val_every must be > 0");
+            "trainer.stop_at_val_accuracy: trainer.stop_at_val_accuracy 0.5 needs validation: trainer.val_every must be > 0");
     s_check("algorithm.guidance.enable=true", &rl_rlvr_guidance_section, NULL);
     const char *two[2] = {"algorithm.guidance.enable=true", "algorithm.guidance.samples=4"};
     job = s_job(2, two);
     assert_null(rl_config_section_get(job, &rl_rlvr_guidance_section));
-    assert_non_null(strstr(rl_error_message(), "4: must be below rollout.n (4)"));
+    assert_non_null(strstr(rl_error_message(), "algorithm.guidance.samples: algorithm.guidance.samples (4) must be below rollout.n (4)"));
     rl_config_free(job);
     /* the batch sizes against each other */
     job = s_job(1, (const char *const[]){"data.train_batch_size=6"});
     assert_int_equal(rl_rlvr_check_sizes(job, "grpo", 2, 0), RL_ECONFIG);
-    assert_non_null(strstr(rl_error_message(), "4 must divide data.train_batch_size 6"));
+    assert_non_null(strstr(rl_error_message(), "data.train_batch_size: actor.ppo_mini_batch_size (4) must divide data.train_batch_size (6)"));
     rl_config_free(job);
     job = s_job(0, NULL);
     assert_int_equal(rl_rlvr_check_sizes(job, "grpo", 2, 0), RL_OK);
     assert_int_equal(rl_rlvr_check_sizes(job, "x", 5, 0), RL_ECONFIG);
-    assert_non_null(strstr(rl_error_message(), "rollout.n: 4: x needs at least 5 samples"));
+    assert_non_null(strstr(rl_error_message(), "rollout.n: rollout.n (4): x needs at least 5 samples"));
     assert_int_equal(rl_rlvr_check_sizes(job, "grpo", 2, 3), RL_ECONFIG);
     assert_non_null(strstr(rl_error_message(), "multiple of the 3 actor ranks"));
     rl_config_free(job);

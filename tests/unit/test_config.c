@@ -583,6 +583,10 @@ static void test_overrides(void **state)
     assert_int_equal(rl_config_override(c, "actor.ppo_epochs=2.5"), RL_ECONFIG);
     assert_string_equal(rl_error_message(),
                         "override actor.ppo_epochs=2.5: expected an integer, got '2.5'");
+    /* the override's text is untyped ("=30" is a number) unless quoted in it */
+    assert_int_equal(rl_config_override(c, "actor.ppo_epochs='30'"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(),
+                        "override actor.ppo_epochs='30': expected an integer, got the string \"30\"");
     assert_int_equal(rl_config_override(c, "actor.lr=high"), RL_ECONFIG);
     assert_string_equal(rl_error_message(),
                         "override actor.lr=high: expected a number, got 'high'");
@@ -639,6 +643,32 @@ static void test_validate_and_load_job(void **state)
     job = s_parse("actor: 3\n", "job.yaml");
     assert_int_equal(rl_config_validate(job, def), RL_ECONFIG);
     assert_string_equal(rl_error_message(), "job.yaml:1:8: actor: expected a map, got '3'");
+    rl_config_free(job);
+    /* a quoted scalar is a string: not a number, an integer or a boolean,
+     * however it reads; the message says it was a string */
+    static const struct {
+        const char *text, *want;
+    } quoted[] = {
+        {"actor:\n  ppo_epochs: \"30\"\n",
+         "job.yaml:2:15: actor.ppo_epochs: expected an integer, got the string \"30\""},
+        {"actor:\n  lr: '0.5'\n", "job.yaml:2:7: actor.lr: expected a number, got the string \"0.5\""},
+        {"algorithm: {use_kl: \"true\"}\n",
+         "job.yaml:1:21: algorithm.use_kl: expected a boolean, got the string \"true\""},
+        {"actor:\n  optim: {betas: [0.9, \"0.95\"]}\n",
+         "job.yaml:2:24: actor.optim.betas[1]: expected a number, got the string \"0.95\""},
+        {"actor:\n  lr: !!str 1\n", "job.yaml:2:7: actor.lr: expected a number, got the string \"1\""},
+    };
+    for (size_t q = 0; q < sizeof quoted / sizeof quoted[0]; q++) {
+        job = s_parse(quoted[q].text, "job.yaml");
+        assert_int_equal(rl_config_validate(job, def), RL_ECONFIG);
+        if (strcmp(rl_error_message(), quoted[q].want) != 0)
+            fail_msg("'%s': got '%s', expected '%s'", quoted[q].text, rl_error_message(),
+                     quoted[q].want);
+        rl_config_free(job);
+    }
+    /* quoted where a string (or anything) goes is fine */
+    job = s_parse("algorithm: {adv_estimator: \"rloo\"}\nreward: {model: \"3\"}\n", "job.yaml");
+    assert_int_equal(rl_config_validate(job, def), 0);
     rl_config_free(job);
     job = s_parse("reward:\n  weights: {math: 1.0, code: 0.5}\n  model: {path: /x}\n",
                   "job.yaml");
@@ -719,6 +749,52 @@ static void test_validate_and_load_job(void **state)
              path);
     assert_string_equal(rl_error_message(), want);
     unlink(path);
+}
+
+/* A check between keys is located at the key the user wrote: an override
+ * before the job file, the job file before the defaults and values a
+ * program set; among equals the first named. */
+static void test_error_among(void **state)
+{
+    (void)state;
+    rl_config *def = s_parse(DEFAULTS, "<defaults>");
+    rl_config *job = s_parse("actor:\n  ppo_epochs: 2\n", "job.yaml");
+    rl_config *m = rl_config_merge(def, job);
+    const char *const pair[] = {"actor.lr", "actor.ppo_epochs", NULL};
+    assert_false(rl_config_user_set(m, "actor.lr"));
+    assert_true(rl_config_user_set(m, "actor.ppo_epochs"));
+    assert_false(rl_config_user_set(m, "no.such.key"));
+    assert_int_equal(rl_config_error_among(m, pair, RL_ECONFIG, "%s", "too big"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(), "job.yaml:2:15: actor.ppo_epochs: too big");
+    assert_int_equal(rl_config_override(m, "actor.lr=0.5"), 0);
+    assert_true(rl_config_user_set(m, "actor.lr"));
+    const char *const rev[] = {"actor.ppo_epochs", "actor.lr", NULL};
+    assert_int_equal(rl_config_error_among(m, rev, RL_ECONFIG, "x"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(), "override actor.lr=0.5: actor.lr: x");
+    assert_int_equal(rl_config_override(m, "actor.ppo_epochs=3"), 0);
+    assert_int_equal(rl_config_error_among(m, rev, RL_ECONFIG, "y"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(), "override actor.ppo_epochs=3: actor.ppo_epochs: y");
+    /* a value a program set is not the user's */
+    assert_int_equal(rl_config_set_yaml(m, "actor.ppo_epochs", "7"), 0);
+    assert_false(rl_config_user_set(m, "actor.ppo_epochs"));
+    assert_int_equal(rl_config_error_among(m, rev, RL_ECONFIG, "z"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(), "override actor.lr=0.5: actor.lr: z");
+    rl_config_free(m);
+    /* none written by the user: the first named, where it is */
+    m = rl_config_merge(def, job);
+    const char *const dd[] = {"algorithm.kl_coef", "actor.lr", NULL};
+    assert_int_equal(rl_config_error_among(m, dd, RL_ECONFIG, "w"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(), "<defaults>:3:12: algorithm.kl_coef: w");
+    /* missing keys are skipped; none at all: the first path named */
+    const char *const gone[] = {"no.such", "actor.ppo_epochs", NULL};
+    assert_int_equal(rl_config_error_among(m, gone, RL_ECONFIG, "v"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(), "job.yaml:2:15: actor.ppo_epochs: v");
+    const char *const none[] = {"no.such", NULL};
+    assert_int_equal(rl_config_error_among(m, none, RL_ECONFIG, "u"), RL_ECONFIG);
+    assert_string_equal(rl_error_message(), "no.such: u");
+    rl_config_free(m);
+    rl_config_free(job);
+    rl_config_free(def);
 }
 
 static void test_set_yaml_and_check_keys(void **state)
@@ -862,6 +938,7 @@ int main(void)
         cmocka_unit_test(test_subtree_round_trip),
         cmocka_unit_test(test_overrides),
         cmocka_unit_test(test_validate_and_load_job),
+        cmocka_unit_test(test_error_among),
         cmocka_unit_test(test_set_yaml_and_check_keys),
         cmocka_unit_test(test_read_specs),
     };

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <openssl/evp.h>
 
 #include "rlrt/error.h"
 #include "common/core/rng.h"
@@ -486,6 +487,277 @@ static void test_load_refuses_tampered_values(void **state)
     toy_free(&t);
 }
 
+/* Reads dir/name whole (*len bytes, malloc'd). */
+static unsigned char *s_slurp(const char *dir, const char *name, long *len)
+{
+    char p[1200];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "rb");
+    if (!f)
+        fail_msg("%s: cannot open", p);
+    fseek(f, 0, SEEK_END);
+    *len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = malloc((size_t)*len + 1);
+    assert_int_equal(fread(buf, 1, (size_t)*len, f), (size_t)*len);
+    fclose(f);
+    buf[*len] = '\0';
+    return buf;
+}
+
+static void s_spill(const char *dir, const char *name, const unsigned char *buf, long len)
+{
+    char p[1200];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(buf, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+}
+
+/* Damage that keeps a file well-formed, so only a checksum can tell: in a
+ * safetensors file four floats of the tensor data overwritten (the last
+ * 16 bytes, finite values), in a JSON file one digit of a number changed. */
+static void s_damage(const char *dir, const char *name)
+{
+    long len;
+    unsigned char *buf = s_slurp(dir, name, &len);
+    size_t n = strlen(name);
+    if (n > 12 && strcmp(name + n - 12, ".safetensors") == 0) {
+        float four[4] = {0.25f, -0.5f, 0.75f, 1.5f};
+        assert_true(len > 16);
+        memcpy(buf + len - 16, four, sizeof four);
+    } else {
+        /* the last digit of the first number after "key": in value */
+        char *p = strstr((char *)buf, "\"difficulty\":");
+        if (!p)
+            p = strstr((char *)buf, "\"data_position\":");
+        if (!p)
+            p = strstr((char *)buf, "\"hidden_size\":");
+        assert_non_null(p);
+        p = strpbrk(p, "0123456789");
+        assert_non_null(p);
+        while (p[1] >= '0' && p[1] <= '9')
+            p++;
+        *p = *p == '7' ? '3' : '7';
+    }
+    s_spill(dir, name, buf, len);
+    free(buf);
+}
+
+/* Bit-level damage to any file of a checkpoint (four floats overwritten
+ * inside model.safetensors, a moment changed in optimizer.safetensors, a
+ * digit of trainer_state.json) is noticed: rl_checkpoint_find skips that
+ * step, names the file with the expected and actual checksums, and falls
+ * back to the previous intact checkpoint, which loads. */
+static void test_bit_damage_skips_step(void **state)
+{
+    (void)state;
+    static const char *const files[] = {"model.safetensors", "optimizer.safetensors",
+                                        "trainer_state.json"};
+    char root[512], dir[1024];
+    snprintf(root, sizeof root, "%s/damage", s_root);
+    toy t;
+    toy_init(&t);
+    toy_step(&t);
+    toy_step(&t);
+    toy_save(&t, root); /* step_2 */
+    toy_step(&t);
+    toy_step(&t);
+    snprintf(dir, sizeof dir, "%s/step_4", root);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        toy_save(&t, root); /* step_4, intact */
+        rl_checkpoint_info info;
+        assert_int_equal(rl_checkpoint_find(root, &info), RL_OK);
+        assert_int_equal(info.step, 4);
+        s_damage(dir, files[i]);
+        if (rl_checkpoint_find(root, &info))
+            fail_msg("%s damaged: find: %s", files[i], rl_error_message());
+        if (info.step != 2)
+            fail_msg("%s damaged: resumes from step %lld, expected the intact step 2 (note: %s)",
+                     files[i], (long long)info.step, info.note);
+        if (!strstr(info.note, "step_4") || !strstr(info.note, files[i]) ||
+            !strstr(info.note, "expected") || !strstr(info.note, "got"))
+            fail_msg("%s damaged: the note does not name the step, the file and the checksums: %s",
+                     files[i], info.note);
+        toy u;
+        toy_init(&u);
+        toy_load(&u, info.dir);
+        assert_int_equal(u.st.step, 2);
+        toy_free(&u);
+    }
+    toy_free(&t);
+}
+
+/* rl_checkpoint_find on root: step `want`, with `needle` in the note. */
+static void s_find_expect(const char *root, int64_t want, const char *needle)
+{
+    rl_checkpoint_info info;
+    if (rl_checkpoint_find(root, &info))
+        fail_msg("find: %s", rl_error_message());
+    if (info.step != want || (needle && !strstr(info.note, needle)))
+        fail_msg("find gave step %lld (expected %lld), note '%s' (expected '%s' in it)",
+                 (long long)info.step, (long long)want, info.note, needle ? needle : "");
+}
+
+static int s_write_config(const char *dir, void *arg)
+{
+    char p[1200];
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    s_write(p, (const char *)arg);
+    return RL_OK;
+}
+
+/* The manifest SHA256SUMS: sha256sum checks it; damage to the manifest
+ * itself, a manifest gone from a checkpoint that says it has one, damage to
+ * a caller's extra file (write_extra) and to a sealed directory of the same
+ * step beside it (step_N.<name>, the rollout's EMA) all skip the step naming
+ * what is damaged; a hostile manifest (paths out of the directory, a file
+ * listed twice, the model not listed, 100 KiB) is refused; a checkpoint of
+ * before checksums loads, said to be unverified. */
+static void test_manifest(void **state)
+{
+    (void)state;
+    char root[300], dir[400], p[600], cmd[1400];
+    snprintf(root, sizeof root, "%s/manifest", s_root);
+    toy t;
+    toy_init(&t);
+    toy_step(&t);
+    toy_save(&t, root); /* step_1 */
+    toy_step(&t);
+    rl_checkpoint_data d = toy_data(&t);
+    d.write_extra = s_write_config;
+    d.write_extra_arg = (void *)"{\"model\": {\"hidden_size\": 64}}\n";
+    json_decref(t.st.extra);
+    t.st.extra = json_pack("{s:{s:f}}", "aepo", "difficulty", t.difficulty);
+    assert_int_equal(rl_checkpoint_save(root, &d, &t.st), RL_OK); /* step_2 */
+    snprintf(dir, sizeof dir, "%s/step_2", root);
+    snprintf(cmd, sizeof cmd, "cd '%s' && sha256sum --strict --quiet -c SHA256SUMS", dir);
+    assert_int_equal(system(cmd), 0);
+    long len;
+    unsigned char *sums = s_slurp(dir, "SHA256SUMS", &len);
+    assert_non_null(strstr((char *)sums, "  config.json\n"));
+    s_find_expect(root, 2, NULL);
+
+    /* the extra file damaged */
+    s_damage(dir, "config.json");
+    s_find_expect(root, 1, "config.json: damaged: sha256 expected");
+    s_write_config(dir, d.write_extra_arg);
+    s_find_expect(root, 2, NULL);
+
+    /* the manifest damaged: a digit of a sha256, of its own line; gone */
+    for (int which = 0; which < 2; which++) {
+        unsigned char *b = malloc((size_t)len);
+        memcpy(b, sums, (size_t)len);
+        char *at = which == 0 ? strstr((char *)b, "  model.safetensors") - 10
+                              : (char *)b + len - 5;
+        *at = *at == 'a' ? 'b' : 'a';
+        s_spill(dir, "SHA256SUMS", b, len);
+        free(b);
+        s_find_expect(root, 1, "SHA256SUMS: damaged: sha256 of its lines expected");
+    }
+    snprintf(p, sizeof p, "%s/SHA256SUMS", dir);
+    unlink(p);
+    s_find_expect(root, 1, "SHA256SUMS: missing (trainer_state.json says the checkpoint has checksums)");
+    /* a FIFO or a device in a file's place is refused, not read (it would block or never end) */
+    snprintf(p, sizeof p, "%s/SHA256SUMS", dir);
+    assert_int_equal(mkfifo(p, 0644), 0);
+    s_find_expect(root, 1, "SHA256SUMS: not a regular file");
+    unlink(p);
+    s_spill(dir, "SHA256SUMS", sums, len);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    unlink(p);
+    assert_int_equal(mkfifo(p, 0644), 0);
+    s_find_expect(root, 1, "config.json: not a regular file");
+    unlink(p);
+    assert_int_equal(symlink("/dev/zero", p), 0);
+    s_find_expect(root, 1, "config.json: not a regular file");
+    unlink(p);
+    s_write_config(dir, d.write_extra_arg);
+    s_find_expect(root, 2, NULL);
+
+    /* hostile manifests, each sealed with a correct last line */
+    static const struct {
+        const char *lines, *want;
+    } bad[] = {
+        {"%s  ../step_1/model.safetensors\n", "expected '<sha256>  <file name>'"},
+        {"%s  /etc/passwd\n", "expected '<sha256>  <file name>'"},
+        {"%s  trainer_state.json\n%s  trainer_state.json\n", "listed twice"},
+        {"%s  trainer_state.json\n", "does not list model.safetensors"},
+        {"%s  no_such_file\n%s  model.safetensors\n%s  optimizer.safetensors\n%s  trainer_state.json\n",
+         "no_such_file (listed in SHA256SUMS): "},
+        {"%.63s  model.safetensors\n", "expected '<sha256>  <file name>'"},
+    };
+    const char *zeros = "0000000000000000000000000000000000000000000000000000000000000000";
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char body[1024], text[1200];
+        int n = snprintf(body, sizeof body, bad[i].lines, zeros, zeros, zeros, zeros);
+        unsigned char dg[EVP_MAX_MD_SIZE];
+        unsigned int dn;
+        EVP_Digest(body, (size_t)n, dg, &dn, EVP_sha256(), NULL);
+        int k = snprintf(text, sizeof text, "%s# sha256 of the lines above: ", body);
+        for (unsigned int j = 0; j < 32; j++)
+            k += snprintf(text + k, sizeof text - (size_t)k, "%02x", dg[j]);
+        k += snprintf(text + k, sizeof text - (size_t)k, "\n");
+        s_spill(dir, "SHA256SUMS", (const unsigned char *)text, k);
+        int unv = -1;
+        assert_int_not_equal(rl_checkpoint_verify(dir, &unv, NULL, 0), RL_OK);
+        if (!strstr(rl_error_message(), bad[i].want))
+            fail_msg("manifest '%s': '%s' lacks '%s'", bad[i].lines, rl_error_message(), bad[i].want);
+    }
+    unsigned char *big = malloc(100 * 1024);
+    memset(big, '#', 100 * 1024);
+    s_spill(dir, "SHA256SUMS", big, 100 * 1024);
+    free(big);
+    assert_int_equal(rl_checkpoint_verify(dir, NULL, NULL, 0), RL_EPROTO);
+    assert_non_null(strstr(rl_error_message(), "larger than 64 KiB"));
+    s_spill(dir, "SHA256SUMS", sums, len);
+    s_find_expect(root, 2, NULL);
+    free(sums);
+
+    /* a sealed directory of the same step beside it */
+    char ema[450];
+    snprintf(ema, sizeof ema, "%s.ema", dir);
+    mkdir(ema, 0755);
+    snprintf(p, sizeof p, "%s/model.safetensors", ema);
+    snprintf(cmd, sizeof cmd, "cp '%s/model.safetensors' '%s'", dir, p);
+    assert_int_equal(system(cmd), 0);
+    s_find_expect(root, 2, "step_2.ema: no SHA256SUMS"); /* not sealed: unverified */
+    assert_int_equal(rl_checkpoint_seal(ema), RL_OK);
+    s_find_expect(root, 2, NULL);
+    s_damage(ema, "model.safetensors");
+    s_find_expect(root, 1, "step_2.ema/model.safetensors: damaged: sha256 expected");
+    snprintf(cmd, sizeof cmd, "rm -r '%s'", ema);
+    assert_int_equal(system(cmd), 0);
+    mkdir(ema, 0755);
+    snprintf(p, sizeof p, "%s/sub", ema);
+    mkdir(p, 0755);
+    assert_int_equal(rl_checkpoint_seal(ema), RL_EINVAL); /* a sealed directory holds files only */
+    assert_non_null(strstr(rl_error_message(), "not a regular file"));
+    snprintf(cmd, sizeof cmd, "rm -r '%s'", ema);
+    assert_int_equal(system(cmd), 0);
+
+    /* a checkpoint saved before checksums: no manifest, no "checksums" key */
+    snprintf(p, sizeof p, "%s/SHA256SUMS", dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/trainer_state.json", dir);
+    json_t *j = json_load_file(p, 0, NULL);
+    assert_int_equal(json_object_del(j, "checksums"), 0);
+    assert_int_equal(json_dump_file(j, p, 0), 0);
+    json_decref(j);
+    rl_checkpoint_info info;
+    assert_int_equal(rl_checkpoint_find(root, &info), RL_OK);
+    assert_int_equal(info.step, 2);
+    assert_int_equal(info.unverified, 1);
+    assert_non_null(strstr(info.note, "its files cannot be verified"));
+    toy u;
+    toy_init(&u);
+    toy_load(&u, info.dir);
+    assert_int_equal(u.st.step, 2);
+    toy_free(&u);
+    toy_free(&t);
+}
+
 static void test_rng_json_roundtrip(void **state)
 {
     (void)state;
@@ -620,6 +892,8 @@ int main(void)
         cmocka_unit_test(test_find_skips_partial),
         cmocka_unit_test(test_load_errors_and_no_optimizer),
         cmocka_unit_test(test_load_refuses_tampered_values),
+        cmocka_unit_test(test_bit_damage_skips_step),
+        cmocka_unit_test(test_manifest),
         cmocka_unit_test(test_rng_json_roundtrip),
         cmocka_unit_test(test_full_disk_keeps_previous),
         cmocka_unit_test(test_kill9_during_save_keeps_previous),

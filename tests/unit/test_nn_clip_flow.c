@@ -514,7 +514,7 @@ static void test_config_checks(void **state)
         {"time_embed_dim: 7, frames: 1, height: 8, prediction: x0", "model.time_embed_dim",
          "must be even (sin and cos halves), got 7"},
         {"time_embed_dim: 8, frames: 64, height: 512, prediction: x0", "model.frames",
-         "a clip of 16777216 floats is more than 2^22"},
+         "a clip of 16777216 floats (model.frames 64 x"},
         {"time_embed_dim: 8, frames: 1, height: 8, prediction: eps", "model.prediction",
          "unknown value 'eps' (expected one of: velocity,x0)"},
         {"time_embed_dim: 8, frames: 65, height: 8, prediction: x0", "model.frames",

@@ -9,7 +9,10 @@
  * GPU is visible. Tolerance: |cuda − cpu| <= atol + 1e-4·|cpu|, atol 1e-5
  * for elementwise ops and growing with a reduction's length where the two
  * devices sum in different orders (cuBLAS, block reductions, the online
- * softmax of attention); TF32 is never enabled. */
+ * softmax of attention); TF32 is never enabled (the handle's math mode is
+ * read back). The bf16 entries (round_bf16, linear_*_bf16) against the CPU's
+ * emulation: the rounding bit for bit, the products (exact on bf16 inputs)
+ * to float32 summation order, and visibly apart from the float32 products. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,6 +28,9 @@
 #include "common/nn/engine/ops.h"
 #include "common/nn/engine/device.h"
 #include "common/nn/engine/optim.h"
+#ifdef RL_CUDA
+#include "common/nn/engine/cuda/cuda_ops.h"
+#endif
 
 static int s_need_gpu(void)
 {
@@ -311,6 +317,52 @@ static void test_cuda_attention(void **state)
     rl_device_free(RL_DEVICE_CUDA, d);
 }
 
+/* ---- decoding over a KV cache ----------------------------------------------------------------- */
+
+/* n rows write their key/value into slots of a (slots, maxT, kvd) cache at
+ * their positions, then attend to their slot up to their position: the
+ * CUDA pair against the CPU pair, on caches filled with noise first (only
+ * positions <= pos may be read). */
+static void s_decode(int n, int slots, int maxT, int H, int KH, int hd, uint64_t seed)
+{
+    const rl_nn_ops *cu = s_cu();
+    rl_rng g;
+    rl_rng_init(&g, seed, 5);
+    int kvd = KH * hd, qd = H * hd;
+    size_t nc = (size_t)slots * maxT * kvd;
+    float *kc = s_rand(&g, nc), *vc = s_rand(&g, nc);
+    float *q = s_rand(&g, (size_t)n * qd), *k = s_rand(&g, (size_t)n * kvd), *v = s_rand(&g, (size_t)n * kvd);
+    int32_t *slot = malloc(sizeof(int32_t) * n), *pos = malloc(sizeof(int32_t) * n);
+    for (int i = 0; i < n; i++) { /* distinct slots in a shuffled order, ragged positions */
+        slot[i] = (int32_t)((i * 7 + 3) % slots);
+        pos[i] = (int32_t)((i * 13 + 5) % maxT);
+    }
+    float *d_kc = s_up(kc, nc), *d_vc = s_up(vc, nc), *d_q = s_up(q, (size_t)n * qd);
+    float *d_k = s_up(k, (size_t)n * kvd), *d_v = s_up(v, (size_t)n * kvd);
+    int32_t *d_slot = s_up_i32(slot, n), *d_pos = s_up_i32(pos, n);
+    float *out = malloc(sizeof(float) * (size_t)n * qd), *sc = malloc(sizeof(float) * (size_t)n * H * maxT);
+    float *d_out = s_alloc((size_t)n * qd), *d_sc = s_alloc((size_t)n * H * maxT);
+    rl_kv_cache_write(kc, vc, k, v, slot, pos, n, kvd, maxT);
+    cu->kv_cache_write(d_kc, d_vc, d_k, d_v, d_slot, d_pos, n, kvd, maxT);
+    s_check("kv cache keys", d_kc, kc, nc, 0.0f);
+    s_check("kv cache values", d_vc, vc, nc, 0.0f);
+    rl_decode_attention(out, sc, q, kc, vc, slot, pos, n, H, KH, hd, maxT);
+    cu->decode_attention(d_out, d_sc, d_q, d_kc, d_vc, d_slot, d_pos, n, H, KH, hd, maxT);
+    s_check("decode attention", d_out, out, (size_t)n * qd, 1e-5f);
+    s_free_all();
+    free(kc); free(vc); free(q); free(k); free(v); free(slot); free(pos); free(out); free(sc);
+}
+
+static void test_cuda_decode(void **state)
+{
+    (void)state;
+    S_NEED_GPU();
+    s_decode(1, 1, 1, 1, 1, 8, 31);        /* one row at position 0 */
+    s_decode(5, 8, 33, 4, 2, 16, 32);      /* GQA, ragged positions */
+    s_decode(16, 16, 300, 14, 2, 64, 33);  /* Qwen2's grouping, more positions than threads */
+    s_decode(3, 4, 9, 2, 1, 200, 34);      /* hd not a multiple of 32 */
+}
+
 /* ---- log-probs and entropy ------------------------------------------------------------------ */
 
 static void s_logprob(int N, int V, float inv_temp, uint64_t seed)
@@ -394,6 +446,145 @@ static void test_cuda_optim(void **state)
     free(p); free(gr); free(m); free(v);
 }
 
+/* The optimiser with its moments on the GPU (rl_adamw_new_on): four steps
+ * over views with weight decay on and off and a view with its own lr, each
+ * after a clip on the device, against the same optimiser on the CPU; the
+ * moments read back through rl_adamw_moments_get and are counted as
+ * "optim" memory on the device while they live. */
+static void test_cuda_adamw_object(void **state)
+{
+    (void)state;
+    S_NEED_GPU();
+    rl_param_manifest *man = rl_param_manifest_new();
+    int64_t big[2] = {300, 257}, small[1] = {300}, mid[2] = {64, 300};
+    assert_true(rl_param_manifest_add(man, "w1", 2, big) >= 0);
+    assert_true(rl_param_manifest_add(man, "b1", 1, small) >= 0);
+    assert_true(rl_param_manifest_add(man, "head", 2, mid) >= 0);
+    const int64_t n = man->total;
+    rl_adamw_config cfg = rl_adamw_config_default();
+    rl_adamw *c = rl_adamw_new(&cfg, man, 0, n);
+    rl_device_memory before, during, after;
+    rl_device_memory_get(RL_DEVICE_CUDA, &before);
+    rl_adamw *d = rl_adamw_new_on(&cfg, man, 0, n, RL_DEVICE_CUDA);
+    assert_non_null(c);
+    assert_non_null(d);
+    rl_device_memory_get(RL_DEVICE_CUDA, &during);
+    assert_true(during.bytes[RL_MEM_OPTIM] >= before.bytes[RL_MEM_OPTIM] + 2 * sizeof(float) * (size_t)n);
+    double scale[3] = {1.0, 1.0, 10.0};
+    assert_int_equal(rl_adamw_set_no_decay(c, man, rl_param_pred_no_decay_1d, NULL), RL_OK);
+    assert_int_equal(rl_adamw_set_no_decay(d, man, rl_param_pred_no_decay_1d, NULL), RL_OK);
+    assert_int_equal(rl_adamw_set_lr_scale(c, man, scale), RL_OK);
+    assert_int_equal(rl_adamw_set_lr_scale(d, man, scale), RL_OK);
+    rl_rng g;
+    rl_rng_init(&g, 43, 4);
+    float *p = s_rand(&g, (size_t)n), *dp = s_up(p, (size_t)n);
+    for (int step = 0; step < 4; step++) {
+        float *gr = s_rand(&g, (size_t)n), *dg = s_up(gr, (size_t)n);
+        float nc = 0, nd = 0;
+        assert_int_equal(rl_grad_clip_norm(gr, n, 20.0f, &nc), RL_OK);
+        assert_int_equal(rl_grad_clip_norm_on(RL_DEVICE_CUDA, dg, n, 20.0f, &nd), RL_OK);
+        if (!(fabsf(nc - nd) <= 1e-5f * nc))
+            fail_msg("step %d: clip norm cuda %g vs cpu %g", step, nd, nc);
+        assert_int_equal(rl_adamw_step(c, 1e-3, p, gr), RL_OK);
+        assert_int_equal(rl_adamw_step(d, 1e-3, dp, dg), RL_OK);
+        free(gr);
+    }
+    s_check("adamw object params", dp, p, (size_t)n, 1e-6f);
+    float *mh = malloc(sizeof(float) * (size_t)n), *vh = malloc(sizeof(float) * (size_t)n);
+    assert_int_equal(rl_adamw_moments_get(d, mh, vh), RL_OK);
+    for (int64_t i = 0; i < n; i++)
+        if (!(fabsf(mh[i] - c->m[i]) <= 1e-6f + 1e-4f * fabsf(c->m[i])) ||
+            !(fabsf(vh[i] - c->v[i]) <= 1e-6f + 1e-4f * fabsf(c->v[i])))
+            fail_msg("moment %lld: cuda (%g, %g) vs cpu (%g, %g)", (long long)i, mh[i], vh[i],
+                     c->m[i], c->v[i]);
+    rl_adamw_free(d);
+    rl_device_memory_get(RL_DEVICE_CUDA, &after);
+    assert_int_equal(after.bytes[RL_MEM_OPTIM], before.bytes[RL_MEM_OPTIM]);
+    rl_adamw_free(c);
+    rl_param_manifest_free(man);
+    free(mh);
+    free(vh);
+    free(p);
+    s_free_all();
+}
+
+/* ---- bf16 products (model.precision bf16) ------------------------------------------------ */
+
+static void s_bf16(int N, int C, int OC, uint64_t seed)
+{
+    const rl_nn_ops *cu = s_cu();
+    rl_rng g;
+    rl_rng_init(&g, seed, 7);
+    size_t nx = (size_t)N * C, ny = (size_t)N * OC, nw = (size_t)OC * C;
+    float *x = s_rand(&g, nx), *w = s_rand(&g, nw), *b = s_rand(&g, OC), *gy = s_rand(&g, ny);
+    float *acc_x = s_rand(&g, nx), *acc_w = s_rand(&g, nw), *acc_b = s_rand(&g, OC);
+    /* special values at the front of x: the rounding's edge cases */
+    static const uint32_t special[] = {0x3F808000u, 0x3F818000u, 0x7F800001u, 0xFFC00001u,
+                                       0x7F7FFFFFu, 0x00018000u, 0x007FFFFFu, 0x80000000u};
+    size_t ns = sizeof special / sizeof special[0];
+    float *xs = s_copy(x, nx);
+    for (size_t i = 0; i < ns && i < nx; i++)
+        memcpy(&xs[i], &special[i], sizeof(float));
+    uint16_t *hw = malloc(sizeof(uint16_t) * nx), *hg = malloc(sizeof(uint16_t) * nx);
+    float *dxs = s_up(xs, nx);
+    uint16_t *dq = (uint16_t *)s_alloc(nx / 2 + 1); /* nx bf16 values */
+    rl_round_bf16(hw, xs, (int64_t)nx);
+    cu->round_bf16(dq, dxs, (int64_t)nx);
+    assert_int_equal(rl_device_sync(RL_DEVICE_CUDA), 0);
+    assert_int_equal(rl_device_copy(RL_DEVICE_CPU, hg, RL_DEVICE_CUDA, dq, sizeof(uint16_t) * nx), 0);
+    for (size_t i = 0; i < nx; i++)
+        if (hg[i] != hw[i])
+            fail_msg("round_bf16[%zu] of 0x%08X: cuda 0x%04X vs cpu 0x%04X", i,
+                     (unsigned)rl_f32_bits(xs[i]), hg[i], hw[i]);
+
+    /* the weights' bf16 copy, made on each device */
+    uint16_t *w16 = malloc(sizeof(uint16_t) * nw);
+    rl_round_bf16(w16, w, (int64_t)nw);
+    float *dw = s_up(w, nw), *dx = s_up(x, nx), *db = s_up(b, OC), *dgy = s_up(gy, ny);
+    uint16_t *dw16 = (uint16_t *)s_alloc(nw / 2 + 1);
+    cu->round_bf16(dw16, dw, (int64_t)nw);
+    float *want = malloc(sizeof(float) * ny), *f32 = malloc(sizeof(float) * ny);
+    float *dout = s_alloc(ny);
+    assert_int_equal(rl_linear_forward_bf16(want, x, w16, b, N, C, OC), 0);
+    assert_int_equal(cu->linear_forward_bf16(dout, dx, dw16, db, N, C, OC), 0);
+    s_check("linear bf16", dout, want, ny, 1e-5f + 4e-7f * (float)C);
+    /* and not the float32 product: the largest gap to it is far past the tolerance */
+    rl_linear_forward(f32, x, w, b, N, C, OC);
+    float *h = malloc(sizeof(float) * ny), gap = 0.0f;
+    assert_int_equal(rl_device_copy(RL_DEVICE_CPU, h, RL_DEVICE_CUDA, dout, sizeof(float) * ny), 0);
+    for (size_t i = 0; i < ny; i++)
+        gap = fabsf(h[i] - f32[i]) > gap ? fabsf(h[i] - f32[i]) : gap;
+    if (C >= 16 && !(gap > 10.0f * (1e-5f + 4e-7f * (float)C)))
+        fail_msg("linear bf16 is within %g of the float32 product: not bf16", gap);
+
+    float *ix = s_copy(acc_x, nx), *iw = s_copy(acc_w, nw), *ib = s_copy(acc_b, OC);
+    float *d_ix = s_up(ix, nx), *d_iw = s_up(iw, nw), *d_ib = s_up(ib, OC);
+    assert_int_equal(rl_linear_backward_bf16(ix, iw, ib, gy, x, w16, N, C, OC), 0);
+    assert_int_equal(cu->linear_backward_bf16(d_ix, d_iw, d_ib, dgy, dx, dw16, N, C, OC), 0);
+    s_check("linear bf16 dinp", d_ix, ix, nx, 1e-5f + 4e-7f * (float)OC);
+    s_check("linear bf16 dw", d_iw, iw, nw, 1e-5f + 4e-7f * (float)N);
+    s_check("linear bf16 db", d_ib, ib, OC, 1e-5f + 2e-7f * (float)N);
+    /* dw alone (the scratch holds only the rounded dout and inp) */
+    assert_int_equal(rl_linear_backward_bf16(NULL, iw, NULL, gy, x, w16, N, C, OC), 0);
+    assert_int_equal(cu->linear_backward_bf16(NULL, d_iw, NULL, dgy, dx, dw16, N, C, OC), 0);
+    s_check("linear bf16 dw only", d_iw, iw, nw, 2e-5f + 8e-7f * (float)N);
+    s_free_all();
+    free(x); free(w); free(b); free(gy); free(acc_x); free(acc_w); free(acc_b); free(xs);
+    free(hw); free(hg); free(w16); free(want); free(f32); free(h); free(ix); free(iw); free(ib);
+}
+
+/* fp32 products stay float32 (no TF32 in the handle's math mode); bf16
+ * GEMMs on ragged shapes, one row, and large ones (the scratch grows). */
+static void test_cuda_bf16(void **state)
+{
+    (void)state;
+    S_NEED_GPU();
+    assert_int_equal(rl_cuda_tf32_off(), 1);
+    s_bf16(37, 300, 129, 5);
+    s_bf16(1, 7, 3, 7);
+    s_bf16(1031, 2500, 771, 6);
+}
+
 /* The CUDA table is complete: a model can ask for it. */
 static void test_cuda_table_complete(void **state)
 {
@@ -408,8 +599,11 @@ static void test_cuda_dense(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_rope_embedding(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_attention(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_logprob(void **state) { (void)state; S_NEED_GPU(); }
+static void test_cuda_decode(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_table_complete(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_optim(void **state) { (void)state; S_NEED_GPU(); }
+static void test_cuda_adamw_object(void **state) { (void)state; S_NEED_GPU(); }
+static void test_cuda_bf16(void **state) { (void)state; S_NEED_GPU(); }
 #endif
 
 int main(void)
@@ -419,7 +613,10 @@ int main(void)
         cmocka_unit_test(test_cuda_rope_embedding),
         cmocka_unit_test(test_cuda_attention),
         cmocka_unit_test(test_cuda_logprob),
+        cmocka_unit_test(test_cuda_decode),
         cmocka_unit_test(test_cuda_optim),
+        cmocka_unit_test(test_cuda_adamw_object),
+        cmocka_unit_test(test_cuda_bf16),
         cmocka_unit_test(test_cuda_table_complete),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

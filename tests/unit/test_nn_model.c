@@ -22,6 +22,7 @@
 #include "common/nn/models/lm/transformer.h"
 #include "common/nn/models/lm/generate.h"
 #include "rlrt/nn/model.h"
+#include "common/nn/models/model_device.h"
 #include "common/nn/models/lm/lm_model.h"
 #include "rlrt/tensor.h"
 #include "rlrt/dataproto.h"
@@ -270,7 +271,7 @@ static void test_config_build_save_load(void **state)
     bad[NTINY] = "model.type=transformer";
     c = s_job(NTINY + 1, bad);
     assert_null(rl_model_build(c, 1));
-    assert_msg_contains(rl_error_message(), "model.type: unknown model type 'transformer' (known: lm, clip_flow, flow_policy, image_classifier)");
+    assert_msg_contains(rl_error_message(), "model.type: unknown model type 'transformer' (known: lm, clip_flow, flow_policy, image_classifier, image_cnn)");
     rl_config_free(c);
     bad[NTINY] = "model.num_heads=3"; /* 16 is not a multiple of 3: the network's own check */
     c = s_job(NTINY + 1, bad);
@@ -314,6 +315,55 @@ static void test_config_build_save_load(void **state)
     rmdir(dir);
 }
 
+/* A model's device on the CPU: it is on the CPU, moving it there is
+ * nothing, the host copies round-trip, and a device this build or machine
+ * lacks is refused with the model left working where it was; a kind with
+ * no device path says so by name. (The move to a GPU and back is checked
+ * in test_nn_lm_cuda.) */
+static void test_model_device_on_cpu(void **state)
+{
+    (void)state;
+    rl_model *m = s_tiny();
+    assert_int_equal(rl_model_device(m), RL_DEVICE_CPU);
+    assert_int_equal(rl_model_to_device(m, RL_DEVICE_CPU), RL_OK);
+    int64_t P = rl_model_num_params(m);
+    float *h = malloc(sizeof(float) * (size_t)P);
+    assert_int_equal(rl_model_params_get(m, h), RL_OK);
+    assert_memory_equal(h, rl_model_params(m), sizeof(float) * (size_t)P);
+    h[5] += 1.0f;
+    assert_int_equal(rl_model_params_set(m, h), RL_OK);
+    assert_memory_equal(h, rl_model_params(m), sizeof(float) * (size_t)P);
+    rl_model_grads(m)[3] = 2.0f;
+    rl_model_zero_grad(m);
+    assert_true(rl_model_grads(m)[3] == 0.0f);
+    if (rl_device_count(RL_DEVICE_CUDA) <= 0) {
+        assert_int_equal(rl_model_to_device(m, RL_DEVICE_CUDA), RL_EUNSUPPORTED);
+        assert_int_equal(rl_model_device(m), RL_DEVICE_CPU);
+        assert_memory_equal(h, rl_model_params(m), sizeof(float) * (size_t)P);
+        rl_dataproto *in = s_batch(), *out = NULL;
+        rl_model_pass pass = {.temperature = 1.0};
+        assert_int_equal(rl_model_forward(m, in, RL_Q_BIT(RL_Q_LOGP), &pass, &out), 0);
+        rl_dataproto_free(out);
+        rl_dataproto_free(in);
+    }
+    free(h);
+    rl_model_free(m);
+    static const char yaml[] = "model: {type: flow_policy, num_action_chunks: 2, num_tasks: 1, "
+                               "hidden_size: 8, num_layers: 1, time_embed_dim: 4, sde_mode: one, "
+                               "obs_clip: 0, detach_critic_input: false, init_from: ''}\n";
+    rl_config *job = rl_config_parse_string(yaml, strlen(yaml), "<test>");
+    assert_non_null(job);
+    rl_model *f = rl_model_build(job, 1);
+    rl_config_free(job);
+    if (!f)
+        fail_msg("%s", rl_error_message());
+    assert_int_equal(rl_model_device(f), RL_DEVICE_CPU);
+    assert_int_equal(rl_model_to_device(f, RL_DEVICE_CPU), RL_OK);
+    assert_int_equal(rl_model_to_device(f, RL_DEVICE_CUDA), RL_EUNSUPPORTED);
+    assert_msg_contains(rl_error_message(), "model kind 'flow_policy' runs on the CPU only");
+    rl_model_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -322,6 +372,7 @@ int main(void)
         cmocka_unit_test(test_sample_matches_generate),
         cmocka_unit_test(test_bad_batches),
         cmocka_unit_test(test_config_build_save_load),
+        cmocka_unit_test(test_model_device_on_cpu),
     };
     return cmocka_run_group_tests_name("nn_model", tests, NULL, NULL);
 }

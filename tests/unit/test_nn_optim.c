@@ -393,6 +393,62 @@ static void test_lr_scale_views(void **state)
     rl_param_manifest_free(m);
 }
 
+/* The optimiser's device API on the CPU: new_on(CPU) is rl_adamw_new step
+ * for step, the moments come out and go back through get/set, the clip on
+ * the CPU table is rl_grad_clip_norm, and a device this build or machine
+ * lacks is refused by name (the CUDA twin of this test is in test_nn_cuda). */
+static void test_device_api_on_cpu(void **state)
+{
+    (void)state;
+    rl_param_manifest *m = s_toy_manifest();
+    rl_adamw_config cfg = rl_adamw_config_default();
+    rl_adamw *a = rl_adamw_new(&cfg, m, 0, m->total);
+    rl_adamw *b = rl_adamw_new_on(&cfg, m, 0, m->total, RL_DEVICE_CPU);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(b->dev, RL_DEVICE_CPU);
+    uint8_t mask[3] = {0, 1, 0};
+    assert_int_equal(rl_adamw_set_no_decay_mask(a, m, mask), RL_OK);
+    assert_int_equal(rl_adamw_set_no_decay_mask(b, m, mask), RL_OK);
+    float *pa = rl_param_buffer_new(m->total), *pb = rl_param_buffer_new(m->total);
+    float *g = rl_param_buffer_new(m->total);
+    for (int64_t i = 0; i < m->total; i++) {
+        pa[i] = pb[i] = 0.1f * (float)i - 0.7f;
+        g[i] = (float)((i * 7) % 5) - 2.0f;
+    }
+    for (int s = 0; s < 3; s++) {
+        assert_int_equal(rl_adamw_step(a, 1e-2, pa, g), RL_OK);
+        assert_int_equal(rl_adamw_step(b, 1e-2, pb, g), RL_OK);
+    }
+    assert_memory_equal(pa, pb, sizeof(float) * (size_t)m->total);
+    float *mh = calloc((size_t)m->total, sizeof(float)), *vh = calloc((size_t)m->total, sizeof(float));
+    assert_int_equal(rl_adamw_moments_get(b, mh, vh), RL_OK);
+    assert_memory_equal(mh, a->m, sizeof(float) * (size_t)m->total);
+    assert_memory_equal(vh, a->v, sizeof(float) * (size_t)m->total);
+    mh[3] = 42.0f;
+    assert_int_equal(rl_adamw_moments_set(b, mh, vh), RL_OK);
+    assert_float_equal(b->m[3], 42.0f, 0);
+    assert_int_equal(rl_adamw_moments_set(b, mh, NULL), RL_EINVAL);
+    float h[2] = {3, 4}, k[2] = {3, 4}, n1, n2;
+    assert_int_equal(rl_grad_clip_norm(h, 2, 1.0f, &n1), RL_OK);
+    assert_int_equal(rl_grad_clip_norm_on(RL_DEVICE_CPU, k, 2, 1.0f, &n2), RL_OK);
+    assert_memory_equal(h, k, sizeof h);
+    assert_float_equal(n1, n2, 0);
+#ifndef RL_CUDA
+    assert_null(rl_adamw_new_on(&cfg, m, 0, m->total, RL_DEVICE_CUDA));
+    assert_non_null(strstr(rl_error_message(), "no CUDA"));
+    assert_int_equal(rl_grad_clip_norm_on(RL_DEVICE_CUDA, k, 2, 1.0f, &n2), RL_EUNSUPPORTED);
+#endif
+    free(mh);
+    free(vh);
+    rl_param_buffer_free(pa);
+    rl_param_buffer_free(pb);
+    rl_param_buffer_free(g);
+    rl_adamw_free(a);
+    rl_adamw_free(b);
+    rl_param_manifest_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -404,6 +460,7 @@ int main(void)
         cmocka_unit_test(test_lr_schedules_by_hand),
         cmocka_unit_test(test_bad_config_and_range),
         cmocka_unit_test(test_lr_scale_views),
+        cmocka_unit_test(test_device_api_on_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

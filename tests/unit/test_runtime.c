@@ -409,7 +409,10 @@ static void test_protocol_mismatch_and_unknown_peer(void **state)
     Rl__Envelope *got = s_raw_recv(j->d, sock);
     assert_non_null(got);
     assert_int_equal(got->body_case, RL__ENVELOPE__BODY_ERROR);
-    assert_string_equal(got->error->message, "refused: worker speaks protocol version 99, driver speaks 1");
+    char want[128];
+    snprintf(want, sizeof want, "refused: worker speaks protocol version 99, driver speaks %d",
+             RL_PROTOCOL_VERSION);
+    assert_string_equal(got->error->message, want);
     rl__envelope__free_unpacked(got, NULL);
     got = s_raw_recv(j->d, sock);
     assert_non_null(got);

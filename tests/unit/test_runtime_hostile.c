@@ -5,6 +5,7 @@
  * worker, and CurveZMQ (allowed key, plaintext peer, unknown key, wrong
  * server key) on the control plane, data and weight channels and the
  * collectives. */
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <math.h>
@@ -32,6 +33,7 @@
 #include "rlrt/runtime/cluster.h"
 #include "rlrt/runtime/collective.h"
 #include "rlrt/runtime/driver.h"
+#include "common/runtime/handshake.h"
 #include "common/runtime/net.h"
 #include "rlrt/wire.h"
 
@@ -102,9 +104,12 @@ static void s_stop(s_job *j)
     rl_net_reset();
 }
 
+static void s_restore_stderr(void);
+
 static int s_teardown(void **state)
 {
     (void)state;
+    s_restore_stderr();
     if (s_current)
         s_stop(s_current);
     rl_net_reset();
@@ -148,19 +153,27 @@ static void s_close(void *ctx, void *sock)
     zmq_ctx_term(ctx);
 }
 
+/* HELLO as an impostor would send it; with `nonce`, answering that
+ * CHALLENGE with `proof` (32 bytes). */
 static void s_send_hello(void *sock, const char *role, uint32_t rank, uint32_t pid,
-                         const char *job, const char *token)
+                         const char *job, const uint8_t *nonce, const uint8_t *proof)
 {
     Rl__Envelope env = RL__ENVELOPE__INIT;
     Rl__Hello h = RL__HELLO__INIT;
+    uint8_t pk[RL_HS_KX_BYTES], sk[RL_HS_KX_BYTES];
+    rl_hs_kx_keypair(pk, sk);
     h.role = (char *)role;
     h.rank = rank;
     h.pid = pid;
     h.node = "impostor";
     h.job_id = (char *)(job ? job : "");
-    if (token) {
-        h.token.data = (uint8_t *)token;
-        h.token.len = strlen(token);
+    h.kx_public.data = pk;
+    h.kx_public.len = sizeof pk;
+    if (nonce) {
+        h.challenge.data = (uint8_t *)nonce;
+        h.challenge.len = RL_HS_NONCE_BYTES;
+        h.proof.data = (uint8_t *)proof;
+        h.proof.len = RL_HS_PROOF_BYTES;
     }
     env.protocol_version = RL_PROTOCOL_VERSION;
     env.body_case = RL__ENVELOPE__BODY_HELLO;
@@ -204,9 +217,24 @@ static void s_expect_refused(void *sock, const char *want, const char *must_not_
     }
 }
 
-/* A HELLO for a claimed slot — with the real worker's pid, with a made-up
- * token, with the job id of another driver — is refused without telling
- * anything about the real worker, and the job goes on with the real one. */
+/* The CHALLENGE a HELLO for a held slot gets: its nonce into `nonce`. */
+static void s_expect_challenge(void *sock, uint8_t nonce[RL_HS_NONCE_BYTES])
+{
+    Rl__Envelope *e = s_recv(sock, 3000);
+    assert_non_null(e);
+    if (e->body_case != RL__ENVELOPE__BODY_CHALLENGE)
+        fail_msg("expected a CHALLENGE, got body %d (%s)", (int)e->body_case,
+                 e->body_case == RL__ENVELOPE__BODY_ERROR ? e->error->message : "");
+    assert_int_equal(e->challenge->nonce.len, RL_HS_NONCE_BYTES);
+    memcpy(nonce, e->challenge->nonce.data, RL_HS_NONCE_BYTES);
+    rl__envelope__free_unpacked(e, NULL);
+}
+
+/* A HELLO for a held slot — with the real worker's pid, with a proof from a
+ * made-up token, answering another peer's challenge, with the job id of
+ * another driver — is refused without telling anything about the real
+ * worker, and the job goes on with the real one. No HELLO gets more than a
+ * CHALLENGE (a nonce) without proving the slot's token. */
 static void test_impostor_hello(void **state)
 {
     (void)state;
@@ -218,26 +246,44 @@ static void test_impostor_hello(void **state)
     assert_int_equal(rl_group_wait_ready(rl_driver_group(j->d, "actor"), 10000), 0);
     char pidtxt[32];
     snprintf(pidtxt, sizeof pidtxt, "%d", (int)real);
+    uint8_t nonce[RL_HS_NONCE_BYTES], proof[RL_HS_PROOF_BYTES];
 
+    /* the real pid is no proof: a CHALLENGE, then a random proof is refused */
     void *ctx, *sock = s_dealer(&ctx, rl_driver_endpoint(j->d));
-    /* the real pid is no proof */
-    s_send_hello(sock, "reward", 0, (uint32_t)real, NULL, NULL);
-    s_expect_refused(sock, "refused: reward/0 is held by a connected worker; a HELLO for it "
-                           "must present the slot's token", pidtxt);
+    s_send_hello(sock, "reward", 0, (uint32_t)real, NULL, NULL, NULL);
+    s_expect_challenge(sock, nonce);
+    rl_hs_random(proof, sizeof proof);
+    s_send_hello(sock, "reward", 0, (uint32_t)real, NULL, nonce, proof);
+    s_expect_refused(sock, "refused: reward/0 is held by a connected worker; this HELLO's proof "
+                           "of the slot's token is wrong", pidtxt);
     s_close(ctx, sock);
-    /* nor a guessed token */
+    /* nor a guessed token (the proof is right for it) */
     sock = s_dealer(&ctx, rl_driver_endpoint(j->d));
-    s_send_hello(sock, "reward", 0, (uint32_t)real, NULL, "0123456789abcdef");
-    s_expect_refused(sock, "must present the slot's token", pidtxt);
+    s_send_hello(sock, "reward", 0, (uint32_t)real, NULL, NULL, NULL);
+    s_expect_challenge(sock, nonce);
+    s_send_hello(sock, "reward", 0, (uint32_t)real, NULL, nonce, proof);
+    s_expect_refused(sock, "proof of the slot's token is wrong", pidtxt);
     s_close(ctx, sock);
+    /* a challenge answers only the peer it was made for */
+    void *ctx2, *other = s_dealer(&ctx2, rl_driver_endpoint(j->d));
+    sock = s_dealer(&ctx, rl_driver_endpoint(j->d));
+    s_send_hello(other, "reward", 0, 1234, NULL, NULL, NULL);
+    s_expect_challenge(other, nonce);
+    s_send_hello(sock, "reward", 0, 1234, NULL, nonce, proof);
+    s_expect_refused(sock, "this HELLO's proof of the slot's token is void: it answers no open "
+                           "challenge of this driver", pidtxt);
+    s_close(ctx, sock);
+    s_close(ctx2, other);
     /* a slot the driver spawned belongs to that process */
     sock = s_dealer(&ctx, rl_driver_endpoint(j->d));
-    s_send_hello(sock, "actor", 0, 1234, NULL, NULL);
-    s_expect_refused(sock, "refused: actor/0 is started by this driver", NULL);
+    s_send_hello(sock, "actor", 0, 1234, NULL, NULL, NULL);
+    s_expect_challenge(sock, nonce);
+    s_send_hello(sock, "actor", 0, 1234, NULL, nonce, proof);
+    s_expect_refused(sock, "refused: actor/0 is started by this driver; this HELLO's proof", NULL);
     s_close(ctx, sock);
     /* a worker of another job (an orphan of an earlier driver) */
     sock = s_dealer(&ctx, rl_driver_endpoint(j->d));
-    s_send_hello(sock, "reward", 0, 1234, "00000000deadbeef", NULL);
+    s_send_hello(sock, "reward", 0, 1234, "00000000deadbeef", NULL, NULL);
     s_expect_refused(sock, "refused: this worker belongs to job 00000000deadbeef, not to job ", NULL);
     s_close(ctx, sock);
 
@@ -345,6 +391,148 @@ static void test_hostile_input_while_calling(void **state)
     assert_int_equal(rl_group_call_sync(g, "echo", RL_DISPATCH_RANK_ZERO, mb, &back), 0);
     rl_dataproto_free(back);
     rl_dataproto_free(mb);
+    s_stop(j);
+}
+
+static void s_sleep_ms(int ms)
+{
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&t, &t) != 0)
+        ;
+}
+
+/* ---- stderr capture: the driver logs to fd 2 ---- */
+
+static int s_saved_stderr = -1;
+static char s_errlog[400];
+
+static void s_capture_stderr(void)
+{
+    snprintf(s_errlog, sizeof s_errlog, "%s/stderr.log", s_tmp);
+    int fd = open(s_errlog, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    fflush(stderr);
+    s_saved_stderr = dup(2);
+    dup2(fd, 2);
+    close(fd);
+}
+
+static void s_restore_stderr(void)
+{
+    if (s_saved_stderr < 0)
+        return;
+    fflush(stderr);
+    dup2(s_saved_stderr, 2);
+    close(s_saved_stderr);
+    s_saved_stderr = -1;
+}
+
+/* The captured log (malloc'd) and how many of its lines hold `what`. */
+static char *s_captured(const char *what, int *lines)
+{
+    FILE *f = fopen(s_errlog, "r");
+    assert_non_null(f);
+    size_t cap = 1 << 20, n = 0;
+    char *buf = calloc(1, cap + 1);
+    assert_non_null(buf);
+    n = fread(buf, 1, cap, f);
+    buf[n] = '\0';
+    fclose(f);
+    *lines = 0;
+    for (const char *p = buf; (p = strstr(p, what)); p += strlen(what))
+        (*lines)++;
+    return buf;
+}
+
+/* Waits up to ms for `what` in the captured log; its line count. */
+static int s_wait_logged(const char *what, int ms)
+{
+    int lines = 0;
+    for (int waited = 0; waited <= ms; waited += 100) {
+        free(s_captured(what, &lines));
+        if (lines)
+            return lines;
+        rl_driver_poll(s_current->d, 100);
+    }
+    return 0;
+}
+
+/* A frame over limits.max_message_mb is dropped by libzmq before it is
+ * buffered, and the driver says so: one line naming the peer's address and
+ * the limit, rate-limited so a flood of them cannot fill the log. A call
+ * whose payload is over the limit fails at once, naming the tensor, its size
+ * and the limit, instead of vanishing at the receiver. */
+static void test_oversized_frame_logged(void **state)
+{
+    (void)state;
+    s_job *j = s_start("{reward: {count: 1, node: local}}", "limits: {max_message_mb: 1}\n", 1);
+    s_capture_stderr();
+    void *ctx, *sock = s_dealer(&ctx, rl_driver_endpoint(j->d));
+    /* connected a while before the frame: the monitor has seen the
+     * connection (one dropped within microseconds of its accept may go
+     * unlogged, see common/runtime/net.c) */
+    s_sleep_ms(300);
+    size_t big = (size_t)3 << 20;
+    char *huge = calloc(1, big);
+    assert_non_null(huge);
+    assert_int_equal(zmq_send(sock, huge, big, 0), (int)big);
+    int lines = s_wait_logged("over the limit", 10000);
+    int dummy;
+    char *log = s_captured("over the limit", &dummy);
+    s_restore_stderr();
+    if (!lines)
+        fail_msg("no log line for a 3 MiB frame over the 1 MiB limit; the log:\n%s", log);
+    char *line = strstr(log, "over the limit");
+    while (line > log && line[-1] != '\n')
+        line--;
+    char *end = strchr(line, '\n');
+    if (end)
+        *end = '\0';
+    print_message("logged: %s\n", line);
+    assert_msg_contains(line, "127.0.0.1:");
+    assert_msg_contains(line, "1048576 bytes");
+    assert_msg_contains(line, "limits.max_message_mb");
+    free(log);
+    s_close(ctx, sock);
+
+    /* a flood: 60 peers, each with an oversized frame; the log keeps to its
+     * rate (10 lines per 10 s for these refusals) */
+    s_capture_stderr();
+    enum { N = 60 };
+    void *fctx = zmq_ctx_new();
+    void *socks[N];
+    int linger = 0;
+    for (int i = 0; i < N; i++) {
+        socks[i] = zmq_socket(fctx, ZMQ_DEALER);
+        zmq_setsockopt(socks[i], ZMQ_LINGER, &linger, sizeof linger);
+        assert_int_equal(zmq_connect(socks[i], rl_driver_endpoint(j->d)), 0);
+    }
+    s_sleep_ms(500);
+    for (int i = 0; i < N; i++)
+        zmq_send(socks[i], huge, (size_t)2 << 20, ZMQ_DONTWAIT);
+    rl_driver_poll(j->d, 3000);
+    free(s_captured("over the limit", &lines));
+    s_restore_stderr();
+    for (int i = 0; i < N; i++)
+        zmq_close(socks[i]);
+    zmq_ctx_term(fctx);
+    free(huge);
+    print_message("a flood of %d oversized frames: %d lines logged\n", N, lines);
+    assert_true(lines >= 1 && lines <= 11);
+
+    /* the driver's own call over the limit fails at once and says why */
+    rl_group *g = rl_driver_group(j->d, "reward");
+    rl_dataproto *in = rl_dataproto_new();
+    int64_t shape[2] = {512, 1024}; /* 2 MiB of f32 */
+    rl_dataproto_new_tensor(in, "x", RL_F32, 2, shape);
+    rl_dataproto *out = NULL;
+    assert_int_not_equal(rl_group_call_sync(g, "echo", RL_DISPATCH_RANK_ZERO, in, &out), 0);
+    assert_msg_contains(rl_error_message(), "'x'");
+    assert_msg_contains(rl_error_message(), "2097152 bytes");
+    assert_msg_contains(rl_error_message(), "limits.max_message_mb");
+    rl_dataproto_free(in);
+    assert_null(rl_driver_fatal(j->d));
+    assert_int_equal(rl_driver_restarts(j->d), 0);
     s_stop(j);
 }
 
@@ -456,11 +644,11 @@ static void test_curve_control_plane(void **state)
 
     /* a plaintext peer, an unknown key and a wrong server key get nothing */
     void *ctx, *sock = s_curve_dealer(&ctx, rl_driver_endpoint(j->d), NULL, NULL);
-    s_send_hello(sock, "actor", 0, 1, NULL, NULL);
+    s_send_hello(sock, "actor", 0, 1, NULL, NULL, NULL);
     assert_null(s_recv(sock, 1000));
     s_close(ctx, sock);
     sock = s_curve_dealer(&ctx, rl_driver_endpoint(j->d), scert, dkey);
-    s_send_hello(sock, "actor", 0, 1, NULL, NULL);
+    s_send_hello(sock, "actor", 0, 1, NULL, NULL, NULL);
     assert_null(s_recv(sock, 1000));
     s_close(ctx, sock);
     char wrong[RL_NET_KEY_TXT];
@@ -468,7 +656,7 @@ static void test_curve_control_plane(void **state)
     assert_int_equal(rl_net_keygen(s_tmp, "other", &other), 0);
     snprintf(wrong, sizeof wrong, "%s", other.public_txt);
     sock = s_curve_dealer(&ctx, rl_driver_endpoint(j->d), wcert, wrong);
-    s_send_hello(sock, "actor", 0, 1, NULL, NULL);
+    s_send_hello(sock, "actor", 0, 1, NULL, NULL, NULL);
     assert_null(s_recv(sock, 1000));
     s_close(ctx, sock);
     /* the job is untouched */
@@ -927,6 +1115,7 @@ int main(void)
         cmocka_unit_test(test_worker_refuses_bad_values),
         cmocka_unit_test_teardown(test_impostor_hello, s_teardown),
         cmocka_unit_test_teardown(test_hostile_input_while_calling, s_teardown),
+        cmocka_unit_test_teardown(test_oversized_frame_logged, s_teardown),
         cmocka_unit_test_teardown(test_retry_safe_call_survives_kill, s_teardown),
         cmocka_unit_test_teardown(test_curve_control_plane, s_teardown),
         cmocka_unit_test_teardown(test_curve_channels_and_collectives, s_teardown),

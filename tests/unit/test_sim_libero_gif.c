@@ -108,7 +108,7 @@ static void test_config_errors(void **state)
     c = s_parse(many);
     assert_non_null(c);
     assert_int_equal(rl_libero_gif_check(c), RL_ECONFIG);
-    assert_msg_contains("job.yaml:3:14: eval.gif_every: 1 gives more than 4096 frames");
+    assert_msg_contains("job.yaml:3:14: eval.gif_every: eval.gif_every 1 gives more than 4096 frames");
     rl_config_free(c);
 }
 

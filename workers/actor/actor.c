@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/core/util.h"
 #include "common/nn/engine/checkpoint.h"
 #include "common/nn/engine/optim.h"
 #include "common/schema/job.h"
@@ -27,6 +28,7 @@
 #include "rlrt/runtime/channel.h"
 #include "rlrt/runtime/collective.h"
 #include "workers/actor/actor.h"
+#include "common/nn/models/model_device.h"
 #include "workers/actor/actor_internal.h"
 #include "workers/roles.h"
 
@@ -40,6 +42,9 @@ static void s_free_models(s_actor *a)
     free(a->shard_grad);
     rl_adamw_free(a->opt);
     rl_weight_sender_free(a->wsend);
+    free(a->host_params);
+    a->host_params = NULL;
+    a->host_stale = 0;
     a->policy = a->ref = NULL;
     a->comm = NULL;
     a->shard_grad = NULL;
@@ -151,6 +156,36 @@ static int s_set_value_lr(const rl_config *job, rl_adamw *opt, const rl_param_ma
 }
 
 
+/* actor.device: the policy and the reference move to the GPU once, after
+ * they are built and loaded on the host; the host keeps a copy of the
+ * parameters for weight sync and checkpoints. FSDP's collectives run over
+ * host memory (ZeroMQ), so a GPU actor is one rank until they run over
+ * NCCL. */
+static int s_place_models(rl_worker_ctx *ctx, s_actor *a)
+{
+    a->dev = a->o.device == RL_ACTOR_DEVICE_CUDA ? RL_DEVICE_CUDA : RL_DEVICE_CPU;
+    if (a->dev == RL_DEVICE_CPU)
+        return RL_OK;
+    if (a->W > 1)
+        return RL_CFG_ERROR(ctx->config, &rl_actor_section, rl_actor_config, device, RL_EUNSUPPORTED,
+                            "cuda with %d actor ranks: FSDP's collectives run on the host, so a "
+                            "GPU actor is one rank for now (actor ranks: 1)", a->W);
+    int rc = rl_model_to_device(a->policy, a->dev);
+    if (!rc)
+        rc = rl_model_to_device(a->ref, a->dev);
+    if (rc) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", rl_error_message());
+        return RL_CFG_ERROR(ctx->config, &rl_actor_section, rl_actor_config, device, rc,
+                            "cuda on actor/%d: %s", a->rank, why);
+    }
+    if (!(a->host_params = malloc(sizeof(float) * (size_t)(a->P + 1))))
+        return rl_error_set(RL_ENOMEM, "actor/%d: out of memory for the host copy of the parameters",
+                            a->rank);
+    a->host_stale = 1;
+    return RL_OK;
+}
+
 static int s_init_model(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     (void)out;
@@ -164,6 +199,9 @@ static int s_init_model(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto
     a->P = rl_model_num_params(a->policy);
     a->W = ctx->world_size;
     a->rank = ctx->rank;
+    int rc = s_place_models(ctx, a);
+    if (rc)
+        return rc;
     if (a->W > 1) {
         const char *id_text = rl_dataproto_meta_str(in, RL_ACTOR_COMM_ID, NULL);
         rl_comm_id id;
@@ -188,10 +226,10 @@ static int s_init_model(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto
     oc.beta2 = a->o.beta2;
     oc.eps = a->o.eps;
     const rl_param_manifest *man = rl_model_manifest(a->policy);
-    a->opt = rl_adamw_new(&oc, man, a->begin, a->end);
+    a->opt = rl_adamw_new_on(&oc, man, a->begin, a->end, a->dev);
     if (!a->opt)
-        return rl_error_code();
-    int rc = rl_adamw_set_no_decay(a->opt, man, rl_param_pred_no_decay_1d, NULL);
+        return rl_error_wrap(rl_error_code(), "actor/%d: the optimiser", a->rank);
+    rc = rl_adamw_set_no_decay(a->opt, man, rl_param_pred_no_decay_1d, NULL);
     if (!rc && a->o.value_lr > 0) /* the critic's own lr (RLinf's value_lr): views value_head.* */
         rc = s_set_value_lr(job, a->opt, man, a->o.value_lr / a->o.lr);
     return rc;
@@ -289,7 +327,10 @@ static int s_publish_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_data
         return rl_error_code();
     if (!a->wsend)
         return rl_error_set(RL_ESTATE, "%s before %s", RL_ACTOR_PUBLISH_WEIGHTS, RL_ACTOR_WEIGHTS_OPEN);
-    return rl_weight_send(a->wsend, (uint64_t)version, rl_model_params(a->policy), a->P,
+    const float *p = rl_actor_host_params(a);
+    if (!p)
+        return rl_error_code();
+    return rl_weight_send(a->wsend, (uint64_t)version, p, a->P,
                           (int)receivers, (int)(a->o.comm_timeout_s * 1000));
 }
 
@@ -305,10 +346,8 @@ static int s_gather_moments(s_actor *a, float **m_out, float **v_out)
         rc = rl_error_set(RL_ENOMEM, "actor/%d: out of memory for the optimiser moments", a->rank);
     else if (a->comm && !(rc = rl_comm_all_gather(a->comm, a->opt->m, m, a->P)))
         rc = rl_comm_all_gather(a->comm, a->opt->v, v, a->P);
-    else if (!a->comm) {
-        memcpy(m, a->opt->m, sizeof(float) * (size_t)a->P);
-        memcpy(v, a->opt->v, sizeof(float) * (size_t)a->P);
-    }
+    else if (!a->comm)
+        rc = rl_adamw_moments_get(a->opt, m, v);
     if (rc) {
         free(m);
         free(v);
@@ -317,6 +356,54 @@ static int s_gather_moments(s_actor *a, float **m_out, float **v_out)
     *m_out = m;
     *v_out = v;
     return RL_OK;
+}
+
+/* The RL_ACTOR_FILES of a save request written into dir (rank 0). */
+static int s_put_files(const rl_dataproto *in, const char *dir)
+{
+    const json_t *files = json_object_get(rl_dataproto_meta_const(in), RL_ACTOR_FILES);
+    if (!files)
+        return RL_OK;
+    if (!json_is_object(files))
+        return rl_error_set(RL_EINVAL, "argument '%s' must be a JSON object", RL_ACTOR_FILES);
+    const char *name;
+    json_t *v;
+    json_object_foreach((json_t *)files, name, v) {
+        const char *from = json_string_value(json_object_get(v, "copy"));
+        const char *text = json_string_value(json_object_get(v, "text"));
+        if (!*name || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
+            !json_is_object(v) || !from == !text)
+            return rl_error_set(RL_EINVAL, "argument '%s': entry '%s' must be a plain file name "
+                                "with {\"copy\": path} or {\"text\": content}", RL_ACTOR_FILES, name);
+        size_t len = text ? strlen(text) : 0;
+        char *buf = from ? rl_file_read_all(from, &len) : NULL;
+        if (from && !buf)
+            return rl_error_wrap(rl_error_code(), "%s: copying %s into %s", RL_ACTOR_FILES, from, dir);
+        char path[4600];
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        int rc = rl_file_write_atomic(path, from ? buf : text, len);
+        free(buf);
+        if (rc)
+            return rc;
+    }
+    return RL_OK;
+}
+
+/* rl_checkpoint_data.write_extra: the model's config.json and the request's
+ * RL_ACTOR_FILES (the tokenizer's) into the step's directory before it is
+ * sealed. */
+typedef struct s_extra {
+    rl_model *policy;
+    const rl_dataproto *in;
+} s_extra;
+
+static int s_write_extra(const char *dir, void *arg)
+{
+    const s_extra *x = arg;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    int rc = rl_model_write_config(x->policy, path);
+    return rc ? rc : s_put_files(x->in, dir);
 }
 
 static int s_save_checkpoint(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
@@ -338,9 +425,14 @@ static int s_save_checkpoint(rl_worker_ctx *ctx, const rl_dataproto *in, rl_data
     int rc = s_gather_moments(a, &m, &v);
     if (rc)
         return rc;
-    if (a->rank == 0) {
+    json_t *meta = json_pack("{s:s}", "format", "pt"); /* what transformers asks of the file */
+    const float *params = a->rank == 0 ? rl_actor_host_params(a) : NULL;
+    if (a->rank == 0 && !params)
+        rc = rl_error_code();
+    else if (a->rank == 0) {
         rl_checkpoint_data d = {.manifest = rl_model_manifest(a->policy),
-                                .params = rl_model_params(a->policy), .param_dtype = RL_F32,
+                                .params = (float *)params, .param_dtype = RL_F32,
+                                .model_metadata = meta,
                                 .exp_avg = m, .exp_avg_sq = v, .adamw = a->opt->cfg,
                                 .adamw_step = a->opt->step};
         rl_train_state st;
@@ -351,13 +443,12 @@ static int s_save_checkpoint(rl_worker_ctx *ctx, const rl_dataproto *in, rl_data
         st.lr_step = a->opt->step;
         st.lr = a->lr;
         st.extra = (json_t *)extra;
+        s_extra x = {a->policy, in}; /* config.json and the tokenizer's files, for other tools */
+        d.write_extra = s_write_extra;
+        d.write_extra_arg = &x;
         rc = rl_checkpoint_save(dir, &d, &st);
-        if (!rc) { /* the model's config file beside it for other tools */
-            char path[4200];
-            snprintf(path, sizeof path, "%s/step_%lld/config.json", dir, (long long)step);
-            rc = rl_model_write_config(a->policy, path);
-        }
     }
+    json_decref(meta);
     free(m);
     free(v);
     return rc;
@@ -377,13 +468,15 @@ static int s_load_checkpoint(rl_worker_ctx *ctx, const rl_dataproto *in, rl_data
         free(v);
         return rl_error_set(RL_ENOMEM, "actor/%d: out of memory for the optimiser moments", a->rank);
     }
-    float *p = rl_model_params(a->policy);
+    float *p = a->host_params ? a->host_params : rl_model_params(a->policy);
     rl_checkpoint_data d = {.manifest = rl_model_manifest(a->policy), .params = p,
                             .exp_avg = m, .exp_avg_sq = v};
     rl_train_state st;
     memset(&st, 0, sizeof st);
     char what[4200];
     snprintf(what, sizeof what, "%s/model.safetensors", path);
+    if (a->host_params) /* the load writes the host copy; the device's stays the truth until it succeeds */
+        a->host_stale = 1;
     int rc = rl_checkpoint_load(path, &d, &st);
     if (!rc)
         rc = rl_model_check_finite(a->policy, p, what);
@@ -391,10 +484,11 @@ static int s_load_checkpoint(rl_worker_ctx *ctx, const rl_dataproto *in, rl_data
         rc = rl_error_set(RL_EPROTO, "%s/optimizer.safetensors: metadata 'step' = %lld, but "
                                      "trainer_state.json has lr_step %lld", path,
                           (long long)d.adamw_step, (long long)st.lr_step);
+    if (!rc && a->host_params && !(rc = rl_model_params_set(a->policy, p)))
+        a->host_stale = 0;
+    if (!rc)
+        rc = rl_adamw_moments_set(a->opt, m + a->begin, v + a->begin);
     if (!rc) {
-        int64_t n = a->end - a->begin;
-        memcpy(a->opt->m, m + a->begin, sizeof(float) * (size_t)n);
-        memcpy(a->opt->v, v + a->begin, sizeof(float) * (size_t)n);
         a->opt->step = d.adamw_step;
         json_t *extra = st.extra ? st.extra : json_object();
         st.extra = NULL; /* stolen by the reply */
@@ -417,9 +511,17 @@ static int s_save_model(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto
     if (!a)
         return rl_error_code();
     const char *dir = rl_dataproto_meta_str(in, RL_ACTOR_PATH, NULL);
-    if (!dir)
+    const char *dt = dir ? rl_dataproto_meta_str(in, RL_ACTOR_DTYPE, "float32") : NULL;
+    if (!dt)
         return rl_error_code();
-    return a->rank == 0 ? rl_model_save(a->policy, dir) : RL_OK;
+    rl_dtype dtype = strcmp(dt, "bfloat16") == 0 ? RL_BF16 : RL_F32;
+    if (dtype == RL_F32 && strcmp(dt, "float32") != 0)
+        return rl_error_set(RL_EINVAL, "argument '%s' = '%s', expected float32 or bfloat16",
+                            RL_ACTOR_DTYPE, dt);
+    if (a->rank != 0)
+        return RL_OK;
+    int rc = rl_model_save_as(a->policy, dir, dtype);
+    return rc ? rc : s_put_files(in, dir);
 }
 
 #define S_OP_ENTRY(op, method) {method, s_update_##op},

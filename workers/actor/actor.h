@@ -32,12 +32,22 @@
  *                                 the parameters as that version
  *   save_checkpoint   one_to_all  meta RL_ACTOR_DIR (checkpoint root), RL_ACTOR_STEP,
  *                                 RL_ACTOR_EPOCH, RL_ACTOR_DATA_POSITION,
- *                                 RL_ACTOR_EXTRA (a JSON object): every rank takes
- *                                 part (the moments are gathered), rank 0 writes
+ *                                 RL_ACTOR_EXTRA (a JSON object) [, RL_ACTOR_FILES]:
+ *                                 every rank takes part (the moments are gathered),
+ *                                 rank 0 writes (model.safetensors with metadata
+ *                                 "format": "pt", config.json, the files)
  *   load_checkpoint   one_to_all  meta RL_ACTOR_PATH (a step directory) → meta
  *                                 RL_ACTOR_STEP, _EPOCH, _DATA_POSITION, _EXTRA
- *   save_model        one_to_all  meta RL_ACTOR_PATH (a directory): rank 0 writes
- *                                 model.safetensors + config.json
+ *   save_model        one_to_all  meta RL_ACTOR_PATH (a directory) [, RL_ACTOR_DTYPE
+ *                                 "float32" (default) | "bfloat16", RL_ACTOR_FILES]:
+ *                                 rank 0 writes model.safetensors (metadata
+ *                                 "format": "pt") + config.json + the files
+ *   RL_ACTOR_FILES (optional) is an object {file name: {"copy": path} or
+ *   {"text": content}}: files rank 0 writes into the directory beside the
+ *   model (a copy of a file on its node, or the text), each atomically: the
+ *   tokenizer files and generation_config.json of a Hugging Face model, so
+ *   the directory loads in transformers as it is. A name is a plain file
+ *   name (no '/'). The actor gives the files no meaning.
  *
  * Loss ops (each in its track's file, workers/actor/actor_internal.h):
  *   ppo [update_actor]            one optimiser step (PPO loss): batch + tensors
@@ -151,6 +161,8 @@
 #define RL_ACTOR_EPOCH "epoch"
 #define RL_ACTOR_DATA_POSITION "data_position"
 #define RL_ACTOR_EXTRA "extra"
+#define RL_ACTOR_FILES "files"
+#define RL_ACTOR_DTYPE "dtype"
 
 /* meta results of an update (partial sums over this rank's
  * rows: the recipe adds the ranks' values and divides by the token count;

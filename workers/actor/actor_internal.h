@@ -54,7 +54,20 @@ typedef struct rl_actor_state {
     float *shard_grad;  /* (end - begin) */
     rl_adamw *opt;
     rl_weight_sender *wsend;
+    /* actor.device: where policy, ref, gradients and moments live; on a GPU
+     * the host keeps a copy of the parameters for weight sync and
+     * checkpoints, refreshed after an optimiser step when first needed */
+    rl_device dev;
+    float *host_params; /* (P) on a GPU; NULL on the CPU (the model's own buffer is the host's) */
+    int host_stale;     /* host_params is older than the device's parameters */
 } rl_actor_state;
+
+/* actor.device's choices, in the schema's order. */
+enum { RL_ACTOR_DEVICE_CPU = 0, RL_ACTOR_DEVICE_CUDA = 1 };
+
+/* The policy's parameters as a host array (the model's own buffer on the
+ * CPU; on a GPU the host copy, refreshed when stale). NULL + message. */
+float *rl_actor_host_params(rl_actor_state *a);
 
 /* The state, or NULL with RL_ESTATE when init_model has not run. */
 rl_actor_state *rl_actor_get(rl_worker_ctx *ctx, const char *method);

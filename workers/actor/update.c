@@ -14,7 +14,23 @@
 
 #include "rlrt/error.h"
 #include "rlrt/tensor.h"
+#include "common/nn/models/model_device.h"
 #include "workers/actor/actor_internal.h"
+
+float *rl_actor_host_params(rl_actor_state *a)
+{
+    if (!a->host_params)
+        return rl_model_params(a->policy);
+    if (a->host_stale) {
+        if (rl_model_params_get(a->policy, a->host_params)) {
+            rl_error_wrap(rl_error_code(), "actor/%d: copying the parameters from the %s", a->rank,
+                          rl_device_name(a->dev));
+            return NULL;
+        }
+        a->host_stale = 0;
+    }
+    return a->host_params;
+}
 
 rl_actor_state *rl_actor_get(rl_worker_ctx *ctx, const char *method)
 {
@@ -37,7 +53,7 @@ int rl_actor_fsdp_step(rl_actor_state *a, double clip, double *grad_norm, double
             return rc;
         gs = a->shard_grad;
     }
-    double sumsq = rl_grad_sumsq(gs, n);
+    double sumsq = a->opt->ops->grad_sumsq(gs, n); /* the CPU's: rl_grad_sumsq */
     if (a->comm) { /* the shards' sums of squares, carried exactly as a float pair */
         float part[2] = {(float)sumsq, (float)(sumsq - (double)(float)sumsq)}, tot[2];
         if ((rc = rl_comm_all_reduce(a->comm, part, tot, 2, RL_REDUCE_SUM)))
@@ -45,7 +61,7 @@ int rl_actor_fsdp_step(rl_actor_state *a, double clip, double *grad_norm, double
         sumsq = (double)tot[0] + (double)tot[1];
     }
     float norm = 0;
-    if ((rc = rl_grad_clip_apply(gs, n, sumsq, (float)clip, &norm)))
+    if ((rc = rl_grad_clip_apply_on(a->dev, gs, n, sumsq, (float)clip, &norm)))
         return rc;
     double lr = rl_lr_at(&a->lr, a->opt->step);
     if ((rc = rl_adamw_step(a->opt, lr, p + a->begin, gs)))
@@ -53,6 +69,7 @@ int rl_actor_fsdp_step(rl_actor_state *a, double clip, double *grad_norm, double
     if (a->comm && (rc = rl_comm_all_gather(a->comm, p + a->begin, p, a->P)))
         return rc;
     rl_model_zero_grad(a->policy);
+    a->host_stale = a->host_params != NULL;
     *grad_norm = norm;
     *lr_out = lr;
     return RL_OK;

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "common/nn/models/flow_policy.h"
+#include "common/nn/engine/checkpoint.h"
 #include "common/nn/engine/safetensors.h"
 #include "rlrt/error.h"
 #include "common/core/rng.h"
@@ -349,7 +350,9 @@ static int s_save_state(rl_worker_ctx *ctx, const rl_rollout_policy *p, const rl
     char path[4200], text[64];
     snprintf(path, sizeof path, "%s/ema.json", dir);
     int n = snprintf(text, sizeof text, "{\"count\": %lld}\n", (long long)a->count);
-    return rl_file_write_atomic(path, text, (size_t)n);
+    rc = rl_file_write_atomic(path, text, (size_t)n);
+    /* its checksums: a resume verifies the directory with its step's */
+    return rc ? rc : rl_checkpoint_seal(dir);
 }
 
 static int s_load_state(rl_worker_ctx *ctx, const rl_rollout_policy *p, const rl_dataproto *in,

@@ -23,6 +23,7 @@
 #include "workers/rollout/hooks.h"
 #include "workers/rollout/rollout.h"
 #include "workers/rollout/serve_env.h"
+#include "common/nn/models/model_device.h"
 
 /* The tracks' hooks on this role: a new track's is one line. */
 static const rl_rollout_hooks *const s_hooks[] = {
@@ -34,6 +35,7 @@ static const rl_rollout_hooks *const s_hooks[] = {
 typedef struct s_rollout {
     rl_rollout_policy pol; /* the model, the job's sampling, trainer.seed, the active version */
     double weight_timeout_s;
+    rl_device dev;        /* rollout.device: where the model generates */
     int active[S_NHOOKS]; /* the job uses s_hooks[i] */
     rl_weight_receiver *recv;
     char endpoint[256];
@@ -66,6 +68,7 @@ static int s_init(rl_worker_ctx *ctx)
     }
     r->pol.seed = (uint64_t)t->seed;
     r->weight_timeout_s = o->weight_timeout_s;
+    r->dev = o->device == 1 ? RL_DEVICE_CUDA : RL_DEVICE_CPU; /* rollout.def: cpu|cuda */
     ctx->user = r;
     for (size_t i = 0; i < S_NHOOKS; i++) {
         int rc = s_hooks[i]->open(ctx, &r->active[i]);
@@ -99,7 +102,16 @@ static int s_init_model(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto
     for (size_t i = 0; i < S_NHOOKS; i++)
         if (r->active[i] && s_hooks[i]->reset)
             s_hooks[i]->reset();
-    return r->pol.model ? RL_OK : rl_error_wrap(rl_error_code(), "rollout/%d: building the model", ctx->rank);
+    if (!r->pol.model)
+        return rl_error_wrap(rl_error_code(), "rollout/%d: building the model", ctx->rank);
+    int rc = rl_model_to_device(r->pol.model, r->dev);
+    if (rc) { /* built and loaded on the host, then moved once */
+        char why[512];
+        snprintf(why, sizeof why, "%s", rl_error_message());
+        return RL_CFG_ERROR(ctx->config, &rl_rollout_section, rl_rollout_config, device, rc,
+                            "%s on rollout/%d: %s", rl_device_name(r->dev), ctx->rank, why);
+    }
+    return RL_OK;
 }
 
 /* The rollout's state, or NULL with RL_ESTATE before init_model. */
@@ -150,7 +162,9 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     int rc = rl_model_check_finite(r->pol.model, rl_weight_recv_active(r->recv, NULL), what);
     if (rc)
         return rc;
-    memcpy(rl_model_params(r->pol.model), rl_weight_recv_active(r->recv, NULL), sizeof(float) * (size_t)P);
+    if ((rc = rl_model_params_set(r->pol.model, rl_weight_recv_active(r->recv, NULL))))
+        return rl_error_wrap(rc, "rollout/%d: weights v%llu to the %s", ctx->rank,
+                             (unsigned long long)have, rl_device_name(r->dev));
     r->pol.version = have;
     for (size_t i = 0; !rc && i < S_NHOOKS; i++)
         if (r->active[i] && s_hooks[i]->on_sync)

@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <ftw.h>
 #include <inttypes.h>
@@ -14,6 +15,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <openssl/evp.h>
 
 #define S_FORMAT "rlrt-checkpoint-1"
 #define S_MODEL "model.safetensors"
@@ -154,10 +157,11 @@ static json_t *s_state_to_json(const rl_train_state *s)
                            (json_int_t)s->lr.warmup_steps, "total_steps",
                            (json_int_t)s->lr.total_steps, "min_ratio", s->lr.min_ratio);
     json_t *extra = s->extra ? json_incref(s->extra) : json_object();
-    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:o, s:o, s:o}", "format", S_FORMAT, "step",
+    /* "checksums": the directory is sealed, so a missing RL_CKPT_SUMS is damage */
+    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:s}", "format", S_FORMAT, "step",
                      (json_int_t)s->step, "epoch", (json_int_t)s->epoch, "data_position",
                      (json_int_t)s->data_position, "lr_step", (json_int_t)s->lr_step,
-                     "lr_schedule", lr, "rng", rng, "extra", extra);
+                     "lr_schedule", lr, "rng", rng, "extra", extra, "checksums", RL_CKPT_SUMS);
 }
 
 /* The counts of a checkpoint (steps, epochs, positions) are at most 2^53:
@@ -232,6 +236,363 @@ static int s_state_from_json(const char *path, const json_t *j, rl_train_state *
         *s = t;
     }
     return RL_OK;
+}
+
+/* ---- checksums: SHA256SUMS --------------------------------------------------------- */
+
+#define S_SUMS_MAX (64 * 1024)  /* bytes of a SHA256SUMS file */
+#define S_SUMS_FILES 256        /* files one directory may list */
+#define S_SELF "# sha256 of the lines above: "
+#define S_HEX 64
+
+static void s_hex(const unsigned char *d, char out[S_HEX + 1])
+{
+    static const char x[] = "0123456789abcdef";
+    for (int i = 0; i < 32; i++)
+        out[2 * i] = x[d[i] >> 4], out[2 * i + 1] = x[d[i] & 15];
+    out[S_HEX] = '\0';
+}
+
+static int s_sha256_mem(const void *data, size_t len, char out[S_HEX + 1])
+{
+    unsigned char d[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    if (!EVP_Digest(data, len, d, &n, EVP_sha256(), NULL) || n != 32)
+        return rl_error_set(RL_EIO, "sha256: OpenSSL's digest failed");
+    s_hex(d, out);
+    return RL_OK;
+}
+
+/* An open descriptor of the regular file `path` (a FIFO or a device named
+ * like a checkpoint file must not block or never end a read), or -1 with
+ * the error set. */
+static int s_open_regular(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return rl_error_set(errno == ENOENT ? RL_ENOTFOUND : RL_EIO, "%s: cannot open: %s", path,
+                            strerror(errno)), -1;
+    struct stat sb;
+    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return rl_error_set(RL_EPROTO, "%s: not a regular file", path), -1;
+    }
+    return fd;
+}
+
+/* The sha256 of file `path`, read in 1 MiB blocks. */
+static int s_sha256_file(const char *path, char out[S_HEX + 1])
+{
+    int fd = s_open_regular(path);
+    if (fd < 0)
+        return rl_error_code();
+    enum { BLOCK = 1 << 20 };
+    unsigned char *buf = malloc(BLOCK);
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int rc = RL_OK;
+    if (!buf || !ctx) {
+        rc = rl_error_set(RL_ENOMEM, "%s: out of memory for its sha256", path);
+        goto out;
+    }
+    if (!EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+        rc = rl_error_set(RL_EIO, "sha256: OpenSSL's digest failed");
+        goto out;
+    }
+    for (;;) {
+        ssize_t k = read(fd, buf, BLOCK);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            rc = rl_error_set(RL_EIO, "%s: read failed: %s", path, strerror(errno));
+            goto out;
+        }
+        if (k == 0)
+            break;
+        if (!EVP_DigestUpdate(ctx, buf, (size_t)k)) {
+            rc = rl_error_set(RL_EIO, "sha256: OpenSSL's digest failed");
+            goto out;
+        }
+    }
+    unsigned char d[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    if (!EVP_DigestFinal_ex(ctx, d, &n) || n != 32)
+        rc = rl_error_set(RL_EIO, "sha256: OpenSSL's digest failed");
+    else
+        s_hex(d, out);
+out:
+    EVP_MD_CTX_free(ctx);
+    free(buf);
+    close(fd);
+    return rc;
+}
+
+/* A file name SHA256SUMS may list: a plain name of this directory, printable,
+ * nothing sha256sum would escape. */
+static int s_sums_name_ok(const char *name, size_t len)
+{
+    if (len == 0 || len > 255 || (len == 1 && name[0] == '.') ||
+        (len == 2 && name[0] == '.' && name[1] == '.'))
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (c < 0x21 || c == 0x7f || c == '/' || c == '\\')
+            return 0;
+    }
+    return 1;
+}
+
+static int s_cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int rl_checkpoint_seal(const char *dir)
+{
+    DIR *dp = dir ? opendir(dir) : NULL;
+    if (!dp)
+        return rl_error_set(RL_EIO, "checkpoint seal %s: %s", dir ? dir : "(null)",
+                            dir ? strerror(errno) : "NULL directory");
+    char *names[S_SUMS_FILES];
+    int n = 0, rc = RL_OK;
+    struct dirent *de;
+    while ((de = readdir(dp))) {
+        const char *nm = de->d_name;
+        if (strcmp(nm, ".") == 0 || strcmp(nm, "..") == 0 || strcmp(nm, RL_CKPT_SUMS) == 0 ||
+            strstr(nm, ".tmp.")) /* rl_file_write_atomic's leftovers: <name>.tmp.XXXXXX */
+            continue;
+        char path[RL_CKPT_PATH_MAX];
+        struct stat sb;
+        if ((rc = s_join(path, sizeof path, dir, nm)) < 0)
+            break;
+        if (lstat(path, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+            rc = rl_error_set(RL_EINVAL, "checkpoint seal: %s is not a regular file", path);
+            break;
+        }
+        if (!s_sums_name_ok(nm, strlen(nm)) || n == S_SUMS_FILES) {
+            rc = rl_error_set(RL_EINVAL, "checkpoint seal: %s: %s", path,
+                              n == S_SUMS_FILES ? "more files than SHA256SUMS may list"
+                                                : "a name SHA256SUMS cannot list");
+            break;
+        }
+        if (!(names[n] = strdup(nm))) {
+            rc = rl_error_set(RL_ENOMEM, "checkpoint seal: out of memory");
+            break;
+        }
+        n++;
+    }
+    closedir(dp);
+    char *text = NULL;
+    size_t cap = 128 + (size_t)n * (S_HEX + 2 + 256 + 1) + sizeof S_SELF + S_HEX + 2, len = 0;
+    if (!rc && !(text = malloc(cap)))
+        rc = rl_error_set(RL_ENOMEM, "checkpoint seal: out of memory");
+    if (!rc) {
+        qsort(names, (size_t)n, sizeof names[0], s_cmp_str);
+        len = (size_t)snprintf(text, cap, "# rlrt checkpoint: the sha256 of every file here "
+                                          "(check: sha256sum -c %s)\n", RL_CKPT_SUMS);
+    }
+    for (int i = 0; !rc && i < n; i++) {
+        char path[RL_CKPT_PATH_MAX], hex[S_HEX + 1];
+        if ((rc = s_join(path, sizeof path, dir, names[i])) < 0 ||
+            (rc = s_sha256_file(path, hex)) < 0)
+            break;
+        len += (size_t)snprintf(text + len, cap - len, "%s  %s\n", hex, names[i]);
+    }
+    char self[S_HEX + 1];
+    if (!rc && !(rc = s_sha256_mem(text, len, self)))
+        len += (size_t)snprintf(text + len, cap - len, "%s%s\n", S_SELF, self);
+    char path[RL_CKPT_PATH_MAX];
+    if (!rc && !(rc = s_join(path, sizeof path, dir, RL_CKPT_SUMS)))
+        rc = rl_file_write_atomic(path, text, len);
+    free(text);
+    for (int i = 0; i < n; i++)
+        free(names[i]);
+    return rc;
+}
+
+/* Checks `dir` against its SHA256SUMS (text, len bytes): the file's own line
+ * first, then every file it lists; `need` (NULL-terminated) must be listed. */
+static int s_sums_check(const char *dir, const char *sums, char *text, size_t len,
+                        const char *const *need)
+{
+    /* the last line: the sha256 of everything before it */
+    size_t self_len = sizeof S_SELF - 1 + S_HEX + 1;
+    if (len < self_len || text[len - 1] != '\n' ||
+        strncmp(text + len - self_len, S_SELF, sizeof S_SELF - 1) != 0 ||
+        (len > self_len && text[len - self_len - 1] != '\n'))
+        return rl_error_set(RL_EPROTO, "%s: damaged: its last line is not '%s<sha256>'", sums,
+                            S_SELF);
+    char want[S_HEX + 1], got[S_HEX + 1];
+    memcpy(want, text + len - 1 - S_HEX, S_HEX);
+    want[S_HEX] = '\0';
+    int rc = s_sha256_mem(text, len - self_len, got);
+    if (rc)
+        return rc;
+    if (strcmp(want, got) != 0)
+        return rl_error_set(RL_EPROTO, "%s: damaged: sha256 of its lines expected %.64s (its last "
+                            "line), got %s", sums, want, got);
+    text[len - self_len] = '\0';
+    const char *listed[S_SUMS_FILES];
+    int n = 0, line = 0;
+    for (char *p = text, *nl; *p; p = nl + 1) {
+        nl = strchr(p, '\n'); /* every line ends in '\n': the last one checked above */
+        *nl = '\0';
+        line++;
+        if (p[0] == '#')
+            continue;
+        size_t k = strlen(p);
+        int hex = k > S_HEX + 2 && p[S_HEX] == ' ' && p[S_HEX + 1] == ' ';
+        for (int i = 0; hex && i < S_HEX; i++)
+            hex = (p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f');
+        if (!hex || !s_sums_name_ok(p + S_HEX + 2, k - S_HEX - 2))
+            return rl_error_set(RL_EPROTO, "%s:%d: damaged: expected '<sha256>  <file name>'", sums,
+                                line);
+        const char *name = p + S_HEX + 2;
+        for (int i = 0; i < n; i++)
+            if (strcmp(listed[i], name) == 0)
+                return rl_error_set(RL_EPROTO, "%s:%d: '%s' listed twice", sums, line, name);
+        if (n == S_SUMS_FILES)
+            return rl_error_set(RL_EPROTO, "%s: lists more than %d files", sums, S_SUMS_FILES);
+        listed[n++] = name;
+    }
+    for (int i = 0; need && need[i]; i++) {
+        int found = 0;
+        for (int j = 0; j < n && !found; j++)
+            found = strcmp(listed[j], need[i]) == 0;
+        if (!found)
+            return rl_error_set(RL_EPROTO, "%s: does not list %s", sums, need[i]);
+    }
+    for (int i = 0; i < n; i++) {
+        const char *name = listed[i];
+        char path[RL_CKPT_PATH_MAX], have[S_HEX + 1];
+        if ((rc = s_join(path, sizeof path, dir, name)) < 0)
+            return rc;
+        if ((rc = s_sha256_file(path, have)) < 0)
+            return rl_error_wrap(rc, "%s (listed in %s)", name, RL_CKPT_SUMS);
+        if (memcmp(have, name - S_HEX - 2, S_HEX) != 0)
+            return rl_error_set(RL_EPROTO, "%s: damaged: sha256 expected %.64s (%s), got %s", path,
+                                name - S_HEX - 2, RL_CKPT_SUMS, have);
+    }
+    return RL_OK;
+}
+
+/* Verifies one directory; *sealed = 0 (RL_OK) when it has no SHA256SUMS and
+ * `required` is 0. */
+static int s_verify_dir(const char *dir, const char *const *need, int required, int *sealed)
+{
+    char sums[RL_CKPT_PATH_MAX];
+    int rc = s_join(sums, sizeof sums, dir, RL_CKPT_SUMS);
+    if (rc)
+        return rc;
+    *sealed = 0;
+    struct stat sb;
+    if (lstat(sums, &sb) < 0 && errno == ENOENT) {
+        if (!required)
+            return RL_OK;
+        return rl_error_set(RL_EPROTO, "%s: missing (trainer_state.json says the checkpoint has "
+                            "checksums)", sums);
+    }
+    int fd = s_open_regular(sums);
+    if (fd < 0)
+        return rl_error_code() == RL_ENOTFOUND ? RL_EPROTO : rl_error_code();
+    char *text = malloc(S_SUMS_MAX + 1);
+    ssize_t len = 0, k = 0;
+    while (text && len <= S_SUMS_MAX &&
+           ((k = read(fd, text + len, (size_t)(S_SUMS_MAX + 1 - len))) > 0 || (k < 0 && errno == EINTR)))
+        len += k > 0 ? k : 0;
+    int err = errno;
+    close(fd);
+    if (!text || k < 0 || len > S_SUMS_MAX) {
+        free(text);
+        return rl_error_set(RL_EPROTO, "%s: %s", sums,
+                            !text ? "out of memory"
+                            : k < 0 ? strerror(err)
+                                    : "larger than 64 KiB");
+    }
+    text[len] = '\0';
+    if (memchr(text, '\0', (size_t)len)) {
+        free(text);
+        return rl_error_set(RL_EPROTO, "%s: damaged: holds a NUL byte", sums);
+    }
+    rc = s_sums_check(dir, sums, text, (size_t)len, need);
+    free(text);
+    *sealed = rc == RL_OK;
+    return rc;
+}
+
+/* "checksums" in dir/trainer_state.json: the step was sealed when saved. */
+static int s_state_says_sealed(const char *dir)
+{
+    char file[RL_CKPT_PATH_MAX];
+    if (s_join(file, sizeof file, dir, S_STATE))
+        return 0;
+    json_t *j = json_load_file(file, 0, NULL);
+    int yes = json_is_string(json_object_get(j, "checksums"));
+    json_decref(j);
+    return yes;
+}
+
+/* Appends `dir` to the list `which` (cap bytes) of unverified directories. */
+static void s_unverified(char *which, size_t cap, int *count, const char *dir)
+{
+    (*count)++;
+    if (!which || !cap)
+        return;
+    size_t k = strlen(which);
+    snprintf(which + k, cap - k, "%s%s", k ? ", " : "", dir);
+}
+
+int rl_checkpoint_verify(const char *dir, int *unverified, char *which, size_t cap)
+{
+    int dummy;
+    if (!unverified)
+        unverified = &dummy;
+    *unverified = 0;
+    if (which && cap)
+        which[0] = '\0';
+    if (!dir)
+        return rl_error_set(RL_EINVAL, "checkpoint verify: NULL directory");
+    if (!rl_checkpoint_is_complete(dir))
+        return rl_error_code() ? rl_error_code() : RL_EPROTO;
+    static const char *const need[] = {S_MODEL, S_OPTIM, S_STATE, NULL};
+    int sealed, rc = s_verify_dir(dir, need, s_state_says_sealed(dir), &sealed);
+    if (rc)
+        return rc;
+    if (!sealed)
+        s_unverified(which, cap, unverified, dir);
+    /* the directories of the same step beside it: <dir>.<name> */
+    char parent[RL_CKPT_PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", dir);
+    char *slash = strrchr(parent, '/');
+    const char *base = slash ? dir + (slash - parent) + 1 : dir;
+    if (!slash)
+        snprintf(parent, sizeof parent, ".");
+    else if (slash == parent)
+        parent[1] = '\0';
+    else
+        *slash = '\0';
+    size_t blen = strlen(base);
+    DIR *dp = opendir(parent);
+    if (!dp)
+        return rl_error_set(RL_EIO, "%s: %s", parent, strerror(errno));
+    struct dirent *de;
+    while (!rc && (de = readdir(dp))) {
+        const char *nm = de->d_name;
+        if (strncmp(nm, base, blen) != 0 || nm[blen] != '.' || !nm[blen + 1] ||
+            strcmp(nm + blen, ".tmp") == 0 || strcmp(nm + blen, ".old") == 0)
+            continue;
+        char sib[RL_CKPT_PATH_MAX];
+        struct stat sb;
+        if (snprintf(sib, sizeof sib, "%s/%s", slash ? parent : ".", nm) >= (int)sizeof sib) {
+            rc = rl_error_set(RL_EINVAL, "path '%s/%s' is too long", parent, nm);
+            break;
+        }
+        if (stat(sib, &sb) < 0 || !S_ISDIR(sb.st_mode))
+            continue;
+        if (!(rc = s_verify_dir(sib, NULL, 0, &sealed)) && !sealed)
+            s_unverified(which, cap, unverified, sib);
+    }
+    closedir(dp);
+    return rc;
 }
 
 /* ---- save ------------------------------------------------------------------------ */
@@ -324,7 +685,12 @@ int rl_checkpoint_save(const char *root, const rl_checkpoint_data *d,
     if ((rc = s_join(file, sizeof file, tmp, S_STATE)) == RL_OK)
         rc = rl_file_write_atomic(file, text, strlen(text));
     free(text);
-    if (rc < 0 || (rc = rl_fsync_dir(tmp)) < 0)
+    if (rc < 0)
+        goto fail;
+    if (d->write_extra && (rc = d->write_extra(tmp, d->write_extra_arg)) < 0)
+        goto fail;
+    /* the checksums of every file, written last: the directory is sealed */
+    if ((rc = rl_checkpoint_seal(tmp)) < 0 || (rc = rl_fsync_dir(tmp)) < 0)
         goto fail;
 
     /* publish: step_N.tmp -> step_N (moving an existing step_N aside first) */
@@ -466,15 +832,23 @@ int rl_checkpoint_find(const char *root, rl_checkpoint_info *info)
         char dir[RL_CKPT_PATH_MAX];
         if (snprintf(dir, sizeof dir, "%s/step_%" PRId64, root, steps[i]) >= (int)sizeof dir)
             continue;
-        if (rl_checkpoint_is_complete(dir)) {
+        int unverified = 0;
+        char which[1024];
+        if (rl_checkpoint_verify(dir, &unverified, which, sizeof which) == RL_OK) {
             snprintf(info->dir, sizeof info->dir, "%s", dir);
             info->step = steps[i];
+            info->unverified = unverified;
+            if (unverified)
+                s_note(info->note, sizeof info->note, "%s: no " RL_CKPT_SUMS " (saved before "
+                       "checkpoints carried checksums): %s files cannot be verified", which,
+                       unverified > 1 ? "their" : "its");
             rc = RL_OK;
             break;
         }
         char why[900];
         snprintf(why, sizeof why, "%s", rl_error_message());
-        s_note(info->note, sizeof info->note, "ignored incomplete checkpoint %s (%s)", dir, why);
+        s_note(info->note, sizeof info->note, "skipped damaged or incomplete checkpoint %s (%s)",
+               dir, why);
     }
     free(steps);
     if (rc == RL_OK) {
@@ -491,7 +865,7 @@ int rl_checkpoint_find(const char *root, rl_checkpoint_info *info)
             const char *base = strrchr(info->dir, '/') + 1;
             if (strcmp(buf, base) != 0)
                 s_note(info->note, sizeof info->note, "'latest' names '%s' but the newest "
-                       "complete checkpoint is %s", buf, base);
+                       "intact checkpoint is %s", buf, base);
         }
         return RL_OK;
     }

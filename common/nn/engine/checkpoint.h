@@ -12,11 +12,33 @@
  *                                        "step", "epoch", "data_position",
  *                                        "lr_step", "lr_schedule": {...},
  *                                        "rng": {name: {key, counter, lanes,
- *                                        used}}, "extra": {caller's object}}
+ *                                        used}}, "extra": {caller's object},
+ *                                        "checksums": "SHA256SUMS"}
+ *   root/step_<N>/...                    what the caller adds (write_extra: the
+ *                                        actor's config.json)
+ *   root/step_<N>/SHA256SUMS             the sha256 of every other file of the
+ *                                        directory, written last (the seal)
+ *   root/step_<N>.<name>/                a recipe's state of the same step (the
+ *                                        rollout's EMA weights), sealed by its
+ *                                        writer with rl_checkpoint_seal
  *   root/latest                          "step_<N>\n", written last
  *
+ * Integrity: SHA256SUMS is the checksum manifest, in sha256sum's format
+ * ("<64 hex>  <name>" per file, sorted; '#' lines are comments), so
+ * `sha256sum -c SHA256SUMS` in the directory checks it by hand; its last line
+ * "# sha256 of the lines above: <hex>" protects the manifest itself. Every
+ * resume verifies the step it picks (rl_checkpoint_verify, through
+ * rl_checkpoint_find): a file whose sha256 differs, a manifest that is
+ * damaged, or a manifest that is missing although trainer_state.json says
+ * "checksums", makes the step damaged and the resume falls back to the
+ * previous intact one, saying which file and the expected and actual sha256.
+ * A checkpoint saved before checksums existed (no SHA256SUMS, no
+ * "checksums" key) still loads; info->unverified says so. SHA-256 comes from
+ * OpenSSL's libcrypto (hardware SHA extensions where the CPU has them;
+ * docs/decisions/checkpoints-and-resume.md has the measured cost).
+ *
  * Atomicity: the files are written into root/step_<N>.tmp/ (each one
- * atomically, fsynced), the directory is fsynced and renamed to step_<N>,
+ * atomically, fsynced), SHA256SUMS last, the directory is fsynced and renamed to step_<N>,
  * root is fsynced, and only then is `latest` replaced. A crash leaves either
  * a step_<N>.tmp directory (ignored, removed by the next save of that step)
  * or a complete step_<N> that `latest` may not name yet; rl_checkpoint_find
@@ -36,6 +58,7 @@
 #ifndef RLRT_NN_CHECKPOINT_H
 #define RLRT_NN_CHECKPOINT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <jansson.h>
@@ -52,6 +75,7 @@ extern "C" {
 #define RL_CKPT_MAX_RNG 8
 #define RL_CKPT_NAME_MAX 64
 #define RL_CKPT_PATH_MAX 4096
+#define RL_CKPT_SUMS "SHA256SUMS" /* the checksum manifest of a checkpoint directory */
 
 typedef struct rl_ckpt_rng {
     char name[RL_CKPT_NAME_MAX]; /* e.g. "sampler", "dropout" */
@@ -82,6 +106,11 @@ typedef struct rl_checkpoint_data {
     float *exp_avg_sq;
     rl_adamw_config adamw; /* save: written with the moments; load: filled */
     int64_t adamw_step;    /* save/load: the optimiser's step count (t) */
+    /* save: writes the caller's extra files into `dir` (the step's directory
+     * before it is sealed and published, e.g. the model's config.json);
+     * NULL for none. Regular files only: the seal lists every file. */
+    int (*write_extra)(const char *dir, void *arg);
+    void *write_extra_arg;
 } rl_checkpoint_data;
 
 /* Saves step state->step under root (created if absent). Replaces an
@@ -92,24 +121,48 @@ int rl_checkpoint_save(const char *root, const rl_checkpoint_data *d,
 typedef struct rl_checkpoint_info {
     char dir[RL_CKPT_PATH_MAX]; /* root/step_<N> */
     int64_t step;
-    char note[1024]; /* what was skipped and why; "" when nothing was */
+    int unverified;  /* directories of the step found that had no checksums */
+    char note[4096]; /* what was skipped and why, and what could not be
+                      * verified; "" when neither */
 } rl_checkpoint_info;
 
-/* Finds the newest complete checkpoint under root. RL_ENOTFOUND (with a
- * message that includes the note) when root or its step_<N> directories do
- * not exist; RL_EPROTO when some exist and none is complete (a step_<N> is
- * renamed into place whole, so those were damaged: a resume must not start
- * afresh over them); RL_EIO when root cannot be read. */
+/* Finds the newest intact checkpoint under root: complete and verified
+ * (rl_checkpoint_verify). RL_ENOTFOUND (with a message that includes the
+ * note) when root or its step_<N> directories do not exist; RL_EPROTO when
+ * some exist and none is intact (a step_<N> is renamed into place whole, so
+ * those were damaged: a resume must not start afresh over them); RL_EIO when
+ * root cannot be read. Reads every file of the step it picks (and of the
+ * newer ones it skips). */
 int rl_checkpoint_find(const char *root, rl_checkpoint_info *info);
 
 /* True if dir holds all three files and trainer_state.json parses with the
- * expected format; otherwise 0 with a message saying what is wrong. */
+ * expected format; otherwise 0 with a message saying what is wrong. Reads
+ * only headers: it does not verify the checksums. */
 int rl_checkpoint_is_complete(const char *dir);
+
+/* Checks a step directory whole: complete, every file it lists in
+ * SHA256SUMS with that sha256 (model, optimizer and trainer state must be
+ * listed), and the sealed directories <dir>.<name> of the same step beside
+ * it. RL_OK when intact, *unverified (may be NULL) = the number of
+ * directories that have no SHA256SUMS and were not saved with one (written
+ * before checksums: taken as they are), and `which` (cap bytes; may be NULL)
+ * their paths, ", "-separated. Otherwise RL_EPROTO (RL_ENOTFOUND, RL_EIO) with
+ * "<dir>/model.safetensors: damaged: sha256 expected <hex> (SHA256SUMS),
+ * got <hex>", or what else is wrong. SHA256SUMS is untrusted input: at most
+ * 64 KiB and 256 plain file names of this directory. */
+int rl_checkpoint_verify(const char *dir, int *unverified, char *which, size_t cap);
+
+/* Writes dir/SHA256SUMS (atomically): the sha256 of every regular file in
+ * dir, sorted by name. Anything else in dir (a subdirectory, a link) is an
+ * error: a sealed directory is covered whole. */
+int rl_checkpoint_seal(const char *dir);
 
 /* Loads a checkpoint directory: params (must match d->manifest exactly),
  * moments (when the checkpoint has them and d->exp_avg is non-NULL; a
  * checkpoint without moments leaves them untouched and adamw_step = 0), the
- * AdamW config and step, and the trainer state. */
+ * AdamW config and step, and the trainer state. Every value is checked, but
+ * the checksums are not read again: the caller verified the directory (it
+ * came from rl_checkpoint_find, or rl_checkpoint_verify). */
 int rl_checkpoint_load(const char *dir, rl_checkpoint_data *d, rl_train_state *state);
 
 /* Helpers for trainer_state.json and callers that keep RNGs elsewhere. */

@@ -2,7 +2,7 @@
 #include "common/nn/engine/device.h"
 #include "rlrt/error.h"
 #include "common/nn/engine/ops.h"
-#include "common/nn/engine/optim.h"
+#include "rlrt/nn/params.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -20,6 +20,8 @@ static const rl_nn_ops s_cpu_ops = {.device = RL_DEVICE_CPU, .name = "cpu", RL_N
 #define S_CUDA(op) .op = rl_cuda_##op,
 static const rl_nn_ops s_cuda_ops = {.device = RL_DEVICE_CUDA, .name = "cuda", RL_NN_OPS(S_CUDA)};
 #endif
+
+const char *rl_precision_name(rl_precision p) { return p == RL_PRECISION_BF16 ? "bf16" : "fp32"; }
 
 const rl_nn_ops *rl_nn_ops_get(rl_device dev)
 {
@@ -250,4 +252,25 @@ int rl_device_sync(rl_device dev)
     return dev == RL_DEVICE_CPU ? RL_OK
                                 : rl_error_set(RL_EUNSUPPORTED, "device %s: not available",
                                                rl_device_name(dev));
+}
+
+float *rl_device_buffer_new(rl_device dev, int64_t n, rl_mem_purpose why)
+{
+    if (dev == RL_DEVICE_CPU)
+        return rl_param_buffer_new(n);
+    size_t bytes = sizeof(float) * (size_t)(n > 0 ? n : 1);
+    float *p = rl_device_alloc_for(dev, bytes, why);
+    if (p && rl_device_zero(dev, p, bytes) < 0) {
+        rl_device_free(dev, p);
+        return NULL;
+    }
+    return p;
+}
+
+void rl_device_buffer_free(rl_device dev, float *p)
+{
+    if (dev == RL_DEVICE_CPU)
+        rl_param_buffer_free(p);
+    else if (p)
+        rl_device_free(dev, p);
 }

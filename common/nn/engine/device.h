@@ -22,13 +22,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/nn/engine/optim.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef enum rl_device { RL_DEVICE_CPU = 0, RL_DEVICE_CUDA = 1 } rl_device;
+
+/* How a model multiplies its matrices (model.precision). FP32: every
+ * product in float32 (on CUDA cuBLAS's default math, TF32 off: the parity
+ * mode). BF16: the inputs of the linear layers' products are rounded to
+ * bfloat16 (nearest even) and multiplied with float32 accumulation into
+ * float32 outputs; weights, gradients, optimiser state and every other op
+ * stay float32 (torch autocast's split: matmuls low, the rest float32). */
+typedef enum rl_precision { RL_PRECISION_FP32 = 0, RL_PRECISION_BF16 = 1 } rl_precision;
+
+/* "fp32" or "bf16". */
+const char *rl_precision_name(rl_precision p);
+
+struct rl_adamw_config; /* common/nn/engine/optim.h, which includes this header */
 
 typedef struct rl_nn_ops {
     rl_device device;
@@ -39,6 +51,13 @@ typedef struct rl_nn_ops {
                            int N, int C, int OC);
     void (*linear_backward)(float *dinp, float *dw, float *db, const float *dout,
                             const float *inp, const float *w, int N, int C, int OC);
+    /* the bf16 products (rl_precision): w16 is a bf16 copy of the weights
+     * made by round_bf16; these return 0 or RL_ENOMEM (message set) */
+    void (*round_bf16)(uint16_t *out, const float *in, int64_t n);
+    int (*linear_forward_bf16)(float *out, const float *inp, const uint16_t *w16, const float *b,
+                               int N, int C, int OC);
+    int (*linear_backward_bf16)(float *dinp, float *dw, float *db, const float *dout,
+                                const float *inp, const uint16_t *w16, int N, int C, int OC);
     void (*add_forward)(float *out, const float *a, const float *b, int64_t n);
     void (*add_inplace)(float *a, const float *b, int64_t n);
     void (*softmax_forward)(float *out, const float *inp, int N, int C);
@@ -69,8 +88,13 @@ typedef struct rl_nn_ops {
     void (*logprob_backward)(float *dlogits, const float *dlogp, const float *dentropy,
                              const float *logits, const float *lse, const float *entropy,
                              const int32_t *target, float inv_temp, int N, int V);
+    void (*kv_cache_write)(float *kc, float *vc, const float *k, const float *v,
+                           const int32_t *slot, const int32_t *pos, int n, int kvd, int maxT);
+    void (*decode_attention)(float *out, float *scores, const float *q, const float *kc,
+                             const float *vc, const int32_t *slot, const int32_t *pos, int n,
+                             int H, int KH, int hd, int maxT);
     /* the optimiser's and the weight copies' (common/nn/engine/optim.h) */
-    void (*adamw_update)(const rl_adamw_config *cfg, int64_t t, double lr, double wd, float *p,
+    void (*adamw_update)(const struct rl_adamw_config *cfg, int64_t t, double lr, double wd, float *p,
                          const float *g, float *m, float *v, int64_t n);
     double (*grad_sumsq)(const float *g, int64_t n);
     void (*scale_inplace)(float *a, float s, int64_t n);
@@ -82,11 +106,13 @@ typedef struct rl_nn_ops {
  * rl_cuda_<op> (cuda/cuda_ops.h); the tables and rl_nn_ops_missing() are
  * this list. */
 #define RL_NN_OPS(X)                                                                                 \
-    X(sgemm) X(linear_forward) X(linear_backward) X(add_forward) X(add_inplace) X(softmax_forward)  \
-    X(softmax_backward) X(rmsnorm_forward) X(rmsnorm_backward) X(swiglu_forward)                    \
+    X(sgemm) X(linear_forward) X(linear_backward) X(round_bf16) X(linear_forward_bf16)             \
+    X(linear_backward_bf16) X(add_forward) X(add_inplace) X(softmax_forward) X(softmax_backward)   \
+    X(rmsnorm_forward) X(rmsnorm_backward) X(swiglu_forward)                    \
     X(swiglu_backward) X(rope_forward) X(rope_backward) X(embedding_forward) X(embedding_backward)  \
     X(attention_forward) X(attention_backward) X(logprob_forward) X(logprob_backward)               \
-    X(adamw_update) X(grad_sumsq) X(scale_inplace) X(ema_update)
+    X(kv_cache_write) X(decode_attention) X(adamw_update) X(grad_sumsq) X(scale_inplace)            \
+    X(ema_update)
 
 /* The kernel table of `dev`, or NULL + message (RL_EUNSUPPORTED) when this
  * build has no such device. */
@@ -115,6 +141,12 @@ typedef enum rl_mem_purpose {
 void *rl_device_alloc(rl_device dev, size_t bytes);
 void *rl_device_alloc_for(rl_device dev, size_t bytes, rl_mem_purpose why);
 void rl_device_free(rl_device dev, void *p);
+/* n floats, zeroed, on dev (counted under why on a GPU; on the CPU the
+ * 64-byte aligned flat buffer of rlrt/nn/params.h), NULL + message; freed
+ * with rl_device_buffer_free on the same device: the flat parameter,
+ * gradient and moment buffers of a model or an optimiser. */
+float *rl_device_buffer_new(rl_device dev, int64_t n, rl_mem_purpose why);
+void rl_device_buffer_free(rl_device dev, float *p);
 
 typedef struct rl_device_memory {
     size_t bytes[RL_MEM_COUNT]; /* held now, by purpose */

@@ -44,6 +44,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/nn/engine/ops_elem.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -87,6 +89,28 @@ void rl_linear_forward(float *out, const float *inp, const float *w,
 /* dinp (N,C) += dout · w;  dw (OC,C) += dout^T · inp;  db (OC) += Σ_rows dout. */
 void rl_linear_backward(float *dinp, float *dw, float *db, const float *dout,
                         const float *inp, const float *w, int N, int C, int OC);
+
+/* ---- bf16 products (model.precision bf16; ops_bf16.c) -------------------
+ * On the CPU these EMULATE the GPU's bf16 GEMMs: each input of a product is
+ * rounded to bf16 (rl_bf16_round of ops_elem.h, nearest even) and widened
+ * back to float32 (exact), then rl_sgemm multiplies in float32. A product of
+ * two bf16 values is exact in float32, so this is a bf16 GEMM with float32
+ * accumulation, only slower than float32 (the rounding passes). The
+ * results differ from a GPU's only by the order of the float32 sums. */
+
+/* out (n) = the bf16 bits of in (n), rounded to nearest even. */
+void rl_round_bf16(uint16_t *out, const float *in, int64_t n);
+/* rl_linear_forward with inp rounded to bf16 and the weights w16 (OC,C) in
+ * bf16; the bias is added in float32. Allocates the rounded inputs
+ * (N·C + OC·C floats): returns 0, or RL_ENOMEM with the message set. */
+int rl_linear_forward_bf16(float *out, const float *inp, const uint16_t *w16, const float *b,
+                           int N, int C, int OC);
+/* rl_linear_backward on bf16 inputs: dinp += bf16(dout) · w16,
+ * dw += bf16(dout)^T · bf16(inp) (float32 accumulation into the float32
+ * gradients), db += Σ_rows dout in float32. Allocates (N·OC + N·C + OC·C
+ * floats at most): 0 or RL_ENOMEM. */
+int rl_linear_backward_bf16(float *dinp, float *dw, float *db, const float *dout,
+                            const float *inp, const uint16_t *w16, int N, int C, int OC);
 
 /* ---- elementwise and reductions ----------------------------------------- */
 
@@ -173,6 +197,31 @@ int rl_attention_forward(float *out, float *lse, const float *q, const float *k,
 int rl_attention_backward(float *dq, float *dk, float *dv, const float *dout,
                           const float *lse, const float *q, const float *k, const float *v,
                           const uint8_t *mask, int B, int T, int H, int KH, int hd);
+
+/* ---- the optimiser's kernels (the optimiser object and clipping: optim.h) -- */
+
+/* The AdamW update (optim.h's formula, rl_adamw_elem of ops_elem.h on each
+ * element) on n elements at step t (>= 1) with weight decay wd: what
+ * rl_adamw_step() runs per segment on the CPU. */
+void rl_adamw_update(const rl_adamw_config *cfg, int64_t t, double lr, double wd,
+                     float *p, const float *g, float *m, float *v, int64_t n);
+/* Σ g[i]² over g[0..n), in double, summed over fixed 64 Ki-element blocks in
+ * block order (independent of the thread count). */
+double rl_grad_sumsq(const float *g, int64_t n);
+
+/* ---- decoding over a KV cache -------------------------------------------- */
+
+/* The caches kc/vc are (slots, maxT, KH·hd) for one layer. Row i of a decode
+ * step writes its key and value (n, KH·hd) at kc/vc[slot[i], pos[i]]. */
+void rl_kv_cache_write(float *kc, float *vc, const float *k, const float *v, const int32_t *slot,
+                       const int32_t *pos, int n, int kvd, int maxT);
+/* Row i's query q (n, H, hd) at position pos[i] attends to its slot's keys
+ * and values at positions 0..pos[i] (causal, grouped: query head h reads kv
+ * head h / (H/KH)), scale 1/sqrt(hd): out (n, H, hd). scores: scratch of
+ * (n, H, maxT) floats. Rows and heads never read each other's. */
+void rl_decode_attention(float *out, float *scores, const float *q, const float *kc,
+                         const float *vc, const int32_t *slot, const int32_t *pos, int n, int H,
+                         int KH, int hd, int maxT);
 
 /* ---- log-probs, entropy, cross-entropy ---------------------------------- */
 

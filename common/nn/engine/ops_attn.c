@@ -255,3 +255,60 @@ float rl_cross_entropy(float *dlogits, const float *logits, const int32_t *targe
     free(lp);
     return (float)loss;
 }
+
+/* ---- decoding over a KV cache ----------------------------------------------------------------- */
+
+void rl_kv_cache_write(float *kc, float *vc, const float *k, const float *v, const int32_t *slot,
+                       const int32_t *pos, int n, int kvd, int maxT)
+{
+    for (int i = 0; i < n; i++) {
+        size_t at = ((size_t)slot[i] * maxT + pos[i]) * kvd;
+        memcpy(kc + at, k + (size_t)i * kvd, sizeof(float) * (size_t)kvd);
+        memcpy(vc + at, v + (size_t)i * kvd, sizeof(float) * (size_t)kvd);
+    }
+}
+
+void rl_decode_attention(float *out, float *scores, const float *q, const float *kc,
+                         const float *vc, const int32_t *slot, const int32_t *pos, int n, int H,
+                         int KH, int hd, int maxT)
+{
+    if (n <= 0)
+        return;
+    const int qd = H * hd, kvd = KH * hd, rep = H / KH, nh = n * H;
+    const float scale = 1.0f / sqrtf((float)hd);
+    RL_OMP_FOR_IF((int64_t)nh * (pos[0] + 1) * hd > 8 * RL_PAR_MIN)
+    for (int ih = 0; ih < nh; ih++) {
+        int i = ih / H, h = ih % H, len = pos[i] + 1;
+        const float *qv = q + (size_t)i * qd + (size_t)h * hd;
+        const float *kb = kc + (size_t)slot[i] * maxT * kvd + (size_t)(h / rep) * hd;
+        const float *vb = vc + (size_t)slot[i] * maxT * kvd + (size_t)(h / rep) * hd;
+        float *sc = scores + (size_t)ih * maxT;
+        float mx = -INFINITY;
+        for (int t = 0; t < len; t++) {
+            const float *kr = kb + (size_t)t * kvd;
+            float dot = 0.0f;
+            RL_SIMD_SUM(dot)
+            for (int e = 0; e < hd; e++)
+                dot += qv[e] * kr[e];
+            sc[t] = dot * scale;
+            mx = sc[t] > mx ? sc[t] : mx;
+        }
+        float sum = 0.0f;
+        RL_SIMD_SUM(sum)
+        for (int t = 0; t < len; t++) {
+            sc[t] = rl_fast_expf(sc[t] - mx);
+            sum += sc[t];
+        }
+        float inv = 1.0f / sum;
+        float *o = out + (size_t)i * qd + (size_t)h * hd;
+        for (int e = 0; e < hd; e++)
+            o[e] = 0.0f;
+        for (int t = 0; t < len; t++) {
+            float p = sc[t] * inv;
+            const float *vr = vb + (size_t)t * kvd;
+            RL_SIMD
+            for (int e = 0; e < hd; e++)
+                o[e] += p * vr[e];
+        }
+    }
+}

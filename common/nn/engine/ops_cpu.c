@@ -530,3 +530,53 @@ void rl_embedding_backward(float *dtable, const float *dout, const int32_t *ids,
         }
     }
 }
+
+/* ---- the optimiser's kernels (their object: optim.h) ------------------------------------------ */
+
+/* Loops shorter than this stay on one thread: spawning costs more. */
+#define S_ADAMW_PAR_MIN (1 << 16)
+/* Block size of the deterministic sum of squares (optim.h). */
+#define S_SUMSQ_BLOCK ((int64_t)1 << 16)
+
+void rl_adamw_update(const rl_adamw_config *cfg, int64_t t, double lr, double wd, float *p,
+                     const float *g, float *m, float *v, int64_t n)
+{
+    const rl_adamw_scalars s = rl_adamw_scalars_at(cfg, t, lr, wd);
+#pragma omp parallel for schedule(static) if (n >= S_ADAMW_PAR_MIN)
+    for (int64_t i = 0; i < n; i++)
+        rl_adamw_elem(&s, &p[i], g[i], &m[i], &v[i]);
+}
+
+double rl_grad_sumsq(const float *g, int64_t n)
+{
+    if (n <= 0)
+        return 0.0;
+    int64_t nb = (n + S_SUMSQ_BLOCK - 1) / S_SUMSQ_BLOCK;
+    double part_small[16];
+    double *part = nb <= 16 ? part_small : malloc(sizeof(double) * (size_t)nb);
+    if (!part) { /* out of memory: fall back to one serial pass (same blocks) */
+        double total = 0.0;
+        for (int64_t b = 0; b < nb; b++) {
+            int64_t lo = b * S_SUMSQ_BLOCK, hi = lo + S_SUMSQ_BLOCK < n ? lo + S_SUMSQ_BLOCK : n;
+            double s = 0.0;
+            for (int64_t i = lo; i < hi; i++)
+                s += (double)g[i] * (double)g[i];
+            total += s;
+        }
+        return total;
+    }
+#pragma omp parallel for schedule(static) if (nb > 1)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t lo = b * S_SUMSQ_BLOCK, hi = lo + S_SUMSQ_BLOCK < n ? lo + S_SUMSQ_BLOCK : n;
+        double s = 0.0;
+        for (int64_t i = lo; i < hi; i++)
+            s += (double)g[i] * (double)g[i];
+        part[b] = s;
+    }
+    double total = 0.0;
+    for (int64_t b = 0; b < nb; b++)
+        total += part[b];
+    if (part != part_small)
+        free(part);
+    return total;
+}

@@ -1,6 +1,6 @@
 /* ops_elem.h — the formulas of one element (or of the end of one row) that
  * a CPU kernel and its CUDA twin share, written once (not installed): the C
- * kernels (optim.c, ops_attn.c) inline them and nvcc compiles them for the
+ * kernels (ops_cpu.c, ops_attn.c) inline them and nvcc compiles them for the
  * device as well (RL_HD). Each is the expression the kernels computed, in
  * the same order, so inlining it changes no result.
  *
@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __CUDACC__
 #define RL_HD __host__ __device__
@@ -17,7 +18,17 @@
 #define RL_HD
 #endif
 
-/* AdamW's scalars of one step (rl_adamw_scalars_at, optim.h): formed in
+/* Hyper-parameters are doubles, as in PyTorch (Python floats): 1 - beta2
+ * must be formed in double before rounding to float32, or v drifts by
+ * ~1e-5 relative from torch's. */
+typedef struct rl_adamw_config {
+    double beta1;        /* 0.9 */
+    double beta2;        /* 0.999 */
+    double eps;          /* 1e-8 */
+    double weight_decay; /* 0.01 (PyTorch AdamW default) */
+} rl_adamw_config;
+
+/* AdamW's scalars of one step (rl_adamw_scalars_at): formed in
  * double and rounded once to float, as PyTorch does when a Python float
  * multiplies a float32 tensor. */
 typedef struct rl_adamw_scalars {
@@ -28,6 +39,26 @@ typedef struct rl_adamw_scalars {
     float bc2_sqrt;    /* sqrt(1 − β2^t) */
     float eps;
 } rl_adamw_scalars;
+
+/* The scalars of the update at step t (>= 1) with learning rate lr and
+ * weight decay wd (the CPU and CUDA kernels' one source of them; host code). */
+static inline rl_adamw_scalars rl_adamw_scalars_at(const rl_adamw_config *cfg, int64_t t, double lr,
+                                                   double wd)
+{
+    const double bc1 = 1.0 - pow(cfg->beta1, (double)t);
+    const double bc2 = 1.0 - pow(cfg->beta2, (double)t);
+    rl_adamw_scalars s;
+    s.decay = (float)(1.0 - lr * wd);
+    s.apply_decay = wd != 0.0;
+    s.b1 = (float)cfg->beta1;
+    s.b2 = (float)cfg->beta2;
+    s.one_b1 = (float)(1.0 - cfg->beta1);
+    s.one_b2 = (float)(1.0 - cfg->beta2);
+    s.neg_step = (float)(-(lr / bc1));
+    s.bc2_sqrt = (float)sqrt(bc2);
+    s.eps = (float)cfg->eps;
+    return s;
+}
 
 /* One parameter's AdamW update: *p, *m, *v in place from its gradient g. */
 RL_HD static inline void rl_adamw_elem(const rl_adamw_scalars *s, float *p, float g, float *m, float *v)
@@ -67,5 +98,44 @@ RL_HD static inline float rl_logprob_grad(float gl, float ge, float lp, float p,
 {
     return -gl * p - ge * p * (lp + H);
 }
+
+/* ---- bfloat16 (model.precision bf16) ------------------------------------
+ * A bf16 value is the top 16 bits of a float32 (sign, 8 exponent bits, 7
+ * mantissa bits), kept as its bits in a uint16_t. rl_bf16_round rounds to
+ * nearest, ties to even, as torch's c10::BFloat16 does: subnormals round like
+ * any other value (no flush to zero), a value past the largest finite bf16
+ * becomes ±Inf, ±Inf stay, and every NaN becomes the quiet NaN 0x7FC0. */
+RL_HD static inline uint32_t rl_f32_bits(float x)
+{
+#ifdef __CUDA_ARCH__
+    return __float_as_uint(x);
+#else
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+#endif
+}
+
+RL_HD static inline float rl_bits_f32(uint32_t u)
+{
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+#endif
+}
+
+RL_HD static inline uint16_t rl_bf16_round(float x)
+{
+    uint32_t u = rl_f32_bits(x);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u)
+        return 0x7FC0;
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* The float32 a bf16 value is (exact). */
+RL_HD static inline float rl_bf16_to_float(uint16_t h) { return rl_bits_f32((uint32_t)h << 16); }
 
 #endif

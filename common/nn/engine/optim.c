@@ -6,10 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Loops shorter than this stay on one thread: spawning costs more. */
-#define S_PAR_MIN (1 << 16)
-/* Block size of the deterministic sum of squares. */
-#define S_SUMSQ_BLOCK ((int64_t)1 << 16)
 
 rl_adamw_config rl_adamw_config_default(void)
 {
@@ -80,6 +76,19 @@ static int s_build_segments(rl_adamw *o, const rl_param_manifest *m)
 rl_adamw *rl_adamw_new(const rl_adamw_config *cfg, const rl_param_manifest *m, int64_t begin,
                        int64_t end)
 {
+    return rl_adamw_new_on(cfg, m, begin, end, RL_DEVICE_CPU);
+}
+
+rl_adamw *rl_adamw_new_on(const rl_adamw_config *cfg, const rl_param_manifest *m, int64_t begin,
+                          int64_t end, rl_device dev)
+{
+    const rl_nn_ops *ops = rl_nn_ops_get(dev);
+    if (!ops)
+        return NULL;
+    if (dev != RL_DEVICE_CPU && rl_device_count(dev) < 1) {
+        rl_error_set(RL_EUNSUPPORTED, "adamw: no %s device visible", rl_device_name(dev));
+        return NULL;
+    }
     if (!cfg || !m) {
         rl_error_set(RL_EINVAL, "adamw: NULL config or manifest");
         return NULL;
@@ -97,11 +106,13 @@ rl_adamw *rl_adamw_new(const rl_adamw_config *cfg, const rl_param_manifest *m, i
         return NULL;
     }
     o->cfg = *cfg;
+    o->dev = dev;
+    o->ops = ops;
     o->begin = begin;
     o->end = end;
     o->n = end - begin;
-    o->m = rl_param_buffer_new(o->n);
-    o->v = rl_param_buffer_new(o->n);
+    o->m = rl_device_buffer_new(dev, o->n, RL_MEM_OPTIM);
+    o->v = rl_device_buffer_new(dev, o->n, RL_MEM_OPTIM);
     o->nviews = m->count;
     o->no_decay = calloc((size_t)m->count + 1, 1);
     o->lr_scale = malloc(sizeof(double) * ((size_t)m->count + 1));
@@ -123,8 +134,8 @@ void rl_adamw_free(rl_adamw *o)
 {
     if (!o)
         return;
-    rl_param_buffer_free(o->m);
-    rl_param_buffer_free(o->v);
+    rl_device_buffer_free(o->dev, o->m);
+    rl_device_buffer_free(o->dev, o->v);
     free(o->seg);
     free(o->no_decay);
     free(o->lr_scale);
@@ -165,32 +176,6 @@ int rl_adamw_set_lr_scale(rl_adamw *o, const rl_param_manifest *m, const double 
     return s_build_segments(o, m);
 }
 
-rl_adamw_scalars rl_adamw_scalars_at(const rl_adamw_config *cfg, int64_t t, double lr, double wd)
-{
-    const double bc1 = 1.0 - pow(cfg->beta1, (double)t);
-    const double bc2 = 1.0 - pow(cfg->beta2, (double)t);
-    rl_adamw_scalars s;
-    s.decay = (float)(1.0 - lr * wd);
-    s.apply_decay = wd != 0.0;
-    s.b1 = (float)cfg->beta1;
-    s.b2 = (float)cfg->beta2;
-    s.one_b1 = (float)(1.0 - cfg->beta1);
-    s.one_b2 = (float)(1.0 - cfg->beta2);
-    s.neg_step = (float)(-(lr / bc1));
-    s.bc2_sqrt = (float)sqrt(bc2);
-    s.eps = (float)cfg->eps;
-    return s;
-}
-
-void rl_adamw_update(const rl_adamw_config *cfg, int64_t t, double lr, double wd, float *p,
-                     const float *g, float *m, float *v, int64_t n)
-{
-    const rl_adamw_scalars s = rl_adamw_scalars_at(cfg, t, lr, wd);
-#pragma omp parallel for schedule(static) if (n >= S_PAR_MIN)
-    for (int64_t i = 0; i < n; i++)
-        rl_adamw_elem(&s, &p[i], g[i], &m[i], &v[i]);
-}
-
 int rl_adamw_step(rl_adamw *o, double lr, float *params, const float *grads)
 {
     if (!(lr >= 0.0) || !isfinite(lr))
@@ -198,48 +183,37 @@ int rl_adamw_step(rl_adamw *o, double lr, float *params, const float *grads)
     int64_t t = ++o->step;
     for (int s = 0; s < o->nseg; s++) {
         const rl_adamw_segment *sg = &o->seg[s];
-        rl_adamw_update(&o->cfg, t, lr * sg->lr_scale, sg->decay ? o->cfg.weight_decay : 0.0,
-                        params + sg->begin, grads + sg->begin, o->m + sg->begin,
-                        o->v + sg->begin, sg->end - sg->begin);
+        o->ops->adamw_update(&o->cfg, t, lr * sg->lr_scale, sg->decay ? o->cfg.weight_decay : 0.0,
+                             params + sg->begin, grads + sg->begin, o->m + sg->begin,
+                             o->v + sg->begin, sg->end - sg->begin);
     }
     return RL_OK;
 }
 
-double rl_grad_sumsq(const float *g, int64_t n)
+int rl_adamw_moments_get(const rl_adamw *o, float *m_host, float *v_host)
 {
-    if (n <= 0)
-        return 0.0;
-    int64_t nb = (n + S_SUMSQ_BLOCK - 1) / S_SUMSQ_BLOCK;
-    double part_small[16];
-    double *part = nb <= 16 ? part_small : malloc(sizeof(double) * (size_t)nb);
-    if (!part) { /* out of memory: fall back to one serial pass (same blocks) */
-        double total = 0.0;
-        for (int64_t b = 0; b < nb; b++) {
-            int64_t lo = b * S_SUMSQ_BLOCK, hi = lo + S_SUMSQ_BLOCK < n ? lo + S_SUMSQ_BLOCK : n;
-            double s = 0.0;
-            for (int64_t i = lo; i < hi; i++)
-                s += (double)g[i] * (double)g[i];
-            total += s;
-        }
-        return total;
-    }
-#pragma omp parallel for schedule(static) if (nb > 1)
-    for (int64_t b = 0; b < nb; b++) {
-        int64_t lo = b * S_SUMSQ_BLOCK, hi = lo + S_SUMSQ_BLOCK < n ? lo + S_SUMSQ_BLOCK : n;
-        double s = 0.0;
-        for (int64_t i = lo; i < hi; i++)
-            s += (double)g[i] * (double)g[i];
-        part[b] = s;
-    }
-    double total = 0.0;
-    for (int64_t b = 0; b < nb; b++)
-        total += part[b];
-    if (part != part_small)
-        free(part);
-    return total;
+    size_t bytes = sizeof(float) * (size_t)o->n;
+    int rc = RL_OK;
+    if (m_host && bytes)
+        rc = rl_device_copy(RL_DEVICE_CPU, m_host, o->dev, o->m, bytes);
+    if (!rc && v_host && bytes)
+        rc = rl_device_copy(RL_DEVICE_CPU, v_host, o->dev, o->v, bytes);
+    return rc;
 }
 
-int rl_grad_clip_apply(float *g, int64_t n, double total_sumsq, float max_norm, float *norm_out)
+int rl_adamw_moments_set(rl_adamw *o, const float *m_host, const float *v_host)
+{
+    if (!m_host || !v_host)
+        return rl_error_set(RL_EINVAL, "adamw: moments_set needs both exp_avg and exp_avg_sq");
+    size_t bytes = sizeof(float) * (size_t)o->n;
+    if (!bytes)
+        return RL_OK;
+    int rc = rl_device_copy(o->dev, o->m, RL_DEVICE_CPU, m_host, bytes);
+    return rc ? rc : rl_device_copy(o->dev, o->v, RL_DEVICE_CPU, v_host, bytes);
+}
+
+int rl_grad_clip_apply_on(rl_device dev, float *g, int64_t n, double total_sumsq,
+                          float max_norm, float *norm_out)
 {
     double norm = sqrt(total_sumsq);
     if (norm_out)
@@ -251,16 +225,30 @@ int rl_grad_clip_apply(float *g, int64_t n, double total_sumsq, float max_norm, 
         return RL_OK;
     float coef = max_norm / ((float)norm + 1e-6f);
     if (coef < 1.0f) {
-#pragma omp parallel for schedule(static) if (n >= S_PAR_MIN)
-        for (int64_t i = 0; i < n; i++)
-            g[i] *= coef;
+        const rl_nn_ops *ops = rl_nn_ops_get(dev);
+        if (!ops)
+            return rl_error_code();
+        ops->scale_inplace(g, coef, n);
     }
     return RL_OK;
 }
 
+int rl_grad_clip_apply(float *g, int64_t n, double total_sumsq, float max_norm, float *norm_out)
+{
+    return rl_grad_clip_apply_on(RL_DEVICE_CPU, g, n, total_sumsq, max_norm, norm_out);
+}
+
+int rl_grad_clip_norm_on(rl_device dev, float *g, int64_t n, float max_norm, float *norm_out)
+{
+    const rl_nn_ops *ops = rl_nn_ops_get(dev);
+    if (!ops)
+        return rl_error_code();
+    return rl_grad_clip_apply_on(dev, g, n, ops->grad_sumsq(g, n), max_norm, norm_out);
+}
+
 int rl_grad_clip_norm(float *g, int64_t n, float max_norm, float *norm_out)
 {
-    return rl_grad_clip_apply(g, n, rl_grad_sumsq(g, n), max_norm, norm_out);
+    return rl_grad_clip_norm_on(RL_DEVICE_CPU, g, n, max_norm, norm_out);
 }
 
 /* ---- LR schedules ---------------------------------------------------------- */

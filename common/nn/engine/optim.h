@@ -35,15 +35,26 @@
  * min = min_ratio. With min_ratio = 0 these are exactly Hugging Face's
  * get_{constant,cosine,linear}_schedule_with_warmup.
  *
+ * Devices: rl_adamw_new_on() keeps the moments on a device (the GPU, where
+ * the model's flat buffers live): rl_adamw_step() then takes device
+ * pointers and runs the device table's adamw_update, and the moments never
+ * leave the device except through rl_adamw_moments_get/set (checkpoints).
+ * rl_grad_clip_norm_on() is the clip on that device's table: the sum of
+ * squares comes back to the host as one double, the scale runs there. The
+ * CPU table's entries are the functions of this header, so on the CPU the
+ * two paths are the same code.
+ *
  * Ownership: rl_adamw_new() returns an object owning its moments (zeroed,
- * (end-begin) floats each), freed with rl_adamw_free(). It keeps no pointer
- * to the manifest.
+ * (end-begin) floats each, on its device), freed with rl_adamw_free(). It
+ * keeps no pointer to the manifest.
  */
 #ifndef RLRT_NN_OPTIM_H
 #define RLRT_NN_OPTIM_H
 
 #include <stdint.h>
 
+#include "common/nn/engine/device.h"
+#include "common/nn/engine/ops.h" /* the kernels: rl_adamw_update, rl_grad_sumsq */
 #include "common/nn/engine/ops_elem.h"
 #include "rlrt/nn/params.h"
 
@@ -51,15 +62,6 @@
 extern "C" {
 #endif
 
-/* Hyper-parameters are doubles, as in PyTorch (Python floats): 1 - beta2
- * must be formed in double before rounding to float32, or v drifts by
- * ~1e-5 relative from torch's. */
-typedef struct rl_adamw_config {
-    double beta1;        /* 0.9 */
-    double beta2;        /* 0.999 */
-    double eps;          /* 1e-8 */
-    double weight_decay; /* 0.01 (PyTorch AdamW default) */
-} rl_adamw_config;
 
 /* PyTorch's defaults: beta1 0.9, beta2 0.999, eps 1e-8, weight_decay 0.01. */
 rl_adamw_config rl_adamw_config_default(void);
@@ -79,8 +81,10 @@ typedef struct rl_adamw {
     int64_t step;          /* optimiser steps taken (PyTorch's state["step"]) */
     int64_t begin, end;    /* flat range owned (elements) */
     int64_t n;             /* end - begin */
-    float *m;              /* exp_avg, n floats, 64-byte aligned */
-    float *v;              /* exp_avg_sq, n floats */
+    rl_device dev;         /* where m and v live (rl_adamw_new: the CPU) */
+    const rl_nn_ops *ops;  /* dev's kernel table */
+    float *m;              /* exp_avg, n floats (CPU: 64-byte aligned); on dev */
+    float *v;              /* exp_avg_sq, n floats; on dev */
     rl_adamw_segment *seg; /* weight-decay / lr-scale segments over [0, n) */
     int nseg;
     int nviews;            /* the manifest's views when the object was made */
@@ -101,7 +105,17 @@ int rl_param_pred_no_decay_1d(const rl_param_view *v, void *ud);
  * weight_decay >= 0, all finite). */
 rl_adamw *rl_adamw_new(const rl_adamw_config *cfg, const rl_param_manifest *m,
                        int64_t begin, int64_t end);
+/* The same with the moments on `dev` (counted as RL_MEM_OPTIM there). NULL +
+ * message (RL_EUNSUPPORTED) when this build or machine has no such device. */
+rl_adamw *rl_adamw_new_on(const rl_adamw_config *cfg, const rl_param_manifest *m,
+                          int64_t begin, int64_t end, rl_device dev);
 void rl_adamw_free(rl_adamw *o);
+
+/* Copies the moments to host arrays of o->n floats each (either NULL:
+ * skipped), or sets them from host arrays (both required). For checkpoints
+ * and the FSDP gather; on the CPU a memcpy. */
+int rl_adamw_moments_get(const rl_adamw *o, float *m_host, float *v_host);
+int rl_adamw_moments_set(rl_adamw *o, const float *m_host, const float *v_host);
 
 /* Turns weight decay off for the views where pred(view) != 0 (pred NULL:
  * none), recomputing the segments of the owned range (the lr scales set by
@@ -120,21 +134,13 @@ int rl_adamw_set_no_decay_mask(rl_adamw *o, const rl_param_manifest *m,
 int rl_adamw_set_lr_scale(rl_adamw *o, const rl_param_manifest *m, const double *scale);
 
 /* One step: t = ++o->step, then the update above on params[0..n) with
- * grads[0..n) (both range-local). lr must be finite and >= 0. Grads are not
- * modified. Returns RL_EINVAL for a bad lr. */
+ * grads[0..n) (both range-local, on the optimiser's device). lr must be
+ * finite and >= 0. Grads are not modified. Returns RL_EINVAL for a bad lr.
+ * On a GPU the step is queued: its errors surface from rl_device_sync(). */
 int rl_adamw_step(rl_adamw *o, double lr, float *params, const float *grads);
 
-/* The scalars of the update at step t (>= 1) with learning rate lr and
- * weight decay wd (the CPU and CUDA kernels' one source of them). */
-rl_adamw_scalars rl_adamw_scalars_at(const rl_adamw_config *cfg, int64_t t, double lr, double wd);
 
-/* The update kernel on n elements at step t (>= 1) with weight decay wd
- * (rl_adamw_elem on each); what rl_adamw_step() runs per segment. */
-void rl_adamw_update(const rl_adamw_config *cfg, int64_t t, double lr, double wd,
-                     float *p, const float *g, float *m, float *v, int64_t n);
 
-/* Σ g[i]² over g[0..n), in double (see the header comment). */
-double rl_grad_sumsq(const float *g, int64_t n);
 
 /* Given the GLOBAL sum of squares, writes the pre-clip norm to *norm_out (if
  * non-NULL) and scales g[0..n) by max_norm/(norm + 1e-6) when that is < 1.
@@ -145,6 +151,11 @@ int rl_grad_clip_apply(float *g, int64_t n, double total_sumsq, float max_norm,
 
 /* Single-rank convenience: sumsq + clip over g[0..n). */
 int rl_grad_clip_norm(float *g, int64_t n, float max_norm, float *norm_out);
+/* The two above with g on `dev` (its table's grad_sumsq and scale_inplace);
+ * the norm and the coefficient are formed on the host as on the CPU. */
+int rl_grad_clip_apply_on(rl_device dev, float *g, int64_t n, double total_sumsq,
+                          float max_norm, float *norm_out);
+int rl_grad_clip_norm_on(rl_device dev, float *g, int64_t n, float max_norm, float *norm_out);
 
 typedef enum rl_lr_kind {
     RL_LR_CONSTANT = 0,

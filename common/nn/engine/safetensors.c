@@ -474,49 +474,66 @@ static void s_shape_str(char *buf, size_t cap, int ndim, const int64_t *shape)
         snprintf(buf + k, cap - k, "]");
 }
 
+/* Tensor `t` (view v's, from `what`) checked against the view (shape, float
+ * dtype), and the part of the view that falls in [begin, end) converted. */
+static int s_load_view(const rl_param_view *v, const rl_st_tensor *t, int64_t begin, int64_t end,
+                       float *out)
+{
+    int same = t->ndim == v->ndim;
+    for (int d = 0; same && d < v->ndim; d++)
+        same = t->shape[d] == v->shape[d];
+    if (!same) {
+        char a[128], b[128];
+        s_shape_str(a, sizeof a, v->ndim, v->shape);
+        s_shape_str(b, sizeof b, t->ndim, t->shape);
+        return rl_error_set(RL_ESHAPE, "parameter '%s': manifest shape %s, file shape %s",
+                            v->name, a, b);
+    }
+    if (!s_is_float(t->dtype))
+        return rl_error_set(RL_EDTYPE, "parameter '%s': dtype %s is not a float type "
+                            "(expected F32, F16, BF16 or F64)", v->name,
+                            s_dtype_to_name(t->dtype));
+    int64_t lo = v->offset > begin ? v->offset : begin;
+    int64_t hi = v->offset + v->numel < end ? v->offset + v->numel : end;
+    if (lo >= hi)
+        return RL_OK;
+    const uint8_t *src = (const uint8_t *)t->data +
+                         (size_t)(lo - v->offset) * rl_dtype_size(t->dtype);
+    s_to_f32(t->dtype, src, out + (lo - begin), hi - lo);
+    return RL_OK;
+}
+
+static int s_check_range(const rl_param_manifest *m, int64_t begin, int64_t end, const float *out)
+{
+    if (!m || (!out && end > begin))
+        return rl_error_set(RL_EINVAL, "load params: NULL file, manifest or buffer");
+    if (begin < 0 || end < begin || end > m->total)
+        return rl_error_set(RL_ERANGE, "load params: range [%lld, %lld) not within [0, %lld)",
+                            (long long)begin, (long long)end, (long long)m->total);
+    return RL_OK;
+}
+
 /* Checks that file and manifest agree (names, shapes, float dtypes), then
  * converts the part of every view that falls in [begin, end). */
 static int s_load_range(const rl_safetensors *st, const rl_param_manifest *m, int64_t begin,
                         int64_t end, float *out)
 {
-    if (!st || !m || (!out && end > begin))
-        return rl_error_set(RL_EINVAL, "load params: NULL file, manifest or buffer");
-    if (begin < 0 || end < begin || end > m->total)
-        return rl_error_set(RL_ERANGE, "load params: range [%lld, %lld) not within [0, %lld)",
-                            (long long)begin, (long long)end, (long long)m->total);
+    int rc = st ? s_check_range(m, begin, end, out)
+                : rl_error_set(RL_EINVAL, "load params: NULL file, manifest or buffer");
+    if (rc)
+        return rc;
     for (int i = 0; i < st->n; i++)
         if (rl_param_manifest_find(m, st->t[i].name) < 0)
             return rl_error_set(RL_EINVAL, "tensor '%s' in the file is not in the parameter "
                                 "manifest (%d views)", st->t[i].name, m->count);
-    for (int k = 0; k < m->count; k++) {
+    for (int k = 0; k < m->count && !rc; k++) {
         const rl_param_view *v = &m->views[k];
         int i = rl_safetensors_find(st, v->name);
         if (i < 0)
             return rl_error_set(RL_ENOTFOUND, "parameter '%s' is missing from the file", v->name);
-        const rl_st_tensor *t = &st->t[i];
-        int same = t->ndim == v->ndim;
-        for (int d = 0; same && d < v->ndim; d++)
-            same = t->shape[d] == v->shape[d];
-        if (!same) {
-            char a[128], b[128];
-            s_shape_str(a, sizeof a, v->ndim, v->shape);
-            s_shape_str(b, sizeof b, t->ndim, t->shape);
-            return rl_error_set(RL_ESHAPE, "parameter '%s': manifest shape %s, file shape %s",
-                                v->name, a, b);
-        }
-        if (!s_is_float(t->dtype))
-            return rl_error_set(RL_EDTYPE, "parameter '%s': dtype %s is not a float type "
-                                "(expected F32, F16, BF16 or F64)", v->name,
-                                s_dtype_to_name(t->dtype));
-        int64_t lo = v->offset > begin ? v->offset : begin;
-        int64_t hi = v->offset + v->numel < end ? v->offset + v->numel : end;
-        if (lo >= hi)
-            continue;
-        const uint8_t *src = (const uint8_t *)t->data +
-                             (size_t)(lo - v->offset) * rl_dtype_size(t->dtype);
-        s_to_f32(t->dtype, src, out + (lo - begin), hi - lo);
+        rc = s_load_view(v, &st->t[i], begin, end, out);
     }
-    return RL_OK;
+    return rc;
 }
 
 int rl_safetensors_load_params(const rl_safetensors *st, const rl_param_manifest *m,
@@ -540,6 +557,178 @@ int rl_safetensors_read_params(const char *path, const rl_param_manifest *m, flo
     if (rc < 0)
         rl_error_wrap(rc, "%s", path);
     rl_safetensors_close(st);
+    return rc;
+}
+
+/* ---- a model directory: one file or Hugging Face shards ------------------------------ */
+
+typedef struct s_shards {
+    char index_path[4200];
+    json_t *index;         /* the index document */
+    json_t *map;           /* its weight_map (borrowed) */
+    int n;                 /* shard files */
+    const char **names;    /* their names (borrowed from the index) */
+    rl_safetensors **st;   /* open shards */
+} s_shards;
+
+static void s_shards_close(s_shards *s)
+{
+    for (int i = 0; i < s->n && s->st; i++)
+        rl_safetensors_close(s->st[i]);
+    free(s->st);
+    free(s->names);
+    json_decref(s->index);
+    memset(s, 0, sizeof *s);
+}
+
+static int s_shard_of(const s_shards *s, const char *name)
+{
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+/* A shard's name is a plain file name in the directory. */
+static int s_plain_name(const char *f)
+{
+    return *f && !strchr(f, '/') && strcmp(f, ".") != 0 && strcmp(f, "..") != 0;
+}
+
+/* Reads dir's index, opens every shard it names and checks that index and
+ * shards agree: each tensor the index maps to a shard is in it, and each
+ * tensor of a shard is mapped to that shard. */
+static int s_shards_open(const char *dir, s_shards *s)
+{
+    memset(s, 0, sizeof *s);
+    snprintf(s->index_path, sizeof s->index_path, "%s/%s", dir, RL_ST_INDEX_FILE);
+    const char *ip = s->index_path;
+    json_error_t je;
+    s->index = json_load_file(ip, JSON_REJECT_DUPLICATES, &je);
+    if (!s->index)
+        return rl_error_set(RL_EPROTO, "%s:%d: cannot read the shard index: %s", ip, je.line,
+                            je.text);
+    s->map = json_is_object(s->index) ? json_object_get(s->index, "weight_map") : NULL;
+    if (!json_is_object(s->map) || json_object_size(s->map) == 0)
+        return rl_error_set(RL_EPROTO, "%s: expected an object with a non-empty object "
+                            "'weight_map' (tensor name -> shard file)", ip);
+    size_t cap = json_object_size(s->map);
+    s->names = calloc(cap, sizeof *s->names);
+    s->st = calloc(cap, sizeof *s->st);
+    if (!s->names || !s->st)
+        return rl_error_set(RL_ENOMEM, "%s: out of memory", ip);
+    const char *key;
+    json_t *v;
+    json_object_foreach(s->map, key, v) {
+        const char *f = json_string_value(v);
+        if (!f || !s_plain_name(f))
+            return rl_error_set(RL_EPROTO, "%s: weight_map['%s'] must be a file name in the "
+                                "directory, got %s", ip, key, f ? f : "a non-string");
+        if (s_shard_of(s, f) < 0)
+            s->names[s->n++] = f;
+    }
+    for (int i = 0; i < s->n; i++) {
+        char path[4600];
+        snprintf(path, sizeof path, "%s/%s", dir, s->names[i]);
+        if (access(path, F_OK) != 0) {
+            int count = 0;
+            const char *first = NULL;
+            json_object_foreach(s->map, key, v) {
+                if (strcmp(json_string_value(v), s->names[i]) == 0) {
+                    first = first ? first : key;
+                    count++;
+                }
+            }
+            return rl_error_set(RL_ENOTFOUND, "%s: shard '%s' is missing (%s: %s); the index "
+                                "puts %d tensors there, e.g. '%s'", ip, s->names[i], path,
+                                strerror(errno), count, first);
+        }
+        if (!(s->st[i] = rl_safetensors_open(path)))
+            return rl_error_wrap(rl_error_code(), "%s: shard '%s'", ip, s->names[i]);
+    }
+    json_object_foreach(s->map, key, v) {
+        int i = s_shard_of(s, json_string_value(v));
+        if (rl_safetensors_find(s->st[i], key) < 0)
+            return rl_error_set(RL_ENOTFOUND, "%s: the index puts tensor '%s' in shard '%s', "
+                                "which does not hold it", ip, key, s->names[i]);
+    }
+    for (int i = 0; i < s->n; i++)
+        for (int k = 0; k < s->st[i]->n; k++) {
+            const char *name = s->st[i]->t[k].name, *f = json_string_value(json_object_get(s->map, name));
+            if (!f || strcmp(f, s->names[i]) != 0)
+                return rl_error_set(RL_EPROTO, "%s: shard '%s' holds tensor '%s', which the "
+                                    "index %s%s%s", ip, s->names[i], name,
+                                    f ? "puts in shard '" : "does not list", f ? f : "", f ? "'" : "");
+        }
+    return RL_OK;
+}
+
+/* 1 when dir/name exists. */
+static int s_has(const char *dir, const char *name)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return access(path, F_OK) == 0;
+}
+
+int rl_safetensors_dir_check(const char *dir)
+{
+    if (!dir)
+        return rl_error_set(RL_EINVAL, "safetensors: NULL directory");
+    if (s_has(dir, RL_ST_SINGLE_FILE)) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, RL_ST_SINGLE_FILE);
+        rl_safetensors *st = rl_safetensors_open(path);
+        rl_safetensors_close(st);
+        return st ? RL_OK : rl_error_code();
+    }
+    if (!s_has(dir, RL_ST_INDEX_FILE))
+        return rl_error_set(RL_ENOTFOUND, "%s: no %s and no %s (the weights)", dir,
+                            RL_ST_SINGLE_FILE, RL_ST_INDEX_FILE);
+    s_shards s;
+    int rc = s_shards_open(dir, &s);
+    s_shards_close(&s);
+    return rc;
+}
+
+int rl_safetensors_dir_read_params(const char *dir, const rl_param_manifest *m, float *params)
+{
+    if (!dir)
+        return rl_error_set(RL_EINVAL, "safetensors: NULL directory");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, RL_ST_SINGLE_FILE);
+    if (s_has(dir, RL_ST_SINGLE_FILE) || !s_has(dir, RL_ST_INDEX_FILE))
+        return rl_safetensors_read_params(path, m, params);
+    s_shards s;
+    int rc = s_shards_open(dir, &s);
+    if (!rc)
+        rc = s_check_range(m, 0, m ? m->total : 0, params);
+    const char *key;
+    json_t *v;
+    if (!rc)
+        json_object_foreach(s.map, key, v) {
+            if (rl_param_manifest_find(m, key) < 0) {
+                rc = rl_error_set(RL_EINVAL, "%s: tensor '%s' (shard '%s') is not in the "
+                                  "parameter manifest (%d views)", s.index_path, key,
+                                  json_string_value(v), m->count);
+                break;
+            }
+        }
+    for (int k = 0; !rc && k < m->count; k++) {
+        const rl_param_view *pv = &m->views[k];
+        const char *f = json_string_value(json_object_get(s.map, pv->name));
+        if (!f) {
+            rc = rl_error_set(RL_ENOTFOUND, "%s: parameter '%s' is missing from the index",
+                              s.index_path, pv->name);
+            break;
+        }
+        int i = s_shard_of(&s, f);
+        rc = s_load_view(pv, &s.st[i]->t[rl_safetensors_find(s.st[i], pv->name)], 0, m->total,
+                         params);
+        if (rc)
+            rl_error_wrap(rc, "%s/%s", dir, f);
+    }
+    s_shards_close(&s);
     return rc;
 }
 

@@ -104,6 +104,26 @@ int rl_safetensors_load_params_range(const rl_safetensors *st, const rl_param_ma
 /* open + load_params + close. */
 int rl_safetensors_read_params(const char *path, const rl_param_manifest *m, float *params);
 
+/* ---- a model directory: one file or Hugging Face shards ----------------------------
+ * The weights of a model directory are dir/model.safetensors or, when that
+ * is absent, the shards of a Hugging Face sharded checkpoint:
+ * dir/model.safetensors.index.json ({"metadata": {...}, "weight_map":
+ * {tensor name: shard file name}}) and the shard files beside it (plain
+ * names, no '/'). Index and shards must agree: every tensor the index maps
+ * is in its shard, and every tensor of a shard is mapped to it. */
+#define RL_ST_SINGLE_FILE "model.safetensors"
+#define RL_ST_INDEX_FILE "model.safetensors.index.json"
+
+/* The directory's weights are there and readable: the single file's header,
+ * or the index, every shard it names (a missing one is RL_ENOTFOUND naming
+ * the shard, its path and a tensor the index puts there) and their headers,
+ * in agreement. Reads headers only (the files are mapped, not read). */
+int rl_safetensors_dir_check(const char *dir);
+/* rl_safetensors_read_params of the directory's weights (the single file,
+ * else the shards) with the same checks against the manifest; errors name
+ * the file. */
+int rl_safetensors_dir_read_params(const char *dir, const rl_param_manifest *m, float *params);
+
 /* Writes every view of `m` from params as `dtype` (RL_F32, RL_BF16, RL_F16
  * or RL_F64), named by the view names. metadata: NULL or an object whose
  * values are all strings (written as __metadata__). Atomic. */

@@ -11,11 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
 
 #include "common/core/rng.h"
 #include "common/core/util.h"
 #include "common/nn/engine/safetensors.h"
 #include "common/nn/models/model_base.h"
+#include "common/nn/models/model_device.h"
 #include "rlrt/error.h"
 
 const char *rl_quantity_name(rl_quantity q)
@@ -38,7 +42,60 @@ float *rl_model_grads(rl_model *m) { return m->ops->grads(m); }
 
 void rl_model_zero_grad(rl_model *m)
 {
-    memset(rl_model_grads(m), 0, sizeof(float) * (size_t)rl_model_num_params(m));
+    rl_device_zero(rl_model_device(m), rl_model_grads(m), sizeof(float) * (size_t)rl_model_num_params(m));
+}
+
+rl_device rl_model_device(const rl_model *m)
+{
+    return m->ops->device ? (rl_device)m->ops->device(m) : RL_DEVICE_CPU;
+}
+
+int rl_model_to_device(rl_model *m, rl_device dev)
+{
+    if (dev == rl_model_device(m))
+        return RL_OK;
+    if (!m->ops->to_device)
+        return rl_error_set(RL_EUNSUPPORTED, "model kind '%s' runs on the CPU only (no %s path yet)",
+                            m->ops->kind, rl_device_name(dev));
+    return m->ops->to_device(m, (int)dev);
+}
+
+static int s_params_copy(rl_model *m, float *host, const float *from_host)
+{
+    size_t bytes = sizeof(float) * (size_t)rl_model_num_params(m);
+    if (!bytes)
+        return RL_OK;
+    rl_device dev = rl_model_device(m);
+    int rc = from_host ? rl_device_copy(dev, rl_model_params(m), RL_DEVICE_CPU, from_host, bytes)
+                       : rl_device_copy(RL_DEVICE_CPU, host, dev, rl_model_params(m), bytes);
+    return rc ? rc : rl_device_sync(dev);
+}
+
+int rl_model_params_get(rl_model *m, float *host) { return s_params_copy(m, host, NULL); }
+int rl_model_params_set(rl_model *m, const float *host) { return s_params_copy(m, NULL, host); }
+
+/* The parameters as a host array: the model's own buffer on the CPU, else a
+ * copy the caller frees with s_host_params_free. */
+static float *s_host_params(rl_model *m, int fill)
+{
+    if (rl_model_device(m) == RL_DEVICE_CPU)
+        return rl_model_params(m);
+    float *h = malloc(sizeof(float) * (size_t)(rl_model_num_params(m) + 1));
+    if (!h) {
+        rl_error_set(RL_ENOMEM, "%s: out of memory for a host copy of the parameters", m->ops->kind);
+        return NULL;
+    }
+    if (fill && rl_model_params_get(m, h)) {
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+static void s_host_params_free(rl_model *m, float *h)
+{
+    if (h != rl_model_params(m))
+        free(h);
 }
 
 int rl_model_init_random(rl_model *m, uint64_t seed) { return m->ops->init_random(m, seed); }
@@ -77,19 +134,52 @@ int rl_model_write_config(const rl_model *m, const char *path)
     return m->ops->write_config(m, path);
 }
 
-int rl_model_save(const rl_model *m, const char *dir)
+/* config.json's "torch_dtype" (when it has one) set to the weights' dtype. */
+static int s_config_dtype(const char *path, rl_dtype dtype)
 {
+    json_error_t je;
+    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!j)
+        return rl_error_set(RL_EIO, "%s:%d: %s", path, je.line, je.text);
+    int rc = RL_OK;
+    if (json_is_object(j) && json_object_get(j, "torch_dtype")) {
+        const char *name = dtype == RL_BF16 ? "bfloat16" : dtype == RL_F16 ? "float16" : "float32";
+        char *text = json_object_set_new(j, "torch_dtype", json_string(name)) ? NULL
+                     : json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+        rc = text ? rl_file_write_atomic(path, text, strlen(text))
+                  : rl_error_set(RL_ENOMEM, "%s: out of memory", path);
+        free(text);
+    }
+    json_decref(j);
+    return rc;
+}
+
+int rl_model_save_as(const rl_model *m, const char *dir, rl_dtype dtype)
+{
+    if (dtype != RL_F32 && dtype != RL_BF16 && dtype != RL_F16)
+        return rl_error_set(RL_EDTYPE, "%s: weights are saved as F32, BF16 or F16, not %s", dir,
+                            rl_dtype_name(dtype));
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return rl_error_set(RL_EIO, "cannot create %s: %s", dir, strerror(errno));
     char path[4200];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    int rc = rl_safetensors_write_params(path, rl_model_manifest(m),
-                                         m->ops->params((rl_model *)m), RL_F32, NULL);
+    float *host = s_host_params((rl_model *)m, 1);
+    if (!host)
+        return rl_error_code();
+    /* "format": "pt" is what transformers' from_pretrained asks of the file */
+    json_t *meta = json_pack("{s:s}", "format", "pt");
+    int rc = meta ? rl_safetensors_write_params(path, rl_model_manifest(m), host, dtype, meta)
+                  : rl_error_set(RL_ENOMEM, "%s: out of memory", path);
+    json_decref(meta);
+    s_host_params_free((rl_model *)m, host);
     if (rc)
         return rc;
     snprintf(path, sizeof path, "%s/config.json", dir);
-    return rl_model_write_config(m, path);
+    rc = rl_model_write_config(m, path);
+    return rc || dtype == RL_F32 ? rc : s_config_dtype(path, dtype);
 }
+
+int rl_model_save(const rl_model *m, const char *dir) { return rl_model_save_as(m, dir, RL_F32); }
 
 int rl_model_check_finite(const rl_model *m, const float *buf, const char *what)
 {
@@ -119,13 +209,20 @@ int rl_model_check_finite(const rl_model *m, const float *buf, const char *what)
 
 int rl_model_load(rl_model *m, const char *dir)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    float *p = rl_model_params(m);
-    int rc = rl_safetensors_read_params(path, rl_model_manifest(m), p);
-    if (rc)
-        return rc;
-    return rl_model_check_finite(m, p, path);
+    float *p = s_host_params(m, 0);
+    if (!p)
+        return rl_error_code();
+    int rc = rl_safetensors_dir_read_params(dir, rl_model_manifest(m), p);
+    char what[4200];
+    snprintf(what, sizeof what, "%s/%s", dir, RL_ST_SINGLE_FILE);
+    if (access(what, F_OK) != 0) /* the shards: name their index */
+        snprintf(what, sizeof what, "%s/%s", dir, RL_ST_INDEX_FILE);
+    if (!rc)
+        rc = rl_model_check_finite(m, p, what);
+    if (!rc && p != rl_model_params(m))
+        rc = rl_model_params_set(m, p);
+    s_host_params_free(m, p);
+    return rc;
 }
 
 

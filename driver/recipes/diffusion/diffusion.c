@@ -22,7 +22,8 @@
  *                 actor.use_kl_loss + kl_loss_coef·KL to the pretrained
  *                 reference's step, Flow-GRPO's beta)
  *   sync_weights  the new weights to the rollout ranks
- * then the hooks: validation (ODE samples of the fixed prompts, scored) and
+ * then the hooks: validation (ODE samples of the fixed prompts, scored; with
+ * data.fid_model their FID and a CNN judge's verdict, diffusion_fid.h) and
  * the online test images (diffusion_images.h), and a checkpoint every
  * trainer.save_every steps. Every random draw is a function of (seed, step,
  * row), so trainer.resume continues exactly. */
@@ -34,6 +35,7 @@
 #include "common/reward/image_reward.h"
 #include "driver/recipes/diffusion/diffusion_calls.h"
 #include "driver/recipes/diffusion/diffusion_common.h"
+#include "driver/recipes/diffusion/diffusion_fid.h"
 #include "driver/recipes/diffusion/diffusion_images.h"
 #include "rlrt/error.h"
 #include "rlrt/log.h"
@@ -100,9 +102,10 @@ static int s_prepare(rl_config *job)
                           RL_ECONFIG, "the built-in prompts are the %d Fashion-MNIST classes, got %lld",
                           RL_FMNIST_CLASSES, (long long)c.model.num_prompts);
     if (!rc && c.con.reward && w[s_con_slot[c.con.reward]] == 0)
-        rc = RL_CFG_ERROR(job, &rl_diffusion_constraint_section, rl_diffusion_constraint_config, reward,
-                          RL_ECONFIG, "%s is not a term of %s '%s': list it there (its weight is the "
-                                      "starting multiplier)",
+        rc = RL_CFG_ERROR2(job, &rl_diffusion_constraint_section, rl_diffusion_constraint_config, reward,
+                           &rl_reward_image_section, rl_reward_image_config, reward_model,
+                           RL_ECONFIG, "%s is not a term of %s '%s': list it there (its weight is the "
+                                       "starting multiplier)",
                           rl_image_reward_name(s_con_slot[c.con.reward]),
                           RL_CFG_PATH(&rl_reward_image_section, rl_reward_image_config, reward_model),
                           ri->reward_model);
@@ -124,6 +127,7 @@ typedef struct s_dg {
     rl_dataproto *batch;
     int64_t *group;
     rl_online_images images; /* kept across a recovery */
+    rl_diffusion_fid fid;    /* data.fid_model: val/fid and the CNN judge */
 } s_dg;
 
 /* The f32 (B) tensor `name` of the step's batch (B = its rows), or NULL. */
@@ -202,6 +206,24 @@ static int s_phase_sync(void *arg) { return rl_actor_job_sync_weights(&((s_dg *)
 
 /* ---- validation and online test ------------------------------------------------------------------ */
 
+/* val/fid and the CNN's judgement of the validation's samples: their final
+ * latents' first frames. */
+static int s_measure_fid(s_dg *s, const rl_dataproto *dp)
+{
+    int64_t B = rl_dataproto_rows(dp), P = RL_FMNIST_SIDE * RL_FMNIST_SIDE;
+    const rl_tensor *lt = rl_dataproto_tensor_shaped(dp, RL_CF_LATENTS, RL_F32, 3, (int64_t[]){B, s->N + 1, s->D});
+    const rl_tensor *it = lt ? rl_dataproto_tensor_shaped(dp, RL_CF_PROMPT_IDS, RL_I32, 1, (int64_t[]){B}) : NULL;
+    float *x = it ? malloc(sizeof(float) * (size_t)(B * P)) : NULL;
+    if (!x)
+        return it ? rl_error_set(RL_ENOMEM, "out of memory") : rl_error_code();
+    const float *lat = rl_tensor_data((rl_tensor *)lt);
+    for (int64_t b = 0; b < B; b++)
+        memcpy(x + b * P, lat + (b * (s->N + 1) + s->N) * s->D, sizeof(float) * (size_t)P);
+    int rc = rl_diffusion_fid_measure(&s->fid, x, rl_tensor_data((rl_tensor *)it), B, s->t->ms);
+    free(x);
+    return rc;
+}
+
 static int s_validate(void *ctx)
 {
     s_dg *s = ctx;
@@ -211,13 +233,18 @@ static int s_validate(void *ctx)
     if (rc)
         return rl_error_wrap(rc, "validation");
     rl_diffusion_column_means(dp, s_cols, 6, "val/", s->t->ms);
+    if (s->fid.cnn && (rc = s_measure_fid(s, dp))) {
+        rl_dataproto_free(dp);
+        return rl_error_wrap(rc, "validation: the FID");
+    }
     rl_metric_set_put(s->t->ms, "timing_s/testing", rl_now_s() - t0);
     rl_dataproto_free(dp);
-    static const char *const keys[6] = {"val/score", "val/prompt_match", "val/on_prompt",
-                                        "val/judge_on_prompt", "val/jpeg_kb", "val/remote"};
+    static const char *const keys[8] = {"val/score",   "val/prompt_match", "val/on_prompt",
+                                        "val/judge_on_prompt", "val/cnn_on_prompt", "val/fid",
+                                        "val/jpeg_kb", "val/remote"};
     char line[512];
     int n = snprintf(line, sizeof line, "step %lld validation:", (long long)s->step);
-    for (int k = 0; k < 6 && n < (int)sizeof line; k++) {
+    for (int k = 0; k < 8 && n < (int)sizeof line; k++) {
         double v;
         if (rl_metric_set_get(s->t->ms, keys[k], &v) == RL_OK)
             n += snprintf(line + n, sizeof line - (size_t)n, "  %s %.4f", keys[k] + 4, v);
@@ -267,13 +294,25 @@ static int s_open(void *st, rl_trainer *t)
         rl_diffusion_constraint_init(&s->con, w[s_con_slot[k->reward]], ri->coeff, k->min, k->ki, k->kp,
                                      k->init, k->lambda_max);
     }
+    const rl_fmnist_data_config *fm = rl_config_section_get(job, &rl_fmnist_data_section);
+    if (!rc && !fm)
+        rc = rl_error_code();
+    if (!rc && s->c.data.fid_model[0] &&
+        (rc = rl_diffusion_fid_open(&s->fid, s->c.data.fid_model, fm->dir, s->c.data.fid_real,
+                                    RL_FMNIST_CLASSES * s->c.data.val_per_prompt))) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", rl_error_message());
+        rc = RL_CFG_ERROR(job, &rl_diffusion_data_section, rl_diffusion_data_config, fid_model, rc, "%s", msg);
+    }
     int64_t mini = s->c.data.mini_batch, W = s->j.actor ? rl_group_size(s->j.actor) : 1;
     if (!rc && (mini * s->n) % W)
-        rc = RL_CFG_ERROR(job, &rl_actor_section, rl_actor_config, mini_batch, RL_ECONFIG,
-                          "a mini-batch of %lld rows (%lld prompts × %s %lld) must be a multiple of "
-                          "the %lld actor ranks", (long long)(mini * s->n), (long long)mini,
-                          RL_CFG_PATH(&rl_rollout_section, rl_rollout_config, n), (long long)s->n,
-                          (long long)W);
+        rc = RL_CFG_ERROR2(job, &rl_actor_section, rl_actor_config, mini_batch, &rl_rollout_section,
+                           rl_rollout_config, n, RL_ECONFIG,
+                           "a mini-batch of %lld rows (%s %lld × %s %lld) must be a multiple of "
+                           "the %lld actor ranks", (long long)(mini * s->n),
+                           RL_CFG_PATH(&rl_actor_section, rl_actor_config, mini_batch), (long long)mini,
+                           RL_CFG_PATH(&rl_rollout_section, rl_rollout_config, n), (long long)s->n,
+                           (long long)W);
     return rc;
 }
 
@@ -283,6 +322,7 @@ static void s_close(void *st, int reopen)
 {
     s_dg *s = st;
     rl_actor_job_close(&s->j);
+    rl_diffusion_fid_close(&s->fid);
     rl_online_images images = s->images;
     if (!reopen)
         rl_online_images_free(&images);
@@ -364,7 +404,7 @@ const rl_recipe rl_recipe_diffusion = {
         &rl_diffusion_algorithm_section, &rl_diffusion_constraint_section, &rl_estimator_section,
         &rl_group_norm_section, &rl_actor_section,
         &rl_actor_diffusion_section, &rl_rollout_section, &rl_rollout_flow_section, &rl_reward_section,
-        &rl_reward_image_section, NULL},
+        &rl_reward_image_section, &rl_fmnist_data_section, NULL},
     .changes = rl_diffusion_changes,
     .roles = s_roles,
     .prepare = s_prepare,

@@ -5,7 +5,7 @@
  *                 flow-matching pairs x_σ = (1 − σ)·x0 + σ·ε, σ ~ U(0, 1),
  *                 target ε − x0 (rl_flow_matching_pairs)
  *   update_actor  one optimiser step: the masked NLL of the image's class
- *                 (scorer_train: model.type image_classifier, the actor's
+ *                 (scorer_train: model.type image_classifier or image_cnn, the actor's
  *                 sft_step) or flow matching (flow_pretrain: model.type
  *                 clip_flow, the actor's flow_matching_step)
  * and after the last step the hook that saves <trainer.output_dir>/final
@@ -188,7 +188,7 @@ static int s_scorer_accuracy(s_pre *s, const char *dir, double *acc)
 {
     rl_fmnist *test = rl_fmnist_load(s->data.dir, "t10k", 0);
     rl_model *m = test ? rl_model_load_dir(dir) : NULL;
-    int K = m ? rl_image_classifier_classes(m) : 0;
+    int K = m ? rl_image_model_classes(m) : 0;
     float *x = malloc(sizeof(float) * 256 * 784), *p = malloc(sizeof(float) * 256 * (size_t)(K + 1));
     int rc = !test || !m ? rl_error_code() : !x || !p ? rl_error_set(RL_ENOMEM, "out of memory") : RL_OK;
     int64_t right = 0;
@@ -197,7 +197,7 @@ static int s_scorer_accuracy(s_pre *s, const char *dir, double *acc)
         for (int64_t i = 0; !rc && i < n; i++)
             rc = rl_clip_build(test, i0 + i, 1, 0, 0, x + i * 784);
         if (!rc)
-            rc = rl_image_classifier_probs(m, n, x, p);
+            rc = rl_image_model_probs(m, n, x, p);
         for (int64_t i = 0; !rc && i < n; i++) {
             int arg = 0;
             for (int k = 1; k < K; k++)
@@ -274,11 +274,11 @@ static int s_prepare_flow(rl_config *job)
 
 const rl_recipe rl_recipe_scorer_train = {
     .name = "scorer_train",
-    .summary = "the learned prompt-match scorer (image_classifier) on Fashion-MNIST",
+    .summary = "the learned prompt-match scorer (image_classifier) or the FID's CNN (image_cnn) on Fashion-MNIST",
     .sections = (const rl_config_section *const[]){
         &rl_trainer_steps_section, &rl_trainer_recovery_section, &rl_model_base_section,
-        &rl_image_size_section, &rl_image_classifier_model_section, &rl_fmnist_data_section,
-        &rl_batch_section, &rl_actor_section, NULL},
+        &rl_image_size_section, &rl_image_classifier_model_section, &rl_image_cnn_model_section,
+        &rl_fmnist_data_section, &rl_batch_section, &rl_actor_section, NULL},
     .changes = rl_scorer_train_changes,
     .roles = s_roles,
     .prepare = s_prepare,

@@ -203,7 +203,9 @@ static int s_prepare(rl_config *job)
     int rc = o ? rl_libero_gif_check(job) : rl_error_code();
     char steps[32];
     snprintf(steps, sizeof steps, "%lld", (long long)(rc ? 0 : o->steps));
-    if (!rc && !(rc = RL_CFG_SET(job, &rl_trainer_steps_section, rl_trainer_steps_config, total_steps, steps)) &&
+    const char *const from[] = {RL_CFG_PATH(&rl_warmstart_section, rl_warmstart_config, steps), NULL};
+    if (!rc && !(rc = RL_CFG_DERIVE(job, &rl_trainer_steps_section, rl_trainer_steps_config, total_steps,
+                                    steps, from, "the warm start's steps")) &&
         !(rc = RL_CFG_SET(job, &rl_trainer_steps_section, rl_trainer_steps_config, val_every, "0")))
         rc = rl_actor_job_prepare(job, 1);
     if (rc)
@@ -216,8 +218,12 @@ static int s_prepare(rl_config *job)
     if (!tc || !(o = rl_config_section_get(job, &rl_warmstart_section)))
         return rl_error_code();
     if (m->num_action_chunks != env->num_action_chunks)
-        return RL_CFG_ERROR(job, &rl_model_flow_policy_section, rl_model_flow_policy_config, num_action_chunks,
-                            RL_ECONFIG, "is %lld but %s is %lld", (long long)m->num_action_chunks,
+        return RL_CFG_ERROR2(job, &rl_model_flow_policy_section, rl_model_flow_policy_config, num_action_chunks,
+                             &rl_env_section, rl_env_config, num_action_chunks,
+                             RL_ECONFIG, "%s is %lld but %s is %lld",
+                             RL_CFG_PATH(&rl_model_flow_policy_section, rl_model_flow_policy_config,
+                                         num_action_chunks),
+                             (long long)m->num_action_chunks,
                             RL_CFG_PATH(&rl_env_section, rl_env_config, num_action_chunks),
                             (long long)env->num_action_chunks);
     if (env->policy == 0)

@@ -31,8 +31,11 @@ int rl_libero_gif_check(const rl_config *job)
     if (!env)
         return rl_error_code();
     if (o->per_task > 0 && rl_libero_replay_frames(env->max_episode_steps, (int)o->every) > 4096)
-        return RL_CFG_ERROR(job, &rl_libero_gif_section, rl_libero_gif_config, every, RL_ECONFIG,
-                            "%lld gives more than 4096 frames for episodes of %s %lld", (long long)o->every,
+        return RL_CFG_ERROR2(job, &rl_libero_gif_section, rl_libero_gif_config, every, &rl_env_section,
+                             rl_env_config, max_episode_steps, RL_ECONFIG,
+                             "%s %lld gives more than 4096 frames for episodes of %s %lld",
+                             RL_CFG_PATH(&rl_libero_gif_section, rl_libero_gif_config, every),
+                             (long long)o->every,
                             RL_CFG_PATH(&rl_env_section, rl_env_config, max_episode_steps),
                             (long long)env->max_episode_steps);
     return RL_OK;

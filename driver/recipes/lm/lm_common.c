@@ -9,11 +9,14 @@
 #include <unistd.h>
 
 #include "common/core/util.h"
+#include "common/nn/models/lm/lm_hf.h"
+#include "common/schema/trainer.h"
 #include "common/schema/lm.h"
 #include "common/tools/agent_loop.h"
 #include "common/tools/tools.h"
 #include "rlrt/dataproto.h"
 #include "rlrt/error.h"
+#include "rlrt/log.h"
 #include "rlrt/tensor.h"
 
 const char *const rl_lm_roles[] = {RL_ACTOR_ROLE, RL_ROLLOUT_ROLE, RL_REWARD_ROLE, NULL};
@@ -127,19 +130,32 @@ static int s_task_files(const rl_lm_data_config *data)
     return RL_OK;
 }
 
-/* model.vocab_size, eos_token_id and pad_token_id from the tokenizer. */
+/* model.vocab_size (unless set: by the model directory, which may pad its
+ * embedding past the tokenizer, or by the job), eos_token_id and
+ * pad_token_id from the tokenizer. */
 static int s_set_token_ids(rl_config *job, const rl_tokenizer *tok)
 {
+    const rl_lm_model_config *mc = rl_config_section_get(job, &rl_lm_model_section);
+    if (!mc)
+        return rl_error_code();
+    int64_t nv = rl_tokenizer_vocab_size(tok), have = mc->vocab_size;
+    if (have > 0 && nv > have)
+        return RL_CFG_ERROR(job, &rl_lm_model_section, rl_lm_model_config, vocab_size, RL_ECONFIG,
+                            "%lld, but the tokenizer (%s) has %lld ids", (long long)have,
+                            S_DATA(tokenizer), (long long)nv);
     int32_t pad = rl_tokenizer_special_id(tok, RL_TOK_PAD);
-    int64_t v[3] = {rl_tokenizer_vocab_size(tok), rl_tokenizer_special_id(tok, RL_TOK_EOS),
+    int64_t v[3] = {have > 0 ? have : nv, rl_tokenizer_special_id(tok, RL_TOK_EOS),
                     pad >= 0 ? pad : 0};
     size_t off[3] = {offsetof(rl_lm_model_config, vocab_size),
                      offsetof(rl_lm_model_config, eos_token_id),
                      offsetof(rl_lm_model_config, pad_token_id)};
+    /* derived from data.tokenizer: a value out of range is the tokenizer's */
+    const char *const from[] = {RL_CFG_PATH(&rl_lm_data_section, rl_lm_data_config, tokenizer), NULL};
     for (int k = 0; k < 3; k++) {
         char text[32];
         snprintf(text, sizeof text, "%lld", (long long)v[k]);
-        if (rl_config_key_set(job, &rl_lm_model_section, off[k], text))
+        if (rl_config_key_derive(job, &rl_lm_model_section, off[k], text, from,
+                                 "from the tokenizer"))
             return rl_error_code();
     }
     return RL_OK;
@@ -147,6 +163,9 @@ static int s_set_token_ids(rl_config *job, const rl_tokenizer *tok)
 
 int rl_lm_recipe_prepare(rl_config *job, int64_t updates_per_step, const char *response_field)
 {
+    /* a Hugging Face directory: its architecture, weights and tokenizer */
+    if (rl_lm_hf_job_prepare(job))
+        return rl_error_code();
     /* a copy: setting keys below drops the sections read (the strings stay) */
     const rl_lm_data_config *dp = rl_config_section_get(job, &rl_lm_data_section);
     if (!dp)
@@ -187,6 +206,81 @@ int rl_lm_recipe_prepare(rl_config *job, int64_t updates_per_step, const char *r
 
 int rl_lm_job_sync_weights(rl_lm_job *j) { return rl_actor_job_sync_weights(&j->a); }
 
+/* files[name] = {"copy": dir/name} when that file exists. */
+static int s_copy_if(json_t *files, const char *dir, const char *name)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (access(path, F_OK) != 0)
+        return RL_OK;
+    return json_object_set_new(files, name, json_pack("{s:s}", "copy", path))
+               ? rl_error_set(RL_ENOMEM, "out of memory")
+               : RL_OK;
+}
+
+json_t *rl_lm_save_files(const rl_config *job, const rl_tokenizer *tok)
+{
+    const rl_lm_data_config *data = rl_config_section_get(job, &rl_lm_data_section);
+    const rl_model_base_config *base = data ? rl_config_section_get(job, &rl_model_base_section) : NULL;
+    json_t *files = base ? json_object() : NULL;
+    if (!files) {
+        if (base)
+            rl_error_set(RL_ENOMEM, "out of memory");
+        return NULL;
+    }
+    int rc = RL_OK;
+    if (rl_tokenizer_kind_of(tok) == RL_TOKENIZER_CHAR) {
+        char *text = rl_tokenizer_to_json(tok);
+        rc = !text ? rl_error_code()
+             : json_object_set_new(files, RL_LM_RLRT_TOKENIZER, json_pack("{s:s}", "text", text))
+                 ? rl_error_set(RL_ENOMEM, "out of memory")
+                 : RL_OK;
+        free(text);
+    } else { /* tokenizer.json and its special tokens' files */
+        const char *path = data->tokenizer, *slash = strrchr(path, '/');
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+        rc = json_object_set_new(files, "tokenizer.json", json_pack("{s:s}", "copy", path))
+                 ? rl_error_set(RL_ENOMEM, "out of memory")
+                 : RL_OK;
+        if (!rc)
+            rc = s_copy_if(files, dir, "tokenizer_config.json");
+        if (!rc)
+            rc = s_copy_if(files, dir, "special_tokens_map.json");
+    }
+    if (!rc && base->init_from && *base->init_from)
+        rc = s_copy_if(files, base->init_from, "generation_config.json");
+    if (rc) {
+        json_decref(files);
+        return NULL;
+    }
+    return files;
+}
+
+int rl_lm_save_final(rl_driver *d, const rl_config *job)
+{
+    const rl_trainer_config *tc = rl_config_section_get(job, &rl_trainer_section);
+    const rl_lm_trainer_config *lt = tc ? rl_config_section_get(job, &rl_lm_trainer_section) : NULL;
+    const rl_lm_data_config *data = lt ? rl_config_section_get(job, &rl_lm_data_section) : NULL;
+    rl_group *actor = data ? rl_driver_group(d, RL_ACTOR_ROLE) : NULL;
+    if (!actor)
+        return rl_error_code();
+    rl_tokenizer *tok = s_tokenizer(job, data->tokenizer);
+    json_t *files = tok ? rl_lm_save_files(job, tok) : NULL;
+    rl_tokenizer_free(tok);
+    if (!files)
+        return rl_error_code();
+    char path[4096];
+    snprintf(path, sizeof path, "%s/final", tc->output_dir);
+    const char *dtype = lt->save_dtype == 1 ? "bfloat16" : "float32"; /* trainer.save_dtype */
+    int rc = rl_call_all(actor, RL_ACTOR_SAVE_MODEL,
+                         json_pack("{s:s, s:s, s:o}", RL_ACTOR_PATH, path, RL_ACTOR_DTYPE, dtype,
+                                   RL_ACTOR_FILES, files));
+    if (!rc)
+        rl_log_info("saved the model (%s) to %s", dtype, path);
+    return rc;
+}
+
 int rl_lm_job_open(rl_lm_job *j, rl_driver *d, const rl_config *job)
 {
     memset(j, 0, sizeof *j);
@@ -213,6 +307,8 @@ int rl_lm_job_open(rl_lm_job *j, rl_driver *d, const rl_config *job)
     if (*j->val_dump_dir && rl_mkdir_p(j->val_dump_dir))
         return RL_CFG_ERROR(job, &rl_lm_trainer_section, rl_lm_trainer_config, validation_data_dir,
                             RL_EIO, "%s", rl_error_message());
+    if (!(j->save_files = rl_lm_save_files(job, j->tok)))
+        return rl_error_code();
     if (!(j->train = rl_dataset_load_jsonl(data->train_files)) ||
         !(j->val = rl_dataset_load_jsonl(data->val_files)) ||
         !(j->it = rl_data_iter_new(j->train, (uint64_t)data->seed, data->shuffle, 1)))
@@ -226,6 +322,7 @@ void rl_lm_job_close(rl_lm_job *j)
     rl_dataset_free(j->train);
     rl_dataset_free(j->val);
     rl_tokenizer_free(j->tok);
+    json_decref(j->save_files);
     rl_actor_job_close(&j->a);
     memset(j, 0, sizeof *j);
 }
@@ -286,23 +383,39 @@ static int s_decode(rl_lm_job *j, rl_dataproto *dp)
         return rl_error_code();
     int64_t B = t->shape[0], R = t->shape[1];
     const int32_t *ids = rl_tensor_data(t), *lens = rl_tensor_data(l);
+    int32_t *keep = malloc(sizeof(int32_t) * (size_t)(R ? R : 1));
+    if (!keep)
+        return rl_error_set(RL_ENOMEM, "decoding: out of memory");
     for (int64_t b = 0; b < B; b++) {
         int64_t n = lens[b];
-        if (n < 0 || n > R)
+        if (n < 0 || n > R) {
+            free(keep);
             return rl_error_set(RL_ERANGE, "%s[%lld] = %lld outside [0, %lld]", RL_LM_RESPONSE_LENS,
                                 (long long)b, (long long)n, (long long)R);
+        }
         if (n > 0 && ids[b * R + n - 1] == j->eos)
             n--; /* the stop token is not part of the text */
         char *text = NULL;
         size_t len = 0;
+        /* a model's vocabulary may be padded past the tokenizer's (Qwen2's
+         * is): such an id decodes to nothing, as in transformers */
+        int64_t k = 0, nv = rl_tokenizer_vocab_size(j->tok);
+        for (int64_t i = 0; i < n; i++)
+            if (ids[b * R + i] < nv)
+                keep[k++] = ids[b * R + i];
         /* keep <think> etc.: the reward reads them */
-        if (rl_tokenizer_decode_opts(j->tok, ids + b * R, n, 0, &text, &len))
+        if (rl_tokenizer_decode_opts(j->tok, keep, k, 0, &text, &len)) {
+            free(keep);
             return rl_error_wrap(rl_error_code(), "decoding row %lld", (long long)b);
+        }
         int rc = rl_column_set_str(c, b, text);
         free(text);
-        if (rc)
+        if (rc) {
+            free(keep);
             return rc;
+        }
     }
+    free(keep);
     return RL_OK;
 }
 

@@ -40,6 +40,7 @@ typedef struct rl_lm_job {
     int64_t max_prompt, response_length, batch; /* data.max_prompt_length, rollout.response_length,
                                                    data.train_batch_size */
     const char *val_dump_dir;                   /* trainer.validation_data_dir ("": off) */
+    json_t *save_files; /* what a saved model carries beside it (rl_lm_save_files) */
 } rl_lm_job;
 
 /* The roles the LM recipes call. */
@@ -67,8 +68,12 @@ extern const char *const rl_lm_roles[];
 /* The LM batch's names for the batch transforms (common/batch/lm_batch.h). */
 extern const rl_lm_names rl_lm_batch_names;
 
-/* What the LM recipes' prepare hooks share: the tokenizer fixes
- * model.vocab_size/eos/pad; actor.optim.total_training_steps = -1 becomes
+/* What the LM recipes' prepare hooks share: a Hugging Face directory in
+ * model.init_from (or model.path) gives the architecture, the weights'
+ * check and the default tokenizer (rl_lm_hf_job_prepare,
+ * common/nn/models/lm/lm_hf.h); the tokenizer fixes model.eos/pad and
+ * model.vocab_size when nothing set it (else it must have no more ids than
+ * model.vocab_size); actor.optim.total_training_steps = -1 becomes
  * trainer.total_steps × `updates_per_step` (optimiser steps per training
  * step); every section the job's workers will read (model, actor, rollout,
  * reward, the multi-turn tools) is checked with located errors; missing data
@@ -77,6 +82,18 @@ extern const rl_lm_names rl_lm_batch_names;
  * NULL, must encode and fit), naming file:line — all before any process
  * starts. */
 int rl_lm_recipe_prepare(rl_config *job, int64_t updates_per_step, const char *response_field);
+/* The files a saved model carries (the actor's RL_ACTOR_FILES,
+ * workers/actor/actor.h) so that its directory is the start of another job
+ * and, with a Hugging Face tokenizer, loads in transformers as it is: a
+ * tokenizer.json copied with tokenizer_config.json and
+ * special_tokens_map.json from beside it, or a built-in character
+ * tokenizer as rlrt_tokenizer.json (common/nn/models/lm/lm_hf.h); and
+ * model.init_from's generation_config.json when it has one. A new object,
+ * or NULL + message. */
+json_t *rl_lm_save_files(const rl_config *job, const rl_tokenizer *tok);
+/* <trainer.output_dir>/final: the actor's model (trainer.save_dtype) with
+ * rl_lm_save_files, what the LM recipes save after their last step. */
+int rl_lm_save_final(rl_driver *d, const rl_config *job);
 /* Groups, models on every rank, first weight sync, tokenizer, data. */
 int rl_lm_job_open(rl_lm_job *j, rl_driver *d, const rl_config *job);
 void rl_lm_job_close(rl_lm_job *j);

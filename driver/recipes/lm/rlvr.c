@@ -14,7 +14,8 @@
  *   update_actor  ppo_epochs × mini-batches, one optimiser step each (micro-
  *                 batches and FSDP inside the actor)
  *   sync_weights  the new weights to the rollout ranks
- * then metrics, validation and a checkpoint every k steps. trainer.resume
+ * then metrics, validation and a checkpoint every k steps; after the last
+ * step the model as <output_dir>/final (rl_lm_save_final). trainer.resume
  * continues from the latest checkpoint with the same batches (data position,
  * weights, moments, KL coefficient, AEPO state, replay queue and the rounds
  * generated ahead restored). Config: common/schema/{lm,rlvr}.h and the roles'. */
@@ -265,6 +266,8 @@ static int s_open(void *st, rl_trainer *t)
     if (!rc)
         rc = rl_lm_job_open(&r->j, t->d, job);
     if (!rc)
+        t->save_files = r->j.save_files; /* the tokenizer's files in every checkpoint */
+    if (!rc)
         rc = rl_rlvr_check_sizes(job, est->name, est->min_samples, rl_group_size(r->j.a.actor));
     if (!rc)
         rc = rl_rlvr_aepo_open(&r->aepo, job, &r->aepo_on);
@@ -308,6 +311,8 @@ static void s_close(void *st, int reopen)
     (void)reopen;
     rl_rlvr_gen_close(&r->gen);
     rl_rlvr_aepo_close(&r->aepo);
+    if (r->t)
+        r->t->save_files = NULL;
     rl_lm_job_close(&r->j);
     memset(r, 0, sizeof *r);
 }
@@ -318,6 +323,13 @@ static const rl_recipe_loop s_loop = {
     .step_metrics = s_step_metrics, .hooks = s_hooks, .save = s_save,
     .step_clear = s_step_clear, .close = s_close,
 };
+
+/* The run, then the model as <output_dir>/final. */
+static int s_run(rl_driver *d, const rl_config *job)
+{
+    int rc = rl_recipe_run(d, job, &s_loop);
+    return rc || rl_driver_interrupted(d) ? rc : rl_lm_save_final(d, job);
+}
 
 const rl_recipe rl_recipe_rlvr = {
     .name = "rlvr",
@@ -330,5 +342,5 @@ const rl_recipe rl_recipe_rlvr = {
     .changes = rl_rlvr_changes,
     .roles = rl_lm_roles,
     .prepare = s_prepare,
-    .loop = &s_loop,
+    .run = s_run,
 };

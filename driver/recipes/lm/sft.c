@@ -1,8 +1,9 @@
 /* sft.c — supervised warm start: the actor learns the worked solutions of
  * the task (masked NLL on the response tokens), FSDP over the actor ranks;
  * validation is greedy generation on the rollout ranks scored by the reward
- * ranks. The result is saved as <trainer.output_dir>/final/model.safetensors
- * (+ config.json): the `model.init_from` of the RL jobs.
+ * ranks. The result is saved as <trainer.output_dir>/final (model.safetensors,
+ * config.json, the tokenizer's files: rl_lm_save_final): the
+ * `model.init_from` of the RL jobs.
  *
  * A step is two phases (rl_recipe_run): batch (worked solutions → tokens;
  * with a tokenizer that spells tool markup, the tools' output leaves the
@@ -162,16 +163,7 @@ static int s_run(rl_driver *d, const rl_config *job)
     int rc = rl_recipe_run(d, job, &s_loop);
     if (rc || rl_driver_interrupted(d))
         return rc;
-    const rl_trainer_config *tc = rl_config_section_get(job, &rl_trainer_section);
-    rl_group *actor = tc ? rl_driver_group(d, RL_ACTOR_ROLE) : NULL;
-    if (!actor)
-        return rl_error_code();
-    char path[4096];
-    snprintf(path, sizeof path, "%s/final", tc->output_dir);
-    rc = rl_call_all(actor, RL_ACTOR_SAVE_MODEL, json_pack("{s:s}", RL_ACTOR_PATH, path));
-    if (!rc)
-        rl_log_info("saved the warm-start model to %s", path);
-    return rc;
+    return rl_lm_save_final(d, job);
 }
 
 /* One optimiser step per training step. */

@@ -42,6 +42,7 @@
 #include <stdint.h>
 
 #include "rlrt/config.h"
+#include "rlrt/dtype.h"
 #include "rlrt/dataproto.h"
 #include "rlrt/nn/params.h"
 
@@ -125,6 +126,12 @@ typedef struct rl_model_ops {
                   rl_dataproto **out);
     /* Writes the kind's config file (e.g. HF config.json) to `path`. */
     int (*write_config)(const rl_model *m, const char *path);
+    /* Optional: the device the buffers live on, an rl_device of
+     * common/nn/engine/device.h (NULL: the CPU), and moving them to another
+     * (NULL: the kind runs on the CPU only). common/nn/models/model_device.h
+     * has the typed calls. */
+    int (*device)(const rl_model *m);
+    int (*to_device)(rl_model *m, int dev);
 } rl_model_ops;
 
 /* Every implementation starts with this header. */
@@ -145,6 +152,9 @@ typedef struct rl_model_kind {
      * runs them before it starts any worker); NULL: reading the sections is
      * all from_config checks. */
     int (*check_config)(const rl_config *job);
+    /* 1: from_config honours model.precision bf16; 0: the kind runs in
+     * fp32 only and a job asking bf16 of it is refused naming the kind */
+    int bf16;
 } rl_model_kind;
 
 /* The kind named `type`, or NULL with RL_ENOTFOUND listing the known ones. */
@@ -175,19 +185,26 @@ int rl_model_forward_backward(rl_model *m, const rl_dataproto *batch, unsigned w
 int rl_model_sample(rl_model *m, const rl_dataproto *in, const rl_model_sampling *s,
                     rl_dataproto **out);
 
-/* dir/model.safetensors (f32, the manifest's names) and dir/config.json,
- * each written atomically; the directory is created if missing. */
+/* dir/model.safetensors (f32, the manifest's names, metadata "format":
+ * "pt" as transformers' from_pretrained wants) and dir/config.json, each
+ * written atomically; the directory is created if missing. */
 int rl_model_save(const rl_model *m, const char *dir);
+/* The same with the weights as `dtype` (RL_F32, RL_BF16 or RL_F16; else
+ * RL_EDTYPE); config.json's "torch_dtype", when it has one, says which. */
+int rl_model_save_as(const rl_model *m, const char *dir, rl_dtype dtype);
 int rl_model_write_config(const rl_model *m, const char *path);
-/* Reads dir/model.safetensors into the parameters (names and shapes must
- * match the manifest) and checks that every value is finite: RL_ENUMERIC
+/* Reads dir/model.safetensors, or without it the shards of
+ * dir/model.safetensors.index.json (Hugging Face's sharded checkpoints),
+ * into the parameters (names and shapes must match the manifest; F32, BF16,
+ * F16 or F64) and checks that every value is finite: RL_ENUMERIC
  * "dir/model.safetensors: tensor 'model.norm.weight' holds nan at [3]". On
  * error the parameters are unspecified. */
 int rl_model_load(rl_model *m, const char *dir);
-/* A model saved by rl_model_save whose config.json is a {"model": {...}}
- * job fragment naming its kind (the diffusion kinds write it so; an HF
- * config.json is not one): the kind's from_config, then rl_model_load.
- * NULL + a message naming the file on error. */
+/* A saved model directory: when its config.json is a {"model": {...}} job
+ * fragment naming its kind (the diffusion and embodied kinds write it so),
+ * the kind's from_config; when it is a Hugging Face config.json (a
+ * "model_type": qwen2 or llama), the lm kind with that architecture; then
+ * rl_model_load. NULL + a message naming the file on error. */
 rl_model *rl_model_load_dir(const char *dir);
 /* RL_ENUMERIC naming `what`, the view and the flat index of the first NaN or
  * infinity in `buf` (a buffer in the manifest's layout), else 0. */

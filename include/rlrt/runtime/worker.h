@@ -1,7 +1,8 @@
 /* rlrt/runtime/worker.h — the rl-worker serve loop and role method tables.
  *
  * Purpose: a worker connects a DEALER to the driver's ROUTER and speaks
- *   HELLO → CONFIGURE → READY, then CALL → REPLY | ERROR, HEARTBEAT both ways,
+ *   HELLO [→ CHALLENGE → HELLO with proof] → CONFIGURE → READY, then
+ *   CALL → REPLY | ERROR, HEARTBEAT both ways,
  *   SHUTDOWN / DISCONNECT.
  * Method handlers run on ONE compute thread, in arrival order; the main
  * thread runs a libuv loop (signals, heartbeat timer, the ZeroMQ socket) so
@@ -15,10 +16,11 @@
  * Failure handling (zguide Paranoid Pirate): if nothing arrives from the
  * driver for heartbeat × liveness, the worker assumes the driver is gone,
  * closes its socket and reconnects with exponential backoff (re-sending
- * HELLO with its job id and slot token); after `give_up_ms` more without a
- * driver it exits with status 2 (CONFIGURE sets give_up_ms to the job's
- * heartbeat.give_up_s). A driver that refuses it (another job, a wrong
- * token) makes it exit with status 1.
+ * HELLO with its job id, and answering the driver's CHALLENGE with a proof
+ * of its slot token: the token itself is never sent); after `give_up_ms`
+ * more without a driver it exits with status 2 (CONFIGURE sets give_up_ms
+ * to the job's heartbeat.give_up_s). A driver that refuses it (another job,
+ * a wrong proof) makes it exit with status 1.
  * An unknown method, a bad payload or a handler error becomes an ERROR reply,
  * never a crash of the worker.
  *
@@ -127,7 +129,9 @@ typedef struct rl_worker_options {
      * kept: after that a driver of another job refuses the worker. */
     const char *job_id;
     /* The slot's token (spawned workers: RL_WORKER_TOKEN or stdin). NULL:
-     * given by the driver in CONFIGURE. Presented on every HELLO. */
+     * agreed with the driver by key exchange when the worker claims a free
+     * slot. Proved on every later HELLO (common/runtime/handshake.h), never
+     * sent. */
     const char *token;
     /* CurveZMQ: this worker's certificate (zcert file with the secret key)
      * and the driver's public key (Z85). Both or neither. */

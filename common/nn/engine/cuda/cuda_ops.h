@@ -25,6 +25,18 @@ void rl_cuda_sgemm(int transA, int transB, int M, int N, int K, float alpha, con
                    int lda, const float *B, int ldb, float beta, float *C, int ldc);
 void rl_cuda_linear_forward(float *out, const float *inp, const float *w, const float *b,
                             int N, int C, int OC);
+/* The bf16 products (ops.h, "bf16 products"): the activations are rounded
+ * into one growing device scratch buffer (counted as scratch), then
+ * cublasGemmEx multiplies bf16 inputs into float32 outputs with
+ * CUBLAS_COMPUTE_32F. RL_ENOMEM (message set) when the scratch cannot grow. */
+void rl_cuda_round_bf16(uint16_t *out, const float *in, int64_t n);
+int rl_cuda_linear_forward_bf16(float *out, const float *inp, const uint16_t *w16, const float *b,
+                                int N, int C, int OC);
+int rl_cuda_linear_backward_bf16(float *dinp, float *dw, float *db, const float *dout,
+                                 const float *inp, const uint16_t *w16, int N, int C, int OC);
+/* 1 when the cuBLAS handle's math mode has no TF32 (float32 products are
+ * float32), 0 when it has, -1 when there is no handle. */
+int rl_cuda_tf32_off(void);
 void rl_cuda_add_forward(float *out, const float *a, const float *b, int64_t n);
 void rl_cuda_add_inplace(float *a, const float *b, int64_t n);
 void rl_cuda_softmax_forward(float *out, const float *inp, int N, int C);
@@ -63,6 +75,15 @@ void rl_cuda_logprob_forward(float *logp, float *entropy, float *lse, const floa
 void rl_cuda_logprob_backward(float *dlogits, const float *dlogp, const float *dentropy,
                               const float *logits, const float *lse, const float *entropy,
                               const int32_t *target, float inv_temp, int N, int V);
+/* Decoding over a KV cache (ops.h): the cache write is one thread per
+ * element; the attention one block per (row, head), its scores in the
+ * caller's scratch, the softmax's max and sum block reductions in a fixed
+ * order. */
+void rl_cuda_kv_cache_write(float *kc, float *vc, const float *k, const float *v,
+                            const int32_t *slot, const int32_t *pos, int n, int kvd, int maxT);
+void rl_cuda_decode_attention(float *out, float *scores, const float *q, const float *kc,
+                              const float *vc, const int32_t *slot, const int32_t *pos, int n,
+                              int H, int KH, int hd, int maxT);
 /* The optimiser's and the weight copies': rl_adamw_update's float
  * arithmetic element for element (its scalars formed on the host in double,
  * as the CPU does), the sum of squares over the CPU's fixed 64 Ki blocks in

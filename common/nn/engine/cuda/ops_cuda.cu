@@ -4,6 +4,7 @@
 // the default stream and record the first error (returned by rl_cuda_sync).
 // Row-major GEMMs go to cuBLAS (column-major) by computing C^T = op(B)^T op(A)^T.
 #include "common/nn/engine/cuda/cuda_ops.h"
+#include "common/nn/engine/device.h"
 #include "common/nn/engine/optim.h"
 
 #include "rlrt/error.h"
@@ -38,10 +39,18 @@ static cublasHandle_t s_blas = nullptr;
         }                                                                                 \
     } while (0)
 
+// The math mode is set, not left to the library's default: CUBLAS_DEFAULT_MATH
+// never uses TF32 for float32 products (only CUBLAS_TF32_TENSOR_OP_MATH or a
+// *_FAST_TF32 compute type would), so fp32 stays the parity mode; the bf16
+// products ask for CUBLAS_COMPUTE_32F themselves (tensor cores, float32
+// accumulation). rl_cuda_tf32_off() reads the mode back for the tests.
 static cublasHandle_t s_handle(void)
 {
-    if (!s_blas)
+    if (!s_blas) {
         CUBLAS_NOTE(cublasCreate(&s_blas));
+        if (s_blas)
+            CUBLAS_NOTE(cublasSetMathMode(s_blas, CUBLAS_DEFAULT_MATH));
+    }
     return s_blas;
 }
 
@@ -122,6 +131,13 @@ __global__ void k_add(float *out, const float *a, const float *b, int64_t n)
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n)
         out[i] = a[i] + b[i];
+}
+
+__global__ void k_round_bf16(uint16_t *out, const float *in, int64_t n)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        out[i] = rl_bf16_round(in[i]);
 }
 
 __global__ void k_bias_rows(float *out, const float *b, int N, int OC)
@@ -502,6 +518,60 @@ __global__ void k_logprob_backward(float *dlogits, const float *dlogp, const flo
 
 // ---- optimiser and weight copies ----------------------------------------------------
 
+// Row i's key/value into its cache slot: one thread per element of (n, kvd).
+__global__ void k_kv_cache_write(float *kc, float *vc, const float *k, const float *v,
+                                 const int32_t *slot, const int32_t *pos, int n, int kvd, int maxT)
+{
+    int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= (int64_t)n * kvd)
+        return;
+    int i = (int)(j / kvd), e = (int)(j % kvd);
+    size_t at = ((size_t)slot[i] * maxT + pos[i]) * kvd + e;
+    kc[at] = k[j];
+    vc[at] = v[j];
+}
+
+// One block per (row, head): scores over the row's positions 0..pos[i] into
+// the scratch, softmax by block reductions, then each thread one output
+// element summed over the positions in order.
+__global__ void k_decode_attention(float *out, float *scores, const float *q, const float *kc,
+                                   const float *vc, const int32_t *slot, const int32_t *pos,
+                                   int H, int KH, int hd, int maxT, float scale)
+{
+    __shared__ float sh[256];
+    int ih = blockIdx.x, i = ih / H, h = ih % H, rep = H / KH, kvd = KH * hd;
+    int len = pos[i] + 1;
+    const float *qv = q + (size_t)i * H * hd + (size_t)h * hd;
+    const float *kb = kc + (size_t)slot[i] * maxT * kvd + (size_t)(h / rep) * hd;
+    const float *vb = vc + (size_t)slot[i] * maxT * kvd + (size_t)(h / rep) * hd;
+    float *sc = scores + (size_t)ih * maxT;
+    float mx = -INFINITY;
+    for (int t = threadIdx.x; t < len; t += blockDim.x) {
+        const float *kr = kb + (size_t)t * kvd;
+        float dot = 0.0f;
+        for (int e = 0; e < hd; e++)
+            dot += qv[e] * kr[e];
+        sc[t] = dot * scale;
+        mx = fmaxf(mx, sc[t]);
+    }
+    mx = d_block_max(mx, sh);
+    float sum = 0.0f;
+    for (int t = threadIdx.x; t < len; t += blockDim.x) {
+        float p = expf(sc[t] - mx);
+        sc[t] = p;
+        sum += p;
+    }
+    sum = d_block_sum(sum, sh); // its barriers also order the scores' writes before the reads below
+    float inv = 1.0f / sum;
+    float *o = out + (size_t)i * H * hd + (size_t)h * hd;
+    for (int e = threadIdx.x; e < hd; e += blockDim.x) {
+        float acc = 0.0f;
+        for (int t = 0; t < len; t++)
+            acc += sc[t] * inv * vb[(size_t)t * kvd + e];
+        o[e] = acc;
+    }
+}
+
 __global__ void k_adamw(float *p, const float *g, float *m, float *v, int64_t n, rl_adamw_scalars s)
 {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -682,6 +752,103 @@ void rl_cuda_linear_backward(float *dinp, float *dw, float *db, const float *dou
     }
 }
 
+// ---- bf16 products (model.precision bf16) ----------------------------------
+
+int rl_cuda_tf32_off(void)
+{
+    cublasMath_t mode;
+    cublasHandle_t h = s_handle();
+    if (!h || cublasGetMathMode(h, &mode) != CUBLAS_STATUS_SUCCESS)
+        return -1;
+    return (mode & CUBLAS_TF32_TENSOR_OP_MATH) == 0;
+}
+
+void rl_cuda_round_bf16(uint16_t *out, const float *in, int64_t n)
+{
+    if (n <= 0)
+        return;
+    k_round_bf16<<<s_blocks(n, 256), 256>>>(out, in, n);
+    CUDA_NOTE(cudaGetLastError());
+}
+
+// The activations rounded to bf16 for one product: one buffer that grows
+// (cudaFree waits for the kernels that still read the old one).
+static uint16_t *s_b16 = nullptr;
+static int64_t s_b16_cap = 0;
+
+static uint16_t *s_bf16_scratch(int64_t n, const char *fn, int N, int C, int OC)
+{
+    if (n > s_b16_cap) {
+        rl_device_free(RL_DEVICE_CUDA, s_b16);
+        s_b16_cap = 0;
+        s_b16 = (uint16_t *)rl_device_alloc_for(RL_DEVICE_CUDA, sizeof(uint16_t) * (size_t)n,
+                                                RL_MEM_SCRATCH);
+        if (!s_b16) {
+            rl_error_wrap(RL_ENOMEM, "%s (N=%d C=%d OC=%d): bf16 inputs", fn, N, C, OC);
+            return nullptr;
+        }
+        s_b16_cap = n;
+    }
+    return s_b16;
+}
+
+// Row-major C (M,N) = op(A) · op(B) + beta·C with A, B in bf16, C float32,
+// float32 accumulation (column-major C^T = op(B)^T · op(A)^T, as rl_cuda_sgemm).
+static void s_gemm_bf16(int transA, int transB, int M, int N, int K, const uint16_t *A, int lda,
+                        const uint16_t *B, int ldb, float beta, float *C, int ldc)
+{
+    const float alpha = 1.0f;
+    CUBLAS_NOTE(cublasGemmEx(s_handle(), transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                             transA ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, CUDA_R_16BF,
+                             ldb, A, CUDA_R_16BF, lda, &beta, C, CUDA_R_32F, ldc,
+                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+int rl_cuda_linear_forward_bf16(float *out, const float *inp, const uint16_t *w16, const float *b,
+                                int N, int C, int OC)
+{
+    if (N <= 0 || OC <= 0 || C <= 0)
+        return 0;
+    int64_t ni = (int64_t)N * C;
+    uint16_t *x = s_bf16_scratch(ni, "linear_forward_bf16", N, C, OC);
+    if (!x)
+        return RL_ENOMEM;
+    rl_cuda_round_bf16(x, inp, ni);
+    if (b) {
+        int64_t n = (int64_t)N * OC;
+        k_bias_rows<<<s_blocks(n, 256), 256>>>(out, b, N, OC);
+        CUDA_NOTE(cudaGetLastError());
+    }
+    s_gemm_bf16(0, 1, N, OC, C, x, C, w16, C, b ? 1.0f : 0.0f, out, OC);
+    return 0;
+}
+
+int rl_cuda_linear_backward_bf16(float *dinp, float *dw, float *db, const float *dout,
+                                 const float *inp, const uint16_t *w16, int N, int C, int OC)
+{
+    if (N <= 0 || C <= 0 || OC <= 0)
+        return 0;
+    if (dinp || dw) {
+        int64_t ng = (int64_t)N * OC, ni = dw ? (int64_t)N * C : 0;
+        uint16_t *g = s_bf16_scratch(ng + ni, "linear_backward_bf16", N, C, OC);
+        if (!g)
+            return RL_ENOMEM;
+        uint16_t *x = g + ng;
+        rl_cuda_round_bf16(g, dout, ng);
+        if (dinp)
+            s_gemm_bf16(0, 0, N, C, OC, g, OC, w16, C, 1.0f, dinp, C);
+        if (dw) {
+            rl_cuda_round_bf16(x, inp, ni);
+            s_gemm_bf16(1, 0, OC, C, N, g, OC, x, C, 1.0f, dw, C);
+        }
+    }
+    if (db) {
+        k_colsum_acc<<<s_blocks(OC, 128), 128>>>(db, dout, N, OC);
+        CUDA_NOTE(cudaGetLastError());
+    }
+    return 0;
+}
+
 void rl_cuda_softmax_backward(float *dinp, const float *dout, const float *out, int N, int C)
 {
     if (N <= 0 || C <= 0)
@@ -823,6 +990,27 @@ void rl_cuda_logprob_backward(float *dlogits, const float *dlogp, const float *d
         return;
     k_logprob_backward<<<N, 256>>>(dlogits, dlogp, dentropy, logits, lse, entropy, target,
                                    inv_temp, V);
+    CUDA_NOTE(cudaGetLastError());
+}
+
+void rl_cuda_kv_cache_write(float *kc, float *vc, const float *k, const float *v,
+                            const int32_t *slot, const int32_t *pos, int n, int kvd, int maxT)
+{
+    int64_t total = (int64_t)n * kvd;
+    if (total <= 0)
+        return;
+    k_kv_cache_write<<<s_blocks(total, 256), 256>>>(kc, vc, k, v, slot, pos, n, kvd, maxT);
+    CUDA_NOTE(cudaGetLastError());
+}
+
+void rl_cuda_decode_attention(float *out, float *scores, const float *q, const float *kc,
+                              const float *vc, const int32_t *slot, const int32_t *pos, int n,
+                              int H, int KH, int hd, int maxT)
+{
+    if (n <= 0 || H <= 0)
+        return;
+    k_decode_attention<<<(unsigned)n * H, 256>>>(out, scores, q, kc, vc, slot, pos, H, KH, hd,
+                                                  maxT, 1.0f / sqrtf((float)hd));
     CUDA_NOTE(cudaGetLastError());
 }
 

@@ -6,7 +6,13 @@
  * decode steps then feed one token per live row at that row's own position,
  * the rows cut into one task per thread when the model is small. Rows never
  * see each other: attention of row b reads only cache slot b up to its
- * position. */
+ * position.
+ *
+ * On a GPU model the cache and the decode step's scratch live on the
+ * device and every step runs through the device table (the cache write and
+ * the decode attention included); each step's tokens, positions and slots
+ * go up and its logits (n, V) come back, and the sampler runs on the host,
+ * the same code as on the CPU. */
 #include "common/nn/models/lm/generate.h"
 
 #include "common/nn/engine/ops_internal.h"
@@ -21,10 +27,13 @@
 
 struct rl_lm_gen {
     int B, maxT;
+    rl_device dev;                  /* where kc/vc, the step's scratch and d* live */
     float *kc, *vc;                 /* (L, B, maxT, kvd) */
-    float *x, *ln, *q, *k, *v, *atty, *xmid, *gate, *up, *h, *logits; /* per live row */
+    float *x, *ln, *q, *k, *v, *atty, *xmid, *gate, *up, *h, *dlogits; /* per live row */
     float *scores;                  /* (B, H, maxT) */
-    int32_t *tok, *pos;             /* (B) */
+    float *logits;                  /* (B, V) host: what the sampler reads (= dlogits on the CPU) */
+    int32_t *tok, *pos, *slot;      /* (B) host: the live rows' token, position, cache slot */
+    int32_t *dtok, *dpos, *dslot;   /* their copies on dev (= tok, pos, slot on the CPU) */
     struct s_cand { float p; int id; } *cand; /* (B, V) sampling scratch */
 };
 
@@ -33,12 +42,35 @@ static void s_gen_free(rl_lm *m)
     rl_lm_gen *g = m->gen;
     if (!g)
         return;
-    free(g->kc);
-    free(g->x);
+    if (g->dev == RL_DEVICE_CPU) {
+        free(g->kc);
+        free(g->x);
+    } else {
+        rl_device_free(g->dev, g->kc);
+        rl_device_free(g->dev, g->x);
+        rl_device_free(g->dev, g->dtok);
+        free(g->logits);
+    }
     free(g->tok);
     free(g->cand);
     free(g);
     m->gen = NULL;
+}
+
+/* n floats on the generator's device (host memory on the CPU). */
+static void *s_gen_alloc(rl_device dev, size_t bytes)
+{
+    return dev == RL_DEVICE_CPU ? malloc(bytes) : rl_device_alloc_for(dev, bytes, RL_MEM_SCRATCH);
+}
+
+/* bytes from src (on src_dev) to dst (on dst_dev): a memcpy on the CPU. */
+static int s_copy(rl_device dst_dev, void *dst, rl_device src_dev, const void *src, size_t bytes)
+{
+    if (dst_dev == RL_DEVICE_CPU && src_dev == RL_DEVICE_CPU) {
+        memcpy(dst, src, bytes);
+        return 0;
+    }
+    return rl_device_copy(dst_dev, dst, src_dev, src, bytes);
 }
 
 static int s_gen_reserve(rl_lm *m, int B, int maxT)
@@ -56,15 +88,22 @@ static int s_gen_reserve(rl_lm *m, int B, int maxT)
     m->gen_free = s_gen_free;
     g->B = B;
     g->maxT = maxT;
+    g->dev = m->dev;
+    int cpu = g->dev == RL_DEVICE_CPU;
     int64_t cache = L * B * maxT * m->kvd;
-    g->kc = malloc(sizeof(float) * (size_t)(2 * cache));
+    g->kc = s_gen_alloc(g->dev, sizeof(float) * (size_t)(2 * cache));
     int64_t per = 3 * d + 2 * m->qd + 2 * m->kvd + 3 * I + V + d;
-    g->x = malloc(sizeof(float) * (size_t)(B * per + B * H * maxT));
-    g->tok = malloc(sizeof(int32_t) * (size_t)(2 * B));
+    g->x = s_gen_alloc(g->dev, sizeof(float) * (size_t)(B * per + B * H * maxT));
+    g->tok = malloc(sizeof(int32_t) * (size_t)(3 * B));
+    g->dtok = cpu ? g->tok : s_gen_alloc(g->dev, sizeof(int32_t) * (size_t)(3 * B));
+    g->logits = cpu ? NULL : malloc(sizeof(float) * (size_t)(B * V));
     g->cand = malloc(sizeof *g->cand * (size_t)(B * V));
-    if (!g->kc || !g->x || !g->tok || !g->cand) {
+    if (!g->kc || !g->x || !g->tok || !g->dtok || (!cpu && !g->logits) || !g->cand) {
+        if (cpu)
+            g->dtok = NULL;
         s_gen_free(m);
-        return rl_error_set(RL_ENOMEM, "generate: KV cache for B=%d T=%d", B, maxT);
+        return rl_error_set(RL_ENOMEM, "generate: KV cache for B=%d T=%d on %s", B, maxT,
+                            rl_device_name(m->dev));
     }
     g->vc = g->kc + cache;
     float *p = g->x + B * d;
@@ -77,109 +116,78 @@ static int s_gen_reserve(rl_lm *m, int B, int maxT)
     g->gate = p; p += B * I;
     g->up = p; p += B * I;
     g->h = p; p += B * I;
-    g->logits = p; p += B * V;
+    g->dlogits = p; p += B * V;
     g->scores = p;
+    if (cpu)
+        g->logits = g->dlogits;
     g->pos = g->tok + B;
+    g->slot = g->tok + 2 * B;
+    g->dpos = g->dtok + B;
+    g->dslot = g->dtok + 2 * B;
     return 0;
 }
+
+/* A linear layer in the model's precision; returns from the caller on error. */
+#define LINF(...)                                                                             \
+    do {                                                                                      \
+        if ((rc = rl_lm_lin_fwd(m, __VA_ARGS__)) < 0)                                         \
+            return rc;                                                                        \
+    } while (0)
 
 /* Per-row scratch of rows [i0, i0 + n) of the live batch: the same layout
  * as rl_lm_gen's buffers, offset to row i0. */
 typedef struct s_rows {
     float *x, *ln, *q, *k, *v, *atty, *xmid, *gate, *up, *h, *logits, *scores;
-    const int32_t *tok, *pos;
-    const int *slot;
+    const int32_t *tok, *pos, *slot;
 } s_rows;
 
-/* The decode step for live rows [i0, i0 + n): row i feeds g->tok[i] at
- * position g->pos[i] into cache slot slot[i]; leaves its logits (n, V) at
- * g->logits + i0 * V. Rows never read each other's scratch or cache slots,
+/* The decode step for live rows [i0, i0 + n): row i feeds dtok[i] at
+ * position dpos[i] into cache slot dslot[i]; leaves its logits (n, V) at
+ * g->dlogits + i0 * V. Rows never read each other's scratch or cache slots,
  * so disjoint row ranges may run at once. */
-static void s_decode_rows(rl_lm *m, int i0, int n, const int *slot_all)
+static int s_decode_rows(rl_lm *m, int i0, int n)
 {
+    int rc;
     const rl_lm_config *c = &m->cfg;
     const rl_nn_ops *o = m->ops;
     rl_lm_gen *g = m->gen;
     int d = c->hidden_size, I = c->intermediate_size, H = c->num_heads, KH = c->num_kv_heads;
-    int hd = m->hd, qd = m->qd, kvd = m->kvd, maxT = g->maxT, rep = H / KH;
+    int hd = m->hd, qd = m->qd, kvd = m->kvd, maxT = g->maxT;
     int V = c->vocab_size;
-    float scale = 1.0f / sqrtf((float)hd);
     s_rows r = {
         .x = g->x + (size_t)i0 * d, .ln = g->ln + (size_t)i0 * d,
         .q = g->q + (size_t)i0 * qd, .k = g->k + (size_t)i0 * kvd,
         .v = g->v + (size_t)i0 * kvd, .atty = g->atty + (size_t)i0 * qd,
         .xmid = g->xmid + (size_t)i0 * d, .gate = g->gate + (size_t)i0 * I,
         .up = g->up + (size_t)i0 * I, .h = g->h + (size_t)i0 * I,
-        .logits = g->logits + (size_t)i0 * V, .scores = g->scores + (size_t)i0 * H * maxT,
-        .tok = g->tok + i0, .pos = g->pos + i0, .slot = slot_all + i0,
+        .logits = g->dlogits + (size_t)i0 * V, .scores = g->scores + (size_t)i0 * H * maxT,
+        .tok = g->dtok + i0, .pos = g->dpos + i0, .slot = g->dslot + i0,
     };
-    const int *slot = r.slot;
     o->embedding_forward(r.x, r.tok, m->params + m->off_embed, n, d);
     for (int l = 0; l < c->num_layers; l++) {
         const rl_lm_layer_off *Lo = &m->layer[l];
         float *kc = g->kc + (size_t)l * g->B * maxT * kvd;
         float *vc = g->vc + (size_t)l * g->B * maxT * kvd;
         o->rmsnorm_forward(r.ln, NULL, r.x, m->params + Lo->ln1, c->rms_norm_eps, n, d);
-        o->linear_forward(r.q, r.ln, m->params + Lo->wq, Lo->bq >= 0 ? m->params + Lo->bq : NULL,
-                          n, d, qd);
-        o->linear_forward(r.k, r.ln, m->params + Lo->wk, Lo->bk >= 0 ? m->params + Lo->bk : NULL,
-                          n, d, kvd);
-        o->linear_forward(r.v, r.ln, m->params + Lo->wv, Lo->bv >= 0 ? m->params + Lo->bv : NULL,
-                          n, d, kvd);
+        LINF(r.q, r.ln, Lo->wq, Lo->bq >= 0 ? m->params + Lo->bq : NULL, n, d, qd);
+        LINF(r.k, r.ln, Lo->wk, Lo->bk >= 0 ? m->params + Lo->bk : NULL, n, d, kvd);
+        LINF(r.v, r.ln, Lo->wv, Lo->bv >= 0 ? m->params + Lo->bv : NULL, n, d, kvd);
         o->rope_forward(r.q, r.q, r.pos, n, H, hd, c->rope_theta);
         o->rope_forward(r.k, r.k, r.pos, n, KH, hd, c->rope_theta);
-        for (int i = 0; i < n; i++) {
-            size_t at = ((size_t)slot[i] * maxT + r.pos[i]) * kvd;
-            memcpy(kc + at, r.k + (size_t)i * kvd, sizeof(float) * (size_t)kvd);
-            memcpy(vc + at, r.v + (size_t)i * kvd, sizeof(float) * (size_t)kvd);
-        }
-        int nh = n * H;
-        RL_OMP_FOR_IF((int64_t)nh * (r.pos[0] + 1) * hd > 8 * RL_PAR_MIN)
-        for (int ih = 0; ih < nh; ih++) {
-            int i = ih / H, h = ih % H, len = r.pos[i] + 1;
-            const float *qv = r.q + (size_t)i * qd + (size_t)h * hd;
-            const float *kb = kc + (size_t)slot[i] * maxT * kvd + (size_t)(h / rep) * hd;
-            const float *vb = vc + (size_t)slot[i] * maxT * kvd + (size_t)(h / rep) * hd;
-            float *sc = r.scores + (size_t)ih * maxT;
-            float mx = -INFINITY;
-            for (int s = 0; s < len; s++) {
-                const float *kr = kb + (size_t)s * kvd;
-                float dot = 0.0f;
-                RL_SIMD_SUM(dot)
-                for (int e = 0; e < hd; e++)
-                    dot += qv[e] * kr[e];
-                sc[s] = dot * scale;
-                mx = sc[s] > mx ? sc[s] : mx;
-            }
-            float sum = 0.0f;
-            RL_SIMD_SUM(sum)
-            for (int s = 0; s < len; s++) {
-                sc[s] = rl_fast_expf(sc[s] - mx);
-                sum += sc[s];
-            }
-            float inv = 1.0f / sum;
-            float *out = r.atty + (size_t)i * qd + (size_t)h * hd;
-            for (int e = 0; e < hd; e++)
-                out[e] = 0.0f;
-            for (int s = 0; s < len; s++) {
-                float p = sc[s] * inv;
-                const float *vr = vb + (size_t)s * kvd;
-                RL_SIMD
-                for (int e = 0; e < hd; e++)
-                    out[e] += p * vr[e];
-            }
-        }
-        o->linear_forward(r.xmid, r.atty, m->params + Lo->wo, NULL, n, qd, d);
+        o->kv_cache_write(kc, vc, r.k, r.v, r.slot, r.pos, n, kvd, maxT);
+        o->decode_attention(r.atty, r.scores, r.q, kc, vc, r.slot, r.pos, n, H, KH, hd, maxT);
+        LINF(r.xmid, r.atty, Lo->wo, NULL, n, qd, d);
         o->add_inplace(r.xmid, r.x, (int64_t)n * d);
         o->rmsnorm_forward(r.ln, NULL, r.xmid, m->params + Lo->ln2, c->rms_norm_eps, n, d);
-        o->linear_forward(r.gate, r.ln, m->params + Lo->wg, NULL, n, d, I);
-        o->linear_forward(r.up, r.ln, m->params + Lo->wu, NULL, n, d, I);
+        LINF(r.gate, r.ln, Lo->wg, NULL, n, d, I);
+        LINF(r.up, r.ln, Lo->wu, NULL, n, d, I);
         o->swiglu_forward(r.h, r.gate, r.up, (int64_t)n * I);
-        o->linear_forward(r.x, r.h, m->params + Lo->wd, NULL, n, I, d);
+        LINF(r.x, r.h, Lo->wd, NULL, n, I, d);
         o->add_inplace(r.x, r.xmid, (int64_t)n * d);
     }
     o->rmsnorm_forward(r.ln, NULL, r.x, m->params + m->off_normf, c->rms_norm_eps, n, d);
-    o->linear_forward(r.logits, r.ln, m->params + m->off_lmhead, NULL, n, d, c->vocab_size);
+    LINF(r.logits, r.ln, m->off_lmhead, NULL, n, d, c->vocab_size);
+    return 0;
 }
 
 /* Fewest rows in a decode task: below this OpenBLAS spends more time
@@ -192,23 +200,41 @@ enum { RL_GEN_MIN_ROWS_PER_TASK = 16 };
  * rows each), each running the whole step for its rows on one core. A large
  * model's products split themselves across the threads, and the rows stay
  * one task. The cut depends only on n and the thread count. */
-static void s_decode_step(rl_lm *m, int n, const int *slot)
+static int s_decode_step(rl_lm *m, int n)
 {
     const rl_lm_config *c = &m->cfg;
+    rl_lm_gen *g = m->gen;
+    if (g->dev != RL_DEVICE_CPU) { /* one task: the device runs the rows at once */
+        size_t ib = sizeof(int32_t) * (size_t)n;
+        int rc;
+        if ((rc = s_copy(g->dev, g->dtok, RL_DEVICE_CPU, g->tok, ib)) ||
+            (rc = s_copy(g->dev, g->dpos, RL_DEVICE_CPU, g->pos, ib)) ||
+            (rc = s_copy(g->dev, g->dslot, RL_DEVICE_CPU, g->slot, ib)) ||
+            (rc = s_decode_rows(m, 0, n)) < 0)
+            return rc;
+        if ((rc = s_copy(RL_DEVICE_CPU, g->logits, g->dev, g->dlogits,
+                         sizeof(float) * (size_t)n * c->vocab_size)))
+            return rc;
+        return rl_device_sync(g->dev);
+    }
     int wide = c->intermediate_size > m->qd ? c->intermediate_size : m->qd;
     int nt = rl_nn_get_threads();
-    if (nt <= 1 || (double)n * c->hidden_size * wide >= RL_SGEMM_SPLIT_MIN) {
-        s_decode_rows(m, 0, n, slot);
-        return;
-    }
+    if (nt <= 1 || (double)n * c->hidden_size * wide >= RL_SGEMM_SPLIT_MIN)
+        return s_decode_rows(m, 0, n);
     int per = (n + nt - 1) / nt;
     per = per < RL_GEN_MIN_ROWS_PER_TASK ? RL_GEN_MIN_ROWS_PER_TASK : per;
     int tasks = (n + per - 1) / per;
-    RL_PRAGMA(omp parallel for if(tasks > 1) num_threads(nt) schedule(static, 1))
+    int rc = 0; /* a task's error (only the bf16 products' RL_ENOMEM) */
+    RL_PRAGMA(omp parallel for if(tasks > 1) num_threads(nt) schedule(static, 1) reduction(min : rc))
     for (int t = 0; t < tasks; t++) {
         int i0 = t * per, cnt = n - i0 < per ? n - i0 : per;
-        s_decode_rows(m, i0, cnt, slot);
+        int r = s_decode_rows(m, i0, cnt);
+        rc = r < rc ? r : rc;
     }
+    if (rc < 0) /* the message was set on the task's thread */
+        return rl_error_set(rc, "generate: a decode step of %d rows ran out of memory for its "
+                                "bf16 products", n);
+    return 0;
 }
 
 static int s_cand_cmp(const void *a, const void *b)
@@ -369,17 +395,19 @@ static int s_prefill(rl_lm *m, int B, int P, const int32_t *prompts, const int *
         (rc = rl_lm_forward_raw(m, U, P)) < 0)
         goto done;
     int64_t N = (int64_t)U * P;
-    for (int l = 0; l < c->num_layers; l++)
-        for (int b = 0; b < B; b++) {
+    for (int l = 0; l < c->num_layers && !rc; l++)
+        for (int b = 0; b < B && !rc; b++) {
             size_t dst = (((size_t)l * g->B + b) * g->maxT) * kvd;
             size_t src = ((size_t)l * N + (size_t)unique[b] * P) * kvd;
             size_t cnt = (size_t)prompt_lens[b] * kvd;
-            memcpy(g->kc + dst, m->a.k + src, sizeof(float) * cnt);
-            memcpy(g->vc + dst, m->a.v + src, sizeof(float) * cnt);
+            if (!(rc = s_copy(g->dev, g->kc + dst, m->dev, m->a.k + src, sizeof(float) * cnt)))
+                rc = s_copy(g->dev, g->vc + dst, m->dev, m->a.v + src, sizeof(float) * cnt);
         }
-    for (int b = 0; b < B; b++)
-        memcpy(g->logits + (size_t)b * V,
-               m->a.logits + ((size_t)unique[b] * P + prompt_lens[b] - 1) * V, sizeof(float) * V);
+    for (int b = 0; b < B && !rc; b++)
+        rc = s_copy(RL_DEVICE_CPU, g->logits + (size_t)b * V, m->dev,
+                    m->a.logits + ((size_t)unique[b] * P + prompt_lens[b] - 1) * V, sizeof(float) * V);
+    if (!rc && m->dev != RL_DEVICE_CPU)
+        rc = rl_device_sync(m->dev);
 done:
     free(first);
     free(uprompts);
@@ -427,10 +455,10 @@ static int s_full_step(rl_lm *m, int n, const int *rows, const int32_t *seq, int
     if ((rc = rl_lm_forward_raw(m, n, T)) < 0)
         return rc;
     int V = m->cfg.vocab_size;
-    for (int i = 0; i < n; i++)
-        memcpy(logits_out + (size_t)i * V,
-               m->a.logits + ((size_t)i * T + cur_len[rows[i]] - 1) * V, sizeof(float) * V);
-    return 0;
+    for (int i = 0; i < n && !rc; i++)
+        rc = s_copy(RL_DEVICE_CPU, logits_out + (size_t)i * V, m->dev,
+                    m->a.logits + ((size_t)i * T + cur_len[rows[i]] - 1) * V, sizeof(float) * V);
+    return rc;
 }
 
 int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *prompt_lens,
@@ -441,9 +469,6 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
     m->have_fwd = 0;
     if (!s || !prompts || !prompt_lens || !out_tokens || !out_lens)
         return rl_error_set(RL_EINVAL, "generate: NULL argument");
-    if (m->dev != RL_DEVICE_CPU)
-        return rl_error_set(RL_EUNSUPPORTED, "generate: the KV-cache decoder runs on the CPU only "
-                                             "(this model is on %s)", rl_device_name(m->dev));
     if (B < 1 || P < 1 || P > c->max_seq_len)
         return rl_error_set(RL_ESHAPE, "generate: prompts (%d, %d) need B >= 1, 1 <= P <= %d",
                             B, P, c->max_seq_len);
@@ -462,7 +487,7 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
     if (maxT > c->max_seq_len)
         maxT = c->max_seq_len;
     int rc = s_gen_reserve(m, B, maxT);
-    if (rc < 0)
+    if (rc < 0 || (rc = rl_lm_bf16_refresh(m)) < 0)
         return rc;
     rl_lm_gen *g = m->gen;
     float inv_temp = s->temperature > 0.0f ? 1.0f / s->temperature : 1.0f;
@@ -545,6 +570,7 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
             if (stop)
                 continue;
             slots[live] = b;
+            g->slot[live] = b;
             g->tok[live] = tok;
             g->pos[live] = prompt_lens[b] + j - 1;
             if (seq)
@@ -558,8 +584,8 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
         if (s->no_kv_cache) {
             if ((rc = s_full_step(m, n, rows, seq, maxT, cur_len, g->logits)) < 0)
                 goto done;
-        } else {
-            s_decode_step(m, n, rows);
+        } else if ((rc = s_decode_step(m, n)) < 0) {
+            goto done;
         }
     }
     rc = 0;

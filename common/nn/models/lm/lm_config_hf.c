@@ -148,9 +148,13 @@ static int s_parse(const char *path, const json_t *root, rl_lm_config *c)
         (!json_is_string(act) || strcmp(json_string_value(act), "silu") != 0))
         return rl_error_set(RL_ECONFIG, "%s: key 'hidden_act' must be \"silu\"", path);
     json_t *rs = json_object_get(root, "rope_scaling");
-    if (rs && !json_is_null(rs))
-        return rl_error_set(RL_ECONFIG, "%s: key 'rope_scaling' is set; RoPE scaling is not "
-                            "supported", path);
+    if (rs && !json_is_null(rs)) {
+        const char *kind = json_string_value(json_object_get(rs, "rope_type"));
+        kind = kind ? kind : json_string_value(json_object_get(rs, "type"));
+        return rl_error_set(RL_ECONFIG, "%s: key 'rope_scaling' is set (type '%s'): RoPE scaling "
+                            "is not supported (rlrt's transformer computes plain RoPE with "
+                            "rope_theta); use a checkpoint without it", path, kind ? kind : "?");
+    }
     int flag = 0;
     if ((rc = s_get_bool(path, root, "use_sliding_window", 0, &flag)) < 0)
         return rc;

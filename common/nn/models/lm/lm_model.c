@@ -411,6 +411,18 @@ static int s_write_config(const rl_model *m, const char *path)
     return rl_lm_config_to_hf_json(rl_lm_get_config(s_cof(m)->net), path);
 }
 
+static int s_device(const rl_model *m) { return (int)rl_lm_device(s_cof(m)->net); }
+
+/* The network moves; the base's borrowed views follow its new buffers. */
+static int s_to_device(rl_model *m, int dev)
+{
+    rl_lm *net = s_of(m)->net;
+    int rc = rl_lm_to_device(net, (rl_device)dev);
+    if (!rc)
+        rl_model_base_borrow(&s_of(m)->base, rl_lm_manifest(net), rl_lm_params(net), rl_lm_grads(net));
+    return rc;
+}
+
 static const rl_model_ops s_ops = {
     .kind = "lm",
     .free = s_free,
@@ -420,6 +432,8 @@ static const rl_model_ops s_ops = {
     .forward_backward = s_forward_backward,
     .sample = s_sample,
     .write_config = s_write_config,
+    .device = s_device,
+    .to_device = s_to_device,
 };
 
 /* model.* (common/schema/lm.h, range-checked when read) → an LM config,
@@ -467,9 +481,11 @@ static rl_model *s_from_config(const rl_config *job)
         return NULL;
     m->init_std = init_std;
     m->net = rl_lm_new(&c, RL_DEVICE_CPU);
+    const rl_lm_model_config *v = m->net ? rl_config_section_get(job, &rl_lm_model_section) : NULL;
+    int rc = !v || rl_lm_set_precision(m->net, (rl_precision)v->precision) != 0;
     if (m->net)
         rl_model_base_borrow(&m->base, rl_lm_manifest(m->net), rl_lm_params(m->net), rl_lm_grads(m->net));
-    return rl_model_base_done(&m->base, !m->net);
+    return rl_model_base_done(&m->base, rc);
 }
 
 const rl_model_kind rl_model_kind_lm = {
@@ -478,4 +494,5 @@ const rl_model_kind rl_model_kind_lm = {
                                                     NULL},
     .from_config = s_from_config,
     .check_config = s_check_config,
+    .bf16 = 1,
 };

@@ -69,22 +69,6 @@ static int s_build_manifest(rl_lm *m)
     return 0;
 }
 
-/* A buffer of n floats on dev (the CPU's from rl_param_buffer_new, zeroed). */
-static float *s_buffer(rl_device dev, int64_t n, rl_mem_purpose why)
-{
-    if (dev == RL_DEVICE_CPU)
-        return rl_param_buffer_new(n);
-    return rl_device_alloc_for(dev, sizeof(float) * (size_t)(n > 0 ? n : 1), why);
-}
-
-static void s_buffer_free(rl_device dev, float *p)
-{
-    if (dev == RL_DEVICE_CPU)
-        rl_param_buffer_free(p);
-    else
-        rl_device_free(dev, p);
-}
-
 rl_lm *rl_lm_new(const rl_lm_config *cfg, rl_device dev)
 {
     if (rl_lm_config_validate(cfg) < 0)
@@ -126,8 +110,8 @@ rl_lm *rl_lm_new(const rl_lm_config *cfg, rl_device dev)
         return NULL;
     }
     size_t bytes = sizeof(float) * (size_t)m->man->total;
-    m->params = s_buffer(dev, m->man->total, RL_MEM_PARAMS);
-    m->grads = s_buffer(dev, m->man->total, RL_MEM_GRADS);
+    m->params = rl_device_buffer_new(dev, m->man->total, RL_MEM_PARAMS);
+    m->grads = rl_device_buffer_new(dev, m->man->total, RL_MEM_GRADS);
     float *p = dev == RL_DEVICE_CPU ? m->params : calloc((size_t)m->man->total + 1, sizeof(float));
     if (!m->params || !m->grads || !p || rl_device_zero(dev, m->grads, bytes)) {
         if (p != m->params)
@@ -151,12 +135,22 @@ rl_lm *rl_lm_new(const rl_lm_config *cfg, rl_device dev)
     return m;
 }
 
+static void s_w16_free(rl_lm *m)
+{
+    if (m->dev == RL_DEVICE_CPU)
+        free(m->w16);
+    else
+        rl_device_free(m->dev, m->w16);
+    m->w16 = NULL;
+}
+
 void rl_lm_free(rl_lm *m)
 {
     if (!m)
         return;
-    s_buffer_free(m->dev, m->params);
-    s_buffer_free(m->dev, m->grads);
+    rl_device_buffer_free(m->dev, m->params);
+    rl_device_buffer_free(m->dev, m->grads);
+    s_w16_free(m);
     rl_param_manifest_free(m->man);
     free(m->layer);
     if (m->dev == RL_DEVICE_CPU)
@@ -169,6 +163,98 @@ void rl_lm_free(rl_lm *m)
     if (m->gen_free)
         m->gen_free(m);
     free(m);
+}
+
+int rl_lm_to_device(rl_lm *m, rl_device dev)
+{
+    if (dev == m->dev)
+        return RL_OK;
+    const rl_nn_ops *ops = rl_nn_ops_get(dev);
+    if (!ops)
+        return rl_error_code();
+    const char *miss = rl_nn_ops_missing(ops);
+    if (miss)
+        return rl_error_set(RL_EUNSUPPORTED, "lm on device %s: op '%s' has no kernel there yet",
+                            ops->name, miss);
+    if (dev != RL_DEVICE_CPU && rl_device_count(dev) <= 0)
+        return rl_error_set(RL_EUNSUPPORTED, "lm on device %s: no such device is visible", ops->name);
+    const int64_t n = m->man->total;
+    const size_t bytes = sizeof(float) * (size_t)n;
+    float *p = rl_device_buffer_new(dev, n, RL_MEM_PARAMS), *g = rl_device_buffer_new(dev, n, RL_MEM_GRADS);
+    int rc = p && g ? RL_OK : rl_error_set(RL_ENOMEM, "lm: no room for %lld parameters on %s",
+                                              (long long)n, ops->name);
+    if (!rc && bytes)
+        rc = rl_device_copy(dev, p, m->dev, m->params, bytes);
+    if (!rc)
+        rc = rl_device_zero(dev, g, bytes);
+    if (!rc)
+        rc = rl_device_sync(dev);
+    if (rc) {
+        if (p)
+            rl_device_buffer_free(dev, p);
+        if (g)
+            rl_device_buffer_free(dev, g);
+        return rc;
+    }
+    /* the old device's buffers go; activations and scratch are re-made on
+     * the new one by the next rl_lm_reserve, the bf16 weights by the next
+     * rl_lm_bf16_refresh */
+    s_w16_free(m);
+    rl_device_buffer_free(m->dev, m->params);
+    rl_device_buffer_free(m->dev, m->grads);
+    if (m->dev == RL_DEVICE_CPU)
+        free(m->act);
+    else
+        rl_device_free(m->dev, m->act);
+    rl_device_free(m->dev, m->dibuf);
+    free(m->ibuf);
+    free(m->h_out);
+    if (m->gen_free)
+        m->gen_free(m);
+    m->gen = NULL;
+    m->gen_free = NULL;
+    m->act = NULL;
+    m->dibuf = NULL;
+    m->ibuf = NULL;
+    m->h_out = NULL;
+    m->act_cap = m->ibuf_cap = m->h_out_cap = 0;
+    memset(&m->a, 0, sizeof m->a);
+    m->h_target = NULL;
+    m->have_fwd = 0;
+    m->params = p;
+    m->grads = g;
+    m->dev = dev;
+    m->ops = ops;
+    return RL_OK;
+}
+
+int rl_lm_set_precision(rl_lm *m, rl_precision p)
+{
+    if (p != RL_PRECISION_FP32 && p != RL_PRECISION_BF16)
+        return rl_error_set(RL_EINVAL, "lm precision: %d is neither fp32 (0) nor bf16 (1)", (int)p);
+    if (p == RL_PRECISION_FP32)
+        s_w16_free(m);
+    m->prec = p;
+    m->have_fwd = 0; /* a backward must use the products of its own forward */
+    return RL_OK;
+}
+
+rl_precision rl_lm_precision(const rl_lm *m) { return m->prec; }
+
+int rl_lm_bf16_refresh(rl_lm *m)
+{
+    if (m->prec != RL_PRECISION_BF16)
+        return RL_OK;
+    int64_t n = m->man->total;
+    if (!m->w16) {
+        size_t bytes = sizeof(uint16_t) * (size_t)(n + 1);
+        m->w16 = m->dev == RL_DEVICE_CPU ? malloc(bytes) : rl_device_alloc_for(m->dev, bytes, RL_MEM_PARAMS);
+        if (!m->w16)
+            return rl_error_set(RL_ENOMEM, "lm bf16: no room for the %lld bf16 weights on %s",
+                                (long long)n, rl_device_name(m->dev));
+    }
+    m->ops->round_bf16(m->w16, m->params, n);
+    return RL_OK;
 }
 
 const rl_lm_config *rl_lm_get_config(const rl_lm *m) { return &m->cfg; }
@@ -329,6 +415,18 @@ int rl_lm_reserve(rl_lm *m, int B, int T)
 #define PB(off) ((off) >= 0 ? m->params + (off) : NULL)
 #define GB(off) ((off) >= 0 ? m->grads + (off) : NULL)
 
+/* A linear layer in the model's precision; returns from the caller on error. */
+#define LINF(...)                                                                             \
+    do {                                                                                      \
+        if ((rc = rl_lm_lin_fwd(m, __VA_ARGS__)) < 0)                                         \
+            return rc;                                                                        \
+    } while (0)
+#define LINB(...)                                                                             \
+    do {                                                                                      \
+        if ((rc = rl_lm_lin_bwd(m, __VA_ARGS__)) < 0)                                         \
+            return rc;                                                                        \
+    } while (0)
+
 /* Layer l's slices of the saved activations of a forward over N = B·T
  * positions (rl_lm_acts). */
 typedef struct s_layer {
@@ -368,27 +466,27 @@ int rl_lm_forward_raw(rl_lm *m, int B, int T)
         const rl_lm_layer_off *Lo = &m->layer[l];
         const s_layer y = s_layer_of(m, l, B, T);
         o->rmsnorm_forward(y.ln1, y.rstd1, y.x, PW(Lo->ln1), c->rms_norm_eps, N, d);
-        o->linear_forward(y.q, y.ln1, PW(Lo->wq), PB(Lo->bq), N, d, qd);
-        o->linear_forward(y.k, y.ln1, PW(Lo->wk), PB(Lo->bk), N, d, kvd);
-        o->linear_forward(y.v, y.ln1, PW(Lo->wv), PB(Lo->bv), N, d, kvd);
+        LINF(y.q, y.ln1, Lo->wq, PB(Lo->bq), N, d, qd);
+        LINF(y.k, y.ln1, Lo->wk, PB(Lo->bk), N, d, kvd);
+        LINF(y.v, y.ln1, Lo->wv, PB(Lo->bv), N, d, kvd);
         o->rope_forward(y.q, y.q, a->pos, N, H, hd, c->rope_theta);
         o->rope_forward(y.k, y.k, a->pos, N, KH, hd, c->rope_theta);
         if ((rc = o->attention_forward(y.atty, y.lse, y.q, y.k, y.v, a->mask, B, T, H, KH, hd)) < 0)
             return rc;
-        o->linear_forward(y.xmid, y.atty, PW(Lo->wo), NULL, N, qd, d);
+        LINF(y.xmid, y.atty, Lo->wo, NULL, N, qd, d);
         o->add_inplace(y.xmid, y.x, (int64_t)N * d);
         o->rmsnorm_forward(y.ln2, y.rstd2, y.xmid, PW(Lo->ln2), c->rms_norm_eps, N, d);
-        o->linear_forward(y.gate, y.ln2, PW(Lo->wg), NULL, N, d, I);
-        o->linear_forward(y.up, y.ln2, PW(Lo->wu), NULL, N, d, I);
+        LINF(y.gate, y.ln2, Lo->wg, NULL, N, d, I);
+        LINF(y.up, y.ln2, Lo->wu, NULL, N, d, I);
         o->swiglu_forward(y.hmid, y.gate, y.up, (int64_t)N * I);
-        o->linear_forward(y.xn, y.hmid, PW(Lo->wd), NULL, N, I, d);
+        LINF(y.xn, y.hmid, Lo->wd, NULL, N, I, d);
         o->add_inplace(y.xn, y.xmid, (int64_t)N * d);
     }
     o->rmsnorm_forward(a->lnf, a->rstdf, a->x + (size_t)c->num_layers * N * d, PW(m->off_normf),
                        c->rms_norm_eps, N, d);
-    o->linear_forward(a->logits, a->lnf, PW(m->off_lmhead), NULL, N, d, c->vocab_size);
+    LINF(a->logits, a->lnf, m->off_lmhead, NULL, N, d, c->vocab_size);
     if (c->value_head)
-        o->linear_forward(a->val, a->lnf, PW(m->off_vw), PB(m->off_vb), N, d, 1);
+        LINF(a->val, a->lnf, m->off_vw, PB(m->off_vb), N, d, 1);
     return rc;
 }
 
@@ -447,7 +545,7 @@ int rl_lm_forward(rl_lm *m, int B, int T, const int32_t *tokens, const uint8_t *
     int rc = rl_lm_reserve(m, B, T);
     if (rc < 0)
         return rc;
-    if ((rc = rl_lm_prepare(m, B, T, tokens, attn_mask, T)) < 0)
+    if ((rc = rl_lm_prepare(m, B, T, tokens, attn_mask, T)) < 0 || (rc = rl_lm_bf16_refresh(m)) < 0)
         return rc;
     rl_lm_acts *a = &m->a;
     int N = B * T;
@@ -521,11 +619,9 @@ int rl_lm_backward(rl_lm *m, const float *dlogp, const float *dentropy, const fl
     o->logprob_backward(a->dlogits, a->dlp, dentropy ? a->dent : NULL, a->logits, a->vlse,
                         a->ent, a->target, m->inv_temp, N, V);
     S_ZERO(a->dln, sizeof(float) * (size_t)N * d);
-    o->linear_backward(a->dln, GW(m->off_lmhead), NULL, a->dlogits, a->lnf, PW(m->off_lmhead),
-                       N, d, V);
+    LINB(a->dln, GW(m->off_lmhead), NULL, a->dlogits, a->lnf, m->off_lmhead, N, d, V);
     if (c->value_head && dvalues)
-        o->linear_backward(a->dln, GW(m->off_vw), GW(m->off_vb), a->dval, a->lnf,
-                           PW(m->off_vw), N, d, 1);
+        LINB(a->dln, GW(m->off_vw), GW(m->off_vb), a->dval, a->lnf, m->off_vw, N, d, 1);
     S_ZERO(a->dx, sizeof(float) * (size_t)N * d);
     o->rmsnorm_backward(a->dx, GW(m->off_normf), a->dln, a->x + (size_t)c->num_layers * N * d,
                         PW(m->off_normf), a->rstdf, N, d);
@@ -536,19 +632,19 @@ int rl_lm_backward(rl_lm *m, const float *dlogp, const float *dentropy, const fl
         /* dx holds dL/dx_{l+1}; the residual passes it to xmid unchanged. */
         S_COPY(a->dxmid, a->dx, sizeof(float) * (size_t)N * d);
         S_ZERO(a->dh, sizeof(float) * (size_t)N * I);
-        o->linear_backward(a->dh, GW(Lo->wd), NULL, a->dx, y.hmid, PW(Lo->wd), N, I, d);
+        LINB(a->dh, GW(Lo->wd), NULL, a->dx, y.hmid, Lo->wd, N, I, d);
         S_ZERO(a->dgate, sizeof(float) * (size_t)N * I);
         S_ZERO(a->dup, sizeof(float) * (size_t)N * I);
         o->swiglu_backward(a->dgate, a->dup, a->dh, y.gate, y.up, (int64_t)N * I);
         S_ZERO(a->dln, sizeof(float) * (size_t)N * d);
-        o->linear_backward(a->dln, GW(Lo->wg), NULL, a->dgate, y.ln2, PW(Lo->wg), N, d, I);
-        o->linear_backward(a->dln, GW(Lo->wu), NULL, a->dup, y.ln2, PW(Lo->wu), N, d, I);
+        LINB(a->dln, GW(Lo->wg), NULL, a->dgate, y.ln2, Lo->wg, N, d, I);
+        LINB(a->dln, GW(Lo->wu), NULL, a->dup, y.ln2, Lo->wu, N, d, I);
         o->rmsnorm_backward(a->dxmid, GW(Lo->ln2), a->dln, y.xmid, PW(Lo->ln2),
                             y.rstd2, N, d);
         /* attention block */
         S_COPY(a->dx, a->dxmid, sizeof(float) * (size_t)N * d);
         S_ZERO(a->datty, sizeof(float) * (size_t)N * qd);
-        o->linear_backward(a->datty, GW(Lo->wo), NULL, a->dxmid, y.atty, PW(Lo->wo), N, qd, d);
+        LINB(a->datty, GW(Lo->wo), NULL, a->dxmid, y.atty, Lo->wo, N, qd, d);
         S_ZERO(a->dq, sizeof(float) * (size_t)N * qd);
         S_ZERO(a->dk, sizeof(float) * (size_t)N * kvd);
         S_ZERO(a->dv, sizeof(float) * (size_t)N * kvd);
@@ -564,9 +660,9 @@ int rl_lm_backward(rl_lm *m, const float *dlogp, const float *dentropy, const fl
         o->rope_backward(a->datty, a->dk, a->pos, N, KH, hd, c->rope_theta);
         S_COPY(a->dk, a->datty, sizeof(float) * (size_t)N * kvd);
         S_ZERO(a->dln, sizeof(float) * (size_t)N * d);
-        o->linear_backward(a->dln, GW(Lo->wq), GB(Lo->bq), a->dq, y.ln1, PW(Lo->wq), N, d, qd);
-        o->linear_backward(a->dln, GW(Lo->wk), GB(Lo->bk), a->dk, y.ln1, PW(Lo->wk), N, d, kvd);
-        o->linear_backward(a->dln, GW(Lo->wv), GB(Lo->bv), a->dv, y.ln1, PW(Lo->wv), N, d, kvd);
+        LINB(a->dln, GW(Lo->wq), GB(Lo->bq), a->dq, y.ln1, Lo->wq, N, d, qd);
+        LINB(a->dln, GW(Lo->wk), GB(Lo->bk), a->dk, y.ln1, Lo->wk, N, d, kvd);
+        LINB(a->dln, GW(Lo->wv), GB(Lo->bv), a->dv, y.ln1, Lo->wv, N, d, kvd);
         o->rmsnorm_backward(a->dx, GW(Lo->ln1), a->dln, y.x, PW(Lo->ln1),
                             y.rstd1, N, d);
     }

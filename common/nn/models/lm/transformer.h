@@ -67,15 +67,30 @@ typedef struct rl_lm rl_lm;
 /* Validates cfg and builds the manifest; NULL + message on error.
  * RL_DEVICE_CUDA (a `make CUDA=1` build with a GPU visible) keeps the
  * parameters, gradients and activations on the GPU and runs the training
- * forward and backward there in fp32 (the kernels of common/nn/engine/cuda):
+ * forward and backward there (the kernels of common/nn/engine/cuda):
  * rl_lm_params/grads/param/logits are then device pointers (copy with
  * rl_device_copy), tokens and masks come from the host and the per-token
  * outputs and their gradients go through host arrays as on the CPU.
- * Generation runs on the CPU only (RL_EUNSUPPORTED on a GPU model). A build
+ * rl_lm_set_precision picks fp32 or bf16 products on either device.
+ * Generation (generate.h) runs on either device. A build
  * or machine without the device is RL_EUNSUPPORTED. */
 rl_lm *rl_lm_new(const rl_lm_config *cfg, rl_device dev);
 void rl_lm_free(rl_lm *m);
 rl_device rl_lm_device(const rl_lm *m);
+/* Moves the model to `dev`: the parameters are copied there, the gradients
+ * start at zero, the activation and generation scratch is dropped (made
+ * again on first use); pointers from rl_lm_params/grads/param/logits taken
+ * before are invalid after. On an error the model is unchanged. */
+int rl_lm_to_device(rl_lm *m, rl_device dev);
+
+/* How the linear layers multiply (device.h's rl_precision; a new model is
+ * fp32). bf16: each forward (and each generate) first rounds the float32
+ * parameters to a bf16 copy on the model's device (num_params × 2 bytes
+ * more), the products take bf16 inputs with float32 accumulation, and the
+ * gradients, the parameters and everything else stay float32. On the CPU
+ * the bf16 products are emulated (ops.h). RL_EINVAL for another value. */
+int rl_lm_set_precision(rl_lm *m, rl_precision p);
+rl_precision rl_lm_precision(const rl_lm *m);
 
 const rl_lm_config *rl_lm_get_config(const rl_lm *m);
 const rl_param_manifest *rl_lm_manifest(const rl_lm *m);

@@ -40,6 +40,9 @@ struct rl_lm {
     int hd, qd, kvd;
     rl_param_manifest *man;
     float *params, *grads;
+    rl_precision prec;  /* how the linear layers multiply (rl_lm_set_precision) */
+    uint16_t *w16;      /* bf16: the weights rounded to bf16 (on dev, num_params),
+                         * made from params by rl_lm_bf16_refresh; NULL in fp32 */
     rl_lm_layer_off *layer;
     int64_t off_embed, off_normf, off_lmhead, off_vw, off_vb;
     float *act;         /* activations: on dev */
@@ -64,5 +67,33 @@ int rl_lm_prepare(rl_lm *m, int B, int T, const int32_t *tokens, const uint8_t *
                   int tstride);
 int rl_lm_forward_raw(rl_lm *m, int B, int T);
 int rl_lm_reserve(rl_lm *m, int B, int T);
+
+/* bf16: rounds the parameters into m->w16 (allocated on first use), which
+ * every linear layer of the calls that follow reads until the next refresh.
+ * Called at the start of each forward and each generate, so whatever wrote
+ * the parameters (an optimiser step, a load, a weight sync, a memcpy) is
+ * seen, and the backward uses the weights its forward used. No-op in fp32. */
+int rl_lm_bf16_refresh(rl_lm *m);
+
+/* One linear layer of the model whose weight sits at offset woff of the
+ * parameters, in the model's precision: the fp32 kernel on m->params or the
+ * bf16 one on m->w16. 0 or a negative rl_status. */
+static inline int rl_lm_lin_fwd(rl_lm *m, float *out, const float *inp, int64_t woff,
+                                const float *b, int N, int C, int OC)
+{
+    if (m->prec == RL_PRECISION_BF16)
+        return m->ops->linear_forward_bf16(out, inp, m->w16 + woff, b, N, C, OC);
+    m->ops->linear_forward(out, inp, m->params + woff, b, N, C, OC);
+    return 0;
+}
+
+static inline int rl_lm_lin_bwd(rl_lm *m, float *dinp, float *dw, float *db, const float *dout,
+                                const float *inp, int64_t woff, int N, int C, int OC)
+{
+    if (m->prec == RL_PRECISION_BF16)
+        return m->ops->linear_backward_bf16(dinp, dw, db, dout, inp, m->w16 + woff, N, C, OC);
+    m->ops->linear_backward(dinp, dw, db, dout, inp, m->params + woff, N, C, OC);
+    return 0;
+}
 
 #endif
