@@ -80,14 +80,15 @@ static void s_send_abort(rl_drv_slot *t, const char *why)
     rl_dataproto_free(in);
 }
 
-/* The worker of slot s is lost: the other ranks of its group abort their
- * waits on peers (a collective with it), and the job is recovering. */
-static void s_peer_lost(rl_drv_slot *s, const char *why)
+/* The worker of slot s was lost with calls that fail: the other ranks of its
+ * group abort their waits on peers (a collective with it). Not when its
+ * calls are all re-sent (retry-safe methods involve no peer) or it had
+ * none: nobody can be waiting for it then. */
+static void s_abort_group(rl_drv_slot *s, const char *why)
 {
     rl_driver *d = s->d;
     if (!d->started || d->shutting_down || d->fatal[0] || s->state == RL_SLOT_FAILED)
         return;
-    rl_drv_recovery_begin(s, why);
     const rl_group *g = &d->groups[s->group];
     char reason[400];
     snprintf(reason, sizeof reason, "%s %s", s->label, why);
@@ -102,7 +103,9 @@ void rl_drv_fail_calls(rl_drv_slot *s, const char *why)
 {
     rl_drv_subcall *c = s->calls, *keep = NULL, **tail = &keep;
     rl_driver *d = s->d;
-    s_peer_lost(s, why);
+    int failed = 0;
+    if (d->started && !d->shutting_down && !d->fatal[0] && s->state != RL_SLOT_FAILED)
+        rl_drv_recovery_begin(s, why);
     s->calls = NULL;
     while (c) {
         rl_drv_subcall *next = c->next;
@@ -121,6 +124,7 @@ void rl_drv_fail_calls(rl_drv_slot *s, const char *why)
             tail = &c->next;
         } else if (c->sent) {
             s->calls_failed++;
+            failed++;
             rl_drv_future_fail(c->f, c->index, RL_EPEER,
                                "worker %s (pid %ld on node %s) %s during call '%s'%s", s->label,
                                s->proc_pid ? (long)s->proc_pid : s->worker_pid, s->node->name,
@@ -137,6 +141,8 @@ void rl_drv_fail_calls(rl_drv_slot *s, const char *why)
         c = next;
     }
     s->calls = keep;
+    if (failed)
+        s_abort_group(s, why);
 }
 
 void rl_drv_fail_all_queued(rl_driver *d)

@@ -251,10 +251,11 @@ void rl_drv_subcall_free(rl_drv_subcall *c);
  * sent to this worker). */
 rl_drv_subcall *rl_drv_take_subcall(rl_drv_slot *s, uint64_t call_id);
 /* Slot s lost its worker (it died, left or reconnected; why): its sent
- * calls fail (queued ones wait for the restarted worker), the other ranks of
- * its group are told to abort their waits (RL_WORKER_ABORT, call id 0: a
- * collective waiting for the lost rank ends now, not at its timeout), and a
- * started job is recovering (rl_drv_recovery_begin). */
+ * calls fail (retry-safe ones are re-sent; queued ones wait for the
+ * restarted worker), and when one failed the other ranks of its group are
+ * told to abort their waits (RL_WORKER_ABORT, call id 0: a collective
+ * waiting for the lost rank ends now, not at its timeout); a started job is
+ * recovering (rl_drv_recovery_begin). */
 void rl_drv_fail_calls(rl_drv_slot *s, const char *why);
 /* The driver is fatal: every queued or sent call fails with d->fatal. */
 void rl_drv_fail_all_queued(rl_driver *d);

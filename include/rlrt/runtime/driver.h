@@ -30,9 +30,9 @@
  *
  * Failure handling: a worker silent for interval × liveness, or whose process
  * exits, is dead; its in-flight calls fail with an error naming the worker
- * and the method, and the other ranks of its group abort their waits on
- * peers at once (rl_group_abort), so a collective with the dead rank fails
- * within the heartbeat's bound, not at its timeout. From the death until a
+ * and the method, and (when a call of its failed) the other ranks of its
+ * group abort their waits on peers at once (rl_group_abort), so a collective
+ * with the dead rank fails within the heartbeat's bound, not at its timeout. From the death until a
  * step completes with every slot READY again (rl_driver_note_step; before
  * the first step: until every slot is READY), /healthz says "recovering",
  * naming the lost slots and since when, and /metrics counts the recoveries
