@@ -14,7 +14,7 @@ same job, waits for it in the faulty run, sleeps a random fraction (up to
 0.9) of that call's duration in the fault-free run and, if the call is still running,
 SIGKILLs the victim's process (else it tries the next occurrence, up to 8
 times). A call whose median is under 10 ms (a reward, a small weight sync)
-is held open 40 ms after its start (RL_FAULT_HOLD, worker.c): timing only. The victim may be the rank that runs the phase or any other
+is held open 100 ms after its start (RL_FAULT_HOLD, worker.c): timing only. The victim may be the rank that runs the phase or any other
 (the reward while the actor updates, ...): every role in every phase.
 
 Kill to next step: from the kill to the first step the driver completes
@@ -54,7 +54,8 @@ ROOT = fr.ROOT
 FMNIST = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
 LIBERO = os.path.join(ROOT, "build", "libero-data")
 HEARTBEAT = "heartbeat: {interval_s: 1.0, liveness: 3}\n"
-HOLD_BELOW_S, HOLD_S = 0.010, 0.040  # RL_FAULT_HOLD: calls shorter than 10 ms held 40 ms
+DEBUG = os.environ.get("RL_BENCH_FAULT_DEBUG")
+HOLD_BELOW_S, HOLD_S = 0.010, 0.100  # RL_FAULT_HOLD: calls shorter than 10 ms held 100 ms
 RESTART = "restart: {max_restarts: 3, backoff_s: 1.0, backoff_max_s: 1.0}\n"
 
 
@@ -188,6 +189,9 @@ class Listener(threading.Thread):
         t = self.target
         key = (t["slot"], t["method"])
         cur, pid = self.open.get(key), self.pids.get(t["victim"])
+        if DEBUG:
+            print("  fire: target %s, running %s, victim pid %s, late %.1f ms" % (
+                t["ks"][0], cur, pid, 1e3 * (time.time() - self.kill_at)), flush=True)
         if cur and cur[0] == t["ks"][0] and pid:
             now = time.time()
             try:
@@ -309,6 +313,8 @@ def bench_recipe(name, spec, work, rng, case_filter, results):
             lis = Listener(os.path.join(work, "announce-%s-%d" % (name, len(results["runs"]))), rng)
             lis.arm(slot, method, [o[0] for o in tries],
                     [rng.uniform(0, 0.9 * (max(o[2] - o[1], 0.0005) + hold)) for o in tries], victim)
+            if DEBUG:
+                print("  %s: tries %s, hold %s" % (case, tries, hold), flush=True)
             lis.start()
             out = "runs/%s-%s-%s" % (name, victim.replace("/", ""), phase)
             rc, lines = run_job(work, spec, cfile, out, lis,
@@ -369,7 +375,7 @@ def section(results, load0, load1, seed, equal, total, worst):
          "(aimed with the workers' RL_FAULT_ANNOUNCE datagrams; the call occurrence is picked from the "
          "middle of a fault-free run and the moment uniformly within the first 90%% of that call's "
          "duration there; a call "
-         "whose median there is under 10 ms is held open 40 ms after it starts (RL_FAULT_HOLD, marked "
+         "whose median there is under 10 ms is held open 100 ms after it starts (RL_FAULT_HOLD, marked "
          "(held): such a kill lands in that pause or in the few ms of the call's work, and the "
          "other ranks are inside the phase; timing only, the metrics are compared all the same). The "
          "cluster has the production heartbeat (1 s x 3) and restarts after 1 s; checkpoints every 3 "
