@@ -8,14 +8,16 @@ How a kill is aimed. The workers of these jobs run with RL_FAULT_ANNOUNCE
 (common/runtime/worker.c): each sends a datagram "ROLE/RANK PID METHOD
 start|end" to this script when a call's handler starts and ends. A phase is
 the call that marks it on one rank (the rollout's `generate`, the actor's
-`update_actor`, ...: PHASES). For each (victim, phase) case the script picks
-an occurrence of the phase's call from the middle of a fault-free run of the
-same job, waits for it in the faulty run, sleeps a random fraction (up to
-0.9) of that call's duration in the fault-free run and, if the call is still running,
-SIGKILLs the victim's process (else it tries the next occurrence, up to 8
-times). A call whose median is under 10 ms (a reward, a small weight sync)
-is held open 100 ms after its start (RL_FAULT_HOLD, worker.c): timing only. The victim may be the rank that runs the phase or any other
-(the reward while the actor updates, ...): every role in every phase.
+`update_actor`, ...: each recipe's "phases" in RECIPES). For each (victim,
+phase) case the script picks an occurrence of the phase's call from the
+middle of a fault-free run of the same job, waits for it in the faulty run,
+sleeps a random fraction (up to 0.9) of that call's duration in the
+fault-free run and, if the call is still running, SIGKILLs the victim's
+process (else it tries the next occurrence, up to 8 times). A call whose
+median is under 10 ms (a reward, a small weight sync) is held open 100 ms
+after its start (RL_FAULT_HOLD, worker.c): timing only. The victim may be
+the rank that runs the phase or any other (the reward while the actor
+updates, ...): every role in every phase.
 
 Kill to next step: from the kill to the first step the driver completes
 with every worker ready again, the victim's replacement included (its log
