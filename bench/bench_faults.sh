@@ -1,3 +1,4 @@
 #!/bin/sh
-# `make bench-faults`: random kills during short GRPO jobs (bench/bench_faults.py).
+# `make bench-faults`: every role killed inside every phase of the rlvr, libero_rl and
+# diffusion recipes; writes its section of docs/RESULTS.md (bench/bench_faults.py).
 exec "${PYTHON:-/usr/bin/python3}" "$(dirname "$0")/bench_faults.py" "$@"

@@ -3,11 +3,13 @@
 #include "rlrt/runtime/channel.h"
 #include "common/core/util.h"
 #include "rlrt/error.h"
+#include "common/runtime/abort.h"
 #include "common/runtime/net.h"
 #include "rlrt/wire.h"
 
+#include <errno.h>
 #include <stdatomic.h>
-
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,15 +27,30 @@ static int64_t s_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Waits for input on sock; RL_ETIMEOUT after timeout_ms (< 0: forever). */
-static int s_wait_in(void *sock, int timeout_ms)
+/* Waits until sock has `events` (ZMQ_POLLIN / ZMQ_POLLOUT); RL_ETIMEOUT
+ * (no message) when the monotonic clock reaches deadline_ms (< 0: never).
+ * Looks every RL_ABORT_POLL_MS for an abort after `base` (abort.h): then
+ * RL_EPEER "<what>: aborted: <why>". */
+static int s_wait(void *sock, short events, int64_t deadline_ms, uint64_t base, const char *what)
 {
-    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
-    int n = zmq_poll(&it, 1, timeout_ms < 0 ? -1 : timeout_ms);
-    if (n < 0)
-        return s_zerr("zmq_poll");
-    return n == 0 ? RL_ETIMEOUT : RL_OK;
+    for (;;) {
+        int rc = rl_abort_check(base, what);
+        if (rc)
+            return rc;
+        int64_t left = deadline_ms < 0 ? RL_ABORT_POLL_MS : deadline_ms - s_now_ms();
+        zmq_pollitem_t it = {sock, 0, events, 0};
+        int n = zmq_poll(&it, 1, left <= 0 ? 0 : left < RL_ABORT_POLL_MS ? (long)left : RL_ABORT_POLL_MS);
+        if (n > 0)
+            return RL_OK;
+        if (n < 0 && zmq_errno() != EINTR)
+            return s_zerr("zmq_poll");
+        if (deadline_ms >= 0 && s_now_ms() >= deadline_ms)
+            return RL_ETIMEOUT;
+    }
 }
+
+/* The deadline of a wait of timeout_ms (< 0: none, -1). */
+static int64_t s_deadline(int timeout_ms) { return timeout_ms < 0 ? -1 : s_now_ms() + timeout_ms; }
 
 /* Each channel end owns a ZeroMQ context and one socket in it. s_sock_open
  * makes them (linger 0: a closed end drops what it has not sent); "who:
@@ -106,15 +123,29 @@ const char *rl_channel_endpoint(const rl_channel *ch) { return ch->endpoint; }
 
 int rl_channel_send(rl_channel *ch, const rl_dataproto *dp, int timeout_ms)
 {
-    int t = timeout_ms < 0 ? -1 : timeout_ms;
+    char what[RL_NET_ENDPOINT_MAX + 32];
+    snprintf(what, sizeof what, "channel %s: send", ch->endpoint);
+    int64_t deadline = s_deadline(timeout_ms);
+    /* a PAIR blocks while no peer is connected: wait (abortably) until a
+     * message can go, then send it whole */
+    int rc = s_wait(ch->sock, ZMQ_POLLOUT, deadline, rl_abort_base(), what);
+    if (rc == RL_ETIMEOUT)
+        return rl_error_set(RL_ETIMEOUT, "channel %s: could not send within %d ms", ch->endpoint,
+                            timeout_ms);
+    if (rc)
+        return rc;
+    int64_t left = deadline < 0 ? -1 : deadline - s_now_ms();
+    int t = left < 0 ? (deadline < 0 ? -1 : 0) : (int)left;
     zmq_setsockopt(ch->sock, ZMQ_SNDTIMEO, &t, sizeof t);
-    int rc = rl_wire_send_dataproto(ch->sock, dp, 0);
+    rc = rl_wire_send_dataproto(ch->sock, dp, 0);
     return rc ? rl_error_wrap(rc, "channel %s", ch->endpoint) : RL_OK;
 }
 
 int rl_channel_recv(rl_channel *ch, rl_dataproto **out, int timeout_ms)
 {
-    int rc = s_wait_in(ch->sock, timeout_ms);
+    char what[RL_NET_ENDPOINT_MAX + 32];
+    snprintf(what, sizeof what, "channel %s: receive", ch->endpoint);
+    int rc = s_wait(ch->sock, ZMQ_POLLIN, s_deadline(timeout_ms), rl_abort_base(), what);
     if (rc == RL_ETIMEOUT)
         return rl_error_set(RL_ETIMEOUT, "channel %s: nothing received in %d ms", ch->endpoint,
                             timeout_ms);
@@ -167,6 +198,7 @@ struct rl_weight_sender {
     s_peer peers[S_MAX_RECEIVERS];
     int n_peers;
     uint64_t last_version;
+    int broken; /* a send failed after its buckets were queued (s_sender_break) */
 };
 
 rl_weight_sender *rl_weight_sender_new(const char *bind, size_t bucket_bytes)
@@ -221,6 +253,17 @@ static int s_read_have(rl_weight_sender *s)
     return RL_OK;
 }
 
+/* A send failed after buckets that point into the caller's buffer were
+ * queued: closing the socket and terminating its own context makes ZeroMQ
+ * drop them before this returns (linger 0), so the buffer is the caller's
+ * again. The sender cannot send any more. */
+static void s_sender_break(rl_weight_sender *s)
+{
+    s_sock_close(s->ctx, s->sock);
+    s->ctx = s->sock = NULL;
+    s->broken = 1;
+}
+
 static int s_count_at(const rl_weight_sender *s, uint64_t version)
 {
     int n = 0;
@@ -232,12 +275,15 @@ static int s_count_at(const rl_weight_sender *s, uint64_t version)
 int rl_weight_send(rl_weight_sender *s, uint64_t version, const float *buf, int64_t count,
                    int n_receivers, int timeout_ms)
 {
+    if (s->broken)
+        return rl_error_set(RL_ESTATE, "weight channel: an earlier send failed; make a new sender");
     if (version <= s->last_version)
         return rl_error_set(RL_EINVAL, "weight version %llu is not newer than %llu",
                             (unsigned long long)version, (unsigned long long)s->last_version);
-    int64_t deadline = s_now_ms() + timeout_ms;
+    int64_t deadline = s_deadline(timeout_ms);
+    uint64_t base = rl_abort_base();
     while (s->n_peers < n_receivers) {
-        int rc = s_wait_in(s->sock, (int)(deadline - s_now_ms()));
+        int rc = s_wait(s->sock, ZMQ_POLLIN, deadline, base, "weight channel: waiting for receivers");
         if (rc == RL_ETIMEOUT)
             return rl_error_set(RL_ETIMEOUT, "weight channel: %d of %d receivers connected after %d ms",
                                 s->n_peers, n_receivers, timeout_ms);
@@ -259,25 +305,30 @@ int rl_weight_send(rl_weight_sender *s, uint64_t version, const float *buf, int6
         for (int i = 0; i < s->n_peers; i++) {
             zmq_msg_t data;
             /* no free function: the caller's buffer outlives the send because
-             * we return only after every receiver acknowledged */
+             * we return only after every receiver acknowledged, or after a
+             * failure closed the socket (s_sender_break) */
             zmq_msg_init_data(&data, (void *)(buf + off), (size_t)len * sizeof(float), NULL, NULL);
             if (zmq_send(s->sock, s->peers[i].id, s->peers[i].id_len, ZMQ_SNDMORE) < 0 ||
                 zmq_send(s->sock, &h, sizeof h, ZMQ_SNDMORE) < 0 ||
                 zmq_msg_send(&data, s->sock, 0) < 0) {
                 zmq_msg_close(&data);
-                return s_zerr("weight channel send");
+                int rc = s_zerr("weight channel send");
+                s_sender_break(s);
+                return rc;
             }
         }
     }
     while (s_count_at(s, version) < s->n_peers) {
-        int rc = s_wait_in(s->sock, (int)(deadline - s_now_ms()));
+        int rc = s_wait(s->sock, ZMQ_POLLIN, deadline, base, "weight channel: waiting for acknowledgements");
         if (rc == RL_ETIMEOUT)
-            return rl_error_set(RL_ETIMEOUT,
-                                "weight channel: %d of %d receivers acknowledged version %llu after %d ms",
-                                s_count_at(s, version), s->n_peers, (unsigned long long)version,
-                                timeout_ms);
-        if (rc || (rc = s_read_have(s)))
+            rc = rl_error_set(RL_ETIMEOUT,
+                              "weight channel: %d of %d receivers acknowledged version %llu after %d ms",
+                              s_count_at(s, version), s->n_peers, (unsigned long long)version,
+                              timeout_ms);
+        if (rc || (rc = s_read_have(s))) {
+            s_sender_break(s);
             return rc;
+        }
     }
     s->last_version = version;
     s_note_version(version);
@@ -368,10 +419,10 @@ rl_weight_receiver *rl_weight_receiver_new(const char *endpoint, int64_t count)
 
 int rl_weight_recv_poll(rl_weight_receiver *r, int timeout_ms)
 {
-    int64_t deadline = s_now_ms() + timeout_ms;
+    int64_t deadline = s_deadline(timeout_ms);
+    uint64_t base = rl_abort_base();
     for (;;) {
-        int64_t left = deadline - s_now_ms();
-        int rc = s_wait_in(r->sock, timeout_ms < 0 ? -1 : (int)(left > 0 ? left : 0));
+        int rc = s_wait(r->sock, ZMQ_POLLIN, deadline, base, "weight channel: receiving");
         if (rc == RL_ETIMEOUT)
             return rl_error_set(RL_ETIMEOUT, "weight channel: no complete version in %d ms "
                                              "(%u of %u buckets of version %llu)",

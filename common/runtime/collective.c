@@ -4,13 +4,13 @@
 
 #include "common/core/util.h"
 #include "rlrt/error.h"
+#include "common/runtime/abort.h"
 #include "common/runtime/net.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -35,10 +35,16 @@ struct rl_comm {
     int broken;
     int timeout_ms;
     int64_t seg; /* floats per segment */
+    uint64_t abort_base; /* the running operation's (common/runtime/abort.h) */
     /* Segments sent zero-copy (zmq_msg_init_data on the caller's buffer)
      * that ZeroMQ still holds: every operation waits for 0 before it
-     * returns, so the buffers are the caller's again (s_wait_refs). */
-    atomic_int refs;
+     * returns, so the buffers are the caller's again (s_wait_refs). ZeroMQ's
+     * I/O thread drops them (s_ref_free) under refs_mu and signals refs_cv
+     * at 0. */
+    int refs;
+    pthread_mutex_t refs_mu;
+    pthread_cond_t refs_cv;
+    int refs_sync; /* refs_mu and refs_cv were made */
     char my_ep[S_EP_MAX + 32];
     char right_ep[S_EP_MAX + 32];
     char ctl_ep[S_EP_MAX + 32]; /* rank 0: the rendezvous endpoint it bound */
@@ -266,6 +272,39 @@ static double s_seconds_since(const struct timespec *t0)
     return (double)(now.tv_sec - t0->tv_sec) + 1e-9 * (double)(now.tv_nsec - t0->tv_nsec);
 }
 
+static int64_t s_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits until `sock` has `events` (ZMQ_POLLIN or ZMQ_POLLOUT) or the
+ * monotonic clock reaches deadline_ms, looking for an abort of the running
+ * operation (abort.h) every RL_ABORT_POLL_MS. RL_OK; RL_ETIMEOUT (no
+ * message); RL_EPEER (aborted) or RL_EIO with the message set. Does not
+ * break the communicator. */
+static int s_poll(rl_comm *c, void *sock, short events, int64_t deadline_ms, const char *op)
+{
+    for (;;) {
+        if (rl_abort_pending(c->abort_base)) {
+            char what[96];
+            snprintf(what, sizeof what, "%s: rank %d", op, c->rank);
+            return rl_abort_check(c->abort_base, what);
+        }
+        int64_t left = deadline_ms - s_now_ms();
+        if (left <= 0)
+            return RL_ETIMEOUT;
+        zmq_pollitem_t it = {.socket = sock, .events = events};
+        int n = zmq_poll(&it, 1, left < RL_ABORT_POLL_MS ? (long)left : RL_ABORT_POLL_MS);
+        if (n > 0)
+            return RL_OK;
+        if (n < 0 && zmq_errno() != EINTR)
+            return rl_error_set(RL_EIO, "%s: rank %d: zmq_poll: %s", op, c->rank,
+                                zmq_strerror(zmq_errno()));
+    }
+}
+
 /* Rank 0: collect every rank's HELLO, answer each with its right neighbour.
  * Anyone can connect to the rendezvous endpoint: a message that is not
  * exactly [identity, HELLO with our nonce] is read whole and ignored, and
@@ -303,9 +342,16 @@ static rl_comm *s_rendezvous_root(rl_comm *c, const char *nonce, const char *id_
     while (joined < W) {
         unsigned char ident[256];
         char msg[512];
+        if (rl_abort_pending(c->abort_base)) {
+            free(eps), free(ids), free(id_len);
+            rl_abort_check(c->abort_base, "comm rank 0: rendezvous");
+            snprintf(msg, sizeof msg, "%s", rl_error_message());
+            return s_fail_init(c, RL_EPEER, "%s (%d of %d ranks had joined)", msg, joined, W);
+        }
         double left_ms = c->timeout_ms - 1000.0 * s_seconds_since(&since);
         zmq_pollitem_t item = {.socket = c->ctl, .events = ZMQ_POLLIN};
-        int ready = left_ms > 0 ? zmq_poll(&item, 1, (long)left_ms + 1) : 0;
+        long slice = left_ms > RL_ABORT_POLL_MS ? RL_ABORT_POLL_MS : (long)left_ms + 1;
+        int ready = left_ms > 0 ? zmq_poll(&item, 1, slice) : 0;
         if (ready < 0 && zmq_errno() == EINTR)
             continue;
         if (ready < 0) {
@@ -361,7 +407,6 @@ static rl_comm *s_rendezvous_root(rl_comm *c, const char *nonce, const char *id_
 static rl_comm *s_rendezvous_peer(rl_comm *c, const char *nonce, const char *id_ep)
 {
     c->ctl = zmq_socket(c->ctx, ZMQ_DEALER);
-    s_setopt_int(c->ctl, ZMQ_RCVTIMEO, c->timeout_ms);
     s_setopt_int(c->ctl, ZMQ_LINGER, c->timeout_ms);
     if (rl_net_connect(c->ctl, id_ep)) {
         char msg[512];
@@ -371,7 +416,13 @@ static rl_comm *s_rendezvous_peer(rl_comm *c, const char *nonce, const char *id_
     char msg[512];
     int len = snprintf(msg, sizeof msg, "HELLO %s %d %d %s", nonce, c->world, c->rank, c->my_ep);
     zmq_send(c->ctl, msg, (size_t)len, 0);
-    int got = zmq_recv(c->ctl, msg, sizeof msg - 1, 0);
+    int got = -1, prc = s_poll(c, c->ctl, ZMQ_POLLIN, s_now_ms() + c->timeout_ms, "comm setup");
+    if (prc == RL_OK)
+        got = zmq_recv(c->ctl, msg, sizeof msg - 1, ZMQ_DONTWAIT);
+    if (prc && prc != RL_ETIMEOUT) {
+        snprintf(msg, sizeof msg, "%s", rl_error_message());
+        return s_fail_init(c, prc, "%s", msg);
+    }
     if (got < 0)
         return s_fail_init(c, RL_ETIMEOUT,
                            "comm rank %d: rank 0 at %s did not answer within %.3g s", c->rank,
@@ -401,7 +452,17 @@ rl_comm *rl_comm_init_rank(const rl_comm_id *id, int world, int rank, const rl_c
     rl_comm *c = rl_zalloc(sizeof *c, "comm");
     if (!c)
         return NULL;
-    atomic_init(&c->refs, 0);
+    if (pthread_mutex_init(&c->refs_mu, NULL) == 0) {
+        if (pthread_cond_init(&c->refs_cv, NULL) == 0)
+            c->refs_sync = 1;
+        else
+            pthread_mutex_destroy(&c->refs_mu);
+    }
+    if (!c->refs_sync) {
+        free(c);
+        return rl_error_set(RL_EIO, "comm: cannot make a mutex"), NULL;
+    }
+    c->abort_base = rl_abort_base();
     c->rank = rank;
     c->world = world;
     c->timeout_ms = o.timeout_s * 1000 > 2e9 ? 2000000000 : (int)(o.timeout_s * 1000);
@@ -419,7 +480,6 @@ rl_comm *rl_comm_init_rank(const rl_comm_id *id, int world, int rank, const rl_c
 
     c->pull = zmq_socket(c->ctx, ZMQ_PULL);
     s_setopt_int(c->pull, ZMQ_RCVHWM, 0);
-    s_setopt_int(c->pull, ZMQ_RCVTIMEO, c->timeout_ms);
     s_setopt_int(c->pull, ZMQ_LINGER, 0);
     char bind_ep[S_EP_MAX + 32];
     if (strncmp(id_ep, "ipc://", 6) == 0) {
@@ -452,7 +512,6 @@ rl_comm *rl_comm_init_rank(const rl_comm_id *id, int world, int rank, const rl_c
 
     c->push = zmq_socket(c->ctx, ZMQ_PUSH);
     s_setopt_int(c->push, ZMQ_SNDHWM, 0);
-    s_setopt_int(c->push, ZMQ_SNDTIMEO, c->timeout_ms);
     s_setopt_int(c->push, ZMQ_LINGER, c->timeout_ms);
     if (rl_net_connect(c->push, c->right_ep)) {
         char msg[512];
@@ -489,6 +548,11 @@ void rl_comm_destroy(rl_comm *c)
         zmq_ctx_term(c->ctx);
     if (c->ctl_ctx)
         zmq_ctx_term(c->ctl_ctx);
+    /* the contexts are gone: no ZeroMQ thread runs s_ref_free any more */
+    if (c->refs_sync) {
+        pthread_mutex_destroy(&c->refs_mu);
+        pthread_cond_destroy(&c->refs_cv);
+    }
     /* ZeroMQ leaves the socket files of ipc listeners behind. */
     if (strncmp(c->my_ep, "ipc://", 6) == 0)
         unlink(c->my_ep + 6);
@@ -515,24 +579,36 @@ static int s_fail(rl_comm *c, int code, const char *fmt, ...)
     return code;
 }
 
-/* Sends m to the right (sending) or receives it from the left, retrying
- * after a signal; on failure m is closed and the communicator broken. */
+/* Sends m to the right (sending) or receives it from the left: waits up to
+ * the timeout, ending early when the operation is aborted (s_poll); on
+ * failure m is closed and the communicator broken. */
 static int s_xfer(rl_comm *c, zmq_msg_t *m, int sending, const char *op)
 {
-    while ((sending ? zmq_msg_send(m, c->push, 0) : zmq_msg_recv(m, c->pull, 0)) < 0) {
+    int64_t deadline = s_now_ms() + c->timeout_ms;
+    void *sock = sending ? c->push : c->pull;
+    if (!sock) {
+        zmq_msg_close(m);
+        return s_fail(c, RL_ESTATE, "%s: rank %d: the communicator failed earlier", op, c->rank);
+    }
+    while ((sending ? zmq_msg_send(m, sock, ZMQ_DONTWAIT) : zmq_msg_recv(m, sock, ZMQ_DONTWAIT)) < 0) {
         int e = zmq_errno();
         if (e == EINTR)
             continue;
+        int rc = e == EAGAIN ? s_poll(c, sock, sending ? ZMQ_POLLOUT : ZMQ_POLLIN, deadline, op)
+                             : rl_error_set(RL_EIO, "%s: rank %d: %s failed: %s", op, c->rank,
+                                            sending ? "send" : "receive", zmq_strerror(e));
+        if (rc == RL_OK)
+            continue;
         zmq_msg_close(m);
-        if (e == EAGAIN && sending)
+        if (rc == RL_ETIMEOUT && sending)
             return s_fail(c, RL_ETIMEOUT, "%s: rank %d could not send to rank %d within %.3g s",
                           op, c->rank, (c->rank + 1) % c->world, c->timeout_ms / 1000.0);
-        if (e == EAGAIN)
+        if (rc == RL_ETIMEOUT)
             return s_fail(c, RL_ETIMEOUT, "%s: rank %d waited more than %.3g s for rank %d", op,
                           c->rank, c->timeout_ms / 1000.0,
                           (c->rank + c->world - 1) % c->world);
-        return s_fail(c, RL_EIO, "%s: rank %d: %s failed: %s", op, c->rank,
-                      sending ? "send" : "receive", zmq_strerror(e));
+        c->broken = 1; /* the message is set */
+        return rc;
     }
     return RL_OK;
 }
@@ -549,10 +625,15 @@ static int s_send_copy(rl_comm *c, const void *p, size_t bytes, const char *op)
     return s_send_msg(c, &m, op);
 }
 
+/* ZeroMQ's I/O thread is done with a segment sent by reference. */
 static void s_ref_free(void *data, void *hint)
 {
     (void)data;
-    atomic_fetch_sub_explicit((atomic_int *)hint, 1, memory_order_release);
+    rl_comm *c = hint;
+    pthread_mutex_lock(&c->refs_mu);
+    if (--c->refs == 0)
+        pthread_cond_broadcast(&c->refs_cv);
+    pthread_mutex_unlock(&c->refs_mu);
 }
 
 /* Sends bytes at p without a copy: p must stay unchanged until s_wait_refs
@@ -562,38 +643,72 @@ static int s_send_ref(rl_comm *c, const void *p, size_t bytes, const char *op)
     if (bytes == 0)
         return s_send_copy(c, p, bytes, op);
     zmq_msg_t m;
-    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
-    if (zmq_msg_init_data(&m, (void *)p, bytes, s_ref_free, &c->refs) != 0) {
-        atomic_fetch_sub_explicit(&c->refs, 1, memory_order_relaxed);
+    pthread_mutex_lock(&c->refs_mu);
+    c->refs++;
+    pthread_mutex_unlock(&c->refs_mu);
+    if (zmq_msg_init_data(&m, (void *)p, bytes, s_ref_free, c) != 0) {
+        pthread_mutex_lock(&c->refs_mu);
+        c->refs--;
+        pthread_mutex_unlock(&c->refs_mu);
         return s_fail(c, RL_ENOMEM, "%s: out of memory", op);
     }
     return s_send_msg(c, &m, op); /* a failed send closes m: the ref drops */
 }
 
 /* Waits until ZeroMQ released every segment sent by reference (it does once
- * the bytes are in the kernel). If the right neighbour stops reading for the
- * timeout, the push socket is closed without linger, which drops (and
- * releases) what it still holds, so the caller's buffers are never read
- * after the operation returned; the communicator is then broken. */
-static int s_wait_refs(rl_comm *c, const char *op)
+ * the bytes are in the kernel). `failed`: the operation already failed, so
+ * nobody will take the rest. When that, an abort (abort.h) or the timeout
+ * ends the wait, the push socket is closed without linger, which makes
+ * ZeroMQ drop (and release) what it still holds at once, so the caller's
+ * buffers are never read after the operation returned; the communicator is
+ * then broken. No spinning: s_ref_free signals refs_cv. */
+static int s_wait_refs(rl_comm *c, int failed, const char *op)
 {
-    struct timespec t0, nap = {0, 20000};
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    int closed = 0;
-    while (atomic_load_explicit(&c->refs, memory_order_acquire) > 0) {
-        double waited = s_seconds_since(&t0);
-        if (!closed && waited * 1000.0 > c->timeout_ms && c->push) {
-            s_setopt_int(c->push, ZMQ_LINGER, 0);
-            zmq_close(c->push);
-            c->push = NULL;
-            closed = 1;
+    int64_t deadline = s_now_ms() + c->timeout_ms;
+    int code = failed ? RL_ESTATE : RL_OK;
+    pthread_mutex_lock(&c->refs_mu);
+    while (c->refs > 0 && code == RL_OK) {
+        int64_t now = s_now_ms();
+        if (rl_abort_pending(c->abort_base)) {
+            code = RL_EPEER;
+        } else if (now >= deadline) {
+            code = RL_ETIMEOUT;
+        } else {
+            int64_t until = deadline - now < RL_ABORT_POLL_MS ? deadline : now + RL_ABORT_POLL_MS;
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            int64_t ns = ts.tv_nsec + (until - now) * 1000000;
+            ts.tv_sec += ns / 1000000000;
+            ts.tv_nsec = ns % 1000000000;
+            pthread_cond_timedwait(&c->refs_cv, &c->refs_mu, &ts);
         }
-        nanosleep(&nap, NULL);
     }
-    if (closed)
-        return s_fail(c, RL_ETIMEOUT, "%s: rank %d: rank %d did not take its data within %.3g s",
-                      op, c->rank, (c->rank + 1) % c->world, c->timeout_ms / 1000.0);
-    return RL_OK;
+    int held = c->refs;
+    pthread_mutex_unlock(&c->refs_mu);
+    if (code == RL_OK || (failed && !held))
+        return RL_OK;
+    if (c->push) {
+        s_setopt_int(c->push, ZMQ_LINGER, 0);
+        zmq_close(c->push);
+        c->push = NULL;
+    }
+    pthread_mutex_lock(&c->refs_mu);
+    while (c->refs > 0) /* ZeroMQ's reaper drops them: not a wait on a peer */
+        pthread_cond_wait(&c->refs_cv, &c->refs_mu);
+    pthread_mutex_unlock(&c->refs_mu);
+    if (failed) { /* the operation's own error stays the message */
+        c->broken = 1;
+        return RL_OK;
+    }
+    if (code == RL_EPEER) {
+        char what[96];
+        snprintf(what, sizeof what, "%s: rank %d", op, c->rank);
+        rl_abort_check(c->abort_base, what);
+        c->broken = 1;
+        return RL_EPEER;
+    }
+    return s_fail(c, RL_ETIMEOUT, "%s: rank %d: rank %d did not take its data within %.3g s",
+                  op, c->rank, (c->rank + 1) % c->world, c->timeout_ms / 1000.0);
 }
 
 /* Receives the next message from the left; it must be `bytes` long. */
@@ -617,6 +732,7 @@ static int s_recv(rl_comm *c, zmq_msg_t *m, size_t bytes, const char *op)
 static int s_check(rl_comm *c, const void *send, const void *recv, int64_t count,
                    const char *op)
 {
+    c->abort_base = rl_abort_base();
     if (c->broken)
         return rl_error_set(RL_ESTATE, "%s: the communicator failed earlier; destroy it", op);
     if (count < 0)
@@ -784,7 +900,7 @@ int rl_comm_broadcast(rl_comm *c, const float *sendbuf, float *recvbuf, int64_t 
         if (c->world == 1)
             return RL_OK;
         rc = s_send_range(c, sendbuf, 0, count, 1, name);
-        int rw = s_wait_refs(c, name);
+        int rw = s_wait_refs(c, rc != RL_OK, name);
         return rc ? rc : rw;
     }
     return s_recv_range(c, recvbuf, 0, count, (c->rank + 1) % c->world != root, name);
@@ -807,7 +923,7 @@ int rl_comm_all_reduce(rl_comm *c, const float *sendbuf, float *recvbuf, int64_t
     rc = s_ring_reduce(c, sendbuf, recvbuf + b, count, op, 1, recvbuf, recvbuf + count, name);
     if (!rc)
         rc = s_ring_gather(c, recvbuf, count, name);
-    int rw = s_wait_refs(c, name);
+    int rw = s_wait_refs(c, rc != RL_OK, name);
     return rc ? rc : rw;
 }
 
@@ -826,7 +942,7 @@ int rl_comm_reduce_scatter(rl_comm *c, const float *sendbuf, float *recvbuf, int
         return RL_OK;
     }
     rc = s_ring_reduce(c, sendbuf, recvbuf, count, op, 0, recvbuf, recvbuf + (e - b), name);
-    int rw = s_wait_refs(c, name);
+    int rw = s_wait_refs(c, rc != RL_OK, name);
     return rc ? rc : rw;
 }
 
@@ -846,13 +962,14 @@ int rl_comm_all_gather(rl_comm *c, const float *sendbuf, float *recvbuf, int64_t
     rc = s_send_range(c, recvbuf, b, e, 1, name);
     if (!rc)
         rc = s_ring_gather(c, recvbuf, count, name);
-    int rw = s_wait_refs(c, name);
+    int rw = s_wait_refs(c, rc != RL_OK, name);
     return rc ? rc : rw;
 }
 
 int rl_comm_barrier(rl_comm *c)
 {
     const char *name = "barrier";
+    c->abort_base = rl_abort_base();
     if (c->broken)
         return rl_error_set(RL_ESTATE, "%s: the communicator failed earlier; destroy it", name);
     if (c->world == 1)

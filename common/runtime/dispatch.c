@@ -60,10 +60,52 @@ int rl_drv_retry_safe(const rl_drv_slot *s, const char *method)
     return 0;
 }
 
+/* RL_WORKER_ABORT (call id 0: no reply) to slot t, meta {why}. */
+static void s_send_abort(rl_drv_slot *t, const char *why)
+{
+    rl_dataproto *in = rl_dataproto_new_meta(json_pack("{s:s}", "why", why));
+    if (!in) {
+        rl_log_warn("%s: cannot make the abort: %s", t->label, rl_error_message());
+        return;
+    }
+    Rl__Envelope env = RL__ENVELOPE__INIT;
+    Rl__Call call = RL__CALL__INIT;
+    call.call_id = 0;
+    call.method = RL_WORKER_ABORT;
+    call.has_payload = 1;
+    env.body_case = RL__ENVELOPE__BODY_CALL;
+    env.call = &call;
+    if (rl_drv_send(t, &env, in))
+        rl_log_warn("%s: the abort was not sent: %s", t->label, rl_error_message());
+    rl_dataproto_free(in);
+}
+
+/* The worker of slot s was lost with calls that fail: the other ranks of its
+ * group abort their waits on peers (a collective with it). Not when its
+ * calls are all re-sent (retry-safe methods involve no peer) or it had
+ * none: nobody can be waiting for it then. */
+static void s_abort_group(rl_drv_slot *s, const char *why)
+{
+    rl_driver *d = s->d;
+    if (!d->started || d->shutting_down || d->fatal[0] || s->state == RL_SLOT_FAILED)
+        return;
+    const rl_group *g = &d->groups[s->group];
+    char reason[400];
+    snprintf(reason, sizeof reason, "%s %s", s->label, why);
+    for (int r = 0; r < g->size; r++) {
+        rl_drv_slot *t = g->ranks[r];
+        if (t != s && t->state == RL_SLOT_READY && t->has_id)
+            s_send_abort(t, reason);
+    }
+}
+
 void rl_drv_fail_calls(rl_drv_slot *s, const char *why)
 {
     rl_drv_subcall *c = s->calls, *keep = NULL, **tail = &keep;
     rl_driver *d = s->d;
+    int failed = 0;
+    if (d->started && !d->shutting_down && !d->fatal[0] && s->state != RL_SLOT_FAILED)
+        rl_drv_recovery_begin(s, why);
     s->calls = NULL;
     while (c) {
         rl_drv_subcall *next = c->next;
@@ -82,6 +124,7 @@ void rl_drv_fail_calls(rl_drv_slot *s, const char *why)
             tail = &c->next;
         } else if (c->sent) {
             s->calls_failed++;
+            failed++;
             rl_drv_future_fail(c->f, c->index, RL_EPEER,
                                "worker %s (pid %ld on node %s) %s during call '%s'%s", s->label,
                                s->proc_pid ? (long)s->proc_pid : s->worker_pid, s->node->name,
@@ -98,6 +141,8 @@ void rl_drv_fail_calls(rl_drv_slot *s, const char *why)
         c = next;
     }
     s->calls = keep;
+    if (failed)
+        s_abort_group(s, why);
 }
 
 void rl_drv_fail_all_queued(rl_driver *d)
@@ -401,6 +446,46 @@ int rl_future_wait(rl_future *f, int timeout_ms)
     return rc;
 }
 
+typedef struct {
+    rl_future *const *fs;
+    int n;
+} s_futures;
+
+/* Every future completed, or one failed. */
+static int s_all_complete(void *arg)
+{
+    const s_futures *a = arg;
+    int all = 1;
+    for (int i = 0; i < a->n; i++) {
+        if (!a->fs[i])
+            continue;
+        if (a->fs[i]->failed)
+            return 1;
+        all &= a->fs[i]->pending == 0;
+    }
+    return all;
+}
+
+int rl_future_wait_all(rl_future *const *fs, int n, int timeout_ms)
+{
+    rl_driver *d = NULL;
+    for (int i = 0; i < n && !d; i++)
+        d = fs[i] ? fs[i]->d : NULL;
+    if (!d)
+        return RL_OK;
+    s_futures a = {fs, n};
+    rl_drv_lock(d);
+    int rc = rl_drv_wait_until(d, s_all_complete, &a, timeout_ms, 0);
+    if (rc == RL_ETIMEOUT)
+        rc = rl_error_set(RL_ETIMEOUT, "%d calls: not all answered after %.1f s", n,
+                          timeout_ms / 1000.0);
+    for (int i = 0; i < n && !rc; i++)
+        if (fs[i] && fs[i]->failed)
+            rc = rl_error_set(fs[i]->code, "%s", fs[i]->error);
+    rl_drv_unlock(d);
+    return rc;
+}
+
 /* The rank that answered sub-call r (rank_zero has one sub-call: rank 0). */
 static int s_missing_payload(const rl_future *f, int r)
 {
@@ -513,6 +598,16 @@ void rl_future_free(rl_future *f)
     free(f->results);
     free(f->in_rows);
     free(f);
+}
+
+int rl_group_abort(rl_group *g, const char *why, int timeout_ms)
+{
+    rl_dataproto *in = rl_dataproto_new_meta(json_pack("{s:s}", "why", why ? why : "the recipe"));
+    rl_future *f = in ? rl_group_call(g, RL_WORKER_ABORT, RL_DISPATCH_ONE_TO_ALL, in) : NULL;
+    int rc = f ? rl_future_wait(f, timeout_ms) : rl_error_code();
+    rl_future_free(f);
+    rl_dataproto_free(in);
+    return rc;
 }
 
 int rl_group_drain(rl_group *g, int timeout_ms)

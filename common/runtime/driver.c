@@ -148,7 +148,84 @@ static void *s_io_main(void *arg)
 }
 
 
+/* ---- recovery --------------------------------------------------------------------- */
+
+static double s_wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void rl_drv_recovery_begin(rl_drv_slot *s, const char *why)
+{
+    rl_driver *d = s->d;
+    if (!d->recovering_ms) {
+        d->recovering_ms = uv_hrtime() / 1000000;
+        d->recovering_wall_s = s_wall_s();
+        d->recovering_slots[0] = '\0';
+        snprintf(d->recovering_why, sizeof d->recovering_why, "%s %s", s->label, why);
+    }
+    size_t n = strlen(d->recovering_slots), l = strlen(s->label);
+    int listed = 0;
+    for (const char *p = d->recovering_slots; !listed && (p = strstr(p, s->label)); p += l)
+        listed = (p == d->recovering_slots || p[-1] == ' ') && (p[l] == ',' || p[l] == '\0');
+    if (!listed) {
+        snprintf(d->recovering_slots + n, sizeof d->recovering_slots - n, "%s%s", n ? ", " : "",
+                 s->label);
+    }
+}
+
+static int s_all_ready(const rl_driver *d)
+{
+    for (int i = 0; i < d->n_slots; i++)
+        if (d->slots[i].state != RL_SLOT_READY)
+            return 0;
+    return 1;
+}
+
+/* The recovery under way is over (`what` ended it). */
+static void s_recovery_end(rl_driver *d, const char *what)
+{
+    double took = (double)(uv_hrtime() / 1000000 - d->recovering_ms) / 1e3;
+    d->recoveries++;
+    d->recovery_s_last = took;
+    d->recovery_s_total += took;
+    d->recovering_ms = 0;
+    rl_log_warn("recovered from the loss of %s in %.2f s (%s)", d->recovering_slots, took, what);
+}
+
+void rl_drv_recovery_ready(rl_driver *d)
+{
+    if (d->recovering_ms && d->steps == 0 && s_all_ready(d))
+        s_recovery_end(d, "every worker is ready again");
+}
+
 /* ---- HTTP: /healthz, /healthz/ready, /metrics (the server's thread) ---------- */
+
+/* `v` as a JSON string: printable ASCII, quotes and backslashes escaped,
+ * anything else as '?' (it may come from a worker's message). */
+static void s_json_str(rl_text *t, const char *v)
+{
+    rl_text_put(t, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            rl_text_printf(t, "\\%c", *p);
+        else
+            rl_text_printf(t, "%c", *p >= 0x20 && *p < 0x7f ? *p : '?');
+    }
+    rl_text_put(t, "\"", 1);
+}
+
+/* ISO 8601 UTC with milliseconds, as the logs write time. */
+static void s_iso_time(double wall_s, char *buf, size_t size)
+{
+    time_t secs = (time_t)wall_s;
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    size_t n = strftime(buf, size, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf + n, size - n, ".%03dZ", (int)((wall_s - (double)secs) * 1000.0));
+}
 
 static const char *s_state_name(rl_drv_slot_state st)
 {
@@ -183,17 +260,43 @@ static int s_http(void *arg, const char *path, char **body, const char **type)
         status = (strcmp(path, "/healthz") == 0 ? alive : ready) ? 200 : 503;
         rl_text_printf(&t, "{\"status\": \"%s\", \"role\": \"driver\", \"job\": \"%s\", "
                        "\"ready\": %s, \"stepping\": %s, \"step\": %lld, "
-                       "\"last_heartbeat_s\": %.3f, \"fatal\": %s%s%s, \"workers\": [",
-                       status == 200 ? "ok" : "unhealthy", d->job_id, ready ? "true" : "false",
+                       "\"last_heartbeat_s\": %.3f, \"fatal\": %s%s%s, ",
+                       status != 200 ? "unhealthy" : d->recovering_ms ? "recovering" : "ok",
+                       d->job_id, ready ? "true" : "false",
                        in_flight ? "true" : "false", (long long)d->step, loop_age,
                        d->fatal[0] ? "\"" : "", d->fatal[0] ? "see the driver's log" : "null",
                        d->fatal[0] ? "\"" : "");
+        /* a worker was lost: which, since when, why (until a step completes) */
+        if (d->recovering_ms) {
+            char since[40];
+            s_iso_time(d->recovering_wall_s, since, sizeof since);
+            rl_text_printf(&t, "\"recovery\": {\"slots\": ");
+            s_json_str(&t, d->recovering_slots);
+            rl_text_printf(&t, ", \"since\": \"%s\", \"seconds\": %.3f, \"why\": ", since,
+                           (double)(now > d->recovering_ms ? now - d->recovering_ms : 0) / 1e3);
+            s_json_str(&t, d->recovering_why);
+            rl_text_printf(&t, "}, ");
+        } else {
+            rl_text_printf(&t, "\"recovery\": null, ");
+        }
+        rl_text_printf(&t, "\"recoveries\": %lld, \"last_recovery_s\": %.3f, \"workers\": [",
+                       (long long)d->recoveries, d->recovery_s_last);
         for (int i = 0; i < d->n_slots; i++) {
             rl_drv_slot *s = &d->slots[i];
             double seen = s->last_seen ? (double)(now > s->last_seen ? now - s->last_seen : 0) / 1e3 : -1;
             rl_text_printf(&t, "%s{\"slot\": \"%s\", \"state\": \"%s\", \"last_heartbeat_s\": %.3f, "
-                           "\"restarts\": %d}", i ? ", " : "", s->label, s_state_name(s->state), seen,
-                           s->restarts);
+                           "\"restarts\": %d, \"pid\": %ld, \"call\": ", i ? ", " : "", s->label,
+                           s_state_name(s->state), seen, s->restarts,
+                           s->proc_pid ? (long)s->proc_pid : s->worker_pid);
+            /* the method of the oldest call it runs (what phase it is in) */
+            const rl_drv_subcall *c = s->calls;
+            while (c && !c->sent)
+                c = c->next;
+            if (c && c->f)
+                s_json_str(&t, c->f->method);
+            else
+                rl_text_printf(&t, "null");
+            rl_text_printf(&t, "}");
         }
         rl_text_printf(&t, "]}\n");
         *type = "application/json";
@@ -221,6 +324,16 @@ static int s_http(void *arg, const char *path, char **body, const char **type)
         rl_text_metric(&t, "rlrt_step_seconds_total", "counter", "wall time of every step", L,
                        d->steps_s_total);
         rl_text_metric(&t, "rlrt_steps_total", "counter", "steps reported", L, (double)d->steps);
+        rl_text_metric(&t, "rlrt_recovering", "gauge",
+                       "1 from a worker's loss until a step completes with every worker ready", L,
+                       d->recovering_ms != 0);
+        rl_text_metric(&t, "rlrt_recoveries_total", "counter", "recoveries completed", L,
+                       (double)d->recoveries);
+        rl_text_metric(&t, "rlrt_recovery_seconds_total", "counter",
+                       "seconds of every completed recovery (worker lost to the next step)", L,
+                       d->recovery_s_total);
+        rl_text_metric(&t, "rlrt_recovery_seconds", "gauge", "seconds of the last recovery", L,
+                       d->recovery_s_last);
         rl_text_metric(&t, "rlrt_weight_version", "gauge",
                        "latest weight version this process sent or received (0: none)", L,
                        (double)rl_weight_channel_version());
@@ -273,6 +386,11 @@ void rl_driver_note_step(rl_driver *d, int64_t step, double seconds)
     d->step_s = seconds;
     d->steps_s_total += seconds;
     d->steps++;
+    if (d->recovering_ms && s_all_ready(d)) {
+        char what[64];
+        snprintf(what, sizeof what, "to step %lld", (long long)step);
+        s_recovery_end(d, what);
+    }
     rl_drv_unlock(d);
 }
 

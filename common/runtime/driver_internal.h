@@ -151,6 +151,15 @@ struct rl_driver {
     int64_t step;             /* rl_driver_note_step */
     double step_s, steps_s_total;
     int64_t steps;
+    /* Recovery (rl_drv_recovery_*): a worker of the started job was lost at
+     * recovering_ms (uv_hrtime ms; 0: no recovery under way) and the job has
+     * not completed a step with every slot READY since. */
+    uint64_t recovering_ms;
+    double recovering_wall_s;  /* the same moment on the wall clock */
+    char recovering_slots[256]; /* "actor/1, actor/0": the slots lost since */
+    char recovering_why[256];   /* why the first one was lost */
+    int64_t recoveries;        /* completed */
+    double recovery_s_last, recovery_s_total;
     uint64_t last_hb_ms;      /* the heartbeat timer last ran (loop alive) */
     int started;              /* rl_driver_start succeeded */
     int interval_ms;
@@ -190,6 +199,13 @@ int rl_drv_wait_until(rl_driver *d, int (*cond)(void *), void *arg, int timeout_
 /* The job cannot go on: d->fatal = the message (the first one wins), logged;
  * every queued and sent call fails with it and every wait returns it. */
 void rl_drv_set_fatal(rl_driver *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Slot s of a started job lost its worker (why): the job is recovering from
+ * now on (/healthz, /metrics), or still, with s added to the lost slots. */
+void rl_drv_recovery_begin(rl_drv_slot *s, const char *why);
+/* A slot became READY: a recovery before the recipe's first step ends once
+ * every slot is READY again (later ones end at the next step with every
+ * slot READY: rl_driver_note_step). */
+void rl_drv_recovery_ready(rl_driver *d);
 
 /* ---- launcher.c ---- */
 /* (I/O thread) Spawns every local/ssh slot; the first failure goes to
@@ -234,8 +250,12 @@ void rl_drv_subcall_free(rl_drv_subcall *c);
 /* Detaches the sent sub-call `call_id` from slot s (NULL if unknown or not
  * sent to this worker). */
 rl_drv_subcall *rl_drv_take_subcall(rl_drv_slot *s, uint64_t call_id);
-/* Fails the sent calls of slot s (queued ones wait for the restarted
- * worker). */
+/* Slot s lost its worker (it died, left or reconnected; why): its sent
+ * calls fail (retry-safe ones are re-sent; queued ones wait for the
+ * restarted worker), and when one failed the other ranks of its group are
+ * told to abort their waits (RL_WORKER_ABORT, call id 0: a collective
+ * waiting for the lost rank ends now, not at its timeout); a started job is
+ * recovering (rl_drv_recovery_begin). */
 void rl_drv_fail_calls(rl_drv_slot *s, const char *why);
 /* The driver is fatal: every queued or sent call fails with d->fatal. */
 void rl_drv_fail_all_queued(rl_driver *d);

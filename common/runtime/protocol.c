@@ -312,6 +312,7 @@ static void s_on_ready(rl_drv_slot *s, const Rl__Ready *r)
     s->state = RL_SLOT_READY;
     s->ready_since = uv_now(&s->d->loop);
     rl_log_info("%s ready (pid %ld on %s)", s->label, s->worker_pid, s->node->name);
+    rl_drv_recovery_ready(s->d);
     rl_drv_send_queued(s->d); /* calls queued while it (re)started */
 }
 

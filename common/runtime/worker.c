@@ -17,6 +17,7 @@
 #include "rlrt/log.h"
 #include "rlrt/runtime/channel.h"
 #include "rlrt/runtime/health.h"
+#include "common/runtime/abort.h"
 #include "common/runtime/handshake.h"
 #include "common/runtime/msg.h"
 #include "common/runtime/net.h"
@@ -31,6 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <uv.h>
 #include <zmq.h>
@@ -41,6 +44,7 @@ typedef struct s_task {
     s_task_kind kind;
     uint64_t call_id;
     uint64_t generation; /* connection generation the call arrived on */
+    uint64_t abort_epoch; /* the abort epoch when it arrived (abort.h) */
     const rl_method *method;
     rl_dataproto *in;
     rl_dataproto *out;
@@ -101,7 +105,11 @@ typedef struct s_worker {
     uint64_t m_last_recv_ms;
 } s_worker;
 
-int rl_worker_should_stop(const rl_worker_ctx *ctx) { return ctx->stop; }
+/* Stopping, or (on the thread running a call) the call was aborted. */
+int rl_worker_should_stop(const rl_worker_ctx *ctx)
+{
+    return ctx->stop || rl_abort_pending(rl_abort_base());
+}
 
 static _Thread_local int s_compute_thread; /* 1 on the compute thread */
 
@@ -181,14 +189,65 @@ static void s_fault_check(s_worker *w, const char *method, int after)
     raise(SIGKILL);
 }
 
+/* And RL_FAULT_ANNOUNCE=PATH (make bench-faults) makes the worker send a
+ * datagram "ROLE/RANK PID METHOD start|end" to the Unix socket PATH when a
+ * call's handler starts and when it ends, so a fault bench can SIGKILL any
+ * process at a moment it picks inside a phase. Sent without blocking; lost
+ * when nobody reads. With RL_FAULT_HOLD="ROLE/RANK:METHOD:MS" as well, that
+ * worker's handler of METHOD waits MS milliseconds after announcing its
+ * start, so a call of a fraction of a millisecond (a reward) lasts long
+ * enough to be killed inside (timing only: nothing it computes changes).
+ * Unset, nothing is sent and nothing waits. */
+static int s_announce_fd = -1;
+static struct sockaddr_un s_announce_to;
+static char s_announce_who[160];
+static char s_hold_method[128];
+static int s_hold_ms;
+
+static void s_announce_setup(const char *role, int rank)
+{
+    const char *path = getenv("RL_FAULT_ANNOUNCE");
+    if (!path || !path[0] || strlen(path) >= sizeof s_announce_to.sun_path)
+        return;
+    const char *hold = getenv("RL_FAULT_HOLD");
+    char who[160], want[160];
+    int ms = 0;
+    snprintf(want, sizeof want, "%s/%d", role, rank);
+    if (hold && sscanf(hold, "%159[^:]:%127[^:]:%d", who, s_hold_method, &ms) == 3 &&
+        strcmp(who, want) == 0 && ms > 0 && ms <= 10000)
+        s_hold_ms = ms;
+    s_announce_to.sun_family = AF_UNIX;
+    snprintf(s_announce_to.sun_path, sizeof s_announce_to.sun_path, "%s", path);
+    snprintf(s_announce_who, sizeof s_announce_who, "%s/%d %d", role, rank, (int)getpid());
+    s_announce_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+}
+
+static void s_announce(const char *method, const char *what)
+{
+    if (s_announce_fd < 0)
+        return;
+    char m[400];
+    int n = snprintf(m, sizeof m, "%s %s %s", s_announce_who, method, what);
+    if (n > 0 && n < (int)sizeof m)
+        (void)sendto(s_announce_fd, m, (size_t)n, MSG_DONTWAIT, (struct sockaddr *)&s_announce_to,
+                     sizeof s_announce_to);
+}
+
 /* Runs call task t's handler (compute thread, or the loop for an inline
  * method while the compute thread is idle). */
 static void s_run_call(s_worker *w, s_task *t)
 {
     s_fault_check(w, t->method->name, 0);
+    s_announce(t->method->name, "start");
+    if (s_hold_ms && strcmp(t->method->name, s_hold_method) == 0)
+        usleep((useconds_t)s_hold_ms * 1000);
     uint64_t t0 = uv_hrtime();
+    /* its waits end when an abort comes after the call arrived */
+    rl_abort_scope_set(t->abort_epoch);
     t->rc = t->method->fn(&w->ctx, t->in, &t->out);
+    rl_abort_scope_set(0);
     t->compute_s = (double)(uv_hrtime() - t0) / 1e9;
+    s_announce(t->method->name, "end");
     s_fault_check(w, t->method->name, 1);
 }
 
@@ -224,7 +283,11 @@ static void *s_compute_main(void *arg)
             break; /* quit with an empty queue */
         rl_error_clear();
         switch (t->kind) {
-        case S_TASK_INIT: t->rc = w->role->init ? w->role->init(&w->ctx) : RL_OK; break;
+        case S_TASK_INIT:
+            rl_abort_scope_set(t->abort_epoch);
+            t->rc = w->role->init ? w->role->init(&w->ctx) : RL_OK;
+            rl_abort_scope_set(0);
+            break;
         case S_TASK_FINI:
             if (w->role->fini)
                 w->role->fini(&w->ctx);
@@ -556,6 +619,7 @@ static void s_stop(s_worker *w, int code, const char *why)
     pthread_mutex_unlock(&w->mu);
     w->exit_code = code;
     w->ctx.stop = 1;
+    rl_abort_raise(why); /* a call waiting for a peer returns now */
     rl_log_info("stopping: %s", why);
     if (w->opt.sd_notify)
         rl_sd_notify("STOPPING=1");
@@ -583,6 +647,11 @@ static void s_driver_lost(s_worker *w, const char *why)
         return;
     }
     rl_log_warn("%s; reconnecting to %s in %d ms", why, w->opt.driver, w->backoff_ms);
+    /* the driver counts this worker dead too (the same liveness): the
+     * calls in flight are lost, and a wait of theirs ends now */
+    char reason[200];
+    snprintf(reason, sizeof reason, "this worker lost the driver (%s)", why);
+    rl_abort_raise(reason);
     if (w->opt.sd_notify)
         rl_sd_notify("STATUS=driver lost; reconnecting");
     pthread_mutex_lock(&w->mu);
@@ -728,6 +797,7 @@ static void s_on_configure(s_worker *w, const Rl__Configure *c)
     w->configured = 1;
     task->kind = S_TASK_INIT;
     task->generation = w->generation;
+    task->abort_epoch = rl_abort_epoch();
     s_submit(w, task); /* READY goes out when init is done */
 }
 
@@ -762,6 +832,29 @@ static void s_known_add(const char *name, void *arg)
         k->n += (size_t)snprintf(k->buf + k->n, k->size - k->n, " %s", name);
 }
 
+/* RL_WORKER_ABORT, on the loop's thread whatever the compute thread does:
+ * the waits of every call that arrived before it end (abort.h); answered
+ * at once unless call_id is 0. meta "why" (a string) is the reason. */
+static void s_on_abort(s_worker *w, uint64_t call_id, const rl_dataproto *in)
+{
+    const json_t *v = in ? json_object_get(rl_dataproto_meta_const(in), "why") : NULL;
+    char why[300];
+    snprintf(why, sizeof why, "the driver: %.200s",
+             json_is_string(v) ? json_string_value(v) : "a peer of this call was lost");
+    pthread_mutex_lock(&w->mu);
+    int busy = w->m_busy || w->todo.head;
+    pthread_mutex_unlock(&w->mu);
+    rl_abort_raise(why);
+    if (busy)
+        rl_log_warn("aborting the waits of the calls in flight: %s", why);
+    if (call_id == 0)
+        return;
+    static const rl_method abort_method = {RL_WORKER_ABORT, NULL};
+    s_task t = {.kind = S_TASK_CALL, .call_id = call_id, .generation = w->generation,
+                .method = &abort_method};
+    s_reply(w, &t);
+}
+
 static void s_on_call(s_worker *w, rl_msg *m)
 {
     const Rl__Call *c = m->env->call;
@@ -776,6 +869,10 @@ static void s_on_call(s_worker *w, rl_msg *m)
         snprintf(buf, sizeof buf, "call '%.200s' %s a payload but %s", c->method ? c->method : "",
                  c->has_payload ? "announces" : "has", c->has_payload ? "none came" : "does not announce it");
         s_send_error(w, c->call_id, RL_EPROTO, buf);
+        return;
+    }
+    if (c->method && strcmp(c->method, RL_WORKER_ABORT) == 0) {
+        s_on_abort(w, c->call_id, m->payload);
         return;
     }
     const rl_method *method = c->method ? s_find_method(w, c->method) : NULL;
@@ -824,6 +921,7 @@ static void s_on_call(s_worker *w, rl_msg *m)
     t->kind = S_TASK_CALL;
     t->call_id = c->call_id;
     t->generation = w->generation;
+    t->abort_epoch = rl_abort_epoch();
     t->method = method;
     t->in = in;
     m->payload = NULL;
@@ -1093,6 +1191,9 @@ static int s_http(void *arg, const char *path, char **body, const char **type)
         rl_text_metric(&t, "rlrt_busy", "gauge", "1 while a handler runs", labels, busy);
         rl_text_metric(&t, "rlrt_reconnects_total", "counter", "times the driver was lost",
                        labels, (double)reconnects);
+        rl_text_metric(&t, "rlrt_aborts_total", "counter",
+                       "times the waits of the calls in flight were aborted (a peer or the driver lost)",
+                       labels, (double)rl_abort_count());
         rl_text_metric(&t, "rlrt_last_heartbeat_seconds", "gauge",
                        "seconds since the driver was last heard (-1: never)", labels, since);
         rl_text_metric(&t, "rlrt_weight_version", "gauge",
@@ -1228,6 +1329,7 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
     w->ctx.node = w->node;
     w->ctx.world_size = 1;
     s_fault_setup(w->opt.role, w->opt.rank);
+    s_announce_setup(w->opt.role, w->opt.rank);
     if (s_watch_parent(w)) {
         rl_error_set(RL_EPEER, "the driver (pid %ld) died before this worker started",
                      w->driver_pid);

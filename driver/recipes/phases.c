@@ -172,12 +172,14 @@ int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replie
     rl_future *fp = rl_group_call(s->sender, s->publish, RL_DISPATCH_RANK_ZERO, pub);
     rl_future *fs = fp ? rl_group_call(s->receivers, s->receive, RL_DISPATCH_ONE_TO_ALL, sub) : NULL;
     int wait = s->timeout_ms > 0 ? s->timeout_ms : -1;
-    int rc = fs ? rl_future_wait(fs, wait) : rl_error_code();
-    int rc2 = fp ? rl_future_wait(fp, wait) : RL_OK;
+    /* a side that fails (a lost worker) ends the sync at once: the other
+     * side waits for it no longer than the recovery's abort takes */
+    rl_future *both[2] = {fs, fp};
+    int rc = fs && fp ? rl_future_wait_all(both, 2, wait) : rl_error_code();
     rl_dataproto_free(pub);
     rl_dataproto_free(sub);
     rl_future_free(fp);
-    if (!rc && !rc2) {
+    if (!rc) {
         s->version = version;
         if (replies) {
             *replies = fs;
@@ -185,7 +187,7 @@ int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replie
         }
     }
     rl_future_free(fs);
-    return rc ? rc : rc2;
+    return rc;
 }
 
 /* ---- the actor–rollout pair ------------------------------------------------------------------- */
@@ -381,14 +383,6 @@ int rl_recovery_check(rl_recovery *r, rl_driver *d, int64_t step)
             rl_log_error("recovery: %s", rl_error_message());
             return rl_error_set(code, "%s", why), 0;
         }
-    /* the failed step's calls still running on the surviving ranks (a
-     * collective waiting for the dead rank until its timeout) finish before
-     * the recipe sends the reopening calls, which would queue behind them */
-    for (int i = 0; i < rl_driver_group_count(d); i++)
-        if (rl_group_drain(rl_driver_group_at(d, i), 600000)) {
-            rl_log_error("recovery: %s", rl_error_message());
-            return rl_error_set(code, "%s", why), 0;
-        }
     char lost[512] = "";
     int n = 0;
     for (int i = 0, k = 0; i < rl_driver_group_count(d) && k < r->n_mark; i++) {
@@ -406,6 +400,22 @@ int rl_recovery_check(rl_recovery *r, rl_driver *d, int64_t step)
                      (long long)r->max);
         return rl_error_set(code, "%s", why), 0;
     }
+    /* the failed step's calls still running on the surviving ranks finish
+     * before the recipe sends the reopening calls, which would queue behind
+     * them: first their waits on lost peers end (a collective with a dead
+     * rank, a rollout waiting for a dead actor's weights), then the drain
+     * sees every call done. The driver aborted the dead ranks' own groups
+     * when it lost them; this reaches the other groups too. */
+    char reason[600];
+    snprintf(reason, sizeof reason, "step %lld is replayed (%s restarted)", (long long)step, lost);
+    for (int i = 0; i < rl_driver_group_count(d); i++)
+        if (rl_group_abort(rl_driver_group_at(d, i), reason, 10000))
+            rl_log_warn("recovery: %s", rl_error_message());
+    for (int i = 0; i < rl_driver_group_count(d); i++)
+        if (rl_group_drain(rl_driver_group_at(d, i), 600000)) {
+            rl_log_error("recovery: %s", rl_error_message());
+            return rl_error_set(code, "%s", why), 0;
+        }
     r->count++;
     if (r->saved_step > 0)
         rl_log_warn("step %lld failed (%s); %s restarted: restoring checkpoint step %lld and "

@@ -139,7 +139,8 @@ int rl_trainer_restore(rl_trainer *t, rl_group *actor, int64_t want, int64_t *st
  * A recipe marks every rank's incarnation before a step (rl_recovery_mark).
  * When the step fails, rl_recovery_check() waits until the supervisor has
  * every started role READY again and tells whether a rank was replaced
- * meanwhile: then the recipe closes its state, reopens it (models rebuilt,
+ * meanwhile: then it aborts every group's waits on lost peers
+ * (rl_group_abort) and drains them, and the recipe closes its state, reopens it (models rebuilt,
  * communicators joined again), restores its newest checkpoint of this run
  * (saved_step; 0: from the start) and replays the steps since. Everything a
  * step does is a function of (seed, step, round, row) and the restored

@@ -36,7 +36,6 @@ TINY = [
     "model.num_heads=2", "model.num_kv_heads=1", "model.max_seq_len=64",
     "data.train_size=2000", "data.val_size=16", "data.levels=[1]",
     "data.max_prompt_length=16", "rollout.response_length=40",
-    "actor.comm_timeout_s=4", "rollout.weight_timeout_s=4",
 ]
 # the settings the example jobs had before DAPO's keys were switched on
 PLAIN = ["algorithm.filter_mode=range", "algorithm.online_filtering=false",

@@ -58,7 +58,8 @@ for i in 0 1 2 3 4; do
     grep -q '"ready": true' "$d/body" || fail "worker $i not ready: $(cat "$d/body")"
     out=$(get $W/metrics); [ "${out%% *}" = 200 ] || fail "worker $i /metrics: $out"
     for m in rlrt_calls_total rlrt_call_errors_total rlrt_received_bytes_total rlrt_sent_bytes_total \
-             rlrt_handler_seconds_total rlrt_queue_depth rlrt_weight_version rlrt_last_heartbeat_seconds; do
+             rlrt_handler_seconds_total rlrt_queue_depth rlrt_weight_version rlrt_last_heartbeat_seconds \
+             rlrt_aborts_total; do
         grep -q "^$m{role=" "$d/body" || { cat "$d/body"; fail "worker $i /metrics lacks $m"; }
     done
 done
@@ -72,7 +73,11 @@ curl -s --max-time 5 http://127.0.0.1:$((base + 10))/metrics | grep -q '^rlrt_we
 out=$(get -X POST $D/metrics); [ "${out%% *}" = 405 ] || fail "POST answered $out"
 out=$(get $D/nope); [ "${out%% *}" = 404 ] || fail "unknown path answered $out"
 
-# kill -9 a worker: the restart shows in the driver's metrics
+# kill -9 a worker: the restart and the recovery show in the driver's
+# metrics (the selftest reports no steps: its recovery ends when every
+# worker is ready again) and /healthz
+get $D/metrics >/dev/null
+grep -q '^rlrt_recoveries_total{role="driver",rank="0"} 0' "$d/body" || fail "recoveries before a kill"
 victim=$(pgrep -P $dpid -f -- '--role reward --rank 1')
 [ -n "$victim" ] || fail "no reward/1 process"
 kill -9 $victim
@@ -80,10 +85,19 @@ ok=0
 for _ in $(seq 100); do
     get $D/metrics >/dev/null
     if grep -q '^rlrt_worker_restarts_total{role="reward",rank="1"} 1' "$d/body" &&
-       grep -q '^rlrt_worker_ready{role="reward",rank="1"} 1' "$d/body"; then ok=1; break; fi
+       grep -q '^rlrt_worker_ready{role="reward",rank="1"} 1' "$d/body" &&
+       grep -q '^rlrt_recoveries_total{role="driver",rank="0"} 1' "$d/body"; then ok=1; break; fi
     sleep 0.1
 done
 [ $ok = 1 ] || { cat "$d/body"; fail "the restart of reward/1 does not show in /metrics"; }
+for m in '# TYPE rlrt_recovery_seconds_total counter' '# TYPE rlrt_recovery_seconds gauge' \
+         'rlrt_recovering{role="driver",rank="0"} 0'; do
+    grep -qF "$m" "$d/body" || { cat "$d/body"; fail "driver /metrics lacks $m"; }
+done
+awk '/^rlrt_recovery_seconds\{/ { exit !($2 > 0 && $2 < 30) }' "$d/body" || fail "recovery seconds: $(grep ^rlrt_recovery_seconds "$d/body")"
+get $D/healthz >/dev/null
+grep -q '"status": "ok", .*"recovery": null, "recoveries": 1, "last_recovery_s": ' "$d/body" ||
+    fail "driver /healthz after the recovery: $(cat "$d/body")"
 kill -TERM $dpid
 wait $dpid
 rc=$?

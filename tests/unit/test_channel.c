@@ -6,7 +6,11 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 #include <cmocka.h>
 
@@ -15,6 +19,7 @@
 #include "rlrt/tensor.h"
 #include "rlrt/dataproto.h"
 #include "rlrt/runtime/channel.h"
+#include "common/runtime/abort.h"
 
 static void test_data_channel_round_trip(void **state)
 {
@@ -206,6 +211,120 @@ static void test_weight_partial_version_never_active(void **state)
     zmq_ctx_term(ctx);
 }
 
+/* ---- aborted waits (common/runtime/abort.h) ------------------------------------------ */
+
+static double s_mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+typedef struct {
+    rl_weight_receiver *r;
+    rl_channel *ch;
+    rl_weight_sender *s;
+    const float *buf;
+    int64_t count;
+    int rc;
+    char msg[512];
+} s_wait_job;
+
+static void *s_wait_main(void *p)
+{
+    s_wait_job *j = p;
+    rl_dataproto *got = NULL;
+    if (j->r)
+        j->rc = rl_weight_recv_poll(j->r, 120000);
+    else if (j->ch)
+        j->rc = rl_channel_recv(j->ch, &got, 120000);
+    else
+        j->rc = rl_weight_send(j->s, 1, j->buf, j->count, 1, 120000);
+    rl_dataproto_free(got);
+    snprintf(j->msg, sizeof j->msg, "%s", rl_error_message());
+    return NULL;
+}
+
+/* Runs j's wait on a thread, aborts after 300 ms; the wait must end with
+ * RL_EPEER naming `what` and the reason, well before its 120 s. */
+static void s_abort_wait(s_wait_job *j, const char *what)
+{
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, s_wait_main, j), 0);
+    usleep(300 * 1000);
+    double t0 = s_mono();
+    rl_abort_raise("actor/0 was killed by signal 9 (test)");
+    pthread_join(th, NULL);
+    assert_int_equal(j->rc, RL_EPEER);
+    char want[256];
+    snprintf(want, sizeof want, "%s: aborted: actor/0 was killed by signal 9 (test)", what);
+    assert_string_equal(j->msg, want);
+    assert_true(s_mono() - t0 < 10.0); /* a poll period (50 ms); generous */
+}
+
+/* A rollout waiting for the weights of a dead actor, and an env waiting on
+ * its data channel for a dead rollout, return when the waits are aborted;
+ * the objects stay usable (only the waits under way ended). */
+static void test_abort_ends_receives(void **state)
+{
+    (void)state;
+    rl_weight_sender *s = rl_weight_sender_new("tcp://127.0.0.1:*", 0);
+    rl_weight_receiver *r = rl_weight_receiver_new(rl_weight_sender_endpoint(s), 8);
+    assert_non_null(r);
+    s_wait_job j = {.r = r};
+    s_abort_wait(&j, "weight channel: receiving");
+    /* a wait that starts after the abort gets the version */
+    float w[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    s_wait_job again = {.r = r};
+    pthread_t th;
+    pthread_create(&th, NULL, s_wait_main, &again);
+    assert_int_equal(rl_weight_send(s, 1, w, 8, 1, 10000), 0);
+    pthread_join(th, NULL);
+    assert_int_equal(again.rc, 0);
+    uint64_t v = 0;
+    assert_true(rl_weight_recv_active(r, &v)[7] == 8.0f);
+    assert_int_equal(v, 1);
+    rl_weight_receiver_free(r);
+    rl_weight_sender_free(s);
+
+    rl_channel *a = rl_channel_listen("tcp://127.0.0.1:*");
+    assert_non_null(a);
+    s_wait_job jc = {.ch = a};
+    char what[300];
+    snprintf(what, sizeof what, "channel %s: receive", rl_channel_endpoint(a));
+    s_abort_wait(&jc, what);
+    rl_channel_free(a);
+}
+
+/* An actor publishing to a rollout that died (connected, then gone without
+ * acknowledging) returns when its wait is aborted; the buckets that point
+ * into its buffer are dropped before it returns (the buffer is freed right
+ * away: ASan would see a late read), and the sender refuses to go on. */
+static void test_abort_ends_a_publish(void **state)
+{
+    (void)state;
+    rl_weight_sender *s = rl_weight_sender_new("tcp://127.0.0.1:*", 1 << 16);
+    rl_weight_receiver *r = rl_weight_receiver_new(rl_weight_sender_endpoint(s), 1 << 20);
+    assert_non_null(r);
+    float *buf = calloc(1 << 20, sizeof(float));
+    s_wait_job j = {.s = s, .buf = buf, .count = 1 << 20};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, s_wait_main, &j), 0);
+    usleep(200 * 1000);
+    rl_weight_receiver_free(r); /* the rollout dies: no acknowledgement */
+    usleep(200 * 1000);
+    rl_abort_raise("rollout/0 was killed by signal 9 (test)");
+    pthread_join(th, NULL);
+    free(buf);
+    assert_int_equal(j.rc, RL_EPEER);
+    assert_string_equal(j.msg, "weight channel: waiting for acknowledgements: aborted: rollout/0 was "
+                               "killed by signal 9 (test)");
+    float w[4] = {0};
+    assert_int_equal(rl_weight_send(s, 2, w, 4, 1, 1000), RL_ESTATE);
+    assert_string_equal(rl_error_message(), "weight channel: an earlier send failed; make a new sender");
+    rl_weight_sender_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -213,6 +332,8 @@ int main(void)
         cmocka_unit_test(test_weight_channel_two_receivers_two_versions),
         cmocka_unit_test(test_weight_channel_size_mismatch),
         cmocka_unit_test(test_weight_partial_version_never_active),
+        cmocka_unit_test(test_abort_ends_receives),
+        cmocka_unit_test(test_abort_ends_a_publish),
     };
     return cmocka_run_group_tests_name("channel", tests, NULL, NULL);
 }

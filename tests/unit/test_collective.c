@@ -29,6 +29,7 @@
 
 #include "rlrt/error.h"
 #include "rlrt/runtime/collective.h"
+#include "common/runtime/abort.h"
 #include "common/runtime/net.h"
 
 static float s_input(int rank, int64_t i)
@@ -472,6 +473,145 @@ static void test_setup_errors(void **state)
     rl_comm_destroy(c);
 }
 
+/* ---- a peer that is gone --------------------------------------------------------- */
+
+static double s_mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Rank 1 of a 2-rank ring that joins, then leaves at once (a dead worker:
+ * its sockets are closed without reading anything). */
+static void *s_leaver_main(void *p)
+{
+    s_thread_arg *a = p;
+    rl_comm *c = rl_comm_init_rank(a->id, a->W, a->rank, a->o);
+    a->rc = c ? 0 : -1;
+    rl_comm_destroy(c);
+    return NULL;
+}
+
+typedef struct {
+    rl_comm *c;
+    float *x, *y;
+    int64_t n;
+    int rc;
+    char msg[512];
+    double took;
+} s_gather_job;
+
+static void *s_gather_main(void *p)
+{
+    s_gather_job *g = p;
+    double t0 = s_mono();
+    g->rc = rl_comm_all_gather(g->c, g->x, g->y, g->n);
+    g->took = s_mono() - t0;
+    snprintf(g->msg, sizeof g->msg, "%s", rl_error_message());
+    return NULL;
+}
+
+/* Rank 0 of a ring whose rank 1 joined and died; n floats; timeout_s. */
+static rl_comm *s_orphan(rl_comm_id *id, double timeout_s)
+{
+    assert_int_equal(rl_comm_id_create(id, "tcp://127.0.0.1"), 0);
+    static rl_comm_options o;
+    rl_comm_options_default(&o);
+    o.timeout_s = timeout_s;
+    o.segment_bytes = 64 * 1024;
+    s_thread_arg leaver = {.id = id, .o = &o, .W = 2, .rank = 1, .rc = -1};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, s_leaver_main, &leaver), 0);
+    rl_comm *c = rl_comm_init_rank(id, 2, 0, &o);
+    pthread_join(th, NULL);
+    assert_non_null(c);
+    assert_int_equal(leaver.rc, 0);
+    return c;
+}
+
+/* A rank waiting in a collective for a dead peer (rank 1 gone, 120 s
+ * timeout) returns at once when the process's waits are aborted (what the
+ * worker does on the driver's RL_WORKER_ABORT), with RL_EPEER and the
+ * reason; the communicator is then broken, and the segments it had sent to
+ * the dead rank by reference are released before the call returns (the
+ * buffer is freed right after: ASan would see a late read). */
+static void test_abort_ends_a_wait_on_a_dead_peer(void **state)
+{
+    (void)state;
+    rl_comm_id id;
+    rl_comm *c = s_orphan(&id, 120.0);
+    s_gather_job g = {.c = c, .n = 1 << 20};
+    g.x = calloc((size_t)g.n, sizeof(float));
+    g.y = calloc((size_t)g.n, sizeof(float));
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, s_gather_main, &g), 0);
+    usleep(300 * 1000);
+    double t0 = s_mono();
+    rl_abort_raise("actor/1 was killed by signal 9 (test)");
+    pthread_join(th, NULL);
+    double after = s_mono() - t0;
+    free(g.y);
+    assert_int_equal(g.rc, RL_EPEER);
+    assert_string_equal(g.msg, "all_gather: rank 0: aborted: actor/1 was killed by signal 9 (test)");
+    assert_true(after < 10.0); /* a poll period (50 ms), generous for a loaded machine */
+    float a = 1, b = 0;
+    assert_int_equal(rl_comm_all_reduce(c, &a, &b, 1, RL_REDUCE_SUM), RL_ESTATE);
+    rl_comm_destroy(c);
+    free(g.x);
+    /* waits that start after the abort are not touched: a new ring works */
+    rl_comm_id id2;
+    assert_int_equal(rl_comm_id_create(&id2, "tcp://127.0.0.1"), 0);
+    s_ring_threads(&id2, 20.0);
+}
+
+/* On a thread that runs a worker's call, the waits of that call end when an
+ * abort came after the call ARRIVED, even when the wait starts later (a
+ * queued call of the failed step): joining a ring fails at once. */
+static void test_abort_scope_of_a_call(void **state)
+{
+    (void)state;
+    uint64_t arrived = rl_abort_epoch();
+    rl_abort_raise("the step is replayed (test)");
+    rl_abort_scope_set(arrived);
+    rl_comm_id id;
+    assert_int_equal(rl_comm_id_create(&id, NULL), 0);
+    double t0 = s_mono();
+    assert_null(rl_comm_init_rank(&id, 2, 0, NULL)); /* would wait 120 s for rank 1 */
+    assert_int_equal(rl_error_code(), RL_EPEER);
+    assert_non_null(strstr(rl_error_message(), "aborted: the step is replayed (test)"));
+    assert_true(s_mono() - t0 < 10.0);
+    /* a call that arrived after the abort waits as usual (here: times out) */
+    rl_abort_scope_set(rl_abort_epoch());
+    rl_comm_options o;
+    rl_comm_options_default(&o);
+    o.timeout_s = 0.3;
+    assert_null(rl_comm_init_rank(&id, 2, 0, &o));
+    assert_int_equal(rl_error_code(), RL_ETIMEOUT);
+    rl_abort_scope_set(0);
+}
+
+/* Without an abort, a rank whose peer died fails after one timeout: the
+ * wait for the segments the dead rank never took does not add a second
+ * one (it did: 2 x actor.comm_timeout_s, 240 s by default). */
+static void test_dead_peer_costs_one_timeout(void **state)
+{
+    (void)state;
+    rl_comm_id id;
+    rl_comm *c = s_orphan(&id, 3.0);
+    s_gather_job g = {.c = c, .n = 1 << 20};
+    g.x = calloc((size_t)g.n, sizeof(float));
+    g.y = calloc((size_t)g.n, sizeof(float));
+    s_gather_main(&g);
+    free(g.y);
+    free(g.x);
+    assert_int_equal(g.rc, RL_ETIMEOUT);
+    assert_non_null(strstr(g.msg, "all_gather: rank 0 waited more than 3 s for rank 1"));
+    assert_true(g.took >= 2.9);
+    assert_true(g.took < 5.0); /* one timeout and a margin; two would be 6 s */
+    rl_comm_destroy(c);
+}
+
 /* The shard layout every collective uses: contiguous, ceil(total/W) long,
  * the tail short or empty; shards tile [0, total) exactly. */
 static void test_shard_range(void **state)
@@ -521,6 +661,9 @@ int main(void)
         cmocka_unit_test(test_mismatched_counts),
         cmocka_unit_test(test_setup_errors),
         cmocka_unit_test(test_shard_range),
+        cmocka_unit_test(test_abort_ends_a_wait_on_a_dead_peer),
+        cmocka_unit_test(test_abort_scope_of_a_call),
+        cmocka_unit_test(test_dead_peer_costs_one_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

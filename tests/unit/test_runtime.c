@@ -287,6 +287,43 @@ static void test_kill9_during_call(void **state)
     s_stop(j);
 }
 
+/* A rank dies while its group's other ranks wait for it (here a 60 s sleep
+ * that polls rl_worker_should_stop, as a collective polls the abort): the
+ * driver tells them to abort at once, so they are done within a heartbeat,
+ * not after 60 s. rl_group_abort does the same to another group's waits;
+ * calls sent after an abort run whole. */
+static void test_abort_waits_of_lost_peers(void **state)
+{
+    (void)state;
+    s_job *j = s_start("{actor: {count: 2, node: local}, rollout: {count: 1, node: local}}", 2, 1);
+    rl_group *ga = rl_driver_group(j->d, "actor"), *gr = rl_driver_group(j->d, "rollout");
+    rl_dataproto *in = rl_dataproto_new_meta(json_pack("{s:i}", "ms", 60000));
+    rl_future *fa = rl_group_call(ga, "sleep", RL_DISPATCH_ONE_TO_ALL, in);
+    rl_future *fr = rl_group_call(gr, "sleep", RL_DISPATCH_RANK_ZERO, in);
+    rl_driver_poll(j->d, 300);
+    int pid = rl_group_pid(ga, 1);
+    double t0 = s_now();
+    kill(pid, SIGKILL);
+    assert_int_not_equal(rl_future_wait(fa, 20000), 0);
+    assert_msg_contains(rl_error_message(), "worker actor/1");
+    assert_int_equal(rl_group_drain(ga, 20000), 0); /* actor/0's sleep ended too */
+    assert_true(s_now() - t0 < 10.0);
+    rl_future_free(fa);
+    assert_false(rl_future_done(fr));
+    t0 = s_now();
+    assert_int_equal(rl_group_abort(gr, "a test", 10000), 0);
+    assert_int_equal(rl_future_wait(fr, 10000), 0);
+    assert_true(s_now() - t0 < 10.0);
+    rl_future_free(fr);
+    rl_dataproto *nap = rl_dataproto_new_meta(json_pack("{s:i}", "ms", 300));
+    t0 = s_now();
+    assert_int_equal(rl_group_call_sync(gr, "sleep", RL_DISPATCH_RANK_ZERO, nap, NULL), 0);
+    assert_true(s_now() - t0 >= 0.29);
+    rl_dataproto_free(nap);
+    rl_dataproto_free(in);
+    s_stop(j);
+}
+
 /* A hung worker (SIGSTOP) is detected by missed heartbeats alone. */
 static void test_hung_worker_liveness(void **state)
 {
@@ -870,6 +907,7 @@ int main(void)
         cmocka_unit_test_teardown(test_dispatch_modes, s_teardown),
         cmocka_unit_test_teardown(test_kill9_during_call, s_teardown),
         cmocka_unit_test_teardown(test_hung_worker_liveness, s_teardown),
+        cmocka_unit_test_teardown(test_abort_waits_of_lost_peers, s_teardown),
         cmocka_unit_test_teardown(test_restart_limit, s_teardown),
         cmocka_unit_test_teardown(test_protocol_mismatch_and_unknown_peer, s_teardown),
         cmocka_unit_test_teardown(test_external_workers, s_teardown),

@@ -121,12 +121,21 @@ static int s_round(rl_group *genv, rl_group *groll, int64_t T, int64_t round, in
     rl_dataproto_free(args);
     if (!rc && (!fr || !fe))
         rc = rl_error_code();
-    int rce = fe ? rl_future_wait(fe, -1) : RL_OK;
+    /* until both answered or one failed (a lost worker): its peer, waiting
+     * on their data channel, is aborted by the recovery, not awaited */
+    rl_future *both[2] = {fe, fr};
+    int rcw = fe && fr ? rl_future_wait_all(both, 2, -1) : RL_OK;
+    char wait_msg[1024] = "";
+    if (rcw)
+        snprintf(wait_msg, sizeof wait_msg, "%s", rl_error_message());
+    int rce = fe && (!rcw || rl_future_done(fe)) ? rl_future_wait(fe, 0) : RL_OK;
     const char *why_env = rce ? rl_error_message() : NULL;
     char env_msg[1024] = "";
     if (why_env)
         snprintf(env_msg, sizeof env_msg, "%s", why_env);
-    int rcr = fr ? rl_future_wait(fr, -1) : RL_OK;
+    int rcr = fr && (!rcw || rl_future_done(fr)) ? rl_future_wait(fr, 0) : RL_OK;
+    if (rcw && !rce && !rcr) /* interrupted, fatal */
+        rc = rc ? rc : rl_error_set(rcw, "%s", wait_msg);
     /* A policy that fails stops answering, so its env ranks then fail on
      * their channel: with both failed, the rollout's error is the cause. */
     if (!rc && rce && rcr) {

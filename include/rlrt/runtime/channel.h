@@ -23,6 +23,15 @@
  * ranks (flat buffer, count, version), so a GPU transport can replace the
  * ZeroMQ one without touching callers.
  *
+ * Waits: every wait here (a receive, a send that needs a peer, a weight
+ * send waiting for receivers and their acknowledgements, a weight receive)
+ * ends at its timeout, or within 50 ms with RL_EPEER when the process's
+ * waits are aborted (an rl-worker does it on the driver's RL_WORKER_ABORT
+ * when a peer died: rlrt/runtime/worker.h); the objects stay usable, except
+ * a weight sender whose send failed after queueing buckets: it closed its
+ * socket so the caller's buffer is free again, and refuses further sends
+ * (RL_ESTATE: make a new one).
+ *
  * Threading: each object is used by one thread at a time.
  * Ownership: constructors return objects freed with their *_free(); received
  * DataProtos are the caller's; rl_weight_recv_active() returns a buffer owned
@@ -63,7 +72,8 @@ typedef struct rl_weight_receiver rl_weight_receiver;
 rl_weight_sender *rl_weight_sender_new(const char *bind, size_t bucket_bytes);
 const char *rl_weight_sender_endpoint(const rl_weight_sender *s);
 /* Sends buf[0..count) as `version` to `n_receivers` receivers (waits up to
- * timeout_ms for them to connect and to acknowledge). version must grow. */
+ * timeout_ms for them to connect and to acknowledge; < 0: no limit).
+ * version must grow. buf is read until it returns, never after. */
 int rl_weight_send(rl_weight_sender *s, uint64_t version, const float *buf, int64_t count,
                    int n_receivers, int timeout_ms);
 void rl_weight_sender_free(rl_weight_sender *s);

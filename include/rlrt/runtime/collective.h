@@ -32,9 +32,15 @@
  * Invariants: every rank calls the same operations in the same order with
  * the same count/root/op (a wrong size is detected and reported as
  * RL_EPROTO; a rank that stops answering gives RL_ETIMEOUT after
- * options.timeout_s). After any error the communicator is unusable
- * (RL_ESTATE) and must be destroyed. Calls on one communicator are not
- * thread-safe; use one communicator per thread.
+ * options.timeout_s, once: the wait for the data it did not take adds none).
+ * Every wait (rendezvous, send, receive) also ends within 50 ms with
+ * RL_EPEER when the process's waits are aborted (an rl-worker does it on
+ * the driver's RL_WORKER_ABORT when a peer died: rlrt/runtime/worker.h), so
+ * a dead rank costs its peers the heartbeat's detection, not the timeout.
+ * After any error the communicator is unusable (RL_ESTATE) and must be
+ * destroyed; an operation that failed returns only once ZeroMQ let go of
+ * the caller's buffers. Calls on one communicator are not thread-safe; use
+ * one communicator per thread.
  *
  * In place: sendbuf == recvbuf is allowed for broadcast and all-reduce;
  * reduce-scatter may use recvbuf == sendbuf + shard_begin, all-gather
@@ -69,7 +75,8 @@ typedef enum rl_reduce_op {
 } rl_reduce_op;
 
 typedef struct rl_comm_options {
-    double timeout_s;     /* per receive and for setup; default 120 */
+    double timeout_s;     /* per receive and for setup; default 120: how long a
+                             LIVE peer may send nothing (a lost one is aborted) */
     size_t segment_bytes; /* pipelining unit; default 1 MiB (rounded to floats) */
     /* Address this rank's data socket binds and advertises (tcp only).
      * NULL: the local address that routes to rank 0's host. */

@@ -30,7 +30,13 @@
  *
  * Failure handling: a worker silent for interval × liveness, or whose process
  * exits, is dead; its in-flight calls fail with an error naming the worker
- * and the method. local/ssh workers are restarted with exponential backoff up
+ * and the method, and (when a call of its failed) the other ranks of its
+ * group abort their waits on peers at once (rl_group_abort), so a collective
+ * with the dead rank fails within the heartbeat's bound, not at its timeout. From the death until a
+ * step completes with every slot READY again (rl_driver_note_step; before
+ * the first step: until every slot is READY), /healthz says "recovering",
+ * naming the lost slots and since when, and /metrics counts the recoveries
+ * and their seconds. local/ssh workers are restarted with exponential backoff up
  * to restart.max_restarts; calls made while a rank restarts are queued and
  * sent once it is READY again. If a role cannot be restored, or cannot start
  * at all (rl-worker exits RL_WORKER_EXIT_USAGE before HELLO, or the role's
@@ -130,6 +136,16 @@ int rl_group_wait_ready(rl_group *g, int timeout_ms);
  * failed group call leaves the other ranks' parts running: a recovery drains
  * them before it sends new work). RL_ETIMEOUT after timeout_ms (< 0: none). */
 int rl_group_drain(rl_group *g, int timeout_ms);
+/* Tells every rank of g to abort its waits on peers (RL_WORKER_ABORT,
+ * rlrt/runtime/worker.h): a collective, weight or data channel wait of any
+ * call sent to it before ends within 50 ms with RL_EPEER naming `why`
+ * (NULL: "the recipe"); calls sent after are not touched. Returns when every
+ * rank acknowledged (RL_ETIMEOUT after timeout_ms; a rank not READY gets it
+ * once it is). A recovery calls it before it drains the groups, so no
+ * survivor waits out its timeout for a lost peer of another group (a
+ * rollout for the weights of a dead actor). The driver already sends it by
+ * itself to the other ranks of a lost worker's group. */
+int rl_group_abort(rl_group *g, const char *why, int timeout_ms);
 
 /* one_to_all, dp_compute, rank_zero. `in` may be NULL (empty batch); it is
  * not modified and may be freed right after the call. */
@@ -145,6 +161,14 @@ rl_future *rl_group_call_each(rl_group *g, const char *method,
  * RL_ETIMEOUT after timeout_ms (< 0: no limit); RL_ESTATE if interrupted
  * (SIGTERM/SIGINT) or the driver is fatal. */
 int rl_future_wait(rl_future *f, int timeout_ms);
+/* Waits for fs[0..n) (entries may be NULL, all of one driver) until every
+ * one completed, or until one FAILED: then at once, with its error, while
+ * the others may still run (a phase that calls two groups, as the weight
+ * sync does, learns of a lost worker without waiting for its peer's
+ * timeout; a recovery aborts and drains what still runs). 0 when every one
+ * succeeded; RL_ETIMEOUT after timeout_ms (< 0: no limit); RL_ESTATE as
+ * rl_future_wait. rl_future_done / rl_future_wait(f, 0) then tell each. */
+int rl_future_wait_all(rl_future *const *fs, int n, int timeout_ms);
 int rl_future_done(const rl_future *f);
 /* dp_compute: the concatenated, unpadded result; rank_zero: rank 0's;
  * one_to_all/all_to_all: RL_EINVAL (use rl_future_take_rank). A rank that

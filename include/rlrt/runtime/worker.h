@@ -29,7 +29,14 @@
  * methods served, and an unknown-method error names only those. Every worker
  * also answers the runtime's own RL_WORKER_DRAIN: a no-op that runs on the
  * compute thread, queued behind every call before it, so its reply says the
- * worker has finished them (rl_group_drain).
+ * worker has finished them (rl_group_drain); and RL_WORKER_ABORT, handled
+ * on arrival by the loop whatever the compute thread does: every wait on a
+ * peer (a collective, a weight or data channel) of the calls that arrived
+ * before it, running or queued, ends within 50 ms with RL_EPEER naming the
+ * reason (meta "why"), so a call that lost a peer fails at once instead of
+ * at its timeout (rl_group_abort; the driver sends it to a dead rank's group
+ * by itself). Answered at once, unless its call id is 0. A worker that
+ * loses its driver, or stops, aborts its waits the same way.
  *
  * Configuration: the first CONFIGURE gives the job tree (JSON) and the
  * file:line:col of its nodes, applied to the tree, so a role's checks name
@@ -41,7 +48,8 @@
  *
  * Threading: rl_worker_ctx is shared between the loop and the compute
  * thread; handlers may read ctx->config and keep state in ctx->user, and
- * should poll rl_worker_should_stop() in long loops.
+ * should poll rl_worker_should_stop() in long loops (true when the worker
+ * stops or the running call was aborted).
  */
 #ifndef RLRT_RUNTIME_WORKER_H
 #define RLRT_RUNTIME_WORKER_H
@@ -142,6 +150,7 @@ typedef struct rl_worker_options {
 /* The runtime's drain method (a name no role can take: roles' names have
  * no dot). */
 #define RL_WORKER_DRAIN "rl.drain"
+#define RL_WORKER_ABORT "rl.abort"
 
 #define RL_WORKER_EXIT_OK 0
 #define RL_WORKER_EXIT_ERROR 1    /* start-up error, init failed, refused */
@@ -152,6 +161,8 @@ typedef struct rl_worker_options {
  * (returns 2); 1 on a start-up error (message set). */
 int rl_worker_run(const rl_worker_options *opt, const rl_worker_role *role);
 
+/* 1 when the worker is stopping or, called from a handler, its call was
+ * aborted (RL_WORKER_ABORT): a long loop should return an error then. */
 int rl_worker_should_stop(const rl_worker_ctx *ctx);
 
 #ifdef __cplusplus
