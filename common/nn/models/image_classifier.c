@@ -18,6 +18,7 @@
 
 typedef struct s_ic {
     rl_model_base base; /* the manifest fc1, fc2, out and its buffers */
+    rl_image_net head;  /* image_net.c's view of the network (rl_image_net_model: right after base) */
     rl_image_size_config size;
     rl_image_classifier_model_config net;
     int K, Hd;
@@ -114,30 +115,13 @@ static int s_bwd(rl_model *mm, const float *dlogits)
     return RL_OK;
 }
 
-static rl_image_net s_net(const s_ic *m) { return (rl_image_net){m->D, m->K, s_fwd, s_bwd}; }
 
 int rl_image_classifier_probs(rl_model *mm, int64_t n, const float *images, float *probs)
 {
     s_ic *m = s_of(mm);
     if (!m)
         return rl_error_set(RL_EINVAL, "rl_image_classifier_probs: not an image_classifier model");
-    rl_image_net net = s_net(m);
-    return rl_image_net_probs(mm, &net, n, images, probs, 0);
-}
-
-static int s_forward(rl_model *mm, const rl_dataproto *batch, unsigned want,
-                     const rl_model_pass *pass, rl_dataproto **out)
-{
-    rl_image_net net = s_net(s_of(mm));
-    return rl_image_net_forward(mm, &net, batch, want, pass, out);
-}
-
-static int s_forward_backward(rl_model *mm, const rl_dataproto *batch, unsigned want,
-                              const rl_model_pass *pass, rl_model_loss_fn fn, void *ctx,
-                              double *loss)
-{
-    rl_image_net net = s_net(s_of(mm));
-    return rl_image_net_forward_backward(mm, &net, batch, want, pass, fn, ctx, loss);
+    return rl_image_net_probs(mm, &m->head, n, images, probs, 0);
 }
 
 static void s_free(rl_model *mm)
@@ -156,6 +140,7 @@ static int s_build(rl_model_base *b)
     m->K = (int)m->net.num_classes;
     m->Hd = (int)m->net.hidden_size;
     m->D = m->size.channels * m->size.height * m->size.width;
+    m->head = (rl_image_net){m->D, m->K, s_fwd, s_bwd};
     int rc;
     if ((rc = rl_model_base_add(b, "fc1.weight", 2, m->Hd, m->D, &m->fc1_w)) ||
         (rc = rl_model_base_add(b, "fc1.bias", 1, m->Hd, 0, &m->fc1_b)) ||
@@ -175,8 +160,8 @@ static const rl_model_ops s_ops = {
     .kind = "image_classifier",
     .free = s_free,
     RL_MODEL_BASE_KIND_OPS,
-    .forward = s_forward,
-    .forward_backward = s_forward_backward,
+    .forward = rl_image_net_op_forward,
+    .forward_backward = rl_image_net_op_forward_backward,
     .sample = rl_image_net_no_sample,
 };
 

@@ -24,6 +24,7 @@
 
 typedef struct s_cnn {
     rl_model_base base; /* the manifest conv1, conv2, fc, out and its buffers */
+    rl_image_net head;  /* image_net.c's view of the network (rl_image_net_model: right after base) */
     rl_image_size_config size;
     rl_image_classifier_model_config net;
     rl_image_cnn_model_config conv;
@@ -157,7 +158,6 @@ static int s_fwd(rl_model *mm, int64_t n, const float *x, const float **logits)
 
 static int s_bwd(rl_model *mm, const float *dlogits) { return s_net_backward((s_cnn *)mm, dlogits); }
 
-static rl_image_net s_net(const s_cnn *m) { return (rl_image_net){m->D, m->K, s_fwd, s_bwd}; }
 
 /* feats (n, F) of images, S_CHUNK rows at a time. */
 static int s_features(s_cnn *m, int64_t n, const float *images, float *feats, const char *what)
@@ -195,22 +195,7 @@ int rl_image_model_probs(rl_model *mm, int64_t n, const float *images, float *pr
     s_cnn *m = s_of(mm);
     if (!m)
         return rl_image_classifier_probs(mm, n, images, probs);
-    rl_image_net net = s_net(m);
-    return rl_image_net_probs(mm, &net, n, images, probs, S_CHUNK);
-}
-
-static int s_forward(rl_model *mm, const rl_dataproto *batch, unsigned want, const rl_model_pass *pass,
-                     rl_dataproto **out)
-{
-    rl_image_net net = s_net(s_of(mm));
-    return rl_image_net_forward(mm, &net, batch, want, pass, out);
-}
-
-static int s_forward_backward(rl_model *mm, const rl_dataproto *batch, unsigned want,
-                              const rl_model_pass *pass, rl_model_loss_fn fn, void *ctx, double *loss)
-{
-    rl_image_net net = s_net(s_of(mm));
-    return rl_image_net_forward_backward(mm, &net, batch, want, pass, fn, ctx, loss);
+    return rl_image_net_probs(mm, &m->head, n, images, probs, S_CHUNK);
 }
 
 static void s_free(rl_model *mm)
@@ -238,6 +223,7 @@ static int s_build(rl_model_base *b)
     m->K = (int)m->net.num_classes;
     m->D = (int64_t)m->C * m->H * m->W;
     m->flat = (int64_t)m->C2 * m->H4 * m->W4;
+    m->head = (rl_image_net){m->D, m->K, s_fwd, s_bwd};
     int rc;
     if ((rc = rl_model_base_add(b, "conv1.weight", 2, m->C1, (int64_t)m->C * 9, &m->c1_w)) ||
         (rc = rl_model_base_add(b, "conv1.bias", 1, m->C1, 0, &m->c1_b)) ||
@@ -260,8 +246,8 @@ static const rl_model_ops s_ops = {
     .kind = "image_cnn",
     .free = s_free,
     RL_MODEL_BASE_KIND_OPS,
-    .forward = s_forward,
-    .forward_backward = s_forward_backward,
+    .forward = rl_image_net_op_forward,
+    .forward_backward = rl_image_net_op_forward_backward,
     .sample = rl_image_net_no_sample,
 };
 

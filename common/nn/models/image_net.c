@@ -125,6 +125,20 @@ int rl_image_net_forward_backward(rl_model *m, const rl_image_net *net, const rl
     return rc;
 }
 
+int rl_image_net_op_forward(rl_model *m, const rl_dataproto *batch, unsigned want,
+                            const rl_model_pass *pass, rl_dataproto **out)
+{
+    return rl_image_net_forward(m, &((rl_image_net_model *)m)->net, batch, want, pass, out);
+}
+
+int rl_image_net_op_forward_backward(rl_model *m, const rl_dataproto *batch, unsigned want,
+                                     const rl_model_pass *pass, rl_model_loss_fn fn, void *ctx,
+                                     double *loss)
+{
+    return rl_image_net_forward_backward(m, &((rl_image_net_model *)m)->net, batch, want, pass, fn,
+                                         ctx, loss);
+}
+
 int rl_image_net_no_sample(rl_model *m, const rl_dataproto *in, const rl_model_sampling *s,
                            rl_dataproto **out)
 {

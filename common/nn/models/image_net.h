@@ -15,6 +15,7 @@
 
 #include <stdint.h>
 
+#include "common/nn/models/model_base.h"
 #include "rlrt/dataproto.h"
 #include "rlrt/nn/model.h"
 
@@ -26,6 +27,14 @@ typedef struct rl_image_net {
     /* accumulates the gradients of Σ dlogits·logits of the last forward */
     int (*backward)(rl_model *m, const float *dlogits);
 } rl_image_net;
+
+/* How a kind's struct starts (the same two members first), so its
+ * rl_model_ops name rl_image_net_op_forward and _forward_backward
+ * directly: build fills net. */
+typedef struct rl_image_net_model {
+    rl_model_base base;
+    rl_image_net net;
+} rl_image_net_model;
 
 /* RL_ENUMERIC naming the image and pixel when one of x (n, D) is not finite. */
 int rl_image_net_check(const char *what, const float *x, int64_t n, int64_t D);
@@ -39,6 +48,13 @@ int rl_image_net_forward(rl_model *m, const rl_image_net *net, const rl_dataprot
 int rl_image_net_forward_backward(rl_model *m, const rl_image_net *net, const rl_dataproto *batch,
                                   unsigned want, const rl_model_pass *pass, rl_model_loss_fn fn,
                                   void *ctx, double *loss);
+/* The same as rl_model_ops entries of a kind whose struct starts as
+ * rl_image_net_model. */
+int rl_image_net_op_forward(rl_model *m, const rl_dataproto *batch, unsigned want,
+                            const rl_model_pass *pass, rl_dataproto **out);
+int rl_image_net_op_forward_backward(rl_model *m, const rl_dataproto *batch, unsigned want,
+                                     const rl_model_pass *pass, rl_model_loss_fn fn, void *ctx,
+                                     double *loss);
 /* rl_model_ops.sample of a kind that does not sample (RL_EUNSUPPORTED naming it). */
 int rl_image_net_no_sample(rl_model *m, const rl_dataproto *in, const rl_model_sampling *s,
                            rl_dataproto **out);
