@@ -160,9 +160,7 @@ static const rl_model_ops s_ops = {
     .kind = "image_classifier",
     .free = s_free,
     RL_MODEL_BASE_KIND_OPS,
-    .forward = rl_image_net_op_forward,
-    .forward_backward = rl_image_net_op_forward_backward,
-    .sample = rl_image_net_no_sample,
+    RL_IMAGE_NET_OPS,
 };
 
 const rl_model_kind rl_model_kind_image_classifier = {

@@ -59,4 +59,10 @@ int rl_image_net_op_forward_backward(rl_model *m, const rl_dataproto *batch, uns
 int rl_image_net_no_sample(rl_model *m, const rl_dataproto *in, const rl_model_sampling *s,
                            rl_dataproto **out);
 
+/* The three entries of such a kind's rl_model_ops (beside
+ * RL_MODEL_BASE_KIND_OPS). */
+#define RL_IMAGE_NET_OPS                                                                            \
+    .forward = rl_image_net_op_forward, .forward_backward = rl_image_net_op_forward_backward,       \
+    .sample = rl_image_net_no_sample
+
 #endif
