@@ -115,7 +115,6 @@ static int s_bwd(rl_model *mm, const float *dlogits)
     return RL_OK;
 }
 
-
 int rl_image_classifier_probs(rl_model *mm, int64_t n, const float *images, float *probs)
 {
     s_ic *m = s_of(mm);

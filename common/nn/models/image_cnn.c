@@ -158,7 +158,6 @@ static int s_fwd(rl_model *mm, int64_t n, const float *x, const float **logits)
 
 static int s_bwd(rl_model *mm, const float *dlogits) { return s_net_backward((s_cnn *)mm, dlogits); }
 
-
 /* feats (n, F) of images, S_CHUNK rows at a time. */
 static int s_features(s_cnn *m, int64_t n, const float *images, float *feats, const char *what)
 {
