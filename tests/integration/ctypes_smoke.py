@@ -16,27 +16,10 @@ if not os.path.exists(path):
     print(f"skipped: {path} not built")
     sys.exit(77)
 
-# A sanitizer build of the library needs the ASan runtime loaded first; the
-# Python interpreter is not built with it, so re-run ourselves preloaded.
-with open(path, "rb") as f:
-    asan = b"libasan.so" in f.read()
-if asan and "libasan" not in os.environ.get("LD_PRELOAD", ""):
-    import subprocess
-    pre = []
-    for name in ("libasan.so", "libubsan.so"):
-        try:
-            p = subprocess.run(["gcc", "-print-file-name=" + name], capture_output=True,
-                               text=True).stdout.strip()
-        except OSError:
-            p = ""
-        if os.path.isabs(p) and os.path.exists(p):
-            pre.append(os.path.realpath(p))
-    if not pre:
-        print("skipped: sanitizer build and no libasan to preload")
-        sys.exit(77)
-    env = dict(os.environ, LD_PRELOAD=" ".join(pre),
-               ASAN_OPTIONS="detect_leaks=0:" + os.environ.get("ASAN_OPTIONS", ""))
-    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+# a sanitizer build of the library: the ASan runtime first (re-runs this script)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import asan_preload  # noqa: E402
+asan_preload.reexec_if_needed(path)
 
 lib = C.CDLL(os.path.abspath(path))
 

@@ -62,6 +62,10 @@ from transformers import (AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Llam
 BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
 DRIVER = os.path.join(BUILD, "bin", "rl-driver")
 SO = os.path.join(BUILD, "lib", "librlrt.so")
+if os.path.exists(SO):  # a sanitizer build: the ASan runtime first (re-runs this script)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+    import asan_preload  # noqa: E402
+    asan_preload.reexec_if_needed(SO)
 
 # the pre-tokenizer patterns of tests/reference/gen_nn_tokenizer.py
 QWEN2_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+"
