@@ -10,9 +10,11 @@
 #   gpu_train_tokens_per_s_vs_torch_compile  the same over torch.compile's bf16
 #   gpu_train_mfu                         rlrt's best model FLOP/s ÷ the bf16 dense peak
 #                                         (989 TFLOP/s, H100/H200 SXM; target ≥ 0.40)
-#   gpu_gen_tokens_per_s_vs_hf            rlrt's generation (KV cache on the GPU, sampling on
-#                                         the host; bf16 when run, else fp32) over HF generate
-#   gpu_rl_step_vs_cpu                    n/a until a recipe places its roles on the GPU
+#   gpu_gen_tokens_per_s_vs_hf            rlrt's generation (KV cache and sampling on the
+#                                         GPU; bf16 when run, else fp32) over HF generate
+#   gpu_rl_step_vs_cpu                    the GRPO job's step on the CPU ÷ the same job with
+#                                         its actor and rollout on the GPU (bench_gpu_rl.py;
+#                                         RL_BENCH_GPU_RL=0: not run)
 # and rewrites its own section of RL_BENCH_GPU_OUT (default docs/RESULTS.md),
 # between <!-- bench-gpu:begin --> and <!-- bench-gpu:end -->, with the GPU,
 # its driver and the date. On the GPU machine run it from the bundle:
@@ -24,7 +26,9 @@ BUILD=${BUILD:-build}
 PYTHON=${PYTHON:-python3}
 OUT=${RL_BENCH_GPU_OUT:-docs/RESULTS.md}
 PEAK_TFLOPS=${RL_BENCH_GPU_PEAK_TFLOPS:-989}
-[ -d "$BUILD/lib" ] && export LD_LIBRARY_PATH="$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# the bundle's libraries (deploy/gpu-bundle.sh), absolute: the jobs run in their own folders
+[ -f "$BUILD/lib.tar.gz" ] && [ ! -d "$BUILD/lib" ] && tar -xzf "$BUILD/lib.tar.gz" -C "$BUILD"
+[ -d "$BUILD/lib" ] && export LD_LIBRARY_PATH="$(cd "$BUILD/lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 here=$(dirname "$0")
 val() { echo "$1" | sed -n "s/^bench: $2 = //p" | head -1; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.3f", a / b }'; }
@@ -62,7 +66,13 @@ gbest=${g16:-$g32}; gp=$([ -n "$g16" ] && echo bf16 || echo fp32)
 hfg=$(val "$torch" torch_gpu_gen_tokens_per_s)
 rgen=$(ratio "$gbest" "$hfg")
 echo "bench: gpu_gen_tokens_per_s_vs_hf = $rgen (rlrt $gp ${gbest:-failed} vs HF generate bf16 ${hfg:-failed} tokens/s)"
-echo "bench: gpu_rl_step_vs_cpu = n/a (no recipe runs its roles on the GPU yet)"
+rlb=""
+if [ "${RL_BENCH_GPU_RL:-1}" != 0 ]; then
+    rlb=$(BUILD=$BUILD "$PYTHON" "$here/bench_gpu_rl.py" 2>&1) || { echo "bench_gpu: bench_gpu_rl.py failed:"; echo "$rlb" | tail -5; }
+    echo "$rlb" | grep "^bench:"
+fi
+rstep=$(val "$rlb" gpu_rl_step_vs_cpu)
+rlrow() { echo "$(val "$rlb" gpu_rl_${1}_s_cpu) / $(val "$rlb" gpu_rl_${1}_s_gpu)"; }
 
 section=$(mktemp)
 {
@@ -84,7 +94,12 @@ section=$(mktemp)
     echo "| \`bench: gpu_train_mfu\` (rlrt $bestp over ${PEAK_TFLOPS} TFLOP/s bf16; target ≥ 0.40) | **$mfu** ($btfl TFLOP/s) |"
     echo "| rlrt device memory at the end: params, grads, optim, activations, scratch; peak (GiB) | $(val "$ours" rlrt_gpu_mem_gib_params), $(val "$ours" rlrt_gpu_mem_gib_grads), $(val "$ours" rlrt_gpu_mem_gib_optim), $(val "$ours" rlrt_gpu_mem_gib_activations), $(val "$ours" rlrt_gpu_mem_gib_scratch); $(val "$ours" rlrt_gpu_mem_peak_gib) |"
     echo "| \`bench: gpu_gen_tokens_per_s_vs_hf\` (target ≥ 3; ${RL_BENCH_GPU_GEN_PROMPTS:-64} prompts × ${RL_BENCH_GPU_GEN_TOKENS:-256} sampled tokens) | **$rgen** (rlrt $gp ${gbest:-failed}, fp32 ${g32:-not run} tokens/s; HF generate bf16 ${hfg:-failed} tokens/s) |"
-    echo "| \`bench: gpu_rl_step_vs_cpu\` | n/a: no recipe runs its roles on the GPU yet |"
+    if [ -n "$rstep" ]; then
+        echo "| \`bench: gpu_rl_step_vs_cpu\` (arith GRPO, $(val "$rlb" gpu_rl_model); CPU step ÷ GPU step, $(nproc) cores) | **$rstep** |"
+        echo "| that job's step, gen, old_log_prob, update_actor, sync_weights: CPU / GPU (s) | $(rlrow step); $(rlrow gen); $(rlrow old_log_prob); $(rlrow update_actor); $(rlrow sync_weights) |"
+    else
+        echo "| \`bench: gpu_rl_step_vs_cpu\` | not run |"
+    fi
     echo "<!-- bench-gpu:end -->"
 } >"$section"
 if [ -f "$OUT" ] && grep -q "<!-- bench-gpu:begin -->" "$OUT"; then

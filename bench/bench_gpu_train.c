@@ -27,6 +27,9 @@
  *   rlrt_gpu_bf16_mem_gib_<purpose> and rlrt_gpu_bf16_mem_peak_gib
  *   (rl_device_memory_get at the arm's end, before its model is freed; the
  *   peak is since the program started).
+ * With RL_CUDA_PROFILE=1 each arm also prints where its timed steps went,
+ * per kernel-table entry: rlrt_gpu_prof_<p>_<entry>_ms_per_step
+ * (rl_device_profile_take; the events add a little to the step time).
  * Exits 77 (skipped) without a CUDA build or a visible GPU.
  * RL_BENCH_GPU_DEVICE=cpu runs the same on the CPU table: a smoke test of
  * this program with small sizes on a machine without a GPU. */
@@ -119,6 +122,10 @@ static int s_arm(rl_device dev, rl_precision prec, int B, int T, int L, int step
                 break;
             if (s == 2 && s_now() - tw > 10.0)
                 timed = 1;
+            if (s == 2) { /* the per-op profile counts the timed steps only */
+                rl_device_prof drop[1];
+                rl_device_profile_take(dev, drop, 1);
+            }
             t0 = tw = s_now();
         }
         loss = 0;
@@ -134,6 +141,11 @@ static int s_arm(rl_device dev, rl_precision prec, int B, int T, int L, int step
         goto done;
     }
     double dt = (s_now() - t0) / timed, tokens = (double)B * T;
+    rl_device_prof prof[48];
+    int np = rl_device_profile_take(dev, prof, 48);
+    for (int i = 0; i < np; i++) /* RL_CUDA_PROFILE=1: where the step goes */
+        printf("bench: rlrt_gpu_prof_%s_%s_ms_per_step = %.2f (%ld calls)\n", pn, prof[i].name,
+               prof[i].ms / timed, prof[i].calls / timed);
     double flops = 6.0 * (double)P * tokens + 12.0 * L * c.hidden_size * (double)T * tokens;
     printf("bench: rlrt_gpu_params = %lld\n", (long long)P);
     printf("bench: rlrt_gpu_train_tokens_per_s_%s = %.1f\n", pn, tokens / dt);

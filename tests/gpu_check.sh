@@ -15,7 +15,8 @@
 #
 # * compute-sanitizer (last: the slowest): memcheck, racecheck, synccheck
 #   and initcheck over test_nn_cuda, memcheck over test_nn_lm_cuda (each run
-#   bounded by RL_SANITIZER_TIMEOUT, default 180 s): out-of-bounds or
+#   bounded by RL_SANITIZER_TIMEOUT, default 180 s; RL_SANITIZER_TOOLS
+#   narrows test_nn_cuda's list): out-of-bounds or
 #   uninitialised device memory, shared-memory races, barrier misuse.
 #
 # The device run, prepared here with `make CUDA=1 gpu-bundle` (carry build-gpu):
@@ -68,7 +69,7 @@ else
     # (racecheck and initcheck over whole models take many minutes). Each
     # run is bounded: a timeout is a failure, named.
     for t in $tests; do
-        tools="memcheck racecheck synccheck initcheck"
+        tools=${RL_SANITIZER_TOOLS:-memcheck racecheck synccheck initcheck}
         [ "$t" = test_nn_cuda ] || tools=memcheck
         for tool in $tools; do
             echo "== compute-sanitizer --tool $tool $t"

@@ -309,11 +309,14 @@ static void test_cuda_attention(void **state)
     s_attention(2, 37, 6, 6, 64, 1, 23);   /* MHA, odd T */
     s_attention(2, 130, 14, 2, 64, 0, 24); /* Qwen2's head grouping */
     s_attention(1, 17, 2, 1, 200, 1, 25);  /* hd not a multiple of 32 */
-    /* a head size the kernel does not take is an error, not a crash */
+    s_attention(2, 300, 6, 2, 64, 1, 26);  /* longer rows than a block's threads */
+    s_attention(1, 9, 2, 2, 512, 1, 27);   /* a head wider than the old warp kernel took */
+    /* heads that do not group over the kv heads, or no head size: an error */
     const rl_nn_ops *cu = s_cu();
     float *d = rl_device_alloc(RL_DEVICE_CUDA, 4096);
-    assert_int_equal(cu->attention_forward(d, d, d, d, d, NULL, 1, 1, 1, 1, 512),
-                     RL_EUNSUPPORTED);
+    assert_int_equal(cu->attention_forward(d, d, d, d, d, NULL, 1, 1, 3, 2, 8), RL_EINVAL);
+    assert_int_equal(cu->attention_backward(d, d, d, d, d, d, d, d, NULL, 1, 1, 2, 2, 0),
+                     RL_EINVAL);
     rl_device_free(RL_DEVICE_CUDA, d);
 }
 
@@ -404,6 +407,53 @@ static void test_cuda_logprob(void **state)
     s_logprob(1, 1, 1.0f, 32);
     s_logprob(9, 5000, 1.0f, 33);
     s_logprob(3, 151936, 1.25f, 34); /* Qwen2's vocabulary */
+}
+
+/* ---- the device sampler ---------------------------------------------------------------------- */
+
+/* n rows of V logits: argmax rows (u < 0, one of them all ties), inverse-CDF
+ * rows at u = 0, 0.25, 0.5, 0.999999, and a row with a NaN (token -1). The
+ * tokens equal the CPU's; log-probs and entropies within s_check's bounds. */
+static void s_sample(int V, float inv_temp, uint64_t seed)
+{
+    enum { n = 7 };
+    const rl_nn_ops *cu = s_cu();
+    rl_rng g;
+    rl_rng_init(&g, seed, 5);
+    float *z = s_rand(&g, (size_t)n * V);
+    for (int64_t i = 0; i < (int64_t)n * V; i++)
+        z[i] *= 3.0f;
+    for (int j = 0; j < V; j++)
+        z[(size_t)5 * V + j] = 0.5f; /* all ties: token 0 */
+    z[(size_t)6 * V + V / 2] = NAN;
+    double u[n] = {-1.0, 0.0, 0.25, 0.5, 0.999999, -1.0, 0.5};
+    int32_t tok[n], dtok[n];
+    float lp[n], ent[n];
+    rl_sample_rows(tok, lp, ent, z, u, inv_temp, n, V);
+    assert_int_equal(tok[5], 0);
+    assert_int_equal(tok[6], -1);
+    float *dz = s_up(z, (size_t)n * V), *dlp = s_alloc(n), *dent = s_alloc(n);
+    double *du = s_up_bytes(u, sizeof u);
+    int32_t *dt = s_up_bytes(tok, sizeof tok); /* overwritten */
+    cu->sample_rows(dt, dlp, dent, dz, du, inv_temp, n, V);
+    assert_int_equal(rl_device_sync(RL_DEVICE_CUDA), 0);
+    assert_int_equal(rl_device_copy(RL_DEVICE_CPU, dtok, RL_DEVICE_CUDA, dt, sizeof dtok), 0);
+    for (int i = 0; i < n; i++)
+        if (dtok[i] != tok[i])
+            fail_msg("sample V=%d row %d (u %g): cuda token %d, cpu %d", V, i, u[i], dtok[i], tok[i]);
+    s_check("sample logp", dlp, lp, 6, 1e-5f); /* row 6 has no distribution */
+    s_check("sample entropy", dent, ent, 6, 1e-5f);
+    s_free_all();
+    free(z);
+}
+
+static void test_cuda_sample(void **state)
+{
+    (void)state;
+    S_NEED_GPU();
+    s_sample(3001, 1.0f, 51);
+    s_sample(1, 0.7f, 52);
+    s_sample(151936, 1.0f, 53); /* Qwen2's vocabulary */
 }
 
 /* ---- optimiser and weight copies ------------------------------------------------------------- */
@@ -599,6 +649,7 @@ static void test_cuda_dense(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_rope_embedding(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_attention(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_logprob(void **state) { (void)state; S_NEED_GPU(); }
+static void test_cuda_sample(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_decode(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_table_complete(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_optim(void **state) { (void)state; S_NEED_GPU(); }
@@ -613,6 +664,7 @@ int main(void)
         cmocka_unit_test(test_cuda_rope_embedding),
         cmocka_unit_test(test_cuda_attention),
         cmocka_unit_test(test_cuda_logprob),
+        cmocka_unit_test(test_cuda_sample),
         cmocka_unit_test(test_cuda_decode),
         cmocka_unit_test(test_cuda_optim),
         cmocka_unit_test(test_cuda_adamw_object),

@@ -254,6 +254,16 @@ int rl_device_sync(rl_device dev)
                                                rl_device_name(dev));
 }
 
+int rl_device_profile_take(rl_device dev, rl_device_prof *out, int max)
+{
+#ifdef RL_CUDA
+    if (dev == RL_DEVICE_CUDA)
+        return rl_cuda_profile_take(out, max);
+#endif
+    (void)dev, (void)out, (void)max;
+    return 0;
+}
+
 float *rl_device_buffer_new(rl_device dev, int64_t n, rl_mem_purpose why)
 {
     if (dev == RL_DEVICE_CPU)

@@ -88,6 +88,8 @@ typedef struct rl_nn_ops {
     void (*logprob_backward)(float *dlogits, const float *dlogp, const float *dentropy,
                              const float *logits, const float *lse, const float *entropy,
                              const int32_t *target, float inv_temp, int N, int V);
+    void (*sample_rows)(int32_t *tok, float *logp, float *entropy, const float *logits,
+                        const double *u, float inv_temp, int n, int V);
     void (*kv_cache_write)(float *kc, float *vc, const float *k, const float *v,
                            const int32_t *slot, const int32_t *pos, int n, int kvd, int maxT);
     void (*decode_attention)(float *out, float *scores, const float *q, const float *kc,
@@ -110,7 +112,7 @@ typedef struct rl_nn_ops {
     X(linear_backward_bf16) X(add_forward) X(add_inplace) X(softmax_forward) X(softmax_backward)   \
     X(rmsnorm_forward) X(rmsnorm_backward) X(swiglu_forward)                    \
     X(swiglu_backward) X(rope_forward) X(rope_backward) X(embedding_forward) X(embedding_backward)  \
-    X(attention_forward) X(attention_backward) X(logprob_forward) X(logprob_backward)               \
+    X(attention_forward) X(attention_backward) X(logprob_forward) X(logprob_backward) X(sample_rows) \
     X(kv_cache_write) X(decode_attention) X(adamw_update) X(grad_sumsq) X(scale_inplace)            \
     X(ema_update)
 
@@ -165,6 +167,19 @@ int rl_device_copy(rl_device dst_dev, void *dst, rl_device src_dev, const void *
 int rl_device_zero(rl_device dev, void *p, size_t bytes);
 /* Waits for queued kernels; returns the first asynchronous error. */
 int rl_device_sync(rl_device dev);
+
+/* Per-op device time, for finding where a step goes: on CUDA, with
+ * RL_CUDA_PROFILE=1 in the environment, every kernel-table entry (and
+ * copy) is timed by a pair of CUDA events (nested entries count in their
+ * caller). rl_device_profile_take waits for the device, fills up to `max`
+ * entries with the totals since the last take, the longest first, resets
+ * them, and returns the number of entries (0 without CUDA or when off). */
+typedef struct rl_device_prof {
+    const char *name; /* the entry's name, a static string */
+    long calls;
+    double ms;
+} rl_device_prof;
+int rl_device_profile_take(rl_device dev, rl_device_prof *out, int max);
 
 #ifdef __cplusplus
 }

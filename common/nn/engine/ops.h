@@ -233,6 +233,15 @@ void rl_decode_attention(float *out, float *scores, const float *q, const float 
 void rl_logprob_forward(float *logp, float *entropy, float *lse,
                         const float *logits, const int32_t *target,
                         float inv_temp, int N, int V);
+/* The next token of each row i of logits (n, V), a = logits·inv_temp:
+ * entropy[i] and lse as rl_logprob_forward; u[i] < 0: the first argmax of
+ * the logits; u[i] in [0, 1): the first j whose running sum of
+ * exp(a_j − lse) in index order passes u[i]·Σ exp(a − lse) (V − 1 when none
+ * does); logp[i] = a[tok] − lse. tok[i] = −1 (logp 0) when lse is not
+ * finite (NaN or +Inf logits). generate.c's sampler without top-k/top-p;
+ * on a GPU it keeps the logits on the device. */
+void rl_sample_rows(int32_t *tok, float *logp, float *entropy, const float *logits,
+                    const double *u, float inv_temp, int n, int V);
 /* dlogits (N,V) = (OVERWRITTEN, not accumulated) d/dlogits of
  *   Σ_n dlogp[n]·logp[n] + dentropy[n]·entropy[n]
  * (either NULL = zero). Needs the forward's lse and entropy (entropy may be

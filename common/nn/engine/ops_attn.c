@@ -209,6 +209,42 @@ void rl_logprob_forward(float *logp, float *entropy, float *lse, const float *lo
     }
 }
 
+void rl_sample_rows(int32_t *tok, float *logp, float *entropy, const float *logits,
+                    const double *u, float inv_temp, int n, int V)
+{
+    for (int i = 0; i < n; i++) {
+        const float *z = logits + (size_t)i * V;
+        float lse;
+        rl_logprob_forward(NULL, entropy + i, &lse, z, NULL, inv_temp, 1, V);
+        if (!isfinite(lse)) {
+            tok[i] = -1;
+            logp[i] = 0.0f;
+            continue;
+        }
+        int t = 0;
+        if (u[i] < 0.0) { /* the first argmax */
+            for (int j = 1; j < V; j++)
+                if (z[j] > z[t])
+                    t = j;
+        } else { /* inverse CDF in index order */
+            double total = 0.0;
+            for (int j = 0; j < V; j++)
+                total += exp((double)z[j] * inv_temp - lse);
+            double target = u[i] * total, cum = 0.0;
+            t = V - 1;
+            for (int j = 0; j < V; j++) {
+                cum += exp((double)z[j] * inv_temp - lse);
+                if (cum > target) {
+                    t = j;
+                    break;
+                }
+            }
+        }
+        tok[i] = t;
+        logp[i] = z[t] * inv_temp - lse;
+    }
+}
+
 void rl_logprob_backward(float *dlogits, const float *dlogp, const float *dentropy,
                          const float *logits, const float *lse, const float *entropy,
                          const int32_t *target, float inv_temp, int N, int V)

@@ -20,6 +20,10 @@ void rl_cuda_free(void *p);
 /* kind: 0 host→host, 1 host→device, 2 device→host, 3 device→device. */
 int rl_cuda_copy(void *dst, const void *src, size_t bytes, int kind);
 int rl_cuda_sync(void);
+/* rl_device_profile_take's CUDA side (device.h): RL_CUDA_PROFILE=1 times
+ * each launcher below (outermost only) with a pair of events. */
+struct rl_device_prof;
+int rl_cuda_profile_take(struct rl_device_prof *out, int max);
 
 void rl_cuda_sgemm(int transA, int transB, int M, int N, int K, float alpha, const float *A,
                    int lda, const float *B, int ldb, float beta, float *C, int ldc);
@@ -46,10 +50,11 @@ void rl_cuda_swiglu_forward(float *out, const float *gate, const float *up, int6
 /* The rest of the device table: the same signatures and semantics as the
  * CPU kernels of common/nn/engine/ops.h (backwards accumulate; logprob's
  * backward overwrites), on device pointers. Reductions over rows run in a
- * fixed order (one thread per output column, or one block per row), so the
- * results do not depend on scheduling; there are no atomics. The attention
- * pair needs hd <= 256 (RL_EUNSUPPORTED otherwise) and allocates B·H·T floats
- * of scratch in its backward. */
+ * fixed order (column sums in fixed chunks added in order, the embedding's
+ * rows in order per token, one block per row), so the results do not depend
+ * on scheduling; there are no atomics. The attention pair goes through
+ * cuBLAS one sequence at a time and keeps a scratch of H·T² floats (forward)
+ * or 2·H·T² (backward); RL_ENOMEM when it cannot grow. */
 void rl_cuda_linear_backward(float *dinp, float *dw, float *db, const float *dout,
                              const float *inp, const float *w, int N, int C, int OC);
 void rl_cuda_softmax_backward(float *dinp, const float *dout, const float *out, int N, int C);
@@ -75,6 +80,8 @@ void rl_cuda_logprob_forward(float *logp, float *entropy, float *lse, const floa
 void rl_cuda_logprob_backward(float *dlogits, const float *dlogp, const float *dentropy,
                               const float *logits, const float *lse, const float *entropy,
                               const int32_t *target, float inv_temp, int N, int V);
+void rl_cuda_sample_rows(int32_t *tok, float *logp, float *entropy, const float *logits,
+                         const double *u, float inv_temp, int n, int V);
 /* Decoding over a KV cache (ops.h): the cache write is one thread per
  * element; the attention one block per (row, head), its scores in the
  * caller's scratch, the softmax's max and sum block reductions in a fixed

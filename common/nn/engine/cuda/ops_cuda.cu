@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int s_status = 0;  // first asynchronous error since the last sync
 static char s_where[256];
@@ -53,6 +54,78 @@ static cublasHandle_t s_handle(void)
     }
     return s_blas;
 }
+
+// ---- per-launcher time (RL_CUDA_PROFILE=1; rl_device_profile_take) -----------
+
+// Events recorded around the outermost launcher on the default stream,
+// resolved at the take. Off (the default), a launcher pays one branch.
+struct s_prof_name {
+    const char *name;
+    long calls;
+    double ms;
+};
+struct s_prof_mark {
+    int name;
+    cudaEvent_t a, b;
+};
+static int s_prof_on = -1, s_prof_depth = 0;
+static s_prof_name s_prof_names[64];
+static int s_prof_nnames = 0;
+static s_prof_mark *s_prof_marks = nullptr;
+static int s_prof_nmarks = 0, s_prof_cap = 0, s_prof_used = 0; // used: marks with events made
+
+static int s_prof_begin(const char *name)
+{
+    if (s_prof_on < 0) {
+        const char *e = getenv("RL_CUDA_PROFILE");
+        s_prof_on = e && *e && strcmp(e, "0") != 0;
+    }
+    if (!s_prof_on || s_prof_depth++ > 0)
+        return -1;
+    int k = 0;
+    while (k < s_prof_nnames && strcmp(s_prof_names[k].name, name) != 0)
+        k++;
+    if (k == s_prof_nnames) {
+        if (k == 64)
+            return -1;
+        s_prof_names[s_prof_nnames++] = {name, 0, 0.0};
+    }
+    if (s_prof_nmarks == s_prof_cap) {
+        int cap = s_prof_cap ? 2 * s_prof_cap : 1024;
+        s_prof_mark *m = (s_prof_mark *)realloc(s_prof_marks, sizeof *m * (size_t)cap);
+        if (!m)
+            return -1;
+        s_prof_marks = m;
+        s_prof_cap = cap;
+    }
+    s_prof_mark *m = &s_prof_marks[s_prof_nmarks];
+    if (s_prof_nmarks == s_prof_used) {
+        if (cudaEventCreate(&m->a) != cudaSuccess || cudaEventCreate(&m->b) != cudaSuccess) {
+            cudaGetLastError();
+            return -1;
+        }
+        s_prof_used++;
+    }
+    m->name = k;
+    cudaEventRecord(m->a, 0);
+    return s_prof_nmarks++;
+}
+
+static void s_prof_end(int i)
+{
+    if (!s_prof_on)
+        return;
+    s_prof_depth--;
+    if (i >= 0)
+        cudaEventRecord(s_prof_marks[i].b, 0);
+}
+
+struct s_prof_scope {
+    int i;
+    explicit s_prof_scope(const char *name) : i(s_prof_begin(name)) {}
+    ~s_prof_scope() { s_prof_end(i); }
+};
+#define RL_CUDA_PROF(name) s_prof_scope prof_scope_(name)
 
 // ---- kernels ----------------------------------------------------------------
 
@@ -149,16 +222,60 @@ __global__ void k_bias_rows(float *out, const float *b, int N, int OC)
 
 // ---- backward and the rest of the table ----------------------------------------
 
-// out (C) += Σ_rows a (N, C): one thread per column, rows in order, in double.
-__global__ void k_colsum_acc(float *out, const float *a, int N, int C)
+// Column sums over rows, out (C) += Σ_n f(n, c), in two passes with a fixed
+// order (no atomics, the same result whatever the schedule): pass 1, blocks
+// of RL_COL_TILE columns × RL_COL_ROWS threads down a chunk of RL_COL_CHUNK
+// rows, thread y summing rows y, y + RL_COL_ROWS, ... in double, then the
+// chunk's RL_COL_ROWS sums in y order into part[chunk, c]; pass 2 adds the
+// chunks in order. (One thread per column over all N rows, as before, left
+// all but a few SMs idle: 4–8 ms per call at N = 8192.)
+#define RL_COL_TILE 32
+#define RL_COL_ROWS 8
+#define RL_COL_CHUNK 256
+
+struct d_col_plain { // a (N, C)
+    const float *a;
+    int C;
+    __device__ double operator()(int n, int c) const { return a[(size_t)n * C + c]; }
+};
+struct d_col_rmsnorm_dw { // dout · inp · rstd[n], the product in float as the CPU kernel
+    const float *dout, *inp, *rstd;
+    int C;
+    __device__ double operator()(int n, int c) const
+    {
+        size_t i = (size_t)n * C + c;
+        return dout[i] * inp[i] * rstd[n];
+    }
+};
+
+template <typename F> __global__ void k_colsum_part(double *part, F f, int N, int C)
+{
+    __shared__ double sh[RL_COL_ROWS][RL_COL_TILE];
+    int c = blockIdx.x * RL_COL_TILE + threadIdx.x, chunk = blockIdx.y;
+    int lo = chunk * RL_COL_CHUNK, hi = lo + RL_COL_CHUNK < N ? lo + RL_COL_CHUNK : N;
+    double acc = 0.0;
+    if (c < C)
+        for (int n = lo + threadIdx.y; n < hi; n += RL_COL_ROWS)
+            acc += f(n, c);
+    sh[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        double t = 0.0;
+        for (int y = 0; y < RL_COL_ROWS; y++)
+            t += sh[y][threadIdx.x];
+        part[(size_t)chunk * C + c] = t;
+    }
+}
+
+__global__ void k_colsum_finish(float *out, const double *part, int chunks, int C)
 {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C)
         return;
-    double acc = 0.0;
-    for (int n = 0; n < N; n++)
-        acc += a[(size_t)n * C + c];
-    out[c] += (float)acc;
+    double t = 0.0;
+    for (int k = 0; k < chunks; k++)
+        t += part[(size_t)k * C + c];
+    out[c] += (float)t;
 }
 
 __global__ void k_softmax_backward(float *dinp, const float *dout, const float *out, int C)
@@ -189,19 +306,6 @@ __global__ void k_rmsnorm_backward_dinp(float *dinp, const float *dout, const fl
     float k = (float)(dot * r * r * r / C);
     for (int c = threadIdx.x; c < C; c += blockDim.x)
         d[c] += g[c] * w[c] * r - k * x[c];
-}
-
-// dw (C) += Σ_rows dout · inp · rstd: one thread per column, rows in order.
-__global__ void k_rmsnorm_backward_dw(float *dw, const float *dout, const float *inp,
-                                      const float *rstd, int N, int C)
-{
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C)
-        return;
-    double acc = 0.0;
-    for (int n = 0; n < N; n++)
-        acc += dout[(size_t)n * C + c] * inp[(size_t)n * C + c] * rstd[n];
-    dw[c] += (float)acc;
 }
 
 __global__ void k_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
@@ -253,223 +357,96 @@ __global__ void k_embedding_forward(float *out, const int32_t *ids, const float 
         out[i] = table[(size_t)ids[i / C] * C + i % C];
 }
 
-// One thread per channel, rows in order: a row's gradient lands in its
-// token's row without atomics, in the same order whatever the schedule.
-__global__ void k_embedding_backward(float *dtable, const float *dout, const int32_t *ids, int N,
-                                     int C)
+// The embedding's backward without atomics and in the CPU kernel's order:
+// next[n] is the next row with row n's token (-1: none) and head[n] is 1
+// when no earlier row has it; then one thread per (head row, channel)
+// walks its token's rows in order. The chain costs O(N²) comparisons of
+// ids (8192 rows: 67 M, well under a millisecond).
+__global__ void k_embedding_chain(int32_t *next, uint8_t *head, const int32_t *ids, int N)
 {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C)
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= N)
         return;
-    for (int n = 0; n < N; n++)
-        dtable[(size_t)ids[n] * C + c] += dout[(size_t)n * C + c];
-}
-
-__device__ float d_warp_sum(float v)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-// hd <= 32·RL_ATT_PER_LANE: each lane holds hd/32 elements of a row.
-#define RL_ATT_PER_LANE 8
-#define RL_ATT_WARPS 4
-
-// The attention kernels run one warp per row of B·heads·T rows (b, head h,
-// position t; t fastest): the warp's row, its lane and, for a query row,
-// the kv head kh its head reads.
-struct d_att_pos {
-    int64_t row;
-    int lane, b, h, t, kh;
-};
-
-// The warp's row among B·heads·T; false past the end.
-__device__ bool d_att_row(int B, int heads, int T, d_att_pos *r)
-{
-    r->lane = threadIdx.x & 31;
-    r->row = (int64_t)blockIdx.x * RL_ATT_WARPS + (threadIdx.x >> 5);
-    if (r->row >= (int64_t)B * heads * T)
-        return false;
-    r->t = (int)(r->row % T);
-    r->h = (int)((r->row / T) % heads);
-    r->b = (int)(r->row / ((int64_t)T * heads));
-    return true;
-}
-
-// The warp's query row among B·H·T, H query heads sharing KH kv heads.
-__device__ bool d_att_query(int B, int T, int H, int KH, d_att_pos *r)
-{
-    if (!d_att_row(B, H, T, r))
-        return false;
-    r->kh = r->h / (H / KH);
-    return true;
-}
-
-// The offset of head h's vector of position t of row b, heads vectors of hd
-// a position.
-__device__ size_t d_att_off(int b, int T, int t, int heads, int h, int hd)
-{
-    return ((size_t)b * T + t) * heads * hd + (size_t)h * hd;
-}
-
-// x[j] = src[lane + 32j]: the lane's elements of a vector of hd (0 past it).
-__device__ __forceinline__ void d_lane_load(float *x, const float *src, int lane, int hd)
-{
-    for (int j = 0; j < RL_ATT_PER_LANE; j++) {
-        int d = lane + 32 * j;
-        x[j] = d < hd ? src[d] : 0.0f;
-    }
-}
-
-// Σ_d a_d·b_d over the warp: a in the lanes' registers, b a vector of hd.
-__device__ __forceinline__ float d_lane_dot(const float *a, const float *b, int lane, int hd)
-{
-    float dot = 0.0f;
-    for (int j = 0; j < RL_ATT_PER_LANE; j++) {
-        int d = lane + 32 * j;
-        if (d < hd)
-            dot += a[j] * b[d];
-    }
-    return d_warp_sum(dot);
-}
-
-// acc += a·x for the lane's elements of a vector x of hd.
-__device__ __forceinline__ void d_lane_axpy(float *acc, float a, const float *x, int lane, int hd)
-{
-    for (int j = 0; j < RL_ATT_PER_LANE; j++) {
-        int d = lane + 32 * j;
-        if (d < hd)
-            acc[j] += a * x[d];
-    }
-}
-
-// dst += a·x: the lane's elements x back into a vector of hd (dst NULL: none).
-__device__ __forceinline__ void d_lane_add_to(float *dst, float a, const float *x, int lane, int hd)
-{
-    if (!dst)
-        return;
-    for (int j = 0; j < RL_ATT_PER_LANE; j++) {
-        int d = lane + 32 * j;
-        if (d < hd)
-            dst[d] += a * x[j];
-    }
-}
-
-// One warp per query row (b, h, t): an online softmax over the visible keys
-// s <= t (mask[b, s] != 0), then out = Σ p·v; lse = +inf and out = 0 for a
-// row that sees no key (the CPU kernel's convention).
-__global__ void k_attention_forward(float *out, float *lse, const float *q, const float *k,
-                                    const float *v, const uint8_t *mask, int B, int T, int H,
-                                    int KH, int hd, float scale)
-{
-    d_att_pos r;
-    if (!d_att_query(B, T, H, KH, &r))
-        return;
-    float qv[RL_ATT_PER_LANE], acc[RL_ATT_PER_LANE] = {};
-    d_lane_load(qv, q + d_att_off(r.b, T, r.t, H, r.h, hd), r.lane, hd);
-    float m = -INFINITY, l = 0.0f;
-    for (int s = 0; s <= r.t; s++) {
-        if (mask && !mask[(size_t)r.b * T + s])
-            continue;
-        size_t ko = d_att_off(r.b, T, s, KH, r.kh, hd);
-        float sc = d_lane_dot(qv, k + ko, r.lane, hd) * scale;
-        float mn = fmaxf(m, sc), corr = expf(m - mn), e = expf(sc - mn);
-        l = l * corr + e;
-        for (int j = 0; j < RL_ATT_PER_LANE; j++) {
-            int d = r.lane + 32 * j;
-            acc[j] = acc[j] * corr + (d < hd ? e * v[ko + d] : 0.0f);
+    int id = ids[n], nx = -1, h = 1;
+    for (int m = n + 1; m < N; m++)
+        if (ids[m] == id) {
+            nx = m;
+            break;
         }
-        m = mn;
-    }
-    float *orow = out + d_att_off(r.b, T, r.t, H, r.h, hd);
-    float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    for (int j = 0; j < RL_ATT_PER_LANE; j++) {
-        int d = r.lane + 32 * j;
-        if (d < hd)
-            orow[d] = acc[j] * inv;
-    }
-    if (r.lane == 0)
-        lse[((size_t)r.b * H + r.h) * T + r.t] = l > 0.0f ? m + logf(l) : INFINITY;
-}
-
-// Backward, pass 1: one warp per query row. Recomputes p_ts from the lse,
-// D_t = dout_t · Σ_s p_ts v_s (into Dbuf), then dq_t += scale Σ_s ds_ts k_s
-// with ds_ts = p_ts (dout_t · v_s − D_t).
-__global__ void k_attention_backward_q(float *dq, float *Dbuf, const float *dout,
-                                       const float *lse, const float *q, const float *k,
-                                       const float *v, const uint8_t *mask, int B, int T, int H,
-                                       int KH, int hd, float scale)
-{
-    d_att_pos r;
-    if (!d_att_query(B, T, H, KH, &r))
-        return;
-    int lane = r.lane;
-    size_t qo = d_att_off(r.b, T, r.t, H, r.h, hd);
-    float L = lse[((size_t)r.b * H + r.h) * T + r.t];
-    float qv[RL_ATT_PER_LANE], go[RL_ATT_PER_LANE], o[RL_ATT_PER_LANE] = {}, g[RL_ATT_PER_LANE] = {};
-    d_lane_load(qv, q + qo, lane, hd);
-    d_lane_load(go, dout + qo, lane, hd);
-    if (isinf(L)) { // no visible key: p = 0, nothing flows
-        if (lane == 0)
-            Dbuf[r.row] = 0.0f;
-        return;
-    }
-    for (int s = 0; s <= r.t; s++) { // o = Σ_s p_ts v_s
-        if (mask && !mask[(size_t)r.b * T + s])
-            continue;
-        size_t ko = d_att_off(r.b, T, s, KH, r.kh, hd);
-        d_lane_axpy(o, expf(d_lane_dot(qv, k + ko, lane, hd) * scale - L), v + ko, lane, hd);
-    }
-    float Dp = 0.0f;
-    for (int j = 0; j < RL_ATT_PER_LANE; j++)
-        Dp += go[j] * o[j];
-    float D = d_warp_sum(Dp);
-    if (lane == 0)
-        Dbuf[r.row] = D;
-    for (int s = 0; s <= r.t; s++) { // g = Σ_s ds_ts k_s
-        if (mask && !mask[(size_t)r.b * T + s])
-            continue;
-        size_t ko = d_att_off(r.b, T, s, KH, r.kh, hd);
-        float p = expf(d_lane_dot(qv, k + ko, lane, hd) * scale - L);
-        d_lane_axpy(g, p * (d_lane_dot(go, v + ko, lane, hd) - D), k + ko, lane, hd);
-    }
-    d_lane_add_to(dq ? dq + qo : NULL, scale, g, lane, hd);
-}
-
-// Backward, pass 2: one warp per key row (b, kv head, s): the query heads
-// that share the kv head and the queries t >= s that see key s, in a fixed
-// order: dv_s += Σ p_ts dout_t, dk_s += scale Σ ds_ts q_t.
-__global__ void k_attention_backward_kv(float *dk, float *dv, const float *Dbuf,
-                                        const float *dout, const float *lse, const float *q,
-                                        const float *k, const float *v, const uint8_t *mask,
-                                        int B, int T, int H, int KH, int hd, float scale)
-{
-    d_att_pos r; // the key row: r.h is its kv head, r.t its position s
-    if (!d_att_row(B, KH, T, &r))
-        return;
-    int lane = r.lane, b = r.b, kh = r.h, s = r.t;
-    if (mask && !mask[(size_t)b * T + s])
-        return; // a masked key gets no gradient
-    int rep = H / KH;
-    size_t ko = d_att_off(b, T, s, KH, kh, hd);
-    float kv[RL_ATT_PER_LANE], vv[RL_ATT_PER_LANE], gk[RL_ATT_PER_LANE] = {}, gv[RL_ATT_PER_LANE] = {};
-    d_lane_load(kv, k + ko, lane, hd);
-    d_lane_load(vv, v + ko, lane, hd);
-    for (int h = kh * rep; h < (kh + 1) * rep; h++)
-        for (int t = s; t < T; t++) {
-            size_t li = ((size_t)b * H + h) * T + t;
-            float L = lse[li];
-            if (isinf(L))
-                continue;
-            size_t qo = d_att_off(b, T, t, H, h, hd);
-            float p = expf(d_lane_dot(kv, q + qo, lane, hd) * scale - L);
-            float ds = p * (d_lane_dot(vv, dout + qo, lane, hd) - Dbuf[li]);
-            d_lane_axpy(gv, p, dout + qo, lane, hd);
-            d_lane_axpy(gk, ds, q + qo, lane, hd);
+    for (int m = 0; m < n; m++)
+        if (ids[m] == id) {
+            h = 0;
+            break;
         }
-    d_lane_add_to(dv ? dv + ko : NULL, 1.0f, gv, lane, hd);
-    d_lane_add_to(dk ? dk + ko : NULL, scale, gk, lane, hd);
+    next[n] = nx;
+    head[n] = (uint8_t)h;
+}
+
+__global__ void k_embedding_backward(float *dtable, const float *dout, const int32_t *ids,
+                                     const int32_t *next, const uint8_t *head, int N, int C)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)N * C)
+        return;
+    int n = (int)(i / C), c = (int)(i % C);
+    if (!head[n])
+        return;
+    float *dst = dtable + (size_t)ids[n] * C + c;
+    float acc = *dst;
+    for (int m = n; m >= 0; m = next[m])
+        acc += dout[(size_t)m * C + c];
+    *dst = acc;
+}
+
+// Attention through cuBLAS (one sequence b at a time, the H heads' T×T
+// scores in a scratch): S_h = scale·Q_h K_khᵀ, then a row kernel turns S
+// into the probabilities P over the visible keys s <= t with mask[b, s] != 0
+// (lse = +inf and P = 0 for a row that sees no key, the CPU kernel's
+// convention), then O_h = P_h V_kh. The backward recomputes S, forms
+// dP = dO_h V_khᵀ, and a row kernel P, D_t = Σ_s P_ts dP_ts and
+// dS = P ⊙ (dP − D); then dV_kh += P_hᵀ dO_h, dQ_h += scale·dS_h K_kh and
+// dK_kh += scale·dS_hᵀ Q_h. Rows: r = h·T + t of the (H, T, T) scratch.
+__global__ void k_att_softmax(float *S, float *lse, const uint8_t *mask, int T, int b, int H)
+{
+    extern __shared__ float sh[];
+    int r = blockIdx.x, h = r / T, t = r % T;
+    float *row = S + (size_t)r * T;
+    const uint8_t *mk = mask ? mask + (size_t)b * T : nullptr;
+    float m = -INFINITY;
+    for (int s = threadIdx.x; s <= t; s += blockDim.x)
+        if (!mk || mk[s])
+            m = fmaxf(m, row[s]);
+    m = d_block_max(m, sh);
+    float l = 0.0f;
+    for (int s = threadIdx.x; s <= t; s += blockDim.x)
+        if (!mk || mk[s])
+            l += expf(row[s] - m);
+    l = d_block_sum(l, sh);
+    float L = l > 0.0f ? m + logf(l) : INFINITY;
+    for (int s = threadIdx.x; s < T; s += blockDim.x)
+        row[s] = l > 0.0f && s <= t && (!mk || mk[s]) ? expf(row[s] - L) : 0.0f;
+    if (threadIdx.x == 0)
+        lse[((size_t)b * H + h) * T + t] = L;
+}
+
+// S (in: scores, out: P) and dP (in: dO·Vᵀ, out: dS) of one sequence b.
+__global__ void k_att_grad_rows(float *S, float *dP, const float *lse, const uint8_t *mask, int T,
+                                int b, int H)
+{
+    extern __shared__ double shd[];
+    int r = blockIdx.x, h = r / T, t = r % T;
+    float *srow = S + (size_t)r * T, *drow = dP + (size_t)r * T;
+    const uint8_t *mk = mask ? mask + (size_t)b * T : nullptr;
+    float L = lse[((size_t)b * H + h) * T + t];
+    double D = 0.0;
+    for (int s = threadIdx.x; s < T; s += blockDim.x) {
+        float p = !isinf(L) && s <= t && (!mk || mk[s]) ? expf(srow[s] - L) : 0.0f;
+        srow[s] = p;
+        D += (double)p * drow[s];
+    }
+    float Df = (float)d_block_sum(D, shd);
+    for (int s = threadIdx.x; s < T; s += blockDim.x) // each s is this thread's own
+        drow[s] = srow[s] * (drow[s] - Df);
 }
 
 // One block per row of logits (N, V): the CPU kernel's sums in double.
@@ -517,6 +494,104 @@ __global__ void k_logprob_backward(float *dlogits, const float *dlogp, const flo
 }
 
 // ---- optimiser and weight copies ----------------------------------------------------
+
+// The next token of row blockIdx.x (rl_sample_rows): lse and entropy as
+// k_logprob_forward; u < 0: the first argmax (ties to the lower index);
+// else the inverse CDF in index order: each thread sums a contiguous chunk,
+// thread 0 turns the chunk sums into prefixes in thread order, and the one
+// thread whose chunk holds the target walks it. RL_SAMPLE_THREADS threads.
+#define RL_SAMPLE_THREADS 512
+__global__ void k_sample_rows(int32_t *tok, float *logp, float *entropy, const float *logits,
+                              const double *u, float inv_temp, int V)
+{
+    __shared__ double shd[RL_SAMPLE_THREADS];
+    __shared__ int si[RL_SAMPLE_THREADS];
+    __shared__ double total_sh;
+    __shared__ int pick;
+    int i = blockIdx.x, tid = threadIdx.x;
+    const float *z = logits + (size_t)i * V;
+    float m = -INFINITY;
+    for (int j = tid; j < V; j += blockDim.x)
+        m = fmaxf(m, z[j]);
+    m = d_block_max(m, (float *)shd) * inv_temp;
+    double s = 0.0, sa = 0.0;
+    for (int j = tid; j < V; j += blockDim.x) {
+        float d = z[j] * inv_temp - m, e = expf(d);
+        s += e;
+        sa += (double)(e * d);
+    }
+    s = d_block_sum(s, shd);
+    sa = d_block_sum(sa, shd);
+    float lse;
+    rl_logprob_row_end(0, z, -1, inv_temp, m, s, sa, nullptr, entropy + i, &lse);
+    if (!isfinite(lse)) { // the same for every thread
+        if (tid == 0) {
+            tok[i] = -1;
+            logp[i] = 0.0f;
+        }
+        return;
+    }
+    double ui = u[i];
+    if (ui < 0.0) {
+        float *sv = (float *)shd;
+        float bv = -INFINITY;
+        int bi = V;
+        for (int j = tid; j < V; j += blockDim.x) // ascending: the thread's first maximum
+            if (bi == V || z[j] > bv) {
+                bv = z[j];
+                bi = j;
+            }
+        sv[tid] = bv;
+        si[tid] = bi;
+        __syncthreads();
+        for (int h = blockDim.x / 2; h > 0; h >>= 1) {
+            if (tid < h) {
+                float ov = sv[tid + h];
+                int oi = si[tid + h];
+                if (oi < V && (si[tid] == V || ov > sv[tid] || (ov == sv[tid] && oi < si[tid]))) {
+                    sv[tid] = ov;
+                    si[tid] = oi;
+                }
+            }
+            __syncthreads();
+        }
+        if (tid == 0)
+            pick = si[0] < V ? si[0] : 0;
+    } else {
+        int per = (V + blockDim.x - 1) / blockDim.x, lo = tid * per;
+        int hi = lo + per < V ? lo + per : V;
+        double cs = 0.0;
+        for (int j = lo; j < hi; j++)
+            cs += exp((double)z[j] * inv_temp - lse);
+        shd[tid] = cs;
+        __syncthreads();
+        if (tid == 0) {
+            double run = 0.0;
+            for (int t = 0; t < (int)blockDim.x; t++) {
+                double v = shd[t];
+                shd[t] = run;
+                run += v;
+            }
+            total_sh = run;
+            pick = V - 1;
+        }
+        __syncthreads();
+        double target = ui * total_sh, cum = shd[tid];
+        if (cum <= target && target < cum + cs)
+            for (int j = lo; j < hi; j++) {
+                cum += exp((double)z[j] * inv_temp - lse);
+                if (cum > target) {
+                    pick = j;
+                    break;
+                }
+            }
+    }
+    __syncthreads();
+    if (tid == 0) {
+        tok[i] = pick;
+        logp[i] = z[pick] * inv_temp - lse;
+    }
+}
 
 // Row i's key/value into its cache slot: one thread per element of (n, kvd).
 __global__ void k_kv_cache_write(float *kc, float *vc, const float *k, const float *v,
@@ -621,6 +696,52 @@ static int s_row_threads(int C)
 
 static unsigned s_blocks(int64_t n, int t) { return (unsigned)((n + t - 1) / t); }
 
+// A kernels' temporary that grows and is kept (counted as scratch): the
+// bf16 inputs of a product, the column sums' partials, the attention's
+// scores, the embedding's row chains. cudaFree waits for the kernels that
+// still read the old buffer. NULL with the error noted (it surfaces from
+// rl_cuda_sync) and set when it cannot grow.
+struct s_scratch {
+    void *p;
+    size_t cap;
+};
+static s_scratch s_b16, s_part, s_att, s_chain;
+
+static void *s_scratch_get(s_scratch *sc, size_t bytes, const char *what)
+{
+    if (bytes > sc->cap) {
+        rl_device_free(RL_DEVICE_CUDA, sc->p);
+        sc->cap = 0;
+        sc->p = rl_device_alloc_for(RL_DEVICE_CUDA, bytes, RL_MEM_SCRATCH);
+        if (!sc->p) {
+            rl_error_wrap(RL_ENOMEM, "%s: %zu bytes of device scratch", what, bytes);
+            if (s_status == 0) {
+                s_status = RL_ENOMEM;
+                snprintf(s_where, sizeof s_where, "%s: %zu bytes of device scratch", what, bytes);
+            }
+            return nullptr;
+        }
+        sc->cap = bytes;
+    }
+    return sc->p;
+}
+
+// out (C) += Σ_n f(n, c) for n < N (the kernels' comment above).
+template <typename F> static void s_colsum(float *out, F f, int N, int C, const char *what)
+{
+    if (N <= 0 || C <= 0)
+        return;
+    int chunks = (N + RL_COL_CHUNK - 1) / RL_COL_CHUNK;
+    double *part = (double *)s_scratch_get(&s_part, sizeof(double) * (size_t)chunks * C, what);
+    if (!part)
+        return;
+    dim3 grid(s_blocks(C, RL_COL_TILE), (unsigned)chunks), block(RL_COL_TILE, RL_COL_ROWS);
+    k_colsum_part<<<grid, block>>>(part, f, N, C);
+    CUDA_NOTE(cudaGetLastError());
+    k_colsum_finish<<<s_blocks(C, 128), 128>>>(out, part, chunks, C);
+    CUDA_NOTE(cudaGetLastError());
+}
+
 extern "C" {
 
 int rl_cuda_device_count(void)
@@ -652,6 +773,7 @@ void rl_cuda_free(void *p)
 
 int rl_cuda_copy(void *dst, const void *src, size_t bytes, int kind)
 {
+    RL_CUDA_PROF("copy");
     static const cudaMemcpyKind kinds[4] = {cudaMemcpyHostToHost, cudaMemcpyHostToDevice,
                                             cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice};
     cudaError_t e = cudaMemcpy(dst, src, bytes, kinds[kind & 3]);
@@ -672,9 +794,42 @@ int rl_cuda_sync(void)
     return 0;
 }
 
+int rl_cuda_profile_take(struct rl_device_prof *out, int max)
+{
+    if (s_prof_on <= 0)
+        return 0;
+    cudaDeviceSynchronize();
+    for (int i = 0; i < s_prof_nmarks; i++) {
+        float ms = 0.0f;
+        if (cudaEventElapsedTime(&ms, s_prof_marks[i].a, s_prof_marks[i].b) == cudaSuccess) {
+            s_prof_names[s_prof_marks[i].name].calls++;
+            s_prof_names[s_prof_marks[i].name].ms += ms;
+        }
+    }
+    cudaGetLastError();
+    s_prof_nmarks = 0;
+    int n = 0;
+    for (int k = 0; k < s_prof_nnames; k++) { // insertion by time, the longest first
+        if (!s_prof_names[k].calls)
+            continue;
+        int j = n < max ? n++ : max;
+        while (j > 0 && out[j - 1].ms < s_prof_names[k].ms) {
+            if (j < max)
+                out[j] = out[j - 1];
+            j--;
+        }
+        if (j < max)
+            out[j] = {s_prof_names[k].name, s_prof_names[k].calls, s_prof_names[k].ms};
+        s_prof_names[k].calls = 0;
+        s_prof_names[k].ms = 0.0;
+    }
+    return n;
+}
+
 void rl_cuda_sgemm(int transA, int transB, int M, int N, int K, float alpha, const float *A,
                    int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
+    RL_CUDA_PROF("sgemm");
     if (M <= 0 || N <= 0)
         return;
     // Row-major C (M,N) is column-major C^T (N,M) = op(B)^T · op(A)^T.
@@ -686,6 +841,7 @@ void rl_cuda_sgemm(int transA, int transB, int M, int N, int K, float alpha, con
 void rl_cuda_linear_forward(float *out, const float *inp, const float *w, const float *b,
                             int N, int C, int OC)
 {
+    RL_CUDA_PROF("linear_forward");
     if (b) {
         int64_t n = (int64_t)N * OC;
         k_bias_rows<<<s_blocks(n, 256), 256>>>(out, b, N, OC);
@@ -696,6 +852,7 @@ void rl_cuda_linear_forward(float *out, const float *inp, const float *w, const 
 
 void rl_cuda_add_forward(float *out, const float *a, const float *b, int64_t n)
 {
+    RL_CUDA_PROF("add_forward");
     if (n <= 0)
         return;
     k_add<<<s_blocks(n, 256), 256>>>(out, a, b, n);
@@ -706,6 +863,7 @@ void rl_cuda_add_inplace(float *a, const float *b, int64_t n) { rl_cuda_add_forw
 
 void rl_cuda_softmax_forward(float *out, const float *inp, int N, int C)
 {
+    RL_CUDA_PROF("softmax_forward");
     if (N <= 0 || C <= 0)
         return;
     int t = s_row_threads(C);
@@ -716,6 +874,7 @@ void rl_cuda_softmax_forward(float *out, const float *inp, int N, int C)
 void rl_cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w,
                              float eps, int N, int C)
 {
+    RL_CUDA_PROF("rmsnorm_forward");
     if (N <= 0 || C <= 0)
         return;
     int t = s_row_threads(C);
@@ -725,6 +884,7 @@ void rl_cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const fl
 
 void rl_cuda_swiglu_forward(float *out, const float *gate, const float *up, int64_t n)
 {
+    RL_CUDA_PROF("swiglu_forward");
     if (n <= 0)
         return;
     k_swiglu_forward<<<s_blocks(n, 256), 256>>>(out, gate, up, n);
@@ -733,6 +893,7 @@ void rl_cuda_swiglu_forward(float *out, const float *gate, const float *up, int6
 
 void rl_cuda_memset0(void *p, size_t bytes)
 {
+    RL_CUDA_PROF("memset0");
     if (p && bytes)
         CUDA_NOTE(cudaMemsetAsync(p, 0, bytes));
 }
@@ -740,16 +901,15 @@ void rl_cuda_memset0(void *p, size_t bytes)
 void rl_cuda_linear_backward(float *dinp, float *dw, float *db, const float *dout,
                              const float *inp, const float *w, int N, int C, int OC)
 {
+    RL_CUDA_PROF("linear_backward");
     if (N <= 0 || C <= 0 || OC <= 0)
         return;
     if (dinp)
         rl_cuda_sgemm(0, 0, N, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C);
     if (dw)
         rl_cuda_sgemm(1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
-    if (db) {
-        k_colsum_acc<<<s_blocks(OC, 128), 128>>>(db, dout, N, OC);
-        CUDA_NOTE(cudaGetLastError());
-    }
+    if (db)
+        s_colsum(db, d_col_plain{dout, OC}, N, OC, "linear backward: bias");
 }
 
 // ---- bf16 products (model.precision bf16) ----------------------------------
@@ -765,31 +925,25 @@ int rl_cuda_tf32_off(void)
 
 void rl_cuda_round_bf16(uint16_t *out, const float *in, int64_t n)
 {
+    RL_CUDA_PROF("round_bf16");
     if (n <= 0)
         return;
     k_round_bf16<<<s_blocks(n, 256), 256>>>(out, in, n);
     CUDA_NOTE(cudaGetLastError());
 }
 
-// The activations rounded to bf16 for one product: one buffer that grows
-// (cudaFree waits for the kernels that still read the old one).
-static uint16_t *s_b16 = nullptr;
-static int64_t s_b16_cap = 0;
-
 static uint16_t *s_bf16_scratch(int64_t n, const char *fn, int N, int C, int OC)
 {
-    if (n > s_b16_cap) {
-        rl_device_free(RL_DEVICE_CUDA, s_b16);
-        s_b16_cap = 0;
-        s_b16 = (uint16_t *)rl_device_alloc_for(RL_DEVICE_CUDA, sizeof(uint16_t) * (size_t)n,
-                                                RL_MEM_SCRATCH);
-        if (!s_b16) {
-            rl_error_wrap(RL_ENOMEM, "%s (N=%d C=%d OC=%d): bf16 inputs", fn, N, C, OC);
-            return nullptr;
-        }
-        s_b16_cap = n;
-    }
-    return s_b16;
+    char what[160];
+    snprintf(what, sizeof what, "%s (N=%d C=%d OC=%d): bf16 inputs", fn, N, C, OC);
+    return (uint16_t *)s_scratch_get(&s_b16, sizeof(uint16_t) * (size_t)n, what);
+}
+
+static void *s_att_scratch(size_t bytes, const char *fn, int B, int T, int H)
+{
+    char what[160];
+    snprintf(what, sizeof what, "%s (B=%d T=%d H=%d): the heads' T×T scores", fn, B, T, H);
+    return s_scratch_get(&s_att, bytes, what);
 }
 
 // Row-major C (M,N) = op(A) · op(B) + beta·C with A, B in bf16, C float32,
@@ -807,6 +961,7 @@ static void s_gemm_bf16(int transA, int transB, int M, int N, int K, const uint1
 int rl_cuda_linear_forward_bf16(float *out, const float *inp, const uint16_t *w16, const float *b,
                                 int N, int C, int OC)
 {
+    RL_CUDA_PROF("linear_forward_bf16");
     if (N <= 0 || OC <= 0 || C <= 0)
         return 0;
     int64_t ni = (int64_t)N * C;
@@ -826,6 +981,7 @@ int rl_cuda_linear_forward_bf16(float *out, const float *inp, const uint16_t *w1
 int rl_cuda_linear_backward_bf16(float *dinp, float *dw, float *db, const float *dout,
                                  const float *inp, const uint16_t *w16, int N, int C, int OC)
 {
+    RL_CUDA_PROF("linear_backward_bf16");
     if (N <= 0 || C <= 0 || OC <= 0)
         return 0;
     if (dinp || dw) {
@@ -842,15 +998,14 @@ int rl_cuda_linear_backward_bf16(float *dinp, float *dw, float *db, const float 
             s_gemm_bf16(1, 0, OC, C, N, g, OC, x, C, 1.0f, dw, C);
         }
     }
-    if (db) {
-        k_colsum_acc<<<s_blocks(OC, 128), 128>>>(db, dout, N, OC);
-        CUDA_NOTE(cudaGetLastError());
-    }
+    if (db)
+        s_colsum(db, d_col_plain{dout, OC}, N, OC, "linear backward: bias");
     return 0;
 }
 
 void rl_cuda_softmax_backward(float *dinp, const float *dout, const float *out, int N, int C)
 {
+    RL_CUDA_PROF("softmax_backward");
     if (N <= 0 || C <= 0)
         return;
     int t = s_row_threads(C);
@@ -861,6 +1016,7 @@ void rl_cuda_softmax_backward(float *dinp, const float *dout, const float *out, 
 void rl_cuda_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp,
                               const float *w, const float *rstd, int N, int C)
 {
+    RL_CUDA_PROF("rmsnorm_backward");
     if (N <= 0 || C <= 0)
         return;
     if (dinp) {
@@ -868,15 +1024,14 @@ void rl_cuda_rmsnorm_backward(float *dinp, float *dw, const float *dout, const f
         k_rmsnorm_backward_dinp<<<N, t, t * sizeof(double)>>>(dinp, dout, inp, w, rstd, C);
         CUDA_NOTE(cudaGetLastError());
     }
-    if (dw) {
-        k_rmsnorm_backward_dw<<<s_blocks(C, 128), 128>>>(dw, dout, inp, rstd, N, C);
-        CUDA_NOTE(cudaGetLastError());
-    }
+    if (dw)
+        s_colsum(dw, d_col_rmsnorm_dw{dout, inp, rstd, C}, N, C, "rmsnorm backward: weight");
 }
 
 void rl_cuda_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                              const float *up, int64_t n)
 {
+    RL_CUDA_PROF("swiglu_backward");
     if (n <= 0 || (!dgate && !dup))
         return;
     k_swiglu_backward<<<s_blocks(n, 256), 256>>>(dgate, dup, dout, gate, up, n);
@@ -896,17 +1051,20 @@ static void s_rope(float *out, const float *inp, const int32_t *pos, int N, int 
 void rl_cuda_rope_forward(float *out, const float *inp, const int32_t *pos, int N, int H, int hd,
                           float theta)
 {
+    RL_CUDA_PROF("rope_forward");
     s_rope(out, inp, pos, N, H, hd, theta, 0);
 }
 
 void rl_cuda_rope_backward(float *dinp, const float *dout, const int32_t *pos, int N, int H,
                            int hd, float theta)
 {
+    RL_CUDA_PROF("rope_backward");
     s_rope(dinp, dout, pos, N, H, hd, theta, 1);
 }
 
 void rl_cuda_embedding_forward(float *out, const int32_t *ids, const float *table, int N, int C)
 {
+    RL_CUDA_PROF("embedding_forward");
     int64_t n = (int64_t)N * C;
     if (n <= 0)
         return;
@@ -917,33 +1075,86 @@ void rl_cuda_embedding_forward(float *out, const int32_t *ids, const float *tabl
 void rl_cuda_embedding_backward(float *dtable, const float *dout, const int32_t *ids, int N,
                                 int C)
 {
+    RL_CUDA_PROF("embedding_backward");
     if (N <= 0 || C <= 0)
         return;
-    k_embedding_backward<<<s_blocks(C, 128), 128>>>(dtable, dout, ids, N, C);
+    int32_t *next = (int32_t *)s_scratch_get(&s_chain, (sizeof(int32_t) + 1) * (size_t)N,
+                                             "embedding backward: row chains");
+    if (!next)
+        return;
+    uint8_t *head = (uint8_t *)(next + N);
+    k_embedding_chain<<<s_blocks(N, 128), 128>>>(next, head, ids, N);
+    CUDA_NOTE(cudaGetLastError());
+    k_embedding_backward<<<s_blocks((int64_t)N * C, 256), 256>>>(dtable, dout, ids, next, head, N,
+                                                                 C);
     CUDA_NOTE(cudaGetLastError());
 }
 
 static int s_attention_shape(const char *fn, int H, int KH, int hd)
 {
-    if (hd <= 0 || hd > 32 * RL_ATT_PER_LANE)
-        return rl_error_set(RL_EUNSUPPORTED, "%s: head size %d (the CUDA kernel takes 1..%d)", fn,
-                            hd, 32 * RL_ATT_PER_LANE);
+    if (hd <= 0)
+        return rl_error_set(RL_EINVAL, "%s: head size %d", fn, hd);
     if (KH <= 0 || H % KH)
         return rl_error_set(RL_EINVAL, "%s: %d heads over %d kv heads", fn, H, KH);
     return 0;
 }
 
+// Row-major C_i (M,N) = alpha·op(A_i) op(B_i) + beta·C_i for i < count, X_i =
+// X + i·sX (column-major as rl_cuda_sgemm).
+static void s_sgemm_batched(int transA, int transB, int M, int N, int K, float alpha,
+                            const float *A, int lda, long long sA, const float *B, int ldb,
+                            long long sB, float beta, float *C, int ldc, long long sC, int count)
+{
+    CUBLAS_NOTE(cublasSgemmStridedBatched(s_handle(), transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                          transA ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B,
+                                          ldb, sB, A, lda, sA, &beta, C, ldc, sC, count));
+}
+
+// One sequence's view: query head h = kh·rep + r reads kv head kh. The
+// products run per r, batched over kh: Q_h starts at r·hd with stride rep·hd
+// between kv groups, K_kh and V_kh at kh·hd, S_h at h·T·T.
+struct s_att_seq {
+    int T, H, KH, hd, rep;
+    long long qrow, krow; // row strides: H·hd, KH·hd
+};
+
+// X_h = scale·A_h B_khᵀ into the (H, T, T) scratch, A a query-shaped tensor
+// of the sequence (Q or dO), B a key-shaped one (K or V).
+static void s_att_scores(const s_att_seq *a, float *X, const float *A, const float *B, float scale)
+{
+    long long TT = (long long)a->T * a->T;
+    for (int r = 0; r < a->rep; r++)
+        s_sgemm_batched(0, 1, a->T, a->T, a->hd, scale, A + (size_t)r * a->hd, (int)a->qrow,
+                        (long long)a->rep * a->hd, B, (int)a->krow, a->hd, 0.0f,
+                        X + (size_t)r * TT, a->T, a->rep * TT, a->KH);
+}
+
+static int s_att_threads(int T) { return s_row_threads(T) < 256 ? s_row_threads(T) : 256; }
+
 int rl_cuda_attention_forward(float *out, float *lse, const float *q, const float *k,
                               const float *v, const uint8_t *mask, int B, int T, int H, int KH,
                               int hd)
 {
+    RL_CUDA_PROF("attention_forward");
     int rc = s_attention_shape("attention", H, KH, hd);
-    int64_t rows = (int64_t)B * H * T;
-    if (rc || rows <= 0)
+    if (rc || B <= 0 || T <= 0 || H <= 0)
         return rc;
-    k_attention_forward<<<s_blocks(rows, RL_ATT_WARPS), 32 * RL_ATT_WARPS>>>(
-        out, lse, q, k, v, mask, B, T, H, KH, hd, 1.0f / sqrtf((float)hd));
-    CUDA_NOTE(cudaGetLastError());
+    s_att_seq a = {T, H, KH, hd, H / KH, (long long)H * hd, (long long)KH * hd};
+    long long TT = (long long)T * T;
+    float *S = (float *)s_att_scratch(sizeof(float) * (size_t)H * TT, "attention", B, T, H);
+    if (!S)
+        return RL_ENOMEM;
+    int th = s_att_threads(T);
+    for (int b = 0; b < B; b++) {
+        size_t qo = (size_t)b * T * a.qrow, ko = (size_t)b * T * a.krow;
+        s_att_scores(&a, S, q + qo, k + ko, 1.0f / sqrtf((float)hd));
+        k_att_softmax<<<(unsigned)(H * T), th, th * sizeof(float)>>>(S, lse, mask, T, b, H);
+        CUDA_NOTE(cudaGetLastError());
+        for (int r = 0; r < a.rep; r++) // O_h = P_h V_kh
+            s_sgemm_batched(0, 0, T, hd, T, 1.0f, S + (size_t)r * TT, T, a.rep * TT, v + ko,
+                            (int)a.krow, hd, 0.0f, out + qo + (size_t)r * hd, (int)a.qrow,
+                            (long long)a.rep * hd, KH);
+    }
     return 0;
 }
 
@@ -951,29 +1162,46 @@ int rl_cuda_attention_backward(float *dq, float *dk, float *dv, const float *dou
                                const float *lse, const float *q, const float *k, const float *v,
                                const uint8_t *mask, int B, int T, int H, int KH, int hd)
 {
+    RL_CUDA_PROF("attention_backward");
     int rc = s_attention_shape("attention backward", H, KH, hd);
-    int64_t rows = (int64_t)B * H * T, krows = (int64_t)B * KH * T;
-    if (rc || rows <= 0)
+    if (rc || B <= 0 || T <= 0 || H <= 0)
         return rc;
-    float *D = (float *)rl_cuda_alloc(sizeof(float) * (size_t)rows);
-    if (!D)
-        return rl_error_code();
-    float scale = 1.0f / sqrtf((float)hd);
-    k_attention_backward_q<<<s_blocks(rows, RL_ATT_WARPS), 32 * RL_ATT_WARPS>>>(
-        dq, D, dout, lse, q, k, v, mask, B, T, H, KH, hd, scale);
-    CUDA_NOTE(cudaGetLastError());
-    if (dk || dv) {
-        k_attention_backward_kv<<<s_blocks(krows, RL_ATT_WARPS), 32 * RL_ATT_WARPS>>>(
-            dk, dv, D, dout, lse, q, k, v, mask, B, T, H, KH, hd, scale);
+    s_att_seq a = {T, H, KH, hd, H / KH, (long long)H * hd, (long long)KH * hd};
+    long long TT = (long long)T * T;
+    float *S = (float *)s_att_scratch(2 * sizeof(float) * (size_t)H * TT, "attention backward",
+                                      B, T, H);
+    if (!S)
+        return RL_ENOMEM;
+    float *dP = S + (size_t)H * TT, scale = 1.0f / sqrtf((float)hd);
+    int th = s_att_threads(T);
+    for (int b = 0; b < B; b++) {
+        size_t qo = (size_t)b * T * a.qrow, ko = (size_t)b * T * a.krow;
+        s_att_scores(&a, S, q + qo, k + ko, scale);
+        s_att_scores(&a, dP, dout + qo, v + ko, 1.0f);
+        k_att_grad_rows<<<(unsigned)(H * T), th, th * sizeof(double)>>>(S, dP, lse, mask, T, b, H);
         CUDA_NOTE(cudaGetLastError());
+        for (int r = 0; r < a.rep; r++) {
+            const float *P = S + (size_t)r * TT, *dS = dP + (size_t)r * TT;
+            long long qs = (long long)a.rep * hd;
+            size_t qh = qo + (size_t)r * hd;
+            if (dv) // dV_kh += P_hᵀ dO_h
+                s_sgemm_batched(1, 0, T, hd, T, 1.0f, P, T, a.rep * TT, dout + qh, (int)a.qrow, qs,
+                                1.0f, dv + ko, (int)a.krow, hd, KH);
+            if (dq) // dQ_h += scale·dS_h K_kh
+                s_sgemm_batched(0, 0, T, hd, T, scale, dS, T, a.rep * TT, k + ko, (int)a.krow, hd,
+                                1.0f, dq + qh, (int)a.qrow, qs, KH);
+            if (dk) // dK_kh += scale·dS_hᵀ Q_h
+                s_sgemm_batched(1, 0, T, hd, T, scale, dS, T, a.rep * TT, q + qh, (int)a.qrow, qs,
+                                1.0f, dk + ko, (int)a.krow, hd, KH);
+        }
     }
-    CUDA_NOTE(cudaFree(D)); // implicitly waits for the kernels that read it
     return 0;
 }
 
 void rl_cuda_logprob_forward(float *logp, float *entropy, float *lse, const float *logits,
                              const int32_t *target, float inv_temp, int N, int V)
 {
+    RL_CUDA_PROF("logprob_forward");
     if (N <= 0 || V <= 0)
         return;
     int t = s_row_threads(V);
@@ -986,6 +1214,7 @@ void rl_cuda_logprob_backward(float *dlogits, const float *dlogp, const float *d
                               const float *logits, const float *lse, const float *entropy,
                               const int32_t *target, float inv_temp, int N, int V)
 {
+    RL_CUDA_PROF("logprob_backward");
     if (N <= 0 || V <= 0)
         return;
     k_logprob_backward<<<N, 256>>>(dlogits, dlogp, dentropy, logits, lse, entropy, target,
@@ -993,9 +1222,20 @@ void rl_cuda_logprob_backward(float *dlogits, const float *dlogp, const float *d
     CUDA_NOTE(cudaGetLastError());
 }
 
+void rl_cuda_sample_rows(int32_t *tok, float *logp, float *entropy, const float *logits,
+                         const double *u, float inv_temp, int n, int V)
+{
+    RL_CUDA_PROF("sample_rows");
+    if (n <= 0 || V <= 0)
+        return;
+    k_sample_rows<<<n, RL_SAMPLE_THREADS>>>(tok, logp, entropy, logits, u, inv_temp, V);
+    CUDA_NOTE(cudaGetLastError());
+}
+
 void rl_cuda_kv_cache_write(float *kc, float *vc, const float *k, const float *v,
                             const int32_t *slot, const int32_t *pos, int n, int kvd, int maxT)
 {
+    RL_CUDA_PROF("kv_cache_write");
     int64_t total = (int64_t)n * kvd;
     if (total <= 0)
         return;
@@ -1007,6 +1247,7 @@ void rl_cuda_decode_attention(float *out, float *scores, const float *q, const f
                               const float *vc, const int32_t *slot, const int32_t *pos, int n,
                               int H, int KH, int hd, int maxT)
 {
+    RL_CUDA_PROF("decode_attention");
     if (n <= 0 || H <= 0)
         return;
     k_decode_attention<<<(unsigned)n * H, 256>>>(out, scores, q, kc, vc, slot, pos, H, KH, hd,
@@ -1017,6 +1258,7 @@ void rl_cuda_decode_attention(float *out, float *scores, const float *q, const f
 void rl_cuda_adamw_update(const struct rl_adamw_config *cfg, int64_t t, double lr, double wd,
                           float *p, const float *g, float *m, float *v, int64_t n)
 {
+    RL_CUDA_PROF("adamw_update");
     if (n <= 0)
         return;
     // the CPU's scalars and element update (ops_elem.h)
@@ -1026,13 +1268,13 @@ void rl_cuda_adamw_update(const struct rl_adamw_config *cfg, int64_t t, double l
 
 double rl_cuda_grad_sumsq(const float *g, int64_t n)
 {
+    RL_CUDA_PROF("grad_sumsq");
     if (n <= 0)
         return 0.0;
     int64_t nb = (n + RL_SUMSQ_BLOCK - 1) / RL_SUMSQ_BLOCK;
-    double *d = nullptr, *h = (double *)malloc(sizeof(double) * (size_t)nb);
-    cudaError_t e = cudaMalloc(&d, sizeof(double) * (size_t)nb);
-    if (e != cudaSuccess || !h) {
-        CUDA_NOTE(e);
+    double *d = (double *)s_scratch_get(&s_part, sizeof(double) * (size_t)nb, "grad norm");
+    double *h = (double *)malloc(sizeof(double) * (size_t)nb);
+    if (!d || !h) {
         free(h);
         return NAN; // the error surfaces from rl_cuda_sync; NaN fails any clip check
     }
@@ -1042,13 +1284,13 @@ double rl_cuda_grad_sumsq(const float *g, int64_t n)
     double total = 0.0;
     for (int64_t b = 0; b < nb; b++) // in block order, as the CPU adds its blocks
         total += h[b];
-    cudaFree(d);
     free(h);
     return s_status ? NAN : total;
 }
 
 void rl_cuda_scale_inplace(float *a, float s, int64_t n)
 {
+    RL_CUDA_PROF("scale_inplace");
     if (n <= 0)
         return;
     k_scale<<<s_blocks(n, 256), 256>>>(a, s, n);
@@ -1057,6 +1299,7 @@ void rl_cuda_scale_inplace(float *a, float s, int64_t n)
 
 void rl_cuda_ema_update(float *ref, const float *cur, double beta, int64_t n)
 {
+    RL_CUDA_PROF("ema_update");
     if (n <= 0)
         return;
     k_ema<<<s_blocks(n, 256), 256>>>(ref, cur, beta, 1.0 - beta, n);

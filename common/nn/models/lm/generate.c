@@ -11,8 +11,11 @@
  * On a GPU model the cache and the decode step's scratch live on the
  * device and every step runs through the device table (the cache write and
  * the decode attention included); each step's tokens, positions and slots
- * go up and its logits (n, V) come back, and the sampler runs on the host,
- * the same code as on the CPU. */
+ * go up. Without top-k/top-p the sampler runs on the device too
+ * (rl_sample_rows: each row's uniform, drawn on the host from the row's
+ * stream, goes up; its token, log-prob and entropy come back, the logits
+ * never leave the device); with top-k/top-p the logits (n, V) come back and
+ * the host sampler runs, the same code as on the CPU. */
 #include "common/nn/models/lm/generate.h"
 
 #include "common/nn/engine/ops_internal.h"
@@ -35,6 +38,9 @@ struct rl_lm_gen {
     int32_t *tok, *pos, *slot;      /* (B) host: the live rows' token, position, cache slot */
     int32_t *dtok, *dpos, *dslot;   /* their copies on dev (= tok, pos, slot on the CPU) */
     struct s_cand { float p; int id; } *cand; /* (B, V) sampling scratch */
+    int dev_sample;                 /* this call samples on the device (not the CPU) */
+    double *su, *dsu;               /* (B) each live row's uniform (< 0: argmax), host / dev */
+    int32_t *stok, *dstok;          /* (3B) tokens, then log-probs, then entropies (as floats) */
 };
 
 static void s_gen_free(rl_lm *m)
@@ -49,8 +55,10 @@ static void s_gen_free(rl_lm *m)
         rl_device_free(g->dev, g->kc);
         rl_device_free(g->dev, g->x);
         rl_device_free(g->dev, g->dtok);
+        rl_device_free(g->dev, g->dsu);
         free(g->logits);
     }
+    free(g->su);
     free(g->tok);
     free(g->cand);
     free(g);
@@ -98,7 +106,11 @@ static int s_gen_reserve(rl_lm *m, int B, int maxT)
     g->dtok = cpu ? g->tok : s_gen_alloc(g->dev, sizeof(int32_t) * (size_t)(3 * B));
     g->logits = cpu ? NULL : malloc(sizeof(float) * (size_t)(B * V));
     g->cand = malloc(sizeof *g->cand * (size_t)(B * V));
-    if (!g->kc || !g->x || !g->tok || !g->dtok || (!cpu && !g->logits) || !g->cand) {
+    size_t sb = (sizeof(double) + 3 * sizeof(int32_t)) * (size_t)B; /* su, then stok */
+    g->su = cpu ? NULL : malloc(sb);
+    g->dsu = cpu ? NULL : s_gen_alloc(g->dev, sb);
+    if (!g->kc || !g->x || !g->tok || !g->dtok || (!cpu && (!g->logits || !g->su || !g->dsu)) ||
+        !g->cand) {
         if (cpu)
             g->dtok = NULL;
         s_gen_free(m);
@@ -124,6 +136,10 @@ static int s_gen_reserve(rl_lm *m, int B, int maxT)
     g->slot = g->tok + 2 * B;
     g->dpos = g->dtok + B;
     g->dslot = g->dtok + 2 * B;
+    if (!cpu) {
+        g->stok = (int32_t *)(g->su + B);
+        g->dstok = (int32_t *)(g->dsu + B);
+    }
     return 0;
 }
 
@@ -212,10 +228,10 @@ static int s_decode_step(rl_lm *m, int n)
             (rc = s_copy(g->dev, g->dslot, RL_DEVICE_CPU, g->slot, ib)) ||
             (rc = s_decode_rows(m, 0, n)) < 0)
             return rc;
-        if ((rc = s_copy(RL_DEVICE_CPU, g->logits, g->dev, g->dlogits,
-                         sizeof(float) * (size_t)n * c->vocab_size)))
+        if (!g->dev_sample && (rc = s_copy(RL_DEVICE_CPU, g->logits, g->dev, g->dlogits,
+                                           sizeof(float) * (size_t)n * c->vocab_size)))
             return rc;
-        return rl_device_sync(g->dev);
+        return g->dev_sample ? 0 : rl_device_sync(g->dev);
     }
     int wide = c->intermediate_size > m->qd ? c->intermediate_size : m->qd;
     int nt = rl_nn_get_threads();
@@ -251,82 +267,69 @@ static int s_cand_cmp(const void *a, const void *b)
 static int s_sample(const float *z, int V, float inv_temp, const rl_lm_sampling *s, rl_rng *rng,
                     struct s_cand *cand, float *logp, float *entropy)
 {
+    int greedy = s->greedy || !(s->temperature > 0.0f);
+    if (greedy || (s->top_k <= 0 && !(s->top_p < 1.0f))) { /* what the device sampler does */
+        double u = greedy ? -1.0 : rl_rng_uniform_f64(rng);
+        int32_t tok;
+        rl_sample_rows(&tok, logp, entropy, z, &u, inv_temp, 1, V);
+        return tok;
+    }
     float lse;
     rl_logprob_forward(NULL, entropy, &lse, z, NULL, inv_temp, 1, V);
     if (!isfinite(lse))
         return -1;
-    int tok = 0;
-    if (s->greedy || !(s->temperature > 0.0f)) {
-        for (int j = 1; j < V; j++)
-            if (z[j] > z[tok])
-                tok = j;
-    } else if (s->top_k <= 0 && !(s->top_p < 1.0f)) {
-        double u = rl_rng_uniform_f64(rng), total = 0.0;
-        for (int j = 0; j < V; j++)
-            total += exp((double)z[j] * inv_temp - lse);
-        double target = u * total, cum = 0.0;
-        tok = V - 1;
+    /* top-k / top-p. Only tokens with p >= tau can be in the top-k / nucleus once they
+     * alone hold k tokens (top-k) or top_p of the mass (top-p): sort just
+     * those, lowering tau until that holds. Exact, and sorts a handful of
+     * tokens instead of the vocabulary. */
+    int kk = s->top_k > 0 && s->top_k < V ? s->top_k : V;
+    float zmax = z[0];
+    for (int j = 1; j < V; j++)
+        zmax = z[j] > zmax ? z[j] : zmax;
+    float tau = expf(zmax * inv_temp - lse) * 1e-4f;
+    int n = 0;
+    double total = 0.0;
+    for (;;) {
+        double mass = 0.0;
+        n = 0;
+        total = 0.0;
         for (int j = 0; j < V; j++) {
-            cum += exp((double)z[j] * inv_temp - lse);
-            if (cum > target) {
-                tok = j;
-                break;
+            float p = expf(z[j] * inv_temp - lse);
+            total += p;
+            if (p >= tau) {
+                cand[n].p = p;
+                cand[n++].id = j;
+                mass += p;
             }
         }
-    } else {
-        /* Only tokens with p >= tau can be in the top-k / nucleus once they
-         * alone hold k tokens (top-k) or top_p of the mass (top-p): sort just
-         * those, lowering tau until that holds. Exact, and sorts a handful of
-         * tokens instead of the vocabulary. */
-        int kk = s->top_k > 0 && s->top_k < V ? s->top_k : V;
-        float zmax = z[0];
-        for (int j = 1; j < V; j++)
-            zmax = z[j] > zmax ? z[j] : zmax;
-        float tau = expf(zmax * inv_temp - lse) * 1e-4f;
-        int n = 0;
-        double total = 0.0;
-        for (;;) {
-            double mass = 0.0;
-            n = 0;
-            total = 0.0;
-            for (int j = 0; j < V; j++) {
-                float p = expf(z[j] * inv_temp - lse);
-                total += p;
-                if (p >= tau) {
-                    cand[n].p = p;
-                    cand[n++].id = j;
-                    mass += p;
-                }
-            }
-            int ok = s->top_k > 0 ? n >= kk : mass >= (double)s->top_p * total;
-            if (ok || tau == 0.0f)
-                break;
-            tau = tau > 1e-30f ? tau * 1e-4f : 0.0f;
-        }
-        qsort(cand, (size_t)n, sizeof *cand, s_cand_cmp);
-        int keep = s->top_k > 0 ? kk : n;
-        double zk = 0.0;
-        if (s->top_k > 0)
-            for (int j = 0; j < keep; j++)
-                zk += cand[j].p;
-        else
-            zk = total;
-        if (s->top_p < 1.0f) {
-            double cum = 0.0, lim = (double)s->top_p * zk;
-            int kp = 0;
-            while (kp < keep && (kp == 0 || cum < lim))
-                cum += cand[kp++].p;
-            keep = kp;
-            zk = cum;
-        }
-        double target = rl_rng_uniform_f64(rng) * zk, cum = 0.0;
-        tok = cand[keep - 1].id;
-        for (int j = 0; j < keep; j++) {
-            cum += cand[j].p;
-            if (cum > target) {
-                tok = cand[j].id;
-                break;
-            }
+        int ok = s->top_k > 0 ? n >= kk : mass >= (double)s->top_p * total;
+        if (ok || tau == 0.0f)
+            break;
+        tau = tau > 1e-30f ? tau * 1e-4f : 0.0f;
+    }
+    qsort(cand, (size_t)n, sizeof *cand, s_cand_cmp);
+    int keep = s->top_k > 0 ? kk : n;
+    double zk = 0.0;
+    if (s->top_k > 0)
+        for (int j = 0; j < keep; j++)
+            zk += cand[j].p;
+    else
+        zk = total;
+    if (s->top_p < 1.0f) {
+        double cum = 0.0, lim = (double)s->top_p * zk;
+        int kp = 0;
+        while (kp < keep && (kp == 0 || cum < lim))
+            cum += cand[kp++].p;
+        keep = kp;
+        zk = cum;
+    }
+    double target = rl_rng_uniform_f64(rng) * zk, cum = 0.0;
+    int tok = cand[keep - 1].id;
+    for (int j = 0; j < keep; j++) {
+        cum += cand[j].p;
+        if (cum > target) {
+            tok = cand[j].id;
+            break;
         }
     }
     *logp = z[tok] * inv_temp - lse;
@@ -365,7 +368,8 @@ static void s_first_equal_rows(int B, int P, const int32_t *prompts, const int *
 /* Prefill: runs the training forward over the distinct prompts (GRPO's n
  * samples of a prompt share one), copies each row's post-RoPE keys/values
  * into its cache slot and its last prompt position's logits into g->logits
- * (B, V). pmask (B, P) marks the real prompt tokens. */
+ * (B, V) (g->dlogits when the device samples). pmask (B, P) marks the real
+ * prompt tokens. */
 static int s_prefill(rl_lm *m, int B, int P, const int32_t *prompts, const int *prompt_lens,
                      const uint8_t *pmask)
 {
@@ -403,8 +407,9 @@ static int s_prefill(rl_lm *m, int B, int P, const int32_t *prompts, const int *
             if (!(rc = s_copy(g->dev, g->kc + dst, m->dev, m->a.k + src, sizeof(float) * cnt)))
                 rc = s_copy(g->dev, g->vc + dst, m->dev, m->a.v + src, sizeof(float) * cnt);
         }
-    for (int b = 0; b < B && !rc; b++)
-        rc = s_copy(RL_DEVICE_CPU, g->logits + (size_t)b * V, m->dev,
+    for (int b = 0; b < B && !rc; b++) /* to the device sampler's rows, or the host's */
+        rc = s_copy(g->dev_sample ? g->dev : RL_DEVICE_CPU,
+                    (g->dev_sample ? g->dlogits : g->logits) + (size_t)b * V, m->dev,
                     m->a.logits + ((size_t)unique[b] * P + prompt_lens[b] - 1) * V, sizeof(float) * V);
     if (!rc && m->dev != RL_DEVICE_CPU)
         rc = rl_device_sync(m->dev);
@@ -461,6 +466,31 @@ static int s_full_step(rl_lm *m, int n, const int *rows, const int32_t *seq, int
     return rc;
 }
 
+/* The device sampler's step for the n live rows (g->dev_sample): each row's
+ * uniform from its own stream (none for argmax, or for a row with no room,
+ * which s_sample would not have drawn either) goes up, rl_sample_rows runs
+ * on g->dlogits, and the tokens, log-probs and entropies land in g->stok. */
+static int s_device_sample(rl_lm *m, const rl_lm_sampling *s, int n, const int *rows,
+                           const int *prompt_lens, const int *out_lens, rl_rng *rng,
+                           float inv_temp)
+{
+    rl_lm_gen *g = m->gen;
+    int greedy = s->greedy || !(s->temperature > 0.0f);
+    for (int i = 0; i < n; i++) {
+        int b = rows[i];
+        int full = prompt_lens[b] + out_lens[b] >= m->cfg.max_seq_len;
+        g->su[i] = full || greedy ? -1.0 : rl_rng_uniform_f64(&rng[b]);
+    }
+    int rc = s_copy(g->dev, g->dsu, RL_DEVICE_CPU, g->su, sizeof(double) * (size_t)n);
+    if (rc)
+        return rc;
+    float *dlp = (float *)(g->dstok + g->B), *dent = dlp + g->B;
+    m->ops->sample_rows(g->dstok, dlp, dent, g->dlogits, g->dsu, inv_temp, n, m->cfg.vocab_size);
+    if ((rc = s_copy(RL_DEVICE_CPU, g->stok, g->dev, g->dstok, 3 * sizeof(int32_t) * (size_t)g->B)))
+        return rc;
+    return rl_device_sync(g->dev);
+}
+
 int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *prompt_lens,
                    const uint64_t *row_seeds, const rl_lm_sampling *s, int32_t *out_tokens,
                    float *out_logp, float *out_entropy, int *out_lens)
@@ -490,6 +520,8 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
     if (rc < 0 || (rc = rl_lm_bf16_refresh(m)) < 0)
         return rc;
     rl_lm_gen *g = m->gen;
+    g->dev_sample = g->dev != RL_DEVICE_CPU && !s->no_kv_cache &&
+                    (s->greedy || !(s->temperature > 0.0f) || (s->top_k <= 0 && !(s->top_p < 1.0f)));
     float inv_temp = s->temperature > 0.0f ? 1.0f / s->temperature : 1.0f;
     int32_t pad = c->pad_token_id >= 0 ? c->pad_token_id : 0;
 
@@ -534,14 +566,24 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
 
     while (n > 0) {
         /* Sample one token for each live row (rows are independent). */
-        RL_OMP_FOR_IF(n > 1 && V >= 1024)
+        if (g->dev_sample && (rc = s_device_sample(m, s, n, rows, prompt_lens, out_lens, rng,
+                                                   inv_temp)) < 0)
+            goto done;
+        RL_OMP_FOR_IF(!g->dev_sample && n > 1 && V >= 1024)
         for (int i = 0; i < n; i++) {
             int b = rows[i], j = out_lens[b];
             if (prompt_lens[b] + j >= c->max_seq_len)
                 continue; /* a prompt that fills the context: no room for a token */
             float lp, ent;
-            int tok = s_sample(g->logits + (size_t)i * V, V, inv_temp, s, &rng[b],
+            int tok;
+            if (g->dev_sample) {
+                tok = g->stok[i];
+                memcpy(&lp, &g->stok[g->B + i], sizeof lp);
+                memcpy(&ent, &g->stok[2 * g->B + i], sizeof ent);
+            } else {
+                tok = s_sample(g->logits + (size_t)i * V, V, inv_temp, s, &rng[b],
                                g->cand + (size_t)i * V, &lp, &ent);
+            }
             out_tokens[(size_t)b * maxnew + j] = tok;
             if (tok < 0) /* marked; reported below, outside the parallel loop (pad is >= 0) */
                 continue;
