@@ -3,7 +3,9 @@
 #
 # * test_nn_cuda: every CUDA kernel against its CPU twin, forward and
 #   backward, on ragged shapes; test_nn_lm_cuda: the transformer on the GPU
-#   against the CPU (outputs and every gradient). GPU_TESTS names them.
+#   against the CPU (outputs and every gradient); test_nn_cuda_ipc: a
+#   device block shared with a second process (CUDA IPC). GPU_TESTS names
+#   them.
 # * tests/integration/gpu_jobs.py: real jobs with actor.device=cuda and
 #   rollout.device=cuda (SFT against the CPU actor step for step, GRPO, a
 #   resume on the GPU, GPU generation against the CPU's); needs
@@ -34,7 +36,7 @@ BUILD=${BUILD:-build-cuda}
 # machine lacks (deploy/gpu-bundle.sh), packed in lib.tar.gz
 [ -f "$BUILD/lib.tar.gz" ] && [ ! -d "$BUILD/lib" ] && tar -xzf "$BUILD/lib.tar.gz" -C "$BUILD"
 [ -d "$BUILD/lib" ] && export LD_LIBRARY_PATH="$(cd "$BUILD/lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-tests=${GPU_TESTS:-test_nn_cuda test_nn_lm_cuda}
+tests=${GPU_TESTS:-test_nn_cuda test_nn_lm_cuda test_nn_cuda_ipc}
 for t in $tests; do
     [ -x "$BUILD/tests/$t" ] || { echo "gpu_check: $BUILD/tests/$t not built (make CUDA=1 tests)"; exit 1; }
 done

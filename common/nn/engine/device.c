@@ -254,6 +254,49 @@ int rl_device_sync(rl_device dev)
                                                rl_device_name(dev));
 }
 
+static int s_ipc_unsupported(rl_device dev, const char *what)
+{
+    return rl_error_set(RL_EUNSUPPORTED, "device %s: %s needs a CUDA device%s", rl_device_name(dev),
+                        what,
+#ifdef RL_CUDA
+                        ""
+#else
+                        " (this build has no CUDA: make CUDA=1)"
+#endif
+    );
+}
+
+int rl_device_ipc_export(rl_device dev, void *p, rl_device_ipc_handle *out)
+{
+#ifdef RL_CUDA
+    if (dev == RL_DEVICE_CUDA)
+        return rl_cuda_ipc_export(p, out->bytes);
+#endif
+    (void)p, (void)out;
+    return s_ipc_unsupported(dev, "ipc export");
+}
+
+void *rl_device_ipc_open(rl_device dev, const rl_device_ipc_handle *h)
+{
+#ifdef RL_CUDA
+    if (dev == RL_DEVICE_CUDA)
+        return rl_cuda_ipc_open(h->bytes);
+#endif
+    (void)h;
+    s_ipc_unsupported(dev, "ipc open");
+    return NULL;
+}
+
+int rl_device_ipc_close(rl_device dev, void *p)
+{
+#ifdef RL_CUDA
+    if (dev == RL_DEVICE_CUDA)
+        return rl_cuda_ipc_close(p);
+#endif
+    (void)p;
+    return s_ipc_unsupported(dev, "ipc close");
+}
+
 int rl_device_profile_take(rl_device dev, rl_device_prof *out, int max)
 {
 #ifdef RL_CUDA

@@ -168,6 +168,23 @@ int rl_device_zero(rl_device dev, void *p, size_t bytes);
 /* Waits for queued kernels; returns the first asynchronous error. */
 int rl_device_sync(rl_device dev);
 
+/* CUDA IPC: one process's device block opened by another process on the
+ * same GPU (the same-GPU weight transport of a colocated actor and
+ * rollout). export takes the start of an rl_device_alloc* block on CUDA
+ * and fills a handle of RL_DEVICE_IPC_BYTES opaque bytes, which may travel
+ * in any message; open maps it in the receiving process (NULL + message:
+ * another GPU, a handle of this process, a freed block, garbage); close
+ * unmaps it. The exporter must keep the block until every opener has
+ * closed it, and must finish its writes (rl_device_sync) before it sends
+ * the handle. RL_EUNSUPPORTED on the CPU or without CUDA. */
+#define RL_DEVICE_IPC_BYTES 64
+typedef struct rl_device_ipc_handle {
+    unsigned char bytes[RL_DEVICE_IPC_BYTES];
+} rl_device_ipc_handle;
+int rl_device_ipc_export(rl_device dev, void *p, rl_device_ipc_handle *out);
+void *rl_device_ipc_open(rl_device dev, const rl_device_ipc_handle *h);
+int rl_device_ipc_close(rl_device dev, void *p);
+
 /* Per-op device time, for finding where a step goes: on CUDA, with
  * RL_CUDA_PROFILE=1 in the environment, every kernel-table entry (and
  * copy) is timed by a pair of CUDA events (nested entries count in their

@@ -20,6 +20,10 @@ void rl_cuda_free(void *p);
 /* kind: 0 host→host, 1 host→device, 2 device→host, 3 device→device. */
 int rl_cuda_copy(void *dst, const void *src, size_t bytes, int kind);
 int rl_cuda_sync(void);
+/* rl_device_ipc_* (device.h): a 64-byte cudaIpcMemHandle_t. */
+int rl_cuda_ipc_export(void *p, unsigned char handle[64]);
+void *rl_cuda_ipc_open(const unsigned char handle[64]);
+int rl_cuda_ipc_close(void *p);
 /* rl_device_profile_take's CUDA side (device.h): RL_CUDA_PROFILE=1 times
  * each launcher below (outermost only) with a pair of events. */
 struct rl_device_prof;

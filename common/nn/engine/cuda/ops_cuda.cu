@@ -794,6 +794,45 @@ int rl_cuda_sync(void)
     return 0;
 }
 
+static_assert(sizeof(cudaIpcMemHandle_t) == 64, "rl_device_ipc_handle holds 64 bytes");
+
+int rl_cuda_ipc_export(void *p, unsigned char handle[64])
+{
+    cudaIpcMemHandle_t h;
+    cudaError_t e = cudaIpcGetMemHandle(&h, p);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return rl_error_set(RL_EINVAL, "cuda ipc export of %p: %s (the start of a cudaMalloc block?)",
+                            p, cudaGetErrorString(e));
+    }
+    memcpy(handle, &h, sizeof h);
+    return 0;
+}
+
+void *rl_cuda_ipc_open(const unsigned char handle[64])
+{
+    cudaIpcMemHandle_t h;
+    memcpy(&h, handle, sizeof h);
+    void *p = nullptr;
+    cudaError_t e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        rl_error_set(RL_EINVAL, "cuda ipc open: %s", cudaGetErrorString(e));
+        return nullptr;
+    }
+    return p;
+}
+
+int rl_cuda_ipc_close(void *p)
+{
+    cudaError_t e = cudaIpcCloseMemHandle(p);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return rl_error_set(RL_EINVAL, "cuda ipc close of %p: %s", p, cudaGetErrorString(e));
+    }
+    return 0;
+}
+
 int rl_cuda_profile_take(struct rl_device_prof *out, int max)
 {
     if (s_prof_on <= 0)
