@@ -523,7 +523,8 @@ __global__ void k_sample_rows(int32_t *tok, float *logp, float *entropy, const f
     s = d_block_sum(s, shd);
     sa = d_block_sum(sa, shd);
     float lse;
-    rl_logprob_row_end(0, z, -1, inv_temp, m, s, sa, nullptr, entropy + i, &lse);
+    rl_logprob_row_end(0, z, -1, inv_temp, m, s, sa, nullptr, tid == 0 ? entropy + i : nullptr,
+                       &lse); // every thread gets lse; thread 0 writes the entropy
     if (!isfinite(lse)) { // the same for every thread
         if (tid == 0) {
             tok[i] = -1;
