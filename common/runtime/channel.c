@@ -186,6 +186,7 @@ void rl_channel_free(rl_channel *ch)
 #define S_MAGIC_ROUTE 0x52574c52u  /* "RLWR" */
 #define S_MAGIC_BUCKET 0x42574c52u /* "RLWB" */
 #define S_MAX_RECEIVERS 1024
+#define S_FORWARD_LINGER_MS 5000
 
 typedef struct {
     uint32_t magic, rank1;
@@ -354,8 +355,9 @@ static int s_cmp_rank(const void *a, const void *b)
 /* Tells every chainable receiver where to forward `version` (chain: the
  * next one's input in rank order; star: nowhere) and returns in *direct the
  * receivers the sender itself sends to (chain: the head and any receiver
- * without an input; star: all). */
-static int s_route(rl_weight_sender *s, uint64_t version, s_peer **direct, int *n_direct)
+ * without an input; star: all). 1 with *gone = its index when a chainable
+ * receiver is no longer connected (nothing of the version was sent yet). */
+static int s_route(rl_weight_sender *s, uint64_t version, s_peer **direct, int *n_direct, int *gone)
 {
     s_peer **chain = malloc(sizeof *chain * (size_t)(s->n_peers ? s->n_peers : 1));
     if (!chain)
@@ -381,8 +383,15 @@ static int s_route(rl_weight_sender *s, uint64_t version, s_peer **direct, int *
                 next = chain[c + 1];
         s_have h = {S_MAGIC_ROUTE, next ? (uint32_t)next->rank + 1 : 0, version};
         const char *ep = next ? next->input : "";
-        if (zmq_send(s->sock, p->id, p->id_len, ZMQ_SNDMORE) < 0 ||
-            zmq_send(s->sock, &h, sizeof h, ZMQ_SNDMORE) < 0 || zmq_send(s->sock, ep, strlen(ep), 0) < 0)
+        if (zmq_send(s->sock, p->id, p->id_len, ZMQ_SNDMORE) < 0) {
+            if (zmq_errno() == EHOSTUNREACH) { /* gone (a restarted rank's old process) */
+                *gone = i;
+                free(chain);
+                return 1;
+            }
+            rc = rl_error_wrap(s_zerr("weight channel route"), "to rank %d", p->rank);
+        } else if (zmq_send(s->sock, &h, sizeof h, ZMQ_SNDMORE) < 0 ||
+                   zmq_send(s->sock, ep, strlen(ep), 0) < 0)
             rc = rl_error_wrap(s_zerr("weight channel route"), "to rank %d", p->rank);
     }
     free(chain);
@@ -400,21 +409,31 @@ int rl_weight_send(rl_weight_sender *s, uint64_t version, const float *buf, int6
                             (unsigned long long)version, (unsigned long long)s->last_version);
     int64_t deadline = s_deadline(timeout_ms);
     uint64_t base = rl_abort_base();
-    while (s->n_peers < n_receivers) {
-        int rc = s_wait(s->sock, ZMQ_POLLIN, deadline, base, "weight channel: waiting for receivers");
-        if (rc == RL_ETIMEOUT)
-            return rl_error_set(RL_ETIMEOUT, "weight channel: %d of %d receivers connected after %d ms",
-                                s->n_peers, n_receivers, timeout_ms);
-        if (rc || (rc = s_read_have(s)))
-            return rc;
+    s_peer **direct = malloc(sizeof *direct * S_MAX_RECEIVERS);
+    if (!direct)
+        return rl_error_set(RL_ENOMEM, "weight sender: out of memory");
+    int n_direct = 0, rc;
+    for (;;) {
+        /* what receivers said since the last send (a restarted rank's new
+         * process takes its place), then enough of them */
+        while ((rc = s_wait(s->sock, ZMQ_POLLIN, s->n_peers < n_receivers ? deadline : 0, base,
+                            "weight channel: waiting for receivers")) == RL_OK)
+            if ((rc = s_read_have(s)))
+                break;
+        if (rc == RL_ETIMEOUT && s->n_peers < n_receivers)
+            rc = rl_error_set(RL_ETIMEOUT, "weight channel: %d of %d receivers connected after %d ms",
+                              s->n_peers, n_receivers, timeout_ms);
+        else if (rc == RL_ETIMEOUT)
+            rc = RL_OK;
+        int gone = -1;
+        if (!rc && (rc = s_route(s, version, direct, &n_direct, &gone)) == 1) {
+            s->peers[gone] = s->peers[--s->n_peers]; /* wait for its new process */
+            continue;
+        }
+        break;
     }
-    s_peer **direct = malloc(sizeof *direct * (size_t)(s->n_peers ? s->n_peers : 1));
-    int n_direct = 0;
-    int rc = direct ? s_route(s, version, direct, &n_direct)
-                    : rl_error_set(RL_ENOMEM, "weight sender: out of memory");
-    if (rc) {
+    if (rc) { /* nothing of the caller's buffer was queued: the sender stays usable */
         free(direct);
-        s_sender_break(s);
         return rc;
     }
     int64_t per = (int64_t)(s->bucket_bytes / sizeof(float));
@@ -606,7 +625,9 @@ static int s_take_route(rl_weight_receiver *r, const s_have *h)
         r->out = NULL;
         r->next[0] = 0;
         if (n) {
-            int hwm = 0, linger = 0;
+            /* a receiver freed right after its version completed still
+             * delivers what it forwarded: its context waits up to this long */
+            int hwm = 0, linger = S_FORWARD_LINGER_MS;
             r->out = zmq_socket(r->ctx, ZMQ_PUSH);
             if (!r->out)
                 return s_zerr("weight channel: forward socket");

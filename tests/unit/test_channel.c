@@ -401,7 +401,10 @@ static void test_weight_chain_versions(void **state)
     for (int v = 1; v <= 3; v++) {
         for (int64_t i = 0; i < count; i++)
             buf[i] = s_chain_value(i, v);
-        assert_int_equal(rl_weight_send(s, (uint64_t)v, buf, count, 5, 20000), 0);
+        int rc = rl_weight_send(s, (uint64_t)v, buf, count, 5, 20000);
+        if (rc)
+            fprintf(stderr, "version %d: %s\n", v, rl_error_message());
+        assert_int_equal(rc, 0);
     }
     for (int i = 0; i < 4; i++) {
         pthread_join(th[i], NULL);

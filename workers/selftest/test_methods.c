@@ -278,18 +278,20 @@ static float s_weight_value(int64_t i, uint64_t version)
     return (float)(i % 1009) * 0.25f + (float)version;
 }
 
-/* meta: host. Binds the sender; returns meta {endpoint}. */
+/* meta: host, bucket_kib (optional: the transfer unit, 0 = the channel's
+ * default). Binds the sender; returns meta {endpoint}. */
 static int s_weights_open(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     (void)ctx;
     const char *host = rl_dataproto_meta_str(in, "host", NULL);
-    if (!host)
+    int64_t bucket_kib;
+    if (!host || s_meta_count(in, "bucket_kib", 0, 1 << 20, &bucket_kib))
         return rl_error_code();
     if (!s_wsend) {
         char bind[300];
         if ((size_t)snprintf(bind, sizeof bind, "tcp://%s:*", host) >= sizeof bind)
             return rl_error_set(RL_EINVAL, "weights_open: host '%.40s...' is too long", host);
-        s_wsend = rl_weight_sender_new(bind, 0);
+        s_wsend = rl_weight_sender_new(bind, (size_t)bucket_kib << 10);
         if (!s_wsend)
             return rl_error_code();
     }

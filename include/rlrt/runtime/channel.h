@@ -109,7 +109,8 @@ rl_weight_receiver *rl_weight_receiver_new_ranked(const char *endpoint, int64_t 
 /* Receives until a complete newer version is active (returns 0) or the time
  * runs out (RL_ETIMEOUT; the active version is unchanged). In a chain it
  * forwards what it receives while it waits; what it forwarded keeps going
- * after it returns (ZeroMQ's I/O thread), as long as the receiver lives. */
+ * after it returns (ZeroMQ's I/O thread), and rl_weight_receiver_free waits
+ * up to 5 s for it to leave (a dead next rank: the full 5 s). */
 int rl_weight_recv_poll(rl_weight_receiver *r, int timeout_ms);
 /* The active buffer (count floats) and its version (0 = none yet). */
 const float *rl_weight_recv_active(const rl_weight_receiver *r, uint64_t *version);
