@@ -2,7 +2,7 @@
  * number of workers: one job of N rl-worker processes (role `reward`
  * serving the selftest's test methods: fixed small work) plus one actor
  * rank (the weight sender), on this machine, for each N of
- * RL_BENCH_SCALE_NS (default "8 32 128 256"). For each N it prints
+ * RL_BENCH_SCALE_NS (default "1 8 32 128 256"). For each N it prints
  * `bench: <measure>_<N> = value`:
  *   start_s            rl_driver_start until every rank is READY
  *   dispatch_p50_ms, dispatch_p99_ms   a dp_compute echo_queued of 4 rows per
@@ -193,11 +193,17 @@ static int s_job(int n, const char *worker)
     long rss0 = s_rss_kib();
     rl_driver_options opt = {.cluster = cl, .job = job, .worker_binary = worker,
                              .bind_override = "tcp://127.0.0.1:*", .worker_log_level = "warn",
-                             .test_methods = 1};
+                             .test_methods = 1, .ready_timeout_ms = 300000};
     double t0 = s_now();
     rl_driver *d = rl_driver_new(&opt);
-    if (!d || rl_driver_start(d))
-        s_die("start");
+    if (!d || rl_driver_start(d)) { /* the largest N that fits is the one before */
+        printf("bench_scale: N = %d did not start within 300 s on this machine: %.300s\n", n,
+               rl_error_message());
+        if (d)
+            rl_driver_shutdown(d, 30000);
+        rl_driver_free(d);
+        return -1;
+    }
     rl_group *g = rl_driver_group(d, "reward"), *actor = rl_driver_group(d, "actor");
     if (rl_group_wait_ready(g, 600000) || rl_group_wait_ready(actor, 600000))
         s_die("ready");
@@ -307,7 +313,7 @@ int main(void)
     char worker[512];
     snprintf(worker, sizeof worker, "%s/bin/rl-worker", build ? build : "build");
     rl_log_set_level(RL_LOG_ERROR);
-    const char *ns = getenv("RL_BENCH_SCALE_NS") ? getenv("RL_BENCH_SCALE_NS") : "8 32 128 256";
+    const char *ns = getenv("RL_BENCH_SCALE_NS") ? getenv("RL_BENCH_SCALE_NS") : "1 8 32 128 256";
     char buf[256];
     snprintf(buf, sizeof buf, "%s", ns);
     int largest = 0;
