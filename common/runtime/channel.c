@@ -164,20 +164,34 @@ void rl_channel_free(rl_channel *ch)
 }
 
 /* ---- weight channel ----------------------------------------------------------------
- * receiver -> sender: HAVE  {magic "RLWH", pad, version}              16 bytes
- * sender -> receiver: BUCKET{magic "RLWB", index, n_buckets, pad, version, offset,
+ * receiver -> sender: HAVE  {magic "RLWH", rank + 1 (0: none), version}    16 bytes
+ *                     [+ one frame: the receiver's chain input endpoint]
+ * sender -> receiver: ROUTE {magic "RLWR", next rank + 1, version}         16 bytes
+ *                     + one frame: the endpoint to forward to ("" for none)
+ * sender or upstream receiver -> receiver:
+ *                     BUCKET{magic "RLWB", index, n_buckets, pad, version, offset,
  *                             count, total}                              48 bytes
- *                     + one frame of count floats (zero-copy from the sender's buffer)
+ *                     + one frame of count floats (zero-copy from the sender's buffer,
+ *                       or the upstream receiver's received frame, shared)
+ * Chain: every ranked receiver binds a PULL (its input) and names it in its
+ * HAVE; before each version the sender sends every such receiver a ROUTE
+ * naming the next receiver's input (rank order), and the head alone gets
+ * the buckets from the sender. A receiver forwards each new bucket of a
+ * version it has a ROUTE for, as it arrives, through a PUSH connected to the
+ * next input, and acknowledges to the sender itself. A bucket from the
+ * input waits for that version's ROUTE (the sender sent it first).
  */
 
 #define S_MAGIC_HAVE 0x48574c52u   /* "RLWH" */
+#define S_MAGIC_ROUTE 0x52574c52u  /* "RLWR" */
 #define S_MAGIC_BUCKET 0x42574c52u /* "RLWB" */
-#define S_MAX_RECEIVERS 256
+#define S_MAX_RECEIVERS 1024
+#define S_FORWARD_LINGER_MS 5000
 
 typedef struct {
-    uint32_t magic, pad;
+    uint32_t magic, rank1;
     uint64_t version;
-} s_have;
+} s_have; /* also the ROUTE header (rank1: the next receiver's rank + 1) */
 
 typedef struct {
     uint32_t magic, index, n_buckets, pad;
@@ -188,6 +202,8 @@ typedef struct {
     unsigned char id[256];
     size_t id_len;
     uint64_t version;
+    int rank;                          /* -1: the receiver did not say */
+    char input[RL_NET_ENDPOINT_MAX];   /* its chain input ("" : none) */
 } s_peer;
 
 struct rl_weight_sender {
@@ -195,7 +211,8 @@ struct rl_weight_sender {
     void *sock;
     char endpoint[RL_NET_ENDPOINT_MAX];
     size_t bucket_bytes;
-    s_peer peers[S_MAX_RECEIVERS];
+    rl_weight_fanout fanout;
+    s_peer *peers; /* S_MAX_RECEIVERS */
     int n_peers;
     uint64_t last_version;
     int broken; /* a send failed after its buckets were queued (s_sender_break) */
@@ -207,7 +224,9 @@ rl_weight_sender *rl_weight_sender_new(const char *bind, size_t bucket_bytes)
     if (!s)
         return NULL;
     s->bucket_bytes = bucket_bytes ? bucket_bytes : (size_t)4 << 20;
-    if (s_sock_open(&s->ctx, &s->sock, ZMQ_ROUTER, "weight sender")) {
+    s->fanout = RL_WEIGHT_FANOUT_STAR;
+    s->peers = rl_zalloc(sizeof *s->peers * S_MAX_RECEIVERS, "weight sender");
+    if (!s->peers || s_sock_open(&s->ctx, &s->sock, ZMQ_ROUTER, "weight sender")) {
         rl_weight_sender_free(s);
         return NULL;
     }
@@ -224,7 +243,14 @@ rl_weight_sender *rl_weight_sender_new(const char *bind, size_t bucket_bytes)
 
 const char *rl_weight_sender_endpoint(const rl_weight_sender *s) { return s->endpoint; }
 
-/* Reads one HAVE from a receiver and records it. */
+void rl_weight_sender_set_fanout(rl_weight_sender *s, rl_weight_fanout fanout)
+{
+    s->fanout = fanout == RL_WEIGHT_FANOUT_CHAIN ? RL_WEIGHT_FANOUT_CHAIN : RL_WEIGHT_FANOUT_STAR;
+}
+
+/* Reads one HAVE from a receiver and records it. A ranked receiver that
+ * comes back under a new identity (a restarted process) takes its rank's
+ * place: the old identity is dead and will never acknowledge. */
 static int s_read_have(rl_weight_sender *s)
 {
     unsigned char id[256];
@@ -234,22 +260,42 @@ static int s_read_have(rl_weight_sender *s)
     if (idn == 0 || idn > (int)sizeof id) /* zmq_recv reports the untruncated size */
         idn = -1;
     s_have h;
-    int n = zmq_recv(s->sock, &h, sizeof h, 0);
-    rl_net_drain(s->sock); /* extra frames */
-    if (idn < 0 || n != (int)sizeof h || h.magic != S_MAGIC_HAVE)
-        return rl_error_set(RL_EPROTO, "weight sender: malformed message (%d bytes) from a receiver", n);
-    for (int i = 0; i < s->n_peers; i++) {
-        if (s->peers[i].id_len == (size_t)idn && memcmp(s->peers[i].id, id, (size_t)idn) == 0) {
-            s->peers[i].version = h.version;
-            return RL_OK;
-        }
+    int n = rl_net_more(s->sock) ? zmq_recv(s->sock, &h, sizeof h, 0) : -1;
+    char input[RL_NET_ENDPOINT_MAX] = "";
+    int en = 0;
+    if (rl_net_more(s->sock)) {
+        en = zmq_recv(s->sock, input, sizeof input - 1, 0);
+        if (en < 0 || en >= (int)sizeof input - 1)
+            en = -1; /* too long (zmq_recv reports the untruncated size) */
+        else
+            input[en] = 0;
     }
-    if (s->n_peers == S_MAX_RECEIVERS)
-        return rl_error_set(RL_ERANGE, "weight sender: more than %d receivers", S_MAX_RECEIVERS);
-    s_peer *p = &s->peers[s->n_peers++];
-    memcpy(p->id, id, (size_t)idn);
-    p->id_len = (size_t)idn;
+    rl_net_drain(s->sock); /* extra frames */
+    if (idn < 0 || n != (int)sizeof h || h.magic != S_MAGIC_HAVE || en < 0 ||
+        h.rank1 > S_MAX_RECEIVERS * 64u || (int)strlen(input) != en)
+        return rl_error_set(RL_EPROTO, "weight sender: malformed message (%d bytes) from a receiver", n);
+    int rank = (int)h.rank1 - 1;
+    s_peer *p = NULL;
+    for (int i = 0; i < s->n_peers && !p; i++)
+        if (s->peers[i].id_len == (size_t)idn && memcmp(s->peers[i].id, id, (size_t)idn) == 0)
+            p = &s->peers[i];
+    for (int i = 0; i < s->n_peers && !p && rank >= 0; i++)
+        if (s->peers[i].rank == rank) { /* the rank's new process */
+            p = &s->peers[i];
+            memcpy(p->id, id, (size_t)idn);
+            p->id_len = (size_t)idn;
+            p->version = 0;
+        }
+    if (!p) {
+        if (s->n_peers == S_MAX_RECEIVERS)
+            return rl_error_set(RL_ERANGE, "weight sender: more than %d receivers", S_MAX_RECEIVERS);
+        p = &s->peers[s->n_peers++];
+        memcpy(p->id, id, (size_t)idn);
+        p->id_len = (size_t)idn;
+    }
     p->version = h.version;
+    p->rank = rank;
+    snprintf(p->input, sizeof p->input, "%s", input);
     return RL_OK;
 }
 
@@ -272,6 +318,87 @@ static int s_count_at(const rl_weight_sender *s, uint64_t version)
     return n;
 }
 
+/* "rank 3, rank 4, ..." of the receivers that have not acknowledged `version`,
+ * lowest rank first (in a chain the first one is where it broke). */
+static void s_missing(const rl_weight_sender *s, uint64_t version, char *out, size_t size)
+{
+    size_t at = 0;
+    int listed = 0;
+    out[0] = 0;
+    for (int rank = -1, next; listed < 8; rank = next) {
+        next = INT32_MAX;
+        int anon = 0;
+        for (int i = 0; i < s->n_peers; i++) {
+            if (s->peers[i].version >= version)
+                continue;
+            if (s->peers[i].rank > rank && s->peers[i].rank < next)
+                next = s->peers[i].rank;
+            anon += s->peers[i].rank < 0;
+        }
+        if (next == INT32_MAX) {
+            if (rank == -1 && anon && at < size)
+                snprintf(out + at, size - at, "%d unranked", anon);
+            break;
+        }
+        if (at < size)
+            at += (size_t)snprintf(out + at, size - at, "%srank %d", listed ? ", " : "", next);
+        listed++;
+    }
+}
+
+static int s_cmp_rank(const void *a, const void *b)
+{
+    const s_peer *x = *(s_peer *const *)a, *y = *(s_peer *const *)b;
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/* Tells every chainable receiver where to forward `version` (chain: the
+ * next one's input in rank order; star: nowhere) and returns in *direct the
+ * receivers the sender itself sends to (chain: the head and any receiver
+ * without an input; star: all). 1 with *gone = its index when a chainable
+ * receiver is no longer connected (nothing of the version was sent yet). */
+static int s_route(rl_weight_sender *s, uint64_t version, s_peer **direct, int *n_direct, int *gone)
+{
+    s_peer **chain = malloc(sizeof *chain * (size_t)(s->n_peers ? s->n_peers : 1));
+    if (!chain)
+        return rl_error_set(RL_ENOMEM, "weight sender: out of memory");
+    int nc = 0, nd = 0;
+    for (int i = 0; i < s->n_peers; i++) {
+        s_peer *p = &s->peers[i];
+        if (s->fanout == RL_WEIGHT_FANOUT_CHAIN && p->input[0] && p->rank >= 0)
+            chain[nc++] = p;
+        else
+            direct[nd++] = p;
+    }
+    qsort(chain, (size_t)nc, sizeof *chain, s_cmp_rank);
+    if (nc)
+        direct[nd++] = chain[0];
+    int rc = RL_OK;
+    for (int i = 0; i < s->n_peers && !rc; i++) {
+        s_peer *p = &s->peers[i], *next = NULL;
+        if (!p->input[0])
+            continue; /* it cannot forward, and ignores routes */
+        for (int c = 0; c + 1 < nc; c++)
+            if (chain[c] == p)
+                next = chain[c + 1];
+        s_have h = {S_MAGIC_ROUTE, next ? (uint32_t)next->rank + 1 : 0, version};
+        const char *ep = next ? next->input : "";
+        if (zmq_send(s->sock, p->id, p->id_len, ZMQ_SNDMORE) < 0) {
+            if (zmq_errno() == EHOSTUNREACH) { /* gone (a restarted rank's old process) */
+                *gone = i;
+                free(chain);
+                return 1;
+            }
+            rc = rl_error_wrap(s_zerr("weight channel route"), "to rank %d", p->rank);
+        } else if (zmq_send(s->sock, &h, sizeof h, ZMQ_SNDMORE) < 0 ||
+                   zmq_send(s->sock, ep, strlen(ep), 0) < 0)
+            rc = rl_error_wrap(s_zerr("weight channel route"), "to rank %d", p->rank);
+    }
+    free(chain);
+    *n_direct = nd;
+    return rc;
+}
+
 int rl_weight_send(rl_weight_sender *s, uint64_t version, const float *buf, int64_t count,
                    int n_receivers, int timeout_ms)
 {
@@ -282,13 +409,32 @@ int rl_weight_send(rl_weight_sender *s, uint64_t version, const float *buf, int6
                             (unsigned long long)version, (unsigned long long)s->last_version);
     int64_t deadline = s_deadline(timeout_ms);
     uint64_t base = rl_abort_base();
-    while (s->n_peers < n_receivers) {
-        int rc = s_wait(s->sock, ZMQ_POLLIN, deadline, base, "weight channel: waiting for receivers");
-        if (rc == RL_ETIMEOUT)
-            return rl_error_set(RL_ETIMEOUT, "weight channel: %d of %d receivers connected after %d ms",
-                                s->n_peers, n_receivers, timeout_ms);
-        if (rc || (rc = s_read_have(s)))
-            return rc;
+    s_peer **direct = malloc(sizeof *direct * S_MAX_RECEIVERS);
+    if (!direct)
+        return rl_error_set(RL_ENOMEM, "weight sender: out of memory");
+    int n_direct = 0, rc;
+    for (;;) {
+        /* what receivers said since the last send (a restarted rank's new
+         * process takes its place), then enough of them */
+        while ((rc = s_wait(s->sock, ZMQ_POLLIN, s->n_peers < n_receivers ? deadline : 0, base,
+                            "weight channel: waiting for receivers")) == RL_OK)
+            if ((rc = s_read_have(s)))
+                break;
+        if (rc == RL_ETIMEOUT && s->n_peers < n_receivers)
+            rc = rl_error_set(RL_ETIMEOUT, "weight channel: %d of %d receivers connected after %d ms",
+                              s->n_peers, n_receivers, timeout_ms);
+        else if (rc == RL_ETIMEOUT)
+            rc = RL_OK;
+        int gone = -1;
+        if (!rc && (rc = s_route(s, version, direct, &n_direct, &gone)) == 1) {
+            s->peers[gone] = s->peers[--s->n_peers]; /* wait for its new process */
+            continue;
+        }
+        break;
+    }
+    if (rc) { /* nothing of the caller's buffer was queued: the sender stays usable */
+        free(direct);
+        return rc;
     }
     int64_t per = (int64_t)(s->bucket_bytes / sizeof(float));
     if (per < 1)
@@ -302,30 +448,37 @@ int rl_weight_send(rl_weight_sender *s, uint64_t version, const float *buf, int6
             len = 0;
         s_bucket h = {S_MAGIC_BUCKET, b, n_buckets, 0, version, (uint64_t)off, (uint64_t)len,
                       (uint64_t)count};
-        for (int i = 0; i < s->n_peers; i++) {
+        for (int i = 0; i < n_direct; i++) {
             zmq_msg_t data;
             /* no free function: the caller's buffer outlives the send because
              * we return only after every receiver acknowledged, or after a
              * failure closed the socket (s_sender_break) */
             zmq_msg_init_data(&data, (void *)(buf + off), (size_t)len * sizeof(float), NULL, NULL);
-            if (zmq_send(s->sock, s->peers[i].id, s->peers[i].id_len, ZMQ_SNDMORE) < 0 ||
+            if (zmq_send(s->sock, direct[i]->id, direct[i]->id_len, ZMQ_SNDMORE) < 0 ||
                 zmq_send(s->sock, &h, sizeof h, ZMQ_SNDMORE) < 0 ||
                 zmq_msg_send(&data, s->sock, 0) < 0) {
                 zmq_msg_close(&data);
-                int rc = s_zerr("weight channel send");
+                rc = rl_error_wrap(s_zerr("weight channel send"), "to rank %d", direct[i]->rank);
+                free(direct);
                 s_sender_break(s);
                 return rc;
             }
         }
     }
+    free(direct);
     while (s_count_at(s, version) < s->n_peers) {
-        int rc = s_wait(s->sock, ZMQ_POLLIN, deadline, base, "weight channel: waiting for acknowledgements");
+        rc = s_wait(s->sock, ZMQ_POLLIN, deadline, base, "weight channel: waiting for acknowledgements");
         if (rc == RL_ETIMEOUT)
             rc = rl_error_set(RL_ETIMEOUT,
                               "weight channel: %d of %d receivers acknowledged version %llu after %d ms",
                               s_count_at(s, version), s->n_peers, (unsigned long long)version,
                               timeout_ms);
         if (rc || (rc = s_read_have(s))) {
+            char missing[160];
+            s_missing(s, version, missing, sizeof missing);
+            rc = rl_error_wrap(rc, "weight channel (%s) version %llu: no acknowledgement from %s",
+                               s->fanout == RL_WEIGHT_FANOUT_CHAIN ? "chain" : "star",
+                               (unsigned long long)version, missing);
             s_sender_break(s);
             return rc;
         }
@@ -340,12 +493,19 @@ void rl_weight_sender_free(rl_weight_sender *s)
     if (!s)
         return;
     s_sock_close(s->ctx, s->sock);
+    free(s->peers);
     free(s);
 }
 
 struct rl_weight_receiver {
     void *ctx;
-    void *sock;
+    void *sock;    /* DEALER to the sender */
+    void *in;      /* PULL: buckets from the previous receiver of a chain (NULL: unranked) */
+    void *out;     /* PUSH to the next receiver's input (NULL: none) */
+    int rank;
+    char input[RL_NET_ENDPOINT_MAX], next[RL_NET_ENDPOINT_MAX];
+    int next_rank;
+    uint64_t route_version; /* the version the current route is for */
     int64_t count;
     float *active, *staging;
     uint64_t active_version, staging_version;
@@ -378,18 +538,27 @@ static uint64_t s_bucket_per(const s_bucket *h, int64_t count)
 
 static int s_send_have(rl_weight_receiver *r)
 {
-    s_have h = {S_MAGIC_HAVE, 0, r->active_version};
-    return zmq_send(r->sock, &h, sizeof h, 0) < 0 ? s_zerr("weight receiver send") : RL_OK;
+    s_have h = {S_MAGIC_HAVE, r->rank >= 0 ? (uint32_t)r->rank + 1 : 0, r->active_version};
+    int more = r->input[0] ? ZMQ_SNDMORE : 0;
+    if (zmq_send(r->sock, &h, sizeof h, more) < 0 ||
+        (more && zmq_send(r->sock, r->input, strlen(r->input), 0) < 0))
+        return s_zerr("weight receiver send");
+    return RL_OK;
 }
 
-rl_weight_receiver *rl_weight_receiver_new(const char *endpoint, int64_t count)
+rl_weight_receiver *rl_weight_receiver_new_ranked(const char *endpoint, int64_t count, int rank,
+                                                  const char *bind)
 {
     rl_weight_receiver *r = calloc(1, sizeof *r);
-    if (!r || count < 0) {
+    if (!r || count < 0 || (bind && (rank < 0 || rank >= S_MAX_RECEIVERS * 64))) {
         free(r);
-        rl_error_set(count < 0 ? RL_EINVAL : RL_ENOMEM, "weight receiver: bad count or out of memory");
+        rl_error_set(r ? RL_EINVAL : RL_ENOMEM,
+                     "weight receiver: bad count or rank (%lld, %d) or out of memory", (long long)count,
+                     rank);
         return NULL;
     }
+    r->rank = bind ? rank : -1;
+    r->next_rank = -1;
     r->count = count;
     r->active = calloc((size_t)(count ? count : 1), sizeof(float));
     r->staging = calloc((size_t)(count ? count : 1), sizeof(float));
@@ -404,6 +573,21 @@ rl_weight_receiver *rl_weight_receiver_new(const char *endpoint, int64_t count)
     }
     int hwm = 0;
     zmq_setsockopt(r->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    if (bind) {
+        r->in = zmq_socket(r->ctx, ZMQ_PULL);
+        int linger = 0;
+        if (r->in) {
+            zmq_setsockopt(r->in, ZMQ_LINGER, &linger, sizeof linger);
+            zmq_setsockopt(r->in, ZMQ_RCVHWM, &hwm, sizeof hwm);
+        }
+        if (!r->in || rl_net_bind(r->ctx, r->in, bind, r->input, sizeof r->input)) {
+            if (!r->in)
+                s_zerr("weight receiver: chain input");
+            rl_error_wrap(rl_error_code(), "weight receiver rank %d: chain input", rank);
+            rl_weight_receiver_free(r);
+            return NULL;
+        }
+    }
     if (rl_net_connect(r->sock, endpoint)) {
         rl_error_wrap(rl_error_code(), "weight receiver");
         rl_weight_receiver_free(r);
@@ -417,99 +601,209 @@ rl_weight_receiver *rl_weight_receiver_new(const char *endpoint, int64_t count)
     return r;
 }
 
+rl_weight_receiver *rl_weight_receiver_new(const char *endpoint, int64_t count)
+{
+    return rl_weight_receiver_new_ranked(endpoint, count, -1, NULL);
+}
+
+/* A ROUTE from the sender (header read into h): forward `version` to the
+ * endpoint it names ("" : to nobody). Reconnects only when it changed. */
+static int s_take_route(rl_weight_receiver *r, const s_have *h)
+{
+    char ep[RL_NET_ENDPOINT_MAX] = "";
+    int n = rl_net_more(r->sock) ? zmq_recv(r->sock, ep, sizeof ep - 1, 0) : 0;
+    int more = rl_net_more(r->sock);
+    rl_net_drain(r->sock);
+    if (n < 0 || n >= (int)sizeof ep - 1 || more)
+        return rl_error_set(RL_EPROTO, "weight channel: malformed route");
+    ep[n] = 0;
+    if ((int)strlen(ep) != n || (n > 0) != (h->rank1 > 0))
+        return rl_error_set(RL_EPROTO, "weight channel: malformed route");
+    if (strcmp(ep, r->next) != 0) {
+        if (r->out)
+            zmq_close(r->out);
+        r->out = NULL;
+        r->next[0] = 0;
+        if (n) {
+            /* a receiver freed right after its version completed still
+             * delivers what it forwarded: its context waits up to this long */
+            int hwm = 0, linger = S_FORWARD_LINGER_MS;
+            r->out = zmq_socket(r->ctx, ZMQ_PUSH);
+            if (!r->out)
+                return s_zerr("weight channel: forward socket");
+            zmq_setsockopt(r->out, ZMQ_LINGER, &linger, sizeof linger);
+            zmq_setsockopt(r->out, ZMQ_SNDHWM, &hwm, sizeof hwm);
+            if (rl_net_connect(r->out, ep))
+                return rl_error_wrap(rl_error_code(), "weight channel: rank %d forwarding to rank %u",
+                                     r->rank, h->rank1 - 1);
+            snprintf(r->next, sizeof r->next, "%s", ep);
+        }
+    }
+    r->next_rank = (int)h->rank1 - 1;
+    r->route_version = h->version;
+    return RL_OK;
+}
+
+/* One message from `sock` (the DEALER or the chain input): a ROUTE, or a
+ * bucket, forwarded down the chain when it is new and routed. *done = 1
+ * when it completed a version (switched and acknowledged). */
+static int s_take_message(rl_weight_receiver *r, void *sock, int64_t deadline, uint64_t base, int *done)
+{
+    union {
+        s_bucket b;
+        s_have h;
+    } u;
+    s_bucket h;
+    int n = zmq_recv(sock, &u, sizeof u, 0);
+    if (sock == r->sock && n == (int)sizeof u.h && u.h.magic == S_MAGIC_ROUTE) {
+        s_have route = u.h;
+        return s_take_route(r, &route);
+    }
+    memcpy(&h, &u.b, sizeof h);
+    zmq_msg_t data;
+    zmq_msg_init(&data);
+    if (rl_net_more(sock))
+        zmq_msg_recv(&data, sock, 0);
+    int more = rl_net_more(sock);
+    int bad = more || n != (int)sizeof h || h.magic != S_MAGIC_BUCKET;
+    if (!bad && (int64_t)h.total != r->count) {
+        zmq_msg_close(&data);
+        return rl_error_set(RL_ESHAPE, "weight channel: sender has %llu floats, receiver expects %lld",
+                            (unsigned long long)h.total, (long long)r->count);
+    }
+    /* every bucket holds at least one float (one empty bucket for an
+     * empty buffer), so n_buckets <= max(count, 1) bounds what we allocate */
+    if (!bad)
+        bad = h.n_buckets == 0 || h.index >= h.n_buckets ||
+              (uint64_t)h.n_buckets > (r->count > 1 ? (uint64_t)r->count : 1) ||
+              h.offset > (uint64_t)r->count || h.count > (uint64_t)r->count - h.offset ||
+              zmq_msg_size(&data) != h.count * sizeof(float);
+    if (bad) {
+        int well_formed = n == (int)sizeof h && h.magic == S_MAGIC_BUCKET;
+        zmq_msg_close(&data);
+        rl_net_drain(sock);
+        if (well_formed)
+            return rl_error_set(RL_EPROTO,
+                                "weight channel: malformed bucket %u of %u (offset %llu, %llu "
+                                "floats of %lld)",
+                                h.index, h.n_buckets, (unsigned long long)h.offset,
+                                (unsigned long long)h.count, (long long)r->count);
+        return rl_error_set(RL_EPROTO, "weight channel: malformed bucket");
+    }
+    if (h.version <= r->active_version) { /* stale */
+        zmq_msg_close(&data);
+        return RL_OK;
+    }
+    /* a bucket down the chain: the sender sent this version's route to us
+     * before it sent the head anything, so it is on its way */
+    while (sock == r->in && r->route_version < h.version) {
+        int rc = s_wait(r->sock, ZMQ_POLLIN, deadline, base, "weight channel: waiting for the route");
+        if (rc == RL_ETIMEOUT)
+            rc = rl_error_set(RL_ETIMEOUT, "weight channel: rank %d got version %llu from upstream "
+                                           "but no route for it", r->rank,
+                              (unsigned long long)h.version);
+        int sub = 0;
+        if (rc || (rc = s_take_message(r, r->sock, deadline, base, &sub))) {
+            zmq_msg_close(&data);
+            return rc;
+        }
+        if (sub)
+            *done = 1; /* a direct bucket completed a version (not in a chain) */
+    }
+    if (h.version <= r->active_version) {
+        zmq_msg_close(&data);
+        return RL_OK;
+    }
+    if (h.version != r->staging_version) { /* a new version starts */
+        free(r->got);
+        r->got = calloc(h.n_buckets, 1);
+        if (!r->got) {
+            zmq_msg_close(&data);
+            r->n_buckets = r->n_got = 0;
+            r->staging_version = 0;
+            return rl_error_set(RL_ENOMEM, "weight channel: out of memory");
+        }
+        r->n_buckets = h.n_buckets;
+        r->n_got = 0;
+        r->per = 0;
+        r->staging_version = h.version;
+    }
+    /* buckets of one version tile the buffer exactly as the sender cuts
+     * it: no overlap, no gap, whatever arrives */
+    uint64_t per = s_bucket_per(&h, r->count);
+    if (h.n_buckets == r->n_buckets && (!per || (r->per && per != r->per))) {
+        zmq_msg_close(&data);
+        return rl_error_set(RL_EPROTO, "weight channel: bucket %u of %u of version %llu "
+                                       "(offset %llu, %llu floats) does not tile a buffer of "
+                                       "%lld floats%s", h.index, h.n_buckets,
+                            (unsigned long long)h.version, (unsigned long long)h.offset,
+                            (unsigned long long)h.count, (long long)r->count,
+                            per ? " like the version's other buckets" : "");
+    }
+    if (h.n_buckets == r->n_buckets)
+        r->per = per;
+    if (h.n_buckets == r->n_buckets && !r->got[h.index]) {
+        if (r->out && r->route_version == h.version) { /* forward first: the pipeline */
+            zmq_msg_t fwd;
+            zmq_msg_init(&fwd);
+            if (zmq_msg_copy(&fwd, &data) || zmq_send(r->out, &h, sizeof h, ZMQ_SNDMORE) < 0 ||
+                zmq_msg_send(&fwd, r->out, 0) < 0) {
+                zmq_msg_close(&fwd);
+                zmq_msg_close(&data);
+                return rl_error_wrap(s_zerr("weight channel forward"), "rank %d to rank %d", r->rank,
+                                     r->next_rank);
+            }
+        }
+        memcpy(r->staging + h.offset, zmq_msg_data(&data), h.count * sizeof(float));
+        r->got[h.index] = 1;
+        r->n_got++;
+    }
+    zmq_msg_close(&data);
+    if (r->n_got == r->n_buckets && r->n_buckets) { /* complete: switch atomically */
+        float *t = r->active;
+        r->active = r->staging;
+        r->staging = t;
+        r->active_version = r->staging_version;
+        s_note_version(r->active_version);
+        r->staging_version = 0;
+        r->n_got = r->n_buckets = 0;
+        *done = 1;
+        return s_send_have(r);
+    }
+    return RL_OK;
+}
+
 int rl_weight_recv_poll(rl_weight_receiver *r, int timeout_ms)
 {
     int64_t deadline = s_deadline(timeout_ms);
     uint64_t base = rl_abort_base();
     for (;;) {
-        int rc = s_wait(r->sock, ZMQ_POLLIN, deadline, base, "weight channel: receiving");
-        if (rc == RL_ETIMEOUT)
-            return rl_error_set(RL_ETIMEOUT, "weight channel: no complete version in %d ms "
-                                             "(%u of %u buckets of version %llu)",
-                                timeout_ms, r->n_got, r->n_buckets,
-                                (unsigned long long)r->staging_version);
+        int rc = rl_abort_check(base, "weight channel: receiving");
         if (rc)
             return rc;
-        s_bucket h;
-        int n = zmq_recv(r->sock, &h, sizeof h, 0);
-        zmq_msg_t data;
-        zmq_msg_init(&data);
-        if (rl_net_more(r->sock))
-            zmq_msg_recv(&data, r->sock, 0);
-        int more = rl_net_more(r->sock);
-        int bad = more || n != (int)sizeof h || h.magic != S_MAGIC_BUCKET;
-        if (!bad && (int64_t)h.total != r->count) {
-            zmq_msg_close(&data);
-            return rl_error_set(RL_ESHAPE, "weight channel: sender has %llu floats, receiver expects %lld",
-                                (unsigned long long)h.total, (long long)r->count);
-        }
-        /* every bucket holds at least one float (one empty bucket for an
-         * empty buffer), so n_buckets <= max(count, 1) bounds what we allocate */
-        if (!bad)
-            bad = h.n_buckets == 0 || h.index >= h.n_buckets ||
-                  (uint64_t)h.n_buckets > (r->count > 1 ? (uint64_t)r->count : 1) ||
-                  h.offset > (uint64_t)r->count || h.count > (uint64_t)r->count - h.offset ||
-                  zmq_msg_size(&data) != h.count * sizeof(float);
-        if (bad) {
-            int well_formed = n == (int)sizeof h && h.magic == S_MAGIC_BUCKET;
-            zmq_msg_close(&data);
-            rl_net_drain(r->sock);
-            if (well_formed)
-                return rl_error_set(RL_EPROTO,
-                                    "weight channel: malformed bucket %u of %u (offset %llu, %llu "
-                                    "floats of %lld)",
-                                    h.index, h.n_buckets, (unsigned long long)h.offset,
-                                    (unsigned long long)h.count, (long long)r->count);
-            return rl_error_set(RL_EPROTO, "weight channel: malformed bucket");
-        }
-        if (h.version <= r->active_version) { /* stale */
-            zmq_msg_close(&data);
+        int64_t left = deadline < 0 ? RL_ABORT_POLL_MS : deadline - s_now_ms();
+        zmq_pollitem_t it[2] = {{r->sock, 0, ZMQ_POLLIN, 0}, {r->in, 0, ZMQ_POLLIN, 0}};
+        int n = zmq_poll(it, r->in ? 2 : 1,
+                         left <= 0 ? 0 : left < RL_ABORT_POLL_MS ? (long)left : RL_ABORT_POLL_MS);
+        if (n < 0 && zmq_errno() != EINTR)
+            return s_zerr("zmq_poll");
+        if (n <= 0) {
+            if (deadline >= 0 && s_now_ms() >= deadline)
+                return rl_error_set(RL_ETIMEOUT, "weight channel: no complete version in %d ms "
+                                                 "(%u of %u buckets of version %llu)",
+                                    timeout_ms, r->n_got, r->n_buckets,
+                                    (unsigned long long)r->staging_version);
             continue;
         }
-        if (h.version != r->staging_version) { /* a new version starts */
-            free(r->got);
-            r->got = calloc(h.n_buckets, 1);
-            if (!r->got) {
-                zmq_msg_close(&data);
-                r->n_buckets = r->n_got = 0;
-                r->staging_version = 0;
-                return rl_error_set(RL_ENOMEM, "weight channel: out of memory");
-            }
-            r->n_buckets = h.n_buckets;
-            r->n_got = 0;
-            r->per = 0;
-            r->staging_version = h.version;
+        int done = 0;
+        for (int i = 0; i < (r->in ? 2 : 1) && !done; i++) {
+            if (!(it[i].revents & ZMQ_POLLIN))
+                continue;
+            if ((rc = s_take_message(r, it[i].socket, deadline, base, &done)))
+                return rc;
         }
-        /* buckets of one version tile the buffer exactly as the sender cuts
-         * it: no overlap, no gap, whatever arrives */
-        uint64_t per = s_bucket_per(&h, r->count);
-        if (h.n_buckets == r->n_buckets && (!per || (r->per && per != r->per))) {
-            zmq_msg_close(&data);
-            return rl_error_set(RL_EPROTO, "weight channel: bucket %u of %u of version %llu "
-                                           "(offset %llu, %llu floats) does not tile a buffer of "
-                                           "%lld floats%s", h.index, h.n_buckets,
-                                (unsigned long long)h.version, (unsigned long long)h.offset,
-                                (unsigned long long)h.count, (long long)r->count,
-                                per ? " like the version's other buckets" : "");
-        }
-        if (h.n_buckets == r->n_buckets)
-            r->per = per;
-        if (h.n_buckets == r->n_buckets && !r->got[h.index]) {
-            memcpy(r->staging + h.offset, zmq_msg_data(&data), h.count * sizeof(float));
-            r->got[h.index] = 1;
-            r->n_got++;
-        }
-        zmq_msg_close(&data);
-        if (r->n_got == r->n_buckets) { /* complete: switch atomically */
-            float *t = r->active;
-            r->active = r->staging;
-            r->staging = t;
-            r->active_version = r->staging_version;
-            s_note_version(r->active_version);
-            r->staging_version = 0;
-            r->n_got = r->n_buckets = 0;
-            return s_send_have(r);
-        }
+        if (done)
+            return RL_OK;
     }
 }
 
@@ -524,6 +818,10 @@ void rl_weight_receiver_free(rl_weight_receiver *r)
 {
     if (!r)
         return;
+    if (r->out)
+        zmq_close(r->out);
+    if (r->in)
+        zmq_close(r->in);
     s_sock_close(r->ctx, r->sock);
     free(r->active);
     free(r->staging);

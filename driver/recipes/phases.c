@@ -161,23 +161,29 @@ int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replie
     rl_dataproto *pub = s_args(json_pack("{s:I, s:i}", RL_ACTOR_VERSION, (json_int_t)version,
                                          RL_ACTOR_RECEIVERS, rl_group_size(s->receivers)),
                                args);
-    rl_dataproto *sub = s_args(json_pack("{s:s, s:I}", RL_ACTOR_ENDPOINT, s->endpoint,
-                                         RL_ACTOR_VERSION, (json_int_t)version),
-                               args);
-    if (!pub || !sub) {
-        rl_dataproto_free(pub);
-        rl_dataproto_free(sub);
-        return rl_error_code();
-    }
-    rl_future *fp = rl_group_call(s->sender, s->publish, RL_DISPATCH_RANK_ZERO, pub);
-    rl_future *fs = fp ? rl_group_call(s->receivers, s->receive, RL_DISPATCH_ONE_TO_ALL, sub) : NULL;
+    /* each receiver rank also gets its node's address: where it binds its
+     * input when the sender chains them (rlrt/runtime/channel.h) */
+    int nr = rl_group_size(s->receivers);
+    rl_dataproto **sub = calloc((size_t)nr, sizeof *sub);
+    int ok = pub && sub;
+    for (int r = 0; ok && r < nr; r++)
+        ok = (sub[r] = s_args(json_pack("{s:s, s:I, s:s}", RL_ACTOR_ENDPOINT, s->endpoint,
+                                        RL_ACTOR_VERSION, (json_int_t)version, RL_ACTOR_HOST,
+                                        rl_group_address(s->receivers, r)),
+                              args)) != NULL;
+    rl_future *fp = ok ? rl_group_call(s->sender, s->publish, RL_DISPATCH_RANK_ZERO, pub) : NULL;
+    rl_future *fs = fp ? rl_group_call_each(s->receivers, s->receive, sub) : NULL;
     int wait = s->timeout_ms > 0 ? s->timeout_ms : -1;
     /* a side that fails (a lost worker) ends the sync at once: the other
      * side waits for it no longer than the recovery's abort takes */
     rl_future *both[2] = {fs, fp};
-    int rc = fs && fp ? rl_future_wait_all(both, 2, wait) : rl_error_code();
+    int rc = fs && fp ? rl_future_wait_all(both, 2, wait) : ok ? rl_error_code() : RL_ENOMEM;
+    if (!ok)
+        rl_error_set(RL_ENOMEM, "weight sync: out of memory");
     rl_dataproto_free(pub);
-    rl_dataproto_free(sub);
+    for (int r = 0; sub && r < nr; r++)
+        rl_dataproto_free(sub[r]);
+    free(sub);
     rl_future_free(fp);
     if (!rc) {
         s->version = version;

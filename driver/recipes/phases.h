@@ -94,7 +94,9 @@ int rl_trainer_put_cpu(rl_trainer *t);
  * channel once (method `open`, meta {host} → {endpoint}), then each sync
  * publishes version + 1 from it (method `publish`, meta {version,
  * receivers}) while every receiver rank waits for that version (method
- * `receive`, meta {endpoint, version}); it returns when both sides are done. */
+ * `receive`, meta {endpoint, version, host}: host is the rank's node
+ * address, where a chained receiver binds its input); it returns when both
+ * sides are done. */
 typedef struct rl_weight_sync {
     rl_group *sender, *receivers;
     const char *open, *publish, *receive;

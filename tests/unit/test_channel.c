@@ -317,11 +317,141 @@ static void test_abort_ends_a_publish(void **state)
     pthread_join(th, NULL);
     free(buf);
     assert_int_equal(j.rc, RL_EPEER);
-    assert_string_equal(j.msg, "weight channel: waiting for acknowledgements: aborted: rollout/0 was "
-                               "killed by signal 9 (test)");
+    assert_non_null(strstr(j.msg, "weight channel: waiting for acknowledgements: aborted: rollout/0 was "
+                                  "killed by signal 9 (test)"));
+    assert_non_null(strstr(j.msg, "(star) version 1: no acknowledgement from 1 unranked"));
     float w[4] = {0};
     assert_int_equal(rl_weight_send(s, 2, w, 4, 1, 1000), RL_ESTATE);
     assert_string_equal(rl_error_message(), "weight channel: an earlier send failed; make a new sender");
+    rl_weight_sender_free(s);
+}
+
+
+/* ---- chain fan-out ---------------------------------------------------------------- */
+
+static float s_chain_value(int64_t i, int v) { return (float)(i % 1013) * 0.5f + 1000.0f * (float)v; }
+
+typedef struct {
+    const char *endpoint;
+    int64_t count;
+    int rank, versions;
+    int die_after_buckets; /* > 0: free the receiver once it holds that many buckets of version 1 */
+    int rc, mismatches;
+    uint64_t version;
+    char msg[512];
+} s_chain_job;
+
+/* A ranked receiver: after every version, the whole active buffer must be
+ * the sender's of that version. */
+static void *s_chain_receiver(void *arg)
+{
+    s_chain_job *j = arg;
+    rl_weight_receiver *r = rl_weight_receiver_new_ranked(j->endpoint, j->count, j->rank,
+                                                          "tcp://127.0.0.1:*");
+    if (!r) {
+        j->rc = -1;
+        return NULL;
+    }
+    if (j->die_after_buckets > 0) { /* dies mid-transfer (a killed process) */
+        for (int tries = 0; tries < 20000; tries++) {
+            int rc = rl_weight_recv_poll(r, 1);
+            unsigned got = 0;
+            if (rc == RL_ETIMEOUT && sscanf(strstr(rl_error_message(), "(") + 1, "%u", &got) == 1 &&
+                got >= (unsigned)j->die_after_buckets)
+                break;
+            if (rc != RL_ETIMEOUT)
+                break;
+        }
+        rl_weight_receiver_free(r);
+        return NULL;
+    }
+    for (int v = 1; v <= j->versions; v++) {
+        if ((j->rc = rl_weight_recv_poll(r, 20000))) {
+            snprintf(j->msg, sizeof j->msg, "%s", rl_error_message());
+            break;
+        }
+        const float *w = rl_weight_recv_active(r, &j->version);
+        for (int64_t i = 0; i < j->count; i++)
+            j->mismatches += w[i] != s_chain_value(i, (int)j->version);
+    }
+    rl_weight_receiver_free(r);
+    return NULL;
+}
+
+/* Four ranked receivers (joining out of rank order) and one plain one get
+ * three versions down a chain; every receiver's buffer equals the sender's
+ * after every version. */
+static void test_weight_chain_versions(void **state)
+{
+    (void)state;
+    const int64_t count = 1000003; /* 16 buckets of 256 KiB, the last one short */
+    rl_weight_sender *s = rl_weight_sender_new("tcp://127.0.0.1:*", 1 << 18);
+    assert_non_null(s);
+    rl_weight_sender_set_fanout(s, RL_WEIGHT_FANOUT_CHAIN);
+    int ranks[4] = {2, 0, 3, 1};
+    s_chain_job jobs[4];
+    pthread_t th[5];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (s_chain_job){rl_weight_sender_endpoint(s), count, ranks[i], 3, 0, 0, 0, 0, ""};
+        pthread_create(&th[i], NULL, s_chain_receiver, &jobs[i]);
+    }
+    s_recv_job plain = {rl_weight_sender_endpoint(s), count, 3, 0, 0, 0, 0};
+    pthread_create(&th[4], NULL, s_receiver, &plain);
+    float *buf = malloc(sizeof(float) * count);
+    for (int v = 1; v <= 3; v++) {
+        for (int64_t i = 0; i < count; i++)
+            buf[i] = s_chain_value(i, v);
+        int rc = rl_weight_send(s, (uint64_t)v, buf, count, 5, 20000);
+        if (rc)
+            fprintf(stderr, "version %d: %s\n", v, rl_error_message());
+        assert_int_equal(rc, 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(jobs[i].rc, 0);
+        assert_int_equal(jobs[i].version, 3);
+        assert_int_equal(jobs[i].mismatches, 0);
+    }
+    pthread_join(th[4], NULL);
+    assert_int_equal(plain.rc, 0);
+    assert_int_equal(plain.version, 3);
+    assert_true(plain.last == s_chain_value(count - 1, 3));
+    free(buf);
+    rl_weight_sender_free(s);
+}
+
+/* Rank 1 of a chain of 3 dies after it holds 2 buckets of version 1: the
+ * sender ends at its timeout naming rank 1 (and rank 2 below it), rank 0
+ * has the version, and rank 2's wait ends when the waits are aborted. */
+static void test_weight_chain_dead_middle_rank(void **state)
+{
+    (void)state;
+    const int64_t count = 4 << 20; /* 64 buckets of 256 KiB */
+    rl_weight_sender *s = rl_weight_sender_new("tcp://127.0.0.1:*", 1 << 18);
+    rl_weight_sender_set_fanout(s, RL_WEIGHT_FANOUT_CHAIN);
+    s_chain_job jobs[3];
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) {
+        jobs[i] = (s_chain_job){rl_weight_sender_endpoint(s), count, i, 1, i == 1 ? 2 : 0, 0, 0, 0, ""};
+        pthread_create(&th[i], NULL, s_chain_receiver, &jobs[i]);
+    }
+    float *buf = malloc(sizeof(float) * count);
+    for (int64_t i = 0; i < count; i++)
+        buf[i] = s_chain_value(i, 1);
+    double t0 = s_mono();
+    assert_int_equal(rl_weight_send(s, 1, buf, count, 3, 3000), RL_ETIMEOUT);
+    assert_true(s_mono() - t0 < 10.0);
+    assert_non_null(strstr(rl_error_message(),
+                           "weight channel (chain) version 1: no acknowledgement from rank 1, rank 2"));
+    free(buf);
+    pthread_join(th[0], NULL);
+    pthread_join(th[1], NULL);
+    assert_int_equal(jobs[0].rc, 0);
+    assert_int_equal(jobs[0].mismatches, 0);
+    rl_abort_raise("rollout/1 was killed by signal 9 (test)");
+    pthread_join(th[2], NULL);
+    assert_int_equal(jobs[2].rc, RL_EPEER);
+    assert_int_equal(jobs[2].version, 0); /* nothing half-applied */
     rl_weight_sender_free(s);
 }
 
@@ -334,6 +464,8 @@ int main(void)
         cmocka_unit_test(test_weight_partial_version_never_active),
         cmocka_unit_test(test_abort_ends_receives),
         cmocka_unit_test(test_abort_ends_a_publish),
+        cmocka_unit_test(test_weight_chain_versions),
+        cmocka_unit_test(test_weight_chain_dead_middle_rank),
     };
     return cmocka_run_group_tests_name("channel", tests, NULL, NULL);
 }

@@ -308,6 +308,9 @@ static int s_weights_open(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
         a->wsend = rl_weight_sender_new(bind, 0);
         if (!a->wsend)
             return rl_error_code();
+        rl_weight_sender_set_fanout(a->wsend, a->o.weight_fanout == RL_ACTOR_FANOUT_CHAIN
+                                                  ? RL_WEIGHT_FANOUT_CHAIN
+                                                  : RL_WEIGHT_FANOUT_STAR);
     }
     *out = rl_dataproto_new_meta(json_pack("{s:s, s:I}", RL_ACTOR_ENDPOINT,
                                            rl_weight_sender_endpoint(a->wsend), RL_ACTOR_COUNT,

@@ -64,6 +64,8 @@ typedef struct rl_actor_state {
 
 /* actor.device's choices, in the schema's order. */
 enum { RL_ACTOR_DEVICE_CPU = 0, RL_ACTOR_DEVICE_CUDA = 1 };
+/* actor.weight_fanout's choices, in the order of its .def line */
+enum { RL_ACTOR_FANOUT_STAR = 0, RL_ACTOR_FANOUT_CHAIN = 1 };
 
 /* The policy's parameters as a host array (the model's own buffer on the
  * CPU; on a GPU the host copy, refreshed when stale). NULL + message. */

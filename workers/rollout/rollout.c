@@ -142,7 +142,12 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
         if (strlen(ep) >= sizeof r->endpoint)
             return rl_error_set(RL_EINVAL, "argument '%s' is longer than %zu characters",
                                 RL_ROLLOUT_ENDPOINT, sizeof r->endpoint - 1);
-        r->recv = rl_weight_receiver_new(ep, P);
+        /* with its node's address it can be a link of the actor's chain */
+        const char *host = rl_dataproto_meta_str(in, RL_ROLLOUT_HOST, NULL);
+        char bind[300];
+        if (host && (size_t)snprintf(bind, sizeof bind, "tcp://%s:*", host) >= sizeof bind)
+            return rl_error_set(RL_EINVAL, "argument '%s' is too long", RL_ROLLOUT_HOST);
+        r->recv = rl_weight_receiver_new_ranked(ep, P, ctx->rank, host ? bind : NULL);
         if (!r->recv)
             return rl_error_code();
         snprintf(r->endpoint, sizeof r->endpoint, "%s", ep);

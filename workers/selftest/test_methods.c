@@ -278,18 +278,20 @@ static float s_weight_value(int64_t i, uint64_t version)
     return (float)(i % 1009) * 0.25f + (float)version;
 }
 
-/* meta: host. Binds the sender; returns meta {endpoint}. */
+/* meta: host, bucket_kib (optional: the transfer unit, 0 = the channel's
+ * default). Binds the sender; returns meta {endpoint}. */
 static int s_weights_open(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     (void)ctx;
     const char *host = rl_dataproto_meta_str(in, "host", NULL);
-    if (!host)
+    int64_t bucket_kib;
+    if (!host || s_meta_count(in, "bucket_kib", 0, 1 << 20, &bucket_kib))
         return rl_error_code();
     if (!s_wsend) {
         char bind[300];
         if ((size_t)snprintf(bind, sizeof bind, "tcp://%s:*", host) >= sizeof bind)
             return rl_error_set(RL_EINVAL, "weights_open: host '%.40s...' is too long", host);
-        s_wsend = rl_weight_sender_new(bind, 0);
+        s_wsend = rl_weight_sender_new(bind, (size_t)bucket_kib << 10);
         if (!s_wsend)
             return rl_error_code();
     }
@@ -305,8 +307,13 @@ static int s_weights_send(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
         return rl_error_set(RL_ESTATE, "weights_send before weights_open");
     if (s_meta_count(in, "version", 1, INT64_MAX, &version) ||
         s_meta_count(in, "count", 1 << 20, (int64_t)1 << 30, &count) ||
-        s_meta_count(in, "receivers", 1, 256, &receivers))
+        s_meta_count(in, "receivers", 1, 1024, &receivers))
         return rl_error_code();
+    /* meta fanout: "chain" (default) or "star" */
+    const char *fanout = rl_dataproto_meta_str(in, "fanout", "chain");
+    if (strcmp(fanout, "chain") != 0 && strcmp(fanout, "star") != 0)
+        return rl_error_set(RL_EINVAL, "weights_send: fanout '%.20s' is neither chain nor star", fanout);
+    rl_weight_sender_set_fanout(s_wsend, fanout[0] == 'c' ? RL_WEIGHT_FANOUT_CHAIN : RL_WEIGHT_FANOUT_STAR);
     float *buf = malloc(sizeof(float) * (size_t)(count ? count : 1));
     if (!buf)
         return rl_error_set(RL_ENOMEM, "weights_send: %lld floats: out of memory", (long long)count);
@@ -336,7 +343,12 @@ static int s_weights_recv(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     if (!s_wrecv) {
         if (strlen(endpoint) >= sizeof s_wrecv_endpoint)
             return rl_error_set(RL_EINVAL, "weights_recv: endpoint too long");
-        s_wrecv = rl_weight_receiver_new(endpoint, count);
+        /* meta host (optional): this rank's node address, its chain input */
+        const char *host = rl_dataproto_meta_str(in, "host", NULL);
+        char bind[300];
+        if (host && (size_t)snprintf(bind, sizeof bind, "tcp://%s:*", host) >= sizeof bind)
+            return rl_error_set(RL_EINVAL, "weights_recv: host too long");
+        s_wrecv = rl_weight_receiver_new_ranked(endpoint, count, ctx->rank, host ? bind : NULL);
         if (!s_wrecv)
             return rl_error_code();
         snprintf(s_wrecv_endpoint, sizeof s_wrecv_endpoint, "%s", endpoint);

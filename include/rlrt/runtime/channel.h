@@ -23,6 +23,22 @@
  * ranks (flat buffer, count, version), so a GPU transport can replace the
  * ZeroMQ one without touching callers.
  *
+ * Fan-out: star (the sender sends every bucket to every receiver: N
+ * transfers from the sender) or chain (docs/decisions/weight-fanout-chain.md:
+ * the sender sends each bucket to the lowest-ranked receiver only, and
+ * every receiver forwards each bucket to the next rank as it arrives, before
+ * applying it, so N receivers cost about one transfer plus a pipeline fill
+ * of N - 1 buckets). Only receivers made with rl_weight_receiver_new_ranked
+ * (a rank and an input to bind) take part in a chain; the others get their
+ * buckets from the sender. Every receiver acknowledges to the sender
+ * itself, and the sender returns once all have: a version is switched in
+ * whole on each receiver or not at all, whatever the shape. A dead receiver
+ * stops the chain below it; the sender's wait ends at its timeout or at an
+ * abort (the driver aborts the waits when its heartbeats find a dead
+ * worker) with an error naming the lowest ranks that did not acknowledge
+ * (in a chain the first one is where it broke). A ranked receiver that
+ * comes back under a new process takes its rank's place.
+ *
  * Waits: every wait here (a receive, a send that needs a peer, a weight
  * send waiting for receivers and their acknowledgements, a weight receive)
  * ends at its timeout, or within 50 ms with RL_EPEER when the process's
@@ -68,9 +84,14 @@ void rl_channel_free(rl_channel *ch);
 typedef struct rl_weight_sender rl_weight_sender;
 typedef struct rl_weight_receiver rl_weight_receiver;
 
-/* bucket_bytes: transfer unit (default 4 MiB when 0). */
+typedef enum { RL_WEIGHT_FANOUT_STAR = 0, RL_WEIGHT_FANOUT_CHAIN = 1 } rl_weight_fanout;
+
+/* bucket_bytes: transfer unit (default 4 MiB when 0). Star fan-out until
+ * rl_weight_sender_set_fanout says otherwise. At most 1024 receivers. */
 rl_weight_sender *rl_weight_sender_new(const char *bind, size_t bucket_bytes);
 const char *rl_weight_sender_endpoint(const rl_weight_sender *s);
+/* The shape of the next sends (any other value is star); can't fail. */
+void rl_weight_sender_set_fanout(rl_weight_sender *s, rl_weight_fanout fanout);
 /* Sends buf[0..count) as `version` to `n_receivers` receivers (waits up to
  * timeout_ms for them to connect and to acknowledge; < 0: no limit).
  * version must grow. buf is read until it returns, never after. */
@@ -79,8 +100,17 @@ int rl_weight_send(rl_weight_sender *s, uint64_t version, const float *buf, int6
 void rl_weight_sender_free(rl_weight_sender *s);
 
 rl_weight_receiver *rl_weight_receiver_new(const char *endpoint, int64_t count);
+/* A receiver that can be a link of a chain: it binds its input on `bind`
+ * ("tcp://HOST:*", an address the previous rank can reach) and tells the
+ * sender its rank (0 <= rank < 65536; chain order). bind NULL: the same as
+ * rl_weight_receiver_new. */
+rl_weight_receiver *rl_weight_receiver_new_ranked(const char *endpoint, int64_t count, int rank,
+                                                  const char *bind);
 /* Receives until a complete newer version is active (returns 0) or the time
- * runs out (RL_ETIMEOUT; the active version is unchanged). */
+ * runs out (RL_ETIMEOUT; the active version is unchanged). In a chain it
+ * forwards what it receives while it waits; what it forwarded keeps going
+ * after it returns (ZeroMQ's I/O thread), and rl_weight_receiver_free waits
+ * up to 5 s for it to leave (a dead next rank: the full 5 s). */
 int rl_weight_recv_poll(rl_weight_receiver *r, int timeout_ms);
 /* The active buffer (count floats) and its version (0 = none yet). */
 const float *rl_weight_recv_active(const rl_weight_receiver *r, uint64_t *version);

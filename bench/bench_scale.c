@@ -1,0 +1,332 @@
+/* bench_scale.c — how each cost of the single controller grows with the
+ * number of workers: one job of N rl-worker processes (role `reward`
+ * serving the selftest's test methods: fixed small work) plus one actor
+ * rank (the weight sender), on this machine, for each N of
+ * RL_BENCH_SCALE_NS (default "1 8 32 128 256"). For each N it prints
+ * `bench: <measure>_<N> = value`:
+ *   start_s            rl_driver_start until every rank is READY
+ *   dispatch_p50_ms, dispatch_p99_ms   a dp_compute echo_queued of 4 rows per
+ *                      worker (16 floats a row) across all N, RL_BENCH_SCALE_CALLS
+ *                      calls (default 40)
+ *   driver_cpu_ms_per_step, driver_cpu_us_per_step_per_worker   this
+ *                      process's CPU (driver and its I/O thread) over those calls
+ *   heartbeat_msgs_per_s, driver_idle_cpu_pct   driver CPU while the job idles
+ *                      RL_BENCH_SCALE_IDLE_S (default 3) s: heartbeats only; the
+ *                      message rate is 2 N / interval (each side sends one per interval)
+ *   driver_rss_kib_per_worker   this process's RSS growth from before the
+ *                      driver starts to after the calls, over N
+ *   detect_s, recover_s a worker killed with SIGKILL: until the driver counts
+ *                      a restart, and until a one_to_all call on all N succeeds again
+ *   fanout_<star|chain>_ms   the actor's weight send of RL_BENCH_SCALE_FANOUT_MIB
+ *                      (default 4) MiB in 256 KiB buckets to all N receivers,
+ *                      until every one acknowledged (sender's clock); and for N
+ *                      <= 8 the same of 64 MiB (64 MiB x 2 buffers x 256
+ *                      receivers does not fit this machine's memory)
+ * Before each N it checks the descriptor and process limits and stops with
+ * a message naming the limit when it would not fit.
+ * Run: make bench-scale (bench/bench_scale.sh writes docs/RESULTS.md's
+ * bench-scale section and the plots). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rlrt/error.h"
+#include "rlrt/log.h"
+#include "rlrt/dtype.h"
+#include "rlrt/tensor.h"
+#include "rlrt/dataproto.h"
+#include "rlrt/config.h"
+#include "workers/contracts.h"
+#include "rlrt/runtime/cluster.h"
+#include "rlrt/runtime/driver.h"
+
+static double s_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double s_cpu_self(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec / 1e6;
+}
+
+static long s_rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kib;
+}
+
+static int s_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double s_pct(double *v, int n, double p)
+{
+    qsort(v, (size_t)n, sizeof *v, s_cmp);
+    int i = (int)(p * (n - 1) + 0.5);
+    return v[i < n ? i : n - 1];
+}
+
+static int s_env_int(const char *name, int def)
+{
+    const char *v = getenv(name);
+    return v && atoi(v) > 0 ? atoi(v) : def;
+}
+
+/* Descriptors and processes a job of n workers needs here: the driver's
+ * ROUTER holds a connection per worker, and every worker is a process with
+ * a few threads (main, compute, ZeroMQ I/O). */
+static int s_check_limits(int n)
+{
+    struct rlimit fd, pr;
+    getrlimit(RLIMIT_NOFILE, &fd);
+    getrlimit(RLIMIT_NPROC, &pr);
+    long need_fd = 4L * n + 256, need_pr = 8L * n + 64;
+    if (fd.rlim_cur != RLIM_INFINITY && (long)fd.rlim_cur < need_fd) {
+        printf("bench_scale: N = %d needs about %ld descriptors in the driver; ulimit -n is %ld "
+               "(raise it with ulimit -n %ld)\n", n, need_fd, (long)fd.rlim_cur, need_fd);
+        return -1;
+    }
+    if (pr.rlim_cur != RLIM_INFINITY && (long)pr.rlim_cur < need_pr) {
+        printf("bench_scale: N = %d needs about %ld processes/threads; ulimit -u is %ld "
+               "(raise it with ulimit -u %ld)\n", n, need_pr, (long)pr.rlim_cur, need_pr);
+        return -1;
+    }
+    FILE *f = fopen("/proc/sys/kernel/pid_max", "r");
+    long pid_max = 0;
+    if (f && fscanf(f, "%ld", &pid_max) == 1 && pid_max < need_pr) {
+        printf("bench_scale: N = %d needs about %ld pids; /proc/sys/kernel/pid_max is %ld\n", n,
+               need_pr, pid_max);
+        fclose(f);
+        return -1;
+    }
+    if (f)
+        fclose(f);
+    return 0;
+}
+
+static rl_dataproto *s_batch(int64_t rows, int64_t cols)
+{
+    rl_dataproto *dp = rl_dataproto_new();
+    int64_t shape[2] = {rows, cols};
+    float *x = rl_tensor_data(rl_dataproto_new_tensor(dp, "x", RL_F32, 2, shape));
+    for (int64_t i = 0; i < rows * cols; i++)
+        x[i] = (float)(i & 1023);
+    return dp;
+}
+
+static void s_die(const char *what)
+{
+    fprintf(stderr, "bench_scale: %s: %s\n", what, rl_error_message());
+    exit(1);
+}
+
+/* One broadcast of count floats as `version` from actor rank 0 to all of
+ * g's ranks; the sender's milliseconds. */
+static double s_fanout(rl_group *actor, rl_group *g, const char *endpoint, int64_t count,
+                       int64_t version, const char *fanout)
+{
+    int n = rl_group_size(g);
+    rl_dataproto *pub = rl_dataproto_new_meta(json_pack("{s:I, s:I, s:i, s:s}", "version",
+                                                        (json_int_t)version, "count",
+                                                        (json_int_t)count, "receivers", n,
+                                                        "fanout", fanout));
+    rl_dataproto **sub = calloc((size_t)n, sizeof *sub);
+    for (int r = 0; r < n; r++)
+        sub[r] = rl_dataproto_new_meta(json_pack("{s:s, s:I, s:s}", "endpoint", endpoint, "count",
+                                                 (json_int_t)count, "host", "127.0.0.1"));
+    rl_future *fp = rl_group_call(actor, "weights_send", RL_DISPATCH_RANK_ZERO, pub);
+    rl_future *fs = rl_group_call_each(g, "weights_recv", sub);
+    rl_future *both[2] = {fs, fp};
+    if (!fp || !fs || rl_future_wait_all(both, 2, 300000))
+        s_die("weight fan-out");
+    rl_dataproto *out = NULL;
+    double ms = -1;
+    if (rl_future_take_rank(fp, 0, &out) == 0)
+        ms = json_real_value(json_object_get(rl_dataproto_meta(out), "ms"));
+    rl_dataproto_free(out);
+    rl_future_free(fp);
+    rl_future_free(fs);
+    rl_dataproto_free(pub);
+    for (int r = 0; r < n; r++)
+        rl_dataproto_free(sub[r]);
+    free(sub);
+    return ms;
+}
+
+static int s_job(int n, const char *worker)
+{
+    if (s_check_limits(n))
+        return -1;
+    char yaml[1024];
+    double hb = 1.0;
+    snprintf(yaml, sizeof yaml,
+             "driver: {bind: 127.0.0.1, port: 5555}\n"
+             "nodes: [{name: local, address: 127.0.0.1, launch: local}]\n"
+             "heartbeat: {interval_s: %.1f, liveness: 3}\n"
+             "restart: {max_restarts: 3, backoff_s: 0.1, backoff_max_s: 1.0}\n"
+             "roles: {reward: {count: %d, node: local}, actor: {count: 1, node: local}}\n",
+             hb, n);
+    rl_config *cfg = rl_config_parse_string(yaml, strlen(yaml), "bench-scale-cluster.yaml");
+    rl_cluster *cl = cfg ? rl_cluster_from_config(cfg) : NULL;
+    rl_config *job = rl_roles_job(NULL, 0, NULL);
+    if (!cl || !job)
+        s_die("cluster");
+    long rss0 = s_rss_kib();
+    rl_driver_options opt = {.cluster = cl, .job = job, .worker_binary = worker,
+                             .bind_override = "tcp://127.0.0.1:*", .worker_log_level = "warn",
+                             .test_methods = 1, .ready_timeout_ms = 300000};
+    double t0 = s_now();
+    rl_driver *d = rl_driver_new(&opt);
+    if (!d || rl_driver_start(d)) { /* the largest N that fits is the one before */
+        printf("bench_scale: N = %d did not start within 300 s on this machine: %.300s\n", n,
+               rl_error_message());
+        if (d)
+            rl_driver_shutdown(d, 30000);
+        rl_driver_free(d);
+        return -1;
+    }
+    rl_group *g = rl_driver_group(d, "reward"), *actor = rl_driver_group(d, "actor");
+    if (rl_group_wait_ready(g, 600000) || rl_group_wait_ready(actor, 600000))
+        s_die("ready");
+    double start_s = s_now() - t0;
+    printf("bench: start_s_%d = %.2f\n", n, start_s);
+    fflush(stdout);
+
+    /* dispatch: dp_compute of 4 rows per worker */
+    int calls = s_env_int("RL_BENCH_SCALE_CALLS", 40);
+    rl_dataproto *b = s_batch(4 * n, 16);
+    for (int i = 0; i < 3; i++)
+        if (rl_group_call_sync(g, "echo_queued", RL_DISPATCH_DP_COMPUTE, b, NULL))
+            s_die("dp_compute");
+    double *lat = calloc((size_t)calls, sizeof *lat);
+    double c0 = s_cpu_self();
+    for (int i = 0; i < calls; i++) {
+        rl_dataproto *out = NULL;
+        double a = s_now();
+        if (rl_group_call_sync(g, "echo_queued", RL_DISPATCH_DP_COMPUTE, b, &out))
+            s_die("dp_compute");
+        lat[i] = s_now() - a;
+        rl_dataproto_free(out);
+    }
+    double cpu_call = (s_cpu_self() - c0) / calls;
+    printf("bench: dispatch_p50_ms_%d = %.3f\n", n, s_pct(lat, calls, 0.5) * 1e3);
+    printf("bench: dispatch_p99_ms_%d = %.3f\n", n, s_pct(lat, calls, 0.99) * 1e3);
+    printf("bench: driver_cpu_ms_per_step_%d = %.3f\n", n, cpu_call * 1e3);
+    printf("bench: driver_cpu_us_per_step_per_worker_%d = %.2f\n", n, cpu_call * 1e6 / n);
+    free(lat);
+    rl_dataproto_free(b);
+    long rss1 = s_rss_kib();
+    printf("bench: driver_rss_kib_%d = %ld\n", n, rss1);
+    printf("bench: driver_rss_kib_per_worker_%d = %.1f\n", n, (double)(rss1 - rss0) / (n + 1));
+    fflush(stdout);
+
+    /* idle: heartbeats only */
+    int idle = s_env_int("RL_BENCH_SCALE_IDLE_S", 3);
+    c0 = s_cpu_self();
+    double w0 = s_now();
+    sleep((unsigned)idle);
+    double idle_cpu = (s_cpu_self() - c0) / (s_now() - w0);
+    printf("bench: heartbeat_msgs_per_s_%d = %.0f\n", n, 2.0 * (n + 1) / hb);
+    printf("bench: driver_idle_cpu_pct_%d = %.2f\n", n, idle_cpu * 100);
+    fflush(stdout);
+
+    /* fan-out: star vs chain, the same buffer */
+    rl_dataproto *o = rl_dataproto_new_meta(json_pack("{s:s, s:i}", "host", "127.0.0.1",
+                                                      "bucket_kib", 256)),
+                 *eo = NULL;
+    if (rl_group_call_sync(actor, "weights_open", RL_DISPATCH_RANK_ZERO, o, &eo))
+        s_die("weights_open");
+    char ep[400];
+    snprintf(ep, sizeof ep, "%s", rl_dataproto_meta_str(eo, "endpoint", ""));
+    rl_dataproto_free(o);
+    rl_dataproto_free(eo);
+    int64_t version = 0;
+    int mib = s_env_int("RL_BENCH_SCALE_FANOUT_MIB", 4);
+    int64_t count = (int64_t)mib << 18;
+    double star = 0, chain = 0;
+    s_fanout(actor, g, ep, count, ++version, "chain"); /* connects every receiver */
+    for (int rep = 0; rep < 2; rep++) { /* interleaved; best of 2 each */
+        double s1 = s_fanout(actor, g, ep, count, ++version, "star");
+        double c1 = s_fanout(actor, g, ep, count, ++version, "chain");
+        star = rep == 0 || s1 < star ? s1 : star;
+        chain = rep == 0 || c1 < chain ? c1 : chain;
+    }
+    printf("bench: fanout_mib = %d\n", mib);
+    printf("bench: fanout_star_ms_%d = %.1f\n", n, star);
+    printf("bench: fanout_chain_ms_%d = %.1f\n", n, chain);
+    if (n <= 8) {
+        double s64 = s_fanout(actor, g, ep, (int64_t)64 << 18, ++version, "star");
+        double c64 = s_fanout(actor, g, ep, (int64_t)64 << 18, ++version, "chain");
+        printf("bench: fanout64_star_ms_%d = %.1f\n", n, s64);
+        printf("bench: fanout64_chain_ms_%d = %.1f\n", n, c64);
+    }
+    fflush(stdout);
+
+    /* a worker killed: detection (the driver counts a restart) and recovery
+     * (a call on every rank succeeds again) */
+    int restarts = rl_driver_restarts(d);
+    int victim = n / 2;
+    pid_t pid = rl_group_pid(g, victim);
+    double k0 = s_now();
+    kill(pid, SIGKILL);
+    while (rl_driver_restarts(d) == restarts && s_now() - k0 < 60)
+        usleep(2000);
+    double detect = s_now() - k0;
+    while (rl_group_call_sync(g, "echo", RL_DISPATCH_ONE_TO_ALL, NULL, NULL) && s_now() - k0 < 120)
+        usleep(10000);
+    double recover = s_now() - k0;
+    printf("bench: detect_s_%d = %.3f\n", n, detect);
+    printf("bench: recover_s_%d = %.3f\n", n, recover);
+    fflush(stdout);
+
+    rl_driver_shutdown(d, 30000);
+    rl_driver_free(d);
+    rl_cluster_free(cl);
+    rl_config_free(cfg);
+    rl_config_free(job);
+    return 0;
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const char *build = getenv("BUILD");
+    char worker[512];
+    snprintf(worker, sizeof worker, "%s/bin/rl-worker", build ? build : "build");
+    rl_log_set_level(RL_LOG_ERROR);
+    const char *ns = getenv("RL_BENCH_SCALE_NS") ? getenv("RL_BENCH_SCALE_NS") : "1 8 32 128 256";
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", ns);
+    int largest = 0;
+    for (char *tok = strtok(buf, " ,"); tok; tok = strtok(NULL, " ,")) {
+        int n = atoi(tok);
+        if (n < 1 || n > 1000) {
+            fprintf(stderr, "bench_scale: N = %s outside [1, 1000]\n", tok);
+            return 2;
+        }
+        if (s_job(n, worker))
+            break;
+        largest = n;
+    }
+    printf("bench: largest_n = %d\n", largest);
+    return largest ? 0 : 1;
+}

@@ -1,0 +1,31 @@
+#!/bin/bash
+# bench_scale.sh — `make bench-scale`: how each cost of the single controller
+# grows with the number of workers (bench/bench_scale.c runs jobs of N =
+# RL_BENCH_SCALE_NS rl-worker processes on this machine), then
+# bench/bench_scale_report.py writes docs/RESULTS.md's section between
+# <!-- bench-scale:begin --> and <!-- bench-scale:end --> and one PNG per
+# cost against N (docs/scale_*.png; needs matplotlib in the first of
+# /usr/bin/python3, build/venv-ref, build/venv-libero that has it).
+#   bench: dispatch_p50_256_over_8      dp_compute p50 at the largest N over N = 8 (target <= 32)
+#   bench: driver_rss_per_worker_kib    driver RSS growth per worker at the largest N (target <= 1024)
+#   bench: fanout_256_over_1            chain broadcast to the largest N over to 1 receiver (target <= 2)
+# Knobs: RL_BENCH_SCALE_NS (default "1 8 32 128 256"), RL_BENCH_SCALE_CALLS,
+# RL_BENCH_SCALE_IDLE_S, RL_BENCH_SCALE_FANOUT_MIB (see bench_scale.c).
+set -eu
+BUILD=${BUILD:-build}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/rlrt-bench-scale.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+echo "ulimit -n $(ulimit -n), ulimit -u $(ulimit -u), pid_max $(cat /proc/sys/kernel/pid_max)"
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
+rc=0
+BUILD=$BUILD "$BUILD/bench/bench_scale" 2>"$tmp/err.txt" | tee "$tmp/scale.txt" || rc=$?
+load1=$(cut -d' ' -f1-3 /proc/loadavg)
+[ $rc = 0 ] || { tail -20 "$tmp/err.txt"; echo "bench_scale exited $rc"; }
+py=""
+for p in /usr/bin/python3 "$BUILD/venv-ref/bin/python" "$BUILD/venv-libero/bin/python"; do
+    if [ -x "$p" ] && "$p" -c "import matplotlib" 2>/dev/null; then py=$p; break; fi
+done
+[ -n "$py" ] || { echo "no python with matplotlib: the plots are not written"; py=python3; }
+"$py" bench/bench_scale_report.py "$tmp/scale.txt" "$load0" "$load1" "$(nproc)" \
+    "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+exit $rc
