@@ -113,15 +113,34 @@ static void s_on_signal(uv_signal_t *h, int signum)
     rl_drv_unlock(d);
 }
 
+static void s_on_launch_timer(uv_timer_t *t);
+
+/* I/O thread: a batch of slots; the next one after the loop has answered
+ * what arrived meanwhile (a 0 ms timer runs after the next poll). */
+static void s_launch_step(rl_driver *d)
+{
+    if (rl_drv_launch_some(d))
+        d->start_requested = 2;
+    else
+        uv_timer_start(&d->launch_timer, s_on_launch_timer, 0, 0);
+}
+
+static void s_on_launch_timer(uv_timer_t *t)
+{
+    rl_driver *d = t->data;
+    rl_drv_lock(d);
+    if (d->start_requested == 1)
+        s_launch_step(d);
+    rl_drv_unlock(d);
+}
+
 /* I/O thread: work requested by the API thread. */
 static void s_on_wake(uv_async_t *a)
 {
     rl_driver *d = a->data;
     rl_drv_lock(d);
-    if (d->start_requested == 1) {
-        rl_drv_launch_all(d);
-        d->start_requested = 2;
-    }
+    if (d->start_requested == 1 && !uv_is_active((uv_handle_t *)&d->launch_timer))
+        s_launch_step(d);
     if (d->shutdown_requested == 1) {
         rl_drv_send_shutdown(d);
         d->shutdown_requested = 2;
@@ -629,10 +648,11 @@ static int s_loop_init(rl_driver *d)
         d->slots[i].restart_timer.data = &d->slots[i];
     }
     if ((rc = uv_timer_init(&d->loop, &d->hb_timer)) ||
+        (rc = uv_timer_init(&d->loop, &d->launch_timer)) ||
         (rc = uv_async_init(&d->loop, &d->wake, s_on_wake)) ||
         (rc = uv_signal_init(&d->loop, &d->sigterm)) || (rc = uv_signal_init(&d->loop, &d->sigint)))
         return rl_error_set(RL_EIO, "driver: libuv handles: %s", uv_strerror(rc));
-    d->hb_timer.data = d->wake.data = d->sigterm.data = d->sigint.data = d;
+    d->hb_timer.data = d->launch_timer.data = d->wake.data = d->sigterm.data = d->sigint.data = d;
     uv_timer_start(&d->hb_timer, rl_drv_on_heartbeat, (uint64_t)d->interval_ms,
                    (uint64_t)d->interval_ms);
     uv_signal_start(&d->sigterm, s_on_signal, SIGTERM);

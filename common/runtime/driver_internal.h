@@ -128,6 +128,8 @@ struct rl_driver {
     void *router;
     rl_zuv *watch;
     uv_timer_t hb_timer;
+    uv_timer_t launch_timer;  /* the next batch of rl_drv_launch_some */
+    int launch_next;          /* the next slot to launch */
     uv_signal_t sigterm, sigint;
     uv_async_t wake;          /* API thread -> I/O thread */
     pthread_t io_thread;
@@ -208,9 +210,14 @@ void rl_drv_recovery_begin(rl_drv_slot *s, const char *why);
 void rl_drv_recovery_ready(rl_driver *d);
 
 /* ---- launcher.c ---- */
-/* (I/O thread) Spawns every local/ssh slot; the first failure goes to
- * d->start_error. */
-void rl_drv_launch_all(rl_driver *d);
+/* (I/O thread) Spawns the next RL_DRV_LAUNCH_BATCH local/ssh slots from
+ * d->launch_next; the first failure goes to d->start_error. 1 when every
+ * slot is launched (or one failed), 0 when more remain: the caller lets
+ * the loop answer the started workers' HELLOs before the next batch (a
+ * job of hundreds of workers spawned in one callback left the first ones
+ * unanswered past their give-up time). */
+#define RL_DRV_LAUNCH_BATCH 16
+int rl_drv_launch_some(rl_driver *d);
 /* (I/O thread) The worker in slot s is gone: its calls fail; a restart
  * follows (after its process exited, if it still runs). */
 void rl_drv_slot_dead(rl_drv_slot *s, const char *why);

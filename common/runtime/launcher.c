@@ -349,18 +349,21 @@ static int s_spawn(rl_drv_slot *s)
     return RL_OK;
 }
 
-/* I/O thread: launches every local/ssh slot (on rl_driver_start). */
-void rl_drv_launch_all(rl_driver *d)
+/* I/O thread: launches the next batch of local/ssh slots (on rl_driver_start). */
+int rl_drv_launch_some(rl_driver *d)
 {
-    for (int i = 0; i < d->n_slots; i++) {
-        rl_drv_slot *s = &d->slots[i];
+    int spawned = 0;
+    while (d->launch_next < d->n_slots && spawned < RL_DRV_LAUNCH_BATCH) {
+        rl_drv_slot *s = &d->slots[d->launch_next++];
         if (s->node->launch == RL_LAUNCH_EXTERNAL)
             continue;
         if (s_spawn(s)) {
             snprintf(d->start_error, sizeof d->start_error, "%s", rl_error_message());
-            return;
+            return 1;
         }
+        spawned++;
     }
+    return d->launch_next >= d->n_slots;
 }
 
 static void s_on_heartbeat_locked(rl_driver *d)
