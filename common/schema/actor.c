@@ -30,7 +30,6 @@ static int s_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_DEFINE rl_actor_section, rl_actor_config, "common/schema/actor.def", s_check, \
-    "actor", \
-    "The trainable policy: AdamW, the PPO loss, FSDP, the batch sizes of an optimiser step.", \
+    "actor", "The trainable policy: AdamW, the PPO loss, FSDP, the batch sizes of an optimiser step.", \
     "the actor ranks; the driver (batch sizes, epochs, the KL loss)"
 #include "common/schema/section.inc"

@@ -2,14 +2,12 @@
 #include "common/schema/algorithm.h"
 
 #define RL_CFG_DEFINE rl_estimator_section, rl_estimator_config, "common/schema/estimator.def", NULL, \
-    "algorithm (advantage estimator)", \
-    "The advantages of every training track.", \
+    "algorithm (advantage estimator)", "The advantages of every training track.", \
     "the driver (each track looks the name up for itself)"
 #include "common/schema/section.inc"
 
 #define RL_CFG_DEFINE rl_group_norm_section, rl_group_norm_config, "common/schema/group_norm.def", NULL, \
-    "algorithm (group normalisation)", \
-    "GRPO's normalisation of a prompt group's rewards (language model, diffusion).", \
+    "algorithm (group normalisation)", "GRPO's normalisation of a prompt group's rewards (language model, diffusion).", \
     "the driver"
 #include "common/schema/section.inc"
 

@@ -46,8 +46,7 @@ static int s_rollout_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_DEFINE rl_diffusion_rollout_section, rl_diffusion_rollout_config, "common/schema/diffusion_rollout.def", s_rollout_check, \
-    "rollout (diffusion GRPO)", \
-    "The diffusion recipe's sampling of groups and its online test images.", \
+    "rollout (diffusion GRPO)", "The diffusion recipe's sampling of groups and its online test images.", \
     "the driver"
 #include "common/schema/section.inc"
 
@@ -64,9 +63,7 @@ static int s_algorithm_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_DEFINE rl_diffusion_algorithm_section, rl_diffusion_algorithm_config, "common/schema/diffusion_algorithm.def", s_algorithm_check, \
-    "algorithm (diffusion GRPO)", \
-    "Advantages of the diffusion recipe (Flow-GRPO / DanceGRPO).", \
-    "the driver"
+    "algorithm (diffusion GRPO)", "Advantages of the diffusion recipe (Flow-GRPO / DanceGRPO).", "the driver"
 #include "common/schema/section.inc"
 
 static int s_constraint_check(const rl_config *c, void *out)
@@ -80,9 +77,7 @@ static int s_constraint_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_DEFINE rl_diffusion_constraint_section, rl_diffusion_constraint_config, "common/schema/diffusion_constraint.def", s_constraint_check, \
-    "algorithm.constraint", \
-    "A scorer term held at a floor by a Lagrange multiplier moved after each step " \
-    "(common/algo/diffusion/diffusion.h, rl_constraint_pi_update).", \
+    "algorithm.constraint", "A scorer term held at a floor by a Lagrange multiplier moved after each step (common/algo/diffusion/diffusion.h, rl_constraint_pi_update).", \
     "the driver"
 #include "common/schema/section.inc"
 

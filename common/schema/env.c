@@ -75,8 +75,7 @@ static int s_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_DEFINE rl_env_section, rl_env_config, "common/schema/env.def", s_check, \
-    "env", \
-    "The LIBERO-Object environments of the env role and their layout.", \
+    "env", "The LIBERO-Object environments of the env role and their layout.", \
     "the env ranks; the rollout ranks (serve_env); the driver (LIBERO recipes)"
 #include "common/schema/section.inc"
 

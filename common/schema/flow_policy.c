@@ -15,8 +15,6 @@ static int s_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_DEFINE rl_model_flow_policy_section, rl_model_flow_policy_config, "common/schema/model_flow_policy.def", s_check, \
-    "model (flow_policy)", \
-    "The flow_policy action model of the embodied track (observation encoder, task table, " \
-    "flow trunk, value head).", \
+    "model (flow_policy)", "The flow_policy action model of the embodied track (observation encoder, task table, flow trunk, value head).", \
     "the actor and rollout ranks (rl_model_build); the driver (LIBERO recipes)"
 #include "common/schema/section.inc"

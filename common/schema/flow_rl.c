@@ -90,9 +90,6 @@ static int s_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_DEFINE rl_flow_rl_section, rl_flow_rl_config, "common/schema/flow_rl.def", s_check, \
-    "algorithm (embodied)", \
-    "The embodied flow-policy RL methods: FlowSAR, FlowIPO, flow-SDE GRPO and PPO " \
-    "(workers/flow_rl.h).", \
-    "the driver (libero_rl); the actor ranks (update_flow); the rollout ranks (EMA " \
-    "reference, flow_annotate)"
+    "algorithm (embodied)", "The embodied flow-policy RL methods: FlowSAR, FlowIPO, flow-SDE GRPO and PPO (workers/flow_rl.h).", \
+    "the driver (libero_rl); the actor ranks (update_flow); the rollout ranks (EMA reference, flow_annotate)"
 #include "common/schema/section.inc"

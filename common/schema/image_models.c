@@ -5,8 +5,7 @@
 #include "rlrt/error.h"
 
 #define RL_CFG_DEFINE rl_image_size_section, rl_image_size_config, "common/schema/image_size.def", NULL, \
-    "model (image size)", \
-    "The size of one image (a clip's frame).", \
+    "model (image size)", "The size of one image (a clip's frame).", \
     "the actor, rollout and reward ranks (clip_flow, image_classifier); the driver"
 #include "common/schema/section.inc"
 
@@ -37,15 +36,12 @@ static int s_clip_flow_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_DEFINE rl_clip_flow_model_section, rl_clip_flow_model_config, "common/schema/clip_flow_model.def", s_clip_flow_check, \
-    "model (clip_flow)", \
-    "The rectified-flow clip generator of the diffusion track (model.type clip_flow).", \
+    "model (clip_flow)", "The rectified-flow clip generator of the diffusion track (model.type clip_flow).", \
     "the actor and rollout ranks; the driver"
 #include "common/schema/section.inc"
 
 #define RL_CFG_DEFINE rl_image_classifier_model_section, rl_image_classifier_model_config, "common/schema/image_classifier_model.def", NULL, \
-    "model (image_classifier)", \
-    "The learned prompt-match scorer (model.type image_classifier): an MLP over " \
-    "the first frame.", \
+    "model (image_classifier)", "The learned prompt-match scorer (model.type image_classifier): an MLP over the first frame.", \
     "the actor ranks (scorer_train), the reward ranks (scorer_path, judge_path)"
 #include "common/schema/section.inc"
 
@@ -66,9 +62,6 @@ static int s_cnn_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_DEFINE rl_image_cnn_model_section, rl_image_cnn_model_config, "common/schema/image_cnn_model.def", s_cnn_check, \
-    "model (image_cnn)", \
-    "The convolutional image classifier (model.type image_cnn): the feature network of " \
-    "val/fid and a judge of another architecture than the MLP scorer.", \
-    "the actor ranks (scorer_train), the driver (diffusion: data.fid_model), the reward " \
-    "ranks (judge_path)"
+    "model (image_cnn)", "The convolutional image classifier (model.type image_cnn): the feature network of val/fid and a judge of another architecture than the MLP scorer.", \
+    "the actor ranks (scorer_train), the driver (diffusion: data.fid_model), the reward ranks (judge_path)"
 #include "common/schema/section.inc"

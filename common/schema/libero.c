@@ -3,30 +3,22 @@
 #include "common/schema/libero.h"
 
 #define RL_CFG_DEFINE rl_libero_eval_section, rl_libero_eval_config, "common/schema/libero_eval.def", NULL, \
-    "eval (libero_rl)", \
-    "libero_rl's evaluation every trainer.val_every steps and at step 0: the ODE policy on " \
-    "fixed initial states, success per task.", \
+    "eval (libero_rl)", "libero_rl's evaluation every trainer.val_every steps and at step 0: the ODE policy on fixed initial states, success per task.", \
     "the driver; the rollout ranks (eval.ema_decay: the evaluation EMA)"
 #include "common/schema/section.inc"
 
 #define RL_CFG_DEFINE rl_libero_gif_section, rl_libero_gif_config, "common/schema/libero_gif.def", NULL, \
-    "eval (GIFs)", \
-    "GIFs of evaluation episodes, replayed and drawn by the driver into " \
-    "<output_dir>/gifs/<tag>/ (libero_rl at step 0 and the last step, flow_warmstart).", \
+    "eval (GIFs)", "GIFs of evaluation episodes, replayed and drawn by the driver into <output_dir>/gifs/<tag>/ (libero_rl at step 0 and the last step, flow_warmstart).", \
     "the driver"
 #include "common/schema/section.inc"
 
 #define RL_CFG_DEFINE rl_warmstart_section, rl_warmstart_config, "common/schema/warmstart.def", NULL, \
-    "warmstart", \
-    "flow_warmstart: few-shot flow matching of the flow policy on demonstrations, then " \
-    "greedy episodes of the result.", \
+    "warmstart", "flow_warmstart: few-shot flow matching of the flow policy on demonstrations, then greedy episodes of the result.", \
     "the driver"
 #include "common/schema/section.inc"
 
 #define RL_CFG_DEFINE rl_collect_section, rl_collect_config, "common/schema/collect.def", NULL, \
-    "collect", \
-    "libero_collect: episodes of the env role driven by the rollout's policy, written as a " \
-    "demonstration dataset.", \
+    "collect", "libero_collect: episodes of the env role driven by the rollout's policy, written as a demonstration dataset.", \
     "the driver"
 #include "common/schema/section.inc"
 

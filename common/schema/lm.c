@@ -6,8 +6,7 @@
 #include "rlrt/error.h"
 
 #define RL_CFG_DEFINE rl_lm_model_section, rl_lm_model_config, "common/schema/lm_model.def", NULL, \
-    "model (lm)", \
-    "The transformer of model.type lm (Llama / Qwen2 layout).", \
+    "model (lm)", "The transformer of model.type lm (Llama / Qwen2 layout).", \
     "the actor and rollout ranks (rl_model_build); the driver checks it"
 #include "common/schema/section.inc"
 
@@ -37,9 +36,7 @@ static int s_data_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_DEFINE rl_lm_data_section, rl_lm_data_config, "common/schema/lm_data.def", s_data_check, \
-    "data (language model)", \
-    "The task's prompts: the built-in arithmetic task (generated when missing) or " \
-    "JSONL files, tokenized on the driver.", \
+    "data (language model)", "The task's prompts: the built-in arithmetic task (generated when missing) or JSONL files, tokenized on the driver.", \
     "the driver; the rollout ranks (data.tokenizer, with multi-turn tools)"
 #include "common/schema/section.inc"
 

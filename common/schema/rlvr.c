@@ -41,9 +41,7 @@ static int s_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_DEFINE rl_rlvr_section, rl_rlvr_config, "common/schema/rlvr.def", s_check, \
-    "algorithm (rlvr)", \
-    "The advantages of a language-model step: the estimator, the KL to the " \
-    "reference, online filtering, DAPO's overlong shaping, TIS.", \
+    "algorithm (rlvr)", "The advantages of a language-model step: the estimator, the KL to the reference, online filtering, DAPO's overlong shaping, TIS.", \
     "the driver"
 #include "common/schema/section.inc"
 
@@ -52,9 +50,7 @@ static int s_check(const rl_config *c, void *out)
 #include "common/schema/section.inc"
 
 #define RL_CFG_DEFINE rl_rlvr_aepo_section, rl_rlvr_aepo_config, "common/schema/rlvr_aepo.def", NULL, \
-    "algorithm.aepo (rlvr)", \
-    "ARES/AEPO: window entropy, difficulty buckets, an entropy reward and " \
-    "token-level KL weights (driver/recipes/lm/rlvr_aepo.h).", \
+    "algorithm.aepo (rlvr)", "ARES/AEPO: window entropy, difficulty buckets, an entropy reward and token-level KL weights (driver/recipes/lm/rlvr_aepo.h).", \
     "the driver"
 #include "common/schema/section.inc"
 
@@ -92,9 +88,7 @@ static int s_guidance_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_DEFINE rl_rlvr_guidance_section, rl_rlvr_guidance_config, "common/schema/rlvr_guidance.def", s_guidance_check, \
-    "algorithm.guidance (rlvr)", \
-    "Off-policy guidance (LUFFY) of all-wrong prompt groups " \
-    "(driver/recipes/lm/rlvr_guidance.h).", \
+    "algorithm.guidance (rlvr)", "Off-policy guidance (LUFFY) of all-wrong prompt groups (driver/recipes/lm/rlvr_guidance.h).", \
     "the driver"
 #include "common/schema/section.inc"
 
@@ -119,9 +113,7 @@ static int s_replay_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_DEFINE rl_rlvr_replay_section, rl_rlvr_replay_config, "common/schema/rlvr_replay.def", s_replay_check, \
-    "algorithm.hard_replay (rlvr)", \
-    "Hard-prompt replay: prompts the policy gets wrong come back in later steps " \
-    "(driver/recipes/lm/rlvr_replay.h).", \
+    "algorithm.hard_replay (rlvr)", "Hard-prompt replay: prompts the policy gets wrong come back in later steps (driver/recipes/lm/rlvr_replay.h).", \
     "the driver"
 #include "common/schema/section.inc"
 

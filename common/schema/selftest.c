@@ -34,8 +34,6 @@ static int s_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_DEFINE rl_selftest_section, rl_selftest_config, "common/schema/selftest.def", s_check, \
-    "selftest", \
-    "The cluster check: every dispatch mode, errors, overlap, collectives, " \
-    "the weight and data channels on every started role.", \
+    "selftest", "The cluster check: every dispatch mode, errors, overlap, collectives, the weight and data channels on every started role.", \
     "the driver"
 #include "common/schema/section.inc"

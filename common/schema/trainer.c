@@ -10,14 +10,11 @@
 #include "common/schema/section.inc"
 
 #define RL_CFG_DEFINE rl_trainer_ckpt_section, rl_trainer_ckpt_config, "common/schema/trainer_ckpt.def", NULL, \
-    "trainer (checkpoints)", \
-    "Checkpoints of the recipes that save and resume (step_<N>/ under " "output_dir/checkpoints).", \
+    "trainer (checkpoints)", "Checkpoints of the recipes that save and resume (step_<N>/ under output_dir/checkpoints).", \
     "the driver; the actor ranks write and read the checkpoints"
 #include "common/schema/section.inc"
 
 #define RL_CFG_DEFINE rl_trainer_recovery_section, rl_trainer_recovery_config, "common/schema/trainer_recovery.def", NULL, \
-    "trainer (recovery)", \
-    "Lost workers: the supervisor restarts them, the recipe restores its newest " \
-    "checkpoint of this run and replays the steps since.", \
+    "trainer (recovery)", "Lost workers: the supervisor restarts them, the recipe restores its newest checkpoint of this run and replays the steps since.", \
     "the driver"
 #include "common/schema/section.inc"
