@@ -68,6 +68,17 @@ static int s_bad(const char *opt, const char *value, const char *want)
     return RL_WORKER_EXIT_USAGE;
 }
 
+/* *out = the option's value as an integer in [lo, hi]: 0, or s_bad's exit
+ * code naming the option and what it wants. */
+static int s_opt_int(const char *opt, const char *value, long lo, long hi, const char *want, int *out)
+{
+    long v;
+    if (s_parse_long(value, lo, hi, &v))
+        return s_bad(opt, value, want);
+    *out = (int)v;
+    return 0;
+}
+
 /* The rank of a StatefulSet pod: the host name's trailing "-N". */
 static int s_rank_from_hostname(int *rank)
 {
@@ -123,16 +134,15 @@ int main(int argc, char **argv)
         opt.rank = (int)v0;
     if (getenv("RL_HTTP_PORT") && s_parse_long(getenv("RL_HTTP_PORT"), 0, 65535, &v0) == 0)
         opt.http_port = (int)v0;
-    int c;
+    int c, rc;
     long v;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
         case 'r': role_name = optarg; break;
         case 'd': opt.driver = optarg; break;
         case 'k':
-            if (s_parse_long(optarg, 0, INT_MAX, &v))
-                return s_bad("rank", optarg, "an integer >= 0");
-            opt.rank = (int)v;
+            if ((rc = s_opt_int("rank", optarg, 0, INT_MAX, "an integer >= 0", &opt.rank)))
+                return rc;
             break;
         case 'n': opt.node = optarg; break;
         case 'l': {
@@ -145,9 +155,9 @@ int main(int argc, char **argv)
             break;
         }
         case 'h':
-            if (s_parse_long(optarg, 1, 3600000, &v))
-                return s_bad("heartbeat-ms", optarg, "an integer in [1, 3600000]");
-            opt.heartbeat_ms = (int)v;
+            if ((rc = s_opt_int("heartbeat-ms", optarg, 1, 3600000, "an integer in [1, 3600000]",
+                                &opt.heartbeat_ms)))
+                return rc;
             break;
         case 'g': {
             char *end;
@@ -187,9 +197,8 @@ int main(int argc, char **argv)
             opt.max_message_bytes = (int64_t)v << 20;
             break;
         case 'p':
-            if (s_parse_long(optarg, 0, 65535, &v))
-                return s_bad("http-port", optarg, "a port in [0, 65535]");
-            opt.http_port = (int)v;
+            if ((rc = s_opt_int("http-port", optarg, 0, 65535, "a port in [0, 65535]", &opt.http_port)))
+                return rc;
             break;
         case 'H': s_usage(stdout); return RL_WORKER_EXIT_OK;
         case 'V': printf("rl-worker %s\n", RL_VERSION_STRING); return RL_WORKER_EXIT_OK;

@@ -4,25 +4,20 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/core/util.h"
 #include "rlrt/error.h"
 
 int rl_kl_kind_parse(const char *name, rl_kl_kind *out)
 {
-    static const struct { const char *n; rl_kl_kind k; } t[] = {
+    static const rl_name_value t[] = {
         {"kl", RL_KL_K1},  {"k1", RL_KL_K1},         {"abs", RL_KL_ABS},
         {"mse", RL_KL_K2}, {"k2", RL_KL_K2},         {"low_var_kl", RL_KL_K3},
         {"k3", RL_KL_K3}};
-    if (!name || !out)
-        return rl_error_set(RL_EINVAL, "rl_kl_kind_parse: NULL argument");
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (strcmp(name, t[i].n) == 0) {
-            *out = t[i].k;
-            return RL_OK;
-        }
-    return rl_error_set(RL_EINVAL,
-                        "rl_kl_kind_parse: unknown KL estimator '%s' (expected kl/k1, abs, "
-                        "mse/k2, low_var_kl/k3)",
-                        name);
+    int v, rc = rl_name_lookup(t, sizeof t / sizeof t[0], name, out ? &v : NULL, "rl_kl_kind_parse",
+                               "KL estimator", "kl/k1, abs, mse/k2, low_var_kl/k3");
+    if (!rc)
+        *out = (rl_kl_kind)v;
+    return rc;
 }
 
 const char *rl_kl_kind_name(rl_kl_kind kind)

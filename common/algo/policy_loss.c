@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "common/core/finite.h"
+#include "common/core/util.h"
 #include "rlrt/error.h"
 
 /* The token loop selects between values computed on every lane; without
@@ -28,22 +29,18 @@
 
 int rl_loss_agg_parse(const char *name, rl_loss_agg *out)
 {
-    static const struct { const char *n; rl_loss_agg a; } t[] = {
+    static const rl_name_value t[] = {
         {"token-mean", RL_AGG_TOKEN_MEAN},
         {"seq-mean-token-sum", RL_AGG_SEQ_MEAN_TOKEN_SUM},
         {"seq-mean-token-mean", RL_AGG_SEQ_MEAN_TOKEN_MEAN},
         {"seq-mean-token-sum-norm", RL_AGG_SEQ_MEAN_TOKEN_SUM_NORM}};
-    if (!name || !out)
-        return rl_error_set(RL_EINVAL, "rl_loss_agg_parse: NULL argument");
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (strcmp(name, t[i].n) == 0) {
-            *out = t[i].a;
-            return RL_OK;
-        }
-    return rl_error_set(RL_EINVAL,
-                        "rl_loss_agg_parse: unknown loss_agg_mode '%s' (expected token-mean, "
-                        "seq-mean-token-sum, seq-mean-token-mean, seq-mean-token-sum-norm)",
-                        name);
+    int v, rc = rl_name_lookup(t, sizeof t / sizeof t[0], name, out ? &v : NULL, "rl_loss_agg_parse",
+                               "loss_agg_mode",
+                               "token-mean, seq-mean-token-sum, seq-mean-token-mean, "
+                               "seq-mean-token-sum-norm");
+    if (!rc)
+        *out = (rl_loss_agg)v;
+    return rc;
 }
 
 void rl_ppo_loss_cfg_default(rl_ppo_loss_cfg *cfg)

@@ -73,6 +73,19 @@ const char *rl_json_type_name(const json_t *j)
     return "?";
 }
 
+int rl_name_lookup(const rl_name_value *t, size_t n, const char *name, int *out, const char *fn,
+                   const char *what, const char *expected)
+{
+    if (!name || !out)
+        return rl_error_set(RL_EINVAL, "%s: NULL argument", fn);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(name, t[i].name) == 0) {
+            *out = t[i].value;
+            return RL_OK;
+        }
+    return rl_error_set(RL_EINVAL, "%s: unknown %s '%s' (expected %s)", fn, what, name, expected);
+}
+
 int rl_file_rewrite(const char *path, int missing_ok, rl_rewrite_fn copy, void *ctx)
 {
     FILE *in = fopen(path, "rb");

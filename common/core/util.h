@@ -30,6 +30,16 @@ int rl_file_rewrite(const char *path, int missing_ok, rl_rewrite_fn copy, void *
 void *rl_zalloc(size_t size, const char *who);
 /* "object", "array", "string", "integer", "real", "boolean", "null". */
 const char *rl_json_type_name(const json_t *j);
+/* One accepted spelling of an enum's value, for rl_name_lookup. */
+typedef struct rl_name_value {
+    const char *name;
+    int value;
+} rl_name_value;
+/* *out = the value of `name` in t[0..n): RL_OK; RL_EINVAL "<fn>: NULL
+ * argument" when name or out is NULL, "<fn>: unknown <what> '<name>'
+ * (expected <expected>)" when no entry has that name. */
+int rl_name_lookup(const rl_name_value *t, size_t n, const char *name, int *out, const char *fn,
+                   const char *what, const char *expected);
 
 
 /* ---- growing text ----------------------------------------------------------

@@ -47,75 +47,62 @@ Rl__Value *rl_value_from_json(const json_t *j)
         v->kind_case = RL__VALUE__KIND_STRING_VALUE;
         v->string_value.data = malloc(n ? n : 1);
         v->string_value.len = n;
-        if (!v->string_value.data) {
-            rl_value_free(v);
-            return NULL;
-        }
+        if (!v->string_value.data)
+            goto fail;
         if (n)
             memcpy(v->string_value.data, json_string_value(j), n);
         break;
     }
     case JSON_ARRAY: {
         Rl__ListValue *l = malloc(sizeof *l);
-        if (!l) {
-            free(v);
-            return NULL;
-        }
+        if (!l)
+            goto fail;
         rl__list_value__init(l);
         v->kind_case = RL__VALUE__KIND_LIST_VALUE;
         v->list_value = l;
         size_t n = json_array_size(j);
         l->items = calloc(n ? n : 1, sizeof *l->items);
-        if (!l->items) {
-            rl_value_free(v);
-            return NULL;
-        }
+        if (!l->items)
+            goto fail;
         for (size_t i = 0; i < n; i++) {
             l->items[i] = rl_value_from_json(json_array_get(j, i));
-            if (!l->items[i]) {
-                rl_value_free(v);
-                return NULL;
-            }
+            if (!l->items[i])
+                goto fail;
             l->n_items = i + 1;
         }
         break;
     }
     case JSON_OBJECT: {
         Rl__MapValue *m = malloc(sizeof *m);
-        if (!m) {
-            free(v);
-            return NULL;
-        }
+        if (!m)
+            goto fail;
         rl__map_value__init(m);
         v->kind_case = RL__VALUE__KIND_MAP_VALUE;
         v->map_value = m;
         m->entries = calloc(json_object_size(j) ? json_object_size(j) : 1, sizeof *m->entries);
-        if (!m->entries) {
-            rl_value_free(v);
-            return NULL;
-        }
+        if (!m->entries)
+            goto fail;
         const char *key;
         json_t *val;
         json_object_foreach((json_t *)j, key, val) {
             Rl__MapEntry *e = malloc(sizeof *e);
-            if (!e) {
-                rl_value_free(v);
-                return NULL;
-            }
+            if (!e)
+                goto fail;
             rl__map_entry__init(e);
             m->entries[m->n_entries++] = e;
             e->key.len = strlen(key);
             e->key.data = (uint8_t *)strdup(key);
             e->value = rl_value_from_json(val);
-            if (!e->key.data || !e->value) {
-                rl_value_free(v);
-                return NULL;
-            }
+            if (!e->key.data || !e->value)
+                goto fail;
         }
         break;
     }
     }
     return v;
+fail: /* rl_value_free frees what v holds so far */
+    rl_value_free(v);
+    return NULL;
 }
 
 void rl_value_free(Rl__Value *v)

@@ -3,7 +3,6 @@
 
 #include "rlrt/error.h"
 
-#define RL_CFG_STRUCT rl_actor_config
 #define S_PATH(field) RL_CFG_PATH(&rl_actor_section, rl_actor_config, field)
 
 static int s_check(const rl_config *c, void *out)
@@ -30,13 +29,7 @@ static int s_check(const rl_config *c, void *out)
     return RL_OK;
 }
 
-static const rl_config_key s_keys[] = {
-#define X RL_CFG_KEY
-#include "common/schema/actor.def"
-#undef X
-};
-const rl_config_section rl_actor_section =
-    RL_CFG_SECTION("actor",
-                   "The trainable policy: AdamW, the PPO loss, FSDP, the batch sizes of an optimiser step.",
-                   "the actor ranks; the driver (batch sizes, epochs, the KL loss)", s_keys, s_check);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_actor_section, rl_actor_config, "common/schema/actor.def", s_check, \
+    "actor", "The trainable policy: AdamW, the PPO loss, FSDP, the batch sizes of an optimiser step.", \
+    "the actor ranks; the driver (batch sizes, epochs, the KL loss)"
+#include "common/schema/section.inc"

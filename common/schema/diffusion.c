@@ -28,16 +28,9 @@ static int s_data_check(const rl_config *c, void *out)
     return RL_OK;
 }
 
-#define RL_CFG_STRUCT rl_diffusion_data_config
-static const rl_config_key s_data[] = {
-#define X RL_CFG_KEY
-#include "common/schema/diffusion_data.def"
-#undef X
-};
-const rl_config_section rl_diffusion_data_section =
-    RL_CFG_SECTION("data (diffusion GRPO)", "Validation of the diffusion recipe.", "the driver",
-                   s_data, s_data_check);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_diffusion_data_section, rl_diffusion_data_config, "common/schema/diffusion_data.def", s_data_check, \
+    "data (diffusion GRPO)", "Validation of the diffusion recipe.", "the driver"
+#include "common/schema/section.inc"
 
 /* GRPO scores the SDE's log-probs: rollout.noise_level must be > 0. */
 static int s_rollout_check(const rl_config *c, void *out)
@@ -52,17 +45,10 @@ static int s_rollout_check(const rl_config *c, void *out)
     return RL_OK;
 }
 
-#define RL_CFG_STRUCT rl_diffusion_rollout_config
-static const rl_config_key s_rollout[] = {
-#define X RL_CFG_KEY
-#include "common/schema/diffusion_rollout.def"
-#undef X
-};
-const rl_config_section rl_diffusion_rollout_section =
-    RL_CFG_SECTION("rollout (diffusion GRPO)",
-                   "The diffusion recipe's sampling of groups and its online test images.",
-                   "the driver", s_rollout, s_rollout_check);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_diffusion_rollout_section, rl_diffusion_rollout_config, "common/schema/diffusion_rollout.def", s_rollout_check, \
+    "rollout (diffusion GRPO)", "The diffusion recipe's sampling of groups and its online test images.", \
+    "the driver"
+#include "common/schema/section.inc"
 
 static int s_algorithm_check(const rl_config *c, void *out)
 {
@@ -76,17 +62,9 @@ static int s_algorithm_check(const rl_config *c, void *out)
     return RL_OK;
 }
 
-#define RL_CFG_STRUCT rl_diffusion_algorithm_config
-static const rl_config_key s_algorithm[] = {
-#define X RL_CFG_KEY
-#include "common/schema/diffusion_algorithm.def"
-#undef X
-};
-const rl_config_section rl_diffusion_algorithm_section =
-    RL_CFG_SECTION("algorithm (diffusion GRPO)",
-                   "Advantages of the diffusion recipe (Flow-GRPO / DanceGRPO).", "the driver",
-                   s_algorithm, s_algorithm_check);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_diffusion_algorithm_section, rl_diffusion_algorithm_config, "common/schema/diffusion_algorithm.def", s_algorithm_check, \
+    "algorithm (diffusion GRPO)", "Advantages of the diffusion recipe (Flow-GRPO / DanceGRPO).", "the driver"
+#include "common/schema/section.inc"
 
 static int s_constraint_check(const rl_config *c, void *out)
 {
@@ -98,18 +76,10 @@ static int s_constraint_check(const rl_config *c, void *out)
     return RL_OK;
 }
 
-#define RL_CFG_STRUCT rl_diffusion_constraint_config
-static const rl_config_key s_constraint[] = {
-#define X RL_CFG_KEY
-#include "common/schema/diffusion_constraint.def"
-#undef X
-};
-const rl_config_section rl_diffusion_constraint_section =
-    RL_CFG_SECTION("algorithm.constraint",
-                   "A scorer term held at a floor by a Lagrange multiplier moved after each step "
-                   "(common/algo/diffusion/diffusion.h, rl_constraint_pi_update).",
-                   "the driver", s_constraint, s_constraint_check);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_diffusion_constraint_section, rl_diffusion_constraint_config, "common/schema/diffusion_constraint.def", s_constraint_check, \
+    "algorithm.constraint", "A scorer term held at a floor by a Lagrange multiplier moved after each step (common/algo/diffusion/diffusion.h, rl_constraint_pi_update).", \
+    "the driver"
+#include "common/schema/section.inc"
 
 const rl_config_default rl_diffusion_changes[] = {
     {"trainer.val_every", "10"},

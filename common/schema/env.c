@@ -74,17 +74,10 @@ static int s_check(const rl_config *c, void *out)
     return RL_OK;
 }
 
-#define RL_CFG_STRUCT rl_env_config
-static const rl_config_key s_keys[] = {
-#define X RL_CFG_KEY
-#include "common/schema/env.def"
-#undef X
-};
-const rl_config_section rl_env_section =
-    RL_CFG_SECTION("env", "The LIBERO-Object environments of the env role and their layout.",
-                   "the env ranks; the rollout ranks (serve_env); the driver (LIBERO recipes)", s_keys,
-                   s_check);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_env_section, rl_env_config, "common/schema/env.def", s_check, \
+    "env", "The LIBERO-Object environments of the env role and their layout.", \
+    "the env ranks; the rollout ranks (serve_env); the driver (LIBERO recipes)"
+#include "common/schema/section.inc"
 
 rl_env_place rl_env_place_of(const rl_env_config *c, int64_t g, int ungrouped)
 {

@@ -14,16 +14,7 @@ static int s_check(const rl_config *c, void *out)
     return RL_OK;
 }
 
-#define RL_CFG_STRUCT rl_model_flow_policy_config
-static const rl_config_key s_keys[] = {
-#define X RL_CFG_KEY
-#include "common/schema/model_flow_policy.def"
-#undef X
-};
-const rl_config_section rl_model_flow_policy_section =
-    RL_CFG_SECTION("model (flow_policy)",
-                   "The flow_policy action model of the embodied track (observation encoder, task table, "
-                   "flow trunk, value head).",
-                   "the actor and rollout ranks (rl_model_build); the driver (LIBERO recipes)", s_keys,
-                   s_check);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_model_flow_policy_section, rl_model_flow_policy_config, "common/schema/model_flow_policy.def", s_check, \
+    "model (flow_policy)", "The flow_policy action model of the embodied track (observation encoder, task table, flow trunk, value head).", \
+    "the actor and rollout ranks (rl_model_build); the driver (LIBERO recipes)"
+#include "common/schema/section.inc"

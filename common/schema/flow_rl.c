@@ -89,17 +89,7 @@ static int s_check(const rl_config *c, void *out)
     return RL_OK;
 }
 
-#define RL_CFG_STRUCT rl_flow_rl_config
-static const rl_config_key s_keys[] = {
-#define X RL_CFG_KEY
-#include "common/schema/flow_rl.def"
-#undef X
-};
-const rl_config_section rl_flow_rl_section =
-    RL_CFG_SECTION("algorithm (embodied)",
-                   "The embodied flow-policy RL methods: FlowSAR, FlowIPO, flow-SDE GRPO and PPO "
-                   "(workers/flow_rl.h).",
-                   "the driver (libero_rl); the actor ranks (update_flow); the rollout ranks (EMA "
-                   "reference, flow_annotate)",
-                   s_keys, s_check);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_flow_rl_section, rl_flow_rl_config, "common/schema/flow_rl.def", s_check, \
+    "algorithm (embodied)", "The embodied flow-policy RL methods: FlowSAR, FlowIPO, flow-SDE GRPO and PPO (workers/flow_rl.h).", \
+    "the driver (libero_rl); the actor ranks (update_flow); the rollout ranks (EMA reference, flow_annotate)"
+#include "common/schema/section.inc"

@@ -4,17 +4,10 @@
 
 #include "rlrt/error.h"
 
-#define RL_CFG_STRUCT rl_image_size_config
-static const rl_config_key s_size[] = {
-#define X RL_CFG_KEY
-#include "common/schema/image_size.def"
-#undef X
-};
-const rl_config_section rl_image_size_section =
-    RL_CFG_SECTION("model (image size)", "The size of one image (a clip's frame).",
-                   "the actor, rollout and reward ranks (clip_flow, image_classifier); the driver",
-                   s_size, NULL);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_image_size_section, rl_image_size_config, "common/schema/image_size.def", NULL, \
+    "model (image size)", "The size of one image (a clip's frame).", \
+    "the actor, rollout and reward ranks (clip_flow, image_classifier); the driver"
+#include "common/schema/section.inc"
 
 static int s_clip_flow_check(const rl_config *c, void *out)
 {
@@ -42,31 +35,15 @@ static int s_clip_flow_check(const rl_config *c, void *out)
     return RL_OK;
 }
 
-#define RL_CFG_STRUCT rl_clip_flow_model_config
-static const rl_config_key s_clip_flow[] = {
-#define X RL_CFG_KEY
-#include "common/schema/clip_flow_model.def"
-#undef X
-};
-const rl_config_section rl_clip_flow_model_section =
-    RL_CFG_SECTION("model (clip_flow)",
-                   "The rectified-flow clip generator of the diffusion track (model.type clip_flow).",
-                   "the actor and rollout ranks; the driver", s_clip_flow, s_clip_flow_check);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_clip_flow_model_section, rl_clip_flow_model_config, "common/schema/clip_flow_model.def", s_clip_flow_check, \
+    "model (clip_flow)", "The rectified-flow clip generator of the diffusion track (model.type clip_flow).", \
+    "the actor and rollout ranks; the driver"
+#include "common/schema/section.inc"
 
-#define RL_CFG_STRUCT rl_image_classifier_model_config
-static const rl_config_key s_classifier[] = {
-#define X RL_CFG_KEY
-#include "common/schema/image_classifier_model.def"
-#undef X
-};
-const rl_config_section rl_image_classifier_model_section =
-    RL_CFG_SECTION("model (image_classifier)",
-                   "The learned prompt-match scorer (model.type image_classifier): an MLP over "
-                   "the first frame.",
-                   "the actor ranks (scorer_train), the reward ranks (scorer_path, judge_path)",
-                   s_classifier, NULL);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_image_classifier_model_section, rl_image_classifier_model_config, "common/schema/image_classifier_model.def", NULL, \
+    "model (image_classifier)", "The learned prompt-match scorer (model.type image_classifier): an MLP over the first frame.", \
+    "the actor ranks (scorer_train), the reward ranks (scorer_path, judge_path)"
+#include "common/schema/section.inc"
 
 static int s_cnn_check(const rl_config *c, void *out)
 {
@@ -84,17 +61,7 @@ static int s_cnn_check(const rl_config *c, void *out)
     return RL_OK;
 }
 
-#define RL_CFG_STRUCT rl_image_cnn_model_config
-static const rl_config_key s_cnn[] = {
-#define X RL_CFG_KEY
-#include "common/schema/image_cnn_model.def"
-#undef X
-};
-const rl_config_section rl_image_cnn_model_section =
-    RL_CFG_SECTION("model (image_cnn)",
-                   "The convolutional image classifier (model.type image_cnn): the feature network of "
-                   "val/fid and a judge of another architecture than the MLP scorer.",
-                   "the actor ranks (scorer_train), the driver (diffusion: data.fid_model), the reward "
-                   "ranks (judge_path)",
-                   s_cnn, s_cnn_check);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_image_cnn_model_section, rl_image_cnn_model_config, "common/schema/image_cnn_model.def", s_cnn_check, \
+    "model (image_cnn)", "The convolutional image classifier (model.type image_cnn): the feature network of val/fid and a judge of another architecture than the MLP scorer.", \
+    "the actor ranks (scorer_train), the driver (diffusion: data.fid_model), the reward ranks (judge_path)"
+#include "common/schema/section.inc"

@@ -2,57 +2,25 @@
  * (common/schema/libero.h). */
 #include "common/schema/libero.h"
 
-#define RL_CFG_STRUCT rl_libero_eval_config
-static const rl_config_key s_eval[] = {
-#define X RL_CFG_KEY
-#include "common/schema/libero_eval.def"
-#undef X
-};
-const rl_config_section rl_libero_eval_section =
-    RL_CFG_SECTION("eval (libero_rl)",
-                   "libero_rl's evaluation every trainer.val_every steps and at step 0: the ODE policy on "
-                   "fixed initial states, success per task.",
-                   "the driver; the rollout ranks (eval.ema_decay: the evaluation EMA)", s_eval, NULL);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_libero_eval_section, rl_libero_eval_config, "common/schema/libero_eval.def", NULL, \
+    "eval (libero_rl)", "libero_rl's evaluation every trainer.val_every steps and at step 0: the ODE policy on fixed initial states, success per task.", \
+    "the driver; the rollout ranks (eval.ema_decay: the evaluation EMA)"
+#include "common/schema/section.inc"
 
-#define RL_CFG_STRUCT rl_libero_gif_config
-static const rl_config_key s_gif[] = {
-#define X RL_CFG_KEY
-#include "common/schema/libero_gif.def"
-#undef X
-};
-const rl_config_section rl_libero_gif_section =
-    RL_CFG_SECTION("eval (GIFs)",
-                   "GIFs of evaluation episodes, replayed and drawn by the driver into "
-                   "<output_dir>/gifs/<tag>/ (libero_rl at step 0 and the last step, flow_warmstart).",
-                   "the driver", s_gif, NULL);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_libero_gif_section, rl_libero_gif_config, "common/schema/libero_gif.def", NULL, \
+    "eval (GIFs)", "GIFs of evaluation episodes, replayed and drawn by the driver into <output_dir>/gifs/<tag>/ (libero_rl at step 0 and the last step, flow_warmstart).", \
+    "the driver"
+#include "common/schema/section.inc"
 
-#define RL_CFG_STRUCT rl_warmstart_config
-static const rl_config_key s_warmstart[] = {
-#define X RL_CFG_KEY
-#include "common/schema/warmstart.def"
-#undef X
-};
-const rl_config_section rl_warmstart_section =
-    RL_CFG_SECTION("warmstart",
-                   "flow_warmstart: few-shot flow matching of the flow policy on demonstrations, then "
-                   "greedy episodes of the result.",
-                   "the driver", s_warmstart, NULL);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_warmstart_section, rl_warmstart_config, "common/schema/warmstart.def", NULL, \
+    "warmstart", "flow_warmstart: few-shot flow matching of the flow policy on demonstrations, then greedy episodes of the result.", \
+    "the driver"
+#include "common/schema/section.inc"
 
-#define RL_CFG_STRUCT rl_collect_config
-static const rl_config_key s_collect[] = {
-#define X RL_CFG_KEY
-#include "common/schema/collect.def"
-#undef X
-};
-const rl_config_section rl_collect_section =
-    RL_CFG_SECTION("collect",
-                   "libero_collect: episodes of the env role driven by the rollout's policy, written as a "
-                   "demonstration dataset.",
-                   "the driver", s_collect, NULL);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_collect_section, rl_collect_config, "common/schema/collect.def", NULL, \
+    "collect", "libero_collect: episodes of the env role driven by the rollout's policy, written as a demonstration dataset.", \
+    "the driver"
+#include "common/schema/section.inc"
 
 const rl_config_default rl_libero_rl_changes[] = {
     {"model.type", "flow_policy"},

@@ -5,17 +5,10 @@
 
 #include "rlrt/error.h"
 
-#define RL_CFG_STRUCT rl_lm_model_config
-static const rl_config_key s_model[] = {
-#define X RL_CFG_KEY
-#include "common/schema/lm_model.def"
-#undef X
-};
-const rl_config_section rl_lm_model_section =
-    RL_CFG_SECTION("model (lm)", "The transformer of model.type lm (Llama / Qwen2 layout).",
-                   "the actor and rollout ranks (rl_model_build); the driver checks it", s_model,
-                   NULL);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_lm_model_section, rl_lm_model_config, "common/schema/lm_model.def", NULL, \
+    "model (lm)", "The transformer of model.type lm (Llama / Qwen2 layout).", \
+    "the actor and rollout ranks (rl_model_build); the driver checks it"
+#include "common/schema/section.inc"
 
 /* data.levels: 1..RL_LM_MAX_LEVELS integers, each a level of the task. */
 static int s_data_check(const rl_config *c, void *out)
@@ -42,27 +35,11 @@ static int s_data_check(const rl_config *c, void *out)
     return 0;
 }
 
-#define RL_CFG_STRUCT rl_lm_data_config
-static const rl_config_key s_data[] = {
-#define X RL_CFG_KEY
-#include "common/schema/lm_data.def"
-#undef X
-};
-const rl_config_section rl_lm_data_section =
-    RL_CFG_SECTION("data (language model)",
-                   "The task's prompts: the built-in arithmetic task (generated when missing) or "
-                   "JSONL files, tokenized on the driver.",
-                   "the driver; the rollout ranks (data.tokenizer, with multi-turn tools)", s_data,
-                   s_data_check);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_lm_data_section, rl_lm_data_config, "common/schema/lm_data.def", s_data_check, \
+    "data (language model)", "The task's prompts: the built-in arithmetic task (generated when missing) or JSONL files, tokenized on the driver.", \
+    "the driver; the rollout ranks (data.tokenizer, with multi-turn tools)"
+#include "common/schema/section.inc"
 
-#define RL_CFG_STRUCT rl_lm_trainer_config
-static const rl_config_key s_trainer[] = {
-#define X RL_CFG_KEY
-#include "common/schema/lm_trainer.def"
-#undef X
-};
-const rl_config_section rl_lm_trainer_section =
-    RL_CFG_SECTION("trainer (language model)", "What the LM recipes write besides metrics.",
-                   "the driver", s_trainer, NULL);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_lm_trainer_section, rl_lm_trainer_config, "common/schema/lm_trainer.def", NULL, \
+    "trainer (language model)", "What the LM recipes write besides metrics.", "the driver"
+#include "common/schema/section.inc"

@@ -40,42 +40,19 @@ static int s_check(const rl_config *c, void *out)
     return RL_OK;
 }
 
-#define RL_CFG_STRUCT rl_rlvr_config
-static const rl_config_key s_keys[] = {
-#define X RL_CFG_KEY
-#include "common/schema/rlvr.def"
-#undef X
-};
-const rl_config_section rl_rlvr_section =
-    RL_CFG_SECTION("algorithm (rlvr)",
-                   "The advantages of a language-model step: the estimator, the KL to the "
-                   "reference, online filtering, DAPO's overlong shaping, TIS.",
-                   "the driver", s_keys, s_check);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_rlvr_section, rl_rlvr_config, "common/schema/rlvr.def", s_check, \
+    "algorithm (rlvr)", "The advantages of a language-model step: the estimator, the KL to the reference, online filtering, DAPO's overlong shaping, TIS.", \
+    "the driver"
+#include "common/schema/section.inc"
 
-#define RL_CFG_STRUCT rl_rlvr_trainer_config
-static const rl_config_key s_trainer[] = {
-#define X RL_CFG_KEY
-#include "common/schema/rlvr_trainer.def"
-#undef X
-};
-const rl_config_section rl_rlvr_trainer_section =
-    RL_CFG_SECTION("trainer (rlvr)", "Sample dumps and one-step-off generation.", "the driver",
-                   s_trainer, NULL);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_rlvr_trainer_section, rl_rlvr_trainer_config, "common/schema/rlvr_trainer.def", NULL, \
+    "trainer (rlvr)", "Sample dumps and one-step-off generation.", "the driver"
+#include "common/schema/section.inc"
 
-#define RL_CFG_STRUCT rl_rlvr_aepo_config
-static const rl_config_key s_aepo[] = {
-#define X RL_CFG_KEY
-#include "common/schema/rlvr_aepo.def"
-#undef X
-};
-const rl_config_section rl_rlvr_aepo_section =
-    RL_CFG_SECTION("algorithm.aepo (rlvr)",
-                   "ARES/AEPO: window entropy, difficulty buckets, an entropy reward and "
-                   "token-level KL weights (driver/recipes/lm/rlvr_aepo.h).",
-                   "the driver", s_aepo, NULL);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_rlvr_aepo_section, rl_rlvr_aepo_config, "common/schema/rlvr_aepo.def", NULL, \
+    "algorithm.aepo (rlvr)", "ARES/AEPO: window entropy, difficulty buckets, an entropy reward and token-level KL weights (driver/recipes/lm/rlvr_aepo.h).", \
+    "the driver"
+#include "common/schema/section.inc"
 
 /* Enabled: a field to read, samples of the policy left in a group, and no
  * tools (a solution's tool output would be trained as the model's text). */
@@ -110,18 +87,10 @@ static int s_guidance_check(const rl_config *c, void *out)
     return RL_OK;
 }
 
-#define RL_CFG_STRUCT rl_rlvr_guidance_config
-static const rl_config_key s_guidance[] = {
-#define X RL_CFG_KEY
-#include "common/schema/rlvr_guidance.def"
-#undef X
-};
-const rl_config_section rl_rlvr_guidance_section =
-    RL_CFG_SECTION("algorithm.guidance (rlvr)",
-                   "Off-policy guidance (LUFFY) of all-wrong prompt groups "
-                   "(driver/recipes/lm/rlvr_guidance.h).",
-                   "the driver", s_guidance, s_guidance_check);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_rlvr_guidance_section, rl_rlvr_guidance_config, "common/schema/rlvr_guidance.def", s_guidance_check, \
+    "algorithm.guidance (rlvr)", "Off-policy guidance (LUFFY) of all-wrong prompt groups (driver/recipes/lm/rlvr_guidance.h).", \
+    "the driver"
+#include "common/schema/section.inc"
 
 /* below in (0, 1]; per_step within the batch. */
 static int s_replay_check(const rl_config *c, void *out)
@@ -143,18 +112,10 @@ static int s_replay_check(const rl_config *c, void *out)
     return RL_OK;
 }
 
-#define RL_CFG_STRUCT rl_rlvr_replay_config
-static const rl_config_key s_replay[] = {
-#define X RL_CFG_KEY
-#include "common/schema/rlvr_replay.def"
-#undef X
-};
-const rl_config_section rl_rlvr_replay_section =
-    RL_CFG_SECTION("algorithm.hard_replay (rlvr)",
-                   "Hard-prompt replay: prompts the policy gets wrong come back in later steps "
-                   "(driver/recipes/lm/rlvr_replay.h).",
-                   "the driver", s_replay, s_replay_check);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_rlvr_replay_section, rl_rlvr_replay_config, "common/schema/rlvr_replay.def", s_replay_check, \
+    "algorithm.hard_replay (rlvr)", "Hard-prompt replay: prompts the policy gets wrong come back in later steps (driver/recipes/lm/rlvr_replay.h).", \
+    "the driver"
+#include "common/schema/section.inc"
 
 const rl_config_default rl_rlvr_changes[] = {
     {"trainer.val_every", "10"},

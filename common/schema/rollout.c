@@ -3,40 +3,20 @@
 
 #include "rlrt/error.h"
 
-#define RL_CFG_STRUCT rl_rollout_config
-static const rl_config_key s_keys[] = {
-#define X RL_CFG_KEY
-#include "common/schema/rollout.def"
-#undef X
-};
-const rl_config_section rl_rollout_section =
-    RL_CFG_SECTION("rollout", "What every job with a rollout has: its groups and the weight sync.",
-                   "the rollout ranks (weight_timeout_s); the driver (n)", s_keys, NULL);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_rollout_section, rl_rollout_config, "common/schema/rollout.def", NULL, \
+    "rollout", "What every job with a rollout has: its groups and the weight sync.", \
+    "the rollout ranks (weight_timeout_s); the driver (n)"
+#include "common/schema/section.inc"
 
-#define RL_CFG_STRUCT rl_rollout_tokens_config
-static const rl_config_key s_tokens[] = {
-#define X RL_CFG_KEY
-#include "common/schema/rollout_tokens.def"
-#undef X
-};
-const rl_config_section rl_rollout_tokens_section =
-    RL_CFG_SECTION("rollout (token sampling)", "How a language model samples its responses.",
-                   "the rollout ranks; the actor ranks (temperature); the driver (response_length)",
-                   s_tokens, NULL);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_rollout_tokens_section, rl_rollout_tokens_config, "common/schema/rollout_tokens.def", NULL, \
+    "rollout (token sampling)", "How a language model samples its responses.", \
+    "the rollout ranks; the actor ranks (temperature); the driver (response_length)"
+#include "common/schema/section.inc"
 
-#define RL_CFG_STRUCT rl_rollout_flow_config
-static const rl_config_key s_flow[] = {
-#define X RL_CFG_KEY
-#include "common/schema/rollout_flow.def"
-#undef X
-};
-const rl_config_section rl_rollout_flow_section =
-    RL_CFG_SECTION("rollout (flow and diffusion sampling)",
-                   "How a flow or diffusion model samples: the ODE, or the SDE of its noise level.",
-                   "the rollout ranks; the driver", s_flow, NULL);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_rollout_flow_section, rl_rollout_flow_config, "common/schema/rollout_flow.def", NULL, \
+    "rollout (flow and diffusion sampling)", "How a flow or diffusion model samples: the ODE, or the SDE of its noise level.", \
+    "the rollout ranks; the driver"
+#include "common/schema/section.inc"
 
 /* 1..RL_MULTI_TURN_MAX_TOOLS tool names (the agent loop checks the names). */
 static int s_multi_turn_check(const rl_config *c, void *out)
@@ -49,16 +29,7 @@ static int s_multi_turn_check(const rl_config *c, void *out)
     return RL_OK;
 }
 
-#define RL_CFG_STRUCT rl_rollout_multi_turn_config
-static const rl_config_key s_multi_turn[] = {
-#define X RL_CFG_KEY
-#include "common/schema/rollout_multi_turn.def"
-#undef X
-};
-const rl_config_section rl_rollout_multi_turn_section =
-    RL_CFG_SECTION("rollout.multi_turn",
-                   "Tool use while a language model samples (needs a tokenizer with the tool markup, "
-                   "data.tokenizer: arith_ext).",
-                   "the rollout ranks; the driver (the tools, checked before any worker starts)",
-                   s_multi_turn, s_multi_turn_check);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_rollout_multi_turn_section, rl_rollout_multi_turn_config, "common/schema/rollout_multi_turn.def", s_multi_turn_check, \
+    "rollout.multi_turn", "Tool use while a language model samples (needs a tokenizer with the tool markup, data.tokenizer: arith_ext).", \
+    "the rollout ranks; the driver (the tools, checked before any worker starts)"
+#include "common/schema/section.inc"

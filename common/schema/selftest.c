@@ -33,14 +33,7 @@ static int s_check(const rl_config *c, void *out)
     return rc ? rc : s_role_pair(o->channel_roles, o->channel_pair);
 }
 
-#define RL_CFG_STRUCT rl_selftest_config
-static const rl_config_key s_keys[] = {
-#define X RL_CFG_KEY
-#include "common/schema/selftest.def"
-#undef X
-};
-const rl_config_section rl_selftest_section =
-    RL_CFG_SECTION("selftest", "The cluster check: every dispatch mode, errors, overlap, collectives, "
-                   "the weight and data channels on every started role.",
-                   "the driver", s_keys, s_check);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_selftest_section, rl_selftest_config, "common/schema/selftest.def", s_check, \
+    "selftest", "The cluster check: every dispatch mode, errors, overlap, collectives, the weight and data channels on every started role.", \
+    "the driver"
+#include "common/schema/section.inc"

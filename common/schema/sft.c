@@ -22,16 +22,9 @@ static int s_check(const rl_config *c, void *out)
     return RL_OK;
 }
 
-#define RL_CFG_STRUCT rl_sft_config
-static const rl_config_key s_keys[] = {
-#define X RL_CFG_KEY
-#include "common/schema/sft.def"
-#undef X
-};
-const rl_config_section rl_sft_section =
-    RL_CFG_SECTION("trainer (sft)", "When the supervised warm start may end early.", "the driver",
-                   s_keys, s_check);
-#undef RL_CFG_STRUCT
+#define RL_CFG_DEFINE rl_sft_section, rl_sft_config, "common/schema/sft.def", s_check, \
+    "trainer (sft)", "When the supervised warm start may end early.", "the driver"
+#include "common/schema/section.inc"
 
 const rl_config_default rl_sft_changes[] = {
     {"trainer.total_steps", "300"},

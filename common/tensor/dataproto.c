@@ -881,6 +881,25 @@ rl_dataproto *rl_dataproto_concat(rl_dataproto *const *items, int n)
     return dp;
 }
 
+/* n rows of dp: row i is dp's row i / every (every > 0: each row repeated
+ * in place), else i % rows (the rows over and over). bytes: the size of
+ * the index array, checked by the caller; what names the call in the
+ * out-of-memory error. */
+static rl_dataproto *s_take_cycled(const rl_dataproto *dp, size_t bytes, int64_t n, int64_t rows,
+                                   int64_t every, const char *what)
+{
+    int64_t *idx = malloc(bytes);
+    if (!idx) {
+        rl_error_set(RL_ENOMEM, "%s: out of memory for %lld row indices", what, (long long)n);
+        return NULL;
+    }
+    for (int64_t i = 0; i < n; i++)
+        idx[i] = every > 0 ? i / every : i % rows;
+    rl_dataproto *out = s_take_rows(dp, idx, 0, n);
+    free(idx);
+    return out;
+}
+
 rl_dataproto *rl_dataproto_pad_to_divisor(const rl_dataproto *dp, int64_t divisor,
                                           int64_t *pad_count)
 {
@@ -905,16 +924,7 @@ rl_dataproto *rl_dataproto_pad_to_divisor(const rl_dataproto *dp, int64_t diviso
                      (long long)divisor);
         return NULL;
     }
-    int64_t *idx = malloc(bytes);
-    if (!idx) {
-        rl_error_set(RL_ENOMEM, "pad: out of memory for %lld row indices", (long long)total);
-        return NULL;
-    }
-    for (int64_t i = 0; i < total; i++)
-        idx[i] = i % rows;
-    rl_dataproto *out = s_take_rows(dp, idx, 0, total);
-    free(idx);
-    return out;
+    return s_take_cycled(dp, bytes, total, rows, 0, "pad");
 }
 
 int rl_dataproto_chunk(const rl_dataproto *dp, int chunks, int pad, rl_dataproto **out,
@@ -1060,16 +1070,7 @@ rl_dataproto *rl_dataproto_repeat(const rl_dataproto *dp, int64_t times, int int
                      (long long)rows, (long long)times, (long long)n);
         return NULL;
     }
-    int64_t *idx = malloc(bytes);
-    if (!idx) {
-        rl_error_set(RL_ENOMEM, "repeat: out of memory for %lld row indices", (long long)n);
-        return NULL;
-    }
-    for (int64_t i = 0; i < n; i++)
-        idx[i] = interleave ? i / times : i % rows;
-    rl_dataproto *out = s_take_rows(dp, idx, 0, n);
-    free(idx);
-    return out;
+    return s_take_cycled(dp, bytes, n, rows, interleave ? times : 0, "repeat");
 }
 
 rl_dataproto *rl_dataproto_select(const rl_dataproto *dp, const char *const *tensors, int n_tensors,

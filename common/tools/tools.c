@@ -70,42 +70,30 @@ static int s_atom(s_calc *c, int64_t *v)
     return RL_OK;
 }
 
-static int s_term(s_calc *c, int64_t *v)
+/* A left-associative chain of operands: level 1, terms joined by + and -;
+ * level 0, atoms joined by *. */
+static int s_chain(s_calc *c, int level, int64_t *v)
 {
-    int rc = s_atom(c, v);
-    for (;;) {
-        if (rc)
-            return rc;
-        s_ws(c);
-        if (*c->p != '*')
-            return RL_OK;
-        c->p++;
-        int64_t w;
-        if ((rc = s_atom(c, &w)))
-            return rc;
-        if (__builtin_mul_overflow(*v, w, v))
-            return rl_error_set(RL_ERANGE, "calc: overflow at %d", (int)(c->p - c->s));
-    }
-}
-
-static int s_expr(s_calc *c, int64_t *v)
-{
-    int rc = s_term(c, v);
+    int rc = level ? s_chain(c, level - 1, v) : s_atom(c, v);
     for (;;) {
         if (rc)
             return rc;
         s_ws(c);
         char op = *c->p;
-        if (op != '+' && op != '-')
+        if (level ? op != '+' && op != '-' : op != '*')
             return RL_OK;
         c->p++;
         int64_t w;
-        if ((rc = s_term(c, &w)))
+        if ((rc = level ? s_chain(c, level - 1, &w) : s_atom(c, &w)))
             return rc;
-        if (op == '+' ? __builtin_add_overflow(*v, w, v) : __builtin_sub_overflow(*v, w, v))
+        if (op == '+'   ? __builtin_add_overflow(*v, w, v)
+            : op == '-' ? __builtin_sub_overflow(*v, w, v)
+                        : __builtin_mul_overflow(*v, w, v))
             return rl_error_set(RL_ERANGE, "calc: overflow at %d", (int)(c->p - c->s));
     }
 }
+
+static int s_expr(s_calc *c, int64_t *v) { return s_chain(c, 1, v); }
 
 int rl_calc_eval(const char *expr, int64_t *value)
 {

@@ -293,16 +293,12 @@ int rl_config_get_double_in(const rl_config *c, const char *path, double lo, dou
  *     #undef X
  *     } rl_actor_config;
  *
- * and one .c file the table and the section
+ * and one .c file the table and the section, through
+ * common/schema/section.inc (RL_CFG_KEY over the .def, then the section):
  *
- *     #define RL_CFG_STRUCT rl_actor_config
- *     #define X RL_CFG_KEY
- *     static const rl_config_key s_keys[] = {
- *     #include "common/schema/actor.def"
- *     };
- *     #undef X
- *     const rl_config_section rl_actor_section =
- *         RL_CFG_SECTION("actor", "the actor role", "actor ranks; the driver", s_keys, s_check);
+ *     #define RL_CFG_DEFINE rl_actor_section, rl_actor_config, "common/schema/actor.def", \
+ *         s_check, "actor", "the actor role", "actor ranks; the driver"
+ *     #include "common/schema/section.inc"
  *
  * X(TYPE, field, path, default, min, max, flags, choices, help): TYPE is INT,
  * NUM, BOOL, STR, ENUM, LIST, MAP or ANY (the field's C type follows:

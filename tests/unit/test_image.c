@@ -29,6 +29,7 @@
 #include "common/image/image.h"
 #include "common/reward/image_reward.h"
 #include "common/nn/models/image_classifier.h"
+#include "common/nn/models/image_net.h"
 
 #define assert_msg_contains(s) \
     do { \
@@ -397,7 +398,7 @@ static void test_classifier_gradients(void **state)
     rl_dataproto *out = NULL;
     assert_int_equal(rl_model_forward(m, dp, RL_Q_BIT(RL_Q_LOGP), &pass, &out), 0);
     float probs[6 * 5];
-    assert_int_equal(rl_image_classifier_probs(m, 6, x, probs), 0);
+    assert_int_equal(rl_image_model_probs(m, 6, x, probs), 0);
     const float *lp = rl_tensor_data(rl_dataproto_tensor(out, "logp"));
     for (int b = 0; b < 6; b++)
         assert_float_equal(lp[b], logf(probs[b * 5 + y[b]]), 1e-5);
@@ -408,7 +409,7 @@ static void test_classifier_gradients(void **state)
     assert_msg_contains("labels[2] = 5");
     y[2] = 2;
     x[13] = NAN;
-    assert_int_not_equal(rl_image_classifier_probs(m, 6, x, probs), 0);
+    assert_int_not_equal(rl_image_model_probs(m, 6, x, probs), 0);
     assert_msg_contains("image 1 holds nan at pixel 1");
     free(gr);
     rl_dataproto_free(out);

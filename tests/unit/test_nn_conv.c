@@ -25,6 +25,7 @@
 #include "common/nn/engine/ops_conv.h"
 #include "common/nn/models/image_classifier.h"
 #include "common/nn/models/image_cnn.h"
+#include "common/nn/models/image_net.h"
 #include "rlrt/config.h"
 #include "rlrt/dataproto.h"
 #include "rlrt/error.h"

@@ -31,6 +31,7 @@
 #include "common/data/clips.h"
 #include "common/image/image.h"
 #include "common/nn/models/image_classifier.h"
+#include "common/nn/models/image_net.h"
 #include "common/reward/scorer.h"
 #include "scorer.pb-c.h"
 
@@ -139,7 +140,7 @@ static void test_python_round_trip(void **state)
     float x[N * 784], probs[N * 10], want[N];
     for (int i = 0; i < N * 784; i++)
         x[i] = (float)px[i] / 127.5f - 1.0f;
-    assert_int_equal(rl_image_classifier_probs(s_model, N, x, probs), 0);
+    assert_int_equal(rl_image_model_probs(s_model, N, x, probs), 0);
     for (int i = 0; i < N; i++)
         want[i] = probs[i * 10 + i % 10];
     for (int f = 0; f < 2; f++) {

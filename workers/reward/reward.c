@@ -23,6 +23,7 @@
 #include "common/reward/image_reward.h"
 #include "rlrt/log.h"
 #include "common/nn/models/image_classifier.h"
+#include "common/nn/models/image_net.h"
 #include "common/reward/scorer.h"
 
 typedef struct s_state {
@@ -63,7 +64,7 @@ static int s_load_classifier(rl_worker_ctx *ctx, size_t offset, const char *path
     if (!(*out = rl_model_load_dir(path)))
         return rl_config_key_error(ctx->config, &rl_reward_image_section, offset, rl_error_code(),
                                    "loading the classifier: %s", rl_error_message());
-    if (!rl_image_classifier_classes(*out))
+    if (strcmp(rl_model_kind_name(*out), "image_classifier") != 0)
         return rl_config_key_error(ctx->config, &rl_reward_image_section, offset, RL_ECONFIG,
                                    "%s holds a %s model, not an image_classifier", path,
                                    rl_model_kind_name(*out));
@@ -225,14 +226,14 @@ static float *s_out(rl_dataproto *o, const char *name, int64_t B)
 static int s_classify(rl_model *const *m, int nm, const char *what, const float *fq, int64_t B,
                       int64_t D, const char *const *prompts, int *cls, float *pm, float *on)
 {
-    int K = rl_image_classifier_classes(m[0]);
+    int K = rl_image_model_classes(m[0]);
     for (int j = 0; j < nm; j++)
-        if (rl_image_classifier_dim(m[j]) != D || rl_image_classifier_classes(m[j]) != K || K > 16)
+        if (rl_image_model_dim(m[j]) != D || rl_image_model_classes(m[j]) != K || K > 16)
             return rl_error_set(RL_ESHAPE, "the %s (%d of %d) takes images of %lld floats into %d "
                                            "classes; the images have %lld floats, and every member "
                                            "needs the first one's %d classes (at most 16)",
-                                what, j + 1, nm, (long long)rl_image_classifier_dim(m[j]),
-                                rl_image_classifier_classes(m[j]), (long long)D, K);
+                                what, j + 1, nm, (long long)rl_image_model_dim(m[j]),
+                                rl_image_model_classes(m[j]), (long long)D, K);
     for (int64_t b = 0; b < B; b++)
         if ((cls[b] = rl_fmnist_prompt_class(prompts[b])) < 0 || cls[b] >= K)
             return rl_error_wrap(RL_EINVAL, "row %lld", (long long)b);
@@ -240,10 +241,10 @@ static int s_classify(rl_model *const *m, int nm, const char *what, const float 
     for (int64_t b0 = 0; !rc && b0 < B; b0 += 256) {
         int64_t n = B - b0 < 256 ? B - b0 : 256;
         float *p = malloc(sizeof(float) * (size_t)(n * K) * 2), *q = p ? p + n * K : NULL;
-        rc = p ? rl_image_classifier_probs(m[0], n, fq + b0 * D, p)
+        rc = p ? rl_image_model_probs(m[0], n, fq + b0 * D, p)
                : rl_error_set(RL_ENOMEM, "out of memory");
         for (int j = 1; !rc && j < nm; j++) {
-            rc = rl_image_classifier_probs(m[j], n, fq + b0 * D, q);
+            rc = rl_image_model_probs(m[j], n, fq + b0 * D, q);
             for (int64_t i = 0; !rc && i < n * K; i++)
                 p[i] += q[i];
         }

@@ -32,6 +32,25 @@ static int s_join(char *out, size_t cap, const char *a, const char *b)
     return RL_OK;
 }
 
+/* The first line of root/latest (the newest step's directory name) in buf;
+ * "" when the file is missing or empty. s_join's error when the path does
+ * not fit (buf "" too). */
+static int s_read_latest(const char *root, char *buf, size_t cap)
+{
+    char file[RL_CKPT_PATH_MAX];
+    buf[0] = '\0';
+    int rc = s_join(file, sizeof file, root, "latest");
+    if (rc != RL_OK)
+        return rc;
+    FILE *f = fopen(file, "r");
+    if (f) {
+        if (!fgets(buf, (int)cap, f))
+            buf[0] = '\0';
+        fclose(f);
+    }
+    buf[strcspn(buf, "\n")] = '\0';
+    return RL_OK;
+}
 static int s_rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb;
@@ -853,15 +872,8 @@ int rl_checkpoint_find(const char *root, rl_checkpoint_info *info)
     free(steps);
     if (rc == RL_OK) {
         /* `latest` is a hint for other tools; say so when it disagrees */
-        char file[RL_CKPT_PATH_MAX], buf[128] = "";
-        if (s_join(file, sizeof file, root, "latest") == RL_OK) {
-            FILE *f = fopen(file, "r");
-            if (f) {
-                if (!fgets(buf, sizeof buf, f))
-                    buf[0] = '\0';
-                fclose(f);
-            }
-            buf[strcspn(buf, "\n")] = '\0';
+        char buf[128];
+        if (s_read_latest(root, buf, sizeof buf) == RL_OK) {
             const char *base = strrchr(info->dir, '/') + 1;
             if (strcmp(buf, base) != 0)
                 s_note(info->note, sizeof info->note, "'latest' names '%s' but the newest "
@@ -1010,16 +1022,8 @@ int rl_checkpoint_prune(const char *root, int keep)
 {
     if (keep < 1)
         return rl_error_set(RL_EINVAL, "checkpoint prune: keep = %d < 1", keep);
-    char file[RL_CKPT_PATH_MAX], latest[128] = "";
-    if (s_join(file, sizeof file, root, "latest") == RL_OK) {
-        FILE *f = fopen(file, "r");
-        if (f) {
-            if (!fgets(latest, sizeof latest, f))
-                latest[0] = '\0';
-            fclose(f);
-        }
-        latest[strcspn(latest, "\n")] = '\0';
-    }
+    char latest[128];
+    s_read_latest(root, latest, sizeof latest); /* "" if unreadable: no step is kept for it */
     DIR *dp = opendir(root);
     if (!dp)
         return rl_error_set(RL_EIO, "%s: %s", root, strerror(errno));

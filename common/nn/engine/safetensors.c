@@ -388,21 +388,16 @@ static void s_to_f32(rl_dtype dt, const uint8_t *src, float *out, int64_t n)
         memcpy(out, src, (size_t)n * 4);
         break;
     case RL_BF16:
+    case RL_F16: {
+        const int bf16 = dt == RL_BF16;
 #pragma omp parallel for schedule(static) if (n >= (1 << 18))
         for (int64_t i = 0; i < n; i++) {
             uint16_t h;
             memcpy(&h, src + 2 * i, 2);
-            out[i] = rl_bf16_to_f32(h);
+            out[i] = bf16 ? rl_bf16_to_f32(h) : rl_f16_to_f32(h);
         }
         break;
-    case RL_F16:
-#pragma omp parallel for schedule(static) if (n >= (1 << 18))
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, src + 2 * i, 2);
-            out[i] = rl_f16_to_f32(h);
-        }
-        break;
+    }
     case RL_F64:
         for (int64_t i = 0; i < n; i++) {
             double d;
@@ -422,14 +417,9 @@ static void s_from_f32(rl_dtype dt, const float *src, uint8_t *out, int64_t n)
         memcpy(out, src, (size_t)n * 4);
         break;
     case RL_BF16:
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h = rl_f32_to_bf16(src[i]);
-            memcpy(out + 2 * i, &h, 2);
-        }
-        break;
     case RL_F16:
         for (int64_t i = 0; i < n; i++) {
-            uint16_t h = rl_f32_to_f16(src[i]);
+            uint16_t h = dt == RL_BF16 ? rl_f32_to_bf16(src[i]) : rl_f32_to_f16(src[i]);
             memcpy(out + 2 * i, &h, 2);
         }
         break;

@@ -32,21 +32,9 @@ typedef struct s_ic {
 
 static const rl_model_ops s_ops;
 
-static s_ic *s_of(rl_model *m) { return m && m->ops == &s_ops ? (s_ic *)m : NULL; }
-
 /* its model.* sections (rl_model_kind.sections) */
 static const rl_config_section *const s_sections[] = {
     &rl_model_base_section, &rl_image_size_section, &rl_image_classifier_model_section, NULL};
-
-int64_t rl_image_classifier_dim(const rl_model *m)
-{
-    return m && m->ops == &s_ops ? ((const s_ic *)m)->D : 0;
-}
-
-int rl_image_classifier_classes(const rl_model *m)
-{
-    return m && m->ops == &s_ops ? ((const s_ic *)m)->K : 0;
-}
 
 /* The activations of n rows (one block from a1). */
 static int s_reserve(s_ic *m, int64_t n)
@@ -115,14 +103,6 @@ static int s_bwd(rl_model *mm, const float *dlogits)
     return RL_OK;
 }
 
-int rl_image_classifier_probs(rl_model *mm, int64_t n, const float *images, float *probs)
-{
-    s_ic *m = s_of(mm);
-    if (!m)
-        return rl_error_set(RL_EINVAL, "rl_image_classifier_probs: not an image_classifier model");
-    return rl_image_net_probs(mm, &m->head, n, images, probs, 0);
-}
-
 static void s_free(rl_model *mm)
 {
     s_ic *m = (s_ic *)mm;
@@ -139,7 +119,7 @@ static int s_build(rl_model_base *b)
     m->K = (int)m->net.num_classes;
     m->Hd = (int)m->net.hidden_size;
     m->D = m->size.channels * m->size.height * m->size.width;
-    m->head = (rl_image_net){m->D, m->K, s_fwd, s_bwd};
+    m->head = (rl_image_net){m->D, m->K, s_fwd, s_bwd, 0};
     int rc;
     if ((rc = rl_model_base_add(b, "fc1.weight", 2, m->Hd, m->D, &m->fc1_w)) ||
         (rc = rl_model_base_add(b, "fc1.bias", 1, m->Hd, 0, &m->fc1_b)) ||

@@ -35,13 +35,8 @@ extern "C" {
 
 extern const rl_model_kind rl_model_kind_image_classifier;
 
-/* Input floats per image (C·H·W) and classes of an image_classifier model;
- * 0 for another kind. */
-int64_t rl_image_classifier_dim(const rl_model *m);
-int rl_image_classifier_classes(const rl_model *m);
-/* probs (n, classes) = softmax of the logits of images (n, dim); every
- * pixel must be finite (RL_ENUMERIC naming the row otherwise). */
-int rl_image_classifier_probs(rl_model *m, int64_t n, const float *images, float *probs);
+/* Its dimensions and class probabilities: rl_image_model_dim, _classes and
+ * _probs (common/nn/models/image_net.h), shared with image_cnn. */
 
 #ifdef __cplusplus
 }

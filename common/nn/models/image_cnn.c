@@ -12,7 +12,6 @@
 
 #include "common/nn/engine/ops.h"
 #include "common/nn/engine/ops_conv.h"
-#include "common/nn/models/image_classifier.h"
 #include "common/nn/models/image_net.h"
 #include "common/nn/models/model_base.h"
 #include "common/schema/image_models.h"
@@ -179,24 +178,6 @@ int rl_image_cnn_features(rl_model *mm, int64_t n, const float *images, float *f
     return s_features(m, n, images, feats, "image_cnn features");
 }
 
-int64_t rl_image_model_dim(const rl_model *m)
-{
-    return m && m->ops == &s_ops ? ((const s_cnn *)m)->D : rl_image_classifier_dim(m);
-}
-
-int rl_image_model_classes(const rl_model *m)
-{
-    return m && m->ops == &s_ops ? ((const s_cnn *)m)->K : rl_image_classifier_classes(m);
-}
-
-int rl_image_model_probs(rl_model *mm, int64_t n, const float *images, float *probs)
-{
-    s_cnn *m = s_of(mm);
-    if (!m)
-        return rl_image_classifier_probs(mm, n, images, probs);
-    return rl_image_net_probs(mm, &m->head, n, images, probs, S_CHUNK);
-}
-
 static void s_free(rl_model *mm)
 {
     s_cnn *m = (s_cnn *)mm;
@@ -222,7 +203,7 @@ static int s_build(rl_model_base *b)
     m->K = (int)m->net.num_classes;
     m->D = (int64_t)m->C * m->H * m->W;
     m->flat = (int64_t)m->C2 * m->H4 * m->W4;
-    m->head = (rl_image_net){m->D, m->K, s_fwd, s_bwd};
+    m->head = (rl_image_net){m->D, m->K, s_fwd, s_bwd, S_CHUNK};
     int rc;
     if ((rc = rl_model_base_add(b, "conv1.weight", 2, m->C1, (int64_t)m->C * 9, &m->c1_w)) ||
         (rc = rl_model_base_add(b, "conv1.bias", 1, m->C1, 0, &m->c1_b)) ||

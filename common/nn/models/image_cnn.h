@@ -40,12 +40,8 @@ int rl_image_cnn_feature_dim(const rl_model *m);
  * naming the image otherwise); RL_EINVAL for another kind. */
 int rl_image_cnn_features(rl_model *m, int64_t n, const float *images, float *feats);
 
-/* The image classifiers of either kind (image_classifier or image_cnn):
- * input floats per image, classes (0 for another kind), and probs
- * (n, classes) = the softmax of the logits of images (n, dim). */
-int64_t rl_image_model_dim(const rl_model *m);
-int rl_image_model_classes(const rl_model *m);
-int rl_image_model_probs(rl_model *m, int64_t n, const float *images, float *probs);
+/* Its dimensions and class probabilities: rl_image_model_dim, _classes and
+ * _probs (common/nn/models/image_net.h), shared with image_classifier. */
 
 #ifdef __cplusplus
 }

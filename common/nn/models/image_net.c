@@ -22,10 +22,32 @@ int rl_image_net_check(const char *what, const float *x, int64_t n, int64_t D)
     return RL_OK;
 }
 
-int rl_image_net_probs(rl_model *m, const rl_image_net *net, int64_t n, const float *images,
-                       float *probs, int64_t chunk)
+const rl_image_net *rl_image_net_of(const rl_model *m)
 {
+    return m && m->ops && m->ops->forward == rl_image_net_op_forward ? &((const rl_image_net_model *)m)->net
+                                                                      : NULL;
+}
+
+int64_t rl_image_model_dim(const rl_model *m)
+{
+    const rl_image_net *net = rl_image_net_of(m);
+    return net ? net->D : 0;
+}
+
+int rl_image_model_classes(const rl_model *m)
+{
+    const rl_image_net *net = rl_image_net_of(m);
+    return net ? net->K : 0;
+}
+
+int rl_image_model_probs(rl_model *m, int64_t n, const float *images, float *probs)
+{
+    const rl_image_net *net = rl_image_net_of(m);
+    if (!net)
+        return rl_error_set(RL_EINVAL, "rl_image_model_probs: not an image classifier model (%s)",
+                            m && m->ops ? m->ops->kind : "NULL");
     int rc = rl_image_net_check(m->ops->kind, images, n, net->D);
+    int64_t chunk = net->chunk;
     if (chunk <= 0)
         chunk = n;
     for (int64_t r0 = 0; !rc && r0 < n; r0 += chunk) {

@@ -26,6 +26,7 @@ typedef struct rl_image_net {
     int (*forward)(rl_model *m, int64_t n, const float *x, const float **logits);
     /* accumulates the gradients of Σ dlogits·logits of the last forward */
     int (*backward)(rl_model *m, const float *dlogits);
+    int64_t chunk; /* rows per forward of rl_image_model_probs (<= 0: all at once) */
 } rl_image_net;
 
 /* How a kind's struct starts (the same two members first), so its
@@ -38,10 +39,17 @@ typedef struct rl_image_net_model {
 
 /* RL_ENUMERIC naming the image and pixel when one of x (n, D) is not finite. */
 int rl_image_net_check(const char *what, const float *x, int64_t n, int64_t D);
-/* probs (n, K) = softmax of the logits of images (n, D), `chunk` rows per
- * forward (<= 0: all at once). */
-int rl_image_net_probs(rl_model *m, const rl_image_net *net, int64_t n, const float *images,
-                       float *probs, int64_t chunk);
+/* The network of an image classifier of either kind (a model whose ops
+ * hold RL_IMAGE_NET_OPS); NULL for any other model. */
+const rl_image_net *rl_image_net_of(const rl_model *m);
+/* An image classifier of either kind (image_classifier or image_cnn): input
+ * floats per image and classes (0 for another kind), and probs (n, classes)
+ * = the softmax of the logits of images (n, dim), net.chunk rows per
+ * forward (RL_EINVAL for another kind, RL_ENUMERIC naming a pixel that is
+ * not finite). */
+int64_t rl_image_model_dim(const rl_model *m);
+int rl_image_model_classes(const rl_model *m);
+int rl_image_model_probs(rl_model *m, int64_t n, const float *images, float *probs);
 /* The kinds' rl_model_ops.forward and .forward_backward over `net`. */
 int rl_image_net_forward(rl_model *m, const rl_image_net *net, const rl_dataproto *batch,
                          unsigned want, const rl_model_pass *pass, rl_dataproto **out);

@@ -17,6 +17,7 @@
 #include "common/nn/models/clip_flow.h"
 #include "common/nn/models/image_classifier.h"
 #include "common/nn/models/image_cnn.h"
+#include "common/nn/models/image_net.h"
 #include "common/schema/diffusion.h"
 #include "common/schema/fmnist.h"
 #include "common/schema/image_models.h"

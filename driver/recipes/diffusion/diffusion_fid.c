@@ -8,6 +8,7 @@
 #include "common/data/clips.h"
 #include "common/metrics/frechet.h"
 #include "common/nn/models/image_cnn.h"
+#include "common/nn/models/image_net.h"
 #include "rlrt/error.h"
 
 #define S_PIX (RL_FMNIST_SIDE * RL_FMNIST_SIDE)

@@ -32,8 +32,10 @@
 
 #define RL_FLOW_DEMOS_OBS (RL_FP_PROPRIO_DIM + RL_FP_OBJECT_DIM)
 
-/* The dataset's tensors (libero_collect writes them): per step, then per
- * episode. */
+/* The dataset's tensors (libero_collect writes demos.safetensors, metadata
+ * format rlrt-libero-demos-1, and dataset.json beside it): per step, then
+ * per episode. Its metadata also holds the task languages (a JSON list by
+ * task id), max_episode_steps, num_action_chunks and the episode count. */
 #define RL_DEMOS_PROPRIO "obs/proprio"            /* (steps, 39) f32 */
 #define RL_DEMOS_OBJECT "obs/object"              /* (steps, 98) f32 */
 #define RL_DEMOS_ACTIONS "actions"                /* (steps, 7) f32 */
