@@ -14,7 +14,12 @@
  * per round after a warm-up; default 1), RL_BENCH_ROUNDS (interleaved rounds
  * of raw, W = 2 and W = 4; the best of each is reported; default 3),
  * RL_BENCH_SEGMENT_KIB (default 1024),
- * RL_BENCH_IO_THREADS (ZeroMQ I/O threads per rank, default 1). */
+ * RL_BENCH_IO_THREADS (ZeroMQ I/O threads per rank, default 1).
+ *
+ * Two arms per W: the default communicator (ranks on this host all-reduce
+ * through shared memory: allreduce_wW_*) and the ring over its sockets
+ * alone (options.shared_memory = 0: allreduce_wW_ring_sockets_*), both
+ * over the same bound. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -282,7 +287,9 @@ int main(void)
      * (raw, W = 2, W = 4, then again), each the best of `iters` after a
      * warm-up, and the best of each over the rounds is kept: on a shared
      * machine the baseline and the rings then see the same load windows. */
-    double raw = 1e30, ring[2] = {1e30, 1e30};
+    rl_comm_options ro = o; /* the ring alone: what the sockets give */
+    ro.shared_memory = 0;
+    double raw = 1e30, ring[2] = {1e30, 1e30}, sock[2] = {1e30, 1e30};
     for (int round = 0; round < rounds; round++) {
         double t = s_raw_seconds(endpoint, bytes, seg, iters);
         if (t <= 0) {
@@ -297,6 +304,12 @@ int main(void)
                 return 1;
             }
             ring[k] = t < ring[k] ? t : ring[k];
+            t = s_ring_seconds(endpoint, W, count, &ro, iters);
+            if (t <= 0) {
+                fprintf(stderr, "all-reduce W=%d over the ring's sockets failed\n", W);
+                return 1;
+            }
+            sock[k] = t < sock[k] ? t : sock[k];
         }
     }
     double rate = (double)bytes / raw;
@@ -310,6 +323,8 @@ int main(void)
         printf("bench: allreduce_w%d_busbw_GBps = %.3f\n", W, moved / t / 1e9);
         printf("bench: allreduce_w%d_bound_seconds = %.4f\n", W, bound);
         printf("bench: allreduce_w%d_bound_over_measured = %.3f\n", W, bound / t);
+        printf("bench: allreduce_w%d_ring_sockets_seconds = %.4f\n", W, sock[k]);
+        printf("bench: allreduce_w%d_ring_sockets_bound_over_measured = %.3f\n", W, bound / sock[k]);
     }
     fflush(stdout);
     return 0;

@@ -5,6 +5,7 @@
 #include "common/core/util.h"
 #include "rlrt/error.h"
 #include "common/runtime/abort.h"
+#include "common/runtime/collective_shm.h"
 #include "common/runtime/net.h"
 
 #include <arpa/inet.h>
@@ -48,6 +49,7 @@ struct rl_comm {
     char my_ep[S_EP_MAX + 32];
     char right_ep[S_EP_MAX + 32];
     char ctl_ep[S_EP_MAX + 32]; /* rank 0: the rendezvous endpoint it bound */
+    rl_comm_shm *shm;           /* every rank on one host: all-reduce's path */
 };
 
 void rl_shard_range(int64_t total, int world, int rank, int64_t *begin, int64_t *end)
@@ -69,6 +71,7 @@ void rl_comm_options_default(rl_comm_options *o)
     o->segment_bytes = 1 << 20;
     o->listen_host = NULL;
     o->io_threads = 1;
+    o->shared_memory = 1;
 }
 
 /* ---- ids -------------------------------------------------------------------------- */
@@ -434,6 +437,70 @@ static rl_comm *s_rendezvous_peer(rl_comm *c, const char *nonce, const char *id_
     return c;
 }
 
+static int s_send_copy(rl_comm *c, const void *p, size_t bytes, const char *op);
+static int s_recv(rl_comm *c, zmq_msg_t *m, size_t bytes, const char *op);
+
+/* One lap of the ring carrying a byte: rank 0 sends *flag and gets back
+ * what went round; another rank takes it, applies `step` (NULL: none) and
+ * passes it on. */
+static int s_flag_lap(rl_comm *c, uint8_t *flag, int (*step)(rl_comm *, uint8_t *, void *),
+                      void *arg, const char *op)
+{
+    zmq_msg_t m;
+    int rc;
+    if (c->rank == 0 && (rc = s_send_copy(c, flag, 1, op)))
+        return rc;
+    if ((rc = s_recv(c, &m, 1, op)))
+        return rc;
+    memcpy(flag, zmq_msg_data(&m), 1);
+    zmq_msg_close(&m);
+    if (c->rank != 0 && step)
+        step(c, flag, arg);
+    return c->rank == 0 ? RL_OK : s_send_copy(c, flag, 1, op);
+}
+
+typedef struct s_shm_args {
+    const char *nonce;
+    int64_t slot;
+} s_shm_args;
+
+static int s_shm_map(rl_comm *c, uint8_t *flag, void *arg)
+{
+    const s_shm_args *a = arg;
+    if (*flag)
+        c->shm = rl_comm_shm_open(a->nonce, c->world, c->rank, a->slot, 0);
+    *flag = *flag && c->shm;
+    return RL_OK;
+}
+
+/* Shared memory for all-reduce when every rank maps rank 0's segment
+ * (one host): a lap ANDs whether each could, a second tells everyone; then
+ * rank 0 removes the name (the mappings stay). A rank that cannot map it
+ * is no error: the ring carries the operations then. Slots of four
+ * segments, at most 256 MiB in all. */
+static int s_shm_agree(rl_comm *c, const char *nonce, const rl_comm_options *o)
+{
+    (void)o;
+    const char *op = "shared memory setup";
+    int64_t slot = 4 * c->seg, cap = ((int64_t)256 << 20) / (int64_t)sizeof(float) / (c->world + 1);
+    s_shm_args a = {nonce, slot < cap ? slot : cap > 0 ? cap : 1};
+    uint8_t ok = 0;
+    if (c->rank == 0) {
+        c->shm = rl_comm_shm_open(nonce, c->world, 0, a.slot, 1);
+        ok = c->shm != NULL;
+    }
+    int rc = s_flag_lap(c, &ok, s_shm_map, &a, op);
+    if (!rc)
+        rc = s_flag_lap(c, &ok, NULL, NULL, op);
+    if (c->rank == 0)
+        rl_comm_shm_unlink(nonce);
+    if (rc || !ok) {
+        rl_comm_shm_close(c->shm);
+        c->shm = NULL;
+    }
+    return rc;
+}
+
 rl_comm *rl_comm_init_rank(const rl_comm_id *id, int world, int rank, const rl_comm_options *opt)
 {
     rl_comm_options o;
@@ -519,7 +586,7 @@ rl_comm *rl_comm_init_rank(const rl_comm_id *id, int world, int rank, const rl_c
         return s_fail_init(c, RL_EIO, "comm rank %d: %s", rank, msg);
     }
     /* One barrier proves the ring is connected before anyone relies on it. */
-    if (rl_comm_barrier(c)) {
+    if (rl_comm_barrier(c) || (o.shared_memory && s_shm_agree(c, nonce, &o))) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", rl_error_message());
         return s_fail_init(c, rl_error_code(), "comm rank %d: ring setup: %s", rank, msg);
@@ -531,6 +598,7 @@ void rl_comm_destroy(rl_comm *c)
 {
     if (!c)
         return;
+    rl_comm_shm_close(c->shm);
     if (c->broken) {
         /* Peers may be gone: do not wait to deliver what is queued. */
         if (c->push)
@@ -563,6 +631,7 @@ void rl_comm_destroy(rl_comm *c)
 
 int rl_comm_rank(const rl_comm *c) { return c->rank; }
 int rl_comm_world(const rl_comm *c) { return c->world; }
+const char *rl_comm_transport(const rl_comm *c) { return c->shm ? "shm" : "ring"; }
 
 /* ---- messaging ------------------------------------------------------------------------------ */
 
@@ -917,6 +986,13 @@ int rl_comm_all_reduce(rl_comm *c, const float *sendbuf, float *recvbuf, int64_t
         if (count > 0 && recvbuf != sendbuf)
             memmove(recvbuf, sendbuf, (size_t)count * sizeof(float));
         return RL_OK; /* the sum and the mean of one value are the value */
+    }
+    if (c->shm) {
+        rc = rl_comm_shm_all_reduce(c->shm, sendbuf, recvbuf, count, op == RL_REDUCE_AVG,
+                                    c->timeout_ms, c->abort_base);
+        if (rc)
+            c->broken = 1;
+        return rc;
     }
     int64_t b, e;
     rl_shard_range(count, c->world, c->rank, &b, &e);

@@ -167,11 +167,18 @@ static int s_rank_body(rl_comm *comm, int W, int rank)
 
 typedef int (*s_body_fn)(const rl_comm_id *id, int W, int rank, const rl_comm_options *o);
 
+/* options.shared_memory of the ranks s_run_ranks forks */
+static int s_shared_memory = 1;
+
 static int s_join_and_run(const rl_comm_id *id, int W, int rank, const rl_comm_options *o)
 {
     rl_comm *comm = rl_comm_init_rank(id, W, rank, o);
     CHECK(comm, "init: %s", rl_error_message());
     CHECK(rl_comm_rank(comm) == rank && rl_comm_world(comm) == W, "rank/world");
+    /* forked ranks share the host: all-reduce takes shared memory unless off */
+    const char *want = W > 1 && o->shared_memory ? "shm" : "ring";
+    CHECK(strcmp(rl_comm_transport(comm), want) == 0, "transport %s, want %s",
+          rl_comm_transport(comm), want);
     int rc = s_rank_body(comm, W, rank);
     rl_comm_destroy(comm);
     return rc;
@@ -198,6 +205,7 @@ static int s_run_ranks(const char *endpoint, int W, size_t seg_bytes, s_body_fn 
     rl_comm_options o;
     rl_comm_options_default(&o);
     o.timeout_s = 20.0;
+    o.shared_memory = s_shared_memory;
     if (seg_bytes)
         o.segment_bytes = seg_bytes;
     pid_t pids[8];
@@ -249,6 +257,17 @@ static void test_ring_ipc_default_segments(void **state)
     (void)state;
     for (int W = 1; W <= 4; W++)
         assert_int_equal(s_run_ranks(NULL, W, 0, s_join_and_run), 0);
+}
+
+/* The same checks with the shared-memory path off: all-reduce over the
+ * ring's sockets gives the same bits (both against one reference). */
+static void test_ring_without_shared_memory(void **state)
+{
+    (void)state;
+    s_shared_memory = 0;
+    for (int W = 2; W <= 4; W++)
+        assert_int_equal(s_run_ranks(NULL, W, 64 * 1024, s_join_and_run), 0);
+    s_shared_memory = 1;
 }
 
 static void test_ring_tcp(void **state)
@@ -421,11 +440,16 @@ static int s_mismatch_body(const rl_comm_id *id, int W, int rank, const rl_comm_
     float buf[12] = {0};
     int rc = rl_comm_all_reduce(comm, buf, buf, rank == 0 ? 10 : 12, RL_REDUCE_SUM);
     CHECK(rc == RL_EPROTO, "expected RL_EPROTO, got %d (%s)", rc, rl_error_message());
-    const char *want = rank == 0
+    const char *ring = rank == 0
                            ? "all_reduce: rank 0 got a 24-byte message from rank 1, expected 20 "
                              "(ranks called different collectives or counts)"
                            : "all_reduce: rank 1 got a 20-byte message from rank 0, expected 24 "
                              "(ranks called different collectives or counts)";
+    const char *shm = rank == 0 ? "all_reduce (shared memory): rank 0 has 10 elements, rank 1 12: "
+                                  "every rank must pass the same count"
+                                : "all_reduce (shared memory): rank 1 has 12 elements, rank 0 10: "
+                                  "every rank must pass the same count";
+    const char *want = strcmp(rl_comm_transport(comm), "shm") == 0 ? shm : ring;
     CHECK(strcmp(rl_error_message(), want) == 0, "message '%s'", rl_error_message());
     rc = rl_comm_barrier(comm);
     CHECK(rc == RL_ESTATE, "a failed communicator must refuse further calls");
@@ -439,6 +463,9 @@ static void test_mismatched_counts(void **state)
 {
     (void)state;
     assert_int_equal(s_run_ranks(NULL, 2, 0, s_mismatch_body), 0);
+    s_shared_memory = 0;
+    assert_int_equal(s_run_ranks(NULL, 2, 0, s_mismatch_body), 0);
+    s_shared_memory = 1;
 }
 
 static void test_setup_errors(void **state)
@@ -612,6 +639,58 @@ static void test_dead_peer_costs_one_timeout(void **state)
     rl_comm_destroy(c);
 }
 
+typedef struct s_reduce_job {
+    rl_comm *c;
+    int64_t n;
+    float *x;
+    int rc;
+    char msg[512];
+    double took;
+} s_reduce_job;
+
+static void *s_reduce_main(void *p)
+{
+    s_reduce_job *j = p;
+    double t0 = s_mono();
+    j->rc = rl_comm_all_reduce(j->c, j->x, j->x, j->n, RL_REDUCE_SUM);
+    j->took = s_mono() - t0;
+    snprintf(j->msg, sizeof j->msg, "%s", rl_error_message());
+    return NULL;
+}
+
+/* The shared-memory all-reduce with its peer gone: one timeout, naming the
+ * rank that did not arrive; an abort ends the wait within a poll period. */
+static void test_shared_memory_dead_peer(void **state)
+{
+    (void)state;
+    rl_comm_id id;
+    rl_comm *c = s_orphan(&id, 1.0);
+    assert_string_equal(rl_comm_transport(c), "shm");
+    s_reduce_job j = {.c = c, .n = 1 << 20};
+    j.x = calloc((size_t)j.n, sizeof(float));
+    s_reduce_main(&j);
+    assert_int_equal(j.rc, RL_ETIMEOUT);
+    assert_string_equal(j.msg, "all_reduce (shared memory): rank 0 waited 1.0 s for rank 1");
+    assert_true(j.took >= 0.9 && j.took < 3.0);
+    float a = 1, b = 0;
+    assert_int_equal(rl_comm_all_reduce(c, &a, &b, 1, RL_REDUCE_SUM), RL_ESTATE);
+    rl_comm_destroy(c);
+
+    c = s_orphan(&id, 120.0);
+    j = (s_reduce_job){.c = c, .n = 1 << 20, .x = j.x};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, s_reduce_main, &j), 0);
+    usleep(300 * 1000);
+    double t0 = s_mono();
+    rl_abort_raise("actor/1 was killed by signal 9 (shm test)");
+    pthread_join(th, NULL);
+    assert_int_equal(j.rc, RL_EPEER);
+    assert_non_null(strstr(j.msg, "aborted: actor/1 was killed by signal 9 (shm test)"));
+    assert_true(s_mono() - t0 < 10.0);
+    rl_comm_destroy(c);
+    free(j.x);
+}
+
 /* The shard layout every collective uses: contiguous, ceil(total/W) long,
  * the tail short or empty; shards tile [0, total) exactly. */
 static void test_shard_range(void **state)
@@ -664,6 +743,8 @@ int main(void)
         cmocka_unit_test(test_abort_ends_a_wait_on_a_dead_peer),
         cmocka_unit_test(test_abort_scope_of_a_call),
         cmocka_unit_test(test_dead_peer_costs_one_timeout),
+        cmocka_unit_test(test_ring_without_shared_memory),
+        cmocka_unit_test(test_shared_memory_dead_peer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,6 +22,11 @@
  * all-gather takes it back. FSDP shards a flat parameter buffer the same way,
  * so a rank's optimizer state is the chunk the collectives give it.
  *
+ * Same host: when every rank maps one shared-memory segment (checked at
+ * init, all or none), all-reduce copies through it instead of the ring
+ * (common/runtime/collective_shm.h), in the same order, so the results do
+ * not depend on the path.
+ *
  * Reduction order (deterministic): element i of chunk c is summed along the
  * ring starting after its owner and ending at it,
  *     ((x[c+1] + x[c+2]) + ... + x[c+W-1]) + x[c]      (rank indices mod W)
@@ -82,6 +87,10 @@ typedef struct rl_comm_options {
      * NULL: the local address that routes to rank 0's host. */
     const char *listen_host;
     int io_threads;       /* ZeroMQ I/O threads; default 1 */
+    /* 1 (default): when every rank maps one shared-memory segment (one
+     * host), all-reduce goes through it (same results, bit for bit);
+     * 0: always the ring. */
+    int shared_memory;
 } rl_comm_options;
 
 void rl_comm_options_default(rl_comm_options *o);
@@ -110,6 +119,9 @@ rl_comm *rl_comm_init_rank(const rl_comm_id *id, int world, int rank,
 void rl_comm_destroy(rl_comm *c);
 int rl_comm_rank(const rl_comm *c);
 int rl_comm_world(const rl_comm *c);
+/* How all-reduce travels: "shm" (every rank on one host, shared memory) or
+ * "ring" (sockets; also a world of 1). */
+const char *rl_comm_transport(const rl_comm *c);
 
 /* recvbuf[0..count) = root's sendbuf[0..count) on every rank (sendbuf is
  * read on the root only). */
