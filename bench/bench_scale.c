@@ -17,6 +17,9 @@
  *                      driver starts to after the calls, over N
  *   detect_s, recover_s a worker killed with SIGKILL: until the driver counts
  *                      a restart, and until a one_to_all call on all N succeeds again
+ *   mass_kill_workers, mass_recover_s, mass_result_equal   10% of the workers
+ *                      killed at once during a dp_compute: until the call,
+ *                      replayed, returns exactly its batch (s_mass_kill)
  *   fanout_<star|chain>_ms   the actor's weight send of RL_BENCH_SCALE_FANOUT_MIB
  *                      (default 4) MiB in 256 KiB buckets to all N receivers,
  *                      until every one acknowledged (sender's clock); and for N
@@ -26,6 +29,7 @@
  * a message naming the limit when it would not fit.
  * Run: make bench-scale (bench/bench_scale.sh writes docs/RESULTS.md's
  * bench-scale section and the plots). */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,6 +141,74 @@ static void s_die(const char *what)
 {
     fprintf(stderr, "bench_scale: %s: %s\n", what, rl_error_message());
     exit(1);
+}
+
+typedef struct s_killer {
+    pid_t *pids;
+    int n;
+} s_killer;
+
+static void *s_killer_main(void *p)
+{
+    s_killer *k = p;
+    usleep(2000); /* the call is on its way */
+    for (int i = 0; i < k->n; i++)
+        kill(k->pids[i], SIGKILL);
+    return NULL;
+}
+
+/* 10% of the workers (at least 1, spread over the ranks) killed at once
+ * while a dp_compute over all N is in flight; then, as a recipe replays
+ * its step, the call again until it succeeds: it must return exactly the
+ * batch it was given (the echo). Prints mass_kill_workers_N,
+ * mass_recover_s_N (kill → a correct call over all N) and
+ * mass_result_equal_N (1: the replayed step's result is the fault-free
+ * one). */
+static void s_mass_kill(rl_driver *d, rl_group *g, int n)
+{
+    int nk = n / 10 > 0 ? n / 10 : 1, restarts = rl_driver_restarts(d);
+    s_killer k = {calloc((size_t)nk, sizeof(pid_t)), nk};
+    if (!k.pids)
+        s_die("memory");
+    for (int i = 0; i < nk; i++)
+        k.pids[i] = rl_group_pid(g, (int)((int64_t)i * n / nk + n / (2 * nk)));
+    rl_dataproto *b = s_batch(4 * n, 16), *out = NULL;
+    pthread_t th;
+    double k0 = s_now();
+    if (pthread_create(&th, NULL, s_killer_main, &k))
+        s_die("thread");
+    int first = rl_group_call_sync(g, "echo_queued", RL_DISPATCH_DP_COMPUTE, b, &out);
+    pthread_join(th, NULL);
+    int equal = 0, tries = 1;
+    for (;;) {
+        if (!first && out) {
+            const rl_tensor *a = rl_dataproto_tensor(b, "x"), *o = rl_dataproto_tensor(out, "x");
+            equal = o && o->numel == a->numel &&
+                    memcmp(rl_tensor_data((rl_tensor *)o), rl_tensor_data((rl_tensor *)a),
+                           sizeof(float) * (size_t)a->numel) == 0;
+            /* a call that finished before the kill landed proves nothing: go on
+             * until every killed rank was restarted and answered */
+            if (rl_driver_restarts(d) >= restarts + nk)
+                break;
+        }
+        rl_dataproto_free(out);
+        out = NULL;
+        if (s_now() - k0 > 300) {
+            printf("bench_scale: N = %d: no correct call within 300 s of killing %d workers: %s\n",
+                   n, nk, rl_error_message());
+            break;
+        }
+        usleep(10000);
+        first = rl_group_call_sync(g, "echo_queued", RL_DISPATCH_DP_COMPUTE, b, &out);
+        tries++;
+    }
+    printf("bench: mass_kill_workers_%d = %d\n", n, nk);
+    printf("bench: mass_recover_s_%d = %.3f (%d calls)\n", n, s_now() - k0, tries);
+    printf("bench: mass_result_equal_%d = %d\n", n, equal);
+    fflush(stdout);
+    rl_dataproto_free(out);
+    rl_dataproto_free(b);
+    free(k.pids);
 }
 
 /* One broadcast of count floats as `version` from actor rank 0 to all of
@@ -297,6 +369,7 @@ static int s_job(int n, const char *worker)
     printf("bench: detect_s_%d = %.3f\n", n, detect);
     printf("bench: recover_s_%d = %.3f\n", n, recover);
     fflush(stdout);
+    s_mass_kill(d, g, n);
 
     rl_driver_shutdown(d, 30000);
     rl_driver_free(d);
