@@ -24,7 +24,8 @@ static void s_usage(FILE *f)
     fprintf(f,
             "usage: rl-worker --role ROLE --driver tcp://HOST:PORT [--rank N | --rank-from-hostname]\n"
             "                 [--node NAME] [--log-level debug|info|warn|error]\n"
-            "                 [--heartbeat-ms MS] [--give-up-s S] [--max-message-mb MB]\n"
+            "                 [--heartbeat-ms MS] [--give-up-s S] [--start-window-s S]\n"
+            "                 [--max-message-mb MB]\n"
             "                 [--cert FILE --driver-key KEY|FILE] [--http-port P [--http-bind ADDR]]\n"
             "                 [--cpus LIST | --share-cores K] [--job ID] [--token-stdin]\n"
             "\n"
@@ -105,6 +106,7 @@ int main(int argc, char **argv)
         {"rank", required_argument, 0, 'k'},      {"node", required_argument, 0, 'n'},
         {"log-level", required_argument, 0, 'l'}, {"heartbeat-ms", required_argument, 0, 'h'},
         {"give-up-s", required_argument, 0, 'g'}, {"help", no_argument, 0, 'H'},
+        {"start-window-s", required_argument, 0, 'W'},
         {"version", no_argument, 0, 'V'},         {"job", required_argument, 0, 'j'},
         {"token-stdin", no_argument, 0, 't'},     {"cert", required_argument, 0, 'c'},
         {"driver-key", required_argument, 0, 'K'}, {"max-message-mb", required_argument, 0, 'm'},
@@ -167,6 +169,14 @@ int main(int argc, char **argv)
             opt.give_up_ms = (int)(s * 1000);
             if (opt.give_up_ms < 1)
                 opt.give_up_ms = 1;
+            break;
+        }
+        case 'W': {
+            char *end;
+            double s = strtod(optarg, &end);
+            if (end == optarg || *end || !(s >= 0 && s <= 2e6))
+                return s_bad("start-window-s", optarg, "a number of seconds in [0, 2000000]");
+            opt.start_window_ms = (int)(s * 1000);
             break;
         }
         case 'j': opt.job_id = optarg; break;

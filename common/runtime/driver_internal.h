@@ -218,6 +218,9 @@ void rl_drv_recovery_ready(rl_driver *d);
  * unanswered past their give-up time). */
 #define RL_DRV_LAUNCH_BATCH 16
 int rl_drv_launch_some(rl_driver *d);
+/* How long a starting slot may take to say HELLO (10 × the liveness +
+ * 10 s); its worker, told by --start-window-s, waits as long for us. */
+uint64_t rl_drv_starting_window_ms(const rl_driver *d);
 /* (I/O thread) The worker in slot s is gone: its calls fail; a restart
  * follows (after its process exited, if it still runs). */
 void rl_drv_slot_dead(rl_drv_slot *s, const char *why);

@@ -163,10 +163,13 @@ static int s_spawn(rl_drv_slot *s)
     if (!d->opt.worker_binary || !*d->opt.worker_binary)
         return rl_error_set(RL_EINVAL, "cannot start %s on node %s: no rl-worker binary given",
                             s->label, s->node->name);
-    char rank[16], hb[16], gpus[256] = "", giveup[32], maxmb[32], http_port[16];
+    char rank[16], hb[16], gpus[256] = "", giveup[32], maxmb[32], http_port[16], window[32];
     snprintf(rank, sizeof rank, "%d", s->rank);
     snprintf(hb, sizeof hb, "%d", d->interval_ms);
     snprintf(giveup, sizeof giveup, "%.3f", d->cl->heartbeat_give_up_s);
+    /* the worker waits for our first answer as long as we wait for its
+     * HELLO (rl_drv_starting_window_ms) */
+    snprintf(window, sizeof window, "%.3f", rl_drv_starting_window_ms(d) / 1000.0);
     snprintf(maxmb, sizeof maxmb, "%lld", (long long)(d->cl->max_message_bytes >> 20));
     snprintf(http_port, sizeof http_port, "%d",
              d->cl->http_worker_port ? d->cl->http_worker_port + (int)(s - d->slots) : 0);
@@ -202,11 +205,11 @@ static int s_spawn(rl_drv_slot *s)
         argv[a++] = host;
         int rn = snprintf(remote, sizeof remote,
                           "%s%s%sexec %s --role %s --rank %d --driver %s --node %s --log-level %s "
-                          "--heartbeat-ms %d --job %s --give-up-s %s --max-message-mb %s "
-                          "--token-stdin",
+                          "--heartbeat-ms %d --job %s --give-up-s %s --start-window-s %s "
+                          "--max-message-mb %s --token-stdin",
                           gpus[0] ? "CUDA_VISIBLE_DEVICES=" : "", gpus, gpus[0] ? " " : "",
                           d->opt.worker_binary, s_role(s), s->rank, d->endpoint, s->node->name,
-                          level, d->interval_ms, d->job_id, giveup, maxmb);
+                          level, d->interval_ms, d->job_id, giveup, window, maxmb);
         if (d->driver_key[0] && rn > 0 && (size_t)rn < sizeof remote)
             rn += snprintf(remote + rn, sizeof remote - (size_t)rn, " --cert %s --driver-key %s",
                            d->cl->security_worker_cert, d->driver_key);
@@ -239,6 +242,8 @@ static int s_spawn(rl_drv_slot *s)
         argv[a++] = d->job_id;
         argv[a++] = "--give-up-s";
         argv[a++] = giveup;
+        argv[a++] = "--start-window-s";
+        argv[a++] = window;
         argv[a++] = "--max-message-mb";
         argv[a++] = maxmb;
         if (d->driver_key[0]) { /* paths and public keys only: no secret in argv */
@@ -366,6 +371,11 @@ int rl_drv_launch_some(rl_driver *d)
     return d->launch_next >= d->n_slots;
 }
 
+uint64_t rl_drv_starting_window_ms(const rl_driver *d)
+{
+    return 10 * (uint64_t)d->interval_ms * (uint64_t)d->liveness + 10000;
+}
+
 static void s_on_heartbeat_locked(rl_driver *d)
 {
     uint64_t now = uv_now(&d->loop);
@@ -378,7 +388,7 @@ static void s_on_heartbeat_locked(rl_driver *d)
         if (s->state != RL_SLOT_READY && s->state != RL_SLOT_CONFIGURING && s->state != RL_SLOT_STARTING)
             continue;
         /* A starting process gets a generous window to say HELLO. */
-        uint64_t window = s->state == RL_SLOT_STARTING ? 10 * limit + 10000 : limit;
+        uint64_t window = s->state == RL_SLOT_STARTING ? rl_drv_starting_window_ms(d) : limit;
         if (now - s->last_seen > window) {
             char why[96];
             snprintf(why, sizeof why, "missed heartbeats for %.1f s",

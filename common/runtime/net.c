@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -433,6 +434,14 @@ static void s_check_dropped(const s_mon_peer *p, const char *endpoint)
         return;
     char c;
     ssize_t r = recv(p->dup, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        /* open, nothing pending yet: libzmq may have read all that had
+         * arrived of the frame (a loaded machine); the rest, or a FIN,
+         * comes within moments */
+        struct pollfd pf = {.fd = p->dup, .events = POLLIN};
+        if (poll(&pf, 1, 200) > 0)
+            r = recv(p->dup, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    }
     if (r <= 0) /* 0: the peer hung up; < 0: reset, or nothing pending */
         return;
     int unread = 0;

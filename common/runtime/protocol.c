@@ -227,10 +227,28 @@ static void s_on_hello(rl_driver *d, rl_msg *m)
     if (claimed) {
         /* a replayed HELLO answers a challenge that is spent (the epoch moved
          * on when it was accepted) or was made for another peer */
-        if (rl_hs_challenge_check(&d->hs, h->challenge.data, h->challenge.len,
-                                  uv_hrtime() / 1000000, (uint32_t)(s - d->slots),
-                                  s->hello_epoch, m->id, m->id_len,
+        uint64_t now_ms = uv_hrtime() / 1000000;
+        if (rl_hs_challenge_check(&d->hs, h->challenge.data, h->challenge.len, now_ms,
+                                  (uint32_t)(s - d->slots), s->hello_epoch, m->id, m->id_len,
                                   RL_HS_CHALLENGE_MAX_AGE_MS)) {
+            /* The peer this slot just accepted answering a second challenge
+             * of the epoch it spent: a worker that timed out waiting for us
+             * (a driver slow to answer under load) sent HELLO twice and got
+             * two challenges. Its first answer was accepted; this one is a
+             * duplicate to drop, not a stranger to refuse. */
+            int same_peer = s->has_id && s->id_len == m->id_len &&
+                            memcmp(s->id, m->id, m->id_len) == 0 && s->hello_epoch > 0 &&
+                            (s->state == RL_SLOT_CONFIGURING || s->state == RL_SLOT_READY);
+            if (same_peer &&
+                rl_hs_challenge_check(&d->hs, h->challenge.data, h->challenge.len, now_ms,
+                                      (uint32_t)(s - d->slots), s->hello_epoch - 1, m->id,
+                                      m->id_len, RL_HS_CHALLENGE_MAX_AGE_MS) == RL_OK &&
+                s->token_set &&
+                rl_hs_proof_ok(s->token, h->challenge.data, h->challenge.len, job, role_name,
+                               h->rank, m->id, m->id_len, h->proof.data, h->proof.len)) {
+                rl_log_debug("%s: a second answer to a spent challenge; dropped", s->label);
+                return;
+            }
             snprintf(why, sizeof why, "refused: %s is %s; this HELLO's proof of the slot's "
                      "token is void: %s", s->label, holder, rl_error_message());
             goto refuse;

@@ -81,6 +81,8 @@ typedef struct s_worker {
     int configured;   /* CONFIGURE received at least once */
     int serve_tests;  /* the last CONFIGURE asked for the test methods */
     int ready_sent;   /* READY sent on the current connection */
+    int accepted;     /* a CONFIGURE came on the current connection: heartbeats
+                         go out (before it the driver knows no such peer) */
     uint64_t generation;
     uint64_t last_recv, last_send, lost_since;
     int backoff_ms;
@@ -602,6 +604,7 @@ static int s_connect_locked(s_worker *w)
     }
     w->watch = rl_zuv_start_locked(&w->loop, w->sock, s_on_readable, w, s_lock_sock, s_unlock_sock);
     w->ready_sent = 0;
+    w->accepted = 0;
     w->last_recv = uv_now(&w->loop);
     pthread_mutex_lock(&w->mu);
     w->m_connected = 0;
@@ -640,7 +643,10 @@ static void s_driver_lost(s_worker *w, const char *why)
     uint64_t now = uv_now(&w->loop);
     if (!w->lost_since)
         w->lost_since = now;
-    if (now - w->lost_since >= (uint64_t)w->opt.give_up_ms) {
+    uint64_t give_up = (uint64_t)w->opt.give_up_ms;
+    if (!w->configured && (uint64_t)w->opt.start_window_ms > give_up)
+        give_up = (uint64_t)w->opt.start_window_ms; /* a driver still starting the job */
+    if (now - w->lost_since >= give_up) {
         rl_log_error("no driver at %s for %.1f s; giving up", w->opt.driver,
                      (double)(now - w->lost_since) / 1000.0);
         s_stop(w, 2, "driver unreachable");
@@ -706,6 +712,7 @@ static rl_config *s_parse_config(const Rl__Configure *c)
 static void s_on_configure(s_worker *w, const Rl__Configure *c)
 {
     rl_error_clear();
+    w->accepted = 1;
     json_t *extra = c->extra ? rl_value_to_json(c->extra, 0) : json_object();
     int world = 1, rank = w->ctx.rank, tests = 0, rc = RL_OK;
     if (!extra && c->extra) /* the message names the bad value; never rc 0 */
@@ -1105,6 +1112,8 @@ static void s_on_heartbeat_locked(s_worker *w)
         return;
     uint64_t now = uv_now(&w->loop);
     uint64_t limit = (uint64_t)w->opt.heartbeat_ms * (uint64_t)w->opt.liveness;
+    if (!w->configured && (uint64_t)w->opt.start_window_ms > limit)
+        limit = (uint64_t)w->opt.start_window_ms; /* a driver still starting the job */
     if (now - w->last_recv > limit) {
         char why[128];
         snprintf(why, sizeof why, "driver silent for %.1f s", (double)(now - w->last_recv) / 1000.0);
@@ -1113,7 +1122,7 @@ static void s_on_heartbeat_locked(s_worker *w)
     }
     /* last_send is read off the monotonic clock at the send, so it may be a
      * little ahead of the loop's cached uv_now: no unsigned wrap-around */
-    if (now >= w->last_send + (uint64_t)w->opt.heartbeat_ms) {
+    if (w->accepted && now >= w->last_send + (uint64_t)w->opt.heartbeat_ms) {
         Rl__Envelope env;
         Rl__Heartbeat hb;
         rl_msg_heartbeat(&env, &hb, uv_hrtime());

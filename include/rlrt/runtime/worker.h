@@ -101,6 +101,12 @@ typedef struct rl_worker_options {
     int heartbeat_ms;      /* until CONFIGURE says otherwise; default 1000 */
     int liveness;          /* default 3 */
     int give_up_ms;        /* exit 2 after this long without a driver; default 60000 */
+    /* Until the first CONFIGURE: how long the driver may stay silent before
+     * this worker reconnects, and before it gives up (at least the usual
+     * liveness and give_up_ms). The driver's launcher passes its own wait
+     * for a starting slot, so a driver busy starting hundreds of workers
+     * is not taken for a dead one. 0 (default): the usual bounds. */
+    int start_window_ms;
     /* Optional methods for tests ({NULL, NULL}-terminated; rl-worker passes
      * the selftest's table). Served only when the driver's CONFIGURE asks
      * for them (rl_driver_options.test_methods); a role method of the same
