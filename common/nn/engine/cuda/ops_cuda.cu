@@ -697,6 +697,16 @@ static int s_row_threads(int C)
 
 static unsigned s_blocks(int64_t n, int t) { return (unsigned)((n + t - 1) / t); }
 
+// One thread per element of n (blocks of 256): nothing for n <= 0; the
+// launch error is noted.
+template <typename K, typename... A> static void s_each(K kernel, int64_t n, A... args)
+{
+    if (n <= 0)
+        return;
+    kernel<<<s_blocks(n, 256), 256>>>(args...);
+    CUDA_NOTE(cudaGetLastError());
+}
+
 // A kernels' temporary that grows and is kept (counted as scratch): the
 // bf16 inputs of a product, the column sums' partials, the attention's
 // scores, the embedding's row chains. cudaFree waits for the kernels that
@@ -882,21 +892,15 @@ void rl_cuda_linear_forward(float *out, const float *inp, const float *w, const 
                             int N, int C, int OC)
 {
     RL_CUDA_PROF("linear_forward");
-    if (b) {
-        int64_t n = (int64_t)N * OC;
-        k_bias_rows<<<s_blocks(n, 256), 256>>>(out, b, N, OC);
-        CUDA_NOTE(cudaGetLastError());
-    }
+    if (b)
+        s_each(k_bias_rows, (int64_t)N * OC, out, b, N, OC);
     rl_cuda_sgemm(0, 1, N, OC, C, 1.0f, inp, C, w, C, b ? 1.0f : 0.0f, out, OC);
 }
 
 void rl_cuda_add_forward(float *out, const float *a, const float *b, int64_t n)
 {
     RL_CUDA_PROF("add_forward");
-    if (n <= 0)
-        return;
-    k_add<<<s_blocks(n, 256), 256>>>(out, a, b, n);
-    CUDA_NOTE(cudaGetLastError());
+    s_each(k_add, n, out, a, b, n);
 }
 
 void rl_cuda_add_inplace(float *a, const float *b, int64_t n) { rl_cuda_add_forward(a, a, b, n); }
@@ -925,10 +929,7 @@ void rl_cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const fl
 void rl_cuda_swiglu_forward(float *out, const float *gate, const float *up, int64_t n)
 {
     RL_CUDA_PROF("swiglu_forward");
-    if (n <= 0)
-        return;
-    k_swiglu_forward<<<s_blocks(n, 256), 256>>>(out, gate, up, n);
-    CUDA_NOTE(cudaGetLastError());
+    s_each(k_swiglu_forward, n, out, gate, up, n);
 }
 
 void rl_cuda_memset0(void *p, size_t bytes)
@@ -966,10 +967,7 @@ int rl_cuda_tf32_off(void)
 void rl_cuda_round_bf16(uint16_t *out, const float *in, int64_t n)
 {
     RL_CUDA_PROF("round_bf16");
-    if (n <= 0)
-        return;
-    k_round_bf16<<<s_blocks(n, 256), 256>>>(out, in, n);
-    CUDA_NOTE(cudaGetLastError());
+    s_each(k_round_bf16, n, out, in, n);
 }
 
 static uint16_t *s_bf16_scratch(int64_t n, const char *fn, int N, int C, int OC)
@@ -1009,11 +1007,8 @@ int rl_cuda_linear_forward_bf16(float *out, const float *inp, const uint16_t *w1
     if (!x)
         return RL_ENOMEM;
     rl_cuda_round_bf16(x, inp, ni);
-    if (b) {
-        int64_t n = (int64_t)N * OC;
-        k_bias_rows<<<s_blocks(n, 256), 256>>>(out, b, N, OC);
-        CUDA_NOTE(cudaGetLastError());
-    }
+    if (b)
+        s_each(k_bias_rows, (int64_t)N * OC, out, b, N, OC);
     s_gemm_bf16(0, 1, N, OC, C, x, C, w16, C, b ? 1.0f : 0.0f, out, OC);
     return 0;
 }
@@ -1072,20 +1067,15 @@ void rl_cuda_swiglu_backward(float *dgate, float *dup, const float *dout, const 
                              const float *up, int64_t n)
 {
     RL_CUDA_PROF("swiglu_backward");
-    if (n <= 0 || (!dgate && !dup))
-        return;
-    k_swiglu_backward<<<s_blocks(n, 256), 256>>>(dgate, dup, dout, gate, up, n);
-    CUDA_NOTE(cudaGetLastError());
+    if (dgate || dup)
+        s_each(k_swiglu_backward, n, dgate, dup, dout, gate, up, n);
 }
 
 static void s_rope(float *out, const float *inp, const int32_t *pos, int N, int H, int hd,
                    float theta, int inverse)
 {
     int64_t n = (int64_t)N * H * (hd / 2);
-    if (n <= 0)
-        return;
-    k_rope<<<s_blocks(n, 256), 256>>>(out, inp, pos, N, H, hd, theta, inverse);
-    CUDA_NOTE(cudaGetLastError());
+    s_each(k_rope, n, out, inp, pos, N, H, hd, theta, inverse);
 }
 
 void rl_cuda_rope_forward(float *out, const float *inp, const int32_t *pos, int N, int H, int hd,
@@ -1106,10 +1096,7 @@ void rl_cuda_embedding_forward(float *out, const int32_t *ids, const float *tabl
 {
     RL_CUDA_PROF("embedding_forward");
     int64_t n = (int64_t)N * C;
-    if (n <= 0)
-        return;
-    k_embedding_forward<<<s_blocks(n, 256), 256>>>(out, ids, table, N, C);
-    CUDA_NOTE(cudaGetLastError());
+    s_each(k_embedding_forward, n, out, ids, table, N, C);
 }
 
 void rl_cuda_embedding_backward(float *dtable, const float *dout, const int32_t *ids, int N,
@@ -1299,11 +1286,8 @@ void rl_cuda_adamw_update(const struct rl_adamw_config *cfg, int64_t t, double l
                           float *p, const float *g, float *m, float *v, int64_t n)
 {
     RL_CUDA_PROF("adamw_update");
-    if (n <= 0)
-        return;
     // the CPU's scalars and element update (ops_elem.h)
-    k_adamw<<<s_blocks(n, 256), 256>>>(p, g, m, v, n, rl_adamw_scalars_at(cfg, t, lr, wd));
-    CUDA_NOTE(cudaGetLastError());
+    s_each(k_adamw, n, p, g, m, v, n, rl_adamw_scalars_at(cfg, t, lr, wd));
 }
 
 double rl_cuda_grad_sumsq(const float *g, int64_t n)
@@ -1331,19 +1315,13 @@ double rl_cuda_grad_sumsq(const float *g, int64_t n)
 void rl_cuda_scale_inplace(float *a, float s, int64_t n)
 {
     RL_CUDA_PROF("scale_inplace");
-    if (n <= 0)
-        return;
-    k_scale<<<s_blocks(n, 256), 256>>>(a, s, n);
-    CUDA_NOTE(cudaGetLastError());
+    s_each(k_scale, n, a, s, n);
 }
 
 void rl_cuda_ema_update(float *ref, const float *cur, double beta, int64_t n)
 {
     RL_CUDA_PROF("ema_update");
-    if (n <= 0)
-        return;
-    k_ema<<<s_blocks(n, 256), 256>>>(ref, cur, beta, 1.0 - beta, n);
-    CUDA_NOTE(cudaGetLastError());
+    s_each(k_ema, n, ref, cur, beta, 1.0 - beta, n);
 }
 
 }  // extern "C"
