@@ -977,13 +977,6 @@ static uint16_t *s_bf16_scratch(int64_t n, const char *fn, int N, int C, int OC)
     return (uint16_t *)s_scratch_get(&s_b16, sizeof(uint16_t) * (size_t)n, what);
 }
 
-static void *s_att_scratch(size_t bytes, const char *fn, int B, int T, int H)
-{
-    char what[160];
-    snprintf(what, sizeof what, "%s (B=%d T=%d H=%d): the heads' T×T scores", fn, B, T, H);
-    return s_scratch_get(&s_att, bytes, what);
-}
-
 // Row-major C (M,N) = op(A) · op(B) + beta·C with A, B in bf16, C float32,
 // float32 accumulation (column-major C^T = op(B)^T · op(A)^T, as rl_cuda_sgemm).
 static void s_gemm_bf16(int transA, int transB, int M, int N, int K, const uint16_t *A, int lda,
@@ -1158,19 +1151,33 @@ static void s_att_scores(const s_att_seq *a, float *X, const float *A, const flo
 
 static int s_att_threads(int T) { return s_row_threads(T) < 256 ? s_row_threads(T) : 256; }
 
+// The shapes checked, the sequence's view, and `copies` × H·T² floats of
+// scratch in *S (NULL when there is nothing to do). RL_OK, or the error.
+static int s_att_open(const char *fn, int B, int T, int H, int KH, int hd, int copies,
+                      s_att_seq *a, float **S)
+{
+    *S = nullptr;
+    int rc = s_attention_shape(fn, H, KH, hd);
+    if (rc || B <= 0 || T <= 0 || H <= 0)
+        return rc;
+    *a = {T, H, KH, hd, H / KH, (long long)H * hd, (long long)KH * hd};
+    char what[160];
+    snprintf(what, sizeof what, "%s (B=%d T=%d H=%d): the heads' T×T scores", fn, B, T, H);
+    *S = (float *)s_scratch_get(&s_att, copies * sizeof(float) * (size_t)H * T * T, what);
+    return *S ? RL_OK : RL_ENOMEM;
+}
+
 int rl_cuda_attention_forward(float *out, float *lse, const float *q, const float *k,
                               const float *v, const uint8_t *mask, int B, int T, int H, int KH,
                               int hd)
 {
     RL_CUDA_PROF("attention_forward");
-    int rc = s_attention_shape("attention", H, KH, hd);
-    if (rc || B <= 0 || T <= 0 || H <= 0)
+    s_att_seq a;
+    float *S;
+    int rc = s_att_open("attention", B, T, H, KH, hd, 1, &a, &S);
+    if (rc || !S)
         return rc;
-    s_att_seq a = {T, H, KH, hd, H / KH, (long long)H * hd, (long long)KH * hd};
     long long TT = (long long)T * T;
-    float *S = (float *)s_att_scratch(sizeof(float) * (size_t)H * TT, "attention", B, T, H);
-    if (!S)
-        return RL_ENOMEM;
     int th = s_att_threads(T);
     for (int b = 0; b < B; b++) {
         size_t qo = (size_t)b * T * a.qrow, ko = (size_t)b * T * a.krow;
@@ -1190,15 +1197,12 @@ int rl_cuda_attention_backward(float *dq, float *dk, float *dv, const float *dou
                                const uint8_t *mask, int B, int T, int H, int KH, int hd)
 {
     RL_CUDA_PROF("attention_backward");
-    int rc = s_attention_shape("attention backward", H, KH, hd);
-    if (rc || B <= 0 || T <= 0 || H <= 0)
+    s_att_seq a;
+    float *S;
+    int rc = s_att_open("attention backward", B, T, H, KH, hd, 2, &a, &S);
+    if (rc || !S)
         return rc;
-    s_att_seq a = {T, H, KH, hd, H / KH, (long long)H * hd, (long long)KH * hd};
     long long TT = (long long)T * T;
-    float *S = (float *)s_att_scratch(2 * sizeof(float) * (size_t)H * TT, "attention backward",
-                                      B, T, H);
-    if (!S)
-        return RL_ENOMEM;
     float *dP = S + (size_t)H * TT, scale = 1.0f / sqrtf((float)hd);
     int th = s_att_threads(T);
     for (int b = 0; b < B; b++) {
