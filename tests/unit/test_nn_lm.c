@@ -562,6 +562,62 @@ static void test_shared_prefill_and_row_tasks(void **state)
     rl_lm_free(m);
 }
 
+/* Continuous batching (rl_lm_sampling.max_batch): with 1, 3 or 7 cache
+ * slots for 19 rows (finishing at different steps: a stop token, prompts of
+ * different lengths, some prompts repeated) every row's tokens, log-probs
+ * and entropies are those of all rows at once, and with top-p too. */
+static void test_continuous_batching(void **state)
+{
+    (void)state;
+    enum { NB = 19, NP = 6 };
+    static const int32_t uniq[4][NP] = {{5, 9, 2, 44, 0, 0}, {11, 0, 0, 0, 0, 0},
+                                        {30, 31, 32, 33, 34, 35}, {7, 7, 7, 0, 0, 0}};
+    static const int ulen[4] = {4, 1, 6, 3};
+    int32_t prompts[NB * NP];
+    int plen[NB];
+    uint64_t seeds[NB];
+    for (int b = 0; b < NB; b++) {
+        int u = (b * 3) % 4;
+        for (int t = 0; t < NP; t++)
+            prompts[b * NP + t] = t < ulen[u] ? uniq[u][t] : 0;
+        plen[b] = ulen[u];
+        seeds[b] = 77 + (uint64_t)b;
+    }
+    rl_lm *m = s_small_model();
+    rl_lm_sampling s;
+    rl_lm_sampling_default(&s);
+    s.max_new_tokens = GN;
+    s.seed = 9;
+    int32_t stop = 3;
+    s.stop_tokens = &stop;
+    s.num_stop_tokens = 1;
+    static int32_t out[4][NB * GN];
+    static float lp[4][NB * GN], ent[4][NB * GN];
+    int lens[4][NB];
+    for (int topp = 0; topp < 2; topp++) {
+        s.top_p = topp ? 0.9f : 1.0f;
+        const int slots[4] = {0, 1, 3, 7};
+        for (int k = 0; k < 4; k++) {
+            s.max_batch = slots[k];
+            assert_int_equal(rl_lm_generate(m, NB, NP, prompts, plen, seeds, &s, out[k], lp[k],
+                                            ent[k], lens[k]), 0);
+        }
+        int stopped = 0;
+        for (int b = 0; b < NB; b++)
+            stopped += lens[0][b] < GN;
+        assert_true(stopped > 0 && stopped < NB); /* rows finish at different steps */
+        for (int k = 1; k < 4; k++) {
+            assert_memory_equal(lens[0], lens[k], sizeof lens[0]);
+            assert_memory_equal(out[0], out[k], sizeof out[0]);
+            for (int i = 0; i < NB * GN; i++) {
+                assert_float_equal(lp[0][i], lp[k][i], 1e-4);
+                assert_float_equal(ent[0][i], ent[k][i], 1e-4);
+            }
+        }
+    }
+    rl_lm_free(m);
+}
+
 /* top_k = 1 keeps only the argmax: same tokens as greedy whatever the seed. */
 static void test_top_k_one_is_greedy(void **state)
 {
@@ -791,6 +847,7 @@ int main(void)
         cmocka_unit_test(test_generate_stops_at_max_seq_len),
         cmocka_unit_test(test_generate_refuses_non_finite_logits),
         cmocka_unit_test(test_shared_prefill_and_row_tasks),
+        cmocka_unit_test(test_continuous_batching),
         cmocka_unit_test(test_config_and_argument_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -113,7 +113,7 @@ static void s_generate_parity(rl_lm *cpu, rl_lm *gpu, const rl_lm_config *c, con
         prompts[i] = i % GP < plen[i / GP] ? tok[i] : 0;
     uint64_t seeds[GB] = {11, 12, 13, 14};
     int32_t stop = tok[3];
-    for (int mode = 0; mode < 4; mode++) {
+    for (int mode = 0; mode < 5; mode++) { /* 4: continuous batching, 2 cache slots */
         rl_lm_sampling sp;
         rl_lm_sampling_default(&sp);
         sp.max_new_tokens = NEW;
@@ -125,6 +125,7 @@ static void s_generate_parity(rl_lm *cpu, rl_lm *gpu, const rl_lm_config *c, con
         sp.top_p = mode == 1 ? 0.9f : 1.0f;
         sp.top_k = mode == 2 ? 5 : 0;
         sp.no_kv_cache = mode == 3;
+        sp.max_batch = mode == 4 ? 2 : 0;
         int32_t tc[GB * NEW], tg[GB * NEW];
         float lc[GB * NEW], lg[GB * NEW], ec[GB * NEW], eg[GB * NEW];
         int nc[GB], ng[GB];

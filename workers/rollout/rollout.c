@@ -60,6 +60,7 @@ static int s_init(rl_worker_ctx *ctx)
         s->top_p = k->top_p;
         s->top_k = k->top_k;
         s->max_new_tokens = k->response_length;
+        s->max_batch = k->max_num_seqs;
     }
     if (f) {
         s->num_steps = f->num_steps;

@@ -98,6 +98,7 @@ typedef struct rl_model_sampling {
     double top_p;           /* LM, (0, 1] */
     int64_t top_k;          /* LM, 0 = off */
     int64_t max_new_tokens; /* LM */
+    int64_t max_batch;      /* LM: rows holding a KV-cache slot at once (0: all) */
     int64_t num_steps;      /* flow / diffusion integration steps */
     double noise_level;     /* flow / diffusion SDE noise */
     double shift;           /* diffusion: σ-schedule shift s (common/algo/diffusion/diffusion.h);

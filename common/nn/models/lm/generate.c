@@ -365,26 +365,33 @@ static void s_first_equal_rows(int B, int P, const int32_t *prompts, const int *
     }
 }
 
-/* Prefill: runs the training forward over the distinct prompts (GRPO's n
- * samples of a prompt share one), copies each row's post-RoPE keys/values
- * into its cache slot and its last prompt position's logits into g->logits
- * (B, V) (g->dlogits when the device samples). pmask (B, P) marks the real
- * prompt tokens. */
-static int s_prefill(rl_lm *m, int B, int P, const int32_t *prompts, const int *prompt_lens,
-                     const uint8_t *pmask)
+/* Prefill of the n rows rows[i] (of the call's prompts (·, P) and pmask,
+ * which marks the real prompt tokens): runs the training forward over their
+ * distinct prompts (GRPO's n samples of a prompt share one), copies each
+ * row's post-RoPE keys/values into its cache slot slot_of[rows[i]] and its
+ * last prompt position's logits to live position at + i of g->logits (V
+ * each; g->dlogits when the device samples). */
+static int s_prefill(rl_lm *m, int n, const int *rows, const int *slot_of, int at, int P,
+                     const int32_t *prompts_all, const int *lens_all, const uint8_t *pmask)
 {
     const rl_lm_config *c = &m->cfg;
     rl_lm_gen *g = m->gen;
-    int V = c->vocab_size, kvd = m->kvd;
-    int *first = malloc(sizeof(int) * (size_t)B * 4);
-    int32_t *uprompts = malloc(sizeof(int32_t) * (size_t)B * P);
+    int V = c->vocab_size, kvd = m->kvd, B = n;
+    int *first = malloc(sizeof(int) * (size_t)B * 5);
+    int32_t *uprompts = malloc(sizeof(int32_t) * (size_t)B * P * 2);
     uint8_t *umask = malloc((size_t)B * P);
     int rc = 0;
     if (!first || !uprompts || !umask) {
         rc = rl_error_set(RL_ENOMEM, "generate: out of memory");
         goto done;
     }
-    int *unique = first + B, *table = first + 2 * B, U = 0;
+    int *unique = first + B, *table = first + 2 * B, *prompt_lens = first + 4 * B, U = 0;
+    int32_t *prompts = uprompts + (size_t)B * P; /* the n rows' prompts, in order */
+    for (int i = 0; i < n; i++) {
+        memcpy(prompts + (size_t)i * P, prompts_all + (size_t)rows[i] * P,
+               sizeof(int32_t) * (size_t)P);
+        prompt_lens[i] = lens_all[rows[i]];
+    }
     s_first_equal_rows(B, P, prompts, prompt_lens, first, table);
     for (int b = 0; b < B; b++) { /* unique[b]: b's row in the prefill batch */
         if (first[b] != b) {
@@ -392,7 +399,7 @@ static int s_prefill(rl_lm *m, int B, int P, const int32_t *prompts, const int *
             continue;
         }
         memcpy(uprompts + (size_t)U * P, prompts + (size_t)b * P, sizeof(int32_t) * (size_t)P);
-        memcpy(umask + (size_t)U * P, pmask + (size_t)b * P, (size_t)P);
+        memcpy(umask + (size_t)U * P, pmask + (size_t)rows[b] * P, (size_t)P);
         unique[b] = U++;
     }
     if ((rc = rl_lm_reserve(m, U, P)) < 0 || (rc = rl_lm_prepare(m, U, P, uprompts, umask, P)) < 0 ||
@@ -401,7 +408,7 @@ static int s_prefill(rl_lm *m, int B, int P, const int32_t *prompts, const int *
     int64_t N = (int64_t)U * P;
     for (int l = 0; l < c->num_layers && !rc; l++)
         for (int b = 0; b < B && !rc; b++) {
-            size_t dst = (((size_t)l * g->B + b) * g->maxT) * kvd;
+            size_t dst = (((size_t)l * g->B + slot_of[rows[b]]) * g->maxT) * kvd;
             size_t src = ((size_t)l * N + (size_t)unique[b] * P) * kvd;
             size_t cnt = (size_t)prompt_lens[b] * kvd;
             if (!(rc = s_copy(g->dev, g->kc + dst, m->dev, m->a.k + src, sizeof(float) * cnt)))
@@ -409,7 +416,7 @@ static int s_prefill(rl_lm *m, int B, int P, const int32_t *prompts, const int *
         }
     for (int b = 0; b < B && !rc; b++) /* to the device sampler's rows, or the host's */
         rc = s_copy(g->dev_sample ? g->dev : RL_DEVICE_CPU,
-                    (g->dev_sample ? g->dlogits : g->logits) + (size_t)b * V, m->dev,
+                    (g->dev_sample ? g->dlogits : g->logits) + (size_t)(at + b) * V, m->dev,
                     m->a.logits + ((size_t)unique[b] * P + prompt_lens[b] - 1) * V, sizeof(float) * V);
     if (!rc && m->dev != RL_DEVICE_CPU)
         rc = rl_device_sync(m->dev);
@@ -516,7 +523,10 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
     int maxT = P + maxnew;
     if (maxT > c->max_seq_len)
         maxT = c->max_seq_len;
-    int rc = s_gen_reserve(m, B, maxT);
+    /* continuous batching: at most S rows hold a cache slot; a finished
+     * row's slot goes to the next waiting prompt */
+    int S = s->max_batch > 0 && s->max_batch < B && !s->no_kv_cache ? s->max_batch : B;
+    int rc = s_gen_reserve(m, S, maxT);
     if (rc < 0 || (rc = rl_lm_bf16_refresh(m)) < 0)
         return rc;
     rl_lm_gen *g = m->gen;
@@ -526,14 +536,14 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
     int32_t pad = c->pad_token_id >= 0 ? c->pad_token_id : 0;
 
     rl_rng *rng = malloc(sizeof(rl_rng) * (size_t)B);
-    int *rows = malloc(sizeof(int) * (size_t)B * 2);
+    int *rows = malloc(sizeof(int) * ((size_t)B * 3 + (size_t)S));
     int32_t *seq = s->no_kv_cache ? malloc(sizeof(int32_t) * (size_t)B * maxT) : NULL;
     uint8_t *pmask = malloc((size_t)B * P);
     if (!rng || !rows || !pmask || (s->no_kv_cache && !seq)) {
         rc = rl_error_set(RL_ENOMEM, "generate: out of memory");
         goto done;
     }
-    int *cur_len = rows + B;
+    int *cur_len = rows + B, *slot_of = rows + 2 * B, *free_slots = rows + 3 * B, nfree = 0;
     for (int b = 0; b < B; b++) {
         rl_rng_init(&rng[b], s->seed, row_seeds ? row_seeds[b] : (uint64_t)b);
         out_lens[b] = 0;
@@ -552,15 +562,15 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
                 seq[(size_t)b * maxT + t] = prompts[(size_t)b * P + t];
     }
 
-    /* Prefill: every row's first token. */
-    int n = B;
-    for (int b = 0; b < B; b++)
-        rows[b] = b;
+    /* Prefill: the first S rows' first tokens (every row's when S = B). */
+    int n = S, next = S;
+    for (int b = 0; b < S; b++)
+        rows[b] = slot_of[b] = b;
     if (s->no_kv_cache) {
         if ((rc = s_full_step(m, n, rows, seq, maxT, cur_len, g->logits)) < 0)
             goto done;
     } else {
-        if ((rc = s_prefill(m, B, P, prompts, prompt_lens, pmask)) < 0)
+        if ((rc = s_prefill(m, n, rows, slot_of, 0, P, prompts, prompt_lens, pmask)) < 0)
             goto done;
     }
 
@@ -603,16 +613,20 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
                                                "finite (NaN or Inf weights, or an overflow)", b, j);
                 goto done;
             }
-            if (j == 0) /* it sampled nothing */
+            if (j == 0) { /* it sampled nothing */
+                free_slots[nfree++] = slot_of[b];
                 continue;
+            }
             int32_t tok = out_tokens[(size_t)b * maxnew + j - 1];
             int stop = j >= maxnew || prompt_lens[b] + j >= maxT;
             for (int k = 0; k < s->num_stop_tokens && !stop; k++)
                 stop = s->stop_tokens[k] == tok;
-            if (stop)
+            if (stop) {
+                free_slots[nfree++] = slot_of[b];
                 continue;
+            }
             slots[live] = b;
-            g->slot[live] = b;
+            g->slot[live] = slot_of[b];
             g->tok[live] = tok;
             g->pos[live] = prompt_lens[b] + j - 1;
             if (seq)
@@ -621,14 +635,24 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
             live++;
         }
         n = live;
-        if (n == 0)
-            break;
         if (s->no_kv_cache) {
-            if ((rc = s_full_step(m, n, rows, seq, maxT, cur_len, g->logits)) < 0)
+            if (n > 0 && (rc = s_full_step(m, n, rows, seq, maxT, cur_len, g->logits)) < 0)
                 goto done;
-        } else if ((rc = s_decode_step(m, n)) < 0) {
-            goto done;
+            continue;
         }
+        if (n > 0 && (rc = s_decode_step(m, n)) < 0)
+            goto done;
+        /* waiting prompts take the freed slots: their logits follow the
+         * continuing rows' */
+        int joined = 0;
+        while (next < B && nfree > 0) {
+            slot_of[next] = free_slots[--nfree];
+            rows[n + joined++] = next++;
+        }
+        if (joined > 0 &&
+            (rc = s_prefill(m, joined, rows + n, slot_of, n, P, prompts, prompt_lens, pmask)) < 0)
+            goto done;
+        n += joined;
     }
     rc = 0;
 done:

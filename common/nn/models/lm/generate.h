@@ -43,6 +43,11 @@ typedef struct rl_lm_sampling {
     int num_stop_tokens;
     uint64_t seed;
     int no_kv_cache;             /* 1 = recompute the full prefix every step (reference) */
+    /* Continuous batching: at most this many rows hold a KV-cache slot at
+     * once; a row that finishes gives its slot to the next waiting prompt
+     * (rows start in index order). 0 or >= B: all rows at once. Every row
+     * has its own random stream, so its tokens do not depend on it. */
+    int max_batch;
 } rl_lm_sampling;
 
 /* temperature 1, top_p 1, top_k 0, sampling, 64 new tokens, no stop tokens, seed 0. */

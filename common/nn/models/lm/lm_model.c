@@ -346,6 +346,7 @@ int rl_lm_model_sample_with(rl_model *m, const rl_dataproto *in, const rl_model_
     s.top_k = (int)sp->top_k;
     s.greedy = sp->greedy;
     s.max_new_tokens = R;
+    s.max_batch = sp->max_batch > 0 && sp->max_batch < B ? (int)sp->max_batch : 0;
     s.stop_tokens = stop >= 0 ? &stop : NULL;
     s.num_stop_tokens = stop >= 0 ? 1 : 0;
     const rl_model_output spec[5] = {{RL_LM_RESPONSES, RL_I32, 2, {B, R}},
