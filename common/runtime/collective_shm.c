@@ -4,7 +4,6 @@
 
 #include "common/runtime/abort.h"
 #include "rlrt/error.h"
-#include "rlrt/runtime/collective.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -201,15 +200,16 @@ static int s_barrier(rl_comm_shm *s, int timeout_ms, uint64_t abort_base)
 }
 
 /* result[b, e) of the window at global offset o: each element in the ring's
- * order for its ring chunk c, ((x[c+1] + x[c+2]) + ...) + x[c]. */
+ * order for its ring chunk c (collective.h's layout: chunks of
+ * ceil(count / W)), ((x[c+1] + x[c+2]) + ...) + x[c]. */
 static void s_reduce_slice(const rl_comm_shm *s, int64_t count, int64_t o, int64_t b, int64_t e,
                            int avg)
 {
     const int W = s->world;
     const float wf = (float)W;
+    const int64_t per = count / W + (count % W != 0);
     for (int c = 0; c < W; c++) {
-        int64_t cb, ce;
-        rl_shard_range(count, W, c, &cb, &ce);
+        int64_t cb = per * c < count ? per * c : count, ce = cb + per < count ? cb + per : count;
         int64_t lo = cb > o + b ? cb : o + b, hi = ce < o + e ? ce : o + e;
         if (lo >= hi)
             continue;
@@ -252,7 +252,9 @@ int rl_comm_shm_all_reduce(rl_comm_shm *s, const float *send, float *recv, int64
                                     "%d %lld: every rank must pass the same count",
                                     s->rank, (long long)count, r, (long long)n);
         }
-        rl_shard_range(S, s->world, s->rank, &b, &e);
+        int64_t per = S / s->world + (S % s->world != 0); /* this rank's slice */
+        b = per * s->rank < S ? per * s->rank : S;
+        e = b + per < S ? b + per : S;
         s_reduce_slice(s, count, o, b, e, avg);
         if ((rc = s_barrier(s, timeout_ms, abort_base)))
             return rc;
