@@ -17,11 +17,12 @@
 #
 # * compute-sanitizer (last: the slowest): memcheck, racecheck, synccheck
 #   and initcheck over test_nn_cuda, memcheck over test_nn_lm_cuda (each run
-#   bounded by RL_SANITIZER_TIMEOUT, default 180 s; RL_SANITIZER_TOOLS
+#   bounded by RL_SANITIZER_TIMEOUT, default 60 s; RL_SANITIZER_TOOLS
 #   narrows test_nn_cuda's list): out-of-bounds or
 #   uninitialised device memory, shared-memory races, barrier misuse.
 #
-# The device run, prepared here with `make CUDA=1 gpu-bundle` (carry build-gpu):
+# The device run (about 6 minutes on an H200 with the bench, 2026-11-28),
+# prepared here with `make CUDA=1 gpu-bundle` (carry build-gpu):
 #   cp docs/RESULTS.md $OUT/ && BUILD=build-gpu RL_GPU_BENCH=1 \
 #     RL_BENCH_GPU_OUT=$OUT/RESULTS.md tests/gpu_check.sh 2>&1 | tee $OUT/gpu_check.log
 #
@@ -75,10 +76,10 @@ else
         [ "$t" = test_nn_cuda ] || tools=memcheck
         for tool in $tools; do
             echo "== compute-sanitizer --tool $tool $t"
-            timeout "${RL_SANITIZER_TIMEOUT:-180}" "$cs" --tool $tool --error-exitcode 9 "$BUILD/tests/$t" 2>&1 \
+            timeout "${RL_SANITIZER_TIMEOUT:-60}" "$cs" --tool $tool --error-exitcode 9 "$BUILD/tests/$t" 2>&1 \
                 | grep -E "SUMMARY|FAILED|Error"
             r=${PIPESTATUS[0]}
-            [ $r = 124 ] && echo "gpu_check: $tool $t: timed out after ${RL_SANITIZER_TIMEOUT:-180} s"
+            [ $r = 124 ] && echo "gpu_check: $tool $t: timed out after ${RL_SANITIZER_TIMEOUT:-60} s"
             [ $r = 0 ] || { echo "gpu_check: $tool $t: exit $r"; rc=1; }
         done
     done
