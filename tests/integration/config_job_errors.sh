@@ -115,6 +115,10 @@ expect "algorithm.demos: $d/empty_dir: is a directory, not a file" \
     examples/libero_object_flowsar.yaml model.init_from="$d/model" algorithm.demos="$d/empty_dir"
 expect "override data.dir=$d/nope: data.dir: $d/nope: no such directory" examples/fmnist_scorer.yaml \
     data.dir="$d/nope"
+expect "override data.train_offset=60000: data.train_offset: must be in [0, 59999], got 60000" \
+    examples/fmnist_cnn.yaml data.train_offset=60000
+printf 'trainer:\n  recipe: scorer_train\nmodel:\n  type: image_cnn\ndata:\n  train_offset: -1\n' >"$d/offset.yaml"
+expect "$d/offset.yaml:6:17: data.train_offset: must be in [0, 59999], got -1" "$d/offset.yaml"
 CL=examples/cluster-libero.yaml expect "override env.data_dir=$d/nope: env.data_dir: $d/nope: no such directory" \
     examples/libero_collect.yaml env.data_dir="$d/nope"
 # the driver's own reads are checked without a cluster too; the workers' are
