@@ -13,6 +13,8 @@
 #                flow matching instead of RL_BENCH_DIFF_FLOW_STEPS): headroom for
 #                the prompt-match target, whose pretrained start is ~0.8
 #     steps=N    GRPO steps of this run (default RL_BENCH_DIFF_STEPS)
+#     seeds=A/B  this spec's seeds instead of RL_BENCH_DIFF_SEEDS (not part of
+#                its file names)
 #     ensemble   reward.scorer_path is the scorer and two more of other seeds
 #                (an ensemble: their probabilities averaged)
 #     config=NAME  the job examples/NAME.yaml (default dance_grpo_scorer for
@@ -27,10 +29,12 @@
 #   jpeg_compressibility@kl=0        mean kB of the JPEG falls (samples go
 #                                    blank: the reward is hacked)
 #   jpeg_compressibility             the same with the example's KL
-#   jpeg_compressibility,prompt_match:1@config=dance_grpo_jpeg_onprompt@steps=500
+#   jpeg_compressibility,prompt_match:1@config=dance_grpo_jpeg_onprompt@steps=500@seeds=1
 #                                    prompt-match held at a floor by a
 #                                    multiplier (algorithm.constraint), 64
-#                                    prompts a step, and the example's KL
+#                                    prompts a step, and the example's KL; one
+#                                    seed (15 to 30 minutes a run on 2 shared
+#                                    cores)
 #   jpeg_incompressibility           mean kB rises
 #   prompt_match@weak@steps=150@actor.optim.lr=2.5e-4
 #                                    prompt-match from the weak generator
@@ -68,7 +72,7 @@ DIR=${RL_BENCH_DIFF_DIR:-runs/bench_diffusion}
 QUICK=${RL_BENCH_DIFF_QUICK:-0}
 SEEDS=${RL_BENCH_DIFF_SEEDS:-"1 2"}
 DEFAULT_RUNS="prompt_match@kl=0 prompt_match jpeg_compressibility@kl=0 jpeg_compressibility"
-[ "$QUICK" = 1 ] || DEFAULT_RUNS="$DEFAULT_RUNS jpeg_compressibility,prompt_match:1@config=dance_grpo_jpeg_onprompt@steps=500 jpeg_incompressibility prompt_match@weak@steps=150@actor.optim.lr=2.5e-4"
+[ "$QUICK" = 1 ] || DEFAULT_RUNS="$DEFAULT_RUNS jpeg_compressibility,prompt_match:1@config=dance_grpo_jpeg_onprompt@steps=500@seeds=1 jpeg_incompressibility prompt_match@weak@steps=150@actor.optim.lr=2.5e-4"
 RUNS=${RL_BENCH_DIFF_RUNS:-$DEFAULT_RUNS}
 KEEP=${RL_BENCH_DIFF_KEEP:-0}
 EXTRA=${RL_BENCH_DIFF_EXTRA:-}
@@ -117,7 +121,7 @@ name() { echo "$1" | tr ',:@=' '+_~-'; }  # a run spec as a file name
 for r in $RUNS; do
     reward=${r%%@*}
     rest=${r#"$reward"}
-    flow="$DIR/flow/final" steps=$STEPS opts=() cfg= scorer="$DIR/scorer/final"
+    flow="$DIR/flow/final" steps=$STEPS opts=() cfg= scorer="$DIR/scorer/final" seeds=$SEEDS
     IFS=@ read -ra parts <<< "${rest#@}"
     for p in "${parts[@]}"; do
         case $p in
@@ -126,18 +130,19 @@ for r in $RUNS; do
         kl=0|kl=0.0) opts+=(actor.use_kl_loss=false) ;;
         kl=*) opts+=(actor.use_kl_loss=true "actor.kl_loss_coef=${p#kl=}") ;;
         steps=*) steps=${p#steps=} ;;
+        seeds=*) seeds=${p#seeds=} seeds=${seeds//\// } ;;
         config=*) cfg=examples/${p#config=}.yaml
                   [ -f "$cfg" ] || { echo "bench: run spec '$r': no $cfg"; exit 2; } ;;
         *=*) opts+=("$p") ;;
-        *) echo "bench: run spec '$r': unknown option '$p' (kl=C, weak, ensemble, steps=N, config=NAME, key=value)"; exit 2 ;;
+        *) echo "bench: run spec '$r': unknown option '$p' (kl=C, weak, ensemble, steps=N, seeds=A/B, config=NAME, key=value)"; exit 2 ;;
         esac
     done
     [ -n "$cfg" ] || case $reward in
     prompt_match) cfg=examples/dance_grpo_scorer.yaml ;;
     *) cfg=examples/dance_grpo_jpeg.yaml ;;
     esac
-    for seed in $SEEDS; do
-    n=$(name "$r")~seed-$seed
+    for seed in $seeds; do
+    n=$(name "$(echo "$r" | sed 's/@seeds=[^@]*//')")~seed-$seed
     out="$DIR/$n"
     if [ "$KEEP" = 1 ] && [ -f "$out.wall" ]; then
         cp "$out/before_after.png" "docs/diffusion/${n}_before_after.png" 2>/dev/null
@@ -161,7 +166,7 @@ python3 - "$DIR" "$STEPS" "$FLOW_STEPS" "$WEAK_STEPS" "$SCORER_STEPS" "$RUNS" "$
 import json, os, re, sys, datetime
 d, steps, flow_steps, weak_steps, scorer_steps, runs, extra, cnn_steps, seeds, quick = sys.argv[1:11]
 runs, seeds, quick = runs.split(), seeds.split(), quick == "1"
-fname = lambda r: r.translate(str.maketrans(",:@=", "+_~-"))
+fname = lambda r: re.sub(r"@seeds=[^@]*", "", r).translate(str.maketrans(",:@=", "+_~-"))
 
 def rows(path):
     with open(path) as f:
@@ -176,7 +181,8 @@ def spec(r):
     weak = "weak" in parts[1:]
     st = int(next((p[6:] for p in parts[1:] if p.startswith("steps=")), steps))
     other = [p for p in parts[1:] if p != "weak" and not p.startswith("steps=")]
-    return parts[0], weak, st, other
+    sd = next((p[6:].split("/") for p in parts[1:] if p.startswith("seeds=")), seeds)
+    return parts[0], weak, st, other, sd
 
 def last_acc(name):
     return [r["val/accuracy"] for r in rows(os.path.join(d, name, "metrics.jsonl")) if "val/accuracy" in r][-1]
@@ -195,7 +201,7 @@ lines = ["<!-- bench-diffusion:begin -->", "## Diffusion GRPO (seed 004)" + mode
          "`examples/fmnist_scorer.yaml` (%s steps on training images 0..29999, test accuracy **%.3f**). "
          "GRPO with `examples/dance_grpo_{scorer,jpeg}.yaml` (`prompt_match` runs the first, the others "
          "the second) or the `examples/NAME.yaml` of a run's `@config=NAME`, %s steps unless the run "
-         "says `@steps=N`, seeds %s (`trainer.seed`, one row each); extra overrides: `%s`. "
+         "says `@steps=N`, seeds %s (`trainer.seed`, one row each) unless it says `@seeds=A/B`; extra overrides: `%s`. "
          "`@kl=0` turns the KL to the pretrained generator off; without `@kl` a run has the example's "
          "KL (`actor.use_kl_loss: true`, `actor.kl_loss_coef` as in the example). "
          "Validation: ODE samples with fixed noise, 16 per built-in prompt. *Reward* is the validation "
@@ -218,8 +224,8 @@ lines = ["<!-- bench-diffusion:begin -->", "## Diffusion GRPO (seed 004)" + mode
 label = (lambda r: "`%s` (reduced)" % r) if quick else (lambda r: "`%s`" % r)
 res = {}  # spec -> [(seed, dict)]
 for r in runs:
-    reward, weak, st, other = spec(r)
-    for seed in seeds:
+    reward, weak, st, other, run_seeds = spec(r)
+    for seed in run_seeds:
         n = fname(r) + "~seed-" + seed
         path = os.path.join(d, n, "metrics.jsonl")
         if not os.path.exists(path) or not os.path.exists(os.path.join(d, n + ".wall")):
