@@ -162,9 +162,9 @@ for r in $RUNS; do
     done
 done
 
-python3 - "$DIR" "$STEPS" "$FLOW_STEPS" "$WEAK_STEPS" "$SCORER_STEPS" "$RUNS" "${EXTRA:-none}" "$CNN_STEPS" "$SEEDS" "$QUICK" <<'PY'
+python3 - "$DIR" "$STEPS" "$FLOW_STEPS" "$WEAK_STEPS" "$SCORER_STEPS" "$RUNS" "${EXTRA:-none}" "$CNN_STEPS" "$SEEDS" "$QUICK" "$KEEP" <<'PY'
 import json, os, re, sys, datetime
-d, steps, flow_steps, weak_steps, scorer_steps, runs, extra, cnn_steps, seeds, quick = sys.argv[1:11]
+d, steps, flow_steps, weak_steps, scorer_steps, runs, extra, cnn_steps, seeds, quick, keep = sys.argv[1:12]
 runs, seeds, quick = runs.split(), seeds.split(), quick == "1"
 fname = lambda r: re.sub(r"@seeds=[^@]*", "", r).translate(str.maketrans(",:@=", "+_~-"))
 
@@ -192,7 +192,10 @@ print("bench: diffusion_scorer_test_accuracy = %.4f" % acc)
 print("bench: diffusion_judge_test_accuracy = %.4f" % jacc)
 print("bench: diffusion_fid_cnn_test_accuracy = %.4f" % cacc)
 mode = " (reduced: `RL_BENCH_DIFF_QUICK=1`)" if quick else ""
-cmd = ("RL_BENCH_DIFF_QUICK=1 make bench-diffusion" if quick else "make bench-diffusion")
+cmd = ("RL_BENCH_DIFF_QUICK=1 " if quick else "") + ("RL_BENCH_DIFF_KEEP=1 " if keep == "1" else "") + \
+    "make bench-diffusion"
+kept = (" With `RL_BENCH_DIFF_KEEP=1` a run already finished under `%s` with the same settings was "
+        "reused (a run's row is the run's own metrics.jsonl)." % d) if keep == "1" else ""
 lines = ["<!-- bench-diffusion:begin -->", "## Diffusion GRPO (seed 004)" + mode, "",
          "Produced by `%s` (bench/bench_diffusion.sh) on %s, %d CPU cores (shared), "
          "`examples/cluster-diffusion.yaml` (rollout ×1, actor ×2 FSDP, reward ×1). Generators: "
@@ -214,9 +217,9 @@ lines = ["<!-- bench-diffusion:begin -->", "## Diffusion GRPO (seed 004)" + mode
          "samples (its argmax is the prompt's class): a judge of another architecture and another "
          "data split than the scorer. *MLP judge* is a second MLP classifier (`fmnist_scorer.yaml` with "
          "`trainer.seed=7 model.hidden_size=128`, the scorer's split, test accuracy **%.3f**; "
-         "`reward.judge_path`), *scorer* the scorer's own on-prompt accuracy."
+         "`reward.judge_path`), *scorer* the scorer's own on-prompt accuracy.%s"
          % (cmd, datetime.date.today(), os.cpu_count(), flow_steps, weak_steps, scorer_steps, acc,
-            steps, " and ".join(seeds), extra, cnn_steps, cacc, jacc), "",
+            steps, " and ".join(seeds), extra, cnn_steps, cacc, jacc, kept), "",
          "| run | seed | reward | generator | steps | reward before | reward after | change | FID before | "
          "FID after | ratio | CNN judge before | CNN judge after | MLP judge before | MLP judge after | "
          "scorer before | scorer after | wall s |",
