@@ -12,6 +12,8 @@
 #     weak       start from the weak generator (RL_BENCH_DIFF_WEAK_FLOW_STEPS of
 #                flow matching instead of RL_BENCH_DIFF_FLOW_STEPS): headroom for
 #                the prompt-match target, whose pretrained start is ~0.8
+#     conv       start from the convolutional generator (examples/fmnist_flow_conv.yaml,
+#                model.trunk conv, RL_BENCH_DIFF_CONV_STEPS of flow matching)
 #     steps=N    GRPO steps of this run (default RL_BENCH_DIFF_STEPS)
 #     seeds=A/B  this spec's seeds instead of RL_BENCH_DIFF_SEEDS (not part of
 #                its file names)
@@ -38,6 +40,11 @@
 #   jpeg_incompressibility           mean kB rises
 #   prompt_match@weak@steps=150@actor.optim.lr=2.5e-4
 #                                    prompt-match from the weak generator
+#   prompt_match@conv@seeds=1        prompt-match from the convolutional
+#                                    generator (its pretraining about 9 min,
+#                                    its GRPO about 10 s a step on 2 cores)
+# The whole default bench takes about an hour on 2 shared cores (the
+# pretraining of the scorers, the FID's CNN and the generators included).
 # Each row records the validation reward before and after, the on-prompt
 # accuracy by the scorer (its argmax is the prompt's class), the held-out
 # quality (val/fid: the FID on the features of the convolutional classifier of
@@ -55,6 +62,7 @@
 #   RL_BENCH_DIFF_STEPS (default 100)           GRPO steps per run
 #   RL_BENCH_DIFF_FLOW_STEPS (default 400)      generator pretraining steps
 #   RL_BENCH_DIFF_WEAK_FLOW_STEPS (default 50)  the weak generator's steps
+#   RL_BENCH_DIFF_CONV_STEPS (default 1200)     the convolutional generator's steps
 #   RL_BENCH_DIFF_SCORER_STEPS (default 600)    scorer steps
 #   RL_BENCH_DIFF_CNN_STEPS (default 2000)      the FID's CNN's steps
 #   RL_BENCH_DIFF_DIR (default runs/bench_diffusion)
@@ -66,13 +74,14 @@ BUILD=${BUILD:-build}
 STEPS=${RL_BENCH_DIFF_STEPS:-100}
 FLOW_STEPS=${RL_BENCH_DIFF_FLOW_STEPS:-400}
 WEAK_STEPS=${RL_BENCH_DIFF_WEAK_FLOW_STEPS:-50}
+CONV_STEPS=${RL_BENCH_DIFF_CONV_STEPS:-1200}
 SCORER_STEPS=${RL_BENCH_DIFF_SCORER_STEPS:-600}
 CNN_STEPS=${RL_BENCH_DIFF_CNN_STEPS:-2000}
 DIR=${RL_BENCH_DIFF_DIR:-runs/bench_diffusion}
 QUICK=${RL_BENCH_DIFF_QUICK:-0}
 SEEDS=${RL_BENCH_DIFF_SEEDS:-"1 2"}
 DEFAULT_RUNS="prompt_match@kl=0 prompt_match jpeg_compressibility@kl=0 jpeg_compressibility"
-[ "$QUICK" = 1 ] || DEFAULT_RUNS="$DEFAULT_RUNS jpeg_compressibility,prompt_match:1@config=dance_grpo_jpeg_onprompt@steps=500@seeds=1 jpeg_incompressibility prompt_match@weak@steps=150@actor.optim.lr=2.5e-4"
+[ "$QUICK" = 1 ] || DEFAULT_RUNS="$DEFAULT_RUNS jpeg_compressibility,prompt_match:1@config=dance_grpo_jpeg_onprompt@steps=500@seeds=1 jpeg_incompressibility prompt_match@weak@steps=150@actor.optim.lr=2.5e-4 prompt_match@conv@seeds=1"
 RUNS=${RL_BENCH_DIFF_RUNS:-$DEFAULT_RUNS}
 KEEP=${RL_BENCH_DIFF_KEEP:-0}
 EXTRA=${RL_BENCH_DIFF_EXTRA:-}
@@ -107,15 +116,17 @@ if [ ! -f "$DIR/cnn/final/model.safetensors" ]; then
     $D --config examples/fmnist_cnn.yaml trainer.output_dir="$DIR/cnn" trainer.total_steps="$CNN_STEPS" || exit 1
     echo "bench: diffusion_fid_cnn_wall_s = $(secs "$t0")"
 fi
-pretrain() { # dir steps tag
+pretrain() { # dir steps tag [config]
     [ -f "$1/final/model.safetensors" ] && return 0
     local t0
     t0=$(now)
-    $D --config examples/fmnist_flow.yaml trainer.output_dir="$1" trainer.total_steps="$2" || exit 1
+    $D --config "${4:-examples/fmnist_flow.yaml}" trainer.output_dir="$1" trainer.total_steps="$2" || exit 1
     echo "bench: $3_wall_s = $(secs "$t0")"
 }
 pretrain "$DIR/flow" "$FLOW_STEPS" diffusion_flow_pretrain
 case " $RUNS " in *@weak*) pretrain "$DIR/flow_weak" "$WEAK_STEPS" diffusion_flow_weak_pretrain ;; esac
+case " $RUNS " in *@conv*) pretrain "$DIR/flow_conv" "$CONV_STEPS" diffusion_flow_conv_pretrain \
+    examples/fmnist_flow_conv.yaml ;; esac
 
 name() { echo "$1" | tr ',:@=' '+_~-'; }  # a run spec as a file name
 for r in $RUNS; do
@@ -126,6 +137,8 @@ for r in $RUNS; do
     for p in "${parts[@]}"; do
         case $p in
         weak) flow="$DIR/flow_weak/final" ;;
+        conv) flow="$DIR/flow_conv/final"  # fmnist_flow_conv.yaml's architecture
+              opts+=(model.trunk=conv model.conv_channels=32 model.hidden_size=128) ;;
         ensemble) scorer="$DIR/scorer/final,$DIR/scorer_s2/final,$DIR/scorer_s3/final" ;;
         kl=0|kl=0.0) opts+=(actor.use_kl_loss=false) ;;
         kl=*) opts+=(actor.use_kl_loss=true "actor.kl_loss_coef=${p#kl=}") ;;
@@ -134,7 +147,7 @@ for r in $RUNS; do
         config=*) cfg=examples/${p#config=}.yaml
                   [ -f "$cfg" ] || { echo "bench: run spec '$r': no $cfg"; exit 2; } ;;
         *=*) opts+=("$p") ;;
-        *) echo "bench: run spec '$r': unknown option '$p' (kl=C, weak, ensemble, steps=N, seeds=A/B, config=NAME, key=value)"; exit 2 ;;
+        *) echo "bench: run spec '$r': unknown option '$p' (kl=C, weak, conv, ensemble, steps=N, seeds=A/B, config=NAME, key=value)"; exit 2 ;;
         esac
     done
     [ -n "$cfg" ] || case $reward in
@@ -162,7 +175,7 @@ for r in $RUNS; do
     done
 done
 
-python3 - "$DIR" "$STEPS" "$FLOW_STEPS" "$WEAK_STEPS" "$SCORER_STEPS" "$RUNS" "${EXTRA:-none}" "$CNN_STEPS" "$SEEDS" "$QUICK" "$KEEP" <<'PY'
+RL_BENCH_DIFF_CONV_STEPS=$CONV_STEPS python3 - "$DIR" "$STEPS" "$FLOW_STEPS" "$WEAK_STEPS" "$SCORER_STEPS" "$RUNS" "${EXTRA:-none}" "$CNN_STEPS" "$SEEDS" "$QUICK" "$KEEP" <<'PY'
 import json, os, re, sys, datetime
 d, steps, flow_steps, weak_steps, scorer_steps, runs, extra, cnn_steps, seeds, quick, keep = sys.argv[1:12]
 runs, seeds, quick = runs.split(), seeds.split(), quick == "1"
@@ -180,7 +193,7 @@ def spec(r):
     parts = r.split("@")
     weak = "weak" in parts[1:]
     st = int(next((p[6:] for p in parts[1:] if p.startswith("steps=")), steps))
-    other = [p for p in parts[1:] if p != "weak" and not p.startswith("steps=")]
+    other = [p for p in parts[1:] if p not in ("weak", "conv") and not p.startswith("steps=")]
     sd = next((p[6:].split("/") for p in parts[1:] if p.startswith("seeds=")), seeds)
     return parts[0], weak, st, other, sd
 
@@ -200,7 +213,9 @@ lines = ["<!-- bench-diffusion:begin -->", "## Diffusion GRPO (seed 004)" + mode
          "Produced by `%s` (bench/bench_diffusion.sh) on %s, %d CPU cores (shared), "
          "`examples/cluster-diffusion.yaml` (rollout ×1, actor ×2 FSDP, reward ×1). Generators: "
          "`examples/fmnist_flow.yaml` with %s flow-matching steps (*pretrained*, every run but the "
-         "`@weak` ones) and with %s steps (*weak*). Reward model: the MLP scorer "
+         "`@weak` and `@conv` ones), with %s steps (*weak*), and `examples/fmnist_flow_conv.yaml` "
+         "(*conv*: `model.trunk: conv`, a small U-Net of 3×3 convolutions, the `@conv` runs, its "
+         "steps in the column). Reward model: the MLP scorer "
          "`examples/fmnist_scorer.yaml` (%s steps on training images 0..29999, test accuracy **%.3f**). "
          "GRPO with `examples/dance_grpo_{scorer,jpeg}.yaml` (`prompt_match` runs the first, the others "
          "the second) or the `examples/NAME.yaml` of a run's `@config=NAME`, %s steps unless the run "
@@ -243,6 +258,8 @@ for r in runs:
         b, a = v[0][1], v[-1][1]
         change = "%+.3f" % (a - b) if reward == "prompt_match" else "%+.1f%%" % (100 * (a - b) / b)
         gen = "weak (%s)" % weak_steps if weak else "pretrained (%s)" % flow_steps
+        if "conv" in r.split("@")[1:]:
+            gen = "conv (%s)" % os.environ.get("RL_BENCH_DIFF_CONV_STEPS", "?")
         m = dict(reward=reward, key=key, b=b, a=a, fb=fid[0][1], fa=fid[-1][1], cb=cnn[0][1], ca=cnn[-1][1],
                  jb=jd[0][1], ja=jd[-1][1], ob=on[0][1], oa=on[-1][1], wall=wall, n=n, v=v, fid=fid, cnn=cnn,
                  kbb=kb[0][1] if kb else float("nan"), kba=kb[-1][1] if kb else float("nan"))
