@@ -11,8 +11,10 @@
 # prompt-match scorer, the FID's convolutional classifier and the clip
 # generator's flow-matching pretraining when runs/fmnist_scorer/final,
 # runs/fmnist_cnn/final or runs/fmnist_flow/final is missing, then GRPO
-# with the prompt-match reward (examples/dance_grpo_scorer.yaml); it prints
-# the validation reward and FID before and after and saves a before/after grid.
+# with the prompt-match reward and the KL to the pretrained generator
+# (examples/dance_grpo_scorer.yaml); it prints the validation reward, the CNN
+# judge's on-prompt accuracy and the FID before and after and saves a
+# before/after grid.
 # `RL_RUN=libero make run` runs the embodied track (seeds 000/001): the
 # LIBERO-Object scenes, expert demonstrations and the few-shot warm start of
 # the flow policy when missing, then FlowSAR with the demonstration anchor
@@ -39,12 +41,21 @@ if [ "${RL_RUN:-}" = diffusion ]; then
         echo "== flow-matching pretraining of the clip generator (runs/fmnist_flow/final is missing)"
         $DD --config examples/fmnist_flow.yaml
     fi
-    echo "== diffusion GRPO with the prompt-match reward"
+    echo "== diffusion GRPO with the prompt-match reward (and the KL to the pretrained generator)"
     $DD --config examples/dance_grpo_scorer.yaml "$@"
-    grep -h '"val/prompt_match"' runs/dance_grpo_scorer/metrics.jsonl | sed -n '1p;$p' | \
-        sed 's/.*"step": \([0-9]*\).*"val\/prompt_match": \([0-9.e-]*\).*/validation prompt-match reward at step \1: \2/'
-    grep -h '"val/fid"' runs/dance_grpo_scorer/metrics.jsonl | sed -n '1p;$p' | \
-        sed 's/.*"step": \([0-9]*\).*"val\/fid": \([0-9.e-]*\).*/validation FID (lower is better) at step \1: \2/'
+    M=runs/dance_grpo_scorer/metrics.jsonl
+    # the first and the last validation's value of a metric: "before after"
+    v() { grep -o "\"$1\": [0-9.e+-]*" "$M" | sed -n '1p;$p' | awk '{printf "%s ", $2}'; }
+    vsteps() { grep '"val/prompt_match"' "$M" | grep -o '"step": [0-9]*' | awk '{print $2}'; }
+    show() { # label key
+        set -- "$1" $(v "$2")
+        printf '  %-62s %8.4f -> %8.4f\n' "$1" "$2" "$3"
+    }
+    echo "validation before (step $(vsteps | head -1)) and after (step $(vsteps | tail -1)):"
+    show "prompt-match reward (the MLP scorer's p(prompt's class))" val/prompt_match
+    show "CNN judge's on-prompt accuracy (no run trains against it)" val/cnn_on_prompt
+    show "FID to the Fashion-MNIST test images (lower is better)" val/fid
+    show "FID of real training images (the floor at this count)" val/fid_floor
     echo "before (top) / after (bottom), one ODE sample per prompt: runs/dance_grpo_scorer/before_after.png"
     exit 0
 fi

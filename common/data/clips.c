@@ -166,6 +166,18 @@ fail:
     return NULL;
 }
 
+int rl_fmnist_skip(rl_fmnist *d, int64_t skip)
+{
+    if (!d || skip < 0 || skip >= d->n)
+        return rl_error_set(RL_EINVAL, "fashion-mnist: cannot skip %lld of %lld images", (long long)skip,
+                            d ? (long long)d->n : 0LL);
+    size_t px = (size_t)d->rows * (size_t)d->cols;
+    memmove(d->pixels, d->pixels + (size_t)skip * px, (size_t)(d->n - skip) * px);
+    memmove(d->labels, d->labels + skip, (size_t)(d->n - skip));
+    d->n -= skip;
+    return RL_OK;
+}
+
 void rl_fmnist_free(rl_fmnist *d)
 {
     if (!d)

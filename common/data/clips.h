@@ -44,6 +44,11 @@ typedef struct rl_fmnist {
  * A missing directory or file is RL_ENOTFOUND naming the path and the Debian
  * package that provides it. */
 rl_fmnist *rl_fmnist_load(const char *dir, const char *split, int64_t limit);
+/* Drops the first `skip` images of d in place (d keeps images skip..n−1, in
+ * order): a data split, e.g. the scorer on the first half of the training
+ * images and the judge on the second. skip in [0, n): RL_EINVAL otherwise
+ * (d unchanged). */
+int rl_fmnist_skip(rl_fmnist *d, int64_t skip);
 void rl_fmnist_free(rl_fmnist *d);
 
 /* The built-in prompt of class c ("a sneaker"), or NULL outside [0, 10). */

@@ -32,6 +32,16 @@ static int s_clip_flow_check(const rl_config *c, void *out)
                                      keys[1], (long long)sz->channels, keys[2], (long long)sz->height,
                                      keys[3], (long long)sz->width);
     }
+    if (m->trunk == RL_CLIP_FLOW_TRUNK_CONV && (sz->height % 4 || sz->width % 4)) {
+        const char *const keys[] = {
+            RL_CFG_PATH(&rl_clip_flow_model_section, rl_clip_flow_model_config, trunk),
+            RL_CFG_PATH(&rl_image_size_section, rl_image_size_config, height),
+            RL_CFG_PATH(&rl_image_size_section, rl_image_size_config, width), NULL};
+        return rl_config_error_among(c, keys, RL_ECONFIG,
+                                     "%s conv halves the image twice: %s %lld and %s %lld must be "
+                                     "multiples of 4", keys[0], keys[1], (long long)sz->height, keys[2],
+                                     (long long)sz->width);
+    }
     return RL_OK;
 }
 

@@ -32,6 +32,9 @@ typedef struct rl_clip_flow_model_config {
 /* model.prediction */
 #define RL_CLIP_FLOW_PREDICT_VELOCITY 0
 #define RL_CLIP_FLOW_PREDICT_X0 1
+/* model.trunk */
+#define RL_CLIP_FLOW_TRUNK_MLP 0
+#define RL_CLIP_FLOW_TRUNK_CONV 1
 
 extern const rl_config_section rl_clip_flow_model_section;
 

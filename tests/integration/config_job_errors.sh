@@ -115,6 +115,12 @@ expect "algorithm.demos: $d/empty_dir: is a directory, not a file" \
     examples/libero_object_flowsar.yaml model.init_from="$d/model" algorithm.demos="$d/empty_dir"
 expect "override data.dir=$d/nope: data.dir: $d/nope: no such directory" examples/fmnist_scorer.yaml \
     data.dir="$d/nope"
+expect "override data.train_offset=60000: data.train_offset: must be in [0, 59999], got 60000" \
+    examples/fmnist_cnn.yaml data.train_offset=60000
+printf 'trainer:\n  recipe: scorer_train\nmodel:\n  type: image_cnn\ndata:\n  train_offset: -1\n' >"$d/offset.yaml"
+expect "$d/offset.yaml:6:17: data.train_offset: must be in [0, 59999], got -1" "$d/offset.yaml"
+printf 'trainer:\n  recipe: flow_pretrain\nmodel:\n  type: clip_flow\n  trunk: conv\n  height: 30\n' >"$d/conv.yaml"
+expect "$d/conv.yaml:5:10: model.trunk: model.trunk conv halves the image twice: model.height 30 and model.width 28 must be multiples of 4" "$d/conv.yaml"
 CL=examples/cluster-libero.yaml expect "override env.data_dir=$d/nope: env.data_dir: $d/nope: no such directory" \
     examples/libero_collect.yaml env.data_dir="$d/nope"
 # the driver's own reads are checked without a cluster too; the workers' are

@@ -24,7 +24,10 @@ Seven jobs on real daemons, from the example jobs with only their length
              clips;
   clip_grpo  dance_grpo_scorer.yaml on those 4-frame clips: 2 steps,
              validation at 0 and 2.
-The GRPO jobs run without the examples' lr warm-up (5 steps: these few
+The GRPO jobs run with the KL to the pretrained generator as recorded
+(the examples have turned it on at actor.kl_loss_coef 0.03 since: grpo and
+clip_grpo without it, grpo_kl at the then default coefficient 0.001), and
+without the examples' lr warm-up (5 steps: these few
 steps would train at lr 0 and a fifth of it) and without their FID
 (data.fid_model='': the recorded runs predate it, and it only adds val/
 metrics; tests/integration/diffusion_fid.py checks it).
@@ -60,7 +63,7 @@ FMNIST = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
 # GRPO from those: the examples' warm-up of 5 steps would train these few
 # steps at lr 0 and a fifth of it, so the GRPO jobs start at the full rate
 GRPO = ["model.init_from=flow/final", "reward.scorer_path=scorer/final", "actor.optim.warmup_steps=0",
-        "data.fid_model="]
+        "data.fid_model=", "actor.use_kl_loss=false"]
 JOBS = [
     ("scorer", "fmnist_scorer.yaml", ["trainer.total_steps=40", "data.train_limit=2000",
                                       "trainer.output_dir=scorer"]),
@@ -73,13 +76,15 @@ JOBS = [
         "trainer.total_steps=4", "trainer.val_every=2", "trainer.save_every=2",
         "rollout.online.step.interval=2", "trainer.output_dir=grpo"]),
     ("grpo_kl", "dance_grpo_jpeg_onprompt.yaml", GRPO + [
-        "actor.use_kl_loss=true", "data.train_batch_size=8", "actor.ppo_mini_batch_size=8",
+        "actor.use_kl_loss=true", "actor.kl_loss_coef=0.001", "data.train_batch_size=8",
+        "actor.ppo_mini_batch_size=8",
         "trainer.total_steps=3", "trainer.val_every=3", "trainer.save_every=0",
         "rollout.online.test=false", "trainer.output_dir=grpo_kl"]),
     ("clip_flow", "fmnist_flow_clips.yaml", ["trainer.total_steps=10", "data.train_limit=2000",
                                              "trainer.output_dir=clip_flow"]),
     ("clip_grpo", "dance_grpo_scorer.yaml", [
         "model.init_from=clip_flow/final", "reward.scorer_path=scorer/final", "model.frames=4", "data.fid_model=",
+        "actor.use_kl_loss=false",
         "actor.optim.warmup_steps=0",
         "trainer.total_steps=2", "trainer.val_every=2", "trainer.save_every=0",
         "rollout.online.step.interval=2", "trainer.output_dir=clip_grpo"]),

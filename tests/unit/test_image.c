@@ -279,6 +279,17 @@ static void test_fmnist_and_clips(void **state)
         counts[d->labels[i]]++;
     for (int c = 0; c < 10; c++)
         assert_true(counts[c] > 0);
+    /* a split: skipping 40 keeps images 40..99 in order; skipping all is refused */
+    rl_fmnist *tail = rl_fmnist_load(RL_FMNIST_DIR, "t10k", 100);
+    assert_non_null(tail);
+    assert_int_equal(rl_fmnist_skip(tail, 40), 0);
+    assert_int_equal(tail->n, 60);
+    assert_memory_equal(tail->pixels, d->pixels + 40 * 784, 60 * 784);
+    assert_memory_equal(tail->labels, d->labels + 40, 60);
+    assert_int_equal(rl_fmnist_skip(tail, 60), RL_EINVAL);
+    assert_int_equal(rl_fmnist_skip(tail, -1), RL_EINVAL);
+    assert_int_equal(tail->n, 60);
+    rl_fmnist_free(tail);
     float one[784], clip[4 * 784], again[4 * 784];
     assert_int_equal(rl_clip_build(d, 3, 1, 7, 0, one), 0);
     for (int i = 0; i < 784; i++) {

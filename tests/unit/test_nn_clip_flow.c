@@ -38,7 +38,7 @@ static rl_model *s_model(const rl_golden *g)
     snprintf(yaml, sizeof yaml,
              "model: {type: clip_flow, frames: %s, channels: %s, height: %s, width: %s, "
              "num_prompts: %s, hidden_size: %s, num_layers: %s, time_embed_dim: %s, "
-             "prediction: %s, init_from: ''}\n",
+             "prediction: %s, trunk: mlp, conv_channels: 32, init_from: ''}\n",
              rl_golden_meta(g, "frames"), rl_golden_meta(g, "channels"),
              rl_golden_meta(g, "height"), rl_golden_meta(g, "width"),
              rl_golden_meta(g, "prompts"), rl_golden_meta(g, "hidden"),
@@ -281,6 +281,93 @@ static void test_finite_differences(void **state)
     rl_golden_free(g);
 }
 
+/* The conv trunk (model.trunk conv), frames as channels: central differences
+ * of a linear loss over the velocity in parameters of every view (two per
+ * view), rows independent of the micro-batch, and a side that is not a
+ * multiple of 4 refused. */
+static void test_conv_trunk(void **state)
+{
+    (void)state;
+    const char *yaml = "model: {type: clip_flow, trunk: conv, conv_channels: 3, frames: 2, channels: 1, "
+                       "height: 8, width: 8, num_prompts: 3, hidden_size: 6, num_layers: 0, time_embed_dim: 4, "
+                       "prediction: x0, init_from: ''}\n";
+    rl_config *job = rl_config_parse_string(yaml, strlen(yaml), "<test>");
+    assert_non_null(job);
+    rl_model *m = rl_model_build(job, 1);
+    rl_config_free(job);
+    if (!m)
+        fail_msg("%s", rl_error_message());
+    assert_int_equal(rl_model_init_random(m, 5), 0);
+    enum { B = 3, D = 2 * 8 * 8 };
+    rl_dataproto *dp = rl_dataproto_new();
+    int64_t s2[2] = {B, D}, s1[1] = {B};
+    float *x = rl_tensor_data(rl_dataproto_new_tensor(dp, RL_CF_X_T, RL_F32, 2, s2));
+    float *sig = rl_tensor_data(rl_dataproto_new_tensor(dp, RL_CF_SIGMA, RL_F32, 1, s1));
+    int32_t *ids = rl_tensor_data(rl_dataproto_new_tensor(dp, RL_CF_PROMPT_IDS, RL_I32, 1, s1));
+    static float coef[B * D];
+    for (int i = 0; i < B * D; i++) {
+        x[i] = (float)sin(0.37 * i);
+        coef[i] = (float)cos(0.11 * i) / (B * D);
+    }
+    for (int b = 0; b < B; b++) {
+        sig[b] = 0.2f + 0.3f * (float)b;
+        ids[b] = b % 3;
+    }
+    /* micro-batching never changes a row */
+    rl_model_pass whole = {.temperature = 1, .micro_batch = 0}, one = {.temperature = 1, .micro_batch = 1};
+    rl_dataproto *o1 = NULL, *o2 = NULL;
+    assert_int_equal(rl_model_forward(m, dp, RL_Q_BIT(RL_Q_VELOCITY), &whole, &o1), 0);
+    assert_int_equal(rl_model_forward(m, dp, RL_Q_BIT(RL_Q_VELOCITY), &one, &o2), 0);
+    rl_tensor *v1 = rl_dataproto_tensor(o1, rl_quantity_name(RL_Q_VELOCITY));
+    rl_tensor *v2 = rl_dataproto_tensor(o2, rl_quantity_name(RL_Q_VELOCITY));
+    assert_non_null(v1);
+    assert_non_null(v2);
+    assert_memory_equal(rl_tensor_data(v1), rl_tensor_data(v2), sizeof(float) * B * D);
+    rl_dataproto_free(o1);
+    rl_dataproto_free(o2);
+    s_lin c = {coef, RL_Q_VELOCITY};
+    rl_model_zero_grad(m);
+    double loss = 0;
+    assert_int_equal(rl_model_forward_backward(m, dp, RL_Q_BIT(RL_Q_VELOCITY), &one, s_linear_loss, &c, &loss), 0);
+    const rl_param_manifest *man = rl_model_manifest(m);
+    float *p = rl_model_params(m), *gr = rl_model_grads(m);
+    float *gcopy = malloc(sizeof(float) * (size_t)man->total);
+    memcpy(gcopy, gr, sizeof(float) * (size_t)man->total);
+    int checked = 0;
+    for (int v = 0; v < man->count; v++)
+        for (int j = 0; j < 2; j++) {
+            int64_t i = man->views[v].offset + (man->views[v].numel * (3 + 7 * j) / 13);
+            float keep = p[i];
+            double lo = 0, hi = 0, h = 1e-2;
+            p[i] = keep + (float)h;
+            assert_int_equal(rl_model_forward_backward(m, dp, RL_Q_BIT(RL_Q_VELOCITY), &whole,
+                                                       s_linear_loss, &c, &hi), 0);
+            p[i] = keep - (float)h;
+            assert_int_equal(rl_model_forward_backward(m, dp, RL_Q_BIT(RL_Q_VELOCITY), &whole,
+                                                       s_linear_loss, &c, &lo), 0);
+            p[i] = keep;
+            double fd = (hi - lo) / (2 * h);
+            if (fabs(fd - gcopy[i]) > 2e-2 * fabs(gcopy[i]) + 1e-4)
+                fail_msg("%s[%lld]: finite difference %g, backward %g", man->views[v].name,
+                         (long long)(i - man->views[v].offset), fd, (double)gcopy[i]);
+            checked++;
+        }
+    assert_int_equal(checked, 2 * man->count);
+    assert_non_null(strstr(man->views[man->count - 1].name, "conv.6"));
+    free(gcopy);
+    rl_dataproto_free(dp);
+    rl_model_free(m);
+    const char *bad = "model: {type: clip_flow, trunk: conv, conv_channels: 3, frames: 1, channels: 1, "
+                      "height: 10, width: 8, num_prompts: 3, hidden_size: 6, num_layers: 0, "
+                      "time_embed_dim: 4, prediction: x0, init_from: ''}\n";
+    job = rl_config_parse_string(bad, strlen(bad), "<test>");
+    assert_non_null(job);
+    assert_null(rl_model_build(job, 1));
+    if (!strstr(rl_error_message(), "model.height 10 and model.width 8 must be multiples of 4"))
+        fail_msg("'%s'", rl_error_message());
+    rl_config_free(job);
+}
+
 /* ---- sampling --------------------------------------------------------------------------------- */
 
 static rl_dataproto *s_sample_in(int64_t B, const int64_t *noise_seeds, const int64_t *row_seeds,
@@ -469,13 +556,14 @@ static void test_config_json(void **state)
     (void)state;
     static const char *const yaml[2] = {
         "model: {type: clip_flow, frames: 2, channels: 1, height: 8, width: 6, num_prompts: 3, "
-        "hidden_size: 16, num_layers: 1, time_embed_dim: 8, prediction: velocity, init_from: ''}\n",
+        "hidden_size: 16, num_layers: 1, time_embed_dim: 8, prediction: velocity, trunk: mlp, "
+        "conv_channels: 32, init_from: ''}\n",
         "model: {type: image_classifier, channels: 1, height: 8, width: 6, num_classes: 4, "
         "hidden_size: 5, init_from: ''}\n"};
     static const char *const want[2] = {
         "{\"model\": {\"type\": \"clip_flow\", \"channels\": 1, \"height\": 8, \"width\": 6, "
         "\"frames\": 2, \"num_prompts\": 3, \"hidden_size\": 16, \"num_layers\": 1, "
-        "\"time_embed_dim\": 8, \"prediction\": \"velocity\"}}\n",
+        "\"time_embed_dim\": 8, \"prediction\": \"velocity\", \"trunk\": \"mlp\", \"conv_channels\": 32}}\n",
         "{\"model\": {\"type\": \"image_classifier\", \"channels\": 1, \"height\": 8, \"width\": 6, "
         "\"num_classes\": 4, \"hidden_size\": 5}}\n"};
     for (int k = 0; k < 2; k++) {
@@ -524,7 +612,7 @@ static void test_config_checks(void **state)
         char yaml[512];
         snprintf(yaml, sizeof yaml,
                  "model: {type: clip_flow, %s, channels: 1, width: 512, num_prompts: 3, "
-                 "hidden_size: 16, num_layers: 1, init_from: ''}\n", bad[k][0]);
+                 "hidden_size: 16, num_layers: 1, trunk: mlp, conv_channels: 32, init_from: ''}\n", bad[k][0]);
         rl_config *job = rl_config_parse_string(yaml, strlen(yaml), "<test>");
         assert_non_null(job);
         assert_int_equal(rl_model_check_config(job), RL_ECONFIG);
@@ -560,6 +648,7 @@ int main(void)
         cmocka_unit_test_setup(test_bad_batches, s_use_x0),
         cmocka_unit_test_setup(test_save_load, s_use_x0),
         cmocka_unit_test(test_config_json),
+        cmocka_unit_test(test_conv_trunk),
         cmocka_unit_test(test_config_checks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -12,6 +12,7 @@
 
 #include "common/nn/engine/ops.h"
 #include "common/nn/models/flow_chain_internal.h"
+#include "common/nn/models/flow_conv_internal.h"
 #include "common/nn/models/flow_mlp_internal.h"
 #include "common/nn/models/model_base.h"
 #include "common/schema/model.h"
@@ -23,7 +24,10 @@ typedef struct s_cf {
     rl_clip_flow_config c;
     int64_t D;
     int hidden, prompts, x0_pred; /* of c */
+    int conv;            /* model.trunk conv: tc, not t */
     rl_flow_mlp t;       /* the trunk: views in, time, blocks, out; activations */
+    rl_flow_conv tc;     /* the conv trunk: views time, conv.*, cond.*; activations */
+    int64_t n;           /* rows of the last forward */
     int64_t emb;         /* offset of prompt.embedding */
     int64_t dcap;
     const int32_t *ids;  /* borrowed ids of the last forward */
@@ -59,7 +63,7 @@ static float s_sig_floor(float sigma)
 
 static int s_reserve(s_cf *m, int64_t n)
 {
-    int rc = rl_flow_mlp_reserve(&m->t, n, "clip_flow");
+    int rc = m->conv ? rl_flow_conv_reserve(&m->tc, n, "clip_flow") : rl_flow_mlp_reserve(&m->t, n, "clip_flow");
     if (rc || n <= m->dcap)
         return rc;
     free(m->dout);
@@ -80,14 +84,27 @@ static int s_net_forward(s_cf *m, int64_t n, const float *x, const float *sigma,
     const int Hd = m->hidden, D = (int)m->D;
     const float *P = m->base.params;
     m->ids = ids;
-    rl_flow_mlp_cond(&m->t, P, n, sigma);
+    m->n = n;
+    float *cond;
+    if (m->conv) {
+        rl_flow_conv_cond(&m->tc, P, n, sigma);
+        cond = m->tc.cond;
+    } else {
+        rl_flow_mlp_cond(&m->t, P, n, sigma);
+        cond = m->t.cond;
+    }
     for (int64_t r = 0; r < n; r++) {
         const float *e = P + m->emb + (int64_t)ids[r] * Hd;
-        float *c = m->t.cond + r * Hd;
+        float *c = cond + r * Hd;
         for (int j = 0; j < Hd; j++)
             c[j] += e[j];
     }
-    rl_flow_mlp_trunk(&m->t, P, x, v);
+    if (m->conv)
+        rc = rl_flow_conv_trunk(&m->tc, P, x, v);
+    else
+        rl_flow_mlp_trunk(&m->t, P, x, v);
+    if (rc)
+        return rc;
     m->sig = sigma;
     if (m->x0_pred) /* the output is x̂0: v = (x − x̂0) / max(σ, σ_min) */
         for (int64_t r = 0; r < n; r++) {
@@ -98,21 +115,30 @@ static int s_net_forward(s_cf *m, int64_t n, const float *x, const float *sigma,
     return RL_OK;
 }
 
-/* Accumulates the parameter gradients of Σ dv·v for the last forward. */
-static void s_net_backward(s_cf *m, const float *dv)
+/* Accumulates the parameter gradients of Σ dv·v for the last forward
+ * (RL_ENOMEM from the conv trunk's scratch). */
+static int s_net_backward(s_cf *m, const float *dv)
 {
     const int D = (int)m->D;
     if (m->x0_pred) { /* v = (x − o) / max(σ, σ_min): do = −dv / max(σ, σ_min) */
-        for (int64_t r = 0; r < m->t.n; r++) {
+        for (int64_t r = 0; r < m->n; r++) {
             float inv = -1.0f / s_sig_floor(m->sig[r]);
             for (int j = 0; j < D; j++)
                 m->dout[r * D + j] = dv[r * D + j] * inv;
         }
         dv = m->dout;
     }
-    float *dcond = rl_flow_mlp_backward(&m->t, m->base.params, m->base.grads, dv);
+    float *dcond;
+    if (m->conv) {
+        int rc = rl_flow_conv_backward(&m->tc, m->base.params, m->base.grads, dv, &dcond);
+        if (rc)
+            return rc;
+    } else {
+        dcond = rl_flow_mlp_backward(&m->t, m->base.params, m->base.grads, dv);
+    }
     /* cond = time(temb) + prompt.embedding[id] */
-    rl_embedding_backward(m->base.grads + m->emb, dcond, m->ids, (int)m->t.n, m->hidden);
+    rl_embedding_backward(m->base.grads + m->emb, dcond, m->ids, (int)m->n, m->hidden);
+    return RL_OK;
 }
 
 int rl_clip_flow_velocity(rl_model *m, int64_t n, const float *x, const float *sigma,
@@ -317,7 +343,7 @@ static int s_fb_velocity(s_cf *m, const rl_dataproto *batch, const rl_model_pass
             break;
         if ((rc = rl_model_loss_one(fn, ctx, RL_Q_VELOCITY, r0, rows, D, v, NULL, gv, loss)))
             break;
-        s_net_backward(m, gv);
+        rc = s_net_backward(m, gv);
     }
     free(v);
     free(gv);
@@ -338,7 +364,7 @@ static int s_fb_logp(s_cf *m, const rl_dataproto *batch, const rl_model_pass *pa
             n == 0)
             continue;
         if (!(rc = rl_flow_chain_backward(&p.c, r0, n, &p.w)))
-            s_net_backward(m, p.w.gv);
+            rc = s_net_backward(m, p.w.gv);
     }
     s_logp_free(&p);
     return rc;
@@ -452,6 +478,7 @@ static void s_free(rl_model *mm)
     s_cf *m = s_of(mm);
     rl_model_base_free(&m->base);
     rl_flow_mlp_free(&m->t);
+    rl_flow_conv_free(&m->tc);
     free(m->dout);
     free(m);
 }
@@ -466,6 +493,16 @@ static int s_build(rl_model_base *b)
     m->hidden = (int)net->hidden_size;
     m->prompts = (int)net->num_prompts;
     m->x0_pred = net->prediction == RL_CLIP_FLOW_PREDICT_X0;
+    m->conv = net->trunk == RL_CLIP_FLOW_TRUNK_CONV;
+    if (m->conv) { /* the conv trunk's head (time), prompt.embedding, its tail */
+        int rc = rl_flow_conv_init(&m->tc, (int)(net->frames * m->c.size.channels), (int)m->c.size.height,
+                                   (int)m->c.size.width, (int)net->conv_channels, m->hidden,
+                                   (int)net->time_embed_dim, "clip_flow");
+        if (!rc && !(rc = rl_flow_conv_add_head(&m->tc, b)) &&
+            !(rc = rl_model_base_add(b, "prompt.embedding", 2, m->prompts, m->hidden, &m->emb)))
+            rc = rl_flow_conv_add_tail(&m->tc, b);
+        return rc;
+    }
     int rc = rl_flow_mlp_init(&m->t, (int)m->D, m->hidden, (int)net->num_layers, (int)net->time_embed_dim,
                               "clip_flow");
     if (!rc && !(rc = rl_flow_mlp_add_head(&m->t, b)) &&

@@ -23,6 +23,11 @@
  * ODE's last step then lands exactly on x̂0. The loss stays on v.
  * Linear layers are (out, in) with bias; names: in, time, prompt.embedding,
  * blocks.<l>.fc1, blocks.<l>.fc2, out (".weight" / ".bias").
+ * model.trunk conv replaces the residual MLP (in, blocks, out) by a small
+ * U-Net of 3×3 convolutions over the frames as channels, each stage
+ * conditioned per channel on c (hidden_size is then c's width; views time,
+ * prompt.embedding, conv.<k>, cond.<k>; common/nn/models/flow_conv_internal.h);
+ * everything else (prediction, the chain, sampling) is the same.
  *
  * Batch layout (tensors forward / forward_backward / sample read):
  *   RL_CF_PROMPT_IDS  (B) i32        the prompt of each row, in [0, num_prompts)
@@ -50,7 +55,7 @@
  * log-probs of rl_diffusion_sde_step. The last latent is the sample.
  *
  * Config: model.channels/height/width and model.frames, num_prompts,
- * hidden_size, num_layers, time_embed_dim, prediction (the sections of
+ * hidden_size, num_layers, time_embed_dim, prediction, trunk, conv_channels (the sections of
  * common/schema/image_models.h). config.json is {"model": {...}}, a job
  * fragment (rl_model_load_dir loads a directory with it).
  */

@@ -47,12 +47,19 @@ static int s_open(void *st, rl_trainer *t)
                                         &rl_clip_flow_model_section};
     void *const outs[3] = {&s->data, &batch, &model};
     int rc = rl_diffusion_read_sections(t->job, secs, outs, s->generator ? 3 : 2);
-    if (!rc && !(s->train = rl_fmnist_load(s->data.dir, "train", s->data.train_limit))) {
+    int64_t limit = s->data.train_limit ? s->data.train_offset + s->data.train_limit : 0;
+    if (!rc && !(s->train = rl_fmnist_load(s->data.dir, "train", limit))) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", rl_error_message());
         rc = RL_CFG_ERROR(t->job, &rl_fmnist_data_section, rl_fmnist_data_config, dir, rl_error_code(),
                           "%s", msg);
     }
+    if (!rc && s->data.train_offset && s->data.train_offset >= s->train->n)
+        rc = RL_CFG_ERROR(t->job, &rl_fmnist_data_section, rl_fmnist_data_config, train_offset, RL_ECONFIG,
+                          "%lld skips all %lld training images", (long long)s->data.train_offset,
+                          (long long)s->train->n);
+    if (!rc && s->data.train_offset)
+        rc = rl_fmnist_skip(s->train, s->data.train_offset);
     if (rc)
         return rc;
     s->batch = batch.train_batch_size;
