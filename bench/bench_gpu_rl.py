@@ -49,13 +49,7 @@ def main():
              "data.max_prompt_length=32", "rollout.response_length=48"]
     work = tempfile.mkdtemp(prefix="rlrt-bench-gpu-rl-")
     cl = os.path.join(work, "cluster.yaml")
-    with open(cl, "w") as f:
-        f.write("driver: {bind: 127.0.0.1, port: 5555}\n"
-                "nodes: [{name: local, address: 127.0.0.1, launch: local, gpus: 1}]\n"
-                "roles:\n"
-                "  rollout: {count: 1, placement: [{rank: 0, node: local, gpus: [0]}]}\n"
-                "  actor: {count: 1, placement: [{rank: 0, node: local, gpus: [0]}]}\n"
-                "  reward: {count: 1, node: local}\n")
+    jobs.gpu_cluster(cl)
     base = ["--cluster", cl, "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + model
     jobs.run_driver(work, base + ["--config", os.path.join(ROOT, "examples", "arith_sft.yaml"),
                                   "trainer.total_steps=1", "trainer.output_dir=runs/init"])

@@ -50,15 +50,7 @@ def skip(why):
     sys.exit(77)
 
 
-def cluster(path):
-    """One rank of each role; the actor and the rollout on GPU 0 of the node."""
-    with open(path, "w") as f:
-        f.write("driver: {bind: 127.0.0.1, port: 5555}\n"
-                "nodes: [{name: local, address: 127.0.0.1, launch: local, gpus: 1}]\n"
-                "roles:\n"
-                "  rollout: {count: 1, placement: [{rank: 0, node: local, gpus: [0]}]}\n"
-                "  actor: {count: 1, placement: [{rank: 0, node: local, gpus: [0]}]}\n"
-                "  reward: {count: 1, node: local}\n")
+cluster = jobs.gpu_cluster
 
 
 def run(work, cl, config, overrides, expect_ok=True):

@@ -10,6 +10,7 @@
 
 #include "common/nn/engine/ops.h"
 #include "common/nn/engine/ops_conv.h"
+#include "common/nn/models/flow_mlp_internal.h"
 #include "rlrt/error.h"
 
 #define S_L RL_FLOW_CONV_LAYERS
@@ -133,18 +134,8 @@ int rl_flow_conv_reserve(rl_flow_conv *t, int64_t n, const char *who)
 
 void rl_flow_conv_cond(rl_flow_conv *t, const float *P, int64_t n, const float *tt)
 {
-    const int E = t->E, half = E / 2;
     t->n = n;
-    for (int64_t r = 0; r < n; r++) {
-        float *e = t->temb + r * E;
-        for (int i = 0; i < half; i++) {
-            double f = exp(-log(10000.0) * (double)i / (double)half);
-            double arg = 1000.0 * (double)tt[r] * f;
-            e[i] = (float)sin(arg);
-            e[half + i] = (float)cos(arg);
-        }
-    }
-    rl_linear_forward(t->cond, t->temb, P + t->t_w, P + t->t_b, (int)n, E, t->Hd);
+    rl_flow_time_cond(t->temb, t->cond, P, t->t_w, t->t_b, n, t->E, t->Hd, tt);
 }
 
 /* a (n, c, h, w) += nearest 2× upsampling of s (n, c, h/2, w/2) */

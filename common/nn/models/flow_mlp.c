@@ -92,12 +92,12 @@ int rl_flow_mlp_reserve(rl_flow_mlp *t, int64_t n, const char *who)
     return rc;
 }
 
-void rl_flow_mlp_cond(rl_flow_mlp *t, const float *P, int64_t n, const float *tt)
+void rl_flow_time_cond(float *temb, float *cond, const float *P, int64_t t_w, int64_t t_b,
+                       int64_t n, int E, int Hd, const float *tt)
 {
-    const int E = t->E, half = E / 2;
-    t->n = n;
+    const int half = E / 2;
     for (int64_t r = 0; r < n; r++) {
-        float *e = t->temb + r * E;
+        float *e = temb + r * E;
         for (int i = 0; i < half; i++) {
             double f = exp(-log(10000.0) * (double)i / (double)half);
             double arg = 1000.0 * (double)tt[r] * f;
@@ -105,7 +105,13 @@ void rl_flow_mlp_cond(rl_flow_mlp *t, const float *P, int64_t n, const float *tt
             e[half + i] = (float)cos(arg);
         }
     }
-    rl_linear_forward(t->cond, t->temb, P + t->t_w, P + t->t_b, (int)n, E, t->Hd);
+    rl_linear_forward(cond, temb, P + t_w, P + t_b, (int)n, E, Hd);
+}
+
+void rl_flow_mlp_cond(rl_flow_mlp *t, const float *P, int64_t n, const float *tt)
+{
+    t->n = n;
+    rl_flow_time_cond(t->temb, t->cond, P, t->t_w, t->t_b, n, t->E, t->Hd, tt);
 }
 
 void rl_flow_mlp_trunk(rl_flow_mlp *t, const float *P, const float *x, float *out)

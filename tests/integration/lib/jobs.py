@@ -24,6 +24,18 @@ def run_driver(work, args, expect_ok=True, env=None, preexec_fn=None, timeout=60
     return p.returncode, out
 
 
+def gpu_cluster(path):
+    """A cluster.yaml at `path`: one rank of each role, the actor and the
+    rollout on GPU 0 of the one local node."""
+    with open(path, "w") as f:
+        f.write("driver: {bind: 127.0.0.1, port: 5555}\n"
+                "nodes: [{name: local, address: 127.0.0.1, launch: local, gpus: 1}]\n"
+                "roles:\n"
+                "  rollout: {count: 1, placement: [{rank: 0, node: local, gpus: [0]}]}\n"
+                "  actor: {count: 1, placement: [{rank: 0, node: local, gpus: [0]}]}\n"
+                "  reward: {count: 1, node: local}\n")
+
+
 def metrics(path):
     """The rows of a metrics.jsonl."""
     with open(path) as f:
