@@ -164,7 +164,9 @@ static int s_phase_reward(void *arg)
         return rl_error_wrap(rl_error_code(), "the reward ranks' scores");
     if (!rc && s->c.con.reward) {
         if (!(term = s_col(s, s_con_col[s->c.con.reward])))
-            return rl_error_wrap(rl_error_code(), "algorithm.constraint: the reward ranks' '%s'",
+            return rl_error_wrap(rl_error_code(), "%s: the reward ranks' '%s'",
+                                 RL_CFG_PATH(&rl_diffusion_constraint_section,
+                                             rl_diffusion_constraint_config, reward),
                                  s_con_col[s->c.con.reward]);
         rc = rl_diffusion_constraint_step(&s->con, term, score, B, s->t->ms);
     }
