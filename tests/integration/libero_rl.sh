@@ -4,7 +4,7 @@
 # policy, so this checks the loop and its numbers, not learning; learning is
 # `RL_RUN=libero make run` and `make bench-embodied`):
 #  1. bad algorithm values are located errors (override / job file);
-#  2. FlowSAR softplus_kl and mse_branch: every seed metric present and
+#  2. FlowSAR softplus_kl, mse_branch and label balance: every seed metric present and
 #     finite; loss = contrastive + kl_penalty (softplus_kl); weights of an
 #     episode sum to 1, so the mean weight over rows is episodes / rows;
 #  3. FlowIPO (SDE and ODE rollouts), flow-SDE GRPO and PPO: one step each
@@ -85,6 +85,10 @@ run examples/libero_object_flowsar.yaml trainer.total_steps=1 algorithm.flow_sar
     algorithm.flow_sar_energy_type=sde trainer.output_dir="$d/sar_mse" >"$d/sm.log" 2>&1 ||
     { tail -20 "$d/sm.log"; fail "FlowSAR mse_branch failed"; }
 check "$d/sar_mse" $SAR actor/flow_sar_success_ratio
+# label balance (issue 43): the weights rescaled per label, their total (the episodes) kept
+run examples/libero_object_flowsar.yaml trainer.total_steps=1 algorithm.flow_sar_label_balance=true \
+    trainer.output_dir="$d/sar_bal" >"$d/sb.log" 2>&1 || { tail -20 "$d/sb.log"; fail "FlowSAR label balance failed"; }
+check "$d/sar_bal" $SAR actor/flow_sar_contrastive
 run examples/libero_object_sil.yaml trainer.total_steps=1 trainer.output_dir="$d/sil" \
     >"$d/sil.log" 2>&1 || { tail -20 "$d/sil.log"; fail "self-imitation (flow_sar_credit success) failed"; }
 check "$d/sil" actor/trained_rows actor/recon_error_mean
