@@ -90,18 +90,22 @@ def section(a, env, langs, runs):
              if c and c != env.get("commit", "?")]
     out.append(
         "Produced by `BENCH_EMBODIED_STEPS=%d BENCH_EMBODIED_EPISODES_PER_TASK=%d BENCH_EMBODIED_EVAL_EVERY=%d "
-        "BENCH_EMBODIED_METHODS=\"%s\" BENCH_EMBODIED_SEEDS=\"%s\" make bench-embodied` on %s at commit `%s`%s: "
+        "BENCH_EMBODIED_METHODS=\"%s\" BENCH_EMBODIED_SEEDS=\"%s\"%s make bench-embodied` on %s at commit `%s`%s: "
         "each method from the same warm start (`%s`), the training steps of the table's `steps` column "
         "(`method:steps:every:seeds` in BENCH_EMBODIED_METHODS; default %d), greedy ODE evaluation over "
-        "%d episodes (%d initial states per task) at step 0 and every `every` steps (default %d); %d CPU cores (%s), "
+        "%d episodes (%d per task%s) at step 0 and every `every` steps (default %d); %d CPU cores (%s), "
         "1/5/15-minute load average %s at the start and %s at the end (step times depend on what else runs); "
         "%s. The initial noise of an evaluation episode is drawn per env, so a method whose envs map to tasks "
         "differently (GRPO's env.group_size) starts from a slightly different step-0 number on the same "
         "initial states." %
-        (a.steps, a.per, a.every, " ".join(a.specs), " ".join(map(str, a.seeds)), env.get("date_utc", "?"),
+        (a.steps, a.per, a.every, " ".join(a.specs), " ".join(map(str, a.seeds)),
+         " BENCH_EMBODIED_HELDOUT=%d" % a.heldout if a.heldout else "", env.get("date_utc", "?"),
          env.get("commit", "?"),
          " (runs started at a later commit: %s)" % ", ".join(later) if later else "",
-         a.warmstart, a.steps, n, a.per, a.every, os.cpu_count(), env.get("cpu", "?"),
+         a.warmstart, a.steps, n, a.per,
+         ", from the %d held-out initial states of each task (`env.heldout_init_states`), which no training "
+         "episode starts from" % a.heldout if a.heldout else " over its initial states",
+         a.every, os.cpu_count(), env.get("cpu", "?"),
          env.get("loadavg_start", "?"), env.get("loadavg_end", "?"),
          "RL seed %d (one seed per method)" % all_seeds[0] if not many and len(all_seeds) == 1 else
          "RL seeds (`trainer.seed`) of the table's `seeds` column; a method with several gives the mean ± "
@@ -226,6 +230,7 @@ def main():
     p.add_argument("--per", type=int, required=True)
     p.add_argument("--every", type=int, required=True)
     p.add_argument("--warmstart", required=True)
+    p.add_argument("--heldout", type=int, default=0)
     p.add_argument("--out", default="docs/RESULTS.md")
     a = p.parse_args()
     a.specs = a.methods.split()

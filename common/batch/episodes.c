@@ -276,6 +276,19 @@ static int s_credit_sar(rl_episode_batch *b, const rl_episode_cols *cols, const 
         em += e[k];
     }
     rl_metric_set_put(ms, "actor/recon_error_mean", n ? em / n : 0);
+    if (alg->sar_balance && alg->sar_credit != 1) {
+        /* label balance: the positive and the negative rows' weights scaled
+         * to half the step's total each (the total, the episodes, kept);
+         * a step of one label only is left as it is */
+        double pos = 0, neg = 0;
+        for (int64_t k = 0; k < n; k++)
+            *(lc[k] > 0 ? &pos : &neg) += wc[k];
+        if (pos > 0 && neg > 0) {
+            const float sp = (float)((pos + neg) / (2 * pos)), sn = (float)((pos + neg) / (2 * neg));
+            for (int64_t k = 0; k < n; k++)
+                wc[k] *= lc[k] > 0 ? sp : sn;
+        }
+    }
     if (alg->sar_credit != 1)
         return RL_OK;
     /* success-filtered self-imitation: every chunk of a successful episode

@@ -4,7 +4,7 @@
 # policy, so this checks the loop and its numbers, not learning; learning is
 # `RL_RUN=libero make run` and `make bench-embodied`):
 #  1. bad algorithm values are located errors (override / job file);
-#  2. FlowSAR softplus_kl and mse_branch: every seed metric present and
+#  2. FlowSAR softplus_kl, mse_branch and label balance: every seed metric present and
 #     finite; loss = contrastive + kl_penalty (softplus_kl); weights of an
 #     episode sum to 1, so the mean weight over rows is episodes / rows;
 #  3. FlowIPO (SDE and ODE rollouts), flow-SDE GRPO and PPO: one step each
@@ -15,7 +15,8 @@
 #  5. GRPO over env groups (env.group_size: the envs of a group share the
 #     task and the initial state) with the demonstration anchor
 #     (algorithm.demo_coef, on two expert demonstrations collected here);
-#  6. evaluation with an EMA of the weights (eval.ema_decay).
+#  6. evaluation with an EMA of the weights (eval.ema_decay);
+#  7. the held-out split of initial states (env.heldout_init_states).
 . "$(dirname "$0")/lib.bash"
 DATA=${LIBERO_DATA:-build/libero-data}
 [ -f "$DATA/manifest.json" ] || skip "no LIBERO-Object data in $DATA; run: make libero-data"
@@ -84,6 +85,10 @@ run examples/libero_object_flowsar.yaml trainer.total_steps=1 algorithm.flow_sar
     algorithm.flow_sar_energy_type=sde trainer.output_dir="$d/sar_mse" >"$d/sm.log" 2>&1 ||
     { tail -20 "$d/sm.log"; fail "FlowSAR mse_branch failed"; }
 check "$d/sar_mse" $SAR actor/flow_sar_success_ratio
+# label balance (issue 43): the weights rescaled per label, their total (the episodes) kept
+run examples/libero_object_flowsar.yaml trainer.total_steps=1 algorithm.flow_sar_label_balance=true \
+    trainer.output_dir="$d/sar_bal" >"$d/sb.log" 2>&1 || { tail -20 "$d/sb.log"; fail "FlowSAR label balance failed"; }
+check "$d/sar_bal" $SAR actor/flow_sar_contrastive
 run examples/libero_object_sil.yaml trainer.total_steps=1 trainer.output_dir="$d/sil" \
     >"$d/sil.log" 2>&1 || { tail -20 "$d/sil.log"; fail "self-imitation (flow_sar_credit success) failed"; }
 check "$d/sil" actor/trained_rows actor/recon_error_mean
@@ -167,4 +172,31 @@ grep -q "demonstration anchor: 0.5 x flow matching on .* pairs of 2 demonstratio
 "$PYTHON" -c "
 import json; m=[json.loads(l) for l in open('$d/anchor/metrics.jsonl')][-1]
 assert m['actor/demo_fm_loss'] > 0 and m['critic/kept_groups'] <= 2, m" || fail "anchor/group metrics"
-echo "libero_rl: errors located, four methods ran with their metrics, resume exact, evaluation EMA, groups + anchor ran"
+# 7. held-out initial states (env.heldout_init_states H): training resets start from a task's
+#    first 50 − H states, evaluation's from its last H (H = 48: training 0 and 1, evaluation
+#    2, 3, …); H = 50 leaves none to train on
+out=$(run examples/libero_object_flowsar.yaml env.heldout_init_states=50 2>&1) && fail "50 held-out states ran"
+echo "$out" | grep -q "override env.heldout_init_states=50: env.heldout_init_states: must leave training states: task 0 has 50 initial states, 50 held out" ||
+    { echo "$out" | tail -3; fail "heldout_init_states=50 not located"; }
+"$BIN/rl-driver" --cluster examples/cluster-libero.yaml --config examples/libero_collect.yaml \
+    --bind 'tcp://127.0.0.1:*' env.data_dir="$DATA" env.total_num_envs=2 env.task_ids=0-1 collect.episodes=6 \
+    env.heldout_init_states=48 collect.output="$d/split" trainer.output_dir="$d/split" >"$d/split.log" 2>&1 ||
+    { tail -20 "$d/split.log"; fail "collecting on the training split failed"; }
+"$PYTHON" - "$d/split/demos.safetensors" <<'PY' || fail "a training reset started from a held-out state"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]; h = json.loads(raw[8:8 + n])
+b, e = h["episode/init_index"]["data_offsets"]
+init = struct.unpack("<%dq" % ((e - b) // 8), raw[8 + n + b:8 + n + e])
+assert len(init) == 6 and sorted(set(init)) == [0, 1], init  # 3 rounds cycle the 2 training states, 0 and 1
+PY
+case "$BUILD" in
+*san*) echo "held-out evaluation GIFs: not checked in the sanitizer build (Mesa is not instrumented)" ;;
+*)
+    run examples/libero_object_flowsar.yaml trainer.total_steps=1 env.heldout_init_states=48 \
+        eval.episodes_per_task=2 eval.gif_episodes_per_task=2 trainer.output_dir="$d/heldout" >"$d/heldout.log" 2>&1 ||
+        { tail -20 "$d/heldout.log"; fail "the held-out evaluation failed"; }
+    gifs=$(cd "$d/heldout/gifs/step_0" && ls | sed 's/_[a-z]*\.gif$//' | sort | tr '\n' ' ')
+    [ "$gifs" = "task0_init2 task0_init3 task1_init2 task1_init3 " ] ||  # the first held-out ones
+        fail "the held-out evaluation ran other initial states: $gifs" ;;
+esac
+echo "libero_rl: errors located, four methods ran with their metrics, resume exact, evaluation EMA, groups + anchor ran, held-out split"

@@ -148,6 +148,7 @@ static void test_ema_schedules(void **state)
     assert_non_null(o);
     assert_int_equal(o->loss, RL_FLOW_LOSS_SAR);
     assert_int_equal(o->sar_credit, 0); /* seed 000's softmax credit by default */
+    assert_false(o->sar_balance);       /* and its weights as they are (no label balance) */
     /* seed 000 default: linear, β_i = min(0.001·i, 0.5) */
     assert_true(rl_flow_rl_ema_beta(o, 0) == 0.0);
     assert_true(fabs(rl_flow_rl_ema_beta(o, 10) - 0.01) < 1e-12);
@@ -157,6 +158,7 @@ static void test_ema_schedules(void **state)
               "  flow_sar_credit: success\n");
     assert_non_null(o = s_alg(c));
     assert_int_equal(o->sar_credit, 1); /* self-imitation on the successes */
+    assert_false(o->sar_balance);
     assert_true(rl_flow_rl_ema_beta(o, 0) == 0.9 && rl_flow_rl_ema_beta(o, 77) == 0.9);
     rl_config_free(c);
     c = s_job("algorithm:\n  loss_type: flow_ipo\n");

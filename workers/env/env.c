@@ -46,6 +46,7 @@ typedef struct s_state {
     int n, first;
     rl_channel *chan;
     int ungrouped; /* this interact call's RL_ENV_UNGROUPED */
+    int heldout;   /* this interact call's RL_ENV_HELDOUT */
     /* env.render_every > 0: the full scene of the first env's task */
     rl_libero_task *render_task;
     rl_libero_renderer *renderer;
@@ -114,6 +115,11 @@ static int s_init(rl_worker_ctx *ctx)
             if (!st->tasks[s->task])
                 return rl_error_wrap(rl_error_code(), "env/%d: %s", ctx->rank, S_PATH(data_dir));
         }
+        if (c->heldout_init_states >= rl_libero_task_num_init_states(st->tasks[s->task]))
+            return RL_CFG_ERROR(ctx->config, &rl_env_section, rl_env_config, heldout_init_states, RL_ECONFIG,
+                                "must leave training states: task %d has %d initial states, %lld held out",
+                                s->task, rl_libero_task_num_init_states(st->tasks[s->task]),
+                                (long long)c->heldout_init_states);
         s->env = rl_libero_env_new(st->tasks[s->task]);
         if (!s->env)
             return rl_error_code();
@@ -137,19 +143,26 @@ static int s_init(rl_worker_ctx *ctx)
 
 /* The initial state of `s`'s episode `e`, a function of its group q (the
  * env itself when env.group_size is 1, or when the call is ungrouped: then
- * the envs of a task take distinct states): cycle walks the 50 states so the
+ * the envs of a task take distinct states): cycle walks the states so the
  * groups (envs) that share a task take different ones; random draws from
- * Philox. */
+ * Philox. With env.heldout_init_states H > 0 the states walked are a
+ * task's first n − H (a training call) or its last H (a held-out call,
+ * RL_ENV_HELDOUT: evaluation); the s_init check keeps n − H >= 1. */
 static int s_pick_init(const s_state *st, const s_slot *s, int64_t e)
 {
     const rl_env_config *c = &st->cfg;
-    int n_init = rl_libero_task_num_init_states(st->tasks[s->task]);
+    int n_init = rl_libero_task_num_init_states(st->tasks[s->task]), first = 0;
+    if (c->heldout_init_states > 0) {
+        const int h = (int)c->heldout_init_states;
+        first = st->heldout ? n_init - h : 0;
+        n_init = st->heldout ? h : n_init - h;
+    }
     const rl_env_place p = rl_env_place_of(c, s->global, st->ungrouped);
     if (!c->init_random)
-        return (int)((p.k + e * p.sharing) % n_init);
+        return first + (int)((p.k + e * p.sharing) % n_init);
     rl_rng r;
     rl_rng_init(&r, (uint64_t)c->seed, (p.stream << 32) ^ (uint64_t)e);
-    return (int)rl_rng_below(&r, (uint64_t)n_init);
+    return first + (int)rl_rng_below(&r, (uint64_t)n_init);
 }
 
 static int s_reset(s_state *st, s_slot *s, int64_t episode)
@@ -389,7 +402,7 @@ static int s_interact(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto *
 {
     s_state *st = ctx->user;
     const rl_env_config *c = &st->cfg;
-    int64_t T, reset, round, ungrouped;
+    int64_t T, reset, round, ungrouped, heldout;
     if (!st->chan)
         return rl_error_set(RL_ESTATE, "%s: open_channel has not run on env/%d", RL_ENV_INTERACT, ctx->rank);
     /* round is optional (absent or null: -1, the envs' own episode counts);
@@ -401,12 +414,17 @@ static int s_interact(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto *
         rl_dataproto_meta_int(in, RL_ENV_RESET, 0, &reset) ||
         (jround && !json_is_null(jround) &&
          rl_dataproto_meta_get_int(in, RL_ENV_ROUND, -1, INT32_MAX, &round)) ||
-        rl_dataproto_meta_int(in, RL_ENV_UNGROUPED, 0, &ungrouped))
+        rl_dataproto_meta_int(in, RL_ENV_UNGROUPED, 0, &ungrouped) ||
+        rl_dataproto_meta_int(in, RL_ENV_HELDOUT, 0, &heldout))
         return rl_error_code();
     if (ungrouped != 0 && ungrouped != 1)
         return rl_error_set(RL_ERANGE, "%s: meta '%s' is %lld, expected 0 or 1", RL_ENV_INTERACT, RL_ENV_UNGROUPED,
                             (long long)ungrouped);
+    if (heldout != 0 && heldout != 1)
+        return rl_error_set(RL_ERANGE, "%s: meta '%s' is %lld, expected 0 or 1", RL_ENV_INTERACT, RL_ENV_HELDOUT,
+                            (long long)heldout);
     st->ungrouped = (int)ungrouped;
+    st->heldout = (int)heldout;
     const int64_t C = c->num_action_chunks, K = T * C, N = st->n;
     if (K > 1000000 || (double)N * (double)(K + 1) * 137 * 4 > 2e9)
         return rl_error_set(RL_ERANGE, "%s: %lld envs x %lld steps is too large for one call", RL_ENV_INTERACT,

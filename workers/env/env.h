@@ -10,7 +10,8 @@
  * task and the initial state of every episode, GRPO's groups, unless an
  * interact call is ungrouped), episode length, action chunks, pipeline
  * stages, auto_reset, terminate_on_success, init_state (cycle | random by
- * trainer.seed), clip_actions, the channel timeout, the policy the rollout
+ * trainer.seed), heldout_init_states (a task's last H initial states kept
+ * for evaluation: training resets never start from them), clip_actions, the channel timeout, the policy the rollout
  * answers with (expert | model: the rollout's flow_policy, whose
  * model.num_action_chunks must equal env.num_action_chunks), its extra cost,
  * and agent-view PNG strips (render_every, render_size; GIFs of evaluation
@@ -28,7 +29,12 @@
  *                             episode; -1 or absent: the envs' own episode
  *                             counts; anything else is refused naming it),
  *                             optional RL_ENV_UNGROUPED (0/1: with
- *                             env.group_size > 1, per-env initial states) →
+ *                             env.group_size > 1, per-env initial states),
+ *                             optional RL_ENV_HELDOUT (0/1: with
+ *                             env.heldout_init_states H > 0, a reset
+ *                             starts from a task's last H initial states,
+ *                             the held-out split evaluation reports on;
+ *                             0: from the others, the training split) →
  *                             the rank's envs as rows, K = T · num_action_chunks:
  *       RL_ENV_PROPRIO  (N, K+1, 39) f32  observation before step k (k = K: after)
  *       RL_ENV_OBJECT   (N, K+1, 98) f32
@@ -69,6 +75,7 @@
 #define RL_ENV_RESET "reset"
 #define RL_ENV_ROUND "round"
 #define RL_ENV_UNGROUPED "ungrouped"
+#define RL_ENV_HELDOUT "heldout"
 #define RL_ENV_STAGE "stage"
 #define RL_ENV_STEP "step"
 #define RL_ENV_END "end"

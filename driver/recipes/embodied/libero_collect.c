@@ -300,7 +300,7 @@ static int s_run(rl_driver *d, const rl_config *job)
         int restarts = rl_driver_restarts(d);
         double r0 = rl_now_s();
         rl_libero_replies res;
-        rc = rl_libero_round(genv, groll, T, round, o->greedy, o->greedy, model, 0, &res);
+        rc = rl_libero_round(genv, groll, T, round, o->greedy, o->greedy, 0, model, 0, &res);
         if (rc && rl_driver_restarts(d) > restarts && retries < o->retries && !rl_driver_fatal(d)) {
             retries++;
             rl_log(RL_LOG_WARN, "round %lld failed (%s); a worker was restarted: re-running the round (%lld of %lld)",

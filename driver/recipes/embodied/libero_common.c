@@ -74,7 +74,7 @@ void rl_libero_replies_free(rl_libero_replies *r)
 
 /* The round itself: results[0..E) and (records non-NULL) records[0..E) filled. */
 static int s_round(rl_group *genv, rl_group *groll, int64_t T, int64_t round, int greedy, int ungrouped,
-                   int init_model, rl_dataproto **results, rl_dataproto **records)
+                   int heldout, int init_model, rl_dataproto **results, rl_dataproto **records)
 {
     int E = rl_group_size(genv);
     rl_dataproto **per = calloc((size_t)E, sizeof *per);
@@ -114,9 +114,10 @@ static int s_round(rl_group *genv, rl_group *groll, int64_t T, int64_t round, in
     }
     rl_future *fr = rc ? NULL : rl_group_call_each(groll, RL_ROLLOUT_SERVE_ENV, per);
     rl_dataproto *args = rc ? NULL
-                            : rl_dataproto_new_meta(json_pack("{s:I,s:i,s:I,s:i}", RL_ENV_CHUNK_STEPS, (json_int_t)T,
-                                                              RL_ENV_RESET, 1, RL_ENV_ROUND, (json_int_t)round,
-                                                              RL_ENV_UNGROUPED, ungrouped ? 1 : 0));
+                            : rl_dataproto_new_meta(json_pack("{s:I,s:i,s:I,s:i,s:i}", RL_ENV_CHUNK_STEPS,
+                                                              (json_int_t)T, RL_ENV_RESET, 1, RL_ENV_ROUND,
+                                                              (json_int_t)round, RL_ENV_UNGROUPED, ungrouped ? 1 : 0,
+                                                              RL_ENV_HELDOUT, heldout ? 1 : 0));
     rl_future *fe = args ? rl_group_call(genv, RL_ENV_INTERACT, RL_DISPATCH_ONE_TO_ALL, args) : NULL;
     rl_dataproto_free(args);
     if (!rc && (!fr || !fe))
@@ -159,7 +160,7 @@ static int s_round(rl_group *genv, rl_group *groll, int64_t T, int64_t round, in
 }
 
 int rl_libero_round(rl_group *genv, rl_group *groll, int64_t T, int64_t round, int greedy, int ungrouped,
-                    int init_model, int record, rl_libero_replies *out)
+                    int heldout, int init_model, int record, rl_libero_replies *out)
 {
     memset(out, 0, sizeof *out);
     out->E = rl_group_size(genv);
@@ -167,7 +168,7 @@ int rl_libero_round(rl_group *genv, rl_group *groll, int64_t T, int64_t round, i
     out->rec = record ? calloc((size_t)out->E, sizeof *out->rec) : NULL;
     int rc = out->env && (out->rec || !record) ? RL_OK : rl_error_set(RL_ENOMEM, "out of memory");
     if (!rc)
-        rc = s_round(genv, groll, T, round, greedy, ungrouped, init_model, out->env, out->rec);
+        rc = s_round(genv, groll, T, round, greedy, ungrouped, heldout, init_model, out->env, out->rec);
     if (rc)
         rl_libero_replies_free(out);
     return rc;
@@ -188,7 +189,7 @@ int rl_libero_evaluate(rl_driver *d, rl_group *genv, rl_group *groll, const rl_c
     for (int64_t r = 0; !rc && (per_task > 0 ? r < rounds : t->all < limit && !rl_driver_interrupted(d)); r++) {
         rl_libero_replies res;
         rl_episode_envs e = {0};
-        if ((rc = rl_libero_round(genv, groll, T, r, 1, 1, 0, 0, &res)))
+        if ((rc = rl_libero_round(genv, groll, T, r, 1, 1, 1, 0, 0, &res)))
             break;
         if (gifs) /* the first episodes of each task */
             rc = rl_libero_eval_gifs(job, gif_tag, gif_step, res.env, res.E, per_task > 0 ? -1 : limit - t->all,

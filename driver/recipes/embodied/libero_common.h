@@ -26,12 +26,15 @@ typedef struct rl_libero_replies {
  * greedy: the ODE from each row's initial noise, else the flow SDE;
  * record) and every env runs T policy calls from a reset whose initial
  * states the round picks. An `ungrouped` round (an evaluation): with
- * env.group_size > 1 the envs of a task take distinct initial states;
+ * env.group_size > 1 the envs of a task take distinct initial states; a
+ * `heldout` round (an evaluation): with env.heldout_init_states H > 0 the
+ * resets start from each task's last H initial states, else from the
+ * others (workers/env/env.h);
  * init_model first when `init_model` (the policy of model.init_from). With
  * `record` the rollout records its samples (out->rec). On error nothing is
  * left to free. */
 int rl_libero_round(rl_group *genv, rl_group *groll, int64_t T, int64_t round, int greedy, int ungrouped,
-                    int init_model, int record, rl_libero_replies *out);
+                    int heldout, int init_model, int record, rl_libero_replies *out);
 void rl_libero_replies_free(rl_libero_replies *r);
 
 /* The embodied batch's columns (common/batch/episodes.h) as the env, rollout,
@@ -39,10 +42,13 @@ void rl_libero_replies_free(rl_libero_replies *r);
 extern const rl_episode_cols rl_libero_cols;
 
 /* Greedy evaluation rounds 0, 1, … (the ODE; ungrouped: with
- * env.group_size > 1 the envs of a task take distinct initial states),
- * their episodes counted into t:
+ * env.group_size > 1 the envs of a task take distinct initial states;
+ * held-out: with env.heldout_init_states H > 0 only a task's last H
+ * initial states, which training never starts from), their episodes
+ * counted into t:
  *   per_task > 0  libero_rl: the rounds rl_episode_eval_rounds gives, the
- *                 first per_task initial states of every task
+ *                 first per_task initial states of every task (of its
+ *                 held-out ones, cycled when per_task > H)
  *   per_task 0    flow_warmstart: until `limit` episodes, the envs in
  *                 order (each round logged), or `d` is interrupted
  * and GIFs of their first episodes of each task (rl_libero_eval_gifs) in

@@ -80,7 +80,7 @@ static int s_phase_rollout(void *arg)
     s_lr *s = arg;
     rl_libero_replies r;
     rl_episode_envs e = {0};
-    int rc = rl_libero_round(s->genv, s->j.rollout, s->S, 1000000 + s->step, s->alg->train_ode, 0, 0, 1, &r);
+    int rc = rl_libero_round(s->genv, s->j.rollout, s->S, 1000000 + s->step, s->alg->train_ode, 0, 0, 0, 1, &r);
     if (!rc && !(rc = rl_episode_envs_gather(r.env, r.E, s->S * s->C, &rl_libero_cols, &e)))
         rc = rl_episode_batch_build(&e, r.rec, r.E, s->S, s->C, &rl_libero_cols, s->t->seed, s->step,
                                     s->env->clip_actions, &s->b, s->t->ms);
