@@ -524,6 +524,7 @@ typedef struct {
     rl_comm *c;
     float *x, *y;
     int64_t n;
+    int reduce; /* 1: an in-place all-reduce of x instead of the all-gather */
     int rc;
     char msg[512];
     double took;
@@ -533,7 +534,8 @@ static void *s_gather_main(void *p)
 {
     s_gather_job *g = p;
     double t0 = s_mono();
-    g->rc = rl_comm_all_gather(g->c, g->x, g->y, g->n);
+    g->rc = g->reduce ? rl_comm_all_reduce(g->c, g->x, g->x, g->n, RL_REDUCE_SUM)
+                      : rl_comm_all_gather(g->c, g->x, g->y, g->n);
     g->took = s_mono() - t0;
     snprintf(g->msg, sizeof g->msg, "%s", rl_error_message());
     return NULL;
@@ -639,25 +641,6 @@ static void test_dead_peer_costs_one_timeout(void **state)
     rl_comm_destroy(c);
 }
 
-typedef struct s_reduce_job {
-    rl_comm *c;
-    int64_t n;
-    float *x;
-    int rc;
-    char msg[512];
-    double took;
-} s_reduce_job;
-
-static void *s_reduce_main(void *p)
-{
-    s_reduce_job *j = p;
-    double t0 = s_mono();
-    j->rc = rl_comm_all_reduce(j->c, j->x, j->x, j->n, RL_REDUCE_SUM);
-    j->took = s_mono() - t0;
-    snprintf(j->msg, sizeof j->msg, "%s", rl_error_message());
-    return NULL;
-}
-
 /* The shared-memory all-reduce with its peer gone: one timeout, naming the
  * rank that did not arrive; an abort ends the wait within a poll period. */
 static void test_shared_memory_dead_peer(void **state)
@@ -666,9 +649,9 @@ static void test_shared_memory_dead_peer(void **state)
     rl_comm_id id;
     rl_comm *c = s_orphan(&id, 1.0);
     assert_string_equal(rl_comm_transport(c), "shm");
-    s_reduce_job j = {.c = c, .n = 1 << 20};
+    s_gather_job j = {.c = c, .n = 1 << 20, .reduce = 1};
     j.x = calloc((size_t)j.n, sizeof(float));
-    s_reduce_main(&j);
+    s_gather_main(&j);
     assert_int_equal(j.rc, RL_ETIMEOUT);
     assert_string_equal(j.msg, "all_reduce (shared memory): rank 0 waited 1.0 s for rank 1");
     assert_true(j.took >= 0.9 && j.took < 3.0);
@@ -677,9 +660,9 @@ static void test_shared_memory_dead_peer(void **state)
     rl_comm_destroy(c);
 
     c = s_orphan(&id, 120.0);
-    j = (s_reduce_job){.c = c, .n = 1 << 20, .x = j.x};
+    j = (s_gather_job){.c = c, .n = 1 << 20, .x = j.x, .reduce = 1};
     pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, s_reduce_main, &j), 0);
+    assert_int_equal(pthread_create(&th, NULL, s_gather_main, &j), 0);
     usleep(300 * 1000);
     double t0 = s_mono();
     rl_abort_raise("actor/1 was killed by signal 9 (shm test)");
