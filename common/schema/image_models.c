@@ -72,6 +72,6 @@ static int s_cnn_check(const rl_config *c, void *out)
 }
 
 #define RL_CFG_DEFINE rl_image_cnn_model_section, rl_image_cnn_model_config, "common/schema/image_cnn_model.def", s_cnn_check, \
-    "model (image_cnn)", "The convolutional image classifier (model.type image_cnn): the feature network of val/fid and a judge of another architecture than the MLP scorer.", \
-    "the actor ranks (scorer_train), the driver (diffusion: data.fid_model), the reward ranks (judge_path)"
+    "model (image_cnn)", "The convolutional image classifier (model.type image_cnn): the feature network of val/fid and a judge of another architecture than the MLP scorer; trained on the scorer's split, a convolutional prompt-match scorer.", \
+    "the actor ranks (scorer_train), the driver (diffusion: data.fid_model), the reward ranks (scorer_path, judge_path)"
 #include "common/schema/section.inc"

@@ -9,7 +9,8 @@ daemons, with tiny models:
    closer to the pretrained generator than a negligible one; the scores are
    the weighted sums of the rewards (prompt_match, on_prompt, JPEG kB); the
    judge's verdicts (reward.judge_path) are reported and never scored; a
-   scorer ensemble (two directories) averages its members' probabilities.
+   scorer ensemble (two directories) averages its members' probabilities;
+   a convolutional scorer (model.type image_cnn) serves as the scorer too.
    algorithm.constraint: the on_prompt term is paid the multiplier λ, which
    moves after every step by the PI rule on (min − the batch's on-prompt rate).
 3. Resume: 2 steps + resume to 4 equals 4 uninterrupted steps (metrics of
@@ -211,6 +212,23 @@ def body(work):
     assert pm0["a"] != pm0["b"], pm0  # two different scorers
     assert abs(pm0["ab"] - 0.5 * (pm0["a"] + pm0["b"])) < 1e-6, pm0
     print("ensemble: val/prompt_match %.4f and %.4f, together %.4f" % (pm0["a"], pm0["b"], pm0["ab"]))
+    # 2e. a convolutional scorer (model.type image_cnn) as the reward's scorer,
+    # alone and in an ensemble with the MLP one (the same averaging)
+    run(work, cl2, ["trainer.recipe=scorer_train", "trainer.output_dir=cnn", "model.type=image_cnn",
+                    "model.conv1_channels=4", "model.conv2_channels=4", "model.hidden_size=16",
+                    "trainer.total_steps=40", "data.train_limit=2000", "data.train_batch_size=64"])
+    for tag, sc in (("c", "cnn/final"), ("ac", "scorer/final,cnn/final")):
+        run(work, cl1, grpo_args("ens_" + tag, "flow/final", sc,
+                                 ["trainer.total_steps=1", "trainer.val_every=0",
+                                  "rollout.online.test=false", "trainer.save_every=0",
+                                  "reward.judge_path=cnn/final"]))
+        r0 = metrics(os.path.join(work, "ens_" + tag, "metrics.jsonl"))[0]
+        pm0[tag] = r0["val/prompt_match"]
+        if tag == "c":  # the judge is the scorer itself here
+            assert r0["val/judge_on_prompt"] == r0["val/on_prompt"], r0
+    assert pm0["c"] != pm0["a"], pm0
+    assert abs(pm0["ac"] - 0.5 * (pm0["a"] + pm0["c"])) < 1e-6, pm0
+    print("cnn scorer: val/prompt_match %.4f; with the MLP scorer %.4f" % (pm0["c"], pm0["ac"]))
 
     # 3. resume exactness (constant LR so the schedule does not depend on the length),
     # with the constraint's multiplier as state to carry
@@ -274,7 +292,7 @@ def body(work):
     assert rc != 0 and "reward.scorer_path" in out and "an empty path in the list" in out, out
     rc, out = run(work, cl1, grpo_args("bad", "flow/final", "scorer/final",
                                        ["reward.judge_path=flow/final"]), expect_ok=False)
-    assert rc != 0 and "reward.judge_path" in out and "not an image_classifier" in out, out
+    assert rc != 0 and "reward.judge_path" in out and "not an image classifier" in out, out
     rc, out = run(work, cl1, grpo_args("bad", "flow/final", "scorer/final",
                                        ["algorithm.constraint.init=-2"]), expect_ok=False)
     assert rc != 0 and "algorithm.constraint.init" in out and "got -2" in out, out

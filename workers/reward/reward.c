@@ -55,8 +55,9 @@ static void s_free_state(s_state *st)
 #define S_IMG_ERROR(ctx, field, code, ...) \
     RL_CFG_ERROR((ctx)->config, &rl_reward_image_section, rl_reward_image_config, field, code, __VA_ARGS__)
 
-/* The image_classifier saved at `path` into *out (errors at the key of the
- * field at `offset`); an empty path leaves *out NULL. */
+/* The image classifier (an image_classifier MLP or an image_cnn) saved at
+ * `path` into *out (errors at the key of the field at `offset`); an empty
+ * path leaves *out NULL. */
 static int s_load_classifier(rl_worker_ctx *ctx, size_t offset, const char *path, rl_model **out)
 {
     if (!path || !*path)
@@ -64,9 +65,10 @@ static int s_load_classifier(rl_worker_ctx *ctx, size_t offset, const char *path
     if (!(*out = rl_model_load_dir(path)))
         return rl_config_key_error(ctx->config, &rl_reward_image_section, offset, rl_error_code(),
                                    "loading the classifier: %s", rl_error_message());
-    if (strcmp(rl_model_kind_name(*out), "image_classifier") != 0)
+    if (!rl_image_net_of(*out))
         return rl_config_key_error(ctx->config, &rl_reward_image_section, offset, RL_ECONFIG,
-                                   "%s holds a %s model, not an image_classifier", path,
+                                   "%s holds a %s model, not an image classifier "
+                                   "(image_classifier or image_cnn)", path,
                                    rl_model_kind_name(*out));
     return RL_OK;
 }

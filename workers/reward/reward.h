@@ -18,8 +18,9 @@
  * Image rewards (the diffusion track, seed 004): served when the job has
  * the reward (image) section (the diffusion recipes add it; an LM job does
  * not have it and compute_reward is unchanged). The scorer (reward.scorer_path:
- * up to RL_REWARD_MAX_SCORERS image_classifiers, an ensemble whose class
- * probabilities are averaged; when set, every call also reports on_prompt),
+ * up to RL_REWARD_MAX_SCORERS image classifiers, image_classifier MLPs or
+ * image_cnns, an ensemble whose class probabilities are averaged; when set,
+ * every call also reports on_prompt),
  * the judge (a second classifier trained apart, reported and never scored)
  * and the remote client are made at CONFIGURE.
  * compute_image_reward (dispatch dp_compute; rows keep their order)
