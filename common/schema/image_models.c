@@ -32,6 +32,15 @@ static int s_clip_flow_check(const rl_config *c, void *out)
                                      keys[1], (long long)sz->channels, keys[2], (long long)sz->height,
                                      keys[3], (long long)sz->width);
     }
+    if (!m->null_prompt && (m->cfg_dropout > 0 || m->guidance != 1.0)) {
+        const char *const keys[] = {
+            RL_CFG_PATH(&rl_clip_flow_model_section, rl_clip_flow_model_config, null_prompt),
+            RL_CFG_PATH(&rl_clip_flow_model_section, rl_clip_flow_model_config, cfg_dropout),
+            RL_CFG_PATH(&rl_clip_flow_model_section, rl_clip_flow_model_config, guidance), NULL};
+        return rl_config_error_among(c, keys, RL_ECONFIG,
+                                     "%s %g and %s %g need the null prompt: set %s true", keys[1],
+                                     m->cfg_dropout, keys[2], m->guidance, keys[0]);
+    }
     if (m->trunk == RL_CLIP_FLOW_TRUNK_CONV && (sz->height % 4 || sz->width % 4)) {
         const char *const keys[] = {
             RL_CFG_PATH(&rl_clip_flow_model_section, rl_clip_flow_model_config, trunk),

@@ -38,7 +38,7 @@ static rl_model *s_model(const rl_golden *g)
     snprintf(yaml, sizeof yaml,
              "model: {type: clip_flow, frames: %s, channels: %s, height: %s, width: %s, "
              "num_prompts: %s, hidden_size: %s, num_layers: %s, time_embed_dim: %s, "
-             "prediction: %s, trunk: mlp, conv_channels: 32, init_from: ''}\n",
+             "prediction: %s, trunk: mlp, conv_channels: 32, null_prompt: false, cfg_dropout: 0, guidance: 1, init_from: ''}\n",
              rl_golden_meta(g, "frames"), rl_golden_meta(g, "channels"),
              rl_golden_meta(g, "height"), rl_golden_meta(g, "width"),
              rl_golden_meta(g, "prompts"), rl_golden_meta(g, "hidden"),
@@ -288,7 +288,7 @@ static void test_finite_differences(void **state)
 static void test_conv_trunk(void **state)
 {
     (void)state;
-    const char *yaml = "model: {type: clip_flow, trunk: conv, conv_channels: 3, frames: 2, channels: 1, "
+    const char *yaml = "model: {type: clip_flow, trunk: conv, conv_channels: 3, null_prompt: false, cfg_dropout: 0, guidance: 1, frames: 2, channels: 1, "
                        "height: 8, width: 8, num_prompts: 3, hidden_size: 6, num_layers: 0, time_embed_dim: 4, "
                        "prediction: x0, init_from: ''}\n";
     rl_config *job = rl_config_parse_string(yaml, strlen(yaml), "<test>");
@@ -357,7 +357,7 @@ static void test_conv_trunk(void **state)
     free(gcopy);
     rl_dataproto_free(dp);
     rl_model_free(m);
-    const char *bad = "model: {type: clip_flow, trunk: conv, conv_channels: 3, frames: 1, channels: 1, "
+    const char *bad = "model: {type: clip_flow, trunk: conv, conv_channels: 3, null_prompt: false, cfg_dropout: 0, guidance: 1, frames: 1, channels: 1, "
                       "height: 10, width: 8, num_prompts: 3, hidden_size: 6, num_layers: 0, "
                       "time_embed_dim: 4, prediction: x0, init_from: ''}\n";
     job = rl_config_parse_string(bad, strlen(bad), "<test>");
@@ -557,13 +557,14 @@ static void test_config_json(void **state)
     static const char *const yaml[2] = {
         "model: {type: clip_flow, frames: 2, channels: 1, height: 8, width: 6, num_prompts: 3, "
         "hidden_size: 16, num_layers: 1, time_embed_dim: 8, prediction: velocity, trunk: mlp, "
-        "conv_channels: 32, init_from: ''}\n",
+        "conv_channels: 32, null_prompt: false, cfg_dropout: 0, guidance: 1, init_from: ''}\n",
         "model: {type: image_classifier, channels: 1, height: 8, width: 6, num_classes: 4, "
         "hidden_size: 5, init_from: ''}\n"};
     static const char *const want[2] = {
         "{\"model\": {\"type\": \"clip_flow\", \"channels\": 1, \"height\": 8, \"width\": 6, "
         "\"frames\": 2, \"num_prompts\": 3, \"hidden_size\": 16, \"num_layers\": 1, "
-        "\"time_embed_dim\": 8, \"prediction\": \"velocity\", \"trunk\": \"mlp\", \"conv_channels\": 32}}\n",
+        "\"time_embed_dim\": 8, \"prediction\": \"velocity\", \"trunk\": \"mlp\", \"conv_channels\": 32, "
+        "\"null_prompt\": false, \"cfg_dropout\": 0, \"guidance\": 1}}\n",
         "{\"model\": {\"type\": \"image_classifier\", \"channels\": 1, \"height\": 8, \"width\": 6, "
         "\"num_classes\": 4, \"hidden_size\": 5}}\n"};
     for (int k = 0; k < 2; k++) {
@@ -595,6 +596,120 @@ static void test_config_json(void **state)
 }
 
 /* the sections' checks, located at the key */
+/* Classifier-free guidance (model.null_prompt, model.guidance w): the ODE's
+ * velocity is v_null + w (v_prompt − v_null) of two plain passes; the SDE
+ * chain's log-probs re-scored by forward equal the sampled ones; their
+ * gradient matches central differences; w != 1 without the null prompt is a
+ * config error. */
+static void test_guidance(void **state)
+{
+    (void)state;
+    const char *yaml = "model: {type: clip_flow, trunk: mlp, frames: 1, channels: 1, height: 4, width: 4, "
+                       "num_prompts: 3, hidden_size: 8, num_layers: 1, time_embed_dim: 4, prediction: x0, "
+                       "null_prompt: true, cfg_dropout: 0, guidance: 2.5, conv_channels: 4, init_from: ''}\n";
+    rl_config *job = rl_config_parse_string(yaml, strlen(yaml), "<test>");
+    assert_non_null(job);
+    rl_model *m = rl_model_build(job, 1);
+    rl_config_free(job);
+    if (!m)
+        fail_msg("%s", rl_error_message());
+    assert_int_equal(rl_model_init_random(m, 7), 0);
+    enum { B = 3, D = 16, N = 3 };
+    int64_t ns[B] = {21, 22, 23}, rs[B] = {31, 32, 33};
+    int32_t ids[B] = {0, 1, 2}, null_ids[B] = {3, 3, 3};
+    /* 1. one ODE step from σ 1 to 0: x1 = x0 − v_guided */
+    rl_dataproto *in = s_sample_in(B, ns, rs, ids), *out = NULL;
+    rl_model_sampling ode = {.num_steps = 1, .greedy = 1, .shift = 1.0};
+    if (rl_model_sample(m, in, &ode, &out))
+        fail_msg("%s", rl_error_message());
+    const float *lat = rl_tensor_data(rl_dataproto_tensor(out, RL_CF_LATENTS));
+    float x0[B * D], vc[B * D], vu[B * D], one[B] = {1, 1, 1};
+    for (int b = 0; b < B; b++)
+        memcpy(x0 + b * D, lat + b * 2 * D, sizeof(float) * D);
+    assert_int_equal(rl_clip_flow_velocity(m, B, x0, one, ids, vc), 0);
+    assert_int_equal(rl_clip_flow_velocity(m, B, x0, one, null_ids, vu), 0);
+    double diff = 0;
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < D; j++) {
+            double want = vu[b * D + j] + 2.5 * (vc[b * D + j] - vu[b * D + j]);
+            double got = x0[b * D + j] - lat[(b * 2 + 1) * D + j];
+            assert_true(fabs(got - want) < 1e-4 + 1e-4 * fabs(want));
+            diff += fabs(vc[b * D + j] - vu[b * D + j]);
+        }
+    assert_true(diff > 1e-3); /* the null prompt is a prompt of its own */
+    rl_dataproto_free(out);
+    /* 2. an SDE chain: its recorded log-probs are forward's */
+    rl_model_sampling sde = {.num_steps = N, .noise_level = 0.7, .shift = 3.0};
+    out = NULL;
+    if (rl_model_sample(m, in, &sde, &out))
+        fail_msg("%s", rl_error_message());
+    rl_dataproto *ch = rl_dataproto_new();
+    int64_t s1[1] = {B}, s2[2] = {B, N + 1}, s3[3] = {B, N + 1, D};
+    memcpy(rl_tensor_data(rl_dataproto_new_tensor(ch, RL_CF_PROMPT_IDS, RL_I32, 1, s1)), ids, sizeof ids);
+    memcpy(rl_tensor_data(rl_dataproto_new_tensor(ch, RL_CF_LATENTS, RL_F32, 3, s3)),
+           rl_tensor_data(rl_dataproto_tensor(out, RL_CF_LATENTS)), sizeof(float) * B * (N + 1) * D);
+    memcpy(rl_tensor_data(rl_dataproto_new_tensor(ch, RL_CF_SIGMAS, RL_F32, 2, s2)),
+           rl_tensor_data(rl_dataproto_tensor(out, RL_CF_SIGMAS)), sizeof(float) * B * (N + 1));
+    memcpy(rl_tensor_data(rl_dataproto_new_tensor(ch, RL_CF_NOISE_LEVEL, RL_F32, 1, s1)),
+           rl_tensor_data(rl_dataproto_tensor(out, RL_CF_NOISE_LEVEL)), sizeof(float) * B);
+    rl_model_pass whole = {.temperature = 1, .micro_batch = 0}, mb1 = {.temperature = 1, .micro_batch = 1};
+    rl_dataproto *lo = NULL;
+    assert_int_equal(rl_model_forward(m, ch, RL_Q_BIT(RL_Q_LOGP), &whole, &lo), 0);
+    const float *lq = rl_tensor_data(rl_dataproto_tensor(lo, rl_quantity_name(RL_Q_LOGP)));
+    const float *ls = rl_tensor_data(rl_dataproto_tensor(out, RL_CF_SAMPLE_LOGP));
+    for (int i = 0; i < B * N; i++)
+        if (fabs(lq[i] - ls[i]) > 1e-4 + 1e-5 * fabs(ls[i]))
+            fail_msg("logp %d: forward %g, sampled %g", i, (double)lq[i], (double)ls[i]);
+    rl_dataproto_free(lo);
+    /* 3. the gradient of Σ coef·logp by central differences */
+    static float coef[B * N];
+    for (int i = 0; i < B * N; i++)
+        coef[i] = (float)cos(0.7 * i);
+    s_lin c = {coef, RL_Q_LOGP};
+    rl_model_zero_grad(m);
+    double loss = 0;
+    assert_int_equal(rl_model_forward_backward(m, ch, RL_Q_BIT(RL_Q_LOGP), &mb1, s_linear_loss, &c, &loss), 0);
+    const rl_param_manifest *man = rl_model_manifest(m);
+    float *p = rl_model_params(m), *gr = rl_model_grads(m);
+    float *gcopy = malloc(sizeof(float) * (size_t)man->total);
+    memcpy(gcopy, gr, sizeof(float) * (size_t)man->total);
+    int checked = 0;
+    for (int v = 0; v < man->count; v++)
+        for (int j = 0; j < 2; j++) {
+            int64_t i = man->views[v].offset + (man->views[v].numel * (3 + 7 * j) / 13);
+            if (!strcmp(man->views[v].name, "prompt.embedding"))
+                i = man->views[v].offset + (j ? 3 * 8 + 1 : 1 * 8 + 2); /* the null row and row 1 */
+            float keep = p[i];
+            double hi = 0, lo2 = 0, h = 1e-2;
+            p[i] = keep + (float)h;
+            assert_int_equal(rl_model_forward_backward(m, ch, RL_Q_BIT(RL_Q_LOGP), &whole, s_linear_loss, &c, &hi), 0);
+            p[i] = keep - (float)h;
+            assert_int_equal(rl_model_forward_backward(m, ch, RL_Q_BIT(RL_Q_LOGP), &whole, s_linear_loss, &c, &lo2), 0);
+            p[i] = keep;
+            double fd = (hi - lo2) / (2 * h);
+            if (fabs(fd - gcopy[i]) > 3e-2 * fabs(gcopy[i]) + 2e-4)
+                fail_msg("%s[%lld]: finite difference %g, backward %g", man->views[v].name,
+                         (long long)(i - man->views[v].offset), fd, (double)gcopy[i]);
+            checked++;
+        }
+    assert_int_equal(checked, 2 * man->count);
+    free(gcopy);
+    rl_dataproto_free(ch);
+    rl_dataproto_free(out);
+    rl_dataproto_free(in);
+    rl_model_free(m);
+    /* 4. guidance without the null prompt */
+    const char *bad = "model: {type: clip_flow, trunk: mlp, frames: 1, channels: 1, height: 4, width: 4, "
+                      "num_prompts: 3, hidden_size: 8, num_layers: 1, time_embed_dim: 4, prediction: x0, "
+                      "null_prompt: false, cfg_dropout: 0, guidance: 2, conv_channels: 4, init_from: ''}\n";
+    job = rl_config_parse_string(bad, strlen(bad), "<test>");
+    assert_non_null(job);
+    assert_null(rl_model_build(job, 1));
+    if (!strstr(rl_error_message(), "need the null prompt: set model.null_prompt true"))
+        fail_msg("'%s'", rl_error_message());
+    rl_config_free(job);
+}
+
 static void test_config_checks(void **state)
 {
     (void)state;
@@ -612,7 +727,7 @@ static void test_config_checks(void **state)
         char yaml[512];
         snprintf(yaml, sizeof yaml,
                  "model: {type: clip_flow, %s, channels: 1, width: 512, num_prompts: 3, "
-                 "hidden_size: 16, num_layers: 1, trunk: mlp, conv_channels: 32, init_from: ''}\n", bad[k][0]);
+                 "hidden_size: 16, num_layers: 1, trunk: mlp, conv_channels: 32, null_prompt: false, cfg_dropout: 0, guidance: 1, init_from: ''}\n", bad[k][0]);
         rl_config *job = rl_config_parse_string(yaml, strlen(yaml), "<test>");
         assert_non_null(job);
         assert_int_equal(rl_model_check_config(job), RL_ECONFIG);
@@ -649,6 +764,7 @@ int main(void)
         cmocka_unit_test_setup(test_save_load, s_use_x0),
         cmocka_unit_test(test_config_json),
         cmocka_unit_test(test_conv_trunk),
+        cmocka_unit_test(test_guidance),
         cmocka_unit_test(test_config_checks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

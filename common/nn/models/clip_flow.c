@@ -24,6 +24,8 @@ typedef struct s_cf {
     rl_clip_flow_config c;
     int64_t D;
     int hidden, prompts, x0_pred; /* of c */
+    int rows;            /* rows of prompt.embedding: prompts, + 1 with the null prompt */
+    float guidance;      /* model.guidance w: 1 = one plain pass */
     int conv;            /* model.trunk conv: tc, not t */
     rl_flow_mlp t;       /* the trunk: views in, time, blocks, out; activations */
     rl_flow_conv tc;     /* the conv trunk: views time, conv.*, cond.*; activations */
@@ -33,6 +35,13 @@ typedef struct s_cf {
     const int32_t *ids;  /* borrowed ids of the last forward */
     float *dout;         /* (n, D): dL/d(network output) with x0-prediction */
     const float *sig;    /* borrowed σ of the last forward */
+    /* guidance (w != 1): the doubled batch of the last guided forward
+     * [rows with their prompts; the same rows with the null prompt] */
+    int guided;          /* the last forward was s_guided_forward's */
+    int64_t gn, gcap;    /* its rows n (the pass has 2n); capacity in rows */
+    float *gx, *gs, *gv; /* (2n, D), (2n), (2n, D): x, σ, the two velocities */
+    float *gdv;          /* (2n, D): the two velocities' gradients */
+    int32_t *gid;        /* (2n) */
 } s_cf;
 
 static const rl_model_ops s_ops;
@@ -141,6 +150,62 @@ static int s_net_backward(s_cf *m, const float *dv)
     return RL_OK;
 }
 
+/* The velocity of sampling and of the SDE chain: with guidance w != 1,
+ * v = v_null + w·(v_prompt − v_null) from one pass over 2n rows (the rows,
+ * then the same rows with the null prompt); else the plain pass. */
+static int s_guided_forward(s_cf *m, int64_t n, const float *x, const float *sigma,
+                            const int32_t *ids, float *v)
+{
+    m->guided = 0;
+    if (m->guidance == 1.0f)
+        return s_net_forward(m, n, x, sigma, ids, v);
+    const int64_t D = m->D, n2 = 2 * (n > 0 ? n : 1);
+    if (n2 > m->gcap) {
+        free(m->gx), free(m->gs), free(m->gv), free(m->gdv), free(m->gid);
+        m->gx = malloc(sizeof(float) * (size_t)(n2 * D));
+        m->gv = malloc(sizeof(float) * (size_t)(n2 * D));
+        m->gdv = malloc(sizeof(float) * (size_t)(n2 * D));
+        m->gs = malloc(sizeof(float) * (size_t)n2);
+        m->gid = malloc(sizeof(int32_t) * (size_t)n2);
+        m->gcap = m->gx && m->gv && m->gdv && m->gs && m->gid ? n2 : 0;
+        if (!m->gcap)
+            return rl_error_set(RL_ENOMEM, "clip_flow: out of memory for %lld guided rows",
+                                (long long)n2);
+    }
+    for (int64_t h = 0; h < 2; h++) {
+        memcpy(m->gx + h * n * D, x, sizeof(float) * (size_t)(n * D));
+        memcpy(m->gs + h * n, sigma, sizeof(float) * (size_t)n);
+    }
+    for (int64_t r = 0; r < n; r++) {
+        m->gid[r] = ids[r];
+        m->gid[n + r] = m->prompts; /* the null prompt */
+    }
+    int rc = s_net_forward(m, 2 * n, m->gx, m->gs, m->gid, m->gv);
+    if (rc)
+        return rc;
+    const float w = m->guidance, *vc = m->gv, *vu = m->gv + n * D;
+    for (int64_t i = 0; i < n * D; i++)
+        v[i] = vu[i] + w * (vc[i] - vu[i]);
+    m->guided = 1;
+    m->gn = n;
+    return RL_OK;
+}
+
+/* s_net_backward of the last s_guided_forward: dv_prompt = w·dv,
+ * dv_null = (1 − w)·dv. */
+static int s_guided_backward(s_cf *m, const float *dv)
+{
+    if (!m->guided)
+        return s_net_backward(m, dv);
+    const int64_t nd = m->gn * m->D;
+    const float w = m->guidance;
+    for (int64_t i = 0; i < nd; i++) {
+        m->gdv[i] = w * dv[i];
+        m->gdv[nd + i] = (1.0f - w) * dv[i];
+    }
+    return s_net_backward(m, m->gdv);
+}
+
 int rl_clip_flow_velocity(rl_model *m, int64_t n, const float *x, const float *sigma,
                           const int32_t *ids, float *v)
 {
@@ -148,9 +213,9 @@ int rl_clip_flow_velocity(rl_model *m, int64_t n, const float *x, const float *s
     if (!cf)
         return rl_error_set(RL_EINVAL, "rl_clip_flow_velocity: not a clip_flow model");
     for (int64_t r = 0; r < n; r++)
-        if (ids[r] < 0 || ids[r] >= cf->prompts)
+        if (ids[r] < 0 || ids[r] >= cf->rows)
             return rl_error_set(RL_ERANGE, "clip_flow: prompt id %d of row %lld outside [0, %d)",
-                                ids[r], (long long)r, cf->prompts);
+                                ids[r], (long long)r, cf->rows);
     return s_net_forward(cf, n, x, sigma, ids, v);
 }
 
@@ -161,7 +226,7 @@ static int s_ids_read(const s_cf *m, const rl_dataproto *in, const char *what, i
                       const int32_t **ids)
 {
     *B = -1;
-    return rl_model_input_ids(in, what, RL_CF_PROMPT_IDS, m->prompts,
+    return rl_model_input_ids(in, what, RL_CF_PROMPT_IDS, m->rows,
                               RL_CFG_PATH(&rl_clip_flow_model_section, rl_clip_flow_model_config, num_prompts),
                               B, ids);
 }
@@ -253,7 +318,7 @@ static int s_logp_vel(void *kind, int64_t n, const int64_t *rows, const float *x
     s_logp *p = kind;
     for (int64_t i = 0; i < n; i++)
         p->pids[i] = p->ids[rows[i]];
-    return s_net_forward(p->m, n, x, sig, p->pids, v);
+    return s_guided_forward(p->m, n, x, sig, p->pids, v);
 }
 
 /* ---- forward ------------------------------------------------------------------------------- */
@@ -364,7 +429,7 @@ static int s_fb_logp(s_cf *m, const rl_dataproto *batch, const rl_model_pass *pa
             n == 0)
             continue;
         if (!(rc = rl_flow_chain_backward(&p.c, r0, n, &p.w)))
-            rc = s_net_backward(m, p.w.gv);
+            rc = s_guided_backward(m, p.w.gv);
     }
     s_logp_free(&p);
     return rc;
@@ -436,7 +501,7 @@ static int s_sample(rl_model *mm, const rl_dataproto *in, const rl_model_samplin
         }
         if (B == 0)
             break;
-        if ((rc = s_net_forward(m, B, x, sg, ids, v)))
+        if ((rc = s_guided_forward(m, B, x, sg, ids, v)))
             break;
         if (sp->greedy) {
             float dt = grid[k + 1] - grid[k];
@@ -480,6 +545,7 @@ static void s_free(rl_model *mm)
     rl_flow_mlp_free(&m->t);
     rl_flow_conv_free(&m->tc);
     free(m->dout);
+    free(m->gx), free(m->gs), free(m->gv), free(m->gdv), free(m->gid);
     free(m);
 }
 
@@ -492,6 +558,8 @@ static int s_build(rl_model_base *b)
     m->D = rl_clip_flow_dim(&m->c);
     m->hidden = (int)net->hidden_size;
     m->prompts = (int)net->num_prompts;
+    m->rows = m->prompts + (net->null_prompt ? 1 : 0);
+    m->guidance = (float)net->guidance;
     m->x0_pred = net->prediction == RL_CLIP_FLOW_PREDICT_X0;
     m->conv = net->trunk == RL_CLIP_FLOW_TRUNK_CONV;
     if (m->conv) { /* the conv trunk's head (time), prompt.embedding, its tail */
@@ -499,14 +567,14 @@ static int s_build(rl_model_base *b)
                                    (int)m->c.size.width, (int)net->conv_channels, m->hidden,
                                    (int)net->time_embed_dim, "clip_flow");
         if (!rc && !(rc = rl_flow_conv_add_head(&m->tc, b)) &&
-            !(rc = rl_model_base_add(b, "prompt.embedding", 2, m->prompts, m->hidden, &m->emb)))
+            !(rc = rl_model_base_add(b, "prompt.embedding", 2, m->rows, m->hidden, &m->emb)))
             rc = rl_flow_conv_add_tail(&m->tc, b);
         return rc;
     }
     int rc = rl_flow_mlp_init(&m->t, (int)m->D, m->hidden, (int)net->num_layers, (int)net->time_embed_dim,
                               "clip_flow");
     if (!rc && !(rc = rl_flow_mlp_add_head(&m->t, b)) &&
-        !(rc = rl_model_base_add(b, "prompt.embedding", 2, m->prompts, m->hidden, &m->emb)))
+        !(rc = rl_model_base_add(b, "prompt.embedding", 2, m->rows, m->hidden, &m->emb)))
         rc = rl_flow_mlp_add_tail(&m->t, b);
     return rc;
 }

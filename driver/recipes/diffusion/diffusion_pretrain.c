@@ -3,7 +3,10 @@
  * ranks), on the trainer loop (rl_recipe_run) with the phases
  *   batch         images and labels of the step; for the generator the
  *                 flow-matching pairs x_σ = (1 − σ)·x0 + σ·ε, σ ~ U(0, 1),
- *                 target ε − x0 (rl_flow_matching_pairs)
+ *                 target ε − x0 (rl_flow_matching_pairs); with
+ *                 model.cfg_dropout p, each row's prompt is the null prompt
+ *                 (id model.num_prompts) with probability p (classifier-free
+ *                 guidance's training; the draw: trainer.seed, step, row)
  *   update_actor  one optimiser step: the masked NLL of the image's class
  *                 (scorer_train: model.type image_classifier or image_cnn, the actor's
  *                 sft_step) or flow matching (flow_pretrain: model.type
@@ -17,6 +20,7 @@
 #include <string.h>
 
 #include "common/batch/diffusion.h"
+#include "common/core/rng.h"
 #include "driver/recipes/diffusion/diffusion_common.h"
 #include "rlrt/error.h"
 #include "rlrt/log.h"
@@ -31,6 +35,8 @@ typedef struct s_pre {
     rl_fmnist *train;
     int64_t batch, step, D;
     int frames; /* clip_flow: model.frames; scorer: 1 */
+    double cfg_dropout; /* clip_flow: model.cfg_dropout (0 without the null prompt) */
+    int32_t null_id;    /* clip_flow: model.num_prompts, the null prompt's id */
     double t0;
     float *clips, *x, *target, *sigma;
     int32_t *labels;
@@ -64,6 +70,8 @@ static int s_open(void *st, rl_trainer *t)
         return rc;
     s->batch = batch.train_batch_size;
     s->frames = (int)model.frames;
+    s->cfg_dropout = s->generator && model.null_prompt ? model.cfg_dropout : 0.0;
+    s->null_id = (int32_t)model.num_prompts;
     s->D = model.frames * RL_FMNIST_SIDE * RL_FMNIST_SIDE;
     size_t n = (size_t)s->batch * (size_t)s->D;
     s->clips = malloc(sizeof(float) * n);
@@ -144,6 +152,12 @@ static int s_phase_batch(void *arg)
     int rc = rl_fmnist_draw(s->train, s->t->seed, s->step, s->batch, s->frames, s->clips, s->labels);
     if (!rc && s->generator)
         rl_flow_matching_pairs(s->t->seed, s->step, s->clips, s->batch, s->D, s->x, s->target, s->sigma);
+    for (int64_t b = 0; !rc && s->cfg_dropout > 0 && b < s->batch; b++) {
+        rl_rng g;
+        rl_rng_init(&g, s->t->seed ^ 0xcf6du, (uint64_t)s->step * 1000003u + (uint64_t)b);
+        if (rl_rng_uniform(&g) < s->cfg_dropout)
+            s->labels[b] = s->null_id;
+    }
     return rc;
 }
 
