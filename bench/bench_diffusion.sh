@@ -13,12 +13,18 @@
 #                flow matching instead of RL_BENCH_DIFF_FLOW_STEPS): headroom for
 #                the prompt-match target, whose pretrained start is ~0.8
 #     conv       start from the convolutional generator (examples/fmnist_flow_conv.yaml,
-#                model.trunk conv, RL_BENCH_DIFF_CONV_STEPS of flow matching)
+#                model.trunk conv with the null prompt of classifier-free
+#                guidance, RL_BENCH_DIFF_CONV_STEPS of flow matching; the
+#                guidance scale is the spec's model.guidance=W, 1 without it)
 #     steps=N    GRPO steps of this run (default RL_BENCH_DIFF_STEPS)
 #     seeds=A/B  this spec's seeds instead of RL_BENCH_DIFF_SEEDS (not part of
 #                its file names)
 #     ensemble   reward.scorer_path is the scorer and two more of other seeds
 #                (an ensemble: their probabilities averaged)
+#     cnnscorer  reward.scorer_path is the convolutional scorer
+#                (examples/fmnist_cnn_scorer.yaml: an image_cnn on the scorer's
+#                split 0..29999, narrower than the FID's CNN, which trains on
+#                30000..59999 and stays the judge)
 #     config=NAME  the job examples/NAME.yaml (default dance_grpo_scorer for
 #                prompt_match, dance_grpo_jpeg otherwise)
 #     key=value  any other override
@@ -65,6 +71,7 @@
 #   RL_BENCH_DIFF_CONV_STEPS (default 1200)     the convolutional generator's steps
 #   RL_BENCH_DIFF_SCORER_STEPS (default 600)    scorer steps
 #   RL_BENCH_DIFF_CNN_STEPS (default 2000)      the FID's CNN's steps
+#   RL_BENCH_DIFF_CNN_SCORER_STEPS (default 1500) the convolutional scorer's steps
 #   RL_BENCH_DIFF_DIR (default runs/bench_diffusion)
 #   RL_BENCH_DIFF_RUNS                          space-separated run specs (above)
 #   RL_BENCH_DIFF_KEEP=1                        reuse finished runs (their .wall file exists)
@@ -77,6 +84,7 @@ WEAK_STEPS=${RL_BENCH_DIFF_WEAK_FLOW_STEPS:-50}
 CONV_STEPS=${RL_BENCH_DIFF_CONV_STEPS:-1200}
 SCORER_STEPS=${RL_BENCH_DIFF_SCORER_STEPS:-600}
 CNN_STEPS=${RL_BENCH_DIFF_CNN_STEPS:-2000}
+CNN_SCORER_STEPS=${RL_BENCH_DIFF_CNN_SCORER_STEPS:-1500}
 DIR=${RL_BENCH_DIFF_DIR:-runs/bench_diffusion}
 QUICK=${RL_BENCH_DIFF_QUICK:-0}
 SEEDS=${RL_BENCH_DIFF_SEEDS:-"1 2"}
@@ -85,7 +93,7 @@ DEFAULT_RUNS="prompt_match@kl=0 prompt_match jpeg_compressibility@kl=0 jpeg_comp
 RUNS=${RL_BENCH_DIFF_RUNS:-$DEFAULT_RUNS}
 KEEP=${RL_BENCH_DIFF_KEEP:-0}
 EXTRA=${RL_BENCH_DIFF_EXTRA:-}
-D="$BUILD/bin/rl-driver --cluster examples/cluster-diffusion.yaml --log-level warn"
+D="$BUILD/bin/rl-driver --cluster examples/cluster-diffusion.yaml --bind tcp://127.0.0.1:* --log-level warn"
 mkdir -p "$DIR" docs/diffusion
 now() { date +%s.%N; }
 secs() { awk "BEGIN{printf \"%.0f\", $(now) - $1}"; }
@@ -116,6 +124,15 @@ if [ ! -f "$DIR/cnn/final/model.safetensors" ]; then
     $D --config examples/fmnist_cnn.yaml trainer.output_dir="$DIR/cnn" trainer.total_steps="$CNN_STEPS" || exit 1
     echo "bench: diffusion_fid_cnn_wall_s = $(secs "$t0")"
 fi
+# the convolutional scorer (the @cnnscorer runs' reward), on the scorer's split
+case " $RUNS " in *@cnnscorer*)
+    if [ ! -f "$DIR/cnn_scorer/final/model.safetensors" ]; then
+        t0=$(now)
+        $D --config examples/fmnist_cnn_scorer.yaml trainer.output_dir="$DIR/cnn_scorer" \
+            trainer.total_steps="$CNN_SCORER_STEPS" || exit 1
+        echo "bench: diffusion_cnn_scorer_wall_s = $(secs "$t0")"
+    fi ;;
+esac
 pretrain() { # dir steps tag [config]
     [ -f "$1/final/model.safetensors" ] && return 0
     local t0
@@ -138,8 +155,9 @@ for r in $RUNS; do
         case $p in
         weak) flow="$DIR/flow_weak/final" ;;
         conv) flow="$DIR/flow_conv/final"  # fmnist_flow_conv.yaml's architecture
-              opts+=(model.trunk=conv model.conv_channels=32 model.hidden_size=128) ;;
+              opts+=(model.trunk=conv model.conv_channels=32 model.hidden_size=128 model.null_prompt=true) ;;
         ensemble) scorer="$DIR/scorer/final,$DIR/scorer_s2/final,$DIR/scorer_s3/final" ;;
+        cnnscorer) scorer="$DIR/cnn_scorer/final" ;;
         kl=0|kl=0.0) opts+=(actor.use_kl_loss=false) ;;
         kl=*) opts+=(actor.use_kl_loss=true "actor.kl_loss_coef=${p#kl=}") ;;
         steps=*) steps=${p#steps=} ;;
@@ -147,7 +165,7 @@ for r in $RUNS; do
         config=*) cfg=examples/${p#config=}.yaml
                   [ -f "$cfg" ] || { echo "bench: run spec '$r': no $cfg"; exit 2; } ;;
         *=*) opts+=("$p") ;;
-        *) echo "bench: run spec '$r': unknown option '$p' (kl=C, weak, conv, ensemble, steps=N, seeds=A/B, config=NAME, key=value)"; exit 2 ;;
+        *) echo "bench: run spec '$r': unknown option '$p' (kl=C, weak, conv, ensemble, cnnscorer, steps=N, seeds=A/B, config=NAME, key=value)"; exit 2 ;;
         esac
     done
     [ -n "$cfg" ] || case $reward in
@@ -175,7 +193,7 @@ for r in $RUNS; do
     done
 done
 
-RL_BENCH_DIFF_CONV_STEPS=$CONV_STEPS python3 - "$DIR" "$STEPS" "$FLOW_STEPS" "$WEAK_STEPS" "$SCORER_STEPS" "$RUNS" "${EXTRA:-none}" "$CNN_STEPS" "$SEEDS" "$QUICK" "$KEEP" <<'PY'
+RL_BENCH_DIFF_CONV_STEPS=$CONV_STEPS RL_BENCH_DIFF_CNN_SCORER_STEPS=$CNN_SCORER_STEPS python3 - "$DIR" "$STEPS" "$FLOW_STEPS" "$WEAK_STEPS" "$SCORER_STEPS" "$RUNS" "${EXTRA:-none}" "$CNN_STEPS" "$SEEDS" "$QUICK" "$KEEP" <<'PY'
 import json, os, re, sys, datetime
 d, steps, flow_steps, weak_steps, scorer_steps, runs, extra, cnn_steps, seeds, quick, keep = sys.argv[1:12]
 runs, seeds, quick = runs.split(), seeds.split(), quick == "1"
@@ -193,7 +211,7 @@ def spec(r):
     parts = r.split("@")
     weak = "weak" in parts[1:]
     st = int(next((p[6:] for p in parts[1:] if p.startswith("steps=")), steps))
-    other = [p for p in parts[1:] if p not in ("weak", "conv") and not p.startswith("steps=")]
+    other = [p for p in parts[1:] if p not in ("weak", "conv", "cnnscorer") and not p.startswith("steps=")]
     sd = next((p[6:].split("/") for p in parts[1:] if p.startswith("seeds=")), seeds)
     return parts[0], weak, st, other, sd
 
@@ -201,7 +219,11 @@ def last_acc(name):
     return [r["val/accuracy"] for r in rows(os.path.join(d, name, "metrics.jsonl")) if "val/accuracy" in r][-1]
 
 acc, jacc, cacc = last_acc("scorer"), last_acc("judge"), last_acc("cnn")
+cs = os.path.exists(os.path.join(d, "cnn_scorer", "metrics.jsonl")) and any("cnnscorer" in r for r in runs)
+csacc = last_acc("cnn_scorer") if cs else float("nan")
 print("bench: diffusion_scorer_test_accuracy = %.4f" % acc)
+if cs:
+    print("bench: diffusion_cnn_scorer_test_accuracy = %.4f" % csacc)
 print("bench: diffusion_judge_test_accuracy = %.4f" % jacc)
 print("bench: diffusion_fid_cnn_test_accuracy = %.4f" % cacc)
 mode = " (reduced: `RL_BENCH_DIFF_QUICK=1`)" if quick else ""
@@ -216,7 +238,7 @@ lines = ["<!-- bench-diffusion:begin -->", "## Diffusion GRPO (seed 004)" + mode
          "`@weak` and `@conv` ones), with %s steps (*weak*), and `examples/fmnist_flow_conv.yaml` "
          "(*conv*: `model.trunk: conv`, a small U-Net of 3×3 convolutions, the `@conv` runs, its "
          "steps in the column). Reward model: the MLP scorer "
-         "`examples/fmnist_scorer.yaml` (%s steps on training images 0..29999, test accuracy **%.3f**). "
+         "`examples/fmnist_scorer.yaml` (%s steps on training images 0..29999, test accuracy **%.3f**)%s. "
          "GRPO with `examples/dance_grpo_{scorer,jpeg}.yaml` (`prompt_match` runs the first, the others "
          "the second) or the `examples/NAME.yaml` of a run's `@config=NAME`, %s steps unless the run "
          "says `@steps=N`, seeds %s (`trainer.seed`, one row each) unless it says `@seeds=A/B`; extra overrides: `%s`. "
@@ -234,6 +256,10 @@ lines = ["<!-- bench-diffusion:begin -->", "## Diffusion GRPO (seed 004)" + mode
          "`trainer.seed=7 model.hidden_size=128`, the scorer's split, test accuracy **%.3f**; "
          "`reward.judge_path`), *scorer* the scorer's own on-prompt accuracy.%s"
          % (cmd, datetime.date.today(), os.cpu_count(), flow_steps, weak_steps, scorer_steps, acc,
+            (", or in the `@cnnscorer` runs the convolutional scorer `examples/fmnist_cnn_scorer.yaml` "
+             "(an `image_cnn` of 8 and 16 channels, %s steps on the same images 0..29999, test accuracy "
+             "**%.3f**; its *reward* and *scorer* columns are its own)"
+             % (os.environ.get("RL_BENCH_DIFF_CNN_SCORER_STEPS", "?"), csacc)) if cs else "",
             steps, " and ".join(seeds), extra, cnn_steps, cacc, jacc, kept), "",
          "| run | seed | reward | generator | steps | reward before | reward after | change | FID before | "
          "FID after | ratio | CNN judge before | CNN judge after | MLP judge before | MLP judge after | "
