@@ -30,13 +30,16 @@
 #     key=value  any other override
 # Every spec runs once per seed of RL_BENCH_DIFF_SEEDS (trainer.seed: the
 # GRPO run's draws; the pretrained models are the same). The default runs
-# (RL_BENCH_DIFF_QUICK=1: the first four only, about 10 minutes on 2 cores;
-# the RESULTS section and every row then say "reduced"):
+# (RL_BENCH_DIFF_QUICK=1: the first five only, about 15 minutes on 2 cores;
+# the RESULTS section and every row then say "reduced"; with
+# RL_BENCH_DIFF_RUNS set, the section's command names the runs):
 #   prompt_match@kl=0                p(prompt's class) by the MLP scorer, no KL
 #   prompt_match                     the same with the example's KL (the default)
 #   jpeg_compressibility@kl=0        mean kB of the JPEG falls (samples go
 #                                    blank: the reward is hacked)
 #   jpeg_compressibility             the same with the example's KL
+#   prompt_match@cnnscorer           prompt-match by the convolutional scorer
+#                                    (examples/fmnist_cnn_scorer.yaml), the KL on
 #   jpeg_compressibility,prompt_match:1@config=dance_grpo_jpeg_onprompt@steps=500@seeds=1
 #                                    prompt-match held at a floor by a
 #                                    multiplier (algorithm.constraint), 64
@@ -88,7 +91,7 @@ CNN_SCORER_STEPS=${RL_BENCH_DIFF_CNN_SCORER_STEPS:-1500}
 DIR=${RL_BENCH_DIFF_DIR:-runs/bench_diffusion}
 QUICK=${RL_BENCH_DIFF_QUICK:-0}
 SEEDS=${RL_BENCH_DIFF_SEEDS:-"1 2"}
-DEFAULT_RUNS="prompt_match@kl=0 prompt_match jpeg_compressibility@kl=0 jpeg_compressibility"
+DEFAULT_RUNS="prompt_match@kl=0 prompt_match jpeg_compressibility@kl=0 jpeg_compressibility prompt_match@cnnscorer"
 [ "$QUICK" = 1 ] || DEFAULT_RUNS="$DEFAULT_RUNS jpeg_compressibility,prompt_match:1@config=dance_grpo_jpeg_onprompt@steps=500@seeds=1 jpeg_incompressibility prompt_match@weak@steps=150@actor.optim.lr=2.5e-4 prompt_match@conv@seeds=1"
 RUNS=${RL_BENCH_DIFF_RUNS:-$DEFAULT_RUNS}
 KEEP=${RL_BENCH_DIFF_KEEP:-0}
@@ -193,7 +196,7 @@ for r in $RUNS; do
     done
 done
 
-RL_BENCH_DIFF_CONV_STEPS=$CONV_STEPS RL_BENCH_DIFF_CNN_SCORER_STEPS=$CNN_SCORER_STEPS python3 - "$DIR" "$STEPS" "$FLOW_STEPS" "$WEAK_STEPS" "$SCORER_STEPS" "$RUNS" "${EXTRA:-none}" "$CNN_STEPS" "$SEEDS" "$QUICK" "$KEEP" <<'PY'
+RL_BENCH_DIFF_RUNS_SET=${RL_BENCH_DIFF_RUNS:+1} RL_BENCH_DIFF_CONV_STEPS=$CONV_STEPS RL_BENCH_DIFF_CNN_SCORER_STEPS=$CNN_SCORER_STEPS python3 - "$DIR" "$STEPS" "$FLOW_STEPS" "$WEAK_STEPS" "$SCORER_STEPS" "$RUNS" "${EXTRA:-none}" "$CNN_STEPS" "$SEEDS" "$QUICK" "$KEEP" <<'PY'
 import json, os, re, sys, datetime
 d, steps, flow_steps, weak_steps, scorer_steps, runs, extra, cnn_steps, seeds, quick, keep = sys.argv[1:12]
 runs, seeds, quick = runs.split(), seeds.split(), quick == "1"
@@ -228,6 +231,7 @@ print("bench: diffusion_judge_test_accuracy = %.4f" % jacc)
 print("bench: diffusion_fid_cnn_test_accuracy = %.4f" % cacc)
 mode = " (reduced: `RL_BENCH_DIFF_QUICK=1`)" if quick else ""
 cmd = ("RL_BENCH_DIFF_QUICK=1 " if quick else "") + ("RL_BENCH_DIFF_KEEP=1 " if keep == "1" else "") + \
+    ("RL_BENCH_DIFF_RUNS=\"%s\" " % " ".join(runs) if os.environ.get("RL_BENCH_DIFF_RUNS_SET") else "") + \
     "make bench-diffusion"
 kept = (" With `RL_BENCH_DIFF_KEEP=1` a run already finished under `%s` with the same settings was "
         "reused (a run's row is the run's own metrics.jsonl)." % d) if keep == "1" else ""
