@@ -49,9 +49,10 @@
 #   jpeg_incompressibility           mean kB rises
 #   prompt_match@weak@steps=150@actor.optim.lr=2.5e-4
 #                                    prompt-match from the weak generator
-#   prompt_match@conv@seeds=1        prompt-match from the convolutional
+#   prompt_match@conv@model.guidance=5@seeds=1  prompt-match from the convolutional
 #                                    generator (its pretraining about 9 min,
-#                                    its GRPO about 10 s a step on 2 cores)
+#                                    with classifier-free guidance w = 5; its
+#                                    GRPO about 20 s a step on 2 cores)
 # The whole default bench takes about an hour on 2 shared cores (the
 # pretraining of the scorers, the FID's CNN and the generators included).
 # Each row records the validation reward before and after, the on-prompt
@@ -92,7 +93,7 @@ DIR=${RL_BENCH_DIFF_DIR:-runs/bench_diffusion}
 QUICK=${RL_BENCH_DIFF_QUICK:-0}
 SEEDS=${RL_BENCH_DIFF_SEEDS:-"1 2"}
 DEFAULT_RUNS="prompt_match@kl=0 prompt_match jpeg_compressibility@kl=0 jpeg_compressibility prompt_match@cnnscorer"
-[ "$QUICK" = 1 ] || DEFAULT_RUNS="$DEFAULT_RUNS jpeg_compressibility,prompt_match:1@config=dance_grpo_jpeg_onprompt@steps=500@seeds=1 jpeg_incompressibility prompt_match@weak@steps=150@actor.optim.lr=2.5e-4 prompt_match@conv@seeds=1"
+[ "$QUICK" = 1 ] || DEFAULT_RUNS="$DEFAULT_RUNS jpeg_compressibility,prompt_match:1@config=dance_grpo_jpeg_onprompt@steps=500@seeds=1 jpeg_incompressibility prompt_match@weak@steps=150@actor.optim.lr=2.5e-4 prompt_match@conv@model.guidance=5@seeds=1"
 RUNS=${RL_BENCH_DIFF_RUNS:-$DEFAULT_RUNS}
 KEEP=${RL_BENCH_DIFF_KEEP:-0}
 EXTRA=${RL_BENCH_DIFF_EXTRA:-}
