@@ -98,7 +98,11 @@ int rl_actor_job_open(rl_actor_job *j, rl_driver *d, const rl_config *job, int w
     return rl_actor_rollout_open(j->actor, j->rollout, &j->sync);
 }
 
-void rl_actor_job_close(rl_actor_job *j) { memset(j, 0, sizeof *j); }
+void rl_actor_job_close(rl_actor_job *j)
+{
+    rl_future_free(j->sync.pending); /* a detached sync's replies: dropped when they come */
+    memset(j, 0, sizeof *j);
+}
 
 int rl_actor_job_actor_step(rl_actor_job *j, const char *method, rl_dataproto *req, const char *const *keys,
                      int n, double *sums, double *grad_norm, double *lr)

@@ -140,6 +140,14 @@ int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replie
 {
     if (replies)
         *replies = NULL;
+    if (s->pending) { /* the receivers' calls of the last (detached) sync */
+        int wait = s->timeout_ms > 0 ? s->timeout_ms : -1;
+        int rc = rl_future_wait(s->pending, wait);
+        rl_future_free(s->pending);
+        s->pending = NULL;
+        if (rc)
+            return rl_error_wrap(rc, "weight sync of version %lld (receivers)", (long long)s->version);
+    }
     if (!s->endpoint[0]) {
         rl_dataproto *in = s_args(json_pack("{s:s}", RL_ACTOR_HOST, rl_group_address(s->sender, 0)),
                                   NULL),
@@ -177,7 +185,9 @@ int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replie
     /* a side that fails (a lost worker) ends the sync at once: the other
      * side waits for it no longer than the recovery's abort takes */
     rl_future *both[2] = {fs, fp};
-    int rc = fs && fp ? rl_future_wait_all(both, 2, wait) : ok ? rl_error_code() : RL_ENOMEM;
+    int detach = s->detach && !replies; /* the publish is acknowledged by every receiver */
+    int rc = fs && fp ? rl_future_wait_all(both + detach, 2 - detach, wait)
+                      : ok ? rl_error_code() : RL_ENOMEM;
     if (!ok)
         rl_error_set(RL_ENOMEM, "weight sync: out of memory");
     rl_dataproto_free(pub);
@@ -187,8 +197,8 @@ int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replie
     rl_future_free(fp);
     if (!rc) {
         s->version = version;
-        if (replies) {
-            *replies = fs;
+        if (replies || detach) {
+            *(replies ? replies : &s->pending) = fs;
             fs = NULL;
         }
     }

@@ -103,10 +103,19 @@ typedef struct rl_weight_sync {
     int timeout_ms;  /* per sync; <= 0: no limit */
     char endpoint[256];
     int64_t version; /* the last version published (0: none yet) */
+    /* Partial rollouts (docs/decisions/partial-rollouts.md): a sync returns
+     * once the sender's publish is done, i.e. every receiver acknowledged
+     * the version (a rollout switches it in between two decode steps while
+     * it generates), without waiting for the receivers' own calls, queued
+     * behind their generation; those replies (`pending`, owned) are checked
+     * at the start of the next sync. */
+    int detach;
+    rl_future *pending;
 } rl_weight_sync;
 
 /* `args` (may be NULL) adds keys to both calls' meta; `replies` (may be
- * NULL) receives the receivers' one_to_all future (the caller frees it). */
+ * NULL) receives the receivers' one_to_all future (the caller frees it;
+ * the sync then waits for them even with detach). */
 int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replies);
 
 /* The models of the actor–rollout pair (workers/actor/actor.h, workers/rollout/rollout.h): the
