@@ -647,6 +647,10 @@ static int s_take_route(rl_weight_receiver *r, const s_have *h)
 /* One message from `sock` (the DEALER or the chain input): a ROUTE, or a
  * bucket, forwarded down the chain when it is new and routed. *done = 1
  * when it completed a version (switched and acknowledged). */
+/* How long a chained receiver waits for the route of a bucket that came
+ * before it, even when its caller does not wait. */
+enum { S_ROUTE_WAIT_MS = 2000 };
+
 static int s_take_message(rl_weight_receiver *r, void *sock, int64_t deadline, uint64_t base, int *done)
 {
     union {
@@ -695,15 +699,20 @@ static int s_take_message(rl_weight_receiver *r, void *sock, int64_t deadline, u
         return RL_OK;
     }
     /* a bucket down the chain: the sender sent this version's route to us
-     * before it sent the head anything, so it is on its way */
+     * before it sent the head anything, so it is on its way; a caller that
+     * does not wait (timeout 0: partial rollouts) waits for it up to
+     * S_ROUTE_WAIT_MS all the same, so the bucket is not lost */
+    int64_t rdl = deadline >= 0 && deadline < s_now_ms() + S_ROUTE_WAIT_MS
+                      ? s_now_ms() + S_ROUTE_WAIT_MS
+                      : deadline;
     while (sock == r->in && r->route_version < h.version) {
-        int rc = s_wait(r->sock, ZMQ_POLLIN, deadline, base, "weight channel: waiting for the route");
+        int rc = s_wait(r->sock, ZMQ_POLLIN, rdl, base, "weight channel: waiting for the route");
         if (rc == RL_ETIMEOUT)
             rc = rl_error_set(RL_ETIMEOUT, "weight channel: rank %d got version %llu from upstream "
                                            "but no route for it", r->rank,
                               (unsigned long long)h.version);
         int sub = 0;
-        if (rc || (rc = s_take_message(r, r->sock, deadline, base, &sub))) {
+        if (rc || (rc = s_take_message(r, r->sock, rdl, base, &sub))) {
             zmq_msg_close(&data);
             return rc;
         }

@@ -28,7 +28,14 @@
  *                              RL_ROLLOUT_WEIGHTS_VERSION (the version that sampled),
  *                              and the int64 column RL_ROLLOUT_ROW_VERSION (B): that
  *                              version per row, so it travels with each sample
- *                              through concatenation, filtering and reordering
+ *                              through concatenation, filtering and reordering.
+ *                              With rollout.partial_rollouts (LM, not greedy, not
+ *                              multi-turn) the rollout takes a newer complete weight
+ *                              version from the channel between two decode steps
+ *                              and switches it in (docs/decisions/partial-rollouts.md):
+ *                              the output then has RL_LM_TOKEN_VERSION (B, R) i64,
+ *                              the version of each token, and the row column is
+ *                              its oldest token's
  *   serve_env     all_to_all   meta endpoint of env rank r's data channel: answers
  *                              its observations with action chunks until it is done
  *                              (workers/env/env.h; reads the env.* section) → meta

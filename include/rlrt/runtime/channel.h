@@ -107,7 +107,10 @@ rl_weight_receiver *rl_weight_receiver_new(const char *endpoint, int64_t count);
 rl_weight_receiver *rl_weight_receiver_new_ranked(const char *endpoint, int64_t count, int rank,
                                                   const char *bind);
 /* Receives until a complete newer version is active (returns 0) or the time
- * runs out (RL_ETIMEOUT; the active version is unchanged). In a chain it
+ * runs out (RL_ETIMEOUT; the active version is unchanged). timeout_ms 0
+ * takes what has arrived without waiting (partial rollouts poll so between
+ * decode steps), except for a chained bucket that came before its route:
+ * the route, already sent, is waited for up to 2 s. In a chain it
  * forwards what it receives while it waits; what it forwarded keeps going
  * after it returns (ZeroMQ's I/O thread), and rl_weight_receiver_free waits
  * up to 5 s for it to leave (a dead next rank: the full 5 s). */
