@@ -16,6 +16,8 @@
    run that went on from that checkpoint. (Which decode step a switch falls
    on depends on when the weights arrive, so two separate runs differ: the
    comparison is against the run that wrote the checkpoint.)
+4. Two rollout ranks on the weight chain, polling between decode steps:
+   the job runs and keeps the bound.
 """
 import os
 import shutil
@@ -113,6 +115,22 @@ def main():
         print("ok: resumed from step 2, steps 3-4 (rows of the checkpoint, %s of them partial) and "
               "the weights of step 4 equal the run that wrote it"
               % [b[3]["async/partial_rows"], b[4]["async/partial_rows"]])
+        # 4. two rollout ranks (the weights reach the second down the first's
+        #    chain, actor.weight_fanout's default) that poll without waiting
+        c2 = os.path.join(work, "cluster2.yaml")
+        with open(c2, "w") as f:
+            f.write("driver: {bind: 127.0.0.1, port: 5555}\n"
+                    "nodes: [{name: local, address: 127.0.0.1, launch: local}]\n"
+                    "roles:\n  rollout: {count: 2, node: local}\n"
+                    "  actor: {count: 2, node: local}\n  reward: {count: 1, node: local}\n")
+        run(work, c2, "arith_grpo.yaml", rl + ["trainer.total_steps=6", "trainer.save_every=0",
+                                               "trainer.output_dir=runs/p2"])
+        m = [r for r in metrics(work, "runs/p2") if "async/token_staleness_max" in r]
+        assert [r["step"] for r in m] == [1, 2, 3, 4, 5, 6], [r["step"] for r in m]
+        assert all(r["async/token_staleness_max"] <= 2 for r in m), m
+        print("ok: two rollout ranks on a weight chain: 6 steps, token staleness max %s, rows with "
+              "two versions per step %s" % ([r["async/token_staleness_max"] for r in m],
+                                            [r["async/partial_rows"] for r in m]))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
