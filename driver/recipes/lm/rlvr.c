@@ -59,8 +59,9 @@ static int s_check_partial(rl_config *job)
     if (k->partial_rollouts && tc->staleness < 1)
         return RL_CFG_ERROR2(job, &rl_rollout_tokens_section, rl_rollout_tokens_config,
                              partial_rollouts, &rl_rlvr_trainer_section, rl_rlvr_trainer_config,
-                             staleness, RL_ECONFIG, "partial rollouts need trainer.staleness >= 1 "
-                             "(with 0 no generation overlaps a weight sync)");
+                             staleness, RL_ECONFIG, "partial rollouts need %s >= 1 (with 0 no "
+                             "generation overlaps a weight sync)",
+                             RL_CFG_PATH(&rl_rlvr_trainer_section, rl_rlvr_trainer_config, staleness));
     return RL_OK;
 }
 
