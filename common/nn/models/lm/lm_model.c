@@ -415,13 +415,14 @@ static int s_switch(void *ctx)
 static int s_generate(void *ctx, const rl_lm_sample_call *c)
 {
     const rl_model_sampling *sp = ctx;
-    if (c->B == 0)
-        return RL_OK;
     if (!sp->poll_weights)
-        return rl_lm_generate(c->net, c->B, c->P, c->prompts, c->plens, c->seeds, c->s, c->tokens,
-                              c->logp, c->entropy, c->lens);
-    int64_t shape[2] = {c->B, c->R};
+        return c->B > 0 ? rl_lm_generate(c->net, c->B, c->P, c->prompts, c->plens, c->seeds, c->s,
+                                         c->tokens, c->logp, c->entropy, c->lens)
+                        : RL_OK;
+    int64_t shape[2] = {c->B, c->R}; /* with no rows too: every rank's output has it */
     rl_tensor *tv = rl_dataproto_new_tensor(c->out, RL_LM_TOKEN_VERSION, RL_I64, 2, shape);
+    if (tv && c->B == 0)
+        return RL_OK;
     size_t cells = (size_t)c->B * (size_t)c->R;
     s_switches w = {sp, malloc(sizeof(uint64_t) * 4), 1, 4};
     int32_t *epoch = malloc(sizeof(int32_t) * cells);
