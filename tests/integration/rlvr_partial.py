@@ -18,6 +18,8 @@
    comparison is against the run that wrote the checkpoint.)
 4. Two rollout ranks on the weight chain, polling between decode steps:
    the job runs and keeps the bound.
+5. Partial rollouts switched on (or off) at a resume: the checkpoint's
+   rounds, with or without per-token versions, are trained on.
 """
 import os
 import shutil
@@ -131,6 +133,24 @@ def main():
         print("ok: two rollout ranks on a weight chain: 6 steps, token staleness max %s, rows with "
               "two versions per step %s" % ([r["async/token_staleness_max"] for r in m],
                                             [r["async/partial_rows"] for r in m]))
+        # 5. switching partial rollouts on or off at a resume: the rounds of
+        #    the checkpoint are trained on either way (rows without per-token
+        #    versions get their row's for every token; with them in a job
+        #    without partial rollouts, the versions are dropped)
+        whole = [a for a in rl if a != "rollout.partial_rollouts=true"]
+        run(work, cfile, "arith_grpo.yaml", whole + ["trainer.total_steps=2", "trainer.output_dir=runs/on"])
+        run(work, cfile, "arith_grpo.yaml", rl + ["trainer.total_steps=4", "trainer.resume=true",
+                                                  "trainer.output_dir=runs/on"])
+        b = last_by_step(metrics(work, "runs/on"))
+        assert "async/token_staleness_max" not in b[2] and b[3]["async/partial_rows"] == 0 and \
+            b[4]["async/partial_rows"] == 0 and b[4]["async/token_staleness_max"] <= 2, (b[3], b[4])
+        shutil.copytree(os.path.join(work, "runs/r"), os.path.join(work, "runs/off"))
+        run(work, cfile, "arith_grpo.yaml", whole + ["trainer.total_steps=6", "trainer.resume=true",
+                                                     "trainer.output_dir=runs/off"])
+        b = last_by_step(metrics(work, "runs/off"))
+        assert 6 in b and "async/token_staleness_max" not in b[5] and b[5]["async/staleness_max"] <= 2, b[5]
+        print("ok: partial rollouts switched on (and off) at a resume: the checkpoint's rounds are "
+              "trained on")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -104,6 +104,40 @@ static int s_step_round(rl_rlvr_gen *g, int64_t step, int64_t round, rl_dataprot
     return rl_rlvr_async_take(&g->async, g->j, step, round, part, gen_s, reward_s);
 }
 
+/* Every round of a job with partial rollouts has per-token versions, and
+ * no round of one without has them, so rounds concatenate: a round
+ * without them (sampled by the multi-turn loop, which is never
+ * interrupted, or restored from a checkpoint of a run without partial
+ * rollouts) gets its row's version for each of its tokens (0 past the
+ * end); one with them in a job without partial rollouts (a checkpoint of
+ * a run with) loses them. */
+static int s_match_token_versions(const rl_rlvr_gen *g, rl_dataproto *part)
+{
+    int has = rl_dataproto_tensor(part, RL_LM_TOKEN_VERSION) != NULL;
+    if (!g->partial)
+        return has ? rl_dataproto_remove(part, RL_LM_TOKEN_VERSION) : RL_OK;
+    if (has)
+        return RL_OK;
+    int64_t B = rl_dataproto_rows(part);
+    const rl_column *c = rl_dataproto_column(part, RL_ROLLOUT_ROW_VERSION);
+    const rl_tensor *r = rl_dataproto_tensor(part, RL_LM_RESPONSES);
+    const rl_tensor *l = rl_dataproto_tensor_shaped(part, RL_LM_RESPONSE_LENS, RL_I32, 1,
+                                                    (int64_t[]){B});
+    if (!c || rl_column_get_type(c) != RL_COL_INT64 || !r || r->ndim != 2 || !l)
+        return rl_error_set(RL_EPROTO, "a round has no int64 column '%s', %s (B, R) or %s (B)",
+                            RL_ROLLOUT_ROW_VERSION, RL_LM_RESPONSES, RL_LM_RESPONSE_LENS);
+    int64_t R = r->shape[1];
+    rl_tensor *tv = rl_dataproto_new_tensor(part, RL_LM_TOKEN_VERSION, RL_I64, 2, (int64_t[]){B, R});
+    if (!tv)
+        return rl_error_code();
+    int64_t *v = rl_tensor_data(tv);
+    const int32_t *len = rl_tensor_data((rl_tensor *)l);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t j = 0; j < R; j++)
+            v[b * R + j] = j < len[b] ? rl_column_i64(c, b) : 0;
+    return RL_OK;
+}
+
 /* The first rounds of the next `staleness` steps, sent off once this step's
  * rounds are all back, so the rollout ranks sample them while the actor
  * trains this step. Sent earlier, they would queue ahead of this step's own
@@ -299,6 +333,8 @@ int rl_rlvr_gen_step(rl_rlvr_gen *g, int64_t step, rl_dataproto **batch, rl_metr
         int64_t kept = gb.want;
         int ahead = 0;
         rc = s_step_round(g, step, round, &part, &gen_s, &reward_s, &ahead);
+        if (!rc)
+            rc = s_match_token_versions(g, part);
         rounds_ahead += ahead;
         rounds_used = round + 1;
         t_gen += gen_s;
