@@ -24,6 +24,8 @@
  * async/token_staleness_{mean,max}, async/partial_rows and
  * async/tokens_lag_<k> (tokens sampled k versions behind the actor, k <= S)
  * say how stale the step's tokens were (docs/decisions/partial-rollouts.md).
+ * A round without per-token versions (multi-turn rows, a checkpoint of a
+ * run without partial rollouts) gets its row's version for each token.
  *
  * Metrics: batch/{filter_rounds, filter_filled_groups, guided_rows, ...},
  * async/..., replay/..., timing_s/gen, timing_s/reward, and those of the
