@@ -346,7 +346,7 @@ test-gpu: all tests
 # machine without Debian's packages (deploy/gpu-bundle.sh): build here with
 # `make CUDA=1 gpu-bundle`, then run there `BUILD=build-gpu
 # RL_GPU_BENCH=1 tests/gpu_check.sh` with build-gpu carried along.
-GPU_TESTS := test_nn_cuda test_nn_lm_cuda test_nn_cuda_ipc
+GPU_TESTS := test_nn_cuda test_nn_lm_cuda test_nn_flow_cuda test_nn_cuda_ipc
 gpu-bundle: all tests benches
 	@deploy/gpu-bundle.sh $(BUILD) build-gpu $(addprefix tests/,$(GPU_TESTS)) bench/bench_gpu_train \
 	    bin/rl-driver bin/rl-worker

@@ -3,7 +3,10 @@
 #
 # * test_nn_cuda: every CUDA kernel against its CPU twin, forward and
 #   backward, on ragged shapes; test_nn_lm_cuda: the transformer on the GPU
-#   against the CPU (outputs and every gradient); test_nn_cuda_ipc: a
+#   against the CPU (outputs and every gradient); test_nn_flow_cuda: the
+#   flow kinds (flow_policy, image_classifier, clip_flow's MLP trunk) on the
+#   GPU against the CPU (quantities, gradients, AdamW steps, ODE/SDE
+#   sampling) and their new kernels; test_nn_cuda_ipc: a
 #   device block shared with a second process (CUDA IPC). GPU_TESTS names
 #   them.
 # * tests/integration/gpu_jobs.py: real jobs with actor.device=cuda and
@@ -37,7 +40,7 @@ BUILD=${BUILD:-build-cuda}
 # machine lacks (deploy/gpu-bundle.sh), packed in lib.tar.gz
 [ -f "$BUILD/lib.tar.gz" ] && [ ! -d "$BUILD/lib" ] && tar -xzf "$BUILD/lib.tar.gz" -C "$BUILD"
 [ -d "$BUILD/lib" ] && export LD_LIBRARY_PATH="$(cd "$BUILD/lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-tests=${GPU_TESTS:-test_nn_cuda test_nn_lm_cuda test_nn_cuda_ipc}
+tests=${GPU_TESTS:-test_nn_cuda test_nn_lm_cuda test_nn_flow_cuda test_nn_cuda_ipc}
 for t in $tests; do
     [ -x "$BUILD/tests/$t" ] || { echo "gpu_check: $BUILD/tests/$t not built (make CUDA=1 tests)"; exit 1; }
 done
