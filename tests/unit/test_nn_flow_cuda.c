@@ -448,8 +448,10 @@ static void test_flow_policy_on_cuda(void **state)
     s_copy_tensor(lb, chain, RL_FP_TIMES);
     s_copy_tensor(lb, chain, RL_FP_NOISE_LEVEL);
     float *mask = rl_tensor_data(s_new(lb, RL_FP_STEP_MASK, RL_F32, 2, (int64_t[]){FP_B, FP_N}));
-    for (int i = 0; i < FP_B * FP_N; i++)
-        mask[i] = (i % 3) != 1; /* a subset of the steps, a row with none scored at some k */
+    for (int i = 0; i < FP_B * FP_N; i++) /* a subset of the steps; row 4 none, row 5 one: the */
+        mask[i] = i / FP_N == 4 ? 0.0f      /* micro-batch of rows 4-5 scores fewer steps than rows */
+                  : i / FP_N == 5 ? (float)(i % FP_N == 2)
+                                  : (float)((i % 3) != 1);
     rl_dataproto_free(sin);
     rl_dataproto_free(chain);
 

@@ -6,7 +6,9 @@
  * function of the same name in common/nn/engine/ops.h; on a CUDA table the pointers
  * are device pointers (index arrays such as ids/pos/target/mask too).
  *
- * Invariants: both tables are RL_NN_OPS, so each is complete; the CUDA
+ * Invariants: both tables are RL_NN_OPS, so each is complete (new entries
+ * go at its end: the flow kinds' silu, time_embed and standardize are the
+ * last); the CUDA
  * table exists only in a `make CUDA=1` build. rl_nn_ops_missing() names the
  * first NULL entry of a table (one filled by hand, e.g. a test's), so a
  * model can refuse it up front instead of crashing mid-step.

@@ -39,11 +39,14 @@ typedef struct s_enc {
     int32_t *htask;  /* (n) the tasks on the host (a device only; the CPU: task) */
 } s_enc;
 
-/* On a device: the host arrays of a velocity or value pass copied in and
- * out (dx, dt, dgv, dgval in; dv, dval out), (n, D) or (n). */
+/* On a device: the host arrays of a velocity pass (x, t, dL/dv in; v
+ * out), (n, D) or (n), and of a value pass (dL/dvalue in; value out), (n):
+ * two blocks, so a value forward that grows its own never frees the x the
+ * trunk keeps for its backward. */
 typedef struct s_io {
-    int64_t cap;
-    float *x, *t, *v, *gv, *val, *gval;
+    int64_t cap, vcap;
+    float *x, *t, *v, *gv;
+    float *val, *gval;
 } s_io;
 
 typedef struct s_fp {
@@ -143,18 +146,35 @@ static int s_enc_reserve(s_enc *e, int64_t n, int64_t H)
     return RL_OK;
 }
 
-/* A device's copies of n rows of a pass (nothing on the CPU). */
-static int s_io_reserve(s_fp *m, int64_t n)
+static void s_io_free(s_io *io, rl_device dev)
 {
-    if (m->base.dev == RL_DEVICE_CPU || n <= m->io.cap)
+    rl_model_floats_free(dev, io->x);
+    rl_model_floats_free(dev, io->val);
+    memset(io, 0, sizeof *io);
+}
+
+/* A device's copies of n rows of a velocity pass (value = 0) or a value
+ * pass (value = 1); nothing on the CPU. */
+static int s_io_reserve(s_fp *m, int64_t n, int value)
+{
+    s_io *io = &m->io;
+    if (m->base.dev == RL_DEVICE_CPU || n <= (value ? io->vcap : io->cap))
         return RL_OK;
-    rl_model_floats_free(m->base.dev, m->io.x);
-    memset(&m->io, 0, sizeof m->io);
     const size_t nD = (size_t)n * (size_t)m->D, n1 = (size_t)n;
-    float **const arrays[6] = {&m->io.x, &m->io.t, &m->io.v, &m->io.gv, &m->io.val, &m->io.gval};
-    const size_t counts[6] = {nD, n1, nD, nD, n1, n1};
-    int rc = rl_model_floats_on(m->base.dev, arrays, counts, 6, "flow_policy");
-    m->io.cap = rc ? 0 : n;
+    int rc;
+    if (value) {
+        rl_model_floats_free(m->base.dev, io->val);
+        float **const arrays[2] = {&io->val, &io->gval};
+        const size_t counts[2] = {n1, n1};
+        rc = rl_model_floats_on(m->base.dev, arrays, counts, 2, "flow_policy");
+        io->vcap = rc ? 0 : n;
+    } else {
+        rl_model_floats_free(m->base.dev, io->x);
+        float **const arrays[4] = {&io->x, &io->t, &io->v, &io->gv};
+        const size_t counts[4] = {nD, n1, nD, nD};
+        rc = rl_model_floats_on(m->base.dev, arrays, counts, 4, "flow_policy");
+        io->cap = rc ? 0 : n;
+    }
     return rc;
 }
 
@@ -230,7 +250,7 @@ static int s_vel_forward(s_fp *m, const s_obs *ob, int64_t n, int64_t r0, const 
     if (!rc)
         rc = rl_flow_mlp_reserve(&m->t, n, "flow_policy");
     if (!rc)
-        rc = s_io_reserve(m, n);
+        rc = s_io_reserve(m, n, 0);
     if (rc)
         return rc;
     const float *dx = x, *dt = tt;
@@ -279,7 +299,7 @@ static int s_value_forward(s_fp *m, const s_obs *ob, int64_t r0, int64_t n, floa
     const rl_nn_ops *nn = m->base.nn;
     int rc = s_enc_forward(m, &m->vv, ob, n, r0, NULL);
     if (!rc)
-        rc = s_io_reserve(m, n);
+        rc = s_io_reserve(m, n, 1);
     if (rc)
         return rc;
     float *dval = dev == RL_DEVICE_CPU ? value : m->io.val;
@@ -683,7 +703,7 @@ static void s_free(rl_model *mm)
     s_fp *m = s_of(mm);
     s_enc_free(&m->ev);
     s_enc_free(&m->vv);
-    rl_model_floats_free(m->base.dev, m->io.x);
+    s_io_free(&m->io, m->base.dev);
     rl_flow_mlp_free(&m->t);
     rl_model_base_free(&m->base);
     free(m);
@@ -701,8 +721,7 @@ static int s_to_device(rl_model *mm, int dev)
     s_enc_free(&m->ev);
     s_enc_free(&m->vv);
     m->ev.dev = m->vv.dev = m->base.dev;
-    rl_model_floats_free(from, m->io.x);
-    memset(&m->io, 0, sizeof m->io);
+    s_io_free(&m->io, from);
     rl_flow_mlp_on(&m->t, m->base.dev, m->base.nn);
     return RL_OK;
 }

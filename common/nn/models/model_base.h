@@ -17,6 +17,11 @@
  * Face config: the kind lends them to the base (rl_model_base_borrow) and
  * names RL_MODEL_BASE_OPS, the accessors alone.
  *
+ * Device: a kind the base built starts on the CPU; rl_model_base_move
+ * moves its buffers to another device and b->dev / b->nn say where they
+ * are and which kernels run there (rl_model_floats_on allocates its
+ * activations there, rl_model_copy_in/out stage its host arrays).
+ *
  * Ownership: rl_model_base_free() frees the manifest and the buffers the
  * base built (nothing that was lent), not the kind's struct. */
 #ifndef RLRT_NN_MODEL_BASE_H
