@@ -18,7 +18,8 @@
  *     (double sin/cos on both); standardize exact;
  *   quantities (velocity, value, logits' log-probs): atol 1e-5 + rtol 1e-4;
  *     chain log-probs (sums over D of squared residuals over a small
- *     variance): atol 1e-3 + rtol 1e-4; losses 1e-5 relative + 1e-6;
+ *     variance): atol 1e-3 + rtol 1e-4; losses (Σ w·q, log-probs
+ *     included) atol 1e-4 + rtol 1e-4;
  *   gradients, per view: relative L2 distance ||gpu − cpu|| / ||cpu|| <=
  *     1e-4 and every element within 1e-4·max|view| + 1e-3·|cpu|;
  *   parameters after three AdamW steps (lr 1e-3): atol 2e-4 + rtol 1e-4
@@ -251,7 +252,7 @@ static void s_train_parity(rl_model *cpu, rl_model *gpu, const rl_dataproto *in,
         assert_int_equal(rl_model_forward_backward(cpu, in, want, &pass, s_loss, NULL, &lc), 0);
         if (rl_model_forward_backward(gpu, in, want, &pass, s_loss, NULL, &lg))
             fail_msg("%s", rl_error_message());
-        if (!(fabs(lc - lg) <= 1e-6 + 1e-5 * fabs(lc)))
+        if (!(fabs(lc - lg) <= 1e-4 + 1e-4 * fabs(lc)))
             fail_msg("%s step %d: loss cuda %.9g vs cpu %.9g", what, step, lg, lc);
         print_message("  step %d loss cpu %.9g cuda %.9g\n", step, lc, lg);
         float *g = s_host(gpu, 1);
