@@ -466,6 +466,17 @@ int rl_weight_ipc_recv_poll(rl_weight_ipc_receiver *r, int timeout_ms)
     }
 }
 
+int rl_weight_ipc_recv_step(rl_weight_ipc_receiver *r, int timeout_ms, int *complete)
+{
+    *complete = 0;
+    int rc = s_wait_in(r->sock, timeout_ms < 0 ? -1 : s_now_ms() + timeout_ms, rl_abort_base(),
+                       "weight ipc: receiving");
+    if (rc == RL_ETIMEOUT)
+        return rl_error_set(RL_ETIMEOUT, "weight ipc: no bucket in %d ms (%u of %u buckets of version %llu)",
+                            timeout_ms, r->n_got, r->n_buckets, (unsigned long long)r->staging_version);
+    return rc ? rc : s_take(r, complete);
+}
+
 const float *rl_weight_ipc_recv_active(const rl_weight_ipc_receiver *r, uint64_t *version)
 {
     if (version)

@@ -107,6 +107,12 @@ rl_weight_ipc_receiver *rl_weight_ipc_receiver_new(const char *endpoint, rl_weig
  * out (RL_ETIMEOUT, the active version unchanged; timeout 0 handles what
  * has arrived and returns). */
 int rl_weight_ipc_recv_poll(rl_weight_ipc_receiver *r, int timeout_ms);
+/* Handles at most one bucket (waits up to timeout_ms for it): 0 with
+ * *complete = 1 when it completed a version, 0 with *complete = 0 when it
+ * copied a bucket of an unfinished one, RL_ETIMEOUT when none came. Lets a
+ * caller interleave a version's copies with its own work (and a test stop
+ * a sender between two buckets). */
+int rl_weight_ipc_recv_step(rl_weight_ipc_receiver *r, int timeout_ms, int *complete);
 /* The active buffer (device memory of the kind, count floats) and its
  * version (0 = none yet: the buffer is zeros). */
 const float *rl_weight_ipc_recv_active(const rl_weight_ipc_receiver *r, uint64_t *version);
