@@ -96,13 +96,24 @@ int rl_trainer_put_cpu(rl_trainer *t);
  * receivers}) while every receiver rank waits for that version (method
  * `receive`, meta {endpoint, version, host}: host is the rank's node
  * address, where a chained receiver binds its input); it returns when both
- * sides are done. */
+ * sides are done.
+ * Same GPU: the receiver ranks placed on the sender rank 0's GPU (same node,
+ * same first entry of cluster.yaml `gpus:`) are counted to `open`
+ * (ipc_receivers); when the sender answers with an ipc_endpoint, those
+ * ranks get it in `receive` and take the version over CUDA IPC, and
+ * `publish` is told how many go each way (receivers: ZeroMQ,
+ * ipc_receivers: CUDA IPC; docs/decisions/gpu-weight-transport.md). What
+ * the sender measured is kept per sync (sync_*: 0 / "" when it said
+ * nothing). */
 typedef struct rl_weight_sync {
     rl_group *sender, *receivers;
     const char *open, *publish, *receive;
     int timeout_ms;  /* per sync; <= 0: no limit */
     char endpoint[256];
+    char ipc_endpoint[400]; /* "" : no CUDA IPC */
     int64_t version; /* the last version published (0: none yet) */
+    double sync_bytes, sync_s, sync_gbps;
+    char sync_transport[16];
 } rl_weight_sync;
 
 /* `args` (may be NULL) adds keys to both calls' meta; `replies` (may be

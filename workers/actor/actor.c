@@ -26,6 +26,7 @@
 #include "rlrt/nn/model.h"
 #include "rlrt/nn/params.h"
 #include "rlrt/runtime/channel.h"
+#include "rlrt/runtime/channel_ipc.h"
 #include "rlrt/runtime/collective.h"
 #include "workers/actor/actor.h"
 #include "common/nn/models/model_device.h"
@@ -42,6 +43,7 @@ static void s_free_models(s_actor *a)
     free(a->shard_grad);
     rl_adamw_free(a->opt);
     rl_weight_sender_free(a->wsend);
+    rl_weight_ipc_sender_free(a->wipc);
     free(a->host_params);
     a->host_params = NULL;
     a->host_stale = 0;
@@ -294,47 +296,17 @@ RL_ACTOR_LOSS_OPS(S_OP_METHOD)
 
 /* ---- weights ------------------------------------------------------------------------------------ */
 
+/* both in weights.c: ZeroMQ, and CUDA IPC to the rollout ranks on this GPU */
 static int s_weights_open(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     s_actor *a = rl_actor_get(ctx, RL_ACTOR_WEIGHTS_OPEN);
-    if (!a)
-        return rl_error_code();
-    const char *host = rl_dataproto_meta_str(in, RL_ACTOR_HOST, NULL);
-    if (!host)
-        return rl_error_code();
-    if (!a->wsend) {
-        char bind[300];
-        snprintf(bind, sizeof bind, "tcp://%s:*", host);
-        a->wsend = rl_weight_sender_new(bind, 0);
-        if (!a->wsend)
-            return rl_error_code();
-        rl_weight_sender_set_fanout(a->wsend, a->o.weight_fanout == RL_ACTOR_FANOUT_CHAIN
-                                                  ? RL_WEIGHT_FANOUT_CHAIN
-                                                  : RL_WEIGHT_FANOUT_STAR);
-    }
-    *out = rl_dataproto_new_meta(json_pack("{s:s, s:I}", RL_ACTOR_ENDPOINT,
-                                           rl_weight_sender_endpoint(a->wsend), RL_ACTOR_COUNT,
-                                           (json_int_t)a->P));
-    return *out ? RL_OK : rl_error_code();
+    return a ? rl_actor_weights_open(a, in, out) : rl_error_code();
 }
 
 static int s_publish_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
-    (void)out;
     s_actor *a = rl_actor_get(ctx, RL_ACTOR_PUBLISH_WEIGHTS);
-    if (!a)
-        return rl_error_code();
-    int64_t version, receivers;
-    if (rl_dataproto_meta_get_int(in, RL_ACTOR_VERSION, 1, INT64_MAX, &version) ||
-        rl_dataproto_meta_get_int(in, RL_ACTOR_RECEIVERS, 1, 1 << 20, &receivers))
-        return rl_error_code();
-    if (!a->wsend)
-        return rl_error_set(RL_ESTATE, "%s before %s", RL_ACTOR_PUBLISH_WEIGHTS, RL_ACTOR_WEIGHTS_OPEN);
-    const float *p = rl_actor_host_params(a);
-    if (!p)
-        return rl_error_code();
-    return rl_weight_send(a->wsend, (uint64_t)version, p, a->P,
-                          (int)receivers, (int)(a->o.comm_timeout_s * 1000));
+    return a ? rl_actor_weights_publish(a, in, out) : rl_error_code();
 }
 
 /* ---- checkpoints ---------------------------------------------------------------------------------- */

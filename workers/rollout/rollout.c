@@ -20,6 +20,7 @@
 #include "rlrt/runtime/channel.h"
 #include "workers/flow_rl.h"
 #include "workers/roles.h"
+#include "workers/rollout/weights_ipc.h"
 #include "workers/rollout/hooks.h"
 #include "workers/rollout/rollout.h"
 #include "workers/rollout/serve_env.h"
@@ -134,6 +135,15 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     int64_t version;
     if (!ep || rl_dataproto_meta_get_int(in, RL_ROLLOUT_VERSION, 1, INT64_MAX, &version))
         return rl_error_code();
+    uint64_t have = 0;
+    int rc = RL_OK;
+    /* actor rank 0 on this rank's GPU: CUDA IPC (weights_ipc.c) */
+    const char *ipc = rl_dataproto_meta_str(in, RL_ROLLOUT_IPC_ENDPOINT, "");
+    if (*ipc) {
+        if ((rc = rl_rollout_weights_ipc(ctx->rank, r->pol.model, ipc, version, r->weight_timeout_s, &have)))
+            return rc;
+        goto synced;
+    }
     if (r->recv && strcmp(r->endpoint, ep) != 0) {
         rl_weight_receiver_free(r->recv);
         r->recv = NULL;
@@ -153,11 +163,9 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
             return rl_error_code();
         snprintf(r->endpoint, sizeof r->endpoint, "%s", ep);
     }
-    uint64_t have = 0;
     rl_weight_recv_active(r->recv, &have);
     while (have < (uint64_t)version) {
-        int rc = rl_weight_recv_poll(r->recv, (int)(r->weight_timeout_s * 1000));
-        if (rc)
+        if ((rc = rl_weight_recv_poll(r->recv, (int)(r->weight_timeout_s * 1000))))
             return rl_error_wrap(rc, "rollout/%d waiting for weights v%lld", ctx->rank,
                                  (long long)version);
         rl_weight_recv_active(r->recv, &have);
@@ -165,12 +173,13 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     /* weights from the network: refused (and the model kept) when not finite */
     char what[64];
     snprintf(what, sizeof what, "weights v%llu from the actor", (unsigned long long)have);
-    int rc = rl_model_check_finite(r->pol.model, rl_weight_recv_active(r->recv, NULL), what);
+    rc = rl_model_check_finite(r->pol.model, rl_weight_recv_active(r->recv, NULL), what);
     if (rc)
         return rc;
     if ((rc = rl_model_params_set(r->pol.model, rl_weight_recv_active(r->recv, NULL))))
         return rl_error_wrap(rc, "rollout/%d: weights v%llu to the %s", ctx->rank,
                              (unsigned long long)have, rl_device_name(r->dev));
+synced:
     r->pol.version = have;
     for (size_t i = 0; !rc && i < S_NHOOKS; i++)
         if (r->active[i] && s_hooks[i]->on_sync)
