@@ -231,6 +231,20 @@ int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replie
     return rc;
 }
 
+int rl_weight_sync_metrics(const rl_weight_sync *s, rl_metric_set *ms)
+{
+    if (!s->sync_transport[0])
+        return RL_OK;
+    int rc = rl_metric_set_put(ms, "perf/weight_sync_bytes", s->sync_bytes);
+    if (!rc)
+        rc = rl_metric_set_put(ms, "perf/weight_sync_s", s->sync_s);
+    if (!rc)
+        rc = rl_metric_set_put(ms, "perf/weight_sync_gbps", s->sync_gbps);
+    if (!rc)
+        rc = rl_metric_set_put(ms, "perf/weight_sync_cuda_ipc", strstr(s->sync_transport, "cuda_ipc") ? 1 : 0);
+    return rc;
+}
+
 /* ---- the actor–rollout pair ------------------------------------------------------------------- */
 
 /* The FSDP communicator's id from actor rank 0 (only with W > 1). */

@@ -119,6 +119,11 @@ typedef struct rl_weight_sync {
 /* `args` (may be NULL) adds keys to both calls' meta; `replies` (may be
  * NULL) receives the receivers' one_to_all future (the caller frees it). */
 int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replies);
+/* The last sync's measures into ms (wall-clock, so under perf/, which the
+ * golden runs skip): perf/weight_sync_bytes, _s, _gbps, and
+ * perf/weight_sync_cuda_ipc (1 when some receivers took CUDA IPC). Nothing
+ * when the sender measured nothing. */
+int rl_weight_sync_metrics(const rl_weight_sync *s, rl_metric_set *ms);
 
 /* The models of the actor–rollout pair (workers/actor/actor.h, workers/rollout/rollout.h): the
  * actor ranks join one FSDP communicator (rank 0 makes its id), every actor

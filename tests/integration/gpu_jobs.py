@@ -12,15 +12,17 @@ missing otherwise. tests/gpu_check.sh runs it on the GPU machine.
    master weights and AdamW): step 1's loss within 0.5% of the fp32 run's,
    every step's within 8%, 3% on average.
 2. GRPO from the GPU SFT's weights with the actor on the GPU (the rollout
-   on the CPU gets the GPU actor's weights over the weight channel every
-   step): 4 steps, finite metrics, the policy moved.
+   on the CPU, placed on the same GPU, gets the GPU actor's weights over
+   CUDA IPC every step, perf/weight_sync_cuda_ipc = 1): 4 steps, finite
+   metrics, the policy moved.
 3. That GRPO run resumed from its step-2 checkpoint on the GPU: step 4's
    weights as the uninterrupted run's (the moments went to the checkpoint
    from the device and came back to it).
 4. GRPO with the rollout on the GPU too (KV-cache decoding on the device)
    against the same job all on the CPU: step 1 samples from the same
-   weights, so its responses' lengths and scores are the same; every step's
-   metrics are finite.
+   weights, so its responses' lengths and scores are the same (the GPU
+   rollout's weights came over CUDA IPC, the CPU job's over ZeroMQ); every
+   step's metrics are finite.
 """
 import math
 import os
@@ -120,7 +122,13 @@ def main():
         w4 = weights(os.path.join(work, "runs/grpo/checkpoints/step_4/model.safetensors"))
         moved = max_diff(wg, w4)
         assert moved > 0, moved
-        print("ok: GRPO with the GPU actor: 4 steps, finite metrics, the policy moved by %.1e" % moved)
+        # actor and rollout share GPU 0 (jobs.gpu_cluster): every sync went
+        # over CUDA IPC when the actor is on it (ZeroMQ on the CPU)
+        ipc = [r.get("perf/weight_sync_cuda_ipc") for r in steps]
+        assert ipc == [1 if DEV == "cuda" else 0] * 4, ipc
+        print("ok: GRPO with the GPU actor: 4 steps, finite metrics, the policy moved by %.1e; weight syncs "
+              "over %s at %s GB/s" % (moved, "CUDA IPC" if DEV == "cuda" else "ZeroMQ",
+                                      [round(r["perf/weight_sync_gbps"], 2) for r in steps]))
         # 3. resumed from the step-2 checkpoint on the GPU: the moments went to
         # the checkpoint from the device and come back to it
         shutil.copytree(os.path.join(work, "runs/grpo"), os.path.join(work, "runs/resume"))
@@ -143,6 +151,9 @@ def main():
         assert len(rc_) == len(rg) == 3, (len(rc_), len(rg))
         for k in ("response_length/mean", "critic/score/mean"):
             assert rc_[0][k] == rg[0][k], (k, rc_[0][k], rg[0][k])
+        # the GPU rollout's weights came over CUDA IPC into its device buffer
+        assert [r.get("perf/weight_sync_cuda_ipc") for r in rg] == [1 if DEV == "cuda" else 0] * 3, rg
+        assert [r.get("perf/weight_sync_cuda_ipc") for r in rc_] == [0] * 3, rc_
         for r in rg:
             for k, v in r.items():
                 if isinstance(v, float):
