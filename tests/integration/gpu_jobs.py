@@ -23,6 +23,10 @@ missing otherwise. tests/gpu_check.sh runs it on the GPU machine.
    weights, so its responses' lengths and scores are the same (the GPU
    rollout's weights came over CUDA IPC, the CPU job's over ZeroMQ); every
    step's metrics are finite.
+5. Job 1's GPU SFT with two actor ranks on the GPU (FSDP over NCCL, both
+   ranks on GPU 0: NCCL >= 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1, else a
+   skip naming the version): losses and final weights as one rank's within
+   the CPU-vs-GPU tolerances.
 """
 import math
 import os
@@ -62,6 +66,59 @@ def run(work, cl, config, overrides, expect_ok=True):
 
 
 metrics, weights, max_diff = jobs.metrics, jobs.safetensors_f32, jobs.max_diff
+
+
+def nccl_version():
+    """(NCCL's version code, "") from libnccl.so.2 on the loader's path, or
+    (None, why)."""
+    import ctypes
+    try:
+        lib = ctypes.CDLL("libnccl.so.2")
+    except OSError as e:
+        return None, str(e)
+    v = ctypes.c_int(0)
+    lib.ncclGetVersion(ctypes.byref(v))
+    return v.value, ""
+
+
+def fsdp_two_ranks(work, sft, w_one):
+    """Job 1's GPU SFT with two actor ranks on GPU 0 (FSDP over NCCL):
+    the losses and final weights as one rank's within fp32 reordering
+    noise. Two ranks share the one GPU, which NCCL allows from 2.30 with
+    NCCL_MULTI_RANK_GPU_ENABLE=1: a skip naming the version otherwise."""
+    if DEV != "cuda":
+        print("skipped: 5. FSDP over NCCL needs the GPU (RL_GPU_JOBS_DEVICE=%s)" % DEV)
+        return
+    v, why = nccl_version()
+    assert v is not None, "5. FSDP over NCCL: no libnccl.so.2 on the loader's path (%s)" % why
+    if v < 23000:
+        print("skipped: 5. two actor ranks on one GPU: NCCL %d.%d.%d found, needs >= 2.30 with "
+              "NCCL_MULTI_RANK_GPU_ENABLE=1" % (v // 10000, v // 100 % 100, v % 100))
+        return
+    cl2 = os.path.join(work, "cluster-fsdp.yaml")
+    with open(cl2, "w") as f:
+        f.write("driver: {bind: 127.0.0.1, port: 5555}\n"
+                "nodes: [{name: local, address: 127.0.0.1, launch: local, gpus: 1}]\n"
+                "roles:\n"
+                "  rollout: {count: 1, placement: [{rank: 0, node: local, gpus: [0]}]}\n"
+                "  actor: {count: 2, placement: [{rank: 0, node: local, gpus: [0]}, "
+                "{rank: 1, node: local, gpus: [0]}]}\n"
+                "  reward: {count: 1, node: local}\n")
+    jobs.run_driver(work, ["--cluster", cl2, "--config", os.path.join(ROOT, "examples", "arith_sft.yaml"),
+                           "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + TINY + sft +
+                    ["trainer.output_dir=runs/gpu_fsdp2", "actor.device=cuda"],
+                    env={"NCCL_MULTI_RANK_GPU_ENABLE": "1"})
+    l1 = [r["sft/loss"] for r in metrics(os.path.join(work, "runs/gpu/metrics.jsonl")) if "sft/loss" in r]
+    l2 = [r["sft/loss"] for r in metrics(os.path.join(work, "runs/gpu_fsdp2/metrics.jsonl")) if "sft/loss" in r]
+    assert len(l1) == len(l2) == 12, (len(l1), len(l2))
+    assert abs(l1[0] - l2[0]) <= 1e-4 * abs(l1[0]), (l1[0], l2[0])
+    worst = max(abs(a - b) / max(abs(a), 1e-6) for a, b in zip(l1, l2))
+    assert worst <= 2e-2, (l1, l2)
+    d = max_diff(w_one, weights(os.path.join(work, "runs/gpu_fsdp2/final/model.safetensors")))
+    assert d <= 5e-3, d
+    print("ok: FSDP over NCCL, two GPU actor ranks (NCCL %d): loss %.4f -> %.4f (one rank %.4f -> %.4f), "
+          "worst relative step difference %.1e, final weights within %.1e" % (v, l2[0], l2[-1], l1[0], l1[-1],
+                                                                              worst, d))
 
 
 def main():
@@ -160,6 +217,8 @@ def main():
                     assert math.isfinite(v), (r["step"], k, v)
         print("ok: GRPO with the rollout on the GPU too: step 1's responses as on the CPU (length %.2f, "
               "score %.3f); 3 steps, finite metrics" % (rg[0]["response_length/mean"], rg[0]["critic/score/mean"]))
+        # 5. FSDP over NCCL: two GPU actor ranks against job 1's one
+        fsdp_two_ranks(work, sft, wg)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -40,7 +40,7 @@ static void s_free_models(s_actor *a)
     rl_model_free(a->policy);
     rl_model_free(a->ref);
     rl_comm_destroy(a->comm);
-    free(a->shard_grad);
+    rl_actor_shard_free(a);
     rl_adamw_free(a->opt);
     rl_weight_sender_free(a->wsend);
     rl_weight_ipc_sender_free(a->wipc);
@@ -52,6 +52,7 @@ static void s_free_models(s_actor *a)
     a->shard_grad = NULL;
     a->opt = NULL;
     a->wsend = NULL;
+    a->wipc = NULL;
 }
 
 /* The job's sections into the state: the ENUM keys' names as the
@@ -160,18 +161,14 @@ static int s_set_value_lr(const rl_config *job, rl_adamw *opt, const rl_param_ma
 
 /* actor.device: the policy and the reference move to the GPU once, after
  * they are built and loaded on the host; the host keeps a copy of the
- * parameters for weight sync and checkpoints. FSDP's collectives run over
- * host memory (ZeroMQ), so a GPU actor is one rank until they run over
- * NCCL. */
+ * parameters for weight sync and checkpoints. With several GPU ranks,
+ * FSDP's collectives run over NCCL on the device buffers (rl_comm_options.nccl;
+ * two ranks on one GPU need NCCL >= 2.30 and NCCL_MULTI_RANK_GPU_ENABLE=1). */
 static int s_place_models(rl_worker_ctx *ctx, s_actor *a)
 {
     a->dev = a->o.device == RL_ACTOR_DEVICE_CUDA ? RL_DEVICE_CUDA : RL_DEVICE_CPU;
     if (a->dev == RL_DEVICE_CPU)
         return RL_OK;
-    if (a->W > 1)
-        return RL_CFG_ERROR(ctx->config, &rl_actor_section, rl_actor_config, device, RL_EUNSUPPORTED,
-                            "cuda with %d actor ranks: FSDP's collectives run on the host, so a "
-                            "GPU actor is one rank for now (actor ranks: 1)", a->W);
     int rc = rl_model_to_device(a->policy, a->dev);
     if (!rc)
         rc = rl_model_to_device(a->ref, a->dev);
@@ -214,14 +211,14 @@ static int s_init_model(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto
         rl_comm_options co;
         rl_comm_options_default(&co);
         co.timeout_s = a->o.comm_timeout_s;
+        co.nccl = a->dev == RL_DEVICE_CUDA; /* device buffers: NCCL */
         a->comm = rl_comm_init_rank(&id, a->W, a->rank, &co);
         if (!a->comm)
             return rl_error_wrap(rl_error_code(), "actor/%d: joining the FSDP communicator", a->rank);
     }
     rl_shard_range(a->P, a->W, a->rank, &a->begin, &a->end);
-    a->shard_grad = malloc(sizeof(float) * (size_t)(a->end - a->begin + 1));
-    if (!a->shard_grad)
-        return rl_error_set(RL_ENOMEM, "actor/%d: out of memory for the gradient shard", a->rank);
+    if ((rc = rl_actor_shard_alloc(a)))
+        return rc;
     rl_adamw_config oc = rl_adamw_config_default();
     oc.weight_decay = a->o.weight_decay;
     oc.beta1 = a->o.beta1;
@@ -319,8 +316,8 @@ static int s_gather_moments(s_actor *a, float **m_out, float **v_out)
     int rc = RL_OK;
     if (!m || !v)
         rc = rl_error_set(RL_ENOMEM, "actor/%d: out of memory for the optimiser moments", a->rank);
-    else if (a->comm && !(rc = rl_comm_all_gather(a->comm, a->opt->m, m, a->P)))
-        rc = rl_comm_all_gather(a->comm, a->opt->v, v, a->P);
+    else if (a->comm && !(rc = rl_actor_all_gather_host(a, a->opt->m, m)))
+        rc = rl_actor_all_gather_host(a, a->opt->v, v);
     else if (!a->comm)
         rc = rl_adamw_moments_get(a->opt, m, v);
     if (rc) {

@@ -52,7 +52,8 @@ typedef struct rl_actor_state {
     rl_comm *comm;      /* NULL when W == 1 */
     int W, rank;
     int64_t begin, end; /* owned shard */
-    float *shard_grad;  /* (end - begin) */
+    float *shard_grad;  /* (end - begin), on the actor's device */
+    rl_device shard_dev; /* where shard_grad was allocated */
     rl_adamw *opt;
     rl_weight_sender *wsend;
     rl_weight_ipc_sender *wipc; /* CUDA IPC to the rollout ranks on this GPU (weights.c); NULL: none */
@@ -77,6 +78,13 @@ float *rl_actor_host_params(rl_actor_state *a);
  * or CUDA IPC to the RL_ACTOR_IPC_RECEIVERS that share this GPU. */
 int rl_actor_weights_open(rl_actor_state *a, const rl_dataproto *in, rl_dataproto **out);
 int rl_actor_weights_publish(rl_actor_state *a, const rl_dataproto *in, rl_dataproto **out);
+
+/* The gradient shard on a->dev (update.c), and its release. */
+int rl_actor_shard_alloc(rl_actor_state *a);
+void rl_actor_shard_free(rl_actor_state *a);
+/* host[0..P) = every rank's shard (this rank's: `shard`, on a->dev) —
+ * collective; over NCCL through a device buffer. */
+int rl_actor_all_gather_host(rl_actor_state *a, const float *shard, float *host);
 
 /* The state, or NULL with RL_ESTATE when init_model has not run. */
 rl_actor_state *rl_actor_get(rl_worker_ctx *ctx, const char *method);
