@@ -5,7 +5,12 @@
 #   backward, on ragged shapes; test_nn_lm_cuda: the transformer on the GPU
 #   against the CPU (outputs and every gradient); test_nn_cuda_ipc: a
 #   device block shared with a second process (CUDA IPC). GPU_TESTS names
-#   them.
+#   them. test_channel_ipc: the weight channel over CUDA IPC between two
+#   processes (each version equal to the sender's; a sender killed
+#   mid-version leaves the previous one); test_collective_nccl: the NCCL
+#   collectives (one rank; two ranks on the GPU where NCCL >= 2.30 allows
+#   it, else a skip naming the version; dead and stuck peers). NCCL is
+#   dlopen()ed: PyPI's nvidia-nccl-cu13 lib folder goes on LD_LIBRARY_PATH.
 # * tests/integration/gpu_jobs.py: real jobs with actor.device=cuda and
 #   rollout.device=cuda (SFT against the CPU actor step for step, GRPO, a
 #   resume on the GPU, GPU generation against the CPU's); needs
@@ -81,6 +86,10 @@ else
     # (racecheck and initcheck over whole models take many minutes). Each
     # run is bounded: a timeout is a failure, named.
     for t in $tests; do
+        # the weight channel's IPC and the NCCL tests launch no kernel of
+        # ours (cudaMemcpy and NCCL's own), and NCCL under the sanitizer is
+        # slow enough to eat the device run: not sanitized
+        case $t in test_channel_ipc|test_collective_nccl) continue ;; esac
         tools=${RL_SANITIZER_TOOLS:-memcheck racecheck synccheck initcheck}
         [ "$t" = test_nn_cuda ] || tools=memcheck
         for tool in $tools; do

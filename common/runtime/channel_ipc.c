@@ -259,7 +259,7 @@ int rl_weight_ipc_send(rl_weight_ipc_sender *s, uint64_t version, const float *b
                   .version = version, .per = per, .total = total, .block = total};
     memcpy(h.handle, s->handle, sizeof h.handle);
     for (;;) {
-        int done = 1;
+        int done = s->n_peers >= n_receivers;
         for (int i = 0; i < s->n_peers; i++) {
             s_peer *p = &s->peers[i];
             if (p->version >= version)
@@ -269,21 +269,29 @@ int rl_weight_ipc_send(rl_weight_ipc_sender *s, uint64_t version, const float *b
                 h.index = p->sent;
                 h.offset = (uint64_t)p->sent * per;
                 h.bytes = total - h.offset < per ? total - h.offset : per;
-                if (zmq_send(s->sock, p->id, p->id_len, ZMQ_SNDMORE) < 0 ||
-                    zmq_send(s->sock, &h, sizeof h, 0) < 0) {
-                    char missing[256];
-                    s_missing(s, version, n_buckets, missing, sizeof missing);
-                    return rl_error_wrap(s_zerr("weight ipc send"), "version %llu: receiver %d gone; "
-                                         "not acknowledged: %s", (unsigned long long)version, i, missing);
+                if (zmq_send(s->sock, p->id, p->id_len, ZMQ_SNDMORE) < 0) {
+                    if (zmq_errno() != EHOSTUNREACH)
+                        return rl_error_wrap(s_zerr("weight ipc send"), "version %llu to receiver %d",
+                                             (unsigned long long)version, i);
+                    /* gone (a restarted rank's old process): its new one
+                     * says HAVE, and we wait for enough receivers below */
+                    s->peers[i--] = s->peers[--s->n_peers];
+                    break;
                 }
+                if (zmq_send(s->sock, &h, sizeof h, 0) < 0)
+                    return rl_error_wrap(s_zerr("weight ipc send"), "version %llu to receiver %d",
+                                         (unsigned long long)version, i);
                 p->sent++;
             }
         }
+        if (s->n_peers < n_receivers)
+            done = 0;
         if (done)
             break;
         rc = s_wait_in(s->sock, deadline, base, "weight ipc: waiting for acknowledgements");
         if (rc == RL_ETIMEOUT)
-            rc = rl_error_set(RL_ETIMEOUT, "weight ipc: no acknowledgement within %d ms", timeout_ms);
+            rc = rl_error_set(RL_ETIMEOUT, "weight ipc: no acknowledgement within %d ms (%d of %d receivers "
+                              "connected)", timeout_ms, s->n_peers, n_receivers);
         if (rc || (rc = s_read(s, version, n_buckets))) {
             char missing[256];
             s_missing(s, version, n_buckets, missing, sizeof missing);

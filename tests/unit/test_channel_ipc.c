@@ -7,7 +7,8 @@
  * sends it. The test process is the receiver: after every version its
  * active buffer must equal the pattern; with the sender killed (SIGKILL)
  * after some buckets of a version, the previous version stays active and
- * whole. Each runs over POSIX shared memory (any machine) and over CUDA
+ * whole; a receiver that went away between versions is dropped and its
+ * new process served. Each runs over POSIX shared memory (any machine) and over CUDA
  * IPC on one GPU (skipped, with the reason, without a GPU or without
  * `make CUDA=1`). Hostile senders (a raw ROUTER in this process): a short
  * message, another memory kind, another size, a bucket that does not tile,
@@ -23,6 +24,7 @@
 #include "common/runtime/ipc_mem.h"
 #include "rlrt/runtime/channel_ipc.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <spawn.h>
@@ -227,6 +229,73 @@ static void test_ipc_shm_sender_killed(void **state)
     s_killed(RL_WEIGHT_IPC_SHM);
 }
 
+/* A receiver that went away between versions (a restarted rollout rank's
+ * old process) is dropped when the sender finds it gone, and its new
+ * process gets the next version. Sender on a thread of this process. */
+typedef struct {
+    rl_weight_ipc_sender *s;
+    float *blk;
+    int64_t n;
+    volatile int go; /* 1: send version 2 */
+    int rc[2];
+    char err[512];
+} s_restart;
+
+static void *s_restart_sender(void *arg)
+{
+    s_restart *t = arg;
+    for (uint64_t v = 1; v <= 2; v++) {
+        while (v == 2 && !t->go)
+            usleep(1000);
+        t->rc[v - 1] = s_fill(RL_WEIGHT_IPC_SHM, t->blk, t->n, v) ? -1
+                       : rl_weight_ipc_send(t->s, v, t->blk, t->n, 1, 20000);
+        if (t->rc[v - 1]) {
+            snprintf(t->err, sizeof t->err, "%s", rl_error_message());
+            break;
+        }
+    }
+    return NULL;
+}
+
+static void test_ipc_shm_receiver_restarted(void **state)
+{
+    (void)state;
+    s_restart t = {.n = 10007};
+    t.blk = rl_weight_ipc_alloc(RL_WEIGHT_IPC_SHM, sizeof(float) * (size_t)t.n);
+    t.s = rl_weight_ipc_sender_new("tcp://127.0.0.1:*", RL_WEIGHT_IPC_SHM, 4096, 0);
+    assert_non_null(t.blk);
+    assert_non_null(t.s);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, s_restart_sender, &t), 0);
+    rl_weight_ipc_receiver *r1 = rl_weight_ipc_receiver_new(rl_weight_ipc_sender_endpoint(t.s), RL_WEIGHT_IPC_SHM,
+                                                            t.n);
+    assert_non_null(r1);
+    if (rl_weight_ipc_recv_poll(r1, 20000))
+        fail_msg("version 1: %s", rl_error_message());
+    rl_weight_ipc_receiver_free(r1); /* the old process goes */
+    usleep(200000);
+    rl_weight_ipc_receiver *r2 = rl_weight_ipc_receiver_new(rl_weight_ipc_sender_endpoint(t.s), RL_WEIGHT_IPC_SHM,
+                                                            t.n);
+    assert_non_null(r2);
+    t.go = 1;
+    int rc = rl_weight_ipc_recv_poll(r2, 20000);
+    pthread_join(th, NULL);
+    if (rc || t.rc[0] || t.rc[1])
+        fail_msg("receiver %d (%s), sender %d %d (%s)", rc, rc ? rl_error_message() : "", t.rc[0], t.rc[1], t.err);
+    uint64_t v = 0;
+    const float *act = rl_weight_ipc_recv_active(r2, &v);
+    assert_int_equal(v, 2);
+    assert_int_equal(s_check(RL_WEIGHT_IPC_SHM, act, t.n, 2), -1);
+    rl_weight_ipc_stats st;
+    rl_weight_ipc_sender_stats(t.s, &st);
+    assert_int_equal(st.receivers, 1);
+    assert_int_equal(st.version, 2);
+    assert_string_equal(st.transport, "shm");
+    rl_weight_ipc_receiver_free(r2);
+    rl_weight_ipc_sender_free(t.s);
+    rl_weight_ipc_free(RL_WEIGHT_IPC_SHM, t.blk);
+}
+
 static void test_ipc_cuda_versions(void **state)
 {
     (void)state;
@@ -372,6 +441,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ipc_shm_versions),
         cmocka_unit_test(test_ipc_shm_sender_killed),
+        cmocka_unit_test(test_ipc_shm_receiver_restarted),
         cmocka_unit_test(test_ipc_hostile_sender),
         cmocka_unit_test(test_ipc_refused),
         cmocka_unit_test(test_ipc_cuda_versions),
