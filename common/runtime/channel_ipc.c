@@ -15,6 +15,7 @@
 #include "common/runtime/abort.h"
 #include "common/runtime/ipc_mem.h"
 #include "common/runtime/net.h"
+#include "common/runtime/weight_version.h"
 #include "rlrt/error.h"
 
 #include <errno.h>
@@ -301,6 +302,7 @@ int rl_weight_ipc_send(rl_weight_ipc_sender *s, uint64_t version, const float *b
     }
     double dt = s_now_s() - t0;
     s->last_version = version;
+    rl_weight_channel_note_version(version);
     s->stats = (rl_weight_ipc_stats){.version = version, .receivers = s->n_peers, .bytes = (double)total,
                                      .seconds = dt, .gbps = dt > 0 ? (double)total / dt / 1e9 : 0,
                                      .transport = s->mem->name};
@@ -450,6 +452,7 @@ static int s_take(rl_weight_ipc_receiver *r, int *done)
     r->active = r->staging;
     r->staging = t;
     r->active_version = r->staging_version;
+    rl_weight_channel_note_version(r->active_version);
     r->staging_version = 0;
     r->n_got = r->n_buckets = 0;
     *done = 1;
