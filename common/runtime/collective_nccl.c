@@ -154,7 +154,7 @@ static int s_wait(rl_nccl *n, int stream, int64_t deadline_us, int timeout_ms, u
         if (st != ncclSuccess && st != ncclInProgress) {
             s_nc.abort_(n->comm);
             n->comm = NULL;
-            return rl_error_set(RL_EPEER, "NCCL rank %d of %d: %s: %s (the communicator was aborted)",
+            return rl_error_set(RL_EIO, "NCCL rank %d of %d: %s: %s (the communicator was aborted)",
                                 n->rank, n->world, what, s_nc.error_string(st));
         }
         if (st == ncclSuccess) {

@@ -8,8 +8,9 @@
  * allows it, else a skip naming the version found: every operation on
  * 1000 and 1001 floats (the padded shards) equals the host's sums exactly;
  * a peer that died is an error naming this rank within the abort's 50 ms
- * (the driver's heartbeat abort, raised here by a thread), and a stuck
- * peer is RL_ETIMEOUT at timeout_s, never a hang. Without CUDA (or a GPU)
+ * (the driver's heartbeat abort, raised here by a thread, or NCCL's own
+ * error if it sees the death first), and a stuck peer is RL_ETIMEOUT at
+ * timeout_s, never a hang. Without CUDA (or a GPU)
  * the request is refused with a message; the GPU cases skip with the
  * reason. NCCL is looked for as libnccl.so.2 on the loader's path
  * (tests/gpu_check.sh adds PyPI nvidia-nccl-cu13's lib folder). */
@@ -268,15 +269,18 @@ static void test_nccl_two_ranks_one_gpu_where_allowed(void **state)
     assert_int_not_equal(rc, 0);
     print_message("dead peer: %.2f s: %s\n", dt, rl_error_message());
     assert_non_null(strstr(rl_error_message(), "NCCL rank 0 of 2"));
+    /* the abort's reason, or NCCL's own error when it saw the death first */
     if (rc == RL_EPEER)
         assert_non_null(strstr(rl_error_message(), "rank 1 died"));
+    else
+        assert_int_equal(rc, RL_EIO);
     assert_true(dt < 5);
     assert_int_equal(rl_comm_all_reduce(c, d, d, 1 << 20, RL_REDUCE_SUM), RL_ESTATE);
     rl_comm_destroy(c);
     /* a stuck peer: the timeout */
     assert_int_equal(rl_comm_id_create(&id, NULL), 0);
     pid = s_spawn_rank1(&id, "stuck");
-    c = s_join(&id, 2, 0, 2);
+    c = s_join(&id, 2, 0, 8); /* the init is bounded by it too */
     assert_non_null(c);
     t0 = s_now();
     rc = rl_comm_all_reduce(c, d, d, 1 << 20, RL_REDUCE_SUM);
@@ -286,7 +290,7 @@ static void test_nccl_two_ranks_one_gpu_where_allowed(void **state)
     print_message("stuck peer: %.2f s: %s\n", dt, rl_error_message());
     assert_int_equal(rc, RL_ETIMEOUT);
     assert_non_null(strstr(rl_error_message(), "dead or stuck"));
-    assert_true(dt < 10);
+    assert_true(dt > 7 && dt < 20);
     rl_comm_destroy(c);
     rl_weight_ipc_free(RL_WEIGHT_IPC_CUDA, d);
     print_message("NCCL %d: two ranks on one GPU: every operation exact; dead and stuck peers end\n", v);
