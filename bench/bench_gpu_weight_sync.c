@@ -15,7 +15,8 @@
  * baseline is the same bytes copied device-to-device by cudaMemcpy in this
  * process into a second block (one warm-up, then as many timed). The
  * receiver checks the last version element by element before it exits.
- * Buckets: RL_BENCH_IPC_BUCKET_MIB (default 256), no window limit.
+ * Buckets: RL_BENCH_IPC_BUCKET_MIB (default 0: the channel's, 1 GiB), no
+ * window limit.
  *
  * Prints `bench: <name> = <value>`:
  *   gpu_weight_sync_bytes, gpu_weight_sync_0p5b_s (median sync, s),
@@ -114,7 +115,7 @@ int main(int argc, char **argv)
     }
     long long bytes = s_env("RL_BENCH_IPC_BYTES", 494032768LL * 2);
     int versions = (int)s_env("RL_BENCH_IPC_VERSIONS", 6);
-    size_t bucket = (size_t)s_env("RL_BENCH_IPC_BUCKET_MIB", 256) << 20;
+    size_t bucket = (size_t)s_env("RL_BENCH_IPC_BUCKET_MIB", 0) << 20;
     if (bytes < 4 || versions < 2) {
         fprintf(stderr, "bench_gpu_weight_sync: RL_BENCH_IPC_BYTES >= 4 and RL_BENCH_IPC_VERSIONS >= 2\n");
         return 2;
@@ -166,6 +167,7 @@ int main(int argc, char **argv)
         double ipc = s_median(t_ipc + 1, versions - 1), d2d = s_median(t_d2d + 1, versions - 1);
         printf("bench: gpu_weight_sync_transport = %s\n", rl_weight_ipc_kind_name(kind));
         printf("bench: gpu_weight_sync_bytes = %zu\n", nb);
+        printf("bench: gpu_weight_sync_bucket_mib = %zu\n", bucket ? bucket >> 20 : (size_t)1024);
         printf("bench: gpu_weight_sync_0p5b_s = %.6f\n", ipc);
         printf("bench: gpu_weight_sync_GBps = %.1f\n", (double)nb / ipc / 1e9);
         printf("bench: gpu_weight_sync_d2d_s = %.6f\n", d2d);

@@ -29,7 +29,7 @@
 #define S_MAGIC_ACK 0x41494c52u    /* "RLIA" */
 #define S_MAGIC_BUCKET 0x42494c52u /* "RLIB" */
 #define S_MAX_RECEIVERS 64
-#define S_DEFAULT_BUCKET ((size_t)256 << 20)
+#define S_DEFAULT_BUCKET ((size_t)1 << 30)
 
 typedef struct {
     uint32_t magic, x; /* HAVE: kind; ACK: index */

@@ -84,8 +84,9 @@ typedef struct rl_weight_ipc_stats {
 typedef struct rl_weight_ipc_sender rl_weight_ipc_sender;
 typedef struct rl_weight_ipc_receiver rl_weight_ipc_receiver;
 
-/* bind: "tcp://HOST:*". bucket_bytes: 0 = 256 MiB (rounded down to whole
- * floats). window: unacknowledged buckets per receiver, 0 = no limit. */
+/* bind: "tcp://HOST:*". bucket_bytes: 0 = 1 GiB (rounded down to whole
+ * floats; a 0.5B model in one bucket: the fewest messages, and the copies
+ * are device-to-device anyway). window: unacknowledged buckets per receiver, 0 = no limit. */
 rl_weight_ipc_sender *rl_weight_ipc_sender_new(const char *bind, rl_weight_ipc_kind kind,
                                                size_t bucket_bytes, int window);
 const char *rl_weight_ipc_sender_endpoint(const rl_weight_ipc_sender *s);
