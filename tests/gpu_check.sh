@@ -26,7 +26,8 @@
 #   narrows test_nn_cuda's list): out-of-bounds or
 #   uninitialised device memory, shared-memory races, barrier misuse.
 #
-# The device run (about 6 minutes on an H200 with the bench, 2026-11-28),
+# The device run (about 6 minutes on an H200 with the bench, 2026-11-28,
+# before the weight-channel IPC, NCCL and FSDP checks: add about 2),
 # prepared here with `make CUDA=1 gpu-bundle` (carry build-gpu):
 #   cp docs/RESULTS.md $OUT/ && BUILD=build-gpu RL_GPU_BENCH=1 \
 #     RL_BENCH_GPU_OUT=$OUT/RESULTS.md tests/gpu_check.sh 2>&1 | tee $OUT/gpu_check.log
