@@ -191,14 +191,14 @@ static int s_read(rl_weight_ipc_sender *s, uint64_t version, uint32_t n_buckets)
             memcpy(p->id, id, (size_t)idn);
             p->id_len = (size_t)idn;
         }
-        if (m.version > s->last_version && m.version != version)
-            return rl_error_set(RL_EPROTO, "weight ipc: receiver %d says it holds version %llu, "
-                                "which this sender never sent", (int)(p - s->peers),
-                                (unsigned long long)m.version);
+        /* (a version newer than the last completed send: one whose send
+         * failed after this receiver had it all) */
         p->version = m.version;
         return RL_OK;
     }
-    if (!p || m.version != version || m.x != p->acked || p->acked >= p->sent || m.x >= n_buckets)
+    if (p && m.version != version)
+        return RL_OK; /* late, of a send that failed: nobody waits for it */
+    if (!p || m.x != p->acked || p->acked >= p->sent || m.x >= n_buckets)
         return rl_error_set(RL_EPROTO, "weight ipc: unexpected acknowledgement of bucket %u of version "
                             "%llu (sending version %llu)", m.x, (unsigned long long)m.version,
                             (unsigned long long)version);

@@ -8,7 +8,8 @@
  * active buffer must equal the pattern; with the sender killed (SIGKILL)
  * after some buckets of a version, the previous version stays active and
  * whole; a receiver that went away between versions is dropped and its
- * new process served. Each runs over POSIX shared memory (any machine) and over CUDA
+ * new process served; a send that timed out leaves no trouble for the
+ * next one (its late acknowledgements are dropped). Each runs over POSIX shared memory (any machine) and over CUDA
  * IPC on one GPU (skipped, with the reason, without a GPU or without
  * `make CUDA=1`). Hostile senders (a raw ROUTER in this process): a short
  * message, another memory kind, another size, a bucket that does not tile,
@@ -296,6 +297,55 @@ static void test_ipc_shm_receiver_restarted(void **state)
     rl_weight_ipc_free(RL_WEIGHT_IPC_SHM, t.blk);
 }
 
+/* A send that timed out while its receiver was slow: the receiver's late
+ * acknowledgements of it come in during the next send, which succeeds. */
+static void *s_late_sender(void *arg)
+{
+    s_restart *t = arg;
+    t->rc[0] = s_fill(RL_WEIGHT_IPC_SHM, t->blk, t->n, 1) ? -1 : rl_weight_ipc_send(t->s, 1, t->blk, t->n, 1, 100);
+    snprintf(t->err, sizeof t->err, "%s", rl_error_message());
+    t->go = 1;
+    while (t->go != 2)
+        usleep(1000);
+    t->rc[1] = s_fill(RL_WEIGHT_IPC_SHM, t->blk, t->n, 2) ? -1 : rl_weight_ipc_send(t->s, 2, t->blk, t->n, 1, 20000);
+    if (t->rc[1])
+        snprintf(t->err, sizeof t->err, "%s", rl_error_message());
+    return NULL;
+}
+
+static void test_ipc_shm_late_acknowledgements(void **state)
+{
+    (void)state;
+    s_restart t = {.n = 10007};
+    t.blk = rl_weight_ipc_alloc(RL_WEIGHT_IPC_SHM, sizeof(float) * (size_t)t.n);
+    t.s = rl_weight_ipc_sender_new("tcp://127.0.0.1:*", RL_WEIGHT_IPC_SHM, 4096, 0);
+    assert_non_null(t.blk);
+    assert_non_null(t.s);
+    rl_weight_ipc_receiver *r = rl_weight_ipc_receiver_new(rl_weight_ipc_sender_endpoint(t.s), RL_WEIGHT_IPC_SHM, t.n);
+    assert_non_null(r);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, s_late_sender, &t), 0);
+    while (!t.go) /* the receiver does not read until version 1's send gave up */
+        usleep(1000);
+    assert_int_equal(t.rc[0], RL_ETIMEOUT);
+    assert_non_null(strstr(t.err, "not acknowledged by receiver 0 (0 of 10 buckets copied)"));
+    /* version 1 is still whole in the sender's block: the receiver takes it
+     * (its acknowledgements are late), then version 2 */
+    if (rl_weight_ipc_recv_poll(r, 20000))
+        fail_msg("version 1: %s", rl_error_message());
+    t.go = 2;
+    int rc = rl_weight_ipc_recv_poll(r, 20000);
+    pthread_join(th, NULL);
+    if (rc || t.rc[1])
+        fail_msg("receiver %d (%s), sender %d (%s)", rc, rc ? rl_error_message() : "", t.rc[1], t.err);
+    uint64_t v = 0;
+    assert_int_equal(s_check(RL_WEIGHT_IPC_SHM, rl_weight_ipc_recv_active(r, &v), t.n, 2), -1);
+    assert_int_equal(v, 2);
+    rl_weight_ipc_receiver_free(r);
+    rl_weight_ipc_sender_free(t.s);
+    rl_weight_ipc_free(RL_WEIGHT_IPC_SHM, t.blk);
+}
+
 static void test_ipc_cuda_versions(void **state)
 {
     (void)state;
@@ -442,6 +492,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_ipc_shm_versions),
         cmocka_unit_test(test_ipc_shm_sender_killed),
         cmocka_unit_test(test_ipc_shm_receiver_restarted),
+        cmocka_unit_test(test_ipc_shm_late_acknowledgements),
         cmocka_unit_test(test_ipc_hostile_sender),
         cmocka_unit_test(test_ipc_refused),
         cmocka_unit_test(test_ipc_cuda_versions),
