@@ -135,14 +135,16 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     int64_t version;
     if (!ep || rl_dataproto_meta_get_int(in, RL_ROLLOUT_VERSION, 1, INT64_MAX, &version))
         return rl_error_code();
-    uint64_t have = 0;
-    int rc = RL_OK;
-    /* actor rank 0 on this rank's GPU: CUDA IPC (weights_ipc.c) */
     const char *ipc = rl_dataproto_meta_str(in, RL_ROLLOUT_IPC_ENDPOINT, "");
-    if (*ipc) {
-        if ((rc = rl_rollout_weights_ipc(ctx->rank, r->pol.model, ipc, version, r->weight_timeout_s, &have)))
-            return rc;
-        goto synced;
+    if (*ipc) { /* actor rank 0 on this rank's GPU: CUDA IPC (weights_ipc.c) */
+        uint64_t v = 0;
+        int rc = rl_rollout_weights_ipc(ctx->rank, r->pol.model, ipc, version, r->weight_timeout_s, &v);
+        if (!rc)
+            r->pol.version = v;
+        for (size_t i = 0; !rc && i < S_NHOOKS; i++)
+            if (r->active[i] && s_hooks[i]->on_sync)
+                rc = s_hooks[i]->on_sync(ctx, &r->pol);
+        return rc;
     }
     if (r->recv && strcmp(r->endpoint, ep) != 0) {
         rl_weight_receiver_free(r->recv);
@@ -163,9 +165,11 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
             return rl_error_code();
         snprintf(r->endpoint, sizeof r->endpoint, "%s", ep);
     }
+    uint64_t have = 0;
     rl_weight_recv_active(r->recv, &have);
     while (have < (uint64_t)version) {
-        if ((rc = rl_weight_recv_poll(r->recv, (int)(r->weight_timeout_s * 1000))))
+        int rc = rl_weight_recv_poll(r->recv, (int)(r->weight_timeout_s * 1000));
+        if (rc)
             return rl_error_wrap(rc, "rollout/%d waiting for weights v%lld", ctx->rank,
                                  (long long)version);
         rl_weight_recv_active(r->recv, &have);
@@ -173,13 +177,12 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     /* weights from the network: refused (and the model kept) when not finite */
     char what[64];
     snprintf(what, sizeof what, "weights v%llu from the actor", (unsigned long long)have);
-    rc = rl_model_check_finite(r->pol.model, rl_weight_recv_active(r->recv, NULL), what);
+    int rc = rl_model_check_finite(r->pol.model, rl_weight_recv_active(r->recv, NULL), what);
     if (rc)
         return rc;
     if ((rc = rl_model_params_set(r->pol.model, rl_weight_recv_active(r->recv, NULL))))
         return rl_error_wrap(rc, "rollout/%d: weights v%llu to the %s", ctx->rank,
                              (unsigned long long)have, rl_device_name(r->dev));
-synced:
     r->pol.version = have;
     for (size_t i = 0; !rc && i < S_NHOOKS; i++)
         if (r->active[i] && s_hooks[i]->on_sync)
