@@ -346,9 +346,9 @@ test-gpu: all tests
 # machine without Debian's packages (deploy/gpu-bundle.sh): build here with
 # `make CUDA=1 gpu-bundle`, then run there `BUILD=build-gpu
 # RL_GPU_BENCH=1 tests/gpu_check.sh` with build-gpu carried along.
-GPU_TESTS := test_nn_cuda test_nn_lm_cuda test_nn_cuda_ipc
+GPU_TESTS := test_nn_cuda test_nn_lm_cuda test_nn_flow_cuda test_nn_cuda_ipc test_channel_ipc test_collective_nccl
 gpu-bundle: all tests benches
-	@deploy/gpu-bundle.sh $(BUILD) build-gpu $(addprefix tests/,$(GPU_TESTS)) bench/bench_gpu_train \
+	@deploy/gpu-bundle.sh $(BUILD) build-gpu $(addprefix tests/,$(GPU_TESTS)) bench/bench_gpu_train bench/bench_gpu_weight_sync \
 	    bin/rl-driver bin/rl-worker
 
 # rlrt's GPU engine against PyTorch on the same GPU (CUDA=1; bench/bench_gpu.sh)

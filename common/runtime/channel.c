@@ -5,6 +5,7 @@
 #include "rlrt/error.h"
 #include "common/runtime/abort.h"
 #include "common/runtime/net.h"
+#include "common/runtime/weight_version.h"
 #include "rlrt/wire.h"
 
 #include <errno.h>
@@ -837,3 +838,5 @@ void rl_weight_receiver_free(rl_weight_receiver *r)
     free(r->got);
     free(r);
 }
+
+void rl_weight_channel_note_version(uint64_t v) { s_note_version(v); }

@@ -136,6 +136,14 @@ static rl_dataproto *s_args(json_t *base, const json_t *args)
     return rl_dataproto_new_meta(base);
 }
 
+/* Receiver rank r is on the GPU of the sender's rank 0 (same node, same
+ * first GPU of its placement). */
+static int s_same_gpu(const rl_weight_sync *s, int r)
+{
+    const rl_placement *a = rl_group_placement(s->sender, 0), *b = rl_group_placement(s->receivers, r);
+    return a && b && a->node == b->node && a->ngpus > 0 && b->ngpus > 0 && a->gpus[0] == b->gpus[0];
+}
+
 int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replies)
 {
     if (replies)
@@ -148,10 +156,14 @@ int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replie
         if (rc)
             return rl_error_wrap(rc, "weight sync of version %lld (receivers)", (long long)s->version);
     }
+    int nr = rl_group_size(s->receivers), n_same = 0;
+    for (int r = 0; r < nr; r++)
+        n_same += s_same_gpu(s, r);
     if (!s->endpoint[0]) {
-        rl_dataproto *in = s_args(json_pack("{s:s}", RL_ACTOR_HOST, rl_group_address(s->sender, 0)),
-                                  NULL),
-                     *out = NULL;
+        json_t *open = json_pack("{s:s}", RL_ACTOR_HOST, rl_group_address(s->sender, 0));
+        if (open && n_same)
+            json_object_set_new(open, RL_ACTOR_IPC_RECEIVERS, json_integer(n_same));
+        rl_dataproto *in = s_args(open, NULL), *out = NULL;
         int rc = in ? rl_group_call_sync(s->sender, s->open, RL_DISPATCH_RANK_ZERO, in, &out)
                     : rl_error_code();
         rl_dataproto_free(in);
@@ -161,24 +173,35 @@ int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replie
                               strlen(ep));
         else if (ep)
             snprintf(s->endpoint, sizeof s->endpoint, "%s", ep);
+        const char *iep = rc ? NULL : rl_dataproto_meta_str(out, RL_ACTOR_IPC_ENDPOINT, "");
+        if (iep && strlen(iep) < sizeof s->ipc_endpoint)
+            snprintf(s->ipc_endpoint, sizeof s->ipc_endpoint, "%s", iep);
+        if (n_same)
+            rl_log_info("weight sync: %d %s rank(s) on the GPU of %s/0: %s", n_same,
+                        rl_group_role(s->receivers), rl_group_role(s->sender),
+                        s->ipc_endpoint[0] ? "CUDA IPC" : "ZeroMQ (the sender offers no CUDA IPC)");
         rl_dataproto_free(out);
         if (rc || !ep)
             return rl_error_wrap(rc ? rc : rl_error_code(), "opening the weight channel");
     }
     int64_t version = s->version + 1;
-    rl_dataproto *pub = s_args(json_pack("{s:I, s:i}", RL_ACTOR_VERSION, (json_int_t)version,
-                                         RL_ACTOR_RECEIVERS, rl_group_size(s->receivers)),
-                               args);
+    int n_ipc = s->ipc_endpoint[0] ? n_same : 0;
+    json_t *pj = json_pack("{s:I, s:i}", RL_ACTOR_VERSION, (json_int_t)version, RL_ACTOR_RECEIVERS,
+                           nr - n_ipc);
+    if (pj && n_ipc)
+        json_object_set_new(pj, RL_ACTOR_IPC_RECEIVERS, json_integer(n_ipc));
+    rl_dataproto *pub = s_args(pj, args);
     /* each receiver rank also gets its node's address: where it binds its
      * input when the sender chains them (rlrt/runtime/channel.h) */
-    int nr = rl_group_size(s->receivers);
     rl_dataproto **sub = calloc((size_t)nr, sizeof *sub);
     int ok = pub && sub;
-    for (int r = 0; ok && r < nr; r++)
-        ok = (sub[r] = s_args(json_pack("{s:s, s:I, s:s}", RL_ACTOR_ENDPOINT, s->endpoint,
-                                        RL_ACTOR_VERSION, (json_int_t)version, RL_ACTOR_HOST,
-                                        rl_group_address(s->receivers, r)),
-                              args)) != NULL;
+    for (int r = 0; ok && r < nr; r++) {
+        json_t *rj = json_pack("{s:s, s:I, s:s}", RL_ACTOR_ENDPOINT, s->endpoint, RL_ACTOR_VERSION,
+                               (json_int_t)version, RL_ACTOR_HOST, rl_group_address(s->receivers, r));
+        if (rj && n_ipc && s_same_gpu(s, r))
+            json_object_set_new(rj, RL_ROLLOUT_IPC_ENDPOINT, json_string(s->ipc_endpoint));
+        ok = (sub[r] = s_args(rj, args)) != NULL;
+    }
     rl_future *fp = ok ? rl_group_call(s->sender, s->publish, RL_DISPATCH_RANK_ZERO, pub) : NULL;
     rl_future *fs = fp ? rl_group_call_each(s->receivers, s->receive, sub) : NULL;
     int wait = s->timeout_ms > 0 ? s->timeout_ms : -1;
@@ -194,15 +217,41 @@ int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replie
     for (int r = 0; sub && r < nr; r++)
         rl_dataproto_free(sub[r]);
     free(sub);
-    rl_future_free(fp);
     if (!rc) {
         s->version = version;
+        /* what the sender measured (a sender that says nothing: zeros) */
+        rl_dataproto *m = NULL;
+        s->sync_bytes = s->sync_s = s->sync_gbps = 0;
+        s->sync_transport[0] = 0;
+        if (rl_future_take(fp, &m) == RL_OK && m) {
+            rl_dataproto_meta_double(m, RL_ACTOR_SYNC_BYTES, 0, &s->sync_bytes);
+            rl_dataproto_meta_double(m, RL_ACTOR_SYNC_S, 0, &s->sync_s);
+            rl_dataproto_meta_double(m, RL_ACTOR_SYNC_GBPS, 0, &s->sync_gbps);
+            snprintf(s->sync_transport, sizeof s->sync_transport, "%s",
+                     rl_dataproto_meta_str(m, RL_ACTOR_SYNC_TRANSPORT, ""));
+        }
+        rl_dataproto_free(m);
         if (replies || detach) {
             *(replies ? replies : &s->pending) = fs;
             fs = NULL;
         }
     }
+    rl_future_free(fp);
     rl_future_free(fs);
+    return rc;
+}
+
+int rl_weight_sync_metrics(const rl_weight_sync *s, rl_metric_set *ms)
+{
+    if (!s->sync_transport[0])
+        return RL_OK;
+    int rc = rl_metric_set_put(ms, "perf/weight_sync_bytes", s->sync_bytes);
+    if (!rc)
+        rc = rl_metric_set_put(ms, "perf/weight_sync_s", s->sync_s);
+    if (!rc)
+        rc = rl_metric_set_put(ms, "perf/weight_sync_gbps", s->sync_gbps);
+    if (!rc)
+        rc = rl_metric_set_put(ms, "perf/weight_sync_cuda_ipc", strstr(s->sync_transport, "cuda_ipc") ? 1 : 0);
     return rc;
 }
 

@@ -96,13 +96,24 @@ int rl_trainer_put_cpu(rl_trainer *t);
  * receivers}) while every receiver rank waits for that version (method
  * `receive`, meta {endpoint, version, host}: host is the rank's node
  * address, where a chained receiver binds its input); it returns when both
- * sides are done. */
+ * sides are done.
+ * Same GPU: the receiver ranks placed on the sender rank 0's GPU (same node,
+ * same first entry of cluster.yaml `gpus:`) are counted to `open`
+ * (ipc_receivers); when the sender answers with an ipc_endpoint, those
+ * ranks get it in `receive` and take the version over CUDA IPC, and
+ * `publish` is told how many go each way (receivers: ZeroMQ,
+ * ipc_receivers: CUDA IPC; docs/decisions/gpu-weight-transport.md). What
+ * the sender measured is kept per sync (sync_*: 0 / "" when it said
+ * nothing). */
 typedef struct rl_weight_sync {
     rl_group *sender, *receivers;
     const char *open, *publish, *receive;
     int timeout_ms;  /* per sync; <= 0: no limit */
     char endpoint[256];
+    char ipc_endpoint[400]; /* "" : no CUDA IPC */
     int64_t version; /* the last version published (0: none yet) */
+    double sync_bytes, sync_s, sync_gbps;
+    char sync_transport[16];
     /* Partial rollouts (docs/decisions/partial-rollouts.md): a sync returns
      * once the sender's publish is done, i.e. every receiver acknowledged
      * the version (a rollout switches it in between two decode steps while
@@ -117,6 +128,11 @@ typedef struct rl_weight_sync {
  * NULL) receives the receivers' one_to_all future (the caller frees it;
  * the sync then waits for them even with detach). */
 int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replies);
+/* The last sync's measures into ms (wall-clock, so under perf/, which the
+ * golden runs skip): perf/weight_sync_bytes, _s, _gbps, and
+ * perf/weight_sync_cuda_ipc (1 when some receivers took CUDA IPC). Nothing
+ * when the sender measured nothing. */
+int rl_weight_sync_metrics(const rl_weight_sync *s, rl_metric_set *ms);
 
 /* The models of the actor–rollout pair (workers/actor/actor.h, workers/rollout/rollout.h): the
  * actor ranks join one FSDP communicator (rank 0 makes its id), every actor

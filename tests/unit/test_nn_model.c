@@ -423,8 +423,23 @@ static void test_model_device_on_cpu(void **state)
         fail_msg("%s", rl_error_message());
     assert_int_equal(rl_model_device(f), RL_DEVICE_CPU);
     assert_int_equal(rl_model_to_device(f, RL_DEVICE_CPU), RL_OK);
+    if (rl_device_count(RL_DEVICE_CUDA) <= 0) { /* the kind moves, but there is no GPU here */
+        assert_int_equal(rl_model_to_device(f, RL_DEVICE_CUDA), RL_EUNSUPPORTED);
+        assert_msg_contains(rl_error_message(), "flow_policy");
+        assert_int_equal(rl_model_device(f), RL_DEVICE_CPU);
+    }
+    rl_model_free(f);
+    /* a kind with no device path refuses by name, GPU or not */
+    static const char cnn[] = "model: {type: image_cnn, channels: 1, height: 8, width: 8, conv1_channels: 2, "
+                              "conv2_channels: 2, hidden_size: 4, num_classes: 3, init_from: ''}\n";
+    job = rl_config_parse_string(cnn, strlen(cnn), "<test>");
+    assert_non_null(job);
+    f = rl_model_build(job, 1);
+    rl_config_free(job);
+    if (!f)
+        fail_msg("%s", rl_error_message());
     assert_int_equal(rl_model_to_device(f, RL_DEVICE_CUDA), RL_EUNSUPPORTED);
-    assert_msg_contains(rl_error_message(), "model kind 'flow_policy' runs on the CPU only");
+    assert_msg_contains(rl_error_message(), "model kind 'image_cnn' runs on the CPU only");
     rl_model_free(f);
 }
 

@@ -19,7 +19,10 @@
  *   sync_weights  one_to_all   meta RL_ROLLOUT_ENDPOINT (string), RL_ROLLOUT_VERSION
  *                              (int >= 1), RL_ROLLOUT_HOST (string, optional: the
  *                              rank's node address, where it binds its input as a
- *                              link of the actor's chain): receives that version
+ *                              link of the actor's chain) [, RL_ROLLOUT_IPC_ENDPOINT:
+ *                              actor rank 0 shares this rank's GPU, the version
+ *                              comes over CUDA IPC, workers/rollout/weights_ipc.h]:
+ *                              receives that version
  *   generate      dp_compute   the model kind's sampling inputs (LM: prompts,
  *                              prompt_lens, row_seeds) and meta RL_ROLLOUT_GREEDY
  *                              (0/1, optional: validation decodes greedily) →
@@ -93,6 +96,7 @@
 #define RL_ROLLOUT_ENDPOINT "endpoint"
 #define RL_ROLLOUT_VERSION "version"
 #define RL_ROLLOUT_HOST "host"
+#define RL_ROLLOUT_IPC_ENDPOINT "ipc_endpoint"
 #define RL_ROLLOUT_GREEDY "greedy"
 #define RL_ROLLOUT_WEIGHTS_VERSION "weights_version"
 #define RL_ROLLOUT_ROW_VERSION "weight_version"

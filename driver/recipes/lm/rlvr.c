@@ -172,7 +172,12 @@ static int s_phase_update(void *arg)
     return rl_lm_ppo_update(&r->j, r->batch, r->t->ms);
 }
 
-static int s_phase_sync(void *arg) { return rl_lm_job_sync_weights(&((s_rlvr *)arg)->j); }
+static int s_phase_sync(void *arg)
+{
+    s_rlvr *r = arg;
+    int rc = rl_lm_job_sync_weights(&r->j);
+    return rc ? rc : rl_weight_sync_metrics(&r->j.a.sync, r->t->ms);
+}
 
 static int s_phases(void *st, int64_t step, rl_phase *out)
 {

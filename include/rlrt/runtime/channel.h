@@ -119,7 +119,8 @@ int rl_weight_recv_poll(rl_weight_receiver *r, int timeout_ms);
 const float *rl_weight_recv_active(const rl_weight_receiver *r, uint64_t *version);
 void rl_weight_receiver_free(rl_weight_receiver *r);
 /* The newest weight version this process sent to every receiver or made
- * active as a receiver (0: none yet) — for the daemons' /metrics. */
+ * active as a receiver (0: none yet), over ZeroMQ or CUDA IPC
+ * (rlrt/runtime/channel_ipc.h) — for the daemons' /metrics. */
 uint64_t rl_weight_channel_version(void);
 
 #ifdef __cplusplus

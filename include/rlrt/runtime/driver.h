@@ -130,6 +130,9 @@ const char *rl_group_role(const rl_group *g);
 int rl_group_pid(const rl_group *g, int rank);
 /* Address of the node a rank is placed on (from cluster.yaml). */
 const char *rl_group_address(const rl_group *g, int rank);
+/* A rank's placement (node index, GPUs, cores; from cluster.yaml), NULL for
+ * a rank outside the group. Borrowed from the cluster. */
+const rl_placement *rl_group_placement(const rl_group *g, int rank);
 /* Waits until every rank of the group is READY. */
 int rl_group_wait_ready(rl_group *g, int timeout_ms);
 /* Waits until every rank has finished every call sent to it before (a
