@@ -569,8 +569,9 @@ static int s_to_device(rl_model *mm, int dev)
     if ((rl_device)dev == from)
         return RL_OK;
     if (m->conv)
-        return rl_error_set(RL_EUNSUPPORTED, "model kind 'clip_flow' with model.trunk conv runs on the CPU "
+        return rl_error_set(RL_EUNSUPPORTED, "model kind 'clip_flow' with %s conv runs on the CPU "
                                              "only (no %s path yet; the mlp trunk moves)",
+                            RL_CFG_PATH(&rl_clip_flow_model_section, rl_clip_flow_model_config, trunk),
                             rl_device_name((rl_device)dev));
     int rc = rl_model_base_move(&m->base, (rl_device)dev);
     if (rc)
