@@ -76,6 +76,34 @@ static long s_rss_kib(void)
     return kib;
 }
 
+/* CPU seconds (user + system, all threads) of process pid, from
+ * /proc/pid/stat; 0 when it cannot be read. */
+static double s_cpu_pid(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    unsigned long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+        return 0;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The summed CPU seconds of g's worker processes. */
+static double s_cpu_group(rl_group *g)
+{
+    double t = 0;
+    for (int r = 0; r < rl_group_size(g); r++)
+        t += s_cpu_pid(rl_group_pid(g, r));
+    return t;
+}
+
 static int s_cmp(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -290,7 +318,7 @@ static int s_job(int n, const char *worker)
         if (rl_group_call_sync(g, "echo_queued", RL_DISPATCH_DP_COMPUTE, b, NULL))
             s_die("dp_compute");
     double *lat = calloc((size_t)calls, sizeof *lat);
-    double c0 = s_cpu_self();
+    double c0 = s_cpu_self(), w0cpu = s_cpu_group(g);
     for (int i = 0; i < calls; i++) {
         rl_dataproto *out = NULL;
         double a = s_now();
@@ -300,10 +328,20 @@ static int s_job(int n, const char *worker)
         rl_dataproto_free(out);
     }
     double cpu_call = (s_cpu_self() - c0) / calls;
+    double wcpu_call = (s_cpu_group(g) - w0cpu) / calls;
     printf("bench: dispatch_p50_ms_%d = %.3f\n", n, s_pct(lat, calls, 0.5) * 1e3);
     printf("bench: dispatch_p99_ms_%d = %.3f\n", n, s_pct(lat, calls, 0.99) * 1e3);
     printf("bench: driver_cpu_ms_per_step_%d = %.3f\n", n, cpu_call * 1e3);
     printf("bench: driver_cpu_us_per_step_per_worker_%d = %.2f\n", n, cpu_call * 1e6 / n);
+    printf("bench: worker_cpu_us_per_call_%d = %.1f\n", n, wcpu_call * 1e6 / n);
+    if (getenv("RL_BENCH_SCALE_ONLY_DISPATCH")) {
+        rl_driver_shutdown(d, 30000);
+        rl_driver_free(d);
+        rl_cluster_free(cl);
+        rl_config_free(cfg);
+        rl_config_free(job);
+        return 0;
+    }
     free(lat);
     rl_dataproto_free(b);
     long rss1 = s_rss_kib();

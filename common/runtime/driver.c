@@ -33,9 +33,23 @@ uint64_t rl_drv_now_ms(rl_driver *d)
 
 void rl_drv_lock(rl_driver *d) { pthread_mutex_lock(&d->mu); }
 
-static void s_lock_cb(void *d) { rl_drv_lock(d); }
+static void s_lock_cb(void *arg)
+{
+    rl_driver *d = arg;
+    rl_drv_lock(d);
+    d->drain_wake = 0;
+}
 
-static void s_unlock_cb(void *d) { rl_drv_unlock(d); }
+/* The end of a drain: no wake-up when nothing a wait could be for happened
+ * (see drain_wake). */
+static void s_unlock_cb(void *arg)
+{
+    rl_driver *d = arg;
+    if (d->drain_wake)
+        rl_drv_unlock(d);
+    else
+        pthread_mutex_unlock(&d->mu);
+}
 
 void rl_drv_unlock(rl_driver *d)
 {
