@@ -3,7 +3,7 @@
 # (part of `make bench-scale`; never part of `make test`). Each node is a
 # network namespace joined to a bridge by a veth pair whose both directions
 # are limited by a token bucket (tc tbf) of RL_BENCH_SCALE_NETNS_MBIT Mbit/s
-# (default 200): a NIC per node. The driver (bench/bench_scale.c) runs in a
+# (default 50): a NIC per node. The driver (bench/bench_scale.c) runs in a
 # namespace of its own that holds the bridge (10.88.0.1); the actor is alone
 # on node 0, so its link is the sender's NIC; receivers are 8 to a node
 # (hops within a node go over the node's loopback, unlimited).
@@ -20,7 +20,7 @@ skip() { echo "bench_scale_netns: skipped: $*"; echo "bench: netns_skipped = 1 (
 [ "$(id -u)" = 0 ] || skip "network namespaces need root"
 command -v ip >/dev/null && command -v tc >/dev/null || skip "iproute2 (ip, tc) not installed"
 ns_list=${RL_BENCH_SCALE_NETNS_NS:-"1 32 256"}
-mbit=${RL_BENCH_SCALE_NETNS_MBIT:-200}
+mbit=${RL_BENCH_SCALE_NETNS_MBIT:-50}
 per=8
 max=1
 for n in $ns_list; do [ "$n" -gt "$max" ] && max=$n; done

@@ -40,13 +40,26 @@ ratios = {
 # remote nodes: network namespaces with rate-limited links (bench_scale_netns.sh)
 nns = sorted({int(k.rsplit("_", 1)[1]) for k in kv if k.startswith("netns_start_s_")})
 nbig = max(nns) if nns else None
+star_note = ""
 if nbig and 1 in nns and kv.get(f"netns_fanout_chain_ms_{nbig}"):
     ratios["fanout_256_over_1_loopback"] = ratios.pop("fanout_256_over_1")
     ratios["fanout_256_over_1"] = ratio(v("netns_fanout_chain_ms", nbig), v("netns_fanout_chain_ms", 1))
+    # the star past 32 receivers is not run (N transfers through one link):
+    # linear from the largest N it ran at, by the link's arithmetic
+    sn = max((n for n in nns if v("netns_fanout_star_ms", n)), default=None)
+    if sn and sn != nbig:
+        kv[f"netns_fanout_star_ms_{nbig}"] = v("netns_fanout_star_ms", sn) * nbig / sn
+        star_note = (f"The star to {nbig} is **extrapolated** ({nbig}/{sn} × its time to {sn}: "
+                     f"every copy crosses the sender's link); everything else is measured.")
+    else:
+        star_note = ""
     ratios["fanout_star_256_over_1_netns"] = ratio(v("netns_fanout_star_ms", nbig),
                                                   v("netns_fanout_star_ms", 1))
     ratios["fanout_chain_over_star_256_netns"] = ratio(v("netns_fanout_chain_ms", nbig),
                                                       v("netns_fanout_star_ms", nbig))
+    if 32 in nns and nbig != 32:
+        ratios["fanout_32_over_1_netns"] = ratio(v("netns_fanout_chain_ms", 32),
+                                                 v("netns_fanout_chain_ms", 1))
 # the real LM job (bench_scale_lm.py): driver CPU per step = a + b W, fitted
 lws = sorted({int(k.rsplit("_", 1)[1]) for k in kv if k.startswith("lm_workers_")})
 lm_fit = None
@@ -146,7 +159,9 @@ if nns:
             f"workers are external (`launch: external`, started with `ip netns exec`). The "
             f"broadcast is {int(kv.get('netns_fanout_mib', 4))} MiB in "
             f"{int(kv.get(f'netns_fanout_bucket_kib_{nbig}', kv.get('netns_fanout_bucket_kib', 64)))} "
-            f"KiB buckets; the star at N > 32 ran once (it is N transfers long), the chain best of 2.", "",
+            f"KiB buckets, best of 2; the star runs only to N ≤ 32 (it is N transfers long). "
+            f"With receivers on several nodes the chain runs over the nodes' heads, each feeding "
+            f"its node's ranks (docs/decisions/weight-fanout-chain.md). " + star_note, "",
             "| measure | " + " | ".join(f"N = {n}" for n in nns) + " |",
             "|---|" + "---|" * len(nns)]
     for label, key, fmt in [("job start (s)", "netns_start_s", "{:.2f}"),
