@@ -29,6 +29,10 @@ load1=$(cut -d' ' -f1-3 /proc/loadavg)
 BUILD=$BUILD bench/bench_scale_netns.sh "$tmp/netns.txt" 2>"$tmp/netns_err.txt" || {
     tail -20 "$tmp/netns_err.txt"; rc=1; }
 cat "$tmp/netns.txt" >>"$tmp/scale.txt"
+# a driver restart with 256 external workers running
+BUILD=$BUILD bench/bench_scale_restart.sh "$tmp/restart.txt" >"$tmp/restart_log.txt" 2>&1 || {
+    tail -30 "$tmp/restart_log.txt"; rc=1; }
+cat "$tmp/restart.txt" >>"$tmp/scale.txt" 2>/dev/null
 # the driver's share of a step of the real LM job
 /usr/bin/python3 bench/bench_scale_lm.py "$BUILD" "$tmp/lm.txt" || rc=1
 cat "$tmp/lm.txt" >>"$tmp/scale.txt" 2>/dev/null

@@ -74,6 +74,8 @@ if len(lws) >= 2:
     ratios[f"driver_overhead_share_{max(lws)}"] = v("lm_driver_share", max(lws))
     ratios["driver_overhead_share_256"] = (a + b * 256) / 1e3 / step_big
     ratios["driver_cpu_ms_per_lm_step_per_worker"] = b
+if "restart_rejoin_s" in kv:
+    ratios[f"restart_rejoin_s_{int(kv['restart_workers'])}"] = kv["restart_rejoin_s"]
 for k, x in ratios.items():
     if x is not None:
         print(f"bench: {k} = {x:.4g}")
@@ -175,6 +177,21 @@ if nns:
 elif "netns_skipped" in kv:
     out += ["", "Remote nodes (network namespaces) were not run: "
             + open(txt).read().split("netns_skipped = 1", 1)[1].split("\n", 1)[0].strip() + "."]
+if "restart_workers" in kv:
+    rw = int(kv["restart_workers"])
+    out += ["", "### A driver restart with external workers running (bench/bench_scale_restart.sh)", "",
+            f"The LM job below with {rw} reward ranks started outside the driver (`launch: "
+            f"external`) and its actor and rollout spawned by the driver; at step 4 the driver is "
+            f"killed with SIGKILL and `rl-driver --resume` starts at once, under the job id of "
+            f"the run it resumes (OUTPUT_DIR/job_id).", "",
+            "| measure | value |", "|---|---|",
+            f"| external workers alive when the new driver is ready | {int(kv.get('restart_alive', 0))} of {rw} |"]
+    if "restart_rejoin_s" in kv:
+        out.append(f"| new driver's start → every worker READY (s) | {kv['restart_rejoin_s']:.2f} |")
+    if "restart_first_step_s" in kv:
+        out.append(f"| new driver's start → its first step done (s) | {kv['restart_first_step_s']:.2f} |")
+    out += [f"| first step of the new driver (checkpoint every 2) | {int(kv.get('restart_resumed_step', 0))} |",
+            f"| the resumed job ran to its last step (1 = yes) | {int(kv.get('restart_finished', 0))} |"]
 if lws:
     out += ["", "### The driver's share of a step of the real LM job (bench/bench_scale_lm.py)", "",
             "examples/arith_grpo.yaml (the tiny-model RLVR job of `make run`, from a random init) "
