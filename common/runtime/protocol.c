@@ -366,6 +366,17 @@ static double s_compute_s(const Rl__Value *result)
 {
     if (!result)
         return 0;
+    /* the worker's own form, {compute_s: double}: read in place, no JSON
+     * (an allocation per reply, at every rank of every call) */
+    if (result->kind_case == RL__VALUE__KIND_MAP_VALUE && result->map_value &&
+        result->map_value->n_entries == 1 && result->map_value->entries[0]) {
+        const Rl__MapEntry *e = result->map_value->entries[0];
+        if (e->key.len == 9 && memcmp(e->key.data, "compute_s", 9) == 0 && e->value &&
+            e->value->kind_case == RL__VALUE__KIND_DOUBLE_VALUE) {
+            double cs = e->value->double_value;
+            return cs >= 0 && cs < 1e12 ? cs : 0; /* also false for NaN */
+        }
+    }
     json_t *r = rl_value_to_json(result, 0);
     double cs = json_number_value(json_object_get(r, "compute_s"));
     json_decref(r);
