@@ -41,6 +41,7 @@ ratios = {
 nns = sorted({int(k.rsplit("_", 1)[1]) for k in kv if k.startswith("netns_start_s_")})
 nbig = max(nns) if nns else None
 star_note = ""
+sn = None
 if nbig and 1 in nns and kv.get(f"netns_fanout_chain_ms_{nbig}"):
     ratios["fanout_256_over_1_loopback"] = ratios.pop("fanout_256_over_1")
     ratios["fanout_256_over_1"] = ratio(v("netns_fanout_chain_ms", nbig), v("netns_fanout_chain_ms", 1))
@@ -118,6 +119,8 @@ for label, key, fmt in rows:
         x = v(key, n)
         if x is not None and key == "driver_rss_kib":
             x = x / 1024
+        if key == "worker_cpu_us_per_call" and not x:
+            x = None  # under the 10 ms tick of /proc over the calls
         cells.append(fmt.format(x) if x is not None else "–")
     out.append(f"| {label} | " + " | ".join(cells) + " |")
 out += ["", "| ratio | value | target |", "|---|---|---|"]
@@ -232,13 +235,15 @@ except ImportError:
     sys.exit(0)
 
 
-def plot(name, title, ylabel, series):
+def plot(name, title, ylabel, series, logy=False):
     fig, ax = plt.subplots(figsize=(5, 3.4), dpi=110)
     for label, key in series:
         pts = [(n, v(key, n)) for n in ns if v(key, n) is not None]
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
     ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
     ax.set_xlabel("workers N")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
@@ -262,7 +267,8 @@ if nns:
     ns_keep = ns
     ns = nns
     plot("fanout_netns", f"broadcast across nodes ({int(kv.get('netns_link_mbit', 0))} Mbit/s links)",
-         "ms", [("star", "netns_fanout_star_ms"), ("chain", "netns_fanout_chain_ms")])
+         "ms", [("star" + (f" (past {sn}: extrapolated)" if star_note else ""),
+                 "netns_fanout_star_ms"), ("chain", "netns_fanout_chain_ms")], logy=True)
     ns = ns_keep
 if lws:
     ns_keep = ns
