@@ -28,7 +28,9 @@
  * the sender sends each bucket to the lowest-ranked receiver only, and
  * every receiver forwards each bucket to the next rank as it arrives, before
  * applying it, so N receivers cost about one transfer plus a pipeline fill
- * of N - 1 buckets). Only receivers made with rl_weight_receiver_new_ranked
+ * of N - 1 buckets; when the receivers' inputs are on more than one host,
+ * the chain runs over each host's lowest rank, which also feeds its host's
+ * other ranks, so the fill counts hosts). Only receivers made with rl_weight_receiver_new_ranked
  * (a rank and an input to bind) take part in a chain; the others get their
  * buckets from the sender. Every receiver acknowledges to the sender
  * itself, and the sender returns once all have: a version is switched in
