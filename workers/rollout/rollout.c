@@ -41,6 +41,8 @@ typedef struct s_rollout {
     rl_weight_receiver *recv;
     char endpoint[256];
     int partial;          /* rollout.partial_rollouts: switch weights between decode steps */
+    int ipc;              /* the last sync_weights came over CUDA IPC (weights_ipc.c) */
+    uint64_t ipc_in_model; /* the IPC version the model holds (0: none since init_model) */
     rl_worker_ctx *ctx;   /* for s_poll_weights */
 } s_rollout;
 
@@ -104,6 +106,7 @@ static int s_init_model(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto
     s_rollout *r = ctx->user;
     rl_model_free(r->pol.model);
     r->pol.model = rl_model_build(ctx->config, r->pol.seed);
+    r->ipc_in_model = 0;
     for (size_t i = 0; i < S_NHOOKS; i++)
         if (r->active[i] && s_hooks[i]->reset)
             s_hooks[i]->reset();
@@ -141,7 +144,10 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     const char *ipc = rl_dataproto_meta_str(in, RL_ROLLOUT_IPC_ENDPOINT, "");
     if (*ipc) { /* actor rank 0 on this rank's GPU: CUDA IPC (weights_ipc.c) */
         uint64_t v = 0;
-        int rc = rl_rollout_weights_ipc(ctx->rank, r->pol.model, ipc, version, r->weight_timeout_s, &v);
+        int rc = rl_rollout_weights_ipc(ctx->rank, r->pol.model, ipc, RL_WEIGHT_IPC_CUDA, version, r->ipc_in_model,
+                                        r->weight_timeout_s, &v);
+        r->ipc = 1;
+        r->ipc_in_model = rc ? 0 : v;
         if (!rc)
             r->pol.version = v;
         for (size_t i = 0; !rc && i < S_NHOOKS; i++)
@@ -149,6 +155,7 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
                 rc = s_hooks[i]->on_sync(ctx, &r->pol);
         return rc;
     }
+    r->ipc = 0;
     if (r->recv && strcmp(r->endpoint, ep) != 0) {
         rl_weight_receiver_free(r->recv);
         r->recv = NULL;
@@ -216,7 +223,19 @@ static int s_poll_weights(void *arg, uint64_t *version)
 {
     s_rollout *r = arg;
     uint64_t have = 0;
-    int rc = rl_weight_recv_poll(r->recv, 0);
+    int rc;
+    if (r->ipc) { /* over CUDA IPC: the same switch (weights_ipc.c) */
+        rc = rl_rollout_weights_ipc_poll(r->ctx->rank, r->pol.model, r->ipc_in_model, &have);
+        if (rc <= 0)
+            return rc;
+        r->pol.version = r->ipc_in_model = have;
+        for (size_t i = 0; i < S_NHOOKS; i++)
+            if (r->active[i] && s_hooks[i]->on_sync && (rc = s_hooks[i]->on_sync(r->ctx, &r->pol)))
+                return rc;
+        *version = have;
+        return 1;
+    }
+    rc = rl_weight_recv_poll(r->recv, 0);
     if (rc && rc != RL_ETIMEOUT)
         return rl_error_wrap(rc, "rollout/%d: weights while generating", r->ctx->rank);
     const float *w = rl_weight_recv_active(r->recv, &have);
@@ -268,7 +287,8 @@ static int s_generate(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto *
     rl_rollout_policy p = r->pol;
     p.sampling.greedy = greedy != 0;
     rl_rollout_hook_fn own = S_HOOK(r, generate);
-    if (r->partial && !own && r->recv && !greedy) { /* multi-turn and validation: whole */
+    if (r->partial && !own && (r->ipc ? rl_rollout_weights_ipc_open() : r->recv != NULL) &&
+        !greedy) { /* multi-turn and validation: whole */
         r->ctx = ctx;
         p.sampling.poll_weights = s_poll_weights;
         p.sampling.poll_ctx = r;
