@@ -36,7 +36,8 @@ and each run's wall time (`bench_gpu_e2e: RUN: wall S s`), then rewrites its
 section of --out (between <!-- bench-gpu-e2e:begin --> and -end -->).
 
 Knobs: RL_BENCH_GPU_E2E_STEPS (RL steps a run, default 10), _SFT_STEPS (default
-150), _DIF_STEPS (default 4), _VAL_SIZE (default 128), _DEVICE (cuda; cpu runs
+150), _DIF_STEPS (default 4), _VAL_SIZE (default 128), _TIMEOUT (one run's
+limit, default 180 s: a run past it counts as failed), _DEVICE (cuda; cpu runs
 every arm on the CPU: a check of this script on a machine without a GPU).
 Needs BUILD's rl-driver (a `make CUDA=1` build for cuda); exits 77 naming what
 is missing. Standard library only.
@@ -54,6 +55,7 @@ import jobs  # noqa: E402
 
 ROOT = jobs.ROOT
 PHASES = ["gen", "reward", "old_log_prob", "update_actor", "sync_weights"]
+TIMEOUT_S = int(os.environ.get("RL_BENCH_GPU_E2E_TIMEOUT", 180))  # one run's limit (s)
 SKIP = 2  # steps left out of the means (start-up, the first round sent ahead)
 BEGIN, END = "<!-- bench-gpu-e2e:begin -->", "<!-- bench-gpu-e2e:end -->"
 
@@ -80,7 +82,12 @@ class Runs:
                 "--bind", "tcp://127.0.0.1:*", "--log-level", "warn",
                 "trainer.output_dir=runs/" + name] + overrides
         t0 = time.time()
-        rc, out = jobs.run_driver(self.work, args, expect_ok=False)
+        try:  # a stuck job must not eat the device run
+            rc, out = jobs.run_driver(self.work, args, expect_ok=False, timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired as e:
+            got = e.stdout or b""
+            got = got.decode(errors="replace") if isinstance(got, bytes) else got
+            rc, out = 124, "timed out after %d s\n%s" % (TIMEOUT_S, got[-3000:])
         self.wall[name] = time.time() - t0
         print("bench_gpu_e2e: %s: wall %.1f s%s" % (name, self.wall[name], "" if rc == 0 else
                                                     " FAILED (exit %d)" % rc), flush=True)
@@ -215,8 +222,9 @@ def main():
     lines += ["", "| run | s / step | " + " | ".join(PHASES) + " | final val/accuracy | wall s |",
               "|---" * (len(PHASES) + 4) + "|"]
     for n in names:
-        if n in R.failed:
-            lines.append("| %s | failed | %s | | |" % (n, " | ".join("" for _ in PHASES)))
+        if n in R.failed or n not in R.wall:
+            lines.append("| %s | %s |%s" % (n, "failed" if n in R.failed else "not run (the warm start failed)",
+                                            " |" * (len(PHASES) + 2)))
             continue
         lines.append("| %s | %s | %s | %s | %s |" % (n, fmt(step(n)), " | ".join(fmt(R.phase(n, k)) for k in PHASES),
                                                      fmt(acc.get(n)), fmt(R.wall.get(n), "%.1f")))
