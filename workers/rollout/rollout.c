@@ -225,7 +225,8 @@ static int s_poll_weights(void *arg, uint64_t *version)
     uint64_t have = 0;
     int rc;
     if (r->ipc) { /* over CUDA IPC: the same switch (weights_ipc.c) */
-        rc = rl_rollout_weights_ipc_poll(r->ctx->rank, r->pol.model, r->ipc_in_model, &have);
+        /* newer than the version the job samples with, as below */
+        rc = rl_rollout_weights_ipc_poll(r->ctx->rank, r->pol.model, r->pol.version, &have);
         if (rc <= 0)
             return rc;
         r->pol.version = r->ipc_in_model = have;

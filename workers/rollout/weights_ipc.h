@@ -22,14 +22,14 @@
 
 /* Waits (up to timeout_s per poll) until `version` or a newer one is active
  * on the receiver of `endpoint`, puts it into m's parameters unless the
- * model already holds it (model_version, the version m holds now) and sets
- * *have to its version. */
+ * model already holds it (model_version: the version m holds, 0 when
+ * unknown) and sets *have to its version. */
 int rl_rollout_weights_ipc(int rank, rl_model *m, const char *endpoint, rl_weight_ipc_kind kind,
                            int64_t version, uint64_t model_version, double timeout_s, uint64_t *have);
 
 /* Partial rollouts, between two decode steps: handles the buckets that
  * have arrived without waiting; when a complete version newer than
- * model_version is active, puts it into m's parameters and returns 1 with
+ * model_version (the version the caller samples with) is active, puts it into m's parameters and returns 1 with
  * *have its version. 0 when there is none (nor a receiver yet: the first
  * version comes through rl_rollout_weights_ipc); < 0 (rl_status) on an
  * error, the model unchanged. */
