@@ -38,6 +38,11 @@ missing otherwise. tests/gpu_check.sh runs it on the GPU machine.
    sync over CUDA IPC, every token within the bound, and, in one of up to 3
    runs, rows holding tokens of two versions (the IPC receiver polled
    between decode steps switched the weights mid-generation).
+8. Job 4's GPU GRPO with rollout.weight_transport=broadcast: the weights go
+   by NCCL broadcast from actor rank 0 to the rollout (both on GPU 0: NCCL
+   >= 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1, else a skip naming the
+   version): every sync says broadcast, step 1's responses and scores as
+   job 4's GPU run (the same weights over CUDA IPC).
 7. Job 1's GPU SFT with two actor ranks on the GPU (FSDP over NCCL, both
    ranks on GPU 0: NCCL >= 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1, else a
    skip naming the version): losses and final weights as one rank's within
@@ -134,6 +139,31 @@ def fsdp_two_ranks(work, sft, w_one):
     print("ok: FSDP over NCCL, two GPU actor ranks (NCCL %d): loss %.4f -> %.4f (one rank %.4f -> %.4f), "
           "worst relative step difference %.1e, final weights within %.1e" % (v, l2[0], l2[-1], l1[0], l1[-1],
                                                                               worst, d))
+
+
+def broadcast_over_nccl(work, cl, both, gpu_rows):
+    """Job 8: job 4's GPU run with the weights by NCCL broadcast."""
+    if DEV != "cuda":
+        print("skipped: 8. the NCCL weight broadcast needs the GPU (RL_GPU_JOBS_DEVICE=%s; "
+              "tests/integration/weight_bcast_job.py runs the CPU ring)" % DEV)
+        return
+    v, why = nccl_version()
+    assert v is not None, "8. NCCL weight broadcast: no libnccl.so.2 on the loader's path (%s)" % why
+    if v < 23000:
+        print("skipped: 8. actor and rollout as two NCCL ranks on one GPU: NCCL %d.%d.%d found, needs >= 2.30 "
+              "with NCCL_MULTI_RANK_GPU_ENABLE=1" % (v // 10000, v // 100 % 100, v % 100))
+        return
+    jobs.run_driver(work, ["--cluster", cl, "--config", os.path.join(ROOT, "examples", "arith_grpo.yaml"),
+                           "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + TINY + both +
+                    ["trainer.output_dir=runs/bcast_gpu", "actor.device=cuda", "rollout.device=cuda",
+                     "rollout.weight_transport=broadcast"], env={"NCCL_MULTI_RANK_GPU_ENABLE": "1"})
+    rb = [r for r in metrics(os.path.join(work, "runs/bcast_gpu/metrics.jsonl")) if r["step"] > 0]
+    assert len(rb) == 3, len(rb)
+    assert [r.get("perf/weight_sync_broadcast") for r in rb] == [1, 1, 1], rb
+    for k in ("response_length/mean", "critic/score/mean"):
+        assert rb[0][k] == gpu_rows[0][k], (k, rb[0][k], gpu_rows[0][k])
+    print("ok: weights by NCCL broadcast (NCCL %d) to the GPU rollout: step 1 as over CUDA IPC, %s GB/s"
+          % (v, [round(r["perf/weight_sync_gbps"], 2) for r in rb]))
 
 
 def partial_over_ipc(work, cl):
@@ -298,6 +328,8 @@ def main():
         partial_over_ipc(work, cl)
         # 7. FSDP over NCCL: two GPU actor ranks against job 1's one
         fsdp_two_ranks(work, sft, wg)
+        # 8. the weights by NCCL broadcast instead of CUDA IPC
+        broadcast_over_nccl(work, cl, both, rg)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -20,6 +20,7 @@
 #include "rlrt/runtime/channel.h"
 #include "workers/flow_rl.h"
 #include "workers/roles.h"
+#include "workers/rollout/weights_bcast.h"
 #include "workers/rollout/weights_ipc.h"
 #include "workers/rollout/hooks.h"
 #include "workers/rollout/rollout.h"
@@ -141,6 +142,24 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     int64_t version;
     if (!ep || rl_dataproto_meta_get_int(in, RL_ROLLOUT_VERSION, 1, INT64_MAX, &version))
         return rl_error_code();
+    const char *bid = rl_dataproto_meta_str(in, RL_ROLLOUT_BCAST_ID, "");
+    if (*bid) { /* by the broadcast of actor rank 0's communicator (weights_bcast.c) */
+        int64_t crank, world;
+        uint64_t v = 0;
+        int rc = rl_dataproto_meta_get_int(in, RL_ROLLOUT_BCAST_RANK, 1, 64, &crank) ||
+                         rl_dataproto_meta_get_int(in, RL_ROLLOUT_BCAST_WORLD, 2, 65, &world)
+                     ? rl_error_code()
+                     : rl_rollout_weights_bcast(ctx->rank, r->pol.model, bid, (int)crank, (int)world, version,
+                                                r->weight_timeout_s, &v);
+        r->ipc = 0;
+        r->ipc_in_model = 0;
+        if (!rc)
+            r->pol.version = v;
+        for (size_t i = 0; !rc && i < S_NHOOKS; i++)
+            if (r->active[i] && s_hooks[i]->on_sync)
+                rc = s_hooks[i]->on_sync(ctx, &r->pol);
+        return rc;
+    }
     const char *ipc = rl_dataproto_meta_str(in, RL_ROLLOUT_IPC_ENDPOINT, "");
     if (*ipc) { /* actor rank 0 on this rank's GPU: CUDA IPC (weights_ipc.c) */
         uint64_t v = 0;
