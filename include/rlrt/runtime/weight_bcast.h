@@ -2,9 +2,9 @@
  * rank 0 of a communicator to every other rank, bucketed and
  * version-tagged, over the communicator's broadcast (NCCL on device
  * buffers for rollout ranks on other GPUs; the CPU ring elsewhere):
- * the building block of the cross-GPU weight transport
- * (docs/decisions/gpu-weight-transport.md; not wired into the weight sync
- * yet).
+ * the cross-GPU weight transport (docs/decisions/gpu-weight-transport.md,
+ * decision 5: workers/actor/weights.c sends, workers/rollout/weights_bcast.c
+ * receives).
  *
  * Protocol, per version: one 8-float header broadcast (a magic, the
  * version and the count in 24-bit parts, the bucket length), then one
