@@ -8,7 +8,12 @@
    channel: the same metrics step for step (the weights arrive bit for
    bit) and the same final weights; every sync says broadcast
    (perf/weight_sync_broadcast = 1).
-2. broadcast with actor.device and rollout.device of different kinds is
+2. A rollout rank killed inside its 4th sync_weights (RL_FAULT_INJECT):
+   the actor's broadcast ends at the heartbeat's abort, both sides drop the
+   communicator, the supervisor restarts the rank, the recipe replays from
+   its checkpoint and the ranks join the broadcast again: the job ends with
+   the fault-free run's metrics and weights.
+3. broadcast with actor.device and rollout.device of different kinds is
    refused before any worker starts, naming rollout.weight_transport.
 """
 import os
@@ -39,6 +44,8 @@ def main():
         cl = os.path.join(work, "cluster.yaml")
         with open(cl, "w") as f:
             f.write("driver: {bind: 127.0.0.1, port: 5555}\n"
+                    "heartbeat: {interval_s: 0.2, liveness: 3}\n"
+                    "restart: {max_restarts: 3, backoff_s: 0.2, backoff_max_s: 1.0}\n"
                     "nodes: [{name: local, address: 127.0.0.1, launch: local}]\n"
                     "roles:\n  rollout: {count: 2, node: local}\n"
                     "  actor: {count: 1, node: local}\n  reward: {count: 1, node: local}\n")
@@ -64,6 +71,26 @@ def main():
         assert d == 0, d
         print("ok: weights by broadcast to 2 rollout ranks (the CPU ring): 3 steps' metrics and the final weights "
               "as over ZeroMQ (score %s)" % [round(r["critic/score/mean"], 3) for r in mb])
+        # 2. a rollout rank killed in the weight sync
+        marker = os.path.join(work, "fired")
+        rc, out = jobs.run_driver(work, ["--cluster", cl, "--config", os.path.join(ROOT, "examples", "arith_grpo.yaml"),
+                                         "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + TINY + rl +
+                                  ["trainer.output_dir=runs/fault", "rollout.weight_transport=broadcast"],
+                                  env={"RL_FAULT_INJECT": "rollout/1:sync_weights:4:before:" + marker})
+        assert os.path.exists(marker), "the fault never fired"
+        assert "recovery 1 of" in out, out[-3000:]
+        mf = [r for r in jobs.metrics(os.path.join(work, "runs/fault/metrics.jsonl")) if r["step"] > 0]
+        assert [r["step"] for r in mf] == [1, 2, 3], [r["step"] for r in mf]
+        for a, b in zip(mb, mf):
+            for k, v in a.items():
+                if k.startswith(("perf/", "timing_s/")) or not isinstance(v, (int, float)):
+                    continue
+                assert b.get(k) == v, (a["step"], k, v, b.get(k))
+        d = jobs.max_diff(jobs.safetensors_f32(os.path.join(work, "runs/bcast/checkpoints/step_3/model.safetensors")),
+                          jobs.safetensors_f32(os.path.join(work, "runs/fault/checkpoints/step_3/model.safetensors")))
+        assert d == 0, d
+        print("ok: rollout/1 killed in its 4th sync_weights by broadcast: recovered, the fault-free metrics and "
+              "weights")
         rc, out = run(work, cl, "arith_grpo.yaml", rl + ["trainer.output_dir=runs/bad",
                                                          "rollout.weight_transport=broadcast",
                                                          "actor.device=cuda"], expect_ok=False)
