@@ -17,9 +17,11 @@
  * of a communicator of their own with this rank as rank 0
  * (rlrt/runtime/weight_bcast.h: NCCL from the policy's device buffer when
  * the actor is on CUDA, else the CPU ring from the host copy); its id is
- * made at open_weights, and the communicator joined at the first publish
- * (the receivers join in their sync_weights) and dropped after an error
- * (the next publish joins again under the same id).
+ * made at every open_weights (the driver opens at the job's start and at
+ * every recovery: a new id then, so no rank reuses a communicator whose
+ * peers died), and the communicator joined at the first publish (the
+ * receivers join in their sync_weights) and dropped after an error (the
+ * next publish joins again under the same id).
  */
 #include "common/nn/engine/device.h"
 #include "rlrt/dataproto.h"
@@ -70,7 +72,8 @@ int rl_actor_weights_open(rl_actor_state *a, const rl_dataproto *in, rl_dataprot
         else if (!(a->wipc = rl_weight_ipc_sender_new(bind, RL_WEIGHT_IPC_CUDA, 0, 0)))
             return rl_error_wrap(rl_error_code(), "actor/0: the CUDA IPC weight sender");
     }
-    if (n_b > 0 && a->bcast_world != 1 + n_b) { /* a communicator of this size, made once */
+    if (n_b > 0) { /* a new communicator at every open (a recovery reopens: survivors of the old one
+                    * may still hold it without an error, so nobody reuses it) */
         char ep[300];
         snprintf(ep, sizeof ep, "tcp://%s", host);
         rl_weight_bcast_free(a->wbcast);
