@@ -271,6 +271,13 @@ $(BUILD)/tests/test_actor_targets: $(BUILD)/obj/tests/unit/test_actor_targets.o 
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
+# the rollout's CUDA IPC receiver (workers/rollout/weights_ipc.c, in rl-worker) over shared memory
+$(BUILD)/tests/test_rollout_weights_ipc: $(BUILD)/obj/tests/unit/test_rollout_weights_ipc.o \
+        $(BUILD)/obj/workers/rollout/weights_ipc.o $(TEST_COMMON_OBJ) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+
 # the driver's GIFs of LIBERO evaluation episodes (driver/recipes/embodied/libero_gif.c, in rl-driver)
 $(BUILD)/tests/test_sim_libero_gif: $(BUILD)/obj/tests/unit/test_sim_libero_gif.o \
         $(BUILD)/obj/driver/recipes/embodied/libero_gif.o $(TEST_COMMON_OBJ) $(LIB_SIM) $(LIB_A)

@@ -21,6 +21,10 @@
 #                                         (bench_gpu_weight_sync.c; target ≥ 0.8)
 #   gpu_weight_sync_0p5b_s                that sync's median seconds (verl publishes 7B in 0.02 s
 #                                         with its checkpoint engine on H20)
+#   gpu_async_step_time_ratio, gpu_async_val_acc_delta, gpu_partial_s2_*,
+#   gpu_e2e_arith_step_vs_cpu, gpu_e2e_diffusion_step_vs_cpu
+#                                         the end-to-end GPU jobs (bench_gpu_e2e.py, its
+#                                         own section bench-gpu-e2e; RL_BENCH_GPU_E2E=0: not run)
 # and rewrites its own section of RL_BENCH_GPU_OUT (default docs/RESULTS.md),
 # between <!-- bench-gpu:begin --> and <!-- bench-gpu:end -->, with the GPU,
 # its driver and the date. On the GPU machine run it from the bundle:
@@ -127,4 +131,11 @@ else
 fi
 rm -f "$section"
 echo "bench_gpu: wrote the bench-gpu section of $OUT"
-[ $rc = 0 ] && [ $trc = 0 ] && [ $wrc = 0 ]
+# the end-to-end GPU jobs (issue 40): their own section of $OUT
+erc=0
+if [ "${RL_BENCH_GPU_E2E:-1}" != 0 ]; then
+    t0=$(date +%s)
+    BUILD=$BUILD "$PYTHON" "$here/bench_gpu_e2e.py" --out "$OUT"; erc=$?
+    echo "bench_gpu: bench_gpu_e2e.py: exit $erc, $(( $(date +%s) - t0 )) s"
+fi
+[ $rc = 0 ] && [ $trc = 0 ] && [ $wrc = 0 ] && [ $erc = 0 ]

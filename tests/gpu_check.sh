@@ -21,7 +21,13 @@
 #
 # * With RL_GPU_BENCH=1, `bench/bench_gpu.sh` (make bench-gpu): the engine
 #   against PyTorch on the same GPU, its RESULTS section written to
-#   RL_BENCH_GPU_OUT (default docs/RESULTS.md).
+#   RL_BENCH_GPU_OUT (default docs/RESULTS.md); then the end-to-end GPU jobs
+#   (bench/bench_gpu_e2e.py: arithmetic GRPO synchronous, one step off and
+#   at staleness 2 with partial rollouts, its CPU twin, diffusion GRPO on
+#   the GPU and the CPU; RL_BENCH_GPU_E2E=0 leaves them out), their own
+#   section bench-gpu-e2e. Every part prints `gpu_check: time: PART: S s`:
+#   trim with GPU_TESTS, RL_BENCH_GPU_RL=0, RL_BENCH_GPU_E2E_STEPS, ... when
+#   the device time is short.
 #
 # * compute-sanitizer (last: the slowest): memcheck, racecheck, synccheck
 #   and initcheck over test_nn_cuda, memcheck over test_nn_lm_cuda (each run
@@ -30,7 +36,9 @@
 #   uninitialised device memory, shared-memory races, barrier misuse.
 #
 # The device run (about 6 minutes on an H200 with the bench, 2026-11-28,
-# before the weight-channel IPC, NCCL and FSDP checks: add about 2),
+# before the weight-channel IPC, NCCL and FSDP checks: add about 2; the
+# end-to-end jobs, gpu_jobs.py's job 6 and bench_gpu_e2e.py, are not
+# measured yet: guessed 1-3 more, see the `gpu_check: time:` lines),
 # prepared here with `make CUDA=1 gpu-bundle` (carry build-gpu):
 #   cp docs/RESULTS.md $OUT/ && BUILD=build-gpu RL_GPU_BENCH=1 \
 #     RL_BENCH_GPU_OUT=$OUT/RESULTS.md tests/gpu_check.sh 2>&1 | tee $OUT/gpu_check.log
@@ -64,10 +72,15 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 rc=0
+# per-part wall times, so a later session can trim to the device time it has
+t_start=$(date +%s)
+t_part=$t_start
+took() { local now; now=$(date +%s); echo "gpu_check: time: $1: $((now - t_part)) s (total $((now - t_start)) s)"; t_part=$now; }
 for t in $tests; do
     bin=$BUILD/tests/$t
     echo "== $bin"
     out=$("$bin" 2>&1); r=$?
+    took "$t"
     echo "$out" | grep -E "OK|FAILED|SKIPPED|skip:|\[  ERROR|cuda|Error"
     # a skip is a failure here, except the tests of the machine without a GPU
     if [ $r != 0 ] || echo "$out" | grep "^\[  SKIPPED \] test_" | grep -vqE "_(without_gpu|where_allowed)$"; then
@@ -77,10 +90,12 @@ for t in $tests; do
 done
 echo "== tests/integration/gpu_jobs.py"
 BUILD=$BUILD ${PYTHON:-python3} "$(dirname "$0")/integration/gpu_jobs.py"; r=$?
+took gpu_jobs.py
 [ $r = 0 ] || { echo "gpu_check: gpu_jobs.py: exit $r"; rc=1; }
 if [ "${RL_GPU_BENCH:-0}" = 1 ]; then
     echo "== bench/bench_gpu.sh"
     BUILD=$BUILD PYTHON=${PYTHON:-python3} "$(dirname "$0")/../bench/bench_gpu.sh" || { echo "gpu_check: bench_gpu failed"; rc=1; }
+    took bench_gpu.sh
 fi
 cs=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
 if [ ! -x "$cs" ]; then
@@ -103,6 +118,7 @@ else
             r=${PIPESTATUS[0]}
             [ $r = 124 ] && echo "gpu_check: $tool $t: timed out after ${RL_SANITIZER_TIMEOUT:-60} s"
             [ $r = 0 ] || { echo "gpu_check: $tool $t: exit $r"; rc=1; }
+            took "$tool $t"
         done
     done
 fi

@@ -144,6 +144,17 @@ static int s_same_gpu(const rl_weight_sync *s, int r)
     return a && b && a->node == b->node && a->ngpus > 0 && b->ngpus > 0 && a->gpus[0] == b->gpus[0];
 }
 
+/* Receiver rank r takes the broadcast (rlrt/runtime/weight_bcast.h): every
+ * rank with rollout.weight_transport broadcast; with auto, the ranks placed
+ * on a GPU other than the sender's when both sides run on CUDA. */
+static int s_bcast_rank(const rl_weight_sync *s, int r)
+{
+    if (s->transport == 2)
+        return 1;
+    const rl_placement *a = rl_group_placement(s->sender, 0), *b = rl_group_placement(s->receivers, r);
+    return s->transport == 0 && s->both_cuda && a && b && a->ngpus > 0 && b->ngpus > 0 && !s_same_gpu(s, r);
+}
+
 int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replies)
 {
     if (replies)
@@ -156,13 +167,17 @@ int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replie
         if (rc)
             return rl_error_wrap(rc, "weight sync of version %lld (receivers)", (long long)s->version);
     }
-    int nr = rl_group_size(s->receivers), n_same = 0;
-    for (int r = 0; r < nr; r++)
-        n_same += s_same_gpu(s, r);
+    int nr = rl_group_size(s->receivers), n_same = 0, n_b = 0;
+    for (int r = 0; r < nr; r++) {
+        n_b += s_bcast_rank(s, r);
+        n_same += s->transport == 0 && !s_bcast_rank(s, r) && s_same_gpu(s, r);
+    }
     if (!s->endpoint[0]) {
         json_t *open = json_pack("{s:s}", RL_ACTOR_HOST, rl_group_address(s->sender, 0));
         if (open && n_same)
             json_object_set_new(open, RL_ACTOR_IPC_RECEIVERS, json_integer(n_same));
+        if (open && n_b)
+            json_object_set_new(open, RL_ACTOR_BCAST_RECEIVERS, json_integer(n_b));
         rl_dataproto *in = s_args(open, NULL), *out = NULL;
         int rc = in ? rl_group_call_sync(s->sender, s->open, RL_DISPATCH_RANK_ZERO, in, &out)
                     : rl_error_code();
@@ -176,6 +191,15 @@ int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replie
         const char *iep = rc ? NULL : rl_dataproto_meta_str(out, RL_ACTOR_IPC_ENDPOINT, "");
         if (iep && strlen(iep) < sizeof s->ipc_endpoint)
             snprintf(s->ipc_endpoint, sizeof s->ipc_endpoint, "%s", iep);
+        const char *bid = rc || !n_b ? NULL : rl_dataproto_meta_str(out, RL_ACTOR_BCAST_ID, "");
+        if (bid && (!*bid || strlen(bid) >= sizeof s->bcast_id))
+            rc = rl_error_set(RL_EPROTO, "%s returned no usable %s for %d broadcast receiver(s)", s->open,
+                              RL_ACTOR_BCAST_ID, n_b);
+        else if (bid)
+            snprintf(s->bcast_id, sizeof s->bcast_id, "%s", bid);
+        if (n_b && !rc)
+            rl_log_info("weight sync: %d %s rank(s) by broadcast from %s/0", n_b, rl_group_role(s->receivers),
+                        rl_group_role(s->sender));
         if (n_same)
             rl_log_info("weight sync: %d %s rank(s) on the GPU of %s/0: %s", n_same,
                         rl_group_role(s->receivers), rl_group_role(s->sender),
@@ -187,18 +211,26 @@ int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replie
     int64_t version = s->version + 1;
     int n_ipc = s->ipc_endpoint[0] ? n_same : 0;
     json_t *pj = json_pack("{s:I, s:i}", RL_ACTOR_VERSION, (json_int_t)version, RL_ACTOR_RECEIVERS,
-                           nr - n_ipc);
+                           nr - n_ipc - n_b);
     if (pj && n_ipc)
         json_object_set_new(pj, RL_ACTOR_IPC_RECEIVERS, json_integer(n_ipc));
+    if (pj && n_b)
+        json_object_set_new(pj, RL_ACTOR_BCAST_RECEIVERS, json_integer(n_b));
     rl_dataproto *pub = s_args(pj, args);
     /* each receiver rank also gets its node's address: where it binds its
      * input when the sender chains them (rlrt/runtime/channel.h) */
     rl_dataproto **sub = calloc((size_t)nr, sizeof *sub);
     int ok = pub && sub;
-    for (int r = 0; ok && r < nr; r++) {
+    for (int r = 0, k = 0; ok && r < nr; r++) {
         json_t *rj = json_pack("{s:s, s:I, s:s}", RL_ACTOR_ENDPOINT, s->endpoint, RL_ACTOR_VERSION,
                                (json_int_t)version, RL_ACTOR_HOST, rl_group_address(s->receivers, r));
-        if (rj && n_ipc && s_same_gpu(s, r))
+        int bc = s_bcast_rank(s, r);
+        if (rj && bc) {
+            json_object_set_new(rj, RL_ROLLOUT_BCAST_ID, json_string(s->bcast_id));
+            json_object_set_new(rj, RL_ROLLOUT_BCAST_RANK, json_integer(++k));
+            json_object_set_new(rj, RL_ROLLOUT_BCAST_WORLD, json_integer(n_b + 1));
+        }
+        if (rj && n_ipc && !bc && s_same_gpu(s, r))
             json_object_set_new(rj, RL_ROLLOUT_IPC_ENDPOINT, json_string(s->ipc_endpoint));
         ok = (sub[r] = s_args(rj, args)) != NULL;
     }
@@ -252,6 +284,8 @@ int rl_weight_sync_metrics(const rl_weight_sync *s, rl_metric_set *ms)
         rc = rl_metric_set_put(ms, "perf/weight_sync_gbps", s->sync_gbps);
     if (!rc)
         rc = rl_metric_set_put(ms, "perf/weight_sync_cuda_ipc", strstr(s->sync_transport, "cuda_ipc") ? 1 : 0);
+    if (!rc)
+        rc = rl_metric_set_put(ms, "perf/weight_sync_broadcast", strstr(s->sync_transport, "broadcast") ? 1 : 0);
     return rc;
 }
 
@@ -277,11 +311,11 @@ static int s_comm_id(rl_group *actor, json_t **init_args)
     return id ? RL_OK : rl_error_code();
 }
 
-int rl_actor_rollout_open(rl_group *actor, rl_group *rollout, rl_weight_sync *sync)
+int rl_actor_rollout_open(rl_group *actor, rl_group *rollout, int transport, int both_cuda, rl_weight_sync *sync)
 {
     *sync = (rl_weight_sync){.sender = actor, .receivers = rollout,
                              .open = RL_ACTOR_WEIGHTS_OPEN, .publish = RL_ACTOR_PUBLISH_WEIGHTS,
-                             .receive = RL_ROLLOUT_SYNC_WEIGHTS};
+                             .receive = RL_ROLLOUT_SYNC_WEIGHTS, .transport = transport, .both_cuda = both_cuda};
     json_t *init_args;
     int rc = s_comm_id(actor, &init_args);
     rl_dataproto *init = rc ? NULL : rl_dataproto_new_meta(init_args);

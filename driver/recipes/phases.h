@@ -111,9 +111,14 @@ typedef struct rl_weight_sync {
     int timeout_ms;  /* per sync; <= 0: no limit */
     char endpoint[256];
     char ipc_endpoint[400]; /* "" : no CUDA IPC */
+    /* rollout.weight_transport: 0 auto, 1 zeromq, 2 broadcast; both_cuda:
+     * actor.device and rollout.device are cuda (auto broadcasts over NCCL
+     * to the ranks on other GPUs then) */
+    int transport, both_cuda;
+    char bcast_id[256]; /* the broadcast communicator's id from the sender ("": none) */
     int64_t version; /* the last version published (0: none yet) */
     double sync_bytes, sync_s, sync_gbps;
-    char sync_transport[16];
+    char sync_transport[48];
     /* Partial rollouts (docs/decisions/partial-rollouts.md): a sync returns
      * once the sender's publish is done, i.e. every receiver acknowledged
      * the version (a rollout switches it in between two decode steps while
@@ -130,7 +135,8 @@ typedef struct rl_weight_sync {
 int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replies);
 /* The last sync's measures into ms (wall-clock, so under perf/, which the
  * golden runs skip): perf/weight_sync_bytes, _s, _gbps, and
- * perf/weight_sync_cuda_ipc (1 when some receivers took CUDA IPC). Nothing
+ * perf/weight_sync_cuda_ipc (1 when some receivers took CUDA IPC),
+ * perf/weight_sync_broadcast (1 when some took the broadcast). Nothing
  * when the sender measured nothing. */
 int rl_weight_sync_metrics(const rl_weight_sync *s, rl_metric_set *ms);
 
@@ -139,7 +145,7 @@ int rl_weight_sync_metrics(const rl_weight_sync *s, rl_metric_set *ms);
  * and rollout rank (rollout may be NULL) builds its model at once, and the
  * sync is set up for actor → rollout and run once, so the rollout samples
  * with the actor's weights. */
-int rl_actor_rollout_open(rl_group *actor, rl_group *rollout, rl_weight_sync *sync);
+int rl_actor_rollout_open(rl_group *actor, rl_group *rollout, int transport, int both_cuda, rl_weight_sync *sync);
 
 /* ---- calls ------------------------------------------------------------------------------ */
 

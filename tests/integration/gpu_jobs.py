@@ -32,7 +32,18 @@ missing otherwise. tests/gpu_check.sh runs it on the GPU machine.
    of the CPU run's (three AdamW steps of lr 3e-4 each). (The
    embodied jobs need the LIBERO scenes and the scorer and pretraining
    jobs Fashion-MNIST, which the GPU machine does not have.)
-6. Job 1's GPU SFT with two actor ranks on the GPU (FSDP over NCCL, both
+6. Partial rollouts over CUDA IPC: GRPO at trainer.staleness=2 with
+   rollout.partial_rollouts, actor and rollout on GPU 0 (rows decoded one
+   at a time, so a round sent ahead can outlast the actor's update): every
+   sync over CUDA IPC, every token within the bound, and, in one of up to 3
+   runs, rows holding tokens of two versions (the IPC receiver polled
+   between decode steps switched the weights mid-generation).
+8. Job 4's GPU GRPO with rollout.weight_transport=broadcast: the weights go
+   by NCCL broadcast from actor rank 0 to the rollout (both on GPU 0: NCCL
+   >= 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1, else a skip naming the
+   version): every sync says broadcast, step 1's responses and scores as
+   job 4's GPU run (the same weights over CUDA IPC).
+7. Job 1's GPU SFT with two actor ranks on the GPU (FSDP over NCCL, both
    ranks on GPU 0: NCCL >= 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1, else a
    skip naming the version): losses and final weights as one rank's within
    the CPU-vs-GPU tolerances.
@@ -96,12 +107,12 @@ def fsdp_two_ranks(work, sft, w_one):
     noise. Two ranks share the one GPU, which NCCL allows from 2.30 with
     NCCL_MULTI_RANK_GPU_ENABLE=1: a skip naming the version otherwise."""
     if DEV != "cuda":
-        print("skipped: 5. FSDP over NCCL needs the GPU (RL_GPU_JOBS_DEVICE=%s)" % DEV)
+        print("skipped: 7. FSDP over NCCL needs the GPU (RL_GPU_JOBS_DEVICE=%s)" % DEV)
         return
     v, why = nccl_version()
-    assert v is not None, "5. FSDP over NCCL: no libnccl.so.2 on the loader's path (%s)" % why
+    assert v is not None, "7. FSDP over NCCL: no libnccl.so.2 on the loader's path (%s)" % why
     if v < 23000:
-        print("skipped: 5. two actor ranks on one GPU: NCCL %d.%d.%d found, needs >= 2.30 with "
+        print("skipped: 7. two actor ranks on one GPU: NCCL %d.%d.%d found, needs >= 2.30 with "
               "NCCL_MULTI_RANK_GPU_ENABLE=1" % (v // 10000, v // 100 % 100, v % 100))
         return
     cl2 = os.path.join(work, "cluster-fsdp.yaml")
@@ -128,6 +139,61 @@ def fsdp_two_ranks(work, sft, w_one):
     print("ok: FSDP over NCCL, two GPU actor ranks (NCCL %d): loss %.4f -> %.4f (one rank %.4f -> %.4f), "
           "worst relative step difference %.1e, final weights within %.1e" % (v, l2[0], l2[-1], l1[0], l1[-1],
                                                                               worst, d))
+
+
+def broadcast_over_nccl(work, cl, both, gpu_rows):
+    """Job 8: job 4's GPU run with the weights by NCCL broadcast."""
+    if DEV != "cuda":
+        print("skipped: 8. the NCCL weight broadcast needs the GPU (RL_GPU_JOBS_DEVICE=%s; "
+              "tests/integration/weight_bcast_job.py runs the CPU ring)" % DEV)
+        return
+    v, why = nccl_version()
+    assert v is not None, "8. NCCL weight broadcast: no libnccl.so.2 on the loader's path (%s)" % why
+    if v < 23000:
+        print("skipped: 8. actor and rollout as two NCCL ranks on one GPU: NCCL %d.%d.%d found, needs >= 2.30 "
+              "with NCCL_MULTI_RANK_GPU_ENABLE=1" % (v // 10000, v // 100 % 100, v % 100))
+        return
+    jobs.run_driver(work, ["--cluster", cl, "--config", os.path.join(ROOT, "examples", "arith_grpo.yaml"),
+                           "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + TINY + both +
+                    ["trainer.output_dir=runs/bcast_gpu", "actor.device=cuda", "rollout.device=cuda",
+                     "rollout.weight_transport=broadcast"], env={"NCCL_MULTI_RANK_GPU_ENABLE": "1"})
+    rb = [r for r in metrics(os.path.join(work, "runs/bcast_gpu/metrics.jsonl")) if r["step"] > 0]
+    assert len(rb) == 3, len(rb)
+    assert [r.get("perf/weight_sync_broadcast") for r in rb] == [1, 1, 1], rb
+    for k in ("response_length/mean", "critic/score/mean"):
+        assert rb[0][k] == gpu_rows[0][k], (k, rb[0][k], gpu_rows[0][k])
+    print("ok: weights by NCCL broadcast (NCCL %d) to the GPU rollout: step 1 as over CUDA IPC, %s GB/s"
+          % (v, [round(r["perf/weight_sync_gbps"], 2) for r in rb]))
+
+
+def partial_over_ipc(work, cl):
+    """Job 6: staleness 2 with partial rollouts, the weights over CUDA IPC."""
+    rl = ["model.init_from=runs/gpu/final", "data.train_batch_size=4", "rollout.n=8",
+          "actor.ppo_mini_batch_size=2", "trainer.val_every=0", "trainer.save_every=0",
+          "reward.format_weight=1.0", "actor.optim.lr=0.003", "algorithm.online_filtering=false",
+          "algorithm.guidance.enable=false", "rollout.max_num_seqs=1", "trainer.staleness=2",
+          "rollout.partial_rollouts=true", "algorithm.tis_imp_ratio_cap=2.0", "trainer.total_steps=6",
+          "actor.device=" + DEV, "rollout.device=" + DEV]
+    seen = []
+    for attempt in range(3):
+        out = "runs/partial%d" % attempt
+        run(work, cl, "arith_grpo.yaml", rl + ["trainer.output_dir=" + out])
+        m = [r for r in metrics(os.path.join(work, out, "metrics.jsonl")) if "async/token_staleness_max" in r]
+        assert [r["step"] for r in m] == [1, 2, 3, 4, 5, 6], [r["step"] for r in m]
+        for r in m:
+            assert r["async/token_staleness_max"] <= 2 and r["async/staleness_max"] <= 2, r
+            assert r["async/staleness_max"] == r["async/token_staleness_max"], r
+            assert r.get("perf/weight_sync_cuda_ipc") == (1 if DEV == "cuda" else 0), r
+        seen = [r["async/partial_rows"] for r in m]
+        print("   run %d: rows with two versions per step %s" % (attempt, seen))
+        if sum(seen) > 0:
+            break
+    if DEV != "cuda":
+        print("ok: 6. staleness 2 with partial rollouts on the CPU (ZeroMQ): rows with two versions %s" % seen)
+        return
+    assert sum(seen) > 0, "no run of 3 had a weight switch over CUDA IPC interrupt generation"
+    print("ok: partial rollouts over CUDA IPC: every token within staleness 2, rows with two versions per "
+          "step %s" % seen)
 
 
 def main():
@@ -258,8 +324,12 @@ def main():
         print("ok: diffusion GRPO (clip_flow) with actor and rollout on the GPU: step 0 validation %.4f kB "
               "(CPU %.4f), step 1 score %.4f (CPU %.4f); 3 steps, finite metrics; step 3's weights "
               "within %.1e of the CPU run's" % (kg, kc, s1g, s1c, dd))
-        # 6. FSDP over NCCL: two GPU actor ranks against job 1's one
+        # 6. partial rollouts with the weights over CUDA IPC
+        partial_over_ipc(work, cl)
+        # 7. FSDP over NCCL: two GPU actor ranks against job 1's one
         fsdp_two_ranks(work, sft, wg)
+        # 8. the weights by NCCL broadcast instead of CUDA IPC
+        broadcast_over_nccl(work, cl, both, rg)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -10,7 +10,9 @@
  * a peer that died is an error naming this rank within the abort's 50 ms
  * (the driver's heartbeat abort, raised here by a thread, or NCCL's own
  * error if it sees the death first), and a stuck peer is RL_ETIMEOUT at
- * timeout_s, never a hang. Without CUDA (or a GPU)
+ * timeout_s, never a hang. The weight broadcast (rlrt/runtime/weight_bcast.h)
+ * over NCCL between the two: versions 1 and 3 of 1001 floats in 1 KiB
+ * buckets arrive whole on rank 1. Without CUDA (or a GPU)
  * the request is refused with a message; the GPU cases skip with the
  * reason. NCCL is looked for as libnccl.so.2 on the loader's path
  * (tests/gpu_check.sh adds PyPI nvidia-nccl-cu13's lib folder). */
@@ -25,6 +27,7 @@
 #include "common/runtime/abort.h"
 #include "rlrt/runtime/channel_ipc.h"
 #include "rlrt/runtime/collective.h"
+#include "rlrt/runtime/weight_bcast.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -147,6 +150,33 @@ static int s_rank1(const char *idtext, const char *mode)
     if (strcmp(mode, "stuck") == 0) {
         sleep(120);
         return 0;
+    }
+    if (strcmp(mode, "wbcast") == 0) { /* versions 1 and 3 of the weight broadcast */
+        rl_weight_bcast *b = rl_weight_bcast_new(c, 1001, 1024);
+        float *h = malloc(sizeof(float) * 1001);
+        int rc = b && h ? 0 : 5;
+        for (int k = 0; k < 2 && !rc; k++) {
+            uint64_t v = 0;
+            if (rl_weight_bcast_recv(b)) {
+                fprintf(stderr, "rank 1: %s\n", rl_error_message());
+                rc = 6;
+                break;
+            }
+            const float *act = rl_weight_bcast_active(b, &v);
+            if (v != (k ? 3u : 1u) ||
+                rl_weight_ipc_copy(RL_WEIGHT_IPC_CUDA, h, act, sizeof(float) * 1001, RL_WEIGHT_IPC_D2H))
+                rc = 7;
+            for (int64_t i = 0; i < 1001 && !rc; i++)
+                if (h[i] != s_val(i, (int)v)) {
+                    fprintf(stderr, "rank 1: version %llu element %lld is %g, want %g\n", (unsigned long long)v,
+                            (long long)i, h[i], s_val(i, (int)v));
+                    rc = 8;
+                }
+        }
+        free(h);
+        rl_weight_bcast_free(b);
+        rl_comm_destroy(c);
+        return rc;
     }
     const char *bad = s_ops(c, 1000);
     if (!bad)
@@ -296,6 +326,57 @@ static void test_nccl_two_ranks_one_gpu_where_allowed(void **state)
     print_message("NCCL %d: two ranks on one GPU: every operation exact; dead and stuck peers end\n", v);
 }
 
+static void test_nccl_weight_bcast_two_ranks_where_allowed(void **state)
+{
+    (void)state;
+    int v = 0;
+    const char *why = s_why_not(&v);
+    if (*why) {
+        print_message("skip: %s\n", why);
+        skip();
+        return;
+    }
+    if (v < 23000) {
+        print_message("skip: NCCL %d.%d.%d found; two ranks on one GPU need NCCL >= 2.30 with "
+                      "NCCL_MULTI_RANK_GPU_ENABLE=1\n", v / 10000, v / 100 % 100, v % 100);
+        skip();
+        return;
+    }
+    setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 1);
+    rl_comm_id id;
+    assert_int_equal(rl_comm_id_create(&id, NULL), 0);
+    pid_t pid = s_spawn_rank1(&id, "wbcast");
+    rl_comm *c = s_join(&id, 2, 0, 60);
+    if (!c) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        fail_msg("rank 0: %s", rl_error_message());
+    }
+    rl_weight_bcast *b = rl_weight_bcast_new(c, 1001, 1024); /* 4 buckets, the last short */
+    assert_non_null(b);
+    float x[1001];
+    float *dx = s_dev(NULL, 1001);
+    int rc = 0;
+    for (int k = 0; k < 2 && !rc; k++) {
+        int ver = k ? 3 : 1;
+        for (int64_t i = 0; i < 1001; i++)
+            x[i] = s_val(i, ver);
+        assert_int_equal(rl_weight_ipc_copy(RL_WEIGHT_IPC_CUDA, dx, x, sizeof x, RL_WEIGHT_IPC_H2D), 0);
+        rc = rl_weight_bcast_send(b, (uint64_t)ver, dx);
+    }
+    if (rc)
+        print_message("rank 0: %s\n", rl_error_message());
+    int st = 0;
+    waitpid(pid, &st, 0);
+    rl_weight_bcast_free(b);
+    rl_weight_ipc_free(RL_WEIGHT_IPC_CUDA, dx);
+    rl_comm_destroy(c);
+    assert_int_equal(rc, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st))
+        fail_msg("rank 1 failed (status %d)", WEXITSTATUS(st));
+    print_message("NCCL %d: weight broadcast, two ranks on one GPU: versions 1 and 3 whole on rank 1\n", v);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "--rank1") == 0)
@@ -304,6 +385,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_nccl_refused_without_gpu),
         cmocka_unit_test(test_nccl_one_rank),
         cmocka_unit_test(test_nccl_two_ranks_one_gpu_where_allowed),
+        cmocka_unit_test(test_nccl_weight_bcast_two_ranks_where_allowed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

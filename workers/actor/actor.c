@@ -44,6 +44,8 @@ static void s_free_models(s_actor *a)
     rl_adamw_free(a->opt);
     rl_weight_sender_free(a->wsend);
     rl_weight_ipc_sender_free(a->wipc);
+    rl_weight_bcast_free(a->wbcast);
+    rl_comm_destroy(a->bcomm);
     free(a->host_params);
     a->host_params = NULL;
     a->host_stale = 0;
@@ -53,6 +55,8 @@ static void s_free_models(s_actor *a)
     a->opt = NULL;
     a->wsend = NULL;
     a->wipc = NULL;
+    a->wbcast = NULL;
+    a->bcomm = NULL;
 }
 
 /* The job's sections into the state: the ENUM keys' names as the

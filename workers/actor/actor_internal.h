@@ -32,6 +32,7 @@
 #include "rlrt/dataproto.h"
 #include "rlrt/nn/model.h"
 #include "rlrt/runtime/channel.h"
+#include "rlrt/runtime/weight_bcast.h"
 #include "rlrt/runtime/channel_ipc.h"
 #include "rlrt/runtime/collective.h"
 #include "rlrt/runtime/worker.h"
@@ -57,6 +58,13 @@ typedef struct rl_actor_state {
     rl_adamw *opt;
     rl_weight_sender *wsend;
     rl_weight_ipc_sender *wipc; /* CUDA IPC to the rollout ranks on this GPU (weights.c); NULL: none */
+    /* the broadcast to rollout ranks (weights.c, rlrt/runtime/weight_bcast.h):
+     * its communicator's id (made at open_weights), the communicator and
+     * the sender once they joined (NULL: not yet, or dropped after an error) */
+    rl_comm_id bcast_id;
+    int bcast_world;
+    rl_comm *bcomm;
+    rl_weight_bcast *wbcast;
     /* actor.device: where policy, ref, gradients and moments live; on a GPU
      * the host keeps a copy of the parameters for weight sync and
      * checkpoints, refreshed after an optimiser step when first needed */

@@ -12,7 +12,16 @@
  * _SYNC_S, _SYNC_GBPS, _SYNC_TRANSPORT ("cuda_ipc", "zmq" or
  * "cuda_ipc+zmq"). The IPC receivers copy from the policy's device buffer
  * itself (its cudaMalloc block), so nothing is staged on the host for
- * them; the ZeroMQ ones get the host copy as before.
+ * them; the ZeroMQ ones get the host copy as before. RL_ACTOR_BCAST_RECEIVERS
+ * (rollout.weight_transport): those ranks get the version by the broadcast
+ * of a communicator of their own with this rank as rank 0
+ * (rlrt/runtime/weight_bcast.h: NCCL from the policy's device buffer when
+ * the actor is on CUDA, else the CPU ring from the host copy); its id is
+ * made at every open_weights (the driver opens at the job's start and at
+ * every recovery: a new id then, so no rank reuses a communicator whose
+ * peers died), and the communicator joined at the first publish (the
+ * receivers join in their sync_weights) and dropped after an error (the
+ * next publish joins again under the same id).
  */
 #include "common/nn/engine/device.h"
 #include "rlrt/dataproto.h"
@@ -34,9 +43,13 @@ static double s_now(void)
 int rl_actor_weights_open(rl_actor_state *a, const rl_dataproto *in, rl_dataproto **out)
 {
     const char *host = rl_dataproto_meta_str(in, RL_ACTOR_HOST, NULL);
-    int64_t n_ipc;
-    if (!host || rl_dataproto_meta_int(in, RL_ACTOR_IPC_RECEIVERS, 0, &n_ipc))
+    int64_t n_ipc, n_b;
+    if (!host || rl_dataproto_meta_int(in, RL_ACTOR_IPC_RECEIVERS, 0, &n_ipc) ||
+        rl_dataproto_meta_int(in, RL_ACTOR_BCAST_RECEIVERS, 0, &n_b))
         return rl_error_code();
+    if (n_b < 0 || n_b > 64)
+        return rl_error_set(RL_EINVAL, "argument '%s' must be in [0, 64], got %lld", RL_ACTOR_BCAST_RECEIVERS,
+                            (long long)n_b);
     if (n_ipc < 0 || n_ipc > 64)
         return rl_error_set(RL_EINVAL, "argument '%s' must be in [0, 64], got %lld", RL_ACTOR_IPC_RECEIVERS,
                             (long long)n_ipc);
@@ -59,8 +72,22 @@ int rl_actor_weights_open(rl_actor_state *a, const rl_dataproto *in, rl_dataprot
         else if (!(a->wipc = rl_weight_ipc_sender_new(bind, RL_WEIGHT_IPC_CUDA, 0, 0)))
             return rl_error_wrap(rl_error_code(), "actor/0: the CUDA IPC weight sender");
     }
+    if (n_b > 0) { /* a new communicator at every open (a recovery reopens: survivors of the old one
+                    * may still hold it without an error, so nobody reuses it) */
+        char ep[300];
+        snprintf(ep, sizeof ep, "tcp://%s", host);
+        rl_weight_bcast_free(a->wbcast);
+        rl_comm_destroy(a->bcomm);
+        a->wbcast = NULL;
+        a->bcomm = NULL;
+        if (rl_comm_id_create(&a->bcast_id, ep))
+            return rl_error_wrap(rl_error_code(), "actor/0: the weight broadcast's communicator id");
+        a->bcast_world = 1 + (int)n_b;
+    }
     json_t *m = json_pack("{s:s, s:I}", RL_ACTOR_ENDPOINT, rl_weight_sender_endpoint(a->wsend),
                           RL_ACTOR_COUNT, (json_int_t)a->P);
+    if (m && n_b > 0)
+        json_object_set_new(m, RL_ACTOR_BCAST_ID, json_string(rl_comm_id_string(&a->bcast_id)));
     if (m && n_ipc > 0 && a->wipc)
         json_object_set_new(m, RL_ACTOR_IPC_ENDPOINT, json_string(rl_weight_ipc_sender_endpoint(a->wipc)));
     *out = m ? rl_dataproto_new_meta(m) : NULL;
@@ -69,12 +96,16 @@ int rl_actor_weights_open(rl_actor_state *a, const rl_dataproto *in, rl_dataprot
 
 int rl_actor_weights_publish(rl_actor_state *a, const rl_dataproto *in, rl_dataproto **out)
 {
-    int64_t version, receivers, n_ipc;
+    int64_t version, receivers, n_ipc, n_b;
     if (rl_dataproto_meta_get_int(in, RL_ACTOR_VERSION, 1, INT64_MAX, &version) ||
         rl_dataproto_meta_get_int(in, RL_ACTOR_RECEIVERS, 0, 1 << 20, &receivers) ||
-        rl_dataproto_meta_int(in, RL_ACTOR_IPC_RECEIVERS, 0, &n_ipc))
+        rl_dataproto_meta_int(in, RL_ACTOR_IPC_RECEIVERS, 0, &n_ipc) ||
+        rl_dataproto_meta_int(in, RL_ACTOR_BCAST_RECEIVERS, 0, &n_b))
         return rl_error_code();
-    if (n_ipc < 0 || n_ipc > 64 || receivers + n_ipc < 1)
+    if (n_b != 0 && n_b + 1 != a->bcast_world)
+        return rl_error_set(RL_ESTATE, "actor/0: %lld broadcast receivers, but %s made a communicator for %d",
+                            (long long)n_b, RL_ACTOR_WEIGHTS_OPEN, a->bcast_world - 1);
+    if (n_ipc < 0 || n_ipc > 64 || receivers + n_ipc + n_b < 1)
         return rl_error_set(RL_EINVAL, "argument '%s' must be in [0, 64] with at least one receiver in all, "
                             "got %lld and %lld", RL_ACTOR_IPC_RECEIVERS, (long long)n_ipc,
                             (long long)receivers);
@@ -91,6 +122,33 @@ int rl_actor_weights_publish(rl_actor_state *a, const rl_dataproto *in, rl_datap
     if (n_ipc > 0 && (rc = rl_weight_ipc_send(a->wipc, (uint64_t)version, rl_model_params(a->policy), a->P,
                                               (int)n_ipc, timeout_ms)))
         return rl_error_wrap(rc, "actor/0: weights v%lld over CUDA IPC", (long long)version);
+    if (n_b > 0) {
+        const float *p = a->dev == RL_DEVICE_CUDA ? rl_model_params(a->policy) : rl_actor_host_params(a);
+        if (!p)
+            return rl_error_code();
+        if (!a->bcomm) {
+            rl_comm_options o;
+            rl_comm_options_default(&o);
+            o.nccl = a->dev == RL_DEVICE_CUDA;
+            o.timeout_s = a->o.comm_timeout_s;
+            if (!(a->bcomm = rl_comm_init_rank(&a->bcast_id, a->bcast_world, 0, &o)))
+                return rl_error_wrap(rl_error_code(), "actor/0: joining the weight broadcast (%d ranks)",
+                                     a->bcast_world);
+            if (!(a->wbcast = rl_weight_bcast_new(a->bcomm, a->P, 0))) {
+                rc = rl_error_code();
+                rl_comm_destroy(a->bcomm);
+                a->bcomm = NULL;
+                return rl_error_wrap(rc, "actor/0: the weight broadcast");
+            }
+        }
+        if ((rc = rl_weight_bcast_send(a->wbcast, (uint64_t)version, p))) {
+            rl_weight_bcast_free(a->wbcast); /* the communicator is unusable after an error */
+            rl_comm_destroy(a->bcomm);
+            a->wbcast = NULL;
+            a->bcomm = NULL;
+            return rl_error_wrap(rc, "actor/0: weights v%lld by broadcast", (long long)version);
+        }
+    }
     if (receivers > 0) {
         const float *p = rl_actor_host_params(a);
         if (!p)
@@ -99,7 +157,10 @@ int rl_actor_weights_publish(rl_actor_state *a, const rl_dataproto *in, rl_datap
             return rc;
     }
     double dt = s_now() - t0, bytes = (double)a->P * sizeof(float);
-    const char *transport = n_ipc > 0 ? (receivers > 0 ? "cuda_ipc+zmq" : "cuda_ipc") : "zmq";
+    char transport[48];
+    snprintf(transport, sizeof transport, "%s%s%s%s%s", n_ipc > 0 ? "cuda_ipc" : "",
+             n_ipc > 0 && n_b > 0 ? "+" : "", n_b > 0 ? "broadcast" : "",
+             (n_ipc > 0 || n_b > 0) && receivers > 0 ? "+" : "", receivers > 0 ? "zmq" : "");
     rl_log_debug("actor/0: weights v%lld: %.0f bytes in %.4f s (%.2f GB/s, %s)", (long long)version, bytes, dt,
                  dt > 0 ? bytes / dt / 1e9 : 0.0, transport);
     *out = rl_dataproto_new_meta(json_pack("{s:f, s:f, s:f, s:s}", RL_ACTOR_SYNC_BYTES, bytes, RL_ACTOR_SYNC_S,

@@ -20,6 +20,7 @@
 #include "rlrt/runtime/channel.h"
 #include "workers/flow_rl.h"
 #include "workers/roles.h"
+#include "workers/rollout/weights_bcast.h"
 #include "workers/rollout/weights_ipc.h"
 #include "workers/rollout/hooks.h"
 #include "workers/rollout/rollout.h"
@@ -41,6 +42,8 @@ typedef struct s_rollout {
     rl_weight_receiver *recv;
     char endpoint[256];
     int partial;          /* rollout.partial_rollouts: switch weights between decode steps */
+    int ipc;              /* the last sync_weights came over CUDA IPC (weights_ipc.c) */
+    uint64_t ipc_in_model; /* the IPC version the model holds (0: none since init_model) */
     rl_worker_ctx *ctx;   /* for s_poll_weights */
 } s_rollout;
 
@@ -104,6 +107,7 @@ static int s_init_model(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto
     s_rollout *r = ctx->user;
     rl_model_free(r->pol.model);
     r->pol.model = rl_model_build(ctx->config, r->pol.seed);
+    r->ipc_in_model = 0;
     for (size_t i = 0; i < S_NHOOKS; i++)
         if (r->active[i] && s_hooks[i]->reset)
             s_hooks[i]->reset();
@@ -138,10 +142,17 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     int64_t version;
     if (!ep || rl_dataproto_meta_get_int(in, RL_ROLLOUT_VERSION, 1, INT64_MAX, &version))
         return rl_error_code();
-    const char *ipc = rl_dataproto_meta_str(in, RL_ROLLOUT_IPC_ENDPOINT, "");
-    if (*ipc) { /* actor rank 0 on this rank's GPU: CUDA IPC (weights_ipc.c) */
+    const char *bid = rl_dataproto_meta_str(in, RL_ROLLOUT_BCAST_ID, "");
+    if (*bid) { /* by the broadcast of actor rank 0's communicator (weights_bcast.c) */
+        int64_t crank, world;
         uint64_t v = 0;
-        int rc = rl_rollout_weights_ipc(ctx->rank, r->pol.model, ipc, version, r->weight_timeout_s, &v);
+        int rc = rl_dataproto_meta_get_int(in, RL_ROLLOUT_BCAST_RANK, 1, 64, &crank) ||
+                         rl_dataproto_meta_get_int(in, RL_ROLLOUT_BCAST_WORLD, 2, 65, &world)
+                     ? rl_error_code()
+                     : rl_rollout_weights_bcast(ctx->rank, r->pol.model, bid, (int)crank, (int)world, version,
+                                                r->weight_timeout_s, &v);
+        r->ipc = 0;
+        r->ipc_in_model = 0;
         if (!rc)
             r->pol.version = v;
         for (size_t i = 0; !rc && i < S_NHOOKS; i++)
@@ -149,6 +160,21 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
                 rc = s_hooks[i]->on_sync(ctx, &r->pol);
         return rc;
     }
+    const char *ipc = rl_dataproto_meta_str(in, RL_ROLLOUT_IPC_ENDPOINT, "");
+    if (*ipc) { /* actor rank 0 on this rank's GPU: CUDA IPC (weights_ipc.c) */
+        uint64_t v = 0;
+        int rc = rl_rollout_weights_ipc(ctx->rank, r->pol.model, ipc, RL_WEIGHT_IPC_CUDA, version, r->ipc_in_model,
+                                        r->weight_timeout_s, &v);
+        r->ipc = 1;
+        r->ipc_in_model = rc ? 0 : v;
+        if (!rc)
+            r->pol.version = v;
+        for (size_t i = 0; !rc && i < S_NHOOKS; i++)
+            if (r->active[i] && s_hooks[i]->on_sync)
+                rc = s_hooks[i]->on_sync(ctx, &r->pol);
+        return rc;
+    }
+    r->ipc = 0;
     if (r->recv && strcmp(r->endpoint, ep) != 0) {
         rl_weight_receiver_free(r->recv);
         r->recv = NULL;
@@ -216,7 +242,20 @@ static int s_poll_weights(void *arg, uint64_t *version)
 {
     s_rollout *r = arg;
     uint64_t have = 0;
-    int rc = rl_weight_recv_poll(r->recv, 0);
+    int rc;
+    if (r->ipc) { /* over CUDA IPC: the same switch (weights_ipc.c) */
+        /* newer than the version the job samples with, as below */
+        rc = rl_rollout_weights_ipc_poll(r->ctx->rank, r->pol.model, r->pol.version, &have);
+        if (rc <= 0)
+            return rc;
+        r->pol.version = r->ipc_in_model = have;
+        for (size_t i = 0; i < S_NHOOKS; i++)
+            if (r->active[i] && s_hooks[i]->on_sync && (rc = s_hooks[i]->on_sync(r->ctx, &r->pol)))
+                return rc;
+        *version = have;
+        return 1;
+    }
+    rc = rl_weight_recv_poll(r->recv, 0);
     if (rc && rc != RL_ETIMEOUT)
         return rl_error_wrap(rc, "rollout/%d: weights while generating", r->ctx->rank);
     const float *w = rl_weight_recv_active(r->recv, &have);
@@ -268,7 +307,8 @@ static int s_generate(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto *
     rl_rollout_policy p = r->pol;
     p.sampling.greedy = greedy != 0;
     rl_rollout_hook_fn own = S_HOOK(r, generate);
-    if (r->partial && !own && r->recv && !greedy) { /* multi-turn and validation: whole */
+    if (r->partial && !own && (r->ipc ? rl_rollout_weights_ipc_open() : r->recv != NULL) &&
+        !greedy) { /* multi-turn and validation: whole */
         r->ctx = ctx;
         p.sampling.poll_weights = s_poll_weights;
         p.sampling.poll_ctx = r;

@@ -21,7 +21,9 @@
  *                              rank's node address, where it binds its input as a
  *                              link of the actor's chain) [, RL_ROLLOUT_IPC_ENDPOINT:
  *                              actor rank 0 shares this rank's GPU, the version
- *                              comes over CUDA IPC, workers/rollout/weights_ipc.h]:
+ *                              comes over CUDA IPC, workers/rollout/weights_ipc.h;
+ *                              or RL_ROLLOUT_BCAST_ID, _RANK, _WORLD: by the
+ *                              broadcast, workers/rollout/weights_bcast.h]:
  *                              receives that version
  *   generate      dp_compute   the model kind's sampling inputs (LM: prompts,
  *                              prompt_lens, row_seeds) and meta RL_ROLLOUT_GREEDY
@@ -97,6 +99,9 @@
 #define RL_ROLLOUT_VERSION "version"
 #define RL_ROLLOUT_HOST "host"
 #define RL_ROLLOUT_IPC_ENDPOINT "ipc_endpoint"
+#define RL_ROLLOUT_BCAST_ID "bcast_id"       /* the broadcast's communicator (text) */
+#define RL_ROLLOUT_BCAST_RANK "bcast_rank"   /* this rank's place in it (1 ..) */
+#define RL_ROLLOUT_BCAST_WORLD "bcast_world" /* its size (actor rank 0 and the receivers) */
 #define RL_ROLLOUT_GREEDY "greedy"
 #define RL_ROLLOUT_WEIGHTS_VERSION "weights_version"
 #define RL_ROLLOUT_ROW_VERSION "weight_version"
