@@ -38,6 +38,7 @@ struct rl_comm {
     int timeout_ms;
     int64_t seg; /* floats per segment */
     uint64_t abort_base; /* the running operation's (common/runtime/abort.h) */
+    uint64_t aborts0;    /* rl_abort_count() when made (rl_comm_aborted) */
     /* Segments sent zero-copy (zmq_msg_init_data on the caller's buffer)
      * that ZeroMQ still holds: every operation waits for 0 before it
      * returns, so the buffers are the caller's again (s_wait_refs). ZeroMQ's
@@ -559,6 +560,7 @@ rl_comm *rl_comm_init_rank(const rl_comm_id *id, int world, int rank, const rl_c
         return rl_error_set(RL_EIO, "comm: cannot make a mutex"), NULL;
     }
     c->abort_base = rl_abort_base();
+    c->aborts0 = rl_abort_count();
     c->rank = rank;
     c->world = world;
     c->timeout_ms = o.timeout_s * 1000 > 2e9 ? 2000000000 : (int)(o.timeout_s * 1000);
@@ -629,8 +631,10 @@ void rl_comm_destroy(rl_comm *c)
         return;
     rl_comm_shm_close(c->shm);
     rl_nccl_free(c->nccl, c->broken);
-    if (c->broken) {
-        /* Peers may be gone: do not wait to deliver what is queued. */
+    if (c->broken || rl_comm_aborted(c)) {
+        /* Peers may be gone (an error here, or an abort since it was made:
+         * a recovery): do not wait to deliver what is queued, which would
+         * hold zmq_ctx_term for the whole linger (the timeout). */
         if (c->push)
             s_setopt_int(c->push, ZMQ_LINGER, 0);
         if (c->ctl)
@@ -661,6 +665,8 @@ void rl_comm_destroy(rl_comm *c)
 
 int rl_comm_rank(const rl_comm *c) { return c->rank; }
 int rl_comm_world(const rl_comm *c) { return c->world; }
+int rl_comm_aborted(const rl_comm *c) { return c && rl_abort_count() != c->aborts0; }
+
 const char *rl_comm_transport(const rl_comm *c) { return c->nccl ? "nccl" : c->shm ? "shm" : "ring"; }
 
 /* An operation on an NCCL communicator (device buffers); a failure leaves

@@ -126,6 +126,15 @@ int rl_actor_weights_publish(rl_actor_state *a, const rl_dataproto *in, rl_datap
         const float *p = a->dev == RL_DEVICE_CUDA ? rl_model_params(a->policy) : rl_actor_host_params(a);
         if (!p)
             return rl_error_code();
+        if (a->bcomm && rl_comm_aborted(a->bcomm)) {
+            /* a recovery came since it was made: the receivers dropped their
+             * ends (a send that left before the abort kept ours), so all
+             * join afresh under the same id */
+            rl_weight_bcast_free(a->wbcast);
+            rl_comm_destroy(a->bcomm);
+            a->wbcast = NULL;
+            a->bcomm = NULL;
+        }
         if (!a->bcomm) {
             rl_comm_options o;
             rl_comm_options_default(&o);

@@ -36,7 +36,7 @@ int rl_rollout_weights_bcast(int rank, rl_model *m, const char *id, int comm_ran
     if (strlen(id) >= sizeof s_id || comm_rank < 1 || comm_rank >= world)
         return rl_error_set(RL_EINVAL, "rollout/%d: broadcast rank %d of %d, id of %zu characters", rank, comm_rank,
                             world, strlen(id));
-    if (s_comm && (strcmp(s_id, id) != 0 || s_rank_in != comm_rank || s_world != world || s_count != P))
+    if (s_comm && (rl_comm_aborted(s_comm) || strcmp(s_id, id) != 0 || s_rank_in != comm_rank || s_world != world || s_count != P))
         s_drop();
     if (!s_comm) {
         rl_comm_id cid;

@@ -130,6 +130,11 @@ rl_comm *rl_comm_init_rank(const rl_comm_id *id, int world, int rank,
 void rl_comm_destroy(rl_comm *c);
 int rl_comm_rank(const rl_comm *c);
 int rl_comm_world(const rl_comm *c);
+/* 1 when this process saw an abort (a recovery, common/runtime/abort.h)
+ * after c was made: its peers may have dropped their ends of it without an
+ * error on this side, so a holder that keeps a communicator across calls
+ * (the weight broadcast) destroys it and joins a new one. */
+int rl_comm_aborted(const rl_comm *c);
 /* How all-reduce travels: "nccl" (options.nccl), "shm" (every rank on one
  * host, shared memory) or "ring" (sockets; also a world of 1). */
 const char *rl_comm_transport(const rl_comm *c);
