@@ -271,6 +271,13 @@ $(BUILD)/tests/test_actor_targets: $(BUILD)/obj/tests/unit/test_actor_targets.o 
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
+# the rollout's CUDA IPC receiver (workers/rollout/weights_ipc.c, in rl-worker) over shared memory
+$(BUILD)/tests/test_rollout_weights_ipc: $(BUILD)/obj/tests/unit/test_rollout_weights_ipc.o \
+        $(BUILD)/obj/workers/rollout/weights_ipc.o $(TEST_COMMON_OBJ) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+
 # the driver's GIFs of LIBERO evaluation episodes (driver/recipes/embodied/libero_gif.c, in rl-driver)
 $(BUILD)/tests/test_sim_libero_gif: $(BUILD)/obj/tests/unit/test_sim_libero_gif.o \
         $(BUILD)/obj/driver/recipes/embodied/libero_gif.o $(TEST_COMMON_OBJ) $(LIB_SIM) $(LIB_A)
@@ -346,9 +353,9 @@ test-gpu: all tests
 # machine without Debian's packages (deploy/gpu-bundle.sh): build here with
 # `make CUDA=1 gpu-bundle`, then run there `BUILD=build-gpu
 # RL_GPU_BENCH=1 tests/gpu_check.sh` with build-gpu carried along.
-GPU_TESTS := test_nn_cuda test_nn_lm_cuda test_nn_cuda_ipc
+GPU_TESTS := test_nn_cuda test_nn_lm_cuda test_nn_flow_cuda test_nn_cuda_ipc test_channel_ipc test_collective_nccl
 gpu-bundle: all tests benches
-	@deploy/gpu-bundle.sh $(BUILD) build-gpu $(addprefix tests/,$(GPU_TESTS)) bench/bench_gpu_train \
+	@deploy/gpu-bundle.sh $(BUILD) build-gpu $(addprefix tests/,$(GPU_TESTS)) bench/bench_gpu_train bench/bench_gpu_weight_sync \
 	    bin/rl-driver bin/rl-worker
 
 # rlrt's GPU engine against PyTorch on the same GPU (CUDA=1; bench/bench_gpu.sh)

@@ -42,6 +42,13 @@
 #   RL_BENCH_ASYNC_ROLLOUT_RANKS (default 1)    rollout ranks sharing them; above 1 the
 #                                          sync arm runs on a cluster with the same ranks
 #   RL_BENCH_ASYNC_EXTRA                   extra overrides for every RL run
+#   RL_BENCH_ASYNC_STALENESS (default 1)   trainer.staleness of the async arms
+#   RL_BENCH_ASYNC_PARTIAL (default 0)     1: the async arms with rollout.partial_rollouts
+#                                          (docs/decisions/partial-rollouts.md); with
+#                                          either knob off its default the page section is
+#                                          bench-async-partial-s<S>-<n>cores (or -s<S>-)
+#                                          and the bench: names start with partial_s<S>_
+#                                          (or s<S>_) instead of async_
 #   RL_BENCH_COMMIT                        the commit to name when the tree has no .git
 #                                          (a copy on another machine)
 # The page's section is named for the core count (bench-async-<n>cores), so
@@ -57,6 +64,14 @@ OUT=${RL_BENCH_ASYNC_OUT:-docs/RESULTS.md}
 CLUSTER=${RL_BENCH_ASYNC_CLUSTER:-examples/cluster-local.yaml}
 EXTRA=${RL_BENCH_ASYNC_EXTRA:-}
 PIN=${RL_BENCH_ASYNC_PIN:-1}
+STALENESS=${RL_BENCH_ASYNC_STALENESS:-1}
+PARTIAL=${RL_BENCH_ASYNC_PARTIAL:-0}
+ASYNC_KEYS="trainer.staleness=$STALENESS"
+[ "$PARTIAL" = 1 ] && ASYNC_KEYS="$ASYNC_KEYS rollout.partial_rollouts=true"
+SECTION=bench-async
+if [ "$STALENESS" != 1 ] || [ "$PARTIAL" = 1 ]; then
+    SECTION=bench-async-$([ "$PARTIAL" = 1 ] && echo partial-)s$STALENESS
+fi
 PY=${RL_BENCH_PYTHON:-/usr/bin/python3}
 DRIVER="$BUILD/bin/rl-driver"
 [ -x "$DRIVER" ] || { echo "bench-async: $DRIVER not built (make)"; exit 2; }
@@ -77,6 +92,8 @@ printf 'name\tkind\testimator\twarm\tseed\twall_s\trc\tcommand\n' >"$RUNS"
     echo "sft_steps=$SFT_STEPS"
     echo "tis=$TIS"
     echo "extra=$EXTRA"
+    echo "staleness=$STALENESS"
+    echo "partial=$PARTIAL"
     echo "cluster=$CLUSTER"
     echo "pin=$PIN"
     echo "rollout_cores=${RL_BENCH_ASYNC_ROLLOUT_CORES:-}"
@@ -170,12 +187,12 @@ sync_run() { # sync_run NAME CLUSTER
 }
 async_run() { # async_run NAME
     # shellcheck disable=SC2086
-    run "$1" rl "$ACLUSTER" "${common[@]}" trainer.output_dir="$DIR/$1" trainer.staleness=1 \
+    run "$1" rl "$ACLUSTER" "${common[@]}" trainer.output_dir="$DIR/$1" $ASYNC_KEYS \
         algorithm.tis_imp_ratio_cap="$TIS" $EXTRA
 }
 async_shared_run() { # async_shared_run NAME: one step off on every core
     # shellcheck disable=SC2086
-    run "$1" rl "$CLUSTER" "${common[@]}" trainer.output_dir="$DIR/$1" trainer.staleness=1 \
+    run "$1" rl "$CLUSTER" "${common[@]}" trainer.output_dir="$DIR/$1" $ASYNC_KEYS \
         algorithm.tis_imp_ratio_cap="$TIS" $EXTRA
 }
 sync_run sync "$CLUSTER"
@@ -198,6 +215,6 @@ sync_run sync_2 "$CLUSTER"
     echo "bench_wall_s=$(awk -v a="$t_all" -v b="$(now)" 'BEGIN{printf "%.0f", b - a}')"
 } >>"$DIR/env.txt"
 mkdir -p "$(dirname "$OUT")"
-"$PY" bench/bench_async_report.py --dir "$DIR" --out "$OUT" --section "bench-async-${NCPU}cores" ||
+"$PY" bench/bench_async_report.py --dir "$DIR" --out "$OUT" --section "$SECTION-${NCPU}cores" ||
     exit 1
 ! awk -F'\t' 'NR > 1 && $7 != 0 {bad = 1} END {exit !bad}' "$RUNS"

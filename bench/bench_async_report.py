@@ -110,7 +110,11 @@ def main():
     delta = fa - fs if fs is not None and fa is not None else float("nan")
     fsh = run["async_shared"].after() if shared else None
     delta_sh = fsh - fs if fs is not None and fsh is not None else float("nan")
-    out = [f"## One-step-off asynchronous training (`make bench-async`, {env.get('nproc')} cores)\n"]
+    stale, partial = env.get("staleness", "1"), env.get("partial", "0") == "1"
+    tag = "async" if stale == "1" and not partial else ("partial_" if partial else "") + f"s{stale}"
+    title = ("One-step-off asynchronous training" if tag == "async" else
+             f"{'Partial rollouts at' if partial else 'Asynchronous training at'} staleness {stale}")
+    out = [f"## {title} (`make bench-async`, {env.get('nproc')} cores)\n"]
     out.append(
         "This section is generated in full by `make bench-async` (`bench/bench_async.sh` runs the "
         "jobs, `bench/bench_async_report.py` writes the section); do not edit it by hand. Run on "
@@ -144,7 +148,15 @@ def main():
         + ("Each arm ran twice, in the order " + ", ".join(order) + ": an arm's step time is the "
            "mean of its runs, so a steady drift of the machine's speed over the bench weighs on "
            "every arm alike" if len(order) >= 4 else "")
-        + f". Step times are means of `timing_s/step` after the first {SKIP} steps.\n")
+        + f". Step times are means of `timing_s/step` after the first {SKIP} steps."
+        + ("" if tag == "async" else
+           f" Here the async arms ran with `trainer.staleness={stale}`"
+           + (" and `rollout.partial_rollouts=true` (a weight version that arrives while rows "
+              "decode is switched in between two decode steps; the rows keep their tokens; "
+              "docs/decisions/partial-rollouts.md)" if partial else "")
+           + f" (`RL_BENCH_ASYNC_STALENESS={stale}"
+           + (" RL_BENCH_ASYNC_PARTIAL=1" if partial else "") + "`).")
+        + "\n")
     out.append(code([runs[n]["command"] for n in ["sft"] + order]) + "\n")
     rows = []
     for i, n in enumerate(order):
@@ -170,6 +182,20 @@ def main():
                 False: "differs from its first run"}
         out.append("The repeats: " + "; ".join(f"{arm}, {said[ok]}" for arm, ok in same.items())
                    + ".\n")
+    if partial:  # how stale the tokens were, and how many rows a switch interrupted
+        trow = [[n, fmt(run[n].mean("async/token_staleness_mean")),
+                 fmt(run[n].mean("async/token_staleness_max"), 2),
+                 fmt(run[n].mean("async/partial_rows"), 2),
+                 " / ".join(fmt(run[n].mean(f"async/tokens_lag_{k}"), 1)
+                            for k in range(int(stale) + 1))]
+                for n in order if arm_of(n) in ("async", "async_shared")]
+        out.append("Per token (means over all steps): how many versions behind the actor each "
+                   "trained token was, the rows per step that hold tokens of two versions or more "
+                   "(a weight switch interrupted them), and the tokens per step at each lag:\n")
+        out.append(table(["run", "token staleness (mean)", "token staleness (max)",
+                          "rows with two versions / step",
+                          "tokens at lag " + " / ".join(str(k) for k in range(int(stale) + 1))],
+                         trow) + "\n")
     prow = []
     for n in order:
         prow.append([n] + [fmt(run[n].mean("timing_s/" + p)) for p in PHASES + ["step"]])
@@ -201,7 +227,7 @@ def main():
         "that the synchronous step leaves idle, while the work of a step stays the same: the "
         f"async runs needed {arm_mean('async', cpu_per_step):.3f} CPU seconds a step, so even with "
         f"every core busy their step could not go below {floor:.3f} of the synchronous step "
-        f"(`bench: async_step_time_ratio_floor = {floor:.3f}`"
+        f"(`bench: {tag}_step_time_ratio_floor = {floor:.3f}`"
         + (f"; async_shared: {floor_sh:.3f}" if shared else "") + ")"
         + (". The target 0.65 is below that floor: this machine cannot meet it with this job; "
            "only a machine on which the synchronous step leaves more of its cores idle could."
@@ -220,14 +246,14 @@ def main():
                   "overlapped generation competed with the update for the cores, so the "
                   "step-time ratio below mixes that with the overlap." if abs(cu - 1) > 0.1
                   else ", so the arms saw about the same machine.") + "\n")
-    out.append(f"`bench: async_step_time_ratio = {ratio:.3f}` (async over sync, target ≤ 0.65: "
+    out.append(f"`bench: {tag}_step_time_ratio = {ratio:.3f}` (async over sync, target ≤ 0.65: "
                + ("met" if ratio <= 0.65 else "not met") + ")"
-               + (f"; `bench: async_step_time_ratio_pinned_sync = {ratio_p:.3f}` (async over "
+               + (f"; `bench: {tag}_step_time_ratio_pinned_sync = {ratio_p:.3f}` (async over "
                   "pinned_sync: the same cluster)" if pinned else "")
-               + (f"; `bench: async_shared_step_time_ratio = {ratio_sh:.3f}` (async_shared over "
+               + (f"; `bench: {tag}_shared_step_time_ratio = {ratio_sh:.3f}` (async_shared over "
                   "sync: the same cluster, " + ("≤ 0.65" if ratio_sh <= 0.65 else "above 0.65")
                   + ")" if shared else "")
-               + f"; `bench: async_val_acc_delta = {delta:+.3f}` (target ≥ −0.03: "
+               + f"; `bench: {tag}_val_acc_delta = {delta:+.3f}` (target ≥ −0.03: "
                + ("met" if delta >= -0.03 else "not met") + f", {pts(delta)} points; the first "
                "run of each arm"
                + (f"; async_shared: {delta_sh:+.3f}" if shared else "") + ").\n")
@@ -235,17 +261,17 @@ def main():
     with open(a.out + ".tmp", "w") as f:
         f.write(page)
     os.replace(a.out + ".tmp", a.out)
-    print(f"bench: async_step_time_ratio = {ratio:.3f}")
+    print(f"bench: {tag}_step_time_ratio = {ratio:.3f}")
     if pinned:
-        print(f"bench: async_step_time_ratio_pinned_sync = {ratio_p:.3f}")
+        print(f"bench: {tag}_step_time_ratio_pinned_sync = {ratio_p:.3f}")
     if shared:
-        print(f"bench: async_shared_step_time_ratio = {ratio_sh:.3f}")
-        print(f"bench: async_shared_val_acc_delta = {delta_sh:.3f}")
-    print(f"bench: async_val_acc_delta = {delta:.3f}")
-    print(f"bench: async_update_time_control = {cu:.3f}")
+        print(f"bench: {tag}_shared_step_time_ratio = {ratio_sh:.3f}")
+        print(f"bench: {tag}_shared_val_acc_delta = {delta_sh:.3f}")
+    print(f"bench: {tag}_val_acc_delta = {delta:.3f}")
+    print(f"bench: {tag}_update_time_control = {cu:.3f}")
     if measured:
         print(f"bench: sync_core_utilisation = {util:.3f}")
-        print(f"bench: async_step_time_ratio_floor = {floor:.3f}")
+        print(f"bench: {tag}_step_time_ratio_floor = {floor:.3f}")
     return 0
 
 

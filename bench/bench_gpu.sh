@@ -15,6 +15,16 @@
 #   gpu_rl_step_vs_cpu                    the GRPO job's step on the CPU ÷ the same job with
 #                                         its actor and rollout on the GPU (bench_gpu_rl.py;
 #                                         RL_BENCH_GPU_RL=0: not run)
+#   gpu_weight_sync_GBps_over_d2d         the 0.5B model's bf16 bytes (~0.99 GB) actor → rollout
+#                                         over CUDA IPC (two processes, rlrt/runtime/channel_ipc.h)
+#                                         ÷ cudaMemcpy device-to-device of the same bytes
+#                                         (bench_gpu_weight_sync.c; target ≥ 0.8)
+#   gpu_weight_sync_0p5b_s                that sync's median seconds (verl publishes 7B in 0.02 s
+#                                         with its checkpoint engine on H20)
+#   gpu_async_step_time_ratio, gpu_async_val_acc_delta, gpu_partial_s2_*,
+#   gpu_e2e_arith_step_vs_cpu, gpu_e2e_diffusion_step_vs_cpu
+#                                         the end-to-end GPU jobs (bench_gpu_e2e.py, its
+#                                         own section bench-gpu-e2e; RL_BENCH_GPU_E2E=0: not run)
 # and rewrites its own section of RL_BENCH_GPU_OUT (default docs/RESULTS.md),
 # between <!-- bench-gpu:begin --> and <!-- bench-gpu:end -->, with the GPU,
 # its driver and the date. On the GPU machine run it from the bundle:
@@ -72,6 +82,9 @@ if [ "${RL_BENCH_GPU_RL:-1}" != 0 ]; then
     echo "$rlb" | grep "^bench:"
 fi
 rstep=$(val "$rlb" gpu_rl_step_vs_cpu)
+wsync=$("$BUILD/bench/bench_gpu_weight_sync" 2>&1); wrc=$?
+echo "$wsync" | grep "^bench:"
+[ $wrc = 0 ] || { echo "bench_gpu: bench_gpu_weight_sync failed (exit $wrc):"; echo "$wsync" | tail -5; }
 rlrow() { echo "$(val "$rlb" gpu_rl_${1}_s_cpu) / $(val "$rlb" gpu_rl_${1}_s_gpu)"; }
 
 section=$(mktemp)
@@ -100,6 +113,8 @@ section=$(mktemp)
     else
         echo "| \`bench: gpu_rl_step_vs_cpu\` | not run |"
     fi
+    echo "| \`bench: gpu_weight_sync_GBps_over_d2d\` (the 0.5B bf16 bytes, $(val "$wsync" gpu_weight_sync_bytes) B, actor → rollout over CUDA IPC ÷ cudaMemcpy device-to-device; target ≥ 0.8) | **$(val "$wsync" gpu_weight_sync_GBps_over_d2d)** ($(val "$wsync" gpu_weight_sync_GBps) GB/s against $(val "$wsync" gpu_weight_sync_d2d_GBps) GB/s) |"
+    echo "| \`bench: gpu_weight_sync_0p5b_s\` (median of 5 syncs; verl: 7B in 0.02 s on H20, its checkpoint engine) | **$(val "$wsync" gpu_weight_sync_0p5b_s)** s (cudaMemcpy: $(val "$wsync" gpu_weight_sync_d2d_s) s) |"
     echo "<!-- bench-gpu:end -->"
 } >"$section"
 if [ -f "$OUT" ] && grep -q "<!-- bench-gpu:begin -->" "$OUT"; then
@@ -116,4 +131,11 @@ else
 fi
 rm -f "$section"
 echo "bench_gpu: wrote the bench-gpu section of $OUT"
-[ $rc = 0 ] && [ $trc = 0 ]
+# the end-to-end GPU jobs (issue 40): their own section of $OUT
+erc=0
+if [ "${RL_BENCH_GPU_E2E:-1}" != 0 ]; then
+    t0=$(date +%s)
+    BUILD=$BUILD "$PYTHON" "$here/bench_gpu_e2e.py" --out "$OUT"; erc=$?
+    echo "bench_gpu: bench_gpu_e2e.py: exit $erc, $(( $(date +%s) - t0 )) s"
+fi
+[ $rc = 0 ] && [ $trc = 0 ] && [ $wrc = 0 ] && [ $erc = 0 ]

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -74,6 +75,34 @@ static long s_rss_kib(void)
     if (f)
         fclose(f);
     return kib;
+}
+
+/* CPU seconds (user + system, all threads) of process pid, from
+ * /proc/pid/stat; 0 when it cannot be read. */
+static double s_cpu_pid(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    unsigned long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+        return 0;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The summed CPU seconds of g's worker processes. */
+static double s_cpu_group(rl_group *g)
+{
+    double t = 0;
+    for (int r = 0; r < rl_group_size(g); r++)
+        t += s_cpu_pid(rl_group_pid(g, r));
+    return t;
 }
 
 static int s_cmp(const void *a, const void *b)
@@ -217,14 +246,15 @@ static double s_fanout(rl_group *actor, rl_group *g, const char *endpoint, int64
                        int64_t version, const char *fanout)
 {
     int n = rl_group_size(g);
-    rl_dataproto *pub = rl_dataproto_new_meta(json_pack("{s:I, s:I, s:i, s:s}", "version",
+    rl_dataproto *pub = rl_dataproto_new_meta(json_pack("{s:I, s:I, s:i, s:s, s:i}", "version",
                                                         (json_int_t)version, "count",
                                                         (json_int_t)count, "receivers", n,
-                                                        "fanout", fanout));
+                                                        "fanout", fanout, "timeout_ms", 280000));
     rl_dataproto **sub = calloc((size_t)n, sizeof *sub);
     for (int r = 0; r < n; r++)
-        sub[r] = rl_dataproto_new_meta(json_pack("{s:s, s:I, s:s}", "endpoint", endpoint, "count",
-                                                 (json_int_t)count, "host", "127.0.0.1"));
+        sub[r] = rl_dataproto_new_meta(json_pack("{s:s, s:I, s:s, s:i}", "endpoint", endpoint,
+                                                 "count", (json_int_t)count, "host",
+                                                 rl_group_address(g, r), "timeout_ms", 280000));
     rl_future *fp = rl_group_call(actor, "weights_send", RL_DISPATCH_RANK_ZERO, pub);
     rl_future *fs = rl_group_call_each(g, "weights_recv", sub);
     rl_future *both[2] = {fs, fp};
@@ -244,36 +274,146 @@ static double s_fanout(rl_group *actor, rl_group *g, const char *endpoint, int64
     return ms;
 }
 
+/* ---- remote nodes: network namespaces (bench/bench_scale_netns.sh) ----------------------
+ * With RL_BENCH_SCALE_NETNS=PREFIX the script has made namespaces PREFIX-0
+ * .. PREFIX-K, node k at 10.88.1.(k+1) behind a rate-limited veth on a
+ * bridge at 10.88.0.1 (the namespace this program runs in). The actor is
+ * alone on node 0 (its link is the sender's NIC); receiver rank r is on
+ * node 1 + r / RL_BENCH_SCALE_PER_NODE. The workers are external: this
+ * program starts them with `ip netns exec` and reaps them. */
+static const char *s_netns;
+static int s_per_node = 8;
+static pid_t *s_ext_pids;
+static int s_n_ext;
+
+static int s_node_of(int rank) { return 1 + rank / s_per_node; }
+
+static pid_t s_spawn_ext(const char *worker, const char *role, int rank, int node)
+{
+    char ns[96], r[16], nd[32], drv[64];
+    snprintf(ns, sizeof ns, "%s-%d", s_netns, node);
+    snprintf(r, sizeof r, "%d", rank);
+    snprintf(nd, sizeof nd, "node%d", node);
+    snprintf(drv, sizeof drv, "tcp://10.88.0.1:5590");
+    pid_t pid = fork();
+    if (pid == 0) {
+        execlp("ip", "ip", "netns", "exec", ns, worker, "--role", role, "--rank", r, "--node", nd,
+               "--driver", drv, "--log-level", "error", "--give-up-s", "120", (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Waits up to timeout_s for the external workers, then kills what is left. */
+static void s_reap_ext(double timeout_s)
+{
+    double t0 = s_now();
+    int left = s_n_ext;
+    while (left && s_now() - t0 < timeout_s) {
+        left = 0;
+        for (int i = 0; i < s_n_ext; i++) {
+            if (s_ext_pids[i] > 0 && waitpid(s_ext_pids[i], NULL, WNOHANG) == 0)
+                left++;
+            else
+                s_ext_pids[i] = 0;
+        }
+        if (left)
+            usleep(20000);
+    }
+    for (int i = 0; i < s_n_ext; i++)
+        if (s_ext_pids[i] > 0) {
+            kill(s_ext_pids[i], SIGKILL);
+            waitpid(s_ext_pids[i], NULL, 0);
+        }
+    free(s_ext_pids);
+    s_ext_pids = NULL;
+    s_n_ext = 0;
+}
+
+/* The cluster of a job of n receivers: local processes, or nodes behind
+ * namespaces. A malloc'ed string. */
+static char *s_cluster_yaml(int n, double hb)
+{
+    size_t cap = 4096 + (size_t)n * 48;
+    char *y = malloc(cap);
+    if (!y)
+        return NULL;
+    if (!s_netns) {
+        snprintf(y, cap,
+                 "driver: {bind: 127.0.0.1, port: 5555}\n"
+                 "nodes: [{name: local, address: 127.0.0.1, launch: local}]\n"
+                 "heartbeat: {interval_s: %.1f, liveness: 3}\n"
+                 "restart: {max_restarts: 3, backoff_s: 0.1, backoff_max_s: 1.0}\n"
+                 "roles: {reward: {count: %d, node: local}, actor: {count: 1, node: local}}\n",
+                 hb, n);
+        return y;
+    }
+    int nodes = 1 + s_node_of(n - 1);
+    size_t len = (size_t)snprintf(y, cap,
+                                  "driver: {bind: 10.88.0.1, address: 10.88.0.1, port: 5590}\n"
+                                  "heartbeat: {interval_s: %.1f, liveness: 3}\n"
+                                  "external_wait_timeout_s: 300\n"
+                                  "nodes:\n", hb);
+    for (int k = 0; k < nodes && len < cap; k++)
+        len += (size_t)snprintf(y + len, cap - len,
+                                "  - {name: node%d, address: 10.88.1.%d, launch: external}\n", k,
+                                k + 1);
+    len += (size_t)snprintf(y + len, cap - len, "roles:\n  actor: {count: 1, node: node0}\n"
+                                                "  reward:\n    count: %d\n    placement:\n", n);
+    for (int r = 0; r < n && len < cap; r++)
+        len += (size_t)snprintf(y + len, cap - len, "      - {rank: %d, node: node%d}\n", r,
+                                s_node_of(r));
+    return y;
+}
+
 static int s_job(int n, const char *worker)
 {
     if (s_check_limits(n))
         return -1;
-    char yaml[1024];
     double hb = 1.0;
-    snprintf(yaml, sizeof yaml,
-             "driver: {bind: 127.0.0.1, port: 5555}\n"
-             "nodes: [{name: local, address: 127.0.0.1, launch: local}]\n"
-             "heartbeat: {interval_s: %.1f, liveness: 3}\n"
-             "restart: {max_restarts: 3, backoff_s: 0.1, backoff_max_s: 1.0}\n"
-             "roles: {reward: {count: %d, node: local}, actor: {count: 1, node: local}}\n",
-             hb, n);
+    if (s_netns) {
+        if (1 + s_node_of(n - 1) > 250) {
+            printf("bench_scale: N = %d needs more than 250 namespaces\n", n);
+            return -1;
+        }
+        s_ext_pids = calloc((size_t)n + 1, sizeof *s_ext_pids);
+        if (!s_ext_pids)
+            s_die("memory");
+        s_ext_pids[s_n_ext++] = s_spawn_ext(worker, "actor", 0, 0);
+        for (int r = 0; r < n; r++)
+            s_ext_pids[s_n_ext++] = s_spawn_ext(worker, "reward", r, s_node_of(r));
+    }
+    char *yaml = s_cluster_yaml(n, hb);
+    if (!yaml)
+        s_die("memory");
     rl_config *cfg = rl_config_parse_string(yaml, strlen(yaml), "bench-scale-cluster.yaml");
+    free(yaml);
     rl_cluster *cl = cfg ? rl_cluster_from_config(cfg) : NULL;
     rl_config *job = rl_roles_job(NULL, 0, NULL);
     if (!cl || !job)
         s_die("cluster");
     long rss0 = s_rss_kib();
     rl_driver_options opt = {.cluster = cl, .job = job, .worker_binary = worker,
-                             .bind_override = "tcp://127.0.0.1:*", .worker_log_level = "warn",
+                             .bind_override = s_netns ? NULL : "tcp://127.0.0.1:*", .worker_log_level = "warn",
                              .test_methods = 1, .ready_timeout_ms = 300000};
     double t0 = s_now();
     rl_driver *d = rl_driver_new(&opt);
     if (!d || rl_driver_start(d)) { /* the largest N that fits is the one before */
         printf("bench_scale: N = %d did not start within 300 s on this machine: %.300s\n", n,
                rl_error_message());
+        for (int i = 0; i < s_n_ext; i++) { /* which external workers are gone, and how */
+            int st = 0;
+            if (s_ext_pids[i] > 0 && waitpid(s_ext_pids[i], &st, WNOHANG) == s_ext_pids[i]) {
+                printf("bench_scale: external worker %d (pid %ld) %s %d\n", i - 1,
+                       (long)s_ext_pids[i], WIFEXITED(st) ? "exited" : "was killed by signal",
+                       WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+                s_ext_pids[i] = 0;
+            }
+        }
         if (d)
             rl_driver_shutdown(d, 30000);
         rl_driver_free(d);
+        s_reap_ext(5);
         return -1;
     }
     rl_group *g = rl_driver_group(d, "reward"), *actor = rl_driver_group(d, "actor");
@@ -290,7 +430,7 @@ static int s_job(int n, const char *worker)
         if (rl_group_call_sync(g, "echo_queued", RL_DISPATCH_DP_COMPUTE, b, NULL))
             s_die("dp_compute");
     double *lat = calloc((size_t)calls, sizeof *lat);
-    double c0 = s_cpu_self();
+    double c0 = s_cpu_self(), w0cpu = s_cpu_group(g);
     for (int i = 0; i < calls; i++) {
         rl_dataproto *out = NULL;
         double a = s_now();
@@ -300,10 +440,22 @@ static int s_job(int n, const char *worker)
         rl_dataproto_free(out);
     }
     double cpu_call = (s_cpu_self() - c0) / calls;
+    double wcpu_call = (s_cpu_group(g) - w0cpu) / calls;
     printf("bench: dispatch_p50_ms_%d = %.3f\n", n, s_pct(lat, calls, 0.5) * 1e3);
     printf("bench: dispatch_p99_ms_%d = %.3f\n", n, s_pct(lat, calls, 0.99) * 1e3);
     printf("bench: driver_cpu_ms_per_step_%d = %.3f\n", n, cpu_call * 1e3);
     printf("bench: driver_cpu_us_per_step_per_worker_%d = %.2f\n", n, cpu_call * 1e6 / n);
+    if (!s_netns) /* external workers: not this program's children to measure */
+        printf("bench: worker_cpu_us_per_call_%d = %.1f\n", n, wcpu_call * 1e6 / n);
+    if (getenv("RL_BENCH_SCALE_ONLY_DISPATCH")) {
+        rl_driver_shutdown(d, 30000);
+        rl_driver_free(d);
+        s_reap_ext(30);
+        rl_cluster_free(cl);
+        rl_config_free(cfg);
+        rl_config_free(job);
+        return 0;
+    }
     free(lat);
     rl_dataproto_free(b);
     long rss1 = s_rss_kib();
@@ -322,8 +474,10 @@ static int s_job(int n, const char *worker)
     fflush(stdout);
 
     /* fan-out: star vs chain, the same buffer */
-    rl_dataproto *o = rl_dataproto_new_meta(json_pack("{s:s, s:i}", "host", "127.0.0.1",
-                                                      "bucket_kib", 256)),
+    int bucket_kib = s_env_int("RL_BENCH_SCALE_BUCKET_KIB", 256);
+    rl_dataproto *o = rl_dataproto_new_meta(json_pack("{s:s, s:i}", "host",
+                                                      rl_group_address(actor, 0), "bucket_kib",
+                                                      bucket_kib)),
                  *eo = NULL;
     if (rl_group_call_sync(actor, "weights_open", RL_DISPATCH_RANK_ZERO, o, &eo))
         s_die("weights_open");
@@ -336,15 +490,29 @@ static int s_job(int n, const char *worker)
     int64_t count = (int64_t)mib << 18;
     double star = 0, chain = 0;
     s_fanout(actor, g, ep, count, ++version, "chain"); /* connects every receiver */
+    /* across rate-limited links a star is N transfers long: not past 32
+     * (the report extrapolates it, linear in N by the link's arithmetic) */
+    int star_reps = s_netns && n > 32 ? 0 : 2;
     for (int rep = 0; rep < 2; rep++) { /* interleaved; best of 2 each */
-        double s1 = s_fanout(actor, g, ep, count, ++version, "star");
+        double s1 = rep < star_reps ? s_fanout(actor, g, ep, count, ++version, "star") : -1;
         double c1 = s_fanout(actor, g, ep, count, ++version, "chain");
         star = rep == 0 || s1 < star ? s1 : star;
         chain = rep == 0 || c1 < chain ? c1 : chain;
     }
     printf("bench: fanout_mib = %d\n", mib);
-    printf("bench: fanout_star_ms_%d = %.1f\n", n, star);
+    printf("bench: fanout_bucket_kib = %d\n", bucket_kib);
+    if (star_reps)
+        printf("bench: fanout_star_ms_%d = %.1f\n", n, star);
     printf("bench: fanout_chain_ms_%d = %.1f\n", n, chain);
+    if (s_netns) { /* external workers: nobody restarts a killed one */
+        rl_driver_shutdown(d, 30000);
+        rl_driver_free(d);
+        s_reap_ext(30);
+        rl_cluster_free(cl);
+        rl_config_free(cfg);
+        rl_config_free(job);
+        return 0;
+    }
     if (n <= 8) {
         double s64 = s_fanout(actor, g, ep, (int64_t)64 << 18, ++version, "star");
         double c64 = s_fanout(actor, g, ep, (int64_t)64 << 18, ++version, "chain");
@@ -386,6 +554,8 @@ int main(void)
     char worker[512];
     snprintf(worker, sizeof worker, "%s/bin/rl-worker", build ? build : "build");
     rl_log_set_level(RL_LOG_ERROR);
+    s_netns = getenv("RL_BENCH_SCALE_NETNS");
+    s_per_node = s_env_int("RL_BENCH_SCALE_PER_NODE", 8);
     const char *ns = getenv("RL_BENCH_SCALE_NS") ? getenv("RL_BENCH_SCALE_NS") : "1 8 32 128 256";
     char buf[256];
     snprintf(buf, sizeof buf, "%s", ns);

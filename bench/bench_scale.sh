@@ -8,7 +8,11 @@
 # /usr/bin/python3, build/venv-ref, build/venv-libero that has it).
 #   bench: dispatch_p50_256_over_8      dp_compute p50 at the largest N over N = 8 (target <= 32)
 #   bench: driver_rss_per_worker_kib    driver RSS growth per worker at the largest N (target <= 1024)
-#   bench: fanout_256_over_1            chain broadcast to the largest N over to 1 receiver (target <= 2)
+#   bench: fanout_256_over_1            chain broadcast to the largest N over to 1 receiver (target <= 2),
+#                                       across network namespaces with rate-limited links
+#                                       (bench/bench_scale_netns.sh; _loopback: all on this machine)
+#   bench: driver_overhead_share_256    driver CPU per step of the real LM job over its step time,
+#                                       extrapolated to 256 workers (bench/bench_scale_lm.py)
 # Knobs: RL_BENCH_SCALE_NS (default "1 8 32 128 256"), RL_BENCH_SCALE_CALLS,
 # RL_BENCH_SCALE_IDLE_S, RL_BENCH_SCALE_FANOUT_MIB (see bench_scale.c).
 set -eu
@@ -21,6 +25,17 @@ rc=0
 BUILD=$BUILD "$BUILD/bench/bench_scale" 2>"$tmp/err.txt" | tee "$tmp/scale.txt" || rc=$?
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 [ $rc = 0 ] || { tail -20 "$tmp/err.txt"; echo "bench_scale exited $rc"; }
+# remote nodes: network namespaces with rate-limited links (root only; says why when skipped)
+BUILD=$BUILD bench/bench_scale_netns.sh "$tmp/netns.txt" 2>"$tmp/netns_err.txt" || {
+    tail -20 "$tmp/netns_err.txt"; rc=1; }
+cat "$tmp/netns.txt" >>"$tmp/scale.txt"
+# a driver restart with 256 external workers running
+BUILD=$BUILD bench/bench_scale_restart.sh "$tmp/restart.txt" >"$tmp/restart_log.txt" 2>&1 || {
+    tail -30 "$tmp/restart_log.txt"; rc=1; }
+cat "$tmp/restart.txt" >>"$tmp/scale.txt" 2>/dev/null
+# the driver's share of a step of the real LM job
+/usr/bin/python3 bench/bench_scale_lm.py "$BUILD" "$tmp/lm.txt" || rc=1
+cat "$tmp/lm.txt" >>"$tmp/scale.txt" 2>/dev/null
 py=""
 for p in /usr/bin/python3 "$BUILD/venv-ref/bin/python" "$BUILD/venv-libero/bin/python"; do
     if [ -x "$p" ] && "$p" -c "import matplotlib" 2>/dev/null; then py=$p; break; fi

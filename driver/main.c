@@ -20,6 +20,7 @@
 #include "common/runtime/net.h"
 #include "rlrt/runtime/cluster.h"
 #include "rlrt/runtime/driver.h"
+#include "common/core/util.h"
 
 static void s_usage(FILE *f)
 {
@@ -306,9 +307,29 @@ int main(int argc, char **argv)
 
     /* the recipe says which cluster roles it calls and whether the workers
      * serve the selftest's test methods */
+    /* the run's job id lives in its output directory: a --resume runs under
+     * it again, so external workers that outlived the old driver rejoin */
+    const char *out_dir = NULL;
+    char id_path[PATH_MAX] = "", job_id[17] = "";
+    if (!rl_config_get_string_or(job, RL_CFG_PATH(&rl_trainer_section, rl_trainer_config,
+                                                  output_dir), NULL, &out_dir) &&
+        out_dir && out_dir[0])
+        snprintf(id_path, sizeof id_path, "%s/job_id", out_dir);
+    if (resume && id_path[0]) {
+        FILE *f = fopen(id_path, "r");
+        if (f) {
+            if (fscanf(f, "%16s", job_id) != 1)
+                job_id[0] = 0;
+            fclose(f);
+            if (job_id[0])
+                rl_log_info("resuming job %s (%s): its external workers may rejoin", job_id,
+                            id_path);
+        }
+    }
     rl_driver_options opt = {.cluster = cl, .job = job, .worker_binary = worker,
                              .bind_override = bind, .worker_log_level = level,
-                             .roles = recipe->roles, .test_methods = recipe->test_methods};
+                             .roles = recipe->roles, .test_methods = recipe->test_methods,
+                             .job_id = job_id[0] ? job_id : NULL};
     rl_driver *d = rl_driver_new(&opt);
     if (!d) {
         rl_log_error("%s", rl_error_message());
@@ -322,6 +343,13 @@ int main(int argc, char **argv)
         status = 1;
     } else {
         rl_log_info("all workers ready (job %s); running %s", rl_driver_job_id(d), recipe->name);
+        FILE *f = id_path[0] && !rl_mkdir_p(out_dir) ? fopen(id_path, "w") : NULL;
+        if (f) {
+            fprintf(f, "%s\n", rl_driver_job_id(d));
+            fclose(f);
+        } else if (id_path[0]) {
+            rl_log_warn("cannot write %s: a --resume will run under a new job id", id_path);
+        }
         int rc = recipe->loop ? rl_recipe_run(d, job, recipe->loop) : recipe->run(d, job);
         if (rl_driver_interrupted(d)) {
             rl_log_info("interrupted: shutting down cleanly");

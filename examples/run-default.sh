@@ -59,6 +59,51 @@ if [ "${RL_RUN:-}" = diffusion ]; then
     echo "before (top) / after (bottom), one ODE sample per prompt: runs/dance_grpo_scorer/before_after.png"
     exit 0
 fi
+# `RL_RUN=gpu make CUDA=1 run`: the same job with the actor and the rollout on
+# GPU 0 (examples/cluster-gpu.yaml; the reward on the CPU cores; weights over
+# CUDA IPC), from a warm start trained on the GPU (runs/arith_sft_gpu);
+# `RL_RUN=gpu-async`: one step off (trainer.staleness=1 with TIS);
+# `RL_RUN=gpu-diffusion`: diffusion GRPO of the clip generator (MLP trunk)
+# with the JPEG compressibility reward from a random initialisation (no
+# dataset, no scorer). Each prints the mean step time and its phases.
+case ${RL_RUN:-} in
+gpu | gpu-async | gpu-diffusion)
+    nvidia-smi -L >/dev/null 2>&1 || { echo "RL_RUN=$RL_RUN: no NVIDIA GPU (nvidia-smi -L failed)"; exit 1; }
+    # a bundle of `make CUDA=1 gpu-bundle` brings its libraries (deploy/gpu-bundle.sh)
+    [ -f "$BUILD/lib.tar.gz" ] && [ ! -d "$BUILD/lib" ] && tar -xzf "$BUILD/lib.tar.gz" -C "$BUILD"
+    [ -d "$BUILD/lib" ] && LD_LIBRARY_PATH="$(cd "$BUILD/lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" &&
+        export LD_LIBRARY_PATH
+    G="$BUILD/bin/rl-driver --cluster examples/cluster-gpu.yaml"
+    if [ "$RL_RUN" = gpu-diffusion ]; then
+        out=runs/dance_grpo_jpeg_gpu
+        $G --config examples/dance_grpo_jpeg.yaml model.init_from= data.fid_model= reward.scorer_path= \
+            actor.device=cuda rollout.device=cuda trainer.output_dir=$out "$@"
+    else
+        if [ ! -f runs/arith_sft_gpu/final/model.safetensors ]; then
+            echo "== supervised warm start on the GPU (runs/arith_sft_gpu/final is missing)"
+            $G --config examples/arith_sft.yaml actor.device=cuda trainer.output_dir=runs/arith_sft_gpu
+        fi
+        out=runs/arith_grpo_gpu more=
+        [ "$RL_RUN" = gpu-async ] && out=runs/arith_grpo_gpu_async more="trainer.staleness=1 algorithm.tis_imp_ratio_cap=2.0"
+        echo "== GRPO on the GPU from the warm start ($out)"
+        # shellcheck disable=SC2086
+        $G --config examples/arith_grpo.yaml model.init_from=runs/arith_sft_gpu/final actor.device=cuda \
+            rollout.device=cuda trainer.output_dir=$out $more "$@"
+        grep -h '"val/accuracy"' $out/metrics.jsonl | sed -n '1p;$p' | \
+            sed 's/.*"step": \([0-9]*\).*"val\/accuracy": \([0-9.e-]*\).*/validation accuracy at step \1: \2/'
+    fi
+    ${PYTHON:-python3} - "$out/metrics.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+rows = [r for r in rows if r.get("step", 0) > 1 and "timing_s/step" in r]
+ks = ["step", "gen", "reward", "old_log_prob", "update_actor", "sync_weights"]
+if rows:
+    print("mean over steps 2..%d (s): " % rows[-1]["step"] + ", ".join(
+        "%s %.3f" % (k, sum(r.get("timing_s/" + k, 0.0) for r in rows) / len(rows)) for k in ks))
+PY
+    exit 0
+    ;;
+esac
 if [ "${RL_RUN:-}" = libero ]; then
     LD="$BUILD/bin/rl-driver --cluster examples/cluster-libero.yaml"
     LT="$BUILD/bin/rl-driver --cluster examples/cluster-libero-rl.yaml"

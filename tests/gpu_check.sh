@@ -3,9 +3,17 @@
 #
 # * test_nn_cuda: every CUDA kernel against its CPU twin, forward and
 #   backward, on ragged shapes; test_nn_lm_cuda: the transformer on the GPU
-#   against the CPU (outputs and every gradient); test_nn_cuda_ipc: a
+#   against the CPU (outputs and every gradient); test_nn_flow_cuda: the
+#   flow kinds (flow_policy, image_classifier, clip_flow's MLP trunk) on the
+#   GPU against the CPU (quantities, gradients, AdamW steps, ODE/SDE
+#   sampling) and their new kernels; test_nn_cuda_ipc: a
 #   device block shared with a second process (CUDA IPC). GPU_TESTS names
-#   them.
+#   them. test_channel_ipc: the weight channel over CUDA IPC between two
+#   processes (each version equal to the sender's; a sender killed
+#   mid-version leaves the previous one); test_collective_nccl: the NCCL
+#   collectives (one rank; two ranks on the GPU where NCCL >= 2.30 allows
+#   it, else a skip naming the version; dead and stuck peers). NCCL is
+#   dlopen()ed: PyPI's nvidia-nccl-cu13 lib folder goes on LD_LIBRARY_PATH.
 # * tests/integration/gpu_jobs.py: real jobs with actor.device=cuda and
 #   rollout.device=cuda (SFT against the CPU actor step for step, GRPO, a
 #   resume on the GPU, GPU generation against the CPU's); needs
@@ -13,7 +21,13 @@
 #
 # * With RL_GPU_BENCH=1, `bench/bench_gpu.sh` (make bench-gpu): the engine
 #   against PyTorch on the same GPU, its RESULTS section written to
-#   RL_BENCH_GPU_OUT (default docs/RESULTS.md).
+#   RL_BENCH_GPU_OUT (default docs/RESULTS.md); then the end-to-end GPU jobs
+#   (bench/bench_gpu_e2e.py: arithmetic GRPO synchronous, one step off and
+#   at staleness 2 with partial rollouts, its CPU twin, diffusion GRPO on
+#   the GPU and the CPU; RL_BENCH_GPU_E2E=0 leaves them out), their own
+#   section bench-gpu-e2e. Every part prints `gpu_check: time: PART: S s`:
+#   trim with GPU_TESTS, RL_BENCH_GPU_RL=0, RL_BENCH_GPU_E2E_STEPS, ... when
+#   the device time is short.
 #
 # * compute-sanitizer (last: the slowest): memcheck, racecheck, synccheck
 #   and initcheck over test_nn_cuda, memcheck over test_nn_lm_cuda (each run
@@ -21,7 +35,10 @@
 #   narrows test_nn_cuda's list): out-of-bounds or
 #   uninitialised device memory, shared-memory races, barrier misuse.
 #
-# The device run (about 6 minutes on an H200 with the bench, 2026-11-28),
+# The device run (about 6 minutes on an H200 with the bench, 2026-11-28,
+# before the weight-channel IPC, NCCL and FSDP checks: add about 2; the
+# end-to-end jobs, gpu_jobs.py's job 6 and bench_gpu_e2e.py, are not
+# measured yet: guessed 1-3 more, see the `gpu_check: time:` lines),
 # prepared here with `make CUDA=1 gpu-bundle` (carry build-gpu):
 #   cp docs/RESULTS.md $OUT/ && BUILD=build-gpu RL_GPU_BENCH=1 \
 #     RL_BENCH_GPU_OUT=$OUT/RESULTS.md tests/gpu_check.sh 2>&1 | tee $OUT/gpu_check.log
@@ -37,7 +54,16 @@ BUILD=${BUILD:-build-cuda}
 # machine lacks (deploy/gpu-bundle.sh), packed in lib.tar.gz
 [ -f "$BUILD/lib.tar.gz" ] && [ ! -d "$BUILD/lib" ] && tar -xzf "$BUILD/lib.tar.gz" -C "$BUILD"
 [ -d "$BUILD/lib" ] && export LD_LIBRARY_PATH="$(cd "$BUILD/lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-tests=${GPU_TESTS:-test_nn_cuda test_nn_lm_cuda test_nn_cuda_ipc}
+# NCCL is dlopen()ed (collective_nccl.h), never bundled: on the GPU machine it
+# comes from PyTorch's PyPI wheel nvidia-nccl-cu13
+nccl_dir=$(${PYTHON:-python3} -c 'import nvidia.nccl as m,os;print(os.path.dirname(m.__file__) if getattr(m, "__file__", None) else list(m.__path__)[0])' 2>/dev/null)
+if [ -n "$nccl_dir" ] && [ -d "$nccl_dir/lib" ]; then
+    export LD_LIBRARY_PATH="$nccl_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "gpu_check: NCCL from $nccl_dir/lib ($(ls "$nccl_dir/lib" | tr '\n' ' '))"
+else
+    echo "gpu_check: no PyPI nvidia-nccl (python3 -c 'import nvidia.nccl' failed): NCCL from the loader's path, if any"
+fi
+tests=${GPU_TESTS:-test_nn_cuda test_nn_lm_cuda test_nn_flow_cuda test_nn_cuda_ipc test_channel_ipc test_collective_nccl}
 for t in $tests; do
     [ -x "$BUILD/tests/$t" ] || { echo "gpu_check: $BUILD/tests/$t not built (make CUDA=1 tests)"; exit 1; }
 done
@@ -46,23 +72,30 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 rc=0
+# per-part wall times, so a later session can trim to the device time it has
+t_start=$(date +%s)
+t_part=$t_start
+took() { local now; now=$(date +%s); echo "gpu_check: time: $1: $((now - t_part)) s (total $((now - t_start)) s)"; t_part=$now; }
 for t in $tests; do
     bin=$BUILD/tests/$t
     echo "== $bin"
     out=$("$bin" 2>&1); r=$?
+    took "$t"
     echo "$out" | grep -E "OK|FAILED|SKIPPED|skip:|\[  ERROR|cuda|Error"
     # a skip is a failure here, except the tests of the machine without a GPU
-    if [ $r != 0 ] || echo "$out" | grep "^\[  SKIPPED \] test_" | grep -vq "_without_gpu$"; then
+    if [ $r != 0 ] || echo "$out" | grep "^\[  SKIPPED \] test_" | grep -vqE "_(without_gpu|where_allowed)$"; then
         echo "$out" | sed 's/^/    | /'   # the whole output: the measured distances
         echo "gpu_check: $t failed or skipped (exit $r)"; rc=1
     fi
 done
 echo "== tests/integration/gpu_jobs.py"
 BUILD=$BUILD ${PYTHON:-python3} "$(dirname "$0")/integration/gpu_jobs.py"; r=$?
+took gpu_jobs.py
 [ $r = 0 ] || { echo "gpu_check: gpu_jobs.py: exit $r"; rc=1; }
 if [ "${RL_GPU_BENCH:-0}" = 1 ]; then
     echo "== bench/bench_gpu.sh"
     BUILD=$BUILD PYTHON=${PYTHON:-python3} "$(dirname "$0")/../bench/bench_gpu.sh" || { echo "gpu_check: bench_gpu failed"; rc=1; }
+    took bench_gpu.sh
 fi
 cs=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
 if [ ! -x "$cs" ]; then
@@ -72,6 +105,10 @@ else
     # (racecheck and initcheck over whole models take many minutes). Each
     # run is bounded: a timeout is a failure, named.
     for t in $tests; do
+        # the weight channel's IPC and the NCCL tests launch no kernel of
+        # ours (cudaMemcpy and NCCL's own), and NCCL under the sanitizer is
+        # slow enough to eat the device run: not sanitized
+        case $t in test_channel_ipc|test_collective_nccl) continue ;; esac
         tools=${RL_SANITIZER_TOOLS:-memcheck racecheck synccheck initcheck}
         [ "$t" = test_nn_cuda ] || tools=memcheck
         for tool in $tools; do
@@ -81,6 +118,7 @@ else
             r=${PIPESTATUS[0]}
             [ $r = 124 ] && echo "gpu_check: $tool $t: timed out after ${RL_SANITIZER_TIMEOUT:-60} s"
             [ $r = 0 ] || { echo "gpu_check: $tool $t: exit $r"; rc=1; }
+            took "$tool $t"
         done
     done
 fi

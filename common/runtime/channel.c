@@ -5,6 +5,7 @@
 #include "rlrt/error.h"
 #include "common/runtime/abort.h"
 #include "common/runtime/net.h"
+#include "common/runtime/weight_version.h"
 #include "rlrt/wire.h"
 
 #include <errno.h>
@@ -166,8 +167,9 @@ void rl_channel_free(rl_channel *ch)
 /* ---- weight channel ----------------------------------------------------------------
  * receiver -> sender: HAVE  {magic "RLWH", rank + 1 (0: none), version}    16 bytes
  *                     [+ one frame: the receiver's chain input endpoint]
- * sender -> receiver: ROUTE {magic "RLWR", next rank + 1, version}         16 bytes
- *                     + one frame: the endpoint to forward to ("" for none)
+ * sender -> receiver: ROUTE {magic "RLWR", first next rank + 1, version}   16 bytes
+ *                     + one frame: the endpoints to forward to, separated by
+ *                       spaces, at most S_MAX_NEXT ("" for none)
  * sender or upstream receiver -> receiver:
  *                     BUCKET{magic "RLWB", index, n_buckets, pad, version, offset,
  *                             count, total}                              48 bytes
@@ -180,6 +182,12 @@ void rl_channel_free(rl_channel *ch)
  * version it has a ROUTE for, as it arrives, through a PUSH connected to the
  * next input, and acknowledges to the sender itself. A bucket from the
  * input waits for that version's ROUTE (the sender sent it first).
+ * When the inputs are on more than one host, the chain runs over the hosts
+ * (nodes) instead: the lowest rank of each host (its head) forwards to the
+ * next host's head and to up to S_MAX_NEXT - 1 of its host's other ranks
+ * (the rest of them in a chain after the last of those), so a version
+ * crosses each node's link once and the pipeline fill counts nodes, not
+ * ranks.
  */
 
 #define S_MAGIC_HAVE 0x48574c52u   /* "RLWH" */
@@ -187,6 +195,8 @@ void rl_channel_free(rl_channel *ch)
 #define S_MAGIC_BUCKET 0x42574c52u /* "RLWB" */
 #define S_MAX_RECEIVERS 1024
 #define S_FORWARD_LINGER_MS 5000
+#define S_MAX_NEXT 16 /* forwards of one receiver (a host's head: the next head + locals) */
+#define S_ROUTE_MAX (S_MAX_NEXT * RL_NET_ENDPOINT_MAX)
 
 typedef struct {
     uint32_t magic, rank1;
@@ -352,6 +362,98 @@ static int s_cmp_rank(const void *a, const void *b)
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
+/* The host of a chain input "tcp://HOST:PORT[|key]" into out (size n). */
+static void s_host(const char *ep, char *out, size_t n)
+{
+    const char *a = strstr(ep, "://");
+    a = a ? a + 3 : ep;
+    const char *bar = strchr(a, '|');
+    size_t len = bar ? (size_t)(bar - a) : strlen(a);
+    const char *colon = NULL;
+    for (size_t i = 0; i < len; i++)
+        if (a[i] == ':')
+            colon = a + i;
+    if (colon)
+        len = (size_t)(colon - a);
+    snprintf(out, n, "%.*s", (int)(len < n ? len : n - 1), a);
+}
+
+/* Where each of chain[0..nc) (rank order) forwards: nexts[c * S_MAX_NEXT
+ * + j] (-1 ends the list) index chain, and (*eps)[c * S_ROUTE_MAX] is the
+ * ROUTE's frame, their inputs joined by spaces. One host: the rank chain.
+ * More: the chain of the hosts' heads, each head also feeding its host's
+ * ranks (see the protocol comment). NULL on no memory. */
+static int *s_plan(s_peer **chain, int nc, char **eps)
+{
+    size_t m = nc ? (size_t)nc : 1;
+    int *nexts = malloc(sizeof *nexts * m * S_MAX_NEXT), *head = malloc(sizeof *head * m);
+    char (*host)[RL_NET_ENDPOINT_MAX] = malloc(sizeof *host * m);
+    *eps = calloc(m, S_ROUTE_MAX);
+    if (!nexts || !head || !host || !*eps) {
+        free(nexts);
+        free(head);
+        free(host);
+        free(*eps);
+        *eps = NULL;
+        rl_error_set(RL_ENOMEM, "weight sender: out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < m * S_MAX_NEXT; i++)
+        nexts[i] = -1;
+    int hosts = 0;
+    for (int c = 0; c < nc; c++) {
+        s_host(chain[c]->input, host[c], sizeof host[c]);
+        head[c] = c;
+        for (int j = 0; j < c; j++)
+            if (head[j] == j && strcmp(host[j], host[c]) == 0) {
+                head[c] = j;
+                break;
+            }
+        hosts += head[c] == c;
+    }
+    for (int c = 0; c < nc; c++) {
+        int *nx = nexts + (size_t)c * S_MAX_NEXT, k = 0;
+        if (hosts <= 1) {
+            if (c + 1 < nc)
+                nx[k++] = c + 1;
+        } else if (head[c] == c) {
+            for (int j = c + 1; j < nc; j++) /* the next host's head */
+                if (head[j] == j) {
+                    nx[k++] = j;
+                    break;
+                }
+            int locals = 0; /* its own ranks: the first S_MAX_NEXT - 1 */
+            for (int j = c + 1; j < nc && locals < S_MAX_NEXT - 1; j++)
+                if (head[j] == c) {
+                    nx[k++] = j;
+                    locals++;
+                }
+        } else { /* a local rank past its head's S_MAX_NEXT - 1: the one after it */
+            int before = 0, after = -1;
+            for (int j = head[c] + 1; j < nc; j++) {
+                if (head[j] != head[c])
+                    continue;
+                if (j < c)
+                    before++;
+                else if (j > c) {
+                    after = j;
+                    break;
+                }
+            }
+            if (before >= S_MAX_NEXT - 2 && after >= 0)
+                nx[k++] = after;
+        }
+        char *ep = *eps + (size_t)c * S_ROUTE_MAX;
+        size_t at = 0;
+        for (int j = 0; j < k; j++)
+            at += (size_t)snprintf(ep + at, S_ROUTE_MAX - at, "%s%s", j ? " " : "",
+                                   chain[nx[j]]->input);
+    }
+    free(head);
+    free(host);
+    return nexts;
+}
+
 /* Tells every chainable receiver where to forward `version` (chain: the
  * next one's input in rank order; star: nowhere) and returns in *direct the
  * receivers the sender itself sends to (chain: the head and any receiver
@@ -373,20 +475,34 @@ static int s_route(rl_weight_sender *s, uint64_t version, s_peer **direct, int *
     qsort(chain, (size_t)nc, sizeof *chain, s_cmp_rank);
     if (nc)
         direct[nd++] = chain[0];
+    char *eps = NULL;
+    int *nexts = s_plan(chain, nc, &eps);
+    if (!nexts) {
+        free(chain);
+        return rl_error_code();
+    }
     int rc = RL_OK;
     for (int i = 0; i < s->n_peers && !rc; i++) {
-        s_peer *p = &s->peers[i], *next = NULL;
+        s_peer *p = &s->peers[i];
         if (!p->input[0])
             continue; /* it cannot forward, and ignores routes */
-        for (int c = 0; c + 1 < nc; c++)
-            if (chain[c] == p)
-                next = chain[c + 1];
-        s_have h = {S_MAGIC_ROUTE, next ? (uint32_t)next->rank + 1 : 0, version};
-        const char *ep = next ? next->input : "";
+        int c = 0, first = -1;
+        while (c < nc && chain[c] != p)
+            c++;
+        char *ep = eps; /* "" when it is not in the chain (star) */
+        if (c < nc) {
+            ep = eps + (size_t)c * S_ROUTE_MAX;
+            first = nexts[(size_t)c * S_MAX_NEXT];
+        }
+        s_have h = {S_MAGIC_ROUTE, first >= 0 ? (uint32_t)chain[first]->rank + 1 : 0, version};
+        if (c == nc)
+            ep = "";
         if (zmq_send(s->sock, p->id, p->id_len, ZMQ_SNDMORE) < 0) {
             if (zmq_errno() == EHOSTUNREACH) { /* gone (a restarted rank's old process) */
                 *gone = i;
                 free(chain);
+                free(nexts);
+                free(eps);
                 return 1;
             }
             rc = rl_error_wrap(s_zerr("weight channel route"), "to rank %d", p->rank);
@@ -395,6 +511,8 @@ static int s_route(rl_weight_sender *s, uint64_t version, s_peer **direct, int *
             rc = rl_error_wrap(s_zerr("weight channel route"), "to rank %d", p->rank);
     }
     free(chain);
+    free(nexts);
+    free(eps);
     *n_direct = nd;
     return rc;
 }
@@ -501,9 +619,10 @@ struct rl_weight_receiver {
     void *ctx;
     void *sock;    /* DEALER to the sender */
     void *in;      /* PULL: buckets from the previous receiver of a chain (NULL: unranked) */
-    void *out;     /* PUSH to the next receiver's input (NULL: none) */
+    void *out[S_MAX_NEXT]; /* PUSHes to the next receivers' inputs (n_out of them) */
+    int n_out;
     int rank;
-    char input[RL_NET_ENDPOINT_MAX], next[RL_NET_ENDPOINT_MAX];
+    char input[RL_NET_ENDPOINT_MAX], next[S_ROUTE_MAX]; /* next: the ROUTE's frame */
     int next_rank;
     uint64_t route_version; /* the version the current route is for */
     int64_t count;
@@ -608,9 +727,17 @@ rl_weight_receiver *rl_weight_receiver_new(const char *endpoint, int64_t count)
 
 /* A ROUTE from the sender (header read into h): forward `version` to the
  * endpoint it names ("" : to nobody). Reconnects only when it changed. */
+static void s_close_outs(rl_weight_receiver *r)
+{
+    for (int i = 0; i < r->n_out; i++)
+        zmq_close(r->out[i]);
+    r->n_out = 0;
+    r->next[0] = 0;
+}
+
 static int s_take_route(rl_weight_receiver *r, const s_have *h)
 {
-    char ep[RL_NET_ENDPOINT_MAX] = "";
+    char ep[S_ROUTE_MAX] = "";
     int n = rl_net_more(r->sock) ? zmq_recv(r->sock, ep, sizeof ep - 1, 0) : 0;
     int more = rl_net_more(r->sock);
     rl_net_drain(r->sock);
@@ -620,24 +747,33 @@ static int s_take_route(rl_weight_receiver *r, const s_have *h)
     if ((int)strlen(ep) != n || (n > 0) != (h->rank1 > 0))
         return rl_error_set(RL_EPROTO, "weight channel: malformed route");
     if (strcmp(ep, r->next) != 0) {
-        if (r->out)
-            zmq_close(r->out);
-        r->out = NULL;
-        r->next[0] = 0;
-        if (n) {
+        s_close_outs(r);
+        char list[S_ROUTE_MAX], *save = NULL;
+        memcpy(list, ep, (size_t)n + 1);
+        for (char *tok = strtok_r(list, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+            if (r->n_out == S_MAX_NEXT || strlen(tok) >= RL_NET_ENDPOINT_MAX) {
+                s_close_outs(r);
+                return rl_error_set(RL_EPROTO, "weight channel: route of more than %d endpoints "
+                                               "or one too long", S_MAX_NEXT);
+            }
             /* a receiver freed right after its version completed still
              * delivers what it forwarded: its context waits up to this long */
             int hwm = 0, linger = S_FORWARD_LINGER_MS;
-            r->out = zmq_socket(r->ctx, ZMQ_PUSH);
-            if (!r->out)
+            void *o = zmq_socket(r->ctx, ZMQ_PUSH);
+            if (!o) {
+                s_close_outs(r);
                 return s_zerr("weight channel: forward socket");
-            zmq_setsockopt(r->out, ZMQ_LINGER, &linger, sizeof linger);
-            zmq_setsockopt(r->out, ZMQ_SNDHWM, &hwm, sizeof hwm);
-            if (rl_net_connect(r->out, ep))
-                return rl_error_wrap(rl_error_code(), "weight channel: rank %d forwarding to rank %u",
-                                     r->rank, h->rank1 - 1);
-            snprintf(r->next, sizeof r->next, "%s", ep);
+            }
+            r->out[r->n_out++] = o;
+            zmq_setsockopt(o, ZMQ_LINGER, &linger, sizeof linger);
+            zmq_setsockopt(o, ZMQ_SNDHWM, &hwm, sizeof hwm);
+            if (rl_net_connect(o, tok)) {
+                s_close_outs(r);
+                return rl_error_wrap(rl_error_code(), "weight channel: rank %d forwarding to %s",
+                                     r->rank, tok);
+            }
         }
+        snprintf(r->next, sizeof r->next, "%s", ep);
     }
     r->next_rank = (int)h->rank1 - 1;
     r->route_version = h->version;
@@ -647,6 +783,10 @@ static int s_take_route(rl_weight_receiver *r, const s_have *h)
 /* One message from `sock` (the DEALER or the chain input): a ROUTE, or a
  * bucket, forwarded down the chain when it is new and routed. *done = 1
  * when it completed a version (switched and acknowledged). */
+/* How long a chained receiver waits for the route of a bucket that came
+ * before it, even when its caller does not wait. */
+enum { S_ROUTE_WAIT_MS = 2000 };
+
 static int s_take_message(rl_weight_receiver *r, void *sock, int64_t deadline, uint64_t base, int *done)
 {
     union {
@@ -695,15 +835,20 @@ static int s_take_message(rl_weight_receiver *r, void *sock, int64_t deadline, u
         return RL_OK;
     }
     /* a bucket down the chain: the sender sent this version's route to us
-     * before it sent the head anything, so it is on its way */
+     * before it sent the head anything, so it is on its way; a caller that
+     * does not wait (timeout 0: partial rollouts) waits for it up to
+     * S_ROUTE_WAIT_MS all the same, so the bucket is not lost */
+    int64_t rdl = deadline >= 0 && deadline < s_now_ms() + S_ROUTE_WAIT_MS
+                      ? s_now_ms() + S_ROUTE_WAIT_MS
+                      : deadline;
     while (sock == r->in && r->route_version < h.version) {
-        int rc = s_wait(r->sock, ZMQ_POLLIN, deadline, base, "weight channel: waiting for the route");
+        int rc = s_wait(r->sock, ZMQ_POLLIN, rdl, base, "weight channel: waiting for the route");
         if (rc == RL_ETIMEOUT)
             rc = rl_error_set(RL_ETIMEOUT, "weight channel: rank %d got version %llu from upstream "
                                            "but no route for it", r->rank,
                               (unsigned long long)h.version);
         int sub = 0;
-        if (rc || (rc = s_take_message(r, r->sock, deadline, base, &sub))) {
+        if (rc || (rc = s_take_message(r, r->sock, rdl, base, &sub))) {
             zmq_msg_close(&data);
             return rc;
         }
@@ -743,15 +888,16 @@ static int s_take_message(rl_weight_receiver *r, void *sock, int64_t deadline, u
     if (h.n_buckets == r->n_buckets)
         r->per = per;
     if (h.n_buckets == r->n_buckets && !r->got[h.index]) {
-        if (r->out && r->route_version == h.version) { /* forward first: the pipeline */
-            zmq_msg_t fwd;
+        for (int o = 0; r->route_version == h.version && o < r->n_out; o++) {
+            zmq_msg_t fwd; /* forward first: the pipeline (the frame is shared, not copied) */
             zmq_msg_init(&fwd);
-            if (zmq_msg_copy(&fwd, &data) || zmq_send(r->out, &h, sizeof h, ZMQ_SNDMORE) < 0 ||
-                zmq_msg_send(&fwd, r->out, 0) < 0) {
+            if (zmq_msg_copy(&fwd, &data) || zmq_send(r->out[o], &h, sizeof h, ZMQ_SNDMORE) < 0 ||
+                zmq_msg_send(&fwd, r->out[o], 0) < 0) {
                 zmq_msg_close(&fwd);
                 zmq_msg_close(&data);
-                return rl_error_wrap(s_zerr("weight channel forward"), "rank %d to rank %d", r->rank,
-                                     r->next_rank);
+                return rl_error_wrap(s_zerr("weight channel forward"), "rank %d to %s (its "
+                                     "forward %d of %d; the first is rank %d)", r->rank,
+                                     r->next, o + 1, r->n_out, r->next_rank);
             }
         }
         memcpy(r->staging + h.offset, zmq_msg_data(&data), h.count * sizeof(float));
@@ -818,8 +964,7 @@ void rl_weight_receiver_free(rl_weight_receiver *r)
 {
     if (!r)
         return;
-    if (r->out)
-        zmq_close(r->out);
+    s_close_outs(r);
     if (r->in)
         zmq_close(r->in);
     s_sock_close(r->ctx, r->sock);
@@ -828,3 +973,5 @@ void rl_weight_receiver_free(rl_weight_receiver *r)
     free(r->got);
     free(r);
 }
+
+void rl_weight_channel_note_version(uint64_t v) { s_note_version(v); }

@@ -6,6 +6,7 @@
 #include "rlrt/error.h"
 #include "common/runtime/abort.h"
 #include "common/runtime/collective_shm.h"
+#include "common/runtime/collective_nccl.h"
 #include "common/runtime/net.h"
 
 #include <arpa/inet.h>
@@ -37,6 +38,7 @@ struct rl_comm {
     int timeout_ms;
     int64_t seg; /* floats per segment */
     uint64_t abort_base; /* the running operation's (common/runtime/abort.h) */
+    uint64_t aborts0;    /* rl_abort_count() when made (rl_comm_aborted) */
     /* Segments sent zero-copy (zmq_msg_init_data on the caller's buffer)
      * that ZeroMQ still holds: every operation waits for 0 before it
      * returns, so the buffers are the caller's again (s_wait_refs). ZeroMQ's
@@ -50,6 +52,7 @@ struct rl_comm {
     char right_ep[S_EP_MAX + 32];
     char ctl_ep[S_EP_MAX + 32]; /* rank 0: the rendezvous endpoint it bound */
     rl_comm_shm *shm;           /* every rank on one host: all-reduce's path */
+    rl_nccl *nccl;              /* options.nccl: device buffers over NCCL */
 };
 
 void rl_shard_range(int64_t total, int world, int rank, int64_t *begin, int64_t *end)
@@ -72,6 +75,7 @@ void rl_comm_options_default(rl_comm_options *o)
     o->listen_host = NULL;
     o->io_threads = 1;
     o->shared_memory = 1;
+    o->nccl = 0;
 }
 
 /* ---- ids -------------------------------------------------------------------------- */
@@ -501,6 +505,32 @@ static int s_shm_agree(rl_comm *c, const char *nonce, const rl_comm_options *o)
     return rc;
 }
 
+/* options.nccl: rank 0 makes the ncclUniqueId and broadcasts it over the
+ * ring just set up (whose id the driver handed out), then every rank joins
+ * the NCCL communicator on its current CUDA device. */
+static rl_comm *s_nccl_setup(rl_comm *c)
+{
+    unsigned char uid[RL_NCCL_ID_BYTES];
+    float words[RL_NCCL_ID_BYTES / sizeof(float)] = {0};
+    int rc = c->rank == 0 ? rl_nccl_unique_id(uid) : RL_OK;
+    if (!rc && c->rank == 0)
+        memcpy(words, uid, sizeof uid);
+    /* broadcast moves bytes (no arithmetic): the id arrives bit for bit */
+    if (!rc && c->world > 1)
+        rc = rl_comm_broadcast(c, words, words, (int64_t)(sizeof words / sizeof *words), 0);
+    if (!rc) {
+        memcpy(uid, words, sizeof uid);
+        c->nccl = rl_nccl_new(uid, c->world, c->rank, c->timeout_ms, c->abort_base);
+        rc = c->nccl ? RL_OK : rl_error_code();
+    }
+    if (rc) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", rl_error_message());
+        return s_fail_init(c, rc, "comm rank %d: NCCL setup: %s", c->rank, msg);
+    }
+    return c;
+}
+
 rl_comm *rl_comm_init_rank(const rl_comm_id *id, int world, int rank, const rl_comm_options *opt)
 {
     rl_comm_options o;
@@ -530,6 +560,7 @@ rl_comm *rl_comm_init_rank(const rl_comm_id *id, int world, int rank, const rl_c
         return rl_error_set(RL_EIO, "comm: cannot make a mutex"), NULL;
     }
     c->abort_base = rl_abort_base();
+    c->aborts0 = rl_abort_count();
     c->rank = rank;
     c->world = world;
     c->timeout_ms = o.timeout_s * 1000 > 2e9 ? 2000000000 : (int)(o.timeout_s * 1000);
@@ -539,7 +570,7 @@ rl_comm *rl_comm_init_rank(const rl_comm_id *id, int world, int rank, const rl_c
     if (c->seg < 1)
         c->seg = 1;
     if (world == 1)
-        return c;
+        return o.nccl ? s_nccl_setup(c) : c;
     c->ctx = zmq_ctx_new();
     if (!c->ctx)
         return s_fail_init(c, RL_EIO, "comm: zmq_ctx_new failed");
@@ -591,7 +622,7 @@ rl_comm *rl_comm_init_rank(const rl_comm_id *id, int world, int rank, const rl_c
         snprintf(msg, sizeof msg, "%s", rl_error_message());
         return s_fail_init(c, rl_error_code(), "comm rank %d: ring setup: %s", rank, msg);
     }
-    return c;
+    return o.nccl ? s_nccl_setup(c) : c;
 }
 
 void rl_comm_destroy(rl_comm *c)
@@ -599,8 +630,11 @@ void rl_comm_destroy(rl_comm *c)
     if (!c)
         return;
     rl_comm_shm_close(c->shm);
-    if (c->broken) {
-        /* Peers may be gone: do not wait to deliver what is queued. */
+    rl_nccl_free(c->nccl, c->broken);
+    if (c->broken || rl_comm_aborted(c)) {
+        /* Peers may be gone (an error here, or an abort since it was made:
+         * a recovery): do not wait to deliver what is queued, which would
+         * hold zmq_ctx_term for the whole linger (the timeout). */
         if (c->push)
             s_setopt_int(c->push, ZMQ_LINGER, 0);
         if (c->ctl)
@@ -631,7 +665,21 @@ void rl_comm_destroy(rl_comm *c)
 
 int rl_comm_rank(const rl_comm *c) { return c->rank; }
 int rl_comm_world(const rl_comm *c) { return c->world; }
-const char *rl_comm_transport(const rl_comm *c) { return c->shm ? "shm" : "ring"; }
+int rl_comm_aborted(const rl_comm *c) { return c && rl_abort_count() != c->aborts0; }
+
+const char *rl_comm_transport(const rl_comm *c) { return c->nccl ? "nccl" : c->shm ? "shm" : "ring"; }
+
+/* An operation on an NCCL communicator (device buffers); a failure leaves
+ * it broken, like the ring's. */
+static int s_nccl_op(rl_comm *c, rl_nccl_coll op, const float *send, float *recv, int64_t count, int root,
+                     rl_reduce_op red)
+{
+    int rc = rl_nccl_run(c->nccl, op, send, recv, count, root, red == RL_REDUCE_AVG, c->timeout_ms,
+                         c->abort_base);
+    if (rc)
+        c->broken = 1;
+    return rc;
+}
 
 /* ---- messaging ------------------------------------------------------------------------------ */
 
@@ -963,6 +1011,8 @@ int rl_comm_broadcast(rl_comm *c, const float *sendbuf, float *recvbuf, int64_t 
     if (root < 0 || root >= c->world)
         return rl_error_set(RL_EINVAL, "%s: root %d out of range for world size %d", name, root,
                             c->world);
+    if (c->nccl)
+        return s_nccl_op(c, RL_NCCL_BROADCAST, sendbuf, recvbuf, count, root, RL_REDUCE_SUM);
     if (c->rank == root) {
         if (count > 0 && recvbuf != sendbuf)
             memmove(recvbuf, sendbuf, (size_t)count * sizeof(float));
@@ -982,6 +1032,8 @@ int rl_comm_all_reduce(rl_comm *c, const float *sendbuf, float *recvbuf, int64_t
     int rc = s_check(c, sendbuf, recvbuf, count, name);
     if (rc)
         return rc;
+    if (c->nccl)
+        return s_nccl_op(c, RL_NCCL_ALL_REDUCE, sendbuf, recvbuf, count, 0, op);
     if (c->world == 1) {
         if (count > 0 && recvbuf != sendbuf)
             memmove(recvbuf, sendbuf, (size_t)count * sizeof(float));
@@ -1012,6 +1064,8 @@ int rl_comm_reduce_scatter(rl_comm *c, const float *sendbuf, float *recvbuf, int
     int rc = s_check(c, sendbuf, e > b ? recvbuf : sendbuf, count, name);
     if (rc)
         return rc;
+    if (c->nccl)
+        return s_nccl_op(c, RL_NCCL_REDUCE_SCATTER, sendbuf, recvbuf, count, 0, op);
     if (c->world == 1) {
         if (count > 0 && recvbuf != sendbuf)
             memmove(recvbuf, sendbuf, (size_t)count * sizeof(float));
@@ -1030,6 +1084,8 @@ int rl_comm_all_gather(rl_comm *c, const float *sendbuf, float *recvbuf, int64_t
     int rc = s_check(c, e > b ? sendbuf : recvbuf, recvbuf, count, name);
     if (rc)
         return rc;
+    if (c->nccl)
+        return s_nccl_op(c, RL_NCCL_ALL_GATHER, sendbuf, recvbuf, count, 0, RL_REDUCE_SUM);
     if (e > b && recvbuf + b != sendbuf)
         memmove(recvbuf + b, sendbuf, (size_t)(e - b) * sizeof(float));
     if (c->world == 1)

@@ -211,6 +211,11 @@ const char *rl_group_address(const rl_group *g, int rank)
     return (rank >= 0 && rank < g->size) ? g->ranks[rank]->node->address : NULL;
 }
 
+const rl_placement *rl_group_placement(const rl_group *g, int rank)
+{
+    return (rank >= 0 && rank < g->size) ? g->ranks[rank]->pl : NULL;
+}
+
 int rl_group_wait_ready(rl_group *g, int timeout_ms)
 {
     rl_drv_lock(g->d);

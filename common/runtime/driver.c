@@ -33,9 +33,23 @@ uint64_t rl_drv_now_ms(rl_driver *d)
 
 void rl_drv_lock(rl_driver *d) { pthread_mutex_lock(&d->mu); }
 
-static void s_lock_cb(void *d) { rl_drv_lock(d); }
+static void s_lock_cb(void *arg)
+{
+    rl_driver *d = arg;
+    rl_drv_lock(d);
+    d->drain_wake = 0;
+}
 
-static void s_unlock_cb(void *d) { rl_drv_unlock(d); }
+/* The end of a drain: no wake-up when nothing a wait could be for happened
+ * (see drain_wake). */
+static void s_unlock_cb(void *arg)
+{
+    rl_driver *d = arg;
+    if (d->drain_wake)
+        rl_drv_unlock(d);
+    else
+        pthread_mutex_unlock(&d->mu);
+}
 
 void rl_drv_unlock(rl_driver *d)
 {
@@ -539,8 +553,19 @@ static void s_destroy(rl_driver *d)
 
 /* A fresh job id: workers carry it in HELLO, so an orphan of an earlier
  * driver on the same port is refused (and leaves). */
-static int s_make_job_id(rl_driver *d)
+static int s_make_job_id(rl_driver *d, const char *given)
 {
+    if (given) { /* a resumed run's: checked, it goes into every HELLO comparison */
+        size_t n = strlen(given);
+        int ok = n == 16;
+        for (size_t i = 0; ok && i < n; i++)
+            ok = (given[i] >= '0' && given[i] <= '9') || (given[i] >= 'a' && given[i] <= 'f');
+        if (!ok)
+            return rl_error_set(RL_EINVAL, "driver: job id '%.40s' is not 16 lowercase hex digits",
+                                given);
+        memcpy(d->job_id, given, n + 1);
+        return RL_OK;
+    }
     unsigned char raw[8];
     if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
         return rl_error_set(RL_EIO, "driver: no random bytes for the job id");
@@ -697,7 +722,7 @@ rl_driver *rl_driver_new(const rl_driver_options *opt)
     d->sync_init = 1;
     d->log_limit.period_s = 10.0;
     d->log_limit.burst = 20;
-    if (s_make_job_id(d) || rl_hs_init() || rl_net_set_max_message(d->cl->max_message_bytes) ||
+    if (s_make_job_id(d, opt->job_id) || rl_hs_init() || rl_net_set_max_message(d->cl->max_message_bytes) ||
         s_load_security(d)) {
         s_destroy(d);
         return NULL;

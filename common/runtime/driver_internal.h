@@ -180,6 +180,12 @@ struct rl_driver {
     char fatal[1024];         /* set once (rl_drv_set_fatal) */
     double calls_wall_s, calls_compute_s; /* completed calls (rl_driver_call_time) */
     int64_t calls_done;
+    /* A drain of the ROUTER (I/O thread, under mu) wakes the waits on cv
+     * at its end only when it did something a wait can be for: a future
+     * completed or failed, or any message other than a REPLY that left its
+     * future pending or a HEARTBEAT. Replies trickling in one by one would
+     * otherwise wake the recipe thread once per worker and call. */
+    int drain_wake;
 };
 
 

@@ -83,8 +83,35 @@ int rl_drv_send_call(rl_drv_slot *s, rl_drv_subcall *c)
     return rc;
 }
 
+static int s_id_is(const rl_drv_slot *s, const unsigned char *id, size_t len)
+{
+    return s->has_id && s->id_len == len && memcmp(s->id, id, len) == 0;
+}
+
+/* The slot whose worker has identity id. A worker names its connection
+ * "ROLE/RANK#PID.GEN" (worker.c): that names the one slot to compare, so
+ * a message costs O(groups), not O(slots) — a scan per message made every
+ * call over N workers O(N^2). The name is the peer's claim: it is only a
+ * hint, checked against the identity the slot holds, and anything else
+ * falls back to the scan. */
 static rl_drv_slot *s_slot_by_id(rl_driver *d, const unsigned char *id, size_t len)
 {
+    const unsigned char *slash = memchr(id, '/', len);
+    if (slash && slash > id) {
+        size_t rl = (size_t)(slash - id);
+        long rank = 0;
+        size_t i = rl + 1;
+        for (; i < len && i < rl + 8 && id[i] >= '0' && id[i] <= '9'; i++)
+            rank = rank * 10 + (id[i] - '0');
+        if (i > rl + 1 && i < len && id[i] == '#') {
+            for (int g = 0; g < d->n_groups; g++) {
+                const rl_group *gr = &d->groups[g];
+                if (rank < gr->size && strlen(gr->name) == rl && memcmp(gr->name, id, rl) == 0 &&
+                    s_id_is(gr->ranks[rank], id, len))
+                    return gr->ranks[rank];
+            }
+        }
+    }
     for (int i = 0; i < d->n_slots; i++) {
         rl_drv_slot *s = &d->slots[i];
         if (s->has_id && s->id_len == len && memcmp(s->id, id, len) == 0)
@@ -339,6 +366,17 @@ static double s_compute_s(const Rl__Value *result)
 {
     if (!result)
         return 0;
+    /* the worker's own form, {compute_s: double}: read in place, no JSON
+     * (an allocation per reply, at every rank of every call) */
+    if (result->kind_case == RL__VALUE__KIND_MAP_VALUE && result->map_value &&
+        result->map_value->n_entries == 1 && result->map_value->entries[0]) {
+        const Rl__MapEntry *e = result->map_value->entries[0];
+        if (e->key.len == 9 && memcmp(e->key.data, "compute_s", 9) == 0 && e->value &&
+            e->value->kind_case == RL__VALUE__KIND_DOUBLE_VALUE) {
+            double cs = e->value->double_value;
+            return cs >= 0 && cs < 1e12 ? cs : 0; /* also false for NaN */
+        }
+    }
     json_t *r = rl_value_to_json(result, 0);
     double cs = json_number_value(json_object_get(r, "compute_s"));
     json_decref(r);
@@ -377,6 +415,8 @@ static void s_on_reply(rl_drv_slot *s, rl_msg *m)
             s->d->calls_done++;
         }
     }
+    if (f->pending == 0 || f->failed)
+        s->d->drain_wake = 1; /* its waiter may go on */
     rl_drv_subcall_free(c);
 }
 
@@ -426,6 +466,9 @@ static int s_on_readable_locked(rl_driver *d, void *sock)
     rl_drv_slot *s = s_slot_by_id(d, m.id, m.id_len);
     if (s)
         s->last_seen = uv_now(&d->loop);
+    if (!s || !m.env || (m.env->body_case != RL__ENVELOPE__BODY_REPLY &&
+                         m.env->body_case != RL__ENVELOPE__BODY_HEARTBEAT))
+        d->drain_wake = 1; /* a REPLY sets it when its future completes (s_on_reply) */
     if (!m.env) {
         char idbuf[64];
         if (rl_net_ratelimit_allow(&d->log_limit, &dropped))

@@ -816,6 +816,16 @@ static void s_on_challenge(s_worker *w, const Rl__Challenge *c)
                      RL_HS_NONCE_BYTES);
         return;
     }
+    if (!w->token[0] && !w->configured) {
+        /* an external worker that never had its CONFIGURE: the holder may
+         * be its own earlier connection, whose claim the driver answered
+         * too late (hundreds of workers starting on a busy driver). The
+         * driver frees that slot when the old connection's heartbeats are
+         * missed: claim it again then (give_up bounds the tries). */
+        s_driver_lost(w, "the slot is held (by this worker's own earlier connection, or by "
+                         "another worker)");
+        return;
+    }
     if (!w->token[0]) {
         rl_log_error("the driver asks for proof of the slot token of %s/%d, which this worker "
                      "does not have (the slot is held by another worker)", w->ctx.role,

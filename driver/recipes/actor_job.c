@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/schema/diffusion.h"
+#include "common/schema/rollout.h"
 #include "common/schema/trainer.h"
 #include "rlrt/error.h"
 #include "rlrt/nn/model.h"
@@ -95,10 +96,26 @@ int rl_actor_job_open(rl_actor_job *j, rl_driver *d, const rl_config *job, int w
     if (!ac)
         return rl_error_code();
     j->actor_cfg = *ac;
-    return rl_actor_rollout_open(j->actor, j->rollout, &j->sync);
+    /* rollout.weight_transport and where both sides run (rollout.def: auto|zeromq|broadcast, cpu|cuda) */
+    const rl_rollout_config *ro = j->rollout ? rl_config_section_get(job, &rl_rollout_section) : NULL;
+    if (j->rollout && !ro)
+        return rl_error_code();
+    int transport = ro ? ro->weight_transport : 0, both_cuda = ro && ro->device == 1 && ac->device == 1;
+    if (transport == 2 && ro->device != ac->device)
+        return RL_CFG_ERROR(job, &rl_rollout_section, rl_rollout_config, weight_transport, RL_EINVAL,
+                            "the broadcast needs the actor and the rollout on one kind of device (NCCL between "
+                            "GPUs, the ring between CPUs): %s is %s, %s %s",
+                            RL_CFG_PATH(&rl_actor_section, rl_actor_config, device), ac->device == 1 ? "cuda" : "cpu",
+                            RL_CFG_PATH(&rl_rollout_section, rl_rollout_config, device),
+                            ro->device == 1 ? "cuda" : "cpu");
+    return rl_actor_rollout_open(j->actor, j->rollout, transport, both_cuda, &j->sync);
 }
 
-void rl_actor_job_close(rl_actor_job *j) { memset(j, 0, sizeof *j); }
+void rl_actor_job_close(rl_actor_job *j)
+{
+    rl_future_free(j->sync.pending); /* a detached sync's replies: dropped when they come */
+    memset(j, 0, sizeof *j);
+}
 
 int rl_actor_job_actor_step(rl_actor_job *j, const char *method, rl_dataproto *req, const char *const *keys,
                      int n, double *sums, double *grad_norm, double *lr)

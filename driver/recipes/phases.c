@@ -136,14 +136,49 @@ static rl_dataproto *s_args(json_t *base, const json_t *args)
     return rl_dataproto_new_meta(base);
 }
 
+/* Receiver rank r is on the GPU of the sender's rank 0 (same node, same
+ * first GPU of its placement). */
+static int s_same_gpu(const rl_weight_sync *s, int r)
+{
+    const rl_placement *a = rl_group_placement(s->sender, 0), *b = rl_group_placement(s->receivers, r);
+    return a && b && a->node == b->node && a->ngpus > 0 && b->ngpus > 0 && a->gpus[0] == b->gpus[0];
+}
+
+/* Receiver rank r takes the broadcast (rlrt/runtime/weight_bcast.h): every
+ * rank with rollout.weight_transport broadcast; with auto, the ranks placed
+ * on a GPU other than the sender's when both sides run on CUDA. */
+static int s_bcast_rank(const rl_weight_sync *s, int r)
+{
+    if (s->transport == 2)
+        return 1;
+    const rl_placement *a = rl_group_placement(s->sender, 0), *b = rl_group_placement(s->receivers, r);
+    return s->transport == 0 && s->both_cuda && a && b && a->ngpus > 0 && b->ngpus > 0 && !s_same_gpu(s, r);
+}
+
 int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replies)
 {
     if (replies)
         *replies = NULL;
+    if (s->pending) { /* the receivers' calls of the last (detached) sync */
+        int wait = s->timeout_ms > 0 ? s->timeout_ms : -1;
+        int rc = rl_future_wait(s->pending, wait);
+        rl_future_free(s->pending);
+        s->pending = NULL;
+        if (rc)
+            return rl_error_wrap(rc, "weight sync of version %lld (receivers)", (long long)s->version);
+    }
+    int nr = rl_group_size(s->receivers), n_same = 0, n_b = 0;
+    for (int r = 0; r < nr; r++) {
+        n_b += s_bcast_rank(s, r);
+        n_same += s->transport == 0 && !s_bcast_rank(s, r) && s_same_gpu(s, r);
+    }
     if (!s->endpoint[0]) {
-        rl_dataproto *in = s_args(json_pack("{s:s}", RL_ACTOR_HOST, rl_group_address(s->sender, 0)),
-                                  NULL),
-                     *out = NULL;
+        json_t *open = json_pack("{s:s}", RL_ACTOR_HOST, rl_group_address(s->sender, 0));
+        if (open && n_same)
+            json_object_set_new(open, RL_ACTOR_IPC_RECEIVERS, json_integer(n_same));
+        if (open && n_b)
+            json_object_set_new(open, RL_ACTOR_BCAST_RECEIVERS, json_integer(n_b));
+        rl_dataproto *in = s_args(open, NULL), *out = NULL;
         int rc = in ? rl_group_call_sync(s->sender, s->open, RL_DISPATCH_RANK_ZERO, in, &out)
                     : rl_error_code();
         rl_dataproto_free(in);
@@ -153,46 +188,104 @@ int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replie
                               strlen(ep));
         else if (ep)
             snprintf(s->endpoint, sizeof s->endpoint, "%s", ep);
+        const char *iep = rc ? NULL : rl_dataproto_meta_str(out, RL_ACTOR_IPC_ENDPOINT, "");
+        if (iep && strlen(iep) < sizeof s->ipc_endpoint)
+            snprintf(s->ipc_endpoint, sizeof s->ipc_endpoint, "%s", iep);
+        const char *bid = rc || !n_b ? NULL : rl_dataproto_meta_str(out, RL_ACTOR_BCAST_ID, "");
+        if (bid && (!*bid || strlen(bid) >= sizeof s->bcast_id))
+            rc = rl_error_set(RL_EPROTO, "%s returned no usable %s for %d broadcast receiver(s)", s->open,
+                              RL_ACTOR_BCAST_ID, n_b);
+        else if (bid)
+            snprintf(s->bcast_id, sizeof s->bcast_id, "%s", bid);
+        if (n_b && !rc)
+            rl_log_info("weight sync: %d %s rank(s) by broadcast from %s/0", n_b, rl_group_role(s->receivers),
+                        rl_group_role(s->sender));
+        if (n_same)
+            rl_log_info("weight sync: %d %s rank(s) on the GPU of %s/0: %s", n_same,
+                        rl_group_role(s->receivers), rl_group_role(s->sender),
+                        s->ipc_endpoint[0] ? "CUDA IPC" : "ZeroMQ (the sender offers no CUDA IPC)");
         rl_dataproto_free(out);
         if (rc || !ep)
             return rl_error_wrap(rc ? rc : rl_error_code(), "opening the weight channel");
     }
     int64_t version = s->version + 1;
-    rl_dataproto *pub = s_args(json_pack("{s:I, s:i}", RL_ACTOR_VERSION, (json_int_t)version,
-                                         RL_ACTOR_RECEIVERS, rl_group_size(s->receivers)),
-                               args);
+    int n_ipc = s->ipc_endpoint[0] ? n_same : 0;
+    json_t *pj = json_pack("{s:I, s:i}", RL_ACTOR_VERSION, (json_int_t)version, RL_ACTOR_RECEIVERS,
+                           nr - n_ipc - n_b);
+    if (pj && n_ipc)
+        json_object_set_new(pj, RL_ACTOR_IPC_RECEIVERS, json_integer(n_ipc));
+    if (pj && n_b)
+        json_object_set_new(pj, RL_ACTOR_BCAST_RECEIVERS, json_integer(n_b));
+    rl_dataproto *pub = s_args(pj, args);
     /* each receiver rank also gets its node's address: where it binds its
      * input when the sender chains them (rlrt/runtime/channel.h) */
-    int nr = rl_group_size(s->receivers);
     rl_dataproto **sub = calloc((size_t)nr, sizeof *sub);
     int ok = pub && sub;
-    for (int r = 0; ok && r < nr; r++)
-        ok = (sub[r] = s_args(json_pack("{s:s, s:I, s:s}", RL_ACTOR_ENDPOINT, s->endpoint,
-                                        RL_ACTOR_VERSION, (json_int_t)version, RL_ACTOR_HOST,
-                                        rl_group_address(s->receivers, r)),
-                              args)) != NULL;
+    for (int r = 0, k = 0; ok && r < nr; r++) {
+        json_t *rj = json_pack("{s:s, s:I, s:s}", RL_ACTOR_ENDPOINT, s->endpoint, RL_ACTOR_VERSION,
+                               (json_int_t)version, RL_ACTOR_HOST, rl_group_address(s->receivers, r));
+        int bc = s_bcast_rank(s, r);
+        if (rj && bc) {
+            json_object_set_new(rj, RL_ROLLOUT_BCAST_ID, json_string(s->bcast_id));
+            json_object_set_new(rj, RL_ROLLOUT_BCAST_RANK, json_integer(++k));
+            json_object_set_new(rj, RL_ROLLOUT_BCAST_WORLD, json_integer(n_b + 1));
+        }
+        if (rj && n_ipc && !bc && s_same_gpu(s, r))
+            json_object_set_new(rj, RL_ROLLOUT_IPC_ENDPOINT, json_string(s->ipc_endpoint));
+        ok = (sub[r] = s_args(rj, args)) != NULL;
+    }
     rl_future *fp = ok ? rl_group_call(s->sender, s->publish, RL_DISPATCH_RANK_ZERO, pub) : NULL;
     rl_future *fs = fp ? rl_group_call_each(s->receivers, s->receive, sub) : NULL;
     int wait = s->timeout_ms > 0 ? s->timeout_ms : -1;
     /* a side that fails (a lost worker) ends the sync at once: the other
      * side waits for it no longer than the recovery's abort takes */
     rl_future *both[2] = {fs, fp};
-    int rc = fs && fp ? rl_future_wait_all(both, 2, wait) : ok ? rl_error_code() : RL_ENOMEM;
+    int detach = s->detach && !replies; /* the publish is acknowledged by every receiver */
+    int rc = fs && fp ? rl_future_wait_all(both + detach, 2 - detach, wait)
+                      : ok ? rl_error_code() : RL_ENOMEM;
     if (!ok)
         rl_error_set(RL_ENOMEM, "weight sync: out of memory");
     rl_dataproto_free(pub);
     for (int r = 0; sub && r < nr; r++)
         rl_dataproto_free(sub[r]);
     free(sub);
-    rl_future_free(fp);
     if (!rc) {
         s->version = version;
-        if (replies) {
-            *replies = fs;
+        /* what the sender measured (a sender that says nothing: zeros) */
+        rl_dataproto *m = NULL;
+        s->sync_bytes = s->sync_s = s->sync_gbps = 0;
+        s->sync_transport[0] = 0;
+        if (rl_future_take(fp, &m) == RL_OK && m) {
+            rl_dataproto_meta_double(m, RL_ACTOR_SYNC_BYTES, 0, &s->sync_bytes);
+            rl_dataproto_meta_double(m, RL_ACTOR_SYNC_S, 0, &s->sync_s);
+            rl_dataproto_meta_double(m, RL_ACTOR_SYNC_GBPS, 0, &s->sync_gbps);
+            snprintf(s->sync_transport, sizeof s->sync_transport, "%s",
+                     rl_dataproto_meta_str(m, RL_ACTOR_SYNC_TRANSPORT, ""));
+        }
+        rl_dataproto_free(m);
+        if (replies || detach) {
+            *(replies ? replies : &s->pending) = fs;
             fs = NULL;
         }
     }
+    rl_future_free(fp);
     rl_future_free(fs);
+    return rc;
+}
+
+int rl_weight_sync_metrics(const rl_weight_sync *s, rl_metric_set *ms)
+{
+    if (!s->sync_transport[0])
+        return RL_OK;
+    int rc = rl_metric_set_put(ms, "perf/weight_sync_bytes", s->sync_bytes);
+    if (!rc)
+        rc = rl_metric_set_put(ms, "perf/weight_sync_s", s->sync_s);
+    if (!rc)
+        rc = rl_metric_set_put(ms, "perf/weight_sync_gbps", s->sync_gbps);
+    if (!rc)
+        rc = rl_metric_set_put(ms, "perf/weight_sync_cuda_ipc", strstr(s->sync_transport, "cuda_ipc") ? 1 : 0);
+    if (!rc)
+        rc = rl_metric_set_put(ms, "perf/weight_sync_broadcast", strstr(s->sync_transport, "broadcast") ? 1 : 0);
     return rc;
 }
 
@@ -218,11 +311,11 @@ static int s_comm_id(rl_group *actor, json_t **init_args)
     return id ? RL_OK : rl_error_code();
 }
 
-int rl_actor_rollout_open(rl_group *actor, rl_group *rollout, rl_weight_sync *sync)
+int rl_actor_rollout_open(rl_group *actor, rl_group *rollout, int transport, int both_cuda, rl_weight_sync *sync)
 {
     *sync = (rl_weight_sync){.sender = actor, .receivers = rollout,
                              .open = RL_ACTOR_WEIGHTS_OPEN, .publish = RL_ACTOR_PUBLISH_WEIGHTS,
-                             .receive = RL_ROLLOUT_SYNC_WEIGHTS};
+                             .receive = RL_ROLLOUT_SYNC_WEIGHTS, .transport = transport, .both_cuda = both_cuda};
     json_t *init_args;
     int rc = s_comm_id(actor, &init_args);
     rl_dataproto *init = rc ? NULL : rl_dataproto_new_meta(init_args);

@@ -96,25 +96,56 @@ int rl_trainer_put_cpu(rl_trainer *t);
  * receivers}) while every receiver rank waits for that version (method
  * `receive`, meta {endpoint, version, host}: host is the rank's node
  * address, where a chained receiver binds its input); it returns when both
- * sides are done. */
+ * sides are done.
+ * Same GPU: the receiver ranks placed on the sender rank 0's GPU (same node,
+ * same first entry of cluster.yaml `gpus:`) are counted to `open`
+ * (ipc_receivers); when the sender answers with an ipc_endpoint, those
+ * ranks get it in `receive` and take the version over CUDA IPC, and
+ * `publish` is told how many go each way (receivers: ZeroMQ,
+ * ipc_receivers: CUDA IPC; docs/decisions/gpu-weight-transport.md). What
+ * the sender measured is kept per sync (sync_*: 0 / "" when it said
+ * nothing). */
 typedef struct rl_weight_sync {
     rl_group *sender, *receivers;
     const char *open, *publish, *receive;
     int timeout_ms;  /* per sync; <= 0: no limit */
     char endpoint[256];
+    char ipc_endpoint[400]; /* "" : no CUDA IPC */
+    /* rollout.weight_transport: 0 auto, 1 zeromq, 2 broadcast; both_cuda:
+     * actor.device and rollout.device are cuda (auto broadcasts over NCCL
+     * to the ranks on other GPUs then) */
+    int transport, both_cuda;
+    char bcast_id[256]; /* the broadcast communicator's id from the sender ("": none) */
     int64_t version; /* the last version published (0: none yet) */
+    double sync_bytes, sync_s, sync_gbps;
+    char sync_transport[48];
+    /* Partial rollouts (docs/decisions/partial-rollouts.md): a sync returns
+     * once the sender's publish is done, i.e. every receiver acknowledged
+     * the version (a rollout switches it in between two decode steps while
+     * it generates), without waiting for the receivers' own calls, queued
+     * behind their generation; those replies (`pending`, owned) are checked
+     * at the start of the next sync. */
+    int detach;
+    rl_future *pending;
 } rl_weight_sync;
 
 /* `args` (may be NULL) adds keys to both calls' meta; `replies` (may be
- * NULL) receives the receivers' one_to_all future (the caller frees it). */
+ * NULL) receives the receivers' one_to_all future (the caller frees it;
+ * the sync then waits for them even with detach). */
 int rl_weight_sync_run(rl_weight_sync *s, const json_t *args, rl_future **replies);
+/* The last sync's measures into ms (wall-clock, so under perf/, which the
+ * golden runs skip): perf/weight_sync_bytes, _s, _gbps, and
+ * perf/weight_sync_cuda_ipc (1 when some receivers took CUDA IPC),
+ * perf/weight_sync_broadcast (1 when some took the broadcast). Nothing
+ * when the sender measured nothing. */
+int rl_weight_sync_metrics(const rl_weight_sync *s, rl_metric_set *ms);
 
 /* The models of the actor–rollout pair (workers/actor/actor.h, workers/rollout/rollout.h): the
  * actor ranks join one FSDP communicator (rank 0 makes its id), every actor
  * and rollout rank (rollout may be NULL) builds its model at once, and the
  * sync is set up for actor → rollout and run once, so the rollout samples
  * with the actor's weights. */
-int rl_actor_rollout_open(rl_group *actor, rl_group *rollout, rl_weight_sync *sync);
+int rl_actor_rollout_open(rl_group *actor, rl_group *rollout, int transport, int both_cuda, rl_weight_sync *sync);
 
 /* ---- calls ------------------------------------------------------------------------------ */
 

@@ -23,7 +23,13 @@ TINY = ["model.hidden_size=32", "model.intermediate_size=64", "model.num_layers=
         "trainer.total_steps=2", "trainer.val_every=0", "data.train_batch_size=8"]
 
 
-def run(work, extra):
+# the diffusion job of gpu_jobs.py (clip_flow, MLP trunk; no dataset needed)
+DIFFUSION = ["model.init_from=", "model.hidden_size=32", "model.num_layers=1", "data.fid_model=",
+             "reward.scorer_path=", "trainer.val_every=0", "trainer.save_every=0", "trainer.total_steps=2",
+             "data.train_batch_size=2", "rollout.n=4", "actor.ppo_mini_batch_size=2", "rollout.num_steps=4"]
+
+
+def run(work, extra, config="arith_sft.yaml", tiny=TINY):
     cl = os.path.join(work, "c.yaml")
     with open(cl, "w") as f:
         f.write("driver: {bind: 127.0.0.1, port: 5555}\n"
@@ -31,8 +37,8 @@ def run(work, extra):
                 "roles:\n  rollout: {count: 1, node: local}\n"
                 "  actor: {count: %d, node: local}\n  reward: {count: 1, node: local}\n"
                 % extra.pop(0))
-    p = subprocess.run([DRIVER, "--cluster", cl, "--config", os.path.join(ROOT, "examples/arith_sft.yaml"),
-                        "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + TINY + extra,
+    p = subprocess.run([DRIVER, "--cluster", cl, "--config", os.path.join(ROOT, "examples", config),
+                        "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + tiny + extra,
                        cwd=work, capture_output=True, text=True, timeout=300)
     return p.returncode, p.stdout + p.stderr
 
@@ -65,6 +71,16 @@ def main():
             log[-2000:]
         line = [l for l in log.splitlines() if "rollout.device" in l][0]
         print("ok: rollout.device=cuda without a GPU: %s" % line.strip()[:200])
+        # a flow kind (clip_flow, which moves to a GPU) is refused the same way
+        for key in ("actor.device", "rollout.device"):
+            rc, log = run(work, [1, key + "=cuda", "trainer.output_dir=runs/dif"], "dance_grpo_jpeg.yaml",
+                          DIFFUSION)
+            assert rc != 0 and key in log and "clip_flow" in log and \
+                ("no CUDA" in log or "no such device" in log), log[-2000:]
+            rows = os.path.join(work, "runs/dif/metrics.jsonl")
+            assert not os.path.exists(rows) or '"actor/grad_norm"' not in open(rows).read(), log
+            line = [l for l in log.splitlines() if key in l][0]
+            print("ok: diffusion (clip_flow) %s=cuda without a GPU: %s" % (key, line.strip()[:200]))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

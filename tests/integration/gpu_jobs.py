@@ -12,15 +12,41 @@ missing otherwise. tests/gpu_check.sh runs it on the GPU machine.
    master weights and AdamW): step 1's loss within 0.5% of the fp32 run's,
    every step's within 8%, 3% on average.
 2. GRPO from the GPU SFT's weights with the actor on the GPU (the rollout
-   on the CPU gets the GPU actor's weights over the weight channel every
-   step): 4 steps, finite metrics, the policy moved.
+   on the CPU, placed on the same GPU, gets the GPU actor's weights over
+   CUDA IPC every step, perf/weight_sync_cuda_ipc = 1): 4 steps, finite
+   metrics, the policy moved.
 3. That GRPO run resumed from its step-2 checkpoint on the GPU: step 4's
    weights as the uninterrupted run's (the moments went to the checkpoint
    from the device and came back to it).
 4. GRPO with the rollout on the GPU too (KV-cache decoding on the device)
    against the same job all on the CPU: step 1 samples from the same
-   weights, so its responses' lengths and scores are the same; every step's
-   metrics are finite.
+   weights, so its responses' lengths and scores are the same (the GPU
+   rollout's weights came over CUDA IPC, the CPU job's over ZeroMQ); every
+   step's metrics are finite.
+5. Diffusion GRPO (recipe diffusion, the clip_flow kind with its MLP trunk,
+   JPEG compressibility reward, from a random initialisation: no dataset
+   needed) with the actor and the rollout on the GPU against the same job
+   on the CPU: step 0's validation samples come from the same weights and
+   seeds (their JPEG kB within 2%), step 1's training samples too (mean
+   score within 2%); 3 steps, finite metrics, step 3's weights within 5e-3
+   of the CPU run's (three AdamW steps of lr 3e-4 each). (The
+   embodied jobs need the LIBERO scenes and the scorer and pretraining
+   jobs Fashion-MNIST, which the GPU machine does not have.)
+6. Partial rollouts over CUDA IPC: GRPO at trainer.staleness=2 with
+   rollout.partial_rollouts, actor and rollout on GPU 0 (rows decoded one
+   at a time, so a round sent ahead can outlast the actor's update): every
+   sync over CUDA IPC, every token within the bound, and, in one of up to 3
+   runs, rows holding tokens of two versions (the IPC receiver polled
+   between decode steps switched the weights mid-generation).
+8. Job 4's GPU GRPO with rollout.weight_transport=broadcast: the weights go
+   by NCCL broadcast from actor rank 0 to the rollout (both on GPU 0: NCCL
+   >= 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1, else a skip naming the
+   version): every sync says broadcast, step 1's responses and scores as
+   job 4's GPU run (the same weights over CUDA IPC).
+7. Job 1's GPU SFT with two actor ranks on the GPU (FSDP over NCCL, both
+   ranks on GPU 0: NCCL >= 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1, else a
+   skip naming the version): losses and final weights as one rank's within
+   the CPU-vs-GPU tolerances.
 """
 import math
 import os
@@ -60,6 +86,114 @@ def run(work, cl, config, overrides, expect_ok=True):
 
 
 metrics, weights, max_diff = jobs.metrics, jobs.safetensors_f32, jobs.max_diff
+
+
+def nccl_version():
+    """(NCCL's version code, "") from libnccl.so.2 on the loader's path, or
+    (None, why)."""
+    import ctypes
+    try:
+        lib = ctypes.CDLL("libnccl.so.2")
+    except OSError as e:
+        return None, str(e)
+    v = ctypes.c_int(0)
+    lib.ncclGetVersion(ctypes.byref(v))
+    return v.value, ""
+
+
+def fsdp_two_ranks(work, sft, w_one):
+    """Job 1's GPU SFT with two actor ranks on GPU 0 (FSDP over NCCL):
+    the losses and final weights as one rank's within fp32 reordering
+    noise. Two ranks share the one GPU, which NCCL allows from 2.30 with
+    NCCL_MULTI_RANK_GPU_ENABLE=1: a skip naming the version otherwise."""
+    if DEV != "cuda":
+        print("skipped: 7. FSDP over NCCL needs the GPU (RL_GPU_JOBS_DEVICE=%s)" % DEV)
+        return
+    v, why = nccl_version()
+    assert v is not None, "7. FSDP over NCCL: no libnccl.so.2 on the loader's path (%s)" % why
+    if v < 23000:
+        print("skipped: 7. two actor ranks on one GPU: NCCL %d.%d.%d found, needs >= 2.30 with "
+              "NCCL_MULTI_RANK_GPU_ENABLE=1" % (v // 10000, v // 100 % 100, v % 100))
+        return
+    cl2 = os.path.join(work, "cluster-fsdp.yaml")
+    with open(cl2, "w") as f:
+        f.write("driver: {bind: 127.0.0.1, port: 5555}\n"
+                "nodes: [{name: local, address: 127.0.0.1, launch: local, gpus: 1}]\n"
+                "roles:\n"
+                "  rollout: {count: 1, placement: [{rank: 0, node: local, gpus: [0]}]}\n"
+                "  actor: {count: 2, placement: [{rank: 0, node: local, gpus: [0]}, "
+                "{rank: 1, node: local, gpus: [0]}]}\n"
+                "  reward: {count: 1, node: local}\n")
+    jobs.run_driver(work, ["--cluster", cl2, "--config", os.path.join(ROOT, "examples", "arith_sft.yaml"),
+                           "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + TINY + sft +
+                    ["trainer.output_dir=runs/gpu_fsdp2", "actor.device=cuda"],
+                    env={"NCCL_MULTI_RANK_GPU_ENABLE": "1"})
+    l1 = [r["sft/loss"] for r in metrics(os.path.join(work, "runs/gpu/metrics.jsonl")) if "sft/loss" in r]
+    l2 = [r["sft/loss"] for r in metrics(os.path.join(work, "runs/gpu_fsdp2/metrics.jsonl")) if "sft/loss" in r]
+    assert len(l1) == len(l2) == 12, (len(l1), len(l2))
+    assert abs(l1[0] - l2[0]) <= 1e-4 * abs(l1[0]), (l1[0], l2[0])
+    worst = max(abs(a - b) / max(abs(a), 1e-6) for a, b in zip(l1, l2))
+    assert worst <= 2e-2, (l1, l2)
+    d = max_diff(w_one, weights(os.path.join(work, "runs/gpu_fsdp2/final/model.safetensors")))
+    assert d <= 5e-3, d
+    print("ok: FSDP over NCCL, two GPU actor ranks (NCCL %d): loss %.4f -> %.4f (one rank %.4f -> %.4f), "
+          "worst relative step difference %.1e, final weights within %.1e" % (v, l2[0], l2[-1], l1[0], l1[-1],
+                                                                              worst, d))
+
+
+def broadcast_over_nccl(work, cl, both, gpu_rows):
+    """Job 8: job 4's GPU run with the weights by NCCL broadcast."""
+    if DEV != "cuda":
+        print("skipped: 8. the NCCL weight broadcast needs the GPU (RL_GPU_JOBS_DEVICE=%s; "
+              "tests/integration/weight_bcast_job.py runs the CPU ring)" % DEV)
+        return
+    v, why = nccl_version()
+    assert v is not None, "8. NCCL weight broadcast: no libnccl.so.2 on the loader's path (%s)" % why
+    if v < 23000:
+        print("skipped: 8. actor and rollout as two NCCL ranks on one GPU: NCCL %d.%d.%d found, needs >= 2.30 "
+              "with NCCL_MULTI_RANK_GPU_ENABLE=1" % (v // 10000, v // 100 % 100, v % 100))
+        return
+    jobs.run_driver(work, ["--cluster", cl, "--config", os.path.join(ROOT, "examples", "arith_grpo.yaml"),
+                           "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + TINY + both +
+                    ["trainer.output_dir=runs/bcast_gpu", "actor.device=cuda", "rollout.device=cuda",
+                     "rollout.weight_transport=broadcast"], env={"NCCL_MULTI_RANK_GPU_ENABLE": "1"})
+    rb = [r for r in metrics(os.path.join(work, "runs/bcast_gpu/metrics.jsonl")) if r["step"] > 0]
+    assert len(rb) == 3, len(rb)
+    assert [r.get("perf/weight_sync_broadcast") for r in rb] == [1, 1, 1], rb
+    for k in ("response_length/mean", "critic/score/mean"):
+        assert rb[0][k] == gpu_rows[0][k], (k, rb[0][k], gpu_rows[0][k])
+    print("ok: weights by NCCL broadcast (NCCL %d) to the GPU rollout: step 1 as over CUDA IPC, %s GB/s"
+          % (v, [round(r["perf/weight_sync_gbps"], 2) for r in rb]))
+
+
+def partial_over_ipc(work, cl):
+    """Job 6: staleness 2 with partial rollouts, the weights over CUDA IPC."""
+    rl = ["model.init_from=runs/gpu/final", "data.train_batch_size=4", "rollout.n=8",
+          "actor.ppo_mini_batch_size=2", "trainer.val_every=0", "trainer.save_every=0",
+          "reward.format_weight=1.0", "actor.optim.lr=0.003", "algorithm.online_filtering=false",
+          "algorithm.guidance.enable=false", "rollout.max_num_seqs=1", "trainer.staleness=2",
+          "rollout.partial_rollouts=true", "algorithm.tis_imp_ratio_cap=2.0", "trainer.total_steps=6",
+          "actor.device=" + DEV, "rollout.device=" + DEV]
+    seen = []
+    for attempt in range(3):
+        out = "runs/partial%d" % attempt
+        run(work, cl, "arith_grpo.yaml", rl + ["trainer.output_dir=" + out])
+        m = [r for r in metrics(os.path.join(work, out, "metrics.jsonl")) if "async/token_staleness_max" in r]
+        assert [r["step"] for r in m] == [1, 2, 3, 4, 5, 6], [r["step"] for r in m]
+        for r in m:
+            assert r["async/token_staleness_max"] <= 2 and r["async/staleness_max"] <= 2, r
+            assert r["async/staleness_max"] == r["async/token_staleness_max"], r
+            assert r.get("perf/weight_sync_cuda_ipc") == (1 if DEV == "cuda" else 0), r
+        seen = [r["async/partial_rows"] for r in m]
+        print("   run %d: rows with two versions per step %s" % (attempt, seen))
+        if sum(seen) > 0:
+            break
+    if DEV != "cuda":
+        print("ok: 6. staleness 2 with partial rollouts on the CPU (ZeroMQ): rows with two versions %s" % seen)
+        return
+    assert sum(seen) > 0, "no run of 3 had a weight switch over CUDA IPC interrupt generation"
+    print("ok: partial rollouts over CUDA IPC: every token within staleness 2, rows with two versions per "
+          "step %s" % seen)
 
 
 def main():
@@ -120,7 +254,13 @@ def main():
         w4 = weights(os.path.join(work, "runs/grpo/checkpoints/step_4/model.safetensors"))
         moved = max_diff(wg, w4)
         assert moved > 0, moved
-        print("ok: GRPO with the GPU actor: 4 steps, finite metrics, the policy moved by %.1e" % moved)
+        # actor and rollout share GPU 0 (jobs.gpu_cluster): every sync went
+        # over CUDA IPC when the actor is on it (ZeroMQ on the CPU)
+        ipc = [r.get("perf/weight_sync_cuda_ipc") for r in steps]
+        assert ipc == [1 if DEV == "cuda" else 0] * 4, ipc
+        print("ok: GRPO with the GPU actor: 4 steps, finite metrics, the policy moved by %.1e; weight syncs "
+              "over %s at %s GB/s" % (moved, "CUDA IPC" if DEV == "cuda" else "ZeroMQ",
+                                      [round(r["perf/weight_sync_gbps"], 2) for r in steps]))
         # 3. resumed from the step-2 checkpoint on the GPU: the moments went to
         # the checkpoint from the device and come back to it
         shutil.copytree(os.path.join(work, "runs/grpo"), os.path.join(work, "runs/resume"))
@@ -143,12 +283,53 @@ def main():
         assert len(rc_) == len(rg) == 3, (len(rc_), len(rg))
         for k in ("response_length/mean", "critic/score/mean"):
             assert rc_[0][k] == rg[0][k], (k, rc_[0][k], rg[0][k])
+        # the GPU rollout's weights came over CUDA IPC into its device buffer
+        assert [r.get("perf/weight_sync_cuda_ipc") for r in rg] == [1 if DEV == "cuda" else 0] * 3, rg
+        assert [r.get("perf/weight_sync_cuda_ipc") for r in rc_] == [0] * 3, rc_
         for r in rg:
             for k, v in r.items():
                 if isinstance(v, float):
                     assert math.isfinite(v), (r["step"], k, v)
         print("ok: GRPO with the rollout on the GPU too: step 1's responses as on the CPU (length %.2f, "
               "score %.3f); 3 steps, finite metrics" % (rg[0]["response_length/mean"], rg[0]["critic/score/mean"]))
+        # 5. diffusion GRPO of clip_flow (MLP trunk) with its roles on the GPU
+        # against the CPU
+        dif = ["model.init_from=", "model.hidden_size=64", "model.num_layers=2", "data.fid_model=",
+               "reward.scorer_path=", "trainer.val_every=3", "trainer.save_every=3", "trainer.total_steps=3",
+               "data.train_batch_size=2", "data.val_per_prompt=2", "rollout.n=4",
+               "actor.ppo_mini_batch_size=2", "rollout.num_steps=6"]
+        for name, dev in (("dif_cpu", "cpu"), ("dif_gpu", DEV)):
+            jobs.run_driver(work, ["--cluster", cl, "--config", os.path.join(ROOT, "examples", "dance_grpo_jpeg.yaml"),
+                                   "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + dif +
+                            ["trainer.output_dir=runs/" + name, "actor.device=" + dev, "rollout.device=" + dev])
+        dc = metrics(os.path.join(work, "runs/dif_cpu/metrics.jsonl"))
+        dg = metrics(os.path.join(work, "runs/dif_gpu/metrics.jsonl"))
+        v0c = [r for r in dc if r["step"] == 0 and "val/jpeg_kb" in r]
+        v0g = [r for r in dg if r["step"] == 0 and "val/jpeg_kb" in r]
+        assert v0c and v0g, (dc[:1], dg[:1])
+        kc, kg = v0c[0]["val/jpeg_kb"], v0g[0]["val/jpeg_kb"]
+        assert abs(kc - kg) <= 0.02 * abs(kc), (kc, kg)
+        s1c = [r for r in dc if r["step"] == 1 and "critic/score/mean" in r][0]["critic/score/mean"]
+        s1g = [r for r in dg if r["step"] == 1 and "critic/score/mean" in r][0]["critic/score/mean"]
+        assert abs(s1c - s1g) <= 0.02 * abs(s1c), (s1c, s1g)
+        for r in dg:
+            for k, v in r.items():
+                if isinstance(v, float):
+                    assert math.isfinite(v), (r["step"], k, v)
+        assert len([r for r in dg if r["step"] > 0 and "actor/grad_norm" in r]) == 3, dg
+        d0 = weights(os.path.join(work, "runs/dif_cpu/checkpoints/step_3/model.safetensors"))
+        d3 = weights(os.path.join(work, "runs/dif_gpu/checkpoints/step_3/model.safetensors"))
+        dd = max_diff(d0, d3)
+        assert dd <= 5e-3, dd
+        print("ok: diffusion GRPO (clip_flow) with actor and rollout on the GPU: step 0 validation %.4f kB "
+              "(CPU %.4f), step 1 score %.4f (CPU %.4f); 3 steps, finite metrics; step 3's weights "
+              "within %.1e of the CPU run's" % (kg, kc, s1g, s1c, dd))
+        # 6. partial rollouts with the weights over CUDA IPC
+        partial_over_ipc(work, cl)
+        # 7. FSDP over NCCL: two GPU actor ranks against job 1's one
+        fsdp_two_ranks(work, sft, wg)
+        # 8. the weights by NCCL broadcast instead of CUDA IPC
+        broadcast_over_nccl(work, cl, both, rg)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -339,6 +339,8 @@ typedef struct {
     int rc, mismatches;
     uint64_t version;
     char msg[512];
+    const char *bind; /* its input (NULL: tcp://127.0.0.1:*) */
+    int no_wait; /* poll with timeout 0 between short sleeps (partial rollouts' decode steps) */
 } s_chain_job;
 
 /* A ranked receiver: after every version, the whole active buffer must be
@@ -347,7 +349,7 @@ static void *s_chain_receiver(void *arg)
 {
     s_chain_job *j = arg;
     rl_weight_receiver *r = rl_weight_receiver_new_ranked(j->endpoint, j->count, j->rank,
-                                                          "tcp://127.0.0.1:*");
+                                                          j->bind ? j->bind : "tcp://127.0.0.1:*");
     if (!r) {
         j->rc = -1;
         return NULL;
@@ -366,7 +368,22 @@ static void *s_chain_receiver(void *arg)
         return NULL;
     }
     for (int v = 1; v <= j->versions; v++) {
-        if ((j->rc = rl_weight_recv_poll(r, 20000))) {
+        uint64_t have = 0;
+        for (int tries = 0; j->no_wait && have < (uint64_t)v && tries < 200000; tries++) {
+            j->rc = rl_weight_recv_poll(r, 0);
+            if (j->rc == RL_ETIMEOUT)
+                j->rc = 0;
+            if (j->rc)
+                break;
+            rl_weight_recv_active(r, &have);
+            if (have < (uint64_t)v)
+                usleep(100);
+        }
+        if (!j->no_wait)
+            j->rc = rl_weight_recv_poll(r, 20000);
+        else if (!j->rc && have < (uint64_t)v)
+            j->rc = RL_ETIMEOUT;
+        if (j->rc) {
             snprintf(j->msg, sizeof j->msg, "%s", rl_error_message());
             break;
         }
@@ -392,7 +409,7 @@ static void test_weight_chain_versions(void **state)
     s_chain_job jobs[4];
     pthread_t th[5];
     for (int i = 0; i < 4; i++) {
-        jobs[i] = (s_chain_job){rl_weight_sender_endpoint(s), count, ranks[i], 3, 0, 0, 0, 0, ""};
+        jobs[i] = (s_chain_job){rl_weight_sender_endpoint(s), count, ranks[i], 3, 0, 0, 0, 0, "", NULL, 0};
         pthread_create(&th[i], NULL, s_chain_receiver, &jobs[i]);
     }
     s_recv_job plain = {rl_weight_sender_endpoint(s), count, 3, 0, 0, 0, 0};
@@ -420,6 +437,87 @@ static void test_weight_chain_versions(void **state)
     rl_weight_sender_free(s);
 }
 
+/* Inputs on two hosts (127.0.0.1 and 127.0.0.2, both loopback): the
+ * chain runs over the hosts' heads, each head feeding its host's ranks, 15
+ * directly and the rest in a chain after them (host 2 has 17 ranks besides
+ * its head). Every rank, given in shuffled order, gets both versions whole:
+ * a rank the plan leaves out never completes and the send times out. */
+static void test_weight_chain_two_hosts(void **state)
+{
+    (void)state;
+    enum { N = 20 };
+    const int64_t count = 300007; /* 5 buckets of 256 KiB, the last one short */
+    rl_weight_sender *s = rl_weight_sender_new("tcp://127.0.0.1:*", 1 << 18);
+    assert_non_null(s);
+    rl_weight_sender_set_fanout(s, RL_WEIGHT_FANOUT_CHAIN);
+    s_chain_job jobs[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        int rank = (i * 7) % N; /* joins out of rank order */
+        jobs[i] = (s_chain_job){rl_weight_sender_endpoint(s), count, rank, 2, 0, 0, 0, 0, "",
+                                rank % 7 == 0 ? "tcp://127.0.0.1:*" : "tcp://127.0.0.2:*", 0};
+        pthread_create(&th[i], NULL, s_chain_receiver, &jobs[i]);
+    }
+    float *buf = malloc(sizeof(float) * count);
+    for (int v = 1; v <= 2; v++) {
+        for (int64_t i = 0; i < count; i++)
+            buf[i] = s_chain_value(i, v);
+        int rc = rl_weight_send(s, (uint64_t)v, buf, count, N, 20000);
+        if (rc)
+            fprintf(stderr, "version %d: %s\n", v, rl_error_message());
+        assert_int_equal(rc, 0);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        if (jobs[i].rc)
+            fprintf(stderr, "rank %d: %s\n", jobs[i].rank, jobs[i].msg);
+        assert_int_equal(jobs[i].rc, 0);
+        assert_int_equal(jobs[i].version, 2);
+        assert_int_equal(jobs[i].mismatches, 0);
+    }
+    free(buf);
+    rl_weight_sender_free(s);
+}
+
+/* Ranked receivers that never wait (rl_weight_recv_poll(r, 0) between short
+ * sleeps, as partial rollouts poll between decode steps) get three
+ * versions down a chain whole: no bucket is lost when one comes before its
+ * route. */
+static void test_weight_chain_no_wait(void **state)
+{
+    (void)state;
+    const int64_t count = 1000003;
+    rl_weight_sender *s = rl_weight_sender_new("tcp://127.0.0.1:*", 1 << 18);
+    assert_non_null(s);
+    rl_weight_sender_set_fanout(s, RL_WEIGHT_FANOUT_CHAIN);
+    s_chain_job jobs[3];
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) {
+        jobs[i] = (s_chain_job){.endpoint = rl_weight_sender_endpoint(s), .count = count, .rank = i,
+                                .versions = 3, .no_wait = 1};
+        pthread_create(&th[i], NULL, s_chain_receiver, &jobs[i]);
+    }
+    float *buf = malloc(sizeof(float) * count);
+    for (int v = 1; v <= 3; v++) {
+        for (int64_t i = 0; i < count; i++)
+            buf[i] = s_chain_value(i, v);
+        int rc = rl_weight_send(s, (uint64_t)v, buf, count, 3, 20000);
+        if (rc)
+            fprintf(stderr, "version %d: %s\n", v, rl_error_message());
+        assert_int_equal(rc, 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        pthread_join(th[i], NULL);
+        if (jobs[i].rc)
+            fprintf(stderr, "rank %d: %s\n", i, jobs[i].msg);
+        assert_int_equal(jobs[i].rc, 0);
+        assert_int_equal(jobs[i].version, 3);
+        assert_int_equal(jobs[i].mismatches, 0);
+    }
+    free(buf);
+    rl_weight_sender_free(s);
+}
+
 /* Rank 1 of a chain of 3 dies after it holds 2 buckets of version 1: the
  * sender ends at its timeout naming rank 1 (and rank 2 below it), rank 0
  * has the version, and rank 2's wait ends when the waits are aborted. */
@@ -432,7 +530,7 @@ static void test_weight_chain_dead_middle_rank(void **state)
     s_chain_job jobs[3];
     pthread_t th[3];
     for (int i = 0; i < 3; i++) {
-        jobs[i] = (s_chain_job){rl_weight_sender_endpoint(s), count, i, 1, i == 1 ? 2 : 0, 0, 0, 0, ""};
+        jobs[i] = (s_chain_job){rl_weight_sender_endpoint(s), count, i, 1, i == 1 ? 2 : 0, 0, 0, 0, "", NULL, 0};
         pthread_create(&th[i], NULL, s_chain_receiver, &jobs[i]);
     }
     float *buf = malloc(sizeof(float) * count);
@@ -465,7 +563,9 @@ int main(void)
         cmocka_unit_test(test_abort_ends_receives),
         cmocka_unit_test(test_abort_ends_a_publish),
         cmocka_unit_test(test_weight_chain_versions),
+        cmocka_unit_test(test_weight_chain_no_wait),
         cmocka_unit_test(test_weight_chain_dead_middle_rank),
+        cmocka_unit_test(test_weight_chain_two_hosts),
     };
     return cmocka_run_group_tests_name("channel", tests, NULL, NULL);
 }

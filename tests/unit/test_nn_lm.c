@@ -618,6 +618,200 @@ static void test_continuous_batching(void **state)
     rl_lm_free(m);
 }
 
+/* Partial rollouts (rl_lm_sampling.switch_weights): a switch to weights B
+ * after k sampled tokens. */
+typedef struct s_switcher {
+    rl_lm *m;
+    const float *to; /* the weights B */
+    int at, calls;   /* switch at call `at` (1-based: after `at` tokens of the first rows) */
+} s_switcher;
+
+static int s_switch_at(void *ctx)
+{
+    s_switcher *w = ctx;
+    if (++w->calls != w->at)
+        return 0;
+    memcpy(rl_lm_params(w->m), w->to, sizeof(float) * (size_t)rl_lm_num_params(w->m));
+    return 1;
+}
+
+/* Two weight sets A and B of one architecture: *a and *b are copies. */
+static rl_lm *s_two_weights(float **a, float **b)
+{
+    rl_lm *m = s_small_model();
+    size_t bytes = sizeof(float) * (size_t)rl_lm_num_params(m);
+    *a = malloc(bytes);
+    *b = malloc(bytes);
+    memcpy(*a, rl_lm_params(m), bytes);
+    assert_int_equal(rl_lm_init_random(m, 8, 0.25f), 0);
+    memcpy(*b, rl_lm_params(m), bytes);
+    memcpy(rl_lm_params(m), *a, bytes);
+    return m;
+}
+
+/* Greedy: generating GN tokens with a switch A → B after K equals the first
+ * K tokens from A, then the prefix (prompt + K tokens) continued as a prompt
+ * with B (a separate call: prefill from scratch). Every token records its
+ * epoch; the switch changed the tokens (B alone differs after K). */
+static void test_weight_switch_equals_continuation(void **state)
+{
+    (void)state;
+    enum { K = 4, CP = GP + K };
+    float *wa, *wb;
+    rl_lm *m = s_two_weights(&wa, &wb);
+    size_t bytes = sizeof(float) * (size_t)rl_lm_num_params(m);
+    rl_lm_sampling s;
+    rl_lm_sampling_default(&s);
+    s.greedy = 1;
+    s.max_new_tokens = GN;
+    int32_t out[GB * GN], epoch[GB * GN], ref[GB * K], cont[GB * (GN - K)], plain[GB * GN];
+    float lp[GB * GN], rlp[GB * K], clp[GB * (GN - K)];
+    int lens[GB], rlens[GB], clens[GB], plens[GB];
+    s_switcher w = {m, wb, K, 0};
+    s.switch_weights = s_switch_at;
+    s.switch_ctx = &w;
+    s.out_epoch = epoch;
+    assert_int_equal(rl_lm_generate(m, GB, GP, s_prompts, s_plen, NULL, &s, out, lp, NULL, lens), 0);
+    assert_true(w.calls >= K);
+    /* the reference: K tokens from A ... */
+    memcpy(rl_lm_params(m), wa, bytes);
+    rl_lm_sampling r;
+    rl_lm_sampling_default(&r);
+    r.greedy = 1;
+    r.max_new_tokens = K;
+    assert_int_equal(rl_lm_generate(m, GB, GP, s_prompts, s_plen, NULL, &r, ref, rlp, NULL, rlens), 0);
+    r.max_new_tokens = GN;
+    assert_int_equal(rl_lm_generate(m, GB, GP, s_prompts, s_plen, NULL, &r, plain, NULL, NULL, plens), 0);
+    /* ... then the prefixes continued from scratch with B */
+    int32_t cprompts[GB * CP] = {0};
+    int cplen[GB];
+    for (int b = 0; b < GB; b++) {
+        assert_int_equal(rlens[b], K);
+        memcpy(cprompts + b * CP, s_prompts + b * GP, sizeof(int32_t) * (size_t)s_plen[b]);
+        memcpy(cprompts + b * CP + s_plen[b], ref + b * K, sizeof(int32_t) * K);
+        cplen[b] = s_plen[b] + K;
+    }
+    memcpy(rl_lm_params(m), wb, bytes);
+    r.max_new_tokens = GN - K;
+    assert_int_equal(rl_lm_generate(m, GB, CP, cprompts, cplen, NULL, &r, cont, clp, NULL, clens), 0);
+    int differs = 0;
+    for (int b = 0; b < GB; b++) {
+        assert_int_equal(lens[b], K + clens[b]);
+        for (int j = 0; j < lens[b]; j++) {
+            int32_t want = j < K ? ref[b * K + j] : cont[b * (GN - K) + j - K];
+            float wlp = j < K ? rlp[b * K + j] : clp[b * (GN - K) + j - K];
+            assert_int_equal(out[b * GN + j], want);
+            assert_float_equal(lp[b * GN + j], wlp, 1e-5);
+            assert_int_equal(epoch[b * GN + j], j < K ? 0 : 1);
+            differs += j >= K && out[b * GN + j] != plain[b * GN + j];
+        }
+    }
+    assert_true(differs > 0); /* B's tokens are not A's */
+    free(wa);
+    free(wb);
+    rl_lm_free(m);
+}
+
+/* Sampled (top-p, a stop token, row streams): the KV-cache path with a
+ * switch equals the no-cache path (every step recomputed from the full
+ * prefix) with the same switch, token for token; with continuous batching
+ * (3 cache slots for 19 rows) a row that finished before the switch equals
+ * A alone and one that started after it equals B alone. */
+static void test_weight_switch_sampled(void **state)
+{
+    (void)state;
+    enum { NB = 19, NP = 6 };
+    float *wa, *wb;
+    rl_lm *m = s_two_weights(&wa, &wb);
+    size_t bytes = sizeof(float) * (size_t)rl_lm_num_params(m);
+    int32_t prompts[NB * NP] = {0};
+    int plen[NB];
+    uint64_t seeds[NB];
+    for (int b = 0; b < NB; b++) {
+        plen[b] = 1 + b % NP;
+        for (int t = 0; t < plen[b]; t++)
+            prompts[b * NP + t] = (int32_t)(3 + (b * 7 + t * 5) % 50);
+        seeds[b] = 500 + (uint64_t)b;
+    }
+    rl_lm_sampling s;
+    rl_lm_sampling_default(&s);
+    s.max_new_tokens = GN;
+    s.seed = 21;
+    s.top_p = 0.9f;
+    int32_t stop = 3;
+    s.stop_tokens = &stop;
+    s.num_stop_tokens = 1;
+    s.switch_weights = s_switch_at;
+    static int32_t out[3][NB * GN], ep[3][NB * GN], alone[NB * GN];
+    static float lp[3][NB * GN];
+    int lens[3][NB], alens[NB];
+    for (int k = 0; k < 3; k++) { /* kv cache, no cache, kv cache with 3 slots */
+        memcpy(rl_lm_params(m), wa, bytes);
+        s_switcher w = {m, wb, k == 2 ? 25 : 3, 0}; /* 3 slots: past the first rows */
+        s.switch_ctx = &w;
+        s.out_epoch = ep[k];
+        s.no_kv_cache = k == 1;
+        s.max_batch = k == 2 ? 3 : 0;
+        assert_int_equal(rl_lm_generate(m, NB, NP, prompts, plen, seeds, &s, out[k], lp[k], NULL,
+                                        lens[k]), 0);
+        assert_true(w.calls >= w.at);
+    }
+    assert_memory_equal(lens[0], lens[1], sizeof lens[0]);
+    assert_memory_equal(out[0], out[1], sizeof out[0]);
+    assert_memory_equal(ep[0], ep[1], sizeof ep[0]);
+    for (int i = 0; i < NB * GN; i++)
+        assert_float_equal(lp[0][i], lp[1][i], 1e-4);
+    int before = 0, after = 0, both = 0;
+    for (int k = 0; k < 3; k += 2)
+        for (int b = 0; b < NB; b++) {
+            int first = ep[k][b * GN], last = ep[k][b * GN + lens[k][b] - 1];
+            for (int j = 1; j < lens[k][b]; j++) /* epochs never go down along a row */
+                assert_true(ep[k][b * GN + j] >= ep[k][b * GN + j - 1]);
+            both += k == 0 && first == 0 && last == 1;
+            if (k == 2 && (last == 0 || first == 1)) { /* one set of weights: equals it alone */
+                memcpy(rl_lm_params(m), last == 0 ? wa : wb, bytes);
+                rl_lm_sampling a = s;
+                a.switch_weights = NULL;
+                a.out_epoch = NULL;
+                a.max_batch = 0;
+                assert_int_equal(rl_lm_generate(m, 1, NP, prompts + b * NP, &plen[b], &seeds[b], &a,
+                                                alone, NULL, NULL, alens), 0);
+                assert_int_equal(alens[0], lens[k][b]);
+                assert_memory_equal(alone, out[k] + b * GN, sizeof(int32_t) * (size_t)alens[0]);
+                before += last == 0;
+                after += first == 1;
+            }
+        }
+    assert_true(both > 0);                /* rows that hold tokens of both versions */
+    assert_true(before > 0 && after > 0); /* continuous batching: rows on either side */
+    free(wa);
+    free(wb);
+    rl_lm_free(m);
+}
+
+/* A switch callback's error ends the call with it. */
+static int s_switch_fails(void *ctx)
+{
+    (void)ctx;
+    return rl_error_set(RL_EPEER, "the weights' sender died");
+}
+
+static void test_weight_switch_error(void **state)
+{
+    (void)state;
+    rl_lm *m = s_small_model();
+    rl_lm_sampling s;
+    rl_lm_sampling_default(&s);
+    s.max_new_tokens = GN;
+    s.switch_weights = s_switch_fails;
+    int32_t out[GB * GN];
+    int lens[GB];
+    assert_int_equal(rl_lm_generate(m, GB, GP, s_prompts, s_plen, NULL, &s, out, NULL, NULL, lens),
+                     RL_EPEER);
+    assert_non_null(strstr(rl_error_message(), "sender died"));
+    rl_lm_free(m);
+}
+
 /* top_k = 1 keeps only the argmax: same tokens as greedy whatever the seed. */
 static void test_top_k_one_is_greedy(void **state)
 {
@@ -848,6 +1042,9 @@ int main(void)
         cmocka_unit_test(test_generate_refuses_non_finite_logits),
         cmocka_unit_test(test_shared_prefill_and_row_tasks),
         cmocka_unit_test(test_continuous_batching),
+        cmocka_unit_test(test_weight_switch_equals_continuation),
+        cmocka_unit_test(test_weight_switch_sampled),
+        cmocka_unit_test(test_weight_switch_error),
         cmocka_unit_test(test_config_and_argument_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -98,12 +98,32 @@ static int s_loss_fn(void *ctx, int row0, int B, int T, const float *logp, const
     return 0;
 }
 
+/* Partial rollouts: switches the model's weights to `to` (host, P floats) at
+ * the 3rd call, on whichever device the model is. */
+typedef struct s_switch {
+    rl_lm *m;
+    const float *to;
+    int calls;
+} s_switch;
+
+static int s_switch_fn(void *ctx)
+{
+    s_switch *w = ctx;
+    if (++w->calls != 3)
+        return 0;
+    int64_t P = rl_lm_num_params(w->m);
+    int rc = rl_device_copy(rl_lm_device(w->m), rl_lm_params(w->m), RL_DEVICE_CPU, w->to,
+                            sizeof(float) * (size_t)P);
+    return rc < 0 ? rc : 1;
+}
+
 /* Generation on the GPU (KV cache, decode attention and cache writes on the
  * device, sampling on the host) against the CPU's, same weights: greedy,
  * sampled with top-p and top-k, and the no-cache reference path; rows of
  * ragged prompts that stop at different lengths (a stop token). The tokens
  * must agree (the logits differ by fp32 reordering only) and the log-probs
- * and entropies be close. */
+ * and entropies be close. Mode 5: a weight switch (partial rollouts) after
+ * 3 tokens, the live rows' KV cache re-prefilled on the device. */
 static void s_generate_parity(rl_lm *cpu, rl_lm *gpu, const rl_lm_config *c, const int32_t *tok)
 {
     enum { GB = 4, GP = 6, NEW = 9 };
@@ -113,7 +133,12 @@ static void s_generate_parity(rl_lm *cpu, rl_lm *gpu, const rl_lm_config *c, con
         prompts[i] = i % GP < plen[i / GP] ? tok[i] : 0;
     uint64_t seeds[GB] = {11, 12, 13, 14};
     int32_t stop = tok[3];
-    for (int mode = 0; mode < 5; mode++) { /* 4: continuous batching, 2 cache slots */
+    int64_t P = rl_lm_num_params(cpu);
+    float *wb = malloc(sizeof(float) * (size_t)P);
+    assert_non_null(wb);
+    for (int64_t i = 0; i < P; i++) /* weights B: A moved a little */
+        wb[i] = rl_lm_params(cpu)[i] + 0.05f * (float)((i * 2654435761u) % 1000u) / 1000.0f - 0.025f;
+    for (int mode = 0; mode < 6; mode++) { /* 4: continuous batching, 2 cache slots */
         rl_lm_sampling sp;
         rl_lm_sampling_default(&sp);
         sp.max_new_tokens = NEW;
@@ -126,10 +151,21 @@ static void s_generate_parity(rl_lm *cpu, rl_lm *gpu, const rl_lm_config *c, con
         sp.top_k = mode == 2 ? 5 : 0;
         sp.no_kv_cache = mode == 3;
         sp.max_batch = mode == 4 ? 2 : 0;
+        s_switch wc = {cpu, wb, 0}, wg = {gpu, wb, 0};
+        int32_t epc[GB * NEW], epg[GB * NEW];
+        if (mode == 5) {
+            sp.switch_weights = s_switch_fn;
+            sp.switch_ctx = &wc;
+            sp.out_epoch = epc;
+        }
         int32_t tc[GB * NEW], tg[GB * NEW];
         float lc[GB * NEW], lg[GB * NEW], ec[GB * NEW], eg[GB * NEW];
         int nc[GB], ng[GB];
         assert_int_equal(rl_lm_generate(cpu, GB, GP, prompts, plen, seeds, &sp, tc, lc, ec, nc), 0);
+        if (mode == 5) {
+            sp.switch_ctx = &wg;
+            sp.out_epoch = epg;
+        }
         int rc = rl_lm_generate(gpu, GB, GP, prompts, plen, seeds, &sp, tg, lg, eg, ng);
         if (rc)
             fail_msg("generate on the GPU (mode %d): %s", mode, rl_error_message());
@@ -143,7 +179,12 @@ static void s_generate_parity(rl_lm *cpu, rl_lm *gpu, const rl_lm_config *c, con
         }
         s_close("generated logp", lg, lc, GB * NEW);
         s_close("generated entropy", eg, ec, GB * NEW);
+        if (mode == 5) {
+            assert_true(wc.calls >= 3 && wg.calls >= 3);
+            assert_memory_equal(epc, epg, sizeof epc);
+        }
     }
+    free(wb);
     (void)c;
 }
 

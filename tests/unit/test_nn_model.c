@@ -223,6 +223,70 @@ static void test_sample_matches_generate(void **state)
     rl_model_free(m);
 }
 
+/* Partial rollouts through the model interface: poll_weights switches the
+ * weights (rl_model_params_set) at its 2nd call and says version 9; the
+ * output's token versions are 5 (the call's start) then 9, 0 past a row's
+ * end; a version that does not grow is refused. */
+typedef struct s_poll {
+    rl_model *m;
+    float *to;
+    uint64_t give;
+    int calls;
+} s_poll;
+
+static int s_poll_fn(void *ctx, uint64_t *version)
+{
+    s_poll *p = ctx;
+    if (++p->calls != 2)
+        return 0;
+    int rc = rl_model_params_set(p->m, p->to);
+    *version = p->give;
+    return rc ? rc : 1;
+}
+
+static void test_sample_with_weight_switch(void **state)
+{
+    (void)state;
+    rl_model *m = s_tiny();
+    int64_t P = rl_model_num_params(m);
+    float *to = malloc(sizeof(float) * (size_t)P);
+    memcpy(to, rl_model_params(m), sizeof(float) * (size_t)P);
+    for (int64_t i = 0; i < P; i++)
+        to[i] *= -1.5f;
+    rl_dataproto *in = s_batch(), *out = NULL;
+    int64_t s1[1] = {3};
+    int64_t *seeds = rl_tensor_data(rl_dataproto_new_tensor(in, RL_LM_ROW_SEEDS, RL_I64, 1, s1));
+    seeds[0] = 11, seeds[1] = 12, seeds[2] = 13;
+    s_poll p = {m, to, 9, 0};
+    rl_model_sampling s = {.temperature = 0.9, .top_p = 1.0, .max_new_tokens = 6,
+                           .poll_weights = s_poll_fn, .poll_ctx = &p, .version = 5};
+    assert_int_equal(rl_model_sample(m, in, &s, &out), 0);
+    const rl_tensor *tv = rl_dataproto_tensor(out, RL_LM_TOKEN_VERSION);
+    assert_non_null(tv);
+    assert_int_equal(tv->shape[0], 3);
+    assert_int_equal(tv->shape[1], 6);
+    const int64_t *v = rl_tensor_data((rl_tensor *)tv);
+    const int32_t *len = rl_tensor_data(rl_dataproto_tensor(out, RL_LM_RESPONSE_LENS));
+    int nine = 0;
+    for (int b = 0; b < 3; b++)
+        for (int j = 0; j < 6; j++) {
+            int64_t want = j >= len[b] ? 0 : j < 2 ? 5 : 9; /* the switch after 2 tokens */
+            assert_int_equal(v[b * 6 + j], want);
+            nine += want == 9;
+        }
+    assert_true(nine > 0);
+    rl_dataproto_free(out);
+    /* versions must grow */
+    memcpy(to, rl_model_params(m), sizeof(float) * (size_t)P);
+    s_poll q = {m, to, 5, 0};
+    s.poll_ctx = &q;
+    assert_int_equal(rl_model_sample(m, in, &s, &out), RL_ESTATE);
+    assert_msg_contains(rl_error_message(), "weights switched to version 5 after 5");
+    free(to);
+    rl_dataproto_free(in);
+    rl_model_free(m);
+}
+
 static void test_bad_batches(void **state)
 {
     (void)state;
@@ -359,8 +423,23 @@ static void test_model_device_on_cpu(void **state)
         fail_msg("%s", rl_error_message());
     assert_int_equal(rl_model_device(f), RL_DEVICE_CPU);
     assert_int_equal(rl_model_to_device(f, RL_DEVICE_CPU), RL_OK);
+    if (rl_device_count(RL_DEVICE_CUDA) <= 0) { /* the kind moves, but there is no GPU here */
+        assert_int_equal(rl_model_to_device(f, RL_DEVICE_CUDA), RL_EUNSUPPORTED);
+        assert_msg_contains(rl_error_message(), "flow_policy");
+        assert_int_equal(rl_model_device(f), RL_DEVICE_CPU);
+    }
+    rl_model_free(f);
+    /* a kind with no device path refuses by name, GPU or not */
+    static const char cnn[] = "model: {type: image_cnn, channels: 1, height: 8, width: 8, conv1_channels: 2, "
+                              "conv2_channels: 2, hidden_size: 4, num_classes: 3, init_from: ''}\n";
+    job = rl_config_parse_string(cnn, strlen(cnn), "<test>");
+    assert_non_null(job);
+    f = rl_model_build(job, 1);
+    rl_config_free(job);
+    if (!f)
+        fail_msg("%s", rl_error_message());
     assert_int_equal(rl_model_to_device(f, RL_DEVICE_CUDA), RL_EUNSUPPORTED);
-    assert_msg_contains(rl_error_message(), "model kind 'flow_policy' runs on the CPU only");
+    assert_msg_contains(rl_error_message(), "model kind 'image_cnn' runs on the CPU only");
     rl_model_free(f);
 }
 
@@ -370,6 +449,7 @@ int main(void)
         cmocka_unit_test(test_forward_matches_network),
         cmocka_unit_test(test_backward_matches_network),
         cmocka_unit_test(test_sample_matches_generate),
+        cmocka_unit_test(test_sample_with_weight_switch),
         cmocka_unit_test(test_bad_batches),
         cmocka_unit_test(test_config_build_save_load),
         cmocka_unit_test(test_model_device_on_cpu),

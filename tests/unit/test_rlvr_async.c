@@ -226,11 +226,80 @@ static void test_checkpoint_round_trip(void **state)
     rl_rlvr_async_close(&b);
 }
 
+/* Partial rollouts: a round whose rows hold tokens of two versions (the
+ * row column the oldest) round-trips with its per-token versions; a token
+ * newer than the checkpoint's weights or older than its row's version, or
+ * the per-token versions without the response lengths, is refused with its
+ * row and token. */
+static rl_dataproto *s_partial_round(int64_t bad)
+{
+    rl_dataproto *dp = s_round_v(4, 0, 6); /* rows sampled from version 6 on */
+    int32_t *len = rl_tensor_data(rl_dataproto_new_tensor(dp, RL_LM_RESPONSE_LENS, RL_I32, 1,
+                                                          (int64_t[]){4}));
+    int64_t *v = rl_tensor_data(rl_dataproto_new_tensor(dp, RL_LM_TOKEN_VERSION, RL_I64, 2,
+                                                        (int64_t[]){4, S_R}));
+    for (int64_t b = 0; b < 4; b++) {
+        len[b] = (int32_t)(b + 2);
+        for (int64_t j = 0; j < S_R; j++)
+            v[b * S_R + j] = j < len[b] ? (j < 2 ? 6 : 7) : 0; /* a switch 6 → 7 after 2 tokens */
+    }
+    if (bad)
+        v[1 * S_R + 2] = bad; /* row 1, token 2 */
+    return dp;
+}
+
+static void test_partial_token_versions(void **state)
+{
+    (void)state;
+    int dropped = -1;
+    static const int64_t cases[] = {0, 8, 5};
+    for (size_t i = 0; i < 3; i++) {
+        rl_rlvr_async src = {.staleness = 2}, d = {.staleness = 2};
+        assert_int_equal(rl_rlvr_async_push(&src, 7, 0, s_partial_round(cases[i]), NULL), RL_OK);
+        json_t *j = NULL;
+        assert_int_equal(rl_rlvr_async_save(&src, NULL, &j), RL_OK);
+        int rc = s_restore(&d, j, &dropped);
+        if (cases[i] == 0) {
+            assert_int_equal(rc, RL_OK);
+            assert_int_equal(d.n, 1);
+            const rl_tensor *tv = rl_dataproto_tensor(d.q[0].dp, RL_LM_TOKEN_VERSION);
+            assert_non_null(tv);
+            const int64_t *v = rl_tensor_data((rl_tensor *)tv);
+            assert_int_equal(v[3 * S_R + 4], 7);
+            assert_int_equal(v[3 * S_R + 1], 6);
+        } else {
+            assert_int_equal(rc, RL_EPROTO);
+            char want[240];
+            snprintf(want, sizeof want, "async state of 7.0: async state 7.0: row 1, token 2: "
+                                        "token_weight_version expected 6 .. 7 (the row's oldest .. "
+                                        "the checkpoint's weights), got %lld", (long long)cases[i]);
+            assert_string_equal(rl_error_message(), want);
+            assert_int_equal(d.n, 0);
+        }
+        json_decref(j);
+        rl_rlvr_async_close(&src);
+        rl_rlvr_async_close(&d);
+    }
+    rl_rlvr_async src = {.staleness = 2}, d = {.staleness = 2};
+    rl_dataproto *nolen = s_partial_round(0);
+    assert_int_equal(rl_dataproto_remove(nolen, RL_LM_RESPONSE_LENS), RL_OK);
+    assert_int_equal(rl_rlvr_async_push(&src, 7, 0, nolen, NULL), RL_OK);
+    json_t *j = NULL;
+    assert_int_equal(rl_rlvr_async_save(&src, NULL, &j), RL_OK);
+    assert_int_equal(s_restore(&d, j, &dropped), RL_EPROTO);
+    assert_non_null(strstr(rl_error_message(), "token_weight_version needs responses (B, R) and "
+                                                "response_lens (B) beside it"));
+    json_decref(j);
+    rl_rlvr_async_close(&src);
+    rl_rlvr_async_close(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_queue_by_step_and_round),
         cmocka_unit_test(test_checkpoint_round_trip),
+        cmocka_unit_test(test_partial_token_versions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -571,6 +571,40 @@ static void test_roles_started_by_name(void **state)
     rl_config_free(cfg);
 }
 
+/* A resumed run's job id: rl_driver_new takes a well-formed one as given
+ * (its workers present it in HELLO) and refuses anything else by name. */
+static void test_given_job_id(void **state)
+{
+    (void)state;
+    const char *yaml = "driver: {bind: 127.0.0.1, port: 5555}\n"
+                       "nodes: [{name: local, address: 127.0.0.1}]\n"
+                       "roles: {actor: {count: 1, node: local}}\n";
+    rl_config *cfg = rl_config_parse_string(yaml, strlen(yaml), "c.yaml");
+    rl_cluster *cl = rl_cluster_from_config(cfg);
+    assert_non_null(cl);
+    rl_driver_options opt = {.cluster = cl, .worker_binary = s_worker,
+                             .bind_override = "tcp://127.0.0.1:*", .job_id = "0123456789abcdef"};
+    rl_driver *d = rl_driver_new(&opt);
+    assert_non_null(d);
+    assert_string_equal(rl_driver_job_id(d), "0123456789abcdef");
+    rl_driver_free(d);
+    const char *bad[] = {"0123456789ABCDEF", "0123456789abcde", "0123456789abcdef0", "", "xyz"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        opt.job_id = bad[i];
+        assert_null(rl_driver_new(&opt));
+        assert_int_equal(rl_error_code(), RL_EINVAL);
+        assert_non_null(strstr(rl_error_message(), "is not 16 lowercase hex digits"));
+    }
+    opt.job_id = NULL; /* a random one */
+    d = rl_driver_new(&opt);
+    assert_non_null(d);
+    assert_int_equal(strlen(rl_driver_job_id(d)), 16);
+    assert_string_not_equal(rl_driver_job_id(d), "0123456789abcdef");
+    rl_driver_free(d);
+    rl_cluster_free(cl);
+    rl_config_free(cfg);
+}
+
 /* rl-worker exits 64 for a role it does not serve: the driver fails at
  * once, without restarting it max_restarts times. */
 static void test_usage_exit_is_fatal(void **state)
@@ -916,6 +950,7 @@ int main(void)
         cmocka_unit_test_teardown(test_usage_exit_is_fatal, s_teardown),
         cmocka_unit_test_teardown(test_production_worker_has_no_test_methods, s_teardown),
         cmocka_unit_test(test_worker_ready_lists_served_methods),
+        cmocka_unit_test(test_given_job_id),
         cmocka_unit_test_teardown(test_configure_carries_locations, s_teardown),
     };
     return cmocka_run_group_tests_name("runtime", tests, NULL, NULL);

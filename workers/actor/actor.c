@@ -26,6 +26,7 @@
 #include "rlrt/nn/model.h"
 #include "rlrt/nn/params.h"
 #include "rlrt/runtime/channel.h"
+#include "rlrt/runtime/channel_ipc.h"
 #include "rlrt/runtime/collective.h"
 #include "workers/actor/actor.h"
 #include "common/nn/models/model_device.h"
@@ -39,9 +40,12 @@ static void s_free_models(s_actor *a)
     rl_model_free(a->policy);
     rl_model_free(a->ref);
     rl_comm_destroy(a->comm);
-    free(a->shard_grad);
+    rl_actor_shard_free(a);
     rl_adamw_free(a->opt);
     rl_weight_sender_free(a->wsend);
+    rl_weight_ipc_sender_free(a->wipc);
+    rl_weight_bcast_free(a->wbcast);
+    rl_comm_destroy(a->bcomm);
     free(a->host_params);
     a->host_params = NULL;
     a->host_stale = 0;
@@ -50,6 +54,9 @@ static void s_free_models(s_actor *a)
     a->shard_grad = NULL;
     a->opt = NULL;
     a->wsend = NULL;
+    a->wipc = NULL;
+    a->wbcast = NULL;
+    a->bcomm = NULL;
 }
 
 /* The job's sections into the state: the ENUM keys' names as the
@@ -158,18 +165,14 @@ static int s_set_value_lr(const rl_config *job, rl_adamw *opt, const rl_param_ma
 
 /* actor.device: the policy and the reference move to the GPU once, after
  * they are built and loaded on the host; the host keeps a copy of the
- * parameters for weight sync and checkpoints. FSDP's collectives run over
- * host memory (ZeroMQ), so a GPU actor is one rank until they run over
- * NCCL. */
+ * parameters for weight sync and checkpoints. With several GPU ranks,
+ * FSDP's collectives run over NCCL on the device buffers (rl_comm_options.nccl;
+ * two ranks on one GPU need NCCL >= 2.30 and NCCL_MULTI_RANK_GPU_ENABLE=1). */
 static int s_place_models(rl_worker_ctx *ctx, s_actor *a)
 {
     a->dev = a->o.device == RL_ACTOR_DEVICE_CUDA ? RL_DEVICE_CUDA : RL_DEVICE_CPU;
     if (a->dev == RL_DEVICE_CPU)
         return RL_OK;
-    if (a->W > 1)
-        return RL_CFG_ERROR(ctx->config, &rl_actor_section, rl_actor_config, device, RL_EUNSUPPORTED,
-                            "cuda with %d actor ranks: FSDP's collectives run on the host, so a "
-                            "GPU actor is one rank for now (actor ranks: 1)", a->W);
     int rc = rl_model_to_device(a->policy, a->dev);
     if (!rc)
         rc = rl_model_to_device(a->ref, a->dev);
@@ -212,14 +215,14 @@ static int s_init_model(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto
         rl_comm_options co;
         rl_comm_options_default(&co);
         co.timeout_s = a->o.comm_timeout_s;
+        co.nccl = a->dev == RL_DEVICE_CUDA; /* device buffers: NCCL */
         a->comm = rl_comm_init_rank(&id, a->W, a->rank, &co);
         if (!a->comm)
             return rl_error_wrap(rl_error_code(), "actor/%d: joining the FSDP communicator", a->rank);
     }
     rl_shard_range(a->P, a->W, a->rank, &a->begin, &a->end);
-    a->shard_grad = malloc(sizeof(float) * (size_t)(a->end - a->begin + 1));
-    if (!a->shard_grad)
-        return rl_error_set(RL_ENOMEM, "actor/%d: out of memory for the gradient shard", a->rank);
+    if ((rc = rl_actor_shard_alloc(a)))
+        return rc;
     rl_adamw_config oc = rl_adamw_config_default();
     oc.weight_decay = a->o.weight_decay;
     oc.beta1 = a->o.beta1;
@@ -294,47 +297,17 @@ RL_ACTOR_LOSS_OPS(S_OP_METHOD)
 
 /* ---- weights ------------------------------------------------------------------------------------ */
 
+/* both in weights.c: ZeroMQ, and CUDA IPC to the rollout ranks on this GPU */
 static int s_weights_open(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     s_actor *a = rl_actor_get(ctx, RL_ACTOR_WEIGHTS_OPEN);
-    if (!a)
-        return rl_error_code();
-    const char *host = rl_dataproto_meta_str(in, RL_ACTOR_HOST, NULL);
-    if (!host)
-        return rl_error_code();
-    if (!a->wsend) {
-        char bind[300];
-        snprintf(bind, sizeof bind, "tcp://%s:*", host);
-        a->wsend = rl_weight_sender_new(bind, 0);
-        if (!a->wsend)
-            return rl_error_code();
-        rl_weight_sender_set_fanout(a->wsend, a->o.weight_fanout == RL_ACTOR_FANOUT_CHAIN
-                                                  ? RL_WEIGHT_FANOUT_CHAIN
-                                                  : RL_WEIGHT_FANOUT_STAR);
-    }
-    *out = rl_dataproto_new_meta(json_pack("{s:s, s:I}", RL_ACTOR_ENDPOINT,
-                                           rl_weight_sender_endpoint(a->wsend), RL_ACTOR_COUNT,
-                                           (json_int_t)a->P));
-    return *out ? RL_OK : rl_error_code();
+    return a ? rl_actor_weights_open(a, in, out) : rl_error_code();
 }
 
 static int s_publish_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
-    (void)out;
     s_actor *a = rl_actor_get(ctx, RL_ACTOR_PUBLISH_WEIGHTS);
-    if (!a)
-        return rl_error_code();
-    int64_t version, receivers;
-    if (rl_dataproto_meta_get_int(in, RL_ACTOR_VERSION, 1, INT64_MAX, &version) ||
-        rl_dataproto_meta_get_int(in, RL_ACTOR_RECEIVERS, 1, 1 << 20, &receivers))
-        return rl_error_code();
-    if (!a->wsend)
-        return rl_error_set(RL_ESTATE, "%s before %s", RL_ACTOR_PUBLISH_WEIGHTS, RL_ACTOR_WEIGHTS_OPEN);
-    const float *p = rl_actor_host_params(a);
-    if (!p)
-        return rl_error_code();
-    return rl_weight_send(a->wsend, (uint64_t)version, p, a->P,
-                          (int)receivers, (int)(a->o.comm_timeout_s * 1000));
+    return a ? rl_actor_weights_publish(a, in, out) : rl_error_code();
 }
 
 /* ---- checkpoints ---------------------------------------------------------------------------------- */
@@ -347,8 +320,8 @@ static int s_gather_moments(s_actor *a, float **m_out, float **v_out)
     int rc = RL_OK;
     if (!m || !v)
         rc = rl_error_set(RL_ENOMEM, "actor/%d: out of memory for the optimiser moments", a->rank);
-    else if (a->comm && !(rc = rl_comm_all_gather(a->comm, a->opt->m, m, a->P)))
-        rc = rl_comm_all_gather(a->comm, a->opt->v, v, a->P);
+    else if (a->comm && !(rc = rl_actor_all_gather_host(a, a->opt->m, m)))
+        rc = rl_actor_all_gather_host(a, a->opt->v, v);
     else if (!a->comm)
         rc = rl_adamw_moments_get(a->opt, m, v);
     if (rc) {

@@ -26,10 +26,16 @@
  *                                 the op's partial sums, RL_ACTOR_M_LOSS, _GRAD_NORM,
  *                                 _LR, one reply per rank. Each op is also served
  *                                 under its own method name (in brackets below)
- *   open_weights      rank_zero   meta RL_ACTOR_HOST → meta RL_ACTOR_ENDPOINT,
- *                                 RL_ACTOR_COUNT (parameters)
- *   publish_weights   rank_zero   meta RL_ACTOR_VERSION, RL_ACTOR_RECEIVERS: sends
- *                                 the parameters as that version
+ *   open_weights      rank_zero   meta RL_ACTOR_HOST [, RL_ACTOR_IPC_RECEIVERS,
+ *                                 RL_ACTOR_BCAST_RECEIVERS (→ RL_ACTOR_BCAST_ID: the
+ *                                 communicator of rlrt/runtime/weight_bcast.h)] → meta
+ *                                 RL_ACTOR_ENDPOINT, RL_ACTOR_COUNT (parameters) [,
+ *                                 RL_ACTOR_IPC_ENDPOINT: CUDA IPC for the rollout
+ *                                 ranks on this GPU, when the actor is on it]
+ *   publish_weights   rank_zero   meta RL_ACTOR_VERSION, RL_ACTOR_RECEIVERS (ZeroMQ) [,
+ *                                 RL_ACTOR_IPC_RECEIVERS, RL_ACTOR_BCAST_RECEIVERS]: sends the parameters as
+ *                                 that version → meta RL_ACTOR_SYNC_BYTES, _S, _GBPS,
+ *                                 _TRANSPORT (workers/actor/weights.c)
  *   save_checkpoint   one_to_all  meta RL_ACTOR_DIR (checkpoint root), RL_ACTOR_STEP,
  *                                 RL_ACTOR_EPOCH, RL_ACTOR_DATA_POSITION,
  *                                 RL_ACTOR_EXTRA (a JSON object) [, RL_ACTOR_FILES]:
@@ -155,6 +161,15 @@
 #define RL_ACTOR_COUNT "count"
 #define RL_ACTOR_VERSION "version"
 #define RL_ACTOR_RECEIVERS "receivers"
+#define RL_ACTOR_IPC_RECEIVERS "ipc_receivers" /* rollout ranks on the actor's GPU (CUDA IPC) */
+#define RL_ACTOR_IPC_ENDPOINT "ipc_endpoint"
+#define RL_ACTOR_BCAST_RECEIVERS "bcast_receivers" /* rollout ranks taking the broadcast */
+#define RL_ACTOR_BCAST_ID "bcast_id" /* the broadcast communicator's rl_comm_id (text) */
+/* publish_weights' reply: what the sync measured */
+#define RL_ACTOR_SYNC_BYTES "sync_bytes"
+#define RL_ACTOR_SYNC_S "sync_s"
+#define RL_ACTOR_SYNC_GBPS "sync_gbps"
+#define RL_ACTOR_SYNC_TRANSPORT "sync_transport"
 #define RL_ACTOR_DIR "dir"
 #define RL_ACTOR_PATH "path"
 #define RL_ACTOR_STEP "step"

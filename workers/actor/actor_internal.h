@@ -32,6 +32,8 @@
 #include "rlrt/dataproto.h"
 #include "rlrt/nn/model.h"
 #include "rlrt/runtime/channel.h"
+#include "rlrt/runtime/weight_bcast.h"
+#include "rlrt/runtime/channel_ipc.h"
 #include "rlrt/runtime/collective.h"
 #include "rlrt/runtime/worker.h"
 #include "workers/actor/actor.h"
@@ -51,9 +53,18 @@ typedef struct rl_actor_state {
     rl_comm *comm;      /* NULL when W == 1 */
     int W, rank;
     int64_t begin, end; /* owned shard */
-    float *shard_grad;  /* (end - begin) */
+    float *shard_grad;  /* (end - begin), on the actor's device */
+    rl_device shard_dev; /* where shard_grad was allocated */
     rl_adamw *opt;
     rl_weight_sender *wsend;
+    rl_weight_ipc_sender *wipc; /* CUDA IPC to the rollout ranks on this GPU (weights.c); NULL: none */
+    /* the broadcast to rollout ranks (weights.c, rlrt/runtime/weight_bcast.h):
+     * its communicator's id (made at open_weights), the communicator and
+     * the sender once they joined (NULL: not yet, or dropped after an error) */
+    rl_comm_id bcast_id;
+    int bcast_world;
+    rl_comm *bcomm;
+    rl_weight_bcast *wbcast;
     /* actor.device: where policy, ref, gradients and moments live; on a GPU
      * the host keeps a copy of the parameters for weight sync and
      * checkpoints, refreshed after an optimiser step when first needed */
@@ -70,6 +81,18 @@ enum { RL_ACTOR_FANOUT_STAR = 0, RL_ACTOR_FANOUT_CHAIN = 1 };
 /* The policy's parameters as a host array (the model's own buffer on the
  * CPU; on a GPU the host copy, refreshed when stale). NULL + message. */
 float *rl_actor_host_params(rl_actor_state *a);
+
+/* open_weights and publish_weights (weights.c): ZeroMQ to every receiver,
+ * or CUDA IPC to the RL_ACTOR_IPC_RECEIVERS that share this GPU. */
+int rl_actor_weights_open(rl_actor_state *a, const rl_dataproto *in, rl_dataproto **out);
+int rl_actor_weights_publish(rl_actor_state *a, const rl_dataproto *in, rl_dataproto **out);
+
+/* The gradient shard on a->dev (update.c), and its release. */
+int rl_actor_shard_alloc(rl_actor_state *a);
+void rl_actor_shard_free(rl_actor_state *a);
+/* host[0..P) = every rank's shard (this rank's: `shard`, on a->dev) —
+ * collective; over NCCL through a device buffer. */
+int rl_actor_all_gather_host(rl_actor_state *a, const float *shard, float *host);
 
 /* The state, or NULL with RL_ESTATE when init_model has not run. */
 rl_actor_state *rl_actor_get(rl_worker_ctx *ctx, const char *method);

@@ -18,6 +18,7 @@
 #include "common/algo/flow/flow.h"
 #include "common/nn/models/flow_policy.h"
 #include "rlrt/error.h"
+#include "common/nn/models/model_device.h"
 #include "rlrt/dtype.h"
 #include "rlrt/nn/model.h"
 #include "rlrt/tensor.h"
@@ -352,9 +353,19 @@ static int s_extra(rl_actor_step *s)
         return RL_OK;
     rl_model *pm = s->a->policy;
     int64_t np = rl_model_num_params(pm);
-    float *g = rl_model_grads(pm), *g_rl = g && np > 0 ? malloc(sizeof(float) * (size_t)np) : NULL;
-    if (g_rl)
-        memcpy(g_rl, g, sizeof(float) * (size_t)np);
+    const rl_device dev = rl_model_device(pm);
+    const size_t bytes = sizeof(float) * (size_t)(np > 0 ? np : 0);
+    float *g = rl_model_grads(pm), *g_rl = g && np > 0 ? malloc(bytes) : NULL;
+    /* on a device the diagnostics read host copies of the gradients */
+    float *g_all = g_rl && dev != RL_DEVICE_CPU ? malloc(bytes) : NULL;
+    if (g_rl && dev != RL_DEVICE_CPU &&
+        (!g_all || rl_device_copy(RL_DEVICE_CPU, g_rl, dev, g, bytes) || rl_device_sync(dev))) {
+        free(g_rl); /* no diagnostics, the step goes on */
+        free(g_all);
+        g_rl = g_all = NULL;
+    } else if (g_rl && dev == RL_DEVICE_CPU) {
+        memcpy(g_rl, g, bytes);
+    }
     int64_t Dd = 0;
     const float *target = NULL;
     rl_dataproto *db = s_demo_batch(s->in, rl_dataproto_rows(s->in), &Dd, &target);
@@ -367,12 +378,18 @@ static int s_extra(rl_actor_step *s)
     s->value += demo;
     c->demo_loss = demo * (c->global_rows / c->alg.demo_coef); /* the plain mean × this rank's rows */
     rl_flow_grad_split gs;
-    if (!rc && g_rl && !rl_flow_grad_split_get(g_rl, rl_model_grads(pm), np, &gs)) {
+    const float *g_total = rl_model_grads(pm);
+    if (!rc && g_all && (rl_device_copy(RL_DEVICE_CPU, g_all, dev, g_total, bytes) || rl_device_sync(dev)))
+        rc = rl_error_code();
+    if (g_all)
+        g_total = g_all;
+    if (!rc && g_rl && !rl_flow_grad_split_get(g_rl, g_total, np, &gs)) {
         c->m[M_G_RL] = gs.norm_a * c->rows;
         c->m[M_G_DEMO] = gs.norm_b * c->rows;
         c->m[M_G_COS] = (isfinite(gs.cos) ? gs.cos : 0.0) * c->rows;
     }
     free(g_rl);
+    free(g_all);
     return rc;
 }
 

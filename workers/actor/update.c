@@ -32,6 +32,57 @@ float *rl_actor_host_params(rl_actor_state *a)
     return a->host_params;
 }
 
+int rl_actor_shard_alloc(rl_actor_state *a)
+{
+    a->shard_dev = a->dev;
+    a->shard_grad = a->dev == RL_DEVICE_CPU ? malloc(sizeof(float) * (size_t)(a->end - a->begin + 1))
+                                            : rl_device_buffer_new(a->dev, a->end - a->begin, RL_MEM_GRADS);
+    return a->shard_grad ? RL_OK
+                         : rl_error_set(RL_ENOMEM, "actor/%d: no memory for the gradient shard on the %s",
+                                        a->rank, rl_device_name(a->dev));
+}
+
+void rl_actor_shard_free(rl_actor_state *a)
+{
+    if (a->shard_grad && a->shard_dev != RL_DEVICE_CPU)
+        rl_device_buffer_free(a->shard_dev, a->shard_grad);
+    else
+        free(a->shard_grad);
+    a->shard_grad = NULL;
+}
+
+int rl_actor_all_gather_host(rl_actor_state *a, const float *shard, float *host)
+{
+    if (a->dev == RL_DEVICE_CPU)
+        return rl_comm_all_gather(a->comm, shard, host, a->P);
+    float *d = rl_device_buffer_new(a->dev, a->P, RL_MEM_SCRATCH);
+    if (!d)
+        return rl_error_code();
+    int rc = rl_comm_all_gather(a->comm, shard, d, a->P);
+    if (!rc)
+        rc = rl_device_copy(RL_DEVICE_CPU, host, a->dev, d, sizeof(float) * (size_t)a->P);
+    rl_device_buffer_free(a->dev, d);
+    return rc;
+}
+
+/* The FSDP shards' sums of squares, all-reduced as a float pair (on the
+ * device when the communicator is NCCL's). */
+static int s_all_reduce_pair(rl_actor_state *a, const float part[2], float tot[2])
+{
+    if (a->dev == RL_DEVICE_CPU)
+        return rl_comm_all_reduce(a->comm, part, tot, 2, RL_REDUCE_SUM);
+    float *d = rl_device_buffer_new(a->dev, 2, RL_MEM_SCRATCH);
+    if (!d)
+        return rl_error_code();
+    int rc = rl_device_copy(a->dev, d, RL_DEVICE_CPU, part, 2 * sizeof(float));
+    if (!rc)
+        rc = rl_comm_all_reduce(a->comm, d, d, 2, RL_REDUCE_SUM);
+    if (!rc)
+        rc = rl_device_copy(RL_DEVICE_CPU, tot, a->dev, d, 2 * sizeof(float));
+    rl_device_buffer_free(a->dev, d);
+    return rc;
+}
+
 rl_actor_state *rl_actor_get(rl_worker_ctx *ctx, const char *method)
 {
     rl_actor_state *a = ctx->user;
@@ -56,7 +107,7 @@ int rl_actor_fsdp_step(rl_actor_state *a, double clip, double *grad_norm, double
     double sumsq = a->opt->ops->grad_sumsq(gs, n); /* the CPU's: rl_grad_sumsq */
     if (a->comm) { /* the shards' sums of squares, carried exactly as a float pair */
         float part[2] = {(float)sumsq, (float)(sumsq - (double)(float)sumsq)}, tot[2];
-        if ((rc = rl_comm_all_reduce(a->comm, part, tot, 2, RL_REDUCE_SUM)))
+        if ((rc = s_all_reduce_pair(a, part, tot)))
             return rc;
         sumsq = (double)tot[0] + (double)tot[1];
     }

@@ -13,13 +13,19 @@
  * cpu_weight_swap: an annotate call copies the live weights aside, puts
  * θ_ref into the model ONCE for the whole batch (every forward and the ODE
  * run over all rows at once: steps × envs in one batch), and puts the live
- * weights back before it returns, on every path. */
+ * weights back before it returns, on every path.
+ *
+ * Device: the averages live on the host. With rollout.device cuda the
+ * model's parameters are on the GPU: a sync copies them out for the EMA
+ * update, a swap copies them out and the average in (and back), through
+ * rl_model_params_get/set (on the CPU a plain copy, as before). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/nn/models/flow_policy.h"
+#include "common/nn/models/model_device.h"
 #include "common/nn/engine/checkpoint.h"
 #include "common/nn/engine/safetensors.h"
 #include "rlrt/error.h"
@@ -128,13 +134,28 @@ static int s_avg_update(rl_worker_ctx *ctx, s_avg *a, const float *cur, int64_t 
 static int s_on_sync(rl_worker_ctx *ctx, const rl_rollout_policy *p)
 {
     int64_t P = rl_model_num_params(p->model);
-    const float *cur = rl_model_params(p->model);
     free(s_eval_in.live); /* new live weights are in: nothing to put back */
     s_eval_in.live = NULL;
+    if (!(s_job.eval_decay > 0) && !s_job.ref)
+        return RL_OK;
+    /* the weights on the host: the model's own buffer on the CPU, a copy from a device */
+    float *copy = NULL;
+    const float *cur = rl_model_params(p->model);
+    if (rl_model_device(p->model) != RL_DEVICE_CPU) {
+        if (!(copy = malloc(sizeof(float) * (size_t)(P + 1))))
+            return rl_error_set(RL_ENOMEM, "rollout/%d: out of memory", ctx->rank);
+        int rc = rl_model_params_get(p->model, copy);
+        if (rc) {
+            free(copy);
+            return rc;
+        }
+        cur = copy;
+    }
     int rc = s_job.eval_decay > 0 ? s_avg_update(ctx, &s_eval, cur, P, s_job.eval_decay) : RL_OK;
-    if (rc || !s_job.ref)
-        return rc;
-    return s_avg_update(ctx, &s_ref, cur, P, rl_flow_rl_ema_beta(&s_job.alg, s_ref.count));
+    if (!rc && s_job.ref)
+        rc = s_avg_update(ctx, &s_ref, cur, P, rl_flow_rl_ema_beta(&s_job.alg, s_ref.count));
+    free(copy);
+    return rc;
 }
 
 /* ---- the swap ------------------------------------------------------------------------------ */
@@ -159,17 +180,24 @@ static int s_swap_in(rl_worker_ctx *ctx, rl_model *m, const char *method, const 
                             (long long)a->P, (long long)P);
     if (!(w->live = malloc(sizeof(float) * (size_t)P)))
         return rl_error_set(RL_ENOMEM, "rollout/%d: out of memory", ctx->rank);
-    float *p = rl_model_params(w->m);
-    memcpy(w->live, p, sizeof(float) * (size_t)P);
-    memcpy(p, a->ref, sizeof(float) * (size_t)P);
+    int rc = rl_model_params_get(w->m, w->live);
+    if (!rc && (rc = rl_model_params_set(w->m, a->ref)))
+        rl_model_params_set(w->m, w->live); /* the live weights back (a device's error) */
+    if (rc) {
+        free(w->live);
+        w->live = NULL;
+        return rc;
+    }
     w->P = P;
     return RL_OK;
 }
 
+/* The live weights back (a device copy that fails leaves its error set
+ * for the caller's next device call to report). */
 static void s_swap_out(s_swap *w)
 {
     if (w->live)
-        memcpy(rl_model_params(w->m), w->live, sizeof(float) * (size_t)w->P);
+        rl_model_params_set(w->m, w->live);
     free(w->live);
     w->live = NULL;
 }
@@ -389,11 +417,14 @@ static int s_load_state(rl_worker_ctx *ctx, const rl_rollout_policy *p, const rl
         free(ref);
         return rl_error_set(RL_ENOMEM, "rollout/%d: out of memory", ctx->rank);
     }
-    memcpy(live, rl_model_params(m), sizeof(float) * (size_t)P);
-    rc = rl_model_load(m, dir);
+    rc = rl_model_params_get(m, live);
     if (!rc)
-        memcpy(ref, rl_model_params(m), sizeof(float) * (size_t)P);
-    memcpy(rl_model_params(m), live, sizeof(float) * (size_t)P);
+        rc = rl_model_load(m, dir);
+    if (!rc)
+        rc = rl_model_params_get(m, ref);
+    int back = rl_model_params_set(m, live);
+    if (!rc)
+        rc = back;
     free(live);
     if (rc) {
         free(ref);

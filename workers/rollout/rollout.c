@@ -20,6 +20,8 @@
 #include "rlrt/runtime/channel.h"
 #include "workers/flow_rl.h"
 #include "workers/roles.h"
+#include "workers/rollout/weights_bcast.h"
+#include "workers/rollout/weights_ipc.h"
 #include "workers/rollout/hooks.h"
 #include "workers/rollout/rollout.h"
 #include "workers/rollout/serve_env.h"
@@ -39,6 +41,10 @@ typedef struct s_rollout {
     int active[S_NHOOKS]; /* the job uses s_hooks[i] */
     rl_weight_receiver *recv;
     char endpoint[256];
+    int partial;          /* rollout.partial_rollouts: switch weights between decode steps */
+    int ipc;              /* the last sync_weights came over CUDA IPC (weights_ipc.c) */
+    uint64_t ipc_in_model; /* the IPC version the model holds (0: none since init_model) */
+    rl_worker_ctx *ctx;   /* for s_poll_weights */
 } s_rollout;
 
 static int s_init(rl_worker_ctx *ctx)
@@ -61,6 +67,7 @@ static int s_init(rl_worker_ctx *ctx)
         s->top_k = k->top_k;
         s->max_new_tokens = k->response_length;
         s->max_batch = k->max_num_seqs;
+        r->partial = k->partial_rollouts;
     }
     if (f) {
         s->num_steps = f->num_steps;
@@ -100,6 +107,7 @@ static int s_init_model(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto
     s_rollout *r = ctx->user;
     rl_model_free(r->pol.model);
     r->pol.model = rl_model_build(ctx->config, r->pol.seed);
+    r->ipc_in_model = 0;
     for (size_t i = 0; i < S_NHOOKS; i++)
         if (r->active[i] && s_hooks[i]->reset)
             s_hooks[i]->reset();
@@ -134,6 +142,39 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     int64_t version;
     if (!ep || rl_dataproto_meta_get_int(in, RL_ROLLOUT_VERSION, 1, INT64_MAX, &version))
         return rl_error_code();
+    const char *bid = rl_dataproto_meta_str(in, RL_ROLLOUT_BCAST_ID, "");
+    if (*bid) { /* by the broadcast of actor rank 0's communicator (weights_bcast.c) */
+        int64_t crank, world;
+        uint64_t v = 0;
+        int rc = rl_dataproto_meta_get_int(in, RL_ROLLOUT_BCAST_RANK, 1, 64, &crank) ||
+                         rl_dataproto_meta_get_int(in, RL_ROLLOUT_BCAST_WORLD, 2, 65, &world)
+                     ? rl_error_code()
+                     : rl_rollout_weights_bcast(ctx->rank, r->pol.model, bid, (int)crank, (int)world, version,
+                                                r->weight_timeout_s, &v);
+        r->ipc = 0;
+        r->ipc_in_model = 0;
+        if (!rc)
+            r->pol.version = v;
+        for (size_t i = 0; !rc && i < S_NHOOKS; i++)
+            if (r->active[i] && s_hooks[i]->on_sync)
+                rc = s_hooks[i]->on_sync(ctx, &r->pol);
+        return rc;
+    }
+    const char *ipc = rl_dataproto_meta_str(in, RL_ROLLOUT_IPC_ENDPOINT, "");
+    if (*ipc) { /* actor rank 0 on this rank's GPU: CUDA IPC (weights_ipc.c) */
+        uint64_t v = 0;
+        int rc = rl_rollout_weights_ipc(ctx->rank, r->pol.model, ipc, RL_WEIGHT_IPC_CUDA, version, r->ipc_in_model,
+                                        r->weight_timeout_s, &v);
+        r->ipc = 1;
+        r->ipc_in_model = rc ? 0 : v;
+        if (!rc)
+            r->pol.version = v;
+        for (size_t i = 0; !rc && i < S_NHOOKS; i++)
+            if (r->active[i] && s_hooks[i]->on_sync)
+                rc = s_hooks[i]->on_sync(ctx, &r->pol);
+        return rc;
+    }
+    r->ipc = 0;
     if (r->recv && strcmp(r->endpoint, ep) != 0) {
         rl_weight_receiver_free(r->recv);
         r->recv = NULL;
@@ -192,6 +233,69 @@ static rl_rollout_hook_fn s_hook(const s_rollout *r, size_t offset)
 }
 #define S_HOOK(r, field) s_hook(r, offsetof(rl_rollout_hooks, field))
 
+/* Partial rollouts (rl_model_sampling.poll_weights, between two decode
+ * steps): takes what the weight channel has without waiting; a newer
+ * complete version is switched in as sync_weights would (refused when not
+ * finite), and sync_weights then finds it active. 1 with its version, 0
+ * when there is none. */
+static int s_poll_weights(void *arg, uint64_t *version)
+{
+    s_rollout *r = arg;
+    uint64_t have = 0;
+    int rc;
+    if (r->ipc) { /* over CUDA IPC: the same switch (weights_ipc.c) */
+        /* newer than the version the job samples with, as below */
+        rc = rl_rollout_weights_ipc_poll(r->ctx->rank, r->pol.model, r->pol.version, &have);
+        if (rc <= 0)
+            return rc;
+        r->pol.version = r->ipc_in_model = have;
+        for (size_t i = 0; i < S_NHOOKS; i++)
+            if (r->active[i] && s_hooks[i]->on_sync && (rc = s_hooks[i]->on_sync(r->ctx, &r->pol)))
+                return rc;
+        *version = have;
+        return 1;
+    }
+    rc = rl_weight_recv_poll(r->recv, 0);
+    if (rc && rc != RL_ETIMEOUT)
+        return rl_error_wrap(rc, "rollout/%d: weights while generating", r->ctx->rank);
+    const float *w = rl_weight_recv_active(r->recv, &have);
+    if (have <= r->pol.version)
+        return 0;
+    char what[64];
+    snprintf(what, sizeof what, "weights v%llu from the actor", (unsigned long long)have);
+    if ((rc = rl_model_check_finite(r->pol.model, w, what)) ||
+        (rc = rl_model_params_set(r->pol.model, w)))
+        return rc;
+    r->pol.version = have;
+    for (size_t i = 0; !rc && i < S_NHOOKS; i++)
+        if (r->active[i] && s_hooks[i]->on_sync)
+            rc = s_hooks[i]->on_sync(r->ctx, &r->pol);
+    *version = have;
+    return rc ? rc : 1;
+}
+
+/* The oldest version of each row's tokens (partial rollouts: a row can hold
+ * several) into the row column; `start` for a row with none. */
+static int s_row_versions(rl_dataproto *o, uint64_t start, rl_column *vc)
+{
+    const rl_tensor *tv = rl_dataproto_tensor(o, RL_LM_TOKEN_VERSION);
+    const rl_tensor *tl = tv ? rl_dataproto_tensor(o, RL_LM_RESPONSE_LENS) : NULL;
+    int64_t B = rl_dataproto_rows(o), R = tv ? tv->shape[1] : 0;
+    const int64_t *v = tv ? rl_tensor_data((rl_tensor *)tv) : NULL;
+    const int32_t *len = tl ? rl_tensor_data((rl_tensor *)tl) : NULL;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t oldest = (int64_t)start;
+        if (v && len && len[b] > 0) {
+            oldest = v[b * R];
+            for (int64_t j = 1; j < len[b] && j < R; j++)
+                oldest = v[b * R + j] < oldest ? v[b * R + j] : oldest;
+        }
+        if (rl_column_set_i64(vc, b, oldest))
+            return rl_error_code();
+    }
+    return RL_OK;
+}
+
 static int s_generate(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     s_rollout *r = s_with_model(ctx, RL_ROLLOUT_GENERATE);
@@ -203,17 +307,24 @@ static int s_generate(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto *
     rl_rollout_policy p = r->pol;
     p.sampling.greedy = greedy != 0;
     rl_rollout_hook_fn own = S_HOOK(r, generate);
+    if (r->partial && !own && (r->ipc ? rl_rollout_weights_ipc_open() : r->recv != NULL) &&
+        !greedy) { /* multi-turn and validation: whole */
+        r->ctx = ctx;
+        p.sampling.poll_weights = s_poll_weights;
+        p.sampling.poll_ctx = r;
+        p.sampling.version = p.version;
+    }
     rl_dataproto *o = NULL;
     int rc = own ? own(ctx, &p, in, &o) : rl_model_sample(p.model, in, &p.sampling, &o);
     if (rc)
         return rl_error_wrap(rc, "rollout/%d", ctx->rank);
     json_object_set_new(rl_dataproto_meta(o), RL_ROLLOUT_WEIGHTS_VERSION,
                         json_integer((json_int_t)p.version));
-    /* every sample carries the weight version that generated it */
+    /* every sample carries the weight version that generated it (its
+     * oldest token's with partial rollouts) */
     rl_column *vc = rl_dataproto_new_column(o, RL_ROLLOUT_ROW_VERSION, RL_COL_INT64);
-    for (int64_t b = 0; vc && b < rl_dataproto_rows(o); b++)
-        if (rl_column_set_i64(vc, b, (int64_t)p.version))
-            vc = NULL;
+    if (vc && s_row_versions(o, p.version, vc))
+        vc = NULL;
     if (!vc) {
         rl_dataproto_free(o);
         return rl_error_wrap(rl_error_code(), "rollout/%d: the %s column", ctx->rank,

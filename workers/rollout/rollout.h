@@ -19,7 +19,12 @@
  *   sync_weights  one_to_all   meta RL_ROLLOUT_ENDPOINT (string), RL_ROLLOUT_VERSION
  *                              (int >= 1), RL_ROLLOUT_HOST (string, optional: the
  *                              rank's node address, where it binds its input as a
- *                              link of the actor's chain): receives that version
+ *                              link of the actor's chain) [, RL_ROLLOUT_IPC_ENDPOINT:
+ *                              actor rank 0 shares this rank's GPU, the version
+ *                              comes over CUDA IPC, workers/rollout/weights_ipc.h;
+ *                              or RL_ROLLOUT_BCAST_ID, _RANK, _WORLD: by the
+ *                              broadcast, workers/rollout/weights_bcast.h]:
+ *                              receives that version
  *   generate      dp_compute   the model kind's sampling inputs (LM: prompts,
  *                              prompt_lens, row_seeds) and meta RL_ROLLOUT_GREEDY
  *                              (0/1, optional: validation decodes greedily) →
@@ -28,7 +33,14 @@
  *                              RL_ROLLOUT_WEIGHTS_VERSION (the version that sampled),
  *                              and the int64 column RL_ROLLOUT_ROW_VERSION (B): that
  *                              version per row, so it travels with each sample
- *                              through concatenation, filtering and reordering
+ *                              through concatenation, filtering and reordering.
+ *                              With rollout.partial_rollouts (LM, not greedy, not
+ *                              multi-turn) the rollout takes a newer complete weight
+ *                              version from the channel between two decode steps
+ *                              and switches it in (docs/decisions/partial-rollouts.md):
+ *                              the output then has RL_LM_TOKEN_VERSION (B, R) i64,
+ *                              the version of each token, and the row column is
+ *                              its oldest token's
  *   serve_env     all_to_all   meta endpoint of env rank r's data channel: answers
  *                              its observations with action chunks until it is done
  *                              (workers/env/env.h; reads the env.* section) → meta
@@ -86,6 +98,10 @@
 #define RL_ROLLOUT_ENDPOINT "endpoint"
 #define RL_ROLLOUT_VERSION "version"
 #define RL_ROLLOUT_HOST "host"
+#define RL_ROLLOUT_IPC_ENDPOINT "ipc_endpoint"
+#define RL_ROLLOUT_BCAST_ID "bcast_id"       /* the broadcast's communicator (text) */
+#define RL_ROLLOUT_BCAST_RANK "bcast_rank"   /* this rank's place in it (1 ..) */
+#define RL_ROLLOUT_BCAST_WORLD "bcast_world" /* its size (actor rank 0 and the receivers) */
 #define RL_ROLLOUT_GREEDY "greedy"
 #define RL_ROLLOUT_WEIGHTS_VERSION "weights_version"
 #define RL_ROLLOUT_ROW_VERSION "weight_version"

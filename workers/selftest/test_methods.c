@@ -298,16 +298,18 @@ static int s_weights_open(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     return s_meta_out(json_pack("{s:s}", "endpoint", rl_weight_sender_endpoint(s_wsend)), out);
 }
 
-/* meta: version, count, receivers. Sends the test buffer of that version. */
+/* meta: version, count, receivers, timeout_ms (default 30000). Sends the
+ * test buffer of that version. */
 static int s_weights_send(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     (void)ctx;
-    int64_t version, count, receivers;
+    int64_t version, count, receivers, timeout_ms;
     if (!s_wsend)
         return rl_error_set(RL_ESTATE, "weights_send before weights_open");
     if (s_meta_count(in, "version", 1, INT64_MAX, &version) ||
         s_meta_count(in, "count", 1 << 20, (int64_t)1 << 30, &count) ||
-        s_meta_count(in, "receivers", 1, 1024, &receivers))
+        s_meta_count(in, "receivers", 1, 1024, &receivers) ||
+        s_meta_count(in, "timeout_ms", 30000, 600000, &timeout_ms))
         return rl_error_code();
     /* meta fanout: "chain" (default) or "star" */
     const char *fanout = rl_dataproto_meta_str(in, "fanout", "chain");
@@ -320,7 +322,8 @@ static int s_weights_send(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     for (int64_t i = 0; i < count; i++)
         buf[i] = s_weight_value(i, (uint64_t)version);
     double t0 = s_ms();
-    int rc = rl_weight_send(s_wsend, (uint64_t)version, buf, count, (int)receivers, 30000);
+    int rc = rl_weight_send(s_wsend, (uint64_t)version, buf, count, (int)receivers,
+                            (int)timeout_ms);
     double el = s_ms() - t0;
     free(buf);
     if (rc)
@@ -333,8 +336,9 @@ static int s_weights_send(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
 static int s_weights_recv(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     const char *endpoint = rl_dataproto_meta_str(in, "endpoint", NULL);
-    int64_t count;
-    if (!endpoint || s_meta_count(in, "count", 1 << 20, (int64_t)1 << 30, &count))
+    int64_t count, timeout_ms;
+    if (!endpoint || s_meta_count(in, "count", 1 << 20, (int64_t)1 << 30, &count) ||
+        s_meta_count(in, "timeout_ms", 30000, 600000, &timeout_ms))
         return rl_error_code();
     if (s_wrecv && (strcmp(s_wrecv_endpoint, endpoint) != 0 || s_wrecv_count != count)) {
         rl_weight_receiver_free(s_wrecv);
@@ -354,7 +358,7 @@ static int s_weights_recv(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
         snprintf(s_wrecv_endpoint, sizeof s_wrecv_endpoint, "%s", endpoint);
         s_wrecv_count = count;
     }
-    int rc = rl_weight_recv_poll(s_wrecv, 30000);
+    int rc = rl_weight_recv_poll(s_wrecv, (int)timeout_ms);
     if (rc)
         return rl_error_wrap(rc, "%s/%d", ctx->role, ctx->rank);
     uint64_t version;

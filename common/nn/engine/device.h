@@ -6,7 +6,9 @@
  * function of the same name in common/nn/engine/ops.h; on a CUDA table the pointers
  * are device pointers (index arrays such as ids/pos/target/mask too).
  *
- * Invariants: both tables are RL_NN_OPS, so each is complete; the CUDA
+ * Invariants: both tables are RL_NN_OPS, so each is complete (new entries
+ * go at its end: the flow kinds' silu, time_embed and standardize are the
+ * last); the CUDA
  * table exists only in a `make CUDA=1` build. rl_nn_ops_missing() names the
  * first NULL entry of a table (one filled by hand, e.g. a test's), so a
  * model can refuse it up front instead of crashing mid-step.
@@ -101,6 +103,12 @@ typedef struct rl_nn_ops {
     double (*grad_sumsq)(const float *g, int64_t n);
     void (*scale_inplace)(float *a, float s, int64_t n);
     void (*ema_update)(float *ref, const float *cur, double beta, int64_t n);
+    /* the flow kinds' (flow_policy, image_classifier, clip_flow's MLP trunk) */
+    void (*silu_forward)(float *out, const float *inp, int64_t n);
+    void (*silu_backward)(float *dinp, const float *dout, const float *inp, int64_t n);
+    void (*time_embed)(float *temb, const float *t, int64_t n, int E);
+    void (*standardize)(float *out, const float *inp, const float *mean, const float *std,
+                        float clip, int N, int C);
 } rl_nn_ops;
 
 /* Every entry of the table after device and name, in order: X(op) for each.
@@ -114,7 +122,7 @@ typedef struct rl_nn_ops {
     X(swiglu_backward) X(rope_forward) X(rope_backward) X(embedding_forward) X(embedding_backward)  \
     X(attention_forward) X(attention_backward) X(logprob_forward) X(logprob_backward) X(sample_rows) \
     X(kv_cache_write) X(decode_attention) X(adamw_update) X(grad_sumsq) X(scale_inplace)            \
-    X(ema_update)
+    X(ema_update) X(silu_forward) X(silu_backward) X(time_embed) X(standardize)
 
 /* The kernel table of `dev`, or NULL + message (RL_EUNSUPPORTED) when this
  * build has no such device. */

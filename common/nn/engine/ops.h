@@ -154,6 +154,16 @@ void rl_rmsnorm_backward(float *dinp, float *dw, const float *dout,
 /* SiLU: out = x · sigmoid(x);  dinp += dout · silu'(x). */
 void rl_silu_forward(float *out, const float *inp, int64_t n);
 void rl_silu_backward(float *dinp, const float *dout, const float *inp, int64_t n);
+/* The flow trunks' sinusoidal time embedding: temb (n, E) row r =
+ * [sin(1000·t[r]·f_i), cos(1000·t[r]·f_i)] for i < E/2, f_i =
+ * 10000^(−i/(E/2)), in double (rl_time_embed_elem of ops_elem.h). */
+void rl_time_embed(float *temb, const float *t, int64_t n, int E);
+/* out (N,C) = (inp − mean) / std per column (mean, std (C)), then clamped
+ * to ±clip when clip > 0 (rl_standardize_elem); out may equal inp. No
+ * backward: the flow policy's observation normalisation is a fixed input
+ * transform. */
+void rl_standardize(float *out, const float *inp, const float *mean, const float *std, float clip,
+                    int N, int C);
 /* SwiGLU: out (n) = silu(gate) · up. */
 void rl_swiglu_forward(float *out, const float *gate, const float *up, int64_t n);
 void rl_swiglu_backward(float *dgate, float *dup, const float *dout,

@@ -384,6 +384,22 @@ void rl_silu_backward(float *dinp, const float *dout, const float *inp, int64_t 
     }
 }
 
+void rl_time_embed(float *temb, const float *t, int64_t n, int E)
+{
+    const int half = E / 2;
+    for (int64_t r = 0; r < n; r++)
+        for (int i = 0; i < half; i++)
+            rl_time_embed_elem(temb + r * E, t[r], i, half);
+}
+
+void rl_standardize(float *out, const float *inp, const float *mean, const float *std, float clip,
+                    int N, int C)
+{
+    for (int64_t r = 0; r < N; r++)
+        for (int j = 0; j < C; j++)
+            out[r * C + j] = rl_standardize_elem(inp[r * C + j], mean[j], std[j], clip);
+}
+
 void rl_swiglu_forward(float *out, const float *gate, const float *up, int64_t n)
 {
     RL_OMP_FOR_SIMD_IF(n > RL_PAR_MIN)

@@ -99,6 +99,27 @@ RL_HD static inline float rl_logprob_grad(float gl, float ge, float lp, float p,
     return -gl * p - ge * p * (lp + H);
 }
 
+/* Element (r, i) of the flow trunks' time embedding (rl_time_embed): the
+ * pair [i] = sin(1000·t·f_i), [half + i] = cos(1000·t·f_i), f_i =
+ * 10000^(−i/half), in double. */
+RL_HD static inline void rl_time_embed_elem(float *e, float t, int i, int half)
+{
+    double f = exp(-log(10000.0) * (double)i / (double)half);
+    double arg = 1000.0 * (double)t * f;
+    e[i] = (float)sin(arg);
+    e[half + i] = (float)cos(arg);
+}
+
+/* One standardised input (rl_standardize): (x − mu) / sd, clamped to ±clip
+ * when clip > 0. */
+RL_HD static inline float rl_standardize_elem(float x, float mu, float sd, float clip)
+{
+    float o = (x - mu) / sd;
+    if (clip > 0)
+        o = o > clip ? clip : o < -clip ? -clip : o;
+    return o;
+}
+
 /* ---- bfloat16 (model.precision bf16) ------------------------------------
  * A bf16 value is the top 16 bits of a float32 (sign, 8 exponent bits, 7
  * mantissa bits), kept as its bits in a uint16_t. rl_bf16_round rounds to

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/nn/engine/ops.h"
+#include "common/nn/models/model_device.h"
 #include "common/nn/models/flow_chain_internal.h"
 #include "common/nn/models/flow_conv_internal.h"
 #include "common/nn/models/flow_mlp_internal.h"
@@ -42,6 +43,11 @@ typedef struct s_cf {
     float *gx, *gs, *gv; /* (2n, D), (2n), (2n, D): x, σ, the two velocities */
     float *gdv;          /* (2n, D): the two velocities' gradients */
     int32_t *gid;        /* (2n) */
+    /* on a device (the MLP trunk only): the copies of x, σ, v / dv (one
+     * block from io), the ids and the gathered prompt rows (n, Hd) */
+    int64_t iocap;
+    float *io, *dsig, *dv, *demb;
+    int32_t *dids;
 } s_cf;
 
 static const rl_model_ops s_ops;
@@ -83,6 +89,66 @@ static int s_reserve(s_cf *m, int64_t n)
                                   (long long)n);
 }
 
+static void s_io_free(s_cf *m, rl_device dev)
+{
+    if (dev != RL_DEVICE_CPU) {
+        rl_model_floats_free(dev, m->io);
+        rl_device_free(dev, m->dids);
+    }
+    m->io = m->dsig = m->dv = m->demb = NULL;
+    m->dids = NULL;
+    m->iocap = 0;
+}
+
+/* With x0-prediction the output is x̂0: v (n, D) = (x − x̂0) / max(σ, σ_min)
+ * in place (host arrays). */
+static void s_from_x0(const s_cf *m, int64_t n, const float *x, const float *sigma, float *v)
+{
+    const int64_t D = m->D;
+    if (m->x0_pred)
+        for (int64_t r = 0; r < n; r++) {
+            float inv = 1.0f / s_sig_floor(sigma[r]);
+            for (int64_t j = 0; j < D; j++)
+                v[r * D + j] = (x[r * D + j] - v[r * D + j]) * inv;
+        }
+}
+
+/* The MLP trunk on a device: v (n, D) on the host from the host's x, σ
+ * and ids, copied in and out around the kernels (the x0-prediction's
+ * elementwise step stays on the host). */
+static int s_trunk_dev(s_cf *m, int64_t n, const float *x, const float *sigma, const int32_t *ids,
+                       float *v)
+{
+    const rl_device dev = m->base.dev;
+    const rl_nn_ops *nn = m->base.nn;
+    const int64_t D = m->D, nH = n * m->hidden;
+    int rc = RL_OK;
+    if (n > m->iocap) {
+        s_io_free(m, dev);
+        float **const arrays[4] = {&m->io, &m->dsig, &m->dv, &m->demb};
+        const size_t counts[4] = {(size_t)(n * D), (size_t)n, (size_t)(n * D), (size_t)nH};
+        if (!(rc = rl_model_floats_on(dev, arrays, counts, 4, "clip_flow")) &&
+            !(m->dids = rl_device_alloc_for(dev, sizeof(int32_t) * (size_t)n, RL_MEM_ACTIVATIONS)))
+            rc = rl_error_set(RL_ENOMEM, "clip_flow: no room for %lld prompt ids on %s", (long long)n,
+                              rl_device_name(dev));
+        if (rc) {
+            s_io_free(m, dev);
+            return rc;
+        }
+        m->iocap = n;
+    }
+    if ((rc = rl_model_copy_in(dev, m->io, x, sizeof(float) * (size_t)(n * D))) ||
+        (rc = rl_model_copy_in(dev, m->dsig, sigma, sizeof(float) * (size_t)n)) ||
+        (rc = rl_model_copy_in(dev, m->dids, ids, sizeof(int32_t) * (size_t)n)))
+        return rc;
+    const float *P = m->base.params;
+    rl_flow_mlp_cond(&m->t, P, n, m->dsig);
+    nn->embedding_forward(m->demb, m->dids, P + m->emb, (int)n, m->hidden);
+    nn->add_inplace(m->t.cond, m->demb, nH); /* cond += prompt.embedding[id] */
+    rl_flow_mlp_trunk(&m->t, P, m->io, m->dv);
+    return rl_model_copy_out(dev, v, m->dv, sizeof(float) * (size_t)(n * D));
+}
+
 /* v (n, D) from x (n, D), sigma (n), ids (n); keeps the activations. */
 static int s_net_forward(s_cf *m, int64_t n, const float *x, const float *sigma,
                          const int32_t *ids, float *v)
@@ -90,10 +156,17 @@ static int s_net_forward(s_cf *m, int64_t n, const float *x, const float *sigma,
     int rc = s_reserve(m, n > 0 ? n : 1);
     if (rc)
         return rc;
-    const int Hd = m->hidden, D = (int)m->D;
+    const int Hd = m->hidden;
     const float *P = m->base.params;
     m->ids = ids;
     m->n = n;
+    if (m->base.dev != RL_DEVICE_CPU) {
+        if ((rc = s_trunk_dev(m, n, x, sigma, ids, v)))
+            return rc;
+        m->sig = sigma;
+        s_from_x0(m, n, x, sigma, v);
+        return RL_OK;
+    }
     float *cond;
     if (m->conv) {
         rl_flow_conv_cond(&m->tc, P, n, sigma);
@@ -115,12 +188,7 @@ static int s_net_forward(s_cf *m, int64_t n, const float *x, const float *sigma,
     if (rc)
         return rc;
     m->sig = sigma;
-    if (m->x0_pred) /* the output is x̂0: v = (x − x̂0) / max(σ, σ_min) */
-        for (int64_t r = 0; r < n; r++) {
-            float inv = 1.0f / s_sig_floor(sigma[r]);
-            for (int j = 0; j < D; j++)
-                v[r * D + j] = (x[r * D + j] - v[r * D + j]) * inv;
-        }
+    s_from_x0(m, n, x, sigma, v);
     return RL_OK;
 }
 
@@ -138,6 +206,14 @@ static int s_net_backward(s_cf *m, const float *dv)
         dv = m->dout;
     }
     float *dcond;
+    if (m->base.dev != RL_DEVICE_CPU) { /* dv to the device; the prompt rows' gradients there */
+        int rc = rl_model_copy_in(m->base.dev, m->dv, dv, sizeof(float) * (size_t)(m->n * D));
+        if (rc)
+            return rc;
+        dcond = rl_flow_mlp_backward(&m->t, m->base.params, m->base.grads, m->dv);
+        m->base.nn->embedding_backward(m->base.grads + m->emb, dcond, m->dids, (int)m->n, m->hidden);
+        return RL_OK;
+    }
     if (m->conv) {
         int rc = rl_flow_conv_backward(&m->tc, m->base.params, m->base.grads, dv, &dcond);
         if (rc)
@@ -542,11 +618,33 @@ static void s_free(rl_model *mm)
 {
     s_cf *m = s_of(mm);
     rl_model_base_free(&m->base);
+    s_io_free(m, m->base.dev);
     rl_flow_mlp_free(&m->t);
     rl_flow_conv_free(&m->tc);
     free(m->dout);
     free(m->gx), free(m->gs), free(m->gv), free(m->gdv), free(m->gid);
     free(m);
+}
+
+/* The MLP trunk moves (rl_model_base_move; its activations are re-made on
+ * the new device by the next pass); the conv trunk runs on the CPU only. */
+static int s_to_device(rl_model *mm, int dev)
+{
+    s_cf *m = s_of(mm);
+    rl_device from = m->base.dev;
+    if ((rl_device)dev == from)
+        return RL_OK;
+    if (m->conv)
+        return rl_error_set(RL_EUNSUPPORTED, "model kind 'clip_flow' with %s conv runs on the CPU "
+                                             "only (no %s path yet; the mlp trunk moves)",
+                            RL_CFG_PATH(&rl_clip_flow_model_section, rl_clip_flow_model_config, trunk),
+                            rl_device_name((rl_device)dev));
+    int rc = rl_model_base_move(&m->base, (rl_device)dev);
+    if (rc)
+        return rc;
+    s_io_free(m, from);
+    rl_flow_mlp_on(&m->t, m->base.dev, m->base.nn);
+    return RL_OK;
 }
 
 /* The sizes from the job's image size and network, then the views: the
@@ -593,6 +691,8 @@ static const rl_model_ops s_ops = {
     .forward = s_forward,
     .forward_backward = s_forward_backward,
     .sample = s_sample,
+    .device = rl_model_base_device,
+    .to_device = s_to_device,
 };
 
 const rl_model_kind rl_model_kind_clip_flow = {

@@ -17,6 +17,8 @@ int rl_flow_mlp_init(rl_flow_mlp *t, int D, int Hd, int L, int E, const char *wh
     t->Hd = Hd;
     t->L = L;
     t->E = E;
+    t->dev = RL_DEVICE_CPU;
+    t->nn = rl_nn_ops_get(RL_DEVICE_CPU);
     t->fc1_w = calloc((size_t)(L + 1), sizeof(int64_t));
     t->fc1_b = calloc((size_t)(L + 1), sizeof(int64_t));
     t->fc2_w = calloc((size_t)(L + 1), sizeof(int64_t));
@@ -29,9 +31,16 @@ int rl_flow_mlp_init(rl_flow_mlp *t, int D, int Hd, int L, int E, const char *wh
 /* The activations: one block from temb. */
 static void s_free_acts(rl_flow_mlp *t)
 {
-    free(t->temb);
+    rl_model_floats_free(t->dev, t->temb);
     t->temb = NULL;
     t->cap = 0;
+}
+
+void rl_flow_mlp_on(rl_flow_mlp *t, rl_device dev, const rl_nn_ops *nn)
+{
+    s_free_acts(t);
+    t->dev = dev;
+    t->nn = nn;
 }
 
 void rl_flow_mlp_free(rl_flow_mlp *t)
@@ -87,7 +96,7 @@ int rl_flow_mlp_reserve(rl_flow_mlp *t, int64_t n, const char *who)
     size_t nH = (size_t)n * (size_t)t->Hd, L = (size_t)t->L, L1 = L ? L : 1;
     float **const arrays[7] = {&t->temb, &t->cond, &t->h, &t->sh, &t->a, &t->g, &t->scratch};
     const size_t counts[7] = {(size_t)n * (size_t)t->E, nH, (L + 1) * nH, (L + 1) * nH, L1 * nH, L1 * nH, 4 * nH};
-    int rc = rl_model_floats(arrays, counts, 7, who);
+    int rc = rl_model_floats_on(t->dev, arrays, counts, 7, who);
     t->cap = rc ? 0 : n;
     return rc;
 }
@@ -95,44 +104,37 @@ int rl_flow_mlp_reserve(rl_flow_mlp *t, int64_t n, const char *who)
 void rl_flow_time_cond(float *temb, float *cond, const float *P, int64_t t_w, int64_t t_b,
                        int64_t n, int E, int Hd, const float *tt)
 {
-    const int half = E / 2;
-    for (int64_t r = 0; r < n; r++) {
-        float *e = temb + r * E;
-        for (int i = 0; i < half; i++) {
-            double f = exp(-log(10000.0) * (double)i / (double)half);
-            double arg = 1000.0 * (double)tt[r] * f;
-            e[i] = (float)sin(arg);
-            e[half + i] = (float)cos(arg);
-        }
-    }
+    rl_time_embed(temb, tt, n, E);
     rl_linear_forward(cond, temb, P + t_w, P + t_b, (int)n, E, Hd);
 }
 
 void rl_flow_mlp_cond(rl_flow_mlp *t, const float *P, int64_t n, const float *tt)
 {
     t->n = n;
-    rl_flow_time_cond(t->temb, t->cond, P, t->t_w, t->t_b, n, t->E, t->Hd, tt);
+    t->nn->time_embed(t->temb, tt, n, t->E);
+    t->nn->linear_forward(t->cond, t->temb, P + t->t_w, P + t->t_b, (int)n, t->E, t->Hd);
 }
 
 void rl_flow_mlp_trunk(rl_flow_mlp *t, const float *P, const float *x, float *out)
 {
     const int Hd = t->Hd, L = t->L, D = t->D, N = (int)t->n;
     const int64_t nH = t->n * Hd;
+    const rl_nn_ops *o = t->nn;
     t->x = x;
-    rl_linear_forward(t->h, x, P + t->in_w, P + t->in_b, N, D, Hd);
-    rl_add_inplace(t->h, t->cond, nH);
+    o->linear_forward(t->h, x, P + t->in_w, P + t->in_b, N, D, Hd);
+    o->add_inplace(t->h, t->cond, nH);
     for (int l = 0; l < L; l++) {
         float *h = t->h + l * nH, *sh = t->sh + l * nH, *a = t->a + l * nH, *g = t->g + l * nH;
-        rl_silu_forward(sh, h, nH);
-        rl_linear_forward(a, sh, P + t->fc1_w[l], P + t->fc1_b[l], N, Hd, Hd);
-        rl_add_inplace(a, t->cond, nH);
-        rl_silu_forward(g, a, nH);
+        o->silu_forward(sh, h, nH);
+        o->linear_forward(a, sh, P + t->fc1_w[l], P + t->fc1_b[l], N, Hd, Hd);
+        o->add_inplace(a, t->cond, nH);
+        o->silu_forward(g, a, nH);
         float *hn = t->h + (l + 1) * nH;
-        rl_linear_forward(hn, g, P + t->fc2_w[l], P + t->fc2_b[l], N, Hd, Hd);
-        rl_add_inplace(hn, h, nH);
+        o->linear_forward(hn, g, P + t->fc2_w[l], P + t->fc2_b[l], N, Hd, Hd);
+        o->add_inplace(hn, h, nH);
     }
-    rl_silu_forward(t->sh + L * nH, t->h + L * nH, nH);
-    rl_linear_forward(out, t->sh + L * nH, P + t->out_w, P + t->out_b, N, Hd, D);
+    o->silu_forward(t->sh + L * nH, t->h + L * nH, nH);
+    o->linear_forward(out, t->sh + L * nH, P + t->out_w, P + t->out_b, N, Hd, D);
 }
 
 float *rl_flow_mlp_backward(rl_flow_mlp *t, const float *P, float *G, const float *dout)
@@ -140,31 +142,32 @@ float *rl_flow_mlp_backward(rl_flow_mlp *t, const float *P, float *G, const floa
     const int Hd = t->Hd, L = t->L, E = t->E, D = t->D, N = (int)t->n;
     const int64_t nH = t->n * Hd;
     const size_t bytes = sizeof(float) * (size_t)nH;
+    const rl_nn_ops *o = t->nn;
     float *dh = t->scratch, *dcond = dh + nH, *t1 = dcond + nH, *t2 = t1 + nH;
-    memset(dh, 0, bytes);
-    memset(dcond, 0, bytes);
+    rl_device_zero(t->dev, dh, bytes);
+    rl_device_zero(t->dev, dcond, bytes);
     /* out = out(silu(h_L)) */
-    memset(t1, 0, bytes);
-    rl_linear_backward(t1, G + t->out_w, G + t->out_b, dout, t->sh + L * nH, P + t->out_w, N,
+    rl_device_zero(t->dev, t1, bytes);
+    o->linear_backward(t1, G + t->out_w, G + t->out_b, dout, t->sh + L * nH, P + t->out_w, N,
                        Hd, D);
-    rl_silu_backward(dh, t1, t->h + L * nH, nH);
+    o->silu_backward(dh, t1, t->h + L * nH, nH);
     for (int l = L - 1; l >= 0; l--) {
         /* h_{l+1} = h_l + fc2(g_l): dh already holds the residual path */
-        memset(t1, 0, bytes);
-        rl_linear_backward(t1, G + t->fc2_w[l], G + t->fc2_b[l], dh, t->g + l * nH,
+        rl_device_zero(t->dev, t1, bytes);
+        o->linear_backward(t1, G + t->fc2_w[l], G + t->fc2_b[l], dh, t->g + l * nH,
                            P + t->fc2_w[l], N, Hd, Hd);
-        memset(t2, 0, bytes); /* da: g = silu(a) */
-        rl_silu_backward(t2, t1, t->a + l * nH, nH);
-        rl_add_inplace(dcond, t2, nH); /* a = fc1(silu(h_l)) + cond */
-        memset(t1, 0, bytes);
-        rl_linear_backward(t1, G + t->fc1_w[l], G + t->fc1_b[l], t2, t->sh + l * nH,
+        rl_device_zero(t->dev, t2, bytes); /* da: g = silu(a) */
+        o->silu_backward(t2, t1, t->a + l * nH, nH);
+        o->add_inplace(dcond, t2, nH); /* a = fc1(silu(h_l)) + cond */
+        rl_device_zero(t->dev, t1, bytes);
+        o->linear_backward(t1, G + t->fc1_w[l], G + t->fc1_b[l], t2, t->sh + l * nH,
                            P + t->fc1_w[l], N, Hd, Hd);
-        rl_silu_backward(dh, t1, t->h + l * nH, nH);
+        o->silu_backward(dh, t1, t->h + l * nH, nH);
     }
     /* h_0 = in(x) + cond */
-    rl_linear_backward(NULL, G + t->in_w, G + t->in_b, dh, t->x, P + t->in_w, N, D, Hd);
-    rl_add_inplace(dcond, dh, nH);
+    o->linear_backward(NULL, G + t->in_w, G + t->in_b, dh, t->x, P + t->in_w, N, D, Hd);
+    o->add_inplace(dcond, dh, nH);
     /* cond = time(temb) + … */
-    rl_linear_backward(NULL, G + t->t_w, G + t->t_b, dcond, t->temb, P + t->t_w, N, E, Hd);
+    o->linear_backward(NULL, G + t->t_w, G + t->t_b, dcond, t->temb, P + t->t_w, N, E, Hd);
     return dcond;
 }

@@ -13,6 +13,12 @@
  * out.weight/bias (rl_flow_mlp_add_tail); a kind adds its own views between
  * or around the two calls. Offsets index the kind's flat buffer.
  *
+ * Device: the trunk runs its kernels through t->nn, the table of t->dev
+ * (the CPU's after init; rl_flow_mlp_on moves it with its model), and its
+ * activations live there; P, G, x, tt, out and dout are pointers on that
+ * device. On the CPU the table's entries are the functions this file
+ * called before the table, so the CPU path is bit-identical.
+ *
  * Ownership: the struct owns its activation buffers (rl_flow_mlp_free); the
  * x given to rl_flow_mlp_trunk is borrowed until the next backward. Rows are
  * independent: micro-batching never changes a result. */
@@ -21,6 +27,7 @@
 
 #include <stdint.h>
 
+#include "common/nn/engine/device.h"
 #include "common/nn/models/model_base.h"
 
 typedef struct rl_flow_mlp {
@@ -34,11 +41,16 @@ typedef struct rl_flow_mlp {
     float *a, *g;                               /* (L, n, Hd) fc1 pre-activation, silu(a) */
     float *scratch;                             /* 4 · (n, Hd) */
     const float *x;
+    rl_device dev;          /* where the activations live */
+    const rl_nn_ops *nn;    /* its kernels */
 } rl_flow_mlp;
 
 /* Sizes and the offset arrays; RL_ENOMEM naming `who`. */
 int rl_flow_mlp_init(rl_flow_mlp *t, int D, int Hd, int L, int E, const char *who);
 void rl_flow_mlp_free(rl_flow_mlp *t);
+/* Drops the activations and runs from now on on dev with its table nn
+ * (the model's buffers moved there: rl_model_base_move). */
+void rl_flow_mlp_on(rl_flow_mlp *t, rl_device dev, const rl_nn_ops *nn);
 /* Appends in.*, time.* / blocks.*, out.* to the kind's manifest. */
 int rl_flow_mlp_add_head(rl_flow_mlp *t, rl_model_base *b);
 int rl_flow_mlp_add_tail(rl_flow_mlp *t, rl_model_base *b);
@@ -46,7 +58,7 @@ int rl_flow_mlp_add_tail(rl_flow_mlp *t, rl_model_base *b);
 int rl_flow_mlp_reserve(rl_flow_mlp *t, int64_t n, const char *who);
 /* temb (n, E) = [sin(1000t·f_i), cos(1000t·f_i)] of tt (n) and cond (n, Hd)
  * = its linear map by the views at t_w, t_b of P: the time conditioning of
- * the flow trunks (this one and flow_conv_internal.h's). */
+ * the flow trunks (this one and flow_conv_internal.h's), on the CPU. */
 void rl_flow_time_cond(float *temb, float *cond, const float *P, int64_t t_w, int64_t t_b,
                        int64_t n, int E, int Hd, const float *tt);
 /* t->cond (n, Hd) = time(temb(tt)); the caller then adds its conditioning

@@ -13,6 +13,7 @@
 
 #include "common/core/rng.h"
 #include "common/nn/engine/ops.h"
+#include "common/nn/models/model_device.h"
 #include "common/nn/models/flow_chain_internal.h"
 #include "common/nn/models/flow_mlp_internal.h"
 #include "common/schema/flow_policy.h"
@@ -23,16 +24,30 @@
 #define S_OBS (RL_FP_PROPRIO_DIM + RL_FP_OBJECT_DIM) /* 137 */
 
 /* The observation encoder's activations over n items (one block of
- * floats and the tasks). */
+ * floats and the tasks), on the model's device (dev). */
 typedef struct s_enc {
     int64_t cap, n;
+    rl_device dev;
     float *obs;      /* (n, 137) normalised; the start of the block */
     float *e1, *s1;  /* (n, H) obs_enc.0 output, silu of it */
     float *enc;      /* (n, H) obs_enc.1 output */
     float *senc;     /* (n, H) silu(enc) (value path) */
     float *d1, *d2;  /* (n, H) backward scratch */
+    float *temb;     /* (n, H) task.embedding[task] */
     int32_t *task;   /* (n) */
+    float *hobs;     /* (n, 137) the raw observations on the host (a device only; the CPU: obs) */
+    int32_t *htask;  /* (n) the tasks on the host (a device only; the CPU: task) */
 } s_enc;
+
+/* On a device: the host arrays of a velocity pass (x, t, dL/dv in; v
+ * out), (n, D) or (n), and of a value pass (dL/dvalue in; value out), (n):
+ * two blocks, so a value forward that grows its own never frees the x the
+ * trunk keeps for its backward. */
+typedef struct s_io {
+    int64_t cap, vcap;
+    float *x, *t, *v, *gv;
+    float *val, *gval;
+} s_io;
 
 typedef struct s_fp {
     rl_model_base base;             /* the views (s_from_config) */
@@ -43,6 +58,7 @@ typedef struct s_fp {
     int64_t mean, std, e0w, e0b, e1w, e1b, emb, vw, vb; /* offsets */
     s_enc ev; /* the velocity path's encoder */
     s_enc vv; /* the value path's encoder */
+    s_io io;  /* a device's copies of a pass's host arrays */
 } s_fp;
 
 static const rl_model_ops s_ops;
@@ -76,18 +92,27 @@ int rl_flow_policy_set_obs_norm(rl_model *mm, const float *mean, const float *st
                                 (double)std[i]);
     }
     s_fp *m = s_of(mm);
-    memcpy(m->base.params + m->mean, mean, sizeof(float) * S_OBS);
-    memcpy(m->base.params + m->std, std, sizeof(float) * S_OBS);
-    return RL_OK;
+    int rc = rl_model_copy_in(m->base.dev, m->base.params + m->mean, mean, sizeof(float) * S_OBS);
+    if (!rc)
+        rc = rl_model_copy_in(m->base.dev, m->base.params + m->std, std, sizeof(float) * S_OBS);
+    return rc;
 }
 
 /* ---- the network ------------------------------------------------------------------------ */
 
+/* Frees the activations; the encoder stays on its device. */
 static void s_enc_free(s_enc *e)
 {
-    free(e->obs);
-    free(e->task);
+    rl_device dev = e->dev;
+    rl_model_floats_free(dev, e->obs);
+    if (dev == RL_DEVICE_CPU)
+        free(e->task);
+    else
+        rl_device_free(dev, e->task);
+    free(e->hobs);
+    free(e->htask);
     memset(e, 0, sizeof *e);
+    e->dev = dev;
 }
 
 static int s_enc_reserve(s_enc *e, int64_t n, int64_t H)
@@ -98,17 +123,59 @@ static int s_enc_reserve(s_enc *e, int64_t n, int64_t H)
         return RL_OK;
     s_enc_free(e);
     size_t nH = (size_t)n * (size_t)H;
-    float **const arrays[7] = {&e->obs, &e->e1, &e->s1, &e->enc, &e->senc, &e->d1, &e->d2};
-    const size_t counts[7] = {(size_t)n * S_OBS, nH, nH, nH, nH, nH, nH};
-    int rc = rl_model_floats(arrays, counts, 7, "flow_policy");
-    if (!rc && !(e->task = malloc(sizeof(int32_t) * (size_t)n)))
-        rc = rl_error_set(RL_ENOMEM, "flow_policy: out of memory for %lld rows of activations", (long long)n);
+    float **const arrays[8] = {&e->obs, &e->e1, &e->s1, &e->enc, &e->senc, &e->d1, &e->d2, &e->temb};
+    const size_t counts[8] = {(size_t)n * S_OBS, nH, nH, nH, nH, nH, nH, nH};
+    int rc = rl_model_floats_on(e->dev, arrays, counts, 8, "flow_policy");
+    if (!rc && e->dev == RL_DEVICE_CPU) {
+        if (!(e->task = malloc(sizeof(int32_t) * (size_t)n)))
+            rc = rl_error_set(RL_ENOMEM, "flow_policy: out of memory for %lld rows of activations", (long long)n);
+        e->hobs = NULL;
+    } else if (!rc) {
+        e->task = rl_device_alloc_for(e->dev, sizeof(int32_t) * (size_t)n, RL_MEM_ACTIVATIONS);
+        e->hobs = malloc(sizeof(float) * (size_t)n * S_OBS);
+        e->htask = malloc(sizeof(int32_t) * (size_t)n);
+        if (!e->task || !e->hobs || !e->htask)
+            rc = rl_error_set(RL_ENOMEM, "flow_policy: out of memory for %lld rows of activations on %s",
+                              (long long)n, rl_device_name(e->dev));
+    }
     if (rc) {
         s_enc_free(e);
         return rc;
     }
     e->cap = n;
     return RL_OK;
+}
+
+static void s_io_free(s_io *io, rl_device dev)
+{
+    rl_model_floats_free(dev, io->x);
+    rl_model_floats_free(dev, io->val);
+    memset(io, 0, sizeof *io);
+}
+
+/* A device's copies of n rows of a velocity pass (value = 0) or a value
+ * pass (value = 1); nothing on the CPU. */
+static int s_io_reserve(s_fp *m, int64_t n, int value)
+{
+    s_io *io = &m->io;
+    if (m->base.dev == RL_DEVICE_CPU || n <= (value ? io->vcap : io->cap))
+        return RL_OK;
+    const size_t nD = (size_t)n * (size_t)m->D, n1 = (size_t)n;
+    int rc;
+    if (value) {
+        rl_model_floats_free(m->base.dev, io->val);
+        float **const arrays[2] = {&io->val, &io->gval};
+        const size_t counts[2] = {n1, n1};
+        rc = rl_model_floats_on(m->base.dev, arrays, counts, 2, "flow_policy");
+        io->vcap = rc ? 0 : n;
+    } else {
+        rl_model_floats_free(m->base.dev, io->x);
+        float **const arrays[4] = {&io->x, &io->t, &io->v, &io->gv};
+        const size_t counts[4] = {nD, n1, nD, nD};
+        rc = rl_model_floats_on(m->base.dev, arrays, counts, 4, "flow_policy");
+        io->cap = rc ? 0 : n;
+    }
+    return rc;
 }
 
 /* The observations of a batch (checked by s_obs_read). */
@@ -127,25 +194,31 @@ static int s_enc_forward(s_fp *m, s_enc *e, const s_obs *ob, int64_t n, int64_t 
     int rc = s_enc_reserve(e, n, H);
     if (rc)
         return rc;
-    const float *P = m->base.params, *mu = P + m->mean, *sd = P + m->std;
-    const float clip = (float)m->c.obs_clip;
+    const float *P = m->base.params;
+    const rl_nn_ops *nn = m->base.nn;
+    const int cpu = e->dev == RL_DEVICE_CPU;
+    float *ho = cpu ? e->obs : e->hobs;
+    int32_t *ht = cpu ? e->task : e->htask;
     e->n = n;
+    /* the raw observations gathered on the host, then normalised (and
+     * clamped: the inputs, not parameters, so no gradient to route) where
+     * the network runs */
     for (int64_t i = 0; i < n; i++) {
         int64_t b = rows ? rows[i] : r0 + i;
-        float *o = e->obs + i * S_OBS;
-        const float *pp = ob->prop + b * RL_FP_PROPRIO_DIM, *po = ob->obj + b * RL_FP_OBJECT_DIM;
-        for (int j = 0; j < RL_FP_PROPRIO_DIM; j++)
-            o[j] = (pp[j] - mu[j]) / sd[j];
-        for (int j = 0; j < RL_FP_OBJECT_DIM; j++)
-            o[RL_FP_PROPRIO_DIM + j] = (po[j] - mu[RL_FP_PROPRIO_DIM + j]) / sd[RL_FP_PROPRIO_DIM + j];
-        if (clip > 0) /* the inputs, not parameters: no gradient to route */
-            for (int j = 0; j < S_OBS; j++)
-                o[j] = o[j] > clip ? clip : o[j] < -clip ? -clip : o[j];
-        e->task[i] = (int32_t)ob->task[b];
+        float *o = ho + i * S_OBS;
+        memcpy(o, ob->prop + b * RL_FP_PROPRIO_DIM, sizeof(float) * RL_FP_PROPRIO_DIM);
+        memcpy(o + RL_FP_PROPRIO_DIM, ob->obj + b * RL_FP_OBJECT_DIM, sizeof(float) * RL_FP_OBJECT_DIM);
+        ht[i] = (int32_t)ob->task[b];
     }
-    rl_linear_forward(e->e1, e->obs, P + m->e0w, P + m->e0b, (int)n, S_OBS, H);
-    rl_silu_forward(e->s1, e->e1, n * H);
-    rl_linear_forward(e->enc, e->s1, P + m->e1w, P + m->e1b, (int)n, H, H);
+    if (!cpu && ((rc = rl_model_copy_in(e->dev, e->obs, ho, sizeof(float) * (size_t)(n * S_OBS))) ||
+                 (rc = rl_model_copy_in(e->dev, e->task, ht, sizeof(int32_t) * (size_t)n))))
+        return rc;
+    nn->standardize(e->obs, e->obs, P + m->mean, P + m->std, (float)m->c.obs_clip, (int)n, S_OBS);
+    nn->linear_forward(e->e1, e->obs, P + m->e0w, P + m->e0b, (int)n, S_OBS, H);
+    nn->silu_forward(e->s1, e->e1, n * H);
+    nn->linear_forward(e->enc, e->s1, P + m->e1w, P + m->e1b, (int)n, H, H);
+    /* the task's row of task.embedding, for the caller to add */
+    nn->embedding_forward(e->temb, e->task, P + m->emb, (int)n, H);
     return RL_OK;
 }
 
@@ -156,83 +229,119 @@ static void s_enc_backward(s_fp *m, s_enc *e, const float *denc)
     const int64_t nH = e->n * H;
     const float *P = m->base.params;
     float *G = m->base.grads;
-    memset(e->d1, 0, sizeof(float) * (size_t)nH);
-    rl_linear_backward(e->d1, G + m->e1w, G + m->e1b, denc, e->s1, P + m->e1w, N, H, H);
-    memset(e->d2, 0, sizeof(float) * (size_t)nH);
-    rl_silu_backward(e->d2, e->d1, e->e1, nH);
-    rl_linear_backward(NULL, G + m->e0w, G + m->e0b, e->d2, e->obs, P + m->e0w, N, S_OBS, H);
+    const rl_nn_ops *nn = m->base.nn;
+    rl_device_zero(e->dev, e->d1, sizeof(float) * (size_t)nH);
+    nn->linear_backward(e->d1, G + m->e1w, G + m->e1b, denc, e->s1, P + m->e1w, N, H, H);
+    rl_device_zero(e->dev, e->d2, sizeof(float) * (size_t)nH);
+    nn->silu_backward(e->d2, e->d1, e->e1, nH);
+    nn->linear_backward(NULL, G + m->e0w, G + m->e0b, e->d2, e->obs, P + m->e0w, N, S_OBS, H);
 }
 
 /* v (n, D) for the items (batch row rows[i] or r0 + i, x (n, D), t (n));
- * keeps the activations (m->ev, m->t). */
+ * keeps the activations (m->ev, m->t). x, tt and v are host arrays: on a
+ * device they are copied in and out (m->io). */
 static int s_vel_forward(s_fp *m, const s_obs *ob, int64_t n, int64_t r0, const int64_t *rows,
                          const float *x, const float *tt, float *v)
 {
     const int H = m->c.hidden;
+    const int64_t nH = n * H, D = m->D;
+    const rl_device dev = m->base.dev;
     int rc = s_enc_forward(m, &m->ev, ob, n, r0, rows);
     if (!rc)
         rc = rl_flow_mlp_reserve(&m->t, n, "flow_policy");
+    if (!rc)
+        rc = s_io_reserve(m, n, 0);
     if (rc)
         return rc;
-    const float *P = m->base.params;
-    rl_flow_mlp_cond(&m->t, P, n, tt);
-    for (int64_t i = 0; i < n; i++) {
-        const float *te = P + m->emb + (int64_t)m->ev.task[i] * H, *en = m->ev.enc + i * H;
-        float *c = m->t.cond + i * H;
-        for (int j = 0; j < H; j++)
-            c[j] += en[j] + te[j];
+    const float *dx = x, *dt = tt;
+    float *dv = v;
+    if (dev != RL_DEVICE_CPU) {
+        dx = m->io.x;
+        dt = m->io.t;
+        dv = m->io.v;
+        if ((rc = rl_model_copy_in(dev, m->io.x, x, sizeof(float) * (size_t)(n * D))) ||
+            (rc = rl_model_copy_in(dev, m->io.t, tt, sizeof(float) * (size_t)n)))
+            return rc;
     }
-    rl_flow_mlp_trunk(&m->t, P, x, v);
+    const float *P = m->base.params;
+    const rl_nn_ops *nn = m->base.nn;
+    rl_flow_mlp_cond(&m->t, P, n, dt);
+    /* cond += enc + task.embedding[task] (the pair summed first) */
+    nn->add_inplace(m->ev.temb, m->ev.enc, nH);
+    nn->add_inplace(m->t.cond, m->ev.temb, nH);
+    rl_flow_mlp_trunk(&m->t, P, dx, dv);
+    return dev == RL_DEVICE_CPU ? RL_OK : rl_model_copy_out(dev, v, dv, sizeof(float) * (size_t)(n * D));
+}
+
+/* Accumulates the gradients of Σ dv·v for the last s_vel_forward (dv: a
+ * host array). */
+static int s_vel_backward(s_fp *m, const float *dv)
+{
+    const rl_device dev = m->base.dev;
+    if (dev != RL_DEVICE_CPU) {
+        int rc = rl_model_copy_in(dev, m->io.gv, dv, sizeof(float) * (size_t)(m->t.n * m->D));
+        if (rc)
+            return rc;
+        dv = m->io.gv;
+    }
+    float *dcond = rl_flow_mlp_backward(&m->t, m->base.params, m->base.grads, dv);
+    m->base.nn->embedding_backward(m->base.grads + m->emb, dcond, m->ev.task, (int)m->t.n, m->c.hidden);
+    s_enc_backward(m, &m->ev, dcond);
     return RL_OK;
 }
 
-/* Accumulates the gradients of Σ dv·v for the last s_vel_forward. */
-static void s_vel_backward(s_fp *m, const float *dv)
-{
-    float *dcond = rl_flow_mlp_backward(&m->t, m->base.params, m->base.grads, dv);
-    rl_embedding_backward(m->base.grads + m->emb, dcond, m->ev.task, (int)m->t.n, m->c.hidden);
-    s_enc_backward(m, &m->ev, dcond);
-}
-
-/* value (n) of rows [r0, r0 + n); keeps the activations (m->vv). */
+/* value (n) of rows [r0, r0 + n) into a host array; keeps the
+ * activations (m->vv). */
 static int s_value_forward(s_fp *m, const s_obs *ob, int64_t r0, int64_t n, float *value)
 {
     const int H = m->c.hidden;
+    const rl_device dev = m->base.dev;
+    const rl_nn_ops *nn = m->base.nn;
     int rc = s_enc_forward(m, &m->vv, ob, n, r0, NULL);
+    if (!rc)
+        rc = s_io_reserve(m, n, 1);
     if (rc)
         return rc;
+    float *dval = dev == RL_DEVICE_CPU ? value : m->io.val;
     /* the critic knows its task: enc + task.embedding[task], in place (the
      * encoder's backward does not read enc) */
-    for (int64_t i = 0; i < n; i++) {
-        const float *te = m->base.params + m->emb + (int64_t)m->vv.task[i] * H;
-        float *en = m->vv.enc + i * H;
-        for (int j = 0; j < H; j++)
-            en[j] += te[j];
-    }
-    rl_silu_forward(m->vv.senc, m->vv.enc, n * H);
-    rl_linear_forward(value, m->vv.senc, m->base.params + m->vw, m->base.params + m->vb, (int)n, H, 1);
-    return RL_OK;
+    nn->add_inplace(m->vv.enc, m->vv.temb, n * H);
+    nn->silu_forward(m->vv.senc, m->vv.enc, n * H);
+    nn->linear_forward(dval, m->vv.senc, m->base.params + m->vw, m->base.params + m->vb, (int)n, H, 1);
+    return dev == RL_DEVICE_CPU ? RL_OK : rl_model_copy_out(dev, value, dval, sizeof(float) * (size_t)n);
 }
 
-static void s_value_backward(s_fp *m, const float *dvalue)
+/* Accumulates the gradients of Σ dvalue·value (dvalue: a host array). */
+static int s_value_backward(s_fp *m, const float *dvalue)
 {
     const int H = m->c.hidden, N = (int)m->vv.n;
     const int64_t nH = m->vv.n * H;
+    const rl_device dev = m->base.dev;
+    const rl_nn_ops *nn = m->base.nn;
     float *ds = m->vv.d1, *denc = m->vv.d2;
-    if (m->c.detach_critic) { /* model.detach_critic_input: the head alone learns */
-        rl_linear_backward(NULL, m->base.grads + m->vw, m->base.grads + m->vb, dvalue, m->vv.senc, m->base.params + m->vw, N,
-                           H, 1);
-        return;
+    if (dev != RL_DEVICE_CPU) {
+        int rc = rl_model_copy_in(dev, m->io.gval, dvalue, sizeof(float) * (size_t)N);
+        if (rc)
+            return rc;
+        dvalue = m->io.gval;
     }
-    memset(ds, 0, sizeof(float) * (size_t)nH);
-    rl_linear_backward(ds, m->base.grads + m->vw, m->base.grads + m->vb, dvalue, m->vv.senc,
-                       m->base.params + m->vw, N, H, 1);
+    if (m->c.detach_critic) { /* model.detach_critic_input: the head alone learns */
+        nn->linear_backward(NULL, m->base.grads + m->vw, m->base.grads + m->vb, dvalue, m->vv.senc,
+                            m->base.params + m->vw, N, H, 1);
+        return RL_OK;
+    }
+    rl_device_zero(dev, ds, sizeof(float) * (size_t)nH);
+    nn->linear_backward(ds, m->base.grads + m->vw, m->base.grads + m->vb, dvalue, m->vv.senc,
+                        m->base.params + m->vw, N, H, 1);
     /* s_enc_backward reuses d1/d2: move denc into senc's buffer first */
-    memset(denc, 0, sizeof(float) * (size_t)nH);
-    rl_silu_backward(denc, ds, m->vv.enc, nH);
-    memcpy(m->vv.senc, denc, sizeof(float) * (size_t)nH);
-    rl_embedding_backward(m->base.grads + m->emb, m->vv.senc, m->vv.task, N, H);
+    rl_device_zero(dev, denc, sizeof(float) * (size_t)nH);
+    nn->silu_backward(denc, ds, m->vv.enc, nH);
+    int rc = rl_device_copy(dev, m->vv.senc, dev, denc, sizeof(float) * (size_t)nH);
+    if (rc)
+        return rc;
+    nn->embedding_backward(m->base.grads + m->emb, m->vv.senc, m->vv.task, N, H);
     s_enc_backward(m, &m->vv, m->vv.senc);
+    return RL_OK;
 }
 
 /* ---- batch checks ----------------------------------------------------------------------------- */
@@ -468,12 +577,12 @@ static int s_forward_backward(rl_model *mm, const rl_dataproto *batch, unsigned 
         }
         if ((rc = fn(ctx, &o, &g, loss)))
             break;
-        if (want & RL_Q_BIT(RL_Q_VALUE))
-            s_value_backward(m, p.gval);
-        if (want & RL_Q_BIT(RL_Q_VELOCITY))
-            s_vel_backward(m, p.gv);
+        if ((want & RL_Q_BIT(RL_Q_VALUE)) && (rc = s_value_backward(m, p.gval)))
+            break;
+        if ((want & RL_Q_BIT(RL_Q_VELOCITY)) && (rc = s_vel_backward(m, p.gv)))
+            break;
         if ((want & RL_Q_BIT(RL_Q_LOGP)) && np > 0 && !(rc = rl_flow_chain_backward(&p.c, r0, np, &p.w)))
-            s_vel_backward(m, p.w.gv);
+            rc = s_vel_backward(m, p.w.gv);
     }
     s_pass_free(&p);
     return rc;
@@ -592,11 +701,29 @@ done:
 static void s_free(rl_model *mm)
 {
     s_fp *m = s_of(mm);
-    rl_model_base_free(&m->base);
-    rl_flow_mlp_free(&m->t);
     s_enc_free(&m->ev);
     s_enc_free(&m->vv);
+    s_io_free(&m->io, m->base.dev);
+    rl_flow_mlp_free(&m->t);
+    rl_model_base_free(&m->base);
     free(m);
+}
+
+/* The buffers move (rl_model_base_move); the activations are dropped and
+ * re-made on the new device by the next pass. */
+static int s_to_device(rl_model *mm, int dev)
+{
+    s_fp *m = s_of(mm);
+    rl_device from = m->base.dev;
+    int rc = rl_model_base_move(&m->base, (rl_device)dev);
+    if (rc || from == m->base.dev)
+        return rc;
+    s_enc_free(&m->ev);
+    s_enc_free(&m->vv);
+    m->ev.dev = m->vv.dev = m->base.dev;
+    s_io_free(&m->io, from);
+    rl_flow_mlp_on(&m->t, m->base.dev, m->base.nn);
+    return RL_OK;
 }
 
 /* The architecture from the kind's section (common/schema/flow_policy.h),
@@ -640,6 +767,8 @@ static const rl_model_ops s_ops = {
     .forward = s_forward,
     .forward_backward = s_forward_backward,
     .sample = s_sample,
+    .device = rl_model_base_device,
+    .to_device = s_to_device,
 };
 
 const rl_model_kind rl_model_kind_flow_policy = {

@@ -66,6 +66,16 @@
  * RL_FP_TIMES, RL_FP_NOISE_LEVEL, RL_FP_STEP_MASK and RL_FP_SAMPLE_LOGP (B, N)
  * f32 (0 on deterministic steps). Same inputs and seeds → the same bits.
  *
+ * Device: rl_model_to_device moves it (model_device.h): the observation
+ * encoder (standardisation and clamp included), the trunk and the value
+ * head run through the device's kernel table with the activations there.
+ * The observations are gathered on the host and copied in with x_t, t
+ * and the tasks; v and the value come out; the loss, the chain's SDE
+ * log-density and its gradient, the ODE/SDE sampling steps and their noise
+ * stay on the host (the same code and draws as on the CPU), and dL/dv and
+ * dL/dvalue go back in for the backward. rl_flow_policy_set_obs_norm
+ * writes to the model's device.
+ *
  * Config: the kind's model section (common/schema/flow_policy.h, after the
  * base model.type / model.init_from); config.json is {"model": {...}}, a job
  * fragment (rl_model_load_dir loads the directory with it).

@@ -17,6 +17,12 @@
  * supervised step (masked NLL) of the actor trains it unchanged.
  * sample() is RL_EUNSUPPORTED.
  *
+ * Device: rl_model_to_device moves it (model_device.h): the three linear
+ * layers and SiLUs run through the device's kernel table with the
+ * activations there; each forward copies the images in and the logits
+ * (n, K) out, the log-softmax, the loss and rl_image_model_probs' softmax
+ * stay on the host, and dlogits go back in for the backward.
+ *
  * Config: model.channels/height/width and model.num_classes/hidden_size
  * (common/schema/image_models.h). config.json is {"model": {...}}, a job
  * fragment: rl_model_load_dir (nn/model.h) loads it.

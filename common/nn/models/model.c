@@ -315,6 +315,8 @@ rl_model *rl_model_base_build(const rl_config *job, const rl_model_base_kind *k)
         rc = rl_error_set(RL_ENOMEM, "%s: out of memory", k->ops->kind);
     if (!rc && !(rc = k->build(b)))
         rc = s_alloc(b);
+    b->dev = RL_DEVICE_CPU;
+    b->nn = rl_nn_ops_get(RL_DEVICE_CPU);
     return rl_model_base_done(b, rc);
 }
 
@@ -329,8 +331,8 @@ void rl_model_base_free(rl_model_base *b)
 {
     if (b->own) {
         rl_param_manifest_free(b->own);
-        rl_param_buffer_free(b->params);
-        rl_param_buffer_free(b->grads);
+        rl_device_buffer_free(b->dev, b->params);
+        rl_device_buffer_free(b->dev, b->grads);
     }
     b->man = b->own = NULL;
     b->params = b->grads = NULL;
@@ -343,12 +345,96 @@ const rl_param_manifest *rl_model_base_manifest(const rl_model *m)
 float *rl_model_base_params(rl_model *m) { return ((rl_model_base *)m)->params; }
 float *rl_model_base_grads(rl_model *m) { return ((rl_model_base *)m)->grads; }
 
+int rl_model_base_move(rl_model_base *b, rl_device dev)
+{
+    const char *kind = b->model.ops->kind;
+    if (dev == b->dev)
+        return RL_OK;
+    if (!b->own)
+        return rl_error_set(RL_EINVAL, "%s: its buffers are lent, the network moves them", kind);
+    const rl_nn_ops *ops = rl_nn_ops_get(dev);
+    if (!ops)
+        return rl_error_wrap(rl_error_code(), "%s", kind);
+    const char *miss = rl_nn_ops_missing(ops);
+    if (miss)
+        return rl_error_set(RL_EUNSUPPORTED, "%s on device %s: op '%s' has no kernel there yet", kind,
+                            ops->name, miss);
+    if (dev != RL_DEVICE_CPU && rl_device_count(dev) <= 0)
+        return rl_error_set(RL_EUNSUPPORTED, "%s on device %s: no such device is visible", kind, ops->name);
+    const int64_t n = b->own->total;
+    const size_t bytes = sizeof(float) * (size_t)n;
+    float *p = rl_device_buffer_new(dev, n, RL_MEM_PARAMS), *g = rl_device_buffer_new(dev, n, RL_MEM_GRADS);
+    int rc = p && g ? RL_OK
+                    : rl_error_set(RL_ENOMEM, "%s: no room for %lld parameters on %s", kind, (long long)n,
+                                   ops->name);
+    if (!rc && bytes)
+        rc = rl_device_copy(dev, p, b->dev, b->params, bytes);
+    if (!rc)
+        rc = rl_device_zero(dev, g, bytes);
+    if (!rc)
+        rc = rl_device_sync(dev);
+    if (rc) {
+        rl_device_buffer_free(dev, p);
+        rl_device_buffer_free(dev, g);
+        return rc;
+    }
+    rl_device_buffer_free(b->dev, b->params);
+    rl_device_buffer_free(b->dev, b->grads);
+    b->params = p;
+    b->grads = g;
+    b->dev = dev;
+    b->nn = ops;
+    return RL_OK;
+}
+
+int rl_model_base_device(const rl_model *m) { return (int)((const rl_model_base *)m)->dev; }
+
+int rl_model_floats_on(rl_device dev, float **const *arrays, const size_t *counts, int n, const char *who)
+{
+    if (dev == RL_DEVICE_CPU)
+        return rl_model_floats(arrays, counts, n, who);
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += counts[i];
+    float *p = rl_device_alloc_for(dev, sizeof(float) * (total ? total : 1), RL_MEM_ACTIVATIONS);
+    for (int i = 0; i < n; i++) {
+        *arrays[i] = p;
+        p = p ? p + counts[i] : NULL;
+    }
+    return *arrays[0] ? RL_OK
+                      : rl_error_set(RL_ENOMEM, "%s: no room for %zu floats of activations on %s", who, total,
+                                     rl_device_name(dev));
+}
+
+void rl_model_floats_free(rl_device dev, float *first)
+{
+    if (dev == RL_DEVICE_CPU)
+        free(first);
+    else
+        rl_device_free(dev, first);
+}
+
+int rl_model_copy_in(rl_device dev, void *dst, const void *host, size_t bytes)
+{
+    return bytes ? rl_device_copy(dev, dst, RL_DEVICE_CPU, host, bytes) : RL_OK;
+}
+
+int rl_model_copy_out(rl_device dev, void *host, const void *src, size_t bytes)
+{
+    int rc = bytes ? rl_device_copy(RL_DEVICE_CPU, host, dev, src, bytes) : RL_OK;
+    int sc = rl_device_sync(dev);
+    return rc ? rc : sc;
+}
+
 int rl_model_base_init_random(rl_model *m, uint64_t seed)
 {
     rl_model_base *b = (rl_model_base *)m;
+    float *host = b->params;
+    if (b->dev != RL_DEVICE_CPU && !(host = malloc(sizeof(float) * (size_t)(b->man->total + 1))))
+        return rl_error_set(RL_ENOMEM, "%s init: out of memory", b->model.ops->kind);
     for (int i = 0; i < b->man->count; i++) {
         const rl_param_view *v = &b->man->views[i];
-        float *p = b->params + v->offset;
+        float *p = host + v->offset;
         if (v->ndim == 1) {
             float fill = s_scale_view(v) ? 1.0f : 0.0f;
             for (int64_t j = 0; j < v->numel; j++)
@@ -361,7 +447,11 @@ int rl_model_base_init_random(rl_model *m, uint64_t seed)
         for (int64_t j = 0; j < v->numel; j++)
             p[j] = std * rl_rng_normal(&g);
     }
-    return RL_OK;
+    if (host == b->params)
+        return RL_OK;
+    int rc = rl_model_params_set(m, host);
+    free(host);
+    return rc;
 }
 
 int64_t rl_model_micro_rows(const rl_model_pass *pass, int64_t B)

@@ -17,6 +17,11 @@
  * Face config: the kind lends them to the base (rl_model_base_borrow) and
  * names RL_MODEL_BASE_OPS, the accessors alone.
  *
+ * Device: a kind the base built starts on the CPU; rl_model_base_move
+ * moves its buffers to another device and b->dev / b->nn say where they
+ * are and which kernels run there (rl_model_floats_on allocates its
+ * activations there, rl_model_copy_in/out stage its host arrays).
+ *
  * Ownership: rl_model_base_free() frees the manifest and the buffers the
  * base built (nothing that was lent), not the kind's struct. */
 #ifndef RLRT_NN_MODEL_BASE_H
@@ -25,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/nn/engine/device.h"
 #include "rlrt/config.h"
 #include "rlrt/nn/model.h"
 #include "rlrt/nn/params.h"
@@ -42,6 +48,10 @@ typedef struct rl_model_base {
      * the ones after model.* were read into (rl_model_base_build) */
     const rl_config_section *const *sections;
     void *cfgs[RL_MODEL_BASE_SECTIONS];
+    /* where params/grads live and the kernels of that device (a kind built
+     * by rl_model_base_build: the CPU's until rl_model_base_move) */
+    rl_device dev;
+    const rl_nn_ops *nn;
 } rl_model_base;
 
 /* How the base builds a kind that owns its views. */
@@ -80,6 +90,27 @@ int rl_model_base_add(rl_model_base *b, const char *name, int ndim, int64_t d0, 
 void *rl_model_base_new(size_t size, const rl_model_ops *ops);
 void rl_model_base_borrow(rl_model_base *b, const rl_param_manifest *man, float *params, float *grads);
 rl_model *rl_model_base_done(rl_model_base *b, int rc);
+
+/* For a kind built by rl_model_base_build that runs on a device (its ops'
+ * to_device): checks that `dev`'s table is complete and the device visible,
+ * moves params and grads there (the parameters copied, the gradients
+ * zeroed) and sets b->dev and b->nn; the kind then drops its activations
+ * (they are re-made on the new device). On error nothing changed.
+ * RL_EUNSUPPORTED naming the kind without such a device. */
+int rl_model_base_move(rl_model_base *b, rl_device dev);
+/* rl_model_ops.device of such a kind. */
+int rl_model_base_device(const rl_model *m);
+/* A kind's activations on its device: rl_model_floats on the CPU (one
+ * malloc), one rl_device_alloc_for(RL_MEM_ACTIVATIONS) block elsewhere;
+ * freed with rl_model_floats_free(dev, *arrays[0]). */
+int rl_model_floats_on(rl_device dev, float **const *arrays, const size_t *counts, int n, const char *who);
+void rl_model_floats_free(rl_device dev, float *first);
+/* The explicit copies of a kind on a device around its kernels: bytes from
+ * the host to dst on dev (in), or from src on dev to the host, then the
+ * device's first asynchronous error (out: rl_device_sync), so a kernel's
+ * failure surfaces where its result is read. */
+int rl_model_copy_in(rl_device dev, void *dst, const void *host, size_t bytes);
+int rl_model_copy_out(rl_device dev, void *host, const void *src, size_t bytes);
 
 /* Frees the manifest and the buffers the base built (not lent ones). */
 void rl_model_base_free(rl_model_base *b);

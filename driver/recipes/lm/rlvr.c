@@ -24,6 +24,7 @@
 #include "common/batch/lm_adv.h"
 #include "common/core/util.h"
 #include "common/schema/rlvr.h"
+#include "common/schema/rollout.h"
 #include "common/schema/trainer.h"
 #include "driver/recipes/lm/lm_common.h"
 #include "driver/recipes/lm/rlvr_aepo.h"
@@ -47,6 +48,23 @@ static int s_algo(const rl_config *job, const rl_rlvr_config *a, const rl_estima
     return RL_OK;
 }
 
+/* rollout.partial_rollouts interrupts the generation of samples for later
+ * steps: there is none with trainer.staleness 0. */
+static int s_check_partial(rl_config *job)
+{
+    const rl_rollout_tokens_config *k = rl_config_section_get(job, &rl_rollout_tokens_section);
+    const rl_rlvr_trainer_config *tc = k ? rl_config_section_get(job, &rl_rlvr_trainer_section) : NULL;
+    if (!tc)
+        return rl_error_code();
+    if (k->partial_rollouts && tc->staleness < 1)
+        return RL_CFG_ERROR2(job, &rl_rollout_tokens_section, rl_rollout_tokens_config,
+                             partial_rollouts, &rl_rlvr_trainer_section, rl_rlvr_trainer_config,
+                             staleness, RL_ECONFIG, "partial rollouts need %s >= 1 (with 0 no "
+                             "generation overlaps a weight sync)",
+                             RL_CFG_PATH(&rl_rlvr_trainer_section, rl_rlvr_trainer_config, staleness));
+    return RL_OK;
+}
+
 /* Everything the driver checks before a worker starts. */
 static int s_prepare(rl_config *job)
 {
@@ -58,6 +76,9 @@ static int s_prepare(rl_config *job)
     rl_kl_kind kind;
     if (!acp || s_algo(job, a, &est, &kind) || rl_rlvr_check_sizes(job, est->name, est->min_samples, 0))
         return rl_error_code();
+    int rc = s_check_partial(job);
+    if (rc)
+        return rc;
     rl_actor_config ac = *acp;
     /* optimiser steps per training step: epochs × mini-batches; the
      * guidance field (a string of the tree) outlives the sections, which
@@ -151,7 +172,12 @@ static int s_phase_update(void *arg)
     return rl_lm_ppo_update(&r->j, r->batch, r->t->ms);
 }
 
-static int s_phase_sync(void *arg) { return rl_lm_job_sync_weights(&((s_rlvr *)arg)->j); }
+static int s_phase_sync(void *arg)
+{
+    s_rlvr *r = arg;
+    int rc = rl_lm_job_sync_weights(&r->j);
+    return rc ? rc : rl_weight_sync_metrics(&r->j.a.sync, r->t->ms);
+}
 
 static int s_phases(void *st, int64_t step, rl_phase *out)
 {
@@ -273,6 +299,8 @@ static int s_open(void *st, rl_trainer *t)
         rc = rl_rlvr_aepo_open(&r->aepo, job, &r->aepo_on);
     if (!rc)
         rc = rl_rlvr_gen_open(&r->gen, &r->j, job, t->seed);
+    if (!rc) /* partial rollouts: the rollout switches versions in while it generates */
+        r->j.a.sync.detach = r->gen.partial;
     if (!rc && *r->tc->rollout_data_dir && rl_mkdir_p(r->tc->rollout_data_dir))
         rc = RL_CFG_ERROR(job, &rl_rlvr_trainer_section, rl_rlvr_trainer_config, rollout_data_dir,
                           RL_EIO, "%s", rl_error_message());

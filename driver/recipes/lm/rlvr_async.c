@@ -199,6 +199,41 @@ static int s_digits(const char **p, long long *out)
     return 1;
 }
 
+/* Partial rollouts: each sampled token's version (RL_LM_TOKEN_VERSION (B,
+ * R) i64, R the responses' width) in [its row's version (the oldest),
+ * `version`]; RL_EPROTO naming the entry otherwise. */
+static int s_token_versions_sound(const rl_dataproto *dp, const rl_column *rows, int64_t version,
+                                  const char *key)
+{
+    int64_t B = rl_dataproto_rows(dp);
+    const rl_tensor *r = rl_dataproto_tensor(dp, RL_LM_RESPONSES);
+    const rl_tensor *l = rl_dataproto_tensor_shaped(dp, RL_LM_RESPONSE_LENS, RL_I32, 1, (int64_t[]){B});
+    const rl_tensor *tv = r && r->ndim == 2 && l
+                              ? rl_dataproto_tensor_shaped(dp, RL_LM_TOKEN_VERSION, RL_I64, 2,
+                                                           (int64_t[]){B, r->shape[1]})
+                              : NULL;
+    if (!tv)
+        return rl_error_set(RL_EPROTO, "async state %s: %s needs %s (B, R) and %s (B) beside it",
+                            key, RL_LM_TOKEN_VERSION, RL_LM_RESPONSES, RL_LM_RESPONSE_LENS);
+    int64_t R = r->shape[1];
+    const int64_t *v = rl_tensor_data((rl_tensor *)tv);
+    const int32_t *len = rl_tensor_data((rl_tensor *)l);
+    for (int64_t b = 0; b < B; b++) {
+        int64_t row = rl_column_i64(rows, b);
+        if (len[b] < 0 || len[b] > R)
+            return rl_error_set(RL_EPROTO, "async state %s: row %lld: %s %d outside [0, %lld]", key,
+                                (long long)b, RL_LM_RESPONSE_LENS, len[b], (long long)R);
+        for (int64_t j = 0; j < len[b]; j++)
+            if (v[b * R + j] < row || v[b * R + j] > version)
+                return rl_error_set(RL_EPROTO, "async state %s: row %lld, token %lld: %s expected "
+                                               "%lld .. %lld (the row's oldest .. the checkpoint's "
+                                               "weights), got %lld", key, (long long)b,
+                                    (long long)j, RL_LM_TOKEN_VERSION, (long long)row,
+                                    (long long)version, (long long)v[b * R + j]);
+    }
+    return RL_OK;
+}
+
 /* 1 when round `dp` of step `step` fits the job (kept), 0 when it is to be
  * dropped; RL_EPROTO (< 0, with its message) when it is malformed. */
 static int s_round_fits(const rl_dataproto *dp, int64_t step, int64_t staleness,
@@ -218,6 +253,11 @@ static int s_round_fits(const rl_dataproto *dp, int64_t step, int64_t staleness,
         oldest = v < oldest ? v : oldest;
     }
     const rl_tensor *t = rl_dataproto_tensor(dp, RL_LM_RESPONSES);
+    if (rl_dataproto_tensor(dp, RL_LM_TOKEN_VERSION)) { /* partial rollouts */
+        int rc = s_token_versions_sound(dp, c, e->version, key);
+        if (rc)
+            return rc;
+    }
     int64_t now = e->version + (step - e->start - 1); /* the actor's version at that step */
     return step <= e->start + staleness && rows == e->rows && t && t->ndim == 2 &&
            t->shape[1] == e->response_length && oldest >= now - staleness;

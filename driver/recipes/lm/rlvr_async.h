@@ -17,6 +17,9 @@
  * with the weights the actor had before its update, and a sample reaches the
  * actor at most S versions old. Every row carries its weight version (the
  * rollout's RL_ROLLOUT_ROW_VERSION column); the recipe checks the bound.
+ * With rollout.partial_rollouts a row's tokens may come from several
+ * versions (RL_LM_TOKEN_VERSION; the row column is the oldest):
+ * docs/decisions/partial-rollouts.md.
  *
  * A prefetched round is either in flight (a future) or finished (sampled,
  * decoded and scored). Checkpoints keep the finished rounds (in flight ones
@@ -82,8 +85,10 @@ typedef struct rl_rlvr_async_expect {
  * untrusted (a checkpoint file): keys must be "<step>.<round>" in decimal
  * digits with start < step <= start + RL_RLVR_MAX_STALENESS and round <
  * RL_RLVR_MAX_ASYNC_ROUNDS, each value a packed DataProto in base64 with the
- * rollout's int64 weight-version column, every version in [1, version]; else
- * RL_EPROTO naming the entry. A round that is sound but does not fit this
+ * rollout's int64 weight-version column, every version in [1, version] (and
+ * with RL_LM_TOKEN_VERSION, partial rollouts: beside the responses and
+ * their lengths, every token's in [its row's, version]); else RL_EPROTO
+ * naming the entry. A round that is sound but does not fit this
  * job — a step past start + a->staleness (trainer.staleness lowered), rows
  * or response width other than expected, or a sample older than the
  * staleness bound allows at its step — is dropped (counted in *dropped): its

@@ -7,6 +7,7 @@
 
 #include "common/batch/lm_metrics.h"
 #include "common/core/rng.h"
+#include "common/schema/rollout.h"
 #include "driver/recipes/lm/rlvr_guidance.h"
 #include "rlrt/error.h"
 #include "rlrt/log.h"
@@ -30,6 +31,10 @@ int rl_rlvr_gen_open(rl_rlvr_gen *g, rl_lm_job *j, const rl_config *job, uint64_
     g->filter = (rl_lm_filter){a->filter_key, S_ALGO(filter_key), a->filter_mode == 1,
                                a->filter_low, a->filter_high, j->rollout_cfg.n};
     g->async.staleness = g->tc->staleness;
+    const rl_rollout_tokens_config *k = rl_config_section_get(job, &rl_rollout_tokens_section);
+    if (!k)
+        return rl_error_code();
+    g->partial = k->partial_rollouts;
     return rl_rlvr_replay_open(&g->replay, job, j->train);
 }
 
@@ -99,6 +104,40 @@ static int s_step_round(rl_rlvr_gen *g, int64_t step, int64_t round, rl_dataprot
     return rl_rlvr_async_take(&g->async, g->j, step, round, part, gen_s, reward_s);
 }
 
+/* Every round of a job with partial rollouts has per-token versions, and
+ * no round of one without has them, so rounds concatenate: a round
+ * without them (sampled by the multi-turn loop, which is never
+ * interrupted, or restored from a checkpoint of a run without partial
+ * rollouts) gets its row's version for each of its tokens (0 past the
+ * end); one with them in a job without partial rollouts (a checkpoint of
+ * a run with) loses them. */
+static int s_match_token_versions(const rl_rlvr_gen *g, rl_dataproto *part)
+{
+    int has = rl_dataproto_tensor(part, RL_LM_TOKEN_VERSION) != NULL;
+    if (!g->partial)
+        return has ? rl_dataproto_remove(part, RL_LM_TOKEN_VERSION) : RL_OK;
+    if (has)
+        return RL_OK;
+    int64_t B = rl_dataproto_rows(part);
+    const rl_column *c = rl_dataproto_column(part, RL_ROLLOUT_ROW_VERSION);
+    const rl_tensor *r = rl_dataproto_tensor(part, RL_LM_RESPONSES);
+    const rl_tensor *l = rl_dataproto_tensor_shaped(part, RL_LM_RESPONSE_LENS, RL_I32, 1,
+                                                    (int64_t[]){B});
+    if (!c || rl_column_get_type(c) != RL_COL_INT64 || !r || r->ndim != 2 || !l)
+        return rl_error_set(RL_EPROTO, "a round has no int64 column '%s', %s (B, R) or %s (B)",
+                            RL_ROLLOUT_ROW_VERSION, RL_LM_RESPONSES, RL_LM_RESPONSE_LENS);
+    int64_t R = r->shape[1];
+    rl_tensor *tv = rl_dataproto_new_tensor(part, RL_LM_TOKEN_VERSION, RL_I64, 2, (int64_t[]){B, R});
+    if (!tv)
+        return rl_error_code();
+    int64_t *v = rl_tensor_data(tv);
+    const int32_t *len = rl_tensor_data((rl_tensor *)l);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t j = 0; j < R; j++)
+            v[b * R + j] = j < len[b] ? rl_column_i64(c, b) : 0;
+    return RL_OK;
+}
+
 /* The first rounds of the next `staleness` steps, sent off once this step's
  * rounds are all back, so the rollout ranks sample them while the actor
  * trains this step. Sent earlier, they would queue ahead of this step's own
@@ -131,6 +170,70 @@ static int s_prefetch_ahead(rl_rlvr_gen *g, int64_t step, int64_t used, rl_metri
     return rc;
 }
 
+/* Partial rollouts: every sampled token's version (RL_LM_TOKEN_VERSION,
+ * from a peer: checked) in [now − S, now] and not older than its row's
+ * (`rows`, the oldest of the row); guided rows (their tokens are a worked
+ * solution, not samples) are left out. */
+static int s_check_token_versions(const rl_rlvr_gen *g, const rl_dataproto *batch,
+                                  const rl_column *rows, rl_metric_set *ms)
+{
+    int64_t B = rl_dataproto_rows(batch), now = g->j->a.sync.version, S = g->tc->staleness;
+    const rl_tensor *resp = rl_dataproto_tensor(batch, RL_LM_RESPONSES);
+    const rl_tensor *lt = rl_dataproto_tensor_shaped(batch, RL_LM_RESPONSE_LENS, RL_I32, 1,
+                                                     (int64_t[]){B});
+    if (!resp || resp->ndim != 2 || !lt)
+        return rl_error_set(RL_EPROTO, "the batch has no %s (B, R) and %s (B)", RL_LM_RESPONSES,
+                            RL_LM_RESPONSE_LENS);
+    int64_t R = resp->shape[1];
+    const rl_tensor *tv = rl_dataproto_tensor_shaped(batch, RL_LM_TOKEN_VERSION, RL_I64, 2,
+                                                     (int64_t[]){B, R});
+    if (!tv)
+        return rl_error_wrap(rl_error_code(), "partial rollouts: the batch's per-token versions "
+                                              "(%s)", RL_LM_TOKEN_VERSION);
+    const rl_column *gc = rl_dataproto_column(batch, RL_LM_GUIDED);
+    if (gc && rl_column_get_type(gc) != RL_COL_INT64)
+        gc = NULL;
+    const int64_t *v = rl_tensor_data((rl_tensor *)tv);
+    const int32_t *len = rl_tensor_data((rl_tensor *)lt);
+    double tokens = 0, sum = 0, count[RL_RLVR_MAX_STALENESS + 1] = {0};
+    int64_t mx = 0, partial = 0;
+    for (int64_t b = 0; b < B; b++) {
+        if (gc && rl_column_i64(gc, b))
+            continue;
+        int64_t row = rl_column_i64(rows, b), lo = now, hi = now - S;
+        if (len[b] < 0 || len[b] > R)
+            return rl_error_set(RL_EPROTO, "row %lld: %s %d outside [0, %lld]", (long long)b,
+                                RL_LM_RESPONSE_LENS, len[b], (long long)R);
+        for (int64_t j = 0; j < len[b]; j++) {
+            int64_t x = v[b * R + j];
+            if (x > now || x < now - S || x < row)
+                return rl_error_set(RL_ESTATE, "row %lld, token %lld was sampled by weight version "
+                                               "%lld, the actor is at version %lld: expected a "
+                                               "version in %lld .. %lld (%s %lld) and not older "
+                                               "than the row's %lld",
+                                    (long long)b, (long long)j, (long long)x, (long long)now,
+                                    (long long)(now - S), (long long)now, S_STALENESS,
+                                    (long long)S, (long long)row);
+            lo = x < lo ? x : lo;
+            hi = x > hi ? x : hi;
+            sum += (double)(now - x);
+            count[now - x]++;
+            mx = now - x > mx ? now - x : mx;
+        }
+        tokens += len[b];
+        partial += len[b] > 0 && lo < hi;
+    }
+    rl_metric_set_put(ms, "async/token_staleness_mean", tokens > 0 ? sum / tokens : 0);
+    rl_metric_set_put(ms, "async/token_staleness_max", (double)mx);
+    rl_metric_set_put(ms, "async/partial_rows", (double)partial);
+    for (int64_t k = 0; k <= S; k++) {
+        char name[48];
+        snprintf(name, sizeof name, "async/tokens_lag_%lld", (long long)k);
+        rl_metric_set_put(ms, name, count[k]);
+    }
+    return RL_OK;
+}
+
 /* Every row's weight version against the actor's: the samples of this
  * step are at most trainer.staleness versions old (0: on-policy). */
 static int s_check_versions(const rl_rlvr_gen *g, const rl_dataproto *batch, rl_metric_set *ms)
@@ -156,7 +259,7 @@ static int s_check_versions(const rl_rlvr_gen *g, const rl_dataproto *batch, rl_
         rl_metric_set_put(ms, "async/staleness_mean", B ? sum / (double)B : 0);
         rl_metric_set_put(ms, "async/staleness_max", (double)mx);
     }
-    return RL_OK;
+    return g->partial ? s_check_token_versions(g, batch, c, ms) : RL_OK;
 }
 
 /* rl_rlvr_shape_fn of the guided rows: the same overlong shaping. */
@@ -230,6 +333,8 @@ int rl_rlvr_gen_step(rl_rlvr_gen *g, int64_t step, rl_dataproto **batch, rl_metr
         int64_t kept = gb.want;
         int ahead = 0;
         rc = s_step_round(g, step, round, &part, &gen_s, &reward_s, &ahead);
+        if (!rc)
+            rc = s_match_token_versions(g, part);
         rounds_ahead += ahead;
         rounds_used = round + 1;
         t_gen += gen_s;

@@ -18,7 +18,14 @@
  * With trainer.staleness S > 0 (rlvr_async.h) the first rounds of the next
  * S steps are sent ahead once this step's rounds are back, a step takes its
  * rounds from that queue, and every row's weight version is checked to be
- * at most S versions behind the actor's.
+ * at most S versions behind the actor's. With rollout.partial_rollouts a
+ * row's tokens may come from several versions (RL_LM_TOKEN_VERSION, the row
+ * column is the oldest): every token is checked against the bound, and
+ * async/token_staleness_{mean,max}, async/partial_rows and
+ * async/tokens_lag_<k> (tokens sampled k versions behind the actor, k <= S)
+ * say how stale the step's tokens were (docs/decisions/partial-rollouts.md).
+ * A round without per-token versions (multi-turn rows, a checkpoint of a
+ * run without partial rollouts) gets its row's version for each token.
  *
  * Metrics: batch/{filter_rounds, filter_filled_groups, guided_rows, ...},
  * async/..., replay/..., timing_s/gen, timing_s/reward, and those of the
@@ -52,6 +59,7 @@ typedef struct rl_rlvr_gen {
     rl_lm_filter filter;
     rl_rlvr_async async;                    /* rounds sent ahead for later steps */
     rl_rlvr_replay replay;                  /* hard prompts queued for later steps */
+    int partial;                            /* rollout.partial_rollouts */
 } rl_rlvr_gen;
 
 int rl_rlvr_gen_open(rl_rlvr_gen *g, rl_lm_job *j, const rl_config *job, uint64_t seed);

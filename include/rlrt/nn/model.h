@@ -103,6 +103,16 @@ typedef struct rl_model_sampling {
     double noise_level;     /* flow / diffusion SDE noise */
     double shift;           /* diffusion: σ-schedule shift s (common/algo/diffusion/diffusion.h);
                              * <= 0 means 1, the unshifted grid */
+    /* Partial rollouts (LM kinds' own sampler; other kinds ignore it): NULL,
+     * or called between decode steps; it may replace the model's weights in
+     * place (rl_model_params_set) and then returns 1 with their version in
+     * *version (greater than the one before), else 0; < 0 is an error that
+     * ends the call. `version` is the version of the weights at the call's
+     * start. With it the LM output has a per-token version tensor (the LM
+     * kind's RL_LM_TOKEN_VERSION). */
+    int (*poll_weights)(void *ctx, uint64_t *version);
+    void *poll_ctx;
+    uint64_t version;
 } rl_model_sampling;
 
 typedef struct rl_model rl_model;

@@ -28,7 +28,9 @@
  * the sender sends each bucket to the lowest-ranked receiver only, and
  * every receiver forwards each bucket to the next rank as it arrives, before
  * applying it, so N receivers cost about one transfer plus a pipeline fill
- * of N - 1 buckets). Only receivers made with rl_weight_receiver_new_ranked
+ * of N - 1 buckets; when the receivers' inputs are on more than one host,
+ * the chain runs over each host's lowest rank, which also feeds its host's
+ * other ranks, so the fill counts hosts). Only receivers made with rl_weight_receiver_new_ranked
  * (a rank and an input to bind) take part in a chain; the others get their
  * buckets from the sender. Every receiver acknowledges to the sender
  * itself, and the sender returns once all have: a version is switched in
@@ -107,7 +109,10 @@ rl_weight_receiver *rl_weight_receiver_new(const char *endpoint, int64_t count);
 rl_weight_receiver *rl_weight_receiver_new_ranked(const char *endpoint, int64_t count, int rank,
                                                   const char *bind);
 /* Receives until a complete newer version is active (returns 0) or the time
- * runs out (RL_ETIMEOUT; the active version is unchanged). In a chain it
+ * runs out (RL_ETIMEOUT; the active version is unchanged). timeout_ms 0
+ * takes what has arrived without waiting (partial rollouts poll so between
+ * decode steps), except for a chained bucket that came before its route:
+ * the route, already sent, is waited for up to 2 s. In a chain it
  * forwards what it receives while it waits; what it forwarded keeps going
  * after it returns (ZeroMQ's I/O thread), and rl_weight_receiver_free waits
  * up to 5 s for it to leave (a dead next rank: the full 5 s). */
@@ -116,7 +121,8 @@ int rl_weight_recv_poll(rl_weight_receiver *r, int timeout_ms);
 const float *rl_weight_recv_active(const rl_weight_receiver *r, uint64_t *version);
 void rl_weight_receiver_free(rl_weight_receiver *r);
 /* The newest weight version this process sent to every receiver or made
- * active as a receiver (0: none yet) — for the daemons' /metrics. */
+ * active as a receiver (0: none yet), over ZeroMQ or CUDA IPC
+ * (rlrt/runtime/channel_ipc.h) — for the daemons' /metrics. */
 uint64_t rl_weight_channel_version(void);
 
 #ifdef __cplusplus

@@ -91,6 +91,17 @@ typedef struct rl_comm_options {
      * host), all-reduce goes through it (same results, bit for bit);
      * 0: always the ring. */
     int shared_memory;
+    /* 1: the buffers of every operation are CUDA device memory of the
+     * calling thread's current device, and all-reduce, reduce-scatter,
+     * all-gather and broadcast run over NCCL (loaded at run time; the ring
+     * above only bootstraps it: rank 0's ncclUniqueId goes over it; barrier
+     * stays on the ring). Needs `make CUDA=1` and libnccl.so.2 on the
+     * loader's path; otherwise init fails with a message naming what was
+     * looked for. A dead or stuck peer ends an operation at timeout_s or
+     * at an abort (ncclCommAbort), never a hang. Results are NCCL's sums
+     * (not the ring's order, not bit-identical to it).
+     * 0 (default): host buffers. common/runtime/collective_nccl.h. */
+    int nccl;
 } rl_comm_options;
 
 void rl_comm_options_default(rl_comm_options *o);
@@ -119,8 +130,13 @@ rl_comm *rl_comm_init_rank(const rl_comm_id *id, int world, int rank,
 void rl_comm_destroy(rl_comm *c);
 int rl_comm_rank(const rl_comm *c);
 int rl_comm_world(const rl_comm *c);
-/* How all-reduce travels: "shm" (every rank on one host, shared memory) or
- * "ring" (sockets; also a world of 1). */
+/* 1 when this process saw an abort (a recovery, common/runtime/abort.h)
+ * after c was made: its peers may have dropped their ends of it without an
+ * error on this side, so a holder that keeps a communicator across calls
+ * (the weight broadcast) destroys it and joins a new one. */
+int rl_comm_aborted(const rl_comm *c);
+/* How all-reduce travels: "nccl" (options.nccl), "shm" (every rank on one
+ * host, shared memory) or "ring" (sockets; also a world of 1). */
 const char *rl_comm_transport(const rl_comm *c);
 
 /* recvbuf[0..count) = root's sendbuf[0..count) on every rank (sendbuf is

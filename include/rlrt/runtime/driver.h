@@ -95,6 +95,12 @@ typedef struct rl_driver_options {
     /* 1: workers also serve their test methods (the selftest's echo, add,
      * ...; rl_worker_options.test_methods); 0: production methods only. */
     int test_methods;
+    /* The job id to run under (16 lowercase hex digits); NULL = a random
+     * one. A driver that resumes a run passes the id of the run it resumes
+     * (rl-driver --resume reads it from the output directory), so the
+     * external workers that outlived the old driver rejoin — they claim
+     * their free slots again — instead of being refused as another job's. */
+    const char *job_id;
 } rl_driver_options;
 
 /* Binds the ROUTER and starts the I/O thread (workers are launched by
@@ -111,8 +117,9 @@ rl_driver *rl_driver_new(const rl_driver_options *opt);
 int rl_driver_start(rl_driver *d);
 /* The endpoint workers connect to (after a wildcard bind: the real port). */
 const char *rl_driver_endpoint(const rl_driver *d);
-/* This run's job id (16 hex digits, random per rl_driver_new): workers
- * present it in HELLO; a worker of another job is refused and exits. */
+/* This run's job id (16 hex digits, random per rl_driver_new unless
+ * rl_driver_options.job_id gives it): workers present it in HELLO; a
+ * worker of another job is refused and exits. */
 const char *rl_driver_job_id(const rl_driver *d);
 /* The driver's CurveZMQ public key (Z85) when cluster.yaml has a security:
  * section, else "". External workers need it (--driver-key). */
@@ -130,6 +137,9 @@ const char *rl_group_role(const rl_group *g);
 int rl_group_pid(const rl_group *g, int rank);
 /* Address of the node a rank is placed on (from cluster.yaml). */
 const char *rl_group_address(const rl_group *g, int rank);
+/* A rank's placement (node index, GPUs, cores; from cluster.yaml), NULL for
+ * a rank outside the group. Borrowed from the cluster. */
+const rl_placement *rl_group_placement(const rl_group *g, int rank);
 /* Waits until every rank of the group is READY. */
 int rl_group_wait_ready(rl_group *g, int timeout_ms);
 /* Waits until every rank has finished every call sent to it before (a

@@ -105,6 +105,14 @@ void rl_cuda_adamw_update(const struct rl_adamw_config *cfg, int64_t t, double l
 double rl_cuda_grad_sumsq(const float *g, int64_t n);
 void rl_cuda_scale_inplace(float *a, float s, int64_t n);
 void rl_cuda_ema_update(float *ref, const float *cur, double beta, int64_t n);
+/* The flow kinds' (ops.h): silu and its backward with expf (the CPU's
+ * rl_fast_expf differs by < 1e-7 relative), the time embedding and the
+ * standardisation through ops_elem.h's formulas, one thread per element. */
+void rl_cuda_silu_forward(float *out, const float *inp, int64_t n);
+void rl_cuda_silu_backward(float *dinp, const float *dout, const float *inp, int64_t n);
+void rl_cuda_time_embed(float *temb, const float *t, int64_t n, int E);
+void rl_cuda_standardize(float *out, const float *inp, const float *mean, const float *std,
+                         float clip, int N, int C);
 /* bytes of device memory set to 0 (asynchronous, default stream). */
 void rl_cuda_memset0(void *p, size_t bytes);
 

@@ -685,6 +685,47 @@ __global__ void k_ema(float *ref, const float *cur, double keep, double take, in
         ref[i] = (float)(keep * ref[i] + take * cur[i]);
 }
 
+// ---- the flow kinds' kernels (silu, the time embedding, standardisation) ----
+
+__global__ void k_silu_forward(float *out, const float *inp, int64_t n)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float x = inp[i];
+        out[i] = x * (1.0f / (1.0f + expf(-x)));
+    }
+}
+
+__global__ void k_silu_backward(float *dinp, const float *dout, const float *inp, int64_t n)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float x = inp[i], s = 1.0f / (1.0f + expf(-x));
+        dinp[i] += dout[i] * s * (1.0f + x * (1.0f - s));
+    }
+}
+
+// One thread per (row, pair i < E/2).
+__global__ void k_time_embed(float *temb, const float *t, int64_t n, int E)
+{
+    int half = E / 2;
+    int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j < n * half) {
+        int64_t r = j / half;
+        rl_time_embed_elem(temb + r * E, t[r], (int)(j % half), half);
+    }
+}
+
+__global__ void k_standardize(float *out, const float *inp, const float *mean, const float *std,
+                              float clip, int64_t n, int C)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        int c = (int)(i % C);
+        out[i] = rl_standardize_elem(inp[i], mean[c], std[c], clip);
+    }
+}
+
 // ---- launchers --------------------------------------------------------------
 
 static int s_row_threads(int C)
@@ -1326,6 +1367,33 @@ void rl_cuda_ema_update(float *ref, const float *cur, double beta, int64_t n)
 {
     RL_CUDA_PROF("ema_update");
     s_each(k_ema, n, ref, cur, beta, 1.0 - beta, n);
+}
+
+void rl_cuda_silu_forward(float *out, const float *inp, int64_t n)
+{
+    RL_CUDA_PROF("silu_forward");
+    s_each(k_silu_forward, n, out, inp, n);
+}
+
+void rl_cuda_silu_backward(float *dinp, const float *dout, const float *inp, int64_t n)
+{
+    RL_CUDA_PROF("silu_backward");
+    s_each(k_silu_backward, n, dinp, dout, inp, n);
+}
+
+void rl_cuda_time_embed(float *temb, const float *t, int64_t n, int E)
+{
+    RL_CUDA_PROF("time_embed");
+    if (E >= 2)
+        s_each(k_time_embed, n * (E / 2), temb, t, n, E);
+}
+
+void rl_cuda_standardize(float *out, const float *inp, const float *mean, const float *std,
+                         float clip, int N, int C)
+{
+    RL_CUDA_PROF("standardize");
+    if (C > 0)
+        s_each(k_standardize, (int64_t)N * C, out, inp, mean, std, clip, (int64_t)N * C, C);
 }
 
 }  // extern "C"

@@ -427,6 +427,49 @@ done:
     return rc;
 }
 
+/* The whole prefixes of a call's rows (B, maxT): prompt, then the tokens
+ * sampled so far; allocated at the first weight switch. */
+typedef struct s_ext {
+    int32_t *buf; /* (B, maxT) */
+    int *lens;    /* (B) */
+    uint8_t *mask; /* (B, maxT) */
+} s_ext;
+
+/* After a weight switch: the n live rows rows[i] (each with out_lens[b] >=
+ * 1 tokens, the last not yet fed) get their cache slots recomputed by a
+ * prefill over prompt + all their tokens with the new weights; their
+ * next-token logits land where a decode step leaves them (live position i),
+ * so the caller skips this step's decode. Prefill's positions are those
+ * the decode steps would have written (0 .. len − 1). */
+static int s_reprefill(rl_lm *m, int n, const int *rows, const int *slot_of, int B, int P, int maxT,
+                       int maxnew, const int32_t *prompts, const int *prompt_lens,
+                       const int32_t *out_tokens, const int *out_lens, s_ext *e)
+{
+    if (!e->buf) {
+        size_t cells = (size_t)B * (size_t)maxT;
+        e->buf = malloc(cells * (sizeof(int32_t) + 1) + sizeof(int) * (size_t)B);
+        if (!e->buf)
+            return rl_error_set(RL_ENOMEM, "generate: out of memory (weight switch)");
+        e->lens = (int *)(e->buf + cells);
+        e->mask = (uint8_t *)(e->lens + B);
+    }
+    for (int i = 0; i < n; i++) {
+        int b = rows[i], pl = prompt_lens[b], j = out_lens[b], len = pl + j;
+        if (len > maxT) /* a live row has room for its next token: cannot happen */
+            return rl_error_set(RL_ESTATE, "generate: row %d's prefix of %d tokens exceeds %d",
+                                b, len, maxT);
+        int32_t *row = e->buf + (size_t)b * maxT;
+        memcpy(row, prompts + (size_t)b * P, sizeof(int32_t) * (size_t)pl);
+        memcpy(row + pl, out_tokens + (size_t)b * maxnew, sizeof(int32_t) * (size_t)j);
+        for (int t = len; t < maxT; t++)
+            row[t] = 0;
+        for (int t = 0; t < maxT; t++)
+            e->mask[(size_t)b * maxT + t] = t < len;
+        e->lens[b] = len;
+    }
+    return s_prefill(m, n, rows, slot_of, 0, maxT, e->buf, e->lens, e->mask);
+}
+
 void rl_lm_sampling_default(rl_lm_sampling *s)
 {
     memset(s, 0, sizeof *s);
@@ -535,6 +578,7 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
     float inv_temp = s->temperature > 0.0f ? 1.0f / s->temperature : 1.0f;
     int32_t pad = c->pad_token_id >= 0 ? c->pad_token_id : 0;
 
+    s_ext ext = {0};
     rl_rng *rng = malloc(sizeof(rl_rng) * (size_t)B);
     int *rows = malloc(sizeof(int) * ((size_t)B * 3 + (size_t)S));
     int32_t *seq = s->no_kv_cache ? malloc(sizeof(int32_t) * (size_t)B * maxT) : NULL;
@@ -544,6 +588,7 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
         goto done;
     }
     int *cur_len = rows + B, *slot_of = rows + 2 * B, *free_slots = rows + 3 * B, nfree = 0;
+    int32_t epoch = 0; /* weight switches so far */
     for (int b = 0; b < B; b++) {
         rl_rng_init(&rng[b], s->seed, row_seeds ? row_seeds[b] : (uint64_t)b);
         out_lens[b] = 0;
@@ -554,6 +599,8 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
                 out_logp[(size_t)b * maxnew + j] = 0.0f;
             if (out_entropy)
                 out_entropy[(size_t)b * maxnew + j] = 0.0f;
+            if (s->out_epoch)
+                s->out_epoch[(size_t)b * maxnew + j] = 0;
         }
         for (int t = 0; t < P; t++)
             pmask[(size_t)b * P + t] = t < prompt_lens[b];
@@ -597,6 +644,8 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
             out_tokens[(size_t)b * maxnew + j] = tok;
             if (tok < 0) /* marked; reported below, outside the parallel loop (pad is >= 0) */
                 continue;
+            if (s->out_epoch)
+                s->out_epoch[(size_t)b * maxnew + j] = epoch;
             if (out_logp)
                 out_logp[(size_t)b * maxnew + j] = lp;
             if (out_entropy)
@@ -635,12 +684,24 @@ int rl_lm_generate(rl_lm *m, int B, int P, const int32_t *prompts, const int *pr
             live++;
         }
         n = live;
+        int switched = 0; /* partial rollouts: new weights between two steps */
+        if (n > 0 && s->switch_weights && (switched = s->switch_weights(s->switch_ctx)) != 0) {
+            if (switched < 0 || (rc = rl_lm_bf16_refresh(m)) < 0) {
+                rc = switched < 0 ? switched : rc;
+                goto done;
+            }
+            epoch++;
+            if (!s->no_kv_cache && (rc = s_reprefill(m, n, rows, slot_of, B, P, maxT, maxnew,
+                                                      prompts, prompt_lens, out_tokens, out_lens,
+                                                      &ext)) < 0)
+                goto done;
+        }
         if (s->no_kv_cache) {
             if (n > 0 && (rc = s_full_step(m, n, rows, seq, maxT, cur_len, g->logits)) < 0)
                 goto done;
             continue;
         }
-        if (n > 0 && (rc = s_decode_step(m, n)) < 0)
+        if (n > 0 && !switched && (rc = s_decode_step(m, n)) < 0)
             goto done;
         /* waiting prompts take the freed slots: their logits follow the
          * continuing rows' */
@@ -660,5 +721,6 @@ done:
     free(rows);
     free(seq);
     free(pmask);
+    free(ext.buf);
     return rc;
 }

@@ -48,6 +48,23 @@ typedef struct rl_lm_sampling {
      * (rows start in index order). 0 or >= B: all rows at once. Every row
      * has its own random stream, so its tokens do not depend on it. */
     int max_batch;
+    /* Partial rollouts (docs/decisions/partial-rollouts.md). When set, called
+     * between decode steps (after a step's tokens are sampled, before the
+     * live rows' next forward): it may replace the model's weights in place
+     * and then returns 1, else 0; < 0 is an error that ends the call. After
+     * a 1 each live row's KV cache is recomputed with the new weights over
+     * its whole prefix (prompt and tokens so far: one prefill, as for a
+     * prompt), so every later token is sampled from the new weights given
+     * the full prefix: the same tokens and log-probs as generating the
+     * first ones with the old weights and then the rest from the prefix as
+     * a prompt with the new ones (same row streams). Rows that have not
+     * started yet start with the new weights. */
+    int (*switch_weights)(void *ctx);
+    void *switch_ctx;
+    /* (B, max_new_tokens) out, or NULL: how many switches came before each
+     * token was sampled (0: the weights of the call's start; 0 after a
+     * row's end). */
+    int32_t *out_epoch;
 } rl_lm_sampling;
 
 /* temperature 1, top_p 1, top_k 0, sampling, 64 new tokens, no stop tokens, seed 0. */

@@ -379,19 +379,80 @@ int rl_lm_model_sample_with(rl_model *m, const rl_dataproto *in, const rl_model_
     return rl_model_give(o, rc, out);
 }
 
-/* The kind's own sampler: KV-cache generation. */
+/* Partial rollouts: the versions of a call's weights, one per switch (epoch). */
+typedef struct s_switches {
+    const rl_model_sampling *sp;
+    uint64_t *version; /* version[e]: the weights after e switches */
+    int n, cap;
+} s_switches;
+
+/* rl_lm_sampling.switch_weights: asks the caller's poll_weights. */
+static int s_switch(void *ctx)
+{
+    s_switches *w = ctx;
+    uint64_t v = 0;
+    int rc = w->sp->poll_weights(w->sp->poll_ctx, &v);
+    if (rc <= 0)
+        return rc;
+    if (v <= w->version[w->n - 1])
+        return rl_error_set(RL_ESTATE, "lm sample: weights switched to version %llu after %llu "
+                                       "(versions must grow)", (unsigned long long)v,
+                            (unsigned long long)w->version[w->n - 1]);
+    if (w->n == w->cap) {
+        uint64_t *g = realloc(w->version, sizeof *g * (size_t)w->cap * 2);
+        if (!g)
+            return rl_error_set(RL_ENOMEM, "lm sample: out of memory");
+        w->version = g;
+        w->cap *= 2;
+    }
+    w->version[w->n++] = v;
+    return 1;
+}
+
+/* The kind's own sampler: KV-cache generation; with sampling->poll_weights
+ * the weights may switch between decode steps and every token's version
+ * goes into RL_LM_TOKEN_VERSION. */
 static int s_generate(void *ctx, const rl_lm_sample_call *c)
 {
-    (void)ctx;
-    return c->B > 0 ? rl_lm_generate(c->net, c->B, c->P, c->prompts, c->plens, c->seeds, c->s, c->tokens,
-                                     c->logp, c->entropy, c->lens)
-                    : RL_OK;
+    const rl_model_sampling *sp = ctx;
+    if (!sp->poll_weights)
+        return c->B > 0 ? rl_lm_generate(c->net, c->B, c->P, c->prompts, c->plens, c->seeds, c->s,
+                                         c->tokens, c->logp, c->entropy, c->lens)
+                        : RL_OK;
+    int64_t shape[2] = {c->B, c->R}; /* with no rows too: every rank's output has it */
+    rl_tensor *tv = rl_dataproto_new_tensor(c->out, RL_LM_TOKEN_VERSION, RL_I64, 2, shape);
+    if (tv && c->B == 0)
+        return RL_OK;
+    size_t cells = (size_t)c->B * (size_t)c->R;
+    s_switches w = {sp, malloc(sizeof(uint64_t) * 4), 1, 4};
+    int32_t *epoch = malloc(sizeof(int32_t) * cells);
+    if (!tv || !w.version || !epoch) {
+        free(w.version);
+        free(epoch);
+        return tv ? rl_error_set(RL_ENOMEM, "lm sample: out of memory") : rl_error_code();
+    }
+    w.version[0] = sp->version;
+    rl_lm_sampling s = *c->s;
+    s.switch_weights = s_switch;
+    s.switch_ctx = &w;
+    s.out_epoch = epoch;
+    int rc = rl_lm_generate(c->net, c->B, c->P, c->prompts, c->plens, c->seeds, &s, c->tokens,
+                            c->logp, c->entropy, c->lens);
+    int64_t *v = rl_tensor_data(tv);
+    for (int b = 0; !rc && b < c->B; b++) /* (B, R): the version of each sampled token */
+        for (int j = 0; j < c->R; j++) {
+            size_t at = (size_t)b * c->R + (size_t)j;
+            v[at] = j < c->lens[b] ? (int64_t)w.version[epoch[at]] : 0;
+        }
+    free(w.version);
+    free(epoch);
+    return rc;
 }
 
 static int s_sample(rl_model *m, const rl_dataproto *in, const rl_model_sampling *sp,
                     rl_dataproto **out)
 {
-    return rl_lm_model_sample_with(m, in, sp, "lm sample", 0, s_generate, NULL, out);
+    return rl_lm_model_sample_with(m, in, sp, "lm sample", 0, s_generate, (void *)sp, out);
 }
 
 /* ---- the rest of the interface -------------------------------------------------------------- */

@@ -22,7 +22,9 @@
  * RL_LM_RESPONSES (B, max_new_tokens) i32, RL_LM_RESPONSE_LENS (B) i32 (the
  * stop token counts), RL_LM_RESPONSE_LOGP and RL_LM_RESPONSE_ENTROPY
  * (B, max_new_tokens) f32 (0 after the end) under softmax(logits / T), with
- * model.eos_token_id as the stop token.
+ * model.eos_token_id as the stop token. With sampling->poll_weights (partial
+ * rollouts) it also returns RL_LM_TOKEN_VERSION (B, max_new_tokens) i64: the
+ * weight version that sampled each token (0 after the end).
  *
  * Config: model.type and model.init_from (common/schema/model.h), then the
  * kind's section rl_lm_model_section (common/schema/lm.h: every key's
@@ -49,6 +51,7 @@ extern "C" {
 #define RL_LM_ROW_SEEDS "row_seeds"
 #define RL_LM_RESPONSE_LOGP "response_logp"
 #define RL_LM_RESPONSE_ENTROPY "response_entropy"
+#define RL_LM_TOKEN_VERSION "token_weight_version"
 
 extern const rl_model_kind rl_model_kind_lm;
 
