@@ -535,7 +535,7 @@ static void test_image_classifier_on_cuda(void **state)
 
 static const char s_cf_yaml[] =
     "model: {type: clip_flow, frames: 2, channels: 1, height: 3, width: 4, num_prompts: 3, hidden_size: 16, "
-    "num_layers: 2, time_embed_dim: 8, prediction: x0, trunk: mlp, conv_channels: 4, init_from: ''}\n";
+    "num_layers: 2, time_embed_dim: 8, prediction: x0, trunk: mlp, conv_channels: 4, null_prompt: false, cfg_dropout: 0, guidance: 1, init_from: ''}\n";
 
 enum { CF_B = 6, CF_D = 24, CF_N = 5 };
 
@@ -633,7 +633,7 @@ static void test_flow_kinds_refused_without_gpu(void **state)
 static void test_conv_kinds_refused(void **state)
 {
     (void)state;
-    rl_model *m = s_build("model: {type: clip_flow, trunk: conv, conv_channels: 3, frames: 2, channels: 1, "
+    rl_model *m = s_build("model: {type: clip_flow, trunk: conv, conv_channels: 3, null_prompt: false, cfg_dropout: 0, guidance: 1, frames: 2, channels: 1, "
                           "height: 8, width: 8, num_prompts: 3, hidden_size: 6, num_layers: 0, time_embed_dim: 4, "
                           "prediction: x0, init_from: ''}\n",
                           1);
