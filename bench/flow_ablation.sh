@@ -26,7 +26,8 @@
 # of the diagnostics:
 # actor/rl_grad_norm, actor/anchor_grad_norm, actor/rl_anchor_grad_cos,
 # actor/credit_entropy, actor/flow_sar_E_pos / E_neg, actor/flow_sar_label_pos
-# or actor/mean_weight). ABL_KEEP=1 reuses finished runs (a .wall file).
+# or actor/mean_weight) and the optimiser updates (actor/updates summed over
+# the steps: also the anchor's mini-batches). ABL_KEEP=1 reuses finished runs (a .wall file).
 set -eu
 BUILD=${BUILD:-build}
 STEPS=${ABL_STEPS:-30}
@@ -77,8 +78,8 @@ def mean(rows, k):
     return sum(v) / len(v) if v else None
 def f(x, fmt="%.2f"):
     return "–" if x is None else fmt % x
-print("| variant | overrides | seed | training-split success, last 10 steps | held-out success step 0 | held-out success step %d | gain over control (points) | rl grad | anchor grad | cos | credit entropy | E⁺ / E⁻ | label pos / mean w | wall s |" % steps)
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| variant | overrides | seed | training-split success, last 10 steps | held-out success step 0 | held-out success step %d | gain over control (points) | rl grad | anchor grad | cos | credit entropy | E⁺ / E⁻ | label pos / mean w | optimiser updates | wall s |" % steps)
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for seed in seeds:
     res = {}
     for v in variants:
@@ -98,16 +99,18 @@ for seed in seeds:
             lab = mean(rows, "actor/mean_weight")
         cut = "" if wall[1] == "0" else " (exit %s)" % wall[1]
         tr = [r["env/success_once"] for r in rows if "env/success_once" in r][-10:]
-        print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s%s |" % (
+        upd = sum(r["actor/updates"] for r in rows if "actor/updates" in r and r.get("step", 0) > 0)
+        print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %s%s |" % (
             name, " ".join("`%s`" % p for p in parts[1:]) or "(example)", seed,
             f(sum(tr) / len(tr) if tr else None, "%.3f"), f(first, "%.3f"),
             f(last, "%.3f"), f(gain, "%+.1f"), f(mean(rows, "actor/rl_grad_norm")),
             f(mean(rows, "actor/anchor_grad_norm")), f(mean(rows, "actor/rl_anchor_grad_cos")),
             f(mean(rows, "actor/credit_entropy")),
-            "–" if ep is None else "%.2f / %.2f" % (ep, en), f(lab), wall[0], cut))
+            "–" if ep is None else "%.2f / %.2f" % (ep, en), f(lab), upd, wall[0], cut))
 print()
 print("%d steps, %s held-out initial states per task (env.heldout_init_states), %s greedy evaluation episodes per "
       "task on them; the training-split success is env/success_once of the training rollouts (SDE samples, 40 "
       "episodes a step on the other states), the selection criterion; diagnostics are means over the training "
-      "steps." % (steps, h, per))
+      "steps; optimiser updates: the run's actor/updates summed over its steps (each also one mini-batch of "
+      "demonstration pairs for the anchor)." % (steps, h, per))
 PY

@@ -289,6 +289,12 @@ static int s_credit_sar(rl_episode_batch *b, const rl_episode_cols *cols, const 
                 wc[k] *= lc[k] > 0 ? sp : sn;
         }
     }
+    if (alg->sar_neg_coef != 1.0 && alg->sar_credit != 1)
+        /* the negative branch's share (issue 43): the failed episodes'
+         * weights scaled, the successes' as they are */
+        for (int64_t k = 0; k < n; k++)
+            if (lc[k] < 0)
+                wc[k] *= (float)alg->sar_neg_coef;
     if (alg->sar_credit != 1)
         return RL_OK;
     /* success-filtered self-imitation: every chunk of a successful episode

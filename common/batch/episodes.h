@@ -89,7 +89,9 @@ void rl_episode_batch_free(rl_episode_batch *b);
  * rl_flow_rl_estimator) over the annotated rows, columns added:
  *   flow_sar  weights, labels: softmax credit (rl_flow_sar_weights) of the
  *             recon errors (with flow_sar_label_balance, rescaled so the
- *             positive and the negative rows weigh half the total each);
+ *             positive and the negative rows weigh half the total each;
+ *             then, with flow_sar_negative_coef c != 1, the negative rows'
+ *             weights × c);
  *             flow_sar_credit success keeps only the
  *             successful episodes' rows with w = 1, R = 1
  *             (actor/trained_rows); actor/recon_error_mean,

@@ -4,7 +4,8 @@
 # policy, so this checks the loop and its numbers, not learning; learning is
 # `RL_RUN=libero make run` and `make bench-embodied`):
 #  1. bad algorithm values are located errors (override / job file);
-#  2. FlowSAR softplus_kl, mse_branch and label balance: every seed metric present and
+#  2. FlowSAR softplus_kl, mse_branch, label balance and the negative branch's
+#     share (flow_sar_negative_coef): every seed metric present and
 #     finite; loss = contrastive + kl_penalty (softplus_kl); weights of an
 #     episode sum to 1, so the mean weight over rows is episodes / rows;
 #  3. FlowIPO (SDE and ODE rollouts), flow-SDE GRPO and PPO: one step each
@@ -89,6 +90,16 @@ check "$d/sar_mse" $SAR actor/flow_sar_success_ratio
 run examples/libero_object_flowsar.yaml trainer.total_steps=1 algorithm.flow_sar_label_balance=true \
     trainer.output_dir="$d/sar_bal" >"$d/sb.log" 2>&1 || { tail -20 "$d/sb.log"; fail "FlowSAR label balance failed"; }
 check "$d/sar_bal" $SAR actor/flow_sar_contrastive
+# the negative branch's share (issue 43): the failed episodes' weights x 0.5, the successes' kept
+run examples/libero_object_flowsar.yaml trainer.total_steps=1 algorithm.flow_sar_negative_coef=0.5 \
+    trainer.output_dir="$d/sar_neg" >"$d/sn.log" 2>&1 || { tail -20 "$d/sn.log"; fail "FlowSAR negative_coef failed"; }
+"$PYTHON" - "$d/sar_neg" <<'PY' || fail "FlowSAR negative_coef: the failed episodes' weights are not halved"
+import json, sys
+m = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")][-1]
+s = m["env/success_once"]  # every successful episode's weights sum to 1, every failed one's to 0.5
+want = m["env/episodes"] * (s + 0.5 * (1 - s)) / m["rollout/rows"]
+assert abs(m["actor/flow_sar_weight_mean"] - want) < 1e-5, (m["actor/flow_sar_weight_mean"], want)
+PY
 run examples/libero_object_sil.yaml trainer.total_steps=1 trainer.output_dir="$d/sil" \
     >"$d/sil.log" 2>&1 || { tail -20 "$d/sil.log"; fail "self-imitation (flow_sar_credit success) failed"; }
 check "$d/sil" actor/trained_rows actor/recon_error_mean

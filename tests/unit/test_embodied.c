@@ -149,17 +149,25 @@ static void test_ema_schedules(void **state)
     assert_int_equal(o->loss, RL_FLOW_LOSS_SAR);
     assert_int_equal(o->sar_credit, 0); /* seed 000's softmax credit by default */
     assert_false(o->sar_balance);       /* and its weights as they are (no label balance) */
+    assert_true(o->sar_neg_coef == 1.0); /* and the failed episodes' weights unscaled */
     /* seed 000 default: linear, β_i = min(0.001·i, 0.5) */
     assert_true(rl_flow_rl_ema_beta(o, 0) == 0.0);
     assert_true(fabs(rl_flow_rl_ema_beta(o, 10) - 0.01) < 1e-12);
     assert_true(rl_flow_rl_ema_beta(o, 5000) == 0.5);
     rl_config_free(c);
     c = s_job("algorithm:\n  loss_type: flow_sar\n  flow_sar_ema_schedule: fixed\n  flow_sar_ema_beta: 0.9\n"
-              "  flow_sar_credit: success\n");
+              "  flow_sar_credit: success\n  flow_sar_negative_coef: 0\n");
     assert_non_null(o = s_alg(c));
+    assert_true(o->sar_neg_coef == 0.0);
     assert_int_equal(o->sar_credit, 1); /* self-imitation on the successes */
     assert_false(o->sar_balance);
     assert_true(rl_flow_rl_ema_beta(o, 0) == 0.9 && rl_flow_rl_ema_beta(o, 77) == 0.9);
+    rl_config_free(c);
+    /* a negative share of the failures would pull toward them: refused at its line */
+    c = s_job("algorithm:\n  loss_type: flow_sar\n  flow_sar_negative_coef: -1\n");
+    assert_null(rl_config_section_get(c, &rl_flow_rl_section));
+    assert_non_null(strstr(rl_error_message(), ":3:"));
+    assert_non_null(strstr(rl_error_message(), "algorithm.flow_sar_negative_coef"));
     rl_config_free(c);
     c = s_job("algorithm:\n  loss_type: flow_ipo\n");
     assert_non_null(o = s_alg(c));
