@@ -21,60 +21,8 @@ static int s_zerr(const char *what)
     return rl_error_set(RL_EIO, "%s: %s", what, zmq_strerror(zmq_errno()));
 }
 
-static int64_t s_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Waits until sock has `events` (ZMQ_POLLIN / ZMQ_POLLOUT); RL_ETIMEOUT
- * (no message) when the monotonic clock reaches deadline_ms (< 0: never).
- * Looks every RL_ABORT_POLL_MS for an abort after `base` (abort.h): then
- * RL_EPEER "<what>: aborted: <why>". */
-static int s_wait(void *sock, short events, int64_t deadline_ms, uint64_t base, const char *what)
-{
-    for (;;) {
-        int rc = rl_abort_check(base, what);
-        if (rc)
-            return rc;
-        int64_t left = deadline_ms < 0 ? RL_ABORT_POLL_MS : deadline_ms - s_now_ms();
-        zmq_pollitem_t it = {sock, 0, events, 0};
-        int n = zmq_poll(&it, 1, left <= 0 ? 0 : left < RL_ABORT_POLL_MS ? (long)left : RL_ABORT_POLL_MS);
-        if (n > 0)
-            return RL_OK;
-        if (n < 0 && zmq_errno() != EINTR)
-            return s_zerr("zmq_poll");
-        if (deadline_ms >= 0 && s_now_ms() >= deadline_ms)
-            return RL_ETIMEOUT;
-    }
-}
-
 /* The deadline of a wait of timeout_ms (< 0: none, -1). */
-static int64_t s_deadline(int timeout_ms) { return timeout_ms < 0 ? -1 : s_now_ms() + timeout_ms; }
-
-/* Each channel end owns a ZeroMQ context and one socket in it. s_sock_open
- * makes them (linger 0: a closed end drops what it has not sent); "who:
- * cannot create a socket" when it cannot. s_sock_close takes either or
- * both back (NULL: not made). */
-static int s_sock_open(void **ctx, void **sock, int type, const char *who)
-{
-    *ctx = zmq_ctx_new();
-    *sock = *ctx ? zmq_socket(*ctx, type) : NULL;
-    if (!*sock)
-        return rl_error_set(RL_EIO, "%s: cannot create a socket: %s", who, zmq_strerror(zmq_errno()));
-    int linger = 0;
-    zmq_setsockopt(*sock, ZMQ_LINGER, &linger, sizeof linger);
-    return RL_OK;
-}
-
-static void s_sock_close(void *ctx, void *sock)
-{
-    if (sock)
-        zmq_close(sock);
-    if (ctx)
-        zmq_ctx_term(ctx);
-}
+static int64_t s_deadline(int timeout_ms) { return timeout_ms < 0 ? -1 : rl_net_now_ms() + timeout_ms; }
 
 /* ---- data channel ------------------------------------------------------------------ */
 
@@ -101,7 +49,7 @@ static rl_channel *s_channel_open(const char *where, int listen)
     rl_channel *ch = rl_zalloc(sizeof *ch, "channel");
     if (!ch)
         return NULL;
-    if (s_sock_open(&ch->ctx, &ch->sock, ZMQ_PAIR, "channel")) {
+    if (rl_net_own_socket(&ch->ctx, &ch->sock, ZMQ_PAIR, "channel")) {
         rl_channel_free(ch);
         return NULL;
     }
@@ -129,13 +77,13 @@ int rl_channel_send(rl_channel *ch, const rl_dataproto *dp, int timeout_ms)
     int64_t deadline = s_deadline(timeout_ms);
     /* a PAIR blocks while no peer is connected: wait (abortably) until a
      * message can go, then send it whole */
-    int rc = s_wait(ch->sock, ZMQ_POLLOUT, deadline, rl_abort_base(), what);
+    int rc = rl_net_wait(ch->sock, ZMQ_POLLOUT, deadline, rl_abort_base(), what);
     if (rc == RL_ETIMEOUT)
         return rl_error_set(RL_ETIMEOUT, "channel %s: could not send within %d ms", ch->endpoint,
                             timeout_ms);
     if (rc)
         return rc;
-    int64_t left = deadline < 0 ? -1 : deadline - s_now_ms();
+    int64_t left = deadline < 0 ? -1 : deadline - rl_net_now_ms();
     int t = left < 0 ? (deadline < 0 ? -1 : 0) : (int)left;
     zmq_setsockopt(ch->sock, ZMQ_SNDTIMEO, &t, sizeof t);
     rc = rl_wire_send_dataproto(ch->sock, dp, 0);
@@ -146,7 +94,7 @@ int rl_channel_recv(rl_channel *ch, rl_dataproto **out, int timeout_ms)
 {
     char what[RL_NET_ENDPOINT_MAX + 32];
     snprintf(what, sizeof what, "channel %s: receive", ch->endpoint);
-    int rc = s_wait(ch->sock, ZMQ_POLLIN, s_deadline(timeout_ms), rl_abort_base(), what);
+    int rc = rl_net_wait(ch->sock, ZMQ_POLLIN, s_deadline(timeout_ms), rl_abort_base(), what);
     if (rc == RL_ETIMEOUT)
         return rl_error_set(RL_ETIMEOUT, "channel %s: nothing received in %d ms", ch->endpoint,
                             timeout_ms);
@@ -160,7 +108,7 @@ void rl_channel_free(rl_channel *ch)
 {
     if (!ch)
         return;
-    s_sock_close(ch->ctx, ch->sock);
+    rl_net_own_close(ch->ctx, ch->sock);
     free(ch);
 }
 
@@ -236,7 +184,7 @@ rl_weight_sender *rl_weight_sender_new(const char *bind, size_t bucket_bytes)
     s->bucket_bytes = bucket_bytes ? bucket_bytes : (size_t)4 << 20;
     s->fanout = RL_WEIGHT_FANOUT_STAR;
     s->peers = rl_zalloc(sizeof *s->peers * S_MAX_RECEIVERS, "weight sender");
-    if (!s->peers || s_sock_open(&s->ctx, &s->sock, ZMQ_ROUTER, "weight sender")) {
+    if (!s->peers || rl_net_own_socket(&s->ctx, &s->sock, ZMQ_ROUTER, "weight sender")) {
         rl_weight_sender_free(s);
         return NULL;
     }
@@ -315,7 +263,7 @@ static int s_read_have(rl_weight_sender *s)
  * again. The sender cannot send any more. */
 static void s_sender_break(rl_weight_sender *s)
 {
-    s_sock_close(s->ctx, s->sock);
+    rl_net_own_close(s->ctx, s->sock);
     s->ctx = s->sock = NULL;
     s->broken = 1;
 }
@@ -534,7 +482,7 @@ int rl_weight_send(rl_weight_sender *s, uint64_t version, const float *buf, int6
     for (;;) {
         /* what receivers said since the last send (a restarted rank's new
          * process takes its place), then enough of them */
-        while ((rc = s_wait(s->sock, ZMQ_POLLIN, s->n_peers < n_receivers ? deadline : 0, base,
+        while ((rc = rl_net_wait(s->sock, ZMQ_POLLIN, s->n_peers < n_receivers ? deadline : 0, base,
                             "weight channel: waiting for receivers")) == RL_OK)
             if ((rc = s_read_have(s)))
                 break;
@@ -585,7 +533,7 @@ int rl_weight_send(rl_weight_sender *s, uint64_t version, const float *buf, int6
     }
     free(direct);
     while (s_count_at(s, version) < s->n_peers) {
-        rc = s_wait(s->sock, ZMQ_POLLIN, deadline, base, "weight channel: waiting for acknowledgements");
+        rc = rl_net_wait(s->sock, ZMQ_POLLIN, deadline, base, "weight channel: waiting for acknowledgements");
         if (rc == RL_ETIMEOUT)
             rc = rl_error_set(RL_ETIMEOUT,
                               "weight channel: %d of %d receivers acknowledged version %llu after %d ms",
@@ -610,7 +558,7 @@ void rl_weight_sender_free(rl_weight_sender *s)
 {
     if (!s)
         return;
-    s_sock_close(s->ctx, s->sock);
+    rl_net_own_close(s->ctx, s->sock);
     free(s->peers);
     free(s);
 }
@@ -686,7 +634,7 @@ rl_weight_receiver *rl_weight_receiver_new_ranked(const char *endpoint, int64_t 
         rl_weight_receiver_free(r);
         return NULL;
     }
-    if (s_sock_open(&r->ctx, &r->sock, ZMQ_DEALER, "weight receiver")) {
+    if (rl_net_own_socket(&r->ctx, &r->sock, ZMQ_DEALER, "weight receiver")) {
         rl_weight_receiver_free(r);
         return NULL;
     }
@@ -838,11 +786,11 @@ static int s_take_message(rl_weight_receiver *r, void *sock, int64_t deadline, u
      * before it sent the head anything, so it is on its way; a caller that
      * does not wait (timeout 0: partial rollouts) waits for it up to
      * S_ROUTE_WAIT_MS all the same, so the bucket is not lost */
-    int64_t rdl = deadline >= 0 && deadline < s_now_ms() + S_ROUTE_WAIT_MS
-                      ? s_now_ms() + S_ROUTE_WAIT_MS
+    int64_t rdl = deadline >= 0 && deadline < rl_net_now_ms() + S_ROUTE_WAIT_MS
+                      ? rl_net_now_ms() + S_ROUTE_WAIT_MS
                       : deadline;
     while (sock == r->in && r->route_version < h.version) {
-        int rc = s_wait(r->sock, ZMQ_POLLIN, rdl, base, "weight channel: waiting for the route");
+        int rc = rl_net_wait(r->sock, ZMQ_POLLIN, rdl, base, "weight channel: waiting for the route");
         if (rc == RL_ETIMEOUT)
             rc = rl_error_set(RL_ETIMEOUT, "weight channel: rank %d got version %llu from upstream "
                                            "but no route for it", r->rank,
@@ -927,14 +875,14 @@ int rl_weight_recv_poll(rl_weight_receiver *r, int timeout_ms)
         int rc = rl_abort_check(base, "weight channel: receiving");
         if (rc)
             return rc;
-        int64_t left = deadline < 0 ? RL_ABORT_POLL_MS : deadline - s_now_ms();
+        int64_t left = deadline < 0 ? RL_ABORT_POLL_MS : deadline - rl_net_now_ms();
         zmq_pollitem_t it[2] = {{r->sock, 0, ZMQ_POLLIN, 0}, {r->in, 0, ZMQ_POLLIN, 0}};
         int n = zmq_poll(it, r->in ? 2 : 1,
                          left <= 0 ? 0 : left < RL_ABORT_POLL_MS ? (long)left : RL_ABORT_POLL_MS);
         if (n < 0 && zmq_errno() != EINTR)
             return s_zerr("zmq_poll");
         if (n <= 0) {
-            if (deadline >= 0 && s_now_ms() >= deadline)
+            if (deadline >= 0 && rl_net_now_ms() >= deadline)
                 return rl_error_set(RL_ETIMEOUT, "weight channel: no complete version in %d ms "
                                                  "(%u of %u buckets of version %llu)",
                                     timeout_ms, r->n_got, r->n_buckets,
@@ -967,7 +915,7 @@ void rl_weight_receiver_free(rl_weight_receiver *r)
     s_close_outs(r);
     if (r->in)
         zmq_close(r->in);
-    s_sock_close(r->ctx, r->sock);
+    rl_net_own_close(r->ctx, r->sock);
     free(r->active);
     free(r->staging);
     free(r->got);

@@ -42,13 +42,6 @@ typedef struct {
     unsigned char handle[RL_IPC_HANDLE_BYTES];
 } s_bucket;
 
-static int64_t s_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static double s_now_s(void)
 {
     struct timespec ts;
@@ -61,45 +54,15 @@ static int s_zerr(const char *what)
     return rl_error_set(RL_EIO, "%s: %s", what, zmq_strerror(zmq_errno()));
 }
 
-/* Waits for a message on sock until deadline_ms (< 0: never; RL_ETIMEOUT)
- * or an abort after `base` (RL_EPEER). */
-static int s_wait_in(void *sock, int64_t deadline_ms, uint64_t base, const char *what)
-{
-    for (;;) {
-        int rc = rl_abort_check(base, what);
-        if (rc)
-            return rc;
-        int64_t left = deadline_ms < 0 ? RL_ABORT_POLL_MS : deadline_ms - s_now_ms();
-        zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
-        int n = zmq_poll(&it, 1, left <= 0 ? 0 : left < RL_ABORT_POLL_MS ? (long)left : RL_ABORT_POLL_MS);
-        if (n > 0)
-            return RL_OK;
-        if (n < 0 && zmq_errno() != EINTR)
-            return s_zerr("zmq_poll");
-        if (deadline_ms >= 0 && s_now_ms() >= deadline_ms)
-            return RL_ETIMEOUT;
-    }
-}
-
+/* rl_net_own_socket with no high-water marks (a version's buckets all queue) */
 static int s_open_sock(void **ctx, void **sock, int type, const char *who)
 {
-    *ctx = zmq_ctx_new();
-    *sock = *ctx ? zmq_socket(*ctx, type) : NULL;
-    if (!*sock)
-        return rl_error_set(RL_EIO, "%s: cannot create a socket: %s", who, zmq_strerror(zmq_errno()));
-    int linger = 0, hwm = 0;
-    zmq_setsockopt(*sock, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(*sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(*sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    return RL_OK;
-}
-
-static void s_close_sock(void *ctx, void *sock)
-{
-    if (sock)
-        zmq_close(sock);
-    if (ctx)
-        zmq_ctx_term(ctx);
+    int rc = rl_net_own_socket(ctx, sock, type, who), hwm = 0;
+    if (!rc) {
+        zmq_setsockopt(*sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
+        zmq_setsockopt(*sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    }
+    return rc;
 }
 
 /* ---- sender ------------------------------------------------------------------------- */
@@ -227,7 +190,7 @@ int rl_weight_ipc_send(rl_weight_ipc_sender *s, uint64_t version, const float *b
     if (count < 0 || !buf || n_receivers < 1 || n_receivers > S_MAX_RECEIVERS)
         return rl_error_set(RL_EINVAL, "weight ipc send: bad buffer, count %lld or receivers %d "
                             "(1..%d)", (long long)count, n_receivers, S_MAX_RECEIVERS);
-    int64_t deadline = timeout_ms < 0 ? -1 : s_now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? -1 : rl_net_now_ms() + timeout_ms;
     uint64_t base = rl_abort_base();
     int rc = s->mem->sync(); /* the caller's writes land before anyone reads */
     if (rc)
@@ -238,7 +201,7 @@ int rl_weight_ipc_send(rl_weight_ipc_sender *s, uint64_t version, const float *b
         return rl_error_wrap(rc, "weight ipc send");
     /* what receivers said since the last send, then enough of them */
     for (;;) {
-        rc = s_wait_in(s->sock, s->n_peers < n_receivers ? deadline : 0, base,
+        rc = rl_net_wait(s->sock, ZMQ_POLLIN, s->n_peers < n_receivers ? deadline : 0, base,
                        "weight ipc: waiting for receivers");
         if (rc == RL_ETIMEOUT && s->n_peers >= n_receivers)
             break;
@@ -289,7 +252,7 @@ int rl_weight_ipc_send(rl_weight_ipc_sender *s, uint64_t version, const float *b
             done = 0;
         if (done)
             break;
-        rc = s_wait_in(s->sock, deadline, base, "weight ipc: waiting for acknowledgements");
+        rc = rl_net_wait(s->sock, ZMQ_POLLIN, deadline, base, "weight ipc: waiting for acknowledgements");
         if (rc == RL_ETIMEOUT)
             rc = rl_error_set(RL_ETIMEOUT, "weight ipc: no acknowledgement within %d ms (%d of %d receivers "
                               "connected)", timeout_ms, s->n_peers, n_receivers);
@@ -313,7 +276,7 @@ void rl_weight_ipc_sender_free(rl_weight_ipc_sender *s)
 {
     if (!s)
         return;
-    s_close_sock(s->ctx, s->sock);
+    rl_net_own_close(s->ctx, s->sock);
     free(s);
 }
 
@@ -461,10 +424,10 @@ static int s_take(rl_weight_ipc_receiver *r, int *done)
 
 int rl_weight_ipc_recv_poll(rl_weight_ipc_receiver *r, int timeout_ms)
 {
-    int64_t deadline = timeout_ms < 0 ? -1 : s_now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? -1 : rl_net_now_ms() + timeout_ms;
     uint64_t base = rl_abort_base();
     for (;;) {
-        int rc = s_wait_in(r->sock, deadline, base, "weight ipc: receiving");
+        int rc = rl_net_wait(r->sock, ZMQ_POLLIN, deadline, base, "weight ipc: receiving");
         if (rc == RL_ETIMEOUT)
             return rl_error_set(RL_ETIMEOUT, "weight ipc: no complete version in %d ms (%u of %u "
                                 "buckets of version %llu)", timeout_ms, r->n_got, r->n_buckets,
@@ -480,7 +443,7 @@ int rl_weight_ipc_recv_poll(rl_weight_ipc_receiver *r, int timeout_ms)
 int rl_weight_ipc_recv_step(rl_weight_ipc_receiver *r, int timeout_ms, int *complete)
 {
     *complete = 0;
-    int rc = s_wait_in(r->sock, timeout_ms < 0 ? -1 : s_now_ms() + timeout_ms, rl_abort_base(),
+    int rc = rl_net_wait(r->sock, ZMQ_POLLIN, timeout_ms < 0 ? -1 : rl_net_now_ms() + timeout_ms, rl_abort_base(),
                        "weight ipc: receiving");
     if (rc == RL_ETIMEOUT)
         return rl_error_set(RL_ETIMEOUT, "weight ipc: no bucket in %d ms (%u of %u buckets of version %llu)",
@@ -505,7 +468,7 @@ void rl_weight_ipc_receiver_free(rl_weight_ipc_receiver *r)
 {
     if (!r)
         return;
-    s_close_sock(r->ctx, r->sock);
+    rl_net_own_close(r->ctx, r->sock);
     if (r->mapped)
         r->mem->close(r->mapped, r->mapped_bytes);
     r->mem->free_(r->active);

@@ -2,6 +2,8 @@
  * common/runtime/net.h). */
 #include "common/runtime/net.h"
 
+#include "common/runtime/abort.h"
+
 #include "rlrt/error.h"
 #include "rlrt/log.h"
 
@@ -823,4 +825,50 @@ int rl_net_drain(void *sock)
         dropped += rc >= 0;
     }
     return dropped;
+}
+
+/* ---- waits and owned sockets of the channels --------------------------------------------------- */
+
+int64_t rl_net_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int rl_net_wait(void *sock, short events, int64_t deadline_ms, uint64_t base, const char *what)
+{
+    for (;;) {
+        int rc = rl_abort_check(base, what);
+        if (rc)
+            return rc;
+        int64_t left = deadline_ms < 0 ? RL_ABORT_POLL_MS : deadline_ms - rl_net_now_ms();
+        zmq_pollitem_t it = {sock, 0, events, 0};
+        int n = zmq_poll(&it, 1, left <= 0 ? 0 : left < RL_ABORT_POLL_MS ? (long)left : RL_ABORT_POLL_MS);
+        if (n > 0)
+            return RL_OK;
+        if (n < 0 && zmq_errno() != EINTR)
+            return rl_error_set(RL_EIO, "zmq_poll: %s", zmq_strerror(zmq_errno()));
+        if (deadline_ms >= 0 && rl_net_now_ms() >= deadline_ms)
+            return RL_ETIMEOUT;
+    }
+}
+
+int rl_net_own_socket(void **ctx, void **sock, int type, const char *who)
+{
+    *ctx = zmq_ctx_new();
+    *sock = *ctx ? zmq_socket(*ctx, type) : NULL;
+    if (!*sock)
+        return rl_error_set(RL_EIO, "%s: cannot create a socket: %s", who, zmq_strerror(zmq_errno()));
+    int linger = 0;
+    zmq_setsockopt(*sock, ZMQ_LINGER, &linger, sizeof linger);
+    return RL_OK;
+}
+
+void rl_net_own_close(void *ctx, void *sock)
+{
+    if (sock)
+        zmq_close(sock);
+    if (ctx)
+        zmq_ctx_term(ctx);
 }

@@ -94,6 +94,19 @@ void rl_net_limits(void *sock);
 /* The endpoint without "|KEY" (what zmq_bind/zmq_connect take). */
 void rl_net_endpoint_plain(const char *endpoint, char *out, size_t size);
 /* 1 when the message being read on `sock` has more frames (ZMQ_RCVMORE). */
+/* The monotonic clock in milliseconds (the channels' deadlines). */
+int64_t rl_net_now_ms(void);
+/* Waits until sock has `events` (ZMQ_POLLIN / ZMQ_POLLOUT); RL_ETIMEOUT (no
+ * message) when the monotonic clock reaches deadline_ms (< 0: never). Looks
+ * every RL_ABORT_POLL_MS for an abort after `base` (abort.h): then RL_EPEER
+ * "<what>: aborted: <why>"; RL_EIO "zmq_poll: ..." on a socket error. */
+int rl_net_wait(void *sock, short events, int64_t deadline_ms, uint64_t base, const char *what);
+/* A channel end's own ZeroMQ context with one socket of `type` in it,
+ * linger 0 (a closed end drops what it has not sent); "who: cannot create a
+ * socket" when it cannot. rl_net_own_close takes either or both back (NULL:
+ * not made). */
+int rl_net_own_socket(void **ctx, void **sock, int type, const char *who);
+void rl_net_own_close(void *ctx, void *sock);
 int rl_net_more(void *sock);
 /* Reads and drops the frames left of the message being read (a multipart
  * message arrives whole, so this does not wait); returns how many. A peer's
