@@ -16,6 +16,12 @@
 #                model.trunk conv with the null prompt of classifier-free
 #                guidance, RL_BENCH_DIFF_CONV_STEPS of flow matching; the
 #                guidance scale is the spec's model.guidance=W, 1 without it)
+#     clips      start from the 8-frame clip generator (examples/fmnist_flow_clips.yaml,
+#                RL_BENCH_DIFF_CLIPS_STEPS of flow matching on moving items) with
+#                examples/dance_grpo_clips.yaml (the reward on the first frame);
+#                the row adds val/frame_consistency before and after
+#                (docs/decisions/diffusion-clip-consistency.md) and the clips'
+#                frames as strips, docs/diffusion/<run>~seed-<S>_frames_{before,after}.png
 #     steps=N    GRPO steps of this run (default RL_BENCH_DIFF_STEPS)
 #     seeds=A/B  this spec's seeds instead of RL_BENCH_DIFF_SEEDS (not part of
 #                its file names)
@@ -73,6 +79,7 @@
 #   RL_BENCH_DIFF_FLOW_STEPS (default 400)      generator pretraining steps
 #   RL_BENCH_DIFF_WEAK_FLOW_STEPS (default 50)  the weak generator's steps
 #   RL_BENCH_DIFF_CONV_STEPS (default 1200)     the convolutional generator's steps
+#   RL_BENCH_DIFF_CLIPS_STEPS (default 600)     the clip generator's steps
 #   RL_BENCH_DIFF_SCORER_STEPS (default 600)    scorer steps
 #   RL_BENCH_DIFF_CNN_STEPS (default 2000)      the FID's CNN's steps
 #   RL_BENCH_DIFF_CNN_SCORER_STEPS (default 1500) the convolutional scorer's steps
@@ -86,6 +93,7 @@ STEPS=${RL_BENCH_DIFF_STEPS:-100}
 FLOW_STEPS=${RL_BENCH_DIFF_FLOW_STEPS:-400}
 WEAK_STEPS=${RL_BENCH_DIFF_WEAK_FLOW_STEPS:-50}
 CONV_STEPS=${RL_BENCH_DIFF_CONV_STEPS:-1200}
+CLIPS_STEPS=${RL_BENCH_DIFF_CLIPS_STEPS:-600}
 SCORER_STEPS=${RL_BENCH_DIFF_SCORER_STEPS:-600}
 CNN_STEPS=${RL_BENCH_DIFF_CNN_STEPS:-2000}
 CNN_SCORER_STEPS=${RL_BENCH_DIFF_CNN_SCORER_STEPS:-1500}
@@ -148,18 +156,21 @@ pretrain "$DIR/flow" "$FLOW_STEPS" diffusion_flow_pretrain
 case " $RUNS " in *@weak*) pretrain "$DIR/flow_weak" "$WEAK_STEPS" diffusion_flow_weak_pretrain ;; esac
 case " $RUNS " in *@conv*) pretrain "$DIR/flow_conv" "$CONV_STEPS" diffusion_flow_conv_pretrain \
     examples/fmnist_flow_conv.yaml ;; esac
+case " $RUNS " in *@clips*) pretrain "$DIR/flow_clips" "$CLIPS_STEPS" diffusion_flow_clips_pretrain \
+    examples/fmnist_flow_clips.yaml ;; esac
 
 name() { echo "$1" | tr ',:@=' '+_~-'; }  # a run spec as a file name
 for r in $RUNS; do
     reward=${r%%@*}
     rest=${r#"$reward"}
-    flow="$DIR/flow/final" steps=$STEPS opts=() cfg= scorer="$DIR/scorer/final" seeds=$SEEDS
+    flow="$DIR/flow/final" steps=$STEPS opts=() cfg= scorer="$DIR/scorer/final" seeds=$SEEDS clips=0
     IFS=@ read -ra parts <<< "${rest#@}"
     for p in "${parts[@]}"; do
         case $p in
         weak) flow="$DIR/flow_weak/final" ;;
         conv) flow="$DIR/flow_conv/final"  # fmnist_flow_conv.yaml's architecture
               opts+=(model.trunk=conv model.conv_channels=32 model.hidden_size=128 model.null_prompt=true) ;;
+        clips) flow="$DIR/flow_clips/final" clips=1 ;;  # fmnist_flow_clips.yaml's architecture
         ensemble) scorer="$DIR/scorer/final,$DIR/scorer_s2/final,$DIR/scorer_s3/final" ;;
         cnnscorer) scorer="$DIR/cnn_scorer/final" ;;
         kl=0|kl=0.0) opts+=(actor.use_kl_loss=false) ;;
@@ -169,9 +180,10 @@ for r in $RUNS; do
         config=*) cfg=examples/${p#config=}.yaml
                   [ -f "$cfg" ] || { echo "bench: run spec '$r': no $cfg"; exit 2; } ;;
         *=*) opts+=("$p") ;;
-        *) echo "bench: run spec '$r': unknown option '$p' (kl=C, weak, conv, ensemble, cnnscorer, steps=N, seeds=A/B, config=NAME, key=value)"; exit 2 ;;
+        *) echo "bench: run spec '$r': unknown option '$p' (kl=C, weak, conv, clips, ensemble, cnnscorer, steps=N, seeds=A/B, config=NAME, key=value)"; exit 2 ;;
         esac
     done
+    [ -n "$cfg" ] || [ "$clips" = 0 ] || cfg=examples/dance_grpo_clips.yaml
     [ -n "$cfg" ] || case $reward in
     prompt_match) cfg=examples/dance_grpo_scorer.yaml ;;
     *) cfg=examples/dance_grpo_jpeg.yaml ;;
@@ -179,8 +191,14 @@ for r in $RUNS; do
     for seed in $seeds; do
     n=$(name "$(echo "$r" | sed 's/@seeds=[^@]*//')")~seed-$seed
     out="$DIR/$n"
+    strips() { # the clips' frames at the first and the last online test
+        [ "$clips" = 1 ] || return 0
+        cp "$out/online/step_0_frames.png" "docs/diffusion/${n}_frames_before.png" 2>/dev/null
+        cp "$out/online/step_${steps}_frames.png" "docs/diffusion/${n}_frames_after.png" 2>/dev/null
+    }
     if [ "$KEEP" = 1 ] && [ -f "$out.wall" ]; then
         cp "$out/before_after.png" "docs/diffusion/${n}_before_after.png" 2>/dev/null
+        strips
         continue
     fi
     rm -rf "$out" "$out.wall"
@@ -193,11 +211,12 @@ for r in $RUNS; do
         { echo "$r (seed $seed) failed:"; tail -5 "$out.log"; continue; }
     echo "$(secs "$t0")" > "$out.wall"
     cp "$out/before_after.png" "docs/diffusion/${n}_before_after.png" 2>/dev/null
+    strips
     echo "bench: ran $r seed $seed in $(cat "$out.wall") s"
     done
 done
 
-RL_BENCH_DIFF_RUNS_SET=${RL_BENCH_DIFF_RUNS:+1} RL_BENCH_DIFF_CONV_STEPS=$CONV_STEPS RL_BENCH_DIFF_CNN_SCORER_STEPS=$CNN_SCORER_STEPS python3 - "$DIR" "$STEPS" "$FLOW_STEPS" "$WEAK_STEPS" "$SCORER_STEPS" "$RUNS" "${EXTRA:-none}" "$CNN_STEPS" "$SEEDS" "$QUICK" "$KEEP" <<'PY'
+RL_BENCH_DIFF_RUNS_SET=${RL_BENCH_DIFF_RUNS:+1} RL_BENCH_DIFF_CLIPS_STEPS=$CLIPS_STEPS RL_BENCH_DIFF_CONV_STEPS=$CONV_STEPS RL_BENCH_DIFF_CNN_SCORER_STEPS=$CNN_SCORER_STEPS python3 - "$DIR" "$STEPS" "$FLOW_STEPS" "$WEAK_STEPS" "$SCORER_STEPS" "$RUNS" "${EXTRA:-none}" "$CNN_STEPS" "$SEEDS" "$QUICK" "$KEEP" <<'PY'
 import json, os, re, sys, datetime
 d, steps, flow_steps, weak_steps, scorer_steps, runs, extra, cnn_steps, seeds, quick, keep = sys.argv[1:12]
 runs, seeds, quick = runs.split(), seeds.split(), quick == "1"
@@ -215,7 +234,7 @@ def spec(r):
     parts = r.split("@")
     weak = "weak" in parts[1:]
     st = int(next((p[6:] for p in parts[1:] if p.startswith("steps=")), steps))
-    other = [p for p in parts[1:] if p not in ("weak", "conv", "cnnscorer") and not p.startswith("steps=")]
+    other = [p for p in parts[1:] if p not in ("weak", "conv", "clips", "cnnscorer") and not p.startswith("steps=")]
     sd = next((p[6:].split("/") for p in parts[1:] if p.startswith("seeds=")), seeds)
     return parts[0], weak, st, other, sd
 
@@ -291,9 +310,12 @@ for r in runs:
         gen = "weak (%s)" % weak_steps if weak else "pretrained (%s)" % flow_steps
         if "conv" in r.split("@")[1:]:
             gen = "conv (%s)" % os.environ.get("RL_BENCH_DIFF_CONV_STEPS", "?")
+        if "clips" in r.split("@")[1:]:
+            gen = "clips, 8 frames (%s)" % os.environ.get("RL_BENCH_DIFF_CLIPS_STEPS", "?")
         m = dict(reward=reward, key=key, b=b, a=a, fb=fid[0][1], fa=fid[-1][1], cb=cnn[0][1], ca=cnn[-1][1],
                  jb=jd[0][1], ja=jd[-1][1], ob=on[0][1], oa=on[-1][1], wall=wall, n=n, v=v, fid=fid, cnn=cnn,
-                 kbb=kb[0][1] if kb else float("nan"), kba=kb[-1][1] if kb else float("nan"))
+                 kbb=kb[0][1] if kb else float("nan"), kba=kb[-1][1] if kb else float("nan"),
+                 cons=val(rs, "val/frame_consistency"))
         res.setdefault(r, []).append((seed, m))
         lines.append("| %s | %s | %s | %s | %d | %.4f | %.4f | %s | %.1f | %.1f | %.2f | %.3f | %.3f | %.3f | "
                      "%.3f | %.3f | %.3f | %.0f |" % (
@@ -310,6 +332,9 @@ for r in runs:
         print("bench: %s_mlp_judge_before = %.3f" % (tag, m["jb"]))
         print("bench: %s_mlp_judge_after = %.3f" % (tag, m["ja"]))
         print("bench: %s_wall_s = %.0f" % (tag, wall))
+        if m["cons"]:
+            print("bench: %s_frame_consistency_before = %.4f" % (tag, m["cons"][0][1]))
+            print("bench: %s_frame_consistency_after = %.4f" % (tag, m["cons"][-1][1]))
         kl = [x["actor/kl_loss"] for x in rs if "actor/kl_loss" in x]
         if kl:
             print("bench: %s_kl_last = %.5f" % (tag, kl[-1]))
@@ -322,6 +347,22 @@ for r, ms in res.items():
     lines.append("- `%s` (`%s`): " % (r, m["key"]) + ", ".join(
         "%d: %.3f (%.2f, FID %.1f)" % (s, x, cm.get(s, float("nan")), fm.get(s, float("nan")))
         for i, (s, x) in enumerate(m["v"]) if i % every == 0 or i == len(m["v"]) - 1))
+clip = [(r, s, m) for r, ms in res.items() for s, m in ms if m["cons"]]
+if clip:
+    lines += ["", "Clip runs (`@clips`: `examples/fmnist_flow_clips.yaml`, 8 frames of an item moving 1 to 3 "
+              "pixels a frame; GRPO with `examples/dance_grpo_clips.yaml`, the reward, the FID and the judges "
+              "on the first frame). *Frame consistency* (`val/frame_consistency`, "
+              "docs/decisions/diffusion-clip-consistency.md) is the mean over the validation clips' 7 "
+              "consecutive frame pairs of the Pearson correlation of the two frames' pixels at the best shift "
+              "of at most 3 pixels (real clips score 1; tests/unit/test_image.c checks that shuffled frames "
+              "and frames of independent clips score clearly lower):", ""]
+    for r, s, m in clip:
+        lines.append("- `%s` seed %s: frame consistency %.4f before, %.4f after (over the steps: %s)" % (
+            r, s, m["cons"][0][1], m["cons"][-1][1], ", ".join("%d: %.3f" % x for x in m["cons"])))
+    lines += ["", "Each clip run's 8 frames (a row per prompt, frames left to right), before and after:", ""]
+    for r, s, m in clip:
+        lines.append("- `%s` seed %s: ![before](diffusion/%s_frames_before.png) "
+                     "![after](diffusion/%s_frames_after.png)" % (r, s, m["n"], m["n"]))
 lines += ["", "Before (top row) and after (bottom row), one ODE sample per prompt "
           "(T-shirt, trouser, pullover, dress, coat, sandal, shirt, sneaker, bag, ankle boot), per run and seed:", ""]
 for r, ms in res.items():

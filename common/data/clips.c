@@ -215,7 +215,7 @@ int rl_clip_build(const rl_fmnist *d, int64_t img, int frames, uint64_t seed, ui
     rl_rng_init(&g, seed, index);
     const int span = S - h; /* positions 0..span */
     int px = (int)rl_rng_below(&g, (uint64_t)span + 1), py = (int)rl_rng_below(&g, (uint64_t)span + 1);
-    int vx = 1 + (int)rl_rng_below(&g, 3), vy = 1 + (int)rl_rng_below(&g, 3);
+    int vx = 1 + (int)rl_rng_below(&g, RL_CLIP_MAX_SPEED), vy = 1 + (int)rl_rng_below(&g, RL_CLIP_MAX_SPEED);
     if (rl_rng_below(&g, 2))
         vx = -vx;
     if (rl_rng_below(&g, 2))
@@ -265,4 +265,52 @@ void rl_clip_to_u8(const float *x, int64_t n, uint8_t *out)
         float v = (x[i] + 1.0f) * 127.5f;
         out[i] = !(v > 0.0f) ? 0 : v >= 255.0f ? 255 : (uint8_t)lrintf(v);
     }
+}
+
+/* Pearson correlation of a and b shifted by (dx, dy): b'[y][x] = b[y+dy][x+dx],
+ * −1 outside the canvas; 0 when either is constant. */
+static double s_corr_shift(const float *a, const float *b, int S, int dx, int dy)
+{
+    double sa = 0, sb = 0, saa = 0, sbb = 0, sab = 0;
+    for (int y = 0; y < S; y++)
+        for (int x = 0; x < S; x++) {
+            int yy = y + dy, xx = x + dx;
+            double va = a[y * S + x];
+            double vb = yy >= 0 && yy < S && xx >= 0 && xx < S ? b[yy * S + xx] : -1.0;
+            sa += va;
+            sb += vb;
+            saa += va * va;
+            sbb += vb * vb;
+            sab += va * vb;
+        }
+    double n = (double)S * S, ca = saa - sa * sa / n, cb = sbb - sb * sb / n;
+    if (ca < 1e-12 * n || cb < 1e-12 * n)
+        return 0.0;
+    return (sab - sa * sb / n) / sqrt(ca * cb);
+}
+
+int rl_clip_frame_consistency(const float *clips, int64_t B, int F, int S, int shift, double *out)
+{
+    if (!clips || !out || B < 1 || F < 2 || S < 1 || shift < 0 || shift >= S)
+        return rl_error_set(RL_EINVAL,
+                            "frame consistency: needs clips, B >= 1, F >= 2, S >= 1 and shift in "
+                            "[0, S) (got B %lld, F %d, S %d, shift %d)",
+                            (long long)B, F, S, shift);
+    double sum = 0;
+    size_t P = (size_t)S * (size_t)S;
+    for (int64_t b = 0; b < B; b++)
+        for (int f = 0; f + 1 < F; f++) {
+            const float *a = clips + ((size_t)b * (size_t)F + (size_t)f + 1) * P;
+            const float *prev = a - P;
+            double best = -1.0;
+            for (int dy = -shift; dy <= shift; dy++)
+                for (int dx = -shift; dx <= shift; dx++) {
+                    double c = s_corr_shift(a, prev, S, dx, dy);
+                    if (c > best)
+                        best = c;
+                }
+            sum += best;
+        }
+    *out = sum / ((double)B * (F - 1));
+    return RL_OK;
 }

@@ -31,6 +31,8 @@ extern "C" {
 
 #define RL_FMNIST_CLASSES 10
 #define RL_FMNIST_SIDE 28
+/* the largest per-frame move of a clip's item along x or y, in pixels */
+#define RL_CLIP_MAX_SPEED 3
 
 typedef struct rl_fmnist {
     int64_t n;       /* images */
@@ -67,6 +69,17 @@ int rl_clip_build(const rl_fmnist *d, int64_t img, int frames, uint64_t seed, ui
  * (B, frames·784) f32 and labels (B) (caller's buffers). */
 int rl_fmnist_draw(const rl_fmnist *d, uint64_t seed, int64_t step, int64_t B, int frames,
                    float *clips, int32_t *labels);
+
+/* The frame-to-frame consistency of B clips (B, F, S, S) f32, F >= 2
+ * (docs/decisions/diffusion-clip-consistency.md): for each clip and each
+ * consecutive pair (f, f+1), the Pearson correlation of the two frames' S·S
+ * pixels after shifting frame f by the (dx, dy) in [−shift, shift]² that
+ * maximises it (pixels shifted in from outside the canvas are −1, the
+ * background); a pair where either frame is constant (std < 1e-6) scores 0.
+ * *out is the mean over the B·(F−1) pairs, in [−1, 1]: 1 for an item that
+ * moves by at most `shift` pixels a frame, low for frames drawn
+ * independently. shift in [0, S); RL_EINVAL for F < 2, B < 1, S < 1. */
+int rl_clip_frame_consistency(const float *clips, int64_t B, int F, int S, int shift, double *out);
 
 /* f32 [−1, 1] → u8 0..255 (rounded, clamped; NaN → 0) for n values. */
 void rl_clip_to_u8(const float *x, int64_t n, uint8_t *out);

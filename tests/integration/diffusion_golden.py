@@ -21,9 +21,10 @@ Seven jobs on real daemons, from the example jobs with only their length
              generator (actor.use_kl_loss): 3 steps of 8 prompts, one
              mini-batch, validation at steps 0 and 3;
   clip_flow  fmnist_flow_clips.yaml: 10 steps of pretraining of 4-frame
-             clips;
+             clips (model.frames=4: the example has 8 frames since);
   clip_grpo  dance_grpo_scorer.yaml on those 4-frame clips: 2 steps,
-             validation at 0 and 2.
+             validation at 0 and 2 (with val/frame_consistency, recorded
+             after the runs themselves).
 The GRPO jobs run with the KL to the pretrained generator as recorded
 (the examples have turned it on at actor.kl_loss_coef 0.03 since: grpo and
 clip_grpo without it, grpo_kl at the then default coefficient 0.001), and
@@ -80,7 +81,7 @@ JOBS = [
         "actor.ppo_mini_batch_size=8",
         "trainer.total_steps=3", "trainer.val_every=3", "trainer.save_every=0",
         "rollout.online.test=false", "trainer.output_dir=grpo_kl"]),
-    ("clip_flow", "fmnist_flow_clips.yaml", ["trainer.total_steps=10", "data.train_limit=2000",
+    ("clip_flow", "fmnist_flow_clips.yaml", ["trainer.total_steps=10", "data.train_limit=2000", "model.frames=4",
                                              "trainer.output_dir=clip_flow"]),
     ("clip_grpo", "dance_grpo_scorer.yaml", [
         "model.init_from=clip_flow/final", "reward.scorer_path=scorer/final", "model.frames=4", "data.fid_model=",

@@ -321,6 +321,61 @@ static void test_fmnist_and_clips(void **state)
     assert_msg_contains("dataset-fashion-mnist");
 }
 
+/* val/frame_consistency's measure (docs/decisions/diffusion-clip-consistency.md):
+ * real 8-frame clips score high; the same frames shuffled, or each frame taken
+ * from an independently drawn clip of the same image (another start and
+ * velocity), score clearly lower; a constant frame scores 0; bad shapes are
+ * refused. Without the data only the synthetic part runs. */
+static void test_clip_frame_consistency(void **state)
+{
+    (void)state;
+    enum { F = 8, S = 28, P = S * S, B = 32 };
+    static float x[B * F * P], y[B * F * P], z[B * F * P];
+    double c = 0;
+    /* a 5x5 square moving 2 px a frame: exactly 1; a blank clip: 0 */
+    for (int f = 0; f < F; f++)
+        for (int i = 0; i < P; i++) {
+            int r = i / S, q = i % S;
+            x[f * P + i] = r >= 4 && r < 9 && q >= 2 * f + 2 && q < 2 * f + 7 ? 1.0f : -1.0f;
+            y[f * P + i] = -1.0f;
+        }
+    assert_int_equal(rl_clip_frame_consistency(x, 1, F, S, RL_CLIP_MAX_SPEED, &c), 0);
+    assert_float_equal(c, 1.0, 1e-9);
+    assert_int_equal(rl_clip_frame_consistency(y, 1, F, S, RL_CLIP_MAX_SPEED, &c), 0);
+    assert_float_equal(c, 0.0, 1e-12);
+    /* with no shift allowed the moving square's pairs overlap only partly */
+    assert_int_equal(rl_clip_frame_consistency(x, 1, F, S, 0, &c), 0);
+    assert_true(c < 0.7);
+    assert_int_equal(rl_clip_frame_consistency(x, 1, 1, S, 3, &c), RL_EINVAL);
+    assert_int_equal(rl_clip_frame_consistency(x, 0, F, S, 3, &c), RL_EINVAL);
+    assert_int_equal(rl_clip_frame_consistency(x, 1, F, S, S, &c), RL_EINVAL);
+    if (access(RL_FMNIST_DIR "/t10k-images-idx3-ubyte.gz", R_OK) != 0)
+        skip(); /* Debian's dataset-fashion-mnist is not installed */
+    rl_fmnist *d = rl_fmnist_load(RL_FMNIST_DIR, "t10k", B);
+    if (!d)
+        fail_msg("%s", rl_error_message());
+    static const int perm[F] = {0, 5, 2, 7, 4, 1, 6, 3}; /* no two neighbours stay neighbours */
+    float one[F * P];
+    for (int b = 0; b < B; b++) {
+        assert_int_equal(rl_clip_build(d, b, F, 11, (uint64_t)b, x + (size_t)b * F * P), 0);
+        for (int f = 0; f < F; f++) {
+            memcpy(y + ((size_t)b * F + f) * P, x + ((size_t)b * F + perm[f]) * P, sizeof(float) * P);
+            /* frame f of an independent clip of the same image */
+            assert_int_equal(rl_clip_build(d, b, F, 11, 1000u + (uint64_t)(b * F + f), one), 0);
+            memcpy(z + ((size_t)b * F + f) * P, one + (size_t)f * P, sizeof(float) * P);
+        }
+    }
+    double real = 0, shuffled = 0, indep = 0;
+    assert_int_equal(rl_clip_frame_consistency(x, B, F, S, RL_CLIP_MAX_SPEED, &real), 0);
+    assert_int_equal(rl_clip_frame_consistency(y, B, F, S, RL_CLIP_MAX_SPEED, &shuffled), 0);
+    assert_int_equal(rl_clip_frame_consistency(z, B, F, S, RL_CLIP_MAX_SPEED, &indep), 0);
+    print_message("frame consistency: real %.4f, shuffled %.4f, independent %.4f\n", real, shuffled, indep);
+    assert_true(real > 0.99); /* a translated item, shifts within the data's speed */
+    assert_true(shuffled < real - 0.2);
+    assert_true(indep < real - 0.2);
+    rl_fmnist_free(d);
+}
+
 static void test_fmnist_corrupt_file(void **state)
 {
     (void)state;
@@ -439,6 +494,7 @@ int main(void)
         cmocka_unit_test(test_gif_rgb),
         cmocka_unit_test(test_reward_specs),
         cmocka_unit_test(test_fmnist_and_clips),
+        cmocka_unit_test(test_clip_frame_consistency),
         cmocka_unit_test(test_fmnist_corrupt_file),
         cmocka_unit_test(test_classifier_gradients),
     };

@@ -23,7 +23,8 @@
  *                 reference's step, Flow-GRPO's beta)
  *   sync_weights  the new weights to the rollout ranks
  * then the hooks: validation (ODE samples of the fixed prompts, scored; with
- * data.fid_model their FID and a CNN judge's verdict, diffusion_fid.h) and
+ * data.fid_model their FID and a CNN judge's verdict, diffusion_fid.h; for
+ * clips (model.frames > 1) val/frame_consistency, common/data/clips.h) and
  * the online test images (diffusion_images.h), and a checkpoint every
  * trainer.save_every steps. Every random draw is a function of (seed, step,
  * row), so trainer.resume continues exactly. */
@@ -226,6 +227,30 @@ static int s_measure_fid(s_dg *s, const rl_dataproto *dp)
     return rc;
 }
 
+/* val/frame_consistency of the validation's clips (frames > 1): their final
+ * latents clamped to [−1, 1], rl_clip_frame_consistency with shifts up to the
+ * data's largest move (docs/decisions/diffusion-clip-consistency.md). */
+static int s_measure_consistency(s_dg *s, const rl_dataproto *dp)
+{
+    int64_t B = rl_dataproto_rows(dp);
+    const rl_tensor *lt = rl_dataproto_tensor_shaped(dp, RL_CF_LATENTS, RL_F32, 3, (int64_t[]){B, s->N + 1, s->D});
+    float *x = lt ? malloc(sizeof(float) * (size_t)(B * s->D)) : NULL;
+    if (!x)
+        return lt ? rl_error_set(RL_ENOMEM, "out of memory") : rl_error_code();
+    const float *lat = rl_tensor_data((rl_tensor *)lt);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < s->D; i++) {
+            float v = lat[(b * (s->N + 1) + s->N) * s->D + i];
+            x[b * s->D + i] = v < -1.0f ? -1.0f : v > 1.0f ? 1.0f : v;
+        }
+    double c = 0;
+    int rc = rl_clip_frame_consistency(x, B, (int)s->c.model.frames, RL_FMNIST_SIDE, RL_CLIP_MAX_SPEED, &c);
+    free(x);
+    if (!rc)
+        rl_metric_set_put(s->t->ms, "val/frame_consistency", c);
+    return rc;
+}
+
 static int s_validate(void *ctx)
 {
     s_dg *s = ctx;
@@ -239,14 +264,18 @@ static int s_validate(void *ctx)
         rl_dataproto_free(dp);
         return rl_error_wrap(rc, "validation: the FID");
     }
+    if (s->c.model.frames > 1 && (rc = s_measure_consistency(s, dp))) {
+        rl_dataproto_free(dp);
+        return rl_error_wrap(rc, "validation: the frame consistency");
+    }
     rl_metric_set_put(s->t->ms, "timing_s/testing", rl_now_s() - t0);
     rl_dataproto_free(dp);
-    static const char *const keys[8] = {"val/score",   "val/prompt_match", "val/on_prompt",
+    static const char *const keys[9] = {"val/score",   "val/prompt_match", "val/on_prompt",
                                         "val/judge_on_prompt", "val/cnn_on_prompt", "val/fid",
-                                        "val/jpeg_kb", "val/remote"};
+                                        "val/jpeg_kb", "val/remote", "val/frame_consistency"};
     char line[512];
     int n = snprintf(line, sizeof line, "step %lld validation:", (long long)s->step);
-    for (int k = 0; k < 8 && n < (int)sizeof line; k++) {
+    for (int k = 0; k < 9 && n < (int)sizeof line; k++) {
         double v;
         if (rl_metric_set_get(s->t->ms, keys[k], &v) == RL_OK)
             n += snprintf(line + n, sizeof line - (size_t)n, "  %s %.4f", keys[k] + 4, v);

@@ -56,6 +56,27 @@ static int s_before_after(const rl_online_images *im, const char *out_dir, const
     return rc;
 }
 
+/* <dir>/step_<step>_frames.png: P rows of the F frames of each final sample. */
+static int s_strips(char *path, size_t len, const char *dir, int64_t step, const float *lat, int P, int64_t N,
+                    int64_t F, int S)
+{
+    int64_t D = F * S * S, n = (int64_t)P * F;
+    int gw, gh;
+    rl_image_grid(NULL, (int)n, S, S, (int)F, S_PAD, S_BG, NULL, &gw, &gh);
+    uint8_t *tiles = malloc((size_t)n * S * S), *grid = malloc((size_t)gw * gh);
+    int rc = tiles && grid ? RL_OK : rl_error_set(RL_ENOMEM, "out of memory");
+    for (int p = 0; !rc && p < P; p++)
+        rl_clip_to_u8(lat + (p * (N + 1) + N) * D, D, tiles + (size_t)p * (size_t)D);
+    if (!rc) {
+        rl_image_grid(tiles, (int)n, S, S, (int)F, S_PAD, S_BG, grid, &gw, &gh);
+        snprintf(path, len, "%s/step_%lld_frames.png", dir, (long long)step);
+        rc = s_png(path, grid, gw, gh);
+    }
+    free(tiles);
+    free(grid);
+    return rc;
+}
+
 int rl_online_images_write(rl_online_images *im, const char *out_dir, int64_t step, const float *lat,
                            int P, int64_t N, int64_t F, int S)
 {
@@ -86,6 +107,8 @@ int rl_online_images_write(rl_online_images *im, const char *out_dir, int64_t st
         snprintf(path, sizeof path, "%s/step_%lld.png", dir, (long long)step);
         rc = s_png(path, grid, gw, gh);
     }
+    if (!rc && F > 1) /* the clips as strips: a row per sample, its frames left to right */
+        rc = s_strips(path, sizeof path, dir, step, lat, P, N, F, S);
     if (!rc) {
         snprintf(path, sizeof path, "%s/step_%lld.gif", dir, (long long)step);
         rc = rl_image_gif_write(path, frames, (int)nfr, gw, gh, F > 1 ? 20 : 30);
