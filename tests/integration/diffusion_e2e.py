@@ -272,11 +272,18 @@ def body(work):
         + TINY_FLOW)
     run(work, cl1, grpo_args("g2", "flow2/final", "scorer/final",
                              ["model.frames=2", "trainer.total_steps=2", "trainer.val_every=2",
-                              "rollout.online.step.interval=2"]))
+                              "rollout.online.step.interval=2", "data.reward_frame=1"]))
     m2 = metrics(os.path.join(work, "g2", "metrics.jsonl"))
     assert [r["step"] for r in m2] == [0, 1, 2]
     assert file_bytes(os.path.join(work, "g2", "online", "step_2.gif"))[:6] == b"GIF89a"
-    print("clips: 2-frame GRPO ran")
+    assert file_bytes(os.path.join(work, "g2", "online", "step_2_frames.png"))[:8] == b"\x89PNG\r\n\x1a\n"
+    cons = [r["val/frame_consistency"] for r in m2 if "val/frame_consistency" in r]
+    assert len(cons) == 2 and all(-1.0 <= c <= 1.0 for c in cons), m2
+    rc, out = run(work, cl1, grpo_args("bad", "flow2/final", "scorer/final",
+                                       ["model.frames=2", "data.reward_frame=2"]), expect_ok=False)
+    assert rc != 0 and "data.reward_frame 2 is not a frame of the 2-frame clips" in out, out
+    assert "ready" not in out
+    print("clips: 2-frame GRPO ran, the reward on frame 1, val/frame_consistency %s" % cons)
 
     # 5. a bad reward is named before any worker starts
     rc, out = run(work, cl1, grpo_args("bad", "flow/final", "scorer/final",

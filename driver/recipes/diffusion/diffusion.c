@@ -7,7 +7,8 @@
  *                 rollout ranks with the SDE: every latent, σ and per-step
  *                 log-prob recorded; init_same_noise shares the initial noise
  *                 within a group
- *   reward        the first frame of each sample scored by the reward ranks
+ *   reward        one frame of each sample (data.reward_frame, 0: the first,
+ *                 as the seed scores a video's first frame) scored by the reward ranks
  *                 (reward.reward_model: JPEG (in)compressibility, the learned
  *                 prompt-match scorer, a remote scorer), times reward_coeff;
  *                 algorithm.constraint pays one of the scorer's terms a
@@ -102,6 +103,13 @@ static int s_prepare(rl_config *job)
         rc = RL_CFG_ERROR(job, &rl_clip_flow_model_section, rl_clip_flow_model_config, num_prompts,
                           RL_ECONFIG, "the built-in prompts are the %d Fashion-MNIST classes, got %lld",
                           RL_FMNIST_CLASSES, (long long)c.model.num_prompts);
+    if (!rc && c.data.reward_frame >= c.model.frames)
+        rc = RL_CFG_ERROR2(job, &rl_diffusion_data_section, rl_diffusion_data_config, reward_frame,
+                           &rl_clip_flow_model_section, rl_clip_flow_model_config, frames, RL_ECONFIG,
+                           "%s %lld is not a frame of the %lld-frame clips (%s)",
+                           RL_CFG_PATH(&rl_diffusion_data_section, rl_diffusion_data_config, reward_frame),
+                           (long long)c.data.reward_frame, (long long)c.model.frames,
+                           RL_CFG_PATH(&rl_clip_flow_model_section, rl_clip_flow_model_config, frames));
     if (!rc && c.con.reward && w[s_con_slot[c.con.reward]] == 0)
         rc = RL_CFG_ERROR2(job, &rl_diffusion_constraint_section, rl_diffusion_constraint_config, reward,
                            &rl_reward_image_section, rl_reward_image_config, reward_model,
@@ -159,7 +167,7 @@ static int s_phase_reward(void *arg)
 {
     s_dg *s = arg;
     int64_t B = rl_dataproto_rows(s->batch);
-    int rc = rl_diffusion_score(s->j.reward, &s->batch, s->N, s->D);
+    int rc = rl_diffusion_score(s->j.reward, &s->batch, s->N, s->D, s->c.data.reward_frame);
     float *score = rc ? NULL : s_col(s, RL_REWARD_SCORE), *term;
     if (!rc && !score)
         return rl_error_wrap(rl_error_code(), "the reward ranks' scores");
@@ -210,7 +218,7 @@ static int s_phase_sync(void *arg) { return rl_actor_job_sync_weights(&((s_dg *)
 /* ---- validation and online test ------------------------------------------------------------------ */
 
 /* val/fid and the CNN's judgement of the validation's samples: their final
- * latents' first frames. */
+ * latents' frame data.reward_frame (the reward's). */
 static int s_measure_fid(s_dg *s, const rl_dataproto *dp)
 {
     int64_t B = rl_dataproto_rows(dp), P = RL_FMNIST_SIDE * RL_FMNIST_SIDE;
@@ -221,7 +229,8 @@ static int s_measure_fid(s_dg *s, const rl_dataproto *dp)
         return it ? rl_error_set(RL_ENOMEM, "out of memory") : rl_error_code();
     const float *lat = rl_tensor_data((rl_tensor *)lt);
     for (int64_t b = 0; b < B; b++)
-        memcpy(x + b * P, lat + (b * (s->N + 1) + s->N) * s->D, sizeof(float) * (size_t)P);
+        memcpy(x + b * P, lat + (b * (s->N + 1) + s->N) * s->D + s->c.data.reward_frame * P,
+               sizeof(float) * (size_t)P);
     int rc = rl_diffusion_fid_measure(&s->fid, x, rl_tensor_data((rl_tensor *)it), B, s->t->ms);
     free(x);
     return rc;
@@ -256,7 +265,8 @@ static int s_validate(void *ctx)
     s_dg *s = ctx;
     double t0 = rl_now_s();
     rl_dataproto *dp = NULL;
-    int rc = rl_diffusion_eval(&s->j, s->t->seed, 0x7a11dull, s->c.data.val_per_prompt, s->D, &s->N, &dp);
+    int rc = rl_diffusion_eval(&s->j, s->t->seed, 0x7a11dull, s->c.data.val_per_prompt, s->D,
+                               s->c.data.reward_frame, &s->N, &dp);
     if (rc)
         return rl_error_wrap(rc, "validation");
     rl_diffusion_column_means(dp, s_cols, 6, "val/", s->t->ms);
@@ -290,7 +300,7 @@ static int s_online(void *ctx)
 {
     s_dg *s = ctx;
     rl_dataproto *dp = NULL;
-    int rc = rl_diffusion_eval(&s->j, s->t->seed, 0x0471e5ull, 1, s->D, &s->N, &dp);
+    int rc = rl_diffusion_eval(&s->j, s->t->seed, 0x0471e5ull, 1, s->D, s->c.data.reward_frame, &s->N, &dp);
     if (!rc)
         rc = rl_online_images_write(&s->images, s->t->out_dir, s->step,
                                     rl_tensor_data(rl_dataproto_tensor(dp, RL_CF_LATENTS)), RL_FMNIST_CLASSES,

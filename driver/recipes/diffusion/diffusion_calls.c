@@ -56,7 +56,7 @@ int rl_diffusion_sample(rl_group *rollout, rl_dataproto **rows, int greedy, int6
     return rl_dataproto_union_into(rows, gen);
 }
 
-int rl_diffusion_score(rl_group *reward, rl_dataproto **rows, int64_t N, int64_t D)
+int rl_diffusion_score(rl_group *reward, rl_dataproto **rows, int64_t N, int64_t D, int64_t frame)
 {
     int64_t B = rl_dataproto_rows(*rows), F = RL_FMNIST_SIDE * RL_FMNIST_SIDE;
     const float *lat = rl_tensor_data(rl_dataproto_tensor(*rows, RL_CF_LATENTS));
@@ -67,7 +67,7 @@ int rl_diffusion_score(rl_group *reward, rl_dataproto **rows, int64_t N, int64_t
     rl_column *c = ti && pc ? rl_dataproto_new_column(req, RL_REWARD_PROMPT, RL_COL_STRING) : NULL;
     int rc = c ? RL_OK : rl_error_code();
     for (int64_t b = 0; !rc && b < B; b++) {
-        memcpy((float *)rl_tensor_data(ti) + b * F, lat + (b * (N + 1) + N) * D, sizeof(float) * (size_t)F);
+        memcpy((float *)rl_tensor_data(ti) + b * F, lat + (b * (N + 1) + N) * D + frame * F, sizeof(float) * (size_t)F);
         rc = rl_column_set_str(c, b, rl_column_str(pc, b));
     }
     rl_dataproto *scored = NULL;
@@ -78,7 +78,7 @@ int rl_diffusion_score(rl_group *reward, rl_dataproto **rows, int64_t N, int64_t
 }
 
 int rl_diffusion_eval(const rl_actor_job *j, uint64_t seed, uint64_t salt, int64_t per, int64_t D,
-                      int64_t *N, rl_dataproto **out)
+                      int64_t frame, int64_t *N, rl_dataproto **out)
 {
     int32_t *ids;
     int64_t *ns, *rs;
@@ -88,7 +88,7 @@ int rl_diffusion_eval(const rl_actor_job *j, uint64_t seed, uint64_t salt, int64
     rl_diffusion_eval_rows(seed, salt, RL_FMNIST_CLASSES, per, ids, ns, rs);
     int rc = rl_diffusion_prompts(dp);
     if (rc || (rc = rl_diffusion_sample(j->rollout, &dp, 1, D, N)) ||
-        (rc = rl_diffusion_score(j->reward, &dp, *N, D))) {
+        (rc = rl_diffusion_score(j->reward, &dp, *N, D, frame))) {
         rl_dataproto_free(dp);
         return rc;
     }

@@ -7,7 +7,8 @@
  *            prompt text column filled from the ids
  *   sample   generate on the rollout ranks (greedy: the ODE) → the chains
  *            latents (B, N+1, D), sigmas, noise_level, sample_logp
- *   score    the final latents' first frames (B, 1, 28, 28) with the prompts
+ *   score    one frame of each final latent (B, 1, 28, 28; data.reward_frame,
+ *            0 the first, as the seed scores a video's first frame) with the prompts
  *            on the reward ranks → score and the raw reward columns (B)
  *   eval     the fixed evaluation rows sampled with the ODE and scored
  *   update   one update_diffusion optimiser step per mini-batch and epoch
@@ -30,13 +31,14 @@ int rl_diffusion_prompts(rl_dataproto *rows);
 /* Samples *rows on the rollout ranks (greedy 1: the ODE) and adds the
  * chains of D floats a sample; *N = the chain's steps. */
 int rl_diffusion_sample(rl_group *rollout, rl_dataproto **rows, int greedy, int64_t D, int64_t *N);
-/* Scores the final latents of *rows (chains of N steps, D floats a
- * sample) on the reward ranks and adds their columns. */
-int rl_diffusion_score(rl_group *reward, rl_dataproto **rows, int64_t N, int64_t D);
+/* Scores frame `frame` of the final latents of *rows (chains of N steps,
+ * D floats a sample; frame·784 < D, the caller's check) on the reward ranks
+ * and adds their columns. */
+int rl_diffusion_score(rl_group *reward, rl_dataproto **rows, int64_t N, int64_t D, int64_t frame);
 /* The evaluation: every built-in prompt `per` times with the seeds of
  * rl_diffusion_eval_rows(seed, salt), ODE-sampled and scored → *out. */
 int rl_diffusion_eval(const rl_actor_job *j, uint64_t seed, uint64_t salt, int64_t per, int64_t D,
-                      int64_t *N, rl_dataproto **out);
+                      int64_t frame, int64_t *N, rl_dataproto **out);
 
 /* The GRPO update over `batch` (B rows with prompt_ids, latents, sigmas,
  * noise_level, step_mask, old_logp, advantages): per epoch the mini-batches
