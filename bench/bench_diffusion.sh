@@ -79,7 +79,7 @@
 #   RL_BENCH_DIFF_FLOW_STEPS (default 400)      generator pretraining steps
 #   RL_BENCH_DIFF_WEAK_FLOW_STEPS (default 50)  the weak generator's steps
 #   RL_BENCH_DIFF_CONV_STEPS (default 1200)     the convolutional generator's steps
-#   RL_BENCH_DIFF_CLIPS_STEPS (default 600)     the clip generator's steps
+#   RL_BENCH_DIFF_CLIPS_STEPS (default 2000)    the clip generator's steps
 #   RL_BENCH_DIFF_SCORER_STEPS (default 600)    scorer steps
 #   RL_BENCH_DIFF_CNN_STEPS (default 2000)      the FID's CNN's steps
 #   RL_BENCH_DIFF_CNN_SCORER_STEPS (default 1500) the convolutional scorer's steps
@@ -93,7 +93,7 @@ STEPS=${RL_BENCH_DIFF_STEPS:-100}
 FLOW_STEPS=${RL_BENCH_DIFF_FLOW_STEPS:-400}
 WEAK_STEPS=${RL_BENCH_DIFF_WEAK_FLOW_STEPS:-50}
 CONV_STEPS=${RL_BENCH_DIFF_CONV_STEPS:-1200}
-CLIPS_STEPS=${RL_BENCH_DIFF_CLIPS_STEPS:-600}
+CLIPS_STEPS=${RL_BENCH_DIFF_CLIPS_STEPS:-2000}
 SCORER_STEPS=${RL_BENCH_DIFF_SCORER_STEPS:-600}
 CNN_STEPS=${RL_BENCH_DIFF_CNN_STEPS:-2000}
 CNN_SCORER_STEPS=${RL_BENCH_DIFF_CNN_SCORER_STEPS:-1500}
