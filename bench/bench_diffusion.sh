@@ -259,7 +259,7 @@ lines = ["<!-- bench-diffusion:begin -->", "## Diffusion GRPO (seed 004)" + mode
          "Produced by `%s` (bench/bench_diffusion.sh) on %s, %d CPU cores (shared), "
          "`examples/cluster-diffusion.yaml` (rollout ×1, actor ×2 FSDP, reward ×1). Generators: "
          "`examples/fmnist_flow.yaml` with %s flow-matching steps (*pretrained*, every run but the "
-         "`@weak` and `@conv` ones), with %s steps (*weak*), and `examples/fmnist_flow_conv.yaml` "
+         "`@weak`, `@conv` and `@clips` ones), with %s steps (*weak*), and `examples/fmnist_flow_conv.yaml` "
          "(*conv*: `model.trunk: conv`, a small U-Net of 3×3 convolutions, the `@conv` runs, its "
          "steps in the column). Reward model: the MLP scorer "
          "`examples/fmnist_scorer.yaml` (%s steps on training images 0..29999, test accuracy **%.3f**)%s. "
