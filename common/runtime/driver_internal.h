@@ -87,7 +87,9 @@ typedef struct rl_drv_slot {
     uv_process_t proc;
     int proc_running;
     int proc_pid;
-    uv_timer_t restart_timer;
+    uv_timer_t restart_timer; /* a restart's back-off; or the wait for a dying worker's ERROR */
+    int64_t exit_status;      /* of a worker that exited configuring, decided later */
+    int exit_signo;
     int restarts;
     uint64_t last_seen, last_sent;
     rl_drv_subcall *calls;

@@ -112,12 +112,11 @@ void rl_drv_slot_dead(rl_drv_slot *s, const char *why)
 
 static void s_on_proc_closed(uv_handle_t *h) { (void)h; }
 
-static void s_on_exit_locked(uv_process_t *p, int64_t status, int signo)
+/* A worker's process ended (status, signo): a restart, a failed role, or
+ * nothing at shutdown. */
+static void s_exit_classify(rl_drv_slot *s, int64_t status, int signo)
 {
-    rl_drv_slot *s = p->data;
     rl_driver *d = s->d;
-    s->proc_running = 0;
-    uv_close((uv_handle_t *)p, s_on_proc_closed);
     char why[96];
     if (signo)
         snprintf(why, sizeof why, "was killed by signal %d", signo);
@@ -147,6 +146,35 @@ static void s_on_exit_locked(uv_process_t *p, int64_t status, int signo)
     else if (s->state != RL_SLOT_FAILED)
         s_schedule_restart(s, why); /* we killed it after it went silent */
     s->proc_pid = 0;
+}
+
+/* How long the driver waits, after a worker that was configuring exited
+ * with a failure, for the ERROR it sent before exiting: the exit can reach
+ * this loop before the message does, and the role's start must fail with
+ * the worker's reason (protocol.c: "role R cannot start: ..."), not as a
+ * lost worker to restart. */
+#define S_EXIT_GRACE_MS 300
+
+static void s_on_exit_timer(uv_timer_t *t)
+{
+    rl_drv_slot *s = t->data;
+    rl_drv_lock(s->d);
+    s_exit_classify(s, s->exit_status, s->exit_signo);
+    rl_drv_unlock(s->d);
+}
+
+static void s_on_exit_locked(uv_process_t *p, int64_t status, int signo)
+{
+    rl_drv_slot *s = p->data;
+    s->proc_running = 0;
+    uv_close((uv_handle_t *)p, s_on_proc_closed);
+    if (!s->d->shutting_down && s->state == RL_SLOT_CONFIGURING && (status != 0 || signo)) {
+        s->exit_status = status;
+        s->exit_signo = signo;
+        uv_timer_start(&s->restart_timer, s_on_exit_timer, S_EXIT_GRACE_MS, 0);
+        return;
+    }
+    s_exit_classify(s, status, signo);
 }
 
 static void s_on_exit(uv_process_t *p, int64_t status, int signo)
