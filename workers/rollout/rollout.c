@@ -132,6 +132,19 @@ static s_rollout *s_with_model(rl_worker_ctx *ctx, const char *method)
     return r->pol.model ? r : NULL;
 }
 
+/* A version v is in the model (rc == RL_OK): it becomes the policy's, and
+ * the active hooks see it (on_sync); rc otherwise, as it is. */
+static int s_synced(rl_worker_ctx *ctx, s_rollout *r, int rc, uint64_t v)
+{
+    if (rc)
+        return rc;
+    r->pol.version = v;
+    for (size_t i = 0; !rc && i < S_NHOOKS; i++)
+        if (r->active[i] && s_hooks[i]->on_sync)
+            rc = s_hooks[i]->on_sync(ctx, &r->pol);
+    return rc;
+}
+
 static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     (void)out;
@@ -153,12 +166,7 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
                                                 r->weight_timeout_s, &v);
         r->ipc = 0;
         r->ipc_in_model = 0;
-        if (!rc)
-            r->pol.version = v;
-        for (size_t i = 0; !rc && i < S_NHOOKS; i++)
-            if (r->active[i] && s_hooks[i]->on_sync)
-                rc = s_hooks[i]->on_sync(ctx, &r->pol);
-        return rc;
+        return s_synced(ctx, r, rc, v);
     }
     const char *ipc = rl_dataproto_meta_str(in, RL_ROLLOUT_IPC_ENDPOINT, "");
     if (*ipc) { /* actor rank 0 on this rank's GPU: CUDA IPC (weights_ipc.c) */
@@ -167,12 +175,7 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
                                         r->weight_timeout_s, &v);
         r->ipc = 1;
         r->ipc_in_model = rc ? 0 : v;
-        if (!rc)
-            r->pol.version = v;
-        for (size_t i = 0; !rc && i < S_NHOOKS; i++)
-            if (r->active[i] && s_hooks[i]->on_sync)
-                rc = s_hooks[i]->on_sync(ctx, &r->pol);
-        return rc;
+        return s_synced(ctx, r, rc, v);
     }
     r->ipc = 0;
     if (r->recv && strcmp(r->endpoint, ep) != 0) {
@@ -212,11 +215,7 @@ static int s_sync_weights(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     if ((rc = rl_model_params_set(r->pol.model, rl_weight_recv_active(r->recv, NULL))))
         return rl_error_wrap(rc, "rollout/%d: weights v%llu to the %s", ctx->rank,
                              (unsigned long long)have, rl_device_name(r->dev));
-    r->pol.version = have;
-    for (size_t i = 0; !rc && i < S_NHOOKS; i++)
-        if (r->active[i] && s_hooks[i]->on_sync)
-            rc = s_hooks[i]->on_sync(ctx, &r->pol);
-    return rc;
+    return s_synced(ctx, r, RL_OK, have);
 }
 
 /* The first hook set of the job that has the callback at `offset` (in
