@@ -32,6 +32,19 @@
 static const char *s_golden = "tests/golden/nn_clip_flow/small_x0.safetensors";
 #define GOLDEN s_golden
 
+/* The model a job YAML describes, built with seed 1 (the test fails with
+ * the builder's message when it cannot be). */
+static rl_model *s_build(const char *yaml)
+{
+    rl_config *job = rl_config_parse_string(yaml, strlen(yaml), "<test>");
+    assert_non_null(job);
+    rl_model *m = rl_model_build(job, 1);
+    rl_config_free(job);
+    if (!m)
+        fail_msg("%s", rl_error_message());
+    return m;
+}
+
 static rl_model *s_model(const rl_golden *g)
 {
     char yaml[512];
@@ -44,12 +57,7 @@ static rl_model *s_model(const rl_golden *g)
              rl_golden_meta(g, "prompts"), rl_golden_meta(g, "hidden"),
              rl_golden_meta(g, "layers"), rl_golden_meta(g, "time_dim"),
              rl_golden_meta(g, "prediction"));
-    rl_config *job = rl_config_parse_string(yaml, strlen(yaml), "<test>");
-    assert_non_null(job);
-    rl_model *m = rl_model_build(job, 1);
-    rl_config_free(job);
-    if (!m)
-        fail_msg("%s", rl_error_message());
+    rl_model *m = s_build(yaml);
     int64_t np;
     float *p = rl_golden_f32(g, "params", &np);
     assert_int_equal(np, rl_model_num_params(m));
@@ -291,12 +299,7 @@ static void test_conv_trunk(void **state)
     const char *yaml = "model: {type: clip_flow, trunk: conv, conv_channels: 3, null_prompt: false, cfg_dropout: 0, guidance: 1, frames: 2, channels: 1, "
                        "height: 8, width: 8, num_prompts: 3, hidden_size: 6, num_layers: 0, time_embed_dim: 4, "
                        "prediction: x0, init_from: ''}\n";
-    rl_config *job = rl_config_parse_string(yaml, strlen(yaml), "<test>");
-    assert_non_null(job);
-    rl_model *m = rl_model_build(job, 1);
-    rl_config_free(job);
-    if (!m)
-        fail_msg("%s", rl_error_message());
+    rl_model *m = s_build(yaml);
     assert_int_equal(rl_model_init_random(m, 5), 0);
     enum { B = 3, D = 2 * 8 * 8 };
     rl_dataproto *dp = rl_dataproto_new();
@@ -360,7 +363,7 @@ static void test_conv_trunk(void **state)
     const char *bad = "model: {type: clip_flow, trunk: conv, conv_channels: 3, null_prompt: false, cfg_dropout: 0, guidance: 1, frames: 1, channels: 1, "
                       "height: 10, width: 8, num_prompts: 3, hidden_size: 6, num_layers: 0, "
                       "time_embed_dim: 4, prediction: x0, init_from: ''}\n";
-    job = rl_config_parse_string(bad, strlen(bad), "<test>");
+    rl_config *job = rl_config_parse_string(bad, strlen(bad), "<test>");
     assert_non_null(job);
     assert_null(rl_model_build(job, 1));
     if (!strstr(rl_error_message(), "model.height 10 and model.width 8 must be multiples of 4"))
@@ -607,12 +610,7 @@ static void test_guidance(void **state)
     const char *yaml = "model: {type: clip_flow, trunk: mlp, frames: 1, channels: 1, height: 4, width: 4, "
                        "num_prompts: 3, hidden_size: 8, num_layers: 1, time_embed_dim: 4, prediction: x0, "
                        "null_prompt: true, cfg_dropout: 0, guidance: 2.5, conv_channels: 4, init_from: ''}\n";
-    rl_config *job = rl_config_parse_string(yaml, strlen(yaml), "<test>");
-    assert_non_null(job);
-    rl_model *m = rl_model_build(job, 1);
-    rl_config_free(job);
-    if (!m)
-        fail_msg("%s", rl_error_message());
+    rl_model *m = s_build(yaml);
     assert_int_equal(rl_model_init_random(m, 7), 0);
     enum { B = 3, D = 16, N = 3 };
     int64_t ns[B] = {21, 22, 23}, rs[B] = {31, 32, 33};
@@ -702,7 +700,7 @@ static void test_guidance(void **state)
     const char *bad = "model: {type: clip_flow, trunk: mlp, frames: 1, channels: 1, height: 4, width: 4, "
                       "num_prompts: 3, hidden_size: 8, num_layers: 1, time_embed_dim: 4, prediction: x0, "
                       "null_prompt: false, cfg_dropout: 0, guidance: 2, conv_channels: 4, init_from: ''}\n";
-    job = rl_config_parse_string(bad, strlen(bad), "<test>");
+    rl_config *job = rl_config_parse_string(bad, strlen(bad), "<test>");
     assert_non_null(job);
     assert_null(rl_model_build(job, 1));
     if (!strstr(rl_error_message(), "need the null prompt: set model.null_prompt true"))
