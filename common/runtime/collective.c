@@ -45,6 +45,17 @@ struct rl_comm {
      * I/O thread drops them (s_ref_free) under refs_mu and signals refs_cv
      * at 0. */
     int refs;
+    /* Pipelined broadcasts (rl_comm_broadcast_start): `started` and
+     * `finished` count them; the unfinished one number i holds its
+     * zero-copy segments in slot[i % RL_COMM_MAX_INFLIGHT]; slot[MAX] is
+     * the blocking operations'. `cur`: the slot s_send_ref charges. */
+    uint64_t started, finished;
+    struct s_slot {
+        struct rl_comm *c;
+        int refs;
+    } slot[RL_COMM_MAX_INFLIGHT + 1];
+    int cur;
+    int starting; /* inside rl_comm_broadcast_start (s_check waits for none) */
     pthread_mutex_t refs_mu;
     pthread_cond_t refs_cv;
     int refs_sync; /* refs_mu and refs_cv were made */
@@ -555,6 +566,9 @@ rl_comm *rl_comm_init_rank(const rl_comm_id *id, int world, int rank, const rl_c
         else
             pthread_mutex_destroy(&c->refs_mu);
     }
+    for (int i = 0; i <= RL_COMM_MAX_INFLIGHT; i++)
+        c->slot[i].c = c;
+    c->cur = RL_COMM_MAX_INFLIGHT;
     if (!c->refs_sync) {
         free(c);
         return rl_error_set(RL_EIO, "comm: cannot make a mutex"), NULL;
@@ -746,9 +760,11 @@ static int s_send_copy(rl_comm *c, const void *p, size_t bytes, const char *op)
 static void s_ref_free(void *data, void *hint)
 {
     (void)data;
-    rl_comm *c = hint;
+    struct s_slot *sl = hint;
+    rl_comm *c = sl->c;
     pthread_mutex_lock(&c->refs_mu);
-    if (--c->refs == 0)
+    sl->refs--;
+    if (--c->refs == 0 || sl->refs == 0)
         pthread_cond_broadcast(&c->refs_cv);
     pthread_mutex_unlock(&c->refs_mu);
 }
@@ -760,12 +776,15 @@ static int s_send_ref(rl_comm *c, const void *p, size_t bytes, const char *op)
     if (bytes == 0)
         return s_send_copy(c, p, bytes, op);
     zmq_msg_t m;
+    struct s_slot *sl = &c->slot[c->cur];
     pthread_mutex_lock(&c->refs_mu);
     c->refs++;
+    sl->refs++;
     pthread_mutex_unlock(&c->refs_mu);
-    if (zmq_msg_init_data(&m, (void *)p, bytes, s_ref_free, c) != 0) {
+    if (zmq_msg_init_data(&m, (void *)p, bytes, s_ref_free, sl) != 0) {
         pthread_mutex_lock(&c->refs_mu);
         c->refs--;
+        sl->refs--;
         pthread_mutex_unlock(&c->refs_mu);
         return s_fail(c, RL_ENOMEM, "%s: out of memory", op);
     }
@@ -779,12 +798,21 @@ static int s_send_ref(rl_comm *c, const void *p, size_t bytes, const char *op)
  * ZeroMQ drop (and release) what it still holds at once, so the caller's
  * buffers are never read after the operation returned; the communicator is
  * then broken. No spinning: s_ref_free signals refs_cv. */
+static int s_wait_refs_of(rl_comm *c, const int *held_by, int failed, const char *op);
+
 static int s_wait_refs(rl_comm *c, int failed, const char *op)
+{
+    return s_wait_refs_of(c, &c->refs, failed, op);
+}
+
+/* s_wait_refs for the segments counted by *held_by (all of them, or one
+ * pipelined broadcast's slot); a failure drops every segment. */
+static int s_wait_refs_of(rl_comm *c, const int *held_by, int failed, const char *op)
 {
     int64_t deadline = s_now_ms() + c->timeout_ms;
     int code = failed ? RL_ESTATE : RL_OK;
     pthread_mutex_lock(&c->refs_mu);
-    while (c->refs > 0 && code == RL_OK) {
+    while (*held_by > 0 && code == RL_OK) {
         int64_t now = s_now_ms();
         if (rl_abort_pending(c->abort_base)) {
             code = RL_EPEER;
@@ -800,7 +828,7 @@ static int s_wait_refs(rl_comm *c, int failed, const char *op)
             pthread_cond_timedwait(&c->refs_cv, &c->refs_mu, &ts);
         }
     }
-    int held = c->refs;
+    int held = *held_by;
     pthread_mutex_unlock(&c->refs_mu);
     if (code == RL_OK || (failed && !held))
         return RL_OK;
@@ -849,9 +877,16 @@ static int s_recv(rl_comm *c, zmq_msg_t *m, size_t bytes, const char *op)
 static int s_check(rl_comm *c, const void *send, const void *recv, int64_t count,
                    const char *op)
 {
-    c->abort_base = rl_abort_base();
+    if (c->started == c->finished) /* pipelined broadcasts keep the first one's base */
+        c->abort_base = rl_abort_base();
     if (c->broken)
         return rl_error_set(RL_ESTATE, "%s: the communicator failed earlier; destroy it", op);
+    if (c->started != c->finished && !c->starting) { /* a blocking operation after pipelined ones */
+        int rc = rl_comm_wait(c, 0);
+        if (rc)
+            return rc;
+        c->abort_base = rl_abort_base();
+    }
     if (count < 0)
         return rl_error_set(RL_EINVAL, "%s: negative count %lld", op, (long long)count);
     if (count > 0 && (!send || !recv))
@@ -1101,9 +1136,9 @@ int rl_comm_all_gather(rl_comm *c, const float *sendbuf, float *recvbuf, int64_t
 int rl_comm_barrier(rl_comm *c)
 {
     const char *name = "barrier";
-    c->abort_base = rl_abort_base();
-    if (c->broken)
-        return rl_error_set(RL_ESTATE, "%s: the communicator failed earlier; destroy it", name);
+    int rc0 = s_check(c, NULL, NULL, 0, name);
+    if (rc0)
+        return rc0;
     if (c->world == 1)
         return RL_OK;
     /* Two laps of an empty token: after the first, rank 0 knows everyone
@@ -1121,4 +1156,97 @@ int rl_comm_barrier(rl_comm *c)
         }
     }
     return RL_OK;
+}
+
+/* ---- pipelined broadcasts --------------------------------------------------------------------- */
+
+int rl_comm_broadcast_start(rl_comm *c, const float *sendbuf, float *recvbuf, int64_t count, int root)
+{
+    const char *name = "broadcast";
+    if (!c->broken && c->started - c->finished >= RL_COMM_MAX_INFLIGHT) {
+        int rw = rl_comm_wait(c, RL_COMM_MAX_INFLIGHT - 1);
+        if (rw)
+            return rw;
+    }
+    c->starting = 1;
+    int rc = s_check(c, c->rank == root ? sendbuf : recvbuf, recvbuf, count, name);
+    c->starting = 0;
+    if (rc)
+        return rc;
+    if (root < 0 || root >= c->world)
+        return rl_error_set(RL_EINVAL, "%s: root %d out of range for world size %d", name, root,
+                            c->world);
+    if (c->nccl) {
+        rc = rl_nccl_bcast_start(c->nccl, sendbuf, recvbuf, count, root, c->timeout_ms, c->abort_base);
+        if (rc) {
+            c->broken = 1;
+            return rc;
+        }
+        c->started++;
+        return RL_OK;
+    }
+    if (c->rank != root || c->world == 1) { /* a receiver's part (or nothing) is done when it returns */
+        rc = c->rank == root ? RL_OK : s_recv_range(c, recvbuf, 0, count, (c->rank + 1) % c->world != root, name);
+        if (!rc && c->rank == root && count > 0 && recvbuf != sendbuf)
+            memmove(recvbuf, sendbuf, (size_t)count * sizeof(float));
+        if (rc)
+            return rc;
+        c->started++;
+        c->finished = c->started;
+        return RL_OK;
+    }
+    if (count > 0 && recvbuf != sendbuf)
+        memmove(recvbuf, sendbuf, (size_t)count * sizeof(float));
+    c->cur = (int)(c->started % RL_COMM_MAX_INFLIGHT);
+    c->started++;
+    rc = s_send_range(c, sendbuf, 0, count, 1, name);
+    c->cur = RL_COMM_MAX_INFLIGHT;
+    if (rc) { /* drops what ZeroMQ holds of every started one */
+        s_wait_refs(c, 1, name);
+        c->finished = c->started;
+    }
+    return rc;
+}
+
+int rl_comm_wait(rl_comm *c, int keep)
+{
+    const char *name = "broadcast";
+    if (keep < 0)
+        keep = 0;
+    if (c->broken && c->started != c->finished) { /* a failure dropped them */
+        c->finished = c->started;
+        return rl_error_set(RL_ESTATE, "%s: the communicator failed earlier; destroy it", name);
+    }
+    int rc = RL_OK;
+    if (c->nccl) {
+        if (c->started - c->finished > (uint64_t)keep) {
+            rc = rl_nccl_wait(c->nccl, keep, c->timeout_ms, c->abort_base);
+            c->finished = rc ? c->started : c->started - (uint64_t)keep;
+        }
+    } else {
+        while (!rc && c->started - c->finished > (uint64_t)keep) {
+            rc = s_wait_refs_of(c, &c->slot[c->finished % RL_COMM_MAX_INFLIGHT].refs, 0, name);
+            c->finished = rc ? c->started : c->finished + 1;
+        }
+    }
+    if (rc)
+        c->broken = 1;
+    return rc;
+}
+
+int rl_comm_inflight(rl_comm *c)
+{
+    if (c->broken)
+        return 0;
+    if (c->nccl) {
+        int n = rl_nccl_inflight(c->nccl);
+        if (n >= 0 && (uint64_t)n < c->started - c->finished)
+            c->finished = c->started - (uint64_t)n;
+        return (int)(c->started - c->finished);
+    }
+    pthread_mutex_lock(&c->refs_mu);
+    while (c->finished < c->started && c->slot[c->finished % RL_COMM_MAX_INFLIGHT].refs == 0)
+        c->finished++;
+    pthread_mutex_unlock(&c->refs_mu);
+    return (int)(c->started - c->finished);
 }

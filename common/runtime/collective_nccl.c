@@ -120,12 +120,24 @@ int rl_nccl_unique_id(unsigned char id[RL_NCCL_ID_BYTES])
 
 /* ---- communicators ---------------------------------------------------------------------- */
 
+#define S_PIPE 4 /* RL_COMM_MAX_INFLIGHT */
+
 struct rl_nccl {
     ncclComm_t comm;
     cudaStream_t stream;
     int world, rank;
     float *scratch; /* padded reduce-scatter / all-gather */
     int64_t scratch_n;
+    /* pipelined broadcasts (rl_nccl_bcast_start): op i's completion event
+     * done[i % S_PIPE]; the root packs in-place ones into stage[i % 2] on
+     * copy_stream (event packed[i % 2]) */
+    cudaStream_t copy_stream;
+    cudaEvent_t done[S_PIPE], packed[2];
+    int events;
+    float *stage[2];
+    int64_t stage_n;
+    uint64_t started, finished;
+    int staged[S_PIPE]; /* op i read stage[i % 2] */
 };
 
 static int64_t s_now_us(void)
@@ -143,8 +155,18 @@ static void s_nap(void)
 
 /* Waits for the communicator's pending work (stream = 1: and its stream)
  * to finish; aborts it at the deadline, on an abort or on an NCCL error. */
+static int s_wait_ev(rl_nccl *n, int stream, cudaEvent_t ev, int64_t deadline_us, int timeout_ms,
+                     uint64_t abort_base, const char *what);
+
 static int s_wait(rl_nccl *n, int stream, int64_t deadline_us, int timeout_ms, uint64_t abort_base,
                   const char *what)
+{
+    return s_wait_ev(n, stream, NULL, deadline_us, timeout_ms, abort_base, what);
+}
+
+/* s_wait; with ev, waits for that event of the stream instead of all of it. */
+static int s_wait_ev(rl_nccl *n, int stream, cudaEvent_t ev, int64_t deadline_us, int timeout_ms,
+                     uint64_t abort_base, const char *what)
 {
     for (;;) {
         ncclResult_t st = ncclSuccess;
@@ -158,7 +180,7 @@ static int s_wait(rl_nccl *n, int stream, int64_t deadline_us, int timeout_ms, u
                                 n->rank, n->world, what, s_nc.error_string(st));
         }
         if (st == ncclSuccess) {
-            cudaError_t e = stream ? cudaStreamQuery(n->stream) : cudaSuccess;
+            cudaError_t e = ev ? cudaEventQuery(ev) : stream ? cudaStreamQuery(n->stream) : cudaSuccess;
             if (e == cudaSuccess)
                 return RL_OK;
             if (e != cudaErrorNotReady) {
@@ -253,6 +275,149 @@ static int s_copy(rl_nccl *n, void *dst, const void *src, int64_t floats)
                             : rl_error_set(RL_EIO, "NCCL rank %d: copy: %s", n->rank, cudaGetErrorString(e));
 }
 
+static int s_cuda_fail(rl_nccl *n, const char *what, cudaError_t e)
+{
+    return rl_error_set(RL_EIO, "NCCL rank %d: %s: %s", n->rank, what, cudaGetErrorString(e));
+}
+
+/* The pipeline's events, copy stream and (root, staged) the two staging
+ * buffers of `need` floats; made at the first start, the buffers grown
+ * only while nothing is in flight. */
+static int s_pipe(rl_nccl *n, int64_t need)
+{
+    cudaError_t e = cudaSuccess;
+    if (!n->events) {
+        int made_s = 0, made_d = 0, made_p = 0;
+        e = cudaStreamCreate(&n->copy_stream);
+        made_s = e == cudaSuccess;
+        for (; e == cudaSuccess && made_d < S_PIPE; made_d++)
+            e = cudaEventCreateWithFlags(&n->done[made_d], cudaEventDisableTiming);
+        if (e != cudaSuccess)
+            made_d--;
+        for (; e == cudaSuccess && made_p < 2; made_p++)
+            e = cudaEventCreateWithFlags(&n->packed[made_p], cudaEventDisableTiming);
+        if (e != cudaSuccess && made_p > 0)
+            made_p--;
+        if (e != cudaSuccess) {
+            while (made_d-- > 0)
+                cudaEventDestroy(n->done[made_d]);
+            while (made_p-- > 0)
+                cudaEventDestroy(n->packed[made_p]);
+            if (made_s)
+                cudaStreamDestroy(n->copy_stream);
+            return s_cuda_fail(n, "the broadcast pipeline's stream and events", e);
+        }
+        n->events = 1;
+    }
+    if (need > n->stage_n) {
+        if (n->started != n->finished)
+            return rl_error_set(RL_ESTATE, "NCCL rank %d: a pipelined broadcast of %lld floats after ones of "
+                                "%lld still in flight", n->rank, (long long)need, (long long)n->stage_n);
+        for (int i = 0; i < 2; i++) {
+            if (n->stage[i])
+                cudaFree(n->stage[i]);
+            n->stage[i] = NULL;
+        }
+        n->stage_n = 0;
+        for (int i = 0; i < 2 && e == cudaSuccess; i++)
+            e = cudaMalloc((void **)&n->stage[i], (size_t)need * sizeof(float));
+        if (e != cudaSuccess) {
+            for (int i = 0; i < 2; i++) {
+                if (n->stage[i])
+                    cudaFree(n->stage[i]);
+                n->stage[i] = NULL;
+            }
+            return rl_error_set(RL_ENOMEM, "NCCL rank %d: two staging buffers of %lld floats: %s", n->rank,
+                                (long long)need, cudaGetErrorString(e));
+        }
+        n->stage_n = need;
+    }
+    return RL_OK;
+}
+
+int rl_nccl_bcast_start(rl_nccl *n, const float *send, float *recv, int64_t count, int root, int timeout_ms,
+                        uint64_t abort_base)
+{
+    const char *what = "broadcast";
+    if (!n->comm)
+        return rl_error_set(RL_ESTATE, "NCCL rank %d: %s: the communicator was aborted; destroy it", n->rank, what);
+    if (n->started - n->finished >= S_PIPE) {
+        int rc = rl_nccl_wait(n, S_PIPE - 1, timeout_ms, abort_base);
+        if (rc)
+            return rc;
+    }
+    int stage = n->rank == root && send == recv && count > 0;
+    int rc = s_pipe(n, stage ? count : 0);
+    if (rc)
+        return rc;
+    uint64_t i = n->started;
+    const float *from = send;
+    cudaError_t e = cudaSuccess;
+    if (stage) {
+        /* the staging buffer i % 2 is free once broadcast i - 2 (its last
+         * reader) finished: the copy stream waits for that on the device */
+        int k = (int)(i % 2);
+        if (i >= 2 && n->staged[(i - 2) % S_PIPE])
+            e = cudaStreamWaitEvent(n->copy_stream, n->done[(i - 2) % S_PIPE], 0);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(n->stage[k], send, (size_t)count * sizeof(float), cudaMemcpyDeviceToDevice,
+                                n->copy_stream);
+        if (e == cudaSuccess)
+            e = cudaEventRecord(n->packed[k], n->copy_stream);
+        if (e == cudaSuccess)
+            e = cudaStreamWaitEvent(n->stream, n->packed[k], 0);
+        if (e != cudaSuccess)
+            return s_cuda_fail(n, "packing a broadcast's bucket", e);
+        from = n->stage[k];
+    }
+    ncclResult_t r = s_nc.broadcast(from, stage ? (void *)from : recv, (size_t)count, ncclFloat32, root, n->comm,
+                                    n->stream);
+    if (r != ncclSuccess && r != ncclInProgress) {
+        s_nc.abort_(n->comm);
+        n->comm = NULL;
+        return rl_error_set(RL_EIO, "NCCL rank %d of %d: %s: %s (the communicator was aborted)", n->rank, n->world,
+                            what, s_nc.error_string(r));
+    }
+    if (r == ncclInProgress && (rc = s_wait(n, 0, s_deadline(timeout_ms), timeout_ms, abort_base, what)))
+        return rc; /* the launch itself */
+    if ((e = cudaEventRecord(n->done[i % S_PIPE], n->stream)) != cudaSuccess) {
+        s_nc.abort_(n->comm);
+        n->comm = NULL;
+        return s_cuda_fail(n, "a broadcast's completion event", e);
+    }
+    n->staged[i % S_PIPE] = stage;
+    n->started++;
+    return RL_OK;
+}
+
+int rl_nccl_wait(rl_nccl *n, int keep, int timeout_ms, uint64_t abort_base)
+{
+    int64_t deadline = s_deadline(timeout_ms);
+    while (n->started - n->finished > (uint64_t)(keep < 0 ? 0 : keep)) {
+        if (!n->comm) {
+            n->finished = n->started;
+            return rl_error_set(RL_ESTATE, "NCCL rank %d: broadcast: the communicator was aborted; destroy it",
+                                n->rank);
+        }
+        /* each bucket its own deadline: the timeout bounds a peer's silence, not the version */
+        int rc = s_wait_ev(n, 0, n->done[n->finished % S_PIPE], deadline, timeout_ms, abort_base, "broadcast");
+        if (rc) {
+            n->finished = n->started;
+            return rc;
+        }
+        n->finished++;
+        deadline = s_deadline(timeout_ms);
+    }
+    return RL_OK;
+}
+
+int rl_nccl_inflight(rl_nccl *n)
+{
+    while (n->comm && n->finished < n->started && cudaEventQuery(n->done[n->finished % S_PIPE]) == cudaSuccess)
+        n->finished++;
+    return (int)(n->started - n->finished);
+}
+
 int rl_nccl_run(rl_nccl *n, rl_nccl_coll op, const float *send, float *recv, int64_t count, int root,
                 int avg, int timeout_ms, uint64_t abort_base)
 {
@@ -326,6 +491,22 @@ int rl_nccl_run(rl_nccl *n, rl_nccl_coll op, const float *send, float *recv, int
     return s_wait(n, 1, deadline, timeout_ms, abort_base, what);
 }
 
+static void s_pipe_free(rl_nccl *n)
+{
+    if (n->events) {
+        for (int i = 0; i < S_PIPE; i++)
+            cudaEventDestroy(n->done[i]);
+        for (int i = 0; i < 2; i++)
+            cudaEventDestroy(n->packed[i]);
+        cudaStreamDestroy(n->copy_stream);
+    }
+    for (int i = 0; i < 2; i++)
+        if (n->stage[i])
+            cudaFree(n->stage[i]);
+    n->events = 0;
+    n->stage[0] = n->stage[1] = NULL;
+}
+
 void rl_nccl_free(rl_nccl *n, int abort)
 {
     if (!n)
@@ -348,6 +529,11 @@ void rl_nccl_free(rl_nccl *n, int abort)
                 s_nc.abort_(n->comm);
         }
     }
+    /* the comm is gone (its kernels ended, aborted or not): a copy that
+     * waited for one of its events is free to finish */
+    if (n->events)
+        cudaStreamSynchronize(n->copy_stream);
+    s_pipe_free(n);
     if (n->scratch)
         cudaFree(n->scratch);
     cudaStreamDestroy(n->stream);
@@ -388,6 +574,25 @@ int rl_nccl_run(rl_nccl *n, rl_nccl_coll op, const float *send, float *recv, int
     (void)n, (void)op, (void)send, (void)recv, (void)count, (void)root, (void)avg, (void)timeout_ms,
         (void)abort_base;
     return s_no_cuda();
+}
+
+int rl_nccl_bcast_start(rl_nccl *n, const float *send, float *recv, int64_t count, int root, int timeout_ms,
+                        uint64_t abort_base)
+{
+    (void)n, (void)send, (void)recv, (void)count, (void)root, (void)timeout_ms, (void)abort_base;
+    return s_no_cuda();
+}
+
+int rl_nccl_wait(rl_nccl *n, int keep, int timeout_ms, uint64_t abort_base)
+{
+    (void)n, (void)keep, (void)timeout_ms, (void)abort_base;
+    return s_no_cuda();
+}
+
+int rl_nccl_inflight(rl_nccl *n)
+{
+    (void)n;
+    return 0;
 }
 
 void rl_nccl_free(rl_nccl *n, int abort)

@@ -58,6 +58,19 @@ rl_nccl *rl_nccl_new(const unsigned char id[RL_NCCL_ID_BYTES], int world, int ra
  * avg: RL_REDUCE_AVG. root: broadcast's. */
 int rl_nccl_run(rl_nccl *n, rl_nccl_coll op, const float *send, float *recv, int64_t count, int root,
                 int avg, int timeout_ms, uint64_t abort_base);
+/* Pipelined broadcasts (rlrt/runtime/collective.h, rl_comm_broadcast_start):
+ * start enqueues the broadcast on the communicator's stream and records its
+ * completion event (at most 4 unfinished: a fifth waits for the oldest);
+ * the root of an in-place one (send == recv) packs it first on a second
+ * stream into one of two staging buffers and sends from there (the copy of
+ * bucket k+1 overlaps the broadcast of bucket k; a staging buffer is
+ * rewritten only after the broadcast that read it). wait returns when at
+ * most `keep` are unfinished (each wait as rl_nccl_run's: abort, timeout,
+ * NCCL's asynchronous error); inflight polls without waiting. */
+int rl_nccl_bcast_start(rl_nccl *n, const float *send, float *recv, int64_t count, int root, int timeout_ms,
+                        uint64_t abort_base);
+int rl_nccl_wait(rl_nccl *n, int keep, int timeout_ms, uint64_t abort_base);
+int rl_nccl_inflight(rl_nccl *n);
 void rl_nccl_free(rl_nccl *n, int abort);
 
 #endif

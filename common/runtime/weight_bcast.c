@@ -21,6 +21,9 @@ struct rl_weight_bcast {
     float *hdr;         /* S_HDR floats of the comm's kind */
     float *staging, *active;
     uint64_t version;
+    int depth;            /* the sender's buckets in flight at most */
+    int64_t last_buckets; /* the last version's */
+    int last_inflight;
 };
 
 static void *s_alloc(int device, size_t bytes)
@@ -58,6 +61,7 @@ rl_weight_bcast *rl_weight_bcast_new(rl_comm *c, int64_t count, size_t bucket_by
     b->per = (int64_t)((bucket_bytes ? bucket_bytes : (size_t)256 << 20) / sizeof(float));
     b->per = b->per < 1 ? 1 : b->per > count ? count : b->per;
     b->device = strcmp(rl_comm_transport(c), "nccl") == 0;
+    b->depth = 2;
     b->hdr = s_alloc(b->device, sizeof(float) * S_HDR);
     if (b->hdr && rl_comm_rank(c) != 0) {
         b->staging = s_alloc(b->device, sizeof(float) * (size_t)count);
@@ -105,10 +109,23 @@ int rl_weight_bcast_send(rl_weight_bcast *b, uint64_t version, const float *buf)
     int rc = s_hdr_io(b, h, 1);
     if (!rc)
         rc = rl_comm_broadcast(b->c, b->hdr, b->hdr, S_HDR, 0);
-    for (int64_t off = 0; !rc && off < b->count; off += b->per) {
+    /* bucket k+1 starts while bucket k (and up to depth-1 before it) is in
+     * flight: ZeroMQ still sending it (ring), NCCL broadcasting it while the
+     * next one is packed on the copy stream (nccl) */
+    int64_t nb = 0;
+    int most = 0;
+    for (int64_t off = 0; !rc && off < b->count; off += b->per, nb++) {
         int64_t n = b->count - off < b->per ? b->count - off : b->per;
-        rc = rl_comm_broadcast(b->c, buf + off, (float *)buf + off, n, 0); /* in place at the root */
+        rc = rl_comm_broadcast_start(b->c, buf + off, (float *)buf + off, n, 0); /* in place at the root */
+        int f = rc ? 0 : rl_comm_inflight(b->c);
+        most = f > most ? f : most;
+        if (!rc)
+            rc = rl_comm_wait(b->c, b->depth - 1);
     }
+    if (!rc)
+        rc = rl_comm_wait(b->c, 0);
+    b->last_buckets = nb;
+    b->last_inflight = most;
     if (rc)
         return rl_error_wrap(rc, "weight broadcast: sending version %llu", (unsigned long long)version);
     b->version = version;
@@ -132,10 +149,18 @@ int rl_weight_bcast_recv(rl_weight_bcast *b)
                             "%llu, %llu floats for its %lld, bucket %llu)", rank, h[0] == S_MAGIC ? "ok" : "wrong",
                             (unsigned long long)version, (unsigned long long)b->version, (unsigned long long)count,
                             (long long)b->count, (unsigned long long)per);
-    for (int64_t off = 0; !rc && off < b->count; off += (int64_t)per) {
+    /* every bucket enqueued as it comes (NCCL: up to RL_COMM_MAX_INFLIGHT
+     * on the stream; the ring receives each before its start returns), the
+     * swap only after all of them finished */
+    int64_t nb = 0;
+    for (int64_t off = 0; !rc && off < b->count; off += (int64_t)per, nb++) {
         int64_t n = b->count - off < (int64_t)per ? b->count - off : (int64_t)per;
-        rc = rl_comm_broadcast(b->c, NULL, b->staging + off, n, 0);
+        rc = rl_comm_broadcast_start(b->c, NULL, b->staging + off, n, 0);
     }
+    if (!rc)
+        rc = rl_comm_wait(b->c, 0);
+    b->last_buckets = nb;
+    b->last_inflight = 0;
     if (rc)
         return rl_error_wrap(rc, "weight broadcast: rank %d receiving version %llu (version %llu stays active)", rank,
                              (unsigned long long)version, (unsigned long long)b->version);
@@ -151,6 +176,23 @@ const float *rl_weight_bcast_active(const rl_weight_bcast *b, uint64_t *version)
     if (version)
         *version = b->version;
     return b->version ? b->active : NULL;
+}
+
+int rl_weight_bcast_set_depth(rl_weight_bcast *b, int depth)
+{
+    if (depth < 1 || depth > RL_COMM_MAX_INFLIGHT)
+        return rl_error_set(RL_EINVAL, "weight broadcast: %d buckets in flight (must be in [1, %d])", depth,
+                            RL_COMM_MAX_INFLIGHT);
+    b->depth = depth;
+    return RL_OK;
+}
+
+void rl_weight_bcast_last(const rl_weight_bcast *b, int64_t *buckets, int *max_inflight)
+{
+    if (buckets)
+        *buckets = b->last_buckets;
+    if (max_inflight)
+        *max_inflight = b->last_inflight;
 }
 
 void rl_weight_bcast_free(rl_weight_bcast *b)

@@ -9,6 +9,15 @@
  *    2: the receivers' call fails and version 1 stays active and whole.
  * 3. A receiver whose count differs from the sender's refuses the header
  *    (RL_EPROTO, naming both counts) and keeps no version.
+ * 4. Buckets in flight: three versions of 6 MiB in 1 MiB buckets with the
+ *    sender's depth 1, 2 and 4 (a start only queues a bucket; ZeroMQ's I/O
+ *    thread takes ~1 MiB a while to hand to the kernel): depth 1 never had
+ *    two buckets in flight, depths 2 and 4 had at least two and at most
+ *    their depth, and every version arrives bit for bit.
+ * 5. A sender process SIGKILLed right after starting 4 of the 6 buckets of
+ *    version 2 without waiting (at least one of them still in flight):
+ *    both receivers fail (the timeout) and version 1 stays active and
+ *    whole.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,7 +30,11 @@
 #include "rlrt/runtime/weight_bcast.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -170,6 +183,157 @@ static void test_refused_arguments(void **state)
     rl_comm_destroy(c);
 }
 
+enum { PN = 1536 * 1024, PBUCKET = 1 << 20 }; /* 6 MiB in 6 buckets of 1 MiB */
+
+static void s_nap_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+typedef struct s_prank {
+    const rl_comm_id *id;
+    int W, rank, kill; /* kill: scenario 5 (receivers only in this process) */
+    int rc[3], inflight[3];
+    int64_t buckets[3], bad[3];
+    uint64_t version[3];
+    char msg[3][512];
+} s_prank;
+
+static void *s_pmain(void *arg)
+{
+    s_prank *a = arg;
+    rl_comm_options o;
+    rl_comm_options_default(&o);
+    o.timeout_s = 3;
+    rl_comm *c = rl_comm_init_rank(a->id, a->W, a->rank, &o);
+    rl_weight_bcast *b = c ? rl_weight_bcast_new(c, PN, PBUCKET) : NULL;
+    if (!b) {
+        a->rc[0] = rl_error_code();
+        snprintf(a->msg[0], sizeof a->msg[0], "setup: %s", rl_error_message());
+        rl_comm_destroy(c);
+        return NULL;
+    }
+    static const int depth[3] = {1, 2, 4};
+    float *buf = malloc(sizeof(float) * PN);
+    int rounds = a->kill ? 2 : 3;
+    for (int k = 0; k < rounds; k++) {
+        if (a->rank == 0) {
+            for (int64_t i = 0; i < PN; i++)
+                buf[i] = s_val(i, (uint64_t)k + 1);
+            a->rc[k] = rl_weight_bcast_set_depth(b, depth[k]);
+            if (!a->rc[k])
+                a->rc[k] = rl_weight_bcast_send(b, (uint64_t)k + 1, buf);
+            rl_weight_bcast_last(b, &a->buckets[k], &a->inflight[k]);
+        } else {
+            s_nap_ms(150); /* the sender fills its pipeline meanwhile */
+            a->rc[k] = rl_weight_bcast_recv(b);
+            const float *act = rl_weight_bcast_active(b, &a->version[k]);
+            for (int64_t i = 0; act && i < PN; i++)
+                a->bad[k] += act[i] != s_val(i, a->version[k]);
+        }
+        if (a->rc[k])
+            snprintf(a->msg[k], sizeof a->msg[k], "%s", rl_error_message());
+    }
+    free(buf);
+    rl_weight_bcast_free(b);
+    rl_comm_destroy(c);
+    return NULL;
+}
+
+static void test_buckets_in_flight(void **state)
+{
+    (void)state;
+    rl_comm_id id;
+    assert_int_equal(rl_comm_id_create(&id, NULL), 0);
+    s_prank r[3];
+    pthread_t th[3];
+    for (int k = 0; k < 3; k++) {
+        r[k] = (s_prank){.id = &id, .W = 3, .rank = k};
+        assert_int_equal(pthread_create(&th[k], NULL, s_pmain, &r[k]), 0);
+    }
+    for (int k = 0; k < 3; k++)
+        pthread_join(th[k], NULL);
+    static const int depth[3] = {1, 2, 4};
+    for (int k = 0; k < 3; k++) {
+        if (r[0].rc[k])
+            fail_msg("send %d: %s", k, r[0].msg[k]);
+        assert_int_equal(r[0].buckets[k], 6);
+        print_message("version %d: depth %d, %d buckets in flight at most\n", k + 1, depth[k], r[0].inflight[k]);
+        assert_true(r[0].inflight[k] >= (depth[k] > 1 ? 2 : 1) && r[0].inflight[k] <= depth[k]);
+        for (int q = 1; q < 3; q++) {
+            if (r[q].rc[k])
+                fail_msg("rank %d recv %d: %s", q, k, r[q].msg[k]);
+            assert_int_equal(r[q].version[k], (uint64_t)k + 1);
+            assert_int_equal(r[q].bad[k], 0);
+        }
+    }
+}
+
+static void test_killed_with_buckets_in_flight(void **state)
+{
+    (void)state;
+    rl_comm_id id;
+    assert_int_equal(rl_comm_id_create(&id, NULL), 0);
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) { /* the sender: version 1 whole, then 3 buckets of version 2 started and killed */
+        close(fd[0]);
+        rl_comm_options o;
+        rl_comm_options_default(&o);
+        o.timeout_s = 3;
+        rl_comm *c = rl_comm_init_rank(&id, 3, 0, &o);
+        rl_weight_bcast *b = c ? rl_weight_bcast_new(c, PN, PBUCKET) : NULL;
+        float *buf = malloc(sizeof(float) * PN);
+        int seen = -1;
+        if (b && buf) {
+            for (int64_t i = 0; i < PN; i++)
+                buf[i] = s_val(i, 1);
+            if (rl_weight_bcast_send(b, 1, buf) == 0) {
+                for (int64_t i = 0; i < PN; i++)
+                    buf[i] = s_val(i, 2);
+                float h[8] = {7340033.0f, 2, 0, (float)PN, 0, PBUCKET / 4, 0, 0};
+                int rc = rl_comm_broadcast(c, h, h, 8, 0);
+                for (int j = 0; j < 4 && !rc; j++)
+                    rc = rl_comm_broadcast_start(c, buf + j * (PBUCKET / 4), buf + j * (PBUCKET / 4), PBUCKET / 4, 0);
+                seen = rc ? -2 : rl_comm_inflight(c);
+            }
+        }
+        if (write(fd[1], &seen, sizeof seen) != (ssize_t)sizeof seen)
+            _exit(3);
+        raise(SIGKILL); /* mid-version, buckets in flight: no goodbye */
+        _exit(4);
+    }
+    close(fd[1]);
+    s_prank r[3];
+    pthread_t th[3];
+    for (int k = 1; k < 3; k++) {
+        r[k] = (s_prank){.id = &id, .W = 3, .rank = k, .kill = 1};
+        assert_int_equal(pthread_create(&th[k], NULL, s_pmain, &r[k]), 0);
+    }
+    for (int k = 1; k < 3; k++)
+        pthread_join(th[k], NULL);
+    int seen = -1, st = 0;
+    assert_int_equal(read(fd[0], &seen, sizeof seen), (ssize_t)sizeof seen);
+    close(fd[0]);
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    print_message("the sender was killed with %d buckets of version 2 in flight\n", seen);
+    assert_true(seen >= 1);
+    for (int q = 1; q < 3; q++) {
+        if (r[q].rc[0])
+            fail_msg("rank %d, version 1: %s", q, r[q].msg[0]);
+        assert_int_equal(r[q].version[0], 1);
+        assert_int_not_equal(r[q].rc[1], 0);
+        assert_int_equal(r[q].version[1], 1); /* version 2 never became active */
+        assert_int_equal(r[q].bad[1], 0);     /* version 1 whole */
+        assert_non_null(strstr(r[q].msg[1], "version 1 stays active"));
+        print_message("rank %d: %s\n", q, r[q].msg[1]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -177,6 +341,8 @@ int main(void)
         cmocka_unit_test(test_sender_gone_mid_version),
         cmocka_unit_test(test_count_refused),
         cmocka_unit_test(test_refused_arguments),
+        cmocka_unit_test(test_buckets_in_flight),
+        cmocka_unit_test(test_killed_with_buckets_in_flight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -157,6 +157,40 @@ int rl_comm_all_gather(rl_comm *c, const float *sendbuf, float *recvbuf,
 /* Returns when every rank has entered the barrier. */
 int rl_comm_barrier(rl_comm *c);
 
+/* Pipelined broadcasts (the weight broadcast's buckets, rlrt/runtime/weight_bcast.h).
+ * rl_comm_broadcast_start starts the broadcast rl_comm_broadcast would make
+ * and returns once it is under way, so the caller can prepare and start the
+ * next one while it travels; rl_comm_wait(c, keep) returns once at most
+ * `keep` started broadcasts are unfinished (they finish in order). Until a
+ * broadcast is finished the root's sendbuf must stay unchanged and a
+ * receiver's recvbuf unread. At most RL_COMM_MAX_INFLIGHT are unfinished: a
+ * start beyond that first waits for the oldest; any other operation first
+ * waits for all of them. Every rank starts the same broadcasts in the same
+ * order.
+ *   ring: the root's segments go out by reference; one is finished when
+ *     ZeroMQ released them (what rl_comm_broadcast's return means). A
+ *     receiver's start receives and forwards before it returns (finished
+ *     at once). The root starts bucket k+1 while ZeroMQ still sends bucket
+ *     k, so the ring never drains between buckets.
+ *   nccl: the broadcast is enqueued on the communicator's stream. The root
+ *     of an in-place broadcast (sendbuf == recvbuf) first copies the data
+ *     on a second stream into one of two device staging buffers (double
+ *     buffering: the copy of bucket k+1 runs while NCCL sends bucket k,
+ *     and the staging buffer of bucket k-1 is reused only after its
+ *     broadcast finished), and NCCL sends from there. Finished = its event
+ *     completed.
+ * Failures as the blocking operations' (a dead peer ends a wait at an abort
+ * or the timeout; then the communicator is broken and every started
+ * broadcast dropped: the root's buffers are not read after the failing call
+ * returned). */
+#define RL_COMM_MAX_INFLIGHT 4
+int rl_comm_broadcast_start(rl_comm *c, const float *sendbuf, float *recvbuf,
+                            int64_t count, int root);
+int rl_comm_wait(rl_comm *c, int keep);
+/* How many started broadcasts are unfinished right now (polls, never
+ * waits): the pipeline's depth, for metrics and tests. */
+int rl_comm_inflight(rl_comm *c);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,7 +10,16 @@
  * version and the count in 24-bit parts, the bucket length), then one
  * broadcast per bucket (bucket b holds floats [b·per, min((b+1)·per,
  * count))) into the receiver's staging buffer; after the last one the
- * receiver swaps staging and active. A version is active whole or not at
+ * receiver swaps staging and active.
+ *
+ * Overlap: the buckets are pipelined broadcasts (rl_comm_broadcast_start):
+ * the sender starts bucket k+1 while up to depth-1 earlier ones are still
+ * in flight (default depth 2: double buffering; over NCCL the next bucket
+ * is packed on a second stream into the other staging buffer while NCCL
+ * sends this one; over the ring ZeroMQ still sends bucket k when bucket
+ * k+1 is queued), and returns once all of them finished. The bytes and
+ * their order are those of one bucket after another (bit-identical), and
+ * the receiver's swap still waits for the last bucket. A version is active whole or not at
  * all: any failure (a dead sender, a timeout, a header that does not fit)
  * leaves the previous version active, and the communicator unusable
  * (rlrt/runtime/collective.h: destroy it and make a new one).
@@ -55,6 +64,12 @@ int rl_weight_bcast_recv(rl_weight_bcast *b);
 /* The active buffer (count floats, of the comm's kind; NULL before the
  * first version) and its version (0 = none). */
 const float *rl_weight_bcast_active(const rl_weight_bcast *b, uint64_t *version);
+/* The sender's buckets in flight at most, in [1, RL_COMM_MAX_INFLIGHT]
+ * (1: one after another, as before the pipelining). RL_EINVAL otherwise. */
+int rl_weight_bcast_set_depth(rl_weight_bcast *b, int depth);
+/* The last send's (or receive's) bucket count and, on the sender, the most
+ * buckets that were in flight at once (rl_comm_inflight after each start). */
+void rl_weight_bcast_last(const rl_weight_bcast *b, int64_t *buckets, int *max_inflight);
 void rl_weight_bcast_free(rl_weight_bcast *b);
 
 #ifdef __cplusplus
