@@ -353,10 +353,18 @@ test-gpu: all tests
 # machine without Debian's packages (deploy/gpu-bundle.sh): build here with
 # `make CUDA=1 gpu-bundle`, then run there `BUILD=build-gpu
 # RL_GPU_BENCH=1 tests/gpu_check.sh` with build-gpu carried along.
+# LIBERO-Object tasks whose physics-only scenes travel in the bundle
+# (deploy/libero-subset.sh: ~0.9 MiB; the full scenes are 109 MB)
+GPU_LIBERO_TASKS := 0 1
 GPU_TESTS := test_nn_cuda test_nn_lm_cuda test_nn_flow_cuda test_nn_cuda_ipc test_channel_ipc test_collective_nccl
 gpu-bundle: all tests benches
 	@deploy/gpu-bundle.sh $(BUILD) build-gpu $(addprefix tests/,$(GPU_TESTS)) bench/bench_gpu_train bench/bench_gpu_weight_sync \
 	    bin/rl-driver bin/rl-worker
+	@if [ -f build/libero-data/manifest.json ]; then \
+	    deploy/libero-subset.sh build/libero-data build-gpu/libero-data $(GPU_LIBERO_TASKS); \
+	else echo "gpu-bundle: no build/libero-data (make libero-data): gpu_jobs.py's LIBERO job will skip"; fi
+	@kb=$$(du -sk build-gpu | cut -f1); echo "gpu-bundle: build-gpu: $$((kb / 1024)) MiB in all"; \
+	    [ $$kb -le $$((60 * 1024)) ] || { echo "gpu-bundle: build-gpu is over 60 MiB" >&2; exit 1; }
 
 # rlrt's GPU engine against PyTorch on the same GPU (CUDA=1; bench/bench_gpu.sh)
 bench-gpu: benches

@@ -24,6 +24,14 @@ reward on the CPU cores), in this order:
   dif, dif_cpu diffusion GRPO (examples/dance_grpo_jpeg.yaml, clip_flow with its
                MLP trunk, random init, no KL model file, no scorer) on the GPU and
                on the CPU
+  libero, libero_cpu
+               libero_rl PPO (examples/libero_object_ppo.yaml, the flow policy from a
+               random initialisation) on examples/cluster-gpu-libero.yaml: actor and
+               both rollout ranks on GPU 0, the two env ranks on the CPU cores,
+               against the same job with actor and rollout on the CPU. The scenes:
+               the bundle's physics-only tasks 0-1 (BUILD/libero-data, made by
+               `make CUDA=1 gpu-bundle` from build/libero-data) or build/libero-data;
+               without them both rows say so and the rest runs.
 
 Prints `bench: NAME = VALUE` (step means over the steps after the first two):
   gpu_async_step_time_ratio        mean step of async, async_2 ÷ of sync, sync_2 (≤ 0.65)
@@ -33,6 +41,9 @@ Prints `bench: NAME = VALUE` (step means over the steps after the first two):
                                    versions: 0 means no switch interrupted a generation)
   gpu_e2e_arith_step_vs_cpu        sync_cpu step ÷ sync step (> 1: the GPU job is faster)
   gpu_e2e_diffusion_step_vs_cpu    dif_cpu step ÷ dif step
+  gpu_e2e_libero_step_vs_cpu       libero_cpu step ÷ libero step
+  gpu_e2e_libero(_cpu)_<phase>_s   its step and phases (rollout: the env and policy
+                                   loop, annotate, credit, update_actor, sync_weights)
   gpu_e2e_weight_sync_s_ipc, _bcast  mean perf/weight_sync_s of sync (CUDA IPC) and sync_bcast
   gpu_e2e_<run>_<phase>_s          step and its phases (gen, reward, old_log_prob,
                                    update_actor, sync_weights) of every run
@@ -40,7 +51,7 @@ and each run's wall time (`bench_gpu_e2e: RUN: wall S s`), then rewrites its
 section of --out (between <!-- bench-gpu-e2e:begin --> and -end -->).
 
 Knobs: RL_BENCH_GPU_E2E_STEPS (RL steps a run, default 10), _SFT_STEPS (default
-150), _DIF_STEPS (default 4), _VAL_SIZE (default 128), _TIMEOUT (one run's
+150), _DIF_STEPS (default 4), _LIBERO_STEPS (default 5), _VAL_SIZE (default 128), _TIMEOUT (one run's
 limit, default 180 s: a run past it counts as failed), _DEVICE (cuda; cpu runs
 every arm on the CPU: a check of this script on a machine without a GPU).
 Needs BUILD's rl-driver (a `make CUDA=1` build for cuda); exits 77 naming what
@@ -59,6 +70,7 @@ import jobs  # noqa: E402
 
 ROOT = jobs.ROOT
 PHASES = ["gen", "reward", "old_log_prob", "update_actor", "sync_weights"]
+LIBERO_PHASES = ["rollout", "annotate", "credit", "update_actor", "sync_weights"]
 TIMEOUT_S = int(os.environ.get("RL_BENCH_GPU_E2E_TIMEOUT", 180))  # one run's limit (s)
 SKIP = 2  # steps left out of the means (start-up, the first round sent ahead)
 BEGIN, END = "<!-- bench-gpu-e2e:begin -->", "<!-- bench-gpu-e2e:end -->"
@@ -81,8 +93,8 @@ class Runs:
     def __init__(self, work, cluster):
         self.work, self.cluster, self.res, self.wall, self.failed = work, cluster, {}, {}, []
 
-    def run(self, name, config, overrides, env=None):
-        args = ["--cluster", self.cluster, "--config", os.path.join(ROOT, "examples", config),
+    def run(self, name, config, overrides, env=None, cluster=None):
+        args = ["--cluster", cluster or self.cluster, "--config", os.path.join(ROOT, "examples", config),
                 "--bind", "tcp://127.0.0.1:*", "--log-level", "warn",
                 "trainer.output_dir=runs/" + name] + overrides
         t0 = time.time()
@@ -182,6 +194,24 @@ def main():
            "actor.ppo_mini_batch_size=4", "rollout.num_steps=10"]
     R.run("dif", "dance_grpo_jpeg.yaml", dif + on)
     R.run("dif_cpu", "dance_grpo_jpeg.yaml", dif + oncpu)
+    lib_steps = env_int("LIBERO_STEPS", 5)
+    lib_data = None
+    for d in (os.path.join(ROOT, os.environ.get("BUILD", "build"), "libero-data"), os.path.join(ROOT, "build", "libero-data")):
+        if all(os.path.exists(os.path.join(d, "libero_object", "task_%02d" % t, "scene_phys.xml")) for t in (0, 1)) \
+                and os.path.exists(os.path.join(d, "manifest.json")):
+            lib_data = d
+            break
+    if lib_data is None:
+        print("bench_gpu_e2e: libero, libero_cpu: not run: no LIBERO-Object scenes of tasks 0-1 in BUILD/libero-data "
+              "or build/libero-data (make libero-data; make CUDA=1 gpu-bundle carries them)")
+    else:
+        lib = ["model.init_from=", "env.data_dir=" + lib_data, "env.task_ids=0-1", "env.total_num_envs=16",
+               "env.max_episode_steps=60", "trainer.total_steps=%d" % lib_steps, "trainer.val_every=0",
+               "trainer.save_every=0", "eval.gif_episodes_per_task=0", "actor.ppo_mini_batch_size=32"]
+        lcl = os.path.join(ROOT, "examples", "cluster-gpu-libero.yaml")
+        R.run("libero", "libero_object_ppo.yaml", lib + on, cluster=lcl)
+        R.run("libero_cpu", "libero_object_ppo.yaml", lib + oncpu, cluster=lcl)
+    r_lib = ratio(R.phase("libero_cpu", "step"), R.phase("libero", "step"))
     total = time.time() - t_all
 
     def step(n):
@@ -215,6 +245,12 @@ def main():
     print("bench: gpu_e2e_weight_sync_s_bcast = %s" % fmt(ws_b, "%.5f"))
     print("bench: gpu_e2e_arith_step_vs_cpu = %s" % fmt(r_cpu))
     print("bench: gpu_e2e_diffusion_step_vs_cpu = %s" % fmt(r_dif))
+    for n in ("libero", "libero_cpu"):
+        for k in ["step"] + LIBERO_PHASES:
+            v = R.phase(n, k)
+            if v is not None:
+                print("bench: gpu_e2e_%s_%s_s = %.4f" % (n, k, v))
+    print("bench: gpu_e2e_libero_step_vs_cpu = %s" % fmt(r_lib))
     print("bench_gpu_e2e: total wall %.1f s (%s)" % (total, ", ".join("%s %.1f" % kv for kv in R.wall.items())))
 
     gpu = subprocess.run(["sh", "-c", "nvidia-smi --query-gpu=name,driver_version --format=csv,noheader"],
@@ -237,6 +273,19 @@ def main():
             continue
         lines.append("| %s | %s | %s | %s | %s |" % (n, fmt(step(n)), " | ".join(fmt(R.phase(n, k)) for k in PHASES),
                                                      fmt(acc.get(n)), fmt(R.wall.get(n), "%.1f")))
+    lines += ["", "libero_rl PPO (flow policy from a random initialisation, tasks 0-1, 16 envs of 60 steps, %d steps; "
+              "examples/cluster-gpu-libero.yaml: actor and rollout on GPU 0 for `libero`, on the CPU for "
+              "`libero_cpu`, the two env ranks on the CPU cores in both):" % env_int("LIBERO_STEPS", 5), "",
+              "| run | s / step | " + " | ".join(LIBERO_PHASES) + " | wall s |", "|---" * (len(LIBERO_PHASES) + 3) + "|"]
+    for n in ("libero", "libero_cpu"):
+        if n not in R.wall:
+            lines.append("| %s | not run (no LIBERO-Object scenes) |%s" % (n, " |" * (len(LIBERO_PHASES) + 1)))
+        elif n in R.failed:
+            lines.append("| %s | failed |%s" % (n, " |" * (len(LIBERO_PHASES) + 1)))
+        else:
+            lines.append("| %s | %s | %s | %s |" % (n, fmt(R.phase(n, "step")),
+                                                   " | ".join(fmt(R.phase(n, k)) for k in LIBERO_PHASES),
+                                                   fmt(R.wall.get(n), "%.1f")))
     lines += ["", "| measure | value |", "|---|---|",
               "| `bench: gpu_async_step_time_ratio` (one step off ÷ synchronous, two runs each; target ≤ 0.65) "
               "| **%s** |" % fmt(r_async),
@@ -245,6 +294,7 @@ def main():
               "| %s; %s; %s |" % (fmt(r_part), fmt(d_part, "%+.3f"), fmt(prows, "%.2f")),
               "| `bench: gpu_e2e_arith_step_vs_cpu` (CPU step ÷ GPU step, same cores) | **%s** |" % fmt(r_cpu),
               "| `bench: gpu_e2e_diffusion_step_vs_cpu` | **%s** |" % fmt(r_dif),
+              "| `bench: gpu_e2e_libero_step_vs_cpu` (libero_rl PPO, envs on the CPU in both) | **%s** |" % fmt(r_lib),
               "| weight syncs over CUDA IPC (sync run); GB/s | %s; %s |"
               % (fmt(R.mean_key("sync", "perf/weight_sync_cuda_ipc"), "%.2f"),
                  fmt(R.mean_key("sync", "perf/weight_sync_gbps"), "%.2f")),

@@ -66,15 +66,36 @@ fi
 # `RL_RUN=gpu-diffusion`: diffusion GRPO of the clip generator (MLP trunk)
 # with the JPEG compressibility reward from a random initialisation (no
 # dataset, no scorer). Each prints the mean step time and its phases.
+# `RL_RUN=gpu-libero`: libero_rl PPO (examples/libero_object_ppo.yaml) with
+# the flow policy's actor and rollout ranks on GPU 0 and the env ranks on the
+# CPU cores (examples/cluster-gpu-libero.yaml), from runs/libero_warmstart/final
+# when there is one (`RL_RUN=libero make run` makes it), else from a random
+# initialisation; the scenes from $BUILD/libero-data (the GPU bundle's
+# physics-only tasks 0-1: no GIFs) or build/libero-data (all ten tasks).
 case ${RL_RUN:-} in
-gpu | gpu-async | gpu-diffusion)
+gpu | gpu-async | gpu-diffusion | gpu-libero)
     nvidia-smi -L >/dev/null 2>&1 || { echo "RL_RUN=$RL_RUN: no NVIDIA GPU (nvidia-smi -L failed)"; exit 1; }
     # a bundle of `make CUDA=1 gpu-bundle` brings its libraries (deploy/gpu-bundle.sh)
     [ -f "$BUILD/lib.tar.gz" ] && [ ! -d "$BUILD/lib" ] && tar -xzf "$BUILD/lib.tar.gz" -C "$BUILD"
     [ -d "$BUILD/lib" ] && LD_LIBRARY_PATH="$(cd "$BUILD/lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" &&
         export LD_LIBRARY_PATH
     G="$BUILD/bin/rl-driver --cluster examples/cluster-gpu.yaml"
-    if [ "$RL_RUN" = gpu-diffusion ]; then
+    if [ "$RL_RUN" = gpu-libero ]; then
+        data=$BUILD/libero-data
+        [ -f "$data/manifest.json" ] || data=build/libero-data
+        [ -f "$data/manifest.json" ] || { echo "RL_RUN=gpu-libero: no LIBERO-Object scenes in $BUILD/libero-data or build/libero-data (make libero-data)"; exit 1; }
+        more="env.data_dir=$data"
+        # the bundle's subset has the physics-only scenes of a few tasks
+        [ -f "$data/libero_object/task_09/scene_full.xml" ] ||
+            more="$more env.task_ids=0-1 eval.gif_episodes_per_task=0"
+        init=model.init_from=
+        [ -f runs/libero_warmstart/final/model.safetensors ] && init=model.init_from=runs/libero_warmstart/final
+        out=runs/libero_object_ppo_gpu
+        echo "== libero_rl PPO, the flow policy on the GPU and the envs on the CPU cores ($out, $init)"
+        # shellcheck disable=SC2086
+        $BUILD/bin/rl-driver --cluster examples/cluster-gpu-libero.yaml --config examples/libero_object_ppo.yaml \
+            $init actor.device=cuda rollout.device=cuda trainer.output_dir=$out $more "$@"
+    elif [ "$RL_RUN" = gpu-diffusion ]; then
         out=runs/dance_grpo_jpeg_gpu
         $G --config examples/dance_grpo_jpeg.yaml model.init_from= data.fid_model= reward.scorer_path= \
             actor.device=cuda rollout.device=cuda trainer.output_dir=$out "$@"
@@ -95,8 +116,13 @@ gpu | gpu-async | gpu-diffusion)
     ${PYTHON:-python3} - "$out/metrics.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+ev = [r for r in rows if "eval/success_rate" in r]
+for r in (ev[:1] + ev[-1:] if len(ev) > 1 else ev):
+    print("evaluation success at step %d: %.3f" % (r["step"], r["eval/success_rate"]))
 rows = [r for r in rows if r.get("step", 0) > 1 and "timing_s/step" in r]
 ks = ["step", "gen", "reward", "old_log_prob", "update_actor", "sync_weights"]
+if any("timing_s/rollout" in r for r in rows):  # libero_rl's phases
+    ks = ["step", "rollout", "annotate", "credit", "update_actor", "sync_weights"]
 if rows:
     print("mean over steps 2..%d (s): " % rows[-1]["step"] + ", ".join(
         "%s %.3f" % (k, sum(r.get("timing_s/" + k, 0.0) for r in rows) / len(rows)) for k in ks))

@@ -47,6 +47,16 @@ missing otherwise. tests/gpu_check.sh runs it on the GPU machine.
    ranks on GPU 0: NCCL >= 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1, else a
    skip naming the version): losses and final weights as one rank's within
    the CPU-vs-GPU tolerances.
+9. libero_rl PPO (examples/libero_object_ppo.yaml, the flow policy from a
+   random initialisation, 2 steps, tasks 0-1, 4 envs of 20 steps) with the
+   actor and both rollout ranks on GPU 0 and the env ranks on the CPU cores
+   (examples/cluster-gpu-libero.yaml) against the same seed all on the CPU:
+   step 1's episodes as the CPU's (the same count and chunks; successes
+   within one), actor/ratio_mean within 1e-3, critic/value_loss and
+   actor/grad_norm within 5%, every sync over CUDA IPC, finite metrics, the
+   step-2 weights within 5e-3 of the CPU's. The scenes: BUILD/libero-data
+   (the bundle's physics-only subset, deploy/libero-subset.sh) or
+   build/libero-data; a skip naming the missing files otherwise.
 """
 import math
 import os
@@ -166,6 +176,68 @@ def broadcast_over_nccl(work, cl, both, gpu_rows):
           % (v, [round(r["perf/weight_sync_gbps"], 2) for r in rb]))
 
 
+LIBERO_TASKS = (0, 1)
+
+
+def libero_data():
+    """(env.data_dir, "") holding the physics-only scenes of LIBERO_TASKS,
+    or (None, the files missing)."""
+    missing = []
+    for d in (os.path.join(ROOT, BUILD, "libero-data"), os.path.join(ROOT, "build", "libero-data")):
+        need = [os.path.join(d, "manifest.json")] + [
+            os.path.join(d, "libero_object", "task_%02d" % t, f) for t in LIBERO_TASKS
+            for f in ("task.json", "init_states.f64", "scene_phys.xml")]
+        gone = [n for n in need if not os.path.exists(n)]
+        if not gone:
+            return d, ""
+        missing.append(", ".join(os.path.relpath(n, ROOT) for n in gone[:4]) + (" ..." if len(gone) > 4 else ""))
+    return None, "; or ".join(missing)
+
+
+def libero_ppo(work):
+    """Job 9: libero_rl PPO, flow policy on the GPU, envs on the CPU."""
+    data, why = libero_data()
+    if data is None:
+        print("skipped: 9. libero_rl PPO on the GPU: no LIBERO-Object scenes (missing %s; make libero-data, "
+              "or a bundle of make CUDA=1 gpu-bundle with build/libero-data)" % why)
+        return
+    cl = os.path.join(ROOT, "examples", "cluster-gpu-libero.yaml")
+    base = ["model.init_from=", "env.data_dir=" + data, "env.task_ids=0-1", "env.total_num_envs=4",
+            "env.max_episode_steps=20", "trainer.total_steps=2", "trainer.val_every=0", "trainer.save_every=2",
+            "eval.gif_episodes_per_task=0", "actor.ppo_mini_batch_size=8", "actor.ppo_epochs=2",
+            "trainer.seed=3"]
+    for name, dev in (("lib_cpu", "cpu"), ("lib_gpu", DEV)):
+        jobs.run_driver(work, ["--cluster", cl, "--config", os.path.join(ROOT, "examples", "libero_object_ppo.yaml"),
+                               "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + base +
+                        ["trainer.output_dir=runs/" + name, "actor.device=" + dev, "rollout.device=" + dev])
+    rc_ = [r for r in metrics(os.path.join(work, "runs/lib_cpu/metrics.jsonl")) if r["step"] > 0]
+    rg = [r for r in metrics(os.path.join(work, "runs/lib_gpu/metrics.jsonl")) if r["step"] > 0]
+    assert len(rc_) == len(rg) == 2, (len(rc_), len(rg))
+    c1, g1 = rc_[0], rg[0]
+    for k in ("env/episodes", "env/episode_chunks"):
+        assert c1[k] == g1[k], (k, c1[k], g1[k])
+    assert abs(c1["env/success_once"] - g1["env/success_once"]) <= 1, (c1["env/success_once"], g1["env/success_once"])
+    assert abs(c1["actor/ratio_mean"] - g1["actor/ratio_mean"]) <= 1e-3, (c1["actor/ratio_mean"], g1["actor/ratio_mean"])
+    for k in ("critic/value_loss", "actor/grad_norm"):
+        assert abs(c1[k] - g1[k]) <= 0.05 * max(abs(c1[k]), 1e-6), (k, c1[k], g1[k])
+    for r in rg:
+        for k, v in r.items():
+            if isinstance(v, float):
+                assert math.isfinite(v), (r["step"], k, v)
+    assert [r.get("perf/weight_sync_cuda_ipc") for r in rg] == [1 if DEV == "cuda" else 0] * 2, rg
+    wc = weights(os.path.join(work, "runs/lib_cpu/checkpoints/step_2/model.safetensors"))
+    wg = weights(os.path.join(work, "runs/lib_gpu/checkpoints/step_2/model.safetensors"))
+    d = max_diff(wc, wg)
+    assert d <= 5e-3, d
+    ph = ["rollout", "update_actor", "sync_weights"]
+    print("ok: 9. libero_rl PPO with the flow policy on the %s and the envs on the CPU (%s): step 1 value loss "
+          "%.4f (CPU %.4f), grad norm %.3f (CPU %.3f); step-2 weights within %.1e; step 2 s %.3f (CPU %.3f; %s)"
+          % (DEV, os.path.relpath(data, ROOT), g1["critic/value_loss"], c1["critic/value_loss"],
+             g1["actor/grad_norm"], c1["actor/grad_norm"], d, rg[1]["timing_s/step"], rc_[1]["timing_s/step"],
+             ", ".join("%s %.3f/%.3f" % (k, rg[1].get("timing_s/" + k, 0), rc_[1].get("timing_s/" + k, 0))
+                       for k in ph)))
+
+
 def partial_over_ipc(work, cl):
     """Job 6: staleness 2 with partial rollouts, the weights over CUDA IPC."""
     rl = ["model.init_from=runs/gpu/final", "data.train_batch_size=4", "rollout.n=8",
@@ -197,6 +269,15 @@ def partial_over_ipc(work, cl):
 
 
 def main():
+    if os.environ.get("RL_GPU_JOBS_ONLY") == "9":  # job 9 alone (a check of it on the CPU)
+        if not os.path.exists(DRIVER):
+            skip("%s not built" % DRIVER)
+        work = tempfile.mkdtemp(prefix="rlrt-gpu-libero-")
+        try:
+            libero_ppo(work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     if not os.path.exists(DRIVER):
         skip("%s not built (make CUDA=1, BUILD=build-cuda)" % DRIVER)
     if DEV == "cuda" and subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode != 0:
@@ -330,6 +411,8 @@ def main():
         fsdp_two_ranks(work, sft, wg)
         # 8. the weights by NCCL broadcast instead of CUDA IPC
         broadcast_over_nccl(work, cl, both, rg)
+        # 9. libero_rl PPO: the flow policy on the GPU, the envs on the CPU
+        libero_ppo(work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -178,7 +178,15 @@ static int s_phase_update(void *arg)
     return rc;
 }
 
-static int s_phase_sync(void *arg) { return rl_actor_job_sync_weights(&((s_lr *)arg)->j); }
+/* the new weights, and each sync's bytes, seconds, GB/s and transport
+ * (perf/weight_sync_*: CUDA IPC when the rollout ranks share the actor's
+ * GPU, examples/cluster-gpu-libero.yaml) */
+static int s_phase_sync(void *arg)
+{
+    s_lr *s = arg;
+    int rc = rl_actor_job_sync_weights(&s->j);
+    return rc ? rc : rl_weight_sync_metrics(&s->j.sync, s->t->ms);
+}
 
 static int s_phases(void *st, int64_t step, rl_phase *out)
 {
