@@ -16,15 +16,18 @@
 #   dlopen()ed: PyPI's nvidia-nccl-cu13 lib folder goes on LD_LIBRARY_PATH.
 # * tests/integration/gpu_jobs.py: real jobs with actor.device=cuda and
 #   rollout.device=cuda (SFT against the CPU actor step for step, GRPO, a
-#   resume on the GPU, GPU generation against the CPU's); needs
-#   bin/rl-driver and bin/rl-worker in BUILD.
+#   resume on the GPU, GPU generation against the CPU's, job 9: libero_rl
+#   PPO with the flow policy on the GPU and the envs on the CPU against the
+#   CPU, on the LIBERO-Object tasks 0-1 the bundle carries in
+#   BUILD/libero-data); needs bin/rl-driver and bin/rl-worker in BUILD.
 #
 # * With RL_GPU_BENCH=1, `bench/bench_gpu.sh` (make bench-gpu): the engine
 #   against PyTorch on the same GPU, its RESULTS section written to
 #   RL_BENCH_GPU_OUT (default docs/RESULTS.md); then the end-to-end GPU jobs
 #   (bench/bench_gpu_e2e.py: arithmetic GRPO synchronous, one step off and
-#   at staleness 2 with partial rollouts, its CPU twin, diffusion GRPO on
-#   the GPU and the CPU; RL_BENCH_GPU_E2E=0 leaves them out), their own
+#   at staleness 2 with partial rollouts, its CPU twin, diffusion GRPO and
+#   libero_rl PPO on the GPU and the CPU; RL_BENCH_GPU_E2E=0 leaves them
+#   out), their own
 #   section bench-gpu-e2e. Every part prints `gpu_check: time: PART: S s`:
 #   trim with GPU_TESTS, RL_BENCH_GPU_RL=0, RL_BENCH_GPU_E2E_STEPS, ... when
 #   the device time is short.

@@ -140,7 +140,9 @@ done
 import json, sys
 a, b = ([json.loads(l) for l in open(p + "/metrics.jsonl")] for p in sys.argv[1:])
 assert [r["step"] for r in a] == [r["step"] for r in b] == [0, 1, 2, 3], ([r["step"] for r in b])
-strip = lambda r: {k: v for k, v in r.items() if not k.startswith(("timing_s/", "perf/cpu_"))}
+# wall-clock measures: the step's phases, the CPU use, a weight sync's seconds and GB/s
+strip = lambda r: {k: v for k, v in r.items()
+                   if not k.startswith(("timing_s/", "perf/cpu_", "perf/weight_sync_s", "perf/weight_sync_gbps"))}
 assert strip(a[-1]) == strip(b[-1]), (strip(a[-1]), strip(b[-1]))
 PY
 # 6. evaluation with an EMA of the weights: θ_eval(2) = d·θ_eval(1) + (1 − d)·θ(2)

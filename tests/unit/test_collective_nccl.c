@@ -10,7 +10,8 @@
  * a peer that died is an error naming this rank within the abort's 50 ms
  * (the driver's heartbeat abort, raised here by a thread, or NCCL's own
  * error if it sees the death first), and a stuck peer is RL_ETIMEOUT at
- * timeout_s, never a hang. The weight broadcast (rlrt/runtime/weight_bcast.h)
+ * timeout_s, never a hang. The weight broadcast (rlrt/runtime/weight_bcast.h,
+ * its buckets pipelined: depth 2, then 4)
  * over NCCL between the two: versions 1 and 3 of 1001 floats in 1 KiB
  * buckets arrive whole on rank 1. Without CUDA (or a GPU)
  * the request is refused with a message; the GPU cases skip with the
@@ -362,7 +363,15 @@ static void test_nccl_weight_bcast_two_ranks_where_allowed(void **state)
         for (int64_t i = 0; i < 1001; i++)
             x[i] = s_val(i, ver);
         assert_int_equal(rl_weight_ipc_copy(RL_WEIGHT_IPC_CUDA, dx, x, sizeof x, RL_WEIGHT_IPC_H2D), 0);
+        /* version 1 two buckets in flight (the default), version 3 up to four:
+         * packed on the copy stream into the staging pair while NCCL sends */
+        assert_int_equal(rl_weight_bcast_set_depth(b, k ? 4 : 2), 0);
         rc = rl_weight_bcast_send(b, (uint64_t)ver, dx);
+        int64_t nb = 0;
+        int most = 0;
+        rl_weight_bcast_last(b, &nb, &most);
+        print_message("rank 0: version %d in %lld buckets, %d in flight at most (depth %d)\n", ver, (long long)nb,
+                      most, k ? 4 : 2);
     }
     if (rc)
         print_message("rank 0: %s\n", rl_error_message());

@@ -9,15 +9,16 @@
  *    2: the receivers' call fails and version 1 stays active and whole.
  * 3. A receiver whose count differs from the sender's refuses the header
  *    (RL_EPROTO, naming both counts) and keeps no version.
- * 4. Buckets in flight: three versions of 6 MiB in 1 MiB buckets with the
- *    sender's depth 1, 2 and 4 (a start only queues a bucket; ZeroMQ's I/O
- *    thread takes ~1 MiB a while to hand to the kernel): depth 1 never had
- *    two buckets in flight, depths 2 and 4 had at least two and at most
- *    their depth, and every version arrives bit for bit.
+ * 4. Buckets in flight: three versions of 6 MiB in 1 MiB buckets from a
+ *    sender process with depth 1, 2 and 4, the receivers' process held
+ *    stopped for 200 ms while it starts them (so no bucket can leave the
+ *    socket buffer before the next starts): exactly `depth` buckets were
+ *    in flight at once (1: one after another), and every version arrives
+ *    bit for bit.
  * 5. A sender process SIGKILLed right after starting 4 of the 6 buckets of
- *    version 2 without waiting (at least one of them still in flight):
- *    both receivers fail (the timeout) and version 1 stays active and
- *    whole.
+ *    version 2 without waiting, all 4 in flight (the receivers held
+ *    stopped meanwhile): both receivers fail (the timeout) and version 1
+ *    stays active and whole.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,6 +30,7 @@
 #include "rlrt/runtime/collective.h"
 #include "rlrt/runtime/weight_bcast.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -185,28 +187,31 @@ static void test_refused_arguments(void **state)
 
 enum { PN = 1536 * 1024, PBUCKET = 1 << 20 }; /* 6 MiB in 6 buckets of 1 MiB */
 
+static const int s_depth[3] = {1, 2, 4};
+
 static void s_nap_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
 
+/* A receiver thread (ranks 1 and 2) of tests 4 and 5. */
 typedef struct s_prank {
     const rl_comm_id *id;
-    int W, rank, kill; /* kill: scenario 5 (receivers only in this process) */
-    int rc[3], inflight[3];
-    int64_t buckets[3], bad[3];
+    int rank, rounds;
+    int rc[3];
+    int64_t bad[3];
     uint64_t version[3];
     char msg[3][512];
 } s_prank;
 
-static void *s_pmain(void *arg)
+static void *s_receiver(void *arg)
 {
     s_prank *a = arg;
     rl_comm_options o;
     rl_comm_options_default(&o);
     o.timeout_s = 3;
-    rl_comm *c = rl_comm_init_rank(a->id, a->W, a->rank, &o);
+    rl_comm *c = rl_comm_init_rank(a->id, 3, a->rank, &o);
     rl_weight_bcast *b = c ? rl_weight_bcast_new(c, PN, PBUCKET) : NULL;
     if (!b) {
         a->rc[0] = rl_error_code();
@@ -214,53 +219,167 @@ static void *s_pmain(void *arg)
         rl_comm_destroy(c);
         return NULL;
     }
-    static const int depth[3] = {1, 2, 4};
-    float *buf = malloc(sizeof(float) * PN);
-    int rounds = a->kill ? 2 : 3;
-    for (int k = 0; k < rounds; k++) {
-        if (a->rank == 0) {
-            for (int64_t i = 0; i < PN; i++)
-                buf[i] = s_val(i, (uint64_t)k + 1);
-            a->rc[k] = rl_weight_bcast_set_depth(b, depth[k]);
-            if (!a->rc[k])
-                a->rc[k] = rl_weight_bcast_send(b, (uint64_t)k + 1, buf);
-            rl_weight_bcast_last(b, &a->buckets[k], &a->inflight[k]);
-        } else {
-            s_nap_ms(150); /* the sender fills its pipeline meanwhile */
-            a->rc[k] = rl_weight_bcast_recv(b);
-            const float *act = rl_weight_bcast_active(b, &a->version[k]);
-            for (int64_t i = 0; act && i < PN; i++)
-                a->bad[k] += act[i] != s_val(i, a->version[k]);
-        }
+    for (int k = 0; k < a->rounds; k++) {
+        a->rc[k] = rl_weight_bcast_recv(b);
+        const float *act = rl_weight_bcast_active(b, &a->version[k]);
+        for (int64_t i = 0; act && i < PN; i++)
+            a->bad[k] += act[i] != s_val(i, a->version[k]);
         if (a->rc[k])
             snprintf(a->msg[k], sizeof a->msg[k], "%s", rl_error_message());
     }
-    free(buf);
     rl_weight_bcast_free(b);
     rl_comm_destroy(c);
     return NULL;
 }
 
+static pid_t s_parent;
+
+/* SIGSTOP is delivered asynchronously: returns once every thread of pid is
+ * stopped (/proc/PID/task/TID/stat state 'T'), or after 5 s. */
+static void s_wait_stopped(pid_t pid)
+{
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+    for (int tries = 0; tries < 5000; tries++) {
+        DIR *d = opendir(dir);
+        int all = d != NULL;
+        struct dirent *e;
+        while (d && all && (e = readdir(d))) {
+            if (e->d_name[0] == '.')
+                continue;
+            char path[64 + 256 + 8], line[512];
+            snprintf(path, sizeof path, "%s/%s/stat", dir, e->d_name);
+            FILE *f = fopen(path, "r");
+            size_t n = f ? fread(line, 1, sizeof line - 1, f) : 0;
+            if (f)
+                fclose(f);
+            line[n] = 0;
+            const char *p = strrchr(line, ')');
+            if (p && p[1] == ' ' && p[2] != 'T' && p[2] != 't')
+                all = 0;
+        }
+        if (d)
+            closedir(d);
+        if (all)
+            return;
+        s_nap_ms(1);
+    }
+}
+
+static void s_stop(pid_t pid)
+{
+    kill(pid, SIGSTOP);
+    s_wait_stopped(pid);
+}
+
+static void *s_cont_later(void *arg)
+{
+    (void)arg;
+    s_nap_ms(200);
+    kill(s_parent, SIGCONT);
+    return NULL;
+}
+
+/* The sender (rank 0) in a child process; the receivers are the parent's
+ * threads. While it starts a version's buckets it holds the parent stopped
+ * (SIGSTOP, SIGCONT 200 ms later): nothing drains the socket (it holds less
+ * than a bucket), so what it counts in flight is the pipeline's depth,
+ * whatever the scheduling. Writes {rc, buckets, most in flight} a version
+ * to fd. kill_mid (test 5): version 1 whole, then the header and 4 of the 6
+ * buckets of version 2 started without waiting, the count in flight
+ * written, the parent continued and this process SIGKILLed. */
+static void s_sender_child(const rl_comm_id *id, int fd, int kill_mid)
+{
+    s_parent = getppid();
+    rl_comm_options o;
+    rl_comm_options_default(&o);
+    o.timeout_s = 3;
+    rl_comm *c = rl_comm_init_rank(id, 3, 0, &o);
+    rl_weight_bcast *b = c ? rl_weight_bcast_new(c, PN, PBUCKET) : NULL;
+    float *buf = malloc(sizeof(float) * PN);
+    if (!b || !buf)
+        _exit(2);
+    for (int k = 0; k < 3; k++) {
+        for (int64_t i = 0; i < PN; i++)
+            buf[i] = s_val(i, (uint64_t)k + 1);
+        int out[3] = {0, 0, 0};
+        if (kill_mid && k == 1) {
+            float h[8] = {7340033.0f, 2, 0, (float)PN, 0, PBUCKET / 4, 0, 0};
+            int rc = rl_comm_broadcast(c, h, h, 8, 0);
+            s_stop(s_parent);
+            for (int j = 0; j < 4 && !rc; j++)
+                rc = rl_comm_broadcast_start(c, buf + j * (PBUCKET / 4), buf + j * (PBUCKET / 4), PBUCKET / 4, 0);
+            out[0] = rc;
+            out[2] = rc ? -1 : rl_comm_inflight(c);
+            ssize_t w = write(fd, out, sizeof out);
+            kill(s_parent, SIGCONT);
+            (void)w;
+            raise(SIGKILL); /* mid-version, buckets in flight: no goodbye */
+        }
+        pthread_t th;
+        out[0] = rl_weight_bcast_set_depth(b, kill_mid ? 2 : s_depth[k]);
+        s_stop(s_parent);
+        if (pthread_create(&th, NULL, s_cont_later, NULL) != 0) {
+            kill(s_parent, SIGCONT);
+            _exit(3);
+        }
+        if (!out[0])
+            out[0] = rl_weight_bcast_send(b, (uint64_t)k + 1, buf);
+        pthread_join(th, NULL);
+        int64_t nb = 0;
+        rl_weight_bcast_last(b, &nb, &out[2]);
+        out[1] = (int)nb;
+        if (write(fd, out, sizeof out) != (ssize_t)sizeof out)
+            _exit(4);
+    }
+    free(buf);
+    rl_weight_bcast_free(b);
+    rl_comm_destroy(c);
+    _exit(0);
+}
+
+/* Tests 4 and 5: the sender child, the receivers here; out[k] its reports. */
+static void s_run_pipelined(int kill_mid, s_prank r[3], int out[3][3], int *reports, int *status)
+{
+    rl_comm_id id;
+    assert_int_equal(rl_comm_id_create(&id, NULL), 0);
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fd[0]);
+        s_sender_child(&id, fd[1], kill_mid);
+    }
+    close(fd[1]);
+    pthread_t th[3];
+    for (int k = 1; k < 3; k++) {
+        memset(&r[k], 0, sizeof r[k]);
+        r[k] = (s_prank){.id = &id, .rank = k, .rounds = kill_mid ? 2 : 3};
+        assert_int_equal(pthread_create(&th[k], NULL, s_receiver, &r[k]), 0);
+    }
+    for (int k = 1; k < 3; k++)
+        pthread_join(th[k], NULL);
+    *reports = 0;
+    while (*reports < 3 && read(fd[0], out[*reports], sizeof out[0]) == (ssize_t)sizeof out[0])
+        (*reports)++;
+    close(fd[0]);
+    assert_int_equal(waitpid(pid, status, 0), pid);
+}
+
 static void test_buckets_in_flight(void **state)
 {
     (void)state;
-    rl_comm_id id;
-    assert_int_equal(rl_comm_id_create(&id, NULL), 0);
     s_prank r[3];
-    pthread_t th[3];
+    int out[3][3], n = 0, st = 0;
+    s_run_pipelined(0, r, out, &n, &st);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_int_equal(n, 3);
     for (int k = 0; k < 3; k++) {
-        r[k] = (s_prank){.id = &id, .W = 3, .rank = k};
-        assert_int_equal(pthread_create(&th[k], NULL, s_pmain, &r[k]), 0);
-    }
-    for (int k = 0; k < 3; k++)
-        pthread_join(th[k], NULL);
-    static const int depth[3] = {1, 2, 4};
-    for (int k = 0; k < 3; k++) {
-        if (r[0].rc[k])
-            fail_msg("send %d: %s", k, r[0].msg[k]);
-        assert_int_equal(r[0].buckets[k], 6);
-        print_message("version %d: depth %d, %d buckets in flight at most\n", k + 1, depth[k], r[0].inflight[k]);
-        assert_true(r[0].inflight[k] >= (depth[k] > 1 ? 2 : 1) && r[0].inflight[k] <= depth[k]);
+        assert_int_equal(out[k][0], 0);
+        assert_int_equal(out[k][1], 6);
+        print_message("version %d: depth %d, %d buckets in flight at most\n", k + 1, s_depth[k], out[k][2]);
+        assert_int_equal(out[k][2], s_depth[k]);
         for (int q = 1; q < 3; q++) {
             if (r[q].rc[k])
                 fail_msg("rank %d recv %d: %s", q, k, r[q].msg[k]);
@@ -273,55 +392,15 @@ static void test_buckets_in_flight(void **state)
 static void test_killed_with_buckets_in_flight(void **state)
 {
     (void)state;
-    rl_comm_id id;
-    assert_int_equal(rl_comm_id_create(&id, NULL), 0);
-    int fd[2];
-    assert_int_equal(pipe(fd), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) { /* the sender: version 1 whole, then 3 buckets of version 2 started and killed */
-        close(fd[0]);
-        rl_comm_options o;
-        rl_comm_options_default(&o);
-        o.timeout_s = 3;
-        rl_comm *c = rl_comm_init_rank(&id, 3, 0, &o);
-        rl_weight_bcast *b = c ? rl_weight_bcast_new(c, PN, PBUCKET) : NULL;
-        float *buf = malloc(sizeof(float) * PN);
-        int seen = -1;
-        if (b && buf) {
-            for (int64_t i = 0; i < PN; i++)
-                buf[i] = s_val(i, 1);
-            if (rl_weight_bcast_send(b, 1, buf) == 0) {
-                for (int64_t i = 0; i < PN; i++)
-                    buf[i] = s_val(i, 2);
-                float h[8] = {7340033.0f, 2, 0, (float)PN, 0, PBUCKET / 4, 0, 0};
-                int rc = rl_comm_broadcast(c, h, h, 8, 0);
-                for (int j = 0; j < 4 && !rc; j++)
-                    rc = rl_comm_broadcast_start(c, buf + j * (PBUCKET / 4), buf + j * (PBUCKET / 4), PBUCKET / 4, 0);
-                seen = rc ? -2 : rl_comm_inflight(c);
-            }
-        }
-        if (write(fd[1], &seen, sizeof seen) != (ssize_t)sizeof seen)
-            _exit(3);
-        raise(SIGKILL); /* mid-version, buckets in flight: no goodbye */
-        _exit(4);
-    }
-    close(fd[1]);
     s_prank r[3];
-    pthread_t th[3];
-    for (int k = 1; k < 3; k++) {
-        r[k] = (s_prank){.id = &id, .W = 3, .rank = k, .kill = 1};
-        assert_int_equal(pthread_create(&th[k], NULL, s_pmain, &r[k]), 0);
-    }
-    for (int k = 1; k < 3; k++)
-        pthread_join(th[k], NULL);
-    int seen = -1, st = 0;
-    assert_int_equal(read(fd[0], &seen, sizeof seen), (ssize_t)sizeof seen);
-    close(fd[0]);
-    assert_int_equal(waitpid(pid, &st, 0), pid);
+    int out[3][3], n = 0, st = 0;
+    s_run_pipelined(1, r, out, &n, &st);
     assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-    print_message("the sender was killed with %d buckets of version 2 in flight\n", seen);
-    assert_true(seen >= 1);
+    assert_int_equal(n, 2);
+    assert_int_equal(out[0][0], 0);
+    assert_int_equal(out[1][0], 0);
+    print_message("the sender was killed with %d buckets of version 2 in flight\n", out[1][2]);
+    assert_int_equal(out[1][2], 4);
     for (int q = 1; q < 3; q++) {
         if (r[q].rc[0])
             fail_msg("rank %d, version 1: %s", q, r[q].msg[0]);
