@@ -29,6 +29,15 @@
 #   trim with GPU_TESTS, RL_BENCH_GPU_RL=0, RL_BENCH_GPU_E2E_STEPS, ... when
 #   the device time is short.
 #
+# * Attention has two CUDA paths (RL_CUDA_ATTENTION=cublas, the default, or
+#   flash, the fused kernels; docs/decisions/cuda-device-table.md):
+#   test_nn_cuda checks both against the CPU (T = 1, odd T, masked and empty
+#   rows, GQA ratios 1, 2 and 7, hd 8 to 512) and the fused ones bit for bit
+#   across two runs; test_nn_lm_cuda's test_lm_cuda_parity_flash runs the
+#   whole transformer's parity with the fused ones; the bench times both
+#   (rlrt_gpu_attention_* and rlrt_gpu_train_flash_vs_cublas_bf16). Their
+#   host emulation (tests/cuda_emu/run_flash_emu.sh) passes without a GPU.
+#
 # * compute-sanitizer (last: the slowest): memcheck, racecheck, synccheck
 #   and initcheck over test_nn_cuda, memcheck over test_nn_lm_cuda (each run
 #   bounded by RL_SANITIZER_TIMEOUT, default 60 s; RL_SANITIZER_TOOLS
@@ -113,7 +122,8 @@ else
         [ "$t" = test_nn_cuda ] || tools=memcheck
         for tool in $tools; do
             echo "== compute-sanitizer --tool $tool $t"
-            timeout "${RL_SANITIZER_TIMEOUT:-60}" "$cs" --tool $tool --error-exitcode 9 "$BUILD/tests/$t" 2>&1 \
+            # RL_CUDA_TEST_SHORT: test_nn_cuda leaves out its two longest attention shapes
+            RL_CUDA_TEST_SHORT=1 timeout "${RL_SANITIZER_TIMEOUT:-60}" "$cs" --tool $tool --error-exitcode 9 "$BUILD/tests/$t" 2>&1 \
                 | grep -E "SUMMARY|FAILED|Error"
             r=${PIPESTATUS[0]}
             [ $r = 124 ] && echo "gpu_check: $tool $t: timed out after ${RL_SANITIZER_TIMEOUT:-60} s"
