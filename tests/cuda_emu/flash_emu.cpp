@@ -18,7 +18,8 @@ struct dim3s { unsigned x = 0, y = 0, z = 0; };
 thread_local dim3s threadIdx;
 static dim3s blockIdx, gridDim;
 static std::barrier<> *g_bar;
-static float g_smem[64 * 1024];
+alignas(16) static float g_smem[64 * 1024];
+struct float4 { float x, y, z, w; };
 static float g_shfl[256];
 static inline void __syncthreads() { g_bar->arrive_and_wait(); }
 static inline float __shfl_xor_sync(unsigned, float v, int o)

@@ -58,7 +58,11 @@ void rl_cuda_swiglu_forward(float *out, const float *gate, const float *up, int6
  * rows in order per token, one block per row), so the results do not depend
  * on scheduling; there are no atomics. The attention pair goes through
  * cuBLAS one sequence at a time and keeps a scratch of H·T² floats (forward)
- * or 2·H·T² (backward); RL_ENOMEM when it cannot grow. */
+ * or 2·H·T² (backward); RL_ENOMEM when it cannot grow. With
+ * RL_CUDA_ATTENTION=flash (read at each call) it runs the fused kernels
+ * instead (no T² scratch; B·H·T floats for the backward) for heads up to 128
+ * wide that the device's shared memory takes, else the cuBLAS path; any
+ * other value than cublas or flash is RL_EINVAL. */
 void rl_cuda_linear_backward(float *dinp, float *dw, float *db, const float *dout,
                              const float *inp, const float *w, int N, int C, int OC);
 void rl_cuda_softmax_backward(float *dinp, const float *dout, const float *out, int N, int C);

@@ -461,9 +461,11 @@ __global__ void k_att_grad_rows(float *S, float *dP, const float *lse, const uin
 // warp and its max and sums reduce by xor shuffles (every lane gets the same
 // value: each step adds the same two operands). The head size is padded with
 // zeros to D = 32, 64 or 128 (a template parameter); wider heads take the
-// cuBLAS path. Shared tiles are row-major with stride D + 1, so reading a row
-// per thread (tx·(D + 1) + e) and a column per thread (r·(D + 1) + tx) are
-// both free of bank conflicts.
+// cuBLAS path. Shared tiles are row-major with stride D + 4 (≡ 4 mod 32
+// banks): the dot products read float4s along the head (a quarter warp's
+// eight float4s, rows tx·(D + 4), cover the 32 banks once), the products
+// with P read one float per thread along a row (consecutive), and P/dS
+// (stride 68) are read as float4s of four keys.
 //
 // Forward: one block per (query tile, head, sequence), the longest rows first;
 // an online softmax over the key tiles 0..the diagonal (running max m, sum l,
@@ -476,7 +478,7 @@ __global__ void k_att_grad_rows(float *S, float *dP, const float *lse, const uin
 // tile from the diagonal on, P and dS recomputed, dV += Pᵀ dO and dK +=
 // scale·dSᵀ Q. Every sum runs in a fixed order: a GPU run repeats bit for bit.
 #define RL_FA_B 64
-#define RL_FA_PS (RL_FA_B + 1) // the P/dS tiles' row stride
+#define RL_FA_PS (RL_FA_B + 4) // the P/dS tiles' row stride (float4-aligned)
 #define RL_FA_THREADS 256
 
 __device__ __forceinline__ float d_row16_max(float v)
@@ -493,7 +495,7 @@ __device__ __forceinline__ float d_row16_sum(float v)
     return v;
 }
 
-// Rows r0..r0+63 of a (T, ·) slice with row stride rs into sm (64, D + 1),
+// Rows r0..r0+63 of a (T, ·) slice with row stride rs into sm (64, D + 4),
 // zeros past T and past hd.
 template <int D>
 __device__ void d_fa_load(float *sm, const float *base, int r0, int T, int rs, int hd)
@@ -503,7 +505,7 @@ __device__ void d_fa_load(float *sm, const float *base, int r0, int T, int rs, i
         float x = 0.0f;
         if (r0 + r < T && e < hd)
             x = base[(size_t)(r0 + r) * rs + e];
-        sm[r * (D + 1) + e] = x;
+        sm[r * (D + 4) + e] = x;
     }
 }
 
@@ -513,29 +515,71 @@ __device__ __forceinline__ bool d_fa_vis(int c, int t, int T, const uint8_t *mb)
     return c <= t && c < T && (!mb || mb[c]);
 }
 
-// s[i][j] = A_row(ty·4+i) · B_row(tx+16j) over D (A, B shared tiles, stride D + 1).
+// s[i][j] = A_row(ty·4+i) · B_row(tx+16j) over D (A, B shared tiles, stride
+// D + 4), four elements of the head per float4 load.
 template <int D>
 __device__ __forceinline__ void d_fa_dot(float s[4][4], const float *A, const float *Bt, int ty, int tx)
 {
+    constexpr int DS = D + 4;
 #pragma unroll
     for (int i = 0; i < 4; i++)
 #pragma unroll
         for (int j = 0; j < 4; j++)
             s[i][j] = 0.0f;
-#pragma unroll 8
-    for (int e = 0; e < D; e++) {
-        float a[4], bb[4];
+#pragma unroll 4
+    for (int e = 0; e < D; e += 4) {
+        float4 a[4], bb[4];
 #pragma unroll
         for (int i = 0; i < 4; i++)
-            a[i] = A[(ty * 4 + i) * (D + 1) + e];
+            a[i] = *(const float4 *)&A[(ty * 4 + i) * DS + e];
 #pragma unroll
         for (int j = 0; j < 4; j++)
-            bb[j] = Bt[(tx + 16 * j) * (D + 1) + e];
+            bb[j] = *(const float4 *)&Bt[(tx + 16 * j) * DS + e];
 #pragma unroll
         for (int i = 0; i < 4; i++)
 #pragma unroll
-            for (int j = 0; j < 4; j++)
-                s[i][j] = fmaf(a[i], bb[j], s[i][j]);
+            for (int j = 0; j < 4; j++) {
+                s[i][j] = fmaf(a[i].x, bb[j].x, s[i][j]);
+                s[i][j] = fmaf(a[i].y, bb[j].y, s[i][j]);
+                s[i][j] = fmaf(a[i].z, bb[j].z, s[i][j]);
+                s[i][j] = fmaf(a[i].w, bb[j].w, s[i][j]);
+            }
+    }
+}
+
+__device__ __forceinline__ float d_f4(const float4 &v, int k)
+{
+    return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
+}
+
+// acc[i][jj] += Σ_c W[row ty·4+i][c] · X[c][tx + 16·jj] over c < n (n rounded
+// up to 4: W's columns past the tile's keys are 0, X's rows past T are 0);
+// W (64, RL_FA_PS) read as float4s, X a tile of stride D + 4.
+template <int D>
+__device__ __forceinline__ void d_fa_wx(float acc[4][D / 16], const float *W, const float *X, int n,
+                                        int ty, int tx)
+{
+    constexpr int DS = D + 4, J = D / 16;
+    n = (n + 3) & ~3;
+    for (int c = 0; c < n; c += 4) {
+        float4 w4[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            w4[i] = *(const float4 *)&W[(ty * 4 + i) * RL_FA_PS + c];
+#pragma unroll
+        for (int cc = 0; cc < 4; cc++) {
+            float xv[J];
+#pragma unroll
+            for (int jj = 0; jj < J; jj++)
+                xv[jj] = X[(c + cc) * DS + tx + 16 * jj];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                float w = d_f4(w4[i], cc);
+#pragma unroll
+                for (int jj = 0; jj < J; jj++)
+                    acc[i][jj] = fmaf(w, xv[jj], acc[i][jj]);
+            }
+        }
     }
 }
 
@@ -545,7 +589,7 @@ __global__ void __launch_bounds__(RL_FA_THREADS)
                  const uint8_t *mask, int T, int H, int KH, int hd, float scale)
 {
     extern __shared__ float fsh[];
-    constexpr int DP = D + 1, J = D / 16;
+    constexpr int DP = D + 4, J = D / 16;
     float *Qs = fsh, *Ks = Qs + RL_FA_B * DP, *Vs = Ks + RL_FA_B * DP, *Ps = Vs + RL_FA_B * DP;
     const int q0 = (gridDim.x - 1 - blockIdx.x) * RL_FA_B; // the longest rows first
     const int h = blockIdx.y, b = blockIdx.z, kh = h / (H / KH);
@@ -599,20 +643,7 @@ __global__ void __launch_bounds__(RL_FA_THREADS)
                 o[i][jj] *= alpha;
         }
         __syncthreads();
-        int cn = T - k0 < RL_FA_B ? T - k0 : RL_FA_B;
-        for (int c = 0; c < cn; c++) {
-            float vv[J];
-#pragma unroll
-            for (int jj = 0; jj < J; jj++)
-                vv[jj] = Vs[c * DP + tx + 16 * jj];
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                float p = Ps[(ty * 4 + i) * RL_FA_PS + c];
-#pragma unroll
-                for (int jj = 0; jj < J; jj++)
-                    o[i][jj] = fmaf(p, vv[jj], o[i][jj]);
-            }
-        }
+        d_fa_wx<D>(o, Ps, Vs, T - k0 < RL_FA_B ? T - k0 : RL_FA_B, ty, tx);
     }
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -645,7 +676,7 @@ __global__ void __launch_bounds__(RL_FA_THREADS)
                      int hd, float scale)
 {
     extern __shared__ float fsh[];
-    constexpr int DP = D + 1, J = D / 16;
+    constexpr int DP = D + 4, J = D / 16;
     float *Qs = fsh, *Os = Qs + RL_FA_B * DP, *Ks = Os + RL_FA_B * DP, *Vs = Ks + RL_FA_B * DP;
     float *Ss = Vs + RL_FA_B * DP; // dS
     const int q0 = (gridDim.x - 1 - blockIdx.x) * RL_FA_B;
@@ -711,20 +742,7 @@ __global__ void __launch_bounds__(RL_FA_THREADS)
             }
         }
         __syncthreads();
-        int cn = T - k0 < RL_FA_B ? T - k0 : RL_FA_B;
-        for (int c = 0; c < cn; c++) {
-            float kv[J];
-#pragma unroll
-            for (int jj = 0; jj < J; jj++)
-                kv[jj] = Ks[c * DP + tx + 16 * jj];
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                float ds = Ss[(ty * 4 + i) * RL_FA_PS + c];
-#pragma unroll
-                for (int jj = 0; jj < J; jj++)
-                    acc[i][jj] = fmaf(ds, kv[jj], acc[i][jj]);
-            }
-        }
+        d_fa_wx<D>(acc, Ss, Ks, T - k0 < RL_FA_B ? T - k0 : RL_FA_B, ty, tx);
     }
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -752,7 +770,7 @@ __global__ void __launch_bounds__(RL_FA_THREADS)
                        const uint8_t *mask, int T, int H, int KH, int hd, float scale)
 {
     extern __shared__ float fsh[];
-    constexpr int DP = D + 1, J = D / 16;
+    constexpr int DP = D + 4, J = D / 16;
     float *Ks = fsh, *Vs = Ks + RL_FA_B * DP, *Qs = Vs + RL_FA_B * DP, *Os = Qs + RL_FA_B * DP;
     float *Ps = Os + RL_FA_B * DP, *Ss = Ps + RL_FA_B * RL_FA_PS;
     float *Ls = Ss + RL_FA_B * RL_FA_PS, *Ds = Ls + RL_FA_B;
@@ -800,23 +818,8 @@ __global__ void __launch_bounds__(RL_FA_THREADS)
             }
             __syncthreads();
             int rn = T - q0 < RL_FA_B ? T - q0 : RL_FA_B;
-            for (int r = 0; r < rn; r++) {
-                float qv[J], ov[J];
-#pragma unroll
-                for (int jj = 0; jj < J; jj++) {
-                    qv[jj] = Qs[r * DP + tx + 16 * jj];
-                    ov[jj] = Os[r * DP + tx + 16 * jj];
-                }
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    float p = Ps[(ty * 4 + i) * RL_FA_PS + r], ds = Ss[(ty * 4 + i) * RL_FA_PS + r];
-#pragma unroll
-                    for (int jj = 0; jj < J; jj++) {
-                        dva[i][jj] = fmaf(p, ov[jj], dva[i][jj]);
-                        dka[i][jj] = fmaf(ds, qv[jj], dka[i][jj]);
-                    }
-                }
-            }
+            d_fa_wx<D>(dva, Ps, Os, rn, ty, tx);
+            d_fa_wx<D>(dka, Ss, Qs, rn, ty, tx);
         }
     }
 #pragma unroll
@@ -1186,14 +1189,30 @@ template <typename F> static void s_colsum(float *out, F f, int N, int C, const 
 
 static s_scratch s_fa_D; // the backward's D = Σ_s P dP, B·H·T floats
 
-// The padded head size of the fused kernels for hd, 0 when they do not take it.
-static int s_fa_dim(int hd) { return hd <= 0 ? 0 : hd <= 32 ? 32 : hd <= 64 ? 64 : hd <= 128 ? 128 : 0; }
-
 static size_t s_fa_smem(int D, int kernel) // 0 forward, 1 dq, 2 dk/dv
 {
-    size_t t = (size_t)RL_FA_B * (D + 1), p = (size_t)RL_FA_B * RL_FA_PS;
+    size_t t = (size_t)RL_FA_B * (D + 4), p = (size_t)RL_FA_B * RL_FA_PS;
     size_t n = kernel == 0 ? 3 * t + p : kernel == 1 ? 4 * t + p : 4 * t + 2 * p + 2 * RL_FA_B;
     return n * sizeof(float);
+}
+
+// The padded head size of the fused kernels for hd, 0 when they do not take
+// it: wider than 128, or more shared memory than the device gives a block
+// (hd 128's dK/dV kernel needs 167 KiB: an H100's 227 KiB, not an A100's 163).
+static int s_fa_dim(int hd)
+{
+    int D = hd <= 0 ? 0 : hd <= 32 ? 32 : hd <= 64 ? 64 : hd <= 128 ? 128 : 0;
+    static int optin = -1; // the device's opt-in shared memory per block
+    if (D && optin < 0) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
+                cudaSuccess) {
+            cudaGetLastError();
+            optin = 0;
+        }
+    }
+    return D && s_fa_smem(D, 2) <= (size_t)optin ? D : 0;
 }
 
 // Dynamic shared memory over 48 KiB must be asked for per kernel (a cheap
