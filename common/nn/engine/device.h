@@ -196,7 +196,9 @@ int rl_device_ipc_close(rl_device dev, void *p);
 /* Per-op device time, for finding where a step goes: on CUDA, with
  * RL_CUDA_PROFILE=1 in the environment, every kernel-table entry (and
  * copy) is timed by a pair of CUDA events (nested entries count in their
- * caller). rl_device_profile_take waits for the device, fills up to `max`
+ * caller; a linear entry with 32768 outputs or more, an LM head, is named
+ * *_vocab; the attention pair's fused kernels are *_flash).
+ * rl_device_profile_take waits for the device, fills up to `max`
  * entries with the totals since the last take, the longest first, resets
  * them, and returns the number of entries (0 without CUDA or when off). */
 typedef struct rl_device_prof {

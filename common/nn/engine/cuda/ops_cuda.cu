@@ -126,6 +126,9 @@ struct s_prof_scope {
     ~s_prof_scope() { s_prof_end(i); }
 };
 #define RL_CUDA_PROF(name) s_prof_scope prof_scope_(name)
+// The linear entries with this many outputs or more (an LM head over a
+// vocabulary) are timed under their own name, *_vocab, apart from the layers'.
+#define RL_PROF_VOCAB 32768
 
 // ---- kernels ----------------------------------------------------------------
 
@@ -474,9 +477,11 @@ __global__ void k_att_grad_rows(float *S, float *dP, const float *lse, const uin
 // kernels and no atomics: (1) per (query tile, head): D_t = Σ_s P_ts dP_ts
 // over the key tiles (the first sweep), then dS = P ⊙ (dP − D) and dQ +=
 // scale·dS K (the second sweep); D is kept in a B·H·T scratch; (2) per (key
-// tile, kv head): for each query head of the group in order and each query
-// tile from the diagonal on, P and dS recomputed, dV += Pᵀ dO and dK +=
-// scale·dSᵀ Q. Every sum runs in a fixed order: a GPU run repeats bit for bit.
+// tile, query head): for each query tile from the diagonal on, P and dS
+// recomputed, dV += Pᵀ dO and dK += scale·dSᵀ Q, each head's share written
+// to a 2·B·H·T·hd scratch and (3) summed over the group's heads in order into
+// dK/dV (without grouping, (2) runs per kv head and adds directly). Every sum
+// runs in a fixed order: a GPU run repeats bit for bit.
 #define RL_FA_B 64
 #define RL_FA_PS (RL_FA_B + 4) // the P/dS tiles' row stride (float4-aligned)
 #define RL_FA_THREADS 256
@@ -765,7 +770,7 @@ __global__ void __launch_bounds__(RL_FA_THREADS)
 
 template <int D>
 __global__ void __launch_bounds__(RL_FA_THREADS)
-    k_fa_backward_dkdv(float *dk, float *dv, const float *dout, const float *lse,
+    k_fa_backward_dkdv(float *dk, float *dv, float *part, const float *dout, const float *lse,
                        const float *Dsum, const float *q, const float *k, const float *v,
                        const uint8_t *mask, int T, int H, int KH, int hd, float scale)
 {
@@ -775,7 +780,10 @@ __global__ void __launch_bounds__(RL_FA_THREADS)
     float *Ps = Os + RL_FA_B * DP, *Ss = Ps + RL_FA_B * RL_FA_PS;
     float *Ls = Ss + RL_FA_B * RL_FA_PS, *Ds = Ls + RL_FA_B;
     const int k0 = blockIdx.x * RL_FA_B; // key tile 0 has the most query tiles: first
-    const int kh = blockIdx.y, b = blockIdx.z, rep = H / KH;
+    // part == NULL: blockIdx.y is a kv head, its query heads in order, added
+    // into dk/dv; else blockIdx.y is one query head, its share written to part
+    const int rep = H / KH, kh = part ? (int)blockIdx.y / rep : (int)blockIdx.y, b = blockIdx.z;
+    const int h0 = part ? (int)blockIdx.y : kh * rep, h1 = part ? h0 + 1 : h0 + rep;
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
     const int qs = H * hd, ks = KH * hd;
     const size_t ko = (size_t)b * T * ks + (size_t)kh * hd;
@@ -788,7 +796,7 @@ __global__ void __launch_bounds__(RL_FA_THREADS)
 #pragma unroll
         for (int jj = 0; jj < J; jj++)
             dka[i][jj] = dva[i][jj] = 0.0f;
-    for (int h = kh * rep; h < (kh + 1) * rep; h++) {
+    for (int h = h0; h < h1; h++) {
         const size_t qo = (size_t)b * T * qs + (size_t)h * hd;
         const float *lb = lse + ((size_t)b * H + h) * T, *db = Dsum + ((size_t)b * H + h) * T;
         for (int q0 = k0; q0 < T; q0 += RL_FA_B) { // the tiles at and below the diagonal
@@ -830,7 +838,13 @@ __global__ void __launch_bounds__(RL_FA_THREADS)
 #pragma unroll
         for (int jj = 0; jj < J; jj++) {
             int e = tx + 16 * jj;
-            if (e < hd) {
+            if (e >= hd)
+                continue;
+            if (part) { // (2, B, H, T, hd): the dK shares, then the dV shares
+                size_t o = (((size_t)b * H + h0) * T + c) * hd + e;
+                part[o] = scale * dka[i][jj];
+                part[(size_t)gridDim.z * H * T * hd + o] = dva[i][jj];
+            } else {
                 if (dk)
                     dk[ko + (size_t)c * ks + e] += scale * dka[i][jj];
                 if (dv)
@@ -838,6 +852,32 @@ __global__ void __launch_bounds__(RL_FA_THREADS)
             }
         }
     }
+}
+
+// dk/dv (B, T, KH, hd) += the query heads' shares of part, summed in head
+// order: one thread per element (blocks of RL_FA_THREADS).
+__global__ void k_fa_reduce_kv(float *dk, float *dv, const float *part, int B, int T, int H,
+                               int KH, int hd)
+{
+    int64_t i = (int64_t)blockIdx.x * RL_FA_THREADS + threadIdx.x;
+    if (i >= (int64_t)B * T * KH * hd)
+        return;
+    int e = (int)(i % hd);
+    int64_t r = i / hd;
+    int kh = (int)(r % KH);
+    r /= KH;
+    int c = (int)(r % T), b = (int)(r / T), rep = H / KH;
+    size_t plane = (size_t)B * H * T * hd;
+    float sk = 0.0f, sv = 0.0f;
+    for (int j = 0; j < rep; j++) {
+        size_t o = (((size_t)b * H + kh * rep + j) * T + c) * hd + e;
+        sk += part[o];
+        sv += part[plane + o];
+    }
+    if (dk)
+        dk[i] += sk;
+    if (dv)
+        dv[i] += sv;
 }
 
 // One block per row of logits (N, V): the CPU kernel's sums in double.
@@ -1187,7 +1227,8 @@ template <typename F> static void s_colsum(float *out, F f, int N, int C, const 
 
 // ---- the fused attention's launches (the kernels' comment above) ----------------
 
-static s_scratch s_fa_D; // the backward's D = Σ_s P dP, B·H·T floats
+static s_scratch s_fa_D;    // the backward's D = Σ_s P dP, B·H·T floats
+static s_scratch s_fa_part; // its per-query-head dK/dV shares, 2·B·H·T·hd floats
 
 static size_t s_fa_smem(int D, int kernel) // 0 forward, 1 dq, 2 dk/dv
 {
@@ -1251,10 +1292,28 @@ static int s_fa_backward(float *dq, float *dk, float *dv, const float *dout, con
     k_fa_backward_dq<D><<<dim3(tiles, (unsigned)H, (unsigned)B), RL_FA_THREADS, sm1>>>(
         dq, Dsum, dout, lse, q, k, v, mask, T, H, KH, hd, scale);
     CUDA_NOTE(cudaGetLastError());
-    if (dk || dv) {
-        s_fa_smem_allow(k_fa_backward_dkdv<D>, sm2);
-        k_fa_backward_dkdv<D><<<dim3(tiles, (unsigned)KH, (unsigned)B), RL_FA_THREADS, sm2>>>(
-            dk, dv, dout, lse, Dsum, q, k, v, mask, T, H, KH, hd, scale);
+    if (!dk && !dv)
+        return 0;
+    // Grouped heads: one block per query head and key tile, each head's
+    // share into a (2, B, H, T, hd) scratch, then summed in head order (a
+    // block per kv head walking its H/KH heads was the critical path: 7 × the
+    // query tiles of key tile 0 for Qwen2's grouping). One head per kv head:
+    // added directly.
+    float *part = nullptr;
+    if (KH < H) {
+        snprintf(what, sizeof what, "attention backward (flash, B=%d T=%d H=%d): dK/dV per head",
+                 B, T, H);
+        part = (float *)s_scratch_get(&s_fa_part, 2 * sizeof(float) * (size_t)B * H * T * hd, what);
+        if (!part)
+            return RL_ENOMEM;
+    }
+    s_fa_smem_allow(k_fa_backward_dkdv<D>, sm2);
+    k_fa_backward_dkdv<D><<<dim3(tiles, (unsigned)(part ? H : KH), (unsigned)B), RL_FA_THREADS, sm2>>>(
+        dk, dv, part, dout, lse, Dsum, q, k, v, mask, T, H, KH, hd, scale);
+    CUDA_NOTE(cudaGetLastError());
+    if (part) {
+        int64_t n = (int64_t)B * T * KH * hd;
+        k_fa_reduce_kv<<<s_blocks(n, RL_FA_THREADS), RL_FA_THREADS>>>(dk, dv, part, B, T, H, KH, hd);
         CUDA_NOTE(cudaGetLastError());
     }
     return 0;
@@ -1398,7 +1457,7 @@ void rl_cuda_sgemm(int transA, int transB, int M, int N, int K, float alpha, con
 void rl_cuda_linear_forward(float *out, const float *inp, const float *w, const float *b,
                             int N, int C, int OC)
 {
-    RL_CUDA_PROF("linear_forward");
+    RL_CUDA_PROF(OC >= RL_PROF_VOCAB ? "linear_forward_vocab" : "linear_forward");
     if (b)
         s_each(k_bias_rows, (int64_t)N * OC, out, b, N, OC);
     rl_cuda_sgemm(0, 1, N, OC, C, 1.0f, inp, C, w, C, b ? 1.0f : 0.0f, out, OC);
@@ -1449,7 +1508,7 @@ void rl_cuda_memset0(void *p, size_t bytes)
 void rl_cuda_linear_backward(float *dinp, float *dw, float *db, const float *dout,
                              const float *inp, const float *w, int N, int C, int OC)
 {
-    RL_CUDA_PROF("linear_backward");
+    RL_CUDA_PROF(OC >= RL_PROF_VOCAB ? "linear_backward_vocab" : "linear_backward");
     if (N <= 0 || C <= 0 || OC <= 0)
         return;
     if (dinp)
@@ -1499,7 +1558,7 @@ static void s_gemm_bf16(int transA, int transB, int M, int N, int K, const uint1
 int rl_cuda_linear_forward_bf16(float *out, const float *inp, const uint16_t *w16, const float *b,
                                 int N, int C, int OC)
 {
-    RL_CUDA_PROF("linear_forward_bf16");
+    RL_CUDA_PROF(OC >= RL_PROF_VOCAB ? "linear_forward_bf16_vocab" : "linear_forward_bf16");
     if (N <= 0 || OC <= 0 || C <= 0)
         return 0;
     int64_t ni = (int64_t)N * C;
@@ -1516,7 +1575,7 @@ int rl_cuda_linear_forward_bf16(float *out, const float *inp, const uint16_t *w1
 int rl_cuda_linear_backward_bf16(float *dinp, float *dw, float *db, const float *dout,
                                  const float *inp, const uint16_t *w16, int N, int C, int OC)
 {
-    RL_CUDA_PROF("linear_backward_bf16");
+    RL_CUDA_PROF(OC >= RL_PROF_VOCAB ? "linear_backward_bf16_vocab" : "linear_backward_bf16");
     if (N <= 0 || C <= 0 || OC <= 0)
         return 0;
     if (dinp || dw) {
