@@ -34,7 +34,10 @@
  * more with RL_CUDA_ATTENTION=flash (RL_BENCH_GPU_FLASH=2: every arm), its
  * rows suffixed _flash and rlrt_gpu_train_flash_vs_cublas_<p> = its tokens/s
  * over the plain arm's.
- * With RL_CUDA_PROFILE=1 each arm also prints where its timed steps went,
+ * After its timed steps each arm runs one more step with the per-op timing on
+ * (RL_BENCH_GPU_PROFILE=0: not) and prints rlrt_gpu_prof_<p>_<entry>_ms_per_step
+ * for it and rlrt_gpu_prof_<p>_top, its six longest entries.
+ * With RL_CUDA_PROFILE=1 each arm instead prints where its timed steps went,
  * per kernel-table entry: rlrt_gpu_prof_<p>_<entry>_ms_per_step
  * (rl_device_profile_take; the events add a little to the step time).
  * Exits 77 (skipped) without a CUDA build or a visible GPU.
@@ -173,6 +176,33 @@ static int s_arm(rl_device dev, rl_precision prec, const char *tag, int B, int T
         printf("bench: rlrt_gpu_%smem_gib_%s = %.2f\n", mp, rl_mem_purpose_name((rl_mem_purpose)i),
                mem.bytes[i] / 1073741824.0);
     printf("bench: rlrt_gpu_%smem_peak_gib = %.2f\n", mp, mem.peak / 1073741824.0);
+    /* where a step goes, without slowing the timed ones: one more step with
+     * the per-op timing on (RL_BENCH_GPU_PROFILE=0: not; with
+     * RL_CUDA_PROFILE=1 the timed steps were profiled above instead) */
+    if (dev == RL_DEVICE_CUDA && s_env("RL_BENCH_GPU_PROFILE", 1) && !np &&
+        !rl_device_profile_set(dev, 1)) {
+        loss = 0;
+        rl_lm_zero_grad(m);
+        int prc = rl_lm_forward_backward(m, B, T, tok, mask, 1.0f, micro, s_nll_fn, &w, &loss);
+        if (!prc)
+            prc = rl_adamw_step(opt, 1e-5, rl_lm_params(m), rl_lm_grads(m));
+        if (!prc)
+            prc = rl_device_sync(dev);
+        np = prc ? 0 : rl_device_profile_take(dev, prof, 48);
+        rl_device_profile_set(dev, 0);
+        if (prc)
+            fprintf(stderr, "bench_gpu_train: %s profiled step: %s\n", pn, rl_error_message());
+        double total = 0;
+        for (int i = 0; i < np; i++)
+            total += prof[i].ms;
+        for (int i = 0; i < np; i++)
+            printf("bench: rlrt_gpu_prof_%s_%s_ms_per_step = %.2f (%ld calls, %.1f%%; one profiled step)\n",
+                   pn, prof[i].name, prof[i].ms, prof[i].calls, total > 0 ? 100.0 * prof[i].ms / total : 0.0);
+        printf("bench: rlrt_gpu_prof_%s_top = ", pn);
+        for (int i = 0; i < np && i < 6; i++)
+            printf("%s%s %.1f ms", i ? "; " : "", prof[i].name, prof[i].ms);
+        printf("\n");
+    }
     rc = 0;
 done:
     rl_adamw_free(opt);

@@ -207,6 +207,10 @@ typedef struct rl_device_prof {
     double ms;
 } rl_device_prof;
 int rl_device_profile_take(rl_device dev, rl_device_prof *out, int max);
+/* Turns the per-op timing on (on != 0) or off from here on, whatever
+ * RL_CUDA_PROFILE says (call it between steps, not inside one); returns
+ * whether it was on. 0 and nothing done without CUDA. */
+int rl_device_profile_set(rl_device dev, int on);
 
 #ifdef __cplusplus
 }

@@ -28,6 +28,7 @@ int rl_cuda_ipc_close(void *p);
  * each launcher below (outermost only) with a pair of events. */
 struct rl_device_prof;
 int rl_cuda_profile_take(struct rl_device_prof *out, int max);
+int rl_cuda_profile_set(int on); /* rl_device_profile_set's CUDA side */
 
 void rl_cuda_sgemm(int transA, int transB, int M, int N, int K, float alpha, const float *A,
                    int lda, const float *B, int ldb, float beta, float *C, int ldc);

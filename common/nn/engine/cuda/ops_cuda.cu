@@ -1410,6 +1410,18 @@ int rl_cuda_ipc_close(void *p)
     return 0;
 }
 
+int rl_cuda_profile_set(int on)
+{
+    if (s_prof_on < 0) {
+        const char *e = getenv("RL_CUDA_PROFILE");
+        s_prof_on = e && *e && strcmp(e, "0") != 0;
+    }
+    int was = s_prof_on;
+    s_prof_on = on != 0;
+    s_prof_depth = 0;
+    return was;
+}
+
 int rl_cuda_profile_take(struct rl_device_prof *out, int max)
 {
     if (s_prof_on <= 0)
