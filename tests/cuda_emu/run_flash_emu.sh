@@ -20,8 +20,10 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 awk '/^#define RL_FA_B 64/{f=1} /^\/\/ One block per row of logits/{f=0} f' \
     "$root/common/nn/engine/cuda/ops_cuda.cu" |
-    sed 's/extern __shared__ float fsh\[\];/float *fsh = g_smem;/' >"$tmp/fa_extract.inc"
+    sed 's/extern __shared__ __align__(16) float fsh\[\];/float *fsh = g_smem;/' >"$tmp/fa_extract.inc"
 [ -s "$tmp/fa_extract.inc" ] || { echo "flash_emu: the kernels' text was not found"; exit 1; }
+! grep -q "extern __shared__" "$tmp/fa_extract.inc" ||
+    { echo "flash_emu: a shared-memory declaration this script does not rewrite"; exit 1; }
 ${CXX:-g++} -std=c++20 -O2 -I"$root" -I"$root/include" -I"$tmp" "$here/flash_emu.cpp" \
     -o "$tmp/flash_emu" "$lib" -fopenmp -lopenblas -lm -pthread
 "$tmp/flash_emu"

@@ -593,7 +593,7 @@ __global__ void __launch_bounds__(RL_FA_THREADS)
     k_fa_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                  const uint8_t *mask, int T, int H, int KH, int hd, float scale)
 {
-    extern __shared__ float fsh[];
+    extern __shared__ __align__(16) float fsh[]; // float4 reads
     constexpr int DP = D + 4, J = D / 16;
     float *Qs = fsh, *Ks = Qs + RL_FA_B * DP, *Vs = Ks + RL_FA_B * DP, *Ps = Vs + RL_FA_B * DP;
     const int q0 = (gridDim.x - 1 - blockIdx.x) * RL_FA_B; // the longest rows first
@@ -680,7 +680,7 @@ __global__ void __launch_bounds__(RL_FA_THREADS)
                      const float *k, const float *v, const uint8_t *mask, int T, int H, int KH,
                      int hd, float scale)
 {
-    extern __shared__ float fsh[];
+    extern __shared__ __align__(16) float fsh[]; // float4 reads
     constexpr int DP = D + 4, J = D / 16;
     float *Qs = fsh, *Os = Qs + RL_FA_B * DP, *Ks = Os + RL_FA_B * DP, *Vs = Ks + RL_FA_B * DP;
     float *Ss = Vs + RL_FA_B * DP; // dS
@@ -774,7 +774,7 @@ __global__ void __launch_bounds__(RL_FA_THREADS)
                        const float *Dsum, const float *q, const float *k, const float *v,
                        const uint8_t *mask, int T, int H, int KH, int hd, float scale)
 {
-    extern __shared__ float fsh[];
+    extern __shared__ __align__(16) float fsh[]; // float4 reads
     constexpr int DP = D + 4, J = D / 16;
     float *Ks = fsh, *Vs = Ks + RL_FA_B * DP, *Qs = Vs + RL_FA_B * DP, *Os = Qs + RL_FA_B * DP;
     float *Ps = Os + RL_FA_B * DP, *Ss = Ps + RL_FA_B * RL_FA_PS;
