@@ -311,7 +311,7 @@ static int s_attention_arm(rl_device dev, int B, int T, int reps)
             for (int g = 6; g < 9; g++)
                 rl_device_zero(dev, d[g], sizeof(float) * sz[g]);
             if (o->attention_forward(d[4], d[5], d[0], d[1], d[2], NULL, B, T, H, KH, hd) ||
-                o->attention_backward(d[6], d[7], d[8], d[3], d[5], d[0], d[1], d[2], NULL, B, T,
+                o->attention_backward(d[6], d[7], d[8], d[3], d[4], d[5], d[0], d[1], d[2], NULL, B, T,
                                       H, KH, hd))
                 goto done;
         }

@@ -95,22 +95,27 @@ template <int D> static void run(int B, int T, int H, int KH, int hd, int masked
     check("out", sout, out, 1e-5f);
     check("lse", slse, lse, 1e-5f);
     auto gq = randv(nq), gk = randv(nk), gv = randv(nk);
-    auto sq = gq, sk = gk, sv = gv;
-    std::vector<float> Dsum(nl, 7.0f);
-    rl_attention_backward(gq.data(), gk.data(), gv.data(), go.data(), lse.data(), q.data(), k.data(), v.data(), m, B, T, H, KH, hd);
-    launch(tiles, H, B, [&] { k_fa_backward_dq<D>(sq.data(), Dsum.data(), go.data(), lse.data(), q.data(), k.data(), v.data(), m, T, H, KH, hd, scale); });
-    if (KH == H) {
-        launch(tiles, KH, B, [&] { k_fa_backward_dkdv<D>(sk.data(), sv.data(), nullptr, go.data(), lse.data(), Dsum.data(), q.data(), k.data(), v.data(), m, T, H, KH, hd, scale); });
-    } else { /* the launcher's grouped path: shares per query head, then their sum */
-        std::vector<float> part(2 * (size_t)B * H * T * hd, NAN);
-        launch(tiles, H, B, [&] { k_fa_backward_dkdv<D>(sk.data(), sv.data(), part.data(), go.data(), lse.data(), Dsum.data(), q.data(), k.data(), v.data(), m, T, H, KH, hd, scale); });
-        unsigned nb = (unsigned)(((size_t)B * T * KH * hd + 255) / 256);
-        launch(nb, 1, 1, [&] { k_fa_reduce_kv(sk.data(), sv.data(), part.data(), B, T, H, KH, hd); });
-    }
+    auto g0q = gq, g0k = gk, g0v = gv;
+    rl_attention_backward(gq.data(), gk.data(), gv.data(), go.data(), out.data(), lse.data(), q.data(), k.data(), v.data(), m, B, T, H, KH, hd);
     float atol = 1e-5f + 2e-6f * (float)T * (float)(H / KH);
-    check("dq", sq, gq, atol);
-    check("dk", sk, gk, atol);
-    check("dv", sv, gv, atol);
+    for (int use_out = 1; use_out >= 0; use_out--) { /* D from the output, then by a sweep */
+        auto sq = g0q, sk = g0k, sv = g0v;
+        std::vector<float> Dsum(nl, 7.0f);
+        const float *o = use_out ? out.data() : nullptr;
+        launch(tiles, H, B, [&] { k_fa_backward_dq<D>(sq.data(), Dsum.data(), go.data(), o, lse.data(), q.data(), k.data(), v.data(), m, T, H, KH, hd, scale); });
+        if (KH == H) {
+            launch(tiles, KH, B, [&] { k_fa_backward_dkdv<D>(sk.data(), sv.data(), nullptr, go.data(), lse.data(), Dsum.data(), q.data(), k.data(), v.data(), m, T, H, KH, hd, scale); });
+        } else { /* the launcher's grouped path: shares per query head, then their sum */
+            std::vector<float> part(2 * (size_t)B * H * T * hd, NAN);
+            launch(tiles, H, B, [&] { k_fa_backward_dkdv<D>(sk.data(), sv.data(), part.data(), go.data(), lse.data(), Dsum.data(), q.data(), k.data(), v.data(), m, T, H, KH, hd, scale); });
+            unsigned nb = (unsigned)(((size_t)B * T * KH * hd + 255) / 256);
+            launch(nb, 1, 1, [&] { k_fa_reduce_kv(sk.data(), sv.data(), part.data(), B, T, H, KH, hd); });
+        }
+        printf(" %s:\n", use_out ? "D = dO.O" : "D by a sweep");
+        check("dq", sq, gq, atol);
+        check("dk", sk, gk, atol);
+        check("dv", sv, gv, atol);
+    }
 }
 
 int main()

@@ -287,17 +287,27 @@ static void s_attention(int B, int T, int H, int KH, int hd, int masked, uint64_
     assert_int_equal(cu->attention_forward(dout, dlse, dq_, dk_, dv_, dm, B, T, H, KH, hd), 0);
     s_check("attention out", dout, out, nq, 1e-5f);
     s_check("attention lse", dlse, lse, nl, 1e-5f);
-    /* gradients onto nonzero buffers; the GPU backward gets the CPU's lse */
+    /* gradients onto nonzero buffers; the GPU backward gets the CPU's lse and
+     * output, and runs once more without the output (the fused kernels then
+     * sweep the keys for D) */
     float *gq = s_rand(&g, nq), *gk = s_rand(&g, nk), *gv = s_rand(&g, nk);
     float *d_gq = s_up(gq, nq), *d_gk = s_up(gk, nk), *d_gv = s_up(gv, nk), *d_l = s_up(lse, nl);
-    assert_int_equal(rl_attention_backward(gq, gk, gv, go, lse, q, k, v, m, B, T, H, KH, hd), 0);
-    assert_int_equal(cu->attention_backward(d_gq, d_gk, d_gv, dgo, d_l, dq_, dk_, dv_, dm, B, T,
-                                            H, KH, hd),
+    float *n_gq = s_up(gq, nq), *n_gk = s_up(gk, nk), *n_gv = s_up(gv, nk), *d_o = s_up(out, nq);
+    assert_int_equal(rl_attention_backward(gq, gk, gv, go, out, lse, q, k, v, m, B, T, H, KH, hd),
+                     0);
+    assert_int_equal(cu->attention_backward(d_gq, d_gk, d_gv, dgo, d_o, d_l, dq_, dk_, dv_, dm, B,
+                                            T, H, KH, hd),
+                     0);
+    assert_int_equal(cu->attention_backward(n_gq, n_gk, n_gv, dgo, NULL, d_l, dq_, dk_, dv_, dm, B,
+                                            T, H, KH, hd),
                      0);
     float atol = 1e-5f + 2e-6f * (float)T * (float)(H / KH);
     s_check("attention dq", d_gq, gq, nq, atol);
     s_check("attention dk", d_gk, gk, nk, atol);
     s_check("attention dv", d_gv, gv, nk, atol);
+    s_check("attention dq (no out)", n_gq, gq, nq, atol);
+    s_check("attention dk (no out)", n_gk, gk, nk, atol);
+    s_check("attention dv (no out)", n_gv, gv, nk, atol);
     s_free_all();
     free(q); free(k); free(v); free(go); free(out); free(lse); free(mask);
     free(gq); free(gk); free(gv);
@@ -340,8 +350,8 @@ static void s_attention_repeat(int B, int T, int H, int KH, int hd, uint64_t see
         rl_device_zero(RL_DEVICE_CUDA, gk, nk * sizeof(float));
         rl_device_zero(RL_DEVICE_CUDA, gv, nk * sizeof(float));
         assert_int_equal(cu->attention_forward(o, l, dq_, dk_, dv_, NULL, B, T, H, KH, hd), 0);
-        assert_int_equal(cu->attention_backward(gq, gk, gv, dgo, l, dq_, dk_, dv_, NULL, B, T, H,
-                                                KH, hd),
+        assert_int_equal(cu->attention_backward(gq, gk, gv, dgo, o, l, dq_, dk_, dv_, NULL, B, T,
+                                                H, KH, hd),
                          0);
         assert_int_equal(rl_device_sync(RL_DEVICE_CUDA), 0);
         float *dev[5] = {o, l, gq, gk, gv};
@@ -384,7 +394,7 @@ static void test_cuda_attention(void **state)
     for (int i = 0; i < 2; i++) {
         setenv("RL_CUDA_ATTENTION", modes[i], 1);
         assert_int_equal(cu->attention_forward(d, d, d, d, d, NULL, 1, 1, 3, 2, 8), RL_EINVAL);
-        assert_int_equal(cu->attention_backward(d, d, d, d, d, d, d, d, NULL, 1, 1, 2, 2, 0),
+        assert_int_equal(cu->attention_backward(d, d, d, d, d, d, d, d, d, NULL, 1, 1, 2, 2, 0),
                          RL_EINVAL);
     }
     setenv("RL_CUDA_ATTENTION", "fast", 1);

@@ -83,7 +83,8 @@ typedef struct rl_nn_ops {
                              const float *v, const uint8_t *mask, int B, int T, int H, int KH,
                              int hd);
     int (*attention_backward)(float *dq, float *dk, float *dv, const float *dout,
-                              const float *lse, const float *q, const float *k, const float *v,
+                              const float *out, const float *lse, const float *q,
+                              const float *k, const float *v,
                               const uint8_t *mask, int B, int T, int H, int KH, int hd);
     void (*logprob_forward)(float *logp, float *entropy, float *lse, const float *logits,
                             const int32_t *target, float inv_temp, int N, int V);

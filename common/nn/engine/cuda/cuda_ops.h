@@ -82,7 +82,7 @@ int rl_cuda_attention_forward(float *out, float *lse, const float *q, const floa
                               const float *v, const uint8_t *mask, int B, int T, int H, int KH,
                               int hd);
 int rl_cuda_attention_backward(float *dq, float *dk, float *dv, const float *dout,
-                               const float *lse, const float *q, const float *k, const float *v,
+                               const float *out, const float *lse, const float *q, const float *k, const float *v,
                                const uint8_t *mask, int B, int T, int H, int KH, int hd);
 void rl_cuda_logprob_forward(float *logp, float *entropy, float *lse, const float *logits,
                              const int32_t *target, float inv_temp, int N, int V);

@@ -473,10 +473,11 @@ __global__ void k_att_grad_rows(float *S, float *dP, const float *lse, const uin
 // Forward: one block per (query tile, head, sequence), the longest rows first;
 // an online softmax over the key tiles 0..the diagonal (running max m, sum l,
 // the output rescaled by e^(m_old − m_new)); lse = m + log l, +inf and out = 0
-// for a row that sees no key (the CPU kernel's convention). Backward, two
-// kernels and no atomics: (1) per (query tile, head): D_t = Σ_s P_ts dP_ts
-// over the key tiles (the first sweep), then dS = P ⊙ (dP − D) and dQ +=
-// scale·dS K (the second sweep); D is kept in a B·H·T scratch; (2) per (key
+// for a row that sees no key (the CPU kernel's convention). Backward, no
+// atomics: (1) per (query tile, head): D_t = dO_t · O_t from the forward's
+// output (the entry's `out`; when NULL, Σ_s P_ts dP_ts in a first sweep over
+// the key tiles), then dS = P ⊙ (dP − D) and dQ += scale·dS K over the key
+// tiles; D is kept in a B·H·T scratch; (2) per (key
 // tile, query head): for each query tile from the diagonal on, P and dS
 // recomputed, dV += Pᵀ dO and dK += scale·dSᵀ Q, each head's share written
 // to a 2·B·H·T·hd scratch and (3) summed over the group's heads in order into
@@ -676,9 +677,9 @@ __device__ __forceinline__ float d_fa_prob(float s, float L, bool vis)
 
 template <int D>
 __global__ void __launch_bounds__(RL_FA_THREADS)
-    k_fa_backward_dq(float *dq, float *Dsum, const float *dout, const float *lse, const float *q,
-                     const float *k, const float *v, const uint8_t *mask, int T, int H, int KH,
-                     int hd, float scale)
+    k_fa_backward_dq(float *dq, float *Dsum, const float *dout, const float *out, const float *lse,
+                     const float *q, const float *k, const float *v, const uint8_t *mask, int T,
+                     int H, int KH, int hd, float scale)
 {
     extern __shared__ __align__(16) float fsh[]; // float4 reads
     constexpr int DP = D + 4, J = D / 16;
@@ -701,8 +702,22 @@ __global__ void __launch_bounds__(RL_FA_THREADS)
         Dr[i] = 0.0f;
     }
     const int last = (q0 + RL_FA_B < T ? q0 + RL_FA_B : T) - 1;
-    // sweep 1: D_t = Σ_s P_ts dP_ts (this thread's columns, then the row's 16 lanes)
-    for (int k0 = 0; k0 <= last; k0 += RL_FA_B) {
+    if (out) { // D_t = dO_t · O_t (the row's 16 lanes over the head)
+        __syncthreads(); // Os loaded
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int t = q0 + ty * 4 + i;
+            const float *orow = out + qo + (size_t)t * qs;
+#pragma unroll
+            for (int jj = 0; jj < J; jj++) {
+                int e = tx + 16 * jj;
+                if (t < T && e < hd)
+                    Dr[i] = fmaf(Os[(ty * 4 + i) * DP + e], orow[e], Dr[i]);
+            }
+        }
+    }
+    // else sweep 1: D_t = Σ_s P_ts dP_ts (this thread's columns, then the row's 16 lanes)
+    for (int k0 = 0; !out && k0 <= last; k0 += RL_FA_B) {
         __syncthreads();
         d_fa_load<D>(Ks, k + ko, k0, T, ks, hd);
         d_fa_load<D>(Vs, v + ko, k0, T, ks, hd);
@@ -1276,7 +1291,8 @@ static void s_fa_forward(float *out, float *lse, const float *q, const float *k,
 }
 
 template <int D>
-static int s_fa_backward(float *dq, float *dk, float *dv, const float *dout, const float *lse,
+static int s_fa_backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
+                         const float *lse,
                          const float *q, const float *k, const float *v, const uint8_t *mask,
                          int B, int T, int H, int KH, int hd)
 {
@@ -1290,7 +1306,7 @@ static int s_fa_backward(float *dq, float *dk, float *dv, const float *dout, con
     size_t sm1 = s_fa_smem(D, 1), sm2 = s_fa_smem(D, 2);
     s_fa_smem_allow(k_fa_backward_dq<D>, sm1);
     k_fa_backward_dq<D><<<dim3(tiles, (unsigned)H, (unsigned)B), RL_FA_THREADS, sm1>>>(
-        dq, Dsum, dout, lse, q, k, v, mask, T, H, KH, hd, scale);
+        dq, Dsum, dout, out, lse, q, k, v, mask, T, H, KH, hd, scale);
     CUDA_NOTE(cudaGetLastError());
     if (!dk && !dv)
         return 0;
@@ -1846,8 +1862,9 @@ int rl_cuda_attention_forward(float *out, float *lse, const float *q, const floa
 }
 
 int rl_cuda_attention_backward(float *dq, float *dk, float *dv, const float *dout,
-                               const float *lse, const float *q, const float *k, const float *v,
-                               const uint8_t *mask, int B, int T, int H, int KH, int hd)
+                               const float *out, const float *lse, const float *q, const float *k,
+                               const float *v, const uint8_t *mask, int B, int T, int H, int KH,
+                               int hd)
 {
     int fl = s_att_flash("attention backward");
     if (fl < 0)
@@ -1860,10 +1877,10 @@ int rl_cuda_attention_backward(float *dq, float *dk, float *dv, const float *dou
     if (rc || B <= 0 || T <= 0 || H <= 0 || (!dq && !dk && !dv))
         return rc;
     if (D == 32)
-        return s_fa_backward<32>(dq, dk, dv, dout, lse, q, k, v, mask, B, T, H, KH, hd);
+        return s_fa_backward<32>(dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, H, KH, hd);
     if (D == 64)
-        return s_fa_backward<64>(dq, dk, dv, dout, lse, q, k, v, mask, B, T, H, KH, hd);
-    return s_fa_backward<128>(dq, dk, dv, dout, lse, q, k, v, mask, B, T, H, KH, hd);
+        return s_fa_backward<64>(dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, H, KH, hd);
+    return s_fa_backward<128>(dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, H, KH, hd);
 }
 
 void rl_cuda_logprob_forward(float *logp, float *entropy, float *lse, const float *logits,

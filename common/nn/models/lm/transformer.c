@@ -648,7 +648,7 @@ int rl_lm_backward(rl_lm *m, const float *dlogp, const float *dentropy, const fl
         S_ZERO(a->dq, sizeof(float) * (size_t)N * qd);
         S_ZERO(a->dk, sizeof(float) * (size_t)N * kvd);
         S_ZERO(a->dv, sizeof(float) * (size_t)N * kvd);
-        if ((rc = o->attention_backward(a->dq, a->dk, a->dv, a->datty, y.lse, y.q, y.k, y.v, a->mask, B, T,
+        if ((rc = o->attention_backward(a->dq, a->dk, a->dv, a->datty, y.atty, y.lse, y.q, y.k, y.v, a->mask, B, T,
                                         H, KH, hd)) < 0)
             return rc;
         /* RoPE backward in place: dq/dk w.r.t. the pre-rotation projections.
