@@ -15,8 +15,8 @@ extern "C" {
 }
 using std::isinf;
 struct dim3s { unsigned x = 0, y = 0, z = 0; };
-thread_local dim3s threadIdx;
-static dim3s blockIdx, gridDim;
+thread_local dim3s threadIdx, blockIdx;
+static dim3s gridDim;
 static std::barrier<> *g_bar;
 alignas(16) static float g_smem[64 * 1024];
 struct float4 { float x, y, z, w; };
@@ -36,21 +36,29 @@ static inline float __shfl_xor_sync(unsigned, float v, int o)
 #define __launch_bounds__(x)
 #include "fa_extract.inc"
 
+// The grid's blocks one after another on one set of 256 threads.
 template <typename F> static void launch(unsigned gx, unsigned gy, unsigned gz, F f)
 {
     gridDim = {gx, gy, gz};
     std::barrier<> bar(256);
     g_bar = &bar;
-    for (unsigned z = 0; z < gz; z++)
-        for (unsigned y = 0; y < gy; y++)
-            for (unsigned x = 0; x < gx; x++) {
-                blockIdx = {x, y, z};
-                memset(g_smem, 0xff, sizeof g_smem); // NaN garbage: unwritten reads show
-                std::vector<std::thread> th;
-                for (unsigned t = 0; t < 256; t++)
-                    th.emplace_back([t, &f] { threadIdx.x = t; f(); });
-                for (auto &t : th) t.join();
-            }
+    std::vector<std::thread> th;
+    for (unsigned t = 0; t < 256; t++)
+        th.emplace_back([t, &f, gx, gy, gz] {
+            threadIdx.x = t;
+            for (unsigned z = 0; z < gz; z++)
+                for (unsigned y = 0; y < gy; y++)
+                    for (unsigned x = 0; x < gx; x++) {
+                        blockIdx = {x, y, z};
+                        if (t == 0) // NaN garbage: reads of unwritten shared memory show
+                            memset(g_smem, 0xff, sizeof g_smem);
+                        __syncthreads();
+                        f();
+                        __syncthreads(); // the block done before the next one's fill
+                    }
+        });
+    for (auto &t : th)
+        t.join();
 }
 
 static std::mt19937 rng(7);

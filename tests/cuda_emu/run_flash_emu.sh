@@ -8,8 +8,8 @@
 # test_nn_cuda's attention test. It checks the indexing, masking, the online
 # softmax and the two backward kernels' arithmetic; not timing, bank
 # conflicts or what only a GPU's scheduling shows (racecheck does that).
-# About a minute on 2 cores. BUILD: a build folder with lib/librlrt.a
-# (default build).
+# About 30 s on 2 cores (tests/integration/flash_emu.sh runs it in the test
+# suite). BUILD: a build folder with lib/librlrt.a (default build).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
