@@ -741,12 +741,20 @@ static void test_cuda_adamw_object(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_bf16(void **state) { (void)state; S_NEED_GPU(); }
 #endif
 
+/* The default attention path again after the attention test, failed or not. */
+static int s_attention_default(void **state)
+{
+    (void)state;
+    unsetenv("RL_CUDA_ATTENTION");
+    return 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cuda_dense),
         cmocka_unit_test(test_cuda_rope_embedding),
-        cmocka_unit_test(test_cuda_attention),
+        cmocka_unit_test_teardown(test_cuda_attention, s_attention_default),
         cmocka_unit_test(test_cuda_logprob),
         cmocka_unit_test(test_cuda_sample),
         cmocka_unit_test(test_cuda_decode),
