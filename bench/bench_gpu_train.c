@@ -27,7 +27,17 @@
  *   rlrt_gpu_bf16_mem_gib_<purpose> and rlrt_gpu_bf16_mem_peak_gib
  *   (rl_device_memory_get at the arm's end, before its model is freed; the
  *   peak is since the program started).
- * With RL_CUDA_PROFILE=1 each arm also prints where its timed steps went,
+ * The attention (issue 39's fused kernels): unless RL_BENCH_GPU_FLASH=0, the
+ * attention pair alone at the bench's shape on both CUDA paths
+ * (rlrt_gpu_attention_ms_cublas / _flash, rlrt_gpu_attention_flash_speedup,
+ * the largest difference between the paths' results), and the bf16 arm once
+ * more with RL_CUDA_ATTENTION=flash (RL_BENCH_GPU_FLASH=2: every arm), its
+ * rows suffixed _flash and rlrt_gpu_train_flash_vs_cublas_<p> = its tokens/s
+ * over the plain arm's.
+ * After its timed steps each arm runs one more step with the per-op timing on
+ * (RL_BENCH_GPU_PROFILE=0: not) and prints rlrt_gpu_prof_<p>_<entry>_ms_per_step
+ * for it and rlrt_gpu_prof_<p>_top, its six longest entries.
+ * With RL_CUDA_PROFILE=1 each arm instead prints where its timed steps went,
  * per kernel-table entry: rlrt_gpu_prof_<p>_<entry>_ms_per_step
  * (rl_device_profile_take; the events add a little to the step time).
  * Exits 77 (skipped) without a CUDA build or a visible GPU.
@@ -81,9 +91,11 @@ static int s_nll_fn(void *ctx, int row0, int B, int T, const float *logp, const 
 
 /* One arm: a fresh model in precision `prec`, two warm-up steps and the
  * timed ones; prints its figures. 0, or 1 with the message printed. */
-static int s_arm(rl_device dev, rl_precision prec, int B, int T, int L, int steps, int micro)
+static int s_arm(rl_device dev, rl_precision prec, const char *tag, int B, int T, int L, int steps,
+                 int micro, double *tps)
 {
-    const char *pn = rl_precision_name(prec);
+    char pn[48];
+    snprintf(pn, sizeof pn, "%s%s", rl_precision_name(prec), tag);
     rl_lm_config c = {.vocab_size = 151936, .hidden_size = 896, .intermediate_size = 4864,
                       .num_layers = L, .num_heads = 14, .num_kv_heads = 2, .max_seq_len = T,
                       .rope_theta = 1e6f, .rms_norm_eps = 1e-6f, .tie_word_embeddings = 1,
@@ -153,13 +165,44 @@ static int s_arm(rl_device dev, rl_precision prec, int B, int T, int L, int step
     printf("bench: rlrt_gpu_train_steps_timed_%s = %d\n", pn, timed);
     printf("bench: rlrt_gpu_train_tflops_%s = %.2f\n", pn, flops / dt / 1e12);
     printf("bench: rlrt_gpu_train_loss_last_%s = %.4f\n", pn, loss);
-    const char *mp = prec == RL_PRECISION_BF16 ? "bf16_" : "";
+    *tps = tokens / dt;
+    char mp[48];
+    snprintf(mp, sizeof mp, "%s%s", prec == RL_PRECISION_BF16 ? "bf16_" : "", *tag ? tag + 1 : "");
+    if (*tag)
+        strcat(mp, "_");
     rl_device_memory mem;
     rl_device_memory_get(dev, &mem);
     for (int i = 0; i < RL_MEM_COUNT; i++)
         printf("bench: rlrt_gpu_%smem_gib_%s = %.2f\n", mp, rl_mem_purpose_name((rl_mem_purpose)i),
                mem.bytes[i] / 1073741824.0);
     printf("bench: rlrt_gpu_%smem_peak_gib = %.2f\n", mp, mem.peak / 1073741824.0);
+    /* where a step goes, without slowing the timed ones: one more step with
+     * the per-op timing on (RL_BENCH_GPU_PROFILE=0: not; with
+     * RL_CUDA_PROFILE=1 the timed steps were profiled above instead) */
+    if (dev == RL_DEVICE_CUDA && s_env("RL_BENCH_GPU_PROFILE", 1) && !np &&
+        !rl_device_profile_set(dev, 1)) {
+        loss = 0;
+        rl_lm_zero_grad(m);
+        int prc = rl_lm_forward_backward(m, B, T, tok, mask, 1.0f, micro, s_nll_fn, &w, &loss);
+        if (!prc)
+            prc = rl_adamw_step(opt, 1e-5, rl_lm_params(m), rl_lm_grads(m));
+        if (!prc)
+            prc = rl_device_sync(dev);
+        np = prc ? 0 : rl_device_profile_take(dev, prof, 48);
+        rl_device_profile_set(dev, 0);
+        if (prc)
+            fprintf(stderr, "bench_gpu_train: %s profiled step: %s\n", pn, rl_error_message());
+        double total = 0;
+        for (int i = 0; i < np; i++)
+            total += prof[i].ms;
+        for (int i = 0; i < np; i++)
+            printf("bench: rlrt_gpu_prof_%s_%s_ms_per_step = %.2f (%ld calls, %.1f%%; one profiled step)\n",
+                   pn, prof[i].name, prof[i].ms, prof[i].calls, total > 0 ? 100.0 * prof[i].ms / total : 0.0);
+        printf("bench: rlrt_gpu_prof_%s_top = ", pn);
+        for (int i = 0; i < np && i < 6; i++)
+            printf("%s%s %.1f ms", i ? "; " : "", prof[i].name, prof[i].ms);
+        printf("\n");
+    }
     rc = 0;
 done:
     rl_adamw_free(opt);
@@ -228,6 +271,87 @@ done:
     return rc;
 }
 
+/* The attention pair alone at the bench's shape (B × T, 14 heads over 2 kv
+ * heads, head 64, no mask), forward then backward, on each CUDA path
+ * (RL_CUDA_ATTENTION=cublas, then flash): 1 warm-up and `reps` timed,
+ * ms per pair; the two paths' outputs and gradients compared (largest
+ * absolute difference). Prints rlrt_gpu_attention_ms_<path> and the ratio
+ * rlrt_gpu_attention_flash_speedup (cuBLAS ms ÷ flash ms). 0, or 1. */
+static int s_attention_arm(rl_device dev, int B, int T, int reps)
+{
+    const rl_nn_ops *o = rl_nn_ops_get(dev);
+    const int H = 14, KH = 2, hd = 64;
+    size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KH * hd, nl = (size_t)B * H * T;
+    size_t sz[9] = {nq, nk, nk, nq, nq, nl, nq, nk, nk}; /* q k v dout out lse dq dk dv */
+    float *d[9] = {0}, *h = malloc(sizeof(float) * nq), *keep[2][5] = {{0}};
+    double ms[2] = {0, 0}, diff = 0;
+    int rc = 1;
+    for (int i = 0; i < 9; i++)
+        if (!(d[i] = rl_device_alloc(dev, sizeof(float) * sz[i])))
+            goto done;
+    uint64_t x = 0x853c49e6748fea9bull;
+    for (int i = 0; i < 4; i++) { /* q, k, v, dout: uniform in [-1, 1) */
+        for (size_t j = 0; j < sz[i]; j++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            h[j] = (float)((x >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+        }
+        if (rl_device_copy(dev, d[i], RL_DEVICE_CPU, h, sizeof(float) * sz[i]))
+            goto done;
+    }
+    const char *path[2] = {"cublas", "flash"};
+    for (int p = 0; p < 2; p++) {
+        setenv("RL_CUDA_ATTENTION", path[p], 1);
+        double t0 = 0;
+        for (int r = 0; r <= reps; r++) {
+            if (r == 1) {
+                if (rl_device_sync(dev))
+                    goto done;
+                t0 = s_now();
+            }
+            for (int g = 6; g < 9; g++)
+                rl_device_zero(dev, d[g], sizeof(float) * sz[g]);
+            if (o->attention_forward(d[4], d[5], d[0], d[1], d[2], NULL, B, T, H, KH, hd) ||
+                o->attention_backward(d[6], d[7], d[8], d[3], d[4], d[5], d[0], d[1], d[2], NULL, B, T,
+                                      H, KH, hd))
+                goto done;
+        }
+        if (rl_device_sync(dev))
+            goto done;
+        ms[p] = (s_now() - t0) / reps * 1e3;
+        for (int i = 0; i < 5; i++) { /* out lse dq dk dv of the last pair */
+            int di = 4 + i;
+            if (!(keep[p][i] = malloc(sizeof(float) * sz[di])) ||
+                rl_device_copy(RL_DEVICE_CPU, keep[p][i], dev, d[di], sizeof(float) * sz[di]))
+                goto done;
+        }
+    }
+    for (int i = 0; i < 5; i++)
+        for (size_t j = 0; j < sz[4 + i]; j++) {
+            double a = keep[0][i][j], b = keep[1][i][j];
+            double e = a > b ? a - b : b - a;
+            if (!(e <= diff)) /* NaN counts */
+                diff = e;
+        }
+    printf("bench: rlrt_gpu_attention_ms_cublas = %.3f (B=%d T=%d H=%d KH=%d hd=%d, forward + backward)\n",
+           ms[0], B, T, H, KH, hd);
+    printf("bench: rlrt_gpu_attention_ms_flash = %.3f\n", ms[1]);
+    printf("bench: rlrt_gpu_attention_flash_speedup = %.3f (cuBLAS ms / flash ms)\n",
+           ms[1] > 0 ? ms[0] / ms[1] : 0.0);
+    printf("bench: rlrt_gpu_attention_flash_vs_cublas_maxdiff = %.3g (out, lse, dq, dk, dv)\n", diff);
+    rc = 0;
+done:
+    if (rc)
+        fprintf(stderr, "bench_gpu_train: attention: %s\n", rl_error_message());
+    unsetenv("RL_CUDA_ATTENTION");
+    for (int i = 0; i < 9; i++)
+        rl_device_free(dev, d[i]);
+    for (int p = 0; p < 2; p++)
+        for (int i = 0; i < 5; i++)
+            free(keep[p][i]);
+    free(h);
+    return rc;
+}
+
 int main(void)
 {
     const int B = s_env("RL_BENCH_GPU_B", 8), T = s_env("RL_BENCH_GPU_T", 1024);
@@ -256,10 +380,36 @@ int main(void)
         return 77;
     }
     int rc = 0;
-    if (fp32)
-        rc |= s_arm(dev, RL_PRECISION_FP32, B, T, L, steps, micro);
-    if (bf16)
-        rc |= s_arm(dev, RL_PRECISION_BF16, B, T, L, steps, micro);
+    /* RL_BENCH_GPU_FLASH: 1 (default) the bf16 arm again with the fused
+     * attention, 2 both precisions, 0 none; the attention pair alone on
+     * both paths unless 0 (CUDA only) */
+    const int flash = dev == RL_DEVICE_CUDA ? s_env("RL_BENCH_GPU_FLASH", 1) : 0;
+    if (flash)
+        rc |= s_attention_arm(dev, B, T, 5);
+    double tps = 0, tps_flash = 0;
+    const char *cur = getenv("RL_CUDA_ATTENTION");
+    if (cur && *cur && strcmp(cur, "cublas") != 0)
+        fprintf(stderr, "bench_gpu_train: RL_CUDA_ATTENTION=%s: the plain arms use it\n", cur);
+    for (int p = 0; p < 2; p++) {
+        rl_precision prec = p ? RL_PRECISION_BF16 : RL_PRECISION_FP32;
+        if (!(p ? bf16 : fp32))
+            continue;
+        rc |= s_arm(dev, prec, "", B, T, L, steps, micro, &tps);
+        if (flash == 2 || (flash == 1 && p == 1)) {
+            char *save = cur ? strdup(cur) : NULL;
+            setenv("RL_CUDA_ATTENTION", "flash", 1);
+            rc |= s_arm(dev, prec, "_flash", B, T, L, steps, micro, &tps_flash);
+            if (save)
+                setenv("RL_CUDA_ATTENTION", save, 1);
+            else
+                unsetenv("RL_CUDA_ATTENTION");
+            free(save);
+            cur = getenv("RL_CUDA_ATTENTION");
+            printf("bench: rlrt_gpu_train_flash_vs_cublas_%s = %.3f (tokens/s with the fused attention "
+                   "/ with the cuBLAS one)\n",
+                   rl_precision_name(prec), tps > 0 ? tps_flash / tps : 0.0);
+        }
+    }
     /* generation (RL_BENCH_GPU_GEN=0: off), the sizes of bench_gpu_torch.py's */
     const int gp = s_env("RL_BENCH_GPU_GEN_PROMPTS", 64), gt = s_env("RL_BENCH_GPU_GEN_TOKENS", 256);
     if (s_env("RL_BENCH_GPU_GEN", 1) && gp > 0 && gt > 0) {

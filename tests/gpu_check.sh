@@ -30,7 +30,20 @@
 #   out), their own
 #   section bench-gpu-e2e. Every part prints `gpu_check: time: PART: S s`:
 #   trim with GPU_TESTS, RL_BENCH_GPU_RL=0, RL_BENCH_GPU_E2E_STEPS, ... when
-#   the device time is short.
+#   the device time is short. RL_GPU_CHECK_BUDGET_S (default 480) bounds the
+#   whole: after the tests and gpu_jobs.py, the bench starts only with 2
+#   minutes left (its end-to-end jobs only with 6, unless RL_BENCH_GPU_E2E is
+#   set) and each sanitizer run only with its timeout left; what the budget
+#   left out is listed at the end (not a failure).
+#
+# * Attention has two CUDA paths (RL_CUDA_ATTENTION=cublas, the default, or
+#   flash, the fused kernels; docs/decisions/cuda-device-table.md):
+#   test_nn_cuda checks both against the CPU (T = 1, odd T, masked and empty
+#   rows, GQA ratios 1, 2 and 7, hd 8 to 512) and the fused ones bit for bit
+#   across two runs; test_nn_lm_cuda's test_lm_cuda_parity_flash runs the
+#   whole transformer's parity with the fused ones; the bench times both
+#   (rlrt_gpu_attention_* and rlrt_gpu_train_flash_vs_cublas_bf16). Their
+#   host emulation (tests/cuda_emu/run_flash_emu.sh) passes without a GPU.
 #
 # * compute-sanitizer (last: the slowest): memcheck, racecheck, synccheck
 #   and initcheck over test_nn_cuda, memcheck over test_nn_lm_cuda (each run
@@ -79,6 +92,13 @@ rc=0
 t_start=$(date +%s)
 t_part=$t_start
 took() { local now; now=$(date +%s); echo "gpu_check: time: $1: $((now - t_part)) s (total $((now - t_start)) s)"; t_part=$now; }
+# A wall-time budget (RL_GPU_CHECK_BUDGET_S, default 480 s: the device run's
+# 8 minutes): the tests and gpu_jobs.py always run; the parts after them
+# start only with time left for them, and each part left out is named at the
+# end (not a failure: a later run with more time, or GPU_TESTS trimmed, runs it).
+budget=${RL_GPU_CHECK_BUDGET_S:-480}
+left() { echo $((budget - ($(date +%s) - t_start))); }
+not_run=()
 for t in $tests; do
     bin=$BUILD/tests/$t
     echo "== $bin"
@@ -95,9 +115,19 @@ echo "== tests/integration/gpu_jobs.py"
 BUILD=$BUILD ${PYTHON:-python3} "$(dirname "$0")/integration/gpu_jobs.py"; r=$?
 took gpu_jobs.py
 [ $r = 0 ] || { echo "gpu_check: gpu_jobs.py: exit $r"; rc=1; }
-if [ "${RL_GPU_BENCH:-0}" = 1 ]; then
+if [ "${RL_GPU_BENCH:-0}" = 1 ] && [ "$(left)" -lt 120 ]; then
+    echo "gpu_check: bench_gpu.sh: not run, $(left) s of the ${budget} s budget left"
+    not_run+=("bench_gpu.sh")
+elif [ "${RL_GPU_BENCH:-0}" = 1 ]; then
     echo "== bench/bench_gpu.sh"
-    BUILD=$BUILD PYTHON=${PYTHON:-python3} "$(dirname "$0")/../bench/bench_gpu.sh" || { echo "gpu_check: bench_gpu failed"; rc=1; }
+    # the end-to-end jobs (minutes) only with 6 minutes left, unless asked for
+    e2e=${RL_BENCH_GPU_E2E:-}
+    if [ -z "$e2e" ] && [ "$(left)" -lt 360 ]; then
+        e2e=0
+        echo "gpu_check: bench_gpu_e2e.py left out: $(left) s of the budget left (RL_BENCH_GPU_E2E=1 runs it)"
+        not_run+=("bench_gpu_e2e.py")
+    fi
+    RL_BENCH_GPU_E2E=${e2e:-1} BUILD=$BUILD PYTHON=${PYTHON:-python3} "$(dirname "$0")/../bench/bench_gpu.sh" || { echo "gpu_check: bench_gpu failed"; rc=1; }
     took bench_gpu.sh
 fi
 cs=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
@@ -115,8 +145,14 @@ else
         tools=${RL_SANITIZER_TOOLS:-memcheck racecheck synccheck initcheck}
         [ "$t" = test_nn_cuda ] || tools=memcheck
         for tool in $tools; do
+            if [ "$(left)" -lt $(( ${RL_SANITIZER_TIMEOUT:-60} + 5 )) ]; then
+                echo "gpu_check: compute-sanitizer $tool $t: not run, $(left) s of the budget left"
+                not_run+=("$tool $t")
+                continue
+            fi
             echo "== compute-sanitizer --tool $tool $t"
-            timeout "${RL_SANITIZER_TIMEOUT:-60}" "$cs" --tool $tool --error-exitcode 9 "$BUILD/tests/$t" 2>&1 \
+            # RL_CUDA_TEST_SHORT: test_nn_cuda leaves out its two longest attention shapes
+            RL_CUDA_TEST_SHORT=1 timeout "${RL_SANITIZER_TIMEOUT:-60}" "$cs" --tool $tool --error-exitcode 9 "$BUILD/tests/$t" 2>&1 \
                 | grep -E "SUMMARY|FAILED|Error"
             r=${PIPESTATUS[0]}
             [ $r = 124 ] && echo "gpu_check: $tool $t: timed out after ${RL_SANITIZER_TIMEOUT:-60} s"
@@ -125,6 +161,7 @@ else
         done
     done
 fi
-echo "gpu_check: $([ $rc = 0 ] && echo passed || echo FAILED)"
+[ ${#not_run[@]} = 0 ] || echo "gpu_check: not run for the ${budget} s budget (RL_GPU_CHECK_BUDGET_S): ${not_run[*]}"
+echo "gpu_check: $([ $rc = 0 ] && echo passed || echo FAILED) in $(( $(date +%s) - t_start )) s"
 [ $rc = 0 ] && [ "${rc_cs:-0}" = 77 ] && exit 77
 exit $rc

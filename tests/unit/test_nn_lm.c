@@ -1020,6 +1020,13 @@ static void test_config_and_argument_errors(void **state)
     uint8_t holes[4] = {1, 0, 1, 0};
     assert_int_equal(rl_lm_forward(m, 1, 4, tok, holes, 1.0f, NULL, NULL, NULL), RL_EINVAL);
     assert_int_equal(rl_lm_forward(m, 1, 41, tok, NULL, 1.0f, NULL, NULL, NULL), RL_ESHAPE);
+    /* a backward consumes its forward: the logits become their gradient */
+    assert_int_equal(rl_lm_forward(m, 1, 4, tok, mask, 1.0f, NULL, NULL, NULL), 0);
+    assert_non_null(rl_lm_logits(m));
+    float dl[4] = {1, 1, 1, 1};
+    assert_int_equal(rl_lm_backward(m, dl, NULL, NULL), 0);
+    assert_null(rl_lm_logits(m));
+    assert_int_equal(rl_lm_backward(m, dl, NULL, NULL), RL_ESTATE);
     assert_non_null(rl_lm_param(m, "model.layers.1.self_attn.k_proj.bias"));
     assert_non_null(rl_lm_param(m, "value_head.bias"));
     assert_null(rl_lm_param(m, "model.layers.2.mlp.up_proj.weight"));

@@ -273,6 +273,29 @@ static void test_lm_cuda_parity(void **state)
     s_parity(s_cfg(1, 0, 0), 4); /* Llama-like: tied embeddings */
 }
 
+/* The same parity with the fused flash attention (RL_CUDA_ATTENTION=flash):
+ * the whole model's outputs, gradients and AdamW steps against the CPU. */
+static void test_lm_cuda_parity_flash(void **state)
+{
+    (void)state;
+    if (!s_gpu()) {
+        print_message("skip: no CUDA GPU visible (or built without make CUDA=1)\n");
+        skip();
+        return;
+    }
+    setenv("RL_CUDA_ATTENTION", "flash", 1);
+    s_parity(s_cfg(0, 1, 1), 3);
+    s_parity(s_cfg(1, 0, 0), 4);
+}
+
+/* The default path again after it, failed or not. */
+static int s_attention_default(void **state)
+{
+    (void)state;
+    unsetenv("RL_CUDA_ATTENTION");
+    return 0;
+}
+
 /* ---- the model interface on the GPU (rl_model_to_device) ------------------------------------- */
 
 static rl_model *s_model(uint64_t seed)
@@ -617,6 +640,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lm_cuda_refused_without_gpu),
         cmocka_unit_test(test_lm_cuda_parity),
+        cmocka_unit_test_teardown(test_lm_cuda_parity_flash, s_attention_default),
         cmocka_unit_test(test_lm_model_on_cuda),
         cmocka_unit_test(test_lm_cuda_bf16),
     };

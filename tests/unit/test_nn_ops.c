@@ -365,7 +365,7 @@ static void test_attention_backward(void **state)
     float *out = s_zeros(nq), *r = s_rand(nq, 1);
     float *dq = s_zeros(nq), *dk = s_zeros(nk), *dv = s_zeros(nk);
     assert_int_equal(rl_attention_forward(out, a.lse, a.q, a.k, a.v, mask, B, T, H, KH, hd), 0);
-    assert_int_equal(rl_attention_backward(dq, dk, dv, r, a.lse, a.q, a.k, a.v, mask, B, T, H,
+    assert_int_equal(rl_attention_backward(dq, dk, dv, r, NULL, a.lse, a.q, a.k, a.v, mask, B, T, H,
                                            KH, hd), 0);
     /* Padded keys of row 1 get no gradient (nothing attends to them). */
     for (int t = 3; t < 5; t++)
@@ -420,7 +420,7 @@ static void test_attention_blocks_naive(void **state)
                 }
             }
     float *r = s_rand(nq, 1), *dq = s_zeros(nq), *dk = s_zeros(nk), *dv = s_zeros(nk);
-    assert_int_equal(rl_attention_backward(dq, dk, dv, r, a.lse, a.q, a.k, a.v, mask, B, T, H,
+    assert_int_equal(rl_attention_backward(dq, dk, dv, r, NULL, a.lse, a.q, a.k, a.v, mask, B, T, H,
                                            KH, hd), 0);
     /* FD on batch row 0 (its inputs are the first half of each array). */
     s_fd("attention(T=70) dq", att_f, &a, a.q, nq / 2, dq, r, nq);
@@ -513,7 +513,7 @@ static void test_parallel_paths_match_serial(void **state)
         ao[r] = s_zeros(nq); dq[r] = s_zeros(nq); dk[r] = s_zeros(nk); dv[r] = s_zeros(nk);
         float *lse = s_zeros((int64_t)B * H * T);
         assert_int_equal(rl_attention_forward(ao[r], lse, q, k, v, NULL, B, T, H, KH, hd), 0);
-        assert_int_equal(rl_attention_backward(dq[r], dk[r], dv[r], q, lse, q, k, v, NULL, B, T,
+        assert_int_equal(rl_attention_backward(dq[r], dk[r], dv[r], q, NULL, lse, q, k, v, NULL, B, T,
                                                H, KH, hd), 0);
         free(lse);
         gm[r] = s_zeros(512 * 640);

@@ -297,6 +297,16 @@ int rl_device_ipc_close(rl_device dev, void *p)
     return s_ipc_unsupported(dev, "ipc close");
 }
 
+int rl_device_profile_set(rl_device dev, int on)
+{
+#ifdef RL_CUDA
+    if (dev == RL_DEVICE_CUDA)
+        return rl_cuda_profile_set(on);
+#endif
+    (void)dev, (void)on;
+    return 0;
+}
+
 int rl_device_profile_take(rl_device dev, rl_device_prof *out, int max)
 {
 #ifdef RL_CUDA

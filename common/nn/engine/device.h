@@ -83,7 +83,8 @@ typedef struct rl_nn_ops {
                              const float *v, const uint8_t *mask, int B, int T, int H, int KH,
                              int hd);
     int (*attention_backward)(float *dq, float *dk, float *dv, const float *dout,
-                              const float *lse, const float *q, const float *k, const float *v,
+                              const float *out, const float *lse, const float *q,
+                              const float *k, const float *v,
                               const uint8_t *mask, int B, int T, int H, int KH, int hd);
     void (*logprob_forward)(float *logp, float *entropy, float *lse, const float *logits,
                             const int32_t *target, float inv_temp, int N, int V);
@@ -196,7 +197,9 @@ int rl_device_ipc_close(rl_device dev, void *p);
 /* Per-op device time, for finding where a step goes: on CUDA, with
  * RL_CUDA_PROFILE=1 in the environment, every kernel-table entry (and
  * copy) is timed by a pair of CUDA events (nested entries count in their
- * caller). rl_device_profile_take waits for the device, fills up to `max`
+ * caller; a linear entry with 32768 outputs or more, an LM head, is named
+ * *_vocab; the attention pair's fused kernels are *_flash).
+ * rl_device_profile_take waits for the device, fills up to `max`
  * entries with the totals since the last take, the longest first, resets
  * them, and returns the number of entries (0 without CUDA or when off). */
 typedef struct rl_device_prof {
@@ -205,6 +208,10 @@ typedef struct rl_device_prof {
     double ms;
 } rl_device_prof;
 int rl_device_profile_take(rl_device dev, rl_device_prof *out, int max);
+/* Turns the per-op timing on (on != 0) or off from here on, whatever
+ * RL_CUDA_PROFILE says (call it between steps, not inside one); returns
+ * whether it was on. 0 and nothing done without CUDA. */
+int rl_device_profile_set(rl_device dev, int on);
 
 #ifdef __cplusplus
 }

@@ -203,8 +203,10 @@ void rl_embedding_backward(float *dtable, const float *dout,
 int rl_attention_forward(float *out, float *lse, const float *q, const float *k,
                          const float *v, const uint8_t *mask, int B, int T, int H, int KH,
                          int hd);
-/* dq (B,T,H,hd), dk/dv (B,T,KH,hd) += ...; same mask as the forward. */
-int rl_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+/* dq (B,T,H,hd), dk/dv (B,T,KH,hd) += ...; same mask as the forward. out:
+ * the forward's output, or NULL; this CPU kernel does not read it (the fused
+ * CUDA kernels take D_t = dO_t · O_t from it instead of a sweep over keys). */
+int rl_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
                           const float *lse, const float *q, const float *k, const float *v,
                           const uint8_t *mask, int B, int T, int H, int KH, int hd);
 

@@ -125,9 +125,9 @@ int rl_attention_forward(float *out, float *lse, const float *q, const float *k,
     return 0;
 }
 
-int rl_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *lse,
-                          const float *q, const float *k, const float *v, const uint8_t *mask,
-                          int B, int T, int H, int KH, int hd)
+int rl_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
+                          const float *lse, const float *q, const float *k, const float *v,
+                          const uint8_t *mask, int B, int T, int H, int KH, int hd)
 {
     int rep = H / KH;
     float scale = 1.0f / sqrtf((float)hd);

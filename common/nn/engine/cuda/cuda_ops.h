@@ -28,6 +28,7 @@ int rl_cuda_ipc_close(void *p);
  * each launcher below (outermost only) with a pair of events. */
 struct rl_device_prof;
 int rl_cuda_profile_take(struct rl_device_prof *out, int max);
+int rl_cuda_profile_set(int on); /* rl_device_profile_set's CUDA side */
 
 void rl_cuda_sgemm(int transA, int transB, int M, int N, int K, float alpha, const float *A,
                    int lda, const float *B, int ldb, float beta, float *C, int ldc);
@@ -58,7 +59,11 @@ void rl_cuda_swiglu_forward(float *out, const float *gate, const float *up, int6
  * rows in order per token, one block per row), so the results do not depend
  * on scheduling; there are no atomics. The attention pair goes through
  * cuBLAS one sequence at a time and keeps a scratch of H·T² floats (forward)
- * or 2·H·T² (backward); RL_ENOMEM when it cannot grow. */
+ * or 2·H·T² (backward); RL_ENOMEM when it cannot grow. With
+ * RL_CUDA_ATTENTION=flash (read at each call) it runs the fused kernels
+ * instead (no T² scratch; B·H·T floats for the backward) for heads up to 128
+ * wide that the device's shared memory takes, else the cuBLAS path; any
+ * other value than cublas or flash is RL_EINVAL. */
 void rl_cuda_linear_backward(float *dinp, float *dw, float *db, const float *dout,
                              const float *inp, const float *w, int N, int C, int OC);
 void rl_cuda_softmax_backward(float *dinp, const float *dout, const float *out, int N, int C);
@@ -77,7 +82,7 @@ int rl_cuda_attention_forward(float *out, float *lse, const float *q, const floa
                               const float *v, const uint8_t *mask, int B, int T, int H, int KH,
                               int hd);
 int rl_cuda_attention_backward(float *dq, float *dk, float *dv, const float *dout,
-                               const float *lse, const float *q, const float *k, const float *v,
+                               const float *out, const float *lse, const float *q, const float *k, const float *v,
                                const uint8_t *mask, int B, int T, int H, int KH, int hd);
 void rl_cuda_logprob_forward(float *logp, float *entropy, float *lse, const float *logits,
                              const int32_t *target, float inv_temp, int N, int V);

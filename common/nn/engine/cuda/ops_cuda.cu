@@ -126,6 +126,9 @@ struct s_prof_scope {
     ~s_prof_scope() { s_prof_end(i); }
 };
 #define RL_CUDA_PROF(name) s_prof_scope prof_scope_(name)
+// The linear entries with this many outputs or more (an LM head over a
+// vocabulary) are timed under their own name, *_vocab, apart from the layers'.
+#define RL_PROF_VOCAB 32768
 
 // ---- kernels ----------------------------------------------------------------
 
@@ -447,6 +450,449 @@ __global__ void k_att_grad_rows(float *S, float *dP, const float *lse, const uin
     float Df = (float)d_block_sum(D, shd);
     for (int s = threadIdx.x; s < T; s += blockDim.x) // each s is this thread's own
         drow[s] = srow[s] * (drow[s] - Df);
+}
+
+// ---- fused (flash-style) causal GQA attention ------------------------------------
+//
+// RL_CUDA_ATTENTION=flash selects it (rl_cuda_attention_*; the default stays
+// the cuBLAS path above until a GPU run has measured both). float32 in and
+// out on CUDA cores with float32 accumulation in both precisions (bf16 leaves
+// attention in float32, bf16-precision.md); nothing of size T² is stored.
+// Tiles of RL_FA_B = 64 query rows × 64 keys; a block has 256 threads, thread
+// (ty, tx) = (tid / 16, tid % 16) holds the tile's rows ty·4 + i (i < 4) and
+// its columns tx + 16·j, so a row's 16 threads are 16 consecutive lanes of one
+// warp and its max and sums reduce by xor shuffles (every lane gets the same
+// value: each step adds the same two operands). The head size is padded with
+// zeros to D = 32, 64 or 128 (a template parameter); wider heads take the
+// cuBLAS path. Shared tiles are row-major with stride D + 4 (≡ 4 mod 32
+// banks): the dot products read float4s along the head (a quarter warp's
+// eight float4s, rows tx·(D + 4), cover the 32 banks once), the products
+// with P read one float per thread along a row (consecutive), and P/dS
+// (stride 68) are read as float4s of four keys.
+//
+// Forward: one block per (query tile, head, sequence), the longest rows first;
+// an online softmax over the key tiles 0..the diagonal (running max m, sum l,
+// the output rescaled by e^(m_old − m_new)); lse = m + log l, +inf and out = 0
+// for a row that sees no key (the CPU kernel's convention). Backward, no
+// atomics: (1) per (query tile, head): D_t = dO_t · O_t from the forward's
+// output (the entry's `out`; when NULL, Σ_s P_ts dP_ts in a first sweep over
+// the key tiles), then dS = P ⊙ (dP − D) and dQ += scale·dS K over the key
+// tiles; D is kept in a B·H·T scratch; (2) per (key
+// tile, query head): for each query tile from the diagonal on, P and dS
+// recomputed, dV += Pᵀ dO and dK += scale·dSᵀ Q, each head's share written
+// to a 2·B·H·T·hd scratch and (3) summed over the group's heads in order into
+// dK/dV (without grouping, (2) runs per kv head and adds directly). Every sum
+// runs in a fixed order: a GPU run repeats bit for bit.
+#define RL_FA_B 64
+#define RL_FA_PS (RL_FA_B + 4) // the P/dS tiles' row stride (float4-aligned)
+#define RL_FA_THREADS 256
+
+__device__ __forceinline__ float d_row16_max(float v)
+{
+    for (int o = 8; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+__device__ __forceinline__ float d_row16_sum(float v)
+{
+    for (int o = 8; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Rows r0..r0+63 of a (T, ·) slice with row stride rs into sm (64, D + 4),
+// zeros past T and past hd.
+template <int D>
+__device__ void d_fa_load(float *sm, const float *base, int r0, int T, int rs, int hd)
+{
+    for (int i = threadIdx.x; i < RL_FA_B * D; i += RL_FA_THREADS) {
+        int r = i / D, e = i % D;
+        float x = 0.0f;
+        if (r0 + r < T && e < hd)
+            x = base[(size_t)(r0 + r) * rs + e];
+        sm[r * (D + 4) + e] = x;
+    }
+}
+
+// Key c visible to query t (both < T checked by the caller where needed).
+__device__ __forceinline__ bool d_fa_vis(int c, int t, int T, const uint8_t *mb)
+{
+    return c <= t && c < T && (!mb || mb[c]);
+}
+
+// s[i][j] = A_row(ty·4+i) · B_row(tx+16j) over D (A, B shared tiles, stride
+// D + 4), four elements of the head per float4 load.
+template <int D>
+__device__ __forceinline__ void d_fa_dot(float s[4][4], const float *A, const float *Bt, int ty, int tx)
+{
+    constexpr int DS = D + 4;
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            s[i][j] = 0.0f;
+#pragma unroll 4
+    for (int e = 0; e < D; e += 4) {
+        float4 a[4], bb[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            a[i] = *(const float4 *)&A[(ty * 4 + i) * DS + e];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            bb[j] = *(const float4 *)&Bt[(tx + 16 * j) * DS + e];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                s[i][j] = fmaf(a[i].x, bb[j].x, s[i][j]);
+                s[i][j] = fmaf(a[i].y, bb[j].y, s[i][j]);
+                s[i][j] = fmaf(a[i].z, bb[j].z, s[i][j]);
+                s[i][j] = fmaf(a[i].w, bb[j].w, s[i][j]);
+            }
+    }
+}
+
+__device__ __forceinline__ float d_f4(const float4 &v, int k)
+{
+    return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
+}
+
+// acc[i][jj] += Σ_c W[row ty·4+i][c] · X[c][tx + 16·jj] over c < n (n rounded
+// up to 4: W's columns past the tile's keys are 0, X's rows past T are 0);
+// W (64, RL_FA_PS) read as float4s, X a tile of stride D + 4.
+template <int D>
+__device__ __forceinline__ void d_fa_wx(float acc[4][D / 16], const float *W, const float *X, int n,
+                                        int ty, int tx)
+{
+    constexpr int DS = D + 4, J = D / 16;
+    n = (n + 3) & ~3;
+    for (int c = 0; c < n; c += 4) {
+        float4 w4[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            w4[i] = *(const float4 *)&W[(ty * 4 + i) * RL_FA_PS + c];
+#pragma unroll
+        for (int cc = 0; cc < 4; cc++) {
+            float xv[J];
+#pragma unroll
+            for (int jj = 0; jj < J; jj++)
+                xv[jj] = X[(c + cc) * DS + tx + 16 * jj];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                float w = d_f4(w4[i], cc);
+#pragma unroll
+                for (int jj = 0; jj < J; jj++)
+                    acc[i][jj] = fmaf(w, xv[jj], acc[i][jj]);
+            }
+        }
+    }
+}
+
+template <int D>
+__global__ void __launch_bounds__(RL_FA_THREADS)
+    k_fa_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                 const uint8_t *mask, int T, int H, int KH, int hd, float scale)
+{
+    extern __shared__ __align__(16) float fsh[]; // float4 reads
+    constexpr int DP = D + 4, J = D / 16;
+    float *Qs = fsh, *Ks = Qs + RL_FA_B * DP, *Vs = Ks + RL_FA_B * DP, *Ps = Vs + RL_FA_B * DP;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * RL_FA_B; // the longest rows first
+    const int h = blockIdx.y, b = blockIdx.z, kh = h / (H / KH);
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const int qs = H * hd, ks = KH * hd;
+    const float *qb = q + (size_t)b * T * qs + (size_t)h * hd;
+    const float *kb = k + (size_t)b * T * ks + (size_t)kh * hd;
+    const float *vb = v + (size_t)b * T * ks + (size_t)kh * hd;
+    const uint8_t *mb = mask ? mask + (size_t)b * T : nullptr;
+    d_fa_load<D>(Qs, qb, q0, T, qs, hd);
+    float m[4], l[4], o[4][J];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+#pragma unroll
+        for (int jj = 0; jj < J; jj++)
+            o[i][jj] = 0.0f;
+    }
+    const int last = (q0 + RL_FA_B < T ? q0 + RL_FA_B : T) - 1; // the tile's last real row
+    for (int k0 = 0; k0 <= last; k0 += RL_FA_B) {
+        __syncthreads(); // the previous tile's reads of Ks, Vs, Ps are done
+        d_fa_load<D>(Ks, kb, k0, T, ks, hd);
+        d_fa_load<D>(Vs, vb, k0, T, ks, hd);
+        __syncthreads();
+        float s[4][4];
+        d_fa_dot<D>(s, Qs, Ks, ty, tx);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int t = q0 + ty * 4 + i;
+            float mx = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                s[i][j] = d_fa_vis(k0 + tx + 16 * j, t, T, mb) ? s[i][j] * scale : -INFINITY;
+                mx = fmaxf(mx, s[i][j]);
+            }
+            mx = d_row16_max(mx);
+            float mn = fmaxf(m[i], mx);
+            float alpha = mn == -INFINITY ? 1.0f : expf(m[i] - mn);
+            float ps = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                float p = s[i][j] == -INFINITY ? 0.0f : expf(s[i][j] - mn);
+                Ps[(ty * 4 + i) * RL_FA_PS + tx + 16 * j] = p;
+                ps += p;
+            }
+            l[i] = l[i] * alpha + d_row16_sum(ps);
+            m[i] = mn;
+#pragma unroll
+            for (int jj = 0; jj < J; jj++)
+                o[i][jj] *= alpha;
+        }
+        __syncthreads();
+        d_fa_wx<D>(o, Ps, Vs, T - k0 < RL_FA_B ? T - k0 : RL_FA_B, ty, tx);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int t = q0 + ty * 4 + i;
+        if (t >= T)
+            continue;
+        float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+        float *ob = out + ((size_t)b * T + t) * qs + (size_t)h * hd;
+#pragma unroll
+        for (int jj = 0; jj < J; jj++) {
+            int e = tx + 16 * jj;
+            if (e < hd)
+                ob[e] = o[i][jj] * inv;
+        }
+        if (tx == 0)
+            lse[((size_t)b * H + h) * T + t] = l[i] > 0.0f ? m[i] + logf(l[i]) : INFINITY;
+    }
+}
+
+// P_ts from the forward's lse (0 where invisible or the row sees no key).
+__device__ __forceinline__ float d_fa_prob(float s, float L, bool vis)
+{
+    return vis && !isinf(L) ? expf(s - L) : 0.0f;
+}
+
+template <int D>
+__global__ void __launch_bounds__(RL_FA_THREADS)
+    k_fa_backward_dq(float *dq, float *Dsum, const float *dout, const float *out, const float *lse,
+                     const float *q, const float *k, const float *v, const uint8_t *mask, int T,
+                     int H, int KH, int hd, float scale)
+{
+    extern __shared__ __align__(16) float fsh[]; // float4 reads
+    constexpr int DP = D + 4, J = D / 16;
+    float *Qs = fsh, *Os = Qs + RL_FA_B * DP, *Ks = Os + RL_FA_B * DP, *Vs = Ks + RL_FA_B * DP;
+    float *Ss = Vs + RL_FA_B * DP; // dS
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * RL_FA_B;
+    const int h = blockIdx.y, b = blockIdx.z, kh = h / (H / KH);
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const int qs = H * hd, ks = KH * hd;
+    const size_t qo = (size_t)b * T * qs + (size_t)h * hd, ko = (size_t)b * T * ks + (size_t)kh * hd;
+    const uint8_t *mb = mask ? mask + (size_t)b * T : nullptr;
+    const float *lb = lse + ((size_t)b * H + h) * T;
+    d_fa_load<D>(Qs, q + qo, q0, T, qs, hd);
+    d_fa_load<D>(Os, dout + qo, q0, T, qs, hd);
+    float L[4], Dr[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int t = q0 + ty * 4 + i;
+        L[i] = t < T ? lb[t] : INFINITY;
+        Dr[i] = 0.0f;
+    }
+    const int last = (q0 + RL_FA_B < T ? q0 + RL_FA_B : T) - 1;
+    if (out) { // D_t = dO_t · O_t (the row's 16 lanes over the head)
+        __syncthreads(); // Os loaded
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int t = q0 + ty * 4 + i;
+            const float *orow = out + qo + (size_t)t * qs;
+#pragma unroll
+            for (int jj = 0; jj < J; jj++) {
+                int e = tx + 16 * jj;
+                if (t < T && e < hd)
+                    Dr[i] = fmaf(Os[(ty * 4 + i) * DP + e], orow[e], Dr[i]);
+            }
+        }
+    }
+    // else sweep 1: D_t = Σ_s P_ts dP_ts (this thread's columns, then the row's 16 lanes)
+    for (int k0 = 0; !out && k0 <= last; k0 += RL_FA_B) {
+        __syncthreads();
+        d_fa_load<D>(Ks, k + ko, k0, T, ks, hd);
+        d_fa_load<D>(Vs, v + ko, k0, T, ks, hd);
+        __syncthreads();
+        float s[4][4], dp[4][4];
+        d_fa_dot<D>(s, Qs, Ks, ty, tx);
+        d_fa_dot<D>(dp, Os, Vs, ty, tx);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int t = q0 + ty * 4 + i;
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                Dr[i] += d_fa_prob(s[i][j] * scale, L[i], d_fa_vis(k0 + tx + 16 * j, t, T, mb)) *
+                         dp[i][j];
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        Dr[i] = d_row16_sum(Dr[i]);
+    // sweep 2: dS = P ⊙ (dP − D), dQ += scale·dS K
+    float acc[4][J];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int jj = 0; jj < J; jj++)
+            acc[i][jj] = 0.0f;
+    for (int k0 = 0; k0 <= last; k0 += RL_FA_B) {
+        __syncthreads();
+        d_fa_load<D>(Ks, k + ko, k0, T, ks, hd);
+        d_fa_load<D>(Vs, v + ko, k0, T, ks, hd);
+        __syncthreads();
+        float s[4][4], dp[4][4];
+        d_fa_dot<D>(s, Qs, Ks, ty, tx);
+        d_fa_dot<D>(dp, Os, Vs, ty, tx);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int t = q0 + ty * 4 + i;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                float p = d_fa_prob(s[i][j] * scale, L[i], d_fa_vis(k0 + tx + 16 * j, t, T, mb));
+                Ss[(ty * 4 + i) * RL_FA_PS + tx + 16 * j] = p * (dp[i][j] - Dr[i]);
+            }
+        }
+        __syncthreads();
+        d_fa_wx<D>(acc, Ss, Ks, T - k0 < RL_FA_B ? T - k0 : RL_FA_B, ty, tx);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int t = q0 + ty * 4 + i;
+        if (t >= T)
+            continue;
+        if (dq) {
+            float *g = dq + qo + (size_t)t * qs;
+#pragma unroll
+            for (int jj = 0; jj < J; jj++) {
+                int e = tx + 16 * jj;
+                if (e < hd)
+                    g[e] += scale * acc[i][jj];
+            }
+        }
+        if (tx == 0)
+            Dsum[((size_t)b * H + h) * T + t] = Dr[i];
+    }
+}
+
+template <int D>
+__global__ void __launch_bounds__(RL_FA_THREADS)
+    k_fa_backward_dkdv(float *dk, float *dv, float *part, const float *dout, const float *lse,
+                       const float *Dsum, const float *q, const float *k, const float *v,
+                       const uint8_t *mask, int T, int H, int KH, int hd, float scale)
+{
+    extern __shared__ __align__(16) float fsh[]; // float4 reads
+    constexpr int DP = D + 4, J = D / 16;
+    float *Ks = fsh, *Vs = Ks + RL_FA_B * DP, *Qs = Vs + RL_FA_B * DP, *Os = Qs + RL_FA_B * DP;
+    float *Ps = Os + RL_FA_B * DP, *Ss = Ps + RL_FA_B * RL_FA_PS;
+    float *Ls = Ss + RL_FA_B * RL_FA_PS, *Ds = Ls + RL_FA_B;
+    const int k0 = blockIdx.x * RL_FA_B; // key tile 0 has the most query tiles: first
+    // part == NULL: blockIdx.y is a kv head, its query heads in order, added
+    // into dk/dv; else blockIdx.y is one query head, its share written to part
+    const int rep = H / KH, kh = part ? (int)blockIdx.y / rep : (int)blockIdx.y, b = blockIdx.z;
+    const int h0 = part ? (int)blockIdx.y : kh * rep, h1 = part ? h0 + 1 : h0 + rep;
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const int qs = H * hd, ks = KH * hd;
+    const size_t ko = (size_t)b * T * ks + (size_t)kh * hd;
+    const uint8_t *mb = mask ? mask + (size_t)b * T : nullptr;
+    d_fa_load<D>(Ks, k + ko, k0, T, ks, hd);
+    d_fa_load<D>(Vs, v + ko, k0, T, ks, hd);
+    float dka[4][J], dva[4][J];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int jj = 0; jj < J; jj++)
+            dka[i][jj] = dva[i][jj] = 0.0f;
+    for (int h = h0; h < h1; h++) {
+        const size_t qo = (size_t)b * T * qs + (size_t)h * hd;
+        const float *lb = lse + ((size_t)b * H + h) * T, *db = Dsum + ((size_t)b * H + h) * T;
+        for (int q0 = k0; q0 < T; q0 += RL_FA_B) { // the tiles at and below the diagonal
+            __syncthreads();
+            d_fa_load<D>(Qs, q + qo, q0, T, qs, hd);
+            d_fa_load<D>(Os, dout + qo, q0, T, qs, hd);
+            if (threadIdx.x < RL_FA_B) {
+                int t = q0 + threadIdx.x;
+                Ls[threadIdx.x] = t < T ? lb[t] : INFINITY;
+                Ds[threadIdx.x] = t < T ? db[t] : 0.0f;
+            }
+            __syncthreads();
+            // rows: this block's keys ty·4 + i; columns: the query tile's rows tx + 16j
+            float s[4][4], dp[4][4];
+            d_fa_dot<D>(s, Ks, Qs, ty, tx);
+            d_fa_dot<D>(dp, Vs, Os, ty, tx);
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int c = k0 + ty * 4 + i;
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    int r = tx + 16 * j, t = q0 + r;
+                    float p = d_fa_prob(s[i][j] * scale, Ls[r], t < T && d_fa_vis(c, t, T, mb));
+                    Ps[(ty * 4 + i) * RL_FA_PS + r] = p;
+                    Ss[(ty * 4 + i) * RL_FA_PS + r] = p * (dp[i][j] - Ds[r]);
+                }
+            }
+            __syncthreads();
+            int rn = T - q0 < RL_FA_B ? T - q0 : RL_FA_B;
+            d_fa_wx<D>(dva, Ps, Os, rn, ty, tx);
+            d_fa_wx<D>(dka, Ss, Qs, rn, ty, tx);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int c = k0 + ty * 4 + i;
+        if (c >= T)
+            continue;
+#pragma unroll
+        for (int jj = 0; jj < J; jj++) {
+            int e = tx + 16 * jj;
+            if (e >= hd)
+                continue;
+            if (part) { // (2, B, H, T, hd): the dK shares, then the dV shares
+                size_t o = (((size_t)b * H + h0) * T + c) * hd + e;
+                part[o] = scale * dka[i][jj];
+                part[(size_t)gridDim.z * H * T * hd + o] = dva[i][jj];
+            } else {
+                if (dk)
+                    dk[ko + (size_t)c * ks + e] += scale * dka[i][jj];
+                if (dv)
+                    dv[ko + (size_t)c * ks + e] += dva[i][jj];
+            }
+        }
+    }
+}
+
+// dk/dv (B, T, KH, hd) += the query heads' shares of part, summed in head
+// order: one thread per element (blocks of RL_FA_THREADS).
+__global__ void k_fa_reduce_kv(float *dk, float *dv, const float *part, int B, int T, int H,
+                               int KH, int hd)
+{
+    int64_t i = (int64_t)blockIdx.x * RL_FA_THREADS + threadIdx.x;
+    if (i >= (int64_t)B * T * KH * hd)
+        return;
+    int e = (int)(i % hd);
+    int64_t r = i / hd;
+    int kh = (int)(r % KH);
+    r /= KH;
+    int c = (int)(r % T), b = (int)(r / T), rep = H / KH;
+    size_t plane = (size_t)B * H * T * hd;
+    float sk = 0.0f, sv = 0.0f;
+    for (int j = 0; j < rep; j++) {
+        size_t o = (((size_t)b * H + kh * rep + j) * T + c) * hd + e;
+        sk += part[o];
+        sv += part[plane + o];
+    }
+    if (dk)
+        dk[i] += sk;
+    if (dv)
+        dv[i] += sv;
 }
 
 // One block per row of logits (N, V): the CPU kernel's sums in double.
@@ -794,6 +1240,101 @@ template <typename F> static void s_colsum(float *out, F f, int N, int C, const 
     CUDA_NOTE(cudaGetLastError());
 }
 
+// ---- the fused attention's launches (the kernels' comment above) ----------------
+
+static s_scratch s_fa_D;    // the backward's D = Σ_s P dP, B·H·T floats
+static s_scratch s_fa_part; // its per-query-head dK/dV shares, 2·B·H·T·hd floats
+
+static size_t s_fa_smem(int D, int kernel) // 0 forward, 1 dq, 2 dk/dv
+{
+    size_t t = (size_t)RL_FA_B * (D + 4), p = (size_t)RL_FA_B * RL_FA_PS;
+    size_t n = kernel == 0 ? 3 * t + p : kernel == 1 ? 4 * t + p : 4 * t + 2 * p + 2 * RL_FA_B;
+    return n * sizeof(float);
+}
+
+// The padded head size of the fused kernels for hd, 0 when they do not take
+// it: wider than 128, or more shared memory than the device gives a block
+// (hd 128's dK/dV kernel needs 167 KiB: an H100's 227 KiB, not an A100's 163).
+static int s_fa_dim(int hd)
+{
+    int D = hd <= 0 ? 0 : hd <= 32 ? 32 : hd <= 64 ? 64 : hd <= 128 ? 128 : 0;
+    static int optin = -1; // the device's opt-in shared memory per block
+    if (D && optin < 0) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
+                cudaSuccess) {
+            cudaGetLastError();
+            optin = 0;
+        }
+    }
+    return D && s_fa_smem(D, 2) <= (size_t)optin ? D : 0;
+}
+
+// Dynamic shared memory over 48 KiB must be asked for per kernel (a cheap
+// host call, made at each launch so no state is kept).
+template <typename K> static void s_fa_smem_allow(K kernel, size_t bytes)
+{
+    CUDA_NOTE(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+}
+
+template <int D>
+static void s_fa_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                         const uint8_t *mask, int B, int T, int H, int KH, int hd)
+{
+    size_t sm = s_fa_smem(D, 0);
+    s_fa_smem_allow(k_fa_forward<D>, sm);
+    dim3 grid((unsigned)((T + RL_FA_B - 1) / RL_FA_B), (unsigned)H, (unsigned)B);
+    k_fa_forward<D><<<grid, RL_FA_THREADS, sm>>>(out, lse, q, k, v, mask, T, H, KH, hd,
+                                                 1.0f / sqrtf((float)hd));
+    CUDA_NOTE(cudaGetLastError());
+}
+
+template <int D>
+static int s_fa_backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
+                         const float *lse,
+                         const float *q, const float *k, const float *v, const uint8_t *mask,
+                         int B, int T, int H, int KH, int hd)
+{
+    char what[160];
+    snprintf(what, sizeof what, "attention backward (flash, B=%d T=%d H=%d): D per row", B, T, H);
+    float *Dsum = (float *)s_scratch_get(&s_fa_D, sizeof(float) * (size_t)B * H * T, what);
+    if (!Dsum)
+        return RL_ENOMEM;
+    float scale = 1.0f / sqrtf((float)hd);
+    unsigned tiles = (unsigned)((T + RL_FA_B - 1) / RL_FA_B);
+    size_t sm1 = s_fa_smem(D, 1), sm2 = s_fa_smem(D, 2);
+    s_fa_smem_allow(k_fa_backward_dq<D>, sm1);
+    k_fa_backward_dq<D><<<dim3(tiles, (unsigned)H, (unsigned)B), RL_FA_THREADS, sm1>>>(
+        dq, Dsum, dout, out, lse, q, k, v, mask, T, H, KH, hd, scale);
+    CUDA_NOTE(cudaGetLastError());
+    if (!dk && !dv)
+        return 0;
+    // Grouped heads: one block per query head and key tile, each head's
+    // share into a (2, B, H, T, hd) scratch, then summed in head order (a
+    // block per kv head walking its H/KH heads was the critical path: 7 × the
+    // query tiles of key tile 0 for Qwen2's grouping). One head per kv head:
+    // added directly.
+    float *part = nullptr;
+    if (KH < H) {
+        snprintf(what, sizeof what, "attention backward (flash, B=%d T=%d H=%d): dK/dV per head",
+                 B, T, H);
+        part = (float *)s_scratch_get(&s_fa_part, 2 * sizeof(float) * (size_t)B * H * T * hd, what);
+        if (!part)
+            return RL_ENOMEM;
+    }
+    s_fa_smem_allow(k_fa_backward_dkdv<D>, sm2);
+    k_fa_backward_dkdv<D><<<dim3(tiles, (unsigned)(part ? H : KH), (unsigned)B), RL_FA_THREADS, sm2>>>(
+        dk, dv, part, dout, lse, Dsum, q, k, v, mask, T, H, KH, hd, scale);
+    CUDA_NOTE(cudaGetLastError());
+    if (part) {
+        int64_t n = (int64_t)B * T * KH * hd;
+        k_fa_reduce_kv<<<s_blocks(n, RL_FA_THREADS), RL_FA_THREADS>>>(dk, dv, part, B, T, H, KH, hd);
+        CUDA_NOTE(cudaGetLastError());
+    }
+    return 0;
+}
+
 extern "C" {
 
 int rl_cuda_device_count(void)
@@ -885,6 +1426,18 @@ int rl_cuda_ipc_close(void *p)
     return 0;
 }
 
+int rl_cuda_profile_set(int on)
+{
+    if (s_prof_on < 0) {
+        const char *e = getenv("RL_CUDA_PROFILE");
+        s_prof_on = e && *e && strcmp(e, "0") != 0;
+    }
+    int was = s_prof_on;
+    s_prof_on = on != 0;
+    s_prof_depth = 0;
+    return was;
+}
+
 int rl_cuda_profile_take(struct rl_device_prof *out, int max)
 {
     if (s_prof_on <= 0)
@@ -932,7 +1485,7 @@ void rl_cuda_sgemm(int transA, int transB, int M, int N, int K, float alpha, con
 void rl_cuda_linear_forward(float *out, const float *inp, const float *w, const float *b,
                             int N, int C, int OC)
 {
-    RL_CUDA_PROF("linear_forward");
+    RL_CUDA_PROF(OC >= RL_PROF_VOCAB ? "linear_forward_vocab" : "linear_forward");
     if (b)
         s_each(k_bias_rows, (int64_t)N * OC, out, b, N, OC);
     rl_cuda_sgemm(0, 1, N, OC, C, 1.0f, inp, C, w, C, b ? 1.0f : 0.0f, out, OC);
@@ -983,7 +1536,7 @@ void rl_cuda_memset0(void *p, size_t bytes)
 void rl_cuda_linear_backward(float *dinp, float *dw, float *db, const float *dout,
                              const float *inp, const float *w, int N, int C, int OC)
 {
-    RL_CUDA_PROF("linear_backward");
+    RL_CUDA_PROF(OC >= RL_PROF_VOCAB ? "linear_backward_vocab" : "linear_backward");
     if (N <= 0 || C <= 0 || OC <= 0)
         return;
     if (dinp)
@@ -1033,7 +1586,7 @@ static void s_gemm_bf16(int transA, int transB, int M, int N, int K, const uint1
 int rl_cuda_linear_forward_bf16(float *out, const float *inp, const uint16_t *w16, const float *b,
                                 int N, int C, int OC)
 {
-    RL_CUDA_PROF("linear_forward_bf16");
+    RL_CUDA_PROF(OC >= RL_PROF_VOCAB ? "linear_forward_bf16_vocab" : "linear_forward_bf16");
     if (N <= 0 || OC <= 0 || C <= 0)
         return 0;
     int64_t ni = (int64_t)N * C;
@@ -1050,7 +1603,7 @@ int rl_cuda_linear_forward_bf16(float *out, const float *inp, const uint16_t *w1
 int rl_cuda_linear_backward_bf16(float *dinp, float *dw, float *db, const float *dout,
                                  const float *inp, const uint16_t *w16, int N, int C, int OC)
 {
-    RL_CUDA_PROF("linear_backward_bf16");
+    RL_CUDA_PROF(OC >= RL_PROF_VOCAB ? "linear_backward_bf16_vocab" : "linear_backward_bf16");
     if (N <= 0 || C <= 0 || OC <= 0)
         return 0;
     if (dinp || dw) {
@@ -1208,9 +1761,9 @@ static int s_att_open(const char *fn, int B, int T, int H, int KH, int hd, int c
     return *S ? RL_OK : RL_ENOMEM;
 }
 
-int rl_cuda_attention_forward(float *out, float *lse, const float *q, const float *k,
-                              const float *v, const uint8_t *mask, int B, int T, int H, int KH,
-                              int hd)
+static int s_cublas_attention_forward(float *out, float *lse, const float *q, const float *k,
+                                      const float *v, const uint8_t *mask, int B, int T, int H,
+                                      int KH, int hd)
 {
     RL_CUDA_PROF("attention_forward");
     s_att_seq a;
@@ -1233,9 +1786,10 @@ int rl_cuda_attention_forward(float *out, float *lse, const float *q, const floa
     return 0;
 }
 
-int rl_cuda_attention_backward(float *dq, float *dk, float *dv, const float *dout,
-                               const float *lse, const float *q, const float *k, const float *v,
-                               const uint8_t *mask, int B, int T, int H, int KH, int hd)
+static int s_cublas_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                                       const float *lse, const float *q, const float *k,
+                                       const float *v, const uint8_t *mask, int B, int T, int H,
+                                       int KH, int hd)
 {
     RL_CUDA_PROF("attention_backward");
     s_att_seq a;
@@ -1268,6 +1822,65 @@ int rl_cuda_attention_backward(float *dq, float *dk, float *dv, const float *dou
         }
     }
     return 0;
+}
+
+// RL_CUDA_ATTENTION: unset, empty or "cublas" → 0 (the cuBLAS path), "flash"
+// → 1 (the fused kernels where the head size is at most 128, else the cuBLAS
+// path); anything else is an error naming the value. Read at each call, so a
+// test or a bench can compare both in one process.
+static int s_att_flash(const char *fn)
+{
+    const char *e = getenv("RL_CUDA_ATTENTION");
+    if (!e || !*e || strcmp(e, "cublas") == 0)
+        return 0;
+    if (strcmp(e, "flash") == 0)
+        return 1;
+    return rl_error_set(RL_EINVAL, "%s: RL_CUDA_ATTENTION=%s: expected cublas or flash", fn, e);
+}
+
+int rl_cuda_attention_forward(float *out, float *lse, const float *q, const float *k,
+                              const float *v, const uint8_t *mask, int B, int T, int H, int KH,
+                              int hd)
+{
+    int fl = s_att_flash("attention");
+    if (fl < 0)
+        return fl;
+    int D = s_fa_dim(hd);
+    if (!fl || !D)
+        return s_cublas_attention_forward(out, lse, q, k, v, mask, B, T, H, KH, hd);
+    RL_CUDA_PROF("attention_forward_flash");
+    int rc = s_attention_shape("attention (flash)", H, KH, hd);
+    if (rc || B <= 0 || T <= 0 || H <= 0)
+        return rc;
+    if (D == 32)
+        s_fa_forward<32>(out, lse, q, k, v, mask, B, T, H, KH, hd);
+    else if (D == 64)
+        s_fa_forward<64>(out, lse, q, k, v, mask, B, T, H, KH, hd);
+    else
+        s_fa_forward<128>(out, lse, q, k, v, mask, B, T, H, KH, hd);
+    return 0;
+}
+
+int rl_cuda_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                               const float *out, const float *lse, const float *q, const float *k,
+                               const float *v, const uint8_t *mask, int B, int T, int H, int KH,
+                               int hd)
+{
+    int fl = s_att_flash("attention backward");
+    if (fl < 0)
+        return fl;
+    int D = s_fa_dim(hd);
+    if (!fl || !D)
+        return s_cublas_attention_backward(dq, dk, dv, dout, lse, q, k, v, mask, B, T, H, KH, hd);
+    RL_CUDA_PROF("attention_backward_flash");
+    int rc = s_attention_shape("attention backward (flash)", H, KH, hd);
+    if (rc || B <= 0 || T <= 0 || H <= 0 || (!dq && !dk && !dv))
+        return rc;
+    if (D == 32)
+        return s_fa_backward<32>(dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, H, KH, hd);
+    if (D == 64)
+        return s_fa_backward<64>(dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, H, KH, hd);
+    return s_fa_backward<128>(dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, H, KH, hd);
 }
 
 void rl_cuda_logprob_forward(float *logp, float *entropy, float *lse, const float *logits,

@@ -316,8 +316,8 @@ int rl_lm_reserve(rl_lm *m, int B, int T)
                         3 * N * I;
     int64_t total = (L + 1) * N * d + L * per_layer + N * d + N /* lnf, rstdf */ +
                     N * V /* logits */ + 4 * N /* lse, ent, lp, val */ +
-                    /* backward scratch */ 3 * N * d + N * qd * 2 + 2 * N * kvd + 3 * N * I +
-                    N * V + 3 * N /* dlp, dent, dval */;
+                    /* backward scratch (dlogits: the logits, overwritten) */
+                    3 * N * d + N * qd * 2 + 2 * N * kvd + 3 * N * I + 3 * N /* dlp, dent, dval */;
     float *base = m->act;
     int cpu = m->dev == RL_DEVICE_CPU;
     if (total > m->act_cap) {
@@ -393,7 +393,7 @@ int rl_lm_reserve(rl_lm *m, int B, int T)
     TAKE(a->dgate, N * I);
     TAKE(a->dup, N * I);
     TAKE(a->dh, N * I);
-    TAKE(a->dlogits, N * V);
+    a->dlogits = a->logits; /* the log-prob backward overwrites the logits (N × V) in place */
     TAKE(a->dlp, N);
     TAKE(a->dent, N);
     TAKE(a->dval, N);
@@ -618,6 +618,7 @@ int rl_lm_backward(rl_lm *m, const float *dlogp, const float *dentropy, const fl
         return rc;
     o->logprob_backward(a->dlogits, a->dlp, dentropy ? a->dent : NULL, a->logits, a->vlse,
                         a->ent, a->target, m->inv_temp, N, V);
+    m->have_fwd = 0; /* the logits are their gradient now: no second backward, no rl_lm_logits */
     S_ZERO(a->dln, sizeof(float) * (size_t)N * d);
     LINB(a->dln, GW(m->off_lmhead), NULL, a->dlogits, a->lnf, m->off_lmhead, N, d, V);
     if (c->value_head && dvalues)
@@ -648,7 +649,7 @@ int rl_lm_backward(rl_lm *m, const float *dlogp, const float *dentropy, const fl
         S_ZERO(a->dq, sizeof(float) * (size_t)N * qd);
         S_ZERO(a->dk, sizeof(float) * (size_t)N * kvd);
         S_ZERO(a->dv, sizeof(float) * (size_t)N * kvd);
-        if ((rc = o->attention_backward(a->dq, a->dk, a->dv, a->datty, y.lse, y.q, y.k, y.v, a->mask, B, T,
+        if ((rc = o->attention_backward(a->dq, a->dk, a->dv, a->datty, y.atty, y.lse, y.q, y.k, y.v, a->mask, B, T,
                                         H, KH, hd)) < 0)
             return rc;
         /* RoPE backward in place: dq/dk w.r.t. the pre-rotation projections.

@@ -113,13 +113,15 @@ int rl_lm_init_random(rl_lm *m, uint64_t seed, float std);
 int rl_lm_forward(rl_lm *m, int B, int T, const int32_t *tokens, const uint8_t *attn_mask,
                   float temperature, float *logp, float *entropy, float *values);
 /* Raw logits (B,T,V) of the last forward (before temperature): row (b,t)
- * predicts token t+1. Valid until the next forward/generate. */
+ * predicts token t+1. Valid until the next forward, generate or backward
+ * (which overwrites them with their gradient, N × V floats saved; NULL
+ * after it). */
 const float *rl_lm_logits(const rl_lm *m);
 
 /* Backward of L given dL/dlogp, dL/dentropy, dL/dvalues (each (B,T) of the
  * last forward, NULL = zero; entries at masked positions are ignored).
  * ACCUMULATES into rl_lm_grads(). RL_ESTATE if there is no forward to
- * differentiate (or generate ran since). */
+ * differentiate (generate or a backward ran since: one backward a forward). */
 int rl_lm_backward(rl_lm *m, const float *dlogp, const float *dentropy,
                    const float *dvalues);
 
