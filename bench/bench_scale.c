@@ -7,7 +7,7 @@
  *   start_s            rl_driver_start until every rank is READY
  *   dispatch_p50_ms, dispatch_p99_ms   a dp_compute echo_queued of 4 rows per
  *                      worker (16 floats a row) across all N, RL_BENCH_SCALE_CALLS
- *                      calls (default 40)
+ *                      calls (default 200)
  *   driver_cpu_ms_per_step, driver_cpu_us_per_step_per_worker   this
  *                      process's CPU (driver and its I/O thread) over those calls
  *   heartbeat_msgs_per_s, driver_idle_cpu_pct   driver CPU while the job idles
@@ -242,8 +242,34 @@ static void s_mass_kill(rl_driver *d, rl_group *g, int n)
 
 /* One broadcast of count floats as `version` from actor rank 0 to all of
  * g's ranks; the sender's milliseconds. */
+/* Remote nodes (bench/bench_scale_netns.sh, below): the namespaces'
+ * prefix, and the external workers this program started (the actor first). */
+static const char *s_netns;
+static int s_per_node = 8;
+static pid_t *s_ext_pids;
+static int s_n_ext;
+
+/* The summed CPU seconds of the receivers: g's processes, or across
+ * namespaces the external workers this program started (the actor first). */
+static double s_heads_cpu; /* of the last s_cpu_receivers: the nodes' heads' part */
+
+static double s_cpu_receivers(rl_group *g)
+{
+    if (!s_netns)
+        return s_cpu_group(g);
+    double t = 0;
+    s_heads_cpu = 0;
+    for (int i = 1; i < s_n_ext; i++) {
+        double c = s_ext_pids[i] > 0 ? s_cpu_pid(s_ext_pids[i]) : 0;
+        t += c;
+        if ((i - 1) % s_per_node == 0) /* rank i - 1 is its node's lowest: its head */
+            s_heads_cpu += c;
+    }
+    return t;
+}
+
 static double s_fanout(rl_group *actor, rl_group *g, const char *endpoint, int64_t count,
-                       int64_t version, const char *fanout)
+                       int64_t version, const char *fanout, double *cpu)
 {
     int n = rl_group_size(g);
     rl_dataproto *pub = rl_dataproto_new_meta(json_pack("{s:I, s:I, s:i, s:s, s:i}", "version",
@@ -252,9 +278,11 @@ static double s_fanout(rl_group *actor, rl_group *g, const char *endpoint, int64
                                                         "fanout", fanout, "timeout_ms", 280000));
     rl_dataproto **sub = calloc((size_t)n, sizeof *sub);
     for (int r = 0; r < n; r++)
-        sub[r] = rl_dataproto_new_meta(json_pack("{s:s, s:I, s:s, s:i}", "endpoint", endpoint,
+        sub[r] = rl_dataproto_new_meta(json_pack("{s:s, s:I, s:s, s:i, s:i}", "endpoint", endpoint,
                                                  "count", (json_int_t)count, "host",
-                                                 rl_group_address(g, r), "timeout_ms", 280000));
+                                                 rl_group_address(g, r), "timeout_ms", 280000,
+                                                 "check", 0));
+    double cpu0 = s_cpu_receivers(g), heads0 = s_heads_cpu;
     rl_future *fp = rl_group_call(actor, "weights_send", RL_DISPATCH_RANK_ZERO, pub);
     rl_future *fs = rl_group_call_each(g, "weights_recv", sub);
     rl_future *both[2] = {fs, fp};
@@ -265,8 +293,17 @@ static double s_fanout(rl_group *actor, rl_group *g, const char *endpoint, int64
     if (rl_future_take_rank(fp, 0, &out) == 0)
         ms = json_real_value(json_object_get(rl_dataproto_meta(out), "ms"));
     rl_dataproto_free(out);
+    if (cpu) {
+        *cpu = s_cpu_receivers(g) - cpu0;
+        s_heads_cpu -= heads0;
+    }
     rl_future_free(fp);
     rl_future_free(fs);
+    /* every receiver checks every value of the version it got, after the
+     * broadcast the sender timed: an early receiver's check would take the
+     * cores from the ones still receiving */
+    if (rl_group_call_sync(g, "weights_check", RL_DISPATCH_ONE_TO_ALL, NULL, NULL))
+        s_die("weights_check");
     rl_dataproto_free(pub);
     for (int r = 0; r < n; r++)
         rl_dataproto_free(sub[r]);
@@ -281,10 +318,6 @@ static double s_fanout(rl_group *actor, rl_group *g, const char *endpoint, int64
  * alone on node 0 (its link is the sender's NIC); receiver rank r is on
  * node 1 + r / RL_BENCH_SCALE_PER_NODE. The workers are external: this
  * program starts them with `ip netns exec` and reaps them. */
-static const char *s_netns;
-static int s_per_node = 8;
-static pid_t *s_ext_pids;
-static int s_n_ext;
 
 static int s_node_of(int rank) { return 1 + rank / s_per_node; }
 
@@ -424,7 +457,10 @@ static int s_job(int n, const char *worker)
     fflush(stdout);
 
     /* dispatch: dp_compute of 4 rows per worker */
-    int calls = s_env_int("RL_BENCH_SCALE_CALLS", 40);
+    /* 200: the workers' CPU per call is read off /proc in 10 ms ticks, which
+     * 40 calls of 8 workers (320 worker-calls) resolved to only ~30 µs */
+    int calls = s_env_int("RL_BENCH_SCALE_CALLS", 200);
+    printf("bench: calls = %d\n", calls);
     rl_dataproto *b = s_batch(4 * n, 16);
     for (int i = 0; i < 3; i++)
         if (rl_group_call_sync(g, "echo_queued", RL_DISPATCH_DP_COMPUTE, b, NULL))
@@ -488,15 +524,17 @@ static int s_job(int n, const char *worker)
     int64_t version = 0;
     int mib = s_env_int("RL_BENCH_SCALE_FANOUT_MIB", 4);
     int64_t count = (int64_t)mib << 18;
-    double star = 0, chain = 0;
-    s_fanout(actor, g, ep, count, ++version, "chain"); /* connects every receiver */
+    double star = 0, chain = 0, chain_cpu = 0, heads_cpu = 0;
+    s_fanout(actor, g, ep, count, ++version, "chain", NULL); /* connects every receiver */
     /* across rate-limited links a star is N transfers long: not past 32
      * (the report extrapolates it, linear in N by the link's arithmetic) */
     int star_reps = s_netns && n > 32 ? 0 : 2;
     for (int rep = 0; rep < 2; rep++) { /* interleaved; best of 2 each */
-        double s1 = rep < star_reps ? s_fanout(actor, g, ep, count, ++version, "star") : -1;
-        double c1 = s_fanout(actor, g, ep, count, ++version, "chain");
+        double s1 = rep < star_reps ? s_fanout(actor, g, ep, count, ++version, "star", NULL) : -1;
+        double ccpu = 0, c1 = s_fanout(actor, g, ep, count, ++version, "chain", &ccpu);
         star = rep == 0 || s1 < star ? s1 : star;
+        chain_cpu += ccpu / 2;
+        heads_cpu += s_heads_cpu / 2;
         chain = rep == 0 || c1 < chain ? c1 : chain;
     }
     printf("bench: fanout_mib = %d\n", mib);
@@ -504,6 +542,11 @@ static int s_job(int n, const char *worker)
     if (star_reps)
         printf("bench: fanout_star_ms_%d = %.1f\n", n, star);
     printf("bench: fanout_chain_ms_%d = %.1f\n", n, chain);
+    /* the receivers' summed CPU during a chain broadcast (mean of the two;
+     * /proc, 10 ms ticks): what the cores must give, whatever else runs */
+    printf("bench: fanout_chain_workers_cpu_ms_%d = %.0f\n", n, chain_cpu * 1e3);
+    if (s_netns) /* of which the nodes' heads (they receive and forward over the links) */
+        printf("bench: fanout_chain_heads_cpu_ms_%d = %.0f\n", n, heads_cpu * 1e3);
     if (s_netns) { /* external workers: nobody restarts a killed one */
         rl_driver_shutdown(d, 30000);
         rl_driver_free(d);
@@ -514,8 +557,8 @@ static int s_job(int n, const char *worker)
         return 0;
     }
     if (n <= 8) {
-        double s64 = s_fanout(actor, g, ep, (int64_t)64 << 18, ++version, "star");
-        double c64 = s_fanout(actor, g, ep, (int64_t)64 << 18, ++version, "chain");
+        double s64 = s_fanout(actor, g, ep, (int64_t)64 << 18, ++version, "star", NULL);
+        double c64 = s_fanout(actor, g, ep, (int64_t)64 << 18, ++version, "chain", NULL);
         printf("bench: fanout64_star_ms_%d = %.1f\n", n, s64);
         printf("bench: fanout64_chain_ms_%d = %.1f\n", n, c64);
     }

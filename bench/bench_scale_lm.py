@@ -3,7 +3,8 @@
 of `make bench-scale`): examples/arith_grpo.yaml (the tiny-model RLVR job of
 `make run`, from a random init so that no warm start is needed) on this
 machine with R rollout and 2R reward ranks (and the 2 actor ranks), for each
-R of RL_BENCH_SCALE_LM_ROLLOUTS (default "1 8 32 64"). The rl-driver process's
+R of RL_BENCH_SCALE_LM_ROLLOUTS (default "1 8 32 85": 85 makes 257 workers, so that
+the share at 256 is measured, not extrapolated). The rl-driver process's
 CPU time (its recipe and I/O threads; the workers are other processes) is
 read from /proc at each step line it logs; over the steps after the first
 two it prints
@@ -74,7 +75,7 @@ def main():
     steps = int(os.environ.get("RL_BENCH_SCALE_LM_STEPS", "12"))
     lines = []
     with tempfile.TemporaryDirectory(prefix="rlrt-bench-scale-lm.") as tmp:
-        for r in os.environ.get("RL_BENCH_SCALE_LM_ROLLOUTS", "1 8 32 64").split():
+        for r in os.environ.get("RL_BENCH_SCALE_LM_ROLLOUTS", "1 8 32 85").split():
             res = run(build, int(r), steps, tmp)
             if not res:
                 break

@@ -13,8 +13,12 @@ int rl_error_setv(int code, const char *fmt, va_list ap)
 {
     /* through a copy: an argument may be the current message itself */
     char msg[sizeof s_message];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    memcpy(s_message, msg, sizeof s_message);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
+    /* the text and its NUL, not the whole buffer (an error is set at the
+     * end of every socket drain) */
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1;
+    msg[len] = '\0';
+    memcpy(s_message, msg, len + 1);
     s_code = code;
     return code;
 }

@@ -144,6 +144,8 @@ void rl_channel_free(rl_channel *ch)
 #define S_MAX_RECEIVERS 1024
 #define S_FORWARD_LINGER_MS 5000
 #define S_MAX_NEXT 16 /* forwards of one receiver (a host's head: the next head + locals) */
+#define S_HOLD_BYTES ((size_t)1 << 20) /* a head's run of buckets to its own host's ranks */
+#define S_HOLD_MAX 64                  /* ... and at most this many buckets */
 #define S_ROUTE_MAX (S_MAX_NEXT * RL_NET_ENDPOINT_MAX)
 
 typedef struct {
@@ -579,6 +581,15 @@ struct rl_weight_receiver {
     unsigned char *got; /* per bucket of the staging version */
     uint32_t n_buckets, n_got;
     uint64_t per; /* floats a bucket holds in the staging version (0: not known yet) */
+    /* A head's forwards to its own host's ranks, held and sent in runs
+     * (S_HOLD_BYTES, or the version complete here): each of them then
+     * wakes once a run, not once a bucket. The next head's are never held. */
+    unsigned char local_out[S_MAX_NEXT]; /* out[o] is on this receiver's host (held) */
+    int hold;                            /* some outs are held (a head with more than one out) */
+    zmq_msg_t held[S_HOLD_MAX];
+    s_bucket held_h[S_HOLD_MAX];
+    int n_held;
+    size_t held_bytes;
 };
 
 /* The floats a bucket of the sender's layout holds (bucket b covers
@@ -675,11 +686,45 @@ rl_weight_receiver *rl_weight_receiver_new(const char *endpoint, int64_t count)
 
 /* A ROUTE from the sender (header read into h): forward `version` to the
  * endpoint it names ("" : to nobody). Reconnects only when it changed. */
+/* Forgets the held forwards (a route that changed, a version given up). */
+static void s_drop_held(rl_weight_receiver *r)
+{
+    for (int i = 0; i < r->n_held; i++)
+        zmq_msg_close(&r->held[i]);
+    r->n_held = 0;
+    r->held_bytes = 0;
+}
+
+/* Sends the held buckets to this host's ranks, in order. */
+static int s_flush_held(rl_weight_receiver *r)
+{
+    int rc = RL_OK;
+    for (int i = 0; i < r->n_held && !rc; i++)
+        for (int o = 0; o < r->n_out && !rc; o++) {
+            if (!r->local_out[o])
+                continue;
+            zmq_msg_t fwd;
+            zmq_msg_init(&fwd);
+            if (zmq_msg_copy(&fwd, &r->held[i]) ||
+                zmq_send(r->out[o], &r->held_h[i], sizeof r->held_h[i], ZMQ_SNDMORE) < 0 ||
+                zmq_msg_send(&fwd, r->out[o], 0) < 0) {
+                zmq_msg_close(&fwd);
+                rc = rl_error_wrap(s_zerr("weight channel forward"), "rank %d to %s (its forward %d "
+                                   "of %d; the first is rank %d)", r->rank, r->next, o + 1,
+                                   r->n_out, r->next_rank);
+            }
+        }
+    s_drop_held(r);
+    return rc;
+}
+
 static void s_close_outs(rl_weight_receiver *r)
 {
+    s_drop_held(r);
     for (int i = 0; i < r->n_out; i++)
         zmq_close(r->out[i]);
     r->n_out = 0;
+    r->hold = 0;
     r->next[0] = 0;
 }
 
@@ -722,6 +767,18 @@ static int s_take_route(rl_weight_receiver *r, const s_have *h)
             }
         }
         snprintf(r->next, sizeof r->next, "%s", ep);
+        /* a head (more than one forward) holds those to its own host */
+        char mine[RL_NET_ENDPOINT_MAX], theirs[RL_NET_ENDPOINT_MAX];
+        s_host(r->input, mine, sizeof mine);
+        memcpy(list, ep, (size_t)n + 1);
+        save = NULL;
+        int o = 0;
+        for (char *tok = strtok_r(list, " ", &save); tok && o < r->n_out;
+             tok = strtok_r(NULL, " ", &save), o++) {
+            s_host(tok, theirs, sizeof theirs);
+            r->local_out[o] = r->n_out > 1 && mine[0] && strcmp(mine, theirs) == 0;
+            r->hold |= r->local_out[o];
+        }
     }
     r->next_rank = (int)h->rank1 - 1;
     r->route_version = h->version;
@@ -735,14 +792,29 @@ static int s_take_route(rl_weight_receiver *r, const s_have *h)
  * before it, even when its caller does not wait. */
 enum { S_ROUTE_WAIT_MS = 2000 };
 
+static int s_take_message_flags(rl_weight_receiver *r, void *sock, int64_t deadline, uint64_t base,
+                                int *done, int flags, int *got);
+
 static int s_take_message(rl_weight_receiver *r, void *sock, int64_t deadline, uint64_t base, int *done)
+{
+    return s_take_message_flags(r, sock, deadline, base, done, 0, NULL);
+}
+
+/* s_take_message, or with ZMQ_DONTWAIT in flags: *got = 0 and RL_OK when
+ * nothing was queued. */
+static int s_take_message_flags(rl_weight_receiver *r, void *sock, int64_t deadline, uint64_t base,
+                                int *done, int flags, int *got)
 {
     union {
         s_bucket b;
         s_have h;
     } u;
     s_bucket h;
-    int n = zmq_recv(sock, &u, sizeof u, 0);
+    int n = zmq_recv(sock, &u, sizeof u, flags);
+    if (got)
+        *got = n >= 0;
+    if (n < 0 && (flags & ZMQ_DONTWAIT) && zmq_errno() == EAGAIN)
+        return RL_OK;
     if (sock == r->sock && n == (int)sizeof u.h && u.h.magic == S_MAGIC_ROUTE) {
         s_have route = u.h;
         return s_take_route(r, &route);
@@ -808,6 +880,7 @@ static int s_take_message(rl_weight_receiver *r, void *sock, int64_t deadline, u
         return RL_OK;
     }
     if (h.version != r->staging_version) { /* a new version starts */
+        s_drop_held(r); /* of a version given up */
         free(r->got);
         r->got = calloc(h.n_buckets, 1);
         if (!r->got) {
@@ -836,7 +909,10 @@ static int s_take_message(rl_weight_receiver *r, void *sock, int64_t deadline, u
     if (h.n_buckets == r->n_buckets)
         r->per = per;
     if (h.n_buckets == r->n_buckets && !r->got[h.index]) {
-        for (int o = 0; r->route_version == h.version && o < r->n_out; o++) {
+        int routed = r->route_version == h.version;
+        for (int o = 0; routed && o < r->n_out; o++) {
+            if (r->hold && r->local_out[o])
+                continue; /* held below */
             zmq_msg_t fwd; /* forward first: the pipeline (the frame is shared, not copied) */
             zmq_msg_init(&fwd);
             if (zmq_msg_copy(&fwd, &data) || zmq_send(r->out[o], &h, sizeof h, ZMQ_SNDMORE) < 0 ||
@@ -846,6 +922,24 @@ static int s_take_message(rl_weight_receiver *r, void *sock, int64_t deadline, u
                 return rl_error_wrap(s_zerr("weight channel forward"), "rank %d to %s (its "
                                      "forward %d of %d; the first is rank %d)", r->rank,
                                      r->next, o + 1, r->n_out, r->next_rank);
+            }
+        }
+        if (routed && r->hold) { /* this host's ranks get it in a run */
+            zmq_msg_init(&r->held[r->n_held]);
+            if (zmq_msg_copy(&r->held[r->n_held], &data)) {
+                zmq_msg_close(&r->held[r->n_held]);
+                zmq_msg_close(&data);
+                return s_zerr("weight channel: holding a forward");
+            }
+            r->held_h[r->n_held++] = h;
+            r->held_bytes += zmq_msg_size(&data);
+            int rc = r->held_bytes >= S_HOLD_BYTES || r->n_held == S_HOLD_MAX ||
+                             r->n_got + 1 == r->n_buckets
+                         ? s_flush_held(r)
+                         : RL_OK;
+            if (rc) {
+                zmq_msg_close(&data);
+                return rc;
             }
         }
         memcpy(r->staging + h.offset, zmq_msg_data(&data), h.count * sizeof(float));
@@ -895,6 +989,14 @@ int rl_weight_recv_poll(rl_weight_receiver *r, int timeout_ms)
                 continue;
             if ((rc = s_take_message(r, it[i].socket, deadline, base, &done)))
                 return rc;
+            /* what else that socket has queued, without a poll and a
+             * wake-up each: buckets queue up behind a busy core, and the
+             * poll of both sockets costs more than this one receive */
+            for (int got = 1; got && !done;)
+                if ((rc = rl_abort_check(base, "weight channel: receiving")) ||
+                    (rc = s_take_message_flags(r, it[i].socket, deadline, base, &done, ZMQ_DONTWAIT,
+                                               &got)))
+                    return rc;
         }
         if (done)
             return RL_OK;

@@ -40,7 +40,11 @@ const char *rl_msg_id_str(const unsigned char *id, size_t len, char *buf, size_t
 static int s_sock_error(const char *what)
 {
     int e = zmq_errno();
-    return rl_error_set(e == EAGAIN ? RL_ETIMEOUT : RL_EIO, "%s: %s", what, zmq_strerror(e));
+    /* EAGAIN ends every drain of a socket (each message that wakes a loop):
+     * its text without strerror's locale look-up */
+    if (e == EAGAIN)
+        return rl_error_set(RL_ETIMEOUT, "%s: Resource temporarily unavailable", what);
+    return rl_error_set(RL_EIO, "%s: %s", what, zmq_strerror(e));
 }
 
 void rl_msg_heartbeat(Rl__Envelope *env, Rl__Heartbeat *hb, uint64_t time_ns)

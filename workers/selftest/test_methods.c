@@ -331,8 +331,21 @@ static int s_weights_send(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
     return s_meta_out(json_pack("{s:f}", "ms", el), out);
 }
 
-/* meta: endpoint, count. Receives until a newer version is active, checks
- * every value; returns meta {version}. */
+/* Every value of the active version against the sender's pattern. */
+static int s_weights_verify(const rl_worker_ctx *ctx)
+{
+    uint64_t version;
+    const float *w = rl_weight_recv_active(s_wrecv, &version);
+    for (int64_t i = 0; i < s_wrecv_count; i++)
+        if (w[i] != s_weight_value(i, version))
+            return rl_error_set(RL_ENUMERIC, "%s/%d: weight [%lld] of version %llu is %g, expected %g",
+                                ctx->role, ctx->rank, (long long)i, (unsigned long long)version,
+                                w[i], s_weight_value(i, version));
+    return RL_OK;
+}
+
+/* meta: endpoint, count, check (default 1). Receives until a newer version
+ * is active, checks every value unless check is 0; returns meta {version}. */
 static int s_weights_recv(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
 {
     const char *endpoint = rl_dataproto_meta_str(in, "endpoint", NULL);
@@ -358,16 +371,33 @@ static int s_weights_recv(rl_worker_ctx *ctx, const rl_dataproto *in, rl_datapro
         snprintf(s_wrecv_endpoint, sizeof s_wrecv_endpoint, "%s", endpoint);
         s_wrecv_count = count;
     }
+    int64_t check;
+    if (rl_dataproto_meta_int(in, "check", 1, &check))
+        return rl_error_code();
     int rc = rl_weight_recv_poll(s_wrecv, (int)timeout_ms);
     if (rc)
         return rl_error_wrap(rc, "%s/%d", ctx->role, ctx->rank);
     uint64_t version;
-    const float *w = rl_weight_recv_active(s_wrecv, &version);
-    for (int64_t i = 0; i < count; i++)
-        if (w[i] != s_weight_value(i, version))
-            return rl_error_set(RL_ENUMERIC, "%s/%d: weight [%lld] of version %llu is %g, expected %g",
-                                ctx->role, ctx->rank, (long long)i, (unsigned long long)version,
-                                w[i], s_weight_value(i, version));
+    rl_weight_recv_active(s_wrecv, &version);
+    if (check && (rc = s_weights_verify(ctx)))
+        return rc;
+    return s_meta_out(json_pack("{s:I}", "version", (json_int_t)version), out);
+}
+
+/* Checks every value of the active version (what weights_recv does unless
+ * meta check is 0: bench_scale checks after the broadcast it times, so
+ * that early receivers' checks do not take the cores from the later ones
+ * still receiving). Returns meta {version}. */
+static int s_weights_check(rl_worker_ctx *ctx, const rl_dataproto *in, rl_dataproto **out)
+{
+    (void)in;
+    if (!s_wrecv)
+        return rl_error_set(RL_ESTATE, "weights_check before weights_recv");
+    uint64_t version;
+    rl_weight_recv_active(s_wrecv, &version);
+    int rc = s_weights_verify(ctx);
+    if (rc)
+        return rc;
     return s_meta_out(json_pack("{s:I}", "version", (json_int_t)version), out);
 }
 
@@ -505,6 +535,7 @@ const rl_method rl_test_methods[] = {
     {"weights_open", s_weights_open},
     {"weights_send", s_weights_send},
     {"weights_recv", s_weights_recv},
+    {"weights_check", s_weights_check},
     {"channel_open", s_channel_open},
     {"channel_connect", s_channel_connect},
     {"channel_pingpong", s_channel_pingpong},

@@ -4,7 +4,7 @@
  * Purpose: plumbing checks that need no model: echo, add (x + meta.value),
  * sleep (meta.ms), fail (always an error), whoami, and the checks of the
  * collectives (comm_id_create, coll_check), the weight channel
- * (weights_open/weights_send/weights_recv) and the direct data channels
+ * (weights_open/weights_send/weights_recv/weights_check) and the direct data channels
  * (channel_open/channel_connect/channel_pingpong). They are part of the
  * rl-worker binary, not of librlrt, and a worker serves them only when the
  * driver's CONFIGURE asks for them (rl_driver_options.test_methods, set by
