@@ -89,6 +89,10 @@ extern "C" {
 #define RL_CF_SIGMAS "sigmas"
 #define RL_CF_NOISE_LEVEL "noise_level"
 #define RL_CF_STEP_MASK "step_mask"
+/* optional (B, N) f32 0/1 of a diffusion_grpo batch: the steps the KL to the
+ * reference covers when they differ from RL_CF_STEP_MASK (data.reward_image
+ * 'mean' leaves the last step out of the policy gradient, not the KL) */
+#define RL_CF_KL_STEP_MASK "kl_step_mask"
 #define RL_CF_NOISE_SEEDS "noise_seeds"
 #define RL_CF_ROW_SEEDS "row_seeds"
 #define RL_CF_SAMPLE_LOGP "sample_logp"

@@ -216,9 +216,16 @@ static int s_phase_update(void *arg)
     int rc = rl_diffusion_step_mask(s->t->seed, s->step, s->df.timestep_fraction, B, N, mask);
     /* data.reward_image 'mean': the reward does not depend on the last
      * step's noise, so that step's log-prob gradient is pure noise (zero
-     * in expectation): it is not trained */
-    for (int64_t b = 0; !rc && s->c.data.reward_image == RL_REWARD_IMAGE_MEAN && b < B; b++)
-        mask[b * N + N - 1] = 0.0f;
+     * in expectation): it leaves the policy gradient's steps; the KL keeps
+     * it (the last step's velocity makes the scored image) */
+    if (!rc && s->c.data.reward_image == RL_REWARD_IMAGE_MEAN) {
+        rl_tensor *kt = rl_dataproto_new_tensor(s->batch, RL_CF_KL_STEP_MASK, RL_F32, 2, s2);
+        if (!kt)
+            return rl_error_code();
+        memcpy(rl_tensor_data(kt), mask, sizeof(float) * (size_t)(B * N));
+        for (int64_t b = 0; b < B; b++)
+            mask[b * N + N - 1] = 0.0f;
+    }
     return rc ? rc : rl_diffusion_update(&s->j, s->batch, s->c.data.mini_batch * s->n, s->kl_on, s->t->ms);
 }
 

@@ -103,8 +103,10 @@ int rl_diffusion_eval(const rl_actor_job *j, uint64_t seed, uint64_t salt, int64
 int rl_diffusion_update(rl_actor_job *j, const rl_dataproto *batch, int64_t rows, int kl_on,
                         rl_metric_set *ms)
 {
-    static const char *const keep[7] = {RL_CF_PROMPT_IDS, RL_CF_LATENTS, RL_CF_SIGMAS, RL_CF_NOISE_LEVEL,
-                                        RL_CF_STEP_MASK, RL_ACTOR_OLD_LOGP, RL_ACTOR_ADVANTAGES};
+    static const char *const keep[8] = {RL_CF_PROMPT_IDS, RL_CF_LATENTS, RL_CF_SIGMAS, RL_CF_NOISE_LEVEL,
+                                        RL_CF_STEP_MASK, RL_ACTOR_OLD_LOGP, RL_ACTOR_ADVANTAGES,
+                                        RL_CF_KL_STEP_MASK};
+    const int n_keep = rl_dataproto_tensor(batch, RL_CF_KL_STEP_MASK) ? 8 : 7;
     static const char *const keys[6] = {RL_ACTOR_M_LOSS, RL_ACTOR_M_TOKENS, RL_ACTOR_M_CLIPFRAC_SUM,
                                         RL_ACTOR_M_PPO_KL_SUM, RL_ACTOR_M_RATIO_SUM, RL_ACTOR_M_KL_LOSS_SUM};
     const rl_tensor *mt = rl_dataproto_tensor(batch, RL_CF_STEP_MASK);
@@ -120,7 +122,7 @@ int rl_diffusion_update(rl_actor_job *j, const rl_dataproto *batch, int64_t rows
             for (int64_t i = r0 * N; i < (r0 + rows) * N; i++)
                 steps += mask[i] != 0.0f;
             rl_dataproto *mb = rl_dataproto_slice(batch, r0, r0 + rows);
-            rl_dataproto *req = mb ? rl_dataproto_request(mb, keep, 7, NULL, 0,
+            rl_dataproto *req = mb ? rl_dataproto_request(mb, keep, n_keep, NULL, 0,
                                                           json_pack("{s:I}", RL_ACTOR_GLOBAL_TOKENS,
                                                                     (json_int_t)steps))
                                    : NULL;
