@@ -209,3 +209,21 @@ void rl_flow_matching_pairs(uint64_t seed, int64_t step, const float *x0, int64_
         }
     }
 }
+
+/* ---- the reward's images ------------------------------------------------------------------------------ */
+
+int rl_diffusion_reward_images(const float *latents, const float *final_mean, int64_t B, int64_t N,
+                               int64_t D, int64_t frame, int64_t F, float *out)
+{
+    if (B < 0 || N < 1 || F < 1 || frame < 0 || (frame + 1) * F > D)
+        return rl_error_set(RL_ESHAPE, "rl_diffusion_reward_images: frame %lld of %lld floats is not "
+                                       "inside a latent of %lld (B=%lld, N=%lld)",
+                            (long long)frame, (long long)F, (long long)D, (long long)B, (long long)N);
+    if (!out || (B > 0 && !latents && !final_mean))
+        return rl_error_set(RL_EINVAL, "rl_diffusion_reward_images: no images or no output");
+    for (int64_t b = 0; b < B; b++) {
+        const float *src = final_mean ? final_mean + b * D : latents + (b * (N + 1) + N) * D;
+        memcpy(out + b * F, src + frame * F, sizeof(float) * (size_t)F);
+    }
+    return RL_OK;
+}

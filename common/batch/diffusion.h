@@ -91,6 +91,15 @@ int rl_diffusion_advantages(const rl_diffusion_adv_cfg *cfg, const float *score,
 int rl_diffusion_step_mask(uint64_t seed, int64_t step, double fraction, int64_t B, int64_t N,
                            float *mask);
 
+/* ---- the reward's images ------------------------------------------------------------------------------ */
+
+/* out (B, F): frame `frame` (F floats a frame, (frame + 1)·F <= D) of each
+ * row's scored image: the chain's last latent, latents (B, N+1, D)[:, N],
+ * when final_mean is NULL (data.reward_image 'sample'), else the row of
+ * final_mean (B, D), the last step's ODE mean ('mean'). */
+int rl_diffusion_reward_images(const float *latents, const float *final_mean, int64_t B, int64_t N,
+                               int64_t D, int64_t frame, int64_t F, float *out);
+
 /* ---- metrics ---------------------------------------------------------------------------------------- */
 
 /* critic/score/{mean, max, min} of score (B). */

@@ -33,6 +33,10 @@ typedef struct rl_diffusion_data_config {
 
 extern const rl_config_section rl_diffusion_data_section;
 
+/* data.reward_image: what the reward scores of an SDE chain */
+#define RL_REWARD_IMAGE_SAMPLE 0 /* the last latent */
+#define RL_REWARD_IMAGE_MEAN 1   /* the last step's ODE mean (RL_CF_FINAL_MEAN) */
+
 typedef struct rl_diffusion_rollout_config {
 #define X RL_CFG_FIELD
 #include "common/schema/diffusion_rollout.def"

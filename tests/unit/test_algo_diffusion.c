@@ -582,6 +582,32 @@ static void test_batch_mask_metrics_pairs(void **state)
     }
 }
 
+/* data.reward_image: the reward scores frame `frame` of the chain's last
+ * latent ('sample') or of the last step's ODE mean ('mean'). */
+static void test_batch_reward_images(void **state)
+{
+    (void)state;
+    enum { B = 2, N = 2, F = 3, D = 2 * F };
+    float lat[B * (N + 1) * D], mean[B * D], out[B * F];
+    for (int i = 0; i < B * (N + 1) * D; i++)
+        lat[i] = (float)i;
+    for (int i = 0; i < B * D; i++)
+        mean[i] = -1.0f - (float)i;
+    /* sample, frame 1: row b's latent N, floats F..2F */
+    assert_int_equal(rl_diffusion_reward_images(lat, NULL, B, N, D, 1, F, out), 0);
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < F; j++)
+            assert_float_equal(out[b * F + j], (float)((b * (N + 1) + N) * D + F + j), 0);
+    /* mean, frame 0: row b of final_mean, never the latents */
+    assert_int_equal(rl_diffusion_reward_images(lat, mean, B, N, D, 0, F, out), 0);
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < F; j++)
+            assert_float_equal(out[b * F + j], -1.0f - (float)(b * D + j), 0);
+    /* a frame outside the latent is an error */
+    assert_int_equal(rl_diffusion_reward_images(lat, mean, B, N, D, 2, F, out), RL_ESHAPE);
+    assert_non_null(strstr(rl_error_message(), "frame 2"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -597,6 +623,7 @@ int main(void)
         cmocka_unit_test(test_batch_constraint),
         cmocka_unit_test(test_batch_advantages),
         cmocka_unit_test(test_batch_mask_metrics_pairs),
+        cmocka_unit_test(test_batch_reward_images),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

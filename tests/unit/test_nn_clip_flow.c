@@ -433,6 +433,27 @@ static void test_sample_sde_density(void **state)
                 fail_msg("row %lld step %lld: recorded logp %g, Gaussian density %g", (long long)b,
                          (long long)k, (double)lp[b * N + k], want);
         }
+    /* the last step's ODE mean (data.reward_image 'mean'): x_{N-1} + (σ_N −
+     * σ_{N-1})·v, the x0-prediction, recomputed with the network's velocity;
+     * not the SDE's mean (its extra drift terms) and not the noisy sample */
+    const float *fm = rl_tensor_data(rl_dataproto_tensor(out, RL_CF_FINAL_MEAN));
+    assert_non_null(fm);
+    for (int64_t b = 0; b < B; b++) {
+        const float *x = lat + (b * (N + 1) + N - 1) * D, *xs = x + D;
+        float s0 = sig[b * (N + 1) + N - 1], s1 = sig[b * (N + 1) + N];
+        assert_int_equal(rl_clip_flow_velocity(m, 1, x, &s0, &ids[b], v), 0);
+        double dev = 0;
+        for (int64_t j = 0; j < D; j++) {
+            double want = x[j] + ((double)s1 - s0) * v[j];
+            if (fabs(fm[b * D + j] - want) > 1e-5 + 1e-5 * fabs(want))
+                fail_msg("row %lld float %lld: final mean %g, x0-prediction %g", (long long)b, (long long)j,
+                         (double)fm[b * D + j], want);
+            dev += ((double)xs[j] - fm[b * D + j]) * ((double)xs[j] - fm[b * D + j]);
+        }
+        /* the sample differs from it by the last step's noise: std 0.7·sqrt(σ/(1−σ))·sqrt(σ) */
+        double sd = 0.7 * sqrt(s0 / (1.0 - s0)) * sqrt(s0), rms = sqrt(dev / (double)D);
+        assert_true(rms > 0.5 * sd && rms < 2.0 * sd);
+    }
     free(v);
     /* re-scoring the recorded chain (the actor's pass) gives the same numbers */
     rl_dataproto *chain = rl_dataproto_union(in, out);
@@ -454,6 +475,9 @@ static void test_sample_sde_density(void **state)
     const float *lo = rl_tensor_data(rl_dataproto_tensor(ode, RL_CF_LATENTS));
     assert_memory_equal(lo, lat, sizeof(float) * (size_t)D);
     assert_float_equal(((float *)rl_tensor_data(rl_dataproto_tensor(ode, RL_CF_SAMPLE_LOGP)))[0], 0, 0);
+    /* the ODE's last-step mean is its sample */
+    assert_memory_equal(rl_tensor_data(rl_dataproto_tensor(ode, RL_CF_FINAL_MEAN)), lo + N * D,
+                        sizeof(float) * (size_t)D);
     /* an ODE chain has no density: re-scoring it is a clear error */
     rl_dataproto *ochain = rl_dataproto_union(in, ode), *bad = NULL;
     assert_int_not_equal(rl_model_forward(m, ochain, RL_Q_BIT(RL_Q_LOGP), &pass, &bad), 0);

@@ -67,8 +67,9 @@ static int s_pairs(const rl_dataproto *in, rl_dataproto **out, float **sn, float
     if (!tn)
         return rl_error_code();
     const rl_tensor *tm = NULL;
-    if (rl_dataproto_tensor(in, RL_CF_STEP_MASK) &&
-        !(tm = rl_dataproto_tensor_shaped(in, RL_CF_STEP_MASK, RL_F32, 2, (int64_t[]){B, N})))
+    const char *mname = rl_dataproto_tensor(in, RL_CF_KL_STEP_MASK) ? RL_CF_KL_STEP_MASK : RL_CF_STEP_MASK;
+    if (rl_dataproto_tensor(in, mname) &&
+        !(tm = rl_dataproto_tensor_shaped(in, mname, RL_F32, 2, (int64_t[]){B, N})))
         return rl_error_code();
     const int32_t *ids = rl_tensor_data((rl_tensor *)ti);
     const float *lat = rl_tensor_data((rl_tensor *)tl), *sig = rl_tensor_data((rl_tensor *)ts);

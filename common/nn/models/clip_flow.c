@@ -544,12 +544,13 @@ static int s_sample(rl_model *mm, const rl_dataproto *in, const rl_model_samplin
     if ((rc = rl_flow_sample_noise(sp, what, &noise)))
         return rc;
     double shift = sp->shift > 0 ? sp->shift : 1.0;
-    const rl_model_output spec[4] = {{RL_CF_LATENTS, RL_F32, 3, {B, N + 1, D}},
+    const rl_model_output spec[5] = {{RL_CF_LATENTS, RL_F32, 3, {B, N + 1, D}},
                                      {RL_CF_SIGMAS, RL_F32, 2, {B, N + 1}},
                                      {RL_CF_SAMPLE_LOGP, RL_F32, 2, {B, N}},
-                                     {RL_CF_NOISE_LEVEL, RL_F32, 1, {B}}};
-    rl_tensor *t[4];
-    rl_dataproto *o = rl_model_outputs(spec, 4, t);
+                                     {RL_CF_NOISE_LEVEL, RL_F32, 1, {B}},
+                                     {RL_CF_FINAL_MEAN, RL_F32, 2, {B, D}}};
+    rl_tensor *t[5];
+    rl_dataproto *o = rl_model_outputs(spec, 5, t);
     float *grid = malloc(sizeof(float) * (size_t)(N + 1));
     size_t bd = (size_t)(B > 0 ? B : 1) * (size_t)D;
     float *x = malloc(sizeof(float) * bd), *v = malloc(sizeof(float) * bd);
@@ -562,7 +563,7 @@ static int s_sample(rl_model *mm, const rl_dataproto *in, const rl_model_samplin
     if ((rc = rl_diffusion_sigmas(N, shift, grid)))
         goto done;
     float *L = rl_tensor_data(t[0]), *S = rl_tensor_data(t[1]), *Q = rl_tensor_data(t[2]);
-    float *NL = rl_tensor_data(t[3]);
+    float *NL = rl_tensor_data(t[3]), *M = rl_tensor_data(t[4]);
     const int64_t *nseed = rl_tensor_data((rl_tensor *)tn), *rseed = rl_tensor_data((rl_tensor *)tr);
     for (int64_t b = 0; b < B; b++) {
         rl_flow_normal((uint64_t)nseed[b], 0, D, x + b * D);
@@ -579,6 +580,11 @@ static int s_sample(rl_model *mm, const rl_dataproto *in, const rl_model_samplin
             break;
         if ((rc = s_guided_forward(m, B, x, sg, ids, v)))
             break;
+        if (k == N - 1) { /* the last step's ODE mean: its x0-prediction when σ_N = 0 */
+            float dt = grid[k + 1] - grid[k];
+            for (int64_t i = 0; i < B * D; i++)
+                M[i] = x[i] + dt * v[i];
+        }
         if (sp->greedy) {
             float dt = grid[k + 1] - grid[k];
             for (int64_t i = 0; i < B * D; i++)

@@ -62,6 +62,10 @@
  * is the ODE (Euler: x ← x + (σ_next − σ)·v; log-probs 0, noise level
  * reported as 0), otherwise the SDE with noise_level > 0 and the per-step
  * log-probs of rl_diffusion_sde_step. The last latent is the sample.
+ * It also returns RL_CF_FINAL_MEAN (B, D) f32: the last step's ODE mean
+ * x_{N−1} + (σ_N − σ_{N−1})·v(x_{N−1}), the x0-prediction of the last step
+ * (σ_N = 0), which is the sample without the last step's SDE noise (the
+ * ODE's last latent itself when greedy).
  *
  * Config: model.channels/height/width and model.frames, num_prompts,
  * hidden_size, num_layers, time_embed_dim, prediction, trunk, conv_channels (the sections of
@@ -85,9 +89,14 @@ extern "C" {
 #define RL_CF_SIGMAS "sigmas"
 #define RL_CF_NOISE_LEVEL "noise_level"
 #define RL_CF_STEP_MASK "step_mask"
+/* optional (B, N) f32 0/1 of a diffusion_grpo batch: the steps the KL to the
+ * reference covers when they differ from RL_CF_STEP_MASK (data.reward_image
+ * 'mean' leaves the last step out of the policy gradient, not the KL) */
+#define RL_CF_KL_STEP_MASK "kl_step_mask"
 #define RL_CF_NOISE_SEEDS "noise_seeds"
 #define RL_CF_ROW_SEEDS "row_seeds"
 #define RL_CF_SAMPLE_LOGP "sample_logp"
+#define RL_CF_FINAL_MEAN "final_mean"
 
 extern const rl_model_kind rl_model_kind_clip_flow;
 

@@ -8,7 +8,9 @@
  *                 log-prob recorded; init_same_noise shares the initial noise
  *                 within a group
  *   reward        one frame of each sample (data.reward_frame, 0: the first,
- *                 as the seed scores a video's first frame) scored by the reward ranks
+ *                 as the seed scores a video's first frame; data.reward_image
+ *                 'mean': of the last step's ODE mean, the sample without
+ *                 the last step's noise) scored by the reward ranks
  *                 (reward.reward_model: JPEG (in)compressibility, the learned
  *                 prompt-match scorer, a remote scorer), times reward_coeff;
  *                 algorithm.constraint pays one of the scorer's terms a
@@ -167,7 +169,8 @@ static int s_phase_reward(void *arg)
 {
     s_dg *s = arg;
     int64_t B = rl_dataproto_rows(s->batch);
-    int rc = rl_diffusion_score(s->j.reward, &s->batch, s->N, s->D, s->c.data.reward_frame);
+    int rc = rl_diffusion_score(s->j.reward, &s->batch, s->N, s->D, s->c.data.reward_frame,
+                                s->c.data.reward_image == RL_REWARD_IMAGE_MEAN);
     float *score = rc ? NULL : s_col(s, RL_REWARD_SCORE), *term;
     if (!rc && !score)
         return rl_error_wrap(rl_error_code(), "the reward ranks' scores");
@@ -209,7 +212,20 @@ static int s_phase_update(void *arg)
     if (!lp)
         return rl_error_code();
     memcpy(rl_tensor_data(ot), rl_tensor_data((rl_tensor *)lp), sizeof(float) * (size_t)(B * N));
-    int rc = rl_diffusion_step_mask(s->t->seed, s->step, s->df.timestep_fraction, B, N, rl_tensor_data(mt));
+    float *mask = rl_tensor_data(mt);
+    int rc = rl_diffusion_step_mask(s->t->seed, s->step, s->df.timestep_fraction, B, N, mask);
+    /* data.reward_image 'mean': the reward does not depend on the last
+     * step's noise, so that step's log-prob gradient is pure noise (zero
+     * in expectation): it leaves the policy gradient's steps; the KL keeps
+     * it (the last step's velocity makes the scored image) */
+    if (!rc && s->c.data.reward_image == RL_REWARD_IMAGE_MEAN) {
+        rl_tensor *kt = rl_dataproto_new_tensor(s->batch, RL_CF_KL_STEP_MASK, RL_F32, 2, s2);
+        if (!kt)
+            return rl_error_code();
+        memcpy(rl_tensor_data(kt), mask, sizeof(float) * (size_t)(B * N));
+        for (int64_t b = 0; b < B; b++)
+            mask[b * N + N - 1] = 0.0f;
+    }
     return rc ? rc : rl_diffusion_update(&s->j, s->batch, s->c.data.mini_batch * s->n, s->kl_on, s->t->ms);
 }
 

@@ -56,20 +56,24 @@ int rl_diffusion_sample(rl_group *rollout, rl_dataproto **rows, int greedy, int6
     return rl_dataproto_union_into(rows, gen);
 }
 
-int rl_diffusion_score(rl_group *reward, rl_dataproto **rows, int64_t N, int64_t D, int64_t frame)
+int rl_diffusion_score(rl_group *reward, rl_dataproto **rows, int64_t N, int64_t D, int64_t frame, int mean)
 {
     int64_t B = rl_dataproto_rows(*rows), F = RL_FMNIST_SIDE * RL_FMNIST_SIDE;
-    const float *lat = rl_tensor_data(rl_dataproto_tensor(*rows, RL_CF_LATENTS));
+    const float *lat = rl_tensor_data(rl_dataproto_tensor(*rows, RL_CF_LATENTS)), *fm = NULL;
+    if (mean) {
+        const rl_tensor *mt = rl_dataproto_tensor_shaped(*rows, RL_CF_FINAL_MEAN, RL_F32, 2, (int64_t[]){B, D});
+        if (!mt)
+            return rl_error_wrap(rl_error_code(), "the rollout's last-step means (the reward's image)");
+        fm = rl_tensor_data((rl_tensor *)mt);
+    }
     rl_dataproto *req = rl_dataproto_new();
     int64_t shape[4] = {B, 1, RL_FMNIST_SIDE, RL_FMNIST_SIDE};
     rl_tensor *ti = req ? rl_dataproto_new_tensor(req, RL_REWARD_IMAGES, RL_F32, 4, shape) : NULL;
     const rl_column *pc = rl_dataproto_column(*rows, RL_REWARD_PROMPT);
     rl_column *c = ti && pc ? rl_dataproto_new_column(req, RL_REWARD_PROMPT, RL_COL_STRING) : NULL;
-    int rc = c ? RL_OK : rl_error_code();
-    for (int64_t b = 0; !rc && b < B; b++) {
-        memcpy((float *)rl_tensor_data(ti) + b * F, lat + (b * (N + 1) + N) * D + frame * F, sizeof(float) * (size_t)F);
+    int rc = c ? rl_diffusion_reward_images(lat, fm, B, N, D, frame, F, rl_tensor_data(ti)) : rl_error_code();
+    for (int64_t b = 0; !rc && b < B; b++)
         rc = rl_column_set_str(c, b, rl_column_str(pc, b));
-    }
     rl_dataproto *scored = NULL;
     if (!rc)
         rc = rl_group_call_sync(reward, RL_REWARD_IMAGE_COMPUTE, RL_DISPATCH_DP_COMPUTE, req, &scored);
@@ -88,7 +92,7 @@ int rl_diffusion_eval(const rl_actor_job *j, uint64_t seed, uint64_t salt, int64
     rl_diffusion_eval_rows(seed, salt, RL_FMNIST_CLASSES, per, ids, ns, rs);
     int rc = rl_diffusion_prompts(dp);
     if (rc || (rc = rl_diffusion_sample(j->rollout, &dp, 1, D, N)) ||
-        (rc = rl_diffusion_score(j->reward, &dp, *N, D, frame))) {
+        (rc = rl_diffusion_score(j->reward, &dp, *N, D, frame, 0))) {
         rl_dataproto_free(dp);
         return rc;
     }
@@ -99,8 +103,10 @@ int rl_diffusion_eval(const rl_actor_job *j, uint64_t seed, uint64_t salt, int64
 int rl_diffusion_update(rl_actor_job *j, const rl_dataproto *batch, int64_t rows, int kl_on,
                         rl_metric_set *ms)
 {
-    static const char *const keep[7] = {RL_CF_PROMPT_IDS, RL_CF_LATENTS, RL_CF_SIGMAS, RL_CF_NOISE_LEVEL,
-                                        RL_CF_STEP_MASK, RL_ACTOR_OLD_LOGP, RL_ACTOR_ADVANTAGES};
+    static const char *const keep[8] = {RL_CF_PROMPT_IDS, RL_CF_LATENTS, RL_CF_SIGMAS, RL_CF_NOISE_LEVEL,
+                                        RL_CF_STEP_MASK, RL_ACTOR_OLD_LOGP, RL_ACTOR_ADVANTAGES,
+                                        RL_CF_KL_STEP_MASK};
+    const int n_keep = rl_dataproto_tensor(batch, RL_CF_KL_STEP_MASK) ? 8 : 7;
     static const char *const keys[6] = {RL_ACTOR_M_LOSS, RL_ACTOR_M_TOKENS, RL_ACTOR_M_CLIPFRAC_SUM,
                                         RL_ACTOR_M_PPO_KL_SUM, RL_ACTOR_M_RATIO_SUM, RL_ACTOR_M_KL_LOSS_SUM};
     const rl_tensor *mt = rl_dataproto_tensor(batch, RL_CF_STEP_MASK);
@@ -116,7 +122,7 @@ int rl_diffusion_update(rl_actor_job *j, const rl_dataproto *batch, int64_t rows
             for (int64_t i = r0 * N; i < (r0 + rows) * N; i++)
                 steps += mask[i] != 0.0f;
             rl_dataproto *mb = rl_dataproto_slice(batch, r0, r0 + rows);
-            rl_dataproto *req = mb ? rl_dataproto_request(mb, keep, 7, NULL, 0,
+            rl_dataproto *req = mb ? rl_dataproto_request(mb, keep, n_keep, NULL, 0,
                                                           json_pack("{s:I}", RL_ACTOR_GLOBAL_TOKENS,
                                                                     (json_int_t)steps))
                                    : NULL;

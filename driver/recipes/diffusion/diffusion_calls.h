@@ -32,9 +32,10 @@ int rl_diffusion_prompts(rl_dataproto *rows);
  * chains of D floats a sample; *N = the chain's steps. */
 int rl_diffusion_sample(rl_group *rollout, rl_dataproto **rows, int greedy, int64_t D, int64_t *N);
 /* Scores frame `frame` of the final latents of *rows (chains of N steps,
- * D floats a sample; frame·784 < D, the caller's check) on the reward ranks
- * and adds their columns. */
-int rl_diffusion_score(rl_group *reward, rl_dataproto **rows, int64_t N, int64_t D, int64_t frame);
+ * D floats a sample; frame·784 < D, the caller's check), or with mean 1 of
+ * the rollout's last-step ODE means (RL_CF_FINAL_MEAN, data.reward_image
+ * 'mean'), on the reward ranks and adds their columns. */
+int rl_diffusion_score(rl_group *reward, rl_dataproto **rows, int64_t N, int64_t D, int64_t frame, int mean);
 /* The evaluation: every built-in prompt `per` times with the seeds of
  * rl_diffusion_eval_rows(seed, salt), ODE-sampled and scored → *out. */
 int rl_diffusion_eval(const rl_actor_job *j, uint64_t seed, uint64_t salt, int64_t per, int64_t D,
