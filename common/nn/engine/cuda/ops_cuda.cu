@@ -675,6 +675,22 @@ __device__ __forceinline__ float d_fa_prob(float s, float L, bool vis)
     return vis && !isinf(L) ? expf(s - L) : 0.0f;
 }
 
+// The dQ kernel's sweep over key tiles: load the tile k0 of K and V into
+// shared memory, then s = Q Kᵀ and dp = dO Vᵀ for this thread's 4×4 cells.
+template <int D>
+__device__ __forceinline__ void d_fa_key_tile(float s[4][4], float dp[4][4], float *Ks, float *Vs,
+                                              const float *Qs, const float *Os, const float *kb,
+                                              const float *vb, int k0, int T, int ks, int hd,
+                                              int ty, int tx)
+{
+    __syncthreads();
+    d_fa_load<D>(Ks, kb, k0, T, ks, hd);
+    d_fa_load<D>(Vs, vb, k0, T, ks, hd);
+    __syncthreads();
+    d_fa_dot<D>(s, Qs, Ks, ty, tx);
+    d_fa_dot<D>(dp, Os, Vs, ty, tx);
+}
+
 template <int D>
 __global__ void __launch_bounds__(RL_FA_THREADS)
     k_fa_backward_dq(float *dq, float *Dsum, const float *dout, const float *out, const float *lse,
@@ -718,13 +734,8 @@ __global__ void __launch_bounds__(RL_FA_THREADS)
     }
     // else sweep 1: D_t = Σ_s P_ts dP_ts (this thread's columns, then the row's 16 lanes)
     for (int k0 = 0; !out && k0 <= last; k0 += RL_FA_B) {
-        __syncthreads();
-        d_fa_load<D>(Ks, k + ko, k0, T, ks, hd);
-        d_fa_load<D>(Vs, v + ko, k0, T, ks, hd);
-        __syncthreads();
         float s[4][4], dp[4][4];
-        d_fa_dot<D>(s, Qs, Ks, ty, tx);
-        d_fa_dot<D>(dp, Os, Vs, ty, tx);
+        d_fa_key_tile<D>(s, dp, Ks, Vs, Qs, Os, k + ko, v + ko, k0, T, ks, hd, ty, tx);
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             int t = q0 + ty * 4 + i;
@@ -745,13 +756,8 @@ __global__ void __launch_bounds__(RL_FA_THREADS)
         for (int jj = 0; jj < J; jj++)
             acc[i][jj] = 0.0f;
     for (int k0 = 0; k0 <= last; k0 += RL_FA_B) {
-        __syncthreads();
-        d_fa_load<D>(Ks, k + ko, k0, T, ks, hd);
-        d_fa_load<D>(Vs, v + ko, k0, T, ks, hd);
-        __syncthreads();
         float s[4][4], dp[4][4];
-        d_fa_dot<D>(s, Qs, Ks, ty, tx);
-        d_fa_dot<D>(dp, Os, Vs, ty, tx);
+        d_fa_key_tile<D>(s, dp, Ks, Vs, Qs, Os, k + ko, v + ko, k0, T, ks, hd, ty, tx);
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             int t = q0 + ty * 4 + i;
