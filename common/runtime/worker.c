@@ -294,8 +294,9 @@ static void s_give_socket_locked(s_worker *w, uint64_t *owned)
 
 /* Compute thread, idle with nothing queued: takes the socket (closes the
  * loop's gate, so the next input wakes this thread and not the loop, a
- * hop less per call), drains it and returns the fd to wait on, or -1 when
- * it may not take it (no READY yet, a message left to the loop, a reset). */
+ * hop less per call), drains it and returns the fd to wait on, -1 when it
+ * may not take it (no READY yet, a message left to the loop, a reset), or
+ * -2 when its drain stopped at its bound (drain again before waiting). */
 static int s_take_socket(s_worker *w, uint64_t *owned)
 {
     int zfd = -1;
@@ -306,9 +307,12 @@ static int s_take_socket(s_worker *w, uint64_t *owned)
         if (!*owned && rl_zuv_gate(w->watch, 0) == RL_OK)
             *owned = w->generation;
         if (*owned) {
-            while (s_recv_direct(w))
-                ;
-            if (w->has_fwd) { /* not a call: the loop handles it, then the rest */
+            int n = 0;
+            while (n < 256 && s_recv_direct(w)) /* bounded, as the loop's drains */
+                n++;
+            if (n == 256) {
+                zfd = -2; /* more may be queued: drain again before waiting */
+            } else if (w->has_fwd) { /* not a call: the loop handles it, then the rest */
                 s_give_socket_locked(w, owned);
                 uv_async_send(&w->done_async);
             } else {
@@ -341,7 +345,7 @@ static void *s_compute_main(void *arg)
         if (!t) {
             int zfd = s_take_socket(w, &owned);
             pthread_mutex_lock(&w->mu);
-            int more = w->todo.head || w->compute_quit;
+            int more = w->todo.head || w->compute_quit || zfd == -2;
             pthread_mutex_unlock(&w->mu);
             if (more)
                 continue;
