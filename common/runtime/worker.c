@@ -1556,13 +1556,12 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
                     pthread_mutexattr_settype(&rec, PTHREAD_MUTEX_RECURSIVE) != 0 ||
                     pthread_mutex_init(&w->smu, &rec) != 0)) {
         pthread_mutex_destroy(&w->mu);
-        close(w->wake_fd);
-        sync_ok = 0;
+        sync_ok = 0; /* the eventfd is closed below */
     }
     if (sync_ok)
         pthread_mutexattr_destroy(&rec);
     if (!w->zctx || !sync_ok) {
-        rl_error_set(RL_EIO, "worker: %s", !w->zctx ? "zmq_ctx_new failed" : "mutex/condvar");
+        rl_error_set(RL_EIO, "worker: %s", !w->zctx ? "zmq_ctx_new failed" : "mutex/eventfd");
         if (sync_ok) {
             pthread_mutex_destroy(&w->mu);
             pthread_mutex_destroy(&w->smu);
