@@ -336,8 +336,10 @@ static rl_future *s_issue_all(rl_future *f, rl_dataproto **parts)
         f->in_rows[r] = rl_dataproto_rows(parts[r]);
         s_issue(f, r, g->ranks[r], parts[r]);
     }
+    rl_drv_send_batch_begin(g->d);
     for (int r = 0; r < f->n; r++)
         rl_drv_send_slot_queued(g->ranks[r]);
+    rl_drv_send_batch_end(g->d);
     rl_drv_unlock(g->d);
     free(parts);
     return f;

@@ -188,6 +188,10 @@ struct rl_driver {
      * future pending or a HEARTBEAT. Replies trickling in one by one would
      * otherwise wake the recipe thread once per worker and call. */
     int drain_wake;
+    /* API thread, under mu: inside rl_drv_send_batch_begin/end the sends
+     * skip their ZMQ_EVENTS check (a getsockopt, a poll and getpids each);
+     * the end checks once for all of them (send_check: one is owed). */
+    int send_batch, send_check;
 };
 
 
@@ -243,6 +247,11 @@ int rl_drv_wait_ready(rl_driver *d, rl_group *g, int timeout_ms);
 int rl_drv_send_to(rl_driver *d, const unsigned char *id, size_t id_len, Rl__Envelope *env,
                    const rl_dataproto *payload);
 int rl_drv_send(rl_drv_slot *s, Rl__Envelope *env, const rl_dataproto *payload);
+/* (API thread, under mu) Around a run of sends to many ranks: the check
+ * for input that a send may have taken the edge of (rl_drv_send_to) is
+ * made once, at the end, not after every send. */
+void rl_drv_send_batch_begin(rl_driver *d);
+void rl_drv_send_batch_end(rl_driver *d);
 void rl_drv_send_disconnect(rl_driver *d, const unsigned char *id, size_t id_len, const char *why);
 void rl_drv_send_error_to(rl_driver *d, const unsigned char *id, size_t id_len, int code,
                           const char *message);

@@ -23,9 +23,27 @@ int rl_drv_send_to(rl_driver *d, const unsigned char *id, size_t id_len, Rl__Env
     }
     if (rl_drv_on_io_thread())
         rl_zuv_kick(d->watch);
+    else if (d->send_batch)
+        d->send_check = 1; /* once, at rl_drv_send_batch_end */
     else if (rl_zuv_pending(d->router))
         rl_drv_wake(d); /* the send took an edge: the loop drains (s_on_wake) */
     return rc;
+}
+
+void rl_drv_send_batch_begin(rl_driver *d)
+{
+    if (!rl_drv_on_io_thread())
+        d->send_batch++;
+}
+
+void rl_drv_send_batch_end(rl_driver *d)
+{
+    if (rl_drv_on_io_thread() || !d->send_batch || --d->send_batch)
+        return;
+    /* input that any of the sends pulled in is still pending: one check */
+    if (d->send_check && rl_zuv_pending(d->router))
+        rl_drv_wake(d);
+    d->send_check = 0;
 }
 
 int rl_drv_send(rl_drv_slot *s, Rl__Envelope *env, const rl_dataproto *payload)

@@ -31,6 +31,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -71,7 +73,11 @@ typedef struct s_worker {
     pthread_mutex_t smu; /* the socket: see the top of this file */
     int draining;        /* the loop is in a drain (holds smu); loop only */
     int wake_compute;    /* a task was queued in that drain; loop only */
-    pthread_cond_t cv;
+    int wake_fd;         /* eventfd: wakes the compute thread (it waits in poll) */
+    int direct;          /* under smu: READY went out on this connection, so
+                            the idle compute thread may take the socket */
+    rl_msg fwd;          /* under smu: a message the compute thread received */
+    int has_fwd;         /* but leaves to the loop (has_fwd: it is there) */
     s_queue todo, done;
     int compute_quit;
     rl_worker_ctx ctx;
@@ -267,22 +273,97 @@ static void s_call_done(s_worker *w, s_task *t)
     free(t);
 }
 
+static void s_wake_compute(s_worker *w)
+{
+    uint64_t one = 1;
+    ssize_t r = write(w->wake_fd, &one, sizeof one); /* EAGAIN: it is awake anyway */
+    (void)r;
+}
+
+static int s_dispatch(s_worker *w, rl_msg *m);
+static int s_recv_direct(s_worker *w);
+
+/* Compute thread: gives the socket back to the loop (opens the gate) if
+ * this thread took it on connection `*owned`; under smu. */
+static void s_give_socket_locked(s_worker *w, uint64_t *owned)
+{
+    if (*owned && *owned == w->generation && w->watch)
+        rl_zuv_gate(w->watch, 1);
+    *owned = 0;
+}
+
+/* Compute thread, idle with nothing queued: takes the socket (closes the
+ * loop's gate, so the next input wakes this thread and not the loop, a
+ * hop less per call), drains it and returns the fd to wait on, -1 when it
+ * may not take it (no READY yet, a message left to the loop, a reset), or
+ * -2 when its drain stopped at its bound (drain again before waiting). */
+static int s_take_socket(s_worker *w, uint64_t *owned)
+{
+    int zfd = -1;
+    pthread_mutex_lock(&w->smu);
+    if (*owned && (*owned != w->generation || !w->watch))
+        *owned = 0; /* the connection was reset: its gate went with it */
+    if (w->direct && w->sock && w->watch && !w->has_fwd && !w->stopping) {
+        if (!*owned && rl_zuv_gate(w->watch, 0) == RL_OK)
+            *owned = w->generation;
+        if (*owned) {
+            int n = 0;
+            while (n < 256 && s_recv_direct(w)) /* bounded, as the loop's drains */
+                n++;
+            if (n == 256) {
+                zfd = -2; /* more may be queued: drain again before waiting */
+            } else if (w->has_fwd) { /* not a call: the loop handles it, then the rest */
+                s_give_socket_locked(w, owned);
+                uv_async_send(&w->done_async);
+            } else {
+                zfd = rl_zuv_fd(w->watch);
+            }
+        }
+    } else {
+        s_give_socket_locked(w, owned);
+    }
+    pthread_mutex_unlock(&w->smu);
+    return zfd;
+}
+
 static void *s_compute_main(void *arg)
 {
     s_worker *w = arg;
     s_compute_thread = 1;
+    uint64_t owned = 0; /* the connection whose socket this thread took, or 0 */
     for (;;) {
         pthread_mutex_lock(&w->mu);
-        while (!w->todo.head && !w->compute_quit)
-            pthread_cond_wait(&w->cv, &w->mu);
         s_task *t = s_pop(&w->todo);
+        int quit = w->compute_quit;
         if (t) {
             w->m_queued--;
             w->m_busy = 1;
         }
         pthread_mutex_unlock(&w->mu);
-        if (!t)
+        if (!t && quit)
             break; /* quit with an empty queue */
+        if (!t) {
+            int zfd = s_take_socket(w, &owned);
+            pthread_mutex_lock(&w->mu);
+            int more = w->todo.head || w->compute_quit || zfd == -2;
+            pthread_mutex_unlock(&w->mu);
+            if (more)
+                continue;
+            struct pollfd p[2] = {{.fd = w->wake_fd, .events = POLLIN},
+                                  {.fd = zfd, .events = POLLIN}};
+            if (poll(p, zfd >= 0 ? 2 : 1, -1) > 0 && (p[0].revents & POLLIN)) {
+                uint64_t v;
+                ssize_t r = read(w->wake_fd, &v, sizeof v);
+                (void)r;
+            }
+            continue;
+        }
+        if (owned) {
+            /* the loop receives while the handler runs: heartbeats, aborts */
+            pthread_mutex_lock(&w->smu);
+            s_give_socket_locked(w, &owned);
+            pthread_mutex_unlock(&w->smu);
+        }
         rl_error_clear();
         switch (t->kind) {
         case S_TASK_INIT:
@@ -310,6 +391,11 @@ static void *s_compute_main(void *arg)
         pthread_mutex_unlock(&w->mu);
         uv_async_send(&w->done_async);
     }
+    if (owned) {
+        pthread_mutex_lock(&w->smu);
+        s_give_socket_locked(w, &owned);
+        pthread_mutex_unlock(&w->smu);
+    }
     return NULL;
 }
 
@@ -319,6 +405,8 @@ static void s_submit(s_worker *w, s_task *t)
     s_push(&w->todo, t);
     w->m_queued++;
     pthread_mutex_unlock(&w->mu);
+    if (s_compute_thread)
+        return; /* its own drain (s_take_socket): it looks at the queue next */
     if (w->draining) {
         /* inside a drain the loop holds smu, which the compute thread needs
          * for its reply: wake it when the drain lets go (s_unlock_sock), or
@@ -326,7 +414,7 @@ static void s_submit(s_worker *w, s_task *t)
         w->wake_compute = 1;
         return;
     }
-    pthread_cond_signal(&w->cv); /* after the unlock: the woken thread gets the mutex */
+    s_wake_compute(w);
 }
 
 /* ---- sending -------------------------------------------------------------------------- */
@@ -524,6 +612,10 @@ static void s_send_ready(s_worker *w)
     free(l.names);
     free(safe);
     w->ready_sent = 1;
+    pthread_mutex_lock(&w->smu);
+    w->direct = w->sock != NULL && !w->stopping; /* the idle compute thread may take it */
+    pthread_mutex_unlock(&w->smu);
+    s_wake_compute(w);
     pthread_mutex_lock(&w->mu);
     w->m_connected = 1;
     pthread_mutex_unlock(&w->mu);
@@ -544,7 +636,13 @@ static void s_close_socket(s_worker *w)
     if (w->sock)
         zmq_close(w->sock);
     w->sock = NULL;
+    w->direct = 0;
+    if (w->has_fwd) { /* of the connection just closed */
+        rl_msg_clear(&w->fwd);
+        w->has_fwd = 0;
+    }
     pthread_mutex_unlock(&w->smu);
+    s_wake_compute(w); /* it may wait on that socket's fd: it must let go */
 }
 
 /* The drain's lock hooks (the loop's thread). */
@@ -562,7 +660,7 @@ static void s_unlock_sock(void *arg)
     pthread_mutex_unlock(&w->smu);
     if (w->wake_compute) {
         w->wake_compute = 0;
-        pthread_cond_signal(&w->cv);
+        s_wake_compute(w);
     }
 }
 
@@ -602,7 +700,7 @@ static int s_connect_locked(s_worker *w)
         w->sock = NULL;
         return rc;
     }
-    w->watch = rl_zuv_start_locked(&w->loop, w->sock, s_on_readable, w, s_lock_sock, s_unlock_sock);
+    w->watch = rl_zuv_start_gated(&w->loop, w->sock, s_on_readable, w, s_lock_sock, s_unlock_sock);
     w->ready_sent = 0;
     w->accepted = 0;
     w->last_recv = uv_now(&w->loop);
@@ -617,9 +715,13 @@ static void s_stop(s_worker *w, int code, const char *why)
 {
     if (w->stopping)
         return;
+    pthread_mutex_lock(&w->smu); /* no call taken by the compute thread after this */
     pthread_mutex_lock(&w->mu);
     w->stopping = 1;
     pthread_mutex_unlock(&w->mu);
+    w->direct = 0;
+    pthread_mutex_unlock(&w->smu);
+    s_wake_compute(w);
     w->exit_code = code;
     w->ctx.stop = 1;
     rl_abort_raise(why); /* a call waiting for a peer returns now */
@@ -946,7 +1048,7 @@ static void s_on_call(s_worker *w, rl_msg *m)
         json_object_update(rl_dataproto_meta(t->in), args);
         json_decref(args);
     }
-    if (s_is_inline(w, method->name)) {
+    if (!s_compute_thread && s_is_inline(w, method->name)) {
         /* An inline method (declared cheap by its role) runs right here on
          * the loop when the compute thread is idle with nothing queued: the
          * order of calls is kept and the hop to the compute thread saved.
@@ -969,21 +1071,85 @@ static void s_on_call(s_worker *w, rl_msg *m)
     s_submit(w, t);
 }
 
+/* Bookkeeping of a message received (either thread, under smu). */
+static void s_note_recv(s_worker *w, const rl_msg *m)
+{
+    /* the loop's cached clock on the loop; the monotonic clock in ms (the
+     * same clock, maybe a little ahead) on the compute thread */
+    w->last_recv = s_compute_thread ? uv_hrtime() / 1000000 : uv_now(&w->loop);
+    w->lost_since = 0;
+    w->backoff_ms = w->opt.heartbeat_ms;
+    pthread_mutex_lock(&w->mu);
+    w->m_bytes_in += (int64_t)m->bytes;
+    w->m_last_recv_ms = w->last_recv;
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Compute thread, socket taken, under smu: receives one message. A call
+ * (but an abort) is queued and a heartbeat noted here; anything else is
+ * left to the loop in w->fwd. 1 when a message was handled here, else 0
+ * (EAGAIN, or a message left to the loop). */
+static int s_recv_direct(s_worker *w)
+{
+    rl_msg m;
+    int rc = rl_msg_recv(w->sock, 0, &m);
+    if (rc && m.bytes == 0)
+        return 0;
+    s_note_recv(w, &m);
+    if (!m.env) {
+        rl_log_warn("dropped a message from the driver: %s", rl_error_message());
+        rl_msg_clear(&m);
+        return 1;
+    }
+    if (m.env->protocol_version == RL_PROTOCOL_VERSION) {
+        if (m.env->body_case == RL__ENVELOPE__BODY_HEARTBEAT) {
+            rl_msg_clear(&m);
+            return 1;
+        }
+        if (m.env->body_case == RL__ENVELOPE__BODY_CALL &&
+            !(m.env->call->method && strcmp(m.env->call->method, RL_WORKER_ABORT) == 0)) {
+            s_on_call(w, &m);
+            rl_msg_clear(&m);
+            return 1;
+        }
+    }
+    w->fwd = m; /* whole, in order: the loop takes it before its next receive */
+    w->has_fwd = 1;
+    return 0;
+}
+
+/* The loop, under smu: handles the message the compute thread left. */
+static void s_take_fwd(s_worker *w)
+{
+    if (!w->has_fwd)
+        return;
+    rl_msg m = w->fwd;
+    w->has_fwd = 0;
+    memset(&w->fwd, 0, sizeof w->fwd);
+    s_dispatch(w, &m);
+}
+
 /* 0 when nothing was there to receive, else 1 (see rl_zuv_readable_fn). */
 static int s_on_readable(void *sock, void *arg)
 {
     s_worker *w = arg;
+    if (w->has_fwd) { /* received by the compute thread before what is queued */
+        s_take_fwd(w);
+        return 1;
+    }
     rl_msg m;
     int rc = rl_msg_recv(sock, 0, &m);
     if (rc && m.bytes == 0) /* EAGAIN: drained (or a socket error: nothing read) */
         return 0;
-    w->last_recv = uv_now(&w->loop);
-    w->lost_since = 0;
-    w->backoff_ms = w->opt.heartbeat_ms;
-    pthread_mutex_lock(&w->mu);
-    w->m_bytes_in += (int64_t)m.bytes;
-    w->m_last_recv_ms = w->last_recv;
-    pthread_mutex_unlock(&w->mu);
+    s_note_recv(w, &m);
+    return s_dispatch(w, &m);
+}
+
+/* Handles a received message m (the loop, under smu); clears it. */
+static int s_dispatch(s_worker *w, rl_msg *m_)
+{
+    rl_msg m = *m_;
+    memset(m_, 0, sizeof *m_);
     if (!m.env) {
         rl_log_warn("dropped a message from the driver: %s", rl_error_message());
         rl_msg_clear(&m);
@@ -1048,8 +1214,10 @@ static void s_on_done(uv_async_t *a)
         rl_dataproto_free(t->out);
         free(t);
     }
-    /* the compute thread's reply may have taken the socket's edge */
+    /* the compute thread's reply may have taken the socket's edge, or it
+     * left a message to the loop */
     pthread_mutex_lock(&w->smu);
+    s_take_fwd(w);
     rl_zuv_kick(w->watch);
     pthread_mutex_unlock(&w->smu);
 }
@@ -1091,7 +1259,15 @@ static void s_reply(s_worker *w, s_task *t)
     }
     /* the loop (an inline call) is inside its drain, which ends with an
      * EAGAIN receive: only the compute thread must look for a lost edge */
-    int pending = s_compute_thread && w->sock && rl_zuv_pending(w->sock);
+    int pending = 0;
+    if (s_compute_thread && w->sock) {
+        /* idle next with the socket its own, this thread drains it itself
+         * (s_take_socket): no ZMQ_EVENTS query */
+        pthread_mutex_lock(&w->mu);
+        int idle_next = w->direct && !w->has_fwd && !w->todo.head;
+        pthread_mutex_unlock(&w->mu);
+        pending = !idle_next && rl_zuv_pending(w->sock);
+    }
     pthread_mutex_unlock(&w->smu);
     if (pending)
         uv_async_send(&w->done_async); /* s_on_done kicks the drain */
@@ -1124,7 +1300,9 @@ static void s_on_heartbeat_locked(s_worker *w)
     uint64_t limit = (uint64_t)w->opt.heartbeat_ms * (uint64_t)w->opt.liveness;
     if (!w->configured && (uint64_t)w->opt.start_window_ms > limit)
         limit = (uint64_t)w->opt.start_window_ms; /* a driver still starting the job */
-    if (now - w->last_recv > limit) {
+    /* last_recv may be off the monotonic clock (the compute thread's
+     * receives), a little ahead of uv_now: no unsigned wrap-around */
+    if (now > w->last_recv && now - w->last_recv > limit) {
         char why[128];
         snprintf(why, sizeof why, "driver silent for %.1f s", (double)(now - w->last_recv) / 1000.0);
         s_driver_lost(w, why);
@@ -1368,7 +1546,8 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
     }
     w->zctx = zmq_ctx_new();
     int sync_ok = pthread_mutex_init(&w->mu, NULL) == 0;
-    if (sync_ok && pthread_cond_init(&w->cv, NULL) != 0) {
+    w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (sync_ok && w->wake_fd < 0) {
         pthread_mutex_destroy(&w->mu);
         sync_ok = 0;
     }
@@ -1377,17 +1556,18 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
                     pthread_mutexattr_settype(&rec, PTHREAD_MUTEX_RECURSIVE) != 0 ||
                     pthread_mutex_init(&w->smu, &rec) != 0)) {
         pthread_mutex_destroy(&w->mu);
-        pthread_cond_destroy(&w->cv);
-        sync_ok = 0;
+        sync_ok = 0; /* the eventfd is closed below */
     }
     if (sync_ok)
         pthread_mutexattr_destroy(&rec);
     if (!w->zctx || !sync_ok) {
-        rl_error_set(RL_EIO, "worker: %s", !w->zctx ? "zmq_ctx_new failed" : "mutex/condvar");
+        rl_error_set(RL_EIO, "worker: %s", !w->zctx ? "zmq_ctx_new failed" : "mutex/eventfd");
         if (sync_ok) {
             pthread_mutex_destroy(&w->mu);
             pthread_mutex_destroy(&w->smu);
-            pthread_cond_destroy(&w->cv);
+            close(w->wake_fd);
+        } else if (w->wake_fd >= 0) {
+            close(w->wake_fd);
         }
         if (w->zctx)
             zmq_ctx_term(w->zctx);
@@ -1460,8 +1640,8 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
         }
         pthread_mutex_lock(&w->mu);
         w->compute_quit = 1;
-        pthread_cond_signal(&w->cv);
         pthread_mutex_unlock(&w->mu);
+        s_wake_compute(w);
         pthread_join(w->compute, NULL);
     }
     s_on_done(&w->done_async); /* free finished tasks; replies are best effort */
@@ -1480,7 +1660,7 @@ int rl_worker_run(const rl_worker_options *opt_in, const rl_worker_role *role)
     rl_config_free(w->ctx.config);
     pthread_mutex_destroy(&w->mu);
     pthread_mutex_destroy(&w->smu);
-    pthread_cond_destroy(&w->cv);
+    close(w->wake_fd);
     int code = w->exit_code;
     free(w);
     return code;

@@ -4,6 +4,8 @@
 #include "rlrt/error.h"
 
 #include <stdlib.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 #include <zmq.h>
 
 struct rl_zuv {
@@ -17,6 +19,9 @@ struct rl_zuv {
     int closing;
     int draining; /* inside s_drain: a kick is implied by its final EAGAIN */
     int open_handles;
+    int zfd;      /* the socket's ZMQ_FD */
+    int gate;     /* gated: an epoll fd holding zfd while open (else -1) */
+    int gate_open;
 };
 
 int rl_zuv_pending(void *zsock)
@@ -62,8 +67,23 @@ rl_zuv *rl_zuv_start(uv_loop_t *loop, void *zsock, rl_zuv_readable_fn cb, void *
     return rl_zuv_start_locked(loop, zsock, cb, arg, NULL, NULL);
 }
 
+static rl_zuv *s_start(uv_loop_t *loop, void *zsock, rl_zuv_readable_fn cb, void *arg,
+                       void (*lock)(void *), void (*unlock)(void *), int gated);
+
 rl_zuv *rl_zuv_start_locked(uv_loop_t *loop, void *zsock, rl_zuv_readable_fn cb, void *arg,
                             void (*lock)(void *), void (*unlock)(void *))
+{
+    return s_start(loop, zsock, cb, arg, lock, unlock, 0);
+}
+
+rl_zuv *rl_zuv_start_gated(uv_loop_t *loop, void *zsock, rl_zuv_readable_fn cb, void *arg,
+                           void (*lock)(void *), void (*unlock)(void *))
+{
+    return s_start(loop, zsock, cb, arg, lock, unlock, 1);
+}
+
+static rl_zuv *s_start(uv_loop_t *loop, void *zsock, rl_zuv_readable_fn cb, void *arg,
+                       void (*lock)(void *), void (*unlock)(void *), int gated)
 {
     int fd;
     size_t len = sizeof fd;
@@ -79,7 +99,23 @@ rl_zuv *rl_zuv_start_locked(uv_loop_t *loop, void *zsock, rl_zuv_readable_fn cb,
     w->arg = arg;
     w->lock = lock;
     w->unlock = unlock;
-    if (uv_poll_init(loop, &w->poll, fd) != 0) {
+    w->zfd = fd;
+    w->gate = -1;
+    if (gated) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+        w->gate = epoll_create1(EPOLL_CLOEXEC);
+        if (w->gate < 0 || epoll_ctl(w->gate, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            if (w->gate >= 0)
+                close(w->gate);
+            free(w);
+            rl_error_set(RL_EIO, "epoll for the ZeroMQ fd failed");
+            return NULL;
+        }
+        w->gate_open = 1;
+    }
+    if (uv_poll_init(loop, &w->poll, gated ? w->gate : fd) != 0) {
+        if (w->gate >= 0)
+            close(w->gate);
         free(w);
         rl_error_set(RL_EIO, "uv_poll_init on the ZeroMQ fd failed");
         return NULL;
@@ -104,8 +140,27 @@ void rl_zuv_kick(rl_zuv *w)
 static void s_on_close(uv_handle_t *h)
 {
     rl_zuv *w = h->data;
-    if (--w->open_handles == 0)
+    if (--w->open_handles == 0) {
+        if (w->gate >= 0)
+            close(w->gate); /* after libuv stopped polling it */
         free(w);
+    }
+}
+
+int rl_zuv_fd(const rl_zuv *w) { return w ? w->zfd : -1; }
+
+int rl_zuv_gate(rl_zuv *w, int open)
+{
+    if (!w || w->gate < 0 || w->closing)
+        return RL_ESTATE;
+    open = open != 0;
+    if (w->gate_open == open)
+        return RL_OK;
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = w->zfd};
+    if (epoll_ctl(w->gate, open ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, w->zfd, &ev) != 0)
+        return RL_EIO; /* no message: the caller keeps the gate as it was */
+    w->gate_open = open;
+    return RL_OK;
 }
 
 void rl_zuv_stop(rl_zuv *w)

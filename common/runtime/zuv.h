@@ -44,6 +44,21 @@ rl_zuv *rl_zuv_start(uv_loop_t *loop, void *zsock, rl_zuv_readable_fn cb, void *
 /* The same, with lock(arg)/unlock(arg) held around every drain. */
 rl_zuv *rl_zuv_start_locked(uv_loop_t *loop, void *zsock, rl_zuv_readable_fn cb, void *arg,
                             void (*lock)(void *), void (*unlock)(void *));
+/* The same, gated: the loop polls an epoll fd that holds the socket's
+ * ZMQ_FD only while the gate is open (at start). Another thread may close
+ * the gate (rl_zuv_gate(w, 0), under the lock), wait on rl_zuv_fd() itself
+ * and receive, so that the loop does not wake for that input; opening the
+ * gate again (epoll_ctl, no wake-up unless input is pending) hands input
+ * back to the loop. The loop may still drain while the gate is closed
+ * (after rl_zuv_kick). Linux only (epoll). */
+rl_zuv *rl_zuv_start_gated(uv_loop_t *loop, void *zsock, rl_zuv_readable_fn cb, void *arg,
+                           void (*lock)(void *), void (*unlock)(void *));
+/* Opens (1) or closes (0) the gate of a gated watcher; under its lock.
+ * RL_OK, or an error code (not gated, stopping, epoll_ctl failed) with the
+ * gate left as it was; sets no error message. */
+int rl_zuv_gate(rl_zuv *w, int open);
+/* The socket's ZMQ_FD (-1 for NULL). */
+int rl_zuv_fd(const rl_zuv *w);
 /* 1 when zsock has a message to receive (ZMQ_EVENTS & ZMQ_POLLIN); the
  * caller must be allowed to use the socket (its thread, or its lock held). */
 int rl_zuv_pending(void *zsock);

@@ -9,9 +9,13 @@
  * heartbeats keep flowing however long a handler takes. The compute thread
  * sends each call's REPLY/ERROR itself (the socket is shared under a mutex);
  * init/fini results go back to the loop through a queue and a uv_async.
+ * Once READY is sent, the compute thread, idle with nothing queued, receives
+ * from the socket itself (calls and heartbeats; anything else goes to the
+ * loop, in order) and hands the socket back to the loop before it runs a
+ * handler: a call wakes one thread of the worker, not two.
  * Methods declared inline (rl_worker_options.inline_methods) run on the
- * loop's thread instead when the compute thread is idle with nothing queued
- * (order kept; they must be cheap).
+ * loop's thread instead when the loop receives them while the compute
+ * thread is idle with nothing queued (order kept; they must be cheap).
  *
  * Failure handling (zguide Paranoid Pirate): if nothing arrives from the
  * driver for heartbeat × liveness, the worker assumes the driver is gone,
