@@ -24,6 +24,11 @@ awk '/^#define RL_FA_B 64/{f=1} /^\/\/ One block per row of logits/{f=0} f' \
 [ -s "$tmp/fa_extract.inc" ] || { echo "flash_emu: the kernels' text was not found"; exit 1; }
 ! grep -q "extern __shared__" "$tmp/fa_extract.inc" ||
     { echo "flash_emu: a shared-memory declaration this script does not rewrite"; exit 1; }
-${CXX:-g++} -std=c++20 -O2 -I"$root" -I"$root/include" -I"$tmp" "$here/flash_emu.cpp" \
-    -o "$tmp/flash_emu" "$lib" -fopenmp -lopenblas -lm -pthread
+# a sanitizer build's library (make SANITIZE=...) links only with its
+# runtimes: the emulation is then built with the same sanitizers
+san=
+nm -A "$lib" 2>/dev/null | grep -q ' U __asan_init' && san=address
+nm -A "$lib" 2>/dev/null | grep -q ' U __ubsan_handle' && san=${san:+$san,}undefined
+${CXX:-g++} -std=c++20 -O2 ${san:+-fsanitize=$san -fno-omit-frame-pointer} -I"$root" -I"$root/include" \
+    -I"$tmp" "$here/flash_emu.cpp" -o "$tmp/flash_emu" "$lib" -fopenmp -lopenblas -lm -pthread
 "$tmp/flash_emu"
