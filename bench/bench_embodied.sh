@@ -11,7 +11,12 @@
 #   bench: embodied_<method>_gain_points     (after − before) × 100
 #   bench: embodied_<method>_wall_s          training + evaluation wall time
 # with per-task tables, the success curve over wall time (every
-# BENCH_EMBODIED_EVAL_EVERY steps) and where a step's time goes.
+# BENCH_EMBODIED_EVAL_EVERY steps), where a step's time goes, and the
+# sample efficiency (issue 43): docs/embodied_sample_efficiency.png, success
+# against the training rollouts' env steps (rollout/env_steps_total) and
+# against training seconds per method (needs matplotlib: the first of
+# $PYTHON, build/venv-ref, build/venv-libero that has it), its points in
+# docs/embodied_sample_efficiency.json.
 # Methods: BENCH_EMBODIED_METHODS (default: anchor sil flowsar flowsar_mse
 # flowipo grpo ppo), each `name`, `name:steps`, `name:steps:every` or
 # `name:steps:every:seeds` (its own training steps, evaluation interval and
@@ -99,5 +104,12 @@ done
 done
 sed -i '/^loadavg_end=/d' "$out/env.txt"
 echo "loadavg_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/env.txt"
-"${PYTHON:-/usr/bin/python3}" bench/bench_embodied_report.py --dir "$out" --manifest "$DATA/manifest.json" --methods "$METHODS" \
+# the report draws docs/embodied_sample_efficiency.png with matplotlib: the first python that has it
+py=""
+for p in "${PYTHON:-/usr/bin/python3}" build/venv-ref/bin/python "${LIBERO_VENV:-build/venv-libero}/bin/python"; do
+    if [ -x "$p" ] && "$p" -c "import matplotlib" 2>/dev/null; then py=$p; break; fi
+done
+[ -n "$py" ] || { echo "bench-embodied: no python with matplotlib: docs/embodied_sample_efficiency.png is not drawn"
+                  py=${PYTHON:-/usr/bin/python3}; }
+"$py" bench/bench_embodied_report.py --dir "$out" --manifest "$DATA/manifest.json" --methods "$METHODS" \
     --seeds "$SEEDS" --steps "$STEPS" --per "$PER" --every "$EVERY" --warmstart "$WS" --heldout "$HELDOUT"

@@ -13,7 +13,19 @@ leaving the other benchmarks' sections as they are, and prints
 `bench: name = value` lines for the headline numbers. Every number on the
 page is computed here from those files.
 
-Standard library only (run with /usr/bin/python3).
+Sample efficiency (issue 43): beside --out, embodied_sample_efficiency.png
+(docs/ for the page) draws the greedy evaluation's success against the env
+(control) steps of the training rollouts (rollout/env_steps_total) and
+against the training seconds (the sum of timing_s/step; evaluations not
+counted), one line per method (the mean over its seeds, each seed faint),
+controls dashed; embodied_sample_efficiency.json holds its points. Runs
+logged before rollout/env_steps existed are drawn in the seconds panel
+only, and the page names them.
+
+Standard library only, but the PNG needs matplotlib: bench_embodied.sh
+runs this with the first of $PYTHON (/usr/bin/python3), build/venv-ref and
+build/venv-libero that has it; without it the page says the plot was not
+drawn and the JSON is still written.
 """
 import argparse
 import json
@@ -23,6 +35,7 @@ import sys
 
 PHASES = ["rollout", "annotate", "credit", "update_actor", "sync_weights", "step"]
 BEGIN, END = "<!-- bench-embodied:begin -->", "<!-- bench-embodied:end -->"
+EFF = "embodied_sample_efficiency"  # .png and .json beside --out
 
 
 def run_name(method, seed):
@@ -78,7 +91,141 @@ def fmt_pm(xs, digits, sign=False, scale=1.0):
     return s
 
 
-def section(a, env, langs, runs):
+def curve(rows):
+    """The evaluations of one run, in order: {step, env_steps, train_s, success}.
+    env_steps: rollout/env_steps_total of the step (or the sum of
+    rollout/env_steps), None for a run that logged neither (older runs);
+    train_s: the sum of timing_s/step up to the step (evaluations excluded)."""
+    has = any("rollout/env_steps_total" in x or "rollout/env_steps" in x for x in rows)
+    env, t, pts = 0, 0.0, []
+    for x in rows:
+        if "rollout/env_steps_total" in x:
+            env = x["rollout/env_steps_total"]
+        elif "rollout/env_steps" in x:
+            env += x["rollout/env_steps"]
+        t += x.get("timing_s/step", 0.0)
+        if "eval/success_rate" in x:
+            pts.append({"step": x["step"], "env_steps": int(env) if has else None, "train_s": round(t, 3),
+                        "success": x["eval/success_rate"]})
+    return pts
+
+
+def mean_curve(by_seed):
+    """The mean over seeds at each evaluation all of them ran (by index);
+    env_steps None unless every seed has it."""
+    out = []
+    for pts in zip(*by_seed):
+        env = [p["env_steps"] for p in pts]
+        out.append({"step": pts[0]["step"],
+                    "env_steps": round(mean(env), 1) if None not in env else None,
+                    "train_s": round(mean([p["train_s"] for p in pts]), 3),
+                    "success": mean([p["success"] for p in pts])})
+    return out
+
+
+def efficiency(a, runs, out_path):
+    """Writes <dir of out_path>/embodied_sample_efficiency.json (always) and
+    .png (with matplotlib); returns what the page says of them."""
+    base = os.path.join(os.path.dirname(os.path.abspath(out_path)), EFF)
+    first = runs[a.methods[0]][a.seeds_of[a.methods[0]][0]]
+    n = int(first[0]["eval/episodes"])
+    data = {"suite": "LIBERO-Object", "eval_episodes": n, "episodes_per_task": a.per, "heldout": a.heldout,
+            "x": {"env_steps": "rollout/env_steps_total: env (control) steps of the training rollouts",
+                  "train_s": "sum of timing_s/step: training seconds, evaluations excluded"},
+            "methods": {}, "without_env_steps": []}
+    for m in a.methods:
+        seeds = {s: curve(runs[m][s]) for s in a.seeds_of[m]}
+        data["without_env_steps"] += [run_name(m, s) for s, c in seeds.items() if c[0]["env_steps"] is None]
+        data["methods"][m] = {"control": is_control(m), "seeds": {str(s): c for s, c in seeds.items()},
+                              "mean": mean_curve(list(seeds.values()))}
+    with open(base + ".json", "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+        f.write("\n")
+    info = {"json": base + ".json", "png": None, "data": data, "why": ""}
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        info["why"] = "no matplotlib in %s" % sys.executable
+        return info
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.4), dpi=110, sharey=True)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    own = [m for m in a.methods if not is_control(m)]
+    for m in a.methods:
+        d = data["methods"][m]
+        # a control takes the colour of the method it controls (gray: `anchor`)
+        of = m[:-len("_anchor")] if m.endswith("_anchor") else None
+        color = colors[own.index(of) % len(colors)] if of in own else (
+            "0.45" if is_control(m) else colors[own.index(m) % len(colors)])
+        ls = "--" if d["control"] else "-"
+        many = len(d["seeds"]) > 1
+        for ax, key in zip(axes, ("env_steps", "train_s")):
+            if many:
+                for c in d["seeds"].values():
+                    pts = [p for p in c if p[key] is not None]
+                    ax.plot([p[key] for p in pts], [p["success"] for p in pts], ls, color=color, lw=0.8, alpha=0.3)
+            pts = [p for p in d["mean"] if p[key] is not None]
+            if pts:
+                ax.plot([p[key] for p in pts], [p["success"] for p in pts], ls, color=color, lw=2, marker="o",
+                        ms=3, label="%s%s" % (m, " (mean of %d seeds)" % len(d["seeds"]) if many else ""))
+    axes[0].set_xlabel("env (control) steps of the training rollouts (rollout/env_steps_total)")
+    axes[1].set_xlabel("training wall-clock seconds (sum of timing_s/step; evaluations excluded)")
+    axes[0].set_ylabel("greedy success rate")
+    for ax in axes:
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3)
+    if data["without_env_steps"]:
+        axes[0].text(0.02, 0.02, "no rollout/env_steps (older runs): " + ", ".join(data["without_env_steps"]),
+                     transform=axes[0].transAxes, fontsize=7, va="bottom", wrap=True)
+    axes[1].legend(fontsize=7, loc="lower right")
+    fig.suptitle("LIBERO-Object: greedy ODE success over %d evaluation episodes (%d per task%s)" %
+                 (n, a.per, ", held-out initial states" if a.heldout else ""), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(base + ".png")
+    plt.close(fig)
+    info["png"] = base + ".png"
+    return info
+
+
+def efficiency_text(eff, out_path):
+    """The page's paragraph on the sample-efficiency plot and its data."""
+    def rel(p):  # from the page (a link)
+        return os.path.relpath(p, os.path.dirname(os.path.abspath(out_path)))
+
+    def shown(p):  # from the repository (docs/...), else the file's name
+        r = os.path.relpath(p)
+        return os.path.basename(p) if r.startswith("..") else r
+    d = eff["data"]
+    out = []
+    if eff["png"]:
+        out.append("Sample efficiency (issue 43): greedy success against the env (control) steps of the training "
+                   "rollouts (`rollout/env_steps_total`) and against the training seconds (the sum of "
+                   "`timing_s/step`, evaluations excluded), the mean over a method's seeds (each seed faint), "
+                   "controls dashed; its points are in `%s`." % shown(eff["json"]))
+        out.append("")
+        out.append("![sample efficiency on LIBERO-Object](%s)" % rel(eff["png"]))
+    else:
+        out.append("Sample efficiency (issue 43): the plot `%s` was not drawn (%s); its points (success "
+                   "against `rollout/env_steps_total` and against the training seconds) are in `%s`." %
+                   (shown(eff["json"])[:-len(".json")] + ".png", eff["why"], shown(eff["json"])))
+    if d["without_env_steps"]:
+        out.append("")
+        out.append("Runs without `rollout/env_steps` (logged before the metric existed), drawn against the "
+                   "training seconds only: %s." % ", ".join(d["without_env_steps"]))
+    out.append("")
+    out.append("| method | env steps | training s | success |")
+    out.append("|---|---|---|---|")
+    for m, v in d["methods"].items():
+        last = v["mean"][-1]
+        out.append("| %s | %s | %.0f | %.3f |" % (m, "-" if last["env_steps"] is None else "%.0f" % last["env_steps"],
+                                                  last["train_s"], last["success"]))
+    out.append("")
+    out.append("(at the last evaluation every seed of the method ran; means over its seeds)")
+    return out
+
+
+def section(a, env, langs, runs, eff=None):
     """runs[method][seed] = list of metric rows of that run (seeds: a.seeds_of[method])."""
     methods, sof = a.methods, a.seeds_of
     all_seeds = sorted({s for m in methods for s in sof[m]})
@@ -207,6 +354,9 @@ def section(a, env, langs, runs):
                     pts.append("%d: %.3f (%.0f s)" % (x["step"], x["eval/success_rate"], t))
             out.append("- %s%s: %s" % (m, " seed %d" % s if many else "", ", ".join(pts)))
     out.append("")
+    if eff:
+        out += efficiency_text(eff, a.out)
+        out.append("")
     out.append("Where a training step's time goes (mean seconds per step%s):" %
                (" over its seeds" if many else ""))
     out.append("")
@@ -268,7 +418,8 @@ def main():
             runs[m][s] = rows
             cpath = os.path.join(a.dir, run_name(m, s) + ".commit")
             a.commits.setdefault(m, {})[s] = open(cpath).read().strip() if os.path.exists(cpath) else ""
-    sec = section(a, read_env(os.path.join(a.dir, "env.txt")), langs, runs)
+    eff = efficiency(a, runs, a.out)
+    sec = section(a, read_env(os.path.join(a.dir, "env.txt")), langs, runs, eff)
     text = open(a.out).read() if os.path.exists(a.out) else ""
     if BEGIN in text and END in text:
         i, j = text.index(BEGIN), text.index(END) + len(END)
@@ -277,6 +428,8 @@ def main():
         text = text.rstrip("\n") + "\n\n" + sec + "\n"
     open(a.out, "w").write(text)
     print("wrote the bench-embodied section of %s" % a.out)
+    print("wrote %s" % (eff["png"] or "no %s.png (%s)" % (EFF, eff["why"])))
+    print("wrote %s" % eff["json"])
 
 
 if __name__ == "__main__":

@@ -27,6 +27,14 @@ void rl_episode_envs_free(rl_episode_envs *e)
     memset(e, 0, sizeof *e);
 }
 
+int64_t rl_episode_envs_steps(const rl_episode_envs *e)
+{
+    int64_t n = 0;
+    for (int64_t i = 0; e->valid && i < e->B * e->K; i++)
+        n += e->valid[i] != 0;
+    return n;
+}
+
 int rl_episode_envs_gather(rl_dataproto *const *env, int E, int64_t K, const rl_episode_cols *cols,
                            rl_episode_envs *e)
 {

@@ -61,6 +61,9 @@ typedef struct rl_episode_envs {
 int rl_episode_envs_gather(rl_dataproto *const *env, int E, int64_t K, const rl_episode_cols *cols,
                            rl_episode_envs *e);
 void rl_episode_envs_free(rl_episode_envs *e);
+/* The env (control) steps the round took: the sum of its episodes' lengths,
+ * the valid steps of every env (libero_rl's rollout/env_steps). */
+int64_t rl_episode_envs_steps(const rl_episode_envs *e);
 
 /* ---- the training batch ------------------------------------------------------------------------ */
 

@@ -8,6 +8,13 @@ env.txt; a two-task manifest), with per-method seeds (`name:steps:every:seeds`):
     paired by seed (only the seeds both ran, named), the per-task means,
     the curve of each seed, and the target read on every seed;
   * the text outside the bench-embodied markers is kept;
+  * sample efficiency (issue 43): embodied_sample_efficiency.json beside the
+    page holds each run's success against rollout/env_steps_total and the
+    training seconds and the mean over seeds; runs without the env-steps
+    metric (older runs) are named and kept for the seconds panel; the PNG is
+    drawn with the first python that has matplotlib (/usr/bin/python3,
+    build/venv-ref, build/venv-libero: what bench_embodied.sh picks), and a
+    python without it writes the page and the JSON and says so;
   * a missing run, a malformed spec and a method listed twice are errors
     that name the problem, and write nothing.
 Exit 0 = pass.
@@ -15,6 +22,7 @@ Exit 0 = pass.
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -23,14 +31,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCRIPT = os.path.join(ROOT, "bench", "bench_embodied_report.py")
 
 
-def write_run(d, name, evals, step_s=2.0, wall=100.0, log_ema=True):
-    """evals: [(step, success, [task0, task1])]; a training row between evaluations."""
+def write_run(d, name, evals, step_s=2.0, wall=100.0, log_ema=True, env_steps=None):
+    """evals: [(step, success, [task0, task1])]; a training row between evaluations,
+    with rollout/env_steps = env_steps (None: an older run without the metric)."""
     os.makedirs(os.path.join(d, name))
-    rows = []
+    rows, total = [], 0
     for k, (step, succ, tasks) in enumerate(evals):
         if k:
             rows.append({"step": step, "timing_s/step": step_s, "timing_s/rollout": step_s / 2,
                          "timing_s/update_actor": step_s / 4})
+            if env_steps is not None:
+                total += env_steps
+                rows[-1].update({"rollout/env_steps": env_steps, "rollout/env_steps_total": total})
         rows.append({"step": step, "eval/success_rate": succ, "eval/episodes": 20,
                      "eval/success_task_0": tasks[0], "eval/success_task_1": tasks[1], "timing_s/eval": 1.0})
     with open(os.path.join(d, name, "metrics.jsonl"), "w") as f:
@@ -43,8 +55,8 @@ def write_run(d, name, evals, step_s=2.0, wall=100.0, log_ema=True):
         f.write("abc1234\n")
 
 
-def report(d, manifest, out, methods, seeds="1"):
-    return subprocess.run([sys.executable, SCRIPT, "--dir", d, "--manifest", manifest, "--methods", methods,
+def report(d, manifest, out, methods, seeds="1", python=sys.executable):
+    return subprocess.run([python, SCRIPT, "--dir", d, "--manifest", manifest, "--methods", methods,
                            "--seeds", seeds, "--steps", "20", "--per", "10", "--every", "5",
                            "--warmstart", "ws/final", "--out", out], capture_output=True, text=True)
 
@@ -54,6 +66,28 @@ def row(page, method):
         if line.startswith("| %s |" % method):
             return [c.strip() for c in line.strip("|").split("|")]
     raise AssertionError("no table row for %s in:\n%s" % (method, page))
+
+
+def has_matplotlib(python):
+    return os.access(python, os.X_OK) and subprocess.run(
+        [python, "-c", "import matplotlib"], capture_output=True).returncode == 0
+
+
+def plot_python():
+    """The first python with matplotlib, in bench_embodied.sh's order (None: none)."""
+    venv = os.environ.get("LIBERO_VENV", "build/venv-libero")
+    for p in (sys.executable, os.path.join(ROOT, "build/venv-ref/bin/python"),
+              os.path.join(ROOT, venv, "bin/python")):
+        if has_matplotlib(p):
+            return p
+    return None
+
+
+def png_size(path):
+    """(width, height) of a PNG, from its IHDR chunk."""
+    raw = open(path, "rb").read(32)
+    assert raw[:8] == b"\x89PNG\r\n\x1a\n" and raw[12:16] == b"IHDR", raw
+    return struct.unpack(">II", raw[16:24])
 
 
 def bench_lines(stderr):
@@ -134,7 +168,61 @@ def check(d):
     assert "**not met** (sar_mse, final 0.900 on its lowest seed)" in page, page  # not sar_anchor's 0.96
     assert "`<method>_anchor` is a method's own control" in page, page
 
+    # sample efficiency: sar (seeds 1, 2) with rollout/env_steps, sar_anchor and anchor without (older runs)
+    for r_ in ("sar", "sar-s2"):
+        shutil.rmtree(os.path.join(d, r_))
+    write_run(d, "sar", [(0, 0.40, [0.4, 0.4]), (5, 0.70, [0.7, 0.7]), (10, 0.65, [0.6, 0.7])], wall=400,
+              env_steps=100)
+    write_run(d, "sar-s2", [(0, 0.42, [0.4, 0.44]), (5, 0.60, [0.6, 0.6]), (10, 0.72, [0.8, 0.64])], wall=500,
+              step_s=3.0, env_steps=120)
+    eff_json, eff_png = os.path.join(d, "embodied_sample_efficiency.json"), os.path.join(d, "embodied_sample_efficiency.png")
+    no_plot = "/usr/bin/python3" if not has_matplotlib("/usr/bin/python3") else None
+    for python in [p for p in (no_plot, plot_python()) if p]:
+        for f in (eff_json, eff_png):
+            if os.path.exists(f):
+                os.remove(f)
+        r = report(d, manifest, out, "sar:10:5:1,2 sar_anchor:10:10:1,2 anchor:10:10", python=python)
+        assert r.returncode == 0, r.stderr
+        page = open(out).read()
+        e = json.load(open(eff_json))
+        assert e["suite"] == "LIBERO-Object" and e["eval_episodes"] == 20 and e["episodes_per_task"] == 10, e
+        sar = e["methods"]["sar"]
+        assert not sar["control"] and e["methods"]["sar_anchor"]["control"], e
+        # seed 1: 100 env steps and 2 s a training row; seed 2: 120 and 3 s
+        assert sar["seeds"]["1"] == [{"step": 0, "env_steps": 0, "train_s": 0.0, "success": 0.40},
+                                     {"step": 5, "env_steps": 100, "train_s": 2.0, "success": 0.70},
+                                     {"step": 10, "env_steps": 200, "train_s": 4.0, "success": 0.65}], sar["seeds"]["1"]
+        assert [p["env_steps"] for p in sar["seeds"]["2"]] == [0, 120, 240], sar["seeds"]["2"]
+        mean_ = sar["mean"]
+        assert [p["step"] for p in mean_] == [0, 5, 10], mean_
+        assert [p["env_steps"] for p in mean_] == [0, 110, 220] and [p["train_s"] for p in mean_] == [0, 2.5, 5], mean_
+        assert all(abs(p["success"] - w) < 1e-9 for p, w in zip(mean_, [0.41, 0.65, 0.685])), mean_
+        # older runs: no env steps, still their seconds
+        assert e["without_env_steps"] == ["sar_anchor", "sar_anchor-s2", "anchor"], e["without_env_steps"]
+        assert [p["env_steps"] for p in e["methods"]["anchor"]["mean"]] == [None, None], e
+        assert [p["train_s"] for p in e["methods"]["anchor"]["mean"]] == [0, 2], e
+        assert "drawn against the training seconds only: sar_anchor, sar_anchor-s2, anchor." in page, page
+        assert "| sar | 220 | 5 | 0.685 |" in page and "| anchor | - | 2 | 0.600 |" in page, page
+        section_ = page.split("<!-- bench-embodied:begin -->")[1].split("<!-- bench-embodied:end -->")[0]
+        assert "its points are in `embodied_sample_efficiency.json`" in section_ or \
+            "are in `embodied_sample_efficiency.json`" in section_, section_
+        if python == no_plot:
+            assert not os.path.exists(eff_png), "a PNG without matplotlib"
+            assert "the plot `embodied_sample_efficiency.png` was not drawn (no matplotlib in" in section_, section_
+            assert "![" not in section_, section_
+        else:
+            w, h = png_size(eff_png)
+            assert (w, h) == (1210, 484), (w, h)
+            assert os.path.getsize(eff_png) > 20000, os.path.getsize(eff_png)  # two panels of lines, not blank
+            assert "![sample efficiency on LIBERO-Object](embodied_sample_efficiency.png)" in section_, section_
+            assert "was not drawn" not in section_, section_
+    if not plot_python():
+        print("no python with matplotlib (/usr/bin/python3, build/venv-ref, build/venv-libero): the PNG is not checked")
+
     # errors: nothing is written
+    for f in (eff_json, eff_png):
+        if os.path.exists(f):
+            os.remove(f)
     before = open(out).read()
     for methods, want in [("sar:10:5:1,3 anchor", "sar-s3/metrics.jsonl is missing (method sar, seed 3"),
                           ("sar:10:5: anchor", "method 'sar:10:5:' is not name[:steps[:every[:seed,seed...]]]"),
@@ -144,7 +232,9 @@ def check(d):
         r = report(d, manifest, out, methods)
         assert r.returncode != 0 and want in r.stderr, (methods, r.returncode, r.stderr)
         assert open(out).read() == before, methods
-    print("bench_embodied_report: one seed, per-method seeds, own controls, errors: ok")
+        assert not os.path.exists(eff_json) and not os.path.exists(eff_png), methods
+    print("bench_embodied_report: one seed, per-method seeds, own controls, sample efficiency%s, errors: ok"
+          % (" (PNG by %s)" % plot_python() if plot_python() else " (no PNG: no matplotlib)"))
 
 
 if __name__ == "__main__":

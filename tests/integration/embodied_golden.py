@@ -1,7 +1,9 @@
 """embodied_golden.py — the embodied track (seeds 000/001, LIBERO-Object on
 MuJoCo) gives the same numbers, value for value, as the runs recorded in
 tests/golden/embodied/ (recorded before the restructuring of folders, config
-reading and recipe phases, so a refactor that changes any number fails here).
+reading and recipe phases, so a refactor that changes any number fails here; re-recorded once since, to
+add libero_rl's rollout/env_steps and rollout/env_steps_total, issue 43,
+every other value as it was).
 
 Six jobs on real daemons and the real LIBERO-Object scenes (make
 libero-data), from the example jobs with their sizes cut, tasks 0 and 1:

@@ -11,13 +11,17 @@
 #  3. FlowIPO (SDE and ODE rollouts), flow-SDE GRPO and PPO: one step each
 #     with their metrics (the first GRPO epoch re-scores the sampler's
 #     chains: ratio ≈ 1; FlowIPO's first ODE actions are its reference's);
-#  4. resume is exact: 2 steps + resume to 3 gives the metrics and the
-#     weights (actor, EMA reference and evaluation EMA) of 3 uninterrupted steps;
+#  4. resume is exact: 2 steps + resume to 3 gives the metrics (the
+#     cumulative rollout/env_steps_total included) and the weights (actor,
+#     EMA reference and evaluation EMA) of 3 uninterrupted steps;
 #  5. GRPO over env groups (env.group_size: the envs of a group share the
 #     task and the initial state) with the demonstration anchor
 #     (algorithm.demo_coef, on two expert demonstrations collected here);
 #  6. evaluation with an EMA of the weights (eval.ema_decay);
-#  7. the held-out split of initial states (env.heldout_init_states).
+#  7. the held-out split of initial states (env.heldout_init_states);
+#  8. rollout/env_steps is the sum of the episodes' lengths: 30 control steps
+#     for an episode that does not succeed, within its chunks' steps
+#     otherwise; rollout/env_steps_total their running sum.
 . "$(dirname "$0")/lib.bash"
 DATA=${LIBERO_DATA:-build/libero-data}
 [ -f "$DATA/manifest.json" ] || skip "no LIBERO-Object data in $DATA; run: make libero-data"
@@ -82,6 +86,24 @@ SAR="actor/flow_sar_loss actor/flow_sar_E_pos actor/flow_sar_E_neg actor/flow_sa
 run examples/libero_object_flowsar.yaml trainer.total_steps=2 trainer.output_dir="$d/sar" >"$d/sar.log" 2>&1 ||
     { tail -20 "$d/sar.log"; fail "FlowSAR failed"; }
 check "$d/sar" $SAR actor/flow_sar_contrastive actor/flow_sar_kl_penalty
+# 8. the env steps of the training rounds (2 envs, 30-step episodes, chunks of C actions)
+C=$(sed -n 's/^ *num_action_chunks: *\([0-9]*\).*/\1/p' examples/libero_object_flowsar.yaml | head -1)
+"$PYTHON" - "$d/sar" 30 "$C" <<'PY' || fail "rollout/env_steps is not the sum of the episodes' lengths"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
+T, C = int(sys.argv[2]), int(sys.argv[3])
+train = [r for r in rows if "env/episodes" in r]
+assert [r["step"] for r in train] == [1, 2] and "rollout/env_steps" not in rows[0], rows
+total = 0
+for r in train:
+    n, eps, s = r["rollout/env_steps"], r["env/episodes"], r["env/success_once"]
+    chunks = r["env/episode_chunks"] * eps  # the policy calls taken: each ran 1..C control steps
+    assert eps == 2 and chunks - eps < n / C <= chunks and n <= eps * T, (n, eps, chunks, C)
+    if s == 0:  # no episode ended early: every one ran its 30 steps
+        assert n == eps * T, (n, eps * T)
+    total += n
+    assert r["rollout/env_steps_total"] == total, (r["rollout/env_steps_total"], total)
+PY
 run examples/libero_object_flowsar.yaml trainer.total_steps=1 algorithm.flow_sar_loss_variant=mse_branch \
     algorithm.flow_sar_energy_type=sde trainer.output_dir="$d/sar_mse" >"$d/sm.log" 2>&1 ||
     { tail -20 "$d/sm.log"; fail "FlowSAR mse_branch failed"; }
@@ -144,6 +166,8 @@ assert [r["step"] for r in a] == [r["step"] for r in b] == [0, 1, 2, 3], ([r["st
 strip = lambda r: {k: v for k, v in r.items()
                    if not k.startswith(("timing_s/", "perf/cpu_", "perf/weight_sync_s", "perf/weight_sync_gbps"))}
 assert strip(a[-1]) == strip(b[-1]), (strip(a[-1]), strip(b[-1]))
+# the checkpoint carried the run's env steps: the resumed step 3 counts steps 1 and 2 too
+assert b[-1]["rollout/env_steps_total"] == sum(r["rollout/env_steps"] for r in b[1:]) > b[-1]["rollout/env_steps"], b
 PY
 # 6. evaluation with an EMA of the weights: θ_eval(2) = d·θ_eval(1) + (1 − d)·θ(2)
 #    from the checkpoints, the evaluation says it used them, a bad decay is located
@@ -212,4 +236,4 @@ case "$BUILD" in
     [ "$gifs" = "task0_init2 task0_init3 task1_init2 task1_init3 " ] ||  # the first held-out ones
         fail "the held-out evaluation ran other initial states: $gifs" ;;
 esac
-echo "libero_rl: errors located, four methods ran with their metrics, resume exact, evaluation EMA, groups + anchor ran, held-out split"
+echo "libero_rl: errors located, four methods ran with their metrics, env steps counted, resume exact, evaluation EMA, groups + anchor ran, held-out split"

@@ -5,7 +5,8 @@
  * estimator through the estimator table and located errors for bad values;
  * libero_rl's evaluation picks the first initial states of every task
  * whatever env.group_size; a missing demonstrations file is named by the
- * key that names it. */
+ * key that names it; the env steps of a round (libero_rl's
+ * rollout/env_steps) are the sum of its episodes' lengths. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -51,6 +52,19 @@ static void test_chunk_arrays(void **state)
     rl_embodied_chunk_arrays(rewards, valid2, 2, 2, 3, NULL, cr, m);
     assert_true(m[0] == 1 && m[1] == 1 && m[2] == 0 && m[3] == 1);
     assert_true(cr[2] == 0);
+}
+
+/* libero_rl's rollout/env_steps: the sum of the episodes' lengths (their valid steps) */
+static void test_envs_steps(void **state)
+{
+    (void)state;
+    uint8_t valid[12] = {1, 1, 1, 1, 1, 1, /* env 0: all 6 */ 1, 1, 1, 1, 0, 0 /* env 1: ends after 4 */};
+    rl_episode_envs e = {.B = 2, .K = 6, .valid = valid};
+    assert_int_equal(rl_episode_envs_steps(&e), 10);
+    valid[6] = 0, valid[7] = 0, valid[8] = 0, valid[9] = 0; /* an env that did not step */
+    assert_int_equal(rl_episode_envs_steps(&e), 6);
+    rl_episode_envs none = {0};
+    assert_int_equal(rl_episode_envs_steps(&none), 0);
 }
 
 static void test_grpo_advantages(void **state)
@@ -367,6 +381,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chunk_arrays),
+        cmocka_unit_test(test_envs_steps),
         cmocka_unit_test(test_grpo_advantages),
         cmocka_unit_test(test_seq_mean_scale),
         cmocka_unit_test(test_ema_schedules),

@@ -10,7 +10,12 @@
  *                 FlowIPO at rollout.noise_level 0: the ODE) and records
  *                 each policy call (observation, initial noise, chain,
  *                 log-probs, action); joined by (env_row, chunk_step) into
- *                 the step's batch: the kept policy calls, step-major
+ *                 the step's batch: the kept policy calls, step-major;
+ *                 metrics rollout/env_steps (the control steps the round's
+ *                 episodes took: the env ranks' count, checked against the
+ *                 sum of the episodes' lengths) and rollout/env_steps_total
+ *                 (over the run so far: the x axis of sample efficiency,
+ *                 bench/bench_embodied_report.py; evaluations not counted)
  *   annotate      flow_sar: the rollout's self-annotation with the EMA
  *                 reference (e_i at τ_mid; t, ε, v_old for training);
  *                 flow_ipo: reference actions from the same initial noise
@@ -33,10 +38,12 @@
  * task in <output_dir>/gifs/step_N/, libero_gif.h), metrics.jsonl +
  * TensorBoard, and a checkpoint every trainer.save_every steps (actor model
  * + optimiser, θ_ref in <ckpt>/step_N.ema and, with eval.ema_decay > 0, the
- * evaluation EMA θ_eval in step_N.eval_ema). Every draw is a function of
+ * evaluation EMA θ_eval in step_N.eval_ema; the extra `env_steps_total`
+ * carries rollout/env_steps_total). Every draw is a function of
  * (seed, step, row), so trainer.resume continues exactly; a lost worker is
  * recovered (rl_recipe_run). */
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,14 +74,40 @@ typedef struct s_lr {
     const rl_estimator *est;
     rl_group *genv;
     int64_t step, S, C;
+    int64_t env_steps_total; /* control steps of the training rounds so far (the checkpoint carries it) */
     rl_episode_batch b;  /* this step */
     rl_flow_demos demos; /* algorithm.demo_coef > 0: the anchor's pairs */
 } s_lr;
 
+/* the checkpoint extra that carries s_lr.env_steps_total */
+#define S_CKPT_ENV_STEPS "env_steps_total"
+
 /* ---- phases ----------------------------------------------------------------------------------------- */
 
+/* The control steps of the round: the env ranks' counts (RL_ENV_M_STEPS),
+ * which must be the sum of its episodes' lengths; into the step's and the
+ * run's counts. */
+static int s_env_steps(s_lr *s, const rl_libero_replies *r, const rl_episode_envs *e)
+{
+    int64_t steps = 0;
+    for (int i = 0; i < r->E; i++) {
+        int64_t n;
+        if (rl_dataproto_meta_get_int(r->env[i], RL_ENV_M_STEPS, 0, INT64_MAX / 4, &n))
+            return rl_error_wrap(rl_error_code(), "env/%d interact reply", i);
+        steps += n;
+    }
+    const int64_t held = rl_episode_envs_steps(e);
+    if (steps != held)
+        return rl_error_set(RL_EPROTO, "the env ranks report %lld env steps, their episodes hold %lld",
+                            (long long)steps, (long long)held);
+    s->env_steps_total += steps;
+    rl_metric_set_put(s->t->ms, "rollout/env_steps", (double)steps);
+    rl_metric_set_put(s->t->ms, "rollout/env_steps_total", (double)s->env_steps_total);
+    return RL_OK;
+}
+
 /* A training round: the flow SDE (the ODE with rollout.noise_level 0),
- * grouped, recorded; its batch. */
+ * grouped, recorded; its batch and its env steps. */
 static int s_phase_rollout(void *arg)
 {
     s_lr *s = arg;
@@ -84,6 +117,8 @@ static int s_phase_rollout(void *arg)
     if (!rc && !(rc = rl_episode_envs_gather(r.env, r.E, s->S * s->C, &rl_libero_cols, &e)))
         rc = rl_episode_batch_build(&e, r.rec, r.E, s->S, s->C, &rl_libero_cols, s->t->seed, s->step,
                                     s->env->clip_actions, &s->b, s->t->ms);
+    if (!rc)
+        rc = s_env_steps(s, &r, &e);
     rl_episode_envs_free(&e);
     rl_libero_replies_free(&r);
     return rc;
@@ -274,7 +309,9 @@ static int s_save(void *st)
     int rc = s_has_ref(s) ? s_avg(s, s->step, "ref", 1) : RL_OK;
     if (!rc && s->ev->ema_decay > 0)
         rc = s_avg(s, s->step, "eval", 1);
-    json_t *extra = rc ? NULL : json_pack("{s:I}", "weight_version", (json_int_t)s->j.sync.version);
+    json_t *extra = rc ? NULL
+                       : json_pack("{s:I,s:I}", "weight_version", (json_int_t)s->j.sync.version, S_CKPT_ENV_STEPS,
+                                   (json_int_t)s->env_steps_total);
     if (!rc && !extra)
         rc = rl_error_set(RL_ENOMEM, "checkpoint: out of memory");
     if (!rc)
@@ -286,7 +323,18 @@ static int s_save(void *st)
 static int s_restore(void *st, int64_t want, int64_t *start)
 {
     s_lr *s = st;
-    int rc = rl_actor_job_restore(&s->j, s->t, want, start, NULL);
+    json_t *extra = NULL;
+    int rc = rl_actor_job_restore(&s->j, s->t, want, start, &extra);
+    /* the run's env steps so far (a checkpoint saved before they were
+     * counted has none: the count starts again at the resume) */
+    const json_t *steps = json_object_get(extra, S_CKPT_ENV_STEPS);
+    s->env_steps_total = 0;
+    if (!rc && *start > 0 && json_is_integer(steps) && json_integer_value(steps) >= 0)
+        s->env_steps_total = json_integer_value(steps);
+    else if (!rc && *start > 0)
+        rl_log_warn("the checkpoint of step %lld has no extra.%s: rollout/env_steps_total counts from step %lld",
+                    (long long)*start, S_CKPT_ENV_STEPS, (long long)*start + 1);
+    json_decref(extra);
     /* after the sync: θ_ref and θ_eval exactly as saved */
     if (!rc && *start > 0 && s_has_ref(s))
         rc = s_avg(s, *start, "ref", 0);
