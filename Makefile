@@ -363,8 +363,10 @@ gpu-bundle: all tests benches
 	@if [ -f build/libero-data/manifest.json ]; then \
 	    deploy/libero-subset.sh build/libero-data build-gpu/libero-data $(GPU_LIBERO_TASKS); \
 	else echo "gpu-bundle: no build/libero-data (make libero-data): gpu_jobs.py's LIBERO job will skip"; fi
-	@kb=$$(du -sk build-gpu | cut -f1); echo "gpu-bundle: build-gpu: $$((kb / 1024)) MiB in all"; \
-	    [ $$kb -le $$((60 * 1024)) ] || { echo "gpu-bundle: build-gpu is over 60 MiB" >&2; exit 1; }
+	@kb=$$(du -sk build-gpu | cut -f1); \
+	    tkb=$$(git ls-files -z 2>/dev/null | du -ck --files0-from=- 2>/dev/null | tail -1 | cut -f1); \
+	    echo "gpu-bundle: build-gpu: $$((kb / 1024)) MiB, with the tracked files $$(((kb + $${tkb:-0}) / 1024)) MiB to carry"; \
+	    [ $$((kb + $${tkb:-0})) -le $$((62 * 1024)) ] || { echo "gpu-bundle: build-gpu and the tracked files are over 62 MiB (the device tool carries 64)" >&2; exit 1; }
 
 # rlrt's GPU engine against PyTorch on the same GPU (CUDA=1; bench/bench_gpu.sh)
 bench-gpu: benches

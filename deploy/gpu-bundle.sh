@@ -11,7 +11,9 @@
 # neither the C runtime nor CUDA's own (both are there) into OUT/lib, which
 # tests/gpu_check.sh puts on LD_LIBRARY_PATH. OpenBLAS alone is 35 MiB, so
 # OUT/lib travels packed as OUT/lib.tar.gz, which gpu_check.sh unpacks.
-# Fails when OUT passes 60 MiB (the device tool carries 64 MiB at most).
+# Programs travel without their debug sections (symbols kept). Fails when
+# OUT passes 60 MiB (the device tool carries 64 MiB at most, the tracked
+# files included: the Makefile checks the sum).
 set -eu
 build=${1:?usage: gpu-bundle.sh BUILD OUT PROGRAM...}
 out=${2:?usage: gpu-bundle.sh BUILD OUT PROGRAM...}
@@ -22,6 +24,9 @@ for t in "$@"; do
     [ -x "$build/$t" ] || { echo "gpu-bundle: $build/$t not built (make CUDA=1 tests benches)" >&2; exit 1; }
     mkdir -p "$out/$(dirname "$t")"
     cp "$build/$t" "$out/$t"
+    # debug sections halve a program; its symbols stay (backtraces,
+    # compute-sanitizer's reports name the functions)
+    strip --strip-debug "$out/$t" 2>/dev/null || true
     ldd "$build/$t" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
         case $name in
         libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libgcc_s.so*|libstdc++.so*) continue ;;
