@@ -176,6 +176,7 @@ int main(int argc, char **argv)
      * not spin (common/nn/engine/ops.h); returns only when the user chose a policy
      * or the re-exec failed */
     (void)rl_nn_use_passive_wait(argv);
+    rl_malloc_policy(); /* docs/decisions/worker-allocator.md */
     if (argc >= 2 && strcmp(argv[1], "keygen") == 0)
         return s_keygen(argc, argv);
     if ((argc == 2 || argc == 3) && strcmp(argv[1], "config-keys") == 0)

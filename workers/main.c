@@ -3,13 +3,13 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "rlrt/rlrt.h"
+#include "common/core/util.h"
 #include "workers/registry.h"
 #include "rlrt/error.h"
 #include "rlrt/log.h"
@@ -96,30 +96,12 @@ static int s_rank_from_hostname(int *rank)
     return 0;
 }
 
-/* glibc's allocator as it stands once a process has freed a 32 MiB block
- * (its dynamic thresholds' ceiling), from the start: blocks under 32 MiB
- * come from the heap, and a heap gives pages back only past 64 MiB free at
- * its top. Otherwise every ZeroMQ message of 64 KiB to 4 MiB (weight
- * buckets, batches) is freed into a heap that is then trimmed and grown
- * again, and each of its pages faulted in anew (16 faults a 64 KiB bucket;
- * docs/decisions/worker-allocator.md). A malloc setting the user made in
- * the environment wins. */
-static void s_malloc_policy(void)
-{
-    const char *t = getenv("GLIBC_TUNABLES");
-    if ((t && strstr(t, "glibc.malloc.")) || getenv("MALLOC_TRIM_THRESHOLD_") ||
-        getenv("MALLOC_MMAP_THRESHOLD_"))
-        return;
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, 64 << 20);
-}
-
 int main(int argc, char **argv)
 {
     /* before anything reads the environment or stdin: the re-exec keeps
      * both (common/nn/engine/ops.h) */
     (void)rl_nn_use_passive_wait(argv);
-    s_malloc_policy();
+    rl_malloc_policy();  /* docs/decisions/worker-allocator.md */
     long v0;
     static const struct option longopts[] = {
         {"role", required_argument, 0, 'r'},      {"driver", required_argument, 0, 'd'},

@@ -3,6 +3,7 @@
 #include "rlrt/error.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -349,4 +350,14 @@ void rl_text_metric(rl_text *t, const char *name, const char *type, const char *
     if (help)
         rl_text_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
     rl_text_printf(t, "%s{%s} %.17g\n", name, labels, value);
+}
+
+void rl_malloc_policy(void)
+{
+    const char *t = getenv("GLIBC_TUNABLES");
+    if ((t && strstr(t, "glibc.malloc.")) || getenv("MALLOC_TRIM_THRESHOLD_") ||
+        getenv("MALLOC_MMAP_THRESHOLD_"))
+        return;
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
 }

@@ -25,6 +25,16 @@ int rl_mkdir_p(const char *path);
  * A missing `path` is 0 when missing_ok, RL_EIO otherwise. */
 typedef int (*rl_rewrite_fn)(FILE *in, FILE *out, const char *tmp, void *ctx);
 int rl_file_rewrite(const char *path, int missing_ok, rl_rewrite_fn copy, void *ctx);
+/* glibc's allocator as it stands once a process has freed a 32 MiB block
+ * (its dynamic thresholds' ceiling), from the start: blocks under 32 MiB
+ * come from the heap, and a heap gives pages back only past 64 MiB free at
+ * its top, so ZeroMQ messages of 64 KiB to 4 MiB (weight buckets, batches)
+ * are not freed into a heap that is trimmed, grown and faulted in again
+ * each time (docs/decisions/worker-allocator.md). rl-worker and rl-driver
+ * call it first thing; a malloc setting in the environment
+ * (GLIBC_TUNABLES glibc.malloc.*, MALLOC_TRIM_THRESHOLD_,
+ * MALLOC_MMAP_THRESHOLD_) wins and leaves it a no-op. */
+void rl_malloc_policy(void);
 /* calloc(1, size), or NULL with RL_ENOMEM "<who>: out of memory" set
  * ("out of memory" when who is NULL). */
 void *rl_zalloc(size_t size, const char *who);
