@@ -137,6 +137,27 @@ static int s_linear_loss(void *ctx, const rl_model_io *out, rl_model_io *grad, d
     return RL_OK;
 }
 
+/* The central difference (h = 1e-2) of the loss Σ coef·q at parameter i of
+ * view `vw` against the backward's gradient g[i]: fails beyond
+ * rtol·|g[i]| + atol. The parameter is restored. */
+static void s_fd_check(rl_model *m, rl_dataproto *dp, const rl_model_pass *pass, s_lin *c,
+                       const float *g, const rl_param_view *vw, int64_t i, double rtol,
+                       double atol)
+{
+    float *p = rl_model_params(m);
+    float keep = p[i];
+    double lo = 0, hi = 0, h = 1e-2;
+    p[i] = keep + (float)h;
+    assert_int_equal(rl_model_forward_backward(m, dp, RL_Q_BIT(c->q), pass, s_linear_loss, c, &hi), 0);
+    p[i] = keep - (float)h;
+    assert_int_equal(rl_model_forward_backward(m, dp, RL_Q_BIT(c->q), pass, s_linear_loss, c, &lo), 0);
+    p[i] = keep;
+    double fd = (hi - lo) / (2 * h);
+    if (fabs(fd - g[i]) > rtol * fabs(g[i]) + atol)
+        fail_msg("%s[%lld]: finite difference %g, backward %g", vw->name,
+                 (long long)(i - vw->offset), fd, (double)g[i]);
+}
+
 static void test_velocity_golden(void **state)
 {
     (void)state;
@@ -257,28 +278,13 @@ static void test_finite_differences(void **state)
     assert_int_equal(rl_model_forward_backward(m, dp, RL_Q_BIT(RL_Q_LOGP), &pass, s_linear_loss, &c,
                                                &loss), 0);
     const rl_param_manifest *man = rl_model_manifest(m);
-    float *p = rl_model_params(m), *gr = rl_model_grads(m);
+    const float *gr = rl_model_grads(m);
     float *gcopy = malloc(sizeof(float) * (size_t)man->total);
     memcpy(gcopy, gr, sizeof(float) * (size_t)man->total);
     int checked = 0;
     for (int v = 0; v < man->count; v++) {
         int64_t i = man->views[v].offset + (man->views[v].numel * 7 / 13);
-        float keep = p[i];
-        double lo, hi, h = 1e-2;
-        p[i] = keep + (float)h;
-        rl_model_zero_grad(m);
-        hi = 0;
-        assert_int_equal(rl_model_forward_backward(m, dp, RL_Q_BIT(RL_Q_LOGP), &pass,
-                                                   s_linear_loss, &c, &hi), 0);
-        p[i] = keep - (float)h;
-        lo = 0;
-        assert_int_equal(rl_model_forward_backward(m, dp, RL_Q_BIT(RL_Q_LOGP), &pass,
-                                                   s_linear_loss, &c, &lo), 0);
-        p[i] = keep;
-        double fd = (hi - lo) / (2 * h);
-        if (fabs(fd - gcopy[i]) > 2e-2 * fabs(gcopy[i]) + 2e-3)
-            fail_msg("%s[%lld]: finite difference %g, backward %g", man->views[v].name,
-                     (long long)(i - man->views[v].offset), fd, (double)gcopy[i]);
+        s_fd_check(m, dp, &pass, &c, gcopy, &man->views[v], i, 2e-2, 2e-3);
         checked++;
     }
     assert_int_equal(checked, man->count);
@@ -333,26 +339,14 @@ static void test_conv_trunk(void **state)
     double loss = 0;
     assert_int_equal(rl_model_forward_backward(m, dp, RL_Q_BIT(RL_Q_VELOCITY), &one, s_linear_loss, &c, &loss), 0);
     const rl_param_manifest *man = rl_model_manifest(m);
-    float *p = rl_model_params(m), *gr = rl_model_grads(m);
+    const float *gr = rl_model_grads(m);
     float *gcopy = malloc(sizeof(float) * (size_t)man->total);
     memcpy(gcopy, gr, sizeof(float) * (size_t)man->total);
     int checked = 0;
     for (int v = 0; v < man->count; v++)
         for (int j = 0; j < 2; j++) {
             int64_t i = man->views[v].offset + (man->views[v].numel * (3 + 7 * j) / 13);
-            float keep = p[i];
-            double lo = 0, hi = 0, h = 1e-2;
-            p[i] = keep + (float)h;
-            assert_int_equal(rl_model_forward_backward(m, dp, RL_Q_BIT(RL_Q_VELOCITY), &whole,
-                                                       s_linear_loss, &c, &hi), 0);
-            p[i] = keep - (float)h;
-            assert_int_equal(rl_model_forward_backward(m, dp, RL_Q_BIT(RL_Q_VELOCITY), &whole,
-                                                       s_linear_loss, &c, &lo), 0);
-            p[i] = keep;
-            double fd = (hi - lo) / (2 * h);
-            if (fabs(fd - gcopy[i]) > 2e-2 * fabs(gcopy[i]) + 1e-4)
-                fail_msg("%s[%lld]: finite difference %g, backward %g", man->views[v].name,
-                         (long long)(i - man->views[v].offset), fd, (double)gcopy[i]);
+            s_fd_check(m, dp, &whole, &c, gcopy, &man->views[v], i, 2e-2, 1e-4);
             checked++;
         }
     assert_int_equal(checked, 2 * man->count);
@@ -692,7 +686,7 @@ static void test_guidance(void **state)
     double loss = 0;
     assert_int_equal(rl_model_forward_backward(m, ch, RL_Q_BIT(RL_Q_LOGP), &mb1, s_linear_loss, &c, &loss), 0);
     const rl_param_manifest *man = rl_model_manifest(m);
-    float *p = rl_model_params(m), *gr = rl_model_grads(m);
+    const float *gr = rl_model_grads(m);
     float *gcopy = malloc(sizeof(float) * (size_t)man->total);
     memcpy(gcopy, gr, sizeof(float) * (size_t)man->total);
     int checked = 0;
@@ -701,17 +695,7 @@ static void test_guidance(void **state)
             int64_t i = man->views[v].offset + (man->views[v].numel * (3 + 7 * j) / 13);
             if (!strcmp(man->views[v].name, "prompt.embedding"))
                 i = man->views[v].offset + (j ? 3 * 8 + 1 : 1 * 8 + 2); /* the null row and row 1 */
-            float keep = p[i];
-            double hi = 0, lo2 = 0, h = 1e-2;
-            p[i] = keep + (float)h;
-            assert_int_equal(rl_model_forward_backward(m, ch, RL_Q_BIT(RL_Q_LOGP), &whole, s_linear_loss, &c, &hi), 0);
-            p[i] = keep - (float)h;
-            assert_int_equal(rl_model_forward_backward(m, ch, RL_Q_BIT(RL_Q_LOGP), &whole, s_linear_loss, &c, &lo2), 0);
-            p[i] = keep;
-            double fd = (hi - lo2) / (2 * h);
-            if (fabs(fd - gcopy[i]) > 3e-2 * fabs(gcopy[i]) + 2e-4)
-                fail_msg("%s[%lld]: finite difference %g, backward %g", man->views[v].name,
-                         (long long)(i - man->views[v].offset), fd, (double)gcopy[i]);
+            s_fd_check(m, ch, &whole, &c, gcopy, &man->views[v], i, 3e-2, 2e-4);
             checked++;
         }
     assert_int_equal(checked, 2 * man->count);
