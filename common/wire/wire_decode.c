@@ -21,34 +21,17 @@
 
 /* ---- step 1: bounded structural scan ------------------------------------------ */
 
-/* M_LEAF: a message without submessages (TensorSpec, Column, Hello, Ready,
- * Error, Heartbeat, Shutdown, Disconnect); walked only to check its tags. */
-enum { M_HEADER, M_VALUE, M_MAP, M_ENTRY, M_LIST, M_ENVELOPE, M_CONFIGURE, M_CALL, M_REPLY,
-       M_LEAF };
-
-/* Which (message, field) pairs hold a submessage (field numbers from
- * proto/rl.proto). */
-static int s_child(int msg, uint64_t field)
+/* Which field of a message holds a submessage, and of which type: read from
+ * protobuf-c's own descriptors (generated from proto/rl.proto), so a message
+ * or field added to the schema is walked without touching this file. NULL:
+ * the field is not a submessage (or not known here: skipped whole, as
+ * protobuf-c keeps it as an unknown field). */
+static const ProtobufCMessageDescriptor *s_child(const ProtobufCMessageDescriptor *msg,
+                                                 uint64_t field)
 {
-    switch (msg) {
-    case M_HEADER: return field == 5 ? M_VALUE : (field == 3 || field == 4) ? M_LEAF : -1;
-    case M_ENVELOPE:
-        switch (field) {
-        case 11: return M_CONFIGURE;
-        case 13: return M_CALL;
-        case 14: return M_REPLY;
-        case 10: case 12: case 15: case 16: case 17: case 18: return M_LEAF;
-        default: return -1;
-        }
-    case M_CONFIGURE: return field == 5 ? M_VALUE : -1;
-    case M_CALL: return field == 4 ? M_VALUE : -1;
-    case M_REPLY: return field == 3 ? M_VALUE : -1;
-    case M_VALUE: return field == 6 ? M_MAP : field == 7 ? M_LIST : -1;
-    case M_MAP: return field == 1 ? M_ENTRY : -1;
-    case M_ENTRY: return field == 2 ? M_VALUE : -1;
-    case M_LIST: return field == 1 ? M_VALUE : -1;
-    }
-    return -1;
+    const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(msg,
+                                                                                (unsigned)field);
+    return f && f->type == PROTOBUF_C_TYPE_MESSAGE ? f->descriptor : NULL;
 }
 
 static int s_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
@@ -71,16 +54,18 @@ static int s_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
  * deeper than RL_WIRE_MAX_META_DEPTH: protobuf-c's unpacker recurses once
  * per level with no limit, so a few MB of nested lists would overflow the
  * stack. `what` names the frame in messages ("header", "envelope"). */
-static int s_scan(const uint8_t *buf, size_t len, int root, const char *what)
+static int s_scan(const uint8_t *buf, size_t len, const ProtobufCMessageDescriptor *root,
+                  const char *what)
 {
-    struct { const uint8_t *end; int type; } st[3 * RL_WIRE_MAX_META_DEPTH + 8];
+    struct { const uint8_t *end; const ProtobufCMessageDescriptor *type; }
+        st[3 * RL_WIRE_MAX_META_DEPTH + 8];
     int sp = 0, depth = 0;
     const uint8_t *p = buf;
     st[sp].end = buf + len;
     st[sp++].type = root;
     while (sp > 0) {
         if (p == st[sp - 1].end) {
-            if (st[--sp].type == M_VALUE)
+            if (st[--sp].type == &rl__value__descriptor)
                 depth--;
             continue;
         }
@@ -115,15 +100,18 @@ static int s_scan(const uint8_t *buf, size_t len, int root, const char *what)
                 return rl_error_set(RL_EPROTO, "%s: truncated protobuf (length-delimited "
                                     "field %" PRIu64 " at byte %zu of %zu runs past its "
                                     "message)", what, field, (size_t)(p - buf), len);
-            int child = s_child(st[sp - 1].type, field);
-            if (child < 0) {
+            const ProtobufCMessageDescriptor *child = s_child(st[sp - 1].type, field);
+            if (!child) {
                 p += v;
                 break;
             }
-            if (child == M_VALUE && ++depth > RL_WIRE_MAX_META_DEPTH)
+            if (child == &rl__value__descriptor && ++depth > RL_WIRE_MAX_META_DEPTH)
                 return rl_error_set(RL_EPROTO, "%s: nesting depth expected at most %d, got "
-                                    "more", root == M_HEADER ? "meta" : what,
+                                    "more", root == &rl__data_proto_header__descriptor ? "meta" : what,
                                     RL_WIRE_MAX_META_DEPTH);
+            if (sp == (int)(sizeof st / sizeof st[0]))
+                return rl_error_set(RL_EPROTO, "%s: nesting depth expected at most %d "
+                                    "messages, got more", what, sp);
             st[sp].end = p + v;
             st[sp++].type = child;
             break;
@@ -602,7 +590,7 @@ int rl_wire_decode(const rl_wire_frame *frames, int n, rl_dataproto **out)
     if (!frames[0].data && frames[0].len)
         return rl_error_set(RL_EINVAL, "rl_wire_decode: header frame has a NULL data pointer");
     const uint8_t *hb = frames[0].len ? frames[0].data : (const uint8_t *)"";
-    int rc = s_scan(hb, frames[0].len, M_HEADER, "header");
+    int rc = s_scan(hb, frames[0].len, &rl__data_proto_header__descriptor, "header");
     if (rc)
         return rc;
     /* Decoded structs take at most ~64x the wire bytes (an empty 2-byte
@@ -878,7 +866,7 @@ int rl_wire_unpack_envelope(const void *buf, size_t len, struct Rl__Envelope **o
         return rl_error_set(RL_EPROTO, "envelope frame: expected at most %zu bytes, got %zu",
                             RL_WIRE_MAX_ENVELOPE_BYTES, len);
     const uint8_t *b = len ? buf : (const uint8_t *)"";
-    int rc = s_scan(b, len, M_ENVELOPE, "envelope");
+    int rc = s_scan(b, len, &rl__envelope__descriptor, "envelope");
     if (rc)
         return rc;
     s_pb_budget budget = {len * 8 + ((size_t)64 << 20), 0};
