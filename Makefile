@@ -42,6 +42,8 @@ ifneq ($(SANITIZE),)
 BUILD    ?= build-san
 else ifeq ($(CUDA),1)
 BUILD    ?= build-cuda
+else ifeq ($(CUDA),emu)
+BUILD    ?= build-cuda-emu
 else
 BUILD    ?= build
 endif
@@ -95,6 +97,22 @@ CPPFLAGS  += -DRL_CUDA=1 -I$(CUDA_HOME)/include
 LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
 NVCCFLAGS ?= -O2 -std=c++17 -Xcompiler -fPIC,-Wall -Iinclude -I. \
              -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
+endif
+
+# CUDA=emu: the same CUDA sources on the host, without a GPU (tests/cuda_emu/):
+# each .cu rewritten by emu_cu.pl and compiled by g++ against the emulator's
+# cuda_runtime.h / cublas_v2.h, the emulator linked into librlrt. The GPU
+# tests then run here (`make CUDA=emu test-gpu-emu`). NCCL stays out (its
+# collectives report a build without CUDA).
+ifeq ($(CUDA),emu)
+CU_SRC    := $(sort $(shell find common -name '*.cu'))
+CU_OBJ    := $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(CU_SRC)) $(BUILD)/obj/tests/cuda_emu/cuda_emu.o
+LIB_OBJ   += $(CU_OBJ)
+CPPFLAGS  += -DRL_CUDA=1 -Itests/cuda_emu/include
+LDLIBS    += -lstdc++
+EMU_CXXFLAGS := -std=c++17 $(OPT) -g -fPIC -pthread -Wall -Wextra -Werror -Wno-unused-parameter \
+                -Wno-unknown-pragmas -Wno-sign-compare $(PKG_CFLAGS)
+$(BUILD)/obj/common/runtime/collective_nccl.o: CPPFLAGS += -URL_CUDA
 endif
 
 LIB_A  := $(BUILD)/lib/librlrt.a
@@ -152,7 +170,7 @@ FUZZ_REPLAY_A   := $(BUILD)/lib/librlrt_fuzz_replay.a
 BENCH_SRC  := $(sort $(wildcard bench/bench_*.c))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all lib bins tests benches test test-setup test-gpu gpu-bundle bench-gpu run deps golden fuzz install clean venv-ref config-doc \
+.PHONY: all lib bins tests benches test test-setup test-gpu emu-tests gpu-bundle bench-gpu run deps golden fuzz install clean venv-ref config-doc \
         venv-deploy venv-data fuzz-ci venv-hpsv3 libero-data mujoco
 .SECONDARY:
 .DELETE_ON_ERROR:
@@ -160,6 +178,13 @@ BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 all: lib bins tests benches
 
 lib: $(LIB_A) $(LIB_SO)
+ifeq ($(CUDA),emu)
+lib: $(BUILD)/CUDA_EMU
+# marks the tree as the host emulation's (tests/integration/gpu_jobs.py reads it)
+$(BUILD)/CUDA_EMU:
+	@mkdir -p $(dir $@)
+	@echo "built by make CUDA=emu: CUDA kernels on the host emulation (tests/cuda_emu/)" > $@
+endif
 bins: $(BINS)
 tests: $(TEST_BINS)
 benches: $(BENCH_BINS)
@@ -195,10 +220,30 @@ $(BUILD)/obj/fuzz/%.o: fuzz/%.c $(PROTO_H)
 # build directories outside it (tests/common/srcdir.h).
 $(BUILD)/obj/tests/common/srcdir.o: CPPFLAGS += -DRL_TEST_SOURCE_DIR='"$(CURDIR)"'
 
+ifeq ($(CUDA),emu)
+$(BUILD)/obj/%.cu.o: %.cu tests/cuda_emu/emu_cu.pl tests/cuda_emu/include/cuda_runtime.h
+	@mkdir -p $(dir $@) $(BUILD)/gen/emu/$(dir $<)
+	$(call say,EMU,$<)
+	$(Q)perl tests/cuda_emu/emu_cu.pl $< > $(BUILD)/gen/emu/$<.cpp
+	$(Q)$(CXX) $(CPPFLAGS) $(EMU_CXXFLAGS) -MMD -MP -c $(BUILD)/gen/emu/$<.cpp -o $@
+
+$(BUILD)/obj/tests/cuda_emu/cuda_emu.o: tests/cuda_emu/cuda_emu.cpp
+	@mkdir -p $(dir $@)
+	$(call say,CXX,$<)
+	$(Q)$(CXX) $(CPPFLAGS) $(EMU_CXXFLAGS) -MMD -MP -c $< -o $@
+
+# the emulator's own checks (tests/cuda_emu/emu_selftest.cu)
+$(BUILD)/tests/emu_selftest: $(BUILD)/obj/tests/cuda_emu/emu_selftest.cu.o $(BUILD)/obj/tests/cuda_emu/cuda_emu.o
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CXX) $^ -o $@ $(PKG_LIBS) -pthread
+tests: $(BUILD)/tests/emu_selftest
+else
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(call say,NVCC,$<)
 	$(Q)$(NVCC) $(NVCCFLAGS) -DRL_CUDA=1 -MMD -MP -c $< -o $@
+endif
 
 $(MJ_HOME)/lib/libmujoco.so.$(MUJOCO_VERSION):
 	@deploy/mujoco-wheel.sh $(MUJOCO_VERSION) $(MJ_HOME)
@@ -341,9 +386,15 @@ test-setup:
 	    echo "make test: fix what it says, or run the steps one by one: make libero-data; make venv-ref; make venv-deploy; make venv-data"; \
 	    exit 1; }
 
+# The default flavour also builds the host emulation of CUDA (EMU_BUILD,
+# `make CUDA=emu`: tests/cuda_emu/) and runs the GPU tests on it (emu_*).
+ifeq ($(SANITIZE)$(CUDA),0)
+EMU_BUILD ?= build-cuda-emu
+endif
 test: deps test-setup
 	@$(MAKE) --no-print-directory all
-	@BUILD=$(BUILD) PYTHON=$(PYTHON) LIBERO_DATA=$(LIBERO_DATA) LIBERO_VENV=$(LIBERO_VENV) tests/run.sh
+	@$(if $(EMU_BUILD),$(MAKE) --no-print-directory CUDA=emu BUILD=$(EMU_BUILD) emu-tests)
+	@BUILD=$(BUILD) EMU_BUILD=$(EMU_BUILD) PYTHON=$(PYTHON) LIBERO_DATA=$(LIBERO_DATA) LIBERO_VENV=$(LIBERO_VENV) tests/run.sh
 
 # The checks that need an NVIDIA GPU; use with CUDA=1 (tests/gpu_check.sh).
 test-gpu: all tests
@@ -357,6 +408,8 @@ test-gpu: all tests
 # (deploy/libero-subset.sh: ~0.9 MiB; the full scenes are 109 MB)
 GPU_LIBERO_TASKS := 0 1
 GPU_TESTS := test_nn_cuda test_nn_lm_cuda test_nn_flow_cuda test_nn_cuda_ipc test_channel_ipc test_collective_nccl
+# what tests/run.sh runs on the host emulation (make CUDA=emu)
+emu-tests: lib bins $(addprefix $(BUILD)/tests/,$(GPU_TESTS)) $(BUILD)/tests/emu_selftest
 gpu-bundle: all tests benches
 	@deploy/gpu-bundle.sh $(BUILD) build-gpu $(addprefix tests/,$(GPU_TESTS)) bench/bench_gpu_train bench/bench_gpu_weight_sync \
 	    bin/rl-driver bin/rl-worker

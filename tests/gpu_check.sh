@@ -42,8 +42,9 @@
 #   rows, GQA ratios 1, 2 and 7, hd 8 to 512) and the fused ones bit for bit
 #   across two runs; test_nn_lm_cuda's test_lm_cuda_parity_flash runs the
 #   whole transformer's parity with the fused ones; the bench times both
-#   (rlrt_gpu_attention_* and rlrt_gpu_train_flash_vs_cublas_bf16). Their
-#   host emulation (tests/cuda_emu/run_flash_emu.sh) passes without a GPU.
+#   (rlrt_gpu_attention_* and rlrt_gpu_train_flash_vs_cublas_bf16). Every
+#   test here except NCCL's also runs in `make test` on the host emulation
+#   of CUDA (tests/cuda_emu/, `make CUDA=emu`), where they pass.
 #
 # * compute-sanitizer (last: the slowest): memcheck, racecheck, synccheck
 #   and initcheck over test_nn_cuda, memcheck over test_nn_lm_cuda (each run

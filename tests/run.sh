@@ -6,6 +6,8 @@
 #   missing ones as failed.
 # * tests/integration/*.sh and *.py: one case each; exit 0 = pass,
 #   77 = skipped (the script prints why), anything else = fail.
+# * EMU_BUILD (a `make CUDA=emu` tree): the GPU tests on the host emulation
+#   of CUDA, as emu_* (see the end of this file).
 #
 # RL_TEST_FILTER=regex runs only matching binaries/scripts.
 set -u
@@ -20,7 +22,7 @@ mkdir -p "$logdir"
 
 run_tap() {
     local bin=$1 name log plan=0 seen=0 p=0 f=0 s=0
-    name=$(basename "$bin")
+    name=${2:-$(basename "$bin")}
     log="$logdir/$name.log"
     CMOCKA_MESSAGE_OUTPUT=TAP timeout "${RL_TEST_TIMEOUT:-600}" "$bin" >"$log" 2>&1
     local rc=$?
@@ -46,7 +48,7 @@ run_tap() {
 
 run_script() {
     local script=$1 name log rc
-    name=$(basename "$script")
+    name=${2:-$(basename "$script")}
     log="$logdir/$name.log"
     case "$script" in
     *.py)
@@ -54,7 +56,8 @@ run_script() {
             echo "$name: skipped ($PYTHON not found)"; skipped=$((skipped + 1)); return
         fi
         timeout "${RL_TEST_TIMEOUT:-600}" "$PYTHON" "$script" >"$log" 2>&1 ;;
-    *) timeout "${RL_TEST_TIMEOUT:-600}" bash "$script" >"$log" 2>&1 ;;
+    *.sh) timeout "${RL_TEST_TIMEOUT:-600}" bash "$script" >"$log" 2>&1 ;;
+    *) timeout "${RL_TEST_TIMEOUT:-600}" "$script" >"$log" 2>&1 ;;
     esac
     rc=$?
     if [ $rc = 0 ]; then
@@ -77,6 +80,27 @@ for script in tests/integration/*.sh tests/integration/*.py; do
     [[ $(basename "$script") =~ $filter ]] || continue
     run_script "$script"
 done
+
+# The GPU tests again on the host emulation of CUDA (tests/cuda_emu/; `make
+# test` builds EMU_BUILD with `make CUDA=emu`): the kernels, the device
+# table, CUDA IPC and the GPU jobs run here without a GPU, named emu_*.
+emu_tests="test_nn_cuda test_nn_lm_cuda test_nn_flow_cuda test_nn_cuda_ipc test_channel_ipc"
+if [[ emu_selftest =~ $filter ]] || [[ $emu_tests =~ $filter ]] || [[ gpu_jobs.py =~ $filter ]]; then
+    if [ -z "${EMU_BUILD:-}" ] || [ ! -f "$EMU_BUILD/CUDA_EMU" ]; then
+        skipped=$((skipped + 1))
+        printf '%-40s skipped: %s\n' "emu_*" "no host-emulation build (EMU_BUILD=${EMU_BUILD:-}; make test builds it, not the SANITIZE or CUDA=1 flavours)"
+    else
+        [[ emu_selftest =~ $filter ]] && run_script "$EMU_BUILD/tests/emu_selftest" emu_selftest
+        for t in $emu_tests; do
+            [[ $t =~ $filter ]] && run_tap "$EMU_BUILD/tests/$t" "emu_$t"
+        done
+        # the threads of a block the other way round between barriers: an
+        # unsynchronised read of another thread's write changes its value
+        [[ test_nn_cuda =~ $filter ]] &&
+            RL_CUDA_EMU_ORDER=reverse run_tap "$EMU_BUILD/tests/test_nn_cuda" emu_test_nn_cuda_reverse
+        [[ gpu_jobs.py =~ $filter ]] && BUILD=$EMU_BUILD run_script tests/integration/gpu_jobs.py emu_gpu_jobs.py
+    fi
+fi
 
 if [ ${#failures[@]} -gt 0 ]; then
     echo "failures:"

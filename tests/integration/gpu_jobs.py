@@ -74,6 +74,9 @@ DRIVER = os.path.join(ROOT, BUILD, "bin", "rl-driver")
 # RL_GPU_JOBS_DEVICE=cpu runs every job on the CPU: a check of this script
 # itself on a machine without a GPU (the comparisons then hold exactly)
 DEV = os.environ.get("RL_GPU_JOBS_DEVICE", "cuda")
+# a `make CUDA=emu` build (BUILD=build-cuda-emu): the CUDA code on the host
+# emulation (tests/cuda_emu/), no GPU needed; NCCL jobs skip
+EMU = os.path.exists(os.path.join(ROOT, BUILD, "CUDA_EMU"))
 
 TINY = ["model.hidden_size=32", "model.intermediate_size=64", "model.num_layers=1",
         "model.num_heads=2", "model.num_kv_heads=1", "model.max_seq_len=64",
@@ -119,6 +122,9 @@ def fsdp_two_ranks(work, sft, w_one):
     if DEV != "cuda":
         print("skipped: 7. FSDP over NCCL needs the GPU (RL_GPU_JOBS_DEVICE=%s)" % DEV)
         return
+    if EMU:
+        print("skipped: 7. FSDP over NCCL: NCCL needs a GPU, and the host emulation (make CUDA=emu) has none")
+        return
     v, why = nccl_version()
     assert v is not None, "7. FSDP over NCCL: no libnccl.so.2 on the loader's path (%s)" % why
     if v < 23000:
@@ -156,6 +162,10 @@ def broadcast_over_nccl(work, cl, both, gpu_rows):
     if DEV != "cuda":
         print("skipped: 8. the NCCL weight broadcast needs the GPU (RL_GPU_JOBS_DEVICE=%s; "
               "tests/integration/weight_bcast_job.py runs the CPU ring)" % DEV)
+        return
+    if EMU:
+        print("skipped: 8. the NCCL weight broadcast: NCCL needs a GPU, and the host emulation (make CUDA=emu) "
+              "has none")
         return
     v, why = nccl_version()
     assert v is not None, "8. NCCL weight broadcast: no libnccl.so.2 on the loader's path (%s)" % why
@@ -280,7 +290,8 @@ def main():
         return
     if not os.path.exists(DRIVER):
         skip("%s not built (make CUDA=1, BUILD=build-cuda)" % DRIVER)
-    if DEV == "cuda" and subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode != 0:
+    if DEV == "cuda" and not EMU and subprocess.run(["sh", "-c", "nvidia-smi -L"],
+                                                    capture_output=True).returncode != 0:
         skip("no NVIDIA GPU (nvidia-smi -L failed): actor.device=cuda needs one")
     work = tempfile.mkdtemp(prefix="rlrt-gpu-actor-")
     try:

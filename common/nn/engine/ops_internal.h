@@ -49,11 +49,12 @@ static inline float rl_selectf(int cond, float a, float b)
 }
 
 /* exp(x), relative error < 1e-7 for -87.3 <= x <= 88.3 (x is clamped to that
- * range, so no inf/denormal surprises): x = n·ln2 + r with the Cephes
- * two-part ln2 and a degree-6 polynomial. Inline and branch-free so RL_SIMD
- * loops vectorise it (glibc's expf is a scalar call per element). */
+ * range, so no inf/denormal surprises), NaN for NaN: x = n·ln2 + r with the
+ * Cephes two-part ln2 and a degree-6 polynomial. Inline and branch-free so
+ * RL_SIMD loops vectorise it (glibc's expf is a scalar call per element). */
 static inline float rl_fast_expf(float x)
 {
+    const float x0 = x; /* the clamp below would turn a NaN into 88.3 */
     x = rl_selectf(x < 88.3f, x, 88.3f);
     x = rl_selectf(x > -87.3f, x, -87.3f);
     float t = x * 1.44269504088896341f + 12582912.0f; /* round-to-nearest via 1.5·2^23 */
@@ -70,7 +71,7 @@ static inline float rl_fast_expf(float x)
     int32_t e = ((int32_t)n + 127) << 23;
     float s;
     memcpy(&s, &e, sizeof s);
-    return p * s;
+    return rl_selectf(x0 == x0, p * s, x0);
 }
 
 #endif

@@ -1240,7 +1240,7 @@ template <typename F> static void s_colsum(float *out, F f, int N, int C, const 
     if (!part)
         return;
     dim3 grid(s_blocks(C, RL_COL_TILE), (unsigned)chunks), block(RL_COL_TILE, RL_COL_ROWS);
-    k_colsum_part<<<grid, block>>>(part, f, N, C);
+    k_colsum_part<F><<<grid, block>>>(part, f, N, C);
     CUDA_NOTE(cudaGetLastError());
     k_colsum_finish<<<s_blocks(C, 128), 128>>>(out, part, chunks, C);
     CUDA_NOTE(cudaGetLastError());
