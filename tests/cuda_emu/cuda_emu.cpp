@@ -222,19 +222,18 @@ void init_once()
     sigaltstack(&ss, nullptr);
 }
 
-struct Access { // a device access window (kernels, copies, cuBLAS), nested
-    Access()
-    {
-        if (g_open_depth++ == 0 && protect_on())
-            for (auto &kv : g_blocks)
-                set_access(kv.second, true);
-    }
-    ~Access()
-    {
-        if (--g_open_depth == 0 && protect_on())
-            for (auto &kv : g_blocks)
-                set_access(kv.second, false);
-    }
+// A device access window (kernels, copies, cuBLAS), nested: the outermost
+// opens every block, its end closes them.
+void access_window(bool open)
+{
+    int depth = open ? g_open_depth++ : --g_open_depth;
+    if (depth == 0 && protect_on())
+        for (auto &kv : g_blocks)
+            set_access(kv.second, open);
+}
+struct Access {
+    Access() { access_window(true); }
+    ~Access() { access_window(false); }
 };
 
 // A new block is closed when no window is open.
@@ -518,17 +517,6 @@ void rl_emu_run(const char *name, const void *key, const rl_emu_config &c, void 
 // ---- runtime API --------------------------------------------------------------------
 
 extern "C" {
-
-void rl_emu_device_access(int on)
-{
-    std::lock_guard<std::recursive_mutex> lk(g_mu);
-    if (on && g_open_depth++ == 0 && protect_on())
-        for (auto &kv : g_blocks)
-            set_access(kv.second, true);
-    if (!on && --g_open_depth == 0 && protect_on())
-        for (auto &kv : g_blocks)
-            set_access(kv.second, false);
-}
 
 cudaError_t cudaGetDeviceCount(int *count)
 {

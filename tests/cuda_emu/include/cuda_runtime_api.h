@@ -97,10 +97,6 @@ cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *ptr);
 cudaError_t cudaIpcOpenMemHandle(void **ptr, cudaIpcMemHandle_t handle, unsigned flags);
 cudaError_t cudaIpcCloseMemHandle(void *ptr);
 
-/* The emulator's own: 1 while a kernel, a copy or a cuBLAS call may touch
- * device memory; rl_emu_device_access(1/0) opens and closes it (nested). */
-void rl_emu_device_access(int on);
-
 #ifdef __cplusplus
 }
 #endif
