@@ -42,6 +42,8 @@ ifneq ($(SANITIZE),)
 BUILD    ?= build-san
 else ifeq ($(CUDA),1)
 BUILD    ?= build-cuda
+else ifeq ($(CUDA)$(EMU_TSAN),emu1)
+BUILD    ?= build-cuda-emu-tsan
 else ifeq ($(CUDA),emu)
 BUILD    ?= build-cuda-emu
 else
@@ -113,6 +115,13 @@ LDLIBS    += -lstdc++
 EMU_CXXFLAGS := -std=c++17 $(OPT) -g -fPIC -pthread -Wall -Wextra -Werror -Wno-unused-parameter \
                 -Wno-unknown-pragmas -Wno-sign-compare $(PKG_CFLAGS)
 $(BUILD)/obj/common/runtime/collective_nccl.o: CPPFLAGS += -URL_CUDA
+# EMU_TSAN=1: the kernels under ThreadSanitizer, each GPU thread a TSan fiber
+# (tests/cuda_emu/cuda_emu.cpp): racecheck's shared-memory hazards, here
+ifeq ($(EMU_TSAN),1)
+EMU_CU_FLAGS := -fsanitize=thread
+$(BUILD)/obj/tests/cuda_emu/cuda_emu.o: CPPFLAGS += -DRL_CUDA_EMU_TSAN
+LDFLAGS += -fsanitize=thread
+endif
 endif
 
 LIB_A  := $(BUILD)/lib/librlrt.a
@@ -225,7 +234,7 @@ $(BUILD)/obj/%.cu.o: %.cu tests/cuda_emu/emu_cu.pl tests/cuda_emu/include/cuda_r
 	@mkdir -p $(dir $@) $(BUILD)/gen/emu/$(dir $<)
 	$(call say,EMU,$<)
 	$(Q)perl tests/cuda_emu/emu_cu.pl $< > $(BUILD)/gen/emu/$<.cpp
-	$(Q)$(CXX) $(CPPFLAGS) $(EMU_CXXFLAGS) -MMD -MP -c $(BUILD)/gen/emu/$<.cpp -o $@
+	$(Q)$(CXX) $(CPPFLAGS) $(EMU_CXXFLAGS) $(EMU_CU_FLAGS) -MMD -MP -c $(BUILD)/gen/emu/$<.cpp -o $@
 
 $(BUILD)/obj/tests/cuda_emu/cuda_emu.o: tests/cuda_emu/cuda_emu.cpp
 	@mkdir -p $(dir $@)
@@ -236,7 +245,7 @@ $(BUILD)/obj/tests/cuda_emu/cuda_emu.o: tests/cuda_emu/cuda_emu.cpp
 $(BUILD)/tests/emu_selftest: $(BUILD)/obj/tests/cuda_emu/emu_selftest.cu.o $(BUILD)/obj/tests/cuda_emu/cuda_emu.o
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
-	$(Q)$(CXX) $^ -o $@ $(PKG_LIBS) -pthread
+	$(Q)$(CXX) $(LDFLAGS) $^ -o $@ $(PKG_LIBS) -pthread
 tests: $(BUILD)/tests/emu_selftest
 else
 $(BUILD)/obj/%.cu.o: %.cu

@@ -42,6 +42,21 @@
 #include <mutex>
 #include <vector>
 
+// `make CUDA=emu EMU_TSAN=1`: the kernels are compiled with ThreadSanitizer
+// and each GPU thread is a TSan fiber. Switches carry no synchronisation;
+// what does is what a GPU guarantees: a barrier orders its block's threads
+// (release before, acquire after, on one object per barrier parity), a
+// shuffle its warp's lanes, and a block's start and end order it against the
+// host (blocks run one after another, as racecheck looks within a block). So
+// TSan reports a read of another thread's write (shared or global memory)
+// with no barrier between them: compute-sanitizer racecheck's hazards.
+#ifdef RL_CUDA_EMU_TSAN
+#include <sanitizer/tsan_interface.h>
+#define TSAN(x) x
+#else
+#define TSAN(x)
+#endif
+
 uint3 rl_emu_threadIdx, rl_emu_blockIdx;
 dim3 rl_emu_blockDim, rl_emu_gridDim;
 
@@ -269,6 +284,8 @@ struct Fiber {
     uint3 tid;
     unsigned lin;
     unsigned shfl_seq;
+    unsigned bars;
+    void *tsan; // its TSan fiber (EMU_TSAN)
 };
 std::vector<Fiber> g_fibers;
 void *g_sched_sp = nullptr;
@@ -283,12 +300,24 @@ union Slot {
 };
 Slot g_shfl[2][1024];
 bool g_failed = false;
+// the synchronisation objects of EMU_TSAN (addresses only)
+[[maybe_unused]] char g_sync_start, g_sync_end, g_sync_bar[2], g_sync_warp[32][2];
+[[maybe_unused]] void *g_sched_tsan = nullptr;
+
+// From the running fiber back to the scheduler.
+void yield_fiber(Fiber *f)
+{
+    TSAN(__tsan_switch_to_fiber(g_sched_tsan, __tsan_switch_to_fiber_no_sync));
+    rl_emu_switch(&f->sp, g_sched_sp);
+}
 
 [[noreturn]] void fiber_main()
 {
+    TSAN(__tsan_acquire(&g_sync_start));
     g_body(g_ctx);
+    TSAN(__tsan_release(&g_sync_end));
     g_cur->state = F_DONE;
-    rl_emu_switch(&g_cur->sp, g_sched_sp);
+    yield_fiber(g_cur);
     __builtin_unreachable();
 }
 
@@ -320,6 +349,8 @@ void ensure_stacks(size_t n)
         mprotect(g_stacks + i * (kStack + kPage), kPage, PROT_NONE);
     g_nstacks = 1024;
     g_fibers.resize(1024);
+    for (Fiber &f : g_fibers)
+        TSAN(f.tsan = __tsan_create_fiber(0));
 }
 
 void fail(const char *what)
@@ -339,8 +370,16 @@ bool run_block(unsigned nthreads)
         f.lin = t;
         f.tid = {t % bd.x, (t / bd.x) % bd.y, t / (bd.x * bd.y)};
         f.shfl_seq = 0;
+        f.bars = 0;
         f.sp = fresh_stack(g_stacks + t * (kStack + kPage) + kPage, kStack);
     }
+    // a thread slot's TSan fiber serves every block: the host's release
+    // before a block and acquire after it order the blocks anyway
+    TSAN(g_sched_tsan = __tsan_get_current_fiber());
+    TSAN(__tsan_release(&g_sync_start));
+    struct EndOfBlock {
+        ~EndOfBlock() { TSAN(__tsan_acquire(&g_sync_end)); }
+    } end_;
     unsigned warps = (nthreads + 31) / 32;
     static int reverse = -1;
     if (reverse < 0) {
@@ -355,6 +394,7 @@ bool run_block(unsigned nthreads)
                 continue;
             g_cur = &f;
             rl_emu_threadIdx = f.tid;
+            TSAN(__tsan_switch_to_fiber(f.tsan, __tsan_switch_to_fiber_no_sync));
             rl_emu_switch(&g_sched_sp, f.sp);
         }
         g_cur = nullptr;
@@ -416,15 +456,24 @@ double now_ms()
 
 void __syncthreads(void)
 {
-    g_cur->state = F_BAR;
-    rl_emu_switch(&g_cur->sp, g_sched_sp);
+    Fiber *f = g_cur;
+    char *obj = &g_sync_bar[f->bars++ & 1];
+    TSAN(__tsan_release(obj));
+    f->state = F_BAR;
+    yield_fiber(f);
+    TSAN(__tsan_acquire(obj));
+    (void)obj;
 }
 
 void rl_emu_syncwarp(unsigned)
 {
-    g_cur->state = F_SHFL;
-    g_cur->shfl_seq++;
-    rl_emu_switch(&g_cur->sp, g_sched_sp);
+    Fiber *f = g_cur;
+    char *obj = &g_sync_warp[(f->lin / 32) & 31][f->shfl_seq++ & 1];
+    TSAN(__tsan_release(obj));
+    f->state = F_SHFL;
+    yield_fiber(f);
+    TSAN(__tsan_acquire(obj));
+    (void)obj;
 }
 
 // Each lane writes its value into the slot of its shuffle's parity, all the
@@ -435,8 +484,12 @@ template <typename T> static T shfl_xor(T v, int o, T Slot::*field)
     Fiber *f = g_cur;
     int par = f->shfl_seq++ & 1;
     g_shfl[par][f->lin].*field = v;
+    char *obj = &g_sync_warp[(f->lin / 32) & 31][par];
+    TSAN(__tsan_release(obj));
     f->state = F_SHFL;
-    rl_emu_switch(&f->sp, g_sched_sp);
+    yield_fiber(f);
+    TSAN(__tsan_acquire(obj));
+    (void)obj;
     unsigned partner = (f->lin & ~31u) | ((f->lin & 31u) ^ (unsigned)(o & 31));
     return g_shfl[par][partner].*field;
 }

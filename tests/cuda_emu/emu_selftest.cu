@@ -11,7 +11,8 @@
 // read of another thread's shared-memory write without a barrier (NaN in
 // one of the two thread orders).
 // Compiled by g++ after tests/cuda_emu/emu_cu.pl (`make CUDA=emu`); prints
-// one line per case and "N passed, N failed".
+// one line per case and "N passed, N failed". Built with EMU_TSAN=1, the two
+// race cases must be reported by ThreadSanitizer and the others must not.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -264,26 +265,35 @@ struct Case {
     int (*fn)(void);
     int dies;           // 1: the child must die of a signal
     const char *report; // what its stderr must say ("" nothing)
+    int race;           // 1: ThreadSanitizer (EMU_TSAN) must report a data race
 };
+
+#ifdef __SANITIZE_THREAD__
+// `make CUDA=emu EMU_TSAN=1`: TSan turns a fault into exit 66 after its
+// report, and reports the planted races (exit 66 too).
+static const bool tsan = true;
+#else
+static const bool tsan = false;
+#endif
 
 int main(void)
 {
     const Case cases[] = {
-        {"reduction with barriers and shuffles", c_reduction, 0, ""},
-        {"read past a device block", c_read_past, 1, "bytes past the end of the 256-byte device block"},
-        {"host code reads device memory", c_host_touch, 1, "host code touched device memory"},
-        {"barrier skipped by returned threads", c_early_return, 0, "__syncthreads reached by 48 threads while 16 had returned"},
-        {"full-warp shuffle on a 16-thread block", c_partial_warp, 0, "reached by 16 of the 32 lanes"},
-        {"full-warp shuffle on a warp", c_full_warp, 0, ""},
-        {"write past the dynamic shared memory", c_smem_past, 1, "past the end of the dynamic shared memory"},
-        {"dynamic shared memory over 48 KiB", c_smem_attribute, 0, "dynamic shared memory, 49152 allowed"},
-        {"a block of 2048 threads", c_block_2048, 0, "invalid configuration"},
-        {"copy kinds and extents", c_copy_kind, 0, "device memory where the copy's kind says host"},
-        {"GEMM with a short leading dimension", c_gemm_lda, 0, "cublasSgemm: invalid"},
-        {"fresh device memory is NaN", c_fresh_nan, 0, ""},
-        {"a process opens its own IPC handle", c_ipc_own, 0, ""},
-        {"an unsynchronised shared read, index order", c_race_forward, 0, ""},
-        {"an unsynchronised shared read, reverse order", c_race_reverse, 0, ""},
+        {"reduction with barriers and shuffles", c_reduction, 0, "", 0},
+        {"read past a device block", c_read_past, 1, "bytes past the end of the 256-byte device block", 0},
+        {"host code reads device memory", c_host_touch, 1, "host code touched device memory", 0},
+        {"barrier skipped by returned threads", c_early_return, 0, "__syncthreads reached by 48 threads while 16 had returned", 0},
+        {"full-warp shuffle on a 16-thread block", c_partial_warp, 0, "reached by 16 of the 32 lanes", 0},
+        {"full-warp shuffle on a warp", c_full_warp, 0, "", 0},
+        {"write past the dynamic shared memory", c_smem_past, 1, "past the end of the dynamic shared memory", 0},
+        {"dynamic shared memory over 48 KiB", c_smem_attribute, 0, "dynamic shared memory, 49152 allowed", 0},
+        {"a block of 2048 threads", c_block_2048, 0, "invalid configuration", 0},
+        {"copy kinds and extents", c_copy_kind, 0, "device memory where the copy's kind says host", 0},
+        {"GEMM with a short leading dimension", c_gemm_lda, 0, "cublasSgemm: invalid", 0},
+        {"fresh device memory is NaN", c_fresh_nan, 0, "", 0},
+        {"a process opens its own IPC handle", c_ipc_own, 0, "", 0},
+        {"an unsynchronised shared read, index order", c_race_forward, 0, "", 1},
+        {"an unsynchronised shared read, reverse order", c_race_reverse, 0, "", 1},
     };
     int passed = 0, failed = 0;
     for (const Case &c : cases) {
@@ -307,7 +317,10 @@ int main(void)
         close(fds[0]);
         int st = 0;
         waitpid(pid, &st, 0);
-        bool ok = c.dies ? WIFSIGNALED(st) : (WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        bool exit66 = WIFEXITED(st) && WEXITSTATUS(st) == 66;
+        bool ok = c.dies ? (WIFSIGNALED(st) || (tsan && exit66))
+                         : tsan && c.race ? exit66 && strstr(err, "ThreadSanitizer: data race")
+                                          : (WIFEXITED(st) && WEXITSTATUS(st) == 0);
         ok = ok && strstr(err, c.report) != nullptr;
         printf("%s: %s\n", ok ? "ok" : "FAILED", c.name);
         if (!ok)
