@@ -6,7 +6,9 @@
 #   against the CPU (outputs and every gradient); test_nn_flow_cuda: the
 #   flow kinds (flow_policy, image_classifier, clip_flow's MLP trunk) on the
 #   GPU against the CPU (quantities, gradients, AdamW steps, ODE/SDE
-#   sampling) and their new kernels; test_nn_cuda_ipc: a
+#   sampling) and their new kernels; test_nn_conv_cuda: the convolutional
+#   kinds (image_cnn, clip_flow's conv trunk) likewise and their kernels
+#   (convolution, max pooling, ReLU, the trunk's glue); test_nn_cuda_ipc: a
 #   device block shared with a second process (CUDA IPC). GPU_TESTS names
 #   them. test_channel_ipc: the weight channel over CUDA IPC between two
 #   processes (each version equal to the sender's; a sender killed
@@ -80,7 +82,7 @@ if [ -n "$nccl_dir" ] && [ -d "$nccl_dir/lib" ]; then
 else
     echo "gpu_check: no PyPI nvidia-nccl (python3 -c 'import nvidia.nccl' failed): NCCL from the loader's path, if any"
 fi
-tests=${GPU_TESTS:-test_nn_cuda test_nn_lm_cuda test_nn_flow_cuda test_nn_cuda_ipc test_channel_ipc test_collective_nccl}
+tests=${GPU_TESTS:-test_nn_cuda test_nn_lm_cuda test_nn_flow_cuda test_nn_conv_cuda test_nn_cuda_ipc test_channel_ipc test_collective_nccl}
 for t in $tests; do
     [ -x "$BUILD/tests/$t" ] || { echo "gpu_check: $BUILD/tests/$t not built (make CUDA=1 tests)"; exit 1; }
 done
