@@ -18,7 +18,8 @@
 #   dlopen()ed: PyPI's nvidia-nccl-cu13 lib folder goes on LD_LIBRARY_PATH.
 # * tests/integration/gpu_jobs.py: real jobs with actor.device=cuda and
 #   rollout.device=cuda (SFT against the CPU actor step for step, GRPO, a
-#   resume on the GPU, GPU generation against the CPU's, job 9: libero_rl
+#   resume on the GPU, GPU generation against the CPU's, diffusion GRPO of
+#   clip_flow with the MLP and the conv trunk against the CPU, job 9: libero_rl
 #   PPO with the flow policy on the GPU and the envs on the CPU against the
 #   CPU, on the LIBERO-Object tasks 0-1 the bundle carries in
 #   BUILD/libero-data); needs bin/rl-driver and bin/rl-worker in BUILD.
