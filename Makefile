@@ -416,7 +416,7 @@ test-gpu: all tests
 # LIBERO-Object tasks whose physics-only scenes travel in the bundle
 # (deploy/libero-subset.sh: ~0.9 MiB; the full scenes are 109 MB)
 GPU_LIBERO_TASKS := 0 1
-GPU_TESTS := test_nn_cuda test_nn_lm_cuda test_nn_flow_cuda test_nn_cuda_ipc test_channel_ipc test_collective_nccl
+GPU_TESTS := test_nn_cuda test_nn_lm_cuda test_nn_flow_cuda test_nn_conv_cuda test_nn_cuda_ipc test_channel_ipc test_collective_nccl
 # what tests/run.sh runs on the host emulation (make CUDA=emu)
 emu-tests: lib bins $(addprefix $(BUILD)/tests/,$(GPU_TESTS)) $(BUILD)/tests/emu_selftest
 gpu-bundle: all tests benches

@@ -6,7 +6,9 @@
 #   against the CPU (outputs and every gradient); test_nn_flow_cuda: the
 #   flow kinds (flow_policy, image_classifier, clip_flow's MLP trunk) on the
 #   GPU against the CPU (quantities, gradients, AdamW steps, ODE/SDE
-#   sampling) and their new kernels; test_nn_cuda_ipc: a
+#   sampling) and their new kernels; test_nn_conv_cuda: the convolutional
+#   kinds (image_cnn, clip_flow's conv trunk) likewise and their kernels
+#   (convolution, max pooling, ReLU, the trunk's glue); test_nn_cuda_ipc: a
 #   device block shared with a second process (CUDA IPC). GPU_TESTS names
 #   them. test_channel_ipc: the weight channel over CUDA IPC between two
 #   processes (each version equal to the sender's; a sender killed
@@ -16,7 +18,8 @@
 #   dlopen()ed: PyPI's nvidia-nccl-cu13 lib folder goes on LD_LIBRARY_PATH.
 # * tests/integration/gpu_jobs.py: real jobs with actor.device=cuda and
 #   rollout.device=cuda (SFT against the CPU actor step for step, GRPO, a
-#   resume on the GPU, GPU generation against the CPU's, job 9: libero_rl
+#   resume on the GPU, GPU generation against the CPU's, diffusion GRPO of
+#   clip_flow with the MLP and the conv trunk against the CPU, job 9: libero_rl
 #   PPO with the flow policy on the GPU and the envs on the CPU against the
 #   CPU, on the LIBERO-Object tasks 0-1 the bundle carries in
 #   BUILD/libero-data); needs bin/rl-driver and bin/rl-worker in BUILD.
@@ -80,7 +83,7 @@ if [ -n "$nccl_dir" ] && [ -d "$nccl_dir/lib" ]; then
 else
     echo "gpu_check: no PyPI nvidia-nccl (python3 -c 'import nvidia.nccl' failed): NCCL from the loader's path, if any"
 fi
-tests=${GPU_TESTS:-test_nn_cuda test_nn_lm_cuda test_nn_flow_cuda test_nn_cuda_ipc test_channel_ipc test_collective_nccl}
+tests=${GPU_TESTS:-test_nn_cuda test_nn_lm_cuda test_nn_flow_cuda test_nn_conv_cuda test_nn_cuda_ipc test_channel_ipc test_collective_nccl}
 for t in $tests; do
     [ -x "$BUILD/tests/$t" ] || { echo "gpu_check: $BUILD/tests/$t not built (make CUDA=1 tests)"; exit 1; }
 done

@@ -84,7 +84,7 @@ done
 # The GPU tests again on the host emulation of CUDA (tests/cuda_emu/; `make
 # test` builds EMU_BUILD with `make CUDA=emu`): the kernels, the device
 # table, CUDA IPC and the GPU jobs run here without a GPU, named emu_*.
-emu_tests="test_nn_cuda test_nn_lm_cuda test_nn_flow_cuda test_nn_cuda_ipc test_channel_ipc"
+emu_tests="test_nn_cuda test_nn_lm_cuda test_nn_flow_cuda test_nn_conv_cuda test_nn_cuda_ipc test_channel_ipc"
 if [[ emu_selftest =~ $filter ]] || [[ $emu_tests =~ $filter ]] || [[ gpu_jobs.py =~ $filter ]]; then
     if [ -z "${EMU_BUILD:-}" ] || [ ! -f "$EMU_BUILD/CUDA_EMU" ]; then
         skipped=$((skipped + 1))
@@ -98,6 +98,8 @@ if [[ emu_selftest =~ $filter ]] || [[ $emu_tests =~ $filter ]] || [[ gpu_jobs.p
         # unsynchronised read of another thread's write changes its value
         [[ test_nn_cuda =~ $filter ]] &&
             RL_CUDA_EMU_ORDER=reverse run_tap "$EMU_BUILD/tests/test_nn_cuda" emu_test_nn_cuda_reverse
+        [[ test_nn_conv_cuda =~ $filter ]] &&
+            RL_CUDA_EMU_ORDER=reverse run_tap "$EMU_BUILD/tests/test_nn_conv_cuda" emu_test_nn_conv_cuda_reverse
         [[ gpu_jobs.py =~ $filter ]] && BUILD=$EMU_BUILD run_script tests/integration/gpu_jobs.py emu_gpu_jobs.py
     fi
 fi

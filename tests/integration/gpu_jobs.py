@@ -57,6 +57,11 @@ missing otherwise. tests/gpu_check.sh runs it on the GPU machine.
    step-2 weights within 5e-3 of the CPU's. The scenes: BUILD/libero-data
    (the bundle's physics-only subset, deploy/libero-subset.sh) or
    build/libero-data; a skip naming the missing files otherwise.
+10. Job 5 with the convolutional trunk (model.trunk=conv, the null prompt
+   and classifier-free guidance 2 in sampling), 2 steps, actor and rollout
+   on the GPU against the CPU: step 0's validation JPEG kB and step 1's
+   mean score within 2%, finite metrics, step 2's weights within 5e-3.
+   RL_GPU_JOBS_ONLY=10 runs it alone.
 """
 import math
 import os
@@ -278,7 +283,53 @@ def partial_over_ipc(work, cl):
           "step %s" % seen)
 
 
+def diffusion_conv(work, cl):
+    """10. Diffusion GRPO of clip_flow with the conv trunk (guided) on the GPU
+    against the CPU."""
+    dif = ["model.init_from=", "model.trunk=conv", "model.conv_channels=4", "model.hidden_size=16",
+           "model.null_prompt=true", "model.guidance=2", "data.fid_model=", "reward.scorer_path=",
+           "trainer.val_every=2", "trainer.save_every=2", "trainer.total_steps=2", "data.train_batch_size=2",
+           "data.val_per_prompt=2", "rollout.n=4", "actor.ppo_mini_batch_size=2", "rollout.num_steps=4"]
+    for name, dev in (("difc_cpu", "cpu"), ("difc_gpu", DEV)):
+        jobs.run_driver(work, ["--cluster", cl, "--config", os.path.join(ROOT, "examples", "dance_grpo_jpeg.yaml"),
+                               "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + dif +
+                        ["trainer.output_dir=runs/" + name, "actor.device=" + dev, "rollout.device=" + dev])
+    dc = metrics(os.path.join(work, "runs/difc_cpu/metrics.jsonl"))
+    dg = metrics(os.path.join(work, "runs/difc_gpu/metrics.jsonl"))
+    v0c = [r for r in dc if r["step"] == 0 and "val/jpeg_kb" in r]
+    v0g = [r for r in dg if r["step"] == 0 and "val/jpeg_kb" in r]
+    assert v0c and v0g, (dc[:1], dg[:1])
+    kc, kg = v0c[0]["val/jpeg_kb"], v0g[0]["val/jpeg_kb"]
+    assert abs(kc - kg) <= 0.02 * abs(kc), (kc, kg)
+    s1c = [r for r in dc if r["step"] == 1 and "critic/score/mean" in r][0]["critic/score/mean"]
+    s1g = [r for r in dg if r["step"] == 1 and "critic/score/mean" in r][0]["critic/score/mean"]
+    assert abs(s1c - s1g) <= 0.02 * abs(s1c), (s1c, s1g)
+    for r in dg:
+        for k, v in r.items():
+            if isinstance(v, float):
+                assert math.isfinite(v), (r["step"], k, v)
+    assert len([r for r in dg if r["step"] > 0 and "actor/grad_norm" in r]) == 2, dg
+    d0 = weights(os.path.join(work, "runs/difc_cpu/checkpoints/step_2/model.safetensors"))
+    d2 = weights(os.path.join(work, "runs/difc_gpu/checkpoints/step_2/model.safetensors"))
+    dd = max_diff(d0, d2)
+    assert dd <= 5e-3, dd
+    print("ok: 10. diffusion GRPO (clip_flow, conv trunk, guidance 2) with actor and rollout on the GPU: step 0 "
+          "validation %.4f kB (CPU %.4f), step 1 score %.4f (CPU %.4f); 2 steps, finite metrics; step 2's "
+          "weights within %.1e of the CPU run's" % (kg, kc, s1g, s1c, dd))
+
+
 def main():
+    if os.environ.get("RL_GPU_JOBS_ONLY") == "10":  # job 10 alone
+        if not os.path.exists(DRIVER):
+            skip("%s not built" % DRIVER)
+        work = tempfile.mkdtemp(prefix="rlrt-gpu-conv-")
+        try:
+            cl = os.path.join(work, "cluster.yaml")
+            cluster(cl)
+            diffusion_conv(work, cl)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     if os.environ.get("RL_GPU_JOBS_ONLY") == "9":  # job 9 alone (a check of it on the CPU)
         if not os.path.exists(DRIVER):
             skip("%s not built" % DRIVER)
@@ -416,6 +467,8 @@ def main():
         print("ok: diffusion GRPO (clip_flow) with actor and rollout on the GPU: step 0 validation %.4f kB "
               "(CPU %.4f), step 1 score %.4f (CPU %.4f); 3 steps, finite metrics; step 3's weights "
               "within %.1e of the CPU run's" % (kg, kc, s1g, s1c, dd))
+        # 10. the same with the conv trunk
+        diffusion_conv(work, cl)
         # 6. partial rollouts with the weights over CUDA IPC
         partial_over_ipc(work, cl)
         # 7. FSDP over NCCL: two GPU actor ranks against job 1's one

@@ -32,8 +32,8 @@
  *
  * Without a GPU (or a build without CUDA) the parity tests skip with the
  * reason, and the *_without_gpu test checks that each kind's move is
- * refused with a message and leaves the model on the CPU. The conv trunk
- * of clip_flow and image_cnn refuse the move by name on any machine. */
+ * refused with a message and leaves the model on the CPU. The conv kinds
+ * (image_cnn, clip_flow's conv trunk) are test_nn_conv_cuda.c's. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -628,34 +628,10 @@ static void test_flow_kinds_refused_without_gpu(void **state)
     }
 }
 
-/* The conv trunk and image_cnn have no device path: refused by name on any
- * machine. */
-static void test_conv_kinds_refused(void **state)
-{
-    (void)state;
-    rl_model *m = s_build("model: {type: clip_flow, trunk: conv, conv_channels: 3, null_prompt: false, cfg_dropout: 0, guidance: 1, frames: 2, channels: 1, "
-                          "height: 8, width: 8, num_prompts: 3, hidden_size: 6, num_layers: 0, time_embed_dim: 4, "
-                          "prediction: x0, init_from: ''}\n",
-                          1);
-    assert_int_equal(rl_model_to_device(m, RL_DEVICE_CUDA), RL_EUNSUPPORTED);
-    if (!strstr(rl_error_message(), "model.trunk conv runs on the CPU only"))
-        fail_msg("'%s'", rl_error_message());
-    assert_int_equal(rl_model_device(m), RL_DEVICE_CPU);
-    rl_model_free(m);
-    m = s_build("model: {type: image_cnn, channels: 1, height: 8, width: 8, conv1_channels: 2, conv2_channels: 2, "
-                "hidden_size: 4, num_classes: 3, init_from: ''}\n",
-                1);
-    assert_int_equal(rl_model_to_device(m, RL_DEVICE_CUDA), RL_EUNSUPPORTED);
-    if (!strstr(rl_error_message(), "model kind 'image_cnn' runs on the CPU only"))
-        fail_msg("'%s'", rl_error_message());
-    rl_model_free(m);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flow_kinds_refused_without_gpu),
-        cmocka_unit_test(test_conv_kinds_refused),
         cmocka_unit_test(test_flow_kernels_cuda),
         cmocka_unit_test(test_flow_policy_on_cuda),
         cmocka_unit_test(test_image_classifier_on_cuda),

@@ -2,6 +2,7 @@
 #include "common/nn/engine/device.h"
 #include "rlrt/error.h"
 #include "common/nn/engine/ops.h"
+#include "common/nn/engine/ops_conv.h"
 #include "rlrt/nn/params.h"
 
 #include <pthread.h>

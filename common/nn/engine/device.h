@@ -3,12 +3,13 @@
  * Purpose: models call their kernels through an rl_nn_ops table, one per
  * device, so a CUDA twin of any op can be added in common/nn/cuda without
  * touching the models. Every entry has exactly the signature of the CPU
- * function of the same name in common/nn/engine/ops.h; on a CUDA table the pointers
+ * function of the same name in common/nn/engine/ops.h (the convolutional
+ * ones: ops_conv.h); on a CUDA table the pointers
  * are device pointers (index arrays such as ids/pos/target/mask too).
  *
  * Invariants: both tables are RL_NN_OPS, so each is complete (new entries
- * go at its end: the flow kinds' silu, time_embed and standardize are the
- * last); the CUDA
+ * go at its end: the flow kinds' silu, time_embed and standardize, then
+ * the convolutional kinds' ops_conv.h kernels are the last); the CUDA
  * table exists only in a `make CUDA=1` build. rl_nn_ops_missing() names the
  * first NULL entry of a table (one filled by hand, e.g. a test's), so a
  * model can refuse it up front instead of crashing mid-step.
@@ -43,6 +44,7 @@ typedef enum rl_precision { RL_PRECISION_FP32 = 0, RL_PRECISION_BF16 = 1 } rl_pr
 const char *rl_precision_name(rl_precision p);
 
 struct rl_adamw_config; /* common/nn/engine/optim.h, which includes this header */
+struct rl_conv2d_shape; /* common/nn/engine/ops_conv.h */
 
 typedef struct rl_nn_ops {
     rl_device device;
@@ -110,10 +112,26 @@ typedef struct rl_nn_ops {
     void (*time_embed)(float *temb, const float *t, int64_t n, int E);
     void (*standardize)(float *out, const float *inp, const float *mean, const float *std,
                         float clip, int N, int C);
+    /* the convolutional kinds' (image_cnn, clip_flow's conv trunk):
+     * common/nn/engine/ops_conv.h; the shape is a host struct */
+    int (*conv2d_forward)(float *out, const float *inp, const float *w, const float *b,
+                          const struct rl_conv2d_shape *s);
+    int (*conv2d_backward)(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                           const float *w, const struct rl_conv2d_shape *s);
+    void (*maxpool2d_forward)(float *out, int32_t *arg, const float *inp, int N, int C, int H, int W,
+                              int k);
+    void (*maxpool2d_backward)(float *dinp, const float *dout, const int32_t *arg, int N, int C, int H,
+                               int W, int k);
+    void (*relu_forward)(float *out, const float *inp, int64_t n);
+    void (*relu_backward)(float *dinp, const float *dout, const float *inp, int64_t n);
+    void (*plane_add)(float *x, const float *add, int64_t planes, int64_t hw);
+    void (*plane_sum)(float *out, const float *x, int64_t planes, int64_t hw);
+    void (*upsample2x_add)(float *a, const float *s, int64_t planes, int h, int w);
+    void (*upsample2x_backward)(float *ds, const float *da, int64_t planes, int h, int w);
 } rl_nn_ops;
 
 /* Every entry of the table after device and name, in order: X(op) for each.
- * The CPU kernel of op is rl_<op> (ops.h, optim.h), the CUDA one
+ * The CPU kernel of op is rl_<op> (ops.h, optim.h, ops_conv.h), the CUDA one
  * rl_cuda_<op> (cuda/cuda_ops.h); the tables and rl_nn_ops_missing() are
  * this list. */
 #define RL_NN_OPS(X)                                                                                 \
@@ -123,7 +141,9 @@ typedef struct rl_nn_ops {
     X(swiglu_backward) X(rope_forward) X(rope_backward) X(embedding_forward) X(embedding_backward)  \
     X(attention_forward) X(attention_backward) X(logprob_forward) X(logprob_backward) X(sample_rows) \
     X(kv_cache_write) X(decode_attention) X(adamw_update) X(grad_sumsq) X(scale_inplace)            \
-    X(ema_update) X(silu_forward) X(silu_backward) X(time_embed) X(standardize)
+    X(ema_update) X(silu_forward) X(silu_backward) X(time_embed) X(standardize)                    \
+    X(conv2d_forward) X(conv2d_backward) X(maxpool2d_forward) X(maxpool2d_backward) X(relu_forward) \
+    X(relu_backward) X(plane_add) X(plane_sum) X(upsample2x_add) X(upsample2x_backward)
 
 /* The kernel table of `dev`, or NULL + message (RL_EUNSUPPORTED) when this
  * build has no such device. */

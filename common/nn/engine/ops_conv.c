@@ -182,3 +182,39 @@ void rl_relu_backward(float *dinp, const float *dout, const float *inp, int64_t 
         if (inp[i] > 0.0f)
             dinp[i] += dout[i];
 }
+
+void rl_plane_add(float *x, const float *add, int64_t planes, int64_t hw)
+{
+    for (int64_t r = 0; r < planes; r++) {
+        float *z = x + r * hw, a = add[r];
+        for (int64_t i = 0; i < hw; i++)
+            z[i] += a;
+    }
+}
+
+void rl_plane_sum(float *out, const float *x, int64_t planes, int64_t hw)
+{
+    for (int64_t r = 0; r < planes; r++) {
+        const float *z = x + r * hw;
+        double sum = 0;
+        for (int64_t i = 0; i < hw; i++)
+            sum += z[i];
+        out[r] = (float)sum;
+    }
+}
+
+void rl_upsample2x_add(float *a, const float *s, int64_t planes, int h, int w)
+{
+    for (int64_t i = 0; i < planes; i++)
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++)
+                a[(i * h + y) * w + x] += s[(i * (h / 2) + y / 2) * (w / 2) + x / 2];
+}
+
+void rl_upsample2x_backward(float *ds, const float *da, int64_t planes, int h, int w)
+{
+    for (int64_t i = 0; i < planes; i++)
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++)
+                ds[(i * (h / 2) + y / 2) * (w / 2) + x / 2] += da[(i * h + y) * w + x];
+}

@@ -20,9 +20,11 @@
  *    it cannot be had; the other kernels never allocate and cannot fail.
  *    Shapes are trusted (the model layer checks them).
  *
- * CPU only: these kernels are not in the device table
- * (common/nn/engine/device.h) yet; their CUDA twins (cuDNN-free im2col +
- * cuBLAS, as the CPU side) are the next step.
+ * Device: every kernel here is an entry of the device table
+ * (common/nn/engine/device.h, after standardize), so the models call them
+ * through their rl_nn_ops; the CUDA twins (common/nn/engine/cuda/ops_cuda.cu:
+ * im2col + cuBLAS and col2im without atomics, as the CPU side) have run on
+ * the host emulation of CUDA (tests/cuda_emu/) only, not yet on a GPU.
  */
 #ifndef RLRT_NN_OPS_CONV_H
 #define RLRT_NN_OPS_CONV_H
@@ -66,6 +68,18 @@ void rl_maxpool2d_backward(float *dinp, const float *dout, const int32_t *arg, i
 /* out (n) = max(x, 0);  dinp += dout where x > 0. */
 void rl_relu_forward(float *out, const float *inp, int64_t n);
 void rl_relu_backward(float *dinp, const float *dout, const float *inp, int64_t n);
+
+/* The conv trunk's glue (common/nn/models/flow_conv_internal.h), planes
+ * being (image, channel) pairs of hw values each:
+ * plane_add: x (planes, hw) += add (planes) broadcast over each plane;
+ * plane_sum: out (planes) = Σ over each plane of x, in order, in double
+ * (overwrites); upsample2x_add: a (planes, h, w) += the nearest 2×
+ * upsampling of s (planes, h/2, w/2); upsample2x_backward: ds (planes, h/2,
+ * w/2) += the 2×2 block sums of da (planes, h, w) (h and w even). */
+void rl_plane_add(float *x, const float *add, int64_t planes, int64_t hw);
+void rl_plane_sum(float *out, const float *x, int64_t planes, int64_t hw);
+void rl_upsample2x_add(float *a, const float *s, int64_t planes, int h, int w);
+void rl_upsample2x_backward(float *ds, const float *da, int64_t planes, int h, int w);
 
 #ifdef __cplusplus
 }

@@ -43,8 +43,8 @@ typedef struct s_cf {
     float *gx, *gs, *gv; /* (2n, D), (2n), (2n, D): x, σ, the two velocities */
     float *gdv;          /* (2n, D): the two velocities' gradients */
     int32_t *gid;        /* (2n) */
-    /* on a device (the MLP trunk only): the copies of x, σ, v / dv (one
-     * block from io), the ids and the gathered prompt rows (n, Hd) */
+    /* on a device: the copies of x, σ, v / dv (one block from io), the ids
+     * and the gathered prompt rows (n, Hd) */
     int64_t iocap;
     float *io, *dsig, *dv, *demb;
     int32_t *dids;
@@ -113,8 +113,8 @@ static void s_from_x0(const s_cf *m, int64_t n, const float *x, const float *sig
         }
 }
 
-/* The MLP trunk on a device: v (n, D) on the host from the host's x, σ
- * and ids, copied in and out around the kernels (the x0-prediction's
+/* The trunk (either) on a device: v (n, D) on the host from the host's x,
+ * σ and ids, copied in and out around the kernels (the x0-prediction's
  * elementwise step stays on the host). */
 static int s_trunk_dev(s_cf *m, int64_t n, const float *x, const float *sigma, const int32_t *ids,
                        float *v)
@@ -142,11 +142,22 @@ static int s_trunk_dev(s_cf *m, int64_t n, const float *x, const float *sigma, c
         (rc = rl_model_copy_in(dev, m->dids, ids, sizeof(int32_t) * (size_t)n)))
         return rc;
     const float *P = m->base.params;
-    rl_flow_mlp_cond(&m->t, P, n, m->dsig);
+    float *cond;
+    if (m->conv) {
+        rl_flow_conv_cond(&m->tc, P, n, m->dsig);
+        cond = m->tc.cond;
+    } else {
+        rl_flow_mlp_cond(&m->t, P, n, m->dsig);
+        cond = m->t.cond;
+    }
     nn->embedding_forward(m->demb, m->dids, P + m->emb, (int)n, m->hidden);
-    nn->add_inplace(m->t.cond, m->demb, nH); /* cond += prompt.embedding[id] */
-    rl_flow_mlp_trunk(&m->t, P, m->io, m->dv);
-    return rl_model_copy_out(dev, v, m->dv, sizeof(float) * (size_t)(n * D));
+    nn->add_inplace(cond, m->demb, nH); /* cond += prompt.embedding[id] */
+    if (m->conv)
+        rc = rl_flow_conv_trunk(&m->tc, P, m->io, m->dv);
+    else
+        rl_flow_mlp_trunk(&m->t, P, m->io, m->dv);
+    int oc = rl_model_copy_out(dev, v, m->dv, sizeof(float) * (size_t)(n * D));
+    return rc ? rc : oc;
 }
 
 /* v (n, D) from x (n, D), sigma (n), ids (n); keeps the activations. */
@@ -210,7 +221,12 @@ static int s_net_backward(s_cf *m, const float *dv)
         int rc = rl_model_copy_in(m->base.dev, m->dv, dv, sizeof(float) * (size_t)(m->n * D));
         if (rc)
             return rc;
-        dcond = rl_flow_mlp_backward(&m->t, m->base.params, m->base.grads, m->dv);
+        if (m->conv) {
+            if ((rc = rl_flow_conv_backward(&m->tc, m->base.params, m->base.grads, m->dv, &dcond)))
+                return rc;
+        } else {
+            dcond = rl_flow_mlp_backward(&m->t, m->base.params, m->base.grads, m->dv);
+        }
         m->base.nn->embedding_backward(m->base.grads + m->emb, dcond, m->dids, (int)m->n, m->hidden);
         return RL_OK;
     }
@@ -632,24 +648,22 @@ static void s_free(rl_model *mm)
     free(m);
 }
 
-/* The MLP trunk moves (rl_model_base_move; its activations are re-made on
- * the new device by the next pass); the conv trunk runs on the CPU only. */
+/* The buffers move (rl_model_base_move) and the trunk with them (either:
+ * its activations are re-made on the new device by the next pass). */
 static int s_to_device(rl_model *mm, int dev)
 {
     s_cf *m = s_of(mm);
     rl_device from = m->base.dev;
     if ((rl_device)dev == from)
         return RL_OK;
-    if (m->conv)
-        return rl_error_set(RL_EUNSUPPORTED, "model kind 'clip_flow' with %s conv runs on the CPU "
-                                             "only (no %s path yet; the mlp trunk moves)",
-                            RL_CFG_PATH(&rl_clip_flow_model_section, rl_clip_flow_model_config, trunk),
-                            rl_device_name((rl_device)dev));
     int rc = rl_model_base_move(&m->base, (rl_device)dev);
     if (rc)
         return rc;
     s_io_free(m, from);
-    rl_flow_mlp_on(&m->t, m->base.dev, m->base.nn);
+    if (m->conv)
+        rl_flow_conv_on(&m->tc, m->base.dev, m->base.nn);
+    else
+        rl_flow_mlp_on(&m->t, m->base.dev, m->base.nn);
     return RL_OK;
 }
 

@@ -29,14 +29,14 @@
  * prompt.embedding, conv.<k>, cond.<k>; common/nn/models/flow_conv_internal.h);
  * everything else (prediction, the chain, sampling) is the same.
  *
- * Device: with the MLP trunk, rl_model_to_device moves the model
+ * Device: rl_model_to_device moves the model with either trunk
  * (model_device.h): the trunk, its time embedding and the prompt rows run
  * through the device's kernel table with the activations there; each
  * network call copies x, σ and the ids in and the output out, and the
  * x0-prediction's division, the chain's SDE log-density, the ODE/SDE steps
  * and their noise stay on the host (so the device draws the same noise as
- * the CPU). The conv trunk runs on the CPU only (the move is refused
- * naming it).
+ * the CPU). The conv trunk's CUDA kernels have run on the host emulation
+ * of CUDA only (tests/cuda_emu/), not yet on a GPU.
  *
  * Batch layout (tensors forward / forward_backward / sample read):
  *   RL_CF_PROMPT_IDS  (B) i32        the prompt of each row, in [0, num_prompts)

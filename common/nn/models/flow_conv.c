@@ -1,6 +1,7 @@
 /* flow_conv.c — the convolutional velocity trunk of clip_flow (see
  * common/nn/models/flow_conv_internal.h): forward and backward from the
- * kernels of common/nn/engine/ops_conv.h and ops.h. */
+ * kernels of common/nn/engine/ops_conv.h and ops.h, through the device
+ * table of the trunk's device. */
 #include "common/nn/models/flow_conv_internal.h"
 
 #include <math.h>
@@ -43,6 +44,8 @@ int rl_flow_conv_init(rl_flow_conv *t, int Cin, int H, int W, int C, int Hd, int
         return rl_error_set(RL_ECONFIG, "%s: the conv trunk needs an image side that is a multiple of 4, "
                                         "got %dx%d", who, H, W);
     t->Cin = Cin, t->H = H, t->W = W, t->C = C, t->Hd = Hd, t->E = E;
+    t->dev = RL_DEVICE_CPU;
+    t->nn = rl_nn_ops_get(RL_DEVICE_CPU);
     const int64_t hw = (int64_t)H * W;
     t->S[0] = C * hw;
     t->S[1] = 2 * C * hw / 4;
@@ -53,27 +56,24 @@ int rl_flow_conv_init(rl_flow_conv *t, int Cin, int H, int W, int C, int Hd, int
     return RL_OK;
 }
 
+/* The activations: one block from z[0] on the trunk's device. */
 static void s_free_acts(rl_flow_conv *t)
 {
-    for (int k = 0; k < S_L - 1; k++) {
-        free(t->z[k]);
-        free(t->h[k]);
-        free(t->dh[k]);
+    rl_model_floats_free(t->dev, t->z[0]);
+    for (int k = 0; k < S_L - 1; k++)
         t->z[k] = t->h[k] = t->dh[k] = NULL;
-    }
-    free(t->temb);
-    free(t->cond);
-    free(t->in4);
-    free(t->in5);
-    free(t->dz);
-    free(t->din);
-    free(t->pc);
-    free(t->dc);
     t->temb = t->cond = t->in4 = t->in5 = t->dz = t->din = t->pc = t->dc = NULL;
     t->cap = 0;
 }
 
 void rl_flow_conv_free(rl_flow_conv *t) { s_free_acts(t); }
+
+void rl_flow_conv_on(rl_flow_conv *t, rl_device dev, const rl_nn_ops *nn)
+{
+    s_free_acts(t);
+    t->dev = dev;
+    t->nn = nn;
+}
 
 int rl_flow_conv_add_head(rl_flow_conv *t, rl_model_base *b)
 {
@@ -108,25 +108,29 @@ int rl_flow_conv_reserve(rl_flow_conv *t, int64_t n, const char *who)
     if (n <= t->cap)
         return RL_OK;
     s_free_acts(t);
-    int ok = 1;
-#define S_ALLOC(p, count) ok = ok && ((p) = malloc(sizeof(float) * (size_t)(n * (count)))) != NULL
+    enum { S_N = 3 * (S_L - 1) + 8 };
+    float **arrays[S_N];
+    size_t counts[S_N];
+    int a = 0;
+#define S_ARR(p, count) (arrays[a] = &(p), counts[a++] = (size_t)n * (size_t)(count))
     for (int k = 0; k < S_L - 1; k++) {
-        S_ALLOC(t->z[k], t->S[k]);
-        S_ALLOC(t->h[k], t->S[k]);
-        S_ALLOC(t->dh[k], t->S[k]);
+        S_ARR(t->z[k], t->S[k]);
+        S_ARR(t->h[k], t->S[k]);
+        S_ARR(t->dh[k], t->S[k]);
     }
-    S_ALLOC(t->temb, t->E);
-    S_ALLOC(t->cond, t->Hd);
-    S_ALLOC(t->in4, t->S[1]);
-    S_ALLOC(t->in5, t->S[0]);
-    S_ALLOC(t->dz, t->S[0]);
-    S_ALLOC(t->din, t->S[0]);
-    S_ALLOC(t->pc, 2 * t->C);
-    S_ALLOC(t->dc, t->Hd);
-#undef S_ALLOC
-    if (!ok) {
+    S_ARR(t->temb, t->E);
+    S_ARR(t->cond, t->Hd);
+    S_ARR(t->in4, t->S[1]);
+    S_ARR(t->in5, t->S[0]);
+    S_ARR(t->dz, t->S[0]);
+    S_ARR(t->din, t->S[0]);
+    S_ARR(t->pc, 2 * t->C);
+    S_ARR(t->dc, t->Hd);
+#undef S_ARR
+    int rc = rl_model_floats_on(t->dev, (float **const *)arrays, counts, a, who);
+    if (rc) {
         s_free_acts(t);
-        return rl_error_set(RL_ENOMEM, "%s: out of memory for %lld rows of activations", who, (long long)n);
+        return rc;
     }
     t->cap = n;
     return RL_OK;
@@ -135,45 +139,24 @@ int rl_flow_conv_reserve(rl_flow_conv *t, int64_t n, const char *who)
 void rl_flow_conv_cond(rl_flow_conv *t, const float *P, int64_t n, const float *tt)
 {
     t->n = n;
-    rl_flow_time_cond(t->temb, t->cond, P, t->t_w, t->t_b, n, t->E, t->Hd, tt);
-}
-
-/* a (n, c, h, w) += nearest 2× upsampling of s (n, c, h/2, w/2) */
-static void s_up_add(float *a, const float *s, int64_t nc, int h, int w)
-{
-    for (int64_t i = 0; i < nc; i++)
-        for (int y = 0; y < h; y++)
-            for (int x = 0; x < w; x++)
-                a[(i * h + y) * w + x] += s[(i * (h / 2) + y / 2) * (w / 2) + x / 2];
-}
-
-/* ds (n, c, h/2, w/2) += the 2×2 block sums of da (n, c, h, w): up's backward */
-static void s_up_backward(float *ds, const float *da, int64_t nc, int h, int w)
-{
-    for (int64_t i = 0; i < nc; i++)
-        for (int y = 0; y < h; y++)
-            for (int x = 0; x < w; x++)
-                ds[(i * (h / 2) + y / 2) * (w / 2) + x / 2] += da[(i * h + y) * w + x];
+    t->nn->time_embed(t->temb, tt, n, t->E);
+    t->nn->linear_forward(t->cond, t->temb, P + t->t_w, P + t->t_b, (int)n, t->E, t->Hd);
 }
 
 /* h_k = silu(conv_k(inp) + cond_k(cond)) */
 static int s_layer(rl_flow_conv *t, const float *P, int k, const float *inp)
 {
     const int n = (int)t->n;
+    const rl_nn_ops *o = t->nn;
     rl_conv2d_shape s = s_shape(t, k, n);
-    int rc = rl_conv2d_forward(t->z[k], inp, P + t->cw[k], P + t->cb[k], &s);
+    int rc = o->conv2d_forward(t->z[k], inp, P + t->cw[k], P + t->cb[k], &s);
     if (rc)
         return rc;
     const int oc = s.OC;
     const int64_t hw = t->S[k] / oc;
-    rl_linear_forward(t->pc, t->cond, P + t->pw[k], P + t->pb[k], n, t->Hd, oc);
-    for (int64_t r = 0; r < n; r++)
-        for (int c = 0; c < oc; c++) {
-            float *z = t->z[k] + (r * oc + c) * hw, add = t->pc[r * oc + c];
-            for (int64_t i = 0; i < hw; i++)
-                z[i] += add;
-        }
-    rl_silu_forward(t->h[k], t->z[k], (int64_t)n * t->S[k]);
+    o->linear_forward(t->pc, t->cond, P + t->pw[k], P + t->pb[k], n, t->Hd, oc);
+    o->plane_add(t->z[k], t->pc, (int64_t)n * oc, hw);
+    o->silu_forward(t->h[k], t->z[k], (int64_t)n * t->S[k]);
     return RL_OK;
 }
 
@@ -181,23 +164,22 @@ int rl_flow_conv_trunk(rl_flow_conv *t, const float *P, const float *x, float *o
 {
     const int64_t n = t->n;
     const int C = t->C, H = t->H, W = t->W;
+    const rl_nn_ops *o = t->nn;
     t->x = x;
     int rc = s_layer(t, P, 0, x);
     for (int k = 1; !rc && k <= 3; k++)
         rc = s_layer(t, P, k, t->h[k - 1]);
-    if (!rc) {
-        memcpy(t->in4, t->h[1], sizeof(float) * (size_t)(n * t->S[1]));
-        s_up_add(t->in4, t->h[3], n * 2 * C, H / 2, W / 2);
+    if (!rc && !(rc = rl_device_copy(t->dev, t->in4, t->dev, t->h[1], sizeof(float) * (size_t)(n * t->S[1])))) {
+        o->upsample2x_add(t->in4, t->h[3], n * 2 * C, H / 2, W / 2);
         rc = s_layer(t, P, 4, t->in4);
     }
-    if (!rc) {
-        memcpy(t->in5, t->h[0], sizeof(float) * (size_t)(n * t->S[0]));
-        s_up_add(t->in5, t->h[4], n * C, H, W);
+    if (!rc && !(rc = rl_device_copy(t->dev, t->in5, t->dev, t->h[0], sizeof(float) * (size_t)(n * t->S[0])))) {
+        o->upsample2x_add(t->in5, t->h[4], n * C, H, W);
         rc = s_layer(t, P, 5, t->in5);
     }
     if (!rc) {
         rl_conv2d_shape s = s_shape(t, 6, (int)n);
-        rc = rl_conv2d_forward(out, t->h[5], P + t->cw[6], P + t->cb[6], &s);
+        rc = o->conv2d_forward(out, t->h[5], P + t->cw[6], P + t->cb[6], &s);
     }
     return rc;
 }
@@ -208,44 +190,40 @@ int rl_flow_conv_trunk(rl_flow_conv *t, const float *P, const float *x, float *o
 static int s_layer_backward(rl_flow_conv *t, const float *P, float *G, int k, const float *inp, float *dinp)
 {
     const int n = (int)t->n;
+    const rl_nn_ops *o = t->nn;
     rl_conv2d_shape s = s_shape(t, k, n);
     const int oc = s.OC;
     const int64_t hw = t->S[k] / oc, all = (int64_t)n * t->S[k];
-    memset(t->dz, 0, sizeof(float) * (size_t)all);
-    rl_silu_backward(t->dz, t->dh[k], t->z[k], all);
-    for (int64_t r = 0; r < n; r++)
-        for (int c = 0; c < oc; c++) {
-            const float *dz = t->dz + (r * oc + c) * hw;
-            double sum = 0;
-            for (int64_t i = 0; i < hw; i++)
-                sum += dz[i];
-            t->pc[r * oc + c] = (float)sum;
-        }
-    rl_linear_backward(t->dc, G + t->pw[k], G + t->pb[k], t->pc, t->cond, P + t->pw[k], n, t->Hd, oc);
-    return rl_conv2d_backward(dinp, G + t->cw[k], G + t->cb[k], t->dz, inp, P + t->cw[k], &s);
+    rl_device_zero(t->dev, t->dz, sizeof(float) * (size_t)all);
+    o->silu_backward(t->dz, t->dh[k], t->z[k], all);
+    o->plane_sum(t->pc, t->dz, (int64_t)n * oc, hw);
+    o->linear_backward(t->dc, G + t->pw[k], G + t->pb[k], t->pc, t->cond, P + t->pw[k], n, t->Hd, oc);
+    return o->conv2d_backward(dinp, G + t->cw[k], G + t->cb[k], t->dz, inp, P + t->cw[k], &s);
 }
 
 int rl_flow_conv_backward(rl_flow_conv *t, const float *P, float *G, const float *dout, float **dcond)
 {
     const int64_t n = t->n;
     const int C = t->C, H = t->H, W = t->W;
+    const rl_nn_ops *o = t->nn;
+    const rl_device dev = t->dev;
     for (int k = 0; k < S_L - 1; k++)
-        memset(t->dh[k], 0, sizeof(float) * (size_t)(n * t->S[k]));
-    memset(t->dc, 0, sizeof(float) * (size_t)(n * t->Hd));
+        rl_device_zero(dev, t->dh[k], sizeof(float) * (size_t)(n * t->S[k]));
+    rl_device_zero(dev, t->dc, sizeof(float) * (size_t)(n * t->Hd));
     rl_conv2d_shape s6 = s_shape(t, 6, (int)n);
-    int rc = rl_conv2d_backward(t->dh[5], G + t->cw[6], G + t->cb[6], dout, t->h[5], P + t->cw[6], &s6);
+    int rc = o->conv2d_backward(t->dh[5], G + t->cw[6], G + t->cb[6], dout, t->h[5], P + t->cw[6], &s6);
     if (!rc) { /* in5 = up(h4) + h0 */
-        memset(t->din, 0, sizeof(float) * (size_t)(n * t->S[0]));
+        rl_device_zero(dev, t->din, sizeof(float) * (size_t)(n * t->S[0]));
         if (!(rc = s_layer_backward(t, P, G, 5, t->in5, t->din))) {
-            rl_add_inplace(t->dh[0], t->din, n * t->S[0]);
-            s_up_backward(t->dh[4], t->din, n * C, H, W);
+            o->add_inplace(t->dh[0], t->din, n * t->S[0]);
+            o->upsample2x_backward(t->dh[4], t->din, n * C, H, W);
         }
     }
     if (!rc) { /* in4 = up(h3) + h1 */
-        memset(t->din, 0, sizeof(float) * (size_t)(n * t->S[1]));
+        rl_device_zero(dev, t->din, sizeof(float) * (size_t)(n * t->S[1]));
         if (!(rc = s_layer_backward(t, P, G, 4, t->in4, t->din))) {
-            rl_add_inplace(t->dh[1], t->din, n * t->S[1]);
-            s_up_backward(t->dh[3], t->din, n * 2 * C, H / 2, W / 2);
+            o->add_inplace(t->dh[1], t->din, n * t->S[1]);
+            o->upsample2x_backward(t->dh[3], t->din, n * 2 * C, H / 2, W / 2);
         }
     }
     for (int k = 3; !rc && k >= 1; k--)
@@ -254,7 +232,7 @@ int rl_flow_conv_backward(rl_flow_conv *t, const float *P, float *G, const float
         rc = s_layer_backward(t, P, G, 0, t->x, NULL);
     if (rc)
         return rc;
-    rl_linear_backward(NULL, G + t->t_w, G + t->t_b, t->dc, t->temb, P + t->t_w, (int)n, t->E, t->Hd);
+    o->linear_backward(NULL, G + t->t_w, G + t->t_b, t->dc, t->temb, P + t->t_w, (int)n, t->E, t->Hd);
     *dcond = t->dc;
     return RL_OK;
 }

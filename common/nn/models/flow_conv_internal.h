@@ -18,6 +18,12 @@
  * fixed): time.weight/bias, conv.<k>.weight (OC, IC·9: PyTorch's (OC, IC, 3,
  * 3) flattened) and .bias, cond.<k>.weight (OC, Hd) and .bias.
  *
+ * Device: as flow_mlp_internal.h's trunk, the kernels run through t->nn,
+ * the table of t->dev (the CPU's after init; rl_flow_conv_on moves it with
+ * its model), the activations live there and P, G, x, tt, out and dout are
+ * pointers on that device; on the CPU the table's entries are the functions
+ * this file called before, so the CPU path is bit-identical.
+ *
  * Ownership: the struct owns its activation buffers (rl_flow_conv_free);
  * the x given to rl_flow_conv_trunk is borrowed until the next backward.
  * Rows are independent: micro-batching never changes a result. */
@@ -26,6 +32,7 @@
 
 #include <stdint.h>
 
+#include "common/nn/engine/device.h"
 #include "common/nn/models/model_base.h"
 
 #define RL_FLOW_CONV_LAYERS 7 /* conv0 … conv6; cond0 … cond5 */
@@ -44,11 +51,16 @@ typedef struct rl_flow_conv {
     float *dz, *din;                                       /* backward scratch: (n, S0) each */
     float *pc, *dc;                                        /* (n, 2C), (n, Hd) */
     const float *x;
+    rl_device dev;       /* where the activations live */
+    const rl_nn_ops *nn; /* its kernels */
 } rl_flow_conv;
 
 /* Sizes; RL_ECONFIG when H or W is not a multiple of 4 (naming `who`). */
 int rl_flow_conv_init(rl_flow_conv *t, int Cin, int H, int W, int C, int Hd, int E, const char *who);
 void rl_flow_conv_free(rl_flow_conv *t);
+/* Drops the activations and runs from now on on dev with its table nn
+ * (the model's buffers moved there: rl_model_base_move). */
+void rl_flow_conv_on(rl_flow_conv *t, rl_device dev, const rl_nn_ops *nn);
 /* Appends time.* to the kind's manifest (the kind adds its conditioning
  * views after it), then the rest with rl_flow_conv_add_tail. */
 int rl_flow_conv_add_head(rl_flow_conv *t, rl_model_base *b);

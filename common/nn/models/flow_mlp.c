@@ -101,13 +101,6 @@ int rl_flow_mlp_reserve(rl_flow_mlp *t, int64_t n, const char *who)
     return rc;
 }
 
-void rl_flow_time_cond(float *temb, float *cond, const float *P, int64_t t_w, int64_t t_b,
-                       int64_t n, int E, int Hd, const float *tt)
-{
-    rl_time_embed(temb, tt, n, E);
-    rl_linear_forward(cond, temb, P + t_w, P + t_b, (int)n, E, Hd);
-}
-
 void rl_flow_mlp_cond(rl_flow_mlp *t, const float *P, int64_t n, const float *tt)
 {
     t->n = n;

@@ -56,11 +56,6 @@ int rl_flow_mlp_add_head(rl_flow_mlp *t, rl_model_base *b);
 int rl_flow_mlp_add_tail(rl_flow_mlp *t, rl_model_base *b);
 /* Activation buffers for n rows. */
 int rl_flow_mlp_reserve(rl_flow_mlp *t, int64_t n, const char *who);
-/* temb (n, E) = [sin(1000t·f_i), cos(1000t·f_i)] of tt (n) and cond (n, Hd)
- * = its linear map by the views at t_w, t_b of P: the time conditioning of
- * the flow trunks (this one and flow_conv_internal.h's), on the CPU. */
-void rl_flow_time_cond(float *temb, float *cond, const float *P, int64_t t_w, int64_t t_b,
-                       int64_t n, int E, int Hd, const float *tt);
 /* t->cond (n, Hd) = time(temb(tt)); the caller then adds its conditioning
  * into t->cond. Needs rl_flow_mlp_reserve(n). */
 void rl_flow_mlp_cond(rl_flow_mlp *t, const float *P, int64_t n, const float *tt);

@@ -19,6 +19,13 @@
  * (B, C·H·W) f32 finite, RL_IC_LABELS (B) i32; RL_Q_LOGP, K = 1).
  * sample() is RL_EUNSUPPORTED.
  *
+ * Device: rl_model_to_device moves it (model_device.h): the network runs
+ * through the device's kernel table with its activations there; each
+ * forward copies the images in and the logits out (rl_image_cnn_features
+ * the features), the log-softmax and the loss stay on the host, as
+ * image_classifier. Its CUDA kernels have run on the host emulation of
+ * CUDA only, not yet on a GPU.
+ *
  * Config: model.channels/height/width (height and width at least 4),
  * model.num_classes, model.hidden_size (F) and model.conv1_channels /
  * model.conv2_channels (common/schema/image_models.h).

@@ -10,9 +10,9 @@
  *
  * Invariants: a kind without a to_device op runs on the CPU only; moving it
  * elsewhere is RL_EUNSUPPORTED naming the kind. On an error the model stays
- * where it was. The kinds that move: lm, flow_policy, image_classifier and
- * clip_flow with its MLP trunk (the conv trunk and image_cnn refuse by
- * name); the flow kinds keep their step math on the host (their headers).
+ * where it was. The kinds that move: lm, flow_policy, image_classifier,
+ * image_cnn and clip_flow with either trunk; the flow kinds keep their step
+ * math on the host (their headers).
  *
  * Ownership: the host arrays are the caller's, rl_model_num_params floats.
  */

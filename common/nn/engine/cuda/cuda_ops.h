@@ -118,6 +118,32 @@ void rl_cuda_silu_backward(float *dinp, const float *dout, const float *inp, int
 void rl_cuda_time_embed(float *temb, const float *t, int64_t n, int E);
 void rl_cuda_standardize(float *out, const float *inp, const float *mean, const float *std,
                          float clip, int N, int C);
+/* The convolutional kinds' (common/nn/engine/ops_conv.h, the same
+ * semantics on device pointers; the shape is a host struct): the
+ * convolution as im2col + one cuBLAS GEMM per chunk of images (the columns
+ * and products of a chunk at most 2^24 floats each, two growing scratch
+ * buffers counted as scratch; RL_ENOMEM when they cannot grow), its input
+ * gradient by a GEMM and col2im (one thread per input element summing its
+ * windows in the CPU's order), the weight gradient by GEMMs accumulating
+ * chunk after chunk, the bias's by the fixed-order column sums; max
+ * pooling one thread per output (forward) and per input element (backward:
+ * the one window holding it, stride = window); relu; the conv trunk's
+ * glue, plane_sum one block per plane in double. No atomics. */
+struct rl_conv2d_shape;
+int rl_cuda_conv2d_forward(float *out, const float *inp, const float *w, const float *b,
+                           const struct rl_conv2d_shape *s);
+int rl_cuda_conv2d_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                            const float *w, const struct rl_conv2d_shape *s);
+void rl_cuda_maxpool2d_forward(float *out, int32_t *arg, const float *inp, int N, int C, int H, int W,
+                               int k);
+void rl_cuda_maxpool2d_backward(float *dinp, const float *dout, const int32_t *arg, int N, int C, int H,
+                                int W, int k);
+void rl_cuda_relu_forward(float *out, const float *inp, int64_t n);
+void rl_cuda_relu_backward(float *dinp, const float *dout, const float *inp, int64_t n);
+void rl_cuda_plane_add(float *x, const float *add, int64_t planes, int64_t hw);
+void rl_cuda_plane_sum(float *out, const float *x, int64_t planes, int64_t hw);
+void rl_cuda_upsample2x_add(float *a, const float *s, int64_t planes, int h, int w);
+void rl_cuda_upsample2x_backward(float *ds, const float *da, int64_t planes, int h, int w);
 /* bytes of device memory set to 0 (asynchronous, default stream). */
 void rl_cuda_memset0(void *p, size_t bytes);
 

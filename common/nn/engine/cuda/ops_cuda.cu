@@ -5,6 +5,7 @@
 // Row-major GEMMs go to cuBLAS (column-major) by computing C^T = op(B)^T op(A)^T.
 #include "common/nn/engine/cuda/cuda_ops.h"
 #include "common/nn/engine/device.h"
+#include "common/nn/engine/ops_conv.h"
 #include "common/nn/engine/optim.h"
 
 #include "rlrt/error.h"
@@ -1178,6 +1179,199 @@ __global__ void k_standardize(float *out, const float *inp, const float *mean, c
     }
 }
 
+// ---- the convolutional kinds' kernels (ops_conv.h) ----------------------------
+
+// The convolution as the CPU's im2col + GEMM, over a chunk of nc images at
+// once: col (K, nc·P) holds row (c, i, j) (K = C·KH·KW) at column n·P + p
+// (P = OH·OW), so one GEMM takes the whole chunk; the products come out
+// (OC, nc·P) and a permute writes them as (nc, OC, P) with the bias. No
+// atomics: col2im is one thread per input element summing its windows in
+// the CPU's (i, j) order onto its old value.
+struct d_conv {
+    int C, H, W, KH, KW, pad, stride, OH, OW;
+};
+
+__global__ void k_im2col(float *col, const float *x, d_conv g, int nc)
+{
+    int64_t P = (int64_t)g.OH * g.OW, L = nc * P;
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)g.C * g.KH * g.KW * L)
+        return;
+    int64_t k = i / L, q = i % L;
+    int n = (int)(q / P), p = (int)(q % P), oy = p / g.OW, ox = p % g.OW;
+    int kj = (int)(k % g.KW), ki = (int)((k / g.KW) % g.KH), c = (int)(k / ((int64_t)g.KW * g.KH));
+    int y = oy * g.stride - g.pad + ki, xx = ox * g.stride - g.pad + kj;
+    col[i] = y < 0 || y >= g.H || xx < 0 || xx >= g.W
+                 ? 0.0f
+                 : x[(((int64_t)n * g.C + c) * g.H + y) * g.W + xx];
+}
+
+__global__ void k_col2im(float *dx, const float *dcol, d_conv g, int nc)
+{
+    int64_t P = (int64_t)g.OH * g.OW, L = nc * P;
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)nc * g.C * g.H * g.W)
+        return;
+    int xx = (int)(i % g.W);
+    int64_t t = i / g.W;
+    int y = (int)(t % g.H);
+    t /= g.H;
+    int c = (int)(t % g.C), n = (int)(t / g.C);
+    float acc = dx[i];
+    for (int ki = 0; ki < g.KH; ki++) {
+        int yy = y + g.pad - ki; // = oy·stride
+        if (yy < 0 || yy % g.stride || yy / g.stride >= g.OH)
+            continue;
+        int oy = yy / g.stride;
+        for (int kj = 0; kj < g.KW; kj++) {
+            int xs = xx + g.pad - kj;
+            if (xs < 0 || xs % g.stride || xs / g.stride >= g.OW)
+                continue;
+            int ox = xs / g.stride;
+            acc += dcol[((int64_t)(c * g.KH + ki) * g.KW + kj) * L + (int64_t)n * P + (int64_t)oy * g.OW + ox];
+        }
+    }
+    dx[i] = acc;
+}
+
+// out (nc, OC, P) = prod (OC, nc·P) permuted, + b[oc] (the CPU's sum, then the bias)
+__global__ void k_conv_out(float *out, const float *prod, const float *b, int OC, int64_t P, int nc)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)nc * OC * P)
+        return;
+    int64_t p = i % P, t = i / P;
+    int oc = (int)(t % OC), n = (int)(t / OC);
+    float v = prod[(int64_t)oc * nc * P + n * P + p];
+    out[i] = b ? v + b[oc] : v;
+}
+
+// dt (OC, nc·P) = dout (nc, OC, P) permuted: the backward's GEMM operand
+__global__ void k_conv_dout_t(float *dt, const float *dout, int OC, int64_t P, int nc)
+{
+    int64_t L = nc * P, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= OC * L)
+        return;
+    int64_t q = i % L;
+    int oc = (int)(i / L);
+    dt[i] = dout[((q / P) * OC + oc) * P + q % P];
+}
+
+struct d_col_conv_db { // dout (N, OC, P) as rows n·P + p, columns oc
+    const float *dout;
+    int OC;
+    int64_t P;
+    __device__ double operator()(int r, int c) const
+    {
+        return dout[((int64_t)(r / P) * OC + c) * P + r % P];
+    }
+};
+
+// One thread per output: the first maximum of its k×k window (the CPU's scan).
+__global__ void k_maxpool_forward(float *out, int32_t *arg, const float *inp, int64_t planes, int H,
+                                  int W, int k)
+{
+    int OH = H / k, OW = W / k;
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= planes * OH * OW)
+        return;
+    int ox = (int)(i % OW);
+    int64_t t = i / OW;
+    int oy = (int)(t % OH);
+    const float *x = inp + (t / OH) * H * W;
+    int best = oy * k * W + ox * k;
+    for (int a = 0; a < k; a++)
+        for (int b = 0; b < k; b++) {
+            int at = (oy * k + a) * W + ox * k + b;
+            if (x[at] > x[best])
+                best = at;
+        }
+    out[i] = x[best];
+    arg[i] = best;
+}
+
+// One thread per input element: the one window that holds it (stride =
+// window) adds its gradient when it chose this element; no atomics.
+__global__ void k_maxpool_backward(float *dinp, const float *dout, const int32_t *arg, int64_t planes,
+                                   int H, int W, int k)
+{
+    int OH = H / k, OW = W / k;
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= planes * H * W)
+        return;
+    int x = (int)(i % W);
+    int64_t t = i / W;
+    int y = (int)(t % H), oy = y / k, ox = x / k;
+    if (oy >= OH || ox >= OW)
+        return;
+    int64_t o = ((t / H) * OH + oy) * OW + ox;
+    if (arg[o] == y * W + x)
+        dinp[i] += dout[o];
+}
+
+__global__ void k_relu_forward(float *out, const float *inp, int64_t n)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+}
+
+__global__ void k_relu_backward(float *dinp, const float *dout, const float *inp, int64_t n)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n && inp[i] > 0.0f)
+        dinp[i] += dout[i];
+}
+
+__global__ void k_plane_add(float *x, const float *add, int64_t n, int64_t hw)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        x[i] += add[i / hw];
+}
+
+// One block per plane: strided partials in double, then the block's tree.
+__global__ void k_plane_sum(float *out, const float *x, int64_t hw)
+{
+    extern __shared__ double shd[];
+    const float *z = x + (int64_t)blockIdx.x * hw;
+    double s = 0.0;
+    for (int64_t i = threadIdx.x; i < hw; i += blockDim.x)
+        s += z[i];
+    s = d_block_sum(s, shd);
+    if (threadIdx.x == 0)
+        out[blockIdx.x] = (float)s;
+}
+
+__global__ void k_upsample2x_add(float *a, const float *s, int64_t n, int h, int w)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    int x = (int)(i % w);
+    int64_t t = i / w;
+    int y = (int)(t % h);
+    a[i] += s[((t / h) * (h / 2) + y / 2) * (w / 2) + x / 2];
+}
+
+// One thread per coarse element: its 2×2 block in the CPU's raster order.
+__global__ void k_upsample2x_backward(float *ds, const float *da, int64_t n, int h, int w)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    int w2 = w / 2, h2 = h / 2, x = (int)(i % w2);
+    int64_t t = i / w2;
+    int y = (int)(t % h2);
+    const float *d = da + ((t / h2) * h + 2 * y) * w + 2 * x;
+    float acc = ds[i];
+    acc += d[0];
+    acc += d[1];
+    acc += d[w];
+    acc += d[w + 1];
+    ds[i] = acc;
+}
+
 // ---- launchers --------------------------------------------------------------
 
 static int s_row_threads(int C)
@@ -2013,6 +2207,180 @@ void rl_cuda_standardize(float *out, const float *inp, const float *mean, const 
     RL_CUDA_PROF("standardize");
     if (C > 0)
         s_each(k_standardize, (int64_t)N * C, out, inp, mean, std, clip, (int64_t)N * C, C);
+}
+
+// ---- the convolutional kinds (ops_conv.h; the kernels' comment above) ---------
+
+// Images per chunk: the columns and the products of a chunk are at most
+// RL_CONV_CHUNK_FLOATS floats each (at least one image), so the scratch
+// stays bounded and every GEMM dimension fits an int. RL_CUDA_CONV_CHUNK
+// (floats, read at each call) lowers it: the tests' way to many chunks.
+#define RL_CONV_CHUNK_FLOATS ((int64_t)1 << 24)
+static s_scratch s_conv_col, s_conv_prod;
+
+static d_conv s_conv_geom(const rl_conv2d_shape *s, int OH, int OW)
+{
+    return d_conv{s->C, s->H, s->W, s->KH, s->KW, s->pad, s->stride, OH, OW};
+}
+
+// The chunk size and the two scratch buffers (nc·P·K and nc·P·OC floats);
+// RL_ENOMEM (message set) when one image is too large or they cannot grow.
+static int s_conv_open(const rl_conv2d_shape *s, const char *fn, int64_t P, int K, int *nc,
+                       float **col, float **prod)
+{
+    int64_t per = P * (K > s->OC ? K : s->OC);
+    if (per > INT32_MAX)
+        return rl_error_set(RL_ENOMEM, "%s: one image's columns (%lld floats) exceed a GEMM's int "
+                                       "dimensions", fn, (long long)per);
+    int64_t cap = RL_CONV_CHUNK_FLOATS;
+    const char *e = getenv("RL_CUDA_CONV_CHUNK");
+    if (e && *e) {
+        long long v = atoll(e);
+        cap = v > 0 && v < cap ? v : cap;
+    }
+    int64_t c = cap / per;
+    *nc = (int)(c < 1 ? 1 : c > s->N ? s->N : c);
+    char what[160];
+    snprintf(what, sizeof what, "%s (N=%d C=%d H=%d W=%d OC=%d): im2col columns", fn, s->N, s->C, s->H,
+             s->W, s->OC);
+    *col = (float *)s_scratch_get(&s_conv_col, sizeof(float) * (size_t)(*nc * P * K), what);
+    if (!*col)
+        return RL_ENOMEM;
+    snprintf(what, sizeof what, "%s (N=%d C=%d H=%d W=%d OC=%d): products", fn, s->N, s->C, s->H, s->W,
+             s->OC);
+    *prod = (float *)s_scratch_get(&s_conv_prod, sizeof(float) * (size_t)(*nc * P * s->OC), what);
+    return *prod ? 0 : RL_ENOMEM;
+}
+
+int rl_cuda_conv2d_forward(float *out, const float *inp, const float *w, const float *b,
+                           const struct rl_conv2d_shape *s)
+{
+    RL_CUDA_PROF("conv2d_forward");
+    const int OH = rl_conv2d_out_h(s), OW = rl_conv2d_out_w(s), K = s->C * s->KH * s->KW;
+    if (s->N <= 0 || s->OC <= 0 || OH <= 0 || OW <= 0 || K <= 0)
+        return 0;
+    const int64_t P = (int64_t)OH * OW, in = (int64_t)s->C * s->H * s->W;
+    int nc;
+    float *col, *prod;
+    int rc = s_conv_open(s, "conv2d_forward", P, K, &nc, &col, &prod);
+    if (rc)
+        return rc;
+    const d_conv g = s_conv_geom(s, OH, OW);
+    for (int n0 = 0; n0 < s->N; n0 += nc) {
+        const int m = s->N - n0 < nc ? s->N - n0 : nc;
+        const int64_t L = m * P;
+        s_each(k_im2col, K * L, col, inp + n0 * in, g, m);
+        rl_cuda_sgemm(0, 0, s->OC, (int)L, K, 1.0f, w, K, col, (int)L, 0.0f, prod, (int)L);
+        s_each(k_conv_out, s->OC * L, out + n0 * s->OC * P, prod, b, s->OC, P, m);
+    }
+    return 0;
+}
+
+int rl_cuda_conv2d_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                            const float *w, const struct rl_conv2d_shape *s)
+{
+    RL_CUDA_PROF("conv2d_backward");
+    const int OH = rl_conv2d_out_h(s), OW = rl_conv2d_out_w(s), K = s->C * s->KH * s->KW;
+    if (s->N <= 0 || s->OC <= 0 || OH <= 0 || OW <= 0 || K <= 0 || !(dinp || dw || db))
+        return 0;
+    const int64_t P = (int64_t)OH * OW, in = (int64_t)s->C * s->H * s->W;
+    int nc;
+    float *col, *dt;
+    int rc = s_conv_open(s, "conv2d_backward", P, K, &nc, &col, &dt);
+    if (rc)
+        return rc;
+    const d_conv g = s_conv_geom(s, OH, OW);
+    // chunk by chunk in image order: dw and db accumulate (+=) each chunk's share
+    for (int n0 = 0; n0 < s->N; n0 += nc) {
+        const int m = s->N - n0 < nc ? s->N - n0 : nc;
+        const int64_t L = m * P;
+        const float *g_out = dout + n0 * s->OC * P;
+        if (dw || dinp)
+            s_each(k_conv_dout_t, s->OC * L, dt, g_out, s->OC, P, m);
+        if (dw) { // dw (OC, K) += dt (OC, L) · colᵀ (L, K)
+            s_each(k_im2col, K * L, col, inp + n0 * in, g, m);
+            rl_cuda_sgemm(0, 1, s->OC, K, (int)L, 1.0f, dt, (int)L, col, (int)L, 1.0f, dw, K);
+        }
+        if (dinp) { // dcol (K, L) = wᵀ (K, OC) · dt (OC, L), into col; then col2im
+            rl_cuda_sgemm(1, 0, K, (int)L, s->OC, 1.0f, w, K, dt, (int)L, 0.0f, col, (int)L);
+            s_each(k_col2im, m * in, dinp + n0 * in, col, g, m);
+        }
+        if (db)
+            s_colsum(db, d_col_conv_db{g_out, s->OC, P}, (int)L, s->OC, "conv2d backward: bias");
+    }
+    return 0;
+}
+
+void rl_cuda_maxpool2d_forward(float *out, int32_t *arg, const float *inp, int N, int C, int H, int W,
+                               int k)
+{
+    RL_CUDA_PROF("maxpool2d_forward");
+    if (N <= 0 || C <= 0 || k <= 0 || H / k <= 0 || W / k <= 0)
+        return;
+    const int64_t planes = (int64_t)N * C;
+    s_each(k_maxpool_forward, planes * (H / k) * (W / k), out, arg, inp, planes, H, W, k);
+}
+
+void rl_cuda_maxpool2d_backward(float *dinp, const float *dout, const int32_t *arg, int N, int C, int H,
+                                int W, int k)
+{
+    RL_CUDA_PROF("maxpool2d_backward");
+    if (N <= 0 || C <= 0 || k <= 0 || H / k <= 0 || W / k <= 0)
+        return;
+    const int64_t planes = (int64_t)N * C;
+    s_each(k_maxpool_backward, planes * H * W, dinp, dout, arg, planes, H, W, k);
+}
+
+void rl_cuda_relu_forward(float *out, const float *inp, int64_t n)
+{
+    RL_CUDA_PROF("relu_forward");
+    s_each(k_relu_forward, n, out, inp, n);
+}
+
+void rl_cuda_relu_backward(float *dinp, const float *dout, const float *inp, int64_t n)
+{
+    RL_CUDA_PROF("relu_backward");
+    s_each(k_relu_backward, n, dinp, dout, inp, n);
+}
+
+void rl_cuda_plane_add(float *x, const float *add, int64_t planes, int64_t hw)
+{
+    RL_CUDA_PROF("plane_add");
+    if (hw > 0)
+        s_each(k_plane_add, planes * hw, x, add, planes * hw, hw);
+}
+
+void rl_cuda_plane_sum(float *out, const float *x, int64_t planes, int64_t hw)
+{
+    RL_CUDA_PROF("plane_sum");
+    if (planes <= 0)
+        return;
+    if (hw <= 0) {
+        rl_cuda_memset0(out, sizeof(float) * (size_t)planes);
+        return;
+    }
+    if (planes > INT32_MAX) {
+        CUDA_NOTE(cudaErrorInvalidValue);
+        return;
+    }
+    int t = s_row_threads((int)(hw < 1024 ? hw : 1024));
+    t = t < 256 ? t : 256;
+    k_plane_sum<<<(unsigned)planes, t, t * sizeof(double)>>>(out, x, hw);
+    CUDA_NOTE(cudaGetLastError());
+}
+
+void rl_cuda_upsample2x_add(float *a, const float *s, int64_t planes, int h, int w)
+{
+    RL_CUDA_PROF("upsample2x_add");
+    if (h >= 2 && w >= 2)
+        s_each(k_upsample2x_add, planes * h * w, a, s, planes * h * w, h, w);
+}
+
+void rl_cuda_upsample2x_backward(float *ds, const float *da, int64_t planes, int h, int w)
+{
+    RL_CUDA_PROF("upsample2x_backward");
+    if (h >= 2 && w >= 2)
+        s_each(k_upsample2x_backward, planes * (h / 2) * (w / 2), ds, da, planes * (h / 2) * (w / 2), h, w);
 }
 
 }  // extern "C"
