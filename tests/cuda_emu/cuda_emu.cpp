@@ -349,8 +349,10 @@ void ensure_stacks(size_t n)
         mprotect(g_stacks + i * (kStack + kPage), kPage, PROT_NONE);
     g_nstacks = 1024;
     g_fibers.resize(1024);
+#ifdef RL_CUDA_EMU_TSAN
     for (Fiber &f : g_fibers)
-        TSAN(f.tsan = __tsan_create_fiber(0));
+        f.tsan = __tsan_create_fiber(0);
+#endif
 }
 
 void fail(const char *what)
