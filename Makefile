@@ -7,6 +7,8 @@
 #   make SANITIZE=address,undefined test
 #   make CUDA=1               also compile the .cu sources with nvcc
 #   make CUDA=1 test-gpu      CUDA kernels vs CPU + compute-sanitizer (needs a GPU)
+#   make CUDA=emu             the .cu sources on the host emulation of CUDA (no GPU; make test runs its GPU tests)
+#   make test-gpu-race        the kernel tests under ThreadSanitizer on that emulation (racecheck on the host)
 #   make CUDA=1 gpu-bundle    build-gpu/: the GPU tests, bench and their libraries, for a GPU machine
 #   make CUDA=1 bench-gpu     the GPU engine against PyTorch on the same GPU (needs a GPU)
 #   make golden               regenerate tests/golden with /usr/bin/python3 + torch
@@ -179,7 +181,7 @@ FUZZ_REPLAY_A   := $(BUILD)/lib/librlrt_fuzz_replay.a
 BENCH_SRC  := $(sort $(wildcard bench/bench_*.c))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all lib bins tests benches test test-setup test-gpu emu-tests gpu-bundle bench-gpu run deps golden fuzz install clean venv-ref config-doc \
+.PHONY: all lib bins tests benches test test-setup test-gpu emu-tests test-gpu-race gpu-bundle bench-gpu run deps golden fuzz install clean venv-ref config-doc \
         venv-deploy venv-data fuzz-ci venv-hpsv3 libero-data mujoco
 .SECONDARY:
 .DELETE_ON_ERROR:
@@ -417,6 +419,11 @@ test-gpu: all tests
 # (deploy/libero-subset.sh: ~0.9 MiB; the full scenes are 109 MB)
 GPU_LIBERO_TASKS := 0 1
 GPU_TESTS := test_nn_cuda test_nn_lm_cuda test_nn_flow_cuda test_nn_conv_cuda test_nn_cuda_ipc test_channel_ipc test_collective_nccl
+# the kernel tests under ThreadSanitizer on the host emulation: intra-block
+# races, as compute-sanitizer's racecheck (tests/cuda_emu/race_check.sh)
+test-gpu-race:
+	@$(MAKE) --no-print-directory CUDA=emu EMU_TSAN=1 BUILD=build-cuda-emu-tsan emu-tests
+	@tests/cuda_emu/race_check.sh build-cuda-emu-tsan
 # what tests/run.sh runs on the host emulation (make CUDA=emu)
 emu-tests: lib bins $(addprefix $(BUILD)/tests/,$(GPU_TESTS)) $(BUILD)/tests/emu_selftest
 gpu-bundle: all tests benches
