@@ -53,6 +53,7 @@
 #include "rlrt/error.h"
 #include "rlrt/nn/model.h"
 #include "rlrt/tensor.h"
+#include "tests/common/model_parity.h"
 
 #define S_DEV RL_DEVICE_CUDA
 static int s_gpu(void) { return rl_device_count(RL_DEVICE_CUDA) > 0; }
@@ -66,193 +67,7 @@ static int s_gpu(void) { return rl_device_count(RL_DEVICE_CUDA) > 0; }
         }                                                                                           \
     } while (0)
 
-/* ---- helpers (as test_nn_flow_cuda.c's) ---------------------------------------------------------- */
-
-static rl_model *s_build(const char *yaml, uint64_t seed)
-{
-    rl_config *job = rl_config_parse_string(yaml, strlen(yaml), "<test>");
-    assert_non_null(job);
-    rl_model *m = rl_model_build(job, seed);
-    rl_config_free(job);
-    if (!m)
-        fail_msg("%s", rl_error_message());
-    return m;
-}
-
-/* A host copy of the parameters (grads = 0) or gradients (grads = 1). */
-static float *s_host(rl_model *m, int grads)
-{
-    int64_t P = rl_model_num_params(m);
-    float *h = malloc(sizeof(float) * (size_t)(P + 1));
-    assert_non_null(h);
-    const float *src = grads ? rl_model_grads(m) : rl_model_params(m);
-    assert_int_equal(rl_device_copy(RL_DEVICE_CPU, h, rl_model_device(m), src, sizeof(float) * (size_t)P), 0);
-    assert_int_equal(rl_device_sync(rl_model_device(m)), 0);
-    return h;
-}
-
-static void s_fill(float *x, int64_t n, uint64_t seed, float scale, float shift)
-{
-    rl_rng g;
-    rl_rng_init(&g, seed, 0);
-    for (int64_t i = 0; i < n; i++)
-        x[i] = shift + scale * rl_rng_normal(&g);
-}
-
-/* Every |got − want| <= atol + rtol·|want|; prints the largest distance. */
-static void s_close(const char *what, const float *got, const float *want, int64_t n, double atol,
-                    double rtol)
-{
-    double worst = 0;
-    int64_t at = -1;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - want[i]);
-        if (!(d <= atol + rtol * fabs(want[i])))
-            fail_msg("%s[%lld]: cuda %.9g vs cpu %.9g (|d| %.3g > %.3g)", what, (long long)i, got[i], want[i], d,
-                     atol + rtol * fabs(want[i]));
-        if (d > worst) {
-            worst = d;
-            at = i;
-        }
-    }
-    print_message("  %-36s n %-6lld max |cuda - cpu| %.3g%s\n", what, (long long)n, worst,
-                  at >= 0 ? "" : " (identical)");
-}
-
-/* Per view: the relative L2 distance <= 1e-4 and every element within
- * 1e-4·max|view| + 1e-3·|cpu|. */
-static void s_close_views(const char *what, const rl_param_manifest *man, const float *got, const float *want)
-{
-    double worst = 0;
-    const char *wv = "-";
-    for (int v = 0; v < man->count; v++) {
-        const float *a = got + man->views[v].offset, *b = want + man->views[v].offset;
-        int64_t n = man->views[v].numel;
-        double d2 = 0, s2 = 0, mx = 0;
-        for (int64_t i = 0; i < n; i++) {
-            d2 += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-            s2 += (double)b[i] * b[i];
-            mx = fabs(b[i]) > mx ? fabs(b[i]) : mx;
-        }
-        double rel = s2 > 0 ? sqrt(d2 / s2) : sqrt(d2);
-        if (!(rel <= 1e-4))
-            fail_msg("%s %s: relative distance %.3g > 1e-4", what, man->views[v].name, rel);
-        for (int64_t i = 0; i < n; i++)
-            if (!(fabs((double)a[i] - b[i]) <= 1e-4 * mx + 1e-3 * fabs(b[i])))
-                fail_msg("%s %s[%lld]: cuda %.9g vs cpu %.9g", what, man->views[v].name, (long long)i, a[i], b[i]);
-        if (rel > worst) {
-            worst = rel;
-            wv = man->views[v].name;
-        }
-    }
-    print_message("  %-36s worst view ||cuda - cpu|| / ||cpu|| %.3g (%s)\n", what, worst, wv);
-}
-
-/* A fixed weight per (quantity, row, position). */
-static float s_w(int q, int64_t row, int64_t j)
-{
-    rl_rng g;
-    rl_rng_init(&g, 77u + (uint64_t)q, (uint64_t)(row * 100003 + j));
-    return rl_rng_uniform(&g) - 0.5f;
-}
-
-/* L = Σ w·q over every quantity asked for and its existing positions. */
-static int s_loss(void *ctx, const rl_model_io *out, rl_model_io *grad, double *loss)
-{
-    (void)ctx;
-    for (int q = 0; q < RL_Q_COUNT; q++) {
-        if (!out->q[q])
-            continue;
-        int64_t W = out->width[q];
-        for (int64_t r = 0; r < out->rows; r++)
-            for (int64_t j = 0; j < W; j++) {
-                int64_t i = r * W + j;
-                float mk = out->mask[q] ? out->mask[q][i] : 1.0f;
-                if (mk == 0.0f)
-                    continue;
-                float w = s_w(q, out->row0 + r, j) * mk;
-                *loss += (double)w * out->q[q][i];
-                grad->q[q][i] = w;
-            }
-    }
-    return 0;
-}
-
-static rl_tensor *s_new(rl_dataproto *dp, const char *name, rl_dtype dt, int ndim, const int64_t *shape)
-{
-    rl_tensor *t = rl_dataproto_new_tensor(dp, name, dt, ndim, shape);
-    assert_non_null(t);
-    return t;
-}
-
-/* A tensor of `from` copied into `to` under the same name. */
-static void s_copy_tensor(rl_dataproto *to, const rl_dataproto *from, const char *name)
-{
-    const rl_tensor *t = rl_dataproto_tensor(from, name);
-    assert_non_null(t);
-    rl_tensor *c = s_new(to, name, t->dtype, t->ndim, t->shape);
-    memcpy(rl_tensor_data(c), rl_tensor_data(t), rl_tensor_nbytes(t));
-}
-
-/* The f32 tensor `name` of both outputs, compared. */
-static void s_cmp_out(const rl_dataproto *gpu, const rl_dataproto *cpu, const char *name, double atol,
-                      double rtol)
-{
-    const rl_tensor *a = rl_dataproto_tensor_typed(gpu, name, RL_F32), *b = rl_dataproto_tensor_typed(cpu, name, RL_F32);
-    assert_non_null(a);
-    assert_non_null(b);
-    assert_int_equal(rl_tensor_nbytes(a), rl_tensor_nbytes(b));
-    s_close(name, rl_tensor_data(a), rl_tensor_data(b), (int64_t)(rl_tensor_nbytes(b) / sizeof(float)), atol, rtol);
-}
-
-/* forward's quantities, then three steps of forward_backward (micro-batch
- * mb) + AdamW on both models: losses, gradients, parameters. `names` are
- * forward's f32 outputs (NULL-terminated), the first `nlogp` of them
- * log-probs (looser). */
-static void s_train_parity(rl_model *cpu, rl_model *gpu, const rl_dataproto *in, unsigned want, int64_t mb,
-                           const char *const *names, const char *what)
-{
-    print_message("%s\n", what);
-    rl_model_pass pass = {.temperature = 1.0, .micro_batch = mb};
-    rl_dataproto *oc = NULL, *og = NULL;
-    assert_int_equal(rl_model_forward(cpu, in, want, &pass, &oc), 0);
-    if (rl_model_forward(gpu, in, want, &pass, &og))
-        fail_msg("%s", rl_error_message());
-    for (int i = 0; names[i]; i++) {
-        int lp = strncmp(names[i], "logp", 4) == 0;
-        s_cmp_out(og, oc, names[i], lp ? 1e-3 : 1e-5, 1e-4);
-    }
-    rl_dataproto_free(oc);
-    rl_dataproto_free(og);
-
-    const int64_t P = rl_model_num_params(cpu);
-    const rl_param_manifest *man = rl_model_manifest(cpu);
-    rl_adamw_config ac = rl_adamw_config_default();
-    rl_adamw *optc = rl_adamw_new(&ac, man, 0, P), *optg = rl_adamw_new_on(&ac, man, 0, P, S_DEV);
-    assert_non_null(optc);
-    assert_non_null(optg);
-    for (int step = 0; step < 3; step++) {
-        double lc = 0, lg = 0;
-        rl_model_zero_grad(cpu);
-        rl_model_zero_grad(gpu);
-        assert_int_equal(rl_model_forward_backward(cpu, in, want, &pass, s_loss, NULL, &lc), 0);
-        if (rl_model_forward_backward(gpu, in, want, &pass, s_loss, NULL, &lg))
-            fail_msg("%s", rl_error_message());
-        if (!(fabs(lc - lg) <= 1e-4 + 1e-4 * fabs(lc)))
-            fail_msg("%s step %d: loss cuda %.9g vs cpu %.9g", what, step, lg, lc);
-        print_message("  step %d loss cpu %.9g cuda %.9g\n", step, lc, lg);
-        float *g = s_host(gpu, 1);
-        s_close_views("gradients", man, g, rl_model_grads(cpu));
-        free(g);
-        assert_int_equal(rl_adamw_step(optc, 1e-3, rl_model_params(cpu), rl_model_grads(cpu)), 0);
-        assert_int_equal(rl_adamw_step(optg, 1e-3, rl_model_params(gpu), rl_model_grads(gpu)), 0);
-    }
-    float *h = s_host(gpu, 0);
-    s_close("params after 3 AdamW steps", h, rl_model_params(cpu), P, 2e-4, 1e-4);
-    free(h);
-    rl_adamw_free(optc);
-    rl_adamw_free(optg);
-}
+/* ---- helpers: tests/common/model_parity.h ------------------------------------------------ */
 
 /* bytes of a host array on the device (a fresh block; h NULL: unwritten). */
 static void *s_up(const void *h, size_t bytes)
@@ -281,7 +96,7 @@ static void s_check(const char *what, const float *d, const float *want, int64_t
     assert_int_equal(rl_device_copy(RL_DEVICE_CPU, h, S_DEV, d, sizeof(float) * (size_t)n), 0);
     if (rl_device_sync(S_DEV))
         fail_msg("%s: %s", what, rl_error_message());
-    s_close(what, h, want, n, atol, rtol);
+    rl_parity_close(what, h, want, n, atol, rtol);
     free(h);
 }
 
@@ -298,10 +113,10 @@ static void s_conv_case(const rl_nn_ops *g, const rl_conv2d_shape *s, int bias, 
     float *b = malloc(sizeof(float) * (size_t)s->OC), *y = malloc(sizeof(float) * (size_t)no);
     float *dy = malloc(sizeof(float) * (size_t)no), *dx = malloc(sizeof(float) * (size_t)ni);
     float *dw = malloc(sizeof(float) * (size_t)nw), *db = malloc(sizeof(float) * (size_t)s->OC);
-    s_fill(x, ni, seed, 1.0f, 0.0f);
-    s_fill(w, nw, seed + 1, 0.5f, 0.0f);
-    s_fill(b, s->OC, seed + 2, 1.0f, 0.0f);
-    s_fill(dy, no, seed + 3, 1.0f, 0.0f);
+    rl_parity_fill(x, ni, seed, 1.0f, 0.0f);
+    rl_parity_fill(w, nw, seed + 1, 0.5f, 0.0f);
+    rl_parity_fill(b, s->OC, seed + 2, 1.0f, 0.0f);
+    rl_parity_fill(dy, no, seed + 3, 1.0f, 0.0f);
     float *gx = s_up(x, sizeof(float) * (size_t)ni), *gw = s_up(w, sizeof(float) * (size_t)nw);
     float *gb = s_up(b, sizeof(float) * (size_t)s->OC), *gdy = s_up(dy, sizeof(float) * (size_t)no);
     float *gy = s_up(NULL, sizeof(float) * (size_t)no);
@@ -311,9 +126,9 @@ static void s_conv_case(const rl_nn_ops *g, const rl_conv2d_shape *s, int bias, 
     /* the backward with each set of gradients the models ask for, onto
      * non-zero values */
     for (int mode = 0; mode < 3; mode++) { /* 0: all three, 1: no dinp (a first layer), 2: dinp only */
-        s_fill(dx, ni, seed + 4, 1.0f, 0.0f);
-        s_fill(dw, nw, seed + 5, 1.0f, 0.0f);
-        s_fill(db, s->OC, seed + 6, 1.0f, 0.0f);
+        rl_parity_fill(dx, ni, seed + 4, 1.0f, 0.0f);
+        rl_parity_fill(dw, nw, seed + 5, 1.0f, 0.0f);
+        rl_parity_fill(db, s->OC, seed + 6, 1.0f, 0.0f);
         float *gdx = s_up(dx, sizeof(float) * (size_t)ni), *gdw = s_up(dw, sizeof(float) * (size_t)nw);
         float *gdb = s_up(db, sizeof(float) * (size_t)s->OC);
         float *pdx = mode == 1 ? NULL : dx, *pdw = mode == 2 ? NULL : dw, *pdb = mode == 2 ? NULL : db;
@@ -378,11 +193,11 @@ static void test_conv_kernels_cuda(void **state)
         float *x = malloc(sizeof(float) * (size_t)ni), *y = malloc(sizeof(float) * (size_t)no);
         float *dy = malloc(sizeof(float) * (size_t)no), *dx = malloc(sizeof(float) * (size_t)ni);
         int32_t *arg = malloc(sizeof(int32_t) * (size_t)no), *harg = malloc(sizeof(int32_t) * (size_t)no);
-        s_fill(x, ni, 300 + k, 1.0f, 0.0f);
+        rl_parity_fill(x, ni, 300 + k, 1.0f, 0.0f);
         for (int64_t i = 0; i < ni; i++)
             x[i] = roundf(x[i] * 2.0f) / 2.0f; /* ties */
-        s_fill(dy, no, 310 + k, 1.0f, 0.0f);
-        s_fill(dx, ni, 320 + k, 1.0f, 0.0f);
+        rl_parity_fill(dy, no, 310 + k, 1.0f, 0.0f);
+        rl_parity_fill(dx, ni, 320 + k, 1.0f, 0.0f);
         float *gx = s_up(x, sizeof(float) * (size_t)ni), *gy = s_up(NULL, sizeof(float) * (size_t)no);
         float *gdy = s_up(dy, sizeof(float) * (size_t)no), *gdx = s_up(dx, sizeof(float) * (size_t)ni);
         int32_t *garg = s_up(NULL, sizeof(int32_t) * (size_t)no);
@@ -406,10 +221,10 @@ static void test_conv_kernels_cuda(void **state)
         const int64_t n = ns[k];
         const size_t bytes = sizeof(float) * (size_t)n;
         float *x = malloc(bytes), *y = malloc(bytes), *dy = malloc(bytes), *dx = malloc(bytes);
-        s_fill(x, n, 400 + k, 1.0f, 0.0f);
+        rl_parity_fill(x, n, 400 + k, 1.0f, 0.0f);
         x[0] = 0.0f; /* relu's edge: no gradient at 0 */
-        s_fill(dy, n, 410 + k, 1.0f, 0.0f);
-        s_fill(dx, n, 420 + k, 1.0f, 0.0f);
+        rl_parity_fill(dy, n, 410 + k, 1.0f, 0.0f);
+        rl_parity_fill(dx, n, 420 + k, 1.0f, 0.0f);
         float *gx = s_up(x, bytes), *gy = s_up(NULL, bytes), *gdy = s_up(dy, bytes), *gdx = s_up(dx, bytes);
         rl_relu_forward(y, x, n);
         g->relu_forward(gy, gx, n);
@@ -425,8 +240,8 @@ static void test_conv_kernels_cuda(void **state)
         const int64_t pl = planes_hw[k][0], hw = planes_hw[k][1], n = pl * hw;
         float *x = malloc(sizeof(float) * (size_t)n), *a = malloc(sizeof(float) * (size_t)pl);
         float *sm = malloc(sizeof(float) * (size_t)pl);
-        s_fill(x, n, 500 + k, 1.0f, 0.5f);
-        s_fill(a, pl, 510 + k, 1.0f, 0.0f);
+        rl_parity_fill(x, n, 500 + k, 1.0f, 0.5f);
+        rl_parity_fill(a, pl, 510 + k, 1.0f, 0.0f);
         float *gx = s_up(x, sizeof(float) * (size_t)n), *ga = s_up(a, sizeof(float) * (size_t)pl);
         float *gs = s_up(NULL, sizeof(float) * (size_t)pl);
         rl_plane_add(x, a, pl, hw);
@@ -444,8 +259,8 @@ static void test_conv_kernels_cuda(void **state)
         const int h = ups[k][1], w = ups[k][2];
         const int64_t nb = pl * h * w, ns2 = pl * (h / 2) * (w / 2);
         float *a = malloc(sizeof(float) * (size_t)nb), *s = malloc(sizeof(float) * (size_t)ns2);
-        s_fill(a, nb, 600 + k, 1.0f, 0.0f);
-        s_fill(s, ns2, 610 + k, 1.0f, 0.0f);
+        rl_parity_fill(a, nb, 600 + k, 1.0f, 0.0f);
+        rl_parity_fill(s, ns2, 610 + k, 1.0f, 0.0f);
         float *ga = s_up(a, sizeof(float) * (size_t)nb), *gs = s_up(s, sizeof(float) * (size_t)ns2);
         rl_upsample2x_add(a, s, pl, h, w);
         g->upsample2x_add(ga, gs, pl, h, w);
@@ -468,29 +283,29 @@ static void test_image_cnn_on_cuda(void **state)
     (void)state;
     S_NEED_GPU();
     enum { B = 7, D = 180, F = 6 };
-    rl_model *cpu = s_build(s_cnn_yaml, 4), *gpu = s_build(s_cnn_yaml, 4);
+    rl_model *cpu = rl_parity_build(s_cnn_yaml, 4), *gpu = rl_parity_build(s_cnn_yaml, 4);
     if (rl_model_to_device(gpu, S_DEV))
         fail_msg("%s", rl_error_message());
     assert_int_equal(rl_model_device(gpu), S_DEV);
     rl_dataproto *in = rl_dataproto_new();
-    float *x = rl_tensor_data(s_new(in, RL_IC_IMAGES, RL_F32, 2, (int64_t[]){B, D}));
-    s_fill(x, B * D, 61, 0.5f, 0.0f);
-    int32_t *y = rl_tensor_data(s_new(in, RL_IC_LABELS, RL_I32, 1, (int64_t[]){B}));
+    float *x = rl_tensor_data(rl_parity_new(in, RL_IC_IMAGES, RL_F32, 2, (int64_t[]){B, D}));
+    rl_parity_fill(x, B * D, 61, 0.5f, 0.0f);
+    int32_t *y = rl_tensor_data(rl_parity_new(in, RL_IC_LABELS, RL_I32, 1, (int64_t[]){B}));
     for (int b = 0; b < B; b++)
         y[b] = (b * 3) % 4;
     float pc[B * 4], pg[B * 4], fc[B * F], fg[B * F];
     assert_int_equal(rl_image_model_probs(cpu, B, x, pc), 0);
     if (rl_image_model_probs(gpu, B, x, pg))
         fail_msg("%s", rl_error_message());
-    s_close("probs", pg, pc, B * 4, 1e-6, 1e-4);
+    rl_parity_close("probs", pg, pc, B * 4, 1e-6, 1e-4);
     assert_int_equal(rl_image_cnn_features(cpu, B, x, fc), 0);
     if (rl_image_cnn_features(gpu, B, x, fg))
         fail_msg("%s", rl_error_message());
-    s_close("features", fg, fc, B * F, 1e-5, 1e-4);
+    rl_parity_close("features", fg, fc, B * F, 1e-5, 1e-4);
     static const char *const names[] = {"logp", NULL};
-    s_train_parity(cpu, gpu, in, RL_Q_BIT(RL_Q_LOGP), 3, names, "image_cnn: logp (micro-batch 3)");
+    rl_parity_train(S_DEV, cpu, gpu, in, RL_Q_BIT(RL_Q_LOGP), 3, names, "image_cnn: logp (micro-batch 3)");
     /* back to the CPU: the same parameters, and it runs there */
-    float *h = s_host(gpu, 0);
+    float *h = rl_parity_host(gpu, 0);
     assert_int_equal(rl_model_to_device(gpu, RL_DEVICE_CPU), 0);
     assert_memory_equal(rl_model_params(gpu), h, sizeof(float) * (size_t)rl_model_num_params(gpu));
     assert_int_equal(rl_image_model_probs(gpu, B, x, pg), 0);
@@ -513,15 +328,15 @@ static rl_model *s_cfc_model(const char *guidance)
 {
     char yaml[512];
     snprintf(yaml, sizeof yaml, s_cfc_yaml, guidance);
-    return s_build(yaml, 5);
+    return rl_parity_build(yaml, 5);
 }
 
 static rl_dataproto *s_cfc_sample_in(void)
 {
     rl_dataproto *dp = rl_dataproto_new();
-    int32_t *ids = rl_tensor_data(s_new(dp, RL_CF_PROMPT_IDS, RL_I32, 1, (int64_t[]){CC_B}));
-    int64_t *ns = rl_tensor_data(s_new(dp, RL_CF_NOISE_SEEDS, RL_I64, 1, (int64_t[]){CC_B}));
-    int64_t *rs = rl_tensor_data(s_new(dp, RL_CF_ROW_SEEDS, RL_I64, 1, (int64_t[]){CC_B}));
+    int32_t *ids = rl_tensor_data(rl_parity_new(dp, RL_CF_PROMPT_IDS, RL_I32, 1, (int64_t[]){CC_B}));
+    int64_t *ns = rl_tensor_data(rl_parity_new(dp, RL_CF_NOISE_SEEDS, RL_I64, 1, (int64_t[]){CC_B}));
+    int64_t *rs = rl_tensor_data(rl_parity_new(dp, RL_CF_ROW_SEEDS, RL_I64, 1, (int64_t[]){CC_B}));
     for (int b = 0; b < CC_B; b++) {
         ids[b] = (b + 1) % 3;
         ns[b] = 300 + b / 2;
@@ -546,22 +361,22 @@ static void test_clip_flow_conv_on_cuda(void **state)
         assert_int_equal(rl_model_sample(cpu, in, &sp, &oc), 0);
         if (rl_model_sample(gpu, in, &sp, &og))
             fail_msg("%s", rl_error_message());
-        s_cmp_out(og, oc, RL_CF_LATENTS, 1e-4, 1e-4);
-        s_cmp_out(og, oc, RL_CF_FINAL_MEAN, 1e-4, 1e-4);
-        s_cmp_out(og, oc, RL_CF_SIGMAS, 0, 0);
-        s_cmp_out(og, oc, RL_CF_NOISE_LEVEL, 0, 0);
-        s_cmp_out(og, oc, RL_CF_SAMPLE_LOGP, 1e-3, 1e-3);
+        rl_parity_cmp_out(og, oc, RL_CF_LATENTS, 1e-4, 1e-4);
+        rl_parity_cmp_out(og, oc, RL_CF_FINAL_MEAN, 1e-4, 1e-4);
+        rl_parity_cmp_out(og, oc, RL_CF_SIGMAS, 0, 0);
+        rl_parity_cmp_out(og, oc, RL_CF_NOISE_LEVEL, 0, 0);
+        rl_parity_cmp_out(og, oc, RL_CF_SAMPLE_LOGP, 1e-3, 1e-3);
         if (!greedy) { /* its chain re-scored on a subset of steps */
             rl_dataproto *lb = rl_dataproto_new();
-            s_copy_tensor(lb, in, RL_CF_PROMPT_IDS);
-            s_copy_tensor(lb, oc, RL_CF_LATENTS);
-            s_copy_tensor(lb, oc, RL_CF_SIGMAS);
-            s_copy_tensor(lb, oc, RL_CF_NOISE_LEVEL);
-            float *mask = rl_tensor_data(s_new(lb, RL_CF_STEP_MASK, RL_F32, 2, (int64_t[]){CC_B, CC_N}));
+            rl_parity_copy_tensor(lb, in, RL_CF_PROMPT_IDS);
+            rl_parity_copy_tensor(lb, oc, RL_CF_LATENTS);
+            rl_parity_copy_tensor(lb, oc, RL_CF_SIGMAS);
+            rl_parity_copy_tensor(lb, oc, RL_CF_NOISE_LEVEL);
+            float *mask = rl_tensor_data(rl_parity_new(lb, RL_CF_STEP_MASK, RL_F32, 2, (int64_t[]){CC_B, CC_N}));
             for (int i = 0; i < CC_B * CC_N; i++)
                 mask[i] = (i % 4) != 2;
             static const char *const names[] = {"logp", NULL};
-            s_train_parity(cpu, gpu, lb, RL_Q_BIT(RL_Q_LOGP), 2, names,
+            rl_parity_train(S_DEV, cpu, gpu, lb, RL_Q_BIT(RL_Q_LOGP), 2, names,
                            "clip_flow conv: SDE chain log-probs, guided (micro-batch 2)");
             rl_dataproto_free(lb);
         }
@@ -578,17 +393,17 @@ static void test_clip_flow_conv_on_cuda(void **state)
     if (rl_model_to_device(gpu, S_DEV))
         fail_msg("%s", rl_error_message());
     rl_dataproto *fm = rl_dataproto_new();
-    int32_t *ids = rl_tensor_data(s_new(fm, RL_CF_PROMPT_IDS, RL_I32, 1, (int64_t[]){CC_B}));
-    s_fill(rl_tensor_data(s_new(fm, RL_CF_X_T, RL_F32, 2, (int64_t[]){CC_B, CC_D})), CC_B * CC_D, 71, 1.0f, 0.0f);
-    float *sig = rl_tensor_data(s_new(fm, RL_CF_SIGMA, RL_F32, 1, (int64_t[]){CC_B}));
+    int32_t *ids = rl_tensor_data(rl_parity_new(fm, RL_CF_PROMPT_IDS, RL_I32, 1, (int64_t[]){CC_B}));
+    rl_parity_fill(rl_tensor_data(rl_parity_new(fm, RL_CF_X_T, RL_F32, 2, (int64_t[]){CC_B, CC_D})), CC_B * CC_D, 71, 1.0f, 0.0f);
+    float *sig = rl_tensor_data(rl_parity_new(fm, RL_CF_SIGMA, RL_F32, 1, (int64_t[]){CC_B}));
     for (int b = 0; b < CC_B; b++) {
         ids[b] = b % 4; /* the null prompt (3) included */
         sig[b] = b == 0 ? 0.01f : (float)b / (CC_B - 1); /* σ under the x0 floor in row 0 */
     }
     static const char *const names[] = {"velocity", NULL};
-    s_train_parity(cpu, gpu, fm, RL_Q_BIT(RL_Q_VELOCITY), 3, names, "clip_flow conv: flow matching (micro-batch 3)");
+    rl_parity_train(S_DEV, cpu, gpu, fm, RL_Q_BIT(RL_Q_VELOCITY), 3, names, "clip_flow conv: flow matching (micro-batch 3)");
     /* back to the CPU: the same parameters, and it runs there */
-    float *h = s_host(gpu, 0);
+    float *h = rl_parity_host(gpu, 0);
     assert_int_equal(rl_model_to_device(gpu, RL_DEVICE_CPU), 0);
     assert_memory_equal(rl_model_params(gpu), h, sizeof(float) * (size_t)rl_model_num_params(gpu));
     rl_dataproto *o = NULL;
@@ -617,7 +432,7 @@ static void test_conv_kinds_refused_without_gpu(void **state)
     const char *const yamls[2] = {s_cnn_yaml, cfc};
     static const char *const kinds[2] = {"image_cnn", "clip_flow"};
     for (int k = 0; k < 2; k++) {
-        rl_model *m = s_build(yamls[k], 1);
+        rl_model *m = rl_parity_build(yamls[k], 1);
         assert_int_equal(rl_model_to_device(m, RL_DEVICE_CUDA), RL_EUNSUPPORTED);
         if (!strstr(rl_error_message(), kinds[k]))
             fail_msg("'%s' does not name %s", rl_error_message(), kinds[k]);

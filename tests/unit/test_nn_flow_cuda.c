@@ -59,6 +59,7 @@
 #include "rlrt/error.h"
 #include "rlrt/nn/model.h"
 #include "rlrt/tensor.h"
+#include "tests/common/model_parity.h"
 
 /* Built with -DRL_FLOW_CUDA_DRYRUN the parity tests run the "GPU" model on
  * the CPU (the harness checked on a machine without a GPU: batches, loss,
@@ -80,193 +81,7 @@ static int s_gpu(void) { return rl_device_count(RL_DEVICE_CUDA) > 0; }
         }                                                                                           \
     } while (0)
 
-/* ---- helpers --------------------------------------------------------------------------------- */
-
-static rl_model *s_build(const char *yaml, uint64_t seed)
-{
-    rl_config *job = rl_config_parse_string(yaml, strlen(yaml), "<test>");
-    assert_non_null(job);
-    rl_model *m = rl_model_build(job, seed);
-    rl_config_free(job);
-    if (!m)
-        fail_msg("%s", rl_error_message());
-    return m;
-}
-
-/* A host copy of the parameters (grads = 0) or gradients (grads = 1). */
-static float *s_host(rl_model *m, int grads)
-{
-    int64_t P = rl_model_num_params(m);
-    float *h = malloc(sizeof(float) * (size_t)(P + 1));
-    assert_non_null(h);
-    const float *src = grads ? rl_model_grads(m) : rl_model_params(m);
-    assert_int_equal(rl_device_copy(RL_DEVICE_CPU, h, rl_model_device(m), src, sizeof(float) * (size_t)P), 0);
-    assert_int_equal(rl_device_sync(rl_model_device(m)), 0);
-    return h;
-}
-
-static void s_fill(float *x, int64_t n, uint64_t seed, float scale, float shift)
-{
-    rl_rng g;
-    rl_rng_init(&g, seed, 0);
-    for (int64_t i = 0; i < n; i++)
-        x[i] = shift + scale * rl_rng_normal(&g);
-}
-
-/* Every |got − want| <= atol + rtol·|want|; prints the largest distance. */
-static void s_close(const char *what, const float *got, const float *want, int64_t n, double atol,
-                    double rtol)
-{
-    double worst = 0;
-    int64_t at = -1;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - want[i]);
-        if (!(d <= atol + rtol * fabs(want[i])))
-            fail_msg("%s[%lld]: cuda %.9g vs cpu %.9g (|d| %.3g > %.3g)", what, (long long)i, got[i], want[i], d,
-                     atol + rtol * fabs(want[i]));
-        if (d > worst) {
-            worst = d;
-            at = i;
-        }
-    }
-    print_message("  %-36s n %-6lld max |cuda - cpu| %.3g%s\n", what, (long long)n, worst,
-                  at >= 0 ? "" : " (identical)");
-}
-
-/* Per view: the relative L2 distance <= 1e-4 and every element within
- * 1e-4·max|view| + 1e-3·|cpu|. */
-static void s_close_views(const char *what, const rl_param_manifest *man, const float *got, const float *want)
-{
-    double worst = 0;
-    const char *wv = "-";
-    for (int v = 0; v < man->count; v++) {
-        const float *a = got + man->views[v].offset, *b = want + man->views[v].offset;
-        int64_t n = man->views[v].numel;
-        double d2 = 0, s2 = 0, mx = 0;
-        for (int64_t i = 0; i < n; i++) {
-            d2 += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-            s2 += (double)b[i] * b[i];
-            mx = fabs(b[i]) > mx ? fabs(b[i]) : mx;
-        }
-        double rel = s2 > 0 ? sqrt(d2 / s2) : sqrt(d2);
-        if (!(rel <= 1e-4))
-            fail_msg("%s %s: relative distance %.3g > 1e-4", what, man->views[v].name, rel);
-        for (int64_t i = 0; i < n; i++)
-            if (!(fabs((double)a[i] - b[i]) <= 1e-4 * mx + 1e-3 * fabs(b[i])))
-                fail_msg("%s %s[%lld]: cuda %.9g vs cpu %.9g", what, man->views[v].name, (long long)i, a[i], b[i]);
-        if (rel > worst) {
-            worst = rel;
-            wv = man->views[v].name;
-        }
-    }
-    print_message("  %-36s worst view ||cuda - cpu|| / ||cpu|| %.3g (%s)\n", what, worst, wv);
-}
-
-/* A fixed weight per (quantity, row, position). */
-static float s_w(int q, int64_t row, int64_t j)
-{
-    rl_rng g;
-    rl_rng_init(&g, 77u + (uint64_t)q, (uint64_t)(row * 100003 + j));
-    return rl_rng_uniform(&g) - 0.5f;
-}
-
-/* L = Σ w·q over every quantity asked for and its existing positions. */
-static int s_loss(void *ctx, const rl_model_io *out, rl_model_io *grad, double *loss)
-{
-    (void)ctx;
-    for (int q = 0; q < RL_Q_COUNT; q++) {
-        if (!out->q[q])
-            continue;
-        int64_t W = out->width[q];
-        for (int64_t r = 0; r < out->rows; r++)
-            for (int64_t j = 0; j < W; j++) {
-                int64_t i = r * W + j;
-                float mk = out->mask[q] ? out->mask[q][i] : 1.0f;
-                if (mk == 0.0f)
-                    continue;
-                float w = s_w(q, out->row0 + r, j) * mk;
-                *loss += (double)w * out->q[q][i];
-                grad->q[q][i] = w;
-            }
-    }
-    return 0;
-}
-
-static rl_tensor *s_new(rl_dataproto *dp, const char *name, rl_dtype dt, int ndim, const int64_t *shape)
-{
-    rl_tensor *t = rl_dataproto_new_tensor(dp, name, dt, ndim, shape);
-    assert_non_null(t);
-    return t;
-}
-
-/* A tensor of `from` copied into `to` under the same name. */
-static void s_copy_tensor(rl_dataproto *to, const rl_dataproto *from, const char *name)
-{
-    const rl_tensor *t = rl_dataproto_tensor(from, name);
-    assert_non_null(t);
-    rl_tensor *c = s_new(to, name, t->dtype, t->ndim, t->shape);
-    memcpy(rl_tensor_data(c), rl_tensor_data(t), rl_tensor_nbytes(t));
-}
-
-/* The f32 tensor `name` of both outputs, compared. */
-static void s_cmp_out(const rl_dataproto *gpu, const rl_dataproto *cpu, const char *name, double atol,
-                      double rtol)
-{
-    const rl_tensor *a = rl_dataproto_tensor_typed(gpu, name, RL_F32), *b = rl_dataproto_tensor_typed(cpu, name, RL_F32);
-    assert_non_null(a);
-    assert_non_null(b);
-    assert_int_equal(rl_tensor_nbytes(a), rl_tensor_nbytes(b));
-    s_close(name, rl_tensor_data(a), rl_tensor_data(b), (int64_t)(rl_tensor_nbytes(b) / sizeof(float)), atol, rtol);
-}
-
-/* forward's quantities, then three steps of forward_backward (micro-batch
- * mb) + AdamW on both models: losses, gradients, parameters. `names` are
- * forward's f32 outputs (NULL-terminated), the first `nlogp` of them
- * log-probs (looser). */
-static void s_train_parity(rl_model *cpu, rl_model *gpu, const rl_dataproto *in, unsigned want, int64_t mb,
-                           const char *const *names, const char *what)
-{
-    print_message("%s\n", what);
-    rl_model_pass pass = {.temperature = 1.0, .micro_batch = mb};
-    rl_dataproto *oc = NULL, *og = NULL;
-    assert_int_equal(rl_model_forward(cpu, in, want, &pass, &oc), 0);
-    if (rl_model_forward(gpu, in, want, &pass, &og))
-        fail_msg("%s", rl_error_message());
-    for (int i = 0; names[i]; i++) {
-        int lp = strncmp(names[i], "logp", 4) == 0;
-        s_cmp_out(og, oc, names[i], lp ? 1e-3 : 1e-5, 1e-4);
-    }
-    rl_dataproto_free(oc);
-    rl_dataproto_free(og);
-
-    const int64_t P = rl_model_num_params(cpu);
-    const rl_param_manifest *man = rl_model_manifest(cpu);
-    rl_adamw_config ac = rl_adamw_config_default();
-    rl_adamw *optc = rl_adamw_new(&ac, man, 0, P), *optg = rl_adamw_new_on(&ac, man, 0, P, S_DEV);
-    assert_non_null(optc);
-    assert_non_null(optg);
-    for (int step = 0; step < 3; step++) {
-        double lc = 0, lg = 0;
-        rl_model_zero_grad(cpu);
-        rl_model_zero_grad(gpu);
-        assert_int_equal(rl_model_forward_backward(cpu, in, want, &pass, s_loss, NULL, &lc), 0);
-        if (rl_model_forward_backward(gpu, in, want, &pass, s_loss, NULL, &lg))
-            fail_msg("%s", rl_error_message());
-        if (!(fabs(lc - lg) <= 1e-4 + 1e-4 * fabs(lc)))
-            fail_msg("%s step %d: loss cuda %.9g vs cpu %.9g", what, step, lg, lc);
-        print_message("  step %d loss cpu %.9g cuda %.9g\n", step, lc, lg);
-        float *g = s_host(gpu, 1);
-        s_close_views("gradients", man, g, rl_model_grads(cpu));
-        free(g);
-        assert_int_equal(rl_adamw_step(optc, 1e-3, rl_model_params(cpu), rl_model_grads(cpu)), 0);
-        assert_int_equal(rl_adamw_step(optg, 1e-3, rl_model_params(gpu), rl_model_grads(gpu)), 0);
-    }
-    float *h = s_host(gpu, 0);
-    s_close("params after 3 AdamW steps", h, rl_model_params(cpu), P, 2e-4, 1e-4);
-    free(h);
-    rl_adamw_free(optc);
-    rl_adamw_free(optg);
-}
+/* ---- helpers: tests/common/model_parity.h ------------------------------------------------ */
 
 /* ---- kernels against their CPU twins ------------------------------------------------------------- */
 
@@ -282,9 +97,9 @@ static void test_flow_kernels_cuda(void **state)
         const int64_t n = ns[k];
         const size_t b = sizeof(float) * (size_t)n;
         float *x = malloc(b), *dy = malloc(b), *y = malloc(b), *dx = malloc(b), *h = malloc(b);
-        s_fill(x, n, 1 + (uint64_t)k, 6.0f, 0.0f);
-        s_fill(dy, n, 11 + (uint64_t)k, 1.0f, 0.0f);
-        s_fill(dx, n, 21 + (uint64_t)k, 1.0f, 0.0f); /* backward accumulates into it */
+        rl_parity_fill(x, n, 1 + (uint64_t)k, 6.0f, 0.0f);
+        rl_parity_fill(dy, n, 11 + (uint64_t)k, 1.0f, 0.0f);
+        rl_parity_fill(dx, n, 21 + (uint64_t)k, 1.0f, 0.0f); /* backward accumulates into it */
         x[0] = 90.0f;                                 /* saturated both ways */
         if (n > 1)
             x[1] = -90.0f;
@@ -297,12 +112,12 @@ static void test_flow_kernels_cuda(void **state)
         g->silu_forward(gy, gx, n);
         assert_int_equal(rl_device_copy(RL_DEVICE_CPU, h, S_DEV, gy, b), 0);
         assert_int_equal(rl_device_sync(S_DEV), 0);
-        s_close("silu_forward", h, y, n, 1e-6, 1e-5);
+        rl_parity_close("silu_forward", h, y, n, 1e-6, 1e-5);
         rl_silu_backward(dx, dy, x, n);
         g->silu_backward(gdx, gdy, gx, n);
         assert_int_equal(rl_device_copy(RL_DEVICE_CPU, h, S_DEV, gdx, b), 0);
         assert_int_equal(rl_device_sync(S_DEV), 0);
-        s_close("silu_backward (accumulated)", h, dx, n, 1e-6, 1e-5);
+        rl_parity_close("silu_backward (accumulated)", h, dx, n, 1e-6, 1e-5);
         rl_device_free(S_DEV, gx);
         rl_device_free(S_DEV, gdy);
         rl_device_free(S_DEV, gy);
@@ -325,7 +140,7 @@ static void test_flow_kernels_cuda(void **state)
         g->time_embed(ge, gt, n, E);
         assert_int_equal(rl_device_copy(RL_DEVICE_CPU, h, S_DEV, ge, b), 0);
         assert_int_equal(rl_device_sync(S_DEV), 0);
-        s_close("time_embed", h, e, n * E, 1e-6, 0);
+        rl_parity_close("time_embed", h, e, n * E, 1e-6, 0);
         rl_device_free(S_DEV, gt);
         rl_device_free(S_DEV, ge);
         free(e), free(h);
@@ -339,9 +154,9 @@ static void test_flow_kernels_cuda(void **state)
                 const int N = Ns[a], C = Cs[c];
                 const size_t b = sizeof(float) * (size_t)N * C, bc = sizeof(float) * (size_t)C;
                 float *x = malloc(b), *y = malloc(b), *h = malloc(b), *mu = malloc(bc), *sd = malloc(bc);
-                s_fill(x, (int64_t)N * C, 5 + a, 3.0f, 0.5f);
-                s_fill(mu, C, 6 + c, 1.0f, 0.0f);
-                s_fill(sd, C, 7 + c, 0.2f, 1.0f);
+                rl_parity_fill(x, (int64_t)N * C, 5 + a, 3.0f, 0.5f);
+                rl_parity_fill(mu, C, 6 + c, 1.0f, 0.0f);
+                rl_parity_fill(sd, C, 7 + c, 0.2f, 1.0f);
                 for (int j = 0; j < C; j++)
                     sd[j] = fabsf(sd[j]) + 0.01f;
                 float *gx = rl_device_alloc(S_DEV, b), *gm = rl_device_alloc(S_DEV, bc);
@@ -353,7 +168,7 @@ static void test_flow_kernels_cuda(void **state)
                 g->standardize(gx, gx, gm, gs, clip ? 2.0f : 0.0f, N, C);
                 assert_int_equal(rl_device_copy(RL_DEVICE_CPU, h, S_DEV, gx, b), 0);
                 assert_int_equal(rl_device_sync(S_DEV), 0);
-                s_close("standardize", h, y, (int64_t)N * C, 0, 0);
+                rl_parity_close("standardize", h, y, (int64_t)N * C, 0, 0);
                 rl_device_free(S_DEV, gx);
                 rl_device_free(S_DEV, gm);
                 rl_device_free(S_DEV, gs);
@@ -371,10 +186,10 @@ enum { FP_B = 7, FP_D = 21, FP_N = 4 };
 
 static rl_model *s_fp_model(void)
 {
-    rl_model *m = s_build(s_fp_yaml, 3);
+    rl_model *m = rl_parity_build(s_fp_yaml, 3);
     float mean[137], sd[137];
-    s_fill(mean, 137, 31, 0.5f, 0.0f);
-    s_fill(sd, 137, 32, 0.3f, 1.0f);
+    rl_parity_fill(mean, 137, 31, 0.5f, 0.0f);
+    rl_parity_fill(sd, 137, 32, 0.3f, 1.0f);
     for (int i = 0; i < 137; i++)
         sd[i] = fabsf(sd[i]) + 0.05f;
     assert_int_equal(rl_flow_policy_set_obs_norm(m, mean, sd), 0);
@@ -384,9 +199,9 @@ static rl_model *s_fp_model(void)
 static rl_dataproto *s_fp_obs(void)
 {
     rl_dataproto *dp = rl_dataproto_new();
-    s_fill(rl_tensor_data(s_new(dp, RL_FP_PROPRIO, RL_F32, 2, (int64_t[]){FP_B, 39})), FP_B * 39, 41, 2.0f, 0.0f);
-    s_fill(rl_tensor_data(s_new(dp, RL_FP_OBJECT, RL_F32, 2, (int64_t[]){FP_B, 98})), FP_B * 98, 42, 2.0f, 0.0f);
-    int64_t *task = rl_tensor_data(s_new(dp, RL_FP_TASK, RL_I64, 1, (int64_t[]){FP_B}));
+    rl_parity_fill(rl_tensor_data(rl_parity_new(dp, RL_FP_PROPRIO, RL_F32, 2, (int64_t[]){FP_B, 39})), FP_B * 39, 41, 2.0f, 0.0f);
+    rl_parity_fill(rl_tensor_data(rl_parity_new(dp, RL_FP_OBJECT, RL_F32, 2, (int64_t[]){FP_B, 98})), FP_B * 98, 42, 2.0f, 0.0f);
+    int64_t *task = rl_tensor_data(rl_parity_new(dp, RL_FP_TASK, RL_I64, 1, (int64_t[]){FP_B}));
     for (int b = 0; b < FP_B; b++)
         task[b] = (b * 2) % 3;
     return dp;
@@ -396,8 +211,8 @@ static rl_dataproto *s_fp_obs(void)
 static rl_dataproto *s_fp_sample_in(void)
 {
     rl_dataproto *dp = s_fp_obs();
-    int64_t *ns = rl_tensor_data(s_new(dp, RL_FP_NOISE_SEEDS, RL_I64, 1, (int64_t[]){FP_B}));
-    int64_t *rs = rl_tensor_data(s_new(dp, RL_FP_ROW_SEEDS, RL_I64, 1, (int64_t[]){FP_B}));
+    int64_t *ns = rl_tensor_data(rl_parity_new(dp, RL_FP_NOISE_SEEDS, RL_I64, 1, (int64_t[]){FP_B}));
+    int64_t *rs = rl_tensor_data(rl_parity_new(dp, RL_FP_ROW_SEEDS, RL_I64, 1, (int64_t[]){FP_B}));
     for (int b = 0; b < FP_B; b++) {
         ns[b] = 1000 + b;
         rs[b] = 2000 + 3 * b;
@@ -413,13 +228,13 @@ static void s_fp_sample_parity(rl_model *cpu, rl_model *gpu, int greedy)
     assert_int_equal(rl_model_sample(cpu, in, &sp, &oc), 0);
     if (rl_model_sample(gpu, in, &sp, &og))
         fail_msg("%s", rl_error_message());
-    s_cmp_out(og, oc, RL_FP_ACTION, 1e-4, 1e-4);
-    s_cmp_out(og, oc, RL_FP_CHAIN, 1e-4, 1e-4);
-    s_cmp_out(og, oc, RL_FP_INITIAL_NOISE, 0, 0);
-    s_cmp_out(og, oc, RL_FP_TIMES, 0, 0);
-    s_cmp_out(og, oc, RL_FP_NOISE_LEVEL, 0, 0);
-    s_cmp_out(og, oc, RL_FP_STEP_MASK, 0, 0);
-    s_cmp_out(og, oc, RL_FP_SAMPLE_LOGP, 1e-3, 1e-3);
+    rl_parity_cmp_out(og, oc, RL_FP_ACTION, 1e-4, 1e-4);
+    rl_parity_cmp_out(og, oc, RL_FP_CHAIN, 1e-4, 1e-4);
+    rl_parity_cmp_out(og, oc, RL_FP_INITIAL_NOISE, 0, 0);
+    rl_parity_cmp_out(og, oc, RL_FP_TIMES, 0, 0);
+    rl_parity_cmp_out(og, oc, RL_FP_NOISE_LEVEL, 0, 0);
+    rl_parity_cmp_out(og, oc, RL_FP_STEP_MASK, 0, 0);
+    rl_parity_cmp_out(og, oc, RL_FP_SAMPLE_LOGP, 1e-3, 1e-3);
     rl_dataproto_free(in);
     rl_dataproto_free(oc);
     rl_dataproto_free(og);
@@ -434,7 +249,7 @@ static void test_flow_policy_on_cuda(void **state)
     if (rl_model_to_device(gpu, S_DEV))
         fail_msg("%s", rl_error_message());
     assert_int_equal(rl_model_device(gpu), S_DEV);
-    float *h = s_host(gpu, 0);
+    float *h = rl_parity_host(gpu, 0);
     assert_memory_equal(h, rl_model_params(cpu), sizeof(float) * (size_t)P);
     free(h);
 
@@ -445,10 +260,10 @@ static void test_flow_policy_on_cuda(void **state)
     rl_model_sampling sp = {.greedy = 0, .num_steps = FP_N, .noise_level = 0.5};
     assert_int_equal(rl_model_sample(cpu, sin, &sp, &chain), 0);
     rl_dataproto *lb = s_fp_obs();
-    s_copy_tensor(lb, chain, RL_FP_CHAIN);
-    s_copy_tensor(lb, chain, RL_FP_TIMES);
-    s_copy_tensor(lb, chain, RL_FP_NOISE_LEVEL);
-    float *mask = rl_tensor_data(s_new(lb, RL_FP_STEP_MASK, RL_F32, 2, (int64_t[]){FP_B, FP_N}));
+    rl_parity_copy_tensor(lb, chain, RL_FP_CHAIN);
+    rl_parity_copy_tensor(lb, chain, RL_FP_TIMES);
+    rl_parity_copy_tensor(lb, chain, RL_FP_NOISE_LEVEL);
+    float *mask = rl_tensor_data(rl_parity_new(lb, RL_FP_STEP_MASK, RL_F32, 2, (int64_t[]){FP_B, FP_N}));
     for (int i = 0; i < FP_B * FP_N; i++) /* a subset of the steps; row 4 none, row 5 one: the */
         mask[i] = i / FP_N == 4 ? 0.0f      /* micro-batch of rows 4-5 scores fewer steps than rows */
                   : i / FP_N == 5 ? (float)(i % FP_N == 2)
@@ -458,23 +273,23 @@ static void test_flow_policy_on_cuda(void **state)
 
     /* flow matching with the value head, then the chain with it */
     rl_dataproto *fm = s_fp_obs();
-    s_fill(rl_tensor_data(s_new(fm, RL_FP_X_T, RL_F32, 2, (int64_t[]){FP_B, FP_D})), FP_B * FP_D, 51, 1.0f, 0.0f);
-    float *t = rl_tensor_data(s_new(fm, RL_FP_T, RL_F32, 1, (int64_t[]){FP_B}));
+    rl_parity_fill(rl_tensor_data(rl_parity_new(fm, RL_FP_X_T, RL_F32, 2, (int64_t[]){FP_B, FP_D})), FP_B * FP_D, 51, 1.0f, 0.0f);
+    float *t = rl_tensor_data(rl_parity_new(fm, RL_FP_T, RL_F32, 1, (int64_t[]){FP_B}));
     for (int b = 0; b < FP_B; b++)
         t[b] = (float)b / (FP_B - 1);
     static const char *const vel_names[] = {"velocity", "value", NULL};
     static const char *const lp_names[] = {"logp", "logp_mask", "value", NULL};
-    s_train_parity(cpu, gpu, fm, RL_Q_BIT(RL_Q_VELOCITY) | RL_Q_BIT(RL_Q_VALUE), 3, vel_names,
+    rl_parity_train(S_DEV, cpu, gpu, fm, RL_Q_BIT(RL_Q_VELOCITY) | RL_Q_BIT(RL_Q_VALUE), 3, vel_names,
                    "flow_policy: velocity + value (micro-batch 3)");
-    s_train_parity(cpu, gpu, lb, RL_Q_BIT(RL_Q_LOGP) | RL_Q_BIT(RL_Q_VALUE), 2, lp_names,
+    rl_parity_train(S_DEV, cpu, gpu, lb, RL_Q_BIT(RL_Q_LOGP) | RL_Q_BIT(RL_Q_VALUE), 2, lp_names,
                    "flow_policy: SDE chain log-probs + value (micro-batch 2)");
 
     /* save from the GPU, load on the CPU: bit for bit; then back to the CPU */
-    h = s_host(gpu, 0);
+    h = rl_parity_host(gpu, 0);
     char dir[] = "/tmp/rlrt_flow_cuda_XXXXXX";
     assert_non_null(mkdtemp(dir));
     assert_int_equal(rl_model_save(gpu, dir), 0);
-    rl_model *back = s_build(s_fp_yaml, 9);
+    rl_model *back = rl_parity_build(s_fp_yaml, 9);
     assert_int_equal(rl_model_load(back, dir), 0);
     assert_memory_equal(rl_model_params(back), h, sizeof(float) * (size_t)P);
     assert_int_equal(rl_model_to_device(gpu, RL_DEVICE_CPU), 0);
@@ -508,24 +323,24 @@ static void test_image_classifier_on_cuda(void **state)
     (void)state;
     S_NEED_GPU();
     enum { B = 9, D = 35 };
-    rl_model *cpu = s_build(s_ic_yaml, 4), *gpu = s_build(s_ic_yaml, 4);
+    rl_model *cpu = rl_parity_build(s_ic_yaml, 4), *gpu = rl_parity_build(s_ic_yaml, 4);
     if (rl_model_to_device(gpu, S_DEV))
         fail_msg("%s", rl_error_message());
     rl_dataproto *in = rl_dataproto_new();
-    float *x = rl_tensor_data(s_new(in, RL_IC_IMAGES, RL_F32, 2, (int64_t[]){B, D}));
-    s_fill(x, B * D, 61, 0.5f, 0.0f);
+    float *x = rl_tensor_data(rl_parity_new(in, RL_IC_IMAGES, RL_F32, 2, (int64_t[]){B, D}));
+    rl_parity_fill(x, B * D, 61, 0.5f, 0.0f);
     for (int i = 0; i < B * D; i++)
         x[i] = x[i] > 1 ? 1 : x[i] < -1 ? -1 : x[i];
-    int32_t *y = rl_tensor_data(s_new(in, RL_IC_LABELS, RL_I32, 1, (int64_t[]){B}));
+    int32_t *y = rl_tensor_data(rl_parity_new(in, RL_IC_LABELS, RL_I32, 1, (int64_t[]){B}));
     for (int b = 0; b < B; b++)
         y[b] = b % 4;
     float pc[B * 4], pg[B * 4];
     assert_int_equal(rl_image_model_probs(cpu, B, x, pc), 0);
     if (rl_image_model_probs(gpu, B, x, pg))
         fail_msg("%s", rl_error_message());
-    s_close("probs", pg, pc, B * 4, 1e-6, 1e-4);
+    rl_parity_close("probs", pg, pc, B * 4, 1e-6, 1e-4);
     static const char *const names[] = {"logp", NULL};
-    s_train_parity(cpu, gpu, in, RL_Q_BIT(RL_Q_LOGP), 4, names, "image_classifier: logp (micro-batch 4)");
+    rl_parity_train(S_DEV, cpu, gpu, in, RL_Q_BIT(RL_Q_LOGP), 4, names, "image_classifier: logp (micro-batch 4)");
     rl_dataproto_free(in);
     rl_model_free(cpu);
     rl_model_free(gpu);
@@ -542,9 +357,9 @@ enum { CF_B = 6, CF_D = 24, CF_N = 5 };
 static rl_dataproto *s_cf_sample_in(void)
 {
     rl_dataproto *dp = rl_dataproto_new();
-    int32_t *ids = rl_tensor_data(s_new(dp, RL_CF_PROMPT_IDS, RL_I32, 1, (int64_t[]){CF_B}));
-    int64_t *ns = rl_tensor_data(s_new(dp, RL_CF_NOISE_SEEDS, RL_I64, 1, (int64_t[]){CF_B}));
-    int64_t *rs = rl_tensor_data(s_new(dp, RL_CF_ROW_SEEDS, RL_I64, 1, (int64_t[]){CF_B}));
+    int32_t *ids = rl_tensor_data(rl_parity_new(dp, RL_CF_PROMPT_IDS, RL_I32, 1, (int64_t[]){CF_B}));
+    int64_t *ns = rl_tensor_data(rl_parity_new(dp, RL_CF_NOISE_SEEDS, RL_I64, 1, (int64_t[]){CF_B}));
+    int64_t *rs = rl_tensor_data(rl_parity_new(dp, RL_CF_ROW_SEEDS, RL_I64, 1, (int64_t[]){CF_B}));
     for (int b = 0; b < CF_B; b++) {
         ids[b] = (b + 1) % 3;
         ns[b] = 300 + b / 2; /* pairs share their initial noise */
@@ -557,7 +372,7 @@ static void test_clip_flow_on_cuda(void **state)
 {
     (void)state;
     S_NEED_GPU();
-    rl_model *cpu = s_build(s_cf_yaml, 5), *gpu = s_build(s_cf_yaml, 5);
+    rl_model *cpu = rl_parity_build(s_cf_yaml, 5), *gpu = rl_parity_build(s_cf_yaml, 5);
     if (rl_model_to_device(gpu, S_DEV))
         fail_msg("%s", rl_error_message());
     for (int greedy = 1; greedy >= 0; greedy--) {
@@ -567,21 +382,21 @@ static void test_clip_flow_on_cuda(void **state)
         assert_int_equal(rl_model_sample(cpu, in, &sp, &oc), 0);
         if (rl_model_sample(gpu, in, &sp, &og))
             fail_msg("%s", rl_error_message());
-        s_cmp_out(og, oc, RL_CF_LATENTS, 1e-4, 1e-4);
-        s_cmp_out(og, oc, RL_CF_SIGMAS, 0, 0);
-        s_cmp_out(og, oc, RL_CF_NOISE_LEVEL, 0, 0);
-        s_cmp_out(og, oc, RL_CF_SAMPLE_LOGP, 1e-3, 1e-3);
+        rl_parity_cmp_out(og, oc, RL_CF_LATENTS, 1e-4, 1e-4);
+        rl_parity_cmp_out(og, oc, RL_CF_SIGMAS, 0, 0);
+        rl_parity_cmp_out(og, oc, RL_CF_NOISE_LEVEL, 0, 0);
+        rl_parity_cmp_out(og, oc, RL_CF_SAMPLE_LOGP, 1e-3, 1e-3);
         if (!greedy) { /* its chain re-scored on a subset of steps */
             rl_dataproto *lb = rl_dataproto_new();
-            s_copy_tensor(lb, in, RL_CF_PROMPT_IDS);
-            s_copy_tensor(lb, oc, RL_CF_LATENTS);
-            s_copy_tensor(lb, oc, RL_CF_SIGMAS);
-            s_copy_tensor(lb, oc, RL_CF_NOISE_LEVEL);
-            float *mask = rl_tensor_data(s_new(lb, RL_CF_STEP_MASK, RL_F32, 2, (int64_t[]){CF_B, CF_N}));
+            rl_parity_copy_tensor(lb, in, RL_CF_PROMPT_IDS);
+            rl_parity_copy_tensor(lb, oc, RL_CF_LATENTS);
+            rl_parity_copy_tensor(lb, oc, RL_CF_SIGMAS);
+            rl_parity_copy_tensor(lb, oc, RL_CF_NOISE_LEVEL);
+            float *mask = rl_tensor_data(rl_parity_new(lb, RL_CF_STEP_MASK, RL_F32, 2, (int64_t[]){CF_B, CF_N}));
             for (int i = 0; i < CF_B * CF_N; i++)
                 mask[i] = (i % 4) != 2;
             static const char *const names[] = {"logp", NULL};
-            s_train_parity(cpu, gpu, lb, RL_Q_BIT(RL_Q_LOGP), 4, names,
+            rl_parity_train(S_DEV, cpu, gpu, lb, RL_Q_BIT(RL_Q_LOGP), 4, names,
                            "clip_flow: SDE chain log-probs (micro-batch 4)");
             rl_dataproto_free(lb);
         }
@@ -590,15 +405,15 @@ static void test_clip_flow_on_cuda(void **state)
         rl_dataproto_free(og);
     }
     rl_dataproto *fm = rl_dataproto_new();
-    int32_t *ids = rl_tensor_data(s_new(fm, RL_CF_PROMPT_IDS, RL_I32, 1, (int64_t[]){CF_B}));
-    s_fill(rl_tensor_data(s_new(fm, RL_CF_X_T, RL_F32, 2, (int64_t[]){CF_B, CF_D})), CF_B * CF_D, 71, 1.0f, 0.0f);
-    float *sig = rl_tensor_data(s_new(fm, RL_CF_SIGMA, RL_F32, 1, (int64_t[]){CF_B}));
+    int32_t *ids = rl_tensor_data(rl_parity_new(fm, RL_CF_PROMPT_IDS, RL_I32, 1, (int64_t[]){CF_B}));
+    rl_parity_fill(rl_tensor_data(rl_parity_new(fm, RL_CF_X_T, RL_F32, 2, (int64_t[]){CF_B, CF_D})), CF_B * CF_D, 71, 1.0f, 0.0f);
+    float *sig = rl_tensor_data(rl_parity_new(fm, RL_CF_SIGMA, RL_F32, 1, (int64_t[]){CF_B}));
     for (int b = 0; b < CF_B; b++) {
         ids[b] = b % 3;
         sig[b] = b == 0 ? 0.01f : (float)b / (CF_B - 1); /* σ under the x0 floor in row 0 */
     }
     static const char *const names[] = {"velocity", NULL};
-    s_train_parity(cpu, gpu, fm, RL_Q_BIT(RL_Q_VELOCITY), 4, names, "clip_flow: flow matching (micro-batch 4)");
+    rl_parity_train(S_DEV, cpu, gpu, fm, RL_Q_BIT(RL_Q_VELOCITY), 4, names, "clip_flow: flow matching (micro-batch 4)");
     rl_dataproto_free(fm);
     rl_model_free(cpu);
     rl_model_free(gpu);
@@ -619,7 +434,7 @@ static void test_flow_kinds_refused_without_gpu(void **state)
     static const char *const yamls[3] = {s_fp_yaml, s_ic_yaml, s_cf_yaml};
     static const char *const kinds[3] = {"flow_policy", "image_classifier", "clip_flow"};
     for (int k = 0; k < 3; k++) {
-        rl_model *m = s_build(yamls[k], 1);
+        rl_model *m = rl_parity_build(yamls[k], 1);
         assert_int_equal(rl_model_to_device(m, RL_DEVICE_CUDA), RL_EUNSUPPORTED);
         if (!strstr(rl_error_message(), kinds[k]))
             fail_msg("'%s' does not name %s", rl_error_message(), kinds[k]);
