@@ -283,19 +283,27 @@ def partial_over_ipc(work, cl):
           "step %s" % seen)
 
 
-def diffusion_conv(work, cl):
-    """10. Diffusion GRPO of clip_flow with the conv trunk (guided) on the GPU
-    against the CPU."""
-    dif = ["model.init_from=", "model.trunk=conv", "model.conv_channels=4", "model.hidden_size=16",
-           "model.null_prompt=true", "model.guidance=2", "data.fid_model=", "reward.scorer_path=",
-           "trainer.val_every=2", "trainer.save_every=2", "trainer.total_steps=2", "data.train_batch_size=2",
-           "data.val_per_prompt=2", "rollout.n=4", "actor.ppo_mini_batch_size=2", "rollout.num_steps=4"]
-    for name, dev in (("difc_cpu", "cpu"), ("difc_gpu", DEV)):
+# job 10's settings: clip_flow with the conv trunk, classifier-free guidance
+DIF_CONV = ["model.trunk=conv", "model.conv_channels=4", "model.hidden_size=16", "model.null_prompt=true",
+            "model.guidance=2", "rollout.num_steps=4"]
+DIF_CONV_LABEL = "10. diffusion GRPO (clip_flow, conv trunk, guidance 2)"
+
+
+def diffusion_gpu_vs_cpu(work, cl, tag, overrides, steps, label):
+    """Diffusion GRPO (dance_grpo_jpeg.yaml, random init) with the actor and
+    the rollout on the GPU against the same job on the CPU: step 0's
+    validation JPEG kB and step 1's mean score within 2%, finite metrics,
+    the last step's weights within 5e-3."""
+    dif = overrides + ["model.init_from=", "data.fid_model=", "reward.scorer_path=",
+                       "trainer.val_every=%d" % steps, "trainer.save_every=%d" % steps,
+                       "trainer.total_steps=%d" % steps, "data.train_batch_size=2", "data.val_per_prompt=2",
+                       "rollout.n=4", "actor.ppo_mini_batch_size=2"]
+    for name, dev in ((tag + "_cpu", "cpu"), (tag + "_gpu", DEV)):
         jobs.run_driver(work, ["--cluster", cl, "--config", os.path.join(ROOT, "examples", "dance_grpo_jpeg.yaml"),
                                "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + dif +
                         ["trainer.output_dir=runs/" + name, "actor.device=" + dev, "rollout.device=" + dev])
-    dc = metrics(os.path.join(work, "runs/difc_cpu/metrics.jsonl"))
-    dg = metrics(os.path.join(work, "runs/difc_gpu/metrics.jsonl"))
+    dc = metrics(os.path.join(work, "runs/%s_cpu/metrics.jsonl" % tag))
+    dg = metrics(os.path.join(work, "runs/%s_gpu/metrics.jsonl" % tag))
     v0c = [r for r in dc if r["step"] == 0 and "val/jpeg_kb" in r]
     v0g = [r for r in dg if r["step"] == 0 and "val/jpeg_kb" in r]
     assert v0c and v0g, (dc[:1], dg[:1])
@@ -308,14 +316,14 @@ def diffusion_conv(work, cl):
         for k, v in r.items():
             if isinstance(v, float):
                 assert math.isfinite(v), (r["step"], k, v)
-    assert len([r for r in dg if r["step"] > 0 and "actor/grad_norm" in r]) == 2, dg
-    d0 = weights(os.path.join(work, "runs/difc_cpu/checkpoints/step_2/model.safetensors"))
-    d2 = weights(os.path.join(work, "runs/difc_gpu/checkpoints/step_2/model.safetensors"))
-    dd = max_diff(d0, d2)
+    assert len([r for r in dg if r["step"] > 0 and "actor/grad_norm" in r]) == steps, dg
+    w_cpu = weights(os.path.join(work, "runs/%s_cpu/checkpoints/step_%d/model.safetensors" % (tag, steps)))
+    w_gpu = weights(os.path.join(work, "runs/%s_gpu/checkpoints/step_%d/model.safetensors" % (tag, steps)))
+    dd = max_diff(w_cpu, w_gpu)
     assert dd <= 5e-3, dd
-    print("ok: 10. diffusion GRPO (clip_flow, conv trunk, guidance 2) with actor and rollout on the GPU: step 0 "
-          "validation %.4f kB (CPU %.4f), step 1 score %.4f (CPU %.4f); 2 steps, finite metrics; step 2's "
-          "weights within %.1e of the CPU run's" % (kg, kc, s1g, s1c, dd))
+    print("ok: %s with actor and rollout on the GPU: step 0 validation %.4f kB (CPU %.4f), step 1 score %.4f "
+          "(CPU %.4f); %d steps, finite metrics; step %d's weights within %.1e of the CPU run's"
+          % (label, kg, kc, s1g, s1c, steps, steps, dd))
 
 
 def main():
@@ -326,7 +334,7 @@ def main():
         try:
             cl = os.path.join(work, "cluster.yaml")
             cluster(cl)
-            diffusion_conv(work, cl)
+            diffusion_gpu_vs_cpu(work, cl, "difc", DIF_CONV, 2, DIF_CONV_LABEL)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         return
@@ -436,39 +444,10 @@ def main():
         print("ok: GRPO with the rollout on the GPU too: step 1's responses as on the CPU (length %.2f, "
               "score %.3f); 3 steps, finite metrics" % (rg[0]["response_length/mean"], rg[0]["critic/score/mean"]))
         # 5. diffusion GRPO of clip_flow (MLP trunk) with its roles on the GPU
-        # against the CPU
-        dif = ["model.init_from=", "model.hidden_size=64", "model.num_layers=2", "data.fid_model=",
-               "reward.scorer_path=", "trainer.val_every=3", "trainer.save_every=3", "trainer.total_steps=3",
-               "data.train_batch_size=2", "data.val_per_prompt=2", "rollout.n=4",
-               "actor.ppo_mini_batch_size=2", "rollout.num_steps=6"]
-        for name, dev in (("dif_cpu", "cpu"), ("dif_gpu", DEV)):
-            jobs.run_driver(work, ["--cluster", cl, "--config", os.path.join(ROOT, "examples", "dance_grpo_jpeg.yaml"),
-                                   "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + dif +
-                            ["trainer.output_dir=runs/" + name, "actor.device=" + dev, "rollout.device=" + dev])
-        dc = metrics(os.path.join(work, "runs/dif_cpu/metrics.jsonl"))
-        dg = metrics(os.path.join(work, "runs/dif_gpu/metrics.jsonl"))
-        v0c = [r for r in dc if r["step"] == 0 and "val/jpeg_kb" in r]
-        v0g = [r for r in dg if r["step"] == 0 and "val/jpeg_kb" in r]
-        assert v0c and v0g, (dc[:1], dg[:1])
-        kc, kg = v0c[0]["val/jpeg_kb"], v0g[0]["val/jpeg_kb"]
-        assert abs(kc - kg) <= 0.02 * abs(kc), (kc, kg)
-        s1c = [r for r in dc if r["step"] == 1 and "critic/score/mean" in r][0]["critic/score/mean"]
-        s1g = [r for r in dg if r["step"] == 1 and "critic/score/mean" in r][0]["critic/score/mean"]
-        assert abs(s1c - s1g) <= 0.02 * abs(s1c), (s1c, s1g)
-        for r in dg:
-            for k, v in r.items():
-                if isinstance(v, float):
-                    assert math.isfinite(v), (r["step"], k, v)
-        assert len([r for r in dg if r["step"] > 0 and "actor/grad_norm" in r]) == 3, dg
-        d0 = weights(os.path.join(work, "runs/dif_cpu/checkpoints/step_3/model.safetensors"))
-        d3 = weights(os.path.join(work, "runs/dif_gpu/checkpoints/step_3/model.safetensors"))
-        dd = max_diff(d0, d3)
-        assert dd <= 5e-3, dd
-        print("ok: diffusion GRPO (clip_flow) with actor and rollout on the GPU: step 0 validation %.4f kB "
-              "(CPU %.4f), step 1 score %.4f (CPU %.4f); 3 steps, finite metrics; step 3's weights "
-              "within %.1e of the CPU run's" % (kg, kc, s1g, s1c, dd))
-        # 10. the same with the conv trunk
-        diffusion_conv(work, cl)
+        # against the CPU; 10. the same with the conv trunk (guided)
+        diffusion_gpu_vs_cpu(work, cl, "dif", ["model.hidden_size=64", "model.num_layers=2",
+                                               "rollout.num_steps=6"], 3, "diffusion GRPO (clip_flow)")
+        diffusion_gpu_vs_cpu(work, cl, "difc", DIF_CONV, 2, DIF_CONV_LABEL)
         # 6. partial rollouts with the weights over CUDA IPC
         partial_over_ipc(work, cl)
         # 7. FSDP over NCCL: two GPU actor ranks against job 1's one
