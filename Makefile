@@ -9,6 +9,8 @@
 #   make CUDA=1 test-gpu      CUDA kernels vs CPU + compute-sanitizer (needs a GPU)
 #   make CUDA=1 gpu-bundle    build-gpu/: the GPU tests, bench and their libraries, for a GPU machine
 #   make CUDA=1 bench-gpu     the GPU engine against PyTorch on the same GPU (needs a GPU)
+#   make CUDA=emu gpu-dryrun  the device run (gpu-bundle + RL_GPU_BENCH=1 tests/gpu_check.sh) as a
+#                             dry run on the host emulation, tiny sizes (tests/gpu_dryrun.sh)
 #   make golden               regenerate tests/golden with /usr/bin/python3 + torch
 #   make config-doc           docs/CONFIG.md from the config schemas (common/schema/)
 #   make venv-ref             build/venv-ref: the PyPI packages the references need

@@ -39,7 +39,8 @@
 set -u
 BUILD=${BUILD:-build}
 PYTHON=${PYTHON:-python3}
-OUT=${RL_BENCH_GPU_OUT:-docs/RESULTS.md}
+# not OUT: the device tool exports OUT (its output folder)
+res=${RL_BENCH_GPU_OUT:-docs/RESULTS.md}
 PEAK_TFLOPS=${RL_BENCH_GPU_PEAK_TFLOPS:-989}
 # the bundle's libraries (deploy/gpu-bundle.sh), absolute: the jobs run in their own folders
 [ -f "$BUILD/lib.tar.gz" ] && [ ! -d "$BUILD/lib" ] && tar -xzf "$BUILD/lib.tar.gz" -C "$BUILD"
@@ -134,8 +135,8 @@ section=$(mktemp)
     echo "| \`bench: gpu_weight_sync_0p5b_s\` (median of $(( ${RL_BENCH_IPC_VERSIONS:-6} - 1 )) syncs; verl: 7B in 0.02 s on H20, its checkpoint engine) | **$(val "$wsync" gpu_weight_sync_0p5b_s)** s (cudaMemcpy: $(val "$wsync" gpu_weight_sync_d2d_s) s) |"
     echo "<!-- bench-gpu:end -->"
 } >"$section"
-if [ -f "$OUT" ] && grep -q "<!-- bench-gpu:begin -->" "$OUT"; then
-    "$PYTHON" - "$OUT" "$section" <<'PY'
+if [ -f "$res" ] && grep -q "<!-- bench-gpu:begin -->" "$res"; then
+    "$PYTHON" - "$res" "$section" <<'PY'
 import sys
 res, sec = sys.argv[1], open(sys.argv[2]).read()
 text = open(res).read()
@@ -144,15 +145,15 @@ b = text.index("<!-- bench-gpu:end -->") + len("<!-- bench-gpu:end -->")
 open(res, "w").write(text[:a] + sec.rstrip("\n") + text[b:])
 PY
 else
-    { [ -f "$OUT" ] && echo; cat "$section"; } >>"$OUT"
+    { [ -f "$res" ] && echo; cat "$section"; } >>"$res"
 fi
 rm -f "$section"
-echo "bench_gpu: wrote the bench-gpu section of $OUT"
-# the end-to-end GPU jobs (issue 40): their own section of $OUT
+echo "bench_gpu: wrote the bench-gpu section of $res"
+# the end-to-end GPU jobs (issue 40): their own section of $res
 erc=0
 if [ "${RL_BENCH_GPU_E2E:-1}" != 0 ]; then
     t0=$(date +%s)
-    BUILD=$BUILD "$PYTHON" "$here/bench_gpu_e2e.py" --out "$OUT"; erc=$?
+    BUILD=$BUILD "$PYTHON" "$here/bench_gpu_e2e.py" --out "$res"; erc=$?
     echo "bench_gpu: bench_gpu_e2e.py: exit $erc, $(( $(date +%s) - t0 )) s"
 fi
 # bench_gpu_rl.py's skip (77: no rl-driver in BUILD) is not a failure

@@ -60,6 +60,10 @@
 #   cp docs/RESULTS.md $OUT/ && BUILD=build-gpu RL_GPU_BENCH=1 \
 #     RL_BENCH_GPU_OUT=$OUT/RESULTS.md tests/gpu_check.sh 2>&1 | tee $OUT/gpu_check.log
 #
+# Dry run first, without a GPU: `make CUDA=emu gpu-dryrun` (tests/gpu_dryrun.sh)
+# runs all of the above with RL_GPU_DRYRUN=1 on the host emulation with tiny
+# sizes, its sections into a copy of RESULTS.md marked DRY RUN.
+#
 # BUILD names the build folder (a CUDA build: build-cuda, or the bundle
 # build-gpu of `make CUDA=1 gpu-bundle` on a machine without Debian's
 # packages). Exits 0 when all

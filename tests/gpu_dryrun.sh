@@ -10,7 +10,8 @@
 # bench/bench_gpu.sh with tiny sizes (the RL_BENCH_GPU_* variables:
 # bench_gpu_train, bench_gpu_torch.py with PyTorch on the CPU,
 # bench_gpu_rl.py, bench_gpu_weight_sync, bench_gpu_e2e.py), then the
-# compute-sanitizer part (a skip without it). No nvidia-smi needed (a
+# compute-sanitizer loop (without compute-sanitizer, a stand-in that runs
+# each program unchecked, memcheck's runs only). No nvidia-smi needed (a
 # stand-in GPU name), NCCL's parts skip (the emulated build has no NCCL; the
 # e2e bench's sync_bcast run fails, which that bench does not count).
 #
@@ -74,6 +75,27 @@ if [ -f "$BUILD/lib.tar.gz" ] && [ "${RL_GPU_DRYRUN_STAGE:-1}" = 1 ]; then
     abs() { case $1 in */*) echo "$(cd "$(dirname "$1")" && pwd -P)/$(basename "$1")" ;; *) echo "$1" ;; esac; }
     [ -n "${RL_BENCH_GPU_TORCH_PYTHON:-}" ] && RL_BENCH_GPU_TORCH_PYTHON=$(abs "$RL_BENCH_GPU_TORCH_PYTHON")
     PYTHON=$(abs "$PYTHON")
+fi
+# compute-sanitizer: without it, a stand-in that runs the program and checks
+# nothing, so that gpu_check.sh's sanitizer loop runs too (memcheck alone
+# unless RL_SANITIZER_TOOLS says; RL_GPU_DRYRUN_SANITIZER=0: the skip instead)
+if [ "${RL_GPU_DRYRUN_SANITIZER:-1}" = 1 ] && ! command -v compute-sanitizer >/dev/null &&
+    [ ! -x "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer" ]; then
+    mkdir -p "$out/bin"
+    cat >"$out/bin/compute-sanitizer" <<'SH'
+#!/bin/bash
+# the dry run's stand-in (tests/gpu_dryrun.sh): runs the program, checks nothing
+tool=memcheck
+while [ $# -gt 0 ]; do
+    case $1 in --tool) tool=$2; shift 2 ;; --error-exitcode) shift 2 ;; --*) shift ;; *) break ;; esac
+done
+echo "========= COMPUTE-SANITIZER stand-in (dry run): $tool not checked"
+"$@"; r=$?
+echo "========= ERROR SUMMARY: 0 errors (stand-in, nothing checked)"
+exit $r
+SH
+    chmod +x "$out/bin/compute-sanitizer"
+    export PATH="$out/bin:$PATH" RL_SANITIZER_TOOLS=${RL_SANITIZER_TOOLS:-memcheck}
 fi
 echo "gpu_dryrun: $BUILD in $run_in, $PYTHON (torch's side: ${RL_BENCH_GPU_TORCH_PYTHON:-$PYTHON}), sections to $out/RESULTS.md, log $out/gpu_check.log"
 t0=$(date +%s)
