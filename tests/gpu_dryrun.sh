@@ -20,7 +20,9 @@
 # tracked file is never written. Afterwards the copy is checked: both
 # sections (bench-gpu, bench-gpu-e2e) there once, well formed and marked,
 # every line outside them as in docs/RESULTS.md, and no Python traceback
-# in the log (OUT/gpu_check.log). Any size variable set by the caller wins.
+# in the log (OUT/gpu_check.log). Then tests/gpu_dryrun_configs.py puts the
+# jobs of bench_gpu_rl.py and bench_gpu_e2e.py at their device sizes through
+# `rl-driver --check`. Any size variable set by the caller wins.
 # Exits 0 when all of it passed, 1 otherwise. About 4 minutes on 2 cores.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -102,6 +104,9 @@ t0=$(date +%s)
 (cd "$run_in" && tests/gpu_check.sh) 2>&1 | tee "$out/gpu_check.log"
 rc=${PIPESTATUS[0]}
 echo "gpu_dryrun: gpu_check.sh: exit $rc in $(( $(date +%s) - t0 )) s"
+# the e2e and RL benches' jobs at the device's sizes (shrunk above): rl-driver --check
+(cd "$run_in" && "$PYTHON" tests/gpu_dryrun_configs.py) 2>&1 | tee -a "$out/gpu_check.log"
+[ "${PIPESTATUS[0]}" = 0 ] || rc=1
 # the copy: the two sections once each, marked, and nothing else changed
 "$PYTHON" - docs/RESULTS.md "$out/RESULTS.md" "$out/gpu_check.log" <<'PY' || rc=1
 import sys
