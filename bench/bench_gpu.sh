@@ -52,6 +52,9 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0)
 # RL_GPU_DRYRUN=1 (tests/gpu_dryrun.sh): a dry run on the host emulation
 # (make CUDA=emu) with tiny sizes, PyTorch on the CPU; its section says so
 dry=${RL_GPU_DRYRUN:-0}
+if [ "$dry" = 1 ] && [ "$(realpath -m "$res")" = "$(realpath -m "$here/../docs/RESULTS.md")" ]; then
+    echo "bench_gpu: a dry run writes to a copy of docs/RESULTS.md, never the file itself: set RL_BENCH_GPU_OUT"; exit 2
+fi
 if nvidia-smi -L >/dev/null 2>&1; then
     gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)
 elif [ "$dry" = 1 ]; then

@@ -172,6 +172,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.environ.get("RL_BENCH_GPU_OUT", os.path.join(ROOT, "docs", "RESULTS.md")))
     a = ap.parse_args()
+    if DRY and os.path.realpath(a.out) == os.path.realpath(os.path.join(ROOT, "docs", "RESULTS.md")):
+        print("bench_gpu_e2e: a dry run writes to a copy of docs/RESULTS.md, never the file itself: set --out "
+              "or RL_BENCH_GPU_OUT")
+        return 2
     if not os.path.exists(jobs.DRIVER):
         print("bench_gpu_e2e: skipped: %s not built" % jobs.DRIVER)
         return 77
