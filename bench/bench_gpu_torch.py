@@ -15,7 +15,10 @@ RL_BENCH_GPU_LAYERS (default 24), RL_BENCH_GPU_STEPS timed steps after two
 warm-up steps (default 5); generation: RL_BENCH_GPU_GEN_PROMPTS prompts of 32
 tokens × RL_BENCH_GPU_GEN_TOKENS new tokens (default 64 × 256), temperature 1,
 top-p 1, no stop token (every row runs to the end). RL_BENCH_GPU_COMPILE=0
-skips the compiled run (its compile takes a minute).
+skips the compiled run (its compile takes a minute). RL_BENCH_GPU_HIDDEN,
+_INTERMEDIATE, _VOCAB shrink the shape (as bench_gpu_train's: the dry run,
+tests/gpu_dryrun.sh, which also sets RL_BENCH_GPU_TORCH_DEVICE=cpu and
+RL_BENCH_GPU_ATTN=eager, Debian's torch 1.13 having no SDPA for transformers).
 
 Runs with the GPU machine's python3 (torch and transformers there).
 """
