@@ -225,7 +225,7 @@ done:
 /* Generation in precision `prec`: GEN_PROMPTS random prompts of 32 tokens,
  * GEN_TOKENS sampled tokens each (temperature 1, no top-p/top-k, no stop
  * token), the KV cache on the device and the sampler on the host, after a
- * warm-up of 8 tokens; prints tokens/s. 0, or 1 with the message printed. */
+ * warm-up of 8 tokens (fewer when GEN_TOKENS is); prints tokens/s. 0, or 1 with the message printed. */
 static int s_gen_arm(rl_device dev, rl_precision prec, int L, int prompts, int tokens)
 {
     const char *pn = rl_precision_name(prec);
@@ -255,7 +255,9 @@ static int s_gen_arm(rl_device dev, rl_precision prec, int L, int prompts, int t
     rl_lm_sampling sp;
     rl_lm_sampling_default(&sp);
     sp.seed = 2;
-    sp.max_new_tokens = 8;
+    /* out and the model's max_seq_len hold `tokens` new tokens: the warm-up
+     * never asks for more (the dry run's GEN_TOKENS is under 8) */
+    sp.max_new_tokens = tokens < 8 ? tokens : 8;
     if (rl_lm_generate(m, prompts, S_P, pr, plen, NULL, &sp, out, NULL, NULL, lens)) {
         fprintf(stderr, "bench_gpu_train: generate (%s, warm-up): %s\n", pn, rl_error_message());
         goto done;

@@ -47,7 +47,7 @@ export RL_GPU_CHECK_BUDGET_S=${RL_GPU_CHECK_BUDGET_S:-3600} RL_BENCH_GPU_E2E=${R
 # (hidden 112: 14 heads of 8), one layer, one timed step
 : "${RL_BENCH_GPU_B:=2}" "${RL_BENCH_GPU_T:=16}" "${RL_BENCH_GPU_LAYERS:=1}" "${RL_BENCH_GPU_STEPS:=1}"
 : "${RL_BENCH_GPU_HIDDEN:=112}" "${RL_BENCH_GPU_INTERMEDIATE:=224}" "${RL_BENCH_GPU_VOCAB:=512}"
-: "${RL_BENCH_GPU_GEN_PROMPTS:=2}" "${RL_BENCH_GPU_GEN_TOKENS:=4}" "${RL_BENCH_GPU_COMPILE:=0}"
+: "${RL_BENCH_GPU_GEN_PROMPTS:=2}" "${RL_BENCH_GPU_GEN_TOKENS:=10}" "${RL_BENCH_GPU_COMPILE:=0}"
 # PyTorch on the CPU; eager attention: transformers' SDPA wants torch >= 2.1.1, Debian's is 1.13
 : "${RL_BENCH_GPU_TORCH_DEVICE:=cpu}" "${RL_BENCH_GPU_ATTN:=eager}"
 # bench_gpu_rl.py, bench_gpu_weight_sync
