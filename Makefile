@@ -429,7 +429,7 @@ gpu-bundle: all tests benches
 # tests/gpu_dryrun.sh): the emulated build bundled as gpu-bundle bundles the
 # CUDA one (build-gpu-emu/, the same programs, lib.tar.gz and LIBERO subset),
 # then RL_GPU_DRYRUN=1 RL_GPU_BENCH=1 tests/gpu_check.sh on it with tiny
-# sizes, its sections into a copy of docs/RESULTS.md. About 4 minutes.
+# sizes, its sections into a copy of docs/RESULTS.md. About 2 minutes on 2 cores.
 gpu-dryrun: all tests benches
 	@deploy/gpu-bundle.sh $(BUILD) build-gpu-emu $(GPU_BUNDLE_PROGS)
 	@cp $(BUILD)/CUDA_EMU build-gpu-emu/

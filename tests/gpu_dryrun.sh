@@ -23,7 +23,7 @@
 # in the log (OUT/gpu_check.log). Then tests/gpu_dryrun_configs.py puts the
 # jobs of bench_gpu_rl.py and bench_gpu_e2e.py at their device sizes through
 # `rl-driver --check`. Any size variable set by the caller wins.
-# Exits 0 when all of it passed, 1 otherwise. About 4 minutes on 2 cores.
+# Exits 0 when all of it passed, 1 otherwise. About 2 minutes on 2 cores (the build and the bundle aside).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 export BUILD=${BUILD:-build-cuda-emu}
