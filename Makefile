@@ -433,7 +433,9 @@ gpu-bundle: all tests benches
 gpu-dryrun: all tests benches
 	@deploy/gpu-bundle.sh $(BUILD) build-gpu-emu $(GPU_BUNDLE_PROGS)
 	@cp $(BUILD)/CUDA_EMU build-gpu-emu/
-	@deploy/libero-subset.sh build/libero-data build-gpu-emu/libero-data $(GPU_LIBERO_TASKS)
+	@if [ -f build/libero-data/manifest.json ]; then \
+	    deploy/libero-subset.sh build/libero-data build-gpu-emu/libero-data $(GPU_LIBERO_TASKS); \
+	else echo "gpu-dryrun: no build/libero-data (make libero-data): the LIBERO jobs will skip"; fi
 	@BUILD=build-gpu-emu PYTHON=$(PYTHON) tests/gpu_dryrun.sh
 
 # rlrt's GPU engine against PyTorch on the same GPU (CUDA=1; bench/bench_gpu.sh)

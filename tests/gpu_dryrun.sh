@@ -32,7 +32,9 @@ for p in bench/bench_gpu_train bench/bench_gpu_weight_sync bin/rl-driver bin/rl-
     [ -x "$BUILD/$p" ] || { echo "gpu_dryrun: $BUILD/$p not built (make CUDA=emu BUILD=$BUILD all tests benches)"; exit 1; }
 done
 out=${RL_GPU_DRYRUN_OUT:-$(mktemp -d /tmp/rlrt-gpu-dryrun-XXXXXX)}
-mkdir -p "$out"
+mkdir -p "$out" "$out/tmp"
+# the benches' work folders (mkdtemp; they keep them) under OUT, removed after a pass
+export TMPDIR=$(cd "$out" && pwd)/tmp
 cp docs/RESULTS.md "$out/RESULTS.md"
 export PYTHON=${PYTHON:-/usr/bin/python3}
 # PyTorch's side needs transformers: the reference venv has it (over
@@ -166,5 +168,7 @@ print("gpu_dryrun: RESULTS.md copy: %s" % ("FAILED" if bad else
       "both sections there, marked DRY RUN, tables well formed, the rest as docs/RESULTS.md"))
 sys.exit(1 if bad else 0)
 PY
-echo "gpu_dryrun: $([ $rc = 0 ] && echo passed || echo FAILED) in $(( $(date +%s) - t0 )) s (sections: $out/RESULTS.md)"
+# kept after a failure (the jobs' folders, the staged tree); RL_GPU_DRYRUN_KEEP=1 keeps them always
+[ $rc = 0 ] && [ "${RL_GPU_DRYRUN_KEEP:-0}" != 1 ] && rm -rf "$out/tmp" "$out/tree"
+echo "gpu_dryrun: $([ $rc = 0 ] && echo passed || echo FAILED) in $(( $(date +%s) - t0 )) s (sections: $out/RESULTS.md, log: $out/gpu_check.log)"
 exit $rc
