@@ -11,6 +11,8 @@
 #   make test-gpu-race        the kernel tests under ThreadSanitizer on that emulation (racecheck on the host)
 #   make CUDA=1 gpu-bundle    build-gpu/: the GPU tests, bench and their libraries, for a GPU machine
 #   make CUDA=1 bench-gpu     the GPU engine against PyTorch on the same GPU (needs a GPU)
+#   make CUDA=emu gpu-dryrun  the device run (gpu-bundle + RL_GPU_BENCH=1 tests/gpu_check.sh) as a
+#                             dry run on the host emulation, tiny sizes (tests/gpu_dryrun.sh)
 #   make golden               regenerate tests/golden with /usr/bin/python3 + torch
 #   make config-doc           docs/CONFIG.md from the config schemas (common/schema/)
 #   make venv-ref             build/venv-ref: the PyPI packages the references need
@@ -181,7 +183,7 @@ FUZZ_REPLAY_A   := $(BUILD)/lib/librlrt_fuzz_replay.a
 BENCH_SRC  := $(sort $(wildcard bench/bench_*.c))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all lib bins tests benches test test-setup test-gpu emu-tests test-gpu-race gpu-bundle bench-gpu run deps golden fuzz install clean venv-ref config-doc \
+.PHONY: all lib bins tests benches test test-setup test-gpu emu-tests test-gpu-race gpu-bundle gpu-dryrun bench-gpu run deps golden fuzz install clean venv-ref config-doc \
         venv-deploy venv-data fuzz-ci venv-hpsv3 libero-data mujoco
 .SECONDARY:
 .DELETE_ON_ERROR:
@@ -426,9 +428,11 @@ test-gpu-race:
 	@tests/cuda_emu/race_check.sh build-cuda-emu-tsan
 # what tests/run.sh runs on the host emulation (make CUDA=emu)
 emu-tests: lib bins $(addprefix $(BUILD)/tests/,$(GPU_TESTS)) $(BUILD)/tests/emu_selftest
+# the programs tests/gpu_check.sh and bench/bench_gpu.sh run from the bundle
+GPU_BUNDLE_PROGS := $(addprefix tests/,$(GPU_TESTS)) bench/bench_gpu_train bench/bench_gpu_weight_sync \
+    bin/rl-driver bin/rl-worker
 gpu-bundle: all tests benches
-	@deploy/gpu-bundle.sh $(BUILD) build-gpu $(addprefix tests/,$(GPU_TESTS)) bench/bench_gpu_train bench/bench_gpu_weight_sync \
-	    bin/rl-driver bin/rl-worker
+	@deploy/gpu-bundle.sh $(BUILD) build-gpu $(GPU_BUNDLE_PROGS)
 	@if [ -f build/libero-data/manifest.json ]; then \
 	    deploy/libero-subset.sh build/libero-data build-gpu/libero-data $(GPU_LIBERO_TASKS); \
 	else echo "gpu-bundle: no build/libero-data (make libero-data): gpu_jobs.py's LIBERO job will skip"; fi
@@ -436,6 +440,19 @@ gpu-bundle: all tests benches
 	    tkb=$$(git ls-files -z 2>/dev/null | du -ck --files0-from=- 2>/dev/null | tail -1 | cut -f1); \
 	    echo "gpu-bundle: build-gpu: $$((kb / 1024)) MiB, with the tracked files $$(((kb + $${tkb:-0}) / 1024)) MiB to carry"; \
 	    [ $$((kb + $${tkb:-0})) -le $$((62 * 1024)) ] || { echo "gpu-bundle: build-gpu and the tracked files are over 62 MiB (the device tool carries 64)" >&2; exit 1; }
+
+# The device run as a dry run on the host emulation (CUDA=emu;
+# tests/gpu_dryrun.sh): the emulated build bundled as gpu-bundle bundles the
+# CUDA one (build-gpu-emu/, the same programs, lib.tar.gz and LIBERO subset),
+# then RL_GPU_DRYRUN=1 RL_GPU_BENCH=1 tests/gpu_check.sh on it with tiny
+# sizes, its sections into a copy of docs/RESULTS.md. About 2 minutes on 2 cores.
+gpu-dryrun: all tests benches
+	@deploy/gpu-bundle.sh $(BUILD) build-gpu-emu $(GPU_BUNDLE_PROGS)
+	@cp $(BUILD)/CUDA_EMU build-gpu-emu/
+	@if [ -f build/libero-data/manifest.json ]; then \
+	    deploy/libero-subset.sh build/libero-data build-gpu-emu/libero-data $(GPU_LIBERO_TASKS); \
+	else echo "gpu-dryrun: no build/libero-data (make libero-data): the LIBERO jobs will skip"; fi
+	@BUILD=build-gpu-emu PYTHON=$(PYTHON) tests/gpu_dryrun.sh
 
 # rlrt's GPU engine against PyTorch on the same GPU (CUDA=1; bench/bench_gpu.sh)
 bench-gpu: benches

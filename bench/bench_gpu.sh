@@ -33,11 +33,14 @@
 # its driver and the date. On the GPU machine run it from the bundle:
 #   BUILD=build-gpu PYTHON=python3 RL_BENCH_GPU_OUT=$OUT/RESULTS.md bench/bench_gpu.sh
 # Sizes: the RL_BENCH_GPU_* variables of both programs (B, T, LAYERS, STEPS,
-# GEN_PROMPTS, GEN_TOKENS, COMPILE). Exits 77 without a GPU.
+# GEN_PROMPTS, GEN_TOKENS, COMPILE; HIDDEN, INTERMEDIATE, VOCAB shrink the
+# shape). RL_GPU_DRYRUN=1: a dry run on the host emulation (tests/gpu_dryrun.sh).
+# Exits 77 without a GPU.
 set -u
 BUILD=${BUILD:-build}
 PYTHON=${PYTHON:-python3}
-OUT=${RL_BENCH_GPU_OUT:-docs/RESULTS.md}
+# not OUT: the device tool exports OUT (its output folder)
+res=${RL_BENCH_GPU_OUT:-docs/RESULTS.md}
 PEAK_TFLOPS=${RL_BENCH_GPU_PEAK_TFLOPS:-989}
 # the bundle's libraries (deploy/gpu-bundle.sh), absolute: the jobs run in their own folders
 [ -f "$BUILD/lib.tar.gz" ] && [ ! -d "$BUILD/lib" ] && tar -xzf "$BUILD/lib.tar.gz" -C "$BUILD"
@@ -46,15 +49,25 @@ here=$(dirname "$0")
 val() { echo "$1" | sed -n "s/^bench: $2 = //p" | head -1; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.3f", a / b }'; }
 
-if ! nvidia-smi -L >/dev/null 2>&1; then
+# RL_GPU_DRYRUN=1 (tests/gpu_dryrun.sh): a dry run on the host emulation
+# (make CUDA=emu) with tiny sizes, PyTorch on the CPU; its section says so
+dry=${RL_GPU_DRYRUN:-0}
+if [ "$dry" = 1 ] && [ "$(realpath -m "$res")" = "$(realpath -m "$here/../docs/RESULTS.md")" ]; then
+    echo "bench_gpu: a dry run writes to a copy of docs/RESULTS.md, never the file itself: set RL_BENCH_GPU_OUT"; exit 2
+fi
+if nvidia-smi -L >/dev/null 2>&1; then
+    gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)
+elif [ "$dry" = 1 ]; then
+    gpu="host emulation (make CUDA=emu), no GPU"
+else
     echo "bench_gpu: skipped: no NVIDIA GPU (nvidia-smi -L failed)"; exit 77
 fi
-gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)
 echo "bench: gpu = $gpu"
 ours=$("$BUILD/bench/bench_gpu_train" 2>&1); rc=$?
 echo "$ours"
 [ $rc = 0 ] || echo "bench_gpu: bench_gpu_train failed (exit $rc)"
-torch=$("$PYTHON" "$here/bench_gpu_torch.py" 2>&1); trc=$?
+# RL_BENCH_GPU_TORCH_PYTHON: the Python with torch and transformers, when not PYTHON
+torch=$("${RL_BENCH_GPU_TORCH_PYTHON:-$PYTHON}" "$here/bench_gpu_torch.py" 2>&1); trc=$?
 echo "$torch" | grep "^bench:"
 [ $trc = 0 ] || { echo "bench_gpu: bench_gpu_torch.py failed (exit $trc):"; echo "$torch" | tail -5; }
 
@@ -79,9 +92,10 @@ gbest=${g16:-$g32}; gp=$([ -n "$g16" ] && echo bf16 || echo fp32)
 hfg=$(val "$torch" torch_gpu_gen_tokens_per_s)
 rgen=$(ratio "$gbest" "$hfg")
 echo "bench: gpu_gen_tokens_per_s_vs_hf = $rgen (rlrt $gp ${gbest:-failed} vs HF generate bf16 ${hfg:-failed} tokens/s)"
-rlb=""
+rlb=""; rrc=0
 if [ "${RL_BENCH_GPU_RL:-1}" != 0 ]; then
-    rlb=$(BUILD=$BUILD "$PYTHON" "$here/bench_gpu_rl.py" 2>&1) || { echo "bench_gpu: bench_gpu_rl.py failed:"; echo "$rlb" | tail -5; }
+    rlb=$(BUILD=$BUILD "$PYTHON" "$here/bench_gpu_rl.py" 2>&1); rrc=$?
+    [ $rrc = 0 ] || { echo "bench_gpu: bench_gpu_rl.py failed (exit $rrc):"; echo "$rlb" | tail -15; }
     echo "$rlb" | grep "^bench:"
 fi
 rstep=$(val "$rlb" gpu_rl_step_vs_cpu)
@@ -93,18 +107,19 @@ rlrow() { echo "$(val "$rlb" gpu_rl_${1}_s_cpu) / $(val "$rlb" gpu_rl_${1}_s_gpu
 section=$(mktemp)
 {
     echo "<!-- bench-gpu:begin -->"
-    echo "## GPU engine against PyTorch (\`make bench-gpu\`, bench/bench_gpu.sh)"
+    echo "## GPU engine against PyTorch (\`make bench-gpu\`, bench/bench_gpu.sh)$([ "$dry" = 1 ] && echo " — DRY RUN, not GPU figures")"
     echo
+    [ "$dry" = 1 ] && echo "**Dry run** (\`RL_GPU_DRYRUN=1\`, tests/gpu_dryrun.sh): a check that the device run's scripts work end to end, with tiny sizes, on $gpu, PyTorch on $(val "$torch" torch_gpu_name): none of these figures is a GPU's." && echo
     echo "Produced by \`make bench-gpu\` on $(date -u +%Y-%m-%d): $gpu; torch $(val "$torch" torch_version)."
-    echo "Model: the Qwen2.5-0.5B shape ($(val "$ours" rlrt_gpu_params) parameters, tied embeddings, random init); a step is forward, mean next-token NLL, backward and AdamW over ${RL_BENCH_GPU_B:-8} × ${RL_BENCH_GPU_T:-1024} tokens, ${RL_BENCH_GPU_STEPS:-5} steps timed after 2 warm-up steps. PyTorch: transformers' Qwen2ForCausalLM (SDPA attention) with fused AdamW."
+    echo "Model: $([ "${RL_BENCH_GPU_HIDDEN:-896}/${RL_BENCH_GPU_INTERMEDIATE:-4864}/${RL_BENCH_GPU_VOCAB:-151936}" = 896/4864/151936 ] && echo "the Qwen2.5-0.5B shape" || echo "Qwen2.5-0.5B's layout shrunk to hidden ${RL_BENCH_GPU_HIDDEN:-896}, intermediate ${RL_BENCH_GPU_INTERMEDIATE:-4864}, vocab ${RL_BENCH_GPU_VOCAB:-151936}"), ${RL_BENCH_GPU_LAYERS:-24} layers ($(val "$ours" rlrt_gpu_params) parameters, tied embeddings, random init); a step is forward, mean next-token NLL, backward and AdamW over ${RL_BENCH_GPU_B:-8} × ${RL_BENCH_GPU_T:-1024} tokens, ${RL_BENCH_GPU_STEPS:-5} steps timed after 2 warm-up steps. PyTorch: transformers' Qwen2ForCausalLM ($([ "${RL_BENCH_GPU_ATTN:-sdpa}" = sdpa ] && echo SDPA || echo "${RL_BENCH_GPU_ATTN}") attention) with $([ "$(val "$torch" torch_gpu_name)" = cpu ] && echo "AdamW (on the CPU)" || echo "fused AdamW")."
     echo
     echo "| measure | value |"
     echo "|---|---|"
     echo "| rlrt fp32 (TF32 off) tokens/s; step s | ${o32:-failed}; $(val "$ours" rlrt_gpu_train_step_s_fp32) |"
     echo "| rlrt bf16 (model.precision bf16) tokens/s; step s | ${o16:-not run}; $(val "$ours" rlrt_gpu_train_step_s_bf16) |"
     echo "| rlrt bf16 with the fused flash attention (RL_CUDA_ATTENTION=flash) tokens/s; step s; ÷ the cuBLAS attention | $(val "$ours" rlrt_gpu_train_tokens_per_s_bf16_flash || true); $(val "$ours" rlrt_gpu_train_step_s_bf16_flash); **$(val "$ours" rlrt_gpu_train_flash_vs_cublas_bf16 | cut -d' ' -f1)** |"
-    echo "| rlrt bf16 step's longest kernel-table entries (one profiled step): cuBLAS attention; flash | $(val "$ours" rlrt_gpu_prof_bf16_top); $(val "$ours" rlrt_gpu_prof_bf16_flash_top) |"
-    echo "| attention alone (B × T, 14/2 heads, hd 64, forward + backward): cuBLAS ms; flash ms; speedup; largest difference | $(val "$ours" rlrt_gpu_attention_ms_cublas | cut -d' ' -f1); $(val "$ours" rlrt_gpu_attention_ms_flash); **$(val "$ours" rlrt_gpu_attention_flash_speedup | cut -d' ' -f1)**; $(val "$ours" rlrt_gpu_attention_flash_vs_cublas_maxdiff | cut -d' ' -f1) |"
+    echo "| rlrt bf16 step's longest kernel-table entries (one profiled step): cuBLAS attention — flash | $(val "$ours" rlrt_gpu_prof_bf16_top) — $(val "$ours" rlrt_gpu_prof_bf16_flash_top) |"
+    echo "| attention alone (B × T, 14/2 heads, hd $(( ${RL_BENCH_GPU_HIDDEN:-896} / 14 )), forward + backward): cuBLAS ms; flash ms; speedup; largest difference | $(val "$ours" rlrt_gpu_attention_ms_cublas | cut -d' ' -f1); $(val "$ours" rlrt_gpu_attention_ms_flash); **$(val "$ours" rlrt_gpu_attention_flash_speedup | cut -d' ' -f1)**; $(val "$ours" rlrt_gpu_attention_flash_vs_cublas_maxdiff | cut -d' ' -f1) |"
     echo "| torch fp32 (TF32 off) tokens/s; step s | ${t32:-failed}; $(val "$torch" torch_gpu_train_step_s_fp32) |"
     echo "| torch bf16 autocast tokens/s; torch.compile | ${t16:-failed}; ${tc:-not run} |"
     echo "| \`bench: gpu_train_tokens_per_s_vs_torch_fp32\` | **$r32** |"
@@ -114,17 +129,17 @@ section=$(mktemp)
     echo "| rlrt device memory at the end: params, grads, optim, activations, scratch; peak (GiB) | $(val "$ours" rlrt_gpu_mem_gib_params), $(val "$ours" rlrt_gpu_mem_gib_grads), $(val "$ours" rlrt_gpu_mem_gib_optim), $(val "$ours" rlrt_gpu_mem_gib_activations), $(val "$ours" rlrt_gpu_mem_gib_scratch); $(val "$ours" rlrt_gpu_mem_peak_gib) |"
     echo "| \`bench: gpu_gen_tokens_per_s_vs_hf\` (target ≥ 3; ${RL_BENCH_GPU_GEN_PROMPTS:-64} prompts × ${RL_BENCH_GPU_GEN_TOKENS:-256} sampled tokens) | **$rgen** (rlrt $gp ${gbest:-failed}, fp32 ${g32:-not run} tokens/s; HF generate bf16 ${hfg:-failed} tokens/s) |"
     if [ -n "$rstep" ]; then
-        echo "| \`bench: gpu_rl_step_vs_cpu\` (arith GRPO, $(val "$rlb" gpu_rl_model); CPU step ÷ GPU step, $(nproc) cores) | **$rstep** |"
+        echo "| \`bench: gpu_rl_step_vs_cpu\` (arith GRPO, $(val "$rlb" gpu_rl_model); CPU step ÷ GPU step, $(nproc) cores) | **$(echo "$rstep" | cut -d' ' -f1)** |"
         echo "| that job's step, gen, old_log_prob, update_actor, sync_weights: CPU / GPU (s) | $(rlrow step); $(rlrow gen); $(rlrow old_log_prob); $(rlrow update_actor); $(rlrow sync_weights) |"
     else
-        echo "| \`bench: gpu_rl_step_vs_cpu\` | not run |"
+        echo "| \`bench: gpu_rl_step_vs_cpu\` | $([ "${RL_BENCH_GPU_RL:-1}" = 0 ] && echo "not run (RL_BENCH_GPU_RL=0)" || { [ $rrc = 77 ] && echo "skipped: $(echo "$rlb" | tail -1)" || echo "failed (exit $rrc)"; }) |"
     fi
     echo "| \`bench: gpu_weight_sync_GBps_over_d2d\` (the 0.5B bf16 bytes, $(val "$wsync" gpu_weight_sync_bytes) B, actor → rollout over CUDA IPC ÷ cudaMemcpy device-to-device; target ≥ 0.8) | **$(val "$wsync" gpu_weight_sync_GBps_over_d2d)** ($(val "$wsync" gpu_weight_sync_GBps) GB/s against $(val "$wsync" gpu_weight_sync_d2d_GBps) GB/s) |"
-    echo "| \`bench: gpu_weight_sync_0p5b_s\` (median of 5 syncs; verl: 7B in 0.02 s on H20, its checkpoint engine) | **$(val "$wsync" gpu_weight_sync_0p5b_s)** s (cudaMemcpy: $(val "$wsync" gpu_weight_sync_d2d_s) s) |"
+    echo "| \`bench: gpu_weight_sync_0p5b_s\` (median of $(( ${RL_BENCH_IPC_VERSIONS:-6} - 1 )) syncs; verl: 7B in 0.02 s on H20, its checkpoint engine) | **$(val "$wsync" gpu_weight_sync_0p5b_s)** s (cudaMemcpy: $(val "$wsync" gpu_weight_sync_d2d_s) s) |"
     echo "<!-- bench-gpu:end -->"
 } >"$section"
-if [ -f "$OUT" ] && grep -q "<!-- bench-gpu:begin -->" "$OUT"; then
-    "$PYTHON" - "$OUT" "$section" <<'PY'
+if [ -f "$res" ] && grep -q "<!-- bench-gpu:begin -->" "$res"; then
+    "$PYTHON" - "$res" "$section" <<'PY'
 import sys
 res, sec = sys.argv[1], open(sys.argv[2]).read()
 text = open(res).read()
@@ -133,15 +148,16 @@ b = text.index("<!-- bench-gpu:end -->") + len("<!-- bench-gpu:end -->")
 open(res, "w").write(text[:a] + sec.rstrip("\n") + text[b:])
 PY
 else
-    { [ -f "$OUT" ] && echo; cat "$section"; } >>"$OUT"
+    { [ -f "$res" ] && echo; cat "$section"; } >>"$res"
 fi
 rm -f "$section"
-echo "bench_gpu: wrote the bench-gpu section of $OUT"
-# the end-to-end GPU jobs (issue 40): their own section of $OUT
+echo "bench_gpu: wrote the bench-gpu section of $res"
+# the end-to-end GPU jobs (issue 40): their own section of $res
 erc=0
 if [ "${RL_BENCH_GPU_E2E:-1}" != 0 ]; then
     t0=$(date +%s)
-    BUILD=$BUILD "$PYTHON" "$here/bench_gpu_e2e.py" --out "$OUT"; erc=$?
+    BUILD=$BUILD "$PYTHON" "$here/bench_gpu_e2e.py" --out "$res"; erc=$?
     echo "bench_gpu: bench_gpu_e2e.py: exit $erc, $(( $(date +%s) - t0 )) s"
 fi
-[ $rc = 0 ] && [ $trc = 0 ] && [ $wrc = 0 ] && [ $erc = 0 ]
+# bench_gpu_rl.py's skip (77: no rl-driver in BUILD) is not a failure
+[ $rc = 0 ] && [ $trc = 0 ] && { [ $rrc = 0 ] || [ $rrc = 77 ]; } && [ $wrc = 0 ] && [ $erc = 0 ]

@@ -3,9 +3,10 @@
 in one run (bench/bench_gpu.sh calls it with RL_GPU_BENCH=1; RL_BENCH_GPU_E2E=0
 leaves it out).
 
-Jobs that need no dataset (the GPU machine has neither Fashion-MNIST nor the
-LIBERO scenes: they are too big to carry): the arithmetic task is generated,
-the diffusion job starts from a random initialisation with the JPEG reward.
+Jobs that need no dataset of the GPU machine's (it has neither Fashion-MNIST
+nor LIBERO: too big to carry): the arithmetic task is generated, the
+diffusion job starts from a random initialisation with the JPEG reward, and
+the libero jobs run on the bundle's physics-only scenes of two tasks.
 On examples/cluster-gpu.yaml (actor and rollout on GPU 0, the rule-based
 reward on the CPU cores), in this order:
 
@@ -53,7 +54,12 @@ section of --out (between <!-- bench-gpu-e2e:begin --> and -end -->).
 Knobs: RL_BENCH_GPU_E2E_STEPS (RL steps a run, default 10), _SFT_STEPS (default
 150), _DIF_STEPS (default 4), _LIBERO_STEPS (default 5), _VAL_SIZE (default 128), _TIMEOUT (one run's
 limit, default 180 s: a run past it counts as failed), _DEVICE (cuda; cpu runs
-every arm on the CPU: a check of this script on a machine without a GPU).
+every arm on the CPU: a check of this script on a machine without a GPU),
+_OVERRIDES, _DIF_OVERRIDES, _LIBERO_OVERRIDES (config overrides, separated by
+spaces, added to the arithmetic runs, the diffusion runs, the libero runs:
+tiny models for a dry run). RL_GPU_DRYRUN=1 (tests/gpu_dryrun.sh): cuda is
+the host emulation of a `make CUDA=emu` build, and the section says it is a
+dry run.
 Needs BUILD's rl-driver (a `make CUDA=1` build for cuda); exits 77 naming what
 is missing. Standard library only.
 """
@@ -72,6 +78,7 @@ ROOT = jobs.ROOT
 PHASES = ["gen", "reward", "old_log_prob", "update_actor", "sync_weights"]
 LIBERO_PHASES = ["rollout", "annotate", "credit", "update_actor", "sync_weights"]
 TIMEOUT_S = int(os.environ.get("RL_BENCH_GPU_E2E_TIMEOUT", 180))  # one run's limit (s)
+DRY = os.environ.get("RL_GPU_DRYRUN") == "1"
 SKIP = 2  # steps left out of the means (start-up, the first round sent ahead)
 BEGIN, END = "<!-- bench-gpu-e2e:begin -->", "<!-- bench-gpu-e2e:end -->"
 
@@ -134,6 +141,17 @@ class Runs:
         return mean([r.get(key) for r in self.res.get(name, []) if r.get("step", 0) > 0])
 
 
+def extra(name):
+    """RL_BENCH_GPU_E2E_<name>: config overrides separated by spaces."""
+    return os.environ.get("RL_BENCH_GPU_E2E_" + name, "").split()
+
+
+def setting(args, key, default=None):
+    """The value the last `key=VALUE` of `args` gives, else `default`."""
+    vals = [a.split("=", 1)[1] for a in args if a.startswith(key + "=")]
+    return vals[-1] if vals else default
+
+
 def ratio(a, b):
     return None if a is None or b is None or b == 0 else a / b
 
@@ -154,11 +172,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.environ.get("RL_BENCH_GPU_OUT", os.path.join(ROOT, "docs", "RESULTS.md")))
     a = ap.parse_args()
+    if DRY and os.path.realpath(a.out) == os.path.realpath(os.path.join(ROOT, "docs", "RESULTS.md")):
+        print("bench_gpu_e2e: a dry run writes to a copy of docs/RESULTS.md, never the file itself: set --out "
+              "or RL_BENCH_GPU_OUT")
+        return 2
     if not os.path.exists(jobs.DRIVER):
         print("bench_gpu_e2e: skipped: %s not built" % jobs.DRIVER)
         return 77
     dev = os.environ.get("RL_BENCH_GPU_E2E_DEVICE", "cuda")
-    if dev == "cuda" and subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode:
+    # RL_GPU_DRYRUN=1 (tests/gpu_dryrun.sh): cuda is the host emulation of a make CUDA=emu build
+    if dev == "cuda" and os.environ.get("RL_GPU_DRYRUN") != "1" and \
+            subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode:
         print("bench_gpu_e2e: skipped: no NVIDIA GPU (nvidia-smi -L failed)")
         return 77
     steps, sft_steps = env_int("STEPS", 10), env_int("SFT_STEPS", 150)
@@ -173,9 +197,9 @@ def main():
     on = ["actor.device=" + dev, "rollout.device=" + dev]
     oncpu = ["actor.device=cpu", "rollout.device=cpu"]
     R.run("sft", "arith_sft.yaml", ["actor.device=" + dev, "trainer.total_steps=%d" % sft_steps,
-                                    "trainer.val_every=0", "data.val_size=%d" % val_size])
+                                    "trainer.val_every=0", "data.val_size=%d" % val_size] + extra("OVERRIDES"))
     grpo = ["model.init_from=runs/sft/final", "trainer.total_steps=%d" % steps, "trainer.val_every=%d" % steps,
-            "trainer.save_every=0", "data.val_size=%d" % val_size]
+            "trainer.save_every=0", "data.val_size=%d" % val_size] + extra("OVERRIDES")
     tis = ["algorithm.tis_imp_ratio_cap=2.0"]
     arms = [("sync", on + ["trainer.staleness=0"]),
             ("async", on + ["trainer.staleness=1"] + tis),
@@ -191,10 +215,14 @@ def main():
     dif = ["model.init_from=", "data.fid_model=", "reward.scorer_path=", "model.hidden_size=256",
            "model.num_layers=3", "trainer.val_every=0", "trainer.save_every=0",
            "trainer.total_steps=%d" % dif_steps, "data.train_batch_size=4", "rollout.n=8",
-           "actor.ppo_mini_batch_size=4", "rollout.num_steps=10"]
+           "actor.ppo_mini_batch_size=4", "rollout.num_steps=10"] + extra("DIF_OVERRIDES")
     R.run("dif", "dance_grpo_jpeg.yaml", dif + on)
     R.run("dif_cpu", "dance_grpo_jpeg.yaml", dif + oncpu)
     lib_steps = env_int("LIBERO_STEPS", 5)
+    lib = ["model.init_from=", "env.task_ids=0-1", "env.total_num_envs=16",
+           "env.max_episode_steps=60", "trainer.total_steps=%d" % lib_steps, "trainer.val_every=0",
+           "trainer.save_every=0", "eval.gif_episodes_per_task=0", "actor.ppo_mini_batch_size=32"] + \
+        extra("LIBERO_OVERRIDES")
     lib_data = None
     for d in (os.path.join(ROOT, os.environ.get("BUILD", "build"), "libero-data"), os.path.join(ROOT, "build", "libero-data")):
         if all(os.path.exists(os.path.join(d, "libero_object", "task_%02d" % t, "scene_phys.xml")) for t in (0, 1)) \
@@ -205,9 +233,7 @@ def main():
         print("bench_gpu_e2e: libero, libero_cpu: not run: no LIBERO-Object scenes of tasks 0-1 in BUILD/libero-data "
               "or build/libero-data (make libero-data; make CUDA=1 gpu-bundle carries them)")
     else:
-        lib = ["model.init_from=", "env.data_dir=" + lib_data, "env.task_ids=0-1", "env.total_num_envs=16",
-               "env.max_episode_steps=60", "trainer.total_steps=%d" % lib_steps, "trainer.val_every=0",
-               "trainer.save_every=0", "eval.gif_episodes_per_task=0", "actor.ppo_mini_batch_size=32"]
+        lib = ["env.data_dir=" + lib_data] + lib
         lcl = os.path.join(ROOT, "examples", "cluster-gpu-libero.yaml")
         R.run("libero", "libero_object_ppo.yaml", lib + on, cluster=lcl)
         R.run("libero_cpu", "libero_object_ppo.yaml", lib + oncpu, cluster=lcl)
@@ -255,15 +281,25 @@ def main():
 
     gpu = subprocess.run(["sh", "-c", "nvidia-smi --query-gpu=name,driver_version --format=csv,noheader"],
                          capture_output=True, text=True).stdout.strip().splitlines()
-    lines = ["## GPU jobs end to end (`RL_GPU_BENCH=1 tests/gpu_check.sh`, bench/bench_gpu_e2e.py)", ""]
+    if not gpu and DRY:
+        gpu = ["host emulation (make CUDA=emu), no GPU"]
+    lines = ["## GPU jobs end to end (`RL_GPU_BENCH=1 tests/gpu_check.sh`, bench/bench_gpu_e2e.py)%s"
+             % (" — DRY RUN, not GPU figures" if DRY else ""), ""]
+    if DRY:
+        lines += ["**Dry run** (`RL_GPU_DRYRUN=1`, tests/gpu_dryrun.sh): a check that the device run's scripts "
+                  "work end to end, with tiny sizes (overrides: %s; diffusion: %s; libero: %s), on %s: none of "
+                  "these figures is a GPU's." % (" ".join(extra("OVERRIDES")) or "none",
+                                                 " ".join(extra("DIF_OVERRIDES")) or "none",
+                                                 " ".join(extra("LIBERO_OVERRIDES")) or "none", gpu[0]), ""]
     lines.append("Produced on %s: %s, %d cores; device %s. Jobs without a dataset (the device machine has "
-                 "neither Fashion-MNIST nor the LIBERO scenes): the generated arithmetic task (`make run`'s "
+                 "neither Fashion-MNIST nor LIBERO's own data): the generated arithmetic task (`make run`'s "
                  "job, warm start %d SFT steps on the device, %d GRPO steps a run, %d validation rows) and "
-                 "diffusion GRPO of clip_flow (MLP trunk, hidden 256, 3 layers) from a random "
+                 "diffusion GRPO of clip_flow (MLP trunk, hidden %s, %s layers) from a random "
                  "initialisation with the JPEG reward (%d steps). Actor and rollout on GPU 0 "
                  "(examples/cluster-gpu.yaml), reward on the CPU cores; step means over steps %d.. ."
                  % (time.strftime("%Y-%m-%d", time.gmtime()), gpu[0] if gpu else "no GPU", os.cpu_count(),
-                    dev, sft_steps, steps, val_size, dif_steps, SKIP + 1))
+                    dev, sft_steps, steps, val_size, setting(dif, "model.hidden_size"),
+                    setting(dif, "model.num_layers"), dif_steps, SKIP + 1))
     lines += ["", "| run | s / step | " + " | ".join(PHASES) + " | final val/accuracy | wall s |",
               "|---" * (len(PHASES) + 4) + "|"]
     for n in names:
@@ -273,9 +309,11 @@ def main():
             continue
         lines.append("| %s | %s | %s | %s | %s |" % (n, fmt(step(n)), " | ".join(fmt(R.phase(n, k)) for k in PHASES),
                                                      fmt(acc.get(n)), fmt(R.wall.get(n), "%.1f")))
-    lines += ["", "libero_rl PPO (flow policy from a random initialisation, tasks 0-1, 16 envs of 60 steps, %d steps; "
+    lines += ["", "libero_rl PPO (flow policy from a random initialisation, tasks 0-1, %s envs of %s steps, %d steps; "
               "examples/cluster-gpu-libero.yaml: actor and rollout on GPU 0 for `libero`, on the CPU for "
-              "`libero_cpu`, the two env ranks on the CPU cores in both):" % env_int("LIBERO_STEPS", 5), "",
+              "`libero_cpu`, the two env ranks on the CPU cores in both; the physics-only scenes of "
+              "BUILD/libero-data):" % (setting(lib, "env.total_num_envs"), setting(lib, "env.max_episode_steps"),
+                                       lib_steps), "",
               "| run | s / step | " + " | ".join(LIBERO_PHASES) + " | wall s |", "|---" * (len(LIBERO_PHASES) + 3) + "|"]
     for n in ("libero", "libero_cpu"):
         if n not in R.wall:

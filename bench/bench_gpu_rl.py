@@ -9,8 +9,9 @@ on the CPU), the same seed. Prints `bench: <name> = <value>`:
   gpu_rl_step_s_cpu, gpu_rl_step_s_gpu   mean timing_s/step over the steps after the first
   gpu_rl_<phase>_s_cpu / _gpu            the same for gen, old_log_prob, update_actor, sync_weights
   gpu_rl_step_vs_cpu                     CPU step time ÷ GPU step time (> 1: the GPU is faster)
-Sizes: RL_BENCH_GPU_RL_HIDDEN, _LAYERS, _STEPS (default 4), _THREADS (the
-CPU run's OMP threads, default all cores). Needs BUILD's rl-driver built with
+Sizes: RL_BENCH_GPU_RL_HIDDEN, _LAYERS, _STEPS (default 4), _PROMPTS
+(default 16), _SAMPLES (default 8); the CPU run's threads: OMP_NUM_THREADS
+(default all cores). Needs BUILD's rl-driver built with
 CUDA=1 and a GPU; exits 77 naming what is missing.
 """
 import os
@@ -35,11 +36,14 @@ def main():
         print("bench_gpu_rl: skipped: %s not built" % jobs.DRIVER)
         return 77
     dev = os.environ.get("RL_BENCH_GPU_RL_DEVICE", "cuda")  # cpu: a check of this script
-    if dev == "cuda" and subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode:
+    # RL_GPU_DRYRUN=1 (tests/gpu_dryrun.sh): cuda is the host emulation of a make CUDA=emu build
+    if dev == "cuda" and os.environ.get("RL_GPU_DRYRUN") != "1" and \
+            subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode:
         print("bench_gpu_rl: skipped: no NVIDIA GPU (nvidia-smi -L failed)")
         return 77
     hidden, layers = env_int("RL_BENCH_GPU_RL_HIDDEN", 512), env_int("RL_BENCH_GPU_RL_LAYERS", 8)
     steps = env_int("RL_BENCH_GPU_RL_STEPS", 4)
+    prompts, samples = env_int("RL_BENCH_GPU_RL_PROMPTS", 16), env_int("RL_BENCH_GPU_RL_SAMPLES", 8)
     if steps < 2:
         print("bench_gpu_rl: RL_BENCH_GPU_RL_STEPS must be >= 2 (the first step is not timed)")
         return 2
@@ -56,7 +60,10 @@ def main():
     rl = base + ["--config", os.path.join(ROOT, "examples", "arith_grpo.yaml"),
                  "model.init_from=runs/init/final", "trainer.val_every=0", "trainer.save_every=0",
                  "algorithm.online_filtering=false", "trainer.total_steps=%d" % steps,
-                 "data.train_batch_size=16", "rollout.n=8"]
+                 "data.train_batch_size=%d" % prompts, "rollout.n=%d" % samples,
+]
+    if prompts % 8:  # the config's mini-batch of 8 prompts must divide the batch
+        rl.append("actor.ppo_mini_batch_size=%d" % prompts)
     res = {}
     for label, where in (("cpu", "cpu"), ("gpu", dev)):
         out = "runs/" + label
@@ -70,8 +77,8 @@ def main():
         res[label] = {k: sum(r.get("timing_s/" + k, 0.0) for r in rows) / len(rows)
                       for k in ["step"] + PHASES}
     cpu, gpu = res["cpu"], res["gpu"]
-    print("bench: gpu_rl_model = hidden %d, %d layers; 16 prompts x 8 samples, 48 tokens; %d steps, "
-          "the first untimed" % (hidden, layers, steps))
+    print("bench: gpu_rl_model = hidden %d, %d layers; %d prompts x %d samples, 48 tokens; %d steps, "
+          "the first untimed" % (hidden, layers, prompts, samples, steps))
     for k in ["step"] + PHASES:
         print("bench: gpu_rl_%s_s_cpu = %.4f" % (k, cpu[k]))
         print("bench: gpu_rl_%s_s_gpu = %.4f" % (k, gpu[k]))

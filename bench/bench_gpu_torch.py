@@ -15,7 +15,10 @@ RL_BENCH_GPU_LAYERS (default 24), RL_BENCH_GPU_STEPS timed steps after two
 warm-up steps (default 5); generation: RL_BENCH_GPU_GEN_PROMPTS prompts of 32
 tokens × RL_BENCH_GPU_GEN_TOKENS new tokens (default 64 × 256), temperature 1,
 top-p 1, no stop token (every row runs to the end). RL_BENCH_GPU_COMPILE=0
-skips the compiled run (its compile takes a minute).
+skips the compiled run (its compile takes a minute). RL_BENCH_GPU_HIDDEN,
+_INTERMEDIATE, _VOCAB shrink the shape (as bench_gpu_train's: the dry run,
+tests/gpu_dryrun.sh, which also sets RL_BENCH_GPU_TORCH_DEVICE=cpu and
+RL_BENCH_GPU_ATTN=eager, Debian's torch 1.13 having no SDPA for transformers).
 
 Runs with the GPU machine's python3 (torch and transformers there).
 """
@@ -37,8 +40,14 @@ STEPS = env_int("RL_BENCH_GPU_STEPS", 5)
 GEN_P = env_int("RL_BENCH_GPU_GEN_PROMPTS", 64)
 GEN_N = env_int("RL_BENCH_GPU_GEN_TOKENS", 256)
 COMPILE = env_int("RL_BENCH_GPU_COMPILE", 1)
-# cpu only for a smoke test of this script with tiny sizes on a machine without a GPU
-DEV = os.environ.get("RL_BENCH_GPU_DEVICE", "cuda")
+# the shape (Qwen2.5-0.5B's unless shrunk for a dry run, as bench_gpu_train.c's)
+HIDDEN = env_int("RL_BENCH_GPU_HIDDEN", 896)
+INTER = env_int("RL_BENCH_GPU_INTERMEDIATE", 4864)
+VOCAB = env_int("RL_BENCH_GPU_VOCAB", 151936)
+# cpu only for a smoke test of this script with tiny sizes on a machine
+# without a GPU (RL_BENCH_GPU_TORCH_DEVICE: this script's alone, so that the
+# dry run on the host emulation, tests/gpu_dryrun.sh, keeps bench_gpu_train on cuda)
+DEV = os.environ.get("RL_BENCH_GPU_TORCH_DEVICE") or os.environ.get("RL_BENCH_GPU_DEVICE", "cuda")
 
 
 def out(name, value):
@@ -53,8 +62,8 @@ def sync():
 def model(dtype=torch.float32):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    cfg = Qwen2Config(hidden_size=896, num_hidden_layers=LAYERS, num_attention_heads=14,
-                      num_key_value_heads=2, intermediate_size=4864, vocab_size=151936,
+    cfg = Qwen2Config(hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=14,
+                      num_key_value_heads=2, intermediate_size=INTER, vocab_size=VOCAB,
                       tie_word_embeddings=True, rope_theta=1e6, rms_norm_eps=1e-6,
                       max_position_embeddings=max(T, 32 + GEN_N), use_cache=True,
                       attn_implementation=os.environ.get("RL_BENCH_GPU_ATTN", "sdpa"))
@@ -67,7 +76,7 @@ def train(m, autocast, steps):
     opt = torch.optim.AdamW(m.parameters(), lr=1e-5, betas=(0.9, 0.999), eps=1e-8,
                             weight_decay=0.01, **kw)
     g = torch.Generator(device=DEV).manual_seed(1)
-    ids = torch.randint(0, 151936, (B, T), device=DEV, generator=g)
+    ids = torch.randint(0, VOCAB, (B, T), device=DEV, generator=g)
 
     def step():
         with torch.autocast(DEV, dtype=torch.bfloat16, enabled=autocast):
@@ -123,7 +132,7 @@ def main():
     # generation: bf16 weights, the KV cache, multinomial sampling
     m = model(torch.bfloat16).eval()
     g = torch.Generator(device=DEV).manual_seed(2)
-    prompts = torch.randint(0, 151936, (GEN_P, 32), device=DEV, generator=g)
+    prompts = torch.randint(0, VOCAB, (GEN_P, 32), device=DEV, generator=g)
     kw = dict(max_new_tokens=GEN_N, min_new_tokens=GEN_N, do_sample=True, temperature=1.0, top_p=1.0,
               top_k=0, pad_token_id=0, eos_token_id=None)
     with torch.no_grad():

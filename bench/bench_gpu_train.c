@@ -4,7 +4,8 @@
  *
  * Model: the Qwen2.5-0.5B shape (hidden 896, RL_BENCH_GPU_LAYERS layers
  * (default 24), 14 heads, 2 KV heads, intermediate 4864, vocab 151936, QKV
- * bias, tied embeddings, RoPE theta 1e6), random init, parameters,
+ * bias, tied embeddings, RoPE theta 1e6; RL_BENCH_GPU_HIDDEN, _INTERMEDIATE
+ * and _VOCAB shrink it for a dry run), random init, parameters,
  * gradients, AdamW moments and activations on the GPU (rl_lm_new(cfg,
  * RL_DEVICE_CUDA)), in each precision of RL_BENCH_GPU_PRECISION (fp32, bf16
  * or both, the default; one after the other, each with its own model):
@@ -67,6 +68,14 @@ static int s_env(const char *name, int dflt)
     return s && *s ? atoi(s) : dflt;
 }
 
+/* the model's shape: Qwen2.5-0.5B's unless RL_BENCH_GPU_HIDDEN,
+ * RL_BENCH_GPU_INTERMEDIATE or RL_BENCH_GPU_VOCAB say otherwise (tiny
+ * sizes for a dry run on the host emulation, tests/gpu_dryrun.sh); 14
+ * heads over 2 KV heads always, so the head is hidden / 14 */
+static struct {
+    int hidden, inter, vocab;
+} s_shape = {896, 4864, 151936};
+
 typedef struct {
     double scale; /* 1 / the number of predicted tokens of the whole batch */
     int T;
@@ -96,8 +105,9 @@ static int s_arm(rl_device dev, rl_precision prec, const char *tag, int B, int T
 {
     char pn[48];
     snprintf(pn, sizeof pn, "%s%s", rl_precision_name(prec), tag);
-    rl_lm_config c = {.vocab_size = 151936, .hidden_size = 896, .intermediate_size = 4864,
-                      .num_layers = L, .num_heads = 14, .num_kv_heads = 2, .max_seq_len = T,
+    rl_lm_config c = {.vocab_size = s_shape.vocab, .hidden_size = s_shape.hidden,
+                      .intermediate_size = s_shape.inter, .num_layers = L, .num_heads = 14,
+                      .num_kv_heads = 2, .max_seq_len = T,
                       .rope_theta = 1e6f, .rms_norm_eps = 1e-6f, .tie_word_embeddings = 1,
                       .qkv_bias = 1, .value_head = 0, .bos_token_id = -1, .eos_token_id = -1,
                       .pad_token_id = -1};
@@ -215,13 +225,14 @@ done:
 /* Generation in precision `prec`: GEN_PROMPTS random prompts of 32 tokens,
  * GEN_TOKENS sampled tokens each (temperature 1, no top-p/top-k, no stop
  * token), the KV cache on the device and the sampler on the host, after a
- * warm-up of 8 tokens; prints tokens/s. 0, or 1 with the message printed. */
+ * warm-up of 8 tokens (fewer when GEN_TOKENS is); prints tokens/s. 0, or 1 with the message printed. */
 static int s_gen_arm(rl_device dev, rl_precision prec, int L, int prompts, int tokens)
 {
     const char *pn = rl_precision_name(prec);
     enum { S_P = 32 };
-    rl_lm_config c = {.vocab_size = 151936, .hidden_size = 896, .intermediate_size = 4864,
-                      .num_layers = L, .num_heads = 14, .num_kv_heads = 2, .max_seq_len = S_P + tokens,
+    rl_lm_config c = {.vocab_size = s_shape.vocab, .hidden_size = s_shape.hidden,
+                      .intermediate_size = s_shape.inter, .num_layers = L, .num_heads = 14,
+                      .num_kv_heads = 2, .max_seq_len = S_P + tokens,
                       .rope_theta = 1e6f, .rms_norm_eps = 1e-6f, .tie_word_embeddings = 1,
                       .qkv_bias = 1, .value_head = 0, .bos_token_id = -1, .eos_token_id = -1,
                       .pad_token_id = -1};
@@ -244,7 +255,9 @@ static int s_gen_arm(rl_device dev, rl_precision prec, int L, int prompts, int t
     rl_lm_sampling sp;
     rl_lm_sampling_default(&sp);
     sp.seed = 2;
-    sp.max_new_tokens = 8;
+    /* out and the model's max_seq_len hold `tokens` new tokens: the warm-up
+     * never asks for more (the dry run's GEN_TOKENS is under 8) */
+    sp.max_new_tokens = tokens < 8 ? tokens : 8;
     if (rl_lm_generate(m, prompts, S_P, pr, plen, NULL, &sp, out, NULL, NULL, lens)) {
         fprintf(stderr, "bench_gpu_train: generate (%s, warm-up): %s\n", pn, rl_error_message());
         goto done;
@@ -272,7 +285,7 @@ done:
 }
 
 /* The attention pair alone at the bench's shape (B × T, 14 heads over 2 kv
- * heads, head 64, no mask), forward then backward, on each CUDA path
+ * heads, head hidden / 14 = 64, no mask), forward then backward, on each CUDA path
  * (RL_CUDA_ATTENTION=cublas, then flash): 1 warm-up and `reps` timed,
  * ms per pair; the two paths' outputs and gradients compared (largest
  * absolute difference). Prints rlrt_gpu_attention_ms_<path> and the ratio
@@ -280,7 +293,7 @@ done:
 static int s_attention_arm(rl_device dev, int B, int T, int reps)
 {
     const rl_nn_ops *o = rl_nn_ops_get(dev);
-    const int H = 14, KH = 2, hd = 64;
+    const int H = 14, KH = 2, hd = s_shape.hidden / 14;
     size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KH * hd, nl = (size_t)B * H * T;
     size_t sz[9] = {nq, nk, nk, nq, nq, nl, nq, nk, nk}; /* q k v dout out lse dq dk dv */
     float *d[9] = {0}, *h = malloc(sizeof(float) * nq), *keep[2][5] = {{0}};
@@ -354,11 +367,17 @@ done:
 
 int main(void)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each figure out as soon as it is known */
     const int B = s_env("RL_BENCH_GPU_B", 8), T = s_env("RL_BENCH_GPU_T", 1024);
     const int L = s_env("RL_BENCH_GPU_LAYERS", 24), steps = s_env("RL_BENCH_GPU_STEPS", 5);
     const int micro = s_env("RL_BENCH_GPU_MICRO", 0);
-    if (B < 1 || T < 2 || L < 1 || steps < 1) {
-        fprintf(stderr, "bench_gpu_train: bad sizes B=%d T=%d layers=%d steps=%d\n", B, T, L, steps);
+    s_shape.hidden = s_env("RL_BENCH_GPU_HIDDEN", 896);
+    s_shape.inter = s_env("RL_BENCH_GPU_INTERMEDIATE", 4864);
+    s_shape.vocab = s_env("RL_BENCH_GPU_VOCAB", 151936);
+    if (B < 1 || T < 2 || L < 1 || steps < 1 || s_shape.hidden < 14 || s_shape.hidden % 14 ||
+        s_shape.inter < 1 || s_shape.vocab < 2) {
+        fprintf(stderr, "bench_gpu_train: bad sizes B=%d T=%d layers=%d steps=%d hidden=%d (a multiple of 14) "
+                "intermediate=%d vocab=%d\n", B, T, L, steps, s_shape.hidden, s_shape.inter, s_shape.vocab);
         return 2;
     }
     const char *pname = getenv("RL_BENCH_GPU_PRECISION");
