@@ -13,6 +13,7 @@
 
 #include "common/core/rng.h"
 #include "common/nn/engine/optim.h"
+#include "common/nn/models/clip_flow.h"
 #include "common/nn/models/model_device.h"
 #include "rlrt/config.h"
 #include "rlrt/error.h"
@@ -202,4 +203,40 @@ void rl_parity_train(rl_device dev, rl_model *cpu, rl_model *gpu, const rl_datap
     free(h);
     rl_adamw_free(optc);
     rl_adamw_free(optg);
+}
+
+void rl_parity_clip_flow_sample(rl_device dev, rl_model *cpu, rl_model *gpu, rl_dataproto *(*make_in)(void),
+                                int B, int N, int64_t mb, const char *what)
+{
+    for (int greedy = 1; greedy >= 0; greedy--) {
+        print_message("%s sample (%s)\n", what, greedy ? "ODE" : "SDE");
+        rl_dataproto *in = make_in(), *oc = NULL, *og = NULL;
+        rl_model_sampling sp = {.greedy = greedy, .num_steps = N, .noise_level = 0.7, .shift = 3.0};
+        assert_int_equal(rl_model_sample(cpu, in, &sp, &oc), 0);
+        if (rl_model_sample(gpu, in, &sp, &og))
+            fail_msg("%s", rl_error_message());
+        rl_parity_cmp_out(og, oc, RL_CF_LATENTS, 1e-4, 1e-4);
+        rl_parity_cmp_out(og, oc, RL_CF_FINAL_MEAN, 1e-4, 1e-4);
+        rl_parity_cmp_out(og, oc, RL_CF_SIGMAS, 0, 0);
+        rl_parity_cmp_out(og, oc, RL_CF_NOISE_LEVEL, 0, 0);
+        rl_parity_cmp_out(og, oc, RL_CF_SAMPLE_LOGP, 1e-3, 1e-3);
+        if (!greedy) { /* its chain re-scored on a subset of steps */
+            rl_dataproto *lb = rl_dataproto_new();
+            rl_parity_copy_tensor(lb, in, RL_CF_PROMPT_IDS);
+            rl_parity_copy_tensor(lb, oc, RL_CF_LATENTS);
+            rl_parity_copy_tensor(lb, oc, RL_CF_SIGMAS);
+            rl_parity_copy_tensor(lb, oc, RL_CF_NOISE_LEVEL);
+            float *mask = rl_tensor_data(rl_parity_new(lb, RL_CF_STEP_MASK, RL_F32, 2, (int64_t[]){B, N}));
+            for (int i = 0; i < B * N; i++)
+                mask[i] = (i % 4) != 2;
+            static const char *const names[] = {"logp", NULL};
+            char label[160];
+            snprintf(label, sizeof label, "%s: SDE chain log-probs (micro-batch %lld)", what, (long long)mb);
+            rl_parity_train(dev, cpu, gpu, lb, RL_Q_BIT(RL_Q_LOGP), mb, names, label);
+            rl_dataproto_free(lb);
+        }
+        rl_dataproto_free(in);
+        rl_dataproto_free(oc);
+        rl_dataproto_free(og);
+    }
 }

@@ -40,4 +40,12 @@ void rl_parity_cmp_out(const rl_dataproto *gpu, const rl_dataproto *cpu, const c
 void rl_parity_train(rl_device dev, rl_model *cpu, rl_model *gpu, const rl_dataproto *in, unsigned want,
                      int64_t mb, const char *const *names, const char *what);
 
+/* clip_flow's sampling on `dev` against the CPU from the same input
+ * (make_in() per pass, B rows of N steps), the ODE then the SDE: latents,
+ * final means, grids, noise levels (exact) and log-probs; the SDE chain then
+ * re-scored on a subset of its steps through rl_parity_train (micro-batch
+ * mb). `what` names the model in the messages. */
+void rl_parity_clip_flow_sample(rl_device dev, rl_model *cpu, rl_model *gpu, rl_dataproto *(*make_in)(void),
+                                int B, int N, int64_t mb, const char *what);
+
 #endif

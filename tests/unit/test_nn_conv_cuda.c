@@ -354,36 +354,7 @@ static void test_clip_flow_conv_on_cuda(void **state)
     if (rl_model_to_device(gpu, S_DEV))
         fail_msg("%s", rl_error_message());
     assert_int_equal(rl_model_device(gpu), S_DEV);
-    for (int greedy = 1; greedy >= 0; greedy--) {
-        print_message("clip_flow conv sample (%s, guidance 1.5)\n", greedy ? "ODE" : "SDE");
-        rl_dataproto *in = s_cfc_sample_in(), *oc = NULL, *og = NULL;
-        rl_model_sampling sp = {.greedy = greedy, .num_steps = CC_N, .noise_level = 0.7, .shift = 3.0};
-        assert_int_equal(rl_model_sample(cpu, in, &sp, &oc), 0);
-        if (rl_model_sample(gpu, in, &sp, &og))
-            fail_msg("%s", rl_error_message());
-        rl_parity_cmp_out(og, oc, RL_CF_LATENTS, 1e-4, 1e-4);
-        rl_parity_cmp_out(og, oc, RL_CF_FINAL_MEAN, 1e-4, 1e-4);
-        rl_parity_cmp_out(og, oc, RL_CF_SIGMAS, 0, 0);
-        rl_parity_cmp_out(og, oc, RL_CF_NOISE_LEVEL, 0, 0);
-        rl_parity_cmp_out(og, oc, RL_CF_SAMPLE_LOGP, 1e-3, 1e-3);
-        if (!greedy) { /* its chain re-scored on a subset of steps */
-            rl_dataproto *lb = rl_dataproto_new();
-            rl_parity_copy_tensor(lb, in, RL_CF_PROMPT_IDS);
-            rl_parity_copy_tensor(lb, oc, RL_CF_LATENTS);
-            rl_parity_copy_tensor(lb, oc, RL_CF_SIGMAS);
-            rl_parity_copy_tensor(lb, oc, RL_CF_NOISE_LEVEL);
-            float *mask = rl_tensor_data(rl_parity_new(lb, RL_CF_STEP_MASK, RL_F32, 2, (int64_t[]){CC_B, CC_N}));
-            for (int i = 0; i < CC_B * CC_N; i++)
-                mask[i] = (i % 4) != 2;
-            static const char *const names[] = {"logp", NULL};
-            rl_parity_train(S_DEV, cpu, gpu, lb, RL_Q_BIT(RL_Q_LOGP), 2, names,
-                           "clip_flow conv: SDE chain log-probs, guided (micro-batch 2)");
-            rl_dataproto_free(lb);
-        }
-        rl_dataproto_free(in);
-        rl_dataproto_free(oc);
-        rl_dataproto_free(og);
-    }
+    rl_parity_clip_flow_sample(S_DEV, cpu, gpu, s_cfc_sample_in, CC_B, CC_N, 2, "clip_flow conv, guidance 1.5");
     rl_model_free(cpu);
     rl_model_free(gpu);
 

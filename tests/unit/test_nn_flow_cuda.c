@@ -375,35 +375,7 @@ static void test_clip_flow_on_cuda(void **state)
     rl_model *cpu = rl_parity_build(s_cf_yaml, 5), *gpu = rl_parity_build(s_cf_yaml, 5);
     if (rl_model_to_device(gpu, S_DEV))
         fail_msg("%s", rl_error_message());
-    for (int greedy = 1; greedy >= 0; greedy--) {
-        print_message("clip_flow sample (%s)\n", greedy ? "ODE" : "SDE");
-        rl_dataproto *in = s_cf_sample_in(), *oc = NULL, *og = NULL;
-        rl_model_sampling sp = {.greedy = greedy, .num_steps = CF_N, .noise_level = 0.7, .shift = 3.0};
-        assert_int_equal(rl_model_sample(cpu, in, &sp, &oc), 0);
-        if (rl_model_sample(gpu, in, &sp, &og))
-            fail_msg("%s", rl_error_message());
-        rl_parity_cmp_out(og, oc, RL_CF_LATENTS, 1e-4, 1e-4);
-        rl_parity_cmp_out(og, oc, RL_CF_SIGMAS, 0, 0);
-        rl_parity_cmp_out(og, oc, RL_CF_NOISE_LEVEL, 0, 0);
-        rl_parity_cmp_out(og, oc, RL_CF_SAMPLE_LOGP, 1e-3, 1e-3);
-        if (!greedy) { /* its chain re-scored on a subset of steps */
-            rl_dataproto *lb = rl_dataproto_new();
-            rl_parity_copy_tensor(lb, in, RL_CF_PROMPT_IDS);
-            rl_parity_copy_tensor(lb, oc, RL_CF_LATENTS);
-            rl_parity_copy_tensor(lb, oc, RL_CF_SIGMAS);
-            rl_parity_copy_tensor(lb, oc, RL_CF_NOISE_LEVEL);
-            float *mask = rl_tensor_data(rl_parity_new(lb, RL_CF_STEP_MASK, RL_F32, 2, (int64_t[]){CF_B, CF_N}));
-            for (int i = 0; i < CF_B * CF_N; i++)
-                mask[i] = (i % 4) != 2;
-            static const char *const names[] = {"logp", NULL};
-            rl_parity_train(S_DEV, cpu, gpu, lb, RL_Q_BIT(RL_Q_LOGP), 4, names,
-                           "clip_flow: SDE chain log-probs (micro-batch 4)");
-            rl_dataproto_free(lb);
-        }
-        rl_dataproto_free(in);
-        rl_dataproto_free(oc);
-        rl_dataproto_free(og);
-    }
+    rl_parity_clip_flow_sample(S_DEV, cpu, gpu, s_cf_sample_in, CF_B, CF_N, 4, "clip_flow");
     rl_dataproto *fm = rl_dataproto_new();
     int32_t *ids = rl_tensor_data(rl_parity_new(fm, RL_CF_PROMPT_IDS, RL_I32, 1, (int64_t[]){CF_B}));
     rl_parity_fill(rl_tensor_data(rl_parity_new(fm, RL_CF_X_T, RL_F32, 2, (int64_t[]){CF_B, CF_D})), CF_B * CF_D, 71, 1.0f, 0.0f);
