@@ -41,6 +41,8 @@ Prints `bench: NAME = VALUE` (step means over the steps after the first two):
   gpu_partial_s2_partial_rows      mean async/partial_rows a step (rows holding tokens of two
                                    versions: 0 means no switch interrupted a generation)
   gpu_e2e_arith_step_vs_cpu        sync_cpu step ÷ sync step (> 1: the GPU job is faster)
+  gpu_e2e_val_acc_vs_cpu           final val/accuracy of sync − of sync_cpu (the same job and
+                                   seed on the CPU; issue 39: within noise, |Δ| ≤ 0.05)
   gpu_e2e_diffusion_step_vs_cpu    dif_cpu step ÷ dif step
   gpu_e2e_libero_step_vs_cpu       libero_cpu step ÷ libero step
   gpu_e2e_libero(_cpu)_<phase>_s   its step and phases (rollout: the env and policy
@@ -252,6 +254,7 @@ def main():
     d_part = None if acc_sync is None or acc["partial"] is None else acc["partial"] - acc_sync
     prows = R.mean_key("partial", "async/partial_rows")
     r_cpu = ratio(step("sync_cpu"), sync_s)
+    d_cpu = None if acc["sync"] is None or acc["sync_cpu"] is None else acc["sync"] - acc["sync_cpu"]
     r_dif = ratio(step("dif_cpu"), step("dif"))
     names = ["sync", "async", "partial", "async_2", "sync_2", "sync_bcast", "sync_cpu", "dif", "dif_cpu"]
     ws_ipc, ws_b = R.mean_key("sync", "perf/weight_sync_s"), R.mean_key("sync_bcast", "perf/weight_sync_s")
@@ -270,6 +273,8 @@ def main():
     print("bench: gpu_e2e_weight_sync_s_ipc = %s" % fmt(ws_ipc, "%.5f"))
     print("bench: gpu_e2e_weight_sync_s_bcast = %s" % fmt(ws_b, "%.5f"))
     print("bench: gpu_e2e_arith_step_vs_cpu = %s" % fmt(r_cpu))
+    print("bench: gpu_e2e_val_acc_vs_cpu = %s (final val/accuracy %s on the GPU, %s on the CPU)"
+          % (fmt(d_cpu, "%+.3f"), fmt(acc["sync"]), fmt(acc["sync_cpu"])))
     print("bench: gpu_e2e_diffusion_step_vs_cpu = %s" % fmt(r_dif))
     for n in ("libero", "libero_cpu"):
         for k in ["step"] + LIBERO_PHASES:
@@ -331,6 +336,8 @@ def main():
               "| `bench: gpu_partial_s2_step_time_ratio`; `_val_acc_delta`; rows a step with two versions "
               "| %s; %s; %s |" % (fmt(r_part), fmt(d_part, "%+.3f"), fmt(prows, "%.2f")),
               "| `bench: gpu_e2e_arith_step_vs_cpu` (CPU step ÷ GPU step, same cores) | **%s** |" % fmt(r_cpu),
+              "| `bench: gpu_e2e_val_acc_vs_cpu` (GPU − CPU final val/accuracy, same seed; within noise: "
+              "abs ≤ 0.05) | **%s** |" % fmt(d_cpu, "%+.3f"),
               "| `bench: gpu_e2e_diffusion_step_vs_cpu` | **%s** |" % fmt(r_dif),
               "| `bench: gpu_e2e_libero_step_vs_cpu` (libero_rl PPO, envs on the CPU in both) | **%s** |" % fmt(r_lib),
               "| weight syncs over CUDA IPC (sync run); GB/s | %s; %s |"
