@@ -443,7 +443,7 @@ gpu-bundle: all tests benches
 
 # The device run as a dry run on the host emulation (CUDA=emu;
 # tests/gpu_dryrun.sh): the emulated build bundled as gpu-bundle bundles the
-# CUDA one (build-gpu-emu/, the same programs, lib.tar.gz and LIBERO subset),
+# CUDA one (build-gpu-emu/, the same programs and libraries in bundle.tar.gz, the LIBERO subset),
 # then RL_GPU_DRYRUN=1 RL_GPU_BENCH=1 tests/gpu_check.sh on it with tiny
 # sizes, its sections into a copy of docs/RESULTS.md. About 2 minutes on 2 cores.
 gpu-dryrun: all tests benches

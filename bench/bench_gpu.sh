@@ -43,7 +43,7 @@ PYTHON=${PYTHON:-python3}
 res=${RL_BENCH_GPU_OUT:-docs/RESULTS.md}
 PEAK_TFLOPS=${RL_BENCH_GPU_PEAK_TFLOPS:-989}
 # the bundle's libraries (deploy/gpu-bundle.sh), absolute: the jobs run in their own folders
-[ -f "$BUILD/lib.tar.gz" ] && [ ! -d "$BUILD/lib" ] && tar -xzf "$BUILD/lib.tar.gz" -C "$BUILD"
+[ -f "$BUILD/bundle.tar.gz" ] && [ ! -d "$BUILD/lib" ] && tar -xzf "$BUILD/bundle.tar.gz" -C "$BUILD"
 [ -d "$BUILD/lib" ] && export LD_LIBRARY_PATH="$(cd "$BUILD/lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 here=$(dirname "$0")
 val() { echo "$1" | sed -n "s/^bench: $2 = //p" | head -1; }

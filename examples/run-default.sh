@@ -76,7 +76,7 @@ case ${RL_RUN:-} in
 gpu | gpu-async | gpu-diffusion | gpu-libero)
     nvidia-smi -L >/dev/null 2>&1 || { echo "RL_RUN=$RL_RUN: no NVIDIA GPU (nvidia-smi -L failed)"; exit 1; }
     # a bundle of `make CUDA=1 gpu-bundle` brings its libraries (deploy/gpu-bundle.sh)
-    [ -f "$BUILD/lib.tar.gz" ] && [ ! -d "$BUILD/lib" ] && tar -xzf "$BUILD/lib.tar.gz" -C "$BUILD"
+    [ -f "$BUILD/bundle.tar.gz" ] && [ ! -d "$BUILD/lib" ] && tar -xzf "$BUILD/bundle.tar.gz" -C "$BUILD"
     [ -d "$BUILD/lib" ] && LD_LIBRARY_PATH="$(cd "$BUILD/lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" &&
         export LD_LIBRARY_PATH
     G="$BUILD/bin/rl-driver --cluster examples/cluster-gpu.yaml"

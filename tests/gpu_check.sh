@@ -75,8 +75,8 @@
 set -u
 BUILD=${BUILD:-build-cuda}
 # a bundle made by `make CUDA=1 gpu-bundle` brings the libraries the GPU
-# machine lacks (deploy/gpu-bundle.sh), packed in lib.tar.gz
-[ -f "$BUILD/lib.tar.gz" ] && [ ! -d "$BUILD/lib" ] && tar -xzf "$BUILD/lib.tar.gz" -C "$BUILD"
+# machine lacks (deploy/gpu-bundle.sh), packed in bundle.tar.gz
+[ -f "$BUILD/bundle.tar.gz" ] && [ ! -d "$BUILD/lib" ] && tar -xzf "$BUILD/bundle.tar.gz" -C "$BUILD"
 [ -d "$BUILD/lib" ] && export LD_LIBRARY_PATH="$(cd "$BUILD/lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # NCCL is dlopen()ed (collective_nccl.h), never bundled: on the GPU machine it
 # comes from PyTorch's PyPI wheel nvidia-nccl-cu13

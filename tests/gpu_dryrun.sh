@@ -28,8 +28,11 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 export BUILD=${BUILD:-build-cuda-emu}
 [ -f "$BUILD/CUDA_EMU" ] || { echo "gpu_dryrun: $BUILD is not a make CUDA=emu build (make CUDA=emu BUILD=$BUILD all tests benches)"; exit 1; }
+packed=
+[ -f "$BUILD/bundle.tar.gz" ] && packed=$(tar -tzf "$BUILD/bundle.tar.gz")
 for p in bench/bench_gpu_train bench/bench_gpu_weight_sync bin/rl-driver bin/rl-worker; do
-    [ -x "$BUILD/$p" ] || { echo "gpu_dryrun: $BUILD/$p not built (make CUDA=emu BUILD=$BUILD all tests benches)"; exit 1; }
+    [ -x "$BUILD/$p" ] || grep -qx "$p" <<<"$packed" ||
+        { echo "gpu_dryrun: $BUILD/$p not built (make CUDA=emu BUILD=$BUILD all tests benches)"; exit 1; }
 done
 out=${RL_GPU_DRYRUN_OUT:-$(mktemp -d /tmp/rlrt-gpu-dryrun-XXXXXX)}
 mkdir -p "$out" "$out/tmp"
@@ -63,18 +66,19 @@ export RL_GPU_CHECK_BUDGET_S=${RL_GPU_CHECK_BUDGET_S:-3600} RL_BENCH_GPU_E2E=${R
 : "${RL_BENCH_GPU_E2E_DIF_OVERRIDES:=model.hidden_size=64 model.num_layers=1 data.train_batch_size=2 rollout.n=4 actor.ppo_mini_batch_size=2 rollout.num_steps=4}"
 : "${RL_BENCH_GPU_E2E_LIBERO_OVERRIDES:=env.total_num_envs=4 env.max_episode_steps=20 actor.ppo_mini_batch_size=8}"
 export "${!RL_BENCH_GPU_@}" "${!RL_BENCH_IPC_@}"
-# A bundle (lib.tar.gz: `make CUDA=emu gpu-dryrun` makes build-gpu-emu as
+# A bundle (bundle.tar.gz: `make CUDA=emu gpu-dryrun` makes build-gpu-emu as
 # gpu-bundle makes build-gpu) runs as the device gets it: in a copy of what the
 # device tool carries, the tracked and untracked-but-not-ignored files and the
 # bundle, so a file read from build/ or any other ignored path fails here too.
 run_in=.
-if [ -f "$BUILD/lib.tar.gz" ] && [ "${RL_GPU_DRYRUN_STAGE:-1}" = 1 ]; then
+if [ -f "$BUILD/bundle.tar.gz" ] && [ "${RL_GPU_DRYRUN_STAGE:-1}" = 1 ]; then
     run_in=$out/tree
     rm -rf "$run_in" && mkdir -p "$run_in"
     git ls-files -z -co --exclude-standard | xargs -0 cp --parents -t "$run_in" 2>/dev/null
     git ls-files -z -co --exclude-standard | (cd "$run_in" && xargs -0 ls -d >/dev/null) ||
         { echo "gpu_dryrun: copying the tree to $run_in failed"; exit 1; }
-    mkdir -p "$run_in/$(dirname "$BUILD")" && cp -r "$BUILD" "$run_in/$BUILD" && rm -rf "$run_in/$BUILD/lib"
+    mkdir -p "$run_in/$(dirname "$BUILD")" && cp -r "$BUILD" "$run_in/$BUILD" &&
+        (cd "$run_in/$BUILD" && rm -rf lib bin tests bench) # as packed: bundle.tar.gz alone
     # the Pythons by absolute paths (a venv's python must keep its own path)
     abs() { case $1 in */*) echo "$(cd "$(dirname "$1")" && pwd -P)/$(basename "$1")" ;; *) echo "$1" ;; esac; }
     [ -n "${RL_BENCH_GPU_TORCH_PYTHON:-}" ] && RL_BENCH_GPU_TORCH_PYTHON=$(abs "$RL_BENCH_GPU_TORCH_PYTHON")
