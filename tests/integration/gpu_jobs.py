@@ -365,35 +365,29 @@ def bf16_curve(work, cl):
           "%.4f (%.1e)" % (lb[0], lb[-1], lf[0], lf[-1], max(rel), mean_rel, max(win), tail_b, tail_f, tail))
 
 
+def with_cluster(job):
+    """job(work, cl) as a runner of one work folder: its cluster.yaml first."""
+    def run_one(work):
+        cl = os.path.join(work, "cluster.yaml")
+        cluster(cl)
+        job(work, cl)
+    return run_one
+
+
+# RL_GPU_JOBS_ONLY=K runs job K alone (9 also checks it on the CPU)
+ALONE = {"1c": with_cluster(bf16_curve),
+         "9": libero_ppo,
+         "10": with_cluster(lambda work, cl: diffusion_gpu_vs_cpu(work, cl, "difc", DIF_CONV, 2, DIF_CONV_LABEL))}
+
+
 def main():
-    if os.environ.get("RL_GPU_JOBS_ONLY") == "1c":  # job 1c alone
+    alone = ALONE.get(os.environ.get("RL_GPU_JOBS_ONLY", ""))
+    if alone:
         if not os.path.exists(DRIVER):
             skip("%s not built" % DRIVER)
-        work = tempfile.mkdtemp(prefix="rlrt-gpu-curve-")
+        work = tempfile.mkdtemp(prefix="rlrt-gpu-job-")
         try:
-            cl = os.path.join(work, "cluster.yaml")
-            cluster(cl)
-            bf16_curve(work, cl)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        return
-    if os.environ.get("RL_GPU_JOBS_ONLY") == "10":  # job 10 alone
-        if not os.path.exists(DRIVER):
-            skip("%s not built" % DRIVER)
-        work = tempfile.mkdtemp(prefix="rlrt-gpu-conv-")
-        try:
-            cl = os.path.join(work, "cluster.yaml")
-            cluster(cl)
-            diffusion_gpu_vs_cpu(work, cl, "difc", DIF_CONV, 2, DIF_CONV_LABEL)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        return
-    if os.environ.get("RL_GPU_JOBS_ONLY") == "9":  # job 9 alone (a check of it on the CPU)
-        if not os.path.exists(DRIVER):
-            skip("%s not built" % DRIVER)
-        work = tempfile.mkdtemp(prefix="rlrt-gpu-libero-")
-        try:
-            libero_ppo(work)
+            alone(work)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         return
