@@ -30,6 +30,37 @@ static int s_check(const char *fn, const void *px, int w, int h, int c)
 
 /* ---- JPEG -------------------------------------------------------------------------------- */
 
+double rl_image_ink(const uint8_t *px, size_t n)
+{
+    size_t hist[256] = {0};
+    for (size_t i = 0; i < n; i++)
+        hist[px[i]]++;
+    size_t want = (n + 9) / 10, got = 0;
+    double sum = 0;
+    for (int v = 255; v >= 0 && got < want; v--) { /* the brightest tenth, from the top */
+        size_t take = hist[v] < want - got ? hist[v] : want - got;
+        sum += (double)v * (double)take;
+        got += take;
+    }
+    return got ? sum / (double)got : 0;
+}
+
+void rl_image_match_ink(const uint8_t *px, size_t n, double ink, double max_gain, uint8_t *out,
+                        double *gain)
+{
+    double m = rl_image_ink(px, n), g = max_gain;
+    if (m > 0 && ink / m < max_gain)
+        g = ink / m;
+    if (g < 1)
+        g = 1;
+    for (size_t i = 0; i < n; i++) {
+        double v = floor((double)px[i] * g + 0.5);
+        out[i] = (uint8_t)(v > 255 ? 255 : v);
+    }
+    if (gain)
+        *gain = g;
+}
+
 typedef struct s_jerr {
     struct jpeg_error_mgr pub;
     jmp_buf jb;

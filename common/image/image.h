@@ -25,6 +25,21 @@ extern "C" {
 /* Bytes of the baseline JPEG of the image at `quality` (1..100). */
 int rl_image_jpeg_size(const uint8_t *px, int w, int h, int c, int quality, size_t *bytes);
 
+/* The image's ink: the mean of its brightest ceil(n / 10) of n u8 values
+ * (0 for n = 0). Dimming an item lowers it, and so does thinning it to a
+ * few dots (the tenth then takes in background). */
+double rl_image_ink(const uint8_t *px, size_t n);
+
+/* The image with its grey levels scaled by g = clamp(ink / m, 1, max_gain),
+ * m = rl_image_ink(px, n), rounded and clipped to
+ * 255: an image is brought up to a given ink level, never dimmed (m = 0, a
+ * black image, gets max_gain and stays black). px and out hold n u8 values
+ * (any channel layout; out may be px); *gain (may be NULL) receives g.
+ * The compressibility reward's contrast matching (reward.jpeg_contrast):
+ * dimming an item or thinning it to a few dots then saves no bytes. */
+void rl_image_match_ink(const uint8_t *px, size_t n, double ink, double max_gain, uint8_t *out,
+                        double *gain);
+
 /* PNG of the image (8-bit gray or RGB) into *out (*len bytes). */
 int rl_image_png_encode(const uint8_t *px, int w, int h, int c, uint8_t **out, size_t *len);
 /* Decodes a PNG into 8-bit pixels with `want_c` channels (1 or 3):

@@ -165,6 +165,26 @@ def body(work):
     print("kl: KL to the reference over steps 1-6: coef 1e-6 %s, coef 100 %s" %
           (["%.2e" % k for k in kl["1e-6"]], ["%.2e" % k for k in kl["100"]]))
 
+    # 2b'. reward.jpeg_contrast matched: the score pays the kB of each image
+    # brought up to the ink level (test_image.c checks the matching itself),
+    # jpeg_kb stays the image's own; an image already at full ink is scored
+    # as it is (this tiny generator's samples saturate: ink 255)
+    run(work, cl2, grpo_args("match", "flow/final", "scorer/final",
+                             ["reward.reward_model=jpeg_compressibility,on_prompt:1",
+                              "reward.jpeg_contrast=matched", "trainer.total_steps=2",
+                              "trainer.val_every=2", "rollout.online.test=false",
+                              "trainer.save_every=0"]))
+    mm = metrics(os.path.join(work, "match", "metrics.jsonl"))
+    for r in mm[1:]:
+        want = 0.1 * (r["reward/on_prompt"] - r["reward/jpeg_kb_matched"])
+        assert abs(r["critic/score/mean"] - want) < 1e-5, (r["critic/score/mean"], want)
+        assert 0 <= r["reward/ink"] <= 255, r
+        if r["reward/ink"] == 255:
+            assert r["reward/jpeg_kb_matched"] == r["reward/jpeg_kb"], r
+    assert "val/jpeg_kb_matched" in mm[0] and "val/ink" in mm[0], mm[0]
+    print("jpeg_contrast matched: kB %.3f, matched %.3f, ink %.1f" %
+          (mm[1]["reward/jpeg_kb"], mm[1]["reward/jpeg_kb_matched"], mm[1]["reward/ink"]))
+
     # 2c. algorithm.constraint: on_prompt held at a floor by a multiplier λ
     # that starts at its reward_model weight and moves after every step
     con = ["algorithm.constraint.reward=on_prompt", "algorithm.constraint.min=0.99",

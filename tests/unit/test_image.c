@@ -74,6 +74,49 @@ static void test_jpeg_known_images(void **state)
     assert_msg_contains("quality 0");
 }
 
+/* reward.jpeg_contrast matched: an image dimmed by half is brought back to
+ * its own grey levels (within the rounding of the halving), so dimming saves
+ * no bytes; a bright image is never dimmed; black stays black. */
+static void test_jpeg_contrast_matched(void **state)
+{
+    (void)state;
+    enum { S = 28, N = S * S };
+    uint8_t item[N], dim[N], back[N], out[N];
+    for (int i = 0; i < N; i++) { /* a bright bar on black: the top tenth are all 240 */
+        int y = i / S, x = i % S;
+        item[i] = (x >= 8 && x < 20 && y >= 4 && y < 24) ? (uint8_t)(200 + (x + y) % 41) : 0;
+        dim[i] = (uint8_t)(item[i] / 2);
+    }
+    double g_item, g_dim;
+    rl_image_match_ink(item, N, 235.0, 8.0, out, &g_item);
+    rl_image_match_ink(dim, N, 235.0, 8.0, back, &g_dim);
+    assert_true(g_item >= 1.0 && g_item < 1.05);
+    assert_true(g_dim > 1.9 && g_dim < 2.1);
+    for (int i = 0; i < N; i++)
+        assert_true(abs((int)back[i] - (int)out[i]) <= 6);
+    size_t k_item, k_dim, k_back;
+    assert_int_equal(rl_image_jpeg_size(out, S, S, 1, 95, &k_item), 0);
+    assert_int_equal(rl_image_jpeg_size(dim, S, S, 1, 95, &k_dim), 0);
+    assert_int_equal(rl_image_jpeg_size(back, S, S, 1, 95, &k_back), 0);
+    assert_true(k_dim < k_item);                               /* dimming alone saves bytes */
+    assert_true(labs((long)k_back - (long)k_item) * 20 < (long)k_item); /* matched: within 5% */
+    /* never dimmed: the ink level below the image's own leaves it as is */
+    rl_image_match_ink(item, N, 50.0, 8.0, out, &g_item);
+    assert_true(g_item == 1.0 && memcmp(out, item, N) == 0);
+    /* the gain is capped, black stays black, and values clip at 255 */
+    uint8_t black[N] = {0}, faint[N];
+    for (int i = 0; i < N; i++)
+        faint[i] = (uint8_t)(i % 3);
+    rl_image_match_ink(black, N, 208.0, 8.0, out, &g_item);
+    assert_true(g_item == 8.0 && out[0] == 0 && out[N - 1] == 0);
+    rl_image_match_ink(faint, N, 208.0, 8.0, out, &g_item);
+    assert_true(g_item == 8.0 && out[2] == 16);
+    rl_image_match_ink(item, N, 255.0, 8.0, item, &g_item); /* in place */
+    for (int i = 0; i < N; i++)
+        assert_true(item[i] == 0 || item[i] >= 200);
+    assert_true(g_item > 1.0);
+}
+
 /* ---- PNG ---------------------------------------------------------------------------------- */
 
 static void test_png_round_trip_and_corrupt(void **state)
@@ -489,6 +532,7 @@ int main(void)
     rl_nn_set_threads(2);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_jpeg_known_images),
+        cmocka_unit_test(test_jpeg_contrast_matched),
         cmocka_unit_test(test_png_round_trip_and_corrupt),
         cmocka_unit_test(test_gif_and_grid),
         cmocka_unit_test(test_gif_rgb),

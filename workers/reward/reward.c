@@ -51,6 +51,10 @@ static void s_free_state(s_state *st)
     free(st);
 }
 
+/* reward.jpeg_contrast's choices (as_is|matched) and the matched gain's cap. */
+enum { S_JPEG_AS_IS = 0, S_JPEG_MATCHED = 1 };
+#define S_JPEG_MAX_GAIN 8.0
+
 /* An error located at the image-reward key of `field`. */
 #define S_IMG_ERROR(ctx, field, code, ...) \
     RL_CFG_ERROR((ctx)->config, &rl_reward_image_section, rl_reward_image_config, field, code, __VA_ARGS__)
@@ -317,17 +321,36 @@ static int s_compute_image_reward(rl_worker_ctx *ctx, const rl_dataproto *in, rl
     for (int64_t b = 0; !rc && b < B; b++)
         score[b] = 0;
     if (!rc && want_jpeg) {
+        /* jpeg_contrast matched: the score is the kB of the image brought up
+         * to the ink level (reward.jpeg_ink); kb stays the image's own */
+        int matched = st->img.jpeg_contrast == S_JPEG_MATCHED;
         float *kb = s_out(o, RL_REWARD_JPEG_KB, B);
-        rc = kb ? RL_OK : rl_error_code();
+        float *ink = kb ? s_out(o, RL_REWARD_INK, B) : NULL;
+        float *kbm = ink && matched ? s_out(o, RL_REWARD_JPEG_KB_MATCHED, B) : ink ? kb : NULL;
+        uint8_t *lifted = kbm && matched ? malloc((size_t)D) : NULL;
+        rc = !kbm ? rl_error_code()
+             : matched && !lifted
+                 ? rl_error_set(RL_ENOMEM, "%s: out of memory", RL_REWARD_IMAGE_COMPUTE)
+                 : RL_OK;
         for (int64_t b = 0; !rc && b < B; b++) {
             size_t bytes = 0;
             if ((rc = rl_image_jpeg_size(hwc + b * D, (int)W, (int)H, (int)C, (int)st->img.quality,
                                          &bytes)))
                 rc = rl_error_wrap(rc, "row %lld", (long long)b);
             kb[b] = (float)((double)bytes / 1000.0);
+            ink[b] = (float)rl_image_ink(hwc + b * D, (size_t)D);
+            if (!rc && matched) {
+                rl_image_match_ink(hwc + b * D, (size_t)D, st->img.jpeg_ink, S_JPEG_MAX_GAIN,
+                                   lifted, NULL);
+                if ((rc = rl_image_jpeg_size(lifted, (int)W, (int)H, (int)C,
+                                             (int)st->img.quality, &bytes)))
+                    rc = rl_error_wrap(rc, "row %lld (contrast matched)", (long long)b);
+                kbm[b] = (float)((double)bytes / 1000.0);
+            }
             score[b] += (float)((w[RL_IMG_JPEG_INCOMPRESSIBILITY] - w[RL_IMG_JPEG_COMPRESSIBILITY]) *
-                                kb[b]);
+                                kbm[b]);
         }
+        free(lifted);
     }
     if (!rc && st->n_scorers) {
         float *pm = s_out(o, RL_REWARD_PROMPT_MATCH, B);

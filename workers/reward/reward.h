@@ -28,7 +28,11 @@
  *        finite), column RL_REWARD_PROMPT (string); no meta
  *   out  tensors RL_REWARD_SCORE (B) f32 and, per configured reward, its raw
  *        value (B) f32: RL_REWARD_JPEG_KB (kB of the JPEG; compressibility is
- *        −kB), RL_REWARD_PROMPT_MATCH (p(class | image)), RL_REWARD_REMOTE;
+ *        −kB; with reward.jpeg_contrast matched also RL_REWARD_JPEG_KB_MATCHED,
+ *        the kB of the contrast-matched image that the score uses) and
+ *        RL_REWARD_INK (the mean of the image's brightest tenth of u8 grey
+ *        levels, rl_image_ink: dimming and thinning lower it),
+ *        RL_REWARD_PROMPT_MATCH (p(class | image)), RL_REWARD_REMOTE;
  *        with a scorer, RL_REWARD_ON_PROMPT (B) f32 1/0: the classifier's
  *        argmax is the prompt's class; with a judge, RL_REWARD_JUDGE_ON_PROMPT
  *        (B) f32 1/0: the same for the judge
@@ -57,6 +61,8 @@
 #define RL_REWARD_IMAGES "images"
 #define RL_REWARD_PROMPT "prompt"
 #define RL_REWARD_JPEG_KB "jpeg_kb"
+#define RL_REWARD_JPEG_KB_MATCHED "jpeg_kb_matched"
+#define RL_REWARD_INK "ink"
 #define RL_REWARD_PROMPT_MATCH "prompt_match"
 #define RL_REWARD_REMOTE "remote_score"
 #define RL_REWARD_ON_PROMPT "on_prompt"

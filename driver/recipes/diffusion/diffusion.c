@@ -48,8 +48,9 @@ static const char *const s_roles[] = {RL_ACTOR_ROLE, RL_ROLLOUT_ROLE, RL_REWARD_
 
 /* The reward ranks' columns: their means are reward/<name> (all but the
  * score) and val/<name>. */
-static const rl_batch_mean s_cols[6] = {
+static const rl_batch_mean s_cols[8] = {
     {RL_REWARD_SCORE, "score"},         {RL_REWARD_JPEG_KB, "jpeg_kb"},
+    {RL_REWARD_JPEG_KB_MATCHED, "jpeg_kb_matched"}, {RL_REWARD_INK, "ink"},
     {RL_REWARD_PROMPT_MATCH, "prompt_match"}, {RL_REWARD_ON_PROMPT, "on_prompt"},
     {RL_REWARD_REMOTE, "remote"},       {RL_REWARD_JUDGE_ON_PROMPT, "judge_on_prompt"},
 };
@@ -185,7 +186,7 @@ static int s_phase_reward(void *arg)
     if (!rc)
         rc = rl_diffusion_score_metrics(score, B, s->t->ms);
     if (!rc)
-        rl_diffusion_column_means(s->batch, s_cols + 1, 5, "reward/", s->t->ms);
+        rl_diffusion_column_means(s->batch, s_cols + 1, 7, "reward/", s->t->ms);
     return rc;
 }
 
@@ -285,7 +286,7 @@ static int s_validate(void *ctx)
                                s->c.data.reward_frame, &s->N, &dp);
     if (rc)
         return rl_error_wrap(rc, "validation");
-    rl_diffusion_column_means(dp, s_cols, 6, "val/", s->t->ms);
+    rl_diffusion_column_means(dp, s_cols, 8, "val/", s->t->ms);
     if (s->fid.cnn && (rc = s_measure_fid(s, dp))) {
         rl_dataproto_free(dp);
         return rl_error_wrap(rc, "validation: the FID");
