@@ -77,7 +77,8 @@ JOBS = [
         "trainer.total_steps=4", "trainer.val_every=2", "trainer.save_every=2",
         "rollout.online.step.interval=2", "trainer.output_dir=grpo"]),
     ("grpo_kl", "dance_grpo_jpeg_onprompt.yaml", GRPO + [
-        "reward.jpeg_contrast=as_is", "data.reward_image=sample",  # as recorded (the example's since)
+        "reward.jpeg_contrast=as_is", "data.reward_image=sample", "actor.optim.lr=1e-4",  # as recorded
+                                                                                     # (the example's since)
         "actor.use_kl_loss=true", "actor.kl_loss_coef=0.001", "data.train_batch_size=8",
         "actor.ppo_mini_batch_size=8",
         "trainer.total_steps=3", "trainer.val_every=3", "trainer.save_every=0",
