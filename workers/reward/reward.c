@@ -335,16 +335,20 @@ static int s_compute_image_reward(rl_worker_ctx *ctx, const rl_dataproto *in, rl
         for (int64_t b = 0; !rc && b < B; b++) {
             size_t bytes = 0;
             if ((rc = rl_image_jpeg_size(hwc + b * D, (int)W, (int)H, (int)C, (int)st->img.quality,
-                                         &bytes)))
+                                         &bytes))) {
                 rc = rl_error_wrap(rc, "row %lld", (long long)b);
+                break;
+            }
             kb[b] = (float)((double)bytes / 1000.0);
             ink[b] = (float)rl_image_ink(hwc + b * D, (size_t)D);
-            if (!rc && matched) {
+            if (matched) {
                 rl_image_match_ink(hwc + b * D, (size_t)D, st->img.jpeg_ink, S_JPEG_MAX_GAIN,
                                    lifted, NULL);
                 if ((rc = rl_image_jpeg_size(lifted, (int)W, (int)H, (int)C,
-                                             (int)st->img.quality, &bytes)))
+                                             (int)st->img.quality, &bytes))) {
                     rc = rl_error_wrap(rc, "row %lld (contrast matched)", (long long)b);
+                    break;
+                }
                 kbm[b] = (float)((double)bytes / 1000.0);
             }
             score[b] += (float)((w[RL_IMG_JPEG_INCOMPRESSIBILITY] - w[RL_IMG_JPEG_COMPRESSIBILITY]) *
