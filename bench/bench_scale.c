@@ -25,6 +25,8 @@
  *                      until every one acknowledged (sender's clock); and for N
  *                      <= 8 the same of 64 MiB (64 MiB x 2 buffers x 256
  *                      receivers does not fit this machine's memory)
+ * RL_BENCH_SCALE_RELAY=K puts the workers on nodes of K (all this machine),
+ * each behind a relay (cluster.yaml relay: true; rlrt/runtime/relay.h).
  * Before each N it checks the descriptor and process limits and stops with
  * a message naming the limit when it would not fit.
  * Run: make bench-scale (bench/bench_scale.sh writes docs/RESULTS.md's
@@ -365,12 +367,31 @@ static void s_reap_ext(double timeout_s)
 
 /* The cluster of a job of n receivers: local processes, or nodes behind
  * namespaces. A malloc'ed string. */
+static int s_relay; /* RL_BENCH_SCALE_RELAY: workers per relay node (0: none) */
+
 static char *s_cluster_yaml(int n, double hb)
 {
-    size_t cap = 4096 + (size_t)n * 48;
+    size_t cap = 4096 + (size_t)n * 96;
     char *y = malloc(cap);
     if (!y)
         return NULL;
+    if (!s_netns && s_relay > 0) { /* nodes of s_relay workers, each behind a relay */
+        int nodes = (n + 1 + s_relay - 1) / s_relay;
+        size_t len = (size_t)snprintf(y, cap,
+                                      "driver: {bind: 127.0.0.1, port: 5555}\n"
+                                      "heartbeat: {interval_s: %.1f, liveness: 3}\n"
+                                      "restart: {max_restarts: 3, backoff_s: 0.1, "
+                                      "backoff_max_s: 1.0}\nnodes:\n", hb);
+        for (int k = 0; k < nodes && len < cap; k++)
+            len += (size_t)snprintf(y + len, cap - len, "  - {name: n%d, address: 127.0.0.1, "
+                                    "launch: local, relay: true}\n", k);
+        len += (size_t)snprintf(y + len, cap - len, "roles:\n  actor: {count: 1, node: n0}\n"
+                                "  reward:\n    count: %d\n    placement:\n", n);
+        for (int r = 0; r < n && len < cap; r++)
+            len += (size_t)snprintf(y + len, cap - len, "      - {rank: %d, node: n%d}\n", r,
+                                    (r + 1) / s_relay);
+        return y;
+    }
     if (!s_netns) {
         snprintf(y, cap,
                  "driver: {bind: 127.0.0.1, port: 5555}\n"
@@ -599,6 +620,7 @@ int main(void)
     rl_log_set_level(RL_LOG_ERROR);
     s_netns = getenv("RL_BENCH_SCALE_NETNS");
     s_per_node = s_env_int("RL_BENCH_SCALE_PER_NODE", 8);
+    s_relay = s_env_int("RL_BENCH_SCALE_RELAY", 0);
     const char *ns = getenv("RL_BENCH_SCALE_NS") ? getenv("RL_BENCH_SCALE_NS") : "1 8 32 128 256";
     char buf[256];
     snprintf(buf, sizeof buf, "%s", ns);

@@ -12,7 +12,10 @@
 #                                       across network namespaces with rate-limited links
 #                                       (bench/bench_scale_netns.sh; _loopback: all on this machine)
 #   bench: driver_overhead_share_256    driver CPU per step of the real LM job over its step time,
-#                                       extrapolated to 256 workers (bench/bench_scale_lm.py)
+#                                       at 257 workers (bench/bench_scale_lm.py); _relay: its
+#                                       workers on nodes of 8 behind relays (relay: true)
+#   bench: dispatch_p50_256_over_8_relay, driver_cpu_per_worker_relay_over_direct_256
+#                                       the dispatch again with relays of RL_BENCH_SCALE_RELAY (8)
 # Knobs: RL_BENCH_SCALE_NS (default "1 8 32 128 256"), RL_BENCH_SCALE_CALLS,
 # RL_BENCH_SCALE_IDLE_S, RL_BENCH_SCALE_FANOUT_MIB (see bench_scale.c).
 set -eu
@@ -23,8 +26,13 @@ echo "ulimit -n $(ulimit -n), ulimit -u $(ulimit -u), pid_max $(cat /proc/sys/ke
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 rc=0
 BUILD=$BUILD "$BUILD/bench/bench_scale" 2>"$tmp/err.txt" | tee "$tmp/scale.txt" || rc=$?
-load1=$(cut -d' ' -f1-3 /proc/loadavg)
 [ $rc = 0 ] || { tail -20 "$tmp/err.txt"; echo "bench_scale exited $rc"; }
+# the same dispatch with the workers on nodes of 8, each behind a relay
+# (cluster.yaml relay: true): its measures as relay_*
+RL_BENCH_SCALE_ONLY_DISPATCH=1 RL_BENCH_SCALE_RELAY=${RL_BENCH_SCALE_RELAY:-8} BUILD=$BUILD \
+    "$BUILD/bench/bench_scale" 2>"$tmp/relay_err.txt" | sed 's/^bench: /bench: relay_/' |
+    tee -a "$tmp/scale.txt" || { tail -20 "$tmp/relay_err.txt"; rc=1; }
+load1=$(cut -d' ' -f1-3 /proc/loadavg)
 # remote nodes: network namespaces with rate-limited links (root only; says why when skipped)
 BUILD=$BUILD bench/bench_scale_netns.sh "$tmp/netns.txt" 2>"$tmp/netns_err.txt" || {
     tail -20 "$tmp/netns_err.txt"; rc=1; }

@@ -78,6 +78,18 @@ if len(lws) >= 2:
     ratios["driver_overhead_share_256"] = (v("lm_driver_share", max(lws)) if lm_measured_256
                                            else (a + b * 256) / 1e3 / step_big)
     ratios["driver_cpu_ms_per_lm_step_per_worker"] = b
+# node relays (cluster.yaml relay: true): the dispatch and the LM job again
+rns = sorted({int(k.rsplit("_", 1)[1]) for k in kv if k.startswith("relay_start_s_")})
+if rns:
+    rbig = max(rns)
+    ratios["dispatch_p50_256_over_8_relay"] = ratio(v("relay_dispatch_p50_ms", rbig),
+                                                    v("relay_dispatch_p50_ms", 8))
+    ratios["driver_cpu_per_worker_relay_over_direct_256"] = ratio(
+        v("relay_driver_cpu_us_per_step_per_worker", rbig),
+        v("driver_cpu_us_per_step_per_worker", rbig))
+rlws = sorted({int(k.rsplit("_", 1)[1]) for k in kv if k.startswith("lm_relay_workers_")})
+if rlws and max(rlws) >= 256:
+    ratios["driver_overhead_share_256_relay"] = v("lm_relay_driver_share", max(rlws))
 if "restart_rejoin_s" in kv:
     ratios[f"restart_rejoin_s_{int(kv['restart_workers'])}"] = kv["restart_rejoin_s"]
 for k, x in ratios.items():
@@ -129,7 +141,9 @@ for label, key, fmt in rows:
     out.append(f"| {label} | " + " | ".join(cells) + " |")
 out += ["", "| ratio | value | target |", "|---|---|---|"]
 targets = {"dispatch_p50_256_over_8": ("≤ 32", lambda x: x <= 32),
+           "dispatch_p50_256_over_8_relay": ("≤ 32", lambda x: x <= 32),
            "driver_overhead_share_256": ("≤ 0.01", lambda x: x <= 0.01),
+           "driver_overhead_share_256_relay": ("≤ 0.01", lambda x: x <= 0.01),
            "driver_rss_per_worker_kib": ("≤ 1024", lambda x: x <= 1024),
            "fanout_256_over_1": ("≤ 2", lambda x: x <= 2)}
 for k, x in ratios.items():
@@ -189,6 +203,28 @@ if nns:
 elif "netns_skipped" in kv:
     out += ["", "Remote nodes (network namespaces) were not run: "
             + open(txt).read().split("netns_skipped = 1", 1)[1].split("\n", 1)[0].strip() + "."]
+if rns:
+    per = int(os.environ.get("RL_BENCH_SCALE_RELAY", "8"))
+    out += ["", "### Node relays (cluster.yaml `relay: true`; rlrt/runtime/relay.h)", "",
+            f"The dispatch above again with the workers (and the actor) on nodes of {per}, each "
+            f"node behind a relay: one `rl-worker --relay` per node that its workers connect to "
+            f"(a Unix socket) and that forwards both ways over one connection to the driver, "
+            f"sending the replies to one method's calls together when the last one comes "
+            f"(docs/decisions/node-relay.md). Every node is this machine, so the relays' CPU "
+            f"shares the same {nproc} cores: what they save is the driver's, not the machine's.",
+            "", "| measure | " + " | ".join(f"N = {n}" for n in rns) + " |",
+            "|---|" + "---|" * len(rns)]
+    for label, key, fmt in [("dp_compute p50, direct (ms)", "dispatch_p50_ms", "{:.2f}"),
+                            ("dp_compute p50, relays (ms)", "relay_dispatch_p50_ms", "{:.2f}"),
+                            ("driver CPU per step per worker, direct (µs)",
+                             "driver_cpu_us_per_step_per_worker", "{:.1f}"),
+                            ("driver CPU per step per worker, relays (µs)",
+                             "relay_driver_cpu_us_per_step_per_worker", "{:.1f}"),
+                            ("worker CPU per call, relays (µs)", "relay_worker_cpu_us_per_call",
+                             "{:.0f}"),
+                            ("job start, relays (s)", "relay_start_s", "{:.2f}")]:
+        out.append(f"| {label} | " + " | ".join(
+            fmt.format(v(key, n)) if v(key, n) is not None else "–" for n in rns) + " |")
 if "restart_workers" in kv:
     rw = int(kv["restart_workers"])
     out += ["", "### A driver restart with external workers running (bench/bench_scale_restart.sh)", "",
@@ -209,11 +245,22 @@ if lws:
             "examples/arith_grpo.yaml (the tiny-model RLVR job of `make run`, from a random init) "
             "with R rollout, 2R reward and 2 actor ranks on this machine; the driver process's "
             "CPU (recipe and I/O threads) over the steps after the first two.", "",
-            "| workers | step (s) | driver CPU per step (ms) | driver share of a step |",
-            "|---|---|---|---|"]
+            "| workers | step (s) | driver CPU per step (ms) | driver share of a step | "
+            "with relays: step (s) | driver CPU per step (ms) | driver share |",
+            "|---|---|---|---|---|---|---|"]
+
+    def cell(key, w, fmt):
+        x = v(key, w)
+        return fmt.format(x) if x is not None else "–"
     for w in lws:
         out.append(f"| {w} | {v('lm_step_s', w):.3f} | {v('lm_driver_cpu_ms_per_step', w):.1f} | "
-                   f"{v('lm_driver_share', w):.4f} |")
+                   f"{v('lm_driver_share', w):.4f} | {cell('lm_relay_step_s', w, '{:.3f}')} | "
+                   f"{cell('lm_relay_driver_cpu_ms_per_step', w, '{:.1f}')} | "
+                   f"{cell('lm_relay_driver_share', w, '{:.4f}')} |")
+    if rlws:
+        out += ["", f"With relays the job's ranks are placed {int(os.environ.get('RL_BENCH_SCALE_LM_RELAY', '8'))} "
+                "to a node (rollout, actor, reward in that order), every node behind its relay; "
+                "`driver_overhead_share_256_relay` is measured at the largest job."]
     if lm_fit:
         a, b = lm_fit
         if max(lws) >= 256:
@@ -269,9 +316,10 @@ def plot(name, title, ylabel, series, logy=False):
 
 
 plot("dispatch", "dp_compute across N workers", "ms",
-     [("p50", "dispatch_p50_ms"), ("p99", "dispatch_p99_ms")])
+     [("p50", "dispatch_p50_ms"), ("p99", "dispatch_p99_ms"),
+      ("p50, relays", "relay_dispatch_p50_ms")])
 plot("driver_cpu", "driver CPU per dp_compute step", "ms",
-     [("per step", "driver_cpu_ms_per_step")])
+     [("per step", "driver_cpu_ms_per_step"), ("per step, relays", "relay_driver_cpu_ms_per_step")])
 plot("rss", "driver resident memory", "KiB", [("RSS", "driver_rss_kib")])
 plot("start_recovery", "job start and recovery", "s",
      [("start", "start_s"), ("kill → restarted", "detect_s"), ("kill → all answer", "recover_s")])
@@ -288,6 +336,7 @@ if lws:
     ns_keep = ns
     ns = lws
     plot("lm_driver", "driver CPU per step of the LM job", "ms",
-         [("driver CPU per step", "lm_driver_cpu_ms_per_step")])
+         [("driver CPU per step", "lm_driver_cpu_ms_per_step"),
+          ("with relays", "lm_relay_driver_cpu_ms_per_step")])
     ns = ns_keep
 print("wrote docs/scale_*.png")

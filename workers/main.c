@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "rlrt/rlrt.h"
@@ -15,6 +17,7 @@
 #include "rlrt/log.h"
 #include "common/nn/engine/ops.h"
 #include "rlrt/runtime/cpus.h"
+#include "rlrt/runtime/relay.h"
 #include "common/runtime/net.h"
 #include "rlrt/runtime/worker.h"
 #include "workers/selftest/test_methods.h"
@@ -29,6 +32,9 @@ static void s_usage(FILE *f)
             "                 [--max-message-mb MB]\n"
             "                 [--cert FILE --driver-key KEY|FILE] [--http-port P [--http-bind ADDR]]\n"
             "                 [--cpus LIST | --share-cores K] [--job ID] [--token-stdin]\n"
+            "       rl-worker --relay --driver tcp://HOST:PORT --bind ENDPOINT --node NAME\n"
+            "                 [--relay-hold-ms MS] [--give-up-s S] [--log-level L]\n"
+            "                 [--max-message-mb MB]\n"
             "\n"
             "Serves the methods of ROLE (%s) for an rl-driver.\n"
             "Started by the driver (local/ssh launch) or by systemd/Kubernetes (external).\n"
@@ -43,6 +49,8 @@ static void s_usage(FILE *f)
             "                        compute thread per K cores (at least one) unless\n"
             "                        OMP_NUM_THREADS is set (the driver passes it)\n"
             "  --job ID, --token-stdin  set by the driver when it starts the worker\n"
+            "  --relay               run as the relay of node NAME instead: its workers connect\n"
+            "                        to ENDPOINT, the relay to the driver (cluster.yaml relay:)\n"
             "Environment: RL_DRIVER, RL_ROLE, RL_RANK, RL_WORKER_CERT, RL_DRIVER_KEY,\n"
             "RL_HTTP_PORT, RL_CPUS and RL_SHARE_CORES stand for the options; RL_WORKER_TOKEN\n"
             "holds a spawned worker's slot token. Under systemd (NOTIFY_SOCKET) it sends\n"
@@ -96,6 +104,51 @@ static int s_rank_from_hostname(int *rank)
     return 0;
 }
 
+static volatile sig_atomic_t s_relay_stop;
+
+static void s_on_stop_signal(int signo)
+{
+    (void)signo;
+    s_relay_stop = 1;
+}
+
+/* rl-worker --relay: a node relay (rlrt/runtime/relay.h) until SIGTERM or
+ * SIGINT, or the death of the driver that started it (RL_DRIVER_PID). */
+static int s_run_relay(const char *driver, const char *bind, const char *node, int hold_ms,
+                       int give_up_ms, int64_t max_message_bytes)
+{
+    if (!driver || !bind || !node) {
+        fprintf(stderr, "rl-worker: --relay needs --driver, --bind and --node\n");
+        return RL_WORKER_EXIT_USAGE;
+    }
+    rl_log_set_identity("relay", -1);
+    if (max_message_bytes && rl_net_set_max_message(max_message_bytes)) {
+        fprintf(stderr, "rl-worker: --max-message-mb: %s\n", rl_error_message());
+        return RL_WORKER_EXIT_USAGE;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = s_on_stop_signal; /* no SA_RESTART: the poll returns */
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    long ppid = 0;
+    const char *pp = getenv("RL_DRIVER_PID");
+    if (pp && s_parse_long(pp, 2, INT_MAX, &ppid) == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGHUP); /* the driver's death stops us */
+        if (getppid() != (pid_t)ppid)
+            return RL_WORKER_EXIT_OK;
+    }
+    rl_relay_options ro = {driver, bind, node, hold_ms, &s_relay_stop, give_up_ms};
+    if (rl_relay_run(&ro, NULL)) {
+        rl_log_error("%s", rl_error_message());
+        return rl_error_code() == RL_EINVAL     ? RL_WORKER_EXIT_USAGE
+               : rl_error_code() == RL_ETIMEOUT ? 2 /* like a worker whose driver is gone */
+                                                : 1;
+    }
+    return RL_WORKER_EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
     /* before anything reads the environment or stdin: the re-exec keeps
@@ -115,6 +168,8 @@ int main(int argc, char **argv)
         {"http-port", required_argument, 0, 'p'}, {"http-bind", required_argument, 0, 'b'},
         {"rank-from-hostname", no_argument, 0, 'R'}, {"instance", required_argument, 0, 'I'},
         {"cpus", required_argument, 0, 'C'},      {"share-cores", required_argument, 0, 'S'},
+        {"relay", no_argument, 0, 'Y'},           {"bind", required_argument, 0, 'B'},
+        {"relay-hold-ms", required_argument, 0, 'Z'},
         {0, 0, 0, 0},
     };
     rl_worker_options opt = {0};
@@ -125,7 +180,8 @@ int main(int argc, char **argv)
     const char *cpus = getenv("RL_CPUS");
     const char *share_text = getenv("RL_SHARE_CORES");
     const char *share_from = "share-cores (RL_SHARE_CORES)"; /* for its error */
-    int token_stdin = 0, rank_from_host = 0;
+    int token_stdin = 0, rank_from_host = 0, relay = 0, hold_ms = 20;
+    const char *bind = NULL;
     static char token[128], keybuf[RL_NET_KEY_TXT];
     /* the slot token of a spawned worker: read it, then drop it from the
      * environment so that nothing this worker starts inherits it */
@@ -212,6 +268,13 @@ int main(int argc, char **argv)
             if ((rc = s_opt_int("http-port", optarg, 0, 65535, "a port in [0, 65535]", &opt.http_port)))
                 return rc;
             break;
+        case 'Y': relay = 1; break;
+        case 'B': bind = optarg; break;
+        case 'Z':
+            if ((rc = s_opt_int("relay-hold-ms", optarg, 0, 10000, "an integer in [0, 10000]",
+                                &hold_ms)))
+                return rc;
+            break;
         case 'H': s_usage(stdout); return RL_WORKER_EXIT_OK;
         case 'V': printf("rl-worker %s\n", RL_VERSION_STRING); return RL_WORKER_EXIT_OK;
         default: s_usage(stderr); return RL_WORKER_EXIT_USAGE;
@@ -219,6 +282,13 @@ int main(int argc, char **argv)
     }
     if (optind < argc) {
         fprintf(stderr, "rl-worker: unexpected argument '%s'\n", argv[optind]);
+        return RL_WORKER_EXIT_USAGE;
+    }
+    if (relay)
+        return s_run_relay(opt.driver, bind, opt.node, hold_ms, opt.give_up_ms,
+                           opt.max_message_bytes);
+    if (bind) {
+        fprintf(stderr, "rl-worker: --bind is for --relay\n");
         return RL_WORKER_EXIT_USAGE;
     }
     /* Bind before any thread starts (threads inherit the mask), and size

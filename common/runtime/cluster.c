@@ -99,9 +99,46 @@ static int s_find_node(const rl_cluster *cl, const char *name)
 
 /* ---- sections ------------------------------------------------------------------------ */
 
+/* A node's `relay` and `relay_hold_ms` (rlrt/runtime/relay.h). */
+static int s_read_relay(const rl_config_node *m, rl_cluster_node *nd)
+{
+    const rl_config_node *v = rl_config_node_at(m, "relay");
+    int rc;
+    nd->relay_hold_ms = 20;
+    if (v && (rc = rl_config_node_bool(v, &nd->relay)))
+        return rc;
+    const rl_config_node *h = rl_config_node_at(m, "relay_hold_ms");
+    if (h && !nd->relay)
+        return rl_config_node_error(h, RL_ECONFIG, "relay_hold_ms on node '%s', which has no "
+                                    "relay (relay: true)", nd->name);
+    if ((rc = s_opt_int(m, "relay_hold_ms", 0, 10000, &nd->relay_hold_ms)))
+        return rc;
+    if (!nd->relay)
+        return RL_OK;
+    if (nd->launch == RL_LAUNCH_EXTERNAL)
+        return rl_config_node_error(v, RL_ECONFIG, "node '%s' is external: the driver starts "
+                                    "no relay there; run `rl-worker --relay --driver DRIVER "
+                                    "--bind ENDPOINT --node NAME` on it and point its workers' "
+                                    "--driver at ENDPOINT (the driver needs no setting)",
+                                    nd->name);
+    size_t n = strlen(nd->name);
+    int ok = n >= 1 && n <= 32;
+    for (size_t i = 0; ok && i < n; i++) {
+        char c = nd->name[i];
+        ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             c == '_' || c == '-' || c == '.';
+    }
+    if (!ok)
+        return rl_config_node_error(v, RL_ECONFIG, "a node with a relay needs a name of 1 to 32 "
+                                    "letters, digits, '_', '-' or '.' (it names the relay's "
+                                    "socket); node '%s' has not", nd->name);
+    return RL_OK;
+}
+
 static int s_read_nodes(rl_cluster *cl, const rl_config_node *root)
 {
-    static const char *const keys[] = {"name", "address", "gpus", "launch", "ssh", NULL};
+    static const char *const keys[] = {"name", "address", "gpus", "launch", "ssh", "relay",
+                                       "relay_hold_ms", NULL};
     static const char *const ssh_keys[] = {"user", "command", NULL};
     const rl_config_node *list = s_need_kind(root, "nodes", RL_CONFIG_LIST, "a list of nodes");
     if (!list)
@@ -164,6 +201,8 @@ static int s_read_nodes(rl_cluster *cl, const rl_config_node *root)
                 (rc = s_copy_string(u, nd->ssh_command, sizeof nd->ssh_command)))
                 return rc;
         }
+        if ((rc = s_read_relay(m, nd)))
+            return rc;
     }
     return RL_OK;
 }
@@ -396,7 +435,7 @@ static int s_read_roles(rl_cluster *cl, const rl_config_node *root)
 
 static int s_read_driver(rl_cluster *cl, const rl_config_node *root)
 {
-    static const char *const keys[] = {"bind", "address", "node", "port", NULL};
+    static const char *const keys[] = {"bind", "address", "node", "port", "local_ipc", NULL};
     const rl_config_node *d = s_need(root, "driver");
     if (!d)
         return RL_ECONFIG;
@@ -419,6 +458,10 @@ static int s_read_driver(rl_cluster *cl, const rl_config_node *root)
     if (!(v = s_need(d, "port")))
         return RL_ECONFIG;
     if ((rc = s_int_range(v, 1, 65535, &cl->driver_port)))
+        return rc;
+    cl->driver_local_ipc = 1;
+    if ((v = rl_config_node_at(d, "local_ipc")) &&
+        (rc = rl_config_node_bool(v, &cl->driver_local_ipc)))
         return rc;
     snprintf(cl->driver_bind_endpoint, sizeof cl->driver_bind_endpoint, "tcp://%s:%d",
              cl->driver_bind, cl->driver_port);
@@ -507,6 +550,12 @@ static int s_read_policy(rl_cluster *cl, const rl_config_node *root)
                               sizeof cl->security_authorized_keys)))
             return rc;
         cl->security = 1;
+        for (int i = 0; i < cl->n_nodes; i++)
+            if (cl->nodes[i].relay)
+                return rl_config_node_error(v, RL_ECONFIG, "security (CurveZMQ) with node '%s' "
+                                            "behind a relay (line %d): a relay's worker side has "
+                                            "no CurveZMQ; drop one of them", cl->nodes[i].name,
+                                            cl->nodes[i].line);
     }
     return s_opt_positive(root, "external_wait_timeout_s", &cl->external_wait_timeout_s);
 }

@@ -163,8 +163,10 @@ static void s_on_wake(uv_async_t *a)
         for (int i = 0; i < d->n_slots; i++)
             if (d->slots[i].proc_running)
                 uv_process_kill(&d->slots[i].proc, SIGKILL);
+        rl_drv_relays_signal(d, SIGKILL);
         d->kill_requested = 0;
     }
+    rl_drv_relays_stop_if_done(d);
     rl_drv_send_queued(d);
     rl_zuv_kick(d->watch); /* an API thread's send may have taken an edge */
     if (d->quit)
@@ -545,6 +547,7 @@ static void s_destroy(rl_driver *d)
         free(d->slots[i].retry_safe);
     }
     free(d->slots);
+    rl_drv_relays_free(d);
     rl_net_free_keys(d->authorized, d->n_authorized);
     free(d->config_json);
     free(d->locations_json);
@@ -660,6 +663,19 @@ static int s_loop_init(rl_driver *d)
     } else {
         snprintf(d->endpoint, sizeof d->endpoint, "%s", d->cl->driver_endpoint);
     }
+    /* Workers it spawns on this machine connect over a Unix socket: a
+     * message costs the kernel less than over TCP loopback. Not with
+     * security (CurveZMQ is on the TCP sockets); a name taken (a driver of
+     * the same job id still running) leaves them on TCP. */
+    if (!d->driver_key[0] && d->cl->driver_local_ipc) {
+        char local[sizeof d->local_endpoint];
+        snprintf(local, sizeof local, "ipc://@rlrt-%s-driver", d->job_id);
+        if (zmq_bind(d->router, local) == 0)
+            snprintf(d->local_endpoint, sizeof d->local_endpoint, "%s", local);
+        else
+            rl_log_warn("driver: cannot bind %s (%s): local workers connect over TCP", local,
+                        zmq_strerror(zmq_errno()));
+    }
     if (!d->driver_key[0] && s_public_bind(bind))
         rl_log_warn("the driver binds %s without security: any host that reaches it can "
                     "join the job (add a security: section to %s for CurveZMQ)", bind,
@@ -672,6 +688,7 @@ static int s_loop_init(rl_driver *d)
         uv_timer_init(&d->loop, &d->slots[i].restart_timer);
         d->slots[i].restart_timer.data = &d->slots[i];
     }
+    rl_drv_relays_init_handles(d);
     if ((rc = uv_timer_init(&d->loop, &d->hb_timer)) ||
         (rc = uv_timer_init(&d->loop, &d->launch_timer)) ||
         (rc = uv_async_init(&d->loop, &d->wake, s_on_wake)) ||
@@ -723,7 +740,7 @@ rl_driver *rl_driver_new(const rl_driver_options *opt)
     d->log_limit.period_s = 10.0;
     d->log_limit.burst = 20;
     if (s_make_job_id(d, opt->job_id) || rl_hs_init() || rl_net_set_max_message(d->cl->max_message_bytes) ||
-        s_load_security(d)) {
+        s_load_security(d) || rl_drv_relays_build(d)) {
         s_destroy(d);
         return NULL;
     }
@@ -881,7 +898,7 @@ static int s_children_gone(void *arg)
     for (int i = 0; i < d->n_slots; i++)
         if (d->slots[i].proc_running)
             return 0;
-    return 1;
+    return !rl_drv_relays_running(d);
 }
 
 int rl_driver_shutdown(rl_driver *d, int timeout_ms)
@@ -898,6 +915,9 @@ int rl_driver_shutdown(rl_driver *d, int timeout_ms)
             if (d->slots[i].proc_running)
                 rl_log_warn("%s did not exit in %.1f s: SIGKILL", d->slots[i].label,
                             timeout_ms / 1000.0);
+        if (rl_drv_relays_running(d))
+            rl_log_warn("%d relay(s) did not exit in %.1f s: SIGKILL", rl_drv_relays_running(d),
+                        timeout_ms / 1000.0);
         d->kill_requested = 1;
         rl_drv_wake(d);
         rl_drv_wait_until(d, s_children_gone, d, 2000, 1);
@@ -929,6 +949,8 @@ void rl_driver_free(rl_driver *d)
         rl_drv_slot *s = &d->slots[i];
         if (s->proc_running)
             uv_process_kill(&s->proc, SIGKILL);
+        if (i == 0)
+            rl_drv_relays_signal(d, SIGKILL);
         while (s->calls) {
             rl_drv_subcall *c = s->calls;
             s->calls = c->next;

@@ -7,6 +7,8 @@
  *   protocol.c  sending, HELLO/READY/REPLY/ERROR handling, CONFIGURE,
  *               heartbeats, SHUTDOWN
  *   dispatch.c  groups, futures, chunking, calls
+ *   relays.c    node relays (rlrt/runtime/relay.h): starting them before
+ *               their node's workers, again when they exit, stopping them
  *
  * Threading: the libuv loop runs on the driver's I/O thread; only that
  * thread touches child processes and libuv handles. The ROUTER socket is
@@ -52,6 +54,19 @@ typedef struct rl_drv_subcall {
                               and until answered when it may be retried */
     struct rl_drv_subcall *next;
 } rl_drv_subcall;
+
+/* A node relay the driver starts (a node with `relay: true`, launch local
+ * or ssh, that holds a started slot). */
+typedef struct rl_drv_relay {
+    rl_driver *d;
+    const rl_cluster_node *node;
+    char endpoint[160]; /* rl_relay_endpoint(): the node's workers use it */
+    uv_process_t proc;
+    int proc_running;
+    int restarts;       /* exits while the job ran */
+    int stopping;       /* SIGTERM sent at shutdown */
+    uv_timer_t timer;   /* the restart's back-off */
+} rl_drv_relay;
 
 typedef struct rl_drv_slot {
     rl_driver *d;
@@ -144,6 +159,7 @@ struct rl_driver {
     char *locations_json;     /* ... and where each node came from */
     char start_error[1024];
     char endpoint[512];
+    char local_endpoint[160]; /* ipc://@rlrt-JOB-driver: local workers' (or "") */
     char job_id[33];          /* random per driver run: HELLO must match */
     rl_hs_issuer hs;          /* HELLO challenges (a random key per run) */
     char driver_key[RL_NET_KEY_TXT]; /* public key (security on) or "" */
@@ -170,6 +186,8 @@ struct rl_driver {
     int liveness;
     rl_drv_slot *slots; /* the placements of the started roles */
     int n_slots;
+    rl_drv_relay *relays; /* relays.c */
+    int n_relays;
     rl_group *groups;   /* one per started role, cluster order */
     int n_groups;
     int *group_of_role; /* cl->roles index -> groups index, or -1 */
@@ -241,6 +259,25 @@ void rl_drv_on_heartbeat(uv_timer_t *t);
 /* Waits until every slot of group g (NULL: of every group) is READY;
  * RL_ETIMEOUT lists the missing workers. */
 int rl_drv_wait_ready(rl_driver *d, rl_group *g, int timeout_ms);
+
+/* ---- relays.c ---- */
+/* The relays of the started slots' nodes (after the slots and the job id). */
+int rl_drv_relays_build(rl_driver *d);
+/* Their timers on d->loop (before the I/O thread runs). */
+void rl_drv_relays_init_handles(rl_driver *d);
+/* (I/O thread) Starts every relay; RL_OK or the first failure. */
+int rl_drv_relays_launch(rl_driver *d);
+/* Where slot s's worker connects: its node's relay, else the driver. */
+const char *rl_drv_slot_endpoint(const rl_drv_slot *s);
+/* (I/O thread) Signals every running relay (SIGTERM at shutdown once the
+ * workers are gone, SIGKILL when killing). */
+void rl_drv_relays_signal(rl_driver *d, int signo);
+/* (I/O thread) At shutdown, once no worker process of ours runs: SIGTERM
+ * to the relays (their workers' SHUTDOWNs went through them first). */
+void rl_drv_relays_stop_if_done(rl_driver *d);
+/* Relays whose process still runs. */
+int rl_drv_relays_running(const rl_driver *d);
+void rl_drv_relays_free(rl_driver *d);
 
 /* ---- protocol.c ---- */
 /* (I/O thread) Sends env (+ payload) to a peer identity / a connected slot. */

@@ -182,6 +182,7 @@ static void s_on_exit(uv_process_t *p, int64_t status, int signo)
     rl_driver *d = ((rl_drv_slot *)p->data)->d;
     rl_drv_lock(d);
     s_on_exit_locked(p, status, signo);
+    rl_drv_relays_stop_if_done(d);
     rl_drv_unlock(d);
 }
 
@@ -236,7 +237,7 @@ static int s_spawn(rl_drv_slot *s)
                           "--heartbeat-ms %d --job %s --give-up-s %s --start-window-s %s "
                           "--max-message-mb %s --token-stdin",
                           gpus[0] ? "CUDA_VISIBLE_DEVICES=" : "", gpus, gpus[0] ? " " : "",
-                          d->opt.worker_binary, s_role(s), s->rank, d->endpoint, s->node->name,
+                          d->opt.worker_binary, s_role(s), s->rank, rl_drv_slot_endpoint(s), s->node->name,
                           level, d->interval_ms, d->job_id, giveup, window, maxmb);
         if (d->driver_key[0] && rn > 0 && (size_t)rn < sizeof remote)
             rn += snprintf(remote + rn, sizeof remote - (size_t)rn, " --cert %s --driver-key %s",
@@ -259,7 +260,7 @@ static int s_spawn(rl_drv_slot *s)
         argv[a++] = "--rank";
         argv[a++] = rank;
         argv[a++] = "--driver";
-        argv[a++] = d->endpoint;
+        argv[a++] = (char *)rl_drv_slot_endpoint(s);
         argv[a++] = "--node";
         argv[a++] = (char *)s->node->name;
         argv[a++] = "--log-level";
@@ -386,6 +387,10 @@ static int s_spawn(rl_drv_slot *s)
 int rl_drv_launch_some(rl_driver *d)
 {
     int spawned = 0;
+    if (d->launch_next == 0 && rl_drv_relays_launch(d)) { /* before the workers */
+        snprintf(d->start_error, sizeof d->start_error, "%s", rl_error_message());
+        return 1;
+    }
     while (d->launch_next < d->n_slots && spawned < RL_DRV_LAUNCH_BATCH) {
         rl_drv_slot *s = &d->slots[d->launch_next++];
         if (s->node->launch == RL_LAUNCH_EXTERNAL)

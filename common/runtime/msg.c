@@ -37,6 +37,16 @@ const char *rl_msg_id_str(const unsigned char *id, size_t len, char *buf, size_t
     return buf;
 }
 
+size_t rl_msg_relay_part(const void *id, size_t len)
+{
+    const unsigned char *b = id;
+    if (len < 3 || b[0] != RL_MSG_RELAY_MARK)
+        return 0;
+    const unsigned char *end = memchr(b + 1, RL_MSG_RELAY_MARK,
+                                      (len < RL_MSG_RELAY_ID_MAX ? len : RL_MSG_RELAY_ID_MAX) - 1);
+    return end && end > b + 1 ? (size_t)(end - b) + 1 : 0;
+}
+
 static int s_sock_error(const char *what)
 {
     int e = zmq_errno();
@@ -99,6 +109,15 @@ int rl_msg_send(void *sock, const void *id, size_t id_len, Rl__Envelope *env,
         return rl_error_set(RL_ENOMEM, "envelope of %zu bytes: out of memory", len);
     rl__envelope__pack(env, buf);
     int rc = RL_OK;
+    size_t relay = id ? rl_msg_relay_part(id, id_len) : 0;
+    if (relay && relay < id_len) { /* to a worker behind a relay: two frames */
+        if (zmq_send(sock, id, relay, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+            rc = s_sock_error("send relay identity frame");
+            goto done;
+        }
+        id = (const unsigned char *)id + relay;
+        id_len -= relay;
+    }
     if (id && zmq_send(sock, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
         rc = s_sock_error("send identity frame");
         goto done;
@@ -135,6 +154,34 @@ int rl_msg_recv(void *sock, int router, rl_msg *out)
         zmq_msg_close(&frame);
         if (!rl_net_more(sock))
             return rl_error_set(RL_EPROTO, "message has an identity frame but no envelope");
+        size_t relay = rl_msg_relay_part(out->id, out->id_len);
+        if (relay == out->id_len) { /* a relay's: the worker's identity follows */
+            zmq_msg_init(&frame);
+            if (zmq_msg_recv(&frame, sock, 0) < 0) {
+                zmq_msg_close(&frame);
+                return s_sock_error("receive relayed identity");
+            }
+            size_t n2 = zmq_msg_size(&frame);
+            const unsigned char *p2 = zmq_msg_data(&frame);
+            out->bytes += n2;
+            int bad = n2 == 0 || n2 > RL_MSG_PEER_ID_MAX || p2[0] == RL_MSG_RELAY_MARK;
+            if (!bad) {
+                memcpy(out->id + relay, p2, n2);
+                out->id_len = relay + n2;
+                out->peer_off = relay;
+            }
+            zmq_msg_close(&frame);
+            if (bad || !rl_net_more(sock)) {
+                rl_net_drain(sock);
+                return rl_error_set(RL_EPROTO, "message from relay: the worker's identity frame "
+                                    "is %s (expected 1 to %d bytes, not a relay's)",
+                                    bad ? "bad" : "there, but no envelope", RL_MSG_PEER_ID_MAX);
+            }
+        } else if (relay) {
+            rl_net_drain(sock);
+            return rl_error_set(RL_EPROTO, "identity of %zu bytes is a relay's with more after it",
+                                out->id_len);
+        }
         zmq_msg_init(&frame);
         if (zmq_msg_recv(&frame, sock, 0) < 0) {
             zmq_msg_close(&frame);

@@ -2,6 +2,7 @@
  *
  * Purpose: one control-plane message is a ZeroMQ multipart message
  *   [identity]          ROUTER side only (added/stripped by ZeroMQ)
+ *   [worker identity]   only on the driver's ROUTER, from a node relay
  *   envelope            rl.Envelope (proto/rl.proto), protocol_version set
  *   [DataProto frames]  only when the CALL/REPLY says has_payload
  * rl_msg_send()/rl_msg_recv() move such messages; the DataProto frames are
@@ -30,11 +31,30 @@ extern "C" {
 #endif
 
 #define RL_MSG_ID_MAX 255
+
+/* Node relays (common/runtime/relay.h). A relay's connection to the driver
+ * has the routing identity RL_MSG_RELAY_MARK + text + RL_MSG_RELAY_MARK
+ * (3..RL_MSG_RELAY_ID_MAX bytes, no mark inside), and every message it
+ * forwards carries the worker's own identity as a second frame. The driver
+ * sees the two as one identity, the relay's followed by the worker's (the
+ * worker's starts at rl_msg.peer_off); rl_msg_send() splits such an
+ * identity into its two frames again. A worker's identity never starts
+ * with the mark and is 1..RL_MSG_PEER_ID_MAX bytes. */
+#define RL_MSG_RELAY_MARK 0x01
+#define RL_MSG_RELAY_ID_MAX 64
+#define RL_MSG_PEER_ID_MAX (RL_MSG_ID_MAX - RL_MSG_RELAY_ID_MAX)
+
+/* The length of the relay's part of identity id (a relay's identity alone,
+ * or one with a worker's after it); 0 when id is not a relay's. */
+size_t rl_msg_relay_part(const void *id, size_t len);
 #define RL_MSG_MAX_FRAMES 8200 /* header + at most 4096 tensors, with room */
 
 typedef struct rl_msg {
-    unsigned char id[RL_MSG_ID_MAX]; /* ROUTER peer identity */
+    unsigned char id[RL_MSG_ID_MAX]; /* ROUTER peer identity (a relay's and
+                                        the worker's behind it, together) */
     size_t id_len;
+    size_t peer_off;  /* where the sender's own identity starts in id: 0,
+                         or after the relay's part */
     Rl__Envelope *env;      /* NULL if the envelope could not be parsed */
     rl_dataproto *payload;  /* NULL if none */
     int payload_error;      /* rl_status of a payload that failed to decode */
@@ -45,7 +65,7 @@ typedef struct rl_msg {
 const char *rl_msg_kind_name(int body_case);
 
 /* Sends env (+ payload frames). `id` is the ROUTER destination (NULL on a
- * DEALER). Sets env->protocol_version. Never blocks: RL_ETIMEOUT when the
+ * DEALER; a relay's and a worker's identity together go as two frames). Sets env->protocol_version. Never blocks: RL_ETIMEOUT when the
  * socket cannot take the message now (a DEALER without a peer), RL_EIO on
  * other socket errors. A frame above rl_net_max_message() (the peer's
  * ZMQ_MAXMSGSIZE: it would drop the connection) is not sent: RL_EPROTO
@@ -58,7 +78,9 @@ void rl_msg_heartbeat(Rl__Envelope *env, Rl__Heartbeat *hb, uint64_t time_ns);
 /* Bytes that rl_msg_send(env, payload) puts on the wire (identity aside). */
 size_t rl_msg_size(const Rl__Envelope *env, const rl_dataproto *payload);
 /* Receives one message without blocking (RL_ETIMEOUT if none is queued).
- * router: the socket is a ROUTER (first frame = identity). */
+ * router: the socket is a ROUTER (first frame = identity; from a relay, a
+ * second identity frame follows: RL_EPROTO when it is missing, empty, too
+ * long or itself a relay's). */
 int rl_msg_recv(void *sock, int router, rl_msg *out);
 void rl_msg_clear(rl_msg *m);
 

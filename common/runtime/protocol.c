@@ -114,17 +114,20 @@ static int s_id_is(const rl_drv_slot *s, const unsigned char *id, size_t len)
  * falls back to the scan. */
 static rl_drv_slot *s_slot_by_id(rl_driver *d, const unsigned char *id, size_t len)
 {
-    const unsigned char *slash = memchr(id, '/', len);
-    if (slash && slash > id) {
-        size_t rl = (size_t)(slash - id);
+    size_t off = rl_msg_relay_part(id, len); /* behind a relay: the worker's part */
+    const unsigned char *w = id + off;
+    size_t wlen = len - off;
+    const unsigned char *slash = memchr(w, '/', wlen);
+    if (slash && slash > w) {
+        size_t rl = (size_t)(slash - w);
         long rank = 0;
         size_t i = rl + 1;
-        for (; i < len && i < rl + 8 && id[i] >= '0' && id[i] <= '9'; i++)
-            rank = rank * 10 + (id[i] - '0');
-        if (i > rl + 1 && i < len && id[i] == '#') {
+        for (; i < wlen && i < rl + 8 && w[i] >= '0' && w[i] <= '9'; i++)
+            rank = rank * 10 + (w[i] - '0');
+        if (i > rl + 1 && i < wlen && w[i] == '#') {
             for (int g = 0; g < d->n_groups; g++) {
                 const rl_group *gr = &d->groups[g];
-                if (rank < gr->size && strlen(gr->name) == rl && memcmp(gr->name, id, rl) == 0 &&
+                if (rank < gr->size && strlen(gr->name) == rl && memcmp(gr->name, w, rl) == 0 &&
                     s_id_is(gr->ranks[rank], id, len))
                     return gr->ranks[rank];
             }
@@ -269,6 +272,10 @@ static void s_on_hello(rl_driver *d, rl_msg *m)
         s_send_challenge(s, m->id, m->id_len); /* prove the token: HELLO again */
         return;
     }
+    /* the worker proves the token over its own identity; behind a relay
+     * the driver sees the relay's before it (msg.h) */
+    const unsigned char *peer = m->id + m->peer_off;
+    size_t peer_len = m->id_len - m->peer_off;
     if (claimed) {
         /* a replayed HELLO answers a challenge that is spent (the epoch moved
          * on when it was accepted) or was made for another peer */
@@ -290,7 +297,7 @@ static void s_on_hello(rl_driver *d, rl_msg *m)
                                       m->id_len, RL_HS_CHALLENGE_MAX_AGE_MS) == RL_OK &&
                 s->token_set &&
                 rl_hs_proof_ok(s->token, h->challenge.data, h->challenge.len, job, role_name,
-                               h->rank, m->id, m->id_len, h->proof.data, h->proof.len)) {
+                               h->rank, peer, peer_len, h->proof.data, h->proof.len)) {
                 rl_log_debug("%s: a second answer to a spent challenge; dropped", s->label);
                 return;
             }
@@ -300,7 +307,7 @@ static void s_on_hello(rl_driver *d, rl_msg *m)
         }
         if (!s->token_set ||
             !rl_hs_proof_ok(s->token, h->challenge.data, h->challenge.len, job, role_name,
-                            h->rank, m->id, m->id_len, h->proof.data, h->proof.len)) {
+                            h->rank, peer, peer_len, h->proof.data, h->proof.len)) {
             snprintf(why, sizeof why, "refused: %s is %s; this HELLO's proof of the slot's "
                      "token is wrong", s->label, holder);
             goto refuse;

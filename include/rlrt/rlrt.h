@@ -28,6 +28,7 @@
 #include "rlrt/runtime/cpus.h"
 #include "rlrt/runtime/driver.h"
 #include "rlrt/runtime/health.h"
+#include "rlrt/runtime/relay.h"
 #include "rlrt/runtime/worker.h"
 #include "rlrt/nn/params.h"
 #include "rlrt/nn/model.h"

@@ -14,8 +14,10 @@ collective), the policy log-probs, the rollout in generation and in the
 weight sync, the actor publishing weights, the actor writing a checkpoint,
 a reward rank (retry-safe: the call is re-sent), an actor rank while the job
 starts, an actor rank during SFT (no checkpoints: replayed from step 1), the
-rollout killed by the clock between calls, and the driver itself killed
-(its workers leave by themselves; --resume ends where a fault-free run does).
+rollout killed by the clock between calls, the rollout and reward ranks
+behind a node relay (the same run) and that relay killed by the clock, and
+the driver itself killed (its workers leave by themselves; --resume ends
+where a fault-free run does).
 """
 import json
 import os
@@ -47,16 +49,20 @@ SFT = ["trainer.total_steps=12", "trainer.val_every=6", "data.train_batch_size=1
        "actor.optim.lr=0.01"]
 
 
-def cluster(path):
+def cluster(path, relay=False):
+    """relay: the rollout and reward ranks on a second node behind a relay."""
+    other = "n1" if relay else "local"
     with open(path, "w") as f:
         f.write("driver: {bind: 127.0.0.1, port: 5555}\n"
                 "heartbeat: {interval_s: 0.2, liveness: 3}\n"
                 "restart: {max_restarts: 3, backoff_s: 0.2, backoff_max_s: 1.0}\n"
-                "nodes: [{name: local, address: 127.0.0.1, launch: local}]\n"
+                "nodes:\n  - {name: local, address: 127.0.0.1, launch: local}\n" +
+                ("  - {name: n1, address: 127.0.0.1, launch: local, relay: true}\n"
+                 if relay else "") +
                 "roles:\n"
-                "  rollout: {count: 1, node: local}\n"
+                f"  rollout: {{count: 1, node: {other}}}\n"
                 "  actor: {count: 2, node: local}\n"
-                "  reward: {count: 2, node: local}\n")
+                f"  reward: {{count: 2, node: {other}}}\n")
 
 
 def start(work, cfile, config, overrides, env_extra=None):
@@ -184,6 +190,37 @@ def main():
         same(work, "runs/ref", "runs/clock", final, "clock")
         print("ok: the rollout killed by the clock (pid %d) after step 2: same metrics and weights"
               % victim)
+        # a node relay (cluster.yaml relay: true) in front of the rollout and
+        # reward ranks: the same metrics and weights as without it; and killed
+        # by the clock, it is started again, its workers reconnect through it
+        # and the job still ends where the fault-free run does
+        rfile = os.path.join(work, "cluster-relay.yaml")
+        cluster(rfile, relay=True)
+        finish(start(work, rfile, "arith_grpo.yaml", RL + ["trainer.output_dir=runs/relay"]),
+               "relay")
+        same(work, "runs/ref", "runs/relay", final, "relay")
+        print("ok: rollout and reward behind a relay: the fault-free metrics and weights")
+        p = start(work, rfile, "arith_grpo.yaml", RL + ["trainer.output_dir=runs/relaykill"])
+        victim = None
+        deadline = time.time() + 60
+        mpath = os.path.join(work, "runs/relaykill/metrics.jsonl")
+        while time.time() < deadline and p.poll() is None:
+            if os.path.exists(mpath) and len(open(mpath).read().splitlines()) >= 3:
+                kids = [pid for pid, cmd in children(p.pid) if "--relay" in cmd]
+                if kids:
+                    victim = kids[0]
+                    os.kill(victim, signal.SIGKILL)
+                    break
+            time.sleep(0.01)
+        out = finish(p, "relay killed")
+        if victim is None:
+            raise SystemExit("FAIL: relay: found no relay to kill")
+        if "the relay of node n1 exited" not in out:
+            print(out[-3000:])
+            raise SystemExit("FAIL: relay killed: its restart was not logged")
+        same(work, "runs/ref", "runs/relaykill", final, "relay killed")
+        print("ok: the relay killed by the clock (pid %d) after step 2: started again, same "
+              "metrics and weights" % victim)
         # the driver itself killed: its workers leave by themselves; --resume
         # continues from the last checkpoint to the same end
         p = start(work, cfile, "arith_grpo.yaml", RL + ["trainer.output_dir=runs/driver"])

@@ -203,7 +203,8 @@ def main():
         pass
     port = 10000 + os.getpid() % (lo - 11000 if lo > 12000 else 1000)
     with open(os.path.join(d, "cluster.yaml"), "w") as f:
-        f.write("driver: {bind: 127.0.0.1, address: 127.0.0.2, port: %d}\n"
+        # local_ipc false: the local workers must take the sniffed TCP path
+        f.write("driver: {bind: 127.0.0.1, address: 127.0.0.2, port: %d, local_ipc: false}\n"
                 "heartbeat: {interval_s: 0.2, liveness: 5}\n"
                 "restart: {max_restarts: 3, backoff_s: 0.2}\n"
                 "nodes: [{name: local, address: 127.0.0.1, launch: local}]\n"

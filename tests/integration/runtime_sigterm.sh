@@ -10,8 +10,8 @@ pid=$!
 for _ in $(seq 100); do grep -q "running selftest" "$d/log" && break; sleep 0.1; done
 grep -q "running selftest" "$d/log" || { cat "$d/log"; fail "driver did not start"; }
 sleep 0.5
-endpoint=$(grep -o -- '--driver [^ ]*' /proc/$(pgrep -P $pid | head -1)/cmdline 2>/dev/null | head -1)
-endpoint=$(tr '\0' ' ' </proc/$(pgrep -P $pid | head -1)/cmdline | grep -o 'tcp://[^ ]*')
+[ -n "$(pgrep -P $pid)" ] || fail "no worker found"
+endpoint=$(tr '\0' ' ' </proc/$(pgrep -P $pid | head -1)/cmdline | grep -Eo '(tcp|ipc)://[^ ]*')
 kill -TERM $pid
 wait $pid
 rc=$?

@@ -369,6 +369,78 @@ static void test_role_names(void **state)
     rl_config_free(c);
 }
 
+/* `relay` and `relay_hold_ms` of a node: read, and refused where they
+ * cannot work, with the line. */
+static rl_cluster *s_parse(const char *text)
+{
+    rl_config *c = rl_config_parse_string(text, strlen(text), "cluster.yaml");
+    if (!c)
+        return NULL;
+    rl_cluster *cl = rl_cluster_from_config(c);
+    rl_config_free(c);
+    return cl;
+}
+
+static void test_relay_keys(void **state)
+{
+    (void)state;
+    const char *ok = "driver: {port: 5555}\n"
+                     "nodes:\n"
+                     "  - {name: head, address: 10.0.0.1}\n"
+                     "  - {name: gpu-1.a, address: 10.0.0.2, launch: ssh, relay: true}\n"
+                     "  - {name: gpu2, address: 10.0.0.3, relay: true, relay_hold_ms: 0}\n"
+                     "roles: {actor: {count: 1, node: gpu-1.a}}\n";
+    rl_cluster *cl = s_parse(ok);
+    if (!cl)
+        fail_msg("%s", rl_error_message());
+    assert_int_equal(cl->nodes[0].relay, 0);
+    assert_int_equal(cl->nodes[1].relay, 1);
+    assert_int_equal(cl->nodes[1].relay_hold_ms, 20);
+    assert_int_equal(cl->nodes[2].relay, 1);
+    assert_int_equal(cl->nodes[2].relay_hold_ms, 0);
+    assert_int_equal(cl->driver_local_ipc, 1); /* the default */
+    rl_cluster_free(cl);
+    cl = s_parse("driver: {port: 5555, local_ipc: false}\nnodes: [{name: n, address: x}]\n"
+                 "roles: {actor: {count: 1, node: n}}\n");
+    if (!cl)
+        fail_msg("%s", rl_error_message());
+    assert_int_equal(cl->driver_local_ipc, 0);
+    rl_cluster_free(cl);
+    struct {
+        const char *node, *extra, *want;
+    } bad[] = {
+        {"{name: box, address: h, launch: external, relay: true}", "",
+         "cluster.yaml:3:54: nodes[0].relay: node 'box' is external: the driver starts no "
+         "relay there"},
+        {"{name: box, address: h, relay_hold_ms: 5}", "",
+         "cluster.yaml:3:44: nodes[0].relay_hold_ms: relay_hold_ms on node 'box', which has no "
+         "relay (relay: true)"},
+        {"{name: box, address: h, relay: true, relay_hold_ms: 20000}", "",
+         "cluster.yaml:3:57: nodes[0].relay_hold_ms: 20000 out of range 0..10000"},
+        {"{name: 'b x', address: h, relay: true}", "",
+         "cluster.yaml:3:38: nodes[0].relay: a node with a relay needs a name of 1 to 32 "
+         "letters, digits, '_', '-' or '.'"},
+        {"{name: box, address: h, relay: yes please}", "", "nodes[0].relay: "},
+        {"{name: box, address: h, relay: true}",
+         "security: {driver_cert: d.cert, authorized_keys: keys}\n",
+         "security (CurveZMQ) with node 'box' behind a relay (line 3): a relay's worker side "
+         "has no CurveZMQ"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char text[1024];
+        snprintf(text, sizeof text,
+                 "driver: {port: 5555}\nnodes:\n  - %s\nroles: {actor: {count: 1, node: box}}\n%s",
+                 bad[i].node, bad[i].extra);
+        cl = s_parse(text);
+        if (cl) {
+            rl_cluster_free(cl);
+            fail_msg("case %zu was accepted; expected: %s", i, bad[i].want);
+        }
+        if (!strstr(rl_error_message(), bad[i].want))
+            fail_msg("case %zu: '%s' lacks '%s'", i, rl_error_message(), bad[i].want);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -377,6 +449,7 @@ int main(void)
         cmocka_unit_test(test_example_files),
         cmocka_unit_test(test_role_names),
         cmocka_unit_test(test_cpus),
+        cmocka_unit_test(test_relay_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

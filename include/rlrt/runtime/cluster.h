@@ -13,6 +13,11 @@
  *                                 #   address of driver.node, else of nodes[0])
  *     node: head                  # optional: the node the driver runs on
  *     port: 5555                  # required, 1..65535
+ *     local_ipc: true             # default: the workers and relays it
+ *                                 #   starts on its own machine (launch:
+ *                                 #   local) connect over a Unix socket,
+ *                                 #   ipc://@rlrt-JOB-driver, not TCP (not
+ *                                 #   with security); false: all over TCP
  *   heartbeat: {interval_s: 1.0, liveness: 3}          # defaults 1 s x 3
  *     # give_up_s: a worker whose driver stays silent this long after the
  *     #   liveness ran out exits (status 2); default interval_s x liveness
@@ -43,6 +48,15 @@
  *       gpus: 8                   # default 0
  *       launch: local             # local | ssh | external (default local)
  *       ssh: {user: rl, command: "ssh -o BatchMode=yes"}   # ssh only
+ *       relay: true               # default false: the node's workers reach
+ *                                 #   the driver through one relay process
+ *                                 #   there (rlrt/runtime/relay.h), started
+ *                                 #   by the driver (local/ssh) on
+ *                                 #   ipc://@rlrt-JOB-NODE; not with
+ *                                 #   security (its worker side has no
+ *                                 #   CurveZMQ); name: [A-Za-z0-9_.-], <= 32
+ *       relay_hold_ms: 20         # how long the relay may hold a reply for
+ *                                 #   its method's other replies (0..10000)
  *   roles:                        # required; any role names, in any order
  *     actor:                      # a name: [a-z][a-z0-9_]*, at most 63 chars
  *       count: 2                  # required, >= 0
@@ -107,6 +121,8 @@ typedef struct rl_cluster_node {
     rl_launch_mode launch;
     char ssh_user[RL_CLUSTER_NAME_MAX];     /* "" = the current user */
     char ssh_command[RL_CLUSTER_ADDR_MAX];  /* default "ssh" */
+    int relay;    /* 1: its workers reach the driver through a node relay */
+    int relay_hold_ms; /* the relay's reply hold (rlrt/runtime/relay.h) */
     int line;                               /* where it is defined */
 } rl_cluster_node;
 
@@ -140,6 +156,7 @@ typedef struct rl_cluster {
     char driver_bind[RL_CLUSTER_ADDR_MAX];      /* e.g. "*" */
     char driver_address[RL_CLUSTER_ADDR_MAX];
     int driver_port;
+    int driver_local_ipc;  /* 1 (default): local workers use a Unix socket */
     char driver_bind_endpoint[RL_CLUSTER_ADDR_MAX + 16]; /* tcp://0.0.0.0:5555 (bind form) */
     char driver_endpoint[RL_CLUSTER_ADDR_MAX + 16];      /* tcp://10.0.0.1:5555 */
     double heartbeat_interval_s; /* default 1.0 */

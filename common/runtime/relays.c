@@ -1,0 +1,255 @@
+/* relays.c — the driver's node relays (see driver_internal.h and
+ * rlrt/runtime/relay.h): one `rl-worker --relay` per node with `relay:
+ * true` that holds a started slot, started before the node's workers (they
+ * connect to it), started again when it exits while the job runs, and
+ * stopped after the workers at shutdown. */
+#include "common/runtime/driver_internal.h"
+
+#include "rlrt/error.h"
+#include "rlrt/log.h"
+#include "rlrt/runtime/relay.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static rl_drv_relay *s_of_node(const rl_driver *d, const rl_cluster_node *node)
+{
+    for (int i = 0; i < d->n_relays; i++)
+        if (d->relays[i].node == node)
+            return &d->relays[i];
+    return NULL;
+}
+
+int rl_drv_relays_build(rl_driver *d)
+{
+    for (int i = 0; i < d->n_slots; i++) {
+        const rl_cluster_node *nd = d->slots[i].node;
+        if (!nd->relay || nd->launch == RL_LAUNCH_EXTERNAL || s_of_node(d, nd))
+            continue;
+        rl_drv_relay *r = realloc(d->relays, sizeof *r * (size_t)(d->n_relays + 1));
+        if (!r)
+            return rl_error_set(RL_ENOMEM, "driver: out of memory");
+        d->relays = r;
+        r = &d->relays[d->n_relays++];
+        memset(r, 0, sizeof *r);
+        r->d = d;
+        r->node = nd;
+        rl_relay_endpoint(d->job_id, nd->name, r->endpoint, sizeof r->endpoint);
+    }
+    return RL_OK;
+}
+
+void rl_drv_relays_init_handles(rl_driver *d)
+{
+    for (int i = 0; i < d->n_relays; i++) {
+        uv_timer_init(&d->loop, &d->relays[i].timer);
+        d->relays[i].timer.data = &d->relays[i];
+    }
+}
+
+/* Where a process the driver starts on `node` reaches the driver. */
+static const char *s_driver_endpoint(const rl_driver *d, const rl_cluster_node *node)
+{
+    return node->launch == RL_LAUNCH_LOCAL && d->local_endpoint[0] ? d->local_endpoint
+                                                                    : d->endpoint;
+}
+
+const char *rl_drv_slot_endpoint(const rl_drv_slot *s)
+{
+    const rl_drv_relay *r = s_of_node(s->d, s->node);
+    return r ? r->endpoint : s_driver_endpoint(s->d, s->node);
+}
+
+static int s_spawn(rl_drv_relay *r);
+
+static void s_on_closed(uv_handle_t *h) { (void)h; }
+
+static void s_on_timer(uv_timer_t *t)
+{
+    rl_drv_relay *r = t->data;
+    rl_drv_lock(r->d);
+    if (!r->d->shutting_down && !r->d->fatal[0] && !r->proc_running && s_spawn(r))
+        rl_drv_set_fatal(r->d, "the relay of node %s cannot be started again: %s", r->node->name,
+                         rl_error_message());
+    rl_drv_unlock(r->d);
+}
+
+static void s_on_exit(uv_process_t *p, int64_t status, int signo)
+{
+    rl_drv_relay *r = p->data;
+    rl_driver *d = r->d;
+    rl_drv_lock(d);
+    r->proc_running = 0;
+    uv_close((uv_handle_t *)p, s_on_closed);
+    if (!d->shutting_down && !d->fatal[0]) {
+        r->restarts++;
+        if (r->restarts > d->cl->restart_max) {
+            rl_drv_set_fatal(d, "the relay of node %s exited %d times (status %lld, signal %d); "
+                             "restart.max_restarts is %d", r->node->name, r->restarts,
+                             (long long)status, signo, d->cl->restart_max);
+        } else {
+            /* its workers reconnect to the new one by themselves (ZeroMQ);
+             * the driver sees them as reconnected (calls in flight fail) */
+            uint64_t ms = 100u << (r->restarts < 6 ? r->restarts - 1 : 5);
+            rl_log_warn("the relay of node %s exited (status %lld, signal %d): starting it "
+                        "again in %llu ms (%d of %d)", r->node->name, (long long)status, signo,
+                        (unsigned long long)ms, r->restarts, d->cl->restart_max);
+            uv_timer_start(&r->timer, s_on_timer, ms, 0);
+        }
+    }
+    rl_drv_unlock(d);
+}
+
+static int s_spawn(rl_drv_relay *r)
+{
+    rl_driver *d = r->d;
+    const rl_cluster_node *nd = r->node;
+    if (!d->opt.worker_binary || !*d->opt.worker_binary)
+        return rl_error_set(RL_EINVAL, "cannot start the relay of node %s: no rl-worker binary "
+                            "given", nd->name);
+    char hold[16], maxmb[32], giveup[32];
+    snprintf(hold, sizeof hold, "%d", nd->relay_hold_ms);
+    /* an orphan on an ssh node leaves after this long without us (a
+     * worker's give-up, but never under a minute: its workers may all be
+     * restarting, and then nothing of ours passes through it) */
+    double g = 10 * d->cl->heartbeat_give_up_s;
+    snprintf(giveup, sizeof giveup, "%.3f", g > 60 ? g : 60);
+    snprintf(maxmb, sizeof maxmb, "%lld", (long long)(d->cl->max_message_bytes >> 20));
+    const char *level = d->opt.worker_log_level ? d->opt.worker_log_level : "info";
+    char *argv[40];
+    int a = 0;
+    char sshbuf[RL_CLUSTER_ADDR_MAX], host[RL_CLUSTER_ADDR_MAX + RL_CLUSTER_NAME_MAX + 2];
+    char remote[2048];
+    if (nd->launch == RL_LAUNCH_SSH) {
+        snprintf(sshbuf, sizeof sshbuf, "%s", nd->ssh_command[0] ? nd->ssh_command : "ssh");
+        char *save = NULL;
+        for (char *tok = strtok_r(sshbuf, " ", &save); tok && a < 20;
+             tok = strtok_r(NULL, " ", &save))
+            argv[a++] = tok;
+        if (nd->ssh_user[0])
+            snprintf(host, sizeof host, "%s@%s", nd->ssh_user, nd->address);
+        else
+            snprintf(host, sizeof host, "%s", nd->address);
+        argv[a++] = host;
+        int n = snprintf(remote, sizeof remote,
+                         "exec %s --relay --driver %s --bind %s --node %s --relay-hold-ms %s "
+                         "--log-level %s --max-message-mb %s --give-up-s %s",
+                         d->opt.worker_binary, s_driver_endpoint(d, nd), r->endpoint, nd->name,
+                         hold, level,
+                         maxmb, giveup);
+        if (n < 0 || (size_t)n >= sizeof remote)
+            return rl_error_set(RL_EINVAL, "the relay of node %s: the ssh command is too long",
+                                nd->name);
+        argv[a++] = remote;
+    } else {
+        const char *args[] = {d->opt.worker_binary, "--relay", "--driver", s_driver_endpoint(d, nd),
+                              "--bind",
+                              r->endpoint, "--node", nd->name, "--relay-hold-ms", hold,
+                              "--log-level", level, "--max-message-mb", maxmb, "--give-up-s",
+                              giveup};
+        for (size_t i = 0; i < sizeof args / sizeof *args; i++)
+            argv[a++] = (char *)args[i];
+    }
+    argv[a] = NULL;
+    /* our environment, and our pid: a local relay leaves when we die */
+    extern char **environ;
+    int nenv = 0;
+    while (environ[nenv])
+        nenv++;
+    char **env = calloc((size_t)nenv + 2, sizeof *env);
+    if (!env)
+        return rl_error_set(RL_ENOMEM, "cannot start the relay of node %s: out of memory",
+                            nd->name);
+    char ppid[48];
+    int e = 0;
+    for (int i = 0; i < nenv; i++)
+        if (strncmp(environ[i], "RL_DRIVER_PID=", 14) != 0 &&
+            strncmp(environ[i], "NOTIFY_SOCKET=", 14) != 0)
+            env[e++] = environ[i];
+    if (nd->launch == RL_LAUNCH_LOCAL) {
+        snprintf(ppid, sizeof ppid, "RL_DRIVER_PID=%ld", (long)getpid());
+        env[e++] = ppid;
+    }
+    env[e] = NULL;
+    uv_process_options_t po;
+    memset(&po, 0, sizeof po);
+    uv_stdio_container_t stdio[3];
+    stdio[0].flags = UV_IGNORE;
+    stdio[1].flags = UV_INHERIT_FD;
+    stdio[1].data.fd = 1;
+    stdio[2].flags = UV_INHERIT_FD;
+    stdio[2].data.fd = 2;
+    po.file = argv[0];
+    po.args = argv;
+    po.env = env;
+    po.exit_cb = s_on_exit;
+    po.stdio_count = 3;
+    po.stdio = stdio;
+    memset(&r->proc, 0, sizeof r->proc);
+    r->proc.data = r;
+    int rc = uv_spawn(&d->loop, &r->proc, &po);
+    free(env);
+    if (rc != 0) {
+        uv_close((uv_handle_t *)&r->proc, s_on_closed);
+        return rl_error_set(RL_EIO, "cannot start the relay of node %s: %s: %s", nd->name,
+                            argv[0], uv_strerror(rc));
+    }
+    r->proc_running = 1;
+    rl_log_info("started the relay of node %s (pid %d, %s): its workers connect to %s",
+                nd->name, r->proc.pid, rl_launch_mode_name(nd->launch), r->endpoint);
+    return RL_OK;
+}
+
+int rl_drv_relays_launch(rl_driver *d)
+{
+    for (int i = 0; i < d->n_relays; i++)
+        if (!d->relays[i].proc_running) {
+            int rc = s_spawn(&d->relays[i]);
+            if (rc)
+                return rc;
+        }
+    return RL_OK;
+}
+
+void rl_drv_relays_signal(rl_driver *d, int signo)
+{
+    for (int i = 0; i < d->n_relays; i++) {
+        uv_timer_stop(&d->relays[i].timer);
+        if (d->relays[i].proc_running)
+            uv_process_kill(&d->relays[i].proc, signo);
+    }
+}
+
+void rl_drv_relays_stop_if_done(rl_driver *d)
+{
+    if (!d->shutting_down || d->shutdown_requested == 1 || !rl_drv_relays_running(d))
+        return;
+    for (int i = 0; i < d->n_slots; i++)
+        if (d->slots[i].proc_running)
+            return;
+    for (int i = 0; i < d->n_relays; i++) {
+        uv_timer_stop(&d->relays[i].timer);
+        if (d->relays[i].proc_running && !d->relays[i].stopping) {
+            d->relays[i].stopping = 1;
+            uv_process_kill(&d->relays[i].proc, SIGTERM);
+        }
+    }
+}
+
+int rl_drv_relays_running(const rl_driver *d)
+{
+    int n = 0;
+    for (int i = 0; i < d->n_relays; i++)
+        n += d->relays[i].proc_running;
+    return n;
+}
+
+void rl_drv_relays_free(rl_driver *d)
+{
+    free(d->relays);
+    d->relays = NULL;
+    d->n_relays = 0;
+}

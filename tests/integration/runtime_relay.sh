@@ -1,0 +1,56 @@
+#!/bin/bash
+# Node relays (cluster.yaml `relay: true`, rlrt/runtime/relay.h):
+#  1. the selftest recipe with two of three nodes behind relays: every
+#     dispatch mode, collective, channel and failure check passes; the
+#     driver starts one relay per relayed node and each worker there
+#     connects to its relay; the relays held replies (they coalesced), and
+#     stop after their workers, all exiting 0, nothing left running;
+#  2. rl-worker --relay usage errors exit 64 with the missing option named.
+# (A relay killed mid-job: tests/integration/fault_recovery.py.)
+. "$(dirname "$0")/lib.bash"
+d=$(tmpdir)
+trap 'rm -rf "$d"' EXIT
+
+cat >"$d/cluster.yaml" <<YAML
+driver: {bind: 127.0.0.1, port: 5555}
+nodes:
+  - {name: head, address: 127.0.0.1, launch: local}
+  - {name: n1, address: 127.0.0.1, launch: local, relay: true}
+  - {name: n2, address: 127.0.0.1, launch: local, relay: true, relay_hold_ms: 50}
+roles:
+  actor:
+    count: 2
+    placement: [{rank: 0, node: head}, {rank: 1, node: n1}]
+  rollout: {count: 2, node: n1}
+  reward: {count: 2, node: n2}
+YAML
+out=$("$BIN/rl-driver" --cluster "$d/cluster.yaml" --config examples/selftest.yaml \
+      --bind 'tcp://127.0.0.1:*' selftest.payload_mb=4 2>&1)
+rc=$?
+echo "$out" | grep -v " INFO " | tail -30
+[ $rc = 0 ] || { echo "$out" | tail -40; fail "rl-driver exited $rc"; }
+echo "$out" | grep -Eq "selftest: [0-9]+ passed, 0 failed, 0 skipped" || fail "selftest summary missing"
+for n in n1 n2; do
+    echo "$out" | grep -q "started the relay of node $n (pid" || fail "no relay started for $n"
+    echo "$out" | grep -Eq "relay for node $n: stopped \([0-9]+ down, [0-9]+ up in [0-9]+ sends, [1-9][0-9]* held, 0 dropped\)" ||
+        fail "the relay of $n did not stop cleanly after holding replies"
+done
+echo "$out" | grep -q "started the relay of node head" && fail "a relay for a node without relay: true"
+n=$(echo "$out" | grep -Ec "(actor|rollout|reward)/[0-9] \(pid [0-9]+\) exited with status 0")
+[ "$n" = 6 ] || fail "expected 6 workers to exit 0, saw $n"
+# the relayed workers were given the relay's endpoint, the others the driver's
+echo "$out" | grep -q "relay for node n1: workers on ipc://@rlrt-" || fail "relay n1's endpoint"
+pgrep -f -- "--relay --driver" >/dev/null && fail "a relay is left running"
+
+# usage errors
+"$BIN/rl-worker" --relay --driver tcp://127.0.0.1:1 --node n1 >"$d/u.txt" 2>&1
+rc=$?
+[ $rc = 64 ] || fail "rl-worker --relay without --bind exited $rc"
+grep -q -- "--relay needs --driver, --bind and --node" "$d/u.txt" || fail "usage: $(cat "$d/u.txt")"
+"$BIN/rl-worker" --relay --driver tcp://127.0.0.1:1 --bind ipc://@x --node 'a b' >"$d/u.txt" 2>&1
+rc=$?
+[ $rc = 64 ] || fail "rl-worker --relay with a bad node name exited $rc"
+grep -q "node name 'a b'" "$d/u.txt" || fail "bad node name: $(cat "$d/u.txt")"
+"$BIN/rl-worker" --role reward --driver tcp://127.0.0.1:1 --bind ipc://@x >"$d/u.txt" 2>&1
+[ $? = 64 ] || fail "--bind without --relay accepted"
+echo "ok: selftest through two relays; relays stop after their workers; usage errors"
