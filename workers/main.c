@@ -115,8 +115,31 @@ static void s_on_stop_signal(int signo)
 /* rl-worker --relay: a node relay (rlrt/runtime/relay.h) until SIGTERM or
  * SIGINT, or the death of the driver that started it (RL_DRIVER_PID). */
 static int s_run_relay(const char *driver, const char *bind, const char *node, int hold_ms,
-                       int give_up_ms, int64_t max_message_bytes)
+                       int give_up_ms, int64_t max_message_bytes, const char *cert,
+                       const char *driver_key)
 {
+    static char keybuf[RL_NET_KEY_TXT];
+    if (!!cert != !!driver_key) {
+        fprintf(stderr, "rl-worker: --relay: --cert and --driver-key go together (CurveZMQ)\n");
+        return RL_WORKER_EXIT_USAGE;
+    }
+    if (cert) { /* its key pair towards the driver: a worker certificate */
+        rl_net_keypair own;
+        int rc = rl_net_load_cert(cert, 1, &own);
+        if (!rc)
+            rc = rl_net_set_security(&own, NULL, 0);
+        memset(&own, 0, sizeof own);
+        if (!rc && strlen(driver_key) != 40) { /* a certificate file */
+            if ((rc = rl_net_load_cert(driver_key, 0, &own)) == RL_OK) {
+                snprintf(keybuf, sizeof keybuf, "%s", own.public_txt);
+                driver_key = keybuf;
+            }
+        }
+        if (rc) {
+            fprintf(stderr, "rl-worker: --relay: %s\n", rl_error_message());
+            return RL_WORKER_EXIT_USAGE;
+        }
+    }
     if (!driver || !bind || !node) {
         fprintf(stderr, "rl-worker: --relay needs --driver, --bind and --node\n");
         return RL_WORKER_EXIT_USAGE;
@@ -139,7 +162,7 @@ static int s_run_relay(const char *driver, const char *bind, const char *node, i
         if (getppid() != (pid_t)ppid)
             return RL_WORKER_EXIT_OK;
     }
-    rl_relay_options ro = {driver, bind, node, hold_ms, &s_relay_stop, give_up_ms};
+    rl_relay_options ro = {driver, bind, node, hold_ms, &s_relay_stop, give_up_ms, driver_key};
     if (rl_relay_run(&ro, NULL)) {
         rl_log_error("%s", rl_error_message());
         return rl_error_code() == RL_EINVAL     ? RL_WORKER_EXIT_USAGE
@@ -286,7 +309,7 @@ int main(int argc, char **argv)
     }
     if (relay)
         return s_run_relay(opt.driver, bind, opt.node, hold_ms, opt.give_up_ms,
-                           opt.max_message_bytes);
+                           opt.max_message_bytes, opt.cert, driver_key);
     if (bind) {
         fprintf(stderr, "rl-worker: --bind is for --relay\n");
         return RL_WORKER_EXIT_USAGE;
@@ -347,8 +370,10 @@ int main(int argc, char **argv)
         driver_key = keybuf;
     }
     opt.driver_key = driver_key;
-    if (!!opt.cert != !!opt.driver_key) {
-        fprintf(stderr, "rl-worker: --cert and --driver-key go together (CurveZMQ)\n");
+    if (!!opt.cert != !!opt.driver_key &&
+        !(opt.cert && strncmp(opt.driver, "ipc:///", 7) == 0)) {
+        fprintf(stderr, "rl-worker: --cert and --driver-key go together (CurveZMQ; a worker "
+                        "behind a node relay, --driver ipc:///PATH, takes --cert alone)\n");
         return RL_WORKER_EXIT_USAGE;
     }
     opt.sd_notify = getenv("NOTIFY_SOCKET") != NULL;

@@ -550,12 +550,6 @@ static int s_read_policy(rl_cluster *cl, const rl_config_node *root)
                               sizeof cl->security_authorized_keys)))
             return rc;
         cl->security = 1;
-        for (int i = 0; i < cl->n_nodes; i++)
-            if (cl->nodes[i].relay)
-                return rl_config_node_error(v, RL_ECONFIG, "security (CurveZMQ) with node '%s' "
-                                            "behind a relay (line %d): a relay's worker side has "
-                                            "no CurveZMQ; drop one of them", cl->nodes[i].name,
-                                            cl->nodes[i].line);
     }
     return s_opt_positive(root, "external_wait_timeout_s", &cl->external_wait_timeout_s);
 }

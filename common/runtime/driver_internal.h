@@ -269,6 +269,10 @@ void rl_drv_relays_init_handles(rl_driver *d);
 int rl_drv_relays_launch(rl_driver *d);
 /* Where slot s's worker connects: its node's relay, else the driver. */
 const char *rl_drv_slot_endpoint(const rl_drv_slot *s);
+/* 1 when slot s's worker is behind a relay (with security it gets its
+ * certificate for its channels but no driver key: it speaks to the relay
+ * over the node's private Unix socket). */
+int rl_drv_slot_relayed(const rl_drv_slot *s);
 /* (I/O thread) Signals every running relay (SIGTERM at shutdown once the
  * workers are gone, SIGKILL when killing). */
 void rl_drv_relays_signal(rl_driver *d, int signo);

@@ -240,8 +240,10 @@ static int s_spawn(rl_drv_slot *s)
                           d->opt.worker_binary, s_role(s), s->rank, rl_drv_slot_endpoint(s), s->node->name,
                           level, d->interval_ms, d->job_id, giveup, window, maxmb);
         if (d->driver_key[0] && rn > 0 && (size_t)rn < sizeof remote)
-            rn += snprintf(remote + rn, sizeof remote - (size_t)rn, " --cert %s --driver-key %s",
-                           d->cl->security_worker_cert, d->driver_key);
+            rn += snprintf(remote + rn, sizeof remote - (size_t)rn, " --cert %s%s%s",
+                           d->cl->security_worker_cert,
+                           rl_drv_slot_relayed(s) ? "" : " --driver-key ",
+                           rl_drv_slot_relayed(s) ? "" : d->driver_key);
         if (d->cl->http_worker_port && rn > 0 && (size_t)rn < sizeof remote)
             rn += snprintf(remote + rn, sizeof remote - (size_t)rn,
                            " --http-port %s --http-bind %s", http_port, d->cl->http_bind);
@@ -278,8 +280,10 @@ static int s_spawn(rl_drv_slot *s)
         if (d->driver_key[0]) { /* paths and public keys only: no secret in argv */
             argv[a++] = "--cert";
             argv[a++] = (char *)d->cl->security_worker_cert;
-            argv[a++] = "--driver-key";
-            argv[a++] = d->driver_key;
+            if (!rl_drv_slot_relayed(s)) { /* behind a relay: its private Unix socket */
+                argv[a++] = "--driver-key";
+                argv[a++] = d->driver_key;
+            }
         }
         if (d->cl->http_worker_port) {
             argv[a++] = "--http-port";

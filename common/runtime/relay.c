@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -53,6 +54,7 @@ typedef struct {
     s_method methods[S_MAX_METHODS];
     int n_methods;
     rl_relay_stats st;
+    char dir[256]; /* with security: the socket's private directory */
 } s_relay;
 
 static int64_t s_now_ms(void)
@@ -62,9 +64,39 @@ static int64_t s_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void rl_relay_endpoint(const char *job_id, const char *node, char *out, size_t out_size)
+void rl_relay_endpoint(const char *job_id, const char *node, int secure, char *out,
+                       size_t out_size)
 {
-    snprintf(out, out_size, "ipc://@rlrt-%.32s-%.63s", job_id, node);
+    if (secure)
+        snprintf(out, out_size, "ipc:///tmp/rlrt-%.32s-%.63s/relay", job_id, node);
+    else
+        snprintf(out, out_size, "ipc://@rlrt-%.32s-%.63s", job_id, node);
+}
+
+/* With security: the workers' socket is a path whose directory is ours and
+ * closed to everyone else (made here, 0700), so only this user reaches it. */
+static int s_private_dir(const char *bind, char *dir, size_t dir_size)
+{
+    const char *path = bind + 6; /* after ipc:// */
+    const char *slash = strrchr(path, '/');
+    if (strncmp(bind, "ipc://", 6) != 0 || path[0] != '/' || !slash || slash == path)
+        return rl_error_set(RL_EINVAL, "relay: with security the workers' side must be a Unix "
+                            "socket at a path, ipc:///DIR/NAME (got '%s'): the file system, not "
+                            "CURVE, guards it", bind);
+    if ((size_t)(slash - path) >= dir_size)
+        return rl_error_set(RL_EINVAL, "relay: the path of '%s' is too long", bind);
+    snprintf(dir, dir_size, "%.*s", (int)(slash - path), path);
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return rl_error_set(RL_EIO, "relay: cannot make %s: %s", dir, strerror(errno));
+    struct stat st;
+    if (lstat(dir, &st) != 0)
+        return rl_error_set(RL_EIO, "relay: %s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
+        return rl_error_set(RL_EINVAL, "relay: %s must be a directory of this user that nobody "
+                            "else may enter (mode 0700); it is %s, owner %ld, mode %03o", dir,
+                            S_ISDIR(st.st_mode) ? "a directory" : "not a directory",
+                            (long)st.st_uid, (unsigned)(st.st_mode & 0777));
+    return RL_OK;
 }
 
 static void s_message_close(s_message *m)
@@ -324,6 +356,15 @@ static int s_open(s_relay *r)
     if (n <= 0 || n >= (int)sizeof id)
         return rl_error_set(RL_EINVAL, "relay: node name '%s' is too long", o->node);
     zmq_setsockopt(r->back, ZMQ_ROUTING_ID, id, (size_t)n);
+    if (o->driver_key) {
+        int rc = s_private_dir(o->bind, r->dir, sizeof r->dir);
+        if (rc) {
+            r->dir[0] = '\0'; /* not ours to remove */
+            return rc;
+        }
+        if ((rc = rl_net_curve_client(r->back, o->driver_key)))
+            return rl_error_wrap(rc, "relay: the connection to the driver");
+    }
     if (zmq_bind(r->front, o->bind) != 0)
         return rl_error_set(RL_EIO, "relay: cannot bind %s: %s", o->bind,
                             zmq_strerror(zmq_errno()));
@@ -352,6 +393,9 @@ static int s_check(const rl_relay_options *o)
         return rl_error_set(RL_EINVAL, "relay: hold of %d ms: expected 0 to 10000", o->hold_ms);
     if (!o->stop)
         return rl_error_set(RL_EINVAL, "relay: no stop flag");
+    if (o->driver_key && strlen(o->driver_key) != 40)
+        return rl_error_set(RL_EINVAL, "relay: the driver key must be 40 Z85 characters, got %zu",
+                            strlen(o->driver_key));
     return RL_OK;
 }
 
@@ -439,6 +483,10 @@ int rl_relay_run(const rl_relay_options *opt, rl_relay_stats *stats)
         zmq_close(r->back);
     if (r->ctx)
         zmq_ctx_term(r->ctx);
+    if (r->dir[0]) { /* the socket file went with the socket; the directory is ours */
+        unlink(opt->bind + 6);
+        rmdir(r->dir);
+    }
     free(r);
     return rc;
 }

@@ -37,7 +37,8 @@ int rl_drv_relays_build(rl_driver *d)
         memset(r, 0, sizeof *r);
         r->d = d;
         r->node = nd;
-        rl_relay_endpoint(d->job_id, nd->name, r->endpoint, sizeof r->endpoint);
+        rl_relay_endpoint(d->job_id, nd->name, d->driver_key[0] != 0, r->endpoint,
+                          sizeof r->endpoint);
     }
     return RL_OK;
 }
@@ -62,6 +63,8 @@ const char *rl_drv_slot_endpoint(const rl_drv_slot *s)
     const rl_drv_relay *r = s_of_node(s->d, s->node);
     return r ? r->endpoint : s_driver_endpoint(s->d, s->node);
 }
+
+int rl_drv_slot_relayed(const rl_drv_slot *s) { return s_of_node(s->d, s->node) != NULL; }
 
 static int s_spawn(rl_drv_relay *r);
 
@@ -138,8 +141,10 @@ static int s_spawn(rl_drv_relay *r)
                          "exec %s --relay --driver %s --bind %s --node %s --relay-hold-ms %s "
                          "--log-level %s --max-message-mb %s --give-up-s %s",
                          d->opt.worker_binary, s_driver_endpoint(d, nd), r->endpoint, nd->name,
-                         hold, level,
-                         maxmb, giveup);
+                         hold, level, maxmb, giveup);
+        if (d->driver_key[0] && n > 0 && (size_t)n < sizeof remote)
+            n += snprintf(remote + n, sizeof remote - (size_t)n, " --cert %s --driver-key %s",
+                          d->cl->security_worker_cert, d->driver_key);
         if (n < 0 || (size_t)n >= sizeof remote)
             return rl_error_set(RL_EINVAL, "the relay of node %s: the ssh command is too long",
                                 nd->name);
@@ -152,6 +157,12 @@ static int s_spawn(rl_drv_relay *r)
                               giveup};
         for (size_t i = 0; i < sizeof args / sizeof *args; i++)
             argv[a++] = (char *)args[i];
+        if (d->driver_key[0]) { /* paths and public keys only */
+            argv[a++] = "--cert";
+            argv[a++] = (char *)d->cl->security_worker_cert;
+            argv[a++] = "--driver-key";
+            argv[a++] = d->driver_key;
+        }
     }
     argv[a] = NULL;
     /* our environment, and our pid: a local relay leaves when we die */

@@ -1421,9 +1421,16 @@ static int s_setup_identity(s_worker *w)
     snprintf(w->token, sizeof w->token, "%s", o->token ? o->token : "");
     if (o->max_message_bytes && rl_net_set_max_message(o->max_message_bytes))
         return rl_error_code();
-    if (!!o->cert != !!o->driver_key)
-        return rl_error_set(RL_EINVAL, "security needs both the worker's certificate and the "
+    /* a certificate alone: CURVE on the worker's channels, and the control
+     * plane over its node relay's private Unix socket (relay.h) */
+    int relayed = o->driver && strncmp(o->driver, "ipc:///", 7) == 0;
+    if (o->driver_key && !o->cert)
+        return rl_error_set(RL_EINVAL, "security needs the worker's certificate with the "
                             "driver's public key");
+    if (o->cert && !o->driver_key && !relayed)
+        return rl_error_set(RL_EINVAL, "security needs both the worker's certificate and the "
+                            "driver's public key (only a worker behind a node relay, whose "
+                            "--driver is ipc:///PATH, goes without the key)");
     if (o->cert) {
         rl_net_keypair own;
         int rc = rl_net_load_cert(o->cert, 1, &own);
@@ -1432,6 +1439,8 @@ static int s_setup_identity(s_worker *w)
         memset(&own, 0, sizeof own);
         if (rc)
             return rc;
+    }
+    if (o->driver_key) {
         if (strlen(o->driver_key) != 40)
             return rl_error_set(RL_EINVAL, "the driver key must be 40 Z85 characters, got %zu",
                                 strlen(o->driver_key));

@@ -5,7 +5,10 @@
 #     driver starts one relay per relayed node and each worker there
 #     connects to its relay; the relays held replies (they coalesced), and
 #     stop after their workers, all exiting 0, nothing left running;
-#  2. rl-worker --relay usage errors exit 64 with the missing option named.
+#  2. the same with security: the relays reach the driver over CurveZMQ,
+#     their workers reach them over a Unix socket in a 0700 directory of the
+#     job's user, removed when the relay stops;
+#  3. rl-worker --relay usage errors exit 64 with the missing option named.
 # (A relay killed mid-job: tests/integration/fault_recovery.py.)
 . "$(dirname "$0")/lib.bash"
 d=$(tmpdir)
@@ -42,6 +45,33 @@ n=$(echo "$out" | grep -Ec "(actor|rollout|reward)/[0-9] \(pid [0-9]+\) exited w
 echo "$out" | grep -q "relay for node n1: workers on ipc://@rlrt-" || fail "relay n1's endpoint"
 pgrep -f -- "--relay --driver" >/dev/null && fail "a relay is left running"
 
+# with security: the relays reach the driver over CurveZMQ with the worker
+# certificate, their workers reach them over a Unix socket in a 0700
+# directory of the job's user (and keep CurveZMQ on their channels)
+"$BIN/rl-driver" keygen "$d/keys" driver worker >/dev/null || fail "keygen"
+mkdir -p "$d/keys/authorized" && cp "$d/keys/worker.cert" "$d/keys/authorized/"
+{ echo "security: {driver_cert: keys/driver.cert_secret, worker_cert: $d/keys/worker.cert,"
+  echo "           authorized_keys: keys/authorized}"; cat "$d/cluster.yaml"; } >"$d/secure.yaml"
+"$BIN/rl-driver" --cluster "$d/secure.yaml" --config examples/selftest.yaml \
+    --bind 'tcp://127.0.0.1:*' selftest.payload_mb=1 >"$d/secure.log" 2>&1 &
+dpid=$!
+perm=""
+for _ in $(seq 200); do
+    dir=$(grep -o "its workers connect to ipc:///tmp/rlrt-[0-9a-f]*-n1/relay" "$d/secure.log" |
+          head -1 | sed 's|.*ipc://||; s|/relay$||')
+    [ -n "$dir" ] && [ -d "$dir" ] && { perm=$(stat -c '%a %U' "$dir"); break; }
+    sleep 0.05
+done
+wait $dpid
+rc=$?
+out=$(cat "$d/secure.log")
+[ $rc = 0 ] || { echo "$out" | tail -40; fail "the secure job through relays exited $rc"; }
+echo "$out" | grep -Eq "selftest: [0-9]+ passed, 0 failed, 0 skipped" || fail "secure selftest summary"
+[ "$perm" = "700 $(id -un)" ] || fail "the relay's socket directory is '$perm', not 700 $(id -un)"
+[ -e "$dir" ] && fail "the relay left $dir behind"
+echo "$out" | grep -Eq "relay for node n2: stopped \([0-9]+ down, [0-9]+ up in [0-9]+ sends, [0-9]+ held, 0 dropped\)" ||
+    fail "the secure relay of n2 did not stop cleanly"
+
 # usage errors
 "$BIN/rl-worker" --relay --driver tcp://127.0.0.1:1 --node n1 >"$d/u.txt" 2>&1
 rc=$?
@@ -53,4 +83,4 @@ rc=$?
 grep -q "node name 'a b'" "$d/u.txt" || fail "bad node name: $(cat "$d/u.txt")"
 "$BIN/rl-worker" --role reward --driver tcp://127.0.0.1:1 --bind ipc://@x >"$d/u.txt" 2>&1
 [ $? = 64 ] || fail "--bind without --relay accepted"
-echo "ok: selftest through two relays; relays stop after their workers; usage errors"
+echo "ok: selftest through two relays, plain and with security; relays stop after their workers; usage errors"

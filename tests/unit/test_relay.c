@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -127,7 +128,8 @@ static void s_setup(s_fix *f, int hold_ms)
     zmq_getsockopt(f->drv, ZMQ_LAST_ENDPOINT, f->drv_ep, &len);
     snprintf(f->relay_ep, sizeof f->relay_ep, "ipc://@rlrt-test-relay-%d-%d", (int)getpid(),
              hold_ms);
-    f->opt = (rl_relay_options){f->drv_ep, f->relay_ep, "n1", hold_ms, &f->stop, 0};
+    f->opt = (rl_relay_options){.driver = f->drv_ep, .bind = f->relay_ep, .node = "n1",
+                                .hold_ms = hold_ms, .stop = &f->stop};
     assert_int_equal(pthread_create(&f->th, NULL, s_relay_main, f), 0);
     for (int k = 0; k < 3; k++) {
         f->w[k] = zmq_socket(f->ctx, ZMQ_DEALER);
@@ -367,33 +369,55 @@ static void test_relay_bad_options(void **state)
 {
     (void)state;
     volatile sig_atomic_t stop = 0;
+    char dir[128], badbind[160];
+    snprintf(dir, sizeof dir, "/tmp/rlrt-test-relay-open-%d", (int)getpid());
+    mkdir(dir, 0755); /* others may enter it: refused under security */
+    snprintf(badbind, sizeof badbind, "ipc://%s/relay", dir);
+    const char *key = "0123456789012345678901234567890123456789"; /* 40 Z85 characters */
+/* each case: the defaults, one field changed (a later designated field wins) */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverride-init"
+#define O(...) ((rl_relay_options){.driver = "tcp://127.0.0.1:1", .bind = "ipc://@x", \
+                                   .node = "n", .stop = &stop, __VA_ARGS__})
     struct {
         rl_relay_options o;
         const char *want;
     } cases[] = {
-        {{NULL, "ipc://@x", "n", 0, &stop, 0}, "no driver endpoint"},
-        {{"tcp://127.0.0.1:1", "", "n", 0, &stop, 0}, "no endpoint to bind"},
-        {{"tcp://127.0.0.1:1", "ipc://@x", "a b", 0, &stop, 0}, "node name 'a b'"},
-        {{"tcp://127.0.0.1:1", "ipc://@x", "n", -1, &stop, 0}, "hold of -1 ms"},
-        {{"tcp://127.0.0.1:1", "ipc://@x", "n", 0, NULL, 0}, "no stop flag"},
-        {{"tcp://127.0.0.1:1", "bogus://x", "n", 0, &stop, 0}, "cannot bind bogus://x"},
-        {{"tcp://127.0.0.1:1", "ipc://@x", "n", 0, &stop, -5}, "give-up of -5 ms"},
+        {O(.driver = NULL), "no driver endpoint"},
+        {O(.bind = ""), "no endpoint to bind"},
+        {O(.node = "a b"), "node name 'a b'"},
+        {O(.hold_ms = -1), "hold of -1 ms"},
+        {O(.stop = NULL), "no stop flag"},
+        {O(.bind = "bogus://x"), "cannot bind bogus://x"},
+        {O(.give_up_ms = -5), "give-up of -5 ms"},
+        {O(.driver_key = "short"), "the driver key must be 40 Z85 characters, got 5"},
+        {O(.driver_key = key), "with security the workers' side must be a Unix socket at a path"},
+        {O(.driver_key = key, .bind = "tcp://127.0.0.1:5"), "must be a Unix socket at a path"},
+        {O(.driver_key = key, .bind = badbind), "nobody else may enter (mode 0700)"},
     };
+#undef O
+#pragma GCC diagnostic pop
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         int rc = rl_relay_run(&cases[i].o, NULL);
         assert_int_not_equal(rc, RL_OK);
         if (!strstr(rl_error_message(), cases[i].want))
             fail_msg("case %zu: '%s' lacks '%s'", i, rl_error_message(), cases[i].want);
     }
+    struct stat st;
+    assert_int_equal(stat(dir, &st), 0); /* a directory it refused is left alone */
+    rmdir(dir);
     /* a driver that never speaks: the relay gives up (an orphan leaves) */
-    rl_relay_options o = {"tcp://127.0.0.1:1", "ipc://@rlrt-test-giveup", "n", 0, &stop, 300};
+    rl_relay_options o = {.driver = "tcp://127.0.0.1:1", .bind = "ipc://@rlrt-test-giveup",
+                          .node = "n", .stop = &stop, .give_up_ms = 300};
     double t0 = s_now();
     assert_int_equal(rl_relay_run(&o, NULL), RL_ETIMEOUT);
     assert_true(s_now() - t0 < 2.0);
     assert_true(strstr(rl_error_message(), "nothing from the driver") != NULL);
     char ep[128];
-    rl_relay_endpoint("0123456789abcdef", "node-1", ep, sizeof ep);
+    rl_relay_endpoint("0123456789abcdef", "node-1", 0, ep, sizeof ep);
     assert_string_equal(ep, "ipc://@rlrt-0123456789abcdef-node-1");
+    rl_relay_endpoint("0123456789abcdef", "node-1", 1, ep, sizeof ep);
+    assert_string_equal(ep, "ipc:///tmp/rlrt-0123456789abcdef-node-1/relay");
 }
 
 int main(void)

@@ -52,9 +52,10 @@
  *                                 #   the driver through one relay process
  *                                 #   there (rlrt/runtime/relay.h), started
  *                                 #   by the driver (local/ssh) on
- *                                 #   ipc://@rlrt-JOB-NODE; not with
- *                                 #   security (its worker side has no
- *                                 #   CurveZMQ); name: [A-Za-z0-9_.-], <= 32
+ *                                 #   ipc://@rlrt-JOB-NODE (with security:
+ *                                 #   ipc:///tmp/rlrt-JOB-NODE/relay, a 0700
+ *                                 #   directory; CurveZMQ to the driver);
+ *                                 #   name: [A-Za-z0-9_.-], <= 32
  *       relay_hold_ms: 20         # how long the relay may hold a reply for
  *                                 #   its method's other replies (0..10000)
  *   roles:                        # required; any role names, in any order

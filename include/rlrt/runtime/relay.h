@@ -25,6 +25,8 @@
  * so a worker's messages keep their order; a HELLO also forgets the calls
  * its role and rank's earlier connection left unanswered.
  *
+ * Security: see rl_relay_options.driver_key.
+ *
  * Failure: a relay that exits takes its workers' connections with it; the
  * driver that started it starts it again on the same endpoint, and its
  * workers reconnect to it (ZeroMQ) under a new relay identity, so the
@@ -58,6 +60,15 @@ typedef struct rl_relay_options {
     int give_up_ms;     /* > 0: stop (RL_ETIMEOUT) after this long without a
                            message from the driver (an orphan of a dead
                            driver on an ssh node); 0: never */
+    /* Security: the driver's public key (Z85, 40 characters) or NULL. Set,
+     * the connection to the driver is a CURVE client with the key pair the
+     * process loaded (rl_net_set_security: a worker certificate the driver
+     * authorizes), and the workers' side must be a Unix socket at a path
+     * (ipc:///DIR/NAME) whose directory only this user may enter: the relay
+     * makes DIR with mode 0700, or refuses one that is not its own 0700
+     * directory. Its workers then speak to it in clear, guarded by the file
+     * system, and keep CURVE on their own channels. */
+    const char *driver_key;
 } rl_relay_options;
 
 typedef struct rl_relay_stats {
@@ -75,8 +86,10 @@ typedef struct rl_relay_stats {
 int rl_relay_run(const rl_relay_options *opt, rl_relay_stats *stats);
 
 /* The endpoint the driver gives node `node`'s relay and workers for job
- * `job_id`: an abstract Unix socket, ipc://@rlrt-JOB-NODE. */
-void rl_relay_endpoint(const char *job_id, const char *node, char *out, size_t out_size);
+ * `job_id`: an abstract Unix socket, ipc://@rlrt-JOB-NODE, or with security
+ * a path in a directory of the relay's own, ipc:///tmp/rlrt-JOB-NODE/relay. */
+void rl_relay_endpoint(const char *job_id, const char *node, int secure, char *out,
+                       size_t out_size);
 
 #ifdef __cplusplus
 }

@@ -144,7 +144,9 @@ typedef struct rl_worker_options {
      * sent. */
     const char *token;
     /* CurveZMQ: this worker's certificate (zcert file with the secret key)
-     * and the driver's public key (Z85). Both or neither. */
+     * and the driver's public key (Z85). Both or neither, except behind a
+     * node relay (driver "ipc:///PATH", rlrt/runtime/relay.h): the
+     * certificate alone, for the worker's own channels. */
     const char *cert;
     const char *driver_key;
     int64_t max_message_bytes; /* ZMQ_MAXMSGSIZE until CONFIGURE says; 0 = 256 MiB */
