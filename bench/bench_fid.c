@@ -8,7 +8,12 @@
  *   noise S   the other half plus Gaussian noise of std S (pixels in
  *             [−1, 1], clamped after)
  * A usable FID is near 0 for real, clearly larger for every degradation, and
- * grows with S. Prints `bench: fid_<set> = <value>` lines and, with
+ * grows with S. Beside each FID: the set's mean JPEG size as the
+ * compressibility reward measures it (quality 95, the image brought up to
+ * ink 208 as reward.jpeg_contrast matched does: `jpeg_kb_<set>`; and a black
+ * image's, `jpeg_kb_black`): what a given saving in bytes costs real images
+ * in FID (docs/decisions/diffusion-jpeg-contrast.md). Prints
+ * `bench: fid_<set> = <value>` lines and, with
  * --check, exits 1 when the real set is not the smallest or a series is
  * not increasing (tests/integration/diffusion_fid.py runs it so).
  *
@@ -22,6 +27,7 @@
 #include <string.h>
 
 #include "common/data/clips.h"
+#include "common/image/image.h"
 #include "common/metrics/frechet.h"
 #include "common/nn/models/image_cnn.h"
 #include "rlrt/error.h"
@@ -73,6 +79,23 @@ static void s_noise(float *x, int64_t n, double std)
         double v = x[i] + std * z;
         x[i] = (float)(v < -1 ? -1 : v > 1 ? 1 : v);
     }
+}
+
+/* Mean kB of the images' JPEGs (quality 95) at matched contrast (ink 208,
+ * gain at most 8), as workers/reward/reward.c scores jpeg_compressibility. */
+static double s_jpeg_kb(const float *x, int64_t n)
+{
+    double sum = 0;
+    uint8_t u[S_PIX], lifted[S_PIX];
+    for (int64_t b = 0; b < n; b++) {
+        rl_clip_to_u8(x + b * S_PIX, S_PIX, u);
+        rl_image_match_ink(u, S_PIX, 208, 8, lifted, NULL);
+        size_t bytes = 0;
+        if (rl_image_jpeg_size(lifted, S_SIDE, S_SIDE, 1, 95, &bytes))
+            return -1;
+        sum += (double)bytes / 1000.0;
+    }
+    return sum / (double)n;
 }
 
 static int s_stats(rl_model *m, const float *x, int64_t n, int F, double *mu, double *cov)
@@ -138,19 +161,26 @@ int main(int argc, char **argv)
             rc = rl_frechet_distance(mu, c, mu0, c0, F, &v);
         if (rc)
             break;
+        double kb = s_jpeg_kb(x, n);
         if (set == 0) {
             real = v;
-            printf("bench: fid_real = %.4f\n", v);
+            printf("bench: fid_real = %.4f\nbench: jpeg_kb_real = %.4f\n", v, kb);
         } else if (set <= 4) {
             fb[set - 1] = v;
-            printf("bench: fid_blur_%.1f = %.4f\n", blur[set - 1], v);
+            printf("bench: fid_blur_%.1f = %.4f\nbench: jpeg_kb_blur_%.1f = %.4f\n", blur[set - 1],
+                   v, blur[set - 1], kb);
         } else {
             fn[set - 5] = v;
-            printf("bench: fid_noise_%.1f = %.4f\n", noise[set - 5], v);
+            printf("bench: fid_noise_%.1f = %.4f\nbench: jpeg_kb_noise_%.1f = %.4f\n",
+                   noise[set - 5], v, noise[set - 5], kb);
         }
     }
     int bad = 0;
     if (!rc) {
+        uint8_t black[S_PIX] = {0};
+        size_t bytes = 0;
+        if (!rl_image_jpeg_size(black, S_SIDE, S_SIDE, 1, 95, &bytes))
+            printf("bench: jpeg_kb_black = %.4f\n", (double)bytes / 1000.0);
         printf("bench: fid_images_per_set = %lld\nbench: fid_features = %d\n", (long long)n, F);
         for (int i = 0; i < 4; i++) {
             bad |= fb[i] <= real || fn[i] <= real;
