@@ -188,6 +188,11 @@ struct rl_driver {
     int n_slots;
     rl_drv_relay *relays; /* relays.c */
     int n_relays;
+    /* The identity each relay last used, by node (relays.c: any relay,
+     * started by us or not): a new one for a node means its relay was
+     * started again. */
+    struct rl_drv_relay_seen *relay_ids;
+    int n_relay_ids;
     rl_group *groups;   /* one per started role, cluster order */
     int n_groups;
     int *group_of_role; /* cl->roles index -> groups index, or -1 */
@@ -251,6 +256,22 @@ int rl_drv_launch_some(rl_driver *d);
 /* How long a starting slot may take to say HELLO (10 × the liveness +
  * 10 s); its worker, told by --start-window-s, waits as long for us. */
 uint64_t rl_drv_starting_window_ms(const rl_driver *d);
+/* The processes the driver starts (workers and relays). argv[0..]: node
+ * nd's ssh command split at spaces (at most 20 words) and [user@]address,
+ * in the caller's buffers; returns the count. */
+int rl_drv_ssh_argv(const rl_cluster_node *nd, char **argv, char *cmd, size_t cmd_size,
+                    char *host, size_t host_size);
+/* Our environment for a child, without what the driver sets for its
+ * children (RL_WORKER_TOKEN, RL_DRIVER_PID, CUDA_VISIBLE_DEVICES when
+ * drop_cvd) and systemd's (NOTIFY_SOCKET, WATCHDOG_*), with room for
+ * `extra` entries and the NULL after them; *n: the entries filled. Free the
+ * array, not its strings. NULL: out of memory. */
+char **rl_drv_child_env(int drop_cvd, int extra, int *n);
+/* (I/O thread) uv_spawn of argv with env; stdin from `in` (a pipe to
+ * create; NULL: none), stdout and stderr ours. proc->data = data. On
+ * failure (libuv's code) proc is being closed. */
+int rl_drv_spawn(rl_driver *d, uv_process_t *proc, void *data, char **argv, char **env,
+                 uv_stream_t *in, uv_exit_cb cb);
 /* (I/O thread) The worker in slot s is gone: its calls fail; a restart
  * follows (after its process exited, if it still runs). */
 void rl_drv_slot_dead(rl_drv_slot *s, const char *why);
@@ -279,6 +300,13 @@ void rl_drv_relays_signal(rl_driver *d, int signo);
 /* (I/O thread) At shutdown, once no worker process of ours runs: SIGTERM
  * to the relays (their workers' SHUTDOWNs went through them first). */
 void rl_drv_relays_stop_if_done(rl_driver *d);
+/* (I/O thread) A message from id[0, id_len) came through the relay whose
+ * identity is id[0, len): when it is not the identity this relay's node had (its relay was
+ * started again; the old one's connections and the calls in them are
+ * gone), every slot behind the old identity fails its calls, waits for a
+ * new HELLO (retry-safe calls go again once it is READY) and is told, over
+ * the new relay, to send it at once. */
+void rl_drv_relay_seen(rl_driver *d, const unsigned char *id, size_t id_len, size_t len);
 /* Relays whose process still runs. */
 int rl_drv_relays_running(const rl_driver *d);
 void rl_drv_relays_free(rl_driver *d);

@@ -186,6 +186,73 @@ static void s_on_exit(uv_process_t *p, int64_t status, int signo)
     rl_drv_unlock(d);
 }
 
+int rl_drv_ssh_argv(const rl_cluster_node *nd, char **argv, char *cmd, size_t cmd_size,
+                    char *host, size_t host_size)
+{
+    int a = 0;
+    snprintf(cmd, cmd_size, "%s", nd->ssh_command[0] ? nd->ssh_command : "ssh");
+    char *save = NULL;
+    for (char *tok = strtok_r(cmd, " ", &save); tok && a < 20; tok = strtok_r(NULL, " ", &save))
+        argv[a++] = tok;
+    if (nd->ssh_user[0])
+        snprintf(host, host_size, "%s@%s", nd->ssh_user, nd->address);
+    else
+        snprintf(host, host_size, "%s", nd->address);
+    argv[a++] = host;
+    return a;
+}
+
+char **rl_drv_child_env(int drop_cvd, int extra, int *n)
+{
+    extern char **environ;
+    int nenv = 0;
+    while (environ[nenv])
+        nenv++;
+    char **env = calloc((size_t)(nenv + extra + 1), sizeof *env);
+    if (!env)
+        return NULL;
+    int e = 0;
+    for (int i = 0; i < nenv; i++)
+        if ((strncmp(environ[i], "CUDA_VISIBLE_DEVICES=", 21) != 0 || !drop_cvd) &&
+            strncmp(environ[i], "RL_WORKER_TOKEN=", 16) != 0 &&
+            strncmp(environ[i], "RL_DRIVER_PID=", 14) != 0 &&
+            /* systemd's notification socket is the driver's, not its children's */
+            strncmp(environ[i], "NOTIFY_SOCKET=", 14) != 0 &&
+            strncmp(environ[i], "WATCHDOG_", 9) != 0)
+            env[e++] = environ[i];
+    *n = e;
+    return env;
+}
+
+int rl_drv_spawn(rl_driver *d, uv_process_t *proc, void *data, char **argv, char **env,
+                 uv_stream_t *in, uv_exit_cb cb)
+{
+    uv_process_options_t po;
+    memset(&po, 0, sizeof po);
+    uv_stdio_container_t stdio[3];
+    stdio[0].flags = UV_IGNORE;
+    if (in) {
+        stdio[0].flags = UV_CREATE_PIPE | UV_READABLE_PIPE;
+        stdio[0].data.stream = in;
+    }
+    stdio[1].flags = UV_INHERIT_FD;
+    stdio[1].data.fd = 1;
+    stdio[2].flags = UV_INHERIT_FD;
+    stdio[2].data.fd = 2;
+    po.file = argv[0];
+    po.args = argv;
+    po.env = env;
+    po.exit_cb = cb;
+    po.stdio_count = 3;
+    po.stdio = stdio;
+    memset(proc, 0, sizeof *proc);
+    proc->data = data;
+    int rc = uv_spawn(&d->loop, proc, &po);
+    if (rc != 0)
+        uv_close((uv_handle_t *)proc, s_on_proc_closed);
+    return rc;
+}
+
 static int s_spawn(rl_drv_slot *s)
 {
     rl_driver *d = s->d;
@@ -222,16 +289,7 @@ static int s_spawn(rl_drv_slot *s)
     char host[RL_CLUSTER_ADDR_MAX + RL_CLUSTER_NAME_MAX + 2];
     if (s->node->launch == RL_LAUNCH_SSH) {
         /* ssh [opts] [user@]host 'CUDA_VISIBLE_DEVICES=.. rl-worker ...' */
-        snprintf(sshbuf, sizeof sshbuf, "%s", s->node->ssh_command[0] ? s->node->ssh_command : "ssh");
-        char *save = NULL;
-        for (char *tok = strtok_r(sshbuf, " ", &save); tok && a < 20;
-             tok = strtok_r(NULL, " ", &save))
-            argv[a++] = tok;
-        if (s->node->ssh_user[0])
-            snprintf(host, sizeof host, "%s@%s", s->node->ssh_user, s->node->address);
-        else
-            snprintf(host, sizeof host, "%s", s->node->address);
-        argv[a++] = host;
+        a = rl_drv_ssh_argv(s->node, argv, sshbuf, sizeof sshbuf, host, sizeof host);
         int rn = snprintf(remote, sizeof remote,
                           "%s%s%sexec %s --role %s --rank %d --driver %s --node %s --log-level %s "
                           "--heartbeat-ms %d --job %s --give-up-s %s --start-window-s %s "
@@ -303,11 +361,8 @@ static int s_spawn(rl_drv_slot *s)
     argv[a] = NULL;
 
     /* Environment: ours, plus CUDA_VISIBLE_DEVICES for local GPU placements. */
-    extern char **environ;
-    int nenv = 0;
-    while (environ[nenv])
-        nenv++;
-    char **env = calloc((size_t)nenv + 4, sizeof *env);
+    int e = 0;
+    char **env = rl_drv_child_env(gpus[0] != 0, 3, &e);
     s_stdin_feed *feed = ssh ? calloc(1, sizeof *feed) : NULL;
     if (!env || (ssh && !feed)) {
         free(env);
@@ -315,15 +370,6 @@ static int s_spawn(rl_drv_slot *s)
         return rl_error_set(RL_ENOMEM, "cannot start %s: out of memory", s->label);
     }
     char cvd[300], tok[RL_DRV_TOKEN_HEX + 32], ppid[48];
-    int e = 0;
-    for (int i = 0; i < nenv; i++)
-        if ((strncmp(environ[i], "CUDA_VISIBLE_DEVICES=", 21) != 0 || !gpus[0]) &&
-            strncmp(environ[i], "RL_WORKER_TOKEN=", 16) != 0 &&
-            strncmp(environ[i], "RL_DRIVER_PID=", 14) != 0 &&
-            /* systemd's notification socket is the driver's, not its children's */
-            strncmp(environ[i], "NOTIFY_SOCKET=", 14) != 0 &&
-            strncmp(environ[i], "WATCHDOG_", 9) != 0)
-            env[e++] = environ[i];
     if (gpus[0] && s->node->launch == RL_LAUNCH_LOCAL) {
         snprintf(cvd, sizeof cvd, "CUDA_VISIBLE_DEVICES=%s", gpus);
         env[e++] = cvd;
@@ -337,34 +383,15 @@ static int s_spawn(rl_drv_slot *s)
         env[e++] = ppid;
     }
     env[e] = NULL;
-
-    uv_process_options_t po;
-    memset(&po, 0, sizeof po);
-    uv_stdio_container_t stdio[3];
-    stdio[0].flags = UV_IGNORE;
     if (feed) {
         uv_pipe_init(&d->loop, &feed->pipe, 0);
         feed->pipe.data = feed;
-        stdio[0].flags = UV_CREATE_PIPE | UV_READABLE_PIPE;
-        stdio[0].data.stream = (uv_stream_t *)&feed->pipe;
     }
-    stdio[1].flags = UV_INHERIT_FD;
-    stdio[1].data.fd = 1;
-    stdio[2].flags = UV_INHERIT_FD;
-    stdio[2].data.fd = 2;
-    po.file = argv[0];
-    po.args = argv;
-    po.env = env;
-    po.exit_cb = s_on_exit;
-    po.stdio_count = 3;
-    po.stdio = stdio;
-    memset(&s->proc, 0, sizeof s->proc);
-    s->proc.data = s;
-    int rc = uv_spawn(&d->loop, &s->proc, &po);
+    int rc = rl_drv_spawn(d, &s->proc, s, argv, env, feed ? (uv_stream_t *)&feed->pipe : NULL,
+                          s_on_exit);
     memset(tok, 0, sizeof tok);
     free(env);
     if (rc != 0) {
-        uv_close((uv_handle_t *)&s->proc, s_on_proc_closed);
         if (feed)
             uv_close((uv_handle_t *)&feed->pipe, s_feed_closed);
         return rl_error_set(RL_EIO, "cannot start %s on node %s: %s: %s", s->label, s->node->name,

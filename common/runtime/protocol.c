@@ -488,6 +488,8 @@ static int s_on_readable_locked(rl_driver *d, void *sock)
         rl_msg_clear(&m);
         return 1;
     }
+    if (m.peer_off) /* through a relay: a new one for its node? */
+        rl_drv_relay_seen(d, m.id, m.id_len, m.peer_off);
     rl_drv_slot *s = s_slot_by_id(d, m.id, m.id_len);
     if (s)
         s->last_seen = uv_now(&d->loop);

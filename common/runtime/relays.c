@@ -68,8 +68,6 @@ int rl_drv_slot_relayed(const rl_drv_slot *s) { return s_of_node(s->d, s->node) 
 
 static int s_spawn(rl_drv_relay *r);
 
-static void s_on_closed(uv_handle_t *h) { (void)h; }
-
 static void s_on_timer(uv_timer_t *t)
 {
     rl_drv_relay *r = t->data;
@@ -86,7 +84,7 @@ static void s_on_exit(uv_process_t *p, int64_t status, int signo)
     rl_driver *d = r->d;
     rl_drv_lock(d);
     r->proc_running = 0;
-    uv_close((uv_handle_t *)p, s_on_closed);
+    uv_close((uv_handle_t *)p, NULL);
     if (!d->shutting_down && !d->fatal[0]) {
         r->restarts++;
         if (r->restarts > d->cl->restart_max) {
@@ -127,16 +125,7 @@ static int s_spawn(rl_drv_relay *r)
     char sshbuf[RL_CLUSTER_ADDR_MAX], host[RL_CLUSTER_ADDR_MAX + RL_CLUSTER_NAME_MAX + 2];
     char remote[2048];
     if (nd->launch == RL_LAUNCH_SSH) {
-        snprintf(sshbuf, sizeof sshbuf, "%s", nd->ssh_command[0] ? nd->ssh_command : "ssh");
-        char *save = NULL;
-        for (char *tok = strtok_r(sshbuf, " ", &save); tok && a < 20;
-             tok = strtok_r(NULL, " ", &save))
-            argv[a++] = tok;
-        if (nd->ssh_user[0])
-            snprintf(host, sizeof host, "%s@%s", nd->ssh_user, nd->address);
-        else
-            snprintf(host, sizeof host, "%s", nd->address);
-        argv[a++] = host;
+        a = rl_drv_ssh_argv(nd, argv, sshbuf, sizeof sshbuf, host, sizeof host);
         int n = snprintf(remote, sizeof remote,
                          "exec %s --relay --driver %s --bind %s --node %s --relay-hold-ms %s "
                          "--log-level %s --max-message-mb %s --give-up-s %s",
@@ -166,48 +155,22 @@ static int s_spawn(rl_drv_relay *r)
     }
     argv[a] = NULL;
     /* our environment, and our pid: a local relay leaves when we die */
-    extern char **environ;
-    int nenv = 0;
-    while (environ[nenv])
-        nenv++;
-    char **env = calloc((size_t)nenv + 2, sizeof *env);
+    int e = 0;
+    char **env = rl_drv_child_env(0, 1, &e);
     if (!env)
         return rl_error_set(RL_ENOMEM, "cannot start the relay of node %s: out of memory",
                             nd->name);
     char ppid[48];
-    int e = 0;
-    for (int i = 0; i < nenv; i++)
-        if (strncmp(environ[i], "RL_DRIVER_PID=", 14) != 0 &&
-            strncmp(environ[i], "NOTIFY_SOCKET=", 14) != 0)
-            env[e++] = environ[i];
     if (nd->launch == RL_LAUNCH_LOCAL) {
         snprintf(ppid, sizeof ppid, "RL_DRIVER_PID=%ld", (long)getpid());
         env[e++] = ppid;
     }
     env[e] = NULL;
-    uv_process_options_t po;
-    memset(&po, 0, sizeof po);
-    uv_stdio_container_t stdio[3];
-    stdio[0].flags = UV_IGNORE;
-    stdio[1].flags = UV_INHERIT_FD;
-    stdio[1].data.fd = 1;
-    stdio[2].flags = UV_INHERIT_FD;
-    stdio[2].data.fd = 2;
-    po.file = argv[0];
-    po.args = argv;
-    po.env = env;
-    po.exit_cb = s_on_exit;
-    po.stdio_count = 3;
-    po.stdio = stdio;
-    memset(&r->proc, 0, sizeof r->proc);
-    r->proc.data = r;
-    int rc = uv_spawn(&d->loop, &r->proc, &po);
+    int rc = rl_drv_spawn(d, &r->proc, r, argv, env, NULL, s_on_exit);
     free(env);
-    if (rc != 0) {
-        uv_close((uv_handle_t *)&r->proc, s_on_closed);
+    if (rc != 0)
         return rl_error_set(RL_EIO, "cannot start the relay of node %s: %s: %s", nd->name,
                             argv[0], uv_strerror(rc));
-    }
     r->proc_running = 1;
     rl_log_info("started the relay of node %s (pid %d, %s): its workers connect to %s",
                 nd->name, r->proc.pid, rl_launch_mode_name(nd->launch), r->endpoint);
@@ -263,4 +226,104 @@ void rl_drv_relays_free(rl_driver *d)
     free(d->relays);
     d->relays = NULL;
     d->n_relays = 0;
+    free(d->relay_ids);
+    d->relay_ids = NULL;
+    d->n_relay_ids = 0;
+}
+
+/* ---- a relay started again ------------------------------------------------------------- */
+
+#define S_MAX_RELAY_IDS 4096 /* nodes tracked; more (a flood of made-up ones) are not */
+
+struct rl_drv_relay_seen {
+    unsigned char node[RL_MSG_RELAY_ID_MAX];
+    size_t node_len;
+    unsigned char id[RL_MSG_RELAY_ID_MAX];
+    size_t id_len;
+};
+
+/* The node part of a relay identity "\x01relay:NODE:PID.NONCE\x01"
+ * (relay.c); the whole identity for any other form. */
+static void s_node_of(const unsigned char *id, size_t len, const unsigned char **node, size_t *n)
+{
+    *node = id;
+    *n = len;
+    if (len > 8 && memcmp(id + 1, "relay:", 6) == 0) {
+        const unsigned char *p = id + 7, *end = id + len - 1, *colon = NULL;
+        for (const unsigned char *q = p; q < end; q++)
+            if (*q == ':')
+                colon = q;
+        if (colon) {
+            *node = p;
+            *n = (size_t)(colon - p);
+        }
+    }
+}
+
+static void s_relay_restarted(rl_driver *d, const unsigned char *old, size_t old_len,
+                              const unsigned char *id, size_t len, const unsigned char *sender,
+                              size_t sender_len)
+{
+    for (int i = 0; i < d->n_slots; i++) {
+        rl_drv_slot *s = &d->slots[i];
+        if (!s->has_id || s->id_len <= old_len || memcmp(s->id, old, old_len) != 0)
+            continue;
+        size_t wl = s->id_len - old_len;
+        rl_log_warn("%s: the relay of its node was started again: its worker reconnects",
+                    s->label);
+        int answered = wl == sender_len && memcmp(s->id + old_len, sender, wl) == 0;
+        if (!answered && len + wl <= RL_MSG_ID_MAX) { /* the worker, through the new relay
+                                                         (the sender hears from its message) */
+            unsigned char now_id[RL_MSG_ID_MAX];
+            memcpy(now_id, id, len);
+            memcpy(now_id + len, s->id + old_len, wl);
+            rl_drv_send_disconnect(d, now_id, len + wl, "the relay of this node was started "
+                                   "again: send HELLO");
+        }
+        s->has_id = 0;
+        rl_drv_fail_calls(s, "lost its node's relay");
+        if (s->state == RL_SLOT_READY)
+            s->state = RL_SLOT_CONFIGURING; /* claimed: its HELLO proves the token */
+        s->ready_since = 0;
+        s->last_seen = uv_now(&d->loop);
+    }
+}
+
+void rl_drv_relay_seen(rl_driver *d, const unsigned char *id, size_t id_len, size_t len)
+{
+    const unsigned char *node;
+    size_t n;
+    s_node_of(id, len, &node, &n);
+    if (len > RL_MSG_RELAY_ID_MAX || n > RL_MSG_RELAY_ID_MAX)
+        return;
+    for (int i = 0; i < d->n_relay_ids; i++) {
+        struct rl_drv_relay_seen *e = &d->relay_ids[i];
+        if (e->node_len != n || memcmp(e->node, node, n) != 0)
+            continue;
+        if (e->id_len == len && memcmp(e->id, id, len) == 0)
+            return;
+        unsigned char old[RL_MSG_RELAY_ID_MAX];
+        size_t old_len = e->id_len;
+        memcpy(old, e->id, old_len);
+        memcpy(e->id, id, len);
+        e->id_len = len;
+        int printable = 1;
+        for (size_t k = 0; k < n; k++)
+            printable &= node[k] > ' ' && node[k] < 127;
+        rl_log_warn("node %.*s: its relay was started again", printable ? (int)n : 1,
+                    printable ? (const char *)node : "?");
+        s_relay_restarted(d, old, old_len, id, len, id + len, id_len - len);
+        return;
+    }
+    if (d->n_relay_ids >= S_MAX_RELAY_IDS)
+        return;
+    struct rl_drv_relay_seen *e = realloc(d->relay_ids, sizeof *e * (size_t)(d->n_relay_ids + 1));
+    if (!e)
+        return;
+    d->relay_ids = e;
+    e = &d->relay_ids[d->n_relay_ids++];
+    memcpy(e->node, node, n);
+    e->node_len = n;
+    memcpy(e->id, id, len);
+    e->id_len = len;
 }

@@ -127,6 +127,21 @@ def children(pid):
     return out
 
 
+def kill_after_step(p, mpath, match, lines=3):
+    """SIGKILL to the first child of driver p whose argv matches, once its
+    metrics.jsonl has `lines` lines (by the clock, between calls); its pid,
+    or None when none was found within 60 s."""
+    deadline = time.time() + 60
+    while time.time() < deadline and p.poll() is None:
+        if os.path.exists(mpath) and len(open(mpath).read().splitlines()) >= lines:
+            kids = [pid for pid, cmd in children(p.pid) if match(cmd)]
+            if kids:
+                os.kill(kids[0], signal.SIGKILL)
+                return kids[0]
+        time.sleep(0.01)
+    return None
+
+
 def main():
     if not os.path.exists(DRIVER):
         raise SystemExit("FAIL: %s not built" % DRIVER)
@@ -173,17 +188,8 @@ def main():
         print("ok: killed actor/1 in SFT step 7: replayed from step 1, same metrics and weights")
         # the clock: the rollout killed between calls, while the actor trains
         p = start(work, cfile, "arith_grpo.yaml", RL + ["trainer.output_dir=runs/clock"])
-        victim = None
-        deadline = time.time() + 60
-        mpath = os.path.join(work, "runs/clock/metrics.jsonl")
-        while time.time() < deadline and p.poll() is None:
-            if os.path.exists(mpath) and len(open(mpath).read().splitlines()) >= 3:
-                kids = [pid for pid, cmd in children(p.pid) if "--role" in cmd and "rollout" in cmd]
-                if kids:
-                    victim = kids[0]
-                    os.kill(victim, signal.SIGKILL)
-                    break
-            time.sleep(0.01)
+        victim = kill_after_step(p, os.path.join(work, "runs/clock/metrics.jsonl"),
+                                 lambda cmd: "--role" in cmd and "rollout" in cmd)
         out = finish(p, "clock")
         if victim is None:
             raise SystemExit("FAIL: clock: found no rollout to kill")
@@ -201,17 +207,8 @@ def main():
         same(work, "runs/ref", "runs/relay", final, "relay")
         print("ok: rollout and reward behind a relay: the fault-free metrics and weights")
         p = start(work, rfile, "arith_grpo.yaml", RL + ["trainer.output_dir=runs/relaykill"])
-        victim = None
-        deadline = time.time() + 60
-        mpath = os.path.join(work, "runs/relaykill/metrics.jsonl")
-        while time.time() < deadline and p.poll() is None:
-            if os.path.exists(mpath) and len(open(mpath).read().splitlines()) >= 3:
-                kids = [pid for pid, cmd in children(p.pid) if "--relay" in cmd]
-                if kids:
-                    victim = kids[0]
-                    os.kill(victim, signal.SIGKILL)
-                    break
-            time.sleep(0.01)
+        victim = kill_after_step(p, os.path.join(work, "runs/relaykill/metrics.jsonl"),
+                                 lambda cmd: "--relay" in cmd)
         out = finish(p, "relay killed")
         if victim is None:
             raise SystemExit("FAIL: relay: found no relay to kill")
