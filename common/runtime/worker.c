@@ -545,9 +545,12 @@ static int s_in_list(const char *const *list, const char *name)
 }
 
 /* `name` is served and declared retry-safe where it comes from (the role's
- * list for a role method, the test list for a test method). */
+ * list for a role method, the test list for a test method; the runtime's
+ * drain always). */
 static int s_is_retry_safe(const s_worker *w, const char *name)
 {
+    if (strcmp(name, RL_WORKER_DRAIN) == 0)
+        return 1; /* a no-op: sent again to a reconnected worker, it still orders */
     if (s_table_find(w->role->methods, name))
         return s_in_list(w->opt.retry_safe, name);
     return w->serve_tests && s_table_find(w->opt.test_methods, name) &&

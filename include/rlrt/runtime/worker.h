@@ -33,7 +33,8 @@
  * methods served, and an unknown-method error names only those. Every worker
  * also answers the runtime's own RL_WORKER_DRAIN: a no-op that runs on the
  * compute thread, queued behind every call before it, so its reply says the
- * worker has finished them (rl_group_drain); and RL_WORKER_ABORT, handled
+ * worker has finished them (rl_group_drain; declared retry-safe, so a
+ * worker that reconnects during a drain gets it again); and RL_WORKER_ABORT, handled
  * on arrival by the loop whatever the compute thread does: every wait on a
  * peer (a collective, a weight or data channel) of the calls that arrived
  * before it, running or queued, ends within 50 ms with RL_EPEER naming the
