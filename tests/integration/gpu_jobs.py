@@ -66,6 +66,11 @@ missing otherwise. tests/gpu_check.sh runs it on the GPU machine.
    on the GPU against the CPU: step 0's validation JPEG kB and step 1's
    mean score within 2%, finite metrics, step 2's weights within 5e-3.
    RL_GPU_JOBS_ONLY=10 runs it alone.
+11. Job 4's GRPO on the GPU with a GPU worker SIGKILLed mid-step (the
+   rollout in its third generation, the actor in its second update): each
+   job recovers and ends with the fault-free run's metrics value for value
+   and its step-2 weights (issue 40's check; fault_recovery.py's on the
+   CPU). RL_GPU_JOBS_ONLY=11 runs it alone.
 """
 import math
 import os
@@ -365,6 +370,48 @@ def bf16_curve(work, cl):
           "%.4f (%.1e)" % (lb[0], lb[-1], lf[0], lf[-1], max(rel), mean_rel, max(win), tail_b, tail_f, tail))
 
 
+def killed_mid_step(work, cl):
+    """11. Job 4's GRPO with actor and rollout on the GPU, run whole, then
+    with a GPU worker SIGKILLed inside a step (the worker's fault-injection
+    hook, RL_FAULT_INJECT): the rollout in its third generation (the job
+    restores its step-2 checkpoint and replays step 3) and the actor in its
+    second update (no checkpoint yet: it replays from the start). Each ends
+    with the fault-free run's metrics value for value (timings aside) and
+    its step-2 weights, as tests/integration/fault_recovery.py asks of the
+    CPU."""
+    grpo = ["model.init_from=", "data.train_batch_size=4", "rollout.n=4",
+            "actor.ppo_mini_batch_size=2", "trainer.val_every=0", "trainer.save_every=2",
+            "reward.format_weight=1.0", "actor.optim.lr=0.003", "algorithm.online_filtering=false",
+            "trainer.total_steps=3", "actor.device=" + DEV, "rollout.device=" + DEV]
+    run(work, cl, "arith_grpo.yaml", grpo + ["trainer.output_dir=runs/kill_ref"])
+
+    def rows(run_dir):
+        return [{k: v for k, v in r.items() if not k.startswith(("timing_s/", "perf/"))}
+                for r in metrics(os.path.join(work, run_dir, "metrics.jsonl"))]
+    ref = rows("runs/kill_ref")
+    w2 = weights(os.path.join(work, "runs/kill_ref/checkpoints/step_2/model.safetensors"))
+    for i, spec in enumerate(("rollout/0:generate:3:before", "actor/0:update_actor:2:before")):
+        marker = os.path.join(work, "fired-%d" % i)
+        out_dir = "runs/kill%d" % i
+        _, out = jobs.run_driver(work, ["--cluster", cl, "--config",
+                                        os.path.join(ROOT, "examples", "arith_grpo.yaml"),
+                                        "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] +
+                                 TINY + grpo + ["trainer.output_dir=" + out_dir],
+                                 env={"RL_FAULT_INJECT": "%s:%s" % (spec, marker)})
+        assert os.path.exists(marker), "%s: the fault never fired" % spec
+        assert "recovery 1 of" in out, out[-3000:]
+        got = rows(out_dir)
+        assert [r["step"] for r in got] == [r["step"] for r in ref], ([r["step"] for r in got],
+                                                                      [r["step"] for r in ref])
+        for a, b in zip(ref, got):
+            diff = {k: (a.get(k), b.get(k)) for k in set(a) | set(b) if a.get(k) != b.get(k)}
+            assert not diff, "%s: step %d differs from the fault-free run: %s" % (spec, a["step"], diff)
+        d = max_diff(w2, weights(os.path.join(work, out_dir, "checkpoints/step_2/model.safetensors")))
+        assert d == 0, (spec, d)
+        print("ok: %s killed mid-step on the GPU: recovered, the fault-free metrics and step-2 weights"
+              % spec)
+
+
 def with_cluster(job):
     """job(work, cl) as a runner of one work folder: its cluster.yaml first."""
     def run_one(work):
@@ -376,6 +423,7 @@ def with_cluster(job):
 
 # RL_GPU_JOBS_ONLY=K runs job K alone (9 also checks it on the CPU)
 ALONE = {"1c": with_cluster(bf16_curve),
+         "11": with_cluster(killed_mid_step),
          "9": libero_ppo,
          "10": with_cluster(lambda work, cl: diffusion_gpu_vs_cpu(work, cl, "difc", DIF_CONV, 2, DIF_CONV_LABEL))}
 
@@ -500,6 +548,8 @@ def main():
         fsdp_two_ranks(work, sft, wg)
         # 8. the weights by NCCL broadcast instead of CUDA IPC
         broadcast_over_nccl(work, cl, both, rg)
+        # 11. a GPU worker killed mid-step: the fault-free metrics
+        killed_mid_step(work, cl)
         # 9. libero_rl PPO: the flow policy on the GPU, the envs on the CPU
         libero_ppo(work)
     finally:
