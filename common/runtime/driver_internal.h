@@ -188,11 +188,6 @@ struct rl_driver {
     int n_slots;
     rl_drv_relay *relays; /* relays.c */
     int n_relays;
-    /* The identity each relay last used, by node (relays.c: any relay,
-     * started by us or not): a new one for a node means its relay was
-     * started again. */
-    struct rl_drv_relay_seen *relay_ids;
-    int n_relay_ids;
     rl_group *groups;   /* one per started role, cluster order */
     int n_groups;
     int *group_of_role; /* cl->roles index -> groups index, or -1 */
@@ -300,13 +295,17 @@ void rl_drv_relays_signal(rl_driver *d, int signo);
 /* (I/O thread) At shutdown, once no worker process of ours runs: SIGTERM
  * to the relays (their workers' SHUTDOWNs went through them first). */
 void rl_drv_relays_stop_if_done(rl_driver *d);
-/* (I/O thread) A message from id[0, id_len) came through the relay whose
- * identity is id[0, len): when it is not the identity this relay's node had (its relay was
- * started again; the old one's connections and the calls in them are
- * gone), every slot behind the old identity fails its calls, waits for a
- * new HELLO (retry-safe calls go again once it is READY) and is told, over
- * the new relay, to send it at once. */
-void rl_drv_relay_seen(rl_driver *d, const unsigned char *id, size_t id_len, size_t len);
+/* (I/O thread) A worker that held the identity old[0, old_len) proved its
+ * slot's token (HELLO) from now_id[0, now_len), whose relay part ends at
+ * now_relay: when both are behind relays of the same node (the identity
+ * names it) and the relay's identity changed, that relay was started again
+ * and its old connections and the calls in them are gone. Every other slot
+ * behind the old identity then fails its calls, waits for a new HELLO
+ * (retry-safe calls go again once it is READY) and is told, over the new
+ * relay, to send it at once. Only a proved HELLO counts: a peer that makes
+ * up a relay identity moves nobody. */
+void rl_drv_relay_moved(rl_driver *d, const unsigned char *old, size_t old_len,
+                        const unsigned char *now_id, size_t now_len, size_t now_relay);
 /* Relays whose process still runs. */
 int rl_drv_relays_running(const rl_driver *d);
 void rl_drv_relays_free(rl_driver *d);

@@ -320,6 +320,9 @@ static void s_on_hello(rl_driver *d, rl_msg *m)
          * reconnected. Calls sent on the old connection are lost (the worker
          * drops their results); retry-safe ones are sent again. */
         rl_log_warn("%s (pid %u) reconnected", s->label, h->pid);
+        /* through another relay of its node, having proved its token: that
+         * node's relay was started again (relays.c) */
+        rl_drv_relay_moved(d, s->id, s->id_len, m->id, m->id_len, m->peer_off);
         rl_drv_fail_calls(s, "reconnected");
     }
     if (!claimed) { /* an external worker claims the slot: agree its token */
@@ -488,8 +491,6 @@ static int s_on_readable_locked(rl_driver *d, void *sock)
         rl_msg_clear(&m);
         return 1;
     }
-    if (m.peer_off) /* through a relay: a new one for its node? */
-        rl_drv_relay_seen(d, m.id, m.id_len, m.peer_off);
     rl_drv_slot *s = s_slot_by_id(d, m.id, m.id_len);
     if (s)
         s->last_seen = uv_now(&d->loop);

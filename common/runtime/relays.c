@@ -226,21 +226,9 @@ void rl_drv_relays_free(rl_driver *d)
     free(d->relays);
     d->relays = NULL;
     d->n_relays = 0;
-    free(d->relay_ids);
-    d->relay_ids = NULL;
-    d->n_relay_ids = 0;
 }
 
 /* ---- a relay started again ------------------------------------------------------------- */
-
-#define S_MAX_RELAY_IDS 4096 /* nodes tracked; more (a flood of made-up ones) are not */
-
-struct rl_drv_relay_seen {
-    unsigned char node[RL_MSG_RELAY_ID_MAX];
-    size_t node_len;
-    unsigned char id[RL_MSG_RELAY_ID_MAX];
-    size_t id_len;
-};
 
 /* The node part of a relay identity "\x01relay:NODE:PID.NONCE\x01"
  * (relay.c); the whole identity for any other form. */
@@ -260,24 +248,42 @@ static void s_node_of(const unsigned char *id, size_t len, const unsigned char *
     }
 }
 
-static void s_relay_restarted(rl_driver *d, const unsigned char *old, size_t old_len,
-                              const unsigned char *id, size_t len, const unsigned char *sender,
-                              size_t sender_len)
+void rl_drv_relay_moved(rl_driver *d, const unsigned char *old, size_t old_len,
+                        const unsigned char *now_id, size_t now_len, size_t now_relay)
 {
+    size_t old_relay = rl_msg_relay_part(old, old_len);
+    if (!old_relay || !now_relay ||
+        (old_relay == now_relay && memcmp(old, now_id, old_relay) == 0))
+        return;
+    const unsigned char *n1, *n2;
+    size_t l1, l2;
+    s_node_of(old, old_relay, &n1, &l1);
+    s_node_of(now_id, now_relay, &n2, &l2);
+    if (l1 != l2 || memcmp(n1, n2, l1) != 0)
+        return; /* a worker that moved to another node's relay: nothing about this one */
+    unsigned char gone[RL_MSG_RELAY_ID_MAX]; /* old is a slot's id, changed below */
+    memcpy(gone, old, old_relay);
+    int printable = 1;
+    for (size_t k = 0; k < l2; k++)
+        printable &= n2[k] > ' ' && n2[k] < 127;
+    rl_log_warn("node %.*s: its relay was started again", printable ? (int)l2 : 1,
+                printable ? (const char *)n2 : "?");
+    const unsigned char *sender = now_id + now_relay;
+    size_t sender_len = now_len - now_relay;
     for (int i = 0; i < d->n_slots; i++) {
         rl_drv_slot *s = &d->slots[i];
-        if (!s->has_id || s->id_len <= old_len || memcmp(s->id, old, old_len) != 0)
+        if (!s->has_id || s->id_len <= old_relay || memcmp(s->id, gone, old_relay) != 0)
             continue;
-        size_t wl = s->id_len - old_len;
+        size_t wl = s->id_len - old_relay;
+        if (wl == sender_len && memcmp(s->id + old_relay, sender, wl) == 0)
+            continue; /* the worker that said HELLO: its slot takes the new identity now */
         rl_log_warn("%s: the relay of its node was started again: its worker reconnects",
                     s->label);
-        int answered = wl == sender_len && memcmp(s->id + old_len, sender, wl) == 0;
-        if (!answered && len + wl <= RL_MSG_ID_MAX) { /* the worker, through the new relay
-                                                         (the sender hears from its message) */
-            unsigned char now_id[RL_MSG_ID_MAX];
-            memcpy(now_id, id, len);
-            memcpy(now_id + len, s->id + old_len, wl);
-            rl_drv_send_disconnect(d, now_id, len + wl, "the relay of this node was started "
+        if (now_relay + wl <= RL_MSG_ID_MAX) { /* the worker, through the new relay */
+            unsigned char to[RL_MSG_ID_MAX];
+            memcpy(to, now_id, now_relay);
+            memcpy(to + now_relay, s->id + old_relay, wl);
+            rl_drv_send_disconnect(d, to, now_relay + wl, "the relay of this node was started "
                                    "again: send HELLO");
         }
         s->has_id = 0;
@@ -287,43 +293,4 @@ static void s_relay_restarted(rl_driver *d, const unsigned char *old, size_t old
         s->ready_since = 0;
         s->last_seen = uv_now(&d->loop);
     }
-}
-
-void rl_drv_relay_seen(rl_driver *d, const unsigned char *id, size_t id_len, size_t len)
-{
-    const unsigned char *node;
-    size_t n;
-    s_node_of(id, len, &node, &n);
-    if (len > RL_MSG_RELAY_ID_MAX || n > RL_MSG_RELAY_ID_MAX)
-        return;
-    for (int i = 0; i < d->n_relay_ids; i++) {
-        struct rl_drv_relay_seen *e = &d->relay_ids[i];
-        if (e->node_len != n || memcmp(e->node, node, n) != 0)
-            continue;
-        if (e->id_len == len && memcmp(e->id, id, len) == 0)
-            return;
-        unsigned char old[RL_MSG_RELAY_ID_MAX];
-        size_t old_len = e->id_len;
-        memcpy(old, e->id, old_len);
-        memcpy(e->id, id, len);
-        e->id_len = len;
-        int printable = 1;
-        for (size_t k = 0; k < n; k++)
-            printable &= node[k] > ' ' && node[k] < 127;
-        rl_log_warn("node %.*s: its relay was started again", printable ? (int)n : 1,
-                    printable ? (const char *)node : "?");
-        s_relay_restarted(d, old, old_len, id, len, id + len, id_len - len);
-        return;
-    }
-    if (d->n_relay_ids >= S_MAX_RELAY_IDS)
-        return;
-    struct rl_drv_relay_seen *e = realloc(d->relay_ids, sizeof *e * (size_t)(d->n_relay_ids + 1));
-    if (!e)
-        return;
-    d->relay_ids = e;
-    e = &d->relay_ids[d->n_relay_ids++];
-    memcpy(e->node, node, n);
-    e->node_len = n;
-    memcpy(e->id, id, len);
-    e->id_len = len;
 }

@@ -5,10 +5,12 @@
 #     driver starts one relay per relayed node and each worker there
 #     connects to its relay; the relays held replies (they coalesced), and
 #     stop after their workers, all exiting 0, nothing left running;
-#  2. the same with security: the relays reach the driver over CurveZMQ,
+#  2. a peer that makes up a relay identity naming a node moves none of its
+#     workers (only a HELLO with the slot's proof through a new relay does);
+#  3. the same with security: the relays reach the driver over CurveZMQ,
 #     their workers reach them over a Unix socket in a 0700 directory of the
 #     job's user, removed when the relay stops;
-#  3. rl-worker --relay usage errors exit 64 with the missing option named.
+#  4. rl-worker --relay usage errors exit 64 with the missing option named.
 # (A relay killed mid-job: tests/integration/fault_recovery.py.)
 . "$(dirname "$0")/lib.bash"
 d=$(tmpdir)
@@ -44,6 +46,43 @@ n=$(echo "$out" | grep -Ec "(actor|rollout|reward)/[0-9] \(pid [0-9]+\) exited w
 # the relayed workers were given the relay's endpoint, the others the driver's
 echo "$out" | grep -q "relay for node n1: workers on ipc://@rlrt-" || fail "relay n1's endpoint"
 pgrep -f -- "--relay --driver" >/dev/null && fail "a relay is left running"
+
+# a peer that makes up a relay identity naming node n1 (a heartbeat and
+# garbage "from" reward/0 behind it) moves nobody: only a worker's HELLO
+# that proves its token through a new relay of its node says that relay
+# was started again
+"$BIN/rl-driver" --cluster "$d/cluster.yaml" --config examples/selftest.yaml \
+    --bind 'tcp://127.0.0.1:*' selftest.payload_mb=1 selftest.rounds=3 >"$d/fake.log" 2>&1 &
+dpid=$!
+ep=""
+for _ in $(seq 200); do
+    rp=$(pgrep -P $dpid -f -- "--relay --driver" | head -1)
+    [ -n "$rp" ] && ep=$(tr '\0' ' ' </proc/$rp/cmdline | grep -Eo -- '--driver [^ ]+' | cut -d' ' -f2)
+    [ -n "$ep" ] && grep -q "running selftest" "$d/fake.log" && break
+    sleep 0.05
+done
+[ -n "$ep" ] || { cat "$d/fake.log"; fail "no relay of the driver found"; }
+/usr/bin/python3 - "$ep" <<'PY' || fail "the made-up relay could not send"
+import sys, time, zmq
+ctx = zmq.Context()
+s = ctx.socket(zmq.DEALER)
+s.setsockopt(zmq.ROUTING_ID, b"\x01relay:n1:4242.dead\x01")
+s.setsockopt(zmq.LINGER, 1000)
+s.connect(sys.argv[1])
+heartbeat = bytes([0x08, 2, 0x82, 0x01, 0x00])  # protocol 2, an empty Heartbeat
+for _ in range(5):
+    s.send_multipart([b"reward/0#1.1", heartbeat])
+    s.send_multipart([b"rollout/1#2.1", b"\xff\xff garbage"])
+    time.sleep(0.05)
+s.close()
+ctx.term()
+PY
+wait $dpid
+rc=$?
+[ $rc = 0 ] || { tail -30 "$d/fake.log"; fail "the job with a made-up relay around exited $rc"; }
+grep -q "its relay was started again\|reconnected" "$d/fake.log" &&
+    { grep "started again\|reconnected" "$d/fake.log" | head; fail "a made-up relay identity moved workers"; }
+grep -Eq "selftest: [0-9]+ passed, 0 failed, 0 skipped" "$d/fake.log" || fail "selftest with a made-up relay"
 
 # with security: the relays reach the driver over CurveZMQ with the worker
 # certificate, their workers reach them over a Unix socket in a 0700

@@ -30,11 +30,12 @@
  * Failure: a relay that exits takes its workers' connections with it; the
  * driver that started it starts it again on the same endpoint, and its
  * workers reconnect to it (ZeroMQ) under a new relay identity. The first
- * message through the new relay tells the driver (the identity names the
- * node): every worker behind the old one fails its calls in flight (the
- * retry-safe ones go again once it is READY; the recipe replays the step)
- * and is told over the new relay to HELLO again at once, so the node is
- * back within a round trip, not after its heartbeats. Everything a peer
+ * of them to prove its slot's token through the new relay (HELLO) tells
+ * the driver (the identity names the node; a made-up identity proves
+ * nothing): every other worker behind the old one fails its calls in
+ * flight (the retry-safe ones go again once it is READY; the recipe
+ * replays the step) and is told over the new relay to HELLO again at once,
+ * so the node is back within a round trip, not after its heartbeats. Everything a peer
  * sends is checked: a worker identity that is empty, longer than
  * RL_MSG_PEER_ID_MAX or starts with the relay mark is refused; a message
  * without an envelope frame is dropped (the driver decides about the rest).
