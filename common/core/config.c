@@ -1720,8 +1720,35 @@ static int s_override_fits(const rl_config_node *old, rl_config_node *value, con
                         rl_config_type_name(want), s_describe(value, buf, sizeof buf));
 }
 
+/* The offset of the first byte of s that is not part of well-formed UTF-8
+ * (no overlong forms, surrogates or code points past U+10FFFF), or -1. */
+static long s_utf8_bad(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (long i = 0; p[i];) {
+        unsigned char b = p[i];
+        int n = b < 0x80 ? 0 : (b & 0xE0) == 0xC0 ? 1 : (b & 0xF0) == 0xE0 ? 2
+                : (b & 0xF8) == 0xF0 ? 3 : -1;
+        if (n < 0 || (n == 1 && b < 0xC2) || (n == 3 && b > 0xF4))
+            return i;
+        for (int k = 1; k <= n; k++)
+            if ((p[i + k] & 0xC0) != 0x80)
+                return i;
+        if ((n == 2 && b == 0xE0 && p[i + 1] < 0xA0) || (n == 2 && b == 0xED && p[i + 1] > 0x9F) ||
+            (n == 3 && b == 0xF0 && p[i + 1] < 0x90) || (n == 3 && b == 0xF4 && p[i + 1] > 0x8F))
+            return i;
+        i += n + 1;
+    }
+    return -1;
+}
+
 int rl_config_override(rl_config *c, const char *kv)
 {
+    /* the tree goes to the workers as JSON, which holds UTF-8 only */
+    long bad = s_utf8_bad(kv);
+    if (bad >= 0)
+        return rl_error_set(RL_ECONFIG, "override %.*s...: not valid UTF-8 at byte %ld", (int)bad,
+                            kv, bad);
     const char *eq = strchr(kv, '=');
     if (!eq || eq == kv)
         return rl_error_set(RL_ECONFIG, "override '%s': expected key=value", kv);

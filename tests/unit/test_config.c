@@ -566,6 +566,26 @@ static void test_overrides(void **state)
                                                            "algorithm.adv_estimator")),
                      RL_CONFIG_T_STRING);
 
+    /* UTF-8 passes; anything else is refused before it reaches the tree
+     * (the workers get the tree as JSON, which holds UTF-8 only) */
+    assert_int_equal(rl_config_override(c, "algorithm.adv_estimator=gr\xc3\xa9po \xe2\x82\xac"), 0);
+    assert_int_equal(rl_config_get_string(c, "algorithm.adv_estimator", &s), 0);
+    assert_string_equal(s, "gr\xc3\xa9po \xe2\x82\xac");
+    static const char *const bad_utf8[] = {
+        "algorithm.adv_estimator=ab\xff",          /* not a lead byte */
+        "algorithm.adv_estimator=ab\xc5" "3",      /* a lead byte without its tail */
+        "algorithm.adv_estimator=ab\xc0\xaf",     /* overlong */
+        "algorithm.adv_estimator=ab\xed\xa0\x80", /* a surrogate */
+        "algorithm.adv_estimator=ab\xf4\x90\x80\x80", /* past U+10FFFF */
+    };
+    for (size_t i = 0; i < sizeof bad_utf8 / sizeof *bad_utf8; i++) {
+        assert_int_equal(rl_config_override(c, bad_utf8[i]), RL_ECONFIG);
+        assert_string_equal(rl_error_message(),
+                            "override algorithm.adv_estimator=ab...: not valid UTF-8 at byte 26");
+    }
+    assert_int_equal(rl_config_get_string(c, "algorithm.adv_estimator", &s), 0);
+    assert_string_equal(s, "gr\xc3\xa9po \xe2\x82\xac"); /* unchanged */
+
     /* errors */
     assert_int_equal(rl_config_override(c, "algorithm.kl_cof=0.1"), RL_ECONFIG);
     assert_string_equal(rl_error_message(),
