@@ -118,7 +118,6 @@ static int s_run_relay(const char *driver, const char *bind, const char *node, i
                        int give_up_ms, int64_t max_message_bytes, const char *cert,
                        const char *driver_key)
 {
-    static char keybuf[RL_NET_KEY_TXT];
     if (!!cert != !!driver_key) {
         fprintf(stderr, "rl-worker: --relay: --cert and --driver-key go together (CurveZMQ)\n");
         return RL_WORKER_EXIT_USAGE;
@@ -129,12 +128,6 @@ static int s_run_relay(const char *driver, const char *bind, const char *node, i
         if (!rc)
             rc = rl_net_set_security(&own, NULL, 0);
         memset(&own, 0, sizeof own);
-        if (!rc && strlen(driver_key) != 40) { /* a certificate file */
-            if ((rc = rl_net_load_cert(driver_key, 0, &own)) == RL_OK) {
-                snprintf(keybuf, sizeof keybuf, "%s", own.public_txt);
-                driver_key = keybuf;
-            }
-        }
         if (rc) {
             fprintf(stderr, "rl-worker: --relay: %s\n", rl_error_message());
             return RL_WORKER_EXIT_USAGE;
@@ -307,6 +300,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "rl-worker: unexpected argument '%s'\n", argv[optind]);
         return RL_WORKER_EXIT_USAGE;
     }
+    if (driver_key && strlen(driver_key) != 40) { /* a certificate file */
+        rl_net_keypair kp;
+        if (rl_net_load_cert(driver_key, 0, &kp)) {
+            fprintf(stderr, "rl-worker: --driver-key: %s\n", rl_error_message());
+            return RL_WORKER_EXIT_USAGE;
+        }
+        snprintf(keybuf, sizeof keybuf, "%s", kp.public_txt);
+        driver_key = keybuf;
+    }
     if (relay)
         return s_run_relay(opt.driver, bind, opt.node, hold_ms, opt.give_up_ms,
                            opt.max_message_bytes, opt.cert, driver_key);
@@ -359,15 +361,6 @@ int main(int argc, char **argv)
         }
         token[strcspn(token, "\r\n")] = '\0';
         opt.token = token;
-    }
-    if (driver_key && strlen(driver_key) != 40) { /* a certificate file */
-        rl_net_keypair kp;
-        if (rl_net_load_cert(driver_key, 0, &kp)) {
-            fprintf(stderr, "rl-worker: --driver-key: %s\n", rl_error_message());
-            return RL_WORKER_EXIT_USAGE;
-        }
-        snprintf(keybuf, sizeof keybuf, "%s", kp.public_txt);
-        driver_key = keybuf;
     }
     opt.driver_key = driver_key;
     if (!!opt.cert != !!opt.driver_key &&

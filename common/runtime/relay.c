@@ -323,6 +323,29 @@ static void s_up(s_relay *r, s_message *m, int64_t now)
     r->st.sends_up++;
 }
 
+/* Up to S_DRAIN_MAX messages of one socket: the driver's go down to the
+ * workers (and *heard, when given, becomes now), the workers' up. */
+static void s_drain(s_relay *r, void *sock, int64_t now, int64_t *heard)
+{
+    for (int k = 0; k < S_DRAIN_MAX; k++) {
+        s_message m;
+        int e = s_recv(sock, &m);
+        if (e == RL_ETIMEOUT)
+            return;
+        if (e) {
+            r->st.dropped++;
+            continue;
+        }
+        if (sock == r->back) {
+            if (heard)
+                *heard = now;
+            s_down(r, &m);
+        } else {
+            s_up(r, &m, now);
+        }
+    }
+}
+
 static void s_sockopts(void *sock)
 {
     int zero = 0, hwm = S_HWM;
@@ -439,29 +462,10 @@ int rl_relay_run(const rl_relay_options *opt, rl_relay_stats *stats)
         }
         now = s_now_ms();
         /* the driver's first: calls are tracked before their replies come */
-        for (int k = 0; k < S_DRAIN_MAX && (items[1].revents & ZMQ_POLLIN); k++) {
-            s_message m;
-            int e = s_recv(r->back, &m);
-            if (e == RL_ETIMEOUT)
-                break;
-            if (e) {
-                r->st.dropped++;
-                continue;
-            }
-            heard_ms = now;
-            s_down(r, &m);
-        }
-        for (int k = 0; k < S_DRAIN_MAX && (items[0].revents & ZMQ_POLLIN); k++) {
-            s_message m;
-            int e = s_recv(r->front, &m);
-            if (e == RL_ETIMEOUT)
-                break;
-            if (e) {
-                r->st.dropped++;
-                continue;
-            }
-            s_up(r, &m, now);
-        }
+        if (items[1].revents & ZMQ_POLLIN)
+            s_drain(r, r->back, now, &heard_ms);
+        if (items[0].revents & ZMQ_POLLIN)
+            s_drain(r, r->front, now, NULL);
         for (int i = 0; i < r->n_methods; i++)
             if (r->methods[i].n_held && now - r->methods[i].first_held_ms >= opt->hold_ms)
                 s_flush(r, &r->methods[i]);
