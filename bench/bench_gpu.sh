@@ -9,7 +9,8 @@
 #                                         torch bf16 eager (the issue's target ≥ 1.0)
 #   gpu_train_tokens_per_s_vs_torch_compile  the same over torch.compile's bf16
 #   rlrt_gpu_train_flash_vs_cublas_bf16   (bench_gpu_train's row) the bf16 step with the fused
-#                                         flash attention ÷ with the cuBLAS attention; with
+#                                         flash attention (the default) ÷ with the cuBLAS
+#                                         attention (RL_CUDA_ATTENTION=cublas); with
 #                                         rlrt_gpu_attention_flash_speedup, the pair alone
 #   gpu_train_mfu                         rlrt's best model FLOP/s ÷ the bf16 dense peak
 #                                         (989 TFLOP/s, H100/H200 SXM; target ≥ 0.40)
@@ -117,8 +118,8 @@ section=$(mktemp)
     echo "|---|---|"
     echo "| rlrt fp32 (TF32 off) tokens/s; step s | ${o32:-failed}; $(val "$ours" rlrt_gpu_train_step_s_fp32) |"
     echo "| rlrt bf16 (model.precision bf16) tokens/s; step s | ${o16:-not run}; $(val "$ours" rlrt_gpu_train_step_s_bf16) |"
-    echo "| rlrt bf16 with the fused flash attention (RL_CUDA_ATTENTION=flash) tokens/s; step s; ÷ the cuBLAS attention | $(val "$ours" rlrt_gpu_train_tokens_per_s_bf16_flash || true); $(val "$ours" rlrt_gpu_train_step_s_bf16_flash); **$(val "$ours" rlrt_gpu_train_flash_vs_cublas_bf16 | cut -d' ' -f1)** |"
-    echo "| rlrt bf16 step's longest kernel-table entries (one profiled step): cuBLAS attention — flash | $(val "$ours" rlrt_gpu_prof_bf16_top) — $(val "$ours" rlrt_gpu_prof_bf16_flash_top) |"
+    echo "| rlrt bf16 with the cuBLAS attention (RL_CUDA_ATTENTION=cublas) tokens/s; step s; the fused flash attention (the default) ÷ it | $(val "$ours" rlrt_gpu_train_tokens_per_s_bf16_cublas || true); $(val "$ours" rlrt_gpu_train_step_s_bf16_cublas); **$(val "$ours" rlrt_gpu_train_flash_vs_cublas_bf16 | cut -d' ' -f1)** |"
+    echo "| rlrt bf16 step's longest kernel-table entries (one profiled step): flash attention — cuBLAS attention | $(val "$ours" rlrt_gpu_prof_bf16_top) — $(val "$ours" rlrt_gpu_prof_bf16_cublas_top) |"
     echo "| attention alone (B × T, 14/2 heads, hd $(( ${RL_BENCH_GPU_HIDDEN:-896} / 14 )), forward + backward): cuBLAS ms; flash ms; speedup; largest difference | $(val "$ours" rlrt_gpu_attention_ms_cublas | cut -d' ' -f1); $(val "$ours" rlrt_gpu_attention_ms_flash); **$(val "$ours" rlrt_gpu_attention_flash_speedup | cut -d' ' -f1)**; $(val "$ours" rlrt_gpu_attention_flash_vs_cublas_maxdiff | cut -d' ' -f1) |"
     echo "| torch fp32 (TF32 off) tokens/s; step s | ${t32:-failed}; $(val "$torch" torch_gpu_train_step_s_fp32) |"
     echo "| torch bf16 autocast tokens/s; torch.compile | ${t16:-failed}; ${tc:-not run} |"

@@ -39,12 +39,12 @@
 #   set) and each sanitizer run only with its timeout left; what the budget
 #   left out is listed at the end (not a failure).
 #
-# * Attention has two CUDA paths (RL_CUDA_ATTENTION=cublas, the default, or
-#   flash, the fused kernels; docs/decisions/cuda-device-table.md):
+# * Attention has two CUDA paths (RL_CUDA_ATTENTION=flash, the fused kernels
+#   and the default, or cublas; docs/decisions/cuda-device-table.md):
 #   test_nn_cuda checks both against the CPU (T = 1, odd T, masked and empty
 #   rows, GQA ratios 1, 2 and 7, hd 8 to 512) and the fused ones bit for bit
-#   across two runs; test_nn_lm_cuda's test_lm_cuda_parity_flash runs the
-#   whole transformer's parity with the fused ones; the bench times both
+#   across two runs; test_nn_lm_cuda runs the whole transformer's parity on both
+#   (test_lm_cuda_parity_cublas for the cuBLAS one); the bench times both
 #   (rlrt_gpu_attention_* and rlrt_gpu_train_flash_vs_cublas_bf16). Every
 #   test here except NCCL's also runs in `make test` on the host emulation
 #   of CUDA (tests/cuda_emu/, `make CUDA=emu`), where they pass.

@@ -11,10 +11,11 @@ missing otherwise. tests/gpu_check.sh runs it on the GPU machine.
    close. Then the GPU SFT again in model.precision=bf16 (bf16 GEMMs, fp32
    master weights and AdamW): step 1's loss within 0.5% of the fp32 run's,
    every step's within 8%, 3% on average.
-1c. 200 SFT steps in bf16 against the same 200 in fp32, both on the GPU
-   (issue 39's bf16 check): the loss curves within a band (mean relative
-   step difference <= 3%, every 10-step mean within 6%, the last 20 steps'
-   mean within 3%). RL_GPU_JOBS_ONLY=1c runs it alone.
+1c. 200 SFT steps in bf16 on the GPU against three fp32 runs (GPU with
+   either attention path, CPU: the envelope fp32 reaches in other summation
+   orders, as this tiny model's training turns chaotic after ~150 steps):
+   every 10-step mean within 6% of the envelope, the last 20 steps' mean
+   within 3%. RL_GPU_JOBS_ONLY=1c runs it alone.
 2. GRPO from the GPU SFT's weights with the actor on the GPU (the rollout
    on the CPU, placed on the same GPU, gets the GPU actor's weights over
    CUDA IPC every step, perf/weight_sync_cuda_ipc = 1): 4 steps, finite
@@ -71,6 +72,9 @@ missing otherwise. tests/gpu_check.sh runs it on the GPU machine.
    job recovers and ends with the fault-free run's metrics value for value
    and its step-2 weights (issue 40's check; fault_recovery.py's on the
    CPU). RL_GPU_JOBS_ONLY=11 runs it alone.
+Jobs 1c and 5-11 depend on no later job: one that fails is printed
+("FAILED: ...") and the ones after it still run; the exit is 1 at the end
+if any failed (1-4 build on each other and stop the run).
 """
 import math
 import os
@@ -78,6 +82,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
+import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 import jobs  # noqa: E402
@@ -336,38 +342,57 @@ def diffusion_gpu_vs_cpu(work, cl, tag, overrides, steps, label):
 
 
 def bf16_curve(work, cl):
-    """1c. 200 SFT steps in bf16 against the same 200 in fp32, both on the
-    GPU (issue 39's bf16 check): the two loss curves within a band. bf16
-    products (fp32 accumulation, fp32 master weights and AdamW) move each
-    step a little off fp32's trajectory; the band says they stay on it:
-    the mean relative step difference within 3%, every 10-step mean within
-    6% of fp32's, and the last 20 steps' mean loss within 3% of fp32's (one
-    step's loss on its own moves by up to ~15% between the two: a batch's
-    loss at 0.4 is noisy). Measured on the host emulation (make CUDA=emu),
-    whose bf16 products are the device's up to summation order: mean 1.6%,
-    last 20 steps 1.8%, single steps up to 13%."""
+    """1c. 200 SFT steps in bf16 against the same 200 in fp32 (issue 39's
+    bf16 check). A single fp32 curve is not the yardstick: from about step
+    150 this tiny model's training turns chaotic, and fp32 runs that differ
+    only in summation order part by up to 17% over 10 steps (the host
+    emulation: the CPU's fp32 against the GPU's, last 20 steps 9% apart;
+    on the H200 one bf16 run lay 14% from one fp32 run). So three fp32 runs
+    span the envelope the same arithmetic reaches in other orders: on the
+    GPU with each attention path (flash, the default, and
+    RL_CUDA_ATTENTION=cublas) and on the CPU. The bf16 run on the GPU must
+    keep every 10-step mean within 6% of that envelope and the last 20
+    steps' mean within 3% of it. Measured on the host emulation (make
+    CUDA=emu): the fp32 runs equal to 1e-5 up to step 150; bf16 above them
+    by up to 5.2% (10-step means, steps 150-160: bf16 products learn a
+    little slower), its last 20 steps inside the envelope."""
     sft = ["trainer.total_steps=200", "trainer.val_every=200",
-           "data.train_batch_size=16", "actor.optim.lr=0.003", "actor.device=" + DEV]
+           "data.train_batch_size=16", "actor.optim.lr=0.003"]
+    arms = [("fp32", ["actor.device=" + DEV, "model.precision=fp32"], None),
+            ("fp32_cublas", ["actor.device=" + DEV, "model.precision=fp32"], "cublas"),
+            ("fp32_cpu", ["actor.device=cpu", "model.precision=fp32"], None),
+            ("bf16", ["actor.device=" + DEV, "model.precision=bf16"], None)]
     curves = {}
-    for prec in ("fp32", "bf16"):
-        run(work, cl, "arith_sft.yaml", sft + ["trainer.output_dir=runs/curve_" + prec, "model.precision=" + prec])
-        curves[prec] = [r["sft/loss"] for r in metrics(os.path.join(work, "runs/curve_%s/metrics.jsonl" % prec))
+    for name, o, att in arms:
+        jobs.run_driver(work, ["--cluster", cl, "--config", os.path.join(ROOT, "examples", "arith_sft.yaml"),
+                               "--bind", "tcp://127.0.0.1:*", "--log-level", "warn"] + TINY + sft + o +
+                        ["trainer.output_dir=runs/curve_" + name],
+                        env={"RL_CUDA_ATTENTION": att} if att else None)
+        curves[name] = [r["sft/loss"] for r in metrics(os.path.join(work, "runs/curve_%s/metrics.jsonl" % name))
                         if "sft/loss" in r]
-    lf, lb = curves["fp32"], curves["bf16"]
-    assert len(lf) == len(lb) == 200, (len(lf), len(lb))
-    rel = [abs(a - b) / max(abs(b), 1e-6) for a, b in zip(lb, lf)]
-    tail_f, tail_b = sum(lf[-20:]) / 20, sum(lb[-20:]) / 20
-    tail = abs(tail_b - tail_f) / max(abs(tail_f), 1e-6)
-    mean_rel = sum(rel) / len(rel)
-    win = [abs(sum(lb[i:i + 10]) - sum(lf[i:i + 10])) / max(abs(sum(lf[i:i + 10])), 1e-6)
-           for i in range(0, 200, 10)]
-    print("1c: relative step difference worst %.3f, mean %.3f; 10-step means worst %.3f; last 20 steps %.3f"
-          % (max(rel), mean_rel, max(win), tail))
-    assert mean_rel <= 0.03 and max(win) <= 0.06 and tail <= 0.03, (mean_rel, max(win), tail, lf[-5:], lb[-5:])
-    assert lb != lf, "bf16 gave the fp32 losses bit for bit: the products were not bf16"
-    print("ok: 1c. 200 SFT steps in bf16 against fp32 on the GPU: loss %.4f -> %.4f (fp32 %.4f -> %.4f); relative "
-          "step difference worst %.1e, mean %.1e; 10-step means within %.1e; last 20 steps' mean %.4f against "
-          "%.4f (%.1e)" % (lb[0], lb[-1], lf[0], lf[-1], max(rel), mean_rel, max(win), tail_b, tail_f, tail))
+        assert len(curves[name]) == 200, (name, len(curves[name]))
+    lb, f32 = curves["bf16"], [curves[n] for n in ("fp32", "fp32_cublas", "fp32_cpu")]
+    assert lb != f32[0], "bf16 gave the fp32 losses bit for bit: the products were not bf16"
+
+    def outside(i, n):
+        """How far bf16's mean over steps i..i+n-1 lies outside the fp32
+        runs' means over them (relative; 0 inside) and the envelope's width."""
+        m = [sum(c[i:i + n]) / n for c in f32]
+        lo, hi, v = min(m), max(m), sum(lb[i:i + n]) / n
+        return max(0.0, (lo - v) / lo, (v - hi) / hi), (hi - lo) / lo
+    win = [outside(i, 10) for i in range(0, 200, 10)]
+    tail, tail_w = outside(180, 20)
+    worst = max(w[0] for w in win)
+    rel = [abs(a - b) / max(abs(b), 1e-6) for a, b in zip(lb, f32[0])]
+    print("1c: 10-step means outside the fp32 envelope by at most %.3f (envelope up to %.3f wide); last 20 "
+          "steps outside it by %.3f (width %.3f); bf16 against the GPU fp32 run step by step: mean %.3f, "
+          "worst %.3f" % (worst, max(w[1] for w in win), tail, tail_w, sum(rel) / len(rel), max(rel)))
+    assert worst <= 0.06 and tail <= 0.03, (worst, tail, [round(w[0], 3) for w in win],
+                                            [round(sum(c[-20:]) / 20, 4) for c in f32], sum(lb[-20:]) / 20)
+    print("ok: 1c. 200 SFT steps in bf16 on the GPU: loss %.4f -> %.4f (fp32 %.4f -> %.4f); every 10-step mean "
+          "within %.1e of the three fp32 runs' envelope, the last 20 steps' mean %.4f against fp32's %s"
+          % (lb[0], lb[-1], f32[0][0], f32[0][-1], worst, sum(lb[-20:]) / 20,
+             "/".join("%.4f" % (sum(c[-20:]) / 20) for c in f32)))
 
 
 def killed_mid_step(work, cl):
@@ -419,6 +444,23 @@ def with_cluster(job):
         cluster(cl)
         job(work, cl)
     return run_one
+
+
+FAILED = []
+
+
+def attempt(label, job, *args):
+    """Runs one job that no later job depends on: a failure (an assertion
+    or an error) is printed and remembered, and the jobs after it still run
+    (a device run is minutes long and rare: one failed job must not hide
+    what the others would have shown). main() exits 1 at the end when any
+    failed. A job's own skips print "skipped:" and return."""
+    t0 = time.time()
+    try:
+        job(*args)
+    except Exception:  # noqa: BLE001 - every failure is reported, then the next job runs
+        FAILED.append(label)
+        print("FAILED: %s (after %.0f s):\n%s" % (label, time.time() - t0, traceback.format_exc()[-4000:]))
 
 
 # RL_GPU_JOBS_ONLY=K runs job K alone (9 also checks it on the CPU)
@@ -481,7 +523,7 @@ def main():
               "difference first %.1e, worst %.1e, mean %.1e" % (lb[0], lb[-1], lg[0], lg[-1], rel[0], max(rel),
                                                                sum(rel) / len(rel)))
         # 1c. 200 steps of bf16 against fp32 on the GPU: the loss curves in a band
-        bf16_curve(work, cl)
+        attempt("1c. bf16 against fp32 over 200 SFT steps", bf16_curve, work, cl)
         # 2. GRPO with the actor on the GPU and the rollout on the CPU (weights
         # over the channel every step), checkpoints every 2 steps
         rl = ["model.init_from=runs/gpu/final", "data.train_batch_size=4", "rollout.n=4",
@@ -539,21 +581,25 @@ def main():
               "score %.3f); 3 steps, finite metrics" % (rg[0]["response_length/mean"], rg[0]["critic/score/mean"]))
         # 5. diffusion GRPO of clip_flow (MLP trunk) with its roles on the GPU
         # against the CPU; 10. the same with the conv trunk (guided)
-        diffusion_gpu_vs_cpu(work, cl, "dif", ["model.hidden_size=64", "model.num_layers=2",
-                                               "rollout.num_steps=6"], 3, "diffusion GRPO (clip_flow)")
-        diffusion_gpu_vs_cpu(work, cl, "difc", DIF_CONV, 2, DIF_CONV_LABEL)
+        attempt("5. diffusion GRPO on the GPU", diffusion_gpu_vs_cpu, work, cl, "dif",
+                ["model.hidden_size=64", "model.num_layers=2", "rollout.num_steps=6"], 3,
+                "diffusion GRPO (clip_flow)")
+        attempt("10. " + DIF_CONV_LABEL, diffusion_gpu_vs_cpu, work, cl, "difc", DIF_CONV, 2, DIF_CONV_LABEL)
         # 6. partial rollouts with the weights over CUDA IPC
-        partial_over_ipc(work, cl)
+        attempt("6. partial rollouts over CUDA IPC", partial_over_ipc, work, cl)
         # 7. FSDP over NCCL: two GPU actor ranks against job 1's one
-        fsdp_two_ranks(work, sft, wg)
+        attempt("7. FSDP over NCCL", fsdp_two_ranks, work, sft, wg)
         # 8. the weights by NCCL broadcast instead of CUDA IPC
-        broadcast_over_nccl(work, cl, both, rg)
+        attempt("8. weights by NCCL broadcast", broadcast_over_nccl, work, cl, both, rg)
         # 11. a GPU worker killed mid-step: the fault-free metrics
-        killed_mid_step(work, cl)
+        attempt("11. a GPU worker killed mid-step", killed_mid_step, work, cl)
         # 9. libero_rl PPO: the flow policy on the GPU, the envs on the CPU
-        libero_ppo(work)
+        attempt("9. libero_rl PPO on the GPU", libero_ppo, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if FAILED:
+        print("gpu_jobs: %d job(s) failed: %s" % (len(FAILED), "; ".join(FAILED)))
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -13,8 +13,8 @@
  * read back). The bf16 entries (round_bf16, linear_*_bf16) against the CPU's
  * emulation: the rounding bit for bit, the products (exact on bf16 inputs)
  * to float32 summation order, and visibly apart from the float32 products.
- * Attention on both CUDA paths (RL_CUDA_ATTENTION=cublas, the default, and
- * flash, the fused kernels) on the same shapes and tolerances, the fused
+ * Attention on both CUDA paths (RL_CUDA_ATTENTION=flash, the fused kernels
+ * and the default, and cublas) on the same shapes and tolerances, the fused
  * kernels bit for bit equal across two runs. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -379,8 +379,8 @@ static void s_attention_repeat(int B, int T, int H, int KH, int hd, uint64_t see
     free(q); free(k); free(v); free(go);
 }
 
-/* Both paths against the CPU: the cuBLAS one (the default) and the fused
- * flash kernels (RL_CUDA_ATTENTION=flash); an unknown value is an error. */
+/* Both paths against the CPU: the cuBLAS one (RL_CUDA_ATTENTION=cublas) and
+ * the fused flash kernels (flash, the default); an unknown value is an error. */
 static void test_cuda_attention(void **state)
 {
     (void)state;

@@ -273,9 +273,10 @@ static void test_lm_cuda_parity(void **state)
     s_parity(s_cfg(1, 0, 0), 4); /* Llama-like: tied embeddings */
 }
 
-/* The same parity with the fused flash attention (RL_CUDA_ATTENTION=flash):
- * the whole model's outputs, gradients and AdamW steps against the CPU. */
-static void test_lm_cuda_parity_flash(void **state)
+/* The same parity with the cuBLAS attention (RL_CUDA_ATTENTION=cublas; the
+ * default is the fused flash kernels): the whole model's outputs, gradients
+ * and AdamW steps against the CPU. */
+static void test_lm_cuda_parity_cublas(void **state)
 {
     (void)state;
     if (!s_gpu()) {
@@ -283,7 +284,7 @@ static void test_lm_cuda_parity_flash(void **state)
         skip();
         return;
     }
-    setenv("RL_CUDA_ATTENTION", "flash", 1);
+    setenv("RL_CUDA_ATTENTION", "cublas", 1);
     s_parity(s_cfg(0, 1, 1), 3);
     s_parity(s_cfg(1, 0, 0), 4);
 }
@@ -640,7 +641,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lm_cuda_refused_without_gpu),
         cmocka_unit_test(test_lm_cuda_parity),
-        cmocka_unit_test_teardown(test_lm_cuda_parity_flash, s_attention_default),
+        cmocka_unit_test_teardown(test_lm_cuda_parity_cublas, s_attention_default),
         cmocka_unit_test(test_lm_model_on_cuda),
         cmocka_unit_test(test_lm_cuda_bf16),
     };

@@ -57,13 +57,13 @@ void rl_cuda_swiglu_forward(float *out, const float *gate, const float *up, int6
  * backward overwrites), on device pointers. Reductions over rows run in a
  * fixed order (column sums in fixed chunks added in order, the embedding's
  * rows in order per token, one block per row), so the results do not depend
- * on scheduling; there are no atomics. The attention pair goes through
- * cuBLAS one sequence at a time and keeps a scratch of H·T² floats (forward)
- * or 2·H·T² (backward); RL_ENOMEM when it cannot grow. With
- * RL_CUDA_ATTENTION=flash (read at each call) it runs the fused kernels
- * instead (no T² scratch; B·H·T floats for the backward) for heads up to 128
- * wide that the device's shared memory takes, else the cuBLAS path; any
- * other value than cublas or flash is RL_EINVAL. */
+ * on scheduling; there are no atomics. The attention pair runs fused
+ * flash-style kernels (no T² scratch; B·H·T floats for the backward) for heads
+ * up to 128 wide that the device's shared memory takes. Wider heads, or
+ * RL_CUDA_ATTENTION=cublas (read at each call), go through cuBLAS one
+ * sequence at a time with a scratch of H·T² floats (forward) or 2·H·T²
+ * (backward); RL_ENOMEM when it cannot grow. Any other value than flash or
+ * cublas is RL_EINVAL. */
 void rl_cuda_linear_backward(float *dinp, float *dw, float *db, const float *dout,
                              const float *inp, const float *w, int N, int C, int OC);
 void rl_cuda_softmax_backward(float *dinp, const float *dout, const float *out, int N, int C);

@@ -455,8 +455,8 @@ __global__ void k_att_grad_rows(float *S, float *dP, const float *lse, const uin
 
 // ---- fused (flash-style) causal GQA attention ------------------------------------
 //
-// RL_CUDA_ATTENTION=flash selects it (rl_cuda_attention_*; the default stays
-// the cuBLAS path above until a GPU run has measured both). float32 in and
+// The default of rl_cuda_attention_* (RL_CUDA_ATTENTION=cublas selects the
+// cuBLAS path above instead; both measured on an H200, docs/RESULTS.md). float32 in and
 // out on CUDA cores with float32 accumulation in both precisions (bf16 leaves
 // attention in float32, bf16-precision.md); nothing of size T² is stored.
 // Tiles of RL_FA_B = 64 query rows × 64 keys; a block has 256 threads, thread
@@ -2024,17 +2024,19 @@ static int s_cublas_attention_backward(float *dq, float *dk, float *dv, const fl
     return 0;
 }
 
-// RL_CUDA_ATTENTION: unset, empty or "cublas" → 0 (the cuBLAS path), "flash"
-// → 1 (the fused kernels where the head size is at most 128, else the cuBLAS
+// RL_CUDA_ATTENTION: unset, empty or "flash" → 1 (the fused kernels where the
+// head size is at most 128, else the cuBLAS path), "cublas" → 0 (the cuBLAS
 // path); anything else is an error naming the value. Read at each call, so a
-// test or a bench can compare both in one process.
+// test or a bench can compare both in one process. Flash is the default since
+// the H200 run of 2026-11-28: parity with the CPU on every test shape and the
+// whole model, and the Qwen2.5-0.5B bf16 step 2.06x the cuBLAS path's speed.
 static int s_att_flash(const char *fn)
 {
     const char *e = getenv("RL_CUDA_ATTENTION");
-    if (!e || !*e || strcmp(e, "cublas") == 0)
-        return 0;
-    if (strcmp(e, "flash") == 0)
+    if (!e || !*e || strcmp(e, "flash") == 0)
         return 1;
+    if (strcmp(e, "cublas") == 0)
+        return 0;
     return rl_error_set(RL_EINVAL, "%s: RL_CUDA_ATTENTION=%s: expected cublas or flash", fn, e);
 }
 
