@@ -8,9 +8,10 @@
 #   gpu_train_tokens_per_s_vs_torch       rlrt's best (bf16 when it ran, else fp32) ÷
 #                                         torch bf16 eager (the issue's target ≥ 1.0)
 #   gpu_train_tokens_per_s_vs_torch_compile  the same over torch.compile's bf16
-#   rlrt_gpu_train_flash_vs_cublas_bf16   (bench_gpu_train's row) the bf16 step with the fused
-#                                         flash attention (the default) ÷ with the cuBLAS
-#                                         attention (RL_CUDA_ATTENTION=cublas); with
+#   rlrt_gpu_train_flash_vs_cublas_bf16   (bench_gpu_train's row) the bf16 step with the default
+#                                         attention (bf16 tensor-core kernels) ÷ with the cuBLAS
+#                                         attention (RL_CUDA_ATTENTION=cublas); _vs_flash32_bf16
+#                                         ÷ with the float32 fused kernels; with
 #                                         rlrt_gpu_attention_flash_speedup, the pair alone
 #   gpu_train_mfu                         rlrt's best model FLOP/s ÷ the bf16 dense peak
 #                                         (989 TFLOP/s, H100/H200 SXM; target ≥ 0.40)
@@ -119,8 +120,10 @@ section=$(mktemp)
     echo "| rlrt fp32 (TF32 off) tokens/s; step s | ${o32:-failed}; $(val "$ours" rlrt_gpu_train_step_s_fp32) |"
     echo "| rlrt bf16 (model.precision bf16) tokens/s; step s | ${o16:-not run}; $(val "$ours" rlrt_gpu_train_step_s_bf16) |"
     echo "| rlrt bf16 with the cuBLAS attention (RL_CUDA_ATTENTION=cublas) tokens/s; step s; the fused flash attention (the default) ÷ it | $(val "$ours" rlrt_gpu_train_tokens_per_s_bf16_cublas || true); $(val "$ours" rlrt_gpu_train_step_s_bf16_cublas); **$(val "$ours" rlrt_gpu_train_flash_vs_cublas_bf16 | cut -d' ' -f1)** |"
-    echo "| rlrt bf16 step's longest kernel-table entries (one profiled step): flash attention — cuBLAS attention | $(val "$ours" rlrt_gpu_prof_bf16_top) — $(val "$ours" rlrt_gpu_prof_bf16_cublas_top) |"
+    echo "| rlrt bf16 with the float32 fused attention (RL_CUDA_ATTENTION=flash32) tokens/s; step s; the bf16 tensor-core attention (the default) ÷ it | $(val "$ours" rlrt_gpu_train_tokens_per_s_bf16_flash32 || true); $(val "$ours" rlrt_gpu_train_step_s_bf16_flash32); **$(val "$ours" rlrt_gpu_train_flash_vs_flash32_bf16 | cut -d' ' -f1)** |"
+    echo "| rlrt bf16 step's longest kernel-table entries (one profiled step): default — flash32 — cuBLAS attention | $(val "$ours" rlrt_gpu_prof_bf16_top) — $(val "$ours" rlrt_gpu_prof_bf16_flash32_top) — $(val "$ours" rlrt_gpu_prof_bf16_cublas_top) |"
     echo "| attention alone (B × T, 14/2 heads, hd $(( ${RL_BENCH_GPU_HIDDEN:-896} / 14 )), forward + backward): cuBLAS ms; flash ms; speedup; largest difference | $(val "$ours" rlrt_gpu_attention_ms_cublas | cut -d' ' -f1); $(val "$ours" rlrt_gpu_attention_ms_flash); **$(val "$ours" rlrt_gpu_attention_flash_speedup | cut -d' ' -f1)**; $(val "$ours" rlrt_gpu_attention_flash_vs_cublas_maxdiff | cut -d' ' -f1) |"
+    echo "| attention alone, the bf16 pair (tensor cores): ms; speedup over the float32 fused kernels; largest difference from them | $(val "$ours" rlrt_gpu_attention_ms_bf16 | cut -d' ' -f1); **$(val "$ours" rlrt_gpu_attention_bf16_speedup | cut -d' ' -f1)**; $(val "$ours" rlrt_gpu_attention_bf16_vs_flash_maxdiff | cut -d' ' -f1) |"
     echo "| torch fp32 (TF32 off) tokens/s; step s | ${t32:-failed}; $(val "$torch" torch_gpu_train_step_s_fp32) |"
     echo "| torch bf16 autocast tokens/s; torch.compile | ${t16:-failed}; ${tc:-not run} |"
     echo "| \`bench: gpu_train_tokens_per_s_vs_torch_fp32\` | **$r32** |"

@@ -31,10 +31,13 @@
  * The attention (issue 39's fused kernels): unless RL_BENCH_GPU_FLASH=0, the
  * attention pair alone at the bench's shape on both CUDA paths
  * (rlrt_gpu_attention_ms_cublas / _flash, rlrt_gpu_attention_flash_speedup,
- * the largest difference between the paths' results), and the bf16 arm once
- * more with RL_CUDA_ATTENTION=cublas (RL_BENCH_GPU_FLASH=2: every arm), its
- * rows suffixed _cublas and rlrt_gpu_train_flash_vs_cublas_<p> = the plain
- * arm's tokens/s (the fused attention, the default) over its own.
+ * the largest difference between the paths' results; then the bf16 pair's
+ * tensor-core kernels: rlrt_gpu_attention_ms_bf16, rlrt_gpu_attention_bf16_speedup
+ * over the float32 fused kernels), and the bf16 arm once more with
+ * RL_CUDA_ATTENTION=cublas and once with flash32 (the float32 fused kernels
+ * in bf16; RL_BENCH_GPU_FLASH=2: the fp32 arm with cublas too), rows
+ * suffixed _cublas / _flash32 and rlrt_gpu_train_flash_vs_<path>_<p> = the
+ * plain arm's tokens/s (the default attention) over that arm's.
  * After its timed steps each arm runs one more step with the per-op timing on
  * (RL_BENCH_GPU_PROFILE=0: not) and prints rlrt_gpu_prof_<p>_<entry>_ms_per_step
  * for it and rlrt_gpu_prof_<p>_top, its six longest entries.
@@ -286,18 +289,20 @@ done:
 
 /* The attention pair alone at the bench's shape (B × T, 14 heads over 2 kv
  * heads, head hidden / 14 = 64, no mask), forward then backward, on each CUDA path
- * (RL_CUDA_ATTENTION=cublas, then flash): 1 warm-up and `reps` timed,
- * ms per pair; the two paths' outputs and gradients compared (largest
- * absolute difference). Prints rlrt_gpu_attention_ms_<path> and the ratio
- * rlrt_gpu_attention_flash_speedup (cuBLAS ms ÷ flash ms). 0, or 1. */
+ * (RL_CUDA_ATTENTION=cublas, then flash), then the bf16 pair: 1 warm-up and
+ * `reps` timed, ms per pair; the outputs and gradients compared with the
+ * float32 fused kernels' (largest absolute difference). Prints
+ * rlrt_gpu_attention_ms_<path> and the ratios rlrt_gpu_attention_flash_speedup
+ * (cuBLAS ms ÷ flash ms) and rlrt_gpu_attention_bf16_speedup (flash ms ÷ bf16
+ * ms). 0, or 1. */
 static int s_attention_arm(rl_device dev, int B, int T, int reps)
 {
     const rl_nn_ops *o = rl_nn_ops_get(dev);
     const int H = 14, KH = 2, hd = s_shape.hidden / 14;
     size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KH * hd, nl = (size_t)B * H * T;
     size_t sz[9] = {nq, nk, nk, nq, nq, nl, nq, nk, nk}; /* q k v dout out lse dq dk dv */
-    float *d[9] = {0}, *h = malloc(sizeof(float) * nq), *keep[2][5] = {{0}};
-    double ms[2] = {0, 0}, diff = 0;
+    float *d[9] = {0}, *h = malloc(sizeof(float) * nq), *keep[3][5] = {{0}};
+    double ms[3] = {0, 0, 0}, diff = 0, diff16 = 0;
     int rc = 1;
     for (int i = 0; i < 9; i++)
         if (!(d[i] = rl_device_alloc(dev, sizeof(float) * sz[i])))
@@ -311,9 +316,15 @@ static int s_attention_arm(rl_device dev, int B, int T, int reps)
         if (rl_device_copy(dev, d[i], RL_DEVICE_CPU, h, sizeof(float) * sz[i]))
             goto done;
     }
-    const char *path[2] = {"cublas", "flash"};
-    for (int p = 0; p < 2; p++) {
+    /* cuBLAS and the float32 fused kernels, then the bf16 pair (tensor cores) */
+    const char *path[3] = {"cublas", "flash", "flash"};
+    for (int p = 0; p < 3; p++) {
         setenv("RL_CUDA_ATTENTION", path[p], 1);
+        int (*fwd)(float *, float *, const float *, const float *, const float *, const uint8_t *, int, int,
+                   int, int, int) = p == 2 ? o->attention_forward_bf16 : o->attention_forward;
+        int (*bwd)(float *, float *, float *, const float *, const float *, const float *, const float *,
+                   const float *, const float *, const uint8_t *, int, int, int, int, int) =
+            p == 2 ? o->attention_backward_bf16 : o->attention_backward;
         double t0 = 0;
         for (int r = 0; r <= reps; r++) {
             if (r == 1) {
@@ -323,9 +334,8 @@ static int s_attention_arm(rl_device dev, int B, int T, int reps)
             }
             for (int g = 6; g < 9; g++)
                 rl_device_zero(dev, d[g], sizeof(float) * sz[g]);
-            if (o->attention_forward(d[4], d[5], d[0], d[1], d[2], NULL, B, T, H, KH, hd) ||
-                o->attention_backward(d[6], d[7], d[8], d[3], d[4], d[5], d[0], d[1], d[2], NULL, B, T,
-                                      H, KH, hd))
+            if (fwd(d[4], d[5], d[0], d[1], d[2], NULL, B, T, H, KH, hd) ||
+                bwd(d[6], d[7], d[8], d[3], d[4], d[5], d[0], d[1], d[2], NULL, B, T, H, KH, hd))
                 goto done;
         }
         if (rl_device_sync(dev))
@@ -340,10 +350,12 @@ static int s_attention_arm(rl_device dev, int B, int T, int reps)
     }
     for (int i = 0; i < 5; i++)
         for (size_t j = 0; j < sz[4 + i]; j++) {
-            double a = keep[0][i][j], b = keep[1][i][j];
-            double e = a > b ? a - b : b - a;
+            double a = keep[0][i][j], b = keep[1][i][j], c = keep[2][i][j];
+            double e = a > b ? a - b : b - a, e16 = c > b ? c - b : b - c;
             if (!(e <= diff)) /* NaN counts */
                 diff = e;
+            if (!(e16 <= diff16))
+                diff16 = e16;
         }
     printf("bench: rlrt_gpu_attention_ms_cublas = %.3f (B=%d T=%d H=%d KH=%d hd=%d, forward + backward)\n",
            ms[0], B, T, H, KH, hd);
@@ -351,6 +363,11 @@ static int s_attention_arm(rl_device dev, int B, int T, int reps)
     printf("bench: rlrt_gpu_attention_flash_speedup = %.3f (cuBLAS ms / flash ms)\n",
            ms[1] > 0 ? ms[0] / ms[1] : 0.0);
     printf("bench: rlrt_gpu_attention_flash_vs_cublas_maxdiff = %.3g (out, lse, dq, dk, dv)\n", diff);
+    printf("bench: rlrt_gpu_attention_ms_bf16 = %.3f (the bf16 pair: tensor-core kernels)\n", ms[2]);
+    printf("bench: rlrt_gpu_attention_bf16_speedup = %.3f (float32 flash ms / bf16 ms)\n",
+           ms[2] > 0 ? ms[1] / ms[2] : 0.0);
+    printf("bench: rlrt_gpu_attention_bf16_vs_flash_maxdiff = %.3g (out, lse, dq, dk, dv: bf16 rounding)\n",
+           diff16);
     rc = 0;
 done:
     if (rc)
@@ -358,7 +375,7 @@ done:
     unsetenv("RL_CUDA_ATTENTION");
     for (int i = 0; i < 9; i++)
         rl_device_free(dev, d[i]);
-    for (int p = 0; p < 2; p++)
+    for (int p = 0; p < 3; p++)
         for (int i = 0; i < 5; i++)
             free(keep[p][i]);
     free(h);
@@ -405,7 +422,7 @@ int main(void)
     const int flash = dev == RL_DEVICE_CUDA ? s_env("RL_BENCH_GPU_FLASH", 1) : 0;
     if (flash)
         rc |= s_attention_arm(dev, B, T, 5);
-    double tps = 0, tps_cublas = 0;
+    double tps = 0;
     const char *cur = getenv("RL_CUDA_ATTENTION");
     if (cur && *cur && strcmp(cur, "flash") != 0)
         fprintf(stderr, "bench_gpu_train: RL_CUDA_ATTENTION=%s: the plain arms use it\n", cur);
@@ -415,18 +432,25 @@ int main(void)
             continue;
         rc |= s_arm(dev, prec, "", B, T, L, steps, micro, &tps);
         if (flash == 2 || (flash == 1 && p == 1)) {
-            char *save = cur ? strdup(cur) : NULL;
-            setenv("RL_CUDA_ATTENTION", "cublas", 1);
-            rc |= s_arm(dev, prec, "_cublas", B, T, L, steps, micro, &tps_cublas);
-            if (save)
-                setenv("RL_CUDA_ATTENTION", save, 1);
-            else
-                unsetenv("RL_CUDA_ATTENTION");
-            free(save);
-            cur = getenv("RL_CUDA_ATTENTION");
-            printf("bench: rlrt_gpu_train_flash_vs_cublas_%s = %.3f (tokens/s with the fused attention "
-                   "/ with the cuBLAS one)\n",
-                   rl_precision_name(prec), tps_cublas > 0 ? tps / tps_cublas : 0.0);
+            /* the same arm on the other attention paths: cuBLAS, and in bf16
+             * the float32 fused kernels instead of the tensor-core ones */
+            const char *other[2] = {"cublas", "flash32"};
+            for (int o = 0; o < (p ? 2 : 1); o++) {
+                char *save = cur ? strdup(cur) : NULL, suffix[16];
+                double tps_o = 0;
+                snprintf(suffix, sizeof suffix, "_%s", other[o]);
+                setenv("RL_CUDA_ATTENTION", other[o], 1);
+                rc |= s_arm(dev, prec, suffix, B, T, L, steps, micro, &tps_o);
+                if (save)
+                    setenv("RL_CUDA_ATTENTION", save, 1);
+                else
+                    unsetenv("RL_CUDA_ATTENTION");
+                free(save);
+                cur = getenv("RL_CUDA_ATTENTION");
+                printf("bench: rlrt_gpu_train_flash_vs_%s_%s = %.3f (tokens/s with the default attention "
+                       "/ with RL_CUDA_ATTENTION=%s)\n",
+                       other[o], rl_precision_name(prec), tps_o > 0 ? tps / tps_o : 0.0, other[o]);
+            }
         }
     }
     /* generation (RL_BENCH_GPU_GEN=0: off), the sizes of bench_gpu_torch.py's */

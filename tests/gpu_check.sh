@@ -40,7 +40,10 @@
 #   left out is listed at the end (not a failure).
 #
 # * Attention has two CUDA paths (RL_CUDA_ATTENTION=flash, the fused kernels
-#   and the default, or cublas; docs/decisions/cuda-device-table.md):
+#   and the default, or cublas; docs/decisions/cuda-device-table.md), and a
+#   bf16 pair on tensor cores (test_cuda_attention_bf16 against the CPU's
+#   reference of it; RL_CUDA_ATTENTION=flash32 keeps bf16 models on the
+#   float32 fused kernels):
 #   test_nn_cuda checks both against the CPU (T = 1, odd T, masked and empty
 #   rows, GQA ratios 1, 2 and 7, hd 8 to 512) and the fused ones bit for bit
 #   across two runs; test_nn_lm_cuda runs the whole transformer's parity on both

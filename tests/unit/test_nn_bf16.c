@@ -7,6 +7,8 @@
  *  - the bf16 linear forward and backward against a float64 reference on the
  *    bf16-rounded inputs (and NOT against the float32 one: the rounding is
  *    really applied), accumulating into their outputs;
+ *  - the bf16 attention against a float64 reference of its contract (ops.h)
+ *    and apart from float32's; a head over 128 runs float32's;
  *  - the transformer in bf16 against fp32 within a bf16-sized tolerance (and
  *    visibly different), bit-identical to itself run twice, its bf16 weights
  *    re-made from whatever the parameters are at each forward and generate;
@@ -380,6 +382,97 @@ static rl_config *s_job(int n, const char *const *kv)
     return c;
 }
 
+/* The bf16 attention (ops.h's "bf16 attention") against a float64 reference
+ * of its contract on one key tile (T <= 64, so P is rounded after the row's
+ * own maximum, whatever the tiling), two query heads over one kv head, a
+ * masked key: out, lse, dq, dk, dv within float32 noise plus a P or dS that
+ * float32 rounds to the other bf16 neighbour; visibly apart from the float32
+ * attention; and a head wider than 128 runs the float32 pair exactly. */
+static void test_bf16_attention_vs_f64(void **state)
+{
+    (void)state;
+    enum { T = 37, H = 2, KH = 1, HD = 24, NQ = T * H * HD, NK = T * KH * HD };
+    rl_rng g;
+    rl_rng_init(&g, 11, 1);
+    float *in = malloc(sizeof(float) * (2 * NQ + 2 * NK)), *q = in, *k = q + NQ, *v = k + NK, *go = v + NK;
+    for (int i = 0; i < 2 * NQ + 2 * NK; i++)
+        in[i] = rl_rng_normal(&g);
+    uint8_t mask[T];
+    for (int t = 0; t < T; t++)
+        mask[t] = t != 5;
+    float *out = malloc(sizeof(float) * NQ), *lse = malloc(sizeof(float) * H * T);
+    float *o32 = malloc(sizeof(float) * NQ), *l32 = malloc(sizeof(float) * H * T);
+    float *gq = calloc(NQ, sizeof(float)), *gk = calloc(NK, sizeof(float)), *gv = calloc(NK, sizeof(float));
+    assert_int_equal(rl_attention_forward_bf16(out, lse, q, k, v, mask, 1, T, H, KH, HD), 0);
+    assert_int_equal(rl_attention_forward(o32, l32, q, k, v, mask, 1, T, H, KH, HD), 0);
+    assert_int_equal(rl_attention_backward_bf16(gq, gk, gv, go, out, lse, q, k, v, mask, 1, T, H, KH, HD), 0);
+    double *rq = calloc(NQ, sizeof(double)), *rk = calloc(NK, sizeof(double)), *rv = calloc(NK, sizeof(double));
+    double ro[NQ], rl[H * T], P[T], dS[T], scale = 1.0 / sqrt((double)HD), eo = 0, el = 0, apart = 0;
+    for (int h = 0; h < H; h++)
+        for (int t = 0; t < T; t++) {
+            const float *qt = q + (t * H + h) * HD, *gt = go + (t * H + h) * HD;
+            double m = -INFINITY, l = 0, D = 0;
+            for (int s = 0; s <= t; s++) {
+                double d = 0;
+                for (int e = 0; e < HD; e++)
+                    d += s_bf(qt[e]) * s_bf(k[s * HD + e]);
+                P[s] = mask[s] ? d * scale : -INFINITY;
+                m = fmax(m, P[s]);
+            }
+            for (int s = 0; s <= t; s++)
+                l += P[s] = mask[s] ? exp(P[s] - m) : 0.0;
+            for (int e = 0; e < HD; e++) {
+                double o = 0;
+                for (int s = 0; s <= t; s++)
+                    o += s_bf((float)P[s]) * s_bf(v[s * HD + e]);
+                ro[(t * H + h) * HD + e] = o / l;
+                D += (double)gt[e] * out[(t * H + h) * HD + e];
+            }
+            rl[h * T + t] = m + log(l);
+            for (int s = 0; s <= t; s++) { /* the backward's p = exp(s − lse), dP, dS */
+                double p = P[s] / l, dp = 0;
+                for (int e = 0; e < HD; e++)
+                    dp += s_bf(gt[e]) * s_bf(v[s * HD + e]);
+                dS[s] = s_bf((float)(p * (dp - D)));
+                P[s] = p;
+            }
+            for (int s = 0; s <= t; s++)
+                for (int e = 0; e < HD; e++) {
+                    rv[s * HD + e] += s_bf((float)P[s]) * s_bf(gt[e]);
+                    rk[s * HD + e] += scale * dS[s] * s_bf(qt[e]);
+                    rq[(t * H + h) * HD + e] += scale * dS[s] * s_bf(k[s * HD + e]);
+                }
+        }
+    for (int i = 0; i < NQ; i++) {
+        eo = fmax(eo, fabs(out[i] - ro[i]));
+        apart = fmax(apart, fabs((double)out[i] - o32[i]));
+        assert_true(fabs((double)o32[i] - out[i]) <= 0.03 * (1.0 + fabs(o32[i])));
+    }
+    for (int i = 0; i < H * T; i++)
+        el = fmax(el, fabs(lse[i] - rl[i]));
+    double eq = 0, ek = 0, ev = 0;
+    for (int i = 0; i < NQ; i++)
+        eq = fmax(eq, fabs(gq[i] - rq[i]));
+    for (int i = 0; i < NK; i++) {
+        ek = fmax(ek, fabs(gk[i] - rk[i]));
+        ev = fmax(ev, fabs(gv[i] - rv[i]));
+    }
+    print_message("bf16 attention vs float64: out %.2e lse %.2e dq %.2e dk %.2e dv %.2e; apart from float32 %.2e\n",
+                  eo, el, eq, ek, ev, apart);
+    assert_true(eo < 2e-3 && el < 1e-5 && eq < 5e-3 && ek < 5e-3 && ev < 5e-3);
+    assert_true(apart > 1e-3);
+    /* a head over RL_ATTENTION_BF16_MAX_HD: the float32 pair, bit for bit */
+    enum { W = RL_ATTENTION_BF16_MAX_HD + 8, NW = 3 * W };
+    float *wq = malloc(sizeof(float) * NW * 4), *wo = wq + NW, *wl = wo + NW, *wr = wl + 3;
+    for (int i = 0; i < NW; i++)
+        wq[i] = rl_rng_normal(&g);
+    assert_int_equal(rl_attention_forward_bf16(wo, wl, wq, wq, wq, NULL, 1, 3, 1, 1, W), 0);
+    assert_int_equal(rl_attention_forward(wr, wl + 6, wq, wq, wq, NULL, 1, 3, 1, 1, W), 0);
+    assert_memory_equal(wo, wr, sizeof(float) * NW);
+    free(wq); free(in); free(out); free(lse); free(o32); free(l32); free(gq); free(gk); free(gv);
+    free(rq); free(rk); free(rv);
+}
+
 static void test_bf16_config_key(void **state)
 {
     (void)state;
@@ -437,6 +530,7 @@ int main(void)
         cmocka_unit_test(test_bf16_round_known),
         cmocka_unit_test(test_bf16_linear_vs_f64),
         cmocka_unit_test(test_bf16_lm_vs_fp32),
+        cmocka_unit_test(test_bf16_attention_vs_f64),
         cmocka_unit_test(test_bf16_config_key),
         cmocka_unit_test(test_bf16_refused_by_other_kinds),
     };

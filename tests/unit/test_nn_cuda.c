@@ -271,9 +271,41 @@ static void test_cuda_rope_embedding(void **state)
 
 /* ---- attention ----------------------------------------------------------------------------- */
 
-static void s_attention(int B, int T, int H, int KH, int hd, int masked, uint64_t seed)
+/* The largest |dev − want| over n (inf equal to inf counts 0). */
+static double s_maxdiff(const float *dev, const float *want, size_t n)
 {
+    float *h = malloc((n ? n : 1) * sizeof(float));
+    assert_int_equal(rl_device_copy(RL_DEVICE_CPU, h, RL_DEVICE_CUDA, dev, n * sizeof(float)), 0);
+    double d = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!(isinf(want[i]) && h[i] == want[i]))
+            d = fmax(d, fabs((double)h[i] - want[i]));
+    free(h);
+    return d;
+}
+
+typedef int (*s_att_fwd)(float *, float *, const float *, const float *, const float *, const uint8_t *, int,
+                         int, int, int, int);
+typedef int (*s_att_bwd)(float *, float *, float *, const float *, const float *, const float *,
+                         const float *, const float *, const float *, const uint8_t *, int, int, int, int,
+                         int);
+
+/* One shape of the attention pair against the CPU's: float32 (bf16 = 0), or
+ * the bf16 pair (ops.h's "bf16 attention") against the CPU's reference of
+ * it, where the tolerances also cover a P or dS rounded to the other bf16
+ * neighbour (the two sum in different orders), and, where the tensor-core
+ * kernels run (heads up to 128), the result visibly apart from float32's. */
+static void s_attention_in(int B, int T, int H, int KH, int hd, int masked, uint64_t seed, int mode)
+{
+    /* mode 0: float32; 1: bf16; 2: the GPU's bf16 entries against the CPU's
+     * float32 pair (RL_CUDA_ATTENTION=flash32 or cublas: they run it) */
     const rl_nn_ops *cu = s_cu();
+    const int bf16 = mode == 1;
+    s_att_fwd cf = bf16 ? rl_attention_forward_bf16 : rl_attention_forward;
+    s_att_fwd gf = mode ? cu->attention_forward_bf16 : cu->attention_forward;
+    s_att_bwd cb = bf16 ? rl_attention_backward_bf16 : rl_attention_backward;
+    s_att_bwd gb = mode ? cu->attention_backward_bf16 : cu->attention_backward;
+    const int tc = bf16 && hd <= RL_ATTENTION_BF16_MAX_HD; /* the tensor-core kernels run */
     rl_rng g;
     rl_rng_init(&g, seed, 2);
     size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KH * hd, nl = (size_t)B * H * T;
@@ -288,34 +320,64 @@ static void s_attention(int B, int T, int H, int KH, int hd, int masked, uint64_
     float *dq_ = s_up(q, nq), *dk_ = s_up(k, nk), *dv_ = s_up(v, nk), *dgo = s_up(go, nq);
     uint8_t *dm = masked ? s_up_u8(mask, (size_t)B * T) : NULL;
     float *dout = s_alloc(nq), *dlse = s_alloc(nl);
-    assert_int_equal(rl_attention_forward(out, lse, q, k, v, m, B, T, H, KH, hd), 0);
-    assert_int_equal(cu->attention_forward(dout, dlse, dq_, dk_, dv_, dm, B, T, H, KH, hd), 0);
-    s_check("attention out", dout, out, nq, 1e-5f);
-    s_check("attention lse", dlse, lse, nl, 1e-5f);
+    assert_int_equal(cf(out, lse, q, k, v, m, B, T, H, KH, hd), 0);
+    assert_int_equal(gf(dout, dlse, dq_, dk_, dv_, dm, B, T, H, KH, hd), 0);
+    assert_int_equal(rl_device_sync(RL_DEVICE_CUDA), 0);
+    if (bf16) {
+        print_message("bf16 attention B=%d T=%d H=%d KH=%d hd=%d: out %.2e lse %.2e from the CPU's\n", B, T, H,
+                      KH, hd, s_maxdiff(dout, out, nq), s_maxdiff(dlse, lse, nl));
+        float *o32 = malloc(nq * sizeof(float)), *l32 = malloc(nl * sizeof(float));
+        assert_int_equal(rl_attention_forward(o32, l32, q, k, v, m, B, T, H, KH, hd), 0);
+        double apart = 0, far = 0;
+        for (size_t i = 0; i < nq; i++) {
+            apart = fmax(apart, fabs((double)o32[i] - out[i]));
+            far = fmax(far, fabs((double)o32[i] - out[i]) / (1.0 + fabs(o32[i])));
+        }
+        free(o32);
+        free(l32);
+        if (tc && T > 1 && !(apart > 1e-4))
+            fail_msg("bf16 attention: the output equals float32's to %g: nothing was rounded", apart);
+        if (!(far < 0.05))
+            fail_msg("bf16 attention: the output %g away from float32's (relative)", far);
+    }
+    s_check("attention out", dout, out, nq, bf16 ? 2e-3f : 1e-5f);
+    s_check("attention lse", dlse, lse, nl, bf16 ? 1e-4f : 1e-5f);
     /* gradients onto nonzero buffers; the GPU backward gets the CPU's lse and
      * output, and runs once more without the output (the fused kernels then
      * sweep the keys for D) */
     float *gq = s_rand(&g, nq), *gk = s_rand(&g, nk), *gv = s_rand(&g, nk);
     float *d_gq = s_up(gq, nq), *d_gk = s_up(gk, nk), *d_gv = s_up(gv, nk), *d_l = s_up(lse, nl);
     float *n_gq = s_up(gq, nq), *n_gk = s_up(gk, nk), *n_gv = s_up(gv, nk), *d_o = s_up(out, nq);
-    assert_int_equal(rl_attention_backward(gq, gk, gv, go, out, lse, q, k, v, m, B, T, H, KH, hd),
-                     0);
-    assert_int_equal(cu->attention_backward(d_gq, d_gk, d_gv, dgo, d_o, d_l, dq_, dk_, dv_, dm, B,
-                                            T, H, KH, hd),
-                     0);
-    assert_int_equal(cu->attention_backward(n_gq, n_gk, n_gv, dgo, NULL, d_l, dq_, dk_, dv_, dm, B,
-                                            T, H, KH, hd),
-                     0);
+    /* the CPU's without the output too: float32's ignores it, bf16's then
+     * takes D from bf16(dO) · V̂ᵀ instead of dO · O (ops.h) */
+    float *cq = s_copy(gq, nq), *ck = s_copy(gk, nk), *cv = s_copy(gv, nk);
+    assert_int_equal(cb(cq, ck, cv, go, NULL, lse, q, k, v, m, B, T, H, KH, hd), 0);
+    assert_int_equal(cb(gq, gk, gv, go, out, lse, q, k, v, m, B, T, H, KH, hd), 0);
+    assert_int_equal(gb(d_gq, d_gk, d_gv, dgo, d_o, d_l, dq_, dk_, dv_, dm, B, T, H, KH, hd), 0);
+    assert_int_equal(gb(n_gq, n_gk, n_gv, dgo, NULL, d_l, dq_, dk_, dv_, dm, B, T, H, KH, hd), 0);
+    assert_int_equal(rl_device_sync(RL_DEVICE_CUDA), 0);
+    if (bf16)
+        print_message("bf16 attention backward: dq %.2e dk %.2e dv %.2e (no out: %.2e %.2e %.2e) from the CPU's\n",
+                      s_maxdiff(d_gq, gq, nq), s_maxdiff(d_gk, gk, nk), s_maxdiff(d_gv, gv, nk),
+                      s_maxdiff(n_gq, cq, nq), s_maxdiff(n_gk, ck, nk), s_maxdiff(n_gv, cv, nk));
     float atol = 1e-5f + 2e-6f * (float)T * (float)(H / KH);
+    if (bf16) /* the sums' order, and a P or dS rounded the other way (2^-9 of it) */
+        atol = 5e-3f + 5e-5f * (float)T * (float)(H / KH);
     s_check("attention dq", d_gq, gq, nq, atol);
     s_check("attention dk", d_gk, gk, nk, atol);
     s_check("attention dv", d_gv, gv, nk, atol);
-    s_check("attention dq (no out)", n_gq, gq, nq, atol);
-    s_check("attention dk (no out)", n_gk, gk, nk, atol);
-    s_check("attention dv (no out)", n_gv, gv, nk, atol);
+    s_check("attention dq (no out)", n_gq, cq, nq, atol);
+    s_check("attention dk (no out)", n_gk, ck, nk, atol);
+    s_check("attention dv (no out)", n_gv, cv, nk, atol);
+    free(cq); free(ck); free(cv);
     s_free_all();
     free(q); free(k); free(v); free(go); free(out); free(lse); free(mask);
     free(gq); free(gk); free(gv);
+}
+
+static void s_attention(int B, int T, int H, int KH, int hd, int masked, uint64_t seed)
+{
+    s_attention_in(B, T, H, KH, hd, masked, seed, 0);
 }
 
 /* The shapes, on the path RL_CUDA_ATTENTION names (cublas or flash). */
@@ -338,10 +400,29 @@ static void s_attention_shapes(void)
     s_attention(2, 300, 6, 2, 64, 1, 26);  /* longer rows than a block's threads */
 }
 
-/* The fused kernels twice on the same inputs: the same bits (no atomics). */
-static void s_attention_repeat(int B, int T, int H, int KH, int hd, uint64_t seed)
+/* The bf16 pair (tensor-core kernels) against the CPU's reference of it on
+ * the same shapes; a head over 128 runs the float32 pair on both. */
+static void s_attention_bf16_shapes(void)
+{
+    s_attention_in(1, 1, 1, 1, 8, 0, 21, 1);
+    s_attention_in(3, 5, 4, 2, 8, 1, 22, 1);
+    s_attention_in(2, 37, 6, 6, 64, 1, 23, 1);
+    s_attention_in(3, 70, 7, 1, 40, 1, 28, 1);
+    s_attention_in(3, 65, 4, 2, 128, 1, 29, 1);
+    s_attention_in(1, 129, 2, 1, 32, 1, 30, 1);
+    s_attention_in(1, 17, 2, 1, 200, 1, 25, 1);
+    if (getenv("RL_CUDA_TEST_SHORT"))
+        return;
+    s_attention_in(2, 130, 14, 2, 64, 0, 24, 1);
+}
+
+/* The fused kernels twice on the same inputs: the same bits (no atomics);
+ * the float32 pair, or the bf16 one. */
+static void s_attention_repeat(int B, int T, int H, int KH, int hd, uint64_t seed, int bf16)
 {
     const rl_nn_ops *cu = s_cu();
+    s_att_fwd gf = bf16 ? cu->attention_forward_bf16 : cu->attention_forward;
+    s_att_bwd gb = bf16 ? cu->attention_backward_bf16 : cu->attention_backward;
     rl_rng g;
     rl_rng_init(&g, seed, 2);
     size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KH * hd, nl = (size_t)B * H * T;
@@ -354,10 +435,8 @@ static void s_attention_repeat(int B, int T, int H, int KH, int hd, uint64_t see
         rl_device_zero(RL_DEVICE_CUDA, gq, nq * sizeof(float));
         rl_device_zero(RL_DEVICE_CUDA, gk, nk * sizeof(float));
         rl_device_zero(RL_DEVICE_CUDA, gv, nk * sizeof(float));
-        assert_int_equal(cu->attention_forward(o, l, dq_, dk_, dv_, NULL, B, T, H, KH, hd), 0);
-        assert_int_equal(cu->attention_backward(gq, gk, gv, dgo, o, l, dq_, dk_, dv_, NULL, B, T,
-                                                H, KH, hd),
-                         0);
+        assert_int_equal(gf(o, l, dq_, dk_, dv_, NULL, B, T, H, KH, hd), 0);
+        assert_int_equal(gb(gq, gk, gv, dgo, o, l, dq_, dk_, dv_, NULL, B, T, H, KH, hd), 0);
         assert_int_equal(rl_device_sync(RL_DEVICE_CUDA), 0);
         float *dev[5] = {o, l, gq, gk, gv};
         size_t n[5] = {nq, nl, nq, nk, nk};
@@ -371,7 +450,7 @@ static void s_attention_repeat(int B, int T, int H, int KH, int hd, uint64_t see
     size_t n[5] = {nq, nl, nq, nk, nk};
     for (int i = 0; i < 5; i++) {
         if (memcmp(h[0][i], h[1][i], n[i] * sizeof(float)) != 0)
-            fail_msg("flash attention: output %d differs between two runs", i);
+            fail_msg("flash attention%s: output %d differs between two runs", bf16 ? " (bf16)" : "", i);
         free(h[0][i]);
         free(h[1][i]);
     }
@@ -392,7 +471,7 @@ static void test_cuda_attention(void **state)
         s_attention_shapes();
     }
     setenv("RL_CUDA_ATTENTION", "flash", 1);
-    s_attention_repeat(2, getenv("RL_CUDA_TEST_SHORT") ? 70 : 200, 14, 2, 64, 31);
+    s_attention_repeat(2, getenv("RL_CUDA_TEST_SHORT") ? 70 : 200, 14, 2, 64, 31, 0);
     /* heads that do not group over the kv heads, or no head size: an error */
     const rl_nn_ops *cu = s_cu();
     float *d = rl_device_alloc(RL_DEVICE_CUDA, 4096);
@@ -407,6 +486,25 @@ static void test_cuda_attention(void **state)
     assert_non_null(strstr(rl_error_message(), "RL_CUDA_ATTENTION=fast"));
     unsetenv("RL_CUDA_ATTENTION");
     rl_device_free(RL_DEVICE_CUDA, d);
+}
+
+/* The bf16 pair: the tensor-core kernels against the CPU's reference on the
+ * shapes, twice for equal bits; with RL_CUDA_ATTENTION=flash32 or cublas it
+ * runs the float32 pair (the CPU's float32 results). */
+static void test_cuda_attention_bf16(void **state)
+{
+    (void)state;
+    S_NEED_GPU();
+    unsetenv("RL_CUDA_ATTENTION");
+    s_attention_bf16_shapes();
+    s_attention_repeat(2, getenv("RL_CUDA_TEST_SHORT") ? 70 : 200, 14, 2, 64, 31, 1);
+    const char *modes[2] = {"flash32", "cublas"};
+    for (int i = 0; i < 2; i++) {
+        setenv("RL_CUDA_ATTENTION", modes[i], 1);
+        s_attention_in(3, 5, 4, 2, 8, 1, 22, 2);
+        s_attention_in(3, 65, 4, 2, 128, 1, 29, 2);
+    }
+    unsetenv("RL_CUDA_ATTENTION");
 }
 
 /* ---- decoding over a KV cache ----------------------------------------------------------------- */
@@ -738,6 +836,7 @@ static void test_cuda_table_complete(void **state)
 static void test_cuda_dense(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_rope_embedding(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_attention(void **state) { (void)state; S_NEED_GPU(); }
+static void test_cuda_attention_bf16(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_logprob(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_sample(void **state) { (void)state; S_NEED_GPU(); }
 static void test_cuda_decode(void **state) { (void)state; S_NEED_GPU(); }
@@ -761,6 +860,7 @@ int main(void)
         cmocka_unit_test(test_cuda_dense),
         cmocka_unit_test(test_cuda_rope_embedding),
         cmocka_unit_test_teardown(test_cuda_attention, s_attention_default),
+        cmocka_unit_test_teardown(test_cuda_attention_bf16, s_attention_default),
         cmocka_unit_test(test_cuda_logprob),
         cmocka_unit_test(test_cuda_sample),
         cmocka_unit_test(test_cuda_decode),

@@ -88,6 +88,14 @@ typedef struct rl_nn_ops {
                               const float *out, const float *lse, const float *q,
                               const float *k, const float *v,
                               const uint8_t *mask, int B, int T, int H, int KH, int hd);
+    /* the attention pair with bf16 products (model.precision bf16; ops.h) */
+    int (*attention_forward_bf16)(float *out, float *lse, const float *q, const float *k,
+                                  const float *v, const uint8_t *mask, int B, int T, int H,
+                                  int KH, int hd);
+    int (*attention_backward_bf16)(float *dq, float *dk, float *dv, const float *dout,
+                                   const float *out, const float *lse, const float *q,
+                                   const float *k, const float *v, const uint8_t *mask, int B,
+                                   int T, int H, int KH, int hd);
     void (*logprob_forward)(float *logp, float *entropy, float *lse, const float *logits,
                             const int32_t *target, float inv_temp, int N, int V);
     void (*logprob_backward)(float *dlogits, const float *dlogp, const float *dentropy,
@@ -139,7 +147,8 @@ typedef struct rl_nn_ops {
     X(linear_backward_bf16) X(add_forward) X(add_inplace) X(softmax_forward) X(softmax_backward)   \
     X(rmsnorm_forward) X(rmsnorm_backward) X(swiglu_forward)                    \
     X(swiglu_backward) X(rope_forward) X(rope_backward) X(embedding_forward) X(embedding_backward)  \
-    X(attention_forward) X(attention_backward) X(logprob_forward) X(logprob_backward) X(sample_rows) \
+    X(attention_forward) X(attention_backward) X(attention_forward_bf16)            \
+    X(attention_backward_bf16) X(logprob_forward) X(logprob_backward) X(sample_rows) \
     X(kv_cache_write) X(decode_attention) X(adamw_update) X(grad_sumsq) X(scale_inplace)            \
     X(ema_update) X(silu_forward) X(silu_backward) X(time_embed) X(standardize)                    \
     X(conv2d_forward) X(conv2d_backward) X(maxpool2d_forward) X(maxpool2d_backward) X(relu_forward) \

@@ -210,6 +210,31 @@ int rl_attention_backward(float *dq, float *dk, float *dv, const float *dout, co
                           const float *lse, const float *q, const float *k, const float *v,
                           const uint8_t *mask, int B, int T, int H, int KH, int hd);
 
+/* bf16 attention (model.precision bf16, as torch's autocast runs SDPA and
+ * FlashAttention-2 its bf16 path): the same shapes, mask, outputs (float32)
+ * and backward accumulation as above, with the products on bf16 inputs and
+ * float32 sums. Forward: Q, K, V rounded to bf16; s = (q̂·k̂)·scale; an
+ * online softmax over key tiles of 64 (0-63, 64-127, ...): per tile the
+ * running maximum m, p = exp(s − m) in float32, l += p, and P rounded to
+ * bf16 for o += bf16(p)·v̂ (o and l rescaled by exp(m_old − m_new)); out =
+ * o / l, lse = m + log l. Backward: p = exp(s − lse) in float32, dP = bf16(dO)
+ * · v̂ᵀ, D_t = dO_t · O_t in float32 from `out` (NULL: Σ_s p·dP), dS = p ⊙
+ * (dP − D); dV += bf16(p)ᵀ · bf16(dO), dK += scale · bf16(dS)ᵀ · q̂, dQ +=
+ * scale · bf16(dS) · k̂. The CPU's is a row-by-row reference of the GPU's
+ * tensor-core kernels (ops_attn_bf16.c); they differ by the order of the
+ * float32 sums (and, through it, a rare P or dS rounded the other way).
+ * Heads wider than RL_ATTENTION_BF16_MAX_HD run the float32 pair above on
+ * both devices (as does a GPU without bf16 tensor cores or the shared
+ * memory: cuda_ops.h). Allocates scratch: 0, or RL_ENOMEM with the message
+ * set. */
+#define RL_ATTENTION_BF16_MAX_HD 128
+int rl_attention_forward_bf16(float *out, float *lse, const float *q, const float *k,
+                              const float *v, const uint8_t *mask, int B, int T, int H, int KH,
+                              int hd);
+int rl_attention_backward_bf16(float *dq, float *dk, float *dv, const float *dout, const float *out,
+                               const float *lse, const float *q, const float *k, const float *v,
+                               const uint8_t *mask, int B, int T, int H, int KH, int hd);
+
 /* ---- the optimiser's kernels (the optimiser object and clipping: optim.h) -- */
 
 /* The AdamW update (optim.h's formula, rl_adamw_elem of ops_elem.h on each

@@ -42,6 +42,7 @@ typedef enum cudaMemcpyKind {
 } cudaMemcpyKind;
 
 typedef enum cudaDeviceAttr {
+    cudaDevAttrComputeCapabilityMajor = 75,
     cudaDevAttrMaxSharedMemoryPerBlockOptin = 97
 } cudaDeviceAttr;
 

@@ -84,6 +84,19 @@ int rl_cuda_attention_forward(float *out, float *lse, const float *q, const floa
 int rl_cuda_attention_backward(float *dq, float *dk, float *dv, const float *dout,
                                const float *out, const float *lse, const float *q, const float *k, const float *v,
                                const uint8_t *mask, int B, int T, int H, int KH, int hd);
+/* The bf16 pair (ops.h's contract): tensor-core kernels (WMMA 16×16×16,
+ * bf16 inputs, float32 accumulators; sm_80 and later) for heads up to 128
+ * wide whose shared memory the device takes; elsewhere, or with
+ * RL_CUDA_ATTENTION=cublas or flash32, the float32 pair above runs instead
+ * (its semantics, not the bf16 ones: the CPU's reference then differs by
+ * the bf16 roundings). */
+int rl_cuda_attention_forward_bf16(float *out, float *lse, const float *q, const float *k,
+                                   const float *v, const uint8_t *mask, int B, int T, int H,
+                                   int KH, int hd);
+int rl_cuda_attention_backward_bf16(float *dq, float *dk, float *dv, const float *dout,
+                                    const float *out, const float *lse, const float *q,
+                                    const float *k, const float *v, const uint8_t *mask, int B,
+                                    int T, int H, int KH, int hd);
 void rl_cuda_logprob_forward(float *logp, float *entropy, float *lse, const float *logits,
                              const int32_t *target, float inv_temp, int N, int V);
 void rl_cuda_logprob_backward(float *dlogits, const float *dlogp, const float *dentropy,

@@ -11,7 +11,9 @@
 #include "rlrt/error.h"
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <mma.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -902,6 +904,341 @@ __global__ void k_fa_reduce_kv(float *dk, float *dv, const float *part, int B, i
         dv[i] += sv;
 }
 
+// ---- bf16 tensor-core flash attention (model.precision bf16) -----------------------
+//
+// The bf16 pair of ops.h ("bf16 attention"): the products on tensor cores with
+// the warp matrix functions (nvcuda::wmma, 16×16×16 tiles of bf16 with float32
+// accumulators; sm_80 on), everything else in float32. The fused kernels'
+// structure above with a different division of the work: tiles of 64 query
+// rows × 64 keys, a block of 4 warps, and each warp owns 16 rows of the tile
+// (queries in the forward and the dQ kernel, keys in the dK/dV kernel), so that
+// its scores, probabilities and accumulators are its own: the block only
+// synchronises to load the tiles all warps read. Products go shared memory →
+// fragments → shared memory (S, dP as float32 tiles of stride 68; P, dS as
+// bf16 tiles of stride 72; the O, dQ, dK, dV accumulators as float32 tiles of
+// stride D + 4, loaded into accumulator fragments and stored back around each
+// product), so no fragment's lane layout is assumed; the softmax and the
+// elementwise steps run two lanes per row, the even and the odd columns (a
+// row's two lanes in neighbouring banks; rows r and r + 8 share banks). Inputs are
+// rounded to bf16 as they are loaded (rl_bf16_round, the CPU reference's
+// rounding: ops_attn_bf16.c), bf16 tiles have stride D + 8, every tile a
+// fragment touches starts 32-byte aligned. No atomics: dK/dV of grouped
+// heads go through the same per-head shares and k_fa_reduce_kv as above.
+#define RL_FB_B 64
+#define RL_FB_THREADS 128
+#define RL_FB_PS (RL_FB_B + 8) // the bf16 P/dS tiles' stride
+#define RL_FB_SS (RL_FB_B + 4) // the float32 S/dP tiles' stride
+
+namespace fbw = nvcuda::wmma;
+typedef fbw::fragment<fbw::matrix_a, 16, 16, 16, __nv_bfloat16, fbw::row_major> fb_a_row;
+typedef fbw::fragment<fbw::matrix_b, 16, 16, 16, __nv_bfloat16, fbw::row_major> fb_b_row;
+typedef fbw::fragment<fbw::matrix_b, 16, 16, 16, __nv_bfloat16, fbw::col_major> fb_b_col;
+typedef fbw::fragment<fbw::accumulator, 16, 16, 16, float> fb_acc;
+
+__device__ __forceinline__ const __nv_bfloat16 *d_fb_p(const uint16_t *p)
+{
+    return reinterpret_cast<const __nv_bfloat16 *>(p);
+}
+
+// Rows r0..r0+63 of a (T, ·) float32 slice with row stride rs into the bf16
+// tile sm (64, D + 8), rounded; zeros past T and past hd. All the block's threads.
+template <int D>
+__device__ void d_fb_load(uint16_t *sm, const float *base, int r0, int T, int rs, int hd)
+{
+    for (int i = threadIdx.x; i < RL_FB_B * D; i += RL_FB_THREADS) {
+        int r = i / D, e = i % D;
+        float x = 0.0f;
+        if (r0 + r < T && e < hd)
+            x = base[(size_t)(r0 + r) * rs + e];
+        sm[r * (D + 8) + e] = rl_bf16_round(x);
+    }
+}
+
+// One warp: C (16, 64; stride RL_FB_SS) = A (16, D) · Bmᵀ, A and Bm (64, D)
+// bf16 tiles of stride D + 8.
+template <int D>
+__device__ __forceinline__ void d_fb_abt(float *C, const uint16_t *A, const uint16_t *Bm)
+{
+    fb_acc c[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        fbw::fill_fragment(c[j], 0.0f);
+#pragma unroll
+    for (int kk = 0; kk < D; kk += 16) {
+        fb_a_row a;
+        fbw::load_matrix_sync(a, d_fb_p(A + kk), D + 8);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            fb_b_col b;
+            fbw::load_matrix_sync(b, d_fb_p(Bm + j * 16 * (D + 8) + kk), D + 8);
+            fbw::mma_sync(c[j], a, b, c[j]);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        fbw::store_matrix_sync(C + j * 16, c[j], RL_FB_SS, fbw::mem_row_major);
+}
+
+// One warp: C (16, D; float32, stride D + 4) += W (16, nk; bf16, stride
+// RL_FB_PS) · X (nk, D; bf16, stride D + 8), nk a multiple of 16.
+template <int D>
+__device__ __forceinline__ void d_fb_wx(float *C, const uint16_t *W, const uint16_t *X, int nk)
+{
+#pragma unroll
+    for (int j = 0; j < D / 16; j++) {
+        fb_acc c;
+        fbw::load_matrix_sync(c, C + j * 16, D + 4, fbw::mem_row_major);
+        for (int kk = 0; kk < nk; kk += 16) {
+            fb_a_row a;
+            fb_b_row b;
+            fbw::load_matrix_sync(a, d_fb_p(W + kk), RL_FB_PS);
+            fbw::load_matrix_sync(b, d_fb_p(X + kk * (D + 8) + j * 16), D + 8);
+            fbw::mma_sync(c, a, b, c);
+        }
+        fbw::store_matrix_sync(C + j * 16, c, D + 4, fbw::mem_row_major);
+    }
+}
+
+// The keys (or queries) of a tile that a product must cover: those before T,
+// rounded up to the tile's 16.
+__device__ __forceinline__ int d_fb_span(int T, int x0)
+{
+    int n = T - x0 < RL_FB_B ? T - x0 : RL_FB_B;
+    return (n + 15) & ~15;
+}
+
+// Shared memory of the bf16 kernels, in bytes (every part a multiple of 128).
+static size_t s_fb_bytes(int D, int kernel) // 0 forward, 1 dq, 2 dk/dv
+{
+    return (kernel == 0 ? 3 : 4) * (size_t)RL_FB_B * (D + 8) * 2 +
+           (kernel == 2 ? 2 : 1) * (size_t)RL_FB_B * RL_FB_PS * 2 +
+           (kernel == 0 ? 1 : 2) * (size_t)RL_FB_B * RL_FB_SS * 4 +
+           (kernel == 2 ? 2 : 1) * (size_t)RL_FB_B * (D + 4) * 4 + (kernel == 2 ? 2 * RL_FB_B * 4 : 0);
+}
+
+template <int D>
+__global__ void __launch_bounds__(RL_FB_THREADS)
+    k_fb_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                 const uint8_t *mask, int T, int H, int KH, int hd, float scale)
+{
+    extern __shared__ __align__(128) float fbsh[];
+    constexpr int DB = D + 8, DF = D + 4;
+    uint16_t *Qs = (uint16_t *)fbsh, *Ks = Qs + RL_FB_B * DB, *Vs = Ks + RL_FB_B * DB;
+    uint16_t *Ps = Vs + RL_FB_B * DB;
+    float *Ss = (float *)(Ps + RL_FB_B * RL_FB_PS), *Os = Ss + RL_FB_B * RL_FB_SS;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * RL_FB_B; // the longest rows first
+    const int h = blockIdx.y, b = blockIdx.z, kh = h / (H / KH);
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 2, c0 = lane % 2;
+    const int e0 = lane % 2, t = q0 + w * 16 + r;
+    const int qs = H * hd, ks = KH * hd;
+    const float *kb = k + (size_t)b * T * ks + (size_t)kh * hd;
+    const float *vb = v + (size_t)b * T * ks + (size_t)kh * hd;
+    const uint8_t *mb = mask ? mask + (size_t)b * T : nullptr;
+    uint16_t *Pw = Ps + w * 16 * RL_FB_PS;
+    float *Sw = Ss + w * 16 * RL_FB_SS, *Ow = Os + w * 16 * DF;
+    d_fb_load<D>(Qs, q + (size_t)b * T * qs + (size_t)h * hd, q0, T, qs, hd);
+    for (int i = lane; i < 16 * D; i += 32)
+        Ow[(i / D) * DF + i % D] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+    const int last = (q0 + RL_FB_B < T ? q0 + RL_FB_B : T) - 1;
+    for (int k0 = 0; k0 <= last; k0 += RL_FB_B) {
+        __syncthreads(); // the previous tile's reads of Ks and Vs are done
+        d_fb_load<D>(Ks, kb, k0, T, ks, hd);
+        d_fb_load<D>(Vs, vb, k0, T, ks, hd);
+        __syncthreads();
+        d_fb_abt<D>(Sw, Qs + w * 16 * DB, Ks);
+        __syncwarp();
+        float mx = -INFINITY;
+        for (int c = c0; c < RL_FB_B; c += 2) {
+            float s = d_fa_vis(k0 + c, t, T, mb) ? Sw[r * RL_FB_SS + c] * scale : -INFINITY;
+            Sw[r * RL_FB_SS + c] = s;
+            mx = fmaxf(mx, s);
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        float mn = fmaxf(m, mx);
+        float alpha = mn == -INFINITY ? 1.0f : expf(m - mn), ps = 0.0f;
+        for (int c = c0; c < RL_FB_B; c += 2) {
+            float s = Sw[r * RL_FB_SS + c];
+            float p = s == -INFINITY ? 0.0f : expf(s - mn);
+            ps += p;
+            Pw[r * RL_FB_PS + c] = rl_bf16_round(p);
+        }
+        ps += __shfl_xor_sync(0xffffffffu, ps, 1);
+        l = l * alpha + ps;
+        m = mn;
+        for (int e = e0; e < D; e += 2)
+            Ow[r * DF + e] *= alpha;
+        __syncwarp();
+        d_fb_wx<D>(Ow, Pw, Vs, d_fb_span(T, k0));
+    }
+    __syncwarp();
+    if (t < T) {
+        float inv = l > 0.0f ? 1.0f / l : 0.0f;
+        float *ob = out + ((size_t)b * T + t) * qs + (size_t)h * hd;
+        for (int e = e0; e < D; e += 2)
+            if (e < hd)
+                ob[e] = Ow[r * DF + e] * inv;
+        if (lane % 2 == 0)
+            lse[((size_t)b * H + h) * T + t] = l > 0.0f ? m + logf(l) : INFINITY;
+    }
+}
+
+// The dQ kernel's products for key tile k0: K and V loaded (the block), then
+// this warp's S = Q Kᵀ and dP = dO Vᵀ.
+template <int D>
+__device__ __forceinline__ void d_fb_key_tile(float *Sw, float *dPw, uint16_t *Ks, uint16_t *Vs,
+                                              const uint16_t *Qw, const uint16_t *dOw, const float *kb,
+                                              const float *vb, int k0, int T, int ks, int hd)
+{
+    __syncthreads();
+    d_fb_load<D>(Ks, kb, k0, T, ks, hd);
+    d_fb_load<D>(Vs, vb, k0, T, ks, hd);
+    __syncthreads();
+    d_fb_abt<D>(Sw, Qw, Ks);
+    d_fb_abt<D>(dPw, dOw, Vs);
+    __syncwarp();
+}
+
+template <int D>
+__global__ void __launch_bounds__(RL_FB_THREADS)
+    k_fb_backward_dq(float *dq, float *Dsum, const float *dout, const float *out, const float *lse,
+                     const float *q, const float *k, const float *v, const uint8_t *mask, int T,
+                     int H, int KH, int hd, float scale)
+{
+    extern __shared__ __align__(128) float fbsh[];
+    constexpr int DB = D + 8, DF = D + 4;
+    uint16_t *Qs = (uint16_t *)fbsh, *dOs = Qs + RL_FB_B * DB, *Ks = dOs + RL_FB_B * DB;
+    uint16_t *Vs = Ks + RL_FB_B * DB, *dSs = Vs + RL_FB_B * DB;
+    float *Ss = (float *)(dSs + RL_FB_B * RL_FB_PS), *dPs = Ss + RL_FB_B * RL_FB_SS;
+    float *dQs = dPs + RL_FB_B * RL_FB_SS;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * RL_FB_B;
+    const int h = blockIdx.y, b = blockIdx.z, kh = h / (H / KH);
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 2, c0 = lane % 2;
+    const int e0 = lane % 2, t = q0 + w * 16 + r;
+    const int qs = H * hd, ks = KH * hd;
+    const size_t qo = (size_t)b * T * qs + (size_t)h * hd, ko = (size_t)b * T * ks + (size_t)kh * hd;
+    const uint8_t *mb = mask ? mask + (size_t)b * T : nullptr;
+    uint16_t *Qw = Qs + w * 16 * DB, *dOw = dOs + w * 16 * DB, *dSw = dSs + w * 16 * RL_FB_PS;
+    float *Sw = Ss + w * 16 * RL_FB_SS, *dPw = dPs + w * 16 * RL_FB_SS, *dQw = dQs + w * 16 * DF;
+    d_fb_load<D>(Qs, q + qo, q0, T, qs, hd);
+    d_fb_load<D>(dOs, dout + qo, q0, T, qs, hd);
+    for (int i = lane; i < 16 * D; i += 32)
+        dQw[(i / D) * DF + i % D] = 0.0f;
+    const float L = t < T ? lse[((size_t)b * H + h) * T + t] : INFINITY;
+    const int last = (q0 + RL_FB_B < T ? q0 + RL_FB_B : T) - 1;
+    float Dr = 0.0f;
+    if (out) { // D_t = dO_t · O_t in float32, the row's two lanes over the head
+        if (t < T)
+            for (int e = e0; e < hd; e += 2)
+                Dr = fmaf(dout[qo + (size_t)t * qs + e], out[qo + (size_t)t * qs + e], Dr);
+    }
+    // else sweep 1: D_t = Σ_s P_ts dP_ts
+    for (int k0 = 0; !out && k0 <= last; k0 += RL_FB_B) {
+        d_fb_key_tile<D>(Sw, dPw, Ks, Vs, Qw, dOw, k + ko, v + ko, k0, T, ks, hd);
+        for (int c = c0; c < RL_FB_B; c += 2)
+            Dr += d_fa_prob(Sw[r * RL_FB_SS + c] * scale, L, d_fa_vis(k0 + c, t, T, mb)) *
+                  dPw[r * RL_FB_SS + c];
+    }
+    Dr += __shfl_xor_sync(0xffffffffu, Dr, 1);
+    // sweep 2: dS = P ⊙ (dP − D), dQ += dS K (scaled at the end)
+    for (int k0 = 0; k0 <= last; k0 += RL_FB_B) {
+        d_fb_key_tile<D>(Sw, dPw, Ks, Vs, Qw, dOw, k + ko, v + ko, k0, T, ks, hd);
+        for (int c = c0; c < RL_FB_B; c += 2) {
+            float p = d_fa_prob(Sw[r * RL_FB_SS + c] * scale, L, d_fa_vis(k0 + c, t, T, mb));
+            dSw[r * RL_FB_PS + c] = rl_bf16_round(p * (dPw[r * RL_FB_SS + c] - Dr));
+        }
+        __syncwarp();
+        d_fb_wx<D>(dQw, dSw, Ks, d_fb_span(T, k0));
+    }
+    __syncwarp();
+    if (t < T) {
+        if (dq)
+            for (int e = e0; e < D; e += 2)
+                if (e < hd)
+                    dq[qo + (size_t)t * qs + e] += scale * dQw[r * DF + e];
+        if (lane % 2 == 0)
+            Dsum[((size_t)b * H + h) * T + t] = Dr;
+    }
+}
+
+template <int D>
+__global__ void __launch_bounds__(RL_FB_THREADS)
+    k_fb_backward_dkdv(float *dk, float *dv, float *part, const float *dout, const float *lse,
+                       const float *Dsum, const float *q, const float *k, const float *v,
+                       const uint8_t *mask, int T, int H, int KH, int hd, float scale)
+{
+    extern __shared__ __align__(128) float fbsh[];
+    constexpr int DB = D + 8, DF = D + 4;
+    uint16_t *Ks = (uint16_t *)fbsh, *Vs = Ks + RL_FB_B * DB, *Qs = Vs + RL_FB_B * DB;
+    uint16_t *dOs = Qs + RL_FB_B * DB, *Pb = dOs + RL_FB_B * DB, *dSb = Pb + RL_FB_B * RL_FB_PS;
+    float *St = (float *)(dSb + RL_FB_B * RL_FB_PS), *dPt = St + RL_FB_B * RL_FB_SS;
+    float *dKs = dPt + RL_FB_B * RL_FB_SS, *dVs = dKs + RL_FB_B * DF;
+    float *Ls = dVs + RL_FB_B * DF, *Ds = Ls + RL_FB_B;
+    const int k0 = blockIdx.x * RL_FB_B; // key tile 0 has the most query tiles: first
+    // part == NULL: blockIdx.y is a kv head, its query heads in order, added
+    // into dk/dv; else blockIdx.y is one query head, its share written to part
+    const int rep = H / KH, kh = part ? (int)blockIdx.y / rep : (int)blockIdx.y, b = blockIdx.z;
+    const int h0 = part ? (int)blockIdx.y : kh * rep, h1 = part ? h0 + 1 : h0 + rep;
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 2, c0 = lane % 2;
+    const int e0 = lane % 2, c = k0 + w * 16 + r; // this lane's key
+    const int qs = H * hd, ks = KH * hd;
+    const size_t ko = (size_t)b * T * ks + (size_t)kh * hd;
+    const uint8_t *mb = mask ? mask + (size_t)b * T : nullptr;
+    uint16_t *Kw = Ks + w * 16 * DB, *Vw = Vs + w * 16 * DB;
+    uint16_t *Pw = Pb + w * 16 * RL_FB_PS, *dSw = dSb + w * 16 * RL_FB_PS;
+    float *Stw = St + w * 16 * RL_FB_SS, *dPw = dPt + w * 16 * RL_FB_SS;
+    float *dKw = dKs + w * 16 * DF, *dVw = dVs + w * 16 * DF;
+    d_fb_load<D>(Ks, k + ko, k0, T, ks, hd);
+    d_fb_load<D>(Vs, v + ko, k0, T, ks, hd);
+    for (int i = lane; i < 16 * D; i += 32)
+        dKw[(i / D) * DF + i % D] = dVw[(i / D) * DF + i % D] = 0.0f;
+    for (int h = h0; h < h1; h++) {
+        const size_t qo = (size_t)b * T * qs + (size_t)h * hd;
+        const float *lb = lse + ((size_t)b * H + h) * T, *db = Dsum + ((size_t)b * H + h) * T;
+        for (int q0 = k0; q0 < T; q0 += RL_FB_B) { // the tiles at and below the diagonal
+            __syncthreads();
+            d_fb_load<D>(Qs, q + qo, q0, T, qs, hd);
+            d_fb_load<D>(dOs, dout + qo, q0, T, qs, hd);
+            if (threadIdx.x < RL_FB_B) {
+                int tq = q0 + threadIdx.x;
+                Ls[threadIdx.x] = tq < T ? lb[tq] : INFINITY;
+                Ds[threadIdx.x] = tq < T ? db[tq] : 0.0f;
+            }
+            __syncthreads();
+            // rows: this warp's keys; columns: the query tile's rows
+            d_fb_abt<D>(Stw, Kw, Qs);
+            d_fb_abt<D>(dPw, Vw, dOs);
+            __syncwarp();
+            for (int j = c0; j < RL_FB_B; j += 2) {
+                int tq = q0 + j;
+                float p = d_fa_prob(Stw[r * RL_FB_SS + j] * scale, Ls[j], tq < T && d_fa_vis(c, tq, T, mb));
+                Pw[r * RL_FB_PS + j] = rl_bf16_round(p);
+                dSw[r * RL_FB_PS + j] = rl_bf16_round(p * (dPw[r * RL_FB_SS + j] - Ds[j]));
+            }
+            __syncwarp();
+            int rn = d_fb_span(T, q0);
+            d_fb_wx<D>(dVw, Pw, dOs, rn);
+            d_fb_wx<D>(dKw, dSw, Qs, rn);
+        }
+    }
+    __syncwarp();
+    if (c < T)
+        for (int e = e0; e < D; e += 2) {
+            if (e >= hd)
+                continue;
+            if (part) { // (2, B, H, T, hd): the dK shares, then the dV shares
+                size_t o = (((size_t)b * H + h0) * T + c) * hd + e;
+                part[o] = scale * dKw[r * DF + e];
+                part[(size_t)gridDim.z * H * T * hd + o] = dVw[r * DF + e];
+            } else {
+                if (dk)
+                    dk[ko + (size_t)c * ks + e] += scale * dKw[r * DF + e];
+                if (dv)
+                    dv[ko + (size_t)c * ks + e] += dVw[r * DF + e];
+            }
+        }
+}
+
 // One block per row of logits (N, V): the CPU kernel's sums in double.
 __global__ void k_logprob_forward(float *logp, float *entropy, float *lse, const float *logits,
                                   const int32_t *target, float inv_temp, int V)
@@ -1535,6 +1872,78 @@ static int s_fa_backward(float *dq, float *dk, float *dv, const float *dout, con
     return 0;
 }
 
+// ---- the bf16 tensor-core attention's launches (the kernels' comment above) ----------
+
+// The padded head size of the bf16 kernels for hd, 0 when they do not take it:
+// a head wider than 128, a device before sm_80 (no bf16 tensor cores), or
+// more shared memory than it gives a block (hd 128's dK/dV kernel: 187 KiB).
+static int s_fb_dim(int hd)
+{
+    int D = hd <= 0 ? 0 : hd <= 32 ? 32 : hd <= 64 ? 64 : hd <= 128 ? 128 : 0;
+    static int optin = -1, major = 0;
+    if (D && optin < 0) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+            cudaGetLastError();
+            optin = 0;
+        }
+    }
+    return D && major >= 8 && s_fb_bytes(D, 2) <= (size_t)optin ? D : 0;
+}
+
+template <int D>
+static void s_fb_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                         const uint8_t *mask, int B, int T, int H, int KH, int hd)
+{
+    size_t sm = s_fb_bytes(D, 0);
+    s_fa_smem_allow(k_fb_forward<D>, sm);
+    dim3 grid((unsigned)((T + RL_FB_B - 1) / RL_FB_B), (unsigned)H, (unsigned)B);
+    k_fb_forward<D><<<grid, RL_FB_THREADS, sm>>>(out, lse, q, k, v, mask, T, H, KH, hd,
+                                                 1.0f / sqrtf((float)hd));
+    CUDA_NOTE(cudaGetLastError());
+}
+
+template <int D>
+static int s_fb_backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
+                         const float *lse, const float *q, const float *k, const float *v,
+                         const uint8_t *mask, int B, int T, int H, int KH, int hd)
+{
+    char what[160];
+    snprintf(what, sizeof what, "attention backward (bf16, B=%d T=%d H=%d): D per row", B, T, H);
+    float *Dsum = (float *)s_scratch_get(&s_fa_D, sizeof(float) * (size_t)B * H * T, what);
+    if (!Dsum)
+        return RL_ENOMEM;
+    float scale = 1.0f / sqrtf((float)hd);
+    unsigned tiles = (unsigned)((T + RL_FB_B - 1) / RL_FB_B);
+    size_t sm1 = s_fb_bytes(D, 1), sm2 = s_fb_bytes(D, 2);
+    s_fa_smem_allow(k_fb_backward_dq<D>, sm1);
+    k_fb_backward_dq<D><<<dim3(tiles, (unsigned)H, (unsigned)B), RL_FB_THREADS, sm1>>>(
+        dq, Dsum, dout, out, lse, q, k, v, mask, T, H, KH, hd, scale);
+    CUDA_NOTE(cudaGetLastError());
+    if (!dk && !dv)
+        return 0;
+    float *part = nullptr; // grouped heads: per-head shares, then k_fa_reduce_kv
+    if (KH < H) {
+        snprintf(what, sizeof what, "attention backward (bf16, B=%d T=%d H=%d): dK/dV per head",
+                 B, T, H);
+        part = (float *)s_scratch_get(&s_fa_part, 2 * sizeof(float) * (size_t)B * H * T * hd, what);
+        if (!part)
+            return RL_ENOMEM;
+    }
+    s_fa_smem_allow(k_fb_backward_dkdv<D>, sm2);
+    k_fb_backward_dkdv<D><<<dim3(tiles, (unsigned)(part ? H : KH), (unsigned)B), RL_FB_THREADS, sm2>>>(
+        dk, dv, part, dout, lse, Dsum, q, k, v, mask, T, H, KH, hd, scale);
+    CUDA_NOTE(cudaGetLastError());
+    if (part) {
+        int64_t n = (int64_t)B * T * KH * hd;
+        k_fa_reduce_kv<<<s_blocks(n, RL_FA_THREADS), RL_FA_THREADS>>>(dk, dv, part, B, T, H, KH, hd);
+        CUDA_NOTE(cudaGetLastError());
+    }
+    return 0;
+}
+
 extern "C" {
 
 int rl_cuda_device_count(void)
@@ -2025,19 +2434,24 @@ static int s_cublas_attention_backward(float *dq, float *dk, float *dv, const fl
 }
 
 // RL_CUDA_ATTENTION: unset, empty or "flash" → 1 (the fused kernels where the
-// head size is at most 128, else the cuBLAS path), "cublas" → 0 (the cuBLAS
-// path); anything else is an error naming the value. Read at each call, so a
-// test or a bench can compare both in one process. Flash is the default since
-// the H200 run of 2026-11-28: parity with the CPU on every test shape and the
-// whole model, and the Qwen2.5-0.5B bf16 step 2.06x the cuBLAS path's speed.
+// head size is at most 128, else the cuBLAS path; the bf16 pair's tensor-core
+// kernels in bf16), "flash32" → 2 (the float32 fused kernels in both
+// precisions: the bf16 pair runs the float32 one), "cublas" → 0 (the cuBLAS
+// path in both); anything else is an error naming the value. Read at each
+// call, so a test or a bench can compare them in one process. Flash is the
+// default since the H200 run of 2026-11-28: parity with the CPU on every test
+// shape and the whole model, and the Qwen2.5-0.5B bf16 step 2.06x the cuBLAS
+// path's speed.
 static int s_att_flash(const char *fn)
 {
     const char *e = getenv("RL_CUDA_ATTENTION");
     if (!e || !*e || strcmp(e, "flash") == 0)
         return 1;
+    if (strcmp(e, "flash32") == 0)
+        return 2;
     if (strcmp(e, "cublas") == 0)
         return 0;
-    return rl_error_set(RL_EINVAL, "%s: RL_CUDA_ATTENTION=%s: expected cublas or flash", fn, e);
+    return rl_error_set(RL_EINVAL, "%s: RL_CUDA_ATTENTION=%s: expected flash, flash32 or cublas", fn, e);
 }
 
 int rl_cuda_attention_forward(float *out, float *lse, const float *q, const float *k,
@@ -2083,6 +2497,51 @@ int rl_cuda_attention_backward(float *dq, float *dk, float *dv, const float *dou
     if (D == 64)
         return s_fa_backward<64>(dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, H, KH, hd);
     return s_fa_backward<128>(dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, H, KH, hd);
+}
+
+int rl_cuda_attention_forward_bf16(float *out, float *lse, const float *q, const float *k,
+                                   const float *v, const uint8_t *mask, int B, int T, int H,
+                                   int KH, int hd)
+{
+    int fl = s_att_flash("attention (bf16)");
+    if (fl < 0)
+        return fl;
+    int D = fl == 1 ? s_fb_dim(hd) : 0;
+    if (!D)
+        return rl_cuda_attention_forward(out, lse, q, k, v, mask, B, T, H, KH, hd);
+    RL_CUDA_PROF("attention_forward_bf16");
+    int rc = s_attention_shape("attention (bf16)", H, KH, hd);
+    if (rc || B <= 0 || T <= 0 || H <= 0)
+        return rc;
+    if (D == 32)
+        s_fb_forward<32>(out, lse, q, k, v, mask, B, T, H, KH, hd);
+    else if (D == 64)
+        s_fb_forward<64>(out, lse, q, k, v, mask, B, T, H, KH, hd);
+    else
+        s_fb_forward<128>(out, lse, q, k, v, mask, B, T, H, KH, hd);
+    return 0;
+}
+
+int rl_cuda_attention_backward_bf16(float *dq, float *dk, float *dv, const float *dout,
+                                    const float *out, const float *lse, const float *q,
+                                    const float *k, const float *v, const uint8_t *mask, int B,
+                                    int T, int H, int KH, int hd)
+{
+    int fl = s_att_flash("attention backward (bf16)");
+    if (fl < 0)
+        return fl;
+    int D = fl == 1 ? s_fb_dim(hd) : 0;
+    if (!D)
+        return rl_cuda_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, H, KH, hd);
+    RL_CUDA_PROF("attention_backward_bf16");
+    int rc = s_attention_shape("attention backward (bf16)", H, KH, hd);
+    if (rc || B <= 0 || T <= 0 || H <= 0 || (!dq && !dk && !dv))
+        return rc;
+    if (D == 32)
+        return s_fb_backward<32>(dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, H, KH, hd);
+    if (D == 64)
+        return s_fb_backward<64>(dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, H, KH, hd);
+    return s_fb_backward<128>(dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, H, KH, hd);
 }
 
 void rl_cuda_logprob_forward(float *logp, float *entropy, float *lse, const float *logits,

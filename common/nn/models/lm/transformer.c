@@ -471,7 +471,8 @@ int rl_lm_forward_raw(rl_lm *m, int B, int T)
         LINF(y.v, y.ln1, Lo->wv, PB(Lo->bv), N, d, kvd);
         o->rope_forward(y.q, y.q, a->pos, N, H, hd, c->rope_theta);
         o->rope_forward(y.k, y.k, a->pos, N, KH, hd, c->rope_theta);
-        if ((rc = o->attention_forward(y.atty, y.lse, y.q, y.k, y.v, a->mask, B, T, H, KH, hd)) < 0)
+        if ((rc = (m->prec == RL_PRECISION_BF16 ? o->attention_forward_bf16 : o->attention_forward)(
+                 y.atty, y.lse, y.q, y.k, y.v, a->mask, B, T, H, KH, hd)) < 0)
             return rc;
         LINF(y.xmid, y.atty, Lo->wo, NULL, N, qd, d);
         o->add_inplace(y.xmid, y.x, (int64_t)N * d);
@@ -649,8 +650,8 @@ int rl_lm_backward(rl_lm *m, const float *dlogp, const float *dentropy, const fl
         S_ZERO(a->dq, sizeof(float) * (size_t)N * qd);
         S_ZERO(a->dk, sizeof(float) * (size_t)N * kvd);
         S_ZERO(a->dv, sizeof(float) * (size_t)N * kvd);
-        if ((rc = o->attention_backward(a->dq, a->dk, a->dv, a->datty, y.atty, y.lse, y.q, y.k, y.v, a->mask, B, T,
-                                        H, KH, hd)) < 0)
+        if ((rc = (m->prec == RL_PRECISION_BF16 ? o->attention_backward_bf16 : o->attention_backward)(
+                 a->dq, a->dk, a->dv, a->datty, y.atty, y.lse, y.q, y.k, y.v, a->mask, B, T, H, KH, hd)) < 0)
             return rc;
         /* RoPE backward in place: dq/dk w.r.t. the pre-rotation projections.
          * rope_backward accumulates, so rotate into the (now free) datty. */
