@@ -22,7 +22,9 @@
  *   gpu_weight_sync_bytes, gpu_weight_sync_0p5b_s (median sync, s),
  *   gpu_weight_sync_GBps (bytes / that), gpu_weight_sync_d2d_s and
  *   gpu_weight_sync_d2d_GBps (median cudaMemcpy), gpu_weight_sync_GBps_over_d2d
- *   (the ratio; target ≥ 0.8), gpu_weight_sync_transport.
+ *   (the ratio; target ≥ 0.8), gpu_weight_sync_transport, and from the
+ *   receiver gpu_weight_sync_recv_copy_s (its device copies of a version,
+ *   median: the rest of a sync is messaging and waking up).
  * Exits 77 (skipped) without a CUDA build or a visible GPU.
  * RL_BENCH_IPC_KIND=shm runs the same over shared memory on the host (a
  * smoke test of this program on a machine without a GPU: the baseline is
@@ -81,13 +83,22 @@ static int s_recv(char **a)
         return 2;
     }
     uint64_t have = 0;
+    double *copy_s = calloc((size_t)versions, sizeof(double));
+    int got = 0;
     while (have < (uint64_t)versions) {
         if (rl_weight_ipc_recv_poll(r, 120000)) {
             fprintf(stderr, "receiver: %s\n", rl_error_message());
             return 3;
         }
         rl_weight_ipc_recv_active(r, &have);
+        if (got < versions)
+            copy_s[got++] = rl_weight_ipc_recv_copy_seconds(r);
     }
+    if (got > 1) /* the first version (mapping the handle) is the warm-up */
+        printf("bench: gpu_weight_sync_recv_copy_s = %.6f (the receiver's copies of a version, median)\n",
+               s_median(copy_s + 1, got - 1));
+    fflush(stdout);
+    free(copy_s);
     float *x = malloc(sizeof(float) * (size_t)n);
     if (!x || rl_weight_ipc_copy(kind, x, rl_weight_ipc_recv_active(r, NULL), sizeof(float) * (size_t)n,
                                  RL_WEIGHT_IPC_D2H))

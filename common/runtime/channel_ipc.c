@@ -294,7 +294,15 @@ struct rl_weight_ipc_receiver {
     unsigned char handle[RL_IPC_HANDLE_BYTES];
     void *mapped;
     size_t mapped_bytes;
+    double copy_s, last_copy_s; /* the bucket copies of the version being received, of the last one */
 };
+
+static double s_mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static int s_send_small(rl_weight_ipc_receiver *r, uint32_t magic, uint32_t x, uint64_t version)
 {
@@ -395,6 +403,7 @@ static int s_take(rl_weight_ipc_receiver *r, int *done)
         r->n_buckets = h.n_buckets;
         r->n_got = 0;
         r->per = h.per;
+        r->copy_s = 0;
     } else if (h.index != r->n_got || h.n_buckets != r->n_buckets || h.per != r->per) {
         return rl_error_set(RL_EPROTO, "weight ipc: version %llu: bucket %u of %u (per %llu) after %u "
                             "of %u (per %llu)", (unsigned long long)h.version, h.index, h.n_buckets,
@@ -402,9 +411,11 @@ static int s_take(rl_weight_ipc_receiver *r, int *done)
                             (unsigned long long)r->per);
     }
     int rc = s_map(r, &h);
+    double t0 = s_mono_s();
     if (!rc && h.bytes)
         rc = r->mem->copy((char *)r->staging + h.offset, (const char *)r->mapped + h.offset,
                           (size_t)h.bytes, RL_WEIGHT_IPC_D2D);
+    r->copy_s += s_mono_s() - t0;
     if (rc)
         return rl_error_wrap(rc, "weight ipc: bucket %u of version %llu", h.index,
                              (unsigned long long)h.version);
@@ -415,6 +426,7 @@ static int s_take(rl_weight_ipc_receiver *r, int *done)
     r->active = r->staging;
     r->staging = t;
     r->active_version = r->staging_version;
+    r->last_copy_s = r->copy_s;
     rl_weight_channel_note_version(r->active_version);
     r->staging_version = 0;
     r->n_got = r->n_buckets = 0;
@@ -475,3 +487,5 @@ void rl_weight_ipc_receiver_free(rl_weight_ipc_receiver *r)
     r->mem->free_(r->staging);
     free(r);
 }
+
+double rl_weight_ipc_recv_copy_seconds(const rl_weight_ipc_receiver *r) { return r->last_copy_s; }

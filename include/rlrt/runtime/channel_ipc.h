@@ -119,6 +119,9 @@ int rl_weight_ipc_recv_step(rl_weight_ipc_receiver *r, int timeout_ms, int *comp
 const float *rl_weight_ipc_recv_active(const rl_weight_ipc_receiver *r, uint64_t *version);
 /* Buckets of the version being received: copied so far, of how many (0, 0: none). */
 void rl_weight_ipc_recv_progress(const rl_weight_ipc_receiver *r, uint32_t *got, uint32_t *of);
+/* Seconds the last completed version's bucket copies took here (each copy
+ * and its wait for the device), the part of a sync that is not messaging. */
+double rl_weight_ipc_recv_copy_seconds(const rl_weight_ipc_receiver *r);
 void rl_weight_ipc_receiver_free(rl_weight_ipc_receiver *r);
 
 #ifdef __cplusplus

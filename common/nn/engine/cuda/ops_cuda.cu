@@ -984,17 +984,23 @@ __device__ __forceinline__ void d_fb_abt(float *C, const uint16_t *A, const uint
 template <int D>
 __device__ __forceinline__ void d_fb_wx(float *C, const uint16_t *W, const uint16_t *X, int nk)
 {
+    fb_a_row a[RL_FB_B / 16]; // W's fragments, loaded once for every column tile
+    const int n = nk / 16;
+#pragma unroll
+    for (int i = 0; i < RL_FB_B / 16; i++)
+        if (i < n)
+            fbw::load_matrix_sync(a[i], d_fb_p(W + i * 16), RL_FB_PS);
 #pragma unroll
     for (int j = 0; j < D / 16; j++) {
         fb_acc c;
         fbw::load_matrix_sync(c, C + j * 16, D + 4, fbw::mem_row_major);
-        for (int kk = 0; kk < nk; kk += 16) {
-            fb_a_row a;
-            fb_b_row b;
-            fbw::load_matrix_sync(a, d_fb_p(W + kk), RL_FB_PS);
-            fbw::load_matrix_sync(b, d_fb_p(X + kk * (D + 8) + j * 16), D + 8);
-            fbw::mma_sync(c, a, b, c);
-        }
+#pragma unroll
+        for (int i = 0; i < RL_FB_B / 16; i++)
+            if (i < n) {
+                fb_b_row b;
+                fbw::load_matrix_sync(b, d_fb_p(X + i * 16 * (D + 8) + j * 16), D + 8);
+                fbw::mma_sync(c, a[i], b, c);
+            }
         fbw::store_matrix_sync(C + j * 16, c, D + 4, fbw::mem_row_major);
     }
 }
