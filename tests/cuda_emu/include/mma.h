@@ -118,8 +118,16 @@ struct rl_emu_mma_memo {
 };
 inline rl_emu_mma_memo rl_emu_mma_table[256];
 
+/* Fragments are the lane's own (its fiber's stack): under TSan the product
+ * is not instrumented (the loads and stores of shared memory are). */
+#ifdef __SANITIZE_THREAD__
+#define RL_EMU_WMMA_LOCAL __attribute__((no_sanitize("thread")))
+#else
+#define RL_EMU_WMMA_LOCAL
+#endif
+
 template <typename LA, typename LB>
-inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d,
+RL_EMU_WMMA_LOCAL inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d,
                      const fragment<matrix_a, 16, 16, 16, __nv_bfloat16, LA> &a,
                      const fragment<matrix_b, 16, 16, 16, __nv_bfloat16, LB> &b,
                      const fragment<accumulator, 16, 16, 16, float> &c)

@@ -672,6 +672,18 @@ __global__ void __launch_bounds__(RL_FA_THREADS)
     }
 }
 
+// The dK/dV kernels' query tile q0: its rows' lse and D into shared memory
+// (threads 0-63; +inf and 0 past T).
+__device__ __forceinline__ void d_fa_tile_stats(float *Ls, float *Ds, const float *lb, const float *db, int q0,
+                                                int T)
+{
+    if (threadIdx.x < RL_FA_B) {
+        int t = q0 + threadIdx.x;
+        Ls[threadIdx.x] = t < T ? lb[t] : INFINITY;
+        Ds[threadIdx.x] = t < T ? db[t] : 0.0f;
+    }
+}
+
 // P_ts from the forward's lse (0 where invisible or the row sees no key).
 __device__ __forceinline__ float d_fa_prob(float s, float L, bool vis)
 {
@@ -827,11 +839,7 @@ __global__ void __launch_bounds__(RL_FA_THREADS)
             __syncthreads();
             d_fa_load<D>(Qs, q + qo, q0, T, qs, hd);
             d_fa_load<D>(Os, dout + qo, q0, T, qs, hd);
-            if (threadIdx.x < RL_FA_B) {
-                int t = q0 + threadIdx.x;
-                Ls[threadIdx.x] = t < T ? lb[t] : INFINITY;
-                Ds[threadIdx.x] = t < T ? db[t] : 0.0f;
-            }
+            d_fa_tile_stats(Ls, Ds, lb, db, q0, T);
             __syncthreads();
             // rows: this block's keys ty·4 + i; columns: the query tile's rows tx + 16j
             float s[4][4], dp[4][4];
@@ -1205,11 +1213,7 @@ __global__ void __launch_bounds__(RL_FB_THREADS)
             __syncthreads();
             d_fb_load<D>(Qs, q + qo, q0, T, qs, hd);
             d_fb_load<D>(dOs, dout + qo, q0, T, qs, hd);
-            if (threadIdx.x < RL_FB_B) {
-                int tq = q0 + threadIdx.x;
-                Ls[threadIdx.x] = tq < T ? lb[tq] : INFINITY;
-                Ds[threadIdx.x] = tq < T ? db[tq] : 0.0f;
-            }
+            d_fa_tile_stats(Ls, Ds, lb, db, q0, T);
             __syncthreads();
             // rows: this warp's keys; columns: the query tile's rows
             d_fb_abt<D>(Stw, Kw, Qs);
@@ -1821,63 +1825,6 @@ template <typename K> static void s_fa_smem_allow(K kernel, size_t bytes)
     CUDA_NOTE(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
 
-template <int D>
-static void s_fa_forward(float *out, float *lse, const float *q, const float *k, const float *v,
-                         const uint8_t *mask, int B, int T, int H, int KH, int hd)
-{
-    size_t sm = s_fa_smem(D, 0);
-    s_fa_smem_allow(k_fa_forward<D>, sm);
-    dim3 grid((unsigned)((T + RL_FA_B - 1) / RL_FA_B), (unsigned)H, (unsigned)B);
-    k_fa_forward<D><<<grid, RL_FA_THREADS, sm>>>(out, lse, q, k, v, mask, T, H, KH, hd,
-                                                 1.0f / sqrtf((float)hd));
-    CUDA_NOTE(cudaGetLastError());
-}
-
-template <int D>
-static int s_fa_backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
-                         const float *lse,
-                         const float *q, const float *k, const float *v, const uint8_t *mask,
-                         int B, int T, int H, int KH, int hd)
-{
-    char what[160];
-    snprintf(what, sizeof what, "attention backward (flash, B=%d T=%d H=%d): D per row", B, T, H);
-    float *Dsum = (float *)s_scratch_get(&s_fa_D, sizeof(float) * (size_t)B * H * T, what);
-    if (!Dsum)
-        return RL_ENOMEM;
-    float scale = 1.0f / sqrtf((float)hd);
-    unsigned tiles = (unsigned)((T + RL_FA_B - 1) / RL_FA_B);
-    size_t sm1 = s_fa_smem(D, 1), sm2 = s_fa_smem(D, 2);
-    s_fa_smem_allow(k_fa_backward_dq<D>, sm1);
-    k_fa_backward_dq<D><<<dim3(tiles, (unsigned)H, (unsigned)B), RL_FA_THREADS, sm1>>>(
-        dq, Dsum, dout, out, lse, q, k, v, mask, T, H, KH, hd, scale);
-    CUDA_NOTE(cudaGetLastError());
-    if (!dk && !dv)
-        return 0;
-    // Grouped heads: one block per query head and key tile, each head's
-    // share into a (2, B, H, T, hd) scratch, then summed in head order (a
-    // block per kv head walking its H/KH heads was the critical path: 7 × the
-    // query tiles of key tile 0 for Qwen2's grouping). One head per kv head:
-    // added directly.
-    float *part = nullptr;
-    if (KH < H) {
-        snprintf(what, sizeof what, "attention backward (flash, B=%d T=%d H=%d): dK/dV per head",
-                 B, T, H);
-        part = (float *)s_scratch_get(&s_fa_part, 2 * sizeof(float) * (size_t)B * H * T * hd, what);
-        if (!part)
-            return RL_ENOMEM;
-    }
-    s_fa_smem_allow(k_fa_backward_dkdv<D>, sm2);
-    k_fa_backward_dkdv<D><<<dim3(tiles, (unsigned)(part ? H : KH), (unsigned)B), RL_FA_THREADS, sm2>>>(
-        dk, dv, part, dout, lse, Dsum, q, k, v, mask, T, H, KH, hd, scale);
-    CUDA_NOTE(cudaGetLastError());
-    if (part) {
-        int64_t n = (int64_t)B * T * KH * hd;
-        k_fa_reduce_kv<<<s_blocks(n, RL_FA_THREADS), RL_FA_THREADS>>>(dk, dv, part, B, T, H, KH, hd);
-        CUDA_NOTE(cudaGetLastError());
-    }
-    return 0;
-}
-
 // ---- the bf16 tensor-core attention's launches (the kernels' comment above) ----------
 
 // The padded head size of the bf16 kernels for hd, 0 when they do not take it:
@@ -1899,47 +1846,59 @@ static int s_fb_dim(int hd)
     return D && major >= 8 && s_fb_bytes(D, 2) <= (size_t)optin ? D : 0;
 }
 
+// The launches of either fused family: the float32 kernels (bf16 = 0) or the
+// bf16 tensor-core ones (bf16 = 1); the same grid of 64-row tiles, each
+// family its own kernels, block size and shared memory.
 template <int D>
-static void s_fb_forward(float *out, float *lse, const float *q, const float *k, const float *v,
-                         const uint8_t *mask, int B, int T, int H, int KH, int hd)
+static void s_fused_forward(int bf16, float *out, float *lse, const float *q, const float *k,
+                            const float *v, const uint8_t *mask, int B, int T, int H, int KH, int hd)
 {
-    size_t sm = s_fb_bytes(D, 0);
-    s_fa_smem_allow(k_fb_forward<D>, sm);
-    dim3 grid((unsigned)((T + RL_FB_B - 1) / RL_FB_B), (unsigned)H, (unsigned)B);
-    k_fb_forward<D><<<grid, RL_FB_THREADS, sm>>>(out, lse, q, k, v, mask, T, H, KH, hd,
-                                                 1.0f / sqrtf((float)hd));
+    auto kf = bf16 ? k_fb_forward<D> : k_fa_forward<D>;
+    size_t sm = bf16 ? s_fb_bytes(D, 0) : s_fa_smem(D, 0);
+    s_fa_smem_allow(kf, sm);
+    dim3 grid((unsigned)((T + RL_FA_B - 1) / RL_FA_B), (unsigned)H, (unsigned)B);
+    kf<<<grid, bf16 ? RL_FB_THREADS : RL_FA_THREADS, sm>>>(out, lse, q, k, v, mask, T, H, KH, hd,
+                                                        1.0f / sqrtf((float)hd));
     CUDA_NOTE(cudaGetLastError());
 }
 
 template <int D>
-static int s_fb_backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
-                         const float *lse, const float *q, const float *k, const float *v,
-                         const uint8_t *mask, int B, int T, int H, int KH, int hd)
+static int s_fused_backward(int bf16, float *dq, float *dk, float *dv, const float *dout,
+                            const float *out, const float *lse, const float *q, const float *k,
+                            const float *v, const uint8_t *mask, int B, int T, int H, int KH, int hd)
 {
+    const char *fam = bf16 ? "bf16" : "flash";
     char what[160];
-    snprintf(what, sizeof what, "attention backward (bf16, B=%d T=%d H=%d): D per row", B, T, H);
+    snprintf(what, sizeof what, "attention backward (%s, B=%d T=%d H=%d): D per row", fam, B, T, H);
     float *Dsum = (float *)s_scratch_get(&s_fa_D, sizeof(float) * (size_t)B * H * T, what);
     if (!Dsum)
         return RL_ENOMEM;
     float scale = 1.0f / sqrtf((float)hd);
-    unsigned tiles = (unsigned)((T + RL_FB_B - 1) / RL_FB_B);
-    size_t sm1 = s_fb_bytes(D, 1), sm2 = s_fb_bytes(D, 2);
-    s_fa_smem_allow(k_fb_backward_dq<D>, sm1);
-    k_fb_backward_dq<D><<<dim3(tiles, (unsigned)H, (unsigned)B), RL_FB_THREADS, sm1>>>(
-        dq, Dsum, dout, out, lse, q, k, v, mask, T, H, KH, hd, scale);
+    unsigned tiles = (unsigned)((T + RL_FA_B - 1) / RL_FA_B), threads = bf16 ? RL_FB_THREADS : RL_FA_THREADS;
+    auto kdq = bf16 ? k_fb_backward_dq<D> : k_fa_backward_dq<D>;
+    auto kkv = bf16 ? k_fb_backward_dkdv<D> : k_fa_backward_dkdv<D>;
+    size_t sm1 = bf16 ? s_fb_bytes(D, 1) : s_fa_smem(D, 1), sm2 = bf16 ? s_fb_bytes(D, 2) : s_fa_smem(D, 2);
+    s_fa_smem_allow(kdq, sm1);
+    kdq<<<dim3(tiles, (unsigned)H, (unsigned)B), threads, sm1>>>(dq, Dsum, dout, out, lse, q, k, v, mask, T,
+                                                               H, KH, hd, scale);
     CUDA_NOTE(cudaGetLastError());
     if (!dk && !dv)
         return 0;
-    float *part = nullptr; // grouped heads: per-head shares, then k_fa_reduce_kv
+    // Grouped heads: one block per query head and key tile, each head's
+    // share into a (2, B, H, T, hd) scratch, then summed in head order (a
+    // block per kv head walking its H/KH heads was the critical path: 7 × the
+    // query tiles of key tile 0 for Qwen2's grouping). One head per kv head:
+    // added directly.
+    float *part = nullptr;
     if (KH < H) {
-        snprintf(what, sizeof what, "attention backward (bf16, B=%d T=%d H=%d): dK/dV per head",
-                 B, T, H);
+        snprintf(what, sizeof what, "attention backward (%s, B=%d T=%d H=%d): dK/dV per head", fam, B, T,
+                 H);
         part = (float *)s_scratch_get(&s_fa_part, 2 * sizeof(float) * (size_t)B * H * T * hd, what);
         if (!part)
             return RL_ENOMEM;
     }
-    s_fa_smem_allow(k_fb_backward_dkdv<D>, sm2);
-    k_fb_backward_dkdv<D><<<dim3(tiles, (unsigned)(part ? H : KH), (unsigned)B), RL_FB_THREADS, sm2>>>(
+    s_fa_smem_allow(kkv, sm2);
+    kkv<<<dim3(tiles, (unsigned)(part ? H : KH), (unsigned)B), threads, sm2>>>(
         dk, dv, part, dout, lse, Dsum, q, k, v, mask, T, H, KH, hd, scale);
     CUDA_NOTE(cudaGetLastError());
     if (part) {
@@ -2460,27 +2419,60 @@ static int s_att_flash(const char *fn)
     return rl_error_set(RL_EINVAL, "%s: RL_CUDA_ATTENTION=%s: expected flash, flash32 or cublas", fn, e);
 }
 
+// The attention entries: bf16 = 1 for the bf16 pair, which takes the
+// tensor-core kernels where it can and else the float32 pair's path.
+static int s_attention_fwd(int bf16, float *out, float *lse, const float *q, const float *k,
+                           const float *v, const uint8_t *mask, int B, int T, int H, int KH, int hd)
+{
+    const char *name = bf16 ? "attention (bf16)" : "attention (flash)";
+    int fl = s_att_flash(name);
+    if (fl < 0)
+        return fl;
+    int D = !fl || (bf16 && fl != 1) ? 0 : bf16 ? s_fb_dim(hd) : s_fa_dim(hd);
+    if (!D)
+        return bf16 ? s_attention_fwd(0, out, lse, q, k, v, mask, B, T, H, KH, hd)
+                    : s_cublas_attention_forward(out, lse, q, k, v, mask, B, T, H, KH, hd);
+    RL_CUDA_PROF(bf16 ? "attention_forward_bf16" : "attention_forward_flash");
+    int rc = s_attention_shape(name, H, KH, hd);
+    if (rc || B <= 0 || T <= 0 || H <= 0)
+        return rc;
+    if (D == 32)
+        s_fused_forward<32>(bf16, out, lse, q, k, v, mask, B, T, H, KH, hd);
+    else if (D == 64)
+        s_fused_forward<64>(bf16, out, lse, q, k, v, mask, B, T, H, KH, hd);
+    else
+        s_fused_forward<128>(bf16, out, lse, q, k, v, mask, B, T, H, KH, hd);
+    return 0;
+}
+
+static int s_attention_bwd(int bf16, float *dq, float *dk, float *dv, const float *dout,
+                           const float *out, const float *lse, const float *q, const float *k,
+                           const float *v, const uint8_t *mask, int B, int T, int H, int KH, int hd)
+{
+    const char *name = bf16 ? "attention backward (bf16)" : "attention backward (flash)";
+    int fl = s_att_flash(name);
+    if (fl < 0)
+        return fl;
+    int D = !fl || (bf16 && fl != 1) ? 0 : bf16 ? s_fb_dim(hd) : s_fa_dim(hd);
+    if (!D)
+        return bf16 ? s_attention_bwd(0, dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, H, KH, hd)
+                    : s_cublas_attention_backward(dq, dk, dv, dout, lse, q, k, v, mask, B, T, H, KH, hd);
+    RL_CUDA_PROF(bf16 ? "attention_backward_bf16" : "attention_backward_flash");
+    int rc = s_attention_shape(name, H, KH, hd);
+    if (rc || B <= 0 || T <= 0 || H <= 0 || (!dq && !dk && !dv))
+        return rc;
+    if (D == 32)
+        return s_fused_backward<32>(bf16, dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, H, KH, hd);
+    if (D == 64)
+        return s_fused_backward<64>(bf16, dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, H, KH, hd);
+    return s_fused_backward<128>(bf16, dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, H, KH, hd);
+}
+
 int rl_cuda_attention_forward(float *out, float *lse, const float *q, const float *k,
                               const float *v, const uint8_t *mask, int B, int T, int H, int KH,
                               int hd)
 {
-    int fl = s_att_flash("attention");
-    if (fl < 0)
-        return fl;
-    int D = s_fa_dim(hd);
-    if (!fl || !D)
-        return s_cublas_attention_forward(out, lse, q, k, v, mask, B, T, H, KH, hd);
-    RL_CUDA_PROF("attention_forward_flash");
-    int rc = s_attention_shape("attention (flash)", H, KH, hd);
-    if (rc || B <= 0 || T <= 0 || H <= 0)
-        return rc;
-    if (D == 32)
-        s_fa_forward<32>(out, lse, q, k, v, mask, B, T, H, KH, hd);
-    else if (D == 64)
-        s_fa_forward<64>(out, lse, q, k, v, mask, B, T, H, KH, hd);
-    else
-        s_fa_forward<128>(out, lse, q, k, v, mask, B, T, H, KH, hd);
-    return 0;
+    return s_attention_fwd(0, out, lse, q, k, v, mask, B, T, H, KH, hd);
 }
 
 int rl_cuda_attention_backward(float *dq, float *dk, float *dv, const float *dout,
@@ -2488,44 +2480,14 @@ int rl_cuda_attention_backward(float *dq, float *dk, float *dv, const float *dou
                                const float *v, const uint8_t *mask, int B, int T, int H, int KH,
                                int hd)
 {
-    int fl = s_att_flash("attention backward");
-    if (fl < 0)
-        return fl;
-    int D = s_fa_dim(hd);
-    if (!fl || !D)
-        return s_cublas_attention_backward(dq, dk, dv, dout, lse, q, k, v, mask, B, T, H, KH, hd);
-    RL_CUDA_PROF("attention_backward_flash");
-    int rc = s_attention_shape("attention backward (flash)", H, KH, hd);
-    if (rc || B <= 0 || T <= 0 || H <= 0 || (!dq && !dk && !dv))
-        return rc;
-    if (D == 32)
-        return s_fa_backward<32>(dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, H, KH, hd);
-    if (D == 64)
-        return s_fa_backward<64>(dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, H, KH, hd);
-    return s_fa_backward<128>(dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, H, KH, hd);
+    return s_attention_bwd(0, dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, H, KH, hd);
 }
 
 int rl_cuda_attention_forward_bf16(float *out, float *lse, const float *q, const float *k,
                                    const float *v, const uint8_t *mask, int B, int T, int H,
                                    int KH, int hd)
 {
-    int fl = s_att_flash("attention (bf16)");
-    if (fl < 0)
-        return fl;
-    int D = fl == 1 ? s_fb_dim(hd) : 0;
-    if (!D)
-        return rl_cuda_attention_forward(out, lse, q, k, v, mask, B, T, H, KH, hd);
-    RL_CUDA_PROF("attention_forward_bf16");
-    int rc = s_attention_shape("attention (bf16)", H, KH, hd);
-    if (rc || B <= 0 || T <= 0 || H <= 0)
-        return rc;
-    if (D == 32)
-        s_fb_forward<32>(out, lse, q, k, v, mask, B, T, H, KH, hd);
-    else if (D == 64)
-        s_fb_forward<64>(out, lse, q, k, v, mask, B, T, H, KH, hd);
-    else
-        s_fb_forward<128>(out, lse, q, k, v, mask, B, T, H, KH, hd);
-    return 0;
+    return s_attention_fwd(1, out, lse, q, k, v, mask, B, T, H, KH, hd);
 }
 
 int rl_cuda_attention_backward_bf16(float *dq, float *dk, float *dv, const float *dout,
@@ -2533,21 +2495,7 @@ int rl_cuda_attention_backward_bf16(float *dq, float *dk, float *dv, const float
                                     const float *k, const float *v, const uint8_t *mask, int B,
                                     int T, int H, int KH, int hd)
 {
-    int fl = s_att_flash("attention backward (bf16)");
-    if (fl < 0)
-        return fl;
-    int D = fl == 1 ? s_fb_dim(hd) : 0;
-    if (!D)
-        return rl_cuda_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, H, KH, hd);
-    RL_CUDA_PROF("attention_backward_bf16");
-    int rc = s_attention_shape("attention backward (bf16)", H, KH, hd);
-    if (rc || B <= 0 || T <= 0 || H <= 0 || (!dq && !dk && !dv))
-        return rc;
-    if (D == 32)
-        return s_fb_backward<32>(dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, H, KH, hd);
-    if (D == 64)
-        return s_fb_backward<64>(dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, H, KH, hd);
-    return s_fb_backward<128>(dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, H, KH, hd);
+    return s_attention_bwd(1, dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, H, KH, hd);
 }
 
 void rl_cuda_logprob_forward(float *logp, float *entropy, float *lse, const float *logits,
