@@ -139,7 +139,7 @@ section=$(mktemp)
         echo "| \`bench: gpu_rl_step_vs_cpu\` | $([ "${RL_BENCH_GPU_RL:-1}" = 0 ] && echo "not run (RL_BENCH_GPU_RL=0)" || { [ $rrc = 77 ] && echo "skipped: $(echo "$rlb" | tail -1)" || echo "failed (exit $rrc)"; }) |"
     fi
     echo "| \`bench: gpu_weight_sync_GBps_over_d2d\` (the 0.5B bf16 bytes, $(val "$wsync" gpu_weight_sync_bytes) B, actor → rollout over CUDA IPC ÷ cudaMemcpy device-to-device; target ≥ 0.8) | **$(val "$wsync" gpu_weight_sync_GBps_over_d2d)** ($(val "$wsync" gpu_weight_sync_GBps) GB/s against $(val "$wsync" gpu_weight_sync_d2d_GBps) GB/s) |"
-    echo "| \`bench: gpu_weight_sync_0p5b_s\` (median of $(( ${RL_BENCH_IPC_VERSIONS:-6} - 1 )) syncs; verl: 7B in 0.02 s on H20, its checkpoint engine) | **$(val "$wsync" gpu_weight_sync_0p5b_s)** s (cudaMemcpy: $(val "$wsync" gpu_weight_sync_d2d_s) s; of the sync, the receiver's own copy: $(val "$wsync" gpu_weight_sync_recv_copy_s) s) |"
+    echo "| \`bench: gpu_weight_sync_0p5b_s\` (median of $(( ${RL_BENCH_IPC_VERSIONS:-6} - 1 )) syncs; verl: 7B in 0.02 s on H20, its checkpoint engine) | **$(val "$wsync" gpu_weight_sync_0p5b_s)** s (cudaMemcpy: $(val "$wsync" gpu_weight_sync_d2d_s) s; of the sync, the receiver's own copy: $(val "$wsync" gpu_weight_sync_recv_copy_s | cut -d" " -f1) s) |"
     echo "<!-- bench-gpu:end -->"
 } >"$section"
 if [ -f "$res" ] && grep -q "<!-- bench-gpu:begin -->" "$res"; then
