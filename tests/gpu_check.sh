@@ -116,6 +116,7 @@ took() { local now; now=$(date +%s); echo "gpu_check: time: $1: $((now - t_part)
 # 8 minutes): the tests and gpu_jobs.py always run; the parts after them
 # start only with time left for them, and each part left out is named at the
 # end (not a failure: a later run with more time, or GPU_TESTS trimmed, runs it).
+# RL_GPU_CHECK_BENCH_FIRST=1 runs the bench before gpu_jobs.py.
 budget=${RL_GPU_CHECK_BUDGET_S:-480}
 left() { echo $((budget - ($(date +%s) - t_start))); }
 not_run=()
@@ -135,25 +136,32 @@ for t in $tests; do
         echo "gpu_check: $t failed or skipped (exit $r)"; rc=1
     fi
 done
+# the bench (RL_GPU_BENCH=1): after gpu_jobs.py, or before it with
+# RL_GPU_CHECK_BENCH_FIRST=1 (a run whose point is a measurement: gpu_jobs.py
+# then gets what the budget leaves, as it always runs)
+run_bench() {
+    if [ "${RL_GPU_BENCH:-0}" = 1 ] && [ "$(left)" -lt 120 ]; then
+        echo "gpu_check: bench_gpu.sh: not run, $(left) s of the ${budget} s budget left"
+        not_run+=("bench_gpu.sh")
+    elif [ "${RL_GPU_BENCH:-0}" = 1 ]; then
+        echo "== bench/bench_gpu.sh"
+        # the end-to-end jobs (minutes) only with 6 minutes left, unless asked for
+        e2e=${RL_BENCH_GPU_E2E:-}
+        if [ -z "$e2e" ] && [ "$(left)" -lt 360 ]; then
+            e2e=0
+            echo "gpu_check: bench_gpu_e2e.py left out: $(left) s of the budget left (RL_BENCH_GPU_E2E=1 runs it)"
+            not_run+=("bench_gpu_e2e.py")
+        fi
+        RL_BENCH_GPU_E2E=${e2e:-1} BUILD=$BUILD PYTHON=${PYTHON:-python3} "$(dirname "$0")/../bench/bench_gpu.sh" || { echo "gpu_check: bench_gpu failed"; rc=1; }
+        took bench_gpu.sh
+    fi
+}
+[ "${RL_GPU_CHECK_BENCH_FIRST:-0}" = 1 ] && run_bench
 echo "== tests/integration/gpu_jobs.py"
 BUILD=$BUILD ${PYTHON:-python3} "$(dirname "$0")/integration/gpu_jobs.py"; r=$?
 took gpu_jobs.py
 [ $r = 0 ] || { echo "gpu_check: gpu_jobs.py: exit $r"; rc=1; }
-if [ "${RL_GPU_BENCH:-0}" = 1 ] && [ "$(left)" -lt 120 ]; then
-    echo "gpu_check: bench_gpu.sh: not run, $(left) s of the ${budget} s budget left"
-    not_run+=("bench_gpu.sh")
-elif [ "${RL_GPU_BENCH:-0}" = 1 ]; then
-    echo "== bench/bench_gpu.sh"
-    # the end-to-end jobs (minutes) only with 6 minutes left, unless asked for
-    e2e=${RL_BENCH_GPU_E2E:-}
-    if [ -z "$e2e" ] && [ "$(left)" -lt 360 ]; then
-        e2e=0
-        echo "gpu_check: bench_gpu_e2e.py left out: $(left) s of the budget left (RL_BENCH_GPU_E2E=1 runs it)"
-        not_run+=("bench_gpu_e2e.py")
-    fi
-    RL_BENCH_GPU_E2E=${e2e:-1} BUILD=$BUILD PYTHON=${PYTHON:-python3} "$(dirname "$0")/../bench/bench_gpu.sh" || { echo "gpu_check: bench_gpu failed"; rc=1; }
-    took bench_gpu.sh
-fi
+[ "${RL_GPU_CHECK_BENCH_FIRST:-0}" = 1 ] || run_bench
 cs=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
 if [ ! -x "$cs" ]; then
     echo "gpu_check: compute-sanitizer: skipped (not found)"; rc_cs=77
