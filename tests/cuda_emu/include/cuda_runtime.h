@@ -42,6 +42,10 @@ struct __attribute__((aligned(16))) float4 {
 struct __attribute__((aligned(8))) float2 {
     float x, y;
 };
+struct __attribute__((aligned(16))) uint4 {
+    unsigned x, y, z, w;
+};
+static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 
 extern uint3 rl_emu_threadIdx, rl_emu_blockIdx;
 extern dim3 rl_emu_blockDim, rl_emu_gridDim;

@@ -927,10 +927,11 @@ __global__ void k_fa_reduce_kv(float *dk, float *dv, const float *part, int B, i
 // stride D + 4, loaded into accumulator fragments and stored back around each
 // product), so no fragment's lane layout is assumed; the softmax and the
 // elementwise steps run two lanes per row, the even and the odd columns (a
-// row's two lanes in neighbouring banks; rows r and r + 8 share banks). Inputs are
-// rounded to bf16 as they are loaded (rl_bf16_round, the CPU reference's
-// rounding: ops_attn_bf16.c), bf16 tiles have stride D + 8, every tile a
-// fragment touches starts 32-byte aligned. No atomics: dK/dV of grouped
+// row's two lanes in neighbouring banks; rows r and r + 8 share banks). The
+// inputs (Q, K, V, and dO in the backward) are rounded to bf16 once per call
+// into a scratch (s_fb_inputs; rl_bf16_round, the CPU reference's rounding:
+// ops_attn_bf16.c) and loaded 16 bytes at a time; bf16 tiles have stride
+// D + 8, every tile a fragment touches starts 32-byte aligned. No atomics: dK/dV of grouped
 // heads go through the same per-head shares and k_fa_reduce_kv as above.
 #define RL_FB_B 64
 #define RL_FB_THREADS 128
@@ -948,17 +949,29 @@ __device__ __forceinline__ const __nv_bfloat16 *d_fb_p(const uint16_t *p)
     return reinterpret_cast<const __nv_bfloat16 *>(p);
 }
 
-// Rows r0..r0+63 of a (T, ·) float32 slice with row stride rs into the bf16
-// tile sm (64, D + 8), rounded; zeros past T and past hd. All the block's threads.
+// Rows r0..r0+63 of a (T, ·) bf16 slice with row stride rs (the inputs
+// rounded once per call, s_fb_inputs) into the tile sm (64, D + 8); zeros
+// past T and past hd. All the block's threads; 16 bytes a load where the
+// rows are whole and aligned (hd = D, the usual head sizes 32, 64, 128).
 template <int D>
-__device__ void d_fb_load(uint16_t *sm, const float *base, int r0, int T, int rs, int hd)
+__device__ void d_fb_load(uint16_t *sm, const uint16_t *base, int r0, int T, int rs, int hd)
 {
+    if (hd == D && rs % 8 == 0 && ((uintptr_t)base & 15) == 0) {
+        for (int i = threadIdx.x; i < RL_FB_B * D / 8; i += RL_FB_THREADS) {
+            int r = i / (D / 8), e = (i % (D / 8)) * 8;
+            uint4 x = make_uint4(0, 0, 0, 0);
+            if (r0 + r < T)
+                x = *(const uint4 *)&base[(size_t)(r0 + r) * rs + e];
+            *(uint4 *)&sm[r * (D + 8) + e] = x;
+        }
+        return;
+    }
     for (int i = threadIdx.x; i < RL_FB_B * D; i += RL_FB_THREADS) {
         int r = i / D, e = i % D;
-        float x = 0.0f;
+        uint16_t x = 0;
         if (r0 + r < T && e < hd)
             x = base[(size_t)(r0 + r) * rs + e];
-        sm[r * (D + 8) + e] = rl_bf16_round(x);
+        sm[r * (D + 8) + e] = x;
     }
 }
 
@@ -1032,7 +1045,7 @@ static size_t s_fb_bytes(int D, int kernel) // 0 forward, 1 dq, 2 dk/dv
 
 template <int D>
 __global__ void __launch_bounds__(RL_FB_THREADS)
-    k_fb_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+    k_fb_forward(float *out, float *lse, const uint16_t *q, const uint16_t *k, const uint16_t *v,
                  const uint8_t *mask, int T, int H, int KH, int hd, float scale)
 {
     extern __shared__ __align__(128) float fbsh[];
@@ -1045,8 +1058,8 @@ __global__ void __launch_bounds__(RL_FB_THREADS)
     const int w = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 2, c0 = lane % 2;
     const int e0 = lane % 2, t = q0 + w * 16 + r;
     const int qs = H * hd, ks = KH * hd;
-    const float *kb = k + (size_t)b * T * ks + (size_t)kh * hd;
-    const float *vb = v + (size_t)b * T * ks + (size_t)kh * hd;
+    const uint16_t *kb = k + (size_t)b * T * ks + (size_t)kh * hd;
+    const uint16_t *vb = v + (size_t)b * T * ks + (size_t)kh * hd;
     const uint8_t *mb = mask ? mask + (size_t)b * T : nullptr;
     uint16_t *Pw = Ps + w * 16 * RL_FB_PS;
     float *Sw = Ss + w * 16 * RL_FB_SS, *Ow = Os + w * 16 * DF;
@@ -1101,8 +1114,8 @@ __global__ void __launch_bounds__(RL_FB_THREADS)
 // this warp's S = Q Kᵀ and dP = dO Vᵀ.
 template <int D>
 __device__ __forceinline__ void d_fb_key_tile(float *Sw, float *dPw, uint16_t *Ks, uint16_t *Vs,
-                                              const uint16_t *Qw, const uint16_t *dOw, const float *kb,
-                                              const float *vb, int k0, int T, int ks, int hd)
+                                              const uint16_t *Qw, const uint16_t *dOw, const uint16_t *kb,
+                                              const uint16_t *vb, int k0, int T, int ks, int hd)
 {
     __syncthreads();
     d_fb_load<D>(Ks, kb, k0, T, ks, hd);
@@ -1116,8 +1129,8 @@ __device__ __forceinline__ void d_fb_key_tile(float *Sw, float *dPw, uint16_t *K
 template <int D>
 __global__ void __launch_bounds__(RL_FB_THREADS)
     k_fb_backward_dq(float *dq, float *Dsum, const float *dout, const float *out, const float *lse,
-                     const float *q, const float *k, const float *v, const uint8_t *mask, int T,
-                     int H, int KH, int hd, float scale)
+                     const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *dout16,
+                     const uint8_t *mask, int T, int H, int KH, int hd, float scale)
 {
     extern __shared__ __align__(128) float fbsh[];
     constexpr int DB = D + 8, DF = D + 4;
@@ -1135,7 +1148,7 @@ __global__ void __launch_bounds__(RL_FB_THREADS)
     uint16_t *Qw = Qs + w * 16 * DB, *dOw = dOs + w * 16 * DB, *dSw = dSs + w * 16 * RL_FB_PS;
     float *Sw = Ss + w * 16 * RL_FB_SS, *dPw = dPs + w * 16 * RL_FB_SS, *dQw = dQs + w * 16 * DF;
     d_fb_load<D>(Qs, q + qo, q0, T, qs, hd);
-    d_fb_load<D>(dOs, dout + qo, q0, T, qs, hd);
+    d_fb_load<D>(dOs, dout16 + qo, q0, T, qs, hd);
     for (int i = lane; i < 16 * D; i += 32)
         dQw[(i / D) * DF + i % D] = 0.0f;
     const float L = t < T ? lse[((size_t)b * H + h) * T + t] : INFINITY;
@@ -1177,8 +1190,8 @@ __global__ void __launch_bounds__(RL_FB_THREADS)
 
 template <int D>
 __global__ void __launch_bounds__(RL_FB_THREADS)
-    k_fb_backward_dkdv(float *dk, float *dv, float *part, const float *dout, const float *lse,
-                       const float *Dsum, const float *q, const float *k, const float *v,
+    k_fb_backward_dkdv(float *dk, float *dv, float *part, const uint16_t *dout, const float *lse,
+                       const float *Dsum, const uint16_t *q, const uint16_t *k, const uint16_t *v,
                        const uint8_t *mask, int T, int H, int KH, int hd, float scale)
 {
     extern __shared__ __align__(128) float fbsh[];
@@ -1846,20 +1859,58 @@ static int s_fb_dim(int hd)
     return D && major >= 8 && s_fb_bytes(D, 2) <= (size_t)optin ? D : 0;
 }
 
-// The launches of either fused family: the float32 kernels (bf16 = 0) or the
-// bf16 tensor-core ones (bf16 = 1); the same grid of 64-row tiles, each
-// family its own kernels, block size and shared memory.
-template <int D>
-static void s_fused_forward(int bf16, float *out, float *lse, const float *q, const float *k,
-                            const float *v, const uint8_t *mask, int B, int T, int H, int KH, int hd)
+// The bf16 kernels' inputs rounded once per call (2 bytes a value): n[i]
+// floats of src[i] each, one after another in a scratch; dst[i] where each
+// starts (a multiple of 8 values from the scratch's start when every n[i] is,
+// so the kernels' 16-byte loads stay aligned). NULL sources are skipped.
+static s_scratch s_fb_in;
+static int s_fb_inputs(const float *const *src, const int64_t *n, const uint16_t **dst, int count,
+                       const char *what)
 {
-    auto kf = bf16 ? k_fb_forward<D> : k_fa_forward<D>;
-    size_t sm = bf16 ? s_fb_bytes(D, 0) : s_fa_smem(D, 0);
-    s_fa_smem_allow(kf, sm);
+    int64_t total = 0;
+    for (int i = 0; i < count; i++)
+        total += src[i] ? (n[i] + 7) / 8 * 8 : 0;
+    uint16_t *p = (uint16_t *)s_scratch_get(&s_fb_in, sizeof(uint16_t) * (size_t)(total ? total : 1), what);
+    if (!p)
+        return RL_ENOMEM;
+    for (int i = 0; i < count; i++) {
+        dst[i] = src[i] ? p : nullptr;
+        if (src[i] && n[i] > 0)
+            s_each(k_round_bf16, n[i], p, src[i], n[i]);
+        p += src[i] ? (n[i] + 7) / 8 * 8 : 0;
+    }
+    return 0;
+}
+
+// The launches of either fused family: the float32 kernels (bf16 = 0) or the
+// bf16 tensor-core ones (bf16 = 1, their inputs rounded first); the same grid
+// of 64-row tiles, each family its own kernels, block size and shared memory.
+template <int D>
+static int s_fused_forward(int bf16, float *out, float *lse, const float *q, const float *k,
+                           const float *v, const uint8_t *mask, int B, int T, int H, int KH, int hd)
+{
     dim3 grid((unsigned)((T + RL_FA_B - 1) / RL_FA_B), (unsigned)H, (unsigned)B);
-    kf<<<grid, bf16 ? RL_FB_THREADS : RL_FA_THREADS, sm>>>(out, lse, q, k, v, mask, T, H, KH, hd,
-                                                        1.0f / sqrtf((float)hd));
+    const float scale = 1.0f / sqrtf((float)hd);
+    if (!bf16) {
+        s_fa_smem_allow(k_fa_forward<D>, s_fa_smem(D, 0));
+        k_fa_forward<D><<<grid, RL_FA_THREADS, s_fa_smem(D, 0)>>>(out, lse, q, k, v, mask, T, H, KH, hd,
+                                                                  scale);
+        CUDA_NOTE(cudaGetLastError());
+        return 0;
+    }
+    const int64_t nq = (int64_t)B * T * H * hd, nk = (int64_t)B * T * KH * hd;
+    const float *src[3] = {q, k, v};
+    const int64_t n[3] = {nq, nk, nk};
+    const uint16_t *in[3];
+    char what[160];
+    snprintf(what, sizeof what, "attention (bf16, B=%d T=%d H=%d): the bf16 inputs", B, T, H);
+    if (s_fb_inputs(src, n, in, 3, what))
+        return RL_ENOMEM;
+    s_fa_smem_allow(k_fb_forward<D>, s_fb_bytes(D, 0));
+    k_fb_forward<D><<<grid, RL_FB_THREADS, s_fb_bytes(D, 0)>>>(out, lse, in[0], in[1], in[2], mask, T, H, KH,
+                                                               hd, scale);
     CUDA_NOTE(cudaGetLastError());
+    return 0;
 }
 
 template <int D>
@@ -1873,14 +1924,27 @@ static int s_fused_backward(int bf16, float *dq, float *dk, float *dv, const flo
     float *Dsum = (float *)s_scratch_get(&s_fa_D, sizeof(float) * (size_t)B * H * T, what);
     if (!Dsum)
         return RL_ENOMEM;
+    const uint16_t *in[4] = {nullptr, nullptr, nullptr, nullptr}; /* q k v dout in bf16 */
+    if (bf16) {
+        const int64_t nq = (int64_t)B * T * H * hd, nk = (int64_t)B * T * KH * hd;
+        const float *src[4] = {q, k, v, dout};
+        const int64_t n[4] = {nq, nk, nk, nq};
+        snprintf(what, sizeof what, "attention backward (bf16, B=%d T=%d H=%d): the bf16 inputs", B, T, H);
+        if (s_fb_inputs(src, n, in, 4, what))
+            return RL_ENOMEM;
+    }
     float scale = 1.0f / sqrtf((float)hd);
-    unsigned tiles = (unsigned)((T + RL_FA_B - 1) / RL_FA_B), threads = bf16 ? RL_FB_THREADS : RL_FA_THREADS;
-    auto kdq = bf16 ? k_fb_backward_dq<D> : k_fa_backward_dq<D>;
-    auto kkv = bf16 ? k_fb_backward_dkdv<D> : k_fa_backward_dkdv<D>;
+    dim3 g1((unsigned)((T + RL_FA_B - 1) / RL_FA_B), (unsigned)H, (unsigned)B);
     size_t sm1 = bf16 ? s_fb_bytes(D, 1) : s_fa_smem(D, 1), sm2 = bf16 ? s_fb_bytes(D, 2) : s_fa_smem(D, 2);
-    s_fa_smem_allow(kdq, sm1);
-    kdq<<<dim3(tiles, (unsigned)H, (unsigned)B), threads, sm1>>>(dq, Dsum, dout, out, lse, q, k, v, mask, T,
-                                                               H, KH, hd, scale);
+    if (bf16) {
+        s_fa_smem_allow(k_fb_backward_dq<D>, sm1);
+        k_fb_backward_dq<D><<<g1, RL_FB_THREADS, sm1>>>(dq, Dsum, dout, out, lse, in[0], in[1], in[2], in[3],
+                                                        mask, T, H, KH, hd, scale);
+    } else {
+        s_fa_smem_allow(k_fa_backward_dq<D>, sm1);
+        k_fa_backward_dq<D><<<g1, RL_FA_THREADS, sm1>>>(dq, Dsum, dout, out, lse, q, k, v, mask, T, H, KH, hd,
+                                                        scale);
+    }
     CUDA_NOTE(cudaGetLastError());
     if (!dk && !dv)
         return 0;
@@ -1897,9 +1961,16 @@ static int s_fused_backward(int bf16, float *dq, float *dk, float *dv, const flo
         if (!part)
             return RL_ENOMEM;
     }
-    s_fa_smem_allow(kkv, sm2);
-    kkv<<<dim3(tiles, (unsigned)(part ? H : KH), (unsigned)B), threads, sm2>>>(
-        dk, dv, part, dout, lse, Dsum, q, k, v, mask, T, H, KH, hd, scale);
+    dim3 g2(g1.x, (unsigned)(part ? H : KH), (unsigned)B);
+    if (bf16) {
+        s_fa_smem_allow(k_fb_backward_dkdv<D>, sm2);
+        k_fb_backward_dkdv<D><<<g2, RL_FB_THREADS, sm2>>>(dk, dv, part, in[3], lse, Dsum, in[0], in[1], in[2],
+                                                          mask, T, H, KH, hd, scale);
+    } else {
+        s_fa_smem_allow(k_fa_backward_dkdv<D>, sm2);
+        k_fa_backward_dkdv<D><<<g2, RL_FA_THREADS, sm2>>>(dk, dv, part, dout, lse, Dsum, q, k, v, mask, T, H,
+                                                          KH, hd, scale);
+    }
     CUDA_NOTE(cudaGetLastError());
     if (part) {
         int64_t n = (int64_t)B * T * KH * hd;
@@ -2437,12 +2508,10 @@ static int s_attention_fwd(int bf16, float *out, float *lse, const float *q, con
     if (rc || B <= 0 || T <= 0 || H <= 0)
         return rc;
     if (D == 32)
-        s_fused_forward<32>(bf16, out, lse, q, k, v, mask, B, T, H, KH, hd);
-    else if (D == 64)
-        s_fused_forward<64>(bf16, out, lse, q, k, v, mask, B, T, H, KH, hd);
-    else
-        s_fused_forward<128>(bf16, out, lse, q, k, v, mask, B, T, H, KH, hd);
-    return 0;
+        return s_fused_forward<32>(bf16, out, lse, q, k, v, mask, B, T, H, KH, hd);
+    if (D == 64)
+        return s_fused_forward<64>(bf16, out, lse, q, k, v, mask, B, T, H, KH, hd);
+    return s_fused_forward<128>(bf16, out, lse, q, k, v, mask, B, T, H, KH, hd);
 }
 
 static int s_attention_bwd(int bf16, float *dq, float *dk, float *dv, const float *dout,
