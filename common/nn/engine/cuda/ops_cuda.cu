@@ -1039,7 +1039,7 @@ static size_t s_fb_bytes(int D, int kernel) // 0 forward, 1 dq, 2 dk/dv
 {
     return (kernel == 0 ? 3 : 4) * (size_t)RL_FB_B * (D + 8) * 2 +
            (kernel == 2 ? 2 : 1) * (size_t)RL_FB_B * RL_FB_PS * 2 +
-           (kernel == 0 ? 1 : 2) * (size_t)RL_FB_B * RL_FB_SS * 4 +
+           (kernel == 1 ? 2 : 1) * (size_t)RL_FB_B * RL_FB_SS * 4 +
            (kernel == 2 ? 2 : 1) * (size_t)RL_FB_B * (D + 4) * 4 + (kernel == 2 ? 2 * RL_FB_B * 4 : 0);
 }
 
@@ -1198,8 +1198,8 @@ __global__ void __launch_bounds__(RL_FB_THREADS)
     constexpr int DB = D + 8, DF = D + 4;
     uint16_t *Ks = (uint16_t *)fbsh, *Vs = Ks + RL_FB_B * DB, *Qs = Vs + RL_FB_B * DB;
     uint16_t *dOs = Qs + RL_FB_B * DB, *Pb = dOs + RL_FB_B * DB, *dSb = Pb + RL_FB_B * RL_FB_PS;
-    float *St = (float *)(dSb + RL_FB_B * RL_FB_PS), *dPt = St + RL_FB_B * RL_FB_SS;
-    float *dKs = dPt + RL_FB_B * RL_FB_SS, *dVs = dKs + RL_FB_B * DF;
+    float *St = (float *)(dSb + RL_FB_B * RL_FB_PS); // Sᵀ, then dPᵀ over it (P held in registers)
+    float *dKs = St + RL_FB_B * RL_FB_SS, *dVs = dKs + RL_FB_B * DF;
     float *Ls = dVs + RL_FB_B * DF, *Ds = Ls + RL_FB_B;
     const int k0 = blockIdx.x * RL_FB_B; // key tile 0 has the most query tiles: first
     // part == NULL: blockIdx.y is a kv head, its query heads in order, added
@@ -1213,7 +1213,7 @@ __global__ void __launch_bounds__(RL_FB_THREADS)
     const uint8_t *mb = mask ? mask + (size_t)b * T : nullptr;
     uint16_t *Kw = Ks + w * 16 * DB, *Vw = Vs + w * 16 * DB;
     uint16_t *Pw = Pb + w * 16 * RL_FB_PS, *dSw = dSb + w * 16 * RL_FB_PS;
-    float *Stw = St + w * 16 * RL_FB_SS, *dPw = dPt + w * 16 * RL_FB_SS;
+    float *Stw = St + w * 16 * RL_FB_SS;
     float *dKw = dKs + w * 16 * DF, *dVw = dVs + w * 16 * DF;
     d_fb_load<D>(Ks, k + ko, k0, T, ks, hd);
     d_fb_load<D>(Vs, v + ko, k0, T, ks, hd);
@@ -1228,15 +1228,26 @@ __global__ void __launch_bounds__(RL_FB_THREADS)
             d_fb_load<D>(dOs, dout + qo, q0, T, qs, hd);
             d_fa_tile_stats(Ls, Ds, lb, db, q0, T);
             __syncthreads();
-            // rows: this warp's keys; columns: the query tile's rows
+            // rows: this warp's keys; columns: the query tile's rows. Sᵀ,
+            // this lane's P (registers, float32; bf16 into Pw), then dPᵀ in
+            // the same float tile and dS from them: one float tile, not two
+            // (the shared memory of two blocks an SM at hd 64)
             d_fb_abt<D>(Stw, Kw, Qs);
-            d_fb_abt<D>(dPw, Vw, dOs);
             __syncwarp();
-            for (int j = c0; j < RL_FB_B; j += 2) {
-                int tq = q0 + j;
-                float p = d_fa_prob(Stw[r * RL_FB_SS + j] * scale, Ls[j], tq < T && d_fa_vis(c, tq, T, mb));
-                Pw[r * RL_FB_PS + j] = rl_bf16_round(p);
-                dSw[r * RL_FB_PS + j] = rl_bf16_round(p * (dPw[r * RL_FB_SS + j] - Ds[j]));
+            float p[RL_FB_B / 2];
+#pragma unroll
+            for (int jj = 0; jj < RL_FB_B / 2; jj++) {
+                int j = c0 + 2 * jj, tq = q0 + j;
+                p[jj] = d_fa_prob(Stw[r * RL_FB_SS + j] * scale, Ls[j], tq < T && d_fa_vis(c, tq, T, mb));
+                Pw[r * RL_FB_PS + j] = rl_bf16_round(p[jj]);
+            }
+            __syncwarp(); // every lane has read its Sᵀ before dPᵀ overwrites it
+            d_fb_abt<D>(Stw, Vw, dOs);
+            __syncwarp();
+#pragma unroll
+            for (int jj = 0; jj < RL_FB_B / 2; jj++) {
+                int j = c0 + 2 * jj;
+                dSw[r * RL_FB_PS + j] = rl_bf16_round(p[jj] * (Stw[r * RL_FB_SS + j] - Ds[j]));
             }
             __syncwarp();
             int rn = d_fb_span(T, q0);
@@ -1842,7 +1853,7 @@ template <typename K> static void s_fa_smem_allow(K kernel, size_t bytes)
 
 // The padded head size of the bf16 kernels for hd, 0 when they do not take it:
 // a head wider than 128, a device before sm_80 (no bf16 tensor cores), or
-// more shared memory than it gives a block (hd 128's dK/dV kernel: 187 KiB).
+// more shared memory than it gives a block (hd 128's dK/dV kernel: 170 KiB).
 static int s_fb_dim(int hd)
 {
     int D = hd <= 0 ? 0 : hd <= 32 ? 32 : hd <= 64 ? 64 : hd <= 128 ? 128 : 0;
