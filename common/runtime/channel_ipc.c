@@ -297,13 +297,6 @@ struct rl_weight_ipc_receiver {
     double copy_s, last_copy_s; /* the bucket copies of the version being received, of the last one */
 };
 
-static double s_mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int s_send_small(rl_weight_ipc_receiver *r, uint32_t magic, uint32_t x, uint64_t version)
 {
     s_small m = {magic, x, version};
@@ -411,11 +404,11 @@ static int s_take(rl_weight_ipc_receiver *r, int *done)
                             (unsigned long long)r->per);
     }
     int rc = s_map(r, &h);
-    double t0 = s_mono_s();
+    double t0 = s_now_s();
     if (!rc && h.bytes)
         rc = r->mem->copy((char *)r->staging + h.offset, (const char *)r->mapped + h.offset,
                           (size_t)h.bytes, RL_WEIGHT_IPC_D2D);
-    r->copy_s += s_mono_s() - t0;
+    r->copy_s += s_now_s() - t0;
     if (rc)
         return rl_error_wrap(rc, "weight ipc: bucket %u of version %llu", h.index,
                              (unsigned long long)h.version);
